@@ -1,0 +1,294 @@
+/* cmd_model.c: `dmuon models` (list the bundled models) and `dmuon model show|import`. */
+#include "config.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "hf_import.h"
+#include "json.h"
+#include "model.h"
+#include "opts.h"
+
+enum { FMT_TABLE, FMT_CSV, FMT_JSON };
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int cmd_models(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"csv", no_argument, 0, 'c'}, {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    int fmt = FMT_TABLE, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'c': fmt = FMT_CSV; break;
+        case 'j': fmt = FMT_JSON; break;
+        case 'h':
+            printf("Usage: dmuon models [--csv|--json]\n"
+                   "List the bundled models (folder: $DMUON_MODELS, else the installed models/)\n"
+                   "with total, Muon and AdamW parameter counts and the number of Muon matrices.\n");
+            return 0;
+        default: opt_usage_error("models", "unknown option '%s'", argv[optind - 1]); return 2;
+        }
+    }
+    if (optind < argc) {
+        opt_usage_error("models", "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    const char *dir = dm_model_dir();
+    if (!dir) {
+        fprintf(stderr, "dmuon models: no models folder found (set DMUON_MODELS)\n");
+        return 1;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "dmuon models: cannot open %s\n", dir);
+        return 1;
+    }
+    char *names[512];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 512) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    int rc = 0;
+    if (fmt == FMT_TABLE)
+        printf("# %-22s %-22s %14s %14s %12s %9s\n", "file", "name", "params", "muon_params", "adamw_params", "muon_mats");
+    else if (fmt == FMT_CSV)
+        printf("file,name,params,muon_params,adamw_params,muon_matrices\n");
+    else
+        printf("[");
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        dm_model *m;
+        dm_err err;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        names[i][strlen(names[i]) - 5] = 0;
+        if (dm_model_load_file(path, &m, &err)) {
+            fprintf(stderr, "dmuon models: %s\n", err.msg);
+            rc = 1;
+            free(names[i]);
+            continue;
+        }
+        int64_t tot = dm_model_params(m), mu = dm_model_params_role(m, DM_ROLE_MUON);
+        int64_t ad = dm_model_params_role(m, DM_ROLE_ADAMW), nm = dm_model_count_role(m, DM_ROLE_MUON);
+        if (fmt == FMT_TABLE)
+            printf("  %-22s %-22s %12.3f B %12.3f B %10.3f B %9" PRId64 "\n", names[i], m->name,
+                   tot / 1e9, mu / 1e9, ad / 1e9, nm);
+        else if (fmt == FMT_CSV)
+            printf("%s,%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", names[i], m->name, tot, mu, ad, nm);
+        else {
+            printf("%s\n  {\"file\": ", i ? "," : "");
+            json_write_string(stdout, names[i]);
+            printf(", \"name\": ");
+            json_write_string(stdout, m->name);
+            printf(", \"params\": %" PRId64 ", \"muon_params\": %" PRId64 ", \"adamw_params\": %" PRId64
+                   ", \"muon_matrices\": %" PRId64 "}", tot, mu, ad, nm);
+        }
+        dm_model_free(m);
+        free(names[i]);
+    }
+    if (fmt == FMT_JSON) printf("\n]\n");
+    return rc;
+}
+
+static void show_usage(void)
+{
+    printf("Usage: dmuon model show NAME|FILE [--csv|--json] [--role GLOB=muon|adamw]...\n"
+           "Print every tensor of a model: name, shape (out x in), count, stack and layers,\n"
+           "role (muon or adamw), then totals.\n"
+           "  --role GLOB=ROLE  override the role of tensors whose name matches GLOB (fnmatch)\n"
+           "  --csv, --json     machine-readable output\n"
+           "\nUsage: dmuon model import CONFIG.json [--out FILE] [--name NAME]\n"
+           "Turn a HuggingFace config.json (llama, qwen2, qwen2_5_vl, deepseek_v3, kimi_k2,\n"
+           "gemma, gemma2) into the dmuon model format; writes FILE (default: stdout).\n");
+}
+
+static int parse_role_arg(const char *s, char *glob, size_t cap, dm_role *r)
+{
+    const char *eq = strrchr(s, '=');
+    if (!eq || eq == s || (size_t)(eq - s) >= cap) return -1;
+    memcpy(glob, s, (size_t)(eq - s));
+    glob[eq - s] = 0;
+    if (strcmp(eq + 1, "muon") == 0) *r = DM_ROLE_MUON;
+    else if (strcmp(eq + 1, "adamw") == 0) *r = DM_ROLE_ADAMW;
+    else return -1;
+    return 0;
+}
+
+static int model_show(int argc, char **argv)
+{
+    static const struct option lo[] = {{"csv", no_argument, 0, 'c'}, {"json", no_argument, 0, 'j'},
+                                       {"role", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    int fmt = FMT_TABLE, c, n_roles = 0;
+    const char *roles[64];
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'c': fmt = FMT_CSV; break;
+        case 'j': fmt = FMT_JSON; break;
+        case 'r':
+            if (n_roles == 64) { opt_usage_error("model show", "--role: at most 64 overrides"); return 2; }
+            roles[n_roles++] = optarg;
+            break;
+        case 'h': show_usage(); return 0;
+        case ':': opt_usage_error("model show", "option '%s' needs a value", argv[optind - 1]); return 2;
+        default: opt_usage_error("model show", "unknown option '%s'", argv[optind - 1]); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        opt_usage_error("model show", "expected one model NAME or FILE");
+        return 2;
+    }
+    dm_model *m;
+    dm_err err;
+    if (dm_model_load(argv[optind], &m, &err)) {
+        fprintf(stderr, "dmuon model show: %s\n", err.msg);
+        return 1;
+    }
+    for (int i = 0; i < n_roles; i++) {
+        char glob[512];
+        dm_role r;
+        if (parse_role_arg(roles[i], glob, sizeof glob, &r)) {
+            opt_usage_error("model show", "--role: expected GLOB=muon or GLOB=adamw, found '%s'", roles[i]);
+            dm_model_free(m);
+            return 2;
+        }
+        if (dm_model_override_role(m, glob, r, &err)) {
+            fprintf(stderr, "dmuon model show: --role: %s\n", err.msg);
+            dm_model_free(m);
+            return 1;
+        }
+    }
+    int64_t tot = dm_model_params(m);
+    if (fmt == FMT_TABLE) {
+        printf("model %s (%s)\nsource: %s\n", m->name, m->path, m->source);
+        printf("# %-58s %13s %7s %-22s %-5s %12s\n", "tensor", "rows x cols", "count", "stack[layers]", "role", "params");
+    } else if (fmt == FMT_CSV) {
+        printf("tensor,rows,cols,ndim,count,stack,first_layer,layer_span,role,params\n");
+    } else {
+        printf("{\"name\": ");
+        json_write_string(stdout, m->name);
+        printf(", \"tensors\": [");
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dm_tensor *t = &m->tensors[i];
+        const dm_stack *s = &m->stacks[t->stack];
+        int64_t p = t->rows * t->cols * t->count;
+        if (fmt == FMT_TABLE) {
+            char shape[64], where[96];
+            if (t->ndim == 1) snprintf(shape, sizeof shape, "%" PRId64, t->rows);
+            else snprintf(shape, sizeof shape, "%" PRId64 "x%" PRId64, t->rows, t->cols);
+            snprintf(where, sizeof where, "%s[%d..%d]", s->name, t->first_layer, t->first_layer + t->layer_span - 1);
+            printf("  %-58s %13s %7" PRId64 " %-22s %-5s %12" PRId64 "\n", t->name, shape, t->count, where,
+                   dm_role_name(t->role), p);
+        } else if (fmt == FMT_CSV) {
+            printf("\"%s\",%" PRId64 ",%" PRId64 ",%d,%" PRId64 ",%s,%d,%d,%s,%" PRId64 "\n", t->name, t->rows,
+                   t->cols, t->ndim, t->count, s->name, t->first_layer, t->layer_span, dm_role_name(t->role), p);
+        } else {
+            printf("%s\n  {\"name\": ", i ? "," : "");
+            json_write_string(stdout, t->name);
+            printf(", \"rows\": %" PRId64 ", \"cols\": %" PRId64 ", \"count\": %" PRId64 ", \"stack\": ",
+                   t->rows, t->cols, t->count);
+            json_write_string(stdout, s->name);
+            printf(", \"first_layer\": %d, \"layer_span\": %d, \"role\": \"%s\", \"params\": %" PRId64 "}",
+                   t->first_layer, t->layer_span, dm_role_name(t->role), p);
+        }
+    }
+    int64_t mu = dm_model_params_role(m, DM_ROLE_MUON), ad = dm_model_params_role(m, DM_ROLE_ADAMW);
+    int64_t nm = dm_model_count_role(m, DM_ROLE_MUON), na = dm_model_count_role(m, DM_ROLE_ADAMW);
+    if (fmt == FMT_TABLE) {
+        printf("total: %" PRId64 " parameters (%.2f B) in %" PRId64 " tensors, %d layers\n", tot, tot / 1e9,
+               nm + na, m->n_layers);
+        printf("muon:  %" PRId64 " matrices, %" PRId64 " parameters (%.2f B)\n", nm, mu, mu / 1e9);
+        printf("adamw: %" PRId64 " tensors, %" PRId64 " parameters (%.2f B)\n", na, ad, ad / 1e9);
+        if (m->published_params)
+            printf("published: %" PRId64 " (%.2f B), computed/published = %.4f\n", m->published_params,
+                   m->published_params / 1e9, (double)tot / (double)m->published_params);
+    } else if (fmt == FMT_JSON) {
+        printf("\n], \"params\": %" PRId64 ", \"muon_matrices\": %" PRId64 ", \"muon_params\": %" PRId64
+               ", \"adamw_tensors\": %" PRId64 ", \"adamw_params\": %" PRId64 ", \"layers\": %d}\n",
+               tot, nm, mu, na, ad, m->n_layers);
+    }
+    dm_model_free(m);
+    return 0;
+}
+
+static int model_import(int argc, char **argv)
+{
+    static const struct option lo[] = {{"out", required_argument, 0, 'o'}, {"name", required_argument, 0, 'n'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *out = "-", *name = NULL;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", lo, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'n': name = optarg; break;
+        case 'h': show_usage(); return 0;
+        case ':': opt_usage_error("model import", "option '%s' needs a value", argv[optind - 1]); return 2;
+        default: opt_usage_error("model import", "unknown option '%s'", argv[optind - 1]); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        opt_usage_error("model import", "expected one CONFIG.json");
+        return 2;
+    }
+    dm_model *m;
+    dm_err err;
+    if (hf_import_config(argv[optind], &m, &err)) {
+        fprintf(stderr, "dmuon model import: %s\n", err.msg);
+        return 1;
+    }
+    if (name) {
+        char *nn = strdup(name);
+        if (!nn) { dm_model_free(m); return 1; }
+        free(m->name);
+        m->name = nn;
+    }
+    int rc = dm_model_write(m, out, &err);
+    if (rc) fprintf(stderr, "dmuon model import: %s\n", err.msg);
+    else if (strcmp(out, "-") != 0)
+        fprintf(stderr, "wrote %s: %s, %.3f B parameters, %" PRId64 " Muon matrices\n", out, m->name,
+                dm_model_params(m) / 1e9, dm_model_count_role(m, DM_ROLE_MUON));
+    dm_model_free(m);
+    return rc ? 1 : 0;
+}
+
+int cmd_model(int argc, char **argv)
+{
+    if (argc < 2) {
+        opt_usage_error("model", "expected 'show' or 'import'");
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        show_usage();
+        return 0;
+    }
+    if (strcmp(argv[1], "show") == 0) return model_show(argc - 1, argv + 1);
+    if (strcmp(argv[1], "import") == 0) return model_import(argc - 1, argv + 1);
+    opt_usage_error("model", "unknown subcommand '%s' (expected show or import)", argv[1]);
+    return 2;
+}
+
+/* Until core/hf_import.c lands in this tree. */
+__attribute__((weak)) int hf_import_config(const char *path, dm_model **out, dm_err *err)
+{
+    (void)out;
+    return dm_err_set(err, "%s: HuggingFace import not built yet", path);
+}

@@ -1,0 +1,120 @@
+/* opts.c: range-checked number parsing for the command line (see opts.h). */
+#include "opts.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void opt_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "dmuon%s%s: ", cmd && *cmd ? " " : "", cmd ? cmd : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (try 'dmuon%s%s --help')\n", cmd && *cmd ? " " : "", cmd ? cmd : "");
+}
+
+int opt_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end) {
+        opt_usage_error(cmd, "%s: expected an integer, found '%s'", opt, s);
+        return -1;
+    }
+    if (v < lo || v > hi) {
+        opt_usage_error(cmd, "%s: expected a value in [%ld, %ld], found %ld", opt, lo, hi, v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int opt_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) {
+        opt_usage_error(cmd, "%s: expected a number, found '%s'", opt, s);
+        return -1;
+    }
+    if (v < lo || v > hi) {
+        opt_usage_error(cmd, "%s: expected a value in [%g, %g], found %g", opt, lo, hi, v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int opt_parse_size(const char *cmd, const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    int64_t mul = 1;
+    if (!errno && end != s) {
+        switch (*end) {
+        case 'k': case 'K': mul = (int64_t)1 << 10; end++; break;
+        case 'm': case 'M': mul = (int64_t)1 << 20; end++; break;
+        case 'g': case 'G': mul = (int64_t)1 << 30; end++; break;
+        case 't': case 'T': mul = (int64_t)1 << 40; end++; break;
+        default: break;
+        }
+        if (*end == 'i' && mul > 1) end++;
+        if ((*end == 'B' || *end == 'b') && end[1] == 0) end++;
+    }
+    if (errno || end == s || *end || v < 0 || (v > 0 && mul > INT64_MAX / v)) {
+        opt_usage_error(cmd, "%s: expected a size like 4096, 64K, 64M or 1G, found '%s'", opt, s);
+        return -1;
+    }
+    int64_t x = (int64_t)v * mul;
+    if (x < lo || x > hi) {
+        opt_usage_error(cmd, "%s: expected a size in [%lld, %lld], found %s", opt, (long long)lo,
+                        (long long)hi, s);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int opt_parse_int_list(const char *cmd, const char *opt, const char *s, long lo, long hi,
+                       long *out, int max, int *n)
+{
+    int k = 0;
+    const char *p = s;
+    char buf[64];
+    while (*p) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len == 0 || len >= sizeof buf) {
+            opt_usage_error(cmd, "%s: expected a comma-separated list of integers, found '%s'", opt, s);
+            return -1;
+        }
+        if (k >= max) {
+            opt_usage_error(cmd, "%s: expected at most %d values", opt, max);
+            return -1;
+        }
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        if (opt_parse_long(cmd, opt, buf, lo, hi, &out[k])) return -1;
+        k++;
+        p = c ? c + 1 : p + len;
+        if (c && !*p) {
+            opt_usage_error(cmd, "%s: expected a value after the last ','", opt);
+            return -1;
+        }
+    }
+    if (k == 0) {
+        opt_usage_error(cmd, "%s: expected at least one value", opt);
+        return -1;
+    }
+    *n = k;
+    return 0;
+}

@@ -1,0 +1,361 @@
+/* model.c: read, validate, expand and write model descriptions (format in model.h). */
+#include "model.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "json.h"
+#include "outfile.h"
+
+#define DM_MAX_DIM ((int64_t)1 << 24)   /* 16 M rows or columns: no real weight is wider */
+#define DM_MAX_ELEMS ((int64_t)1 << 36) /* 64 G elements in one tensor */
+#define DM_MAX_COUNT ((int64_t)1 << 24)
+
+const char *dm_role_name(dm_role r) { return r == DM_ROLE_MUON ? "muon" : "adamw"; }
+
+static int parse_role(const jv *obj, const char *key, const char *file, dm_role *out, dm_err *err)
+{
+    const jv *v;
+    if (jv_req(obj, key, JV_STRING, file, &v, err)) return -1;
+    if (strcmp(v->str, "muon") == 0) *out = DM_ROLE_MUON;
+    else if (strcmp(v->str, "adamw") == 0) *out = DM_ROLE_ADAMW;
+    else
+        return dm_err_set(err, "%s:%d:%d: expected \"%s\" to be \"muon\" or \"adamw\", found \"%s\"",
+                          file, v->line, v->col, key, v->str);
+    return 0;
+}
+
+void dm_model_free(dm_model *m)
+{
+    if (!m) return;
+    for (int i = 0; i < m->n_stacks; i++) free(m->stacks[i].name);
+    for (int i = 0; i < m->n_tensors; i++) {
+        free(m->tensors[i].name);
+        free(m->tensors[i].note);
+    }
+    free(m->stacks);
+    free(m->tensors);
+    free(m->name);
+    free(m->source);
+    free(m->path);
+    free(m);
+}
+
+static int parse_stacks(dm_model *m, const jv *root, const char *file, dm_err *err)
+{
+    const jv *arr;
+    if (jv_req(root, "stacks", JV_ARRAY, file, &arr, err)) return -1;
+    if (arr->n == 0)
+        return dm_err_set(err, "%s:%d:%d: expected at least one stack", file, arr->line, arr->col);
+    m->stacks = dm_calloc((size_t)arr->n, sizeof *m->stacks, err);
+    if (!m->stacks) return -1;
+    for (int i = 0; i < arr->n; i++) {
+        const jv *s = arr->items[i];
+        const char *name;
+        int64_t layers;
+        if (s->type != JV_OBJECT)
+            return dm_err_set(err, "%s:%d:%d: expected a stack object {\"name\", \"layers\"}",
+                              file, s->line, s->col);
+        if (jv_req_str(s, "name", file, &name, err) ||
+            jv_req_int(s, "layers", 1, 100000, file, &layers, err))
+            return -1;
+        for (int j = 0; j < i; j++)
+            if (strcmp(m->stacks[j].name, name) == 0)
+                return dm_err_set(err, "%s:%d:%d: expected unique stack names, \"%s\" repeats",
+                                  file, s->line, s->col, name);
+        if (!(m->stacks[i].name = dm_strdup(name, err))) return -1;
+        m->stacks[i].layers = (int)layers;
+        m->stacks[i].first_global = m->n_layers;
+        m->n_layers += (int)layers;
+        m->n_stacks = i + 1;
+    }
+    return 0;
+}
+
+static int parse_tensor(dm_model *m, const jv *t, const char *file, dm_tensor *out, dm_err *err)
+{
+    const char *name, *stack, *note = "";
+    const jv *shape;
+    int64_t count, dims[2] = {1, 1};
+    if (t->type != JV_OBJECT)
+        return dm_err_set(err, "%s:%d:%d: expected a tensor object", file, t->line, t->col);
+    if (jv_req_str(t, "name", file, &name, err) || jv_req(t, "shape", JV_ARRAY, file, &shape, err) ||
+        jv_req_int(t, "count", 1, DM_MAX_COUNT, file, &count, err) ||
+        jv_req_str(t, "stack", file, &stack, err) || parse_role(t, "role", file, &out->role, err) ||
+        jv_opt_str(t, "note", file, &note, err))
+        return -1;
+    if (shape->n < 1 || shape->n > 2)
+        return dm_err_set(err, "%s:%d:%d: expected \"shape\" to have 1 or 2 dimensions, found %d",
+                          file, shape->line, shape->col, shape->n);
+    for (int d = 0; d < shape->n; d++)
+        if (jv_as_int(shape->items[d], 1, DM_MAX_DIM, file, "a dimension (positive, at most 16777216)",
+                      &dims[d], err))
+            return -1;
+    if (dims[0] * dims[1] > DM_MAX_ELEMS)
+        return dm_err_set(err, "%s:%d:%d: expected at most %" PRId64 " elements per tensor, found %" PRId64
+                          " x %" PRId64, file, shape->line, shape->col, DM_MAX_ELEMS, dims[0], dims[1]);
+    int si = -1;
+    for (int i = 0; i < m->n_stacks; i++)
+        if (strcmp(m->stacks[i].name, stack) == 0) si = i;
+    if (si < 0) {
+        const jv *sv = jv_get(t, "stack");
+        return dm_err_set(err, "%s:%d:%d: expected \"stack\" to name one of the \"stacks\", found \"%s\"",
+                          file, sv->line, sv->col, stack);
+    }
+    int64_t first = 0, span = m->stacks[si].layers;
+    if (jv_opt_int(t, "first_layer", 0, m->stacks[si].layers - 1, file, &first, err)) return -1;
+    span = m->stacks[si].layers - first;
+    if (jv_opt_int(t, "layer_span", 1, m->stacks[si].layers - first, file, &span, err)) return -1;
+    if (count % span != 0)
+        return dm_err_set(err, "%s:%d:%d: expected \"count\" (%" PRId64 ") to be a multiple of the layer span (%" PRId64 ")",
+                          file, t->line, t->col, count, span);
+    out->ndim = shape->n;
+    out->rows = dims[0];
+    out->cols = dims[1];
+    out->count = count;
+    out->stack = si;
+    out->first_layer = (int)first;
+    out->layer_span = (int)span;
+    if (!(out->name = dm_strdup(name, err)) || !(out->note = dm_strdup(note, err))) return -1;
+    return 0;
+}
+
+int dm_model_override_role(dm_model *m, const char *glob, dm_role role, dm_err *err)
+{
+    int hits = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (fnmatch(glob, m->tensors[i].name, 0) == 0) {
+            m->tensors[i].role = role;
+            hits++;
+        }
+    if (!hits) return dm_err_set(err, "role override \"%s\" matches no tensor of %s", glob, m->name);
+    return 0;
+}
+
+int dm_model_load_file(const char *path, dm_model **out, dm_err *err)
+{
+    jv *root = jv_parse_file(path, err);
+    dm_model *m = NULL;
+    const char *s;
+    if (!root) return -1;
+    if (root->type != JV_OBJECT) {
+        dm_err_set(err, "%s:%d:%d: expected a model object", path, root->line, root->col);
+        goto fail;
+    }
+    if (!(m = dm_calloc(1, sizeof *m, err))) goto fail;
+    if (jv_req_str(root, "format", path, &s, err)) goto fail;
+    if (strcmp(s, "dmuon-model-1") != 0) {
+        const jv *f = jv_get(root, "format");
+        dm_err_set(err, "%s:%d:%d: expected \"format\": \"dmuon-model-1\", found \"%s\"", path,
+                   f->line, f->col, s);
+        goto fail;
+    }
+    if (jv_req_str(root, "name", path, &s, err) || !(m->name = dm_strdup(s, err))) goto fail;
+    s = "";
+    if (jv_opt_str(root, "source", path, &s, err) || !(m->source = dm_strdup(s, err))) goto fail;
+    if (!(m->path = dm_strdup(path, err))) goto fail;
+    if (jv_opt_int(root, "published_params", 0, (int64_t)1 << 50, path, &m->published_params, err))
+        goto fail;
+    if (parse_stacks(m, root, path, err)) goto fail;
+    const jv *ts;
+    if (jv_req(root, "tensors", JV_ARRAY, path, &ts, err)) goto fail;
+    if (ts->n == 0) {
+        dm_err_set(err, "%s:%d:%d: expected at least one tensor", path, ts->line, ts->col);
+        goto fail;
+    }
+    if (!(m->tensors = dm_calloc((size_t)ts->n, sizeof *m->tensors, err))) goto fail;
+    for (int i = 0; i < ts->n; i++) {
+        m->n_tensors = i + 1;
+        if (parse_tensor(m, ts->items[i], path, &m->tensors[i], err)) goto fail;
+    }
+    const jv *ov = jv_get(root, "role_overrides");
+    if (ov) {
+        if (ov->type != JV_ARRAY) {
+            dm_err_set(err, "%s:%d:%d: expected \"role_overrides\" to be an array", path, ov->line, ov->col);
+            goto fail;
+        }
+        for (int i = 0; i < ov->n; i++) {
+            const jv *o = ov->items[i];
+            const char *glob;
+            dm_role r;
+            if (o->type != JV_OBJECT) {
+                dm_err_set(err, "%s:%d:%d: expected {\"match\": GLOB, \"role\": ROLE}", path, o->line, o->col);
+                goto fail;
+            }
+            if (jv_req_str(o, "match", path, &glob, err) || parse_role(o, "role", path, &r, err))
+                goto fail;
+            if (dm_model_override_role(m, glob, r, err)) {
+                char tmp[sizeof err->msg];
+                snprintf(tmp, sizeof tmp, "%s", err->msg);
+                dm_err_set(err, "%s:%d:%d: %s", path, o->line, o->col, tmp);
+                goto fail;
+            }
+        }
+    }
+    jv_free(root);
+    *out = m;
+    return 0;
+fail:
+    jv_free(root);
+    dm_model_free(m);
+    return -1;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *dm_model_dir(void)
+{
+    const char *env = getenv("DMUON_MODELS");
+    if (env && is_dir(env)) return env;
+    if (is_dir(DM_SRCDIR "/models")) return DM_SRCDIR "/models";
+    if (is_dir(DM_PKGDATADIR "/models")) return DM_PKGDATADIR "/models";
+    return NULL;
+}
+
+int dm_model_load(const char *name, dm_model **out, dm_err *err)
+{
+    struct stat st;
+    if (strchr(name, '/') || (stat(name, &st) == 0 && S_ISREG(st.st_mode)))
+        return dm_model_load_file(name, out, err);
+    const char *dir = dm_model_dir();
+    if (!dir)
+        return dm_err_set(err, "model \"%s\": no models folder found (set DMUON_MODELS)", name);
+    char path[4096];
+    DIR *d = opendir(dir);
+    if (!d) return dm_err_set(err, "%s: cannot open models folder", dir);
+    struct dirent *e;
+    char found[1024] = "";
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+        if (strncasecmp(e->d_name, name, n - 5) == 0 && strlen(name) == n - 5) {
+            snprintf(found, sizeof found, "%s", e->d_name);
+            break;
+        }
+    }
+    closedir(d);
+    if (!found[0]) {
+        /* Fall back to matching the "name" field of each file (e.g. "WALL-OSS"). */
+        d = opendir(dir);
+        while (d && (e = readdir(d))) {
+            size_t n = strlen(e->d_name);
+            if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+            dm_model *m;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            if (dm_model_load_file(path, &m, NULL) == 0) {
+                int hit = strcasecmp(m->name, name) == 0;
+                dm_model_free(m);
+                if (hit) {
+                    snprintf(found, sizeof found, "%s", e->d_name);
+                    break;
+                }
+            }
+        }
+        if (d) closedir(d);
+    }
+    if (!found[0])
+        return dm_err_set(err, "unknown model \"%s\" (see `dmuon models`, or give a file path)", name);
+    snprintf(path, sizeof path, "%s/%s", dir, found);
+    return dm_model_load_file(path, out, err);
+}
+
+int64_t dm_model_params(const dm_model *m)
+{
+    int64_t t = 0;
+    for (int i = 0; i < m->n_tensors; i++) t += m->tensors[i].rows * m->tensors[i].cols * m->tensors[i].count;
+    return t;
+}
+
+int64_t dm_model_params_role(const dm_model *m, dm_role r)
+{
+    int64_t t = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].role == r) t += m->tensors[i].rows * m->tensors[i].cols * m->tensors[i].count;
+    return t;
+}
+
+int64_t dm_model_count_role(const dm_model *m, dm_role r)
+{
+    int64_t t = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].role == r) t += m->tensors[i].count;
+    return t;
+}
+
+int dm_model_matrices(const dm_model *m, int r, dm_matrix **out, int64_t *n, dm_err *err)
+{
+    int64_t total = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (r < 0 || (int)m->tensors[i].role == r) total += m->tensors[i].count;
+    dm_matrix *v = dm_calloc((size_t)(total ? total : 1), sizeof *v, err);
+    if (!v) return -1;
+    int64_t k = 0;
+    /* Order: by global layer, then by entry, then by index: forward order, deterministic. */
+    for (int layer = 0; layer < m->n_layers; layer++)
+        for (int i = 0; i < m->n_tensors; i++) {
+            const dm_tensor *t = &m->tensors[i];
+            if (r >= 0 && (int)t->role != r) continue;
+            int g0 = m->stacks[t->stack].first_global + t->first_layer;
+            if (layer < g0 || layer >= g0 + t->layer_span) continue;
+            int64_t per = t->count / t->layer_span;
+            for (int64_t j = 0; j < per; j++) {
+                v[k].id = k;
+                v[k].tensor = i;
+                v[k].index = (int64_t)(layer - g0) * per + j;
+                v[k].layer = layer;
+                v[k].rows = t->rows;
+                v[k].cols = t->cols;
+                v[k].role = t->role;
+                k++;
+            }
+        }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+int dm_model_write(const dm_model *m, const char *path, dm_err *err)
+{
+    dm_out *o = dm_out_open(path, err);
+    if (!o) return -1;
+    FILE *f = dm_out_file(o);
+    fprintf(f, "{\n  \"format\": \"dmuon-model-1\",\n  \"name\": ");
+    json_write_string(f, m->name);
+    fprintf(f, ",\n  \"source\": ");
+    json_write_string(f, m->source ? m->source : "");
+    fprintf(f, ",\n  \"published_params\": %" PRId64 ",\n  \"stacks\": [\n", m->published_params);
+    for (int i = 0; i < m->n_stacks; i++) {
+        fprintf(f, "    {\"name\": ");
+        json_write_string(f, m->stacks[i].name);
+        fprintf(f, ", \"layers\": %d}%s\n", m->stacks[i].layers, i + 1 < m->n_stacks ? "," : "");
+    }
+    fprintf(f, "  ],\n  \"tensors\": [\n");
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dm_tensor *t = &m->tensors[i];
+        fprintf(f, "    {\"name\": ");
+        json_write_string(f, t->name);
+        if (t->ndim == 1) fprintf(f, ", \"shape\": [%" PRId64 "]", t->rows);
+        else fprintf(f, ", \"shape\": [%" PRId64 ", %" PRId64 "]", t->rows, t->cols);
+        fprintf(f, ", \"count\": %" PRId64 ", \"stack\": ", t->count);
+        json_write_string(f, m->stacks[t->stack].name);
+        if (t->first_layer != 0 || t->layer_span != m->stacks[t->stack].layers)
+            fprintf(f, ", \"first_layer\": %d, \"layer_span\": %d", t->first_layer, t->layer_span);
+        fprintf(f, ", \"role\": \"%s\"", dm_role_name(t->role));
+        if (t->note && t->note[0]) {
+            fprintf(f, ", \"note\": ");
+            json_write_string(f, t->note);
+        }
+        fprintf(f, "}%s\n", i + 1 < m->n_tensors ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+    return dm_out_commit(o, err);
+}

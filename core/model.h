@@ -1,0 +1,91 @@
+/* model.h: model descriptions (the models/ JSON format) and their expansion into matrices.
+ *
+ * File format "dmuon-model-1" (documented in models/README.md):
+ *   { "format": "dmuon-model-1", "name": "...", "source": "...", "published_params": N,
+ *     "stacks":  [ {"name": "layers", "layers": 28}, ... ]          (forward order)
+ *     "tensors": [ {"name": "layers.*.mlp.up_proj.weight", "shape": [18944, 3584], "count": 28,
+ *                   "stack": "layers", "role": "muon",
+ *                   "first_layer": 0, "layer_span": 28, "note": "..."}, ... ],
+ *     "role_overrides": [ {"match": "GLOB", "role": "adamw"} ] }            (optional)
+ * shape is out x in (PyTorch nn.Linear layout), 1 or 2 positive dimensions; count tensors of
+ * that shape spread evenly over layers [first_layer, first_layer + layer_span) of the stack
+ * (defaults: 0 and the stack's layer count; count must be a multiple of layer_span). */
+#ifndef DM_MODEL_H
+#define DM_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dm_error.h"
+
+typedef enum { DM_ROLE_MUON = 0, DM_ROLE_ADAMW = 1 } dm_role;
+
+typedef struct dm_stack {
+    char *name;
+    int layers;     /* layer instances in this stack */
+    int first_global; /* global layer index of this stack's layer 0 (sum of earlier stacks) */
+} dm_stack;
+
+typedef struct dm_tensor {
+    char *name;     /* as in the file; '*' stands for the layer index */
+    char *note;     /* may be "" */
+    int ndim;       /* 1 or 2 */
+    int64_t rows;   /* out (shape[0]) */
+    int64_t cols;   /* in (shape[1]); 1 for 1-D tensors */
+    int64_t count;  /* tensors this entry stands for */
+    int stack;      /* index into dm_model.stacks */
+    int first_layer, layer_span; /* within the stack */
+    dm_role role;   /* after role_overrides */
+} dm_tensor;
+
+typedef struct dm_model {
+    char *name;
+    char *source;
+    char *path;               /* file it was read from ("" if built in memory) */
+    int64_t published_params; /* 0 if unknown */
+    dm_stack *stacks;
+    int n_stacks;
+    int n_layers;             /* total global layers */
+    dm_tensor *tensors;
+    int n_tensors;
+} dm_model;
+
+/* One concrete matrix (one of an entry's `count` tensors). */
+typedef struct dm_matrix {
+    int64_t id;     /* position in the expanded list: stable across runs for one model file */
+    int tensor;     /* index into dm_model.tensors */
+    int64_t index;  /* 0 .. count-1 within that entry */
+    int layer;      /* global layer index (forward order) */
+    int64_t rows, cols;
+    dm_role role;
+} dm_matrix;
+
+/* Read and validate a model file. On error returns -1 with "FILE:LINE:COL: expected ..." in err.
+ * *out is owned by the caller (dm_model_free). */
+int dm_model_load_file(const char *path, dm_model **out, dm_err *err);
+
+/* Resolve NAME (case-insensitive file stem or model name among bundled models) or a path.
+ * Search order: an existing path; $DMUON_MODELS; the source tree's models/; pkgdatadir/models. */
+int dm_model_load(const char *name_or_path, dm_model **out, dm_err *err);
+
+/* Directory holding the bundled models (first that exists of the search order above). */
+const char *dm_model_dir(void);
+
+void dm_model_free(dm_model *m); /* accepts NULL */
+
+/* Apply "GLOB=muon|adamw" overrides (fnmatch on tensor names) after loading. */
+int dm_model_override_role(dm_model *m, const char *glob, dm_role role, dm_err *err);
+
+int64_t dm_model_params(const dm_model *m);                 /* total parameters */
+int64_t dm_model_params_role(const dm_model *m, dm_role r); /* parameters with that role */
+int64_t dm_model_count_role(const dm_model *m, dm_role r);  /* tensors with that role */
+
+/* Expand every tensor of role r (or all when r < 0) into matrices, sorted by (layer, entry,
+ * index). *out owned by the caller (free()). */
+int dm_model_matrices(const dm_model *m, int r, dm_matrix **out, int64_t *n, dm_err *err);
+
+/* Write a model to a JSON file in the format above (atomically: temp file then rename). */
+int dm_model_write(const dm_model *m, const char *path, dm_err *err);
+
+const char *dm_role_name(dm_role r); /* "muon" / "adamw" */
+
+#endif

@@ -1,0 +1,1 @@
+# real/local.mk: sources, tests and data of real/ (included by Makefile.am).

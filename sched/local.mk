@@ -1,0 +1,1 @@
+# sched/local.mk: sources, tests and data of sched/ (included by Makefile.am).

@@ -1,0 +1,1 @@
+# sim/local.mk: sources, tests and data of sim/ (included by Makefile.am).
