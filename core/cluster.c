@@ -1,0 +1,170 @@
+/* cluster.c: the GPU catalogue (datasheet numbers from shared/reference/README.md) and the
+ * cluster presets and file reader (format in cluster.h). */
+#define _GNU_SOURCE
+#include "cluster.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const dm_gpu gpus[] = {
+    /* name, short, dense bf16 FLOP/s, HBM B/s, launch floor us */
+    {"NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB", 312e12, 2.039e12, 4.0},
+    {"NVIDIA H100 80GB HBM3", "H100-SXM", 989e12, 3.35e12, 4.0},
+    {"NVIDIA H200", "H200-SXM", 989e12, 4.8e12, 4.0},
+};
+#define N_GPUS (int)(sizeof gpus / sizeof gpus[0])
+
+int dm_gpu_count(void) { return N_GPUS; }
+const dm_gpu *dm_gpu_at(int i) { return i >= 0 && i < N_GPUS ? &gpus[i] : NULL; }
+
+const dm_gpu *dm_gpu_find(const char *name)
+{
+    for (int i = 0; i < N_GPUS; i++)
+        if (!strcasecmp(name, gpus[i].name) || !strcasecmp(name, gpus[i].short_name)) return &gpus[i];
+    /* Loose match: "H200" in "NVIDIA H200 NVL" etc. */
+    static const char *keys[] = {"A800", "H100", "H200"};
+    for (int i = 0; i < N_GPUS; i++)
+        if (strcasestr(name, keys[i])) return &gpus[i];
+    return NULL;
+}
+
+typedef struct {
+    const char *name, *gpu;
+    int gpn;
+    double nvlink_GBps;
+    int nics;
+    double nic_Gbps;
+    const char *source;
+} preset;
+
+/* NIC usable rate: HDR 200 Gb/s gives about 23.5 GB/s usable (0.94 of line rate); NDR likewise. */
+static const preset presets[] = {
+    {"a800", "A800-SXM4-80GB", 8, 200, 4, 200,
+     "A800 node: NVLink 3 limited to 200 GB/s each way per GPU; 4 x HDR 200 Gb/s NICs (reference/README.md)"},
+    {"h100", "H100-SXM", 8, 450, 8, 400,
+     "H100 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md)"},
+    {"h200", "H200-SXM", 8, 450, 8, 400,
+     "H200 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md)"},
+    {"h200x2", "H200-SXM", 2, 450, 1, 400,
+     "the 2 x H200 machine here (NV18: 18 NVLink 4 links, 450 GB/s each way); one node"},
+};
+#define N_PRESETS (int)(sizeof presets / sizeof presets[0])
+
+const char *const *dm_cluster_presets(void)
+{
+    static const char *names[N_PRESETS + 1];
+    for (int i = 0; i < N_PRESETS; i++) names[i] = presets[i].name;
+    names[N_PRESETS] = NULL;
+    return names;
+}
+
+static void defaults(dm_cluster *c)
+{
+    memset(c, 0, sizeof *c);
+    c->nvlink_latency_us = 0.6; /* NCCL tuning.cc: per-hop NVLink latency, order of 0.6 us */
+    c->net_latency_us = 5.0;    /* per network hop, order of a few us */
+    c->base_latency_us = 6.8;   /* NCCL base latency of ring/simple, order of 7 us */
+    c->fwd_efficiency = 0.45;   /* assumed until calibrated from the executor's GEMM times */
+}
+
+static int set_preset(const preset *p, dm_cluster *c)
+{
+    defaults(c);
+    snprintf(c->name, sizeof c->name, "%s", p->name);
+    c->gpu = dm_gpu_find(p->gpu);
+    c->gpus_per_node = p->gpn;
+    c->nvlink_Bps = p->nvlink_GBps * 1e9;
+    c->nics_per_node = p->nics;
+    c->nic_Bps = p->nic_Gbps / 8.0 * 1e9 * 0.94;
+    snprintf(c->source, sizeof c->source, "%s", p->source);
+    return 0;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t') s++;
+    char *e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) *--e = 0;
+    return s;
+}
+
+static int num(const char *path, int line, int col, const char *key, const char *v, double lo,
+               double hi, double *out, dm_err *err)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+        return dm_err_set(err, "%s:%d:%d: expected %s to be a number in [%g, %g], found '%s'", path,
+                          line, col, key, lo, hi, v);
+    *out = x;
+    return 0;
+}
+
+int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
+{
+    for (int i = 0; i < N_PRESETS; i++)
+        if (!strcasecmp(name, presets[i].name)) return set_preset(&presets[i], c);
+    FILE *f = fopen(name, "r");
+    if (!f) {
+        char list[256] = "";
+        for (int i = 0; i < N_PRESETS; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", presets[i].name);
+        return dm_err_set(err, "unknown cluster \"%s\" (presets: %s; or a file path)", name, list);
+    }
+    defaults(c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    snprintf(c->source, sizeof c->source, "file %s", name);
+    char buf[1024];
+    int line = 0, rc = 0, have_gpu = 0, have_gpn = 0;
+    double nic_eff = 0.94, nic_Gbps = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        line++;
+        char *hash = strchr(buf, '#');
+        if (hash) *hash = 0;
+        char *s = trim(buf);
+        if (!*s) continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            rc = dm_err_set(err, "%s:%d:1: expected \"key = value\"", name, line);
+            break;
+        }
+        *eq = 0;
+        char *k = trim(s), *v = trim(eq + 1);
+        int col = (int)(eq - buf) + 2;
+        double x = 0;
+        if (!strcmp(k, "name")) snprintf(c->name, sizeof c->name, "%s", v);
+        else if (!strcmp(k, "gpu")) {
+            if (!(c->gpu = dm_gpu_find(v))) { rc = dm_err_set(err, "%s:%d:%d: expected a known GPU (A800-SXM4-80GB, H100-SXM, H200-SXM), found '%s'", name, line, col, v); break; }
+            have_gpu = 1;
+        } else if (!strcmp(k, "gpus_per_node")) {
+            if ((rc = num(name, line, col, k, v, 1, 1024, &x, err))) break;
+            if (x != floor(x)) { rc = dm_err_set(err, "%s:%d:%d: expected an integer", name, line, col); break; }
+            c->gpus_per_node = (int)x;
+            have_gpn = 1;
+        } else if (!strcmp(k, "nvlink_GBps")) { if ((rc = num(name, line, col, k, v, 0.1, 1e5, &x, err))) break; c->nvlink_Bps = x * 1e9; }
+        else if (!strcmp(k, "nics_per_node")) {
+            if ((rc = num(name, line, col, k, v, 0, 64, &x, err))) break;
+            if (x != floor(x)) { rc = dm_err_set(err, "%s:%d:%d: expected an integer", name, line, col); break; }
+            c->nics_per_node = (int)x;
+        }
+        else if (!strcmp(k, "nic_Gbps")) { if ((rc = num(name, line, col, k, v, 1, 1e5, &nic_Gbps, err))) break; }
+        else if (!strcmp(k, "nic_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &nic_eff, err))) break; }
+        else if (!strcmp(k, "nvlink_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e4, &c->nvlink_latency_us, err))) break; }
+        else if (!strcmp(k, "net_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e5, &c->net_latency_us, err))) break; }
+        else if (!strcmp(k, "base_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e5, &c->base_latency_us, err))) break; }
+        else if (!strcmp(k, "fwd_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->fwd_efficiency, err))) break; }
+        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency)", name, line, k); break; }
+    }
+    fclose(f);
+    if (rc) return rc;
+    if (!have_gpu) return dm_err_set(err, "%s: expected a \"gpu = ...\" line", name);
+    if (!have_gpn) return dm_err_set(err, "%s: expected a \"gpus_per_node = ...\" line", name);
+    if (c->nvlink_Bps <= 0) return dm_err_set(err, "%s: expected a \"nvlink_GBps = ...\" line", name);
+    c->nic_Bps = nic_Gbps / 8.0 * 1e9 * nic_eff;
+    return 0;
+}

@@ -1,0 +1,48 @@
+/* cluster.h: GPU catalogue and cluster descriptions (presets and a small key = value file).
+ *
+ * Cluster file format ('#' comments, one "key = value" per line; units in the key names):
+ *   name = my-a800
+ *   gpu = A800-SXM4-80GB            (a catalogue name, see dm_gpu_find)
+ *   gpus_per_node = 8
+ *   nvlink_GBps = 200               (per GPU, each way)
+ *   nics_per_node = 4
+ *   nic_Gbps = 200                  (per NIC, each way, line rate; usable = nic_efficiency x it)
+ *   nic_efficiency = 0.94
+ *   nvlink_latency_us = 0.6, net_latency_us = 5.0, base_latency_us = 6.8 (NCCL-like terms)
+ *   fwd_efficiency = 0.45           (fraction of the GPU's dense bf16 rate for forward/backward)
+ * Presets: a800, h100, h200, h200x2 (see cluster.c for the numbers and their sources). */
+#ifndef DM_CLUSTER_H
+#define DM_CLUSTER_H
+#include "dm_error.h"
+
+typedef struct dm_gpu {
+    const char *name;      /* "NVIDIA H200" style, as CUDA reports it */
+    const char *short_name;/* "H200-SXM" */
+    double bf16_flops;     /* dense bf16/fp16 tensor-core FLOP/s (datasheet) */
+    double hbm_Bps;        /* HBM bandwidth, bytes/s (datasheet) */
+    double launch_us;      /* kernel launch floor */
+} dm_gpu;
+
+/* Catalogue lookup by short or CUDA name (case-insensitive, "A800", "H100", "H200" accepted). */
+const dm_gpu *dm_gpu_find(const char *name);
+int dm_gpu_count(void);
+const dm_gpu *dm_gpu_at(int i);
+
+typedef struct dm_cluster {
+    char name[64];
+    const dm_gpu *gpu;
+    int gpus_per_node;
+    double nvlink_Bps;      /* per GPU each way, bytes/s */
+    int nics_per_node;
+    double nic_Bps;         /* per NIC each way, usable bytes/s */
+    double nvlink_latency_us, net_latency_us, base_latency_us;
+    double fwd_efficiency;  /* achieved fraction of bf16 peak for forward/backward GEMMs */
+    char source[256];       /* where the numbers came from */
+} dm_cluster;
+
+/* A preset name or a file path. */
+int dm_cluster_load(const char *name_or_path, dm_cluster *out, dm_err *err);
+/* Preset names, NULL-terminated. */
+const char *const *dm_cluster_presets(void);
+
+#endif

@@ -1,0 +1,157 @@
+/* program.c: building and freeing step programs (program.h); I/O lives in program_io.c. */
+#include "program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_or_empty(const char *s, dm_err *err) { return dm_strdup(s ? s : "", err); }
+
+dm_program *dm_program_new(int nranks, int gpus_per_node, const char *model, const char *strategy,
+                           const char *cluster, const char *options, int64_t tokens, dm_err *err)
+{
+    if (nranks < 1 || gpus_per_node < 1) {
+        dm_err_set(err, "program: expected at least one rank and one GPU per node");
+        return NULL;
+    }
+    dm_program *p = dm_calloc(1, sizeof *p, err);
+    if (!p) return NULL;
+    p->nranks = nranks;
+    p->gpus_per_node = gpus_per_node;
+    p->tokens = tokens;
+    if (!(p->model = dup_or_empty(model, err)) || !(p->strategy = dup_or_empty(strategy, err)) ||
+        !(p->cluster = dup_or_empty(cluster, err)) || !(p->options = dup_or_empty(options, err)) ||
+        !(p->ranks = dm_calloc((size_t)nranks, sizeof *p->ranks, err))) {
+        dm_program_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void dm_program_free(dm_program *p)
+{
+    if (!p) return;
+    if (p->ranks)
+        for (int r = 0; r < p->nranks; r++) {
+            for (int i = 0; i < p->ranks[r].n_ops; i++) {
+                free(p->ranks[r].ops[i].deps);
+                free(p->ranks[r].ops[i].params);
+            }
+            free(p->ranks[r].ops);
+        }
+    for (int g = 0; g < p->n_groups; g++) free(p->groups[g].ranks);
+    free(p->groups);
+    free(p->ranks);
+    free(p->model);
+    free(p->strategy);
+    free(p->cluster);
+    free(p->options);
+    free(p);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err)
+{
+    if (n < 1) return dm_err_set(err, "program: empty group");
+    int *s = dm_malloc((size_t)n * sizeof *s, err);
+    if (!s) return -1;
+    memcpy(s, ranks, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_int);
+    for (int i = 0; i < n; i++)
+        if (s[i] < 0 || s[i] >= p->nranks || (i && s[i] == s[i - 1])) {
+            free(s);
+            return dm_err_set(err, "program: bad group member %d", s[i]);
+        }
+    /* Linear search is fine for the few hundred groups a program has; the common groups
+     * (world, node, cross-node) are created first. */
+    for (int g = 0; g < p->n_groups; g++)
+        if (p->groups[g].n == n && memcmp(p->groups[g].ranks, s, (size_t)n * sizeof *s) == 0) {
+            free(s);
+            return g;
+        }
+    if (p->n_groups == p->cap_groups) {
+        int cap = p->cap_groups ? 2 * p->cap_groups : 8;
+        dm_group *ng = dm_realloc(p->groups, (size_t)cap * sizeof *ng, err);
+        if (!ng) {
+            free(s);
+            return -1;
+        }
+        p->groups = ng;
+        p->cap_groups = cap;
+    }
+    p->groups[p->n_groups].n = n;
+    p->groups[p->n_groups].ranks = s;
+    return p->n_groups++;
+}
+
+int dm_program_new_coll(dm_program *p) { return p->n_colls++; }
+
+dm_op dm_op_init(dm_op_kind kind, dm_stream stream)
+{
+    dm_op o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.stream = stream;
+    o.layer = o.coll = o.group = o.root = -1;
+    o.batch = 1;
+    return o;
+}
+
+int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps, int n_deps,
+                      const int64_t *params, int n_params, dm_err *err)
+{
+    if (rank < 0 || rank >= p->nranks) return dm_err_set(err, "program: rank %d out of range", rank);
+    dm_rank_prog *rp = &p->ranks[rank];
+    if (rp->n_ops == rp->cap) {
+        int cap = rp->cap ? 2 * rp->cap : 64;
+        dm_op *n = dm_realloc(rp->ops, (size_t)cap * sizeof *n, err);
+        if (!n) return -1;
+        rp->ops = n;
+        rp->cap = cap;
+    }
+    dm_op o = *op;
+    o.id = rp->n_ops;
+    o.deps = NULL;
+    o.params = NULL;
+    o.n_deps = n_deps;
+    o.n_params = n_params;
+    if (n_deps) {
+        if (!(o.deps = dm_malloc((size_t)n_deps * sizeof *o.deps, err))) return -1;
+        memcpy(o.deps, deps, (size_t)n_deps * sizeof *o.deps);
+    }
+    if (n_params) {
+        if (!(o.params = dm_malloc((size_t)n_params * sizeof *o.params, err))) {
+            free(o.deps);
+            return -1;
+        }
+        memcpy(o.params, params, (size_t)n_params * sizeof *o.params);
+    }
+    rp->ops[rp->n_ops] = o;
+    return rp->n_ops++;
+}
+
+const char *dm_op_kind_name(dm_op_kind k)
+{
+    static const char *n[] = {"forward", "backward", "broadcast", "reduce", "all-reduce", "all-gather",
+                              "reduce-scatter", "ns", "muon-update", "adamw", "wait"};
+    return (unsigned)k < DM_OP__COUNT ? n[k] : "?";
+}
+
+const char *dm_stream_name(dm_stream s)
+{
+    static const char *n[] = {"compute", "comm-hi", "comm-lo"};
+    return (unsigned)s < DM_STREAM__COUNT ? n[s] : "?";
+}
+
+const char *dm_ns_algo_name(dm_ns_algo a) { return a == DM_NS_GRAM ? "gram" : "direct"; }
+
+const char *dm_dtype_name(dm_dtype d)
+{
+    return d == DM_DT_FP16 ? "fp16" : d == DM_DT_FP32 ? "fp32" : "bf16";
+}
+
+int dm_op_is_collective(dm_op_kind k) { return k >= DM_OP_BROADCAST && k <= DM_OP_REDUCESCATTER; }

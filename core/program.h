@@ -1,0 +1,121 @@
+/* program.h: the step program, the contract between the scheduler (which writes it) and the two
+ * interpreters, the simulator and the real executor (which run it). See DESIGN.md.
+ *
+ * Per rank an ordered list of ops. An op's id is its index in its rank's list; dependencies
+ * name earlier ops of the same rank. Ops on one stream run in list order; an op starts when its
+ * stream is free and all its dependencies are done. A collective op carries a collective id
+ * shared by every member of its group; members hold their ops of one group in the same order.
+ *
+ * Units: bytes in bytes, flops in floating-point operations, times (elsewhere) in microseconds.
+ * For collectives `bytes` is the nccl-tests "size": all-reduce/broadcast/reduce: the buffer;
+ * all-gather: the gathered output; reduce-scatter: the input before scattering. */
+#ifndef DM_PROGRAM_H
+#define DM_PROGRAM_H
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dm_error.h"
+
+typedef enum {
+    DM_OP_FORWARD,
+    DM_OP_BACKWARD,
+    DM_OP_BROADCAST,
+    DM_OP_REDUCE,
+    DM_OP_ALLREDUCE,
+    DM_OP_ALLGATHER,
+    DM_OP_REDUCESCATTER,
+    DM_OP_NS,          /* Newton-Schulz of `batch` matrices of m x n (m <= n) */
+    DM_OP_MUON_UPDATE, /* momentum + scaled update of the params (elementwise) */
+    DM_OP_ADAMW,       /* AdamW of the params (elementwise) */
+    DM_OP_WAIT,        /* no work: a join point for dependencies */
+    DM_OP__COUNT
+} dm_op_kind;
+
+typedef enum { DM_STREAM_COMPUTE, DM_STREAM_COMM_HI, DM_STREAM_COMM_LO, DM_STREAM__COUNT } dm_stream;
+
+typedef enum { DM_NS_DIRECT, DM_NS_GRAM } dm_ns_algo;
+
+typedef enum { DM_DT_BF16, DM_DT_FP16, DM_DT_FP32 } dm_dtype;
+
+typedef struct dm_op {
+    int id;             /* index in the rank's list (set by dm_program_add_op) */
+    dm_op_kind kind;
+    dm_stream stream;
+    int layer;          /* global layer index, -1 if none */
+    int n_deps;
+    int *deps;          /* ids of earlier ops of this rank */
+    int coll;           /* collective id, -1 if not a collective */
+    int group;          /* index into dm_program.groups, -1 if not a collective */
+    int root;           /* global root rank for broadcast/reduce, else -1 */
+    double bytes;       /* collective size (see above); compute ops: HBM bytes moved */
+    double flops;       /* compute ops: floating-point operations */
+    int64_t m, n;       /* NS: matrix shape, m <= n */
+    int batch;          /* NS: matrices in the batch */
+    dm_ns_algo algo;    /* NS algorithm */
+    dm_dtype dtype;     /* element type of the payload */
+    int n_params;
+    int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes */
+} dm_op;
+
+typedef struct dm_group {
+    int n;
+    int *ranks;         /* ascending global ranks */
+} dm_group;
+
+typedef struct dm_rank_prog {
+    int n_ops, cap;
+    dm_op *ops;
+} dm_rank_prog;
+
+typedef struct dm_program {
+    char *model;        /* model name */
+    char *strategy;     /* adamw, muon-ddp, muon-fsdp, muon-rr, dmuon */
+    char *cluster;      /* cluster name */
+    char *options;      /* human-readable option summary, e.g. "balance=lpt overlap=prefetch:1 zero=2" */
+    int nranks;
+    int gpus_per_node;
+    int64_t tokens;     /* tokens per rank per step */
+    int n_groups, cap_groups;
+    dm_group *groups;
+    int n_colls;        /* collective ids are 0 .. n_colls-1 */
+    dm_rank_prog *ranks; /* nranks entries */
+} dm_program;
+
+/* Construction. Strings are copied. Returned program owned by the caller (dm_program_free). */
+dm_program *dm_program_new(int nranks, int gpus_per_node, const char *model, const char *strategy,
+                           const char *cluster, const char *options, int64_t tokens, dm_err *err);
+void dm_program_free(dm_program *p); /* accepts NULL */
+
+/* Returns the index of the group with these ranks (sorted copy; identical groups are shared),
+ * or -1 on error. */
+int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err);
+
+/* A fresh collective id (the caller adds one op with it to every member rank). */
+int dm_program_new_coll(dm_program *p);
+
+/* Append a copy of *op (its id, deps and params fields are ignored) with the given deps and
+ * params to rank's list. Returns the new op's id, or -1 on error. deps/params are copied. */
+int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps, int n_deps,
+                      const int64_t *params, int n_params, dm_err *err);
+
+/* An op template with everything "none": layer/coll/group/root -1, batch 1. */
+dm_op dm_op_init(dm_op_kind kind, dm_stream stream);
+
+const char *dm_op_kind_name(dm_op_kind k);   /* "forward", "all-reduce", "ns", ... */
+const char *dm_stream_name(dm_stream s);     /* "compute", "comm-hi", "comm-lo" */
+const char *dm_ns_algo_name(dm_ns_algo a);   /* "direct", "gram" */
+const char *dm_dtype_name(dm_dtype d);       /* "bf16", "fp16", "fp32" */
+int dm_op_is_collective(dm_op_kind k);
+
+/* Serialization (program_io.c): deterministic JSON; read back with positioned errors. */
+int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err);
+int dm_program_save(const dm_program *p, const char *path, dm_err *err); /* atomic */
+int dm_program_load(const char *path, dm_program **out, dm_err *err);
+/* 64-bit FNV-1a of the canonical JSON: equal programs have equal hashes on every rank. */
+uint64_t dm_program_hash(const dm_program *p);
+/* Reject: a collective missing on a member rank or on a non-member, collectives of one group in
+ * different orders across ranks, dependencies on later/unknown ops (a cycle), bad groups/roots.
+ * The message names the rank, op id and collective. */
+int dm_program_validate(const dm_program *p, dm_err *err);
+
+#endif
