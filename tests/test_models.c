@@ -1,0 +1,239 @@
+/* test_models.c: the bundled model files (models/ *.json) load, match their published parameter
+ * counts, reproduce themselves through dm_model_write, and bad model files are rejected with a
+ * message naming the file and the line. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "tap.h"
+
+#define MODELS_DIR DM_SRCDIR "/models"
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    if (len) *len = n;
+    return buf;
+}
+
+/* Load + write reproduces the file byte for byte (the generator writes the loader's layout). */
+static void check_roundtrip(const dm_model *m, const char *path, const char *stem)
+{
+    char tmp[256];
+    dm_err err = {{0}};
+    snprintf(tmp, sizeof tmp, "/tmp/dm_test_models_%d_%s", (int)getpid(), stem);
+    int rc = dm_model_write(m, tmp, &err);
+    size_t la = 0, lb = 0;
+    char *a = slurp(path, &la), *b = rc == 0 ? slurp(tmp, &lb) : NULL;
+    int same = a && b && la == lb && memcmp(a, b, la) == 0;
+    ok(same, "%s: dm_model_write reproduces the file (%s)", stem, rc ? err.msg : "written");
+    if (!same && a && b) {
+        size_t i = 0, line = 1;
+        while (i < la && i < lb && a[i] == b[i]) line += a[i++] == '\n';
+        tap_diag("first difference at line %zu", line);
+    }
+    free(a);
+    free(b);
+    unlink(tmp);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void check_bundled(void)
+{
+    DIR *d = opendir(MODELS_DIR);
+    ok(d != NULL, "models folder %s opens", MODELS_DIR);
+    if (!d) return;
+    char *names[256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 256) {
+        size_t l = strlen(e->d_name);
+        if (l > 5 && strcmp(e->d_name + l - 5, ".json") == 0) names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    ok(n >= 20, "at least 20 bundled models (found %d)", n);
+    for (int i = 0; i < n; i++) {
+        char path[1024], stem[256];
+        snprintf(path, sizeof path, "%s/%s", MODELS_DIR, names[i]);
+        snprintf(stem, sizeof stem, "%.*s", (int)(strlen(names[i]) - 5), names[i]);
+        dm_model *m = NULL;
+        dm_err err = {{0}};
+        int rc = dm_model_load_file(path, &m, &err);
+        ok(rc == 0, "%s loads%s%s", stem, rc ? ": " : "", rc ? err.msg : "");
+        if (rc) {
+            free(names[i]);
+            continue;
+        }
+        int64_t p = dm_model_params(m), pub = m->published_params;
+        ok(pub > 0 && (double)llabs(p - pub) <= 0.005 * (double)pub,
+           "%s: %lld parameters within 0.5%% of published %lld (%+.3f%%)", stem, (long long)p,
+           (long long)pub, pub ? 100.0 * (double)(p - pub) / (double)pub : 0.0);
+        int64_t pm = dm_model_params_role(m, DM_ROLE_MUON), pa = dm_model_params_role(m, DM_ROLE_ADAMW);
+        ok(pm > 0 && pm + pa == p, "%s: muon %lld + adamw %lld parameters add up", stem,
+           (long long)pm, (long long)pa);
+        check_roundtrip(m, path, stem);
+        dm_model_free(m);
+        free(names[i]);
+    }
+}
+
+/* Published Muon matrix counts (reference README table) for the dense models. */
+static void check_counts(void)
+{
+    static const struct { const char *name; int64_t muon; double params_b; } want[] = {
+        {"Qwen2.5-0.5B", 168, 0.494}, {"Qwen2.5-1.5B", 196, 1.544}, {"Qwen2.5-3B", 252, 3.086},
+        {"Qwen2.5-7B", 196, 7.616},   {"Qwen2.5-14B", 336, 14.77},  {"Qwen2.5-32B", 448, 32.76},
+        {"Qwen2.5-72B", 560, 72.71},  {"Llama-3.2-3B", 196, 3.213}, {"Llama-3.1-8B", 224, 8.030},
+        {"Qwen2.5-VL-3B", 414, 3.755}, {"Wan2.2-TI2V-5B", 305, 5.0}, {"Wan2.1-T2V-14B", 405, 14.29},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        dm_model *m = NULL;
+        dm_err err = {{0}};
+        if (!ok(dm_model_load(want[i].name, &m, &err) == 0, "dm_model_load(\"%s\")%s%s",
+                want[i].name, m ? "" : ": ", m ? "" : err.msg))
+            continue;
+        int64_t c = dm_model_count_role(m, DM_ROLE_MUON);
+        ok(c == want[i].muon, "%s: %lld Muon matrices (want %lld)", want[i].name, (long long)c,
+           (long long)want[i].muon);
+        ok_near(dm_model_params(m) / 1e9, want[i].params_b, 0.002, "%s: %.3f B parameters",
+                want[i].name, dm_model_params(m) / 1e9);
+        dm_model_free(m);
+    }
+    dm_model *m = NULL;
+    dm_err err = {{0}};
+    if (ok(dm_model_load("Qwen2.5-7B", &m, &err) == 0, "Qwen2.5-7B by name")) {
+        ok(dm_model_count_role(m, DM_ROLE_MUON) == 196, "Qwen2.5-7B has 196 Muon matrices");
+        ok_near(dm_model_params(m) / 1e9, 7.6, 0.01, "Qwen2.5-7B has 7.6 B parameters (%.4f B)",
+                dm_model_params(m) / 1e9);
+        dm_model_free(m);
+    }
+    /* WALL-OSS: file stem wall-oss-flow, model name WALL-OSS; both resolve. */
+    const char *aliases[] = {"WALL-OSS", "wall-oss-flow"};
+    for (int i = 0; i < 2; i++) {
+        m = NULL;
+        int rc = dm_model_load(aliases[i], &m, &err);
+        ok(rc == 0 && strstr(m->path, "wall-oss-flow.json") != NULL, "\"%s\" resolves to %s",
+           aliases[i], rc ? err.msg : m->path);
+        if (rc == 0) ok(dm_model_count_role(m, DM_ROLE_MUON) == 526,
+                        "WALL-OSS: 526 Muon matrices (the reference's 527 less action_proj_back)");
+        dm_model_free(m);
+    }
+}
+
+/* Layer placement: DeepSeek-V3's dense first layers, MoE layers and the MTP stack. */
+static void check_layers(void)
+{
+    dm_model *m = NULL;
+    dm_err err = {{0}};
+    if (!ok(dm_model_load("deepseek-v3", &m, &err) == 0, "deepseek-v3 loads")) return;
+    dm_matrix *mx = NULL;
+    int64_t n = 0;
+    int rc = dm_model_matrices(m, DM_ROLE_MUON, &mx, &n, &err);
+    ok(rc == 0 && n == dm_model_count_role(m, DM_ROLE_MUON), "matrices expand (%lld)", (long long)n);
+    ok(m->n_layers == 64, "64 global layers: embed, 61 layers, head, mtp (%d)", m->n_layers);
+    int64_t per[64] = {0};
+    for (int64_t i = 0; rc == 0 && i < n; i++)
+        if (mx[i].layer >= 0 && mx[i].layer < 64) per[mx[i].layer]++;
+    /* global 1 = layers.0 (dense): q_a, q_b, kv_a, kv_b, o + gate, up, down */
+    ok(per[1] == 8 && per[3] == 8, "dense layers hold 8 Muon matrices (%lld, %lld)",
+       (long long)per[1], (long long)per[3]);
+    /* MoE layer: 5 attention + router + 256 x 3 experts + 3 shared */
+    ok(per[4] == 777 && per[61] == 777, "MoE layers hold 777 Muon matrices (%lld, %lld)",
+       (long long)per[4], (long long)per[61]);
+    ok(per[0] == 0 && per[62] == 0, "embed and head stacks hold no Muon matrix");
+    ok(per[63] == 778, "MTP layer: a MoE layer plus eh_proj (%lld)", (long long)per[63]);
+    free(mx);
+    dm_model_free(m);
+}
+
+/* ---- bad files ------------------------------------------------------------------------------ */
+static const char *tmpl_head =
+    "{\n"                                                       /* 1 */
+    "  \"format\": \"dmuon-model-1\",\n"                        /* 2 */
+    "  \"name\": \"bad\",\n"                                    /* 3 */
+    "  \"stacks\": [{\"name\": \"layers\", \"layers\": 4}],\n"  /* 4 */
+    "  \"tensors\": [\n"                                        /* 5 */
+    "    {\"name\": \"layers.*.norm\", \"shape\": [64], \"count\": 4, \"stack\": \"layers\", "
+    "\"role\": \"adamw\"},\n";                                  /* 6 */
+static const char *tmpl_tail = "  ]\n}\n";                      /* 8, 9 */
+
+static void check_bad(const char *what, const char *line7, int want_line)
+{
+    char path[256], doc[2048], needle[300];
+    snprintf(path, sizeof path, "/tmp/dm_bad_model_%d.json", (int)getpid());
+    snprintf(doc, sizeof doc, "%s    %s\n%s", tmpl_head, line7, tmpl_tail);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(doc, f) < 0 || fclose(f) != 0) {
+        ok(0, "%s: cannot write %s", what, path);
+        return;
+    }
+    dm_model *m = NULL;
+    dm_err err = {{0}};
+    int rc = dm_model_load_file(path, &m, &err);
+    snprintf(needle, sizeof needle, "%s:%d:", path, want_line);
+    if (want_line == 0) {
+        ok(rc == 0, "%s: accepted%s%s", what, rc ? ": " : "", rc ? err.msg : "");
+    } else {
+        ok(rc == -1 && m == NULL, "%s: rejected", what);
+        ok(strstr(err.msg, needle) != NULL, "%s: message names file and line %d: %s", what,
+           want_line, err.msg);
+    }
+    dm_model_free(m);
+    unlink(path);
+}
+
+static void check_bad_files(void)
+{
+    const char *good = "{\"name\": \"layers.*.w\", \"shape\": [64, 32], \"count\": 4, "
+                       "\"stack\": \"layers\", \"role\": \"muon\"}";
+    check_bad("the template itself", good, 0);
+    check_bad("broken JSON", "{\"name\": \"layers.*.w\", \"shape\": [64, 32] \"count\": 4, "
+              "\"stack\": \"layers\", \"role\": \"muon\"}", 7);
+    check_bad("negative dimension", "{\"name\": \"layers.*.w\", \"shape\": [-64, 32], \"count\": 4, "
+              "\"stack\": \"layers\", \"role\": \"muon\"}", 7);
+    check_bad("zero dimension", "{\"name\": \"layers.*.w\", \"shape\": [64, 0], \"count\": 4, "
+              "\"stack\": \"layers\", \"role\": \"muon\"}", 7);
+    check_bad("missing field", "{\"name\": \"layers.*.w\", \"shape\": [64, 32], "
+              "\"stack\": \"layers\", \"role\": \"muon\"}", 7);
+    check_bad("absurd size", "{\"name\": \"layers.*.w\", \"shape\": [10000000000000, 10000000000000], "
+              "\"count\": 4, \"stack\": \"layers\", \"role\": \"muon\"}", 7);
+    check_bad("too many elements", "{\"name\": \"layers.*.w\", \"shape\": [16777216, 16777216], "
+              "\"count\": 4, \"stack\": \"layers\", \"role\": \"muon\"}", 7);
+    check_bad("count not a multiple of layer_span", "{\"name\": \"layers.*.w\", \"shape\": [64, 32], "
+              "\"count\": 3, \"stack\": \"layers\", \"role\": \"muon\"}", 7);
+    check_bad("layer range past the stack", "{\"name\": \"layers.*.w\", \"shape\": [64, 32], "
+              "\"count\": 3, \"stack\": \"layers\", \"first_layer\": 2, \"layer_span\": 3, "
+              "\"role\": \"muon\"}", 7);
+    check_bad("unknown stack", "{\"name\": \"layers.*.w\", \"shape\": [64, 32], \"count\": 4, "
+              "\"stack\": \"blocks\", \"role\": \"muon\"}", 7);
+    check_bad("unknown role", "{\"name\": \"layers.*.w\", \"shape\": [64, 32], \"count\": 4, "
+              "\"stack\": \"layers\", \"role\": \"sgd\"}", 7);
+    check_bad("three dimensions", "{\"name\": \"layers.*.w\", \"shape\": [64, 32, 3], \"count\": 4, "
+              "\"stack\": \"layers\", \"role\": \"muon\"}", 7);
+}
+
+int main(void)
+{
+    check_bundled();
+    check_counts();
+    check_layers();
+    check_bad_files();
+    return tap_done();
+}
