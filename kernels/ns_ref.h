@@ -1,0 +1,151 @@
+/* ns_ref.h: reference Muon math on the CPU -- Newton-Schulz (NS) orthogonalization, direct and
+ * Gram variants, in double and float, plus the Muon and AdamW parameter updates.
+ *
+ * This is the independent reference every GPU kernel is checked against (STYLE habit 16) and
+ * the math of the CPU backend of the real executor. It is plain C with simple blocked loops:
+ * 1024x4096 in double takes a few seconds on one core.
+ *
+ * Conventions: matrices are row-major, m rows x n columns, leading dimension n. Sizes are in
+ * elements. Functions that can fail return 0 or -1 and fill *err (err may be NULL); input
+ * pointers are borrowed and never kept. All NS functions accept an output that aliases the
+ * input.
+ *
+ * The NS math. With X0 = G / (||G||_F + eps) (on G^T when m > n, so X is short and wide) and
+ * coefficient triples (a_k, b_k, c_k), k = 0..iters-1:
+ *   direct:  A = X X^T,  B = b_k A + c_k A A,  X <- a_k X + B X.
+ *   Gram:    iterate on R = X X^T (min(m,n) square): P = a_k I + b_k R + c_k R R, Q <- P Q,
+ *            R <- P R P; at a restart and at the end X <- Q X (and R = X X^T, Q = I after a
+ *            restart). Same result as direct in exact arithmetic, fewer FLOPs when the matrix
+ *            is far from square; restarts bound the rounding error that builds up in R.
+ * Each singular value s of X0 is mapped by the scalar composition
+ *   f(s) = p_{iters-1}(...p_0(s)), p_k(x) = a_k x + b_k x^3 + c_k x^5,
+ * so the result is U diag(f(s)) V^T for G = U diag(s) V^T. */
+#ifndef DM_NS_REF_H
+#define DM_NS_REF_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dm_error.h"
+
+/* ---- coefficient sets ------------------------------------------------------------------- */
+
+#define NS_MAX_ITERS 16
+
+/* One (a, b, c) triple per iteration; n iterations (0 <= n <= NS_MAX_ITERS). A plain value. */
+typedef struct ns_coeffs {
+    int n;
+    double a[NS_MAX_ITERS], b[NS_MAX_ITERS], c[NS_MAX_ITERS];
+} ns_coeffs;
+
+/* Keller Jordan's quintic (3.4445, -4.7750, 2.0315), 5 iterations. It maps normalized singular
+ * values in [0.01, 1] into about [0.68, 1.13] (not to 1: it trades accuracy for speed). */
+void ns_coeffs_jordan(ns_coeffs *c);
+
+/* The five degree-5 Polar Express steps (Amsel, Persson, Musco, Gower 2025, arXiv:2505.16932,
+ * designed for singular values in [1e-3, 1]), each divided by the safety factor s as
+ * (a/s, b/s^3, c/s^5), i.e. p(x/s): it keeps rounding from pushing values past the interval
+ * the polynomials were designed for. NS_PE_SAFETY_DEFAULT = 1.05. -1 if s is not in [1, 2]. */
+#define NS_PE_SAFETY_DEFAULT 1.05
+int ns_coeffs_polar_express(ns_coeffs *c, double safety, dm_err *err);
+
+/* Parse "a,b,c;a,b,c;..." (one triple per iteration, spaces allowed, at most NS_MAX_ITERS).
+ * origin names the text in error messages ("--ns-coeffs", a file name; NULL: "coefficients"):
+ * "ORIGIN:1:COL: expected ...". On error *c is left unchanged. */
+int ns_coeffs_parse(const char *text, const char *origin, ns_coeffs *c, dm_err *err);
+
+/* A set by name, for command lines: "jordan", "polar-express" (safety 1.05),
+ * "polar-express:S" (safety S), or else a triple list as for ns_coeffs_parse. */
+int ns_coeffs_from_spec(const char *spec, const char *origin, ns_coeffs *c, dm_err *err);
+
+/* ---- NS --------------------------------------------------------------------------------- */
+
+typedef enum { NS_ALGO_DIRECT = 0, NS_ALGO_GRAM = 1 } ns_algo;
+
+/* "direct" / "gram" (static strings). ns_algo_parse returns -1 on an unknown name. */
+const char *ns_algo_name(ns_algo algo);
+int ns_algo_parse(const char *name, ns_algo *algo, dm_err *err);
+
+/* Gram restarts: bit k set = restart before iteration k. Bits 0 and >= iters have no effect.
+ * The default restarts once, before iteration 2: iterations {0,1}, restart, {2,...}. */
+#define NS_RESTART_BIT(k) (UINT32_C(1) << (k))
+#define NS_RESTARTS_DEFAULT NS_RESTART_BIT(2)
+
+typedef struct ns_opts {
+    ns_algo algo;            /* default NS_ALGO_DIRECT */
+    const ns_coeffs *coeffs; /* borrowed; NULL means Jordan x 5 */
+    uint32_t restarts;       /* Gram only; default NS_RESTARTS_DEFAULT */
+    double eps;              /* X0 = G / (||G||_F + eps); default 1e-7 */
+} ns_opts;
+
+void ns_opts_default(ns_opts *o);
+
+/* O = NS(G), G and O m x n (O may be G). o may be NULL (defaults). The double version is the
+ * reference; the float version runs the same loops in float (the norm in double) and is what
+ * the Muon update uses. -1 on bad sizes (m, n < 1) or out of memory. */
+int ns_ref_d(const double *G, double *O, int64_t m, int64_t n, const ns_opts *o, dm_err *err);
+int ns_ref_f(const float *G, float *O, int64_t m, int64_t n, const ns_opts *o, dm_err *err);
+
+/* The scalar map f(s) above, for one normalized singular value s: what NS does to it. */
+double ns_scalar_map(const ns_coeffs *c, double s);
+
+/* FLOPs of one NS on an m x n matrix, the formula the cost model and the benchmarks share.
+ * Counted: matrix products only, 2*M*N*K for an (M x K)(K x N) product, in full, with
+ * r = min(m,n), l = max(m,n):
+ *   direct, per iteration: X X^T 2r^2 l, A A 2r^3, B X 2r^2 l.
+ *   Gram: R = X X^T 2r^2 l at the start and at each restart; per iteration R R 2r^3, Q <- P Q
+ *         2r^3 (not on a segment's first iteration, where Q = P), R <- P R P 4r^3 (not on a
+ *         segment's last iteration); X <- Q X 2r^2 l at each restart and at the end.
+ * Not counted: normalization, the elementwise polynomial sums, transposes (all O(r l)).
+ * symmetric = 1 counts the products whose result is symmetric (X X^T, A A, R R, the second
+ * product of P R P) at half, as kernels that compute one triangle do.
+ * ns_ref_flops uses the default restarts and symmetric = 0. iters = 0 gives 0. */
+double ns_ref_flops(int64_t m, int64_t n, int iters, ns_algo algo);
+double ns_ref_flops_ex(int64_t m, int64_t n, int iters, ns_algo algo, uint32_t restarts,
+                       int symmetric);
+
+/* ||got - want||_F / ||want||_F over count elements (||got - want||_F when want is all zero),
+ * accumulated in double. */
+double ns_rel_fro_err_d(const double *got, const double *want, size_t count);
+double ns_rel_fro_err_fd(const float *got, const double *want, size_t count);
+
+void ns_d2f(const double *src, float *dst, size_t count);
+void ns_f2d(const float *src, double *dst, size_t count);
+
+/* ---- parameter updates (float master weights) ------------------------------------------- */
+
+/* Muon for one m x n matrix W with momentum buffer buf (both m x n, updated in place):
+ *   buf = mu buf + g;  u = g + mu buf (nesterov) or buf;  O = NS(u);
+ *   W *= 1 - lr wd;  W -= lr * scale * O,  scale = scale_coef * sqrt(max(m, n)).
+ * With scale_coef 0.2 the update's RMS matches AdamW's (about 0.2), so lr and wd are on
+ * AdamW's scale (Moonlight's convention). Elementwise math in double, stored as float. */
+typedef struct ns_muon_params {
+    double lr;           /* default 1e-3 */
+    double momentum;     /* mu; default 0.95 */
+    int nesterov;        /* default 1 */
+    double weight_decay; /* decoupled; default 0.1 */
+    double scale_coef;   /* default 0.2 */
+    int ns_in_double;    /* 1: ns_ref_d on the (float) input, rounded back; 0: ns_ref_f */
+    ns_opts ns;          /* default ns_opts_default() */
+} ns_muon_params;
+
+void ns_muon_params_default(ns_muon_params *p);
+int ns_muon_update_f(float *W, float *buf, const float *g, int64_t m, int64_t n,
+                     const ns_muon_params *p, dm_err *err);
+
+/* AdamW over count elements with moments m1, m2 (updated in place) at step t >= 1:
+ *   m1 = b1 m1 + (1-b1) g;  m2 = b2 m2 + (1-b2) g^2;
+ *   W *= 1 - lr wd;  W -= lr * (m1 / (1-b1^t)) / (sqrt(m2 / (1-b2^t)) + eps).
+ * -1 if t < 1. Elementwise math in double, stored as float. */
+typedef struct ns_adamw_params {
+    double lr;           /* default 1e-3 */
+    double beta1;        /* default 0.9 */
+    double beta2;        /* default 0.95 (LLM pretraining; PyTorch's default is 0.999) */
+    double eps;          /* default 1e-8 */
+    double weight_decay; /* decoupled; default 0.1 */
+} ns_adamw_params;
+
+void ns_adamw_params_default(ns_adamw_params *p);
+int ns_adamw_update_f(float *W, float *m1, float *m2, const float *g, size_t count, int64_t t,
+                      const ns_adamw_params *p, dm_err *err);
+
+#endif
