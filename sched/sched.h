@@ -1,0 +1,178 @@
+/* sched.h: the scheduler. Turns (model, cluster, ranks, costs, options) into a step program
+ * (program.h): owner assignment (round-robin, LPT, MILP), batching, NS algorithm per shape, and
+ * per-strategy op lists. The single entry point is sched_build; `dmuon plan`, `dmuon sim` and
+ * `dmuon run` share the option parsing below (sched_opts_parse / sched_getopt_*).
+ *
+ * The step program's shape (all strategies): one training step per rank, in list order
+ *   1. parameter fetch for the step: broadcasts (dmuon) or all-gathers (adamw, muon-fsdp,
+ *      muon-rr) of the weights the previous step's optimizer updated, per layer, forward order;
+ *   2. forward per layer (each waits on its layer's fetch: the next step's forward prefetch);
+ *   3. backward per layer, reverse order (Z3: re-fetch of the layer's weights first);
+ *   4. gradient collectives per layer (interleaved into backward with overlap=interleave);
+ *   5. NS batches and Muon updates on the owners, AdamW on shards.
+ * So one program is one period of the training loop: its fetches carry the previous step's
+ * updates, and timing the program from t = 0 gives the steady-state step time.
+ *
+ * Defaults: tokens per rank per step 4096 (--tokens); weights, gradients and collectives in
+ * bf16 (2 bytes a parameter); optimizer states fp32 (counted in the update ops' HBM bytes). */
+#ifndef DM_SCHED_H
+#define DM_SCHED_H
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cluster.h"
+#include "costs.h"
+#include "dm_error.h"
+#include "model.h"
+#include "program.h"
+
+typedef enum {
+    SCHED_ADAMW,     /* reduce-scatter grads, sharded AdamW, all-gather params */
+    SCHED_MUON_DDP,  /* all-reduce grads, every rank NS on every matrix */
+    SCHED_MUON_FSDP, /* reduce-scatter, all-gather full grads, every rank NS on every matrix */
+    SCHED_MUON_RR,   /* all-reduce grads, round-robin owners, all-gather of updated params */
+    SCHED_DMUON      /* reduce to owner, NS on owner, broadcast before next forward */
+} sched_strategy;
+
+typedef enum { SCHED_BAL_RR, SCHED_BAL_LPT, SCHED_BAL_MILP } sched_balance;
+
+/* Cumulative levels: PREFETCH = each forward waits only on its own layer's fetch (fetch k layers
+ * ahead); INTERLEAVE = PREFETCH plus each layer's gradient collective issued right after its
+ * backward. NONE = all fetches before the first forward, all gradient collectives after the
+ * last backward. */
+typedef enum { SCHED_OVERLAP_NONE, SCHED_OVERLAP_PREFETCH, SCHED_OVERLAP_INTERLEAVE } sched_overlap;
+
+typedef struct sched_opts {
+    sched_strategy strategy;   /* default SCHED_DMUON */
+    sched_balance balance;     /* default SCHED_BAL_LPT (dmuon only) */
+    sched_overlap overlap;     /* default SCHED_OVERLAP_INTERLEAVE */
+    int prefetch_depth;        /* layers fetched ahead of the forward, >= 1; default 1 */
+    int zero;                  /* 2: keep full weights after forward; 3: free and re-fetch for
+                                  backward; default 2 */
+    int hierarchical;          /* 1: owners inside each node, NS replicated per node, gradients
+                                  all-reduced across nodes between same-local-rank owners */
+    int gpus_per_node;         /* 0: the cluster's */
+    int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into
+                                  one unit (LPT) / batched; default 5M (5 * 1024 * 1024) */
+    int max_batch;             /* largest NS batch (muon-ddp/fsdp and MILP's batch menu); 32 */
+    double milp_time_s;        /* lp_solve time limit; default 2 */
+    int64_t tokens;            /* tokens per rank per step; default 4096 */
+    int ns_algo;               /* -1: cheaper per shape from the cost table (default);
+                                  DM_NS_DIRECT or DM_NS_GRAM to force */
+    dm_dtype dtype;            /* weights/grads/collectives; default bf16 */
+    int verbose;               /* MILP solver chatter on stderr */
+} sched_opts;
+
+void sched_opts_default(sched_opts *o);
+
+/* Set one option from strings: keys "strategy", "balance", "overlap" ("none", "prefetch",
+ * "prefetch:K", "interleave"), "prefetch-depth", "zero" (2|3), "hierarchical" (0|1|yes|no),
+ * "gpus-per-node", "batch-threshold" (elements, suffixes K/M/G as powers of 1000... see .c),
+ * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype".
+ * -1 with "--KEY: expected ..." in err on a bad key or value. */
+int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);
+
+/* Human-readable summary, e.g. "strategy=dmuon balance=lpt overlap=interleave prefetch=1 zero=2"
+ * (written into the program's options). Returns buf. */
+char *sched_opts_describe(const sched_opts *o, char *buf, size_t size);
+
+const char *sched_strategy_name(sched_strategy s);
+const char *sched_balance_name(sched_balance b);
+const char *sched_overlap_name(sched_overlap v);
+
+/* The common plan options for getopt_long, shared by `dmuon plan|sim|run`:
+ *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
+ *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
+ *   --ns-algo A  --dtype D
+ * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
+ * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
+ * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
+ * "dmuon CMD: --OPT: expected ..."; exit 2). sched_getopt_help prints their --help lines. */
+#define SCHED_OPT_BASE 0x1000
+#define SCHED_GETOPT_LONG                                                                     \
+    {"strategy", required_argument, NULL, SCHED_OPT_BASE + 0},                                \
+    {"balance", required_argument, NULL, SCHED_OPT_BASE + 1},                                 \
+    {"overlap", required_argument, NULL, SCHED_OPT_BASE + 2},                                 \
+    {"prefetch", required_argument, NULL, SCHED_OPT_BASE + 3},                                \
+    {"zero", required_argument, NULL, SCHED_OPT_BASE + 4},                                    \
+    {"hierarchical", no_argument, NULL, SCHED_OPT_BASE + 5},                                  \
+    {"gpus-per-node", required_argument, NULL, SCHED_OPT_BASE + 6},                           \
+    {"batch-threshold", required_argument, NULL, SCHED_OPT_BASE + 7},                         \
+    {"max-batch", required_argument, NULL, SCHED_OPT_BASE + 8},                               \
+    {"milp-time", required_argument, NULL, SCHED_OPT_BASE + 9},                               \
+    {"tokens", required_argument, NULL, SCHED_OPT_BASE + 10},                                 \
+    {"ns-algo", required_argument, NULL, SCHED_OPT_BASE + 11},                                \
+    {"dtype", required_argument, NULL, SCHED_OPT_BASE + 12}
+int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
+void sched_getopt_help(FILE *f);
+
+/* What the assignment did. Per-rank arrays have `nowners` entries (nranks, or gpus_per_node
+ * when hierarchical) and are owned by the report (sched_report_free). */
+typedef struct sched_report {
+    int nowners;
+    double *ns_load_us;     /* modelled NS time per owner */
+    int *ns_ops;            /* NS batch ops per owner */
+    double max_us, mean_us;
+    double imbalance;       /* max/mean - 1 */
+    double lower_bound_us;  /* max(total / owners, largest unit) */
+    double gap;             /* max/lower_bound - 1 */
+    double lpt_max_us;      /* LPT's makespan (the MILP's fallback), 0 when not computed */
+    char solver_status[64]; /* "lpt", "round-robin", "optimal", "timeout (lpt kept)", ... */
+    double solver_s;        /* wall time of the assignment */
+    double plan_s;          /* wall time of the whole sched_build */
+    int n_units;            /* assignment units (matrices or packed groups) */
+    int64_t n_muon;         /* Muon matrices */
+    char costs[256];        /* dm_costs_describe of the table used */
+    int cost_src_counts[4]; /* NS cost answers by dm_cost_source */
+} sched_report;
+
+void sched_report_free(sched_report *r); /* frees the arrays; accepts NULL */
+
+/* Build the step program. rep may be NULL. *out owned by the caller (dm_program_free). The
+ * program validates (dm_program_validate) by construction. */
+int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
+                const sched_opts *opts, dm_program **out, sched_report *rep, dm_err *err);
+
+/* ---- owner assignment (exposed for tests and benchmarks) ----------------------------------- */
+
+/* An assignment problem: items with a shape; the cost of a batch of b items of shape s is
+ * cost[s][b-1] (b = 1 .. max_batch). Items carry a layer for same-layer spreading. */
+typedef struct sched_item {
+    int shape;      /* index into the shape table */
+    int layer;      /* global layer */
+    int64_t id;     /* matrix id */
+} sched_item;
+
+typedef struct sched_problem {
+    int n_shapes;
+    int max_batch;
+    double *cost;   /* n_shapes x max_batch, cost[s * max_batch + (b-1)], microseconds */
+    int n_items;
+    sched_item *items;
+    int nowners;
+    int64_t threshold_elems; /* LPT packs same-layer items of shapes smaller than this */
+    int64_t *shape_elems;    /* n_shapes: elements of one matrix of the shape */
+} sched_problem;
+
+/* The result: item i goes to owner[i] in NS batch batch_of[i] (batches are numbered per
+ * problem; items of one batch share owner and shape). */
+typedef struct sched_assign {
+    int *owner;      /* n_items */
+    int *batch_of;   /* n_items */
+    int n_batches;
+    double *load_us; /* nowners */
+    double makespan_us;
+} sched_assign;
+
+void sched_assign_free(sched_assign *a); /* frees the arrays; accepts NULL */
+int sched_assign_rr(const sched_problem *p, sched_assign *a, dm_err *err);
+int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err);
+/* MILP (lp_solve) warm-backed by LPT: never returns a plan worse than LPT's. status gets a
+ * short solver status; bound_us (may be NULL) the solver's proven lower bound if any. */
+int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, sched_assign *a,
+                      char *status, size_t status_size, double *bound_us, dm_err *err);
+/* max(sum over shapes of count * min_b cost[s][b]/b / owners, max_s cost[s][1]) */
+double sched_lower_bound(const sched_problem *p);
+
+#endif
