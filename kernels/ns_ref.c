@@ -4,7 +4,8 @@
  * The typed part (a blocked GEMM and the two NS loops) is written once, below the #else, and
  * compiled twice by including this file into itself with T = double and T = float. The GEMM
  * packs panels and runs a 6 x (2 vectors) register-tile kernel written with GCC vector types;
- * on x86-64 a copy built for AVX2+FMA is chosen at run time when the CPU has them. */
+ * on x86-64 a copy built for AVX2+FMA is chosen at run time when the CPU has them (about 30-50
+ * GFLOP/s double on one core; the generic copy, on CPUs without AVX2, is ~15x slower). */
 #ifndef NS_REF_TEMPLATE
 
 #include "ns_ref.h"
@@ -31,19 +32,17 @@
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+#if NS_HAVE_AVX2_CLONE
 static int ns_avx2_ok(void)
 {
-#if NS_HAVE_AVX2_CLONE
     static int cached = -1;
     if (cached < 0) {
         __builtin_cpu_init();
         cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     }
     return cached;
-#else
-    return 0;
-#endif
 }
+#endif
 
 /* Checks shared by both NS precisions; fills *o_out and *c_out with the resolved options. */
 static int ns_check_args(int64_t m, int64_t n, const ns_opts *o, ns_opts *o_out,
