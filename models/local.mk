@@ -27,12 +27,12 @@ EXTRA_DIST += models/README.md tools/gen_models.py
 libdmuon_a_SOURCES += core/hf_import.c core/hf_import.h
 
 check_PROGRAMS += tests/test_models tests/test_hf_import
-TESTS += tests/test_models tests/test_hf_import
+TESTS += tests/test_models tests/test_hf_import tests/gen_models.sh
 tests_test_models_SOURCES = tests/test_models.c tests/tap.h
 tests_test_models_LDADD = $(DM_LDADD)
 tests_test_hf_import_SOURCES = tests/test_hf_import.c tests/tap.h
 tests_test_hf_import_LDADD = $(DM_LDADD)
-EXTRA_DIST += \
+EXTRA_DIST += tests/gen_models.sh \
 	tests/data/hf/qwen2.5-7b.json \
 	tests/data/hf/qwen2.5-3b.json \
 	tests/data/hf/llama-3.1-8b.json \

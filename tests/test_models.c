@@ -31,7 +31,7 @@ static char *slurp(const char *path, size_t *len)
 /* Load + write reproduces the file byte for byte (the generator writes the loader's layout). */
 static void check_roundtrip(const dm_model *m, const char *path, const char *stem)
 {
-    char tmp[256];
+    char tmp[512];
     dm_err err = {{0}};
     snprintf(tmp, sizeof tmp, "/tmp/dm_test_models_%d_%s", (int)getpid(), stem);
     int rc = dm_model_write(m, tmp, &err);
