@@ -42,6 +42,7 @@ class Model:
         self.tensors = []
         self.source = source
         self.used = set()
+        self.pending_final = []  # pi0.5: adaRMS tensors of the expert's final norm (head stack)
 
     def add(self, name, shape, count, stack, role, first=None, span=None, note=""):
         n = self.layers[stack]
@@ -264,7 +265,7 @@ def add_mtp_v3(m):
 
 
 # ---------------------------------------------------------------------------------------------
-def pi0(key, ref, hp, v05=False):
+def pi0(key, ref, hp):
     stacks = [("embed", 1), ("img.blocks", 27), ("img.head", 1), ("action_in", 1),
               ("llm.layers", 18), ("head", 1)]
     m = Model(key, ref, stacks, hp)
@@ -279,31 +280,30 @@ def pi0(key, ref, hp, v05=False):
         mod, leaf = rest.split(".", 1)
         return "llm.layers.*.%s%s.%s" % (mod, suffix, leaf)
 
-    out = {  # stack order of emission: walk stacks, then entries in reference order
-        s: [] for s, _ in stacks}
+    out = {s: [] for s, _ in stacks}  # entries per stack, in reference order
     for e in ref:
         n = e["name"]
         if n.startswith(pali):
-            out["llm.layers"].append((e, llm_name(n[len(pali):], ""), None))
+            out["llm.layers"].append((e, llm_name(n[len(pali):], "")))
         elif n.startswith(expert):
-            out["llm.layers"].append((e, llm_name(n[len(expert):], "_1"), None))
+            out["llm.layers"].append((e, llm_name(n[len(expert):], "_1")))
         elif n.startswith("expert adaRMS Dense"):
             kind = "kernel" if n.endswith("kernel") else "bias"
-            out["llm.layers"].append((e, "adarms:" + kind, None))
+            out["llm.layers"].append((e, "adarms:" + kind))
         elif n == "llm.embedder.input_embedding" or n.startswith("img.embedding") \
                 or n == "img.pos_embedding":
-            out["embed"].append((e, n, None))
+            out["embed"].append((e, n))
         elif n.startswith("img.Transformer.encoderblock") or n.startswith("img.MHA") \
                 or n.startswith("img.MlpBlock"):
-            out["img.blocks"].append((e, n, None))
+            out["img.blocks"].append((e, n))
         elif n.startswith("img."):
-            out["img.head"].append((e, n, None))
+            out["img.head"].append((e, n))
         elif n.startswith("llm.final_norm") or n.startswith("action_out_proj"):
-            out["head"].append((e, n, None))
+            out["head"].append((e, n))
         else:
-            out["action_in"].append((e, n, None))
+            out["action_in"].append((e, n))
     for s, _ in stacks:
-        for e, n, _ in out[s]:
+        for e, n in out[s]:
             m.entry(e["name"])
             pi0_entry(m, e, n, s)
     return m
@@ -321,7 +321,7 @@ def pi0_entry(m, e, n, stack):
         for mod in ("pre_attention_norm_1", "pre_ffw_norm_1"):
             m.add("llm.layers.*.%s.dense.%s" % (mod, leaf), shape, 18, stack, role_of(e, n),
                   note=note)
-        m.pending_final = getattr(m, "pending_final", []) + [(leaf, shape, e)]
+        m.pending_final.append((leaf, shape, e))
     elif n.endswith("{scale,bias}"):
         base = n[:-len("{scale,bias}")]
         base = base.replace("img.Transformer.encoderblock.", "img.blocks.*.")
@@ -338,7 +338,7 @@ def pi0_entry(m, e, n, stack):
         m.add(n, shape, rep, stack, "adamw", note=HEAD_NOTE)
     else:
         m.add(n, shape, rep, stack, role_of(e, n), note=note)
-    if n == "llm.final_norm.scale" and getattr(m, "pending_final", None):
+    if n == "llm.final_norm.scale":
         for leaf, shp, ee in m.pending_final:
             m.add("llm.final_norm_1.dense.%s" % leaf, shp, 1, stack, role_of(ee, leaf),
                   note="adaRMS of the action expert's final norm")
@@ -520,7 +520,7 @@ def build(ref):
     out.append(("pi0", pi0("pi0", ref["pi0"], src("pi0", "openpi gemma.py / siglip.py "
                 "(PaliGemma Gemma-2B + SigLIP So400m/14 + gemma_300m action expert)"))))
     out.append(("pi0.5", pi0("pi0.5", ref["pi0.5"], src("pi0.5", "openpi gemma.py / siglip.py "
-                "(pi0 with adaRMS conditioning in the action expert, no state_proj)"), v05=True)))
+                "(pi0 with adaRMS conditioning in the action expert, no state_proj)"))))
     out.append(("Moonlight-16B-A3B", mla("Moonlight-16B-A3B", ref["Moonlight-16B-A3B"],
                 src("Moonlight-16B-A3B", "Moonlight config.json (27 layers, 1 dense; 64 routed + "
                     "2 shared experts; MLA with q_lora_rank null)"), 27, 1)))
