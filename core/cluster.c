@@ -38,19 +38,20 @@ typedef struct {
     double nvlink_GBps;
     int nics;
     double nic_Gbps;
+    double bus_eff; /* measured NCCL intra-node bus bandwidth / NVLink rate */
     const char *source;
 } preset;
 
 /* NIC usable rate: HDR 200 Gb/s gives about 23.5 GB/s usable (0.94 of line rate); NDR likewise. */
 static const preset presets[] = {
-    {"a800", "A800-SXM4-80GB", 8, 200, 4, 200,
-     "A800 node: NVLink 3 limited to 200 GB/s each way per GPU; 4 x HDR 200 Gb/s NICs (reference/README.md)"},
-    {"h100", "H100-SXM", 8, 450, 8, 400,
-     "H100 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md)"},
-    {"h200", "H200-SXM", 8, 450, 8, 400,
-     "H200 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md)"},
-    {"h200x2", "H200-SXM", 2, 450, 1, 400,
-     "the 2 x H200 machine here (NV18: 18 NVLink 4 links, 450 GB/s each way); one node"},
+    {"a800", "A800-SXM4-80GB", 8, 200, 4, 200, 0.75,
+     "A800 node: NVLink 3 limited to 200 GB/s each way per GPU; 4 x HDR 200 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.75 = measured NCCL all-reduce busbw 150 / 200 GB/s"},
+    {"h100", "H100-SXM", 8, 450, 8, 400, 0.82,
+     "H100 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.82 = measured NCCL ring busbw 370 / 450 GB/s"},
+    {"h200", "H200-SXM", 8, 450, 8, 400, 0.82,
+     "H200 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.82 taken from H100's measured 370 / 450 GB/s (same NVLink 4)"},
+    {"h200x2", "H200-SXM", 2, 450, 1, 400, 0.82,
+     "the 2 x H200 machine here (NV18: 18 NVLink 4 links, 450 GB/s each way); one node; bus efficiency 0.82 from H100 (assumed)"},
 };
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
 
@@ -69,6 +70,7 @@ static void defaults(dm_cluster *c)
     c->net_latency_us = 5.0;    /* per network hop, order of a few us */
     c->base_latency_us = 6.8;   /* NCCL base latency of ring/simple, order of 7 us */
     c->fwd_efficiency = 0.45;   /* assumed until calibrated from the executor's GEMM times */
+    c->nvlink_bus_efficiency = 0.8; /* file default: between the A800 and H100 measurements */
 }
 
 static int set_preset(const preset *p, dm_cluster *c)
@@ -80,6 +82,7 @@ static int set_preset(const preset *p, dm_cluster *c)
     c->nvlink_Bps = p->nvlink_GBps * 1e9;
     c->nics_per_node = p->nics;
     c->nic_Bps = p->nic_Gbps / 8.0 * 1e9 * 0.94;
+    c->nvlink_bus_efficiency = p->bus_eff;
     snprintf(c->source, sizeof c->source, "%s", p->source);
     return 0;
 }
@@ -157,8 +160,9 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
         else if (!strcmp(k, "nvlink_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e4, &c->nvlink_latency_us, err))) break; }
         else if (!strcmp(k, "net_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e5, &c->net_latency_us, err))) break; }
         else if (!strcmp(k, "base_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e5, &c->base_latency_us, err))) break; }
+        else if (!strcmp(k, "nvlink_bus_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->nvlink_bus_efficiency, err))) break; }
         else if (!strcmp(k, "fwd_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->fwd_efficiency, err))) break; }
-        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency)", name, line, k); break; }
+        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, nvlink_bus_efficiency)", name, line, k); break; }
     }
     fclose(f);
     if (rc) return rc;
@@ -167,4 +171,30 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
     if (c->nvlink_Bps <= 0) return dm_err_set(err, "%s: expected a \"nvlink_GBps = ...\" line", name);
     c->nic_Bps = nic_Gbps / 8.0 * 1e9 * nic_eff;
     return 0;
+}
+
+int dm_cluster_node_of(const dm_cluster *c, int rank) { return rank / c->gpus_per_node; }
+
+int dm_cluster_nic_of(const dm_cluster *c, int rank)
+{
+    if (c->nics_per_node < 1) return -1;
+    return (int)((long)(rank % c->gpus_per_node) * c->nics_per_node / c->gpus_per_node);
+}
+
+int dm_cluster_nodes(const dm_cluster *c, int nranks)
+{
+    return (nranks + c->gpus_per_node - 1) / c->gpus_per_node;
+}
+
+void dm_cluster_describe(const dm_cluster *c, FILE *f)
+{
+    fprintf(f, "  cluster     %s: %s, %d GPUs/node, %.3g TFLOP/s bf16, %.3g TB/s HBM\n", c->name,
+            c->gpu->short_name, c->gpus_per_node, c->gpu->bf16_flops / 1e12, c->gpu->hbm_Bps / 1e12);
+    fprintf(f, "  links       NVLink %.4g GB/s each way per GPU (NCCL bus x %.2f), %d NIC%s x %.4g GB/s usable per node\n",
+            c->nvlink_Bps / 1e9, c->nvlink_bus_efficiency, c->nics_per_node, c->nics_per_node == 1 ? "" : "s",
+            c->nic_Bps / 1e9);
+    fprintf(f, "  latency     base %.3g us, NVLink hop %.3g us, network hop %.3g us\n", c->base_latency_us,
+            c->nvlink_latency_us, c->net_latency_us);
+    fprintf(f, "  fwd/bwd     %.2f x peak (efficiency)\n", c->fwd_efficiency);
+    fprintf(f, "  source      %s\n", c->source);
 }

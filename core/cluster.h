@@ -10,9 +10,12 @@
  *   nic_efficiency = 0.94
  *   nvlink_latency_us = 0.6, net_latency_us = 5.0, base_latency_us = 6.8 (NCCL-like terms)
  *   fwd_efficiency = 0.45           (fraction of the GPU's dense bf16 rate for forward/backward)
+ *   nvlink_bus_efficiency = 0.75    (NCCL bus bandwidth reached inside a node / nvlink_GBps)
  * Presets: a800, h100, h200, h200x2 (see cluster.c for the numbers and their sources). */
 #ifndef DM_CLUSTER_H
 #define DM_CLUSTER_H
+#include <stdio.h>
+
 #include "dm_error.h"
 
 typedef struct dm_gpu {
@@ -37,6 +40,7 @@ typedef struct dm_cluster {
     double nic_Bps;         /* per NIC each way, usable bytes/s */
     double nvlink_latency_us, net_latency_us, base_latency_us;
     double fwd_efficiency;  /* achieved fraction of bf16 peak for forward/backward GEMMs */
+    double nvlink_bus_efficiency; /* NCCL bus bandwidth inside a node / nvlink_Bps (measured) */
     char source[256];       /* where the numbers came from */
 } dm_cluster;
 
@@ -44,5 +48,14 @@ typedef struct dm_cluster {
 int dm_cluster_load(const char *name_or_path, dm_cluster *out, dm_err *err);
 /* Preset names, NULL-terminated. */
 const char *const *dm_cluster_presets(void);
+
+/* Placement: rank r lives on node r / gpus_per_node; its nearest NIC is the local index spread
+ * evenly over the node's NICs (A800: GPUs 0,1 -> NIC 0, ...). -1 when the node has no NIC. */
+int dm_cluster_node_of(const dm_cluster *c, int rank);
+int dm_cluster_nic_of(const dm_cluster *c, int rank);
+/* Nodes needed for n ranks. */
+int dm_cluster_nodes(const dm_cluster *c, int nranks);
+/* One line per field, "  key = value  (unit)", for a resolved-configuration printout. */
+void dm_cluster_describe(const dm_cluster *c, FILE *f);
 
 #endif

@@ -1,0 +1,83 @@
+/* collcost.h: the cost of one collective in NCCL's form, shared by the simulator and the real
+ * executor (which reports measured times next to these predictions under the same names).
+ *
+ *   time_us = latency_us + bus_bytes / bus_Bps
+ *
+ * latency_us: NCCL's tuning model (src/graph/tuning.cc, simple protocol): a base latency per
+ *   algorithm plus one hop latency per step, NVLink hops inside a node and network hops between
+ *   nodes. Ring: steps 2(n-1) for all-reduce (2(N-1) of them between nodes, N = nodes), n-1 for
+ *   all-gather and reduce-scatter (N-1 between nodes), n-1 for broadcast and reduce (a pipelined
+ *   chain; N-1 between nodes). Tree (all-reduce only): 2((n/N - 1) NVLink hops + log2(N)
+ *   network hops).
+ * bus_bytes: the nccl-tests "bus" volume: size x busbw factor (all-reduce 2(n-1)/n, all-gather
+ *   and reduce-scatter (n-1)/n, broadcast and reduce 1); tree all-reduce moves size / (0.5 x 0.92)
+ *   (NCCL's tree ratio 0.5 and its 0.92 tree bandwidth derating).
+ * bus_Bps: the slowest tier the group's traffic crosses, found from the links it uses
+ *   (collcost_links): every member's NVLink port each way (when the group has two or more
+ *   members in a node; weight (k-1)/k of the bus volume when the ring also leaves the node, k
+ *   members in that node, else 1) at nvlink_Bps x nvlink_bus_efficiency; and between nodes the
+ *   NICs nearest to the node's members, each way, sharing the bus volume evenly (each NIC
+ *   carries 1/m of it for m distinct NICs), at nic_Bps. So a lone collective's bandwidth term is
+ *   bus_bytes / min over links (capacity / weight) — exactly what the simulator reproduces when
+ *   it carries the collective as one transfer on those links.
+ * A group of one rank costs nothing (no data moves). Units: bytes, microseconds, bytes/s. */
+#ifndef DM_COLLCOST_H
+#define DM_COLLCOST_H
+#include "cluster.h"
+#include "dm_error.h"
+#include "program.h"
+
+typedef enum { COLL_ALGO_AUTO, COLL_ALGO_RING, COLL_ALGO_TREE } coll_algo;
+
+const char *coll_algo_name(coll_algo a);            /* "auto", "ring", "tree" */
+int coll_algo_parse(const char *s, coll_algo *out); /* 0, or -1 for an unknown name */
+
+/* A link resource: one direction of a GPU's NVLink port or of one NIC. */
+typedef enum { COLL_LINK_NVL_OUT, COLL_LINK_NVL_IN, COLL_LINK_NIC_OUT, COLL_LINK_NIC_IN } coll_link_kind;
+
+typedef struct coll_link {
+    coll_link_kind kind;
+    int index;     /* NVLink: the rank; NIC: node x nics_per_node + nic */
+    double weight; /* share of the collective's bus bytes that crosses this link */
+} coll_link;
+
+/* Where a group sits on the cluster: what the cost formula needs. */
+typedef struct coll_topo {
+    int n_ranks;       /* group size */
+    int n_nodes;       /* nodes the group spans */
+    int max_per_node;  /* most members in one node */
+    double bus_Bps;    /* min over the group's links of capacity / weight (0 for one rank) */
+    double nvlink_latency_us, net_latency_us, base_latency_us;
+} coll_topo;
+
+/* Link resources of a cluster of nranks GPUs: NVLink out/in per GPU, NIC out/in per node. */
+int collcost_n_links(const dm_cluster *c, int nranks);
+int collcost_link_id(const dm_cluster *c, int nranks, coll_link_kind kind, int index);
+double collcost_link_Bps(const dm_cluster *c, coll_link_kind kind); /* capacity of one link */
+
+/* The links a group's collective traffic crosses. ranks ascending (as dm_group holds them).
+ * Fills out[0..] (caller's array of at least 2 n + 2 n_nics entries) and returns the count,
+ * or -1 on error (a rank past the cluster, a multi-node group on nodes without NICs). */
+int collcost_links(const dm_cluster *c, const int *ranks, int n, coll_link *out, dm_err *err);
+/* Upper bound on collcost_links' count for a group of n ranks. */
+int collcost_links_max(const dm_cluster *c, int n);
+
+/* The group's topology summary (bus_Bps from collcost_links). */
+int collcost_topo(const dm_cluster *c, const int *ranks, int n, coll_topo *out, dm_err *err);
+
+/* The algorithm NCCL would use: ring for everything but all-reduce, where AUTO picks the faster
+ * of ring and tree by this model. */
+coll_algo collcost_pick(dm_op_kind kind, coll_algo algo, double bytes, const coll_topo *t);
+/* nccl-tests bus-bandwidth factor (busbw = algbw x factor). */
+double collcost_busbw_factor(dm_op_kind kind, int n_ranks);
+/* The two terms of the formula; algo must not be AUTO (use collcost_pick). */
+double collcost_latency_us(dm_op_kind kind, coll_algo algo, const coll_topo *t);
+double collcost_bus_bytes(dm_op_kind kind, coll_algo algo, double bytes, int n_ranks);
+/* The whole formula for a collective alone on the cluster (AUTO resolved by collcost_pick). */
+double collcost_time_us(dm_op_kind kind, coll_algo algo, double bytes, const coll_topo *t);
+
+/* nccl-tests' reporting: algbw = size / time, busbw = algbw x factor (bytes/s). */
+double collcost_algbw_Bps(double bytes, double time_us);
+double collcost_busbw_Bps(dm_op_kind kind, int n_ranks, double bytes, double time_us);
+
+#endif
