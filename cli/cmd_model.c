@@ -286,9 +286,3 @@ int cmd_model(int argc, char **argv)
     return 2;
 }
 
-/* Until core/hf_import.c lands in this tree. */
-__attribute__((weak)) int hf_import_config(const char *path, dm_model **out, dm_err *err)
-{
-    (void)out;
-    return dm_err_set(err, "%s: HuggingFace import not built yet", path);
-}

@@ -26,4 +26,13 @@ out=$($DMUON model show qwen2.5-7b --role '*q_proj.weight=adamw')
 like "--role override moves q_proj to adamw" "$out" "muon:  168 matrices"
 is "--role bad value exits 2" "$(status_of $DMUON model show qwen2.5-7b --role 'x=sgd')" 2
 like "models lists wall-oss-flow" "$($DMUON models)" "wall-oss-flow"
+tmp=${TMPDIR:-/tmp}/dmuon-cli.$$
+mkdir -p "$tmp"
+out=$($DMUON model import "$DM_SRCDIR/tests/data/hf/qwen2.5-7b.json" --out "$tmp/q.json" 2>&1)
+like "model import writes a file and says so" "$out" "wrote $tmp/q.json"
+like "imported model shows 196 Muon matrices" "$($DMUON model show "$tmp/q.json")" "muon:  196 matrices"
+is "model import: missing file exits 1" "$(status_of $DMUON model import "$tmp/none.json")" 1
+printf '{"model_type": "llama"}' > "$tmp/bad.json"
+like "model import: missing key named" "$($DMUON model import "$tmp/bad.json" 2>&1)" "bad.json:1:1: expected field"
+rm -rf "$tmp"
 tap_end

@@ -12,8 +12,8 @@ class (M: Muon, A: AdamW, P: policy choice, -: not trained). Its quirks are mapp
   - 1-D aggregate entries ("{scale,bias}", "MTP ... total", "ffn biases") are expanded into the
     real tensors, and the script asserts that the expansion adds up to the aggregate;
   - P: routers and other 2-D mixing projections -> muon (Moonlight's ndim >= 2 rule), conv patch
-    embeddings -> adamw; output heads (action_out_proj, action_proj_back) -> adamw although the
-    reference marks them M;
+    embeddings -> adamw; small output heads (action_out_proj, action_proj_back) stay muon as the
+    reference marks them (M), with a note: a role override moves them to adamw like lm_head;
   - "-" (frozen) entries are left out; they are counted in published_params.
 published_params is the sum over all reference entries (the README table gives rounded totals).
 Output is deterministic: models in reference order, tensors in forward order.
@@ -26,7 +26,7 @@ import sys
 
 ROUTER_NOTE = "router: muon under Moonlight's ndim>=2 rule (many stacks keep routers on AdamW/fp32)"
 CONV_NOTE = "conv patch embedding, flattened to 2-D: adamw by policy"
-HEAD_NOTE = "output head: adamw like lm_head (reference cls M)"
+HEAD_NOTE = "output head: muon as the reference classes it (M); often treated like lm_head (override to adamw)"
 
 
 def numel(shape):
@@ -156,7 +156,7 @@ def conv(newname, stack):
 
 def head_adamw(newname, stack):
     def f(m, e):
-        m.add(newname, e["shape"], e["rep"], stack, "adamw", note=HEAD_NOTE)
+        m.add(newname, e["shape"], e["rep"], stack, "muon", note=HEAD_NOTE)
     return f
 
 
@@ -335,7 +335,7 @@ def pi0_entry(m, e, n, stack):
     elif n == "img.head.kernel (multimodal projector)":
         m.add("img.head.kernel", shape, rep, stack, role_of(e, n), note=note)
     elif n == "action_out_proj.kernel":
-        m.add(n, shape, rep, stack, "adamw", note=HEAD_NOTE)
+        m.add(n, shape, rep, stack, "muon", note=HEAD_NOTE)
     else:
         m.add(n, shape, rep, stack, role_of(e, n), note=note)
     if n == "llm.final_norm.scale":
