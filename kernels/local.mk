@@ -6,3 +6,21 @@ TESTS += tests/test_ns_ref
 tests_test_ns_ref_SOURCES = tests/test_ns_ref.c tests/tap.h
 tests_test_ns_ref_LDADD = $(DM_LDADD)
 # --- end of the CPU reference section -------------------------------------------------------
+# --- GPU kernels (CUDA NS plans, elementwise kernels, autotuner), the kernel benchmark's -------
+# command and the GPU test (which skips without CUDA or without a GPU). cli/cmd_bench.c is built
+# in every configuration: without CUDA `dmuon bench kernels` says so; `bench comm` is the
+# executor's hook.
+dmuon_SOURCES += cli/cmd_bench.c
+check_PROGRAMS += tests/test_ns_gpu
+TESTS += tests/test_ns_gpu
+tests_test_ns_gpu_SOURCES = tests/test_ns_gpu.c tests/tap.h
+tests_test_ns_gpu_LDADD = $(DM_LDADD)
+if HAVE_CUDA
+libdmuon_cuda_a_SOURCES += kernels/ns_cuda.cu kernels/ns_elem.cu kernels/ns_kern.cuh \
+	kernels/ns_cuda.h kernels/autotune.c kernels/autotune.h
+# libdmuon_cuda.a calls back into libdmuon.a (ns_ref coefficients, errors, output files): list
+# libdmuon.a once more after it so that a static link resolves those references; cuBLASLt is
+# not in CUDA_LIBS.
+DM_LDADD += libdmuon.a -lcublasLt
+endif
+# --- end of the GPU section --------------------------------------------------------------------

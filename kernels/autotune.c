@@ -1,0 +1,338 @@
+/* autotune.c: the NS autotuner and its on-disk cache (see autotune.h). */
+#include "autotune.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outfile.h"
+
+/* ---- cache -------------------------------------------------------------------------------- */
+
+typedef struct at_entry {
+    char gpu[128];
+    int cuda;
+    long cublaslt;
+    at_key k;
+    at_result r;
+} at_entry;
+
+struct at_cache {
+    char *path;
+    char gpu[128];
+    int cuda;
+    long cublaslt;
+    at_entry *e;
+    int n, cap;
+};
+
+/* GPU names contain spaces; the file is tab-separated so they need no quoting. */
+#define AT_MAGIC "# dmuon-autotune-1"
+
+static void gpu_name_clean(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < cap; i++) dst[i] = (src[i] == '\t' || src[i] == '\n') ? ' ' : src[i];
+    dst[i] = 0;
+}
+
+/* Fields: gpu cuda cublaslt m n batch algo dtype sym_blocks heuristic median_us min_us max_us
+ * gate_rel flops_nominal flops_executed (16, tab-separated). */
+#define AT_FIELDS 16
+static int parse_line(const char *path, int line, char *s, at_entry *e, dm_err *err)
+{
+    char *f[AT_FIELDS + 1];
+    int nf = 0;
+    for (char *p = s; nf <= AT_FIELDS;) {
+        f[nf++] = p;
+        char *t = strchr(p, '\t');
+        if (!t) break;
+        *t = 0;
+        p = t + 1;
+    }
+    if (nf != AT_FIELDS)
+        return dm_err_set(err, "%s:%d:1: expected %d tab-separated fields, got %d", path, line,
+                          AT_FIELDS, nf);
+    memset(e, 0, sizeof *e);
+    gpu_name_clean(e->gpu, sizeof e->gpu, f[0]);
+    double v[AT_FIELDS];
+    for (int i = 1; i < AT_FIELDS; i++) {
+        char *end;
+        if (i == 6 || i == 7) continue; /* algo, dtype names */
+        errno = 0;
+        v[i] = strtod(f[i], &end);
+        if (end == f[i] || *end || errno)
+            return dm_err_set(err, "%s:%d:%d: expected a number in field %d, got '%s'", path, line,
+                              (int)(f[i] - s) + 1, i + 1, f[i]);
+    }
+    e->cuda = (int)v[1];
+    e->cublaslt = (long)v[2];
+    e->k.m = (int64_t)v[3];
+    e->k.n = (int64_t)v[4];
+    e->k.batch = (int)v[5];
+    if (!strcmp(f[6], "direct")) e->k.algo = NS_ALGO_DIRECT;
+    else if (!strcmp(f[6], "gram")) e->k.algo = NS_ALGO_GRAM;
+    else return dm_err_set(err, "%s:%d:%d: expected direct or gram", path, line, (int)(f[6] - s) + 1);
+    if (!strcmp(f[7], "bf16")) e->k.dtype = NS_BF16;
+    else if (!strcmp(f[7], "fp16")) e->k.dtype = NS_FP16;
+    else return dm_err_set(err, "%s:%d:%d: expected bf16 or fp16", path, line, (int)(f[7] - s) + 1);
+    e->r.sym_blocks = (int)v[8];
+    e->r.heuristic = (int)v[9];
+    e->r.median_us = v[10];
+    e->r.min_us = v[11];
+    e->r.max_us = v[12];
+    e->r.gate_rel = v[13];
+    e->r.flops_nominal = v[14];
+    e->r.flops_executed = v[15];
+    if (e->k.m < 1 || e->k.n < e->k.m || e->k.batch < 1 || e->r.sym_blocks < 1)
+        return dm_err_set(err, "%s:%d:1: expected 1 <= m <= n, batch >= 1, sym_blocks >= 1", path, line);
+    return 0;
+}
+
+int at_cache_open(const char *path, const ns_device_info *dev, at_cache **out, dm_err *err)
+{
+    *out = NULL;
+    at_cache *c = dm_calloc(1, sizeof *c, err);
+    if (!c) return -1;
+    c->path = dm_strdup(path, err);
+    if (!c->path) goto fail;
+    gpu_name_clean(c->gpu, sizeof c->gpu, dev->name);
+    c->cuda = dev->cuda_runtime;
+    c->cublaslt = (long)dev->cublaslt_version;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (errno == ENOENT) {
+            *out = c;
+            return 0;
+        }
+        dm_err_set(err, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    char buf[1024];
+    int line = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        line++;
+        buf[strcspn(buf, "\r\n")] = 0;
+        if (buf[0] == '#' || buf[0] == 0) continue;
+        if (c->n == c->cap) {
+            int nc = c->cap ? 2 * c->cap : 64;
+            at_entry *ne = dm_realloc(c->e, sizeof *ne * (size_t)nc, err);
+            if (!ne) {
+                fclose(f);
+                goto fail;
+            }
+            c->e = ne;
+            c->cap = nc;
+        }
+        if (parse_line(path, line, buf, &c->e[c->n], err)) {
+            fclose(f);
+            goto fail;
+        }
+        c->n++;
+    }
+    fclose(f);
+    *out = c;
+    return 0;
+fail:
+    at_cache_close(c);
+    return -1;
+}
+
+static int key_eq(const at_key *a, const at_key *b)
+{
+    return a->m == b->m && a->n == b->n && a->batch == b->batch && a->algo == b->algo &&
+           a->dtype == b->dtype;
+}
+
+static at_entry *find(const at_cache *c, const at_key *k)
+{
+    for (int i = 0; i < c->n; i++) {
+        at_entry *e = &c->e[i];
+        if (!strcmp(e->gpu, c->gpu) && e->cuda == c->cuda && e->cublaslt == c->cublaslt &&
+            key_eq(&e->k, k))
+            return e;
+    }
+    return NULL;
+}
+
+int at_cache_lookup(const at_cache *c, const at_key *k, at_result *r)
+{
+    at_entry *e = find(c, k);
+    if (!e) return 0;
+    *r = e->r;
+    return 1;
+}
+
+int at_cache_store(at_cache *c, const at_key *k, const at_result *r, dm_err *err)
+{
+    at_entry *e = find(c, k);
+    if (!e) {
+        if (c->n == c->cap) {
+            int nc = c->cap ? 2 * c->cap : 64;
+            at_entry *ne = dm_realloc(c->e, sizeof *ne * (size_t)nc, err);
+            if (!ne) return -1;
+            c->e = ne;
+            c->cap = nc;
+        }
+        e = &c->e[c->n++];
+        memset(e, 0, sizeof *e);
+        snprintf(e->gpu, sizeof e->gpu, "%s", c->gpu);
+        e->cuda = c->cuda;
+        e->cublaslt = c->cublaslt;
+        e->k = *k;
+    }
+    e->r = *r;
+    return 0;
+}
+
+int at_cache_save(at_cache *c, dm_err *err)
+{
+    dm_out *o = dm_out_open(c->path, err);
+    if (!o) return -1;
+    FILE *f = dm_out_file(o);
+    fprintf(f, AT_MAGIC "\n# gpu\tcuda\tcublaslt\tm\tn\tbatch\talgo\tdtype\tsym_blocks\theuristic"
+               "\tmedian_us\tmin_us\tmax_us\tgate_rel\tflops_nominal\tflops_executed\n");
+    for (int i = 0; i < c->n; i++) {
+        const at_entry *e = &c->e[i];
+        fprintf(f, "%s\t%d\t%ld\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3g\t%.6g\t%.6g\n",
+                e->gpu, e->cuda, e->cublaslt, e->k.m, e->k.n, e->k.batch, ns_algo_name(e->k.algo),
+                ns_dtype_name(e->k.dtype), e->r.sym_blocks, e->r.heuristic, e->r.median_us,
+                e->r.min_us, e->r.max_us, e->r.gate_rel, e->r.flops_nominal, e->r.flops_executed);
+    }
+    return dm_out_commit(o, err);
+}
+
+void at_cache_close(at_cache *c)
+{
+    if (!c) return;
+    free(c->path);
+    free(c->e);
+    free(c);
+}
+
+/* ---- tuning ------------------------------------------------------------------------------- */
+
+void at_options_default(at_options *o)
+{
+    memset(o, 0, sizeof *o);
+    int sb[] = {1, 2, 4, 8};
+    memcpy(o->sym_blocks, sb, sizeof sb);
+    o->n_sym = 4;
+    o->heuristics[0] = 0;
+    o->n_heur = 1;
+    o->warmup = 3;
+    o->reps = 20;
+    o->use_graph = 1;
+    o->min_block = 256;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct run_ctx {
+    ns_plan *p;
+    int graph;
+} run_ctx;
+
+static int run_plan(void *arg, ns_stream s, dm_err *err)
+{
+    run_ctx *r = arg;
+    return ns_plan_run(r->p, s, r->graph, err);
+}
+
+/* Fill the plan's input (deterministic per seed), poison its output, run once. */
+static int gate_run(ns_plan *p, int64_t elems, uint64_t seed, ns_stream s, int graph, dm_err *err)
+{
+    return ns_fill_random(ns_plan_input(p), NS_BF16, elems, seed, 1.0f, s, err) ||
+                   ns_fill_poison(ns_plan_output(p), NS_BF16, elems, s, err) ||
+                   ns_plan_run(p, s, graph, err) || ns_sync(s, err)
+               ? -1
+               : 0;
+}
+
+int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_algos,
+                  const at_options *o, uint64_t seed, ns_stream s, at_result *results,
+                  at_report_fn report, void *report_ctx, dm_err *err)
+{
+    int64_t elems = m * n * batch;
+    void *ref = NULL;
+    ns_plan *p = NULL;
+    double *t = NULL;
+    int rc = -1;
+    for (int a = 0; a < n_algos; a++) {
+        memset(&results[a], 0, sizeof results[a]);
+        results[a].median_us = -1;
+    }
+    t = dm_malloc(sizeof *t * (size_t)(o->reps > 0 ? o->reps : 1), err);
+    if (!t || ns_dev_alloc(&ref, (size_t)elems * 2, err)) goto out;
+    { /* reference output: direct, full GEMMs, heuristic 0 */
+        ns_config cfg;
+        ns_config_default(&cfg, NS_ALGO_DIRECT);
+        double rr = 0;
+        if (ns_plan_create(m, n, batch, NS_BF16, &cfg, &p, err) ||
+            gate_run(p, elems, seed, s, 0, err) ||
+            ns_rel_diff(ns_plan_output(p), ns_plan_output(p), NS_BF16, elems, s, &rr, err))
+            goto out;
+        if (!(rr == 0)) {
+            dm_err_set(err, "autotune %" PRId64 "x%" PRId64 " batch %d: the reference output has non-finite values",
+                       m, n, batch);
+            goto out;
+        }
+        if (ns_copy_d2d(ref, ns_plan_output(p), (size_t)elems * 2, s, err)) goto out;
+        ns_plan_destroy(p);
+        p = NULL;
+    }
+    for (int a = 0; a < n_algos; a++)
+        for (int si = 0; si < o->n_sym; si++)
+            for (int hi = 0; hi < o->n_heur; hi++) {
+                int kb = o->sym_blocks[si];
+                if (kb > 1 && m / kb < o->min_block) continue;
+                ns_config cfg;
+                ns_config_default(&cfg, algos[a]);
+                cfg.sym_blocks = kb;
+                cfg.heuristic = o->heuristics[hi];
+                at_key key = {m, n, batch, algos[a], cfg.work};
+                at_result r;
+                memset(&r, 0, sizeof r);
+                r.sym_blocks = kb;
+                r.heuristic = cfg.heuristic;
+                /* input and output are bf16 (the io dtype of the benchmark), the iteration in
+                 * cfg.work */
+                if (ns_plan_create(m, n, batch, NS_BF16, &cfg, &p, err) ||
+                    gate_run(p, elems, seed, s, o->use_graph, err) ||
+                    ns_rel_diff(ns_plan_output(p), ref, NS_BF16, elems, s, &r.gate_rel, err))
+                    goto out;
+                ns_plan_stats st;
+                ns_plan_get_stats(p, &st);
+                r.flops_nominal = st.flops_nominal;
+                r.flops_executed = st.flops_executed;
+                if (!(r.gate_rel <= AT_GATE_REL)) {
+                    if (report) report(report_ctx, &key, &r, 1, "output differs from the reference");
+                    ns_plan_destroy(p);
+                    p = NULL;
+                    continue;
+                }
+                run_ctx rc_ = {p, o->use_graph};
+                if (ns_time_events(run_plan, &rc_, s, o->warmup, o->reps, t, err)) goto out;
+                qsort(t, (size_t)o->reps, sizeof *t, cmp_double);
+                r.min_us = t[0];
+                r.max_us = t[o->reps - 1];
+                r.median_us = o->reps % 2 ? t[o->reps / 2] : 0.5 * (t[o->reps / 2 - 1] + t[o->reps / 2]);
+                if (report) report(report_ctx, &key, &r, 0, NULL);
+                if (results[a].median_us < 0 || r.median_us < results[a].median_us) results[a] = r;
+                ns_plan_destroy(p);
+                p = NULL;
+            }
+    rc = 0;
+out:
+    ns_plan_destroy(p);
+    ns_dev_free(ref);
+    free(t);
+    return rc;
+}

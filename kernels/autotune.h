@@ -1,0 +1,76 @@
+/* autotune.h: pick the fastest correct NS variant per (shape, batch, algorithm, dtype) on the
+ * GPU at hand, and remember it on disk.
+ *
+ * Candidates: for each algorithm asked for (direct in bf16, Gram in fp16), the symmetric-product
+ * block counts (1 = full cuBLAS GEMMs; k = lower k x k blocks + mirror) and cuBLASLt heuristic
+ * indices. Each is timed with CUDA events on graph replays after warm-up (median of `reps`),
+ * on random input (never zeros). The correctness gate runs every candidate once on the same
+ * input with a poisoned output and rejects it when its output has a non-finite value or
+ * differs from the reference variant's (direct, full GEMMs, heuristic 0) by more than
+ * AT_GATE_REL in relative Frobenius norm; the reference itself must be finite. (The reference's
+ * own error against float64 is what tests/test_ns_gpu.c checks.)
+ *
+ * The cache is a text file, one line per tuned key, every line carrying the GPU name and the
+ * CUDA runtime and cuBLASLt versions it was measured under; lines of another GPU or version are
+ * kept in the file but never returned. Written atomically (temporary file, rename). */
+#ifndef DM_AUTOTUNE_H
+#define DM_AUTOTUNE_H
+#include <stdint.h>
+
+#include "dm_error.h"
+#include "ns_cuda.h"
+
+#define AT_GATE_REL 5e-2
+#define AT_MAX_CANDS 64
+
+typedef struct at_key {
+    int64_t m, n; /* m <= n */
+    int batch;
+    ns_algo algo;
+    ns_dtype dtype; /* the iteration dtype */
+} at_key;
+
+typedef struct at_result {
+    int sym_blocks;
+    int heuristic;
+    double median_us, min_us, max_us;
+    double gate_rel; /* relative difference to the reference variant (0 for the reference) */
+    double flops_nominal, flops_executed;
+} at_result;
+
+typedef struct at_cache at_cache;
+
+/* Open (or start) the cache at path for this device. A missing file is an empty cache; a line
+ * that does not parse is an error naming path:line:col. *out owned by the caller. */
+int at_cache_open(const char *path, const ns_device_info *dev, at_cache **out, dm_err *err);
+/* 1 and *r filled when the key was tuned on this GPU and versions, else 0. */
+int at_cache_lookup(const at_cache *c, const at_key *k, at_result *r);
+int at_cache_store(at_cache *c, const at_key *k, const at_result *r, dm_err *err);
+int at_cache_save(at_cache *c, dm_err *err); /* atomic rewrite */
+void at_cache_close(at_cache *c);            /* NULL ok; does not save */
+
+typedef struct at_options {
+    int sym_blocks[8];
+    int n_sym;
+    int heuristics[4];
+    int n_heur;
+    int warmup, reps;
+    int use_graph;
+    int64_t min_block; /* skip block counts whose blocks would be smaller than this (rows) */
+} at_options;
+
+void at_options_default(at_options *o); /* sym {1,2,4,8}, heuristics {0}, 3 warm-up, 20 reps */
+
+/* Per-candidate report, for logs: called once per candidate timed (or rejected, with
+ * rejected = 1 and a reason). May be NULL. */
+typedef void (*at_report_fn)(void *ctx, const at_key *k, const at_result *r, int rejected,
+                             const char *why);
+
+/* Tune every algorithm in algos[0..n_algos-1] for one (m, n, batch): the input is drawn with
+ * `seed`; results[i] receives the best of algos[i] (median_us < 0 when no candidate passed).
+ * The reference output for the gate comes from a direct full-GEMM plan made first. */
+int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_algos,
+                  const at_options *o, uint64_t seed, ns_stream s, at_result *results,
+                  at_report_fn report, void *report_ctx, dm_err *err);
+
+#endif

@@ -1,0 +1,166 @@
+/* ns_cuda.h: C launchers for the GPU Newton-Schulz kernels (direct and Gram NS over cuBLASLt,
+ * symmetric lower-block products, strided batches, CUDA graph replay) and the elementwise
+ * optimizer kernels (Muon momentum/apply, AdamW). Callable from C; no CUDA header needed.
+ *
+ * Layout: matrices are row-major rows x cols (PyTorch nn.Linear layout, out x in), a batch is
+ * `batch` such matrices back to back. NS works on m x n with m = min(rows, cols) <= n: on the
+ * matrix itself when rows <= cols, on its transpose otherwise (no data is moved for that; the
+ * GEMMs take transposed operands).
+ *
+ * Streams: every launcher takes a stream and enqueues work on it without host synchronization
+ * (plan creation and the timing helpers excepted, which say so). A plan's buffers, cuBLASLt
+ * workspace and graph belong to the plan: one plan must not run on two streams at once.
+ *
+ * Errors: 0 on success, -1 with *err filled (CUDA/cuBLAS call, file and line). */
+#ifndef DM_NS_CUDA_H
+#define DM_NS_CUDA_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "dm_error.h"
+#include "ns_ref.h" /* ns_algo, ns_coeffs, ns_coeffs_polar_express: the CPU reference's own */
+
+typedef struct CUstream_st *ns_stream; /* == cudaStream_t; NULL is the legacy default stream */
+
+typedef enum { NS_BF16 = 0, NS_FP16 = 1, NS_FP32 = 2 } ns_dtype;
+typedef struct ns_config {
+    ns_algo algo;
+    ns_dtype work;     /* iteration dtype: NS_BF16 (direct default) or NS_FP16 (Gram default) */
+    int sym_blocks;    /* symmetric products: 1 = full cuBLAS GEMM; k in 2..16 = lower k x k
+                          block scheme (only blocks on or below the diagonal, then a mirror) */
+    unsigned restarts; /* Gram: bit i = restart (Q applied to X, R recomputed) before iteration
+                          i; default 1u << 2 */
+    int heuristic;     /* index into cuBLASLt's heuristic list for every GEMM (0 = its best) */
+    ns_coeffs coeffs;  /* 1..NS_MAX_ITERS iterations */
+    double norm_eps;   /* X0 = G / (||G||_F + norm_eps); default 1e-7 */
+} ns_config;
+
+/* Defaults: the given algorithm, its default dtype, 5 Polar Express iterations (safety
+ * NS_PE_SAFETY_DEFAULT), sym_blocks 1, restart before iteration 2, heuristic 0, eps 1e-7. */
+void ns_config_default(ns_config *cfg, ns_algo algo);
+
+const char *ns_dtype_name(ns_dtype t); /* "bf16", "fp16", "fp32" */
+size_t ns_dtype_size(ns_dtype t);
+
+typedef struct ns_device_info {
+    char name[256];   /* "NVIDIA H200" */
+    int sm_major, sm_minor, n_sms;
+    size_t mem_bytes;
+    int cuda_runtime; /* e.g. 13000 */
+    int cuda_driver;
+    size_t cublaslt_version; /* e.g. 130100 */
+} ns_device_info;
+
+/* 0 and info filled when a CUDA device is usable; -1 otherwise (no device, no driver). */
+int ns_device_query(ns_device_info *info, dm_err *err);
+
+/* ---- NS plans ----------------------------------------------------------------------------- */
+
+typedef struct ns_plan ns_plan;
+
+/* A plan for `batch` matrices of rows x cols whose input and output are in dtype `io`
+ * (bf16/fp16/fp32). Allocates its device buffers (input, output, work), creates cuBLASLt
+ * descriptors and picks algorithms; synchronizes the device. Returned plan owned by the caller
+ * (ns_plan_destroy). */
+int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io, const ns_config *cfg,
+                   ns_plan **out, dm_err *err);
+void ns_plan_destroy(ns_plan *p); /* NULL ok */
+
+/* Device buffers of batch*rows*cols elements of dtype io, owned by the plan (borrowed). The
+ * producer writes the input there (e.g. the Nesterov kernel), the consumer reads the output.
+ * Input and output are distinct; the input is not modified by a run. */
+void *ns_plan_input(ns_plan *p);
+void *ns_plan_output(ns_plan *p);
+
+/* Enqueue the whole NS on stream s. With use_graph, the first call captures the launch
+ * sequence into a CUDA graph (per plan: shape, batch, stream-independent) and every call
+ * replays it; otherwise kernels are launched one by one. */
+int ns_plan_run(ns_plan *p, ns_stream s, int use_graph, dm_err *err);
+
+/* What the plan computes, for reports: m, n (m <= n), GEMM launches per run, and the FLOPs of
+ * one run counted two ways: as executed (symmetric blocks only) and as full GEMMs. */
+typedef struct ns_plan_stats {
+    int64_t m, n;
+    int batch;
+    int n_gemms;
+    int n_kernels;        /* elementwise launches */
+    double flops_executed;
+    double flops_full;    /* every product as a full GEMM */
+    double flops_nominal; /* symmetric products at half their full FLOPs (the rule) */
+} ns_plan_stats;
+void ns_plan_get_stats(const ns_plan *p, ns_plan_stats *st);
+
+/* ---- single products (for the benchmark and the symmetric-kernel comparison) -------------- */
+
+typedef enum {
+    NS_PROD_GEMM = 0, /* Y = S X: (m x m) times (m x n), the apply step of NS */
+    NS_PROD_SYRK = 1, /* R = X X^T (m x m), symmetric output */
+    NS_PROD_SYMM = 2  /* C = S1 S2 of two symmetric m x m that commute; symmetric output */
+} ns_prod_kind;
+
+typedef struct ns_prod ns_prod;
+/* A product on random operands of the given shape, dtype bf16/fp16, sym_blocks as in
+ * ns_config (ignored for NS_PROD_GEMM). Owned by the caller. */
+int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch, ns_dtype dt,
+                   int sym_blocks, ns_prod **out, dm_err *err);
+int ns_prod_run(ns_prod *p, ns_stream s, dm_err *err);
+double ns_prod_flops(const ns_prod *p, int executed); /* executed or as full GEMM */
+void ns_prod_destroy(ns_prod *p);
+/* The product's device buffers (borrowed): X (m x n row-major, i.e. the operand of SYRK and
+ * GEMM), S (m x m symmetric, the operand of SYMM and GEMM), D (the result: m x m, or m x n
+ * row-major for GEMM); batch entries back to back. */
+void ns_prod_buffers(ns_prod *p, void **x, void **s, void **d);
+/* Relative Frobenius difference between this product's output and the full-GEMM result on
+ * the same operands, computed on the device (synchronizes). */
+int ns_prod_check(ns_prod *p, double *rel_err, dm_err *err);
+
+/* ---- elementwise optimizer kernels --------------------------------------------------------- */
+
+/* Muon momentum and Nesterov input for n elements (fp32 state):
+ *   buf = mu*buf + g;  u = nesterov ? g + mu*buf : buf;  u written in dtype u_dt. */
+int ns_muon_momentum(const float *g, float *buf, void *u, ns_dtype u_dt, int64_t n, float mu,
+                     int nesterov, ns_stream s, dm_err *err);
+/* Muon apply: W = W*(1 - lr*wd) - lr*scale*O, with O (the NS output) in dtype o_dt. */
+int ns_muon_apply(float *w, const void *o, ns_dtype o_dt, int64_t n, float lr, float wd,
+                  float scale, ns_stream s, dm_err *err);
+/* AdamW (decoupled weight decay, bias correction for `step` >= 1), fp32 everything:
+ *   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ *   w = w (1 - lr wd) - lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps). */
+int ns_adamw(float *w, const float *g, float *m, float *v, int64_t n, float lr, float b1,
+             float b2, float eps, float wd, int step, ns_stream s, dm_err *err);
+
+/* ---- device buffers and helpers for tests and the benchmark -------------------------------- */
+
+int ns_dev_alloc(void **p, size_t bytes, dm_err *err);
+void ns_dev_free(void *p);
+int ns_copy_h2d(void *dst, const void *src, size_t bytes, dm_err *err); /* synchronous */
+int ns_copy_d2h(void *dst, const void *src, size_t bytes, dm_err *err); /* synchronous */
+/* Convert n host doubles to device dtype dt / device dtype dt to host doubles (synchronous). */
+int ns_upload(void *dst, ns_dtype dt, const double *src, int64_t n, dm_err *err);
+int ns_download(double *dst, const void *src, ns_dtype dt, int64_t n, dm_err *err);
+/* Fill with N(0,1)-like values from a counter hash (seeded), or with a NaN poison pattern. */
+int ns_fill_random(void *dst, ns_dtype dt, int64_t n, uint64_t seed, float scale, ns_stream s,
+                   dm_err *err);
+int ns_fill_poison(void *dst, ns_dtype dt, int64_t n, ns_stream s, dm_err *err);
+/* ||a - b||_F / ||b||_F over n elements of dtype dt on the device, in double (synchronizes s);
+ * NaN when either holds a non-finite value. */
+int ns_rel_diff(const void *a, const void *b, ns_dtype dt, int64_t n, ns_stream s, double *rel,
+                dm_err *err);
+int ns_copy_d2d(void *dst, const void *src, size_t bytes, ns_stream s, dm_err *err);
+int ns_sync(ns_stream s, dm_err *err);
+int ns_stream_create(ns_stream *s, dm_err *err);
+void ns_stream_destroy(ns_stream s);
+
+/* Time `fn(arg)` enqueued on stream s with CUDA events: `warmup` untimed calls, then `reps`
+ * calls each between two events; writes the per-call times (us) to times_us[0..reps-1]. */
+typedef int (*ns_enqueue_fn)(void *arg, ns_stream s, dm_err *err);
+int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warmup, int reps,
+                   double *times_us, dm_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,569 @@
+/* ns_elem.cu: elementwise and reduction kernels: NS normalization (fp32, deterministic two-pass
+ * Frobenius norm), diagonal shift, block mirror for the symmetric products, dtype conversion,
+ * Muon momentum/apply and AdamW, plus the device helpers for tests and the benchmark (fills,
+ * copies, event timing). */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "ns_kern.cuh"
+
+/* ---- typed loads and stores --------------------------------------------------------------- */
+
+__device__ __forceinline__ float ld(const __nv_bfloat16 *p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ float ld(const __half *p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float ld(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ void st(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void st(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void st(float *p, int64_t i, float v) { p[i] = v; }
+
+/* Call F<T>(args) with T the storage type of dtype dt. */
+#define NS_DISPATCH(dt, F, ...)                                                               \
+    ((dt) == NS_BF16 ? F<__nv_bfloat16>(__VA_ARGS__)                                          \
+                     : (dt) == NS_FP16 ? F<__half>(__VA_ARGS__) : F<float>(__VA_ARGS__))
+
+static int grid_for(int64_t n, int threads)
+{
+    int64_t b = (n + threads - 1) / threads;
+    int cap = 132 * 16; /* enough resident blocks to fill an H100/H200; loops cover the rest */
+    return (int)(b < 1 ? 1 : b > cap ? cap : b);
+}
+
+__device__ __forceinline__ float block_sum(float v)
+{
+    __shared__ float warp_sums[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __syncthreads(); /* warp_sums may still be read by a previous call */
+    if (lane == 0) warp_sums[w] = v;
+    __syncthreads();
+    int nw = (blockDim.x + 31) >> 5;
+    v = (int)threadIdx.x < nw ? warp_sums[threadIdx.x] : 0.f;
+    if (w == 0)
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v; /* valid in warp 0 */
+}
+
+/* ---- normalization ------------------------------------------------------------------------ */
+
+#define NORM_THREADS 256
+
+int nsk_norm_blocks(int64_t per_mat)
+{
+    int64_t b = (per_mat + NORM_THREADS * 16 - 1) / (NORM_THREADS * 16);
+    return (int)(b < 1 ? 1 : b > 128 ? 128 : b);
+}
+
+template <typename T>
+__global__ void k_sumsq(const T *x, int64_t per_mat, float *partial, int nblk)
+{
+    int b = blockIdx.y;
+    const T *xm = x + (int64_t)b * per_mat;
+    float acc = 0.f;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < per_mat;
+         i += (int64_t)nblk * blockDim.x) {
+        float v = ld(xm, i);
+        acc += v * v;
+    }
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) partial[(int64_t)b * nblk + blockIdx.x] = acc;
+}
+
+template <typename T>
+static int launch_sumsq(const void *x, int64_t per_mat, int batch, float *partial, int nblk,
+                        cudaStream_t s)
+{
+    k_sumsq<T><<<dim3(nblk, batch), NORM_THREADS, 0, s>>>((const T *)x, per_mat, partial, nblk);
+    return 0;
+}
+
+int nsk_sumsq_partial(const void *x, ns_dtype dt, int64_t per_mat, int batch, float *partial,
+                      int nblk, cudaStream_t s, dm_err *err)
+{
+    NS_DISPATCH(dt, launch_sumsq, x, per_mat, batch, partial, nblk, s);
+    NS_LAUNCHED();
+    return 0;
+}
+
+template <typename TI, typename TO>
+__global__ void k_normalize(const TI *x, TO *y, int64_t per_mat, const float *partial, int nblk,
+                            int nblk_here, float eps)
+{
+    int b = blockIdx.y;
+    __shared__ float inv;
+    float v = 0.f;
+    for (int i = threadIdx.x; i < nblk; i += blockDim.x) v += partial[(int64_t)b * nblk + i];
+    v = block_sum(v);
+    if (threadIdx.x == 0) inv = 1.f / (sqrtf(v) + eps);
+    __syncthreads();
+    float sc = inv;
+    const TI *xm = x + (int64_t)b * per_mat;
+    TO *ym = y + (int64_t)b * per_mat;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < per_mat;
+         i += (int64_t)nblk_here * blockDim.x)
+        st(ym, i, ld(xm, i) * sc);
+}
+
+template <typename TI>
+static int launch_norm_in(const void *x, void *y, ns_dtype dto, int64_t per_mat, int batch,
+                          const float *partial, int nblk, float eps, cudaStream_t s)
+{
+    int nb = grid_for((per_mat + 3) / 4, NORM_THREADS);
+    dim3 g(nb, batch);
+    if (dto == NS_BF16)
+        k_normalize<TI, __nv_bfloat16><<<g, NORM_THREADS, 0, s>>>((const TI *)x, (__nv_bfloat16 *)y, per_mat, partial, nblk, nb, eps);
+    else if (dto == NS_FP16)
+        k_normalize<TI, __half><<<g, NORM_THREADS, 0, s>>>((const TI *)x, (__half *)y, per_mat, partial, nblk, nb, eps);
+    else
+        k_normalize<TI, float><<<g, NORM_THREADS, 0, s>>>((const TI *)x, (float *)y, per_mat, partial, nblk, nb, eps);
+    return 0;
+}
+
+int nsk_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t per_mat,
+                  int batch, const float *partial, int nblk, float eps, cudaStream_t s,
+                  dm_err *err)
+{
+    NS_DISPATCH(dt_in, launch_norm_in, x, y, dt_out, per_mat, batch, partial, nblk, eps, s);
+    NS_LAUNCHED();
+    return 0;
+}
+
+/* ---- diagonal, mirror, conversion --------------------------------------------------------- */
+
+template <typename T>
+__global__ void k_add_diag(T *a, int64_t m, float alpha)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    T *am = a + (int64_t)blockIdx.y * m * m;
+    if (i < m) st(am, i + i * m, ld(am, i + i * m) + alpha);
+}
+
+template <typename T>
+static int launch_add_diag(void *a, int64_t m, int batch, float alpha, cudaStream_t s)
+{
+    k_add_diag<T><<<dim3((unsigned)((m + 255) / 256), batch), 256, 0, s>>>((T *)a, m, alpha);
+    return 0;
+}
+
+int nsk_add_diag(void *a, ns_dtype dt, int64_t m, int batch, float alpha, cudaStream_t s,
+                 dm_err *err)
+{
+    NS_DISPATCH(dt, launch_add_diag, a, m, batch, alpha, s);
+    NS_LAUNCHED();
+    return 0;
+}
+
+/* Tiled transpose copy restricted to the strictly-upper blocks. The element written, (r, c)
+ * with blk(r) < blk(c), comes from (c, r), which lies in a strictly-lower block: reads and
+ * writes never touch the same element, so tiles need no ordering between them. */
+template <typename U>
+__global__ void k_mirror(U *a, int64_t m, int64_t bs)
+{
+    __shared__ U tile[32][33];
+    int64_t r0 = (int64_t)blockIdx.y * 32, c0 = (int64_t)blockIdx.x * 32;
+    int64_t cmax = c0 + 31 < m ? c0 + 31 : m - 1;
+    if (r0 / bs >= cmax / bs) return; /* no element of this tile lies in an upper block */
+    U *am = a + (int64_t)blockIdx.z * m * m;
+    int tx = threadIdx.x;
+    for (int ty = threadIdx.y; ty < 32; ty += blockDim.y) {
+        /* source element (c0+tx, r0+ty), needed when blk(r0+ty) < blk(c0+tx) */
+        int64_t sr = c0 + tx, sc = r0 + ty;
+        if (sr < m && sc < m && sc / bs < sr / bs) tile[ty][tx] = am[sr + sc * m];
+    }
+    __syncthreads();
+    for (int ty = threadIdx.y; ty < 32; ty += blockDim.y) {
+        int64_t r = r0 + tx, c = c0 + ty;
+        if (r < m && c < m && r / bs < c / bs) am[r + c * m] = tile[tx][ty];
+    }
+}
+
+int nsk_mirror_blocks(void *a, ns_dtype dt, int64_t m, int64_t bs, int batch, cudaStream_t s,
+                      dm_err *err)
+{
+    unsigned t = (unsigned)((m + 31) / 32);
+    dim3 g(t, t, batch), b(32, 8);
+    if (ns_dtype_size(dt) == 2)
+        k_mirror<uint16_t><<<g, b, 0, s>>>((uint16_t *)a, m, bs);
+    else
+        k_mirror<uint32_t><<<g, b, 0, s>>>((uint32_t *)a, m, bs);
+    NS_LAUNCHED();
+    return 0;
+}
+
+template <typename TI, typename TO>
+__global__ void k_convert(const TI *x, TO *y, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        st(y, i, ld(x, i));
+}
+
+template <typename TI>
+static int launch_convert_in(const void *x, void *y, ns_dtype dto, int64_t n, cudaStream_t s)
+{
+    int g = grid_for(n, 256);
+    if (dto == NS_BF16) k_convert<<<g, 256, 0, s>>>((const TI *)x, (__nv_bfloat16 *)y, n);
+    else if (dto == NS_FP16) k_convert<<<g, 256, 0, s>>>((const TI *)x, (__half *)y, n);
+    else k_convert<<<g, 256, 0, s>>>((const TI *)x, (float *)y, n);
+    return 0;
+}
+
+int nsk_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t n,
+                cudaStream_t s, dm_err *err)
+{
+    NS_DISPATCH(dt_in, launch_convert_in, x, y, dt_out, n, s);
+    NS_LAUNCHED();
+    return 0;
+}
+
+/* ---- difference norms (device-side checks) ------------------------------------------------ */
+
+template <typename T>
+__global__ void k_diff_norms(const T *a, const T *b, int64_t n, double *out)
+{
+    double d2 = 0, r2 = 0;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        double x = ld(a, i), y = ld(b, i);
+        if (!isfinite(x) || !isfinite(y)) d2 += NAN;
+        d2 += (x - y) * (x - y);
+        r2 += y * y;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        d2 += __shfl_xor_sync(0xffffffffu, d2, o);
+        r2 += __shfl_xor_sync(0xffffffffu, r2, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&out[0], d2);
+        atomicAdd(&out[1], r2);
+    }
+}
+
+template <typename T>
+static int launch_diff(const void *a, const void *b, int64_t n, double *out, cudaStream_t s)
+{
+    k_diff_norms<T><<<grid_for(n, 256), 256, 0, s>>>((const T *)a, (const T *)b, n, out);
+    return 0;
+}
+
+int nsk_diff_norms(const void *a, const void *b, ns_dtype dt, int64_t n, double *diff2,
+                   double *ref2, cudaStream_t s, dm_err *err)
+{
+    double *d = NULL, h[2];
+    NS_CUDA(cudaMalloc((void **)&d, 2 * sizeof(double)));
+    cudaError_t e = cudaMemsetAsync(d, 0, 2 * sizeof(double), s);
+    if (e == cudaSuccess) {
+        NS_DISPATCH(dt, launch_diff, a, b, n, d, s);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    cudaFree(d);
+    if (e != cudaSuccess) return dm_err_set(err, "diff norms: %s", cudaGetErrorString(e));
+    *diff2 = h[0];
+    *ref2 = h[1];
+    return 0;
+}
+
+extern "C" int ns_rel_diff(const void *a, const void *b, ns_dtype dt, int64_t n, ns_stream s,
+                           double *rel, dm_err *err)
+{
+    double d2 = 0, r2 = 0;
+    if (nsk_diff_norms(a, b, dt, n, &d2, &r2, (cudaStream_t)s, err)) return -1;
+    *rel = sqrt(d2) / (r2 > 0 ? sqrt(r2) : 1.0);
+    return 0;
+}
+
+extern "C" int ns_copy_d2d(void *dst, const void *src, size_t bytes, ns_stream s, dm_err *err)
+{
+    NS_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)s));
+    return 0;
+}
+
+/* ---- optimizer kernels -------------------------------------------------------------------- */
+
+template <typename TU>
+__global__ void k_muon_momentum(const float *g, float *buf, TU *u, int64_t n, float mu,
+                                int nesterov)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float gi = g[i], b = mu * buf[i] + gi;
+        buf[i] = b;
+        st(u, i, nesterov ? gi + mu * b : b);
+    }
+}
+
+template <typename TU>
+static int launch_momentum(const float *g, float *buf, void *u, int64_t n, float mu, int nest,
+                           cudaStream_t s)
+{
+    k_muon_momentum<TU><<<grid_for(n, 256), 256, 0, s>>>(g, buf, (TU *)u, n, mu, nest);
+    return 0;
+}
+
+extern "C" int ns_muon_momentum(const float *g, float *buf, void *u, ns_dtype u_dt, int64_t n,
+                                float mu, int nesterov, ns_stream s, dm_err *err)
+{
+    if (n <= 0) return 0;
+    NS_DISPATCH(u_dt, launch_momentum, g, buf, u, n, mu, nesterov, (cudaStream_t)s);
+    NS_LAUNCHED();
+    return 0;
+}
+
+template <typename TO>
+__global__ void k_muon_apply(float *w, const TO *o, int64_t n, float decay, float step)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        w[i] = w[i] * decay - step * ld(o, i);
+}
+
+template <typename TO>
+static int launch_apply(float *w, const void *o, int64_t n, float decay, float step,
+                        cudaStream_t s)
+{
+    k_muon_apply<TO><<<grid_for(n, 256), 256, 0, s>>>(w, (const TO *)o, n, decay, step);
+    return 0;
+}
+
+extern "C" int ns_muon_apply(float *w, const void *o, ns_dtype o_dt, int64_t n, float lr,
+                             float wd, float scale, ns_stream s, dm_err *err)
+{
+    if (n <= 0) return 0;
+    NS_DISPATCH(o_dt, launch_apply, w, o, n, 1.f - lr * wd, lr * scale, (cudaStream_t)s);
+    NS_LAUNCHED();
+    return 0;
+}
+
+__global__ void k_adamw(float4 *w, const float4 *g, float4 *m, float4 *v, int64_t n4, float lr,
+                        float b1, float b2, float eps, float decay, float bc1, float bc2)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float4 gi = g[i], mi = m[i], vi = v[i], wi = w[i];
+#define ADAMW_LANE(c)                                                                         \
+    mi.c = b1 * mi.c + (1.f - b1) * gi.c;                                                     \
+    vi.c = b2 * vi.c + (1.f - b2) * gi.c * gi.c;                                              \
+    wi.c = wi.c * decay - lr * (mi.c / bc1) / (sqrtf(vi.c / bc2) + eps);
+        ADAMW_LANE(x) ADAMW_LANE(y) ADAMW_LANE(z) ADAMW_LANE(w)
+#undef ADAMW_LANE
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = wi;
+    }
+}
+
+__global__ void k_adamw_tail(float *w, const float *g, float *m, float *v, int64_t from,
+                             int64_t n, float lr, float b1, float b2, float eps, float decay,
+                             float bc1, float bc2)
+{
+    int64_t i = from + threadIdx.x;
+    if (i >= n) return;
+    float mi = b1 * m[i] + (1.f - b1) * g[i], vi = b2 * v[i] + (1.f - b2) * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = w[i] * decay - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+}
+
+extern "C" int ns_adamw(float *w, const float *g, float *m, float *v, int64_t n, float lr,
+                        float b1, float b2, float eps, float wd, int step, ns_stream s,
+                        dm_err *err)
+{
+    if (n <= 0) return 0;
+    if (step < 1) return dm_err_set(err, "ns_adamw: step must be >= 1 (got %d)", step);
+    float bc1 = 1.f - powf(b1, (float)step), bc2 = 1.f - powf(b2, (float)step);
+    float decay = 1.f - lr * wd;
+    int aligned = ((uintptr_t)w | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v) % 16 == 0;
+    int64_t n4 = aligned ? n / 4 : 0;
+    if (n4 > 0)
+        k_adamw<<<grid_for(n4, 256), 256, 0, (cudaStream_t)s>>>(
+            (float4 *)w, (const float4 *)g, (float4 *)m, (float4 *)v, n4, lr, b1, b2, eps, decay,
+            bc1, bc2);
+    for (int64_t from = n4 * 4; from < n; from += 1024)
+        k_adamw_tail<<<1, 1024, 0, (cudaStream_t)s>>>(w, g, m, v, from, n, lr, b1, b2, eps,
+                                                      decay, bc1, bc2);
+    NS_LAUNCHED();
+    return 0;
+}
+
+/* ---- fills -------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+template <typename T>
+__global__ void k_fill_random(T *x, int64_t n, uint64_t seed, float scale)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        uint64_t h = splitmix64(seed ^ splitmix64((uint64_t)i));
+        float u1 = ((h >> 40) + 1) * (1.0f / 16777217.0f), u2 = ((h >> 16) & 0xffffff) * (1.0f / 16777216.0f);
+        float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2); /* Box-Muller */
+        st(x, i, z * scale);
+    }
+}
+
+template <typename T>
+static int launch_fill(void *x, int64_t n, uint64_t seed, float scale, cudaStream_t s)
+{
+    k_fill_random<T><<<grid_for(n, 256), 256, 0, s>>>((T *)x, n, seed, scale);
+    return 0;
+}
+
+extern "C" int ns_fill_random(void *dst, ns_dtype dt, int64_t n, uint64_t seed, float scale,
+                              ns_stream s, dm_err *err)
+{
+    if (n <= 0) return 0;
+    NS_DISPATCH(dt, launch_fill, dst, n, seed, scale, (cudaStream_t)s);
+    NS_LAUNCHED();
+    return 0;
+}
+
+extern "C" int ns_fill_poison(void *dst, ns_dtype dt, int64_t n, ns_stream s, dm_err *err)
+{
+    /* 0xFF bytes are a NaN in bf16, fp16 and fp32 alike */
+    NS_CUDA(cudaMemsetAsync(dst, 0xFF, (size_t)n * ns_dtype_size(dt), (cudaStream_t)s));
+    return 0;
+}
+
+/* ---- buffers, copies, streams, timing ----------------------------------------------------- */
+
+extern "C" int ns_dev_alloc(void **p, size_t bytes, dm_err *err)
+{
+    *p = NULL;
+    NS_CUDA(cudaMalloc(p, bytes ? bytes : 1));
+    return 0;
+}
+
+extern "C" void ns_dev_free(void *p)
+{
+    if (p) cudaFree(p);
+}
+
+extern "C" int ns_copy_h2d(void *dst, const void *src, size_t bytes, dm_err *err)
+{
+    NS_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    return 0;
+}
+
+extern "C" int ns_copy_d2h(void *dst, const void *src, size_t bytes, dm_err *err)
+{
+    NS_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+template <typename T>
+__global__ void k_from_double(const double *x, T *y, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        st(y, i, (float)x[i]);
+}
+template <typename T>
+__global__ void k_to_double(const T *x, double *y, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = ld(x, i);
+}
+template <typename T>
+static int launch_from_double(const double *x, void *y, int64_t n)
+{
+    k_from_double<T><<<grid_for(n, 256), 256>>>(x, (T *)y, n);
+    return 0;
+}
+template <typename T>
+static int launch_to_double(const void *x, double *y, int64_t n)
+{
+    k_to_double<T><<<grid_for(n, 256), 256>>>((const T *)x, y, n);
+    return 0;
+}
+
+extern "C" int ns_upload(void *dst, ns_dtype dt, const double *src, int64_t n, dm_err *err)
+{
+    double *d = NULL;
+    NS_CUDA(cudaMalloc((void **)&d, (size_t)n * sizeof(double)));
+    cudaError_t e = cudaMemcpy(d, src, (size_t)n * sizeof(double), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) {
+        NS_DISPATCH(dt, launch_from_double, d, dst, n);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    cudaFree(d);
+    if (e != cudaSuccess) return dm_err_set(err, "ns_upload: %s", cudaGetErrorString(e));
+    return 0;
+}
+
+extern "C" int ns_download(double *dst, const void *src, ns_dtype dt, int64_t n, dm_err *err)
+{
+    double *d = NULL;
+    NS_CUDA(cudaDeviceSynchronize());
+    NS_CUDA(cudaMalloc((void **)&d, (size_t)n * sizeof(double)));
+    NS_DISPATCH(dt, launch_to_double, src, d, n);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaMemcpy(dst, d, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost);
+    cudaFree(d);
+    if (e != cudaSuccess) return dm_err_set(err, "ns_download: %s", cudaGetErrorString(e));
+    return 0;
+}
+
+extern "C" int ns_sync(ns_stream s, dm_err *err)
+{
+    NS_CUDA(cudaStreamSynchronize((cudaStream_t)s));
+    NS_CUDA(cudaGetLastError());
+    return 0;
+}
+
+extern "C" int ns_stream_create(ns_stream *s, dm_err *err)
+{
+    cudaStream_t st;
+    NS_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    *s = (ns_stream)st;
+    return 0;
+}
+
+extern "C" void ns_stream_destroy(ns_stream s)
+{
+    if (s) cudaStreamDestroy((cudaStream_t)s);
+}
+
+extern "C" int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warmup, int reps,
+                              double *times_us, dm_err *err)
+{
+    cudaEvent_t *ev = NULL;
+    int rc = -1, made = 0;
+    for (int i = 0; i < warmup; i++)
+        if (fn(arg, s, err)) return -1;
+    ev = (cudaEvent_t *)dm_malloc(sizeof(cudaEvent_t) * (size_t)(reps + 1), err);
+    if (!ev) return -1;
+    for (; made <= reps; made++)
+        if (cudaEventCreate(&ev[made]) != cudaSuccess) {
+            dm_err_set(err, "cudaEventCreate failed");
+            goto out;
+        }
+    /* back-to-back: rep i spans ev[i]..ev[i+1], as in a step where NS calls follow each other */
+    if (cudaEventRecord(ev[0], (cudaStream_t)s) != cudaSuccess) goto cuda_fail;
+    for (int i = 0; i < reps; i++) {
+        if (fn(arg, s, err)) goto out;
+        if (cudaEventRecord(ev[i + 1], (cudaStream_t)s) != cudaSuccess) goto cuda_fail;
+    }
+    if (cudaEventSynchronize(ev[reps]) != cudaSuccess) goto cuda_fail;
+    for (int i = 0; i < reps; i++) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, ev[i], ev[i + 1]) != cudaSuccess) goto cuda_fail;
+        times_us[i] = ms * 1e3;
+    }
+    rc = 0;
+    goto out;
+cuda_fail:
+    dm_err_set(err, "event timing: %s", cudaGetErrorString(cudaGetLastError()));
+out:
+    for (int i = 0; i < made; i++) cudaEventDestroy(ev[i]);
+    free(ev);
+    return rc;
+}
