@@ -1,1 +1,2 @@
-# plots/local.mk: sources, tests and data of plots/ (included by Makefile.am).
+# plots/local.mk: gnuplot scripts (installed under $(pkgdatadir)/plots; `dmuon scale` runs them).
+nobase_dist_pkgdata_DATA += plots/scale.gp

@@ -1,3 +1,11 @@
 # sim/local.mk: the discrete-event simulator (sim/), the collective cost model and the shared
-# trace format (core/collcost.*, core/trace.*, owned by the simulator's module), their tests.
-libdmuon_a_SOURCES += core/collcost.c core/collcost.h core/trace.c core/trace.h
+# trace format (core/collcost.*, core/trace.*, owned by the simulator's module), `dmuon sim`
+# and `dmuon scale` (cli/cmd_sim.c), and their tests.
+libdmuon_a_SOURCES += core/collcost.c core/collcost.h core/trace.c core/trace.h \
+	sim/heap.c sim/heap.h sim/net.c sim/net.h sim/sim.c sim/sim.h
+dmuon_SOURCES += cli/cmd_sim.c
+
+check_PROGRAMS += tests/test_sim
+TESTS += tests/test_sim
+tests_test_sim_SOURCES = tests/test_sim.c tests/tap.h
+tests_test_sim_LDADD = $(DM_LDADD)

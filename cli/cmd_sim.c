@@ -1,0 +1,619 @@
+/* cmd_sim.c: `dmuon sim` (simulate one training step of a planned program on a modeled cluster)
+ * and `dmuon scale` (a what-if study over GPU counts and strategies: table, CSV, gnuplot PNGs). */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "collcost.h"
+#include "commands.h"
+#include "costs.h"
+#include "model.h"
+#include "opts.h"
+#include "outfile.h"
+#include "program.h"
+#include "sched.h"
+#include "sim.h"
+#include "trace.h"
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The inputs both commands resolve: model, cluster, costs. */
+typedef struct sim_inputs {
+    dm_model *model;
+    dm_cluster cluster;
+    dm_costs *costs;
+} sim_inputs;
+
+static int load_inputs(const char *cmd, const char *model, const char *cluster, const char *costs, int gpn,
+                       sim_inputs *in)
+{
+    dm_err err;
+    memset(in, 0, sizeof *in);
+    if (dm_model_load(model, &in->model, &err)) {
+        fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
+        return 1;
+    }
+    if (dm_cluster_load(cluster, &in->cluster, &err)) {
+        fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
+        return 1;
+    }
+    if (gpn > 0) in->cluster.gpus_per_node = gpn;
+    if (costs ? dm_costs_load(costs, &in->costs, &err) : dm_costs_load_default(&in->costs, &err)) {
+        fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+static void free_inputs(sim_inputs *in)
+{
+    dm_model_free(in->model);
+    dm_costs_free(in->costs);
+}
+
+static void print_model(FILE *f, const dm_model *m)
+{
+    fprintf(f, "  model       %s (%s): %.3f B parameters, %lld Muon matrices (%.3f B), %lld AdamW tensors\n", m->name,
+            m->path && *m->path ? m->path : "built in", dm_model_params(m) / 1e9,
+            (long long)dm_model_count_role(m, DM_ROLE_MUON), dm_model_params_role(m, DM_ROLE_MUON) / 1e9,
+            (long long)dm_model_count_role(m, DM_ROLE_ADAMW));
+}
+
+static void print_sources(FILE *f, const sim_result *r)
+{
+    static const dm_op_kind order[] = {DM_OP_FORWARD, DM_OP_BACKWARD, DM_OP_NS, DM_OP_MUON_UPDATE, DM_OP_ADAMW,
+                                       DM_OP_BROADCAST, DM_OP_REDUCE, DM_OP_ALLREDUCE, DM_OP_ALLGATHER,
+                                       DM_OP_REDUCESCATTER};
+    fprintf(f, "cost sources:\n");
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (r->cost_src[order[i]][0]) fprintf(f, "  %-14s %s\n", dm_op_kind_name(order[i]), r->cost_src[order[i]]);
+}
+
+static void print_result(FILE *f, const dm_program *p, const sim_result *r)
+{
+    double step = r->step_us;
+    fprintf(f, "\nstep time          %10.3f ms\n", step / 1e3);
+    fprintf(f, "  forward          %10.3f ms  %5.1f%%   (GPU time on rank %d, the last to finish)\n", r->forward_us / 1e3,
+            100 * r->forward_us / step, r->crit_rank);
+    fprintf(f, "  backward         %10.3f ms  %5.1f%%\n", r->backward_us / 1e3, 100 * r->backward_us / step);
+    fprintf(f, "  optimizer        %10.3f ms  %5.1f%%   (NS, Muon update and AdamW kernels)\n", r->optimizer_us / 1e3,
+            100 * r->optimizer_us / step);
+    fprintf(f, "  exposed comm     %10.3f ms  %5.1f%%   (GPU idle, waiting on collectives)\n", r->exposed_comm_us / 1e3,
+            100 * r->exposed_comm_us / step);
+    fprintf(f, "  comm in flight   %10.3f ms  %5.1f%%   (time with a collective running; overlaps compute)\n",
+            r->comm_busy_us / 1e3, 100 * r->comm_busy_us / step);
+    double mn = INFINITY;
+    int busy = 0;
+    for (int k = 0; k < r->nranks; k++) {
+        if (r->ns_us[k] < mn) mn = r->ns_us[k];
+        busy += r->ns_us[k] > 0;
+    }
+    fprintf(f, "\nNS load per rank   min %.3f  mean %.3f  max %.3f ms (rank %d); %d of %d ranks run NS; imbalance %.1f%%\n",
+            mn / 1e3, r->ns_mean_us / 1e3, r->ns_max_us / 1e3, r->ns_max_rank, busy, r->nranks,
+            r->ns_mean_us > 0 ? 100 * (r->ns_max_us / r->ns_mean_us - 1) : 0.0);
+    if (r->nranks <= 16) {
+        fprintf(f, "  per rank (ms)   ");
+        for (int k = 0; k < r->nranks; k++) fprintf(f, " %.3f", r->ns_us[k] / 1e3);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\ncritical path      %10.3f ms, ending on rank %d\n", r->crit_total_us / 1e3, r->crit_rank);
+    fprintf(f, "  %-16s %10s %7s %7s\n", "kind", "ms", "share", "ops");
+    for (int i = 0; i < r->n_crit; i++)
+        fprintf(f, "  %-16s %10.3f %6.1f%% %7d\n", dm_op_kind_name(r->crit[i].kind), r->crit[i].us / 1e3,
+                100 * r->crit[i].us / step, r->crit[i].ops);
+    fprintf(f, "  longest ops on it:\n");
+    for (int i = 0; i < r->n_top; i++) {
+        const sim_path_op *o = &r->top[i];
+        const dm_op *op = &p->ranks[o->rank].ops[o->op];
+        fprintf(f, "    rank %d op %d %s", o->rank, o->op, dm_op_kind_name(o->kind));
+        if (o->layer >= 0) fprintf(f, " layer %d", o->layer);
+        if (o->kind == DM_OP_NS) fprintf(f, " %lldx%lld x%d", (long long)op->m, (long long)op->n, op->batch);
+        if (dm_op_is_collective(o->kind)) fprintf(f, " %.3f MB over %d ranks", op->bytes / 1e6, p->groups[op->group].n);
+        fprintf(f, ": %.3f ms at %.3f ms\n", o->dur_us / 1e3, o->start_us / 1e3);
+    }
+}
+
+static void print_speed(FILE *f, const sim_result *r, double plan_s)
+{
+    fprintf(f, "\nspeed: simulated %lld ops, %lld events, %lld rate updates in %.3f s (%.3g events/s); setup %.3f s, plan %.3f s\n",
+            (long long)r->ops, (long long)r->events, (long long)r->rate_updates, r->wall_s,
+            r->wall_s > 0 ? r->events / r->wall_s : 0.0, r->setup_s, plan_s);
+}
+
+/* ---- dmuon sim ---------------------------------------------------------------------------- */
+
+enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_ALGO, O_TRACE, O_CSV, O_PROGRAM, O_HELP, O_QUIET, O_OUT, O_PROGRESS,
+       O_NOPROGRESS, O_NOPLOTS, O_STRATS };
+
+static void sim_help(void)
+{
+    printf("Usage: dmuon sim --model M --gpus N [--cluster C] [--strategy S] [plan options] [options]\n"
+           "Plan one training step (the scheduler) and simulate it on a modeled cluster: resolved\n"
+           "configuration, step time and its parts, per-rank NS load, the critical path.\n\n"
+           "  --model M             model name or file (see 'dmuon models'); required\n"
+           "  --gpus N              ranks (GPUs), 1 .. 65536; required\n"
+           "  --cluster C           preset (a800, h100, h200, h200x2) or cluster file (default a800)\n"
+           "  --costs FILE          kernel cost table (default: traces/costs/h200.csv, else roofline)\n"
+           "  --algo A              collective algorithm: auto (NCCL's choice), ring, tree (default auto)\n"
+           "  --program FILE        simulate a saved step program instead of planning one\n"
+           "  --trace FILE          write the Chrome trace JSON (Perfetto opens it)\n"
+           "  --csv FILE            write the same trace rows as CSV\n"
+           "  --quiet               only the step time line\n"
+           "  --help                this text\n\nPlan options:\n");
+    sched_getopt_help(stdout);
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    static const struct option lo[] = {{"model", required_argument, 0, O_MODEL},
+                                       {"gpus", required_argument, 0, O_GPUS},
+                                       {"cluster", required_argument, 0, O_CLUSTER},
+                                       {"costs", required_argument, 0, O_COSTS},
+                                       {"algo", required_argument, 0, O_ALGO},
+                                       {"trace", required_argument, 0, O_TRACE},
+                                       {"csv", required_argument, 0, O_CSV},
+                                       {"program", required_argument, 0, O_PROGRAM},
+                                       {"quiet", no_argument, 0, O_QUIET},
+                                       {"help", no_argument, 0, O_HELP},
+                                       SCHED_GETOPT_LONG,
+                                       {0, 0, 0, 0}};
+    const char *model = NULL, *cluster = "a800", *costs = NULL, *trace = NULL, *csv = NULL, *program = NULL;
+    long gpus = 0;
+    int quiet = 0, c;
+    sched_opts so;
+    sched_opts_default(&so);
+    sim_opts o;
+    sim_opts_default(&o);
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+        int h = sched_getopt_handle(&so, "sim", c, optarg);
+        if (h < 0) return 2;
+        if (h > 0) continue;
+        switch (c) {
+        case O_MODEL: model = optarg; break;
+        case O_GPUS:
+            if (opt_parse_long("sim", "--gpus", optarg, 1, 65536, &gpus)) return 2;
+            break;
+        case O_CLUSTER: cluster = optarg; break;
+        case O_COSTS: costs = optarg; break;
+        case O_ALGO:
+            if (coll_algo_parse(optarg, &o.algo)) {
+                opt_usage_error("sim", "--algo: expected auto, ring or tree, found '%s'", optarg);
+                return 2;
+            }
+            break;
+        case O_TRACE: trace = optarg; break;
+        case O_CSV: csv = optarg; break;
+        case O_PROGRAM: program = optarg; break;
+        case O_QUIET: quiet = 1; break;
+        case 'h':
+        case O_HELP: sim_help(); return 0;
+        case ':': opt_usage_error("sim", "option '%s' needs an argument", argv[optind - 1]); return 2;
+        default: opt_usage_error("sim", "unknown option '%s'", argv[optind - 1]); return 2;
+        }
+    }
+    if (optind < argc) {
+        opt_usage_error("sim", "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    if (!program && (!model || !gpus)) {
+        opt_usage_error("sim", "expected --model and --gpus (or --program)");
+        return 2;
+    }
+    dm_err err;
+    sim_inputs in;
+    dm_program *p = NULL;
+    sched_report rep;
+    memset(&rep, 0, sizeof rep);
+    sim_result *r = NULL;
+    int rc = 1;
+    memset(&in, 0, sizeof in);
+    double plan_s = 0;
+    if (program) {
+        if (dm_program_load(program, &p, &err) || dm_program_validate(p, &err)) {
+            fprintf(stderr, "dmuon sim: %s\n", err.msg);
+            goto out;
+        }
+        if (dm_cluster_load(cluster, &in.cluster, &err) ||
+            (costs ? dm_costs_load(costs, &in.costs, &err) : dm_costs_load_default(&in.costs, &err))) {
+            fprintf(stderr, "dmuon sim: %s\n", err.msg);
+            goto out;
+        }
+        in.cluster.gpus_per_node = p->gpus_per_node;
+    } else {
+        if (load_inputs("sim", model, cluster, costs, so.gpus_per_node, &in)) goto out;
+        double t0 = wall_s();
+        if (sched_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &p, &rep, &err)) {
+            fprintf(stderr, "dmuon sim: %s\n", err.msg);
+            goto out;
+        }
+        plan_s = wall_s() - t0;
+    }
+    o.costs = in.costs;
+    o.record_trace = trace || csv;
+    if (sim_run(p, &in.cluster, &o, &r, &err)) {
+        fprintf(stderr, "dmuon sim: %s\n", err.msg);
+        goto out;
+    }
+    if (quiet) {
+        printf("%s %s %d GPUs %s: step %.3f ms\n", p->model, p->strategy, p->nranks, in.cluster.name, r->step_us / 1e3);
+    } else {
+        printf("# dmuon sim: resolved configuration\n");
+        if (in.model) print_model(stdout, in.model);
+        else printf("  model       %s (from program %s)\n", p->model, program);
+        dm_cluster_describe(&in.cluster, stdout);
+        printf("  ranks       %d on %d node%s\n", p->nranks, dm_cluster_nodes(&in.cluster, p->nranks),
+               dm_cluster_nodes(&in.cluster, p->nranks) == 1 ? "" : "s");
+        printf("  strategy    %s (%s)\n", p->strategy, p->options);
+        printf("  tokens      %lld per rank per step\n", (long long)p->tokens);
+        printf("  costs       %s\n", dm_costs_describe(in.costs));
+        printf("  collectives %s algorithm\n", coll_algo_name(o.algo));
+        if (!program)
+            printf("  plan        %s assignment, %d units over %d owners, planned NS load max %.3f ms, imbalance %.1f%%\n",
+                   rep.solver_status, rep.n_units, rep.nowners, rep.max_us / 1e3, 100 * rep.imbalance);
+        print_sources(stdout, r);
+        print_result(stdout, p, r);
+        print_speed(stdout, r, plan_s);
+    }
+    if (trace && dm_trace_write_json(r->trace, trace, &err)) {
+        fprintf(stderr, "dmuon sim: %s\n", err.msg);
+        goto out;
+    }
+    if (csv && dm_trace_write_csv(r->trace, csv, &err)) {
+        fprintf(stderr, "dmuon sim: %s\n", err.msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    sim_result_free(r);
+    sched_report_free(&rep);
+    dm_program_free(p);
+    free_inputs(&in);
+    return rc;
+}
+
+/* ---- dmuon scale -------------------------------------------------------------------------- */
+
+#define MAX_POINTS 64
+#define MAX_STRATS 8
+
+typedef struct point {
+    int gpus, strat;
+    double step_us, fwd_us, bwd_us, opt_us, opt_kernels_us, exposed_us, ns_max_us, overhead_pct;
+    double sim_s, plan_s;
+    int64_t events;
+    int ok;
+} point;
+
+static void scale_help(void)
+{
+    printf("Usage: dmuon scale [--model M] [--cluster C] [--gpus LIST] [--strategies LIST] [--out DIR]\n"
+           "What-if scaling study: plan and simulate one step per GPU count and strategy; print a table\n"
+           "of step time, optimizer time and overhead versus adamw; write DIR/scale.dat (the table, one block per strategy),\n"
+           "DIR/scale.csv and, when gnuplot is installed, DIR/step_time.png, DIR/optimizer_time.png and\n"
+           "DIR/overhead.png.\n\n"
+           "  --model M             model (default wall-oss-flow)\n"
+           "  --cluster C           preset or cluster file (default a800)\n"
+           "  --gpus LIST           GPU counts (default 8,16,32,64,128,256)\n"
+           "  --strategies LIST     comma list of adamw, muon-ddp, muon-fsdp, muon-rr, dmuon (default all)\n"
+           "  --out DIR             output folder (default dmuon-scale)\n"
+           "  --costs FILE          kernel cost table (default: traces/costs/h200.csv, else roofline)\n"
+           "  --algo A              collective algorithm: auto, ring, tree (default auto)\n"
+           "  --progress            progress line on stderr even when it is not a terminal\n"
+           "  --no-progress         no progress line\n"
+           "  --no-plots            do not run gnuplot\n"
+           "  --help                this text\n\n"
+           "overhead = step time / adamw's step time at the same GPU count - 1 (adamw is run for the\n"
+           "baseline even when not listed). optimizer = step - forward - backward GPU time on the rank that\n"
+           "finishes last: the optimizer kernels plus the communication the step could not hide.\n\n"
+           "Plan options (applied to every strategy):\n");
+    sched_getopt_help(stdout);
+}
+
+static int mkdir_p(const char *dir)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *s = buf + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+            *s = '/';
+        }
+    if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+    return 0;
+}
+
+static const char *find_plot_script(void)
+{
+    static char path[4096];
+    const char *env = getenv("DMUON_PLOTS");
+    const char *dirs[] = {env, DM_SRCDIR "/plots", DM_PKGDATADIR "/plots"};
+    for (int i = 0; i < 3; i++) {
+        if (!dirs[i]) continue;
+        snprintf(path, sizeof path, "%s/scale.gp", dirs[i]);
+        if (access(path, R_OK) == 0) return path;
+    }
+    return NULL;
+}
+
+static int have_gnuplot(void)
+{
+    const char *p = getenv("PATH");
+    if (!p) return 0;
+    char buf[4096];
+    while (*p) {
+        size_t n = strcspn(p, ":");
+        snprintf(buf, sizeof buf, "%.*s/gnuplot", (int)n, p);
+        if (access(buf, X_OK) == 0) return 1;
+        p += n + (p[n] == ':');
+    }
+    return 0;
+}
+
+/* The study's table. csv: comma-separated; grouped: one block per strategy separated by two
+ * blank lines (gnuplot's `index`), else ordered by GPU count as computed. */
+static void write_table(FILE *f, const point *pts, int n, char *const *names, int n_str, int csv, int grouped)
+{
+    if (csv)
+        fprintf(f, "gpus,strategy,step_ms,forward_ms,backward_ms,optimizer_ms,optimizer_kernels_ms,exposed_comm_ms,"
+                   "ns_max_ms,overhead_vs_adamw_pct\n");
+    else
+        fprintf(f, "# %4s %-10s %10s %10s %10s %12s %12s %12s %10s %10s\n", "gpus", "strategy", "step_ms", "forward_ms",
+                "backward_ms", "optimizer_ms", "opt_kern_ms", "exposed_ms", "ns_max_ms", "overhead_%");
+    for (int s = 0; s < (grouped ? n_str : 1); s++) {
+        if (grouped && s) fprintf(f, "\n\n");
+        for (int i = 0; i < n; i++) {
+            const point *q = &pts[i];
+            if (!q->ok || (grouped && q->strat != s)) continue;
+            if (csv)
+                fprintf(f, "%d,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f\n", q->gpus, names[q->strat], q->step_us / 1e3,
+                        q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3, q->opt_kernels_us / 1e3, q->exposed_us / 1e3,
+                        q->ns_max_us / 1e3, q->overhead_pct);
+            else
+                fprintf(f, "  %4d %-10s %10.3f %10.3f %10.3f %12.3f %12.3f %12.3f %10.3f %10.2f\n", q->gpus,
+                        names[q->strat], q->step_us / 1e3, q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3,
+                        q->opt_kernels_us / 1e3, q->exposed_us / 1e3, q->ns_max_us / 1e3, q->overhead_pct);
+        }
+    }
+}
+
+static int write_file(const char *path, const point *pts, int n, char *const *names, int n_str, int csv, int grouped)
+{
+    dm_err err;
+    dm_out *o = dm_out_open(path, &err);
+    if (!o) {
+        fprintf(stderr, "dmuon scale: %s\n", err.msg);
+        return -1;
+    }
+    write_table(dm_out_file(o), pts, n, names, n_str, csv, grouped);
+    if (dm_out_commit(o, &err)) {
+        fprintf(stderr, "dmuon scale: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_scale(int argc, char **argv)
+{
+    static const struct option lo[] = {{"model", required_argument, 0, O_MODEL},
+                                       {"gpus", required_argument, 0, O_GPUS},
+                                       {"cluster", required_argument, 0, O_CLUSTER},
+                                       {"costs", required_argument, 0, O_COSTS},
+                                       {"algo", required_argument, 0, O_ALGO},
+                                       {"strategies", required_argument, 0, O_STRATS},
+                                       {"out", required_argument, 0, O_OUT},
+                                       {"progress", no_argument, 0, O_PROGRESS},
+                                       {"no-progress", no_argument, 0, O_NOPROGRESS},
+                                       {"no-plots", no_argument, 0, O_NOPLOTS},
+                                       {"help", no_argument, 0, O_HELP},
+                                       SCHED_GETOPT_LONG,
+                                       {0, 0, 0, 0}};
+    const char *model = "wall-oss-flow", *cluster = "a800", *costs = NULL, *out_dir = "dmuon-scale";
+    char strat_buf[256] = "adamw,muon-ddp,muon-fsdp,muon-rr,dmuon";
+    long gpus[MAX_POINTS] = {8, 16, 32, 64, 128, 256};
+    int n_gpus = 6, progress = isatty(2), plots = 1, c;
+    sched_opts so;
+    sched_opts_default(&so);
+    sim_opts o;
+    sim_opts_default(&o);
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+        if (c == SCHED_OPT_BASE + 0) {
+            opt_usage_error("scale", "--strategy: use --strategies LIST for a study");
+            return 2;
+        }
+        int h = sched_getopt_handle(&so, "scale", c, optarg);
+        if (h < 0) return 2;
+        if (h > 0) continue;
+        switch (c) {
+        case O_MODEL: model = optarg; break;
+        case O_GPUS:
+            if (opt_parse_int_list("scale", "--gpus", optarg, 1, 65536, gpus, MAX_POINTS, &n_gpus)) return 2;
+            break;
+        case O_CLUSTER: cluster = optarg; break;
+        case O_COSTS: costs = optarg; break;
+        case O_ALGO:
+            if (coll_algo_parse(optarg, &o.algo)) {
+                opt_usage_error("scale", "--algo: expected auto, ring or tree, found '%s'", optarg);
+                return 2;
+            }
+            break;
+        case O_STRATS: snprintf(strat_buf, sizeof strat_buf, "%s", optarg); break;
+        case O_OUT: out_dir = optarg; break;
+        case O_PROGRESS: progress = 1; break;
+        case O_NOPROGRESS: progress = 0; break;
+        case O_NOPLOTS: plots = 0; break;
+        case 'h':
+        case O_HELP: scale_help(); return 0;
+        case ':': opt_usage_error("scale", "option '%s' needs an argument", argv[optind - 1]); return 2;
+        default: opt_usage_error("scale", "unknown option '%s'", argv[optind - 1]); return 2;
+        }
+    }
+    if (optind < argc) {
+        opt_usage_error("scale", "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    /* Strategies: validated through the scheduler's own parser; adamw first as the baseline. */
+    char *names[MAX_STRATS + 1];
+    sched_opts sopt[MAX_STRATS + 1];
+    int n_str = 0, listed[MAX_STRATS + 1], base = -1;
+    dm_err err;
+    for (char *save = NULL, *t = strtok_r(strat_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n_str == MAX_STRATS) {
+            opt_usage_error("scale", "--strategies: at most %d", MAX_STRATS);
+            return 2;
+        }
+        sopt[n_str] = so;
+        if (sched_opts_parse(&sopt[n_str], "strategy", t, &err)) {
+            opt_usage_error("scale", "--strategies: %s", err.msg);
+            return 2;
+        }
+        names[n_str] = t;
+        listed[n_str] = 1;
+        if (sopt[n_str].strategy == SCHED_ADAMW) base = n_str;
+        n_str++;
+    }
+    if (n_str == 0) {
+        opt_usage_error("scale", "--strategies: expected at least one strategy");
+        return 2;
+    }
+    if (base < 0) {
+        sopt[n_str] = so;
+        sched_opts_parse(&sopt[n_str], "strategy", "adamw", &err);
+        names[n_str] = "adamw";
+        listed[n_str] = 0;
+        base = n_str++;
+    }
+    sim_inputs in;
+    if (load_inputs("scale", model, cluster, costs, so.gpus_per_node, &in)) {
+        free_inputs(&in);
+        return 1;
+    }
+    if (mkdir_p(out_dir)) {
+        fprintf(stderr, "dmuon scale: %s: cannot create: %s\n", out_dir, strerror(errno));
+        free_inputs(&in);
+        return 1;
+    }
+    o.costs = in.costs;
+    int n_pts = n_gpus * n_str, rc = 0;
+    point *pts = calloc((size_t)n_pts, sizeof *pts);
+    if (!pts) {
+        fprintf(stderr, "dmuon scale: out of memory\n");
+        free_inputs(&in);
+        return 1;
+    }
+    printf("# dmuon scale: resolved configuration\n");
+    print_model(stdout, in.model);
+    dm_cluster_describe(&in.cluster, stdout);
+    printf("  costs       %s\n", dm_costs_describe(in.costs));
+    printf("  collectives %s algorithm\n", coll_algo_name(o.algo));
+    char desc[512];
+    printf("  options     %s\n", sched_opts_describe(&so, desc, sizeof desc));
+    printf("  gpus       ");
+    for (int i = 0; i < n_gpus; i++) printf(" %ld", gpus[i]);
+    printf("\n  strategies ");
+    for (int s = 0; s < n_str; s++) printf(" %s%s", names[s], listed[s] ? "" : " (baseline only)");
+    printf("\n");
+    double t_start = wall_s(), sim_total = 0;
+    int64_t ev_total = 0;
+    char srcs[DM_OP__COUNT][192];
+    memset(srcs, 0, sizeof srcs);
+    for (int gi = 0; gi < n_gpus; gi++) {
+        for (int s = 0; s < n_str; s++) {
+            point *q = &pts[gi * n_str + s];
+            q->gpus = (int)gpus[gi];
+            q->strat = s;
+            if (progress) {
+                fprintf(stderr, "\rscale: %d/%d  %-10s on %4ld GPUs  (%.1f s)   ", gi * n_str + s + 1, n_pts, names[s],
+                        gpus[gi], wall_s() - t_start);
+                fflush(stderr);
+            }
+            dm_program *p = NULL;
+            sim_result *r = NULL;
+            double t0 = wall_s();
+            if (sched_build(in.model, &in.cluster, (int)gpus[gi], in.costs, &sopt[s], &p, NULL, &err) ||
+                (q->plan_s = wall_s() - t0, sim_run(p, &in.cluster, &o, &r, &err))) {
+                if (progress) fprintf(stderr, "\n");
+                fprintf(stderr, "dmuon scale: %s on %ld GPUs: %s\n", names[s], gpus[gi], err.msg);
+                dm_program_free(p);
+                rc = 1;
+                continue;
+            }
+            q->ok = 1;
+            q->step_us = r->step_us;
+            q->fwd_us = r->forward_us;
+            q->bwd_us = r->backward_us;
+            q->opt_kernels_us = r->optimizer_us;
+            q->opt_us = r->step_us - r->forward_us - r->backward_us;
+            q->exposed_us = r->exposed_comm_us;
+            q->ns_max_us = r->ns_max_us;
+            q->events = r->events;
+            q->sim_s = r->wall_s;
+            sim_total += r->wall_s;
+            ev_total += r->events;
+            for (int k = 0; k < DM_OP__COUNT; k++)
+                if (!srcs[k][0] && r->cost_src[k][0]) snprintf(srcs[k], sizeof srcs[k], "%s", r->cost_src[k]);
+            sim_result_free(r);
+            dm_program_free(p);
+        }
+        const point *b = &pts[gi * n_str + base];
+        for (int s = 0; s < n_str; s++) {
+            point *q = &pts[gi * n_str + s];
+            q->overhead_pct = b->ok && q->ok ? 100 * (q->step_us / b->step_us - 1) : NAN;
+        }
+    }
+    if (progress) fprintf(stderr, "\n");
+    printf("cost sources:\n");
+    for (int k = 0; k < DM_OP__COUNT; k++)
+        if (srcs[k][0]) printf("  %-14s %s\n", dm_op_kind_name((dm_op_kind)k), srcs[k]);
+    printf("\n");
+    write_table(stdout, pts, n_pts, names, n_str, 0, 0);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/scale.dat", out_dir);
+    if (write_file(path, pts, n_pts, names, n_str, 0, 1)) rc = 1;
+    snprintf(path, sizeof path, "%s/scale.csv", out_dir);
+    if (write_file(path, pts, n_pts, names, n_str, 1, 0)) rc = 1;
+    printf("\nwrote %s/scale.dat and %s/scale.csv\n", out_dir, out_dir);
+    if (plots) {
+        const char *gp = find_plot_script();
+        if (!have_gnuplot()) {
+            printf("plots: gnuplot not found; skipped (the data files are ready for it)\n");
+        } else if (!gp) {
+            printf("plots: plots/scale.gp not found (set DMUON_PLOTS); skipped\n");
+        } else {
+            char cmd[8192], strs[256] = "";
+            for (int s = 0; s < n_str; s++) /* the blocks of scale.dat, in order */
+                snprintf(strs + strlen(strs), sizeof strs - strlen(strs), "%s%s", strs[0] ? " " : "", names[s]);
+            snprintf(cmd, sizeof cmd, "gnuplot -e \"dir='%s'; strategies='%s'; title_text='%s on %s'\" '%s'", out_dir, strs,
+                     in.model->name, in.cluster.name, gp);
+            if (system(cmd) != 0) {
+                fprintf(stderr, "dmuon scale: gnuplot failed: %s\n", cmd);
+                rc = 1;
+            } else {
+                printf("plots: %s/step_time.png %s/optimizer_time.png %s/overhead.png\n", out_dir, out_dir, out_dir);
+            }
+        }
+    }
+    printf("speed: %d points, %lld events simulated in %.3f s (%.3g events/s); study wall time %.3f s\n", n_pts,
+           (long long)ev_total, sim_total, sim_total > 0 ? ev_total / sim_total : 0.0, wall_s() - t_start);
+    free(pts);
+    free_inputs(&in);
+    return rc;
+}

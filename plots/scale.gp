@@ -1,0 +1,37 @@
+# scale.gp: the plots of a `dmuon scale` study. dmuon scale runs it as
+#   gnuplot -e "dir='OUT'; strategies='adamw muon-ddp ...'; title_text='MODEL on CLUSTER'" plots/scale.gp
+# It reads OUT/scale.dat (one block per strategy, in the order of `strategies`; columns: gpus,
+# strategy, step_ms, forward_ms, backward_ms, optimizer_ms, opt_kern_ms, exposed_ms, ns_max_ms,
+# overhead_%) and writes OUT/step_time.png, OUT/optimizer_time.png and OUT/overhead.png.
+if (!exists("dir")) dir = "dmuon-scale"
+if (!exists("strategies")) strategies = "adamw muon-ddp muon-fsdp muon-rr dmuon"
+if (!exists("title_text")) title_text = ""
+data = dir."/scale.dat"
+n = words(strategies)
+
+set terminal pngcairo size 960,600 enhanced font ",11"
+set logscale x 2
+set xlabel "GPUs"
+set grid
+set key outside right top
+set pointsize 1.2
+
+set output dir."/step_time.png"
+set title "Step time vs GPUs: ".title_text
+set ylabel "step time (ms)"
+set logscale y
+plot for [i=1:n] data index (i-1) using 1:3 with linespoints lw 2 title word(strategies, i)
+
+set output dir."/optimizer_time.png"
+set title "Optimizer time (step - forward - backward) vs GPUs: ".title_text
+set ylabel "optimizer time (ms)"
+plot for [i=1:n] data index (i-1) using 1:6 with linespoints lw 2 title word(strategies, i)
+
+set output dir."/overhead.png"
+set title "Step-time overhead vs AdamW: ".title_text
+set ylabel "overhead vs adamw (%)"
+unset logscale y
+set yrange [*:*]
+plot for [i=1:n] data index (i-1) using 1:10 with linespoints lw 2 title word(strategies, i), \
+     0 with lines lc rgb "gray" dt 2 notitle
+unset output

@@ -1,0 +1,706 @@
+/* sim.c: the step-program interpreter on the event engine (model in sim.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "sim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "heap.h"
+#include "net.h"
+
+#define S DM_STREAM__COUNT
+
+enum { EV_OP_DONE, EV_LAT_DONE, EV_FLOW };
+enum { ST_WAITING, ST_READY, ST_RUNNING, ST_DONE };
+
+typedef struct grp {
+    int built;
+    int nl;
+    int *links;
+    double *w;
+    coll_topo topo;
+} grp;
+
+typedef struct coll {
+    int n, arrived, last; /* members, arrived so far, last arriving member (gid) */
+    int *mem;             /* member gids, in group (rank) order */
+    double lat_us, vol;   /* latency term, bus bytes */
+    int group;
+} coll;
+
+typedef struct ns_key {
+    int64_t m, n;
+    int batch, algo, used;
+    double us;
+    dm_cost_source src;
+} ns_key;
+
+typedef struct sim {
+    const dm_program *p;
+    const dm_cluster *c;
+    sim_opts o;
+    int R, T;
+    int *off, *rank_of;
+    const dm_op **op;
+    int *deps_left, *cause, *pcause;
+    char *state;
+    double *dur, *start, *end, *ready;
+    int *succ_off, *succ;
+    int *sl, *sl_off, *head;
+    int *gpu_busy, *gpu_last;
+    coll *colls;
+    int *coll_mem;
+    grp *grps;
+    sim_heap h;
+    sim_net *net;
+    double now;
+    int64_t events, done;
+    ns_key *ns_cache;
+    int ns_cache_n;
+    int ns_src_count[4], ns_ops, elem_src_count[2][5], elem_ops[2];
+} sim;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void sim_opts_default(sim_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->algo = COLL_ALGO_AUTO;
+}
+
+static int is_compute(dm_op_kind k)
+{
+    return k == DM_OP_FORWARD || k == DM_OP_BACKWARD || k == DM_OP_NS || k == DM_OP_MUON_UPDATE || k == DM_OP_ADAMW;
+}
+
+/* ---- durations ---------------------------------------------------------------------------- */
+
+static double ns_us(sim *s, const dm_op *op, dm_err *err)
+{
+    if (!s->ns_cache) {
+        s->ns_cache_n = 4096;
+        if (!(s->ns_cache = dm_calloc((size_t)s->ns_cache_n, sizeof *s->ns_cache, err))) return -1;
+    }
+    uint64_t h = (uint64_t)op->m * 1000003u ^ (uint64_t)op->n * 998244353u ^ (uint64_t)op->batch * 7919u ^ (uint64_t)op->algo;
+    for (int i = 0; i < s->ns_cache_n; i++) {
+        ns_key *k = &s->ns_cache[(h + (uint64_t)i) % (uint64_t)s->ns_cache_n];
+        if (k->used && k->m == op->m && k->n == op->n && k->batch == op->batch && k->algo == (int)op->algo) {
+            s->ns_src_count[k->src]++;
+            return k->us;
+        }
+        if (!k->used) {
+            k->used = 1;
+            k->m = op->m, k->n = op->n, k->batch = op->batch, k->algo = (int)op->algo;
+            if (s->o.costs) {
+                k->us = dm_costs_ns_us(s->o.costs, s->c->gpu, op->m, op->n, op->batch, op->algo, &k->src);
+            } else {
+                k->us = dm_roofline_ns_us(s->c->gpu, op->m, op->n, op->batch, op->algo);
+                k->src = DM_COST_ROOFLINE;
+            }
+            s->ns_src_count[k->src]++;
+            return k->us;
+        }
+        if (i > 64) break; /* table crowded: compute without caching */
+    }
+    dm_cost_source src = DM_COST_ROOFLINE;
+    double us = s->o.costs ? dm_costs_ns_us(s->o.costs, s->c->gpu, op->m, op->n, op->batch, op->algo, &src)
+                           : dm_roofline_ns_us(s->c->gpu, op->m, op->n, op->batch, op->algo);
+    s->ns_src_count[src]++;
+    return us;
+}
+
+static double elementwise_us(sim *s, const dm_op *op)
+{
+    const char *name = op->kind == DM_OP_ADAMW ? "adamw" : "muon_update";
+    int which = op->kind == DM_OP_ADAMW;
+    double bpp = dm_elementwise_bytes_per_param(name);
+    s->elem_ops[which]++;
+    if (op->bytes <= 0) return 0;
+    if (s->o.costs && bpp > 0) {
+        dm_cost_source src;
+        double us = dm_costs_elementwise_us(s->o.costs, s->c->gpu, name, (int64_t)llround(op->bytes / bpp), &src);
+        s->elem_src_count[which][src]++;
+        return us;
+    }
+    s->elem_src_count[which][4]++;
+    return op->bytes / s->c->gpu->hbm_Bps * 1e6 + s->c->gpu->launch_us;
+}
+
+static double compute_us(sim *s, const dm_op *op, dm_err *err)
+{
+    switch (op->kind) {
+    case DM_OP_FORWARD:
+    case DM_OP_BACKWARD: return op->flops / (s->c->fwd_efficiency * s->c->gpu->bf16_flops) * 1e6;
+    case DM_OP_NS: return ns_us(s, op, err);
+    case DM_OP_MUON_UPDATE:
+    case DM_OP_ADAMW: return elementwise_us(s, op);
+    default: return 0;
+    }
+}
+
+static void describe_sources(sim *s, sim_result *r)
+{
+    const dm_cluster *c = s->c;
+    int used[DM_OP__COUNT] = {0};
+    for (int g = 0; g < s->T; g++) used[s->op[g]->kind] = 1;
+    for (int k = DM_OP_FORWARD; k <= DM_OP_BACKWARD; k++)
+        if (used[k])
+            snprintf(r->cost_src[k], sizeof r->cost_src[k],
+                     "flops / (%.2f x %.4g TFLOP/s %s bf16 datasheet peak); efficiency from cluster %s", c->fwd_efficiency,
+                     c->gpu->bf16_flops / 1e12, c->gpu->short_name, c->name);
+    if (used[DM_OP_NS]) {
+        char counts[128] = "";
+        for (int i = 0; i < 4; i++)
+            if (s->ns_src_count[i])
+                snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%d %s", counts[0] ? ", " : "",
+                         s->ns_src_count[i], dm_cost_source_name((dm_cost_source)i));
+        snprintf(r->cost_src[DM_OP_NS], sizeof r->cost_src[DM_OP_NS], "%s; %s",
+                 s->o.costs ? dm_costs_describe(s->o.costs) : "roofline (no cost table)", counts);
+    }
+    static const dm_op_kind ek[2] = {DM_OP_MUON_UPDATE, DM_OP_ADAMW};
+    for (int w = 0; w < 2; w++) {
+        if (!used[ek[w]]) continue;
+        char counts[128] = "";
+        for (int i = 0; i < 5; i++)
+            if (s->elem_src_count[w][i])
+                snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%d %s", counts[0] ? ", " : "",
+                         s->elem_src_count[w][i], i < 4 ? dm_cost_source_name((dm_cost_source)i) : "bytes/HBM");
+        if (s->o.costs)
+            snprintf(r->cost_src[ek[w]], sizeof r->cost_src[ek[w]], "%s; %s", dm_costs_describe(s->o.costs), counts);
+        else
+            snprintf(r->cost_src[ek[w]], sizeof r->cost_src[ek[w]], "HBM bytes / %.3g TB/s %s datasheet + %.3g us launch",
+                     c->gpu->hbm_Bps / 1e12, c->gpu->short_name, c->gpu->launch_us);
+    }
+    for (int k = DM_OP_BROADCAST; k <= DM_OP_REDUCESCATTER; k++)
+        if (used[k])
+            snprintf(r->cost_src[k], sizeof r->cost_src[k],
+                     "NCCL-form model (collcost.h), %s algorithm, cluster %s link rates and latencies",
+                     coll_algo_name(s->o.algo), c->name);
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+static int build_group(sim *s, int g, dm_err *err)
+{
+    grp *G = &s->grps[g];
+    if (G->built) return 0;
+    const dm_group *pg = &s->p->groups[g];
+    coll_link *l = dm_malloc((size_t)collcost_links_max(s->c, pg->n) * sizeof *l + 1, err);
+    if (!l) return -1;
+    int nl = collcost_links(s->c, pg->ranks, pg->n, l, err);
+    if (nl < 0 || collcost_topo(s->c, pg->ranks, pg->n, &G->topo, err)) {
+        free(l);
+        return -1;
+    }
+    G->links = dm_malloc((size_t)(nl + 1) * sizeof *G->links, err);
+    G->w = dm_malloc((size_t)(nl + 1) * sizeof *G->w, err);
+    if (!G->links || !G->w) {
+        free(l);
+        return -1;
+    }
+    for (int i = 0; i < nl; i++) {
+        G->links[i] = collcost_link_id(s->c, s->R, l[i].kind, l[i].index);
+        G->w[i] = l[i].weight;
+    }
+    G->nl = nl;
+    G->built = 1;
+    free(l);
+    return 0;
+}
+
+static int setup(sim *s, dm_err *err)
+{
+    const dm_program *p = s->p;
+    int R = s->R = p->nranks;
+    if (s->c->gpus_per_node != p->gpus_per_node)
+        return dm_err_set(err, "sim: program has %d GPUs per node, cluster %s has %d", p->gpus_per_node, s->c->name,
+                          s->c->gpus_per_node);
+    if (!(s->off = dm_malloc((size_t)(R + 1) * sizeof *s->off, err))) return -1;
+    s->off[0] = 0;
+    for (int r = 0; r < R; r++) s->off[r + 1] = s->off[r] + p->ranks[r].n_ops;
+    int T = s->T = s->off[R];
+    size_t t1 = (size_t)T + 1;
+    if (!(s->rank_of = dm_malloc(t1 * sizeof(int), err)) || !(s->op = dm_malloc(t1 * sizeof *s->op, err)) ||
+        !(s->deps_left = dm_calloc(t1, sizeof(int), err)) || !(s->cause = dm_malloc(t1 * sizeof(int), err)) ||
+        !(s->pcause = dm_malloc(t1 * sizeof(int), err)) || !(s->state = dm_calloc(t1, 1, err)) ||
+        !(s->dur = dm_calloc(t1, sizeof(double), err)) || !(s->start = dm_calloc(t1, sizeof(double), err)) ||
+        !(s->end = dm_calloc(t1, sizeof(double), err)) || !(s->ready = dm_calloc(t1, sizeof(double), err)) ||
+        !(s->succ_off = dm_calloc(t1 + 1, sizeof(int), err)) || !(s->sl = dm_malloc(t1 * sizeof(int), err)) ||
+        !(s->sl_off = dm_calloc((size_t)R * S + 1, sizeof(int), err)) ||
+        !(s->head = dm_malloc(((size_t)R * S + 1) * sizeof(int), err)) ||
+        !(s->gpu_busy = dm_calloc((size_t)R, sizeof(int), err)) ||
+        !(s->gpu_last = dm_malloc((size_t)R * sizeof(int), err)) ||
+        !(s->colls = dm_calloc((size_t)p->n_colls + 1, sizeof *s->colls, err)) ||
+        !(s->coll_mem = dm_malloc(t1 * sizeof(int), err)) ||
+        !(s->grps = dm_calloc((size_t)p->n_groups + 1, sizeof *s->grps, err)))
+        return -1;
+    for (int r = 0; r < R; r++) s->gpu_last[r] = -1;
+    /* Per-op indexes, dependency counts, successor counts, stream list sizes. */
+    int n_coll_ops = 0;
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+            int g = s->off[r] + i;
+            const dm_op *op = &p->ranks[r].ops[i];
+            s->op[g] = op;
+            s->rank_of[g] = r;
+            s->cause[g] = s->pcause[g] = -1;
+            if ((unsigned)op->stream >= S || (unsigned)op->kind >= DM_OP__COUNT)
+                return dm_err_set(err, "sim: rank %d op %d: bad stream or kind", r, i);
+            s->sl_off[r * S + op->stream + 1]++;
+            s->deps_left[g] = op->n_deps;
+            for (int d = 0; d < op->n_deps; d++) {
+                if (op->deps[d] < 0 || op->deps[d] >= i)
+                    return dm_err_set(err, "sim: rank %d op %d depends on op %d (not an earlier op)", r, i, op->deps[d]);
+                s->succ_off[s->off[r] + op->deps[d] + 1]++;
+            }
+            if (dm_op_is_collective(op->kind)) {
+                if (op->coll < 0 || op->coll >= p->n_colls || op->group < 0 || op->group >= p->n_groups)
+                    return dm_err_set(err, "sim: rank %d op %d: collective without a valid id or group", r, i);
+                s->colls[op->coll].n++;
+                n_coll_ops++;
+            }
+        }
+    for (int i = 0; i < R * S; i++) s->sl_off[i + 1] += s->sl_off[i];
+    for (int g = 0; g < T; g++) s->succ_off[g + 1] += s->succ_off[g];
+    if (!(s->succ = dm_malloc(((size_t)s->succ_off[T] + 1) * sizeof(int), err))) return -1;
+    int *fill = dm_malloc(((size_t)R * S + t1) * sizeof(int), err);
+    if (!fill) return -1;
+    memcpy(fill, s->sl_off, (size_t)R * S * sizeof(int));
+    memcpy(s->head, s->sl_off, (size_t)R * S * sizeof(int));
+    int *sfill = fill + R * S;
+    memcpy(sfill, s->succ_off, (size_t)T * sizeof(int));
+    int pos = 0;
+    for (int c = 0; c < p->n_colls; c++) {
+        s->colls[c].mem = s->coll_mem + pos;
+        pos += s->colls[c].n;
+        s->colls[c].n = 0;
+        s->colls[c].group = -1;
+    }
+    for (int g = 0; g < T; g++) {
+        const dm_op *op = s->op[g];
+        int r = s->rank_of[g];
+        s->sl[fill[r * S + op->stream]++] = g;
+        for (int d = 0; d < op->n_deps; d++) s->succ[sfill[s->off[r] + op->deps[d]]++] = g;
+        if (dm_op_is_collective(op->kind)) {
+            coll *c = &s->colls[op->coll];
+            if (c->group >= 0 && c->group != op->group) {
+                free(fill);
+                return dm_err_set(err, "sim: collective %d: rank %d op %d names group %d, another member group %d", op->coll,
+                                  r, op->id, op->group, c->group);
+            }
+            c->group = op->group;
+            c->mem[c->n++] = g;
+        }
+    }
+    free(fill);
+    /* Collectives: every member present; cost terms. Durations of compute ops. */
+    for (int ci = 0; ci < p->n_colls; ci++) {
+        coll *c = &s->colls[ci];
+        if (c->n == 0) continue; /* an unused id */
+        const dm_group *pg = &p->groups[c->group];
+        if (c->n != pg->n)
+            return dm_err_set(err, "sim: collective %d has %d member ops, its group %d has %d ranks", ci, c->n, c->group,
+                              pg->n);
+        for (int k = 0; k < c->n; k++)
+            if (s->rank_of[c->mem[k]] != pg->ranks[k])
+                return dm_err_set(err, "sim: collective %d: rank %d holds an op but is not in group %d", ci,
+                                  s->rank_of[c->mem[k]], c->group);
+        if (build_group(s, c->group, err)) return -1;
+        const dm_op *op = s->op[c->mem[0]];
+        const coll_topo *t = &s->grps[c->group].topo;
+        coll_algo a = collcost_pick(op->kind, s->o.algo, op->bytes, t);
+        c->lat_us = collcost_latency_us(op->kind, a, t);
+        c->vol = collcost_bus_bytes(op->kind, a, op->bytes, t->n_ranks);
+        c->last = -1;
+    }
+    for (int g = 0; g < T; g++)
+        if (is_compute(s->op[g]->kind) && (s->dur[g] = compute_us(s, s->op[g], err)) < 0) return -1;
+    /* Links: NVLink each way per GPU, NICs each way per node. */
+    int L = collcost_n_links(s->c, R);
+    double *cap = dm_malloc((size_t)(L + 1) * sizeof *cap, err);
+    if (!cap) return -1;
+    for (int i = 0; i < R; i++) {
+        cap[collcost_link_id(s->c, R, COLL_LINK_NVL_OUT, i)] = collcost_link_Bps(s->c, COLL_LINK_NVL_OUT);
+        cap[collcost_link_id(s->c, R, COLL_LINK_NVL_IN, i)] = collcost_link_Bps(s->c, COLL_LINK_NVL_IN);
+    }
+    int nic_links = dm_cluster_nodes(s->c, R) * s->c->nics_per_node;
+    for (int i = 0; i < nic_links; i++) {
+        cap[collcost_link_id(s->c, R, COLL_LINK_NIC_OUT, i)] = collcost_link_Bps(s->c, COLL_LINK_NIC_OUT);
+        cap[collcost_link_id(s->c, R, COLL_LINK_NIC_IN, i)] = collcost_link_Bps(s->c, COLL_LINK_NIC_IN);
+    }
+    s->net = sim_net_new(L, cap, err);
+    free(cap);
+    return s->net ? 0 : -1;
+}
+
+/* ---- the engine --------------------------------------------------------------------------- */
+
+static int make_ready(sim *s, int g, int cause, dm_err *err);
+
+static int is_head(const sim *s, int g)
+{
+    int rs = s->rank_of[g] * S + s->op[g]->stream;
+    return s->head[rs] < s->sl_off[rs + 1] && s->sl[s->head[rs]] == g;
+}
+
+static int try_gpu(sim *s, int r, dm_err *err)
+{
+    static const int prio[S] = {DM_STREAM_COMM_HI, DM_STREAM_COMPUTE, DM_STREAM_COMM_LO};
+    if (s->gpu_busy[r]) return 0;
+    for (int i = 0; i < S; i++) {
+        int rs = r * S + prio[i];
+        if (s->head[rs] >= s->sl_off[rs + 1]) continue;
+        int g = s->sl[s->head[rs]];
+        if (s->state[g] != ST_READY) continue;
+        s->state[g] = ST_RUNNING;
+        s->start[g] = s->now;
+        s->pcause[g] = s->ready[g] < s->now ? s->gpu_last[r] : s->cause[g];
+        s->gpu_busy[r] = 1;
+        return sim_heap_push(&s->h, s->now + s->dur[g], EV_OP_DONE, g, 0, err);
+    }
+    return 0;
+}
+
+static int op_done(sim *s, int g, dm_err *err)
+{
+    const dm_op *op = s->op[g];
+    int r = s->rank_of[g], rs = r * S + op->stream;
+    s->state[g] = ST_DONE;
+    s->end[g] = s->now;
+    s->done++;
+    s->events++;
+    s->head[rs]++;
+    if (is_compute(op->kind)) {
+        s->gpu_busy[r] = 0;
+        s->gpu_last[r] = g;
+    }
+    if (s->head[rs] < s->sl_off[rs + 1]) {
+        int h = s->sl[s->head[rs]];
+        if (s->deps_left[h] == 0 && make_ready(s, h, g, err)) return -1;
+    }
+    for (int i = s->succ_off[g]; i < s->succ_off[g + 1]; i++) {
+        int x = s->succ[i];
+        if (--s->deps_left[x] == 0 && is_head(s, x) && make_ready(s, x, g, err)) return -1;
+    }
+    return try_gpu(s, r, err);
+}
+
+static int coll_done(sim *s, int ci, dm_err *err)
+{
+    coll *c = &s->colls[ci];
+    for (int k = 0; k < c->n; k++)
+        if (op_done(s, c->mem[k], err)) return -1;
+    return 0;
+}
+
+static int schedule_net(sim *s, dm_err *err)
+{
+    double t = sim_net_next_finish_us(s->net);
+    if (isinf(t)) return 0;
+    return sim_heap_push(&s->h, t < s->now ? s->now : t, EV_FLOW, 0, sim_net_version(s->net), err);
+}
+
+static int make_ready(sim *s, int g, int cause, dm_err *err)
+{
+    const dm_op *op = s->op[g];
+    s->ready[g] = s->now;
+    s->cause[g] = cause;
+    if (op->kind == DM_OP_WAIT) {
+        s->state[g] = ST_RUNNING;
+        s->start[g] = s->now;
+        s->pcause[g] = cause;
+        return sim_heap_push(&s->h, s->now, EV_OP_DONE, g, 0, err);
+    }
+    if (dm_op_is_collective(op->kind)) {
+        s->state[g] = ST_RUNNING; /* holds its stream while it waits for the other members */
+        coll *c = &s->colls[op->coll];
+        c->arrived++;
+        c->last = g;
+        if (c->arrived < c->n) return 0;
+        for (int k = 0; k < c->n; k++) {
+            s->start[c->mem[k]] = s->now;
+            s->pcause[c->mem[k]] = s->cause[g];
+        }
+        return sim_heap_push(&s->h, s->now + c->lat_us, EV_LAT_DONE, op->coll, 0, err);
+    }
+    s->state[g] = ST_READY; /* the caller runs try_gpu for this rank */
+    return 0;
+}
+
+static int run(sim *s, dm_err *err)
+{
+    s->now = 0;
+    for (int r = 0; r < s->R; r++) {
+        for (int st = 0; st < S; st++) {
+            int rs = r * S + st;
+            if (s->head[rs] < s->sl_off[rs + 1]) {
+                int g = s->sl[s->head[rs]];
+                if (s->deps_left[g] == 0 && make_ready(s, g, -1, err)) return -1;
+            }
+        }
+        if (try_gpu(s, r, err)) return -1;
+    }
+    sim_event e;
+    int *tags = NULL, ntags = 0;
+    int rc = 0;
+    while (sim_heap_pop(&s->h, &e)) {
+        s->now = e.t_us;
+        s->events++;
+        if (e.type == EV_OP_DONE) {
+            s->events--; /* counted by op_done */
+            if ((rc = op_done(s, e.a, err))) break;
+        } else if (e.type == EV_LAT_DONE) {
+            coll *c = &s->colls[e.a];
+            if (c->vol > 0) {
+                grp *G = &s->grps[c->group];
+                if ((rc = sim_net_add(s->net, s->now, c->vol, G->links, G->w, G->nl, e.a, err)) ||
+                    (rc = schedule_net(s, err)))
+                    break;
+            } else if ((rc = coll_done(s, e.a, err))) {
+                break;
+            }
+        } else if (e.type == EV_FLOW) {
+            if (e.b != sim_net_version(s->net)) continue; /* rates changed since */
+            int act = sim_net_active(s->net);
+            if (act > ntags) {
+                int *nt = dm_realloc(tags, (size_t)act * sizeof *nt, err);
+                if (!nt) {
+                    rc = -1;
+                    break;
+                }
+                tags = nt;
+                ntags = act;
+            }
+            int k = sim_net_pop_finished(s->net, s->now, tags, act);
+            for (int i = 0; i < k && !rc; i++) rc = coll_done(s, tags[i], err);
+            if (rc || (rc = schedule_net(s, err))) break;
+        }
+    }
+    free(tags);
+    if (rc) return -1;
+    if (s->done < s->T) {
+        for (int g = 0; g < s->T; g++) {
+            if (s->state[g] == ST_DONE) continue;
+            const dm_op *op = s->op[g];
+            int r = s->rank_of[g];
+            if (dm_op_is_collective(op->kind) && s->state[g] == ST_RUNNING) {
+                const coll *c = &s->colls[op->coll];
+                int missing = -1;
+                for (int k = 0; k < c->n && missing < 0; k++)
+                    if (s->state[c->mem[k]] != ST_RUNNING) missing = s->rank_of[c->mem[k]];
+                return dm_err_set(err, "sim: deadlock: rank %d op %d (%s, collective %d) waits for %d of %d members "
+                                  "(rank %d never reaches it)", r, op->id, dm_op_kind_name(op->kind), op->coll,
+                                  c->n - c->arrived, c->n, missing);
+            }
+            return dm_err_set(err, "sim: deadlock: rank %d op %d (%s) never started (%d dependencies left, %s its stream)",
+                              r, op->id, dm_op_kind_name(op->kind), s->deps_left[g],
+                              is_head(s, g) ? "heads" : "not at the head of");
+        }
+    }
+    return 0;
+}
+
+/* ---- results ------------------------------------------------------------------------------ */
+
+static int cmp_contrib(const void *a, const void *b)
+{
+    const sim_contrib *x = a, *y = b;
+    if (x->us != y->us) return x->us > y->us ? -1 : 1;
+    return (x->kind > y->kind) - (x->kind < y->kind);
+}
+
+static int cmp_iv(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+static int results(sim *s, sim_result *r, dm_err *err)
+{
+    const dm_program *p = s->p;
+    r->nranks = s->R;
+    r->crit_rank = 0;
+    double *last = dm_calloc((size_t)s->R, sizeof *last, err);
+    if (!last) return -1;
+    for (int g = 0; g < s->T; g++) {
+        int k = s->rank_of[g];
+        if (s->end[g] > last[k]) last[k] = s->end[g];
+        dm_op_kind kind = s->op[g]->kind;
+        if (kind == DM_OP_NS) r->ns_us[k] += s->dur[g];
+        if (kind == DM_OP_NS || kind == DM_OP_MUON_UPDATE || kind == DM_OP_ADAMW) r->opt_us[k] += s->dur[g];
+    }
+    for (int k = 0; k < s->R; k++) {
+        if (last[k] > r->step_us) r->step_us = last[k], r->crit_rank = k;
+        if (r->ns_us[k] > r->ns_max_us) r->ns_max_us = r->ns_us[k], r->ns_max_rank = k;
+        r->ns_mean_us += r->ns_us[k] / s->R;
+    }
+    free(last);
+    int cr = r->crit_rank, n_iv = 0;
+    double busy = 0;
+    double *iv = dm_malloc(((size_t)p->ranks[cr].n_ops + 1) * 2 * sizeof *iv, err);
+    if (!iv) return -1;
+    for (int g = s->off[cr]; g < s->off[cr + 1]; g++) {
+        dm_op_kind kind = s->op[g]->kind;
+        if (kind == DM_OP_FORWARD) r->forward_us += s->dur[g];
+        if (kind == DM_OP_BACKWARD) r->backward_us += s->dur[g];
+        if (kind == DM_OP_NS || kind == DM_OP_MUON_UPDATE || kind == DM_OP_ADAMW) r->optimizer_us += s->dur[g];
+        if (is_compute(kind)) busy += s->dur[g];
+        if (dm_op_is_collective(kind) && s->end[g] > s->start[g]) {
+            iv[2 * n_iv] = s->start[g];
+            iv[2 * n_iv + 1] = s->end[g];
+            n_iv++;
+        }
+    }
+    r->exposed_comm_us = r->step_us - busy;
+    if (r->exposed_comm_us < 0) r->exposed_comm_us = 0;
+    qsort(iv, (size_t)n_iv, 2 * sizeof *iv, cmp_iv);
+    double cur_a = 0, cur_b = -1;
+    for (int i = 0; i < n_iv; i++) {
+        if (iv[2 * i] > cur_b) {
+            if (cur_b > cur_a) r->comm_busy_us += cur_b - cur_a;
+            cur_a = iv[2 * i];
+            cur_b = iv[2 * i + 1];
+        } else if (iv[2 * i + 1] > cur_b) {
+            cur_b = iv[2 * i + 1];
+        }
+    }
+    if (cur_b > cur_a) r->comm_busy_us += cur_b - cur_a;
+    free(iv);
+    /* Critical path: back from the crit rank's last op along the causes. */
+    for (int k = 0; k < DM_OP__COUNT; k++) r->crit[k].kind = (dm_op_kind)k;
+    int g = -1;
+    for (int x = s->off[cr]; x < s->off[cr + 1]; x++)
+        if (g < 0 || s->end[x] >= s->end[g]) g = x;
+    for (int guard = 0; g >= 0 && guard <= s->T; guard++) {
+        const dm_op *op = s->op[g];
+        double d = s->end[g] - s->start[g];
+        r->crit[op->kind].us += d;
+        r->crit[op->kind].ops++;
+        r->crit_total_us += d;
+        sim_path_op po = {s->rank_of[g], op->id, op->layer, op->kind, s->start[g], d};
+        int i = r->n_top < SIM_PATH_TOP ? r->n_top++ : SIM_PATH_TOP;
+        if (i == SIM_PATH_TOP && d <= r->top[SIM_PATH_TOP - 1].dur_us) {
+            g = s->pcause[g];
+            continue;
+        }
+        if (i == SIM_PATH_TOP) i = SIM_PATH_TOP - 1;
+        while (i > 0 && r->top[i - 1].dur_us < d) {
+            r->top[i] = r->top[i - 1];
+            i--;
+        }
+        r->top[i] = po;
+        g = s->pcause[g];
+    }
+    qsort(r->crit, DM_OP__COUNT, sizeof r->crit[0], cmp_contrib);
+    r->n_crit = 0;
+    while (r->n_crit < DM_OP__COUNT && r->crit[r->n_crit].ops > 0) r->n_crit++;
+    return 0;
+}
+
+static int make_trace(sim *s, sim_result *r, dm_err *err)
+{
+    if (!(r->trace = dm_trace_new("sim", s->p, err))) return -1;
+    for (int g = 0; g < s->T; g++) {
+        const dm_op *op = s->op[g];
+        if (op->kind == DM_OP_WAIT) continue;
+        dm_trace_event e = {s->rank_of[g], op->stream, op->id, op->kind, s->start[g], s->end[g] - s->start[g],
+                            op->bytes, op->flops, op->layer, op->coll,
+                            dm_op_is_collective(op->kind) ? s->start[g] - s->ready[g] : 0};
+        if (dm_trace_add(r->trace, &e, err)) return -1;
+    }
+    dm_trace_sort(r->trace);
+    return 0;
+}
+
+static void sim_free(sim *s)
+{
+    free(s->off);
+    free(s->rank_of);
+    free(s->op);
+    free(s->deps_left);
+    free(s->cause);
+    free(s->pcause);
+    free(s->state);
+    free(s->dur);
+    free(s->succ_off);
+    free(s->succ);
+    free(s->sl);
+    free(s->sl_off);
+    free(s->head);
+    free(s->gpu_busy);
+    free(s->gpu_last);
+    free(s->colls);
+    free(s->coll_mem);
+    if (s->grps)
+        for (int g = 0; g < s->p->n_groups; g++) {
+            free(s->grps[g].links);
+            free(s->grps[g].w);
+        }
+    free(s->grps);
+    free(s->ns_cache);
+    sim_heap_free(&s->h);
+    sim_net_free(s->net);
+}
+
+void sim_result_free(sim_result *r)
+{
+    if (!r) return;
+    free(r->ns_us);
+    free(r->opt_us);
+    free(r->op_off);
+    free(r->start_us);
+    free(r->end_us);
+    free(r->ready_us);
+    dm_trace_free(r->trace);
+    free(r);
+}
+
+int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_result **out, dm_err *err)
+{
+    *out = NULL;
+    sim s;
+    memset(&s, 0, sizeof s);
+    s.p = p;
+    s.c = c;
+    if (o) s.o = *o;
+    else sim_opts_default(&s.o);
+    sim_heap_init(&s.h);
+    sim_result *r = dm_calloc(1, sizeof *r, err);
+    if (!r) return -1;
+    double t0 = now_s();
+    if (setup(&s, err)) goto fail;
+    double t1 = now_s();
+    if (run(&s, err)) goto fail;
+    r->wall_s = now_s() - t1;
+    r->setup_s = t1 - t0;
+    if (!(r->ns_us = dm_calloc((size_t)s.R, sizeof(double), err)) ||
+        !(r->opt_us = dm_calloc((size_t)s.R, sizeof(double), err)) || results(&s, r, err))
+        goto fail;
+    describe_sources(&s, r);
+    r->events = s.events;
+    r->ops = s.T;
+    r->rate_updates = sim_net_recomputes(s.net);
+    if (s.o.record_trace && make_trace(&s, r, err)) goto fail;
+    /* Hand the per-op arrays to the result. */
+    r->op_off = s.off, s.off = NULL;
+    r->start_us = s.start, s.start = NULL;
+    r->end_us = s.end, s.end = NULL;
+    r->ready_us = s.ready, s.ready = NULL;
+    sim_free(&s);
+    *out = r;
+    return 0;
+fail:
+    free(s.start);
+    free(s.end);
+    free(s.ready);
+    sim_free(&s);
+    sim_result_free(r);
+    return -1;
+}

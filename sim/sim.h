@@ -1,0 +1,92 @@
+/* sim.h: the discrete-event simulator: runs one step program (program.h) on a modeled cluster
+ * (cluster.h) and predicts every op's start and end.
+ *
+ * Model (units: microseconds, bytes, bytes/s):
+ *  - Streams: each rank's program streams run their ops one at a time in list order; an op is
+ *    ready when it heads its stream and its dependencies are done.
+ *  - GPU: compute-kind ops (forward, backward, ns, muon-update, adamw) of one rank share its GPU,
+ *    one at a time; when several are ready, stream priority decides (comm-hi, then compute,
+ *    then comm-lo; then op id). Durations: forward/backward flops / (fwd_efficiency x bf16 peak);
+ *    ns from the cost model (dm_costs_ns_us; roofline when no table); muon-update/adamw from
+ *    dm_costs_elementwise_us over bytes / (HBM bytes per parameter) elements (bytes over HBM
+ *    bandwidth when no table). wait ops take no time and no GPU.
+ *  - Collectives: a member's op holds its stream from the moment it is ready; the collective
+ *    starts when every member has arrived (all members start together), waits its latency term,
+ *    then carries its bus bytes as one flow over the links collcost_links names (net.h:
+ *    max-min fair sharing with every other flow), and ends on all members at once. Alone it
+ *    takes exactly collcost_time_us.
+ * Deterministic: events ordered by (time, sequence number); the same input gives the same output.
+ */
+#ifndef SIM_SIM_H
+#define SIM_SIM_H
+#include <stdint.h>
+
+#include "cluster.h"
+#include "collcost.h"
+#include "costs.h"
+#include "dm_error.h"
+#include "program.h"
+#include "trace.h"
+
+typedef struct sim_opts {
+    coll_algo algo;        /* collective algorithm; AUTO: NCCL's choice by the cost model */
+    int record_trace;      /* fill result->trace */
+    const dm_costs *costs; /* kernel cost tables (borrowed); NULL: roofline terms */
+} sim_opts;
+
+void sim_opts_default(sim_opts *o);
+
+/* Time on the critical path by op kind. */
+typedef struct sim_contrib {
+    dm_op_kind kind;
+    double us;
+    int ops;
+} sim_contrib;
+
+/* One op on the critical path (the longest ones are kept). */
+typedef struct sim_path_op {
+    int rank, op, layer;
+    dm_op_kind kind;
+    double start_us, dur_us;
+} sim_path_op;
+
+#define SIM_PATH_TOP 5
+
+typedef struct sim_result {
+    int nranks;
+    double step_us;         /* last op's end over all ranks */
+    int crit_rank;          /* the rank whose last op ends last (lowest on ties) */
+    /* On crit_rank: GPU time per part, and the part of the step the GPU sat idle waiting for
+     * communication (step - GPU busy time). */
+    double forward_us, backward_us, optimizer_us, exposed_comm_us;
+    double comm_busy_us;    /* time with at least one collective in flight on crit_rank */
+    double *ns_us;          /* per rank: NS time (nranks entries) */
+    double *opt_us;         /* per rank: NS + muon-update + adamw time */
+    double ns_max_us, ns_mean_us;
+    int ns_max_rank;
+    sim_contrib crit[DM_OP__COUNT]; /* by time on the critical path, descending */
+    int n_crit;
+    double crit_total_us;   /* sum over the path (equals step_us when the path has no gaps) */
+    sim_path_op top[SIM_PATH_TOP];
+    int n_top;
+    int64_t events;         /* events processed (heap pops and inline op completions) */
+    int64_t ops;            /* ops executed over all ranks */
+    int64_t rate_updates;   /* max-min recomputations */
+    double wall_s;          /* simulation wall time (excluding setup) */
+    double setup_s;         /* building the indexes and durations */
+    char cost_src[DM_OP__COUNT][192]; /* where each kind's durations came from ("" if unused) */
+    int *op_off;            /* rank r's ops are at op_off[r] .. op_off[r+1]-1 of the arrays below */
+    double *start_us, *end_us, *ready_us; /* per op (collectives: start is the collective's start;
+                                             ready is the member's arrival) */
+    dm_trace *trace;        /* when opts.record_trace */
+} sim_result;
+
+/* Simulate one step. p must be valid (dm_program_validate); a deadlock (ops that never become
+ * ready) is reported as an error naming a stuck op. *out owned by the caller (sim_result_free). */
+int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_result **out, dm_err *err);
+void sim_result_free(sim_result *r); /* accepts NULL */
+
+static inline double sim_op_start(const sim_result *r, int rank, int op) { return r->start_us[r->op_off[rank] + op]; }
+static inline double sim_op_end(const sim_result *r, int rank, int op) { return r->end_us[r->op_off[rank] + op]; }
+
+#endif

@@ -1,0 +1,350 @@
+/* test_sim.c: analytic checks of the simulator and its collective cost model: a collective alone
+ * takes exactly its formula; equal transfers on one link each take twice as long; max-min
+ * fairness; ops on one stream never overlap and follow their dependencies; a collective's members
+ * start together; the same input gives the same trace bytes; traces read back; deadlocks named. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "collcost.h"
+#include "net.h"
+#include "program.h"
+#include "sim.h"
+#include "tap.h"
+#include "trace.h"
+
+static dm_err err;
+
+static dm_cluster cluster(const char *name)
+{
+    dm_cluster c;
+    if (dm_cluster_load(name, &c, &err)) {
+        printf("Bail out! %s\n", err.msg);
+        exit(1);
+    }
+    return c;
+}
+
+static int all_ranks(dm_program *p, int n)
+{
+    int r[1024];
+    for (int i = 0; i < n; i++) r[i] = i;
+    return dm_program_group(p, r, n, &err);
+}
+
+/* Add one collective of `kind` over group g to each member, on stream st. */
+static void add_coll(dm_program *p, int g, dm_op_kind kind, dm_stream st, double bytes, int root)
+{
+    dm_op o = dm_op_init(kind, st);
+    o.coll = dm_program_new_coll(p);
+    o.group = g;
+    o.bytes = bytes;
+    o.root = root;
+    for (int i = 0; i < p->groups[g].n; i++) dm_program_add_op(p, p->groups[g].ranks[i], &o, NULL, 0, NULL, 0, &err);
+}
+
+static sim_result *run(const dm_program *p, const dm_cluster *c, int trace)
+{
+    sim_opts o;
+    sim_opts_default(&o);
+    o.record_trace = trace;
+    sim_result *r;
+    if (sim_run(p, c, &o, &r, &err)) {
+        printf("# sim_run: %s\n", err.msg);
+        return NULL;
+    }
+    return r;
+}
+
+static void test_formula(void)
+{
+    dm_cluster c = cluster("a800");
+    int r8[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    coll_topo t;
+    ok(collcost_topo(&c, r8, 8, &t, &err) == 0 && t.n_nodes == 1 && t.max_per_node == 8, "one-node topology");
+    ok_near(t.bus_Bps, 200e9 * 0.75, 1e-12, "one node: bus bandwidth = NVLink x bus efficiency");
+    ok_near(collcost_time_us(DM_OP_BROADCAST, COLL_ALGO_RING, 1e9, &t), 6.8 + 7 * 0.6 + 1e9 / 150e9 * 1e6, 1e-12,
+            "broadcast 1 GB on 8 A800s: 6.8 + 7 x 0.6 us + 1 GB / 150 GB/s");
+    ok_near(collcost_time_us(DM_OP_ALLREDUCE, COLL_ALGO_RING, 1e9, &t), 6.8 + 14 * 0.6 + 2 * 7 / 8.0 * 1e9 / 150e9 * 1e6,
+            1e-12, "ring all-reduce: 2(n-1) hops and 2(n-1)/n bus factor");
+    ok_near(collcost_busbw_factor(DM_OP_ALLGATHER, 8), 7 / 8.0, 1e-15, "all-gather busbw factor (n-1)/n");
+    ok_near(collcost_busbw_factor(DM_OP_REDUCE, 8), 1, 1e-15, "reduce busbw factor 1");
+    int r32[32];
+    for (int i = 0; i < 32; i++) r32[i] = i;
+    ok(collcost_topo(&c, r32, 32, &t, &err) == 0 && t.n_nodes == 4, "4-node topology");
+    ok_near(t.bus_Bps, 4 * c.nic_Bps, 1e-12, "4 nodes of 8: bus bandwidth = 4 NICs per node");
+    int r4[4] = {0, 8, 16, 24};
+    ok(collcost_topo(&c, r4, 4, &t, &err) == 0 && t.n_nodes == 4 && t.max_per_node == 1, "one rank per node");
+    ok_near(t.bus_Bps, c.nic_Bps, 1e-12, "one rank per node: one NIC");
+    ok(collcost_pick(DM_OP_BROADCAST, COLL_ALGO_AUTO, 1e3, &t) == COLL_ALGO_RING, "broadcast is always ring");
+    coll_topo big = t;
+    big.n_ranks = 256, big.n_nodes = 32, big.max_per_node = 8;
+    ok(collcost_pick(DM_OP_ALLREDUCE, COLL_ALGO_AUTO, 1024, &big) == COLL_ALGO_TREE,
+       "small all-reduce on 32 nodes picks tree (latency)");
+    ok(collcost_pick(DM_OP_ALLREDUCE, COLL_ALGO_AUTO, 1e10, &big) == COLL_ALGO_RING,
+       "large all-reduce picks ring (bandwidth)");
+    ok_near(collcost_busbw_Bps(DM_OP_ALLREDUCE, 8, 1e9, 1e4), 1e9 / 1e-2 * 2 * 7 / 8.0, 1e-12, "busbw as nccl-tests");
+}
+
+/* A collective alone in the simulator takes exactly its formula, for every kind and placement. */
+static void test_alone(void)
+{
+    dm_cluster c = cluster("a800");
+    static const dm_op_kind kinds[] = {DM_OP_BROADCAST, DM_OP_REDUCE, DM_OP_ALLREDUCE, DM_OP_ALLGATHER,
+                                       DM_OP_REDUCESCATTER};
+    static const int sizes[][2] = {{8, 1}, {16, 1}, {32, 8}, {2, 1}, {24, 4}}; /* (ranks, stride) */
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        int n = sizes[si][0], stride = sizes[si][1];
+        for (size_t k = 0; k < 5; k++) {
+            int nranks = n * stride, ranks[256];
+            for (int i = 0; i < n; i++) ranks[i] = i * stride;
+            dm_program *p = dm_program_new(nranks, 8, "t", "t", "a800", "", 1, &err);
+            int g = dm_program_group(p, ranks, n, &err);
+            add_coll(p, g, kinds[k], DM_STREAM_COMM_HI, 3e8, kinds[k] <= DM_OP_REDUCE ? ranks[0] : -1);
+            sim_result *r = run(p, &c, 0);
+            coll_topo t;
+            collcost_topo(&c, ranks, n, &t, &err);
+            double want = collcost_time_us(kinds[k], COLL_ALGO_AUTO, 3e8, &t);
+            ok(r && fabs(r->step_us - want) <= 1e-9 * want, "%s on %d ranks (stride %d) alone: %.6f us = formula %.6f us",
+               dm_op_kind_name(kinds[k]), n, stride, r ? r->step_us : -1, want);
+            sim_result_free(r);
+            dm_program_free(p);
+        }
+    }
+}
+
+/* Two equal collectives over the same links each take twice as long; unequal ones share
+ * max-min fairly (the small one finishes at 2 x its alone time, the big one at the sum). */
+static void test_sharing(void)
+{
+    dm_cluster c = cluster("a800");
+    c.base_latency_us = c.nvlink_latency_us = c.net_latency_us = 0;
+    double B = c.nvlink_Bps * c.nvlink_bus_efficiency, V = 1e9;
+    dm_program *p = dm_program_new(2, 8, "t", "t", "a800", "", 1, &err);
+    int g = all_ranks(p, 2);
+    add_coll(p, g, DM_OP_BROADCAST, DM_STREAM_COMM_HI, V, 0);
+    sim_result *one = run(p, &c, 0);
+    add_coll(p, g, DM_OP_BROADCAST, DM_STREAM_COMM_LO, V, 1);
+    /* rank order of ops: rank 0 holds [hi, lo]; the second one is on another stream. */
+    sim_result *two = run(p, &c, 0);
+    ok(one && fabs(one->step_us - V / B * 1e6) < 1e-6, "one transfer alone: V/B = %.3f us", one ? one->step_us : -1);
+    ok(two && fabs(sim_op_end(two, 0, 0) - 2 * V / B * 1e6) < 1e-6 && fabs(sim_op_end(two, 0, 1) - 2 * V / B * 1e6) < 1e-6,
+       "two equal transfers on one link: each takes twice as long (%.3f, %.3f us)", two ? sim_op_end(two, 0, 0) : -1,
+       two ? sim_op_end(two, 0, 1) : -1);
+    sim_result_free(one);
+    sim_result_free(two);
+    dm_program_free(p);
+
+    p = dm_program_new(2, 8, "t", "t", "a800", "", 1, &err);
+    g = all_ranks(p, 2);
+    add_coll(p, g, DM_OP_BROADCAST, DM_STREAM_COMM_HI, V / 2, 0);
+    add_coll(p, g, DM_OP_BROADCAST, DM_STREAM_COMM_LO, V, 0);
+    sim_result *r = run(p, &c, 0);
+    ok(r && fabs(sim_op_end(r, 1, 0) - V / B * 1e6) < 1e-6, "half-size transfer ends at 2 x its alone time");
+    ok(r && fabs(sim_op_end(r, 1, 1) - 1.5 * V / B * 1e6) < 1e-6, "full-size one then runs alone: ends at 1.5 V/B");
+    sim_result_free(r);
+    dm_program_free(p);
+
+    /* Max-min with different bottlenecks: A over links 0,1; B over 1,2; link 2 slow. */
+    double cap[3] = {10, 10, 2};
+    sim_net *n = sim_net_new(3, cap, &err);
+    int la[2] = {0, 1}, lb[2] = {1, 2};
+    double w[2] = {1, 1};
+    sim_net_add(n, 0, 100, la, w, 2, 1, &err);
+    ok_near(sim_net_rate(n, 1), 10, 1e-12, "max-min: a flow alone gets its bottleneck");
+    sim_net_add(n, 0, 100, lb, w, 2, 2, &err);
+    ok_near(sim_net_rate(n, 2), 2, 1e-12, "max-min: B limited by its slow link");
+    ok_near(sim_net_rate(n, 1), 8, 1e-12, "max-min: A takes what B leaves on the shared link");
+    int tags[2];
+    ok(sim_net_pop_finished(n, sim_net_next_finish_us(n), tags, 2) == 1 && tags[0] == 1, "A finishes first");
+    ok_near(sim_net_rate(n, 2), 2, 1e-12, "B keeps its bottleneck rate");
+    sim_net_free(n);
+}
+
+static uint64_t lcg_state = 12345;
+static int rnd(int n)
+{
+    lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (int)((lcg_state >> 33) % (uint64_t)n);
+}
+
+/* A random program: 16 ranks on 2 nodes, compute ops with random deps and streams, collectives
+ * over the world, per-node and pairwise groups in one global order. */
+static dm_program *random_program(void)
+{
+    int R = 16;
+    dm_program *p = dm_program_new(R, 8, "random", "t", "a800", "", 1, &err);
+    int world = all_ranks(p, R);
+    int node0[8], node1[8];
+    for (int i = 0; i < 8; i++) node0[i] = i, node1[i] = 8 + i;
+    int gn[2] = {dm_program_group(p, node0, 8, &err), dm_program_group(p, node1, 8, &err)};
+    for (int step = 0; step < 60; step++) {
+        int what = rnd(4);
+        if (what == 0) {
+            int g = rnd(3) == 0 ? world : gn[rnd(2)];
+            static const dm_op_kind ck[] = {DM_OP_BROADCAST, DM_OP_REDUCE, DM_OP_ALLREDUCE, DM_OP_ALLGATHER,
+                                            DM_OP_REDUCESCATTER};
+            dm_op_kind k = ck[rnd(5)];
+            dm_op o = dm_op_init(k, rnd(2) ? DM_STREAM_COMM_HI : DM_STREAM_COMM_LO);
+            o.coll = dm_program_new_coll(p);
+            o.group = g;
+            o.bytes = 1e6 * (1 + rnd(100));
+            o.root = k <= DM_OP_REDUCE ? p->groups[g].ranks[0] : -1;
+            for (int i = 0; i < p->groups[g].n; i++) {
+                int r = p->groups[g].ranks[i], n = p->ranks[r].n_ops, dep = n ? rnd(n) : 0;
+                dm_program_add_op(p, r, &o, &dep, n ? 1 : 0, NULL, 0, &err);
+            }
+        } else {
+            for (int r = 0; r < R; r++) {
+                static const dm_op_kind kk[] = {DM_OP_FORWARD, DM_OP_BACKWARD, DM_OP_NS, DM_OP_ADAMW, DM_OP_WAIT};
+                dm_op o = dm_op_init(kk[rnd(5)], rnd(4) ? DM_STREAM_COMPUTE : DM_STREAM_COMM_LO);
+                o.flops = 1e10 * (1 + rnd(50));
+                o.m = 512 * (1 + rnd(4)), o.n = 2048, o.batch = 1 + rnd(3);
+                o.bytes = 1e7 * (1 + rnd(10));
+                int n = p->ranks[r].n_ops, deps[2] = {n ? rnd(n) : 0, n ? rnd(n) : 0};
+                dm_program_add_op(p, r, &o, deps, n ? (deps[0] == deps[1] ? 1 : 2) : 0, NULL, 0, &err);
+            }
+        }
+    }
+    return p;
+}
+
+static int is_compute(dm_op_kind k) { return k == DM_OP_FORWARD || k == DM_OP_BACKWARD || k == DM_OP_NS || k == DM_OP_ADAMW || k == DM_OP_MUON_UPDATE; }
+
+static void test_order(void)
+{
+    dm_cluster c = cluster("a800");
+    dm_program *p = random_program();
+    ok(dm_program_validate(p, &err) == 0, "random program validates");
+    sim_result *r = run(p, &c, 1);
+    ok(r != NULL, "random program runs");
+    if (!r) return;
+    int bad_stream = 0, bad_dep = 0, bad_gpu = 0, bad_coll = 0, n_coll = 0;
+    const double eps = 1e-9;
+    for (int k = 0; k < p->nranks; k++) {
+        const dm_rank_prog *rp = &p->ranks[k];
+        double last_end[DM_STREAM__COUNT] = {0};
+        for (int i = 0; i < rp->n_ops; i++) {
+            const dm_op *o = &rp->ops[i];
+            double st = sim_op_start(r, k, i), en = sim_op_end(r, k, i);
+            double rd = r->ready_us[r->op_off[k] + i];
+            if (rd < last_end[o->stream] - eps || st < rd - eps || en < st) bad_stream++;
+            last_end[o->stream] = en;
+            for (int d = 0; d < o->n_deps; d++)
+                if (rd < sim_op_end(r, k, o->deps[d]) - eps) bad_dep++;
+            if (is_compute(o->kind))
+                for (int j = 0; j < i; j++)
+                    if (is_compute(rp->ops[j].kind) && sim_op_start(r, k, j) < en - eps && st < sim_op_end(r, k, j) - eps &&
+                        en > st && sim_op_end(r, k, j) > sim_op_start(r, k, j))
+                        bad_gpu++;
+        }
+    }
+    for (int co = 0; co < p->n_colls; co++) {
+        double s0 = -1;
+        for (int k = 0; k < p->nranks; k++)
+            for (int i = 0; i < p->ranks[k].n_ops; i++)
+                if (p->ranks[k].ops[i].coll == co) {
+                    double st = sim_op_start(r, k, i);
+                    if (s0 < 0) s0 = st, n_coll++;
+                    else if (st != s0) bad_coll++;
+                    if (st < r->ready_us[r->op_off[k] + i] - eps) bad_coll++;
+                }
+    }
+    ok(bad_stream == 0, "ops on one stream never overlap and run in list order (%d violations)", bad_stream);
+    ok(bad_dep == 0, "every op starts after its dependencies end (%d violations)", bad_dep);
+    ok(bad_gpu == 0, "compute ops of one rank never overlap on its GPU (%d violations)", bad_gpu);
+    ok(bad_coll == 0 && n_coll > 5, "members of each of %d collectives start together, after all arrived", n_coll);
+    ok(r->crit_total_us <= r->step_us * (1 + 1e-9) && r->crit_total_us >= 0.5 * r->step_us,
+       "critical path %.3f us within the step %.3f us", r->crit_total_us, r->step_us);
+
+    /* Determinism: same bytes out twice; the trace reads back. */
+    char a[64], b[64], csv[64];
+    snprintf(a, sizeof a, "/tmp/test_sim_a.%d.json", (int)getpid());
+    snprintf(b, sizeof b, "/tmp/test_sim_b.%d.json", (int)getpid());
+    snprintf(csv, sizeof csv, "/tmp/test_sim.%d.csv", (int)getpid());
+    sim_result *r2 = run(p, &c, 1);
+    ok(r2 && dm_trace_write_json(r->trace, a, &err) == 0 && dm_trace_write_json(r2->trace, b, &err) == 0,
+       "traces written");
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb, ch;
+    while (same && (ch = fgetc(fa)) != EOF) same = ch == fgetc(fb);
+    if (same) same = fgetc(fb) == EOF;
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    ok(same, "two runs give identical trace bytes");
+    ok(dm_trace_write_csv(r->trace, csv, &err) == 0, "CSV trace written");
+    dm_trace *tj = NULL, *tc = NULL;
+    ok(dm_trace_read(a, &tj, &err) == 0, "JSON trace reads back (%s)", tj ? "" : err.msg);
+    ok(dm_trace_read(csv, &tc, &err) == 0, "CSV trace reads back (%s)", tc ? "" : err.msg);
+    int eq = tj && tc && tj->n == r->trace->n && tc->n == r->trace->n;
+    for (int i = 0; eq && i < tj->n; i++) {
+        const dm_trace_event *x = &tj->ev[i], *y = &tc->ev[i], *z = &r->trace->ev[i];
+        eq = x->rank == z->rank && y->rank == z->rank && x->op == z->op && y->op == z->op && x->kind == z->kind &&
+             y->kind == z->kind && x->stream == y->stream && fabs(x->ts_us - z->ts_us) < 1e-3 &&
+             fabs(y->dur_us - z->dur_us) < 1e-3 && x->bytes == z->bytes && y->flops == z->flops && x->coll == y->coll;
+    }
+    ok(eq, "JSON and CSV traces carry the same %d rows as the simulation", r->trace->n);
+    ok(tj && !strcmp(tj->source, "sim") && !strcmp(tc->model, "random") && tc->nranks == 16, "trace metadata read back");
+    dm_trace_free(tj);
+    dm_trace_free(tc);
+    unlink(a);
+    unlink(b);
+    unlink(csv);
+    FILE *f = fopen(csv, "w");
+    fprintf(f, "# dmuon-trace-1\nrank,stream,op,kind,ts_us,dur_us,bytes,flops,layer,coll,wait_us\n0,compute,1,fwd,0,1,0,0,-1,-1,0\n");
+    fclose(f);
+    ok(dm_trace_read(csv, &tc, &err) == -1 && strstr(err.msg, ":3:") && strstr(err.msg, "fwd"),
+       "bad CSV kind named with file:line:col (%s)", err.msg);
+    unlink(csv);
+    sim_result_free(r);
+    sim_result_free(r2);
+    dm_program_free(p);
+}
+
+static void test_deadlock_and_gpu(void)
+{
+    dm_cluster c = cluster("a800");
+    dm_program *p = dm_program_new(2, 8, "t", "t", "a800", "", 1, &err);
+    int g = all_ranks(p, 2);
+    dm_op a = dm_op_init(DM_OP_BROADCAST, DM_STREAM_COMM_HI), b = a;
+    a.coll = dm_program_new_coll(p), b.coll = dm_program_new_coll(p);
+    a.group = b.group = g;
+    a.bytes = b.bytes = 1e6;
+    a.root = b.root = 0;
+    dm_program_add_op(p, 0, &a, NULL, 0, NULL, 0, &err);
+    dm_program_add_op(p, 0, &b, NULL, 0, NULL, 0, &err);
+    dm_program_add_op(p, 1, &b, NULL, 0, NULL, 0, &err);
+    dm_program_add_op(p, 1, &a, NULL, 0, NULL, 0, &err);
+    sim_opts o;
+    sim_opts_default(&o);
+    sim_result *r;
+    ok(sim_run(p, &c, &o, &r, &err) == -1 && strstr(err.msg, "deadlock"), "crossed collectives: %s", err.msg);
+    dm_program_free(p);
+
+    /* Compute on two streams shares the GPU; forward time = flops / (eff x peak). */
+    p = dm_program_new(1, 8, "t", "t", "a800", "", 1, &err);
+    dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+    f.flops = 1e12;
+    dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+    f.stream = DM_STREAM_COMM_LO;
+    dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+    r = run(p, &c, 0);
+    double one = 1e12 / (c.fwd_efficiency * c.gpu->bf16_flops) * 1e6;
+    ok(r && fabs(r->step_us - 2 * one) < 1e-6 && fabs(r->forward_us - 2 * one) < 1e-6,
+       "two forwards on two streams serialize on the GPU: %.3f us", r ? r->step_us : -1);
+    ok(r && r->n_crit == 1 && r->crit[0].kind == DM_OP_FORWARD && r->crit[0].ops == 2, "critical path: both forwards");
+    sim_result_free(r);
+    dm_program_free(p);
+}
+
+int main(void)
+{
+    test_formula();
+    test_alone();
+    test_sharing();
+    test_order();
+    test_deadlock_and_gpu();
+    return tap_done();
+}
