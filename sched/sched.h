@@ -68,7 +68,7 @@ void sched_opts_default(sched_opts *o);
 
 /* Set one option from strings: keys "strategy", "balance", "overlap" ("none", "prefetch",
  * "prefetch:K", "interleave"), "prefetch-depth", "zero" (2|3), "hierarchical" (0|1|yes|no),
- * "gpus-per-node", "batch-threshold" (elements, suffixes K/M/G as powers of 1000... see .c),
+ * "gpus-per-node", "batch-threshold" (elements, suffixes K/M/G: powers of 1024),
  * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype".
  * -1 with "--KEY: expected ..." in err on a bad key or value. */
 int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);
@@ -161,6 +161,7 @@ typedef struct sched_assign {
     int *owner;      /* n_items */
     int *batch_of;   /* n_items */
     int n_batches;
+    int n_units;     /* LPT/round-robin: units placed (matrices or packed layer groups) */
     double *load_us; /* nowners */
     double makespan_us;
 } sched_assign;
@@ -172,6 +173,9 @@ int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err);
  * short solver status; bound_us (may be NULL) the solver's proven lower bound if any. */
 int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, sched_assign *a,
                       char *status, size_t status_size, double *bound_us, dm_err *err);
+/* Monotonic wall clock in seconds (planning and solver times). */
+double sched_wall_s(void);
+
 /* max(sum over shapes of count * min_b cost[s][b]/b / owners, max_s cost[s][1]) */
 double sched_lower_bound(const sched_problem *p);
 

@@ -1,0 +1,235 @@
+/* cmd_plan.c: `dmuon plan`: build the step program for a model on N GPUs and report the owner
+ * assignment (per-rank NS load, imbalance, lower bound, gap, solver), op counts by kind and
+ * the program hash; optionally write the program (--out) or a roofline cost table. */
+#include "config.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "commands.h"
+#include "costs.h"
+#include "json.h"
+#include "model.h"
+#include "opts.h"
+#include "outfile.h"
+#include "program.h"
+#include "sched.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: dmuon plan --model M --gpus N [options]\n"
+            "       dmuon plan --write-roofline FILE [--gpu NAME]\n"
+            "Build the step program of one training step: owners, NS batches, collectives.\n"
+            "\n"
+            "  -m, --model M          bundled model name or model file (required)\n"
+            "  -g, --gpus N           ranks (required)\n"
+            "  -c, --cluster C        cluster preset or file (default h200)\n"
+            "      --costs FILE       kernel cost table (default: traces/costs/h200.csv, else\n"
+            "                         roofline.csv; $DMUON_COSTS overrides)\n"
+            "  -o, --out FILE         write the program as JSON (atomically)\n"
+            "      --json             print the report as JSON instead of the table\n"
+            "      --verbose          MILP solver messages on stderr\n"
+            "      --write-roofline FILE  write a roofline cost table (dmuon-costs-1) and exit\n"
+            "      --gpu NAME         GPU for --write-roofline (default H200)\n"
+            "  -h, --help             this help\n"
+            "\n");
+    sched_getopt_help(f);
+}
+
+/* Muon shapes of every bundled model, so the roofline table covers them exactly. */
+static int model_shapes(int64_t (**out)[2], int *n)
+{
+    static const char *names[] = {"qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-72b", "llama-3.1-8b", "wall-oss-flow",
+                                  "deepseek-v3", "kimi-k2", "moonlight-16b-a3b", "pi0", "wan2.1-t2v-14b"};
+    int cap = 256, k = 0;
+    int64_t(*s)[2] = malloc((size_t)cap * sizeof *s);
+    if (!s) return -1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        dm_model *m;
+        dm_matrix *mats;
+        int64_t nm;
+        dm_err err;
+        if (dm_model_load(names[i], &m, &err)) continue;
+        if (dm_model_matrices(m, DM_ROLE_MUON, &mats, &nm, &err) == 0) {
+            for (int64_t j = 0; j < nm && k < cap; j++) {
+                int dup = 0;
+                for (int q = 0; q < k && !dup; q++)
+                    dup = (s[q][0] == mats[j].rows && s[q][1] == mats[j].cols) ||
+                          (s[q][1] == mats[j].rows && s[q][0] == mats[j].cols);
+                if (!dup) {
+                    s[k][0] = mats[j].rows;
+                    s[k++][1] = mats[j].cols;
+                }
+            }
+            free(mats);
+        }
+        dm_model_free(m);
+    }
+    *out = s;
+    *n = k;
+    return 0;
+}
+
+static void print_json_report(FILE *f, const dm_program *p, const sched_report *r, const dm_model *model,
+                              const dm_cluster *cl, const long *counts, long n_ops, uint64_t hash)
+{
+    fputs("{\"model\": ", f);
+    json_write_string(f, model->name);
+    fputs(", \"cluster\": ", f);
+    json_write_string(f, cl->name);
+    fprintf(f, ", \"nranks\": %d, \"gpus_per_node\": %d, \"strategy\": ", p->nranks, p->gpus_per_node);
+    json_write_string(f, p->strategy);
+    fputs(", \"options\": ", f);
+    json_write_string(f, p->options);
+    fputs(", \"costs\": ", f);
+    json_write_string(f, r->costs);
+    fprintf(f, ", \"hash\": \"%016" PRIx64 "\", \"muon_matrices\": %lld, \"units\": %d,\n", hash, (long long)r->n_muon,
+            r->n_units);
+    fputs(" \"ns_load_us\": [", f);
+    for (int o = 0; o < r->nowners; o++) fprintf(f, "%s%.3f", o ? ", " : "", r->ns_load_us[o]);
+    fputs("],\n \"ns_ops\": [", f);
+    for (int o = 0; o < r->nowners; o++) fprintf(f, "%s%d", o ? ", " : "", r->ns_ops[o]);
+    fprintf(f, "],\n \"max_us\": %.3f, \"mean_us\": %.3f, \"imbalance\": %.6f, \"lower_bound_us\": %.3f, \"gap\": %.6f,"
+               " \"lpt_max_us\": %.3f, \"lpt_gap\": %.6f,\n \"solver_status\": ",
+            r->max_us, r->mean_us, r->imbalance, r->lower_bound_us, r->gap, r->lpt_max_us,
+            r->lower_bound_us > 0 && r->lpt_max_us > 0 ? r->lpt_max_us / r->lower_bound_us - 1 : 0);
+    json_write_string(f, r->solver_status);
+    fprintf(f, ", \"solver_s\": %.4f, \"plan_s\": %.4f, \"ops\": %ld, \"collectives\": %d, \"groups\": %d,\n \"op_counts\": {",
+            r->solver_s, r->plan_s, n_ops, p->n_colls, p->n_groups);
+    for (int k = 0; k < DM_OP__COUNT; k++) fprintf(f, "%s\"%s\": %ld", k ? ", " : "", dm_op_kind_name((dm_op_kind)k), counts[k]);
+    fputs("}}\n", f);
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    enum { O_COSTS = 1, O_JSON, O_VERBOSE, O_ROOF, O_GPU };
+    static const struct option lo[] = {
+        {"model", required_argument, NULL, 'm'}, {"gpus", required_argument, NULL, 'g'},
+        {"cluster", required_argument, NULL, 'c'}, {"costs", required_argument, NULL, O_COSTS},
+        {"out", required_argument, NULL, 'o'}, {"json", no_argument, NULL, O_JSON},
+        {"verbose", no_argument, NULL, O_VERBOSE}, {"write-roofline", required_argument, NULL, O_ROOF},
+        {"gpu", required_argument, NULL, O_GPU}, {"help", no_argument, NULL, 'h'},
+        SCHED_GETOPT_LONG, {NULL, 0, NULL, 0}};
+    const char *model_name = NULL, *cluster_name = "h200", *costs_path = NULL, *out_path = NULL;
+    const char *roof_path = NULL, *gpu_name = "H200";
+    long nranks = 0;
+    int json = 0, c, rc = 1;
+    sched_opts so;
+    sched_opts_default(&so);
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+m:g:c:o:h", lo, NULL)) != -1) {
+        int h = sched_getopt_handle(&so, "plan", c, optarg);
+        if (h < 0) return 2;
+        if (h) continue;
+        switch (c) {
+        case 'm': model_name = optarg; break;
+        case 'g':
+            if (opt_parse_long("plan", "--gpus", optarg, 1, 1 << 20, &nranks)) return 2;
+            break;
+        case 'c': cluster_name = optarg; break;
+        case 'o': out_path = optarg; break;
+        case O_COSTS: costs_path = optarg; break;
+        case O_JSON: json = 1; break;
+        case O_VERBOSE: so.verbose = 1; break;
+        case O_ROOF: roof_path = optarg; break;
+        case O_GPU: gpu_name = optarg; break;
+        case 'h': usage(stdout); return 0;
+        case ':': opt_usage_error("plan", "option '%s' requires an argument", argv[optind - 1]); return 2;
+        default: opt_usage_error("plan", "unknown option '%s'", argv[optind - 1]); return 2;
+        }
+    }
+    if (optind < argc) {
+        opt_usage_error("plan", "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    dm_err err;
+    if (roof_path) {
+        const dm_gpu *gpu = dm_gpu_find(gpu_name);
+        if (!gpu) {
+            fprintf(stderr, "dmuon plan: --gpu: unknown GPU '%s' (A800, H100, H200)\n", gpu_name);
+            return 2;
+        }
+        int64_t(*shapes)[2] = NULL;
+        int ns = 0;
+        model_shapes(&shapes, &ns);
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "dmuon plan --write-roofline %s --gpu %s", roof_path, gpu_name);
+        int w = dm_costs_write_roofline(roof_path, gpu, (const int64_t(*)[2])shapes, ns, cmd, &err);
+        free(shapes);
+        if (w) {
+            fprintf(stderr, "dmuon plan: %s\n", err.msg);
+            return 1;
+        }
+        return 0;
+    }
+    if (!model_name || nranks < 1) {
+        opt_usage_error("plan", "--model and --gpus are required");
+        return 2;
+    }
+    dm_model *model = NULL;
+    dm_costs *costs = NULL;
+    dm_program *prog = NULL;
+    dm_cluster cl;
+    sched_report rep;
+    memset(&rep, 0, sizeof rep);
+    if (dm_model_load(model_name, &model, &err) || dm_cluster_load(cluster_name, &cl, &err) ||
+        (costs_path ? dm_costs_load(costs_path, &costs, &err) : dm_costs_load_default(&costs, &err))) {
+        fprintf(stderr, "dmuon plan: %s\n", err.msg);
+        goto done;
+    }
+    if (sched_build(model, &cl, (int)nranks, costs, &so, &prog, &rep, &err) || dm_program_validate(prog, &err)) {
+        fprintf(stderr, "dmuon plan: %s\n", err.msg);
+        goto done;
+    }
+    if (out_path && dm_program_save(prog, out_path, &err)) {
+        fprintf(stderr, "dmuon plan: %s\n", err.msg);
+        goto done;
+    }
+    long counts[DM_OP__COUNT] = {0}, n_ops = 0;
+    for (int r = 0; r < prog->nranks; r++)
+        for (int i = 0; i < prog->ranks[r].n_ops; i++) counts[prog->ranks[r].ops[i].kind]++;
+    for (int k = 0; k < DM_OP__COUNT; k++) n_ops += counts[k];
+    uint64_t hash = dm_program_hash(prog);
+    if (json) {
+        print_json_report(stdout, prog, &rep, model, &cl, counts, n_ops, hash);
+    } else {
+        int nodes = (prog->nranks + prog->gpus_per_node - 1) / prog->gpus_per_node;
+        printf("model     %s: %lld Muon matrices, %lld parameters\n", model->name, (long long)rep.n_muon,
+               (long long)dm_model_params(model));
+        printf("cluster   %s: %s, %d ranks (%d node%s x %d GPUs)\n", cl.name, cl.gpu->short_name, prog->nranks, nodes,
+               nodes == 1 ? "" : "s", prog->gpus_per_node);
+        printf("options   %s\n", prog->options);
+        printf("costs     %s%s%s\n", rep.costs, dm_costs_gpu(costs) != cl.gpu ? "; projected to " : "",
+               dm_costs_gpu(costs) != cl.gpu ? cl.gpu->short_name : "");
+        printf("cost src  %d measured, %d interpolated, %d projected, %d roofline (NS shape x batch queries)\n",
+               rep.cost_src_counts[0], rep.cost_src_counts[1], rep.cost_src_counts[2], rep.cost_src_counts[3]);
+        printf("# %-6s %12s %7s\n", "owner", "ns_load_us", "ns_ops");
+        for (int o = 0; o < rep.nowners; o++) printf("  %-6d %12.1f %7d\n", o, rep.ns_load_us[o], rep.ns_ops[o]);
+        printf("NS load   max %.1f us, mean %.1f us, imbalance %.2f%%\n", rep.max_us, rep.mean_us, 100 * fmax(0, rep.imbalance));
+        printf("bound     lower bound %.1f us (max(total/owners, largest unit)), gap %.2f%%", rep.lower_bound_us,
+               100 * rep.gap);
+        if (rep.lpt_max_us > 0 && rep.lower_bound_us > 0)
+            printf(", LPT gap %.2f%%", 100 * (rep.lpt_max_us / rep.lower_bound_us - 1));
+        printf("\nsolver    %s, %d units, assignment %.3f s, plan %.3f s\n", rep.solver_status, rep.n_units, rep.solver_s,
+               rep.plan_s);
+        printf("program   %ld ops, %d collectives, %d groups, hash %016" PRIx64 "%s%s\n", n_ops, prog->n_colls,
+               prog->n_groups, hash, out_path ? ", written to " : "", out_path ? out_path : "");
+        printf("# %-14s %9s\n", "op", "count");
+        for (int k = 0; k < DM_OP__COUNT; k++)
+            if (counts[k]) printf("  %-14s %9ld\n", dm_op_kind_name((dm_op_kind)k), counts[k]);
+    }
+    rc = 0;
+done:
+    sched_report_free(&rep);
+    dm_program_free(prog);
+    dm_costs_free(costs);
+    dm_model_free(model);
+    return rc;
+}

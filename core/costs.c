@@ -1,0 +1,604 @@
+/* costs.c: the kernel cost model (costs.h): reading dmuon-costs-1 tables, exact lookups,
+ * interpolation between measured shapes, projection to other GPUs, and the roofline fallback
+ * (also used to generate traces/costs/roofline.csv). */
+#define _GNU_SOURCE
+#include "costs.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_interp.h>
+
+#include "ns_ref.h"
+
+#define NS_ITERS 5
+#define BF16_BYTES 2.0
+
+typedef enum { OP_NS, OP_GEMM, OP_SYRK, OP_MUON_UPDATE, OP_ADAMW, OP__COUNT } row_op;
+static const char *op_names[OP__COUNT] = {"ns", "gemm", "syrk", "muon_update", "adamw"};
+static const char *algo_names[] = {"direct", "gram", "cublas", "sym", "-"};
+#define N_ALGOS 5
+
+typedef struct row {
+    row_op op;
+    int algo; /* index into algo_names */
+    int64_t m, n;
+    int batch;
+    double median_us, min_us, max_us;
+} row;
+
+struct dm_costs {
+    char *path;
+    int roofline;         /* "# source: roofline" (or no table at all) */
+    const dm_gpu *gpu;    /* the GPU the table was measured on */
+    char gpu_name[128];
+    int n_rows, cap;
+    row *rows;
+    char describe[512];
+};
+
+/* ---- roofline terms ------------------------------------------------------------------------ */
+
+double dm_ns_flops(int64_t m, int64_t n, dm_ns_algo algo)
+{
+    return ns_ref_flops(m, n, NS_ITERS, algo == DM_NS_GRAM ? NS_ALGO_GRAM : NS_ALGO_DIRECT);
+}
+
+/* Operands read and results written once per product, in bf16; normalization reads X twice and
+ * writes it once. r = min(m,n), l = max(m,n). */
+double dm_ns_bytes(int64_t m, int64_t n, dm_ns_algo algo)
+{
+    double r = (double)(m < n ? m : n), l = (double)(m < n ? n : m);
+    double norm = 3 * r * l;
+    double elems;
+    if (algo == DM_NS_DIRECT) /* per iteration: X X^T (rl + r^2), A A (3 r^2), B X (r^2 + 2rl) */
+        elems = norm + NS_ITERS * (3 * r * l + 5 * r * r);
+    else /* R = X X^T, per iteration R R, P Q, P R P (about 9 r^2), one restart and the end X = Q X */
+        elems = norm + 2 * (r * l + r * r) + NS_ITERS * 9 * r * r + 2 * (r * r + 2 * r * l);
+    return elems * BF16_BYTES;
+}
+
+static int ns_launches(dm_ns_algo algo) { return algo == DM_NS_DIRECT ? 2 + 3 * NS_ITERS : 2 + 4 * NS_ITERS + 2; }
+
+double dm_elementwise_bytes_per_param(const char *op)
+{
+    /* muon_update: grad bf16 read (2), momentum fp32 read+write (8), NS output bf16 read (2),
+     * master fp32 read+write (8), bf16 weight write (2). adamw: grad (2), two fp32 moments read
+     * and written (16), master (8), bf16 weight (2). */
+    if (!strcmp(op, "muon_update")) return 22;
+    if (!strcmp(op, "adamw")) return 28;
+    return 0;
+}
+
+double dm_roofline_ns_us(const dm_gpu *gpu, int64_t m, int64_t n, int batch, dm_ns_algo algo)
+{
+    double flops = batch * dm_ns_flops(m, n, algo), bytes = batch * dm_ns_bytes(m, n, algo);
+    double t = fmax(flops / gpu->bf16_flops, bytes / gpu->hbm_Bps) * 1e6;
+    return t + ns_launches(algo) * gpu->launch_us;
+}
+
+double dm_roofline_elementwise_us(const dm_gpu *gpu, const char *op, int64_t elems)
+{
+    return (double)elems * dm_elementwise_bytes_per_param(op) / gpu->hbm_Bps * 1e6 + gpu->launch_us;
+}
+
+/* ---- reading ------------------------------------------------------------------------------- */
+
+const char *dm_cost_source_name(dm_cost_source s)
+{
+    static const char *n[] = {"measured", "interpolated", "projected", "roofline"};
+    return (unsigned)s <= DM_COST_ROOFLINE ? n[s] : "?";
+}
+
+void dm_costs_free(dm_costs *c)
+{
+    if (!c) return;
+    free(c->path);
+    free(c->rows);
+    free(c);
+}
+
+static void set_describe(dm_costs *c)
+{
+    if (!c->n_rows)
+        snprintf(c->describe, sizeof c->describe, "roofline for %s (no table: FLOPs over peak, bytes over HBM, launch floor)",
+                 c->gpu->name);
+    else
+        snprintf(c->describe, sizeof c->describe, "%s %s (%s, %d rows)",
+                 c->roofline ? "roofline for" : "measured on", c->gpu_name, c->path, c->n_rows);
+}
+
+dm_costs *dm_costs_roofline(const dm_gpu *gpu, dm_err *err)
+{
+    dm_costs *c = dm_calloc(1, sizeof *c, err);
+    if (!c) return NULL;
+    if (!(c->path = dm_strdup("", err))) {
+        free(c);
+        return NULL;
+    }
+    c->roofline = 1;
+    c->gpu = gpu ? gpu : dm_gpu_find("H200");
+    snprintf(c->gpu_name, sizeof c->gpu_name, "%s", c->gpu->name);
+    set_describe(c);
+    return c;
+}
+
+/* Split one CSV line in place into at most max fields; returns the count and each field's
+ * column (1-based). */
+static int split_csv(char *s, char **f, int *col, int max)
+{
+    int n = 0;
+    char *start = s;
+    for (;;) {
+        if (n < max) {
+            f[n] = s;
+            col[n] = (int)(s - start) + 1;
+        }
+        n++;
+        char *c = strchr(s, ',');
+        if (!c) break;
+        *c = 0;
+        s = c + 1;
+    }
+    return n;
+}
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_dbl(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0) return -1;
+    *out = v;
+    return 0;
+}
+
+static int find_name(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+static char *rstrip(char *s)
+{
+    size_t l = strlen(s);
+    while (l && (s[l - 1] == '\n' || s[l - 1] == '\r' || s[l - 1] == ' ')) s[--l] = 0;
+    return s;
+}
+
+int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
+{
+    static const char *header = "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us";
+    FILE *f = fopen(path, "r");
+    if (!f) return dm_err_set(err, "%s: cannot open cost table: %s", path, strerror(errno));
+    dm_costs *c = dm_calloc(1, sizeof *c, err);
+    char *line = NULL;
+    size_t cap = 0;
+    int lineno = 0, seen_format = 0, seen_header = 0, source = -1;
+    if (!c || !(c->path = dm_strdup(path, err))) goto fail;
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        rstrip(line);
+        if (!line[0]) continue;
+        if (line[0] == '#') {
+            if (seen_header) {
+                dm_err_set(err, "%s:%d:1: expected a data row (comments come before the header)", path, lineno);
+                goto fail;
+            }
+            const char *s = line + 1;
+            while (*s == ' ') s++;
+            if (!strncmp(s, "dmuon-costs-", 12)) {
+                if (strcmp(s, "dmuon-costs-1")) {
+                    dm_err_set(err, "%s:%d:%d: expected format dmuon-costs-1, found '%s'", path, lineno,
+                               (int)(s - line) + 1, s);
+                    goto fail;
+                }
+                seen_format = 1;
+            } else if (!strncmp(s, "source:", 7)) {
+                const char *v = s + 7;
+                while (*v == ' ') v++;
+                if (!strcmp(v, "measured")) source = 0;
+                else if (!strcmp(v, "roofline")) source = 1;
+                else {
+                    dm_err_set(err, "%s:%d:%d: expected source measured or roofline, found '%s'", path,
+                               lineno, (int)(v - line) + 1, v);
+                    goto fail;
+                }
+            } else if (!strncmp(s, "gpu:", 4)) {
+                const char *v = s + 4;
+                while (*v == ' ') v++;
+                snprintf(c->gpu_name, sizeof c->gpu_name, "%s", v);
+            }
+            continue;
+        }
+        if (!seen_header) {
+            if (!seen_format) {
+                dm_err_set(err, "%s:1:1: expected a '# dmuon-costs-1' line before the header", path);
+                goto fail;
+            }
+            if (strcmp(line, header)) {
+                dm_err_set(err, "%s:%d:1: expected the header '%s'", path, lineno, header);
+                goto fail;
+            }
+            seen_header = 1;
+            continue;
+        }
+        char *fld[10];
+        int col[10];
+        int nf = split_csv(line, fld, col, 10);
+        if (nf != 10) {
+            dm_err_set(err, "%s:%d:1: expected 10 comma-separated fields, found %d", path, lineno, nf);
+            goto fail;
+        }
+        row r;
+        int64_t v;
+        memset(&r, 0, sizeof r);
+        int op = find_name(fld[1], op_names, OP__COUNT);
+        if (op < 0) {
+            dm_err_set(err, "%s:%d:%d: expected op ns, gemm, syrk, muon_update or adamw, found '%s'", path,
+                       lineno, col[1], fld[1]);
+            goto fail;
+        }
+        r.op = (row_op)op;
+        if ((r.algo = find_name(fld[2], algo_names, N_ALGOS)) < 0) {
+            dm_err_set(err, "%s:%d:%d: expected algo direct, gram, cublas, sym or -, found '%s'", path,
+                       lineno, col[2], fld[2]);
+            goto fail;
+        }
+        if (r.op == OP_NS && r.algo > 1) {
+            dm_err_set(err, "%s:%d:%d: expected algo direct or gram for an ns row", path, lineno, col[2]);
+            goto fail;
+        }
+        if (parse_i64(fld[3], 1, INT64_C(1) << 40, &r.m)) {
+            dm_err_set(err, "%s:%d:%d: expected m, a positive integer", path, lineno, col[3]);
+            goto fail;
+        }
+        if (parse_i64(fld[4], 1, INT64_C(1) << 40, &r.n) || r.n < r.m) {
+            dm_err_set(err, "%s:%d:%d: expected n, an integer >= m", path, lineno, col[4]);
+            goto fail;
+        }
+        if (parse_i64(fld[5], 1, 1 << 20, &v)) {
+            dm_err_set(err, "%s:%d:%d: expected batch, a positive integer", path, lineno, col[5]);
+            goto fail;
+        }
+        r.batch = (int)v;
+        if (strcmp(fld[6], "bf16") && strcmp(fld[6], "fp16") && strcmp(fld[6], "fp32")) {
+            dm_err_set(err, "%s:%d:%d: expected dtype bf16, fp16 or fp32", path, lineno, col[6]);
+            goto fail;
+        }
+        double *d[3] = {&r.median_us, &r.min_us, &r.max_us};
+        for (int k = 0; k < 3; k++)
+            if (parse_dbl(fld[7 + k], d[k])) {
+                dm_err_set(err, "%s:%d:%d: expected %s, a non-negative number", path, lineno, col[7 + k],
+                           k == 0 ? "median_us" : k == 1 ? "min_us" : "max_us");
+                goto fail;
+            }
+        if (r.median_us <= 0) {
+            dm_err_set(err, "%s:%d:%d: expected a positive median_us", path, lineno, col[7]);
+            goto fail;
+        }
+        if (!c->gpu_name[0]) snprintf(c->gpu_name, sizeof c->gpu_name, "%s", fld[0]);
+        if (c->n_rows == c->cap) {
+            int nc = c->cap ? 2 * c->cap : 256;
+            row *nr = dm_realloc(c->rows, (size_t)nc * sizeof *nr, err);
+            if (!nr) goto fail;
+            c->rows = nr;
+            c->cap = nc;
+        }
+        c->rows[c->n_rows++] = r;
+    }
+    if (ferror(f)) {
+        dm_err_set(err, "%s: read error", path);
+        goto fail;
+    }
+    if (!seen_header) {
+        dm_err_set(err, "%s:%d:1: expected the header '%s'", path, lineno + 1, header);
+        goto fail;
+    }
+    if (source < 0) {
+        dm_err_set(err, "%s:1:1: expected a '# source: measured|roofline' line", path);
+        goto fail;
+    }
+    c->roofline = source == 1;
+    if (!c->gpu_name[0] || !(c->gpu = dm_gpu_find(c->gpu_name))) {
+        dm_err_set(err, "%s:1:1: expected a '# gpu:' line naming a catalogued GPU (A800, H100, H200), found '%s'",
+                   path, c->gpu_name);
+        goto fail;
+    }
+    free(line);
+    fclose(f);
+    set_describe(c);
+    *out = c;
+    return 0;
+fail:
+    free(line);
+    fclose(f);
+    dm_costs_free(c);
+    return -1;
+}
+
+static int is_file(const char *p) { return access(p, R_OK) == 0; }
+
+int dm_costs_load_default(dm_costs **out, dm_err *err)
+{
+    const char *dirs[3];
+    int nd = 0;
+    char buf[4096];
+    const char *env = getenv("DMUON_COSTS");
+    if (env && *env) {
+        struct stat st;
+        if (stat(env, &st) == 0 && !S_ISDIR(st.st_mode)) return dm_costs_load(env, out, err);
+        dirs[nd++] = env;
+    }
+#ifdef DM_SRCDIR
+    dirs[nd++] = DM_SRCDIR "/traces/costs";
+#endif
+#ifdef DM_PKGDATADIR
+    dirs[nd++] = DM_PKGDATADIR "/costs";
+#endif
+    static const char *files[] = {"h200.csv", "roofline.csv"};
+    for (int fi = 0; fi < 2; fi++)
+        for (int d = 0; d < nd; d++) {
+            snprintf(buf, sizeof buf, "%s/%s", dirs[d], files[fi]);
+            if (is_file(buf)) return dm_costs_load(buf, out, err);
+        }
+    *out = dm_costs_roofline(NULL, err);
+    return *out ? 0 : -1;
+}
+
+const char *dm_costs_describe(const dm_costs *c) { return c->describe; }
+const char *dm_costs_path(const dm_costs *c) { return c->path; }
+const dm_gpu *dm_costs_gpu(const dm_costs *c) { return c->gpu; }
+int dm_costs_is_roofline(const dm_costs *c) { return c->roofline; }
+
+/* ---- queries ------------------------------------------------------------------------------- */
+
+/* Measured time on the table's GPU, from the rows of (op, algo): exact, else efficiency
+ * (measured / roofline) of the nearest rows in log2(m, n, batch) space, inverse-distance
+ * weighted, times the roofline. Returns the source (MEASURED, INTERPOLATED, or ROOFLINE when
+ * extrapolating beyond the measured range or when no rows exist: *eff_known = 0). */
+#define K_NEAR 4
+static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo,
+                               double *us)
+{
+    double roof = dm_roofline_ns_us(c->gpu, m, n, batch, algo);
+    double lm = log2((double)m), ln = log2((double)n), lb = log2((double)batch);
+    double best_d[K_NEAR], best_e[K_NEAR];
+    int nb = 0;
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int i = 0; i < c->n_rows; i++) {
+        const row *r = &c->rows[i];
+        if (r->op != OP_NS || r->algo != (int)algo) continue;
+        if (r->m == m && r->n == n && r->batch == batch) {
+            *us = r->median_us;
+            return DM_COST_MEASURED;
+        }
+        double p[3] = {log2((double)r->m), log2((double)r->n), log2((double)r->batch)};
+        for (int k = 0; k < 3; k++) {
+            lo[k] = fmin(lo[k], p[k]);
+            hi[k] = fmax(hi[k], p[k]);
+        }
+        double d = (p[0] - lm) * (p[0] - lm) + (p[1] - ln) * (p[1] - ln) + (p[2] - lb) * (p[2] - lb);
+        double e = log(r->median_us / dm_roofline_ns_us(c->gpu, r->m, r->n, r->batch, algo));
+        /* keep the K nearest, ties broken by row order (deterministic) */
+        int pos = nb < K_NEAR ? nb++ : K_NEAR;
+        while (pos > 0 && best_d[pos - 1] > d) {
+            if (pos < K_NEAR) {
+                best_d[pos] = best_d[pos - 1];
+                best_e[pos] = best_e[pos - 1];
+            }
+            pos--;
+        }
+        if (pos < K_NEAR) {
+            best_d[pos] = d;
+            best_e[pos] = e;
+        }
+    }
+    if (!nb) {
+        *us = roof;
+        return DM_COST_ROOFLINE;
+    }
+    double q[3] = {lm, ln, lb};
+    int inside = 1;
+    for (int k = 0; k < 3; k++)
+        if (q[k] < lo[k] - 1e-9 || q[k] > hi[k] + 1e-9) inside = 0;
+    if (!inside) { /* beyond the measured range: the nearest row's efficiency */
+        *us = roof * exp(best_e[0]);
+        return DM_COST_ROOFLINE;
+    }
+    double wsum = 0, esum = 0;
+    for (int k = 0; k < nb; k++) {
+        double w = 1.0 / (best_d[k] + 1e-12);
+        wsum += w;
+        esum += w * best_e[k];
+    }
+    *us = roof * exp(esum / wsum);
+    return DM_COST_INTERPOLATED;
+}
+
+double dm_costs_ns_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n, int batch,
+                      dm_ns_algo algo, dm_cost_source *src)
+{
+    if (m > n) {
+        int64_t t = m;
+        m = n;
+        n = t;
+    }
+    if (batch < 1) batch = 1;
+    if (!target) target = c->gpu;
+    dm_cost_source s;
+    double us;
+    if (c->roofline) {
+        us = dm_roofline_ns_us(target, m, n, batch, algo);
+        s = DM_COST_ROOFLINE;
+    } else {
+        s = table_ns(c, m, n, batch, algo, &us);
+        if (target != c->gpu) {
+            us *= dm_roofline_ns_us(target, m, n, batch, algo) / dm_roofline_ns_us(c->gpu, m, n, batch, algo);
+            if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
+        }
+    }
+    if (src) *src = s;
+    return us;
+}
+
+dm_ns_algo dm_costs_best_algo(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n,
+                              int batch, double *us)
+{
+    double d = dm_costs_ns_us(c, target, m, n, batch, DM_NS_DIRECT, NULL);
+    double g = dm_costs_ns_us(c, target, m, n, batch, DM_NS_GRAM, NULL);
+    if (us) *us = g < d ? g : d;
+    return g < d ? DM_NS_GRAM : DM_NS_DIRECT;
+}
+
+double dm_costs_elementwise_us(const dm_costs *c, const dm_gpu *target, const char *op,
+                               int64_t elems, dm_cost_source *src)
+{
+    if (!target) target = c->gpu;
+    if (elems < 1) elems = 1;
+    row_op want = !strcmp(op, "adamw") ? OP_ADAMW : OP_MUON_UPDATE;
+    double us = 0;
+    dm_cost_source s = DM_COST_ROOFLINE;
+    if (c->roofline) {
+        us = dm_roofline_elementwise_us(target, op, elems);
+    } else {
+        /* efficiency over log(elements), linear (GSL) between rows, clamped outside */
+        int np = 0;
+        double xs[256], ys[256];
+        for (int i = 0; i < c->n_rows && np < 256; i++) {
+            const row *r = &c->rows[i];
+            if (r->op != want) continue;
+            if (r->n == elems) {
+                us = r->median_us;
+                s = DM_COST_MEASURED;
+                np = -1;
+                break;
+            }
+            double x = log((double)r->n);
+            int pos = np;
+            while (pos > 0 && xs[pos - 1] > x) {
+                xs[pos] = xs[pos - 1];
+                ys[pos] = ys[pos - 1];
+                pos--;
+            }
+            if (pos > 0 && xs[pos - 1] == x) { /* duplicate size: keep the first */
+                for (int k = pos; k < np; k++) {
+                    xs[k] = xs[k + 1];
+                    ys[k] = ys[k + 1];
+                }
+                continue;
+            }
+            xs[pos] = x;
+            ys[pos] = log(r->median_us / dm_roofline_elementwise_us(c->gpu, op, r->n));
+            np++;
+        }
+        double roof = dm_roofline_elementwise_us(c->gpu, op, elems), x = log((double)elems);
+        if (np == 0) {
+            us = roof;
+        } else if (np > 0 && (x < xs[0] || x > xs[np - 1] || np == 1)) {
+            us = roof * exp(x < xs[0] ? ys[0] : ys[np - 1]);
+        } else if (np > 0) {
+            gsl_interp *gi = gsl_interp_alloc(gsl_interp_linear, (size_t)np);
+            if (gi && gsl_interp_init(gi, xs, ys, (size_t)np) == GSL_SUCCESS) {
+                us = roof * exp(gsl_interp_eval(gi, xs, ys, x, NULL));
+                s = DM_COST_INTERPOLATED;
+            } else {
+                us = roof;
+            }
+            gsl_interp_free(gi);
+        }
+        if (target != c->gpu) {
+            us *= dm_roofline_elementwise_us(target, op, elems) / dm_roofline_elementwise_us(c->gpu, op, elems);
+            if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
+        }
+    }
+    if (src) *src = s;
+    return us;
+}
+
+/* ---- the roofline table -------------------------------------------------------------------- */
+
+static int cmp_shape(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (*extra)[2],
+                            int n_extra, const char *command, dm_err *err)
+{
+    int cap = 64 + n_extra, ns = 0;
+    int64_t(*shapes)[2] = dm_malloc((size_t)cap * sizeof *shapes, err);
+    if (!shapes) return -1;
+    for (int64_t a = 128; a <= 32768; a *= 2)
+        for (int64_t b = a; b <= 32768; b *= 2) {
+            if (ns == cap) break;
+            shapes[ns][0] = a;
+            shapes[ns++][1] = b;
+        }
+    for (int i = 0; i < n_extra && ns < cap; i++) {
+        int64_t m = extra[i][0] < extra[i][1] ? extra[i][0] : extra[i][1];
+        int64_t n = extra[i][0] < extra[i][1] ? extra[i][1] : extra[i][0];
+        shapes[ns][0] = m;
+        shapes[ns++][1] = n;
+    }
+    qsort(shapes, (size_t)ns, sizeof *shapes, cmp_shape);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        free(shapes);
+        return dm_err_set(err, "%s: cannot write: %s", tmp, strerror(errno));
+    }
+    fprintf(f, "# dmuon-costs-1\n# source: roofline\n# gpu: %s\n", gpu->name);
+    fprintf(f, "# note: NOT MEASURED. Roofline: FLOPs (ns_ref_flops, 5 iterations) over the dense bf16 "
+               "peak %.4g FLOP/s, HBM bytes over %.4g B/s, plus %.1f us launch floor per kernel\n",
+            gpu->bf16_flops, gpu->hbm_Bps, gpu->launch_us);
+    fprintf(f, "# cuda: -\n# cublas: -\n# date: -\n# command: %s\n", command ? command : "-");
+    fprintf(f, "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n");
+    static const int batches[] = {1, 2, 4, 8, 16, 32};
+    for (int i = 0; i < ns; i++) {
+        if (i && shapes[i][0] == shapes[i - 1][0] && shapes[i][1] == shapes[i - 1][1]) continue;
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 6; b++) {
+                double us = dm_roofline_ns_us(gpu, shapes[i][0], shapes[i][1], batches[b], (dm_ns_algo)a);
+                fprintf(f, "%s,ns,%s,%lld,%lld,%d,bf16,%.3f,%.3f,%.3f\n", gpu->name, algo_names[a],
+                        (long long)shapes[i][0], (long long)shapes[i][1], batches[b], us, us, us);
+            }
+    }
+    static const char *elem_ops[] = {"muon_update", "adamw"};
+    for (int o = 0; o < 2; o++)
+        for (int e = 10; e <= 32; e += 2) {
+            double us = dm_roofline_elementwise_us(gpu, elem_ops[o], INT64_C(1) << e);
+            fprintf(f, "%s,%s,-,1,%lld,1,fp32,%.3f,%.3f,%.3f\n", gpu->name, elem_ops[o],
+                    (long long)(INT64_C(1) << e), us, us, us);
+        }
+    free(shapes);
+    if (ferror(f) | fclose(f)) {
+        unlink(tmp);
+        return dm_err_set(err, "%s: write error", tmp);
+    }
+    if (rename(tmp, path)) {
+        unlink(tmp);
+        return dm_err_set(err, "%s: cannot rename into place: %s", path, strerror(errno));
+    }
+    return 0;
+}

@@ -1,0 +1,893 @@
+/* build.c: step-program generation (sched_build). Each strategy describes, per layer, the
+ * collectives that fetch its weights before the forward and the collectives that carry its
+ * gradients after the backward, plus the NS batches and updates each rank runs; one driver
+ * turns that description into per-rank op lists with the overlap options (sched.h has the
+ * program's shape). */
+#define _GNU_SOURCE
+#include "sched.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+
+/* ---- growable arrays ----------------------------------------------------------------------- */
+
+typedef struct vec {
+    void *data;
+    size_t n, cap, elem;
+} vec;
+
+static void *vec_push(vec *v, dm_err *err)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 64;
+        void *d = dm_realloc(v->data, cap * v->elem, err);
+        if (!d) return NULL;
+        v->data = d;
+        v->cap = cap;
+    }
+    return (char *)v->data + v->elem * v->n++;
+}
+#define VEC(T) {NULL, 0, 0, sizeof(T)}
+#define AT(v, T, i) (((T *)(v).data)[i])
+
+/* ---- the strategy's description ------------------------------------------------------------ */
+
+typedef struct coll_desc {
+    dm_op_kind kind;
+    int group, root;
+    double bytes;
+    int layer;          /* op's layer (-1: several) */
+    size_t p_first, p_n;/* params in the pool */
+} coll_desc;
+
+typedef struct ns_batch {
+    int owner;          /* owner index (rank, or local rank when hierarchical); -1: every rank */
+    int shape;
+    int size;           /* matrices */
+    dm_ns_algo algo;
+    double us;          /* modelled NS time */
+    int64_t elems;      /* parameters in the batch */
+    int min_layer;      /* the batch is ready once this layer's gradients arrived */
+    size_t m_first;     /* matrix indices in the batch pool */
+} ns_batch;
+
+typedef struct bctx {
+    const dm_model *model;
+    const dm_cluster *cl;
+    const dm_costs *costs;
+    const sched_opts *o;
+    sched_report *rep;
+    dm_err *err;
+    dm_program *p;
+    int nranks, gpn, nnodes, nowners, nlayers;
+    double elt;                 /* bytes per weight/gradient element */
+    dm_matrix *mats;            /* all roles, sorted by layer */
+    int64_t nmats;
+    int64_t *lay_first, *lay_n; /* matrices of each layer */
+    double *lay_params, *lay_adamw;
+    int world;
+    int *node_group, *cross_group;
+    /* shapes of Muon matrices */
+    int n_shapes;
+    int64_t (*shapes)[2];
+    double *cost;               /* n_shapes x max_batch */
+    dm_ns_algo *algo;           /* n_shapes x max_batch */
+    /* description */
+    vec fetch, grad;            /* coll_desc, grouped per layer */
+    size_t *fetch_first, *fetch_n, *grad_first, *grad_n; /* per layer */
+    vec pool;                   /* int64 params */
+    vec batches;                /* ns_batch */
+    vec batch_mats;             /* int64 matrix indices */
+    int adamw_sharded;          /* AdamW params: reduce-scatter + shard update (else all-reduce, full) */
+    int muon_update_shard;      /* muon-fsdp: the update touches the rank's shard only */
+    int z3;
+    /* emission bookkeeping, [rank * nlayers + layer] */
+    int *fetch_lo, *fetch_hi, *bfetch_lo, *bfetch_hi, *grad_lo, *grad_hi, *fwd_id, *bwd_id;
+} bctx;
+
+static int push_params(bctx *b, const int64_t *ids, size_t n, size_t *first)
+{
+    *first = b->pool.n;
+    for (size_t i = 0; i < n; i++) {
+        int64_t *d = vec_push(&b->pool, b->err);
+        if (!d) return -1;
+        *d = ids[i];
+    }
+    return 0;
+}
+
+static int add_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root, double bytes, int layer,
+                    const int64_t *ids, size_t n)
+{
+    coll_desc *d = vec_push(v, b->err);
+    if (!d) return -1;
+    d->kind = kind;
+    d->group = group;
+    d->root = root;
+    d->bytes = bytes;
+    d->layer = layer;
+    d->p_n = n;
+    return push_params(b, ids, n, &d->p_first);
+}
+
+static int shape_of(const bctx *b, const dm_matrix *m)
+{
+    int64_t r = m->rows < m->cols ? m->rows : m->cols, c = m->rows < m->cols ? m->cols : m->rows;
+    for (int s = 0; s < b->n_shapes; s++)
+        if (b->shapes[s][0] == r && b->shapes[s][1] == c) return s;
+    return -1;
+}
+
+/* ---- setup --------------------------------------------------------------------------------- */
+
+static int setup(bctx *b)
+{
+    const dm_model *m = b->model;
+    dm_err *err = b->err;
+    b->nlayers = m->n_layers > 0 ? m->n_layers : 1;
+    if (dm_model_matrices(m, -1, &b->mats, &b->nmats, err)) return -1;
+    size_t L = (size_t)b->nlayers;
+    if (!(b->lay_first = dm_calloc(L, sizeof *b->lay_first, err)) || !(b->lay_n = dm_calloc(L, sizeof *b->lay_n, err)) ||
+        !(b->lay_params = dm_calloc(L, sizeof *b->lay_params, err)) ||
+        !(b->lay_adamw = dm_calloc(L, sizeof *b->lay_adamw, err)))
+        return -1;
+    for (int64_t i = b->nmats - 1; i >= 0; i--) {
+        const dm_matrix *x = &b->mats[i];
+        if (x->layer < 0 || x->layer >= b->nlayers) return dm_err_set(err, "sched: matrix %lld has layer %d", (long long)i, x->layer);
+        if (i + 1 < b->nmats && b->mats[i + 1].layer < x->layer) return dm_err_set(err, "sched: matrices not in layer order");
+        b->lay_first[x->layer] = i;
+        b->lay_n[x->layer]++;
+        b->lay_params[x->layer] += (double)(x->rows * x->cols);
+        if (x->role == DM_ROLE_ADAMW) b->lay_adamw[x->layer] += (double)(x->rows * x->cols);
+    }
+    /* shapes */
+    if (!(b->shapes = dm_malloc((size_t)(b->nmats ? b->nmats : 1) * sizeof *b->shapes, err))) return -1;
+    for (int64_t i = 0; i < b->nmats; i++) {
+        const dm_matrix *x = &b->mats[i];
+        if (x->role != DM_ROLE_MUON || shape_of(b, x) >= 0) continue;
+        b->shapes[b->n_shapes][0] = x->rows < x->cols ? x->rows : x->cols;
+        b->shapes[b->n_shapes][1] = x->rows < x->cols ? x->cols : x->rows;
+        b->n_shapes++;
+    }
+    int MB = b->o->max_batch;
+    size_t nc = (size_t)(b->n_shapes ? b->n_shapes : 1) * MB;
+    if (!(b->cost = dm_malloc(nc * sizeof *b->cost, err)) || !(b->algo = dm_malloc(nc * sizeof *b->algo, err))) return -1;
+    const dm_gpu *gpu = b->cl->gpu;
+    for (int s = 0; s < b->n_shapes; s++)
+        for (int k = 1; k <= MB; k++) {
+            dm_cost_source src;
+            dm_ns_algo a;
+            double us;
+            if (b->o->ns_algo < 0) {
+                a = dm_costs_best_algo(b->costs, gpu, b->shapes[s][0], b->shapes[s][1], k, NULL);
+            } else {
+                a = (dm_ns_algo)b->o->ns_algo;
+            }
+            us = dm_costs_ns_us(b->costs, gpu, b->shapes[s][0], b->shapes[s][1], k, a, &src);
+            b->cost[(size_t)s * MB + k - 1] = us;
+            b->algo[(size_t)s * MB + k - 1] = a;
+            if (b->rep) b->rep->cost_src_counts[src]++;
+        }
+    /* groups: world first, then nodes, then cross-node (same local rank) */
+    int *rk = dm_malloc((size_t)b->nranks * sizeof *rk, err);
+    if (!rk) return -1;
+    for (int r = 0; r < b->nranks; r++) rk[r] = r;
+    b->world = dm_program_group(b->p, rk, b->nranks, err);
+    b->node_group = dm_malloc((size_t)b->nnodes * sizeof *b->node_group, err);
+    b->cross_group = dm_malloc((size_t)b->gpn * sizeof *b->cross_group, err);
+    int rc = b->world < 0 || !b->node_group || !b->cross_group ? -1 : 0;
+    for (int nd = 0; rc == 0 && nd < b->nnodes; nd++) {
+        int n = 0;
+        for (int r = nd * b->gpn; r < (nd + 1) * b->gpn && r < b->nranks; r++) rk[n++] = r;
+        if ((b->node_group[nd] = dm_program_group(b->p, rk, n, err)) < 0) rc = -1;
+    }
+    for (int g = 0; rc == 0 && g < b->gpn; g++) {
+        int n = 0;
+        for (int r = g; r < b->nranks; r += b->gpn) rk[n++] = r;
+        if ((b->cross_group[g] = dm_program_group(b->p, rk, n, err)) < 0) rc = -1;
+    }
+    free(rk);
+    if (rc) return -1;
+    size_t RL = (size_t)b->nranks * L;
+    int **arrs[] = {&b->fetch_lo, &b->fetch_hi, &b->bfetch_lo, &b->bfetch_hi, &b->grad_lo, &b->grad_hi, &b->fwd_id, &b->bwd_id};
+    for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) {
+        if (!(*arrs[i] = dm_malloc(RL * sizeof **arrs[i], err))) return -1;
+        for (size_t k = 0; k < RL; k++) (*arrs[i])[k] = -1;
+    }
+    if (!(b->fetch_first = dm_calloc(L, sizeof(size_t), err)) || !(b->fetch_n = dm_calloc(L, sizeof(size_t), err)) ||
+        !(b->grad_first = dm_calloc(L, sizeof(size_t), err)) || !(b->grad_n = dm_calloc(L, sizeof(size_t), err)))
+        return -1;
+    return 0;
+}
+
+static void free_ctx(bctx *b)
+{
+    free(b->mats);
+    free(b->lay_first);
+    free(b->lay_n);
+    free(b->lay_params);
+    free(b->lay_adamw);
+    free(b->node_group);
+    free(b->cross_group);
+    free(b->shapes);
+    free(b->cost);
+    free(b->algo);
+    free(b->fetch.data);
+    free(b->grad.data);
+    free(b->fetch_first);
+    free(b->fetch_n);
+    free(b->grad_first);
+    free(b->grad_n);
+    free(b->pool.data);
+    free(b->batches.data);
+    free(b->batch_mats.data);
+    free(b->fetch_lo);
+    free(b->fetch_hi);
+    free(b->bfetch_lo);
+    free(b->bfetch_hi);
+    free(b->grad_lo);
+    free(b->grad_hi);
+    free(b->fwd_id);
+    free(b->bwd_id);
+}
+
+/* ---- per-layer pieces shared by strategies ---------------------------------------------- */
+
+/* ids of the matrices of layer l with role r (r < 0: all) into buf; returns the count */
+static size_t layer_ids(const bctx *b, int l, int r, int64_t *buf)
+{
+    size_t n = 0;
+    for (int64_t i = b->lay_first[l]; i < b->lay_first[l] + b->lay_n[l]; i++)
+        if (r < 0 || (int)b->mats[i].role == r) buf[n++] = b->mats[i].id;
+    return n;
+}
+
+static double ids_elems(const bctx *b, const int64_t *ids, size_t n)
+{
+    double e = 0;
+    for (size_t i = 0; i < n; i++) e += (double)(b->mats[ids[i]].rows * b->mats[ids[i]].cols);
+    return e;
+}
+
+/* NS batch over matrix indices idx[0..n) (one shape) for `owner`. */
+static int add_batch(bctx *b, int owner, const int64_t *idx, int n)
+{
+    ns_batch *nb = vec_push(&b->batches, b->err);
+    if (!nb) return -1;
+    int MB = b->o->max_batch;
+    nb->owner = owner;
+    nb->shape = shape_of(b, &b->mats[idx[0]]);
+    nb->size = n;
+    nb->algo = b->algo[(size_t)nb->shape * MB + n - 1];
+    nb->us = b->cost[(size_t)nb->shape * MB + n - 1];
+    nb->elems = 0;
+    nb->min_layer = b->mats[idx[0]].layer;
+    nb->m_first = b->batch_mats.n;
+    for (int i = 0; i < n; i++) {
+        int64_t *d = vec_push(&b->batch_mats, b->err);
+        if (!d) return -1;
+        *d = idx[i];
+        nb->elems += b->mats[idx[i]].rows * b->mats[idx[i]].cols;
+        if (b->mats[idx[i]].layer < nb->min_layer) nb->min_layer = b->mats[idx[i]].layer;
+    }
+    return 0;
+}
+
+/* Every rank runs NS on every Muon matrix: batches of one shape, in gradient-arrival order
+ * (last layer first), at most max_batch. */
+static int batches_everywhere(bctx *b)
+{
+    int64_t *idx = dm_malloc((size_t)(b->nmats ? b->nmats : 1) * sizeof *idx, b->err);
+    if (!idx) return -1;
+    for (int s = 0; s < b->n_shapes; s++) {
+        int n = 0;
+        for (int64_t i = b->nmats - 1; i >= 0; i--)
+            if (b->mats[i].role == DM_ROLE_MUON && shape_of(b, &b->mats[i]) == s) idx[n++] = i;
+        for (int i = 0; i < n; i += b->o->max_batch) {
+            int k = n - i < b->o->max_batch ? n - i : b->o->max_batch;
+            if (add_batch(b, -1, idx + i, k)) {
+                free(idx);
+                return -1;
+            }
+        }
+    }
+    free(idx);
+    return 0;
+}
+
+/* The AdamW-role parameters of layer l: reduce-scatter/all-gather (sharded) or all-reduce. */
+static int adamw_part(bctx *b, int l, int64_t *ids)
+{
+    size_t n = layer_ids(b, l, DM_ROLE_ADAMW, ids);
+    if (!n) return 0;
+    double bytes = ids_elems(b, ids, n) * b->elt;
+    if (b->adamw_sharded)
+        return add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->world, -1, bytes, l, ids, n) ||
+               add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->world, -1, bytes, l, ids, n) ? -1 : 0;
+    return 0; /* all-reduced together with the layer's Muon gradients by the caller */
+}
+
+static void mark_layer(bctx *b, int l, size_t f0, size_t g0)
+{
+    b->fetch_first[l] = f0;
+    b->fetch_n[l] = b->fetch.n - f0;
+    b->grad_first[l] = g0;
+    b->grad_n[l] = b->grad.n - g0;
+}
+
+/* ---- strategies: descriptions ------------------------------------------------------------- */
+
+static int describe_adamw(bctx *b, int64_t *ids)
+{
+    for (int l = 0; l < b->nlayers; l++) {
+        size_t f0 = b->fetch.n, g0 = b->grad.n, n = layer_ids(b, l, -1, ids);
+        if (n) {
+            double bytes = ids_elems(b, ids, n) * b->elt;
+            if (add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->world, -1, bytes, l, ids, n) ||
+                add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->world, -1, bytes, l, ids, n))
+                return -1;
+        }
+        mark_layer(b, l, f0, g0);
+    }
+    return 0;
+}
+
+static int describe_ddp(bctx *b, int64_t *ids)
+{
+    for (int l = 0; l < b->nlayers; l++) {
+        size_t f0 = b->fetch.n, g0 = b->grad.n, n = layer_ids(b, l, -1, ids);
+        if (n && add_desc(b, &b->grad, DM_OP_ALLREDUCE, b->world, -1, ids_elems(b, ids, n) * b->elt, l, ids, n))
+            return -1;
+        mark_layer(b, l, f0, g0);
+    }
+    return batches_everywhere(b);
+}
+
+static int describe_fsdp(bctx *b, int64_t *ids)
+{
+    for (int l = 0; l < b->nlayers; l++) {
+        size_t f0 = b->fetch.n, g0 = b->grad.n, n = layer_ids(b, l, -1, ids);
+        if (n) {
+            double bytes = ids_elems(b, ids, n) * b->elt;
+            if (add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->world, -1, bytes, l, ids, n) ||
+                add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->world, -1, bytes, l, ids, n))
+                return -1;
+            size_t nm = layer_ids(b, l, DM_ROLE_MUON, ids);
+            if (nm && add_desc(b, &b->grad, DM_OP_ALLGATHER, b->world, -1, ids_elems(b, ids, nm) * b->elt, l, ids, nm))
+                return -1;
+        }
+        mark_layer(b, l, f0, g0);
+    }
+    return batches_everywhere(b);
+}
+
+static int cmp_rr(const void *x, const void *y, void *ctx)
+{
+    const dm_matrix *m = ctx;
+    const dm_matrix *a = &m[*(const int64_t *)x], *c = &m[*(const int64_t *)y];
+    int64_t ea = a->rows * a->cols, ec = c->rows * c->cols;
+    if (ea != ec) return ea > ec ? -1 : 1;
+    return (a->id > c->id) - (a->id < c->id);
+}
+
+/* modded-nanogpt: gradients all-reduced; Muon matrices sorted by size and cut into chunks of
+ * `nranks`; matrix j of a chunk is NS'd by rank j; one all-gather per chunk (padded to the
+ * chunk's largest matrix) before the next forward. */
+static int describe_rr(bctx *b, int64_t *ids)
+{
+    int64_t *idx = dm_malloc((size_t)(b->nmats ? b->nmats : 1) * sizeof *idx, b->err);
+    int n = 0;
+    if (!idx) return -1;
+    for (int64_t i = 0; i < b->nmats; i++)
+        if (b->mats[i].role == DM_ROLE_MUON) idx[n++] = i;
+    qsort_r(idx, (size_t)n, sizeof *idx, cmp_rr, b->mats);
+    size_t f0 = b->fetch.n;
+    for (int c = 0; c < n; c += b->nranks) {
+        int k = n - c < b->nranks ? n - c : b->nranks;
+        double biggest = 0;
+        for (int j = 0; j < k; j++) {
+            const dm_matrix *x = &b->mats[idx[c + j]];
+            ids[j] = x->id;
+            biggest = fmax(biggest, (double)(x->rows * x->cols));
+            if (add_batch(b, j, &idx[c + j], 1)) {
+                free(idx);
+                return -1;
+            }
+        }
+        if (add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->world, -1, biggest * b->elt * b->nranks, -1, ids, (size_t)k)) {
+            free(idx);
+            return -1;
+        }
+    }
+    free(idx);
+    for (int l = 0; l < b->nlayers; l++) {
+        size_t g0 = b->grad.n, nl = layer_ids(b, l, -1, ids);
+        if (nl && add_desc(b, &b->grad, DM_OP_ALLREDUCE, b->world, -1, ids_elems(b, ids, nl) * b->elt, l, ids, nl))
+            return -1;
+        /* every chunk all-gather belongs to layer 0's fetch: the forward waits for all of them */
+        mark_layer(b, l, l == 0 ? f0 : b->fetch.n, g0);
+    }
+    return 0;
+}
+
+/* Build the assignment problem over the Muon matrices and solve it with the chosen balance. */
+static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
+{
+    memset(pr, 0, sizeof *pr);
+    pr->n_shapes = b->n_shapes;
+    pr->max_batch = b->o->max_batch;
+    pr->cost = b->cost;
+    pr->nowners = b->nowners;
+    pr->threshold_elems = b->o->batch_threshold;
+    if (!(pr->shape_elems = dm_malloc((size_t)(b->n_shapes ? b->n_shapes : 1) * sizeof *pr->shape_elems, b->err)) ||
+        !(pr->items = dm_malloc((size_t)(b->nmats ? b->nmats : 1) * sizeof *pr->items, b->err)))
+        return -1;
+    for (int s = 0; s < b->n_shapes; s++) pr->shape_elems[s] = b->shapes[s][0] * b->shapes[s][1];
+    for (int64_t i = 0; i < b->nmats; i++)
+        if (b->mats[i].role == DM_ROLE_MUON) {
+            sched_item *it = &pr->items[pr->n_items++];
+            it->shape = shape_of(b, &b->mats[i]);
+            it->layer = b->mats[i].layer;
+            it->id = i; /* index into mats (== matrix id) */
+        }
+    double t0 = sched_wall_s();
+    int rc;
+    double bound = 0;
+    sched_report *rep = b->rep;
+    char status[64] = "";
+    if (b->o->balance == SCHED_BAL_MILP) {
+        rc = sched_assign_milp(pr, b->o->milp_time_s, b->o->verbose, a, status, sizeof status, &bound, b->err);
+    } else if (b->o->balance == SCHED_BAL_RR) {
+        rc = sched_assign_rr(pr, a, b->err);
+        snprintf(status, sizeof status, "round-robin");
+    } else {
+        rc = sched_assign_lpt(pr, a, b->err);
+        snprintf(status, sizeof status, "lpt");
+    }
+    if (rc) return -1;
+    if (rep) {
+        rep->solver_s = sched_wall_s() - t0;
+        snprintf(rep->solver_status, sizeof rep->solver_status, "%s", status);
+        rep->lower_bound_us = sched_lower_bound(pr);
+        if (b->o->balance == SCHED_BAL_MILP) {
+            sched_assign l;
+            if (sched_assign_lpt(pr, &l, b->err)) return -1;
+            rep->lpt_max_us = l.makespan_us;
+            sched_assign_free(&l);
+        } else if (b->o->balance == SCHED_BAL_LPT) {
+            rep->lpt_max_us = a->makespan_us;
+        }
+    }
+    return 0;
+}
+
+/* Collect each owner's matrices of layer l (ascending owner) and add one descriptor per owner
+ * for fetch (broadcast) and gradients (reduce), flat or hierarchical. */
+static int describe_dmuon(bctx *b, int64_t *ids)
+{
+    sched_assign a;
+    sched_problem pr;
+    int rc = -1;
+    int64_t *own = NULL;
+    memset(&a, 0, sizeof a);
+    if (assign_owners(b, &a, &pr)) goto done;
+    if (b->rep) b->rep->n_units = a.n_units ? a.n_units : pr.n_items;
+    /* batches: group items by batch id */
+    {
+        int64_t *idx = dm_malloc((size_t)(pr.n_items ? pr.n_items : 1) * sizeof *idx, b->err);
+        int *first = dm_malloc((size_t)(a.n_batches ? a.n_batches : 1) * sizeof *first, b->err);
+        int *next = dm_malloc((size_t)(pr.n_items ? pr.n_items : 1) * sizeof *next, b->err);
+        if (!idx || !first || !next) {
+            free(idx);
+            free(first);
+            free(next);
+            goto done;
+        }
+        for (int k = 0; k < a.n_batches; k++) first[k] = -1;
+        for (int i = pr.n_items - 1; i >= 0; i--) { /* linked lists keep item order */
+            next[i] = first[a.batch_of[i]];
+            first[a.batch_of[i]] = i;
+        }
+        int bad = 0;
+        for (int k = 0; k < a.n_batches && !bad; k++) {
+            int n = 0;
+            for (int i = first[k]; i >= 0; i = next[i]) idx[n++] = pr.items[i].id;
+            if (n && add_batch(b, a.owner[first[k]], idx, n)) bad = 1;
+        }
+        free(idx);
+        free(first);
+        free(next);
+        if (bad) goto done;
+    }
+    /* owner per matrix index */
+    if (!(own = dm_malloc((size_t)(b->nmats ? b->nmats : 1) * sizeof *own, b->err))) goto done;
+    for (int64_t i = 0; i < b->nmats; i++) own[i] = -1;
+    for (int i = 0; i < pr.n_items; i++) own[pr.items[i].id] = a.owner[i];
+    for (int l = 0; l < b->nlayers; l++) {
+        size_t f0 = b->fetch.n, g0 = b->grad.n;
+        for (int o = 0; o < b->nowners; o++) {
+            size_t n = 0;
+            for (int64_t i = b->lay_first[l]; i < b->lay_first[l] + b->lay_n[l]; i++)
+                if (own[i] == o) ids[n++] = b->mats[i].id;
+            if (!n) continue;
+            double bytes = ids_elems(b, ids, n) * b->elt;
+            if (!b->o->hierarchical) {
+                if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->world, o, bytes, l, ids, n) ||
+                    add_desc(b, &b->grad, DM_OP_REDUCE, b->world, o, bytes, l, ids, n))
+                    goto done;
+                continue;
+            }
+            for (int nd = 0; nd < b->nnodes; nd++)
+                if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->node_group[nd], nd * b->gpn + o, bytes, l, ids, n) ||
+                    add_desc(b, &b->grad, DM_OP_REDUCE, b->node_group[nd], nd * b->gpn + o, bytes, l, ids, n))
+                    goto done;
+            if (b->nnodes > 1 && add_desc(b, &b->grad, DM_OP_ALLREDUCE, b->cross_group[o], -1, bytes, l, ids, n))
+                goto done;
+        }
+        if (adamw_part(b, l, ids)) goto done;
+        mark_layer(b, l, f0, g0);
+    }
+    if (b->rep) {
+        sched_report *r = b->rep;
+        r->nowners = b->nowners;
+        r->ns_load_us = dm_calloc((size_t)b->nowners, sizeof *r->ns_load_us, b->err);
+        r->ns_ops = dm_calloc((size_t)b->nowners, sizeof *r->ns_ops, b->err);
+        if (!r->ns_load_us || !r->ns_ops) goto done;
+        for (size_t k = 0; k < b->batches.n; k++) {
+            const ns_batch *nb = &AT(b->batches, ns_batch, k);
+            r->ns_load_us[nb->owner] += nb->us;
+            r->ns_ops[nb->owner]++;
+        }
+    }
+    rc = 0;
+done:
+    free(own);
+    free(pr.items);
+    free(pr.shape_elems);
+    sched_assign_free(&a);
+    return rc;
+}
+
+/* ---- emission ------------------------------------------------------------------------------ */
+
+/* Add descriptor d to every member of its group; deps per rank: dep[r] (-1 none). Records the
+ * first and last op id per rank into lo/hi[r * nlayers + layer_slot]. */
+static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, const int *dep, int *lo, int *hi, int slot)
+{
+    const dm_group *g = &b->p->groups[d->group];
+    dm_op op = dm_op_init(d->kind, st);
+    op.coll = dm_program_new_coll(b->p);
+    op.group = d->group;
+    op.root = d->root;
+    op.bytes = d->bytes;
+    op.layer = d->layer;
+    op.dtype = b->o->dtype;
+    const int64_t *params = (const int64_t *)b->pool.data + d->p_first;
+    for (int i = 0; i < g->n; i++) {
+        int r = g->ranks[i];
+        int dd = dep ? dep[r] : -1;
+        int id = dm_program_add_op(b->p, r, &op, &dd, dd >= 0 ? 1 : 0, params, (int)d->p_n, b->err);
+        if (id < 0) return -1;
+        size_t k = (size_t)r * b->nlayers + slot;
+        if (lo[k] < 0) lo[k] = id;
+        hi[k] = id;
+    }
+    return 0;
+}
+
+static int emit_fetch(bctx *b, int l, const int *dep, int back)
+{
+    for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++)
+        if (emit_desc(b, &AT(b->fetch, coll_desc, k), DM_STREAM_COMM_HI, dep, back ? b->bfetch_lo : b->fetch_lo,
+                      back ? b->bfetch_hi : b->fetch_hi, l))
+            return -1;
+    return 0;
+}
+
+static int emit_grad(bctx *b, int l, const int *dep)
+{
+    for (size_t k = b->grad_first[l]; k < b->grad_first[l] + b->grad_n[l]; k++)
+        if (emit_desc(b, &AT(b->grad, coll_desc, k), DM_STREAM_COMM_LO, dep, b->grad_lo, b->grad_hi, l)) return -1;
+    return 0;
+}
+
+/* deps on every op of [lo, hi] of (rank, layer) */
+static int range_deps(const int *lo, const int *hi, size_t k, int *deps, int n)
+{
+    if (lo[k] < 0) return n;
+    for (int id = lo[k]; id <= hi[k]; id++) deps[n++] = id;
+    return n;
+}
+
+static int emit_compute(bctx *b, int r, dm_op_kind kind, int l, const int *deps, int nd, int *out_id)
+{
+    dm_op op = dm_op_init(kind, DM_STREAM_COMPUTE);
+    double mult = kind == DM_OP_BACKWARD ? 2 : 1;
+    op.layer = l;
+    op.flops = mult * 2.0 * (double)b->o->tokens * b->lay_params[l];
+    op.bytes = mult * b->lay_params[l] * b->elt;
+    op.dtype = b->o->dtype;
+    int64_t stackbuf[64], *params = stackbuf;
+    size_t n = (size_t)b->lay_n[l];
+    if (n > 64 && !(params = dm_malloc(n * sizeof *params, b->err))) return -1;
+    layer_ids(b, l, -1, params);
+    int id = dm_program_add_op(b->p, r, &op, deps, nd, params, (int)n, b->err);
+    if (params != stackbuf) free(params);
+    if (id < 0) return -1;
+    *out_id = id;
+    return 0;
+}
+
+static int *dep_of(bctx *b, const int *ids, int l, int *tmp)
+{
+    for (int r = 0; r < b->nranks; r++) tmp[r] = l >= 0 && l < b->nlayers ? ids[(size_t)r * b->nlayers + l] : -1;
+    return tmp;
+}
+
+/* One optimizer op for the ordering on the compute stream. */
+typedef struct opt_item {
+    int ready_layer;
+    int is_adamw;
+    size_t index; /* batch index or layer */
+} opt_item;
+
+static int cmp_opt(const void *x, const void *y)
+{
+    const opt_item *a = x, *c = y;
+    if (a->ready_layer != c->ready_layer) return a->ready_layer > c->ready_layer ? -1 : 1;
+    if (a->is_adamw != c->is_adamw) return a->is_adamw ? -1 : 1;
+    return (a->index > c->index) - (a->index < c->index);
+}
+
+static int owner_of_rank(const bctx *b, int r) { return b->nowners < b->nranks ? r % b->nowners : r; }
+
+static int emit_program(bctx *b)
+{
+    int L = b->nlayers, R = b->nranks, k = b->o->prefetch_depth;
+    int *tmp = dm_malloc((size_t)R * sizeof *tmp, b->err);
+    int *deps = dm_malloc((size_t)(4 * L + 2 * b->o->max_batch + 64 + (int)b->fetch.n + (int)b->grad.n) * sizeof *deps, b->err);
+    opt_item *items = NULL;
+    int64_t *params = NULL;
+    int rc = -1;
+    if (!tmp || !deps) goto done;
+    int none = b->o->overlap == SCHED_OVERLAP_NONE;
+    /* 1. fetch + forward */
+    if (none) {
+        for (int l = 0; l < L; l++)
+            if (emit_fetch(b, l, NULL, 0)) goto done;
+    } else {
+        for (int l = 0; l <= k && l < L; l++)
+            if (emit_fetch(b, l, NULL, 0)) goto done;
+    }
+    for (int l = 0; l < L; l++) {
+        for (int r = 0; r < R; r++) {
+            int nd = 0;
+            if (none && l == 0)
+                for (int j = 0; j < L; j++) nd = range_deps(b->fetch_lo, b->fetch_hi, (size_t)r * L + j, deps, nd);
+            else if (!none)
+                nd = range_deps(b->fetch_lo, b->fetch_hi, (size_t)r * L + l, deps, nd);
+            if (emit_compute(b, r, DM_OP_FORWARD, l, deps, nd, &b->fwd_id[(size_t)r * L + l])) goto done;
+        }
+        if (!none && l + k + 1 < L && emit_fetch(b, l + k + 1, dep_of(b, b->fwd_id, l, tmp), 0)) goto done;
+    }
+    /* 2. backward (+ Z3 re-fetch, + interleaved gradients) */
+    if (b->z3) {
+        int first = none ? 0 : (L - 1 - k > 0 ? L - 1 - k : 0);
+        for (int l = L - 1; l >= first; l--)
+            if (emit_fetch(b, l, dep_of(b, b->fwd_id, L - 1, tmp), 1)) goto done;
+    }
+    for (int l = L - 1; l >= 0; l--) {
+        for (int r = 0; r < R; r++) {
+            int nd = 0;
+            if (b->z3 && none && l == L - 1)
+                for (int j = 0; j < L; j++) nd = range_deps(b->bfetch_lo, b->bfetch_hi, (size_t)r * L + j, deps, nd);
+            else if (b->z3 && !none)
+                nd = range_deps(b->bfetch_lo, b->bfetch_hi, (size_t)r * L + l, deps, nd);
+            if (emit_compute(b, r, DM_OP_BACKWARD, l, deps, nd, &b->bwd_id[(size_t)r * L + l])) goto done;
+        }
+        if (b->z3 && !none && l - k - 1 >= 0 && emit_fetch(b, l - k - 1, dep_of(b, b->bwd_id, l, tmp), 1)) goto done;
+        if (b->o->overlap == SCHED_OVERLAP_INTERLEAVE && emit_grad(b, l, dep_of(b, b->bwd_id, l, tmp))) goto done;
+    }
+    if (b->o->overlap != SCHED_OVERLAP_INTERLEAVE)
+        for (int l = L - 1; l >= 0; l--)
+            if (emit_grad(b, l, dep_of(b, b->bwd_id, 0, tmp))) goto done;
+    /* 3. optimizer: NS batches + Muon updates on owners, AdamW, in gradient-arrival order */
+    size_t nitems_max = b->batches.n + (size_t)L;
+    if (!(items = dm_malloc(nitems_max * sizeof *items, b->err))) goto done;
+    size_t maxb = (size_t)b->o->max_batch > 64 ? (size_t)b->o->max_batch : 64;
+    for (int l = 0; l < L; l++)
+        if ((size_t)b->lay_n[l] > maxb) maxb = (size_t)b->lay_n[l];
+    if (!(params = dm_malloc(maxb * sizeof *params, b->err))) goto done;
+    for (int r = 0; r < R; r++) {
+        size_t ni = 0;
+        for (size_t i = 0; i < b->batches.n; i++) {
+            const ns_batch *nb = &AT(b->batches, ns_batch, i);
+            if (nb->owner >= 0 && nb->owner != owner_of_rank(b, r)) continue;
+            items[ni++] = (opt_item){nb->min_layer, 0, i};
+        }
+        for (int l = 0; l < L; l++)
+            if (b->lay_adamw[l] > 0 || (b->o->strategy == SCHED_ADAMW && b->lay_params[l] > 0))
+                items[ni++] = (opt_item){l, 1, (size_t)l};
+        qsort(items, ni, sizeof *items, cmp_opt);
+        for (size_t i = 0; i < ni; i++) {
+            int nd = 0;
+            if (items[i].is_adamw) {
+                int l = (int)items[i].index;
+                size_t n = b->o->strategy == SCHED_ADAMW ? layer_ids(b, l, -1, params) : layer_ids(b, l, DM_ROLE_ADAMW, params);
+                double elems = b->o->strategy == SCHED_ADAMW ? b->lay_params[l] : b->lay_adamw[l];
+                if (b->adamw_sharded) elems = ceil(elems / R);
+                size_t gk = (size_t)r * L + l;
+                if (b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
+                dm_op op = dm_op_init(DM_OP_ADAMW, DM_STREAM_COMPUTE);
+                op.layer = l;
+                op.bytes = elems * dm_elementwise_bytes_per_param("adamw");
+                op.dtype = DM_DT_FP32;
+                if (dm_program_add_op(b->p, r, &op, deps, nd, params, (int)n, b->err) < 0) goto done;
+                continue;
+            }
+            const ns_batch *nb = &AT(b->batches, ns_batch, items[i].index);
+            const int64_t *mi = (const int64_t *)b->batch_mats.data + nb->m_first;
+            int lo_l = L, hi_l = -1;
+            for (int j = 0; j < nb->size; j++) {
+                params[j] = b->mats[mi[j]].id;
+                int l = b->mats[mi[j]].layer;
+                if (l < lo_l) lo_l = l;
+                if (l > hi_l) hi_l = l;
+            }
+            for (int l = lo_l; l <= hi_l; l++) { /* the last gradient op of each layer involved */
+                int used = 0;
+                for (int j = 0; j < nb->size && !used; j++) used = b->mats[mi[j]].layer == l;
+                size_t gk = (size_t)r * L + l;
+                if (used && b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
+            }
+            dm_op op = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+            op.layer = nb->min_layer == hi_l ? hi_l : -1;
+            op.m = b->shapes[nb->shape][0];
+            op.n = b->shapes[nb->shape][1];
+            op.batch = nb->size;
+            op.algo = nb->algo;
+            op.flops = nb->size * dm_ns_flops(op.m, op.n, nb->algo);
+            op.bytes = nb->size * dm_ns_bytes(op.m, op.n, nb->algo);
+            op.dtype = b->o->dtype;
+            int ns_id = dm_program_add_op(b->p, r, &op, deps, nd, params, nb->size, b->err);
+            if (ns_id < 0) goto done;
+            dm_op up = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE);
+            up.layer = op.layer;
+            double elems = (double)nb->elems;
+            if (b->muon_update_shard) elems = ceil(elems / R);
+            up.bytes = elems * dm_elementwise_bytes_per_param("muon_update");
+            up.dtype = DM_DT_FP32;
+            if (dm_program_add_op(b->p, r, &up, &ns_id, 1, params, nb->size, b->err) < 0) goto done;
+        }
+    }
+    rc = 0;
+done:
+    free(tmp);
+    free(deps);
+    free(items);
+    free(params);
+    return rc;
+}
+
+/* ---- entry --------------------------------------------------------------------------------- */
+
+void sched_report_free(sched_report *r)
+{
+    if (!r) return;
+    free(r->ns_load_us);
+    free(r->ns_ops);
+    r->ns_load_us = NULL;
+    r->ns_ops = NULL;
+}
+
+static int report_everywhere(bctx *b)
+{
+    sched_report *r = b->rep;
+    r->nowners = b->nranks;
+    if (!(r->ns_load_us = dm_calloc((size_t)b->nranks, sizeof *r->ns_load_us, b->err)) ||
+        !(r->ns_ops = dm_calloc((size_t)b->nranks, sizeof *r->ns_ops, b->err)))
+        return -1;
+    for (size_t k = 0; k < b->batches.n; k++) {
+        const ns_batch *nb = &AT(b->batches, ns_batch, k);
+        for (int o = 0; o < b->nranks; o++)
+            if (nb->owner < 0 || nb->owner == o) {
+                r->ns_load_us[o] += nb->us;
+                r->ns_ops[o]++;
+            }
+    }
+    return 0;
+}
+
+int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
+                const sched_opts *opts, dm_program **out, sched_report *rep, dm_err *err)
+{
+    double t0 = sched_wall_s();
+    bctx b;
+    int64_t *ids = NULL;
+    int rc = -1;
+    memset(&b, 0, sizeof b);
+    b.fetch = (vec)VEC(coll_desc);
+    b.grad = (vec)VEC(coll_desc);
+    b.pool = (vec)VEC(int64_t);
+    b.batches = (vec)VEC(ns_batch);
+    b.batch_mats = (vec)VEC(int64_t);
+    *out = NULL;
+    if (rep) memset(rep, 0, sizeof *rep);
+    if (nranks < 1) return dm_err_set(err, "sched: expected at least one rank, got %d", nranks);
+    if (opts->max_batch < 1 || opts->prefetch_depth < 1 || opts->tokens < 1)
+        return dm_err_set(err, "sched: max_batch, prefetch depth and tokens must be positive");
+    b.model = model;
+    b.cl = cluster;
+    b.costs = costs;
+    b.o = opts;
+    b.rep = rep;
+    b.err = err;
+    b.nranks = nranks;
+    b.gpn = opts->gpus_per_node > 0 ? opts->gpus_per_node : cluster->gpus_per_node;
+    if (b.gpn > nranks) b.gpn = nranks;
+    if (b.gpn < 1) b.gpn = 1;
+    b.nnodes = (nranks + b.gpn - 1) / b.gpn;
+    if (opts->hierarchical && nranks % b.gpn)
+        return dm_err_set(err, "sched: --hierarchical needs whole nodes: %d ranks is not a multiple of %d GPUs per node",
+                          nranks, b.gpn);
+    b.nowners = opts->strategy == SCHED_DMUON && opts->hierarchical ? b.gpn : nranks;
+    b.elt = opts->dtype == DM_DT_FP32 ? 4 : 2;
+    b.z3 = opts->zero == 3 && opts->strategy != SCHED_MUON_DDP && opts->strategy != SCHED_MUON_RR;
+    b.adamw_sharded = opts->strategy == SCHED_ADAMW || opts->strategy == SCHED_MUON_FSDP || opts->strategy == SCHED_DMUON;
+    b.muon_update_shard = opts->strategy == SCHED_MUON_FSDP;
+    char desc[512];
+    sched_opts_describe(opts, desc, sizeof desc);
+    if (!(b.p = dm_program_new(nranks, b.gpn, model->name, sched_strategy_name(opts->strategy), cluster->name, desc,
+                               opts->tokens, err)))
+        return -1;
+    if (setup(&b)) goto done;
+    if (!(ids = dm_malloc((size_t)(b.nmats ? b.nmats : 1) * sizeof *ids, err))) goto done;
+    int drc = 0;
+    switch (opts->strategy) {
+    case SCHED_ADAMW: drc = describe_adamw(&b, ids); break;
+    case SCHED_MUON_DDP: drc = describe_ddp(&b, ids); break;
+    case SCHED_MUON_FSDP: drc = describe_fsdp(&b, ids); break;
+    case SCHED_MUON_RR: drc = describe_rr(&b, ids); break;
+    case SCHED_DMUON: drc = describe_dmuon(&b, ids); break;
+    }
+    if (drc) goto done;
+    if (rep && opts->strategy != SCHED_DMUON) {
+        if (report_everywhere(&b)) goto done;
+        snprintf(rep->solver_status, sizeof rep->solver_status, "%s",
+                 opts->strategy == SCHED_MUON_RR ? "round-robin (modded-nanogpt chunks)" :
+                 opts->strategy == SCHED_ADAMW ? "no NS" : "replicated (every rank)");
+        rep->n_units = (int)b.batches.n;
+    }
+    if (emit_program(&b)) goto done;
+    if (rep) {
+        rep->n_muon = 0;
+        for (int64_t i = 0; i < b.nmats; i++) rep->n_muon += b.mats[i].role == DM_ROLE_MUON;
+        double sum = 0, mx = 0, largest = 0;
+        for (int o = 0; o < rep->nowners; o++) {
+            sum += rep->ns_load_us[o];
+            mx = fmax(mx, rep->ns_load_us[o]);
+        }
+        for (size_t k = 0; k < b.batches.n; k++) largest = fmax(largest, AT(b.batches, ns_batch, k).us);
+        rep->max_us = mx;
+        rep->mean_us = rep->nowners ? sum / rep->nowners : 0;
+        rep->imbalance = rep->mean_us > 0 ? mx / rep->mean_us - 1 : 0;
+        if (opts->strategy != SCHED_DMUON) rep->lower_bound_us = rep->nowners ? fmax(sum / rep->nowners, largest) : 0;
+        rep->gap = rep->lower_bound_us > 0 ? mx / rep->lower_bound_us - 1 : 0;
+        snprintf(rep->costs, sizeof rep->costs, "%s", dm_costs_describe(costs));
+    }
+    rc = 0;
+done:
+    free(ids);
+    free_ctx(&b);
+    if (rc) {
+        dm_program_free(b.p);
+        if (rep) sched_report_free(rep);
+    } else {
+        *out = b.p;
+        if (rep) rep->plan_s = sched_wall_s() - t0;
+    }
+    return rc;
+}

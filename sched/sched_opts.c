@@ -1,0 +1,191 @@
+/* sched_opts.c: scheduler options: defaults, parsing from strings (shared by dmuon plan, sim
+ * and run through the getopt fragment in sched.h), and the one-line summary. */
+#include "sched.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+void sched_opts_default(sched_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->strategy = SCHED_DMUON;
+    o->balance = SCHED_BAL_LPT;
+    o->overlap = SCHED_OVERLAP_INTERLEAVE;
+    o->prefetch_depth = 1;
+    o->zero = 2;
+    o->hierarchical = 0;
+    o->gpus_per_node = 0;
+    o->batch_threshold = 5 * 1024 * 1024;
+    o->max_batch = 32;
+    o->milp_time_s = 2.0;
+    o->tokens = 4096;
+    o->ns_algo = -1;
+    o->dtype = DM_DT_BF16;
+}
+
+static const char *strategy_names[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
+static const char *balance_names[] = {"round-robin", "lpt", "milp"};
+static const char *overlap_names[] = {"none", "prefetch", "interleave"};
+
+const char *sched_strategy_name(sched_strategy s) { return (unsigned)s <= SCHED_DMUON ? strategy_names[s] : "?"; }
+const char *sched_balance_name(sched_balance b) { return (unsigned)b <= SCHED_BAL_MILP ? balance_names[b] : "?"; }
+const char *sched_overlap_name(sched_overlap v) { return (unsigned)v <= SCHED_OVERLAP_INTERLEAVE ? overlap_names[v] : "?"; }
+
+static int pick(const char *val, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcasecmp(val, names[i])) return i;
+    return -1;
+}
+
+/* Integer with an optional K/M/G suffix (powers of 1024, as opts.h sizes). */
+static int parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s) return -1;
+    if (*end == 'k' || *end == 'K') v *= 1024, end++;
+    else if (*end == 'm' || *end == 'M') v *= 1024.0 * 1024, end++;
+    else if (*end == 'g' || *end == 'G') v *= 1024.0 * 1024 * 1024, end++;
+    if (*end || !isfinite(v) || v != floor(v) || v < (double)lo || v > (double)hi) return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err)
+{
+    int64_t v;
+    int i;
+    if (!strcmp(key, "strategy")) {
+        if ((i = pick(val, strategy_names, 5)) < 0)
+            return dm_err_set(err, "--strategy: expected adamw, muon-ddp, muon-fsdp, muon-rr or dmuon, found '%s'", val);
+        o->strategy = (sched_strategy)i;
+    } else if (!strcmp(key, "balance")) {
+        if (!strcasecmp(val, "rr")) val = "round-robin";
+        if ((i = pick(val, balance_names, 3)) < 0)
+            return dm_err_set(err, "--balance: expected lpt, milp or round-robin, found '%s'", val);
+        o->balance = (sched_balance)i;
+    } else if (!strcmp(key, "overlap")) {
+        const char *colon = strchr(val, ':');
+        char head[32];
+        size_t hl = colon ? (size_t)(colon - val) : strlen(val);
+        if (hl >= sizeof head) hl = sizeof head - 1;
+        memcpy(head, val, hl);
+        head[hl] = 0;
+        if ((i = pick(head, overlap_names, 3)) < 0 || (colon && i != SCHED_OVERLAP_PREFETCH))
+            return dm_err_set(err, "--overlap: expected none, prefetch, prefetch:K or interleave, found '%s'", val);
+        if (colon) {
+            if (parse_count(colon + 1, 1, 1024, &v))
+                return dm_err_set(err, "--overlap: expected prefetch:K with K in [1, 1024], found '%s'", val);
+            o->prefetch_depth = (int)v;
+        }
+        o->overlap = (sched_overlap)i;
+    } else if (!strcmp(key, "prefetch") || !strcmp(key, "prefetch-depth")) {
+        if (parse_count(val, 1, 1024, &v)) return dm_err_set(err, "--prefetch: expected an integer in [1, 1024], found '%s'", val);
+        o->prefetch_depth = (int)v;
+    } else if (!strcmp(key, "zero")) {
+        if (strcmp(val, "2") && strcmp(val, "3")) return dm_err_set(err, "--zero: expected 2 or 3, found '%s'", val);
+        o->zero = val[0] - '0';
+    } else if (!strcmp(key, "hierarchical")) {
+        if (!strcmp(val, "1") || !strcasecmp(val, "yes") || !strcasecmp(val, "on")) o->hierarchical = 1;
+        else if (!strcmp(val, "0") || !strcasecmp(val, "no") || !strcasecmp(val, "off")) o->hierarchical = 0;
+        else return dm_err_set(err, "--hierarchical: expected yes or no, found '%s'", val);
+    } else if (!strcmp(key, "gpus-per-node")) {
+        if (parse_count(val, 1, 1 << 16, &v)) return dm_err_set(err, "--gpus-per-node: expected an integer in [1, 65536], found '%s'", val);
+        o->gpus_per_node = (int)v;
+    } else if (!strcmp(key, "batch-threshold")) {
+        if (parse_count(val, 0, INT64_C(1) << 40, &v))
+            return dm_err_set(err, "--batch-threshold: expected elements (suffixes K, M, G), found '%s'", val);
+        o->batch_threshold = v;
+    } else if (!strcmp(key, "max-batch")) {
+        if (parse_count(val, 1, 1024, &v)) return dm_err_set(err, "--max-batch: expected an integer in [1, 1024], found '%s'", val);
+        o->max_batch = (int)v;
+    } else if (!strcmp(key, "milp-time")) {
+        char *end;
+        errno = 0;
+        double d = strtod(val, &end);
+        if (errno || end == val || *end || !(d > 0) || d > 3600)
+            return dm_err_set(err, "--milp-time: expected seconds in (0, 3600], found '%s'", val);
+        o->milp_time_s = d;
+    } else if (!strcmp(key, "tokens")) {
+        if (parse_count(val, 1, INT64_C(1) << 40, &v)) return dm_err_set(err, "--tokens: expected a positive integer, found '%s'", val);
+        o->tokens = v;
+    } else if (!strcmp(key, "ns-algo")) {
+        if (!strcasecmp(val, "auto")) o->ns_algo = -1;
+        else if (!strcasecmp(val, "direct")) o->ns_algo = DM_NS_DIRECT;
+        else if (!strcasecmp(val, "gram")) o->ns_algo = DM_NS_GRAM;
+        else return dm_err_set(err, "--ns-algo: expected auto, direct or gram, found '%s'", val);
+    } else if (!strcmp(key, "dtype")) {
+        if (!strcasecmp(val, "bf16")) o->dtype = DM_DT_BF16;
+        else if (!strcasecmp(val, "fp16")) o->dtype = DM_DT_FP16;
+        else if (!strcasecmp(val, "fp32")) o->dtype = DM_DT_FP32;
+        else return dm_err_set(err, "--dtype: expected bf16, fp16 or fp32, found '%s'", val);
+    } else {
+        return dm_err_set(err, "--%s: not a scheduler option", key);
+    }
+    return 0;
+}
+
+static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
+                                    "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
+                                    "ns-algo", "dtype"};
+#define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
+
+int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
+{
+    if (c < SCHED_OPT_BASE || c >= SCHED_OPT_BASE + N_GETOPT) return 0;
+    const char *key = getopt_keys[c - SCHED_OPT_BASE];
+    dm_err err;
+    if (sched_opts_parse(o, key, optarg_ ? optarg_ : "yes", &err)) {
+        fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
+        return -1;
+    }
+    return 1;
+}
+
+void sched_getopt_help(FILE *f)
+{
+    sched_opts d;
+    sched_opts_default(&d);
+    fprintf(f,
+            "Plan options:\n"
+            "  --strategy S          adamw, muon-ddp, muon-fsdp, muon-rr, dmuon (default %s)\n"
+            "  --balance B           owner assignment: lpt, milp, round-robin (default %s)\n"
+            "  --overlap V           none, prefetch[:K], interleave (default %s; cumulative)\n"
+            "  --prefetch K          layers fetched ahead of the forward (default %d)\n"
+            "  --zero Z              2 keep full weights after forward, 3 free and re-fetch (default %d)\n"
+            "  --hierarchical        owners inside each node, gradients all-reduced across nodes\n"
+            "  --gpus-per-node G     override the cluster's GPUs per node\n"
+            "  --batch-threshold E   pack/batch Muon matrices under E elements (default 5M = %lld)\n"
+            "  --max-batch B         largest NS batch (default %d)\n"
+            "  --milp-time S         MILP time limit in seconds (default %g)\n"
+            "  --tokens T            tokens per rank per step (default %lld)\n"
+            "  --ns-algo A           auto (cheaper per shape from the cost table), direct, gram (default auto)\n"
+            "  --dtype D             weights, gradients and collectives: bf16, fp16, fp32 (default bf16)\n",
+            sched_strategy_name(d.strategy), sched_balance_name(d.balance), sched_overlap_name(d.overlap),
+            d.prefetch_depth, d.zero, (long long)d.batch_threshold, d.max_batch, d.milp_time_s,
+            (long long)d.tokens);
+}
+
+char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
+{
+    snprintf(buf, size, "strategy=%s balance=%s overlap=%s prefetch=%d zero=%d hierarchical=%s "
+             "batch-threshold=%lld max-batch=%d tokens=%lld ns-algo=%s dtype=%s",
+             sched_strategy_name(o->strategy), sched_balance_name(o->balance), sched_overlap_name(o->overlap),
+             o->prefetch_depth, o->zero, o->hierarchical ? "yes" : "no", (long long)o->batch_threshold,
+             o->max_batch, (long long)o->tokens, o->ns_algo < 0 ? "auto" : dm_ns_algo_name((dm_ns_algo)o->ns_algo),
+             dm_dtype_name(o->dtype));
+    return buf;
+}
+
+double sched_wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
