@@ -1,1 +1,11 @@
-# real/local.mk: sources, tests and data of real/ (included by Makefile.am).
+# real/local.mk: the real executor (MPI; CPU backend always, GPU backend with CUDA and NCCL),
+# the `dmuon run` command and its tests. Everything here needs MPI.
+if HAVE_MPI
+libdmuon_a_SOURCES += real/real.h real/real_work.c real/real_work.h real/real_cpu.c
+dmuon_SOURCES += cli/cmd_run.c
+check_PROGRAMS += tests/test_real_cpu
+tests_test_real_cpu_SOURCES = tests/test_real_cpu.c tests/tap.h
+tests_test_real_cpu_LDADD = $(DM_LDADD)
+TESTS += tests/real_cpu.sh
+endif
+EXTRA_DIST += tests/real_cpu.sh

@@ -1,0 +1,359 @@
+/* cmd_run.c: `dmuon run`: run the step program for real under MPI. Rank 0 builds the plan with
+ * the scheduler (the same plan options as `dmuon plan` and `dmuon sim`) or reads --program,
+ * sends its JSON to every rank, and every rank checks the program hash against rank 0's before
+ * the first collective. Then K steps of the proxy workload (real.h) on the CPU backend or the
+ * GPU backend, with a per-step table on stdout (rank 0) and optionally a CSV. */
+#include "config.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "commands.h"
+#include "costs.h"
+#include "model.h"
+#include "ns_ref.h"
+#include "opts.h"
+#include "outfile.h"
+#include "program.h"
+#include "real.h"
+#include "sched.h"
+
+static int g_rank;
+
+/* Rank-0 printing goes through here (STYLE habit 9). */
+static void say(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(FILE *f, const char *fmt, ...)
+{
+    if (g_rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+}
+
+static void usage(FILE *f)
+{
+    say(f,
+        "Usage: mpirun -np N dmuon run --model M [OPTIONS]\n"
+        "Run the step program for real: rank 0 plans, every rank checks the program hash, then\n"
+        "K steps of the proxy workload (per weight: forward GEMM, least-squares loss, backward\n"
+        "GEMMs; Muon on owners, AdamW for the rest). One rank runs without mpirun too.\n\n"
+        "  --model M          model name or file (required)\n"
+        "  --cluster C        cluster preset or file for the plan (default h200)\n"
+        "  --costs FILE       kernel cost table for the plan (default: the committed tables)\n"
+        "  --program FILE     run this saved program instead of planning\n"
+        "  --backend B        cpu (MPI + reference kernels) or gpu (NCCL + CUDA) (default %s)\n"
+        "  --steps K          steps to run (default 3)\n"
+        "  --seed S           data and initial weights (default 1)\n"
+        "  --grad-chunks C    sum each weight gradient over C token chunks in order (default 1)\n"
+        "  --lr-muon X        Muon learning rate (default 0.02)\n"
+        "  --lr-adamw X       AdamW learning rate (default 0.001)\n"
+        "  --ns-coeffs SPEC   jordan, polar-express[:S] or 'a,b,c;...' (default jordan)\n"
+        "  --timeout S        give up on a collective after S seconds, on every rank (default 300)\n"
+        "  --csv FILE         per-step table as CSV\n"
+        "  --trace FILE       per-op trace (dmuon-trace-1; .csv for CSV, else Chrome JSON)\n"
+        "  --inject-nan STEP:RANK:PARAM  write a NaN into a local gradient (fault test)\n"
+        "  -h, --help         this help\n\nPlan options (as for dmuon plan):\n",
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+        "gpu"
+#else
+        "cpu"
+#endif
+    );
+    if (g_rank == 0) sched_getopt_help(f);
+}
+
+enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O_CHUNKS, O_LRM, O_LRA,
+       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT };
+
+/* Rank 0's program to every rank, as JSON (each rank reads it back from a private file). */
+static int share_program(dm_program **p, dm_err *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    long long n = 0;
+    int rc = 0;
+    if (g_rank == 0) {
+        FILE *f = open_memstream(&buf, &len);
+        if (!f) return dm_err_set(err, "open_memstream failed");
+        rc = dm_program_write_json(*p, f, err);
+        fclose(f);
+        n = rc == 0 ? (long long)len : -1;
+    }
+    MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    if (n < 0) {
+        free(buf);
+        return g_rank == 0 ? -1 : dm_err_set(err, "rank 0 could not write its program");
+    }
+    if (g_rank != 0 && !(buf = dm_malloc((size_t)n + 1, err))) return -1; /* caller aborts */
+    MPI_Bcast(buf, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (g_rank != 0) {
+        char path[] = "/tmp/dmuon-program-XXXXXX";
+        int fd = mkstemp(path);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (!f || fwrite(buf, 1, (size_t)n, f) != (size_t)n || fclose(f) != 0) {
+            free(buf);
+            if (fd >= 0) unlink(path);
+            return dm_err_set(err, "rank %d: cannot write %s", g_rank, path);
+        }
+        rc = dm_program_load(path, p, err);
+        unlink(path);
+    }
+    free(buf);
+    return rc;
+}
+
+typedef struct {
+    double v[9]; /* loss step fwd bwd opt ns exposed window skipped */
+} rank_row;
+
+int cmd_run(int argc, char **argv)
+{
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) MPI_Init(&argc, &argv);
+    int nranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+
+    const char *model_name = NULL, *cluster_name = "h200", *costs_path = NULL, *program_path = NULL;
+    const char *csv_path = NULL, *trace_path = NULL, *coeff_spec = "jordan";
+    long steps = 3;
+    real_opts ro;
+    real_opts_default(&ro);
+    ro.muon.lr = 0.02;
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+    ro.backend = REAL_BACKEND_GPU;
+#endif
+    sched_opts so;
+    sched_opts_default(&so);
+    static const struct option longopts[] = {
+        {"model", required_argument, NULL, O_MODEL},     {"cluster", required_argument, NULL, O_CLUSTER},
+        {"costs", required_argument, NULL, O_COSTS},     {"program", required_argument, NULL, O_PROGRAM},
+        {"backend", required_argument, NULL, O_BACKEND}, {"steps", required_argument, NULL, O_STEPS},
+        {"seed", required_argument, NULL, O_SEED},       {"grad-chunks", required_argument, NULL, O_CHUNKS},
+        {"lr-muon", required_argument, NULL, O_LRM},     {"lr-adamw", required_argument, NULL, O_LRA},
+        {"ns-coeffs", required_argument, NULL, O_COEFFS}, {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"csv", required_argument, NULL, O_CSV},         {"trace", required_argument, NULL, O_TRACE},
+        {"inject-nan", required_argument, NULL, O_INJECT}, {"help", no_argument, NULL, 'h'},
+        SCHED_GETOPT_LONG,                               {NULL, 0, NULL, 0}};
+    int c, bad = 0;
+    long lv;
+    double dv;
+    opterr = g_rank == 0;
+    optind = 1;
+    while (!bad && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int h = sched_getopt_handle(&so, "run", c, optarg);
+        if (h == 1) continue;
+        if (h < 0) {
+            bad = 2;
+            break;
+        }
+        switch (c) {
+        case 'h': usage(stdout); MPI_Finalize(); return 0;
+        case O_MODEL: model_name = optarg; break;
+        case O_CLUSTER: cluster_name = optarg; break;
+        case O_COSTS: costs_path = optarg; break;
+        case O_PROGRAM: program_path = optarg; break;
+        case O_BACKEND:
+            if (!strcmp(optarg, "cpu")) ro.backend = REAL_BACKEND_CPU;
+            else if (!strcmp(optarg, "gpu")) ro.backend = REAL_BACKEND_GPU;
+            else {
+                if (g_rank == 0) opt_usage_error("run", "--backend: expected cpu or gpu, got '%s'", optarg);
+                bad = 2;
+            }
+            break;
+        case O_STEPS: bad = opt_parse_long("run", "--steps", optarg, 0, 1000000, &steps) ? 2 : 0; break;
+        case O_SEED:
+            bad = opt_parse_long("run", "--seed", optarg, 0, 0x7fffffffL, &lv) ? 2 : 0;
+            ro.seed = (uint64_t)lv;
+            break;
+        case O_CHUNKS:
+            bad = opt_parse_long("run", "--grad-chunks", optarg, 1, 65536, &lv) ? 2 : 0;
+            ro.grad_chunks = (int)lv;
+            break;
+        case O_LRM: bad = opt_parse_double("run", "--lr-muon", optarg, 0, 10, &ro.muon.lr) ? 2 : 0; break;
+        case O_LRA: bad = opt_parse_double("run", "--lr-adamw", optarg, 0, 10, &ro.adamw.lr) ? 2 : 0; break;
+        case O_COEFFS: coeff_spec = optarg; break;
+        case O_TIMEOUT:
+            bad = opt_parse_double("run", "--timeout", optarg, 0.001, 1e6, &dv) ? 2 : 0;
+            ro.timeout_s = dv;
+            break;
+        case O_CSV: csv_path = optarg; break;
+        case O_TRACE: trace_path = optarg; break;
+        case O_INJECT: {
+            long long a, b, d;
+            if (sscanf(optarg, "%lld:%lld:%lld", &a, &b, &d) != 3 || a < 0 || b < 0 || d < 0) {
+                if (g_rank == 0) opt_usage_error("run", "--inject-nan: expected STEP:RANK:PARAM, got '%s'", optarg);
+                bad = 2;
+            }
+            ro.inject_step = (int)a, ro.inject_rank = (int)b, ro.inject_param = d;
+            break;
+        }
+        default:
+            if (g_rank == 0) fprintf(stderr, "Try 'dmuon run --help' for more information.\n");
+            bad = 2;
+        }
+    }
+    if (!bad && optind < argc) {
+        if (g_rank == 0) opt_usage_error("run", "unexpected argument '%s'", argv[optind]);
+        bad = 2;
+    }
+    if (!bad && !model_name) {
+        if (g_rank == 0) opt_usage_error("run", "--model is required");
+        bad = 2;
+    }
+    if (bad) {
+        MPI_Finalize();
+        return bad;
+    }
+    ro.tokens = so.tokens;
+    ns_coeffs coeffs;
+    dm_err err = {{0}};
+    dm_model *model = NULL;
+    dm_program *prog = NULL;
+    dm_costs *costs = NULL;
+    real_exec *ex = NULL;
+    dm_out *csv = NULL;
+    int status = 1;
+    rank_row *rows = NULL;
+    if (ns_coeffs_from_spec(coeff_spec, "--ns-coeffs", &coeffs, &err) < 0) {
+        say(stderr, "dmuon run: %s\n", err.msg);
+        MPI_Finalize();
+        return 2;
+    }
+    ro.muon.ns.coeffs = &coeffs;
+    if (ro.backend == REAL_BACKEND_GPU) {
+#if !(defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL))
+        say(stderr, "dmuon run: the GPU backend is not in this build (needs CUDA and NCCL); use --backend cpu\n");
+        MPI_Finalize();
+        return 1;
+#endif
+    }
+    /* every rank loads the model (a local file read); rank 0 plans */
+    int fail = dm_model_load(model_name, &model, &err) < 0;
+    int any = 0;
+    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) {
+        fprintf(stderr, "dmuon run: rank %d: %s\n", g_rank, fail ? err.msg : "another rank could not load the model");
+        goto done;
+    }
+    if (g_rank == 0) {
+        if (program_path) {
+            fail = dm_program_load(program_path, &prog, &err) < 0;
+        } else {
+            dm_cluster cl;
+            fail = dm_cluster_load(cluster_name, &cl, &err) < 0 ||
+                   (costs_path ? dm_costs_load(costs_path, &costs, &err) : dm_costs_load_default(&costs, &err)) < 0 ||
+                   sched_build(model, &cl, nranks, costs, &so, &prog, NULL, &err) < 0;
+        }
+        if (fail) fprintf(stderr, "dmuon run: %s\n", err.msg);
+    }
+    MPI_Bcast(&fail, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (fail) goto done;
+    if (share_program(&prog, &err) < 0) {
+        fprintf(stderr, "dmuon run: rank %d: %s\n", g_rank, err.msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (prog->tokens > 0 && program_path) ro.tokens = prog->tokens;
+    say(stdout, "# dmuon run: model %s, strategy %s (%s), %d ranks, backend %s\n", prog->model, prog->strategy,
+        prog->options, nranks, ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu");
+    int n_ops0 = prog->ranks[0].n_ops;
+    say(stdout, "# program %016llx: %d ops on rank 0, %d collectives, %d groups; plan cluster %s\n",
+        (unsigned long long)dm_program_hash(prog), n_ops0, prog->n_colls, prog->n_groups, prog->cluster);
+    say(stdout, "# %lld tokens per rank, %ld steps, seed %llu, Muon lr %g (NS %s), AdamW lr %g\n",
+        (long long)ro.tokens, steps, (unsigned long long)ro.seed, ro.muon.lr, coeff_spec, ro.adamw.lr);
+    if (ro.backend == REAL_BACKEND_GPU) {
+        say(stderr, "dmuon run: the GPU backend is not implemented yet; use --backend cpu\n");
+        goto done;
+    }
+    if (real_exec_create(model, prog, MPI_COMM_WORLD, &ro, &ex, &err) < 0) {
+        fprintf(stderr, "dmuon run: rank %d: %s\n", g_rank, err.msg);
+        goto done; /* create fails together (hash check) or before any step collective */
+    }
+    if (g_rank == 0 && !(rows = dm_calloc((size_t)nranks, sizeof *rows, &err))) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (csv_path && g_rank == 0) {
+        if (!(csv = dm_out_open(csv_path, &err))) {
+            fprintf(stderr, "dmuon run: %s\n", err.msg);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        fprintf(dm_out_file(csv), "# dmuon run: model=%s strategy=%s ranks=%d backend=%s tokens=%lld\n"
+                                  "step,loss,step_ms,forward_ms,backward_ms,optimizer_ms,opt_window_ms,"
+                                  "exposed_comm_ms,ns_min_ms,ns_max_ms,skipped\n",
+                prog->model, prog->strategy, nranks, ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu",
+                (long long)ro.tokens);
+    }
+    say(stdout, "# times in ms: busy time per kind is the slowest rank's; ns min/max over ranks\n");
+    say(stdout, "#%5s %12s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "step", "loss", "step", "forward", "backward",
+        "optimizer", "opt_win", "exp_comm", "ns_min", "ns_max", "status");
+    double sum[9] = {0};
+    int counted = 0;
+    for (long s = 0; s < steps; s++) {
+        real_step_stats st;
+        if (real_exec_step(ex, &st, &err) < 0) {
+            fprintf(stderr, "dmuon run: %s\n", err.msg);
+            fprintf(stderr, "dmuon run: rank %d aborts the run\n", g_rank);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        rank_row me = {{st.loss, st.step_us, st.forward_us, st.backward_us, st.optimizer_us, st.ns_us,
+                        st.comm_exposed_us, st.opt_window_us, st.skipped}};
+        MPI_Gather(me.v, 9, MPI_DOUBLE, rows ? rows[0].v : NULL, 9, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (g_rank != 0) continue;
+        double mx[9] = {0}, ns_min = INFINITY;
+        for (int r = 0; r < nranks; r++) {
+            for (int k = 1; k < 8; k++)
+                if (rows[r].v[k] > mx[k]) mx[k] = rows[r].v[k];
+            if (rows[r].v[5] < ns_min) ns_min = rows[r].v[5];
+        }
+        char status_s[320] = "ok";
+        if (st.skipped)
+            snprintf(status_s, sizeof status_s, "skipped: non-finite gradient of %s (rank %d)",
+                     real_matrix_name(ex, st.bad_param), st.bad_rank);
+        printf(" %5ld %12.6f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  %s\n", s, st.loss, mx[1] / 1e3,
+               mx[2] / 1e3, mx[3] / 1e3, mx[4] / 1e3, mx[7] / 1e3, mx[6] / 1e3, ns_min / 1e3, mx[5] / 1e3, status_s);
+        fflush(stdout);
+        if (st.skipped) fprintf(stderr, "dmuon run: step %ld %s\n", s, status_s);
+        if (csv)
+            fprintf(dm_out_file(csv), "%ld,%.9g,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d\n", s, st.loss, mx[1] / 1e3,
+                    mx[2] / 1e3, mx[3] / 1e3, mx[4] / 1e3, mx[7] / 1e3, mx[6] / 1e3, ns_min / 1e3, mx[5] / 1e3,
+                    st.skipped);
+        if (s > 0 || steps == 1) {
+            for (int k = 1; k < 8; k++) sum[k] += mx[k];
+            sum[8] += ns_min;
+            counted++;
+        }
+    }
+    if (g_rank == 0 && counted)
+        printf("# mean over %d step%s%s: step %.3f ms, forward %.3f, backward %.3f, optimizer %.3f, "
+               "opt window %.3f, exposed comm %.3f (%.1f%% of the step), ns per rank %.3f..%.3f\n",
+               counted, counted > 1 ? "s" : "", steps > 1 ? " (first left out)" : "", sum[1] / counted / 1e3,
+               sum[2] / counted / 1e3, sum[3] / counted / 1e3, sum[4] / counted / 1e3, sum[7] / counted / 1e3,
+               sum[6] / counted / 1e3, sum[1] > 0 ? 100 * sum[6] / sum[1] : 0, sum[8] / counted / 1e3,
+               sum[5] / counted / 1e3);
+    if (csv) {
+        if (dm_out_commit(csv, &err) < 0) {
+            fprintf(stderr, "dmuon run: %s\n", err.msg);
+            csv = NULL;
+            goto done;
+        }
+        csv = NULL;
+    }
+    if (trace_path) say(stderr, "dmuon run: --trace is not implemented for the CPU backend yet; no trace written\n");
+    status = 0;
+done:
+    dm_out_abort(csv);
+    free(rows);
+    real_exec_destroy(ex);
+    dm_program_free(prog);
+    dm_costs_free(costs);
+    dm_model_free(model);
+    MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return status;
+}

@@ -1,0 +1,309 @@
+/* real_work.c: proxy workload data and static program facts (real_work.h). */
+#include "config.h"
+
+#include "real_work.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float real_hash_uniform(uint64_t seed, int kind, int64_t param, int64_t a, int64_t b)
+{
+    uint64_t h = mix64(seed ^ mix64((uint64_t)kind * 0x100000001b3ull));
+    h = mix64(h ^ (uint64_t)param);
+    h = mix64(h ^ (uint64_t)a);
+    h = mix64(h ^ (uint64_t)b);
+    /* 24 random bits: exactly representable in float */
+    return (float)((double)(h >> 40) / 8388608.0 - 1.0);
+}
+
+void real_fill_tokens(uint64_t seed, const dm_matrix *mx, int one_d, int64_t g0, int64_t T,
+                      float *X, float *Y)
+{
+    int64_t in = one_d ? mx->rows : mx->cols, out = mx->rows;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < in; i++) X[t * in + i] = real_hash_uniform(seed, 1, mx->id, g0 + t, i);
+    if (one_d) {
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < out; i++)
+                Y[t * out + i] = X[t * out + i] * (1.0f + 0.5f * real_hash_uniform(seed, 2, mx->id, 0, i));
+        return;
+    }
+    double s = 1.0 / sqrt((double)in);
+    float *wt = malloc((size_t)in * sizeof *wt);
+    for (int64_t o = 0; o < out; o++) {
+        if (wt)
+            for (int64_t i = 0; i < in; i++) wt[i] = real_hash_uniform(seed, 2, mx->id, o, i);
+        for (int64_t t = 0; t < T; t++) {
+            double acc = 0;
+            for (int64_t i = 0; i < in; i++)
+                acc += (double)X[t * in + i] * (wt ? wt[i] : real_hash_uniform(seed, 2, mx->id, o, i));
+            Y[t * out + o] = (float)(acc * s);
+        }
+    }
+    free(wt);
+}
+
+void real_fill_weights(uint64_t seed, const dm_matrix *mx, int one_d, float *W)
+{
+    if (one_d) {
+        for (int64_t i = 0; i < mx->rows; i++) W[i] = 1.0f + 0.1f * real_hash_uniform(seed, 3, mx->id, 0, i);
+        return;
+    }
+    float s = (float)(1.0 / sqrt((double)mx->cols));
+    for (int64_t o = 0; o < mx->rows; o++)
+        for (int64_t i = 0; i < mx->cols; i++)
+            W[o * mx->cols + i] = s * real_hash_uniform(seed, 3, mx->id, o, i);
+}
+
+void real_matrix_name_into(const dm_model *m, const dm_matrix *mx, char *buf, size_t len)
+{
+    const dm_tensor *t = &m->tensors[mx->tensor];
+    int local = mx->layer - m->stacks[t->stack].first_global;
+    size_t k = 0;
+    for (const char *s = t->name; *s && k + 1 < len; s++) {
+        if (*s == '*') {
+            int w = snprintf(buf + k, len - k, "%d", local);
+            if (w < 0) break;
+            k += (size_t)w < len - k ? (size_t)w : len - k - 1;
+        } else {
+            buf[k++] = *s;
+        }
+    }
+    buf[k] = 0;
+    if (t->count > t->layer_span && k + 1 < len)
+        snprintf(buf + k, len - k, "#%lld", (long long)(mx->index % (t->count / t->layer_span)));
+}
+
+static int is_update(dm_op_kind k) { return k == DM_OP_MUON_UPDATE || k == DM_OP_ADAMW; }
+static int is_grad_producer(dm_op_kind k)
+{
+    return k == DM_OP_BACKWARD || k == DM_OP_REDUCE || k == DM_OP_ALLREDUCE || k == DM_OP_REDUCESCATTER;
+}
+
+int real_group_index(const dm_program *p, int g, int r)
+{
+    for (int k = 0; k < p->groups[g].n; k++)
+        if (p->groups[g].ranks[k] == r) return k;
+    return -1;
+}
+
+void real_flat_shard(int64_t total, int n, int k, int64_t *lo, int64_t *hi)
+{
+    int64_t s = (total + n - 1) / n;
+    *lo = k * s < total ? k * s : total;
+    *hi = *lo + s < total ? *lo + s : total;
+}
+
+static real_range rr_make(int64_t lo, int64_t hi) { return (real_range){lo, hi}; }
+static int rr_empty(real_range r) { return r.hi <= r.lo; }
+
+/* Walk rank r's list: reduced and updated ranges; gradient all-gather contributions. */
+static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts *f, real_range *red,
+                     real_range *rs, real_range *upd, dm_err *err)
+{
+    const dm_rank_prog *rp = &p->ranks[r];
+    for (int64_t i = 0; i < f->n_params; i++)
+        red[i] = rs[i] = upd[i] = rr_make(0, 0);
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        int k = dm_op_is_collective(op->kind) ? real_group_index(p, op->group, r) : 0;
+        if (k < 0)
+            return dm_err_set(err, "program: rank %d op %d (%s, collective %d) in a group without this rank", r, i,
+                              dm_op_kind_name(op->kind), op->coll);
+        int64_t total = 0;
+        for (int a = 0; a < op->n_params; a++) total += mx[op->params[a]].rows * mx[op->params[a]].cols;
+        int64_t base = 0, slo = 0, shi = 0;
+        if (op->kind == DM_OP_REDUCESCATTER) real_flat_shard(total, p->groups[op->group].n, k, &slo, &shi);
+        for (int a = 0; a < op->n_params; a++) {
+            int64_t q = op->params[a], sz = mx[q].rows * mx[q].cols;
+            switch (op->kind) {
+            case DM_OP_BACKWARD:
+                if (p->nranks == 1) red[q] = rr_make(0, sz);
+                break;
+            case DM_OP_REDUCE:
+                if (op->root == r) red[q] = rr_make(0, sz);
+                break;
+            case DM_OP_ALLREDUCE: red[q] = rr_make(0, sz); break;
+            case DM_OP_REDUCESCATTER: {
+                int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
+                red[q] = rs[q] = lo < hi ? rr_make(lo - base, hi - base) : rr_make(0, 0);
+                break;
+            }
+            case DM_OP_ALLGATHER:
+                if (f->ag_grad[op->coll]) {
+                    f->ag[op->coll][(size_t)k * op->n_params + a] = red[q];
+                    red[q] = rr_make(0, sz);
+                }
+                break;
+            case DM_OP_MUON_UPDATE: upd[q] = rr_empty(rs[q]) ? rr_make(0, sz) : rs[q]; break;
+            case DM_OP_ADAMW:
+                if (!rr_empty(red[q])) upd[q] = red[q];
+                break;
+            default: break;
+            }
+            base += sz;
+        }
+    }
+    /* weight all-gathers: what this rank updates in the step */
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        if (op->kind != DM_OP_ALLGATHER || f->ag_grad[op->coll]) continue;
+        int k = real_group_index(p, op->group, r);
+        for (int a = 0; a < op->n_params; a++) f->ag[op->coll][(size_t)k * op->n_params + a] = upd[op->params[a]];
+    }
+    return 0;
+}
+
+int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params, real_facts *f,
+                     dm_err *err)
+{
+    real_range *red = NULL;
+    memset(f, 0, sizeof *f);
+    f->nranks = p->nranks;
+    f->n_colls = p->n_colls;
+    f->n_params = n_params;
+    size_t nc = (size_t)p->nranks * (size_t)(p->n_colls ? p->n_colls : 1);
+    size_t np = (size_t)p->nranks * (size_t)(n_params ? n_params : 1);
+    if (!(f->coll_pos = dm_malloc(nc * sizeof *f->coll_pos, err)) ||
+        !(f->first_upd = dm_malloc(np * sizeof *f->first_upd, err)) ||
+        !(f->ag_grad = dm_calloc((size_t)(p->n_colls ? p->n_colls : 1), 1, err)))
+        goto fail;
+    for (size_t i = 0; i < nc; i++) f->coll_pos[i] = -1;
+    for (size_t i = 0; i < np; i++) f->first_upd[i] = INT_MAX;
+    for (int r = 0; r < p->nranks; r++) {
+        const dm_rank_prog *rp = &p->ranks[r];
+        for (int i = 0; i < rp->n_ops; i++) {
+            const dm_op *op = &rp->ops[i];
+            for (int k = 0; k < op->n_params; k++)
+                if (op->params[k] < 0 || op->params[k] >= n_params) {
+                    dm_err_set(err, "program: rank %d op %d (%s) names param %lld; the model has %lld",
+                               r, i, dm_op_kind_name(op->kind), (long long)op->params[k],
+                               (long long)n_params);
+                    goto fail;
+                }
+            if (dm_op_is_collective(op->kind)) {
+                if (op->coll < 0 || op->coll >= p->n_colls || op->group < 0 || op->group >= p->n_groups) {
+                    dm_err_set(err, "program: rank %d op %d (%s): bad collective %d or group %d", r, i,
+                               dm_op_kind_name(op->kind), op->coll, op->group);
+                    goto fail;
+                }
+                f->coll_pos[(size_t)r * p->n_colls + op->coll] = i;
+            }
+            if (is_update(op->kind))
+                for (int k = 0; k < op->n_params; k++) {
+                    int *fu = &f->first_upd[(size_t)r * n_params + op->params[k]];
+                    if (*fu == INT_MAX) *fu = i;
+                }
+        }
+    }
+    /* An all-gather carries gradients when a member produced or reduced a gradient of one of
+     * its params earlier in the step (muon-fsdp: backward, reduce-scatter, all-gather);
+     * otherwise it fetches weights (the step's first phase, or a Z3 re-fetch). */
+    for (int r = 0; r < p->nranks; r++) {
+        const dm_rank_prog *rp = &p->ranks[r];
+        for (int i = 0; i < rp->n_ops; i++) {
+            const dm_op *op = &rp->ops[i];
+            if (op->kind != DM_OP_ALLGATHER || f->ag_grad[op->coll]) continue;
+            for (int j = 0; j < i && !f->ag_grad[op->coll]; j++) {
+                const dm_op *q = &rp->ops[j];
+                if (!is_grad_producer(q->kind)) continue;
+                for (int b = 0; b < op->n_params && !f->ag_grad[op->coll]; b++) {
+                    if (q->kind == DM_OP_BACKWARD && q->n_params == 0 &&
+                        q->layer == mx[op->params[b]].layer)
+                        f->ag_grad[op->coll] = 1;
+                    for (int a = 0; a < q->n_params; a++)
+                        if (q->params[a] == op->params[b]) {
+                            f->ag_grad[op->coll] = 1;
+                            break;
+                        }
+                }
+            }
+        }
+    }
+    /* all-gather contributions */
+    if (!(f->ag = dm_calloc((size_t)(p->n_colls ? p->n_colls : 1), sizeof *f->ag, err)) ||
+        !(f->ag_slot = dm_calloc((size_t)(p->n_colls ? p->n_colls : 1), sizeof *f->ag_slot, err)) ||
+        !(red = dm_malloc((size_t)(3 * (n_params ? n_params : 1)) * sizeof *red, err)))
+        goto fail;
+    for (int r = 0; r < p->nranks; r++)
+        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+            const dm_op *op = &p->ranks[r].ops[i];
+            if (op->kind != DM_OP_ALLGATHER || f->ag[op->coll]) continue;
+            size_t n = (size_t)p->groups[op->group].n * (size_t)(op->n_params ? op->n_params : 1);
+            if (!(f->ag[op->coll] = dm_calloc(n, sizeof **f->ag, err))) goto fail;
+        }
+    for (int r = 0; r < p->nranks; r++)
+        if (walk_rank(p, mx, r, f, red, red + n_params, red + 2 * n_params, err) < 0) goto fail;
+    /* each element from the lowest member that has it; slot = the largest contribution */
+    for (int r = 0; r < p->nranks; r++)
+        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+            const dm_op *op = &p->ranks[r].ops[i];
+            if (op->kind != DM_OP_ALLGATHER || f->ag_slot[op->coll] || op->group < 0) continue;
+            int n = p->groups[op->group].n, np = op->n_params;
+            real_range *g = f->ag[op->coll];
+            int64_t slot = 0;
+            for (int a = 0; a < np; a++) {
+                real_range hull = rr_make(0, 0);
+                for (int k = 0; k < n; k++) {
+                    real_range *c = &g[(size_t)k * np + a];
+                    if (rr_empty(*c)) continue;
+                    if (!rr_empty(hull)) {
+                        if (c->lo >= hull.lo && c->hi <= hull.hi) *c = rr_make(0, 0);
+                        else if (c->lo < hull.lo && c->hi <= hull.hi && c->hi > hull.lo) c->hi = hull.lo;
+                        else if (c->hi > hull.hi && c->lo >= hull.lo && c->lo < hull.hi) c->lo = hull.hi;
+                    }
+                    if (rr_empty(*c)) continue;
+                    if (rr_empty(hull)) hull = *c;
+                    else {
+                        if (c->lo < hull.lo) hull.lo = c->lo;
+                        if (c->hi > hull.hi) hull.hi = c->hi;
+                    }
+                }
+            }
+            for (int k = 0; k < n; k++) {
+                int64_t cnt = 0;
+                for (int a = 0; a < np; a++) {
+                    real_range c = g[(size_t)k * np + a];
+                    if (!rr_empty(c)) cnt += c.hi - c.lo;
+                }
+                if (cnt > slot) slot = cnt;
+            }
+            f->ag_slot[op->coll] = slot > 0 ? slot : 1;
+        }
+    free(red);
+    return 0;
+fail:
+    free(red);
+    real_facts_free(f);
+    return -1;
+}
+
+void real_facts_free(real_facts *f)
+{
+    if (!f) return;
+    free(f->coll_pos);
+    free(f->first_upd);
+    free(f->ag_grad);
+    if (f->ag)
+        for (int c = 0; c < f->n_colls; c++) free(f->ag[c]);
+    free(f->ag);
+    free(f->ag_slot);
+    memset(f, 0, sizeof *f);
+}
+
+int real_src_updated_before(const real_facts *f, int j, int coll, int64_t p)
+{
+    int pos = f->coll_pos[(size_t)j * f->n_colls + coll];
+    return pos >= 0 && f->first_upd[(size_t)j * f->n_params + p] < pos;
+}

@@ -1,0 +1,63 @@
+/* real_work.h: the proxy workload's data and the program facts both backends need: the
+ * deterministic tokens, targets and initial weights of every matrix (keyed by global token
+ * index, so a one-rank run over the union of the ranks' tokens sees the same data), matrix
+ * names, and a static reading of the program (which all-gathers carry gradients, where each
+ * rank first updates each parameter, where each collective sits in each rank's list). */
+#ifndef DM_REAL_WORK_H
+#define DM_REAL_WORK_H
+#include <stdint.h>
+
+#include "dm_error.h"
+#include "model.h"
+#include "program.h"
+
+/* A value in [-1, 1) from a counter hash of (seed, kind, param, a, b). kind: 1 tokens,
+ * 2 teacher weights, 3 initial weights. */
+float real_hash_uniform(uint64_t seed, int kind, int64_t param, int64_t a, int64_t b);
+
+/* Fill tokens X (T x in) for global tokens g0 .. g0+T-1, and targets Y (T x out) = X Wt^T with
+ * the teacher Wt (out x in, entries uniform / sqrt(in)); 1-D params (in == 1, length out):
+ * X and Y are T x out and Y = X * wt elementwise. Caller-owned buffers. */
+void real_fill_tokens(uint64_t seed, const dm_matrix *mx, int one_d, int64_t g0, int64_t T,
+                      float *X, float *Y);
+/* Initial weights: uniform / sqrt(in) for 2-D, 1 + 0.1 uniform for 1-D. */
+void real_fill_weights(uint64_t seed, const dm_matrix *mx, int one_d, float *W);
+
+/* "layers.3.mlp.up_proj.weight" for matrix mx of model m into buf. */
+void real_matrix_name_into(const dm_model *m, const dm_matrix *mx, char *buf, size_t len);
+
+typedef struct real_range {
+    int64_t lo, hi; /* elements [lo, hi) of one param; empty when hi <= lo */
+} real_range;
+
+/* Static facts of a program, the same on every rank. They follow each rank's list in order,
+ * tracking which part of each gradient it holds reduced (reduce to it, all-reduce: all;
+ * reduce-scatter: its shard of the flat buffer) and which part of each param it updates
+ * (muon-update: its reduce-scatter shard when the gradient came that way, else all; adamw:
+ * what it holds reduced). An all-gather moves, from each member, what that member holds:
+ * its reduced gradient ranges (gradient all-gathers) or its update ranges (weight fetches),
+ * each element taken from the lowest member that has it, in slots of the largest member's
+ * count (so shards of one flat buffer for adamw/FSDP, whole matrices for muon-rr chunks). */
+typedef struct real_facts {
+    int nranks, n_colls;
+    int64_t n_params;
+    int *coll_pos;      /* [rank * n_colls + coll]: index of the op with that collective, -1 */
+    int *first_upd;     /* [rank * n_params + p]: first muon-update/adamw op on p, INT_MAX */
+    unsigned char *ag_grad; /* [coll]: 1 when an all-gather carries gradients */
+    real_range **ag;    /* [coll]: all-gathers only: [member * op.n_params + a] contributions */
+    int64_t *ag_slot;   /* [coll]: elements per member in an all-gather's buffer */
+} real_facts;
+
+/* Fill *f (owned by the caller, real_facts_free) for the matrices mx[0..n_params) of the
+ * model (all roles, dm_model_matrices order). Rejects params out of range and bad groups. */
+int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params, real_facts *f,
+                     dm_err *err);
+void real_facts_free(real_facts *f);
+/* Did rank j write an update of param p before its op of collective c? */
+int real_src_updated_before(const real_facts *f, int j, int coll, int64_t p);
+/* Member index of rank r in group g of p, -1 if not a member. */
+int real_group_index(const dm_program *p, int g, int r);
+/* The flat shard [lo, hi) of member k of n over total elements (reduce-scatter layout). */
+void real_flat_shard(int64_t total, int n, int k, int64_t *lo, int64_t *hi);
+
+#endif

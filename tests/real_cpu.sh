@@ -1,0 +1,60 @@
+#!/bin/sh
+# real_cpu.sh: the real executor's CPU backend under MPI: tests/test_real_cpu on 1 to 4 ranks
+# (every strategy's parameters against one-rank runs, determinism, non-finite gradients), and
+# `dmuon run --backend cpu` on a tiny model (table, CSV, NaN skip, bad input, mismatched ranks).
+. "$DM_SRCDIR/tests/tap.sh"
+: "${DMUON:?}"
+MPIRUN=${MPIRUN:-mpirun}
+if ! command -v "$MPIRUN" >/dev/null 2>&1; then echo "1..0 # SKIP no mpirun"; exit 0; fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+builddir=$(dirname "$DMUON")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+for n in 1 2 3 4; do
+    out=$("$MPIRUN" --oversubscribe -np $n "$builddir/tests/test_real_cpu" 2>&1)
+    rc=$?
+    bad=$(printf '%s\n' "$out" | grep -c '^not ok')
+    total=$(printf '%s\n' "$out" | grep -c '^ok')
+    is "test_real_cpu on $n ranks: $total checks pass (exit $rc)" "$rc/$bad" "0/0"
+    if [ "$rc" != 0 ] || [ "$bad" != 0 ]; then printf '%s\n' "$out" | grep -v '^ok' | sed 's/^/#   /' | head -30; fi
+done
+
+cat >"$tmp/tiny.json" <<'JSON'
+{"format": "dmuon-model-1", "name": "tiny", "source": "real_cpu.sh",
+ "stacks": [{"name": "layers", "layers": 2}],
+ "tensors": [
+  {"name": "layers.*.q.weight", "shape": [16, 16], "count": 2, "stack": "layers", "role": "muon"},
+  {"name": "layers.*.up.weight", "shape": [32, 16], "count": 2, "stack": "layers", "role": "muon"},
+  {"name": "layers.*.norm.weight", "shape": [16], "count": 2, "stack": "layers", "role": "adamw"}
+ ]}
+JSON
+run() { "$MPIRUN" --oversubscribe -np "$@"; }
+out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 8 --steps 3 --csv "$tmp/run.csv" 2>&1)
+like "dmuon run prints the resolved configuration" "$out" "strategy dmuon"
+like "dmuon run checks the program hash" "$out" "# program "
+like "dmuon run prints step rows" "$out" "     2 "
+is "dmuon run: three ok steps" "$(printf '%s\n' "$out" | grep -c ' ok$')" 3
+is "dmuon run --csv: header and 3 rows" "$(grep -vc '^#' "$tmp/run.csv")" 4
+l0=$(sed -n 's/^0,\([^,]*\),.*/\1/p' "$tmp/run.csv"); l2=$(sed -n 's/^2,\([^,]*\),.*/\1/p' "$tmp/run.csv")
+is "dmuon run: the loss falls" "$(awk -v a="$l0" -v b="$l2" 'BEGIN{print (b < a) ? "yes" : "no"}')" yes
+out2=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 8 --steps 3 --csv "$tmp/run2.csv" 2>&1)
+is "dmuon run: two runs give the same losses" "$(cut -d, -f2 "$tmp/run.csv")" "$(cut -d, -f2 "$tmp/run2.csv")"
+
+out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-ddp --tokens 8 --steps 3 --inject-nan 1:1:0 2>&1)
+like "NaN gradient: step 1 skipped and the parameter named" "$out" "skipped: non-finite gradient of layers.0.q.weight (rank 1)"
+is "NaN gradient: steps 0 and 2 ran" "$(printf '%s\n' "$out" | grep -c ' ok$')" 2
+
+is "dmuon run without --model exits 2" "$(status_of "$DMUON" run --backend cpu)" 2
+is "dmuon run --backend bogus exits 2" "$(status_of "$DMUON" run --backend bogus --model "$tmp/tiny.json")" 2
+is "dmuon run on an unknown model exits 1" "$(status_of "$DMUON" run --backend cpu --model no-such-model)" 1
+like "dmuon run --help names the plan options" "$("$DMUON" run --help)" "--strategy"
+"$DMUON" plan --model "$tmp/tiny.json" --gpus 3 --strategy dmuon --tokens 8 -o "$tmp/p3.json" >/dev/null 2>&1
+ok "dmuon plan -o writes a program" test -s "$tmp/p3.json"
+if [ -s "$tmp/p3.json" ]; then
+    out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --program "$tmp/p3.json" --steps 1 2>&1)
+    like "a 3-rank program on 2 ranks is refused" "$out" "the program is for 3 ranks; this run has 2"
+    out=$(run 3 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --program "$tmp/p3.json" --steps 2 2>&1)
+    is "a saved program runs (--program)" "$(printf '%s\n' "$out" | grep -c ' ok$')" 2
+fi
+tap_end
