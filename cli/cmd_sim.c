@@ -134,10 +134,38 @@ static void print_speed(FILE *f, const sim_result *r, double plan_s)
             r->wall_s > 0 ? r->events / r->wall_s : 0.0, r->setup_s, plan_s);
 }
 
-/* ---- dmuon sim ---------------------------------------------------------------------------- */
+/* ---- options both commands take ----------------------------------------------------------- */
 
 enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_ALGO, O_TRACE, O_CSV, O_PROGRAM, O_HELP, O_QUIET, O_OUT, O_PROGRESS,
        O_NOPROGRESS, O_NOPLOTS, O_STRATS };
+
+#define COMMON_LONG                                                                                 \
+    {"model", required_argument, 0, O_MODEL}, {"gpus", required_argument, 0, O_GPUS},               \
+    {"cluster", required_argument, 0, O_CLUSTER}, {"costs", required_argument, 0, O_COSTS},         \
+    {"algo", required_argument, 0, O_ALGO}, {"help", no_argument, 0, O_HELP}, SCHED_GETOPT_LONG
+
+typedef struct common_args {
+    const char *model, *cluster, *costs;
+} common_args;
+
+/* 1: handled (plan options into so, the rest into a/o), 0: not one of them, -1: bad value. */
+static int common_opt(const char *cmd, int c, char **argv, common_args *a, sched_opts *so, sim_opts *o)
+{
+    int h = sched_getopt_handle(so, cmd, c, optarg);
+    if (h) return h;
+    switch (c) {
+    case O_MODEL: a->model = optarg; return 1;
+    case O_CLUSTER: a->cluster = optarg; return 1;
+    case O_COSTS: a->costs = optarg; return 1;
+    case O_ALGO:
+        if (coll_algo_parse(optarg, &o->algo) == 0) return 1;
+        opt_usage_error(cmd, "--algo: expected auto, ring or tree, found '%s'", optarg);
+        return -1;
+    case ':': opt_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]); return -1;
+    case '?': opt_usage_error(cmd, "unknown option '%s'", argv[optind - 1]); return -1;
+    }
+    return 0;
+}
 
 static void sim_help(void)
 {
@@ -159,19 +187,14 @@ static void sim_help(void)
 
 int cmd_sim(int argc, char **argv)
 {
-    static const struct option lo[] = {{"model", required_argument, 0, O_MODEL},
-                                       {"gpus", required_argument, 0, O_GPUS},
-                                       {"cluster", required_argument, 0, O_CLUSTER},
-                                       {"costs", required_argument, 0, O_COSTS},
-                                       {"algo", required_argument, 0, O_ALGO},
+    static const struct option lo[] = {COMMON_LONG,
                                        {"trace", required_argument, 0, O_TRACE},
                                        {"csv", required_argument, 0, O_CSV},
                                        {"program", required_argument, 0, O_PROGRAM},
                                        {"quiet", no_argument, 0, O_QUIET},
-                                       {"help", no_argument, 0, O_HELP},
-                                       SCHED_GETOPT_LONG,
                                        {0, 0, 0, 0}};
-    const char *model = NULL, *cluster = "a800", *costs = NULL, *trace = NULL, *csv = NULL, *program = NULL;
+    common_args ca = {NULL, "a800", NULL};
+    const char *trace = NULL, *csv = NULL, *program = NULL;
     long gpus = 0;
     int quiet = 0, c;
     sched_opts so;
@@ -180,38 +203,26 @@ int cmd_sim(int argc, char **argv)
     sim_opts_default(&o);
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
-        int h = sched_getopt_handle(&so, "sim", c, optarg);
+    while ((c = getopt_long(argc, argv, "+:h", lo, NULL)) != -1) {
+        int h = common_opt("sim", c, argv, &ca, &so, &o);
         if (h < 0) return 2;
         if (h > 0) continue;
         switch (c) {
-        case O_MODEL: model = optarg; break;
         case O_GPUS:
             if (opt_parse_long("sim", "--gpus", optarg, 1, 65536, &gpus)) return 2;
-            break;
-        case O_CLUSTER: cluster = optarg; break;
-        case O_COSTS: costs = optarg; break;
-        case O_ALGO:
-            if (coll_algo_parse(optarg, &o.algo)) {
-                opt_usage_error("sim", "--algo: expected auto, ring or tree, found '%s'", optarg);
-                return 2;
-            }
             break;
         case O_TRACE: trace = optarg; break;
         case O_CSV: csv = optarg; break;
         case O_PROGRAM: program = optarg; break;
         case O_QUIET: quiet = 1; break;
-        case 'h':
-        case O_HELP: sim_help(); return 0;
-        case ':': opt_usage_error("sim", "option '%s' needs an argument", argv[optind - 1]); return 2;
-        default: opt_usage_error("sim", "unknown option '%s'", argv[optind - 1]); return 2;
+        default: sim_help(); return 0; /* -h, --help */
         }
     }
     if (optind < argc) {
         opt_usage_error("sim", "unexpected argument '%s'", argv[optind]);
         return 2;
     }
-    if (!program && (!model || !gpus)) {
+    if (!program && (!ca.model || !gpus)) {
         opt_usage_error("sim", "expected --model and --gpus (or --program)");
         return 2;
     }
@@ -229,14 +240,14 @@ int cmd_sim(int argc, char **argv)
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
-        if (dm_cluster_load(cluster, &in.cluster, &err) ||
-            (costs ? dm_costs_load(costs, &in.costs, &err) : dm_costs_load_default(&in.costs, &err))) {
+        if (dm_cluster_load(ca.cluster, &in.cluster, &err) ||
+            (ca.costs ? dm_costs_load(ca.costs, &in.costs, &err) : dm_costs_load_default(&in.costs, &err))) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
         in.cluster.gpus_per_node = p->gpus_per_node;
     } else {
-        if (load_inputs("sim", model, cluster, costs, so.gpus_per_node, &in)) goto out;
+        if (load_inputs("sim", ca.model, ca.cluster, ca.costs, so.gpus_per_node, &in)) goto out;
         double t0 = wall_s();
         if (sched_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &p, &rep, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
@@ -411,20 +422,15 @@ static int write_file(const char *path, const point *pts, int n, char *const *na
 
 int cmd_scale(int argc, char **argv)
 {
-    static const struct option lo[] = {{"model", required_argument, 0, O_MODEL},
-                                       {"gpus", required_argument, 0, O_GPUS},
-                                       {"cluster", required_argument, 0, O_CLUSTER},
-                                       {"costs", required_argument, 0, O_COSTS},
-                                       {"algo", required_argument, 0, O_ALGO},
+    static const struct option lo[] = {COMMON_LONG,
                                        {"strategies", required_argument, 0, O_STRATS},
                                        {"out", required_argument, 0, O_OUT},
                                        {"progress", no_argument, 0, O_PROGRESS},
                                        {"no-progress", no_argument, 0, O_NOPROGRESS},
                                        {"no-plots", no_argument, 0, O_NOPLOTS},
-                                       {"help", no_argument, 0, O_HELP},
-                                       SCHED_GETOPT_LONG,
                                        {0, 0, 0, 0}};
-    const char *model = "wall-oss-flow", *cluster = "a800", *costs = NULL, *out_dir = "dmuon-scale";
+    common_args ca = {"wall-oss-flow", "a800", NULL};
+    const char *out_dir = "dmuon-scale";
     char strat_buf[256] = "adamw,muon-ddp,muon-fsdp,muon-rr,dmuon";
     long gpus[MAX_POINTS] = {8, 16, 32, 64, 128, 256};
     int n_gpus = 6, progress = isatty(2), plots = 1, c;
@@ -434,36 +440,24 @@ int cmd_scale(int argc, char **argv)
     sim_opts_default(&o);
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:h", lo, NULL)) != -1) {
         if (c == SCHED_OPT_BASE + 0) {
             opt_usage_error("scale", "--strategy: use --strategies LIST for a study");
             return 2;
         }
-        int h = sched_getopt_handle(&so, "scale", c, optarg);
+        int h = common_opt("scale", c, argv, &ca, &so, &o);
         if (h < 0) return 2;
         if (h > 0) continue;
         switch (c) {
-        case O_MODEL: model = optarg; break;
         case O_GPUS:
             if (opt_parse_int_list("scale", "--gpus", optarg, 1, 65536, gpus, MAX_POINTS, &n_gpus)) return 2;
-            break;
-        case O_CLUSTER: cluster = optarg; break;
-        case O_COSTS: costs = optarg; break;
-        case O_ALGO:
-            if (coll_algo_parse(optarg, &o.algo)) {
-                opt_usage_error("scale", "--algo: expected auto, ring or tree, found '%s'", optarg);
-                return 2;
-            }
             break;
         case O_STRATS: snprintf(strat_buf, sizeof strat_buf, "%s", optarg); break;
         case O_OUT: out_dir = optarg; break;
         case O_PROGRESS: progress = 1; break;
         case O_NOPROGRESS: progress = 0; break;
         case O_NOPLOTS: plots = 0; break;
-        case 'h':
-        case O_HELP: scale_help(); return 0;
-        case ':': opt_usage_error("scale", "option '%s' needs an argument", argv[optind - 1]); return 2;
-        default: opt_usage_error("scale", "unknown option '%s'", argv[optind - 1]); return 2;
+        default: scale_help(); return 0; /* -h, --help */
         }
     }
     if (optind < argc) {
@@ -502,7 +496,7 @@ int cmd_scale(int argc, char **argv)
         base = n_str++;
     }
     sim_inputs in;
-    if (load_inputs("scale", model, cluster, costs, so.gpus_per_node, &in)) {
+    if (load_inputs("scale", ca.model, ca.cluster, ca.costs, so.gpus_per_node, &in)) {
         free_inputs(&in);
         return 1;
     }

@@ -9,3 +9,7 @@ check_PROGRAMS += tests/test_sim
 TESTS += tests/test_sim
 tests_test_sim_SOURCES = tests/test_sim.c tests/tap.h
 tests_test_sim_LDADD = $(DM_LDADD)
+TESTS += tests/sim_golden.sh tests/scale_golden.sh
+EXTRA_DIST += tests/sim_golden.sh tests/scale_golden.sh tests/data/sim_costs.csv \
+	tests/golden/sim_qwen2.5-0.5b_a800_16.txt tests/golden/scale_qwen2.5-0.5b_h200.txt \
+	tests/golden/scale_qwen2.5-0.5b_h200.csv

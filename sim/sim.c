@@ -161,8 +161,8 @@ static void describe_sources(sim *s, sim_result *r)
             if (s->ns_src_count[i])
                 snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%d %s", counts[0] ? ", " : "",
                          s->ns_src_count[i], dm_cost_source_name((dm_cost_source)i));
-        snprintf(r->cost_src[DM_OP_NS], sizeof r->cost_src[DM_OP_NS], "%s; %s",
-                 s->o.costs ? dm_costs_describe(s->o.costs) : "roofline (no cost table)", counts);
+        snprintf(r->cost_src[DM_OP_NS], sizeof r->cost_src[DM_OP_NS], "%s; for %s: %s",
+                 s->o.costs ? dm_costs_describe(s->o.costs) : "roofline (no cost table)", c->gpu->short_name, counts);
     }
     static const dm_op_kind ek[2] = {DM_OP_MUON_UPDATE, DM_OP_ADAMW};
     for (int w = 0; w < 2; w++) {
@@ -173,7 +173,8 @@ static void describe_sources(sim *s, sim_result *r)
                 snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%d %s", counts[0] ? ", " : "",
                          s->elem_src_count[w][i], i < 4 ? dm_cost_source_name((dm_cost_source)i) : "bytes/HBM");
         if (s->o.costs)
-            snprintf(r->cost_src[ek[w]], sizeof r->cost_src[ek[w]], "%s; %s", dm_costs_describe(s->o.costs), counts);
+            snprintf(r->cost_src[ek[w]], sizeof r->cost_src[ek[w]], "%s; for %s: %s", dm_costs_describe(s->o.costs),
+                     c->gpu->short_name, counts);
         else
             snprintf(r->cost_src[ek[w]], sizeof r->cost_src[ek[w]], "HBM bytes / %.3g TB/s %s datasheet + %.3g us launch",
                      c->gpu->hbm_Bps / 1e12, c->gpu->short_name, c->gpu->launch_us);
@@ -219,7 +220,9 @@ static int setup(sim *s, dm_err *err)
 {
     const dm_program *p = s->p;
     int R = s->R = p->nranks;
-    if (s->c->gpus_per_node != p->gpus_per_node)
+    /* Ranks sit on nodes by the cluster's GPUs per node; the program's must agree, except that a
+     * program smaller than a node may say it has fewer (the same single-node placement). */
+    if (s->c->gpus_per_node != p->gpus_per_node && !(p->gpus_per_node >= R && s->c->gpus_per_node >= R))
         return dm_err_set(err, "sim: program has %d GPUs per node, cluster %s has %d", p->gpus_per_node, s->c->name,
                           s->c->gpus_per_node);
     if (!(s->off = dm_malloc((size_t)(R + 1) * sizeof *s->off, err))) return -1;

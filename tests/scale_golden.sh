@@ -1,0 +1,47 @@
+#!/bin/sh
+# scale_golden.sh: `dmuon scale` against its golden table and CSV (a small study on a pinned
+# roofline cost table), the data files it writes, its plots when gnuplot is installed, and
+# exit statuses. DMUON_REGEN=1 rewrites the golden files instead of comparing.
+. "$DM_SRCDIR/tests/tap.sh"
+: "${DMUON:?}"
+g=$DM_SRCDIR/tests/golden
+costs=$DM_SRCDIR/tests/data/sim_costs.csv
+tmp=${TMPDIR:-/tmp}/scale_golden.$$
+mkdir -p "$tmp" || exit 1
+trap 'rm -rf "$tmp"' EXIT
+norm() { sed -e "s|$DM_SRCDIR/||g" -e "s|$tmp/|OUT/|g" -e '/^speed:/d'; }
+same_file() {
+    tap_n=$((tap_n + 1))
+    if diff -u "$3" "$2" >"$tmp/diff" 2>&1; then echo "ok $tap_n - $1"; else
+        echo "not ok $tap_n - $1"; sed 's/^/#   /' "$tmp/diff" | head -40; tap_fail=$((tap_fail + 1)); fi
+}
+
+$DMUON scale --model qwen2.5-0.5b --cluster h200 --gpus 1,2,8,16 --costs "$costs" --no-plots --no-progress \
+    --out "$tmp/s" 2>"$tmp/err" >"$tmp/raw.txt"
+is "scale exits 0" "$?" 0
+norm <"$tmp/raw.txt" >"$tmp/out.txt"
+is "no progress line with --no-progress" "$(cat "$tmp/err")" ""
+if [ -n "$DMUON_REGEN" ]; then
+    cp "$tmp/out.txt" "$g/scale_qwen2.5-0.5b_h200.txt"
+    cp "$tmp/s/scale.csv" "$g/scale_qwen2.5-0.5b_h200.csv"
+fi
+same_file "scale table matches the golden one" "$tmp/out.txt" "$g/scale_qwen2.5-0.5b_h200.txt"
+same_file "scale.csv matches the golden one" "$tmp/s/scale.csv" "$g/scale_qwen2.5-0.5b_h200.csv"
+is "scale.dat: one block per strategy" "$(grep -c '^  *16 ' "$tmp/s/scale.dat")" 5
+like "--progress forces the progress line" \
+    "$($DMUON scale --model qwen2.5-0.5b --gpus 2 --strategies dmuon --costs "$costs" --no-plots --progress --out "$tmp/p" 2>&1 >/dev/null)" \
+    "scale: 2/2"
+like "adamw added as the baseline" "$($DMUON scale --model qwen2.5-0.5b --gpus 2 --strategies dmuon --costs "$costs" --no-plots --out "$tmp/p")" \
+    "adamw (baseline only)"
+if command -v gnuplot >/dev/null 2>&1; then
+    $DMUON scale --model qwen2.5-0.5b --gpus 2,4 --strategies adamw,dmuon --costs "$costs" --out "$tmp/plots" >/dev/null 2>&1
+    ok "plots: step_time.png" test -s "$tmp/plots/step_time.png"
+    ok "plots: optimizer_time.png" test -s "$tmp/plots/optimizer_time.png"
+    ok "plots: overhead.png" test -s "$tmp/plots/overhead.png"
+else
+    echo "ok $((tap_n + 1)) # SKIP gnuplot not installed"; tap_n=$((tap_n + 1))
+fi
+is "scale --strategies bogus exits 2" "$(status_of $DMUON scale --strategies bogus --no-plots --out "$tmp/x")" 2
+is "scale --gpus 0 exits 2" "$(status_of $DMUON scale --gpus 0 --no-plots --out "$tmp/x")" 2
+is "scale --strategy exits 2" "$(status_of $DMUON scale --strategy dmuon)" 2
+tap_end

@@ -1,0 +1,41 @@
+#!/bin/sh
+# sim_golden.sh: `dmuon sim` against its golden output (a small plan on a pinned roofline cost
+# table, simulated times included), identical bytes on repeated runs, trace files in both
+# formats, exit statuses. DMUON_REGEN=1 rewrites the golden file instead of comparing.
+. "$DM_SRCDIR/tests/tap.sh"
+: "${DMUON:?}"
+golden=$DM_SRCDIR/tests/golden/sim_qwen2.5-0.5b_a800_16.txt
+costs=$DM_SRCDIR/tests/data/sim_costs.csv
+tmp=${TMPDIR:-/tmp}/sim_golden.$$
+mkdir -p "$tmp" || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# Paths and the wall-clock line differ between machines and build folders.
+norm() { sed -e "s|$DM_SRCDIR/||g" -e '/^speed:/d'; }
+same_file() { # same_file DESCRIPTION GOT WANT: diff shown as diagnostics
+    tap_n=$((tap_n + 1))
+    if diff -u "$3" "$2" >"$tmp/diff" 2>&1; then echo "ok $tap_n - $1"; else
+        echo "not ok $tap_n - $1"; sed 's/^/#   /' "$tmp/diff" | head -40; tap_fail=$((tap_fail + 1)); fi
+}
+
+run="$DMUON sim --model qwen2.5-0.5b --gpus 16 --cluster a800 --costs $costs"
+$run --trace "$tmp/a.json" --csv "$tmp/a.csv" >"$tmp/raw.txt"
+is "sim exits 0" "$?" 0
+norm <"$tmp/raw.txt" >"$tmp/out.txt"
+[ -n "$DMUON_REGEN" ] && cp "$tmp/out.txt" "$golden"
+same_file "sim output matches $golden" "$tmp/out.txt" "$golden"
+$run --trace "$tmp/b.json" --csv "$tmp/b.csv" >/dev/null
+ok "repeated run: identical trace JSON bytes" cmp "$tmp/a.json" "$tmp/b.json"
+ok "repeated run: identical trace CSV bytes" cmp "$tmp/a.csv" "$tmp/b.csv"
+like "trace JSON is a Chrome trace" "$(head -c 200 "$tmp/a.json")" '{"traceEvents": ['
+like "trace JSON names rank processes" "$(grep -m1 process_name "$tmp/a.json")" '"rank 0"'
+nx=$(grep -c '"ph": "X"' "$tmp/a.json")
+nc=$(($(wc -l <"$tmp/a.csv") - 2))
+is "CSV has the JSON's $nx complete events" "$nc" "$nx"
+like "CSV header" "$(sed -n 2p "$tmp/a.csv")" "rank,stream,op,kind,ts_us,dur_us,bytes,flops,layer,coll,wait_us"
+like "--quiet prints one line" "$($run --quiet)" "Qwen2.5-0.5B dmuon 16 GPUs a800: step"
+is "sim without --gpus exits 2" "$(status_of $DMUON sim --model qwen2.5-0.5b)" 2
+is "sim --algo bogus exits 2" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpus 2 --algo bogus)" 2
+is "sim on an unknown cluster exits 1" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpus 2 --cluster nope)" 1
+like "unknown cluster named" "$($DMUON sim --model qwen2.5-0.5b --gpus 2 --cluster nope 2>&1)" 'unknown cluster "nope"'
+like "sim --help shows plan options" "$($DMUON sim --help)" "--strategy"
+tap_end
