@@ -358,12 +358,29 @@ static void report_cand(void *ctx, const at_key *k, const at_result *r, int reje
     bench *B = ctx;
     if (!B->verbose) return;
     if (rejected)
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d h=%d REJECTED: %s (gate rel %.3g)\n", k->m,
-               k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->heuristic, why, r->gate_rel);
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d REJECTED: %s (gate rel %.3g)\n", k->m,
+               k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic, why, r->gate_rel);
     else
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d h=%d median %.1f us min %.1f max %.1f gate rel %.3g\n",
-               k->m, k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->heuristic,
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d median %.1f us min %.1f max %.1f gate rel %.3g\n",
+               k->m, k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
                r->median_us, r->min_us, r->max_us, r->gate_rel);
+}
+
+/* Per-step times of the winning variant (stdout, '#' lines). */
+static int profile_plan(bench *B, int64_t m, int64_t n, int batch, ns_algo algo,
+                        const at_result *r, dm_err *err)
+{
+    ns_config cfg;
+    ns_plan *p = NULL;
+    ns_config_default(&cfg, algo);
+    cfg.sym_blocks = r->sym_blocks;
+    cfg.sym_blocks_mm = r->sym_blocks_mm;
+    cfg.heuristic = r->heuristic;
+    int rc = ns_plan_create(m, n, batch, NS_BF16, &cfg, &p, err) ||
+             ns_fill_random(ns_plan_input(p), NS_BF16, m * n * batch, 99, 1.f, B->s, err) ||
+             ns_plan_run(p, B->s, 0, err) || ns_plan_profile(p, B->s, stdout, err);
+    ns_plan_destroy(p);
+    return rc ? -1 : 0;
 }
 
 static void usage_kernels(FILE *f)
@@ -390,6 +407,8 @@ static void usage_kernels(FILE *f)
             "  --no-products      skip the single-product rows; --no-elementwise likewise\n"
             "  --no-graph         launch kernels one by one instead of graph replays\n"
             "  --verbose          print every candidate the autotuner timed or rejected\n"
+            "  --profile          time each step of the winning plans alone (batch 1 and the\n"
+            "                     largest batch), as '#' lines\n"
             "  -h, --help         this text\n");
 }
 
@@ -401,7 +420,7 @@ static int parse_list(const char *opt, const char *arg, long lo, long hi, long *
 static int bench_kernels(int argc, char **argv)
 {
     enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE,
-           O_RETUNE, O_WARMUP, O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE };
+           O_RETUNE, O_WARMUP, O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE };
     static const struct option lo[] = {
         {"shapes", required_argument, 0, O_SHAPES}, {"model", required_argument, 0, O_MODEL},
         {"batches", required_argument, 0, O_BATCHES}, {"batch-max-elems", required_argument, 0, O_BMAX},
@@ -411,11 +430,13 @@ static int bench_kernels(int argc, char **argv)
         {"warmup", required_argument, 0, O_WARMUP}, {"reps", required_argument, 0, O_REPS},
         {"no-products", no_argument, 0, O_NOPROD}, {"no-elementwise", no_argument, 0, O_NOELEM},
         {"no-graph", no_argument, 0, O_NOGRAPH}, {"verbose", no_argument, 0, O_VERBOSE},
+        {"profile", no_argument, 0, O_PROFILE},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "bench kernels";
     shape_list shapes = {0};
     long batches[MAX_BATCHES] = {1, 2, 4, 8}, tmp[16];
     int n_batches = 4, n_algos = 2, retune = 0, do_prod = 1, do_elem = 1, c, rc = 1, ntmp;
+    int profile = 0;
     int64_t bmax = 16 << 20;
     ns_algo algos[2] = {NS_ALGO_DIRECT, NS_ALGO_GRAM};
     const char *out_path = NULL, *cache_path = NULL;
@@ -496,6 +517,7 @@ static int bench_kernels(int argc, char **argv)
         case O_NOELEM: do_elem = 0; break;
         case O_NOGRAPH: ao.use_graph = 0; break;
         case O_VERBOSE: B.verbose = 1; break;
+        case O_PROFILE: profile = 1; break;
         case 'h': usage_kernels(stdout); rc = 0; goto done2;
         case '?':
         default:
@@ -600,10 +622,13 @@ static int bench_kernels(int argc, char **argv)
                 }
                 stats3 st = {res[a].median_us, res[a].min_us, res[a].max_us};
                 char var[16];
-                snprintf(var, sizeof var, "k%d", res[a].sym_blocks);
+                snprintf(var, sizeof var, "%d/%d", res[a].sym_blocks, res[a].sym_blocks_mm);
                 emit(&B, "ns", ns_algo_name(algos[a]), s->m, s->n, batch,
                      algos[a] == NS_ALGO_GRAM ? "fp16" : "bf16", var, &st, res[a].flops_nominal,
                      res[a].flops_executed);
+                if (profile && (bi == 0 || bi == s->n_batches - 1) &&
+                    profile_plan(&B, s->m, s->n, batch, algos[a], &res[a], &err))
+                    goto fail;
             }
             if (do_prod) {
                 stats3 st, best;

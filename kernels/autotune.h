@@ -1,9 +1,10 @@
 /* autotune.h: pick the fastest correct NS variant per (shape, batch, algorithm, dtype) on the
  * GPU at hand, and remember it on disk.
  *
- * Candidates: for each algorithm asked for (direct in bf16, Gram in fp16), the symmetric-product
- * block counts (1 = full cuBLAS GEMMs; k = lower k x k blocks + mirror) and cuBLASLt heuristic
- * indices. Each is timed with CUDA events on graph replays after warm-up (median of `reps`),
+ * Candidates: for each algorithm asked for (direct in bf16, Gram in fp16), a coordinate search:
+ * the block count of X X^T (1 = a full cuBLAS GEMM, k = the recursive lower-block scheme of
+ * ns_cuda.h), then that of the m x m products, then (small problems only) cuBLASLt heuristic
+ * indices other than the first. Each is timed with CUDA events on graph replays after warm-up (median of `reps`),
  * on random input (never zeros). The correctness gate runs every candidate once on the same
  * input with a poisoned output and rejects it when its output has a non-finite value or
  * differs from the reference variant's (direct, full GEMMs, heuristic 0) by more than
@@ -31,7 +32,8 @@ typedef struct at_key {
 } at_key;
 
 typedef struct at_result {
-    int sym_blocks;
+    int sym_blocks;    /* X X^T */
+    int sym_blocks_mm; /* the m x m products */
     int heuristic;
     double median_us, min_us, max_us;
     double gate_rel; /* relative difference to the reference variant (0 for the reference) */
@@ -57,9 +59,12 @@ typedef struct at_options {
     int warmup, reps;
     int use_graph;
     int64_t min_block; /* skip block counts whose blocks would be smaller than this (rows) */
+    int64_t heur_max_elems; /* heuristic indices > 0 only when m*n*batch <= this (small
+                               problems, where cuBLASLt's first choice often underfills) */
 } at_options;
 
-void at_options_default(at_options *o); /* sym {1,2,4,8}, heuristics {0}, 3 warm-up, 20 reps */
+/* sym {1,2,4,8}, heuristics {0}, 3 warm-up, 20 reps, min_block 256, heur_max_elems 16M */
+void at_options_default(at_options *o);
 
 /* Per-candidate report, for logs: called once per candidate timed (or rejected, with
  * rejected = 1 and a reason). May be NULL. */

@@ -29,6 +29,7 @@ extern "C" void ns_config_default(ns_config *cfg, ns_algo algo)
     cfg->algo = algo;
     cfg->work = algo == NS_ALGO_GRAM ? NS_FP16 : NS_BF16;
     cfg->sym_blocks = 1;
+    cfg->sym_blocks_mm = 1;
     cfg->restarts = 1u << 2;
     cfg->heuristic = 0;
     ns_coeffs_polar_express(&cfg->coeffs, NS_PE_SAFETY_DEFAULT, NULL);
@@ -76,6 +77,7 @@ typedef struct step {
     int batch, nblk;
     float *partial;
     float f;
+    char desc[80]; /* for profiles */
 } step;
 
 /* A sequence of steps with its cuBLASLt handle and workspace (shared by plans and products). */
@@ -191,7 +193,15 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
         return -1;
     cublasLtMatmulPreference_t pref;
     NS_LT(cublasLtMatmulPreferenceCreate(&pref));
+    size_t es = ns_dtype_size(dt);
     uint32_t al[4] = {ptr_align(g->a), ptr_align(g->b), ptr_align(g->c ? g->c : g->d), ptr_align(g->d)};
+    if (batch > 1) { /* every batch entry's pointer must meet the alignment too */
+        int64_t st[4] = {g->sa, g->sb, g->c ? g->sc : g->sd, g->sd};
+        for (int i = 0; i < 4; i++) {
+            uint32_t sa = ptr_align((const void *)(uintptr_t)((size_t)st[i] * es));
+            if (sa < al[i]) al[i] = sa;
+        }
+    }
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &q->ws_bytes, sizeof q->ws_bytes);
     for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
@@ -208,6 +218,9 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
         return dm_err_set(err, "cuBLASLt has no algorithm for %lldx%lldx%lld %s", (long long)g->M,
                           (long long)g->N, (long long)g->K, ns_dtype_name(dt));
     int h = q->heuristic < nres ? q->heuristic : nres - 1;
+    snprintf(t->desc, sizeof t->desc, "gemm %c%c %lldx%lldx%lld x%d%s", g->ta == CUBLAS_OP_T ? 'T' : 'N',
+             g->tb == CUBLAS_OP_T ? 'T' : 'N', (long long)g->M, (long long)g->N, (long long)g->K,
+             batch, g->c && g->beta != 0.f ? " +C" : "");
     t->algo = res[h].algo;
     t->a = g->a;
     t->b = g->b;
@@ -219,9 +232,9 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
     return 0;
 }
 
-static int seq_run_steps(seq *q, cudaStream_t s, dm_err *err)
+static int seq_run_step(seq *q, int i, cudaStream_t s, dm_err *err)
 {
-    for (int i = 0; i < q->n; i++) {
+    {
         step *t = &q->steps[i];
         int rc = 0;
         switch (t->kind) {
@@ -248,6 +261,13 @@ static int seq_run_steps(seq *q, cudaStream_t s, dm_err *err)
         }
         if (rc) return -1;
     }
+    return 0;
+}
+
+static int seq_run_steps(seq *q, cudaStream_t s, dm_err *err)
+{
+    for (int i = 0; i < q->n; i++)
+        if (seq_run_step(q, i, s, err)) return -1;
     return 0;
 }
 
@@ -281,15 +301,19 @@ typedef struct geom {
     int xT;
     int batch;
     ns_dtype dt;
-    int64_t bs; /* symmetric block size; bs >= m means full products */
+    int64_t bs_x; /* leaf size of X X^T; bs_x >= m means one full product */
+    int64_t bs_s; /* leaf size of the m x m symmetric products */
 } geom;
 
+/* Leaf size of the symmetric scheme with k leaves: k is rounded down to a power of two, then
+ * halved until it divides m; m (full products) when no k > 1 does. */
 static int64_t sym_block_size(int64_t m, int k)
 {
-    if (k <= 1) return m;
-    int64_t bs = (m + k - 1) / k;
-    bs = (bs + 63) / 64 * 64; /* 64-element blocks keep operand pointers 128-byte aligned */
-    return bs >= m ? m : bs;
+    int p2 = 1;
+    while (p2 * 2 <= k) p2 *= 2;
+    k = p2;
+    while (k > 1 && (m % k || (m / k) % 8)) k >>= 1; /* leaves of whole 16-byte rows */
+    return k > 1 ? m / k : m;
 }
 
 static void count_sym(seq *q, const geom *g, double k_inner)
@@ -299,82 +323,144 @@ static void count_sym(seq *q, const geom *g, double k_inner)
     q->flops_nominal += full / 2;
 }
 
-static int emit_mirror(seq *q, const geom *g, void *s, dm_err *err)
+static int emit_mirror(seq *q, const geom *g, int64_t bs, void *s, dm_err *err)
 {
-    if (g->bs >= g->m) return 0;
+    if (bs >= g->m) return 0;
     step *t = seq_push(q, ST_MIRROR, err);
     if (!t) return -1;
     t->y = s;
     t->dt_in = g->dt;
     t->m = g->m;
-    t->bs = g->bs;
+    t->bs = bs;
     t->batch = g->batch;
     return 0;
 }
 
-/* R = X X^T (symmetric), lower blocks then mirror. */
-static int emit_syrk(seq *q, const geom *g, const void *x, void *r, dm_err *err)
+/* The symmetric scheme, recursive halving: at level l (0..L-1) every diagonal block of size
+ * s = m / 2^l contributes its lower-left off-diagonal block (h x h, h = s/2); the 2^l such
+ * blocks sit at a constant stride s*(1+m) in D, and their operands at constant strides too, so
+ * each level is ONE strided-batched GEMM (per matrix of the batch). The 2^L diagonal leaves of
+ * size bs are one more. Work: (1/2 + 1/2^(L+1)) of the full product, in L+1 launches.
+ *
+ * sym_kind 0: R = X X^T from X (m x n, layout g->xT); 1: D = alpha S1 S2 + beta C (m x m). */
+static int emit_sym_levels(seq *q, const geom *g, int64_t bs, int sym_kind, const void *x1,
+                           const void *x2, float alpha, float beta, const void *c, void *d,
+                           dm_err *err)
 {
     size_t es = ns_dtype_size(g->dt);
     int64_t m = g->m, n = g->n;
-    for (int64_t j0 = 0; j0 < m; j0 += g->bs)
-        for (int64_t i0 = j0; i0 < m; i0 += g->bs) {
+    int64_t K = sym_kind == 0 ? n : m;
+    for (int b = 0; b < g->batch; b++) {
+        const char *X1 = (const char *)x1 + (size_t)b * (size_t)(m * (sym_kind == 0 ? n : m)) * es;
+        const char *X2 = (const char *)x2 + (size_t)b * (size_t)(m * (sym_kind == 0 ? n : m)) * es;
+        const char *C = c ? (const char *)c + (size_t)b * (size_t)(m * m) * es : NULL;
+        char *D = (char *)d + (size_t)b * (size_t)(m * m) * es;
+        /* size > bs: an off-diagonal level; size == bs: the leaves (full blocks) */
+        for (int64_t sz = m; sz >= bs; sz /= 2) {
+            int leaf = sz == bs || bs >= m;
+            int64_t h = leaf ? sz : sz / 2;   /* block edge */
+            int64_t ro = leaf ? 0 : h;          /* row offset of the block in its diagonal block */
+            int nb = (int)(m / sz);
             gemm_args a;
             memset(&a, 0, sizeof a);
-            a.M = i0 + g->bs < m ? g->bs : m - i0;
-            a.N = j0 + g->bs < m ? g->bs : m - j0;
-            a.K = n;
-            if (g->xT) { /* stored A = X^T (n x m, ld n): X_i X_j^T = A_i^T A_j */
+            a.M = a.N = h;
+            a.K = K;
+            if (sym_kind == 0 && g->xT) { /* stored X^T (n x m, ld n): rows of X are columns */
                 a.ta = CUBLAS_OP_T;
                 a.tb = CUBLAS_OP_N;
-                a.a = (const char *)x + (size_t)(i0 * n) * es;
-                a.b = (const char *)x + (size_t)(j0 * n) * es;
+                a.a = X1 + (size_t)(ro * n) * es;
+                a.b = X2;
                 a.lda = a.ldb = n;
-            } else { /* stored X (m x n, ld m) */
+                a.sa = a.sb = sz * n;
+            } else if (sym_kind == 0) { /* stored X (m x n, ld m) */
                 a.ta = CUBLAS_OP_N;
                 a.tb = CUBLAS_OP_T;
-                a.a = (const char *)x + (size_t)i0 * es;
-                a.b = (const char *)x + (size_t)j0 * es;
+                a.a = X1 + (size_t)ro * es;
+                a.b = X2;
                 a.lda = a.ldb = m;
+                a.sa = a.sb = sz;
+            } else { /* rows of S1 times columns of S2 */
+                a.ta = a.tb = CUBLAS_OP_N;
+                a.a = X1 + (size_t)ro * es;
+                a.b = X2;
+                a.lda = a.ldb = m;
+                a.sa = sz;
+                a.sb = sz * m;
             }
-            a.alpha = 1.f;
-            a.d = (char *)r + (size_t)(i0 + j0 * m) * es;
+            a.alpha = alpha;
+            a.beta = beta;
+            a.c = C ? C + (size_t)ro * es : NULL;
+            a.d = D + (size_t)ro * es;
             a.ldc = a.ldd = m;
-            a.sa = a.sb = m * n;
-            a.sc = a.sd = m * m;
-            if (seq_gemm(q, &a, g->dt, g->batch, err)) return -1;
+            a.sc = a.sd = sz * (1 + m);
+            if (seq_gemm(q, &a, g->dt, nb, err)) return -1;
+            if (leaf) break;
         }
-    count_sym(q, g, (double)n);
-    return emit_mirror(q, g, r, err);
+    }
+    return 0;
+}
+
+/* R = X X^T (symmetric). */
+static int emit_syrk(seq *q, const geom *g, const void *x, void *r, dm_err *err)
+{
+    int rc;
+    if (g->bs_x >= g->m) { /* one full (batched) product */
+        geom f = *g;
+        gemm_args a;
+        memset(&a, 0, sizeof a);
+        int64_t m = f.m, n = f.n;
+        a.M = a.N = m;
+        a.K = n;
+        if (f.xT) {
+            a.ta = CUBLAS_OP_T;
+            a.tb = CUBLAS_OP_N;
+            a.lda = a.ldb = n;
+        } else {
+            a.ta = CUBLAS_OP_N;
+            a.tb = CUBLAS_OP_T;
+            a.lda = a.ldb = m;
+        }
+        a.a = a.b = x;
+        a.alpha = 1.f;
+        a.d = r;
+        a.ldc = a.ldd = m;
+        a.sa = a.sb = m * n;
+        a.sc = a.sd = m * m;
+        rc = seq_gemm(q, &a, g->dt, g->batch, err);
+    } else {
+        rc = emit_sym_levels(q, g, g->bs_x, 0, x, x, 1.f, 0.f, NULL, r, err);
+    }
+    if (rc) return -1;
+    count_sym(q, g, (double)g->n);
+    return emit_mirror(q, g, g->bs_x, r, err);
 }
 
 /* D = alpha S1 S2 + beta C for m x m symmetric S1, S2 that commute (so D is symmetric). */
 static int emit_symm(seq *q, const geom *g, const void *s1, const void *s2, float alpha,
                      float beta, const void *c, void *d, dm_err *err)
 {
-    size_t es = ns_dtype_size(g->dt);
-    int64_t m = g->m;
-    for (int64_t j0 = 0; j0 < m; j0 += g->bs)
-        for (int64_t i0 = j0; i0 < m; i0 += g->bs) {
-            gemm_args a;
-            memset(&a, 0, sizeof a);
-            a.M = i0 + g->bs < m ? g->bs : m - i0;
-            a.N = j0 + g->bs < m ? g->bs : m - j0;
-            a.K = m;
-            a.ta = a.tb = CUBLAS_OP_N;
-            a.a = (const char *)s1 + (size_t)i0 * es;
-            a.b = (const char *)s2 + (size_t)(j0 * m) * es;
-            a.lda = a.ldb = m;
-            a.alpha = alpha;
-            a.beta = beta;
-            a.c = c ? (const char *)c + (size_t)(i0 + j0 * m) * es : NULL;
-            a.d = (char *)d + (size_t)(i0 + j0 * m) * es;
-            a.ldc = a.ldd = m;
-            a.sa = a.sb = a.sc = a.sd = m * m;
-            if (seq_gemm(q, &a, g->dt, g->batch, err)) return -1;
-        }
-    count_sym(q, g, (double)m);
-    return emit_mirror(q, g, d, err);
+    int rc;
+    if (g->bs_s >= g->m) {
+        gemm_args a;
+        memset(&a, 0, sizeof a);
+        int64_t m = g->m;
+        a.M = a.N = a.K = m;
+        a.ta = a.tb = CUBLAS_OP_N;
+        a.a = s1;
+        a.b = s2;
+        a.lda = a.ldb = a.ldc = a.ldd = m;
+        a.alpha = alpha;
+        a.beta = beta;
+        a.c = c;
+        a.d = d;
+        a.sa = a.sb = a.sc = a.sd = m * m;
+        rc = seq_gemm(q, &a, g->dt, g->batch, err);
+    } else {
+        rc = emit_sym_levels(q, g, g->bs_s, 1, s1, s2, alpha, beta, c, d, err);
+    }
+    if (rc) return -1;
+    count_sym(q, g, (double)g->m);
+    return emit_mirror(q, g, g->bs_s, d, err);
 }
 
 /* D = alpha S X + beta C (m x n, X's layout); a full product. dt_d: D's (and C's) dtype. */
@@ -565,8 +651,9 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io
         return dm_err_set(err, "ns_plan_create: n_iters %d not in 1..%d", cfg->coeffs.n, NS_MAX_ITERS);
     if (cfg->work == NS_FP32)
         return dm_err_set(err, "ns_plan_create: the work dtype must be bf16 or fp16");
-    if (cfg->sym_blocks < 1 || cfg->sym_blocks > 16)
-        return dm_err_set(err, "ns_plan_create: sym_blocks %d not in 1..16", cfg->sym_blocks);
+    if (cfg->sym_blocks < 1 || cfg->sym_blocks > 16 || cfg->sym_blocks_mm < 1 || cfg->sym_blocks_mm > 16)
+        return dm_err_set(err, "ns_plan_create: sym_blocks %d / sym_blocks_mm %d not in 1..16",
+                          cfg->sym_blocks, cfg->sym_blocks_mm);
     ns_plan *p = (ns_plan *)dm_calloc(1, sizeof *p, err);
     if (!p) return -1;
     p->rows = rows;
@@ -578,7 +665,8 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io
     p->g.xT = rows <= cols;
     p->g.batch = batch;
     p->g.dt = cfg->work;
-    p->g.bs = sym_block_size(p->g.m, cfg->sym_blocks);
+    p->g.bs_x = sym_block_size(p->g.m, cfg->sym_blocks);
+    p->g.bs_s = sym_block_size(p->g.m, cfg->sym_blocks_mm);
     int64_t m = p->g.m, n = p->g.n;
     size_t ex = (size_t)(m * n) * batch, es = (size_t)(m * m) * batch, w = ns_dtype_size(cfg->work);
     int n_s = cfg->algo == NS_ALGO_GRAM ? 6 : 2;
@@ -606,6 +694,57 @@ fail:
 extern "C" int ns_plan_run(ns_plan *p, ns_stream s, int use_graph, dm_err *err)
 {
     return seq_run(&p->q, (cudaStream_t)s, use_graph, err);
+}
+
+static const char *step_name(const step *t)
+{
+    static const char *names[] = {"gemm", "sumsq", "normalize", "add_diag", "mirror", "convert"};
+    return t->kind == ST_GEMM ? t->desc : names[t->kind];
+}
+
+extern "C" int ns_plan_profile(ns_plan *p, ns_stream s, FILE *out, dm_err *err)
+{
+    seq *q = &p->q;
+    cudaEvent_t *ev = (cudaEvent_t *)dm_calloc((size_t)q->n + 1, sizeof *ev, err);
+    double *best = (double *)dm_calloc((size_t)q->n, sizeof *best, err);
+    int made = 0, rc = -1;
+    if (!ev || !best) goto out;
+    for (; made <= q->n; made++)
+        if (cudaEventCreate(&ev[made]) != cudaSuccess) {
+            dm_err_set(err, "ns_plan_profile: cudaEventCreate failed");
+            goto out;
+        }
+    for (int rep = 0; rep < 5; rep++) { /* the best of 5 per step: launch gaps excluded */
+        if (cudaEventRecord(ev[0], (cudaStream_t)s) != cudaSuccess) goto cuda_fail;
+        for (int i = 0; i < q->n; i++) {
+            if (seq_run_step(q, i, (cudaStream_t)s, err)) goto out;
+            if (cudaEventRecord(ev[i + 1], (cudaStream_t)s) != cudaSuccess) goto cuda_fail;
+        }
+        if (cudaEventSynchronize(ev[q->n]) != cudaSuccess) goto cuda_fail;
+        for (int i = 0; i < q->n; i++) {
+            float ms;
+            if (cudaEventElapsedTime(&ms, ev[i], ev[i + 1]) != cudaSuccess) goto cuda_fail;
+            if (rep == 0 || ms * 1e3 < best[i]) best[i] = ms * 1e3;
+        }
+    }
+    {
+        double total = 0;
+        for (int i = 0; i < q->n; i++) total += best[i];
+        fprintf(out, "# profile %lldx%lld batch %d %s %s sym_blocks %d/%d: %d steps, sum of steps %.1f us\n",
+                (long long)p->g.m, (long long)p->g.n, p->g.batch, ns_algo_name(p->cfg.algo),
+                ns_dtype_name(p->g.dt), p->cfg.sym_blocks, p->cfg.sym_blocks_mm, q->n, total);
+        for (int i = 0; i < q->n; i++)
+            fprintf(out, "#   %3d %-44s %9.1f us\n", i, step_name(&q->steps[i]), best[i]);
+    }
+    rc = 0;
+    goto out;
+cuda_fail:
+    dm_err_set(err, "ns_plan_profile: %s", cudaGetErrorString(cudaGetLastError()));
+out:
+    for (int i = 0; i < made; i++) cudaEventDestroy(ev[i]);
+    free(ev);
+    free(best);
+    return rc;
 }
 
 extern "C" void ns_plan_get_stats(const ns_plan *p, ns_plan_stats *st)
@@ -666,7 +805,7 @@ extern "C" int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch
     p->g.xT = 1;
     p->g.batch = batch;
     p->g.dt = dt;
-    p->g.bs = kind == NS_PROD_GEMM ? m : sym_block_size(m, sym_blocks);
+    p->g.bs_x = p->g.bs_s = kind == NS_PROD_GEMM ? m : sym_block_size(m, sym_blocks);
     size_t w = ns_dtype_size(dt), ex = (size_t)(m * p->g.n) * batch, es = (size_t)(m * m) * batch;
     size_t dsz = kind == NS_PROD_GEMM ? ex : es;
     cudaError_t e = cudaMalloc(&p->x, ex * w);
@@ -717,7 +856,7 @@ extern "C" int ns_prod_check(ns_prod *p, double *rel_err, dm_err *err)
     int64_t len = (p->kind == NS_PROD_GEMM ? p->g.m * p->g.n : p->g.m * p->g.m) * p->g.batch;
     if (!p->have_ref) {
         geom gf = p->g;
-        gf.bs = gf.m;
+        gf.bs_x = gf.bs_s = gf.m;
         NS_CUDA(cudaMalloc(&p->dref, (size_t)len * ns_dtype_size(p->g.dt)));
         if (seq_init(&p->qref, 0, err) || prod_emit(p, &p->qref, &gf, p->dref, err)) return -1;
         p->have_ref = 1;

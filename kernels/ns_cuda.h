@@ -16,6 +16,7 @@
 #define DM_NS_CUDA_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,8 +30,12 @@ typedef enum { NS_BF16 = 0, NS_FP16 = 1, NS_FP32 = 2 } ns_dtype;
 typedef struct ns_config {
     ns_algo algo;
     ns_dtype work;     /* iteration dtype: NS_BF16 (direct default) or NS_FP16 (Gram default) */
-    int sym_blocks;    /* symmetric products: 1 = full cuBLAS GEMM; k in 2..16 = lower k x k
-                          block scheme (only blocks on or below the diagonal, then a mirror) */
+    int sym_blocks;    /* symmetric products: 1 = full cuBLAS GEMMs; k in 2..16 (rounded down
+                          to a power of two that divides m) = recursive halving into k leaves:
+                          per level one strided-batched GEMM of the off-diagonal blocks below
+                          the diagonal, the leaves in full, then a mirror; (k+1)/(2k) of the
+                          full work in log2(k)+1 launches; this one for R = X X^T */
+    int sym_blocks_mm; /* the same for the m x m products (A A, R R, R Z, Q Z, ...) */
     unsigned restarts; /* Gram: bit i = restart (Q applied to X, R recomputed) before iteration
                           i; default 1u << 2 */
     int heuristic;     /* index into cuBLASLt's heuristic list for every GEMM (0 = its best) */
@@ -39,7 +44,7 @@ typedef struct ns_config {
 } ns_config;
 
 /* Defaults: the given algorithm, its default dtype, 5 Polar Express iterations (safety
- * NS_PE_SAFETY_DEFAULT), sym_blocks 1, restart before iteration 2, heuristic 0, eps 1e-7. */
+ * NS_PE_SAFETY_DEFAULT), sym_blocks 1 and sym_blocks_mm 1, restart before iteration 2, heuristic 0, eps 1e-7. */
 void ns_config_default(ns_config *cfg, ns_algo algo);
 
 const char *ns_dtype_name(ns_dtype t); /* "bf16", "fp16", "fp32" */
@@ -80,6 +85,10 @@ void *ns_plan_output(ns_plan *p);
  * replays it; otherwise kernels are launched one by one. */
 int ns_plan_run(ns_plan *p, ns_stream s, int use_graph, dm_err *err);
 
+/* Time every step of the plan alone (events between steps, best of 5 runs, no graph) and
+ * print one line per step to out, with a summary line. Synchronizes. */
+int ns_plan_profile(ns_plan *p, ns_stream s, FILE *out, dm_err *err);
+
 /* What the plan computes, for reports: m, n (m <= n), GEMM launches per run, and the FLOPs of
  * one run counted two ways: as executed (symmetric blocks only) and as full GEMMs. */
 typedef struct ns_plan_stats {
@@ -116,6 +125,12 @@ void ns_prod_buffers(ns_prod *p, void **x, void **s, void **d);
 /* Relative Frobenius difference between this product's output and the full-GEMM result on
  * the same operands, computed on the device (synchronizes). */
 int ns_prod_check(ns_prod *p, double *rel_err, dm_err *err);
+
+/* y = x / (||x||_F + eps) per matrix of per_mat elements (batch of them), the norm in fp32,
+ * x in dt_in, y in dt_out: the normalization NS starts with. Allocates a small scratch buffer
+ * and synchronizes s (use plans for the asynchronous path). */
+int ns_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t per_mat,
+                 int batch, float eps, ns_stream s, dm_err *err);
 
 /* ---- elementwise optimizer kernels --------------------------------------------------------- */
 

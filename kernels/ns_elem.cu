@@ -45,26 +45,80 @@ __device__ __forceinline__ float block_sum(float v)
     return v; /* valid in warp 0 */
 }
 
+/* ---- 8-wide vector access ------------------------------------------------------------------
+ * Memory-bound kernels move 8 elements per thread per step: one 16-byte access for 2-byte types,
+ * two for fp32. Used when the element count per matrix is a multiple of 8 and the buffers are
+ * 16-byte aligned (plan buffers always are); otherwise the scalar loops run. */
+
+template <typename T> struct vec8;
+template <> struct vec8<float> {
+    static __device__ __forceinline__ void load(const float *p, int64_t i, float v[8])
+    {
+        float4 a = *(const float4 *)(p + i), b = *(const float4 *)(p + i + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    }
+    static __device__ __forceinline__ void store(float *p, int64_t i, const float v[8])
+    {
+        *(float4 *)(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)(p + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    }
+};
+template <typename H> struct vec8_16 {
+    static __device__ __forceinline__ void load(const H *p, int64_t i, float v[8])
+    {
+        uint4 u = *(const uint4 *)(p + i);
+        const H *h = (const H *)&u;
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = ld(h, k);
+    }
+    static __device__ __forceinline__ void store(H *p, int64_t i, const float v[8])
+    {
+        uint4 u;
+        H *h = (H *)&u;
+#pragma unroll
+        for (int k = 0; k < 8; k++) st(h, k, v[k]);
+        *(uint4 *)(p + i) = u;
+    }
+};
+template <> struct vec8<__nv_bfloat16> : vec8_16<__nv_bfloat16> {};
+template <> struct vec8<__half> : vec8_16<__half> {};
+
+static int vec_ok(const void *a, const void *b, int64_t per_mat)
+{
+    return per_mat % 8 == 0 && ((uintptr_t)a | (uintptr_t)(b ? b : a)) % 16 == 0;
+}
+
 /* ---- normalization ------------------------------------------------------------------------ */
 
 #define NORM_THREADS 256
 
+/* Blocks per matrix: about 32 elements per thread, at most 1024 blocks. */
 int nsk_norm_blocks(int64_t per_mat)
 {
-    int64_t b = (per_mat + NORM_THREADS * 16 - 1) / (NORM_THREADS * 16);
-    return (int)(b < 1 ? 1 : b > 128 ? 128 : b);
+    int64_t b = (per_mat + NORM_THREADS * 32 - 1) / (NORM_THREADS * 32);
+    return (int)(b < 1 ? 1 : b > 1024 ? 1024 : b);
 }
 
-template <typename T>
+template <typename T, int VEC>
 __global__ void k_sumsq(const T *x, int64_t per_mat, float *partial, int nblk)
 {
     int b = blockIdx.y;
     const T *xm = x + (int64_t)b * per_mat;
     float acc = 0.f;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < per_mat;
-         i += (int64_t)nblk * blockDim.x) {
-        float v = ld(xm, i);
-        acc += v * v;
+    if (VEC) {
+        for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < per_mat;
+             i += (int64_t)nblk * blockDim.x * 8) {
+            float v[8];
+            vec8<T>::load(xm, i, v);
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc += v[k] * v[k];
+        }
+    } else {
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < per_mat;
+             i += (int64_t)nblk * blockDim.x) {
+            float v = ld(xm, i);
+            acc += v * v;
+        }
     }
     acc = block_sum(acc);
     if (threadIdx.x == 0) partial[(int64_t)b * nblk + blockIdx.x] = acc;
@@ -74,7 +128,11 @@ template <typename T>
 static int launch_sumsq(const void *x, int64_t per_mat, int batch, float *partial, int nblk,
                         cudaStream_t s)
 {
-    k_sumsq<T><<<dim3(nblk, batch), NORM_THREADS, 0, s>>>((const T *)x, per_mat, partial, nblk);
+    dim3 g(nblk, batch);
+    if (vec_ok(x, NULL, per_mat))
+        k_sumsq<T, 1><<<g, NORM_THREADS, 0, s>>>((const T *)x, per_mat, partial, nblk);
+    else
+        k_sumsq<T, 0><<<g, NORM_THREADS, 0, s>>>((const T *)x, per_mat, partial, nblk);
     return 0;
 }
 
@@ -86,7 +144,7 @@ int nsk_sumsq_partial(const void *x, ns_dtype dt, int64_t per_mat, int batch, fl
     return 0;
 }
 
-template <typename TI, typename TO>
+template <typename TI, typename TO, int VEC>
 __global__ void k_normalize(const TI *x, TO *y, int64_t per_mat, const float *partial, int nblk,
                             int nblk_here, float eps)
 {
@@ -100,23 +158,42 @@ __global__ void k_normalize(const TI *x, TO *y, int64_t per_mat, const float *pa
     float sc = inv;
     const TI *xm = x + (int64_t)b * per_mat;
     TO *ym = y + (int64_t)b * per_mat;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < per_mat;
-         i += (int64_t)nblk_here * blockDim.x)
-        st(ym, i, ld(xm, i) * sc);
+    if (VEC) {
+        for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < per_mat;
+             i += (int64_t)nblk_here * blockDim.x * 8) {
+            float w[8];
+            vec8<TI>::load(xm, i, w);
+#pragma unroll
+            for (int k = 0; k < 8; k++) w[k] *= sc;
+            vec8<TO>::store(ym, i, w);
+        }
+    } else {
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < per_mat;
+             i += (int64_t)nblk_here * blockDim.x)
+            st(ym, i, ld(xm, i) * sc);
+    }
+}
+
+template <typename TI, typename TO>
+static void launch_norm_io(const void *x, void *y, int64_t per_mat, int batch,
+                           const float *partial, int nblk, float eps, cudaStream_t s)
+{
+    int vec = vec_ok(x, y, per_mat);
+    int nb = grid_for((per_mat + 31) / 32, NORM_THREADS);
+    dim3 g(nb, batch);
+    if (vec)
+        k_normalize<TI, TO, 1><<<g, NORM_THREADS, 0, s>>>((const TI *)x, (TO *)y, per_mat, partial, nblk, nb, eps);
+    else
+        k_normalize<TI, TO, 0><<<g, NORM_THREADS, 0, s>>>((const TI *)x, (TO *)y, per_mat, partial, nblk, nb, eps);
 }
 
 template <typename TI>
 static int launch_norm_in(const void *x, void *y, ns_dtype dto, int64_t per_mat, int batch,
                           const float *partial, int nblk, float eps, cudaStream_t s)
 {
-    int nb = grid_for((per_mat + 3) / 4, NORM_THREADS);
-    dim3 g(nb, batch);
-    if (dto == NS_BF16)
-        k_normalize<TI, __nv_bfloat16><<<g, NORM_THREADS, 0, s>>>((const TI *)x, (__nv_bfloat16 *)y, per_mat, partial, nblk, nb, eps);
-    else if (dto == NS_FP16)
-        k_normalize<TI, __half><<<g, NORM_THREADS, 0, s>>>((const TI *)x, (__half *)y, per_mat, partial, nblk, nb, eps);
-    else
-        k_normalize<TI, float><<<g, NORM_THREADS, 0, s>>>((const TI *)x, (float *)y, per_mat, partial, nblk, nb, eps);
+    if (dto == NS_BF16) launch_norm_io<TI, __nv_bfloat16>(x, y, per_mat, batch, partial, nblk, eps, s);
+    else if (dto == NS_FP16) launch_norm_io<TI, __half>(x, y, per_mat, batch, partial, nblk, eps, s);
+    else launch_norm_io<TI, float>(x, y, per_mat, batch, partial, nblk, eps, s);
     return 0;
 }
 
@@ -126,6 +203,21 @@ int nsk_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64
 {
     NS_DISPATCH(dt_in, launch_norm_in, x, y, dt_out, per_mat, batch, partial, nblk, eps, s);
     NS_LAUNCHED();
+    return 0;
+}
+
+extern "C" int ns_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out,
+                            int64_t per_mat, int batch, float eps, ns_stream s, dm_err *err)
+{
+    int nblk = nsk_norm_blocks(per_mat);
+    float *partial = NULL;
+    NS_CUDA(cudaMalloc((void **)&partial, sizeof(float) * (size_t)nblk * batch));
+    int rc = nsk_sumsq_partial(x, dt_in, per_mat, batch, partial, nblk, (cudaStream_t)s, err) ||
+             nsk_normalize(x, dt_in, y, dt_out, per_mat, batch, partial, nblk, eps, (cudaStream_t)s, err);
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)s);
+    cudaFree(partial);
+    if (rc) return -1;
+    if (e != cudaSuccess) return dm_err_set(err, "ns_normalize: %s", cudaGetErrorString(e));
     return 0;
 }
 
@@ -156,56 +248,80 @@ int nsk_add_diag(void *a, ns_dtype dt, int64_t m, int batch, float alpha, cudaSt
 
 /* Tiled transpose copy restricted to the strictly-upper blocks. The element written, (r, c)
  * with blk(r) < blk(c), comes from (c, r), which lies in a strictly-lower block: reads and
- * writes never touch the same element, so tiles need no ordering between them. */
+ * writes never touch the same element, so tiles need no ordering between them. 64 x 64 tiles;
+ * the block index of each of the tile's 64 rows and 64 columns is computed once into shared
+ * memory (integer division per element cost more than the memory traffic); the tile is held
+ * in 32-bit words with a padded row, so the transposed read is free of bank conflicts. */
 template <typename U>
-__global__ void k_mirror(U *a, int64_t m, int64_t bs)
+__global__ void k_mirror(U *a, int m, int bs)
 {
-    __shared__ U tile[32][33];
-    int64_t r0 = (int64_t)blockIdx.y * 32, c0 = (int64_t)blockIdx.x * 32;
-    int64_t cmax = c0 + 31 < m ? c0 + 31 : m - 1;
+    __shared__ uint32_t tile[64][65];
+    __shared__ int rb[64], cb[64];
+    int r0 = blockIdx.y * 64, c0 = blockIdx.x * 64;
+    int cmax = c0 + 63 < m ? c0 + 63 : m - 1;
     if (r0 / bs >= cmax / bs) return; /* no element of this tile lies in an upper block */
     U *am = a + (int64_t)blockIdx.z * m * m;
-    int tx = threadIdx.x;
-    for (int ty = threadIdx.y; ty < 32; ty += blockDim.y) {
+    int tx = threadIdx.x, lin = threadIdx.y * blockDim.x + tx;
+    if (lin < 64) rb[lin] = (r0 + lin) / bs;
+    else if (lin < 128) cb[lin - 64] = (c0 + lin - 64) / bs;
+    __syncthreads();
+    for (int ty = threadIdx.y; ty < 64; ty += blockDim.y) {
         /* source element (c0+tx, r0+ty), needed when blk(r0+ty) < blk(c0+tx) */
-        int64_t sr = c0 + tx, sc = r0 + ty;
-        if (sr < m && sc < m && sc / bs < sr / bs) tile[ty][tx] = am[sr + sc * m];
+        int sr = c0 + tx, sc = r0 + ty;
+        if (sr < m && sc < m && rb[ty] < cb[tx]) tile[ty][tx] = am[sr + (int64_t)sc * m];
     }
     __syncthreads();
-    for (int ty = threadIdx.y; ty < 32; ty += blockDim.y) {
-        int64_t r = r0 + tx, c = c0 + ty;
-        if (r < m && c < m && r / bs < c / bs) am[r + c * m] = tile[tx][ty];
+    for (int ty = threadIdx.y; ty < 64; ty += blockDim.y) {
+        int r = r0 + tx, c = c0 + ty;
+        if (r < m && c < m && rb[tx] < cb[ty]) am[r + (int64_t)c * m] = (U)tile[tx][ty];
     }
 }
 
 int nsk_mirror_blocks(void *a, ns_dtype dt, int64_t m, int64_t bs, int batch, cudaStream_t s,
                       dm_err *err)
 {
-    unsigned t = (unsigned)((m + 31) / 32);
-    dim3 g(t, t, batch), b(32, 8);
+    unsigned t = (unsigned)((m + 63) / 64);
+    dim3 g(t, t, batch), b(64, 8);
     if (ns_dtype_size(dt) == 2)
-        k_mirror<uint16_t><<<g, b, 0, s>>>((uint16_t *)a, m, bs);
+        k_mirror<uint16_t><<<g, b, 0, s>>>((uint16_t *)a, (int)m, (int)bs);
     else
-        k_mirror<uint32_t><<<g, b, 0, s>>>((uint32_t *)a, m, bs);
+        k_mirror<uint32_t><<<g, b, 0, s>>>((uint32_t *)a, (int)m, (int)bs);
     NS_LAUNCHED();
     return 0;
 }
 
-template <typename TI, typename TO>
+template <typename TI, typename TO, int VEC>
 __global__ void k_convert(const TI *x, TO *y, int64_t n)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        st(y, i, ld(x, i));
+    if (VEC) {
+        for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n;
+             i += (int64_t)gridDim.x * blockDim.x * 8) {
+            float w[8];
+            vec8<TI>::load(x, i, w);
+            vec8<TO>::store(y, i, w);
+        }
+    } else {
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+             i += (int64_t)gridDim.x * blockDim.x)
+            st(y, i, ld(x, i));
+    }
+}
+
+template <typename TI, typename TO>
+static void launch_convert_io(const void *x, void *y, int64_t n, cudaStream_t s)
+{
+    if (vec_ok(x, y, n))
+        k_convert<TI, TO, 1><<<grid_for((n + 7) / 8, 256), 256, 0, s>>>((const TI *)x, (TO *)y, n);
+    else
+        k_convert<TI, TO, 0><<<grid_for(n, 256), 256, 0, s>>>((const TI *)x, (TO *)y, n);
 }
 
 template <typename TI>
 static int launch_convert_in(const void *x, void *y, ns_dtype dto, int64_t n, cudaStream_t s)
 {
-    int g = grid_for(n, 256);
-    if (dto == NS_BF16) k_convert<<<g, 256, 0, s>>>((const TI *)x, (__nv_bfloat16 *)y, n);
-    else if (dto == NS_FP16) k_convert<<<g, 256, 0, s>>>((const TI *)x, (__half *)y, n);
-    else k_convert<<<g, 256, 0, s>>>((const TI *)x, (float *)y, n);
+    if (dto == NS_BF16) launch_convert_io<TI, __nv_bfloat16>(x, y, n, s);
+    else if (dto == NS_FP16) launch_convert_io<TI, __half>(x, y, n, s);
+    else launch_convert_io<TI, float>(x, y, n, s);
     return 0;
 }
 

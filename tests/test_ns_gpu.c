@@ -5,11 +5,19 @@
  *
  * Tolerances (relative Frobenius error against float64 on the same input and coefficients):
  *   full NS, bf16 direct or fp16 Gram:  NS_TOL = 2e-2 (bf16 keeps 8 bits: ~4e-3 per product,
- *                                        amplified by the first polynomial's slope);
+ *                                        amplified by the first polynomial's slope; measured
+ *                                        ~1e-2 direct, 2e-3..4e-3 Gram on wide matrices);
+ *   Gram on square matrices (m == n):   GRAM_SQ_TOL = 3.5e-2 (R = X X^T then holds the
+ *                                        smallest singular values squared, at the edge of
+ *                                        fp16's resolution: measured 2.0e-2..2.5e-2 at 384^2);
  *   single products (bf16 operands, fp32 accumulation, bf16 result): PROD_TOL = 8e-3;
  *   block-symmetric vs full cuBLAS on the same operands: BLOCK_TOL = 4e-3;
- *   AdamW (fp32 both sides): 1e-5; Muon weight change (NS in bf16): NS_TOL.
- * Every output is poisoned (NaN) before its run; a non-finite value fails the check. */
+ *   AdamW (fp32 both sides): weight change 2e-4 (the change is ~1e-3 of w, so w's own fp32
+ *   rounding, 6e-8 relative, is ~6e-5 of it), moments 1e-6; Muon weight change: NS_TOL.
+ * Every output is poisoned (NaN) before its run; a non-finite value fails the check.
+ * Environment: DM_TEST_SEED=N repeats a run's inputs; DM_TEST_NO_GRAPH=1 launches kernels one
+ * by one instead of replaying graphs; DM_TEST_ELEMENTWISE_ONLY=1 runs only the tests without
+ * cuBLASLt (compute-sanitizer's racecheck fails to launch cuBLASLt's Hopper kernels). */
 #include "config.h"
 
 #include <math.h>
@@ -29,6 +37,7 @@ int main(void) { return tap_skip_all("built without CUDA"); }
 #include "ns_ref.h"
 
 #define NS_TOL 2e-2
+#define GRAM_SQ_TOL 3.5e-2
 #define PROD_TOL 8e-3
 #define BLOCK_TOL 4e-3
 
@@ -110,21 +119,22 @@ out:
 static void test_ns_plans(ns_stream s)
 {
     static const struct { int64_t r, c; int batch; } shapes[] = {
-        {64, 256, 1}, {256, 64, 1}, {200, 330, 2}, {384, 384, 1}, {96, 1000, 5}, {1000, 300, 1},
+        {64, 256, 1}, {256, 64, 1}, {200, 330, 2}, {384, 384, 1}, {96, 1000, 5}, {1000, 304, 1},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int algo = 0; algo < 2; algo++)
-            for (int kb = 1; kb <= 3; kb += 2) {
+            for (int kb = 1; kb <= 8; kb = kb == 1 ? 4 : kb * 2) {
                 ns_config cfg;
                 ns_config_default(&cfg, (ns_algo)algo);
-                cfg.sym_blocks = kb;
+                cfg.sym_blocks = cfg.sym_blocks_mm = kb;
                 ns_dtype io = (i % 2) ? NS_FP32 : NS_BF16;
-                int graph = (int)(i + kb) % 2;
+                int graph = getenv("DM_TEST_NO_GRAPH") ? 0 : (int)(i + kb) % 2;
                 double r = check_plan(shapes[i].r, shapes[i].c, shapes[i].batch, io, &cfg, graph,
                                       s, NULL);
-                ok(r <= NS_TOL, "NS %s %lldx%lld batch %d io %s sym_blocks %d graph %d: rel err %.3g <= %g",
+                double tol = algo == NS_ALGO_GRAM && shapes[i].r == shapes[i].c ? GRAM_SQ_TOL : NS_TOL;
+                ok(r <= tol, "NS %s %lldx%lld batch %d io %s sym_blocks %d graph %d: rel err %.3g <= %g",
                    ns_algo_name((ns_algo)algo), (long long)shapes[i].r, (long long)shapes[i].c,
-                   shapes[i].batch, ns_dtype_name(io), kb, graph, r, NS_TOL);
+                   shapes[i].batch, ns_dtype_name(io), kb, graph, r, tol);
             }
 }
 
@@ -138,6 +148,7 @@ static void test_gram_vs_direct(ns_stream s)
     ns_config_default(&cd, NS_ALGO_DIRECT);
     ns_config_default(&cg, NS_ALGO_GRAM);
     cg.sym_blocks = 2;
+    cg.sym_blocks_mm = 4;
     uint64_t seed = rng_state;
     double ed = check_plan(r, c, 1, NS_FP32, &cd, 1, s, xd);
     rng_state = seed; /* same input */
@@ -172,7 +183,7 @@ static void test_graph_replay(ns_stream s)
         fill_randn(g, n, 0.01 + rep);
         if (ns_ref_d(g, ref, r, c, &o, &e) || ns_upload(ns_plan_input(p), NS_FP32, g, (int64_t)n, &e) ||
             ns_fill_poison(ns_plan_output(p), NS_FP32, (int64_t)n, s, &e) ||
-            ns_plan_run(p, s, 1, &e) || ns_sync(s, &e) ||
+            ns_plan_run(p, s, !getenv("DM_TEST_NO_GRAPH"), &e) || ns_sync(s, &e) ||
             ns_download(got, ns_plan_output(p), NS_FP32, (int64_t)n, &e)) {
             bail("graph replay", &e);
             goto out;
@@ -278,17 +289,15 @@ static void test_products(void)
 }
 
 /* The Muon chain on the GPU (momentum + Nesterov kernel, NS plan, apply kernel) against
- * ns_muon_update_f with the NS in double; then AdamW against ns_adamw_update_f. */
+ * ns_muon_update_f with the NS in double. */
 static void test_updates(ns_stream s)
 {
     dm_err e = {{0}};
     int64_t r = 320, c = 192;
     size_t n = (size_t)(r * c);
     float *w = malloc(n * 4), *buf = malloc(n * 4), *g = malloc(n * 4), *w0 = malloc(n * 4),
-          *wg = malloc(n * 4), *m1 = malloc(n * 4), *m2 = malloc(n * 4), *hm = malloc(n * 4),
-          *hv = malloc(n * 4);
-    double *tmp = malloc(n * 8);
-    void *dw = NULL, *dg = NULL, *dbuf = NULL, *dm = NULL, *dv = NULL;
+          *wg = malloc(n * 4), *hm = malloc(n * 4);
+    void *dw = NULL, *dg = NULL, *dbuf = NULL;
     ns_plan *p = NULL;
     ns_config cfg;
     ns_config_default(&cfg, NS_ALGO_DIRECT);
@@ -307,12 +316,12 @@ static void test_updates(ns_stream s)
         ns_copy_h2d(dw, w, n * 4, &e) || ns_copy_h2d(dg, g, n * 4, &e) || ns_copy_h2d(dbuf, buf, n * 4, &e) ||
         ns_plan_create(r, c, 1, NS_BF16, &cfg, &p, &e) ||
         ns_muon_momentum(dg, dbuf, ns_plan_input(p), NS_BF16, (int64_t)n, (float)mp.momentum, 1, s, &e) ||
-        ns_plan_run(p, s, 1, &e) ||
+        ns_plan_run(p, s, !getenv("DM_TEST_NO_GRAPH"), &e) ||
         ns_muon_apply(dw, ns_plan_output(p), NS_BF16, (int64_t)n, (float)mp.lr, (float)mp.weight_decay, scale, s, &e) ||
         ns_sync(s, &e) || ns_copy_d2h(wg, dw, n * 4, &e) || ns_copy_d2h(hm, dbuf, n * 4, &e) ||
         ns_muon_update_f(w, buf, g, r, c, &mp, &e)) {
         bail("muon chain", &e);
-        goto adamw;
+        goto out;
     }
     {
         double d2 = 0, r2 = 0, bd = 0, br = 0;
@@ -329,7 +338,27 @@ static void test_updates(ns_stream s)
            "Muon update 320x192 (tall): weight change rel err %.3g <= %g, momentum rel err %.3g",
            sqrt(d2 / r2), NS_TOL, sqrt(bd / br));
     }
-adamw:
+out:
+    ns_plan_destroy(p);
+    free(w), free(buf), free(g), free(w0), free(wg), free(hm);
+    ns_dev_free(dw);
+    ns_dev_free(dg);
+    ns_dev_free(dbuf);
+}
+
+/* AdamW against ns_adamw_update_f, over an odd count (vector body and scalar tail). */
+static void test_adamw(ns_stream s)
+{
+    dm_err e = {{0}};
+    size_t n = 320 * 192;
+    float *w = malloc(n * 4), *g = malloc(n * 4), *w0 = malloc(n * 4), *wg = malloc(n * 4),
+          *m1 = malloc(n * 4), *m2 = malloc(n * 4), *hm = malloc(n * 4), *hv = malloc(n * 4);
+    void *dw = NULL, *dg = NULL, *dm = NULL, *dv = NULL;
+    for (size_t i = 0; i < n; i++) w[i] = w0[i] = (float)randn();
+    if (ns_dev_alloc(&dw, n * 4, &e) || ns_dev_alloc(&dg, n * 4, &e)) {
+        bail("adamw alloc", &e);
+        goto done;
+    }
     for (size_t i = 0; i < n; i++) {
         w[i] = w0[i];
         m1[i] = (float)(0.1 * randn());
@@ -360,18 +389,72 @@ adamw:
                 mr += (double)m1[i] * m1[i] + (double)m2[i] * m2[i];
             }
             for (size_t i = na; i < n; i++) tail_untouched &= wg[i] == w0[i];
-            ok(finite && tail_untouched && sqrt(d2 / r2) <= 1e-5 && sqrt(md / mr) <= 1e-6,
+            ok(finite && tail_untouched && sqrt(d2 / r2) <= 2e-4 && sqrt(md / mr) <= 1e-6,
                "AdamW %zu elements, step 7: weight change rel err %.3g, moments %.3g, past-the-end untouched %d",
                na, sqrt(d2 / r2), sqrt(md / mr), tail_untouched);
         }
     }
-    ns_plan_destroy(p);
+done:
     ns_dev_free(dw);
     ns_dev_free(dg);
-    ns_dev_free(dbuf);
     ns_dev_free(dm);
     ns_dev_free(dv);
-    free(w), free(buf), free(g), free(w0), free(wg), free(m1), free(m2), free(hm), free(hv), free(tmp);
+    free(w), free(g), free(w0), free(wg), free(m1), free(m2), free(hm), free(hv);
+}
+
+/* Normalization against the CPU (vector path: per-matrix count a multiple of 8; scalar path
+ * otherwise), and the mirror kernel (a symmetric operand is made by mirroring with 1-element
+ * blocks: it must be exactly symmetric). */
+static void test_normalize_mirror(ns_stream s)
+{
+    static const int64_t per[] = {64 * 100, 63 * 101};
+    for (int k = 0; k < 2; k++) {
+        dm_err e = {{0}};
+        int batch = 3;
+        size_t n = (size_t)per[k] * batch;
+        double *x = malloc(n * 8), *want = malloc(n * 8), *got = malloc(n * 8);
+        void *dx = NULL, *dy = NULL;
+        double rel = NAN;
+        fill_randn(x, n, 3.0);
+        for (int b = 0; b < batch; b++) {
+            double ss = 0;
+            for (int64_t i = 0; i < per[k]; i++) ss += x[b * per[k] + i] * x[b * per[k] + i];
+            for (int64_t i = 0; i < per[k]; i++) want[b * per[k] + i] = x[b * per[k] + i] / (sqrt(ss) + 1e-7);
+        }
+        if (ns_dev_alloc(&dx, n * 4, &e) || ns_dev_alloc(&dy, n * 2, &e) ||
+            ns_upload(dx, NS_FP32, x, (int64_t)n, &e) || ns_fill_poison(dy, NS_BF16, (int64_t)n, s, &e) ||
+            ns_normalize(dx, NS_FP32, dy, NS_BF16, per[k], batch, 1e-7f, s, &e) ||
+            ns_download(got, dy, NS_BF16, (int64_t)n, &e))
+            bail("normalize", &e);
+        else
+            rel = rel_err(got, want, n);
+        ok(rel <= 4e-3, "normalize fp32 -> bf16, %d x %lld elements: rel err %.3g <= 4e-3", batch,
+           (long long)per[k], rel);
+        ns_dev_free(dx);
+        ns_dev_free(dy);
+        free(x), free(want), free(got);
+    }
+    {
+        dm_err e = {{0}};
+        ns_prod *p = NULL;
+        void *x, *sm, *d;
+        int64_t m = 200;
+        double *h = malloc((size_t)(m * m) * 2 * 8);
+        int sym = 0;
+        if (ns_prod_create(NS_PROD_SYMM, m, m, 2, NS_FP16, 1, &p, &e) ||
+            (ns_prod_buffers(p, &x, &sm, &d), 0) || ns_download(h, sm, NS_FP16, 2 * m * m, &e)) {
+            bail("mirror", &e);
+        } else {
+            sym = 1;
+            for (int b = 0; b < 2; b++)
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < m; j++)
+                        sym &= h[b * m * m + i + j * m] == h[b * m * m + j + i * m] && isfinite(h[b * m * m + i + j * m]);
+        }
+        ok(sym, "mirror: 2 x 200x200 fp16 exactly symmetric and finite after mirroring");
+        ns_prod_destroy(p);
+        free(h);
+    }
 }
 
 int main(void)
@@ -388,12 +471,16 @@ int main(void)
         ok(0, "stream: %s", e.msg);
         return tap_done();
     }
-    test_ns_plans(s);
-    test_gram_vs_direct(s);
-    test_graph_replay(s);
-    test_nan_fails(s);
-    test_products();
-    test_updates(s);
+    test_normalize_mirror(s);
+    test_adamw(s);
+    if (!getenv("DM_TEST_ELEMENTWISE_ONLY")) { /* racecheck runs the elementwise kernels alone */
+        test_ns_plans(s);
+        test_gram_vs_direct(s);
+        test_graph_replay(s);
+        test_nan_fails(s);
+        test_products();
+        test_updates(s);
+    }
     ns_stream_destroy(s);
     return tap_done();
 }
