@@ -138,7 +138,7 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
         }
         *eq = 0;
         char *k = trim(s), *v = trim(eq + 1);
-        int col = (int)(eq - buf) + 2;
+        int col = (int)(v - buf) + 1; /* the value's first character */
         double x = 0;
         if (!strcmp(k, "name")) snprintf(c->name, sizeof c->name, "%s", v);
         else if (!strcmp(k, "gpu")) {

@@ -100,9 +100,12 @@ int dm_trace_write_json(dm_trace *t, const char *path, dm_err *err)
                     sep, e->rank, e->stream, stream_label(e->stream));
             sep = ",\n";
         }
+        char name[48];
+        if (e->layer >= 0) snprintf(name, sizeof name, "%s L%d", dm_op_kind_name(e->kind), e->layer);
+        else snprintf(name, sizeof name, "%s", dm_op_kind_name(e->kind));
         fprintf(f, "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
                    "\"args\": {\"op\": %d, \"kind\": \"%s\", \"bytes\": %.17g, \"flops\": %.17g, \"layer\": %d, \"coll\": %d, \"wait_us\": %.3f}}",
-                sep, dm_op_kind_name(e->kind), dm_op_kind_name(e->kind), e->rank, e->stream, e->ts_us, e->dur_us, e->op,
+                sep, name, dm_op_kind_name(e->kind), e->rank, e->stream, e->ts_us, e->dur_us, e->op,
                 dm_op_kind_name(e->kind), e->bytes, e->flops, e->layer, e->coll, e->wait_us);
     }
     fprintf(f, "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"format\": \"" TRACE_FORMAT "\", \"source\": ");

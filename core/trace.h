@@ -12,7 +12,7 @@
  *    "displayTimeUnit": "ms", "otherData": {"format": "dmuon-trace-1", "source", "model",
  *    "strategy", "cluster", "nranks"}}; one process per rank (pid = rank, named "rank R"), one
  *    thread per stream (tid = dm_stream, named by dm_stream_name), complete events ("ph": "X")
- *    named by the op kind, with "ts"/"dur" in microseconds and
+ *    named "KIND" or "KIND L<layer>" (category: the kind), with "ts"/"dur" in microseconds and
  *    "args": {"op", "kind", "bytes", "flops", "layer", "coll", "wait_us"}.
  *  - CSV: a first line "# dmuon-trace-1 source=S model=M strategy=S cluster=C nranks=N", then
  *    the header "rank,stream,op,kind,ts_us,dur_us,bytes,flops,layer,coll,wait_us" and one row

@@ -339,8 +339,40 @@ static void test_deadlock_and_gpu(void)
     dm_program_free(p);
 }
 
+/* Cluster files: the documented keys, and errors with file:line:col. */
+static void test_cluster_file(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_sim_cluster.%d", (int)getpid());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "# two nodes of 4\nname = tiny\ngpu = H100\ngpus_per_node = 4\nnvlink_GBps = 100\nnics_per_node = 2\n"
+               "nic_Gbps = 100\nnic_efficiency = 0.9\nnvlink_bus_efficiency = 0.5\nbase_latency_us = 1\n");
+    fclose(f);
+    dm_cluster c;
+    ok(dm_cluster_load(path, &c, &err) == 0, "cluster file loads (%s)", err.msg);
+    ok(!strcmp(c.name, "tiny") && c.gpus_per_node == 4 && c.nics_per_node == 2 && c.nvlink_bus_efficiency == 0.5,
+       "cluster file fields");
+    ok_near(c.nic_Bps, 100e9 / 8 * 0.9, 1e-12, "NIC usable rate = line rate x efficiency");
+    ok(dm_cluster_nic_of(&c, 5) == 0 && dm_cluster_nic_of(&c, 6) == 1 && dm_cluster_node_of(&c, 5) == 1,
+       "placement: rank 5 on node 1, nearest NIC 0; rank 6 NIC 1");
+    int r[2] = {1, 5};
+    coll_topo t;
+    ok(collcost_topo(&c, r, 2, &t, &err) == 0 && fabs(t.bus_Bps - c.nic_Bps) < 1, "cross-node pair: one NIC each side");
+    f = fopen(path, "w");
+    fprintf(f, "gpu = H100\ngpus_per_node = 4\nnvlink_GBps = fast\n");
+    fclose(f);
+    ok(dm_cluster_load(path, &c, &err) == -1 && strstr(err.msg, ":3:15:") && strstr(err.msg, "nvlink_GBps"),
+       "bad number named with line:col (%s)", err.msg);
+    unlink(path);
+    const char *const *pre = dm_cluster_presets();
+    int n = 0;
+    for (; pre[n]; n++) ok(dm_cluster_load(pre[n], &c, &err) == 0 && c.gpu && c.nvlink_bus_efficiency > 0, "preset %s", pre[n]);
+    ok(n == 4, "four presets");
+}
+
 int main(void)
 {
+    test_cluster_file();
     test_formula();
     test_alone();
     test_sharing();
