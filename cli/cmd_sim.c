@@ -16,6 +16,7 @@
 #include "collcost.h"
 #include "commands.h"
 #include "costs.h"
+#include "json.h"
 #include "model.h"
 #include "opts.h"
 #include "outfile.h"
@@ -134,10 +135,49 @@ static void print_speed(FILE *f, const sim_result *r, double plan_s)
             r->wall_s > 0 ? r->events / r->wall_s : 0.0, r->setup_s, plan_s);
 }
 
+static void json_kv(FILE *f, const char *key, const char *v, int last)
+{
+    fprintf(f, "  \"%s\": ", key);
+    json_write_string(f, v);
+    fprintf(f, last ? "\n" : ",\n");
+}
+
+/* The results for programs: one object, keys as in the table, times in microseconds. */
+static void print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_costs *costs, const sim_result *r)
+{
+    fprintf(f, "{\n");
+    json_kv(f, "format", "dmuon-sim-1", 0);
+    json_kv(f, "model", p->model, 0);
+    json_kv(f, "strategy", p->strategy, 0);
+    json_kv(f, "options", p->options, 0);
+    json_kv(f, "cluster", c->name, 0);
+    json_kv(f, "costs", dm_costs_describe(costs), 0);
+    fprintf(f, "  \"nranks\": %d,\n  \"tokens\": %lld,\n", p->nranks, (long long)p->tokens);
+    fprintf(f, "  \"step_us\": %.3f,\n  \"forward_us\": %.3f,\n  \"backward_us\": %.3f,\n  \"optimizer_us\": %.3f,\n"
+               "  \"exposed_comm_us\": %.3f,\n  \"comm_busy_us\": %.3f,\n  \"crit_rank\": %d,\n",
+            r->step_us, r->forward_us, r->backward_us, r->optimizer_us, r->exposed_comm_us, r->comm_busy_us, r->crit_rank);
+    fprintf(f, "  \"ns_us\": [");
+    for (int k = 0; k < r->nranks; k++) fprintf(f, "%s%.3f", k ? ", " : "", r->ns_us[k]);
+    fprintf(f, "],\n  \"critical_path\": [");
+    for (int i = 0; i < r->n_crit; i++)
+        fprintf(f, "%s{\"kind\": \"%s\", \"us\": %.3f, \"ops\": %d}", i ? ", " : "", dm_op_kind_name(r->crit[i].kind),
+                r->crit[i].us, r->crit[i].ops);
+    fprintf(f, "],\n  \"cost_sources\": {");
+    int first = 1;
+    for (int k = 0; k < DM_OP__COUNT; k++) {
+        if (!r->cost_src[k][0]) continue;
+        fprintf(f, "%s\"%s\": ", first ? "" : ", ", dm_op_kind_name((dm_op_kind)k));
+        json_write_string(f, r->cost_src[k]);
+        first = 0;
+    }
+    fprintf(f, "},\n  \"ops\": %lld,\n  \"events\": %lld,\n  \"sim_wall_s\": %.6f\n}\n", (long long)r->ops,
+            (long long)r->events, r->wall_s);
+}
+
 /* ---- options both commands take ----------------------------------------------------------- */
 
 enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_ALGO, O_TRACE, O_CSV, O_PROGRAM, O_HELP, O_QUIET, O_OUT, O_PROGRESS,
-       O_NOPROGRESS, O_NOPLOTS, O_STRATS };
+       O_NOPROGRESS, O_NOPLOTS, O_STRATS, O_JSON };
 
 #define COMMON_LONG                                                                                 \
     {"model", required_argument, 0, O_MODEL}, {"gpus", required_argument, 0, O_GPUS},               \
@@ -181,6 +221,7 @@ static void sim_help(void)
            "  --trace FILE          write the Chrome trace JSON (Perfetto opens it)\n"
            "  --csv FILE            write the same trace rows as CSV\n"
            "  --quiet               only the step time line\n"
+           "  --json                the results as one JSON object (times in microseconds)\n"
            "  --help                this text\n\nPlan options:\n");
     sched_getopt_help(stdout);
 }
@@ -192,6 +233,7 @@ int cmd_sim(int argc, char **argv)
                                        {"csv", required_argument, 0, O_CSV},
                                        {"program", required_argument, 0, O_PROGRAM},
                                        {"quiet", no_argument, 0, O_QUIET},
+                                       {"json", no_argument, 0, O_JSON},
                                        {0, 0, 0, 0}};
     common_args ca = {NULL, "a800", NULL};
     const char *trace = NULL, *csv = NULL, *program = NULL;
@@ -215,6 +257,7 @@ int cmd_sim(int argc, char **argv)
         case O_CSV: csv = optarg; break;
         case O_PROGRAM: program = optarg; break;
         case O_QUIET: quiet = 1; break;
+        case O_JSON: quiet = 2; break;
         default: sim_help(); return 0; /* -h, --help */
         }
     }
@@ -261,7 +304,9 @@ int cmd_sim(int argc, char **argv)
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
         goto out;
     }
-    if (quiet) {
+    if (quiet == 2) {
+        print_json(stdout, p, &in.cluster, in.costs, r);
+    } else if (quiet) {
         printf("%s %s %d GPUs %s: step %.3f ms\n", p->model, p->strategy, p->nranks, in.cluster.name, r->step_us / 1e3);
     } else {
         printf("# dmuon sim: resolved configuration\n");

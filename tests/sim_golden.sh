@@ -33,6 +33,11 @@ nc=$(($(wc -l <"$tmp/a.csv") - 2))
 is "CSV has the JSON's $nx complete events" "$nc" "$nx"
 like "CSV header" "$(sed -n 2p "$tmp/a.csv")" "rank,stream,op,kind,ts_us,dur_us,bytes,flops,layer,coll,wait_us"
 like "--quiet prints one line" "$($run --quiet)" "Qwen2.5-0.5B dmuon 16 GPUs a800: step"
+json=$($run --json)
+like "--json: one object" "$json" '"format": "dmuon-sim-1"'
+is "--json: step_us agrees with the table" \
+    "$(printf '%s\n' "$json" | sed -n 's/^ *"step_us": \([0-9.]*\),$/\1/p' | awk '{printf "%.3f", $1 / 1000}')" \
+    "$(sed -n 's/^step time *\([0-9.]*\) ms$/\1/p' "$golden")"
 is "sim without --gpus exits 2" "$(status_of $DMUON sim --model qwen2.5-0.5b)" 2
 is "sim --algo bogus exits 2" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpus 2 --algo bogus)" 2
 is "sim on an unknown cluster exits 1" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpus 2 --cluster nope)" 1
