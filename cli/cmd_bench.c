@@ -400,6 +400,8 @@ static void usage_kernels(FILE *f)
             "  --algos LIST       direct,gram (default both)\n"
             "  --sym-blocks LIST  block counts tried for symmetric products (default 1,2,4,8)\n"
             "  --heuristics LIST  cuBLASLt heuristic indices tried (default 0)\n"
+            "  --heuristics-max-elems N  indices > 0 only when m*n*batch <= N (default 16M)\n"
+            "  --min-block N      smallest leaf (rows) of the symmetric scheme tried (default 256)\n"
             "  --out CSV          write the cost table here (atomically; default: none)\n"
             "  --cache FILE       autotune cache (default: none); --retune ignores cached results\n"
             "  --warmup N         untimed runs first (default 3)\n"
@@ -420,7 +422,8 @@ static int parse_list(const char *opt, const char *arg, long lo, long hi, long *
 static int bench_kernels(int argc, char **argv)
 {
     enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE,
-           O_RETUNE, O_WARMUP, O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE };
+           O_RETUNE, O_WARMUP, O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE,
+           O_MINBLOCK, O_HEURMAX };
     static const struct option lo[] = {
         {"shapes", required_argument, 0, O_SHAPES}, {"model", required_argument, 0, O_MODEL},
         {"batches", required_argument, 0, O_BATCHES}, {"batch-max-elems", required_argument, 0, O_BMAX},
@@ -430,7 +433,8 @@ static int bench_kernels(int argc, char **argv)
         {"warmup", required_argument, 0, O_WARMUP}, {"reps", required_argument, 0, O_REPS},
         {"no-products", no_argument, 0, O_NOPROD}, {"no-elementwise", no_argument, 0, O_NOELEM},
         {"no-graph", no_argument, 0, O_NOGRAPH}, {"verbose", no_argument, 0, O_VERBOSE},
-        {"profile", no_argument, 0, O_PROFILE},
+        {"profile", no_argument, 0, O_PROFILE}, {"min-block", required_argument, 0, O_MINBLOCK},
+        {"heuristics-max-elems", required_argument, 0, O_HEURMAX},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "bench kernels";
     shape_list shapes = {0};
@@ -518,6 +522,16 @@ static int bench_kernels(int argc, char **argv)
         case O_NOGRAPH: ao.use_graph = 0; break;
         case O_VERBOSE: B.verbose = 1; break;
         case O_PROFILE: profile = 1; break;
+        case O_MINBLOCK:
+            if (opt_parse_long(cmd, "--min-block", optarg, 8, 1 << 20, &v)) goto usage;
+            ao.min_block = v;
+            break;
+        case O_HEURMAX: {
+            int64_t hm;
+            if (opt_parse_size(cmd, "--heuristics-max-elems", optarg, 0, INT64_C(1) << 40, &hm)) goto usage;
+            ao.heur_max_elems = hm;
+            break;
+        }
         case 'h': usage_kernels(stdout); rc = 0; goto done2;
         case '?':
         default:

@@ -248,11 +248,13 @@ static int run_plan(void *arg, ns_stream s, dm_err *err)
     return ns_plan_run(r->p, s, r->graph, err);
 }
 
-/* Fill the plan's input (deterministic per seed), poison its output, run once. */
-static int gate_run(ns_plan *p, int64_t elems, uint64_t seed, ns_stream s, int graph, dm_err *err)
+/* Fill the plan's input (deterministic per seed: the same values, rounded to io), poison its
+ * output, run once. */
+static int gate_run(ns_plan *p, ns_dtype io, int64_t elems, uint64_t seed, ns_stream s, int graph,
+                    dm_err *err)
 {
-    return ns_fill_random(ns_plan_input(p), NS_BF16, elems, seed, 1.0f, s, err) ||
-                   ns_fill_poison(ns_plan_output(p), NS_BF16, elems, s, err) ||
+    return ns_fill_random(ns_plan_input(p), io, elems, seed, 1.0f, s, err) ||
+                   ns_fill_poison(ns_plan_output(p), io, elems, s, err) ||
                    ns_plan_run(p, s, graph, err) || ns_sync(s, err)
                ? -1
                : 0;
@@ -260,8 +262,8 @@ static int gate_run(ns_plan *p, int64_t elems, uint64_t seed, ns_stream s, int g
 
 /* Time one configuration (after the gate); keep it in *best when faster. */
 static int tune_one(int64_t m, int64_t n, int batch, const ns_config *cfg, const at_options *o,
-                    uint64_t seed, ns_stream s, const void *ref, double *t, at_result *best,
-                    at_report_fn report, void *report_ctx, dm_err *err)
+                    uint64_t seed, ns_stream s, const void *ref, void *scratch, double *t,
+                    at_result *best, at_report_fn report, void *report_ctx, dm_err *err)
 {
     int64_t elems = m * n * batch;
     ns_plan *p = NULL;
@@ -271,11 +273,18 @@ static int tune_one(int64_t m, int64_t n, int batch, const ns_config *cfg, const
     r.sym_blocks = cfg->sym_blocks;
     r.sym_blocks_mm = cfg->sym_blocks_mm;
     r.heuristic = cfg->heuristic;
-    /* input and output are bf16 (the benchmark's io dtype); the iteration runs in cfg->work */
-    if (ns_plan_create(m, n, batch, NS_BF16, cfg, &p, err) ||
-        gate_run(p, elems, seed, s, o->use_graph, err) ||
-        ns_rel_diff(ns_plan_output(p), ref, NS_BF16, elems, s, &r.gate_rel, err))
+    /* input and output in the iteration dtype (bf16 direct, fp16 Gram: the executor feeds a
+     * Gram plan fp16 from the momentum kernel and reads fp16 in the apply kernel); the gate
+     * compares in bf16, converting outside the timed runs */
+    if (ns_plan_create(m, n, batch, cfg->work, cfg, &p, err) ||
+        gate_run(p, cfg->work, elems, seed, s, o->use_graph, err))
         goto fail;
+    if (cfg->work != NS_BF16) {
+        if (ns_convert(ns_plan_output(p), cfg->work, scratch, NS_BF16, elems, s, err)) goto fail;
+    } else if (ns_copy_d2d(scratch, ns_plan_output(p), (size_t)elems * 2, s, err)) {
+        goto fail;
+    }
+    if (ns_rel_diff(scratch, ref, NS_BF16, elems, s, &r.gate_rel, err)) goto fail;
     ns_plan_stats st;
     ns_plan_get_stats(p, &st);
     r.flops_nominal = st.flops_nominal;
@@ -305,7 +314,7 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_a
                   at_report_fn report, void *report_ctx, dm_err *err)
 {
     int64_t elems = m * n * batch;
-    void *ref = NULL;
+    void *ref = NULL, *scratch = NULL;
     ns_plan *p = NULL;
     double *t = NULL;
     int rc = -1;
@@ -315,13 +324,15 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_a
         results[a].sym_blocks = results[a].sym_blocks_mm = 1;
     }
     t = dm_malloc(sizeof *t * (size_t)(o->reps > 0 ? o->reps : 1), err);
-    if (!t || ns_dev_alloc(&ref, (size_t)elems * 2, err)) goto out;
+    if (!t || ns_dev_alloc(&ref, (size_t)elems * 2, err) ||
+        ns_dev_alloc(&scratch, (size_t)elems * 2, err))
+        goto out;
     { /* reference output: direct, full GEMMs, heuristic 0 */
         ns_config cfg;
         ns_config_default(&cfg, NS_ALGO_DIRECT);
         double rr = 0;
         if (ns_plan_create(m, n, batch, NS_BF16, &cfg, &p, err) ||
-            gate_run(p, elems, seed, s, 0, err) ||
+            gate_run(p, NS_BF16, elems, seed, s, 0, err) ||
             ns_rel_diff(ns_plan_output(p), ns_plan_output(p), NS_BF16, elems, s, &rr, err))
             goto out;
         if (!(rr == 0)) {
@@ -352,7 +363,7 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_a
                 if (stage < 2 && kb > 1 && m / kb < o->min_block) continue;
                 if (stage == 1 && kb == 1) continue;     /* measured in stage 0 */
                 if (stage == 2 && (cfg.heuristic == best_h || elems > o->heur_max_elems)) continue;
-                if (tune_one(m, n, batch, &cfg, o, seed, s, ref, t, &results[a], report,
+                if (tune_one(m, n, batch, &cfg, o, seed, s, ref, scratch, t, &results[a], report,
                              report_ctx, err))
                     goto out;
                 best_x = results[a].sym_blocks;
@@ -365,6 +376,7 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_a
 out:
     ns_plan_destroy(p);
     ns_dev_free(ref);
+    ns_dev_free(scratch);
     free(t);
     return rc;
 }

@@ -4,7 +4,8 @@
  * Candidates: for each algorithm asked for (direct in bf16, Gram in fp16), a coordinate search:
  * the block count of X X^T (1 = a full cuBLAS GEMM, k = the recursive lower-block scheme of
  * ns_cuda.h), then that of the m x m products, then (small problems only) cuBLASLt heuristic
- * indices other than the first. Each is timed with CUDA events on graph replays after warm-up (median of `reps`),
+ * indices other than the first. A plan's input and output are in its iteration dtype (bf16 for
+ * direct, fp16 for Gram). Each is timed with CUDA events on graph replays after warm-up (median of `reps`),
  * on random input (never zeros). The correctness gate runs every candidate once on the same
  * input with a poisoned output and rejects it when its output has a non-finite value or
  * differs from the reference variant's (direct, full GEMMs, heuristic 0) by more than

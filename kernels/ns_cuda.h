@@ -132,6 +132,10 @@ int ns_prod_check(ns_prod *p, double *rel_err, dm_err *err);
 int ns_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t per_mat,
                  int batch, float eps, ns_stream s, dm_err *err);
 
+/* y = x converted from dt_in to dt_out (n elements), enqueued on s. */
+int ns_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t n, ns_stream s,
+               dm_err *err);
+
 /* ---- elementwise optimizer kernels --------------------------------------------------------- */
 
 /* Muon momentum and Nesterov input for n elements (fp32 state):

@@ -333,6 +333,12 @@ int nsk_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t
     return 0;
 }
 
+extern "C" int ns_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t n,
+                          ns_stream s, dm_err *err)
+{
+    return nsk_convert(x, dt_in, y, dt_out, n, (cudaStream_t)s, err);
+}
+
 /* ---- difference norms (device-side checks) ------------------------------------------------ */
 
 template <typename T>
