@@ -23,6 +23,7 @@
 #include "program.h"
 #include "real.h"
 #include "sched.h"
+#include "trace.h"
 
 static int g_rank;
 
@@ -57,7 +58,8 @@ static void usage(FILE *f)
         "  --ns-coeffs SPEC   jordan, polar-express[:S] or 'a,b,c;...' (default jordan)\n"
         "  --timeout S        give up on a collective after S seconds, on every rank (default 300)\n"
         "  --csv FILE         per-step table as CSV\n"
-        "  --trace FILE       per-op trace (dmuon-trace-1; .csv for CSV, else Chrome JSON)\n"
+        "  --trace FILE       the last step's ops as a trace (dmuon-trace-1: FILE.csv as CSV,\n"
+        "                     else Chrome JSON), same op ids as dmuon sim's\n"
         "  --inject-nan STEP:RANK:PARAM  write a NaN into a local gradient (fault test)\n"
         "  -h, --help         this help\n\nPlan options (as for dmuon plan):\n",
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
@@ -269,12 +271,8 @@ int cmd_run(int argc, char **argv)
         (unsigned long long)dm_program_hash(prog), n_ops0, prog->n_colls, prog->n_groups, prog->cluster);
     say(stdout, "# %lld tokens per rank, %ld steps, seed %llu, Muon lr %g (NS %s), AdamW lr %g\n",
         (long long)ro.tokens, steps, (unsigned long long)ro.seed, ro.muon.lr, coeff_spec, ro.adamw.lr);
-    if (ro.backend == REAL_BACKEND_GPU) {
-        say(stderr, "dmuon run: the GPU backend is not implemented yet; use --backend cpu\n");
-        goto done;
-    }
     if (real_exec_create(model, prog, MPI_COMM_WORLD, &ro, &ex, &err) < 0) {
-        fprintf(stderr, "dmuon run: rank %d: %s\n", g_rank, err.msg);
+        fprintf(stderr, "dmuon run: %s\n", err.msg);
         goto done; /* create fails together (hash check) or before any step collective */
     }
     if (g_rank == 0 && !(rows = dm_calloc((size_t)nranks, sizeof *rows, &err))) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -344,7 +342,24 @@ int cmd_run(int argc, char **argv)
         }
         csv = NULL;
     }
-    if (trace_path) say(stderr, "dmuon run: --trace is not implemented for the CPU backend yet; no trace written\n");
+    if (trace_path && steps > 0) {
+        dm_trace *t = NULL;
+        if (real_exec_trace(ex, &t, &err) < 0) {
+            fprintf(stderr, "dmuon run: rank %d: trace: %s\n", g_rank, err.msg);
+            goto done;
+        }
+        if (t) {
+            size_t L = strlen(trace_path);
+            int rc = L > 4 && !strcmp(trace_path + L - 4, ".csv") ? dm_trace_write_csv(t, trace_path, &err)
+                                                                  : dm_trace_write_json(t, trace_path, &err);
+            dm_trace_free(t);
+            if (rc < 0) {
+                fprintf(stderr, "dmuon run: %s\n", err.msg);
+                goto done;
+            }
+            printf("# trace of step %ld written to %s\n", steps - 1, trace_path);
+        }
+    }
     status = 0;
 done:
     dm_out_abort(csv);

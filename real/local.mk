@@ -1,7 +1,7 @@
 # real/local.mk: the real executor (MPI; CPU backend always, GPU backend with CUDA and NCCL),
 # the `dmuon run` command and its tests. Everything here needs MPI.
 if HAVE_MPI
-libdmuon_a_SOURCES += real/real.h real/real_work.c real/real_work.h real/real_cpu.c
+libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h real/real_cpu.c
 dmuon_SOURCES += cli/cmd_run.c
 check_PROGRAMS += tests/test_real_cpu
 tests_test_real_cpu_SOURCES = tests/test_real_cpu.c tests/tap.h
@@ -9,3 +9,12 @@ tests_test_real_cpu_LDADD = $(DM_LDADD)
 TESTS += tests/real_cpu.sh
 endif
 EXTRA_DIST += tests/real_cpu.sh
+# The GPU backend: its C part in libdmuon.a, its kernels (nvcc) in libdmuon_cuda.a.
+if HAVE_CUDA
+if HAVE_NCCL
+if HAVE_MPI
+libdmuon_a_SOURCES += real/real_gpu.c real/real_kern.h
+libdmuon_cuda_a_SOURCES += real/real_kern.cu
+endif
+endif
+endif

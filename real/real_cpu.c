@@ -18,58 +18,9 @@
 #include <time.h>
 
 #include "real.h"
+#include "real_priv.h"
 #include "real_work.h"
-
-typedef struct rparam {
-    int64_t rows, cols, size; /* size: elements (rows * cols, or rows for 1-D) */
-    int one_d, muon;
-    float *W, *Wn;            /* committed weights; staged (latest on this rank) */
-    float *G;                 /* gradient: local after backward, reduced after collectives */
-    float *X, *Y, *R;         /* tokens (T x in), targets and residual (T x out) */
-    float *mom, *mom_n;       /* Muon momentum, committed and staged */
-    float *m1, *m2, *m1n, *m2n; /* AdamW moments */
-    float *O;                 /* NS output */
-    double loss;
-    int64_t gr_lo, gr_hi;     /* reduced-gradient range this step */
-    int64_t rs_lo, rs_hi;     /* the part a reduce-scatter gave this rank this step */
-    int64_t up_lo, up_hi;     /* range this rank updated this step */
-    int64_t own_lo, own_hi;   /* range this rank updated in the last committed step */
-    int ns_done, applied;
-} rparam;
-
-typedef struct pending {
-    int op;
-    MPI_Request req;
-    float *send, *recv;
-} pending;
-
-struct real_exec {
-    const dm_model *model;
-    const dm_program *prog;
-    real_opts o;
-    ns_coeffs coeffs;
-    MPI_Comm comm;
-    int rank, nranks;
-    MPI_Comm *gcomm;          /* per program group; MPI_COMM_NULL when not a member */
-    int *gidx;                /* per group: this rank's index, -1 */
-    dm_matrix *mx;
-    int64_t n_mx;
-    rparam *p;
-    real_facts facts;
-    int *prev_stream, *prev_coll; /* per op of this rank */
-    int64_t n_tokens_global;
-    int64_t adam_t;           /* AdamW steps committed */
-    int step;                 /* steps attempted */
-    float *scratch;           /* input gradient / chunk gradient */
-    size_t scratch_n;
-    /* per-step */
-    unsigned char *state;     /* 0 not started, 1 posted, 2 done */
-    pending *pend;
-    int n_pend;
-    int64_t bad_param;        /* first non-finite gradient seen in a reduced gradient */
-    int64_t bad_local;        /* ... in this rank's own gradient (where it came from) */
-    char name_buf[256];
-};
+#include "trace.h"
 
 static double now_us(void)
 {
@@ -128,7 +79,8 @@ static int setup_ops(real_exec *ex, dm_err *err)
     int n = rp->n_ops;
     if (!(ex->prev_stream = xcalloc((size_t)n, sizeof(int), err)) ||
         !(ex->prev_coll = xcalloc((size_t)n, sizeof(int), err)) ||
-        !(ex->state = xcalloc((size_t)n, 1, err)) || !(ex->pend = xcalloc((size_t)n, sizeof(pending), err)))
+        !(ex->state = xcalloc((size_t)n, 1, err)) || !(ex->pend = xcalloc((size_t)n, sizeof(pending), err)) ||
+        !(ex->op_t0 = xcalloc((size_t)n, sizeof(double), err)) || !(ex->op_dur = xcalloc((size_t)n, sizeof(double), err)))
         return -1;
     int last_s[DM_STREAM__COUNT];
     for (int s = 0; s < DM_STREAM__COUNT; s++) last_s[s] = -1;
@@ -209,8 +161,23 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
         MPI_Comm_split(ex->comm, ex->gidx[g] >= 0 ? 0 : MPI_UNDEFINED, ex->rank, &ex->gcomm[g]);
     }
     if (setup_ops(ex, err) < 0) goto fail;
-
     ex->n_tokens_global = o->tokens * ex->nranks;
+    if (o->backend == REAL_BACKEND_GPU) {
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+        int bad = real_gpu_create(ex, err) < 0, any = 0;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, ex->comm);
+        if (any) {
+            if (!bad) dm_err_set(err, "rank %d: another rank could not set up its GPU", ex->rank);
+            goto fail;
+        }
+        *out = ex;
+        return 0;
+#else
+        dm_err_set(err, "the GPU backend is not in this build (needs CUDA and NCCL)");
+        goto fail;
+#endif
+    }
+
     int64_t T = o->tokens;
     if (!(ex->p = xcalloc((size_t)ex->n_mx, sizeof *ex->p, err))) goto fail;
     size_t scratch = 0;
@@ -265,6 +232,11 @@ fail:
 void real_exec_destroy(real_exec *ex)
 {
     if (!ex) return;
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+    if (ex->gpu) real_gpu_destroy(ex);
+#endif
+    free(ex->op_t0);
+    free(ex->op_dur);
     if (ex->p)
         for (int64_t i = 0; i < ex->n_mx; i++) {
             rparam *q = &ex->p[i];
@@ -686,6 +658,9 @@ static void pending_summary(real_exec *ex, char *buf, size_t len)
 
 int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err)
 {
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+    if (ex->gpu) return real_gpu_step(ex, st, err);
+#endif
     const dm_rank_prog *rp = &ex->prog->ranks[ex->rank];
     int n = rp->n_ops;
     memset(st, 0, sizeof *st);
@@ -712,6 +687,7 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err)
             if (ex->state[i]) continue;
             if (!op_ready(ex, i)) continue;
             const dm_op *op = &rp->ops[i];
+            ex->op_t0[i] = now_us() - t0;
             if (dm_op_is_collective(op->kind)) {
                 if (post_coll(ex, i, err) < 0) {
                     rc = -1;
@@ -734,6 +710,7 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err)
                 default: break;
                 }
                 ex->state[i] = 2;
+                ex->op_dur[i] = b - t0 - ex->op_t0[i];
                 n_done++;
             }
             progressed = 1;
@@ -749,6 +726,7 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err)
             j--;
             finish_coll(ex, &done);
             ex->state[done.op] = 2;
+            ex->op_dur[done.op] = now_us() - t0 - ex->op_t0[done.op];
             n_done++;
             progressed = 1;
             if (is_grad_coll(ex, &rp->ops[done.op])) last_grad_coll = now_us();
@@ -837,6 +815,71 @@ out:
 
 /* ---- results -------------------------------------------------------------------------- */
 
+int real_exec_trace(real_exec *ex, dm_trace **out, dm_err *err)
+{
+    const dm_program *p = ex->prog;
+    int R = ex->nranks, n = p->ranks[ex->rank].n_ops, total = 0;
+    int *counts = NULL, *displ = NULL, bad = 0;
+    double *mine = dm_malloc((size_t)(2 * (n ? n : 1)) * sizeof *mine, err), *all = NULL;
+    dm_trace *t = NULL;
+    *out = NULL;
+    if (!mine) bad = 1;
+    for (int i = 0; i < n && mine; i++) mine[2 * i] = ex->op_t0[i], mine[2 * i + 1] = ex->op_dur[i];
+    if (ex->rank == 0) {
+        for (int r = 0; r < R; r++) total += 2 * p->ranks[r].n_ops;
+        if (!(counts = dm_malloc((size_t)R * sizeof *counts, err)) || !(displ = dm_malloc((size_t)R * sizeof *displ, err)) ||
+            !(all = dm_malloc((size_t)(total ? total : 1) * sizeof *all, err)))
+            bad = 1;
+        for (int r = 0, d = 0; r < R && !bad; r++) counts[r] = 2 * p->ranks[r].n_ops, displ[r] = d, d += counts[r];
+    }
+    int any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, ex->comm);
+    if (any) goto done;
+    MPI_Gatherv(mine, 2 * n, MPI_DOUBLE, all, counts, displ, MPI_DOUBLE, 0, ex->comm);
+    if (ex->rank != 0) goto done;
+    /* a collective starts when its last member arrives */
+    double *cstart = dm_malloc((size_t)(p->n_colls ? p->n_colls : 1) * sizeof *cstart, err);
+    if (!cstart || !(t = dm_trace_new("real", p, err))) {
+        free(cstart);
+        bad = 1;
+        goto done;
+    }
+    for (int c = 0; c < p->n_colls; c++) cstart[c] = 0;
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+            const dm_op *op = &p->ranks[r].ops[i];
+            double s = all[displ[r] + 2 * i];
+            if (op->coll >= 0 && s > cstart[op->coll]) cstart[op->coll] = s;
+        }
+    for (int r = 0; r < R && !bad; r++)
+        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+            const dm_op *op = &p->ranks[r].ops[i];
+            double s = all[displ[r] + 2 * i], d = all[displ[r] + 2 * i + 1], w = 0;
+            if (op->coll >= 0 && cstart[op->coll] > s) {
+                w = cstart[op->coll] - s;
+                d = d > w ? d - w : 0;
+                s = cstart[op->coll];
+            }
+            dm_trace_event e = {r, op->stream, i, op->kind, s, d, op->bytes, op->flops, op->layer, op->coll, w};
+            if (dm_trace_add(t, &e, err) < 0) {
+                bad = 1;
+                break;
+            }
+        }
+    free(cstart);
+done:
+    free(mine);
+    free(all);
+    free(counts);
+    free(displ);
+    if (bad) {
+        dm_trace_free(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
 void real_weights_free(float **w, int64_t n)
 {
     if (!w) return;
@@ -846,6 +889,9 @@ void real_weights_free(float **w, int64_t n)
 
 int real_exec_weights(real_exec *ex, float ***out, dm_err *err)
 {
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+    if (ex->gpu) return real_gpu_weights(ex, out, err);
+#endif
     *out = NULL;
     int64_t np = ex->n_mx;
     int64_t *rng = dm_malloc((size_t)(2 * np) * sizeof *rng, err), *all = NULL;

@@ -1,0 +1,838 @@
+/* real_gpu.c: the GPU backend of the real executor (real.h, real_priv.h). One rank per GPU
+ * (device = local rank on the node), NCCL communicators split from a world communicator that
+ * is bootstrapped through MPI (one per program group and stream), three CUDA streams with the
+ * program's priorities (comm-hi highest), ops issued in list order and ordered across streams
+ * by events only; cuBLAS bf16 GEMMs for the proxy forward/backward, the kernels helper's NS
+ * plans (graph replays) and Muon/AdamW kernels, NCCL collectives in bf16.
+ *
+ * Buffers: per matrix the bf16 working weights Wb (what forward/backward read and fetches
+ * move) and gradients G, in two arenas in matrix order so a layer's collective is one
+ * contiguous buffer; fp32 master weights and optimizer state only where this rank updates.
+ *
+ * The one host wait inside a step: before issuing the first optimizer op, the ranks agree
+ * (a tiny NCCL all-reduce on a separate communicator) whether any local gradient was not
+ * finite; if so no optimizer op is issued, nothing is modified, and the step is reported
+ * skipped. Every wait polls the event, NCCL's async errors and the --timeout, and aborts
+ * every communicator on failure (the caller then MPI_Aborts). */
+#include "config.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ns_cuda.h"
+#include "real_kern.h"
+#include "real_priv.h"
+
+#define CU(call)                                                                                  \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess)                                                                    \
+            return dm_err_set(err, "rank %d: %s: %s (%s:%d)", ex->rank, #call, cudaGetErrorString(e_), \
+                              __FILE__, __LINE__);                                                \
+    } while (0)
+#define CB(call)                                                                                  \
+    do {                                                                                          \
+        cublasStatus_t s_ = (call);                                                               \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
+            return dm_err_set(err, "rank %d: %s: cuBLAS status %d (%s:%d)", ex->rank, #call, (int)s_, \
+                              __FILE__, __LINE__);                                                \
+    } while (0)
+#define NC(call)                                                                                  \
+    do {                                                                                          \
+        ncclResult_t r_ = (call);                                                                 \
+        if (r_ != ncclSuccess && r_ != ncclInProgress)                                            \
+            return dm_err_set(err, "rank %d: %s: %s (%s:%d)", ex->rank, #call, ncclGetErrorString(r_), \
+                              __FILE__, __LINE__);                                                \
+    } while (0)
+#define OK(call)                                                                                  \
+    do {                                                                                          \
+        if ((call) < 0) return -1;                                                                \
+    } while (0)
+
+typedef uint16_t bf16; /* storage only */
+
+typedef struct gparam {
+    int64_t rows, cols, size, in; /* in: token width (cols, or rows for 1-D) */
+    int one_d;
+    bf16 *Wb, *G;             /* into the arenas */
+    bf16 *X, *Y, *R;          /* tokens T x in; targets and residual T x out */
+    float *W32, *mom, *m1, *m2; /* where this rank updates */
+    void *ns_out;             /* bf16: this step's NS output (a plan's output buffer) */
+    int64_t rs_lo, rs_hi;     /* this step's reduce-scatter shard */
+    int64_t gr_lo, gr_hi;     /* reduced range (for adamw) */
+} gparam;
+
+typedef struct plan_ent {
+    int64_t rows, cols;
+    int batch;
+    int algo;
+    ns_plan *plan;
+} plan_ent;
+
+struct real_gpu {
+    int device;
+    cudaStream_t st[DM_STREAM__COUNT];
+    cublasHandle_t blas[DM_STREAM__COUNT];
+    ncclComm_t world, flag_comm;
+    ncclComm_t *comm;         /* [group * DM_STREAM__COUNT + stream], NULL if unused */
+    gparam *p;
+    bf16 *arena_w, *arena_g, *dX;
+    float *g32;               /* fp32 gradient scratch (largest matrix) */
+    bf16 *cbuf[DM_STREAM__COUNT]; /* collective packing buffers */
+    size_t cbuf_n;
+    float *d_loss;            /* device loss accumulator */
+    int *d_flag;              /* device non-finite flags (INT_MAX - param, max): [0] agreed
+                                 over the ranks, [1] this rank's own */
+    int *h_flag;              /* pinned copy of both */
+    float *h_loss;            /* pinned */
+    cudaEvent_t *ev_s, *ev_e; /* per op */
+    cudaEvent_t step_s, step_e, flag_ev;
+    plan_ent *plans;
+    int n_plans, cap_plans;
+    ns_config ns_cfg;
+    int64_t adam_t;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void abort_all(real_exec *ex)
+{
+    struct real_gpu *g = ex->gpu;
+    int n = ex->prog->n_groups * DM_STREAM__COUNT;
+    for (int i = 0; i < n; i++)
+        if (g->comm[i]) ncclCommAbort(g->comm[i]), g->comm[i] = NULL;
+    if (g->flag_comm) ncclCommAbort(g->flag_comm), g->flag_comm = NULL;
+    if (g->world) ncclCommAbort(g->world), g->world = NULL;
+}
+
+/* Wait for ev, polling NCCL's async errors and the timeout; on failure abort every
+ * communicator and return -1 (the caller aborts the MPI job). */
+static int gpu_wait(real_exec *ex, cudaEvent_t ev, const char *what, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    double t0 = now_s();
+    for (;;) {
+        cudaError_t e = cudaEventQuery(ev);
+        if (e == cudaSuccess) return 0;
+        if (e != cudaErrorNotReady) {
+            abort_all(ex);
+            return dm_err_set(err, "rank %d: step %d: %s: %s", ex->rank, ex->step, what, cudaGetErrorString(e));
+        }
+        int n = ex->prog->n_groups * DM_STREAM__COUNT;
+        for (int i = -1; i < n; i++) {
+            ncclComm_t c = i < 0 ? g->flag_comm : g->comm[i];
+            ncclResult_t ar = ncclSuccess;
+            if (c && ncclCommGetAsyncError(c, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
+                abort_all(ex);
+                return dm_err_set(err, "rank %d: step %d: NCCL error while waiting for %s: %s", ex->rank, ex->step,
+                                  what, ncclGetErrorString(ar));
+            }
+        }
+        if (now_s() - t0 > ex->o.timeout_s) {
+            abort_all(ex);
+            return dm_err_set(err, "rank %d: step %d: no progress for %.0f s (--timeout) waiting for %s; "
+                              "communicators aborted", ex->rank, ex->step, ex->o.timeout_s, what);
+        }
+        struct timespec nap = {0, 50000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, dm_err *err);
+
+/* ---- setup ----------------------------------------------------------------------------- */
+
+static int local_rank(MPI_Comm comm)
+{
+    MPI_Comm node;
+    int r = 0;
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &r);
+    MPI_Comm_free(&node);
+    return r;
+}
+
+static int dev_alloc(real_exec *ex, void **p, size_t bytes, const char *what, dm_err *err)
+{
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        return dm_err_set(err, "rank %d: out of GPU memory: %s needs %.2f GiB, %.2f GiB of %.2f GiB free; "
+                          "fewer --tokens or more ranks",
+                          ex->rank, what, bytes / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0);
+    }
+    return 0;
+}
+
+static int init_nccl(real_exec *ex, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    ncclUniqueId id;
+    if (ex->rank == 0) NC(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, ex->comm);
+    NC(ncclCommInitRank(&g->world, ex->nranks, id, ex->rank));
+    NC(ncclCommSplit(g->world, 0, ex->rank, &g->flag_comm, NULL));
+    /* one communicator per (group, stream) that carries collectives, so the comm-hi fetches
+     * and the comm-lo gradients of one group can overlap */
+    const dm_program *p = ex->prog;
+    unsigned char *used = dm_calloc((size_t)(p->n_groups * DM_STREAM__COUNT + 1), 1, err);
+    if (!used) return -1;
+    for (int r = 0; r < p->nranks; r++)
+        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+            const dm_op *op = &p->ranks[r].ops[i];
+            if (dm_op_is_collective(op->kind)) used[op->group * DM_STREAM__COUNT + op->stream] = 1;
+        }
+    for (int k = 0; k < p->n_groups * DM_STREAM__COUNT; k++) {
+        if (!used[k]) continue;
+        int gi = real_group_index(p, k / DM_STREAM__COUNT, ex->rank);
+        ncclResult_t r = ncclCommSplit(g->world, gi >= 0 ? k : NCCL_SPLIT_NOCOLOR, ex->rank, &g->comm[k], NULL);
+        if (r != ncclSuccess) {
+            free(used);
+            return dm_err_set(err, "rank %d: ncclCommSplit for group %d: %s", ex->rank, k / DM_STREAM__COUNT,
+                              ncclGetErrorString(r));
+        }
+    }
+    free(used);
+    return 0;
+}
+
+int real_gpu_create(real_exec *ex, dm_err *err)
+{
+    struct real_gpu *g = dm_calloc(1, sizeof *g, err);
+    if (!g) return -1;
+    ex->gpu = g;
+    const dm_program *p = ex->prog;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        cudaGetLastError();
+        return dm_err_set(err, "rank %d: no CUDA device (use --backend cpu)", ex->rank);
+    }
+    int lr = local_rank(ex->comm);
+    if (lr >= ndev)
+        return dm_err_set(err, "rank %d: local rank %d but only %d GPU(s) on this node (one rank per GPU)", ex->rank,
+                          lr, ndev);
+    g->device = lr;
+    CU(cudaSetDevice(g->device));
+    int lo_pri = 0, hi_pri = 0;
+    CU(cudaDeviceGetStreamPriorityRange(&lo_pri, &hi_pri));
+    /* comm-hi highest (fetches gate the next forward), compute lowest, comm-lo between */
+    int pri[DM_STREAM__COUNT] = {lo_pri, hi_pri, hi_pri < lo_pri ? hi_pri + 1 : hi_pri};
+    for (int s = 0; s < DM_STREAM__COUNT; s++) {
+        CU(cudaStreamCreateWithPriority(&g->st[s], cudaStreamNonBlocking, pri[s]));
+        CB(cublasCreate(&g->blas[s]));
+        CB(cublasSetStream(g->blas[s], g->st[s]));
+    }
+    if (!(g->comm = dm_calloc((size_t)(p->n_groups * DM_STREAM__COUNT + 1), sizeof *g->comm, err))) return -1;
+    OK(init_nccl(ex, err));
+    ns_config_default(&g->ns_cfg, NS_ALGO_DIRECT);
+    g->ns_cfg.coeffs = ex->coeffs;
+
+    /* what this rank updates */
+    int64_t n = ex->n_mx, T = ex->o.tokens;
+    unsigned char *need = dm_calloc((size_t)(n ? n : 1), 1, err);
+    if (!need) return -1;
+    const dm_rank_prog *rp = &p->ranks[ex->rank];
+    for (int k = 0; k < rp->n_ops; k++)
+        for (int a = 0; a < rp->ops[k].n_params; a++)
+            need[rp->ops[k].params[a]] |= rp->ops[k].kind == DM_OP_NS ? 1 : rp->ops[k].kind == DM_OP_ADAMW ? 2 : 0;
+    if (!(g->p = dm_calloc((size_t)(n ? n : 1), sizeof *g->p, err))) {
+        free(need);
+        return -1;
+    }
+    int64_t total = 0, max_size = 1, max_in = 1, max_coll = 1;
+    for (int64_t i = 0; i < n; i++) {
+        gparam *q = &g->p[i];
+        const dm_matrix *m = &ex->mx[i];
+        q->one_d = ex->model->tensors[m->tensor].ndim == 1;
+        q->rows = m->rows;
+        q->cols = q->one_d ? 1 : m->cols;
+        q->size = q->rows * q->cols;
+        q->in = q->one_d ? q->rows : q->cols;
+        total += q->size;
+        if (q->size > max_size) max_size = q->size;
+        if (q->in > max_in) max_in = q->in;
+    }
+    for (int r = 0; r < p->nranks; r++)
+        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+            const dm_op *op = &p->ranks[r].ops[i];
+            if (!dm_op_is_collective(op->kind)) continue;
+            int64_t t = 0;
+            for (int a = 0; a < op->n_params; a++) t += g->p[op->params[a]].size;
+            int gn = p->groups[op->group].n;
+            t = (t + gn - 1) / gn * gn;
+            if (op->kind == DM_OP_ALLGATHER) t = ex->facts.ag_slot[op->coll] * gn;
+            if (t > max_coll) max_coll = t;
+        }
+    int rc = -1;
+    if (dev_alloc(ex, (void **)&g->arena_w, (size_t)total * 2, "the bf16 weights", err) ||
+        dev_alloc(ex, (void **)&g->arena_g, (size_t)total * 2, "the bf16 gradients", err) ||
+        dev_alloc(ex, (void **)&g->dX, (size_t)(T * max_in) * 2, "the input gradient", err) ||
+        dev_alloc(ex, (void **)&g->g32, (size_t)max_size * 4, "the fp32 gradient scratch", err) ||
+        dev_alloc(ex, (void **)&g->d_loss, sizeof(float), "the loss", err) ||
+        dev_alloc(ex, (void **)&g->d_flag, 2 * sizeof(int), "the flag", err))
+        goto out;
+    g->cbuf_n = (size_t)max_coll;
+    for (int s = 0; s < DM_STREAM__COUNT; s++)
+        if (dev_alloc(ex, (void **)&g->cbuf[s], (size_t)max_coll * 2, "the collective buffers", err)) goto out;
+    if (cudaMallocHost((void **)&g->h_flag, 2 * sizeof(int)) != cudaSuccess ||
+        cudaMallocHost((void **)&g->h_loss, sizeof(float)) != cudaSuccess) {
+        dm_err_set(err, "rank %d: cudaMallocHost failed", ex->rank);
+        goto out;
+    }
+    int64_t off = 0;
+    cudaStream_t s0 = g->st[DM_STREAM_COMPUTE];
+    for (int64_t i = 0; i < n; i++) {
+        gparam *q = &g->p[i];
+        q->Wb = g->arena_w + off;
+        q->G = g->arena_g + off;
+        off += q->size;
+        char what[320];
+        snprintf(what, sizeof what, "the tokens and targets of %s", real_matrix_name(ex, i));
+        if (dev_alloc(ex, (void **)&q->X, (size_t)(T * q->in) * 2, what, err) ||
+            dev_alloc(ex, (void **)&q->Y, (size_t)(T * q->rows) * 2, what, err) ||
+            dev_alloc(ex, (void **)&q->R, (size_t)(T * q->rows) * 2, what, err))
+            goto out;
+        uint64_t seed = ex->o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 1000003u;
+        float ws = q->one_d ? 0.1f : (float)(1.0 / sqrt((double)q->in));
+        if (ns_fill_random(q->X, NS_BF16, T * q->in, seed ^ (uint64_t)(ex->rank + 1) * 7919u, 1.0f, s0, err) ||
+            ns_fill_random(q->Y, NS_BF16, T * q->rows, seed ^ (uint64_t)(ex->rank + 1) * 104729u, 1.0f, s0, err))
+            goto out;
+        if (need[i] || ex->rank == 0) {
+            snprintf(what, sizeof what, "the master weights and optimizer state of %s", real_matrix_name(ex, i));
+            if (dev_alloc(ex, (void **)&q->W32, (size_t)q->size * 4, what, err)) goto out;
+            if ((need[i] & 1) && (dev_alloc(ex, (void **)&q->mom, (size_t)q->size * 4, what, err) ||
+                                  cudaMemsetAsync(q->mom, 0, (size_t)q->size * 4, s0) != cudaSuccess))
+                goto out;
+            if ((need[i] & 2) && (dev_alloc(ex, (void **)&q->m1, (size_t)q->size * 4, what, err) ||
+                                  dev_alloc(ex, (void **)&q->m2, (size_t)q->size * 4, what, err) ||
+                                  cudaMemsetAsync(q->m1, 0, (size_t)q->size * 4, s0) != cudaSuccess ||
+                                  cudaMemsetAsync(q->m2, 0, (size_t)q->size * 4, s0) != cudaSuccess))
+                goto out;
+        }
+        /* every rank draws the same initial weights (the seed does not depend on the rank) */
+        if (!q->W32 && dev_alloc(ex, (void **)&q->W32, (size_t)q->size * 4, "initial weights", err)) goto out;
+        if (ns_fill_random(q->W32, NS_FP32, q->size, seed, ws, s0, err)) goto out;
+        if (q->one_d) { /* 1 + 0.1 N(0,1): shift on the host side is not possible; use W32 = 1 + w */
+            float *h = malloc((size_t)q->size * 4);
+            if (!h || cudaStreamSynchronize(s0) != cudaSuccess ||
+                cudaMemcpy(h, q->W32, (size_t)q->size * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
+                free(h);
+                dm_err_set(err, "rank %d: initialising %s", ex->rank, real_matrix_name(ex, i));
+                goto out;
+            }
+            for (int64_t e = 0; e < q->size; e++) h[e] += 1.0f;
+            cudaMemcpy(q->W32, h, (size_t)q->size * 4, cudaMemcpyHostToDevice);
+            free(h);
+        }
+        if (real_k_f32_to_bf16(q->W32, q->Wb, q->size, s0, err)) goto out;
+        if (!need[i] && ex->rank != 0) {
+            cudaStreamSynchronize(s0);
+            cudaFree(q->W32);
+            q->W32 = NULL;
+        }
+    }
+    /* NS plans (and their graphs) before the first step: plan creation synchronizes the device */
+    for (int k = 0; k < rp->n_ops; k++) {
+        const dm_op *op = &rp->ops[k];
+        if (op->kind != DM_OP_NS || op->n_params < 1) continue;
+        gparam *q0 = &g->p[op->params[0]];
+        ns_plan *pl = get_plan(ex, q0->rows, q0->cols, op->n_params, op->algo, err);
+        if (!pl || ns_fill_random(ns_plan_input(pl), NS_BF16, q0->size * op->n_params, 1, 1.0f, s0, err) ||
+            ns_plan_run(pl, (ns_stream)s0, 1, err))
+            goto out;
+    }
+    int nops = rp->n_ops;
+    if (!(g->ev_s = dm_calloc((size_t)(nops ? nops : 1), sizeof *g->ev_s, err)) ||
+        !(g->ev_e = dm_calloc((size_t)(nops ? nops : 1), sizeof *g->ev_e, err)))
+        goto out;
+    for (int i = 0; i < nops; i++)
+        if (cudaEventCreate(&g->ev_s[i]) != cudaSuccess || cudaEventCreate(&g->ev_e[i]) != cudaSuccess) {
+            dm_err_set(err, "rank %d: cudaEventCreate failed", ex->rank);
+            goto out;
+        }
+    if (cudaEventCreate(&g->step_s) != cudaSuccess || cudaEventCreate(&g->step_e) != cudaSuccess ||
+        cudaEventCreate(&g->flag_ev) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+        dm_err_set(err, "rank %d: CUDA setup failed", ex->rank);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(need);
+    return rc;
+}
+
+void real_gpu_destroy(real_exec *ex)
+{
+    struct real_gpu *g = ex->gpu;
+    if (!g) return;
+    cudaDeviceSynchronize();
+    if (g->p)
+        for (int64_t i = 0; i < ex->n_mx; i++) {
+            gparam *q = &g->p[i];
+            cudaFree(q->X), cudaFree(q->Y), cudaFree(q->R), cudaFree(q->W32), cudaFree(q->mom), cudaFree(q->m1), cudaFree(q->m2);
+        }
+    free(g->p);
+    for (int i = 0; i < g->n_plans; i++) ns_plan_destroy(g->plans[i].plan);
+    free(g->plans);
+    cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->dX), cudaFree(g->g32);
+    cudaFree(g->d_loss), cudaFree(g->d_flag);
+    for (int s = 0; s < DM_STREAM__COUNT; s++) cudaFree(g->cbuf[s]);
+    if (g->h_flag) cudaFreeHost(g->h_flag);
+    if (g->h_loss) cudaFreeHost(g->h_loss);
+    int nops = ex->prog->ranks[ex->rank].n_ops;
+    for (int i = 0; g->ev_s && i < nops; i++) cudaEventDestroy(g->ev_s[i]), cudaEventDestroy(g->ev_e[i]);
+    free(g->ev_s);
+    free(g->ev_e);
+    if (g->comm) {
+        for (int k = 0; k < ex->prog->n_groups * DM_STREAM__COUNT; k++)
+            if (g->comm[k]) ncclCommDestroy(g->comm[k]);
+        free(g->comm);
+    }
+    if (g->flag_comm) ncclCommDestroy(g->flag_comm);
+    if (g->world) ncclCommDestroy(g->world);
+    for (int s = 0; s < DM_STREAM__COUNT; s++) {
+        if (g->blas[s]) cublasDestroy(g->blas[s]);
+        if (g->st[s]) cudaStreamDestroy(g->st[s]);
+    }
+    free(g);
+    ex->gpu = NULL;
+}
+
+/* ---- ops ------------------------------------------------------------------------------- */
+
+static int gemm(real_exec *ex, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                int64_t k, float alpha, const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc,
+                dm_err *err)
+{
+    float beta = 0;
+    CB(cublasGemmEx(h, ta, tb, (int)m, (int)n, (int)k, &alpha, A, CUDA_R_16BF, (int)lda, B, CUDA_R_16BF, (int)ldb,
+                    &beta, C, CUDA_R_16BF, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+static int forward_one(real_exec *ex, gparam *q, cudaStream_t s, cublasHandle_t h, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    int64_t T = ex->o.tokens, out = q->rows;
+    if (q->one_d) OK(real_k_fwd1d(q->X, q->Wb, q->R, T, out, s, err));
+    else OK(gemm(ex, h, CUBLAS_OP_T, CUBLAS_OP_N, out, T, q->in, 1.0f, q->Wb, q->in, q->X, q->in, q->R, out, err));
+    float scale = (float)(1.0 / (2.0 * (double)ex->n_tokens_global * (double)out));
+    return real_k_residual(q->R, q->Y, T * out, scale, g->d_loss, s, err);
+}
+
+/* G = R^T X / (N out) (weight gradient) and the input gradient R W (cost only). */
+static int backward_one(real_exec *ex, int64_t id, gparam *q, cudaStream_t s, cublasHandle_t h, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    int64_t T = ex->o.tokens, out = q->rows;
+    float sc = (float)(1.0 / ((double)ex->n_tokens_global * (double)out));
+    if (q->one_d) {
+        OK(real_k_bwd1d(q->R, q->X, q->G, T, out, sc, s, err));
+    } else {
+        OK(gemm(ex, h, CUBLAS_OP_N, CUBLAS_OP_T, q->in, out, T, sc, q->X, q->in, q->R, out, q->G, q->in, err));
+        if (ex->o.input_grad)
+            OK(gemm(ex, h, CUBLAS_OP_N, CUBLAS_OP_N, q->in, T, out, 1.0f, q->Wb, q->in, q->R, out, g->dX, q->in, err));
+    }
+    if (ex->step == ex->o.inject_step && ex->rank == ex->o.inject_rank && id == ex->o.inject_param)
+        OK(real_k_poison(q->G, q->size / 2, s, err));
+    if (ex->nranks == 1) q->gr_lo = 0, q->gr_hi = q->size;
+    return real_k_nonfinite(q->G, q->size, g->d_flag, (int)(0x7fffffff - id), s, err);
+}
+
+static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    for (int i = 0; i < g->n_plans; i++)
+        if (g->plans[i].rows == rows && g->plans[i].cols == cols && g->plans[i].batch == batch && g->plans[i].algo == algo)
+            return g->plans[i].plan;
+    if (g->n_plans == g->cap_plans) {
+        int cap = g->cap_plans ? 2 * g->cap_plans : 16;
+        plan_ent *np = dm_realloc(g->plans, (size_t)cap * sizeof *np, err);
+        if (!np) return NULL;
+        g->plans = np;
+        g->cap_plans = cap;
+    }
+    ns_config cfg = g->ns_cfg;
+    ns_config tmp;
+    ns_config_default(&tmp, algo == DM_NS_GRAM ? NS_ALGO_GRAM : NS_ALGO_DIRECT);
+    cfg.algo = tmp.algo;
+    cfg.work = tmp.work;
+    ns_plan *pl = NULL;
+    if (ns_plan_create(rows, cols, batch, NS_BF16, &cfg, &pl, err) < 0) return NULL;
+    g->plans[g->n_plans++] = (plan_ent){rows, cols, batch, algo, pl};
+    return pl;
+}
+
+static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    if (op->n_params < 1) return 0;
+    gparam *q0 = &g->p[op->params[0]];
+    ns_plan *pl = get_plan(ex, q0->rows, q0->cols, op->n_params, op->algo, err);
+    if (!pl) return -1;
+    bf16 *in = ns_plan_input(pl), *outp = ns_plan_output(pl);
+    const ns_muon_params *mp = &ex->o.muon;
+    for (int j = 0; j < op->n_params; j++) {
+        gparam *q = &g->p[op->params[j]];
+        if (q->rows != q0->rows || q->cols != q0->cols || !q->mom)
+            return dm_err_set(err, "rank %d: ns batch of mixed shapes or with a non-Muon matrix (%s)", ex->rank,
+                              real_matrix_name(ex, op->params[j]));
+        OK(real_k_bf16_to_f32(q->G, g->g32, q->size, s, err));
+        OK(ns_muon_momentum(g->g32, q->mom, in + (size_t)j * q->size, NS_BF16, q->size, (float)mp->momentum,
+                            mp->nesterov, (ns_stream)s, err));
+        q->ns_out = outp + (size_t)j * q->size;
+    }
+    return ns_plan_run(pl, (ns_stream)s, 1, err);
+}
+
+static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    const ns_muon_params *mp = &ex->o.muon;
+    const ns_adamw_params *ap = &ex->o.adamw;
+    for (int j = 0; j < op->n_params; j++) {
+        gparam *q = &g->p[op->params[j]];
+        if (op->kind == DM_OP_MUON_UPDATE) {
+            if (!q->ns_out || !q->W32)
+                return dm_err_set(err, "rank %d: muon-update of %s without its ns", ex->rank,
+                                  real_matrix_name(ex, op->params[j]));
+            int64_t lo = q->rs_hi > q->rs_lo ? q->rs_lo : 0, hi = q->rs_hi > q->rs_lo ? q->rs_hi : q->size;
+            float scale = (float)(mp->scale_coef * sqrt((double)(q->rows > q->cols ? q->rows : q->cols)));
+            OK(ns_muon_apply(q->W32 + lo, (bf16 *)q->ns_out + lo, NS_BF16, hi - lo, (float)mp->lr,
+                             (float)mp->weight_decay, scale, (ns_stream)s, err));
+            OK(real_k_f32_to_bf16(q->W32 + lo, q->Wb + lo, hi - lo, s, err));
+            q->ns_out = NULL;
+        } else {
+            if (q->gr_hi <= q->gr_lo) continue;
+            if (!q->m1 || !q->W32)
+                return dm_err_set(err, "rank %d: adamw of %s without state", ex->rank, real_matrix_name(ex, op->params[j]));
+            int64_t lo = q->gr_lo, n = q->gr_hi - q->gr_lo;
+            OK(real_k_bf16_to_f32(q->G + lo, g->g32, n, s, err));
+            OK(ns_adamw(q->W32 + lo, g->g32, q->m1 + lo, q->m2 + lo, n, (float)ap->lr, (float)ap->beta1,
+                        (float)ap->beta2, (float)ap->eps, (float)ap->weight_decay, (int)(g->adam_t + 1), (ns_stream)s,
+                        err));
+            OK(real_k_f32_to_bf16(q->W32 + lo, q->Wb + lo, n, s, err));
+        }
+    }
+    return 0;
+}
+
+/* params of op contiguous in the arenas (ids consecutive)? */
+static int contiguous(const dm_op *op)
+{
+    for (int a = 1; a < op->n_params; a++)
+        if (op->params[a] != op->params[a - 1] + 1) return 0;
+    return 1;
+}
+
+static void extend(int64_t *lo, int64_t *hi, int64_t a, int64_t b)
+{
+    if (*hi <= *lo) *lo = a, *hi = b;
+    else {
+        if (a < *lo) *lo = a;
+        if (b > *hi) *hi = b;
+    }
+}
+
+/* copy the flat range [lo, hi) of op's params (weights or gradients) to/from buf */
+static int flat_move(real_exec *ex, const dm_op *op, int weights, int64_t lo, int64_t hi, bf16 *buf, int to_buf,
+                     cudaStream_t s, dm_err *err)
+{
+    int64_t base = 0;
+    for (int a = 0; a < op->n_params && base < hi; a++) {
+        gparam *q = &ex->gpu->p[op->params[a]];
+        int64_t x = lo > base ? lo : base, y = hi < base + q->size ? hi : base + q->size;
+        if (x < y) {
+            bf16 *pp = (weights ? q->Wb : q->G) + (x - base), *bp = buf + (x - lo);
+            CU(cudaMemcpyAsync(to_buf ? bp : pp, to_buf ? pp : bp, (size_t)(y - x) * 2, cudaMemcpyDeviceToDevice, s));
+        }
+        base += q->size;
+    }
+    return 0;
+}
+
+static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    ncclComm_t c = g->comm[op->group * DM_STREAM__COUNT + op->stream];
+    const dm_group *gr = &ex->prog->groups[op->group];
+    int n = gr->n, me = real_group_index(ex->prog, op->group, ex->rank), root = -1;
+    if (!c || me < 0) return dm_err_set(err, "rank %d op %d: no communicator for group %d", ex->rank, i, op->group);
+    if (op->root >= 0) root = real_group_index(ex->prog, op->group, op->root);
+    int64_t total = 0;
+    for (int a = 0; a < op->n_params; a++) total += g->p[op->params[a]].size;
+    if (!op->n_params) return 0;
+    int contig = contiguous(op);
+    bf16 *buf = g->cbuf[op->stream];
+    gparam *q0 = &g->p[op->params[0]];
+    switch (op->kind) {
+    case DM_OP_ALLREDUCE:
+    case DM_OP_REDUCE: {
+        bf16 *b = contig ? q0->G : buf;
+        if (!contig) OK(flat_move(ex, op, 0, 0, total, buf, 1, s, err));
+        if (op->kind == DM_OP_ALLREDUCE) NC(ncclAllReduce(b, b, (size_t)total, ncclBfloat16, ncclSum, c, s));
+        else NC(ncclReduce(b, b, (size_t)total, ncclBfloat16, ncclSum, root, c, s));
+        if (!contig && (op->kind == DM_OP_ALLREDUCE || me == root)) OK(flat_move(ex, op, 0, 0, total, buf, 0, s, err));
+        if (op->kind == DM_OP_ALLREDUCE || me == root)
+            for (int a = 0; a < op->n_params; a++) {
+                gparam *q = &g->p[op->params[a]];
+                q->gr_lo = 0, q->gr_hi = q->size;
+            }
+        break;
+    }
+    case DM_OP_BROADCAST: {
+        bf16 *b = contig ? q0->Wb : buf;
+        if (!contig && me == root) OK(flat_move(ex, op, 1, 0, total, buf, 1, s, err));
+        NC(ncclBroadcast(b, b, (size_t)total, ncclBfloat16, root, c, s));
+        if (!contig && me != root) OK(flat_move(ex, op, 1, 0, total, buf, 0, s, err));
+        break;
+    }
+    case DM_OP_REDUCESCATTER: {
+        int64_t sh = (total + n - 1) / n, lo, hi;
+        real_flat_shard(total, n, me, &lo, &hi);
+        OK(flat_move(ex, op, 0, 0, total, buf, 1, s, err));
+        if (sh * n > total) CU(cudaMemsetAsync(buf + total, 0, (size_t)(sh * n - total) * 2, s));
+        NC(ncclReduceScatter(buf, buf + (size_t)me * sh, (size_t)sh, ncclBfloat16, ncclSum, c, s));
+        if (lo < hi) OK(flat_move(ex, op, 0, lo, hi, buf + (size_t)me * sh, 0, s, err));
+        int64_t base = 0;
+        for (int a = 0; a < op->n_params; a++) {
+            gparam *q = &g->p[op->params[a]];
+            int64_t x = lo > base ? lo : base, y = hi < base + q->size ? hi : base + q->size;
+            if (x < y) q->rs_lo = x - base, q->rs_hi = y - base, q->gr_lo = x - base, q->gr_hi = y - base;
+            base += q->size;
+        }
+        break;
+    }
+    case DM_OP_ALLGATHER: {
+        int64_t S = ex->facts.ag_slot[op->coll];
+        int grad = ex->facts.ag_grad[op->coll];
+        for (int k = 0; k < n; k++) {
+            if (k != me) continue;
+            const real_range *rg = ex->facts.ag[op->coll] + (size_t)k * op->n_params;
+            int64_t off = 0;
+            for (int a = 0; a < op->n_params; a++) {
+                if (rg[a].hi <= rg[a].lo) continue;
+                gparam *q = &g->p[op->params[a]];
+                CU(cudaMemcpyAsync(buf + (size_t)me * S + off, (grad ? q->G : q->Wb) + rg[a].lo,
+                                   (size_t)(rg[a].hi - rg[a].lo) * 2, cudaMemcpyDeviceToDevice, s));
+                off += rg[a].hi - rg[a].lo;
+            }
+        }
+        NC(ncclAllGather(buf + (size_t)me * S, buf, (size_t)S, ncclBfloat16, c, s));
+        for (int k = 0; k < n; k++) {
+            if (k == me) continue;
+            const real_range *rg = ex->facts.ag[op->coll] + (size_t)k * op->n_params;
+            int64_t off = 0;
+            for (int a = 0; a < op->n_params; a++) {
+                if (rg[a].hi <= rg[a].lo) continue;
+                gparam *q = &g->p[op->params[a]];
+                CU(cudaMemcpyAsync((grad ? q->G : q->Wb) + rg[a].lo, buf + (size_t)k * S + off,
+                                   (size_t)(rg[a].hi - rg[a].lo) * 2, cudaMemcpyDeviceToDevice, s));
+                off += rg[a].hi - rg[a].lo;
+                if (grad) extend(&q->gr_lo, &q->gr_hi, rg[a].lo, rg[a].hi);
+            }
+        }
+        break;
+    }
+    default: break;
+    }
+    return 0;
+}
+
+static int is_opt(dm_op_kind k) { return k == DM_OP_NS || k == DM_OP_MUON_UPDATE || k == DM_OP_ADAMW; }
+
+static int issue(real_exec *ex, int i, int skip_opt, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    const dm_op *op = &ex->prog->ranks[ex->rank].ops[i];
+    cudaStream_t s = g->st[op->stream];
+    cublasHandle_t h = g->blas[op->stream];
+    for (int d = 0; d < op->n_deps; d++) {
+        const dm_op *dop = &ex->prog->ranks[ex->rank].ops[op->deps[d]];
+        if (dop->stream != op->stream) CU(cudaStreamWaitEvent(s, g->ev_e[op->deps[d]], 0));
+    }
+    CU(cudaEventRecord(g->ev_s[i], s));
+    if (!(skip_opt && is_opt(op->kind))) switch (op->kind) {
+        case DM_OP_FORWARD:
+        case DM_OP_BACKWARD: {
+            int64_t *pl = op->params, np = op->n_params;
+            int64_t *tmp = NULL;
+            if (!np && op->layer >= 0) {
+                if (!(tmp = dm_malloc((size_t)ex->n_mx * sizeof *tmp, err))) return -1;
+                for (int64_t k = 0; k < ex->n_mx; k++)
+                    if (ex->mx[k].layer == op->layer) tmp[np++] = k;
+                pl = tmp;
+            }
+            int rc = 0;
+            for (int64_t a = 0; a < np && rc == 0; a++)
+                rc = op->kind == DM_OP_FORWARD ? forward_one(ex, &g->p[pl[a]], s, h, err)
+                                               : backward_one(ex, pl[a], &g->p[pl[a]], s, h, err);
+            free(tmp);
+            if (rc) return -1;
+            break;
+        }
+        case DM_OP_NS: OK(ns_op(ex, op, s, err)); break;
+        case DM_OP_MUON_UPDATE:
+        case DM_OP_ADAMW: OK(update_op(ex, op, s, err)); break;
+        case DM_OP_WAIT: break;
+        default: OK(coll_op(ex, i, op, s, err)); break;
+        }
+    CU(cudaEventRecord(g->ev_e[i], s));
+    return 0;
+}
+
+int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    const dm_rank_prog *rp = &ex->prog->ranks[ex->rank];
+    cudaStream_t sc = g->st[DM_STREAM_COMPUTE];
+    memset(st, 0, sizeof *st);
+    st->bad_param = -1;
+    st->bad_rank = -1;
+    for (int64_t i = 0; i < ex->n_mx; i++) {
+        gparam *q = &g->p[i];
+        q->rs_lo = q->rs_hi = q->gr_lo = q->gr_hi = 0;
+        q->ns_out = NULL;
+    }
+    CU(cudaMemsetAsync(g->d_loss, 0, sizeof(float), sc));
+    CU(cudaMemsetAsync(g->d_flag, 0, 2 * sizeof(int), sc));
+    CU(cudaStreamSynchronize(sc));
+    MPI_Barrier(ex->comm);
+    CU(cudaEventRecord(g->step_s, sc));
+    for (int s = 0; s < DM_STREAM__COUNT; s++)
+        if (s != DM_STREAM_COMPUTE) CU(cudaStreamWaitEvent(g->st[s], g->step_s, 0));
+    int skip = -1; /* -1: not decided yet */
+    int flag_code = 0;
+    for (int i = 0; i < rp->n_ops; i++) {
+        if (skip < 0 && is_opt(rp->ops[i].kind)) {
+            /* agree on non-finite local gradients before anything is modified */
+            CU(cudaMemcpyAsync(g->d_flag + 1, g->d_flag, sizeof(int), cudaMemcpyDeviceToDevice, sc));
+            NC(ncclAllReduce(g->d_flag, g->d_flag, 1, ncclInt32, ncclMax, g->flag_comm, sc));
+            CU(cudaMemcpyAsync(g->h_flag, g->d_flag, 2 * sizeof(int), cudaMemcpyDeviceToHost, sc));
+            CU(cudaEventRecord(g->flag_ev, sc));
+            OK(gpu_wait(ex, g->flag_ev, "the non-finite gradient check", err));
+            flag_code = *g->h_flag;
+            skip = flag_code != 0;
+        }
+        if (issue(ex, i, skip == 1, err) < 0) {
+            abort_all(ex);
+            return -1;
+        }
+    }
+    for (int s = 0; s < DM_STREAM__COUNT; s++)
+        if (s != DM_STREAM_COMPUTE) {
+            CU(cudaEventRecord(g->flag_ev, g->st[s]));
+            CU(cudaStreamWaitEvent(sc, g->flag_ev, 0));
+        }
+    CU(cudaMemcpyAsync(g->h_loss, g->d_loss, sizeof(float), cudaMemcpyDeviceToHost, sc));
+    if (skip < 0) { /* no optimizer op in this rank's program: still agree */
+        CU(cudaMemcpyAsync(g->d_flag + 1, g->d_flag, sizeof(int), cudaMemcpyDeviceToDevice, sc));
+        NC(ncclAllReduce(g->d_flag, g->d_flag, 1, ncclInt32, ncclMax, g->flag_comm, sc));
+        CU(cudaMemcpyAsync(g->h_flag, g->d_flag, 2 * sizeof(int), cudaMemcpyDeviceToHost, sc));
+    }
+    CU(cudaEventRecord(g->step_e, sc));
+    OK(gpu_wait(ex, g->step_e, "the end of the step", err));
+    if (skip < 0) flag_code = *g->h_flag, skip = flag_code != 0;
+    float ms = 0;
+    CU(cudaEventElapsedTime(&ms, g->step_s, g->step_e));
+    st->step_us = ms * 1e3;
+    double last_grad = -1, last_upd = -1, busy = 0;
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        float a = 0, b = 0;
+        CU(cudaEventElapsedTime(&a, g->step_s, g->ev_s[i]));
+        CU(cudaEventElapsedTime(&b, g->ev_s[i], g->ev_e[i]));
+        ex->op_t0[i] = a * 1e3;
+        ex->op_dur[i] = b * 1e3;
+        double d = b * 1e3, end = (a + b) * 1e3;
+        switch (op->kind) {
+        case DM_OP_FORWARD: st->forward_us += d; break;
+        case DM_OP_BACKWARD: st->backward_us += d; break;
+        case DM_OP_NS: st->ns_us += d, st->optimizer_us += d; break;
+        case DM_OP_MUON_UPDATE:
+        case DM_OP_ADAMW: st->optimizer_us += d, last_upd = end; break;
+        case DM_OP_REDUCE:
+        case DM_OP_ALLREDUCE:
+        case DM_OP_REDUCESCATTER: last_grad = end; break;
+        case DM_OP_ALLGATHER:
+            if (ex->facts.ag_grad[op->coll]) last_grad = end;
+            break;
+        default: break;
+        }
+        if (op->stream == DM_STREAM_COMPUTE) busy += d;
+    }
+    /* the compute stream's idle time inside the step: what communication left exposed */
+    st->comm_exposed_us = st->step_us > busy ? st->step_us - busy : 0;
+    st->opt_window_us = last_upd > 0 ? (last_grad > 0 && last_upd > last_grad ? last_upd - last_grad : st->optimizer_us) : 0;
+    /* loss and the origin of a bad gradient: gather to every rank */
+    double mine[2] = {*g->h_loss, (double)g->h_flag[1]}, *all = dm_malloc(sizeof mine * (size_t)ex->nranks, err);
+    if (!all) return -1;
+    MPI_Allgather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, ex->comm);
+    for (int r = 0; r < ex->nranks; r++) {
+        st->loss += all[2 * r];
+        if (skip == 1 && st->bad_rank < 0 && (int)all[2 * r + 1] == flag_code) st->bad_rank = r;
+    }
+    free(all);
+    if (skip == 1) {
+        st->skipped = 1;
+        st->bad_param = 0x7fffffff - flag_code;
+    } else {
+        g->adam_t++;
+    }
+    ex->step++;
+    return 0;
+}
+
+/* Master weights to rank 0: each matrix from the rank that updates it (rank 0's own copy
+ * otherwise, including the bf16 weights it last received). */
+int real_gpu_weights(real_exec *ex, float ***out, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    *out = NULL;
+    int64_t n = ex->n_mx;
+    int *src = dm_malloc((size_t)(n ? n : 1) * sizeof *src, err), bad = !src;
+    float **w = NULL, *h = NULL;
+    int rc = -1;
+    CU(cudaDeviceSynchronize());
+    if (!bad)
+        for (int64_t i = 0; i < n; i++) {
+            int mine = g->p[i].mom || g->p[i].m1 ? ex->rank : 0x7fffffff;
+            MPI_Allreduce(&mine, &src[i], 1, MPI_INT, MPI_MIN, ex->comm);
+            if (src[i] == 0x7fffffff) src[i] = 0;
+        }
+    if (ex->rank == 0 && !bad && !(w = dm_calloc((size_t)n, sizeof *w, err))) bad = 1;
+    for (int64_t i = 0; i < n && !bad; i++) {
+        gparam *q = &g->p[i];
+        if (ex->rank == src[i]) {
+            if (!(h = malloc((size_t)q->size * 4))) MPI_Abort(ex->comm, 1);
+            if (q->W32) CU(cudaMemcpy(h, q->W32, (size_t)q->size * 4, cudaMemcpyDeviceToHost));
+            if (ex->rank != 0) MPI_Send(h, (int)q->size, MPI_FLOAT, 0, 9, ex->comm);
+            else w[i] = h;
+            if (ex->rank != 0) free(h);
+            h = NULL;
+        } else if (ex->rank == 0) {
+            if (!(w[i] = malloc((size_t)q->size * 4))) MPI_Abort(ex->comm, 1);
+            MPI_Recv(w[i], (int)q->size, MPI_FLOAT, src[i], 9, ex->comm, MPI_STATUS_IGNORE);
+        }
+    }
+    if (!bad) {
+        if (ex->rank == 0) *out = w, w = NULL;
+        rc = 0;
+    }
+    real_weights_free(w, n);
+    free(src);
+    return rc;
+}

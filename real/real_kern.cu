@@ -1,0 +1,134 @@
+/* real_kern.cu: the GPU executor's own small kernels around the proxy workload (residual and
+ * loss, 1-D parameter forward/backward, dtype conversion of ranges, non-finite checks), behind
+ * C launchers that take a stream and return 0 or -1 with *err (real_kern.h). NS and the
+ * optimizer updates are the kernels helper's (ns_cuda.h). */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "real_kern.h"
+
+static int grid(int64_t n, int threads)
+{
+    int64_t b = (n + threads - 1) / threads;
+    return (int)(b < 1 ? 1 : b > 4096 ? 4096 : b);
+}
+
+#define LAUNCHED(what)                                                                         \
+    do {                                                                                       \
+        cudaError_t e_ = cudaGetLastError();                                                   \
+        if (e_ != cudaSuccess)                                                                 \
+            return dm_err_set(err, "%s: %s (%s:%d)", what, cudaGetErrorString(e_), __FILE__, __LINE__); \
+        return 0;                                                                              \
+    } while (0)
+
+/* R = R - Y (bf16, in place); *loss += scale * sum R^2 (one atomic per block) */
+__global__ void k_residual(__nv_bfloat16 *R, const __nv_bfloat16 *Y, int64_t n, float scale, float *loss)
+{
+    __shared__ float part[32];
+    float acc = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float r = __bfloat162float(R[i]) - __bfloat162float(Y[i]);
+        R[i] = __float2bfloat16_rn(r);
+        acc += r * r;
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) s += part[w];
+        atomicAdd(loss, s * scale);
+    }
+}
+
+extern "C" int real_k_residual(void *R, const void *Y, int64_t n, float scale, float *loss, void *stream, dm_err *err)
+{
+    k_residual<<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)R, (const __nv_bfloat16 *)Y, n,
+                                                              scale, loss);
+    LAUNCHED("residual kernel");
+}
+
+/* 1-D params: R[t, i] = X[t, i] * w[i] (T x n) */
+__global__ void k_fwd1d(const __nv_bfloat16 *X, const __nv_bfloat16 *w, __nv_bfloat16 *R, int64_t T, int64_t n)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < T * n; k += (int64_t)gridDim.x * blockDim.x)
+        R[k] = __float2bfloat16_rn(__bfloat162float(X[k]) * __bfloat162float(w[k % n]));
+}
+
+extern "C" int real_k_fwd1d(const void *X, const void *w, void *R, int64_t T, int64_t n, void *stream, dm_err *err)
+{
+    k_fwd1d<<<grid(T * n, 256), 256, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)X, (const __nv_bfloat16 *)w,
+                                                                (__nv_bfloat16 *)R, T, n);
+    LAUNCHED("1-D forward kernel");
+}
+
+/* g[i] = s * sum_t R[t, i] X[t, i] */
+__global__ void k_bwd1d(const __nv_bfloat16 *R, const __nv_bfloat16 *X, __nv_bfloat16 *g, int64_t T, int64_t n, float s)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float acc = 0;
+        for (int64_t t = 0; t < T; t++) acc += __bfloat162float(R[t * n + i]) * __bfloat162float(X[t * n + i]);
+        g[i] = __float2bfloat16_rn(s * acc);
+    }
+}
+
+extern "C" int real_k_bwd1d(const void *R, const void *X, void *g, int64_t T, int64_t n, float s, void *stream,
+                            dm_err *err)
+{
+    k_bwd1d<<<grid(n, 128), 128, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)R, (const __nv_bfloat16 *)X,
+                                                            (__nv_bfloat16 *)g, T, n, s);
+    LAUNCHED("1-D backward kernel");
+}
+
+__global__ void k_bf16_to_f32(const __nv_bfloat16 *a, float *b, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        b[i] = __bfloat162float(a[i]);
+}
+
+__global__ void k_f32_to_bf16(const float *a, __nv_bfloat16 *b, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        b[i] = __float2bfloat16_rn(a[i]);
+}
+
+extern "C" int real_k_bf16_to_f32(const void *src, float *dst, int64_t n, void *stream, dm_err *err)
+{
+    if (n <= 0) return 0;
+    k_bf16_to_f32<<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)src, dst, n);
+    LAUNCHED("bf16 to fp32 kernel");
+}
+
+extern "C" int real_k_f32_to_bf16(const float *src, void *dst, int64_t n, void *stream, dm_err *err)
+{
+    if (n <= 0) return 0;
+    k_f32_to_bf16<<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>(src, (__nv_bfloat16 *)dst, n);
+    LAUNCHED("fp32 to bf16 kernel");
+}
+
+/* flag = max(flag, code) when any element is not finite */
+__global__ void k_nonfinite(const __nv_bfloat16 *g, int64_t n, int *flag, int code)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        if (!isfinite(__bfloat162float(g[i]))) {
+            atomicMax(flag, code);
+            return;
+        }
+}
+
+extern "C" int real_k_nonfinite(const void *g, int64_t n, int *flag, int code, void *stream, dm_err *err)
+{
+    if (n <= 0) return 0;
+    k_nonfinite<<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)g, n, flag, code);
+    LAUNCHED("non-finite check kernel");
+}
+
+__global__ void k_poison(__nv_bfloat16 *g, int64_t i) { g[i] = __float2bfloat16_rn(nanf("")); }
+
+extern "C" int real_k_poison(void *g, int64_t i, void *stream, dm_err *err)
+{
+    k_poison<<<1, 1, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)g, i);
+    LAUNCHED("poison kernel");
+}

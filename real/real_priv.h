@@ -1,0 +1,73 @@
+/* real_priv.h: the executor's state shared by its backends (real_cpu.c holds the common
+ * setup and the CPU backend; real_gpu.c the GPU backend). Not a public header. */
+#ifndef DM_REAL_PRIV_H
+#define DM_REAL_PRIV_H
+#include <mpi.h>
+#include <stdint.h>
+
+#include "real.h"
+#include "real_work.h"
+
+typedef struct rparam {
+    int64_t rows, cols, size; /* size: elements (rows * cols, or rows for 1-D) */
+    int one_d, muon;
+    float *W, *Wn;            /* committed weights; staged (latest on this rank) */
+    float *G;                 /* gradient: local after backward, reduced after collectives */
+    float *X, *Y, *R;         /* tokens (T x in), targets and residual (T x out) */
+    float *mom, *mom_n;       /* Muon momentum, committed and staged */
+    float *m1, *m2, *m1n, *m2n; /* AdamW moments */
+    float *O;                 /* NS output */
+    double loss;
+    int64_t gr_lo, gr_hi;     /* reduced-gradient range this step */
+    int64_t rs_lo, rs_hi;     /* the part a reduce-scatter gave this rank this step */
+    int64_t up_lo, up_hi;     /* range this rank updated this step */
+    int64_t own_lo, own_hi;   /* range this rank updated in the last committed step */
+    int ns_done, applied;
+} rparam;
+
+typedef struct pending {
+    int op;
+    MPI_Request req;
+    float *send, *recv;
+} pending;
+
+struct real_exec {
+    const dm_model *model;
+    const dm_program *prog;
+    real_opts o;
+    ns_coeffs coeffs;
+    MPI_Comm comm;
+    int rank, nranks;
+    MPI_Comm *gcomm;          /* per program group; MPI_COMM_NULL when not a member */
+    int *gidx;                /* per group: this rank's index, -1 */
+    dm_matrix *mx;
+    int64_t n_mx;
+    rparam *p;
+    real_facts facts;
+    int *prev_stream, *prev_coll; /* per op of this rank */
+    int64_t n_tokens_global;
+    int64_t adam_t;           /* AdamW steps committed */
+    int step;                 /* steps attempted */
+    float *scratch;           /* input gradient / chunk gradient */
+    size_t scratch_n;
+    /* per-step */
+    unsigned char *state;     /* 0 not started, 1 posted, 2 done */
+    pending *pend;
+    int n_pend;
+    int64_t bad_param;        /* first non-finite gradient seen in a reduced gradient */
+    int64_t bad_local;        /* ... in this rank's own gradient (where it came from) */
+    char name_buf[256];
+    double *op_t0, *op_dur;   /* last step: each op's start and duration, us from its start */
+    struct real_gpu *gpu;     /* the GPU backend's state, NULL on the CPU backend */
+};
+
+
+/* GPU backend (real_gpu.c; only with CUDA and NCCL). Called from real_exec_create/step/...
+ * after the common setup; create returns -1 on a local failure (no device, out of memory). */
+struct real_gpu;
+int real_gpu_create(real_exec *ex, dm_err *err);
+int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err);
+int real_gpu_weights(real_exec *ex, float ***out, dm_err *err);
+void real_gpu_destroy(real_exec *ex);
+
+#endif
