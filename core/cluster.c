@@ -50,8 +50,8 @@ static const preset presets[] = {
      "H100 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.82 = measured NCCL ring busbw 370 / 450 GB/s"},
     {"h200", "H200-SXM", 8, 450, 8, 400, 0.82,
      "H200 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.82 taken from H100's measured 370 / 450 GB/s (same NVLink 4)"},
-    {"h200x2", "H200-SXM", 2, 450, 1, 400, 0.82,
-     "the 2 x H200 machine here (NV18: 18 NVLink 4 links, 450 GB/s each way); one node; bus efficiency 0.82 from H100 (assumed)"},
+    {"h200x2", "H200-SXM", 2, 450, 1, 400, 0.74,
+     "the 2 x H200 machine here (NV18, 450 GB/s each way), one node; bus efficiency 0.74 = measured NCCL all-reduce busbw 333 / 450 GB/s (sim/calib_h200x2.txt)"},
 };
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
 
