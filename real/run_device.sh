@@ -1,0 +1,74 @@
+#!/bin/bash
+# run_device.sh: what one device call does for the real executor, from the repository root on a
+# machine with 2 GPUs. The binary and the shared libraries the device may lack (GSL, jansson,
+# lp_solve's colamd, a relocatable Open MPI with its PMIx) come in .devreal/, built and
+# collected on the build machine; NCCL and cuBLAS are the device's own. Logs go to $OUT.
+#   real/run_device.sh [quick|bench|all]
+set -u
+O=${OUT:-/tmp/dmuon-out}
+mkdir -p "$O"
+D=$PWD/.devreal
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+nccl_dir=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+  [ -e "$d/libnccl.so.2" ] && { nccl_dir=$d; break; }
+done
+if [ -z "$nccl_dir" ]; then
+  nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+fi
+export LD_LIBRARY_PATH=$D/lib:${nccl_dir}:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if command -v mpirun >/dev/null 2>&1 && mpirun --version 2>&1 | grep -q "Open MPI) 4"; then
+  MPIRUN=mpirun
+else
+  export OPAL_PREFIX=$D/ompi PMIX_INSTALL_PREFIX=$D/pmix2 PATH=$D/ompi/bin:$PATH
+  export OMPI_MCA_plm=isolated OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi,psm,psm2
+  export OMPI_MCA_osc=^ucx OMPI_MCA_mca_base_component_show_load_errors=0
+  MPIRUN=$D/ompi/bin/mpirun
+fi
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  echo "nccl: $nccl_dir ($(ls $nccl_dir/libnccl.so* 2>/dev/null | head -2 | tr '\n' ' '))"
+  echo "mpirun: $MPIRUN ($($MPIRUN --version 2>&1 | head -1))"
+  ldd $D/dmuon | grep -E "not found|nccl|cublas|mpi"
+} > "$O/env.log" 2>&1
+cat "$O/env.log"
+mode=${1:-all}
+run2() { timeout "$1" $MPIRUN -np 2 --bind-to none "${@:2}"; }
+
+if [ "$mode" = quick ] || [ "$mode" = all ]; then
+  cat > /tmp/tiny.json <<'JSON'
+{"format": "dmuon-model-1", "name": "tiny", "source": "run_device.sh",
+ "stacks": [{"name": "embed", "layers": 1}, {"name": "layers", "layers": 3}],
+ "tensors": [
+  {"name": "embed.weight", "shape": [512, 128], "count": 1, "stack": "embed", "role": "adamw"},
+  {"name": "layers.*.q.weight", "shape": [128, 128], "count": 3, "stack": "layers", "role": "muon"},
+  {"name": "layers.*.up.weight", "shape": [384, 128], "count": 3, "stack": "layers", "role": "muon"},
+  {"name": "layers.*.down.weight", "shape": [128, 384], "count": 3, "stack": "layers", "role": "muon"},
+  {"name": "layers.*.norm.weight", "shape": [128], "count": 3, "stack": "layers", "role": "adamw"}
+ ]}
+JSON
+  for s in dmuon muon-ddp muon-fsdp muon-rr adamw; do
+    echo "== tiny $s" >> "$O/tiny.log"
+    run2 60 $D/dmuon run --backend gpu --model /tmp/tiny.json --strategy $s --tokens 256 --steps 4 \
+      --timeout 30 >> "$O/tiny.log" 2>&1
+    echo "exit $?" >> "$O/tiny.log"
+  done
+  echo "== tiny dmuon NaN at step 1 on rank 1, param 1" >> "$O/tiny.log"
+  run2 60 $D/dmuon run --backend gpu --model /tmp/tiny.json --strategy dmuon --tokens 256 --steps 3 \
+    --inject-nan 1:1:1 >> "$O/tiny.log" 2>&1
+  echo "exit $?" >> "$O/tiny.log"
+  grep -E "^==|exit|skipped|error|rror" "$O/tiny.log" | head -40
+fi
+
+if [ "$mode" = bench ] || [ "$mode" = all ]; then
+  M=models/llama-3.2-3b.json
+  for s in dmuon muon-ddp adamw; do
+    tr=""
+    [ $s = dmuon ] && tr="--trace $O/trace_dmuon.csv"
+    { echo "== llama-3.2-3b $s"; run2 150 $D/dmuon run --backend gpu --model $M --cluster h200x2 --strategy $s \
+        --tokens 4096 --steps 6 --timeout 60 --csv "$O/run_$s.csv" $tr; echo "exit $?"; } >> "$O/llama.log" 2>&1
+  done
+  grep -E "^==|mean over|exit|rror" "$O/llama.log"
+fi
