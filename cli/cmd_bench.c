@@ -61,6 +61,19 @@ int cmd_bench(int argc, char **argv)
     return 2;
 }
 
+#ifndef DM_HAVE_CUDA
+static int bench_kernels(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("Usage: dmuon bench kernels [OPTIONS]\n(this build has no CUDA: the benchmark is not available)\n");
+            return 0;
+        }
+    fprintf(stderr, "dmuon bench kernels: not built with CUDA (configure --with-cuda)\n");
+    return 1;
+}
+#else
+
 /* ---- shapes ------------------------------------------------------------------------------- */
 
 #define MAX_BATCHES 16
@@ -194,18 +207,6 @@ static int cmp_shape(const void *a, const void *b)
 
 /* ---- the benchmark ------------------------------------------------------------------------ */
 
-#ifndef DM_HAVE_CUDA
-static int bench_kernels(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("Usage: dmuon bench kernels [OPTIONS]\n(this build has no CUDA: the benchmark is not available)\n");
-            return 0;
-        }
-    fprintf(stderr, "dmuon bench kernels: not built with CUDA (configure --with-cuda)\n");
-    return 1;
-}
-#else
 
 typedef struct bench {
     ns_device_info dev;
