@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "cluster.h"
 
+#include "program.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -38,20 +40,23 @@ typedef struct {
     double nvlink_GBps;
     int nics;
     double nic_Gbps;
-    double bus_eff; /* measured NCCL intra-node bus bandwidth / NVLink rate */
+    double bus_eff; /* measured NCCL intra-node all-reduce bus bandwidth / NVLink rate */
+    double scale[5]; /* measured busbw per collective / all-reduce's (0: not measured) */
     const char *source;
 } preset;
 
 /* NIC usable rate: HDR 200 Gb/s gives about 23.5 GB/s usable (0.94 of line rate); NDR likewise. */
 static const preset presets[] = {
-    {"a800", "A800-SXM4-80GB", 8, 200, 4, 200, 0.75,
+    {"a800", "A800-SXM4-80GB", 8, 200, 4, 200, 0.75, {0},
      "A800 node: NVLink 3 limited to 200 GB/s each way per GPU; 4 x HDR 200 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.75 = measured NCCL all-reduce busbw 150 / 200 GB/s"},
-    {"h100", "H100-SXM", 8, 450, 8, 400, 0.82,
+    {"h100", "H100-SXM", 8, 450, 8, 400, 0.82, {0},
      "H100 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.82 = measured NCCL ring busbw 370 / 450 GB/s"},
-    {"h200", "H200-SXM", 8, 450, 8, 400, 0.82,
+    {"h200", "H200-SXM", 8, 450, 8, 400, 0.82, {0},
      "H200 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.82 taken from H100's measured 370 / 450 GB/s (same NVLink 4)"},
-    {"h200x2", "H200-SXM", 2, 450, 1, 400, 0.74,
-     "the 2 x H200 machine here (NV18, 450 GB/s each way), one node; bus efficiency 0.74 = measured NCCL all-reduce busbw 333 / 450 GB/s (sim/calib_h200x2.txt)"},
+    /* sim/calib_h200x2.txt at 1 GiB: busbw broadcast 365, reduce 370, all-reduce 333, all-gather
+     * 271, reduce-scatter 269 GB/s. */
+    {"h200x2", "H200-SXM", 2, 450, 1, 400, 0.74, {365 / 333.0, 370 / 333.0, 1, 271 / 333.0, 269 / 333.0},
+     "the 2 x H200 machine here (NV18, 450 GB/s each way), one node; NCCL busbw measured here (sim/calib_h200x2.txt): all-reduce 333 GB/s = 0.74 x 450, others relative to it"},
 };
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
 
@@ -71,6 +76,7 @@ static void defaults(dm_cluster *c)
     c->base_latency_us = 6.8;   /* NCCL base latency of ring/simple, order of 7 us */
     c->fwd_efficiency = 0.45;   /* assumed until calibrated from the executor's GEMM times */
     c->nvlink_bus_efficiency = 0.8; /* file default: between the A800 and H100 measurements */
+    for (int i = 0; i < 5; i++) c->busbw_scale[i] = 1;
 }
 
 static int set_preset(const preset *p, dm_cluster *c)
@@ -83,6 +89,8 @@ static int set_preset(const preset *p, dm_cluster *c)
     c->nics_per_node = p->nics;
     c->nic_Bps = p->nic_Gbps / 8.0 * 1e9 * 0.94;
     c->nvlink_bus_efficiency = p->bus_eff;
+    for (int i = 0; i < 5; i++)
+        if (p->scale[i] > 0) c->busbw_scale[i] = p->scale[i];
     snprintf(c->source, sizeof c->source, "%s", p->source);
     return 0;
 }
@@ -160,9 +168,16 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
         else if (!strcmp(k, "nvlink_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e4, &c->nvlink_latency_us, err))) break; }
         else if (!strcmp(k, "net_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e5, &c->net_latency_us, err))) break; }
         else if (!strcmp(k, "base_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e5, &c->base_latency_us, err))) break; }
+        else if (!strncmp(k, "busbw_scale.", 12)) {
+            int kind = -1;
+            for (int i = 0; i < 5; i++)
+                if (!strcmp(k + 12, dm_op_kind_name((dm_op_kind)(DM_OP_BROADCAST + i)))) kind = i;
+            if (kind < 0) { rc = dm_err_set(err, "%s:%d:13: expected busbw_scale.KIND with KIND broadcast, reduce, all-reduce, all-gather or reduce-scatter, found \"%s\"", name, line, k); break; }
+            if ((rc = num(name, line, col, k, v, 0.01, 100, &c->busbw_scale[kind], err))) break;
+        }
         else if (!strcmp(k, "nvlink_bus_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->nvlink_bus_efficiency, err))) break; }
         else if (!strcmp(k, "fwd_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->fwd_efficiency, err))) break; }
-        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, nvlink_bus_efficiency)", name, line, k); break; }
+        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, nvlink_bus_efficiency, busbw_scale.KIND)", name, line, k); break; }
     }
     fclose(f);
     if (rc) return rc;
@@ -195,6 +210,14 @@ void dm_cluster_describe(const dm_cluster *c, FILE *f)
             c->nic_Bps / 1e9);
     fprintf(f, "  latency     base %.3g us, NVLink hop %.3g us, network hop %.3g us\n", c->base_latency_us,
             c->nvlink_latency_us, c->net_latency_us);
+    int scaled = 0;
+    for (int i = 0; i < 5; i++) scaled |= c->busbw_scale[i] != 1;
+    if (scaled) {
+        fprintf(f, "  busbw       inside a node, relative to all-reduce:");
+        for (int i = 0; i < 5; i++)
+            fprintf(f, " %s %.3g", dm_op_kind_name((dm_op_kind)(DM_OP_BROADCAST + i)), c->busbw_scale[i]);
+        fprintf(f, "\n");
+    }
     fprintf(f, "  fwd/bwd     %.2f x peak (efficiency)\n", c->fwd_efficiency);
     fprintf(f, "  source      %s\n", c->source);
 }

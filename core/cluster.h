@@ -10,7 +10,9 @@
  *   nic_efficiency = 0.94
  *   nvlink_latency_us = 0.6, net_latency_us = 5.0, base_latency_us = 6.8 (NCCL-like terms)
  *   fwd_efficiency = 0.45           (fraction of the GPU's dense bf16 rate for forward/backward)
- *   nvlink_bus_efficiency = 0.75    (NCCL bus bandwidth reached inside a node / nvlink_GBps)
+ *   nvlink_bus_efficiency = 0.75    (NCCL all-reduce bus bandwidth reached inside a node / nvlink_GBps)
+ *   busbw_scale.KIND = 0.81         (KIND: broadcast, reduce, all-reduce, all-gather, reduce-scatter:
+ *                                    that collective's measured busbw inside a node / all-reduce's; 1)
  * Presets: a800, h100, h200, h200x2 (see cluster.c for the numbers and their sources). */
 #ifndef DM_CLUSTER_H
 #define DM_CLUSTER_H
@@ -40,7 +42,10 @@ typedef struct dm_cluster {
     double nic_Bps;         /* per NIC each way, usable bytes/s */
     double nvlink_latency_us, net_latency_us, base_latency_us;
     double fwd_efficiency;  /* achieved fraction of bf16 peak for forward/backward GEMMs */
-    double nvlink_bus_efficiency; /* NCCL bus bandwidth inside a node / nvlink_Bps (measured) */
+    double nvlink_bus_efficiency; /* NCCL all-reduce bus bandwidth inside a node / nvlink_Bps */
+    double busbw_scale[5];  /* per collective (broadcast, reduce, all-reduce, all-gather,
+                               reduce-scatter: DM_OP_BROADCAST + i): measured busbw inside a node
+                               relative to all-reduce's; 1 where not measured */
     char source[256];       /* where the numbers came from */
 } dm_cluster;
 

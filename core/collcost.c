@@ -101,6 +101,7 @@ int collcost_topo(const dm_cluster *c, const int *ranks, int n, coll_topo *t, dm
     t->nvlink_latency_us = c->nvlink_latency_us;
     t->net_latency_us = c->net_latency_us;
     t->base_latency_us = c->base_latency_us;
+    for (int i = 0; i < 5; i++) t->busbw_scale[i] = 1;
     for (int i = 0; i < n;) {
         int node = dm_cluster_node_of(c, ranks[i]), j = i;
         while (j < n && dm_cluster_node_of(c, ranks[j]) == node) j++;
@@ -108,6 +109,8 @@ int collcost_topo(const dm_cluster *c, const int *ranks, int n, coll_topo *t, dm
         if (j - i > t->max_per_node) t->max_per_node = j - i;
         i = j;
     }
+    if (t->n_nodes == 1)
+        for (int i = 0; i < 5; i++) t->busbw_scale[i] = c->busbw_scale[i] > 0 ? c->busbw_scale[i] : 1;
     if (n <= 1) return 0;
     coll_link buf[256], *l = buf;
     int cap = collcost_links_max(c, n);
@@ -175,10 +178,17 @@ double collcost_bus_bytes(dm_op_kind kind, coll_algo algo, double bytes, int n)
     return bytes * collcost_busbw_factor(kind, n);
 }
 
+double collcost_kind_scale(dm_op_kind kind, const coll_topo *t)
+{
+    int i = (int)kind - (int)DM_OP_BROADCAST;
+    return i >= 0 && i < 5 && t->busbw_scale[i] > 0 ? t->busbw_scale[i] : 1;
+}
+
 static double formula(dm_op_kind kind, coll_algo algo, double bytes, const coll_topo *t)
 {
     if (t->n_ranks <= 1) return 0;
-    return collcost_latency_us(kind, algo, t) + collcost_bus_bytes(kind, algo, bytes, t->n_ranks) / t->bus_Bps * 1e6;
+    return collcost_latency_us(kind, algo, t) +
+           collcost_bus_bytes(kind, algo, bytes, t->n_ranks) / (t->bus_Bps * collcost_kind_scale(kind, t)) * 1e6;
 }
 
 coll_algo collcost_pick(dm_op_kind kind, coll_algo algo, double bytes, const coll_topo *t)

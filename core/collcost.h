@@ -12,14 +12,16 @@
  * bus_bytes: the nccl-tests "bus" volume: size x busbw factor (all-reduce 2(n-1)/n, all-gather
  *   and reduce-scatter (n-1)/n, broadcast and reduce 1); tree all-reduce moves size / (0.5 x 0.92)
  *   (NCCL's tree ratio 0.5 and its 0.92 tree bandwidth derating).
- * bus_Bps: the slowest tier the group's traffic crosses, found from the links it uses
+ * bus_Bps x scale: the slowest tier the group's traffic crosses, found from the links it uses
  *   (collcost_links): every member's NVLink port each way (when the group has two or more
  *   members in a node; weight (k-1)/k of the bus volume when the ring also leaves the node, k
  *   members in that node, else 1) at nvlink_Bps x nvlink_bus_efficiency; and between nodes the
  *   NICs nearest to the node's members, each way, sharing the bus volume evenly (each NIC
  *   carries 1/m of it for m distinct NICs), at nic_Bps. So a lone collective's bandwidth term is
  *   bus_bytes / min over links (capacity / weight) — exactly what the simulator reproduces when
- *   it carries the collective as one transfer on those links.
+ *   it carries the collective as one transfer on those links. scale: for a group inside one node,
+ *   the cluster's measured busbw of this collective relative to all-reduce's (busbw_scale; the
+ *   simulator carries bus_bytes / scale), else 1.
  * A group of one rank costs nothing (no data moves). Units: bytes, microseconds, bytes/s. */
 #ifndef DM_COLLCOST_H
 #define DM_COLLCOST_H
@@ -47,6 +49,7 @@ typedef struct coll_topo {
     int n_nodes;       /* nodes the group spans */
     int max_per_node;  /* most members in one node */
     double bus_Bps;    /* min over the group's links of capacity / weight (0 for one rank) */
+    double busbw_scale[5]; /* per collective kind (DM_OP_BROADCAST + i); 1 unless one node */
     double nvlink_latency_us, net_latency_us, base_latency_us;
 } coll_topo;
 
@@ -73,6 +76,8 @@ double collcost_busbw_factor(dm_op_kind kind, int n_ranks);
 /* The two terms of the formula; algo must not be AUTO (use collcost_pick). */
 double collcost_latency_us(dm_op_kind kind, coll_algo algo, const coll_topo *t);
 double collcost_bus_bytes(dm_op_kind kind, coll_algo algo, double bytes, int n_ranks);
+/* The measured per-collective busbw factor for this group (1 when none applies). */
+double collcost_kind_scale(dm_op_kind kind, const coll_topo *t);
 /* The whole formula for a collective alone on the cluster (AUTO resolved by collcost_pick). */
 double collcost_time_us(dm_op_kind kind, coll_algo algo, double bytes, const coll_topo *t);
 

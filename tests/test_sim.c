@@ -370,8 +370,40 @@ static void test_cluster_file(void)
     ok(n == 4, "four presets");
 }
 
+/* h200x2: per-collective busbw measured on the machine (sim/calib_h200x2.txt). The simulator
+ * reproduces the formula with the scales, and the formula the measured 1 GiB times within 2%. */
+static void test_h200x2(void)
+{
+    dm_cluster c = cluster("h200x2");
+    static const dm_op_kind kinds[] = {DM_OP_BROADCAST, DM_OP_REDUCE, DM_OP_ALLREDUCE, DM_OP_ALLGATHER,
+                                       DM_OP_REDUCESCATTER};
+    static const double measured_us[] = {2940.691, 2898.710, 3226.445, 1979.278, 1995.709};
+    const double size = 1073741824.0;
+    int ranks[2] = {0, 1};
+    coll_topo t;
+    collcost_topo(&c, ranks, 2, &t, &err);
+    for (int k = 0; k < 5; k++) {
+        double want = collcost_time_us(kinds[k], COLL_ALGO_AUTO, size, &t);
+        ok(fabs(want - measured_us[k]) <= 0.02 * measured_us[k], "h200x2 %s 1 GiB: model %.1f us, measured %.1f us",
+           dm_op_kind_name(kinds[k]), want, measured_us[k]);
+        dm_program *p = dm_program_new(2, 2, "t", "t", "h200x2", "", 1, &err);
+        add_coll(p, all_ranks(p, 2), kinds[k], DM_STREAM_COMM_HI, size, kinds[k] <= DM_OP_REDUCE ? 0 : -1);
+        sim_result *r = run(p, &c, 0);
+        ok(r && fabs(r->step_us - want) <= 1e-9 * want, "h200x2 %s alone in the simulator: %.3f us = formula",
+           dm_op_kind_name(kinds[k]), r ? r->step_us : -1);
+        sim_result_free(r);
+        dm_program_free(p);
+    }
+    int r16[16];
+    for (int i = 0; i < 16; i++) r16[i] = i;
+    dm_cluster two = cluster("h200x2");
+    collcost_topo(&two, r16, 16, &t, &err);
+    ok(t.n_nodes == 8 && collcost_kind_scale(DM_OP_ALLGATHER, &t) == 1, "busbw scales apply inside one node only");
+}
+
 int main(void)
 {
+    test_h200x2();
     test_cluster_file();
     test_formula();
     test_alone();
