@@ -280,6 +280,374 @@ int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err)
     return 0;
 }
 
+/* ---- jobs: NS batches as scheduling jobs (the MILP's granularity) --------------------------- */
+
+typedef struct job {
+    int shape, size, owner;
+    double cost;
+} job;
+
+static int cmp_job_cost(const void *x, const void *y)
+{
+    const job *a = x, *b = y;
+    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
+    if (a->shape != b->shape) return a->shape < b->shape ? -1 : 1;
+    return (a->size > b->size) - (a->size < b->size);
+}
+
+static int cmp_by_layer(const void *a, const void *b, void *ctx)
+{
+    const sched_problem *p = ctx;
+    const sched_item *x = &p->items[*(const int *)a], *y = &p->items[*(const int *)b];
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Turn jobs (shape, size, owner) into concrete items: deal a shape's items (in layer order)
+ * round-robin over the owners that still take that shape, so one layer's matrices land on
+ * different owners, then cut each owner's items into its jobs. a is allocated here. */
+static int realize_jobs(const sched_problem *p, const job *jobs, int nj, sched_assign *a, dm_err *err)
+{
+    int rc = -1;
+    size_t ni = (size_t)(p->n_items ? p->n_items : 1);
+    int *items = dm_malloc(ni * sizeof *items, err);
+    int *want = dm_malloc((size_t)p->nowners * sizeof *want, err);
+    int *pos = dm_malloc((size_t)p->nowners * sizeof *pos, err);
+    int *mine = dm_malloc(ni * sizeof *mine, err);
+    int *start = dm_malloc(((size_t)p->nowners + 1) * sizeof *start, err);
+    if (!items || !want || !pos || !mine || !start || assign_alloc(p, a, err)) goto done;
+    for (int s = 0; s < p->n_shapes; s++) {
+        int n = 0, total = 0;
+        for (int i = 0; i < p->n_items; i++)
+            if (p->items[i].shape == s) items[n++] = i;
+        if (!n) continue;
+        qsort_r(items, (size_t)n, sizeof *items, cmp_by_layer, (void *)p);
+        for (int o = 0; o < p->nowners; o++) want[o] = 0;
+        for (int j = 0; j < nj; j++)
+            if (jobs[j].shape == s) want[jobs[j].owner] += jobs[j].size;
+        for (int o = 0; o < p->nowners; o++) total += want[o];
+        if (total != n) {
+            dm_err_set(err, "assign: shape %d covered %d times, expected %d", s, total, n);
+            goto done;
+        }
+        int o = 0;
+        for (int i = 0; i < n; i++) {
+            while (!want[o]) o = (o + 1) % p->nowners;
+            a->owner[items[i]] = o;
+            want[o]--;
+            o = (o + 1) % p->nowners;
+        }
+        /* each owner's items of the shape, contiguous in `mine`, layer order */
+        start[0] = 0;
+        for (int w = 0; w < p->nowners; w++) start[w + 1] = start[w];
+        for (int i = 0; i < n; i++) start[a->owner[items[i]] + 1]++;
+        for (int w = 0; w < p->nowners; w++) start[w + 1] += start[w];
+        for (int w = 0; w < p->nowners; w++) pos[w] = start[w];
+        for (int i = 0; i < n; i++) mine[pos[a->owner[items[i]]]++] = items[i];
+        for (int w = 0; w < p->nowners; w++) pos[w] = start[w];
+        for (int j = 0; j < nj; j++) {
+            if (jobs[j].shape != s) continue;
+            for (int k = 0; k < jobs[j].size; k++) a->batch_of[mine[pos[jobs[j].owner]++]] = a->n_batches;
+            a->n_batches++;
+            a->load_us[jobs[j].owner] += cost_of(p, s, jobs[j].size);
+        }
+    }
+    set_makespan(p, a);
+    rc = 0;
+done:
+    if (rc) sched_assign_free(a);
+    free(items);
+    free(want);
+    free(pos);
+    free(mine);
+    free(start);
+    return rc;
+}
+
+/* Jobs for a batching cap: per shape the largest batch whose NS costs at most cap_us (at least
+ * 1), the shape's matrices split as evenly as possible into batches no larger. */
+static int make_jobs(const sched_problem *p, const int *count, double cap_us, job *jobs)
+{
+    int nj = 0;
+    for (int s = 0; s < p->n_shapes; s++) {
+        if (!count[s]) continue;
+        int b = 1;
+        for (int k = 2; k <= p->max_batch && k <= count[s]; k++)
+            if (cost_of(p, s, k) <= cap_us) b = k;
+        int nb = (count[s] + b - 1) / b;
+        for (int i = 0; i < nb; i++) {
+            int size = count[s] / nb + (i < count[s] % nb);
+            jobs[nj++] = (job){s, size, -1, cost_of(p, s, size)};
+        }
+    }
+    return nj;
+}
+
+/* LPT over jobs, then local search: move a job off the most loaded owner, or swap it with a
+ * smaller job elsewhere, while that lowers the pair's maximum below the current makespan. */
+static double schedule_jobs(const sched_problem *p, job *jobs, int nj, double *load, double deadline)
+{
+    qsort(jobs, (size_t)nj, sizeof *jobs, cmp_job_cost);
+    for (int o = 0; o < p->nowners; o++) load[o] = 0;
+    for (int j = 0; j < nj; j++) {
+        int best = 0;
+        for (int o = 1; o < p->nowners; o++)
+            if (load[o] < load[best]) best = o;
+        jobs[j].owner = best;
+        load[best] += jobs[j].cost;
+    }
+    for (int iter = 0; iter < 100000; iter++) {
+        if ((iter & 63) == 0 && sched_wall_s() > deadline) break;
+        int mx = 0, mn = 0;
+        for (int o = 1; o < p->nowners; o++) {
+            if (load[o] > load[mx]) mx = o;
+            if (load[o] < load[mn]) mn = o;
+        }
+        int done = 0;
+        for (int j = 0; j < nj && !done; j++) { /* move */
+            if (jobs[j].owner != mx) continue;
+            if (load[mn] + jobs[j].cost < load[mx] - 1e-9) {
+                load[mx] -= jobs[j].cost;
+                load[mn] += jobs[j].cost;
+                jobs[j].owner = mn;
+                done = 1;
+            }
+        }
+        for (int j = 0; j < nj && !done; j++) { /* swap */
+            if (jobs[j].owner != mx) continue;
+            for (int k = 0; k < nj && !done; k++) {
+                int o = jobs[k].owner;
+                double d = jobs[j].cost - jobs[k].cost;
+                if (o == mx || d <= 1e-9) continue;
+                if (load[o] + d < load[mx] - 1e-9) {
+                    load[mx] -= d;
+                    load[o] += d;
+                    jobs[k].owner = mx;
+                    jobs[j].owner = o;
+                    done = 1;
+                }
+            }
+        }
+        if (!done) break;
+    }
+    double ms = 0;
+    for (int o = 0; o < p->nowners; o++) ms = fmax(ms, load[o]);
+    return ms;
+}
+
+/* Count-based local search. The state is n[o][s], how many matrices of shape s owner o holds;
+ * an owner batches each shape optimally (T[s][n] = cheapest split of n matrices into batches,
+ * by dynamic programming), so load(o) = sum_s T[s][n[o][s]]. Moves: shift k matrices of one
+ * shape off the most loaded owner, or swap one matrix each of two shapes with another owner,
+ * whichever lowers the larger of the two loads the most, while that stays below the makespan. */
+typedef struct cls {
+    const sched_problem *p;
+    int S, O;
+    const int *count;
+    double **T; /* T[s][0 .. count[s]] */
+    int **first;/* the first batch size of T's best split */
+    int *n;     /* O x S */
+    double *load;
+} cls;
+
+static void cls_free(cls *c)
+{
+    if (c->T)
+        for (int s = 0; s < c->S; s++) {
+            free(c->T[s]);
+            free(c->first[s]);
+        }
+    free(c->T);
+    free(c->first);
+    free(c->n);
+    free(c->load);
+}
+
+static int cls_init(cls *c, const sched_problem *p, const int *count, dm_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->p = p;
+    c->S = p->n_shapes;
+    c->O = p->nowners;
+    c->count = count;
+    if (!(c->T = dm_calloc((size_t)c->S, sizeof *c->T, err)) || !(c->first = dm_calloc((size_t)c->S, sizeof *c->first, err)) ||
+        !(c->n = dm_calloc((size_t)c->S * c->O, sizeof *c->n, err)) || !(c->load = dm_calloc((size_t)c->O, sizeof *c->load, err)))
+        return -1;
+    for (int s = 0; s < c->S; s++) {
+        if (!(c->T[s] = dm_malloc(((size_t)count[s] + 1) * sizeof **c->T, err)) ||
+            !(c->first[s] = dm_malloc(((size_t)count[s] + 1) * sizeof **c->first, err)))
+            return -1;
+        c->T[s][0] = 0;
+        c->first[s][0] = 0;
+        for (int n = 1; n <= count[s]; n++) {
+            c->T[s][n] = INFINITY;
+            for (int b = 1; b <= n && b <= p->max_batch; b++) {
+                double v = cost_of(p, s, b) + c->T[s][n - b];
+                if (v < c->T[s][n] - 1e-12) {
+                    c->T[s][n] = v;
+                    c->first[s][n] = b;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+#define CN(c, o, s) ((c)->n[(size_t)(o) * (c)->S + (s)])
+
+static void cls_loads(cls *c)
+{
+    for (int o = 0; o < c->O; o++) {
+        c->load[o] = 0;
+        for (int s = 0; s < c->S; s++) c->load[o] += c->T[s][CN(c, o, s)];
+    }
+}
+
+static double cls_search(cls *c, double deadline)
+{
+    cls_loads(c);
+    for (int iter = 0; iter < 20000; iter++) {
+        if ((iter & 15) == 0 && sched_wall_s() > deadline) break;
+        int M = 0;
+        for (int o = 1; o < c->O; o++)
+            if (c->load[o] > c->load[M]) M = o;
+        double best = c->load[M] - 1e-9 * fmax(1, c->load[M]);
+        int bs = -1, bk = 0, bo = -1, bs2 = -1;
+        for (int s = 0; s < c->S; s++) {
+            int have = CN(c, M, s);
+            for (int k = 1; k <= have; k++) {
+                if (k > 64 && k != have) continue;
+                double newM = c->load[M] - c->T[s][have] + c->T[s][have - k];
+                if (newM >= best) continue;
+                for (int o = 0; o < c->O; o++) {
+                    if (o == M) continue;
+                    double newO = c->load[o] - c->T[s][CN(c, o, s)] + c->T[s][CN(c, o, s) + k];
+                    double v = fmax(newM, newO);
+                    if (v < best) {
+                        best = v;
+                        bs = s, bk = k, bo = o, bs2 = -1;
+                    }
+                }
+            }
+        }
+        for (int s = 0; s < c->S; s++) { /* swaps of single matrices */
+            int have = CN(c, M, s);
+            if (!have) continue;
+            for (int o = 0; o < c->O; o++) {
+                if (o == M) continue;
+                for (int s2 = 0; s2 < c->S; s2++) {
+                    int h2 = CN(c, o, s2);
+                    if (s2 == s || !h2) continue;
+                    double newM = c->load[M] - c->T[s][have] + c->T[s][have - 1] - c->T[s2][CN(c, M, s2)] +
+                                  c->T[s2][CN(c, M, s2) + 1];
+                    double newO = c->load[o] - c->T[s2][h2] + c->T[s2][h2 - 1] - c->T[s][CN(c, o, s)] +
+                                  c->T[s][CN(c, o, s) + 1];
+                    double v = fmax(newM, newO);
+                    if (v < best) {
+                        best = v;
+                        bs = s, bk = 1, bo = o, bs2 = s2;
+                    }
+                }
+            }
+        }
+        if (bs < 0) break;
+        CN(c, M, bs) -= bk;
+        CN(c, bo, bs) += bk;
+        if (bs2 >= 0) {
+            CN(c, bo, bs2) -= 1;
+            CN(c, M, bs2) += 1;
+        }
+        double lm = 0, lo = 0;
+        for (int s = 0; s < c->S; s++) {
+            lm += c->T[s][CN(c, M, s)];
+            lo += c->T[s][CN(c, bo, s)];
+        }
+        c->load[M] = lm;
+        c->load[bo] = lo;
+    }
+    double ms = 0;
+    for (int o = 0; o < c->O; o++) ms = fmax(ms, c->load[o]);
+    return ms;
+}
+
+/* jobs from the counts: each (owner, shape) split by T's best batching */
+static int cls_jobs(const cls *c, job *jobs)
+{
+    int nj = 0;
+    for (int o = 0; o < c->O; o++)
+        for (int s = 0; s < c->S; s++)
+            for (int n = CN(c, o, s); n > 0;) {
+                int b = c->first[s][n];
+                jobs[nj++] = (job){s, b, o, cost_of(c->p, s, b)};
+                n -= b;
+            }
+    return nj;
+}
+
+/* The best count-based local search from several starts: the LPT plan and LPT over jobs
+ * batched at a ladder of caps. */
+static int heuristic_jobs(const sched_problem *p, const int *count, const sched_assign *lpt, double lb, double deadline,
+                          job *best, int *nbest, double *best_ms, dm_err *err)
+{
+    job *jobs = dm_malloc((size_t)(p->n_items ? p->n_items : 1) * sizeof *jobs, err);
+    double *load = dm_malloc((size_t)p->nowners * sizeof *load, err);
+    int *bestn = dm_malloc((size_t)p->n_shapes * p->nowners * sizeof *bestn, err);
+    cls c;
+    int rc = -1;
+    memset(&c, 0, sizeof c);
+    if (!jobs || !load || !bestn || cls_init(&c, p, count, err)) goto done;
+    *best_ms = INFINITY;
+    *nbest = 0;
+    for (int k = -2; k < 10 && sched_wall_s() < deadline; k++) {
+        memset(c.n, 0, (size_t)c.S * c.O * sizeof *c.n);
+        if (k == -2) {
+            for (int i = 0; i < p->n_items; i++) CN(&c, lpt->owner[i], p->items[i].shape)++;
+        } else {
+            int nj = make_jobs(p, count, k < 0 ? 0 : lb * 2 / (double)(1 << k), jobs);
+            schedule_jobs(p, jobs, nj, load, deadline);
+            for (int j = 0; j < nj; j++) CN(&c, jobs[j].owner, jobs[j].shape) += jobs[j].size;
+        }
+        double ms = cls_search(&c, deadline);
+        if (ms < *best_ms - 1e-9) {
+            *best_ms = ms;
+            memcpy(bestn, c.n, (size_t)c.S * c.O * sizeof *c.n);
+        }
+    }
+    /* iterated local search: perturb the best counts (a few random single-matrix moves, fixed
+     * seed so the plan is reproducible) and search again; keep improvements */
+    unsigned seed = 0x9e3779b9u;
+    for (int round = 0; round < 400 && sched_wall_s() < deadline && *best_ms > lb * (1 + 1e-4); round++) {
+        memcpy(c.n, bestn, (size_t)c.S * c.O * sizeof *c.n);
+        int moves = 2 + round % 6;
+        for (int mv = 0; mv < moves; mv++) {
+            seed = seed * 1664525u + 1013904223u;
+            int o = (int)((seed >> 8) % (unsigned)c.O);
+            seed = seed * 1664525u + 1013904223u;
+            int s = (int)((seed >> 8) % (unsigned)c.S);
+            seed = seed * 1664525u + 1013904223u;
+            int o2 = (int)((seed >> 8) % (unsigned)c.O);
+            if (CN(&c, o, s) > 0 && o2 != o) {
+                CN(&c, o, s)--;
+                CN(&c, o2, s)++;
+            }
+        }
+        double ms = cls_search(&c, deadline);
+        if (ms < *best_ms - 1e-9) {
+            *best_ms = ms;
+            memcpy(bestn, c.n, (size_t)c.S * c.O * sizeof *c.n);
+        }
+    }
+    memcpy(c.n, bestn, (size_t)c.S * c.O * sizeof *c.n);
+    *nbest = cls_jobs(&c, best);
+    rc = 0;
+done:
+    cls_free(&c);
+    free(jobs);
+    free(load);
+    free(bestn);
+    return rc;
+}
+
 /* ---- MILP ---------------------------------------------------------------------------------- */
 
 typedef struct milp_ctx {
@@ -302,122 +670,42 @@ static int batch_menu(int count, int max_batch, int *menu)
     return n;
 }
 
-static int cmp_by_layer(const void *a, const void *b, void *ctx)
+/* Solve x[s, b, o] (batches of size b of shape s on owner o) minimizing the makespan L (then
+ * the total work), with L <= upper (strictly better than the plan in hand). Returns the
+ * lp_solve status; on a solution fills jobs/nj. */
+static int solve_milp(const sched_problem *p, const int *count, double lb, double upper, double deadline,
+                      int verbose, job *jobs, int *nj, int *nvars, dm_err *err)
 {
-    const sched_problem *p = ctx;
-    const sched_item *x = &p->items[*(const int *)a], *y = &p->items[*(const int *)b];
-    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-/* Turn per-(shape, owner) batch counts into concrete items: deal a shape's items (in layer
- * order) round-robin over the owners that still take that shape, so one layer's matrices land
- * on different owners, then cut each owner's items into its batches. */
-static int realize(const sched_problem *p, int n_menu_max, const int *menus, const int *n_menu,
-                   const double *x, sched_assign *a, dm_err *err)
-{
-    int rc = -1;
-    int *items = dm_malloc((size_t)(p->n_items ? p->n_items : 1) * sizeof *items, err);
-    int *want = dm_malloc((size_t)p->nowners * sizeof *want, err);
-    int *mine = dm_malloc((size_t)(p->n_items ? p->n_items : 1) * sizeof *mine, err);
-    if (!items || !want || !mine) goto done;
-    for (int s = 0; s < p->n_shapes; s++) {
-        int n = 0;
-        for (int i = 0; i < p->n_items; i++)
-            if (p->items[i].shape == s) items[n++] = i;
-        if (!n) continue;
-        qsort_r(items, (size_t)n, sizeof *items, cmp_by_layer, (void *)p);
-        int total = 0;
-        for (int o = 0; o < p->nowners; o++) {
-            want[o] = 0;
-            for (int k = 0; k < n_menu[s]; k++)
-                want[o] += menus[s * n_menu_max + k] *
-                           (int)llround(x[((size_t)s * n_menu_max + k) * p->nowners + o]);
-            total += want[o];
-        }
-        if (total != n) {
-            dm_err_set(err, "milp: shape %d covered %d times, expected %d", s, total, n);
-            goto done;
-        }
-        int o = 0;
-        for (int i = 0; i < n; i++) {
-            while (!want[o]) o = (o + 1) % p->nowners;
-            a->owner[items[i]] = o;
-            want[o]--;
-            o = (o + 1) % p->nowners;
-        }
-        /* per owner, its items of this shape (layer order) cut into its batches, largest first */
-        for (int ow = 0; ow < p->nowners; ow++) {
-            int nm = 0;
-            for (int i = 0; i < n; i++)
-                if (a->owner[items[i]] == ow) mine[nm++] = items[i];
-            int pos = 0;
-            for (int k = n_menu[s] - 1; k >= 0; k--) {
-                int b = menus[s * n_menu_max + k];
-                int cnt = (int)llround(x[((size_t)s * n_menu_max + k) * p->nowners + ow]);
-                for (int c = 0; c < cnt; c++) {
-                    for (int j = 0; j < b; j++) a->batch_of[mine[pos++]] = a->n_batches;
-                    a->n_batches++;
-                    a->load_us[ow] += cost_of(p, s, b);
-                }
-            }
-        }
-    }
-    set_makespan(p, a);
-    rc = 0;
-done:
-    free(items);
-    free(want);
-    free(mine);
-    return rc;
-}
-
-int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, sched_assign *a,
-                      char *status, size_t status_size, double *bound_us, dm_err *err)
-{
-    double t0 = sched_wall_s();
-    sched_assign lpt;
-    int rc = -1;
+    enum { MB = 32 };
+    int ret = -100;
     lprec *lp = NULL;
-    int *count = NULL, *menus = NULL, *n_menu = NULL, *colno = NULL, *off = NULL;
-    double *row = NULL, *vars = NULL, *x = NULL;
-    const int MB = 32;
-    if (bound_us) *bound_us = 0;
-    if (sched_assign_lpt(p, &lpt, err)) return -1;
-    double lb = sched_lower_bound(p);
-    if (p->n_items == 0 || lpt.makespan_us <= lb * (1 + 1e-9)) {
-        *a = lpt;
-        snprintf(status, status_size, "lpt is optimal (at the lower bound)");
-        return 0;
-    }
-    count = dm_calloc((size_t)p->n_shapes, sizeof *count, err);
-    menus = dm_calloc((size_t)p->n_shapes * MB, sizeof *menus, err);
-    n_menu = dm_calloc((size_t)p->n_shapes, sizeof *n_menu, err);
-    if (!count || !menus || !n_menu) goto done;
-    for (int i = 0; i < p->n_items; i++) count[p->items[i].shape]++;
+    int *menus = dm_calloc((size_t)p->n_shapes * MB, sizeof *menus, err);
+    int *n_menu = dm_calloc((size_t)p->n_shapes, sizeof *n_menu, err);
+    int *off = dm_calloc((size_t)p->n_shapes, sizeof *off, err);
+    int *colno = NULL;
+    double *row = NULL, *vars = NULL;
+    *nj = 0;
+    if (!menus || !n_menu || !off) goto done;
     int nx = 0;
-    if (!(off = dm_malloc((size_t)p->n_shapes * sizeof *off, err))) goto done;
     for (int s = 0; s < p->n_shapes; s++) {
-        n_menu[s] = batch_menu(count[s], p->max_batch, &menus[s * MB]);
+        n_menu[s] = batch_menu(count[s], p->max_batch < MB ? p->max_batch : MB, &menus[s * MB]);
         off[s] = nx;
         nx += n_menu[s] * p->nowners;
     }
-    /* columns: 1 = L, then x[s][k][o] at 2 + off[s] + k * owners + o */
-    int ncols = 1 + nx;
+    *nvars = nx;
+    int ncols = 1 + nx; /* column 1 = L, then x[s][k][o] at 2 + off[s] + k * owners + o */
+#define XCOL(s, k, o) (2 + off[s] + (k) * p->nowners + (o))
     if (!(lp = make_lp(0, ncols))) {
         dm_err_set(err, "milp: lp_solve could not create a model with %d columns", ncols);
         goto done;
     }
     if (!(colno = dm_malloc((size_t)(ncols + 1) * sizeof *colno, err)) ||
         !(row = dm_malloc((size_t)(ncols + 1) * sizeof *row, err)) ||
-        !(vars = dm_malloc((size_t)(ncols + 1) * sizeof *vars, err)) ||
-        !(x = dm_calloc((size_t)p->n_shapes * MB * p->nowners, sizeof *x, err)))
+        !(vars = dm_malloc((size_t)(ncols + 1) * sizeof *vars, err)))
         goto done;
-#define XCOL(s, k, o) (2 + off[s] + (k) * p->nowners + (o))
     set_verbose(lp, verbose ? NORMAL : NEUTRAL);
     set_add_rowmode(lp, TRUE);
-    /* objective: L + eps * total work (eps small enough that L dominates) */
-    double eps = 1e-4 / p->nowners;
+    double eps = 1e-4 / p->nowners; /* objective L + eps * total work: L dominates */
     int nz = 0;
     colno[nz] = 1;
     row[nz++] = 1;
@@ -429,7 +717,7 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
             }
     set_obj_fnex(lp, nz, row, colno);
     set_minim(lp);
-    for (int s = 0; s < p->n_shapes; s++) { /* cover */
+    for (int s = 0; s < p->n_shapes; s++) { /* every matrix covered */
         if (!count[s]) continue;
         nz = 0;
         for (int k = 0; k < n_menu[s]; k++)
@@ -439,7 +727,7 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
             }
         add_constraintex(lp, nz, row, colno, EQ, count[s]);
     }
-    for (int o = 0; o < p->nowners; o++) { /* load(o) <= L, load(o) >= load(o+1) */
+    for (int o = 0; o < p->nowners; o++) { /* load(o) <= L; load(o) >= load(o+1) (symmetry) */
         nz = 0;
         for (int s = 0; s < p->n_shapes; s++)
             for (int k = 0; k < n_menu[s]; k++) {
@@ -464,61 +752,103 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
     }
     set_add_rowmode(lp, FALSE);
     set_lowbo(lp, 1, lb);
-    set_upbo(lp, 1, lpt.makespan_us); /* never worse than LPT */
+    set_upbo(lp, 1, upper);
     for (int s = 0; s < p->n_shapes; s++)
         for (int k = 0; k < n_menu[s]; k++)
             for (int o = 0; o < p->nowners; o++) {
-                int c = XCOL(s, k, o);
-                set_int(lp, c, TRUE);
-                set_upbo(lp, c, count[s] / menus[s * MB + k]);
+                set_int(lp, XCOL(s, k, o), TRUE);
+                set_upbo(lp, XCOL(s, k, o), count[s] / menus[s * MB + k]);
             }
-    milp_ctx ctx = {t0 + time_limit_s};
+    milp_ctx ctx = {deadline};
     put_abortfunc(lp, milp_abort, &ctx);
     set_mip_gap(lp, FALSE, 1e-4);
     set_mip_gap(lp, TRUE, 1e-6);
     set_break_at_value(lp, lb * (1 + 1e-4) + eps * lb * p->nowners);
     set_bb_floorfirst(lp, BRANCH_CEILING);
-    int ret = solve(lp);
-    double elapsed = sched_wall_s() - t0;
-    int have = ret == OPTIMAL || ret == SUBOPTIMAL || ret == PRESOLVED;
-    if (have) {
+    ret = solve(lp);
+    if (ret == OPTIMAL || ret == SUBOPTIMAL || ret == PRESOLVED) {
         get_variables(lp, vars);
         for (int s = 0; s < p->n_shapes; s++)
             for (int k = 0; k < n_menu[s]; k++)
-                for (int o = 0; o < p->nowners; o++)
-                    x[((size_t)s * MB + k) * p->nowners + o] = vars[XCOL(s, k, o) - 1];
+                for (int o = 0; o < p->nowners; o++) {
+                    long cnt = lround(vars[XCOL(s, k, o) - 1]);
+                    for (long c = 0; c < cnt; c++) jobs[(*nj)++] = (job){s, menus[s * MB + k], o, cost_of(p, s, menus[s * MB + k])};
+                }
     }
-    sched_assign m;
-    if (have && assign_alloc(p, &m, err) == 0) {
-        if (realize(p, MB, menus, n_menu, x, &m, err) == 0 && m.makespan_us < lpt.makespan_us - 1e-9) {
-            *a = m;
-            sched_assign_free(&lpt);
-            snprintf(status, status_size, "%s (%d vars, %.2f s)",
-                     ret == OPTIMAL ? "optimal" : elapsed >= time_limit_s ? "timeout, best found" : "feasible",
-                     nx, elapsed);
-            if (bound_us && ret == OPTIMAL) *bound_us = m.makespan_us;
-            rc = 0;
-            goto done;
-        }
-        sched_assign_free(&m);
-    }
-    *a = lpt;
-    snprintf(status, status_size, "%s (%d vars, %.2f s; lpt kept)",
-             ret == OPTIMAL ? "optimal = lpt" : have ? "no better than lpt" :
-             elapsed >= time_limit_s ? "timeout" : "infeasible below lpt", nx, elapsed);
-    if (bound_us && ret == INFEASIBLE) *bound_us = lpt.makespan_us; /* nothing below LPT exists */
-    rc = 0;
 #undef XCOL
 done:
-    if (rc) sched_assign_free(&lpt);
     if (lp) delete_lp(lp);
-    free(count);
     free(menus);
     free(n_menu);
     free(off);
     free(colno);
     free(row);
     free(vars);
-    free(x);
+    return ret;
+}
+
+int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, sched_assign *a,
+                      char *status, size_t status_size, double *bound_us, dm_err *err)
+{
+    double t0 = sched_wall_s(), deadline = t0 + time_limit_s;
+    sched_assign lpt, h;
+    int rc = -1, nh = 0, nm = 0, nvars = 0;
+    int *count = NULL;
+    job *hjobs = NULL, *mjobs = NULL;
+    double hms = INFINITY;
+    memset(&h, 0, sizeof h);
+    if (bound_us) *bound_us = 0;
+    if (sched_assign_lpt(p, &lpt, err)) return -1;
+    double lb = sched_lower_bound(p);
+    if (p->n_items == 0 || lpt.makespan_us <= lb * (1 + 1e-9)) {
+        *a = lpt;
+        snprintf(status, status_size, "lpt at the lower bound");
+        if (bound_us) *bound_us = lb;
+        return 0;
+    }
+    size_t ni = (size_t)(p->n_items ? p->n_items : 1);
+    if (!(count = dm_calloc((size_t)p->n_shapes, sizeof *count, err)) || !(hjobs = dm_malloc(ni * sizeof *hjobs, err)) ||
+        !(mjobs = dm_malloc(ni * sizeof *mjobs, err)))
+        goto done;
+    for (int i = 0; i < p->n_items; i++) count[p->items[i].shape]++;
+    /* a batch-aware start: the MILP only has to beat the better of it and LPT */
+    if (heuristic_jobs(p, count, &lpt, lb, t0 + 0.5 * time_limit_s, hjobs, &nh, &hms, err)) goto done;
+    double best = fmin(lpt.makespan_us, hms);
+    const char *from = hms < lpt.makespan_us - 1e-9 ? "count search" : "lpt";
+    int ret = -100;
+    if (best > lb * (1 + 1e-4) && sched_wall_s() < deadline)
+        ret = solve_milp(p, count, lb, best * (1 - 1e-7), deadline, verbose, mjobs, &nm, &nvars, err);
+    double elapsed = sched_wall_s() - t0;
+    sched_assign m;
+    memset(&m, 0, sizeof m);
+    if (nm && realize_jobs(p, mjobs, nm, &m, err) == 0 && merge_batches(p, &m, err) == 0 && m.makespan_us < best - 1e-9) {
+        *a = m;
+        snprintf(status, status_size, "%s (milp, %d vars, %.2f s)",
+                 ret == OPTIMAL ? "optimal" : ret == SUBOPTIMAL ? "timeout, best found" : "feasible", nvars, elapsed);
+        if (bound_us && ret == OPTIMAL) *bound_us = m.makespan_us;
+        rc = 0;
+        goto done;
+    }
+    sched_assign_free(&m);
+    const char *why = ret == INFEASIBLE ? "optimal: milp proved nothing better" :
+                      ret == -100 ? "within 0.01% of the lower bound: milp skipped" :
+                      elapsed >= time_limit_s - 1e-3 ? "milp timeout" : "milp found nothing better";
+    if (bound_us && ret == INFEASIBLE) *bound_us = best;
+    if (hms < lpt.makespan_us - 1e-9) {
+        if (realize_jobs(p, hjobs, nh, &h, err) || merge_batches(p, &h, err)) goto done;
+        *a = h;
+        memset(&h, 0, sizeof h);
+    } else {
+        *a = lpt;
+        memset(&lpt, 0, sizeof lpt);
+    }
+    snprintf(status, status_size, "%s; %s (%d vars, %.2f s)", from, why, nvars, elapsed);
+    rc = 0;
+done:
+    sched_assign_free(&lpt);
+    sched_assign_free(&h);
+    free(count);
+    free(hjobs);
+    free(mjobs);
     return rc;
 }

@@ -437,7 +437,7 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
     int rc;
     double bound = 0;
     sched_report *rep = b->rep;
-    char status[64] = "";
+    char status[160] = "";
     if (b->o->balance == SCHED_BAL_MILP) {
         rc = sched_assign_milp(pr, b->o->milp_time_s, b->o->verbose, a, status, sizeof status, &bound, b->err);
     } else if (b->o->balance == SCHED_BAL_RR) {

@@ -118,7 +118,7 @@ typedef struct sched_report {
     double lower_bound_us;  /* max(total / owners, largest unit) */
     double gap;             /* max/lower_bound - 1 */
     double lpt_max_us;      /* LPT's makespan (the MILP's fallback), 0 when not computed */
-    char solver_status[64]; /* "lpt", "round-robin", "optimal", "timeout (lpt kept)", ... */
+    char solver_status[160];/* "lpt", "round-robin", "optimal", "timeout (lpt kept)", ... */
     double solver_s;        /* wall time of the assignment */
     double plan_s;          /* wall time of the whole sched_build */
     int n_units;            /* assignment units (matrices or packed groups) */
