@@ -167,6 +167,19 @@ int at_cache_lookup(const at_cache *c, const at_key *k, at_result *r)
     return 1;
 }
 
+int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, ns_algo algo,
+                  ns_config *cfg)
+{
+    ns_config_default(cfg, algo);
+    at_key k = {rows < cols ? rows : cols, rows < cols ? cols : rows, batch, algo, cfg->work};
+    at_result r;
+    if (!c || !at_cache_lookup(c, &k, &r)) return 0;
+    cfg->sym_blocks = r.sym_blocks;
+    cfg->sym_blocks_mm = r.sym_blocks_mm;
+    cfg->heuristic = r.heuristic;
+    return 1;
+}
+
 int at_cache_store(at_cache *c, const at_key *k, const at_result *r, dm_err *err)
 {
     at_entry *e = find(c, k);

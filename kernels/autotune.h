@@ -52,6 +52,14 @@ int at_cache_store(at_cache *c, const at_key *k, const at_result *r, dm_err *err
 int at_cache_save(at_cache *c, dm_err *err); /* atomic rewrite */
 void at_cache_close(at_cache *c);            /* NULL ok; does not save */
 
+/* A plan configuration for (rows, cols, batch) with algorithm algo: the defaults of
+ * ns_config_default, with the block counts and heuristic the cache holds for this GPU when it
+ * has them. Returns 1 when tuned values were found, 0 for plain defaults. (The tuned times
+ * were measured with the plan's input and output in cfg->work: bf16 direct, fp16 Gram.) A
+ * committed cache for the H200: traces/kernels/run5/autotune.tsv. */
+int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, ns_algo algo,
+                  ns_config *cfg);
+
 typedef struct at_options {
     int sym_blocks[8];
     int n_sym;
