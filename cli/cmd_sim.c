@@ -217,7 +217,8 @@ static void sim_help(void)
            "  --cluster C           preset (a800, h100, h200, h200x2) or cluster file (default a800)\n"
            "  --costs FILE          kernel cost table (default: traces/costs/h200.csv, else roofline)\n"
            "  --algo A              collective algorithm: auto (NCCL's choice), ring, tree (default auto)\n"
-           "  --program FILE        simulate a saved step program instead of planning one\n"
+           "  --program FILE        simulate a saved step program (dmuon plan -o) instead of planning one;\n"
+           "                        the cluster defaults to the program's\n"
            "  --trace FILE          write the Chrome trace JSON (Perfetto opens it)\n"
            "  --csv FILE            write the same trace rows as CSV\n"
            "  --quiet               only the step time line\n"
@@ -235,7 +236,7 @@ int cmd_sim(int argc, char **argv)
                                        {"quiet", no_argument, 0, O_QUIET},
                                        {"json", no_argument, 0, O_JSON},
                                        {0, 0, 0, 0}};
-    common_args ca = {NULL, "a800", NULL};
+    common_args ca = {NULL, NULL, NULL}; /* cluster: the program's, else a800 */
     const char *trace = NULL, *csv = NULL, *program = NULL;
     long gpus = 0;
     int quiet = 0, c;
@@ -283,14 +284,14 @@ int cmd_sim(int argc, char **argv)
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
-        if (dm_cluster_load(ca.cluster, &in.cluster, &err) ||
+        if (dm_cluster_load(ca.cluster ? ca.cluster : p->cluster, &in.cluster, &err) ||
             (ca.costs ? dm_costs_load(ca.costs, &in.costs, &err) : dm_costs_load_default(&in.costs, &err))) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
         in.cluster.gpus_per_node = p->gpus_per_node;
     } else {
-        if (load_inputs("sim", ca.model, ca.cluster, ca.costs, so.gpus_per_node, &in)) goto out;
+        if (load_inputs("sim", ca.model, ca.cluster ? ca.cluster : "a800", ca.costs, so.gpus_per_node, &in)) goto out;
         double t0 = wall_s();
         if (sched_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &p, &rep, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);

@@ -38,6 +38,9 @@ like "--json: one object" "$json" '"format": "dmuon-sim-1"'
 is "--json: step_us agrees with the table" \
     "$(printf '%s\n' "$json" | sed -n 's/^ *"step_us": \([0-9.]*\),$/\1/p' | awk '{printf "%.3f", $1 / 1000}')" \
     "$(sed -n 's/^step time *\([0-9.]*\) ms$/\1/p' "$golden")"
+$DMUON plan --model qwen2.5-0.5b --gpus 16 --cluster a800 --costs "$costs" -o "$tmp/p.json" >/dev/null
+is "a saved plan simulates to the same step (cluster from the program)" \
+    "$($DMUON sim --program "$tmp/p.json" --costs "$costs" --quiet)" "$($run --quiet)"
 is "sim without --gpus exits 2" "$(status_of $DMUON sim --model qwen2.5-0.5b)" 2
 is "sim --algo bogus exits 2" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpus 2 --algo bogus)" 2
 is "sim on an unknown cluster exits 1" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpus 2 --cluster nope)" 1
