@@ -371,18 +371,18 @@ int dm_costs_is_roofline(const dm_costs *c) { return c->roofline; }
 /* ---- queries ------------------------------------------------------------------------------- */
 
 /* Measured time on the table's GPU, from the rows of (op, algo): exact, else efficiency
- * (measured / roofline) of the nearest rows in log2(m, n, batch) space, inverse-distance
- * weighted, times the roofline. Returns the source (MEASURED, INTERPOLATED, or ROOFLINE when
- * extrapolating beyond the measured range or when no rows exist: *eff_known = 0). */
-#define K_NEAR 4
+ * (measured / roofline) of the K nearest rows in log2(m, n, batch) space, inverse-distance
+ * weighted, times the roofline: INTERPOLATED when those rows bracket the query in every
+ * dimension, else ROOFLINE scaled by the nearest row's efficiency (extrapolation). No rows at
+ * all: the pure roofline. */
+#define K_NEAR 6
 static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo,
                                double *us)
 {
     double roof = dm_roofline_ns_us(c->gpu, m, n, batch, algo);
-    double lm = log2((double)m), ln = log2((double)n), lb = log2((double)batch);
-    double best_d[K_NEAR], best_e[K_NEAR];
+    double q[3] = {log2((double)m), log2((double)n), log2((double)batch)};
+    double best_d[K_NEAR], best_e[K_NEAR], best_p[K_NEAR][3];
     int nb = 0;
-    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     for (int i = 0; i < c->n_rows; i++) {
         const row *r = &c->rows[i];
         if (r->op != OP_NS || r->algo != (int)algo) continue;
@@ -391,35 +391,37 @@ static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batc
             return DM_COST_MEASURED;
         }
         double p[3] = {log2((double)r->m), log2((double)r->n), log2((double)r->batch)};
-        for (int k = 0; k < 3; k++) {
-            lo[k] = fmin(lo[k], p[k]);
-            hi[k] = fmax(hi[k], p[k]);
-        }
-        double d = (p[0] - lm) * (p[0] - lm) + (p[1] - ln) * (p[1] - ln) + (p[2] - lb) * (p[2] - lb);
-        double e = log(r->median_us / dm_roofline_ns_us(c->gpu, r->m, r->n, r->batch, algo));
+        double d = (p[0] - q[0]) * (p[0] - q[0]) + (p[1] - q[1]) * (p[1] - q[1]) + (p[2] - q[2]) * (p[2] - q[2]);
         /* keep the K nearest, ties broken by row order (deterministic) */
         int pos = nb < K_NEAR ? nb++ : K_NEAR;
         while (pos > 0 && best_d[pos - 1] > d) {
             if (pos < K_NEAR) {
                 best_d[pos] = best_d[pos - 1];
                 best_e[pos] = best_e[pos - 1];
+                memcpy(best_p[pos], best_p[pos - 1], sizeof best_p[pos]);
             }
             pos--;
         }
         if (pos < K_NEAR) {
             best_d[pos] = d;
-            best_e[pos] = e;
+            best_e[pos] = log(r->median_us / dm_roofline_ns_us(c->gpu, r->m, r->n, r->batch, algo));
+            memcpy(best_p[pos], p, sizeof p);
         }
     }
     if (!nb) {
         *us = roof;
         return DM_COST_ROOFLINE;
     }
-    double q[3] = {lm, ln, lb};
     int inside = 1;
-    for (int k = 0; k < 3; k++)
-        if (q[k] < lo[k] - 1e-9 || q[k] > hi[k] + 1e-9) inside = 0;
-    if (!inside) { /* beyond the measured range: the nearest row's efficiency */
+    for (int k = 0; k < 3; k++) {
+        int below = 0, above = 0;
+        for (int j = 0; j < nb; j++) {
+            below |= best_p[j][k] <= q[k] + 1e-9;
+            above |= best_p[j][k] >= q[k] - 1e-9;
+        }
+        inside &= below && above;
+    }
+    if (!inside) {
         *us = roof * exp(best_e[0]);
         return DM_COST_ROOFLINE;
     }

@@ -587,7 +587,7 @@ static int cls_jobs(const cls *c, job *jobs)
 /* The best count-based local search from several starts: the LPT plan and LPT over jobs
  * batched at a ladder of caps. */
 static int heuristic_jobs(const sched_problem *p, const int *count, const sched_assign *lpt, double lb, double deadline,
-                          job *best, int *nbest, double *best_ms, dm_err *err)
+                          job *best, int *nbest, double *best_ms, int *cut, dm_err *err)
 {
     job *jobs = dm_malloc((size_t)(p->n_items ? p->n_items : 1) * sizeof *jobs, err);
     double *load = dm_malloc((size_t)p->nowners * sizeof *load, err);
@@ -616,12 +616,17 @@ static int heuristic_jobs(const sched_problem *p, const int *count, const sched_
     /* iterated local search: perturb the best counts (a few random single-matrix moves, fixed
      * seed so the plan is reproducible) and search again; keep improvements */
     unsigned seed = 0x9e3779b9u;
-    for (int round = 0; round < 400 && sched_wall_s() < deadline && *best_ms > lb * (1 + 1e-4); round++) {
+    for (int round = 0; round < 200 && sched_wall_s() < deadline && *best_ms > lb * (1 + 1e-4); round++) {
         memcpy(c.n, bestn, (size_t)c.S * c.O * sizeof *c.n);
         int moves = 2 + round % 6;
         for (int mv = 0; mv < moves; mv++) {
             seed = seed * 1664525u + 1013904223u;
             int o = (int)((seed >> 8) % (unsigned)c.O);
+            if (mv == 0) { /* the first move always takes from a most loaded owner */
+                cls_loads(&c);
+                for (int w = 0; w < c.O; w++)
+                    if (c.load[w] > c.load[o]) o = w;
+            }
             seed = seed * 1664525u + 1013904223u;
             int s = (int)((seed >> 8) % (unsigned)c.S);
             seed = seed * 1664525u + 1013904223u;
@@ -637,6 +642,7 @@ static int heuristic_jobs(const sched_problem *p, const int *count, const sched_
             memcpy(bestn, c.n, (size_t)c.S * c.O * sizeof *c.n);
         }
     }
+    *cut = sched_wall_s() > deadline;
     memcpy(c.n, bestn, (size_t)c.S * c.O * sizeof *c.n);
     *nbest = cls_jobs(&c, best);
     rc = 0;
@@ -792,7 +798,7 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
 {
     double t0 = sched_wall_s(), deadline = t0 + time_limit_s;
     sched_assign lpt, h;
-    int rc = -1, nh = 0, nm = 0, nvars = 0;
+    int rc = -1, nh = 0, nm = 0, nvars = 0, cut = 0;
     int *count = NULL;
     job *hjobs = NULL, *mjobs = NULL;
     double hms = INFINITY;
@@ -812,9 +818,9 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
         goto done;
     for (int i = 0; i < p->n_items; i++) count[p->items[i].shape]++;
     /* a batch-aware start: the MILP only has to beat the better of it and LPT */
-    if (heuristic_jobs(p, count, &lpt, lb, t0 + 0.5 * time_limit_s, hjobs, &nh, &hms, err)) goto done;
+    if (heuristic_jobs(p, count, &lpt, lb, t0 + 0.5 * time_limit_s, hjobs, &nh, &hms, &cut, err)) goto done;
     double best = fmin(lpt.makespan_us, hms);
-    const char *from = hms < lpt.makespan_us - 1e-9 ? "count search" : "lpt";
+    const char *from = hms < lpt.makespan_us - 1e-9 ? (cut ? "count search (cut by the time limit)" : "count search") : "lpt";
     int ret = -100;
     if (best > lb * (1 + 1e-4) && sched_wall_s() < deadline)
         ret = solve_milp(p, count, lb, best * (1 - 1e-7), deadline, verbose, mjobs, &nm, &nvars, err);

@@ -642,6 +642,7 @@ static int cmp_opt(const void *x, const void *y)
     return (a->index > c->index) - (a->index < c->index);
 }
 
+
 static int owner_of_rank(const bctx *b, int r) { return b->nowners < b->nranks ? r % b->nowners : r; }
 
 static int emit_program(bctx *b)
@@ -654,6 +655,36 @@ static int emit_program(bctx *b)
     int rc = -1;
     if (!tmp || !deps) goto done;
     int none = b->o->overlap == SCHED_OVERLAP_NONE;
+    /* reserve each rank's op list once: growing 400k ops by doubling costs more than building */
+    {
+        size_t *need = dm_calloc((size_t)R, sizeof *need, b->err);
+        if (!need) goto done;
+        for (int pass = 0; pass < 2; pass++) {
+            const vec *v = pass ? &b->grad : &b->fetch;
+            for (size_t k = 0; k < v->n; k++) {
+                const dm_group *g = &b->p->groups[AT(*v, coll_desc, k).group];
+                for (int i = 0; i < g->n; i++) need[g->ranks[i]] += pass == 0 && b->z3 ? 2 : 1;
+            }
+        }
+        for (size_t i = 0; i < b->batches.n; i++) {
+            int ow = AT(b->batches, ns_batch, i).owner;
+            for (int r = 0; r < R; r++)
+                if (ow < 0 || ow == owner_of_rank(b, r)) need[r] += 2;
+        }
+        int bad = 0;
+        for (int r = 0; r < R && !bad; r++) {
+            size_t cap = need[r] + 3 * (size_t)L + 8;
+            dm_rank_prog *rp = &b->p->ranks[r];
+            dm_op *ops = dm_realloc(rp->ops, cap * sizeof *ops, b->err);
+            if (!ops) bad = 1;
+            else {
+                rp->ops = ops;
+                rp->cap = (int)cap;
+            }
+        }
+        free(need);
+        if (bad) goto done;
+    }
     /* 1. fetch + forward */
     if (none) {
         for (int l = 0; l < L; l++)
