@@ -15,4 +15,4 @@ EXTRA_DIST += tests/sim_golden.sh tests/scale_golden.sh tests/data/sim_costs.csv
 	tests/golden/scale_qwen2.5-0.5b_h200.csv
 # The NCCL calibration program (needs GPUs; built by hand) and what it measured on the 2 x H200
 # machine: the h200x2 preset's bus efficiency comes from it.
-EXTRA_DIST += sim/calib_nccl.c sim/calib_h200x2.txt
+EXTRA_DIST += sim/calib_nccl.c sim/calib_h200x2.txt sim/README.md
