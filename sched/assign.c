@@ -503,7 +503,70 @@ static void cls_loads(cls *c)
     }
 }
 
-static double cls_search(cls *c, double deadline)
+/* Exact re-split of owner M's and one other owner's matrices: every division of their combined
+ * counts (when there are at most `limit` divisions), the one with the smallest larger load.
+ * Applies the best if it lowers that below load[M]; returns 1 if it did. */
+static int cls_pair_opt(cls *c, int M, long limit)
+{
+    int S = c->S, *tot = malloc((size_t)S * sizeof *tot), *a = malloc((size_t)S * sizeof *a);
+    int *best = malloc((size_t)S * sizeof *best), *idx = malloc((size_t)S * sizeof *idx);
+    double bestv = c->load[M] - 1e-9 * fmax(1, c->load[M]);
+    int besto = -1;
+    if (!tot || !a || !best || !idx) goto out;
+    for (int o = 0; o < c->O; o++) {
+        if (o == M) continue;
+        int ns = 0;
+        long combos = 1;
+        for (int s = 0; s < S; s++) {
+            tot[s] = CN(c, M, s) + CN(c, o, s);
+            if (tot[s]) {
+                idx[ns++] = s;
+                combos *= tot[s] + 1;
+                if (combos > limit) break;
+            }
+        }
+        if (combos > limit) continue;
+        for (int k = 0; k < ns; k++) a[k] = 0;
+        for (;;) {
+            double lm = 0, lo = 0;
+            for (int k = 0; k < ns; k++) {
+                int s = idx[k];
+                lm += c->T[s][a[k]];
+                lo += c->T[s][tot[s] - a[k]];
+            }
+            double v = fmax(lm, lo);
+            if (v < bestv) {
+                bestv = v;
+                besto = o;
+                for (int s = 0; s < S; s++) best[s] = 0;
+                for (int k = 0; k < ns; k++) best[idx[k]] = a[k];
+            }
+            int k = 0;
+            while (k < ns && ++a[k] > tot[idx[k]]) a[k++] = 0;
+            if (k == ns) break;
+        }
+    }
+    if (besto >= 0) {
+        double lm = 0, lo = 0;
+        for (int s = 0; s < S; s++) {
+            int t = CN(c, M, s) + CN(c, besto, s);
+            CN(c, M, s) = best[s];
+            CN(c, besto, s) = t - best[s];
+            lm += c->T[s][best[s]];
+            lo += c->T[s][t - best[s]];
+        }
+        c->load[M] = lm;
+        c->load[besto] = lo;
+    }
+out:
+    free(tot);
+    free(a);
+    free(best);
+    free(idx);
+    return besto >= 0;
+}
+
+static double cls_search(cls *c, double deadline, long pair_limit)
 {
     cls_loads(c);
     for (int iter = 0; iter < 20000; iter++) {
@@ -550,7 +613,10 @@ static double cls_search(cls *c, double deadline)
                 }
             }
         }
-        if (bs < 0) break;
+        if (bs < 0) {
+            if (pair_limit > 0 && cls_pair_opt(c, M, pair_limit)) continue;
+            break;
+        }
         CN(c, M, bs) -= bk;
         CN(c, bo, bs) += bk;
         if (bs2 >= 0) {
@@ -607,7 +673,7 @@ static int heuristic_jobs(const sched_problem *p, const int *count, const sched_
             schedule_jobs(p, jobs, nj, load, deadline);
             for (int j = 0; j < nj; j++) CN(&c, jobs[j].owner, jobs[j].shape) += jobs[j].size;
         }
-        double ms = cls_search(&c, deadline);
+        double ms = cls_search(&c, deadline, 0);
         if (ms < *best_ms - 1e-9) {
             *best_ms = ms;
             memcpy(bestn, c.n, (size_t)c.S * c.O * sizeof *c.n);
@@ -636,11 +702,18 @@ static int heuristic_jobs(const sched_problem *p, const int *count, const sched_
                 CN(&c, o2, s)++;
             }
         }
-        double ms = cls_search(&c, deadline);
+        double ms = cls_search(&c, deadline, 0);
         if (ms < *best_ms - 1e-9) {
             *best_ms = ms;
             memcpy(bestn, c.n, (size_t)c.S * c.O * sizeof *c.n);
         }
+    }
+    /* polish the best with exact pair re-splits */
+    memcpy(c.n, bestn, (size_t)c.S * c.O * sizeof *c.n);
+    double polished = cls_search(&c, deadline, 20000);
+    if (polished < *best_ms - 1e-9) {
+        *best_ms = polished;
+        memcpy(bestn, c.n, (size_t)c.S * c.O * sizeof *c.n);
     }
     *cut = sched_wall_s() > deadline;
     memcpy(c.n, bestn, (size_t)c.S * c.O * sizeof *c.n);
