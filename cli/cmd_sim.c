@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -425,6 +426,37 @@ static int have_gnuplot(void)
 
 /* The study's table. csv: comma-separated; grouped: one block per strategy separated by two
  * blank lines (gnuplot's `index`), else ordered by GPU count as computed. */
+/* s for a single-quoted gnuplot string (a quote doubled). Returns buf. */
+static char *gp_quote(const char *s, char *buf, size_t size)
+{
+    size_t k = 0;
+    for (; *s && k + 3 < size; s++) {
+        if (*s == '\'') buf[k++] = '\'';
+        buf[k++] = *s;
+    }
+    buf[k] = 0;
+    return buf;
+}
+
+/* gnuplot -e EXPR SCRIPT, without a shell in between; 0 when it exits 0. (fork/exec: <spawn.h>
+ * would pull in <sched.h>, which -I sched shadows with the scheduler's header.) */
+static int run_gnuplot(const char *expr, const char *script)
+{
+    char *const args[] = {"gnuplot", "-e", (char *)expr, (char *)script, NULL};
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        execvp("gnuplot", args);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
 static void write_table(FILE *f, const point *pts, int n, char *const *names, int n_str, int csv, int grouped)
 {
     if (csv)
@@ -553,9 +585,9 @@ int cmd_scale(int argc, char **argv)
     }
     o.costs = in.costs;
     int n_pts = n_gpus * n_str, rc = 0;
-    point *pts = calloc((size_t)n_pts, sizeof *pts);
+    point *pts = dm_calloc((size_t)n_pts, sizeof *pts, &err);
     if (!pts) {
-        fprintf(stderr, "dmuon scale: out of memory\n");
+        fprintf(stderr, "dmuon scale: %s\n", err.msg);
         free_inputs(&in);
         return 1;
     }
@@ -633,18 +665,22 @@ int cmd_scale(int argc, char **argv)
     printf("\nwrote %s/scale.dat and %s/scale.csv\n", out_dir, out_dir);
     if (plots) {
         const char *gp = find_plot_script();
-        if (!have_gnuplot()) {
+        if (n_gpus < 2) {
+            printf("plots: one GPU count, nothing to plot against; skipped\n");
+        } else if (!have_gnuplot()) {
             printf("plots: gnuplot not found; skipped (the data files are ready for it)\n");
         } else if (!gp) {
             printf("plots: plots/scale.gp not found (set DMUON_PLOTS); skipped\n");
         } else {
-            char cmd[8192], strs[256] = "";
+            char expr[8192], strs[256] = "";
             for (int s = 0; s < n_str; s++) /* the blocks of scale.dat, in order */
                 snprintf(strs + strlen(strs), sizeof strs - strlen(strs), "%s%s", strs[0] ? " " : "", names[s]);
-            snprintf(cmd, sizeof cmd, "gnuplot -e \"dir='%s'; strategies='%s'; title_text='%s on %s'\" '%s'", out_dir, strs,
-                     in.model->name, in.cluster.name, gp);
-            if (system(cmd) != 0) {
-                fprintf(stderr, "dmuon scale: gnuplot failed: %s\n", cmd);
+            char qdir[4096], qtitle[512], title[256];
+            snprintf(title, sizeof title, "%s on %s", in.model->name, in.cluster.name);
+            snprintf(expr, sizeof expr, "dir='%s'; strategies='%s'; title_text='%s'", gp_quote(out_dir, qdir, sizeof qdir),
+                     strs, gp_quote(title, qtitle, sizeof qtitle));
+            if (run_gnuplot(expr, gp)) {
+                fprintf(stderr, "dmuon scale: gnuplot -e \"%s\" %s failed\n", expr, gp);
                 rc = 1;
             } else {
                 printf("plots: %s/step_time.png %s/optimizer_time.png %s/overhead.png\n", out_dir, out_dir, out_dir);
