@@ -61,6 +61,9 @@ static void usage(FILE *f)
         "  --trace FILE       the last step's ops as a trace (dmuon-trace-1: FILE.csv as CSV,\n"
         "                     else Chrome JSON), same op ids as dmuon sim's\n"
         "  --inject-nan STEP:RANK:PARAM  write a NaN into a local gradient (fault test)\n"
+        "  --autotune FILE    GPU: NS plan block counts from the kernels' autotune cache\n"
+        "                     (default traces/kernels/run5/autotune.tsv of the source tree, if\n"
+        "                     there; '' for none)\n"
         "  -h, --help         this help\n\nPlan options (as for dmuon plan):\n",
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
         "gpu"
@@ -72,7 +75,7 @@ static void usage(FILE *f)
 }
 
 enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O_CHUNKS, O_LRM, O_LRA,
-       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT };
+       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE };
 
 /* Rank 0's program to every rank, as JSON (each rank reads it back from a private file). */
 static int share_program(dm_program **p, dm_err *err)
@@ -143,7 +146,8 @@ int cmd_run(int argc, char **argv)
         {"lr-muon", required_argument, NULL, O_LRM},     {"lr-adamw", required_argument, NULL, O_LRA},
         {"ns-coeffs", required_argument, NULL, O_COEFFS}, {"timeout", required_argument, NULL, O_TIMEOUT},
         {"csv", required_argument, NULL, O_CSV},         {"trace", required_argument, NULL, O_TRACE},
-        {"inject-nan", required_argument, NULL, O_INJECT}, {"help", no_argument, NULL, 'h'},
+        {"inject-nan", required_argument, NULL, O_INJECT}, {"autotune", required_argument, NULL, O_AUTOTUNE},
+        {"help", no_argument, NULL, 'h'},
         SCHED_GETOPT_LONG,                               {NULL, 0, NULL, 0}};
     int c, bad = 0;
     long lv;
@@ -189,6 +193,7 @@ int cmd_run(int argc, char **argv)
             break;
         case O_CSV: csv_path = optarg; break;
         case O_TRACE: trace_path = optarg; break;
+        case O_AUTOTUNE: ro.autotune_path = optarg; break;
         case O_INJECT: {
             long long a, b, d;
             if (sscanf(optarg, "%lld:%lld:%lld", &a, &b, &d) != 3 || a < 0 || b < 0 || d < 0) {
@@ -216,6 +221,11 @@ int cmd_run(int argc, char **argv)
         return bad;
     }
     ro.tokens = so.tokens;
+    static char tune_default[1024];
+    if (!ro.autotune_path) {
+        snprintf(tune_default, sizeof tune_default, "%s/traces/kernels/run5/autotune.tsv", DM_SRCDIR);
+        if (access(tune_default, R_OK) == 0) ro.autotune_path = tune_default;
+    }
     ns_coeffs coeffs;
     dm_err err = {{0}};
     dm_model *model = NULL;

@@ -2,10 +2,14 @@
 # the `dmuon run` command and its tests. Everything here needs MPI.
 if HAVE_MPI
 libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h real/real_cpu.c
-dmuon_SOURCES += cli/cmd_run.c
+# the command-line parts (they use cli/opts.c, which only the dmuon program links)
+dmuon_SOURCES += cli/cmd_run.c real/real_bench.c
 check_PROGRAMS += tests/test_real_cpu
 tests_test_real_cpu_SOURCES = tests/test_real_cpu.c tests/tap.h
 tests_test_real_cpu_LDADD = $(DM_LDADD)
+check_PROGRAMS += tests/test_real_bench
+tests_test_real_bench_SOURCES = tests/test_real_bench.c tests/tap.h real/real_bench.c cli/opts.c cli/opts.h
+tests_test_real_bench_LDADD = $(DM_LDADD)
 TESTS += tests/real_cpu.sh
 endif
 EXTRA_DIST += tests/real_cpu.sh

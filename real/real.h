@@ -49,6 +49,8 @@ typedef struct real_opts {
     uint64_t seed;            /* data, targets and initial weights; default 1 */
     double timeout_s;         /* give up on a collective after this long; default 300 */
     int input_grad;           /* compute the input-gradient GEMM (cost only); default 1 */
+    const char *autotune_path;/* GPU: the kernels' autotune cache for NS plan configurations
+                                 (borrowed); NULL: ns_config_default */
     ns_muon_params muon;      /* lr, momentum, ... and NS coefficients (borrowed pointer) */
     ns_adamw_params adamw;
     /* Fault injection for tests: at step inject_step (0-based, -1 off) rank inject_rank
@@ -107,5 +109,9 @@ struct dm_trace;
 int real_exec_trace(real_exec *ex, struct dm_trace **out, dm_err *err);
 
 void real_exec_destroy(real_exec *ex); /* NULL ok; collective (frees communicators) */
+
+/* `dmuon bench comm` (real_bench.c): argv[0] is "comm"; returns the exit status. Calls
+ * MPI_Init if needed and MPI_Finalize. */
+int real_bench_comm(int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autotune.h"
 #include "ns_cuda.h"
 #include "real_kern.h"
 #include "real_priv.h"
@@ -63,7 +64,8 @@ typedef struct gparam {
     bf16 *Wb, *G;             /* into the arenas */
     bf16 *X, *Y, *R;          /* tokens T x in; targets and residual T x out */
     float *W32, *mom, *m1, *m2; /* where this rank updates */
-    void *ns_out;             /* bf16: this step's NS output (a plan's output buffer) */
+    void *ns_out;             /* this step's NS output (in a plan's output buffer) */
+    ns_dtype ns_dt;           /* its dtype (the plan's: bf16 direct, fp16 Gram) */
     int64_t rs_lo, rs_hi;     /* this step's reduce-scatter shard */
     int64_t gr_lo, gr_hi;     /* reduced range (for adamw) */
 } gparam;
@@ -72,6 +74,7 @@ typedef struct plan_ent {
     int64_t rows, cols;
     int batch;
     int algo;
+    ns_dtype dt;        /* input and output dtype */
     ns_plan *plan;
 } plan_ent;
 
@@ -96,6 +99,8 @@ struct real_gpu {
     plan_ent *plans;
     int n_plans, cap_plans;
     ns_config ns_cfg;
+    at_cache *tune;           /* the kernels' autotune cache (tuned block counts), or NULL */
+    int n_tuned, n_default;   /* plans configured from the cache / with defaults */
     int64_t adam_t;
 };
 
@@ -149,7 +154,8 @@ static int gpu_wait(real_exec *ex, cudaEvent_t ev, const char *what, dm_err *err
     }
 }
 
-static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, dm_err *err);
+static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, ns_dtype *dt,
+                         dm_err *err);
 
 /* ---- setup ----------------------------------------------------------------------------- */
 
@@ -239,6 +245,10 @@ int real_gpu_create(real_exec *ex, dm_err *err)
     OK(init_nccl(ex, err));
     ns_config_default(&g->ns_cfg, NS_ALGO_DIRECT);
     g->ns_cfg.coeffs = ex->coeffs;
+    if (ex->o.autotune_path && ex->o.autotune_path[0]) {
+        ns_device_info info;
+        if (ns_device_query(&info, err) < 0 || at_cache_open(ex->o.autotune_path, &info, &g->tune, err) < 0) return -1;
+    }
 
     /* what this rank updates */
     int64_t n = ex->n_mx, T = ex->o.tokens;
@@ -349,10 +359,17 @@ int real_gpu_create(real_exec *ex, dm_err *err)
         const dm_op *op = &rp->ops[k];
         if (op->kind != DM_OP_NS || op->n_params < 1) continue;
         gparam *q0 = &g->p[op->params[0]];
-        ns_plan *pl = get_plan(ex, q0->rows, q0->cols, op->n_params, op->algo, err);
-        if (!pl || ns_fill_random(ns_plan_input(pl), NS_BF16, q0->size * op->n_params, 1, 1.0f, s0, err) ||
-            ns_plan_run(pl, (ns_stream)s0, 1, err))
-            goto out;
+        for (int pass = 0; pass < 2; pass++) {
+            int64_t rows = pass == 0 ? q0->rows : q0->cols, cols = pass == 0 ? q0->cols : q0->rows;
+            int cnt = 0;
+            for (int j = 0; j < op->n_params; j++) cnt += g->p[op->params[j]].rows == rows && g->p[op->params[j]].cols == cols;
+            if (!cnt || (pass == 1 && rows == cols)) continue;
+            ns_dtype dt;
+            ns_plan *pl = get_plan(ex, rows, cols, cnt, op->algo, &dt, err);
+            if (!pl || ns_fill_random(ns_plan_input(pl), dt, rows * cols * cnt, 1, 1.0f, s0, err) ||
+                ns_plan_run(pl, (ns_stream)s0, 1, err))
+                goto out;
+        }
     }
     int nops = rp->n_ops;
     if (!(g->ev_s = dm_calloc((size_t)(nops ? nops : 1), sizeof *g->ev_s, err)) ||
@@ -363,6 +380,9 @@ int real_gpu_create(real_exec *ex, dm_err *err)
             dm_err_set(err, "rank %d: cudaEventCreate failed", ex->rank);
             goto out;
         }
+    if (ex->rank == 0)
+        fprintf(stdout, "# gpu: NS plans %d (%d with tuned block counts from %s, %d with defaults)\n", g->n_plans,
+                g->n_tuned, g->tune ? ex->o.autotune_path : "no autotune cache", g->n_default);
     if (cudaEventCreate(&g->step_s) != cudaSuccess || cudaEventCreate(&g->step_e) != cudaSuccess ||
         cudaEventCreate(&g->flag_ev) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
         dm_err_set(err, "rank %d: CUDA setup failed", ex->rank);
@@ -386,6 +406,7 @@ void real_gpu_destroy(real_exec *ex)
         }
     free(g->p);
     for (int i = 0; i < g->n_plans; i++) ns_plan_destroy(g->plans[i].plan);
+    at_cache_close(g->tune);
     free(g->plans);
     cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->dX), cudaFree(g->g32);
     cudaFree(g->d_loss), cudaFree(g->d_flag);
@@ -452,12 +473,16 @@ static int backward_one(real_exec *ex, int64_t id, gparam *q, cudaStream_t s, cu
     return real_k_nonfinite(q->G, q->size, g->d_flag, (int)(0x7fffffff - id), s, err);
 }
 
-static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, dm_err *err)
+static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, ns_dtype *dt,
+                         dm_err *err)
 {
     struct real_gpu *g = ex->gpu;
     for (int i = 0; i < g->n_plans; i++)
-        if (g->plans[i].rows == rows && g->plans[i].cols == cols && g->plans[i].batch == batch && g->plans[i].algo == algo)
+        if (g->plans[i].rows == rows && g->plans[i].cols == cols && g->plans[i].batch == batch &&
+            g->plans[i].algo == algo) {
+            *dt = g->plans[i].dt;
             return g->plans[i].plan;
+        }
     if (g->n_plans == g->cap_plans) {
         int cap = g->cap_plans ? 2 * g->cap_plans : 16;
         plan_ent *np = dm_realloc(g->plans, (size_t)cap * sizeof *np, err);
@@ -465,37 +490,64 @@ static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, i
         g->plans = np;
         g->cap_plans = cap;
     }
-    ns_config cfg = g->ns_cfg;
-    ns_config tmp;
-    ns_config_default(&tmp, algo == DM_NS_GRAM ? NS_ALGO_GRAM : NS_ALGO_DIRECT);
-    cfg.algo = tmp.algo;
-    cfg.work = tmp.work;
+    /* the configuration the cost table was measured with: tuned block counts when the
+     * autotune cache has this key, input/output in the iteration dtype */
+    ns_config cfg;
+    ns_algo a = algo == DM_NS_GRAM ? NS_ALGO_GRAM : NS_ALGO_DIRECT;
+    ns_config_default(&cfg, a);
+    if (g->tune && at_config_for(g->tune, rows, cols, batch, a, &cfg) == 1) g->n_tuned++;
+    else g->n_default++;
+    cfg.coeffs = g->ns_cfg.coeffs;
     ns_plan *pl = NULL;
-    if (ns_plan_create(rows, cols, batch, NS_BF16, &cfg, &pl, err) < 0) return NULL;
-    g->plans[g->n_plans++] = (plan_ent){rows, cols, batch, algo, pl};
+    if (ns_plan_create(rows, cols, batch, cfg.work, &cfg, &pl, err) < 0) return NULL;
+    g->plans[g->n_plans++] = (plan_ent){rows, cols, batch, algo, cfg.work, pl};
+    *dt = cfg.work;
     return pl;
 }
 
+/* An NS batch of m x n matrices may hold both orientations (rows x cols and its transpose);
+ * each orientation runs as its own plan, in the batch's order. */
 static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
 {
     struct real_gpu *g = ex->gpu;
-    if (op->n_params < 1) return 0;
-    gparam *q0 = &g->p[op->params[0]];
-    ns_plan *pl = get_plan(ex, q0->rows, q0->cols, op->n_params, op->algo, err);
-    if (!pl) return -1;
-    bf16 *in = ns_plan_input(pl), *outp = ns_plan_output(pl);
     const ns_muon_params *mp = &ex->o.muon;
-    for (int j = 0; j < op->n_params; j++) {
-        gparam *q = &g->p[op->params[j]];
-        if (q->rows != q0->rows || q->cols != q0->cols || !q->mom)
-            return dm_err_set(err, "rank %d: ns batch of mixed shapes or with a non-Muon matrix (%s)", ex->rank,
-                              real_matrix_name(ex, op->params[j]));
-        OK(real_k_bf16_to_f32(q->G, g->g32, q->size, s, err));
-        OK(ns_muon_momentum(g->g32, q->mom, in + (size_t)j * q->size, NS_BF16, q->size, (float)mp->momentum,
-                            mp->nesterov, (ns_stream)s, err));
-        q->ns_out = outp + (size_t)j * q->size;
+    if (op->n_params < 1) return 0;
+    for (int pass = 0; pass < 2; pass++) {
+        gparam *q0 = &g->p[op->params[0]];
+        int64_t rows = pass == 0 ? q0->rows : q0->cols, cols = pass == 0 ? q0->cols : q0->rows;
+        int cnt = 0;
+        for (int j = 0; j < op->n_params; j++) {
+            gparam *q = &g->p[op->params[j]];
+            cnt += q->rows == rows && q->cols == cols;
+        }
+        if (!cnt || (pass == 1 && rows == cols)) continue;
+        ns_dtype dt;
+        ns_plan *pl = get_plan(ex, rows, cols, cnt, op->algo, &dt, err);
+        if (!pl) return -1;
+        char *in = ns_plan_input(pl), *outp = ns_plan_output(pl);
+        size_t elt = ns_dtype_size(dt);
+        int k = 0;
+        for (int j = 0; j < op->n_params; j++) {
+            gparam *q = &g->p[op->params[j]];
+            if (q->rows != rows || q->cols != cols) continue;
+            if (!q->mom)
+                return dm_err_set(err, "rank %d: ns of %s, which has no Muon state on this rank", ex->rank,
+                                  real_matrix_name(ex, op->params[j]));
+            OK(real_k_bf16_to_f32(q->G, g->g32, q->size, s, err));
+            OK(ns_muon_momentum(g->g32, q->mom, in + (size_t)k * q->size * elt, dt, q->size, (float)mp->momentum,
+                                mp->nesterov, (ns_stream)s, err));
+            q->ns_out = outp + (size_t)k * q->size * elt;
+            q->ns_dt = dt;
+            k++;
+        }
+        OK(ns_plan_run(pl, (ns_stream)s, 1, err));
     }
-    return ns_plan_run(pl, (ns_stream)s, 1, err);
+    for (int j = 0; j < op->n_params; j++)
+        if (!g->p[op->params[j]].ns_out)
+            return dm_err_set(err, "rank %d: ns batch of %lld x %lld holds %s (%lld x %lld)", ex->rank, (long long)op->m,
+                              (long long)op->n, real_matrix_name(ex, op->params[j]), (long long)g->p[op->params[j]].rows,
+                              (long long)g->p[op->params[j]].cols);
+    return 0;
 }
 
 static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
@@ -511,7 +563,7 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
                                   real_matrix_name(ex, op->params[j]));
             int64_t lo = q->rs_hi > q->rs_lo ? q->rs_lo : 0, hi = q->rs_hi > q->rs_lo ? q->rs_hi : q->size;
             float scale = (float)(mp->scale_coef * sqrt((double)(q->rows > q->cols ? q->rows : q->cols)));
-            OK(ns_muon_apply(q->W32 + lo, (bf16 *)q->ns_out + lo, NS_BF16, hi - lo, (float)mp->lr,
+            OK(ns_muon_apply(q->W32 + lo, (char *)q->ns_out + lo * ns_dtype_size(q->ns_dt), q->ns_dt, hi - lo, (float)mp->lr,
                              (float)mp->weight_decay, scale, (ns_stream)s, err));
             OK(real_k_f32_to_bf16(q->W32 + lo, q->Wb + lo, hi - lo, s, err));
             q->ns_out = NULL;

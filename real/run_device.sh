@@ -17,10 +17,12 @@ done
 if [ -z "$nccl_dir" ]; then
   nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 fi
-export LD_LIBRARY_PATH=$D/lib:${nccl_dir}:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+base=$D/libbase:${nccl_dir}:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if command -v mpirun >/dev/null 2>&1 && mpirun --version 2>&1 | grep -q "Open MPI) 4"; then
-  MPIRUN=mpirun
+  MPIRUN=mpirun # the device's own Open MPI 4 (ABI of the build machine's): not the carried one
+  export LD_LIBRARY_PATH=$base
 else
+  export LD_LIBRARY_PATH=$D/lib:$base
   export OPAL_PREFIX=$D/ompi PMIX_INSTALL_PREFIX=$D/pmix2 PATH=$D/ompi/bin:$PATH
   export OMPI_MCA_plm=isolated OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi,psm,psm2
   export OMPI_MCA_osc=^ucx OMPI_MCA_mca_base_component_show_load_errors=0
@@ -36,9 +38,7 @@ fi
 cat "$O/env.log"
 mode=${1:-all}
 run2() { timeout "$1" $MPIRUN -np 2 --bind-to none "${@:2}"; }
-
-if [ "$mode" = quick ] || [ "$mode" = all ]; then
-  cat > /tmp/tiny.json <<'JSON'
+cat > /tmp/tiny.json <<'JSON'
 {"format": "dmuon-model-1", "name": "tiny", "source": "run_device.sh",
  "stacks": [{"name": "embed", "layers": 1}, {"name": "layers", "layers": 3}],
  "tensors": [
@@ -49,26 +49,28 @@ if [ "$mode" = quick ] || [ "$mode" = all ]; then
   {"name": "layers.*.norm.weight", "shape": [128], "count": 3, "stack": "layers", "role": "adamw"}
  ]}
 JSON
-  for s in dmuon muon-ddp muon-fsdp muon-rr adamw; do
-    echo "== tiny $s" >> "$O/tiny.log"
-    run2 60 $D/dmuon run --backend gpu --model /tmp/tiny.json --strategy $s --tokens 256 --steps 4 \
-      --timeout 30 >> "$O/tiny.log" 2>&1
-    echo "exit $?" >> "$O/tiny.log"
-  done
-  echo "== tiny dmuon NaN at step 1 on rank 1, param 1" >> "$O/tiny.log"
-  run2 60 $D/dmuon run --backend gpu --model /tmp/tiny.json --strategy dmuon --tokens 256 --steps 3 \
-    --inject-nan 1:1:1 >> "$O/tiny.log" 2>&1
-  echo "exit $?" >> "$O/tiny.log"
-  grep -E "^==|exit|skipped|error|rror" "$O/tiny.log" | head -40
+tiny() { # STRATEGY [ARGS]
+  echo "== tiny $*" >> "$O/tiny.log"
+  run2 30 $D/dmuon run --backend gpu --model /tmp/tiny.json --tokens 256 --steps 4 --timeout 20 --strategy "$@" \
+    >> "$O/tiny.log" 2>&1
+  local rc=$?
+  echo "exit $rc" >> "$O/tiny.log"
+  return $rc
+}
+llama() { # STRATEGY [ARGS]
+  { echo "== llama-3.2-3b $*"; run2 90 $D/dmuon run --backend gpu --model models/llama-3.2-3b.json --cluster h200x2 \
+      --tokens 4096 --steps 6 --timeout 60 --csv "$O/run_$1.csv" --strategy "$@"; echo "exit $?"; } >> "$O/llama.log" 2>&1
+}
+# fail fast: one tiny run first; the benchmark only if it worked
+if tiny dmuon; then
+  if [ "$mode" != quick ]; then
+    llama dmuon --trace "$O/trace_dmuon.csv"
+    llama muon-ddp
+    llama adamw
+  fi
+  for s in muon-ddp muon-fsdp muon-rr adamw; do tiny $s; done
+  tiny dmuon --steps 3 --inject-nan 1:1:1
 fi
-
-if [ "$mode" = bench ] || [ "$mode" = all ]; then
-  M=models/llama-3.2-3b.json
-  for s in dmuon muon-ddp adamw; do
-    tr=""
-    [ $s = dmuon ] && tr="--trace $O/trace_dmuon.csv"
-    { echo "== llama-3.2-3b $s"; run2 150 $D/dmuon run --backend gpu --model $M --cluster h200x2 --strategy $s \
-        --tokens 4096 --steps 6 --timeout 60 --csv "$O/run_$s.csv" $tr; echo "exit $?"; } >> "$O/llama.log" 2>&1
-  done
-  grep -E "^==|mean over|exit|rror" "$O/llama.log"
-fi
+grep -E "^==|exit|skipped|rror|mean over" "$O/tiny.log" | head -40
+[ -f "$O/llama.log" ] && grep -E "^==|mean over|exit|rror" "$O/llama.log"
+exit 0

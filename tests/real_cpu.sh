@@ -20,6 +20,11 @@ for n in 1 2 3 4; do
     if [ "$rc" != 0 ] || [ "$bad" != 0 ]; then printf '%s\n' "$out" | grep -v '^ok' | sed 's/^/#   /' | head -30; fi
 done
 
+out=$("$MPIRUN" --oversubscribe -np 3 "$builddir/tests/test_real_bench" 2>&1)
+rc=$?
+is "bench comm on 3 ranks: every collective checked, CSV complete (exit $rc)" "$rc/$(printf '%s\n' "$out" | grep -c '^not ok')" "0/0"
+[ "$rc" != 0 ] && printf '%s\n' "$out" | sed 's/^/#   /' | head -20
+
 cat >"$tmp/tiny.json" <<'JSON'
 {"format": "dmuon-model-1", "name": "tiny", "source": "real_cpu.sh",
  "stacks": [{"name": "layers", "layers": 2}],
@@ -38,6 +43,12 @@ is "dmuon run: three ok steps" "$(printf '%s\n' "$out" | grep -c ' ok$')" 3
 is "dmuon run --csv: header and 3 rows" "$(grep -vc '^#' "$tmp/run.csv")" 4
 l0=$(sed -n 's/^0,\([^,]*\),.*/\1/p' "$tmp/run.csv"); l2=$(sed -n 's/^2,\([^,]*\),.*/\1/p' "$tmp/run.csv")
 is "dmuon run: the loss falls" "$(awk -v a="$l0" -v b="$l2" 'BEGIN{print (b < a) ? "yes" : "no"}')" yes
+out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --tokens 8 --steps 2 --trace "$tmp/t.csv" 2>&1)
+like "dmuon run --trace: written" "$out" "trace of step 1 written"
+is "trace: the header of the shared format" "$(sed -n 2p "$tmp/t.csv")" "rank,stream,op,kind,ts_us,dur_us,bytes,flops,layer,coll,wait_us"
+"$DMUON" plan --model "$tmp/tiny.json" --gpus 2 --strategy muon-fsdp --tokens 8 -o "$tmp/pf.json" >/dev/null 2>&1
+nops=$(grep -c '"kind"' "$tmp/pf.json")
+is "trace: one event per op of the program" "$(($(wc -l <"$tmp/t.csv") - 2))" "$nops"
 out2=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 8 --steps 3 --csv "$tmp/run2.csv" 2>&1)
 is "dmuon run: two runs give the same losses" "$(cut -d, -f2 "$tmp/run.csv")" "$(cut -d, -f2 "$tmp/run2.csv")"
 
