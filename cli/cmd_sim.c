@@ -131,9 +131,10 @@ static void print_result(FILE *f, const dm_program *p, const sim_result *r)
 
 static void print_speed(FILE *f, const sim_result *r, double plan_s)
 {
-    fprintf(f, "\nspeed: simulated %lld ops, %lld events, %lld rate updates in %.3f s (%.3g events/s); setup %.3f s, plan %.3f s\n",
-            (long long)r->ops, (long long)r->events, (long long)r->rate_updates, r->wall_s,
-            r->wall_s > 0 ? r->events / r->wall_s : 0.0, r->setup_s, plan_s);
+    fprintf(f, "\nspeed: simulated %lld ops, %lld events, %lld rate updates in %.3f s wall, %.3f s CPU (%.3g events/s "
+               "of CPU); setup %.3f s wall, %.3f s CPU; plan %.3f s wall\n",
+            (long long)r->ops, (long long)r->events, (long long)r->rate_updates, r->wall_s, r->cpu_s,
+            r->cpu_s > 0 ? r->events / r->cpu_s : 0.0, r->setup_s, r->setup_cpu_s, plan_s);
 }
 
 static void json_kv(FILE *f, const char *key, const char *v, int last)
@@ -603,7 +604,7 @@ int cmd_scale(int argc, char **argv)
     printf("\n  strategies ");
     for (int s = 0; s < n_str; s++) printf(" %s%s", names[s], listed[s] ? "" : " (baseline only)");
     printf("\n");
-    double t_start = wall_s(), sim_total = 0;
+    double t_start = wall_s(), sim_total = 0, cpu_total = 0;
     int64_t ev_total = 0;
     char srcs[DM_OP__COUNT][192];
     memset(srcs, 0, sizeof srcs);
@@ -639,6 +640,7 @@ int cmd_scale(int argc, char **argv)
             q->events = r->events;
             q->sim_s = r->wall_s;
             sim_total += r->wall_s;
+            cpu_total += r->cpu_s + r->setup_cpu_s;
             ev_total += r->events;
             for (int k = 0; k < DM_OP__COUNT; k++)
                 if (!srcs[k][0] && r->cost_src[k][0]) snprintf(srcs[k], sizeof srcs[k], "%s", r->cost_src[k]);
@@ -687,8 +689,12 @@ int cmd_scale(int argc, char **argv)
             }
         }
     }
-    printf("speed: %d points, %lld events simulated in %.3f s (%.3g events/s); study wall time %.3f s\n", n_pts,
-           (long long)ev_total, sim_total, sim_total > 0 ? ev_total / sim_total : 0.0, wall_s() - t_start);
+    struct timespec cts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cts);
+    printf("speed: %d points, %lld events simulated in %.3f s wall, %.3f s CPU with setup (%.3g events/s of wall); "
+           "study %.3f s wall, process %.3f s CPU\n",
+           n_pts, (long long)ev_total, sim_total, cpu_total, sim_total > 0 ? ev_total / sim_total : 0.0,
+           wall_s() - t_start, cts.tv_sec + cts.tv_nsec * 1e-9);
     free(pts);
     free_inputs(&in);
     return rc;

@@ -69,6 +69,13 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 void sim_opts_default(sim_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -677,12 +684,14 @@ int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_res
     sim_heap_init(&s.h);
     sim_result *r = dm_calloc(1, sizeof *r, err);
     if (!r) return -1;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     if (setup(&s, err)) goto fail;
-    double t1 = now_s();
+    double t1 = now_s(), c1 = cpu_s();
     if (run(&s, err)) goto fail;
     r->wall_s = now_s() - t1;
+    r->cpu_s = cpu_s() - c1;
     r->setup_s = t1 - t0;
+    r->setup_cpu_s = c1 - c0;
     if (!(r->ns_us = dm_calloc((size_t)s.R, sizeof(double), err)) ||
         !(r->opt_us = dm_calloc((size_t)s.R, sizeof(double), err)) || results(&s, r, err))
         goto fail;

@@ -74,6 +74,7 @@ typedef struct sim_result {
     int64_t rate_updates;   /* max-min recomputations */
     double wall_s;          /* simulation wall time (excluding setup) */
     double setup_s;         /* building the indexes and durations */
+    double cpu_s, setup_cpu_s; /* the same as process CPU time (robust on a loaded machine) */
     char cost_src[DM_OP__COUNT][192]; /* where each kind's durations came from ("" if unused) */
     int *op_off;            /* rank r's ops are at op_off[r] .. op_off[r+1]-1 of the arrays below */
     double *start_us, *end_us, *ready_us; /* per op (collectives: start is the collective's start;
