@@ -89,55 +89,68 @@ static int is_compute(dm_op_kind k)
 
 /* ---- durations ---------------------------------------------------------------------------- */
 
-static double ns_us(sim *s, const dm_op *op, dm_err *err)
+/* Memo of kernel costs by (m, n, batch, algo): a plan repeats a few shapes on every rank, and a
+ * table lookup interpolates. Returns the slot (filled when *found), or NULL when crowded. */
+static ns_key *cost_slot(sim *s, int64_t m, int64_t n, int batch, int algo, int *found, dm_err *err)
 {
+    *found = 0;
     if (!s->ns_cache) {
         s->ns_cache_n = 4096;
-        if (!(s->ns_cache = dm_calloc((size_t)s->ns_cache_n, sizeof *s->ns_cache, err))) return -1;
+        if (!(s->ns_cache = dm_calloc((size_t)s->ns_cache_n, sizeof *s->ns_cache, err))) return NULL;
     }
-    uint64_t h = (uint64_t)op->m * 1000003u ^ (uint64_t)op->n * 998244353u ^ (uint64_t)op->batch * 7919u ^ (uint64_t)op->algo;
-    for (int i = 0; i < s->ns_cache_n; i++) {
+    uint64_t h = (uint64_t)m * 1000003u ^ (uint64_t)n * 998244353u ^ (uint64_t)batch * 7919u ^ (uint64_t)(algo + 7);
+    for (int i = 0; i <= 64; i++) {
         ns_key *k = &s->ns_cache[(h + (uint64_t)i) % (uint64_t)s->ns_cache_n];
-        if (k->used && k->m == op->m && k->n == op->n && k->batch == op->batch && k->algo == (int)op->algo) {
-            s->ns_src_count[k->src]++;
-            return k->us;
+        if (k->used && k->m == m && k->n == n && k->batch == batch && k->algo == algo) {
+            *found = 1;
+            return k;
         }
         if (!k->used) {
             k->used = 1;
-            k->m = op->m, k->n = op->n, k->batch = op->batch, k->algo = (int)op->algo;
-            if (s->o.costs) {
-                k->us = dm_costs_ns_us(s->o.costs, s->c->gpu, op->m, op->n, op->batch, op->algo, &k->src);
-            } else {
-                k->us = dm_roofline_ns_us(s->c->gpu, op->m, op->n, op->batch, op->algo);
-                k->src = DM_COST_ROOFLINE;
-            }
-            s->ns_src_count[k->src]++;
-            return k->us;
+            k->m = m, k->n = n, k->batch = batch, k->algo = algo;
+            return k;
         }
-        if (i > 64) break; /* table crowded: compute without caching */
     }
-    dm_cost_source src = DM_COST_ROOFLINE;
-    double us = s->o.costs ? dm_costs_ns_us(s->o.costs, s->c->gpu, op->m, op->n, op->batch, op->algo, &src)
-                           : dm_roofline_ns_us(s->c->gpu, op->m, op->n, op->batch, op->algo);
-    s->ns_src_count[src]++;
-    return us;
+    return NULL;
 }
 
-static double elementwise_us(sim *s, const dm_op *op)
+static double ns_us(sim *s, const dm_op *op, dm_err *err)
+{
+    int found;
+    ns_key tmp, *k = cost_slot(s, op->m, op->n, op->batch, (int)op->algo, &found, err);
+    if (!k && !s->ns_cache) return -1;
+    if (!k) k = &tmp;
+    if (!found) {
+        if (s->o.costs) {
+            k->us = dm_costs_ns_us(s->o.costs, s->c->gpu, op->m, op->n, op->batch, op->algo, &k->src);
+        } else {
+            k->us = dm_roofline_ns_us(s->c->gpu, op->m, op->n, op->batch, op->algo);
+            k->src = DM_COST_ROOFLINE;
+        }
+    }
+    s->ns_src_count[k->src]++;
+    return k->us;
+}
+
+static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
 {
     const char *name = op->kind == DM_OP_ADAMW ? "adamw" : "muon_update";
     int which = op->kind == DM_OP_ADAMW;
     double bpp = dm_elementwise_bytes_per_param(name);
     s->elem_ops[which]++;
     if (op->bytes <= 0) return 0;
-    if (s->o.costs && bpp > 0) {
-        dm_cost_source src;
-        double us = dm_costs_elementwise_us(s->o.costs, s->c->gpu, name, (int64_t)llround(op->bytes / bpp), &src);
-        s->elem_src_count[which][src]++;
-        return us;
+    if (!s->o.costs || bpp <= 0) {
+        s->elem_src_count[which][4]++;
+        return op->bytes / s->c->gpu->hbm_Bps * 1e6 + s->c->gpu->launch_us;
     }
-    s->elem_src_count[which][4]++;
-    return op->bytes / s->c->gpu->hbm_Bps * 1e6 + s->c->gpu->launch_us;
+    int64_t elems = (int64_t)llround(op->bytes / bpp);
+    int found;
+    ns_key tmp, *k = cost_slot(s, elems, -1, 0, -2 - which, &found, err); /* algo < 0: elementwise */
+    if (!k && !s->ns_cache) return -1;
+    if (!k) k = &tmp;
+    if (!found) k->us = dm_costs_elementwise_us(s->o.costs, s->c->gpu, name, elems, &k->src);
+    s->elem_src_count[which][k->src]++;
+    return k->us;
 }
 
 static double compute_us(sim *s, const dm_op *op, dm_err *err)
@@ -147,7 +160,7 @@ static double compute_us(sim *s, const dm_op *op, dm_err *err)
     case DM_OP_BACKWARD: return op->flops / (s->c->fwd_efficiency * s->c->gpu->bf16_flops) * 1e6;
     case DM_OP_NS: return ns_us(s, op, err);
     case DM_OP_MUON_UPDATE:
-    case DM_OP_ADAMW: return elementwise_us(s, op);
+    case DM_OP_ADAMW: return elementwise_us(s, op, err);
     default: return 0;
     }
 }
