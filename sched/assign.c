@@ -913,6 +913,7 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
                       ret == -100 ? "within 0.01% of the lower bound: milp skipped" :
                       elapsed >= time_limit_s - 1e-3 ? "milp timeout" : "milp found nothing better";
     if (bound_us && ret == INFEASIBLE) *bound_us = best;
+    if (bound_us && ret == -100) *bound_us = lb; /* the plan is within 0.01% of it */
     if (hms < lpt.makespan_us - 1e-9) {
         if (realize_jobs(p, hjobs, nh, &h, err) || merge_batches(p, &h, err)) goto done;
         *a = h;

@@ -169,8 +169,15 @@ typedef struct sched_assign {
 void sched_assign_free(sched_assign *a); /* frees the arrays; accepts NULL */
 int sched_assign_rr(const sched_problem *p, sched_assign *a, dm_err *err);
 int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err);
-/* MILP (lp_solve) warm-backed by LPT: never returns a plan worse than LPT's. status gets a
- * short solver status; bound_us (may be NULL) the solver's proven lower bound if any. */
+/* MILP balance, in three stages within time_limit_s: (1) LPT; (2) a batch-aware count search
+ * (owners batch each shape optimally by dynamic programming; moves, swaps, iterated local
+ * search with a fixed seed, exact pair re-splits; at most half the time); (3) lp_solve on
+ * x[shape, batch, owner] (every matrix covered, load(o) <= L, load non-increasing by owner,
+ * minimize L then total work) with L below the best plan so far: a solution replaces it, and
+ * "infeasible" proves it optimal (for the batch sizes the MILP allows). Never worse than LPT.
+ * status gets which stage produced the plan and how lp_solve ended; bound_us (may be NULL) a
+ * proven lower bound when there is one (the plan's own makespan when proven optimal), else 0.
+ * Deterministic unless the time limit cuts the count search (the status then says so). */
 int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, sched_assign *a,
                       char *status, size_t status_size, double *bound_us, dm_err *err);
 /* Monotonic wall clock in seconds (planning and solver times). */

@@ -168,7 +168,7 @@ int main(void)
     ok(sched_lower_bound(&t.p) == 6, "lower bound max(12/2, 3) = 6");
 
     /* ---- Graham's bound against brute-force optima; MILP never worse than LPT */
-    int graham_ok = 1, milp_ok = 1, milp_opt = 0;
+    int graham_ok = 1, milp_ok = 1, milp_opt = 0, proved = 0;
     double worst = 0;
     for (int trial = 0; trial < 25; trial++) {
         double c[7];
@@ -183,14 +183,18 @@ int main(void)
         worst = fmax(worst, a.makespan_us / opt);
         double l = a.makespan_us;
         sched_assign_free(&a);
-        sched_assign_milp(&t.p, 2.0, 0, &a, status, sizeof status, NULL, &err);
+        double proof = 0;
+        sched_assign_milp(&t.p, 2.0, 0, &a, status, sizeof status, &proof, &err);
         if (a.makespan_us > l + 1e-9 || !consistent(&t.p, &a)) milp_ok = 0;
+        /* a proven bound (lp_solve found nothing better, or the plan sits on the lower bound) */
+        if (proof > 0 && fabs(proof - a.makespan_us) < 1e-9 && fabs(proof - opt) < 1e-9) proved++;
         milp_opt += fabs(a.makespan_us - opt) < 1e-9;
         sched_assign_free(&a);
     }
     ok(graham_ok, "lpt within (4/3 - 1/3m) x optimum on 25 random instances (worst ratio %.3f)", worst);
     ok(milp_ok, "milp never worse than lpt on 25 random instances");
     ok(milp_opt == 25, "milp reaches the brute-force optimum on %d of 25", milp_opt);
+    ok(proved == 25, "and proves it optimal (lp_solve infeasible below it, or at the lower bound) on %d of 25", proved);
 
     /* ---- option parsing */
     sched_opts o;
