@@ -104,6 +104,25 @@ static void print_result(FILE *f, const dm_program *p, const sim_result *r)
         if (r->ns_us[k] < mn) mn = r->ns_us[k];
         busy += r->ns_us[k] > 0;
     }
+    /* Collectives on the critical rank: how much, how long in flight, how long held waiting. */
+    int cnt[DM_OP__COUNT] = {0};
+    double mb[DM_OP__COUNT] = {0}, busy_ms[DM_OP__COUNT] = {0}, wait_ms[DM_OP__COUNT] = {0};
+    const dm_rank_prog *rp = &p->ranks[r->crit_rank];
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        if (!dm_op_is_collective(op->kind)) continue;
+        int g = r->op_off[r->crit_rank] + i;
+        cnt[op->kind]++;
+        mb[op->kind] += op->bytes / 1e6;
+        busy_ms[op->kind] += (r->end_us[g] - r->start_us[g]) / 1e3;
+        wait_ms[op->kind] += (r->start_us[g] - r->ready_us[g]) / 1e3;
+    }
+    fprintf(f, "\ncollectives on rank %d  %6s %12s %12s %14s\n", r->crit_rank, "count", "MB", "in flight ms",
+            "wait peers ms");
+    for (int k = 0; k < DM_OP__COUNT; k++)
+        if (cnt[k])
+            fprintf(f, "  %-19s %6d %12.3f %12.3f %14.3f\n", dm_op_kind_name((dm_op_kind)k), cnt[k], mb[k], busy_ms[k],
+                    wait_ms[k]);
     fprintf(f, "\nNS load per rank   min %.3f  mean %.3f  max %.3f ms (rank %d); %d of %d ranks run NS; imbalance %.1f%%\n",
             mn / 1e3, r->ns_mean_us / 1e3, r->ns_max_us / 1e3, r->ns_max_rank, busy, r->nranks,
             r->ns_mean_us > 0 ? 100 * (r->ns_max_us / r->ns_mean_us - 1) : 0.0);
