@@ -19,10 +19,12 @@ set pointsize 1.2
 set output dir."/step_time.png"
 set title "Step time vs GPUs: ".title_text
 set ylabel "step time (ms)"
-set logscale y
+set yrange [0:*]
 plot for [i=1:n] data index (i-1) using 1:3 with linespoints lw 2 title word(strategies, i)
 
 set output dir."/optimizer_time.png"
+set logscale y
+set yrange [*:*]
 set title "Optimizer time (step - forward - backward) vs GPUs: ".title_text
 set ylabel "optimizer time (ms)"
 plot for [i=1:n] data index (i-1) using 1:6 with linespoints lw 2 title word(strategies, i)
