@@ -61,6 +61,7 @@ static void usage(FILE *f)
         "  --trace FILE       the last step's ops as a trace (dmuon-trace-1: FILE.csv as CSV,\n"
         "                     else Chrome JSON), same op ids as dmuon sim's\n"
         "  --inject-nan STEP:RANK:PARAM  write a NaN into a local gradient (fault test)\n"
+        "  --inject-stall STEP:RANK:SECONDS  that rank stops answering for a while (--timeout test)\n"
         "  --autotune FILE    GPU: NS plan block counts from the kernels' autotune cache\n"
         "                     (default traces/kernels/run5/autotune.tsv of the source tree, if\n"
         "                     there; '' for none)\n"
@@ -75,7 +76,7 @@ static void usage(FILE *f)
 }
 
 enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O_CHUNKS, O_LRM, O_LRA,
-       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE };
+       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE, O_STALL };
 
 /* Rank 0's program to every rank, as JSON (each rank reads it back from a private file). */
 static int share_program(dm_program **p, dm_err *err)
@@ -147,6 +148,7 @@ int cmd_run(int argc, char **argv)
         {"ns-coeffs", required_argument, NULL, O_COEFFS}, {"timeout", required_argument, NULL, O_TIMEOUT},
         {"csv", required_argument, NULL, O_CSV},         {"trace", required_argument, NULL, O_TRACE},
         {"inject-nan", required_argument, NULL, O_INJECT}, {"autotune", required_argument, NULL, O_AUTOTUNE},
+        {"inject-stall", required_argument, NULL, O_STALL},
         {"help", no_argument, NULL, 'h'},
         SCHED_GETOPT_LONG,                               {NULL, 0, NULL, 0}};
     int c, bad = 0;
@@ -194,6 +196,16 @@ int cmd_run(int argc, char **argv)
         case O_CSV: csv_path = optarg; break;
         case O_TRACE: trace_path = optarg; break;
         case O_AUTOTUNE: ro.autotune_path = optarg; break;
+        case O_STALL: {
+            long long a, b;
+            double sec;
+            if (sscanf(optarg, "%lld:%lld:%lf", &a, &b, &sec) != 3 || a < 0 || b < 0 || !(sec > 0 && sec < 1e5)) {
+                if (g_rank == 0) opt_usage_error("run", "--inject-stall: expected STEP:RANK:SECONDS, got '%s'", optarg);
+                bad = 2;
+            }
+            ro.stall_step = (int)a, ro.stall_rank = (int)b, ro.stall_s = sec;
+            break;
+        }
         case O_INJECT: {
             long long a, b, d;
             if (sscanf(optarg, "%lld:%lld:%lld", &a, &b, &d) != 3 || a < 0 || b < 0 || d < 0) {

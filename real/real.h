@@ -57,6 +57,10 @@ typedef struct real_opts {
      * writes NaN into its local gradient of matrix inject_param after the backward. */
     int inject_step, inject_rank;
     int64_t inject_param;
+    /* ... and at step stall_step (-1 off) rank stall_rank sleeps stall_s seconds after the
+     * step's barrier, before its first op: a peer that stops answering (tests --timeout). */
+    int stall_step, stall_rank;
+    double stall_s;
 } real_opts;
 
 void real_opts_default(real_opts *o);

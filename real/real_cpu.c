@@ -43,6 +43,15 @@ void real_opts_default(real_opts *o)
     o->inject_step = -1;
     o->inject_rank = -1;
     o->inject_param = -1;
+    o->stall_step = -1;
+    o->stall_rank = -1;
+}
+
+void real_maybe_stall(const real_exec *ex)
+{
+    if (ex->step != ex->o.stall_step || ex->rank != ex->o.stall_rank || !(ex->o.stall_s > 0)) return;
+    struct timespec ts = {(time_t)ex->o.stall_s, (long)((ex->o.stall_s - (double)(time_t)ex->o.stall_s) * 1e9)};
+    nanosleep(&ts, NULL);
 }
 
 int64_t real_exec_n_matrices(const real_exec *ex) { return ex->n_mx; }
@@ -679,6 +688,7 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err)
     memset(ex->state, 0, (size_t)n);
     ex->n_pend = 0;
     MPI_Barrier(ex->comm);
+    real_maybe_stall(ex);
     double t0 = now_us(), last_progress = t0, last_grad_coll = -1, last_update = -1;
     int n_done = 0, first = 0, rc = 0;
     while (n_done < n) {

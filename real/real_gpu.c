@@ -763,6 +763,7 @@ int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
     CU(cudaMemsetAsync(g->d_flag, 0, 2 * sizeof(int), sc));
     CU(cudaStreamSynchronize(sc));
     MPI_Barrier(ex->comm);
+    real_maybe_stall(ex);
     CU(cudaEventRecord(g->step_s, sc));
     for (int s = 0; s < DM_STREAM__COUNT; s++)
         if (s != DM_STREAM_COMPUTE) CU(cudaStreamWaitEvent(g->st[s], g->step_s, 0));

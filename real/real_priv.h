@@ -62,6 +62,9 @@ struct real_exec {
 };
 
 
+/* The stall fault injection of real_opts (a no-op unless this rank and step are named). */
+void real_maybe_stall(const real_exec *ex);
+
 /* GPU backend (real_gpu.c; only with CUDA and NCCL). Called from real_exec_create/step/...
  * after the common setup; create returns -1 on a local failure (no device, out of memory). */
 struct real_gpu;

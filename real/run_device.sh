@@ -3,7 +3,7 @@
 # machine with 2 GPUs. The binary and the shared libraries the device may lack (GSL, jansson,
 # lp_solve's colamd, a relocatable Open MPI with its PMIx) come in .devreal/, built and
 # collected on the build machine; NCCL and cuBLAS are the device's own. Logs go to $OUT.
-#   real/run_device.sh [quick|bench|all]
+#   real/run_device.sh [quick|bench|all|second]
 set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
@@ -61,6 +61,19 @@ llama() { # STRATEGY [ARGS]
   { echo "== llama-3.2-3b $*"; run2 90 $D/dmuon run --backend gpu --model models/llama-3.2-3b.json --cluster h200x2 \
       --tokens 4096 --steps 6 --timeout 60 --csv "$O/run_$1.csv" --strategy "$@"; echo "exit $?"; } >> "$O/llama.log" 2>&1
 }
+if [ "$mode" = second ]; then
+  # Llama-3.2-3B again, NS plans configured from the autotune cache; the collective benchmark;
+  # a stalled peer under --timeout
+  llama dmuon --trace "$O/trace_dmuon.csv"
+  llama muon-ddp
+  llama adamw
+  { timeout 120 $MPIRUN -np 2 --bind-to none $D/dmuon bench comm --csv "$O/comm.csv"; echo "exit $?"; } > "$O/comm.log" 2>&1
+  tiny dmuon --steps 3 --timeout 5 --inject-stall 1:1:20
+  grep -E "^==|mean over|exit|rror|NS plans" "$O/llama.log"
+  sed -n '/# fit/,$p' "$O/comm.log"
+  tail -12 "$O/tiny.log"
+  exit 0
+fi
 # fail fast: one tiny run first; the benchmark only if it worked
 if tiny dmuon; then
   if [ "$mode" != quick ]; then

@@ -56,6 +56,10 @@ out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-
 like "NaN gradient: step 1 skipped and the parameter named" "$out" "skipped: non-finite gradient of layers.0.q.weight (rank 1)"
 is "NaN gradient: steps 0 and 2 ran" "$(printf '%s\n' "$out" | grep -c ' ok$')" 2
 
+out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 8 --steps 2 --timeout 1 --inject-stall 1:1:4 2>&1)
+rc=$?
+like "a stalled peer: --timeout gives up with the cause" "$out" "no progress for 1 s (--timeout)"
+is "a stalled peer: the run exits non-zero" "$([ $rc -ne 0 ] && echo yes)" yes
 is "dmuon run without --model exits 2" "$(status_of "$DMUON" run --backend cpu)" 2
 is "dmuon run --backend bogus exits 2" "$(status_of "$DMUON" run --backend bogus --model "$tmp/tiny.json")" 2
 is "dmuon run on an unknown model exits 1" "$(status_of "$DMUON" run --backend cpu --model no-such-model)" 1
