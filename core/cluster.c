@@ -43,20 +43,25 @@ typedef struct {
     double bus_eff; /* measured NCCL intra-node all-reduce bus bandwidth / NVLink rate */
     double scale[5]; /* measured busbw per collective / all-reduce's (0: not measured) */
     const char *source;
+    double fwd_eff;  /* measured forward/backward efficiency (0: the assumed default) */
 } preset;
 
 /* NIC usable rate: HDR 200 Gb/s gives about 23.5 GB/s usable (0.94 of line rate); NDR likewise. */
 static const preset presets[] = {
     {"a800", "A800-SXM4-80GB", 8, 200, 4, 200, 0.75, {0},
-     "A800 node: NVLink 3 limited to 200 GB/s each way per GPU; 4 x HDR 200 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.75 = measured NCCL all-reduce busbw 150 / 200 GB/s"},
+     "A800 node: NVLink 3 limited to 200 GB/s each way per GPU; 4 x HDR 200 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.75 = measured NCCL all-reduce busbw 150 / 200 GB/s", 0},
     {"h100", "H100-SXM", 8, 450, 8, 400, 0.82, {0},
-     "H100 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.82 = measured NCCL ring busbw 370 / 450 GB/s"},
+     "H100 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.82 = measured NCCL ring busbw 370 / 450 GB/s", 0},
     {"h200", "H200-SXM", 8, 450, 8, 400, 0.82, {0},
-     "H200 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.82 taken from H100's measured 370 / 450 GB/s (same NVLink 4)"},
+     "H200 SXM node: NVLink 4 450 GB/s each way; 8 x NDR 400 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.82 taken from H100's measured 370 / 450 GB/s (same NVLink 4)", 0},
     /* sim/calib_h200x2.txt at 1 GiB: busbw broadcast 365, reduce 370, all-reduce 333, all-gather
      * 271, reduce-scatter 269 GB/s. */
     {"h200x2", "H200-SXM", 2, 450, 1, 400, 0.74, {365 / 333.0, 370 / 333.0, 1, 271 / 333.0, 269 / 333.0},
-     "the 2 x H200 machine here (NV18, 450 GB/s each way), one node; NCCL busbw measured here (sim/calib_h200x2.txt): all-reduce 333 GB/s = 0.74 x 450, others relative to it"},
+     "2 x H200 here (NV18, 450 GB/s each way); busbw measured here (sim/calib_h200x2.txt): all-reduce 333 GB/s = 0.74 x 450; fwd/bwd efficiency 0.41 measured by dmuon run (real/runs/h200x2-1)",
+     /* forward + backward GPU time of the executor's Llama-3.2-3B proxy step (4096 tokens per
+      * rank) over the model's FLOPs at the bf16 datasheet peak: dmuon 0.395, adamw 0.414,
+      * muon-ddp 0.410 (real/runs/h200x2-1/README.md, measured vs simulated at 0.45). */
+     0.41},
 };
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
 
@@ -89,6 +94,7 @@ static int set_preset(const preset *p, dm_cluster *c)
     c->nics_per_node = p->nics;
     c->nic_Bps = p->nic_Gbps / 8.0 * 1e9 * 0.94;
     c->nvlink_bus_efficiency = p->bus_eff;
+    if (p->fwd_eff > 0) c->fwd_efficiency = p->fwd_eff;
     for (int i = 0; i < 5; i++)
         if (p->scale[i] > 0) c->busbw_scale[i] = p->scale[i];
     snprintf(c->source, sizeof c->source, "%s", p->source);
