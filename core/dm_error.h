@@ -12,10 +12,26 @@ typedef struct dm_err {
 /* printf-style; err may be NULL. Always returns -1 so callers can `return dm_err_set(...)`. */
 int dm_err_set(dm_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Allocation helpers: on failure they set err ("out of memory") and return NULL. */
+/* Allocation helpers: on failure they set err ("out of memory") and return NULL. dm_realloc
+ * leaves p allocated (and owned by the caller) when it fails. */
 void *dm_malloc(size_t n, dm_err *err);
 void *dm_calloc(size_t n, size_t size, dm_err *err);
 void *dm_realloc(void *p, size_t n, dm_err *err);
 char *dm_strdup(const char *s, dm_err *err);
+
+/* Allocation fault injection, in the style of SQLite's test builds, compiled into every build
+ * (one predictable branch per allocation while disarmed).
+ *
+ * Environment: DM_FAIL_ALLOC=N makes the N-th call (counting from 1) of dm_malloc, dm_calloc,
+ * dm_realloc or dm_strdup in the process fail as if memory were exhausted; DM_FAIL_ALLOC=N+
+ * makes that call and every later one fail. The variable is read once, at program start. When
+ * an injected failure happens, one line "dmuon: injected allocation failure N" goes to stderr,
+ * so a sweep over N knows to stop once a run no longer prints it.
+ *
+ * In-process (tests): dm_fault_alloc_arm(n, sticky) starts counting from zero and fails the
+ * n-th call (and every later one when sticky); n <= 0 disarms. Messages are not printed. */
+void dm_fault_alloc_arm(long n, int sticky);
+long dm_fault_alloc_calls(void); /* calls counted since arming */
+int dm_fault_alloc_fired(void);  /* 1 once an injected failure has happened since arming */
 
 #endif

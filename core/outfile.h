@@ -1,6 +1,11 @@
 /* outfile.h: output files written atomically. Open writes to "PATH.tmp.PID"; commit checks for
  * write errors, flushes, and renames over PATH; abort removes the temporary file. So a crash or
- * an error never leaves a half-written file under the final name. "-" means stdout. */
+ * an error never leaves a half-written file under the final name. "-" means stdout.
+ *
+ * Interrupts: while a temporary file is pending, SIGINT, SIGTERM and SIGHUP remove it before the
+ * process dies of the signal (the handler is installed at the first open, and only for signals
+ * whose disposition is still the default, so a program's own handlers win). SIGKILL cannot be
+ * caught: it leaves PATH.tmp.PID behind, but still nothing under PATH. */
 #ifndef DM_OUTFILE_H
 #define DM_OUTFILE_H
 #include <stdio.h>

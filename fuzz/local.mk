@@ -1,0 +1,27 @@
+# fuzz/local.mk: libFuzzer harnesses for every input parser. `make fuzz` builds them with clang
+# (-fsanitize=fuzzer,address,undefined) outside the normal build, so `make` and `make check`
+# never need clang, and runs each for FUZZ_SECONDS on its seed corpus (fuzz/corpus/NAME);
+# `make fuzz-build` only builds. See fuzz/README.md.
+FUZZ_CC = clang
+FUZZ_SECONDS = 30
+FUZZ_ENV = FUZZ_SRCDIR='$(abs_top_srcdir)' FUZZ_BUILDDIR='$(abs_top_builddir)' FUZZ_CC='$(FUZZ_CC)' \
+	FUZZ_CPPFLAGS='$(DEFS) -I$(abs_top_builddir) $(AM_CPPFLAGS) $(CPPFLAGS)' FUZZ_LIBS='$(LIBS)' \
+	FUZZ_SOURCES='$(libdmuon_a_SOURCES) cli/opts.c' FUZZ_SECONDS='$(FUZZ_SECONDS)'
+fuzz:
+	$(FUZZ_ENV) $(SHELL) $(srcdir)/fuzz/fuzz.sh run
+fuzz-build:
+	$(FUZZ_ENV) $(SHELL) $(srcdir)/fuzz/fuzz.sh build
+.PHONY: fuzz fuzz-build
+EXTRA_DIST += fuzz/fuzz.sh fuzz/README.md fuzz/corpus fuzz/crashes fuzz/fuzz_util.c fuzz/fuzz_util.h \
+	fuzz/fuzz_model_check.c fuzz/fuzz_model_check.h fuzz/fuzz_json.c fuzz/fuzz_model.c \
+	fuzz/fuzz_hf.c fuzz/fuzz_cluster.c fuzz/fuzz_ns_coeffs.c fuzz/fuzz_opts.c fuzz/fuzz_trace.c \
+	fuzz/json.dict fuzz/model.dict fuzz/hf.dict fuzz/cluster.dict fuzz/trace.dict
+
+# Fault injection and atomic-output tests (they live in tests/, built and run by `make check`).
+check_PROGRAMS += tests/test_faults tests/test_outfile
+TESTS += tests/test_faults tests/test_outfile tests/faults.sh
+tests_test_faults_SOURCES = tests/test_faults.c tests/tap.h
+tests_test_faults_LDADD = $(DM_LDADD)
+tests_test_outfile_SOURCES = tests/test_outfile.c tests/tap.h
+tests_test_outfile_LDADD = $(DM_LDADD)
+EXTRA_DIST += tests/faults.sh
