@@ -17,6 +17,9 @@
 #include "commands.h"
 #include "costs.h"
 #include "model.h"
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+#include "ns_cuda.h"
+#endif
 #include "ns_ref.h"
 #include "opts.h"
 #include "outfile.h"
@@ -49,7 +52,8 @@ static void usage(FILE *f)
         "  --cluster C        cluster preset or file for the plan (default h200)\n"
         "  --costs FILE       kernel cost table for the plan (default: the committed tables)\n"
         "  --program FILE     run this saved program instead of planning\n"
-        "  --backend B        cpu (MPI + reference kernels) or gpu (NCCL + CUDA) (default %s)\n"
+        "  --backend B        cpu (MPI + reference kernels), gpu (NCCL + CUDA) or auto (gpu when\n"
+        "                     this build has it and a GPU is there, else cpu) (default auto%s)\n"
         "  --steps K          steps to run (default 3)\n"
         "  --seed S           data and initial weights (default 1)\n"
         "  --grad-chunks C    sum each weight gradient over C token chunks in order (default 1)\n"
@@ -67,9 +71,9 @@ static void usage(FILE *f)
         "                     there; '' for none)\n"
         "  -h, --help         this help\n\nPlan options (as for dmuon plan):\n",
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
-        "gpu"
+        ""
 #else
-        "cpu"
+        "; this build: cpu only"
 #endif
     );
     if (g_rank == 0) sched_getopt_help(f);
@@ -134,9 +138,7 @@ int cmd_run(int argc, char **argv)
     real_opts ro;
     real_opts_default(&ro);
     ro.muon.lr = 0.02;
-#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
-    ro.backend = REAL_BACKEND_GPU;
-#endif
+    int backend_auto = 1;
     sched_opts so;
     sched_opts_default(&so);
     static const struct option longopts[] = {
@@ -170,10 +172,11 @@ int cmd_run(int argc, char **argv)
         case O_COSTS: costs_path = optarg; break;
         case O_PROGRAM: program_path = optarg; break;
         case O_BACKEND:
+            backend_auto = !strcmp(optarg, "auto");
             if (!strcmp(optarg, "cpu")) ro.backend = REAL_BACKEND_CPU;
             else if (!strcmp(optarg, "gpu")) ro.backend = REAL_BACKEND_GPU;
-            else {
-                if (g_rank == 0) opt_usage_error("run", "--backend: expected cpu or gpu, got '%s'", optarg);
+            else if (!backend_auto) {
+                if (g_rank == 0) opt_usage_error("run", "--backend: expected cpu, gpu or auto, got '%s'", optarg);
                 bad = 2;
             }
             break;
@@ -253,6 +256,18 @@ int cmd_run(int argc, char **argv)
         return 2;
     }
     ro.muon.ns.coeffs = &coeffs;
+    if (backend_auto) {
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+        /* gpu only when every rank sees a device */
+        ns_device_info info;
+        dm_err e2;
+        int mine = ns_device_query(&info, &e2) == 0, all = 0;
+        MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        ro.backend = all ? REAL_BACKEND_GPU : REAL_BACKEND_CPU;
+#else
+        ro.backend = REAL_BACKEND_CPU;
+#endif
+    }
     if (ro.backend == REAL_BACKEND_GPU) {
 #if !(defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL))
         say(stderr, "dmuon run: the GPU backend is not in this build (needs CUDA and NCCL); use --backend cpu\n");

@@ -158,6 +158,14 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
     if (check_hash(ex, err) < 0) goto fail;
     if (dm_model_matrices(model, -1, &ex->mx, &ex->n_mx, err) < 0) goto fail;
     if (real_facts_build(prog, ex->mx, ex->n_mx, &ex->facts, err) < 0) goto fail;
+    { /* a racy program would run differently on GPUs: refuse it on every rank */
+        int bad = real_check_hazards(prog, ex->rank, ex->mx, ex->n_mx, err) < 0, any = 0;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, ex->comm);
+        if (any) {
+            if (!bad) dm_err_set(err, "rank %d: another rank's program has a data hazard", ex->rank);
+            goto fail;
+        }
+    }
     int ng = prog->n_groups;
     if (!(ex->gcomm = xcalloc((size_t)ng, sizeof *ex->gcomm, err)) ||
         !(ex->gidx = xcalloc((size_t)ng, sizeof *ex->gidx, err)))

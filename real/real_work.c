@@ -307,3 +307,115 @@ int real_src_updated_before(const real_facts *f, int j, int coll, int64_t p)
     int pos = f->coll_pos[(size_t)j * f->n_colls + coll];
     return pos >= 0 && f->first_upd[(size_t)j * f->n_params + p] < pos;
 }
+
+/* ---- data hazards ---------------------------------------------------------------------- */
+
+enum { BUF_W, BUF_G, BUF_R, BUF_O, BUF__N };
+static const char *buf_name[BUF__N] = {"weights", "gradient", "forward residual", "NS output"};
+
+typedef struct hz_state {
+    int writer;        /* last op that wrote the buffer this step, -1 */
+    int *readers;      /* ops that read it since */
+    int n_readers, cap;
+} hz_state;
+
+static int hb(const uint64_t *bits, int words, int i, int j) /* does op j happen before op i? */
+{
+    return (int)((bits[(size_t)i * words + j / 64] >> (j % 64)) & 1);
+}
+
+/* what op does to buffer b of a param: 1 read, 2 write, 3 both */
+static int effect(const dm_op *op, int r, int b)
+{
+    switch (op->kind) {
+    case DM_OP_FORWARD: return b == BUF_W ? 1 : b == BUF_R ? 2 : 0;
+    case DM_OP_BACKWARD: return b == BUF_W || b == BUF_R ? 1 : b == BUF_G ? 2 : 0;
+    case DM_OP_ALLREDUCE:
+    case DM_OP_REDUCESCATTER: return b == BUF_G ? 3 : 0;
+    case DM_OP_REDUCE: return b == BUF_G ? (op->root == r ? 3 : 1) : 0;
+    case DM_OP_BROADCAST: return b == BUF_W ? (op->root == r ? 1 : 2) : 0;
+    case DM_OP_NS: return b == BUF_G ? 1 : b == BUF_O ? 2 : 0;
+    case DM_OP_MUON_UPDATE: return b == BUF_O ? 1 : b == BUF_W ? 3 : 0;
+    case DM_OP_ADAMW: return b == BUF_G ? 1 : b == BUF_W ? 3 : 0;
+    default: return 0;
+    }
+}
+
+int real_check_hazards(const dm_program *p, int r, const dm_matrix *mx, int64_t n_params, dm_err *err)
+{
+    const dm_rank_prog *rp = &p->ranks[r];
+    int n = rp->n_ops, words = (n + 63) / 64, rc = -1;
+    uint64_t *bits = dm_calloc((size_t)n * (size_t)(words ? words : 1), sizeof *bits, err);
+    hz_state *st = dm_calloc((size_t)(n_params ? n_params : 1) * BUF__N, sizeof *st, err);
+    int *last_on = NULL;
+    int64_t *lp = dm_malloc((size_t)(n_params ? n_params : 1) * sizeof *lp, err);
+    if (!bits || !st || !lp) goto done;
+    for (int64_t i = 0; i < n_params * BUF__N; i++) st[i].writer = -1;
+    int prev[DM_STREAM__COUNT];
+    for (int s = 0; s < DM_STREAM__COUNT; s++) prev[s] = -1;
+    for (int i = 0; i < n; i++) {
+        const dm_op *op = &rp->ops[i];
+        uint64_t *row = bits + (size_t)i * words;
+        int preds[2] = {-1, -1};
+        if ((unsigned)op->stream < DM_STREAM__COUNT) preds[0] = prev[op->stream], prev[op->stream] = i;
+        for (int d = -1; d < op->n_deps; d++) {
+            int j = d < 0 ? preds[0] : op->deps[d];
+            if (j < 0 || j >= i) continue;
+            row[j / 64] |= UINT64_C(1) << (j % 64);
+            const uint64_t *o = bits + (size_t)j * words;
+            for (int w = 0; w < words; w++) row[w] |= o[w];
+        }
+        /* the params it touches: its list, or its layer's matrices */
+        const int64_t *pl = op->params;
+        int64_t np = op->n_params;
+        if (!np && op->layer >= 0 && (op->kind == DM_OP_FORWARD || op->kind == DM_OP_BACKWARD)) {
+            for (int64_t k = 0; k < n_params; k++)
+                if (mx[k].layer == op->layer) lp[np++] = k;
+            pl = lp;
+        }
+        for (int64_t a = 0; a < np; a++) {
+            int64_t q = pl[a];
+            if (q < 0 || q >= n_params) continue;
+            for (int b = 0; b < BUF__N; b++) {
+                int e = effect(op, r, b);
+                if (!e) continue;
+                hz_state *h = &st[q * BUF__N + b];
+                int bad = -1;
+                if (h->writer >= 0 && !hb(bits, words, i, h->writer)) bad = h->writer;
+                if (e & 2)
+                    for (int k = 0; k < h->n_readers && bad < 0; k++)
+                        if (h->readers[k] != i && !hb(bits, words, i, h->readers[k])) bad = h->readers[k];
+                if (bad >= 0) {
+                    dm_err_set(err, "program: rank %d op %d (%s) %s the %s of matrix %lld, which op %d (%s) %s, "
+                               "with no dependency path between them", r, i, dm_op_kind_name(op->kind),
+                               e & 2 ? "writes" : "reads", buf_name[b], (long long)q, bad,
+                               dm_op_kind_name(rp->ops[bad].kind), bad == h->writer ? "wrote" : "reads");
+                    goto done;
+                }
+                if (e & 2) {
+                    h->writer = i;
+                    h->n_readers = 0;
+                }
+                if (e & 1) {
+                    if (h->n_readers == h->cap) {
+                        int cap = h->cap ? 2 * h->cap : 4;
+                        int *nr = dm_realloc(h->readers, (size_t)cap * sizeof *nr, err);
+                        if (!nr) goto done;
+                        h->readers = nr;
+                        h->cap = cap;
+                    }
+                    h->readers[h->n_readers++] = i;
+                }
+            }
+        }
+    }
+    rc = 0;
+done:
+    if (st)
+        for (int64_t i = 0; i < n_params * BUF__N; i++) free(st[i].readers);
+    free(st);
+    free(bits);
+    free(last_on);
+    free(lp);
+    return rc;
+}

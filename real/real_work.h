@@ -57,6 +57,13 @@ void real_facts_free(real_facts *f);
 int real_src_updated_before(const real_facts *f, int j, int coll, int64_t p);
 /* Member index of rank r in group g of p, -1 if not a member. */
 int real_group_index(const dm_program *p, int g, int r);
+/* Data hazards of rank r's list as the GPU runs it (buffers updated in place): every op that
+ * reads or writes a parameter's weights, gradient, forward residual or NS output must be
+ * ordered (dependencies and stream order, transitively) after the last op that wrote it, and
+ * a write after every read since that write. -1 with the first hazard named: ranks, op ids,
+ * kinds, the buffer and the parameter. */
+int real_check_hazards(const dm_program *p, int r, const dm_matrix *mx, int64_t n_params, dm_err *err);
+
 /* The flat shard [lo, hi) of member k of n over total elements (reduce-scatter layout). */
 void real_flat_shard(int64_t total, int n, int k, int64_t *lo, int64_t *hi);
 

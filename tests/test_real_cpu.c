@@ -25,6 +25,7 @@
 #include "model.h"
 #include "program.h"
 #include "real.h"
+#include "real_work.h"
 #include "sched.h"
 #include "tap.h"
 
@@ -439,6 +440,11 @@ int main(int argc, char **argv)
             ro1 = run(m, p1, MPI_COMM_SELF, &r, K_STEPS, NULL, NULL, &rc);
         }
         /* hierarchical sums inside each node, then across: (g0+g1)+(g2+g3), not in rank order */
+        if (g_rank == 0) {
+            int clean = 1;
+            for (int r = 0; r < g_size && clean; r++) clean = real_check_hazards(p, r, mx, n, &err) == 0;
+            ok(clean, "%s: no data hazards%s%s", desc, clean ? "" : ": ", clean ? "" : err.msg);
+        }
         check(m, mx, n, p, &o, desc, rc1, ro1, rl[K_STEPS - 1], !hier || g_size == atoi(x[5]));
         real_weights_free(rc1, n);
         real_weights_free(ro1, n);
@@ -446,6 +452,24 @@ int main(int argc, char **argv)
         dm_program_free(p1);
     }
     dm_costs_free(costs);
+
+    /* data hazards: the scheduler's and the hand-built programs have none; a gradient
+     * all-reduce on another stream without its dependency on the backward is found */
+    if (g_rank == 0) {
+        dm_program *p = build(S_DDP, m, mx, n, 2);
+        int clean = 1;
+        for (int r = 0; r < 2; r++) clean &= real_check_hazards(p, r, mx, n, &err) == 0;
+        ok(clean, "hand-built muon-ddp program: no data hazards");
+        for (int i = 0; i < p->ranks[1].n_ops; i++)
+            if (p->ranks[1].ops[i].kind == DM_OP_ALLREDUCE) {
+                p->ranks[1].ops[i].n_deps = 0;
+                break;
+            }
+        int rc = real_check_hazards(p, 1, mx, n, &err);
+        ok(rc < 0 && strstr(err.msg, "all-reduce") && strstr(err.msg, "gradient"),
+           "a dependency removed: hazard found (%s)", err.msg);
+        dm_program_free(p);
+    }
 
     /* a program that differs on one rank is refused on every rank, before any collective */
     if (g_size > 1) {
