@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "json.h" /* json_write_string */
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
@@ -133,6 +133,224 @@ uint64_t dm_program_hash(const dm_program *p)
 
 /* ---- reading ------------------------------------------------------------------------------- */
 
+/* A streaming reader for this format: the whole file in memory, one pass, no tree (a program
+ * for hundreds of ranks has hundreds of thousands of ops). Values are checked where they stand,
+ * so errors name FILE:LINE:COL as the generic JSON reader does. Header fields (nranks,
+ * gpus_per_node, ...) must come before "groups" and "ranks", as the writer puts them. */
+typedef struct rd {
+    const char *file;
+    const char *s, *end;
+    const char *line_start;
+    int line;
+    dm_err *err;
+    char *str;   /* last string read (owned, grown) */
+    size_t str_cap;
+} rd;
+
+static int rd_col(const rd *r, const char *at) { return (int)(at - r->line_start) + 1; }
+
+/* `at` is always on the current line: tokens never span lines and errors are raised before any
+ * whitespace after them is skipped. */
+static int rd_fail(rd *r, const char *at, const char *what)
+{
+    return dm_err_set(r->err, "%s:%d:%d: expected %s", r->file, r->line, rd_col(r, at), what);
+}
+
+static void rd_ws(rd *r)
+{
+    while (r->s < r->end) {
+        char c = *r->s;
+        if (c == '\n') {
+            r->line++;
+            r->line_start = ++r->s;
+        } else if (c == ' ' || c == '\t' || c == '\r') {
+            r->s++;
+        } else {
+            break;
+        }
+    }
+}
+
+static int rd_peek(rd *r)
+{
+    rd_ws(r);
+    return r->s < r->end ? (unsigned char)*r->s : -1;
+}
+
+static int rd_char(rd *r, char c, const char *what)
+{
+    if (rd_peek(r) != (unsigned char)c) return rd_fail(r, r->s, what);
+    r->s++;
+    return 0;
+}
+
+/* A string into r->str (escapes decoded; \u only for ASCII and Latin-1 as UTF-8). */
+static int rd_string(rd *r)
+{
+    if (rd_peek(r) != '"') return rd_fail(r, r->s, "a string");
+    const char *start = r->s++;
+    size_t n = 0;
+    for (;;) {
+        if (r->s >= r->end || *r->s == '\n') return rd_fail(r, start, "a closing quote for this string");
+        char c = *r->s++;
+        if (c == '"') break;
+        if (n + 4 >= r->str_cap) {
+            size_t cap = r->str_cap ? 2 * r->str_cap : 256;
+            char *ns = dm_realloc(r->str, cap, r->err);
+            if (!ns) return -1;
+            r->str = ns;
+            r->str_cap = cap;
+        }
+        if (c != '\\') {
+            r->str[n++] = c;
+            continue;
+        }
+        if (r->s >= r->end) return rd_fail(r, r->s, "an escape");
+        char e = *r->s++;
+        switch (e) {
+        case '"': case '\\': case '/': r->str[n++] = e; break;
+        case 'b': r->str[n++] = '\b'; break;
+        case 'f': r->str[n++] = '\f'; break;
+        case 'n': r->str[n++] = '\n'; break;
+        case 'r': r->str[n++] = '\r'; break;
+        case 't': r->str[n++] = '\t'; break;
+        case 'u': {
+            unsigned v = 0;
+            for (int k = 0; k < 4; k++) {
+                char h = r->s < r->end ? *r->s++ : 0;
+                int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                if (d < 0) return rd_fail(r, r->s - 1, "four hex digits after \\u");
+                v = v * 16 + (unsigned)d;
+            }
+            if (v == 0 || v > 0xff) return rd_fail(r, r->s - 6, "a \\u escape of a character below U+0100");
+            if (v < 0x80) r->str[n++] = (char)v;
+            else {
+                r->str[n++] = (char)(0xc0 | (v >> 6));
+                r->str[n++] = (char)(0x80 | (v & 0x3f));
+            }
+            break;
+        }
+        default: return rd_fail(r, r->s - 2, "a valid escape");
+        }
+    }
+    if (!r->str) {
+        if (!(r->str = dm_malloc(1, r->err))) return -1;
+        r->str_cap = 1;
+    }
+    r->str[n] = 0;
+    return 0;
+}
+
+static int rd_number(rd *r, double *out, int *is_int)
+{
+    rd_ws(r);
+    const char *start = r->s;
+    char *endp;
+    errno = 0;
+    double v = strtod(start, &endp);
+    if (endp == start || endp > r->end || errno) return rd_fail(r, start, "a number");
+    *is_int = 1;
+    for (const char *q = start; q < endp; q++)
+        if (*q == '.' || *q == 'e' || *q == 'E') *is_int = 0;
+    r->s = endp;
+    *out = v;
+    return 0;
+}
+
+static int rd_int(rd *r, int64_t lo, int64_t hi, const char *what, int64_t *out)
+{
+    rd_ws(r);
+    const char *at = r->s;
+    double v;
+    int is_int;
+    if (rd_number(r, &v, &is_int)) return -1;
+    if (!is_int || v < (double)lo || v > (double)hi) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s: an integer in [%lld, %lld]", what, (long long)lo, (long long)hi);
+        return rd_fail(r, at, msg);
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* Skip any value (unknown keys). */
+static int rd_skip(rd *r, int depth)
+{
+    int c = rd_peek(r);
+    if (depth > 64) return rd_fail(r, r->s, "nesting at most 64 deep");
+    if (c == '"') return rd_string(r);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        r->s++;
+        if (rd_peek(r) == close) {
+            r->s++;
+            return 0;
+        }
+        for (;;) {
+            if (c == '{' && (rd_string(r) || rd_char(r, ':', "':'"))) return -1;
+            if (rd_skip(r, depth + 1)) return -1;
+            int d = rd_peek(r);
+            r->s++;
+            if (d == close) return 0;
+            if (d != ',') return rd_fail(r, r->s - 1, "',' or the end of the list");
+        }
+    }
+    static const char *words[] = {"true", "false", "null"};
+    for (int k = 0; k < 3; k++) {
+        size_t l = strlen(words[k]);
+        if ((size_t)(r->end - r->s) >= l && !memcmp(r->s, words[k], l)) {
+            r->s += l;
+            return 0;
+        }
+    }
+    double v;
+    int is_int;
+    return rd_number(r, &v, &is_int);
+}
+
+/* Iterate an object: calls field(r, key, ctx) for each key with the value next. */
+static int rd_object(rd *r, int (*field)(rd *, const char *, void *), void *ctx, const char *what)
+{
+    if (rd_char(r, '{', what)) return -1;
+    if (rd_peek(r) == '}') {
+        r->s++;
+        return 0;
+    }
+    char key[64];
+    for (;;) {
+        if (rd_string(r)) return -1;
+        snprintf(key, sizeof key, "%s", r->str);
+        if (rd_char(r, ':', "':' after a key") || field(r, key, ctx)) return -1;
+        int d = rd_peek(r);
+        if (d == '}') {
+            r->s++;
+            return 0;
+        }
+        if (d != ',') return rd_fail(r, r->s, "',' or '}'");
+        r->s++;
+    }
+}
+
+/* Iterate an array: calls item(r, index, ctx) for each element. */
+static int rd_array(rd *r, int (*item)(rd *, int, void *), void *ctx, const char *what)
+{
+    if (rd_char(r, '[', what)) return -1;
+    if (rd_peek(r) == ']') {
+        r->s++;
+        return 0;
+    }
+    for (int i = 0;; i++) {
+        if (item(r, i, ctx)) return -1;
+        int d = rd_peek(r);
+        if (d == ']') {
+            r->s++;
+            return 0;
+        }
+        if (d != ',') return rd_fail(r, r->s, "',' or ']'");
+        r->s++;
+    }
+}
+
 static int name_index(const char *s, const char *(*namer)(int), int n)
 {
     for (int i = 0; i < n; i++)
@@ -144,175 +362,305 @@ static const char *stream_namer(int i) { return dm_stream_name((dm_stream)i); }
 static const char *algo_namer(int i) { return dm_ns_algo_name((dm_ns_algo)i); }
 static const char *dtype_namer(int i) { return dm_dtype_name((dm_dtype)i); }
 
-static int opt_enum(const jv *o, const char *key, const char *(*namer)(int), int n, const char *file,
-                    int *out, dm_err *err)
+static int rd_enum(rd *r, const char *(*namer)(int), int n, const char *what, int *out)
 {
-    const char *s = NULL;
-    if (jv_opt_str(o, key, file, &s, err)) return -1;
-    if (!s) return 0;
-    int i = name_index(s, namer, n);
+    rd_ws(r);
+    const char *at = r->s;
+    if (rd_string(r)) return -1;
+    int i = name_index(r->str, namer, n);
     if (i < 0) {
-        const jv *v = jv_get(o, key);
-        return dm_err_set(err, "%s:%d:%d: expected a known %s, found \"%s\"", file, v->line, v->col, key, s);
+        return dm_err_set(r->err, "%s:%d:%d: expected a known %s, found \"%s\"", r->file, r->line, rd_col(r, at), what,
+                          r->str);
     }
     *out = i;
     return 0;
 }
 
-static int read_int_array(const jv *o, const char *key, int64_t lo, int64_t hi, const char *file,
-                          int64_t **out, int *n, dm_err *err)
+/* integer arrays (deps, params, group ranks) into a growable buffer */
+typedef struct ibuf {
+    int64_t *v;
+    int n, cap;
+    int64_t lo, hi;
+    const char *what;
+} ibuf;
+
+static int ibuf_item(rd *r, int i, void *ctx)
 {
-    const jv *a = jv_get(o, key);
-    *out = NULL;
-    *n = 0;
-    if (!a) return 0;
-    if (a->type != JV_ARRAY)
-        return dm_err_set(err, "%s:%d:%d: expected %s to be an array of integers", file, a->line, a->col, key);
-    if (!a->n) return 0;
-    int64_t *v = dm_malloc((size_t)a->n * sizeof *v, err);
-    if (!v) return -1;
-    for (int i = 0; i < a->n; i++)
-        if (jv_as_int(a->items[i], lo, hi, file, key, &v[i], err)) {
-            free(v);
-            return -1;
+    ibuf *b = ctx;
+    (void)i;
+    if (b->n == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 16;
+        int64_t *nv = dm_realloc(b->v, (size_t)cap * sizeof *nv, r->err);
+        if (!nv) return -1;
+        b->v = nv;
+        b->cap = cap;
+    }
+    return rd_int(r, b->lo, b->hi, b->what, &b->v[b->n++]);
+}
+
+typedef struct load_ctx {
+    dm_program *p;
+    int have_format;
+    int64_t nranks, gpn, tokens, ncolls;
+    char *model, *strategy, *cluster, *options;
+    int rank;            /* rank being read */
+    int ranks_seen, ranks_line, ranks_col;
+    /* current op */
+    dm_op op;
+    int have_id, have_kind, have_stream;
+    int64_t id;
+    int index;
+    ibuf deps, params;
+    int *deps32;
+    int deps32_cap;
+} load_ctx;
+
+static int op_field(rd *r, const char *key, void *vctx)
+{
+    load_ctx *c = vctx;
+    int64_t v;
+    int e = 0;
+    rd_ws(r);
+    const char *at = r->s;
+    if (!strcmp(key, "id")) {
+        if (rd_int(r, 0, INT32_MAX, "id", &c->id)) return -1;
+        if (c->id != c->index) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "id %d (ops are listed in id order)", c->index);
+            return rd_fail(r, at, msg);
         }
-    *out = v;
-    *n = a->n;
+        c->have_id = 1;
+    } else if (!strcmp(key, "kind")) {
+        if (rd_enum(r, kind_namer, DM_OP__COUNT, "kind", &e)) return -1;
+        c->op.kind = (dm_op_kind)e;
+        c->have_kind = 1;
+    } else if (!strcmp(key, "stream")) {
+        if (rd_enum(r, stream_namer, DM_STREAM__COUNT, "stream", &e)) return -1;
+        c->op.stream = (dm_stream)e;
+        c->have_stream = 1;
+    } else if (!strcmp(key, "algo")) {
+        if (rd_enum(r, algo_namer, 2, "algo", &e)) return -1;
+        c->op.algo = (dm_ns_algo)e;
+    } else if (!strcmp(key, "dtype")) {
+        if (rd_enum(r, dtype_namer, 3, "dtype", &e)) return -1;
+        c->op.dtype = (dm_dtype)e;
+    } else if (!strcmp(key, "layer") || !strcmp(key, "coll") || !strcmp(key, "group") || !strcmp(key, "root") ||
+               !strcmp(key, "batch")) {
+        if (rd_int(r, key[0] == 'b' ? 1 : -1, INT32_MAX, key, &v)) return -1;
+        if (key[0] == 'l') c->op.layer = (int)v;
+        else if (key[0] == 'c') c->op.coll = (int)v;
+        else if (key[0] == 'g') c->op.group = (int)v;
+        else if (key[0] == 'r') c->op.root = (int)v;
+        else c->op.batch = (int)v;
+    } else if (!strcmp(key, "m") || !strcmp(key, "n")) {
+        if (rd_int(r, 0, INT64_MAX, key, &v)) return -1;
+        if (key[0] == 'm') c->op.m = v;
+        else c->op.n = v;
+    } else if (!strcmp(key, "bytes") || !strcmp(key, "flops")) {
+        double d;
+        int is_int;
+        if (rd_number(r, &d, &is_int)) return -1;
+        if (!(d >= 0)) return rd_fail(r, at, "a non-negative number");
+        if (key[0] == 'b') c->op.bytes = d;
+        else c->op.flops = d;
+    } else if (!strcmp(key, "deps")) {
+        c->deps.n = 0;
+        c->deps.lo = 0;
+        c->deps.hi = INT32_MAX;
+        c->deps.what = "a dependency (op id)";
+        return rd_array(r, ibuf_item, &c->deps, "deps, an array of op ids");
+    } else if (!strcmp(key, "params")) {
+        c->params.n = 0;
+        c->params.lo = 0;
+        c->params.hi = INT64_MAX;
+        c->params.what = "a parameter id";
+        return rd_array(r, ibuf_item, &c->params, "params, an array of ids");
+    } else {
+        return rd_skip(r, 0);
+    }
     return 0;
 }
 
-static int read_op(dm_program *p, int rank, int index, const jv *o, const char *file, dm_err *err)
+static int op_item(rd *r, int i, void *vctx)
 {
-    if (o->type != JV_OBJECT) return dm_err_set(err, "%s:%d:%d: expected an op object", file, o->line, o->col);
-    int64_t id, v;
-    int kind = -1, stream = -1;
-    if (jv_req_int(o, "id", 0, INT32_MAX, file, &id, err)) return -1;
-    if (id != index) {
-        const jv *iv = jv_get(o, "id");
-        return dm_err_set(err, "%s:%d:%d: expected id %d (ops are listed in id order)", file, iv->line, iv->col, index);
+    load_ctx *c = vctx;
+    c->index = i;
+    c->op = dm_op_init(DM_OP_WAIT, DM_STREAM_COMPUTE);
+    c->have_id = c->have_kind = c->have_stream = 0;
+    c->deps.n = c->params.n = 0;
+    rd_ws(r);
+    int line = r->line, col = rd_col(r, r->s);
+    if (rd_object(r, op_field, c, "an op object")) return -1;
+    if (!c->have_id || !c->have_kind || !c->have_stream)
+        return dm_err_set(r->err, "%s:%d:%d: expected fields id, kind and stream in an op", r->file, line, col);
+    if (c->deps.n > c->deps32_cap) {
+        int *nd = dm_realloc(c->deps32, (size_t)c->deps.n * sizeof *nd, r->err);
+        if (!nd) return -1;
+        c->deps32 = nd;
+        c->deps32_cap = c->deps.n;
     }
-    if (opt_enum(o, "kind", kind_namer, DM_OP__COUNT, file, &kind, err) ||
-        opt_enum(o, "stream", stream_namer, DM_STREAM__COUNT, file, &stream, err))
+    for (int k = 0; k < c->deps.n; k++) c->deps32[k] = (int)c->deps.v[k];
+    return dm_program_add_op(c->p, c->rank, &c->op, c->deps32, c->deps.n, c->params.v, c->params.n, r->err) < 0 ? -1 : 0;
+}
+
+static int rank_field(rd *r, const char *key, void *vctx)
+{
+    load_ctx *c = vctx;
+    if (!strcmp(key, "rank")) {
+        int64_t v;
+        rd_ws(r);
+        const char *at = r->s;
+        if (rd_int(r, 0, INT32_MAX, "rank", &v)) return -1;
+        if (v != c->rank) {
+            char msg[64];
+            snprintf(msg, sizeof msg, "rank %d (ranks are listed in order)", c->rank);
+            return rd_fail(r, at, msg);
+        }
+        return 0;
+    }
+    if (!strcmp(key, "ops")) return rd_array(r, op_item, c, "ops, an array of op objects");
+    return rd_skip(r, 0);
+}
+
+static int rank_item(rd *r, int i, void *vctx)
+{
+    load_ctx *c = vctx;
+    rd_ws(r);
+    if (i >= c->nranks) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "at most %lld rank entries (nranks)", (long long)c->nranks);
+        return rd_fail(r, r->s, msg);
+    }
+    c->rank = i;
+    c->ranks_seen = i + 1;
+    return rd_object(r, rank_field, c, "a rank object");
+}
+
+static int group_item(rd *r, int i, void *vctx)
+{
+    load_ctx *c = vctx;
+    ibuf b = {NULL, 0, 0, 0, c->nranks - 1, "a group rank"};
+    rd_ws(r);
+    const char *at = r->s;
+    int line = r->line, col = rd_col(r, at);
+    if (rd_array(r, ibuf_item, &b, "a group: an array of ranks")) {
+        free(b.v);
         return -1;
-    if (kind < 0 || stream < 0)
-        return dm_err_set(err, "%s:%d:%d: expected fields kind and stream", file, o->line, o->col);
-    dm_op op = dm_op_init((dm_op_kind)kind, (dm_stream)stream);
-    int algo = DM_NS_DIRECT, dtype = DM_DT_BF16;
-    v = -1;
-    if (jv_opt_int(o, "layer", -1, INT32_MAX, file, &v, err)) return -1;
-    op.layer = (int)v;
-    v = -1;
-    if (jv_opt_int(o, "coll", -1, INT32_MAX, file, &v, err)) return -1;
-    op.coll = (int)v;
-    v = -1;
-    if (jv_opt_int(o, "group", -1, INT32_MAX, file, &v, err)) return -1;
-    op.group = (int)v;
-    v = -1;
-    if (jv_opt_int(o, "root", -1, INT32_MAX, file, &v, err)) return -1;
-    op.root = (int)v;
-    if (jv_opt_num(o, "bytes", 0, 1e300, file, &op.bytes, err) ||
-        jv_opt_num(o, "flops", 0, 1e300, file, &op.flops, err) ||
-        jv_opt_int(o, "m", 0, INT64_MAX, file, &op.m, err) || jv_opt_int(o, "n", 0, INT64_MAX, file, &op.n, err))
-        return -1;
-    v = 1;
-    if (jv_opt_int(o, "batch", 1, INT32_MAX, file, &v, err)) return -1;
-    op.batch = (int)v;
-    if (opt_enum(o, "algo", algo_namer, 2, file, &algo, err) ||
-        opt_enum(o, "dtype", dtype_namer, 3, file, &dtype, err))
-        return -1;
-    op.algo = (dm_ns_algo)algo;
-    op.dtype = (dm_dtype)dtype;
-    int64_t *deps64 = NULL, *params = NULL;
-    int nd = 0, np = 0, rc = -1;
-    int *deps = NULL;
-    if (read_int_array(o, "deps", 0, INT32_MAX, file, &deps64, &nd, err) ||
-        read_int_array(o, "params", 0, INT64_MAX, file, &params, &np, err))
-        goto done;
-    if (nd && !(deps = dm_malloc((size_t)nd * sizeof *deps, err))) goto done;
-    for (int i = 0; i < nd; i++) deps[i] = (int)deps64[i];
-    rc = dm_program_add_op(p, rank, &op, deps, nd, params, np, err) < 0 ? -1 : 0;
-done:
-    free(deps64);
-    free(params);
-    free(deps);
-    return rc;
+    }
+    int *rk = b.n ? dm_malloc((size_t)b.n * sizeof *rk, r->err) : NULL;
+    int gi = -1;
+    if (!b.n) {
+        free(b.v);
+        return dm_err_set(r->err, "%s:%d:%d: expected a non-empty group", r->file, line, col);
+    }
+    if (rk) {
+        for (int k = 0; k < b.n; k++) rk[k] = (int)b.v[k];
+        gi = dm_program_group(c->p, rk, b.n, r->err);
+    }
+    free(rk);
+    free(b.v);
+    if (gi < 0) return -1;
+    if (gi != i)
+        return dm_err_set(r->err, "%s:%d:%d: expected distinct groups (this one repeats group %d)", r->file, line, col, gi);
+    return 0;
+}
+
+static int need_header(rd *r, load_ctx *c, const char *at)
+{
+    if (!c->have_format) return rd_fail(r, at, "\"format\": \"dmuon-program-1\" before the groups and ranks");
+    if (c->p) return 0;
+    if (c->nranks < 1 || c->gpn < 1) return rd_fail(r, at, "nranks and gpus_per_node before the groups and ranks");
+    c->p = dm_program_new((int)c->nranks, (int)c->gpn, c->model, c->strategy, c->cluster, c->options, c->tokens, r->err);
+    if (!c->p) return -1;
+    c->p->n_colls = (int)c->ncolls;
+    return 0;
+}
+
+static int top_field(rd *r, const char *key, void *vctx)
+{
+    load_ctx *c = vctx;
+    rd_ws(r);
+    const char *at = r->s;
+    char **str = !strcmp(key, "model") ? &c->model : !strcmp(key, "strategy") ? &c->strategy :
+                 !strcmp(key, "cluster") ? &c->cluster : !strcmp(key, "options") ? &c->options : NULL;
+    if (str || !strcmp(key, "format")) {
+        if (c->p) return rd_fail(r, at, "header fields before the groups and ranks");
+        if (rd_string(r)) return -1;
+        if (!str) {
+            if (strcmp(r->str, "dmuon-program-1")) return rd_fail(r, at, "format \"dmuon-program-1\"");
+            c->have_format = 1;
+            return 0;
+        }
+        free(*str);
+        return (*str = dm_strdup(r->str, r->err)) ? 0 : -1;
+    }
+    int64_t *num = !strcmp(key, "nranks") ? &c->nranks : !strcmp(key, "gpus_per_node") ? &c->gpn :
+                   !strcmp(key, "tokens") ? &c->tokens : !strcmp(key, "n_colls") ? &c->ncolls : NULL;
+    if (num) {
+        if (c->p) return rd_fail(r, at, "header fields before the groups and ranks");
+        int64_t hi = num == &c->tokens ? INT64_MAX : num == &c->ncolls ? INT32_MAX : 1 << 24;
+        return rd_int(r, num == &c->tokens || num == &c->ncolls ? 0 : 1, hi, key, num);
+    }
+    if (!strcmp(key, "groups")) return need_header(r, c, at) || rd_array(r, group_item, c, "groups, an array of rank arrays");
+    if (!strcmp(key, "ranks")) {
+        c->ranks_line = r->line;
+        c->ranks_col = rd_col(r, at);
+        if (need_header(r, c, at) || rd_array(r, rank_item, c, "ranks, an array of rank objects")) return -1;
+        if (c->ranks_seen != c->nranks)
+            return dm_err_set(r->err, "%s:%d:%d: expected %lld rank entries, found %d", r->file, c->ranks_line,
+                              c->ranks_col, (long long)c->nranks, c->ranks_seen);
+        return 0;
+    }
+    return rd_skip(r, 0);
 }
 
 int dm_program_load(const char *path, dm_program **out, dm_err *err)
 {
-    jv *doc = jv_parse_file(path, err);
-    dm_program *p = NULL;
-    if (!doc) return -1;
-    const char *fmt, *model = "", *strategy = "", *cluster = "", *options = "";
-    int64_t nranks, gpn, tokens = 0, ncolls = 0;
-    const jv *groups, *ranks;
-    if (doc->type != JV_OBJECT) {
-        dm_err_set(err, "%s:%d:%d: expected a program object", path, doc->line, doc->col);
-        goto fail;
-    }
-    if (jv_req_str(doc, "format", path, &fmt, err)) goto fail;
-    if (strcmp(fmt, "dmuon-program-1")) {
-        const jv *f = jv_get(doc, "format");
-        dm_err_set(err, "%s:%d:%d: expected format \"dmuon-program-1\"", path, f->line, f->col);
-        goto fail;
-    }
-    if (jv_opt_str(doc, "model", path, &model, err) || jv_opt_str(doc, "strategy", path, &strategy, err) ||
-        jv_opt_str(doc, "cluster", path, &cluster, err) || jv_opt_str(doc, "options", path, &options, err) ||
-        jv_req_int(doc, "nranks", 1, 1 << 24, path, &nranks, err) ||
-        jv_req_int(doc, "gpus_per_node", 1, 1 << 24, path, &gpn, err) ||
-        jv_opt_int(doc, "tokens", 0, INT64_MAX, path, &tokens, err) ||
-        jv_opt_int(doc, "n_colls", 0, INT32_MAX, path, &ncolls, err) ||
-        jv_req(doc, "groups", JV_ARRAY, path, &groups, err) || jv_req(doc, "ranks", JV_ARRAY, path, &ranks, err))
-        goto fail;
-    if (!(p = dm_program_new((int)nranks, (int)gpn, model, strategy, cluster, options, tokens, err))) goto fail;
-    p->n_colls = (int)ncolls;
-    for (int g = 0; g < groups->n; g++) {
-        const jv *a = groups->items[g];
-        if (a->type != JV_ARRAY || !a->n) {
-            dm_err_set(err, "%s:%d:%d: expected a group: a non-empty array of ranks", path, a->line, a->col);
-            goto fail;
+    FILE *f = fopen(path, "r");
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = -1;
+    load_ctx c;
+    memset(&c, 0, sizeof c);
+    *out = NULL;
+    if (!f) return dm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    for (;;) { /* read it all (works for pipes too) */
+        if (len + 65536 + 1 > cap) {
+            size_t nc = cap ? 2 * cap : 1 << 20;
+            char *nb = dm_realloc(buf, nc, err);
+            if (!nb) goto done;
+            buf = nb;
+            cap = nc;
         }
-        int *rk = dm_malloc((size_t)a->n * sizeof *rk, err);
-        if (!rk) goto fail;
-        for (int i = 0; i < a->n; i++) {
-            int64_t v;
-            if (jv_as_int(a->items[i], 0, nranks - 1, path, "group rank", &v, err)) {
-                free(rk);
-                goto fail;
-            }
-            rk[i] = (int)v;
-        }
-        int gi = dm_program_group(p, rk, a->n, err);
-        free(rk);
-        if (gi < 0) goto fail;
-        if (gi != g) {
-            dm_err_set(err, "%s:%d:%d: expected distinct groups (this one repeats group %d)", path, a->line, a->col, gi);
-            goto fail;
-        }
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0) break;
     }
-    if (ranks->n != nranks) {
-        dm_err_set(err, "%s:%d:%d: expected %lld rank entries, found %d", path, ranks->line, ranks->col,
-                   (long long)nranks, ranks->n);
-        goto fail;
+    if (ferror(f)) {
+        dm_err_set(err, "%s: read error", path);
+        goto done;
     }
-    for (int r = 0; r < ranks->n; r++) {
-        const jv *ro = ranks->items[r], *ops;
-        int64_t rv;
-        if (ro->type != JV_OBJECT) {
-            dm_err_set(err, "%s:%d:%d: expected a rank object", path, ro->line, ro->col);
-            goto fail;
-        }
-        if (jv_req_int(ro, "rank", r, r, path, &rv, err) || jv_req(ro, "ops", JV_ARRAY, path, &ops, err)) goto fail;
-        for (int i = 0; i < ops->n; i++)
-            if (read_op(p, r, i, ops->items[i], path, err)) goto fail;
-    }
-    jv_free(doc);
-    *out = p;
-    return 0;
-fail:
-    jv_free(doc);
-    dm_program_free(p);
-    return -1;
+    buf[len] = 0;
+    rd r = {path, buf, buf + len, buf, 1, err, NULL, 0};
+    rc = rd_object(&r, top_field, &c, "a program object");
+    if (rc == 0 && rd_peek(&r) != -1) rc = rd_fail(&r, r.s, "the end of the file after the program");
+    if (rc == 0 && !c.p) rc = dm_err_set(err, "%s:1:1: expected groups and ranks", path);
+    if (rc == 0 && c.ranks_seen != c.nranks)
+        rc = dm_err_set(err, "%s:1:1: expected %lld rank entries, found %d", path, (long long)c.nranks, c.ranks_seen);
+    free(r.str);
+done:
+    fclose(f);
+    free(buf);
+    free(c.model);
+    free(c.strategy);
+    free(c.cluster);
+    free(c.options);
+    free(c.deps.v);
+    free(c.params.v);
+    free(c.deps32);
+    if (rc) dm_program_free(c.p);
+    else *out = c.p;
+    return rc;
 }
 
 /* ---- validation ---------------------------------------------------------------------------- */

@@ -190,6 +190,30 @@ int main(void)
     ok(dm_program_load(path, &q, &err) == -1 && strstr(err.msg, "p.json:2:11: expected 2 rank entries"),
        "rank count checked (%s)", err.msg);
 
+    f = fopen(path, "w");
+    fputs("{\"nranks\": 1, \"gpus_per_node\": 1, \"groups\": []}\n", f);
+    fclose(f);
+    ok(dm_program_load(path, &q, &err) == -1 && strstr(err.msg, "p.json:1:45: expected \"format\""),
+       "format required before groups (%s)", err.msg);
+
+    /* every truncation of a valid program is rejected with a message, never a crash */
+    p = small(NULL);
+    char *text = to_string(p);
+    size_t len = strlen(text);
+    int all_rejected = 1;
+    for (size_t cut = 0; cut + 2 < len; cut += 7) {
+        f = fopen(path, "w");
+        fwrite(text, 1, cut, f);
+        fclose(f);
+        q = NULL;
+        err.msg[0] = 0;
+        if (dm_program_load(path, &q, &err) != -1 || q || !strstr(err.msg, "p.json")) all_rejected = 0;
+        dm_program_free(q);
+    }
+    ok(all_rejected, "every truncated program file is rejected with a positioned message");
+    free(text);
+    dm_program_free(p);
+
     /* programs from the scheduler validate and round-trip, for every strategy */
     dm_model *m = NULL;
     dm_cluster cl;
