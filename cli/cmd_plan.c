@@ -34,6 +34,7 @@ static void usage(FILE *f)
             "                         roofline.csv; $DMUON_COSTS overrides)\n"
             "  -o, --out FILE         write the program as JSON (atomically)\n"
             "      --json             print the report as JSON instead of the table\n"
+            "      --csv FILE         per-owner NS load as CSV (owner,ns_load_us,ns_ops; '-' = stdout)\n"
             "      --verbose          MILP solver messages on stderr\n"
             "      --write-roofline FILE  write a roofline cost table (dmuon-costs-1) and exit\n"
             "      --gpu NAME         GPU for --write-roofline (default H200)\n"
@@ -108,16 +109,17 @@ static void print_json_report(FILE *f, const dm_program *p, const sched_report *
 
 int cmd_plan(int argc, char **argv)
 {
-    enum { O_COSTS = 1, O_JSON, O_VERBOSE, O_ROOF, O_GPU };
+    enum { O_COSTS = 1, O_JSON, O_VERBOSE, O_ROOF, O_GPU, O_CSV };
     static const struct option lo[] = {
         {"model", required_argument, NULL, 'm'}, {"gpus", required_argument, NULL, 'g'},
         {"cluster", required_argument, NULL, 'c'}, {"costs", required_argument, NULL, O_COSTS},
         {"out", required_argument, NULL, 'o'}, {"json", no_argument, NULL, O_JSON},
         {"verbose", no_argument, NULL, O_VERBOSE}, {"write-roofline", required_argument, NULL, O_ROOF},
-        {"gpu", required_argument, NULL, O_GPU}, {"help", no_argument, NULL, 'h'},
+        {"gpu", required_argument, NULL, O_GPU}, {"csv", required_argument, NULL, O_CSV},
+        {"help", no_argument, NULL, 'h'},
         SCHED_GETOPT_LONG, {NULL, 0, NULL, 0}};
     const char *model_name = NULL, *cluster_name = "h200", *costs_path = NULL, *out_path = NULL;
-    const char *roof_path = NULL, *gpu_name = "H200";
+    const char *roof_path = NULL, *gpu_name = "H200", *csv_path = NULL;
     long nranks = 0;
     int json = 0, c, rc = 1;
     sched_opts so;
@@ -140,6 +142,7 @@ int cmd_plan(int argc, char **argv)
         case O_VERBOSE: so.verbose = 1; break;
         case O_ROOF: roof_path = optarg; break;
         case O_GPU: gpu_name = optarg; break;
+        case O_CSV: csv_path = optarg; break;
         case 'h': usage(stdout); return 0;
         case ':': opt_usage_error("plan", "option '%s' requires an argument", argv[optind - 1]); return 2;
         default: opt_usage_error("plan", "unknown option '%s'", argv[optind - 1]); return 2;
@@ -191,6 +194,21 @@ int cmd_plan(int argc, char **argv)
     if (out_path && dm_program_save(prog, out_path, &err)) {
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
+    }
+    if (csv_path) {
+        dm_out *o = dm_out_open(csv_path, &err);
+        if (!o) {
+            fprintf(stderr, "dmuon plan: %s\n", err.msg);
+            goto done;
+        }
+        FILE *f = dm_out_file(o);
+        fprintf(f, "# dmuon plan: %s, %d ranks, %s; costs: %s\n", model->name, prog->nranks, prog->options, rep.costs);
+        fprintf(f, "owner,ns_load_us,ns_ops\n");
+        for (int w = 0; w < rep.nowners; w++) fprintf(f, "%d,%.3f,%d\n", w, rep.ns_load_us[w], rep.ns_ops[w]);
+        if (dm_out_commit(o, &err)) {
+            fprintf(stderr, "dmuon plan: %s\n", err.msg);
+            goto done;
+        }
     }
     long counts[DM_OP__COUNT] = {0}, n_ops = 0;
     for (int r = 0; r < prog->nranks; r++)
