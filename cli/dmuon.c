@@ -28,6 +28,9 @@ WEAK_STUB(cmd_scale, "scale")
 WEAK_STUB(cmd_bench, "bench")
 WEAK_STUB(cmd_run, "run")
 WEAK_STUB(cmd_compare, "compare")
+WEAK_STUB(cmd_regress, "regress")
+WEAK_STUB(cmd_calibrate, "calibrate")
+WEAK_STUB(cmd_validate, "validate")
 
 static const subcommand commands[] = {
     {"models", cmd_models, "list the bundled models with parameter counts"},
@@ -38,6 +41,9 @@ static const subcommand commands[] = {
     {"bench", cmd_bench, "measure kernel costs (bench kernels) or collectives (bench comm)"},
     {"run", cmd_run, "run the step program for real (MPI + NCCL + CUDA, or --backend cpu)"},
     {"compare", cmd_compare, "compare a simulated trace with a measured one"},
+    {"calibrate", cmd_calibrate, "fit the cost model's inputs from measurements (calibration file)"},
+    {"validate", cmd_validate, "run executor and simulator on the same plans and compare them"},
+    {"regress", cmd_regress, "regression benchmarks against the stored baselines"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
