@@ -65,6 +65,9 @@ static void usage(FILE *f)
         "  --trace FILE       the last step's ops as a trace (dmuon-trace-1: FILE.csv as CSV,\n"
         "                     else Chrome JSON), same op ids as dmuon sim's\n"
         "  --inject-nan STEP:RANK:PARAM  write a NaN into a local gradient (fault test)\n"
+        "  --checkpoint DIR   save master weights, momentum and AdamW state to DIR (atomically)\n"
+        "  --every K          ... after every K-th step and the last (default 1)\n"
+        "  --resume           continue from DIR's latest checkpoint up to --steps in all\n"
         "  --inject-stall STEP:RANK:SECONDS  that rank stops answering for a while (--timeout test)\n"
         "  --autotune FILE    GPU: NS plan block counts from the kernels' autotune cache\n"
         "                     (default traces/kernels/run5/autotune.tsv of the source tree, if\n"
@@ -80,7 +83,7 @@ static void usage(FILE *f)
 }
 
 enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O_CHUNKS, O_LRM, O_LRA,
-       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE, O_STALL };
+       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE, O_STALL, O_CKPT, O_EVERY, O_RESUME };
 
 /* Rank 0's program to every rank, as JSON (each rank reads it back from a private file). */
 static int share_program(dm_program **p, dm_err *err)
@@ -134,7 +137,9 @@ int cmd_run(int argc, char **argv)
 
     const char *model_name = NULL, *cluster_name = "h200", *costs_path = NULL, *program_path = NULL;
     const char *csv_path = NULL, *trace_path = NULL, *coeff_spec = "jordan";
-    long steps = 3;
+    long steps = 3, every = 1;
+    const char *ckpt_dir = NULL;
+    int resume = 0;
     real_opts ro;
     real_opts_default(&ro);
     ro.muon.lr = 0.02;
@@ -151,6 +156,8 @@ int cmd_run(int argc, char **argv)
         {"csv", required_argument, NULL, O_CSV},         {"trace", required_argument, NULL, O_TRACE},
         {"inject-nan", required_argument, NULL, O_INJECT}, {"autotune", required_argument, NULL, O_AUTOTUNE},
         {"inject-stall", required_argument, NULL, O_STALL},
+        {"checkpoint", required_argument, NULL, O_CKPT}, {"every", required_argument, NULL, O_EVERY},
+        {"resume", no_argument, NULL, O_RESUME},
         {"help", no_argument, NULL, 'h'},
         SCHED_GETOPT_LONG,                               {NULL, 0, NULL, 0}};
     int c, bad = 0;
@@ -199,6 +206,9 @@ int cmd_run(int argc, char **argv)
         case O_CSV: csv_path = optarg; break;
         case O_TRACE: trace_path = optarg; break;
         case O_AUTOTUNE: ro.autotune_path = optarg; break;
+        case O_CKPT: ckpt_dir = optarg; break;
+        case O_EVERY: bad = opt_parse_long("run", "--every", optarg, 1, 1000000, &every) ? 2 : 0; break;
+        case O_RESUME: resume = 1; break;
         case O_STALL: {
             long long a, b;
             double sec;
@@ -229,6 +239,10 @@ int cmd_run(int argc, char **argv)
     }
     if (!bad && !model_name) {
         if (g_rank == 0) opt_usage_error("run", "--model is required");
+        bad = 2;
+    }
+    if (!bad && resume && !ckpt_dir) {
+        if (g_rank == 0) opt_usage_error("run", "--resume needs --checkpoint DIR");
         bad = 2;
     }
     if (bad) {
@@ -324,12 +338,21 @@ int cmd_run(int argc, char **argv)
                 prog->model, prog->strategy, nranks, ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu",
                 (long long)ro.tokens);
     }
+    long first_step = 0;
+    if (resume) {
+        if (real_exec_load(ex, ckpt_dir, &err) < 0) {
+            fprintf(stderr, "dmuon run: %s\n", err.msg);
+            goto done;
+        }
+        first_step = real_exec_steps_done(ex);
+        say(stdout, "# resumed from %s after step %ld\n", ckpt_dir, first_step - 1);
+    }
     say(stdout, "# times in ms: busy time per kind is the slowest rank's; ns min/max over ranks\n");
     say(stdout, "#%5s %12s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "step", "loss", "step", "forward", "backward",
         "optimizer", "opt_win", "exp_comm", "ns_min", "ns_max", "status");
     double sum[9] = {0};
     int counted = 0;
-    for (long s = 0; s < steps; s++) {
+    for (long s = first_step; s < steps; s++) {
         real_step_stats st;
         if (real_exec_step(ex, &st, &err) < 0) {
             fprintf(stderr, "dmuon run: %s\n", err.msg);
@@ -339,6 +362,10 @@ int cmd_run(int argc, char **argv)
         rank_row me = {{st.loss, st.step_us, st.forward_us, st.backward_us, st.optimizer_us, st.ns_us,
                         st.comm_exposed_us, st.opt_window_us, st.skipped}};
         MPI_Gather(me.v, 9, MPI_DOUBLE, rows ? rows[0].v : NULL, 9, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (ckpt_dir && ((s + 1) % every == 0 || s == steps - 1) && real_exec_save(ex, ckpt_dir, &err) < 0) {
+            fprintf(stderr, "dmuon run: %s\n", err.msg);
+            goto done; /* every rank fails together */
+        }
         if (g_rank != 0) continue;
         double mx[9] = {0}, ns_min = INFINITY;
         for (int r = 0; r < nranks; r++) {

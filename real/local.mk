@@ -1,7 +1,8 @@
 # real/local.mk: the real executor (MPI; CPU backend always, GPU backend with CUDA and NCCL),
 # the `dmuon run` command and its tests. Everything here needs MPI.
 if HAVE_MPI
-libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h real/real_cpu.c
+libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h real/real_cpu.c \
+	real/real_ckpt.c
 # the command-line parts (they use cli/opts.c, which only the dmuon program links)
 dmuon_SOURCES += cli/cmd_run.c real/real_bench.c
 check_PROGRAMS += tests/test_real_cpu

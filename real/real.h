@@ -114,6 +114,14 @@ int real_exec_trace(real_exec *ex, struct dm_trace **out, dm_err *err);
 
 void real_exec_destroy(real_exec *ex); /* NULL ok; collective (frees communicators) */
 
+/* Checkpoints (real_ckpt.c; CPU backend): save this rank's master weights, momentum and AdamW
+ * state under DIR/step-K/ and then DIR/latest (every file atomically: temporary file, fsync,
+ * rename); load the latest one, checking it is of this program, ranks, tokens and seed.
+ * Collective; all ranks fail together. After a load the next step is the checkpoint's. */
+int real_exec_save(real_exec *ex, const char *dir, dm_err *err);
+int real_exec_load(real_exec *ex, const char *dir, dm_err *err);
+int real_exec_steps_done(const real_exec *ex); /* steps run (or loaded) so far */
+
 /* `dmuon bench comm` (real_bench.c): argv[0] is "comm"; returns the exit status. Calls
  * MPI_Init if needed and MPI_Finalize. */
 int real_bench_comm(int argc, char **argv);

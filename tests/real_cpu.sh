@@ -60,6 +60,25 @@ out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon
 rc=$?
 like "a stalled peer: --timeout gives up with the cause" "$out" "no progress for 1 s (--timeout)"
 is "a stalled peer: the run exits non-zero" "$([ $rc -ne 0 ] && echo yes)" yes
+# checkpoints: a run killed between steps and resumed ends bit for bit where an
+# uninterrupted run ends (same losses, same final state files)
+R="$DMUON run --backend cpu --model $tmp/tiny.json --strategy muon-fsdp --tokens 8"
+run 2 $R --steps 6 --checkpoint "$tmp/ck_full" --csv "$tmp/full.csv" >/dev/null 2>&1
+run 2 $R --steps 6 --checkpoint "$tmp/ck" --inject-stall 3:0:60 --timeout 120 >/dev/null 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 300 ] && ! grep -q "step 3 " "$tmp/ck/latest" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+kill $pid 2>/dev/null
+wait $pid 2>/dev/null
+like "checkpoint: the killed run had saved step 3" "$(cat "$tmp/ck/latest" 2>/dev/null)" "dmuon-checkpoint-1 step 3 "
+out=$(run 2 $R --steps 6 --checkpoint "$tmp/ck" --resume --csv "$tmp/res.csv" 2>&1)
+like "checkpoint: resumed after step 2" "$out" "resumed from $tmp/ck after step 2"
+is "checkpoint: resumed losses equal the uninterrupted run's" "$(grep '^[345],' "$tmp/res.csv" | cut -d, -f1,2)" \
+    "$(grep '^[345],' "$tmp/full.csv" | cut -d, -f1,2)"
+ok "checkpoint: final state of rank 0 bit-identical" cmp "$tmp/ck/step-6/rank-0.bin" "$tmp/ck_full/step-6/rank-0.bin"
+ok "checkpoint: final state of rank 1 bit-identical" cmp "$tmp/ck/step-6/rank-1.bin" "$tmp/ck_full/step-6/rank-1.bin"
+out=$(run 2 $R --seed 7 --steps 6 --checkpoint "$tmp/ck" --resume 2>&1)
+like "checkpoint: resuming another run's checkpoint is refused" "$out" "the checkpoint is of another run"
 is "dmuon run without --model exits 2" "$(status_of "$DMUON" run --backend cpu)" 2
 is "dmuon run --backend bogus exits 2" "$(status_of "$DMUON" run --backend bogus --model "$tmp/tiny.json")" 2
 is "dmuon run on an unknown model exits 1" "$(status_of "$DMUON" run --backend cpu --model no-such-model)" 1
