@@ -64,8 +64,8 @@ is "a stalled peer: the run exits non-zero" "$([ $rc -ne 0 ] && echo yes)" yes
 # uninterrupted run ends (same losses, same final state files)
 R="$DMUON run --backend cpu --model $tmp/tiny.json --strategy muon-fsdp --tokens 8"
 run 2 $R --steps 6 --checkpoint "$tmp/ck_full" --csv "$tmp/full.csv" >/dev/null 2>&1
-run 2 $R --steps 6 --checkpoint "$tmp/ck" --inject-stall 3:0:60 --timeout 120 >/dev/null 2>&1 &
-pid=$!
+"$MPIRUN" --oversubscribe -np 2 $R --steps 6 --checkpoint "$tmp/ck" --inject-stall 3:0:60 --timeout 120 >/dev/null 2>&1 &
+pid=$! # mpirun itself (not a subshell), so that killing it ends the run
 i=0
 while [ $i -lt 300 ] && ! grep -q "step 3 " "$tmp/ck/latest" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
 kill $pid 2>/dev/null
