@@ -7,3 +7,10 @@ dmuon_SOURCES += cli/cmd_regress.c cli/cmd_compare.c
 TESTS += tests/regress.sh tests/compare.sh
 EXTRA_DIST += tests/regress.sh tests/compare.sh traces/baselines/README.md \
 	traces/baselines/cpu-2core/quick.tsv traces/baselines/cpu-2core/full.tsv
+libdmuon_a_SOURCES += core/calib.c core/calib.h
+dmuon_SOURCES += cli/cmd_calibrate.c
+check_PROGRAMS += tests/test_calib
+TESTS += tests/test_calib
+tests_test_calib_SOURCES = tests/test_calib.c tests/tap.h
+tests_test_calib_LDADD = $(DM_LDADD)
+EXTRA_DIST += tests/data/comm_h200x2.csv

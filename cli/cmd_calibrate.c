@@ -1,0 +1,122 @@
+/* cmd_calibrate.c: `dmuon calibrate`: turn measurements into the cost model's inputs (calib.h):
+ * collective latency and bandwidth per tier from `dmuon bench comm --csv`, the forward/backward
+ * efficiency from a measured trace, the kernel table from `dmuon bench kernels --out`; writes a
+ * calibration file that `dmuon sim --calibration FILE` applies. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "calib.h"
+#include "cluster.h"
+#include "commands.h"
+#include "opts.h"
+
+#define CMD "calibrate"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: dmuon calibrate [--comm CSV]... [--trace TRACE] [--kernels CSV] [OPTIONS]\n"
+            "Fit the cost model's inputs from measurements and write a calibration file: every value\n"
+            "with its source, date, GPU and residual.\n\n"
+            "  --comm CSV         dmuon bench comm --csv output (repeatable: one file per group, e.g.\n"
+            "                     inside a node and across nodes); fits latency and bus bandwidth\n"
+            "  --trace TRACE      a measured trace (dmuon run --trace): fwd_efficiency from its\n"
+            "                     forward and backward GEMM times\n"
+            "  --kernels CSV      a kernel table (dmuon bench kernels --out), recorded as costs\n"
+            "  --cluster C        the machine measured, preset or file (default h200x2): its link\n"
+            "                     capacities and GPUs per node place the measured ranks\n"
+            "  --gpu NAME         GPU named in the file (default: the kernel table's, else the cluster's)\n"
+            "  --min-bytes N      fit collective sizes of at least N bytes (default 1M: below, NCCL's\n"
+            "                     time is not linear in size)\n"
+            "  --out FILE         the calibration file (default: stdout)\n"
+            "  -h, --help         this text\n");
+}
+
+enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB };
+
+int cmd_calibrate(int argc, char **argv)
+{
+    static const struct option lo[] = {{"comm", required_argument, 0, O_COMM},
+                                       {"trace", required_argument, 0, O_TRACE},
+                                       {"kernels", required_argument, 0, O_KERNELS},
+                                       {"cluster", required_argument, 0, O_CLUSTER},
+                                       {"gpu", required_argument, 0, O_GPU},
+                                       {"out", required_argument, 0, O_OUT},
+                                       {"min-bytes", required_argument, 0, O_MINB},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *comm[8], *trace = NULL, *kernels = NULL, *cluster = "h200x2", *gpu = NULL, *out = "-";
+    int n_comm = 0, c;
+    int64_t mb;
+    double min_bytes = CALIB_MIN_BYTES;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_COMM:
+            if (n_comm == 8) {
+                opt_usage_error(CMD, "--comm: at most 8 files");
+                return 2;
+            }
+            comm[n_comm++] = optarg;
+            break;
+        case O_TRACE: trace = optarg; break;
+        case O_KERNELS: kernels = optarg; break;
+        case O_CLUSTER: cluster = optarg; break;
+        case O_GPU: gpu = optarg; break;
+        case O_OUT: out = optarg; break;
+        case O_MINB:
+            if (opt_parse_size(CMD, "--min-bytes", optarg, 0, (int64_t)1 << 40, &mb)) return 2;
+            min_bytes = (double)mb;
+            break;
+        case 'h': usage(stdout); return 0;
+        case ':': opt_usage_error(CMD, "option '%s' needs an argument", argv[optind - 1]); return 2;
+        default: opt_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); return 2;
+        }
+    }
+    if (optind < argc) {
+        opt_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    if (!n_comm && !trace && !kernels) {
+        opt_usage_error(CMD, "nothing to calibrate: expected --comm, --trace or --kernels");
+        return 2;
+    }
+    dm_err err;
+    dm_cluster cl;
+    if (dm_cluster_load(cluster, &cl, &err)) {
+        fprintf(stderr, "dmuon calibrate: %s\n", err.msg);
+        return 1;
+    }
+    static calib k;
+    memset(&k, 0, sizeof k);
+    time_t now = time(NULL);
+    strftime(k.date, sizeof k.date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    size_t len = 0;
+    for (int i = 0; i < argc && len < sizeof k.command; i++)
+        len += (size_t)snprintf(k.command + len, sizeof k.command - len, "%s%s", i ? " " : "dmuon ", argv[i]);
+    if (gpu) snprintf(k.gpu, sizeof k.gpu, "%s", gpu);
+    FILE *log = strcmp(out, "-") ? stdout : stderr; /* the report goes beside, not into, the file */
+    fprintf(log, "# dmuon calibrate: machine %s (%s, %d GPUs per node)\n", cl.name, cl.gpu->name, cl.gpus_per_node);
+    if (kernels && calib_add_costs(&k, kernels, log, &err)) goto fail;
+    if (!k.gpu[0]) snprintf(k.gpu, sizeof k.gpu, "%s", cl.gpu->name);
+    for (int i = 0; i < n_comm; i++) {
+        fprintf(log, "collectives from %s:\n", comm[i]);
+        if (calib_fit_comm(&k, comm[i], &cl, min_bytes, log, &err)) goto fail;
+    }
+    if (trace) {
+        fprintf(log, "forward/backward from %s:\n", trace);
+        if (calib_fit_gemm(&k, trace, cl.gpu, log, &err)) goto fail;
+    }
+    if (calib_write(&k, out, &err)) goto fail;
+    if (strcmp(out, "-")) printf("wrote %s (%d values); use: dmuon sim --calibration %s ...\n", out, k.n, out);
+    return 0;
+fail:
+    fprintf(stderr, "dmuon calibrate: %s\n", err.msg);
+    return 1;
+}

@@ -1,0 +1,504 @@
+/* calib.c: fitting the cost model's inputs from measurements, the calibration file, and applying
+ * it to a cluster (calib.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "calib.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_fit.h>
+
+#include "collcost.h"
+#include "costs.h"
+#include "outfile.h"
+#include "program.h"
+
+#define FORMAT "dmuon-calib-1"
+
+static const char *const coll_keys[5] = {"broadcast", "reduce", "all-reduce", "all-gather", "reduce-scatter"};
+
+/* Keys a calibration may hold: the cluster file's calibrated ones (cluster.h), plus costs and
+ * the NIC's usable bandwidth (the cluster file gives line rate and efficiency instead). */
+static int known_key(const char *k)
+{
+    static const char *const keys[] = {"nvlink_bus_efficiency", "base_latency_us", "nvlink_latency_us",
+                                       "net_latency_us", "fwd_efficiency", "nic_usable_Gbps", "costs"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strcmp(k, keys[i])) return 1;
+    if (!strncmp(k, "busbw_scale.", 12))
+        for (int i = 0; i < 5; i++)
+            if (!strcmp(k + 12, coll_keys[i])) return 1;
+    return 0;
+}
+
+static void utc_now(char *buf, size_t size)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Provenance strings go into "; "-separated comments: no ';', '#' or newline in them. */
+static void clean_copy(char *dst, size_t size, const char *src)
+{
+    snprintf(dst, size, "%s", src ? src : "");
+    for (char *s = dst; *s; s++)
+        if (*s == ';' || *s == '#' || *s == '\n' || *s == '\r') *s = ',';
+}
+
+int calib_fit_linear(const double *x, const double *y, int n, calib_fit *out, dm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (n < 2) return dm_err_set(err, "a linear fit needs at least 2 points, found %d", n);
+    double *w = dm_malloc((size_t)n * sizeof *w, err);
+    if (!w) return -1;
+    for (int i = 0; i < n; i++) {
+        if (!(y[i] > 0)) {
+            free(w);
+            return dm_err_set(err, "a time to fit is not positive (%g)", y[i]);
+        }
+        w[i] = 1.0 / (y[i] * y[i]);
+    }
+    double c00, c01, c11, chisq;
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    int rc = gsl_fit_wlinear(x, 1, w, 1, y, 1, (size_t)n, &out->a, &out->b, &c00, &c01, &c11, &chisq);
+    gsl_set_error_handler(old);
+    free(w);
+    if (rc || !isfinite(out->a) || !isfinite(out->b)) return dm_err_set(err, "the linear fit failed (%s)", gsl_strerror(rc));
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        double r = (out->a + out->b * x[i] - y[i]) / y[i];
+        s += r * r;
+    }
+    out->rel_rms = sqrt(s / n);
+    out->n = n;
+    return 0;
+}
+
+int calib_set(calib *c, const char *key, const char *value, const char *source, double residual, int points,
+              dm_err *err)
+{
+    calib_entry *e = NULL;
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->e[i].key, key)) e = &c->e[i];
+    if (!e) {
+        if (c->n == CALIB_MAX_ENTRIES) return dm_err_set(err, "calibration: more than %d values", CALIB_MAX_ENTRIES);
+        e = &c->e[c->n++];
+    }
+    memset(e, 0, sizeof *e);
+    snprintf(e->key, sizeof e->key, "%s", key);
+    snprintf(e->value, sizeof e->value, "%s", value);
+    clean_copy(e->source, sizeof e->source, source);
+    if (c->date[0]) snprintf(e->date, sizeof e->date, "%s", c->date);
+    else utc_now(e->date, sizeof e->date);
+    clean_copy(e->gpu, sizeof e->gpu, c->gpu[0] ? c->gpu : "-");
+    e->residual = residual;
+    e->points = points;
+    return 0;
+}
+
+const calib_entry *calib_get(const calib *c, const char *key)
+{
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->e[i].key, key)) return &c->e[i];
+    return NULL;
+}
+
+static int set_num(calib *c, const char *key, double v, const char *source, double residual, int points, dm_err *err)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.6g", v);
+    return calib_set(c, key, buf, source, residual, points, err);
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* ---- collectives -------------------------------------------------------------------------- */
+
+typedef struct comm_rows {
+    int n[5], ranks[5];
+    double x[5][128], y[5][128];
+} comm_rows;
+
+static int read_comm_csv(const char *path, double min_bytes, comm_rows *r, dm_err *err)
+{
+    memset(r, 0, sizeof *r);
+    FILE *f = fopen(path, "r");
+    if (!f) return dm_err_set(err, "%s: %s", path, strerror(errno));
+    char line[1024];
+    int ln = 0, header = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (ln == 1 && strncmp(line, "# dmuon-comm-1", 14)) {
+            rc = dm_err_set(err, "%s:1:1: expected '# dmuon-comm-1' (a dmuon bench comm --csv file)", path);
+            break;
+        }
+        if (line[0] == '#' || !line[0]) continue;
+        if (!header) {
+            if (strncmp(line, "coll,bytes,count,ranks,time_us", 30)) {
+                rc = dm_err_set(err, "%s:%d:1: expected the header 'coll,bytes,count,ranks,time_us,...'", path, ln);
+                break;
+            }
+            header = 1;
+            continue;
+        }
+        char name[32];
+        double bytes, t, algbw, busbw;
+        long long count;
+        int ranks, col = 0;
+        long wrong;
+        if (sscanf(line, "%31[^,],%lf,%lld,%d,%lf,%lf,%lf,%ld%n", name, &bytes, &count, &ranks, &t, &algbw, &busbw, &wrong,
+                   &col) != 8) {
+            rc = dm_err_set(err, "%s:%d:1: expected 'coll,bytes,count,ranks,time_us,algbw_GBps,busbw_GBps,wrong'", path, ln);
+            break;
+        }
+        int k = dm_trace_kind_from_name(name), i = k - DM_OP_BROADCAST;
+        if (k < 0 || i < 0 || i >= 5) {
+            rc = dm_err_set(err, "%s:%d:1: expected a collective (broadcast, reduce, all-reduce, all-gather, "
+                                 "reduce-scatter), found '%s'", path, ln, name);
+            break;
+        }
+        if (wrong) {
+            rc = dm_err_set(err, "%s:%d:%zu: %ld wrong elements: a failed measurement is not fitted", path, ln,
+                            strlen(line) - strlen(strrchr(line, ',')) + 2, wrong);
+            break;
+        }
+        if (!(t > 0) || !(bytes > 0) || ranks < 2) {
+            rc = dm_err_set(err, "%s:%d:1: expected positive bytes and time and at least 2 ranks", path, ln);
+            break;
+        }
+        if (r->n[i] && r->ranks[i] != ranks) {
+            rc = dm_err_set(err, "%s:%d:1: %s measured on %d and %d ranks: one group size per file", path, ln, name,
+                            r->ranks[i], ranks);
+            break;
+        }
+        if (r->n[i] == 128 || bytes < min_bytes) continue;
+        r->ranks[i] = ranks;
+        r->x[i][r->n[i]] = bytes * collcost_busbw_factor((dm_op_kind)k, ranks);
+        r->y[i][r->n[i]++] = t;
+    }
+    fclose(f);
+    if (!rc && !header) rc = dm_err_set(err, "%s: no rows", path);
+    return rc;
+}
+
+int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, double min_bytes, FILE *log, dm_err *err)
+{
+    comm_rows r;
+    if (read_comm_csv(csv_path, min_bytes, &r, err)) return -1;
+    calib_fit fit[5];
+    int have[5] = {0}, n_ranks = 0;
+    double busbw[5] = {0};
+    for (int i = 0; i < 5; i++) {
+        if (r.n[i] < 2) continue;
+        if (calib_fit_linear(r.x[i], r.y[i], r.n[i], &fit[i], err)) return -1;
+        if (!(fit[i].b > 0)) return dm_err_set(err, "%s: %s: the fitted time does not grow with size", csv_path, coll_keys[i]);
+        have[i] = 1;
+        busbw[i] = 1e6 / fit[i].b;
+        n_ranks = r.ranks[i];
+        if (log)
+            fprintf(log, "  %-14s %2d ranks %3d sizes: latency %8.3f us, bus bandwidth %8.2f GB/s, residual %.1f%%\n",
+                    coll_keys[i], r.ranks[i], r.n[i], fit[i].a, busbw[i] / 1e9, 100 * fit[i].rel_rms);
+    }
+    if (!n_ranks) return dm_err_set(err, "%s: no collective with 2 or more sizes to fit", csv_path);
+    for (int i = 0; i < 5; i++)
+        if (have[i] && r.ranks[i] != n_ranks)
+            return dm_err_set(err, "%s: collectives measured on different rank counts", csv_path);
+    int *ranks = dm_malloc((size_t)n_ranks * sizeof *ranks, err);
+    if (!ranks) return -1;
+    for (int i = 0; i < n_ranks; i++) ranks[i] = i;
+    coll_topo t;
+    int rc = collcost_topo(base, ranks, n_ranks, &t, err);
+    free(ranks);
+    if (rc) return -1;
+    char src[512];
+    const char *file = base_name(csv_path);
+    int ar = DM_OP_ALLREDUCE - DM_OP_BROADCAST, ref = have[ar] ? ar : -1;
+    if (ref < 0)
+        for (int i = 0; i < 5 && ref < 0; i++)
+            if (have[i]) ref = i;
+    if (t.n_nodes == 1) {
+        /* Inside a node: the all-reduce bus bandwidth against NVLink, the others relative to it. */
+        if (have[ar]) {
+            snprintf(src, sizeof src, "%s (all-reduce, %d sizes, %d ranks, bus bandwidth %.2f GB/s)", file, fit[ar].n,
+                     n_ranks, busbw[ar] / 1e9);
+            if (set_num(c, "nvlink_bus_efficiency", base->nvlink_bus_efficiency * busbw[ar] / t.bus_Bps, src,
+                        fit[ar].rel_rms, fit[ar].n, err))
+                return -1;
+            for (int i = 0; i < 5; i++) {
+                if (!have[i]) continue;
+                char key[48];
+                snprintf(key, sizeof key, "busbw_scale.%s", coll_keys[i]);
+                snprintf(src, sizeof src, "%s (%s / all-reduce bus bandwidth, %d sizes)", file, coll_keys[i], fit[i].n);
+                if (set_num(c, key, busbw[i] / busbw[ar], src, fit[i].rel_rms, fit[i].n, err)) return -1;
+            }
+        } else if (log) {
+            fprintf(log, "  (no all-reduce rows: nvlink_bus_efficiency and busbw_scale not fitted)\n");
+        }
+    } else {
+        /* Across nodes: the NICs are taken as the bottleneck (the usual case). */
+        snprintf(src, sizeof src, "%s (%s over %d nodes, %d sizes; NIC taken as the bottleneck)", file, coll_keys[ref],
+                 t.n_nodes, fit[ref].n);
+        double scale = (ref == ar ? 1 : base->busbw_scale[ref]);
+        if (set_num(c, "nic_usable_Gbps", base->nic_Bps * busbw[ref] / (t.bus_Bps * scale) * 8 / 1e9, src,
+                    fit[ref].rel_rms, fit[ref].n, err))
+            return -1;
+    }
+    /* Latencies: the intercepts are base + (intra-node steps) x nvlink hop + (inter-node steps) x
+     * network hop, ring steps by kind (collcost.h). */
+    double xs[5], ys[5];
+    int m = 0;
+    for (int i = 0; i < 5; i++) {
+        if (!have[i]) continue;
+        dm_op_kind k = (dm_op_kind)(DM_OP_BROADCAST + i);
+        int steps = k == DM_OP_ALLREDUCE ? 2 * (n_ranks - 1) : n_ranks - 1;
+        int inter = k == DM_OP_ALLREDUCE ? 2 * (t.n_nodes - 1) : t.n_nodes - 1;
+        xs[m] = t.n_nodes == 1 ? steps : inter;
+        ys[m] = fit[i].a - (t.n_nodes == 1 ? 0 : base->base_latency_us + (steps - inter) * base->nvlink_latency_us);
+        m++;
+    }
+    double lat_base = 0, lat_hop = 0, sq = 0;
+    int distinct = 0;
+    for (int i = 1; i < m; i++) distinct |= xs[i] != xs[0];
+    if (t.n_nodes == 1 && distinct) {
+        double c00, c01, c11, ss;
+        gsl_error_handler_t *old = gsl_set_error_handler_off();
+        gsl_fit_linear(xs, 1, ys, 1, (size_t)m, &lat_base, &lat_hop, &c00, &c01, &c11, &ss);
+        gsl_set_error_handler(old);
+    }
+    if (t.n_nodes == 1 && (!distinct || lat_hop < 0 || lat_base < 0)) {
+        /* Not separable (one step count, or a negative term): all of it in the base latency, or
+         * all of it per hop when the base came out negative. */
+        double mean = 0, per = 0;
+        for (int i = 0; i < m; i++) mean += ys[i] / m, per += ys[i] / xs[i] / m;
+        if (distinct && lat_base < 0) lat_base = 0, lat_hop = per;
+        else lat_base = mean, lat_hop = 0;
+    }
+    if (t.n_nodes > 1) {
+        for (int i = 0; i < m; i++) lat_hop += ys[i] / xs[i] / m;
+        if (lat_hop < 0) lat_hop = 0;
+    }
+    for (int i = 0; i < m; i++) {
+        double pred = (t.n_nodes == 1 ? lat_base : 0) + xs[i] * lat_hop;
+        sq += ys[i] != 0 ? pow((pred - ys[i]) / ys[i], 2) : 0;
+    }
+    double res = m ? sqrt(sq / m) : -1;
+    snprintf(src, sizeof src, "%s (intercepts of %d collective fits against ring step counts)", file, m);
+    if (t.n_nodes == 1) {
+        if (set_num(c, "base_latency_us", lat_base, src, res, m, err) ||
+            set_num(c, "nvlink_latency_us", lat_hop, src, res, m, err))
+            return -1;
+    } else if (set_num(c, "net_latency_us", lat_hop, src, res, m, err)) {
+        return -1;
+    }
+    if (log) {
+        if (t.n_nodes == 1)
+            fprintf(log, "  latency: base %.3f us + %.3f us per NVLink hop (residual %.1f%%)\n", lat_base, lat_hop, 100 * res);
+        else
+            fprintf(log, "  latency: %.3f us per network hop (residual %.1f%%)\n", lat_hop, 100 * res);
+    }
+    return 0;
+}
+
+/* ---- forward/backward efficiency ---------------------------------------------------------- */
+
+int calib_fit_gemm(calib *c, const char *trace_path, const dm_gpu *gpu, FILE *log, dm_err *err)
+{
+    dm_trace *t = NULL;
+    if (dm_trace_read(trace_path, &t, err)) return -1;
+    double flops = 0, us = 0;
+    int n = 0;
+    for (int i = 0; i < t->n; i++) {
+        const dm_trace_event *e = &t->ev[i];
+        if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && e->flops > 0 && e->dur_us > 0) {
+            flops += e->flops;
+            us += e->dur_us;
+            n++;
+        }
+    }
+    if (!n) {
+        dm_trace_free(t);
+        return dm_err_set(err, "%s: no forward or backward ops with FLOPs and a duration", trace_path);
+    }
+    double eff = flops / (us * 1e-6) / gpu->bf16_flops, sq = 0;
+    for (int i = 0; i < t->n; i++) {
+        const dm_trace_event *e = &t->ev[i];
+        if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && e->flops > 0 && e->dur_us > 0) {
+            double pred = e->flops / (eff * gpu->bf16_flops) * 1e6;
+            sq += pow((pred - e->dur_us) / e->dur_us, 2);
+        }
+    }
+    char src[512];
+    snprintf(src, sizeof src, "%s (%s trace of %s %s: %d forward/backward ops, %.4g TFLOP/s over the %s peak %.4g)",
+             base_name(trace_path), t->source, t->model, t->strategy, n, flops / (us * 1e-6) / 1e12, gpu->short_name,
+             gpu->bf16_flops / 1e12);
+    if (log)
+        fprintf(log, "  fwd_efficiency %.4f: %d ops, %.1f TFLOP/s achieved (residual %.1f%%)\n", eff, n,
+                flops / (us * 1e-6) / 1e12, 100 * sqrt(sq / n));
+    dm_trace_free(t);
+    return set_num(c, "fwd_efficiency", eff, src, sqrt(sq / n), n, err);
+}
+
+int calib_add_costs(calib *c, const char *costs_path, FILE *log, dm_err *err)
+{
+    dm_costs *k = NULL;
+    if (dm_costs_load(costs_path, &k, err)) return -1;
+    char src[512];
+    snprintf(src, sizeof src, "%s", dm_costs_describe(k));
+    const dm_gpu *g = dm_costs_gpu(k);
+    if (!c->gpu[0] && g) snprintf(c->gpu, sizeof c->gpu, "%s", g->name);
+    if (log) fprintf(log, "  kernel table: %s\n", src);
+    dm_costs_free(k);
+    return calib_set(c, "costs", costs_path, src, -1, 0, err);
+}
+
+/* ---- the file ----------------------------------------------------------------------------- */
+
+int calib_write(const calib *c, const char *path, dm_err *err)
+{
+    dm_out *o = dm_out_open(path, err);
+    if (!o) return -1;
+    FILE *f = dm_out_file(o);
+    fprintf(f, "# " FORMAT "\n# gpu: %s\n# date: %s\n# command: %s\n", c->gpu[0] ? c->gpu : "-", c->date,
+            c->command[0] ? c->command : "-");
+    fprintf(f, "# Each value: key = value   # source; date; gpu; residual (relative RMS of its fit); points.\n"
+               "# Use: dmuon sim --calibration FILE (keys as in a cluster file, see core/cluster.h and core/calib.h).\n");
+    for (int i = 0; i < c->n; i++) {
+        const calib_entry *e = &c->e[i];
+        char res[32];
+        if (e->residual >= 0) snprintf(res, sizeof res, "%.2f%%", 100 * e->residual);
+        else snprintf(res, sizeof res, "-");
+        fprintf(f, "%s = %s   # source: %s; date: %s; gpu: %s; residual: %s; points: %d\n", e->key, e->value,
+                e->source, e->date, e->gpu, res, e->points);
+    }
+    return dm_out_commit(o, err);
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t') s++;
+    char *e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t')) *--e = 0;
+    return s;
+}
+
+int calib_read(const char *path, calib *out, dm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "r");
+    if (!f) return dm_err_set(err, "%s: %s", path, strerror(errno));
+    char line[4096];
+    int ln = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (ln == 1) {
+            if (strcmp(line, "# " FORMAT)) {
+                rc = dm_err_set(err, "%s:1:1: expected '# " FORMAT "'", path);
+                break;
+            }
+            continue;
+        }
+        char *s = trim(line);
+        if (!*s) continue;
+        if (*s == '#') {
+            if (!strncmp(s, "# gpu: ", 7)) snprintf(out->gpu, sizeof out->gpu, "%s", s + 7);
+            else if (!strncmp(s, "# date: ", 8)) snprintf(out->date, sizeof out->date, "%s", s + 8);
+            else if (!strncmp(s, "# command: ", 11)) snprintf(out->command, sizeof out->command, "%s", s + 11);
+            continue;
+        }
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            rc = dm_err_set(err, "%s:%d:%d: expected 'key = value'", path, ln, (int)(s - line) + 1);
+            break;
+        }
+        *eq = 0;
+        char *key = trim(s), *val = eq + 1, *hash = strchr(val, '#');
+        if (hash) *hash = 0;
+        val = trim(val);
+        if (!known_key(key)) {
+            rc = dm_err_set(err, "%s:%d:%d: unknown key '%s' (expected nvlink_bus_efficiency, busbw_scale.KIND, "
+                                 "base_latency_us, nvlink_latency_us, net_latency_us, nic_usable_Gbps, fwd_efficiency "
+                                 "or costs)", path, ln, (int)(key - line) + 1, key);
+            break;
+        }
+        if (!*val) {
+            rc = dm_err_set(err, "%s:%d:%d: expected a value after '='", path, ln, (int)(eq - line) + 2);
+            break;
+        }
+        if (strcmp(key, "costs")) {
+            char *end;
+            double v = strtod(val, &end);
+            if (*end || !isfinite(v) || v < 0) {
+                rc = dm_err_set(err, "%s:%d:%d: expected a non-negative number, found '%s'", path, ln,
+                                (int)(val - line) + 1, val);
+                break;
+            }
+        }
+        if (out->n == CALIB_MAX_ENTRIES) {
+            rc = dm_err_set(err, "%s:%d:1: more than %d values", path, ln, CALIB_MAX_ENTRIES);
+            break;
+        }
+        calib_entry *e = &out->e[out->n++];
+        memset(e, 0, sizeof *e);
+        snprintf(e->key, sizeof e->key, "%s", key);
+        snprintf(e->value, sizeof e->value, "%s", val);
+        e->residual = -1;
+        if (hash) { /* provenance fields, each "name: text" separated by "; " */
+            char *save = NULL;
+            for (char *tok = strtok_r(hash + 1, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+                tok = trim(tok);
+                if (!strncmp(tok, "source: ", 8)) snprintf(e->source, sizeof e->source, "%s", tok + 8);
+                else if (!strncmp(tok, "date: ", 6)) snprintf(e->date, sizeof e->date, "%s", tok + 6);
+                else if (!strncmp(tok, "gpu: ", 5)) snprintf(e->gpu, sizeof e->gpu, "%s", tok + 5);
+                else if (!strncmp(tok, "residual: ", 10)) e->residual = strtod(tok + 10, NULL) / 100;
+                else if (!strncmp(tok, "points: ", 8)) e->points = atoi(tok + 8);
+            }
+        }
+    }
+    fclose(f);
+    if (!rc && ln == 0) rc = dm_err_set(err, "%s:1:1: empty file, expected '# " FORMAT "'", path);
+    return rc;
+}
+
+int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
+{
+    calib k;
+    if (calib_read(file, &k, err)) return -1;
+    calib_info local;
+    if (!info) info = &local;
+    memset(info, 0, sizeof *info);
+    size_t len = (size_t)snprintf(info->describe, sizeof info->describe, "%s (%s, %s):", file, k.date[0] ? k.date : "undated",
+                                  k.gpu[0] ? k.gpu : "GPU not stated");
+    for (int i = 0; i < k.n; i++) {
+        const calib_entry *e = &k.e[i];
+        double v = strtod(e->value, NULL);
+        if (!strcmp(e->key, "costs")) snprintf(info->costs, sizeof info->costs, "%s", e->value);
+        else if (!strcmp(e->key, "nvlink_bus_efficiency")) c->nvlink_bus_efficiency = v;
+        else if (!strcmp(e->key, "base_latency_us")) c->base_latency_us = v;
+        else if (!strcmp(e->key, "nvlink_latency_us")) c->nvlink_latency_us = v;
+        else if (!strcmp(e->key, "net_latency_us")) c->net_latency_us = v;
+        else if (!strcmp(e->key, "fwd_efficiency")) c->fwd_efficiency = v;
+        else if (!strcmp(e->key, "nic_usable_Gbps")) c->nic_Bps = v * 1e9 / 8;
+        else
+            for (int j = 0; j < 5; j++)
+                if (!strcmp(e->key + 12, coll_keys[j])) c->busbw_scale[j] = v;
+        if (len < sizeof info->describe)
+            len += (size_t)snprintf(info->describe + len, sizeof info->describe - len, " %s=%s", e->key,
+                                    strcmp(e->key, "costs") ? e->value : base_name(e->value));
+        info->n_applied++;
+    }
+    size_t sl = strlen(c->source);
+    snprintf(c->source + sl, sizeof c->source - sl, "%scalibrated by %s", sl ? "; " : "", base_name(file));
+    return 0;
+}

@@ -1,0 +1,103 @@
+/* calib.h: calibration of the cost model from measurements (`dmuon calibrate`), and its use by
+ * the simulator (`dmuon sim --calibration FILE`, `dmuon scale`).
+ *
+ * Inputs:
+ *  - collective timings from `dmuon bench comm --csv` (format dmuon-comm-1, real/real_bench.c):
+ *      # dmuon-comm-1 backend=gpu ranks=2 dtype=bf16
+ *      coll,bytes,count,ranks,time_us,algbw_GBps,busbw_GBps,wrong
+ *    Per collective kind, time_us = a + b x bus_bytes (bus_bytes = bytes x the nccl-tests busbw
+ *    factor, collcost.h) over the sizes >= min_bytes is fitted by weighted least squares (GSL gsl_fit_wlinear, weights
+ *    1/time^2, so every size counts by its relative error; rows with #wrong > 0 are refused).
+ *    The bus bandwidth 1/b is turned into the cluster's parameters through collcost_topo: the
+ *    group's modelled bus bandwidth is scaled to the fitted one on its bottleneck tier (inside a
+ *    node: nvlink_bus_efficiency from all-reduce, busbw_scale.KIND = KIND's busbw / all-reduce's;
+ *    across nodes: nic_Bps). The intercepts a are NCCL-form latencies: base + steps x hop
+ *    latency, so base_latency_us and nvlink_latency_us (inside a node) or net_latency_us (across
+ *    nodes) are fitted from them (a second gsl_fit_linear over the kinds' step counts).
+ *  - forward/backward GEMM times from a measured trace (`dmuon run --trace`): fwd_efficiency =
+ *    the trace's forward and backward FLOPs over their summed durations, over the GPU's dense
+ *    bf16 peak (cluster.h).
+ *  - a kernel table from `dmuon bench kernels --out` (dmuon-costs-1): checked to load and
+ *    recorded by path, so the simulator uses the same table.
+ *
+ * Calibration file (format dmuon-calib-1): '#' header lines (format, date, gpu, command), then
+ * one "key = value" per line with the cluster file's keys (cluster.h) plus "costs = PATH", each
+ * followed by its provenance as a comment:
+ *     nvlink_bus_efficiency = 0.7398   # source: h200x2_comm.csv (all-reduce, 11 sizes);
+ *                                        date: 2026-11-29T20:00:00Z; gpu: NVIDIA H200; residual: 3.1%
+ * residual: the root mean square of the fit's relative residuals (time or efficiency).
+ * Units as in the key names (us, Gbps, fractions). */
+#ifndef DM_CALIB_H
+#define DM_CALIB_H
+#include <stdio.h>
+
+#include "cluster.h"
+#include "dm_error.h"
+#include "trace.h"
+
+#define CALIB_MAX_ENTRIES 32
+
+typedef struct calib_entry {
+    char key[48];        /* a cluster-file key or "costs" */
+    char value[512];     /* as written (numbers %.6g; costs: a path) */
+    char source[512];    /* where it came from: file and what of it */
+    char date[32];       /* UTC, ISO 8601 */
+    char gpu[128];
+    double residual;     /* relative RMS; negative when not applicable */
+    int points;          /* measurements behind the value */
+} calib_entry;
+
+typedef struct calib {
+    char gpu[128];
+    char date[32];
+    char command[1024];
+    int n;
+    calib_entry e[CALIB_MAX_ENTRIES];
+} calib;
+
+/* A linear fit y = a + b x with its relative residual. */
+typedef struct calib_fit {
+    double a, b;         /* intercept, slope */
+    double rel_rms;      /* RMS of (fit - y) / y */
+    int n;
+} calib_fit;
+
+/* Weighted (1/y^2) least squares through GSL. Fails with fewer than 2 points or a singular fit. */
+int calib_fit_linear(const double *x, const double *y, int n, calib_fit *out, dm_err *err);
+
+/* Set (add or replace) an entry; value formatted by the caller. */
+int calib_set(calib *c, const char *key, const char *value, const char *source, double residual, int points,
+              dm_err *err);
+const calib_entry *calib_get(const calib *c, const char *key);
+
+/* Fit the collectives of a dmuon-comm-1 CSV into entries of c, against the cluster `base` (the
+ * machine measured: its link capacities and gpus_per_node place the ranks). Only sizes of at
+ * least min_bytes are fitted (CALIB_MIN_BYTES: below about a MiB NCCL changes protocol and the
+ * time is not linear in size; the step's collectives are larger). Prints one line per kind to
+ * log (may be NULL). */
+#define CALIB_MIN_BYTES (1024.0 * 1024.0)
+int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, double min_bytes, FILE *log, dm_err *err);
+
+/* fwd_efficiency from the forward and backward ops of a measured trace on `gpu`. */
+int calib_fit_gemm(calib *c, const char *trace_path, const dm_gpu *gpu, FILE *log, dm_err *err);
+
+/* Record a kernel table (must load as dmuon-costs-1). */
+int calib_add_costs(calib *c, const char *costs_path, FILE *log, dm_err *err);
+
+/* Write (atomically) and read the calibration file. Read errors name FILE:LINE:COL. */
+int calib_write(const calib *c, const char *path, dm_err *err);
+int calib_read(const char *path, calib *out, dm_err *err);
+
+/* What calib_apply did, for the "calibration" line a command prints. */
+typedef struct calib_info {
+    char costs[1024];    /* the kernel table the calibration names ("" if none) */
+    char describe[1200]; /* "FILE (date, GPU): keys ..." */
+    int n_applied;
+} calib_info;
+
+/* Read FILE and apply its values to *c (cluster-file keys; the cluster's name is kept and
+ * c->source says "calibrated by FILE"). info may be NULL. The caller loads info->costs when it
+ * is set and no table was given explicitly. */
+int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err);
+
+#endif
