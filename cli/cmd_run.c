@@ -65,6 +65,8 @@ static void usage(FILE *f)
         "  --trace FILE       the last step's ops as a trace (dmuon-trace-1: FILE.csv as CSV,\n"
         "                     else Chrome JSON), same op ids as dmuon sim's\n"
         "  --inject-nan STEP:RANK:PARAM  write a NaN into a local gradient (fault test)\n"
+        "  --compare S,S,...  then run these strategies with the same options and print each\n"
+        "                     one's step time against the first's (speedup, overhead)\n"
         "  --checkpoint DIR   save master weights, momentum and AdamW state to DIR (atomically)\n"
         "  --every K          ... after every K-th step and the last (default 1)\n"
         "  --resume           continue from DIR's latest checkpoint up to --steps in all\n"
@@ -83,7 +85,7 @@ static void usage(FILE *f)
 }
 
 enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O_CHUNKS, O_LRM, O_LRA,
-       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE, O_STALL, O_CKPT, O_EVERY, O_RESUME };
+       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE, O_STALL, O_CKPT, O_EVERY, O_RESUME, O_COMPARE };
 
 /* Rank 0's program to every rank, as JSON (each rank reads it back from a private file). */
 static int share_program(dm_program **p, dm_err *err)
@@ -126,6 +128,171 @@ typedef struct {
     double v[9]; /* loss step fwd bwd opt ns exposed window skipped */
 } rank_row;
 
+/* Everything one strategy's run needs (set up once by cmd_run). */
+typedef struct run_ctx {
+    int nranks;
+    dm_model *model;
+    dm_costs *costs;            /* loaded on rank 0 on first use */
+    const char *cluster_name, *costs_path, *program_path, *csv_path, *trace_path, *ckpt_dir, *coeff_spec;
+    long steps, every;
+    int resume;
+    sched_opts so;
+    real_opts ro;
+} run_ctx;
+
+/* Plan (rank 0), share, run and report one strategy. mean[]: the means over the steps
+ * counted (step, forward, backward, optimizer, ns max, exposed, window; us). 0 or 1. */
+static int run_one(run_ctx *x, double mean[8])
+{
+    dm_err err = {{0}};
+    dm_program *prog = NULL;
+    real_exec *ex = NULL;
+    dm_out *csv = NULL;
+    rank_row *rows = NULL;
+    int status = 1, fail = 0, nranks = x->nranks;
+    long steps = x->steps;
+    real_opts ro = x->ro;
+    const char *program_path = x->program_path, *csv_path = x->csv_path, *trace_path = x->trace_path;
+    const char *ckpt_dir = x->ckpt_dir;
+    memset(mean, 0, 8 * sizeof *mean);
+    if (g_rank == 0) {
+        if (program_path) {
+            fail = dm_program_load(program_path, &prog, &err) < 0;
+        } else {
+            dm_cluster cl;
+            fail = dm_cluster_load(x->cluster_name, &cl, &err) < 0 ||
+                   (!x->costs && (x->costs_path ? dm_costs_load(x->costs_path, &x->costs, &err)
+                                                : dm_costs_load_default(&x->costs, &err)) < 0) ||
+                   sched_build(x->model, &cl, nranks, x->costs, &x->so, &prog, NULL, &err) < 0;
+        }
+        if (fail) fprintf(stderr, "dmuon run: %s\n", err.msg);
+    }
+    MPI_Bcast(&fail, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (fail) goto done;
+    if (share_program(&prog, &err) < 0) {
+        fprintf(stderr, "dmuon run: rank %d: %s\n", g_rank, err.msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (prog->tokens > 0 && program_path) ro.tokens = prog->tokens;
+    say(stdout, "# dmuon run: model %s, strategy %s (%s), %d ranks, backend %s\n", prog->model, prog->strategy,
+        prog->options, nranks, ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu");
+    int n_ops0 = prog->ranks[0].n_ops;
+    say(stdout, "# program %016llx: %d ops on rank 0, %d collectives, %d groups; plan cluster %s\n",
+        (unsigned long long)dm_program_hash(prog), n_ops0, prog->n_colls, prog->n_groups, prog->cluster);
+    say(stdout, "# %lld tokens per rank, %ld steps, seed %llu, Muon lr %g (NS %s), AdamW lr %g\n",
+        (long long)ro.tokens, steps, (unsigned long long)ro.seed, ro.muon.lr, x->coeff_spec, ro.adamw.lr);
+    if (real_exec_create(x->model, prog, MPI_COMM_WORLD, &ro, &ex, &err) < 0) {
+        fprintf(stderr, "dmuon run: %s\n", err.msg);
+        goto done; /* create fails together (hash check) or before any step collective */
+    }
+    if (g_rank == 0 && !(rows = dm_calloc((size_t)nranks, sizeof *rows, &err))) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (csv_path && g_rank == 0) {
+        if (!(csv = dm_out_open(csv_path, &err))) {
+            fprintf(stderr, "dmuon run: %s\n", err.msg);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        fprintf(dm_out_file(csv), "# dmuon run: model=%s strategy=%s ranks=%d backend=%s tokens=%lld\n"
+                                  "step,loss,step_ms,forward_ms,backward_ms,optimizer_ms,opt_window_ms,"
+                                  "exposed_comm_ms,ns_min_ms,ns_max_ms,skipped\n",
+                prog->model, prog->strategy, nranks, ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu",
+                (long long)ro.tokens);
+    }
+    long first_step = 0;
+    if (x->resume) {
+        if (real_exec_load(ex, ckpt_dir, &err) < 0) {
+            fprintf(stderr, "dmuon run: %s\n", err.msg);
+            goto done;
+        }
+        first_step = real_exec_steps_done(ex);
+        say(stdout, "# resumed from %s after step %ld\n", ckpt_dir, first_step - 1);
+    }
+    say(stdout, "# times in ms: busy time per kind is the slowest rank's; ns min/max over ranks\n");
+    say(stdout, "#%5s %12s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "step", "loss", "step", "forward", "backward",
+        "optimizer", "opt_win", "exp_comm", "ns_min", "ns_max", "status");
+    double sum[9] = {0};
+    int counted = 0;
+    for (long s = first_step; s < steps; s++) {
+        real_step_stats st;
+        if (real_exec_step(ex, &st, &err) < 0) {
+            fprintf(stderr, "dmuon run: %s\n", err.msg);
+            fprintf(stderr, "dmuon run: rank %d aborts the run\n", g_rank);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        rank_row me = {{st.loss, st.step_us, st.forward_us, st.backward_us, st.optimizer_us, st.ns_us,
+                        st.comm_exposed_us, st.opt_window_us, st.skipped}};
+        MPI_Gather(me.v, 9, MPI_DOUBLE, rows ? rows[0].v : NULL, 9, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (ckpt_dir && ((s + 1) % x->every == 0 || s == steps - 1) && real_exec_save(ex, ckpt_dir, &err) < 0) {
+            fprintf(stderr, "dmuon run: %s\n", err.msg);
+            goto done; /* every rank fails together */
+        }
+        if (g_rank != 0) continue;
+        double mx[9] = {0}, ns_min = INFINITY;
+        for (int r = 0; r < nranks; r++) {
+            for (int k = 1; k < 8; k++)
+                if (rows[r].v[k] > mx[k]) mx[k] = rows[r].v[k];
+            if (rows[r].v[5] < ns_min) ns_min = rows[r].v[5];
+        }
+        char status_s[320] = "ok";
+        if (st.skipped)
+            snprintf(status_s, sizeof status_s, "skipped: non-finite gradient of %s (rank %d)",
+                     real_matrix_name(ex, st.bad_param), st.bad_rank);
+        printf(" %5ld %12.6f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  %s\n", s, st.loss, mx[1] / 1e3,
+               mx[2] / 1e3, mx[3] / 1e3, mx[4] / 1e3, mx[7] / 1e3, mx[6] / 1e3, ns_min / 1e3, mx[5] / 1e3, status_s);
+        fflush(stdout);
+        if (st.skipped) fprintf(stderr, "dmuon run: step %ld %s\n", s, status_s);
+        if (csv)
+            fprintf(dm_out_file(csv), "%ld,%.9g,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d\n", s, st.loss, mx[1] / 1e3,
+                    mx[2] / 1e3, mx[3] / 1e3, mx[4] / 1e3, mx[7] / 1e3, mx[6] / 1e3, ns_min / 1e3, mx[5] / 1e3,
+                    st.skipped);
+        if (s > 0 || steps == 1) {
+            for (int k = 1; k < 8; k++) sum[k] += mx[k];
+            sum[8] += ns_min;
+            counted++;
+        }
+    }
+    for (int k = 0; k < 8 && counted; k++) mean[k] = sum[k + 1] / counted;
+    if (g_rank == 0 && counted)
+        printf("# mean over %d step%s%s: step %.3f ms, forward %.3f, backward %.3f, optimizer %.3f, "
+               "opt window %.3f, exposed comm %.3f (%.1f%% of the step), ns per rank %.3f..%.3f\n",
+               counted, counted > 1 ? "s" : "", steps > 1 ? " (first left out)" : "", sum[1] / counted / 1e3,
+               sum[2] / counted / 1e3, sum[3] / counted / 1e3, sum[4] / counted / 1e3, sum[7] / counted / 1e3,
+               sum[6] / counted / 1e3, sum[1] > 0 ? 100 * sum[6] / sum[1] : 0, sum[8] / counted / 1e3,
+               sum[5] / counted / 1e3);
+    if (csv) {
+        if (dm_out_commit(csv, &err) < 0) {
+            fprintf(stderr, "dmuon run: %s\n", err.msg);
+            csv = NULL;
+            goto done;
+        }
+        csv = NULL;
+    }
+    if (trace_path && steps > 0) {
+        dm_trace *t = NULL;
+        if (real_exec_trace(ex, &t, &err) < 0) {
+            fprintf(stderr, "dmuon run: rank %d: trace: %s\n", g_rank, err.msg);
+            goto done;
+        }
+        if (t) {
+            size_t L = strlen(trace_path);
+            int rc = L > 4 && !strcmp(trace_path + L - 4, ".csv") ? dm_trace_write_csv(t, trace_path, &err)
+                                                                  : dm_trace_write_json(t, trace_path, &err);
+            dm_trace_free(t);
+            if (rc < 0) {
+                fprintf(stderr, "dmuon run: %s\n", err.msg);
+                goto done;
+            }
+            printf("# trace of step %ld written to %s\n", steps - 1, trace_path);
+        }
+    }
+    status = 0;
+done:
+    dm_out_abort(csv);
+    free(rows);
+    real_exec_destroy(ex);
+    dm_program_free(prog);
+    return status;
+}
+
 int cmd_run(int argc, char **argv)
 {
     int inited = 0;
@@ -138,7 +305,7 @@ int cmd_run(int argc, char **argv)
     const char *model_name = NULL, *cluster_name = "h200", *costs_path = NULL, *program_path = NULL;
     const char *csv_path = NULL, *trace_path = NULL, *coeff_spec = "jordan";
     long steps = 3, every = 1;
-    const char *ckpt_dir = NULL;
+    const char *ckpt_dir = NULL, *compare = NULL;
     int resume = 0;
     real_opts ro;
     real_opts_default(&ro);
@@ -157,7 +324,7 @@ int cmd_run(int argc, char **argv)
         {"inject-nan", required_argument, NULL, O_INJECT}, {"autotune", required_argument, NULL, O_AUTOTUNE},
         {"inject-stall", required_argument, NULL, O_STALL},
         {"checkpoint", required_argument, NULL, O_CKPT}, {"every", required_argument, NULL, O_EVERY},
-        {"resume", no_argument, NULL, O_RESUME},
+        {"resume", no_argument, NULL, O_RESUME}, {"compare", required_argument, NULL, O_COMPARE},
         {"help", no_argument, NULL, 'h'},
         SCHED_GETOPT_LONG,                               {NULL, 0, NULL, 0}};
     int c, bad = 0;
@@ -209,6 +376,7 @@ int cmd_run(int argc, char **argv)
         case O_CKPT: ckpt_dir = optarg; break;
         case O_EVERY: bad = opt_parse_long("run", "--every", optarg, 1, 1000000, &every) ? 2 : 0; break;
         case O_RESUME: resume = 1; break;
+        case O_COMPARE: compare = optarg; break;
         case O_STALL: {
             long long a, b;
             double sec;
@@ -258,12 +426,9 @@ int cmd_run(int argc, char **argv)
     ns_coeffs coeffs;
     dm_err err = {{0}};
     dm_model *model = NULL;
-    dm_program *prog = NULL;
-    dm_costs *costs = NULL;
-    real_exec *ex = NULL;
-    dm_out *csv = NULL;
     int status = 1;
-    rank_row *rows = NULL;
+    run_ctx x;
+    memset(&x, 0, sizeof x);
     if (ns_coeffs_from_spec(coeff_spec, "--ns-coeffs", &coeffs, &err) < 0) {
         say(stderr, "dmuon run: %s\n", err.msg);
         MPI_Finalize();
@@ -297,140 +462,56 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "dmuon run: rank %d: %s\n", g_rank, fail ? err.msg : "another rank could not load the model");
         goto done;
     }
-    if (g_rank == 0) {
-        if (program_path) {
-            fail = dm_program_load(program_path, &prog, &err) < 0;
-        } else {
-            dm_cluster cl;
-            fail = dm_cluster_load(cluster_name, &cl, &err) < 0 ||
-                   (costs_path ? dm_costs_load(costs_path, &costs, &err) : dm_costs_load_default(&costs, &err)) < 0 ||
-                   sched_build(model, &cl, nranks, costs, &so, &prog, NULL, &err) < 0;
-        }
-        if (fail) fprintf(stderr, "dmuon run: %s\n", err.msg);
-    }
-    MPI_Bcast(&fail, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (fail) goto done;
-    if (share_program(&prog, &err) < 0) {
-        fprintf(stderr, "dmuon run: rank %d: %s\n", g_rank, err.msg);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    if (prog->tokens > 0 && program_path) ro.tokens = prog->tokens;
-    say(stdout, "# dmuon run: model %s, strategy %s (%s), %d ranks, backend %s\n", prog->model, prog->strategy,
-        prog->options, nranks, ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu");
-    int n_ops0 = prog->ranks[0].n_ops;
-    say(stdout, "# program %016llx: %d ops on rank 0, %d collectives, %d groups; plan cluster %s\n",
-        (unsigned long long)dm_program_hash(prog), n_ops0, prog->n_colls, prog->n_groups, prog->cluster);
-    say(stdout, "# %lld tokens per rank, %ld steps, seed %llu, Muon lr %g (NS %s), AdamW lr %g\n",
-        (long long)ro.tokens, steps, (unsigned long long)ro.seed, ro.muon.lr, coeff_spec, ro.adamw.lr);
-    if (real_exec_create(model, prog, MPI_COMM_WORLD, &ro, &ex, &err) < 0) {
-        fprintf(stderr, "dmuon run: %s\n", err.msg);
-        goto done; /* create fails together (hash check) or before any step collective */
-    }
-    if (g_rank == 0 && !(rows = dm_calloc((size_t)nranks, sizeof *rows, &err))) MPI_Abort(MPI_COMM_WORLD, 1);
-    if (csv_path && g_rank == 0) {
-        if (!(csv = dm_out_open(csv_path, &err))) {
-            fprintf(stderr, "dmuon run: %s\n", err.msg);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        fprintf(dm_out_file(csv), "# dmuon run: model=%s strategy=%s ranks=%d backend=%s tokens=%lld\n"
-                                  "step,loss,step_ms,forward_ms,backward_ms,optimizer_ms,opt_window_ms,"
-                                  "exposed_comm_ms,ns_min_ms,ns_max_ms,skipped\n",
-                prog->model, prog->strategy, nranks, ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu",
-                (long long)ro.tokens);
-    }
-    long first_step = 0;
-    if (resume) {
-        if (real_exec_load(ex, ckpt_dir, &err) < 0) {
-            fprintf(stderr, "dmuon run: %s\n", err.msg);
-            goto done;
-        }
-        first_step = real_exec_steps_done(ex);
-        say(stdout, "# resumed from %s after step %ld\n", ckpt_dir, first_step - 1);
-    }
-    say(stdout, "# times in ms: busy time per kind is the slowest rank's; ns min/max over ranks\n");
-    say(stdout, "#%5s %12s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "step", "loss", "step", "forward", "backward",
-        "optimizer", "opt_win", "exp_comm", "ns_min", "ns_max", "status");
-    double sum[9] = {0};
-    int counted = 0;
-    for (long s = first_step; s < steps; s++) {
-        real_step_stats st;
-        if (real_exec_step(ex, &st, &err) < 0) {
-            fprintf(stderr, "dmuon run: %s\n", err.msg);
-            fprintf(stderr, "dmuon run: rank %d aborts the run\n", g_rank);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        rank_row me = {{st.loss, st.step_us, st.forward_us, st.backward_us, st.optimizer_us, st.ns_us,
-                        st.comm_exposed_us, st.opt_window_us, st.skipped}};
-        MPI_Gather(me.v, 9, MPI_DOUBLE, rows ? rows[0].v : NULL, 9, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        if (ckpt_dir && ((s + 1) % every == 0 || s == steps - 1) && real_exec_save(ex, ckpt_dir, &err) < 0) {
-            fprintf(stderr, "dmuon run: %s\n", err.msg);
-            goto done; /* every rank fails together */
-        }
-        if (g_rank != 0) continue;
-        double mx[9] = {0}, ns_min = INFINITY;
-        for (int r = 0; r < nranks; r++) {
-            for (int k = 1; k < 8; k++)
-                if (rows[r].v[k] > mx[k]) mx[k] = rows[r].v[k];
-            if (rows[r].v[5] < ns_min) ns_min = rows[r].v[5];
-        }
-        char status_s[320] = "ok";
-        if (st.skipped)
-            snprintf(status_s, sizeof status_s, "skipped: non-finite gradient of %s (rank %d)",
-                     real_matrix_name(ex, st.bad_param), st.bad_rank);
-        printf(" %5ld %12.6f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  %s\n", s, st.loss, mx[1] / 1e3,
-               mx[2] / 1e3, mx[3] / 1e3, mx[4] / 1e3, mx[7] / 1e3, mx[6] / 1e3, ns_min / 1e3, mx[5] / 1e3, status_s);
-        fflush(stdout);
-        if (st.skipped) fprintf(stderr, "dmuon run: step %ld %s\n", s, status_s);
-        if (csv)
-            fprintf(dm_out_file(csv), "%ld,%.9g,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d\n", s, st.loss, mx[1] / 1e3,
-                    mx[2] / 1e3, mx[3] / 1e3, mx[4] / 1e3, mx[7] / 1e3, mx[6] / 1e3, ns_min / 1e3, mx[5] / 1e3,
-                    st.skipped);
-        if (s > 0 || steps == 1) {
-            for (int k = 1; k < 8; k++) sum[k] += mx[k];
-            sum[8] += ns_min;
-            counted++;
-        }
-    }
-    if (g_rank == 0 && counted)
-        printf("# mean over %d step%s%s: step %.3f ms, forward %.3f, backward %.3f, optimizer %.3f, "
-               "opt window %.3f, exposed comm %.3f (%.1f%% of the step), ns per rank %.3f..%.3f\n",
-               counted, counted > 1 ? "s" : "", steps > 1 ? " (first left out)" : "", sum[1] / counted / 1e3,
-               sum[2] / counted / 1e3, sum[3] / counted / 1e3, sum[4] / counted / 1e3, sum[7] / counted / 1e3,
-               sum[6] / counted / 1e3, sum[1] > 0 ? 100 * sum[6] / sum[1] : 0, sum[8] / counted / 1e3,
-               sum[5] / counted / 1e3);
-    if (csv) {
-        if (dm_out_commit(csv, &err) < 0) {
-            fprintf(stderr, "dmuon run: %s\n", err.msg);
-            csv = NULL;
-            goto done;
-        }
-        csv = NULL;
-    }
-    if (trace_path && steps > 0) {
-        dm_trace *t = NULL;
-        if (real_exec_trace(ex, &t, &err) < 0) {
-            fprintf(stderr, "dmuon run: rank %d: trace: %s\n", g_rank, err.msg);
-            goto done;
-        }
-        if (t) {
-            size_t L = strlen(trace_path);
-            int rc = L > 4 && !strcmp(trace_path + L - 4, ".csv") ? dm_trace_write_csv(t, trace_path, &err)
-                                                                  : dm_trace_write_json(t, trace_path, &err);
-            dm_trace_free(t);
-            if (rc < 0) {
-                fprintf(stderr, "dmuon run: %s\n", err.msg);
-                goto done;
-            }
-            printf("# trace of step %ld written to %s\n", steps - 1, trace_path);
-        }
-    }
+    x.nranks = nranks;
+    x.model = model;
+    x.cluster_name = cluster_name, x.costs_path = costs_path, x.program_path = program_path;
+    x.csv_path = csv_path, x.trace_path = trace_path, x.ckpt_dir = ckpt_dir, x.coeff_spec = coeff_spec;
+    x.steps = steps, x.every = every, x.resume = resume;
+    x.so = so;
+    x.ro = ro;
+    /* the main strategy, then --compare's, each planned with the same options; outputs
+     * (--csv, --trace, --checkpoint) belong to the main one */
+    const char *names[9] = {sched_strategy_name(so.strategy)};
+    double means[9][8];
+    int n_runs = 1;
+    char *cmp_copy = compare ? dm_strdup(compare, &err) : NULL;
+    for (char *tok = cmp_copy ? strtok(cmp_copy, ",") : NULL; tok && n_runs < 9; tok = strtok(NULL, ","))
+        names[n_runs++] = tok;
     status = 0;
+    for (int i = 0; i < n_runs && status == 0; i++) {
+        if (i > 0) {
+            dm_err e2;
+            if (sched_opts_parse(&x.so, "strategy", names[i], &e2) < 0) {
+                say(stderr, "dmuon run: --compare: %s\n", e2.msg);
+                status = 2;
+                break;
+            }
+            x.csv_path = x.trace_path = x.ckpt_dir = NULL;
+            x.resume = 0;
+            x.program_path = NULL;
+            say(stdout, "#\n");
+        }
+        status = run_one(&x, means[i]);
+    }
+    if (status == 0 && n_runs > 1 && g_rank == 0) {
+        printf("#\n# comparison (means over the steps counted; times in ms)\n");
+        printf("# %-10s %10s %10s %10s %14s  %s\n", "strategy", "step", "optimizer", "opt_win", "exposed comm", "");
+        for (int i = 0; i < n_runs; i++) {
+            char rel[128] = "";
+            if (i > 0 && means[i][0] > 0 && means[0][0] > 0) {
+                if (means[0][0] <= means[i][0])
+                    snprintf(rel, sizeof rel, "%s is %.2fx faster", names[0], means[i][0] / means[0][0]);
+                else
+                    snprintf(rel, sizeof rel, "%s's overhead over it: %+.1f%%", names[0],
+                             100 * (means[0][0] / means[i][0] - 1));
+            }
+            printf("  %-10s %10.3f %10.3f %10.3f %8.3f %4.1f%%  %s\n", names[i], means[i][0] / 1e3, means[i][3] / 1e3,
+                   means[i][6] / 1e3, means[i][5] / 1e3, means[i][0] > 0 ? 100 * means[i][5] / means[i][0] : 0, rel);
+        }
+    }
+    free(cmp_copy);
 done:
-    dm_out_abort(csv);
-    free(rows);
-    real_exec_destroy(ex);
-    dm_program_free(prog);
-    dm_costs_free(costs);
+    dm_costs_free(x.costs);
     dm_model_free(model);
     MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();

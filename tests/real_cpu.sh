@@ -79,6 +79,11 @@ ok "checkpoint: final state of rank 0 bit-identical" cmp "$tmp/ck/step-6/rank-0.
 ok "checkpoint: final state of rank 1 bit-identical" cmp "$tmp/ck/step-6/rank-1.bin" "$tmp/ck_full/step-6/rank-1.bin"
 out=$(run 2 $R --seed 7 --steps 6 --checkpoint "$tmp/ck" --resume 2>&1)
 like "checkpoint: resuming another run's checkpoint is refused" "$out" "the checkpoint is of another run"
+out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --tokens 8 --steps 2 --compare muon-ddp,adamw 2>&1)
+like "--compare: a comparison table" "$out" "# comparison"
+is "--compare: three strategies run" "$(printf '%s\n' "$out" | grep -c '^# mean over')" 3
+like "--compare: muon-ddp row against dmuon" "$out" "  muon-ddp "
+is "--compare with an unknown strategy exits 2" "$(status_of run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --tokens 8 --steps 1 --compare sgd)" 2
 is "dmuon run without --model exits 2" "$(status_of "$DMUON" run --backend cpu)" 2
 is "dmuon run --backend bogus exits 2" "$(status_of "$DMUON" run --backend bogus --model "$tmp/tiny.json")" 2
 is "dmuon run on an unknown model exits 1" "$(status_of "$DMUON" run --backend cpu --model no-such-model)" 1
