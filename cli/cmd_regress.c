@@ -39,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +52,7 @@
 #include "program.h"
 #include "sched.h"
 #include "sim.h"
+#include "spawn.h"
 #ifdef DM_HAVE_CUDA
 #include "ns_cuda.h"
 #endif
@@ -399,24 +399,6 @@ static int run_predictions(const suite_opts *so, const dm_costs *costs, mset *ou
 
 /* ---- GPU part: child processes of this binary ---------------------------------------------- */
 
-/* Run argv (argv[0] a path), stdout and stderr to log; 0 when it exited 0. */
-static int spawn(char *const argv[], const char *log, dm_err *err)
-{
-    pid_t pid = fork();
-    if (pid < 0) return dm_err_set(err, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        FILE *f = freopen(log, "w", stdout);
-        if (f) dup2(fileno(stdout), 2);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    int st;
-    if (waitpid(pid, &st, 0) < 0) return dm_err_set(err, "waitpid: %s", strerror(errno));
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return dm_err_set(err, "%s %s failed (status %d); its output is in %s", argv[0], argv[1], WEXITSTATUS(st), log);
-    return 0;
-}
-
 /* The NS rows (op "ns") of a dmuon-costs-1 table: key "ns.ALGO.MxNxB" -> median_us. */
 typedef struct krow {
     char key[96];
@@ -472,9 +454,7 @@ static int gpu_present(char *name, size_t size)
 static int run_gpu(const suite_opts *so, const char *tmpdir, mset *out, dm_err *err)
 {
     char self[4096];
-    ssize_t L = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (L <= 0) return dm_err_set(err, "cannot find this program (/proc/self/exe)");
-    self[L] = 0;
+    if (dm_self_exe(self, sizeof self, err)) return -1;
     /* Kernels: a few NS shapes of the goal models, each invocation's median one sample. */
     char shapes[4200], csv[4200], cache[4200], log[4200];
     snprintf(shapes, sizeof shapes, "%s/shapes.txt", tmpdir);
@@ -491,7 +471,7 @@ static int run_gpu(const suite_opts *so, const char *tmpdir, mset *out, dm_err *
         progress("gpu kernels");
         char *argv[] = {self, "bench", "kernels", "--shapes", shapes, "--batches", "1,4", "--no-products",
                         "--cache", cache, "--out", csv, NULL};
-        if (spawn(argv, log, err) || read_kernel_csv(csv, rows, &n_rows, 64, err)) return -1;
+        if (dm_spawn(argv, log, err) || read_kernel_csv(csv, rows, &n_rows, 64, err)) return -1;
     }
     for (int i = 0; i < n_rows; i++) {
         double med, noise;
@@ -514,7 +494,7 @@ static int run_gpu(const suite_opts *so, const char *tmpdir, mset *out, dm_err *
         char *argvn[] = {"mpirun", "--oversubscribe", "-np", gpus_s, self, "run", "--backend", "gpu", "--model",
                          "llama-3.2-3b", "--cluster", "h200x2", "--strategy", (char *)strats[s], "--steps", steps_s,
                          "--tokens", "4096", "--csv", csv, NULL};
-        if (spawn(so->exec_gpus > 1 ? argvn : argv1, log, err)) return -1;
+        if (dm_spawn(so->exec_gpus > 1 ? argvn : argv1, log, err)) return -1;
         FILE *c = fopen(csv, "r");
         if (!c) return dm_err_set(err, "%s: %s", csv, strerror(errno));
         char line[512];

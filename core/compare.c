@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "outfile.h"
+#include "spawn.h"
 
 static const char *const phase_names[CMP__PHASES] = {"step", "forward", "backward", "optimizer", "exposed-comm"};
 
@@ -328,19 +329,6 @@ static int write_timeline(const dm_trace *t, int nr, const char *path, dm_err *e
     return dm_out_commit(o, err);
 }
 
-static int on_path(const char *prog)
-{
-    const char *p = getenv("PATH");
-    char buf[4096];
-    while (p && *p) {
-        size_t n = strcspn(p, ":");
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, prog);
-        if (access(buf, X_OK) == 0) return 1;
-        p += n + (p[n] == ':');
-    }
-    return 0;
-}
-
 int cmp_write_plots(const dm_trace *sim, const dm_trace *real, const char *dir, const char *title, int *plotted,
                     dm_err *err)
 {
@@ -421,7 +409,7 @@ int cmp_write_plots(const dm_trace *sim, const dm_trace *real, const char *dir, 
                "title 'predicted = measured'\n",
             title);
     if (dm_out_commit(o, err)) return -1;
-    if (!on_path("gnuplot")) return 0;
+    if (!dm_on_path("gnuplot")) return 0;
     char cmd[8800];
     snprintf(cmd, sizeof cmd, "gnuplot '%s/compare.gp' 2>'%s/gnuplot.log'", dir, dir);
     if (system(cmd) != 0) return dm_err_set(err, "gnuplot failed (see %s/gnuplot.log)", dir);
