@@ -491,9 +491,15 @@ static int run_gpu(const suite_opts *so, const char *tmpdir, mset *out, dm_err *
         progress("gpu executor");
         char *argv1[] = {self, "run", "--backend", "gpu", "--model", "llama-3.2-3b", "--cluster", "h200x2", "--strategy",
                          (char *)strats[s], "--steps", steps_s, "--tokens", "4096", "--csv", csv, NULL};
-        char *argvn[] = {"mpirun", "--oversubscribe", "-np", gpus_s, self, "run", "--backend", "gpu", "--model",
-                         "llama-3.2-3b", "--cluster", "h200x2", "--strategy", (char *)strats[s], "--steps", steps_s,
-                         "--tokens", "4096", "--csv", csv, NULL};
+        /* more than one rank: $MPIRUN (words split at spaces; default mpirun) -np N, then argv1 */
+        char launcher[1024], *argvn[64];
+        const char *mr = getenv("MPIRUN");
+        snprintf(launcher, sizeof launcher, "%s", mr && *mr ? mr : "mpirun");
+        int na = dm_split_words(launcher, argvn, 40);
+        argvn[na++] = "-np";
+        argvn[na++] = gpus_s;
+        for (int i = 0; argv1[i]; i++) argvn[na++] = argv1[i];
+        argvn[na] = NULL;
         if (dm_spawn(so->exec_gpus > 1 ? argvn : argv1, log, err)) return -1;
         FILE *c = fopen(csv, "r");
         if (!c) return dm_err_set(err, "%s: %s", csv, strerror(errno));
@@ -657,7 +663,8 @@ static void usage(FILE *f)
             "  --costs FILE       kernel cost table for plans and predictions (default: the\n"
             "                     committed roofline table traces/costs/roofline.csv)\n"
             "  --no-gpu           skip the GPU part even when a GPU is present\n"
-            "  --exec-gpus N      ranks of the executor benchmark (mpirun when > 1; default 1)\n"
+            "  --exec-gpus N      ranks of the executor benchmark (default 1; more through $MPIRUN,\n"
+            "                     default mpirun, words split at spaces)\n"
             "  --update           measure and rewrite the baseline (atomically) instead of comparing\n"
             "  --reason TEXT      why the baseline changes (stored in it; use with --update)\n"
             "  --strict           slower timings fail (exit 1), except under CI=true\n"
@@ -672,8 +679,9 @@ static void usage(FILE *f)
 static const char *default_costs(void)
 {
     static char path[4096];
-    const char *dirs[] = {DM_SRCDIR "/traces/costs", DM_PKGDATADIR "/costs"};
-    for (int i = 0; i < 2; i++) {
+    const char *env = getenv("DMUON_COSTS"); /* a folder (as for dm_costs_load_default) */
+    const char *dirs[] = {env && *env ? env : DM_SRCDIR "/traces/costs", DM_SRCDIR "/traces/costs", DM_PKGDATADIR "/costs"};
+    for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/roofline.csv", dirs[i]);
         if (access(path, R_OK) == 0) return path;
     }

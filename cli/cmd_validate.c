@@ -50,7 +50,7 @@ static void usage(FILE *f)
             "  --backend B        executor backend: gpu or cpu (default gpu)\n"
             "  --steps K          steps per real run; the trace is the last one's (default 5)\n"
             "  --tokens T         tokens per rank per step (default 4096)\n"
-            "  --mpirun CMD       launcher for more than one GPU (default mpirun)\n"
+            "  --mpirun CMD       launcher for more than one GPU, words split at spaces (default mpirun)\n"
             "  --out DIR          output folder (default dmuon-validate)\n"
             "  --plot-case N      the case (1-based, in table order) drawn under DIR/plot (default:\n"
             "                     the first dmuon case on the most GPUs)\n"
@@ -107,11 +107,19 @@ static int run_case(vcase *vc, const char *self, const char *mpirun, const char 
     char np[16], st[16];
     snprintf(np, sizeof np, "%d", vc->gpus);
     snprintf(st, sizeof st, "%ld", steps);
-    char *run1[] = {(char *)self, "run", "--program", prog, "--model", (char *)vc->model, "--backend", (char *)backend,
-                    "--steps", st, "--trace", real_csv, NULL};
-    char *runn[] = {(char *)mpirun, "-np", np, "--oversubscribe", (char *)self, "run", "--program", prog, "--model",
-                    (char *)vc->model, "--backend", (char *)backend, "--steps", st, "--trace", real_csv, NULL};
-    char *const *argv = vc->gpus > 1 ? runn : run1;
+    char *const tail[] = {(char *)self, "run", "--program", prog, "--model", (char *)vc->model, "--backend",
+                          (char *)backend, "--steps", st, "--trace", real_csv, NULL};
+    char launcher[1024], *argv[64];
+    int na = 0;
+    snprintf(launcher, sizeof launcher, "%s", mpirun);
+    if (vc->gpus > 1) {
+        na = dm_split_words(launcher, argv, 40);
+        argv[na++] = "-np";
+        argv[na++] = np;
+        argv[na++] = "--oversubscribe";
+    }
+    for (int i = 0; tail[i]; i++) argv[na++] = tail[i];
+    argv[na] = NULL;
     if (dry) {
         for (int i = 0; argv[i]; i++) printf("%s%s", i ? " " : "  ", argv[i]);
         printf("\n");

@@ -222,7 +222,7 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
     free(ranks);
     if (rc) return -1;
     char src[512];
-    const char *file = base_name(csv_path);
+    const char *file = csv_path;
     int ar = DM_OP_ALLREDUCE - DM_OP_BROADCAST, ref = have[ar] ? ar : -1;
     if (ref < 0)
         for (int i = 0; i < 5 && ref < 0; i++)
@@ -340,7 +340,7 @@ int calib_fit_gemm(calib *c, const char *trace_path, const dm_gpu *gpu, FILE *lo
     }
     char src[512];
     snprintf(src, sizeof src, "%s (%s trace of %s %s: %d forward/backward ops, %.4g TFLOP/s over the %s peak %.4g)",
-             base_name(trace_path), t->source, t->model, t->strategy, n, flops / (us * 1e-6) / 1e12, gpu->short_name,
+             trace_path, t->source, t->model, t->strategy, n, flops / (us * 1e-6) / 1e12, gpu->short_name,
              gpu->bf16_flops / 1e12);
     if (log)
         fprintf(log, "  fwd_efficiency %.4f: %d ops, %.1f TFLOP/s achieved (residual %.1f%%)\n", eff, n,

@@ -58,3 +58,10 @@ int dm_on_path(const char *prog)
     }
     return 0;
 }
+
+int dm_split_words(char *s, char **out, int max)
+{
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(s, " \t", &save); t && n < max; t = strtok_r(NULL, " \t", &save)) out[n++] = t;
+    return n;
+}

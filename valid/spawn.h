@@ -14,6 +14,10 @@ int dm_self_exe(char *buf, size_t size, dm_err *err);
  * the log's path in err. */
 int dm_spawn(char *const argv[], const char *log, dm_err *err);
 
+/* Split s in place at spaces into out[0..max-1] (a launcher given as one string, e.g.
+ * "mpirun --bind-to none"); returns the count. */
+int dm_split_words(char *s, char **out, int max);
+
 /* 1 when prog is an executable on PATH. */
 int dm_on_path(const char *prog);
 
