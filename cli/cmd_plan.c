@@ -96,9 +96,9 @@ static void print_json_report(FILE *f, const dm_program *p, const sched_report *
     for (int o = 0; o < r->nowners; o++) fprintf(f, "%s%.3f", o ? ", " : "", r->ns_load_us[o]);
     fputs("],\n \"ns_ops\": [", f);
     for (int o = 0; o < r->nowners; o++) fprintf(f, "%s%d", o ? ", " : "", r->ns_ops[o]);
-    fprintf(f, "],\n \"max_us\": %.3f, \"mean_us\": %.3f, \"imbalance\": %.6f, \"lower_bound_us\": %.3f, \"gap\": %.6f,"
+    fprintf(f, "],\n \"max_us\": %.3f, \"mean_us\": %.3f, \"imbalance\": %.6f, \"lower_bound_us\": %.3f, \"gap\": %.6f, \"shape_bound_us\": %.3f,"
                " \"lpt_max_us\": %.3f, \"lpt_gap\": %.6f,\n \"solver_status\": ",
-            r->max_us, r->mean_us, r->imbalance, r->lower_bound_us, r->gap, r->lpt_max_us,
+            r->max_us, r->mean_us, r->imbalance, r->lower_bound_us, r->gap, r->shape_bound_us, r->lpt_max_us,
             r->lower_bound_us > 0 && r->lpt_max_us > 0 ? r->lpt_max_us / r->lower_bound_us - 1 : 0);
     json_write_string(f, r->solver_status);
     fprintf(f, ", \"solver_s\": %.4f, \"plan_s\": %.4f, \"ops\": %ld, \"collectives\": %d, \"groups\": %d,\n \"op_counts\": {",
@@ -235,6 +235,9 @@ int cmd_plan(int argc, char **argv)
                100 * rep.gap);
         if (rep.lpt_max_us > 0 && rep.lower_bound_us > 0)
             printf(", LPT gap %.2f%%", 100 * (rep.lpt_max_us / rep.lower_bound_us - 1));
+        if (rep.shape_bound_us > rep.lower_bound_us * (1 + 1e-6))
+            printf("\n          two-shape bound %.1f us (exact optimum of the two costliest shapes alone), gap %.2f%%",
+                   rep.shape_bound_us, 100 * (rep.max_us / rep.shape_bound_us - 1));
         printf("\nsolver    %s, %d units, assignment %.3f s, plan %.3f s\n", rep.solver_status, rep.n_units, rep.solver_s,
                rep.plan_s);
         printf("program   %ld ops, %d collectives, %d groups, hash %016" PRIx64 "%s%s\n", n_ops, prog->n_colls,

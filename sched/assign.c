@@ -878,10 +878,12 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
     memset(&h, 0, sizeof h);
     if (bound_us) *bound_us = 0;
     if (sched_assign_lpt(p, &lpt, err)) return -1;
-    double lb = sched_lower_bound(p);
+    /* the better of the simple bound and the two-shape bound (both valid): stops the search early
+     * and bounds L for lp_solve */
+    double lb = fmax(sched_lower_bound(p), sched_two_shape_bound(p));
     if (p->n_items == 0 || lpt.makespan_us <= lb * (1 + 1e-9)) {
         *a = lpt;
-        snprintf(status, status_size, "lpt at the lower bound");
+        snprintf(status, status_size, "lpt, optimal: at a lower bound");
         if (bound_us) *bound_us = lb;
         return 0;
     }
@@ -910,7 +912,7 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
     }
     sched_assign_free(&m);
     const char *why = ret == INFEASIBLE ? "optimal: milp proved nothing better" :
-                      ret == -100 ? "within 0.01% of the lower bound: milp skipped" :
+                      ret == -100 ? "within 0.01% of a lower bound: milp skipped" :
                       elapsed >= time_limit_s - 1e-3 ? "milp timeout" : "milp found nothing better";
     if (bound_us && ret == INFEASIBLE) *bound_us = best;
     if (bound_us && ret == -100) *bound_us = lb; /* the plan is within 0.01% of it */
@@ -931,4 +933,121 @@ done:
     free(hjobs);
     free(mjobs);
     return rc;
+}
+
+/* ---- a stronger lower bound ---------------------------------------------------------------- */
+
+/* T[n]: the cheapest batching of n matrices of shape s; fills T[0..count]. */
+static void batch_dp(const sched_problem *p, int s, int count, double *T)
+{
+    T[0] = 0;
+    for (int n = 1; n <= count; n++) {
+        T[n] = INFINITY;
+        for (int b = 1; b <= n && b <= p->max_batch; b++) T[n] = fmin(T[n], cost_of(p, s, b) + T[n - b]);
+    }
+}
+
+/* the largest n with T[n] <= x, given the suffix minima M (nondecreasing); -1 if none */
+static int max_fit(const double *M, int count, double x)
+{
+    if (M[0] > x) return -1;
+    int lo = 0, hi = count;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (M[mid] <= x) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Can `owners` owners hold all of A and B with load <= L? DP over owners: best[a] = most B
+ * matrices placed with a A matrices placed. xs/fit: scratch of nA + 1 entries. 1 yes, 0 no,
+ * -1 when the DP would take too long (more than about 3e7 steps). */
+static int two_fit(const double *TA, int nA, const double *MB, int nB, int owners, double L, int *best, int *next,
+                   int *xs, int *fit)
+{
+    int nx = 0;
+    for (int x = 0; x <= nA; x++) /* an owner's choices: x A matrices, then as many B as fit */
+        if (TA[x] <= L) {
+            int b = max_fit(MB, nB, L - TA[x]);
+            xs[nx] = x;
+            fit[nx++] = b > 0 ? b : 0;
+        }
+    if ((double)owners * (nA + 1) * nx > 3e7) return -1;
+    for (int a = 0; a <= nA; a++) best[a] = -1;
+    best[0] = 0;
+    for (int o = 0; o < owners; o++) {
+        for (int a = 0; a <= nA; a++) next[a] = -1;
+        for (int a = 0; a <= nA; a++) {
+            if (best[a] < 0) continue;
+            for (int k = 0; k < nx && a + xs[k] <= nA; k++) {
+                int v = best[a] + fit[k];
+                if (v > nB) v = nB;
+                if (v > next[a + xs[k]]) next[a + xs[k]] = v;
+            }
+        }
+        int *t = best;
+        best = next;
+        next = t;
+        if (best[nA] >= nB) return 1;
+    }
+    return 0;
+}
+
+double sched_two_shape_bound(const sched_problem *p)
+{
+    int *count = calloc((size_t)p->n_shapes, sizeof *count);
+    double *TA = NULL, *TB = NULL, *MB = NULL, bound = 0;
+    int *best = NULL, *next = NULL, *xs = NULL, *fit = NULL;
+    if (!count) return 0;
+    for (int i = 0; i < p->n_items; i++) count[p->items[i].shape]++;
+    /* the two shapes with the largest cheapest total */
+    int sa = -1, sb = -1;
+    double ta = -1, tb = -1;
+    for (int s = 0; s < p->n_shapes; s++) {
+        if (!count[s]) continue;
+        double per = INFINITY;
+        for (int b = 1; b <= p->max_batch && b <= count[s]; b++) per = fmin(per, cost_of(p, s, b) / b);
+        double t = per * count[s];
+        if (t > ta) {
+            sb = sa, tb = ta;
+            sa = s, ta = t;
+        } else if (t > tb) {
+            sb = s, tb = t;
+        }
+    }
+    if (sa < 0) goto out;
+    int nA = count[sa], nB = sb >= 0 ? count[sb] : 0;
+    if ((double)p->nowners * (nA + 1) > 2e7) goto out; /* too large to do quickly */
+    if (!(TA = malloc(((size_t)nA + 1) * sizeof *TA)) || !(TB = malloc(((size_t)nB + 1) * sizeof *TB)) ||
+        !(MB = malloc(((size_t)nB + 1) * sizeof *MB)) || !(best = malloc(((size_t)nA + 1) * sizeof *best)) ||
+        !(next = malloc(((size_t)nA + 1) * sizeof *next)) || !(xs = malloc(((size_t)nA + 1) * sizeof *xs)) ||
+        !(fit = malloc(((size_t)nA + 1) * sizeof *fit)))
+        goto out;
+    batch_dp(p, sa, nA, TA);
+    if (sb >= 0) batch_dp(p, sb, nB, TB);
+    else TB[0] = 0;
+    MB[nB] = TB[nB];
+    for (int b = nB - 1; b >= 0; b--) MB[b] = fmin(TB[b], MB[b + 1]);
+    double lo = 0, hi = TA[nA] + TB[nB]; /* one owner holding everything fits */
+    lo = sched_lower_bound(p) * (1 - 1e-9); /* below it nothing fits: start the bisection there */
+    if (two_fit(TA, nA, MB, nB, p->nowners, hi, best, next, xs, fit) != 1) goto out;
+    for (int it = 0; it < 50 && hi - lo > 1e-7 * hi; it++) {
+        double mid = 0.5 * (lo + hi);
+        int f = two_fit(TA, nA, MB, nB, p->nowners, mid, best, next, xs, fit);
+        if (f < 0) goto out;
+        if (f) hi = mid;
+        else lo = mid;
+    }
+    bound = lo; /* every L below lo is infeasible: lo is a valid lower bound */
+out:
+    free(count);
+    free(TA);
+    free(TB);
+    free(MB);
+    free(best);
+    free(next);
+    free(xs);
+    free(fit);
+    return bound;
 }

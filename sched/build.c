@@ -452,6 +452,7 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
         rep->solver_s = sched_wall_s() - t0;
         snprintf(rep->solver_status, sizeof rep->solver_status, "%s", status);
         rep->lower_bound_us = sched_lower_bound(pr);
+        rep->shape_bound_us = sched_two_shape_bound(pr);
         if (b->o->balance == SCHED_BAL_MILP) {
             sched_assign l;
             if (sched_assign_lpt(pr, &l, b->err)) return -1;

@@ -117,6 +117,7 @@ typedef struct sched_report {
     double imbalance;       /* max/mean - 1 */
     double lower_bound_us;  /* max(total / owners, largest unit) */
     double gap;             /* max/lower_bound - 1 */
+    double shape_bound_us;  /* sched_two_shape_bound: a tighter bound (0: not computed) */
     double lpt_max_us;      /* LPT's makespan (the MILP's fallback), 0 when not computed */
     char solver_status[160];/* "lpt", "round-robin", "optimal", "timeout (lpt kept)", ... */
     double solver_s;        /* wall time of the assignment */
@@ -180,6 +181,11 @@ int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err);
  * Deterministic unless the time limit cuts the count search (the status then says so). */
 int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, sched_assign *a,
                       char *status, size_t status_size, double *bound_us, dm_err *err);
+/* A stronger lower bound on any plan's makespan: the exact optimum (by dynamic programming
+ * over owners, bisection on the makespan) for the two shapes with the largest total cost alone,
+ * every other matrix left out. 0 when too large to compute quickly. */
+double sched_two_shape_bound(const sched_problem *p);
+
 /* Monotonic wall clock in seconds (planning and solver times). */
 double sched_wall_s(void);
 
