@@ -166,6 +166,16 @@ int main(void)
        "milp finds the optimum 6 (got %g, %s)", a.makespan_us, status);
     sched_assign_free(&a);
     ok(sched_lower_bound(&t.p) == 6, "lower bound max(12/2, 3) = 6");
+    ok(fabs(sched_two_shape_bound(&t.p) - 6) < 1e-5, "two-shape bound is the exact optimum 6 (got %g)",
+       sched_two_shape_bound(&t.p));
+    /* 3 x 5 and 4 x 4 on 3 owners: simple bound 31/3, optimum 12 ({4,4,4}, {5,5}, {5,4}) */
+    double pr[2] = {5, 4};
+    tprob_init(&t, 2, pr, 0, 1, 3);
+    for (int i = 0; i < 3; i++) add_item(&t, 0, i);
+    for (int i = 0; i < 4; i++) add_item(&t, 1, 3 + i);
+    double tsb = sched_two_shape_bound(&t.p);
+    ok(fabs(tsb - 12) < 1e-5 && sched_lower_bound(&t.p) < 11, "two-shape bound 12 above the simple bound %.2f (got %g)",
+       sched_lower_bound(&t.p), tsb);
 
     /* ---- Graham's bound against brute-force optima; MILP never worse than LPT */
     int graham_ok = 1, milp_ok = 1, milp_opt = 0, proved = 0;
@@ -187,7 +197,8 @@ int main(void)
         sched_assign_milp(&t.p, 2.0, 0, &a, status, sizeof status, &proof, &err);
         if (a.makespan_us > l + 1e-9 || !consistent(&t.p, &a)) milp_ok = 0;
         /* a proven bound (lp_solve found nothing better, or the plan sits on the lower bound) */
-        if (proof > 0 && fabs(proof - a.makespan_us) < 1e-9 && fabs(proof - opt) < 1e-9) proved++;
+        if (proof > 0 && fabs(proof - a.makespan_us) < 1e-6 * opt && fabs(a.makespan_us - opt) < 1e-9) proved++;
+        if (sched_two_shape_bound(&t.p) > opt + 1e-9) milp_ok = 0; /* a bound never exceeds the optimum */
         milp_opt += fabs(a.makespan_us - opt) < 1e-9;
         sched_assign_free(&a);
     }
