@@ -376,7 +376,7 @@ static int run_compute(real_exec *ex, int i, dm_err *err)
         pl = op->params;
         np = op->n_params;
     }
-    int rc = 0, any_adam = 0;
+    int rc = 0;
     for (int k = 0; k < np && rc == 0; k++) {
         int64_t id = pl[k];
         rparam *q = &ex->p[id];
@@ -424,7 +424,6 @@ static int run_compute(real_exec *ex, int i, dm_err *err)
         }
         case DM_OP_ADAMW: {
             if (q->gr_hi <= q->gr_lo) break;
-            any_adam = 1;
             if (!finite_range(q->G, q->gr_lo, q->gr_hi)) note_bad(ex, id);
             const ns_adamw_params *ap = &ex->o.adamw;
             int64_t t = ex->adam_t + 1;
@@ -446,7 +445,6 @@ static int run_compute(real_exec *ex, int i, dm_err *err)
         default: break;
         }
     }
-    (void)any_adam; /* a shard may miss all of a layer's AdamW params: nothing to do */
     if (own == 1) free(pl);
     return rc;
 }
@@ -805,7 +803,6 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err)
     if (st->bad_param >= 0) {
         st->skipped = 1;
     } else {
-        int any_adam = 0;
         for (int64_t i = 0; i < ex->n_mx; i++) {
             rparam *q = &ex->p[i];
             float *t;
@@ -815,18 +812,14 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err)
                 t = q->m1, q->m1 = q->m1n, q->m1n = t;
                 t = q->m2, q->m2 = q->m2n, q->m2n = t;
             }
-            if (q->up_hi > q->up_lo && q->m1) any_adam = 1;
             q->own_lo = q->up_lo;
             q->own_hi = q->up_hi;
         }
-        (void)any_adam;
         ex->adam_t++;
     }
 out:
-    for (int j = 0; j < ex->n_pend; j++) {
-        /* on failure the caller aborts; the buffers must stay valid until then */
-        if (rc == 0) free(ex->pend[j].send), free(ex->pend[j].recv);
-    }
+    /* on failure collectives may still be pending: their buffers stay allocated (MPI may
+     * still write them) until the caller aborts the job */
     ex->step++;
     return rc;
 }
@@ -945,11 +938,9 @@ int real_exec_weights(real_exec *ex, float ***out, dm_err *err)
                 free(buf);
                 if (!(buf = malloc((size_t)(hi - lo) * 4))) MPI_Abort(ex->comm, 1); /* out of memory */
                 MPI_Recv(buf, (int)(hi - lo), MPI_FLOAT, r, 7, ex->comm, MPI_STATUS_IGNORE);
-                int64_t lo0 = all[2 * i], hi0 = all[2 * i + 1]; /* rank 0's own range */
                 int earlier = 0;                               /* owned by an earlier rank too? */
                 for (int q = 0; q < r; q++)
                     if (all[(2 * np) * q + 2 * i] < hi && all[(2 * np) * q + 2 * i + 1] > lo) earlier = 1;
-                (void)lo0, (void)hi0;
                 if (earlier) {
                     if (buf && memcmp(buf, w[i] + lo, (size_t)(hi - lo) * 4) != 0 && !mismatch)
                         mismatch = 1, mismatch_p = i;
