@@ -5,7 +5,8 @@
 FUZZ_CC = clang
 FUZZ_SECONDS = 30
 FUZZ_ENV = FUZZ_SRCDIR='$(abs_top_srcdir)' FUZZ_BUILDDIR='$(abs_top_builddir)' FUZZ_CC='$(FUZZ_CC)' \
-	FUZZ_CPPFLAGS='$(DEFS) -I$(abs_top_builddir) $(AM_CPPFLAGS) $(CPPFLAGS)' FUZZ_LIBS='$(LIBS)' \
+	FUZZ_CPPFLAGS='$(DEFS) -I$(abs_top_builddir) $(AM_CPPFLAGS) $(CPPFLAGS) $(MPI_CFLAGS)' \
+	FUZZ_LIBS='$(LIBS) $(MPI_LIBS)' \
 	FUZZ_SOURCES='$(libdmuon_a_SOURCES) cli/opts.c' FUZZ_SECONDS='$(FUZZ_SECONDS)'
 fuzz:
 	$(FUZZ_ENV) $(SHELL) $(srcdir)/fuzz/fuzz.sh run
@@ -15,13 +16,14 @@ fuzz-build:
 EXTRA_DIST += fuzz/fuzz.sh fuzz/README.md fuzz/corpus fuzz/crashes fuzz/fuzz_util.c fuzz/fuzz_util.h \
 	fuzz/fuzz_model_check.c fuzz/fuzz_model_check.h fuzz/fuzz_json.c fuzz/fuzz_model.c \
 	fuzz/fuzz_hf.c fuzz/fuzz_cluster.c fuzz/fuzz_ns_coeffs.c fuzz/fuzz_opts.c fuzz/fuzz_trace.c \
-	fuzz/json.dict fuzz/model.dict fuzz/hf.dict fuzz/cluster.dict fuzz/trace.dict
+	fuzz/fuzz_costs.c fuzz/fuzz_program.c fuzz/json.dict fuzz/model.dict fuzz/hf.dict fuzz/cluster.dict \
+	fuzz/trace.dict fuzz/program.dict fuzz/costs.dict
 
 # Fault injection and atomic-output tests (they live in tests/, built and run by `make check`).
 check_PROGRAMS += tests/test_faults tests/test_outfile
-TESTS += tests/test_faults tests/test_outfile tests/faults.sh
+TESTS += tests/test_faults tests/test_outfile tests/faults.sh tests/interrupt.sh
 tests_test_faults_SOURCES = tests/test_faults.c tests/tap.h
 tests_test_faults_LDADD = $(DM_LDADD)
 tests_test_outfile_SOURCES = tests/test_outfile.c tests/tap.h
 tests_test_outfile_LDADD = $(DM_LDADD)
-EXTRA_DIST += tests/faults.sh
+EXTRA_DIST += tests/faults.sh tests/interrupt.sh fuzz/lsan.supp

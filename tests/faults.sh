@@ -1,7 +1,7 @@
 #!/bin/sh
 # faults.sh: allocation fault injection over whole commands (DM_FAIL_ALLOC=N, core/dm_error.h):
 # model show/import, plan -o, sim --trace/--csv, sim --program. For each command, N sweeps the
-# first allocations one by one, then every ~5% further, until a run no longer reaches N (the
+# first allocations one by one, then every ~10% further, until a run no longer reaches N (the
 # hook prints "dmuon: injected allocation failure N" when it fires). Every run that reaches its
 # failure must exit with status 1 (not a crash, not a sanitizer report: under the sanitizer
 # build ASan and LeakSanitizer exit with 98/99 here), say "out of memory", and leave no output
@@ -15,7 +15,7 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:exitcode=
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dmuon-faults.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/work" && cd "$tmp/work" || exit 1
-DENSE=${DM_FAULTS_DENSE:-60}
+DENSE=${DM_FAULTS_DENSE:-30}
 
 # sweep NAME OUTPUTS -- COMMAND...   (OUTPUTS: space-separated files the command writes)
 sweep() {
@@ -49,7 +49,7 @@ sweep() {
                 grep -v "injected allocation failure" err | head -8 | sed 's/^/#   /'
             fi
         fi
-        if [ $n -lt "$DENSE" ]; then n=$((n + 1)); else n=$((n + n / 20 + 1)); fi
+        if [ $n -lt "$DENSE" ]; then n=$((n + 1)); else n=$((n + n / 10 + 1)); fi
     done
     tap_n=$((tap_n + 1))
     if [ $bad -eq 0 ] && [ $runs -gt 0 ]; then

@@ -12,10 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "costs.h"
 #include "dm_error.h"
 #include "hf_import.h"
 #include "json.h"
 #include "model.h"
+#include "program.h"
 #include "tap.h"
 #include "trace.h"
 
@@ -180,6 +182,27 @@ static int case_trace_read_json(dm_err *err) { return read_trace(trace_json, err
 static int case_trace_write_csv(dm_err *err) { return dm_trace_write_csv(fixture_trace, out_path, err); }
 static int case_trace_write_json(dm_err *err) { return dm_trace_write_json(fixture_trace, out_path, err); }
 
+static int case_costs(dm_err *err)
+{
+    dm_costs *c = NULL;
+    if (dm_costs_load(DM_SRCDIR "/fuzz/corpus/costs/h200-sample.csv", &c, err)) return -1;
+    dm_costs_free(c);
+    return 0;
+}
+
+static char program_path[600];
+static dm_program *fixture_program;
+
+static int case_program_load(dm_err *err)
+{
+    dm_program *p = NULL;
+    if (dm_program_load(program_path, &p, err)) return -1;
+    dm_program_free(p);
+    return 0;
+}
+
+static int case_program_save(dm_err *err) { return dm_program_save(fixture_program, out_path, err); }
+
 static int setup(void)
 {
     dm_err err;
@@ -209,6 +232,11 @@ static int setup(void)
         printf("Bail out! %s\n", err.msg);
         return -1;
     }
+    snprintf(program_path, sizeof program_path, "%s/fuzz/corpus/program/tiny-hier.json", DM_SRCDIR);
+    if (dm_program_load(program_path, &fixture_program, &err)) {
+        printf("Bail out! %s\n", err.msg);
+        return -1;
+    }
     return 0;
 }
 
@@ -235,9 +263,13 @@ int main(void)
     sweep("trace read JSON", case_trace_read_json, 0);
     sweep("trace write CSV", case_trace_write_csv, 1);
     sweep("trace write JSON", case_trace_write_json, 1);
+    sweep("cost table load (CSV)", case_costs, 0);
+    sweep("step program load (JSON)", case_program_load, 0);
+    sweep("step program save", case_program_save, 1);
 
     dm_model_free(fixture_model);
     dm_trace_free(fixture_trace);
+    dm_program_free(fixture_program);
     free(model_text);
     unlink(trace_csv);
     unlink(trace_json);
