@@ -840,6 +840,22 @@ int cmd_regress(int argc, char **argv)
             fprintf(stderr, "dmuon regress: %s\n", err.msg);
             goto out;
         }
+        /* What the update changes, for the commit that carries it (with --reason). */
+        if (read_baseline(path, &base, &err) == 0) {
+            int n_changed = 0;
+            for (int i = 0; i < now.n; i++) {
+                const metric *b = mset_find(&base, now.m[i].name);
+                double ratio, t;
+                verdict vd = judge(b, &now.m[i], thr, &ratio, &t);
+                if (vd != V_CHANGED && vd != V_WORSE && vd != V_BETTER && vd != V_NEW) continue;
+                if (!n_changed++) printf("changes against the previous baseline:\n");
+                char bs[32];
+                fmt_value(bs, sizeof bs, b);
+                printf("  %-62s %14s -> %-14.6g %s\n", now.m[i].name, bs, now.m[i].value, verdict_names[vd]);
+            }
+            printf("%d exact or quality value%s changed%s\n", n_changed, n_changed == 1 ? "" : "s",
+                   n_changed && !reason ? " (say why with --reason)" : "");
+        }
         char cdesc[512];
         snprintf(cdesc, sizeof cdesc, "%s", dm_costs_describe(costs));
         if (write_baseline(path, &now, kind, suite, cdesc, reason, so.reps, &err)) {
