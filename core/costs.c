@@ -290,10 +290,13 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
                            k == 0 ? "median_us" : k == 1 ? "min_us" : "max_us");
                 goto fail;
             }
-        if (r.median_us <= 0) {
-            dm_err_set(err, "%s:%d:%d: expected a positive median_us", path, lineno, col[7]);
-            goto fail;
-        }
+        /* a nanosecond to days: keeps every derived answer (efficiencies, projections) finite */
+        for (int k = 0; k < 3; k++)
+            if (*d[k] < 1e-3 || *d[k] > 1e11) {
+                dm_err_set(err, "%s:%d:%d: expected %s between 0.001 and 1e11 microseconds", path, lineno, col[7 + k],
+                           k == 0 ? "median_us" : k == 1 ? "min_us" : "max_us");
+                goto fail;
+            }
         if (!c->gpu_name[0]) snprintf(c->gpu_name, sizeof c->gpu_name, "%s", fld[0]);
         if (c->n_rows == c->cap) {
             int nc = c->cap ? 2 * c->cap : 256;

@@ -555,6 +555,16 @@ static int group_item(rd *r, int i, void *vctx)
     }
     if (rk) {
         for (int k = 0; k < b.n; k++) rk[k] = (int)b.v[k];
+        int dup = -1;
+        for (int k = 0; k < b.n && dup < 0; k++) /* groups are small: a quadratic check is fine */
+            for (int j = 0; j < k; j++)
+                if (rk[j] == rk[k]) dup = rk[k];
+        if (dup >= 0) {
+            free(rk);
+            free(b.v);
+            return dm_err_set(r->err, "%s:%d:%d: expected distinct ranks in a group (rank %d repeats)", r->file, line, col,
+                              dup);
+        }
         gi = dm_program_group(c->p, rk, b.n, r->err);
     }
     free(rk);

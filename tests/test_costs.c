@@ -154,6 +154,8 @@ int main(void)
     expect_error("badnum.csv", t, "badnum.csv:5:36: expected median_us");
     snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,32,64,1\n", head);
     expect_error("short.csv", t, "short.csv:5:1: expected 10 comma-separated fields");
+    snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,4,16384,1,bf16,1e308,65.82,66.21\n", head);
+    expect_error("huge.csv", t, "huge.csv:5:38: expected median_us between 0.001 and 1e11");
     expect_error("nosrc.csv", "# dmuon-costs-1\n# gpu: NVIDIA H200\ngpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n",
                  "expected a '# source: measured|roofline' line");
     expect_error("gpu.csv", "# dmuon-costs-1\n# source: measured\n# gpu: Voodoo 2\ngpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n",

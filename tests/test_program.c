@@ -196,6 +196,13 @@ int main(void)
     ok(dm_program_load(path, &q, &err) == -1 && strstr(err.msg, "p.json:1:45: expected \"format\""),
        "format required before groups (%s)", err.msg);
 
+    f = fopen(path, "w");
+    fputs("{\"format\": \"dmuon-program-1\", \"nranks\": 2, \"gpus_per_node\": 2,\n \"groups\": [[0, 1], [1, 1]],\n"
+          " \"ranks\": [{\"rank\": 0, \"ops\": []}, {\"rank\": 1, \"ops\": []}]}\n", f);
+    fclose(f);
+    ok(dm_program_load(path, &q, &err) == -1 && strstr(err.msg, "p.json:2:21: expected distinct ranks in a group (rank 1"),
+       "a group naming a rank twice is rejected (%s)", err.msg);
+
     /* every truncation of a valid program is rejected with a message, never a crash */
     p = small(NULL);
     char *text = to_string(p);
