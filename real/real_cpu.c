@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "real.h"
 #include "real_priv.h"
@@ -196,6 +197,26 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
     }
 
     int64_t T = o->tokens;
+    { /* the CPU backend holds every matrix whole on every rank: refuse what cannot fit */
+        double need = 0;
+        for (int64_t i = 0; i < ex->n_mx; i++) {
+            double sz = (double)ex->mx[i].rows * (double)ex->mx[i].cols, in = (double)ex->mx[i].cols;
+            need += 4.0 * (sz * 7 + (double)T * (in + 2.0 * (double)ex->mx[i].rows)); /* W, Wn, G, O, states; X, Y, R */
+        }
+        MPI_Comm node;
+        int local = 1;
+        MPI_Comm_split_type(ex->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+        double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        if (have > 0 && need * local > 0.9 * have) {
+            dm_err_set(err, "the CPU backend needs about %.1f GiB per rank for %s at %lld tokens (%d ranks on this "
+                       "node: %.1f GiB; the node has %.1f GiB): use a smaller model, fewer --tokens or the GPU "
+                       "backend", need / 1073741824.0, model->name, (long long)T, local, need * local / 1073741824.0,
+                       have / 1073741824.0);
+            goto fail;
+        }
+    }
     if (!(ex->p = xcalloc((size_t)ex->n_mx, sizeof *ex->p, err))) goto fail;
     size_t scratch = 0;
     need = xcalloc((size_t)ex->n_mx, 1, err);

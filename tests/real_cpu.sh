@@ -84,6 +84,8 @@ like "--compare: a comparison table" "$out" "# comparison"
 is "--compare: three strategies run" "$(printf '%s\n' "$out" | grep -c '^# mean over')" 3
 like "--compare: muon-ddp row against dmuon" "$out" "  muon-ddp "
 is "--compare with an unknown strategy exits 2" "$(status_of run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --tokens 8 --steps 1 --compare sgd)" 2
+out=$(run 1 "$DMUON" run --backend cpu --model "$DM_SRCDIR/models/llama-3.2-3b.json" --tokens 1000000 --steps 1 2>&1)
+like "a model that cannot fit the CPU backend: a clear message" "$out" "the CPU backend needs about"
 is "dmuon run without --model exits 2" "$(status_of "$DMUON" run --backend cpu)" 2
 is "dmuon run --backend bogus exits 2" "$(status_of "$DMUON" run --backend bogus --model "$tmp/tiny.json")" 2
 is "dmuon run on an unknown model exits 1" "$(status_of "$DMUON" run --backend cpu --model no-such-model)" 1
