@@ -119,7 +119,8 @@ typedef struct sched_report {
     double gap;             /* max/lower_bound - 1 */
     double shape_bound_us;  /* sched_two_shape_bound: a tighter bound (0: not computed) */
     double lpt_max_us;      /* LPT's makespan (the MILP's fallback), 0 when not computed */
-    char solver_status[160];/* "lpt", "round-robin", "optimal", "timeout (lpt kept)", ... */
+    char solver_status[160];/* e.g. "lpt", "round-robin", "count search; milp timeout (576 vars,
+                               2.00 s)", "lpt, optimal: at a lower bound" */
     double solver_s;        /* wall time of the assignment */
     double plan_s;          /* wall time of the whole sched_build */
     int n_units;            /* assignment units (matrices or packed groups) */
