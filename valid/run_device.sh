@@ -10,22 +10,23 @@ set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
 eval "$(sed -n '/^D=/,/^{$/p' real/run_device.sh | sed '$d')"
-if [ -z "${MPIRUN:-}" ] || [ ! -x "$D/dmuon" ]; then
-  echo "valid/run_device.sh: the environment of real/run_device.sh did not set up (MPIRUN, $D/dmuon)" >&2
+B=${DMUON_BIN:-$D/dmuon} # a binary built from this tree (with validate and regress)
+if [ -z "${MPIRUN:-}" ] || [ ! -x "$B" ]; then
+  echo "valid/run_device.sh: the environment of real/run_device.sh did not set up (MPIRUN, $B)" >&2
   exit 1
 fi
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export DMUON_MODELS=$PWD/models DMUON_COSTS=$PWD/traces/costs MPIRUN="$MPIRUN --bind-to none"
 mode=${1:-all}
 if [ "$mode" = validate ] || [ "$mode" = all ]; then
-  timeout 420 $D/dmuon validate --cluster h200x2 --calibration traces/calib/h200x2.calib \
+  timeout 420 $B validate --cluster h200x2 --calibration traces/calib/h200x2.calib \
     --models llama-3.2-3b --strategies dmuon,muon-ddp,adamw --overlaps interleave,none --gpus 1,2 \
     --steps 5 --tokens 4096 --mpirun "$MPIRUN" --out "$O/validate" > "$O/validate.txt" 2> "$O/validate.err"
   echo "validate exit $?" >> "$O/validate.txt"
   tail -75 "$O/validate.txt"
 fi
 if [ "$mode" = regress ] || [ "$mode" = all ]; then
-  timeout 420 $D/dmuon regress --machine h200 --exec-gpus 2 --reps 3 --costs traces/costs/roofline.csv \
+  timeout 420 $B regress --machine h200 --exec-gpus 2 --reps 3 --costs traces/costs/roofline.csv \
     --baselines "$O/baselines" --update --reason "first H200 baseline (2 x H200 device)" > "$O/regress.txt" 2>&1
   echo "regress exit $?" >> "$O/regress.txt"
   tail -5 "$O/regress.txt"
