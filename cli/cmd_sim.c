@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calib.h"
 #include "cluster.h"
 #include "collcost.h"
 #include "commands.h"
@@ -38,10 +39,11 @@ typedef struct sim_inputs {
     dm_model *model;
     dm_cluster cluster;
     dm_costs *costs;
+    calib_info calib; /* what --calibration applied (describe "" when none) */
 } sim_inputs;
 
-static int load_inputs(const char *cmd, const char *model, const char *cluster, const char *costs, int gpn,
-                       sim_inputs *in)
+static int load_inputs(const char *cmd, const char *model, const char *cluster, const char *costs, const char *calib,
+                       int gpn, sim_inputs *in)
 {
     dm_err err;
     memset(in, 0, sizeof *in);
@@ -54,6 +56,11 @@ static int load_inputs(const char *cmd, const char *model, const char *cluster, 
         return 1;
     }
     if (gpn > 0) in->cluster.gpus_per_node = gpn;
+    if (calib && calib_apply(calib, &in->cluster, &in->calib, &err)) {
+        fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
+        return 1;
+    }
+    if (!costs && in->calib.costs[0]) costs = in->calib.costs;
     if (costs ? dm_costs_load(costs, &in->costs, &err) : dm_costs_load_default(&in->costs, &err)) {
         fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
         return 1;
@@ -197,16 +204,17 @@ static void print_json(FILE *f, const dm_program *p, const dm_cluster *c, const 
 
 /* ---- options both commands take ----------------------------------------------------------- */
 
-enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_ALGO, O_TRACE, O_CSV, O_PROGRAM, O_HELP, O_QUIET, O_OUT, O_PROGRESS,
+enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_ALGO, O_TRACE, O_CSV, O_PROGRAM, O_HELP, O_QUIET, O_OUT, O_PROGRESS,
        O_NOPROGRESS, O_NOPLOTS, O_STRATS, O_JSON };
 
 #define COMMON_LONG                                                                                 \
     {"model", required_argument, 0, O_MODEL}, {"gpus", required_argument, 0, O_GPUS},               \
     {"cluster", required_argument, 0, O_CLUSTER}, {"costs", required_argument, 0, O_COSTS},         \
+    {"calibration", required_argument, 0, O_CALIB},                                                  \
     {"algo", required_argument, 0, O_ALGO}, {"help", no_argument, 0, O_HELP}, SCHED_GETOPT_LONG
 
 typedef struct common_args {
-    const char *model, *cluster, *costs;
+    const char *model, *cluster, *costs, *calib;
 } common_args;
 
 /* 1: handled (plan options into so, the rest into a/o), 0: not one of them, -1: bad value. */
@@ -218,6 +226,7 @@ static int common_opt(const char *cmd, int c, char **argv, common_args *a, sched
     case O_MODEL: a->model = optarg; return 1;
     case O_CLUSTER: a->cluster = optarg; return 1;
     case O_COSTS: a->costs = optarg; return 1;
+    case O_CALIB: a->calib = optarg; return 1;
     case O_ALGO:
         if (coll_algo_parse(optarg, &o->algo) == 0) return 1;
         opt_usage_error(cmd, "--algo: expected auto, ring or tree, found '%s'", optarg);
@@ -237,6 +246,8 @@ static void sim_help(void)
            "  --gpus N              ranks (GPUs), 1 .. 65536; required\n"
            "  --cluster C           preset (a800, h100, h200, h200x2) or cluster file (default a800)\n"
            "  --costs FILE          kernel cost table (default: traces/costs/h200.csv, else roofline)\n"
+           "  --calibration FILE    apply a calibration file (dmuon calibrate) to the cluster; its\n"
+           "                        kernel table is used unless --costs is given\n"
            "  --algo A              collective algorithm: auto (NCCL's choice), ring, tree (default auto)\n"
            "  --program FILE        simulate a saved step program (dmuon plan -o) instead of planning one;\n"
            "                        the cluster defaults to the program's\n"
@@ -257,7 +268,7 @@ int cmd_sim(int argc, char **argv)
                                        {"quiet", no_argument, 0, O_QUIET},
                                        {"json", no_argument, 0, O_JSON},
                                        {0, 0, 0, 0}};
-    common_args ca = {NULL, NULL, NULL}; /* cluster: the program's, else a800 */
+    common_args ca = {NULL, NULL, NULL, NULL}; /* cluster: the program's, else a800 */
     const char *trace = NULL, *csv = NULL, *program = NULL;
     long gpus = 0;
     int quiet = 0, c;
@@ -306,13 +317,15 @@ int cmd_sim(int argc, char **argv)
             goto out;
         }
         if (dm_cluster_load(ca.cluster ? ca.cluster : p->cluster, &in.cluster, &err) ||
-            (ca.costs ? dm_costs_load(ca.costs, &in.costs, &err) : dm_costs_load_default(&in.costs, &err))) {
+            (ca.calib && calib_apply(ca.calib, &in.cluster, &in.calib, &err)) ||
+            (ca.costs ? dm_costs_load(ca.costs, &in.costs, &err)
+             : in.calib.costs[0] ? dm_costs_load(in.calib.costs, &in.costs, &err) : dm_costs_load_default(&in.costs, &err))) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
         in.cluster.gpus_per_node = p->gpus_per_node;
     } else {
-        if (load_inputs("sim", ca.model, ca.cluster ? ca.cluster : "a800", ca.costs, so.gpus_per_node, &in)) goto out;
+        if (load_inputs("sim", ca.model, ca.cluster ? ca.cluster : "a800", ca.costs, ca.calib, so.gpus_per_node, &in)) goto out;
         double t0 = wall_s();
         if (sched_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &p, &rep, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
@@ -340,6 +353,7 @@ int cmd_sim(int argc, char **argv)
         printf("  strategy    %s (%s)\n", p->strategy, p->options);
         printf("  tokens      %lld per rank per step\n", (long long)p->tokens);
         printf("  costs       %s\n", dm_costs_describe(in.costs));
+        printf("  calibration %s\n", in.calib.describe[0] ? in.calib.describe : "none (cluster preset or file as given)");
         printf("  collectives %s algorithm\n", coll_algo_name(o.algo));
         if (!program)
             printf("  plan        %s assignment, %d units over %d owners, planned NS load max %.3f ms, imbalance %.1f%%\n",
@@ -391,6 +405,8 @@ static void scale_help(void)
            "  --strategies LIST     comma list of adamw, muon-ddp, muon-fsdp, muon-rr, dmuon (default all)\n"
            "  --out DIR             output folder (default dmuon-scale)\n"
            "  --costs FILE          kernel cost table (default: traces/costs/h200.csv, else roofline)\n"
+           "  --calibration FILE    apply a calibration file (dmuon calibrate) to the cluster; its\n"
+           "                        kernel table is used unless --costs is given\n"
            "  --algo A              collective algorithm: auto, ring, tree (default auto)\n"
            "  --progress            progress line on stderr even when it is not a terminal\n"
            "  --no-progress         no progress line\n"
@@ -527,7 +543,7 @@ int cmd_scale(int argc, char **argv)
                                        {"no-progress", no_argument, 0, O_NOPROGRESS},
                                        {"no-plots", no_argument, 0, O_NOPLOTS},
                                        {0, 0, 0, 0}};
-    common_args ca = {"wall-oss-flow", "a800", NULL};
+    common_args ca = {"wall-oss-flow", "a800", NULL, NULL};
     const char *out_dir = "dmuon-scale";
     char strat_buf[256] = "adamw,muon-ddp,muon-fsdp,muon-rr,dmuon";
     long gpus[MAX_POINTS] = {8, 16, 32, 64, 128, 256};
@@ -594,7 +610,7 @@ int cmd_scale(int argc, char **argv)
         base = n_str++;
     }
     sim_inputs in;
-    if (load_inputs("scale", ca.model, ca.cluster, ca.costs, so.gpus_per_node, &in)) {
+    if (load_inputs("scale", ca.model, ca.cluster, ca.costs, ca.calib, so.gpus_per_node, &in)) {
         free_inputs(&in);
         return 1;
     }
@@ -615,6 +631,7 @@ int cmd_scale(int argc, char **argv)
     print_model(stdout, in.model);
     dm_cluster_describe(&in.cluster, stdout);
     printf("  costs       %s\n", dm_costs_describe(in.costs));
+    printf("  calibration %s\n", in.calib.describe[0] ? in.calib.describe : "none (cluster preset or file as given)");
     printf("  collectives %s algorithm\n", coll_algo_name(o.algo));
     char desc[512];
     printf("  options     %s\n", sched_opts_describe(&so, desc, sizeof desc));
