@@ -185,6 +185,7 @@ static int run_one(run_ctx *x, double mean[8])
         fprintf(stderr, "dmuon run: %s\n", err.msg);
         goto done; /* create fails together (hash check) or before any step collective */
     }
+    say(stdout, "# %s\n", real_exec_info(ex));
     if (g_rank == 0 && !(rows = dm_calloc((size_t)nranks, sizeof *rows, &err))) MPI_Abort(MPI_COMM_WORLD, 1);
     if (csv_path && g_rank == 0) {
         if (!(csv = dm_out_open(csv_path, &err))) {

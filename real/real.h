@@ -99,6 +99,9 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err);
 int real_exec_weights(real_exec *ex, float ***out, dm_err *err);
 void real_weights_free(float **w, int64_t n);
 
+/* One line on the backend's set-up (device, NCCL, NS plans), for the caller to print. */
+const char *real_exec_info(const real_exec *ex);
+
 int64_t real_exec_n_matrices(const real_exec *ex);
 const dm_matrix *real_exec_matrices(const real_exec *ex); /* borrowed */
 /* Name of matrix id for messages, e.g. "layers.3.mlp.up_proj.weight" (static buffer). */

@@ -58,6 +58,8 @@ void real_maybe_stall(const real_exec *ex)
 int64_t real_exec_n_matrices(const real_exec *ex) { return ex->n_mx; }
 const dm_matrix *real_exec_matrices(const real_exec *ex) { return ex->mx; }
 
+const char *real_exec_info(const real_exec *ex) { return ex->info; }
+
 const char *real_matrix_name(const real_exec *ex, int64_t id)
 {
     real_exec *e = (real_exec *)ex;
@@ -257,6 +259,7 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
         q->own_hi = ex->rank == 0 ? q->size : 0; /* before any step rank 0's copy is the one */
     }
     if (!(ex->scratch = dm_malloc(scratch * 4, err))) goto fail;
+    snprintf(ex->info, sizeof ex->info, "cpu: MPI non-blocking collectives summing in rank order, reference kernels (ns_ref)");
     ex->scratch_n = scratch;
     free(need);
     *out = ex;

@@ -380,9 +380,17 @@ int real_gpu_create(real_exec *ex, dm_err *err)
             dm_err_set(err, "rank %d: cudaEventCreate failed", ex->rank);
             goto out;
         }
-    if (ex->rank == 0)
-        fprintf(stdout, "# gpu: NS plans %d (%d with tuned block counts from %s, %d with defaults)\n", g->n_plans,
-                g->n_tuned, g->tune ? ex->o.autotune_path : "no autotune cache", g->n_default);
+    {
+        ns_device_info dev;
+        dm_err e2;
+        int nccl_v = 0;
+        ncclGetVersion(&nccl_v);
+        if (ns_device_query(&dev, &e2) < 0) snprintf(dev.name, sizeof dev.name, "?");
+        snprintf(ex->info, sizeof ex->info,
+                 "gpu: %.100s (device %d of rank 0), NCCL %d; NS plans %d (%d with tuned block counts from %.200s, %d "
+                 "with defaults)", dev.name, g->device, nccl_v, g->n_plans, g->n_tuned,
+                 g->tune ? ex->o.autotune_path : "no autotune cache", g->n_default);
+    }
     if (cudaEventCreate(&g->step_s) != cudaSuccess || cudaEventCreate(&g->step_e) != cudaSuccess ||
         cudaEventCreate(&g->flag_ev) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
         dm_err_set(err, "rank %d: CUDA setup failed", ex->rank);

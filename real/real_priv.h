@@ -57,6 +57,7 @@ struct real_exec {
     int64_t bad_param;        /* first non-finite gradient seen in a reduced gradient */
     int64_t bad_local;        /* ... in this rank's own gradient (where it came from) */
     char name_buf[256];
+    char info[512];           /* the backend's set-up, for the caller to print */
     double *op_t0, *op_dur;   /* last step: each op's start and duration, us from its start */
     struct real_gpu *gpu;     /* the GPU backend's state, NULL on the CPU backend */
 };
