@@ -12,4 +12,4 @@ tests_test_program_SOURCES = tests/test_program.c tests/tap.h
 tests_test_program_LDADD = $(DM_LDADD)
 tests_test_sched_SOURCES = tests/test_sched.c tests/tap.h
 tests_test_sched_LDADD = $(DM_LDADD)
-EXTRA_DIST += tests/plan_golden.sh tests/golden/plan_qwen2.5-0.5b.txt tests/golden/plan_qwen2.5-0.5b_milp.txt
+EXTRA_DIST += sched/README.md tests/plan_golden.sh tests/golden/plan_qwen2.5-0.5b.txt tests/golden/plan_qwen2.5-0.5b_milp.txt
