@@ -16,8 +16,8 @@ fuzz-build:
 EXTRA_DIST += fuzz/fuzz.sh fuzz/README.md fuzz/corpus fuzz/crashes fuzz/fuzz_util.c fuzz/fuzz_util.h \
 	fuzz/fuzz_model_check.c fuzz/fuzz_model_check.h fuzz/fuzz_json.c fuzz/fuzz_model.c \
 	fuzz/fuzz_hf.c fuzz/fuzz_cluster.c fuzz/fuzz_ns_coeffs.c fuzz/fuzz_opts.c fuzz/fuzz_trace.c \
-	fuzz/fuzz_costs.c fuzz/fuzz_program.c fuzz/json.dict fuzz/model.dict fuzz/hf.dict fuzz/cluster.dict \
-	fuzz/trace.dict fuzz/program.dict fuzz/costs.dict
+	fuzz/fuzz_costs.c fuzz/fuzz_program.c fuzz/fuzz_calib.c fuzz/json.dict fuzz/model.dict fuzz/hf.dict fuzz/cluster.dict \
+	fuzz/trace.dict fuzz/program.dict fuzz/costs.dict fuzz/calib.dict
 
 # Fault injection and atomic-output tests (they live in tests/, built and run by `make check`).
 check_PROGRAMS += tests/test_faults tests/test_outfile
