@@ -255,7 +255,7 @@ static void sim_help(void)
            "  --csv FILE            write the same trace rows as CSV\n"
            "  --quiet               only the step time line\n"
            "  --json                the results as one JSON object (times in microseconds)\n"
-           "  --help                this text\n\nPlan options:\n");
+           "  --help                this text\n\n");
     sched_getopt_help(stdout);
 }
 
@@ -415,7 +415,7 @@ static void scale_help(void)
            "overhead = step time / adamw's step time at the same GPU count - 1 (adamw is run for the\n"
            "baseline even when not listed). optimizer = step - forward - backward GPU time on the rank that\n"
            "finishes last: the optimizer kernels plus the communication the step could not hide.\n\n"
-           "Plan options (applied to every strategy):\n");
+           "The plan options below apply to every strategy.\n");
     sched_getopt_help(stdout);
 }
 
