@@ -63,8 +63,10 @@ int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err)
     qsort(s, (size_t)n, sizeof *s, cmp_int);
     for (int i = 0; i < n; i++)
         if (s[i] < 0 || s[i] >= p->nranks || (i && s[i] == s[i - 1])) {
+            int bad = s[i];
             free(s);
-            return dm_err_set(err, "program: bad group member %d", s[i]);
+            return dm_err_set(err, "program: bad group member %d (ranks 0..%d, each once)", bad,
+                              p->nranks - 1);
         }
     /* Linear search is fine for the few hundred groups a program has; the common groups
      * (world, node, cross-node) are created first. */

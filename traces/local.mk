@@ -4,3 +4,4 @@
 #   ./dmuon plan --write-roofline traces/costs/roofline.csv --gpu H200
 costsdir = $(pkgdatadir)/costs
 dist_costs_DATA = traces/costs/roofline.csv
+dist_costs_DATA += traces/costs/h200.csv
