@@ -18,6 +18,9 @@
 #include "dm_error.h"
 #include "model.h"
 #include "opts.h"
+#ifdef DM_HAVE_MPI
+#include "real.h"
+#endif
 #include "outfile.h"
 #ifdef DM_HAVE_CUDA
 #include "autotune.h"
@@ -25,15 +28,18 @@
 #endif
 
 /* ---- bench comm: the hook for the executor --------------------------------------------------
- * `dmuon bench comm ...` lands here with argv[0] == "comm". The executor's collective benchmark
- * replaces this body with a call into its own module (e.g. `return real_bench_comm(argc,
- * argv);`); until then it reports that it is not built. */
+ * `dmuon bench comm ...` lands here with argv[0] == "comm" and goes to the executor's collective
+ * benchmark (real/real_bench.c), which needs MPI (and NCCL for GPUs). */
 static int bench_comm(int argc, char **argv)
 {
+#ifdef DM_HAVE_MPI
+    return real_bench_comm(argc, argv);
+#else
     (void)argc;
     (void)argv;
-    fprintf(stderr, "dmuon bench comm: not built (the collective benchmark is not in this build)\n");
+    fprintf(stderr, "dmuon bench comm: not built (configure found no MPI)\n");
     return 1;
+#endif
 }
 
 static int bench_kernels(int argc, char **argv);
