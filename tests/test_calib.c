@@ -30,7 +30,7 @@ static int write_model_csv(const char *path, const dm_cluster *c, int n)
     int ranks[16];
     for (int i = 0; i < n; i++) ranks[i] = i;
     coll_topo t;
-    dm_err err;
+    dm_err err = {{0}};
     if (collcost_topo(c, ranks, n, &t, &err)) {
         fclose(f);
         return -1;
@@ -46,7 +46,7 @@ static int write_model_csv(const char *path, const dm_cluster *c, int n)
 
 int main(void)
 {
-    dm_err err;
+    dm_err err = {{0}};
     char dir[] = "/tmp/dmuon-test-calib-XXXXXX";
     if (!mkdtemp(dir)) return tap_skip_all("mkdtemp failed");
     char path[512], path2[512];

@@ -64,7 +64,7 @@ static void expect_error(const char *name, const char *text, const char *want)
 
 int main(void)
 {
-    dm_err err;
+    dm_err err = {{0}};
     const dm_gpu *h200 = dm_gpu_find("H200"), *a800 = dm_gpu_find("A800");
     if (!mkdtemp(dir)) return tap_skip_all("no temp dir");
 

@@ -79,7 +79,7 @@ static void expect_invalid(dm_program *p, const char *want, const char *what)
 
 int main(void)
 {
-    dm_err err;
+    dm_err err = {{0}};
     if (!mkdtemp(dir)) return tap_skip_all("no temp dir");
     char path[600];
     snprintf(path, sizeof path, "%s/p.json", dir);

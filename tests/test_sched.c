@@ -99,7 +99,7 @@ static double brute_opt(const tprob *t)
 
 int main(void)
 {
-    dm_err err;
+    dm_err err = {{0}};
     tprob t;
     sched_assign a, b;
     char status[160];

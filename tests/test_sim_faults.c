@@ -53,7 +53,7 @@ static dm_program *program(dm_err *err)
 
 int main(void)
 {
-    dm_err err;
+    dm_err err = {{0}};
     dm_cluster c;
     dm_program *p = NULL;
     if (dm_cluster_load("a800", &c, &err) || !(p = program(&err)) || dm_program_validate(p, &err)) {
