@@ -57,7 +57,7 @@ typedef struct bld {
     const dm_matrix *mx;
     int64_t n;
     int world;
-    dm_err err = {{0}};
+    dm_err err;
     int fail;
 } bld;
 
