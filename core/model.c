@@ -250,8 +250,15 @@ int dm_model_load(const char *name, dm_model **out, dm_err *err)
             size_t n = strlen(e->d_name);
             if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
             dm_model *m;
+            dm_err scan_err;
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (dm_model_load_file(path, &m, NULL) == 0) {
+            if (dm_model_load_file(path, &m, &scan_err) != 0) {
+                /* A broken neighbour file is skipped, but running out of memory is not "unknown". */
+                if (strstr(scan_err.msg, "out of memory")) {
+                    closedir(d);
+                    return dm_err_set(err, "%s", scan_err.msg);
+                }
+            } else {
                 int hit = strcasecmp(m->name, name) == 0;
                 dm_model_free(m);
                 if (hit) {

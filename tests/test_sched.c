@@ -321,9 +321,11 @@ int main(void)
         double t0 = sched_wall_s();
         int rc = sched_build(m, &cl, 256, costs, &o, &p1, &rep, &err);
         double dt = sched_wall_s() - t0;
-        /* the goal is well under a second on an idle machine; the check allows a loaded CI host */
-        ok(rc == 0 && dt < 30.0, "Qwen2.5-72B on 256 ranks, LPT: planned in %.3f s (%d ops on rank 0)", dt,
+        /* Timing is reported, not asserted (the goal is measured by `dmuon regress` and `dmuon
+         * plan`): a loaded or sanitized CI host must not fail a correctness suite. */
+        ok(rc == 0 && p1 && p1->ranks[0].n_ops > 0, "Qwen2.5-72B on 256 ranks, LPT: planned (%d ops on rank 0)",
            p1 ? p1->ranks[0].n_ops : 0);
+        tap_diag("Qwen2.5-72B on 256 ranks, LPT: planned in %.3f s wall", dt);
         sched_report_free(&rep);
         dm_program_free(p1);
         dm_model_free(m);

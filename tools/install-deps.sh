@@ -9,4 +9,4 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential autoconf automake pkg-config \
     libgsl-dev liblpsolve55-dev libjansson-dev \
-    libopenmpi-dev openmpi-bin gnuplot-nox >/dev/null
+    libopenmpi-dev openmpi-bin gnuplot-nox valgrind >/dev/null
