@@ -392,6 +392,17 @@ static char *trim(char *s)
     return s;
 }
 
+/* The accepted range of each numeric key: the same bounds the cluster file reader applies, so a
+ * calibration cannot set what a cluster file could not. */
+static void key_range(const char *key, double *lo, double *hi)
+{
+    *lo = 0;
+    *hi = 1e5;
+    if (!strcmp(key, "nvlink_bus_efficiency") || !strcmp(key, "fwd_efficiency")) *lo = 0.01, *hi = 1;
+    else if (!strncmp(key, "busbw_scale.", 12)) *lo = 0.01, *hi = 10;
+    else if (!strcmp(key, "nic_usable_Gbps")) *lo = 1;
+}
+
 int calib_read(const char *path, calib *out, dm_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -438,10 +449,11 @@ int calib_read(const char *path, calib *out, dm_err *err)
         }
         if (strcmp(key, "costs")) {
             char *end;
-            double v = strtod(val, &end);
-            if (*end || !isfinite(v) || v < 0) {
-                rc = dm_err_set(err, "%s:%d:%d: expected a non-negative number, found '%s'", path, ln,
-                                (int)(val - line) + 1, val);
+            double v = strtod(val, &end), lo, hi;
+            key_range(key, &lo, &hi);
+            if (*end || !isfinite(v) || v < lo || v > hi) {
+                rc = dm_err_set(err, "%s:%d:%d: expected %s in [%g, %g], found '%s'", path, ln,
+                                (int)(val - line) + 1, key, lo, hi, val);
                 break;
             }
         }

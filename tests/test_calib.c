@@ -165,8 +165,17 @@ int main(void)
     f = fopen(path, "w");
     fprintf(f, "# dmuon-calib-1\nfwd_efficiency = fast\n");
     fclose(f);
-    ok(calib_read(path, &back, &err) == -1 && strstr(err.msg, "bad.calib:2:18: expected a non-negative number"),
+    ok(calib_read(path, &back, &err) == -1 && strstr(err.msg, "bad.calib:2:18: expected fwd_efficiency in [0.01, 1]"),
        "bad number: %s", err.msg);
+    /* Values a cluster file could not hold are refused too (fuzz findings: 0 and 7). */
+    const char *bad_vals[] = {"nvlink_bus_efficiency = 0", "fwd_efficiency = 7", "busbw_scale.all-reduce = 0"};
+    for (int i = 0; i < 3; i++) {
+        f = fopen(path, "w");
+        fprintf(f, "# dmuon-calib-1\n%s\n", bad_vals[i]);
+        fclose(f);
+        ok(calib_read(path, &back, &err) == -1 && strstr(err.msg, "bad.calib:2:") && strstr(err.msg, "expected"),
+           "out of range '%s': %s", bad_vals[i], err.msg);
+    }
     f = fopen(path, "w");
     fprintf(f, "# dmuon-comm-1 backend=gpu ranks=2 dtype=bf16\ncoll,bytes,count,ranks,time_us,algbw_GBps,busbw_GBps,wrong\n"
                "all-reduce,1024,512,2,10,0,0,3\n");
