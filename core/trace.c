@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,7 +72,10 @@ static int cmp_ev(const void *a, const void *b)
     return (x->op > y->op) - (x->op < y->op);
 }
 
-void dm_trace_sort(dm_trace *t) { qsort(t->ev, (size_t)t->n, sizeof *t->ev, cmp_ev); }
+void dm_trace_sort(dm_trace *t)
+{
+    if (t->n > 1) qsort(t->ev, (size_t)t->n, sizeof *t->ev, cmp_ev);
+}
 
 static const char *stream_label(int s)
 {
@@ -186,7 +190,7 @@ static int read_json(const char *path, dm_trace *t, dm_err *err)
         dm_trace_event x;
         memset(&x, 0, sizeof x);
         int64_t pid, tid, op, layer = -1, coll = -1;
-        if (jv_req_int(e, "pid", 0, 1 << 24, path, &pid, err) || jv_req_int(e, "tid", 0, 1 << 16, path, &tid, err) ||
+        if (jv_req_int(e, "pid", 0, 1 << 24, path, &pid, err) || jv_req_int(e, "tid", 0, DM_STREAM__COUNT - 1, path, &tid, err) ||
             jv_req_num(e, "ts", -1e18, 1e18, path, &x.ts_us, err) ||
             jv_req_num(e, "dur", 0, 1e18, path, &x.dur_us, err) || jv_req(e, "args", JV_OBJECT, path, &args, err) ||
             jv_req_int(args, "op", 0, INT32_MAX, path, &op, err) || jv_req_str(args, "kind", path, &kind, err) ||
@@ -262,7 +266,15 @@ static int read_csv(const char *path, FILE *f, dm_trace *t, dm_err *err)
             meta_word(line, "model", t->model, sizeof t->model);
             meta_word(line, "strategy", t->strategy, sizeof t->strategy);
             meta_word(line, "cluster", t->cluster, sizeof t->cluster);
-            if (meta_word(line, "nranks", nr, sizeof nr)) t->nranks = atoi(nr) > 0 ? atoi(nr) : 0;
+            if (meta_word(line, "nranks", nr, sizeof nr)) {
+                char *end;
+                long n = strtol(nr, &end, 10);
+                if (*end || n < 0 || n > (1 << 24)) {
+                    dm_err_set(err, "%s:%d:1: expected nranks in [0, 16777216], found \"%s\"", path, lineno, nr);
+                    goto out;
+                }
+                if (n > t->nranks) t->nranks = (int)n;
+            }
             continue;
         }
         if (!line[0]) continue;
@@ -289,7 +301,7 @@ static int read_csv(const char *path, FILE *f, dm_trace *t, dm_err *err)
             if (i == 1) {
                 int st = dm_trace_stream_from_name(s);
                 char *end;
-                if (st < 0) st = (int)strtol(s, &end, 10), st = (*s && !*end && st >= 0) ? st : -1;
+                if (st < 0) st = (int)strtol(s, &end, 10), st = (*s && !*end && st >= 0 && st < DM_STREAM__COUNT) ? st : -1;
                 if (st < 0) {
                     dm_err_set(err, "%s:%d:%d: expected a stream name (compute, comm-hi, comm-lo), found \"%s\"", path,
                                lineno, sc, s);
@@ -311,8 +323,17 @@ static int read_csv(const char *path, FILE *f, dm_trace *t, dm_err *err)
             char *end;
             errno = 0;
             v[i] = strtod(s, &end);
-            if (errno || end == s || *end) {
+            if (errno || end == s || *end || !isfinite(v[i])) {
                 dm_err_set(err, "%s:%d:%d: expected a number for %s, found \"%s\"", path, lineno, sc, names[i], s);
+                goto out;
+            }
+            /* The JSON reader's ranges, so a trace reads the same in either format. */
+            static const double lo[11] = {0, 0, 0, 0, -1e18, 0, 0, 0, -1, -1, 0};
+            static const double hi[11] = {1 << 24, 0, INT32_MAX, 0, 1e18, 1e18, 1e30, 1e30, INT32_MAX, INT32_MAX, 1e18};
+            static const int integral[11] = {1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0};
+            if (v[i] < lo[i] || v[i] > hi[i] || (integral[i] && v[i] != floor(v[i]))) {
+                dm_err_set(err, "%s:%d:%d: expected %s %s in [%.15g, %.15g], found \"%s\"", path, lineno, sc,
+                           integral[i] ? "an integer" : "a number", names[i], lo[i], hi[i], s);
                 goto out;
             }
         }
