@@ -17,6 +17,7 @@
 #include "cluster.h"
 #include "collcost.h"
 #include "commands.h"
+#include "compare.h"
 #include "costs.h"
 #include "json.h"
 #include "model.h"
@@ -419,20 +420,6 @@ static void scale_help(void)
     sched_getopt_help(stdout);
 }
 
-static int mkdir_p(const char *dir)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *s = buf + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST) return -1;
-            *s = '/';
-        }
-    if (mkdir(buf, 0777) && errno != EEXIST) return -1;
-    return 0;
-}
-
 static const char *find_plot_script(void)
 {
     static char path[4096];
@@ -614,8 +601,8 @@ int cmd_scale(int argc, char **argv)
         free_inputs(&in);
         return 1;
     }
-    if (mkdir_p(out_dir)) {
-        fprintf(stderr, "dmuon scale: %s: cannot create: %s\n", out_dir, strerror(errno));
+    if (cmp_mkdir_p(out_dir, &err)) {
+        fprintf(stderr, "dmuon scale: %s\n", err.msg);
         free_inputs(&in);
         return 1;
     }
