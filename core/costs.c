@@ -3,6 +3,7 @@
  * (also used to generate traces/costs/roofline.csv). */
 #define _GNU_SOURCE
 #include "costs.h"
+#include "outfile.h"
 
 #include <errno.h>
 #include <math.h>
@@ -566,13 +567,12 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
         shapes[ns++][1] = n;
     }
     qsort(shapes, (size_t)ns, sizeof *shapes, cmp_shape);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
+    dm_out *o = dm_out_open(path, err);
+    if (!o) {
         free(shapes);
-        return dm_err_set(err, "%s: cannot write: %s", tmp, strerror(errno));
+        return -1;
     }
+    FILE *f = dm_out_file(o);
     fprintf(f, "# dmuon-costs-1\n# source: roofline\n# gpu: %s\n", gpu->name);
     fprintf(f, "# note: NOT MEASURED. Roofline: FLOPs (ns_ref_flops, 5 iterations) over the dense bf16 "
                "peak %.4g FLOP/s, HBM bytes over %.4g B/s, plus %.1f us launch floor per kernel\n",
@@ -597,13 +597,5 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
                     (long long)(INT64_C(1) << e), us, us, us);
         }
     free(shapes);
-    if (ferror(f) | fclose(f)) {
-        unlink(tmp);
-        return dm_err_set(err, "%s: write error", tmp);
-    }
-    if (rename(tmp, path)) {
-        unlink(tmp);
-        return dm_err_set(err, "%s: cannot rename into place: %s", path, strerror(errno));
-    }
-    return 0;
+    return dm_out_commit(o, err);
 }

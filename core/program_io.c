@@ -7,6 +7,7 @@
  * default (deps/params empty, coll/group/root/layer -1, bytes/flops/m/n 0, batch 1, algo direct,
  * dtype bf16) are left out, and the reader applies the same defaults. */
 #define _GNU_SOURCE
+#include "outfile.h"
 #include "program.h"
 
 #include <errno.h>
@@ -89,22 +90,13 @@ int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err)
 
 int dm_program_save(const dm_program *p, const char *path, dm_err *err)
 {
-    size_t len = strlen(path) + 32;
-    char *tmp = dm_malloc(len, err);
-    if (!tmp) return -1;
-    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        dm_err_set(err, "%s: cannot write: %s", tmp, strerror(errno));
-        free(tmp);
+    dm_out *o = dm_out_open(path, err);
+    if (!o) return -1;
+    if (dm_program_write_json(p, dm_out_file(o), err)) {
+        dm_out_abort(o);
         return -1;
     }
-    int rc = dm_program_write_json(p, f, err);
-    if (fclose(f) && rc == 0) rc = dm_err_set(err, "%s: write error: %s", tmp, strerror(errno));
-    if (rc == 0 && rename(tmp, path)) rc = dm_err_set(err, "%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc) unlink(tmp);
-    free(tmp);
-    return rc;
+    return dm_out_commit(o, err);
 }
 
 /* FNV-1a over the canonical JSON, streamed through a cookie FILE (no copy of the text). */

@@ -46,6 +46,20 @@ static inline int tap_done(void)
     return tap_n_fail_ ? 1 : 0;
 }
 
+/* Writes `text` to `path`; a failed write is a failed check named by `what`. Returns 0 when written. */
+static inline int tap_write_file(const char *what, const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    int bad = !f;
+    if (f) {
+        bad = fputs(text, f) < 0;
+        bad |= fclose(f) != 0;
+    }
+    if (!bad) return 0;
+    tap_ok_(0, __FILE__, __LINE__, "%s: cannot write %s", what, path);
+    return -1;
+}
+
 static inline int tap_skip_all(const char *why)
 {
     printf("1..0 # SKIP %s\n", why);

@@ -111,11 +111,7 @@ static void check_bad(const char *what, const char *doc, const char *key)
 {
     char path[256];
     snprintf(path, sizeof path, "/tmp/dm_bad_config_%d.json", (int)getpid());
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(doc, f) < 0 || fclose(f) != 0) {
-        ok(0, "%s: cannot write %s", what, path);
-        return;
-    }
+    if (tap_write_file(what, path, doc)) return;
     dm_model *m = NULL;
     dm_err err = {{0}};
     int rc = hf_import_config(path, &m, &err);

@@ -179,11 +179,7 @@ static void check_bad(const char *what, const char *line7, int want_line)
     char path[256], doc[2048], needle[300];
     snprintf(path, sizeof path, "/tmp/dm_bad_model_%d.json", (int)getpid());
     snprintf(doc, sizeof doc, "%s    %s\n%s", tmpl_head, line7, tmpl_tail);
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(doc, f) < 0 || fclose(f) != 0) {
-        ok(0, "%s: cannot write %s", what, path);
-        return;
-    }
+    if (tap_write_file(what, path, doc)) return;
     dm_model *m = NULL;
     dm_err err = {{0}};
     int rc = dm_model_load_file(path, &m, &err);
