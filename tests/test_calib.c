@@ -115,7 +115,7 @@ int main(void)
     snprintf(path2, sizeof path2, "%s/trace.csv", dir);
     ok(dm_trace_write_csv(t, path2, &err) == 0, "synthetic trace written");
     dm_trace_free(t);
-    ok(calib_fit_gemm(&k, path2, h200, NULL, &err) == 0, "fwd_efficiency fit: %s", err.msg);
+    ok(calib_fit_trace(&k, path2, h200, 0, NULL, &err) == 0, "fwd_efficiency fit: %s", err.msg);
     e = calib_get(&k, "fwd_efficiency");
     ok(e && fabs(atof(e->value) - 0.55) < 1e-4, "fwd_efficiency 0.55 recovered (%s)", e ? e->value : "-");
 

@@ -1,0 +1,155 @@
+/* test_sim_rates.c: the simulator's calibrated compute rates, exact arithmetic: backward at
+ * bwd_efficiency (default: fwd_efficiency), elementwise ops at a calibrated HBM efficiency plus
+ * a per-op overhead, and compute slowed to (1 - f) of its rate while a collective is in flight
+ * on its rank (comm_slowdown): an op of 10 us with f = 0.5 and a collective over its first half
+ * takes 12.5 us; one covered entirely takes 20 us; one the collective reaches half-way takes
+ * 15 us; f = 0 changes nothing; a rank without the collective is not slowed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "collcost.h"
+#include "program.h"
+#include "sim.h"
+#include "tap.h"
+
+static dm_err err;
+
+static dm_cluster h200x2(void)
+{
+    dm_cluster c;
+    if (dm_cluster_load("h200x2", &c, &err)) {
+        printf("Bail out! %s\n", err.msg);
+        exit(1);
+    }
+    return c;
+}
+
+static sim_result *run(const dm_program *p, const dm_cluster *c)
+{
+    sim_opts o;
+    sim_opts_default(&o);
+    o.record_trace = 1;
+    sim_result *r;
+    if (sim_run(p, c, &o, &r, &err)) {
+        printf("# sim_run: %s\n", err.msg);
+        return NULL;
+    }
+    return r;
+}
+
+/* FLOPs for a forward of `us` microseconds on cluster c. */
+static double flops_for(const dm_cluster *c, double us) { return us * 1e-6 * c->fwd_efficiency * c->gpu->bf16_flops; }
+
+static void test_bwd_and_elementwise(void)
+{
+    dm_cluster c = h200x2();
+    ok(c.bwd_efficiency == 0 && dm_cluster_bwd_efficiency(&c) == c.fwd_efficiency, "bwd_efficiency defaults to fwd");
+    dm_program *p = dm_program_new(1, 2, "t", "t", "h200x2", "", 1, &err);
+    dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE), b = dm_op_init(DM_OP_BACKWARD, DM_STREAM_COMPUTE);
+    f.flops = b.flops = 1e12;
+    dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+    dm_program_add_op(p, 0, &b, NULL, 0, NULL, 0, &err);
+    dm_op a = dm_op_init(DM_OP_ADAMW, DM_STREAM_COMPUTE), u = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE);
+    a.bytes = 2.8e9, u.bytes = 1.2e9;
+    dm_program_add_op(p, 0, &a, NULL, 0, NULL, 0, &err);
+    dm_program_add_op(p, 0, &u, NULL, 0, NULL, 0, &err);
+    c.fwd_efficiency = 0.5;
+    c.bwd_efficiency = 0.25;
+    c.elem_efficiency[1] = 0.5;   /* adamw */
+    c.elem_launch_us[1] = 11;
+    c.elem_efficiency[0] = 0.8;   /* muon-update, launch: the GPU's floor */
+    sim_result *r = run(p, &c);
+    double fw = 1e12 / (0.5 * c.gpu->bf16_flops) * 1e6, bw = 2 * fw;
+    double ad = 2.8e9 / (0.5 * c.gpu->hbm_Bps) * 1e6 + 11, up = 1.2e9 / (0.8 * c.gpu->hbm_Bps) * 1e6 + c.gpu->launch_us;
+    ok(r != NULL, "simulated");
+    if (r) {
+        ok_near(r->forward_us, fw, 1e-12, "forward at fwd_efficiency 0.5: %.3f us", r->forward_us);
+        ok_near(r->backward_us, bw, 1e-12, "backward at bwd_efficiency 0.25: %.3f us (twice the forward)", r->backward_us);
+        ok_near(sim_op_end(r, 0, 2) - sim_op_start(r, 0, 2), ad, 1e-12, "adamw: 2.8 GB / (0.5 x HBM) + 11 us = %.3f us", ad);
+        ok_near(sim_op_end(r, 0, 3) - sim_op_start(r, 0, 3), up, 1e-12,
+                "muon-update: 1.2 GB / (0.8 x HBM) + launch floor = %.3f us", up);
+        ok_near(r->optimizer_us, ad + up, 1e-12, "optimizer phase = adamw + muon-update");
+        ok(strstr(r->cost_src[DM_OP_ADAMW], "0.5 x") != NULL, "adamw source names the efficiency: %s",
+           r->cost_src[DM_OP_ADAMW]);
+    }
+    sim_result_free(r);
+    dm_program_free(p);
+}
+
+/* Rank 0: a forward of fwd_us on the compute stream, ready at 0 (after a lead-in forward of
+ * lead_us when lead_us > 0 on rank 1, which delays the collective's start to lead_us). Both ranks
+ * hold one broadcast on comm-hi (rank 1 after its lead-in). Returns rank 0's forward's end. */
+static double one_case(dm_cluster *c, double fwd_us, double lead_us, double bytes, double *coll_us, double *rank1_fwd)
+{
+    dm_program *p = dm_program_new(2, 2, "t", "t", "h200x2", "", 1, &err);
+    int ranks[2] = {0, 1}, g = dm_program_group(p, ranks, 2, &err);
+    dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+    f.flops = flops_for(c, fwd_us);
+    dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+    dm_op bc = dm_op_init(DM_OP_BROADCAST, DM_STREAM_COMM_HI);
+    bc.coll = dm_program_new_coll(p);
+    bc.group = g;
+    bc.bytes = bytes;
+    bc.root = 0;
+    dm_program_add_op(p, 0, &bc, NULL, 0, NULL, 0, &err);
+    int dep = 0;
+    if (lead_us > 0) {
+        dm_op l = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+        l.flops = flops_for(c, lead_us);
+        dm_program_add_op(p, 1, &l, NULL, 0, NULL, 0, &err);
+        dm_program_add_op(p, 1, &bc, &dep, 1, NULL, 0, &err);
+    } else {
+        dm_program_add_op(p, 1, &bc, NULL, 0, NULL, 0, &err);
+    }
+    sim_result *r = run(p, c);
+    double end = -1;
+    if (r) {
+        end = sim_op_end(r, 0, 0);
+        *coll_us = sim_op_end(r, 0, 1) - sim_op_start(r, 0, 1);
+        *rank1_fwd = lead_us > 0 ? sim_op_end(r, 1, 0) - sim_op_start(r, 1, 0) : 0;
+        if (r->forward_us != end - sim_op_start(r, 0, 0)) end = -2; /* the phase must be the time taken */
+    }
+    sim_result_free(r);
+    dm_program_free(p);
+    return end;
+}
+
+static void test_slowdown(void)
+{
+    dm_cluster c = h200x2();
+    double bytes = 1e8, tc, r1, tc0;
+    /* The collective's time alone (it does not depend on f: links only). */
+    double base = one_case(&c, 1, 0, bytes, &tc0, &r1);
+    ok(base > 0 && tc0 > 1, "a 100 MB broadcast alone takes %.3f us", tc0);
+    /* f = 0: unchanged (a forward of 2 tc ends at 2 tc). */
+    ok_near(one_case(&c, 2 * tc0, 0, bytes, &tc, &r1), 2 * tc0, 1e-12, "f = 0: a forward of 2 x collective ends at %.3f us",
+            2 * tc0);
+    c.comm_slowdown = 0.5;
+    /* Collective over the first half of the op: 10 -> 12.5 (scaled: 2 tc -> 2.5 tc). */
+    double e = one_case(&c, 2 * tc0, 0, bytes, &tc, &r1);
+    ok_near(e, 2.5 * tc0, 1e-12, "f = 0.5, collective over the first half: %.6f us = 1.25 x the op (%.6f)", e, 2.5 * tc0);
+    ok_near(tc, tc0, 1e-12, "the collective itself is not slowed (%.3f us)", tc);
+    /* Collective covering all of the op: d / (1 - f). */
+    e = one_case(&c, 0.5 * tc0, 0, bytes, &tc, &r1);
+    ok_near(e, tc0, 1e-12, "f = 0.5, collective covering the op: %.6f us = 2 x %.6f", e, 0.5 * tc0);
+    /* The collective starts half-way (rank 1 arrives after a lead-in of d/2): d/2 at full rate,
+     * then d/2 of work at half rate while the collective (longer than d) runs: 1.5 d. */
+    double d = 0.8 * tc0;
+    e = one_case(&c, d, d / 2, bytes, &tc, &r1);
+    ok_near(e, 1.5 * d, 1e-12, "f = 0.5, collective from half-way: %.6f us = 1.5 x %.6f", e, d);
+    ok_near(r1, d / 2, 1e-12, "rank 1's lead-in forward, before the collective, is not slowed");
+    /* f = 0.2, collective over the first half: d/2 x 0.8 done, the rest at full rate. */
+    c.comm_slowdown = 0.2;
+    e = one_case(&c, 2 * tc0, 0, bytes, &tc, &r1);
+    ok_near(e, tc0 + (2 * tc0 - 0.8 * tc0), 1e-12, "f = 0.2, collective over the first half: %.6f us", e);
+}
+
+int main(void)
+{
+    test_bwd_and_elementwise();
+    test_slowdown();
+    return tap_done();
+}
