@@ -119,6 +119,68 @@ int main(void)
     e = calib_get(&k, "fwd_efficiency");
     ok(e && fabs(atof(e->value) - 0.55) < 1e-4, "fwd_efficiency 0.55 recovered (%s)", e ? e->value : "-");
 
+    /* 4b. Every rate from one synthetic trace with known answers: forward at 0.5, backward at
+     * 0.35, adamw at 0.45 of HBM + 9 us per op, muon-update at 0.8 + 2 us, and compute at
+     * (1 - 0.3) of its rate while a collective is in flight: an op covered for a fraction o of
+     * its measured time d has d = model / (1 - 0.3 o). */
+    {
+        dm_trace *s = dm_trace_new("real", NULL, &err);
+        double ts = 0;
+        for (int i = 0; i < 24; i++) {
+            int kind = i % 4;
+            dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts, 0, 0, 0, i, -1, 0};
+            double model, o = (i % 3) / 2.0; /* overlap 0, 0.5, 1 */
+            if (kind == 0) ev.flops = 1e12 * (1 + i), model = ev.flops / (0.5 * h200->bf16_flops) * 1e6;
+            else if (kind == 1)
+                ev.kind = DM_OP_BACKWARD, ev.flops = 2e12 * (1 + i), model = ev.flops / (0.35 * h200->bf16_flops) * 1e6;
+            else if (kind == 2)
+                ev.kind = DM_OP_ADAMW, ev.bytes = 1e7 * (1 + i * i), model = 9 + ev.bytes / (0.45 * h200->hbm_Bps) * 1e6;
+            else
+                ev.kind = DM_OP_MUON_UPDATE, ev.bytes = 3e7 * (1 + i), model = 2 + ev.bytes / (0.8 * h200->hbm_Bps) * 1e6;
+            ev.dur_us = model / (1 - 0.3 * o);
+            dm_trace_add(s, &ev, &err);
+            if (o > 0) { /* a collective over the first o of the op, on another stream */
+                dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts, o * ev.dur_us, 1e6, 0, -1, i, 0};
+                dm_trace_add(s, &c, &err);
+            }
+            ts += ev.dur_us + 5;
+        }
+        s->nranks = 1;
+        snprintf(path2, sizeof path2, "%s/rates.csv", dir);
+        ok(dm_trace_write_csv(s, path2, &err) == 0, "synthetic rates trace written");
+        dm_trace_free(s);
+        static calib kr;
+        memset(&kr, 0, sizeof kr);
+        ok(calib_fit_trace(&kr, path2, h200, 1, NULL, &err) == 0, "rates fit: %s", err.msg);
+        static const char *const keys[] = {"fwd_efficiency", "bwd_efficiency", "elementwise_efficiency.adamw",
+                                           "elementwise_launch_us.adamw", "elementwise_efficiency.muon_update",
+                                           "elementwise_launch_us.muon_update", "comm_slowdown"};
+        static const double want[] = {0.5, 0.35, 0.45, 9, 0.8, 2, 0.3};
+        for (int i = 0; i < 7; i++) {
+            e = calib_get(&kr, keys[i]);
+            ok(e && fabs(atof(e->value) - want[i]) <= 2e-4 * want[i] && e->residual < 1e-4,
+               "%s %g recovered (%s, residual %g)", keys[i], want[i], e ? e->value : "-", e ? e->residual : -1);
+        }
+        /* Without --comm-slowdown the slowed ops are read as slower kinds: f is not written. */
+        memset(&kr, 0, sizeof kr);
+        ok(calib_fit_trace(&kr, path2, h200, 0, NULL, &err) == 0 && !calib_get(&kr, "comm_slowdown") &&
+               atof(calib_get(&kr, "fwd_efficiency")->value) < 0.5,
+           "without the slowdown fit: no comm_slowdown, forward efficiency below 0.5 (%s)",
+           calib_get(&kr, "fwd_efficiency") ? calib_get(&kr, "fwd_efficiency")->value : "-");
+        /* The cluster takes the keys through a calibration file. */
+        memset(&kr, 0, sizeof kr);
+        calib_fit_trace(&kr, path2, h200, 1, NULL, &err);
+        snprintf(path2, sizeof path2, "%s/rates.calib", dir);
+        dm_cluster cl;
+        dm_cluster_load("h200x2", &cl, &err);
+        ok(calib_write(&kr, path2, &err) == 0 && calib_apply(path2, &cl, NULL, &err) == 0, "rates calibration applied");
+        ok(fabs(cl.fwd_efficiency - 0.5) < 1e-4 && fabs(cl.bwd_efficiency - 0.35) < 1e-4 &&
+               fabs(cl.elem_efficiency[1] - 0.45) < 1e-4 && fabs(cl.elem_launch_us[1] - 9) < 1e-2 &&
+               fabs(cl.elem_efficiency[0] - 0.8) < 1e-3 && fabs(cl.comm_slowdown - 0.3) < 1e-4,
+           "cluster: fwd %.4f bwd %.4f adamw %.4f + %.3f us, muon-update %.4f, f %.4f", cl.fwd_efficiency,
+           cl.bwd_efficiency, cl.elem_efficiency[1], cl.elem_launch_us[1], cl.elem_efficiency[0], cl.comm_slowdown);
+    }
+
     /* 5. Round trip and apply. */
     snprintf(path2, sizeof path2, "%s/h200x2.calib", dir);
     snprintf(k.date, sizeof k.date, "2026-11-29T20:00:00Z");
