@@ -14,6 +14,7 @@
 #include "calib.h"
 #include "cluster.h"
 #include "commands.h"
+#include "costs.h"
 #include "opts.h"
 
 #define CMD "calibrate"
@@ -29,6 +30,8 @@ static void usage(FILE *f)
             "  --trace TRACE      a measured trace (dmuon run --trace): fwd_efficiency and\n"
             "                     bwd_efficiency from its forward and backward GEMM times,\n"
             "                     elementwise_efficiency.adamw/.muon_update from those ops\n"
+            "  --program PLAN     with --trace and --kernels: the traced plan (dmuon plan -o); fits\n"
+            "                     ns_time_scale, the trace's NS times over the table's for their shapes\n"
             "  --comm-slowdown    with --trace: also fit comm_slowdown, the compute rate lost while a\n"
             "                     collective is in flight on the rank (default: not fitted, 0)\n"
             "  --kernels CSV      a kernel table (dmuon bench kernels --out), recorded as costs\n"
@@ -41,7 +44,7 @@ static void usage(FILE *f)
             "  -h, --help         this text\n");
 }
 
-enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW };
+enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG };
 
 int cmd_calibrate(int argc, char **argv)
 {
@@ -53,9 +56,10 @@ int cmd_calibrate(int argc, char **argv)
                                        {"out", required_argument, 0, O_OUT},
                                        {"min-bytes", required_argument, 0, O_MINB},
                                        {"comm-slowdown", no_argument, 0, O_SLOW},
+                                       {"program", required_argument, 0, O_PROG},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    const char *comm[8], *trace = NULL, *kernels = NULL, *cluster = "h200x2", *gpu = NULL, *out = "-";
+    const char *comm[8], *trace = NULL, *kernels = NULL, *cluster = "h200x2", *gpu = NULL, *out = "-", *program = NULL;
     int n_comm = 0, c, slow = 0;
     int64_t mb;
     double min_bytes = CALIB_MIN_BYTES;
@@ -80,6 +84,7 @@ int cmd_calibrate(int argc, char **argv)
             min_bytes = (double)mb;
             break;
         case O_SLOW: slow = 1; break;
+        case O_PROG: program = optarg; break;
         case 'h': usage(stdout); return 0;
         case ':': opt_usage_error(CMD, "option '%s' needs an argument", argv[optind - 1]); return 2;
         default: opt_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); return 2;
@@ -87,6 +92,10 @@ int cmd_calibrate(int argc, char **argv)
     }
     if (optind < argc) {
         opt_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    if (program && (!trace || !kernels)) {
+        opt_usage_error(CMD, "--program needs --trace and --kernels");
         return 2;
     }
     if (slow && !trace) {
@@ -120,8 +129,12 @@ int cmd_calibrate(int argc, char **argv)
         if (calib_fit_comm(&k, comm[i], &cl, min_bytes, log, &err)) goto fail;
     }
     if (trace) {
+        dm_costs *table = NULL;
         fprintf(log, "compute rates from %s:\n", trace);
-        if (calib_fit_trace(&k, trace, cl.gpu, slow, log, &err)) goto fail;
+        int rc = (program && dm_costs_load(kernels, &table, &err)) ||
+                 calib_fit_trace(&k, trace, cl.gpu, program, table, slow, log, &err);
+        dm_costs_free(table);
+        if (rc) goto fail;
     }
     if (calib_write(&k, out, &err)) goto fail;
     if (strcmp(out, "-")) printf("wrote %s (%d values); use: dmuon sim --calibration %s ...\n", out, k.n, out);

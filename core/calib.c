@@ -28,7 +28,7 @@ static int known_key(const char *k)
     static const char *const keys[] = {"nvlink_bus_efficiency", "base_latency_us", "nvlink_latency_us",
                                        "net_latency_us", "fwd_efficiency", "bwd_efficiency", "comm_slowdown",
                                        "elementwise_efficiency.adamw", "elementwise_efficiency.muon_update",
-                                       "elementwise_launch_us.adamw", "elementwise_launch_us.muon_update",
+                                       "elementwise_launch_us.adamw", "elementwise_launch_us.muon_update", "ns_time_scale",
                                        "nic_usable_Gbps", "costs"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(k, keys[i])) return 1;
@@ -319,11 +319,11 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
  * (launch + work x: GEMMs work = flops / peak, elementwise work = bytes / HBM), and the fraction
  * of it with a collective in flight on its rank. */
 typedef struct fit_op {
-    int kind;          /* 0 forward, 1 backward, 2 muon-update, 3 adamw */
+    int kind;          /* FK_*: forward, backward, muon-update, adamw, ns (work: the table's time) */
     double d_us, work_us, launch_us, overlap;
 } fit_op;
 
-enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK__N };
+enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK__N };
 
 static int cmp_iv2(const void *a, const void *b)
 {
@@ -380,7 +380,7 @@ static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], dou
     for (int k = 0; k < FK__N; k++) {
         if (!(scc[k] > 0)) continue;
         double det = s11[k] * scc[k] - s1c[k] * s1c[k];
-        if (k >= FK_UPD && det > 1e-12 * s11[k] * scc[k]) {
+        if ((k == FK_UPD || k == FK_ADAMW) && det > 1e-12 * s11[k] * scc[k]) {
             double ak = (s1[k] * scc[k] - s1c[k] * sc[k]) / det, xk = (s11[k] * sc[k] - s1c[k] * s1[k]) / det;
             if (ak >= 0 && xk > 0) {
                 a[k] = ak, x[k] = xk;
@@ -398,15 +398,26 @@ static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], dou
     return tot;
 }
 
-int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, int fit_slowdown, FILE *log, dm_err *err)
+int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
+                    int fit_slowdown, FILE *log, dm_err *err)
 {
     dm_trace *t = NULL;
+    dm_program *p = NULL;
     if (dm_trace_read(trace_path, &t, err)) return -1;
     int rc = -1, n = 0, n_iv = 0, R = t->nranks > 0 ? t->nranks : 1;
+    if (program_path && (!costs || dm_program_load(program_path, &p, err))) {
+        if (!costs) dm_err_set(err, "%s: NS ops are fitted against a kernel table: none given", program_path);
+        dm_trace_free(t);
+        return -1;
+    }
     fit_op *ops = dm_malloc(((size_t)t->n + 1) * sizeof *ops, err);
     double *iv = dm_malloc(((size_t)t->n + 1) * 2 * sizeof *iv, err);
     int *iv_off = dm_calloc((size_t)R + 2, sizeof *iv_off, err);
     if (!ops || !iv || !iv_off) goto out;
+    if (p && p->nranks != R) {
+        dm_err_set(err, "%s has %d ranks, the trace %s %d", program_path, p->nranks, trace_path, R);
+        goto out;
+    }
     /* Per rank, the union of its collectives' intervals. */
     for (int r = 0; r < R; r++) {
         iv_off[r] = n_iv;
@@ -433,6 +444,17 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, int fit
             o.kind = e->kind == DM_OP_MUON_UPDATE ? FK_UPD : FK_ADAMW;
             o.work_us = e->bytes / gpu->hbm_Bps * 1e6;
             o.launch_us = gpu->launch_us;
+        } else if (e->kind == DM_OP_NS && p) {
+            const dm_op *op = e->rank >= 0 && e->rank < R && e->op >= 0 && e->op < p->ranks[e->rank].n_ops
+                                  ? &p->ranks[e->rank].ops[e->op] : NULL;
+            if (!op || op->kind != DM_OP_NS) {
+                dm_err_set(err, "%s: rank %d op %d is an NS op in the trace, not in the program %s (not the traced plan)",
+                           trace_path, e->rank, e->op, program_path);
+                goto out;
+            }
+            dm_cost_source src;
+            o.kind = FK_NS;
+            o.work_us = dm_costs_ns_us(costs, gpu, op->m, op->n, op->batch, op->algo, &src);
         }
         if (o.kind < 0 || !(e->dur_us > 0) || e->rank < 0 || e->rank >= R) continue;
         o.overlap = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
@@ -453,14 +475,25 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, int fit
             if (v < best) best = v, f = i / 1000.0;
         }
     fit_rates(ops, n, f, x, a, ss, cnt);
-    static const char *const what[FK__N] = {"forward", "backward", "muon-update", "adamw"};
+    static const char *const what[FK__N] = {"forward", "backward", "muon-update", "adamw", "ns"};
     static const char *const keys[FK__N] = {"fwd_efficiency", "bwd_efficiency", "elementwise_efficiency.muon_update",
-                                            "elementwise_efficiency.adamw"};
+                                            "elementwise_efficiency.adamw", "ns_time_scale"};
     char src[512], fsrc[64] = "";
     if (f > 0) snprintf(fsrc, sizeof fsrc, ", with comm_slowdown %.3g", f);
     for (int k = 0; k < FK__N; k++) {
         if (!cnt[k]) continue;
         double eff = x[k] > 0 ? 1 / x[k] : 0, res = sqrt(ss[k] / cnt[k]);
+        if (k == FK_NS) { /* a time scale, not a rate */
+            if (!(x[k] >= 0.1 && x[k] <= 10)) {
+                dm_err_set(err, "%s: NS ops take %g x the kernel table's time, outside [0.1, 10]", trace_path, x[k]);
+                goto out;
+            }
+            snprintf(src, sizeof src, "%s (%s trace of %s %s: %d NS ops against %s for the shapes of %s%s)", trace_path,
+                     t->source, t->model, t->strategy, cnt[k], dm_costs_describe(costs), program_path, fsrc);
+            if (log) fprintf(log, "  %-34s %.4f: %3d ops (residual %.1f%%)\n", keys[k], x[k], cnt[k], 100 * res);
+            if (set_num(c, keys[k], x[k], src, res, cnt[k], err)) goto out;
+            continue;
+        }
         if (!(eff >= 0.001 && eff <= 1)) {
             dm_err_set(err, "%s: the %s ops give an efficiency of %g, outside [0.001, 1]", trace_path, what[k], eff);
             goto out;
@@ -475,7 +508,7 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, int fit
                      gpu->short_name, gpu->hbm_Bps / 1e9, a[k], fsrc);
         if (log) fprintf(log, "  %-34s %.4f: %3d ops (residual %.1f%%)\n", keys[k], eff, cnt[k], 100 * res);
         if (set_num(c, keys[k], eff, src, res, cnt[k], err)) goto out;
-        if (k >= FK_UPD) {
+        if (k == FK_UPD || k == FK_ADAMW) {
             char key[48];
             snprintf(key, sizeof key, "elementwise_launch_us.%s", keys[k] + 23);
             if (log) fprintf(log, "  %-34s %.4g\n", key, a[k]);
@@ -497,6 +530,7 @@ out:
     free(iv);
     free(iv_off);
     dm_trace_free(t);
+    dm_program_free(p);
     return rc;
 }
 
@@ -552,6 +586,7 @@ static void key_range(const char *key, double *lo, double *hi)
     if (!strcmp(key, "nvlink_bus_efficiency") || !strcmp(key, "fwd_efficiency") || !strcmp(key, "bwd_efficiency"))
         *lo = 0.01, *hi = 1;
     else if (!strcmp(key, "comm_slowdown")) *hi = 0.95;
+    else if (!strcmp(key, "ns_time_scale")) *lo = 0.1, *hi = 10;
     else if (!strncmp(key, "elementwise_efficiency.", 23)) *lo = 0.001, *hi = 1;
     else if (!strncmp(key, "busbw_scale.", 12)) *lo = 0.01, *hi = 10;
     else if (!strcmp(key, "nic_usable_Gbps")) *lo = 1;
@@ -594,7 +629,7 @@ int calib_read(const char *path, calib *out, dm_err *err)
         if (!known_key(key)) {
             rc = dm_err_set(err, "%s:%d:%d: unknown key '%s' (expected nvlink_bus_efficiency, busbw_scale.KIND, "
                                  "base_latency_us, nvlink_latency_us, net_latency_us, nic_usable_Gbps, fwd_efficiency, "
-                                 "bwd_efficiency, elementwise_efficiency.KIND, elementwise_launch_us.KIND, comm_slowdown or "
+                                 "bwd_efficiency, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown or "
                                  "costs)", path, ln, (int)(key - line) + 1, key);
             break;
         }
@@ -658,6 +693,7 @@ int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
         else if (!strcmp(e->key, "fwd_efficiency")) c->fwd_efficiency = v;
         else if (!strcmp(e->key, "bwd_efficiency")) c->bwd_efficiency = v;
         else if (!strcmp(e->key, "comm_slowdown")) c->comm_slowdown = v;
+        else if (!strcmp(e->key, "ns_time_scale")) c->ns_time_scale = v;
         else if (!strncmp(e->key, "elementwise_efficiency.", 23)) c->elem_efficiency[dm_cluster_elem_index(e->key + 23)] = v;
         else if (!strncmp(e->key, "elementwise_launch_us.", 22)) c->elem_launch_us[dm_cluster_elem_index(e->key + 22)] = v;
         else if (!strcmp(e->key, "nic_usable_Gbps")) c->nic_Bps = v * 1e9 / 8;

@@ -23,6 +23,8 @@
  *    as taking model_time / (1 - f o). For each f on a 0.001 grid in [0, 0.95) the rate of each
  *    kind has a closed form (least squares of the relative residuals, which are linear in the
  *    inverse rate); the f with the smallest sum of squared residuals over all those ops wins.
+ *    With the traced plan (dmuon plan -o) and a kernel table, NS ops join the fit as a kind whose
+ *    model time is the table's for the op's shapes: ns_time_scale = measured / table.
  *    Residual of each key: the RMS relative residual of its kind's ops at that f.
  *  - a kernel table from `dmuon bench kernels --out` (dmuon-costs-1): checked to load and
  *    recorded by path, so the simulator uses the same table.
@@ -39,6 +41,7 @@
 #include <stdio.h>
 
 #include "cluster.h"
+#include "costs.h"
 #include "dm_error.h"
 #include "trace.h"
 
@@ -85,10 +88,13 @@ const calib_entry *calib_get(const calib *c, const char *key);
 #define CALIB_MIN_BYTES (1024.0 * 1024.0)
 int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, double min_bytes, FILE *log, dm_err *err);
 
-/* fwd_efficiency, bwd_efficiency, elementwise_efficiency.KIND (kinds present in the trace) and,
- * when fit_slowdown, comm_slowdown, from a measured trace on `gpu` (see above). Fails when the
+/* fwd_efficiency, bwd_efficiency, elementwise_efficiency.KIND and elementwise_launch_us.KIND
+ * (kinds present in the trace), with program_path (the traced plan, dmuon plan -o) and costs:
+ * ns_time_scale (NS ops against the table's time for their shapes), and, when fit_slowdown,
+ * comm_slowdown, from a measured trace on `gpu` (see above). Fails when the
  * trace has no forward or backward op with FLOPs. */
-int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, int fit_slowdown, FILE *log, dm_err *err);
+int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
+                    int fit_slowdown, FILE *log, dm_err *err);
 
 /* The fraction of [a, b) covered by n_iv disjoint intervals iv[2i] .. iv[2i+1] (0 when b <= a). */
 double calib_overlap_fraction(const double *iv, int n_iv, double a, double b);

@@ -184,6 +184,7 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
         else if (!strcmp(k, "nvlink_bus_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->nvlink_bus_efficiency, err))) break; }
         else if (!strcmp(k, "fwd_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->fwd_efficiency, err))) break; }
         else if (!strcmp(k, "bwd_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->bwd_efficiency, err))) break; }
+        else if (!strcmp(k, "ns_time_scale")) { if ((rc = num(name, line, col, k, v, 0.1, 10, &c->ns_time_scale, err))) break; }
         else if (!strcmp(k, "comm_slowdown")) { if ((rc = num(name, line, col, k, v, 0, 0.95, &c->comm_slowdown, err))) break; }
         else if (!strncmp(k, "elementwise_efficiency.", 23)) {
             int e = dm_cluster_elem_index(k + 23);
@@ -195,7 +196,7 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
             if (e < 0) { rc = dm_err_set(err, "%s:%d:23: expected elementwise_launch_us.KIND with KIND adamw or muon_update, found \"%s\"", name, line, k); break; }
             if ((rc = num(name, line, col, k, v, 0, 1e4, &c->elem_launch_us[e], err))) break;
         }
-        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, bwd_efficiency, nvlink_bus_efficiency, busbw_scale.KIND, elementwise_efficiency.KIND, elementwise_launch_us.KIND, comm_slowdown)", name, line, k); break; }
+        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, bwd_efficiency, nvlink_bus_efficiency, busbw_scale.KIND, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown)", name, line, k); break; }
     }
     fclose(f);
     if (rc) return rc;
@@ -250,6 +251,8 @@ void dm_cluster_describe(const dm_cluster *c, FILE *f)
     if (c->elem_efficiency[0] > 0 || c->elem_efficiency[1] > 0)
         fprintf(f, "  elementwise muon-update %.3g, adamw %.3g x HBM bandwidth (0: kernel table)\n", c->elem_efficiency[0],
                 c->elem_efficiency[1]);
+    if (c->ns_time_scale > 0 && c->ns_time_scale != 1)
+        fprintf(f, "  ns          %.3g x the kernel table's time\n", c->ns_time_scale);
     if (c->comm_slowdown > 0)
         fprintf(f, "  overlap     compute at %.3g x its rate while a collective is in flight on the rank\n",
                 1 - c->comm_slowdown);

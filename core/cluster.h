@@ -18,6 +18,7 @@
  *                                    bandwidth, time = launch + bytes / (it x HBM); default: the
  *                                    kernel table's elementwise rows)
  *   elementwise_launch_us.KIND = 11 (the per-op overhead of that time; default: the GPU's launch floor)
+ *   ns_time_scale = 1.2             (NS kernels take this times the kernel table's time; default 1)
  *   comm_slowdown = 0.1             (f: while a collective is in flight on a rank, its compute ops
  *                                    run at (1 - f) of their rate; default 0)
  * Presets: a800, h100, h200, h200x2 (see cluster.c for the numbers and their sources). */
@@ -57,6 +58,7 @@ typedef struct dm_cluster {
     double elem_efficiency[2]; /* [0] muon-update, [1] adamw: achieved fraction of HBM bandwidth;
                                   0: the kernel table (or the roofline) decides */
     double elem_launch_us[2]; /* per-op overhead with elem_efficiency; 0: gpu->launch_us */
+    double ns_time_scale;   /* measured NS time / the kernel table's (or roofline's); 0: 1 */
     double comm_slowdown;   /* f in [0, 0.95): compute rate factor (1 - f) while a collective is
                                in flight on the rank (NCCL kernels take SMs and HBM); 0: none */
     char source[256];       /* where the numbers came from */

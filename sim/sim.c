@@ -136,7 +136,7 @@ static double ns_us(sim *s, const dm_op *op, dm_err *err)
         }
     }
     s->ns_src_count[k->src]++;
-    return k->us;
+    return s->c->ns_time_scale > 0 ? k->us * s->c->ns_time_scale : k->us;
 }
 
 static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
@@ -194,8 +194,11 @@ static void describe_sources(sim *s, sim_result *r)
             if (s->ns_src_count[i])
                 snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%d %s", counts[0] ? ", " : "",
                          s->ns_src_count[i], dm_cost_source_name((dm_cost_source)i));
-        snprintf(r->cost_src[DM_OP_NS], sizeof r->cost_src[DM_OP_NS], "%s; for %s: %s",
-                 s->o.costs ? dm_costs_describe(s->o.costs) : "roofline (no cost table)", c->gpu->short_name, counts);
+        char scale[32] = "";
+        if (c->ns_time_scale > 0 && c->ns_time_scale != 1)
+            snprintf(scale, sizeof scale, "; times %.3g (calibrated)", c->ns_time_scale);
+        snprintf(r->cost_src[DM_OP_NS], sizeof r->cost_src[DM_OP_NS], "%s; for %s: %s%s",
+                 s->o.costs ? dm_costs_describe(s->o.costs) : "roofline (no cost table)", c->gpu->short_name, counts, scale);
     }
     static const dm_op_kind ek[2] = {DM_OP_MUON_UPDATE, DM_OP_ADAMW};
     for (int w = 0; w < 2; w++) {

@@ -1,6 +1,6 @@
 /* test_sim_rates.c: the simulator's calibrated compute rates, exact arithmetic: backward at
  * bwd_efficiency (default: fwd_efficiency), elementwise ops at a calibrated HBM efficiency plus
- * a per-op overhead, and compute slowed to (1 - f) of its rate while a collective is in flight
+ * a per-op overhead, NS at ns_time_scale x its table time, and compute slowed to (1 - f) of its rate while a collective is in flight
  * on its rank (comm_slowdown): an op of 10 us with f = 0.5 and a collective over its first half
  * takes 12.5 us; one covered entirely takes 20 us; one the collective reaches half-way takes
  * 15 us; f = 0 changes nothing; a rank without the collective is not slowed. */
@@ -75,6 +75,22 @@ static void test_bwd_and_elementwise(void)
         ok(strstr(r->cost_src[DM_OP_ADAMW], "0.5 x") != NULL, "adamw source names the efficiency: %s",
            r->cost_src[DM_OP_ADAMW]);
     }
+    sim_result_free(r);
+    dm_program_free(p);
+    /* ns_time_scale multiplies the NS time (roofline here: no table). */
+    p = dm_program_new(1, 2, "t", "t", "h200x2", "", 1, &err);
+    dm_op ns = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+    ns.m = 2048, ns.n = 4096, ns.batch = 1, ns.algo = DM_NS_GRAM;
+    dm_program_add_op(p, 0, &ns, NULL, 0, NULL, 0, &err);
+    c = h200x2();
+    r = run(p, &c);
+    double plain = r ? r->optimizer_us : -1;
+    sim_result_free(r);
+    c.ns_time_scale = 1.25;
+    r = run(p, &c);
+    ok(r && plain > 0 && fabs(r->optimizer_us - 1.25 * plain) <= 1e-12 * plain, "ns_time_scale 1.25: %.3f us = 1.25 x %.3f",
+       r ? r->optimizer_us : -1, plain);
+    ok(r && strstr(r->cost_src[DM_OP_NS], "times 1.25") != NULL, "NS source names the scale: %s", r ? r->cost_src[DM_OP_NS] : "-");
     sim_result_free(r);
     dm_program_free(p);
 }

@@ -15,4 +15,5 @@ TESTS += tests/test_calib
 tests_test_calib_SOURCES = tests/test_calib.c tests/tap.h
 tests_test_calib_LDADD = $(DM_LDADD)
 EXTRA_DIST += tests/data/comm_h200x2.csv
-EXTRA_DIST += valid/run_device.sh traces/calib/h200x2.calib traces/calib/README.md
+EXTRA_DIST += valid/run_device.sh traces/calib/h200x2.calib traces/calib/README.md \
+	traces/calib/h200x2-1_dmuon_program.json
