@@ -418,14 +418,15 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
         dm_err_set(err, "%s has %d ranks, the trace %s %d", program_path, p->nranks, trace_path, R);
         goto out;
     }
-    /* Per rank, the union of its collectives' intervals. */
+    /* Per rank, the union of its collectives' intervals, each from the rank's arrival (the traced
+     * start less wait_us: NCCL's kernel is resident while it waits for the peers) to the end. */
     for (int r = 0; r < R; r++) {
         iv_off[r] = n_iv;
         int first = n_iv;
         for (int i = 0; i < t->n; i++) {
             const dm_trace_event *e = &t->ev[i];
             if (e->rank == r && dm_op_is_collective(e->kind) && e->dur_us > 0) {
-                iv[2 * n_iv] = e->ts_us;
+                iv[2 * n_iv] = e->ts_us - (e->wait_us > 0 ? e->wait_us : 0); /* from its arrival, as the sim */
                 iv[2 * n_iv + 1] = e->ts_us + e->dur_us;
                 n_iv++;
             }

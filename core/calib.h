@@ -19,7 +19,8 @@
  *    time, as a fraction of the GPU's dense bf16 peak, cluster.h), elementwise_efficiency.adamw
  *    and .muon_update from those ops (time = launch + bytes / (efficiency x HBM bandwidth)), and,
  *    when asked, comm_slowdown f: an op that spends fraction o of its time with a collective in
- *    flight on its rank (the union of that rank's collective intervals in the trace) is modelled
+ *    flight on its rank (the union of that rank's collective intervals in the trace, each from the
+ *    rank's arrival, ts - wait_us, to its end, as the simulator counts them) is modelled
  *    as taking model_time / (1 - f o). For each f on a 0.001 grid in [0, 0.95) the rate of each
  *    kind has a closed form (least squares of the relative residuals, which are linear in the
  *    inverse rate); the f with the smallest sum of squared residuals over all those ops wins.

@@ -497,6 +497,8 @@ static int make_ready(sim *s, int g, int cause, dm_err *err)
     }
     if (dm_op_is_collective(op->kind)) {
         s->state[g] = ST_RUNNING; /* holds its stream while it waits for the other members */
+        /* In flight on this rank from its arrival: NCCL's kernel holds SMs while it waits. */
+        if (coll_active_add(s, s->rank_of[g], +1, err)) return -1;
         coll *c = &s->colls[op->coll];
         c->arrived++;
         c->last = g;
@@ -504,7 +506,6 @@ static int make_ready(sim *s, int g, int cause, dm_err *err)
         for (int k = 0; k < c->n; k++) {
             s->start[c->mem[k]] = s->now;
             s->pcause[c->mem[k]] = s->cause[g];
-            if (coll_active_add(s, s->rank_of[c->mem[k]], +1, err)) return -1;
         }
         return sim_heap_push(&s->h, s->now + c->lat_us, EV_LAT_DONE, op->coll, 0, err);
     }

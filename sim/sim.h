@@ -13,7 +13,8 @@
  *    dm_costs_elementwise_us over bytes / (HBM bytes per parameter) elements (bytes over HBM
  *    bandwidth when no table). wait ops take no time and no GPU.
  *  - Compute under collectives (cluster comm_slowdown f > 0): while at least one collective is
- *    in flight on a rank (from the collective's start to its end), that rank's running compute
+ *    in flight on a rank (from the rank's arrival at it, when NCCL's kernel would take SMs and
+ *    wait for the other members, to its end), that rank's running compute
  *    op advances at (1 - f) of its rate: its remaining work is brought up to date and its end
  *    re-scheduled whenever the rank's count of collectives in flight goes between 0 and 1 (an
  *    op of 10 us under a collective for its first 5 us ends at 12.5 us with f = 0.5). The

@@ -123,8 +123,8 @@ int main(void)
 
     /* 4b. Every rate from one synthetic trace with known answers: forward at 0.5, backward at
      * 0.35, adamw at 0.45 of HBM + 9 us per op, muon-update at 0.8 + 2 us, and compute at
-     * (1 - 0.3) of its rate while a collective is in flight: an op covered for a fraction o of
-     * its measured time d has d = model / (1 - 0.3 o). */
+     * (1 - 0.3) of its rate while a collective is in flight (from the rank's arrival at it): an
+     * op covered for a fraction o of its measured time d has d = model / (1 - 0.3 o). */
     {
         dm_trace *s = dm_trace_new("real", NULL, &err);
         double ts = 0;
@@ -141,8 +141,11 @@ int main(void)
                 ev.kind = DM_OP_MUON_UPDATE, ev.bytes = 3e7 * (1 + i), model = 2 + ev.bytes / (0.8 * h200->hbm_Bps) * 1e6;
             ev.dur_us = model / (1 - 0.3 * o);
             dm_trace_add(s, &ev, &err);
-            if (o > 0) { /* a collective over the first o of the op, on another stream */
-                dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts, o * ev.dur_us, 1e6, 0, -1, i, 0};
+            if (o > 0) { /* a collective over the first o of the op, on another stream; on odd ops
+                            * the rank waits for its peer for the first third of that (wait_us):
+                            * in flight from the arrival, it covers the same interval */
+                double w = i % 2 ? o * ev.dur_us / 3 : 0;
+                dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts + w, o * ev.dur_us - w, 1e6, 0, -1, i, w};
                 dm_trace_add(s, &c, &err);
             }
             ts += ev.dur_us + 5;

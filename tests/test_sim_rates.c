@@ -2,8 +2,9 @@
  * bwd_efficiency (default: fwd_efficiency), elementwise ops at a calibrated HBM efficiency plus
  * a per-op overhead, NS at ns_time_scale x its table time, and compute slowed to (1 - f) of its rate while a collective is in flight
  * on its rank (comm_slowdown): an op of 10 us with f = 0.5 and a collective over its first half
- * takes 12.5 us; one covered entirely takes 20 us; one the collective reaches half-way takes
- * 15 us; f = 0 changes nothing; a rank without the collective is not slowed. */
+ * takes 12.5 us; one covered entirely takes 20 us; a rank is in a collective from its arrival
+ * (NCCL's kernel waits on the GPU for the other members), so its compute is slowed while it
+ * waits; f = 0 changes nothing; a rank before its arrival is not slowed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,12 +152,18 @@ static void test_slowdown(void)
     /* Collective covering all of the op: d / (1 - f). */
     e = one_case(&c, 0.5 * tc0, 0, bytes, &tc, &r1);
     ok_near(e, tc0, 1e-12, "f = 0.5, collective covering the op: %.6f us = 2 x %.6f", e, 0.5 * tc0);
-    /* The collective starts half-way (rank 1 arrives after a lead-in of d/2): d/2 at full rate,
-     * then d/2 of work at half rate while the collective (longer than d) runs: 1.5 d. */
-    double d = 0.8 * tc0;
+    /* Rank 1 arrives after a lead-in of d/2: the collective starts then, but rank 0 is in it
+     * from time 0 (its NCCL kernel waits on the GPU), so its forward is slowed from 0 and, the
+     * collective outlasting it, takes 2 d; rank 1's lead-in, before its arrival, is not slowed. */
+    double d = 0.5 * tc0; /* wait d/2 + tc > 2 d */
     e = one_case(&c, d, d / 2, bytes, &tc, &r1);
-    ok_near(e, 1.5 * d, 1e-12, "f = 0.5, collective from half-way: %.6f us = 1.5 x %.6f", e, d);
-    ok_near(r1, d / 2, 1e-12, "rank 1's lead-in forward, before the collective, is not slowed");
+    ok_near(e, 2 * d, 1e-12, "f = 0.5, rank 0 waiting in the collective from 0: %.6f us = 2 x %.6f", e, d);
+    ok_near(r1, d / 2, 1e-12, "rank 1's lead-in forward, before its arrival, is not slowed");
+    /* A forward longer than wait + collective: slowed over [0, d/2 + tc], then full rate. */
+    e = one_case(&c, 3 * tc0, d / 2, bytes, &tc, &r1);
+    double slow = d / 2 + tc0; /* wall time under the collective */
+    ok_near(e, slow + (3 * tc0 - 0.5 * slow), 1e-12, "f = 0.5, a forward of 3 x collective under wait + collective: %.6f us",
+            e);
     /* f = 0.2, collective over the first half: d/2 x 0.8 done, the rest at full rate. */
     c.comm_slowdown = 0.2;
     e = one_case(&c, 2 * tc0, 0, bytes, &tc, &r1);
