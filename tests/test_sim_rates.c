@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cluster.h"
 #include "collcost.h"
@@ -170,8 +171,37 @@ static void test_slowdown(void)
     ok_near(e, tc0 + (2 * tc0 - 0.8 * tc0), 1e-12, "f = 0.2, collective over the first half: %.6f us", e);
 }
 
+/* The keys in a cluster file, and errors naming file:line:col. */
+static void test_cluster_keys(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_sim_rates.%d", (int)getpid());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "gpu = H200\ngpus_per_node = 2\nnvlink_GBps = 450\nfwd_efficiency = 0.5\nbwd_efficiency = 0.4\n"
+               "elementwise_efficiency.adamw = 0.5\nelementwise_launch_us.adamw = 11\n"
+               "elementwise_efficiency.muon_update = 0.8\nns_time_scale = 1.2\ncomm_slowdown = 0.25\n");
+    fclose(f);
+    dm_cluster c;
+    ok(dm_cluster_load(path, &c, &err) == 0, "cluster file with the calibrated keys loads (%s)", err.msg);
+    ok(c.fwd_efficiency == 0.5 && c.bwd_efficiency == 0.4 && c.elem_efficiency[1] == 0.5 && c.elem_launch_us[1] == 11 &&
+           c.elem_efficiency[0] == 0.8 && c.ns_time_scale == 1.2 && c.comm_slowdown == 0.25,
+       "fields set");
+    f = fopen(path, "w");
+    fprintf(f, "gpu = H200\ngpus_per_node = 2\nnvlink_GBps = 450\ncomm_slowdown = 0.99\n");
+    fclose(f);
+    ok(dm_cluster_load(path, &c, &err) == -1 && strstr(err.msg, ":4:17:") && strstr(err.msg, "[0, 0.95]"),
+       "comm_slowdown out of range named with line:col (%s)", err.msg);
+    f = fopen(path, "w");
+    fprintf(f, "gpu = H200\ngpus_per_node = 2\nelementwise_efficiency.sgd = 0.5\n");
+    fclose(f);
+    ok(dm_cluster_load(path, &c, &err) == -1 && strstr(err.msg, ":3:24:") && strstr(err.msg, "adamw or muon_update"),
+       "unknown elementwise kind named (%s)", err.msg);
+    unlink(path);
+}
+
 int main(void)
 {
+    test_cluster_keys();
     test_bwd_and_elementwise();
     test_slowdown();
     return tap_done();
