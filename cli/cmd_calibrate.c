@@ -1,6 +1,7 @@
 /* cmd_calibrate.c: `dmuon calibrate`: turn measurements into the cost model's inputs (calib.h):
- * collective latency and bandwidth per tier from `dmuon bench comm --csv`, the forward/backward
- * efficiency from a measured trace, the kernel table from `dmuon bench kernels --out`; writes a
+ * collective latency and bandwidth per tier from `dmuon bench comm --csv`, the forward
+ * and backward efficiencies, elementwise bandwidths and (optionally) the compute slowdown under
+ * collectives from a measured trace, the kernel table from `dmuon bench kernels --out`; writes a
  * calibration file that `dmuon sim --calibration FILE` applies. */
 #include "config.h"
 
@@ -13,6 +14,7 @@
 #include "calib.h"
 #include "cluster.h"
 #include "commands.h"
+#include "costs.h"
 #include "opts.h"
 
 #define CMD "calibrate"
@@ -25,8 +27,13 @@ static void usage(FILE *f)
             "with its source, date, GPU and residual.\n\n"
             "  --comm CSV         dmuon bench comm --csv output (repeatable: one file per group, e.g.\n"
             "                     inside a node and across nodes); fits latency and bus bandwidth\n"
-            "  --trace TRACE      a measured trace (dmuon run --trace): fwd_efficiency from its\n"
-            "                     forward and backward GEMM times\n"
+            "  --trace TRACE      a measured trace (dmuon run --trace): fwd_efficiency and\n"
+            "                     bwd_efficiency from its forward and backward GEMM times,\n"
+            "                     elementwise_efficiency.adamw/.muon_update from those ops\n"
+            "  --program PLAN     with --trace and --kernels: the traced plan (dmuon plan -o); fits\n"
+            "                     ns_time_scale, the trace's NS times over the table's for their shapes\n"
+            "  --comm-slowdown    with --trace: also fit comm_slowdown, the compute rate lost while a\n"
+            "                     collective is in flight on the rank (default: not fitted, 0)\n"
             "  --kernels CSV      a kernel table (dmuon bench kernels --out), recorded as costs\n"
             "  --cluster C        the machine measured, preset or file (default h200x2): its link\n"
             "                     capacities and GPUs per node place the measured ranks\n"
@@ -37,7 +44,7 @@ static void usage(FILE *f)
             "  -h, --help         this text\n");
 }
 
-enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB };
+enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG };
 
 int cmd_calibrate(int argc, char **argv)
 {
@@ -48,10 +55,12 @@ int cmd_calibrate(int argc, char **argv)
                                        {"gpu", required_argument, 0, O_GPU},
                                        {"out", required_argument, 0, O_OUT},
                                        {"min-bytes", required_argument, 0, O_MINB},
+                                       {"comm-slowdown", no_argument, 0, O_SLOW},
+                                       {"program", required_argument, 0, O_PROG},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    const char *comm[8], *trace = NULL, *kernels = NULL, *cluster = "h200x2", *gpu = NULL, *out = "-";
-    int n_comm = 0, c;
+    const char *comm[8], *trace = NULL, *kernels = NULL, *cluster = "h200x2", *gpu = NULL, *out = "-", *program = NULL;
+    int n_comm = 0, c, slow = 0;
     int64_t mb;
     double min_bytes = CALIB_MIN_BYTES;
     optind = 1;
@@ -74,6 +83,8 @@ int cmd_calibrate(int argc, char **argv)
             if (opt_parse_size(CMD, "--min-bytes", optarg, 0, (int64_t)1 << 40, &mb)) return 2;
             min_bytes = (double)mb;
             break;
+        case O_SLOW: slow = 1; break;
+        case O_PROG: program = optarg; break;
         case 'h': usage(stdout); return 0;
         case ':': opt_usage_error(CMD, "option '%s' needs an argument", argv[optind - 1]); return 2;
         default: opt_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); return 2;
@@ -81,6 +92,14 @@ int cmd_calibrate(int argc, char **argv)
     }
     if (optind < argc) {
         opt_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    if (program && (!trace || !kernels)) {
+        opt_usage_error(CMD, "--program needs --trace and --kernels");
+        return 2;
+    }
+    if (slow && !trace) {
+        opt_usage_error(CMD, "--comm-slowdown needs --trace");
         return 2;
     }
     if (!n_comm && !trace && !kernels) {
@@ -110,8 +129,12 @@ int cmd_calibrate(int argc, char **argv)
         if (calib_fit_comm(&k, comm[i], &cl, min_bytes, log, &err)) goto fail;
     }
     if (trace) {
-        fprintf(log, "forward/backward from %s:\n", trace);
-        if (calib_fit_gemm(&k, trace, cl.gpu, log, &err)) goto fail;
+        dm_costs *table = NULL;
+        fprintf(log, "compute rates from %s:\n", trace);
+        int rc = (program && dm_costs_load(kernels, &table, &err)) ||
+                 calib_fit_trace(&k, trace, cl.gpu, program, table, slow, log, &err);
+        dm_costs_free(table);
+        if (rc) goto fail;
     }
     if (calib_write(&k, out, &err)) goto fail;
     if (strcmp(out, "-")) printf("wrote %s (%d values); use: dmuon sim --calibration %s ...\n", out, k.n, out);

@@ -5,7 +5,11 @@
  * two traces (compare.h): per case the measured and predicted step, forward, backward,
  * optimizer and exposed communication with their errors, and the op-level error distribution;
  * a table on stdout, DIR/validate.csv, every case's files under DIR/CASE/, and gnuplot
- * timelines of one case under DIR/plot/. */
+ * timelines of one case under DIR/plot/.
+ * --replay FILE: no executor; reads a stored validate.csv (the measured phases per case),
+ * re-plans and re-simulates every case with the current code, cluster and calibration, and
+ * prints the same table beside the stored prediction's error (DIR/replay.csv), so the simulator
+ * can be improved without a GPU. */
 #include "config.h"
 
 #include <errno.h>
@@ -57,6 +61,9 @@ static void usage(FILE *f)
             "  --max-error PCT    exit 1 when a case's step or phase misses by more than PCT percent\n"
             "                     (phases under 1%% of the step are not held to it); default: report only\n"
             "  --dry-run          print the commands and plan the cases, run nothing\n"
+            "  --replay CSV       run no executor: re-simulate the cases of a stored validate.csv with\n"
+            "                     the current cluster and calibration and compare against its measured\n"
+            "                     phases (writes DIR/replay.csv; --tokens must match the measured run)\n"
             "  -h, --help         this text\n");
 }
 
@@ -74,10 +81,161 @@ typedef struct vcase {
     int ok;
     cmp_result r;
     char why[1100];
+    double stored_pred_us[CMP__PHASES]; /* --replay: the prediction the csv holds */
+    int have[CMP__PHASES];              /* --replay: phases read */
+    char buf[3][256];                   /* --replay: model, strategy, overlap as read */
 } vcase;
 
+#define REPLAY_HEADER "case,model,strategy,overlap,gpus,phase,measured_ms,predicted_ms"
+
+/* Read a validate.csv into cases (one per case name, every phase present; *out owned by the
+ * caller). Errors name FILE:LINE:COL. */
+static int read_validate_csv(const char *path, vcase **out, int *n_out, dm_err *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return dm_err_set(err, "%s: %s", path, strerror(errno));
+    vcase *cs = NULL;
+    int n = 0, cap = 0, ln = 0, rc = 0;
+    char line[2048];
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            rc = dm_err_set(err, "%s:%d:%d: line longer than %d characters", path, ln, (int)sizeof line - 1, (int)sizeof line - 2);
+            break;
+        }
+        line[strcspn(line, "\r\n")] = 0;
+        if (ln == 1) {
+            if (strncmp(line, REPLAY_HEADER, strlen(REPLAY_HEADER))) {
+                rc = dm_err_set(err, "%s:1:1: expected the header '" REPLAY_HEADER ",...' (dmuon validate's validate.csv)", path);
+                break;
+            }
+            continue;
+        }
+        if (!line[0] || line[0] == '#') continue;
+        char *fld[8];
+        int col[8], nf = 0;
+        for (char *q = line; nf < 8;) {
+            fld[nf] = q;
+            col[nf++] = (int)(q - line) + 1;
+            char *c = strchr(q, ',');
+            if (!c) break;
+            *c = 0;
+            q = c + 1;
+        }
+        if (nf < 8) {
+            rc = dm_err_set(err, "%s:%d:%d: expected 8 or more comma-separated fields (" REPLAY_HEADER "), found %d",
+                            path, ln, (int)strlen(line) + 1, nf);
+            break;
+        }
+        for (int i = 0; i < 4 && !rc; i++)
+            if (!fld[i][0] || strlen(fld[i]) >= 192) rc = dm_err_set(err, "%s:%d:%d: expected a name of 1 to 191 characters", path, ln, col[i]);
+        if (rc) break;
+        char *end;
+        long gpus = strtol(fld[4], &end, 10);
+        if (*end || end == fld[4] || gpus < 1 || gpus > 1024) {
+            rc = dm_err_set(err, "%s:%d:%d: expected a GPU count in [1, 1024], found '%s'", path, ln, col[4], fld[4]);
+            break;
+        }
+        int ph = -1;
+        for (int p = 0; p < CMP__PHASES; p++)
+            if (!strcmp(fld[5], cmp_phase_name((cmp_phase)p))) ph = p;
+        if (ph < 0) {
+            rc = dm_err_set(err, "%s:%d:%d: expected a phase (step, forward, backward, optimizer, exposed-comm), found '%s'",
+                            path, ln, col[5], fld[5]);
+            break;
+        }
+        double v[2];
+        for (int i = 0; i < 2 && !rc; i++) {
+            v[i] = strtod(fld[6 + i], &end);
+            if (*end || end == fld[6 + i] || !isfinite(v[i]) || v[i] < 0)
+                rc = dm_err_set(err, "%s:%d:%d: expected %s as a non-negative number, found '%s'", path, ln, col[6 + i],
+                                i ? "predicted_ms" : "measured_ms", fld[6 + i]);
+        }
+        if (rc) break;
+        vcase *vc = NULL;
+        for (int i = 0; i < n && !vc; i++)
+            if (!strcmp(cs[i].name, fld[0])) vc = &cs[i];
+        if (vc && (strcmp(vc->model, fld[1]) || strcmp(vc->strategy, fld[2]) || strcmp(vc->overlap, fld[3]) ||
+                   vc->gpus != gpus)) {
+            rc = dm_err_set(err, "%s:%d:1: case %s: model, strategy, overlap or GPUs differ from its earlier rows", path,
+                            ln, fld[0]);
+            break;
+        }
+        if (!vc) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                vcase *nc = dm_realloc(cs, (size_t)cap * sizeof *cs, err);
+                if (!nc) {
+                    rc = -1;
+                    break;
+                }
+                cs = nc;
+            }
+            vc = &cs[n++];
+            memset(vc, 0, sizeof *vc);
+            snprintf(vc->name, sizeof vc->name, "%s", fld[0]);
+            for (int i = 0; i < 3; i++) snprintf(vc->buf[i], sizeof vc->buf[i], "%s", fld[1 + i]);
+            vc->gpus = (int)gpus;
+        }
+        if (vc->have[ph]) {
+            rc = dm_err_set(err, "%s:%d:%d: case %s: phase %s given twice", path, ln, col[5], fld[0], fld[5]);
+            break;
+        }
+        vc->have[ph] = 1;
+        vc->r.real.us[ph] = v[0] * 1e3;
+        vc->stored_pred_us[ph] = v[1] * 1e3;
+        /* the pointers into buf are set below: cs may move while it grows */
+        for (int i = 0; i < n; i++) cs[i].model = cs[i].buf[0], cs[i].strategy = cs[i].buf[1], cs[i].overlap = cs[i].buf[2];
+    }
+    fclose(f);
+    if (!rc && !n) rc = dm_err_set(err, "%s: no cases", path);
+    for (int i = 0; i < n && !rc; i++)
+        for (int p = 0; p < CMP__PHASES && !rc; p++)
+            if (!cs[i].have[p])
+                rc = dm_err_set(err, "%s: case %s has no %s row", path, cs[i].name, cmp_phase_name((cmp_phase)p));
+    if (rc) {
+        free(cs);
+        return -1;
+    }
+    *out = cs;
+    *n_out = n;
+    return 0;
+}
+
 enum { O_MODELS = 1, O_STRATS, O_OVERLAPS, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_BACKEND, O_STEPS, O_TOKENS, O_MPIRUN,
-       O_OUT, O_PLOTCASE, O_MAXERR, O_DRY };
+       O_OUT, O_PLOTCASE, O_MAXERR, O_DRY, O_REPLAY };
+
+/* Plan one case and simulate it (*p and *sr owned by the caller; both NULL on failure). */
+static int plan_and_sim(const vcase *vc, int64_t tokens, const dm_cluster *cl, const dm_costs *costs, dm_program **p,
+                        sim_result **sr, dm_err *err)
+{
+    dm_model *m = NULL;
+    *p = NULL;
+    *sr = NULL;
+    sched_opts so;
+    sched_opts_default(&so);
+    char tok[32];
+    snprintf(tok, sizeof tok, "%lld", (long long)tokens);
+    int rc = -1;
+    if (dm_model_load(vc->model, &m, err) || sched_opts_parse(&so, "strategy", vc->strategy, err) ||
+        sched_opts_parse(&so, "overlap", vc->overlap, err) || sched_opts_parse(&so, "tokens", tok, err) ||
+        sched_build(m, cl, vc->gpus, costs, &so, p, NULL, err))
+        goto out;
+    sim_opts o;
+    sim_opts_default(&o);
+    o.costs = costs;
+    o.record_trace = 1;
+    rc = sim_run(*p, cl, &o, sr, err);
+out:
+    dm_model_free(m);
+    if (rc) {
+        dm_program_free(*p);
+        *p = NULL;
+    }
+    return rc;
+}
 
 /* Plan, save, run, simulate, compare one case. */
 static int run_case(vcase *vc, const char *self, const char *mpirun, const char *backend, long steps, int64_t tokens,
@@ -91,19 +249,11 @@ static int run_case(vcase *vc, const char *self, const char *mpirun, const char 
     snprintf(real_csv, sizeof real_csv, "%s/real.csv", cdir);
     snprintf(sim_csv, sizeof sim_csv, "%s/sim.csv", cdir);
     snprintf(log, sizeof log, "%s/run.log", cdir);
-    dm_model *m = NULL;
     dm_program *p = NULL;
     sim_result *sr = NULL;
     dm_trace *real = NULL;
     int rc = -1;
-    sched_opts so;
-    sched_opts_default(&so);
-    char tok[32];
-    snprintf(tok, sizeof tok, "%lld", (long long)tokens);
-    if (dm_model_load(vc->model, &m, err) || sched_opts_parse(&so, "strategy", vc->strategy, err) ||
-        sched_opts_parse(&so, "overlap", vc->overlap, err) || sched_opts_parse(&so, "tokens", tok, err) ||
-        sched_build(m, cl, vc->gpus, costs, &so, &p, NULL, err) || dm_program_save(p, prog, err))
-        goto out;
+    if (plan_and_sim(vc, tokens, cl, costs, &p, &sr, err) || dm_program_save(p, prog, err)) goto out;
     char np[16], st[16];
     snprintf(np, sizeof np, "%d", vc->gpus);
     snprintf(st, sizeof st, "%ld", steps);
@@ -127,11 +277,7 @@ static int run_case(vcase *vc, const char *self, const char *mpirun, const char 
         goto out;
     }
     if (dm_spawn(argv, log, err) || dm_trace_read(real_csv, &real, err)) goto out;
-    sim_opts o;
-    sim_opts_default(&o);
-    o.costs = costs;
-    o.record_trace = 1;
-    if (sim_run(p, cl, &o, &sr, err) || dm_trace_write_csv(sr->trace, sim_csv, err)) goto out;
+    if (dm_trace_write_csv(sr->trace, sim_csv, err)) goto out;
     if (cmp_traces(sr->trace, real, NULL, &vc->r, err)) goto out;
     *sim_out = sr->trace;
     sr->trace = NULL;
@@ -143,7 +289,6 @@ out:
     dm_trace_free(real);
     sim_result_free(sr);
     dm_program_free(p);
-    dm_model_free(m);
     return rc;
 }
 
@@ -152,6 +297,78 @@ static double phase_err(const cmp_result *r, int p) { return cmp_rel_err(r->sim.
 static int held(const cmp_result *r, int p)
 {
     return p == CMP_STEP || r->real.us[p] >= 0.01 * r->real.us[CMP_STEP] || r->sim.us[p] >= 0.01 * r->sim.us[CMP_STEP];
+}
+
+/* --replay: re-simulate the stored cases and print measured, predicted now, error now, and the
+ * stored prediction's error. Returns the exit status. */
+static int replay(const char *csv_path, const char *dir, int64_t tokens, double max_err, const dm_cluster *cl,
+                  const dm_costs *costs, const char *calib_desc)
+{
+    dm_err err;
+    vcase *cs = NULL;
+    int n = 0;
+    if (read_validate_csv(csv_path, &cs, &n, &err)) {
+        fprintf(stderr, "dmuon validate: %s\n", err.msg);
+        return 1;
+    }
+    printf("# dmuon validate --replay: resolved configuration\n");
+    printf("  measured    %s: %d cases (no executor run; %lld tokens per rank assumed)\n", csv_path, n, (long long)tokens);
+    dm_cluster_describe(cl, stdout);
+    printf("  costs       %s\n", dm_costs_describe(costs));
+    printf("  calibration %s\n", calib_desc);
+    int failed = 0, missed = 0, within5 = 0, within10 = 0, within5_before = 0;
+    for (int i = 0; i < n; i++) {
+        dm_program *p = NULL;
+        sim_result *sr = NULL;
+        if (plan_and_sim(&cs[i], tokens, cl, costs, &p, &sr, &err) || cmp_trace_phases(sr->trace, &cs[i].r.sim, &err)) {
+            snprintf(cs[i].why, sizeof cs[i].why, "%s", err.msg);
+            failed++;
+        } else {
+            cs[i].ok = 1;
+        }
+        sim_result_free(sr);
+        dm_program_free(p);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/replay.csv", dir);
+    dm_out *csv = NULL;
+    if (cmp_mkdir_p(dir, &err) || !(csv = dm_out_open(path, &err))) fprintf(stderr, "dmuon validate: %s\n", err.msg);
+    else
+        fprintf(dm_out_file(csv), REPLAY_HEADER ",error_pct,stored_predicted_ms,stored_error_pct\n");
+    printf("\n# %-44s %-12s %11s %11s %8s %13s\n", "case", "phase", "measured_ms", "predicted_ms", "error",
+           "stored_error");
+    for (int i = 0; i < n; i++) {
+        vcase *vc = &cs[i];
+        if (!vc->ok) {
+            printf("  %-44s FAILED: %s\n", vc->name, vc->why);
+            continue;
+        }
+        int all5 = 1, all10 = 1, all5b = 1;
+        for (int p = 0; p < CMP__PHASES; p++) {
+            double e = phase_err(&vc->r, p), eb = cmp_rel_err(vc->stored_pred_us[p], vc->r.real.us[p]);
+            int h = held(&vc->r, p), miss = max_err >= 0 && h && !(fabs(e) * 100 <= max_err);
+            missed += miss;
+            if (h && !(fabs(e) <= 0.05)) all5 = 0;
+            if (h && !(fabs(e) <= 0.10)) all10 = 0;
+            if ((p == CMP_STEP || vc->r.real.us[p] >= 0.01 * vc->r.real.us[CMP_STEP] ||
+                 vc->stored_pred_us[p] >= 0.01 * vc->stored_pred_us[CMP_STEP]) && !(fabs(eb) <= 0.05))
+                all5b = 0;
+            printf("  %-44s %-12s %11.3f %11.3f %+7.1f%% %+12.1f%%%s\n", p ? "" : vc->name, cmp_phase_name((cmp_phase)p),
+                   vc->r.real.us[p] / 1e3, vc->r.sim.us[p] / 1e3, 100 * e, 100 * eb, miss ? "  MISS" : "");
+            if (csv)
+                fprintf(dm_out_file(csv), "%s,%s,%s,%s,%d,%s,%.6f,%.6f,%.4f,%.6f,%.4f\n", vc->name, vc->model,
+                        vc->strategy, vc->overlap, vc->gpus, cmp_phase_name((cmp_phase)p), vc->r.real.us[p] / 1e3,
+                        vc->r.sim.us[p] / 1e3, 100 * e, vc->stored_pred_us[p] / 1e3, 100 * eb);
+        }
+        within5 += all5, within10 += all10, within5_before += all5b;
+    }
+    if (csv && dm_out_commit(csv, &err)) fprintf(stderr, "dmuon validate: %s\n", err.msg);
+    printf("\nvalidate --replay: %d cases, %d simulated, %d failed; the step and every phase (those over 1%% of the step) "
+           "within 5%%: %d (stored predictions: %d), within 10%%: %d%s\n", n, n - failed, failed, within5, within5_before,
+           within10, max_err >= 0 ? "" : " (report only: --max-error makes misses fail)");
+    if (csv) printf("wrote %s\n", path);
+    free(cs);
+    return failed || missed ? 1 : 0;
 }
 
 int cmd_validate(int argc, char **argv)
@@ -171,6 +388,7 @@ int cmd_validate(int argc, char **argv)
                                        {"plot-case", required_argument, 0, O_PLOTCASE},
                                        {"max-error", required_argument, 0, O_MAXERR},
                                        {"dry-run", no_argument, 0, O_DRY},
+                                       {"replay", required_argument, 0, O_REPLAY},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     char models_s[1024] = "llama-3.2-3b", strats_s[256] = "dmuon,muon-ddp,adamw", ovl_s[256] = "interleave,none";
@@ -179,7 +397,7 @@ int cmd_validate(int argc, char **argv)
     int64_t tokens = 4096;
     double max_err = -1;
     const char *cluster = "h200x2", *costs_path = NULL, *calib_path = NULL, *backend = "gpu", *mpirun = "mpirun",
-               *dir = "dmuon-validate";
+               *dir = "dmuon-validate", *replay_csv = NULL;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
@@ -216,6 +434,7 @@ int cmd_validate(int argc, char **argv)
             if (opt_parse_double(CMD, "--max-error", optarg, 0, 1e6, &max_err)) return 2;
             break;
         case O_DRY: dry = 1; break;
+        case O_REPLAY: replay_csv = optarg; break;
         case 'h': usage(stdout); return 0;
         case ':': opt_usage_error(CMD, "option '%s' needs an argument", argv[optind - 1]); return 2;
         default: opt_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); return 2;
@@ -259,6 +478,11 @@ int cmd_validate(int argc, char **argv)
     if (costs_path ? dm_costs_load(costs_path, &costs, &err) : dm_costs_load_default(&costs, &err)) {
         fprintf(stderr, "dmuon validate: %s\n", err.msg);
         return 1;
+    }
+    if (replay_csv) {
+        int rc = replay(replay_csv, dir, tokens, max_err, &cl, costs, calib_path ? ci.describe : "none");
+        dm_costs_free(costs);
+        return rc;
     }
     if (cmp_mkdir_p(dir, &err)) {
         fprintf(stderr, "dmuon validate: %s\n", err.msg);

@@ -26,7 +26,10 @@ static const char *const coll_keys[5] = {"broadcast", "reduce", "all-reduce", "a
 static int known_key(const char *k)
 {
     static const char *const keys[] = {"nvlink_bus_efficiency", "base_latency_us", "nvlink_latency_us",
-                                       "net_latency_us", "fwd_efficiency", "nic_usable_Gbps", "costs"};
+                                       "net_latency_us", "fwd_efficiency", "bwd_efficiency", "comm_slowdown",
+                                       "elementwise_efficiency.adamw", "elementwise_efficiency.muon_update",
+                                       "elementwise_launch_us.adamw", "elementwise_launch_us.muon_update", "ns_time_scale",
+                                       "nic_usable_Gbps", "costs"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(k, keys[i])) return 1;
     if (!strncmp(k, "busbw_scale.", 12))
@@ -310,43 +313,226 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
     return 0;
 }
 
-/* ---- forward/backward efficiency ---------------------------------------------------------- */
+/* ---- compute rates from a measured trace --------------------------------------------------- */
 
-int calib_fit_gemm(calib *c, const char *trace_path, const dm_gpu *gpu, FILE *log, dm_err *err)
+/* One compute op of the trace: measured duration, the model's time at rate parameter x = 1
+ * (launch + work x: GEMMs work = flops / peak, elementwise work = bytes / HBM), and the fraction
+ * of it with a collective in flight on its rank. */
+typedef struct fit_op {
+    int kind;          /* FK_*: forward, backward, muon-update, adamw, ns (work: the table's time) */
+    double d_us, work_us, launch_us, overlap;
+} fit_op;
+
+enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK__N };
+
+static int cmp_iv2(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* Merge [a, b) intervals (sorted in place) into disjoint ones; returns their count. */
+static int merge_iv(double *iv, int n)
+{
+    qsort(iv, (size_t)n, 2 * sizeof *iv, cmp_iv2);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m && iv[2 * i] <= iv[2 * m - 1]) {
+            if (iv[2 * i + 1] > iv[2 * m - 1]) iv[2 * m - 1] = iv[2 * i + 1];
+        } else {
+            iv[2 * m] = iv[2 * i], iv[2 * m + 1] = iv[2 * i + 1];
+            m++;
+        }
+    }
+    return m;
+}
+
+double calib_overlap_fraction(const double *iv, int n_iv, double a, double b)
+{
+    if (!(b > a)) return 0;
+    double o = 0;
+    for (int i = 0; i < n_iv; i++) {
+        double lo = iv[2 * i] > a ? iv[2 * i] : a, hi = iv[2 * i + 1] < b ? iv[2 * i + 1] : b;
+        if (hi > lo) o += hi - lo;
+    }
+    return o / (b - a);
+}
+
+/* For a given f: per kind the rate parameter x (and, for elementwise kinds, the per-op overhead
+ * a) minimising the relative residuals of pred = (a + work x) / (1 - f o): the residual is
+ * linear in (a, x), so the normal equations give them. GEMMs keep a = 0; an elementwise kind
+ * whose overhead comes out negative or is not separable (one size) keeps the GPU's launch floor.
+ * Returns the sum of squared residuals over all ops; per kind ss[], cnt[], x[] and a[]. */
+static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], double a[FK__N], double ss[FK__N],
+                        int cnt[FK__N])
+{
+    double s11[FK__N] = {0}, s1c[FK__N] = {0}, scc[FK__N] = {0}, s1[FK__N] = {0}, sc[FK__N] = {0}, sl[FK__N] = {0},
+           slc[FK__N] = {0}, tot = 0;
+    for (int k = 0; k < FK__N; k++) x[k] = 0, a[k] = 0, ss[k] = 0, cnt[k] = 0;
+    for (int i = 0; i < n; i++) {
+        int k = ops[i].kind;
+        double q = ops[i].d_us * (1 - f * ops[i].overlap), c = ops[i].work_us / q;
+        s11[k] += 1 / (q * q), s1c[k] += c / q, scc[k] += c * c, s1[k] += 1 / q, sc[k] += c;
+        sl[k] += ops[i].launch_us / q * c, slc[k] += c;
+        a[k] = ops[i].launch_us;
+        cnt[k]++;
+    }
+    for (int k = 0; k < FK__N; k++) {
+        if (!(scc[k] > 0)) continue;
+        double det = s11[k] * scc[k] - s1c[k] * s1c[k];
+        if ((k == FK_UPD || k == FK_ADAMW) && det > 1e-12 * s11[k] * scc[k]) {
+            double ak = (s1[k] * scc[k] - s1c[k] * sc[k]) / det, xk = (s11[k] * sc[k] - s1c[k] * s1[k]) / det;
+            if (ak >= 0 && xk > 0) {
+                a[k] = ak, x[k] = xk;
+                continue;
+            }
+        }
+        x[k] = (slc[k] - sl[k]) / scc[k]; /* a fixed: minimise sum (a/q + c x - 1)^2 over x */
+    }
+    for (int i = 0; i < n; i++) {
+        int k = ops[i].kind;
+        double q = ops[i].d_us * (1 - f * ops[i].overlap), r = (a[k] + ops[i].work_us * x[k]) / q - 1;
+        ss[k] += r * r;
+        tot += r * r;
+    }
+    return tot;
+}
+
+int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
+                    int fit_slowdown, FILE *log, dm_err *err)
 {
     dm_trace *t = NULL;
+    dm_program *p = NULL;
     if (dm_trace_read(trace_path, &t, err)) return -1;
-    double flops = 0, us = 0;
-    int n = 0;
-    for (int i = 0; i < t->n; i++) {
-        const dm_trace_event *e = &t->ev[i];
-        if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && e->flops > 0 && e->dur_us > 0) {
-            flops += e->flops;
-            us += e->dur_us;
-            n++;
-        }
-    }
-    if (!n) {
+    int rc = -1, n = 0, n_iv = 0, R = t->nranks > 0 ? t->nranks : 1;
+    if (program_path && (!costs || dm_program_load(program_path, &p, err))) {
+        if (!costs) dm_err_set(err, "%s: NS ops are fitted against a kernel table: none given", program_path);
         dm_trace_free(t);
-        return dm_err_set(err, "%s: no forward or backward ops with FLOPs and a duration", trace_path);
+        return -1;
     }
-    double eff = flops / (us * 1e-6) / gpu->bf16_flops, sq = 0;
+    fit_op *ops = dm_malloc(((size_t)t->n + 1) * sizeof *ops, err);
+    double *iv = dm_malloc(((size_t)t->n + 1) * 2 * sizeof *iv, err);
+    int *iv_off = dm_calloc((size_t)R + 2, sizeof *iv_off, err);
+    if (!ops || !iv || !iv_off) goto out;
+    if (p && p->nranks != R) {
+        dm_err_set(err, "%s has %d ranks, the trace %s %d", program_path, p->nranks, trace_path, R);
+        goto out;
+    }
+    /* Per rank, the union of its collectives' intervals, each from the rank's arrival (the traced
+     * start less wait_us: NCCL's kernel is resident while it waits for the peers) to the end. */
+    for (int r = 0; r < R; r++) {
+        iv_off[r] = n_iv;
+        int first = n_iv;
+        for (int i = 0; i < t->n; i++) {
+            const dm_trace_event *e = &t->ev[i];
+            if (e->rank == r && dm_op_is_collective(e->kind) && e->dur_us > 0) {
+                iv[2 * n_iv] = e->ts_us - (e->wait_us > 0 ? e->wait_us : 0); /* from its arrival, as the sim */
+                iv[2 * n_iv + 1] = e->ts_us + e->dur_us;
+                n_iv++;
+            }
+        }
+        n_iv = first + merge_iv(iv + 2 * first, n_iv - first);
+    }
+    iv_off[R] = n_iv;
+    int n_ov = 0;
     for (int i = 0; i < t->n; i++) {
         const dm_trace_event *e = &t->ev[i];
-        if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && e->flops > 0 && e->dur_us > 0) {
-            double pred = e->flops / (eff * gpu->bf16_flops) * 1e6;
-            sq += pow((pred - e->dur_us) / e->dur_us, 2);
+        fit_op o = {-1, e->dur_us, 0, 0, 0};
+        if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && e->flops > 0) {
+            o.kind = e->kind == DM_OP_FORWARD ? FK_FWD : FK_BWD;
+            o.work_us = e->flops / gpu->bf16_flops * 1e6;
+        } else if ((e->kind == DM_OP_MUON_UPDATE || e->kind == DM_OP_ADAMW) && e->bytes > 0) {
+            o.kind = e->kind == DM_OP_MUON_UPDATE ? FK_UPD : FK_ADAMW;
+            o.work_us = e->bytes / gpu->hbm_Bps * 1e6;
+            o.launch_us = gpu->launch_us;
+        } else if (e->kind == DM_OP_NS && p) {
+            const dm_op *op = e->rank >= 0 && e->rank < R && e->op >= 0 && e->op < p->ranks[e->rank].n_ops
+                                  ? &p->ranks[e->rank].ops[e->op] : NULL;
+            if (!op || op->kind != DM_OP_NS) {
+                dm_err_set(err, "%s: rank %d op %d is an NS op in the trace, not in the program %s (not the traced plan)",
+                           trace_path, e->rank, e->op, program_path);
+                goto out;
+            }
+            dm_cost_source src;
+            o.kind = FK_NS;
+            o.work_us = dm_costs_ns_us(costs, gpu, op->m, op->n, op->batch, op->algo, &src);
+        }
+        if (o.kind < 0 || !(e->dur_us > 0) || e->rank < 0 || e->rank >= R) continue;
+        o.overlap = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
+                                           e->ts_us + e->dur_us);
+        n_ov += o.overlap > 0;
+        ops[n++] = o;
+    }
+    double x[FK__N], a[FK__N], ss[FK__N], f = 0;
+    int cnt[FK__N];
+    double best = fit_rates(ops, n, 0, x, a, ss, cnt);
+    if (!cnt[FK_FWD] && !cnt[FK_BWD]) {
+        dm_err_set(err, "%s: no forward or backward ops with FLOPs and a duration", trace_path);
+        goto out;
+    }
+    if (fit_slowdown && n_ov)
+        for (int i = 1; i < 950; i++) { /* f on a 0.001 grid: one parameter, a smooth objective */
+            double xi[FK__N], ai[FK__N], si[FK__N], v = fit_rates(ops, n, i / 1000.0, xi, ai, si, cnt);
+            if (v < best) best = v, f = i / 1000.0;
+        }
+    fit_rates(ops, n, f, x, a, ss, cnt);
+    static const char *const what[FK__N] = {"forward", "backward", "muon-update", "adamw", "ns"};
+    static const char *const keys[FK__N] = {"fwd_efficiency", "bwd_efficiency", "elementwise_efficiency.muon_update",
+                                            "elementwise_efficiency.adamw", "ns_time_scale"};
+    char src[512], fsrc[64] = "";
+    if (f > 0) snprintf(fsrc, sizeof fsrc, ", with comm_slowdown %.3g", f);
+    for (int k = 0; k < FK__N; k++) {
+        if (!cnt[k]) continue;
+        double eff = x[k] > 0 ? 1 / x[k] : 0, res = sqrt(ss[k] / cnt[k]);
+        if (k == FK_NS) { /* a time scale, not a rate */
+            if (!(x[k] >= 0.1 && x[k] <= 10)) {
+                dm_err_set(err, "%s: NS ops take %g x the kernel table's time, outside [0.1, 10]", trace_path, x[k]);
+                goto out;
+            }
+            snprintf(src, sizeof src, "%s (%s trace of %s %s: %d NS ops against %s for the shapes of %s%s)", trace_path,
+                     t->source, t->model, t->strategy, cnt[k], dm_costs_describe(costs), program_path, fsrc);
+            if (log) fprintf(log, "  %-34s %.4f: %3d ops (residual %.1f%%)\n", keys[k], x[k], cnt[k], 100 * res);
+            if (set_num(c, keys[k], x[k], src, res, cnt[k], err)) goto out;
+            continue;
+        }
+        if (!(eff >= 0.001 && eff <= 1)) {
+            dm_err_set(err, "%s: the %s ops give an efficiency of %g, outside [0.001, 1]", trace_path, what[k], eff);
+            goto out;
+        }
+        if (k < FK_UPD)
+            snprintf(src, sizeof src, "%s (%s trace of %s %s: %d %s ops, %.4g TFLOP/s over the %s peak %.4g%s)", trace_path,
+                     t->source, t->model, t->strategy, cnt[k], what[k], eff * gpu->bf16_flops / 1e12, gpu->short_name,
+                     gpu->bf16_flops / 1e12, fsrc);
+        else
+            snprintf(src, sizeof src, "%s (%s trace of %s %s: %d %s ops, %.4g GB/s over the %s HBM %.4g GB/s + %.3g us "
+                     "per op%s)", trace_path, t->source, t->model, t->strategy, cnt[k], what[k], eff * gpu->hbm_Bps / 1e9,
+                     gpu->short_name, gpu->hbm_Bps / 1e9, a[k], fsrc);
+        if (log) fprintf(log, "  %-34s %.4f: %3d ops (residual %.1f%%)\n", keys[k], eff, cnt[k], 100 * res);
+        if (set_num(c, keys[k], eff, src, res, cnt[k], err)) goto out;
+        if (k == FK_UPD || k == FK_ADAMW) {
+            char key[48];
+            snprintf(key, sizeof key, "elementwise_launch_us.%s", keys[k] + 23);
+            if (log) fprintf(log, "  %-34s %.4g\n", key, a[k]);
+            if (set_num(c, key, a[k], src, res, cnt[k], err)) goto out;
         }
     }
-    char src[512];
-    snprintf(src, sizeof src, "%s (%s trace of %s %s: %d forward/backward ops, %.4g TFLOP/s over the %s peak %.4g)",
-             trace_path, t->source, t->model, t->strategy, n, flops / (us * 1e-6) / 1e12, gpu->short_name,
-             gpu->bf16_flops / 1e12);
-    if (log)
-        fprintf(log, "  fwd_efficiency %.4f: %d ops, %.1f TFLOP/s achieved (residual %.1f%%)\n", eff, n,
-                flops / (us * 1e-6) / 1e12, 100 * sqrt(sq / n));
+    if (fit_slowdown) {
+        int nk = 0;
+        for (int k = 0; k < FK__N; k++) nk += cnt[k] > 0;
+        snprintf(src, sizeof src, "%s (%d compute ops of %d kinds, %d overlapping collectives on their rank: least "
+                 "squares of relative residuals over f on a 0.001 grid, a rate per kind)", trace_path, n, nk, n_ov);
+        if (log) fprintf(log, "  %-34s %.4f: %3d ops, %d overlapping (residual %.1f%%)\n", "comm_slowdown", f, n, n_ov,
+                         100 * sqrt(best / n));
+        if (set_num(c, "comm_slowdown", f, src, sqrt(best / n), n_ov, err)) goto out;
+    }
+    rc = 0;
+out:
+    free(ops);
+    free(iv);
+    free(iv_off);
     dm_trace_free(t);
-    return set_num(c, "fwd_efficiency", eff, src, sqrt(sq / n), n, err);
+    dm_program_free(p);
+    return rc;
 }
 
 int calib_add_costs(calib *c, const char *costs_path, FILE *log, dm_err *err)
@@ -398,7 +584,11 @@ static void key_range(const char *key, double *lo, double *hi)
 {
     *lo = 0;
     *hi = 1e5;
-    if (!strcmp(key, "nvlink_bus_efficiency") || !strcmp(key, "fwd_efficiency")) *lo = 0.01, *hi = 1;
+    if (!strcmp(key, "nvlink_bus_efficiency") || !strcmp(key, "fwd_efficiency") || !strcmp(key, "bwd_efficiency"))
+        *lo = 0.01, *hi = 1;
+    else if (!strcmp(key, "comm_slowdown")) *hi = 0.95;
+    else if (!strcmp(key, "ns_time_scale")) *lo = 0.1, *hi = 10;
+    else if (!strncmp(key, "elementwise_efficiency.", 23)) *lo = 0.001, *hi = 1;
     else if (!strncmp(key, "busbw_scale.", 12)) *lo = 0.01, *hi = 10;
     else if (!strcmp(key, "nic_usable_Gbps")) *lo = 1;
 }
@@ -439,8 +629,9 @@ int calib_read(const char *path, calib *out, dm_err *err)
         val = trim(val);
         if (!known_key(key)) {
             rc = dm_err_set(err, "%s:%d:%d: unknown key '%s' (expected nvlink_bus_efficiency, busbw_scale.KIND, "
-                                 "base_latency_us, nvlink_latency_us, net_latency_us, nic_usable_Gbps, fwd_efficiency "
-                                 "or costs)", path, ln, (int)(key - line) + 1, key);
+                                 "base_latency_us, nvlink_latency_us, net_latency_us, nic_usable_Gbps, fwd_efficiency, "
+                                 "bwd_efficiency, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown or "
+                                 "costs)", path, ln, (int)(key - line) + 1, key);
             break;
         }
         if (!*val) {
@@ -501,6 +692,11 @@ int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
         else if (!strcmp(e->key, "nvlink_latency_us")) c->nvlink_latency_us = v;
         else if (!strcmp(e->key, "net_latency_us")) c->net_latency_us = v;
         else if (!strcmp(e->key, "fwd_efficiency")) c->fwd_efficiency = v;
+        else if (!strcmp(e->key, "bwd_efficiency")) c->bwd_efficiency = v;
+        else if (!strcmp(e->key, "comm_slowdown")) c->comm_slowdown = v;
+        else if (!strcmp(e->key, "ns_time_scale")) c->ns_time_scale = v;
+        else if (!strncmp(e->key, "elementwise_efficiency.", 23)) c->elem_efficiency[dm_cluster_elem_index(e->key + 23)] = v;
+        else if (!strncmp(e->key, "elementwise_launch_us.", 22)) c->elem_launch_us[dm_cluster_elem_index(e->key + 22)] = v;
         else if (!strcmp(e->key, "nic_usable_Gbps")) c->nic_Bps = v * 1e9 / 8;
         else
             for (int j = 0; j < 5; j++)

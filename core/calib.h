@@ -14,9 +14,19 @@
  *    across nodes: nic_Bps). The intercepts a are NCCL-form latencies: base + steps x hop
  *    latency, so base_latency_us and nvlink_latency_us (inside a node) or net_latency_us (across
  *    nodes) are fitted from them (a second gsl_fit_linear over the kinds' step counts).
- *  - forward/backward GEMM times from a measured trace (`dmuon run --trace`): fwd_efficiency =
- *    the trace's forward and backward FLOPs over their summed durations, over the GPU's dense
- *    bf16 peak (cluster.h).
+ *  - compute op times from a measured trace (`dmuon run --trace`), one rate per kind:
+ *    fwd_efficiency from the forward ops and bwd_efficiency from the backward ops (FLOPs over
+ *    time, as a fraction of the GPU's dense bf16 peak, cluster.h), elementwise_efficiency.adamw
+ *    and .muon_update from those ops (time = launch + bytes / (efficiency x HBM bandwidth)), and,
+ *    when asked, comm_slowdown f: an op that spends fraction o of its time with a collective in
+ *    flight on its rank (the union of that rank's collective intervals in the trace, each from the
+ *    rank's arrival, ts - wait_us, to its end, as the simulator counts them) is modelled
+ *    as taking model_time / (1 - f o). For each f on a 0.001 grid in [0, 0.95) the rate of each
+ *    kind has a closed form (least squares of the relative residuals, which are linear in the
+ *    inverse rate); the f with the smallest sum of squared residuals over all those ops wins.
+ *    With the traced plan (dmuon plan -o) and a kernel table, NS ops join the fit as a kind whose
+ *    model time is the table's for the op's shapes: ns_time_scale = measured / table.
+ *    Residual of each key: the RMS relative residual of its kind's ops at that f.
  *  - a kernel table from `dmuon bench kernels --out` (dmuon-costs-1): checked to load and
  *    recorded by path, so the simulator uses the same table.
  *
@@ -32,6 +42,7 @@
 #include <stdio.h>
 
 #include "cluster.h"
+#include "costs.h"
 #include "dm_error.h"
 #include "trace.h"
 
@@ -78,8 +89,16 @@ const calib_entry *calib_get(const calib *c, const char *key);
 #define CALIB_MIN_BYTES (1024.0 * 1024.0)
 int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, double min_bytes, FILE *log, dm_err *err);
 
-/* fwd_efficiency from the forward and backward ops of a measured trace on `gpu`. */
-int calib_fit_gemm(calib *c, const char *trace_path, const dm_gpu *gpu, FILE *log, dm_err *err);
+/* fwd_efficiency, bwd_efficiency, elementwise_efficiency.KIND and elementwise_launch_us.KIND
+ * (kinds present in the trace), with program_path (the traced plan, dmuon plan -o) and costs:
+ * ns_time_scale (NS ops against the table's time for their shapes), and, when fit_slowdown,
+ * comm_slowdown, from a measured trace on `gpu` (see above). Fails when the
+ * trace has no forward or backward op with FLOPs. */
+int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
+                    int fit_slowdown, FILE *log, dm_err *err);
+
+/* The fraction of [a, b) covered by n_iv disjoint intervals iv[2i] .. iv[2i+1] (0 when b <= a). */
+double calib_overlap_fraction(const double *iv, int n_iv, double a, double b);
 
 /* Record a kernel table (must load as dmuon-costs-1). */
 int calib_add_costs(calib *c, const char *costs_path, FILE *log, dm_err *err);

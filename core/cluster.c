@@ -183,7 +183,20 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
         }
         else if (!strcmp(k, "nvlink_bus_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->nvlink_bus_efficiency, err))) break; }
         else if (!strcmp(k, "fwd_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->fwd_efficiency, err))) break; }
-        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, nvlink_bus_efficiency, busbw_scale.KIND)", name, line, k); break; }
+        else if (!strcmp(k, "bwd_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->bwd_efficiency, err))) break; }
+        else if (!strcmp(k, "ns_time_scale")) { if ((rc = num(name, line, col, k, v, 0.1, 10, &c->ns_time_scale, err))) break; }
+        else if (!strcmp(k, "comm_slowdown")) { if ((rc = num(name, line, col, k, v, 0, 0.95, &c->comm_slowdown, err))) break; }
+        else if (!strncmp(k, "elementwise_efficiency.", 23)) {
+            int e = dm_cluster_elem_index(k + 23);
+            if (e < 0) { rc = dm_err_set(err, "%s:%d:24: expected elementwise_efficiency.KIND with KIND adamw or muon_update, found \"%s\"", name, line, k); break; }
+            if ((rc = num(name, line, col, k, v, 0.001, 1, &c->elem_efficiency[e], err))) break;
+        }
+        else if (!strncmp(k, "elementwise_launch_us.", 22)) {
+            int e = dm_cluster_elem_index(k + 22);
+            if (e < 0) { rc = dm_err_set(err, "%s:%d:23: expected elementwise_launch_us.KIND with KIND adamw or muon_update, found \"%s\"", name, line, k); break; }
+            if ((rc = num(name, line, col, k, v, 0, 1e4, &c->elem_launch_us[e], err))) break;
+        }
+        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, bwd_efficiency, nvlink_bus_efficiency, busbw_scale.KIND, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown)", name, line, k); break; }
     }
     fclose(f);
     if (rc) return rc;
@@ -192,6 +205,13 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
     if (c->nvlink_Bps <= 0) return dm_err_set(err, "%s: expected a \"nvlink_GBps = ...\" line", name);
     c->nic_Bps = nic_Gbps / 8.0 * 1e9 * nic_eff;
     return 0;
+}
+
+int dm_cluster_elem_index(const char *name)
+{
+    if (!strcmp(name, "muon_update")) return 0;
+    if (!strcmp(name, "adamw")) return 1;
+    return -1;
 }
 
 int dm_cluster_node_of(const dm_cluster *c, int rank) { return rank / c->gpus_per_node; }
@@ -224,6 +244,17 @@ void dm_cluster_describe(const dm_cluster *c, FILE *f)
             fprintf(f, " %s %.3g", dm_op_kind_name((dm_op_kind)(DM_OP_BROADCAST + i)), c->busbw_scale[i]);
         fprintf(f, "\n");
     }
-    fprintf(f, "  fwd/bwd     %.2f x peak (efficiency)\n", c->fwd_efficiency);
+    if (c->bwd_efficiency > 0 && c->bwd_efficiency != c->fwd_efficiency)
+        fprintf(f, "  fwd/bwd     %.2f / %.2f x peak (efficiency)\n", c->fwd_efficiency, c->bwd_efficiency);
+    else
+        fprintf(f, "  fwd/bwd     %.2f x peak (efficiency)\n", c->fwd_efficiency);
+    if (c->elem_efficiency[0] > 0 || c->elem_efficiency[1] > 0)
+        fprintf(f, "  elementwise muon-update %.3g, adamw %.3g x HBM bandwidth (0: kernel table)\n", c->elem_efficiency[0],
+                c->elem_efficiency[1]);
+    if (c->ns_time_scale > 0 && c->ns_time_scale != 1)
+        fprintf(f, "  ns          %.3g x the kernel table's time\n", c->ns_time_scale);
+    if (c->comm_slowdown > 0)
+        fprintf(f, "  overlap     compute at %.3g x its rate while a collective is in flight on the rank\n",
+                1 - c->comm_slowdown);
     fprintf(f, "  source      %s\n", c->source);
 }

@@ -13,6 +13,14 @@
  *   nvlink_bus_efficiency = 0.75    (NCCL all-reduce bus bandwidth reached inside a node / nvlink_GBps)
  *   busbw_scale.KIND = 0.81         (KIND: broadcast, reduce, all-reduce, all-gather, reduce-scatter:
  *                                    that collective's measured busbw inside a node / all-reduce's; 1)
+ *   bwd_efficiency = 0.39           (the same for backward GEMMs; default: fwd_efficiency)
+ *   elementwise_efficiency.KIND = 0.4  (KIND adamw or muon_update: achieved fraction of HBM
+ *                                    bandwidth, time = launch + bytes / (it x HBM); default: the
+ *                                    kernel table's elementwise rows)
+ *   elementwise_launch_us.KIND = 11 (the per-op overhead of that time; default: the GPU's launch floor)
+ *   ns_time_scale = 1.2             (NS kernels take this times the kernel table's time; default 1)
+ *   comm_slowdown = 0.1             (f: while a collective is in flight on a rank, its compute ops
+ *                                    run at (1 - f) of their rate; default 0)
  * Presets: a800, h100, h200, h200x2 (see cluster.c for the numbers and their sources). */
 #ifndef DM_CLUSTER_H
 #define DM_CLUSTER_H
@@ -46,8 +54,24 @@ typedef struct dm_cluster {
     double busbw_scale[5];  /* per collective (broadcast, reduce, all-reduce, all-gather,
                                reduce-scatter: DM_OP_BROADCAST + i): measured busbw inside a node
                                relative to all-reduce's; 1 where not measured */
+    double bwd_efficiency;  /* the same for backward; 0: fwd_efficiency (dm_cluster_bwd_efficiency) */
+    double elem_efficiency[2]; /* [0] muon-update, [1] adamw: achieved fraction of HBM bandwidth;
+                                  0: the kernel table (or the roofline) decides */
+    double elem_launch_us[2]; /* per-op overhead with elem_efficiency; 0: gpu->launch_us */
+    double ns_time_scale;   /* measured NS time / the kernel table's (or roofline's); 0: 1 */
+    double comm_slowdown;   /* f in [0, 0.95): compute rate factor (1 - f) while a collective is
+                               in flight on the rank (NCCL kernels take SMs and HBM); 0: none */
     char source[256];       /* where the numbers came from */
 } dm_cluster;
+
+/* The backward GEMM efficiency: bwd_efficiency when set, else fwd_efficiency. */
+static inline double dm_cluster_bwd_efficiency(const dm_cluster *c)
+{
+    return c->bwd_efficiency > 0 ? c->bwd_efficiency : c->fwd_efficiency;
+}
+
+/* Elementwise kinds with an efficiency key: "muon_update" -> 0, "adamw" -> 1, else -1. */
+int dm_cluster_elem_index(const char *name);
 
 /* A preset name or a file path. */
 int dm_cluster_load(const char *name_or_path, dm_cluster *out, dm_err *err);

@@ -20,3 +20,8 @@ check_PROGRAMS += tests/test_sim_faults
 TESTS += tests/test_sim_faults
 tests_test_sim_faults_SOURCES = tests/test_sim_faults.c tests/tap.h
 tests_test_sim_faults_LDADD = $(DM_LDADD)
+
+check_PROGRAMS += tests/test_sim_rates
+TESTS += tests/test_sim_rates
+tests_test_sim_rates_SOURCES = tests/test_sim_rates.c tests/tap.h
+tests_test_sim_rates_LDADD = $(DM_LDADD)

@@ -50,6 +50,13 @@ typedef struct sim {
     int *succ_off, *succ;
     int *sl, *sl_off, *head;
     int *gpu_busy, *gpu_last;
+    /* Compute rate under collectives (cluster comm_slowdown f > 0): per rank the running compute
+     * op, its remaining time at full rate, when that was last brought up to date, its rate (1 or
+     * 1 - f), a version that makes superseded completion events stale, and the number of
+     * collectives in flight on the rank. */
+    int *gpu_run, *coll_active;
+    double *gpu_rem, *gpu_t, *gpu_rate;
+    uint64_t *gpu_ver;
     coll *colls;
     int *coll_mem;
     grp *grps;
@@ -59,7 +66,7 @@ typedef struct sim {
     int64_t events, done;
     ns_key *ns_cache;
     int ns_cache_n;
-    int ns_src_count[4], ns_ops, elem_src_count[2][5], elem_ops[2];
+    int ns_src_count[4], ns_ops, elem_src_count[2][6], elem_ops[2];
 } sim;
 
 static double now_s(void)
@@ -129,7 +136,7 @@ static double ns_us(sim *s, const dm_op *op, dm_err *err)
         }
     }
     s->ns_src_count[k->src]++;
-    return k->us;
+    return s->c->ns_time_scale > 0 ? k->us * s->c->ns_time_scale : k->us;
 }
 
 static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
@@ -139,6 +146,11 @@ static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
     double bpp = dm_elementwise_bytes_per_param(name);
     s->elem_ops[which]++;
     if (op->bytes <= 0) return 0;
+    if (s->c->elem_efficiency[which] > 0) { /* calibrated: launch + bytes at the achieved bandwidth */
+        s->elem_src_count[which][5]++;
+        double launch = s->c->elem_launch_us[which] > 0 ? s->c->elem_launch_us[which] : s->c->gpu->launch_us;
+        return op->bytes / (s->c->elem_efficiency[which] * s->c->gpu->hbm_Bps) * 1e6 + launch;
+    }
     if (!s->o.costs || bpp <= 0) {
         s->elem_src_count[which][4]++;
         return op->bytes / s->c->gpu->hbm_Bps * 1e6 + s->c->gpu->launch_us;
@@ -156,8 +168,8 @@ static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
 static double compute_us(sim *s, const dm_op *op, dm_err *err)
 {
     switch (op->kind) {
-    case DM_OP_FORWARD:
-    case DM_OP_BACKWARD: return op->flops / (s->c->fwd_efficiency * s->c->gpu->bf16_flops) * 1e6;
+    case DM_OP_FORWARD: return op->flops / (s->c->fwd_efficiency * s->c->gpu->bf16_flops) * 1e6;
+    case DM_OP_BACKWARD: return op->flops / (dm_cluster_bwd_efficiency(s->c) * s->c->gpu->bf16_flops) * 1e6;
     case DM_OP_NS: return ns_us(s, op, err);
     case DM_OP_MUON_UPDATE:
     case DM_OP_ADAMW: return elementwise_us(s, op, err);
@@ -173,26 +185,36 @@ static void describe_sources(sim *s, sim_result *r)
     for (int k = DM_OP_FORWARD; k <= DM_OP_BACKWARD; k++)
         if (used[k])
             snprintf(r->cost_src[k], sizeof r->cost_src[k],
-                     "flops / (%.2f x %.4g TFLOP/s %s bf16 datasheet peak); efficiency from cluster %s", c->fwd_efficiency,
-                     c->gpu->bf16_flops / 1e12, c->gpu->short_name, c->name);
+                     "flops / (%.2f x %.4g TFLOP/s %s bf16 datasheet peak); efficiency from cluster %s",
+                     k == DM_OP_FORWARD ? c->fwd_efficiency : dm_cluster_bwd_efficiency(c), c->gpu->bf16_flops / 1e12,
+                     c->gpu->short_name, c->name);
     if (used[DM_OP_NS]) {
         char counts[128] = "";
         for (int i = 0; i < 4; i++)
             if (s->ns_src_count[i])
                 snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%d %s", counts[0] ? ", " : "",
                          s->ns_src_count[i], dm_cost_source_name((dm_cost_source)i));
-        snprintf(r->cost_src[DM_OP_NS], sizeof r->cost_src[DM_OP_NS], "%s; for %s: %s",
-                 s->o.costs ? dm_costs_describe(s->o.costs) : "roofline (no cost table)", c->gpu->short_name, counts);
+        char scale[32] = "";
+        if (c->ns_time_scale > 0 && c->ns_time_scale != 1)
+            snprintf(scale, sizeof scale, "; times %.3g (calibrated)", c->ns_time_scale);
+        snprintf(r->cost_src[DM_OP_NS], sizeof r->cost_src[DM_OP_NS], "%s; for %s: %s%s",
+                 s->o.costs ? dm_costs_describe(s->o.costs) : "roofline (no cost table)", c->gpu->short_name, counts, scale);
     }
     static const dm_op_kind ek[2] = {DM_OP_MUON_UPDATE, DM_OP_ADAMW};
     for (int w = 0; w < 2; w++) {
         if (!used[ek[w]]) continue;
         char counts[128] = "";
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 6; i++)
             if (s->elem_src_count[w][i])
                 snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%d %s", counts[0] ? ", " : "",
-                         s->elem_src_count[w][i], i < 4 ? dm_cost_source_name((dm_cost_source)i) : "bytes/HBM");
-        if (s->o.costs)
+                         s->elem_src_count[w][i],
+                         i < 4 ? dm_cost_source_name((dm_cost_source)i) : i == 4 ? "bytes/HBM" : "calibrated");
+        if (c->elem_efficiency[w] > 0)
+            snprintf(r->cost_src[ek[w]], sizeof r->cost_src[ek[w]],
+                     "HBM bytes / (%.3g x %.3g TB/s %s datasheet) + %.3g us per op; efficiency from cluster %s",
+                     c->elem_efficiency[w], c->gpu->hbm_Bps / 1e12, c->gpu->short_name,
+                     c->elem_launch_us[w] > 0 ? c->elem_launch_us[w] : c->gpu->launch_us, c->name);
+        else if (s->o.costs)
             snprintf(r->cost_src[ek[w]], sizeof r->cost_src[ek[w]], "%s; for %s: %s", dm_costs_describe(s->o.costs),
                      c->gpu->short_name, counts);
         else
@@ -260,11 +282,17 @@ static int setup(sim *s, dm_err *err)
         !(s->head = dm_malloc(((size_t)R * S + 1) * sizeof(int), err)) ||
         !(s->gpu_busy = dm_calloc((size_t)R, sizeof(int), err)) ||
         !(s->gpu_last = dm_malloc((size_t)R * sizeof(int), err)) ||
+        !(s->gpu_run = dm_calloc((size_t)R, sizeof(int), err)) ||
+        !(s->coll_active = dm_calloc((size_t)R, sizeof(int), err)) ||
+        !(s->gpu_rem = dm_calloc((size_t)R, sizeof(double), err)) ||
+        !(s->gpu_t = dm_calloc((size_t)R, sizeof(double), err)) ||
+        !(s->gpu_rate = dm_calloc((size_t)R, sizeof(double), err)) ||
+        !(s->gpu_ver = dm_calloc((size_t)R, sizeof(uint64_t), err)) ||
         !(s->colls = dm_calloc((size_t)p->n_colls + 1, sizeof *s->colls, err)) ||
         !(s->coll_mem = dm_malloc(t1 * sizeof(int), err)) ||
         !(s->grps = dm_calloc((size_t)p->n_groups + 1, sizeof *s->grps, err)))
         return -1;
-    for (int r = 0; r < R; r++) s->gpu_last[r] = -1;
+    for (int r = 0; r < R; r++) s->gpu_last[r] = -1, s->gpu_rate[r] = 1;
     /* Per-op indexes, dependency counts, successor counts, stream list sizes. */
     int n_coll_ops = 0;
     for (int r = 0; r < R; r++)
@@ -386,9 +414,32 @@ static int try_gpu(sim *s, int r, dm_err *err)
         s->start[g] = s->now;
         s->pcause[g] = s->ready[g] < s->now ? s->gpu_last[r] : s->cause[g];
         s->gpu_busy[r] = 1;
-        return sim_heap_push(&s->h, s->now + s->dur[g], EV_OP_DONE, g, 0, err);
+        if (!(s->c->comm_slowdown > 0)) return sim_heap_push(&s->h, s->now + s->dur[g], EV_OP_DONE, g, 0, err);
+        s->gpu_run[r] = g;
+        s->gpu_rem[r] = s->dur[g];
+        s->gpu_t[r] = s->now;
+        return sim_heap_push(&s->h, s->now + s->dur[g] / s->gpu_rate[r], EV_OP_DONE, g, ++s->gpu_ver[r], err);
     }
     return 0;
+}
+
+/* Rank r's count of collectives in flight changed by delta: when that changes its compute rate
+ * (f > 0 only), bring the running op's remaining work up to date at the old rate and schedule
+ * its end at the new one (the earlier completion event becomes stale by its version). */
+static int coll_active_add(sim *s, int r, int delta, dm_err *err)
+{
+    s->coll_active[r] += delta;
+    double f = s->c->comm_slowdown, rate = s->coll_active[r] > 0 ? 1 - f : 1;
+    if (!(f > 0) || rate == s->gpu_rate[r]) return 0;
+    if (!s->gpu_busy[r]) {
+        s->gpu_rate[r] = rate;
+        return 0;
+    }
+    s->gpu_rem[r] -= (s->now - s->gpu_t[r]) * s->gpu_rate[r];
+    if (s->gpu_rem[r] < 0) s->gpu_rem[r] = 0;
+    s->gpu_t[r] = s->now;
+    s->gpu_rate[r] = rate;
+    return sim_heap_push(&s->h, s->now + s->gpu_rem[r] / rate, EV_OP_DONE, s->gpu_run[r], ++s->gpu_ver[r], err);
 }
 
 static int op_done(sim *s, int g, dm_err *err)
@@ -403,6 +454,7 @@ static int op_done(sim *s, int g, dm_err *err)
     if (is_compute(op->kind)) {
         s->gpu_busy[r] = 0;
         s->gpu_last[r] = g;
+        if (s->c->comm_slowdown > 0) s->dur[g] = s->end[g] - s->start[g]; /* the time it took at its rates */
     }
     if (s->head[rs] < s->sl_off[rs + 1]) {
         int h = s->sl[s->head[rs]];
@@ -418,6 +470,8 @@ static int op_done(sim *s, int g, dm_err *err)
 static int coll_done(sim *s, int ci, dm_err *err)
 {
     coll *c = &s->colls[ci];
+    for (int k = 0; k < c->n; k++)
+        if (coll_active_add(s, s->rank_of[c->mem[k]], -1, err)) return -1;
     for (int k = 0; k < c->n; k++)
         if (op_done(s, c->mem[k], err)) return -1;
     return 0;
@@ -443,6 +497,8 @@ static int make_ready(sim *s, int g, int cause, dm_err *err)
     }
     if (dm_op_is_collective(op->kind)) {
         s->state[g] = ST_RUNNING; /* holds its stream while it waits for the other members */
+        /* In flight on this rank from its arrival: NCCL's kernel holds SMs while it waits. */
+        if (coll_active_add(s, s->rank_of[g], +1, err)) return -1;
         coll *c = &s->colls[op->coll];
         c->arrived++;
         c->last = g;
@@ -477,6 +533,7 @@ static int run(sim *s, dm_err *err)
         s->now = e.t_us;
         s->events++;
         if (e.type == EV_OP_DONE) {
+            if (e.b && e.b != s->gpu_ver[s->rank_of[e.a]]) continue; /* re-timed since (comm_slowdown) */
             s->events--; /* counted by op_done */
             if ((rc = op_done(s, e.a, err))) break;
         } else if (e.type == EV_LAT_DONE) {
@@ -659,6 +716,12 @@ static void sim_free(sim *s)
     free(s->head);
     free(s->gpu_busy);
     free(s->gpu_last);
+    free(s->gpu_run);
+    free(s->coll_active);
+    free(s->gpu_rem);
+    free(s->gpu_t);
+    free(s->gpu_rate);
+    free(s->gpu_ver);
     free(s->colls);
     free(s->coll_mem);
     if (s->grps)

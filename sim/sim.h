@@ -6,10 +6,19 @@
  *    ready when it heads its stream and its dependencies are done.
  *  - GPU: compute-kind ops (forward, backward, ns, muon-update, adamw) of one rank share its GPU,
  *    one at a time; when several are ready, stream priority decides (comm-hi, then compute,
- *    then comm-lo; then op id). Durations: forward/backward flops / (fwd_efficiency x bf16 peak);
- *    ns from the cost model (dm_costs_ns_us; roofline when no table); muon-update/adamw from
+ *    then comm-lo; then op id). Durations: forward flops / (fwd_efficiency x bf16 peak),
+ *    backward the same at bwd_efficiency (dm_cluster_bwd_efficiency); ns from the cost model
+ *    (dm_costs_ns_us; roofline when no table) times ns_time_scale when set; muon-update/adamw at
+ *    the cluster's elementwise_efficiency when set (launch + bytes / (efficiency x HBM)), else from
  *    dm_costs_elementwise_us over bytes / (HBM bytes per parameter) elements (bytes over HBM
  *    bandwidth when no table). wait ops take no time and no GPU.
+ *  - Compute under collectives (cluster comm_slowdown f > 0): while at least one collective is
+ *    in flight on a rank (from the rank's arrival at it, when NCCL's kernel would take SMs and
+ *    wait for the other members, to its end), that rank's running compute
+ *    op advances at (1 - f) of its rate: its remaining work is brought up to date and its end
+ *    re-scheduled whenever the rank's count of collectives in flight goes between 0 and 1 (an
+ *    op of 10 us under a collective for its first 5 us ends at 12.5 us with f = 0.5). The
+ *    phases and traces report the time the op took. f = 0 leaves every time as without it.
  *  - Collectives: a member's op holds its stream from the moment it is ready; the collective
  *    starts when every member has arrived (all members start together), waits its latency term,
  *    then carries its bus bytes as one flow over the links collcost_links names (net.h:

@@ -13,6 +13,8 @@
 #include "calib.h"
 #include "cluster.h"
 #include "collcost.h"
+#include "costs.h"
+#include "program.h"
 #include "tap.h"
 #include "trace.h"
 
@@ -115,9 +117,121 @@ int main(void)
     snprintf(path2, sizeof path2, "%s/trace.csv", dir);
     ok(dm_trace_write_csv(t, path2, &err) == 0, "synthetic trace written");
     dm_trace_free(t);
-    ok(calib_fit_gemm(&k, path2, h200, NULL, &err) == 0, "fwd_efficiency fit: %s", err.msg);
+    ok(calib_fit_trace(&k, path2, h200, NULL, NULL, 0, NULL, &err) == 0, "fwd_efficiency fit: %s", err.msg);
     e = calib_get(&k, "fwd_efficiency");
     ok(e && fabs(atof(e->value) - 0.55) < 1e-4, "fwd_efficiency 0.55 recovered (%s)", e ? e->value : "-");
+
+    /* 4b. Every rate from one synthetic trace with known answers: forward at 0.5, backward at
+     * 0.35, adamw at 0.45 of HBM + 9 us per op, muon-update at 0.8 + 2 us, and compute at
+     * (1 - 0.3) of its rate while a collective is in flight (from the rank's arrival at it): an
+     * op covered for a fraction o of its measured time d has d = model / (1 - 0.3 o). */
+    {
+        dm_trace *s = dm_trace_new("real", NULL, &err);
+        double ts = 0;
+        for (int i = 0; i < 24; i++) {
+            int kind = i % 4;
+            dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts, 0, 0, 0, i, -1, 0};
+            double model, o = (i % 3) / 2.0; /* overlap 0, 0.5, 1 */
+            if (kind == 0) ev.flops = 1e12 * (1 + i), model = ev.flops / (0.5 * h200->bf16_flops) * 1e6;
+            else if (kind == 1)
+                ev.kind = DM_OP_BACKWARD, ev.flops = 2e12 * (1 + i), model = ev.flops / (0.35 * h200->bf16_flops) * 1e6;
+            else if (kind == 2)
+                ev.kind = DM_OP_ADAMW, ev.bytes = 1e7 * (1 + i * i), model = 9 + ev.bytes / (0.45 * h200->hbm_Bps) * 1e6;
+            else
+                ev.kind = DM_OP_MUON_UPDATE, ev.bytes = 3e7 * (1 + i), model = 2 + ev.bytes / (0.8 * h200->hbm_Bps) * 1e6;
+            ev.dur_us = model / (1 - 0.3 * o);
+            dm_trace_add(s, &ev, &err);
+            if (o > 0) { /* a collective over the first o of the op, on another stream; on odd ops
+                            * the rank waits for its peer for the first third of that (wait_us):
+                            * in flight from the arrival, it covers the same interval */
+                double w = i % 2 ? o * ev.dur_us / 3 : 0;
+                dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts + w, o * ev.dur_us - w, 1e6, 0, -1, i, w};
+                dm_trace_add(s, &c, &err);
+            }
+            ts += ev.dur_us + 5;
+        }
+        s->nranks = 1;
+        snprintf(path2, sizeof path2, "%s/rates.csv", dir);
+        ok(dm_trace_write_csv(s, path2, &err) == 0, "synthetic rates trace written");
+        dm_trace_free(s);
+        static calib kr;
+        memset(&kr, 0, sizeof kr);
+        ok(calib_fit_trace(&kr, path2, h200, NULL, NULL, 1, NULL, &err) == 0, "rates fit: %s", err.msg);
+        static const char *const keys[] = {"fwd_efficiency", "bwd_efficiency", "elementwise_efficiency.adamw",
+                                           "elementwise_launch_us.adamw", "elementwise_efficiency.muon_update",
+                                           "elementwise_launch_us.muon_update", "comm_slowdown"};
+        static const double want[] = {0.5, 0.35, 0.45, 9, 0.8, 2, 0.3};
+        for (int i = 0; i < 7; i++) {
+            e = calib_get(&kr, keys[i]);
+            ok(e && fabs(atof(e->value) - want[i]) <= 2e-4 * want[i] && e->residual < 1e-4,
+               "%s %g recovered (%s, residual %g)", keys[i], want[i], e ? e->value : "-", e ? e->residual : -1);
+        }
+        /* Without --comm-slowdown the slowed ops are read as slower kinds: f is not written. */
+        memset(&kr, 0, sizeof kr);
+        ok(calib_fit_trace(&kr, path2, h200, NULL, NULL, 0, NULL, &err) == 0 && !calib_get(&kr, "comm_slowdown") &&
+               atof(calib_get(&kr, "fwd_efficiency")->value) < 0.5,
+           "without the slowdown fit: no comm_slowdown, forward efficiency below 0.5 (%s)",
+           calib_get(&kr, "fwd_efficiency") ? calib_get(&kr, "fwd_efficiency")->value : "-");
+        /* The cluster takes the keys through a calibration file. */
+        memset(&kr, 0, sizeof kr);
+        calib_fit_trace(&kr, path2, h200, NULL, NULL, 1, NULL, &err);
+        snprintf(path2, sizeof path2, "%s/rates.calib", dir);
+        dm_cluster cl;
+        dm_cluster_load("h200x2", &cl, &err);
+        ok(calib_write(&kr, path2, &err) == 0 && calib_apply(path2, &cl, NULL, &err) == 0, "rates calibration applied");
+        ok(fabs(cl.fwd_efficiency - 0.5) < 1e-4 && fabs(cl.bwd_efficiency - 0.35) < 1e-4 &&
+               fabs(cl.elem_efficiency[1] - 0.45) < 1e-4 && fabs(cl.elem_launch_us[1] - 9) < 1e-2 &&
+               fabs(cl.elem_efficiency[0] - 0.8) < 1e-3 && fabs(cl.comm_slowdown - 0.3) < 1e-4,
+           "cluster: fwd %.4f bwd %.4f adamw %.4f + %.3f us, muon-update %.4f, f %.4f", cl.fwd_efficiency,
+           cl.bwd_efficiency, cl.elem_efficiency[1], cl.elem_launch_us[1], cl.elem_efficiency[0], cl.comm_slowdown);
+    }
+
+    /* 4c. ns_time_scale: NS ops of a trace against the kernel table's time for the shapes of
+     * the traced plan; measured at 1.3 x the table, a scale of 1.3 comes back. */
+    {
+        dm_costs *table = NULL;
+        char tpath[4096], ppath[4200];
+        snprintf(tpath, sizeof tpath, "%s/traces/costs/h200.csv", srcdir());
+        ok(dm_costs_load(tpath, &table, &err) == 0, "kernel table loads: %s", err.msg);
+        dm_program *p = dm_program_new(1, 1, "t", "dmuon", "h200x2", "", 1, &err);
+        dm_trace *s = dm_trace_new("real", p, &err);
+        static const int64_t shapes[][2] = {{2048, 2048}, {3072, 8192}, {1024, 3072}, {4096, 4096}};
+        double ts = 0;
+        for (int i = 0; i < 4; i++) {
+            dm_op o = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+            o.m = shapes[i][0], o.n = shapes[i][1], o.batch = 1 + i % 2, o.algo = DM_NS_GRAM;
+            dm_program_add_op(p, 0, &o, NULL, 0, NULL, 0, &err);
+            dm_cost_source src;
+            double us = dm_costs_ns_us(table, h200, o.m, o.n, o.batch, o.algo, &src);
+            dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_NS, ts, 1.3 * us, 1e6, 1e9, -1, -1, 0};
+            dm_trace_add(s, &ev, &err);
+            ts += 1.3 * us;
+        }
+        dm_trace_event fw = {0, DM_STREAM_COMPUTE, 4, DM_OP_FORWARD, ts, 5000, 0, 1e12, 0, -1, 0};
+        dm_trace_add(s, &fw, &err);
+        dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+        dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+        snprintf(path2, sizeof path2, "%s/ns.csv", dir);
+        snprintf(ppath, sizeof ppath, "%s/ns_program.json", dir);
+        ok(dm_trace_write_csv(s, path2, &err) == 0 && dm_program_save(p, ppath, &err) == 0, "NS trace and plan written");
+        static calib kn;
+        memset(&kn, 0, sizeof kn);
+        ok(calib_fit_trace(&kn, path2, h200, ppath, table, 0, NULL, &err) == 0, "NS fit: %s", err.msg);
+        e = calib_get(&kn, "ns_time_scale");
+        ok(e && fabs(atof(e->value) - 1.3) < 1e-4 && e->residual < 1e-6 && e->points == 4,
+           "ns_time_scale 1.3 recovered from 4 NS ops (%s)", e ? e->value : "-");
+        ok(calib_fit_trace(&kn, path2, h200, ppath, NULL, 0, NULL, &err) == -1 && strstr(err.msg, "kernel table"),
+           "a plan without a kernel table is refused: %s", err.msg);
+        dm_program_free(p);
+        p = dm_program_new(1, 1, "t", "dmuon", "h200x2", "", 1, &err);
+        dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+        dm_program_save(p, ppath, &err);
+        ok(calib_fit_trace(&kn, path2, h200, ppath, table, 0, NULL, &err) == -1 && strstr(err.msg, "not the traced plan"),
+           "a plan that is not the traced one is refused: %s", err.msg);
+        dm_program_free(p);
+        dm_trace_free(s);
+        dm_costs_free(table);
+    }
 
     /* 5. Round trip and apply. */
     snprintf(path2, sizeof path2, "%s/h200x2.calib", dir);

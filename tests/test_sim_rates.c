@@ -1,0 +1,208 @@
+/* test_sim_rates.c: the simulator's calibrated compute rates, exact arithmetic: backward at
+ * bwd_efficiency (default: fwd_efficiency), elementwise ops at a calibrated HBM efficiency plus
+ * a per-op overhead, NS at ns_time_scale x its table time, and compute slowed to (1 - f) of its rate while a collective is in flight
+ * on its rank (comm_slowdown): an op of 10 us with f = 0.5 and a collective over its first half
+ * takes 12.5 us; one covered entirely takes 20 us; a rank is in a collective from its arrival
+ * (NCCL's kernel waits on the GPU for the other members), so its compute is slowed while it
+ * waits; f = 0 changes nothing; a rank before its arrival is not slowed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "collcost.h"
+#include "program.h"
+#include "sim.h"
+#include "tap.h"
+
+static dm_err err;
+
+static dm_cluster h200x2(void)
+{
+    dm_cluster c;
+    if (dm_cluster_load("h200x2", &c, &err)) {
+        printf("Bail out! %s\n", err.msg);
+        exit(1);
+    }
+    return c;
+}
+
+static sim_result *run(const dm_program *p, const dm_cluster *c)
+{
+    sim_opts o;
+    sim_opts_default(&o);
+    o.record_trace = 1;
+    sim_result *r;
+    if (sim_run(p, c, &o, &r, &err)) {
+        printf("# sim_run: %s\n", err.msg);
+        return NULL;
+    }
+    return r;
+}
+
+/* FLOPs for a forward of `us` microseconds on cluster c. */
+static double flops_for(const dm_cluster *c, double us) { return us * 1e-6 * c->fwd_efficiency * c->gpu->bf16_flops; }
+
+static void test_bwd_and_elementwise(void)
+{
+    dm_cluster c = h200x2();
+    ok(c.bwd_efficiency == 0 && dm_cluster_bwd_efficiency(&c) == c.fwd_efficiency, "bwd_efficiency defaults to fwd");
+    dm_program *p = dm_program_new(1, 2, "t", "t", "h200x2", "", 1, &err);
+    dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE), b = dm_op_init(DM_OP_BACKWARD, DM_STREAM_COMPUTE);
+    f.flops = b.flops = 1e12;
+    dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+    dm_program_add_op(p, 0, &b, NULL, 0, NULL, 0, &err);
+    dm_op a = dm_op_init(DM_OP_ADAMW, DM_STREAM_COMPUTE), u = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE);
+    a.bytes = 2.8e9, u.bytes = 1.2e9;
+    dm_program_add_op(p, 0, &a, NULL, 0, NULL, 0, &err);
+    dm_program_add_op(p, 0, &u, NULL, 0, NULL, 0, &err);
+    c.fwd_efficiency = 0.5;
+    c.bwd_efficiency = 0.25;
+    c.elem_efficiency[1] = 0.5;   /* adamw */
+    c.elem_launch_us[1] = 11;
+    c.elem_efficiency[0] = 0.8;   /* muon-update, launch: the GPU's floor */
+    sim_result *r = run(p, &c);
+    double fw = 1e12 / (0.5 * c.gpu->bf16_flops) * 1e6, bw = 2 * fw;
+    double ad = 2.8e9 / (0.5 * c.gpu->hbm_Bps) * 1e6 + 11, up = 1.2e9 / (0.8 * c.gpu->hbm_Bps) * 1e6 + c.gpu->launch_us;
+    ok(r != NULL, "simulated");
+    if (r) {
+        ok_near(r->forward_us, fw, 1e-12, "forward at fwd_efficiency 0.5: %.3f us", r->forward_us);
+        ok_near(r->backward_us, bw, 1e-12, "backward at bwd_efficiency 0.25: %.3f us (twice the forward)", r->backward_us);
+        ok_near(sim_op_end(r, 0, 2) - sim_op_start(r, 0, 2), ad, 1e-12, "adamw: 2.8 GB / (0.5 x HBM) + 11 us = %.3f us", ad);
+        ok_near(sim_op_end(r, 0, 3) - sim_op_start(r, 0, 3), up, 1e-12,
+                "muon-update: 1.2 GB / (0.8 x HBM) + launch floor = %.3f us", up);
+        ok_near(r->optimizer_us, ad + up, 1e-12, "optimizer phase = adamw + muon-update");
+        ok(strstr(r->cost_src[DM_OP_ADAMW], "0.5 x") != NULL, "adamw source names the efficiency: %s",
+           r->cost_src[DM_OP_ADAMW]);
+    }
+    sim_result_free(r);
+    dm_program_free(p);
+    /* ns_time_scale multiplies the NS time (roofline here: no table). */
+    p = dm_program_new(1, 2, "t", "t", "h200x2", "", 1, &err);
+    dm_op ns = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+    ns.m = 2048, ns.n = 4096, ns.batch = 1, ns.algo = DM_NS_GRAM;
+    dm_program_add_op(p, 0, &ns, NULL, 0, NULL, 0, &err);
+    c = h200x2();
+    r = run(p, &c);
+    double plain = r ? r->optimizer_us : -1;
+    sim_result_free(r);
+    c.ns_time_scale = 1.25;
+    r = run(p, &c);
+    ok(r && plain > 0 && fabs(r->optimizer_us - 1.25 * plain) <= 1e-12 * plain, "ns_time_scale 1.25: %.3f us = 1.25 x %.3f",
+       r ? r->optimizer_us : -1, plain);
+    ok(r && strstr(r->cost_src[DM_OP_NS], "times 1.25") != NULL, "NS source names the scale: %s", r ? r->cost_src[DM_OP_NS] : "-");
+    sim_result_free(r);
+    dm_program_free(p);
+}
+
+/* Rank 0: a forward of fwd_us on the compute stream, ready at 0 (after a lead-in forward of
+ * lead_us when lead_us > 0 on rank 1, which delays the collective's start to lead_us). Both ranks
+ * hold one broadcast on comm-hi (rank 1 after its lead-in). Returns rank 0's forward's end. */
+static double one_case(dm_cluster *c, double fwd_us, double lead_us, double bytes, double *coll_us, double *rank1_fwd)
+{
+    dm_program *p = dm_program_new(2, 2, "t", "t", "h200x2", "", 1, &err);
+    int ranks[2] = {0, 1}, g = dm_program_group(p, ranks, 2, &err);
+    dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+    f.flops = flops_for(c, fwd_us);
+    dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+    dm_op bc = dm_op_init(DM_OP_BROADCAST, DM_STREAM_COMM_HI);
+    bc.coll = dm_program_new_coll(p);
+    bc.group = g;
+    bc.bytes = bytes;
+    bc.root = 0;
+    dm_program_add_op(p, 0, &bc, NULL, 0, NULL, 0, &err);
+    int dep = 0;
+    if (lead_us > 0) {
+        dm_op l = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+        l.flops = flops_for(c, lead_us);
+        dm_program_add_op(p, 1, &l, NULL, 0, NULL, 0, &err);
+        dm_program_add_op(p, 1, &bc, &dep, 1, NULL, 0, &err);
+    } else {
+        dm_program_add_op(p, 1, &bc, NULL, 0, NULL, 0, &err);
+    }
+    sim_result *r = run(p, c);
+    double end = -1;
+    if (r) {
+        end = sim_op_end(r, 0, 0);
+        *coll_us = sim_op_end(r, 0, 1) - sim_op_start(r, 0, 1);
+        *rank1_fwd = lead_us > 0 ? sim_op_end(r, 1, 0) - sim_op_start(r, 1, 0) : 0;
+        if (r->forward_us != end - sim_op_start(r, 0, 0)) end = -2; /* the phase must be the time taken */
+    }
+    sim_result_free(r);
+    dm_program_free(p);
+    return end;
+}
+
+static void test_slowdown(void)
+{
+    dm_cluster c = h200x2();
+    double bytes = 1e8, tc, r1, tc0;
+    /* The collective's time alone (it does not depend on f: links only). */
+    double base = one_case(&c, 1, 0, bytes, &tc0, &r1);
+    ok(base > 0 && tc0 > 1, "a 100 MB broadcast alone takes %.3f us", tc0);
+    /* f = 0: unchanged (a forward of 2 tc ends at 2 tc). */
+    ok_near(one_case(&c, 2 * tc0, 0, bytes, &tc, &r1), 2 * tc0, 1e-12, "f = 0: a forward of 2 x collective ends at %.3f us",
+            2 * tc0);
+    c.comm_slowdown = 0.5;
+    /* Collective over the first half of the op: 10 -> 12.5 (scaled: 2 tc -> 2.5 tc). */
+    double e = one_case(&c, 2 * tc0, 0, bytes, &tc, &r1);
+    ok_near(e, 2.5 * tc0, 1e-12, "f = 0.5, collective over the first half: %.6f us = 1.25 x the op (%.6f)", e, 2.5 * tc0);
+    ok_near(tc, tc0, 1e-12, "the collective itself is not slowed (%.3f us)", tc);
+    /* Collective covering all of the op: d / (1 - f). */
+    e = one_case(&c, 0.5 * tc0, 0, bytes, &tc, &r1);
+    ok_near(e, tc0, 1e-12, "f = 0.5, collective covering the op: %.6f us = 2 x %.6f", e, 0.5 * tc0);
+    /* Rank 1 arrives after a lead-in of d/2: the collective starts then, but rank 0 is in it
+     * from time 0 (its NCCL kernel waits on the GPU), so its forward is slowed from 0 and, the
+     * collective outlasting it, takes 2 d; rank 1's lead-in, before its arrival, is not slowed. */
+    double d = 0.5 * tc0; /* wait d/2 + tc > 2 d */
+    e = one_case(&c, d, d / 2, bytes, &tc, &r1);
+    ok_near(e, 2 * d, 1e-12, "f = 0.5, rank 0 waiting in the collective from 0: %.6f us = 2 x %.6f", e, d);
+    ok_near(r1, d / 2, 1e-12, "rank 1's lead-in forward, before its arrival, is not slowed");
+    /* A forward longer than wait + collective: slowed over [0, d/2 + tc], then full rate. */
+    e = one_case(&c, 3 * tc0, d / 2, bytes, &tc, &r1);
+    double slow = d / 2 + tc0; /* wall time under the collective */
+    ok_near(e, slow + (3 * tc0 - 0.5 * slow), 1e-12, "f = 0.5, a forward of 3 x collective under wait + collective: %.6f us",
+            e);
+    /* f = 0.2, collective over the first half: d/2 x 0.8 done, the rest at full rate. */
+    c.comm_slowdown = 0.2;
+    e = one_case(&c, 2 * tc0, 0, bytes, &tc, &r1);
+    ok_near(e, tc0 + (2 * tc0 - 0.8 * tc0), 1e-12, "f = 0.2, collective over the first half: %.6f us", e);
+}
+
+/* The keys in a cluster file, and errors naming file:line:col. */
+static void test_cluster_keys(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_sim_rates.%d", (int)getpid());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "gpu = H200\ngpus_per_node = 2\nnvlink_GBps = 450\nfwd_efficiency = 0.5\nbwd_efficiency = 0.4\n"
+               "elementwise_efficiency.adamw = 0.5\nelementwise_launch_us.adamw = 11\n"
+               "elementwise_efficiency.muon_update = 0.8\nns_time_scale = 1.2\ncomm_slowdown = 0.25\n");
+    fclose(f);
+    dm_cluster c;
+    ok(dm_cluster_load(path, &c, &err) == 0, "cluster file with the calibrated keys loads (%s)", err.msg);
+    ok(c.fwd_efficiency == 0.5 && c.bwd_efficiency == 0.4 && c.elem_efficiency[1] == 0.5 && c.elem_launch_us[1] == 11 &&
+           c.elem_efficiency[0] == 0.8 && c.ns_time_scale == 1.2 && c.comm_slowdown == 0.25,
+       "fields set");
+    f = fopen(path, "w");
+    fprintf(f, "gpu = H200\ngpus_per_node = 2\nnvlink_GBps = 450\ncomm_slowdown = 0.99\n");
+    fclose(f);
+    ok(dm_cluster_load(path, &c, &err) == -1 && strstr(err.msg, ":4:17:") && strstr(err.msg, "[0, 0.95]"),
+       "comm_slowdown out of range named with line:col (%s)", err.msg);
+    f = fopen(path, "w");
+    fprintf(f, "gpu = H200\ngpus_per_node = 2\nelementwise_efficiency.sgd = 0.5\n");
+    fclose(f);
+    ok(dm_cluster_load(path, &c, &err) == -1 && strstr(err.msg, ":3:24:") && strstr(err.msg, "adamw or muon_update"),
+       "unknown elementwise kind named (%s)", err.msg);
+    unlink(path);
+}
+
+int main(void)
+{
+    test_cluster_keys();
+    test_bwd_and_elementwise();
+    test_slowdown();
+    return tap_done();
+}
