@@ -226,12 +226,11 @@ static int init_nccl(real_exec *ex, dm_err *err)
     return 0;
 }
 
-int real_gpu_create(real_exec *ex, dm_err *err)
+/* This rank's device (one per local rank) and whether the program's buffers fit on it; local,
+ * before any NCCL call, so the ranks can agree and fail together with one message. */
+static int gpu_precheck(real_exec *ex, int nlocal, int lr, real_mem_est *est, dm_err *err)
 {
-    struct real_gpu *g = dm_calloc(1, sizeof *g, err);
-    if (!g) return -1;
-    ex->gpu = g;
-    const dm_program *p = ex->prog;
+    struct real_gpu *g = ex->gpu;
     int ndev = 0;
     cudaError_t de = cudaGetDeviceCount(&ndev);
     if (de != cudaSuccess || ndev < 1) {
@@ -239,6 +238,32 @@ int real_gpu_create(real_exec *ex, dm_err *err)
         return dm_err_set(err, "--backend gpu: no usable CUDA device on this node (%s); use --backend cpu",
                           de != cudaSuccess ? cudaGetErrorString(de) : "0 devices");
     }
+    if (lr >= ndev)
+        return dm_err_set(err, "--backend gpu: %d ranks on this node but only %d GPU(s): one rank per GPU (rank %d "
+                          "is local rank %d)", nlocal, ndev, ex->rank, lr);
+    g->device = lr;
+    CU(cudaSetDevice(g->device));
+    if (real_gpu_mem_estimate(ex->model, ex->prog, ex->rank, ex->o.tokens, est, err) < 0) return -1;
+    size_t fr = 0, tot = 0;
+    CU(cudaMemGetInfo(&fr, &tot));
+    const double G = 1073741824.0;
+    if (est->total > (double)fr)
+        return dm_err_set(err, "rank %d: %s does not fit on GPU %d: this rank needs about %.1f GiB (weights and "
+                          "gradients %.1f, tokens %.1f, optimizer state %.1f, rollback copies %.1f, collective "
+                          "buffers %.1f, NS plans %.1f, runtime %.1f) and the GPU has %.1f GiB free of %.1f GiB; "
+                          "use more GPUs, fewer --tokens or a sharded strategy",
+                          ex->rank, ex->model->name, g->device, est->total / G, est->weights_grads / G,
+                          est->tokens / G, est->state / G, est->rollback / G, est->comm / G, est->ns / G,
+                          est->runtime / G, (double)fr / G, (double)tot / G);
+    return 0;
+}
+
+int real_gpu_create(real_exec *ex, dm_err *err)
+{
+    struct real_gpu *g = dm_calloc(1, sizeof *g, err);
+    int bad = !g, first;
+    ex->gpu = g;
+    const dm_program *p = ex->prog;
     int lr = local_rank(ex->comm), nlocal = 1;
     {
         MPI_Comm node;
@@ -246,25 +271,14 @@ int real_gpu_create(real_exec *ex, dm_err *err)
         MPI_Comm_size(node, &nlocal);
         MPI_Comm_free(&node);
     }
-    if (lr >= ndev)
-        return dm_err_set(err, "--backend gpu: %d ranks on this node but only %d GPU(s): one rank per GPU (rank %d "
-                          "is local rank %d)", nlocal, ndev, ex->rank, lr);
-    g->device = lr;
-    CU(cudaSetDevice(g->device));
     real_mem_est est;
-    if (real_gpu_mem_estimate(ex->model, p, ex->rank, ex->o.tokens, &est, err) < 0) return -1;
-    {
-        size_t fr = 0, tot = 0;
-        CU(cudaMemGetInfo(&fr, &tot));
-        const double G = 1073741824.0;
-        if (est.total > (double)fr)
-            return dm_err_set(err, "rank %d: %s does not fit on GPU %d: this rank needs about %.1f GiB (weights and "
-                              "gradients %.1f, tokens %.1f, optimizer state %.1f, rollback copies %.1f, collective "
-                              "buffers %.1f, NS plans %.1f, runtime %.1f) and the GPU has %.1f GiB free of %.1f GiB; "
-                              "use more GPUs, fewer --tokens or a sharded strategy",
-                              ex->rank, ex->model->name, g->device, est.total / G, est.weights_grads / G,
-                              est.tokens / G, est.state / G, est.rollback / G, est.comm / G, est.ns / G,
-                              est.runtime / G, (double)fr / G, (double)tot / G);
+    if (!bad) bad = gpu_precheck(ex, nlocal, lr, &est, err) < 0;
+    /* agree before NCCL: every rank fails with the lowest failing rank's message */
+    first = bad ? ex->rank : 0x7fffffff;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, ex->comm);
+    if (first != 0x7fffffff) {
+        MPI_Bcast(err->msg, (int)sizeof err->msg, MPI_CHAR, first, ex->comm);
+        return -1;
     }
     int lo_pri = 0, hi_pri = 0;
     CU(cudaDeviceGetStreamPriorityRange(&lo_pri, &hi_pri));
