@@ -4,7 +4,7 @@
 # lp_solve's colamd, a relocatable Open MPI with its PMIx) come in .devreal/, built and
 # collected on the build machine; NCCL and cuBLAS are the device's own. Logs go to $OUT.
 #   real/run_device.sh [quick|bench|all|second|gputest]
-# gputest: tests/real_gpu.sh (TAP to $OUT/real_gpu.tap; about 60 s on 2 x H200).
+# gputest: tests/real_gpu.sh (TAP to $OUT/real_gpu.tap; expected under 90 s on 2 x H200).
 set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
