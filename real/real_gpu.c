@@ -553,7 +553,17 @@ static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, i
     else g->n_default++;
     cfg.coeffs = g->ns_cfg.coeffs;
     ns_plan *pl = NULL;
-    if (ns_plan_create(rows, cols, batch, cfg.work, &cfg, &pl, err) < 0) return NULL;
+    if (ns_plan_create(rows, cols, batch, cfg.work, &cfg, &pl, err) < 0) {
+        /* most likely out of memory: say how much the device had left */
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        dm_err_set(err, "rank %d: the NS plan for %d x %lld x %lld: %s (%.2f GiB of %.2f GiB free)", ex->rank, batch,
+                   (long long)rows, (long long)cols, msg, fr / 1073741824.0, tot / 1073741824.0);
+        return NULL;
+    }
     g->plans[g->n_plans++] = (plan_ent){rows, cols, batch, algo, cfg.work, pl};
     *dt = cfg.work;
     return pl;
