@@ -412,7 +412,7 @@ int cmd_run(int argc, char **argv)
         case O_SAVE_W: save_weights = optarg; break;
         case O_CHECK_W: check_weights = optarg; break;
         case O_OVERFLOW: {
-            long long a, d;
+            long long a = 0, d = 0;
             char extra;
             if (sscanf(optarg, "%lld:%lld%c", &a, &d, &extra) != 2 || a < 0 || d < 0 || a > 0x7fffffff) {
                 if (g_rank == 0) opt_usage_error("run", "--inject-overflow: expected STEP:PARAM, got '%s'", optarg);
