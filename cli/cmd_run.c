@@ -71,6 +71,11 @@ static void usage(FILE *f)
         "  --every K          ... after every K-th step and the last (default 1)\n"
         "  --resume           continue from DIR's latest checkpoint up to --steps in all\n"
         "  --inject-stall STEP:RANK:SECONDS  that rank stops answering for a while (--timeout test)\n"
+        "  --inject-overflow STEP:PARAM  every rank writes 3e38 into its gradient of PARAM: finite\n"
+        "                     locally, the reduced sum overflows (fault test)\n"
+        "  --save-weights FILE  after the last step, the parameters (real_exec_weights) to FILE\n"
+        "  --check-weights FILE  after the last step, print the largest relative Frobenius error\n"
+        "                     of the parameters against FILE (of --save-weights)\n"
         "  --autotune FILE    GPU: NS plan block counts from the kernels' autotune cache\n"
         "                     (default traces/kernels/run5/autotune.tsv of the source tree, if\n"
         "                     there; '' for none)\n"
@@ -85,7 +90,8 @@ static void usage(FILE *f)
 }
 
 enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O_CHUNKS, O_LRM, O_LRA,
-       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE, O_STALL, O_CKPT, O_EVERY, O_RESUME, O_COMPARE };
+       O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE, O_STALL, O_CKPT, O_EVERY, O_RESUME, O_COMPARE,
+       O_OVERFLOW, O_SAVE_W, O_CHECK_W };
 
 /* Rank 0's program to every rank, as JSON (each rank reads it back from a private file). */
 static int share_program(dm_program **p, dm_err *err)
@@ -134,6 +140,7 @@ typedef struct run_ctx {
     dm_model *model;
     dm_costs *costs;            /* loaded on rank 0 on first use */
     const char *cluster_name, *costs_path, *program_path, *csv_path, *trace_path, *ckpt_dir, *coeff_spec;
+    const char *save_weights, *check_weights; /* --save-weights, --check-weights (main run only) */
     long steps, every;
     int resume;
     sched_opts so;
@@ -182,8 +189,9 @@ static int run_one(run_ctx *x, double mean[8])
     say(stdout, "# %lld tokens per rank, %ld steps, seed %llu, Muon lr %g (NS %s), AdamW lr %g\n",
         (long long)ro.tokens, steps, (unsigned long long)ro.seed, ro.muon.lr, x->coeff_spec, ro.adamw.lr);
     if (real_exec_create(x->model, prog, MPI_COMM_WORLD, &ro, &ex, &err) < 0) {
-        fprintf(stderr, "dmuon run: %s\n", err.msg);
-        goto done; /* create fails together (hash check) or before any step collective */
+        /* create fails on every rank together; rank 0's message names the cause */
+        say(stderr, "dmuon run: %s\n", err.msg);
+        goto done;
     }
     say(stdout, "# %s\n", real_exec_info(ex));
     if (g_rank == 0 && !(rows = dm_calloc((size_t)nranks, sizeof *rows, &err))) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -267,6 +275,27 @@ static int run_one(run_ctx *x, double mean[8])
         }
         csv = NULL;
     }
+    if (x->save_weights || x->check_weights) {
+        float **w = NULL;
+        if (real_exec_weights(ex, &w, &err) < 0) {
+            say(stderr, "dmuon run: weights: %s\n", err.msg);
+            goto done; /* every rank fails together */
+        }
+        int bad = 0;
+        if (g_rank == 0 && x->save_weights && real_weights_write(x->save_weights, ex, w, &err) < 0) bad = 1;
+        if (g_rank == 0 && !bad && x->check_weights) {
+            double rel = 0;
+            int64_t worst = -1;
+            if (real_weights_compare(x->check_weights, ex, w, &rel, &worst, &err) < 0) bad = 1;
+            else
+                printf("# weights against %s: largest relative Frobenius error %.3g (%s)\n", x->check_weights, rel,
+                       worst >= 0 ? real_matrix_name(ex, worst) : "every matrix bit-identical");
+        }
+        if (bad) fprintf(stderr, "dmuon run: %s\n", err.msg);
+        real_weights_free(w, real_exec_n_matrices(ex));
+        MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (bad) goto done;
+    }
     if (trace_path && steps > 0) {
         dm_trace *t = NULL;
         if (real_exec_trace(ex, &t, &err) < 0) {
@@ -306,7 +335,7 @@ int cmd_run(int argc, char **argv)
     const char *model_name = NULL, *cluster_name = "h200", *costs_path = NULL, *program_path = NULL;
     const char *csv_path = NULL, *trace_path = NULL, *coeff_spec = "jordan";
     long steps = 3, every = 1;
-    const char *ckpt_dir = NULL, *compare = NULL;
+    const char *ckpt_dir = NULL, *compare = NULL, *save_weights = NULL, *check_weights = NULL;
     int resume = 0;
     real_opts ro;
     real_opts_default(&ro);
@@ -326,6 +355,8 @@ int cmd_run(int argc, char **argv)
         {"inject-stall", required_argument, NULL, O_STALL},
         {"checkpoint", required_argument, NULL, O_CKPT}, {"every", required_argument, NULL, O_EVERY},
         {"resume", no_argument, NULL, O_RESUME}, {"compare", required_argument, NULL, O_COMPARE},
+        {"inject-overflow", required_argument, NULL, O_OVERFLOW},
+        {"save-weights", required_argument, NULL, O_SAVE_W}, {"check-weights", required_argument, NULL, O_CHECK_W},
         {"help", no_argument, NULL, 'h'},
         SCHED_GETOPT_LONG,                               {NULL, 0, NULL, 0}};
     int c, bad = 0;
@@ -378,6 +409,18 @@ int cmd_run(int argc, char **argv)
         case O_EVERY: bad = opt_parse_long("run", "--every", optarg, 1, 1000000, &every) ? 2 : 0; break;
         case O_RESUME: resume = 1; break;
         case O_COMPARE: compare = optarg; break;
+        case O_SAVE_W: save_weights = optarg; break;
+        case O_CHECK_W: check_weights = optarg; break;
+        case O_OVERFLOW: {
+            long long a = 0, d = 0;
+            char extra;
+            if (sscanf(optarg, "%lld:%lld%c", &a, &d, &extra) != 2 || a < 0 || d < 0 || a > 0x7fffffff) {
+                if (g_rank == 0) opt_usage_error("run", "--inject-overflow: expected STEP:PARAM, got '%s'", optarg);
+                bad = 2;
+            }
+            ro.overflow_step = (int)a, ro.overflow_param = d;
+            break;
+        }
         case O_STALL: {
             long long a, b;
             double sec;
@@ -467,6 +510,7 @@ int cmd_run(int argc, char **argv)
     x.model = model;
     x.cluster_name = cluster_name, x.costs_path = costs_path, x.program_path = program_path;
     x.csv_path = csv_path, x.trace_path = trace_path, x.ckpt_dir = ckpt_dir, x.coeff_spec = coeff_spec;
+    x.save_weights = save_weights, x.check_weights = check_weights;
     x.steps = steps, x.every = every, x.resume = resume;
     x.so = so;
     x.ro = ro;
@@ -487,7 +531,7 @@ int cmd_run(int argc, char **argv)
                 status = 2;
                 break;
             }
-            x.csv_path = x.trace_path = x.ckpt_dir = NULL;
+            x.csv_path = x.trace_path = x.ckpt_dir = x.save_weights = x.check_weights = NULL;
             x.resume = 0;
             x.program_path = NULL;
             say(stdout, "#\n");

@@ -25,8 +25,11 @@
  * order (grad_chunks = ranks) reproduces a distributed run bit for bit.
  *
  * A step is transactional: updates and optimizer state go to staged copies that are committed
- * at the end of the step only if no rank saw a non-finite gradient (then the step is skipped
- * and the first bad parameter named on every rank). */
+ * at the end of the step only if no rank saw a non-finite gradient, local (after the backward)
+ * or reduced (where ns and adamw read it); otherwise the step is skipped and the first bad
+ * parameter named on every rank, the rank whose own gradient was bad first, else the rank
+ * that saw it reduced. The GPU backend updates in place and rolls back from copies taken as
+ * the step modifies them (same outcome). */
 #ifndef DM_REAL_H
 #define DM_REAL_H
 #include <stdint.h>
@@ -57,6 +60,11 @@ typedef struct real_opts {
      * writes NaN into its local gradient of matrix inject_param after the backward. */
     int inject_step, inject_rank;
     int64_t inject_param;
+    /* ... and at step overflow_step (-1 off) every rank writes 3e38 (finite) into its local
+     * gradient of matrix overflow_param: only the sum over 2 or more ranks overflows, so only
+     * the check of the reduced gradient can see it. */
+    int overflow_step;
+    int64_t overflow_param;
     /* ... and at step stall_step (-1 off) rank stall_rank sleeps stall_s seconds after the
      * step's barrier, before its first op: a peer that stops answering (tests --timeout). */
     int stall_step, stall_rank;
@@ -117,13 +125,21 @@ int real_exec_trace(real_exec *ex, struct dm_trace **out, dm_err *err);
 
 void real_exec_destroy(real_exec *ex); /* NULL ok; collective (frees communicators) */
 
-/* Checkpoints (real_ckpt.c; CPU backend): save this rank's master weights, momentum and AdamW
- * state under DIR/step-K/ and then DIR/latest (every file atomically: temporary file, fsync,
+/* Checkpoints (real_ckpt.c; both backends, one file format): save this rank's master weights,
+ * momentum and AdamW state under DIR/step-K/ and then DIR/latest (every file atomically: temporary file, fsync,
  * rename); load the latest one, checking it is of this program, ranks, tokens and seed.
  * Collective; all ranks fail together. After a load the next step is the checkpoint's. */
 int real_exec_save(real_exec *ex, const char *dir, dm_err *err);
 int real_exec_load(real_exec *ex, const char *dir, dm_err *err);
 int real_exec_steps_done(const real_exec *ex); /* steps run (or loaded) so far */
+
+/* Weights files (`dmuon run --save-weights/--check-weights`): n matrices of rows x cols floats
+ * (real_exec_weights' layout) written atomically; compare reads one and returns the largest
+ * relative Frobenius error over matrices of w against it (*worst: that matrix, -1 if none), or
+ * -1 with err naming the file and what did not match. Sizes are ex's (1-D params: rows). */
+int real_weights_write(const char *path, const real_exec *ex, float *const *w, dm_err *err);
+int real_weights_compare(const char *path, const real_exec *ex, float *const *w, double *max_rel, int64_t *worst,
+                         dm_err *err);
 
 /* `dmuon bench comm` (real_bench.c): argv[0] is "comm"; returns the exit status. Calls
  * MPI_Init if needed and MPI_Finalize. */

@@ -5,17 +5,23 @@
  * the program hash, ranks, tokens and seed. Every file is written to a temporary name,
  * fsync'ed and renamed; `latest` is replaced only after every rank's file of step K is in
  * place, and the previous step's folder is removed after that. A crash at any point leaves
- * either the old or the new checkpoint complete. CPU backend only for now. */
+ * either the old or the new checkpoint complete. Both backends write and read the same files
+ * through the state accessors of real_priv.h (the GPU's device arrays are copied through host
+ * buffers, one matrix at a time, and streamed to the file).
+ *
+ * Also the weights files of `dmuon run --save-weights/--check-weights`. */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "outfile.h"
 #include "real.h"
 #include "real_priv.h"
 
@@ -38,31 +44,71 @@ static int write_all(int fd, const void *p, size_t n)
 
 static int read_all(FILE *f, void *p, size_t n) { return fread(p, 1, n, f) == n ? 0 : -1; }
 
-/* Write buf to path atomically: path.tmp, fsync, rename, fsync of the folder. */
-static int atomic_write(const char *path, const void *buf, size_t n, dm_err *err)
+/* A file written atomically in pieces: path.tmp, then fsync, rename, fsync of the folder. */
+typedef struct ck_file {
+    int fd;
+    char path[8448], tmp[8464];
+} ck_file;
+
+static int ck_open(ck_file *c, const char *path, dm_err *err)
 {
-    char tmp[8464];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return dm_err_set(err, "%s: %s", tmp, strerror(errno));
-    if (write_all(fd, buf, n) < 0 || fsync(fd) < 0) {
+    snprintf(c->path, sizeof c->path, "%s", path);
+    snprintf(c->tmp, sizeof c->tmp, "%s.tmp", path);
+    c->fd = open(c->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (c->fd < 0) return dm_err_set(err, "%s: %s", c->tmp, strerror(errno));
+    return 0;
+}
+
+static int ck_put(ck_file *c, const void *p, size_t n, dm_err *err)
+{
+    if (c->fd < 0) return -1;
+    if (write_all(c->fd, p, n) < 0) {
         int e = errno;
-        close(fd);
-        unlink(tmp);
-        return dm_err_set(err, "%s: %s", tmp, strerror(e));
+        close(c->fd);
+        c->fd = -1;
+        unlink(c->tmp);
+        return dm_err_set(err, "%s: %s", c->tmp, strerror(e));
     }
-    if (close(fd) < 0 || rename(tmp, path) < 0) {
+    return 0;
+}
+
+static void ck_abort(ck_file *c)
+{
+    if (c->fd < 0) return;
+    close(c->fd);
+    c->fd = -1;
+    unlink(c->tmp);
+}
+
+static int ck_commit(ck_file *c, dm_err *err)
+{
+    if (c->fd < 0) return -1;
+    if (fsync(c->fd) < 0) {
         int e = errno;
-        unlink(tmp);
-        return dm_err_set(err, "%s: %s", path, strerror(e));
+        ck_abort(c);
+        return dm_err_set(err, "%s: %s", c->tmp, strerror(e));
     }
-    char dir[8464];
-    snprintf(dir, sizeof dir, "%s", path);
+    int fd = c->fd;
+    c->fd = -1;
+    if (close(fd) < 0 || rename(c->tmp, c->path) < 0) {
+        int e = errno;
+        unlink(c->tmp);
+        return dm_err_set(err, "%s: %s", c->path, strerror(e));
+    }
+    char dir[8448];
+    snprintf(dir, sizeof dir, "%s", c->path);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     int dfd = open(slash ? dir : ".", O_RDONLY);
     if (dfd >= 0) fsync(dfd), close(dfd);
     return 0;
+}
+
+static int atomic_write(const char *path, const void *buf, size_t n, dm_err *err)
+{
+    ck_file c;
+    if (ck_open(&c, path, err) < 0 || ck_put(&c, buf, n, err) < 0) return -1;
+    return ck_commit(&c, err);
 }
 
 /* Agree on failure: returns -1 on every rank if any rank failed (its own message kept). */
@@ -74,29 +120,22 @@ static int agree(real_exec *ex, int rc, dm_err *err)
     return any ? -1 : 0;
 }
 
-typedef struct membuf {
-    char *p;
-    size_t n, cap;
-} membuf;
-
-static int mb_put(membuf *b, const void *src, size_t n, dm_err *err)
+/* Host arrays for one matrix's state (the largest matrix's size). */
+static float *state_bufs(real_exec *ex, float *b[4], dm_err *err)
 {
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n) cap *= 2;
-        char *np = dm_realloc(b->p, cap, err);
-        if (!np) return -1;
-        b->p = np;
-        b->cap = cap;
+    int64_t mx = 1;
+    for (int64_t i = 0; i < ex->n_mx; i++) {
+        real_pinfo pi;
+        real_param_info(ex, i, &pi);
+        if (pi.size > mx) mx = pi.size;
     }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-    return 0;
+    float *p = dm_malloc((size_t)mx * 16, err);
+    for (int k = 0; k < 4; k++) b[k] = p ? p + (size_t)k * (size_t)mx : NULL;
+    return p;
 }
 
 int real_exec_save(real_exec *ex, const char *dir, dm_err *err)
 {
-    if (ex->gpu) return agree(ex, dm_err_set(err, "--checkpoint: not implemented for the GPU backend yet"), err);
     char path[8448], sdir[4200];
     int rc = 0;
     snprintf(sdir, sizeof sdir, "%s/step-%d", dir, ex->step);
@@ -105,21 +144,29 @@ int real_exec_save(real_exec *ex, const char *dir, dm_err *err)
             rc = dm_err_set(err, "%s: %s", sdir, strerror(errno));
     }
     if (agree(ex, rc, err) < 0) return -1;
-    membuf b = {0};
+    float *b[4], *mem = state_bufs(ex, b, err);
+    ck_file c = {.fd = -1};
+    snprintf(path, sizeof path, "%s/rank-%d.bin", sdir, ex->rank);
     int64_t hdr[4] = {ex->step, ex->adam_t, ex->n_mx, (int64_t)dm_program_hash(ex->prog)};
-    rc = mb_put(&b, CK_MAGIC, sizeof CK_MAGIC - 1, err) < 0 || mb_put(&b, hdr, sizeof hdr, err) < 0 ? -1 : 0;
+    rc = !mem || ck_open(&c, path, err) < 0 || ck_put(&c, CK_MAGIC, sizeof CK_MAGIC - 1, err) < 0 ||
+                 ck_put(&c, hdr, sizeof hdr, err) < 0
+             ? -1
+             : 0;
     for (int64_t i = 0; i < ex->n_mx && rc == 0; i++) {
-        rparam *q = &ex->p[i];
-        int64_t ph[5] = {q->size, q->own_lo, q->own_hi, q->mom != NULL, q->m1 != NULL};
-        size_t sz = (size_t)q->size * 4;
-        if (mb_put(&b, ph, sizeof ph, err) < 0 || mb_put(&b, q->W, sz, err) < 0 ||
-            (q->mom && mb_put(&b, q->mom, sz, err) < 0) ||
-            (q->m1 && (mb_put(&b, q->m1, sz, err) < 0 || mb_put(&b, q->m2, sz, err) < 0)))
+        real_pinfo pi;
+        real_param_info(ex, i, &pi);
+        int64_t ph[5] = {pi.size, pi.own_lo, pi.own_hi, pi.has_mom, pi.has_adam};
+        size_t sz = (size_t)pi.size * 4;
+        if (real_param_get(ex, i, b[0], pi.has_mom ? b[1] : NULL, pi.has_adam ? b[2] : NULL,
+                           pi.has_adam ? b[3] : NULL, err) < 0 ||
+            ck_put(&c, ph, sizeof ph, err) < 0 || ck_put(&c, b[0], sz, err) < 0 ||
+            (pi.has_mom && ck_put(&c, b[1], sz, err) < 0) ||
+            (pi.has_adam && (ck_put(&c, b[2], sz, err) < 0 || ck_put(&c, b[3], sz, err) < 0)))
             rc = -1;
     }
-    snprintf(path, sizeof path, "%s/rank-%d.bin", sdir, ex->rank);
-    if (rc == 0) rc = atomic_write(path, b.p, b.n, err);
-    free(b.p);
+    if (rc == 0) rc = ck_commit(&c, err);
+    else ck_abort(&c);
+    free(mem);
     if (agree(ex, rc, err) < 0) return -1;
     if (ex->rank == 0) { /* every rank's file is in place: move `latest`, drop the older step */
         char text[512], old[8448] = "";
@@ -148,7 +195,6 @@ int real_exec_save(real_exec *ex, const char *dir, dm_err *err)
 
 int real_exec_load(real_exec *ex, const char *dir, dm_err *err)
 {
-    if (ex->gpu) return agree(ex, dm_err_set(err, "--resume: not implemented for the GPU backend yet"), err);
     char path[8448];
     int step = -1, ranks = 0, rc = 0;
     unsigned long long hash = 0, seed = 0;
@@ -172,33 +218,107 @@ int real_exec_load(real_exec *ex, const char *dir, dm_err *err)
     snprintf(path, sizeof path, "%s/step-%d/rank-%d.bin", dir, step, ex->rank);
     f = fopen(path, "rb");
     char magic[sizeof CK_MAGIC - 1];
-    int64_t hdr[4];
-    if (!f) rc = dm_err_set(err, "%s: %s", path, strerror(errno));
+    int64_t hdr[4] = {0};
+    float *b[4], *mem = state_bufs(ex, b, err);
+    if (!mem) rc = -1;
+    else if (!f) rc = dm_err_set(err, "%s: %s", path, strerror(errno));
     else if (read_all(f, magic, sizeof magic) < 0 || memcmp(magic, CK_MAGIC, sizeof magic) != 0 ||
              read_all(f, hdr, sizeof hdr) < 0)
         rc = dm_err_set(err, "%s: not a dmuon rank checkpoint", path);
     else if (hdr[0] != step || hdr[2] != ex->n_mx || (uint64_t)hdr[3] != dm_program_hash(ex->prog))
         rc = dm_err_set(err, "%s: step %lld of %lld matrices, expected step %d of %lld", path, (long long)hdr[0],
                         (long long)hdr[2], step, (long long)ex->n_mx);
+    /* read everything first, then install it: a truncated file changes nothing */
     for (int64_t i = 0; i < ex->n_mx && rc == 0; i++) {
-        rparam *q = &ex->p[i];
+        real_pinfo pi;
+        real_param_info(ex, i, &pi);
         int64_t ph[5];
-        size_t sz = (size_t)q->size * 4;
-        if (read_all(f, ph, sizeof ph) < 0 || ph[0] != q->size || ph[3] != (q->mom != NULL) || ph[4] != (q->m1 != NULL)) {
+        size_t sz = (size_t)pi.size * 4;
+        if (read_all(f, ph, sizeof ph) < 0 || ph[0] != pi.size || ph[3] != pi.has_mom || ph[4] != pi.has_adam) {
             rc = dm_err_set(err, "%s: matrix %lld does not match this run", path, (long long)i);
             break;
         }
-        if (read_all(f, q->W, sz) < 0 || (q->mom && read_all(f, q->mom, sz) < 0) ||
-            (q->m1 && (read_all(f, q->m1, sz) < 0 || read_all(f, q->m2, sz) < 0)))
+        if (read_all(f, b[0], sz) < 0 || (pi.has_mom && read_all(f, b[1], sz) < 0) ||
+            (pi.has_adam && (read_all(f, b[2], sz) < 0 || read_all(f, b[3], sz) < 0)))
             rc = dm_err_set(err, "%s: truncated at matrix %lld", path, (long long)i);
-        q->own_lo = ph[1];
-        q->own_hi = ph[2];
+        else if (real_param_put(ex, i, b[0], pi.has_mom ? b[1] : NULL, pi.has_adam ? b[2] : NULL,
+                                pi.has_adam ? b[3] : NULL, ph[1], ph[2], err) < 0)
+            rc = -1;
     }
     if (f) fclose(f);
+    free(mem);
     if (agree(ex, rc, err) < 0) return -1;
     ex->step = (int)hdr[0];
     ex->adam_t = hdr[1];
     return 0;
+}
+
+/* ---- weights files --------------------------------------------------------------------- */
+
+#define W_MAGIC "dmuon-weights-1\n"
+
+int real_weights_write(const char *path, const real_exec *ex, float *const *w, dm_err *err)
+{
+    dm_out *o = dm_out_open(path, err);
+    if (!o) return -1;
+    FILE *f = dm_out_file(o);
+    int64_t n = ex->n_mx;
+    fwrite(W_MAGIC, 1, sizeof W_MAGIC - 1, f);
+    fwrite(&n, sizeof n, 1, f);
+    for (int64_t i = 0; i < n; i++) {
+        real_pinfo pi;
+        real_param_info(ex, i, &pi);
+        fwrite(&pi.size, sizeof pi.size, 1, f);
+        fwrite(w[i], 4, (size_t)pi.size, f);
+    }
+    return dm_out_commit(o, err); /* checks the write errors */
+}
+
+int real_weights_compare(const char *path, const real_exec *ex, float *const *w, double *max_rel, int64_t *worst,
+                         dm_err *err)
+{
+    *max_rel = 0;
+    *worst = -1;
+    FILE *f = fopen(path, "rb");
+    if (!f) return dm_err_set(err, "%s: %s", path, strerror(errno));
+    char magic[sizeof W_MAGIC - 1];
+    int64_t n = -1, rc = 0;
+    float *ref = NULL;
+    if (read_all(f, magic, sizeof magic) < 0 || memcmp(magic, W_MAGIC, sizeof magic) != 0 || read_all(f, &n, sizeof n) < 0)
+        rc = dm_err_set(err, "%s: not a dmuon weights file", path);
+    else if (n != ex->n_mx)
+        rc = dm_err_set(err, "%s: %lld matrices, this run has %lld", path, (long long)n, (long long)ex->n_mx);
+    for (int64_t i = 0; i < n && rc == 0; i++) {
+        real_pinfo pi;
+        real_param_info(ex, i, &pi);
+        int64_t sz = -1;
+        float *nr;
+        if (read_all(f, &sz, sizeof sz) < 0 || sz != pi.size) {
+            rc = dm_err_set(err, "%s: matrix %lld: %lld elements, this run's has %lld", path, (long long)i,
+                            (long long)sz, (long long)pi.size);
+            break;
+        }
+        if (!(nr = dm_realloc(ref, (size_t)(sz ? sz : 1) * 4, err))) {
+            rc = -1;
+            break;
+        }
+        ref = nr;
+        if (read_all(f, ref, (size_t)sz * 4) < 0) {
+            rc = dm_err_set(err, "%s: truncated at matrix %lld", path, (long long)i);
+            break;
+        }
+        double d2 = 0, r2 = 0;
+        for (int64_t e = 0; e < sz; e++) {
+            double d = (double)w[i][e] - (double)ref[e];
+            d2 += d * d;
+            r2 += (double)ref[e] * ref[e];
+        }
+        double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+        if (!isnan(*max_rel) && !(rel <= *max_rel)) *max_rel = rel, *worst = i; /* a NaN sticks */
+    }
+    free(ref);
+    fclose(f);
+    return rc < 0 ? -1 : 0;
 }
 
 int real_exec_steps_done(const real_exec *ex) { return ex->step; }

@@ -44,6 +44,8 @@ void real_opts_default(real_opts *o)
     o->inject_step = -1;
     o->inject_rank = -1;
     o->inject_param = -1;
+    o->overflow_step = -1;
+    o->overflow_param = -1;
     o->stall_step = -1;
     o->stall_rank = -1;
 }
@@ -184,10 +186,11 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
     ex->n_tokens_global = o->tokens * ex->nranks;
     if (o->backend == REAL_BACKEND_GPU) {
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
-        int bad = real_gpu_create(ex, err) < 0, any = 0;
-        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, ex->comm);
-        if (any) {
-            if (!bad) dm_err_set(err, "rank %d: another rank could not set up its GPU", ex->rank);
+        /* every rank fails with the lowest failing rank's message, so the cause is one line */
+        int bad = real_gpu_create(ex, err) < 0, first = bad ? ex->rank : INT_MAX;
+        MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, ex->comm);
+        if (first != INT_MAX) {
+            MPI_Bcast(err->msg, (int)sizeof err->msg, MPI_CHAR, first, ex->comm);
             goto fail;
         }
         *out = ex;
@@ -223,10 +226,7 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
     size_t scratch = 0;
     need = xcalloc((size_t)ex->n_mx, 1, err);
     if (!need) goto fail;
-    const dm_rank_prog *myp = &prog->ranks[ex->rank];
-    for (int k = 0; k < myp->n_ops; k++)
-        for (int a = 0; a < myp->ops[k].n_params; a++)
-            need[myp->ops[k].params[a]] |= myp->ops[k].kind == DM_OP_NS ? 1 : myp->ops[k].kind == DM_OP_ADAMW ? 2 : 0;
+    real_state_needs(prog, ex->rank, ex->n_mx, need);
     for (int64_t i = 0; i < ex->n_mx; i++) {
         rparam *q = &ex->p[i];
         const dm_matrix *m = &ex->mx[i];
@@ -364,6 +364,7 @@ static void backward_one(real_exec *ex, rparam *q)
     if (ex->step == ex->o.inject_step && ex->rank == ex->o.inject_rank &&
         (int64_t)(q - ex->p) == ex->o.inject_param)
         q->G[q->size / 2] = NAN;
+    if (ex->step == ex->o.overflow_step && (int64_t)(q - ex->p) == ex->o.overflow_param) q->G[q->size / 2] = 3.0e38f;
     if (!finite_range(q->G, 0, q->size) && (ex->bad_local < 0 || q - ex->p < ex->bad_local))
         ex->bad_local = q - ex->p;
 }
@@ -922,18 +923,76 @@ void real_weights_free(float **w, int64_t n)
     free(w);
 }
 
-int real_exec_weights(real_exec *ex, float ***out, dm_err *err)
+/* ---- state access (checkpoints, weights) --------------------------------------------- */
+
+void real_param_info(const real_exec *ex, int64_t i, real_pinfo *pi)
 {
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
-    if (ex->gpu) return real_gpu_weights(ex, out, err);
+    if (ex->gpu) {
+        real_gpu_param_info(ex, i, pi);
+        return;
+    }
 #endif
+    const rparam *q = &ex->p[i];
+    *pi = (real_pinfo){q->size, q->own_lo, q->own_hi, q->mom != NULL, q->m1 != NULL};
+}
+
+int real_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, float *dst, dm_err *err)
+{
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+    if (ex->gpu) return real_gpu_param_weights(ex, i, lo, hi, dst, err);
+#endif
+    (void)err;
+    if (hi > lo) memcpy(dst, ex->p[i].W + lo, (size_t)(hi - lo) * 4);
+    return 0;
+}
+
+int real_param_get(real_exec *ex, int64_t i, float *W, float *mom, float *m1, float *m2, dm_err *err)
+{
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+    if (ex->gpu) return real_gpu_param_get(ex, i, W, mom, m1, m2, err);
+#endif
+    (void)err;
+    rparam *q = &ex->p[i];
+    size_t sz = (size_t)q->size * 4;
+    if (W) memcpy(W, q->W, sz);
+    if (mom && q->mom) memcpy(mom, q->mom, sz);
+    if (m1 && q->m1) memcpy(m1, q->m1, sz), memcpy(m2, q->m2, sz);
+    return 0;
+}
+
+int real_param_put(real_exec *ex, int64_t i, const float *W, const float *mom, const float *m1, const float *m2,
+                   int64_t own_lo, int64_t own_hi, dm_err *err)
+{
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+    if (ex->gpu) return real_gpu_param_put(ex, i, W, mom, m1, m2, own_lo, own_hi, err);
+#endif
+    (void)err;
+    rparam *q = &ex->p[i];
+    size_t sz = (size_t)q->size * 4;
+    if (W) memcpy(q->W, W, sz);
+    if (mom && q->mom) memcpy(q->mom, mom, sz);
+    if (m1 && q->m1) memcpy(q->m1, m1, sz), memcpy(q->m2, m2, sz);
+    q->own_lo = own_lo;
+    q->own_hi = own_hi;
+    return 0;
+}
+
+int real_exec_weights(real_exec *ex, float ***out, dm_err *err)
+{
     *out = NULL;
     int64_t np = ex->n_mx;
     int64_t *rng = dm_malloc((size_t)(2 * np) * sizeof *rng, err), *all = NULL;
-    float **w = NULL, *buf = NULL;
+    float **w = NULL, *buf = NULL, *sendb = NULL;
     int rc = -1, bad = 0;
     if (!rng) return -1;
-    for (int64_t i = 0; i < np; i++) rng[2 * i] = ex->p[i].own_lo, rng[2 * i + 1] = ex->p[i].own_hi;
+    int64_t max_size = 1;
+    for (int64_t i = 0; i < np; i++) {
+        real_pinfo pi;
+        real_param_info(ex, i, &pi);
+        rng[2 * i] = pi.own_lo, rng[2 * i + 1] = pi.own_hi;
+        if (pi.size > max_size) max_size = pi.size;
+    }
     if (ex->rank == 0 && !(all = dm_malloc((size_t)(2 * np * ex->nranks) * sizeof *all, err))) bad = 1;
     MPI_Bcast(&bad, 1, MPI_INT, 0, ex->comm);
     if (bad) goto done;
@@ -941,11 +1000,15 @@ int real_exec_weights(real_exec *ex, float ***out, dm_err *err)
     if (ex->rank == 0) {
         if (!(w = dm_calloc((size_t)np, sizeof *w, err))) bad = 1;
         for (int64_t i = 0; i < np && !bad; i++) {
-            if (!(w[i] = dm_malloc((size_t)ex->p[i].size * 4, err))) bad = 1;
-            else memcpy(w[i], ex->p[i].W, (size_t)ex->p[i].size * 4);
+            real_pinfo pi;
+            real_param_info(ex, i, &pi);
+            if (!(w[i] = dm_malloc((size_t)pi.size * 4, err)) || real_param_weights(ex, i, 0, pi.size, w[i], err) < 0)
+                bad = 1;
         }
+    } else if (!(sendb = dm_malloc((size_t)max_size * 4, err))) {
+        bad = 1;
     }
-    MPI_Bcast(&bad, 1, MPI_INT, 0, ex->comm);
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, ex->comm);
     if (bad) goto done;
     /* every rank r > 0 sends each range it owns; rank 0 places (or compares) them in rank order */
     int mismatch = 0;
@@ -957,7 +1020,10 @@ int real_exec_weights(real_exec *ex, float ***out, dm_err *err)
             else lo = rng[2 * i], hi = rng[2 * i + 1];
             if (hi <= lo) continue;
             if (ex->rank == r) {
-                MPI_Send(ex->p[i].W + lo, (int)(hi - lo), MPI_FLOAT, 0, 7, ex->comm);
+                /* a device copy that fails leaves NaN, which the comparison then reports */
+                if (real_param_weights(ex, i, lo, hi, sendb, err) < 0)
+                    for (int64_t e = 0; e < hi - lo; e++) sendb[e] = NAN;
+                MPI_Send(sendb, (int)(hi - lo), MPI_FLOAT, 0, 7, ex->comm);
             } else if (ex->rank == 0) {
                 free(buf);
                 if (!(buf = malloc((size_t)(hi - lo) * 4))) MPI_Abort(ex->comm, 1); /* out of memory */
@@ -985,6 +1051,7 @@ int real_exec_weights(real_exec *ex, float ***out, dm_err *err)
 done:
     if (w) real_weights_free(w, np);
     free(buf);
+    free(sendb);
     free(rng);
     free(all);
     return rc;

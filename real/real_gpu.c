@@ -9,11 +9,19 @@
  * move) and gradients G, in two arenas in matrix order so a layer's collective is one
  * contiguous buffer; fp32 master weights and optimizer state only where this rank updates.
  *
- * The one host wait inside a step: before issuing the first optimizer op, the ranks agree
- * (a tiny NCCL all-reduce on a separate communicator) whether any local gradient was not
- * finite; if so no optimizer op is issued, nothing is modified, and the step is reported
- * skipped. Every wait polls the event, NCCL's async errors and the --timeout, and aborts
- * every communicator on failure (the caller then MPI_Aborts). */
+ * Data: tokens and targets from the CPU backend's counter hash keyed by global token index
+ * (real_work.h), so runs on different rank counts over the same tokens compare.
+ *
+ * Non-finite gradients, as the CPU backend: every local gradient is checked after the backward
+ * and every reduced gradient where ns or adamw reads it (an overflow inside a bf16 reduction),
+ * into device flags; no host wait inside the step. The ranks agree at the step's end; a bad
+ * step is rolled back from copies taken as it modifies things (the bf16 weights at the start,
+ * master weights and optimizer state before their first update), so it leaves nothing changed.
+ * Every wait polls the event, NCCL's async errors and the --timeout, and aborts every
+ * communicator on failure (the caller then MPI_Aborts).
+ *
+ * Before allocating, the bytes this rank needs (real_gpu_mem_estimate) are checked against the
+ * GPU's free memory; every allocation names its buffer, bytes and free/total when it fails. */
 #include "config.h"
 
 #include <cublas_v2.h>
@@ -64,6 +72,10 @@ typedef struct gparam {
     bf16 *Wb, *G;             /* into the arenas */
     bf16 *X, *Y, *R;          /* tokens T x in; targets and residual T x out */
     float *W32, *mom, *m1, *m2; /* where this rank updates */
+    float *W32b, *momb, *m1b, *m2b; /* their rollback copies (where this rank updates) */
+    int touched;              /* this step's copies taken: 1 W32, 2 mom, 4 m1 and m2 */
+    int64_t up_lo, up_hi;     /* range updated this step */
+    int64_t own_lo, own_hi;   /* range updated in the last committed step */
     void *ns_out;             /* this step's NS output (in a plan's output buffer) */
     ns_dtype ns_dt;           /* its dtype (the plan's: bf16 direct, fp16 Gram) */
     int64_t rs_lo, rs_hi;     /* this step's reduce-scatter shard */
@@ -82,16 +94,18 @@ struct real_gpu {
     int device;
     cudaStream_t st[DM_STREAM__COUNT];
     cublasHandle_t blas[DM_STREAM__COUNT];
-    ncclComm_t world, flag_comm;
+    ncclComm_t world;
     ncclComm_t *comm;         /* [group * DM_STREAM__COUNT + stream], NULL if unused */
     gparam *p;
     bf16 *arena_w, *arena_g, *dX;
+    bf16 *arena_wb;           /* the bf16 weights at the step's start (rollback) */
+    int64_t total;            /* elements in each arena */
     float *g32;               /* fp32 gradient scratch (largest matrix) */
     bf16 *cbuf[DM_STREAM__COUNT]; /* collective packing buffers */
     size_t cbuf_n;
     float *d_loss;            /* device loss accumulator */
-    int *d_flag;              /* device non-finite flags (INT_MAX - param, max): [0] agreed
-                                 over the ranks, [1] this rank's own */
+    int *d_flag;              /* device non-finite flags (INT_MAX - param, max): [0] this
+                                 rank's local gradients, [1] reduced gradients it read */
     int *h_flag;              /* pinned copy of both */
     float *h_loss;            /* pinned */
     cudaEvent_t *ev_s, *ev_e; /* per op */
@@ -101,7 +115,6 @@ struct real_gpu {
     ns_config ns_cfg;
     at_cache *tune;           /* the kernels' autotune cache (tuned block counts), or NULL */
     int n_tuned, n_default;   /* plans configured from the cache / with defaults */
-    int64_t adam_t;
 };
 
 static double now_s(void)
@@ -117,7 +130,6 @@ static void abort_all(real_exec *ex)
     int n = ex->prog->n_groups * DM_STREAM__COUNT;
     for (int i = 0; i < n; i++)
         if (g->comm[i]) ncclCommAbort(g->comm[i]), g->comm[i] = NULL;
-    if (g->flag_comm) ncclCommAbort(g->flag_comm), g->flag_comm = NULL;
     if (g->world) ncclCommAbort(g->world), g->world = NULL;
 }
 
@@ -135,8 +147,8 @@ static int gpu_wait(real_exec *ex, cudaEvent_t ev, const char *what, dm_err *err
             return dm_err_set(err, "rank %d: step %d: %s: %s", ex->rank, ex->step, what, cudaGetErrorString(e));
         }
         int n = ex->prog->n_groups * DM_STREAM__COUNT;
-        for (int i = -1; i < n; i++) {
-            ncclComm_t c = i < 0 ? g->flag_comm : g->comm[i];
+        for (int i = 0; i < n; i++) {
+            ncclComm_t c = g->comm[i];
             ncclResult_t ar = ncclSuccess;
             if (c && ncclCommGetAsyncError(c, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
                 abort_all(ex);
@@ -190,7 +202,6 @@ static int init_nccl(real_exec *ex, dm_err *err)
     if (ex->rank == 0) NC(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, ex->comm);
     NC(ncclCommInitRank(&g->world, ex->nranks, id, ex->rank));
-    NC(ncclCommSplit(g->world, 0, ex->rank, &g->flag_comm, NULL));
     /* one communicator per (group, stream) that carries collectives, so the comm-hi fetches
      * and the comm-lo gradients of one group can overlap */
     const dm_program *p = ex->prog;
@@ -215,23 +226,60 @@ static int init_nccl(real_exec *ex, dm_err *err)
     return 0;
 }
 
+/* This rank's device (one per local rank) and whether the program's buffers fit on it; local,
+ * before any NCCL call, so the ranks can agree and fail together with one message. */
+static int gpu_precheck(real_exec *ex, int nlocal, int lr, real_mem_est *est, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    int ndev = 0;
+    cudaError_t de = cudaGetDeviceCount(&ndev);
+    if (de != cudaSuccess || ndev < 1) {
+        cudaGetLastError();
+        return dm_err_set(err, "--backend gpu: no usable CUDA device on this node (%s); use --backend cpu",
+                          de != cudaSuccess ? cudaGetErrorString(de) : "0 devices");
+    }
+    if (lr >= ndev)
+        return dm_err_set(err, "--backend gpu: %d ranks on this node but only %d GPU(s): one rank per GPU (rank %d "
+                          "is local rank %d)", nlocal, ndev, ex->rank, lr);
+    g->device = lr;
+    CU(cudaSetDevice(g->device));
+    if (real_gpu_mem_estimate(ex->model, ex->prog, ex->rank, ex->o.tokens, est, err) < 0) return -1;
+    size_t fr = 0, tot = 0;
+    CU(cudaMemGetInfo(&fr, &tot));
+    const double G = 1073741824.0;
+    if (est->total > (double)fr)
+        return dm_err_set(err, "rank %d: %s does not fit on GPU %d: this rank needs about %.1f GiB (weights and "
+                          "gradients %.1f, tokens %.1f, optimizer state %.1f, rollback copies %.1f, collective "
+                          "buffers %.1f, NS plans %.1f, runtime %.1f) and the GPU has %.1f GiB free of %.1f GiB; "
+                          "use more GPUs, fewer --tokens or a sharded strategy",
+                          ex->rank, ex->model->name, g->device, est->total / G, est->weights_grads / G,
+                          est->tokens / G, est->state / G, est->rollback / G, est->comm / G, est->ns / G,
+                          est->runtime / G, (double)fr / G, (double)tot / G);
+    return 0;
+}
+
 int real_gpu_create(real_exec *ex, dm_err *err)
 {
     struct real_gpu *g = dm_calloc(1, sizeof *g, err);
-    if (!g) return -1;
+    int bad = !g, first;
     ex->gpu = g;
     const dm_program *p = ex->prog;
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
-        cudaGetLastError();
-        return dm_err_set(err, "rank %d: no CUDA device (use --backend cpu)", ex->rank);
+    int lr = local_rank(ex->comm), nlocal = 1;
+    {
+        MPI_Comm node;
+        MPI_Comm_split_type(ex->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_size(node, &nlocal);
+        MPI_Comm_free(&node);
     }
-    int lr = local_rank(ex->comm);
-    if (lr >= ndev)
-        return dm_err_set(err, "rank %d: local rank %d but only %d GPU(s) on this node (one rank per GPU)", ex->rank,
-                          lr, ndev);
-    g->device = lr;
-    CU(cudaSetDevice(g->device));
+    real_mem_est est;
+    if (!bad) bad = gpu_precheck(ex, nlocal, lr, &est, err) < 0;
+    /* agree before NCCL: every rank fails with the lowest failing rank's message */
+    first = bad ? ex->rank : 0x7fffffff;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, ex->comm);
+    if (first != 0x7fffffff) {
+        MPI_Bcast(err->msg, (int)sizeof err->msg, MPI_CHAR, first, ex->comm);
+        return -1;
+    }
     int lo_pri = 0, hi_pri = 0;
     CU(cudaDeviceGetStreamPriorityRange(&lo_pri, &hi_pri));
     /* comm-hi highest (fetches gate the next forward), compute lowest, comm-lo between */
@@ -255,14 +303,13 @@ int real_gpu_create(real_exec *ex, dm_err *err)
     unsigned char *need = dm_calloc((size_t)(n ? n : 1), 1, err);
     if (!need) return -1;
     const dm_rank_prog *rp = &p->ranks[ex->rank];
-    for (int k = 0; k < rp->n_ops; k++)
-        for (int a = 0; a < rp->ops[k].n_params; a++)
-            need[rp->ops[k].params[a]] |= rp->ops[k].kind == DM_OP_NS ? 1 : rp->ops[k].kind == DM_OP_ADAMW ? 2 : 0;
+    real_state_needs(p, ex->rank, n, need);
     if (!(g->p = dm_calloc((size_t)(n ? n : 1), sizeof *g->p, err))) {
         free(need);
         return -1;
     }
-    int64_t total = 0, max_size = 1, max_in = 1, max_coll = 1;
+    int64_t total = est.total_elems, max_size = est.max_size, max_in = est.max_in, max_coll = est.max_coll;
+    g->total = total;
     for (int64_t i = 0; i < n; i++) {
         gparam *q = &g->p[i];
         const dm_matrix *m = &ex->mx[i];
@@ -271,24 +318,13 @@ int real_gpu_create(real_exec *ex, dm_err *err)
         q->cols = q->one_d ? 1 : m->cols;
         q->size = q->rows * q->cols;
         q->in = q->one_d ? q->rows : q->cols;
-        total += q->size;
-        if (q->size > max_size) max_size = q->size;
-        if (q->in > max_in) max_in = q->in;
+        q->own_lo = 0;
+        q->own_hi = ex->rank == 0 ? q->size : 0; /* before any step rank 0's copy is the one */
     }
-    for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; i < p->ranks[r].n_ops; i++) {
-            const dm_op *op = &p->ranks[r].ops[i];
-            if (!dm_op_is_collective(op->kind)) continue;
-            int64_t t = 0;
-            for (int a = 0; a < op->n_params; a++) t += g->p[op->params[a]].size;
-            int gn = p->groups[op->group].n;
-            t = (t + gn - 1) / gn * gn;
-            if (op->kind == DM_OP_ALLGATHER) t = ex->facts.ag_slot[op->coll] * gn;
-            if (t > max_coll) max_coll = t;
-        }
     int rc = -1;
     if (dev_alloc(ex, (void **)&g->arena_w, (size_t)total * 2, "the bf16 weights", err) ||
         dev_alloc(ex, (void **)&g->arena_g, (size_t)total * 2, "the bf16 gradients", err) ||
+        dev_alloc(ex, (void **)&g->arena_wb, (size_t)total * 2, "the rollback copy of the bf16 weights", err) ||
         dev_alloc(ex, (void **)&g->dX, (size_t)(T * max_in) * 2, "the input gradient", err) ||
         dev_alloc(ex, (void **)&g->g32, (size_t)max_size * 4, "the fp32 gradient scratch", err) ||
         dev_alloc(ex, (void **)&g->d_loss, sizeof(float), "the loss", err) ||
@@ -317,8 +353,9 @@ int real_gpu_create(real_exec *ex, dm_err *err)
             goto out;
         uint64_t seed = ex->o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 1000003u;
         float ws = q->one_d ? 0.1f : (float)(1.0 / sqrt((double)q->in));
-        if (ns_fill_random(q->X, NS_BF16, T * q->in, seed ^ (uint64_t)(ex->rank + 1) * 7919u, 1.0f, s0, err) ||
-            ns_fill_random(q->Y, NS_BF16, T * q->rows, seed ^ (uint64_t)(ex->rank + 1) * 104729u, 1.0f, s0, err))
+        int64_t g0 = ex->o.token_offset + (int64_t)ex->rank * T; /* global index of this rank's first token */
+        if (real_k_fill_hash(q->X, T, q->in, ex->o.seed, 1, i, g0, s0, err) ||
+            real_k_fill_hash(q->Y, T, q->rows, ex->o.seed, 4, i, g0, s0, err))
             goto out;
         if (need[i] || ex->rank == 0) {
             snprintf(what, sizeof what, "the master weights and optimizer state of %s", real_matrix_name(ex, i));
@@ -330,6 +367,14 @@ int real_gpu_create(real_exec *ex, dm_err *err)
                                   dev_alloc(ex, (void **)&q->m2, (size_t)q->size * 4, what, err) ||
                                   cudaMemsetAsync(q->m1, 0, (size_t)q->size * 4, s0) != cudaSuccess ||
                                   cudaMemsetAsync(q->m2, 0, (size_t)q->size * 4, s0) != cudaSuccess))
+                goto out;
+        }
+        if (need[i]) {
+            snprintf(what, sizeof what, "the rollback copies of %s", real_matrix_name(ex, i));
+            if (dev_alloc(ex, (void **)&q->W32b, (size_t)q->size * 4, what, err) ||
+                ((need[i] & 1) && dev_alloc(ex, (void **)&q->momb, (size_t)q->size * 4, what, err)) ||
+                ((need[i] & 2) && (dev_alloc(ex, (void **)&q->m1b, (size_t)q->size * 4, what, err) ||
+                                   dev_alloc(ex, (void **)&q->m2b, (size_t)q->size * 4, what, err))))
                 goto out;
         }
         /* every rank draws the same initial weights (the seed does not depend on the rank) */
@@ -411,12 +456,13 @@ void real_gpu_destroy(real_exec *ex)
         for (int64_t i = 0; i < ex->n_mx; i++) {
             gparam *q = &g->p[i];
             cudaFree(q->X), cudaFree(q->Y), cudaFree(q->R), cudaFree(q->W32), cudaFree(q->mom), cudaFree(q->m1), cudaFree(q->m2);
+            cudaFree(q->W32b), cudaFree(q->momb), cudaFree(q->m1b), cudaFree(q->m2b);
         }
     free(g->p);
     for (int i = 0; i < g->n_plans; i++) ns_plan_destroy(g->plans[i].plan);
     at_cache_close(g->tune);
     free(g->plans);
-    cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->dX), cudaFree(g->g32);
+    cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->arena_wb), cudaFree(g->dX), cudaFree(g->g32);
     cudaFree(g->d_loss), cudaFree(g->d_flag);
     for (int s = 0; s < DM_STREAM__COUNT; s++) cudaFree(g->cbuf[s]);
     if (g->h_flag) cudaFreeHost(g->h_flag);
@@ -430,7 +476,6 @@ void real_gpu_destroy(real_exec *ex)
             if (g->comm[k]) ncclCommDestroy(g->comm[k]);
         free(g->comm);
     }
-    if (g->flag_comm) ncclCommDestroy(g->flag_comm);
     if (g->world) ncclCommDestroy(g->world);
     for (int s = 0; s < DM_STREAM__COUNT; s++) {
         if (g->blas[s]) cublasDestroy(g->blas[s]);
@@ -477,6 +522,7 @@ static int backward_one(real_exec *ex, int64_t id, gparam *q, cudaStream_t s, cu
     }
     if (ex->step == ex->o.inject_step && ex->rank == ex->o.inject_rank && id == ex->o.inject_param)
         OK(real_k_poison(q->G, q->size / 2, s, err));
+    if (ex->step == ex->o.overflow_step && id == ex->o.overflow_param) OK(real_k_set(q->G, q->size / 2, 3.0e38f, s, err));
     if (ex->nranks == 1) q->gr_lo = 0, q->gr_hi = q->size;
     return real_k_nonfinite(q->G, q->size, g->d_flag, (int)(0x7fffffff - id), s, err);
 }
@@ -507,10 +553,64 @@ static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, i
     else g->n_default++;
     cfg.coeffs = g->ns_cfg.coeffs;
     ns_plan *pl = NULL;
-    if (ns_plan_create(rows, cols, batch, cfg.work, &cfg, &pl, err) < 0) return NULL;
+    if (ns_plan_create(rows, cols, batch, cfg.work, &cfg, &pl, err) < 0) {
+        /* most likely out of memory: say how much the device had left */
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        dm_err_set(err, "rank %d: the NS plan for %d x %lld x %lld: %s (%.2f GiB of %.2f GiB free)", ex->rank, batch,
+                   (long long)rows, (long long)cols, msg, fr / 1073741824.0, tot / 1073741824.0);
+        return NULL;
+    }
     g->plans[g->n_plans++] = (plan_ent){rows, cols, batch, algo, cfg.work, pl};
     *dt = cfg.work;
     return pl;
+}
+
+static void extend(int64_t *lo, int64_t *hi, int64_t a, int64_t b);
+
+/* Rollback copies of what the op on stream s is about to modify (what: 1 master weights, 2
+ * momentum, 4 AdamW moments), taken once per step, in stream order before the change. */
+static int backup(real_exec *ex, gparam *q, int what, cudaStream_t s, dm_err *err)
+{
+    size_t sz = (size_t)q->size * 4;
+    if ((what & 1) && !(q->touched & 1) && q->W32 && q->W32b) {
+        CU(cudaMemcpyAsync(q->W32b, q->W32, sz, cudaMemcpyDeviceToDevice, s));
+        q->touched |= 1;
+    }
+    if ((what & 2) && !(q->touched & 2) && q->mom && q->momb) {
+        CU(cudaMemcpyAsync(q->momb, q->mom, sz, cudaMemcpyDeviceToDevice, s));
+        q->touched |= 2;
+    }
+    if ((what & 4) && !(q->touched & 4) && q->m1 && q->m1b) {
+        CU(cudaMemcpyAsync(q->m1b, q->m1, sz, cudaMemcpyDeviceToDevice, s));
+        CU(cudaMemcpyAsync(q->m2b, q->m2, sz, cudaMemcpyDeviceToDevice, s));
+        q->touched |= 4;
+    }
+    return 0;
+}
+
+/* A skipped step: everything back as it was at the step's start (the streams are idle). */
+static int rollback(real_exec *ex, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    cudaStream_t s = g->st[DM_STREAM_COMPUTE];
+    CU(cudaMemcpyAsync(g->arena_w, g->arena_wb, (size_t)g->total * 2, cudaMemcpyDeviceToDevice, s));
+    for (int64_t i = 0; i < ex->n_mx; i++) {
+        gparam *q = &g->p[i];
+        size_t sz = (size_t)q->size * 4;
+        if (q->touched & 1) CU(cudaMemcpyAsync(q->W32, q->W32b, sz, cudaMemcpyDeviceToDevice, s));
+        if (q->touched & 2) CU(cudaMemcpyAsync(q->mom, q->momb, sz, cudaMemcpyDeviceToDevice, s));
+        if (q->touched & 4) {
+            CU(cudaMemcpyAsync(q->m1, q->m1b, sz, cudaMemcpyDeviceToDevice, s));
+            CU(cudaMemcpyAsync(q->m2, q->m2b, sz, cudaMemcpyDeviceToDevice, s));
+        }
+        q->touched = 0;
+    }
+    CU(cudaStreamSynchronize(s));
+    return 0;
 }
 
 /* An NS batch of m x n matrices may hold both orientations (rows x cols and its transpose);
@@ -541,6 +641,9 @@ static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
             if (!q->mom)
                 return dm_err_set(err, "rank %d: ns of %s, which has no Muon state on this rank", ex->rank,
                                   real_matrix_name(ex, op->params[j]));
+            /* the reduced gradient this rank reads (an overflow in the reduction shows here) */
+            OK(real_k_nonfinite(q->G, q->size, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
+            OK(backup(ex, q, 2, s, err));
             OK(real_k_bf16_to_f32(q->G, g->g32, q->size, s, err));
             OK(ns_muon_momentum(g->g32, q->mom, in + (size_t)k * q->size * elt, dt, q->size, (float)mp->momentum,
                                 mp->nesterov, (ns_stream)s, err));
@@ -571,6 +674,8 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
                                   real_matrix_name(ex, op->params[j]));
             int64_t lo = q->rs_hi > q->rs_lo ? q->rs_lo : 0, hi = q->rs_hi > q->rs_lo ? q->rs_hi : q->size;
             float scale = (float)(mp->scale_coef * sqrt((double)(q->rows > q->cols ? q->rows : q->cols)));
+            OK(backup(ex, q, 1, s, err));
+            extend(&q->up_lo, &q->up_hi, lo, hi);
             OK(ns_muon_apply(q->W32 + lo, (char *)q->ns_out + lo * ns_dtype_size(q->ns_dt), q->ns_dt, hi - lo, (float)mp->lr,
                              (float)mp->weight_decay, scale, (ns_stream)s, err));
             OK(real_k_f32_to_bf16(q->W32 + lo, q->Wb + lo, hi - lo, s, err));
@@ -580,9 +685,12 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
             if (!q->m1 || !q->W32)
                 return dm_err_set(err, "rank %d: adamw of %s without state", ex->rank, real_matrix_name(ex, op->params[j]));
             int64_t lo = q->gr_lo, n = q->gr_hi - q->gr_lo;
+            OK(real_k_nonfinite(q->G + lo, n, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
+            OK(backup(ex, q, 1 | 4, s, err));
+            extend(&q->up_lo, &q->up_hi, lo, lo + n);
             OK(real_k_bf16_to_f32(q->G + lo, g->g32, n, s, err));
             OK(ns_adamw(q->W32 + lo, g->g32, q->m1 + lo, q->m2 + lo, n, (float)ap->lr, (float)ap->beta1,
-                        (float)ap->beta2, (float)ap->eps, (float)ap->weight_decay, (int)(g->adam_t + 1), (ns_stream)s,
+                        (float)ap->beta2, (float)ap->eps, (float)ap->weight_decay, (int)(ex->adam_t + 1), (ns_stream)s,
                         err));
             OK(real_k_f32_to_bf16(q->W32 + lo, q->Wb + lo, n, s, err));
         }
@@ -712,9 +820,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     return 0;
 }
 
-static int is_opt(dm_op_kind k) { return k == DM_OP_NS || k == DM_OP_MUON_UPDATE || k == DM_OP_ADAMW; }
-
-static int issue(real_exec *ex, int i, int skip_opt, dm_err *err)
+static int issue(real_exec *ex, int i, dm_err *err)
 {
     struct real_gpu *g = ex->gpu;
     const dm_op *op = &ex->prog->ranks[ex->rank].ops[i];
@@ -725,7 +831,7 @@ static int issue(real_exec *ex, int i, int skip_opt, dm_err *err)
         if (dop->stream != op->stream) CU(cudaStreamWaitEvent(s, g->ev_e[op->deps[d]], 0));
     }
     CU(cudaEventRecord(g->ev_s[i], s));
-    if (!(skip_opt && is_opt(op->kind))) switch (op->kind) {
+    switch (op->kind) {
         case DM_OP_FORWARD:
         case DM_OP_BACKWARD: {
             int64_t *pl = op->params, np = op->n_params;
@@ -764,8 +870,9 @@ int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
     st->bad_rank = -1;
     for (int64_t i = 0; i < ex->n_mx; i++) {
         gparam *q = &g->p[i];
-        q->rs_lo = q->rs_hi = q->gr_lo = q->gr_hi = 0;
+        q->rs_lo = q->rs_hi = q->gr_lo = q->gr_hi = q->up_lo = q->up_hi = 0;
         q->ns_out = NULL;
+        q->touched = 0;
     }
     CU(cudaMemsetAsync(g->d_loss, 0, sizeof(float), sc));
     CU(cudaMemsetAsync(g->d_flag, 0, 2 * sizeof(int), sc));
@@ -773,40 +880,25 @@ int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
     MPI_Barrier(ex->comm);
     real_maybe_stall(ex);
     CU(cudaEventRecord(g->step_s, sc));
+    /* the rollback copy of the working weights, before any op can change them */
+    CU(cudaMemcpyAsync(g->arena_wb, g->arena_w, (size_t)g->total * 2, cudaMemcpyDeviceToDevice, sc));
+    CU(cudaEventRecord(g->flag_ev, sc));
     for (int s = 0; s < DM_STREAM__COUNT; s++)
-        if (s != DM_STREAM_COMPUTE) CU(cudaStreamWaitEvent(g->st[s], g->step_s, 0));
-    int skip = -1; /* -1: not decided yet */
-    int flag_code = 0;
-    for (int i = 0; i < rp->n_ops; i++) {
-        if (skip < 0 && is_opt(rp->ops[i].kind)) {
-            /* agree on non-finite local gradients before anything is modified */
-            CU(cudaMemcpyAsync(g->d_flag + 1, g->d_flag, sizeof(int), cudaMemcpyDeviceToDevice, sc));
-            NC(ncclAllReduce(g->d_flag, g->d_flag, 1, ncclInt32, ncclMax, g->flag_comm, sc));
-            CU(cudaMemcpyAsync(g->h_flag, g->d_flag, 2 * sizeof(int), cudaMemcpyDeviceToHost, sc));
-            CU(cudaEventRecord(g->flag_ev, sc));
-            OK(gpu_wait(ex, g->flag_ev, "the non-finite gradient check", err));
-            flag_code = *g->h_flag;
-            skip = flag_code != 0;
-        }
-        if (issue(ex, i, skip == 1, err) < 0) {
+        if (s != DM_STREAM_COMPUTE) CU(cudaStreamWaitEvent(g->st[s], g->flag_ev, 0));
+    for (int i = 0; i < rp->n_ops; i++)
+        if (issue(ex, i, err) < 0) {
             abort_all(ex);
             return -1;
         }
-    }
     for (int s = 0; s < DM_STREAM__COUNT; s++)
         if (s != DM_STREAM_COMPUTE) {
             CU(cudaEventRecord(g->flag_ev, g->st[s]));
             CU(cudaStreamWaitEvent(sc, g->flag_ev, 0));
         }
     CU(cudaMemcpyAsync(g->h_loss, g->d_loss, sizeof(float), cudaMemcpyDeviceToHost, sc));
-    if (skip < 0) { /* no optimizer op in this rank's program: still agree */
-        CU(cudaMemcpyAsync(g->d_flag + 1, g->d_flag, sizeof(int), cudaMemcpyDeviceToDevice, sc));
-        NC(ncclAllReduce(g->d_flag, g->d_flag, 1, ncclInt32, ncclMax, g->flag_comm, sc));
-        CU(cudaMemcpyAsync(g->h_flag, g->d_flag, 2 * sizeof(int), cudaMemcpyDeviceToHost, sc));
-    }
+    CU(cudaMemcpyAsync(g->h_flag, g->d_flag, 2 * sizeof(int), cudaMemcpyDeviceToHost, sc));
     CU(cudaEventRecord(g->step_e, sc));
     OK(gpu_wait(ex, g->step_e, "the end of the step", err));
-    if (skip < 0) flag_code = *g->h_flag, skip = flag_code != 0;
     float ms = 0;
     CU(cudaEventElapsedTime(&ms, g->step_s, g->step_e));
     st->step_us = ms * 1e3;
@@ -838,62 +930,99 @@ int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
     /* the compute stream's idle time inside the step: what communication left exposed */
     st->comm_exposed_us = st->step_us > busy ? st->step_us - busy : 0;
     st->opt_window_us = last_upd > 0 ? (last_grad > 0 && last_upd > last_grad ? last_upd - last_grad : st->optimizer_us) : 0;
-    /* loss and the origin of a bad gradient: gather to every rank */
-    double mine[2] = {*g->h_loss, (double)g->h_flag[1]}, *all = dm_malloc(sizeof mine * (size_t)ex->nranks, err);
-    if (!all) return -1;
-    MPI_Allgather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, ex->comm);
-    for (int r = 0; r < ex->nranks; r++) {
-        st->loss += all[2 * r];
-        if (skip == 1 && st->bad_rank < 0 && (int)all[2 * r + 1] == flag_code) st->bad_rank = r;
+    /* agree on the loss and on non-finite gradients (as the CPU backend: the first bad param
+     * of a rank's own gradient, else of a reduced one; the lowest such rank) */
+    double mine[3] = {*g->h_loss, (double)g->h_flag[0], (double)g->h_flag[1]};
+    double *all = dm_malloc(sizeof mine * (size_t)ex->nranks, err);
+    if (!all) {
+        abort_all(ex);
+        return -1;
     }
+    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, ex->comm);
+    for (int r = 0; r < ex->nranks; r++) st->loss += all[3 * r];
+    for (int pass = 1; pass <= 2 && st->bad_param < 0; pass++)
+        for (int r = 0; r < ex->nranks; r++) {
+            int code = (int)all[3 * r + pass];
+            int64_t b = code ? 0x7fffffff - code : -1;
+            if (b >= 0 && (st->bad_param < 0 || b < st->bad_param)) st->bad_param = b, st->bad_rank = r;
+        }
     free(all);
-    if (skip == 1) {
+    if (st->bad_param >= 0) {
         st->skipped = 1;
-        st->bad_param = 0x7fffffff - flag_code;
+        if (rollback(ex, err) < 0) {
+            abort_all(ex);
+            return -1;
+        }
     } else {
-        g->adam_t++;
+        for (int64_t i = 0; i < ex->n_mx; i++) g->p[i].own_lo = g->p[i].up_lo, g->p[i].own_hi = g->p[i].up_hi;
+        ex->adam_t++;
     }
     ex->step++;
     return 0;
 }
 
-/* Master weights to rank 0: each matrix from the rank that updates it (rank 0's own copy
- * otherwise, including the bf16 weights it last received). */
-int real_gpu_weights(real_exec *ex, float ***out, dm_err *err)
+/* ---- state access (real_priv.h): checkpoints and real_exec_weights, between steps ---------- */
+
+void real_gpu_param_info(const real_exec *ex, int64_t i, real_pinfo *pi)
+{
+    const gparam *q = &ex->gpu->p[i];
+    *pi = (real_pinfo){q->size, q->own_lo, q->own_hi, q->mom != NULL, q->m1 != NULL};
+}
+
+int real_gpu_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, float *dst, dm_err *err)
 {
     struct real_gpu *g = ex->gpu;
-    *out = NULL;
-    int64_t n = ex->n_mx;
-    int *src = dm_malloc((size_t)(n ? n : 1) * sizeof *src, err), bad = !src;
-    float **w = NULL, *h = NULL;
-    int rc = -1;
+    gparam *q = &g->p[i];
+    cudaStream_t s = g->st[DM_STREAM_COMPUTE];
+    if (hi <= lo) return 0;
     CU(cudaDeviceSynchronize());
-    if (!bad)
-        for (int64_t i = 0; i < n; i++) {
-            int mine = g->p[i].mom || g->p[i].m1 ? ex->rank : 0x7fffffff;
-            MPI_Allreduce(&mine, &src[i], 1, MPI_INT, MPI_MIN, ex->comm);
-            if (src[i] == 0x7fffffff) src[i] = 0;
-        }
-    if (ex->rank == 0 && !bad && !(w = dm_calloc((size_t)n, sizeof *w, err))) bad = 1;
-    for (int64_t i = 0; i < n && !bad; i++) {
-        gparam *q = &g->p[i];
-        if (ex->rank == src[i]) {
-            if (!(h = malloc((size_t)q->size * 4))) MPI_Abort(ex->comm, 1);
-            if (q->W32) CU(cudaMemcpy(h, q->W32, (size_t)q->size * 4, cudaMemcpyDeviceToHost));
-            if (ex->rank != 0) MPI_Send(h, (int)q->size, MPI_FLOAT, 0, 9, ex->comm);
-            else w[i] = h;
-            if (ex->rank != 0) free(h);
-            h = NULL;
-        } else if (ex->rank == 0) {
-            if (!(w[i] = malloc((size_t)q->size * 4))) MPI_Abort(ex->comm, 1);
-            MPI_Recv(w[i], (int)q->size, MPI_FLOAT, src[i], 9, ex->comm, MPI_STATUS_IGNORE);
-        }
+    /* the working copy, then the master over the range this rank owns */
+    OK(real_k_bf16_to_f32(q->Wb + lo, g->g32, hi - lo, s, err));
+    CU(cudaMemcpyAsync(dst, g->g32, (size_t)(hi - lo) * 4, cudaMemcpyDeviceToHost, s));
+    int64_t a = q->own_lo > lo ? q->own_lo : lo, b = q->own_hi < hi ? q->own_hi : hi;
+    if (q->W32 && a < b) CU(cudaMemcpyAsync(dst + (a - lo), q->W32 + a, (size_t)(b - a) * 4, cudaMemcpyDeviceToHost, s));
+    CU(cudaStreamSynchronize(s));
+    return 0;
+}
+
+int real_gpu_param_get(real_exec *ex, int64_t i, float *W, float *mom, float *m1, float *m2, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    gparam *q = &g->p[i];
+    cudaStream_t s = g->st[DM_STREAM_COMPUTE];
+    size_t sz = (size_t)q->size * 4;
+    if (W) OK(real_gpu_param_weights(ex, i, 0, q->size, W, err));
+    if (mom && q->mom) CU(cudaMemcpyAsync(mom, q->mom, sz, cudaMemcpyDeviceToHost, s));
+    if (m1 && q->m1) {
+        CU(cudaMemcpyAsync(m1, q->m1, sz, cudaMemcpyDeviceToHost, s));
+        CU(cudaMemcpyAsync(m2, q->m2, sz, cudaMemcpyDeviceToHost, s));
     }
-    if (!bad) {
-        if (ex->rank == 0) *out = w, w = NULL;
-        rc = 0;
+    CU(cudaStreamSynchronize(s));
+    return 0;
+}
+
+/* The master takes W whole and the working copy bf16(W): on the owned range that is what the
+ * last update wrote (the same conversion), elsewhere W holds the working copy exactly. */
+int real_gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mom, const float *m1, const float *m2,
+                       int64_t own_lo, int64_t own_hi, dm_err *err)
+{
+    struct real_gpu *g = ex->gpu;
+    gparam *q = &g->p[i];
+    cudaStream_t s = g->st[DM_STREAM_COMPUTE];
+    size_t sz = (size_t)q->size * 4;
+    CU(cudaDeviceSynchronize());
+    if (W) {
+        float *dst = q->W32 ? q->W32 : g->g32;
+        CU(cudaMemcpyAsync(dst, W, sz, cudaMemcpyHostToDevice, s));
+        OK(real_k_f32_to_bf16(dst, q->Wb, q->size, s, err));
     }
-    real_weights_free(w, n);
-    free(src);
-    return rc;
+    if (mom && q->mom) CU(cudaMemcpyAsync(q->mom, mom, sz, cudaMemcpyHostToDevice, s));
+    if (m1 && q->m1) {
+        CU(cudaMemcpyAsync(q->m1, m1, sz, cudaMemcpyHostToDevice, s));
+        CU(cudaMemcpyAsync(q->m2, m2, sz, cudaMemcpyHostToDevice, s));
+    }
+    CU(cudaStreamSynchronize(s));
+    q->own_lo = own_lo;
+    q->own_hi = own_hi;
+    return 0;
 }

@@ -9,6 +9,14 @@
 
 #include "real_kern.h"
 
+static uint64_t real_k_mix64_host(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 static int grid(int64_t n, int threads)
 {
     int64_t b = (n + threads - 1) / threads;
@@ -125,10 +133,45 @@ extern "C" int real_k_nonfinite(const void *g, int64_t n, int *flag, int code, v
     LAUNCHED("non-finite check kernel");
 }
 
-__global__ void k_poison(__nv_bfloat16 *g, int64_t i) { g[i] = __float2bfloat16_rn(nanf("")); }
+__global__ void k_set(__nv_bfloat16 *g, int64_t i, float v) { g[i] = __float2bfloat16_rn(v); }
 
 extern "C" int real_k_poison(void *g, int64_t i, void *stream, dm_err *err)
 {
-    k_poison<<<1, 1, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)g, i);
-    LAUNCHED("poison kernel");
+    return real_k_set(g, i, nanf(""), stream, err);
+}
+
+extern "C" int real_k_set(void *g, int64_t i, float v, void *stream, dm_err *err)
+{
+    k_set<<<1, 1, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)g, i, v);
+    LAUNCHED("set-value kernel");
+}
+
+/* real_hash_uniform of real_work.c, bit for bit (integer hash; the final conversion is exact) */
+__device__ static uint64_t d_mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+__global__ void k_fill_hash(__nv_bfloat16 *X, int64_t T, int64_t w, uint64_t h0, int64_t g0)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < T * w; k += (int64_t)gridDim.x * blockDim.x) {
+        uint64_t h = d_mix64(h0 ^ (uint64_t)(g0 + k / w));
+        h = d_mix64(h ^ (uint64_t)(k % w));
+        X[k] = __float2bfloat16_rn((float)((double)(h >> 40) / 8388608.0 - 1.0));
+    }
+}
+
+extern "C" int real_k_fill_hash(void *X, int64_t T, int64_t w, uint64_t seed, int kind, int64_t param, int64_t g0,
+                                void *stream, dm_err *err)
+{
+    if (T * w <= 0) return 0;
+    /* the first two mixing rounds do not depend on the element: on the host */
+    uint64_t h = seed ^ real_k_mix64_host((uint64_t)kind * 0x100000001b3ull);
+    h = real_k_mix64_host(h);
+    h = real_k_mix64_host(h ^ (uint64_t)param);
+    k_fill_hash<<<grid(T * w, 256), 256, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)X, T, w, h, g0);
+    LAUNCHED("token fill kernel");
 }

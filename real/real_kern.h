@@ -19,8 +19,13 @@ int real_k_bf16_to_f32(const void *src, float *dst, int64_t n, void *stream, dm_
 int real_k_f32_to_bf16(const float *src, void *dst, int64_t n, void *stream, dm_err *err);
 /* *flag = max(*flag, code) if any of the n elements is not finite. */
 int real_k_nonfinite(const void *g, int64_t n, int *flag, int code, void *stream, dm_err *err);
-/* g[i] = NaN (fault injection). */
+/* g[i] = NaN / g[i] = v (fault injection). */
 int real_k_poison(void *g, int64_t i, void *stream, dm_err *err);
+int real_k_set(void *g, int64_t i, float v, void *stream, dm_err *err);
+/* X (T x w, bf16) = real_hash_uniform(seed, kind, param, g0 + t, i) of real_work.h for row t,
+ * column i: the CPU backend's counter hash keyed by global token index. */
+int real_k_fill_hash(void *X, int64_t T, int64_t w, uint64_t seed, int kind, int64_t param, int64_t g0, void *stream,
+                     dm_err *err);
 
 #ifdef __cplusplus
 }

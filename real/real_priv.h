@@ -66,12 +66,34 @@ struct real_exec {
 /* The stall fault injection of real_opts (a no-op unless this rank and step are named). */
 void real_maybe_stall(const real_exec *ex);
 
+/* One matrix's state on this rank, whatever the backend (real_cpu.c dispatches to real_gpu.c):
+ * checkpoints (real_ckpt.c) and real_exec_weights read and write it only through these. */
+typedef struct real_pinfo {
+    int64_t size;             /* elements */
+    int64_t own_lo, own_hi;   /* the range this rank updated in the last committed step */
+    int has_mom, has_adam;    /* Muon momentum / AdamW moments held here */
+} real_pinfo;
+void real_param_info(const real_exec *ex, int64_t i, real_pinfo *pi);
+/* This rank's weights [lo, hi) of matrix i into dst (host floats): the fp32 master on the range
+ * it owns, elsewhere the working copy the next step starts from. Synchronous. */
+int real_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, float *dst, dm_err *err);
+/* Everything a checkpoint holds for matrix i, as host arrays of `size` floats (NULL: not held);
+ * put also sets the owned range. Between steps only. */
+int real_param_get(real_exec *ex, int64_t i, float *W, float *mom, float *m1, float *m2, dm_err *err);
+int real_param_put(real_exec *ex, int64_t i, const float *W, const float *mom, const float *m1, const float *m2,
+                   int64_t own_lo, int64_t own_hi, dm_err *err);
+
 /* GPU backend (real_gpu.c; only with CUDA and NCCL). Called from real_exec_create/step/...
- * after the common setup; create returns -1 on a local failure (no device, out of memory). */
+ * after the common setup; create returns -1 on a local failure (no device, out of memory, a
+ * program whose buffers cannot fit). */
 struct real_gpu;
 int real_gpu_create(real_exec *ex, dm_err *err);
 int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err);
-int real_gpu_weights(real_exec *ex, float ***out, dm_err *err);
 void real_gpu_destroy(real_exec *ex);
+void real_gpu_param_info(const real_exec *ex, int64_t i, real_pinfo *pi);
+int real_gpu_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, float *dst, dm_err *err);
+int real_gpu_param_get(real_exec *ex, int64_t i, float *W, float *mom, float *m1, float *m2, dm_err *err);
+int real_gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mom, const float *m1, const float *m2,
+                       int64_t own_lo, int64_t own_hi, dm_err *err);
 
 #endif

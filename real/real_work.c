@@ -419,3 +419,101 @@ done:
     free(lp);
     return rc;
 }
+
+void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need)
+{
+    memset(need, 0, (size_t)(n > 0 ? n : 0));
+    const dm_rank_prog *rp = &p->ranks[r];
+    for (int k = 0; k < rp->n_ops; k++)
+        for (int a = 0; a < rp->ops[k].n_params; a++) {
+            int64_t q = rp->ops[k].params[a];
+            if (q < 0 || q >= n) continue;
+            need[q] |= rp->ops[k].kind == DM_OP_NS ? 1 : rp->ops[k].kind == DM_OP_ADAMW ? 2 : 0;
+        }
+}
+
+int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err)
+{
+    dm_matrix *mx = NULL;
+    int64_t n = 0;
+    real_facts f;
+    unsigned char *need = NULL;
+    memset(e, 0, sizeof *e);
+    memset(&f, 0, sizeof f);
+    if (r < 0 || r >= p->nranks) return dm_err_set(err, "rank %d is not in the program's %d ranks", r, p->nranks);
+    if (dm_model_matrices(m, -1, &mx, &n, err) < 0) return -1;
+    if (real_facts_build(p, mx, n, &f, err) < 0 || !(need = dm_calloc((size_t)(n ? n : 1), 1, err))) {
+        real_facts_free(&f);
+        free(mx);
+        return -1;
+    }
+    real_state_needs(p, r, n, need);
+    double total = 0, tok = 0, state = 0, roll = 0;
+    int64_t max_size = 1, max_in = 1, max_coll = 1;
+    for (int64_t i = 0; i < n; i++) {
+        int one_d = m->tensors[mx[i].tensor].ndim == 1;
+        int64_t rows = mx[i].rows, cols = one_d ? 1 : mx[i].cols, size = rows * cols, in = one_d ? rows : cols;
+        total += (double)size;
+        if (size > max_size) max_size = size;
+        if (in > max_in) max_in = in;
+        tok += 2.0 * (double)T * (double)(in + 2 * rows); /* X, Y, R */
+        /* fp32 master weights where this rank updates (rank 0: every matrix, the reference
+         * copy before any step); momentum; two AdamW moments; rollback copies of what the step
+         * modifies */
+        double s4 = 4.0 * (double)size;
+        int k = ((need[i] || r == 0) ? 1 : 0) + ((need[i] & 1) ? 1 : 0) + ((need[i] & 2) ? 2 : 0);
+        state += s4 * k;
+        if (need[i]) roll += s4 * (1 + ((need[i] & 1) ? 1 : 0) + ((need[i] & 2) ? 2 : 0));
+    }
+    for (int rr = 0; rr < p->nranks; rr++)
+        for (int k = 0; k < p->ranks[rr].n_ops; k++) {
+            const dm_op *op = &p->ranks[rr].ops[k];
+            if (!dm_op_is_collective(op->kind)) continue;
+            int64_t t = 0;
+            for (int a = 0; a < op->n_params; a++) {
+                int64_t q = op->params[a];
+                if (q >= 0 && q < n) t += mx[q].rows * (m->tensors[mx[q].tensor].ndim == 1 ? 1 : mx[q].cols);
+            }
+            int gn = p->groups[op->group].n;
+            t = (t + gn - 1) / gn * gn;
+            if (op->kind == DM_OP_ALLGATHER) t = f.ag_slot[op->coll] * gn;
+            if (t > max_coll) max_coll = t;
+        }
+    /* NS plans of this rank: input and output (2-byte dtypes) and about two fp32 work
+     * matrices of the batch per plan, one plan per (shape, batch, algorithm) */
+    double ns = 0;
+    const dm_rank_prog *rp = &p->ranks[r];
+    for (int k = 0; k < rp->n_ops; k++) {
+        const dm_op *op = &rp->ops[k];
+        if (op->kind != DM_OP_NS || op->n_params < 1) continue;
+        int dup = 0;
+        for (int j = 0; j < k && !dup; j++) {
+            const dm_op *o2 = &rp->ops[j];
+            dup = o2->kind == DM_OP_NS && o2->n_params == op->n_params && o2->algo == op->algo && o2->n_params > 0 &&
+                  mx[o2->params[0]].rows == mx[op->params[0]].rows && mx[o2->params[0]].cols == mx[op->params[0]].cols;
+        }
+        if (dup) continue;
+        for (int a = 0; a < op->n_params; a++) {
+            int64_t q = op->params[a];
+            if (q < 0 || q >= n) continue;
+            double rows = (double)mx[q].rows, cols = (double)mx[q].cols, mn = rows < cols ? rows : cols;
+            ns += 2.0 * 2.0 * rows * cols + 4.0 * (rows * cols + 2.0 * mn * mn);
+        }
+    }
+    e->weights_grads = 2.0 * 2.0 * total;
+    e->tokens = tok + 2.0 * (double)T * (double)max_in;
+    e->state = state + 4.0 * (double)max_size; /* + the fp32 gradient scratch */
+    e->rollback = roll + 2.0 * total;          /* + the bf16 weights */
+    e->comm = (double)DM_STREAM__COUNT * 2.0 * (double)max_coll;
+    e->ns = ns;
+    e->runtime = 1.5 * 1073741824.0;
+    e->total = e->weights_grads + e->tokens + e->state + e->rollback + e->comm + e->ns + e->runtime;
+    e->total_elems = (int64_t)total;
+    e->max_size = max_size;
+    e->max_in = max_in;
+    e->max_coll = max_coll;
+    free(need);
+    real_facts_free(&f);
+    free(mx);
+    return 0;
+}

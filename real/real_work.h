@@ -67,4 +67,27 @@ int real_check_hazards(const dm_program *p, int r, const dm_matrix *mx, int64_t 
 /* The flat shard [lo, hi) of member k of n over total elements (reduce-scatter layout). */
 void real_flat_shard(int64_t total, int n, int k, int64_t *lo, int64_t *hi);
 
+/* Per matrix of mx[0..n): 1 when rank r's list runs an ns on it (Muon state), | 2 when an adamw
+ * (AdamW state). need[] has n entries, owned by the caller. */
+void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need);
+
+/* The device memory one rank of the GPU backend (real_gpu.c) needs for a program, in bytes, by
+ * what holds it; and the element counts the backend sizes its shared buffers with (so the
+ * estimate and the allocation are one computation). NS plans and the runtime (CUDA context,
+ * cuBLAS, NCCL) are approximations: about 4 buffers per plan, 1.5 GiB. */
+typedef struct real_mem_est {
+    double weights_grads;     /* bf16 working weights and gradients, every matrix */
+    double tokens;            /* bf16 tokens, targets and residuals; the input gradient */
+    double state;             /* fp32 master weights, Muon momentum, AdamW moments (updated here) */
+    double rollback;          /* copies a skipped step is rolled back from */
+    double comm;              /* collective packing buffers, one per stream */
+    double ns;                /* NS plans (approximate) */
+    double runtime;           /* CUDA, cuBLAS and NCCL (approximate) */
+    double total;
+    int64_t total_elems, max_size, max_in, max_coll; /* elements */
+} real_mem_est;
+
+/* Fill *e for rank r of p running on model m with T tokens per rank. */
+int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err);
+
 #endif

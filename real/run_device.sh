@@ -3,7 +3,9 @@
 # machine with 2 GPUs. The binary and the shared libraries the device may lack (GSL, jansson,
 # lp_solve's colamd, a relocatable Open MPI with its PMIx) come in .devreal/, built and
 # collected on the build machine; NCCL and cuBLAS are the device's own. Logs go to $OUT.
-#   real/run_device.sh [quick|bench|all|second]
+#   real/run_device.sh [quick|bench|all|second|gputest|gputest+llama]
+# gputest: tests/real_gpu.sh (TAP to $OUT/real_gpu.tap; expected under 90 s on 2 x H200);
+# gputest+llama: then one Llama-3.2-3B dmuon run (step time with the rollback copies).
 set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
@@ -61,6 +63,14 @@ llama() { # STRATEGY [ARGS]
   { echo "== llama-3.2-3b $*"; run2 90 $D/dmuon run --backend gpu --model models/llama-3.2-3b.json --cluster h200x2 \
       --tokens 4096 --steps 6 --timeout 60 --csv "$O/run_$1.csv" --strategy "$@"; echo "exit $?"; } >> "$O/llama.log" 2>&1
 }
+if [ "$mode" = gputest ] || [ "$mode" = gputest+llama ]; then
+  { time DMUON=$D/dmuon DM_SRCDIR=$PWD MPIRUN=$MPIRUN timeout 300 sh tests/real_gpu.sh; } > "$O/real_gpu.tap" 2>&1
+  echo "real_gpu.sh exit $?" >> "$O/real_gpu.tap"
+  cat "$O/real_gpu.tap"
+  # the cost of the rollback copies: Llama-3.2-3B dmuon step time against runs/h200x2-2 (350-355 ms)
+  if [ "$mode" = gputest+llama ]; then llama dmuon; grep -E "^==|mean over|exit|rror" "$O/llama.log"; fi
+  exit 0
+fi
 if [ "$mode" = second ]; then
   # Llama-3.2-3B again, NS plans configured from the autotune cache; the collective benchmark;
   # a stalled peer under --timeout

@@ -60,6 +60,34 @@ out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-
 like "NaN gradient: step 1 skipped and the parameter named" "$out" "skipped: non-finite gradient of layers.0.q.weight (rank 1)"
 is "NaN gradient: steps 0 and 2 ran" "$(printf '%s\n' "$out" | grep -c ' ok$')" 2
 
+# an overflow inside the reduction (every local gradient finite): caught where the owner reads
+# the reduced gradient, the step skipped on every rank and nothing changed (the next step's
+# loss equals the skipped one's)
+out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 8 --steps 3 --inject-overflow 1:0 --csv "$tmp/ovf.csv" 2>&1)
+like "reduced-gradient overflow: step 1 skipped, the parameter named" "$out" "skipped: non-finite gradient of layers.0.q.weight (rank "
+is "reduced-gradient overflow: steps 0 and 2 ran" "$(printf '%s\n' "$out" | grep -c ' ok$')" 2
+is "reduced-gradient overflow: nothing changed (loss of step 2 = loss of step 1)" \
+    "$(sed -n 's/^1,\([^,]*\),.*/\1/p' "$tmp/ovf.csv")" "$(sed -n 's/^2,\([^,]*\),.*/\1/p' "$tmp/ovf.csv")"
+# parameters of an FSDP run on 2 ranks against a one-rank run over the same tokens, summed in the
+# same chunks: bit-identical (--save-weights / --check-weights through real_exec_weights)
+run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --zero 3 --tokens 8 --steps 3 --save-weights "$tmp/w2.bin" >/dev/null 2>&1
+out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --zero 3 --tokens 16 --grad-chunks 2 --steps 3 --check-weights "$tmp/w2.bin" 2>&1)
+like "muon-fsdp Z3 weights: 2 ranks equal 1 rank bit for bit" "$out" "largest relative Frobenius error 0 "
+out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --tokens 16 --steps 4 --check-weights "$tmp/w2.bin" 2>&1)
+e=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([^ ]*\) .*/\1/p')
+is "--check-weights: a different run differs ($e)" "$(awk -v e="$e" 'BEGIN{print (e != "" && e > 1e-6) ? "yes" : "no"}')" yes
+# the GPU backend where there is no GPU (or no GPU backend in the build): one line, non-zero
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" = 0 ]; then
+    out=$(run 2 "$DMUON" run --backend gpu --model "$tmp/tiny.json" --tokens 8 --steps 1 2>&1 >/dev/null)
+    rc=$?
+    is "--backend gpu without a GPU: exits non-zero" "$([ $rc -ne 0 ] && echo yes)" yes
+    is "--backend gpu without a GPU: one line of cause" "$(printf '%s\n' "$out" | grep -c '^dmuon run')" 1
+    is "--backend gpu without a GPU: it names the cause" \
+        "$(printf '%s\n' "$out" | grep -cE 'no usable CUDA device|GPU backend is not in this build')" 1
+else
+    for k in 1 2 3; do tap_n=$((tap_n + 1)); echo "ok $tap_n # SKIP --backend gpu without a GPU: this machine has one"; done
+fi
+
 out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 8 --steps 2 --timeout 1 --inject-stall 1:1:4 2>&1)
 rc=$?
 like "a stalled peer: --timeout gives up with the cause" "$out" "no progress for 1 s (--timeout)"

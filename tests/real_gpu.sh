@@ -2,8 +2,17 @@
 # real_gpu.sh: the GPU backend of `dmuon run` on the GPUs of this machine (one rank per GPU, at
 # most 2): every strategy runs on a tiny model; dmuon and muon-ddp, the same math through
 # different collectives and owners, give the same losses to a bf16-level tolerance; a NaN
-# gradient skips the step on every rank; a stalled peer makes --timeout abort NCCL and exit
-# non-zero. Skips where there is no GPU (CI). NCCL's NVLink multicast stays off.
+# gradient skips the step on every rank; an overflow that only the reduction makes (every local
+# gradient finite) skips the step too and changes nothing (the parameters equal bit for bit those
+# of a run without the faulty step); a run killed after a checkpoint and resumed ends with
+# parameters bit-identical to an uninterrupted run's; muon-fsdp's parameters on 2 GPUs agree
+# with a one-GPU run over the same tokens to bf16 precision (real_exec_weights over FSDP shards);
+# a model that does not fit (Qwen2.5-72B on one GPU) is refused before allocating, with the
+# estimate; a stalled peer makes --timeout abort NCCL and exit non-zero. Skips where there is no
+# GPU (CI). NCCL's NVLink multicast stays off. Expected under 90 s on 2 x H200 (the same script
+# on the CPU backend, 2 ranks oversubscribed on 2 cores: 42 s):
+#   real/run_device.sh gputest     (on the device, from the repository root)
+: "${DM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
 . "$DM_SRCDIR/tests/tap.sh"
 : "${DMUON:?}"
 MPIRUN=${MPIRUN:-mpirun}
@@ -27,7 +36,9 @@ cat >"$tmp/tiny.json" <<'JSON'
 JSON
 R="$DMUON run --backend gpu --model $tmp/tiny.json --tokens 256 --steps 4 --timeout 30"
 for s in dmuon muon-ddp muon-fsdp muon-rr adamw; do
-    out=$("$MPIRUN" -np $np --bind-to none $R --strategy $s --csv "$tmp/$s.csv" 2>&1)
+    sw=""
+    case $s in dmuon | muon-fsdp) sw="--save-weights $tmp/$s.w" ;; esac
+    out=$("$MPIRUN" -np $np --bind-to none $R --strategy $s --csv "$tmp/$s.csv" $sw 2>&1)
     rc=$?
     is "gpu $s on $np rank(s): 4 ok steps (exit $rc)" "$rc/$(printf '%s\n' "$out" | grep -c ' ok$')" "0/4"
 done
@@ -38,7 +49,46 @@ l0=$(sed -n 's/^0,\([^,]*\),.*/\1/p' "$tmp/dmuon.csv")
 is "gpu: the loss falls" "$(awk -v a="$l0" -v b="$l_d" 'BEGIN{print (b < a) ? "yes" : "no"}')" yes
 out=$("$MPIRUN" -np $np --bind-to none $R --strategy dmuon --steps 3 --inject-nan 1:$((np - 1)):1 2>&1)
 like "gpu: a NaN gradient skips the step and names it" "$out" "skipped: non-finite gradient of layers.0.q.weight (rank $((np - 1)))"
+# the relative Frobenius error that --check-weights printed (empty if none)
+err_of() { printf '%s\n' "$1" | sed -n 's/.*largest relative Frobenius error \([^ ]*\) .*/\1/p'; }
+# checkpoints: killed while step 2 stalls (after the step-2 checkpoint), resumed to step 4
+"$MPIRUN" -np $np --bind-to none $R --strategy dmuon --checkpoint "$tmp/ck" --inject-stall 2:0:60 --timeout 120 \
+    >"$tmp/killed.log" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 600 ] && ! grep -q "step 2 " "$tmp/ck/latest" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+kill $pid 2>/dev/null
+wait $pid 2>/dev/null
+like "gpu checkpoint: the killed run had saved step 2" "$(cat "$tmp/ck/latest" 2>/dev/null)" "dmuon-checkpoint-1 step 2 "
+out=$("$MPIRUN" -np $np --bind-to none $R --strategy dmuon --checkpoint "$tmp/ck" --resume --csv "$tmp/res.csv" \
+    --check-weights "$tmp/dmuon.w" 2>&1)
+like "gpu checkpoint: resumed after step 1" "$out" "resumed from $tmp/ck after step 1"
+like "gpu checkpoint: parameters bit-identical to the uninterrupted run's" "$out" \
+    "largest relative Frobenius error 0 (every matrix bit-identical)"
+l_r=$(sed -n 's/^3,\([^,]*\),.*/\1/p' "$tmp/res.csv")
+is "gpu checkpoint: the last loss equals the uninterrupted run's to 1e-6 ($l_r, $l_d)" \
+    "$(awk -v a="$l_r" -v b="$l_d" 'BEGIN{d=a-b; if (d<0) d=-d; print (a != "" && d <= 1e-6*b) ? "yes" : "no"}')" yes
+# a model that cannot fit one GPU: refused before allocating, with the estimate
+out=$(timeout 60 "$MPIRUN" -np 1 --bind-to none $DMUON run --backend gpu --model "$DM_SRCDIR/models/qwen2.5-72b.json" \
+    --tokens 4096 --steps 1 2>&1)
+rc=$?
+like "gpu: Qwen2.5-72B on one GPU does not fit: the estimate and the GPU's memory" "$out" "does not fit on GPU 0: this rank needs about"
+is "gpu: Qwen2.5-72B on one GPU: non-zero exit, no crash ($rc)" "$([ $rc -eq 1 ] && echo yes)" yes
 if [ "$np" -ge 2 ]; then
+    # an overflow only in the reduction at the 5th step: skipped, named, and the parameters
+    # equal those of the 4-step run bit for bit (nothing modified, every rank agreeing)
+    out=$("$MPIRUN" -np $np --bind-to none $R --strategy dmuon --steps 5 --inject-overflow 4:1 --check-weights "$tmp/dmuon.w" 2>&1)
+    like "gpu: an overflow in the reduced gradient skips the step and names it" "$out" \
+        "skipped: non-finite gradient of layers.0.q.weight (rank "
+    is "gpu: ... the other 4 steps ran" "$(printf '%s\n' "$out" | grep -c ' ok$')" 4
+    like "gpu: ... and nothing changed (parameters of the 4-step run, bit for bit)" "$out" \
+        "largest relative Frobenius error 0 (every matrix bit-identical)"
+    # muon-fsdp: 2 GPUs against 1 GPU over the same 512 tokens (bf16 sums in another order)
+    out=$("$MPIRUN" -np 1 --bind-to none $DMUON run --backend gpu --model $tmp/tiny.json --tokens 512 --steps 4 \
+        --timeout 30 --strategy muon-fsdp --check-weights "$tmp/muon-fsdp.w" 2>&1)
+    e=$(err_of "$out")
+    is "gpu: muon-fsdp parameters on 2 GPUs equal the 1-GPU run's within 3e-2 (bf16; got $e)" \
+        "$(awk -v e="$e" 'BEGIN{print (e != "" && e <= 3e-2) ? "yes" : "no"}')" yes
     out=$("$MPIRUN" -np $np --bind-to none $R --strategy dmuon --steps 3 --timeout 3 --inject-stall 1:1:15 2>&1)
     rc=$?
     like "gpu: a stalled peer: --timeout aborts the communicators" "$out" "communicators aborted"
