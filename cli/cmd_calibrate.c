@@ -22,16 +22,18 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: dmuon calibrate [--comm CSV]... [--trace TRACE] [--kernels CSV] [OPTIONS]\n"
+            "Usage: dmuon calibrate [--comm CSV]... [--trace TRACE [--program PLAN]]... [--kernels CSV] [OPTIONS]\n"
             "Fit the cost model's inputs from measurements and write a calibration file: every value\n"
             "with its source, date, GPU and residual.\n\n"
             "  --comm CSV         dmuon bench comm --csv output (repeatable: one file per group, e.g.\n"
             "                     inside a node and across nodes); fits latency and bus bandwidth\n"
             "  --trace TRACE      a measured trace (dmuon run --trace): fwd_efficiency and\n"
             "                     bwd_efficiency from its forward and backward GEMM times,\n"
-            "                     elementwise_efficiency.adamw/.muon_update from those ops\n"
-            "  --program PLAN     with --trace and --kernels: the traced plan (dmuon plan -o); fits\n"
-            "                     ns_time_scale, the trace's NS times over the table's for their shapes\n"
+            "                     elementwise_efficiency.adamw/.muon_update from those ops;\n"
+            "                     repeatable (at most 8): one fit over all the traces' ops, e.g. a\n"
+            "                     1-GPU run beside a 2-GPU run to separate rates from comm_slowdown\n"
+            "  --program PLAN     after a --trace, with --kernels: that trace's plan (dmuon plan -o);\n"
+            "                     fits ns_time_scale, the NS times over the table's for their shapes\n"
             "  --comm-slowdown    with --trace: also fit comm_slowdown, the compute rate lost while a\n"
             "                     collective is in flight on the rank (default: not fitted, 0)\n"
             "  --kernels CSV      a kernel table (dmuon bench kernels --out), recorded as costs\n"
@@ -59,8 +61,8 @@ int cmd_calibrate(int argc, char **argv)
                                        {"program", required_argument, 0, O_PROG},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    const char *comm[8], *trace = NULL, *kernels = NULL, *cluster = "h200x2", *gpu = NULL, *out = "-", *program = NULL;
-    int n_comm = 0, c, slow = 0;
+    const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *cluster = "h200x2", *gpu = NULL, *out = "-";
+    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0;
     int64_t mb;
     double min_bytes = CALIB_MIN_BYTES;
     optind = 1;
@@ -74,7 +76,13 @@ int cmd_calibrate(int argc, char **argv)
             }
             comm[n_comm++] = optarg;
             break;
-        case O_TRACE: trace = optarg; break;
+        case O_TRACE:
+            if (n_trace == 8) {
+                opt_usage_error(CMD, "--trace: at most 8 files");
+                return 2;
+            }
+            trace[n_trace++] = optarg;
+            break;
         case O_KERNELS: kernels = optarg; break;
         case O_CLUSTER: cluster = optarg; break;
         case O_GPU: gpu = optarg; break;
@@ -84,7 +92,14 @@ int cmd_calibrate(int argc, char **argv)
             min_bytes = (double)mb;
             break;
         case O_SLOW: slow = 1; break;
-        case O_PROG: program = optarg; break;
+        case O_PROG:
+            if (!n_trace || program[n_trace - 1]) {
+                opt_usage_error(CMD, "--program PLAN goes after its --trace TRACE, one per trace");
+                return 2;
+            }
+            program[n_trace - 1] = optarg;
+            n_program++;
+            break;
         case 'h': usage(stdout); return 0;
         case ':': opt_usage_error(CMD, "option '%s' needs an argument", argv[optind - 1]); return 2;
         default: opt_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); return 2;
@@ -94,15 +109,15 @@ int cmd_calibrate(int argc, char **argv)
         opt_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
         return 2;
     }
-    if (program && (!trace || !kernels)) {
-        opt_usage_error(CMD, "--program needs --trace and --kernels");
+    if (n_program && !kernels) {
+        opt_usage_error(CMD, "--program needs --kernels (the table its NS ops are fitted against)");
         return 2;
     }
-    if (slow && !trace) {
+    if (slow && !n_trace) {
         opt_usage_error(CMD, "--comm-slowdown needs --trace");
         return 2;
     }
-    if (!n_comm && !trace && !kernels) {
+    if (!n_comm && !n_trace && !kernels) {
         opt_usage_error(CMD, "nothing to calibrate: expected --comm, --trace or --kernels");
         return 2;
     }
@@ -128,11 +143,13 @@ int cmd_calibrate(int argc, char **argv)
         fprintf(log, "collectives from %s:\n", comm[i]);
         if (calib_fit_comm(&k, comm[i], &cl, min_bytes, log, &err)) goto fail;
     }
-    if (trace) {
+    if (n_trace) {
         dm_costs *table = NULL;
-        fprintf(log, "compute rates from %s:\n", trace);
-        int rc = (program && dm_costs_load(kernels, &table, &err)) ||
-                 calib_fit_trace(&k, trace, cl.gpu, program, table, slow, log, &err);
+        fprintf(log, "compute rates from");
+        for (int i = 0; i < n_trace; i++) fprintf(log, "%s %s", i ? "," : "", trace[i]);
+        fprintf(log, ":\n");
+        int rc = (n_program && dm_costs_load(kernels, &table, &err)) ||
+                 calib_fit_traces(&k, n_trace, trace, program, cl.gpu, table, slow, log, &err);
         dm_costs_free(table);
         if (rc) goto fail;
     }

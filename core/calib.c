@@ -398,26 +398,31 @@ static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], dou
     return tot;
 }
 
-int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
-                    int fit_slowdown, FILE *log, dm_err *err)
+/* Appends the compute ops of one trace (with its plan for NS ops) to *ops (capacity grows). */
+static int collect_ops(const char *trace_path, const char *program_path, const dm_gpu *gpu, const dm_costs *costs,
+                       fit_op **ops, int *n, int *n_ov, char *desc, size_t desc_size, dm_err *err)
 {
     dm_trace *t = NULL;
     dm_program *p = NULL;
     if (dm_trace_read(trace_path, &t, err)) return -1;
-    int rc = -1, n = 0, n_iv = 0, R = t->nranks > 0 ? t->nranks : 1;
+    int rc = -1, n_iv = 0, R = t->nranks > 0 ? t->nranks : 1;
     if (program_path && (!costs || dm_program_load(program_path, &p, err))) {
         if (!costs) dm_err_set(err, "%s: NS ops are fitted against a kernel table: none given", program_path);
         dm_trace_free(t);
         return -1;
     }
-    fit_op *ops = dm_malloc(((size_t)t->n + 1) * sizeof *ops, err);
+    fit_op *grown = dm_realloc(*ops, ((size_t)*n + (size_t)t->n + 1) * sizeof *grown, err);
     double *iv = dm_malloc(((size_t)t->n + 1) * 2 * sizeof *iv, err);
     int *iv_off = dm_calloc((size_t)R + 2, sizeof *iv_off, err);
-    if (!ops || !iv || !iv_off) goto out;
+    if (grown) *ops = grown;
+    if (!grown || !iv || !iv_off) goto out;
     if (p && p->nranks != R) {
         dm_err_set(err, "%s has %d ranks, the trace %s %d", program_path, p->nranks, trace_path, R);
         goto out;
     }
+    size_t used = strlen(desc);
+    snprintf(desc + used, desc_size - used, "%s%s (%s trace of %s %s, %d rank%s)", used ? "; " : "", trace_path, t->source,
+             t->model, t->strategy, R, R == 1 ? "" : "s");
     /* Per rank, the union of its collectives' intervals, each from the rank's arrival (the traced
      * start less wait_us: NCCL's kernel is resident while it waits for the peers) to the end. */
     for (int r = 0; r < R; r++) {
@@ -434,7 +439,6 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
         n_iv = first + merge_iv(iv + 2 * first, n_iv - first);
     }
     iv_off[R] = n_iv;
-    int n_ov = 0;
     for (int i = 0; i < t->n; i++) {
         const dm_trace_event *e = &t->ev[i];
         fit_op o = {-1, e->dur_us, 0, 0, 0};
@@ -460,9 +464,35 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
         if (o.kind < 0 || !(e->dur_us > 0) || e->rank < 0 || e->rank >= R) continue;
         o.overlap = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
                                            e->ts_us + e->dur_us);
-        n_ov += o.overlap > 0;
-        ops[n++] = o;
+        *n_ov += o.overlap > 0;
+        (*ops)[(*n)++] = o;
     }
+    rc = 0;
+out:
+    free(iv);
+    free(iv_off);
+    dm_trace_free(t);
+    dm_program_free(p);
+    return rc;
+}
+
+int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
+                    int fit_slowdown, FILE *log, dm_err *err)
+{
+    return calib_fit_traces(c, 1, &trace_path, &program_path, gpu, costs, fit_slowdown, log, err);
+}
+
+int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, const char *const *program_paths,
+                     const dm_gpu *gpu, const dm_costs *costs, int fit_slowdown, FILE *log, dm_err *err)
+{
+    int rc = -1, n = 0, n_ov = 0;
+    fit_op *ops = NULL;
+    char desc[1024] = "";
+    for (int i = 0; i < n_traces; i++) {
+        const char *pp = program_paths ? program_paths[i] : NULL;
+        if (collect_ops(trace_paths[i], pp, gpu, costs, &ops, &n, &n_ov, desc, sizeof desc, err)) goto out;
+    }
+    const char *trace_path = n_traces == 1 ? trace_paths[0] : "the traces";
     double x[FK__N], a[FK__N], ss[FK__N], f = 0;
     int cnt[FK__N];
     double best = fit_rates(ops, n, 0, x, a, ss, cnt);
@@ -479,7 +509,7 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
     static const char *const what[FK__N] = {"forward", "backward", "muon-update", "adamw", "ns"};
     static const char *const keys[FK__N] = {"fwd_efficiency", "bwd_efficiency", "elementwise_efficiency.muon_update",
                                             "elementwise_efficiency.adamw", "ns_time_scale"};
-    char src[512], fsrc[64] = "";
+    char src[1400], fsrc[64] = "";
     if (f > 0) snprintf(fsrc, sizeof fsrc, ", with comm_slowdown %.3g", f);
     for (int k = 0; k < FK__N; k++) {
         if (!cnt[k]) continue;
@@ -489,8 +519,8 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
                 dm_err_set(err, "%s: NS ops take %g x the kernel table's time, outside [0.1, 10]", trace_path, x[k]);
                 goto out;
             }
-            snprintf(src, sizeof src, "%s (%s trace of %s %s: %d NS ops against %s for the shapes of %s%s)", trace_path,
-                     t->source, t->model, t->strategy, cnt[k], dm_costs_describe(costs), program_path, fsrc);
+            snprintf(src, sizeof src, "%s: %d NS ops against %s for the shapes of the traced plans%s", desc, cnt[k],
+                     dm_costs_describe(costs), fsrc);
             if (log) fprintf(log, "  %-34s %.4f: %3d ops (residual %.1f%%)\n", keys[k], x[k], cnt[k], 100 * res);
             if (set_num(c, keys[k], x[k], src, res, cnt[k], err)) goto out;
             continue;
@@ -500,13 +530,11 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
             goto out;
         }
         if (k < FK_UPD)
-            snprintf(src, sizeof src, "%s (%s trace of %s %s: %d %s ops, %.4g TFLOP/s over the %s peak %.4g%s)", trace_path,
-                     t->source, t->model, t->strategy, cnt[k], what[k], eff * gpu->bf16_flops / 1e12, gpu->short_name,
-                     gpu->bf16_flops / 1e12, fsrc);
+            snprintf(src, sizeof src, "%s: %d %s ops, %.4g TFLOP/s over the %s peak %.4g%s", desc, cnt[k], what[k],
+                     eff * gpu->bf16_flops / 1e12, gpu->short_name, gpu->bf16_flops / 1e12, fsrc);
         else
-            snprintf(src, sizeof src, "%s (%s trace of %s %s: %d %s ops, %.4g GB/s over the %s HBM %.4g GB/s + %.3g us "
-                     "per op%s)", trace_path, t->source, t->model, t->strategy, cnt[k], what[k], eff * gpu->hbm_Bps / 1e9,
-                     gpu->short_name, gpu->hbm_Bps / 1e9, a[k], fsrc);
+            snprintf(src, sizeof src, "%s: %d %s ops, %.4g GB/s over the %s HBM %.4g GB/s + %.3g us per op%s", desc,
+                     cnt[k], what[k], eff * gpu->hbm_Bps / 1e9, gpu->short_name, gpu->hbm_Bps / 1e9, a[k], fsrc);
         if (log) fprintf(log, "  %-34s %.4f: %3d ops (residual %.1f%%)\n", keys[k], eff, cnt[k], 100 * res);
         if (set_num(c, keys[k], eff, src, res, cnt[k], err)) goto out;
         if (k == FK_UPD || k == FK_ADAMW) {
@@ -519,8 +547,8 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
     if (fit_slowdown) {
         int nk = 0;
         for (int k = 0; k < FK__N; k++) nk += cnt[k] > 0;
-        snprintf(src, sizeof src, "%s (%d compute ops of %d kinds, %d overlapping collectives on their rank: least "
-                 "squares of relative residuals over f on a 0.001 grid, a rate per kind)", trace_path, n, nk, n_ov);
+        snprintf(src, sizeof src, "%s: %d compute ops of %d kinds, %d overlapping collectives on their rank: least "
+                 "squares of relative residuals over f on a 0.001 grid, a rate per kind", desc, n, nk, n_ov);
         if (log) fprintf(log, "  %-34s %.4f: %3d ops, %d overlapping (residual %.1f%%)\n", "comm_slowdown", f, n, n_ov,
                          100 * sqrt(best / n));
         if (set_num(c, "comm_slowdown", f, src, sqrt(best / n), n_ov, err)) goto out;
@@ -528,10 +556,6 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
     rc = 0;
 out:
     free(ops);
-    free(iv);
-    free(iv_off);
-    dm_trace_free(t);
-    dm_program_free(p);
     return rc;
 }
 

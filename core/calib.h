@@ -51,7 +51,7 @@
 typedef struct calib_entry {
     char key[48];        /* a cluster-file key or "costs" */
     char value[512];     /* as written (numbers %.6g; costs: a path) */
-    char source[512];    /* where it came from: file and what of it */
+    char source[1024];   /* where it came from: file and what of it */
     char date[32];       /* UTC, ISO 8601 */
     char gpu[128];
     double residual;     /* relative RMS; negative when not applicable */
@@ -96,6 +96,11 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
  * trace has no forward or backward op with FLOPs. */
 int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
                     int fit_slowdown, FILE *log, dm_err *err);
+/* The same over the union of the compute ops of n_traces traces (program_paths may be NULL, or
+ * hold NULL for a trace without its plan): e.g. a one-GPU run, whose compute never overlaps a
+ * collective, beside a two-GPU run, so that the rates and comm_slowdown are separable. */
+int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, const char *const *program_paths,
+                     const dm_gpu *gpu, const dm_costs *costs, int fit_slowdown, FILE *log, dm_err *err);
 
 /* The fraction of [a, b) covered by n_iv disjoint intervals iv[2i] .. iv[2i+1] (0 when b <= a). */
 double calib_overlap_fraction(const double *iv, int n_iv, double a, double b);

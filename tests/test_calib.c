@@ -166,6 +166,46 @@ int main(void)
             ok(e && fabs(atof(e->value) - want[i]) <= 2e-4 * want[i] && e->residual < 1e-4,
                "%s %g recovered (%s, residual %g)", keys[i], want[i], e ? e->value : "-", e ? e->residual : -1);
         }
+        /* Two traces: forward ops alone (no collective) at 0.5, and forward ops each fully
+         * covered by a collective at (1 - 0.3) of that rate. The second alone cannot tell a slower
+         * rate from a slowdown (any f fits); together they give 0.5 and 0.3. */
+        {
+            char pa[600], pb[600];
+            for (int t = 0; t < 2; t++) {
+                dm_trace *s2 = dm_trace_new("real", NULL, &err);
+                double ts2 = 0;
+                for (int i = 0; i < 8; i++) {
+                    dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts2, 0, 0, 0, i, -1, 0};
+                    ev.flops = 1e12 * (1 + i);
+                    ev.dur_us = ev.flops / (0.5 * h200->bf16_flops) * 1e6 / (t ? 0.7 : 1);
+                    dm_trace_add(s2, &ev, &err);
+                    if (t) {
+                        dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts2, ev.dur_us, 1e6, 0, -1, i, 0};
+                        dm_trace_add(s2, &c, &err);
+                    }
+                    ts2 += ev.dur_us + 5;
+                }
+                s2->nranks = 1;
+                snprintf(t ? pb : pa, sizeof pa, "%s/two%d.csv", dir, t);
+                dm_trace_write_csv(s2, t ? pb : pa, &err);
+                dm_trace_free(s2);
+            }
+            memset(&kr, 0, sizeof kr);
+            int rc1 = calib_fit_trace(&kr, pb, h200, NULL, NULL, 1, NULL, &err);
+            const calib_entry *fe = calib_get(&kr, "fwd_efficiency"), *fs = calib_get(&kr, "comm_slowdown");
+            ok(rc1 == 0 && fe && fs && fabs(atof(fe->value) * (1 - atof(fs->value)) - 0.35) < 1e-3,
+               "covered ops alone: only efficiency x (1 - f) = 0.35 is determined (%s, f %s%s)", fe ? fe->value : "-",
+               fs ? fs->value : "-", rc1 ? err.msg : "");
+            memset(&kr, 0, sizeof kr);
+            const char *two[2] = {pa, pb};
+            ok(calib_fit_traces(&kr, 2, two, NULL, h200, NULL, 1, NULL, &err) == 0, "two traces fit: %s", err.msg);
+            e = calib_get(&kr, "fwd_efficiency");
+            ok(e && fabs(atof(e->value) - 0.5) < 1e-4, "two traces: forward efficiency 0.5 (%s)", e ? e->value : "-");
+            e = calib_get(&kr, "comm_slowdown");
+            ok(e && fabs(atof(e->value) - 0.3) < 1e-4, "two traces: comm_slowdown 0.3 (%s)", e ? e->value : "-");
+            ok(e && strstr(e->source, "two0.csv") && strstr(e->source, "two1.csv"), "the source names both traces: %s",
+               e ? e->source : "-");
+        }
         /* Without --comm-slowdown the slowed ops are read as slower kinds: f is not written. */
         memset(&kr, 0, sizeof kr);
         ok(calib_fit_trace(&kr, path2, h200, NULL, NULL, 0, NULL, &err) == 0 && !calib_get(&kr, "comm_slowdown") &&
