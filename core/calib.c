@@ -29,7 +29,7 @@ static int known_key(const char *k)
                                        "net_latency_us", "fwd_efficiency", "bwd_efficiency", "comm_slowdown",
                                        "elementwise_efficiency.adamw", "elementwise_efficiency.muon_update",
                                        "elementwise_launch_us.adamw", "elementwise_launch_us.muon_update", "ns_time_scale",
-                                       "nic_usable_Gbps", "costs"};
+                                       "step_start_us", "nic_usable_Gbps", "costs"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(k, keys[i])) return 1;
     if (!strncmp(k, "busbw_scale.", 12))
@@ -325,7 +325,8 @@ typedef struct fit_op {
 
 enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK__N };
 
-static int cmp_iv2(const void *a, const void *b)
+/* qsort: by the first double of each element (a double, or an [a, b) pair) */
+static int cmp_first_double(const void *a, const void *b)
 {
     const double *x = a, *y = b;
     return (x[0] > y[0]) - (x[0] < y[0]);
@@ -334,7 +335,7 @@ static int cmp_iv2(const void *a, const void *b)
 /* Merge [a, b) intervals (sorted in place) into disjoint ones; returns their count. */
 static int merge_iv(double *iv, int n)
 {
-    qsort(iv, (size_t)n, 2 * sizeof *iv, cmp_iv2);
+    qsort(iv, (size_t)n, 2 * sizeof *iv, cmp_first_double);
     int m = 0;
     for (int i = 0; i < n; i++) {
         if (m && iv[2 * i] <= iv[2 * m - 1]) {
@@ -400,7 +401,8 @@ static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], dou
 
 /* Appends the compute ops of one trace (with its plan for NS ops) to *ops (capacity grows). */
 static int collect_ops(const char *trace_path, const char *program_path, const dm_gpu *gpu, const dm_costs *costs,
-                       fit_op **ops, int *n, int *n_ov, char *desc, size_t desc_size, dm_err *err)
+                       fit_op **ops, int *n, int *n_ov, double **first, int *n_first, char *desc, size_t desc_size,
+                       dm_err *err)
 {
     dm_trace *t = NULL;
     dm_program *p = NULL;
@@ -419,6 +421,16 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
     if (p && p->nranks != R) {
         dm_err_set(err, "%s has %d ranks, the trace %s %d", program_path, p->nranks, trace_path, R);
         goto out;
+    }
+    /* per rank, when its first op started after the step's start (the executor's setup) */
+    double *fg = dm_realloc(*first, ((size_t)*n_first + (size_t)R) * sizeof *fg, err);
+    if (!fg) goto out;
+    *first = fg;
+    for (int r = 0; r < R; r++) {
+        double m = -1;
+        for (int i = 0; i < t->n; i++)
+            if (t->ev[i].rank == r && (m < 0 || t->ev[i].ts_us < m)) m = t->ev[i].ts_us;
+        if (m >= 0) fg[(*n_first)++] = m;
     }
     size_t used = strlen(desc);
     snprintf(desc + used, desc_size - used, "%s%s (%s trace of %s %s, %d rank%s)", used ? "; " : "", trace_path, t->source,
@@ -485,12 +497,14 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
 int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, const char *const *program_paths,
                      const dm_gpu *gpu, const dm_costs *costs, int fit_slowdown, FILE *log, dm_err *err)
 {
-    int rc = -1, n = 0, n_ov = 0;
+    int rc = -1, n = 0, n_ov = 0, n_first = 0;
     fit_op *ops = NULL;
+    double *first = NULL;
     char desc[1024] = "";
     for (int i = 0; i < n_traces; i++) {
         const char *pp = program_paths ? program_paths[i] : NULL;
-        if (collect_ops(trace_paths[i], pp, gpu, costs, &ops, &n, &n_ov, desc, sizeof desc, err)) goto out;
+        if (collect_ops(trace_paths[i], pp, gpu, costs, &ops, &n, &n_ov, &first, &n_first, desc, sizeof desc, err))
+            goto out;
     }
     const char *trace_path = n_traces == 1 ? trace_paths[0] : "the traces";
     double x[FK__N], a[FK__N], ss[FK__N], f = 0;
@@ -553,9 +567,19 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
                          100 * sqrt(best / n));
         if (set_num(c, "comm_slowdown", f, src, sqrt(best / n), n_ov, err)) goto out;
     }
+    if (n_first) { /* the median over ranks and traces of the first op's start */
+        qsort(first, (size_t)n_first, sizeof *first, cmp_first_double);
+        double m = n_first % 2 ? first[n_first / 2] : (first[n_first / 2 - 1] + first[n_first / 2]) / 2, ss0 = 0;
+        for (int i = 0; i < n_first; i++) ss0 += m > 0 ? (first[i] - m) * (first[i] - m) / (m * m) : 0;
+        snprintf(src, sizeof src, "%s: the first op's start after the step's start, median over %d ranks (%.4g to %.4g us)",
+                 desc, n_first, first[0], first[n_first - 1]);
+        if (log) fprintf(log, "  %-34s %.4g: %3d ranks\n", "step_start_us", m, n_first);
+        if (set_num(c, "step_start_us", m, src, sqrt(ss0 / n_first), n_first, err)) goto out;
+    }
     rc = 0;
 out:
     free(ops);
+    free(first);
     return rc;
 }
 
@@ -611,6 +635,7 @@ static void key_range(const char *key, double *lo, double *hi)
     if (!strcmp(key, "nvlink_bus_efficiency") || !strcmp(key, "fwd_efficiency") || !strcmp(key, "bwd_efficiency"))
         *lo = 0.01, *hi = 1;
     else if (!strcmp(key, "comm_slowdown")) *hi = 0.95;
+    else if (!strcmp(key, "step_start_us")) *hi = 1e6;
     else if (!strcmp(key, "ns_time_scale")) *lo = 0.1, *hi = 10;
     else if (!strncmp(key, "elementwise_efficiency.", 23)) *lo = 0.001, *hi = 1;
     else if (!strncmp(key, "busbw_scale.", 12)) *lo = 0.01, *hi = 10;
@@ -654,8 +679,8 @@ int calib_read(const char *path, calib *out, dm_err *err)
         if (!known_key(key)) {
             rc = dm_err_set(err, "%s:%d:%d: unknown key '%s' (expected nvlink_bus_efficiency, busbw_scale.KIND, "
                                  "base_latency_us, nvlink_latency_us, net_latency_us, nic_usable_Gbps, fwd_efficiency, "
-                                 "bwd_efficiency, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown or "
-                                 "costs)", path, ln, (int)(key - line) + 1, key);
+                                 "bwd_efficiency, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown, "
+                                 "step_start_us or costs)", path, ln, (int)(key - line) + 1, key);
             break;
         }
         if (!*val) {
@@ -718,6 +743,7 @@ int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
         else if (!strcmp(e->key, "fwd_efficiency")) c->fwd_efficiency = v;
         else if (!strcmp(e->key, "bwd_efficiency")) c->bwd_efficiency = v;
         else if (!strcmp(e->key, "comm_slowdown")) c->comm_slowdown = v;
+        else if (!strcmp(e->key, "step_start_us")) c->step_start_us = v;
         else if (!strcmp(e->key, "ns_time_scale")) c->ns_time_scale = v;
         else if (!strncmp(e->key, "elementwise_efficiency.", 23)) c->elem_efficiency[dm_cluster_elem_index(e->key + 23)] = v;
         else if (!strncmp(e->key, "elementwise_launch_us.", 22)) c->elem_launch_us[dm_cluster_elem_index(e->key + 22)] = v;

@@ -515,7 +515,7 @@ static int make_ready(sim *s, int g, int cause, dm_err *err)
 
 static int run(sim *s, dm_err *err)
 {
-    s->now = 0;
+    s->now = s->c->step_start_us; /* the executor's per-step setup: nothing runs before it */
     for (int r = 0; r < s->R; r++) {
         for (int st = 0; st < S; st++) {
             int rs = r * S + st;

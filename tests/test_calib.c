@@ -173,7 +173,7 @@ int main(void)
             char pa[600], pb[600];
             for (int t = 0; t < 2; t++) {
                 dm_trace *s2 = dm_trace_new("real", NULL, &err);
-                double ts2 = 0;
+                double ts2 = 250 + 100 * t; /* first ops at 250 and 350 us: step_start_us 300 */
                 for (int i = 0; i < 8; i++) {
                     dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts2, 0, 0, 0, i, -1, 0};
                     ev.flops = 1e12 * (1 + i);
@@ -205,6 +205,9 @@ int main(void)
             ok(e && fabs(atof(e->value) - 0.3) < 1e-4, "two traces: comm_slowdown 0.3 (%s)", e ? e->value : "-");
             ok(e && strstr(e->source, "two0.csv") && strstr(e->source, "two1.csv"), "the source names both traces: %s",
                e ? e->source : "-");
+            e = calib_get(&kr, "step_start_us");
+            ok(e && fabs(atof(e->value) - 300) < 1e-9, "step_start_us: the median first-op start, 300 us (%s)",
+               e ? e->value : "-");
         }
         /* Without --comm-slowdown the slowed ops are read as slower kinds: f is not written. */
         memset(&kr, 0, sizeof kr);

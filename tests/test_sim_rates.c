@@ -93,6 +93,13 @@ static void test_bwd_and_elementwise(void)
     ok(r && plain > 0 && fabs(r->optimizer_us - 1.25 * plain) <= 1e-12 * plain, "ns_time_scale 1.25: %.3f us = 1.25 x %.3f",
        r ? r->optimizer_us : -1, plain);
     ok(r && strstr(r->cost_src[DM_OP_NS], "times 1.25") != NULL, "NS source names the scale: %s", r ? r->cost_src[DM_OP_NS] : "-");
+    double scaled = r ? r->step_us : -1, busy = r ? r->step_us - r->exposed_comm_us : -1;
+    sim_result_free(r);
+    /* step_start_us: the first op starts that late; the step grows by it, all of it idle. */
+    c.step_start_us = 3000;
+    r = run(p, &c);
+    ok(r && fabs(r->step_us - (scaled + 3000)) <= 1e-9 * scaled && fabs(r->step_us - r->exposed_comm_us - busy) <= 1e-6,
+       "step_start_us 3000: step %.3f us = %.3f + 3000, the same busy time", r ? r->step_us : -1, scaled);
     sim_result_free(r);
     dm_program_free(p);
 }
@@ -179,12 +186,12 @@ static void test_cluster_keys(void)
     FILE *f = fopen(path, "w");
     fprintf(f, "gpu = H200\ngpus_per_node = 2\nnvlink_GBps = 450\nfwd_efficiency = 0.5\nbwd_efficiency = 0.4\n"
                "elementwise_efficiency.adamw = 0.5\nelementwise_launch_us.adamw = 11\n"
-               "elementwise_efficiency.muon_update = 0.8\nns_time_scale = 1.2\ncomm_slowdown = 0.25\n");
+               "elementwise_efficiency.muon_update = 0.8\nns_time_scale = 1.2\ncomm_slowdown = 0.25\nstep_start_us = 3050\n");
     fclose(f);
     dm_cluster c;
     ok(dm_cluster_load(path, &c, &err) == 0, "cluster file with the calibrated keys loads (%s)", err.msg);
     ok(c.fwd_efficiency == 0.5 && c.bwd_efficiency == 0.4 && c.elem_efficiency[1] == 0.5 && c.elem_launch_us[1] == 11 &&
-           c.elem_efficiency[0] == 0.8 && c.ns_time_scale == 1.2 && c.comm_slowdown == 0.25,
+           c.elem_efficiency[0] == 0.8 && c.ns_time_scale == 1.2 && c.comm_slowdown == 0.25 && c.step_start_us == 3050,
        "fields set");
     f = fopen(path, "w");
     fprintf(f, "gpu = H200\ngpus_per_node = 2\nnvlink_GBps = 450\ncomm_slowdown = 0.99\n");
