@@ -79,11 +79,11 @@ static void usage(FILE *f)
         "  --autotune FILE    GPU: NS plan block counts from the kernels' autotune cache\n"
         "                     (default traces/kernels/run5/autotune.tsv of the source tree, if\n"
         "                     there; '' for none)\n"
-        "  -h, --help         this help\n\nPlan options (as for dmuon plan):\n",
+        "  -h, --help         this help\n\n",
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
         ""
 #else
-        "; this build: cpu only"
+        "This build has no GPU backend (configured without CUDA or NCCL): --backend cpu only.\n\n"
 #endif
     );
     if (g_rank == 0) sched_getopt_help(f);
