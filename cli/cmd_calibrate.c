@@ -36,7 +36,9 @@ static void usage(FILE *f)
             "                     fits ns_time_scale, the NS times over the table's for their shapes\n"
             "  --comm-slowdown    with --trace: also fit comm_slowdown, the compute rate lost while a\n"
             "                     collective is in flight on the rank (default: not fitted, 0)\n"
-            "  --kernels CSV      a kernel table (dmuon bench kernels --out), recorded as costs\n"
+            "  --coll-slowdown    with --trace: also fit coll_slowdown, the NVLink bandwidth lost by\n"
+            "                     collectives while their GPUs compute, against the collective model\n"
+            "                     of --comm's fits (else the cluster's); collectives of >= --min-bytes\n"            "  --kernels CSV      a kernel table (dmuon bench kernels --out), recorded as costs\n"
             "  --cluster C        the machine measured, preset or file (default h200x2): its link\n"
             "                     capacities and GPUs per node place the measured ranks\n"
             "  --gpu NAME         GPU named in the file (default: the kernel table's, else the cluster's)\n"
@@ -46,7 +48,7 @@ static void usage(FILE *f)
             "  -h, --help         this text\n");
 }
 
-enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG };
+enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW };
 
 int cmd_calibrate(int argc, char **argv)
 {
@@ -58,11 +60,12 @@ int cmd_calibrate(int argc, char **argv)
                                        {"out", required_argument, 0, O_OUT},
                                        {"min-bytes", required_argument, 0, O_MINB},
                                        {"comm-slowdown", no_argument, 0, O_SLOW},
+                                       {"coll-slowdown", no_argument, 0, O_CSLOW},
                                        {"program", required_argument, 0, O_PROG},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *cluster = "h200x2", *gpu = NULL, *out = "-";
-    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0;
+    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0;
     int64_t mb;
     double min_bytes = CALIB_MIN_BYTES;
     optind = 1;
@@ -92,6 +95,7 @@ int cmd_calibrate(int argc, char **argv)
             min_bytes = (double)mb;
             break;
         case O_SLOW: slow = 1; break;
+        case O_CSLOW: cslow = 1; break;
         case O_PROG:
             if (!n_trace || program[n_trace - 1]) {
                 opt_usage_error(CMD, "--program PLAN goes after its --trace TRACE, one per trace");
@@ -113,8 +117,8 @@ int cmd_calibrate(int argc, char **argv)
         opt_usage_error(CMD, "--program needs --kernels (the table its NS ops are fitted against)");
         return 2;
     }
-    if (slow && !n_trace) {
-        opt_usage_error(CMD, "--comm-slowdown needs --trace");
+    if ((slow || cslow) && !n_trace) {
+        opt_usage_error(CMD, "%s needs --trace", slow ? "--comm-slowdown" : "--coll-slowdown");
         return 2;
     }
     if (!n_comm && !n_trace && !kernels) {
@@ -152,6 +156,12 @@ int cmd_calibrate(int argc, char **argv)
                  calib_fit_traces(&k, n_trace, trace, program, cl.gpu, table, slow, log, &err);
         dm_costs_free(table);
         if (rc) goto fail;
+    }
+    if (cslow) {
+        dm_cluster cc = cl; /* the collective model with this calibration's comm fits */
+        calib_apply_entries(&k, &cc);
+        fprintf(log, "collectives under compute (the collective model of %s):\n", n_comm ? "the fits above" : cl.name);
+        if (calib_fit_coll_slowdown(&k, n_trace, trace, &cc, min_bytes, log, &err)) goto fail;
     }
     if (calib_write(&k, out, &err)) goto fail;
     if (strcmp(out, "-")) printf("wrote %s (%d values); use: dmuon sim --calibration %s ...\n", out, k.n, out);

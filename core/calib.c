@@ -29,7 +29,7 @@ static int known_key(const char *k)
                                        "net_latency_us", "fwd_efficiency", "bwd_efficiency", "comm_slowdown",
                                        "elementwise_efficiency.adamw", "elementwise_efficiency.muon_update",
                                        "elementwise_launch_us.adamw", "elementwise_launch_us.muon_update", "ns_time_scale",
-                                       "step_start_us", "nic_usable_Gbps", "costs"};
+                                       "step_start_us", "coll_slowdown", "nic_usable_Gbps", "costs"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(k, keys[i])) return 1;
     if (!strncmp(k, "busbw_scale.", 12))
@@ -325,6 +325,12 @@ typedef struct fit_op {
 
 enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK__N };
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
 /* qsort: by the first double of each element (a double, or an [a, b) pair) */
 static int cmp_first_double(const void *a, const void *b)
 {
@@ -583,6 +589,121 @@ out:
     return rc;
 }
 
+/* One measured collective for the coll_slowdown fit: its duration, the model's latency and
+ * transfer time alone on the calibrated cluster, and the fraction of it with compute running on
+ * a member rank. */
+typedef struct coll_obs {
+    double d_us, lat_us, xfer_us, overlap;
+} coll_obs;
+
+static int collect_colls(const char *trace_path, const dm_cluster *cl, double min_bytes, coll_obs **obs, int *n,
+                         dm_err *err)
+{
+    dm_trace *t = NULL;
+    if (dm_trace_read(trace_path, &t, err)) return -1;
+    int rc = -1, R = t->nranks > 0 ? t->nranks : 1, n_iv = 0;
+    double *iv = dm_malloc(((size_t)t->n + 1) * 2 * sizeof *iv, err);
+    int *iv_off = dm_calloc((size_t)R + 2, sizeof *iv_off, err);
+    int *ranks = dm_malloc((size_t)R * sizeof *ranks, err);
+    coll_obs *grown = dm_realloc(*obs, ((size_t)*n + (size_t)t->n + 1) * sizeof *grown, err);
+    if (grown) *obs = grown;
+    if (!iv || !iv_off || !ranks || !grown) goto out;
+    for (int r = 0; r < R; r++) { /* per rank, the union of its compute ops' intervals */
+        iv_off[r] = n_iv;
+        int first = n_iv;
+        for (int i = 0; i < t->n; i++) {
+            const dm_trace_event *e = &t->ev[i];
+            if (e->rank == r && e->stream == DM_STREAM_COMPUTE && e->dur_us > 0) {
+                iv[2 * n_iv] = e->ts_us;
+                iv[2 * n_iv + 1] = e->ts_us + e->dur_us;
+                n_iv++;
+            }
+        }
+        n_iv = first + merge_iv(iv + 2 * first, n_iv - first);
+    }
+    iv_off[R] = n_iv;
+    for (int i = 0; i < t->n; i++) {
+        const dm_trace_event *e = &t->ev[i];
+        if (!dm_op_is_collective(e->kind) || e->bytes < min_bytes || !(e->dur_us > 0) || e->rank < 0 || e->rank >= R)
+            continue;
+        int nm = 0; /* the members: the ranks holding this collective */
+        for (int j = 0; j < t->n && nm < R; j++)
+            if (t->ev[j].coll == e->coll && dm_op_is_collective(t->ev[j].kind)) {
+                int seen = 0;
+                for (int k = 0; k < nm; k++) seen |= ranks[k] == t->ev[j].rank;
+                if (!seen && t->ev[j].rank >= 0 && t->ev[j].rank < R) ranks[nm++] = t->ev[j].rank;
+            }
+        if (nm < 2) continue;
+        qsort(ranks, (size_t)nm, sizeof *ranks, cmp_int);
+        coll_topo topo;
+        if (collcost_topo(cl, ranks, nm, &topo, err)) goto out;
+        coll_algo a = collcost_pick(e->kind, COLL_ALGO_AUTO, e->bytes, &topo);
+        coll_obs o = {e->dur_us, collcost_latency_us(e->kind, a, &topo), 0, 0};
+        o.xfer_us = collcost_time_us(e->kind, a, e->bytes, &topo) - o.lat_us;
+        /* the part of the transfer with some member computing: the union over members */
+        double a0 = e->ts_us, b0 = e->ts_us + e->dur_us, best = 0;
+        for (int k = 0; k < nm; k++) {
+            double f = calib_overlap_fraction(iv + 2 * iv_off[ranks[k]], iv_off[ranks[k] + 1] - iv_off[ranks[k]], a0, b0);
+            if (f > best) best = f;
+        }
+        o.overlap = best;
+        if (o.xfer_us > 0) (*obs)[(*n)++] = o;
+    }
+    rc = 0;
+out:
+    free(iv);
+    free(iv_off);
+    free(ranks);
+    dm_trace_free(t);
+    return rc;
+}
+
+/* Sum of squared relative residuals of d = L + T / (1 - g o) over the observations. */
+static double coll_ss(const coll_obs *o, int n, double g)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++) {
+        double r = (o[i].lat_us + o[i].xfer_us / (1 - g * o[i].overlap)) / o[i].d_us - 1;
+        ss += r * r;
+    }
+    return ss;
+}
+
+int calib_fit_coll_slowdown(calib *c, int n_traces, const char *const *trace_paths, const dm_cluster *cl,
+                            double min_bytes, FILE *log, dm_err *err)
+{
+    coll_obs *obs = NULL;
+    int n = 0, rc = -1, n_ov = 0;
+    char desc[1024] = "";
+    for (int i = 0; i < n_traces; i++) {
+        if (collect_colls(trace_paths[i], cl, min_bytes, &obs, &n, err)) goto out;
+        size_t used = strlen(desc);
+        snprintf(desc + used, sizeof desc - used, "%s%s", used ? ", " : "", trace_paths[i]);
+    }
+    for (int i = 0; i < n; i++) n_ov += obs[i].overlap > 0;
+    if (!n_ov) {
+        dm_err_set(err, "%s: no collective of at least %.0f bytes overlaps compute: coll_slowdown cannot be fitted", desc,
+                   min_bytes);
+        goto out;
+    }
+    double g = 0, best = coll_ss(obs, n, 0);
+    for (int i = 1; i < 950; i++) { /* g on a 0.001 grid, as comm_slowdown */
+        double v = coll_ss(obs, n, i / 1000.0);
+        if (v < best) best = v, g = i / 1000.0;
+    }
+    double res = sqrt(best / n), res0 = sqrt(coll_ss(obs, n, 0) / n);
+    char src[1400];
+    snprintf(src, sizeof src, "%s: %d collectives of >= %.0f bytes, %d overlapping compute on a member rank, against the "
+             "calibrated collective model: least squares of relative residuals of L + T / (1 - g o) over g on a 0.001 "
+             "grid (residual at g = 0: %.1f%%)", desc, n, min_bytes, n_ov, 100 * res0);
+    if (log) fprintf(log, "  %-34s %.4f: %3d collectives, %d overlapping compute (residual %.1f%%, at 0: %.1f%%)\n",
+                     "coll_slowdown", g, n, n_ov, 100 * res, 100 * res0);
+    rc = set_num(c, "coll_slowdown", g, src, res, n, err);
+out:
+    free(obs);
+    return rc;
+}
+
 int calib_add_costs(calib *c, const char *costs_path, FILE *log, dm_err *err)
 {
     dm_costs *k = NULL;
@@ -634,7 +755,7 @@ static void key_range(const char *key, double *lo, double *hi)
     *hi = 1e5;
     if (!strcmp(key, "nvlink_bus_efficiency") || !strcmp(key, "fwd_efficiency") || !strcmp(key, "bwd_efficiency"))
         *lo = 0.01, *hi = 1;
-    else if (!strcmp(key, "comm_slowdown")) *hi = 0.95;
+    else if (!strcmp(key, "comm_slowdown") || !strcmp(key, "coll_slowdown")) *hi = 0.95;
     else if (!strcmp(key, "step_start_us")) *hi = 1e6;
     else if (!strcmp(key, "ns_time_scale")) *lo = 0.1, *hi = 10;
     else if (!strncmp(key, "elementwise_efficiency.", 23)) *lo = 0.001, *hi = 1;
@@ -680,7 +801,7 @@ int calib_read(const char *path, calib *out, dm_err *err)
             rc = dm_err_set(err, "%s:%d:%d: unknown key '%s' (expected nvlink_bus_efficiency, busbw_scale.KIND, "
                                  "base_latency_us, nvlink_latency_us, net_latency_us, nic_usable_Gbps, fwd_efficiency, "
                                  "bwd_efficiency, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown, "
-                                 "step_start_us or costs)", path, ln, (int)(key - line) + 1, key);
+                                 "coll_slowdown, step_start_us or costs)", path, ln, (int)(key - line) + 1, key);
             break;
         }
         if (!*val) {
@@ -723,6 +844,34 @@ int calib_read(const char *path, calib *out, dm_err *err)
     return rc;
 }
 
+/* Sets one calibrated value on the cluster (keys other than costs). */
+static void apply_entry(const calib_entry *e, dm_cluster *c)
+{
+    double v = strtod(e->value, NULL);
+    if (!strcmp(e->key, "nvlink_bus_efficiency")) c->nvlink_bus_efficiency = v;
+    else if (!strcmp(e->key, "base_latency_us")) c->base_latency_us = v;
+    else if (!strcmp(e->key, "nvlink_latency_us")) c->nvlink_latency_us = v;
+    else if (!strcmp(e->key, "net_latency_us")) c->net_latency_us = v;
+    else if (!strcmp(e->key, "fwd_efficiency")) c->fwd_efficiency = v;
+    else if (!strcmp(e->key, "bwd_efficiency")) c->bwd_efficiency = v;
+    else if (!strcmp(e->key, "comm_slowdown")) c->comm_slowdown = v;
+    else if (!strcmp(e->key, "coll_slowdown")) c->coll_slowdown = v;
+    else if (!strcmp(e->key, "step_start_us")) c->step_start_us = v;
+    else if (!strcmp(e->key, "ns_time_scale")) c->ns_time_scale = v;
+    else if (!strncmp(e->key, "elementwise_efficiency.", 23)) c->elem_efficiency[dm_cluster_elem_index(e->key + 23)] = v;
+    else if (!strncmp(e->key, "elementwise_launch_us.", 22)) c->elem_launch_us[dm_cluster_elem_index(e->key + 22)] = v;
+    else if (!strcmp(e->key, "nic_usable_Gbps")) c->nic_Bps = v * 1e9 / 8;
+    else if (!strncmp(e->key, "busbw_scale.", 12))
+        for (int j = 0; j < 5; j++)
+            if (!strcmp(e->key + 12, coll_keys[j])) c->busbw_scale[j] = v;
+}
+
+void calib_apply_entries(const calib *k, dm_cluster *c)
+{
+    for (int i = 0; i < k->n; i++)
+        if (strcmp(k->e[i].key, "costs")) apply_entry(&k->e[i], c);
+}
+
 int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
 {
     calib k;
@@ -734,23 +883,8 @@ int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
                                   k.gpu[0] ? k.gpu : "GPU not stated");
     for (int i = 0; i < k.n; i++) {
         const calib_entry *e = &k.e[i];
-        double v = strtod(e->value, NULL);
         if (!strcmp(e->key, "costs")) snprintf(info->costs, sizeof info->costs, "%s", e->value);
-        else if (!strcmp(e->key, "nvlink_bus_efficiency")) c->nvlink_bus_efficiency = v;
-        else if (!strcmp(e->key, "base_latency_us")) c->base_latency_us = v;
-        else if (!strcmp(e->key, "nvlink_latency_us")) c->nvlink_latency_us = v;
-        else if (!strcmp(e->key, "net_latency_us")) c->net_latency_us = v;
-        else if (!strcmp(e->key, "fwd_efficiency")) c->fwd_efficiency = v;
-        else if (!strcmp(e->key, "bwd_efficiency")) c->bwd_efficiency = v;
-        else if (!strcmp(e->key, "comm_slowdown")) c->comm_slowdown = v;
-        else if (!strcmp(e->key, "step_start_us")) c->step_start_us = v;
-        else if (!strcmp(e->key, "ns_time_scale")) c->ns_time_scale = v;
-        else if (!strncmp(e->key, "elementwise_efficiency.", 23)) c->elem_efficiency[dm_cluster_elem_index(e->key + 23)] = v;
-        else if (!strncmp(e->key, "elementwise_launch_us.", 22)) c->elem_launch_us[dm_cluster_elem_index(e->key + 22)] = v;
-        else if (!strcmp(e->key, "nic_usable_Gbps")) c->nic_Bps = v * 1e9 / 8;
-        else
-            for (int j = 0; j < 5; j++)
-                if (!strcmp(e->key + 12, coll_keys[j])) c->busbw_scale[j] = v;
+        else apply_entry(e, c);
         if (len < sizeof info->describe)
             len += (size_t)snprintf(info->describe + len, sizeof info->describe - len, " %s=%s", e->key,
                                     strcmp(e->key, "costs") ? e->value : base_name(e->value));

@@ -102,6 +102,14 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
 int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, const char *const *program_paths,
                      const dm_gpu *gpu, const dm_costs *costs, int fit_slowdown, FILE *log, dm_err *err);
 
+/* coll_slowdown g from measured traces: every collective of at least min_bytes, its duration
+ * against the collective model of `cl` (the cluster with the comm fits applied: latency L and
+ * transfer T alone) with the transfer slowed to (1 - g) while a member rank computes:
+ * d = L + T / (1 - g o), o the fraction of the collective with compute running on a member.
+ * Fails when no such collective overlaps compute. */
+int calib_fit_coll_slowdown(calib *c, int n_traces, const char *const *trace_paths, const dm_cluster *cl,
+                            double min_bytes, FILE *log, dm_err *err);
+
 /* The fraction of [a, b) covered by n_iv disjoint intervals iv[2i] .. iv[2i+1] (0 when b <= a). */
 double calib_overlap_fraction(const double *iv, int n_iv, double a, double b);
 
@@ -123,5 +131,8 @@ typedef struct calib_info {
  * c->source says "calibrated by FILE"). info may be NULL. The caller loads info->costs when it
  * is set and no table was given explicitly. */
 int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err);
+/* The same from values in memory (every key but costs), e.g. the comm fits of a calibration
+ * being made, to predict collectives with them. */
+void calib_apply_entries(const calib *k, dm_cluster *c);
 
 #endif

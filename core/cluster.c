@@ -186,6 +186,7 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
         else if (!strcmp(k, "bwd_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->bwd_efficiency, err))) break; }
         else if (!strcmp(k, "ns_time_scale")) { if ((rc = num(name, line, col, k, v, 0.1, 10, &c->ns_time_scale, err))) break; }
         else if (!strcmp(k, "comm_slowdown")) { if ((rc = num(name, line, col, k, v, 0, 0.95, &c->comm_slowdown, err))) break; }
+        else if (!strcmp(k, "coll_slowdown")) { if ((rc = num(name, line, col, k, v, 0, 0.95, &c->coll_slowdown, err))) break; }
         else if (!strcmp(k, "step_start_us")) { if ((rc = num(name, line, col, k, v, 0, 1e6, &c->step_start_us, err))) break; }
         else if (!strncmp(k, "elementwise_efficiency.", 23)) {
             int e = dm_cluster_elem_index(k + 23);
@@ -197,7 +198,7 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
             if (e < 0) { rc = dm_err_set(err, "%s:%d:23: expected elementwise_launch_us.KIND with KIND adamw or muon_update, found \"%s\"", name, line, k); break; }
             if ((rc = num(name, line, col, k, v, 0, 1e4, &c->elem_launch_us[e], err))) break;
         }
-        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, bwd_efficiency, nvlink_bus_efficiency, busbw_scale.KIND, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown, step_start_us)", name, line, k); break; }
+        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, bwd_efficiency, nvlink_bus_efficiency, busbw_scale.KIND, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown, coll_slowdown, step_start_us)", name, line, k); break; }
     }
     fclose(f);
     if (rc) return rc;
@@ -257,6 +258,9 @@ void dm_cluster_describe(const dm_cluster *c, FILE *f)
     if (c->comm_slowdown > 0)
         fprintf(f, "  overlap     compute at %.3g x its rate while a collective is in flight on the rank\n",
                 1 - c->comm_slowdown);
+    if (c->coll_slowdown > 0)
+        fprintf(f, "  overlap     collectives at %.3g x the NVLink bandwidth of a GPU while it computes\n",
+                1 - c->coll_slowdown);
     if (c->step_start_us > 0) fprintf(f, "  step start  first ops %.4g us after the step's start (executor setup)\n", c->step_start_us);
     fprintf(f, "  source      %s\n", c->source);
 }

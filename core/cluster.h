@@ -21,6 +21,9 @@
  *   ns_time_scale = 1.2             (NS kernels take this times the kernel table's time; default 1)
  *   comm_slowdown = 0.1             (f: while a collective is in flight on a rank, its compute ops
  *                                    run at (1 - f) of their rate; default 0)
+ *   coll_slowdown = 0.5             (g: while a compute op runs on a GPU, its NVLink ports carry
+ *                                    (1 - g) of their capacity: GEMMs hold the SMs and HBM NCCL's
+ *                                    kernels need; default 0)
  *   step_start_us = 3000            (the executor's per-step setup before its first op, e.g. the
  *                                    snapshot of the weights a skipped step rolls back to; default 0)
  * Presets: a800, h100, h200, h200x2 (see cluster.c for the numbers and their sources). */
@@ -63,6 +66,8 @@ typedef struct dm_cluster {
     double ns_time_scale;   /* measured NS time / the kernel table's (or roofline's); 0: 1 */
     double comm_slowdown;   /* f in [0, 0.95): compute rate factor (1 - f) while a collective is
                                in flight on the rank (NCCL kernels take SMs and HBM); 0: none */
+    double coll_slowdown;   /* g in [0, 0.95): NVLink capacity factor (1 - g) of a GPU while a
+                               compute op runs on it; 0: none */
     double step_start_us;   /* every rank's first op starts this long after the step's start */
     char source[256];       /* where the numbers came from */
 } dm_cluster;

@@ -176,6 +176,14 @@ double sim_net_next_finish_us(const sim_net *n)
 }
 
 uint64_t sim_net_version(const sim_net *n) { return n->version; }
+
+void sim_net_set_capacity(sim_net *n, double now_us, int link, double cap_Bps)
+{
+    if (link < 0 || link >= n->n_links || n->cap[link] == cap_Bps) return;
+    advance(n, now_us);
+    n->cap[link] = cap_Bps;
+    recompute(n);
+}
 int sim_net_active(const sim_net *n) { return n->n_flows; }
 int64_t sim_net_recomputes(const sim_net *n) { return n->recomputes; }
 

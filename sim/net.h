@@ -20,6 +20,9 @@ void sim_net_free(sim_net *n); /* accepts NULL */
  * weight > 0, n >= 1). tag is returned by sim_net_pop_finished. */
 int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int tag,
                 dm_err *err);
+/* Change a link's capacity at now_us: the flows advance at their old rates up to now_us, then
+ * the rates are recomputed (the version changes). */
+void sim_net_set_capacity(sim_net *n, double now_us, int link, double cap_Bps);
 /* When the next flow finishes at the current rates (INFINITY when none). */
 double sim_net_next_finish_us(const sim_net *n);
 /* Changes on every start/finish: an event scheduled for an older version is stale. */

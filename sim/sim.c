@@ -57,6 +57,7 @@ typedef struct sim {
     int *gpu_run, *coll_active;
     double *gpu_rem, *gpu_t, *gpu_rate;
     uint64_t *gpu_ver;
+    double nvl_cap[2]; /* NVLink capacity out and in of one GPU (coll_slowdown scales it) */
     coll *colls;
     int *coll_mem;
     grp *grps;
@@ -386,6 +387,8 @@ static int setup(sim *s, dm_err *err)
         cap[collcost_link_id(s->c, R, COLL_LINK_NIC_OUT, i)] = collcost_link_Bps(s->c, COLL_LINK_NIC_OUT);
         cap[collcost_link_id(s->c, R, COLL_LINK_NIC_IN, i)] = collcost_link_Bps(s->c, COLL_LINK_NIC_IN);
     }
+    s->nvl_cap[0] = collcost_link_Bps(s->c, COLL_LINK_NVL_OUT);
+    s->nvl_cap[1] = collcost_link_Bps(s->c, COLL_LINK_NVL_IN);
     s->net = sim_net_new(L, cap, err);
     free(cap);
     return s->net ? 0 : -1;
@@ -401,6 +404,20 @@ static int is_head(const sim *s, int g)
     return s->head[rs] < s->sl_off[rs + 1] && s->sl[s->head[rs]] == g;
 }
 
+static int schedule_net(sim *s, dm_err *err);
+
+/* Rank r's compute stream starts (busy) or stops running an op: with coll_slowdown g > 0 its
+ * NVLink ports carry (1 - g) of their capacity while it computes, and the flows on them are
+ * re-timed. */
+static int compute_links(sim *s, int r, int busy, dm_err *err)
+{
+    double g = s->c->coll_slowdown, k = busy ? 1 - g : 1;
+    if (!(g > 0)) return 0;
+    sim_net_set_capacity(s->net, s->now, collcost_link_id(s->c, s->R, COLL_LINK_NVL_OUT, r), s->nvl_cap[0] * k);
+    sim_net_set_capacity(s->net, s->now, collcost_link_id(s->c, s->R, COLL_LINK_NVL_IN, r), s->nvl_cap[1] * k);
+    return schedule_net(s, err);
+}
+
 static int try_gpu(sim *s, int r, dm_err *err)
 {
     static const int prio[S] = {DM_STREAM_COMM_HI, DM_STREAM_COMPUTE, DM_STREAM_COMM_LO};
@@ -414,6 +431,7 @@ static int try_gpu(sim *s, int r, dm_err *err)
         s->start[g] = s->now;
         s->pcause[g] = s->ready[g] < s->now ? s->gpu_last[r] : s->cause[g];
         s->gpu_busy[r] = 1;
+        if (compute_links(s, r, 1, err)) return -1;
         if (!(s->c->comm_slowdown > 0)) return sim_heap_push(&s->h, s->now + s->dur[g], EV_OP_DONE, g, 0, err);
         s->gpu_run[r] = g;
         s->gpu_rem[r] = s->dur[g];
@@ -454,6 +472,7 @@ static int op_done(sim *s, int g, dm_err *err)
     if (is_compute(op->kind)) {
         s->gpu_busy[r] = 0;
         s->gpu_last[r] = g;
+        if (compute_links(s, r, 0, err)) return -1;
         if (s->c->comm_slowdown > 0) s->dur[g] = s->end[g] - s->start[g]; /* the time it took at its rates */
     }
     if (s->head[rs] < s->sl_off[rs + 1]) {

@@ -209,6 +209,45 @@ int main(void)
             ok(e && fabs(atof(e->value) - 300) < 1e-9, "step_start_us: the median first-op start, 300 us (%s)",
                e ? e->value : "-");
         }
+        /* coll_slowdown: 2-rank broadcasts of 64 MB whose transfer runs at (1 - 0.4) of the model's
+         * while rank 0 computes over a fraction o in {0, 0.5, 1} of it: d = L + T / (1 - 0.4 o). */
+        {
+            dm_cluster cl;
+            dm_cluster_load("h200x2", &cl, &err);
+            int rk[2] = {0, 1};
+            coll_topo topo;
+            collcost_topo(&cl, rk, 2, &topo, &err);
+            double B = 64e6;
+            coll_algo a = collcost_pick(DM_OP_BROADCAST, COLL_ALGO_AUTO, B, &topo);
+            double L = collcost_latency_us(DM_OP_BROADCAST, a, &topo), T = collcost_time_us(DM_OP_BROADCAST, a, B, &topo) - L;
+            dm_trace *s3 = dm_trace_new("real", NULL, &err);
+            double ts3 = 0;
+            for (int i = 0; i < 9; i++) {
+                double o = (i % 3) / 2.0, d = L + T / (1 - 0.4 * o);
+                for (int r = 0; r < 2; r++) {
+                    dm_trace_event c = {r, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts3, d, B, 0, -1, i, 0};
+                    dm_trace_add(s3, &c, &err);
+                }
+                if (o > 0) {
+                    dm_trace_event f = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts3, o * d, 0, 1e9, 0, -1, 0};
+                    dm_trace_add(s3, &f, &err);
+                }
+                ts3 += d + 10;
+            }
+            s3->nranks = 2;
+            char pc[600];
+            snprintf(pc, sizeof pc, "%s/colls.csv", dir);
+            dm_trace_write_csv(s3, pc, &err);
+            dm_trace_free(s3);
+            memset(&kr, 0, sizeof kr);
+            const char *one[1] = {pc};
+            ok(calib_fit_coll_slowdown(&kr, 1, one, &cl, 1 << 20, NULL, &err) == 0, "coll_slowdown fit: %s", err.msg);
+            e = calib_get(&kr, "coll_slowdown");
+            ok(e && fabs(atof(e->value) - 0.4) < 1.5e-3 && e->residual < 1e-3, "coll_slowdown 0.4 recovered (%s, residual %g)",
+               e ? e->value : "-", e ? e->residual : -1);
+            ok(calib_fit_coll_slowdown(&kr, 1, one, &cl, 1e9, NULL, &err) == -1 && strstr(err.msg, "cannot be fitted"),
+               "no collective over --min-bytes: refused (%s)", err.msg);
+        }
         /* Without --comm-slowdown the slowed ops are read as slower kinds: f is not written. */
         memset(&kr, 0, sizeof kr);
         ok(calib_fit_trace(&kr, path2, h200, NULL, NULL, 0, NULL, &err) == 0 && !calib_get(&kr, "comm_slowdown") &&

@@ -176,6 +176,23 @@ static void test_slowdown(void)
     c.comm_slowdown = 0.2;
     e = one_case(&c, 2 * tc0, 0, bytes, &tc, &r1);
     ok_near(e, tc0 + (2 * tc0 - 0.8 * tc0), 1e-12, "f = 0.2, collective over the first half: %.6f us", e);
+
+    /* coll_slowdown g: while rank 0 computes, its NVLink ports carry (1 - g): a broadcast of
+     * latency L + transfer T alone takes L + T / (1 - g) under a forward that outlasts it. */
+    c = h200x2();
+    c.coll_slowdown = 0.5;
+    double ta, tb;
+    e = one_case(&c, 10 * tc0, 0, bytes, &ta, &r1);
+    ok_near(e, 10 * tc0, 1e-12, "g = 0.5: the forward itself is not slowed (%.3f us)", e);
+    c.coll_slowdown = 0.75;
+    one_case(&c, 10 * tc0, 0, bytes, &tb, &r1);
+    double T = ta - tc0; /* L + 2T - (L + T) */
+    ok(T > 0 && fabs((tb - tc0) - 3 * T) <= 1e-9 * tb, "g = 0.5 and 0.75: the transfer takes 2 T and 4 T (T %.3f us; %.3f, %.3f)",
+       T, ta, tb);
+    /* A forward that ends at tc0 = L + T: half of T done by then at half rate, the rest at full. */
+    c.coll_slowdown = 0.5;
+    one_case(&c, tc0, 0, bytes, &tc, &r1);
+    ok_near(tc, tc0 + T / 2, 1e-9, "g = 0.5, the forward ends at L + T: the broadcast takes %.3f us = tc0 + T/2", tc);
 }
 
 /* The keys in a cluster file, and errors naming file:line:col. */
@@ -186,12 +203,12 @@ static void test_cluster_keys(void)
     FILE *f = fopen(path, "w");
     fprintf(f, "gpu = H200\ngpus_per_node = 2\nnvlink_GBps = 450\nfwd_efficiency = 0.5\nbwd_efficiency = 0.4\n"
                "elementwise_efficiency.adamw = 0.5\nelementwise_launch_us.adamw = 11\n"
-               "elementwise_efficiency.muon_update = 0.8\nns_time_scale = 1.2\ncomm_slowdown = 0.25\nstep_start_us = 3050\n");
+               "elementwise_efficiency.muon_update = 0.8\nns_time_scale = 1.2\ncomm_slowdown = 0.25\nstep_start_us = 3050\ncoll_slowdown = 0.5\n");
     fclose(f);
     dm_cluster c;
     ok(dm_cluster_load(path, &c, &err) == 0, "cluster file with the calibrated keys loads (%s)", err.msg);
     ok(c.fwd_efficiency == 0.5 && c.bwd_efficiency == 0.4 && c.elem_efficiency[1] == 0.5 && c.elem_launch_us[1] == 11 &&
-           c.elem_efficiency[0] == 0.8 && c.ns_time_scale == 1.2 && c.comm_slowdown == 0.25 && c.step_start_us == 3050,
+           c.elem_efficiency[0] == 0.8 && c.ns_time_scale == 1.2 && c.comm_slowdown == 0.25 && c.step_start_us == 3050 && c.coll_slowdown == 0.5,
        "fields set");
     f = fopen(path, "w");
     fprintf(f, "gpu = H200\ngpus_per_node = 2\nnvlink_GBps = 450\ncomm_slowdown = 0.99\n");
