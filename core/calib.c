@@ -354,6 +354,28 @@ static int merge_iv(double *iv, int n)
     return m;
 }
 
+/* Per rank r < R of trace t, the union of its collectives' intervals (colls: from the rank's
+ * arrival, ts - wait_us, to the end) or of its compute ops' (else), as disjoint intervals in
+ * iv[2 * iv_off[r]] .. iv[2 * iv_off[r + 1]] (iv: room for t->n pairs; iv_off: R + 1). */
+static void rank_intervals(const dm_trace *t, int R, int colls, double *iv, int *iv_off)
+{
+    int n_iv = 0;
+    for (int r = 0; r < R; r++) {
+        iv_off[r] = n_iv;
+        int first = n_iv;
+        for (int i = 0; i < t->n; i++) {
+            const dm_trace_event *e = &t->ev[i];
+            if (e->rank != r || !(e->dur_us > 0)) continue;
+            if (colls ? !dm_op_is_collective(e->kind) : e->stream != DM_STREAM_COMPUTE) continue;
+            iv[2 * n_iv] = e->ts_us - (colls && e->wait_us > 0 ? e->wait_us : 0);
+            iv[2 * n_iv + 1] = e->ts_us + e->dur_us;
+            n_iv++;
+        }
+        n_iv = first + merge_iv(iv + 2 * first, n_iv - first);
+    }
+    iv_off[R] = n_iv;
+}
+
 double calib_overlap_fraction(const double *iv, int n_iv, double a, double b)
 {
     if (!(b > a)) return 0;
@@ -413,7 +435,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
     dm_trace *t = NULL;
     dm_program *p = NULL;
     if (dm_trace_read(trace_path, &t, err)) return -1;
-    int rc = -1, n_iv = 0, R = t->nranks > 0 ? t->nranks : 1;
+    int rc = -1, R = t->nranks > 0 ? t->nranks : 1;
     if (program_path && (!costs || dm_program_load(program_path, &p, err))) {
         if (!costs) dm_err_set(err, "%s: NS ops are fitted against a kernel table: none given", program_path);
         dm_trace_free(t);
@@ -443,20 +465,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
              t->model, t->strategy, R, R == 1 ? "" : "s");
     /* Per rank, the union of its collectives' intervals, each from the rank's arrival (the traced
      * start less wait_us: NCCL's kernel is resident while it waits for the peers) to the end. */
-    for (int r = 0; r < R; r++) {
-        iv_off[r] = n_iv;
-        int first = n_iv;
-        for (int i = 0; i < t->n; i++) {
-            const dm_trace_event *e = &t->ev[i];
-            if (e->rank == r && dm_op_is_collective(e->kind) && e->dur_us > 0) {
-                iv[2 * n_iv] = e->ts_us - (e->wait_us > 0 ? e->wait_us : 0); /* from its arrival, as the sim */
-                iv[2 * n_iv + 1] = e->ts_us + e->dur_us;
-                n_iv++;
-            }
-        }
-        n_iv = first + merge_iv(iv + 2 * first, n_iv - first);
-    }
-    iv_off[R] = n_iv;
+    rank_intervals(t, R, 1, iv, iv_off);
     for (int i = 0; i < t->n; i++) {
         const dm_trace_event *e = &t->ev[i];
         fit_op o = {-1, e->dur_us, 0, 0, 0};
@@ -601,27 +610,14 @@ static int collect_colls(const char *trace_path, const dm_cluster *cl, double mi
 {
     dm_trace *t = NULL;
     if (dm_trace_read(trace_path, &t, err)) return -1;
-    int rc = -1, R = t->nranks > 0 ? t->nranks : 1, n_iv = 0;
+    int rc = -1, R = t->nranks > 0 ? t->nranks : 1;
     double *iv = dm_malloc(((size_t)t->n + 1) * 2 * sizeof *iv, err);
     int *iv_off = dm_calloc((size_t)R + 2, sizeof *iv_off, err);
     int *ranks = dm_malloc((size_t)R * sizeof *ranks, err);
     coll_obs *grown = dm_realloc(*obs, ((size_t)*n + (size_t)t->n + 1) * sizeof *grown, err);
     if (grown) *obs = grown;
     if (!iv || !iv_off || !ranks || !grown) goto out;
-    for (int r = 0; r < R; r++) { /* per rank, the union of its compute ops' intervals */
-        iv_off[r] = n_iv;
-        int first = n_iv;
-        for (int i = 0; i < t->n; i++) {
-            const dm_trace_event *e = &t->ev[i];
-            if (e->rank == r && e->stream == DM_STREAM_COMPUTE && e->dur_us > 0) {
-                iv[2 * n_iv] = e->ts_us;
-                iv[2 * n_iv + 1] = e->ts_us + e->dur_us;
-                n_iv++;
-            }
-        }
-        n_iv = first + merge_iv(iv + 2 * first, n_iv - first);
-    }
-    iv_off[R] = n_iv;
+    rank_intervals(t, R, 0, iv, iv_off); /* per rank, the union of its compute ops' intervals */
     for (int i = 0; i < t->n; i++) {
         const dm_trace_event *e = &t->ev[i];
         if (!dm_op_is_collective(e->kind) || e->bytes < min_bytes || !(e->dur_us > 0) || e->rank < 0 || e->rank >= R)
