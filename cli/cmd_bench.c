@@ -546,10 +546,7 @@ static int bench_kernels(int argc, char **argv)
             goto usage;
         }
     }
-    if (optind < argc) {
-        opt_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-        goto usage;
-    }
+    if (opt_no_operands(cmd, argc, argv)) goto usage;
     if (shapes.n == 0) { /* the goal shapes (PyTorch column of the comparison) */
         static const int64_t goal[][2] = {{128, 128}, {1024, 1024}, {256, 1536}, {8960, 1536}, {3584, 3584},
                                           {18944, 3584}, {8192, 8192}, {29568, 8192}};

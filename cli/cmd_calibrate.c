@@ -105,14 +105,10 @@ int cmd_calibrate(int argc, char **argv)
             n_program++;
             break;
         case 'h': usage(stdout); return 0;
-        case ':': opt_usage_error(CMD, "option '%s' needs an argument", argv[optind - 1]); return 2;
-        default: opt_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); return 2;
+        default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
         }
     }
-    if (optind < argc) {
-        opt_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
+    if (opt_no_operands(CMD, argc, argv)) return 2;
     if (n_program && !kernels) {
         opt_usage_error(CMD, "--program needs --kernels (the table its NS ops are fitted against)");
         return 2;

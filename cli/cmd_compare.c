@@ -60,8 +60,7 @@ int cmd_compare(int argc, char **argv)
             if (opt_parse_double(CMD, "--max-error", optarg, 0, 1e6, &max_err)) return 2;
             break;
         case 'h': usage(stdout); return 0;
-        case ':': opt_usage_error(CMD, "option '%s' needs an argument", argv[optind - 1]); return 2;
-        default: opt_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); return 2;
+        default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
         }
     }
     if (argc - optind != 2) {

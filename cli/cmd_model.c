@@ -40,10 +40,7 @@ int cmd_models(int argc, char **argv)
         default: opt_usage_error("models", "unknown option '%s'", argv[optind - 1]); return 2;
         }
     }
-    if (optind < argc) {
-        opt_usage_error("models", "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
+    if (opt_no_operands("models", argc, argv)) return 2;
     const char *dir = dm_model_dir();
     if (!dir) {
         fprintf(stderr, "dmuon models: no models folder found (set DMUON_MODELS)\n");

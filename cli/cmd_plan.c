@@ -148,10 +148,7 @@ int cmd_plan(int argc, char **argv)
         default: opt_usage_error("plan", "unknown option '%s'", argv[optind - 1]); return 2;
         }
     }
-    if (optind < argc) {
-        opt_usage_error("plan", "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
+    if (opt_no_operands("plan", argc, argv)) return 2;
     dm_err err;
     if (roof_path) {
         const dm_gpu *gpu = dm_gpu_find(gpu_name);

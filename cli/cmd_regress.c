@@ -754,14 +754,10 @@ int cmd_regress(int argc, char **argv)
         case O_STRICT: strict = 1; break;
         case O_CSV: csv_path = optarg; break;
         case 'h': usage(stdout); return 0;
-        case ':': opt_usage_error(CMD, "option '%s' needs an argument", argv[optind - 1]); return 2;
-        default: opt_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); return 2;
+        default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
         }
     }
-    if (optind < argc) {
-        opt_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
+    if (opt_no_operands(CMD, argc, argv)) return 2;
     if (!so.reps) so.reps = so.quick ? 7 : 5;
     so.min_sample_s = so.quick ? 0.1 : 0.25;
     const char *slow = getenv("DM_TEST_SLOWDOWN");

@@ -232,8 +232,8 @@ static int common_opt(const char *cmd, int c, char **argv, common_args *a, sched
         if (coll_algo_parse(optarg, &o->algo) == 0) return 1;
         opt_usage_error(cmd, "--algo: expected auto, ring or tree, found '%s'", optarg);
         return -1;
-    case ':': opt_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]); return -1;
-    case '?': opt_usage_error(cmd, "unknown option '%s'", argv[optind - 1]); return -1;
+    case ':':
+    case '?': opt_getopt_error(cmd, c, argv); return -1;
     }
     return 0;
 }
@@ -295,10 +295,7 @@ int cmd_sim(int argc, char **argv)
         default: sim_help(); return 0; /* -h, --help */
         }
     }
-    if (optind < argc) {
-        opt_usage_error("sim", "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
+    if (opt_no_operands("sim", argc, argv)) return 2;
     if (!program && (!ca.model || !gpus)) {
         opt_usage_error("sim", "expected --model and --gpus (or --program)");
         return 2;
@@ -561,10 +558,7 @@ int cmd_scale(int argc, char **argv)
         default: scale_help(); return 0; /* -h, --help */
         }
     }
-    if (optind < argc) {
-        opt_usage_error("scale", "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
+    if (opt_no_operands("scale", argc, argv)) return 2;
     /* Strategies: validated through the scheduler's own parser; adamw first as the baseline. */
     char *names[MAX_STRATS + 1];
     sched_opts sopt[MAX_STRATS + 1];

@@ -436,14 +436,10 @@ int cmd_validate(int argc, char **argv)
         case O_DRY: dry = 1; break;
         case O_REPLAY: replay_csv = optarg; break;
         case 'h': usage(stdout); return 0;
-        case ':': opt_usage_error(CMD, "option '%s' needs an argument", argv[optind - 1]); return 2;
-        default: opt_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); return 2;
+        default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
         }
     }
-    if (optind < argc) {
-        opt_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
+    if (opt_no_operands(CMD, argc, argv)) return 2;
     char *models[MAX_LIST], *strats[MAX_LIST], *ovls[MAX_LIST];
     int n_models = split(models_s, models, MAX_LIST), n_strats = split(strats_s, strats, MAX_LIST),
         n_ovls = split(ovl_s, ovls, MAX_LIST);

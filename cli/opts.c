@@ -1,4 +1,5 @@
-/* opts.c: range-checked number parsing for the command line (see opts.h). */
+/* opts.c: range-checked number parsing and the usage errors of option parsing for the command
+ * line (see opts.h). */
 #include "opts.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h> /* optind */
 
 void opt_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -17,6 +19,20 @@ void opt_usage_error(const char *cmd, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, " (try 'dmuon%s%s --help')\n", cmd && *cmd ? " " : "", cmd ? cmd : "");
+}
+
+int opt_getopt_error(const char *cmd, int c, char **argv)
+{
+    if (c == ':') opt_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]);
+    else opt_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+    return 2;
+}
+
+int opt_no_operands(const char *cmd, int argc, char **argv)
+{
+    if (optind >= argc) return 0;
+    opt_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    return 2;
 }
 
 int opt_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
