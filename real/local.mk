@@ -17,7 +17,7 @@ tests_test_real_bench_SOURCES = tests/test_real_bench.c tests/tap.h real/real_be
 tests_test_real_bench_LDADD = $(DM_LDADD)
 TESTS += tests/real_cpu.sh
 endif
-EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh real/README.md real/run_device.sh real/runs/h200x2-1/README.md real/runs/h200x2-2/README.md
+EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json real/README.md real/run_device.sh real/runs/h200x2-1/README.md real/runs/h200x2-2/README.md
 # The GPU backend: its C part in libdmuon.a, its kernels (nvcc) in libdmuon_cuda.a.
 if HAVE_CUDA
 if HAVE_NCCL

@@ -40,20 +40,9 @@ fi
 cat "$O/env.log"
 mode=${1:-all}
 run2() { timeout "$1" $MPIRUN -np 2 --bind-to none "${@:2}"; }
-cat > /tmp/tiny.json <<'JSON'
-{"format": "dmuon-model-1", "name": "tiny", "source": "run_device.sh",
- "stacks": [{"name": "embed", "layers": 1}, {"name": "layers", "layers": 3}],
- "tensors": [
-  {"name": "embed.weight", "shape": [512, 128], "count": 1, "stack": "embed", "role": "adamw"},
-  {"name": "layers.*.q.weight", "shape": [128, 128], "count": 3, "stack": "layers", "role": "muon"},
-  {"name": "layers.*.up.weight", "shape": [384, 128], "count": 3, "stack": "layers", "role": "muon"},
-  {"name": "layers.*.down.weight", "shape": [128, 384], "count": 3, "stack": "layers", "role": "muon"},
-  {"name": "layers.*.norm.weight", "shape": [128], "count": 3, "stack": "layers", "role": "adamw"}
- ]}
-JSON
 tiny() { # STRATEGY [ARGS]
   echo "== tiny $*" >> "$O/tiny.log"
-  run2 30 $D/dmuon run --backend gpu --model /tmp/tiny.json --tokens 256 --steps 4 --timeout 20 --strategy "$@" \
+  run2 30 $D/dmuon run --backend gpu --model $PWD/tests/data/tiny_gpu.json --tokens 256 --steps 4 --timeout 20 --strategy "$@" \
     >> "$O/tiny.log" 2>&1
   local rc=$?
   echo "exit $rc" >> "$O/tiny.log"

@@ -23,18 +23,8 @@ if [ "${ngpu:-0}" -lt 1 ]; then echo "1..0 # SKIP no GPU"; exit 0; fi
 np=$([ "$ngpu" -ge 2 ] && echo 2 || echo 1)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cat >"$tmp/tiny.json" <<'JSON'
-{"format": "dmuon-model-1", "name": "tiny", "source": "real_gpu.sh",
- "stacks": [{"name": "embed", "layers": 1}, {"name": "layers", "layers": 3}],
- "tensors": [
-  {"name": "embed.weight", "shape": [512, 128], "count": 1, "stack": "embed", "role": "adamw"},
-  {"name": "layers.*.q.weight", "shape": [128, 128], "count": 3, "stack": "layers", "role": "muon"},
-  {"name": "layers.*.up.weight", "shape": [384, 128], "count": 3, "stack": "layers", "role": "muon"},
-  {"name": "layers.*.down.weight", "shape": [128, 384], "count": 3, "stack": "layers", "role": "muon"},
-  {"name": "layers.*.norm.weight", "shape": [128], "count": 3, "stack": "layers", "role": "adamw"}
- ]}
-JSON
-R="$DMUON run --backend gpu --model $tmp/tiny.json --tokens 256 --steps 4 --timeout 30"
+tiny=$DM_SRCDIR/tests/data/tiny_gpu.json
+R="$DMUON run --backend gpu --model $tiny --tokens 256 --steps 4 --timeout 30"
 for s in dmuon muon-ddp muon-fsdp muon-rr adamw; do
     sw=""
     case $s in dmuon | muon-fsdp) sw="--save-weights $tmp/$s.w" ;; esac
@@ -84,7 +74,7 @@ if [ "$np" -ge 2 ]; then
     like "gpu: ... and nothing changed (parameters of the 4-step run, bit for bit)" "$out" \
         "largest relative Frobenius error 0 (every matrix bit-identical)"
     # muon-fsdp: 2 GPUs against 1 GPU over the same 512 tokens (bf16 sums in another order)
-    out=$("$MPIRUN" -np 1 --bind-to none $DMUON run --backend gpu --model $tmp/tiny.json --tokens 512 --steps 4 \
+    out=$("$MPIRUN" -np 1 --bind-to none $DMUON run --backend gpu --model $tiny --tokens 512 --steps 4 \
         --timeout 30 --strategy muon-fsdp --check-weights "$tmp/muon-fsdp.w" 2>&1)
     e=$(err_of "$out")
     is "gpu: muon-fsdp parameters on 2 GPUs equal the 1-GPU run's within 3e-2 (bf16; got $e)" \
