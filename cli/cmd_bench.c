@@ -365,12 +365,13 @@ static void report_cand(void *ctx, const at_key *k, const at_result *r, int reje
     bench *B = ctx;
     if (!B->verbose) return;
     if (rejected)
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d REJECTED: %s (gate rel %.3g)\n", k->m,
-               k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic, why, r->gate_rel);
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s REJECTED: %s (gate rel %.3g)\n", k->m,
+               k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
+               r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
     else
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d median %.1f us min %.1f max %.1f gate rel %.3g\n",
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
                k->m, k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
-               r->median_us, r->min_us, r->max_us, r->gate_rel);
+               r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us, r->max_us, r->gate_rel);
 }
 
 /* Per-step times of the winning variant (stdout, '#' lines). */
@@ -379,12 +380,10 @@ static int profile_plan(bench *B, int64_t m, int64_t n, int batch, ns_algo algo,
 {
     ns_config cfg;
     ns_plan *p = NULL;
-    ns_config_default(&cfg, algo);
-    cfg.sym_blocks = r->sym_blocks;
-    cfg.sym_blocks_mm = r->sym_blocks_mm;
-    cfg.heuristic = r->heuristic;
-    int rc = ns_plan_create(m, n, batch, NS_BF16, &cfg, &p, err) ||
-             ns_fill_random(ns_plan_input(p), NS_BF16, m * n * batch, 99, 1.f, B->s, err) ||
+    at_result_config(r, algo, &cfg);
+    /* as the autotuner timed it: input and output in the iteration dtype */
+    int rc = ns_plan_create(m, n, batch, cfg.work, &cfg, &p, err) ||
+             ns_fill_random(ns_plan_input(p), cfg.work, m * n * batch, 99, 1.f, B->s, err) ||
              ns_plan_run(p, B->s, 0, err) || ns_plan_profile(p, B->s, stdout, err);
     ns_plan_destroy(p);
     return rc ? -1 : 0;
@@ -408,6 +407,8 @@ static void usage_kernels(FILE *f)
             "  --sym-blocks LIST  block counts tried for symmetric products (default 1,2,4,8)\n"
             "  --heuristics LIST  cuBLASLt heuristic indices tried (default 0)\n"
             "  --heuristics-max-elems N  indices > 0 only when m*n*batch <= N (default 16M)\n"
+            "  --no-gemm-tune     skip the last stage: each GEMM of the winner timed over\n"
+            "                     cuBLASLt's heuristic list (kept when the whole plan is faster)\n"
             "  --min-block N      smallest leaf (rows) of the symmetric scheme tried (default 256)\n"
             "  --out CSV          write the cost table here (atomically; default: none)\n"
             "  --cache FILE       autotune cache (default: none); --retune ignores cached results\n"
@@ -430,7 +431,7 @@ static int bench_kernels(int argc, char **argv)
 {
     enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE,
            O_RETUNE, O_WARMUP, O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE,
-           O_MINBLOCK, O_HEURMAX };
+           O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE };
     static const struct option lo[] = {
         {"shapes", required_argument, 0, O_SHAPES}, {"model", required_argument, 0, O_MODEL},
         {"batches", required_argument, 0, O_BATCHES}, {"batch-max-elems", required_argument, 0, O_BMAX},
@@ -442,6 +443,7 @@ static int bench_kernels(int argc, char **argv)
         {"no-graph", no_argument, 0, O_NOGRAPH}, {"verbose", no_argument, 0, O_VERBOSE},
         {"profile", no_argument, 0, O_PROFILE}, {"min-block", required_argument, 0, O_MINBLOCK},
         {"heuristics-max-elems", required_argument, 0, O_HEURMAX},
+        {"no-gemm-tune", no_argument, 0, O_NOGEMMTUNE},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "bench kernels";
     shape_list shapes = {0};
@@ -529,6 +531,7 @@ static int bench_kernels(int argc, char **argv)
         case O_NOGRAPH: ao.use_graph = 0; break;
         case O_VERBOSE: B.verbose = 1; break;
         case O_PROFILE: profile = 1; break;
+        case O_NOGEMMTUNE: ao.tune_gemms = 0; break;
         case O_MINBLOCK:
             if (opt_parse_long(cmd, "--min-block", optarg, 8, 1 << 20, &v)) goto usage;
             ao.min_block = v;

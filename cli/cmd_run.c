@@ -77,7 +77,7 @@ static void usage(FILE *f)
         "  --check-weights FILE  after the last step, print the largest relative Frobenius error\n"
         "                     of the parameters against FILE (of --save-weights)\n"
         "  --autotune FILE    GPU: NS plan block counts from the kernels' autotune cache\n"
-        "                     (default traces/kernels/run5/autotune.tsv of the source tree, if\n"
+        "                     (default traces/kernels/autotune_h200.tsv of the source tree, if\n"
         "                     there; '' for none)\n"
         "  -h, --help         this help\n\n",
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
@@ -464,7 +464,7 @@ int cmd_run(int argc, char **argv)
     ro.tokens = so.tokens;
     static char tune_default[1024];
     if (!ro.autotune_path) {
-        snprintf(tune_default, sizeof tune_default, "%s/traces/kernels/run5/autotune.tsv", DM_SRCDIR);
+        snprintf(tune_default, sizeof tune_default, "%s/traces/kernels/autotune_h200.tsv", DM_SRCDIR);
         if (access(tune_default, R_OK) == 0) ro.autotune_path = tune_default;
     }
     ns_coeffs coeffs;

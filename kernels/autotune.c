@@ -40,8 +40,9 @@ static void gpu_name_clean(char *dst, size_t cap, const char *src)
 }
 
 /* Fields: gpu cuda cublaslt m n batch algo dtype sym_blocks sym_blocks_mm heuristic median_us
- * min_us max_us gate_rel flops_nominal flops_executed (17, tab-separated). */
-#define AT_FIELDS 17
+ * min_us max_us gate_rel flops_nominal flops_executed gemm_picks (18, tab-separated; "-" for no
+ * picks). Lines of 17 fields (written before the per-GEMM picks existed) read as no picks. */
+#define AT_FIELDS 18
 static int parse_line(const char *path, int line, char *s, at_entry *e, dm_err *err)
 {
     char *f[AT_FIELDS + 1];
@@ -53,13 +54,20 @@ static int parse_line(const char *path, int line, char *s, at_entry *e, dm_err *
         *t = 0;
         p = t + 1;
     }
-    if (nf != AT_FIELDS)
-        return dm_err_set(err, "%s:%d:1: expected %d tab-separated fields, got %d", path, line,
-                          AT_FIELDS, nf);
+    if (nf != AT_FIELDS && nf != AT_FIELDS - 1)
+        return dm_err_set(err, "%s:%d:1: expected %d (or %d) tab-separated fields, got %d", path, line,
+                          AT_FIELDS, AT_FIELDS - 1, nf);
     memset(e, 0, sizeof *e);
+    if (nf == AT_FIELDS && strcmp(f[17], "-")) {
+        size_t len = strlen(f[17]);
+        if (len > NS_MAX_PICKS || strspn(f[17], "0123456789abcdef") != len)
+            return dm_err_set(err, "%s:%d:%d: expected '-' or up to %d hex digits (per-GEMM picks), got '%s'",
+                              path, line, (int)(f[17] - s) + 1, NS_MAX_PICKS, f[17]);
+        memcpy(e->r.gemm_picks, f[17], len + 1);
+    }
     gpu_name_clean(e->gpu, sizeof e->gpu, f[0]);
     double v[AT_FIELDS];
-    for (int i = 1; i < AT_FIELDS; i++) {
+    for (int i = 1; i < AT_FIELDS - 1; i++) {
         char *end;
         if (i == 6 || i == 7) continue; /* algo, dtype names */
         errno = 0;
@@ -174,10 +182,17 @@ int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, ns_a
     at_key k = {rows < cols ? rows : cols, rows < cols ? cols : rows, batch, algo, cfg->work};
     at_result r;
     if (!c || !at_cache_lookup(c, &k, &r)) return 0;
-    cfg->sym_blocks = r.sym_blocks;
-    cfg->sym_blocks_mm = r.sym_blocks_mm;
-    cfg->heuristic = r.heuristic;
+    at_result_config(&r, algo, cfg);
     return 1;
+}
+
+void at_result_config(const at_result *r, ns_algo algo, ns_config *cfg)
+{
+    ns_config_default(cfg, algo);
+    cfg->sym_blocks = r->sym_blocks;
+    cfg->sym_blocks_mm = r->sym_blocks_mm;
+    cfg->heuristic = r->heuristic;
+    snprintf(cfg->gemm_picks, sizeof cfg->gemm_picks, "%s", r->gemm_picks);
 }
 
 int at_cache_store(at_cache *c, const at_key *k, const at_result *r, dm_err *err)
@@ -208,13 +223,14 @@ int at_cache_save(at_cache *c, dm_err *err)
     if (!o) return -1;
     FILE *f = dm_out_file(o);
     fprintf(f, AT_MAGIC "\n# gpu\tcuda\tcublaslt\tm\tn\tbatch\talgo\tdtype\tsym_blocks\tsym_blocks_mm\theuristic"
-               "\tmedian_us\tmin_us\tmax_us\tgate_rel\tflops_nominal\tflops_executed\n");
+               "\tmedian_us\tmin_us\tmax_us\tgate_rel\tflops_nominal\tflops_executed\tgemm_picks\n");
     for (int i = 0; i < c->n; i++) {
         const at_entry *e = &c->e[i];
-        fprintf(f, "%s\t%d\t%ld\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3g\t%.6g\t%.6g\n",
+        fprintf(f, "%s\t%d\t%ld\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3g\t%.6g\t%.6g\t%s\n",
                 e->gpu, e->cuda, e->cublaslt, e->k.m, e->k.n, e->k.batch, ns_algo_name(e->k.algo),
                 ns_dtype_name(e->k.dtype), e->r.sym_blocks, e->r.sym_blocks_mm, e->r.heuristic, e->r.median_us,
-                e->r.min_us, e->r.max_us, e->r.gate_rel, e->r.flops_nominal, e->r.flops_executed);
+                e->r.min_us, e->r.max_us, e->r.gate_rel, e->r.flops_nominal, e->r.flops_executed,
+                e->r.gemm_picks[0] ? e->r.gemm_picks : "-");
     }
     return dm_out_commit(o, err);
 }
@@ -242,6 +258,7 @@ void at_options_default(at_options *o)
     o->use_graph = 1;
     o->min_block = 256;
     o->heur_max_elems = INT64_C(1) << 24;
+    o->tune_gemms = 1;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -286,6 +303,7 @@ static int tune_one(int64_t m, int64_t n, int batch, const ns_config *cfg, const
     r.sym_blocks = cfg->sym_blocks;
     r.sym_blocks_mm = cfg->sym_blocks_mm;
     r.heuristic = cfg->heuristic;
+    snprintf(r.gemm_picks, sizeof r.gemm_picks, "%s", cfg->gemm_picks);
     /* input and output in the iteration dtype (bf16 direct, fp16 Gram: the executor feeds a
      * Gram plan fp16 from the momentum kernel and reads fp16 in the apply kernel); the gate
      * compares in bf16, converting outside the timed runs */
@@ -383,6 +401,19 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_a
                 best_mm = results[a].sym_blocks_mm;
                 best_h = results[a].heuristic;
             }
+        }
+        if (o->tune_gemms && results[a].median_us >= 0) {
+            /* the winner's GEMMs one by one; the tuned plan must then pass the gate and beat
+             * the winner as a whole */
+            ns_config cfg;
+            at_result_config(&results[a], algos[a], &cfg);
+            if (ns_plan_create(m, n, batch, cfg.work, &cfg, &p, err) || ns_plan_tune_gemms(p, s, err)) goto out;
+            ns_plan_config(p, &cfg);
+            ns_plan_destroy(p);
+            p = NULL;
+            if (strcmp(cfg.gemm_picks, results[a].gemm_picks) &&
+                tune_one(m, n, batch, &cfg, o, seed, s, ref, scratch, t, &results[a], report, report_ctx, err))
+                goto out;
         }
     }
     rc = 0;

@@ -4,7 +4,8 @@
  * Candidates: for each algorithm asked for (direct in bf16, Gram in fp16), a coordinate search:
  * the block count of X X^T (1 = a full cuBLAS GEMM, k = the recursive lower-block scheme of
  * ns_cuda.h), then that of the m x m products, then (small problems only) cuBLASLt heuristic
- * indices other than the first. A plan's input and output are in its iteration dtype (bf16 for
+ * indices other than the first; last, the winner's GEMMs one by one over cuBLASLt's heuristic
+ * list (ns_plan_tune_gemms), kept when the whole plan is then faster. A plan's input and output are in its iteration dtype (bf16 for
  * direct, fp16 for Gram). Each is timed with CUDA events on graph replays after warm-up (median of `reps`),
  * on random input (never zeros). The correctness gate runs every candidate once on the same
  * input with a poisoned output and rejects it when its output has a non-finite value or
@@ -36,6 +37,7 @@ typedef struct at_result {
     int sym_blocks;    /* X X^T */
     int sym_blocks_mm; /* the m x m products */
     int heuristic;
+    char gemm_picks[NS_MAX_PICKS + 1]; /* per-GEMM heuristic picks (ns_config), "" = none */
     double median_us, min_us, max_us;
     double gate_rel; /* relative difference to the reference variant (0 for the reference) */
     double flops_nominal, flops_executed;
@@ -56,9 +58,11 @@ void at_cache_close(at_cache *c);            /* NULL ok; does not save */
  * ns_config_default, with the block counts and heuristic the cache holds for this GPU when it
  * has them. Returns 1 when tuned values were found, 0 for plain defaults. (The tuned times
  * were measured with the plan's input and output in cfg->work: bf16 direct, fp16 Gram.) A
- * committed cache for the H200: traces/kernels/run5/autotune.tsv. */
+ * committed cache for the H200: traces/kernels/autotune_h200.tsv. */
 int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, ns_algo algo,
                   ns_config *cfg);
+/* The plan configuration a tuning result stands for (defaults of algo, then r's choices). */
+void at_result_config(const at_result *r, ns_algo algo, ns_config *cfg);
 
 typedef struct at_options {
     int sym_blocks[8];
@@ -70,9 +74,11 @@ typedef struct at_options {
     int64_t min_block; /* skip block counts whose blocks would be smaller than this (rows) */
     int64_t heur_max_elems; /* heuristic indices > 0 only when m*n*batch <= this (small
                                problems, where cuBLASLt's first choice often underfills) */
+    int tune_gemms;         /* 1: the per-GEMM pick stage (ns_plan_tune_gemms) */
 } at_options;
 
-/* sym {1,2,4,8}, heuristics {0}, 3 warm-up, 20 reps, min_block 256, heur_max_elems 16M */
+/* sym {1,2,4,8}, heuristics {0}, 3 warm-up, 20 reps, min_block 256, heur_max_elems 16M,
+ * tune_gemms 1 */
 void at_options_default(at_options *o);
 
 /* Per-candidate report, for logs: called once per candidate timed (or rejected, with

@@ -34,6 +34,7 @@ extern "C" void ns_config_default(ns_config *cfg, ns_algo algo)
     cfg->heuristic = 0;
     ns_coeffs_polar_express(&cfg->coeffs, NS_PE_SAFETY_DEFAULT, NULL);
     cfg->norm_eps = 1e-7;
+    cfg->norm_fold = 1;
 }
 
 extern "C" int ns_device_query(ns_device_info *info, dm_err *err)
@@ -77,8 +78,26 @@ typedef struct step {
     int batch, nblk;
     float *partial;
     float f;
+    const float *alpha_dev, *beta_dev; /* ST_GEMM: device scalars instead of alpha/beta */
+    unsigned *cnt;                     /* ST_SUMSQ with scal: the block counter */
+    float *scal;                       /* ST_SUMSQ: the scalars it leaves (NULL: partials only) */
+    int sig;       /* ST_GEMM: index of its distinct GEMM in seq.sigs */
     char desc[80]; /* for profiles */
 } step;
+
+/* What makes two GEMMs the same problem for cuBLASLt's heuristic (pointers aside): steps with
+ * equal keys share one heuristic list and one pick. Compared bytewise (memset first). */
+typedef struct gemm_key {
+    int64_t M, N, K, lda, ldb, ldc, ldd, sa, sb, sc, sd;
+    int32_t ta, tb, batch, dt, has_c, dev_scal;
+    uint32_t al[4];
+} gemm_key;
+
+typedef struct gemm_sig {
+    gemm_key key;
+    int nres, pick;
+    cublasLtMatmulAlgo_t algo[NS_MAX_HEUR];
+} gemm_sig;
 
 /* A sequence of steps with its cuBLASLt handle and workspace (shared by plans and products). */
 typedef struct seq {
@@ -86,8 +105,13 @@ typedef struct seq {
     void *ws;
     size_t ws_bytes;
     int heuristic;
+    char picks[NS_MAX_PICKS + 1]; /* per sig: heuristic index (hex digit), as ns_config */
     step *steps;
     int n, cap;
+    gemm_sig *sigs;
+    int n_sigs, cap_sigs;
+    const float *scal_alpha, *scal_beta; /* while set, GEMMs emitted take alpha and beta from
+                                            these device scalars */
     int n_gemms, n_kernels;
     double flops_exec, flops_full, flops_nominal;
     cudaGraph_t graph;
@@ -96,10 +120,11 @@ typedef struct seq {
 
 #define WS_BYTES (32u << 20)
 
-static int seq_init(seq *q, int heuristic, dm_err *err)
+static int seq_init(seq *q, int heuristic, const char *picks, dm_err *err)
 {
     memset(q, 0, sizeof *q);
     q->heuristic = heuristic;
+    if (picks) snprintf(q->picks, sizeof q->picks, "%s", picks);
     q->ws_bytes = WS_BYTES;
     NS_LT(cublasLtCreate(&q->lt));
     NS_CUDA(cudaMalloc(&q->ws, q->ws_bytes));
@@ -118,6 +143,7 @@ static void seq_free(seq *q)
         cublasLtMatrixLayoutDestroy(t->ld);
     }
     free(q->steps);
+    free(q->sigs);
     if (q->exec) cudaGraphExecDestroy(q->exec);
     if (q->graph) cudaGraphDestroy(q->graph);
     if (q->ws) cudaFree(q->ws);
@@ -184,6 +210,12 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
     NS_LT(cublasLtMatmulDescCreate(&t->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     NS_LT(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_TRANSA, &g->ta, sizeof g->ta));
     NS_LT(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_TRANSB, &g->tb, sizeof g->tb));
+    if (q->scal_alpha) {
+        cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+        NS_LT(cublasLtMatmulDescSetAttribute(t->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm));
+        t->alpha_dev = q->scal_alpha;
+        t->beta_dev = q->scal_beta;
+    }
     int64_t ar = g->ta == CUBLAS_OP_N ? g->M : g->K, ac = g->ta == CUBLAS_OP_N ? g->K : g->M;
     int64_t br = g->tb == CUBLAS_OP_N ? g->K : g->N, bc = g->tb == CUBLAS_OP_N ? g->N : g->K;
     if (layout(&t->la, ct, ar, ac, g->lda, batch, g->sa, err) ||
@@ -191,8 +223,6 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
         layout(&t->lc, ct, g->M, g->N, g->ldc, batch, g->sc, err) ||
         layout(&t->ld, ct, g->M, g->N, g->ldd, batch, g->sd, err))
         return -1;
-    cublasLtMatmulPreference_t pref;
-    NS_LT(cublasLtMatmulPreferenceCreate(&pref));
     size_t es = ns_dtype_size(dt);
     uint32_t al[4] = {ptr_align(g->a), ptr_align(g->b), ptr_align(g->c ? g->c : g->d), ptr_align(g->d)};
     if (batch > 1) { /* every batch entry's pointer must meet the alignment too */
@@ -202,32 +232,65 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
             if (sa < al[i]) al[i] = sa;
         }
     }
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &q->ws_bytes, sizeof q->ws_bytes);
-    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
-        st = cublasLtMatmulPreferenceSetAttribute(
-            pref, (cublasLtMatmulPreferenceAttributes_t)(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i),
-            &al[i], sizeof al[i]);
-    cublasLtMatmulHeuristicResult_t res[8];
-    int nres = 0;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(q->lt, t->op, t->la, t->lb, t->lc, t->ld, pref, 8, res, &nres);
-    cublasLtMatmulPreferenceDestroy(pref);
-    NS_LT(st);
-    if (nres < 1)
-        return dm_err_set(err, "cuBLASLt has no algorithm for %lldx%lldx%lld %s", (long long)g->M,
-                          (long long)g->N, (long long)g->K, ns_dtype_name(dt));
-    int h = q->heuristic < nres ? q->heuristic : nres - 1;
+    gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.M = g->M, key.N = g->N, key.K = g->K, key.lda = g->lda, key.ldb = g->ldb, key.ldc = g->ldc;
+    key.ldd = g->ldd, key.sa = g->sa, key.sb = g->sb, key.sc = g->sc, key.sd = g->sd;
+    key.ta = (int32_t)g->ta, key.tb = (int32_t)g->tb, key.batch = batch, key.dt = (int32_t)dt;
+    key.has_c = g->c && (g->beta != 0.f || q->scal_alpha);
+    key.dev_scal = q->scal_alpha != NULL;
+    memcpy(key.al, al, sizeof al);
+    int si = 0;
+    while (si < q->n_sigs && memcmp(&q->sigs[si].key, &key, sizeof key)) si++;
+    if (si == q->n_sigs) { /* a GEMM not seen before in this sequence: ask the heuristic */
+        if (q->n_sigs == q->cap_sigs) {
+            int nc = q->cap_sigs ? 2 * q->cap_sigs : 16;
+            gemm_sig *ns = (gemm_sig *)dm_realloc(q->sigs, sizeof(gemm_sig) * (size_t)nc, err);
+            if (!ns) return -1;
+            q->sigs = ns;
+            q->cap_sigs = nc;
+        }
+        gemm_sig *sg = &q->sigs[q->n_sigs];
+        memset(sg, 0, sizeof *sg);
+        sg->key = key;
+        cublasLtMatmulPreference_t pref;
+        NS_LT(cublasLtMatmulPreferenceCreate(&pref));
+        cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &q->ws_bytes, sizeof q->ws_bytes);
+        for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+            st = cublasLtMatmulPreferenceSetAttribute(
+                pref, (cublasLtMatmulPreferenceAttributes_t)(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i),
+                &al[i], sizeof al[i]);
+        cublasLtMatmulHeuristicResult_t res[NS_MAX_HEUR];
+        int nres = 0;
+        if (st == CUBLAS_STATUS_SUCCESS)
+            st = cublasLtMatmulAlgoGetHeuristic(q->lt, t->op, t->la, t->lb, t->lc, t->ld, pref, NS_MAX_HEUR, res, &nres);
+        cublasLtMatmulPreferenceDestroy(pref);
+        NS_LT(st);
+        if (nres < 1)
+            return dm_err_set(err, "cuBLASLt has no algorithm for %lldx%lldx%lld %s", (long long)g->M,
+                              (long long)g->N, (long long)g->K, ns_dtype_name(dt));
+        sg->nres = nres;
+        for (int i = 0; i < nres; i++) sg->algo[i] = res[i].algo;
+        int h = q->heuristic;
+        int c = si < (int)strlen(q->picks) ? q->picks[si] : 0;
+        if (c >= '0' && c <= '9') h = c - '0';
+        else if (c >= 'a' && c <= 'f') h = c - 'a' + 10;
+        sg->pick = h < nres ? h : nres - 1;
+        q->n_sigs++;
+    }
+    t->sig = si;
     snprintf(t->desc, sizeof t->desc, "gemm %c%c %lldx%lldx%lld x%d%s", g->ta == CUBLAS_OP_T ? 'T' : 'N',
              g->tb == CUBLAS_OP_T ? 'T' : 'N', (long long)g->M, (long long)g->N, (long long)g->K,
              batch, g->c && g->beta != 0.f ? " +C" : "");
-    t->algo = res[h].algo;
+    t->algo = q->sigs[si].algo[q->sigs[si].pick];
     t->a = g->a;
     t->b = g->b;
     t->c = g->c ? g->c : g->d;
     t->d = g->d;
     t->alpha = g->alpha;
     t->beta = g->c ? g->beta : 0.f;
+    if (t->alpha_dev && !g->c) t->c = t->d; /* beta from the device (zero there): C unread */
     q->flops_exec += 2.0 * (double)g->M * (double)g->N * (double)g->K * batch;
     return 0;
 }
@@ -239,11 +302,14 @@ static int seq_run_step(seq *q, int i, cudaStream_t s, dm_err *err)
         int rc = 0;
         switch (t->kind) {
         case ST_GEMM:
-            NS_LT(cublasLtMatmul(q->lt, t->op, &t->alpha, t->a, t->la, t->b, t->lb, &t->beta,
-                                 t->c, t->lc, t->d, t->ld, &t->algo, q->ws, q->ws_bytes, s));
+            NS_LT(cublasLtMatmul(q->lt, t->op, t->alpha_dev ? (const void *)t->alpha_dev : &t->alpha, t->a, t->la,
+                                 t->b, t->lb, t->beta_dev ? (const void *)t->beta_dev : &t->beta, t->c, t->lc,
+                                 t->d, t->ld, &t->algo, q->ws, q->ws_bytes, s));
             break;
         case ST_SUMSQ:
-            rc = nsk_sumsq_partial(t->x, t->dt_in, t->len, t->batch, t->partial, t->nblk, s, err);
+            rc = t->scal ? nsk_sumsq_scalars(t->x, t->dt_in, t->len, t->partial, t->nblk, t->cnt, t->scal,
+                                             t->f, t->alpha, s, err)
+                         : nsk_sumsq_partial(t->x, t->dt_in, t->len, t->batch, t->partial, t->nblk, s, err);
             break;
         case ST_NORMALIZE:
             rc = nsk_normalize(t->x, t->dt_in, t->y, t->dt_out, t->len, t->batch, t->partial,
@@ -516,6 +582,9 @@ struct ns_plan {
     void *xbuf[2];  /* work dtype, m x n per entry */
     void *sbuf[6];  /* work dtype, m x m per entry */
     float *partial;
+    float *scal;   /* folded normalization: {1/s^2, 0, 1/s, a0/s}, s = ||G|| + eps */
+    unsigned *cnt; /* its block counter */
+    int fold;      /* normalization folded into the first products */
     seq q;
 };
 
@@ -528,6 +597,8 @@ extern "C" void ns_plan_destroy(ns_plan *p)
     for (int i = 0; i < 2; i++) cudaFree(p->xbuf[i]);
     for (int i = 0; i < 6; i++) cudaFree(p->sbuf[i]);
     cudaFree(p->partial);
+    cudaFree(p->scal);
+    cudaFree(p->cnt);
     free(p);
 }
 
@@ -560,6 +631,35 @@ static int emit_normalize(ns_plan *p, void *dst, dm_err *err)
     return 0;
 }
 
+/* Folded normalization: the sum of squares of the input, leaving the device scalars (a0: the
+ * first iteration's a, for the direct plan's first apply). */
+static int emit_scalars(ns_plan *p, float a0, dm_err *err)
+{
+    int64_t per = p->g.m * p->g.n;
+    step *t = seq_push(&p->q, ST_SUMSQ, err);
+    if (!t) return -1;
+    t->x = p->in;
+    t->dt_in = p->io;
+    t->len = per;
+    t->batch = 1;
+    t->partial = p->partial;
+    t->nblk = nsk_norm_blocks(per);
+    t->cnt = p->cnt;
+    t->scal = p->scal;
+    t->f = (float)p->cfg.norm_eps;
+    t->alpha = a0;
+    return 0;
+}
+
+/* Emit GEMMs scaled by the device scalars scal[ia] (alpha) and scal[ib] (beta) until
+ * scal_off. */
+static void scal_on(ns_plan *p, int ia, int ib)
+{
+    p->q.scal_alpha = p->scal + ia;
+    p->q.scal_beta = p->scal + ib;
+}
+static void scal_off(ns_plan *p) { p->q.scal_alpha = p->q.scal_beta = NULL; }
+
 /* The last product writes straight into the output when the dtypes agree, else into a work
  * buffer followed by a conversion. */
 static int emit_finish(ns_plan *p, void *work_result, dm_err *err)
@@ -578,18 +678,26 @@ static int emit_finish(ns_plan *p, void *work_result, dm_err *err)
 static int build_direct(ns_plan *p, dm_err *err)
 {
     const geom *g = &p->g;
-    void *x = p->xbuf[0], *xn = p->xbuf[1], *A = p->sbuf[0], *B = p->sbuf[1];
-    if (emit_normalize(p, x, err)) return -1;
+    void *x = p->xbuf[0], *A = p->sbuf[0], *B = p->sbuf[1];
+    if (p->fold) {
+        x = p->in; /* G itself; the first syrk and apply scale by 1/||G|| */
+        if (emit_scalars(p, (float)p->cfg.coeffs.a[0], err)) return -1;
+    } else if (emit_normalize(p, x, err)) {
+        return -1;
+    }
     for (int it = 0; it < p->cfg.coeffs.n; it++) {
         float a = (float)p->cfg.coeffs.a[it], b = (float)p->cfg.coeffs.b[it],
               c = (float)p->cfg.coeffs.c[it];
-        int last = it == p->cfg.coeffs.n - 1;
-        void *dst = last && p->io == g->dt ? p->out : xn;
-        if (emit_syrk(&p->q, g, x, A, err) ||
-            emit_symm(&p->q, g, A, A, c, b, A, B, err) ||
-            emit_apply(&p->q, g, B, x, 1.f, a, x, dst, err))
-            return -1;
-        xn = x;
+        int last = it == p->cfg.coeffs.n - 1, raw = x == p->in;
+        void *dst = last && p->io == g->dt ? p->out : x == p->xbuf[0] ? p->xbuf[1] : p->xbuf[0];
+        if (raw) scal_on(p, 0, 1); /* A = (G G^T) / s^2 */
+        int rc = emit_syrk(&p->q, g, x, A, err);
+        scal_off(p);
+        if (rc || emit_symm(&p->q, g, A, A, c, b, A, B, err)) return -1;
+        if (raw) scal_on(p, 2, 3); /* X1 = (B G) / s + (a / s) G */
+        rc = emit_apply(&p->q, g, B, x, 1.f, a, x, dst, err);
+        scal_off(p);
+        if (rc) return -1;
         x = dst;
     }
     return emit_finish(p, x, err);
@@ -602,13 +710,25 @@ static int build_gram(ns_plan *p, dm_err *err)
     void *R = p->sbuf[0], *Rn = p->sbuf[1], *Z = p->sbuf[2], *RZ = p->sbuf[3], *Q = p->sbuf[4],
          *Qn = p->sbuf[5], *tmp;
     int have_q = 0, n_it = p->cfg.coeffs.n;
-    if (emit_normalize(p, x, err) || emit_syrk(&p->q, g, x, R, err)) return -1;
+    if (p->fold) {
+        x = p->in; /* G itself: R = G G^T / s^2, and Q G / s where Q is applied to it */
+        if (emit_scalars(p, 0.f, err)) return -1;
+        scal_on(p, 0, 1);
+    } else if (emit_normalize(p, x, err)) {
+        return -1;
+    }
+    int rc0 = emit_syrk(&p->q, g, x, R, err);
+    scal_off(p);
+    if (rc0) return -1;
     for (int it = 0; it < n_it; it++) {
         float a = (float)p->cfg.coeffs.a[it], b = (float)p->cfg.coeffs.b[it],
               c = (float)p->cfg.coeffs.c[it];
         if (it > 0 && (p->cfg.restarts >> it & 1u) && have_q) {
-            if (emit_apply(&p->q, g, Q, x, 1.f, 0.f, NULL, xn, err)) return -1;
-            tmp = x, x = xn, xn = tmp;
+            if (x == p->in) scal_on(p, 2, 1);
+            int rc = emit_apply(&p->q, g, Q, x, 1.f, 0.f, NULL, xn, err);
+            scal_off(p);
+            if (rc) return -1;
+            tmp = x, x = xn, xn = tmp == p->in ? p->xbuf[0] : tmp; /* never write the input */
             if (emit_syrk(&p->q, g, x, R, err)) return -1;
             have_q = 0;
         }
@@ -636,7 +756,10 @@ static int build_gram(ns_plan *p, dm_err *err)
         }
     }
     void *dst = p->io == g->dt ? p->out : xn;
-    if (emit_apply(&p->q, g, Q, x, 1.f, 0.f, NULL, dst, err)) return -1;
+    if (x == p->in) scal_on(p, 2, 1);
+    int rc = emit_apply(&p->q, g, Q, x, 1.f, 0.f, NULL, dst, err);
+    scal_off(p);
+    if (rc) return -1;
     return emit_finish(p, dst, err);
 }
 
@@ -676,13 +799,17 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io
     for (int i = 0; i < n_s && e == cudaSuccess; i++) e = cudaMalloc(&p->sbuf[i], es * w);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&p->partial, sizeof(float) * (size_t)nsk_norm_blocks(m * n) * batch);
+    p->fold = cfg->norm_fold && batch == 1 && io == cfg->work;
+    if (e == cudaSuccess && p->fold) e = cudaMalloc((void **)&p->scal, 4 * sizeof(float));
+    if (e == cudaSuccess && p->fold) e = cudaMalloc((void **)&p->cnt, sizeof(unsigned));
+    if (e == cudaSuccess && p->fold) e = cudaMemset(p->cnt, 0, sizeof(unsigned));
     if (e != cudaSuccess) {
         dm_err_set(err, "ns_plan_create %lldx%lld batch %d: cudaMalloc: %s", (long long)rows,
                    (long long)cols, batch, cudaGetErrorString(e));
         cudaGetLastError();
         goto fail;
     }
-    if (seq_init(&p->q, cfg->heuristic, err)) goto fail;
+    if (seq_init(&p->q, cfg->heuristic, cfg->gemm_picks, err)) goto fail;
     if ((cfg->algo == NS_ALGO_GRAM ? build_gram(p, err) : build_direct(p, err))) goto fail;
     *out = p;
     return 0;
@@ -694,6 +821,126 @@ fail:
 extern "C" int ns_plan_run(ns_plan *p, ns_stream s, int use_graph, dm_err *err)
 {
     return seq_run(&p->q, (cudaStream_t)s, use_graph, err);
+}
+
+/* Drop a captured graph (the steps changed). */
+static void seq_drop_graph(seq *q)
+{
+    if (q->exec) cudaGraphExecDestroy(q->exec);
+    if (q->graph) cudaGraphDestroy(q->graph);
+    q->exec = NULL;
+    q->graph = NULL;
+}
+
+/* Time step i alone: a graph of `reps` back-to-back launches, replayed once to warm up, then 3
+ * times between events; the best replay over reps, in us. Returns 1 (and no time) when the
+ * step cannot be captured or run with its current algorithm. */
+static int time_step(seq *q, int i, cudaStream_t s, int reps, double *us, dm_err *err)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    int rc = 1, ok = 1;
+    dm_err ignored;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) goto cuda_fail;
+    for (int r = 0; r < reps && ok; r++) ok = seq_run_step(q, i, s, &ignored) == 0;
+    if (cudaStreamEndCapture(s, &g) != cudaSuccess || !ok || !g ||
+        cudaGraphInstantiate(&ge, g, 0) != cudaSuccess || cudaGraphLaunch(ge, s) != cudaSuccess ||
+        cudaStreamSynchronize(s) != cudaSuccess) {
+        cudaGetLastError(); /* this algorithm does not run here: not a candidate */
+        goto out;
+    }
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) goto cuda_fail;
+    *us = -1;
+    for (int k = 0; k < 3; k++) {
+        float ms;
+        if (cudaEventRecord(e0, s) != cudaSuccess || cudaGraphLaunch(ge, s) != cudaSuccess ||
+            cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+            goto cuda_fail;
+        if (*us < 0 || ms * 1e3 / reps < *us) *us = ms * 1e3 / reps;
+    }
+    rc = 0;
+    goto out;
+cuda_fail:
+    rc = -1;
+    dm_err_set(err, "ns_plan_tune_gemms: %s", cudaGetErrorString(cudaGetLastError()));
+out:
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (ge) cudaGraphExecDestroy(ge);
+    if (g) cudaGraphDestroy(g);
+    return rc;
+}
+
+extern "C" int ns_plan_tune_gemms(ns_plan *p, ns_stream s_in, dm_err *err)
+{
+    seq *q = &p->q;
+    cudaStream_t s = (cudaStream_t)s_in;
+    cudaStream_t own = NULL;
+    if (!s) { /* capture needs a stream of our own */
+        NS_CUDA(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+        s = own;
+    }
+    int rc = -1;
+    seq_drop_graph(q);
+    /* buffers of finite values (the timed GEMMs read what earlier steps would have written) */
+    if (ns_fill_random(p->in, p->io, p->g.m * p->g.n * p->g.batch, 0x7e57u, 1.f, (ns_stream)s, err) ||
+        seq_run_steps(q, s, err))
+        goto out;
+    for (int si = 0; si < q->n_sigs; si++) {
+        gemm_sig *sg = &q->sigs[si];
+        int i0 = 0;
+        while (i0 < q->n && !(q->steps[i0].kind == ST_GEMM && q->steps[i0].sig == si)) i0++;
+        if (i0 == q->n || sg->nres < 2) continue;
+        step *t = &q->steps[i0];
+        /* launches per replay: about 1 ms of work, 1..64 */
+        double t0 = 0;
+        t->algo = sg->algo[0];
+        int r0 = time_step(q, i0, s, 2, &t0, err);
+        if (r0 < 0) goto out;
+        int reps = r0 == 0 && t0 > 0 ? (int)(1000.0 / t0) : 8;
+        reps = reps < 1 ? 1 : reps > 64 ? 64 : reps;
+        int best = sg->pick;
+        double best_us = -1;
+        for (int h = 0; h < sg->nres; h++) {
+            double us;
+            t->algo = sg->algo[h];
+            int r = time_step(q, i0, s, reps, &us, err);
+            if (r < 0) goto out;
+            if (r == 0 && (best_us < 0 || us < best_us)) best_us = us, best = h;
+        }
+        sg->pick = best;
+        for (int i = 0; i < q->n; i++)
+            if (q->steps[i].kind == ST_GEMM && q->steps[i].sig == si) q->steps[i].algo = sg->algo[best];
+    }
+    { /* the picks, as ns_config keeps them */
+        int np = q->n_sigs < NS_MAX_PICKS ? q->n_sigs : NS_MAX_PICKS;
+        for (int i = 0; i < np; i++) p->cfg.gemm_picks[i] = "0123456789abcdef"[q->sigs[i].pick & 15];
+        p->cfg.gemm_picks[np] = 0;
+        snprintf(q->picks, sizeof q->picks, "%s", p->cfg.gemm_picks);
+    }
+    if (cudaStreamSynchronize(s) != cudaSuccess) {
+        dm_err_set(err, "ns_plan_tune_gemms: %s", cudaGetErrorString(cudaGetLastError()));
+        goto out;
+    }
+    rc = 0;
+out:
+    if (own) cudaStreamDestroy(own);
+    return rc;
+}
+
+extern "C" void ns_plan_config(const ns_plan *p, ns_config *cfg) { *cfg = p->cfg; }
+
+extern "C" int ns_plan_poison_work(ns_plan *p, dm_err *err)
+{
+    size_t ex = (size_t)(p->g.m * p->g.n) * p->g.batch, es = (size_t)(p->g.m * p->g.m) * p->g.batch;
+    for (int i = 0; i < 2; i++)
+        if (p->xbuf[i] && ns_fill_poison(p->xbuf[i], p->g.dt, (int64_t)ex, NULL, err)) return -1;
+    for (int i = 0; i < 6; i++)
+        if (p->sbuf[i] && ns_fill_poison(p->sbuf[i], p->g.dt, (int64_t)es, NULL, err)) return -1;
+    NS_CUDA(cudaDeviceSynchronize());
+    return 0;
 }
 
 static const char *step_name(const step *t)
@@ -734,7 +981,11 @@ extern "C" int ns_plan_profile(ns_plan *p, ns_stream s, FILE *out, dm_err *err)
                 (long long)p->g.m, (long long)p->g.n, p->g.batch, ns_algo_name(p->cfg.algo),
                 ns_dtype_name(p->g.dt), p->cfg.sym_blocks, p->cfg.sym_blocks_mm, q->n, total);
         for (int i = 0; i < q->n; i++)
-            fprintf(out, "#   %3d %-44s %9.1f us\n", i, step_name(&q->steps[i]), best[i]);
+            if (q->steps[i].kind == ST_GEMM)
+                fprintf(out, "#   %3d %-44s %9.1f us  h%d\n", i, step_name(&q->steps[i]), best[i],
+                        q->sigs[q->steps[i].sig].pick);
+            else
+                fprintf(out, "#   %3d %-44s %9.1f us\n", i, step_name(&q->steps[i]), best[i]);
     }
     rc = 0;
     goto out;
@@ -822,7 +1073,7 @@ extern "C" int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch
         nsk_mirror_blocks(p->s, dt, m, 1, batch, NULL, err) ||
         ns_fill_poison(p->d, dt, (int64_t)dsz, NULL, err))
         goto fail;
-    if (seq_init(&p->q, 0, err) || prod_emit(p, &p->q, &p->g, p->d, err)) goto fail;
+    if (seq_init(&p->q, 0, NULL, err) || prod_emit(p, &p->q, &p->g, p->d, err)) goto fail;
     if (cudaDeviceSynchronize() != cudaSuccess) {
         dm_err_set(err, "ns_prod_create: %s", cudaGetErrorString(cudaGetLastError()));
         goto fail;
@@ -858,7 +1109,7 @@ extern "C" int ns_prod_check(ns_prod *p, double *rel_err, dm_err *err)
         geom gf = p->g;
         gf.bs_x = gf.bs_s = gf.m;
         NS_CUDA(cudaMalloc(&p->dref, (size_t)len * ns_dtype_size(p->g.dt)));
-        if (seq_init(&p->qref, 0, err) || prod_emit(p, &p->qref, &gf, p->dref, err)) return -1;
+        if (seq_init(&p->qref, 0, NULL, err) || prod_emit(p, &p->qref, &gf, p->dref, err)) return -1;
         p->have_ref = 1;
     }
     if (ns_fill_poison(p->d, p->g.dt, len, NULL, err) ||

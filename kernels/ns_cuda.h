@@ -27,6 +27,8 @@ extern "C" {
 typedef struct CUstream_st *ns_stream; /* == cudaStream_t; NULL is the legacy default stream */
 
 typedef enum { NS_BF16 = 0, NS_FP16 = 1, NS_FP32 = 2 } ns_dtype;
+#define NS_MAX_PICKS 32 /* distinct GEMMs of a plan with their own heuristic pick */
+#define NS_MAX_HEUR 16  /* cuBLASLt heuristic results asked for per GEMM */
 typedef struct ns_config {
     ns_algo algo;
     ns_dtype work;     /* iteration dtype: NS_BF16 (direct default) or NS_FP16 (Gram default) */
@@ -39,12 +41,21 @@ typedef struct ns_config {
     unsigned restarts; /* Gram: bit i = restart (Q applied to X, R recomputed) before iteration
                           i; default 1u << 2 */
     int heuristic;     /* index into cuBLASLt's heuristic list for every GEMM (0 = its best) */
+    char gemm_picks[NS_MAX_PICKS + 1]; /* per distinct GEMM of the plan (in order of first use),
+                          one hex digit: that GEMM's heuristic index, as ns_plan_tune_gemms
+                          timed it; GEMMs past the string's end (or "") use `heuristic` */
     ns_coeffs coeffs;  /* 1..NS_MAX_ITERS iterations */
     double norm_eps;   /* X0 = G / (||G||_F + norm_eps); default 1e-7 */
+    int norm_fold;     /* 1 (default): for one matrix whose input is already in the iteration
+                          dtype, no normalized copy is made: the sum-of-squares kernel leaves
+                          1/||G|| on the device and the products that read G scale by it in
+                          their epilogue (cuBLASLt device-pointer alpha/beta); 0: always a
+                          normalization pass */
 } ns_config;
 
 /* Defaults: the given algorithm, its default dtype, 5 Polar Express iterations (safety
- * NS_PE_SAFETY_DEFAULT), sym_blocks 1 and sym_blocks_mm 1, restart before iteration 2, heuristic 0, eps 1e-7. */
+ * NS_PE_SAFETY_DEFAULT), sym_blocks 1 and sym_blocks_mm 1, restart before iteration 2, heuristic 0, eps 1e-7,
+ * norm_fold 1. */
 void ns_config_default(ns_config *cfg, ns_algo algo);
 
 const char *ns_dtype_name(ns_dtype t); /* "bf16", "fp16", "fp32" */
@@ -84,6 +95,20 @@ void *ns_plan_output(ns_plan *p);
  * sequence into a CUDA graph (per plan: shape, batch, stream-independent) and every call
  * replays it; otherwise kernels are launched one by one. */
 int ns_plan_run(ns_plan *p, ns_stream s, int use_graph, dm_err *err);
+
+/* Pick each distinct GEMM's algorithm by timing: for every GEMM of the plan that differs from
+ * the others (shape, transposes, leading dimensions, strides, batch, alignment, epilogue), every
+ * result of cuBLASLt's heuristic list (up to NS_MAX_HEUR) is timed on the plan's own buffers, as
+ * a CUDA graph of back-to-back launches replayed after a warm-up (best of 3 replays), and the
+ * fastest is kept for every step with that GEMM. The picks land in the plan's configuration
+ * (ns_plan_config: gemm_picks), so a plan made from it later uses the same algorithms without
+ * timing (deterministic results). Drops a captured graph. Synchronizes. */
+int ns_plan_tune_gemms(ns_plan *p, ns_stream s, dm_err *err);
+/* The configuration the plan was made with, gemm_picks as tuned. */
+void ns_plan_config(const ns_plan *p, ns_config *cfg);
+/* Fill the plan's work buffers with NaN (tests: a product whose beta is zero must not read
+ * them, also when beta comes from the device). Synchronizes. */
+int ns_plan_poison_work(ns_plan *p, dm_err *err);
 
 /* Time every step of the plan alone (events between steps, best of 5 runs, no graph) and
  * print one line per step to out, with a summary line. Synchronizes. */

@@ -99,8 +99,13 @@ int nsk_norm_blocks(int64_t per_mat)
     return (int)(b < 1 ? 1 : b > 1024 ? 1024 : b);
 }
 
+/* With scal != NULL (one matrix): the last block to finish also turns the partial sums into
+ * the scalars of a plan that folds the normalization into its first products:
+ * inv = 1 / (sqrt(sum) + eps); scal = {inv^2, 0, inv, a0 * inv}; the partials are summed as
+ * k_normalize sums them (same order, same result). cnt counts finished blocks; reset to 0. */
 template <typename T, int VEC>
-__global__ void k_sumsq(const T *x, int64_t per_mat, float *partial, int nblk)
+__global__ void k_sumsq(const T *x, int64_t per_mat, float *partial, int nblk, unsigned *cnt,
+                        float *scal, float eps, float a0)
 {
     int b = blockIdx.y;
     const T *xm = x + (int64_t)b * per_mat;
@@ -122,24 +127,52 @@ __global__ void k_sumsq(const T *x, int64_t per_mat, float *partial, int nblk)
     }
     acc = block_sum(acc);
     if (threadIdx.x == 0) partial[(int64_t)b * nblk + blockIdx.x] = acc;
+    if (!scal) return;
+    __shared__ int last;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(cnt, 1u) == (unsigned)nblk - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    float v = 0.f;
+    for (int i = threadIdx.x; i < nblk; i += blockDim.x) v += __ldcg(&partial[i]);
+    v = block_sum(v);
+    if (threadIdx.x == 0) {
+        float inv = 1.f / (sqrtf(v) + eps);
+        scal[0] = inv * inv;
+        scal[1] = 0.f;
+        scal[2] = inv;
+        scal[3] = a0 * inv;
+        *cnt = 0;
+    }
 }
 
 template <typename T>
 static int launch_sumsq(const void *x, int64_t per_mat, int batch, float *partial, int nblk,
-                        cudaStream_t s)
+                        unsigned *cnt, float *scal, float eps, float a0, cudaStream_t s)
 {
     dim3 g(nblk, batch);
     if (vec_ok(x, NULL, per_mat))
-        k_sumsq<T, 1><<<g, NORM_THREADS, 0, s>>>((const T *)x, per_mat, partial, nblk);
+        k_sumsq<T, 1><<<g, NORM_THREADS, 0, s>>>((const T *)x, per_mat, partial, nblk, cnt, scal, eps, a0);
     else
-        k_sumsq<T, 0><<<g, NORM_THREADS, 0, s>>>((const T *)x, per_mat, partial, nblk);
+        k_sumsq<T, 0><<<g, NORM_THREADS, 0, s>>>((const T *)x, per_mat, partial, nblk, cnt, scal, eps, a0);
     return 0;
 }
 
 int nsk_sumsq_partial(const void *x, ns_dtype dt, int64_t per_mat, int batch, float *partial,
                       int nblk, cudaStream_t s, dm_err *err)
 {
-    NS_DISPATCH(dt, launch_sumsq, x, per_mat, batch, partial, nblk, s);
+    NS_DISPATCH(dt, launch_sumsq, x, per_mat, batch, partial, nblk, NULL, NULL, 0.f, 0.f, s);
+    NS_LAUNCHED();
+    return 0;
+}
+
+int nsk_sumsq_scalars(const void *x, ns_dtype dt, int64_t per_mat, float *partial, int nblk,
+                      unsigned *cnt, float *scal, float eps, float a0, cudaStream_t s, dm_err *err)
+{
+    NS_DISPATCH(dt, launch_sumsq, x, per_mat, 1, partial, nblk, cnt, scal, eps, a0, s);
     NS_LAUNCHED();
     return 0;
 }
@@ -277,12 +310,55 @@ __global__ void k_mirror(U *a, int m, int bs)
     }
 }
 
+/* The same for 2-byte elements and even m, moving 32-bit words (two elements of a column) in
+ * both directions: half the memory instructions of k_mirror. A 64 x 64 tile per block of 32 x 8
+ * threads; only the tiles on or above the diagonal are launched (t (t + 1) / 2 of them). Word
+ * w of source column j holds rows 2w and 2w+1; the destination word of column c pairs the same
+ * row of two source columns, assembled from shared memory. bs is a multiple of 8 (plans make
+ * leaves of whole 16-byte rows), so both rows of a word lie in the same block. */
+__global__ void k_mirror2(uint32_t *a, int m, int bs, int t)
+{
+    __shared__ uint16_t tile[64][66]; /* [source column - r0][source row - c0] */
+    __shared__ int rb[64], cb[64];
+    /* blockIdx.x -> (tile row ti <= tile column tj) */
+    int k = blockIdx.x, ti = 0, len = t;
+    while (k >= len) k -= len, ti++, len--;
+    int tj = ti + k;
+    int r0 = ti * 64, c0 = tj * 64;
+    int cmax = c0 + 63 < m ? c0 + 63 : m - 1;
+    if (r0 / bs >= cmax / bs) return; /* no element of this tile lies in an upper block */
+    int mw = m / 2;
+    uint32_t *am = a + (int64_t)blockIdx.y * m * mw;
+    int tx = threadIdx.x, lin = threadIdx.y * 32 + tx;
+    if (lin < 64) rb[lin] = (r0 + lin) / bs;
+    else if (lin < 128) cb[lin - 64] = (c0 + lin - 64) / bs;
+    __syncthreads();
+    /* load: source column r0 + j, rows c0 + 2tx, c0 + 2tx + 1 (one word) */
+    for (int j = threadIdx.y; j < 64; j += 8) {
+        int sc = r0 + j, sr = c0 + 2 * tx;
+        if (sc < m && sr < m && rb[j] < cb[2 * tx]) {
+            uint32_t w = am[(int64_t)sc * mw + sr / 2];
+            tile[j][2 * tx] = (uint16_t)(w & 0xffffu);
+            tile[j][2 * tx + 1] = (uint16_t)(w >> 16);
+        }
+    }
+    __syncthreads();
+    /* store: destination column c0 + i, rows r0 + 2tx, r0 + 2tx + 1 = source (c0 + i, r0 + 2tx (+1)) */
+    for (int i = threadIdx.y; i < 64; i += 8) {
+        int c = c0 + i, r = r0 + 2 * tx;
+        if (c < m && r < m && rb[2 * tx] < cb[i])
+            am[(int64_t)c * mw + r / 2] = (uint32_t)tile[2 * tx][i] | ((uint32_t)tile[2 * tx + 1][i] << 16);
+    }
+}
+
 int nsk_mirror_blocks(void *a, ns_dtype dt, int64_t m, int64_t bs, int batch, cudaStream_t s,
                       dm_err *err)
 {
     unsigned t = (unsigned)((m + 63) / 64);
     dim3 g(t, t, batch), b(64, 8);
-    if (ns_dtype_size(dt) == 2)
+    if (ns_dtype_size(dt) == 2 && m % 2 == 0 && bs % 2 == 0 && ((uintptr_t)a & 3) == 0)
+        k_mirror2<<<dim3(t * (t + 1) / 2, batch), dim3(32, 8), 0, s>>>((uint32_t *)a, (int)m, (int)bs, (int)t);
+    else if (ns_dtype_size(dt) == 2)
         k_mirror<uint16_t><<<g, b, 0, s>>>((uint16_t *)a, (int)m, (int)bs);
     else
         k_mirror<uint32_t><<<g, b, 0, s>>>((uint32_t *)a, (int)m, (int)bs);

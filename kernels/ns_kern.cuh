@@ -36,6 +36,11 @@ static inline cudaDataType_t ns_cuda_type(ns_dtype t)
  * partial[b * nblk + i] = sum over block i's slice of matrix b. */
 int nsk_sumsq_partial(const void *x, ns_dtype dt, int64_t per_mat, int batch, float *partial,
                       int nblk, cudaStream_t s, dm_err *err);
+/* One matrix: the partial sums as above, then (last block) scal[0..3] = {inv^2, 0, inv,
+ * a0 * inv} with inv = 1 / (||x||_F + eps), for plans that scale their first products instead
+ * of normalizing x. cnt: a device counter, 0 before and after. */
+int nsk_sumsq_scalars(const void *x, ns_dtype dt, int64_t per_mat, float *partial, int nblk,
+                      unsigned *cnt, float *scal, float eps, float a0, cudaStream_t s, dm_err *err);
 /* y = x / (sqrt(sum partial of its matrix) + eps), converted from dt_in to dt_out. */
 int nsk_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t per_mat,
                   int batch, const float *partial, int nblk, float eps, cudaStream_t s,

@@ -15,6 +15,8 @@
  *   AdamW (fp32 both sides): weight change 2e-4 (the change is ~1e-3 of w, so w's own fp32
  *   rounding, 6e-8 relative, is ~6e-5 of it), moments 1e-6; Muon weight change: NS_TOL.
  * Every output is poisoned (NaN) before its run; a non-finite value fails the check.
+ * The autotune cache's file format (per-GEMM picks, older 17-field lines, bad fields) is checked
+ * first and needs no GPU.
  * Environment: DM_TEST_SEED=N repeats a run's inputs; DM_TEST_NO_GRAPH=1 launches kernels one
  * by one instead of replaying graphs; DM_TEST_ELEMENTWISE_ONLY=1 runs only the tests without
  * cuBLASLt (compute-sanitizer's racecheck fails to launch cuBLASLt's Hopper kernels). */
@@ -33,6 +35,7 @@
 #ifndef DM_HAVE_CUDA
 int main(void) { return tap_skip_all("built without CUDA"); }
 #else
+#include "autotune.h"
 #include "ns_cuda.h"
 #include "ns_ref.h"
 
@@ -457,12 +460,165 @@ static void test_normalize_mirror(ns_stream s)
     }
 }
 
+/* Per-GEMM picks: a plan tuned GEMM by GEMM still computes NS within the bound; a plan made
+ * from the picked configuration uses the same algorithms (bit-identical output). */
+static void test_gemm_picks(ns_stream s)
+{
+    static const struct { int64_t r, c; int algo, kb; } cases[] = {
+        {1024, 1024, NS_ALGO_DIRECT, 1}, {512, 2048, NS_ALGO_GRAM, 4}, {2048, 512, NS_ALGO_GRAM, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dm_err e = {{0}};
+        ns_config cfg;
+        ns_config_default(&cfg, (ns_algo)cases[i].algo);
+        cfg.sym_blocks = cfg.sym_blocks_mm = cases[i].kb;
+        ns_plan *p = NULL;
+        if (ns_plan_create(cases[i].r, cases[i].c, 1, cfg.work, &cfg, &p, &e) || ns_plan_tune_gemms(p, s, &e)) {
+            bail("tune gemms", &e);
+            ns_plan_destroy(p);
+            continue;
+        }
+        ns_plan_config(p, &cfg);
+        ns_plan_stats st;
+        ns_plan_get_stats(p, &st);
+        ns_plan_destroy(p);
+        size_t np = strlen(cfg.gemm_picks), n = (size_t)(cases[i].r * cases[i].c);
+        int hex = np > 0 && strspn(cfg.gemm_picks, "0123456789abcdef") == np && (int)np <= st.n_gemms;
+        double *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+        uint64_t seed = rng_state;
+        double ea = check_plan(cases[i].r, cases[i].c, 1, NS_FP32, &cfg, 1, s, a);
+        rng_state = seed;
+        double eb = check_plan(cases[i].r, cases[i].c, 1, NS_FP32, &cfg, 0, s, b);
+        int same = a && b && memcmp(a, b, n * sizeof *a) == 0;
+        double tol = cases[i].r == cases[i].c && cases[i].algo == NS_ALGO_GRAM ? GRAM_SQ_TOL : NS_TOL;
+        ok(hex && ea <= tol && same,
+           "GEMM picks %s %lldx%lld k%d: picks '%s' (%d GEMM launches); rel err %.3g <= %g; "
+           "graph and launch-by-launch runs of a plan made from the picks bit-identical: %s",
+           ns_algo_name((ns_algo)cases[i].algo), (long long)cases[i].r, (long long)cases[i].c, cases[i].kb,
+           cfg.gemm_picks, st.n_gemms, ea, tol, same ? "yes" : "no");
+        (void)eb;
+        free(a);
+        free(b);
+    }
+}
+
+/* Folded normalization (one matrix, input in the iteration dtype): within the bound against
+ * float64, close to the plan with a normalization pass, and unaffected by NaN in the plan's
+ * work buffers (the products that read G with device scalars and beta zero must not read C). */
+static void test_norm_fold(ns_stream s)
+{
+    static const struct { int64_t r, c; int algo, kb; } cases[] = {
+        {256, 1536, NS_ALGO_DIRECT, 1}, {1536, 256, NS_ALGO_GRAM, 1}, {384, 384, NS_ALGO_DIRECT, 4},
+        {512, 1024, NS_ALGO_GRAM, 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dm_err e = {{0}};
+        int64_t r = cases[i].r, c = cases[i].c;
+        size_t n = (size_t)(r * c);
+        ns_config cf, cu;
+        ns_config_default(&cf, (ns_algo)cases[i].algo);
+        cf.sym_blocks = cf.sym_blocks_mm = cases[i].kb;
+        cu = cf;
+        cu.norm_fold = 0;
+        double *g = malloc(n * 8), *ref = malloc(n * 8), *a = malloc(n * 8), *b = malloc(n * 8);
+        double ea = NAN, eb = NAN, dab = NAN;
+        ns_plan *pf = NULL, *pu = NULL;
+        ns_opts o;
+        ns_opts_default(&o);
+        o.coeffs = &cf.coeffs;
+        fill_randn(g, n, 0.3);
+        if (ns_ref_d(g, ref, r, c, &o, &e) || ns_plan_create(r, c, 1, cf.work, &cf, &pf, &e) ||
+            ns_plan_create(r, c, 1, cu.work, &cu, &pu, &e) || ns_plan_poison_work(pf, &e) ||
+            ns_upload(ns_plan_input(pf), cf.work, g, (int64_t)n, &e) ||
+            ns_upload(ns_plan_input(pu), cu.work, g, (int64_t)n, &e) ||
+            ns_fill_poison(ns_plan_output(pf), cf.work, (int64_t)n, s, &e) ||
+            ns_plan_run(pf, s, 1, &e) || ns_plan_run(pu, s, 1, &e) || ns_sync(s, &e) ||
+            ns_download(a, ns_plan_output(pf), cf.work, (int64_t)n, &e) ||
+            ns_download(b, ns_plan_output(pu), cu.work, (int64_t)n, &e)) {
+            bail("norm fold", &e);
+        } else {
+            ea = rel_err(a, ref, n);
+            eb = rel_err(b, ref, n);
+            dab = rel_err(a, b, n);
+        }
+        double tol = r == c && cases[i].algo == NS_ALGO_GRAM ? GRAM_SQ_TOL : NS_TOL;
+        ok(ea <= tol && dab <= tol, "folded normalization %s %lldx%lld k%d (work buffers NaN first): rel err %.3g "
+           "(with a normalization pass %.3g) <= %g; folded vs pass %.3g",
+           ns_algo_name((ns_algo)cases[i].algo), (long long)r, (long long)c, cases[i].kb, ea, eb, tol, dab);
+        ns_plan_destroy(pf);
+        ns_plan_destroy(pu);
+        free(g), free(ref), free(a), free(b);
+    }
+}
+
+/* The cache file: picks survive a save and a reopen; a 17-field line (before picks) reads as
+ * no picks; a bad picks field is an error naming file:line:col. No GPU needed. */
+static void test_cache_format(void)
+{
+    dm_err e = {{0}};
+    char path[] = "/tmp/dm_at_testXXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        ok(0, "mkstemp");
+        return;
+    }
+    close(fd);
+    unlink(path);
+    ns_device_info dev;
+    memset(&dev, 0, sizeof dev);
+    snprintf(dev.name, sizeof dev.name, "Test GPU");
+    dev.cuda_runtime = 13000;
+    dev.cublaslt_version = 130100;
+    at_cache *c = NULL;
+    at_key k = {1024, 3072, 2, NS_ALGO_GRAM, NS_FP16};
+    at_result r;
+    memset(&r, 0, sizeof r);
+    r.sym_blocks = 4;
+    r.sym_blocks_mm = 8;
+    r.heuristic = 1;
+    snprintf(r.gemm_picks, sizeof r.gemm_picks, "%s", "03a1");
+    r.median_us = 100;
+    ns_config cfg;
+    int got = 0;
+    if (!at_cache_open(path, &dev, &c, &e) && !at_cache_store(c, &k, &r, &e) && !at_cache_save(c, &e)) {
+        at_cache_close(c);
+        c = NULL;
+        if (!at_cache_open(path, &dev, &c, &e)) got = at_config_for(c, 3072, 1024, 2, NS_ALGO_GRAM, &cfg);
+    }
+    at_cache_close(c);
+    c = NULL;
+    ok(got == 1 && cfg.sym_blocks == 4 && cfg.sym_blocks_mm == 8 && cfg.heuristic == 1 &&
+           !strcmp(cfg.gemm_picks, "03a1"),
+       "autotune cache: per-GEMM picks '%s' read back after save and reopen (%s)", got ? cfg.gemm_picks : "-",
+       e.msg[0] ? e.msg : "ok");
+    static const char *old_line = "Test GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t1\t1\t0\t60\t59\t61\t0\t1e9\t1e9\n";
+    FILE *f = fopen(path, "w");
+    if (f) fputs(old_line, f), fclose(f);
+    got = !at_cache_open(path, &dev, &c, &e) ? at_config_for(c, 256, 1536, 1, NS_ALGO_DIRECT, &cfg) : -1;
+    at_cache_close(c);
+    c = NULL;
+    ok(got == 1 && cfg.gemm_picks[0] == 0, "autotune cache: a 17-field line (no picks field) reads as no picks");
+    f = fopen(path, "w");
+    if (f) fprintf(f, "# comment\nTest GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t1\t1\t0\t60\t59\t61\t0\t1e9\t1e9\tzz\n"), fclose(f);
+    memset(&e, 0, sizeof e);
+    int rc = at_cache_open(path, &dev, &c, &e);
+    at_cache_close(c);
+    char want[64];
+    snprintf(want, sizeof want, "%s:2:", path);
+    ok(rc < 0 && strstr(e.msg, want) && strstr(e.msg, "'zz'"), "autotune cache: a bad picks field is refused: %s", e.msg);
+    unlink(path);
+}
+
 int main(void)
 {
     dm_err e = {{0}};
     ns_device_info info;
     ns_stream s = NULL;
-    if (ns_device_query(&info, &e)) return tap_skip_all("no usable CUDA device");
+    test_cache_format();
+    if (ns_device_query(&info, &e)) {
+        tap_diag("no usable CUDA device: the GPU tests are skipped");
+        return tap_done();
+    }
     rng_state = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ 0x9e3779b97f4a7c15ull;
     if (getenv("DM_TEST_SEED")) rng_state = strtoull(getenv("DM_TEST_SEED"), NULL, 0);
     tap_diag("device %s (sm_%d%d, %d SMs), seed 0x%llx", info.name, info.sm_major, info.sm_minor,
@@ -480,6 +636,8 @@ int main(void)
         test_nan_fails(s);
         test_products();
         test_updates(s);
+        test_gemm_picks(s);
+        test_norm_fold(s);
     }
     ns_stream_destroy(s);
     return tap_done();
