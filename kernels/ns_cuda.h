@@ -163,18 +163,25 @@ int ns_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t 
 
 /* ---- elementwise optimizer kernels --------------------------------------------------------- */
 
+/* Each kernel reads the state it updates from *_in and writes the new state to *_out (n
+ * elements each): in == out updates in place; otherwise the two must not overlap, and *_in is
+ * left unchanged (the caller can keep it as the committed copy). The arithmetic is the same
+ * either way, so out-of-place results equal in-place ones bit for bit. */
+
 /* Muon momentum and Nesterov input for n elements (fp32 state):
- *   buf = mu*buf + g;  u = nesterov ? g + mu*buf : buf;  u written in dtype u_dt. */
-int ns_muon_momentum(const float *g, float *buf, void *u, ns_dtype u_dt, int64_t n, float mu,
-                     int nesterov, ns_stream s, dm_err *err);
-/* Muon apply: W = W*(1 - lr*wd) - lr*scale*O, with O (the NS output) in dtype o_dt. */
-int ns_muon_apply(float *w, const void *o, ns_dtype o_dt, int64_t n, float lr, float wd,
-                  float scale, ns_stream s, dm_err *err);
+ *   buf_out = mu*buf_in + g;  u = nesterov ? g + mu*buf_out : buf_out;  u written in dtype u_dt. */
+int ns_muon_momentum(const float *g, const float *buf_in, float *buf_out, void *u, ns_dtype u_dt,
+                     int64_t n, float mu, int nesterov, ns_stream s, dm_err *err);
+/* Muon apply: w_out = w_in*(1 - lr*wd) - lr*scale*O, with O (the NS output) in dtype o_dt. */
+int ns_muon_apply(const float *w_in, float *w_out, const void *o, ns_dtype o_dt, int64_t n,
+                  float lr, float wd, float scale, ns_stream s, dm_err *err);
 /* AdamW (decoupled weight decay, bias correction for `step` >= 1), fp32 everything:
  *   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
- *   w = w (1 - lr wd) - lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps). */
-int ns_adamw(float *w, const float *g, float *m, float *v, int64_t n, float lr, float b1,
-             float b2, float eps, float wd, int step, ns_stream s, dm_err *err);
+ *   w = w (1 - lr wd) - lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps),
+ * each of w, m, v read from *_in and written to *_out. */
+int ns_adamw(const float *w_in, float *w_out, const float *g, const float *m_in, float *m_out,
+             const float *v_in, float *v_out, int64_t n, float lr, float b1, float b2, float eps,
+             float wd, int step, ns_stream s, dm_err *err);
 
 /* ---- device buffers and helpers for tests and the benchmark -------------------------------- */
 

@@ -482,90 +482,97 @@ extern "C" int ns_copy_d2d(void *dst, const void *src, size_t bytes, ns_stream s
 /* ---- optimizer kernels -------------------------------------------------------------------- */
 
 template <typename TU>
-__global__ void k_muon_momentum(const float *g, float *buf, TU *u, int64_t n, float mu,
-                                int nesterov)
+__global__ void k_muon_momentum(const float *g, const float *buf_in, float *buf_out, TU *u,
+                                int64_t n, float mu, int nesterov)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        float gi = g[i], b = mu * buf[i] + gi;
-        buf[i] = b;
+        float gi = g[i], b = mu * buf_in[i] + gi;
+        buf_out[i] = b;
         st(u, i, nesterov ? gi + mu * b : b);
     }
 }
 
 template <typename TU>
-static int launch_momentum(const float *g, float *buf, void *u, int64_t n, float mu, int nest,
-                           cudaStream_t s)
+static int launch_momentum(const float *g, const float *buf_in, float *buf_out, void *u, int64_t n,
+                           float mu, int nest, cudaStream_t s)
 {
-    k_muon_momentum<TU><<<grid_for(n, 256), 256, 0, s>>>(g, buf, (TU *)u, n, mu, nest);
+    k_muon_momentum<TU><<<grid_for(n, 256), 256, 0, s>>>(g, buf_in, buf_out, (TU *)u, n, mu, nest);
     return 0;
 }
 
-extern "C" int ns_muon_momentum(const float *g, float *buf, void *u, ns_dtype u_dt, int64_t n,
-                                float mu, int nesterov, ns_stream s, dm_err *err)
+extern "C" int ns_muon_momentum(const float *g, const float *buf_in, float *buf_out, void *u,
+                                ns_dtype u_dt, int64_t n, float mu, int nesterov, ns_stream s,
+                                dm_err *err)
 {
     if (n <= 0) return 0;
-    NS_DISPATCH(u_dt, launch_momentum, g, buf, u, n, mu, nesterov, (cudaStream_t)s);
+    NS_DISPATCH(u_dt, launch_momentum, g, buf_in, buf_out, u, n, mu, nesterov, (cudaStream_t)s);
     NS_LAUNCHED();
     return 0;
 }
 
 template <typename TO>
-__global__ void k_muon_apply(float *w, const TO *o, int64_t n, float decay, float step)
+__global__ void k_muon_apply(const float *w_in, float *w_out, const TO *o, int64_t n, float decay,
+                             float step)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        w[i] = w[i] * decay - step * ld(o, i);
+        w_out[i] = w_in[i] * decay - step * ld(o, i);
 }
 
 template <typename TO>
-static int launch_apply(float *w, const void *o, int64_t n, float decay, float step,
-                        cudaStream_t s)
+static int launch_apply(const float *w_in, float *w_out, const void *o, int64_t n, float decay,
+                        float step, cudaStream_t s)
 {
-    k_muon_apply<TO><<<grid_for(n, 256), 256, 0, s>>>(w, (const TO *)o, n, decay, step);
+    k_muon_apply<TO><<<grid_for(n, 256), 256, 0, s>>>(w_in, w_out, (const TO *)o, n, decay, step);
     return 0;
 }
 
-extern "C" int ns_muon_apply(float *w, const void *o, ns_dtype o_dt, int64_t n, float lr,
-                             float wd, float scale, ns_stream s, dm_err *err)
+extern "C" int ns_muon_apply(const float *w_in, float *w_out, const void *o, ns_dtype o_dt,
+                             int64_t n, float lr, float wd, float scale, ns_stream s, dm_err *err)
 {
     if (n <= 0) return 0;
-    NS_DISPATCH(o_dt, launch_apply, w, o, n, 1.f - lr * wd, lr * scale, (cudaStream_t)s);
+    NS_DISPATCH(o_dt, launch_apply, w_in, w_out, o, n, 1.f - lr * wd, lr * scale, (cudaStream_t)s);
     NS_LAUNCHED();
     return 0;
 }
 
-__global__ void k_adamw(float4 *w, const float4 *g, float4 *m, float4 *v, int64_t n4, float lr,
+/* The state is read from the *_in arrays and written to the *_out arrays, element by element
+ * by the thread that read it, so in == out (in place) is valid. */
+__global__ void k_adamw(const float4 *w_in, float4 *w_out, const float4 *g, const float4 *m_in,
+                        float4 *m_out, const float4 *v_in, float4 *v_out, int64_t n4, float lr,
                         float b1, float b2, float eps, float decay, float bc1, float bc2)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
          i += (int64_t)gridDim.x * blockDim.x) {
-        float4 gi = g[i], mi = m[i], vi = v[i], wi = w[i];
+        float4 gi = g[i], mi = m_in[i], vi = v_in[i], wi = w_in[i];
 #define ADAMW_LANE(c)                                                                         \
     mi.c = b1 * mi.c + (1.f - b1) * gi.c;                                                     \
     vi.c = b2 * vi.c + (1.f - b2) * gi.c * gi.c;                                              \
     wi.c = wi.c * decay - lr * (mi.c / bc1) / (sqrtf(vi.c / bc2) + eps);
         ADAMW_LANE(x) ADAMW_LANE(y) ADAMW_LANE(z) ADAMW_LANE(w)
 #undef ADAMW_LANE
-        m[i] = mi;
-        v[i] = vi;
-        w[i] = wi;
+        m_out[i] = mi;
+        v_out[i] = vi;
+        w_out[i] = wi;
     }
 }
 
-__global__ void k_adamw_tail(float *w, const float *g, float *m, float *v, int64_t from,
+__global__ void k_adamw_tail(const float *w_in, float *w_out, const float *g, const float *m_in,
+                             float *m_out, const float *v_in, float *v_out, int64_t from,
                              int64_t n, float lr, float b1, float b2, float eps, float decay,
                              float bc1, float bc2)
 {
     int64_t i = from + threadIdx.x;
     if (i >= n) return;
-    float mi = b1 * m[i] + (1.f - b1) * g[i], vi = b2 * v[i] + (1.f - b2) * g[i] * g[i];
-    m[i] = mi;
-    v[i] = vi;
-    w[i] = w[i] * decay - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+    float mi = b1 * m_in[i] + (1.f - b1) * g[i], vi = b2 * v_in[i] + (1.f - b2) * g[i] * g[i];
+    m_out[i] = mi;
+    v_out[i] = vi;
+    w_out[i] = w_in[i] * decay - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
 }
 
-extern "C" int ns_adamw(float *w, const float *g, float *m, float *v, int64_t n, float lr,
+extern "C" int ns_adamw(const float *w_in, float *w_out, const float *g, const float *m_in,
+                        float *m_out, const float *v_in, float *v_out, int64_t n, float lr,
                         float b1, float b2, float eps, float wd, int step, ns_stream s,
                         dm_err *err)
 {
@@ -573,15 +580,17 @@ extern "C" int ns_adamw(float *w, const float *g, float *m, float *v, int64_t n,
     if (step < 1) return dm_err_set(err, "ns_adamw: step must be >= 1 (got %d)", step);
     float bc1 = 1.f - powf(b1, (float)step), bc2 = 1.f - powf(b2, (float)step);
     float decay = 1.f - lr * wd;
-    int aligned = ((uintptr_t)w | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v) % 16 == 0;
+    int aligned = ((uintptr_t)w_in | (uintptr_t)w_out | (uintptr_t)g | (uintptr_t)m_in |
+                   (uintptr_t)m_out | (uintptr_t)v_in | (uintptr_t)v_out) % 16 == 0;
     int64_t n4 = aligned ? n / 4 : 0;
     if (n4 > 0)
         k_adamw<<<grid_for(n4, 256), 256, 0, (cudaStream_t)s>>>(
-            (float4 *)w, (const float4 *)g, (float4 *)m, (float4 *)v, n4, lr, b1, b2, eps, decay,
+            (const float4 *)w_in, (float4 *)w_out, (const float4 *)g, (const float4 *)m_in,
+            (float4 *)m_out, (const float4 *)v_in, (float4 *)v_out, n4, lr, b1, b2, eps, decay,
             bc1, bc2);
     for (int64_t from = n4 * 4; from < n; from += 1024)
-        k_adamw_tail<<<1, 1024, 0, (cudaStream_t)s>>>(w, g, m, v, from, n, lr, b1, b2, eps,
-                                                      decay, bc1, bc2);
+        k_adamw_tail<<<1, 1024, 0, (cudaStream_t)s>>>(w_in, w_out, g, m_in, m_out, v_in, v_out,
+                                                      from, n, lr, b1, b2, eps, decay, bc1, bc2);
     NS_LAUNCHED();
     return 0;
 }

@@ -7,7 +7,8 @@
  *
  * Buffers: per matrix the bf16 working weights Wb (what forward/backward read and fetches
  * move) and gradients G, in two arenas in matrix order so a layer's collective is one
- * contiguous buffer; fp32 master weights and optimizer state only where this rank updates.
+ * contiguous buffer; fp32 master weights and optimizer state only where this rank updates,
+ * each of those in two buffers (ping-pong, below).
  *
  * Data: tokens and targets from the CPU backend's counter hash keyed by global token index
  * (real_work.h), so runs on different rank counts over the same tokens compare.
@@ -15,8 +16,28 @@
  * Non-finite gradients, as the CPU backend: every local gradient is checked after the backward
  * and every reduced gradient where ns or adamw reads it (an overflow inside a bf16 reduction),
  * into device flags; no host wait inside the step. The ranks agree at the step's end; a bad
- * step is rolled back from copies taken as it modifies things (the bf16 weights at the start,
- * master weights and optimizer state before their first update), so it leaves nothing changed.
+ * step leaves nothing changed, without copying anything in a good one:
+ *   - Ping-pong state: every state array this rank updates (master weights W32, Muon momentum,
+ *     AdamW moments) has a committed buffer (q->W32, q->mom, q->m1, q->m2: what checkpoints
+ *     and the state accessors read) and a second one (q->nxt). The update kernels read the
+ *     committed buffer and write the second one, out of place; a kept step swaps the two of
+ *     every state it wrote, a skipped step does not, so the committed state never changed.
+ *   - Ranges: an update may cover part of a matrix (an FSDP shard, an AdamW reduce-scatter
+ *     shard). Per state, [st_lo, st_hi) is where the second buffer may differ from the
+ *     committed one (the whole matrix after allocation and after param_put). At the state's
+ *     first write in a step over U, the second buffer takes the committed values over that
+ *     interval less U (nothing in a steady run: every step writes the same U); a second write
+ *     in the same step reads the second buffer. At the step's end the interval becomes the
+ *     hull of what the step wrote, kept or skipped.
+ *   - The bf16 working weights have no copy: inside a step they change by this rank's updates
+ *     (bf16 of the new master over the updated range) and by the fetches (broadcasts and
+ *     all-gathers, which sched/build.c places before the forward, and Z3's before each layer's
+ *     backward: every fetch completes before this rank's first optimizer op, so they carry
+ *     committed weights). A skipped step converts the committed master back to bf16 over the
+ *     range this rank's updates wrote: Wb == bf16(W32) holds there between steps (initial
+ *     weights, param_put and every update write both). Elsewhere Wb may keep what this step's
+ *     fetches brought (the committed weights of their owners), which the next step fetches
+ *     again before any op reads it.
  * Every wait polls the event, NCCL's async errors and the --timeout, and aborts every
  * communicator on failure (the caller then MPI_Aborts).
  *
@@ -66,15 +87,19 @@
 
 typedef uint16_t bf16; /* storage only */
 
+/* The fp32 state arrays of a matrix, each in two buffers where this rank updates it. */
+enum { ST_W32, ST_MOM, ST_M1, ST_M2, ST__N };
+
 typedef struct gparam {
     int64_t rows, cols, size, in; /* in: token width (cols, or rows for 1-D) */
     int one_d;
     bf16 *Wb, *G;             /* into the arenas */
     bf16 *X, *Y, *R;          /* tokens T x in; targets and residual T x out */
-    float *W32, *mom, *m1, *m2; /* where this rank updates */
-    float *W32b, *momb, *m1b, *m2b; /* their rollback copies (where this rank updates) */
-    int touched;              /* this step's copies taken: 1 W32, 2 mom, 4 m1 and m2 */
-    int64_t up_lo, up_hi;     /* range updated this step */
+    float *W32, *mom, *m1, *m2; /* the committed state where this rank updates (W32 also on rank
+                                   0 for every matrix: the reference before any step) */
+    float *nxt[ST__N];        /* the second buffer of each state this rank updates (ping-pong) */
+    int64_t st_lo[ST__N], st_hi[ST__N]; /* where nxt may differ from the committed buffer */
+    int64_t wr_lo[ST__N], wr_hi[ST__N]; /* written this step (hull; empty: not written) */
     int64_t own_lo, own_hi;   /* range updated in the last committed step */
     void *ns_out;             /* this step's NS output (in a plan's output buffer) */
     ns_dtype ns_dt;           /* its dtype (the plan's: bf16 direct, fp16 Gram) */
@@ -98,7 +123,6 @@ struct real_gpu {
     ncclComm_t *comm;         /* [group * DM_STREAM__COUNT + stream], NULL if unused */
     gparam *p;
     bf16 *arena_w, *arena_g, *dX;
-    bf16 *arena_wb;           /* the bf16 weights at the step's start (rollback) */
     int64_t total;            /* elements in each arena */
     float *g32;               /* fp32 gradient scratch (largest matrix) */
     bf16 *cbuf[DM_STREAM__COUNT]; /* collective packing buffers */
@@ -249,11 +273,11 @@ static int gpu_precheck(real_exec *ex, int nlocal, int lr, real_mem_est *est, dm
     const double G = 1073741824.0;
     if (est->total > (double)fr)
         return dm_err_set(err, "rank %d: %s does not fit on GPU %d: this rank needs about %.1f GiB (weights and "
-                          "gradients %.1f, tokens %.1f, optimizer state %.1f, rollback copies %.1f, collective "
+                          "gradients %.1f, tokens %.1f, optimizer state %.1f, its second buffers %.1f, collective "
                           "buffers %.1f, NS plans %.1f, runtime %.1f) and the GPU has %.1f GiB free of %.1f GiB; "
                           "use more GPUs, fewer --tokens or a sharded strategy",
                           ex->rank, ex->model->name, g->device, est->total / G, est->weights_grads / G,
-                          est->tokens / G, est->state / G, est->rollback / G, est->comm / G, est->ns / G,
+                          est->tokens / G, est->state / G, est->state_next / G, est->comm / G, est->ns / G,
                           est->runtime / G, (double)fr / G, (double)tot / G);
     return 0;
 }
@@ -320,11 +344,11 @@ int real_gpu_create(real_exec *ex, dm_err *err)
         q->in = q->one_d ? q->rows : q->cols;
         q->own_lo = 0;
         q->own_hi = ex->rank == 0 ? q->size : 0; /* before any step rank 0's copy is the one */
+        for (int k = 0; k < ST__N; k++) q->st_lo[k] = 0, q->st_hi[k] = q->size; /* nxt uninitialised */
     }
     int rc = -1;
     if (dev_alloc(ex, (void **)&g->arena_w, (size_t)total * 2, "the bf16 weights", err) ||
         dev_alloc(ex, (void **)&g->arena_g, (size_t)total * 2, "the bf16 gradients", err) ||
-        dev_alloc(ex, (void **)&g->arena_wb, (size_t)total * 2, "the rollback copy of the bf16 weights", err) ||
         dev_alloc(ex, (void **)&g->dX, (size_t)(T * max_in) * 2, "the input gradient", err) ||
         dev_alloc(ex, (void **)&g->g32, (size_t)max_size * 4, "the fp32 gradient scratch", err) ||
         dev_alloc(ex, (void **)&g->d_loss, sizeof(float), "the loss", err) ||
@@ -370,11 +394,11 @@ int real_gpu_create(real_exec *ex, dm_err *err)
                 goto out;
         }
         if (need[i]) {
-            snprintf(what, sizeof what, "the rollback copies of %s", real_matrix_name(ex, i));
-            if (dev_alloc(ex, (void **)&q->W32b, (size_t)q->size * 4, what, err) ||
-                ((need[i] & 1) && dev_alloc(ex, (void **)&q->momb, (size_t)q->size * 4, what, err)) ||
-                ((need[i] & 2) && (dev_alloc(ex, (void **)&q->m1b, (size_t)q->size * 4, what, err) ||
-                                   dev_alloc(ex, (void **)&q->m2b, (size_t)q->size * 4, what, err))))
+            snprintf(what, sizeof what, "the second buffers of the state of %s", real_matrix_name(ex, i));
+            if (dev_alloc(ex, (void **)&q->nxt[ST_W32], (size_t)q->size * 4, what, err) ||
+                ((need[i] & 1) && dev_alloc(ex, (void **)&q->nxt[ST_MOM], (size_t)q->size * 4, what, err)) ||
+                ((need[i] & 2) && (dev_alloc(ex, (void **)&q->nxt[ST_M1], (size_t)q->size * 4, what, err) ||
+                                   dev_alloc(ex, (void **)&q->nxt[ST_M2], (size_t)q->size * 4, what, err))))
                 goto out;
         }
         /* every rank draws the same initial weights (the seed does not depend on the rank) */
@@ -456,13 +480,13 @@ void real_gpu_destroy(real_exec *ex)
         for (int64_t i = 0; i < ex->n_mx; i++) {
             gparam *q = &g->p[i];
             cudaFree(q->X), cudaFree(q->Y), cudaFree(q->R), cudaFree(q->W32), cudaFree(q->mom), cudaFree(q->m1), cudaFree(q->m2);
-            cudaFree(q->W32b), cudaFree(q->momb), cudaFree(q->m1b), cudaFree(q->m2b);
+            for (int k = 0; k < ST__N; k++) cudaFree(q->nxt[k]);
         }
     free(g->p);
     for (int i = 0; i < g->n_plans; i++) ns_plan_destroy(g->plans[i].plan);
     at_cache_close(g->tune);
     free(g->plans);
-    cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->arena_wb), cudaFree(g->dX), cudaFree(g->g32);
+    cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->dX), cudaFree(g->g32);
     cudaFree(g->d_loss), cudaFree(g->d_flag);
     for (int s = 0; s < DM_STREAM__COUNT; s++) cudaFree(g->cbuf[s]);
     if (g->h_flag) cudaFreeHost(g->h_flag);
@@ -571,43 +595,60 @@ static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, i
 
 static void extend(int64_t *lo, int64_t *hi, int64_t a, int64_t b);
 
-/* Rollback copies of what the op on stream s is about to modify (what: 1 master weights, 2
- * momentum, 4 AdamW moments), taken once per step, in stream order before the change. */
-static int backup(real_exec *ex, gparam *q, int what, cudaStream_t s, dm_err *err)
+static float **state_cur(gparam *q, int k)
 {
-    size_t sz = (size_t)q->size * 4;
-    if ((what & 1) && !(q->touched & 1) && q->W32 && q->W32b) {
-        CU(cudaMemcpyAsync(q->W32b, q->W32, sz, cudaMemcpyDeviceToDevice, s));
-        q->touched |= 1;
+    return k == ST_W32 ? &q->W32 : k == ST_MOM ? &q->mom : k == ST_M1 ? &q->m1 : &q->m2;
+}
+
+/* Ready state k of q for an update over [lo, hi) on stream s (ping-pong, at the top): *out is
+ * the second buffer, which the update writes; *in what it reads: the committed buffer at the
+ * state's first write in the step (the second buffer first takes the committed values where it
+ * is stale outside [lo, hi): at most two intervals, normally none), the second buffer at a
+ * later write (valid everywhere by then). Both whole-matrix pointers. */
+static int stage(real_exec *ex, gparam *q, int k, int64_t lo, int64_t hi, cudaStream_t s, float **in, float **out,
+                 dm_err *err)
+{
+    float *cur = *state_cur(q, k), *nx = q->nxt[k];
+    if (!cur || !nx)
+        return dm_err_set(err, "rank %d: an update of %s without its state's two buffers", ex->rank,
+                          real_matrix_name(ex, q - ex->gpu->p));
+    if (q->wr_hi[k] > q->wr_lo[k]) {
+        *in = nx;
+    } else {
+        int64_t a = q->st_lo[k], b = q->st_hi[k], e1 = b < lo ? b : lo, s2 = a > hi ? a : hi;
+        if (a < e1) CU(cudaMemcpyAsync(nx + a, cur + a, (size_t)(e1 - a) * 4, cudaMemcpyDeviceToDevice, s));
+        if (s2 < b) CU(cudaMemcpyAsync(nx + s2, cur + s2, (size_t)(b - s2) * 4, cudaMemcpyDeviceToDevice, s));
+        *in = cur;
     }
-    if ((what & 2) && !(q->touched & 2) && q->mom && q->momb) {
-        CU(cudaMemcpyAsync(q->momb, q->mom, sz, cudaMemcpyDeviceToDevice, s));
-        q->touched |= 2;
-    }
-    if ((what & 4) && !(q->touched & 4) && q->m1 && q->m1b) {
-        CU(cudaMemcpyAsync(q->m1b, q->m1, sz, cudaMemcpyDeviceToDevice, s));
-        CU(cudaMemcpyAsync(q->m2b, q->m2, sz, cudaMemcpyDeviceToDevice, s));
-        q->touched |= 4;
-    }
+    extend(&q->wr_lo[k], &q->wr_hi[k], lo, hi);
+    *out = nx;
     return 0;
 }
 
-/* A skipped step: everything back as it was at the step's start (the streams are idle). */
-static int rollback(real_exec *ex, dm_err *err)
+/* The step's end (the streams idle), kept or skipped. Kept: the second buffer of every state
+ * the step wrote becomes the committed one. Skipped: nothing committed was written; the bf16
+ * working weights that this rank's updates wrote go back to bf16 of the committed master.
+ * Either way a written state's second buffer now differs from the committed one only over what
+ * the step wrote. */
+static int end_step(real_exec *ex, int kept, dm_err *err)
 {
     struct real_gpu *g = ex->gpu;
     cudaStream_t s = g->st[DM_STREAM_COMPUTE];
-    CU(cudaMemcpyAsync(g->arena_w, g->arena_wb, (size_t)g->total * 2, cudaMemcpyDeviceToDevice, s));
     for (int64_t i = 0; i < ex->n_mx; i++) {
         gparam *q = &g->p[i];
-        size_t sz = (size_t)q->size * 4;
-        if (q->touched & 1) CU(cudaMemcpyAsync(q->W32, q->W32b, sz, cudaMemcpyDeviceToDevice, s));
-        if (q->touched & 2) CU(cudaMemcpyAsync(q->mom, q->momb, sz, cudaMemcpyDeviceToDevice, s));
-        if (q->touched & 4) {
-            CU(cudaMemcpyAsync(q->m1, q->m1b, sz, cudaMemcpyDeviceToDevice, s));
-            CU(cudaMemcpyAsync(q->m2, q->m2b, sz, cudaMemcpyDeviceToDevice, s));
+        if (!kept && q->wr_hi[ST_W32] > q->wr_lo[ST_W32])
+            OK(real_k_f32_to_bf16(q->W32 + q->wr_lo[ST_W32], q->Wb + q->wr_lo[ST_W32],
+                                  q->wr_hi[ST_W32] - q->wr_lo[ST_W32], s, err));
+        if (kept) q->own_lo = q->wr_lo[ST_W32], q->own_hi = q->wr_hi[ST_W32];
+        for (int k = 0; k < ST__N; k++) {
+            if (q->wr_hi[k] <= q->wr_lo[k]) continue;
+            if (kept) {
+                float **c = state_cur(q, k), *t = *c;
+                *c = q->nxt[k];
+                q->nxt[k] = t;
+            }
+            q->st_lo[k] = q->wr_lo[k], q->st_hi[k] = q->wr_hi[k];
         }
-        q->touched = 0;
     }
     CU(cudaStreamSynchronize(s));
     return 0;
@@ -643,10 +684,11 @@ static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
                                   real_matrix_name(ex, op->params[j]));
             /* the reduced gradient this rank reads (an overflow in the reduction shows here) */
             OK(real_k_nonfinite(q->G, q->size, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
-            OK(backup(ex, q, 2, s, err));
+            float *b_in, *b_out;
+            OK(stage(ex, q, ST_MOM, 0, q->size, s, &b_in, &b_out, err));
             OK(real_k_bf16_to_f32(q->G, g->g32, q->size, s, err));
-            OK(ns_muon_momentum(g->g32, q->mom, in + (size_t)k * q->size * elt, dt, q->size, (float)mp->momentum,
-                                mp->nesterov, (ns_stream)s, err));
+            OK(ns_muon_momentum(g->g32, b_in, b_out, in + (size_t)k * q->size * elt, dt, q->size,
+                                (float)mp->momentum, mp->nesterov, (ns_stream)s, err));
             q->ns_out = outp + (size_t)k * q->size * elt;
             q->ns_dt = dt;
             k++;
@@ -674,11 +716,11 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
                                   real_matrix_name(ex, op->params[j]));
             int64_t lo = q->rs_hi > q->rs_lo ? q->rs_lo : 0, hi = q->rs_hi > q->rs_lo ? q->rs_hi : q->size;
             float scale = (float)(mp->scale_coef * sqrt((double)(q->rows > q->cols ? q->rows : q->cols)));
-            OK(backup(ex, q, 1, s, err));
-            extend(&q->up_lo, &q->up_hi, lo, hi);
-            OK(ns_muon_apply(q->W32 + lo, (char *)q->ns_out + lo * ns_dtype_size(q->ns_dt), q->ns_dt, hi - lo, (float)mp->lr,
-                             (float)mp->weight_decay, scale, (ns_stream)s, err));
-            OK(real_k_f32_to_bf16(q->W32 + lo, q->Wb + lo, hi - lo, s, err));
+            float *w_in, *w_out;
+            OK(stage(ex, q, ST_W32, lo, hi, s, &w_in, &w_out, err));
+            OK(ns_muon_apply(w_in + lo, w_out + lo, (char *)q->ns_out + lo * ns_dtype_size(q->ns_dt), q->ns_dt, hi - lo,
+                             (float)mp->lr, (float)mp->weight_decay, scale, (ns_stream)s, err));
+            OK(real_k_f32_to_bf16(w_out + lo, q->Wb + lo, hi - lo, s, err));
             q->ns_out = NULL;
         } else {
             if (q->gr_hi <= q->gr_lo) continue;
@@ -686,13 +728,15 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
                 return dm_err_set(err, "rank %d: adamw of %s without state", ex->rank, real_matrix_name(ex, op->params[j]));
             int64_t lo = q->gr_lo, n = q->gr_hi - q->gr_lo;
             OK(real_k_nonfinite(q->G + lo, n, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
-            OK(backup(ex, q, 1 | 4, s, err));
-            extend(&q->up_lo, &q->up_hi, lo, lo + n);
+            float *w_in, *w_out, *m_in, *m_out, *v_in, *v_out;
+            OK(stage(ex, q, ST_W32, lo, lo + n, s, &w_in, &w_out, err));
+            OK(stage(ex, q, ST_M1, lo, lo + n, s, &m_in, &m_out, err));
+            OK(stage(ex, q, ST_M2, lo, lo + n, s, &v_in, &v_out, err));
             OK(real_k_bf16_to_f32(q->G + lo, g->g32, n, s, err));
-            OK(ns_adamw(q->W32 + lo, g->g32, q->m1 + lo, q->m2 + lo, n, (float)ap->lr, (float)ap->beta1,
-                        (float)ap->beta2, (float)ap->eps, (float)ap->weight_decay, (int)(ex->adam_t + 1), (ns_stream)s,
-                        err));
-            OK(real_k_f32_to_bf16(q->W32 + lo, q->Wb + lo, n, s, err));
+            OK(ns_adamw(w_in + lo, w_out + lo, g->g32, m_in + lo, m_out + lo, v_in + lo, v_out + lo, n, (float)ap->lr,
+                        (float)ap->beta1, (float)ap->beta2, (float)ap->eps, (float)ap->weight_decay,
+                        (int)(ex->adam_t + 1), (ns_stream)s, err));
+            OK(real_k_f32_to_bf16(w_out + lo, q->Wb + lo, n, s, err));
         }
     }
     return 0;
@@ -870,9 +914,9 @@ int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
     st->bad_rank = -1;
     for (int64_t i = 0; i < ex->n_mx; i++) {
         gparam *q = &g->p[i];
-        q->rs_lo = q->rs_hi = q->gr_lo = q->gr_hi = q->up_lo = q->up_hi = 0;
+        q->rs_lo = q->rs_hi = q->gr_lo = q->gr_hi = 0;
+        for (int k = 0; k < ST__N; k++) q->wr_lo[k] = q->wr_hi[k] = 0;
         q->ns_out = NULL;
-        q->touched = 0;
     }
     CU(cudaMemsetAsync(g->d_loss, 0, sizeof(float), sc));
     CU(cudaMemsetAsync(g->d_flag, 0, 2 * sizeof(int), sc));
@@ -880,8 +924,6 @@ int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
     MPI_Barrier(ex->comm);
     real_maybe_stall(ex);
     CU(cudaEventRecord(g->step_s, sc));
-    /* the rollback copy of the working weights, before any op can change them */
-    CU(cudaMemcpyAsync(g->arena_wb, g->arena_w, (size_t)g->total * 2, cudaMemcpyDeviceToDevice, sc));
     CU(cudaEventRecord(g->flag_ev, sc));
     for (int s = 0; s < DM_STREAM__COUNT; s++)
         if (s != DM_STREAM_COMPUTE) CU(cudaStreamWaitEvent(g->st[s], g->flag_ev, 0));
@@ -947,16 +989,12 @@ int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
             if (b >= 0 && (st->bad_param < 0 || b < st->bad_param)) st->bad_param = b, st->bad_rank = r;
         }
     free(all);
-    if (st->bad_param >= 0) {
-        st->skipped = 1;
-        if (rollback(ex, err) < 0) {
-            abort_all(ex);
-            return -1;
-        }
-    } else {
-        for (int64_t i = 0; i < ex->n_mx; i++) g->p[i].own_lo = g->p[i].up_lo, g->p[i].own_hi = g->p[i].up_hi;
-        ex->adam_t++;
+    st->skipped = st->bad_param >= 0;
+    if (end_step(ex, !st->skipped, err) < 0) {
+        abort_all(ex);
+        return -1;
     }
+    if (!st->skipped) ex->adam_t++;
     ex->step++;
     return 0;
 }
@@ -1024,5 +1062,6 @@ int real_gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mo
     CU(cudaStreamSynchronize(s));
     q->own_lo = own_lo;
     q->own_hi = own_hi;
+    for (int k = 0; k < ST__N; k++) q->st_lo[k] = 0, q->st_hi[k] = q->size; /* the second buffers: stale */
     return 0;
 }

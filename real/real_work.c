@@ -448,7 +448,7 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
         return -1;
     }
     real_state_needs(p, r, n, need);
-    double total = 0, tok = 0, state = 0, roll = 0;
+    double total = 0, tok = 0, state = 0, next = 0;
     int64_t max_size = 1, max_in = 1, max_coll = 1;
     for (int64_t i = 0; i < n; i++) {
         int one_d = m->tensors[mx[i].tensor].ndim == 1;
@@ -458,12 +458,12 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
         if (in > max_in) max_in = in;
         tok += 2.0 * (double)T * (double)(in + 2 * rows); /* X, Y, R */
         /* fp32 master weights where this rank updates (rank 0: every matrix, the reference
-         * copy before any step); momentum; two AdamW moments; rollback copies of what the step
-         * modifies */
+         * copy before any step); momentum; two AdamW moments; a second buffer of each of these
+         * where this rank updates it (real_gpu.c's ping-pong state) */
         double s4 = 4.0 * (double)size;
         int k = ((need[i] || r == 0) ? 1 : 0) + ((need[i] & 1) ? 1 : 0) + ((need[i] & 2) ? 2 : 0);
         state += s4 * k;
-        if (need[i]) roll += s4 * (1 + ((need[i] & 1) ? 1 : 0) + ((need[i] & 2) ? 2 : 0));
+        if (need[i]) next += s4 * (1 + ((need[i] & 1) ? 1 : 0) + ((need[i] & 2) ? 2 : 0));
     }
     for (int rr = 0; rr < p->nranks; rr++)
         for (int k = 0; k < p->ranks[rr].n_ops; k++) {
@@ -503,11 +503,11 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
     e->weights_grads = 2.0 * 2.0 * total;
     e->tokens = tok + 2.0 * (double)T * (double)max_in;
     e->state = state + 4.0 * (double)max_size; /* + the fp32 gradient scratch */
-    e->rollback = roll + 2.0 * total;          /* + the bf16 weights */
+    e->state_next = next;
     e->comm = (double)DM_STREAM__COUNT * 2.0 * (double)max_coll;
     e->ns = ns;
     e->runtime = 1.5 * 1073741824.0;
-    e->total = e->weights_grads + e->tokens + e->state + e->rollback + e->comm + e->ns + e->runtime;
+    e->total = e->weights_grads + e->tokens + e->state + e->state_next + e->comm + e->ns + e->runtime;
     e->total_elems = (int64_t)total;
     e->max_size = max_size;
     e->max_in = max_in;

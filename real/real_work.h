@@ -79,7 +79,8 @@ typedef struct real_mem_est {
     double weights_grads;     /* bf16 working weights and gradients, every matrix */
     double tokens;            /* bf16 tokens, targets and residuals; the input gradient */
     double state;             /* fp32 master weights, Muon momentum, AdamW moments (updated here) */
-    double rollback;          /* copies a skipped step is rolled back from */
+    double state_next;        /* the second buffer of the state updated here (ping-pong: the
+                                 updates write it, a kept step makes it the committed one) */
     double comm;              /* collective packing buffers, one per stream */
     double ns;                /* NS plans (approximate) */
     double runtime;           /* CUDA, cuBLAS and NCCL (approximate) */

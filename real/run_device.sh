@@ -5,7 +5,7 @@
 # collected on the build machine; NCCL and cuBLAS are the device's own. Logs go to $OUT.
 #   real/run_device.sh [quick|bench|all|second|gputest|gputest+llama]
 # gputest: tests/real_gpu.sh (TAP to $OUT/real_gpu.tap; expected under 90 s on 2 x H200);
-# gputest+llama: then one Llama-3.2-3B dmuon run (step time with the rollback copies).
+# gputest+llama: then one Llama-3.2-3B dmuon run (step time with the ping-pong optimizer state).
 set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
@@ -56,7 +56,8 @@ if [ "$mode" = gputest ] || [ "$mode" = gputest+llama ]; then
   { time DMUON=$D/dmuon DM_SRCDIR=$PWD MPIRUN=$MPIRUN timeout 300 sh tests/real_gpu.sh; } > "$O/real_gpu.tap" 2>&1
   echo "real_gpu.sh exit $?" >> "$O/real_gpu.tap"
   cat "$O/real_gpu.tap"
-  # the cost of the rollback copies: Llama-3.2-3B dmuon step time against runs/h200x2-2 (350-355 ms)
+  # Llama-3.2-3B dmuon step time with the ping-pong state (no copies per step) against
+  # runs/h200x2-2 (350-355 ms, before the rollback copies that the ping-pong state replaced)
   if [ "$mode" = gputest+llama ]; then llama dmuon; grep -E "^==|mean over|exit|rror" "$O/llama.log"; fi
   exit 0
 fi

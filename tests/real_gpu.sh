@@ -4,12 +4,15 @@
 # different collectives and owners, give the same losses to a bf16-level tolerance; a NaN
 # gradient skips the step on every rank; an overflow that only the reduction makes (every local
 # gradient finite) skips the step too and changes nothing (the parameters equal bit for bit those
-# of a run without the faulty step); a run killed after a checkpoint and resumed ends with
+# of a run without the faulty step), and under every strategy a step skipped early changes
+# nothing either: the kept steps after it end bit for bit where the run without it ends (the
+# ping-pong optimizer state of real_gpu.c: skipped updates are never committed, and the next
+# step reads the committed buffers); a run killed after a checkpoint and resumed ends with
 # parameters bit-identical to an uninterrupted run's; muon-fsdp's parameters on 2 GPUs agree
 # with a one-GPU run over the same tokens to bf16 precision (real_exec_weights over FSDP shards);
 # a model that does not fit (Qwen2.5-72B on one GPU) is refused before allocating, with the
 # estimate; a stalled peer makes --timeout abort NCCL and exit non-zero. Skips where there is no
-# GPU (CI). NCCL's NVLink multicast stays off. Expected under 90 s on 2 x H200 (the same script
+# GPU (CI). NCCL's NVLink multicast stays off. Expected under 120 s on 2 x H200 (the same script
 # on the CPU backend, 2 ranks oversubscribed on 2 cores: 42 s):
 #   real/run_device.sh gputest     (on the device, from the repository root)
 : "${DM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
@@ -26,9 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 tiny=$DM_SRCDIR/tests/data/tiny_gpu.json
 R="$DMUON run --backend gpu --model $tiny --tokens 256 --steps 4 --timeout 30"
 for s in dmuon muon-ddp muon-fsdp muon-rr adamw; do
-    sw=""
-    case $s in dmuon | muon-fsdp) sw="--save-weights $tmp/$s.w" ;; esac
-    out=$("$MPIRUN" -np $np --bind-to none $R --strategy $s --csv "$tmp/$s.csv" $sw 2>&1)
+    out=$("$MPIRUN" -np $np --bind-to none $R --strategy $s --csv "$tmp/$s.csv" --save-weights "$tmp/$s.w" 2>&1)
     rc=$?
     is "gpu $s on $np rank(s): 4 ok steps (exit $rc)" "$rc/$(printf '%s\n' "$out" | grep -c ' ok$')" "0/4"
 done
@@ -73,6 +74,16 @@ if [ "$np" -ge 2 ]; then
     is "gpu: ... the other 4 steps ran" "$(printf '%s\n' "$out" | grep -c ' ok$')" 4
     like "gpu: ... and nothing changed (parameters of the 4-step run, bit for bit)" "$out" \
         "largest relative Frobenius error 0 (every matrix bit-identical)"
+    # an overflow at step 1 of 5 under every strategy: skipped, then 4 kept steps that end where
+    # the 4-step run ends, bit for bit (same tokens every step; AdamW's step count skips it too)
+    for s in dmuon muon-ddp muon-fsdp muon-rr adamw; do
+        out=$("$MPIRUN" -np $np --bind-to none $R --strategy $s --steps 5 --inject-overflow 1:1 \
+            --check-weights "$tmp/$s.w" 2>&1)
+        is "gpu $s: an overflow at step 1 of 5: skipped, 4 ok steps" \
+            "$(printf '%s\n' "$out" | grep -c 'step 1 skipped: non-finite')/$(printf '%s\n' "$out" | grep -c ' ok$')" "1/4"
+        like "gpu $s: ... and the parameters equal the 4-step run's bit for bit" "$out" \
+            "largest relative Frobenius error 0 (every matrix bit-identical)"
+    done
     # muon-fsdp: 2 GPUs against 1 GPU over the same 512 tokens (bf16 sums in another order)
     out=$("$MPIRUN" -np 1 --bind-to none $DMUON run --backend gpu --model $tiny --tokens 512 --steps 4 \
         --timeout 30 --strategy muon-fsdp --check-weights "$tmp/muon-fsdp.w" 2>&1)

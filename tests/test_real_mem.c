@@ -68,13 +68,14 @@ int main(void)
         /* every rank updates both: master + momentum (matrix), master + 2 moments (norm), and
          * the fp32 gradient scratch of the largest matrix */
         ok(e.state == 4.0 * 2048 * 2 + 4.0 * 64 * 3 + 4.0 * 2048, "optimizer state: %.0f bytes", e.state);
-        ok(e.rollback == 4.0 * 2048 * 2 + 4.0 * 64 * 3 + 2.0 * 2112, "rollback copies: %.0f bytes", e.rollback);
+        /* the second buffers of that state (no copy of the bf16 weights) */
+        ok(e.state_next == 4.0 * 2048 * 2 + 4.0 * 64 * 3, "second buffers of the state: %.0f bytes", e.state_next);
         /* one all-reduce carries at most both params (2112, even: no padding) */
         ok(e.max_coll >= 2048 && e.max_coll <= 2112 && e.comm == 3.0 * 2 * (double)e.max_coll,
            "collective buffers: 3 x %lld bf16", (long long)e.max_coll);
         /* one NS plan of 64 x 32: input and output in 2 bytes, work 4 x (64 x 32 + 2 x 32 x 32) */
         ok(e.ns == 2.0 * 2 * 2048 + 4.0 * (2048 + 2.0 * 32 * 32), "NS plans: %.0f bytes", e.ns);
-        ok(e.total == e.weights_grads + e.tokens + e.state + e.rollback + e.comm + e.ns + e.runtime,
+        ok(e.total == e.weights_grads + e.tokens + e.state + e.state_next + e.comm + e.ns + e.runtime,
            "total is the sum of the parts (%.0f bytes)", e.total);
     }
     ok(p && real_gpu_mem_estimate(m, p, 2, T, &e, &err) < 0, "rank 2 of a 2-rank program is refused (%s)", err.msg);
@@ -113,9 +114,9 @@ int main(void)
             p = plan(big, ss[k], 1, 4096, &err);
             if (p && real_gpu_mem_estimate(big, p, 0, 4096, &e, &err) == 0)
                 ok(e.total < 139.0 * 1073741824.0, "llama-3.2-3b, %s on 1 GPU at 4096 tokens fits: %.1f GiB "
-                   "(weights+grads %.1f, tokens %.1f, state %.1f, rollback %.1f, ns %.1f)", ss[k],
+                   "(weights+grads %.1f, tokens %.1f, state %.1f, its second buffers %.1f, ns %.1f)", ss[k],
                    e.total / 1073741824.0, e.weights_grads / 1073741824.0, e.tokens / 1073741824.0,
-                   e.state / 1073741824.0, e.rollback / 1073741824.0, e.ns / 1073741824.0);
+                   e.state / 1073741824.0, e.state_next / 1073741824.0, e.ns / 1073741824.0);
             else
                 ok(0, "llama-3.2-3b %s: %s", ss[k], err.msg);
             dm_program_free(p);
