@@ -181,9 +181,26 @@ int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, ns_a
     ns_config_default(cfg, algo);
     at_key k = {rows < cols ? rows : cols, rows < cols ? cols : rows, batch, algo, cfg->work};
     at_result r;
-    if (!c || !at_cache_lookup(c, &k, &r)) return 0;
+    if (!c) return 0;
+    if (at_cache_lookup(c, &k, &r)) {
+        at_result_config(&r, algo, cfg);
+        return 1;
+    }
+    /* a batch never tuned: the block counts and heuristic of the largest tuned batch below it
+     * (same shape, algorithm, dtype; batches > 1 only); per-GEMM picks are per batch, not taken */
+    const at_entry *best = NULL;
+    for (int i = 0; i < c->n && batch > 1; i++) {
+        const at_entry *e = &c->e[i];
+        if (!strcmp(e->gpu, c->gpu) && e->cuda == c->cuda && e->cublaslt == c->cublaslt && e->k.m == k.m &&
+            e->k.n == k.n && e->k.algo == k.algo && e->k.dtype == k.dtype && e->k.batch > 1 && e->k.batch < batch &&
+            (!best || e->k.batch > best->k.batch))
+            best = e;
+    }
+    if (!best) return 0;
+    r = best->r;
+    r.gemm_picks[0] = 0;
     at_result_config(&r, algo, cfg);
-    return 1;
+    return 2;
 }
 
 void at_result_config(const at_result *r, ns_algo algo, ns_config *cfg)

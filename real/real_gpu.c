@@ -573,7 +573,7 @@ static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, i
     ns_config cfg;
     ns_algo a = algo == DM_NS_GRAM ? NS_ALGO_GRAM : NS_ALGO_DIRECT;
     ns_config_default(&cfg, a);
-    if (g->tune && at_config_for(g->tune, rows, cols, batch, a, &cfg) == 1) g->n_tuned++;
+    if (g->tune && at_config_for(g->tune, rows, cols, batch, a, &cfg) > 0) g->n_tuned++; /* or a smaller batch's */
     else g->n_default++;
     cfg.coeffs = g->ns_cfg.coeffs;
     ns_plan *pl = NULL;

@@ -665,6 +665,22 @@ static void test_cache_format(void)
            !strcmp(cfg.gemm_picks, "03a1"),
        "autotune cache: per-GEMM picks '%s' read back after save and reopen (%s)", got ? cfg.gemm_picks : "-",
        e.msg[0] ? e.msg : "ok");
+    at_cache_close(c);
+    c = NULL;
+    { /* batch 5 was never tuned: batch 2's block counts, without its picks; batch 1 not borrowed */
+        ns_config c5, c1;
+        int g5 = -1, g1 = -1;
+        if (!at_cache_open(path, &dev, &c, &e)) {
+            g5 = at_config_for(c, 1024, 3072, 5, NS_ALGO_GRAM, &c5);
+            g1 = at_config_for(c, 1024, 3072, 1, NS_ALGO_GRAM, &c1);
+        }
+        at_cache_close(c);
+        c = NULL;
+        ok(g5 == 2 && c5.sym_blocks == 4 && c5.sym_blocks_mm == 8 && c5.gemm_picks[0] == 0 && g1 == 0 &&
+               c1.sym_blocks == 1,
+           "autotune cache: an untuned batch borrows a smaller tuned batch's block counts (%d), batch 1 does not (%d)",
+           g5, g1);
+    }
     static const char *old_line = "Test GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t1\t1\t0\t60\t59\t61\t0\t1e9\t1e9\n";
     FILE *f = fopen(path, "w");
     if (f) fputs(old_line, f), fclose(f);
