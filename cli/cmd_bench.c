@@ -314,12 +314,12 @@ static int run_elem(void *arg, ns_stream s, dm_err *err)
 {
     elem_arg *a = arg;
     if (a->adamw)
-        return ns_adamw(a->w, a->w, a->g, a->m, a->m, a->v, a->v, a->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, s,
+        return ns_adamw(a->w, a->w, NULL, a->g, a->m, a->m, a->v, a->v, a->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, s,
                         err);
     /* momentum + Nesterov into the NS input, then the apply from the NS output (same buffer
      * here: the cost of the two passes, without the NS) */
     return ns_muon_momentum(a->g, a->buf, a->buf, a->u, NS_BF16, a->n, 0.95f, 1, s, err) ||
-                   ns_muon_apply(a->w, a->w, a->u, NS_BF16, a->n, 1e-3f, 0.1f, 0.2f, s, err)
+                   ns_muon_apply(a->w, a->w, NULL, a->u, NS_BF16, a->n, 1e-3f, 0.1f, 0.2f, s, err)
                ? -1
                : 0;
 }
@@ -347,7 +347,7 @@ static int bench_elementwise(bench *B, int64_t elems, dm_err *err)
     emit(B, "muon_update", "-", 1, elems, 1, "fp32", "-", &st, 0, 0);
     a.adamw = 1;
     /* the second moment must be non-negative: one step with lr 0 and beta2 0 sets v = g^2 */
-    if (ns_adamw(a.w, a.w, a.g, a.m, a.m, a.v, a.v, elems, 0.f, 0.9f, 0.f, 1e-8f, 0.f, 1, B->s, err)) goto out;
+    if (ns_adamw(a.w, a.w, NULL, a.g, a.m, a.m, a.v, a.v, elems, 0.f, 0.9f, 0.f, 1e-8f, 0.f, 1, B->s, err)) goto out;
     if (time_fn(B, run_elem, &a, &st, err)) goto out;
     emit(B, "adamw", "-", 1, elems, 1, "fp32", "-", &st, 0, 0);
     rc = 0;

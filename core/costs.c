@@ -69,10 +69,11 @@ static int ns_launches(dm_ns_algo algo) { return algo == DM_NS_DIRECT ? 2 + 3 * 
 
 double dm_elementwise_bytes_per_param(const char *op)
 {
-    /* muon_update: grad bf16 read (2), momentum fp32 read+write (8), NS output bf16 read (2),
-     * master fp32 read+write (8), bf16 weight write (2). adamw: grad (2), two fp32 moments read
-     * and written (16), master (8), bf16 weight (2). */
-    if (!strcmp(op, "muon_update")) return 22;
+    /* muon_update: master fp32 read+write (8), NS output read (2), bf16 weight write (2), as the
+     * GPU executor's apply kernel does it; the momentum (gradient read, momentum read+write, NS
+     * input write) runs in the NS op, before the iteration. adamw: grad (2), two fp32 moments
+     * read and written (16), master (8), bf16 weight (2). */
+    if (!strcmp(op, "muon_update")) return 12;
     if (!strcmp(op, "adamw")) return 28;
     return 0;
 }

@@ -172,14 +172,16 @@ int ns_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t 
  *   buf_out = mu*buf_in + g;  u = nesterov ? g + mu*buf_out : buf_out;  u written in dtype u_dt. */
 int ns_muon_momentum(const float *g, const float *buf_in, float *buf_out, void *u, ns_dtype u_dt,
                      int64_t n, float mu, int nesterov, ns_stream s, dm_err *err);
-/* Muon apply: w_out = w_in*(1 - lr*wd) - lr*scale*O, with O (the NS output) in dtype o_dt. */
-int ns_muon_apply(const float *w_in, float *w_out, const void *o, ns_dtype o_dt, int64_t n,
+/* Muon apply: w_out = w_in*(1 - lr*wd) - lr*scale*O, with O (the NS output) in dtype o_dt;
+ * w_bf16 (NULL: none) receives w_out rounded to bf16 (the working copy), in the same pass. */
+int ns_muon_apply(const float *w_in, float *w_out, void *w_bf16, const void *o, ns_dtype o_dt, int64_t n,
                   float lr, float wd, float scale, ns_stream s, dm_err *err);
 /* AdamW (decoupled weight decay, bias correction for `step` >= 1), fp32 everything:
  *   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
  *   w = w (1 - lr wd) - lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps),
- * each of w, m, v read from *_in and written to *_out. */
-int ns_adamw(const float *w_in, float *w_out, const float *g, const float *m_in, float *m_out,
+ * each of w, m, v read from *_in and written to *_out; w_bf16 (NULL: none) receives w_out
+ * rounded to bf16 in the same pass. */
+int ns_adamw(const float *w_in, float *w_out, void *w_bf16, const float *g, const float *m_in, float *m_out,
              const float *v_in, float *v_out, int64_t n, float lr, float b1, float b2, float eps,
              float wd, int step, ns_stream s, dm_err *err);
 

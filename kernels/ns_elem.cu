@@ -512,34 +512,38 @@ extern "C" int ns_muon_momentum(const float *g, const float *buf_in, float *buf_
 }
 
 template <typename TO>
-__global__ void k_muon_apply(const float *w_in, float *w_out, const TO *o, int64_t n, float decay,
-                             float step)
+__global__ void k_muon_apply(const float *w_in, float *w_out, __nv_bfloat16 *wb, const TO *o, int64_t n,
+                             float decay, float step)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        w_out[i] = w_in[i] * decay - step * ld(o, i);
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float w = w_in[i] * decay - step * ld(o, i);
+        w_out[i] = w;
+        if (wb) wb[i] = __float2bfloat16_rn(w);
+    }
 }
 
 template <typename TO>
-static int launch_apply(const float *w_in, float *w_out, const void *o, int64_t n, float decay,
+static int launch_apply(const float *w_in, float *w_out, void *wb, const void *o, int64_t n, float decay,
                         float step, cudaStream_t s)
 {
-    k_muon_apply<TO><<<grid_for(n, 256), 256, 0, s>>>(w_in, w_out, (const TO *)o, n, decay, step);
+    k_muon_apply<TO><<<grid_for(n, 256), 256, 0, s>>>(w_in, w_out, (__nv_bfloat16 *)wb, (const TO *)o, n, decay,
+                                                      step);
     return 0;
 }
 
-extern "C" int ns_muon_apply(const float *w_in, float *w_out, const void *o, ns_dtype o_dt,
+extern "C" int ns_muon_apply(const float *w_in, float *w_out, void *w_bf16, const void *o, ns_dtype o_dt,
                              int64_t n, float lr, float wd, float scale, ns_stream s, dm_err *err)
 {
     if (n <= 0) return 0;
-    NS_DISPATCH(o_dt, launch_apply, w_in, w_out, o, n, 1.f - lr * wd, lr * scale, (cudaStream_t)s);
+    NS_DISPATCH(o_dt, launch_apply, w_in, w_out, w_bf16, o, n, 1.f - lr * wd, lr * scale, (cudaStream_t)s);
     NS_LAUNCHED();
     return 0;
 }
 
 /* The state is read from the *_in arrays and written to the *_out arrays, element by element
  * by the thread that read it, so in == out (in place) is valid. */
-__global__ void k_adamw(const float4 *w_in, float4 *w_out, const float4 *g, const float4 *m_in,
+__global__ void k_adamw(const float4 *w_in, float4 *w_out, uint2 *wb, const float4 *g, const float4 *m_in,
                         float4 *m_out, const float4 *v_in, float4 *v_out, int64_t n4, float lr,
                         float b1, float b2, float eps, float decay, float bc1, float bc2)
 {
@@ -555,23 +559,32 @@ __global__ void k_adamw(const float4 *w_in, float4 *w_out, const float4 *g, cons
         m_out[i] = mi;
         v_out[i] = vi;
         w_out[i] = wi;
+        if (wb) {
+            uint2 u;
+            __nv_bfloat16 *h = (__nv_bfloat16 *)&u;
+            h[0] = __float2bfloat16_rn(wi.x), h[1] = __float2bfloat16_rn(wi.y);
+            h[2] = __float2bfloat16_rn(wi.z), h[3] = __float2bfloat16_rn(wi.w);
+            wb[i] = u;
+        }
     }
 }
 
-__global__ void k_adamw_tail(const float *w_in, float *w_out, const float *g, const float *m_in,
-                             float *m_out, const float *v_in, float *v_out, int64_t from,
+__global__ void k_adamw_tail(const float *w_in, float *w_out, __nv_bfloat16 *wb, const float *g,
+                             const float *m_in, float *m_out, const float *v_in, float *v_out, int64_t from,
                              int64_t n, float lr, float b1, float b2, float eps, float decay,
                              float bc1, float bc2)
 {
-    int64_t i = from + threadIdx.x;
+    int64_t i = from + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float mi = b1 * m_in[i] + (1.f - b1) * g[i], vi = b2 * v_in[i] + (1.f - b2) * g[i] * g[i];
     m_out[i] = mi;
     v_out[i] = vi;
-    w_out[i] = w_in[i] * decay - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+    float w = w_in[i] * decay - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+    w_out[i] = w;
+    if (wb) wb[i] = __float2bfloat16_rn(w);
 }
 
-extern "C" int ns_adamw(const float *w_in, float *w_out, const float *g, const float *m_in,
+extern "C" int ns_adamw(const float *w_in, float *w_out, void *w_bf16, const float *g, const float *m_in,
                         float *m_out, const float *v_in, float *v_out, int64_t n, float lr,
                         float b1, float b2, float eps, float wd, int step, ns_stream s,
                         dm_err *err)
@@ -581,16 +594,18 @@ extern "C" int ns_adamw(const float *w_in, float *w_out, const float *g, const f
     float bc1 = 1.f - powf(b1, (float)step), bc2 = 1.f - powf(b2, (float)step);
     float decay = 1.f - lr * wd;
     int aligned = ((uintptr_t)w_in | (uintptr_t)w_out | (uintptr_t)g | (uintptr_t)m_in |
-                   (uintptr_t)m_out | (uintptr_t)v_in | (uintptr_t)v_out) % 16 == 0;
+                   (uintptr_t)m_out | (uintptr_t)v_in | (uintptr_t)v_out) % 16 == 0 &&
+                  (uintptr_t)w_bf16 % 8 == 0;
     int64_t n4 = aligned ? n / 4 : 0;
     if (n4 > 0)
         k_adamw<<<grid_for(n4, 256), 256, 0, (cudaStream_t)s>>>(
-            (const float4 *)w_in, (float4 *)w_out, (const float4 *)g, (const float4 *)m_in,
+            (const float4 *)w_in, (float4 *)w_out, (uint2 *)w_bf16, (const float4 *)g, (const float4 *)m_in,
             (float4 *)m_out, (const float4 *)v_in, (float4 *)v_out, n4, lr, b1, b2, eps, decay,
             bc1, bc2);
-    for (int64_t from = n4 * 4; from < n; from += 1024)
-        k_adamw_tail<<<1, 1024, 0, (cudaStream_t)s>>>(w_in, w_out, g, m_in, m_out, v_in, v_out,
-                                                      from, n, lr, b1, b2, eps, decay, bc1, bc2);
+    if (n4 * 4 < n) /* the tail (or everything, when a pointer is not 16-byte aligned) */
+        k_adamw_tail<<<(unsigned)((n - n4 * 4 + 255) / 256), 256, 0, (cudaStream_t)s>>>(
+            w_in, w_out, (__nv_bfloat16 *)w_bf16, g, m_in, m_out, v_in, v_out, n4 * 4, n, lr, b1, b2, eps, decay, bc1,
+            bc2);
     NS_LAUNCHED();
     return 0;
 }

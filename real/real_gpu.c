@@ -682,11 +682,12 @@ static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
             if (!q->mom)
                 return dm_err_set(err, "rank %d: ns of %s, which has no Muon state on this rank", ex->rank,
                                   real_matrix_name(ex, op->params[j]));
-            /* the reduced gradient this rank reads (an overflow in the reduction shows here) */
-            OK(real_k_nonfinite(q->G, q->size, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
             float *b_in, *b_out;
             OK(stage(ex, q, ST_MOM, 0, q->size, s, &b_in, &b_out, err));
-            OK(real_k_bf16_to_f32(q->G, g->g32, q->size, s, err));
+            /* the reduced gradient this rank reads, checked as it is converted (an overflow in
+             * the reduction shows here) */
+            OK(real_k_bf16_to_f32_check(q->G, g->g32, q->size, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s,
+                                        err));
             OK(ns_muon_momentum(g->g32, b_in, b_out, in + (size_t)k * q->size * elt, dt, q->size,
                                 (float)mp->momentum, mp->nesterov, (ns_stream)s, err));
             q->ns_out = outp + (size_t)k * q->size * elt;
@@ -718,25 +719,23 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
             float scale = (float)(mp->scale_coef * sqrt((double)(q->rows > q->cols ? q->rows : q->cols)));
             float *w_in, *w_out;
             OK(stage(ex, q, ST_W32, lo, hi, s, &w_in, &w_out, err));
-            OK(ns_muon_apply(w_in + lo, w_out + lo, (char *)q->ns_out + lo * ns_dtype_size(q->ns_dt), q->ns_dt, hi - lo,
-                             (float)mp->lr, (float)mp->weight_decay, scale, (ns_stream)s, err));
-            OK(real_k_f32_to_bf16(w_out + lo, q->Wb + lo, hi - lo, s, err));
+            /* the new master and, in the same pass, its bf16 working copy */
+            OK(ns_muon_apply(w_in + lo, w_out + lo, q->Wb + lo, (char *)q->ns_out + lo * ns_dtype_size(q->ns_dt),
+                             q->ns_dt, hi - lo, (float)mp->lr, (float)mp->weight_decay, scale, (ns_stream)s, err));
             q->ns_out = NULL;
         } else {
             if (q->gr_hi <= q->gr_lo) continue;
             if (!q->m1 || !q->W32)
                 return dm_err_set(err, "rank %d: adamw of %s without state", ex->rank, real_matrix_name(ex, op->params[j]));
             int64_t lo = q->gr_lo, n = q->gr_hi - q->gr_lo;
-            OK(real_k_nonfinite(q->G + lo, n, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
             float *w_in, *w_out, *m_in, *m_out, *v_in, *v_out;
             OK(stage(ex, q, ST_W32, lo, lo + n, s, &w_in, &w_out, err));
             OK(stage(ex, q, ST_M1, lo, lo + n, s, &m_in, &m_out, err));
             OK(stage(ex, q, ST_M2, lo, lo + n, s, &v_in, &v_out, err));
-            OK(real_k_bf16_to_f32(q->G + lo, g->g32, n, s, err));
-            OK(ns_adamw(w_in + lo, w_out + lo, g->g32, m_in + lo, m_out + lo, v_in + lo, v_out + lo, n, (float)ap->lr,
-                        (float)ap->beta1, (float)ap->beta2, (float)ap->eps, (float)ap->weight_decay,
+            OK(real_k_bf16_to_f32_check(q->G + lo, g->g32, n, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
+            OK(ns_adamw(w_in + lo, w_out + lo, q->Wb + lo, g->g32, m_in + lo, m_out + lo, v_in + lo, v_out + lo, n,
+                        (float)ap->lr, (float)ap->beta1, (float)ap->beta2, (float)ap->eps, (float)ap->weight_decay,
                         (int)(ex->adam_t + 1), (ns_stream)s, err));
-            OK(real_k_f32_to_bf16(w_out + lo, q->Wb + lo, n, s, err));
         }
     }
     return 0;

@@ -90,47 +90,96 @@ extern "C" int real_k_bwd1d(const void *R, const void *X, void *g, int64_t T, in
     LAUNCHED("1-D backward kernel");
 }
 
-__global__ void k_bf16_to_f32(const __nv_bfloat16 *a, float *b, int64_t n)
+/* The conversions and the non-finite check move 8 elements per thread and step (one 16-byte
+ * access of bf16, two of fp32) when both pointers are 16-byte aligned; the tail past the last
+ * multiple of 8, and unaligned ranges, go element by element. With flag != NULL the bf16 -> fp32
+ * conversion also checks: *flag = max(*flag, code) when a value is not finite (one atomic per
+ * thread at most). dst == NULL: the check alone. */
+__device__ __forceinline__ void bf16x8_to_f32(uint4 u, float v[8])
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        b[i] = __bfloat162float(a[i]);
+    const __nv_bfloat16 *h = (const __nv_bfloat16 *)&u;
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = __bfloat162float(h[k]);
 }
 
+template <int VEC>
+__global__ void k_bf16_to_f32(const __nv_bfloat16 *a, float *b, int64_t n, int *flag, int code)
+{
+    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    int bad = 0;
+    int64_t n8 = VEC ? n / 8 * 8 : 0;
+    for (int64_t i = t * 8; i < n8; i += stride * 8) {
+        float v[8];
+        bf16x8_to_f32(*(const uint4 *)(a + i), v);
+#pragma unroll
+        for (int k = 0; k < 8; k++) bad |= !isfinite(v[k]);
+        if (b) {
+            *(float4 *)(b + i) = make_float4(v[0], v[1], v[2], v[3]);
+            *(float4 *)(b + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
+        }
+    }
+    for (int64_t i = n8 + t; i < n; i += stride) {
+        float v = __bfloat162float(a[i]);
+        bad |= !isfinite(v);
+        if (b) b[i] = v;
+    }
+    if (flag && bad) atomicMax(flag, code);
+}
+
+template <int VEC>
 __global__ void k_f32_to_bf16(const float *a, __nv_bfloat16 *b, int64_t n)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        b[i] = __float2bfloat16_rn(a[i]);
+    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t n8 = VEC ? n / 8 * 8 : 0;
+    for (int64_t i = t * 8; i < n8; i += stride * 8) {
+        float4 x = *(const float4 *)(a + i), y = *(const float4 *)(a + i + 4);
+        uint4 u;
+        __nv_bfloat16 *h = (__nv_bfloat16 *)&u;
+        h[0] = __float2bfloat16_rn(x.x), h[1] = __float2bfloat16_rn(x.y), h[2] = __float2bfloat16_rn(x.z);
+        h[3] = __float2bfloat16_rn(x.w), h[4] = __float2bfloat16_rn(y.x), h[5] = __float2bfloat16_rn(y.y);
+        h[6] = __float2bfloat16_rn(y.z), h[7] = __float2bfloat16_rn(y.w);
+        *(uint4 *)(b + i) = u;
+    }
+    for (int64_t i = n8 + t; i < n; i += stride) b[i] = __float2bfloat16_rn(a[i]);
+}
+
+static int aligned16(const void *a, const void *b)
+{
+    return ((uintptr_t)a % 16 == 0) && ((uintptr_t)b % 16 == 0);
+}
+
+static int conv_grid(int64_t n) { return grid((n + 7) / 8, 256); }
+
+extern "C" int real_k_bf16_to_f32_check(const void *src, float *dst, int64_t n, int *flag, int code, void *stream,
+                                        dm_err *err)
+{
+    if (n <= 0) return 0;
+    const __nv_bfloat16 *a = (const __nv_bfloat16 *)src;
+    if (aligned16(src, dst ? (const void *)dst : src))
+        k_bf16_to_f32<1><<<conv_grid(n), 256, 0, (cudaStream_t)stream>>>(a, dst, n, flag, code);
+    else
+        k_bf16_to_f32<0><<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>(a, dst, n, flag, code);
+    LAUNCHED("bf16 to fp32 kernel");
 }
 
 extern "C" int real_k_bf16_to_f32(const void *src, float *dst, int64_t n, void *stream, dm_err *err)
 {
-    if (n <= 0) return 0;
-    k_bf16_to_f32<<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)src, dst, n);
-    LAUNCHED("bf16 to fp32 kernel");
+    return real_k_bf16_to_f32_check(src, dst, n, NULL, 0, stream, err);
 }
 
 extern "C" int real_k_f32_to_bf16(const float *src, void *dst, int64_t n, void *stream, dm_err *err)
 {
     if (n <= 0) return 0;
-    k_f32_to_bf16<<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>(src, (__nv_bfloat16 *)dst, n);
+    if (aligned16(src, dst))
+        k_f32_to_bf16<1><<<conv_grid(n), 256, 0, (cudaStream_t)stream>>>(src, (__nv_bfloat16 *)dst, n);
+    else
+        k_f32_to_bf16<0><<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>(src, (__nv_bfloat16 *)dst, n);
     LAUNCHED("fp32 to bf16 kernel");
-}
-
-/* flag = max(flag, code) when any element is not finite */
-__global__ void k_nonfinite(const __nv_bfloat16 *g, int64_t n, int *flag, int code)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        if (!isfinite(__bfloat162float(g[i]))) {
-            atomicMax(flag, code);
-            return;
-        }
 }
 
 extern "C" int real_k_nonfinite(const void *g, int64_t n, int *flag, int code, void *stream, dm_err *err)
 {
-    if (n <= 0) return 0;
-    k_nonfinite<<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)g, n, flag, code);
-    LAUNCHED("non-finite check kernel");
+    return real_k_bf16_to_f32_check(g, NULL, n, flag, code, stream, err);
 }
 
 __global__ void k_set(__nv_bfloat16 *g, int64_t i, float v) { g[i] = __float2bfloat16_rn(v); }

@@ -17,6 +17,9 @@ int real_k_fwd1d(const void *X, const void *w, void *R, int64_t T, int64_t n, vo
 int real_k_bwd1d(const void *R, const void *X, void *g, int64_t T, int64_t n, float s, void *stream, dm_err *err);
 int real_k_bf16_to_f32(const void *src, float *dst, int64_t n, void *stream, dm_err *err);
 int real_k_f32_to_bf16(const float *src, void *dst, int64_t n, void *stream, dm_err *err);
+/* dst = src converted (dst may be NULL: no output), and *flag = max(*flag, code) if any of the n
+ * elements is not finite: the check rides on the conversion's one read. */
+int real_k_bf16_to_f32_check(const void *src, float *dst, int64_t n, int *flag, int code, void *stream, dm_err *err);
 /* *flag = max(*flag, code) if any of the n elements is not finite. */
 int real_k_nonfinite(const void *g, int64_t n, int *flag, int code, void *stream, dm_err *err);
 /* g[i] = NaN / g[i] = v (fault injection). */

@@ -322,7 +322,7 @@ static void test_updates(ns_stream s)
         ns_muon_momentum(dg, dbuf, dbuf, ns_plan_input(p), NS_BF16, (int64_t)n, (float)mp.momentum, 1, s,
                          &e) ||
         ns_plan_run(p, s, !getenv("DM_TEST_NO_GRAPH"), &e) ||
-        ns_muon_apply(dw, dw, ns_plan_output(p), NS_BF16, (int64_t)n, (float)mp.lr, (float)mp.weight_decay, scale,
+        ns_muon_apply(dw, dw, NULL, ns_plan_output(p), NS_BF16, (int64_t)n, (float)mp.lr, (float)mp.weight_decay, scale,
                       s, &e) ||
         ns_sync(s, &e) || ns_copy_d2h(wg, dw, n * 4, &e) || ns_copy_d2h(hm, dbuf, n * 4, &e) ||
         ns_muon_update_f(w, buf, g, r, c, &mp, &e)) {
@@ -378,7 +378,7 @@ static void test_adamw(ns_stream s)
         if (ns_dev_alloc(&dm, n * 4, &e) || ns_dev_alloc(&dv, n * 4, &e) ||
             ns_copy_h2d(dw, w, n * 4, &e) || ns_copy_h2d(dg, g, n * 4, &e) ||
             ns_copy_h2d(dm, m1, n * 4, &e) || ns_copy_h2d(dv, m2, n * 4, &e) ||
-            ns_adamw(dw, dw, dg, dm, dm, dv, dv, (int64_t)na, (float)ap.lr, (float)ap.beta1,
+            ns_adamw(dw, dw, NULL, dg, dm, dm, dv, dv, (int64_t)na, (float)ap.lr, (float)ap.beta1,
                      (float)ap.beta2, (float)ap.eps, (float)ap.weight_decay, 7, s, &e) ||
             ns_sync(s, &e) || ns_copy_d2h(wg, dw, n * 4, &e) || ns_copy_d2h(hm, dm, n * 4, &e) ||
             ns_copy_d2h(hv, dv, n * 4, &e) || ns_adamw_update_f(w, m1, m2, g, na, 7, &ap, &e)) {
@@ -411,7 +411,16 @@ done:
 /* The elementwise kernels out of place (the GPU executor's ping-pong state: read the committed
  * buffer, write the other one) against the same kernels in place on the same input, over an odd
  * count (AdamW's vector body and scalar tail): the results equal bit for bit, and the inputs
- * read out of place are left unchanged. */
+ * read out of place are left unchanged; the bf16 working copy written in the same pass equals the
+ * new fp32 weights rounded to nearest even. Pass 2 repeats AdamW one element off 16-byte
+ * alignment (every element through the scalar kernel). */
+static uint16_t bf16_rne(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
 static void test_out_of_place(ns_stream s)
 {
     enum { N = 320 * 192 - 3 };
@@ -419,9 +428,9 @@ static void test_out_of_place(ns_stream s)
     dm_err e = {{0}};
     /* host: [0] w, [1] m (AdamW first moment, then Muon momentum), [2] v, [3] g */
     float *h0[4] = {0}, *in[3] = {0}, *oop[3] = {0}, *kept[3] = {0}, *d[10] = {0};
-    void *u[2] = {0};
-    uint16_t *hu[2] = {malloc((size_t)N * 2), malloc((size_t)N * 2)};
-    int bad = !hu[0] || !hu[1];
+    void *u[2] = {0}, *wb = NULL;
+    uint16_t *hu[2] = {malloc((size_t)N * 2), malloc((size_t)N * 2)}, *hwb = malloc((size_t)N * 2);
+    int bad = !hu[0] || !hu[1] || !hwb;
     for (int k = 0; k < 4; k++) bad |= !(h0[k] = malloc(b4));
     for (int k = 0; k < 3; k++) bad |= !(in[k] = malloc(b4)) | !(oop[k] = malloc(b4)) | !(kept[k] = malloc(b4));
     if (bad) {
@@ -437,44 +446,56 @@ static void test_out_of_place(ns_stream s)
     /* device: d[0..2] in place, d[3..5] the inputs read out of place, d[6..8] the outputs, d[9] g */
     for (int k = 0; k < 10 && !bad; k++) bad = ns_dev_alloc((void **)&d[k], b4, &e) != 0;
     for (int k = 0; k < 2 && !bad; k++) bad = ns_dev_alloc(&u[k], (size_t)N * 2, &e) != 0;
-    for (int pass = 0; pass < 2 && !bad; pass++) { /* 0: AdamW on w, m, v; 1: Muon on w (m the momentum) */
-        int ns = pass == 0 ? 3 : 2;
+    if (!bad) bad = ns_dev_alloc(&wb, (size_t)N * 2, &e) != 0;
+    for (int pass = 0; pass < 3 && !bad; pass++) { /* 0, 2: AdamW on w, m, v; 1: Muon on w (m the momentum) */
+        int ns = pass == 1 ? 2 : 3, o = pass == 2; /* o: elements off alignment */
         for (int k = 0; k < ns && !bad; k++)
             bad = ns_copy_h2d(d[k], h0[k], b4, &e) || ns_copy_h2d(d[k + 3], h0[k], b4, &e) ||
                   ns_fill_poison(d[k + 6], NS_FP32, N, s, &e);
         if (!bad && ns_copy_h2d(d[9], h0[3], b4, &e)) bad = 1;
         if (bad) break;
         float **f = d;
-        if (pass == 0)
-            bad = ns_adamw(f[0], f[0], f[9], f[1], f[1], f[2], f[2], N, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, s, &e) ||
-                  ns_adamw(f[3], f[6], f[9], f[4], f[7], f[5], f[8], N, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, s, &e);
+        uint16_t *wbo = (uint16_t *)wb + o;
+        if (!bad) bad = ns_fill_poison(wb, NS_BF16, N, s, &e) != 0;
+        if (bad) break;
+        if (pass != 1)
+            bad = ns_adamw(f[0] + o, f[0] + o, NULL, f[9] + o, f[1] + o, f[1] + o, f[2] + o, f[2] + o, N - o, 1e-3f,
+                           0.9f, 0.95f, 1e-8f, 0.1f, 3, s, &e) ||
+                  ns_adamw(f[3] + o, f[6] + o, wbo, f[9] + o, f[4] + o, f[7] + o, f[5] + o, f[8] + o, N - o, 1e-3f,
+                           0.9f, 0.95f, 1e-8f, 0.1f, 3, s, &e);
         else
             bad = ns_muon_momentum(f[9], f[1], f[1], u[0], NS_BF16, N, 0.95f, 1, s, &e) ||
                   ns_muon_momentum(f[9], f[4], f[7], u[1], NS_BF16, N, 0.95f, 1, s, &e) ||
-                  ns_muon_apply(f[0], f[0], u[0], NS_BF16, N, 0.02f, 0.1f, 0.2f, s, &e) ||
-                  ns_muon_apply(f[3], f[6], u[1], NS_BF16, N, 0.02f, 0.1f, 0.2f, s, &e);
+                  ns_muon_apply(f[0], f[0], NULL, u[0], NS_BF16, N, 0.02f, 0.1f, 0.2f, s, &e) ||
+                  ns_muon_apply(f[3], f[6], wb, u[1], NS_BF16, N, 0.02f, 0.1f, 0.2f, s, &e);
         if (!bad) bad = ns_sync(s, &e) != 0;
         for (int k = 0; k < ns && !bad; k++)
             bad = ns_copy_d2h(in[k], d[k], b4, &e) || ns_copy_d2h(oop[k], d[k + 6], b4, &e) ||
                   ns_copy_d2h(kept[k], d[k + 3], b4, &e);
         if (!bad && pass == 1)
             bad = ns_copy_d2h(hu[0], u[0], (size_t)N * 2, &e) || ns_copy_d2h(hu[1], u[1], (size_t)N * 2, &e);
+        if (!bad) bad = ns_copy_d2h(hwb, wb, (size_t)N * 2, &e) != 0;
         if (bad) break;
-        int same = 1, unchanged = 1, finite = 1;
+        int same = 1, unchanged = 1, finite = 1, wb_ok = 1;
         for (int k = 0; k < ns; k++) {
-            same &= !memcmp(in[k], oop[k], b4);
+            same &= !memcmp(in[k] + o, oop[k] + o, b4 - 4 * (size_t)o);
             unchanged &= !memcmp(kept[k], h0[k], b4);
-            for (size_t i = 0; i < (size_t)N; i++) finite &= isfinite(oop[k][i]);
+            for (size_t i = (size_t)o; i < (size_t)N; i++) finite &= isfinite(oop[k][i]);
         }
+        for (size_t i = (size_t)o; i < (size_t)N; i++) wb_ok &= hwb[i] == bf16_rne(oop[0][i]);
         if (pass == 1) same &= !memcmp(hu[0], hu[1], (size_t)N * 2);
-        ok(same && unchanged && finite, "%s out of place equals in place bit for bit (%d elements): same %d, inputs "
-           "unchanged %d, finite %d", pass == 0 ? "AdamW (w, m, v)" : "Muon momentum, NS input and apply", N, same,
-           unchanged, finite);
+        ok(same && unchanged && finite && wb_ok,
+           "%s out of place equals in place bit for bit (%d elements%s): same %d, inputs unchanged %d, finite %d, "
+           "bf16 copy of the new weights %d",
+           pass == 1 ? "Muon momentum, NS input and apply" : "AdamW (w, m, v)", N - o,
+           o ? ", 4 bytes off alignment" : "", same, unchanged, finite, wb_ok);
     }
     if (bad) bail("out of place", &e);
 done:
     for (int k = 0; k < 10; k++) ns_dev_free(d[k]);
     for (int k = 0; k < 2; k++) ns_dev_free(u[k]), free(hu[k]);
+    ns_dev_free(wb);
+    free(hwb);
     for (int k = 0; k < 4; k++) free(h0[k]);
     for (int k = 0; k < 3; k++) free(in[k]), free(oop[k]), free(kept[k]);
 }

@@ -1,16 +1,16 @@
 #!/bin/sh
 # validate_replay.sh: `dmuon validate --replay` re-simulates the cases of a stored validate.csv
 # (no executor): with the calibration that produced the stored 2 x H200 table
-# (traces/validate/h200x2-1, fwd_efficiency only) it reproduces every stored prediction; the
-# committed calibration changes them; --max-error decides the exit status; a malformed csv is
+# (traces/validate/h200x2-3/run4, made with the calibration committed at a73b104) it reproduces
+# every stored prediction; the committed calibration (fitted on that run) changes them; --max-error decides the exit status; a malformed csv is
 # refused with FILE:LINE:COL.
 . "${DM_SRCDIR:-.}/tests/tap.sh"
 DMUON=${DMUON:-./dmuon}
 SRC=${DM_SRCDIR:-.}
 tmp=$(mktemp -d /tmp/dmuon-replay-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
-stored="$SRC/traces/validate/h200x2-1/validate.csv"
-# The calibration of the stored run (traces/calib/h200x2.calib as of 2026-11-29T20:01:17Z).
+stored="$SRC/traces/validate/h200x2-3/run4/cases/validate.csv"
+# The calibration of the stored run (traces/calib/h200x2.calib as committed at a73b104).
 cat >"$tmp/old.calib" <<CAL
 # dmuon-calib-1
 costs = $SRC/traces/costs/h200.csv
@@ -22,7 +22,16 @@ busbw_scale.all-gather = 0.796479
 busbw_scale.reduce-scatter = 0.768562
 base_latency_us = 6.80381
 nvlink_latency_us = 3.77107
-fwd_efficiency = 0.3951
+fwd_efficiency = 0.483051
+bwd_efficiency = 0.403549
+elementwise_efficiency.muon_update = 0.861231
+elementwise_launch_us.muon_update = 6.14557
+elementwise_efficiency.adamw = 0.44754
+elementwise_launch_us.adamw = 14.9038
+ns_time_scale = 1.084
+comm_slowdown = 0.037
+step_start_us = 15.456
+coll_slowdown = 0.496
 CAL
 R="$DMUON validate --cluster h200x2 --replay"
 out=$($R "$stored" --calibration "$tmp/old.calib" --out "$tmp/a" 2>&1)
@@ -32,27 +41,28 @@ is "replay.csv: 6 cases x 5 phases" "$(grep -c '^llama-3.2-3b\.' "$tmp/a/replay.
 # predicted_ms (column 8) equals the stored prediction (column 10) to the csv's 6 decimals.
 bad=$(awk -F, 'NR > 1 { d = $8 - $10; if (d < 0) d = -d; if (d > 2e-6) n++ } END { print n + 0 }' "$tmp/a/replay.csv")
 is "every stored prediction reproduced" "$bad" 0
-like "the dmuon 2-GPU step as stored" "$out" "llama-3.2-3b.dmuon.interleave.2gpu           step             345.786     329.912    -4.6%         -4.6%"
+like "the dmuon 2-GPU step as stored" "$out" "llama-3.2-3b.dmuon.interleave.2gpu           step             330.946     322.122    -2.7%         -2.7%"
 out=$(cd "$SRC" && $R "$stored" --calibration traces/calib/h200x2.calib --out "$tmp/b" 2>&1)
 is "replay with the committed calibration exits 0" "$?" 0
 changed=$(awk -F, 'NR > 1 && $6 == "forward" { d = $8 - $10; if (d < 0) d = -d; if (d > 1e-3) n++ } END { print n + 0 }' "$tmp/b/replay.csv")
 is "the committed calibration changes the forward predictions" "$changed" 6
 is "--max-error 1 fails (phases miss by more than 1%)" "$(status_of $R "$stored" --calibration "$tmp/old.calib" --out "$tmp/c" --max-error 1)" 1
 is "--max-error 200 passes" "$(status_of $R "$stored" --calibration "$tmp/old.calib" --out "$tmp/c" --max-error 200)" 0
-# Malformed input: file:line:col.
+# Malformed input: file:line:col (rows of an older stored table).
+old_table="$SRC/traces/validate/h200x2-1/validate.csv"
 printf 'case,model,phase\n' >"$tmp/h.csv"
 out=$($R "$tmp/h.csv" --out "$tmp/c" 2>&1)
 like "a wrong header is named at 1:1" "$out" "h.csv:1:1: expected the header"
-head -3 "$stored" | sed '3s/,forward,51.801248,/,forward,fast,/' >"$tmp/n.csv"
+head -3 "$old_table" | sed '3s/,forward,51.801248,/,forward,fast,/' >"$tmp/n.csv"
 out=$($R "$tmp/n.csv" --out "$tmp/c" 2>&1)
 like "a bad measured_ms is named at line 3, its column" "$out" "n.csv:3:76: expected measured_ms as a non-negative number, found 'fast'"
-head -3 "$stored" | sed '3s/,forward,/,fwd,/' >"$tmp/p.csv"
+head -3 "$old_table" | sed '3s/,forward,/,fwd,/' >"$tmp/p.csv"
 out=$($R "$tmp/p.csv" --out "$tmp/c" 2>&1)
 like "an unknown phase is named" "$out" "p.csv:3:68: expected a phase"
-head -3 "$stored" >"$tmp/m.csv"
+head -3 "$old_table" >"$tmp/m.csv"
 out=$($R "$tmp/m.csv" --out "$tmp/c" 2>&1)
 like "a case without every phase is refused" "$out" "case llama-3.2-3b.dmuon.interleave.1gpu has no backward row"
-head -2 "$stored" | sed "2s/,step,.*/,step/" >"$tmp/s.csv"
+head -2 "$old_table" | sed "2s/,step,.*/,step/" >"$tmp/s.csv"
 out=$($R "$tmp/s.csv" --out "$tmp/c" 2>&1)
 like "a short row is named" "$out" "s.csv:2:"
 is "a malformed csv exits 1" "$(status_of $R "$tmp/s.csv" --out "$tmp/c")" 1

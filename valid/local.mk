@@ -6,7 +6,8 @@ libdmuon_a_SOURCES += core/compare.c core/compare.h valid/spawn.c valid/spawn.h
 dmuon_SOURCES += cli/cmd_regress.c cli/cmd_compare.c
 TESTS += tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh
 EXTRA_DIST += tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh \
-	traces/validate/h200x2-1/validate.csv traces/baselines/README.md \
+	traces/validate/h200x2-1/validate.csv traces/validate/h200x2-3/run4/cases/validate.csv \
+	traces/baselines/README.md \
 	traces/baselines/cpu-2core/quick.tsv traces/baselines/cpu-2core/full.tsv
 libdmuon_a_SOURCES += core/calib.c core/calib.h
 dmuon_SOURCES += cli/cmd_calibrate.c cli/cmd_validate.c

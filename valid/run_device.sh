@@ -4,7 +4,8 @@
 # libraries carried in .devreal/, set up exactly as real/run_device.sh does: its lines from
 # "D=" to the end of the mpirun choice are evaluated here). Results go to $OUT.
 #   valid/run_device.sh validate   # dmuon validate: 3 strategies x 2 overlaps x 1,2 GPUs, Llama-3.2-3B
-#   valid/run_device.sh regress    # dmuon regress --update for machine kind h200 (full suite, GPU part)
+#   valid/run_device.sh regress    # dmuon regress --update for machine kind h200 (full suite, GPU part;
+#                                  # the reason stored from $REGRESS_REASON)
 #   valid/run_device.sh all        # both
 set -u
 O=${OUT:-/tmp/dmuon-out}
@@ -27,7 +28,7 @@ if [ "$mode" = validate ] || [ "$mode" = all ]; then
 fi
 if [ "$mode" = regress ] || [ "$mode" = all ]; then
   timeout 420 $B regress --machine h200 --exec-gpus 2 --reps 3 --costs traces/costs/roofline.csv \
-    --baselines "$O/baselines" --update --reason "first H200 baseline (2 x H200 device)" > "$O/regress.txt" 2>&1
+    --baselines "$O/baselines" --update --reason "${REGRESS_REASON:-first H200 baseline (2 x H200 device)}" > "$O/regress.txt" 2>&1
   echo "regress exit $?" >> "$O/regress.txt"
   tail -5 "$O/regress.txt"
 fi
