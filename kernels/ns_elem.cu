@@ -333,13 +333,26 @@ __global__ void k_mirror2(uint32_t *a, int m, int bs, int t)
     if (lin < 64) rb[lin] = (r0 + lin) / bs;
     else if (lin < 128) cb[lin - 64] = (c0 + lin - 64) / bs;
     __syncthreads();
-    /* load: source column r0 + j, rows c0 + 2tx, c0 + 2tx + 1 (one word) */
-    for (int j = threadIdx.y; j < 64; j += 8) {
-        int sc = r0 + j, sr = c0 + 2 * tx;
-        if (sc < m && sr < m && rb[j] < cb[2 * tx]) {
-            uint32_t w = am[(int64_t)sc * mw + sr / 2];
-            tile[j][2 * tx] = (uint16_t)(w & 0xffffu);
-            tile[j][2 * tx + 1] = (uint16_t)(w >> 16);
+    /* load: source column r0 + j, rows c0 + 2tx, c0 + 2tx + 1 (one word). A tile wholly inside
+     * the matrix and above the block diagonal (the common case) loads its 8 words per thread
+     * unconditionally into registers first, so the loads overlap. */
+    if (r0 + 63 < m && c0 + 63 < m && (r0 + 63) / bs < c0 / bs) {
+        uint32_t w[8];
+#pragma unroll
+        for (int q = 0; q < 8; q++) w[q] = am[(int64_t)(r0 + threadIdx.y + 8 * q) * mw + c0 / 2 + tx];
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            tile[threadIdx.y + 8 * q][2 * tx] = (uint16_t)(w[q] & 0xffffu);
+            tile[threadIdx.y + 8 * q][2 * tx + 1] = (uint16_t)(w[q] >> 16);
+        }
+    } else {
+        for (int j = threadIdx.y; j < 64; j += 8) {
+            int sc = r0 + j, sr = c0 + 2 * tx;
+            if (sc < m && sr < m && rb[j] < cb[2 * tx]) {
+                uint32_t w = am[(int64_t)sc * mw + sr / 2];
+                tile[j][2 * tx] = (uint16_t)(w & 0xffffu);
+                tile[j][2 * tx + 1] = (uint16_t)(w >> 16);
+            }
         }
     }
     __syncthreads();
