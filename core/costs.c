@@ -69,10 +69,13 @@ static int ns_launches(dm_ns_algo algo) { return algo == DM_NS_DIRECT ? 2 + 3 * 
 
 double dm_elementwise_bytes_per_param(const char *op)
 {
-    /* muon_update: master fp32 read+write (8), NS output read (2), bf16 weight write (2), as the
-     * GPU executor's apply kernel does it; the momentum (gradient read, momentum read+write, NS
-     * input write) runs in the NS op, before the iteration. adamw: grad (2), two fp32 moments
-     * read and written (16), master (8), bf16 weight (2). */
+    /* The bytes model of an op (the roofline, and a calibrated efficiency fitted on executor
+     * traces). muon_update: master fp32 read+write (8), NS output read (2), bf16 weight write
+     * (2), as the GPU executor's apply kernel does it; the executor runs the momentum (gradient
+     * read, momentum read+write, NS input write) inside its NS op, so a calibration folds it
+     * into ns_time_scale. A kernel table's muon_update row (dmuon bench kernels) times momentum
+     * and apply together, so a table-based cost keeps the momentum in this op instead. adamw:
+     * grad (2), two fp32 moments read and written (16), master (8), bf16 weight (2). */
     if (!strcmp(op, "muon_update")) return 12;
     if (!strcmp(op, "adamw")) return 28;
     return 0;

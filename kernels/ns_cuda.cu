@@ -289,8 +289,7 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
     t->c = g->c ? g->c : g->d;
     t->d = g->d;
     t->alpha = g->alpha;
-    t->beta = g->c ? g->beta : 0.f;
-    if (t->alpha_dev && !g->c) t->c = t->d; /* beta from the device (zero there): C unread */
+    t->beta = g->c ? g->beta : 0.f; /* with device scalars, beta is read there (zero: C unread) */
     q->flops_exec += 2.0 * (double)g->M * (double)g->N * (double)g->K * batch;
     return 0;
 }
@@ -804,13 +803,35 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io
     if (e == cudaSuccess && p->fold) e = cudaMalloc((void **)&p->cnt, sizeof(unsigned));
     if (e == cudaSuccess && p->fold) e = cudaMemset(p->cnt, 0, sizeof(unsigned));
     if (e != cudaSuccess) {
-        dm_err_set(err, "ns_plan_create %lldx%lld batch %d: cudaMalloc: %s", (long long)rows,
-                   (long long)cols, batch, cudaGetErrorString(e));
+        dm_err_set(err, "ns_plan_create %lldx%lld batch %d: device buffers (cudaMalloc/cudaMemset): %s",
+                   (long long)rows, (long long)cols, batch, cudaGetErrorString(e));
         cudaGetLastError();
         goto fail;
     }
     if (seq_init(&p->q, cfg->heuristic, cfg->gemm_picks, err)) goto fail;
     if ((cfg->algo == NS_ALGO_GRAM ? build_gram(p, err) : build_direct(p, err))) goto fail;
+    { /* picks are per position in the plan's list of distinct GEMMs: they belong to a plan of
+         the same structure, which has as many distinct GEMMs (up to NS_MAX_PICKS); any other
+         plan (another io dtype, so no folded normalization; other iterations or restarts) drops
+         them and uses `heuristic` for every GEMM */
+        seq *q = &p->q;
+        int np = (int)strlen(cfg->gemm_picks), want = q->n_sigs < NS_MAX_PICKS ? q->n_sigs : NS_MAX_PICKS;
+        if (np > 0 && np != want) {
+            for (int si = 0; si < q->n_sigs; si++) {
+                gemm_sig *sg = &q->sigs[si];
+                sg->pick = q->heuristic < sg->nres ? q->heuristic : sg->nres - 1;
+            }
+            for (int i = 0; i < q->n; i++)
+                if (q->steps[i].kind == ST_GEMM) q->steps[i].algo = q->sigs[q->steps[i].sig].algo[q->sigs[q->steps[i].sig].pick];
+            q->picks[0] = 0;
+            p->cfg.gemm_picks[0] = 0;
+        }
+    }
+    /* the buffers' zeroed counter (cudaMemset on the legacy stream) before any stream uses it */
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+        dm_err_set(err, "ns_plan_create: %s", cudaGetErrorString(cudaGetLastError()));
+        goto fail;
+    }
     *out = p;
     return 0;
 fail:
@@ -888,7 +909,7 @@ extern "C" int ns_plan_tune_gemms(ns_plan *p, ns_stream s_in, dm_err *err)
     if (ns_fill_random(p->in, p->io, p->g.m * p->g.n * p->g.batch, 0x7e57u, 1.f, (ns_stream)s, err) ||
         seq_run_steps(q, s, err))
         goto out;
-    for (int si = 0; si < q->n_sigs; si++) {
+    for (int si = 0; si < q->n_sigs && si < NS_MAX_PICKS; si++) { /* those a picks string can hold */
         gemm_sig *sg = &q->sigs[si];
         int i0 = 0;
         while (i0 < q->n && !(q->steps[i0].kind == ST_GEMM && q->steps[i0].sig == si)) i0++;

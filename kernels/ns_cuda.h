@@ -102,7 +102,11 @@ int ns_plan_run(ns_plan *p, ns_stream s, int use_graph, dm_err *err);
  * a CUDA graph of back-to-back launches replayed after a warm-up (best of 3 replays), and the
  * fastest is kept for every step with that GEMM. The picks land in the plan's configuration
  * (ns_plan_config: gemm_picks), so a plan made from it later uses the same algorithms without
- * timing (deterministic results). Drops a captured graph. Synchronizes. */
+ * timing (deterministic results). Only the first NS_MAX_PICKS distinct GEMMs are tuned (the rest
+ * keep `heuristic`), and a plan made later uses the picks only if it has as many distinct GEMMs
+ * (the same structure: the same io dtype, iterations and restarts), else `heuristic` throughout.
+ * Overwrites the plan's input (random values), output and work buffers. Drops a captured graph.
+ * Synchronizes. */
 int ns_plan_tune_gemms(ns_plan *p, ns_stream s, dm_err *err);
 /* The configuration the plan was made with, gemm_picks as tuned. */
 void ns_plan_config(const ns_plan *p, ns_config *cfg);

@@ -154,12 +154,13 @@ extern "C" int real_k_bf16_to_f32_check(const void *src, float *dst, int64_t n, 
                                         dm_err *err)
 {
     if (n <= 0) return 0;
+    const char *what = dst ? "bf16 to fp32 kernel" : "non-finite check kernel";
     const __nv_bfloat16 *a = (const __nv_bfloat16 *)src;
     if (aligned16(src, dst ? (const void *)dst : src))
         k_bf16_to_f32<1><<<conv_grid(n), 256, 0, (cudaStream_t)stream>>>(a, dst, n, flag, code);
     else
         k_bf16_to_f32<0><<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>(a, dst, n, flag, code);
-    LAUNCHED("bf16 to fp32 kernel");
+    LAUNCHED(what);
 }
 
 extern "C" int real_k_bf16_to_f32(const void *src, float *dst, int64_t n, void *stream, dm_err *err)

@@ -556,7 +556,9 @@ static void test_normalize_mirror(ns_stream s)
 }
 
 /* Per-GEMM picks: a plan tuned GEMM by GEMM still computes NS within the bound; a plan made
- * from the picked configuration uses the same algorithms (bit-identical output). */
+ * from the picked configuration (the same io dtype, so the same structure) keeps the picks and
+ * runs the same algorithms (graph and launch-by-launch runs bit-identical); a plan of another
+ * structure (fp32 io: no folded normalization) drops them. */
 static void test_gemm_picks(ns_stream s)
 {
     static const struct { int64_t r, c; int algo, kb; } cases[] = {
@@ -581,14 +583,25 @@ static void test_gemm_picks(ns_stream s)
         int hex = np > 0 && strspn(cfg.gemm_picks, "0123456789abcdef") == np && (int)np <= st.n_gemms;
         double *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
         uint64_t seed = rng_state;
-        double ea = check_plan(cases[i].r, cases[i].c, 1, NS_FP32, &cfg, 1, s, a);
+        double ea = check_plan(cases[i].r, cases[i].c, 1, cfg.work, &cfg, 1, s, a);
         rng_state = seed;
-        double eb = check_plan(cases[i].r, cases[i].c, 1, NS_FP32, &cfg, 0, s, b);
+        double eb = check_plan(cases[i].r, cases[i].c, 1, cfg.work, &cfg, 0, s, b);
         int same = a && b && memcmp(a, b, n * sizeof *a) == 0;
+        ns_config kept, dropped;
+        memset(&kept, 0, sizeof kept);
+        memset(&dropped, 0, sizeof dropped);
+        if (!ns_plan_create(cases[i].r, cases[i].c, 1, cfg.work, &cfg, &p, &e)) ns_plan_config(p, &kept);
+        ns_plan_destroy(p);
+        p = NULL;
+        if (!ns_plan_create(cases[i].r, cases[i].c, 1, NS_FP32, &cfg, &p, &e)) ns_plan_config(p, &dropped);
+        ns_plan_destroy(p);
+        p = NULL;
+        same &= !strcmp(kept.gemm_picks, cfg.gemm_picks) && dropped.gemm_picks[0] == 0;
         double tol = cases[i].r == cases[i].c && cases[i].algo == NS_ALGO_GRAM ? GRAM_SQ_TOL : NS_TOL;
         ok(hex && ea <= tol && same,
            "GEMM picks %s %lldx%lld k%d: picks '%s' (%d GEMM launches); rel err %.3g <= %g; "
-           "graph and launch-by-launch runs of a plan made from the picks bit-identical: %s",
+           "graph and launch-by-launch runs of a plan made from the picks bit-identical, picks kept "
+           "by a plan of the same structure and dropped by an fp32-io plan: %s",
            ns_algo_name((ns_algo)cases[i].algo), (long long)cases[i].r, (long long)cases[i].c, cases[i].kb,
            cfg.gemm_picks, st.n_gemms, ea, tol, same ? "yes" : "no");
         (void)eb;
