@@ -430,7 +430,7 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_a
             p = NULL;
             int changed = 0; /* any pick other than the heuristic index every GEMM had */
             for (const char *c = cfg.gemm_picks; *c; c++)
-                changed |= (*c <= '9' ? *c - '0' : *c - 'a' + 10) != results[a].heuristic;
+                changed |= ns_pick_value(*c) != results[a].heuristic;
             if (changed &&
                 tune_one(m, n, batch, &cfg, o, seed, s, ref, scratch, t, &results[a], report, report_ctx, err))
                 goto out;

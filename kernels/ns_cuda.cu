@@ -105,7 +105,6 @@ typedef struct seq {
     void *ws;
     size_t ws_bytes;
     int heuristic;
-    char picks[NS_MAX_PICKS + 1]; /* per sig: heuristic index (hex digit), as ns_config */
     step *steps;
     int n, cap;
     gemm_sig *sigs;
@@ -120,11 +119,10 @@ typedef struct seq {
 
 #define WS_BYTES (32u << 20)
 
-static int seq_init(seq *q, int heuristic, const char *picks, dm_err *err)
+static int seq_init(seq *q, int heuristic, dm_err *err)
 {
     memset(q, 0, sizeof *q);
     q->heuristic = heuristic;
-    if (picks) snprintf(q->picks, sizeof q->picks, "%s", picks);
     q->ws_bytes = WS_BYTES;
     NS_LT(cublasLtCreate(&q->lt));
     NS_CUDA(cudaMalloc(&q->ws, q->ws_bytes));
@@ -272,11 +270,7 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
                               (long long)g->N, (long long)g->K, ns_dtype_name(dt));
         sg->nres = nres;
         for (int i = 0; i < nres; i++) sg->algo[i] = res[i].algo;
-        int h = q->heuristic;
-        int c = si < (int)strlen(q->picks) ? q->picks[si] : 0;
-        if (c >= '0' && c <= '9') h = c - '0';
-        else if (c >= 'a' && c <= 'f') h = c - 'a' + 10;
-        sg->pick = h < nres ? h : nres - 1;
+        sg->pick = q->heuristic < nres ? q->heuristic : nres - 1;
         q->n_sigs++;
     }
     t->sig = si;
@@ -292,6 +286,15 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
     t->beta = g->c ? g->beta : 0.f; /* with device scalars, beta is read there (zero: C unread) */
     q->flops_exec += 2.0 * (double)g->M * (double)g->N * (double)g->K * batch;
     return 0;
+}
+
+/* Distinct GEMM si runs heuristic result h (clamped to its list), in every step that is it. */
+static void seq_set_pick(seq *q, int si, int h)
+{
+    gemm_sig *sg = &q->sigs[si];
+    sg->pick = h < 0 ? 0 : h < sg->nres ? h : sg->nres - 1;
+    for (int i = 0; i < q->n; i++)
+        if (q->steps[i].kind == ST_GEMM && q->steps[i].sig == si) q->steps[i].algo = sg->algo[sg->pick];
 }
 
 static int seq_run_step(seq *q, int i, cudaStream_t s, dm_err *err)
@@ -808,24 +811,21 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io
         cudaGetLastError();
         goto fail;
     }
-    if (seq_init(&p->q, cfg->heuristic, cfg->gemm_picks, err)) goto fail;
+    if (seq_init(&p->q, cfg->heuristic, err)) goto fail;
     if ((cfg->algo == NS_ALGO_GRAM ? build_gram(p, err) : build_direct(p, err))) goto fail;
     { /* picks are per position in the plan's list of distinct GEMMs: they belong to a plan of
          the same structure, which has as many distinct GEMMs (up to NS_MAX_PICKS); any other
          plan (another io dtype, so no folded normalization; other iterations or restarts) drops
-         them and uses `heuristic` for every GEMM */
+         them and keeps `heuristic` for every GEMM */
         seq *q = &p->q;
         int np = (int)strlen(cfg->gemm_picks), want = q->n_sigs < NS_MAX_PICKS ? q->n_sigs : NS_MAX_PICKS;
-        if (np > 0 && np != want) {
-            for (int si = 0; si < q->n_sigs; si++) {
-                gemm_sig *sg = &q->sigs[si];
-                sg->pick = q->heuristic < sg->nres ? q->heuristic : sg->nres - 1;
+        if (np == want)
+            for (int si = 0; si < np; si++) {
+                int h = ns_pick_value(cfg->gemm_picks[si]);
+                seq_set_pick(q, si, h < 0 ? q->heuristic : h);
             }
-            for (int i = 0; i < q->n; i++)
-                if (q->steps[i].kind == ST_GEMM) q->steps[i].algo = q->sigs[q->steps[i].sig].algo[q->sigs[q->steps[i].sig].pick];
-            q->picks[0] = 0;
+        else
             p->cfg.gemm_picks[0] = 0;
-        }
     }
     /* the buffers' zeroed counter (cudaMemset on the legacy stream) before any stream uses it */
     if (cudaDeviceSynchronize() != cudaSuccess) {
@@ -931,15 +931,12 @@ extern "C" int ns_plan_tune_gemms(ns_plan *p, ns_stream s_in, dm_err *err)
             if (r < 0) goto out;
             if (r == 0 && (best_us < 0 || us < best_us)) best_us = us, best = h;
         }
-        sg->pick = best;
-        for (int i = 0; i < q->n; i++)
-            if (q->steps[i].kind == ST_GEMM && q->steps[i].sig == si) q->steps[i].algo = sg->algo[best];
+        seq_set_pick(q, si, best);
     }
     { /* the picks, as ns_config keeps them */
         int np = q->n_sigs < NS_MAX_PICKS ? q->n_sigs : NS_MAX_PICKS;
-        for (int i = 0; i < np; i++) p->cfg.gemm_picks[i] = "0123456789abcdef"[q->sigs[i].pick & 15];
+        for (int i = 0; i < np; i++) p->cfg.gemm_picks[i] = ns_pick_digit(q->sigs[i].pick);
         p->cfg.gemm_picks[np] = 0;
-        snprintf(q->picks, sizeof q->picks, "%s", p->cfg.gemm_picks);
     }
     if (cudaStreamSynchronize(s) != cudaSuccess) {
         dm_err_set(err, "ns_plan_tune_gemms: %s", cudaGetErrorString(cudaGetLastError()));
@@ -1094,7 +1091,7 @@ extern "C" int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch
         nsk_mirror_blocks(p->s, dt, m, 1, batch, NULL, err) ||
         ns_fill_poison(p->d, dt, (int64_t)dsz, NULL, err))
         goto fail;
-    if (seq_init(&p->q, 0, NULL, err) || prod_emit(p, &p->q, &p->g, p->d, err)) goto fail;
+    if (seq_init(&p->q, 0, err) || prod_emit(p, &p->q, &p->g, p->d, err)) goto fail;
     if (cudaDeviceSynchronize() != cudaSuccess) {
         dm_err_set(err, "ns_prod_create: %s", cudaGetErrorString(cudaGetLastError()));
         goto fail;
@@ -1130,7 +1127,7 @@ extern "C" int ns_prod_check(ns_prod *p, double *rel_err, dm_err *err)
         geom gf = p->g;
         gf.bs_x = gf.bs_s = gf.m;
         NS_CUDA(cudaMalloc(&p->dref, (size_t)len * ns_dtype_size(p->g.dt)));
-        if (seq_init(&p->qref, 0, NULL, err) || prod_emit(p, &p->qref, &gf, p->dref, err)) return -1;
+        if (seq_init(&p->qref, 0, err) || prod_emit(p, &p->qref, &gf, p->dref, err)) return -1;
         p->have_ref = 1;
     }
     if (ns_fill_poison(p->d, p->g.dt, len, NULL, err) ||

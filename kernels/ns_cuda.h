@@ -108,6 +108,13 @@ int ns_plan_run(ns_plan *p, ns_stream s, int use_graph, dm_err *err);
  * Overwrites the plan's input (random values), output and work buffers. Drops a captured graph.
  * Synchronizes. */
 int ns_plan_tune_gemms(ns_plan *p, ns_stream s, dm_err *err);
+/* One per-GEMM pick in gemm_picks: heuristic index h (0..15) <-> hex digit; -1 for a character
+ * that is not a lowercase hex digit. */
+static inline char ns_pick_digit(int h) { return "0123456789abcdef"[h & 15]; }
+static inline int ns_pick_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
 /* The configuration the plan was made with, gemm_picks as tuned. */
 void ns_plan_config(const ns_plan *p, ns_config *cfg);
 /* Fill the plan's work buffers with NaN (tests: a product whose beta is zero must not read
