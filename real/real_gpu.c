@@ -195,12 +195,14 @@ static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, i
 
 /* ---- setup ----------------------------------------------------------------------------- */
 
-static int local_rank(MPI_Comm comm)
+/* This rank's index among the ranks of its node, and their number. */
+static int local_rank(MPI_Comm comm, int *nlocal)
 {
     MPI_Comm node;
     int r = 0;
     MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &r);
+    MPI_Comm_size(node, nlocal);
     MPI_Comm_free(&node);
     return r;
 }
@@ -288,13 +290,7 @@ int real_gpu_create(real_exec *ex, dm_err *err)
     int bad = !g, first;
     ex->gpu = g;
     const dm_program *p = ex->prog;
-    int lr = local_rank(ex->comm), nlocal = 1;
-    {
-        MPI_Comm node;
-        MPI_Comm_split_type(ex->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        MPI_Comm_size(node, &nlocal);
-        MPI_Comm_free(&node);
-    }
+    int nlocal = 1, lr = local_rank(ex->comm, &nlocal);
     real_mem_est est;
     if (!bad) bad = gpu_precheck(ex, nlocal, lr, &est, err) < 0;
     /* agree before NCCL: every rank fails with the lowest failing rank's message */
@@ -416,7 +412,7 @@ int real_gpu_create(real_exec *ex, dm_err *err)
             cudaMemcpy(q->W32, h, (size_t)q->size * 4, cudaMemcpyHostToDevice);
             free(h);
         }
-        if (real_k_f32_to_bf16(q->W32, q->Wb, q->size, s0, err)) goto out;
+        if (ns_convert(q->W32, NS_FP32, q->Wb, NS_BF16, q->size, (ns_stream)s0, err)) goto out;
         if (!need[i] && ex->rank != 0) {
             cudaStreamSynchronize(s0);
             cudaFree(q->W32);
@@ -637,8 +633,8 @@ static int end_step(real_exec *ex, int kept, dm_err *err)
     for (int64_t i = 0; i < ex->n_mx; i++) {
         gparam *q = &g->p[i];
         if (!kept && q->wr_hi[ST_W32] > q->wr_lo[ST_W32])
-            OK(real_k_f32_to_bf16(q->W32 + q->wr_lo[ST_W32], q->Wb + q->wr_lo[ST_W32],
-                                  q->wr_hi[ST_W32] - q->wr_lo[ST_W32], s, err));
+            OK(ns_convert(q->W32 + q->wr_lo[ST_W32], NS_FP32, q->Wb + q->wr_lo[ST_W32], NS_BF16,
+                          q->wr_hi[ST_W32] - q->wr_lo[ST_W32], (ns_stream)s, err));
         if (kept) q->own_lo = q->wr_lo[ST_W32], q->own_hi = q->wr_hi[ST_W32];
         for (int k = 0; k < ST__N; k++) {
             if (q->wr_hi[k] <= q->wr_lo[k]) continue;
@@ -923,9 +919,8 @@ int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
     MPI_Barrier(ex->comm);
     real_maybe_stall(ex);
     CU(cudaEventRecord(g->step_s, sc));
-    CU(cudaEventRecord(g->flag_ev, sc));
     for (int s = 0; s < DM_STREAM__COUNT; s++)
-        if (s != DM_STREAM_COMPUTE) CU(cudaStreamWaitEvent(g->st[s], g->flag_ev, 0));
+        if (s != DM_STREAM_COMPUTE) CU(cudaStreamWaitEvent(g->st[s], g->step_s, 0));
     for (int i = 0; i < rp->n_ops; i++)
         if (issue(ex, i, err) < 0) {
             abort_all(ex);
@@ -1014,7 +1009,7 @@ int real_gpu_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, flo
     if (hi <= lo) return 0;
     CU(cudaDeviceSynchronize());
     /* the working copy, then the master over the range this rank owns */
-    OK(real_k_bf16_to_f32(q->Wb + lo, g->g32, hi - lo, s, err));
+    OK(ns_convert(q->Wb + lo, NS_BF16, g->g32, NS_FP32, hi - lo, (ns_stream)s, err));
     CU(cudaMemcpyAsync(dst, g->g32, (size_t)(hi - lo) * 4, cudaMemcpyDeviceToHost, s));
     int64_t a = q->own_lo > lo ? q->own_lo : lo, b = q->own_hi < hi ? q->own_hi : hi;
     if (q->W32 && a < b) CU(cudaMemcpyAsync(dst + (a - lo), q->W32 + a, (size_t)(b - a) * 4, cudaMemcpyDeviceToHost, s));
@@ -1051,7 +1046,7 @@ int real_gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mo
     if (W) {
         float *dst = q->W32 ? q->W32 : g->g32;
         CU(cudaMemcpyAsync(dst, W, sz, cudaMemcpyHostToDevice, s));
-        OK(real_k_f32_to_bf16(dst, q->Wb, q->size, s, err));
+        OK(ns_convert(dst, NS_FP32, q->Wb, NS_BF16, q->size, (ns_stream)s, err));
     }
     if (mom && q->mom) CU(cudaMemcpyAsync(q->mom, mom, sz, cudaMemcpyHostToDevice, s));
     if (m1 && q->m1) {

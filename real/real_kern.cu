@@ -1,7 +1,7 @@
 /* real_kern.cu: the GPU executor's own small kernels around the proxy workload (residual and
- * loss, 1-D parameter forward/backward, dtype conversion of ranges, non-finite checks), behind
- * C launchers that take a stream and return 0 or -1 with *err (real_kern.h). NS and the
- * optimizer updates are the kernels helper's (ns_cuda.h). */
+ * loss, 1-D parameter forward/backward, the non-finite checks that ride on a bf16 -> fp32
+ * conversion), behind C launchers that take a stream and return 0 or -1 with *err
+ * (real_kern.h). NS, the optimizer updates and plain conversions are the kernels' (ns_cuda.h). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -90,11 +90,11 @@ extern "C" int real_k_bwd1d(const void *R, const void *X, void *g, int64_t T, in
     LAUNCHED("1-D backward kernel");
 }
 
-/* The conversions and the non-finite check move 8 elements per thread and step (one 16-byte
- * access of bf16, two of fp32) when both pointers are 16-byte aligned; the tail past the last
- * multiple of 8, and unaligned ranges, go element by element. With flag != NULL the bf16 -> fp32
- * conversion also checks: *flag = max(*flag, code) when a value is not finite (one atomic per
- * thread at most). dst == NULL: the check alone. */
+/* The non-finite check, riding on a bf16 -> fp32 conversion: 8 elements per thread and step (one
+ * 16-byte access of bf16, two of fp32) when both pointers are 16-byte aligned; the tail past the
+ * last multiple of 8, and unaligned ranges, go element by element. *flag = max(*flag, code) when
+ * a value is not finite (one atomic per thread at most). dst == NULL: the check alone. (Plain
+ * conversions are ns_convert's.) */
 __device__ __forceinline__ void bf16x8_to_f32(uint4 u, float v[8])
 {
     const __nv_bfloat16 *h = (const __nv_bfloat16 *)&u;
@@ -126,23 +126,6 @@ __global__ void k_bf16_to_f32(const __nv_bfloat16 *a, float *b, int64_t n, int *
     if (flag && bad) atomicMax(flag, code);
 }
 
-template <int VEC>
-__global__ void k_f32_to_bf16(const float *a, __nv_bfloat16 *b, int64_t n)
-{
-    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t n8 = VEC ? n / 8 * 8 : 0;
-    for (int64_t i = t * 8; i < n8; i += stride * 8) {
-        float4 x = *(const float4 *)(a + i), y = *(const float4 *)(a + i + 4);
-        uint4 u;
-        __nv_bfloat16 *h = (__nv_bfloat16 *)&u;
-        h[0] = __float2bfloat16_rn(x.x), h[1] = __float2bfloat16_rn(x.y), h[2] = __float2bfloat16_rn(x.z);
-        h[3] = __float2bfloat16_rn(x.w), h[4] = __float2bfloat16_rn(y.x), h[5] = __float2bfloat16_rn(y.y);
-        h[6] = __float2bfloat16_rn(y.z), h[7] = __float2bfloat16_rn(y.w);
-        *(uint4 *)(b + i) = u;
-    }
-    for (int64_t i = n8 + t; i < n; i += stride) b[i] = __float2bfloat16_rn(a[i]);
-}
-
 static int aligned16(const void *a, const void *b)
 {
     return ((uintptr_t)a % 16 == 0) && ((uintptr_t)b % 16 == 0);
@@ -161,21 +144,6 @@ extern "C" int real_k_bf16_to_f32_check(const void *src, float *dst, int64_t n, 
     else
         k_bf16_to_f32<0><<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>(a, dst, n, flag, code);
     LAUNCHED(what);
-}
-
-extern "C" int real_k_bf16_to_f32(const void *src, float *dst, int64_t n, void *stream, dm_err *err)
-{
-    return real_k_bf16_to_f32_check(src, dst, n, NULL, 0, stream, err);
-}
-
-extern "C" int real_k_f32_to_bf16(const float *src, void *dst, int64_t n, void *stream, dm_err *err)
-{
-    if (n <= 0) return 0;
-    if (aligned16(src, dst))
-        k_f32_to_bf16<1><<<conv_grid(n), 256, 0, (cudaStream_t)stream>>>(src, (__nv_bfloat16 *)dst, n);
-    else
-        k_f32_to_bf16<0><<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>(src, (__nv_bfloat16 *)dst, n);
-    LAUNCHED("fp32 to bf16 kernel");
 }
 
 extern "C" int real_k_nonfinite(const void *g, int64_t n, int *flag, int code, void *stream, dm_err *err)

@@ -15,8 +15,6 @@ int real_k_residual(void *R, const void *Y, int64_t n, float scale, float *loss,
 /* 1-D params of n elements, T tokens: R = X * w (rows of X); g = s * sum_t R[t] * X[t]. */
 int real_k_fwd1d(const void *X, const void *w, void *R, int64_t T, int64_t n, void *stream, dm_err *err);
 int real_k_bwd1d(const void *R, const void *X, void *g, int64_t T, int64_t n, float s, void *stream, dm_err *err);
-int real_k_bf16_to_f32(const void *src, float *dst, int64_t n, void *stream, dm_err *err);
-int real_k_f32_to_bf16(const float *src, void *dst, int64_t n, void *stream, dm_err *err);
 /* dst = src converted (dst may be NULL: no output), and *flag = max(*flag, code) if any of the n
  * elements is not finite: the check rides on the conversion's one read. */
 int real_k_bf16_to_f32_check(const void *src, float *dst, int64_t n, int *flag, int code, void *stream, dm_err *err);
