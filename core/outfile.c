@@ -114,12 +114,16 @@ dm_out *dm_out_open(const char *path, dm_err *err)
     o->tmp = o->path ? dm_malloc(n, err) : NULL;
     if (!o->path || !o->tmp) goto fail;
     snprintf(o->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    /* Registered before it exists: a signal that arrives once the file is visible finds the
+     * handler installed and the name pending (unlinking a name not yet created is harmless). */
+    track(o);
     o->f = fopen(o->tmp, "w");
     if (!o->f) {
-        dm_err_set(err, "%s: cannot create (as %s): %s", path, o->tmp, strerror(errno));
+        int e = errno;
+        untrack(o, 0);
+        dm_err_set(err, "%s: cannot create (as %s): %s", path, o->tmp, strerror(e));
         goto fail;
     }
-    track(o);
     return o;
 fail:
     out_free(o);
