@@ -919,7 +919,10 @@ extern "C" int ns_plan_tune_gemms(ns_plan *p, ns_stream s_in, dm_err *err)
         double t0 = 0;
         t->algo = sg->algo[0];
         int r0 = time_step(q, i0, s, 2, &t0, err);
-        if (r0 < 0) goto out;
+        if (r0 < 0) {
+            seq_set_pick(q, si, sg->pick); /* the step runs what the plan names again */
+            goto out;
+        }
         int reps = r0 == 0 && t0 > 0 ? (int)(1000.0 / t0) : 8;
         reps = reps < 1 ? 1 : reps > 64 ? 64 : reps;
         int best = sg->pick;
@@ -928,7 +931,10 @@ extern "C" int ns_plan_tune_gemms(ns_plan *p, ns_stream s_in, dm_err *err)
             double us;
             t->algo = sg->algo[h];
             int r = time_step(q, i0, s, reps, &us, err);
-            if (r < 0) goto out;
+            if (r < 0) {
+                seq_set_pick(q, si, sg->pick);
+                goto out;
+            }
             if (r == 0 && (best_us < 0 || us < best_us)) best_us = us, best = h;
         }
         seq_set_pick(q, si, best);
@@ -1126,8 +1132,11 @@ extern "C" int ns_prod_check(ns_prod *p, double *rel_err, dm_err *err)
     if (!p->have_ref) {
         geom gf = p->g;
         gf.bs_x = gf.bs_s = gf.m;
-        NS_CUDA(cudaMalloc(&p->dref, (size_t)len * ns_dtype_size(p->g.dt)));
-        if (seq_init(&p->qref, 0, err) || prod_emit(p, &p->qref, &gf, p->dref, err)) return -1;
+        if (!p->dref) NS_CUDA(cudaMalloc(&p->dref, (size_t)len * ns_dtype_size(p->g.dt)));
+        if (seq_init(&p->qref, 0, err) || prod_emit(p, &p->qref, &gf, p->dref, err)) {
+            seq_free(&p->qref); /* a later call starts over (dref is kept, freed by the destroy) */
+            return -1;
+        }
         p->have_ref = 1;
     }
     if (ns_fill_poison(p->d, p->g.dt, len, NULL, err) ||

@@ -409,8 +409,15 @@ int real_gpu_create(real_exec *ex, dm_err *err)
                 goto out;
             }
             for (int64_t e = 0; e < q->size; e++) h[e] += 1.0f;
-            cudaMemcpy(q->W32, h, (size_t)q->size * 4, cudaMemcpyHostToDevice);
+            /* on s0, which the conversion below runs on (a plain cudaMemcpy from pageable memory
+             * may return before its DMA is done, and the legacy stream does not order s0) */
+            int bad = cudaMemcpyAsync(q->W32, h, (size_t)q->size * 4, cudaMemcpyHostToDevice, s0) != cudaSuccess ||
+                      cudaStreamSynchronize(s0) != cudaSuccess;
             free(h);
+            if (bad) {
+                dm_err_set(err, "rank %d: initialising %s", ex->rank, real_matrix_name(ex, i));
+                goto out;
+            }
         }
         if (ns_convert(q->W32, NS_FP32, q->Wb, NS_BF16, q->size, (ns_stream)s0, err)) goto out;
         if (!need[i] && ex->rank != 0) {
