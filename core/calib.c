@@ -29,7 +29,7 @@ static int known_key(const char *k)
                                        "net_latency_us", "fwd_efficiency", "bwd_efficiency", "comm_slowdown",
                                        "elementwise_efficiency.adamw", "elementwise_efficiency.muon_update",
                                        "elementwise_launch_us.adamw", "elementwise_launch_us.muon_update", "ns_time_scale",
-                                       "step_start_us", "coll_slowdown", "nic_usable_Gbps", "costs"};
+                                       "step_start_us", "op_gap_us", "coll_slowdown", "nic_usable_Gbps", "costs"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(k, keys[i])) return 1;
     if (!strncmp(k, "busbw_scale.", 12))
@@ -427,10 +427,17 @@ static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], dou
     return tot;
 }
 
+/* Sorts v[0..n) (n > 0) and returns its median. */
+static double median_sorted(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_first_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* Appends the compute ops of one trace (with its plan for NS ops) to *ops (capacity grows). */
 static int collect_ops(const char *trace_path, const char *program_path, const dm_gpu *gpu, const dm_costs *costs,
-                       fit_op **ops, int *n, int *n_ov, double **first, int *n_first, char *desc, size_t desc_size,
-                       dm_err *err)
+                       fit_op **ops, int *n, int *n_ov, double **first, int *n_first, double **gaps, int *n_gaps,
+                       char *desc, size_t desc_size, dm_err *err)
 {
     dm_trace *t = NULL;
     dm_program *p = NULL;
@@ -459,6 +466,22 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
         for (int i = 0; i < t->n; i++)
             if (t->ev[i].rank == r && (m < 0 || t->ev[i].ts_us < m)) m = t->ev[i].ts_us;
         if (m >= 0) fg[(*n_first)++] = m;
+    }
+    /* per rank, the GPU's idle time between consecutive compute ops (start of one less the end
+     * of the one before it, by start time; negative differences, from overlapping ops, are 0) */
+    double *gg = dm_realloc(*gaps, ((size_t)*n_gaps + (size_t)t->n + 1) * sizeof *gg, err);
+    if (!gg) goto out;
+    *gaps = gg;
+    for (int r = 0; r < R; r++) {
+        int k = 0;
+        for (int i = 0; i < t->n; i++)
+            if (t->ev[i].rank == r && dm_op_is_compute(t->ev[i].kind)) {
+                iv[2 * k] = t->ev[i].ts_us;
+                iv[2 * k + 1] = t->ev[i].ts_us + t->ev[i].dur_us;
+                k++;
+            }
+        qsort(iv, (size_t)k, 2 * sizeof *iv, cmp_first_double);
+        for (int i = 1; i < k; i++) gg[(*n_gaps)++] = iv[2 * i] > iv[2 * i - 1] ? iv[2 * i] - iv[2 * i - 1] : 0;
     }
     size_t used = strlen(desc);
     snprintf(desc + used, desc_size - used, "%s%s (%s trace of %s %s, %d rank%s)", used ? "; " : "", trace_path, t->source,
@@ -512,13 +535,14 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
 int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, const char *const *program_paths,
                      const dm_gpu *gpu, const dm_costs *costs, int fit_slowdown, FILE *log, dm_err *err)
 {
-    int rc = -1, n = 0, n_ov = 0, n_first = 0;
+    int rc = -1, n = 0, n_ov = 0, n_first = 0, n_gaps = 0;
     fit_op *ops = NULL;
-    double *first = NULL;
+    double *first = NULL, *gaps = NULL;
     char desc[1024] = "";
     for (int i = 0; i < n_traces; i++) {
         const char *pp = program_paths ? program_paths[i] : NULL;
-        if (collect_ops(trace_paths[i], pp, gpu, costs, &ops, &n, &n_ov, &first, &n_first, desc, sizeof desc, err))
+        if (collect_ops(trace_paths[i], pp, gpu, costs, &ops, &n, &n_ov, &first, &n_first, &gaps, &n_gaps, desc,
+                        sizeof desc, err))
             goto out;
     }
     const char *trace_path = n_traces == 1 ? trace_paths[0] : "the traces";
@@ -583,18 +607,27 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         if (set_num(c, "comm_slowdown", f, src, sqrt(best / n), n_ov, err)) goto out;
     }
     if (n_first) { /* the median over ranks and traces of the first op's start */
-        qsort(first, (size_t)n_first, sizeof *first, cmp_first_double);
-        double m = n_first % 2 ? first[n_first / 2] : (first[n_first / 2 - 1] + first[n_first / 2]) / 2, ss0 = 0;
+        double m = median_sorted(first, n_first), ss0 = 0;
         for (int i = 0; i < n_first; i++) ss0 += m > 0 ? (first[i] - m) * (first[i] - m) / (m * m) : 0;
         snprintf(src, sizeof src, "%s: the first op's start after the step's start, median over %d ranks (%.4g to %.4g us)",
                  desc, n_first, first[0], first[n_first - 1]);
         if (log) fprintf(log, "  %-34s %.4g: %3d ranks\n", "step_start_us", m, n_first);
         if (set_num(c, "step_start_us", m, src, sqrt(ss0 / n_first), n_first, err)) goto out;
     }
+    if (n_gaps) { /* the median gap: most compute ops follow the previous one at once; the few that
+                   * wait for a collective or a peer are far out and leave the median alone */
+        double m = median_sorted(gaps, n_gaps), q1 = gaps[n_gaps / 4], q3 = gaps[(3 * n_gaps) / 4];
+        snprintf(src, sizeof src, "%s: the GPU's idle time between consecutive compute ops of a rank, median over %d "
+                 "gaps (quartiles %.3g and %.3g us)", desc, n_gaps, q1, q3);
+        if (log) fprintf(log, "  %-34s %.4g: %3d gaps (quartiles %.3g, %.3g)\n", "op_gap_us", m, n_gaps, q1, q3);
+        /* residual: the interquartile half-width relative to the median */
+        if (set_num(c, "op_gap_us", m, src, m > 0 ? (q3 - q1) / (2 * m) : 0, n_gaps, err)) goto out;
+    }
     rc = 0;
 out:
     free(ops);
     free(first);
+    free(gaps);
     return rc;
 }
 
@@ -753,6 +786,7 @@ static void key_range(const char *key, double *lo, double *hi)
         *lo = 0.01, *hi = 1;
     else if (!strcmp(key, "comm_slowdown") || !strcmp(key, "coll_slowdown")) *hi = 0.95;
     else if (!strcmp(key, "step_start_us")) *hi = 1e6;
+    else if (!strcmp(key, "op_gap_us")) *hi = 1e4;
     else if (!strcmp(key, "ns_time_scale")) *lo = 0.1, *hi = 10;
     else if (!strncmp(key, "elementwise_efficiency.", 23)) *lo = 0.001, *hi = 1;
     else if (!strncmp(key, "busbw_scale.", 12)) *lo = 0.01, *hi = 10;
@@ -797,7 +831,7 @@ int calib_read(const char *path, calib *out, dm_err *err)
             rc = dm_err_set(err, "%s:%d:%d: unknown key '%s' (expected nvlink_bus_efficiency, busbw_scale.KIND, "
                                  "base_latency_us, nvlink_latency_us, net_latency_us, nic_usable_Gbps, fwd_efficiency, "
                                  "bwd_efficiency, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown, "
-                                 "coll_slowdown, step_start_us or costs)", path, ln, (int)(key - line) + 1, key);
+                                 "coll_slowdown, step_start_us, op_gap_us or costs)", path, ln, (int)(key - line) + 1, key);
             break;
         }
         if (!*val) {
@@ -853,6 +887,7 @@ static void apply_entry(const calib_entry *e, dm_cluster *c)
     else if (!strcmp(e->key, "comm_slowdown")) c->comm_slowdown = v;
     else if (!strcmp(e->key, "coll_slowdown")) c->coll_slowdown = v;
     else if (!strcmp(e->key, "step_start_us")) c->step_start_us = v;
+    else if (!strcmp(e->key, "op_gap_us")) c->op_gap_us = v;
     else if (!strcmp(e->key, "ns_time_scale")) c->ns_time_scale = v;
     else if (!strncmp(e->key, "elementwise_efficiency.", 23)) c->elem_efficiency[dm_cluster_elem_index(e->key + 23)] = v;
     else if (!strncmp(e->key, "elementwise_launch_us.", 22)) c->elem_launch_us[dm_cluster_elem_index(e->key + 22)] = v;

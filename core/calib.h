@@ -27,6 +27,9 @@
  *    With the traced plan (dmuon plan -o) and a kernel table, NS ops join the fit as a kind whose
  *    model time is the table's for the op's shapes: ns_time_scale = measured / table.
  *    Residual of each key: the RMS relative residual of its kind's ops at that f.
+ *    Also from the traces: step_start_us, the median over ranks of the first op's start, and
+ *    op_gap_us, the median over ranks of the GPU's idle time between consecutive compute ops
+ *    (residual: the interquartile half-width over the median).
  *  - a kernel table from `dmuon bench kernels --out` (dmuon-costs-1): checked to load and
  *    recorded by path, so the simulator uses the same table.
  *

@@ -188,6 +188,7 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
         else if (!strcmp(k, "comm_slowdown")) { if ((rc = num(name, line, col, k, v, 0, 0.95, &c->comm_slowdown, err))) break; }
         else if (!strcmp(k, "coll_slowdown")) { if ((rc = num(name, line, col, k, v, 0, 0.95, &c->coll_slowdown, err))) break; }
         else if (!strcmp(k, "step_start_us")) { if ((rc = num(name, line, col, k, v, 0, 1e6, &c->step_start_us, err))) break; }
+        else if (!strcmp(k, "op_gap_us")) { if ((rc = num(name, line, col, k, v, 0, 1e4, &c->op_gap_us, err))) break; }
         else if (!strncmp(k, "elementwise_efficiency.", 23)) {
             int e = dm_cluster_elem_index(k + 23);
             if (e < 0) { rc = dm_err_set(err, "%s:%d:24: expected elementwise_efficiency.KIND with KIND adamw or muon_update, found \"%s\"", name, line, k); break; }
@@ -198,7 +199,7 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
             if (e < 0) { rc = dm_err_set(err, "%s:%d:23: expected elementwise_launch_us.KIND with KIND adamw or muon_update, found \"%s\"", name, line, k); break; }
             if ((rc = num(name, line, col, k, v, 0, 1e4, &c->elem_launch_us[e], err))) break;
         }
-        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, bwd_efficiency, nvlink_bus_efficiency, busbw_scale.KIND, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown, coll_slowdown, step_start_us)", name, line, k); break; }
+        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, bwd_efficiency, nvlink_bus_efficiency, busbw_scale.KIND, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown, coll_slowdown, step_start_us, op_gap_us)", name, line, k); break; }
     }
     fclose(f);
     if (rc) return rc;
@@ -262,5 +263,6 @@ void dm_cluster_describe(const dm_cluster *c, FILE *f)
         fprintf(f, "  overlap     collectives at %.3g x the NVLink bandwidth of a GPU while it computes\n",
                 1 - c->coll_slowdown);
     if (c->step_start_us > 0) fprintf(f, "  step start  first ops %.4g us after the step's start (executor setup)\n", c->step_start_us);
+    if (c->op_gap_us > 0) fprintf(f, "  op gap      %.4g us idle between two compute ops of a rank (launches, events)\n", c->op_gap_us);
     fprintf(f, "  source      %s\n", c->source);
 }

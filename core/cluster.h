@@ -26,6 +26,8 @@
  *                                    kernels need; default 0)
  *   step_start_us = 3000            (the executor's per-step setup before its first op, e.g. the
  *                                    snapshot of the weights a skipped step rolls back to; default 0)
+ *   op_gap_us = 2.9                 (the GPU idles this long between two compute ops of a rank:
+ *                                    the executor's event records and launch latency; default 0)
  * Presets: a800, h100, h200, h200x2 (see cluster.c for the numbers and their sources). */
 #ifndef DM_CLUSTER_H
 #define DM_CLUSTER_H
@@ -69,6 +71,7 @@ typedef struct dm_cluster {
     double coll_slowdown;   /* g in [0, 0.95): NVLink capacity factor (1 - g) of a GPU while a
                                compute op runs on it; 0: none */
     double step_start_us;   /* every rank's first op starts this long after the step's start */
+    double op_gap_us;       /* a rank's compute op starts at least this long after its previous one ends */
     char source[256];       /* where the numbers came from */
 } dm_cluster;
 

@@ -24,11 +24,6 @@ double cmp_rel_err(double predicted, double measured)
     return (predicted - measured) / measured;
 }
 
-static int is_compute(dm_op_kind k)
-{
-    return k == DM_OP_FORWARD || k == DM_OP_BACKWARD || k == DM_OP_NS || k == DM_OP_MUON_UPDATE || k == DM_OP_ADAMW;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -82,7 +77,7 @@ int cmp_trace_phases(const dm_trace *t, cmp_phases *out, dm_err *err)
         if (e->kind == DM_OP_BACKWARD) out->us[CMP_BACKWARD] += e->dur_us;
         if (e->kind == DM_OP_NS || e->kind == DM_OP_MUON_UPDATE || e->kind == DM_OP_ADAMW)
             out->us[CMP_OPTIMIZER] += e->dur_us;
-        if (is_compute(e->kind) && e->dur_us > 0) {
+        if (dm_op_is_compute(e->kind) && e->dur_us > 0) {
             iv[2 * n_iv] = e->ts_us;
             iv[2 * n_iv + 1] = e->ts_us + e->dur_us;
             n_iv++;

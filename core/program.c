@@ -157,3 +157,8 @@ const char *dm_dtype_name(dm_dtype d)
 }
 
 int dm_op_is_collective(dm_op_kind k) { return k >= DM_OP_BROADCAST && k <= DM_OP_REDUCESCATTER; }
+
+int dm_op_is_compute(dm_op_kind k)
+{
+    return k == DM_OP_FORWARD || k == DM_OP_BACKWARD || k == DM_OP_NS || k == DM_OP_MUON_UPDATE || k == DM_OP_ADAMW;
+}

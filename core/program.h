@@ -106,6 +106,8 @@ const char *dm_stream_name(dm_stream s);     /* "compute", "comm-hi", "comm-lo" 
 const char *dm_ns_algo_name(dm_ns_algo a);   /* "direct", "gram" */
 const char *dm_dtype_name(dm_dtype d);       /* "bf16", "fp16", "fp32" */
 int dm_op_is_collective(dm_op_kind k);
+/* forward, backward, ns, muon-update, adamw: the kinds that run on a rank's GPU, one at a time */
+int dm_op_is_compute(dm_op_kind k);
 
 /* Serialization (program_io.c): deterministic JSON; read back with positioned errors. */
 int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err);

@@ -12,7 +12,7 @@
 
 #define S DM_STREAM__COUNT
 
-enum { EV_OP_DONE, EV_LAT_DONE, EV_FLOW };
+enum { EV_OP_DONE, EV_LAT_DONE, EV_FLOW, EV_GPU_FREE };
 enum { ST_WAITING, ST_READY, ST_RUNNING, ST_DONE };
 
 typedef struct grp {
@@ -50,6 +50,7 @@ typedef struct sim {
     int *succ_off, *succ;
     int *sl, *sl_off, *head;
     int *gpu_busy, *gpu_last;
+    double *gpu_free; /* no compute op of the rank starts before this (its last end + op_gap_us) */
     /* Compute rate under collectives (cluster comm_slowdown f > 0): per rank the running compute
      * op, its remaining time at full rate, when that was last brought up to date, its rate (1 or
      * 1 - f), a version that makes superseded completion events stale, and the number of
@@ -88,11 +89,6 @@ void sim_opts_default(sim_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->algo = COLL_ALGO_AUTO;
-}
-
-static int is_compute(dm_op_kind k)
-{
-    return k == DM_OP_FORWARD || k == DM_OP_BACKWARD || k == DM_OP_NS || k == DM_OP_MUON_UPDATE || k == DM_OP_ADAMW;
 }
 
 /* ---- durations ---------------------------------------------------------------------------- */
@@ -283,6 +279,7 @@ static int setup(sim *s, dm_err *err)
         !(s->head = dm_malloc(((size_t)R * S + 1) * sizeof(int), err)) ||
         !(s->gpu_busy = dm_calloc((size_t)R, sizeof(int), err)) ||
         !(s->gpu_last = dm_malloc((size_t)R * sizeof(int), err)) ||
+        !(s->gpu_free = dm_calloc((size_t)R, sizeof(double), err)) ||
         !(s->gpu_run = dm_calloc((size_t)R, sizeof(int), err)) ||
         !(s->coll_active = dm_calloc((size_t)R, sizeof(int), err)) ||
         !(s->gpu_rem = dm_calloc((size_t)R, sizeof(double), err)) ||
@@ -373,7 +370,7 @@ static int setup(sim *s, dm_err *err)
         c->last = -1;
     }
     for (int g = 0; g < T; g++)
-        if (is_compute(s->op[g]->kind) && (s->dur[g] = compute_us(s, s->op[g], err)) < 0) return -1;
+        if (dm_op_is_compute(s->op[g]->kind) && (s->dur[g] = compute_us(s, s->op[g], err)) < 0) return -1;
     /* Links: NVLink each way per GPU, NICs each way per node. */
     int L = collcost_n_links(s->c, R);
     double *cap = dm_malloc((size_t)(L + 1) * sizeof *cap, err);
@@ -421,7 +418,7 @@ static int compute_links(sim *s, int r, int busy, dm_err *err)
 static int try_gpu(sim *s, int r, dm_err *err)
 {
     static const int prio[S] = {DM_STREAM_COMM_HI, DM_STREAM_COMPUTE, DM_STREAM_COMM_LO};
-    if (s->gpu_busy[r]) return 0;
+    if (s->gpu_busy[r] || s->now < s->gpu_free[r]) return 0; /* busy, or in the gap after its last op (EV_GPU_FREE) */
     for (int i = 0; i < S; i++) {
         int rs = r * S + prio[i];
         if (s->head[rs] >= s->sl_off[rs + 1]) continue;
@@ -469,11 +466,15 @@ static int op_done(sim *s, int g, dm_err *err)
     s->done++;
     s->events++;
     s->head[rs]++;
-    if (is_compute(op->kind)) {
+    if (dm_op_is_compute(op->kind)) {
         s->gpu_busy[r] = 0;
         s->gpu_last[r] = g;
         if (compute_links(s, r, 0, err)) return -1;
         if (s->c->comm_slowdown > 0) s->dur[g] = s->end[g] - s->start[g]; /* the time it took at its rates */
+        if (s->c->op_gap_us > 0) { /* idle until then; the event retries this rank's streams */
+            s->gpu_free[r] = s->now + s->c->op_gap_us;
+            if (sim_heap_push(&s->h, s->gpu_free[r], EV_GPU_FREE, r, 0, err)) return -1;
+        }
     }
     if (s->head[rs] < s->sl_off[rs + 1]) {
         int h = s->sl[s->head[rs]];
@@ -565,6 +566,8 @@ static int run(sim *s, dm_err *err)
             } else if ((rc = coll_done(s, e.a, err))) {
                 break;
             }
+        } else if (e.type == EV_GPU_FREE) {
+            if ((rc = try_gpu(s, e.a, err))) break;
         } else if (e.type == EV_FLOW) {
             if (e.b != sim_net_version(s->net)) continue; /* rates changed since */
             int act = sim_net_active(s->net);
@@ -650,7 +653,7 @@ static int results(sim *s, sim_result *r, dm_err *err)
         if (kind == DM_OP_FORWARD) r->forward_us += s->dur[g];
         if (kind == DM_OP_BACKWARD) r->backward_us += s->dur[g];
         if (kind == DM_OP_NS || kind == DM_OP_MUON_UPDATE || kind == DM_OP_ADAMW) r->optimizer_us += s->dur[g];
-        if (is_compute(kind)) busy += s->dur[g];
+        if (dm_op_is_compute(kind)) busy += s->dur[g];
         if (dm_op_is_collective(kind) && s->end[g] > s->start[g]) {
             iv[2 * n_iv] = s->start[g];
             iv[2 * n_iv + 1] = s->end[g];
@@ -735,6 +738,7 @@ static void sim_free(sim *s)
     free(s->head);
     free(s->gpu_busy);
     free(s->gpu_last);
+    free(s->gpu_free);
     free(s->gpu_run);
     free(s->coll_active);
     free(s->gpu_rem);

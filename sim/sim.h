@@ -11,7 +11,9 @@
  *    (dm_costs_ns_us; roofline when no table) times ns_time_scale when set; muon-update/adamw at
  *    the cluster's elementwise_efficiency when set (launch + bytes / (efficiency x HBM)), else from
  *    dm_costs_elementwise_us over bytes / (HBM bytes per parameter) elements (bytes over HBM
- *    bandwidth when no table). wait ops take no time and no GPU.
+ *    bandwidth when no table). wait ops take no time and no GPU. With the cluster's op_gap_us
+ *    the GPU stays idle that long after each compute op (the executor's launches and event
+ *    records between kernels); the first op of a rank waits for step_start_us instead.
  *  - Compute under collectives (cluster comm_slowdown f > 0): while at least one collective is
  *    in flight on a rank (from the rank's arrival at it, when NCCL's kernel would take SMs and
  *    wait for the other members, to its end), that rank's running compute

@@ -208,6 +208,10 @@ int main(void)
             e = calib_get(&kr, "step_start_us");
             ok(e && fabs(atof(e->value) - 300) < 1e-9, "step_start_us: the median first-op start, 300 us (%s)",
                e ? e->value : "-");
+            e = calib_get(&kr, "op_gap_us");
+            ok(e && fabs(atof(e->value) - 5) < 1e-9 && e->points == 14 && strstr(e->source, "median over 14 gaps"),
+               "op_gap_us: the median gap between consecutive compute ops, 5 us over 14 gaps (%s; %s)",
+               e ? e->value : "-", e ? e->source : "-");
         }
         /* coll_slowdown: 2-rank broadcasts of 64 MB whose transfer runs at (1 - 0.4) of the model's
          * while rank 0 computes over a fraction o in {0, 0.5, 1} of it: d = L + T / (1 - 0.4 o). */

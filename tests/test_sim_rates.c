@@ -102,6 +102,31 @@ static void test_bwd_and_elementwise(void)
        "step_start_us 3000: step %.3f us = %.3f + 3000, the same busy time", r ? r->step_us : -1, scaled);
     sim_result_free(r);
     dm_program_free(p);
+    /* op_gap_us: three compute ops in a row on rank 0 (the second and third on the compute
+     * stream after the first) are two gaps apart; the step grows by 2 gaps, all of it idle, and
+     * the first op still starts at step_start_us. */
+    p = dm_program_new(1, 2, "t", "t", "h200x2", "", 1, &err);
+    for (int i = 0; i < 3; i++) {
+        dm_op f = dm_op_init(i < 2 ? DM_OP_FORWARD : DM_OP_NS, DM_STREAM_COMPUTE);
+        f.flops = 1e12;
+        if (i == 2) f.flops = 0, f.m = 1024, f.n = 1024, f.batch = 1, f.algo = DM_NS_DIRECT;
+        dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+    }
+    c = h200x2();
+    c.step_start_us = 10;
+    r = run(p, &c);
+    double step0 = r ? r->step_us : -1, exp0 = r ? r->exposed_comm_us : -1;
+    sim_result_free(r);
+    c.op_gap_us = 2.5;
+    r = run(p, &c);
+    ok(r && fabs(r->step_us - (step0 + 5)) <= 1e-9 * step0 && fabs(r->exposed_comm_us - (exp0 + 5)) <= 1e-9 * step0,
+       "op_gap_us 2.5: step %.3f = %.3f + 2 gaps, exposed %.3f = %.3f + 5 (idle)", r ? r->step_us : -1, step0,
+       r ? r->exposed_comm_us : -1, exp0);
+    ok(r && sim_op_start(r, 0, 0) == 10 && fabs(sim_op_start(r, 0, 1) - (sim_op_end(r, 0, 0) + 2.5)) < 1e-9 &&
+           fabs(sim_op_start(r, 0, 2) - (sim_op_end(r, 0, 1) + 2.5)) < 1e-9,
+       "op_gap_us: the first op at step_start_us, each next one 2.5 us after the previous end");
+    sim_result_free(r);
+    dm_program_free(p);
 }
 
 /* Rank 0: a forward of fwd_us on the compute stream, ready at 0 (after a lead-in forward of
@@ -203,12 +228,14 @@ static void test_cluster_keys(void)
     FILE *f = fopen(path, "w");
     fprintf(f, "gpu = H200\ngpus_per_node = 2\nnvlink_GBps = 450\nfwd_efficiency = 0.5\nbwd_efficiency = 0.4\n"
                "elementwise_efficiency.adamw = 0.5\nelementwise_launch_us.adamw = 11\n"
-               "elementwise_efficiency.muon_update = 0.8\nns_time_scale = 1.2\ncomm_slowdown = 0.25\nstep_start_us = 3050\ncoll_slowdown = 0.5\n");
+               "elementwise_efficiency.muon_update = 0.8\nns_time_scale = 1.2\ncomm_slowdown = 0.25\nstep_start_us = 3050\ncoll_slowdown = 0.5\n"
+               "op_gap_us = 2.9\n");
     fclose(f);
     dm_cluster c;
     ok(dm_cluster_load(path, &c, &err) == 0, "cluster file with the calibrated keys loads (%s)", err.msg);
     ok(c.fwd_efficiency == 0.5 && c.bwd_efficiency == 0.4 && c.elem_efficiency[1] == 0.5 && c.elem_launch_us[1] == 11 &&
-           c.elem_efficiency[0] == 0.8 && c.ns_time_scale == 1.2 && c.comm_slowdown == 0.25 && c.step_start_us == 3050 && c.coll_slowdown == 0.5,
+           c.elem_efficiency[0] == 0.8 && c.ns_time_scale == 1.2 && c.comm_slowdown == 0.25 && c.step_start_us == 3050 && c.coll_slowdown == 0.5 &&
+           c.op_gap_us == 2.9,
        "fields set");
     f = fopen(path, "w");
     fprintf(f, "gpu = H200\ngpus_per_node = 2\nnvlink_GBps = 450\ncomm_slowdown = 0.99\n");
