@@ -13,6 +13,7 @@
 #include <gsl/gsl_fit.h>
 
 #include "collcost.h"
+#include "compare.h"
 #include "costs.h"
 #include "outfile.h"
 #include "program.h"
@@ -427,13 +428,6 @@ static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], dou
     return tot;
 }
 
-/* Sorts v[0..n) (n > 0) and returns its median. */
-static double median_sorted(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_first_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* Appends the compute ops of one trace (with its plan for NS ops) to *ops (capacity grows). */
 static int collect_ops(const char *trace_path, const char *program_path, const dm_gpu *gpu, const dm_costs *costs,
                        fit_op **ops, int *n, int *n_ov, double **first, int *n_first, double **gaps, int *n_gaps,
@@ -607,7 +601,7 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         if (set_num(c, "comm_slowdown", f, src, sqrt(best / n), n_ov, err)) goto out;
     }
     if (n_first) { /* the median over ranks and traces of the first op's start */
-        double m = median_sorted(first, n_first), ss0 = 0;
+        double m = cmp_quantile(first, n_first, 0.5), ss0 = 0; /* sorts first[] */
         for (int i = 0; i < n_first; i++) ss0 += m > 0 ? (first[i] - m) * (first[i] - m) / (m * m) : 0;
         snprintf(src, sizeof src, "%s: the first op's start after the step's start, median over %d ranks (%.4g to %.4g us)",
                  desc, n_first, first[0], first[n_first - 1]);
@@ -616,7 +610,8 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     }
     if (n_gaps) { /* the median gap: most compute ops follow the previous one at once; the few that
                    * wait for a collective or a peer are far out and leave the median alone */
-        double m = median_sorted(gaps, n_gaps), q1 = gaps[n_gaps / 4], q3 = gaps[(3 * n_gaps) / 4];
+        double m = cmp_quantile(gaps, n_gaps, 0.5), q1 = cmp_quantile(gaps, n_gaps, 0.25),
+               q3 = cmp_quantile(gaps, n_gaps, 0.75);
         snprintf(src, sizeof src, "%s: the GPU's idle time between consecutive compute ops of a rank, median over %d "
                  "gaps (quartiles %.3g and %.3g us)", desc, n_gaps, q1, q3);
         if (log) fprintf(log, "  %-34s %.4g: %3d gaps (quartiles %.3g, %.3g)\n", "op_gap_us", m, n_gaps, q1, q3);

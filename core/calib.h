@@ -28,8 +28,8 @@
  *    model time is the table's for the op's shapes: ns_time_scale = measured / table.
  *    Residual of each key: the RMS relative residual of its kind's ops at that f.
  *    Also from the traces: step_start_us, the median over ranks of the first op's start, and
- *    op_gap_us, the median over ranks of the GPU's idle time between consecutive compute ops
- *    (residual: the interquartile half-width over the median).
+ *    op_gap_us, the median of the GPU's idle times between consecutive compute ops of a rank,
+ *    over all ranks and traces (residual: the interquartile half-width over the median).
  *  - a kernel table from `dmuon bench kernels --out` (dmuon-costs-1): checked to load and
  *    recorded by path, so the simulator uses the same table.
  *

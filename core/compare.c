@@ -33,7 +33,7 @@ static int cmp_double(const void *a, const void *b)
 static int cmp_iv(const void *a, const void *b) { return cmp_double(a, b); } /* on the start */
 
 /* Quantile q of v[0..n-1] (sorted in place), linear between order statistics. */
-static double quantile(double *v, int n, double q)
+double cmp_quantile(double *v, int n, double q)
 {
     if (n <= 0) return NAN;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
@@ -195,11 +195,11 @@ int cmp_traces(const dm_trace *sim, const dm_trace *real, const cmp_opts *o, cmp
         out->kinds[s->kind].n_err++;
     }
     for (int j = 0; j < real->n; j++) out->n_real_only += !seen[j];
-    out->abs_err_median = quantile(absr, out->n_err, 0.5);
-    out->abs_err_p90 = quantile(absr, out->n_err, 0.9);
-    out->abs_us_median = quantile(absu, out->n_err, 0.5);
-    out->abs_us_p90 = quantile(absu, out->n_err, 0.9);
-    out->err_median = quantile(rel, out->n_err, 0.5);
+    out->abs_err_median = cmp_quantile(absr, out->n_err, 0.5);
+    out->abs_err_p90 = cmp_quantile(absr, out->n_err, 0.9);
+    out->abs_us_median = cmp_quantile(absu, out->n_err, 0.5);
+    out->abs_us_p90 = cmp_quantile(absu, out->n_err, 0.9);
+    out->err_median = cmp_quantile(rel, out->n_err, 0.5);
     /* Per kind: the median signed error of its matched ops. */
     for (int k = 0; k < DM_OP__COUNT; k++) {
         int n = 0;
@@ -210,7 +210,7 @@ int cmp_traces(const dm_trace *sim, const dm_trace *real, const cmp_opts *o, cmp
             if (j < 0 || real->ev[j].kind != s->kind || real->ev[j].dur_us < o->min_op_us) continue;
             kerr[n++] = cmp_rel_err(s->dur_us, real->ev[j].dur_us);
         }
-        out->kinds[k].err_median = quantile(kerr, n, 0.5);
+        out->kinds[k].err_median = cmp_quantile(kerr, n, 0.5);
     }
     rc = 0;
 out:

@@ -27,6 +27,10 @@ typedef struct cmp_phases {
     int crit_rank;
 } cmp_phases;
 
+/* Sorts v[0..n) in place and returns its q-quantile (0 <= q <= 1), interpolated linearly
+ * between neighbouring values (q = 0.5: the median); NAN when n <= 0. */
+double cmp_quantile(double *v, int n, double q);
+
 /* The phases of one trace. Fails on an empty trace. */
 int cmp_trace_phases(const dm_trace *t, cmp_phases *out, dm_err *err);
 

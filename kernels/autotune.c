@@ -156,13 +156,17 @@ static int key_eq(const at_key *a, const at_key *b)
            a->dtype == b->dtype;
 }
 
+/* The entry was measured on this cache's GPU with its CUDA and cuBLASLt versions. */
+static int same_env(const at_cache *c, const at_entry *e)
+{
+    return !strcmp(e->gpu, c->gpu) && e->cuda == c->cuda && e->cublaslt == c->cublaslt;
+}
+
 static at_entry *find(const at_cache *c, const at_key *k)
 {
     for (int i = 0; i < c->n; i++) {
         at_entry *e = &c->e[i];
-        if (!strcmp(e->gpu, c->gpu) && e->cuda == c->cuda && e->cublaslt == c->cublaslt &&
-            key_eq(&e->k, k))
-            return e;
+        if (same_env(c, e) && key_eq(&e->k, k)) return e;
     }
     return NULL;
 }
@@ -191,9 +195,8 @@ int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, ns_a
     const at_entry *best = NULL;
     for (int i = 0; i < c->n && batch > 1; i++) {
         const at_entry *e = &c->e[i];
-        if (!strcmp(e->gpu, c->gpu) && e->cuda == c->cuda && e->cublaslt == c->cublaslt && e->k.m == k.m &&
-            e->k.n == k.n && e->k.algo == k.algo && e->k.dtype == k.dtype && e->k.batch > 1 && e->k.batch < batch &&
-            (!best || e->k.batch > best->k.batch))
+        if (same_env(c, e) && e->k.m == k.m && e->k.n == k.n && e->k.algo == k.algo && e->k.dtype == k.dtype &&
+            e->k.batch > 1 && e->k.batch < batch && (!best || e->k.batch > best->k.batch))
             best = e;
     }
     if (!best) return 0;

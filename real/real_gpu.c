@@ -193,6 +193,12 @@ static int gpu_wait(real_exec *ex, cudaEvent_t ev, const char *what, dm_err *err
 static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, ns_dtype *dt,
                          dm_err *err);
 
+/* Every state's second buffer may differ from the committed one anywhere (allocation, param_put). */
+static void state_stale(gparam *q)
+{
+    for (int k = 0; k < ST__N; k++) q->st_lo[k] = 0, q->st_hi[k] = q->size;
+}
+
 /* ---- setup ----------------------------------------------------------------------------- */
 
 /* This rank's index among the ranks of its node, and their number. */
@@ -340,7 +346,7 @@ int real_gpu_create(real_exec *ex, dm_err *err)
         q->in = q->one_d ? q->rows : q->cols;
         q->own_lo = 0;
         q->own_hi = ex->rank == 0 ? q->size : 0; /* before any step rank 0's copy is the one */
-        for (int k = 0; k < ST__N; k++) q->st_lo[k] = 0, q->st_hi[k] = q->size; /* nxt uninitialised */
+        state_stale(q); /* nxt uninitialised */
     }
     int rc = -1;
     if (dev_alloc(ex, (void **)&g->arena_w, (size_t)total * 2, "the bf16 weights", err) ||
@@ -1063,6 +1069,6 @@ int real_gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mo
     CU(cudaStreamSynchronize(s));
     q->own_lo = own_lo;
     q->own_hi = own_hi;
-    for (int k = 0; k < ST__N; k++) q->st_lo[k] = 0, q->st_hi[k] = q->size; /* the second buffers: stale */
+    state_stale(q);
     return 0;
 }

@@ -461,9 +461,9 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
          * copy before any step); momentum; two AdamW moments; a second buffer of each of these
          * where this rank updates it (real_gpu.c's ping-pong state) */
         double s4 = 4.0 * (double)size;
-        int k = ((need[i] || r == 0) ? 1 : 0) + ((need[i] & 1) ? 1 : 0) + ((need[i] & 2) ? 2 : 0);
-        state += s4 * k;
-        if (need[i]) next += s4 * (1 + ((need[i] & 1) ? 1 : 0) + ((need[i] & 2) ? 2 : 0));
+        int opt = ((need[i] & 1) ? 1 : 0) + ((need[i] & 2) ? 2 : 0); /* momentum; two moments */
+        state += s4 * (((need[i] || r == 0) ? 1 : 0) + opt);
+        if (need[i]) next += s4 * (1 + opt);
     }
     for (int rr = 0; rr < p->nranks; rr++)
         for (int k = 0; k < p->ranks[rr].n_ops; k++) {
