@@ -37,7 +37,7 @@ int cmd_models(int argc, char **argv)
                    "List the bundled models (folder: $DMUON_MODELS, else the installed models/)\n"
                    "with total, Muon and AdamW parameter counts and the number of Muon matrices.\n");
             return 0;
-        default: opt_usage_error("models", "unknown option '%s'", argv[optind - 1]); return 2;
+        default: return opt_getopt_error("models", c, argv);
         }
     }
     if (opt_no_operands("models", argc, argv)) return 2;
@@ -143,8 +143,7 @@ static int model_show(int argc, char **argv)
             roles[n_roles++] = optarg;
             break;
         case 'h': show_usage(); return 0;
-        case ':': opt_usage_error("model show", "option '%s' needs a value", argv[optind - 1]); return 2;
-        default: opt_usage_error("model show", "unknown option '%s'", argv[optind - 1]); return 2;
+        default: return opt_getopt_error("model show", c, argv); /* ':' missing argument, or unknown */
         }
     }
     if (optind != argc - 1) {
@@ -238,8 +237,7 @@ static int model_import(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'n': name = optarg; break;
         case 'h': show_usage(); return 0;
-        case ':': opt_usage_error("model import", "option '%s' needs a value", argv[optind - 1]); return 2;
-        default: opt_usage_error("model import", "unknown option '%s'", argv[optind - 1]); return 2;
+        default: return opt_getopt_error("model import", c, argv); /* ':' missing argument, or unknown */
         }
     }
     if (optind != argc - 1) {

@@ -144,8 +144,7 @@ int cmd_plan(int argc, char **argv)
         case O_GPU: gpu_name = optarg; break;
         case O_CSV: csv_path = optarg; break;
         case 'h': usage(stdout); return 0;
-        case ':': opt_usage_error("plan", "option '%s' requires an argument", argv[optind - 1]); return 2;
-        default: opt_usage_error("plan", "unknown option '%s'", argv[optind - 1]); return 2;
+        default: return opt_getopt_error("plan", c, argv); /* ':' missing argument, or unknown */
         }
     }
     if (opt_no_operands("plan", argc, argv)) return 2;
