@@ -63,13 +63,39 @@ int dm_trace_add(dm_trace *t, const dm_trace_event *e, dm_err *err)
     return 0;
 }
 
+/* A time as the writers print it (%.3f) and the readers get it back: the writers sort by
+ * this, not by the exact time, so write -> read -> write keeps the order (1.0004 and 1.0001
+ * both write as 1.000 and then sort by op). Exact for |x| < 1e9 us away from a rounding tie;
+ * the printed text decides otherwise. */
+static double written_us(double x)
+{
+    if (fabs(x) < 1e9) {
+        double r = x * 1000.0, f = floor(r), d = r - f;
+        if (fabs(d - 0.5) > 1e-3) return (d < 0.5 ? f : f + 1) / 1000.0; /* k / 1000 rounds as strtod does */
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.3f", x);
+    return strtod(buf, NULL);
+}
+
+static int cmp_d(double x, double y) { return (x > y) - (x < y); }
+
+/* (rank, stream, written ts, op), then every other written field, so equal rows are the only
+ * ties and the order is one the written text keeps. */
 static int cmp_ev(const void *a, const void *b)
 {
     const dm_trace_event *x = a, *y = b;
+    int c;
     if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
     if (x->stream != y->stream) return x->stream < y->stream ? -1 : 1;
-    if (x->ts_us != y->ts_us) return x->ts_us < y->ts_us ? -1 : 1;
-    return (x->op > y->op) - (x->op < y->op);
+    if ((c = cmp_d(written_us(x->ts_us), written_us(y->ts_us)))) return c;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    if ((c = cmp_d(written_us(x->dur_us), written_us(y->dur_us)))) return c;
+    if ((c = cmp_d(x->bytes, y->bytes)) || (c = cmp_d(x->flops, y->flops))) return c; /* %.17g: exact */
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    if (x->coll != y->coll) return x->coll < y->coll ? -1 : 1;
+    return cmp_d(written_us(x->wait_us), written_us(y->wait_us));
 }
 
 void dm_trace_sort(dm_trace *t)
