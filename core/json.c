@@ -177,6 +177,7 @@ static char *jp_string(jp *p)
                     jp_adv(&lo);
                     jp_adv(&lo);
                     if (jp_hex4(&lo, &c2) == 0 && c2 >= 0xDC00 && c2 <= 0xDFFF) {
+                        lo.err = p->err;
                         *p = lo;
                         cp = 0x10000 + ((cp - 0xD800) << 10) + (c2 - 0xDC00);
                     }
@@ -535,6 +536,23 @@ int jv_opt_num(const jv *obj, const char *key, double lo, double hi, const char 
 {
     if (!jv_get(obj, key)) return 0;
     return jv_req_num(obj, key, lo, hi, file, out, err);
+}
+
+size_t json_utf8_clean(const char *s, char *out, size_t size)
+{
+    size_t k = 0;
+    if (!size) return 0;
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
+        size_t n = *c < 0x80 ? 1 : utf8_len(c, strnlen((const char *)c, 4));
+        const char *from = n ? (const char *)c : "\xEF\xBF\xBD";
+        size_t w = n ? n : 3;
+        if (k + w + 1 > size) break; /* cut at a character boundary */
+        memcpy(out + k, from, w);
+        k += w;
+        c += n ? n : 1;
+    }
+    out[k] = 0;
+    return k;
 }
 
 void json_write_string(FILE *f, const char *s)

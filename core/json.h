@@ -58,4 +58,9 @@ int jv_as_int(const jv *v, int64_t lo, int64_t hi, const char *file, const char 
  * string writer for every JSON output. */
 void json_write_string(FILE *f, const char *s);
 
+/* s as well-formed UTF-8 (each byte that is not: U+FFFD) into out, cut at a character boundary
+ * to fit `size` bytes with the NUL; returns the length. For a string a reader will keep in a
+ * buffer of that size, so what is written is what is read back. */
+size_t json_utf8_clean(const char *s, char *out, size_t size);
+
 #endif

@@ -108,6 +108,17 @@ static const char *stream_label(int s)
     return s >= 0 && s < DM_STREAM__COUNT ? dm_stream_name((dm_stream)s) : "stream";
 }
 
+/* A metadata string as the reader keeps it (UTF-8, within the field's size), so a written and
+ * re-read trace writes the same bytes: raw bytes from a CSV header that are not UTF-8 would
+ * grow to U+FFFD and be cut on reading. */
+static void meta_string(FILE *f, const char *key, const char *v, size_t field)
+{
+    char buf[256];
+    json_utf8_clean(v, buf, field < sizeof buf ? field : sizeof buf);
+    fprintf(f, ", \"%s\": ", key);
+    json_write_string(f, buf);
+}
+
 int dm_trace_write_json(dm_trace *t, const char *path, dm_err *err)
 {
     dm_trace_sort(t);
@@ -138,14 +149,11 @@ int dm_trace_write_json(dm_trace *t, const char *path, dm_err *err)
                 sep, name, dm_op_kind_name(e->kind), e->rank, e->stream, e->ts_us, e->dur_us, e->op,
                 dm_op_kind_name(e->kind), e->bytes, e->flops, e->layer, e->coll, e->wait_us);
     }
-    fprintf(f, "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"format\": \"" TRACE_FORMAT "\", \"source\": ");
-    json_write_string(f, t->source);
-    fprintf(f, ", \"model\": ");
-    json_write_string(f, t->model);
-    fprintf(f, ", \"strategy\": ");
-    json_write_string(f, t->strategy);
-    fprintf(f, ", \"cluster\": ");
-    json_write_string(f, t->cluster);
+    fprintf(f, "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"format\": \"" TRACE_FORMAT "\"");
+    meta_string(f, "source", t->source, sizeof t->source);
+    meta_string(f, "model", t->model, sizeof t->model);
+    meta_string(f, "strategy", t->strategy, sizeof t->strategy);
+    meta_string(f, "cluster", t->cluster, sizeof t->cluster);
     fprintf(f, ", \"nranks\": %d}}\n", t->nranks);
     return dm_out_commit(o, err);
 }

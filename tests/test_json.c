@@ -83,6 +83,9 @@ static void test_utf8(void)
            "a lone \\u surrogate becomes U+FFFD");
     }
     jv_free(v);
+    /* an error after a surrogate pair still has its message (the pair's look-ahead once lost it) */
+    bad("\"\\ud83d\\ude00", "t.json:1:14: expected '\"' closing the string, found end of file");
+    bad("[\"\\ud83d\\ude00\", \"\\u12\"]", "four hex digits after \\u");
 }
 
 static char *written(const char *s)
@@ -122,6 +125,10 @@ static void test_writer(void)
         free(w);
     }
     ok(!bad_out, "strings of any bytes come out as JSON that reads back");
+    char buf[8];
+    ok(json_utf8_clean("ab\xff", buf, sizeof buf) == 5 && strcmp(buf, "ab\xef\xbf\xbd") == 0, "clean: U+FFFD");
+    ok(json_utf8_clean("abcd\xc3\xa9x", buf, 6) == 4 && strcmp(buf, "abcd") == 0, "clean: cut at a character boundary");
+    ok(json_utf8_clean("abcd\xc3\xa9x", buf, 7) == 6 && strcmp(buf, "abcd\xc3\xa9") == 0, "clean: a whole character fits");
 }
 
 int main(void)
