@@ -32,6 +32,6 @@ tests_test_trace_SOURCES = tests/test_trace.c tests/tap.h
 tests_test_trace_LDADD = $(DM_LDADD)
 tests_test_sim_mem_SOURCES = tests/test_sim_mem.c tests/tap.h
 tests_test_sim_mem_LDADD = $(DM_LDADD)
-EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/hostile.sh fuzz/lsan.supp tests/data/hostile/ctrl-name.json \
+EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/hostile.sh fuzz/lsan.supp docs/RELIABILITY.md tests/data/hostile/ctrl-name.json \
 	tests/data/hostile/evil-name.cluster tests/data/hostile/hf-vision-depth.json \
 	tests/data/hostile/layers-overflow.json tests/data/hostile/params-overflow.json tests/data/hostile/utf8-name.json
