@@ -26,6 +26,7 @@
 #include "program.h"
 #include "sched.h"
 #include "sim.h"
+#include "sim_mem.h"
 #include "trace.h"
 
 static double wall_s(void)
@@ -206,16 +207,17 @@ static void print_json(FILE *f, const dm_program *p, const dm_cluster *c, const 
 /* ---- options both commands take ----------------------------------------------------------- */
 
 enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_ALGO, O_TRACE, O_CSV, O_PROGRAM, O_HELP, O_QUIET, O_OUT, O_PROGRESS,
-       O_NOPROGRESS, O_NOPLOTS, O_STRATS, O_JSON };
+       O_NOPROGRESS, O_NOPLOTS, O_STRATS, O_JSON, O_MAXMEM };
 
 #define COMMON_LONG                                                                                 \
     {"model", required_argument, 0, O_MODEL}, {"gpus", required_argument, 0, O_GPUS},               \
     {"cluster", required_argument, 0, O_CLUSTER}, {"costs", required_argument, 0, O_COSTS},         \
-    {"calibration", required_argument, 0, O_CALIB},                                                  \
+    {"calibration", required_argument, 0, O_CALIB}, {"max-memory", required_argument, 0, O_MAXMEM}, \
     {"algo", required_argument, 0, O_ALGO}, {"help", no_argument, 0, O_HELP}, SCHED_GETOPT_LONG
 
 typedef struct common_args {
     const char *model, *cluster, *costs, *calib;
+    int64_t max_memory; /* --max-memory bytes; -1: sim_mem_default_limit(); 0: none */
 } common_args;
 
 /* 1: handled (plan options into so, the rest into a/o), 0: not one of them, -1: bad value. */
@@ -228,6 +230,7 @@ static int common_opt(const char *cmd, int c, char **argv, common_args *a, sched
     case O_CLUSTER: a->cluster = optarg; return 1;
     case O_COSTS: a->costs = optarg; return 1;
     case O_CALIB: a->calib = optarg; return 1;
+    case O_MAXMEM: return opt_parse_size(cmd, "--max-memory", optarg, 0, INT64_MAX, &a->max_memory) ? -1 : 1;
     case O_ALGO:
         if (coll_algo_parse(optarg, &o->algo) == 0) return 1;
         opt_usage_error(cmd, "--algo: expected auto, ring or tree, found '%s'", optarg);
@@ -256,6 +259,8 @@ static void sim_help(void)
            "  --csv FILE            write the same trace rows as CSV\n"
            "  --quiet               only the step time line\n"
            "  --json                the results as one JSON object (times in microseconds)\n"
+           "  --max-memory SIZE     refuse a plan whose simulation would need more memory (estimated\n"
+           "                        before planning; 0: no limit; default 3/4 of physical memory)\n"
            "  --help                this text\n\n");
     sched_getopt_help(stdout);
 }
@@ -269,7 +274,7 @@ int cmd_sim(int argc, char **argv)
                                        {"quiet", no_argument, 0, O_QUIET},
                                        {"json", no_argument, 0, O_JSON},
                                        {0, 0, 0, 0}};
-    common_args ca = {NULL, NULL, NULL, NULL}; /* cluster: the program's, else a800 */
+    common_args ca = {NULL, NULL, NULL, NULL, -1}; /* cluster: the program's, else a800 */
     const char *trace = NULL, *csv = NULL, *program = NULL;
     long gpus = 0;
     int quiet = 0, c;
@@ -325,7 +330,8 @@ int cmd_sim(int argc, char **argv)
     } else {
         if (load_inputs("sim", ca.model, ca.cluster ? ca.cluster : "a800", ca.costs, ca.calib, so.gpus_per_node, &in)) goto out;
         double t0 = wall_s();
-        if (sched_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &p, &rep, &err)) {
+        if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus, &so, trace || csv, ca.max_memory, &err) ||
+            sched_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &p, &rep, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
@@ -333,7 +339,7 @@ int cmd_sim(int argc, char **argv)
     }
     o.costs = in.costs;
     o.record_trace = trace || csv;
-    if (sim_run(p, &in.cluster, &o, &r, &err)) {
+    if (sim_mem_check_program(p, o.record_trace, ca.max_memory, &err) || sim_run(p, &in.cluster, &o, &r, &err)) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
         goto out;
     }
@@ -409,6 +415,8 @@ static void scale_help(void)
            "  --progress            progress line on stderr even when it is not a terminal\n"
            "  --no-progress         no progress line\n"
            "  --no-plots            do not run gnuplot\n"
+           "  --max-memory SIZE     skip points whose simulation would need more memory (0: no limit;\n"
+           "                        default 3/4 of physical memory)\n"
            "  --help                this text\n\n"
            "overhead = step time / adamw's step time at the same GPU count - 1 (adamw is run for the\n"
            "baseline even when not listed). optimizer = step - forward - backward GPU time on the rank that\n"
@@ -527,7 +535,7 @@ int cmd_scale(int argc, char **argv)
                                        {"no-progress", no_argument, 0, O_NOPROGRESS},
                                        {"no-plots", no_argument, 0, O_NOPLOTS},
                                        {0, 0, 0, 0}};
-    common_args ca = {"wall-oss-flow", "a800", NULL, NULL};
+    common_args ca = {"wall-oss-flow", "a800", NULL, NULL, -1};
     const char *out_dir = "dmuon-scale";
     char strat_buf[256] = "adamw,muon-ddp,muon-fsdp,muon-rr,dmuon";
     long gpus[MAX_POINTS] = {8, 16, 32, 64, 128, 256};
@@ -638,8 +646,10 @@ int cmd_scale(int argc, char **argv)
             dm_program *p = NULL;
             sim_result *r = NULL;
             double t0 = wall_s();
-            if (sched_build(in.model, &in.cluster, (int)gpus[gi], in.costs, &sopt[s], &p, NULL, &err) ||
-                (q->plan_s = wall_s() - t0, sim_run(p, &in.cluster, &o, &r, &err))) {
+            if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus[gi], &sopt[s], 0, ca.max_memory, &err) ||
+                sched_build(in.model, &in.cluster, (int)gpus[gi], in.costs, &sopt[s], &p, NULL, &err) ||
+                (q->plan_s = wall_s() - t0, sim_mem_check_program(p, 0, ca.max_memory, &err)) ||
+                sim_run(p, &in.cluster, &o, &r, &err)) {
                 if (progress) fprintf(stderr, "\n");
                 fprintf(stderr, "dmuon scale: %s on %ld GPUs: %s\n", names[s], gpus[gi], err.msg);
                 dm_program_free(p);

@@ -16,13 +16,32 @@
 typedef struct builder {
     dm_model *m;
     int cap;
+    int64_t params, count; /* totals so far, checked against the model format's limits */
     const char *file;
     dm_err *err;
 } builder;
 
+/* x * y, saturated at INT64_MAX (then refused by add_t's limits, never wrapped). */
+static int64_t mul(int64_t x, int64_t y)
+{
+    int64_t z;
+    return __builtin_mul_overflow(x, y, &z) ? INT64_MAX : z;
+}
+
+/* x for a message: "2^63 or more" when mul saturated */
+static const char *num(int64_t x, char *buf, size_t n)
+{
+    if (x == INT64_MAX) snprintf(buf, n, "2^63 or more");
+    else snprintf(buf, n, "%lld", (long long)x);
+    return buf;
+}
+
 static int add_stack(builder *b, const char *name, int64_t layers)
 {
     dm_model *m = b->m;
+    if (layers > DM_MODEL_MAX_STACK_LAYERS || m->n_layers + layers > DM_MODEL_MAX_LAYERS)
+        return dm_err_set(b->err, "%s: stack %s gets %lld layers; the model format takes at most %d per stack, %d in all",
+                          b->file, name, (long long)layers, DM_MODEL_MAX_STACK_LAYERS, DM_MODEL_MAX_LAYERS);
     dm_stack *s = dm_realloc(m->stacks, (size_t)(m->n_stacks + 1) * sizeof *s, b->err);
     if (!s) return -1;
     m->stacks = s;
@@ -44,6 +63,20 @@ static int add_t(builder *b, const char *name, int64_t rows, int64_t cols, int64
     if (rows <= 0 || cols < 0 || per_layer <= 0 || span <= 0)
         return dm_err_set(b->err, "%s: tensor %s gets a non-positive size (%lld x %lld, %lld per layer)",
                           b->file, name, (long long)rows, (long long)cols, (long long)per_layer);
+    /* the model format's limits (model.h), so the file written is one the loader reads back */
+    int64_t count = mul(per_layer, span), elems = mul(rows, cols ? cols : 1);
+    if (rows > DM_MODEL_MAX_DIM || cols > DM_MODEL_MAX_DIM || elems > DM_MODEL_MAX_ELEMS || count > DM_MODEL_MAX_COUNT) {
+        char r[24], c[24], k[24];
+        return dm_err_set(b->err, "%s: tensor %s would be %s x %s, %s of them; the model format takes at most "
+                          "%lld per dimension, %lld elements per tensor and %lld tensors per entry",
+                          b->file, name, num(rows, r, sizeof r), num(cols, c, sizeof c), num(count, k, sizeof k),
+                          (long long)DM_MODEL_MAX_DIM, (long long)DM_MODEL_MAX_ELEMS, (long long)DM_MODEL_MAX_COUNT);
+    }
+    b->params = b->params > DM_MODEL_MAX_PARAMS ? b->params : b->params + mul(elems, count);
+    b->count += count;
+    if (b->params > DM_MODEL_MAX_PARAMS || b->count > DM_MODEL_MAX_COUNT)
+        return dm_err_set(b->err, "%s: tensor %s brings the model past %lld parameters or %lld tensors in all",
+                          b->file, name, (long long)DM_MODEL_MAX_PARAMS, (long long)DM_MODEL_MAX_COUNT);
     if (m->n_tensors == b->cap) {
         int cap = b->cap ? 2 * b->cap : 32;
         dm_tensor *t = dm_realloc(m->tensors, (size_t)cap * sizeof *t, b->err);
@@ -56,7 +89,7 @@ static int add_t(builder *b, const char *name, int64_t rows, int64_t cols, int64
     t->ndim = cols ? 2 : 1;
     t->rows = rows;
     t->cols = cols ? cols : 1;
-    t->count = per_layer * span;
+    t->count = count;
     t->stack = stack;
     t->first_layer = first;
     t->layer_span = span;
@@ -141,7 +174,7 @@ static int add_head(builder *b, const lm_hp *hp, int head)
 /* Grouped-query attention (llama, qwen2, gemma): q/k/v/o, optional biases. */
 static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias)
 {
-    int64_t q = hp->heads * hp->head_dim, kv = hp->kv_heads * hp->head_dim, h = hp->hidden;
+    int64_t q = mul(hp->heads, hp->head_dim), kv = mul(hp->kv_heads, hp->head_dim), h = hp->hidden;
     static const char *names[3] = {"q", "k", "v"};
     char name[128];
     for (int i = 0; i < 3; i++) {
@@ -219,13 +252,13 @@ static int import_dense(builder *b, const jv *cfg, const char *type, const jv *v
 
     if (add_embed(b, &hp, embed)) return -1;
     if (vision) {
-        int64_t h = v_hidden, m = v_hidden * v_merge * v_merge;
-        if (add_t(b, "visual.patch_embed.proj.weight", h, v_in * v_tpatch * v_patch * v_patch, 1,
+        int64_t h = v_hidden, m = mul(mul(v_hidden, v_merge), v_merge);
+        if (add_t(b, "visual.patch_embed.proj.weight", h, mul(mul(v_in, v_tpatch), mul(v_patch, v_patch)), 1,
                   embed, 0, -1, ADAMW, "Conv3d patch embedding, flattened to 2-D: adamw by policy") ||
             add_t(b, "visual.blocks.*.norm1.weight", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
             add_t(b, "visual.blocks.*.norm2.weight", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
-            add_t(b, "visual.blocks.*.attn.qkv.weight", 3 * h, h, 1, blocks, 0, -1, MUON, "fused q/k/v") ||
-            add_t(b, "visual.blocks.*.attn.qkv.bias", 3 * h, 0, 1, blocks, 0, -1, ADAMW, "") ||
+            add_t(b, "visual.blocks.*.attn.qkv.weight", mul(3, h), h, 1, blocks, 0, -1, MUON, "fused q/k/v") ||
+            add_t(b, "visual.blocks.*.attn.qkv.bias", mul(3, h), 0, 1, blocks, 0, -1, ADAMW, "") ||
             add_t(b, "visual.blocks.*.attn.proj.weight", h, h, 1, blocks, 0, -1, MUON, "") ||
             add_t(b, "visual.blocks.*.attn.proj.bias", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
             add_mlp(b, "visual.blocks.*.mlp", h, v_inter, 1, blocks, 0, -1, 1, "") ||
@@ -257,7 +290,7 @@ typedef struct mla_hp {
 static int add_mla_attn(builder *b, const char *p, const lm_hp *hp, const mla_hp *a, int st)
 {
     char n[160];
-    int64_t h = hp->hidden, qk = hp->heads * (a->nope + a->rope);
+    int64_t h = hp->hidden, qk = mul(hp->heads, a->nope + a->rope);
 #define NAME(x) (snprintf(n, sizeof n, "%s.*.%s", p, x), n)
     if (a->q_lora) {
         if (add_t(b, NAME("self_attn.q_a_proj.weight"), a->q_lora, h, 1, st, 0, -1, MUON, "Q down-proj") ||
@@ -270,9 +303,9 @@ static int add_mla_attn(builder *b, const char *p, const lm_hp *hp, const mla_hp
     if (add_t(b, NAME("self_attn.kv_a_proj_with_mqa.weight"), a->kv_lora + a->rope, h, 1, st, 0, -1,
               MUON, "KV down-proj (kv_lora_rank + rope)") ||
         add_t(b, NAME("self_attn.kv_a_layernorm.weight"), a->kv_lora, 0, 1, st, 0, -1, ADAMW, "") ||
-        add_t(b, NAME("self_attn.kv_b_proj.weight"), hp->heads * (a->nope + a->v), a->kv_lora, 1, st,
+        add_t(b, NAME("self_attn.kv_b_proj.weight"), mul(hp->heads, a->nope + a->v), a->kv_lora, 1, st,
               0, -1, MUON, "KV up-proj") ||
-        add_t(b, NAME("self_attn.o_proj.weight"), h, hp->heads * a->v, 1, st, 0, -1, MUON, "") ||
+        add_t(b, NAME("self_attn.o_proj.weight"), h, mul(hp->heads, a->v), 1, st, 0, -1, MUON, "") ||
         add_t(b, NAME("input_layernorm.weight"), h, 0, 1, st, 0, -1, ADAMW, "") ||
         add_t(b, NAME("post_attention_layernorm.weight"), h, 0, 1, st, 0, -1, ADAMW, ""))
         return -1;
@@ -294,7 +327,7 @@ static int add_moe(builder *b, const char *p, const lm_hp *hp, const mla_hp *a, 
     if (add_mlp(b, pre, h, a->moe_inter, a->experts, st, first, span, 0, "routed experts"))
         return -1;
     snprintf(pre, sizeof pre, "%s.*.mlp.shared_experts", p);
-    if (a->shared && add_mlp(b, pre, h, a->moe_inter * a->shared, 1, st, first, span, 0, ""))
+    if (a->shared && add_mlp(b, pre, h, mul(a->moe_inter, a->shared), 1, st, first, span, 0, ""))
         return -1;
     return 0;
 #undef NAME
@@ -336,7 +369,7 @@ static int import_mla(builder *b, const jv *cfg)
     if (mtp >= 0) {
         /* Each MTP layer: eh_proj over [embedding; hidden], three norms, one MoE decoder layer.
          * Its embed_tokens and shared_head.head are the main model's (shared): not repeated. */
-        if (add_t(b, "mtp.*.eh_proj.weight", hp.hidden, 2 * hp.hidden, 1, mtp, 0, -1, MUON,
+        if (add_t(b, "mtp.*.eh_proj.weight", hp.hidden, mul(2, hp.hidden), 1, mtp, 0, -1, MUON,
                   "[embedding; hidden] -> hidden") ||
             add_t(b, "mtp.*.enorm.weight", hp.hidden, 0, 1, mtp, 0, -1, ADAMW, "") ||
             add_t(b, "mtp.*.hnorm.weight", hp.hidden, 0, 1, mtp, 0, -1, ADAMW, "") ||

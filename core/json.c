@@ -83,7 +83,63 @@ static int hexval(char c)
     return -1;
 }
 
-/* Parses a string literal at p->s (which is '"'); returns a malloc'd UTF-8 string. */
+/* Length of the well-formed UTF-8 sequence at s (at most n bytes), 0 when it is not one
+ * (a stray continuation byte, a truncated or overlong sequence, a surrogate, past U+10FFFF). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!k || n < k) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+    if (c == 0xED && s[1] > 0x9F) return 0; /* surrogates */
+    if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+    if (c == 0xF4 && s[1] > 0x8F) return 0; /* past U+10FFFF */
+    return k;
+}
+
+static size_t utf8_put(unsigned cp, char *buf)
+{
+    if (cp < 0x80) {
+        buf[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        buf[0] = (char)(0xC0 | (cp >> 6));
+        buf[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        buf[0] = (char)(0xE0 | (cp >> 12));
+        buf[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        buf[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    buf[0] = (char)(0xF0 | (cp >> 18));
+    buf[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    buf[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    buf[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* The four hex digits after "\\u" (p->s at the 'u'); leaves p->s on the last digit. */
+static int jp_hex4(jp *p, unsigned *cp)
+{
+    *cp = 0;
+    for (int i = 0; i < 4; i++) {
+        jp_adv(p);
+        int h = p->s < p->end ? hexval(*p->s) : -1;
+        if (h < 0) return jp_fail(p, "four hex digits after \\u");
+        *cp = *cp * 16 + (unsigned)h;
+    }
+    return 0;
+}
+
+/* Parses a string literal at p->s (which is '"'); returns a malloc'd UTF-8 string. Raw bytes
+ * must be UTF-8 (JSON text is): anything else is refused with its position, so no invalid
+ * byte reaches a name, a message or an output. */
 static char *jp_string(jp *p)
 {
     size_t cap = 16, n = 0;
@@ -111,26 +167,36 @@ static char *jp_string(jp *p)
             case 'r': buf[0] = '\r'; break;
             case 't': buf[0] = '\t'; break;
             case 'u': {
-                unsigned cp = 0;
-                for (int i = 0; i < 4; i++) {
-                    jp_adv(p);
-                    int h = p->s < p->end ? hexval(*p->s) : -1;
-                    if (h < 0) { jp_fail(p, "four hex digits after \\u"); goto fail; }
-                    cp = cp * 16 + (unsigned)h;
-                }
+                unsigned cp;
+                if (jp_hex4(p, &cp)) goto fail;
                 if (cp == 0) { jp_fail(p, "a non-NUL character (\\u0000 is not accepted)"); goto fail; }
-                if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; /* surrogates: replace */
-                if (cp < 0x80) { buf[0] = (char)cp; k = 1; }
-                else if (cp < 0x800) { buf[0] = (char)(0xC0 | (cp >> 6)); buf[1] = (char)(0x80 | (cp & 0x3F)); k = 2; }
-                else { buf[0] = (char)(0xE0 | (cp >> 12)); buf[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); buf[2] = (char)(0x80 | (cp & 0x3F)); k = 3; }
+                if (cp >= 0xD800 && cp <= 0xDBFF && p->end - p->s >= 7 && p->s[1] == '\\' && p->s[2] == 'u') {
+                    jp lo = *p; /* a surrogate pair: high, then low */
+                    unsigned c2;
+                    lo.err = NULL;
+                    jp_adv(&lo);
+                    jp_adv(&lo);
+                    if (jp_hex4(&lo, &c2) == 0 && c2 >= 0xDC00 && c2 <= 0xDFFF) {
+                        lo.err = p->err;
+                        *p = lo;
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (c2 - 0xDC00);
+                    }
+                }
+                if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; /* a lone surrogate: replaced */
+                k = utf8_put(cp, buf);
                 break;
             }
             default: jp_fail(p, "a valid escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)"); goto fail;
             }
             jp_adv(p);
-        } else {
+        } else if (c < 0x80) {
             buf[0] = (char)c;
             jp_adv(p);
+        } else {
+            k = utf8_len((const unsigned char *)p->s, (size_t)(p->end - p->s));
+            if (!k) { jp_fail(p, "UTF-8 text in the string"); goto fail; }
+            memcpy(buf, p->s, k);
+            for (size_t i = 0; i < k; i++) jp_adv(p);
         }
         if (n + k + 1 > cap) {
             cap *= 2;
@@ -149,6 +215,52 @@ fail:
 }
 
 static jv *jp_value(jp *p, int depth);
+
+/* ---- duplicate keys: an open-addressing set of key indexes per object, built once an object
+ * has more than a few keys (a linear scan below that), so 200k keys parse in linear time. */
+
+typedef struct keyset {
+    int *slot; /* key index + 1; 0: empty */
+    size_t cap; /* power of two, 0 while scanning */
+} keyset;
+
+#define KEYSET_SCAN 8
+
+static uint64_t key_hash(const char *k)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (const unsigned char *c = (const unsigned char *)k; *c; c++) h = (h ^ *c) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+/* 1 when key is among v's keys (and not added), 0 when it is new (the set then holds index
+ * v->n, the one it will get), -1 out of memory. */
+static int keyset_seen(keyset *ks, const jv *v, const char *key, dm_err *err)
+{
+    if (v->n < KEYSET_SCAN) {
+        for (int i = 0; i < v->n; i++)
+            if (strcmp(v->keys[i], key) == 0) return 1;
+        return 0;
+    }
+    if ((size_t)v->n + 1 > ks->cap / 2) { /* (re)build at twice the size, load at most 1/2 */
+        size_t cap = ks->cap ? 2 * ks->cap : 4 * KEYSET_SCAN;
+        int *slot = dm_calloc(cap, sizeof *slot, err);
+        if (!slot) return -1;
+        for (int i = 0; i < v->n; i++) {
+            size_t h = (size_t)key_hash(v->keys[i]) & (cap - 1);
+            while (slot[h]) h = (h + 1) & (cap - 1);
+            slot[h] = i + 1;
+        }
+        free(ks->slot);
+        ks->slot = slot;
+        ks->cap = cap;
+    }
+    size_t h = (size_t)key_hash(key) & (ks->cap - 1);
+    for (; ks->slot[h]; h = (h + 1) & (ks->cap - 1))
+        if (strcmp(v->keys[ks->slot[h] - 1], key) == 0) return 1;
+    ks->slot[h] = v->n + 1;
+    return 0;
+}
 
 static jv *jp_number(jp *p)
 {
@@ -211,6 +323,7 @@ static jv *jp_value(jp *p, int depth)
     if (p->s >= p->end) { jp_fail(p, "a value"); return NULL; }
     char c = *p->s;
     jv *v = NULL;
+    keyset ks = {NULL, 0};
     if (c == '{' || c == '[') {
         int obj = c == '{';
         v = jv_new(p, obj ? JV_OBJECT : JV_ARRAY);
@@ -225,13 +338,14 @@ static jv *jp_value(jp *p, int depth)
                 if (p->s >= p->end || *p->s != '"') { jp_fail(p, "a string key"); goto fail; }
                 key = jp_string(p);
                 if (!key) goto fail;
-                for (int i = 0; i < v->n; i++)
-                    if (strcmp(v->keys[i], key) == 0) {
+                int seen = keyset_seen(&ks, v, key, p->err);
+                if (seen) {
+                    if (seen > 0)
                         dm_err_set(p->err, "%s:%d:%d: expected unique keys, \"%s\" appears twice",
                                    p->name, p->line, p->col, key);
-                        free(key);
-                        goto fail;
-                    }
+                    free(key);
+                    goto fail;
+                }
                 jp_ws(p);
                 if (p->s >= p->end || *p->s != ':') { free(key); jp_fail(p, "':' after the key"); goto fail; }
                 jp_adv(p);
@@ -241,7 +355,11 @@ static jv *jp_value(jp *p, int depth)
             if (jv_push(v, item, key, p->err)) { free(key); jv_free(item); goto fail; }
             jp_ws(p);
             if (p->s < p->end && *p->s == ',') { jp_adv(p); continue; }
-            if (p->s < p->end && *p->s == (obj ? '}' : ']')) { jp_adv(p); return v; }
+            if (p->s < p->end && *p->s == (obj ? '}' : ']')) {
+                jp_adv(p);
+                free(ks.slot);
+                return v;
+            }
             jp_fail(p, obj ? "',' or '}'" : "',' or ']'");
             goto fail;
         }
@@ -262,6 +380,7 @@ static jv *jp_value(jp *p, int depth)
     if (jp_lit(p, "false")) { v->b = 0; return v; }
     jp_fail(p, "a value (object, array, string, number, true, false or null)");
 fail:
+    free(ks.slot);
     jv_free(v);
     return NULL;
 }
@@ -419,10 +538,28 @@ int jv_opt_num(const jv *obj, const char *key, double lo, double hi, const char 
     return jv_req_num(obj, key, lo, hi, file, out, err);
 }
 
+size_t json_utf8_clean(const char *s, char *out, size_t size)
+{
+    size_t k = 0;
+    if (!size) return 0;
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
+        size_t n = *c < 0x80 ? 1 : utf8_len(c, strnlen((const char *)c, 4));
+        const char *from = n ? (const char *)c : "\xEF\xBF\xBD";
+        size_t w = n ? n : 3;
+        if (k + w + 1 > size) break; /* cut at a character boundary */
+        memcpy(out + k, from, w);
+        k += w;
+        c += n ? n : 1;
+    }
+    out[k] = 0;
+    return k;
+}
+
 void json_write_string(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    const unsigned char *c = (const unsigned char *)s;
+    while (*c) {
         switch (*c) {
         case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
@@ -430,9 +567,19 @@ void json_write_string(FILE *f, const char *s)
         case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
         default:
-            if (*c < 32) fprintf(f, "\\u%04x", *c);
-            else fputc(*c, f);
+            if (*c < 32 || *c == 127) {
+                fprintf(f, "\\u%04x", *c);
+            } else if (*c >= 0x80) {
+                size_t k = utf8_len(c, strnlen((const char *)c, 4));
+                if (k) fwrite(c, 1, k, f);
+                else fputs("\xEF\xBF\xBD", f); /* U+FFFD for each byte that is not UTF-8 */
+                c += k ? k : 1;
+                continue;
+            } else {
+                fputc(*c, f);
+            }
         }
+        c++;
     }
     fputc('"', f);
 }

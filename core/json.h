@@ -1,7 +1,9 @@
 /* json.h: a small JSON reader that remembers where each value stood (line, column), so that
  * semantic errors in input files (a negative dimension, a missing field) can name the place.
- * Syntax errors are reported as FILE:LINE:COL: expected ... . Writing JSON is done by callers
- * with fprintf (deterministic output); see json_write_string for escaping. */
+ * Syntax errors are reported as FILE:LINE:COL: expected ... ; raw bytes in strings must be
+ * UTF-8 (others are refused with their position); duplicate keys are refused (hashed, linear
+ * time). Writing JSON is done by callers with fprintf (deterministic output), every string
+ * through json_write_string. */
 #ifndef DM_JSON_H
 #define DM_JSON_H
 #include <stdint.h>
@@ -50,7 +52,15 @@ int jv_opt_num(const jv *obj, const char *key, double lo, double hi, const char 
 int jv_as_int(const jv *v, int64_t lo, int64_t hi, const char *file, const char *what,
               int64_t *out, dm_err *err);
 
-/* Write s as a JSON string literal (with quotes and escapes). */
+/* Write s as a JSON string literal: quotes, backslash and control bytes (< 0x20, 0x7f)
+ * escaped, well-formed UTF-8 kept, every byte that is not replaced by U+FFFD; so the output
+ * is JSON whatever s came from (a CSV header, a command-line flag, a file name). The one
+ * string writer for every JSON output. */
 void json_write_string(FILE *f, const char *s);
+
+/* s as well-formed UTF-8 (each byte that is not: U+FFFD) into out, cut at a character boundary
+ * to fit `size` bytes with the NUL; returns the length. For a string a reader will keep in a
+ * buffer of that size, so what is written is what is read back. */
+size_t json_utf8_clean(const char *s, char *out, size_t size);
 
 #endif

@@ -1,4 +1,5 @@
 /* model.c: read, validate, expand and write model descriptions (format in model.h). */
+#define _GNU_SOURCE
 #include "model.h"
 
 #include <ctype.h>
@@ -12,9 +13,9 @@
 #include "json.h"
 #include "outfile.h"
 
-#define DM_MAX_DIM ((int64_t)1 << 24)   /* 16 M rows or columns: no real weight is wider */
-#define DM_MAX_ELEMS ((int64_t)1 << 36) /* 64 G elements in one tensor */
-#define DM_MAX_COUNT ((int64_t)1 << 24)
+#define DM_MAX_DIM DM_MODEL_MAX_DIM
+#define DM_MAX_ELEMS DM_MODEL_MAX_ELEMS
+#define DM_MAX_COUNT DM_MODEL_MAX_COUNT
 
 const char *dm_role_name(dm_role r) { return r == DM_ROLE_MUON ? "muon" : "adamw"; }
 
@@ -46,7 +47,29 @@ void dm_model_free(dm_model *m)
     free(m);
 }
 
-static int parse_stacks(dm_model *m, const jv *root, const char *file, dm_err *err)
+/* Stack names in sorted order (index into m->stacks), for duplicates and look-ups in
+ * O(n log n) rather than a scan per name. */
+static int cmp_stack_idx(const void *a, const void *b, void *ctx)
+{
+    const dm_model *m = ctx;
+    int x = *(const int *)a, y = *(const int *)b;
+    int c = strcmp(m->stacks[x].name, m->stacks[y].name);
+    return c ? c : (x > y) - (x < y);
+}
+
+static int find_stack(const dm_model *m, const int *sorted, const char *name)
+{
+    int lo = 0, hi = m->n_stacks - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(m->stacks[sorted[mid]].name, name);
+        if (c == 0) return sorted[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+static int parse_stacks(dm_model *m, const jv *root, const char *file, int **sorted, dm_err *err)
 {
     const jv *arr;
     if (jv_req(root, "stacks", JV_ARRAY, file, &arr, err)) return -1;
@@ -62,22 +85,32 @@ static int parse_stacks(dm_model *m, const jv *root, const char *file, dm_err *e
             return dm_err_set(err, "%s:%d:%d: expected a stack object {\"name\", \"layers\"}",
                               file, s->line, s->col);
         if (jv_req_str(s, "name", file, &name, err) ||
-            jv_req_int(s, "layers", 1, 100000, file, &layers, err))
+            jv_req_int(s, "layers", 1, DM_MODEL_MAX_STACK_LAYERS, file, &layers, err))
             return -1;
-        for (int j = 0; j < i; j++)
-            if (strcmp(m->stacks[j].name, name) == 0)
-                return dm_err_set(err, "%s:%d:%d: expected unique stack names, \"%s\" repeats",
-                                  file, s->line, s->col, name);
+        if (m->n_layers + layers > DM_MODEL_MAX_LAYERS)
+            return dm_err_set(err, "%s:%d:%d: expected at most %d layers in all stacks, this one brings them to %lld",
+                              file, s->line, s->col, DM_MODEL_MAX_LAYERS, (long long)(m->n_layers + layers));
         if (!(m->stacks[i].name = dm_strdup(name, err))) return -1;
         m->stacks[i].layers = (int)layers;
         m->stacks[i].first_global = m->n_layers;
         m->n_layers += (int)layers;
         m->n_stacks = i + 1;
     }
+    int *idx = *sorted = dm_malloc((size_t)m->n_stacks * sizeof *idx, err);
+    if (!idx) return -1;
+    for (int i = 0; i < m->n_stacks; i++) idx[i] = i;
+    qsort_r(idx, (size_t)m->n_stacks, sizeof *idx, cmp_stack_idx, m);
+    int rep = -1; /* the first stack (in file order) whose name an earlier one has */
+    for (int k = 1; k < m->n_stacks; k++)
+        if (strcmp(m->stacks[idx[k]].name, m->stacks[idx[k - 1]].name) == 0 && (rep < 0 || idx[k] < rep))
+            rep = idx[k];
+    if (rep >= 0)
+        return dm_err_set(err, "%s:%d:%d: expected unique stack names, \"%s\" repeats", file, arr->items[rep]->line,
+                          arr->items[rep]->col, m->stacks[rep].name);
     return 0;
 }
 
-static int parse_tensor(dm_model *m, const jv *t, const char *file, dm_tensor *out, dm_err *err)
+static int parse_tensor(dm_model *m, const int *sorted, const jv *t, const char *file, dm_tensor *out, dm_err *err)
 {
     const char *name, *stack, *note = "";
     const jv *shape;
@@ -99,9 +132,7 @@ static int parse_tensor(dm_model *m, const jv *t, const char *file, dm_tensor *o
     if (dims[0] * dims[1] > DM_MAX_ELEMS)
         return dm_err_set(err, "%s:%d:%d: expected at most %" PRId64 " elements per tensor, found %" PRId64
                           " x %" PRId64, file, shape->line, shape->col, DM_MAX_ELEMS, dims[0], dims[1]);
-    int si = -1;
-    for (int i = 0; i < m->n_stacks; i++)
-        if (strcmp(m->stacks[i].name, stack) == 0) si = i;
+    int si = find_stack(m, sorted, stack);
     if (si < 0) {
         const jv *sv = jv_get(t, "stack");
         return dm_err_set(err, "%s:%d:%d: expected \"stack\" to name one of the \"stacks\", found \"%s\"",
@@ -137,10 +168,11 @@ int dm_model_override_role(dm_model *m, const char *glob, dm_role role, dm_err *
     return 0;
 }
 
-int dm_model_load_file(const char *path, dm_model **out, dm_err *err)
+/* The model in a parsed tree (taken over: freed here). */
+static int load_tree(jv *root, const char *path, dm_model **out, dm_err *err)
 {
-    jv *root = jv_parse_file(path, err);
     dm_model *m = NULL;
+    int *sorted = NULL;
     const char *s;
     if (!root) return -1;
     if (root->type != JV_OBJECT) {
@@ -159,9 +191,9 @@ int dm_model_load_file(const char *path, dm_model **out, dm_err *err)
     s = "";
     if (jv_opt_str(root, "source", path, &s, err) || !(m->source = dm_strdup(s, err))) goto fail;
     if (!(m->path = dm_strdup(path, err))) goto fail;
-    if (jv_opt_int(root, "published_params", 0, (int64_t)1 << 50, path, &m->published_params, err))
+    if (jv_opt_int(root, "published_params", 0, DM_MODEL_MAX_PARAMS, path, &m->published_params, err))
         goto fail;
-    if (parse_stacks(m, root, path, err)) goto fail;
+    if (parse_stacks(m, root, path, &sorted, err)) goto fail;
     const jv *ts;
     if (jv_req(root, "tensors", JV_ARRAY, path, &ts, err)) goto fail;
     if (ts->n == 0) {
@@ -169,14 +201,31 @@ int dm_model_load_file(const char *path, dm_model **out, dm_err *err)
         goto fail;
     }
     if (!(m->tensors = dm_calloc((size_t)ts->n, sizeof *m->tensors, err))) goto fail;
+    int64_t params = 0, count = 0;
     for (int i = 0; i < ts->n; i++) {
         m->n_tensors = i + 1;
-        if (parse_tensor(m, ts->items[i], path, &m->tensors[i], err)) goto fail;
+        dm_tensor *t = &m->tensors[i];
+        if (parse_tensor(m, sorted, ts->items[i], path, t, err)) goto fail;
+        /* each term is at most 2^36 x 2^24 = 2^60, and the sums stay under their caps: no overflow */
+        params += t->rows * t->cols * t->count;
+        count += t->count;
+        if (params > DM_MODEL_MAX_PARAMS || count > DM_MODEL_MAX_COUNT) {
+            dm_err_set(err, "%s:%d:%d: expected at most %" PRId64 " parameters and %" PRId64
+                       " tensors in the model, this entry brings them to %" PRId64 " and %" PRId64,
+                       path, ts->items[i]->line, ts->items[i]->col, DM_MODEL_MAX_PARAMS, DM_MODEL_MAX_COUNT, params,
+                       count);
+            goto fail;
+        }
     }
     const jv *ov = jv_get(root, "role_overrides");
     if (ov) {
         if (ov->type != JV_ARRAY) {
             dm_err_set(err, "%s:%d:%d: expected \"role_overrides\" to be an array", path, ov->line, ov->col);
+            goto fail;
+        }
+        if (ov->n > DM_MODEL_MAX_OVERRIDES) { /* each one is matched against every tensor */
+            dm_err_set(err, "%s:%d:%d: expected at most %d role_overrides, found %d", path, ov->line, ov->col,
+                       DM_MODEL_MAX_OVERRIDES, ov->n);
             goto fail;
         }
         for (int i = 0; i < ov->n; i++) {
@@ -197,13 +246,25 @@ int dm_model_load_file(const char *path, dm_model **out, dm_err *err)
             }
         }
     }
+    free(sorted);
     jv_free(root);
     *out = m;
     return 0;
 fail:
+    free(sorted);
     jv_free(root);
     dm_model_free(m);
     return -1;
+}
+
+int dm_model_load_file(const char *path, dm_model **out, dm_err *err)
+{
+    return load_tree(jv_parse_file(path, err), path, out, err);
+}
+
+int dm_model_load_text(const char *text, size_t len, const char *name, dm_model **out, dm_err *err)
+{
+    return load_tree(jv_parse(text, len, name, err), name, out, err);
 }
 
 static int is_dir(const char *p)
@@ -300,41 +361,48 @@ int64_t dm_model_count_role(const dm_model *m, dm_role r)
 
 int dm_model_matrices(const dm_model *m, int r, dm_matrix **out, int64_t *n, dm_err *err)
 {
-    int64_t total = 0;
-    for (int i = 0; i < m->n_tensors; i++)
-        if (r < 0 || (int)m->tensors[i].role == r) total += m->tensors[i].count;
+    /* Order: by global layer, then by entry, then by index: forward order, deterministic. A
+     * counting sort by layer, so the work is the matrices plus the layers, not their product. */
+    int64_t total = 0, *at = dm_calloc((size_t)m->n_layers + 1, sizeof *at, err);
+    if (!at) return -1;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dm_tensor *t = &m->tensors[i];
+        if (r >= 0 && (int)t->role != r) continue;
+        int g0 = m->stacks[t->stack].first_global + t->first_layer;
+        for (int l = g0; l < g0 + t->layer_span; l++) at[l + 1] += t->count / t->layer_span;
+        total += t->count;
+    }
+    for (int l = 0; l < m->n_layers; l++) at[l + 1] += at[l];
     dm_matrix *v = dm_calloc((size_t)(total ? total : 1), sizeof *v, err);
-    if (!v) return -1;
-    int64_t k = 0;
-    /* Order: by global layer, then by entry, then by index: forward order, deterministic. */
-    for (int layer = 0; layer < m->n_layers; layer++)
-        for (int i = 0; i < m->n_tensors; i++) {
-            const dm_tensor *t = &m->tensors[i];
-            if (r >= 0 && (int)t->role != r) continue;
-            int g0 = m->stacks[t->stack].first_global + t->first_layer;
-            if (layer < g0 || layer >= g0 + t->layer_span) continue;
-            int64_t per = t->count / t->layer_span;
+    if (!v) {
+        free(at);
+        return -1;
+    }
+    for (int i = 0; i < m->n_tensors; i++) { /* entries in order: within a layer they come in order */
+        const dm_tensor *t = &m->tensors[i];
+        if (r >= 0 && (int)t->role != r) continue;
+        int g0 = m->stacks[t->stack].first_global + t->first_layer;
+        int64_t per = t->count / t->layer_span;
+        for (int layer = g0; layer < g0 + t->layer_span; layer++)
             for (int64_t j = 0; j < per; j++) {
-                v[k].id = k;
-                v[k].tensor = i;
-                v[k].index = (int64_t)(layer - g0) * per + j;
-                v[k].layer = layer;
-                v[k].rows = t->rows;
-                v[k].cols = t->cols;
-                v[k].role = t->role;
-                k++;
+                dm_matrix *x = &v[at[layer]++];
+                x->tensor = i;
+                x->index = (int64_t)(layer - g0) * per + j;
+                x->layer = layer;
+                x->rows = t->rows;
+                x->cols = t->cols;
+                x->role = t->role;
             }
-        }
+    }
+    for (int64_t k = 0; k < total; k++) v[k].id = k;
+    free(at);
     *out = v;
-    *n = k;
+    *n = total;
     return 0;
 }
 
-int dm_model_write(const dm_model *m, const char *path, dm_err *err)
+static void write_text(const dm_model *m, FILE *f)
 {
-    dm_out *o = dm_out_open(path, err);
-    if (!o) return -1;
-    FILE *f = dm_out_file(o);
     fprintf(f, "{\n  \"format\": \"dmuon-model-1\",\n  \"name\": ");
     json_write_string(f, m->name);
     fprintf(f, ",\n  \"source\": ");
@@ -364,5 +432,34 @@ int dm_model_write(const dm_model *m, const char *path, dm_err *err)
         fprintf(f, "}%s\n", i + 1 < m->n_tensors ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
+}
+
+int dm_model_write(const dm_model *m, const char *path, dm_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return dm_err_set(err, "%s: out of memory (the model's text)", path);
+    write_text(m, f);
+    if (fclose(f) != 0) {
+        free(text);
+        return dm_err_set(err, "%s: out of memory (the model's text)", path);
+    }
+    /* read back what would be written: never write a file the loader refuses */
+    dm_model *back = NULL;
+    dm_err why;
+    if (dm_model_load_text(text, len, path, &back, &why)) {
+        free(text);
+        if (strstr(why.msg, "out of memory")) return dm_err_set(err, "%s", why.msg);
+        return dm_err_set(err, "%s: the model would not load back, nothing written: %s", path, why.msg);
+    }
+    dm_model_free(back);
+    dm_out *o = dm_out_open(path, err);
+    if (!o) {
+        free(text);
+        return -1;
+    }
+    fwrite(text, 1, len, dm_out_file(o));
+    free(text);
     return dm_out_commit(o, err);
 }

@@ -9,13 +9,27 @@
  *     "role_overrides": [ {"match": "GLOB", "role": "adamw"} ] }            (optional)
  * shape is out x in (PyTorch nn.Linear layout), 1 or 2 positive dimensions; count tensors of
  * that shape spread evenly over layers [first_layer, first_layer + layer_span) of the stack
- * (defaults: 0 and the stack's layer count; count must be a multiple of layer_span). */
+ * (defaults: 0 and the stack's layer count; count must be a multiple of layer_span).
+ *
+ * Limits (checked with FILE:LINE:COL errors, so no total overflows and no expansion runs away):
+ * a dimension at most DM_MODEL_MAX_DIM, a tensor at most DM_MODEL_MAX_ELEMS elements, count at
+ * most DM_MODEL_MAX_COUNT per entry and in all, a stack at most DM_MODEL_MAX_STACK_LAYERS
+ * layers and all stacks DM_MODEL_MAX_LAYERS, the whole model at most DM_MODEL_MAX_PARAMS
+ * parameters, at most DM_MODEL_MAX_OVERRIDES role_overrides; stack names unique. */
 #ifndef DM_MODEL_H
 #define DM_MODEL_H
 #include <stddef.h>
 #include <stdint.h>
 
 #include "dm_error.h"
+
+#define DM_MODEL_MAX_DIM ((int64_t)1 << 24)    /* 16 M rows or columns: no real weight is wider */
+#define DM_MODEL_MAX_ELEMS ((int64_t)1 << 36)  /* 64 G elements in one tensor */
+#define DM_MODEL_MAX_COUNT ((int64_t)1 << 24)  /* tensors per entry, and in the whole model */
+#define DM_MODEL_MAX_STACK_LAYERS 100000
+#define DM_MODEL_MAX_LAYERS 1000000
+#define DM_MODEL_MAX_PARAMS ((int64_t)1 << 50) /* 1.1 P parameters */
+#define DM_MODEL_MAX_OVERRIDES 4096
 
 typedef enum { DM_ROLE_MUON = 0, DM_ROLE_ADAMW = 1 } dm_role;
 
@@ -62,6 +76,8 @@ typedef struct dm_matrix {
 /* Read and validate a model file. On error returns -1 with "FILE:LINE:COL: expected ..." in err.
  * *out is owned by the caller (dm_model_free). */
 int dm_model_load_file(const char *path, dm_model **out, dm_err *err);
+/* The same from text in memory; `name` stands for the file in messages and in m->path. */
+int dm_model_load_text(const char *text, size_t len, const char *name, dm_model **out, dm_err *err);
 
 /* Resolve NAME (case-insensitive file stem or model name among bundled models) or a path.
  * Search order: an existing path; $DMUON_MODELS; the source tree's models/; pkgdatadir/models. */
@@ -83,7 +99,9 @@ int64_t dm_model_count_role(const dm_model *m, dm_role r);  /* tensors with that
  * index). *out owned by the caller (free()). */
 int dm_model_matrices(const dm_model *m, int r, dm_matrix **out, int64_t *n, dm_err *err);
 
-/* Write a model to a JSON file in the format above (atomically: temp file then rename). */
+/* Write a model to a JSON file in the format above (atomically: temp file then rename). The
+ * text is read back with the loader first: a model the loader would refuse is not written
+ * ("PATH: the model would not load back: PATH:LINE:COL: expected ...; nothing written"). */
 int dm_model_write(const dm_model *m, const char *path, dm_err *err);
 
 const char *dm_role_name(dm_role r); /* "muon" / "adamw" */

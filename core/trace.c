@@ -63,13 +63,39 @@ int dm_trace_add(dm_trace *t, const dm_trace_event *e, dm_err *err)
     return 0;
 }
 
+/* A time as the writers print it (%.3f) and the readers get it back: the writers sort by
+ * this, not by the exact time, so write -> read -> write keeps the order (1.0004 and 1.0001
+ * both write as 1.000 and then sort by op). Exact for |x| < 1e9 us away from a rounding tie;
+ * the printed text decides otherwise. */
+static double written_us(double x)
+{
+    if (fabs(x) < 1e9) {
+        double r = x * 1000.0, f = floor(r), d = r - f;
+        if (fabs(d - 0.5) > 1e-3) return (d < 0.5 ? f : f + 1) / 1000.0; /* k / 1000 rounds as strtod does */
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.3f", x);
+    return strtod(buf, NULL);
+}
+
+static int cmp_d(double x, double y) { return (x > y) - (x < y); }
+
+/* (rank, stream, written ts, op), then every other written field, so equal rows are the only
+ * ties and the order is one the written text keeps. */
 static int cmp_ev(const void *a, const void *b)
 {
     const dm_trace_event *x = a, *y = b;
+    int c;
     if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
     if (x->stream != y->stream) return x->stream < y->stream ? -1 : 1;
-    if (x->ts_us != y->ts_us) return x->ts_us < y->ts_us ? -1 : 1;
-    return (x->op > y->op) - (x->op < y->op);
+    if ((c = cmp_d(written_us(x->ts_us), written_us(y->ts_us)))) return c;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    if ((c = cmp_d(written_us(x->dur_us), written_us(y->dur_us)))) return c;
+    if ((c = cmp_d(x->bytes, y->bytes)) || (c = cmp_d(x->flops, y->flops))) return c; /* %.17g: exact */
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    if (x->coll != y->coll) return x->coll < y->coll ? -1 : 1;
+    return cmp_d(written_us(x->wait_us), written_us(y->wait_us));
 }
 
 void dm_trace_sort(dm_trace *t)
@@ -80,6 +106,17 @@ void dm_trace_sort(dm_trace *t)
 static const char *stream_label(int s)
 {
     return s >= 0 && s < DM_STREAM__COUNT ? dm_stream_name((dm_stream)s) : "stream";
+}
+
+/* A metadata string as the reader keeps it (UTF-8, within the field's size), so a written and
+ * re-read trace writes the same bytes: raw bytes from a CSV header that are not UTF-8 would
+ * grow to U+FFFD and be cut on reading. */
+static void meta_string(FILE *f, const char *key, const char *v, size_t field)
+{
+    char buf[256];
+    json_utf8_clean(v, buf, field < sizeof buf ? field : sizeof buf);
+    fprintf(f, ", \"%s\": ", key);
+    json_write_string(f, buf);
 }
 
 int dm_trace_write_json(dm_trace *t, const char *path, dm_err *err)
@@ -112,14 +149,11 @@ int dm_trace_write_json(dm_trace *t, const char *path, dm_err *err)
                 sep, name, dm_op_kind_name(e->kind), e->rank, e->stream, e->ts_us, e->dur_us, e->op,
                 dm_op_kind_name(e->kind), e->bytes, e->flops, e->layer, e->coll, e->wait_us);
     }
-    fprintf(f, "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"format\": \"" TRACE_FORMAT "\", \"source\": ");
-    json_write_string(f, t->source);
-    fprintf(f, ", \"model\": ");
-    json_write_string(f, t->model);
-    fprintf(f, ", \"strategy\": ");
-    json_write_string(f, t->strategy);
-    fprintf(f, ", \"cluster\": ");
-    json_write_string(f, t->cluster);
+    fprintf(f, "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"format\": \"" TRACE_FORMAT "\"");
+    meta_string(f, "source", t->source, sizeof t->source);
+    meta_string(f, "model", t->model, sizeof t->model);
+    meta_string(f, "strategy", t->strategy, sizeof t->strategy);
+    meta_string(f, "cluster", t->cluster, sizeof t->cluster);
     fprintf(f, ", \"nranks\": %d}}\n", t->nranks);
     return dm_out_commit(o, err);
 }

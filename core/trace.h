@@ -17,8 +17,9 @@
  *  - CSV: a first line "# dmuon-trace-1 source=S model=M strategy=S cluster=C nranks=N", then
  *    the header "rank,stream,op,kind,ts_us,dur_us,bytes,flops,layer,coll,wait_us" and one row
  *    per event (stream and kind by name).
- * Both are written in (rank, stream, ts, op) order with fixed number formats (times %.3f, bytes
- * and flops %.17g), so equal traces are equal bytes; writes are atomic (outfile.h). */
+ * Both are written in (rank, stream, ts as written, op) order with fixed number formats (times
+ * %.3f, bytes and flops %.17g), so equal traces are equal bytes and write -> read -> write is a
+ * fixpoint; writes are atomic (outfile.h). */
 #ifndef DM_TRACE_H
 #define DM_TRACE_H
 #include "dm_error.h"
@@ -48,7 +49,8 @@ typedef struct dm_trace {
 dm_trace *dm_trace_new(const char *source, const dm_program *p, dm_err *err);
 void dm_trace_free(dm_trace *t);
 int dm_trace_add(dm_trace *t, const dm_trace_event *e, dm_err *err);
-/* Order by (rank, stream, ts_us, op): the writers' order. */
+/* Order by (rank, stream, ts_us as written (%.3f), op), ties by the other written fields: the
+ * writers' order, which a written and re-read trace keeps. */
 void dm_trace_sort(dm_trace *t);
 
 /* Write (sorted first) atomically; path "-" is stdout. */

@@ -2,7 +2,7 @@
 # trace format (core/collcost.*, core/trace.*, owned by the simulator's module), `dmuon sim`
 # and `dmuon scale` (cli/cmd_sim.c), and their tests.
 libdmuon_a_SOURCES += core/collcost.c core/collcost.h core/trace.c core/trace.h \
-	sim/heap.c sim/heap.h sim/net.c sim/net.h sim/sim.c sim/sim.h
+	sim/heap.c sim/heap.h sim/net.c sim/net.h sim/sim.c sim/sim.h sim/sim_mem.c sim/sim_mem.h
 dmuon_SOURCES += cli/cmd_sim.c
 
 check_PROGRAMS += tests/test_sim

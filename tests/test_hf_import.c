@@ -1,7 +1,8 @@
 /* test_hf_import.c: HuggingFace config.json import (core/hf_import.c). Sample configs written
  * from the published hyper-parameters (tests/data/hf) must give the bundled files' parameter
  * totals (within 0.1%) and Muon matrix counts, tensor for tensor where the names agree; Gemma
- * configs give the published totals; bad configs are rejected naming the file and the key. */
+ * configs give the published totals; bad configs are rejected naming the file and the key, and
+ * configs whose tensors pass the model format's limits naming the tensor. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,29 @@ int main(void)
               " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000,\n"
               " \"tie_word_embeddings\": \"yes\"}\n", "tie_word_embeddings");
     check_bad("broken JSON", "{\"model_type\": \"llama\",\n \"hidden_size\" 64}\n", ":2:");
+    /* Sizes past the model format's limits: refused here, naming the tensor, so `model import`
+     * never writes a file its own loader refuses (and no product overflows on the way). */
+    check_bad("a q projection wider than 2^24 (heads x head_dim)",
+              "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
+              " \"num_hidden_layers\": 2, \"num_attention_heads\": 4096, \"head_dim\": 8192, \"vocab_size\": 1000}\n",
+              "tensor layers.*.self_attn.q_proj.weight would be 33554432 x 64");
+    check_bad("a vision tower of 2^24 blocks",
+              "{\"model_type\": \"qwen2_5_vl\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
+              " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000,\n"
+              " \"vision_config\": {\"hidden_size\": 32, \"intermediate_size\": 64, \"depth\": 16777216}}\n",
+              "stack visual.blocks gets 16777216 layers");
+    check_bad("a patch merge of 2^72 elements (the product overflowed int64)",
+              "{\"model_type\": \"qwen2_5_vl\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
+              " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000,\n"
+              " \"vision_config\": {\"hidden_size\": 16777216, \"intermediate_size\": 64, \"depth\": 1,\n"
+              "  \"patch_size\": 16777216, \"temporal_patch_size\": 16777216, \"spatial_merge_size\": 16777216}}\n",
+              "visual.patch_embed.proj.weight would be 16777216 x 2^63 or more");
+    check_bad("experts x layers past 2^24 tensors in one entry",
+              "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
+              " \"num_hidden_layers\": 100, \"num_attention_heads\": 4, \"vocab_size\": 1000,\n"
+              " \"q_lora_rank\": null, \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8,\n"
+              " \"v_head_dim\": 16, \"n_routed_experts\": 1048576, \"moe_intermediate_size\": 32}\n",
+              "104857600 of them");
     dm_model *m = NULL;
     dm_err err = {{0}};
     ok(hf_import_config("/nonexistent/config.json", &m, &err) == -1 &&

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "model.h"
@@ -225,11 +226,145 @@ static void check_bad_files(void)
               "\"stack\": \"layers\", \"role\": \"muon\"}", 7);
 }
 
+/* ---- hostile sizes ------------------------------------------------------------------------- */
+
+static char *grow(char *buf, size_t *cap, size_t need)
+{
+    if (need < *cap) return buf;
+    *cap = 2 * need;
+    return realloc(buf, *cap);
+}
+
+/* A model text with n_stacks stacks of `layers` layers each (names s0, s1, ...; name `dup_at`
+ * repeats the name of stack 0 when >= 0) and the tensors given. */
+static char *stacks_doc(int n_stacks, int layers, int dup_at, const char *tensors)
+{
+    size_t cap = 1 << 16, k = 0;
+    char *d = malloc(cap);
+    if (!d) return NULL;
+    k += (size_t)sprintf(d, "{\"format\": \"dmuon-model-1\", \"name\": \"big\",\n\"stacks\": [");
+    for (int i = 0; i < n_stacks; i++) {
+        if (!(d = grow(d, &cap, k + 128))) return NULL;
+        if (i == dup_at) k += (size_t)sprintf(d + k, "%s\n{\"name\": \"s0\", \"layers\": %d}", i ? "," : "", layers);
+        else k += (size_t)sprintf(d + k, "%s\n{\"name\": \"s%d\", \"layers\": %d}", i ? "," : "", i, layers);
+    }
+    if (!(d = grow(d, &cap, k + strlen(tensors) + 64))) return NULL;
+    k += (size_t)sprintf(d + k, "],\n\"tensors\": [%s]}\n", tensors);
+    return d;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int load_doc(const char *doc, dm_model **m, dm_err *err)
+{
+    return dm_model_load_text(doc, strlen(doc), "h.json", m, err);
+}
+
+static void check_hostile_sizes(void)
+{
+    dm_model *m = NULL;
+    dm_err err = {{0}};
+    /* 100000 stacks, unique names: the name check and the tensors' look-ups are not quadratic */
+    char tensors[256];
+    snprintf(tensors, sizeof tensors, "{\"name\": \"w\", \"shape\": [8, 8], \"count\": 1, \"stack\": \"s99999\", "
+             "\"role\": \"muon\"}");
+    char *doc = stacks_doc(100000, 1, -1, tensors);
+    double t0 = now_s();
+    int rc = doc ? load_doc(doc, &m, &err) : -1;
+    double dt = now_s() - t0;
+    ok(rc == 0 && m->n_stacks == 100000 && m->tensors[0].stack == 99999, "100000 stacks load: %s", rc ? err.msg : "");
+    ok(dt < 10, "in %.3f s (under 10 s; a scan per stack was quadratic)", dt);
+    dm_matrix *mx = NULL;
+    int64_t n = 0;
+    t0 = now_s();
+    ok(rc == 0 && dm_model_matrices(m, -1, &mx, &n, &err) == 0 && n == 1 && mx[0].layer == 99999,
+       "the one matrix expands onto the last of 100000 layers");
+    ok(now_s() - t0 < 10, "without a pass over every (layer, entry) pair");
+    free(mx);
+    dm_model_free(m);
+    m = NULL;
+    free(doc);
+    /* a repeated name among them: the first repeat in file order, with its position */
+    doc = stacks_doc(100000, 1, 70000, tensors);
+    rc = doc ? load_doc(doc, &m, &err) : 0;
+    ok(rc == -1 && strcmp(err.msg, "h.json:70003:1: expected unique stack names, \"s0\" repeats") == 0,
+       "a repeated stack name: %s", err.msg);
+    free(doc);
+
+    /* layers past the int range: 30000 stacks of 100000 (3e9 layers; the sum overflowed to
+     * -2147467290 layers before) */
+    doc = stacks_doc(30000, 100000, -1, "{\"name\": \"w\", \"shape\": [8, 8], \"count\": 1, \"stack\": \"s0\", "
+                                       "\"role\": \"muon\"}");
+    rc = doc ? load_doc(doc, &m, &err) : 0;
+    ok(rc == -1 && strstr(err.msg, "h.json:13:1: expected at most 1000000 layers in all stacks, this one brings them to 1100000"),
+       "too many layers in all: %s", err.msg);
+    free(doc);
+
+    /* parameter totals past int64: 16 entries of 2^60 each (printed as -8070450532246885120 before);
+     * the first already passes the cap */
+    char big[8192];
+    size_t k = 0;
+    for (int i = 0; i < 16; i++)
+        k += (size_t)snprintf(big + k, sizeof big - k, "%s{\"name\": \"w%d\", \"shape\": [16777216, 4096], "
+                              "\"count\": 16777216, \"stack\": \"s0\", \"role\": \"muon\"}", i ? ",\n" : "", i);
+    doc = stacks_doc(1, 1, -1, big);
+    rc = doc ? load_doc(doc, &m, &err) : 0;
+    ok(rc == -1 && strstr(err.msg, "h.json:4:13: expected at most 1125899906842624 parameters and 16777216 tensors"),
+       "parameter totals past the cap are refused at the entry that crosses it: %s", err.msg);
+    free(doc);
+    /* tensors in all past 2^24, each entry within its own cap */
+    k = 0;
+    for (int i = 0; i < 3; i++)
+        k += (size_t)snprintf(big + k, sizeof big - k, "%s{\"name\": \"w%d\", \"shape\": [8], \"count\": 8388608, "
+                              "\"stack\": \"s0\", \"role\": \"adamw\"}", i ? ",\n" : "", i);
+    doc = stacks_doc(1, 1, -1, big);
+    rc = doc ? load_doc(doc, &m, &err) : 0;
+    ok(rc == -1 && strstr(err.msg, "brings them to 201326592 and 25165824"), "tensors in all past 2^24: %s", err.msg);
+    free(doc);
+
+    /* role_overrides: each is matched against every tensor, so their number is capped */
+    size_t cap = 1 << 20;
+    char *ov = malloc(cap);
+    k = (size_t)sprintf(ov, "{\"format\": \"dmuon-model-1\", \"name\": \"o\", \"stacks\": [{\"name\": \"l\", \"layers\": 1}],"
+                        "\"tensors\": [{\"name\": \"w\", \"shape\": [8, 8], \"count\": 1, \"stack\": \"l\", "
+                        "\"role\": \"muon\"}], \"role_overrides\": [");
+    for (int i = 0; i <= DM_MODEL_MAX_OVERRIDES; i++)
+        k += (size_t)sprintf(ov + k, "%s{\"match\": \"w\", \"role\": \"adamw\"}", i ? "," : "");
+    sprintf(ov + k, "]}");
+    rc = load_doc(ov, &m, &err);
+    ok(rc == -1 && strstr(err.msg, "expected at most 4096 role_overrides, found 4097"), "4097 role_overrides: %s", err.msg);
+    free(ov);
+
+    /* dm_model_write reads its text back first: a model built in memory past a limit is not written */
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/dm_write_check_%d.json", (int)getpid());
+    rc = dm_model_load(DM_SRCDIR "/models/qwen2.5-0.5b.json", &m, &err);
+    if (ok(rc == 0, "qwen2.5-0.5b loads")) {
+        m->tensors[1].rows = DM_MODEL_MAX_DIM + 1;
+        unlink(path);
+        err.msg[0] = 0;
+        ok(dm_model_write(m, path, &err) == -1 && strstr(err.msg, "the model would not load back, nothing written") &&
+               strstr(err.msg, "expected a dimension"),
+           "an in-memory model the loader refuses is not written: %s", err.msg);
+        ok(access(path, F_OK) != 0, "no file");
+        m->tensors[1].rows = 64;
+        ok(dm_model_write(m, path, &err) == 0 && access(path, F_OK) == 0, "the same model within the limits is written");
+        unlink(path);
+        dm_model_free(m);
+    }
+}
+
 int main(void)
 {
     check_bundled();
     check_counts();
     check_layers();
     check_bad_files();
+    check_hostile_sizes();
     return tap_done();
 }
