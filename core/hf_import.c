@@ -27,6 +27,8 @@ static int add_stack(builder *b, const char *name, int64_t layers)
     if (!s) return -1;
     m->stacks = s;
     s = &m->stacks[m->n_stacks];
+    memset(s, 0, sizeof *s);
+    s->tied_head = -1;
     if (!(s->name = dm_strdup(name, b->err))) return -1;
     s->layers = (int)layers;
     s->first_global = m->n_layers;
@@ -54,6 +56,7 @@ static int add_t(builder *b, const char *name, int64_t rows, int64_t cols, int64
     dm_tensor *t = &m->tensors[m->n_tensors];
     memset(t, 0, sizeof *t);
     t->ndim = cols ? 2 : 1;
+    t->use = cols ? DM_USE_LINEAR : DM_USE_VECTOR;
     t->rows = rows;
     t->cols = cols ? cols : 1;
     t->count = per_layer * span;
@@ -389,8 +392,10 @@ int hf_import_config(const char *path, dm_model **out, dm_err *err)
     b.err = err;
     snprintf(src, sizeof src, "HuggingFace config.json %s (model_type %s), imported by dmuon", path, type);
     if (!(m->name = model_name(root, path, err)) || !(m->source = dm_strdup(src, err)) ||
-        !(m->path = dm_strdup("", err)))
+        !(m->path = dm_strdup("", err)) || !(m->streams = dm_calloc(1, sizeof *m->streams, err)) ||
+        !(m->streams[0].name = dm_strdup("text", err)))
         goto fail;
+    m->n_streams = 1;
     int rc;
     if (strcmp(type, "llama") == 0 || strcmp(type, "qwen2") == 0 || strcmp(type, "gemma") == 0 ||
         strcmp(type, "gemma2") == 0) {
