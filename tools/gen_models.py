@@ -711,6 +711,34 @@ def add_arch(name, m):
         raise KeyError("no architecture for %s" % name)
 
 
+def truncated(m, name, layers):
+    """A copy of model m with its "layers" stack cut to `layers` layers (the first dense layers
+    kept, the rest shortened): a real architecture small enough for one GPU, for validation."""
+    import copy
+    t = copy.deepcopy(m)
+    old = t.layers["layers"]
+    t.stacks = [(sn, layers if sn == "layers" else n) for sn, n in t.stacks]
+    t.layers = dict(t.stacks)
+    for x in t.tensors:
+        if x["stack"] != "layers":
+            continue
+        first, span = x.get("first_layer", 0), x.get("layer_span", old)
+        per = x["count"] // span
+        if first + span == old:  # runs to the end: shortened
+            span = layers - first
+        x["count"] = per * span
+        if first == 0 and span == layers:
+            x.pop("first_layer", None)
+            x.pop("layer_span", None)
+        else:
+            x["first_layer"], x["layer_span"] = first, span
+    t.source = ("%s cut to its first %d of %d layers (dense and MoE layers as in the full model), so that it "
+                "fits one GPU for validation; not a published model; " % (name, layers, old)) + t.source
+    total = t.params()
+    t.published = lambda: total
+    return t
+
+
 def q(s):
     return json.dumps(s, ensure_ascii=False)
 
@@ -757,9 +785,14 @@ def main():
         ref = json.load(f)
     outdir = sys.argv[2] if len(sys.argv) == 3 else os.path.normpath(os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+    models = []
     for name, m in build(ref):
         m.check_all_used()
         add_arch(name, m)
+        models.append((name, m))
+        if name == "Moonlight-16B-A3B":
+            models.append(("Moonlight-16B-A3B-6L", truncated(m, name, 6)))
+    for name, m in models:
         muon = sum(t["count"] for t in m.tensors if t["role"] == "muon")
         p, pub = m.params(), m.published()
         assert abs(p - pub) <= 0.005 * pub, (name, p, pub)
