@@ -114,8 +114,9 @@ static void show_usage(void)
            "  --seq-len S       tokens per sample of the main stream (default: --tokens)\n"
            "  --csv, --json     machine-readable output\n"
            "\nUsage: dmuon model import CONFIG.json [--out FILE] [--name NAME]\n"
-           "Turn a HuggingFace config.json (llama, qwen2, qwen2_5_vl, deepseek_v3, kimi_k2,\n"
-           "gemma, gemma2) into the dmuon model format; writes FILE (default: stdout).\n");
+           "Turn a HuggingFace config.json (llama, mistral, mixtral, qwen2, qwen2_5_vl, qwen3,\n"
+           "qwen3_moe, phi3, gemma, gemma2, deepseek_v3, kimi_k2) into the dmuon model format,\n"
+           "architecture included; writes FILE (default: stdout).\n");
 }
 
 static int parse_role_arg(const char *s, char *glob, size_t cap, dm_role *r)
