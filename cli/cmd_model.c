@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "hf_import.h"
 #include "json.h"
+#include "workload.h"
 #include "model.h"
 #include "opts.h"
 
@@ -104,13 +105,18 @@ int cmd_models(int argc, char **argv)
 static void show_usage(void)
 {
     printf("Usage: dmuon model show NAME|FILE [--csv|--json] [--role GLOB=muon|adamw]...\n"
+           "                  [--tokens T] [--seq-len S]\n"
            "Print every tensor of a model: name, shape (out x in), count, stack and layers,\n"
-           "role (muon or adamw), then totals.\n"
+           "role (muon or adamw), use and token stream, then totals, the architecture (token\n"
+           "streams, attention, routing) and the work of one training step per rank.\n"
            "  --role GLOB=ROLE  override the role of tensors whose name matches GLOB (fnmatch)\n"
+           "  --tokens T        tokens of the main stream per rank (default 4096)\n"
+           "  --seq-len S       tokens per sample of the main stream (default: --tokens)\n"
            "  --csv, --json     machine-readable output\n"
            "\nUsage: dmuon model import CONFIG.json [--out FILE] [--name NAME]\n"
-           "Turn a HuggingFace config.json (llama, qwen2, qwen2_5_vl, deepseek_v3, kimi_k2,\n"
-           "gemma, gemma2) into the dmuon model format; writes FILE (default: stdout).\n");
+           "Turn a HuggingFace config.json (llama, mistral, mixtral, qwen2, qwen2_5_vl, qwen3,\n"
+           "qwen3_moe, phi3, gemma, gemma2, deepseek_v3, kimi_k2) into the dmuon model format,\n"
+           "architecture included; writes FILE (default: stdout).\n");
 }
 
 static int parse_role_arg(const char *s, char *glob, size_t cap, dm_role *r)
@@ -125,12 +131,45 @@ static int parse_role_arg(const char *s, char *glob, size_t cap, dm_role *r)
     return 0;
 }
 
+/* The architecture and the work of one step, after the totals. */
+static void print_arch(const dm_model *m, const dm_workload_opts *o, const dm_step_work *sw)
+{
+    int64_t seq = o->seq_len ? o->seq_len : o->tokens;
+    printf("streams:");
+    for (int i = 0; i < m->n_streams; i++) {
+        if (i) printf(",");
+        if (i == 0) printf(" %s (main: --seq-len, %" PRId64 " per sample)", m->streams[i].name, seq);
+        else printf(" %s (%" PRId64 " per sample)", m->streams[i].name, m->streams[i].tokens);
+    }
+    printf("\n");
+    for (int i = 0; i < m->n_stacks; i++) {
+        const dm_stack *s = &m->stacks[i];
+        for (int k = 0; k < s->n_attn; k++) {
+            const dm_attention *a = &s->attn[k];
+            printf("attention %s: %d heads (%d kv) x %d (values %d), %s, queries %s", s->name, a->heads, a->kv_heads,
+                   a->head_dim, a->v_head_dim, a->causal ? "causal" : "bidirectional", m->streams[a->stream].name);
+            if (a->kv_stream != a->stream) printf(", keys %s", m->streams[a->kv_stream].name);
+            if (a->length) printf(", windows of %" PRId64, a->length);
+            printf("\n");
+        }
+        if (s->moe_experts) printf("moe %s: %d experts, top %d (balanced routing)\n", s->name, s->moe_experts, s->moe_top_k);
+    }
+    if (!m->has_arch) printf("architecture: not described (every 2-D tensor a projection over the tokens, no attention)\n");
+    printf("step per rank (%" PRId64 " tokens, %" PRId64 " per sample): forward %.3f TFLOP (attention %.1f%%), backward %.3f "
+           "TFLOP; active parameters per token %.3f B; activations kept %.2f GiB\n",
+           o->tokens, seq, sw->fwd_flops / 1e12,
+           sw->fwd_flops + sw->bwd_flops > 0 ? 100 * sw->attn_flops / (sw->fwd_flops + sw->bwd_flops) : 0,
+           sw->bwd_flops / 1e12, sw->active_params / 1e9, sw->kept_bytes / (1024.0 * 1024 * 1024));
+}
+
 static int model_show(int argc, char **argv)
 {
     static const struct option lo[] = {{"csv", no_argument, 0, 'c'}, {"json", no_argument, 0, 'j'},
                                        {"role", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
+                                       {"tokens", required_argument, 0, 't'}, {"seq-len", required_argument, 0, 's'},
                                        {0, 0, 0, 0}};
     int fmt = FMT_TABLE, c, n_roles = 0;
+    dm_workload_opts wo = {4096, 0, 2};
     const char *roles[64];
     optind = 1;
     opterr = 0;
@@ -142,6 +181,14 @@ static int model_show(int argc, char **argv)
             if (n_roles == 64) { opt_usage_error("model show", "--role: at most 64 overrides"); return 2; }
             roles[n_roles++] = optarg;
             break;
+        case 't':
+        case 's': {
+            int64_t v;
+            if (opt_parse_size("model show", c == 't' ? "--tokens" : "--seq-len", optarg, 1, (int64_t)1 << 40, &v)) return 2;
+            if (c == 't') wo.tokens = v;
+            else wo.seq_len = v;
+            break;
+        }
         case 'h': show_usage(); return 0;
         default: return opt_getopt_error("model show", c, argv); /* ':' missing argument, or unknown */
         }
@@ -173,9 +220,10 @@ static int model_show(int argc, char **argv)
     int64_t tot = dm_model_params(m);
     if (fmt == FMT_TABLE) {
         printf("model %s (%s)\nsource: %s\n", m->name, m->path, m->source);
-        printf("# %-58s %13s %7s %-22s %-5s %12s\n", "tensor", "rows x cols", "count", "stack[layers]", "role", "params");
+        printf("# %-58s %13s %7s %-22s %-5s %12s  %s\n", "tensor", "rows x cols", "count", "stack[layers]", "role", "params",
+               "use/stream");
     } else if (fmt == FMT_CSV) {
-        printf("tensor,rows,cols,ndim,count,stack,first_layer,layer_span,role,params\n");
+        printf("tensor,rows,cols,ndim,count,stack,first_layer,layer_span,role,params,use,stream\n");
     } else {
         printf("{\"name\": ");
         json_write_string(stdout, m->name);
@@ -190,23 +238,33 @@ static int model_show(int argc, char **argv)
             if (t->ndim == 1) snprintf(shape, sizeof shape, "%" PRId64, t->rows);
             else snprintf(shape, sizeof shape, "%" PRId64 "x%" PRId64, t->rows, t->cols);
             snprintf(where, sizeof where, "%s[%d..%d]", s->name, t->first_layer, t->first_layer + t->layer_span - 1);
-            printf("  %-58s %13s %7" PRId64 " %-22s %-5s %12" PRId64 "\n", t->name, shape, t->count, where,
-                   dm_role_name(t->role), p);
+            printf("  %-58s %13s %7" PRId64 " %-22s %-5s %12" PRId64 "  %s/%s\n", t->name, shape, t->count, where,
+                   dm_role_name(t->role), p, dm_use_name(t->use), m->streams[t->stream].name);
         } else if (fmt == FMT_CSV) {
-            printf("\"%s\",%" PRId64 ",%" PRId64 ",%d,%" PRId64 ",%s,%d,%d,%s,%" PRId64 "\n", t->name, t->rows,
-                   t->cols, t->ndim, t->count, s->name, t->first_layer, t->layer_span, dm_role_name(t->role), p);
+            printf("\"%s\",%" PRId64 ",%" PRId64 ",%d,%" PRId64 ",%s,%d,%d,%s,%" PRId64 ",%s,%s\n", t->name, t->rows,
+                   t->cols, t->ndim, t->count, s->name, t->first_layer, t->layer_span, dm_role_name(t->role), p,
+                   dm_use_name(t->use), m->streams[t->stream].name);
         } else {
             printf("%s\n  {\"name\": ", i ? "," : "");
             json_write_string(stdout, t->name);
             printf(", \"rows\": %" PRId64 ", \"cols\": %" PRId64 ", \"count\": %" PRId64 ", \"stack\": ",
                    t->rows, t->cols, t->count);
             json_write_string(stdout, s->name);
-            printf(", \"first_layer\": %d, \"layer_span\": %d, \"role\": \"%s\", \"params\": %" PRId64 "}",
-                   t->first_layer, t->layer_span, dm_role_name(t->role), p);
+            printf(", \"first_layer\": %d, \"layer_span\": %d, \"role\": \"%s\", \"params\": %" PRId64
+                   ", \"use\": \"%s\", \"stream\": ",
+                   t->first_layer, t->layer_span, dm_role_name(t->role), p, dm_use_name(t->use));
+            json_write_string(stdout, m->streams[t->stream].name);
+            printf("}");
         }
     }
     int64_t mu = dm_model_params_role(m, DM_ROLE_MUON), ad = dm_model_params_role(m, DM_ROLE_ADAMW);
     int64_t nm = dm_model_count_role(m, DM_ROLE_MUON), na = dm_model_count_role(m, DM_ROLE_ADAMW);
+    dm_step_work sw;
+    if (dm_step_work_sum(m, &wo, &sw, &err)) {
+        fprintf(stderr, "dmuon model show: %s\n", err.msg);
+        dm_model_free(m);
+        return 1;
+    }
     if (fmt == FMT_TABLE) {
         printf("total: %" PRId64 " parameters (%.2f B) in %" PRId64 " tensors, %d layers\n", tot, tot / 1e9,
                nm + na, m->n_layers);
@@ -215,10 +273,14 @@ static int model_show(int argc, char **argv)
         if (m->published_params)
             printf("published: %" PRId64 " (%.2f B), computed/published = %.4f\n", m->published_params,
                    m->published_params / 1e9, (double)tot / (double)m->published_params);
+        print_arch(m, &wo, &sw);
     } else if (fmt == FMT_JSON) {
         printf("\n], \"params\": %" PRId64 ", \"muon_matrices\": %" PRId64 ", \"muon_params\": %" PRId64
-               ", \"adamw_tensors\": %" PRId64 ", \"adamw_params\": %" PRId64 ", \"layers\": %d}\n",
-               tot, nm, mu, na, ad, m->n_layers);
+               ", \"adamw_tensors\": %" PRId64 ", \"adamw_params\": %" PRId64 ", \"layers\": %d"
+               ", \"tokens\": %" PRId64 ", \"seq_len\": %" PRId64 ", \"active_params\": %.0f, \"forward_flops\": %.6g"
+               ", \"backward_flops\": %.6g, \"attention_flops\": %.6g, \"activations_bytes\": %.6g}\n",
+               tot, nm, mu, na, ad, m->n_layers, wo.tokens, wo.seq_len ? wo.seq_len : wo.tokens, sw.active_params,
+               sw.fwd_flops, sw.bwd_flops, sw.attn_flops, sw.kept_bytes);
     }
     dm_model_free(m);
     return 0;

@@ -1,11 +1,16 @@
 /* hf_import.c: build a dmuon model (core/model.h) from a HuggingFace config.json.
  *
- * Families (by "model_type"): llama, qwen2, qwen2_5_vl (language model + vision tower from
- * "vision_config"), deepseek_v3 and kimi_k2 (MLA attention, routed + shared experts, dense first
- * layers, multi-token-prediction layers), gemma and gemma2. Tensor names, stacks and roles follow
- * the bundled files in models/ (models/README.md): 2-D hidden weights and routers are Muon,
- * embeddings, output heads, norms, biases and conv patch embeddings AdamW. Tied embeddings are
- * counted once; an MTP layer's copies of the embedding and output head are shared, so left out. */
+ * Families (by "model_type"): llama, mistral, mixtral (routed experts w1/w3/w2), qwen2, qwen3
+ * (per-head q/k norms), qwen3_moe (routed experts on the layers decoder_sparse_step and
+ * mlp_only_layers select), qwen2_5_vl (language model + vision tower from "vision_config"), phi3
+ * (fused qkv_proj and gate_up_proj), gemma, gemma2, deepseek_v3 and kimi_k2 (MLA attention,
+ * routed + shared experts, dense first layers, multi-token-prediction layers). Tensor names,
+ * stacks and roles follow the bundled files in models/ (models/README.md): 2-D hidden weights and
+ * routers are Muon, embeddings, output heads, norms, biases and conv patch embeddings AdamW. Tied
+ * embeddings are counted once; an MTP layer's copies of the embedding and output head are shared,
+ * so left out. The architecture (models/README.md "Architecture") is filled as the bundled files
+ * have it: token streams, one attention block per decoder stack, MoE routing (top_k from
+ * "num_experts_per_tok"), tied heads, tensor uses (embedding, expert) and streams. */
 #include "hf_import.h"
 
 #include <stdlib.h>
@@ -46,6 +51,8 @@ static int add_stack(builder *b, const char *name, int64_t layers)
     if (!s) return -1;
     m->stacks = s;
     s = &m->stacks[m->n_stacks];
+    memset(s, 0, sizeof *s);
+    s->tied_head = -1;
     if (!(s->name = dm_strdup(name, b->err))) return -1;
     s->layers = (int)layers;
     s->first_global = m->n_layers;
@@ -53,8 +60,52 @@ static int add_stack(builder *b, const char *name, int64_t layers)
     return m->n_stacks++;
 }
 
+/* A token stream with `tokens` per sample after the main one; returns its index. */
+static int add_stream(builder *b, const char *name, int64_t tokens)
+{
+    dm_model *m = b->m;
+    dm_token_stream *s = dm_realloc(m->streams, (size_t)(m->n_streams + 1) * sizeof *s, b->err);
+    if (!s) return -1;
+    m->streams = s;
+    s = &m->streams[m->n_streams];
+    s->tokens = tokens;
+    if (!(s->name = dm_strdup(name, b->err))) return -1;
+    return m->n_streams++;
+}
+
+/* One attention block in every layer of stack `st`, over the stack's stream. */
+static int add_attn(builder *b, int st, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                    int64_t v_head_dim, int causal)
+{
+    dm_stack *s = &b->m->stacks[st];
+    dm_attention *a = dm_realloc(s->attn, (size_t)(s->n_attn + 1) * sizeof *a, b->err);
+    if (!a) return -1;
+    s->attn = a;
+    a = &s->attn[s->n_attn++];
+    memset(a, 0, sizeof *a);
+    a->stream = a->kv_stream = s->stream;
+    a->heads = (int)heads;
+    a->kv_heads = (int)kv_heads;
+    a->head_dim = (int)head_dim;
+    a->v_head_dim = (int)v_head_dim;
+    a->causal = causal;
+    return 0;
+}
+
+/* Append "; text" to the model's source. */
+static int add_source(builder *b, const char *text)
+{
+    size_t n = strlen(b->m->source) + strlen(text) + 3;
+    char *s = dm_malloc(n, b->err);
+    if (!s) return -1;
+    snprintf(s, n, "%s; %s", b->m->source, text);
+    free(b->m->source);
+    b->m->source = s;
+    return 0;
+}
+
 /* Add `per_layer` tensors of shape rows x cols (cols 0: 1-D) to each of the layers
- * [first, first + span) of `stack` (span < 0: to the end of the stack). */
+ * [first, first + span) of `stack` (span < 0: to the end of the stack), on the stack's stream. */
 static int add_t(builder *b, const char *name, int64_t rows, int64_t cols, int64_t per_layer,
                  int stack, int first, int span, dm_role role, const char *note)
 {
@@ -87,10 +138,12 @@ static int add_t(builder *b, const char *name, int64_t rows, int64_t cols, int64
     dm_tensor *t = &m->tensors[m->n_tensors];
     memset(t, 0, sizeof *t);
     t->ndim = cols ? 2 : 1;
+    t->use = cols ? DM_USE_LINEAR : DM_USE_VECTOR;
     t->rows = rows;
     t->cols = cols ? cols : 1;
     t->count = count;
     t->stack = stack;
+    t->stream = m->stacks[stack].stream;
     t->first_layer = first;
     t->layer_span = span;
     t->role = role;
@@ -103,9 +156,20 @@ static int add_t(builder *b, const char *name, int64_t rows, int64_t cols, int64
     return 0;
 }
 
+/* The tensor added last. */
+static dm_tensor *last(builder *b) { return &b->m->tensors[b->m->n_tensors - 1]; }
+
 #define MUON DM_ROLE_MUON
 #define ADAMW DM_ROLE_ADAMW
 #define ROUTER_NOTE "router: muon under Moonlight's ndim>=2 rule (many stacks keep routers on AdamW/fp32)"
+
+/* Optional integer key in [lo, hi] (absent or null: *out keeps its default). */
+static int opt_in(builder *b, const jv *cfg, const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+    const jv *v = jv_get(cfg, key);
+    if (!v || v->type == JV_NULL) return 0;
+    return jv_req_int(cfg, key, lo, hi, b->file, out, b->err);
+}
 
 /* Required positive integer key (at most 2^24, the loader's largest dimension). */
 static int req(builder *b, const jv *cfg, const char *key, int64_t *out)
@@ -113,12 +177,10 @@ static int req(builder *b, const jv *cfg, const char *key, int64_t *out)
     return jv_req_int(cfg, key, 1, (int64_t)1 << 24, b->file, out, b->err);
 }
 
-/* Optional integer key (absent or null: *out keeps its default). */
+/* Optional integer key, at most 2^24. */
 static int opt(builder *b, const jv *cfg, const char *key, int64_t lo, int64_t *out)
 {
-    const jv *v = jv_get(cfg, key);
-    if (!v || v->type == JV_NULL) return 0;
-    return jv_req_int(cfg, key, lo, (int64_t)1 << 24, b->file, out, b->err);
+    return opt_in(b, cfg, key, lo, (int64_t)1 << 24, out);
 }
 
 static int opt_bool(builder *b, const jv *cfg, const char *key, int *out)
@@ -132,149 +194,360 @@ static int opt_bool(builder *b, const jv *cfg, const char *key, int *out)
     return 0;
 }
 
+/* "FILE:LINE:COL: expected \"key\" ..." at the key's value (the object's place when absent). */
+static int bad_key(builder *b, const jv *cfg, const char *key, const char *expected)
+{
+    const jv *v = jv_get(cfg, key);
+    if (!v) v = cfg;
+    return dm_err_set(b->err, "%s:%d:%d: expected \"%s\" %s", b->file, v->line, v->col, key, expected);
+}
+
 /* The common decoder hyper-parameters. */
 typedef struct lm_hp {
     int64_t hidden, inter, layers, heads, kv_heads, head_dim, vocab;
     int tied;
+    int embed, lm_head;  /* tensor indices of the token embedding and the output head (-1: tied) */
 } lm_hp;
 
 static int read_lm(builder *b, const jv *cfg, int tied_default, lm_hp *hp)
 {
+    char why[160];
     if (req(b, cfg, "hidden_size", &hp->hidden) || req(b, cfg, "intermediate_size", &hp->inter) ||
-        req(b, cfg, "num_hidden_layers", &hp->layers) ||
-        req(b, cfg, "num_attention_heads", &hp->heads) || req(b, cfg, "vocab_size", &hp->vocab))
+        jv_req_int(cfg, "num_hidden_layers", 1, 100000, b->file, &hp->layers, b->err) ||
+        jv_req_int(cfg, "num_attention_heads", 1, 65536, b->file, &hp->heads, b->err) ||
+        req(b, cfg, "vocab_size", &hp->vocab))
         return -1;
     hp->kv_heads = hp->heads;
-    hp->head_dim = hp->hidden / hp->heads;
+    hp->head_dim = 0;
     hp->tied = tied_default;
+    hp->embed = hp->lm_head = -1;
     if (opt(b, cfg, "num_key_value_heads", 1, &hp->kv_heads) ||
-        opt(b, cfg, "head_dim", 1, &hp->head_dim) ||
+        opt_in(b, cfg, "head_dim", 1, 65536, &hp->head_dim) ||
         opt_bool(b, cfg, "tie_word_embeddings", &hp->tied))
         return -1;
-    if (hp->layers > 100000)
-        return dm_err_set(b->err, "%s: expected \"num_hidden_layers\" at most 100000", b->file);
+    if (hp->kv_heads > hp->heads || hp->heads % hp->kv_heads) {
+        snprintf(why, sizeof why, "(%lld) to divide \"num_attention_heads\" (%lld)", (long long)hp->kv_heads,
+                 (long long)hp->heads);
+        return bad_key(b, cfg, "num_key_value_heads", why);
+    }
+    if (!hp->head_dim) {
+        if (hp->hidden % hp->heads) {
+            snprintf(why, sizeof why, "(%lld) to divide \"hidden_size\" (%lld), or a \"head_dim\" key",
+                     (long long)hp->heads, (long long)hp->hidden);
+            return bad_key(b, cfg, "num_attention_heads", why);
+        }
+        hp->head_dim = hp->hidden / hp->heads;
+    }
     return 0;
 }
 
-static int add_embed(builder *b, const lm_hp *hp, int embed)
+/* Routed experts: `experts_key` experts, "num_experts_per_tok" of them per token. */
+static int read_routing(builder *b, const jv *cfg, const char *experts_key, int64_t *experts, int64_t *top_k)
 {
-    return add_t(b, "model.embed_tokens.weight", hp->vocab, hp->hidden, 1, embed, 0, -1, ADAMW,
-                 hp->tied ? "tied with lm_head" : "");
+    if (jv_req_int(cfg, experts_key, 1, 1 << 20, b->file, experts, b->err) ||
+        jv_req_int(cfg, "num_experts_per_tok", 1, 1 << 20, b->file, top_k, b->err))
+        return -1;
+    if (*top_k > *experts) {
+        char why[160];
+        snprintf(why, sizeof why, "(%lld) at most \"%s\" (%lld)", (long long)*top_k, experts_key,
+                 (long long)*experts);
+        return bad_key(b, cfg, "num_experts_per_tok", why);
+    }
+    return 0;
 }
 
-static int add_head(builder *b, const lm_hp *hp, int head)
+static void set_moe(builder *b, int st, int64_t experts, int64_t top_k)
+{
+    b->m->stacks[st].moe_experts = (int)experts;
+    b->m->stacks[st].moe_top_k = (int)top_k;
+}
+
+/* "sliding_window" in use is recorded in the source only: the attention spans the sequence. */
+static int note_sliding_window(builder *b, const jv *cfg)
+{
+    const jv *sw = jv_get(cfg, "sliding_window"), *use = jv_get(cfg, "use_sliding_window");
+    if (!sw || sw->type != JV_NUMBER || sw->num <= 0 || (use && use->type == JV_BOOL && !use->b)) return 0;
+    char text[160];
+    snprintf(text, sizeof text, "sliding_window %.0f not modelled: attention spans the whole sequence", sw->num);
+    return add_source(b, text);
+}
+
+static int add_embed(builder *b, lm_hp *hp, int embed)
+{
+    if (add_t(b, "model.embed_tokens.weight", hp->vocab, hp->hidden, 1, embed, 0, -1, ADAMW,
+              hp->tied ? "tied with lm_head" : ""))
+        return -1;
+    last(b)->use = DM_USE_EMBEDDING;
+    hp->embed = b->m->n_tensors - 1;
+    return 0;
+}
+
+/* Final norm and output head; a tied head is the embedding applied again (the stack's tied_head). */
+static int add_head(builder *b, lm_hp *hp, int head)
 {
     if (add_t(b, "model.norm.weight", hp->hidden, 0, 1, head, 0, -1, ADAMW, "")) return -1;
-    if (!hp->tied &&
-        add_t(b, "lm_head.weight", hp->vocab, hp->hidden, 1, head, 0, -1, ADAMW, ""))
-        return -1;
+    if (hp->tied) {
+        b->m->stacks[head].tied_head = hp->embed;
+        return 0;
+    }
+    if (add_t(b, "lm_head.weight", hp->vocab, hp->hidden, 1, head, 0, -1, ADAMW, "")) return -1;
+    hp->lm_head = b->m->n_tensors - 1;
     return 0;
 }
 
-/* Grouped-query attention (llama, qwen2, gemma): q/k/v/o, optional biases. */
-static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias)
+/* Grouped-query attention (llama, mistral, qwen2/3, gemma): q/k/v/o, optional biases, optional
+ * per-head q/k RMSNorms (qwen3); phi3's fused qkv_proj. Adds the stack's attention block. */
+static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias, int qk_norm, int fused)
 {
     int64_t q = mul(hp->heads, hp->head_dim), kv = mul(hp->kv_heads, hp->head_dim), h = hp->hidden;
     static const char *names[3] = {"q", "k", "v"};
     char name[128];
-    for (int i = 0; i < 3; i++) {
-        int64_t out = i == 0 ? q : kv;
-        snprintf(name, sizeof name, "layers.*.self_attn.%s_proj.weight", names[i]);
-        if (add_t(b, name, out, h, 1, st, 0, -1, MUON, "")) return -1;
-        snprintf(name, sizeof name, "layers.*.self_attn.%s_proj.bias", names[i]);
-        if (qkv_bias && add_t(b, name, out, 0, 1, st, 0, -1, ADAMW, "")) return -1;
+    if (fused) {
+        if (add_t(b, "layers.*.self_attn.qkv_proj.weight", q + 2 * kv, h, 1, st, 0, -1, MUON, "fused q/k/v"))
+            return -1;
+    } else {
+        for (int i = 0; i < 3; i++) {
+            int64_t out = i == 0 ? q : kv;
+            snprintf(name, sizeof name, "layers.*.self_attn.%s_proj.weight", names[i]);
+            if (add_t(b, name, out, h, 1, st, 0, -1, MUON, "")) return -1;
+            snprintf(name, sizeof name, "layers.*.self_attn.%s_proj.bias", names[i]);
+            if (qkv_bias && add_t(b, name, out, 0, 1, st, 0, -1, ADAMW, "")) return -1;
+            snprintf(name, sizeof name, "layers.*.self_attn.%s_norm.weight", names[i]);
+            if (qk_norm && i < 2 && add_t(b, name, hp->head_dim, 0, 1, st, 0, -1, ADAMW, "RMSNorm over each head"))
+                return -1;
+        }
     }
     if (add_t(b, "layers.*.self_attn.o_proj.weight", h, q, 1, st, 0, -1, MUON, "")) return -1;
     if (o_bias && add_t(b, "layers.*.self_attn.o_proj.bias", h, 0, 1, st, 0, -1, ADAMW, ""))
         return -1;
+    return add_attn(b, st, hp->heads, hp->kv_heads, hp->head_dim, hp->head_dim, 1);
+}
+
+/* Gated MLP (gate, up, down: the three names after `prefix`) of width `inter` over layers
+ * [first, first + span) of `st`. */
+static int add_ffn(builder *b, const char *prefix, const char *const names[3], int64_t hidden, int64_t inter,
+                   int64_t per_layer, int st, int first, int span, int bias, const char *note)
+{
+    char name[160];
+    for (int i = 0; i < 3; i++) {
+        int64_t rows = i < 2 ? inter : hidden, cols = i < 2 ? hidden : inter;
+        snprintf(name, sizeof name, "%s.%s.weight", prefix, names[i]);
+        if (add_t(b, name, rows, cols, per_layer, st, first, span, MUON, i < 2 ? note : "")) return -1;
+        snprintf(name, sizeof name, "%s.%s.bias", prefix, names[i]);
+        if (bias && add_t(b, name, rows, 0, per_layer, st, first, span, ADAMW, "")) return -1;
+    }
     return 0;
 }
 
-/* Gated MLP (gate/up/down) of width `inter` over layers [first, first + span) of `st`. */
+static const char *const GATE_UP_DOWN[3] = {"gate_proj", "up_proj", "down_proj"};
+
 static int add_mlp(builder *b, const char *prefix, int64_t hidden, int64_t inter, int64_t per_layer,
                    int st, int first, int span, int bias, const char *note)
 {
-    char name[160];
-    snprintf(name, sizeof name, "%s.gate_proj.weight", prefix);
-    if (add_t(b, name, inter, hidden, per_layer, st, first, span, MUON, note)) return -1;
-    if (bias) {
-        snprintf(name, sizeof name, "%s.gate_proj.bias", prefix);
-        if (add_t(b, name, inter, 0, per_layer, st, first, span, ADAMW, "")) return -1;
-    }
-    snprintf(name, sizeof name, "%s.up_proj.weight", prefix);
-    if (add_t(b, name, inter, hidden, per_layer, st, first, span, MUON, note)) return -1;
-    if (bias) {
-        snprintf(name, sizeof name, "%s.up_proj.bias", prefix);
-        if (add_t(b, name, inter, 0, per_layer, st, first, span, ADAMW, "")) return -1;
-    }
-    snprintf(name, sizeof name, "%s.down_proj.weight", prefix);
-    if (add_t(b, name, hidden, inter, per_layer, st, first, span, MUON, "")) return -1;
-    if (bias) {
-        snprintf(name, sizeof name, "%s.down_proj.bias", prefix);
-        if (add_t(b, name, hidden, 0, per_layer, st, first, span, ADAMW, "")) return -1;
-    }
+    return add_ffn(b, prefix, GATE_UP_DOWN, hidden, inter, per_layer, st, first, span, bias, note);
+}
+
+/* A router of `experts` rows over layers [first, first + span). */
+static int add_router(builder *b, const char *name, int64_t hidden, int64_t experts, int st, int first, int span)
+{
+    return add_t(b, name, experts, hidden, 1, st, first, span, MUON, ROUTER_NOTE);
+}
+
+/* `experts` routed gated MLPs per layer (use expert) over layers [first, first + span). */
+static int add_experts(builder *b, const char *prefix, const char *const names[3], int64_t hidden, int64_t inter,
+                       int64_t experts, int st, int first, int span)
+{
+    int from = b->m->n_tensors;
+    if (add_ffn(b, prefix, names, hidden, inter, experts, st, first, span, 0, "routed experts")) return -1;
+    for (int i = from; i < b->m->n_tensors; i++) b->m->tensors[i].use = DM_USE_EXPERT;
     return 0;
 }
 
-/* llama, qwen2, gemma, gemma2 (and the language model of qwen2_5_vl). */
-static int import_dense(builder *b, const jv *cfg, const char *type, const jv *vision)
+/* How a decoder family's config maps onto tensors (import_decoder); MLA families: import_mla. */
+typedef enum { FFN_DENSE, FFN_MIXTRAL, FFN_QWEN3_MOE } ffn_kind;
+typedef enum { BIAS_NONE, BIAS_QKV, BIAS_KEYS } bias_kind;
+typedef struct family {
+    const char *type;  /* "model_type" */
+    int mla;           /* deepseek_v3 / kimi_k2 */
+    int tied;          /* tie_word_embeddings when the key is absent */
+    bias_kind bias;    /* QKV: q/k/v biases always; KEYS: "attention_bias" (q/k/v/o) */
+    int mlp_bias_key;  /* "mlp_bias" (gate/up/down biases) */
+    int qk_norm;       /* per-head q_norm/k_norm of head_dim (qwen3) */
+    int fused;         /* fused qkv_proj and gate_up_proj (phi3) */
+    int ffw_norms;     /* pre/post feed-forward norms (gemma2) */
+    ffn_kind ffn;
+    int vision;        /* a vision tower from "vision_config" (qwen2_5_vl) */
+} family;
+
+static const family families[] = {
+    {.type = "llama", .bias = BIAS_KEYS, .mlp_bias_key = 1},
+    {.type = "mistral"},
+    {.type = "mixtral", .ffn = FFN_MIXTRAL},
+    {.type = "qwen2", .bias = BIAS_QKV},
+    {.type = "qwen2_5_vl", .bias = BIAS_QKV, .vision = 1},
+    {.type = "qwen3", .bias = BIAS_KEYS, .qk_norm = 1},
+    {.type = "qwen3_moe", .bias = BIAS_KEYS, .qk_norm = 1, .ffn = FFN_QWEN3_MOE},
+    {.type = "phi3", .fused = 1},
+    {.type = "gemma", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1},
+    {.type = "gemma2", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1, .ffw_norms = 1},
+    {.type = "deepseek_v3", .mla = 1},
+    {.type = "kimi_k2", .mla = 1},
+};
+
+/* Tokens per sample of the vision tower: an assumption (a config does not say), the one the
+ * bundled qwen2.5-vl-3b.json makes: one image of a 32 x 32 grid of patches (448x448 px at 14 px
+ * patches), 1024 tokens, 1024 / merge^2 after the patch merger. */
+#define VL_GRID 32
+
+/* Qwen2.5-VL's vision tower (stacks visual.blocks and visual.merger on streams vision and merged)
+ * and its patch embedding in the embed stack. */
+static int add_vision(builder *b, const jv *vision, int64_t lm_hidden, int embed, int blocks, int merger)
 {
-    int gemma = strncmp(type, "gemma", 5) == 0, gemma2 = strcmp(type, "gemma2") == 0;
-    int qwen = strncmp(type, "qwen2", 5) == 0;
+    int64_t h, inter, heads, in = 3, patch = 14, tpatch = 2, merge = 2, out = lm_hidden;
+    char why[160], text[320];
+    if (req(b, vision, "hidden_size", &h) || req(b, vision, "intermediate_size", &inter) ||
+        jv_req_int(vision, "num_heads", 1, 65536, b->file, &heads, b->err) || opt(b, vision, "in_chans", 1, &in) ||
+        opt(b, vision, "patch_size", 1, &patch) || opt(b, vision, "temporal_patch_size", 1, &tpatch) ||
+        opt(b, vision, "spatial_merge_size", 1, &merge) || opt(b, vision, "out_hidden_size", 1, &out))
+        return -1;
+    if (h % heads) {
+        snprintf(why, sizeof why, "(%lld) to divide the vision \"hidden_size\" (%lld)", (long long)heads, (long long)h);
+        return bad_key(b, vision, "num_heads", why);
+    }
+    if (VL_GRID % merge) {
+        snprintf(why, sizeof why, "(%lld) to divide %d, the side of the assumed %d x %d patch grid", (long long)merge,
+                 VL_GRID, VL_GRID, VL_GRID);
+        return bad_key(b, vision, "spatial_merge_size", why);
+    }
+    int64_t tokens = VL_GRID * VL_GRID, merged = tokens / (merge * merge);
+    int vs = add_stream(b, "vision", tokens), ms = vs < 0 ? -1 : add_stream(b, "merged", merged);
+    if (ms < 0) return -1;
+    snprintf(text, sizeof text, "vision tokens per sample %lld (one %lldx%lld image, %lld px patches; %lld after the "
+             "%lldx%lld merger), an assumption; the vision blocks' window attention is modelled as full attention "
+             "over the image", (long long)tokens, (long long)(VL_GRID * patch), (long long)(VL_GRID * patch),
+             (long long)patch, (long long)merged, (long long)merge, (long long)merge);
+    if (add_source(b, text)) return -1;
+    b->m->stacks[blocks].stream = vs;
+    b->m->stacks[merger].stream = ms;
+    int64_t m = mul(mul(h, merge), merge);
+    if (add_t(b, "visual.patch_embed.proj.weight", h, mul(mul(in, tpatch), mul(patch, patch)), 1, embed, 0, -1, ADAMW,
+              "Conv3d patch embedding, flattened to 2-D: adamw by policy"))
+        return -1;
+    last(b)->stream = vs;
+    if (add_t(b, "visual.blocks.*.norm1.weight", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_t(b, "visual.blocks.*.norm2.weight", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_t(b, "visual.blocks.*.attn.qkv.weight", mul(3, h), h, 1, blocks, 0, -1, MUON, "fused q/k/v") ||
+        add_t(b, "visual.blocks.*.attn.qkv.bias", mul(3, h), 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_t(b, "visual.blocks.*.attn.proj.weight", h, h, 1, blocks, 0, -1, MUON, "") ||
+        add_t(b, "visual.blocks.*.attn.proj.bias", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_mlp(b, "visual.blocks.*.mlp", h, inter, 1, blocks, 0, -1, 1, "") ||
+        add_attn(b, blocks, heads, heads, h / heads, h / heads, 0) ||
+        add_t(b, "visual.merger.ln_q.weight", h, 0, 1, merger, 0, -1, ADAMW, ""))
+        return -1;
+    last(b)->stream = vs; /* the norm runs on the patches before they are merged */
+    if (add_t(b, "visual.merger.mlp.0.weight", m, m, 1, merger, 0, -1, MUON, "patch merge") ||
+        add_t(b, "visual.merger.mlp.0.bias", m, 0, 1, merger, 0, -1, ADAMW, "") ||
+        add_t(b, "visual.merger.mlp.2.weight", out, m, 1, merger, 0, -1, MUON, "-> LM hidden") ||
+        add_t(b, "visual.merger.mlp.2.bias", out, 0, 1, merger, 0, -1, ADAMW, ""))
+        return -1;
+    return 0;
+}
+
+/* Qwen3-MoE: layer i has routed experts unless mlp_only_layers lists it, and when
+ * (i + 1) % decoder_sparse_step == 0 (transformers' Qwen3MoeDecoderLayer). */
+static int qwen3_sparse(const jv *only, int64_t step, int64_t i)
+{
+    if ((i + 1) % step) return 0;
+    for (int k = 0; only && k < only->n; k++)
+        if ((int64_t)only->items[k]->num == i) return 0;
+    return 1;
+}
+
+/* Qwen3-MoE's MLPs: runs of consecutive sparse (router + experts) or dense layers. */
+static int add_qwen3_moe(builder *b, const jv *cfg, const lm_hp *hp, int st)
+{
+    int64_t experts, top_k, inter, step = 1, x;
+    const jv *only = jv_get(cfg, "mlp_only_layers");
+    if (read_routing(b, cfg, "num_experts", &experts, &top_k) || req(b, cfg, "moe_intermediate_size", &inter) ||
+        opt(b, cfg, "decoder_sparse_step", 1, &step))
+        return -1;
+    if (only && only->type == JV_NULL) only = NULL;
+    if (only && only->type != JV_ARRAY) return bad_key(b, cfg, "mlp_only_layers", "to be an array of layer indices");
+    for (int k = 0; only && k < only->n; k++)
+        if (jv_as_int(only->items[k], 0, hp->layers - 1, b->file, "an \"mlp_only_layers\" entry", &x, b->err))
+            return -1;
+    int any = 0;
+    for (int first = 0; first < hp->layers;) {
+        int sparse = qwen3_sparse(only, step, first), span = 1;
+        while (first + span < hp->layers && qwen3_sparse(only, step, first + span) == sparse) span++;
+        if (sparse) {
+            any = 1;
+            if (add_router(b, "layers.*.mlp.gate.weight", hp->hidden, experts, st, first, span) ||
+                add_experts(b, "layers.*.mlp.experts.{e}", GATE_UP_DOWN, hp->hidden, inter, experts, st, first, span))
+                return -1;
+        } else if (add_mlp(b, "layers.*.mlp", hp->hidden, hp->inter, 1, st, first, span, 0, "dense FFN layers")) {
+            return -1;
+        }
+        first += span;
+    }
+    if (any) set_moe(b, st, experts, top_k);
+    return 0;
+}
+
+/* llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, gemma, gemma2, and qwen2_5_vl (its
+ * language model from `cfg`, its tower from `vision`). */
+static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *vision)
+{
     lm_hp hp;
-    /* Gemma always ties the output to the embedding; Llama and Qwen2 default to untied. */
-    if (read_lm(b, cfg, gemma, &hp)) return -1;
-    int attn_bias = qwen, o_bias = 0, mlp_bias = 0;
-    if (!qwen) {
-        if (opt_bool(b, cfg, "attention_bias", &attn_bias) || opt_bool(b, cfg, "mlp_bias", &mlp_bias))
+    if (read_lm(b, cfg, f->tied, &hp) || note_sliding_window(b, cfg)) return -1;
+    int attn_bias = f->bias == BIAS_QKV, o_bias = 0, mlp_bias = 0;
+    if (f->bias == BIAS_KEYS) {
+        if (opt_bool(b, cfg, "attention_bias", &attn_bias) ||
+            (f->mlp_bias_key && opt_bool(b, cfg, "mlp_bias", &mlp_bias)))
             return -1;
         o_bias = attn_bias;
     }
+    int64_t experts = 0, top_k = 0;
+    if (f->ffn == FFN_MIXTRAL && read_routing(b, cfg, "num_local_experts", &experts, &top_k)) return -1;
+    int64_t depth = 0;
+    if (vision && jv_req_int(vision, "depth", 1, 100000, b->file, &depth, b->err)) return -1;
     int embed = add_stack(b, "embed", 1), blocks = -1, merger = -1;
     if (embed < 0) return -1;
-    int64_t v_hidden = 0, v_inter = 0, v_depth = 0, v_out = 0, v_in = 3, v_patch = 14, v_tpatch = 2,
-            v_merge = 2;
-    if (vision) {
-        if (req(b, vision, "hidden_size", &v_hidden) || req(b, vision, "intermediate_size", &v_inter) ||
-            req(b, vision, "depth", &v_depth) || opt(b, vision, "in_chans", 1, &v_in) ||
-            opt(b, vision, "patch_size", 1, &v_patch) ||
-            opt(b, vision, "temporal_patch_size", 1, &v_tpatch) ||
-            opt(b, vision, "spatial_merge_size", 1, &v_merge))
-            return -1;
-        v_out = hp.hidden;
-        if (opt(b, vision, "out_hidden_size", 1, &v_out)) return -1;
-        if ((blocks = add_stack(b, "visual.blocks", v_depth)) < 0 ||
-            (merger = add_stack(b, "visual.merger", 1)) < 0)
-            return -1;
-    }
+    if (vision && ((blocks = add_stack(b, "visual.blocks", depth)) < 0 || (merger = add_stack(b, "visual.merger", 1)) < 0))
+        return -1;
     int layers = add_stack(b, "layers", hp.layers), head = add_stack(b, "head", 1);
     if (layers < 0 || head < 0) return -1;
 
     if (add_embed(b, &hp, embed)) return -1;
-    if (vision) {
-        int64_t h = v_hidden, m = mul(mul(v_hidden, v_merge), v_merge);
-        if (add_t(b, "visual.patch_embed.proj.weight", h, mul(mul(v_in, v_tpatch), mul(v_patch, v_patch)), 1,
-                  embed, 0, -1, ADAMW, "Conv3d patch embedding, flattened to 2-D: adamw by policy") ||
-            add_t(b, "visual.blocks.*.norm1.weight", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
-            add_t(b, "visual.blocks.*.norm2.weight", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
-            add_t(b, "visual.blocks.*.attn.qkv.weight", mul(3, h), h, 1, blocks, 0, -1, MUON, "fused q/k/v") ||
-            add_t(b, "visual.blocks.*.attn.qkv.bias", mul(3, h), 0, 1, blocks, 0, -1, ADAMW, "") ||
-            add_t(b, "visual.blocks.*.attn.proj.weight", h, h, 1, blocks, 0, -1, MUON, "") ||
-            add_t(b, "visual.blocks.*.attn.proj.bias", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
-            add_mlp(b, "visual.blocks.*.mlp", h, v_inter, 1, blocks, 0, -1, 1, "") ||
-            add_t(b, "visual.merger.ln_q.weight", h, 0, 1, merger, 0, -1, ADAMW, "") ||
-            add_t(b, "visual.merger.mlp.0.weight", m, m, 1, merger, 0, -1, MUON, "patch merge") ||
-            add_t(b, "visual.merger.mlp.0.bias", m, 0, 1, merger, 0, -1, ADAMW, "") ||
-            add_t(b, "visual.merger.mlp.2.weight", v_out, m, 1, merger, 0, -1, MUON, "-> LM hidden") ||
-            add_t(b, "visual.merger.mlp.2.bias", v_out, 0, 1, merger, 0, -1, ADAMW, ""))
+    if (vision && add_vision(b, vision, hp.hidden, embed, blocks, merger)) return -1;
+    if (add_gqa(b, &hp, layers, attn_bias, o_bias, f->qk_norm, f->fused)) return -1;
+    switch (f->ffn) {
+    case FFN_DENSE:
+        if (f->fused) {
+            if (add_t(b, "layers.*.mlp.gate_up_proj.weight", mul(2, hp.inter), hp.hidden, 1, layers, 0, -1, MUON,
+                      "fused gate/up") ||
+                add_t(b, "layers.*.mlp.down_proj.weight", hp.hidden, hp.inter, 1, layers, 0, -1, MUON, ""))
+                return -1;
+        } else if (add_mlp(b, "layers.*.mlp", hp.hidden, hp.inter, 1, layers, 0, -1, mlp_bias, "")) {
             return -1;
+        }
+        break;
+    case FFN_MIXTRAL: {
+        static const char *const w[3] = {"w1", "w3", "w2"}; /* gate, up, down */
+        if (add_router(b, "layers.*.block_sparse_moe.gate.weight", hp.hidden, experts, layers, 0, -1) ||
+            add_experts(b, "layers.*.block_sparse_moe.experts.{e}", w, hp.hidden, hp.inter, experts, layers, 0, -1))
+            return -1;
+        set_moe(b, layers, experts, top_k);
+        break;
     }
-    if (add_gqa(b, &hp, layers, attn_bias, o_bias) ||
-        add_mlp(b, "layers.*.mlp", hp.hidden, hp.inter, 1, layers, 0, -1, mlp_bias, "") ||
-        add_t(b, "layers.*.input_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "") ||
+    case FFN_QWEN3_MOE:
+        if (add_qwen3_moe(b, cfg, &hp, layers)) return -1;
+        break;
+    }
+    if (add_t(b, "layers.*.input_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "") ||
         add_t(b, "layers.*.post_attention_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, ""))
         return -1;
-    if (gemma2 &&
+    if (f->ffw_norms &&
         (add_t(b, "layers.*.pre_feedforward_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "") ||
          add_t(b, "layers.*.post_feedforward_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "")))
         return -1;
@@ -283,7 +556,7 @@ static int import_dense(builder *b, const jv *cfg, const char *type, const jv *v
 
 /* DeepSeek-V3 style MLA attention and norms of one layer group (prefix "layers" or "mtp"). */
 typedef struct mla_hp {
-    int64_t q_lora, kv_lora, nope, rope, v, experts, shared, moe_inter, dense, nextn;
+    int64_t q_lora, kv_lora, nope, rope, v, experts, top_k, shared, moe_inter, dense, nextn;
     int score_bias;
 } mla_hp;
 
@@ -309,7 +582,8 @@ static int add_mla_attn(builder *b, const char *p, const lm_hp *hp, const mla_hp
         add_t(b, NAME("input_layernorm.weight"), h, 0, 1, st, 0, -1, ADAMW, "") ||
         add_t(b, NAME("post_attention_layernorm.weight"), h, 0, 1, st, 0, -1, ADAMW, ""))
         return -1;
-    return 0;
+    /* Queries and keys are nope + rope wide per head, values v_head_dim; no shared kv heads. */
+    return add_attn(b, st, hp->heads, hp->heads, a->nope + a->rope, a->v, 1);
 }
 
 /* Router, routed experts, shared experts over layers [first, first + span) of `st`. */
@@ -318,17 +592,16 @@ static int add_moe(builder *b, const char *p, const lm_hp *hp, const mla_hp *a, 
 {
     char n[160], pre[128];
     int64_t h = hp->hidden;
-    if (add_t(b, NAME("mlp.gate.weight"), a->experts, h, 1, st, first, span, MUON, ROUTER_NOTE))
-        return -1;
+    if (add_router(b, NAME("mlp.gate.weight"), h, a->experts, st, first, span)) return -1;
     if (a->score_bias && add_t(b, NAME("mlp.gate.e_score_correction_bias"), a->experts, 0, 1, st,
                                first, span, ADAMW, "aux-loss-free bias (not gradient-trained)"))
         return -1;
     snprintf(pre, sizeof pre, "%s.*.mlp.experts.{e}", p);
-    if (add_mlp(b, pre, h, a->moe_inter, a->experts, st, first, span, 0, "routed experts"))
-        return -1;
+    if (add_experts(b, pre, GATE_UP_DOWN, h, a->moe_inter, a->experts, st, first, span)) return -1;
     snprintf(pre, sizeof pre, "%s.*.mlp.shared_experts", p);
     if (a->shared && add_mlp(b, pre, h, mul(a->moe_inter, a->shared), 1, st, first, span, 0, ""))
         return -1;
+    set_moe(b, st, a->experts, a->top_k);
     return 0;
 #undef NAME
 }
@@ -342,7 +615,7 @@ static int import_mla(builder *b, const jv *cfg)
     if (!ql) return jv_req(cfg, "q_lora_rank", JV_NUMBER, b->file, &ql, b->err);
     if (opt(b, cfg, "q_lora_rank", 1, &a.q_lora) || req(b, cfg, "kv_lora_rank", &a.kv_lora) ||
         req(b, cfg, "qk_nope_head_dim", &a.nope) || req(b, cfg, "qk_rope_head_dim", &a.rope) ||
-        req(b, cfg, "v_head_dim", &a.v) || req(b, cfg, "n_routed_experts", &a.experts) ||
+        req(b, cfg, "v_head_dim", &a.v) || read_routing(b, cfg, "n_routed_experts", &a.experts, &a.top_k) ||
         req(b, cfg, "moe_intermediate_size", &a.moe_inter) ||
         opt(b, cfg, "n_shared_experts", 0, &a.shared) ||
         opt(b, cfg, "first_k_dense_replace", 0, &a.dense) ||
@@ -376,6 +649,8 @@ static int import_mla(builder *b, const jv *cfg)
             add_t(b, "mtp.*.shared_head.norm.weight", hp.hidden, 0, 1, mtp, 0, -1, ADAMW, "") ||
             add_mla_attn(b, "mtp", &hp, &a, mtp) || add_moe(b, "mtp", &hp, &a, mtp, 0, -1))
             return -1;
+        /* and applies the main output head (or the tied embedding) to its tokens */
+        b->m->stacks[mtp].tied_head = hp.tied ? hp.embed : hp.lm_head;
     }
     return 0;
 }
@@ -422,24 +697,32 @@ int hf_import_config(const char *path, dm_model **out, dm_err *err)
     b.err = err;
     snprintf(src, sizeof src, "HuggingFace config.json %s (model_type %s), imported by dmuon", path, type);
     if (!(m->name = model_name(root, path, err)) || !(m->source = dm_strdup(src, err)) ||
-        !(m->path = dm_strdup("", err)))
+        !(m->path = dm_strdup("", err)) || !(m->streams = dm_calloc(1, sizeof *m->streams, err)) ||
+        !(m->streams[0].name = dm_strdup("text", err)))
         goto fail;
+    m->n_streams = 1;
+    m->has_arch = 1;
+    const family *f = NULL;
+    for (size_t i = 0; i < sizeof families / sizeof families[0] && !f; i++)
+        if (strcmp(type, families[i].type) == 0) f = &families[i];
     int rc;
-    if (strcmp(type, "llama") == 0 || strcmp(type, "qwen2") == 0 || strcmp(type, "gemma") == 0 ||
-        strcmp(type, "gemma2") == 0) {
-        rc = import_dense(&b, root, type, NULL);
-    } else if (strcmp(type, "qwen2_5_vl") == 0) {
+    if (!f) {
+        const jv *v = jv_get(root, "model_type");
+        char list[256] = "";
+        for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", families[i].type);
+        dm_err_set(err, "%s:%d:%d: expected \"model_type\" to be one of %s; found \"%s\"", path, v->line, v->col,
+                   list, type);
+        goto fail;
+    } else if (f->mla) {
+        rc = import_mla(&b, root);
+    } else if (f->vision) {
         const jv *vision, *lm = jv_get(root, "text_config");
         if (jv_req(root, "vision_config", JV_OBJECT, path, &vision, err)) goto fail;
         /* Newer transformers nest the language model's keys in "text_config". */
-        rc = import_dense(&b, lm && lm->type == JV_OBJECT ? lm : root, type, vision);
-    } else if (strcmp(type, "deepseek_v3") == 0 || strcmp(type, "kimi_k2") == 0) {
-        rc = import_mla(&b, root);
+        rc = import_decoder(&b, lm && lm->type == JV_OBJECT ? lm : root, f, vision);
     } else {
-        const jv *v = jv_get(root, "model_type");
-        dm_err_set(err, "%s:%d:%d: expected \"model_type\" to be one of llama, qwen2, qwen2_5_vl, "
-                   "deepseek_v3, kimi_k2, gemma, gemma2; found \"%s\"", path, v->line, v->col, type);
-        goto fail;
+        rc = import_decoder(&b, root, f, NULL);
     }
     if (rc) goto fail;
     jv_free(root);

@@ -19,6 +19,70 @@
 
 const char *dm_role_name(dm_role r) { return r == DM_ROLE_MUON ? "muon" : "adamw"; }
 
+static const char *const use_names[DM_USE__COUNT] = {"linear", "expert", "embedding", "vector", "table"};
+
+const char *dm_use_name(dm_use u) { return u >= 0 && u < DM_USE__COUNT ? use_names[u] : "?"; }
+
+int dm_model_stream(const dm_model *m, const char *s)
+{
+    for (int i = 0; i < m->n_streams; i++)
+        if (strcmp(m->streams[i].name, s) == 0) return i;
+    return -1;
+}
+
+/* An optional stream name field: *out keeps its value when absent. */
+static int opt_stream(const dm_model *m, const jv *obj, const char *key, const char *file, int *out, dm_err *err)
+{
+    const char *s = NULL;
+    if (jv_opt_str(obj, key, file, &s, err)) return -1;
+    if (!s) return 0;
+    int i = dm_model_stream(m, s);
+    if (i < 0) {
+        const jv *v = jv_get(obj, key);
+        return dm_err_set(err, "%s:%d:%d: expected \"%s\" to name one of the \"streams\", found \"%s\"", file, v->line,
+                          v->col, key, s);
+    }
+    *out = i;
+    return 0;
+}
+
+static int parse_streams(dm_model *m, const jv *root, const char *file, dm_err *err)
+{
+    const jv *arr = jv_get(root, "streams");
+    if (!arr) {
+        if (!(m->streams = dm_calloc(1, sizeof *m->streams, err)) || !(m->streams[0].name = dm_strdup("text", err)))
+            return -1;
+        m->n_streams = 1;
+        return 0;
+    }
+    if (arr->type != JV_ARRAY || arr->n < 1)
+        return dm_err_set(err, "%s:%d:%d: expected \"streams\" to be an array of at least one stream", file, arr->line,
+                          arr->col);
+    if (!(m->streams = dm_calloc((size_t)arr->n, sizeof *m->streams, err))) return -1;
+    m->has_arch = 1;
+    for (int i = 0; i < arr->n; i++) {
+        const jv *o = arr->items[i];
+        const char *name;
+        int64_t tok = 0;
+        if (o->type != JV_OBJECT)
+            return dm_err_set(err, "%s:%d:%d: expected a stream object {\"name\", \"tokens\"}", file, o->line, o->col);
+        if (jv_req_str(o, "name", file, &name, err)) return -1;
+        if (dm_model_stream(m, name) >= 0)
+            return dm_err_set(err, "%s:%d:%d: expected unique stream names, \"%s\" repeats", file, o->line, o->col, name);
+        if (i == 0) {
+            if (jv_get(o, "tokens"))
+                return dm_err_set(err, "%s:%d:%d: expected no \"tokens\" on the main (first) stream \"%s\": its tokens per "
+                                  "sample are the plan's --seq-len", file, o->line, o->col, name);
+        } else if (jv_req_int(o, "tokens", 1, DM_MAX_DIM, file, &tok, err)) {
+            return -1;
+        }
+        if (!(m->streams[i].name = dm_strdup(name, err))) return -1;
+        m->streams[i].tokens = tok;
+        m->n_streams = i + 1;
+    }
+    return 0;
+}
+
 static int parse_role(const jv *obj, const char *key, const char *file, dm_role *out, dm_err *err)
 {
     const jv *v;
@@ -34,7 +98,12 @@ static int parse_role(const jv *obj, const char *key, const char *file, dm_role 
 void dm_model_free(dm_model *m)
 {
     if (!m) return;
-    for (int i = 0; i < m->n_stacks; i++) free(m->stacks[i].name);
+    for (int i = 0; i < m->n_stacks; i++) {
+        free(m->stacks[i].name);
+        free(m->stacks[i].attn);
+    }
+    for (int i = 0; i < m->n_streams; i++) free(m->streams[i].name);
+    free(m->streams);
     for (int i = 0; i < m->n_tensors; i++) {
         free(m->tensors[i].name);
         free(m->tensors[i].note);
@@ -92,6 +161,9 @@ static int parse_stacks(dm_model *m, const jv *root, const char *file, int **sor
                               file, s->line, s->col, DM_MODEL_MAX_LAYERS, (long long)(m->n_layers + layers));
         if (!(m->stacks[i].name = dm_strdup(name, err))) return -1;
         m->stacks[i].layers = (int)layers;
+        m->stacks[i].tied_head = -1;
+        if (opt_stream(m, s, "stream", file, &m->stacks[i].stream, err)) return -1;
+        if (jv_get(s, "stream")) m->has_arch = 1;
         m->stacks[i].first_global = m->n_layers;
         m->n_layers += (int)layers;
         m->n_stacks = i + 1;
@@ -145,6 +217,25 @@ static int parse_tensor(dm_model *m, const int *sorted, const jv *t, const char 
     if (count % span != 0)
         return dm_err_set(err, "%s:%d:%d: expected \"count\" (%" PRId64 ") to be a multiple of the layer span (%" PRId64 ")",
                           file, t->line, t->col, count, span);
+    out->use = shape->n == 2 ? DM_USE_LINEAR : DM_USE_VECTOR;
+    out->stream = m->stacks[si].stream;
+    const char *use = NULL;
+    if (jv_opt_str(t, "use", file, &use, err) || opt_stream(m, t, "stream", file, &out->stream, err)) return -1;
+    if (jv_get(t, "stream")) m->has_arch = 1;
+    if (use) {
+        const jv *uv = jv_get(t, "use");
+        int u = -1;
+        for (int k = 0; k < DM_USE__COUNT; k++)
+            if (strcmp(use, use_names[k]) == 0) u = k;
+        if (u < 0)
+            return dm_err_set(err, "%s:%d:%d: expected \"use\" to be \"linear\", \"expert\", \"embedding\", \"vector\" or "
+                              "\"table\", found \"%s\"", file, uv->line, uv->col, use);
+        if ((u == DM_USE_VECTOR) != (shape->n == 1))
+            return dm_err_set(err, "%s:%d:%d: expected \"use\": \"%s\" on a %s tensor (1-D tensors are vectors, 2-D ones are "
+                              "not)", file, uv->line, uv->col, use, shape->n == 1 ? "2-D" : "1-D");
+        out->use = (dm_use)u;
+        m->has_arch = 1;
+    }
     out->ndim = shape->n;
     out->rows = dims[0];
     out->cols = dims[1];
@@ -153,6 +244,127 @@ static int parse_tensor(dm_model *m, const int *sorted, const jv *t, const char 
     out->first_layer = (int)first;
     out->layer_span = (int)span;
     if (!(out->name = dm_strdup(name, err)) || !(out->note = dm_strdup(note, err))) return -1;
+    return 0;
+}
+
+static int parse_attention(dm_model *m, int si, const jv *a, const char *file, dm_attention *at, dm_err *err)
+{
+    const dm_stack *st = &m->stacks[si];
+    int64_t heads, kvh, hd, vd, len = 0;
+    if (a->type != JV_OBJECT)
+        return dm_err_set(err, "%s:%d:%d: expected an attention object {\"heads\", \"head_dim\", ...}", file, a->line, a->col);
+    if (jv_req_int(a, "heads", 1, 65536, file, &heads, err)) return -1;
+    kvh = heads;
+    if (jv_opt_int(a, "kv_heads", 1, heads, file, &kvh, err) || jv_req_int(a, "head_dim", 1, 65536, file, &hd, err))
+        return -1;
+    vd = hd;
+    if (jv_opt_int(a, "v_head_dim", 1, 65536, file, &vd, err) || jv_opt_int(a, "length", 1, DM_MAX_DIM, file, &len, err))
+        return -1;
+    if (heads % kvh) {
+        const jv *v = jv_get(a, "kv_heads");
+        return dm_err_set(err, "%s:%d:%d: expected \"kv_heads\" (%" PRId64 ") to divide \"heads\" (%" PRId64 ")", file, v->line,
+                          v->col, kvh, heads);
+    }
+    at->causal = 1;
+    const jv *c = jv_get(a, "causal");
+    if (c) {
+        if (c->type != JV_BOOL) return dm_err_set(err, "%s:%d:%d: expected \"causal\" to be true or false", file, c->line, c->col);
+        at->causal = c->b;
+    }
+    at->stream = st->stream;
+    if (opt_stream(m, a, "stream", file, &at->stream, err)) return -1;
+    at->kv_stream = at->stream;
+    if (opt_stream(m, a, "kv_stream", file, &at->kv_stream, err)) return -1;
+    at->heads = (int)heads;
+    at->kv_heads = (int)kvh;
+    at->head_dim = (int)hd;
+    at->v_head_dim = (int)vd;
+    at->length = len;
+    /* A window must divide a fixed stream's tokens per sample (the main stream is checked
+     * against --seq-len when a plan is made). */
+    int64_t per = m->streams[at->stream].tokens;
+    if (len && per && per % len) {
+        const jv *v = jv_get(a, "length");
+        return dm_err_set(err, "%s:%d:%d: expected \"length\" (%" PRId64 ") to divide the %" PRId64 " tokens per sample of "
+                          "stream \"%s\"", file, v->line, v->col, len, per, m->streams[at->stream].name);
+    }
+    /* The query projection must be there: a linear tensor of the stack over the query stream
+     * with heads x head_dim outputs (or a fused q/k/v with (heads + 2 kv_heads) x head_dim). */
+    int64_t q = heads * hd, qkv = (heads + 2 * kvh) * hd;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dm_tensor *t = &m->tensors[i];
+        if (t->stack == si && t->use == DM_USE_LINEAR && t->stream == at->stream && (t->rows == q || t->rows == qkv))
+            return 0;
+    }
+    return dm_err_set(err, "%s:%d:%d: expected a query projection for this attention: a linear tensor of stack \"%s\" on "
+                      "stream \"%s\" with heads x head_dim = %" PRId64 " (or fused q/k/v: %" PRId64 ") rows; none has",
+                      file, a->line, a->col, st->name, m->streams[at->stream].name, q, qkv);
+}
+
+/* The stacks' attention, routing and tied heads (they refer to tensors), and the checks that
+ * tie tensors to them. */
+static int parse_arch(dm_model *m, const jv *root, const char *file, dm_err *err)
+{
+    const jv *arr = jv_get(root, "stacks");
+    for (int si = 0; si < m->n_stacks; si++) {
+        const jv *s = arr->items[si];
+        dm_stack *st = &m->stacks[si];
+        const jv *a = jv_get(s, "attention");
+        if (a) {
+            int n = a->type == JV_ARRAY ? a->n : 1;
+            if (a->type == JV_ARRAY && n == 0)
+                return dm_err_set(err, "%s:%d:%d: expected at least one attention block", file, a->line, a->col);
+            if (!(st->attn = dm_calloc((size_t)n, sizeof *st->attn, err))) return -1;
+            for (int k = 0; k < n; k++) {
+                if (parse_attention(m, si, a->type == JV_ARRAY ? a->items[k] : a, file, &st->attn[k], err)) return -1;
+                st->n_attn = k + 1;
+            }
+            m->has_arch = 1;
+        }
+        const jv *moe = jv_get(s, "moe");
+        if (moe) {
+            int64_t e, k;
+            if (moe->type != JV_OBJECT)
+                return dm_err_set(err, "%s:%d:%d: expected \"moe\": {\"experts\": N, \"top_k\": K}", file, moe->line, moe->col);
+            if (jv_req_int(moe, "experts", 1, 1 << 20, file, &e, err) || jv_req_int(moe, "top_k", 1, 1 << 20, file, &k, err))
+                return -1;
+            if (k > e) {
+                const jv *v = jv_get(moe, "top_k");
+                return dm_err_set(err, "%s:%d:%d: expected \"top_k\" (%" PRId64 ") at most \"experts\" (%" PRId64 ")", file,
+                                  v->line, v->col, k, e);
+            }
+            st->moe_experts = (int)e;
+            st->moe_top_k = (int)k;
+            m->has_arch = 1;
+        }
+        const char *tied = NULL;
+        if (jv_opt_str(s, "tied_head", file, &tied, err)) return -1;
+        if (tied) {
+            const jv *v = jv_get(s, "tied_head");
+            for (int i = 0; i < m->n_tensors && st->tied_head < 0; i++)
+                if (strcmp(m->tensors[i].name, tied) == 0 &&
+                    (m->tensors[i].use == DM_USE_EMBEDDING || m->tensors[i].use == DM_USE_LINEAR))
+                    st->tied_head = i;
+            if (st->tied_head < 0)
+                return dm_err_set(err, "%s:%d:%d: expected \"tied_head\" to name an embedding or linear tensor, found \"%s\"",
+                                  file, v->line, v->col, tied);
+            m->has_arch = 1;
+        }
+    }
+    const jv *ts = jv_get(root, "tensors");
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dm_tensor *t = &m->tensors[i];
+        const dm_stack *st = &m->stacks[t->stack];
+        if (t->use != DM_USE_EXPERT) continue;
+        const jv *tv = ts->items[i];
+        if (!st->moe_experts)
+            return dm_err_set(err, "%s:%d:%d: expected stack \"%s\" of expert tensor \"%s\" to have \"moe\": {\"experts\", "
+                              "\"top_k\"}", file, tv->line, tv->col, st->name, t->name);
+        int64_t per = t->count / t->layer_span;
+        if (per % st->moe_experts)
+            return dm_err_set(err, "%s:%d:%d: expected the %" PRId64 " expert tensors per layer of \"%s\" to be a multiple of the "
+                              "stack's %d experts", file, tv->line, tv->col, per, t->name, st->moe_experts);
+    }
     return 0;
 }
 
@@ -193,7 +405,7 @@ static int load_tree(jv *root, const char *path, dm_model **out, dm_err *err)
     if (!(m->path = dm_strdup(path, err))) goto fail;
     if (jv_opt_int(root, "published_params", 0, DM_MODEL_MAX_PARAMS, path, &m->published_params, err))
         goto fail;
-    if (parse_stacks(m, root, path, &sorted, err)) goto fail;
+    if (parse_streams(m, root, path, err) || parse_stacks(m, root, path, &sorted, err)) goto fail;
     const jv *ts;
     if (jv_req(root, "tensors", JV_ARRAY, path, &ts, err)) goto fail;
     if (ts->n == 0) {
@@ -217,6 +429,7 @@ static int load_tree(jv *root, const char *path, dm_model **out, dm_err *err)
             goto fail;
         }
     }
+    if (parse_arch(m, root, path, err)) goto fail;
     const jv *ov = jv_get(root, "role_overrides");
     if (ov) {
         if (ov->type != JV_ARRAY) {
@@ -407,11 +620,51 @@ static void write_text(const dm_model *m, FILE *f)
     json_write_string(f, m->name);
     fprintf(f, ",\n  \"source\": ");
     json_write_string(f, m->source ? m->source : "");
-    fprintf(f, ",\n  \"published_params\": %" PRId64 ",\n  \"stacks\": [\n", m->published_params);
+    fprintf(f, ",\n  \"published_params\": %" PRId64 ",\n", m->published_params);
+    if (m->has_arch) {
+        fprintf(f, "  \"streams\": [");
+        for (int i = 0; i < m->n_streams; i++) {
+            fprintf(f, "%s{\"name\": ", i ? ", " : "");
+            json_write_string(f, m->streams[i].name);
+            if (i) fprintf(f, ", \"tokens\": %" PRId64, m->streams[i].tokens);
+            fprintf(f, "}");
+        }
+        fprintf(f, "],\n");
+    }
+    fprintf(f, "  \"stacks\": [\n");
     for (int i = 0; i < m->n_stacks; i++) {
+        const dm_stack *st = &m->stacks[i];
         fprintf(f, "    {\"name\": ");
-        json_write_string(f, m->stacks[i].name);
-        fprintf(f, ", \"layers\": %d}%s\n", m->stacks[i].layers, i + 1 < m->n_stacks ? "," : "");
+        json_write_string(f, st->name);
+        fprintf(f, ", \"layers\": %d", st->layers);
+        if (st->stream) {
+            fprintf(f, ", \"stream\": ");
+            json_write_string(f, m->streams[st->stream].name);
+        }
+        for (int k = 0; k < st->n_attn; k++) {
+            const dm_attention *a = &st->attn[k];
+            fprintf(f, "%s{\"heads\": %d", k ? ", " : ", \"attention\": [", a->heads);
+            if (a->kv_heads != a->heads) fprintf(f, ", \"kv_heads\": %d", a->kv_heads);
+            fprintf(f, ", \"head_dim\": %d", a->head_dim);
+            if (a->v_head_dim != a->head_dim) fprintf(f, ", \"v_head_dim\": %d", a->v_head_dim);
+            if (!a->causal) fprintf(f, ", \"causal\": false");
+            if (a->stream != st->stream) {
+                fprintf(f, ", \"stream\": ");
+                json_write_string(f, m->streams[a->stream].name);
+            }
+            if (a->kv_stream != a->stream) {
+                fprintf(f, ", \"kv_stream\": ");
+                json_write_string(f, m->streams[a->kv_stream].name);
+            }
+            if (a->length) fprintf(f, ", \"length\": %" PRId64, a->length);
+            fprintf(f, "}%s", k + 1 == st->n_attn ? "]" : "");
+        }
+        if (st->moe_experts) fprintf(f, ", \"moe\": {\"experts\": %d, \"top_k\": %d}", st->moe_experts, st->moe_top_k);
+        if (st->tied_head >= 0) {
+            fprintf(f, ", \"tied_head\": ");
+            json_write_string(f, m->tensors[st->tied_head].name);
+        }
+        fprintf(f, "}%s\n", i + 1 < m->n_stacks ? "," : "");
     }
     fprintf(f, "  ],\n  \"tensors\": [\n");
     for (int i = 0; i < m->n_tensors; i++) {
@@ -425,6 +678,11 @@ static void write_text(const dm_model *m, FILE *f)
         if (t->first_layer != 0 || t->layer_span != m->stacks[t->stack].layers)
             fprintf(f, ", \"first_layer\": %d, \"layer_span\": %d", t->first_layer, t->layer_span);
         fprintf(f, ", \"role\": \"%s\"", dm_role_name(t->role));
+        if (t->use != (t->ndim == 2 ? DM_USE_LINEAR : DM_USE_VECTOR)) fprintf(f, ", \"use\": \"%s\"", dm_use_name(t->use));
+        if (t->stream != m->stacks[t->stack].stream) {
+            fprintf(f, ", \"stream\": ");
+            json_write_string(f, m->streams[t->stream].name);
+        }
         if (t->note && t->note[0]) {
             fprintf(f, ", \"note\": ");
             json_write_string(f, t->note);

@@ -15,7 +15,14 @@
  * a dimension at most DM_MODEL_MAX_DIM, a tensor at most DM_MODEL_MAX_ELEMS elements, count at
  * most DM_MODEL_MAX_COUNT per entry and in all, a stack at most DM_MODEL_MAX_STACK_LAYERS
  * layers and all stacks DM_MODEL_MAX_LAYERS, the whole model at most DM_MODEL_MAX_PARAMS
- * parameters, at most DM_MODEL_MAX_OVERRIDES role_overrides; stack names unique. */
+ * parameters, at most DM_MODEL_MAX_OVERRIDES role_overrides; stack names unique.
+
+ * Architecture (optional; models/README.md "Architecture"):
+ *     "streams": [ {"name": "text"}, {"name": "vision", "tokens": 1024}, ... ]  (main first)
+ *     stack:  "stream": S, "attention": [ {"heads", "kv_heads", "head_dim", "v_head_dim",
+ *             "causal", "stream", "kv_stream", "length"} ], "moe": {"experts", "top_k"},
+ *             "tied_head": TENSOR
+ *     tensor: "use": "linear"|"expert"|"embedding"|"vector"|"table", "stream": S */
 #ifndef DM_MODEL_H
 #define DM_MODEL_H
 #include <stddef.h>
@@ -33,10 +40,39 @@
 
 typedef enum { DM_ROLE_MUON = 0, DM_ROLE_ADAMW = 1 } dm_role;
 
+/* What a tensor does in the step (models/README.md "Architecture"): a projection over its
+ * stream's tokens, a routed MoE expert, an embedding table looked up by token, a 1-D parameter
+ * applied elementwise (norm scale, bias), or a small 2-D table applied elementwise
+ * (positional table, adaLN modulation). Default: linear for 2-D, vector for 1-D. */
+typedef enum { DM_USE_LINEAR, DM_USE_EXPERT, DM_USE_EMBEDDING, DM_USE_VECTOR, DM_USE_TABLE, DM_USE__COUNT } dm_use;
+
+/* A token stream: tokens of one kind per sample (text, image patches, actions). The first
+ * stream is the main one: its tokens per sample are the plan's --seq-len (tokens = 0 here). */
+typedef struct dm_token_stream {
+    char *name;
+    int64_t tokens;   /* per sample; 0 for the main stream */
+} dm_token_stream;
+
+/* One attention block of every layer of a stack: scores and values of `heads` heads over
+ * windows of `length` query tokens (0: the query stream's tokens per sample) against the
+ * sample's key/value tokens (kv_stream; the window itself when it is the query stream). */
+typedef struct dm_attention {
+    int stream, kv_stream;     /* model stream indices */
+    int heads, kv_heads;
+    int head_dim, v_head_dim;  /* query/key width and value width per head */
+    int causal;                /* 1: causal mask (recorded; the products are computed whole) */
+    int64_t length;            /* query window, tokens; 0 = tokens per sample */
+} dm_attention;
+
 typedef struct dm_stack {
     char *name;
     int layers;     /* layer instances in this stack */
     int first_global; /* global layer index of this stack's layer 0 (sum of earlier stacks) */
+    int stream;     /* its tensors' default stream */
+    int n_attn;
+    dm_attention *attn;
+    int moe_experts, moe_top_k; /* routing of its expert tensors (0: none) */
+    int tied_head;  /* tensor index of an embedding this stack also uses as its output GEMM, -1 */
 } dm_stack;
 
 typedef struct dm_tensor {
@@ -49,6 +85,8 @@ typedef struct dm_tensor {
     int stack;      /* index into dm_model.stacks */
     int first_layer, layer_span; /* within the stack */
     dm_role role;   /* after role_overrides */
+    dm_use use;
+    int stream;     /* model stream index (the stack's unless the file says otherwise) */
 } dm_tensor;
 
 typedef struct dm_model {
@@ -61,6 +99,9 @@ typedef struct dm_model {
     int n_layers;             /* total global layers */
     dm_tensor *tensors;
     int n_tensors;
+    dm_token_stream *streams; /* at least one (a default "text" stream when the file has none) */
+    int n_streams;
+    int has_arch;             /* the file describes streams, attention, routing or uses */
 } dm_model;
 
 /* One concrete matrix (one of an entry's `count` tensors). */
@@ -105,5 +146,8 @@ int dm_model_matrices(const dm_model *m, int r, dm_matrix **out, int64_t *n, dm_
 int dm_model_write(const dm_model *m, const char *path, dm_err *err);
 
 const char *dm_role_name(dm_role r); /* "muon" / "adamw" */
+const char *dm_use_name(dm_use u);   /* "linear", "expert", "embedding", "vector", "table" */
+/* Index of the stream named s, -1 when none. */
+int dm_model_stream(const dm_model *m, const char *s);
 
 #endif

@@ -21,7 +21,7 @@ like "qwen2.5-7b: 7.62 B parameters" "$out" "(7.62 B) in"
 json=$($DMUON model show qwen2.5-7b --json)
 like "model show --json totals" "$json" '"muon_matrices": 196'
 csv=$($DMUON model show qwen2.5-7b --csv | head -1)
-is "model show --csv header" "$csv" "tensor,rows,cols,ndim,count,stack,first_layer,layer_span,role,params"
+is "model show --csv header" "$csv" "tensor,rows,cols,ndim,count,stack,first_layer,layer_span,role,params,use,stream"
 out=$($DMUON model show qwen2.5-7b --role '*q_proj.weight=adamw')
 like "--role override moves q_proj to adamw" "$out" "muon:  168 matrices"
 is "--role bad value exits 2" "$(status_of $DMUON model show qwen2.5-7b --role 'x=sgd')" 2

@@ -177,19 +177,19 @@ int main(void)
     check_bad("a vision tower of 2^24 blocks",
               "{\"model_type\": \"qwen2_5_vl\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
               " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000,\n"
-              " \"vision_config\": {\"hidden_size\": 32, \"intermediate_size\": 64, \"depth\": 16777216}}\n",
-              "stack visual.blocks gets 16777216 layers");
+              " \"vision_config\": {\"hidden_size\": 32, \"intermediate_size\": 64, \"num_heads\": 2, \"depth\": 16777216}}\n",
+              "expected \"depth\" in [1, 100000], found 16777216");
     check_bad("a patch merge of 2^72 elements (the product overflowed int64)",
               "{\"model_type\": \"qwen2_5_vl\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
               " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 1000,\n"
-              " \"vision_config\": {\"hidden_size\": 16777216, \"intermediate_size\": 64, \"depth\": 1,\n"
-              "  \"patch_size\": 16777216, \"temporal_patch_size\": 16777216, \"spatial_merge_size\": 16777216}}\n",
+              " \"vision_config\": {\"hidden_size\": 16777216, \"intermediate_size\": 64, \"depth\": 1, \"num_heads\": 1,\n"
+              "  \"patch_size\": 16777216, \"temporal_patch_size\": 16777216, \"spatial_merge_size\": 1}}\n",
               "visual.patch_embed.proj.weight would be 16777216 x 2^63 or more");
     check_bad("experts x layers past 2^24 tensors in one entry",
               "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
               " \"num_hidden_layers\": 100, \"num_attention_heads\": 4, \"vocab_size\": 1000,\n"
               " \"q_lora_rank\": null, \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8,\n"
-              " \"v_head_dim\": 16, \"n_routed_experts\": 1048576, \"moe_intermediate_size\": 32}\n",
+              " \"v_head_dim\": 16, \"n_routed_experts\": 1048576, \"num_experts_per_tok\": 1, \"moe_intermediate_size\": 32}\n",
               "104857600 of them");
     dm_model *m = NULL;
     dm_err err = {{0}};

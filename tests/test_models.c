@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "model.h"
+#include "workload.h"
 #include "tap.h"
 
 #define MODELS_DIR DM_SRCDIR "/models"
@@ -359,8 +360,142 @@ static void check_hostile_sizes(void)
     }
 }
 
+/* ---- architecture fields ------------------------------------------------------------------ */
+/* A document with the architecture fields; the line of each placeholder is fixed:
+ * 1 {  2 format  3 name  4 streams  5 stacks  6 layers stack  7 ]  8 tensors  9 q  10 o
+ * 11 norm  12 experts  13 ]  14 }. */
+static void arch_doc(char *doc, size_t n, const char *streams, const char *stack_extra, const char *q, const char *expert)
+{
+    snprintf(doc, n,
+             "{\n  \"format\": \"dmuon-model-1\",\n  \"name\": \"arch\",\n"
+             "  %s\n"
+             "  \"stacks\": [\n"
+             "    {\"name\": \"layers\", \"layers\": 2%s}\n"
+             "  ],\n  \"tensors\": [\n"
+             "    %s,\n"
+             "    {\"name\": \"o\", \"shape\": [64, 64], \"count\": 2, \"stack\": \"layers\", \"role\": \"muon\"},\n"
+             "    {\"name\": \"n\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"},\n"
+             "    %s\n"
+             "  ]\n}\n",
+             streams, stack_extra, q, expert);
+}
+
+static const char *Q_OK = "{\"name\": \"q\", \"shape\": [64, 64], \"count\": 2, \"stack\": \"layers\", \"role\": \"muon\"}";
+static const char *E_OK = "{\"name\": \"e\", \"shape\": [32, 64], \"count\": 8, \"stack\": \"layers\", \"role\": "
+                          "\"muon\", \"use\": \"expert\"}";
+static const char *ST_OK = "\"streams\": [{\"name\": \"text\"}, {\"name\": \"img\", \"tokens\": 16}],";
+static const char *SX_OK = ", \"attention\": [{\"heads\": 4, \"kv_heads\": 2, \"head_dim\": 16}], "
+                           "\"moe\": {\"experts\": 4, \"top_k\": 2}";
+
+static void check_arch_one(const char *what, const char *streams, const char *sx, const char *q, const char *e,
+                           int want_line, const char *want_text)
+{
+    char path[256], doc[4096], needle[300];
+    snprintf(path, sizeof path, "/tmp/dm_arch_model_%d.json", (int)getpid());
+    arch_doc(doc, sizeof doc, streams, sx, q, e);
+    if (tap_write_file(what, path, doc)) return;
+    dm_model *m = NULL;
+    dm_err err = {{0}};
+    int rc = dm_model_load_file(path, &m, &err);
+    if (want_line == 0) {
+        ok(rc == 0, "%s: accepted%s%s", what, rc ? ": " : "", rc ? err.msg : "");
+    } else {
+        snprintf(needle, sizeof needle, "%s:%d:", path, want_line);
+        ok(rc == -1 && m == NULL && strstr(err.msg, needle) && strstr(err.msg, want_text),
+           "%s: refused at line %d with \"%s\": %s", what, want_line, want_text, err.msg);
+    }
+    dm_model_free(m);
+    unlink(path);
+}
+
+static void check_arch(void)
+{
+    check_arch_one("architecture template", ST_OK, SX_OK, Q_OK, E_OK, 0, "");
+    check_arch_one("heads x head_dim against the projections", ST_OK,
+                   ", \"attention\": [{\"heads\": 8, \"head_dim\": 16}]", Q_OK,
+                   "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}", 6,
+                   "query projection");
+    check_arch_one("top_k above the experts", ST_OK,
+                   ", \"moe\": {\"experts\": 4, \"top_k\": 5}", Q_OK, E_OK, 6, "at most \"experts\"");
+    check_arch_one("kv_heads not dividing heads", ST_OK,
+                   ", \"attention\": [{\"heads\": 4, \"kv_heads\": 3, \"head_dim\": 16}]", Q_OK,
+                   "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}", 6,
+                   "divide");
+    check_arch_one("a tower stream with no tokens", "\"streams\": [{\"name\": \"text\"}, {\"name\": \"img\"}],", SX_OK,
+                   Q_OK, E_OK, 4, "tokens");
+    check_arch_one("tokens on the main stream", "\"streams\": [{\"name\": \"text\", \"tokens\": 5}],", SX_OK, Q_OK, E_OK,
+                   4, "main");
+    check_arch_one("an unknown stream", ST_OK, SX_OK,
+                   "{\"name\": \"q\", \"shape\": [64, 64], \"count\": 2, \"stack\": \"layers\", \"role\": \"muon\", "
+                   "\"stream\": \"audio\"}", E_OK, 9, "streams");
+    check_arch_one("experts without moe", ST_OK, ", \"attention\": [{\"heads\": 4, \"kv_heads\": 2, \"head_dim\": 16}]",
+                   Q_OK, E_OK, 12, "moe");
+    check_arch_one("experts not a multiple of the routing", ST_OK, SX_OK, Q_OK,
+                   "{\"name\": \"e\", \"shape\": [32, 64], \"count\": 6, \"stack\": \"layers\", \"role\": \"muon\", "
+                   "\"use\": \"expert\"}", 12, "multiple");
+    check_arch_one("a vector use on a 2-D tensor", ST_OK, SX_OK,
+                   "{\"name\": \"q\", \"shape\": [64, 64], \"count\": 2, \"stack\": \"layers\", \"role\": \"muon\", "
+                   "\"use\": \"vector\"}", E_OK, 9, "use");
+    check_arch_one("an unknown use", ST_OK, SX_OK,
+                   "{\"name\": \"q\", \"shape\": [64, 64], \"count\": 2, \"stack\": \"layers\", \"role\": \"muon\", "
+                   "\"use\": \"conv\"}", E_OK, 9, "use");
+    check_arch_one("a window not dividing its stream", ST_OK,
+                   ", \"attention\": [{\"heads\": 4, \"head_dim\": 16, \"stream\": \"img\", \"length\": 5}]",
+                   "{\"name\": \"q\", \"shape\": [64, 64], \"count\": 2, \"stack\": \"layers\", \"role\": \"muon\", "
+                   "\"stream\": \"img\"}",
+                   "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}", 6,
+                   "divide");
+    check_arch_one("tied_head naming a vector", ST_OK, ", \"tied_head\": \"n\"", Q_OK,
+                   "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}", 6,
+                   "tied_head");
+
+    /* the workload of the template: known kernels and FLOPs */
+    char path[256], doc[4096];
+    snprintf(path, sizeof path, "/tmp/dm_arch_model_%d.json", (int)getpid());
+    arch_doc(doc, sizeof doc, ST_OK, SX_OK, Q_OK, E_OK);
+    if (tap_write_file("workload model", path, doc)) return;
+    dm_model *m = NULL;
+    dm_err err;
+    if (!ok(dm_model_load_file(path, &m, &err) == 0, "workload model loads")) return;
+    unlink(path);
+    dm_matrix *mx;
+    int64_t n;
+    dm_workload_opts o = {256, 64, 2}; /* 4 samples of 64 tokens */
+    dm_layer_work w;
+    ok(dm_model_matrices(m, -1, &mx, &n, &err) == 0 && dm_layer_work_build(m, mx, n, 1, &o, &w, &err) == 0,
+       "layer 1 expands");
+    /* forward: q gemm + loss, attention score + value, o gemm + loss, norm vector, route, experts bgemm + loss */
+    int ng = 0, nb = 0, ne = 0;
+    double attn = 0, gemm = 0, expert = 0;
+    for (int i = 0; i < w.n_fwd; i++) {
+        const dm_kernel *k = &w.fwd[i];
+        if (k->kind == DM_KERN_GEMM) ng++, gemm += k->flops;
+        if (k->kind == DM_KERN_BGEMM) nb++;
+        if (k->kind == DM_KERN_ELEM) ne++;
+        if (k->op == DM_KOP_ATTN_SCORE || k->op == DM_KOP_ATTN_VALUE) attn += k->flops;
+        if (k->kind == DM_KERN_BGEMM && k->op == DM_KOP_FWD) {
+            expert += k->flops;
+            ok(k->m == 128 && k->batch == 4, "experts: 256 tokens x top 2 / 4 experts = 128 routed rows each, 4 in one batch");
+        }
+    }
+    ok(ng == 2 && nb == 3 && ne == 5, "forward kernels: 2 projections, 3 batched (score, value, experts), 5 elementwise");
+    ok_near(gemm, 2.0 * 2 * 256 * 64 * 64, 1e-12, "projection FLOPs: 2 x 2 T 64 x 64");
+    ok_near(attn, 2.0 * 2 * 64 * 64 * 16 * 4 * 4, 1e-12, "attention FLOPs: 2 products x 2 L^2 d x 4 heads x 4 windows");
+    ok_near(expert, 2.0 * 128 * 32 * 64 * 4, 1e-12, "expert FLOPs: 2 x 128 x 32 x 64 x 4");
+    ok_near(w.bwd_flops, 2 * gemm + 2 * expert + 2.5 * attn, 1e-12, "backward: 2x the products, 5/2 x attention");
+    ok(w.n_slots == 2, "input slots: one X (256 x 64) shared by q, o, the norm and the dispatch, and the routed rows (%d)",
+       w.n_slots);
+    dm_layer_work_free(&w);
+    o.seq_len = 48;
+    ok(dm_workload_check(m, &o, &err) < 0 && strstr(err.msg, "--seq-len"), "tokens not a multiple of seq-len: refused (%s)",
+       err.msg);
+    free(mx);
+    dm_model_free(m);
+}
+
 int main(void)
 {
+    check_arch();
     check_bundled();
     check_counts();
     check_layers();

@@ -552,6 +552,193 @@ def build(ref):
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# Architecture: token streams, attention per stack, MoE routing, tensor uses (models/README.md
+# "Architecture"). Hyper-parameters from the public config.json files named in each model's
+# source; tokens per sample of the towers are stated assumptions (see ASSUMED below).
+ASSUMED = {
+    "vl": "vision tokens per sample 1024 (one 448x448 image, 14 px patches; 256 after the 2x2 merger), an "
+          "assumption; the vision blocks' window attention is modelled as full attention over the image",
+    "wall": "action chunk of 32 tokens and 1 proprio token per sample, an assumption",
+    "pi0": "3 camera images of 256 patches (224 px, 14 px patches) and 50 action tokens per sample (pi0: plus 1 "
+           "state token), as openpi's defaults; the prefix/suffix block mask is modelled as the action "
+           "queries attending to the prefix; no LM-head logits (flow-matching loss only)",
+    "wan": "text 512 tokens per sample (umT5), time 1 token per sample",
+    "v4": "hybrid compressed attention modelled as full single-KV-head attention over the sequence",
+}
+
+
+def attn(heads, head_dim, kv=None, vd=None, causal=True, stream=None, kv_stream=None, length=None):
+    a = {"heads": heads}
+    if kv is not None and kv != heads:
+        a["kv_heads"] = kv
+    a["head_dim"] = head_dim
+    if vd is not None and vd != head_dim:
+        a["v_head_dim"] = vd
+    if not causal:
+        a["causal"] = False
+    if stream:
+        a["stream"] = stream
+    if kv_stream:
+        a["kv_stream"] = kv_stream
+    if length:
+        a["length"] = length
+    return a
+
+
+def set_arch(m, streams, stacks, uses=(), tensor_streams=()):
+    """streams: [(name, tokens or None)], main first; stacks: {stack: {field: value}};
+    uses / tensor_streams: [(fnmatch glob, value)], first match wins."""
+    import fnmatch
+    m.streams = streams
+    m.stack_arch = stacks
+    for t in m.tensors:
+        for g, u in uses:
+            if fnmatch.fnmatchcase(t["name"], g):
+                t["use"] = u
+                break
+        st = stacks.get(t["stack"], {}).get("stream")
+        for g, sname in tensor_streams:
+            if fnmatch.fnmatchcase(t["name"], g):
+                if sname != st:
+                    t["stream"] = sname
+                break
+    # key order as dm_model_write() writes it
+    for i, t in enumerate(m.tensors):
+        order = ["name", "shape", "count", "stack", "first_layer", "layer_span", "role", "use", "stream", "note"]
+        m.tensors[i] = {k: t[k] for k in order if k in t}
+
+
+LM_HP = {  # name: (heads, kv heads, head dim, tied)
+    "Qwen2.5-0.5B": (14, 2, 64, True), "Qwen2.5-1.5B": (12, 2, 128, True), "Qwen2.5-3B": (16, 2, 128, True),
+    "Qwen2.5-7B": (28, 4, 128, False), "Qwen2.5-14B": (40, 8, 128, False), "Qwen2.5-32B": (40, 8, 128, False),
+    "Qwen2.5-72B": (64, 8, 128, False), "Llama-3.2-3B": (24, 8, 128, True), "Llama-3.1-8B": (32, 8, 128, False),
+}
+
+
+def arch_lm(m, name):
+    h, kv, d, tied = LM_HP[name]
+    stacks = {"layers": {"attention": [attn(h, d, kv)]}}
+    if tied:
+        stacks["head"] = {"tied_head": "model.embed_tokens.weight"}
+    set_arch(m, [("text", None)], stacks, uses=[("model.embed_tokens.weight", "embedding")])
+
+
+def arch_vl(m, wall):
+    streams = [("text", None), ("vision", 1024), ("merged", 256)]
+    if wall:
+        streams += [("action", 32), ("state", 1)]
+    stacks = {"visual.blocks": {"stream": "vision", "attention": [attn(16, 80, causal=False)]},
+              "visual.merger": {"stream": "merged"},
+              "layers": {"attention": [attn(16, 128, 2)]},
+              "head": {"tied_head": "model.embed_tokens.weight"}}
+    if wall:
+        stacks["action_in"] = {"stream": "action"}
+    ts = [("visual.patch_embed.*", "vision"), ("visual.merger.ln_q.*", "vision"),
+          ("layers.*.moe.experts.1.*", "action"), ("action_preprocessor.propri_proj.*", "state"),
+          ("action_preprocessor.action_proj_back.*", "action")]
+    set_arch(m, streams, stacks, uses=[("model.embed_tokens.weight", "embedding")], tensor_streams=ts)
+
+
+def arch_pi0(m, with_state):
+    streams = [("prefix", None), ("image", 768), ("action", 50)]
+    if with_state:
+        streams.append(("state", 1))
+    stacks = {"img.blocks": {"stream": "image", "attention": [attn(16, 72, causal=False, length=256)]},
+              "img.head": {"stream": "image"},
+              "action_in": {"stream": "action"},
+              "llm.layers": {"attention": [attn(8, 256, 1, causal=False),
+                                           attn(8, 256, 1, stream="action", kv_stream="prefix")]}}
+    ts = [("img.*", "image"), ("state_proj.*", "state"), ("llm.layers.*_1.*", "action"),
+          ("llm.final_norm_1*", "action"), ("action_out_proj*", "action")]
+    set_arch(m, streams, stacks, uses=[("llm.embedder.input_embedding", "embedding"), ("img.pos_embedding", "table")],
+             tensor_streams=ts)
+
+
+def arch_mla(m, heads, experts, top_k, mtp):
+    a = [attn(heads, 192, vd=128)]
+    stacks = {"layers": {"attention": a, "moe": {"experts": experts, "top_k": top_k}}}
+    if mtp:
+        stacks["mtp"] = {"attention": a, "moe": {"experts": experts, "top_k": top_k},
+                         "tied_head": "lm_head.weight"}
+    set_arch(m, [("text", None)], stacks,
+             uses=[("model.embed_tokens.weight", "embedding"), ("*.mlp.experts.*", "expert")])
+
+
+def arch_v4(m, heads, experts, top_k):
+    a = [attn(heads, 512, 1)]
+    moe = {"experts": experts, "top_k": top_k}
+    stacks = {"layers": {"attention": a, "moe": moe}, "mtp": {"attention": a, "moe": moe, "tied_head": "head.weight"}}
+    set_arch(m, [("text", None)], stacks,
+             uses=[("embed.weight", "embedding"), ("*.ffn.experts.*", "expert"), ("*.compressor.ape", "table")])
+
+
+def arch_wan(m, heads):
+    stacks = {"blocks": {"attention": [attn(heads, 128, causal=False),
+                                        attn(heads, 128, causal=False, kv_stream="text")]}}
+    ts = [("text_embedding.*", "text"), ("time_embedding.*", "time"), ("time_projection.*", "time"),
+          ("blocks.*.cross_attn.k.*", "text"), ("blocks.*.cross_attn.v.*", "text"),
+          ("blocks.*.cross_attn.norm_k.*", "text")]
+    set_arch(m, [("video", None), ("text", 512), ("time", 1)], stacks,
+             uses=[("*modulation", "table")], tensor_streams=ts)
+
+
+def add_arch(name, m):
+    if name in LM_HP:
+        arch_lm(m, name)
+    elif name in ("Qwen2.5-VL-3B", "WALL-OSS"):
+        arch_vl(m, name == "WALL-OSS")
+        m.source += "; " + ASSUMED["vl"] + ("; " + ASSUMED["wall"] if name == "WALL-OSS" else "")
+    elif name in ("pi0", "pi0.5"):
+        arch_pi0(m, name == "pi0")
+        m.source += "; " + ASSUMED["pi0"]
+    elif name == "Moonlight-16B-A3B":
+        arch_mla(m, 16, 64, 6, False)
+    elif name == "DeepSeek-V3":
+        arch_mla(m, 128, 256, 8, True)
+    elif name == "Kimi-K2":
+        arch_mla(m, 64, 384, 8, False)
+    elif name == "DeepSeek-V4-Flash":
+        arch_v4(m, 64, 256, 6)
+        m.source += "; " + ASSUMED["v4"]
+    elif name == "DeepSeek-V4-Pro":
+        arch_v4(m, 128, 384, 6)
+        m.source += "; " + ASSUMED["v4"]
+    elif name.startswith("Wan"):
+        arch_wan(m, 24 if "5B" in name else 40)
+        m.source += "; " + ASSUMED["wan"]
+    else:
+        raise KeyError("no architecture for %s" % name)
+
+
+def truncated(m, name, layers):
+    """A copy of model m with its "layers" stack cut to `layers` layers (the first dense layers
+    kept, the rest shortened): a real architecture small enough for one GPU, for validation."""
+    import copy
+    t = copy.deepcopy(m)
+    old = t.layers["layers"]
+    t.stacks = [(sn, layers if sn == "layers" else n) for sn, n in t.stacks]
+    t.layers = dict(t.stacks)
+    for x in t.tensors:
+        if x["stack"] != "layers":
+            continue
+        first, span = x.get("first_layer", 0), x.get("layer_span", old)
+        per = x["count"] // span
+        if first + span == old:  # runs to the end: shortened
+            span = layers - first
+        x["count"] = per * span
+        if first == 0 and span == layers:
+            x.pop("first_layer", None)
+            x.pop("layer_span", None)
+        else:
+            x["first_layer"], x["layer_span"] = first, span
+    t.source = ("%s cut to its first %d of %d layers (dense and MoE layers as in the full model), so that it "
+                "fits one GPU for validation; not a published model; " % (name, layers, old)) + t.source
+    total = t.params()
+    t.published = lambda: total
+    return t
+
+
 def q(s):
     return json.dumps(s, ensure_ascii=False)
 
@@ -561,10 +748,24 @@ def render(name, m):
              '  "format": "dmuon-model-1",',
              '  "name": %s,' % q(name),
              '  "source": %s,' % q(m.source),
-             '  "published_params": %d,' % m.published(),
-             '  "stacks": [']
-    lines += ['    {"name": %s, "layers": %d}%s' % (q(s), n, "," if i + 1 < len(m.stacks) else "")
-              for i, (s, n) in enumerate(m.stacks)]
+             '  "published_params": %d,' % m.published()]
+    lines.append('  "streams": [' + ", ".join(
+        '{"name": %s%s}' % (q(sn), ', "tokens": %d' % tk if tk else "") for sn, tk in m.streams) + "],")
+    lines.append('  "stacks": [')
+    for i, (sn, n) in enumerate(m.stacks):
+        a = m.stack_arch.get(sn, {})
+        parts = ['"name": %s' % q(sn), '"layers": %d' % n]
+        if "stream" in a:
+            parts.append('"stream": %s' % q(a["stream"]))
+        if "attention" in a:
+            parts.append('"attention": [' + ", ".join(
+                "{" + ", ".join('"%s": %s' % (k, json.dumps(v)) for k, v in b.items()) + "}"
+                for b in a["attention"]) + "]")
+        if "moe" in a:
+            parts.append('"moe": {"experts": %d, "top_k": %d}' % (a["moe"]["experts"], a["moe"]["top_k"]))
+        if "tied_head" in a:
+            parts.append('"tied_head": %s' % q(a["tied_head"]))
+        lines.append("    {" + ", ".join(parts) + "}" + ("," if i + 1 < len(m.stacks) else ""))
     lines.append("  ],")
     lines.append('  "tensors": [')
     for i, t in enumerate(m.tensors):
@@ -584,8 +785,14 @@ def main():
         ref = json.load(f)
     outdir = sys.argv[2] if len(sys.argv) == 3 else os.path.normpath(os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+    models = []
     for name, m in build(ref):
         m.check_all_used()
+        add_arch(name, m)
+        models.append((name, m))
+        if name == "Moonlight-16B-A3B":
+            models.append(("Moonlight-16B-A3B-6L", truncated(m, name, 6)))
+    for name, m in models:
         muon = sum(t["count"] for t in m.tensors if t["role"] == "muon")
         p, pub = m.params(), m.published()
         assert abs(p - pub) <= 0.005 * pub, (name, p, pub)

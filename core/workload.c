@@ -1,0 +1,400 @@
+/* workload.c: a model layer's forward and backward kernels (workload.h), and a step's totals. */
+#include "workload.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[DM_KERN__COUNT] = {"gemm", "bgemm", "elem"};
+static const char *const op_names[DM_KOP__COUNT] = {
+    "fwd",        "dgrad",     "wgrad",      "attn-score", "attn-value", "attn-dvalue", "attn-dscore",
+    "attn-dquery", "attn-dkey", "loss",      "vector",     "vector-bwd", "embed",       "embed-bwd",
+    "table",      "table-bwd", "route",      "route-bwd"};
+
+const char *dm_kern_kind_name(dm_kern_kind k) { return k >= 0 && k < DM_KERN__COUNT ? kind_names[k] : "?"; }
+const char *dm_kern_op_name(dm_kern_op op) { return op >= 0 && op < DM_KOP__COUNT ? op_names[op] : "?"; }
+
+int dm_kern_op_from_name(const char *s)
+{
+    for (int i = 0; i < DM_KOP__COUNT; i++)
+        if (strcmp(s, op_names[i]) == 0) return i;
+    return -1;
+}
+
+static int64_t seq_of(const dm_workload_opts *o) { return o->seq_len > 0 ? o->seq_len : o->tokens; }
+
+int64_t dm_workload_samples(const dm_model *m, const dm_workload_opts *o)
+{
+    (void)m;
+    int64_t s = seq_of(o);
+    return s > 0 ? o->tokens / s : 0;
+}
+
+/* Tokens per sample of stream s. */
+static int64_t per_sample(const dm_model *m, const dm_workload_opts *o, int s)
+{
+    return s == 0 ? seq_of(o) : m->streams[s].tokens;
+}
+
+int64_t dm_workload_stream_tokens(const dm_model *m, const dm_workload_opts *o, int s)
+{
+    return s == 0 ? o->tokens : dm_workload_samples(m, o) * m->streams[s].tokens;
+}
+
+int dm_workload_check(const dm_model *m, const dm_workload_opts *o, dm_err *err)
+{
+    if (o->tokens < 1) return dm_err_set(err, "--tokens: expected a positive number, found %lld", (long long)o->tokens);
+    int64_t s = seq_of(o);
+    if (s < 1 || s > o->tokens || o->tokens % s)
+        return dm_err_set(err, "--tokens (%lld) must be a multiple of --seq-len (%lld): tokens per rank are sequences x "
+                          "seq-len", (long long)o->tokens, (long long)s);
+    for (int i = 0; i < m->n_stacks; i++)
+        for (int k = 0; k < m->stacks[i].n_attn; k++) {
+            const dm_attention *a = &m->stacks[i].attn[k];
+            if (a->stream == 0 && a->length && s % a->length)
+                return dm_err_set(err, "--seq-len (%lld) must be a multiple of the attention window of stack \"%s\" of %s "
+                                  "(%lld tokens)", (long long)s, m->stacks[i].name, m->name, (long long)a->length);
+        }
+    return 0;
+}
+
+void dm_layer_work_free(dm_layer_work *w)
+{
+    if (!w) return;
+    free(w->fwd);
+    free(w->bwd);
+    free(w->slots);
+    memset(w, 0, sizeof *w);
+}
+
+typedef struct kvec {
+    dm_kernel *v;
+    int n, cap;
+} kvec;
+
+static dm_kernel *kpush(kvec *k, dm_err *err)
+{
+    if (k->n == k->cap) {
+        int cap = k->cap ? 2 * k->cap : 32;
+        dm_kernel *v = dm_realloc(k->v, (size_t)cap * sizeof *v, err);
+        if (!v) return NULL;
+        k->v = v;
+        k->cap = cap;
+    }
+    dm_kernel *x = &k->v[k->n++];
+    memset(x, 0, sizeof *x);
+    x->batch = x->count = 1;
+    x->param = -1;
+    x->slot = -1;
+    return x;
+}
+
+typedef struct wctx {
+    const dm_model *m;
+    const dm_workload_opts *o;
+    dm_layer_work *w;
+    dm_err *err;
+    double elt;
+    int cap_slots;
+} wctx;
+
+static int slot_of(wctx *c, int stream, int64_t rows, int64_t cols, int routed)
+{
+    dm_layer_work *w = c->w;
+    for (int i = 0; i < w->n_slots; i++)
+        if (w->slots[i].stream == stream && w->slots[i].rows == rows && w->slots[i].cols == cols &&
+            w->slots[i].routed == routed)
+            return i;
+    if (w->n_slots == c->cap_slots) {
+        int cap = c->cap_slots ? 2 * c->cap_slots : 8;
+        dm_act_slot *s = dm_realloc(w->slots, (size_t)cap * sizeof *s, c->err);
+        if (!s) return -1;
+        w->slots = s;
+        c->cap_slots = cap;
+    }
+    w->slots[w->n_slots] = (dm_act_slot){stream, rows, cols, routed};
+    return w->n_slots++;
+}
+
+static void gemm_cost(dm_kernel *k, double elt)
+{
+    double m = (double)k->m, n = (double)k->n, kk = (double)k->k, reps = (double)k->batch * (double)k->count;
+    k->flops = 2 * m * n * kk * reps;
+    k->bytes = (m * kk + kk * n + m * n) * elt * reps;
+    k->elems = 0;
+}
+
+/* An elementwise kernel over m x n elements per matrix, `passes` of them read or written. */
+static void elem_cost(dm_kernel *k, double elt, double passes, double extra_elems)
+{
+    k->elems = (double)k->m * (double)k->n * (double)k->count + extra_elems;
+    k->bytes = k->elems * elt * passes;
+    k->flops = 0;
+}
+
+static dm_kernel *add_gemm(wctx *c, kvec *kv, dm_kern_kind kind, dm_kern_op op, int64_t m, int64_t n, int64_t k,
+                           int64_t batch, int64_t count, int64_t param, int slot)
+{
+    dm_kernel *x = kpush(kv, c->err);
+    if (!x) return NULL;
+    x->kind = kind;
+    x->op = op;
+    x->m = m, x->n = n, x->k = k;
+    x->batch = batch;
+    x->count = count;
+    x->param = param;
+    x->slot = slot;
+    gemm_cost(x, c->elt);
+    return x;
+}
+
+static dm_kernel *add_elem(wctx *c, kvec *kv, dm_kern_op op, int64_t m, int64_t n, int64_t count, int64_t param, int slot,
+                           double passes, double extra)
+{
+    dm_kernel *x = kpush(kv, c->err);
+    if (!x) return NULL;
+    x->kind = DM_KERN_ELEM;
+    x->op = op;
+    x->m = m, x->n = n;
+    x->count = count;
+    x->param = param;
+    x->slot = slot;
+    elem_cost(x, c->elt, passes, extra);
+    return x;
+}
+
+/* The attention block's forward products (score, value) appended to kv. */
+static int add_attention(wctx *c, kvec *kv, const dm_attention *a)
+{
+    const dm_model *m = c->m;
+    int64_t lq = a->length ? a->length : per_sample(m, c->o, a->stream);
+    int64_t tq = dm_workload_stream_tokens(m, c->o, a->stream);
+    int64_t lk = a->kv_stream == a->stream ? lq : per_sample(m, c->o, a->kv_stream);
+    int64_t win = lq > 0 ? tq / lq : 0, b = win * a->heads;
+    if (b < 1) return 0;
+    if (!add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, lq, lk, a->head_dim, b, 1, -1, -1) ||
+        !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_VALUE, lq, a->v_head_dim, lk, b, 1, -1, -1))
+        return -1;
+    return 0;
+}
+
+/* Where attention block a goes among the layer's tensors: before its output projection (the
+ * first linear tensor on its stream reading heads x v_head_dim), else after its query
+ * projection, else at the end. Returns a tensor index to insert before (n_tensors: the end). */
+static int attention_position(const dm_model *m, int si, const dm_attention *a, const int *present)
+{
+    int64_t o = (int64_t)a->heads * a->v_head_dim, q = (int64_t)a->heads * a->head_dim,
+            qkv = (int64_t)(a->heads + 2 * a->kv_heads) * a->head_dim;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dm_tensor *t = &m->tensors[i];
+        if (present[i] && t->stack == si && t->use == DM_USE_LINEAR && t->stream == a->stream && t->cols == o) return i;
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dm_tensor *t = &m->tensors[i];
+        if (present[i] && t->stack == si && t->use == DM_USE_LINEAR && t->stream == a->stream &&
+            (t->rows == q || t->rows == qkv))
+            return i + 1;
+    }
+    return m->n_tensors;
+}
+
+/* Backward kernels of forward kernel f, appended to kv (in the order they run). */
+static int backward_of(wctx *c, kvec *kv, const dm_kernel *f, const dm_kernel *next)
+{
+    switch (f->op) {
+    case DM_KOP_FWD: {
+        int64_t tok = f->m, out = f->n, in = f->k;
+        return !add_gemm(c, kv, f->kind, DM_KOP_DGRAD, tok, in, out, f->batch, f->count, f->param, f->slot) ||
+                       !add_gemm(c, kv, f->kind, DM_KOP_WGRAD, out, in, tok, f->batch, f->count, f->param, f->slot)
+                   ? -1
+                   : 0;
+    }
+    case DM_KOP_ATTN_SCORE: {
+        /* f = score (lq, lk, hd), next = value (lq, vd, lk) */
+        int64_t lq = f->m, lk = f->n, hd = f->k, vd = next ? next->n : hd, b = f->batch;
+        return !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, lq, lk, hd, b, 1, -1, -1) ||
+                       !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DVALUE, lk, vd, lq, b, 1, -1, -1) ||
+                       !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DSCORE, lq, lk, vd, b, 1, -1, -1) ||
+                       !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DQUERY, lq, hd, lk, b, 1, -1, -1) ||
+                       !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DKEY, lk, hd, lq, b, 1, -1, -1)
+                   ? -1
+                   : 0;
+    }
+    case DM_KOP_VECTOR:
+        /* reads dy and x, writes dx; the weight gradient is a reduction over the tokens */
+        return add_elem(c, kv, DM_KOP_VECTOR_BWD, f->m, f->n, f->count, f->param, f->slot, 3, 0) ? 0 : -1;
+    case DM_KOP_EMBED: {
+        /* the table's gradient is zeroed (rows x width), then the tokens' rows are added */
+        double zero = (double)f->k * (double)f->n * (double)f->count;
+        dm_kernel *x = add_elem(c, kv, DM_KOP_EMBED_BWD, f->m, f->n, f->count, f->param, f->slot, 3, 0);
+        if (!x) return -1;
+        x->elems += zero;
+        x->bytes += zero * c->elt;
+        return 0;
+    }
+    case DM_KOP_TABLE: return add_elem(c, kv, DM_KOP_TABLE_BWD, f->m, f->n, f->count, f->param, f->slot, 3, 0) ? 0 : -1;
+    case DM_KOP_ROUTE: return add_elem(c, kv, DM_KOP_ROUTE_BWD, f->m, f->n, 1, -1, f->slot, 2, 0) ? 0 : -1;
+    default: return 0; /* loss: the residual forward made is the backward's input; value: with score */
+    }
+}
+
+/* Forward kernels of tensor i in this layer (first matrix id `first`, `per` of them). */
+static int tensor_fwd(wctx *c, kvec *kv, int i, int64_t first, int64_t per, int *routed_done)
+{
+    const dm_model *m = c->m;
+    const dm_tensor *t = &m->tensors[i];
+    const dm_stack *st = &m->stacks[t->stack];
+    int64_t T = dm_workload_stream_tokens(m, c->o, t->stream);
+    int sl;
+    dm_kernel *x;
+    switch (t->use) {
+    case DM_USE_LINEAR:
+        if ((sl = slot_of(c, t->stream, T, t->cols, 0)) < 0) return -1;
+        if (!add_gemm(c, kv, DM_KERN_GEMM, DM_KOP_FWD, T, t->rows, t->cols, 1, per, first, sl)) return -1;
+        return add_elem(c, kv, DM_KOP_LOSS, T, t->rows, per, first, -1, 2, 0) ? 0 : -1;
+    case DM_USE_EXPERT: {
+        int64_t E = st->moe_experts, K = st->moe_top_k, routed = T * K, te = (routed + E - 1) / E;
+        if (!*routed_done) {
+            /* dispatch and combine of the routed rows, once per layer, at the width of its first expert's input */
+            if ((sl = slot_of(c, t->stream, T, t->cols, 0)) < 0) return -1;
+            if (!add_elem(c, kv, DM_KOP_ROUTE, routed, t->cols, 1, -1, sl, 2, 0)) return -1;
+            *routed_done = 1;
+        }
+        if ((sl = slot_of(c, t->stream, routed, t->cols, 1)) < 0) return -1;
+        if (!add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_FWD, te, t->rows, t->cols, per, 1, first, sl)) return -1;
+        return add_elem(c, kv, DM_KOP_LOSS, te * per, t->rows, 1, first, -1, 2, 0) ? 0 : -1;
+    }
+    case DM_USE_EMBEDDING:
+        if (!(x = add_elem(c, kv, DM_KOP_EMBED, T, t->cols, per, first, -1, 2, 0))) return -1;
+        x->k = t->rows; /* the table's rows, for the backward's zeroing */
+        return add_elem(c, kv, DM_KOP_LOSS, T, t->cols, per, first, -1, 2, 0) ? 0 : -1;
+    case DM_USE_VECTOR:
+        if ((sl = slot_of(c, t->stream, T, t->rows, 0)) < 0) return -1;
+        return add_elem(c, kv, DM_KOP_VECTOR, T, t->rows, per, first, sl, 2, 0) ? 0 : -1;
+    case DM_USE_TABLE:
+        if ((sl = slot_of(c, t->stream, T, t->cols, 0)) < 0) return -1;
+        return add_elem(c, kv, DM_KOP_TABLE, T, t->cols, per, first, sl, 2, 0) ? 0 : -1;
+    default: return dm_err_set(c->err, "workload: tensor %s has an unknown use", t->name);
+    }
+}
+
+int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int layer, const dm_workload_opts *o,
+                        dm_layer_work *out, dm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->layer = layer;
+    if (layer < 0 || layer >= m->n_layers) return dm_err_set(err, "workload: layer %d out of range", layer);
+    int si = 0;
+    while (si + 1 < m->n_stacks && m->stacks[si + 1].first_global <= layer) si++;
+    const dm_stack *st = &m->stacks[si];
+    wctx c = {m, o, out, err, o->dtype_bytes > 0 ? o->dtype_bytes : 2, 0};
+    kvec fw = {0}, bw = {0};
+    int64_t *first = dm_malloc((size_t)m->n_tensors * sizeof *first, err);
+    int *present = dm_calloc((size_t)m->n_tensors, sizeof *present, err);
+    int rc = -1;
+    if (!first || !present) goto done;
+    /* the layer's matrices are contiguous in mats (sorted by layer, entry, index) */
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (mats[mid].layer < layer) lo = mid + 1;
+        else hi = mid;
+    }
+    for (int64_t j = lo; j < n && mats[j].layer == layer; j++)
+        if (!present[mats[j].tensor]) {
+            present[mats[j].tensor] = 1;
+            first[mats[j].tensor] = mats[j].id;
+        }
+    int *apos = NULL;
+    if (st->n_attn && !(apos = dm_malloc((size_t)st->n_attn * sizeof *apos, err))) goto done;
+    for (int k = 0; k < st->n_attn; k++) apos[k] = attention_position(m, si, &st->attn[k], present);
+    int routed_done = 0;
+    for (int i = 0; i <= m->n_tensors; i++) {
+        for (int k = 0; k < st->n_attn; k++)
+            if (apos[k] == i && add_attention(&c, &fw, &st->attn[k])) {
+                free(apos);
+                goto done;
+            }
+        if (i == m->n_tensors) break;
+        if (!present[i]) continue;
+        const dm_tensor *t = &m->tensors[i];
+        if (tensor_fwd(&c, &fw, i, first[i], t->count / t->layer_span, &routed_done)) {
+            free(apos);
+            goto done;
+        }
+    }
+    free(apos);
+    if (st->tied_head >= 0) {
+        /* the output projection through an embedding table of another layer */
+        const dm_tensor *e = &m->tensors[st->tied_head];
+        int64_t id = -1;
+        for (int64_t j = 0; j < n && id < 0; j++)
+            if (mats[j].tensor == st->tied_head) id = mats[j].id;
+        int64_t T = dm_workload_stream_tokens(m, o, st->stream);
+        int sl = slot_of(&c, st->stream, T, e->cols, 0);
+        if (id < 0 || sl < 0 || !add_gemm(&c, &fw, DM_KERN_GEMM, DM_KOP_FWD, T, e->rows, e->cols, 1, 1, id, sl) ||
+            !add_elem(&c, &fw, DM_KOP_LOSS, T, e->rows, 1, id, -1, 2, 0)) {
+            if (id < 0) dm_err_set(err, "workload: tied head %s has no matrix", e->name);
+            goto done;
+        }
+    }
+    /* backward: the forward list in reverse; an attention block (score, value) as one unit */
+    for (int i = fw.n - 1; i >= 0; i--) {
+        const dm_kernel *f = &fw.v[i];
+        if (f->op == DM_KOP_ATTN_VALUE) continue;
+        const dm_kernel *next = i + 1 < fw.n && fw.v[i + 1].op == DM_KOP_ATTN_VALUE ? &fw.v[i + 1] : NULL;
+        if (backward_of(&c, &bw, f, next)) goto done;
+    }
+    out->fwd = fw.v, out->n_fwd = fw.n;
+    out->bwd = bw.v, out->n_bwd = bw.n;
+    fw.v = bw.v = NULL;
+    for (int i = 0; i < out->n_fwd; i++) out->fwd_flops += out->fwd[i].flops, out->fwd_bytes += out->fwd[i].bytes;
+    for (int i = 0; i < out->n_bwd; i++) out->bwd_flops += out->bwd[i].flops, out->bwd_bytes += out->bwd[i].bytes;
+    /* kept for backward: every input slot, and every projection's (or vector's) residual */
+    for (int i = 0; i < out->n_slots; i++) out->kept_bytes += (double)out->slots[i].rows * out->slots[i].cols * c.elt;
+    for (int i = 0; i < out->n_fwd; i++)
+        if (out->fwd[i].op == DM_KOP_LOSS || out->fwd[i].op == DM_KOP_VECTOR || out->fwd[i].op == DM_KOP_TABLE)
+            out->kept_bytes += (double)out->fwd[i].m * out->fwd[i].n * out->fwd[i].count * c.elt;
+    rc = 0;
+done:
+    free(fw.v);
+    free(bw.v);
+    free(first);
+    free(present);
+    if (rc) dm_layer_work_free(out);
+    return rc;
+}
+
+int dm_step_work_sum(const dm_model *m, const dm_workload_opts *o, dm_step_work *out, dm_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (dm_workload_check(m, o, err)) return -1;
+    dm_matrix *mats = NULL;
+    int64_t n = 0;
+    if (dm_model_matrices(m, -1, &mats, &n, err)) return -1;
+    for (int l = 0; l < m->n_layers; l++) {
+        dm_layer_work w;
+        if (dm_layer_work_build(m, mats, n, l, o, &w, err)) {
+            free(mats);
+            return -1;
+        }
+        out->fwd_flops += w.fwd_flops;
+        out->bwd_flops += w.bwd_flops;
+        out->kept_bytes += w.kept_bytes;
+        for (int i = 0; i < w.n_fwd; i++)
+            if (w.fwd[i].op >= DM_KOP_ATTN_SCORE && w.fwd[i].op <= DM_KOP_ATTN_DKEY) out->attn_flops += w.fwd[i].flops;
+        for (int i = 0; i < w.n_bwd; i++)
+            if (w.bwd[i].op >= DM_KOP_ATTN_SCORE && w.bwd[i].op <= DM_KOP_ATTN_DKEY) out->attn_flops += w.bwd[i].flops;
+        dm_layer_work_free(&w);
+    }
+    free(mats);
+    double active = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dm_tensor *t = &m->tensors[i];
+        double p = (double)t->rows * (double)t->cols * (double)t->count;
+        const dm_stack *st = &m->stacks[t->stack];
+        if (t->use == DM_USE_EXPERT && st->moe_experts) p *= (double)st->moe_top_k / st->moe_experts;
+        active += p;
+    }
+    out->active_params = active;
+    return 0;
+}

@@ -1,0 +1,121 @@
+/* workload.h: the work of one training step, layer by layer, as the kernels that compute it.
+ * One function expands a model layer (model.h: its tensors, token streams, attention blocks,
+ * MoE routing) into forward or backward kernels: GEMMs of the projections (forward, input
+ * gradient, weight gradient), batched GEMMs of the attention products, batched GEMMs of the
+ * routed experts, and elementwise passes (norms, biases, lookups, the proxy loss). The scheduler
+ * stores these lists in the step program; the simulator prices exactly these kernels from the
+ * measured cost tables and the real executor runs exactly these kernels; `model show` sums
+ * them. See models/README.md ("Architecture") for the model fields and docs there for the rules.
+ *
+ * Conventions (row-major, as the executor lays buffers out; T_s = tokens of the tensor's stream
+ * on this rank, a weight W is out x in):
+ *   gemm fwd    Y[T_s x out] = X[T_s x in] W^T         m = T_s,  n = out, k = in
+ *   gemm dgrad  dX[T_s x in] = dY[T_s x out] W         m = T_s,  n = in,  k = out
+ *   gemm wgrad  dW[out x in] = dY^T X                  m = out,  n = in,  k = T_s
+ *   experts: the same per expert with T_e = ceil(T_s x top_k / experts) routed tokens, one
+ *   batched GEMM over the layer's `batch` experts of the entry (consecutive matrix ids);
+ *   attention per window of L_q queries over L_k keys, batch = windows x heads:
+ *   score  S = Q K^T (m L_q, n L_k, k head_dim); value O = S V (m L_q, n v_head_dim, k L_k);
+ *   backward recomputes S, then dV = S^T dO (m L_k, n v_dim, k L_q), dS = dO V^T (m L_q, n L_k,
+ *   k v_dim), dQ = dS K (m L_q, n head_dim, k L_k), dK = dS^T Q (m L_k, n head_dim, k L_q).
+ * Elementwise kernels carry `elems` (elements touched) and `bytes` (HBM bytes moved at 2 bytes
+ * per activation element, the parameter in its own precision). Times are never computed here. */
+#ifndef DM_WORKLOAD_H
+#define DM_WORKLOAD_H
+#include <stdint.h>
+
+#include "dm_error.h"
+#include "model.h"
+
+typedef enum {
+    DM_KERN_GEMM,   /* one GEMM per matrix: `count` of them over consecutive matrix ids */
+    DM_KERN_BGEMM,  /* one batched GEMM of `batch` equal products (experts, attention) */
+    DM_KERN_ELEM,   /* an elementwise pass (with reductions where its kind says so) */
+    DM_KERN__COUNT
+} dm_kern_kind;
+
+typedef enum {
+    /* GEMM passes (DM_KERN_GEMM and expert DM_KERN_BGEMM) */
+    DM_KOP_FWD, DM_KOP_DGRAD, DM_KOP_WGRAD,
+    /* attention products (DM_KERN_BGEMM) */
+    DM_KOP_ATTN_SCORE, DM_KOP_ATTN_VALUE, DM_KOP_ATTN_DVALUE, DM_KOP_ATTN_DSCORE, DM_KOP_ATTN_DQUERY,
+    DM_KOP_ATTN_DKEY,
+    /* elementwise (DM_KERN_ELEM) */
+    DM_KOP_LOSS,        /* proxy loss of a projection: R = Y - target, loss += |R|^2 (T_s x out) */
+    DM_KOP_VECTOR,      /* a 1-D parameter over its tokens (norm scale, bias): y = x * w - target */
+    DM_KOP_VECTOR_BWD,  /* its backward: dw = sum over tokens (a reduction), dx */
+    DM_KOP_EMBED,       /* lookup: T_s rows of the table gathered */
+    DM_KOP_EMBED_BWD,   /* gradient: zeroed, T_s rows scattered-added */
+    DM_KOP_TABLE,       /* a small 2-D table applied to the tokens (positional, modulation) */
+    DM_KOP_TABLE_BWD,
+    DM_KOP_ROUTE,       /* MoE dispatch and combine of T_s x top_k rows of width `n` */
+    DM_KOP_ROUTE_BWD,
+    DM_KOP__COUNT
+} dm_kern_op;
+
+typedef struct dm_kernel {
+    dm_kern_kind kind;
+    dm_kern_op op;
+    int64_t m, n, k;      /* GEMM shapes (see above); ELEM: m = rows (tokens), n = width */
+    int64_t batch;        /* BGEMM: products in the one call; else 1 */
+    int64_t count;        /* GEMM and ELEM on parameters: how many consecutive matrices; else 1 */
+    int64_t param;        /* first matrix id (dm_model_matrices(m, -1) order), -1 for none */
+    int slot;             /* the layer's input activation slot it reads (dm_layer_work.slots), -1 */
+    double flops;         /* all of it: 2 m n k batch count for products */
+    double bytes;         /* HBM bytes, the same convention for every kind (see above) */
+    double elems;         /* ELEM: elements processed; products: 0 */
+} dm_kernel;
+
+/* One input activation a layer's kernels share: the tokens of one stream at one width (q, k
+ * and v read the same X; gate and up the same X); routed rows of an MoE layer are their own. */
+typedef struct dm_act_slot {
+    int stream;           /* model stream index */
+    int64_t rows, cols;   /* rows = tokens on this rank (routed: T_s x top_k) */
+    int routed;
+} dm_act_slot;
+
+typedef struct dm_workload_opts {
+    int64_t tokens;       /* tokens of the main stream per rank (sequences x seq_len) */
+    int64_t seq_len;      /* tokens per sample of the main stream (0: tokens, one sample) */
+    int dtype_bytes;      /* bytes per activation/weight element (2 for bf16) */
+} dm_workload_opts;
+
+typedef struct dm_layer_work {
+    int layer;
+    int n_fwd, n_bwd;
+    dm_kernel *fwd, *bwd; /* forward list; backward list (in the order it runs) */
+    int n_slots;
+    dm_act_slot *slots;
+    double fwd_flops, bwd_flops, fwd_bytes, bwd_bytes;
+    double kept_bytes;    /* activations forward keeps for backward (slots and outputs) */
+} dm_layer_work;
+
+/* Samples per rank and tokens per rank of stream s, after dm_workload_check. */
+int64_t dm_workload_samples(const dm_model *m, const dm_workload_opts *o);
+int64_t dm_workload_stream_tokens(const dm_model *m, const dm_workload_opts *o, int s);
+
+/* Refuse options the model cannot run: tokens not a multiple of seq_len, an attention window
+ * that does not divide its stream's tokens. The message names the option and the model. */
+int dm_workload_check(const dm_model *m, const dm_workload_opts *o, dm_err *err);
+
+/* Expand global layer `layer`. mats: dm_model_matrices(m, -1) (n of them; its ids are the
+ * kernels' params). *out is filled (owned by the caller: dm_layer_work_free). */
+int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int layer, const dm_workload_opts *o,
+                        dm_layer_work *out, dm_err *err);
+void dm_layer_work_free(dm_layer_work *w); /* accepts a zeroed struct */
+
+/* Totals of a whole step (all layers): FLOPs forward and backward, and the active parameters
+ * per token (every parameter a token passes through: experts at top_k / experts). */
+typedef struct dm_step_work {
+    double fwd_flops, bwd_flops;
+    double attn_flops;        /* of which attention products, forward + backward */
+    double active_params;     /* per token of the main stream */
+    double kept_bytes;        /* activations kept, summed over layers */
+} dm_step_work;
+int dm_step_work_sum(const dm_model *m, const dm_workload_opts *o, dm_step_work *out, dm_err *err);
+
+const char *dm_kern_kind_name(dm_kern_kind k); /* "gemm", "bgemm", "elem" */
+const char *dm_kern_op_name(dm_kern_op op);    /* "fwd", "dgrad", ..., "attn-score", ..., "loss", ... */
+int dm_kern_op_from_name(const char *s);        /* -1 when unknown */
+
+#endif

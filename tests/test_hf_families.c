@@ -1,0 +1,407 @@
+/* test_hf_families.c: the architecture `dmuon model import` fills (core/hf_import.c) and the
+ * families beyond the bundled ones. (1) For the bundled models whose config.json is in
+ * tests/data/hf, the imported streams, every stack's attention, routing and tied head, and every
+ * tensor's use and stream equal the bundled file's. (2) mistral, mixtral, qwen3, qwen3_moe and
+ * phi3 configs (written from memory of public models, each names its model in "_comment") import,
+ * write, load back, total within 0.5% of the published parameter count, and carry the published
+ * heads, kv heads, experts and top-k. (3) Inconsistent configs are refused with FILE:LINE:COL
+ * and what was expected. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hf_import.h"
+#include "model.h"
+#include "tap.h"
+#include "workload.h"
+
+#define HF_DIR DM_SRCDIR "/tests/data/hf"
+#define MODELS_DIR DM_SRCDIR "/models"
+
+static int find_tensor(const dm_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return i;
+    return -1;
+}
+
+static int find_stack(const dm_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_stacks; i++)
+        if (strcmp(m->stacks[i].name, name) == 0) return i;
+    return -1;
+}
+
+static const char *stream_name(const dm_model *m, int s) { return m->streams[s].name; }
+
+static const char *tied_name(const dm_model *m, const dm_stack *s)
+{
+    return s->tied_head < 0 ? "(none)" : m->tensors[s->tied_head].name;
+}
+
+/* Architecture of `a` against `b`: streams, each stack's stream, attention, moe and tied head,
+ * each tensor's shape, count, layers, role, use and stream (tensors and stacks matched by name).
+ * Returns the number of differences, the first few named. */
+static int compare_arch(const dm_model *a, const dm_model *b, const char *what)
+{
+    int bad = 0;
+#define DIFF(...) do { if (bad++ < 6) tap_diag(__VA_ARGS__); } while (0)
+    if (a->n_streams != b->n_streams) DIFF("%s: %d streams, want %d", what, a->n_streams, b->n_streams);
+    for (int i = 0; i < a->n_streams && i < b->n_streams; i++)
+        if (strcmp(a->streams[i].name, b->streams[i].name) || a->streams[i].tokens != b->streams[i].tokens)
+            DIFF("%s: stream %d is %s/%lld, want %s/%lld", what, i, a->streams[i].name, (long long)a->streams[i].tokens,
+                 b->streams[i].name, (long long)b->streams[i].tokens);
+    if (a->n_stacks != b->n_stacks) DIFF("%s: %d stacks, want %d", what, a->n_stacks, b->n_stacks);
+    for (int i = 0; i < a->n_stacks; i++) {
+        const dm_stack *s = &a->stacks[i];
+        int j = find_stack(b, s->name);
+        if (j < 0) {
+            DIFF("%s: stack %s missing", what, s->name);
+            continue;
+        }
+        const dm_stack *u = &b->stacks[j];
+        if (s->layers != u->layers || strcmp(stream_name(a, s->stream), stream_name(b, u->stream)))
+            DIFF("%s: stack %s: layers or stream differ", what, s->name);
+        if (s->moe_experts != u->moe_experts || s->moe_top_k != u->moe_top_k)
+            DIFF("%s: stack %s: moe %d/%d, want %d/%d", what, s->name, s->moe_experts, s->moe_top_k, u->moe_experts,
+                 u->moe_top_k);
+        if (strcmp(tied_name(a, s), tied_name(b, u)))
+            DIFF("%s: stack %s: tied_head %s, want %s", what, s->name, tied_name(a, s), tied_name(b, u));
+        if (s->n_attn != u->n_attn) {
+            DIFF("%s: stack %s: %d attention blocks, want %d", what, s->name, s->n_attn, u->n_attn);
+            continue;
+        }
+        for (int k = 0; k < s->n_attn; k++) {
+            const dm_attention *x = &s->attn[k], *y = &u->attn[k];
+            if (x->heads != y->heads || x->kv_heads != y->kv_heads || x->head_dim != y->head_dim ||
+                x->v_head_dim != y->v_head_dim || x->causal != y->causal || x->length != y->length ||
+                strcmp(stream_name(a, x->stream), stream_name(b, y->stream)) ||
+                strcmp(stream_name(a, x->kv_stream), stream_name(b, y->kv_stream)))
+                DIFF("%s: stack %s attention %d: %d heads (%d kv) x %d/%d causal %d, want %d (%d kv) x %d/%d causal %d",
+                     what, s->name, k, x->heads, x->kv_heads, x->head_dim, x->v_head_dim, x->causal, y->heads,
+                     y->kv_heads, y->head_dim, y->v_head_dim, y->causal);
+        }
+    }
+    if (a->n_tensors != b->n_tensors) DIFF("%s: %d tensors, want %d", what, a->n_tensors, b->n_tensors);
+    for (int i = 0; i < a->n_tensors; i++) {
+        const dm_tensor *t = &a->tensors[i];
+        /* the same place first: names repeat where an entry is split into layer ranges */
+        int j = i < b->n_tensors && strcmp(b->tensors[i].name, t->name) == 0 ? i : find_tensor(b, t->name);
+        if (j < 0) {
+            DIFF("%s: tensor %s missing", what, t->name);
+            continue;
+        }
+        const dm_tensor *u = &b->tensors[j];
+        if (t->rows != u->rows || t->cols != u->cols || t->ndim != u->ndim || t->count != u->count ||
+            t->first_layer != u->first_layer || t->layer_span != u->layer_span || t->role != u->role ||
+            strcmp(a->stacks[t->stack].name, b->stacks[u->stack].name))
+            DIFF("%s: tensor %s: shape, count, stack, layers or role differ", what, t->name);
+        if (t->use != u->use) DIFF("%s: tensor %s: use %s, want %s", what, t->name, dm_use_name(t->use), dm_use_name(u->use));
+        if (strcmp(stream_name(a, t->stream), stream_name(b, u->stream)))
+            DIFF("%s: tensor %s: stream %s, want %s", what, t->name, stream_name(a, t->stream), stream_name(b, u->stream));
+    }
+#undef DIFF
+    return bad;
+}
+
+static dm_model *import(const char *config)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.json", HF_DIR, config);
+    dm_model *m = NULL;
+    dm_err err = {{0}};
+    int rc = hf_import_config(path, &m, &err);
+    ok(rc == 0, "%s imports%s%s", config, rc ? ": " : "", rc ? err.msg : "");
+    return rc ? NULL : m;
+}
+
+/* (1) The imported architecture is the bundled file's. */
+static void check_bundled(const char *config, const char *bundled)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.json", MODELS_DIR, bundled);
+    dm_model *a = import(config), *b = NULL;
+    dm_err err = {{0}};
+    int rc = dm_model_load_file(path, &b, &err);
+    if (a && ok(rc == 0, "%s loads%s%s", bundled, rc ? ": " : "", rc ? err.msg : "")) {
+        ok(a->has_arch && compare_arch(a, b, config) == 0,
+           "%s: streams, attention, moe, tied heads, uses and streams of the bundled %s.json", config, bundled);
+    }
+    dm_model_free(a);
+    dm_model_free(b);
+}
+
+/* Write `a` with dm_model_write and read it back with the loader; returns the loaded model. */
+static dm_model *roundtrip(const dm_model *a, const char *what)
+{
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "/tmp/dm_hf_families_%d.json", (int)getpid());
+    dm_model *b = NULL;
+    dm_err err = {{0}};
+    int rc = dm_model_write(a, tmp, &err);
+    if (rc == 0) rc = dm_model_load_file(tmp, &b, &err);
+    unlink(tmp);
+    if (!ok(rc == 0, "%s: written and loaded back%s%s", what, rc ? ": " : "", rc ? err.msg : "")) return NULL;
+    ok(compare_arch(b, a, what) == 0 && dm_model_params(a) == dm_model_params(b),
+       "%s: the file read back is the imported model, architecture included", what);
+    return b;
+}
+
+typedef struct family_case {
+    const char *config;       /* tests/data/hf/CONFIG.json */
+    const char *model;        /* the public model it stands for */
+    int64_t published;        /* published parameter count */
+    int64_t muon;             /* Muon matrices */
+    int heads, kv_heads, head_dim;
+    int experts, top_k;       /* 0: dense */
+    double active_b;          /* published active parameters (B), 0: not checked */
+} family_case;
+
+/* (2) A new family: import, write, load, published total, architecture, a step's work. */
+static void check_family(const family_case *c)
+{
+    dm_model *a = import(c->config);
+    if (!a) return;
+    dm_model *b = roundtrip(a, c->config);
+    int64_t p = dm_model_params(a);
+    double rel = (double)(p - c->published) / (double)c->published;
+    ok(rel <= 0.005 && rel >= -0.005, "%s: %lld parameters, %s publishes %lld (%+.4f%%)", c->config, (long long)p,
+       c->model, (long long)c->published, 100 * rel);
+    ok(dm_model_count_role(a, DM_ROLE_MUON) == c->muon, "%s: %lld Muon matrices (want %lld)", c->config,
+       (long long)dm_model_count_role(a, DM_ROLE_MUON), (long long)c->muon);
+    int st = find_stack(a, "layers");
+    const dm_stack *s = st >= 0 ? &a->stacks[st] : NULL;
+    ok(s && s->n_attn == 1 && s->attn[0].heads == c->heads && s->attn[0].kv_heads == c->kv_heads &&
+       s->attn[0].head_dim == c->head_dim && s->attn[0].v_head_dim == c->head_dim && s->attn[0].causal,
+       "%s: attention %d heads (%d kv) x %d, causal", c->config, c->heads, c->kv_heads, c->head_dim);
+    ok(s && s->moe_experts == c->experts && s->moe_top_k == c->top_k, "%s: moe %d experts, top %d (got %d, %d)",
+       c->config, c->experts, c->top_k, s ? s->moe_experts : -1, s ? s->moe_top_k : -1);
+    int e = find_tensor(a, "model.embed_tokens.weight"), h = find_tensor(a, "lm_head.weight");
+    ok(e >= 0 && a->tensors[e].use == DM_USE_EMBEDDING && a->tensors[e].role == DM_ROLE_ADAMW && h >= 0 &&
+       a->tensors[h].role == DM_ROLE_ADAMW && a->stacks[a->tensors[h].stack].tied_head < 0,
+       "%s: embedding looked up (adamw), untied lm_head (adamw)", c->config);
+    int experts = 0, bad_use = 0;
+    for (int i = 0; i < a->n_tensors; i++) {
+        const dm_tensor *t = &a->tensors[i];
+        if (t->use == DM_USE_EXPERT) experts++;
+        if ((t->use == DM_USE_EXPERT) != (strstr(t->name, ".experts.") != NULL)) bad_use++;
+        if (t->ndim == 1 && t->role != DM_ROLE_ADAMW) bad_use++;
+    }
+    ok(bad_use == 0 && (experts > 0) == (c->experts > 0),
+       "%s: the routed experts (%d entries) and only they are expert; every 1-D tensor adamw", c->config, experts);
+    if (b) {
+        dm_workload_opts o = {4096, 4096, 2};
+        dm_step_work w;
+        dm_err err = {{0}};
+        int rc = dm_step_work_sum(b, &o, &w, &err);
+        if (ok(rc == 0 && w.attn_flops > 0, "%s: a step's work expands (attention %.3g FLOP)%s%s", c->config,
+               rc ? 0 : w.attn_flops, rc ? ": " : "", rc ? err.msg : "") && c->active_b > 0) {
+            double ab = w.active_params / 1e9;
+            ok(ab > 0.98 * c->active_b && ab < 1.02 * c->active_b,
+               "%s: %.3f B active parameters per token, %s publishes %.1f B (rounded)", c->config, ab, c->model,
+               c->active_b);
+        }
+    }
+    dm_model_free(a);
+    dm_model_free(b);
+}
+
+/* Named tensors of the new families: the fused and per-head shapes and the expert names. */
+static void check_shape(const char *config, const char *name, int64_t rows, int64_t cols, int64_t count, dm_role role)
+{
+    dm_model *a = import(config);
+    if (!a) return;
+    int i = find_tensor(a, name);
+    const dm_tensor *t = i >= 0 ? &a->tensors[i] : NULL;
+    ok(t && t->rows == rows && (cols ? t->ndim == 2 && t->cols == cols : t->ndim == 1) && t->count == count &&
+       t->role == role, "%s: %s is [%lld%s%lld] x %lld, %s", config, name, (long long)rows, cols ? ", " : "",
+       (long long)cols, (long long)count, dm_role_name(role));
+    dm_model_free(a);
+}
+
+static void check_absent(const char *config, const char *name)
+{
+    dm_model *a = import(config);
+    if (!a) return;
+    ok(find_tensor(a, name) < 0, "%s: no %s", config, name);
+    dm_model_free(a);
+}
+
+static int write_doc(const char *what, const char *path, const char *doc) { return tap_write_file(what, path, doc); }
+
+/* qwen3_moe layer selection: decoder_sparse_step 2 and mlp_only_layers [3] over 6 layers give
+ * routed experts on layers 1 and 5 only, dense MLPs on 0, 2, 3, 4, as transformers builds it. */
+static void check_qwen3_moe_layers(void)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/dm_qwen3_moe_%d.json", (int)getpid());
+    const char *doc = "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
+                      " \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,\n"
+                      " \"head_dim\": 16, \"vocab_size\": 1000, \"num_experts\": 8, \"num_experts_per_tok\": 2,\n"
+                      " \"moe_intermediate_size\": 32, \"decoder_sparse_step\": 2, \"mlp_only_layers\": [3]}\n";
+    if (write_doc("qwen3_moe sparse step", path, doc)) return;
+    dm_model *a = NULL, *b = NULL;
+    dm_err err = {{0}};
+    int rc = hf_import_config(path, &a, &err);
+    unlink(path);
+    if (!ok(rc == 0, "qwen3_moe, decoder_sparse_step 2, mlp_only_layers [3]: imports%s%s", rc ? ": " : "",
+            rc ? err.msg : ""))
+        return;
+    int sparse[6] = {0}, dense[6] = {0}, bad = 0;
+    for (int i = 0; i < a->n_tensors; i++) {
+        const dm_tensor *t = &a->tensors[i];
+        int *mark = strstr(t->name, "mlp.experts.{e}.down_proj") ? sparse
+                    : strcmp(t->name, "layers.*.mlp.down_proj.weight") == 0 ? dense : NULL;
+        if (!mark) continue;
+        if (t->count != (mark == sparse ? 8 : 1) * t->layer_span) bad++;
+        for (int l = t->first_layer; l < t->first_layer + t->layer_span; l++) mark[l]++;
+    }
+    static const int want[6] = {0, 1, 0, 0, 0, 1};
+    for (int l = 0; l < 6; l++)
+        if (sparse[l] != want[l] || dense[l] != !want[l]) bad++;
+    ok(bad == 0, "qwen3_moe: experts on layers 1 and 5, dense MLPs on 0, 2, 3, 4");
+    /* 6 x (attention 64x64 q + 2 x 32x64 k/v + 64x64 o, 2 x 16 q/k norms, 2 x 64 norms)
+     * + 2 sparse x (router 8x64 + 8 x 3 x 32x64) + 4 dense x 3 x 256x64 + 2 x 1000x64 + 64 */
+    int64_t want_p = 6 * (4096 + 2 * 2048 + 4096 + 32 + 128) + 2 * (512 + 8 * 3 * 2048) + 4 * 3 * 16384 +
+                     2 * 64000 + 64;
+    ok(dm_model_params(a) == want_p, "qwen3_moe: %lld parameters (want %lld)", (long long)dm_model_params(a),
+       (long long)want_p);
+    b = roundtrip(a, "qwen3_moe sparse step");
+    dm_model_free(a);
+    dm_model_free(b);
+}
+
+/* (3) A config that must be refused: the message starts with the file, then `where`
+ * (":LINE:COL: expected ...") and contains `want`. */
+static void check_bad(const char *what, const char *doc, const char *where, const char *want)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/dm_bad_family_%d.json", (int)getpid());
+    if (write_doc(what, path, doc)) return;
+    dm_model *m = NULL;
+    dm_err err = {{0}};
+    int rc = hf_import_config(path, &m, &err);
+    size_t n = strlen(path);
+    ok(rc == -1 && m == NULL && strncmp(err.msg, path, n) == 0 && strncmp(err.msg + n, where, strlen(where)) == 0 &&
+       strstr(err.msg, want) != NULL, "%s: refused at %s: %s", what, where, err.msg);
+    dm_model_free(m);
+    unlink(path);
+}
+
+#define LM "\"hidden_size\": 64, \"intermediate_size\": 256, \"num_hidden_layers\": 2, \"vocab_size\": 1000,\n"
+
+int main(void)
+{
+    /* (1) */
+    check_bundled("qwen2.5-7b", "qwen2.5-7b");
+    check_bundled("qwen2.5-3b", "qwen2.5-3b");
+    check_bundled("llama-3.1-8b", "llama-3.1-8b");
+    check_bundled("llama-3.2-3b", "llama-3.2-3b");
+    check_bundled("qwen2.5-vl-3b", "qwen2.5-vl-3b");
+    check_bundled("moonlight-16b-a3b", "moonlight-16b-a3b");
+    check_bundled("deepseek-v3", "deepseek-v3");
+    check_bundled("kimi-k2", "kimi-k2");
+    dm_model *vl = import("qwen2.5-vl-3b");
+    ok(vl && strstr(vl->source, "vision tokens per sample 1024") && strstr(vl->source, "256 after the 2x2 merger") &&
+       strstr(vl->source, "an assumption"), "qwen2.5-vl-3b: the source states the assumed tower tokens: %s",
+       vl ? vl->source : "(none)");
+    dm_model_free(vl);
+
+    /* (2) published totals: HuggingFace safetensors parameter counts of the models named;
+     * active parameters as the model cards round them. */
+    static const family_case cases[] = {
+        {"mistral-7b-v0.1", "mistralai/Mistral-7B-v0.1", 7241732096LL, 32 * 7, 32, 8, 128, 0, 0, 0},
+        {"mixtral-8x7b-v0.1", "mistralai/Mixtral-8x7B-v0.1", 46702792704LL, 32 * (4 + 1 + 8 * 3), 32, 8, 128, 8, 2,
+         12.9},
+        {"qwen3-8b", "Qwen/Qwen3-8B", 8190735360LL, 36 * 7, 32, 8, 128, 0, 0, 0},
+        {"qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", 30532122624LL, 48 * (4 + 1 + 128 * 3), 32, 4, 128, 128, 8, 3.3},
+        {"phi-3-mini-4k-instruct", "microsoft/Phi-3-mini-4k-instruct", 3821079552LL, 32 * 4, 32, 32, 96, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_family(&cases[i]);
+    check_shape("mixtral-8x7b-v0.1", "layers.*.block_sparse_moe.gate.weight", 8, 4096, 32, DM_ROLE_MUON);
+    check_shape("mixtral-8x7b-v0.1", "layers.*.block_sparse_moe.experts.{e}.w1.weight", 14336, 4096, 256, DM_ROLE_MUON);
+    check_shape("mixtral-8x7b-v0.1", "layers.*.block_sparse_moe.experts.{e}.w2.weight", 4096, 14336, 256, DM_ROLE_MUON);
+    check_shape("mixtral-8x7b-v0.1", "layers.*.block_sparse_moe.experts.{e}.w3.weight", 14336, 4096, 256, DM_ROLE_MUON);
+    check_shape("qwen3-8b", "layers.*.self_attn.q_norm.weight", 128, 0, 36, DM_ROLE_ADAMW);
+    check_shape("qwen3-8b", "layers.*.self_attn.k_norm.weight", 128, 0, 36, DM_ROLE_ADAMW);
+    check_absent("qwen3-8b", "layers.*.self_attn.q_proj.bias");
+    check_shape("qwen3-30b-a3b", "layers.*.mlp.gate.weight", 128, 2048, 48, DM_ROLE_MUON);
+    check_shape("qwen3-30b-a3b", "layers.*.mlp.experts.{e}.up_proj.weight", 768, 2048, 128 * 48, DM_ROLE_MUON);
+    check_absent("qwen3-30b-a3b", "layers.*.mlp.shared_experts.up_proj.weight");
+    check_shape("phi-3-mini-4k-instruct", "layers.*.self_attn.qkv_proj.weight", 3 * 3072, 3072, 32, DM_ROLE_MUON);
+    check_shape("phi-3-mini-4k-instruct", "layers.*.mlp.gate_up_proj.weight", 2 * 8192, 3072, 32, DM_ROLE_MUON);
+    check_shape("mistral-7b-v0.1", "layers.*.self_attn.k_proj.weight", 1024, 4096, 32, DM_ROLE_MUON);
+    dm_model *mi = import("mistral-7b-v0.1");
+    ok(mi && strstr(mi->source, "sliding_window 4096 not modelled"), "mistral: the source says the sliding window "
+       "is not modelled: %s", mi ? mi->source : "(none)");
+    dm_model_free(mi);
+    check_qwen3_moe_layers();
+
+    /* (3) */
+    check_bad("mixtral top_k above the experts",
+              "{\"model_type\": \"mixtral\", " LM " \"num_attention_heads\": 4, \"num_local_experts\": 8,\n"
+              " \"num_experts_per_tok\": 9}\n",
+              ":3:25: expected", "\"num_experts_per_tok\" (9) at most \"num_local_experts\" (8)");
+    check_bad("qwen3_moe top_k above the experts",
+              "{\"model_type\": \"qwen3_moe\", " LM " \"num_attention_heads\": 4, \"num_experts\": 4,\n"
+              " \"num_experts_per_tok\": 5, \"moe_intermediate_size\": 32}\n",
+              ":3:25: expected", "\"num_experts_per_tok\" (5) at most \"num_experts\" (4)");
+    check_bad("deepseek_v3 top_k above the experts",
+              "{\"model_type\": \"deepseek_v3\", " LM " \"num_attention_heads\": 4, \"q_lora_rank\": null,\n"
+              " \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 16,\n"
+              " \"n_routed_experts\": 4, \"num_experts_per_tok\": 6, \"moe_intermediate_size\": 32}\n",
+              ":4:48: expected", "\"num_experts_per_tok\" (6) at most \"n_routed_experts\" (4)");
+    check_bad("mistral heads not a multiple of kv heads",
+              "{\"model_type\": \"mistral\", " LM " \"num_attention_heads\": 4,\n \"num_key_value_heads\": 3}\n",
+              ":3:25: expected", "\"num_key_value_heads\" (3) to divide \"num_attention_heads\" (4)");
+    check_bad("qwen3 kv heads above heads",
+              "{\"model_type\": \"qwen3\", " LM " \"num_attention_heads\": 4, \"num_key_value_heads\": 8}\n",
+              ":2:51: expected", "\"num_key_value_heads\" (8) to divide");
+    check_bad("phi3 heads not dividing hidden, no head_dim",
+              "{\"model_type\": \"phi3\", " LM " \"num_attention_heads\": 6}\n",
+              ":2:25: expected", "\"num_attention_heads\" (6) to divide \"hidden_size\" (64)");
+    check_bad("mixtral without num_local_experts",
+              "{\"model_type\": \"mixtral\", " LM " \"num_attention_heads\": 4, \"num_experts_per_tok\": 2}\n",
+              ":1:1: expected", "field \"num_local_experts\"");
+    check_bad("mixtral without num_experts_per_tok",
+              "{\"model_type\": \"mixtral\", " LM " \"num_attention_heads\": 4, \"num_local_experts\": 8}\n",
+              ":1:1: expected", "field \"num_experts_per_tok\"");
+    check_bad("qwen3_moe without moe_intermediate_size",
+              "{\"model_type\": \"qwen3_moe\", " LM " \"num_attention_heads\": 4, \"num_experts\": 8,\n"
+              " \"num_experts_per_tok\": 2}\n",
+              ":1:1: expected", "field \"moe_intermediate_size\"");
+    check_bad("qwen3_moe decoder_sparse_step 0",
+              "{\"model_type\": \"qwen3_moe\", " LM " \"num_attention_heads\": 4, \"num_experts\": 8,\n"
+              " \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, \"decoder_sparse_step\": 0}\n",
+              ":3:80: expected", "\"decoder_sparse_step\" in [1,");
+    check_bad("qwen3_moe mlp_only_layers past the last layer",
+              "{\"model_type\": \"qwen3_moe\", " LM " \"num_attention_heads\": 4, \"num_experts\": 8,\n"
+              " \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, \"mlp_only_layers\": [0, 2]}\n",
+              ":3:80: expected", "\"mlp_only_layers\" entry in [0, 1], found 2");
+    check_bad("qwen3_moe mlp_only_layers not an array",
+              "{\"model_type\": \"qwen3_moe\", " LM " \"num_attention_heads\": 4, \"num_experts\": 8,\n"
+              " \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, \"mlp_only_layers\": 1}\n",
+              ":3:76: expected", "\"mlp_only_layers\" to be an array");
+    check_bad("qwen3 missing vocab_size",
+              "{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
+              " \"num_hidden_layers\": 2, \"num_attention_heads\": 4}\n",
+              ":1:1: expected", "field \"vocab_size\"");
+    check_bad("qwen2_5_vl vision heads not dividing the vision width",
+              "{\"model_type\": \"qwen2_5_vl\", " LM " \"num_attention_heads\": 4,\n"
+              " \"vision_config\": {\"depth\": 2, \"hidden_size\": 80, \"intermediate_size\": 128, \"num_heads\": 3}}\n",
+              ":3:90: expected", "\"num_heads\" (3) to divide the vision \"hidden_size\" (80)");
+    check_bad("qwen2_5_vl vision without num_heads",
+              "{\"model_type\": \"qwen2_5_vl\", " LM " \"num_attention_heads\": 4,\n"
+              " \"vision_config\": {\"depth\": 2, \"hidden_size\": 80, \"intermediate_size\": 128}}\n",
+              ":3:19: expected", "field \"num_heads\"");
+    check_bad("qwen2_5_vl merge size not dividing the assumed grid",
+              "{\"model_type\": \"qwen2_5_vl\", " LM " \"num_attention_heads\": 4,\n"
+              " \"vision_config\": {\"depth\": 2, \"hidden_size\": 80, \"intermediate_size\": 128, \"num_heads\": 4,\n"
+              "  \"spatial_merge_size\": 3}}\n",
+              ":4:25: expected", "\"spatial_merge_size\" (3) to divide 32");
+    check_bad("unknown model_type names the families",
+              "{\"model_type\": \"mamba\", " LM " \"num_attention_heads\": 4}\n",
+              ":1:16: expected", "mistral, mixtral, qwen2, qwen2_5_vl, qwen3, qwen3_moe, phi3");
+    return tap_done();
+}
