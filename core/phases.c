@@ -120,8 +120,6 @@ int dm_phases_trace(const dm_trace *t, dm_phases *out, dm_err *err)
 {
     memset(out, 0, sizeof *out);
     if (t->n == 0) return dm_err_set(err, "trace has no events");
-    int cr = -1;
-    double best = -1;
     int nr = 0;
     for (int i = 0; i < t->n; i++) {
         if (t->ev[i].rank < 0) return dm_err_set(err, "trace event with rank %d", t->ev[i].rank);
@@ -133,8 +131,15 @@ int dm_phases_trace(const dm_trace *t, dm_phases *out, dm_err *err)
         double end = t->ev[i].ts_us + t->ev[i].dur_us;
         if (end > last[t->ev[i].rank]) last[t->ev[i].rank] = end;
     }
-    for (int r = 0; r < nr; r++)
-        if (last[r] > best) best = last[r], cr = r;
+    int cr = dm_phases_critical_rank(last, nr);
     free(last);
     return dm_phases_rank(t->ev, t->n, cr, 0, out, err);
+}
+
+int dm_phases_critical_rank(const double *last_us, int nranks)
+{
+    int cr = 0;
+    for (int r = 1; r < nranks; r++)
+        if (last_us[r] > last_us[cr]) cr = r;
+    return cr;
 }

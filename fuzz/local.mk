@@ -18,12 +18,4 @@ EXTRA_DIST += fuzz/fuzz.sh fuzz/README.md fuzz/corpus fuzz/crashes fuzz/fuzz_uti
 	fuzz/fuzz_hf.c fuzz/fuzz_cluster.c fuzz/fuzz_ns_coeffs.c fuzz/fuzz_opts.c fuzz/fuzz_trace.c \
 	fuzz/fuzz_costs.c fuzz/fuzz_program.c fuzz/fuzz_calib.c fuzz/json.dict fuzz/model.dict fuzz/hf.dict fuzz/cluster.dict \
 	fuzz/trace.dict fuzz/program.dict fuzz/costs.dict fuzz/calib.dict
-
-# Fault injection and atomic-output tests (they live in tests/, built and run by `make check`).
-check_PROGRAMS += tests/test_faults tests/test_outfile
-TESTS += tests/test_faults tests/test_outfile tests/faults.sh tests/interrupt.sh
-tests_test_faults_SOURCES = tests/test_faults.c tests/tap.h
-tests_test_faults_LDADD = $(DM_LDADD)
-tests_test_outfile_SOURCES = tests/test_outfile.c tests/tap.h
-tests_test_outfile_LDADD = $(DM_LDADD)
-EXTRA_DIST += tests/faults.sh tests/interrupt.sh fuzz/lsan.supp
+EXTRA_DIST += fuzz/lsan.supp

@@ -365,7 +365,7 @@ int main(void)
     f = fopen(path, "w");
     fprintf(f, "# dmuon-calib-1\nfwd_efficiency = fast\n");
     fclose(f);
-    ok(calib_read(path, &back, &err) == -1 && strstr(err.msg, "bad.calib:2:18: expected fwd_efficiency in [0.01, 1]"),
+    ok(calib_read(path, &back, &err) == -1 && strstr(err.msg, "bad.calib:2:18: expected fwd_efficiency to be a number in [0.01, 1]"),
        "bad number: %s", err.msg);
     /* Values a cluster file could not hold are refused too (fuzz findings: 0 and 7). */
     const char *bad_vals[] = {"nvlink_bus_efficiency = 0", "fwd_efficiency = 7", "busbw_scale.all-reduce = 0"};
