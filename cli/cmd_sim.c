@@ -199,7 +199,7 @@ out:
 
 typedef struct point {
     int gpus, strat;
-    double step_us, fwd_us, bwd_us, opt_us, opt_kernels_us, exposed_us, ns_max_us, overhead_pct;
+    double step_us, fwd_us, bwd_us, opt_us, opt_kernels_us, exposed_comm_us, ns_max_us, overhead_pct;
     double sim_s, plan_s;
     int64_t events;
     int ok;
@@ -262,12 +262,12 @@ static void write_table(FILE *f, const point *pts, int n, char *const *names, in
             if (!q->ok || (grouped && q->strat != s)) continue;
             if (csv)
                 fprintf(f, "%d,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f\n", q->gpus, names[q->strat], q->step_us / 1e3,
-                        q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3, q->opt_kernels_us / 1e3, q->exposed_us / 1e3,
+                        q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3, q->opt_kernels_us / 1e3, q->exposed_comm_us / 1e3,
                         q->ns_max_us / 1e3, q->overhead_pct);
             else
                 fprintf(f, "  %4d %-10s %10.3f %10.3f %10.3f %12.3f %12.3f %12.3f %10.3f %10.2f\n", q->gpus,
                         names[q->strat], q->step_us / 1e3, q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3,
-                        q->opt_kernels_us / 1e3, q->exposed_us / 1e3, q->ns_max_us / 1e3, q->overhead_pct);
+                        q->opt_kernels_us / 1e3, q->exposed_comm_us / 1e3, q->ns_max_us / 1e3, q->overhead_pct);
         }
     }
 }
@@ -420,7 +420,7 @@ int cmd_scale(int argc, char **argv)
             q->bwd_us = r->backward_us;
             q->opt_kernels_us = r->optimizer_us;
             q->opt_us = r->step_us - r->forward_us - r->backward_us;
-            q->exposed_us = r->exposed_comm_us;
+            q->exposed_comm_us = r->exposed_comm_us;
             q->ns_max_us = r->ns_max_us;
             q->events = r->events;
             q->sim_s = r->wall_s;
