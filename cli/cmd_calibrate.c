@@ -11,10 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "calib.h"
-#include "cluster.h"
 #include "commands.h"
-#include "costs.h"
+#include "inputs.h"
 #include "opts.h"
 
 #define CMD "calibrate"
@@ -40,8 +38,10 @@ static void usage(FILE *f)
             "                     collective is in flight on the rank (default: not fitted, 0)\n"
             "  --coll-slowdown    with --trace: also fit coll_slowdown, the NVLink bandwidth lost by\n"
             "                     collectives while their GPUs compute, against the collective model\n"
-            "                     of --comm's fits (else the cluster's); collectives of >= --min-bytes\n"            "  --kernels CSV      a kernel table (dmuon bench kernels --out), recorded as costs\n"
-            "  --cluster C        the machine measured, preset or file (default h200x2): its link\n"
+            "                     of --comm's fits (else the cluster's); collectives of >= --min-bytes\n"
+            "  --kernels CSV      a kernel table (dmuon bench kernels --out), recorded as costs (its path\n"
+            "                     written relative to the calibration file's folder)\n"
+            "  --cluster C        the machine measured, preset or file (default " DM_CLUSTER_DEFAULT "): its link\n"
             "                     capacities and GPUs per node place the measured ranks\n"
             "  --gpu NAME         GPU named in the file (default: the kernel table's, else the cluster's)\n"
             "  --min-bytes N      fit collective sizes of at least N bytes (default 1M: below, NCCL's\n"
@@ -66,7 +66,7 @@ int cmd_calibrate(int argc, char **argv)
                                        {"program", required_argument, 0, O_PROG},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *cluster = "h200x2", *gpu = NULL, *out = "-";
+    const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *cluster = NULL, *gpu = NULL, *out = "-";
     int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0;
     int64_t mb;
     double min_bytes = CALIB_MIN_BYTES;
@@ -124,11 +124,10 @@ int cmd_calibrate(int argc, char **argv)
         return 2;
     }
     dm_err err;
-    dm_cluster cl;
-    if (dm_cluster_load(cluster, &cl, &err)) {
-        fprintf(stderr, "dmuon calibrate: %s\n", err.msg);
-        return 1;
-    }
+    inputs in;
+    input_args ia = {NULL, cluster, NULL, NULL, 0, 1};
+    if (inputs_resolve(CMD, &ia, &in)) return 1;
+    const dm_cluster cl = in.cluster;
     static calib k;
     memset(&k, 0, sizeof k);
     time_t now = time(NULL);
@@ -139,7 +138,7 @@ int cmd_calibrate(int argc, char **argv)
     if (gpu) snprintf(k.gpu, sizeof k.gpu, "%s", gpu);
     FILE *log = strcmp(out, "-") ? stdout : stderr; /* the report goes beside, not into, the file */
     fprintf(log, "# dmuon calibrate: machine %s (%s, %d GPUs per node)\n", cl.name, cl.gpu->name, cl.gpus_per_node);
-    if (kernels && calib_add_costs(&k, kernels, log, &err)) goto fail;
+    if (kernels && calib_add_costs(&k, kernels, out, log, &err)) goto fail;
     if (!k.gpu[0]) snprintf(k.gpu, sizeof k.gpu, "%s", cl.gpu->name);
     for (int i = 0; i < n_comm; i++) {
         fprintf(log, "collectives from %s:\n", comm[i]);

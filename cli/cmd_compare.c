@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -88,8 +87,6 @@ int cmd_compare(int argc, char **argv)
         char title[512];
         int drawn = 0;
         snprintf(title, sizeof title, "%s %s, %d ranks", real->model, real->strategy, real->nranks);
-        for (char *s = title; *s; s++)
-            if (*s == '\'' || *s == '"') *s = ' ';
         if (cmp_write_plots(sim, real, plot, title, &drawn, &err)) {
             fprintf(stderr, "dmuon compare: %s\n", err.msg);
             goto out;
@@ -98,17 +95,12 @@ int cmd_compare(int argc, char **argv)
         else printf("plots: gnuplot not found; data and script written to %s (gnuplot %s/compare.gp)\n", plot, plot);
     }
     rc = 0;
-    if (max_err >= 0) {
-        for (int p = 0; p < CMP__PHASES; p++) {
-            if (p != CMP_STEP && r.real.us[p] < 0.01 * r.real.us[CMP_STEP] && r.sim.us[p] < 0.01 * r.sim.us[CMP_STEP])
-                continue;
-            double e = cmp_rel_err(r.sim.us[p], r.real.us[p]);
-            if (!(fabs(e) * 100 <= max_err)) {
-                printf("%s: error %+.1f%% exceeds --max-error %g%%\n", cmp_phase_name((cmp_phase)p), 100 * e, max_err);
-                rc = 1;
-            }
+    for (int p = 0; p < DM_PHASE__COMPARED && max_err >= 0; p++)
+        if (cmp_phase_misses(&r.sim, &r.real, p, max_err)) {
+            printf("%s: error %+.1f%% exceeds --max-error %g%%\n", dm_phase_name((dm_phase)p),
+                   100 * cmp_rel_err(r.sim.us[p], r.real.us[p]), max_err);
+            rc = 1;
         }
-    }
 out:
     dm_trace_free(sim);
     dm_trace_free(real);

@@ -10,11 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster.h"
 #include "commands.h"
-#include "costs.h"
+#include "inputs.h"
 #include "json.h"
-#include "model.h"
 #include "opts.h"
 #include "outfile.h"
 #include "program.h"
@@ -29,9 +27,10 @@ static void usage(FILE *f)
             "\n"
             "  -m, --model M          bundled model name or model file (required)\n"
             "  -g, --gpus N           ranks (required)\n"
-            "  -c, --cluster C        cluster preset or file (default h200)\n"
-            "      --costs FILE       kernel cost table (default: traces/costs/h200.csv, else\n"
-            "                         roofline.csv; $DMUON_COSTS overrides)\n"
+            "  -c, --cluster C        cluster preset or file (default " DM_CLUSTER_DEFAULT ")\n"
+            "      --costs FILE       kernel cost table (default: the calibration's, else\n"
+            "                         traces/costs/h200.csv, else roofline.csv; $DMUON_COSTS overrides)\n"
+            "      --calibration FILE apply a calibration file (dmuon calibrate) to the cluster\n"
             "  -o, --out FILE         write the program as JSON (atomically)\n"
             "      --json             print the report as JSON instead of the table\n"
             "      --csv FILE         per-owner NS load as CSV (owner,ns_load_us,ns_ops; '-' = stdout)\n"
@@ -109,17 +108,18 @@ static void print_json_report(FILE *f, const dm_program *p, const sched_report *
 
 int cmd_plan(int argc, char **argv)
 {
-    enum { O_COSTS = 1, O_JSON, O_VERBOSE, O_ROOF, O_GPU, O_CSV };
+    enum { O_COSTS = 1, O_JSON, O_VERBOSE, O_ROOF, O_GPU, O_CSV, O_CALIB };
     static const struct option lo[] = {
         {"model", required_argument, NULL, 'm'}, {"gpus", required_argument, NULL, 'g'},
         {"cluster", required_argument, NULL, 'c'}, {"costs", required_argument, NULL, O_COSTS},
         {"out", required_argument, NULL, 'o'}, {"json", no_argument, NULL, O_JSON},
         {"verbose", no_argument, NULL, O_VERBOSE}, {"write-roofline", required_argument, NULL, O_ROOF},
         {"gpu", required_argument, NULL, O_GPU}, {"csv", required_argument, NULL, O_CSV},
+        {"calibration", required_argument, NULL, O_CALIB},
         {"help", no_argument, NULL, 'h'},
         SCHED_GETOPT_LONG, {NULL, 0, NULL, 0}};
-    const char *model_name = NULL, *cluster_name = "h200", *costs_path = NULL, *out_path = NULL;
-    const char *roof_path = NULL, *gpu_name = "H200", *csv_path = NULL;
+    input_args ia = {NULL, NULL, NULL, NULL, 0, 0};
+    const char *out_path = NULL, *roof_path = NULL, *gpu_name = "H200", *csv_path = NULL;
     long nranks = 0;
     int json = 0, c, rc = 1;
     sched_opts so;
@@ -131,13 +131,14 @@ int cmd_plan(int argc, char **argv)
         if (h < 0) return 2;
         if (h) continue;
         switch (c) {
-        case 'm': model_name = optarg; break;
+        case 'm': ia.model = optarg; break;
         case 'g':
             if (opt_parse_long("plan", "--gpus", optarg, 1, 1 << 20, &nranks)) return 2;
             break;
-        case 'c': cluster_name = optarg; break;
+        case 'c': ia.cluster = optarg; break;
         case 'o': out_path = optarg; break;
-        case O_COSTS: costs_path = optarg; break;
+        case O_COSTS: ia.costs = optarg; break;
+        case O_CALIB: ia.calibration = optarg; break;
         case O_JSON: json = 1; break;
         case O_VERBOSE: so.verbose = 1; break;
         case O_ROOF: roof_path = optarg; break;
@@ -168,21 +169,19 @@ int cmd_plan(int argc, char **argv)
         }
         return 0;
     }
-    if (!model_name || nranks < 1) {
+    if (!ia.model || nranks < 1) {
         opt_usage_error("plan", "--model and --gpus are required");
         return 2;
     }
-    dm_model *model = NULL;
-    dm_costs *costs = NULL;
+    inputs in;
     dm_program *prog = NULL;
-    dm_cluster cl;
     sched_report rep;
     memset(&rep, 0, sizeof rep);
-    if (dm_model_load(model_name, &model, &err) || dm_cluster_load(cluster_name, &cl, &err) ||
-        (costs_path ? dm_costs_load(costs_path, &costs, &err) : dm_costs_load_default(&costs, &err))) {
-        fprintf(stderr, "dmuon plan: %s\n", err.msg);
-        goto done;
-    }
+    ia.gpus_per_node = so.gpus_per_node;
+    if (inputs_resolve("plan", &ia, &in)) goto done;
+    const dm_model *model = in.model;
+    const dm_cluster cl = in.cluster;
+    const dm_costs *costs = in.costs;
     if (sched_build(model, &cl, (int)nranks, costs, &so, &prog, &rep, &err) || dm_program_validate(prog, &err)) {
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
@@ -222,6 +221,7 @@ int cmd_plan(int argc, char **argv)
         printf("options   %s\n", prog->options);
         printf("costs     %s%s%s\n", rep.costs, dm_costs_gpu(costs) != cl.gpu ? "; projected to " : "",
                dm_costs_gpu(costs) != cl.gpu ? cl.gpu->short_name : "");
+        if (in.calib.describe[0]) printf("calib     %s\n", in.calib.describe);
         printf("cost src  %d measured, %d interpolated, %d projected, %d roofline (NS shape x batch queries)\n",
                rep.cost_src_counts[0], rep.cost_src_counts[1], rep.cost_src_counts[2], rep.cost_src_counts[3]);
         printf("# %-6s %12s %7s\n", "owner", "ns_load_us", "ns_ops");
@@ -246,7 +246,6 @@ int cmd_plan(int argc, char **argv)
 done:
     sched_report_free(&rep);
     dm_program_free(prog);
-    dm_costs_free(costs);
-    dm_model_free(model);
+    inputs_free(&in);
     return rc;
 }

@@ -2,207 +2,26 @@
  * and `dmuon scale` (a what-if study over GPU counts and strategies: table, CSV, gnuplot PNGs). */
 #include "config.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "calib.h"
-#include "cluster.h"
 #include "collcost.h"
 #include "commands.h"
-#include "compare.h"
-#include "costs.h"
-#include "json.h"
-#include "model.h"
+#include "inputs.h"
 #include "opts.h"
 #include "outfile.h"
+#include "paths.h"
+#include "plot.h"
 #include "program.h"
 #include "sched.h"
 #include "sim.h"
 #include "sim_mem.h"
 #include "trace.h"
-
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* The inputs both commands resolve: model, cluster, costs. */
-typedef struct sim_inputs {
-    dm_model *model;
-    dm_cluster cluster;
-    dm_costs *costs;
-    calib_info calib; /* what --calibration applied (describe "" when none) */
-} sim_inputs;
-
-static int load_inputs(const char *cmd, const char *model, const char *cluster, const char *costs, const char *calib,
-                       int gpn, sim_inputs *in)
-{
-    dm_err err;
-    memset(in, 0, sizeof *in);
-    if (dm_model_load(model, &in->model, &err)) {
-        fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
-        return 1;
-    }
-    if (dm_cluster_load(cluster, &in->cluster, &err)) {
-        fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
-        return 1;
-    }
-    if (gpn > 0) in->cluster.gpus_per_node = gpn;
-    if (calib && calib_apply(calib, &in->cluster, &in->calib, &err)) {
-        fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
-        return 1;
-    }
-    if (!costs && in->calib.costs[0]) costs = in->calib.costs;
-    if (costs ? dm_costs_load(costs, &in->costs, &err) : dm_costs_load_default(&in->costs, &err)) {
-        fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
-        return 1;
-    }
-    return 0;
-}
-
-static void free_inputs(sim_inputs *in)
-{
-    dm_model_free(in->model);
-    dm_costs_free(in->costs);
-}
-
-static void print_model(FILE *f, const dm_model *m)
-{
-    fprintf(f, "  model       %s (%s): %.3f B parameters, %lld Muon matrices (%.3f B), %lld AdamW tensors\n", m->name,
-            m->path && *m->path ? m->path : "built in", dm_model_params(m) / 1e9,
-            (long long)dm_model_count_role(m, DM_ROLE_MUON), dm_model_params_role(m, DM_ROLE_MUON) / 1e9,
-            (long long)dm_model_count_role(m, DM_ROLE_ADAMW));
-}
-
-static void print_sources(FILE *f, const sim_result *r)
-{
-    static const dm_op_kind order[] = {DM_OP_FORWARD, DM_OP_BACKWARD, DM_OP_NS, DM_OP_MUON_UPDATE, DM_OP_ADAMW,
-                                       DM_OP_BROADCAST, DM_OP_REDUCE, DM_OP_ALLREDUCE, DM_OP_ALLGATHER,
-                                       DM_OP_REDUCESCATTER};
-    fprintf(f, "cost sources:\n");
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        if (r->cost_src[order[i]][0]) fprintf(f, "  %-14s %s\n", dm_op_kind_name(order[i]), r->cost_src[order[i]]);
-}
-
-static void print_result(FILE *f, const dm_program *p, const sim_result *r)
-{
-    double step = r->step_us;
-    fprintf(f, "\nstep time          %10.3f ms\n", step / 1e3);
-    fprintf(f, "  forward          %10.3f ms  %5.1f%%   (GPU time on rank %d, the last to finish)\n", r->forward_us / 1e3,
-            100 * r->forward_us / step, r->crit_rank);
-    fprintf(f, "  backward         %10.3f ms  %5.1f%%\n", r->backward_us / 1e3, 100 * r->backward_us / step);
-    fprintf(f, "  optimizer        %10.3f ms  %5.1f%%   (NS, Muon update and AdamW kernels)\n", r->optimizer_us / 1e3,
-            100 * r->optimizer_us / step);
-    fprintf(f, "  exposed comm     %10.3f ms  %5.1f%%   (GPU idle, waiting on collectives)\n", r->exposed_comm_us / 1e3,
-            100 * r->exposed_comm_us / step);
-    fprintf(f, "  comm in flight   %10.3f ms  %5.1f%%   (time with a collective running; overlaps compute)\n",
-            r->comm_busy_us / 1e3, 100 * r->comm_busy_us / step);
-    double mn = INFINITY;
-    int busy = 0;
-    for (int k = 0; k < r->nranks; k++) {
-        if (r->ns_us[k] < mn) mn = r->ns_us[k];
-        busy += r->ns_us[k] > 0;
-    }
-    /* Collectives on the critical rank: how much, how long in flight, how long held waiting. */
-    int cnt[DM_OP__COUNT] = {0};
-    double mb[DM_OP__COUNT] = {0}, busy_ms[DM_OP__COUNT] = {0}, wait_ms[DM_OP__COUNT] = {0};
-    const dm_rank_prog *rp = &p->ranks[r->crit_rank];
-    for (int i = 0; i < rp->n_ops; i++) {
-        const dm_op *op = &rp->ops[i];
-        if (!dm_op_is_collective(op->kind)) continue;
-        int g = r->op_off[r->crit_rank] + i;
-        cnt[op->kind]++;
-        mb[op->kind] += op->bytes / 1e6;
-        busy_ms[op->kind] += (r->end_us[g] - r->start_us[g]) / 1e3;
-        wait_ms[op->kind] += (r->start_us[g] - r->ready_us[g]) / 1e3;
-    }
-    fprintf(f, "\ncollectives on rank %d  %6s %12s %12s %14s\n", r->crit_rank, "count", "MB", "in flight ms",
-            "wait peers ms");
-    for (int k = 0; k < DM_OP__COUNT; k++)
-        if (cnt[k])
-            fprintf(f, "  %-19s %6d %12.3f %12.3f %14.3f\n", dm_op_kind_name((dm_op_kind)k), cnt[k], mb[k], busy_ms[k],
-                    wait_ms[k]);
-    fprintf(f, "\nNS load per rank   min %.3f  mean %.3f  max %.3f ms (rank %d); %d of %d ranks run NS; imbalance %.1f%%\n",
-            mn / 1e3, r->ns_mean_us / 1e3, r->ns_max_us / 1e3, r->ns_max_rank, busy, r->nranks,
-            r->ns_mean_us > 0 ? 100 * (r->ns_max_us / r->ns_mean_us - 1) : 0.0);
-    if (r->nranks <= 16) {
-        fprintf(f, "  per rank (ms)   ");
-        for (int k = 0; k < r->nranks; k++) fprintf(f, " %.3f", r->ns_us[k] / 1e3);
-        fprintf(f, "\n");
-    }
-    fprintf(f, "\ncritical path      %10.3f ms, ending on rank %d\n", r->crit_total_us / 1e3, r->crit_rank);
-    fprintf(f, "  %-16s %10s %7s %7s\n", "kind", "ms", "share", "ops");
-    for (int i = 0; i < r->n_crit; i++)
-        fprintf(f, "  %-16s %10.3f %6.1f%% %7d\n", dm_op_kind_name(r->crit[i].kind), r->crit[i].us / 1e3,
-                100 * r->crit[i].us / step, r->crit[i].ops);
-    fprintf(f, "  longest ops on it:\n");
-    for (int i = 0; i < r->n_top; i++) {
-        const sim_path_op *o = &r->top[i];
-        const dm_op *op = &p->ranks[o->rank].ops[o->op];
-        fprintf(f, "    rank %d op %d %s", o->rank, o->op, dm_op_kind_name(o->kind));
-        if (o->layer >= 0) fprintf(f, " layer %d", o->layer);
-        if (o->kind == DM_OP_NS) fprintf(f, " %lldx%lld x%d", (long long)op->m, (long long)op->n, op->batch);
-        if (dm_op_is_collective(o->kind)) fprintf(f, " %.3f MB over %d ranks", op->bytes / 1e6, p->groups[op->group].n);
-        fprintf(f, ": %.3f ms at %.3f ms\n", o->dur_us / 1e3, o->start_us / 1e3);
-    }
-}
-
-static void print_speed(FILE *f, const sim_result *r, double plan_s)
-{
-    fprintf(f, "\nspeed: simulated %lld ops, %lld events, %lld rate updates in %.3f s wall, %.3f s CPU (%.3g events/s "
-               "of CPU); setup %.3f s wall, %.3f s CPU; plan %.3f s wall\n",
-            (long long)r->ops, (long long)r->events, (long long)r->rate_updates, r->wall_s, r->cpu_s,
-            r->cpu_s > 0 ? r->events / r->cpu_s : 0.0, r->setup_s, r->setup_cpu_s, plan_s);
-}
-
-static void json_kv(FILE *f, const char *key, const char *v, int last)
-{
-    fprintf(f, "  \"%s\": ", key);
-    json_write_string(f, v);
-    fprintf(f, last ? "\n" : ",\n");
-}
-
-/* The results for programs: one object, keys as in the table, times in microseconds. */
-static void print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_costs *costs, const sim_result *r)
-{
-    fprintf(f, "{\n");
-    json_kv(f, "format", "dmuon-sim-1", 0);
-    json_kv(f, "model", p->model, 0);
-    json_kv(f, "strategy", p->strategy, 0);
-    json_kv(f, "options", p->options, 0);
-    json_kv(f, "cluster", c->name, 0);
-    json_kv(f, "costs", dm_costs_describe(costs), 0);
-    fprintf(f, "  \"nranks\": %d,\n  \"tokens\": %lld,\n", p->nranks, (long long)p->tokens);
-    fprintf(f, "  \"step_us\": %.3f,\n  \"forward_us\": %.3f,\n  \"backward_us\": %.3f,\n  \"optimizer_us\": %.3f,\n"
-               "  \"exposed_comm_us\": %.3f,\n  \"comm_busy_us\": %.3f,\n  \"crit_rank\": %d,\n",
-            r->step_us, r->forward_us, r->backward_us, r->optimizer_us, r->exposed_comm_us, r->comm_busy_us, r->crit_rank);
-    fprintf(f, "  \"ns_us\": [");
-    for (int k = 0; k < r->nranks; k++) fprintf(f, "%s%.3f", k ? ", " : "", r->ns_us[k]);
-    fprintf(f, "],\n  \"critical_path\": [");
-    for (int i = 0; i < r->n_crit; i++)
-        fprintf(f, "%s{\"kind\": \"%s\", \"us\": %.3f, \"ops\": %d}", i ? ", " : "", dm_op_kind_name(r->crit[i].kind),
-                r->crit[i].us, r->crit[i].ops);
-    fprintf(f, "],\n  \"cost_sources\": {");
-    int first = 1;
-    for (int k = 0; k < DM_OP__COUNT; k++) {
-        if (!r->cost_src[k][0]) continue;
-        fprintf(f, "%s\"%s\": ", first ? "" : ", ", dm_op_kind_name((dm_op_kind)k));
-        json_write_string(f, r->cost_src[k]);
-        first = 0;
-    }
-    fprintf(f, "},\n  \"ops\": %lld,\n  \"events\": %lld,\n  \"sim_wall_s\": %.6f\n}\n", (long long)r->ops,
-            (long long)r->events, r->wall_s);
-}
 
 /* ---- options both commands take ----------------------------------------------------------- */
 
@@ -215,13 +34,10 @@ enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_ALGO, O_TRACE, O_CSV,
     {"calibration", required_argument, 0, O_CALIB}, {"max-memory", required_argument, 0, O_MAXMEM}, \
     {"algo", required_argument, 0, O_ALGO}, {"help", no_argument, 0, O_HELP}, SCHED_GETOPT_LONG
 
-typedef struct common_args {
-    const char *model, *cluster, *costs, *calib;
-    int64_t max_memory; /* --max-memory bytes; -1: sim_mem_default_limit(); 0: none */
-} common_args;
-
-/* 1: handled (plan options into so, the rest into a/o), 0: not one of them, -1: bad value. */
-static int common_opt(const char *cmd, int c, char **argv, common_args *a, sched_opts *so, sim_opts *o)
+/* 1: handled (plan options into so, inputs into a, the memory limit into *max_memory, the rest
+ * into o), 0: not one of them, -1: bad value. */
+static int common_opt(const char *cmd, int c, char **argv, input_args *a, int64_t *max_memory, sched_opts *so,
+                      sim_opts *o)
 {
     int h = sched_getopt_handle(so, cmd, c, optarg);
     if (h) return h;
@@ -229,8 +45,8 @@ static int common_opt(const char *cmd, int c, char **argv, common_args *a, sched
     case O_MODEL: a->model = optarg; return 1;
     case O_CLUSTER: a->cluster = optarg; return 1;
     case O_COSTS: a->costs = optarg; return 1;
-    case O_CALIB: a->calib = optarg; return 1;
-    case O_MAXMEM: return opt_parse_size(cmd, "--max-memory", optarg, 0, INT64_MAX, &a->max_memory) ? -1 : 1;
+    case O_CALIB: a->calibration = optarg; return 1;
+    case O_MAXMEM: return opt_parse_size(cmd, "--max-memory", optarg, 0, INT64_MAX, max_memory) ? -1 : 1;
     case O_ALGO:
         if (coll_algo_parse(optarg, &o->algo) == 0) return 1;
         opt_usage_error(cmd, "--algo: expected auto, ring or tree, found '%s'", optarg);
@@ -244,17 +60,21 @@ static int common_opt(const char *cmd, int c, char **argv, common_args *a, sched
 static void sim_help(void)
 {
     printf("Usage: dmuon sim --model M --gpus N [--cluster C] [--strategy S] [plan options] [options]\n"
+           "       dmuon sim --program FILE [--cluster C] [--costs FILE] [--calibration FILE] [options]\n"
            "Plan one training step (the scheduler) and simulate it on a modeled cluster: resolved\n"
            "configuration, step time and its parts, per-rank NS load, the critical path.\n\n"
            "  --model M             model name or file (see 'dmuon models'); required\n"
            "  --gpus N              ranks (GPUs), 1 .. 65536; required\n"
-           "  --cluster C           preset (a800, h100, h200, h200x2) or cluster file (default a800)\n"
-           "  --costs FILE          kernel cost table (default: traces/costs/h200.csv, else roofline)\n"
+           "  --cluster C           preset (a800, h100, h200, h200x2) or cluster file (default " DM_CLUSTER_DEFAULT ")\n"
+           "  --costs FILE          kernel cost table (default: the calibration's, else traces/costs/h200.csv,\n"
+           "                        else roofline)\n"
            "  --calibration FILE    apply a calibration file (dmuon calibrate) to the cluster; its\n"
            "                        kernel table is used unless --costs is given\n"
            "  --algo A              collective algorithm: auto (NCCL's choice), ring, tree (default auto)\n"
            "  --program FILE        simulate a saved step program (dmuon plan -o) instead of planning one;\n"
-           "                        the cluster defaults to the program's\n"
+           "                        the cluster defaults to the program's; the program fixes the model,\n"
+           "                        the GPU count and the plan, so --model, --gpus and the plan options\n"
+           "                        are refused beside it\n"
            "  --trace FILE          write the Chrome trace JSON (Perfetto opens it)\n"
            "  --csv FILE            write the same trace rows as CSV\n"
            "  --quiet               only the step time line\n"
@@ -274,18 +94,21 @@ int cmd_sim(int argc, char **argv)
                                        {"quiet", no_argument, 0, O_QUIET},
                                        {"json", no_argument, 0, O_JSON},
                                        {0, 0, 0, 0}};
-    common_args ca = {NULL, NULL, NULL, NULL, -1}; /* cluster: the program's, else a800 */
-    const char *trace = NULL, *csv = NULL, *program = NULL;
+    input_args ia = {NULL, NULL, NULL, NULL, 0, 0};
+    int64_t max_memory = -1; /* --max-memory; -1: sim_mem_default_limit() */
+    const char *trace = NULL, *csv = NULL, *program = NULL, *fixed = NULL; /* fixed: a plan option given */
     long gpus = 0;
-    int quiet = 0, c;
+    int quiet = 0, c, li = -1;
     sched_opts so;
     sched_opts_default(&so);
     sim_opts o;
     sim_opts_default(&o);
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:h", lo, NULL)) != -1) {
-        int h = common_opt("sim", c, argv, &ca, &so, &o);
+    while ((c = getopt_long(argc, argv, "+:h", lo, &li)) != -1) {
+        if ((c == O_MODEL || c == O_GPUS || c >= SCHED_OPT_BASE) && li >= 0 && !fixed) fixed = lo[li].name;
+        li = -1;
+        int h = common_opt("sim", c, argv, &ia, &max_memory, &so, &o);
         if (h < 0) return 2;
         if (h > 0) continue;
         switch (c) {
@@ -301,76 +124,69 @@ int cmd_sim(int argc, char **argv)
         }
     }
     if (opt_no_operands("sim", argc, argv)) return 2;
-    if (!program && (!ca.model || !gpus)) {
+    if (program && fixed) {
+        opt_usage_error("sim", "--%s: the program fixes the model, the GPU count and the plan; not allowed with --program",
+                        fixed);
+        return 2;
+    }
+    if (!program && (!ia.model || !gpus)) {
         opt_usage_error("sim", "expected --model and --gpus (or --program)");
         return 2;
     }
     dm_err err;
-    sim_inputs in;
+    inputs in;
     dm_program *p = NULL;
     sched_report rep;
     memset(&rep, 0, sizeof rep);
+    memset(&in, 0, sizeof in);
     sim_result *r = NULL;
     int rc = 1;
-    memset(&in, 0, sizeof in);
     double plan_s = 0;
     if (program) {
         if (dm_program_load(program, &p, &err) || dm_program_validate(p, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
-        if (dm_cluster_load(ca.cluster ? ca.cluster : p->cluster, &in.cluster, &err) ||
-            (ca.calib && calib_apply(ca.calib, &in.cluster, &in.calib, &err)) ||
-            (ca.costs ? dm_costs_load(ca.costs, &in.costs, &err)
-             : in.calib.costs[0] ? dm_costs_load(in.calib.costs, &in.costs, &err) : dm_costs_load_default(&in.costs, &err))) {
-            fprintf(stderr, "dmuon sim: %s\n", err.msg);
-            goto out;
-        }
-        in.cluster.gpus_per_node = p->gpus_per_node;
+        if (!ia.cluster) ia.cluster = p->cluster;
+        ia.gpus_per_node = p->gpus_per_node;
+        if (inputs_resolve("sim", &ia, &in)) goto out;
     } else {
-        if (load_inputs("sim", ca.model, ca.cluster ? ca.cluster : "a800", ca.costs, ca.calib, so.gpus_per_node, &in)) goto out;
-        double t0 = wall_s();
-        if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus, &so, trace || csv, ca.max_memory, &err) ||
+        ia.gpus_per_node = so.gpus_per_node;
+        if (inputs_resolve("sim", &ia, &in)) goto out;
+        double t0 = sched_wall_s();
+        if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus, &so, trace || csv, max_memory, &err) ||
             sched_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &p, &rep, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
-        plan_s = wall_s() - t0;
+        plan_s = sched_wall_s() - t0;
     }
     o.costs = in.costs;
     o.record_trace = trace || csv;
-    if (sim_mem_check_program(p, o.record_trace, ca.max_memory, &err) || sim_run(p, &in.cluster, &o, &r, &err)) {
+    if (sim_mem_check_program(p, o.record_trace, max_memory, &err) || sim_run(p, &in.cluster, &o, &r, &err)) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
         goto out;
     }
     if (quiet == 2) {
-        print_json(stdout, p, &in.cluster, in.costs, r);
+        sim_print_json(stdout, p, &in.cluster, in.costs, r);
     } else if (quiet) {
         printf("%s %s %d GPUs %s: step %.3f ms\n", p->model, p->strategy, p->nranks, in.cluster.name, r->step_us / 1e3);
     } else {
         printf("# dmuon sim: resolved configuration\n");
-        if (in.model) print_model(stdout, in.model);
-        else printf("  model       %s (from program %s)\n", p->model, program);
-        dm_cluster_describe(&in.cluster, stdout);
+        if (!in.model) printf("  model       %s (from program %s)\n", p->model, program);
+        inputs_print(stdout, &in);
         printf("  ranks       %d on %d node%s\n", p->nranks, dm_cluster_nodes(&in.cluster, p->nranks),
                dm_cluster_nodes(&in.cluster, p->nranks) == 1 ? "" : "s");
         printf("  strategy    %s (%s)\n", p->strategy, p->options);
         printf("  tokens      %lld per rank per step\n", (long long)p->tokens);
-        printf("  costs       %s\n", dm_costs_describe(in.costs));
-        printf("  calibration %s\n", in.calib.describe[0] ? in.calib.describe : "none (cluster preset or file as given)");
         printf("  collectives %s algorithm\n", coll_algo_name(o.algo));
         if (!program)
             printf("  plan        %s assignment, %d units over %d owners, planned NS load max %.3f ms, imbalance %.1f%%\n",
                    rep.solver_status, rep.n_units, rep.nowners, rep.max_us / 1e3, 100 * rep.imbalance);
-        print_sources(stdout, r);
-        print_result(stdout, p, r);
-        print_speed(stdout, r, plan_s);
+        sim_print_report(stdout, p, r);
+        sim_print_speed(stdout, r, plan_s);
     }
-    if (trace && dm_trace_write_json(r->trace, trace, &err)) {
-        fprintf(stderr, "dmuon sim: %s\n", err.msg);
-        goto out;
-    }
-    if (csv && dm_trace_write_csv(r->trace, csv, &err)) {
+    if ((trace && dm_trace_write_json(r->trace, trace, &err)) || (csv && dm_trace_write_csv(r->trace, csv, &err))) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
         goto out;
     }
@@ -379,7 +195,7 @@ out:
     sim_result_free(r);
     sched_report_free(&rep);
     dm_program_free(p);
-    free_inputs(&in);
+    inputs_free(&in);
     return rc;
 }
 
@@ -390,7 +206,7 @@ out:
 
 typedef struct point {
     int gpus, strat;
-    double step_us, fwd_us, bwd_us, opt_us, opt_kernels_us, exposed_us, ns_max_us, overhead_pct;
+    double step_us, fwd_us, bwd_us, opt_us, opt_kernels_us, exposed_comm_us, ns_max_us, overhead_pct;
     double sim_s, plan_s;
     int64_t events;
     int ok;
@@ -404,7 +220,7 @@ static void scale_help(void)
            "DIR/scale.csv and, when gnuplot is installed, DIR/step_time.png, DIR/optimizer_time.png and\n"
            "DIR/overhead.png.\n\n"
            "  --model M             model (default wall-oss-flow)\n"
-           "  --cluster C           preset or cluster file (default a800)\n"
+           "  --cluster C           preset or cluster file (default " DM_CLUSTER_DEFAULT ")\n"
            "  --gpus LIST           GPU counts (default 8,16,32,64,128,256)\n"
            "  --strategies LIST     comma list of adamw, muon-ddp, muon-fsdp, muon-rr, dmuon (default all)\n"
            "  --out DIR             output folder (default dmuon-scale)\n"
@@ -438,53 +254,8 @@ static const char *find_plot_script(void)
     return NULL;
 }
 
-static int have_gnuplot(void)
-{
-    const char *p = getenv("PATH");
-    if (!p) return 0;
-    char buf[4096];
-    while (*p) {
-        size_t n = strcspn(p, ":");
-        snprintf(buf, sizeof buf, "%.*s/gnuplot", (int)n, p);
-        if (access(buf, X_OK) == 0) return 1;
-        p += n + (p[n] == ':');
-    }
-    return 0;
-}
-
 /* The study's table. csv: comma-separated; grouped: one block per strategy separated by two
  * blank lines (gnuplot's `index`), else ordered by GPU count as computed. */
-/* s for a single-quoted gnuplot string (a quote doubled). Returns buf. */
-static char *gp_quote(const char *s, char *buf, size_t size)
-{
-    size_t k = 0;
-    for (; *s && k + 3 < size; s++) {
-        if (*s == '\'') buf[k++] = '\'';
-        buf[k++] = *s;
-    }
-    buf[k] = 0;
-    return buf;
-}
-
-/* gnuplot -e EXPR SCRIPT, without a shell in between; 0 when it exits 0. (fork/exec: <spawn.h>
- * would pull in <sched.h>, which -I sched shadows with the scheduler's header.) */
-static int run_gnuplot(const char *expr, const char *script)
-{
-    char *const args[] = {"gnuplot", "-e", (char *)expr, (char *)script, NULL};
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        execvp("gnuplot", args);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-}
-
 static void write_table(FILE *f, const point *pts, int n, char *const *names, int n_str, int csv, int grouped)
 {
     if (csv)
@@ -500,12 +271,12 @@ static void write_table(FILE *f, const point *pts, int n, char *const *names, in
             if (!q->ok || (grouped && q->strat != s)) continue;
             if (csv)
                 fprintf(f, "%d,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f\n", q->gpus, names[q->strat], q->step_us / 1e3,
-                        q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3, q->opt_kernels_us / 1e3, q->exposed_us / 1e3,
+                        q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3, q->opt_kernels_us / 1e3, q->exposed_comm_us / 1e3,
                         q->ns_max_us / 1e3, q->overhead_pct);
             else
                 fprintf(f, "  %4d %-10s %10.3f %10.3f %10.3f %12.3f %12.3f %12.3f %10.3f %10.2f\n", q->gpus,
                         names[q->strat], q->step_us / 1e3, q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3,
-                        q->opt_kernels_us / 1e3, q->exposed_us / 1e3, q->ns_max_us / 1e3, q->overhead_pct);
+                        q->opt_kernels_us / 1e3, q->exposed_comm_us / 1e3, q->ns_max_us / 1e3, q->overhead_pct);
         }
     }
 }
@@ -535,7 +306,8 @@ int cmd_scale(int argc, char **argv)
                                        {"no-progress", no_argument, 0, O_NOPROGRESS},
                                        {"no-plots", no_argument, 0, O_NOPLOTS},
                                        {0, 0, 0, 0}};
-    common_args ca = {"wall-oss-flow", "a800", NULL, NULL, -1};
+    input_args ia = {"wall-oss-flow", NULL, NULL, NULL, 0, 0};
+    int64_t max_memory = -1;
     const char *out_dir = "dmuon-scale";
     char strat_buf[256] = "adamw,muon-ddp,muon-fsdp,muon-rr,dmuon";
     long gpus[MAX_POINTS] = {8, 16, 32, 64, 128, 256};
@@ -551,7 +323,7 @@ int cmd_scale(int argc, char **argv)
             opt_usage_error("scale", "--strategy: use --strategies LIST for a study");
             return 2;
         }
-        int h = common_opt("scale", c, argv, &ca, &so, &o);
+        int h = common_opt("scale", c, argv, &ia, &max_memory, &so, &o);
         if (h < 0) return 2;
         if (h > 0) continue;
         switch (c) {
@@ -598,14 +370,15 @@ int cmd_scale(int argc, char **argv)
         listed[n_str] = 0;
         base = n_str++;
     }
-    sim_inputs in;
-    if (load_inputs("scale", ca.model, ca.cluster, ca.costs, ca.calib, so.gpus_per_node, &in)) {
-        free_inputs(&in);
+    inputs in;
+    ia.gpus_per_node = so.gpus_per_node;
+    if (inputs_resolve("scale", &ia, &in)) {
+        inputs_free(&in);
         return 1;
     }
-    if (cmp_mkdir_p(out_dir, &err)) {
+    if (dm_mkdir_p(out_dir, &err)) {
         fprintf(stderr, "dmuon scale: %s\n", err.msg);
-        free_inputs(&in);
+        inputs_free(&in);
         return 1;
     }
     o.costs = in.costs;
@@ -613,14 +386,11 @@ int cmd_scale(int argc, char **argv)
     point *pts = dm_calloc((size_t)n_pts, sizeof *pts, &err);
     if (!pts) {
         fprintf(stderr, "dmuon scale: %s\n", err.msg);
-        free_inputs(&in);
+        inputs_free(&in);
         return 1;
     }
     printf("# dmuon scale: resolved configuration\n");
-    print_model(stdout, in.model);
-    dm_cluster_describe(&in.cluster, stdout);
-    printf("  costs       %s\n", dm_costs_describe(in.costs));
-    printf("  calibration %s\n", in.calib.describe[0] ? in.calib.describe : "none (cluster preset or file as given)");
+    inputs_print(stdout, &in);
     printf("  collectives %s algorithm\n", coll_algo_name(o.algo));
     char desc[512];
     printf("  options     %s\n", sched_opts_describe(&so, desc, sizeof desc));
@@ -629,7 +399,7 @@ int cmd_scale(int argc, char **argv)
     printf("\n  strategies ");
     for (int s = 0; s < n_str; s++) printf(" %s%s", names[s], listed[s] ? "" : " (baseline only)");
     printf("\n");
-    double t_start = wall_s(), sim_total = 0, cpu_total = 0;
+    double t_start = sched_wall_s(), sim_total = 0, cpu_total = 0;
     int64_t ev_total = 0;
     char srcs[DM_OP__COUNT][192];
     memset(srcs, 0, sizeof srcs);
@@ -640,15 +410,15 @@ int cmd_scale(int argc, char **argv)
             q->strat = s;
             if (progress) {
                 fprintf(stderr, "\rscale: %d/%d  %-10s on %4ld GPUs  (%.1f s)   ", gi * n_str + s + 1, n_pts, names[s],
-                        gpus[gi], wall_s() - t_start);
+                        gpus[gi], sched_wall_s() - t_start);
                 fflush(stderr);
             }
             dm_program *p = NULL;
             sim_result *r = NULL;
-            double t0 = wall_s();
-            if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus[gi], &sopt[s], 0, ca.max_memory, &err) ||
+            double t0 = sched_wall_s();
+            if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus[gi], &sopt[s], 0, max_memory, &err) ||
                 sched_build(in.model, &in.cluster, (int)gpus[gi], in.costs, &sopt[s], &p, NULL, &err) ||
-                (q->plan_s = wall_s() - t0, sim_mem_check_program(p, 0, ca.max_memory, &err)) ||
+                (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, 0, max_memory, &err)) ||
                 sim_run(p, &in.cluster, &o, &r, &err)) {
                 if (progress) fprintf(stderr, "\n");
                 fprintf(stderr, "dmuon scale: %s on %ld GPUs: %s\n", names[s], gpus[gi], err.msg);
@@ -662,7 +432,7 @@ int cmd_scale(int argc, char **argv)
             q->bwd_us = r->backward_us;
             q->opt_kernels_us = r->optimizer_us;
             q->opt_us = r->step_us - r->forward_us - r->backward_us;
-            q->exposed_us = r->exposed_comm_us;
+            q->exposed_comm_us = r->exposed_comm_us;
             q->ns_max_us = r->ns_max_us;
             q->events = r->events;
             q->sim_s = r->wall_s;
@@ -696,20 +466,20 @@ int cmd_scale(int argc, char **argv)
         const char *gp = find_plot_script();
         if (n_gpus < 2) {
             printf("plots: one GPU count, nothing to plot against; skipped\n");
-        } else if (!have_gnuplot()) {
+        } else if (!plot_available()) {
             printf("plots: gnuplot not found; skipped (the data files are ready for it)\n");
         } else if (!gp) {
             printf("plots: plots/scale.gp not found (set DMUON_PLOTS); skipped\n");
         } else {
-            char expr[8192], strs[256] = "";
+            char expr[8192], strs[256] = "", qdir[4096], qstrs[600], qtitle[512], title[256];
             for (int s = 0; s < n_str; s++) /* the blocks of scale.dat, in order */
                 snprintf(strs + strlen(strs), sizeof strs - strlen(strs), "%s%s", strs[0] ? " " : "", names[s]);
-            char qdir[4096], qtitle[512], title[256];
             snprintf(title, sizeof title, "%s on %s", in.model->name, in.cluster.name);
-            snprintf(expr, sizeof expr, "dir='%s'; strategies='%s'; title_text='%s'", gp_quote(out_dir, qdir, sizeof qdir),
-                     strs, gp_quote(title, qtitle, sizeof qtitle));
-            if (run_gnuplot(expr, gp)) {
-                fprintf(stderr, "dmuon scale: gnuplot -e \"%s\" %s failed\n", expr, gp);
+            snprintf(expr, sizeof expr, "dir='%s'; strategies='%s'; title_text='%s'", plot_quote(out_dir, qdir, sizeof qdir),
+                     plot_quote(strs, qstrs, sizeof qstrs), plot_quote(title, qtitle, sizeof qtitle));
+            static const char *const pngs[] = {"step_time.png", "optimizer_time.png", "overhead.png"};
+            if (plot_run(gp, expr, out_dir, pngs, 3, NULL, &err)) {
+                fprintf(stderr, "dmuon scale: gnuplot %s: %s\n", gp, err.msg);
                 rc = 1;
             } else {
                 printf("plots: %s/step_time.png %s/optimizer_time.png %s/overhead.png\n", out_dir, out_dir, out_dir);
@@ -721,8 +491,8 @@ int cmd_scale(int argc, char **argv)
     printf("speed: %d points, %lld events simulated in %.3f s wall, %.3f s CPU with setup (%.3g events/s of wall); "
            "study %.3f s wall, process %.3f s CPU\n",
            n_pts, (long long)ev_total, sim_total, cpu_total, sim_total > 0 ? ev_total / sim_total : 0.0,
-           wall_s() - t_start, cts.tv_sec + cts.tv_nsec * 1e-9);
+           sched_wall_s() - t_start, cts.tv_sec + cts.tv_nsec * 1e-9);
     free(pts);
-    free_inputs(&in);
+    inputs_free(&in);
     return rc;
 }

@@ -3,14 +3,17 @@
 #define _GNU_SOURCE
 #include "cluster.h"
 
+#include "lines.h"
 #include "program.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 static const dm_gpu gpus[] = {
     /* name, short, dense bf16 FLOP/s, HBM B/s, launch floor us */
@@ -73,15 +76,130 @@ const char *const *dm_cluster_presets(void)
     return names;
 }
 
+/* ---- the parameter table ------------------------------------------------------------------- */
+
+#define F DM_PARAM_FILE
+#define C DM_PARAM_CALIB
+#define S DM_PARAM_SHOWN
+#define AT(field) ((long)offsetof(dm_cluster, field))
+#define BUSBW(i, kind) \
+    {"busbw_scale." kind, DM_PARAM_NUM, F | C, AT(busbw_scale[i]), 1, "", 0.01, 10, 1, \
+     kind "'s bus bandwidth inside a node / all-reduce's"}
+#define ELEM_EFF(i, kind, what)                                                                        \
+    {"elementwise_efficiency." kind, DM_PARAM_NUM, F | C, AT(elem_efficiency[i]), 1, "", 0.001, 1, 0,  \
+     what ": fraction of HBM bandwidth reached, time = launch + bytes / (it x HBM) (default: the kernel table)"}
+#define ELEM_LAUNCH(i, kind, what)                                                                     \
+    {"elementwise_launch_us." kind, DM_PARAM_NUM, F | C, AT(elem_launch_us[i]), 1, "us", 0, 1e4, 0,     \
+     what ": the per-op launch of that time (default: the GPU's launch floor)"}
+
+static const dm_param params[] = {
+    {"name", DM_PARAM_TEXT, F | S, AT(name), 1, "", 0, 0, 0, "the cluster's name in reports (default: the file's path)"},
+    {"gpu", DM_PARAM_GPU, F | S, AT(gpu), 1, "", 0, 0, 0, "a catalogue GPU: A800-SXM4-80GB, H100-SXM or H200-SXM (required)"},
+    {"gpus_per_node", DM_PARAM_INT, F | S, AT(gpus_per_node), 1, "", 1, 1024, 0, "GPUs in a node (required)"},
+    {"nvlink_GBps", DM_PARAM_NUM, F | S, AT(nvlink_Bps), 1e9, "GB/s", 0.1, 1e5, 0, "NVLink bandwidth per GPU, each way (required)"},
+    {"nics_per_node", DM_PARAM_INT, F | S, AT(nics_per_node), 1, "", 0, 64, 0, "network interfaces in a node"},
+    {"nic_Gbps", DM_PARAM_NUM, F | S, -1, 1, "Gb/s", 1, 1e5, 0, "a NIC's line rate, each way (usable: nic_efficiency x it)"},
+    {"nic_efficiency", DM_PARAM_NUM, F | S, -1, 1, "", 0.01, 1, 0.94, "the usable fraction of a NIC's line rate"},
+    {"nic_usable_Gbps", DM_PARAM_NUM, C | S, AT(nic_Bps), 1e9 / 8, "Gb/s", 1, 1e5, 0,
+     "a NIC's usable bandwidth, each way (fitted across nodes)"},
+    {"base_latency_us", DM_PARAM_NUM, F | C | S, AT(base_latency_us), 1, "us", 0, 1e5, 6.8,
+     "NCCL's base latency of a collective (ring/simple: about 7 us)"},
+    {"nvlink_latency_us", DM_PARAM_NUM, F | C | S, AT(nvlink_latency_us), 1, "us", 0, 1e4, 0.6,
+     "latency per NVLink hop (NCCL's tuning: about 0.6 us)"},
+    {"net_latency_us", DM_PARAM_NUM, F | C | S, AT(net_latency_us), 1, "us", 0, 1e5, 5.0, "latency per network hop"},
+    {"nvlink_bus_efficiency", DM_PARAM_NUM, F | C | S, AT(nvlink_bus_efficiency), 1, "", 0.01, 1, 0.8,
+     "NCCL all-reduce bus bandwidth inside a node / nvlink_GBps"},
+    {"fwd_efficiency", DM_PARAM_NUM, F | C | S, AT(fwd_efficiency), 1, "", 0.01, 1, 0.45,
+     "achieved fraction of the GPU's dense bf16 rate for forward GEMMs"},
+    {"bwd_efficiency", DM_PARAM_NUM, F | C | S, AT(bwd_efficiency), 1, "", 0.01, 1, 0,
+     "the same for backward GEMMs (default: fwd_efficiency)"},
+    BUSBW(0, "broadcast"),
+    BUSBW(1, "reduce"),
+    BUSBW(2, "all-reduce"),
+    BUSBW(3, "all-gather"),
+    BUSBW(4, "reduce-scatter"),
+    ELEM_EFF(0, "muon_update", "Muon updates"),
+    ELEM_EFF(1, "adamw", "AdamW"),
+    ELEM_LAUNCH(0, "muon_update", "Muon updates"),
+    ELEM_LAUNCH(1, "adamw", "AdamW"),
+    {"ns_time_scale", DM_PARAM_NUM, F | C, AT(ns_time_scale), 1, "", 0.1, 10, 0,
+     "NS kernels take this times the kernel table's time (default 1)"},
+    {"comm_slowdown", DM_PARAM_NUM, F | C, AT(comm_slowdown), 1, "", 0, 0.95, 0,
+     "f: compute runs at (1 - f) of its rate while a collective is in flight on its rank"},
+    {"coll_slowdown", DM_PARAM_NUM, F | C, AT(coll_slowdown), 1, "", 0, 0.95, 0,
+     "g: a GPU's NVLink carries (1 - g) of its capacity while the GPU computes"},
+    {"step_start_us", DM_PARAM_NUM, F | C, AT(step_start_us), 1, "us", 0, 1e6, 0,
+     "every rank's first op starts this long after the step's start (executor setup)"},
+    {"op_gap_us", DM_PARAM_NUM, F | C, AT(op_gap_us), 1, "us", 0, 1e4, 0,
+     "the GPU idles this long between two compute ops of a rank (launches, event records)"},
+};
+#define N_PARAMS (int)(sizeof params / sizeof params[0])
+
+int dm_param_count(void) { return N_PARAMS; }
+const dm_param *dm_param_at(int i) { return i >= 0 && i < N_PARAMS ? &params[i] : NULL; }
+
+const dm_param *dm_param_find(const char *key)
+{
+    for (int i = 0; i < N_PARAMS; i++)
+        if (!strcmp(key, params[i].key)) return &params[i];
+    return NULL;
+}
+
+static int is_numeric(const dm_param *p) { return p->type == DM_PARAM_NUM || p->type == DM_PARAM_INT; }
+
+void dm_param_set(const dm_param *p, dm_cluster *c, double v)
+{
+    if (p->offset < 0 || !is_numeric(p)) return;
+    char *field = (char *)c + p->offset;
+    if (p->type == DM_PARAM_INT) *(int *)field = (int)v;
+    else *(double *)field = v * p->scale;
+}
+
+double dm_param_get(const dm_param *p, const dm_cluster *c)
+{
+    if (p->offset < 0 || !is_numeric(p)) return 0;
+    const char *field = (const char *)c + p->offset;
+    return p->type == DM_PARAM_INT ? *(const int *)field : *(const double *)field / p->scale;
+}
+
+int dm_param_parse(const dm_param *p, const char *val, double *out, const char *path, int line, int col, dm_err *err)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(val, &end);
+    if (errno || end == val || *end || !isfinite(x) || x < p->lo || x > p->hi)
+        return dm_err_set(err, "%s:%d:%d: expected %s to be a number in [%g, %g], found '%s'", path, line, col, p->key,
+                          p->lo, p->hi, val);
+    if (p->type == DM_PARAM_INT && x != floor(x))
+        return dm_err_set(err, "%s:%d:%d: expected %s to be an integer, found '%s'", path, line, col, p->key, val);
+    *out = x;
+    return 0;
+}
+
+const char *dm_param_list(int flags, char *buf, size_t size)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < N_PARAMS; i++) {
+        if ((params[i].flags & flags) != flags) continue;
+        const char *dot = strchr(params[i].key, '.');
+        int plen = dot ? (int)(dot - params[i].key) : -1;
+        int family = dot && i > 0 && !strncmp(params[i - 1].key, params[i].key, (size_t)plen + 1) &&
+                     (params[i - 1].flags & flags) == flags;
+        int last = !dot || i + 1 == N_PARAMS || strncmp(params[i + 1].key, params[i].key, (size_t)plen + 1);
+        if (!dot) k += (size_t)snprintf(buf + k, k < size ? size - k : 0, "%s%s", k ? ", " : "", params[i].key);
+        else if (!family)
+            k += (size_t)snprintf(buf + k, k < size ? size - k : 0, "%s%.*s{%s%s", k ? ", " : "", plen + 1,
+                                  params[i].key, dot + 1, last ? "}" : "");
+        else k += (size_t)snprintf(buf + k, k < size ? size - k : 0, "|%s%s", dot + 1, last ? "}" : "");
+    }
+    return buf;
+}
+
 static void defaults(dm_cluster *c)
 {
     memset(c, 0, sizeof *c);
-    c->nvlink_latency_us = 0.6; /* NCCL tuning.cc: per-hop NVLink latency, order of 0.6 us */
-    c->net_latency_us = 5.0;    /* per network hop, order of a few us */
-    c->base_latency_us = 6.8;   /* NCCL base latency of ring/simple, order of 7 us */
-    c->fwd_efficiency = 0.45;   /* assumed until calibrated from the executor's GEMM times */
-    c->nvlink_bus_efficiency = 0.8; /* file default: between the A800 and H100 measurements */
-    for (int i = 0; i < 5; i++) c->busbw_scale[i] = 1;
+    for (int i = 0; i < N_PARAMS; i++) dm_param_set(&params[i], c, params[i].def);
 }
 
 static int set_preset(const preset *p, dm_cluster *c)
@@ -105,108 +223,76 @@ static char *trim(char *s)
 {
     while (*s == ' ' || *s == '\t') s++;
     char *e = s + strlen(s);
-    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) *--e = 0;
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) *--e = 0;
     return s;
 }
 
-static int num(const char *path, int line, int col, const char *key, const char *v, double lo,
-               double hi, double *out, dm_err *err)
+/* One "key = value" line of a cluster file into c (nic_Gbps and nic_efficiency into nic[2]). */
+static int read_line(const char *path, int line, char *buf, dm_cluster *c, double nic[2], int *seen, dm_err *err)
 {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
-        return dm_err_set(err, "%s:%d:%d: expected %s to be a number in [%g, %g], found '%s'", path,
-                          line, col, key, lo, hi, v);
-    *out = x;
-    return 0;
+    char *hash = strchr(buf, '#');
+    if (hash) *hash = 0;
+    char *s = trim(buf);
+    if (!*s) return 0;
+    char *eq = strchr(s, '=');
+    if (!eq) return dm_err_set(err, "%s:%d:%d: expected \"key = value\"", path, line, (int)(s - buf) + 1);
+    *eq = 0;
+    char *k = trim(s), *v = trim(eq + 1);
+    int col = (int)(v - buf) + 1; /* the value's first character */
+    const dm_param *p = dm_param_find(k);
+    if (!p || !(p->flags & DM_PARAM_FILE)) {
+        char list[1024];
+        return dm_err_set(err, "%s:%d:%d: unknown key \"%s\" (expected %s)", path, line, (int)(k - buf) + 1, k,
+                          dm_param_list(DM_PARAM_FILE, list, sizeof list));
+    }
+    int i = (int)(p - params);
+    if (seen[i])
+        return dm_err_set(err, "%s:%d:%d: key \"%s\" given twice (first on line %d)", path, line, (int)(k - buf) + 1, k,
+                          seen[i]);
+    seen[i] = line;
+    double x;
+    switch (p->type) {
+    case DM_PARAM_TEXT: snprintf(c->name, sizeof c->name, "%s", v); return 0;
+    case DM_PARAM_GPU:
+        if (!(c->gpu = dm_gpu_find(v)))
+            return dm_err_set(err, "%s:%d:%d: expected a known GPU (A800-SXM4-80GB, H100-SXM, H200-SXM), found '%s'", path,
+                              line, col, v);
+        return 0;
+    default:
+        if (dm_param_parse(p, v, &x, path, line, col, err)) return -1;
+        if (!strcmp(k, "nic_Gbps")) nic[0] = x;
+        else if (!strcmp(k, "nic_efficiency")) nic[1] = x;
+        else dm_param_set(p, c, x);
+        return 0;
+    }
 }
 
 int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
 {
     for (int i = 0; i < N_PRESETS; i++)
         if (!strcasecmp(name, presets[i].name)) return set_preset(&presets[i], c);
-    FILE *f = fopen(name, "r");
-    if (!f) {
+    if (access(name, F_OK) != 0) {
         char list[256] = "";
         for (int i = 0; i < N_PRESETS; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", presets[i].name);
         return dm_err_set(err, "unknown cluster \"%s\" (presets: %s; or a file path)", name, list);
     }
+    dm_lines *in = dm_lines_open(name, 4096, 1 << 20, err);
+    if (!in) return -1;
     defaults(c);
     snprintf(c->name, sizeof c->name, "%s", name);
     snprintf(c->source, sizeof c->source, "file %s", name);
-    char buf[1024];
-    int line = 0, rc = 0, have_gpu = 0, have_gpn = 0;
-    double nic_eff = 0.94, nic_Gbps = 0;
-    while (fgets(buf, sizeof buf, f)) {
-        line++;
-        char *hash = strchr(buf, '#');
-        if (hash) *hash = 0;
-        char *s = trim(buf);
-        if (!*s) continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            rc = dm_err_set(err, "%s:%d:1: expected \"key = value\"", name, line);
-            break;
-        }
-        *eq = 0;
-        char *k = trim(s), *v = trim(eq + 1);
-        int col = (int)(v - buf) + 1; /* the value's first character */
-        double x = 0;
-        if (!strcmp(k, "name")) snprintf(c->name, sizeof c->name, "%s", v);
-        else if (!strcmp(k, "gpu")) {
-            if (!(c->gpu = dm_gpu_find(v))) { rc = dm_err_set(err, "%s:%d:%d: expected a known GPU (A800-SXM4-80GB, H100-SXM, H200-SXM), found '%s'", name, line, col, v); break; }
-            have_gpu = 1;
-        } else if (!strcmp(k, "gpus_per_node")) {
-            if ((rc = num(name, line, col, k, v, 1, 1024, &x, err))) break;
-            if (x != floor(x)) { rc = dm_err_set(err, "%s:%d:%d: expected an integer", name, line, col); break; }
-            c->gpus_per_node = (int)x;
-            have_gpn = 1;
-        } else if (!strcmp(k, "nvlink_GBps")) { if ((rc = num(name, line, col, k, v, 0.1, 1e5, &x, err))) break; c->nvlink_Bps = x * 1e9; }
-        else if (!strcmp(k, "nics_per_node")) {
-            if ((rc = num(name, line, col, k, v, 0, 64, &x, err))) break;
-            if (x != floor(x)) { rc = dm_err_set(err, "%s:%d:%d: expected an integer", name, line, col); break; }
-            c->nics_per_node = (int)x;
-        }
-        else if (!strcmp(k, "nic_Gbps")) { if ((rc = num(name, line, col, k, v, 1, 1e5, &nic_Gbps, err))) break; }
-        else if (!strcmp(k, "nic_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &nic_eff, err))) break; }
-        else if (!strcmp(k, "nvlink_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e4, &c->nvlink_latency_us, err))) break; }
-        else if (!strcmp(k, "net_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e5, &c->net_latency_us, err))) break; }
-        else if (!strcmp(k, "base_latency_us")) { if ((rc = num(name, line, col, k, v, 0, 1e5, &c->base_latency_us, err))) break; }
-        else if (!strncmp(k, "busbw_scale.", 12)) {
-            int kind = -1;
-            for (int i = 0; i < 5; i++)
-                if (!strcmp(k + 12, dm_op_kind_name((dm_op_kind)(DM_OP_BROADCAST + i)))) kind = i;
-            if (kind < 0) { rc = dm_err_set(err, "%s:%d:13: expected busbw_scale.KIND with KIND broadcast, reduce, all-reduce, all-gather or reduce-scatter, found \"%s\"", name, line, k); break; }
-            if ((rc = num(name, line, col, k, v, 0.01, 100, &c->busbw_scale[kind], err))) break;
-        }
-        else if (!strcmp(k, "nvlink_bus_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->nvlink_bus_efficiency, err))) break; }
-        else if (!strcmp(k, "fwd_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->fwd_efficiency, err))) break; }
-        else if (!strcmp(k, "bwd_efficiency")) { if ((rc = num(name, line, col, k, v, 0.01, 1, &c->bwd_efficiency, err))) break; }
-        else if (!strcmp(k, "ns_time_scale")) { if ((rc = num(name, line, col, k, v, 0.1, 10, &c->ns_time_scale, err))) break; }
-        else if (!strcmp(k, "comm_slowdown")) { if ((rc = num(name, line, col, k, v, 0, 0.95, &c->comm_slowdown, err))) break; }
-        else if (!strcmp(k, "coll_slowdown")) { if ((rc = num(name, line, col, k, v, 0, 0.95, &c->coll_slowdown, err))) break; }
-        else if (!strcmp(k, "step_start_us")) { if ((rc = num(name, line, col, k, v, 0, 1e6, &c->step_start_us, err))) break; }
-        else if (!strcmp(k, "op_gap_us")) { if ((rc = num(name, line, col, k, v, 0, 1e4, &c->op_gap_us, err))) break; }
-        else if (!strncmp(k, "elementwise_efficiency.", 23)) {
-            int e = dm_cluster_elem_index(k + 23);
-            if (e < 0) { rc = dm_err_set(err, "%s:%d:24: expected elementwise_efficiency.KIND with KIND adamw or muon_update, found \"%s\"", name, line, k); break; }
-            if ((rc = num(name, line, col, k, v, 0.001, 1, &c->elem_efficiency[e], err))) break;
-        }
-        else if (!strncmp(k, "elementwise_launch_us.", 22)) {
-            int e = dm_cluster_elem_index(k + 22);
-            if (e < 0) { rc = dm_err_set(err, "%s:%d:23: expected elementwise_launch_us.KIND with KIND adamw or muon_update, found \"%s\"", name, line, k); break; }
-            if ((rc = num(name, line, col, k, v, 0, 1e4, &c->elem_launch_us[e], err))) break;
-        }
-        else { rc = dm_err_set(err, "%s:%d:1: unknown key \"%s\" (expected name, gpu, gpus_per_node, nvlink_GBps, nics_per_node, nic_Gbps, nic_efficiency, *_latency_us, fwd_efficiency, bwd_efficiency, nvlink_bus_efficiency, busbw_scale.KIND, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown, coll_slowdown, step_start_us, op_gap_us)", name, line, k); break; }
-    }
-    fclose(f);
+    int seen[N_PARAMS] = {0}, rc = 0, k;
+    double nic[2] = {0, dm_param_find("nic_efficiency")->def};
+    char *buf;
+    while (!rc && (k = dm_lines_next(in, &buf, NULL, err)) != 0)
+        rc = k < 0 ? -1 : read_line(name, dm_lines_number(in), buf, c, nic, seen, err);
+    dm_lines_close(in);
     if (rc) return rc;
-    if (!have_gpu) return dm_err_set(err, "%s: expected a \"gpu = ...\" line", name);
-    if (!have_gpn) return dm_err_set(err, "%s: expected a \"gpus_per_node = ...\" line", name);
+    if (!c->gpu) return dm_err_set(err, "%s: expected a \"gpu = ...\" line", name);
+    if (!c->gpus_per_node) return dm_err_set(err, "%s: expected a \"gpus_per_node = ...\" line", name);
     if (c->nvlink_Bps <= 0) return dm_err_set(err, "%s: expected a \"nvlink_GBps = ...\" line", name);
-    c->nic_Bps = nic_Gbps / 8.0 * 1e9 * nic_eff;
+    c->nic_Bps = nic[0] / 8.0 * 1e9 * nic[1];
     return 0;
 }
 
@@ -239,30 +325,16 @@ void dm_cluster_describe(const dm_cluster *c, FILE *f)
             c->nic_Bps / 1e9);
     fprintf(f, "  latency     base %.3g us, NVLink hop %.3g us, network hop %.3g us\n", c->base_latency_us,
             c->nvlink_latency_us, c->net_latency_us);
-    int scaled = 0;
-    for (int i = 0; i < 5; i++) scaled |= c->busbw_scale[i] != 1;
-    if (scaled) {
-        fprintf(f, "  busbw       inside a node, relative to all-reduce:");
-        for (int i = 0; i < 5; i++)
-            fprintf(f, " %s %.3g", dm_op_kind_name((dm_op_kind)(DM_OP_BROADCAST + i)), c->busbw_scale[i]);
-        fprintf(f, "\n");
-    }
     if (c->bwd_efficiency > 0 && c->bwd_efficiency != c->fwd_efficiency)
         fprintf(f, "  fwd/bwd     %.2f / %.2f x peak (efficiency)\n", c->fwd_efficiency, c->bwd_efficiency);
     else
         fprintf(f, "  fwd/bwd     %.2f x peak (efficiency)\n", c->fwd_efficiency);
-    if (c->elem_efficiency[0] > 0 || c->elem_efficiency[1] > 0)
-        fprintf(f, "  elementwise muon-update %.3g, adamw %.3g x HBM bandwidth (0: kernel table)\n", c->elem_efficiency[0],
-                c->elem_efficiency[1]);
-    if (c->ns_time_scale > 0 && c->ns_time_scale != 1)
-        fprintf(f, "  ns          %.3g x the kernel table's time\n", c->ns_time_scale);
-    if (c->comm_slowdown > 0)
-        fprintf(f, "  overlap     compute at %.3g x its rate while a collective is in flight on the rank\n",
-                1 - c->comm_slowdown);
-    if (c->coll_slowdown > 0)
-        fprintf(f, "  overlap     collectives at %.3g x the NVLink bandwidth of a GPU while it computes\n",
-                1 - c->coll_slowdown);
-    if (c->step_start_us > 0) fprintf(f, "  step start  first ops %.4g us after the step's start (executor setup)\n", c->step_start_us);
-    if (c->op_gap_us > 0) fprintf(f, "  op gap      %.4g us idle between two compute ops of a rank (launches, events)\n", c->op_gap_us);
+    for (int i = 0; i < N_PARAMS; i++) { /* the rest of the table: what differs from its default */
+        const dm_param *p = &params[i];
+        if ((p->flags & DM_PARAM_SHOWN) || p->offset < 0 || !is_numeric(p)) continue;
+        double v = dm_param_get(p, c);
+        if (v != p->def)
+            fprintf(f, "  param       %s = %.6g%s%s: %s\n", p->key, v, p->unit[0] ? " " : "", p->unit, p->doc);
+    }
     fprintf(f, "  source      %s\n", c->source);
 }

@@ -1,34 +1,20 @@
-/* cluster.h: GPU catalogue and cluster descriptions (presets and a small key = value file).
+/* cluster.h: GPU catalogue, cluster descriptions (presets and a small key = value file) and the
+ * one table of their parameters.
  *
- * Cluster file format ('#' comments, one "key = value" per line; units in the key names):
+ * Cluster file format ('#' comments, one "key = value" per line, each key once; units in the
+ * key names), e.g.
  *   name = my-a800
- *   gpu = A800-SXM4-80GB            (a catalogue name, see dm_gpu_find)
+ *   gpu = A800-SXM4-80GB
  *   gpus_per_node = 8
- *   nvlink_GBps = 200               (per GPU, each way)
+ *   nvlink_GBps = 200
  *   nics_per_node = 4
- *   nic_Gbps = 200                  (per NIC, each way, line rate; usable = nic_efficiency x it)
- *   nic_efficiency = 0.94
- *   nvlink_latency_us = 0.6, net_latency_us = 5.0, base_latency_us = 6.8 (NCCL-like terms)
- *   fwd_efficiency = 0.45           (fraction of the GPU's dense bf16 rate for forward/backward)
- *   nvlink_bus_efficiency = 0.75    (NCCL all-reduce bus bandwidth reached inside a node / nvlink_GBps)
- *   busbw_scale.KIND = 0.81         (KIND: broadcast, reduce, all-reduce, all-gather, reduce-scatter:
- *                                    that collective's measured busbw inside a node / all-reduce's; 1)
- *   bwd_efficiency = 0.39           (the same for backward GEMMs; default: fwd_efficiency)
- *   elementwise_efficiency.KIND = 0.4  (KIND adamw or muon_update: achieved fraction of HBM
- *                                    bandwidth, time = launch + bytes / (it x HBM); default: the
- *                                    kernel table's elementwise rows)
- *   elementwise_launch_us.KIND = 11 (the per-op overhead of that time; default: the GPU's launch floor)
- *   ns_time_scale = 1.2             (NS kernels take this times the kernel table's time; default 1)
- *   comm_slowdown = 0.1             (f: while a collective is in flight on a rank, its compute ops
- *                                    run at (1 - f) of their rate; default 0)
- *   coll_slowdown = 0.5             (g: while a compute op runs on a GPU, its NVLink ports carry
- *                                    (1 - g) of their capacity: GEMMs hold the SMs and HBM NCCL's
- *                                    kernels need; default 0)
- *   step_start_us = 3000            (the executor's per-step setup before its first op, e.g. the
- *                                    snapshot of the weights a skipped step rolls back to; default 0)
- *   op_gap_us = 2.9                 (the GPU idles this long between two compute ops of a rank:
- *                                    the executor's event records and launch latency; default 0)
- * Presets: a800, h100, h200, h200x2 (see cluster.c for the numbers and their sources). */
+ *   nic_Gbps = 200
+ * Every key, with its unit, accepted range, default and meaning, is a row of the parameter
+ * table in cluster.c (dm_param_*): the file reader, its unknown-key message, the description
+ * printed by every command (dm_cluster_describe) and the calibration file (valid/calib.h, whose
+ * keys are the rows marked DM_PARAM_CALIB) all read that table, so a new key is one row there
+ * plus its use. Presets: a800, h100, h200, h200x2 (see cluster.c for the numbers and their
+ * sources); DM_CLUSTER_DEFAULT is the one every command uses when none is given. */
 #ifndef DM_CLUSTER_H
 #define DM_CLUSTER_H
 #include <stdio.h>
@@ -84,7 +70,11 @@ static inline double dm_cluster_bwd_efficiency(const dm_cluster *c)
 /* Elementwise kinds with an efficiency key: "muon_update" -> 0, "adamw" -> 1, else -1. */
 int dm_cluster_elem_index(const char *name);
 
-/* A preset name or a file path. */
+/* The cluster every command uses when none is given: the mission's target, A800 nodes. */
+#define DM_CLUSTER_DEFAULT "a800"
+
+/* A preset name or a file path. A file is read with the line reader's caps (lines.h); a key
+ * given twice is refused with its line. */
 int dm_cluster_load(const char *name_or_path, dm_cluster *out, dm_err *err);
 /* Preset names, NULL-terminated. */
 const char *const *dm_cluster_presets(void);
@@ -95,7 +85,48 @@ int dm_cluster_node_of(const dm_cluster *c, int rank);
 int dm_cluster_nic_of(const dm_cluster *c, int rank);
 /* Nodes needed for n ranks. */
 int dm_cluster_nodes(const dm_cluster *c, int nranks);
-/* One line per field, "  key = value  (unit)", for a resolved-configuration printout. */
+/* The resolved-configuration printout: the GPU, links and latencies, the GEMM efficiencies, then
+ * one line "  param       KEY = VALUE UNIT: DOC" for every other table key whose value differs
+ * from its default, and the source. */
 void dm_cluster_describe(const dm_cluster *c, FILE *f);
+
+/* ---- the parameter table ------------------------------------------------------------------- */
+
+typedef enum { DM_PARAM_NUM, DM_PARAM_INT, DM_PARAM_TEXT, DM_PARAM_GPU } dm_param_type;
+
+enum {
+    DM_PARAM_FILE = 1,  /* a cluster file may set it */
+    DM_PARAM_CALIB = 2, /* a calibration file may set it (dmuon calibrate fits it) */
+    DM_PARAM_SHOWN = 4  /* dm_cluster_describe shows it in its summary lines */
+};
+
+typedef struct dm_param {
+    const char *key;    /* as written in the files: "fwd_efficiency", "busbw_scale.reduce" */
+    dm_param_type type;
+    int flags;          /* DM_PARAM_* */
+    long offset;        /* of its dm_cluster field (a double, an int, the name or the gpu
+                           pointer); -1: no field of its own (the reader combines it) */
+    double scale;       /* field = value x scale (e.g. GB/s -> bytes/s: 1e9) */
+    const char *unit;   /* "us", "GB/s", "" for a fraction or a count */
+    double lo, hi;      /* accepted range of a number, in the key's unit */
+    double def;         /* the value when not given (a value outside [lo, hi]: "not set") */
+    const char *doc;    /* one line */
+} dm_param;
+
+int dm_param_count(void);
+const dm_param *dm_param_at(int i);        /* NULL outside [0, count) */
+const dm_param *dm_param_find(const char *key); /* NULL when unknown */
+
+/* Parse a number for p (in range; an integer for DM_PARAM_INT). On error: "FILE:LINE:COL:
+ * expected KEY to be a number in [lo, hi], found 'VAL'" (path, line, col as given). */
+int dm_param_parse(const dm_param *p, const char *val, double *out, const char *path, int line, int col,
+                   dm_err *err);
+/* Numeric keys: set p's field of c from a value in the key's unit, and read it back. */
+void dm_param_set(const dm_param *p, dm_cluster *c, double v);
+double dm_param_get(const dm_param *p, const dm_cluster *c);
+
+/* The keys whose flags include `flags`, for an unknown-key message: "name, gpu, ...,
+ * busbw_scale.{broadcast|reduce|...}, ..." (a family of dotted keys written once). Returns buf. */
+const char *dm_param_list(int flags, char *buf, size_t size);
 
 #endif

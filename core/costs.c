@@ -3,6 +3,7 @@
  * (also used to generate traces/costs/roofline.csv). */
 #define _GNU_SOURCE
 #include "costs.h"
+#include "lines.h"
 #include "outfile.h"
 
 #include <errno.h>
@@ -32,6 +33,7 @@ typedef struct row {
     int64_t m, n;
     int batch;
     double median_us, min_us, max_us;
+    int line; /* in the table, for messages */
 } row;
 
 struct dm_costs {
@@ -188,18 +190,54 @@ static char *rstrip(char *s)
     return s;
 }
 
+static int by_identity(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    if (x->op != y->op) return (x->op > y->op) - (x->op < y->op);
+    if (x->algo != y->algo) return (x->algo > y->algo) - (x->algo < y->algo);
+    if (x->m != y->m) return (x->m > y->m) - (x->m < y->m);
+    if (x->n != y->n) return (x->n > y->n) - (x->n < y->n);
+    if (x->batch != y->batch) return (x->batch > y->batch) - (x->batch < y->batch);
+    return (x->line > y->line) - (x->line < y->line);
+}
+
+/* A second row with the identity a lookup answers by (op, algo, m, n, batch) would be silently
+ * shadowed by the first: refused, naming the earliest such line and the row it repeats. */
+static int duplicate_row(const dm_costs *c, dm_err *err)
+{
+    if (c->n_rows < 2) return 0;
+    row *s = dm_malloc((size_t)c->n_rows * sizeof *s, err);
+    if (!s) return -1;
+    memcpy(s, c->rows, (size_t)c->n_rows * sizeof *s);
+    qsort(s, (size_t)c->n_rows, sizeof *s, by_identity);
+    int at = -1;
+    for (int i = 1; i < c->n_rows; i++) {
+        row a = s[i - 1], b = s[i];
+        a.line = b.line = 0;
+        if (!by_identity(&a, &b) && (at < 0 || s[i].line < s[at].line)) at = i;
+    }
+    int rc = 0;
+    if (at >= 0) {
+        const row *r = &s[at];
+        rc = dm_err_set(err, "%s:%d:1: duplicate row: %s %s %lld x %lld batch %d is already on line %d", c->path, r->line,
+                        op_names[r->op], algo_names[r->algo], (long long)r->m, (long long)r->n, r->batch, s[at - 1].line);
+    }
+    free(s);
+    return rc;
+}
+
 int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
 {
     static const char *header = "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us";
-    FILE *f = fopen(path, "r");
-    if (!f) return dm_err_set(err, "%s: cannot open cost table: %s", path, strerror(errno));
+    dm_lines *in = dm_lines_open(path, 4096, (int64_t)64 << 20, err);
+    if (!in) return -1;
     dm_costs *c = dm_calloc(1, sizeof *c, err);
-    char *line = NULL;
-    size_t cap = 0;
-    int lineno = 0, seen_format = 0, seen_header = 0, source = -1;
+    char *line;
+    int lineno = 0, seen_format = 0, seen_header = 0, source = -1, k;
     if (!c || !(c->path = dm_strdup(path, err))) goto fail;
-    while (getline(&line, &cap, f) >= 0) {
-        lineno++;
+    while ((k = dm_lines_next(in, &line, NULL, err)) != 0) {
+        if (k < 0) goto fail;
+        lineno = dm_lines_number(in);
         rstrip(line);
         if (!line[0]) continue;
         if (line[0] == '#') {
@@ -255,6 +293,7 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
         row r;
         int64_t v;
         memset(&r, 0, sizeof r);
+        r.line = lineno;
         int op = find_name(fld[1], op_names, OP__COUNT);
         if (op < 0) {
             dm_err_set(err, "%s:%d:%d: expected op ns, gemm, syrk, muon_update or adamw, found '%s'", path,
@@ -312,10 +351,6 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
         }
         c->rows[c->n_rows++] = r;
     }
-    if (ferror(f)) {
-        dm_err_set(err, "%s: read error", path);
-        goto fail;
-    }
     if (!seen_header) {
         dm_err_set(err, "%s:%d:1: expected the header '%s'", path, lineno + 1, header);
         goto fail;
@@ -324,20 +359,19 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
         dm_err_set(err, "%s:1:1: expected a '# source: measured|roofline' line", path);
         goto fail;
     }
+    if (duplicate_row(c, err)) goto fail;
     c->roofline = source == 1;
     if (!c->gpu_name[0] || !(c->gpu = dm_gpu_find(c->gpu_name))) {
         dm_err_set(err, "%s:1:1: expected a '# gpu:' line naming a catalogued GPU (A800, H100, H200), found '%s'",
                    path, c->gpu_name);
         goto fail;
     }
-    free(line);
-    fclose(f);
+    dm_lines_close(in);
     set_describe(c);
     *out = c;
     return 0;
 fail:
-    free(line);
-    fclose(f);
+    dm_lines_close(in);
     dm_costs_free(c);
     return -1;
 }

@@ -116,25 +116,39 @@ int dm_phases_rank(const dm_trace_event *ev, int n, int rank, double step_us, dm
     return 0;
 }
 
+static int by_rank(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
 int dm_phases_trace(const dm_trace *t, dm_phases *out, dm_err *err)
 {
     memset(out, 0, sizeof *out);
     if (t->n == 0) return dm_err_set(err, "trace has no events");
-    int cr = -1;
-    double best = -1;
-    int nr = 0;
-    for (int i = 0; i < t->n; i++) {
+    for (int i = 0; i < t->n; i++)
         if (t->ev[i].rank < 0) return dm_err_set(err, "trace event with rank %d", t->ev[i].rank);
-        if (t->ev[i].rank + 1 > nr) nr = t->ev[i].rank + 1;
-    }
-    double *last = dm_calloc((size_t)nr, sizeof *last, err);
-    if (!last) return -1;
+    /* (rank, end) pairs sorted by rank, folded into each present rank's last end (last[k] of
+     * rank[k]): memory grows with the events, not with the rank numbers a file may hold */
+    double *re = dm_malloc((size_t)t->n * 3 * sizeof *re, err);
+    if (!re) return -1;
+    double *last = re + 2 * t->n;
+    for (int i = 0; i < t->n; i++) re[2 * i] = t->ev[i].rank, re[2 * i + 1] = t->ev[i].ts_us + t->ev[i].dur_us;
+    qsort(re, (size_t)t->n, 2 * sizeof *re, by_rank);
+    int k = 0;
     for (int i = 0; i < t->n; i++) {
-        double end = t->ev[i].ts_us + t->ev[i].dur_us;
-        if (end > last[t->ev[i].rank]) last[t->ev[i].rank] = end;
+        if (!k || re[2 * i] != re[2 * (k - 1)]) re[2 * k] = re[2 * i], last[k++] = 0;
+        if (re[2 * i + 1] > last[k - 1]) last[k - 1] = re[2 * i + 1];
     }
-    for (int r = 0; r < nr; r++)
-        if (last[r] > best) best = last[r], cr = r;
-    free(last);
+    int cr = (int)re[2 * dm_phases_critical_rank(last, k)];
+    free(re);
     return dm_phases_rank(t->ev, t->n, cr, 0, out, err);
+}
+
+int dm_phases_critical_rank(const double *last_us, int nranks)
+{
+    int cr = 0;
+    for (int r = 1; r < nranks; r++)
+        if (last_us[r] > last_us[cr]) cr = r;
+    return cr;
 }

@@ -64,6 +64,10 @@ int dm_phases_rank(const dm_trace_event *ev, int n, int rank, double step_us, dm
 /* The phases of a trace: its critical rank's. Fails on an empty trace or a negative rank. */
 int dm_phases_trace(const dm_trace *t, dm_phases *out, dm_err *err);
 
+/* The critical rank from each rank's last event end (nranks entries): the one that ends last,
+ * the lowest on ties. For a caller that holds its events per rank (the simulator). */
+int dm_phases_critical_rank(const double *last_us, int nranks);
+
 /* Intervals: n pairs iv[2i] = start, iv[2i+1] = end. dm_iv_merge sorts them in place by start
  * and merges overlapping or touching ones into disjoint pairs at the front; returns their
  * count. dm_iv_union does that and returns their total length. Pairs with end <= start count

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "lines.h"
 #include "outfile.h"
 
 #define TRACE_FORMAT "dmuon-trace-1"
@@ -187,7 +188,81 @@ int dm_trace_write_csv(dm_trace *t, const char *path, dm_err *err)
 
 /* ---- reading ---- */
 
-static int read_json(const char *path, dm_trace *t, dm_err *err)
+/* Where each event was read (line, column), for the checks after reading. */
+typedef struct positions {
+    int *at; /* 2 per event */
+    int n, cap;
+} positions;
+
+static int pos_add(positions *p, int line, int col, dm_err *err)
+{
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 1024;
+        int *a = dm_realloc(p->at, (size_t)cap * 2 * sizeof *a, err);
+        if (!a) return -1;
+        p->at = a;
+        p->cap = cap;
+    }
+    p->at[2 * p->n] = line;
+    p->at[2 * p->n + 1] = col;
+    p->n++;
+    return 0;
+}
+
+static int by_rank_op(const void *a, const void *b)
+{
+    const dm_trace_key *x = a, *y = b;
+    if (x->rank != y->rank) return (x->rank > y->rank) - (x->rank < y->rank);
+    if (x->op != y->op) return (x->op > y->op) - (x->op < y->op);
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+int dm_trace_index_build(const dm_trace *t, dm_trace_index *x, dm_err *err)
+{
+    x->n = t->n;
+    if (!(x->k = dm_malloc(((size_t)t->n + 1) * sizeof *x->k, err))) return -1;
+    for (int i = 0; i < t->n; i++) x->k[i] = (dm_trace_key){t->ev[i].rank, t->ev[i].op, i};
+    qsort(x->k, (size_t)t->n, sizeof *x->k, by_rank_op);
+    return 0;
+}
+
+int dm_trace_index_find(const dm_trace_index *x, int rank, int op)
+{
+    int lo = 0, hi = x->n - 1;
+    while (lo <= hi) { /* the first key of (rank, op) */
+        int mid = lo + (hi - lo) / 2;
+        const dm_trace_key *k = &x->k[mid];
+        if (k->rank < rank || (k->rank == rank && k->op < op)) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return lo < x->n && x->k[lo].rank == rank && x->k[lo].op == op ? x->k[lo].i : -1;
+}
+
+void dm_trace_index_free(dm_trace_index *x) { free(x->k); }
+
+/* After reading: every event's rank below the nranks the trace declares (when it declares one),
+ * and no (rank, op) twice (the compare matches ops by it: a second event would be shadowed). */
+static int check_events(const char *path, dm_trace *t, int declared, const positions *p, dm_err *err)
+{
+    for (int i = 0; i < t->n; i++)
+        if (declared > 0 && t->ev[i].rank >= declared)
+            return dm_err_set(err, "%s:%d:%d: expected a rank below the trace's nranks %d, found %d", path, p->at[2 * i],
+                              p->at[2 * i + 1], declared, t->ev[i].rank);
+    dm_trace_index x;
+    if (dm_trace_index_build(t, &x, err)) return -1;
+    int dup = -1, first = -1;
+    for (int i = 1; i < t->n; i++) {
+        const dm_trace_key *a = &x.k[i - 1], *b = &x.k[i];
+        if (a->rank == b->rank && a->op == b->op && (dup < 0 || b->i < dup)) dup = b->i, first = a->i;
+    }
+    dm_trace_index_free(&x);
+    if (dup >= 0)
+        return dm_err_set(err, "%s:%d:%d: duplicate event: rank %d op %d is already on line %d", path, p->at[2 * dup],
+                          p->at[2 * dup + 1], t->ev[dup].rank, t->ev[dup].op, p->at[2 * first]);
+    return 0;
+}
+
+static int read_json(const char *path, dm_trace *t, positions *pos, int *declared, dm_err *err)
 {
     jv *doc = jv_parse_file(path, err);
     if (!doc) return -1;
@@ -210,7 +285,7 @@ static int read_json(const char *path, dm_trace *t, dm_err *err)
         snprintf(t->cluster, sizeof t->cluster, "%s", s);
         n = 0;
         if (jv_opt_int(other, "nranks", 0, 1 << 24, path, &n, err)) goto out;
-        t->nranks = (int)n;
+        t->nranks = *declared = (int)n;
     }
     for (int i = 0; i < evs->n; i++) {
         const jv *e = evs->items[i], *args;
@@ -247,7 +322,7 @@ static int read_json(const char *path, dm_trace *t, dm_err *err)
         x.kind = (dm_op_kind)k;
         x.layer = (int)layer;
         x.coll = (int)coll;
-        if (dm_trace_add(t, &x, err)) goto out;
+        if (dm_trace_add(t, &x, err) || pos_add(pos, e->line, e->col, err)) goto out;
     }
     rc = 0;
 out:
@@ -286,14 +361,15 @@ static int meta_word(const char *line, const char *key, char *out, size_t n)
     return 1;
 }
 
-static int read_csv(const char *path, FILE *f, dm_trace *t, dm_err *err)
+static int read_csv(const char *path, dm_trace *t, positions *pos, int *declared, dm_err *err)
 {
-    char *line = NULL;
-    size_t cap = 0;
-    int lineno = 0, rc = -1, have_header = 0;
-    while (getline(&line, &cap, f) >= 0) {
-        lineno++;
-        line[strcspn(line, "\r\n")] = 0;
+    dm_lines *in = dm_lines_open(path, 4096, DM_FILE_MAX, err);
+    if (!in) return -1;
+    char *line;
+    int lineno = 0, rc = -1, have_header = 0, k;
+    while ((k = dm_lines_next(in, &line, NULL, err)) != 0) {
+        if (k < 0) goto out;
+        lineno = dm_lines_number(in);
         if (line[0] == '#') {
             char nr[32];
             meta_word(line, "source", t->source, sizeof t->source);
@@ -308,6 +384,7 @@ static int read_csv(const char *path, FILE *f, dm_trace *t, dm_err *err)
                     goto out;
                 }
                 if (n > t->nranks) t->nranks = (int)n;
+                if (n > *declared) *declared = (int)n;
             }
             continue;
         }
@@ -388,7 +465,7 @@ static int read_csv(const char *path, FILE *f, dm_trace *t, dm_err *err)
             dm_err_set(err, "%s:%d:1: expected non-negative rank and op", path, lineno);
             goto out;
         }
-        if (dm_trace_add(t, &x, err)) goto out;
+        if (dm_trace_add(t, &x, err) || pos_add(pos, lineno, 1, err)) goto out;
     }
     if (!have_header) {
         dm_err_set(err, "%s:%d:1: expected the header \"" CSV_HEADER "\"", path, lineno + 1);
@@ -396,7 +473,7 @@ static int read_csv(const char *path, FILE *f, dm_trace *t, dm_err *err)
     }
     rc = 0;
 out:
-    free(line);
+    dm_lines_close(in);
     return rc;
 }
 
@@ -407,20 +484,14 @@ int dm_trace_read(const char *path, dm_trace **out, dm_err *err)
     if (!f) return dm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
     int c;
     while ((c = fgetc(f)) != EOF && isspace(c)) {}
+    fclose(f);
     dm_trace *t = dm_trace_new("", NULL, err);
-    if (!t) {
-        fclose(f);
-        return -1;
-    }
-    int rc;
-    if (c == '{') {
-        fclose(f);
-        rc = read_json(path, t, err);
-    } else {
-        rewind(f);
-        rc = read_csv(path, f, t, err);
-        fclose(f);
-    }
+    if (!t) return -1;
+    positions pos = {NULL, 0, 0};
+    int declared = 0;
+    int rc = c == '{' ? read_json(path, t, &pos, &declared, err) : read_csv(path, t, &pos, &declared, err);
+    if (!rc) rc = check_events(path, t, declared, &pos, err);
+    free(pos.at);
     if (rc) {
         dm_trace_free(t);
         return -1;

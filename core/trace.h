@@ -58,8 +58,23 @@ int dm_trace_write_json(dm_trace *t, const char *path, dm_err *err);
 int dm_trace_write_csv(dm_trace *t, const char *path, dm_err *err);
 
 /* Read either format (told apart by the first non-blank character: '{' is JSON). Errors name
- * FILE:LINE:COL. *out owned by the caller. */
+ * FILE:LINE:COL. Refused besides malformed rows: a CSV line over 4096 bytes or a file over 1 GiB,
+ * an event whose rank is not below the nranks the trace declares, and a (rank, op) given twice.
+ * *out owned by the caller. */
 int dm_trace_read(const char *path, dm_trace **out, dm_err *err);
+
+/* The events of a trace by (rank, op): sorted keys, looked up by halving (memory grows with the
+ * events, not with the rank and op numbers). Owned by the caller (dm_trace_index_free). */
+typedef struct dm_trace_key {
+    int rank, op, i; /* i: the event's index in t->ev */
+} dm_trace_key;
+typedef struct dm_trace_index {
+    dm_trace_key *k;
+    int n;
+} dm_trace_index;
+int dm_trace_index_build(const dm_trace *t, dm_trace_index *x, dm_err *err);
+int dm_trace_index_find(const dm_trace_index *x, int rank, int op); /* the event's index, or -1 */
+void dm_trace_index_free(dm_trace_index *x);
 
 /* Reverse of dm_op_kind_name / dm_stream_name; -1 when unknown. */
 int dm_trace_kind_from_name(const char *s);

@@ -18,20 +18,4 @@ EXTRA_DIST += fuzz/fuzz.sh fuzz/README.md fuzz/corpus fuzz/crashes fuzz/fuzz_uti
 	fuzz/fuzz_hf.c fuzz/fuzz_cluster.c fuzz/fuzz_ns_coeffs.c fuzz/fuzz_opts.c fuzz/fuzz_trace.c \
 	fuzz/fuzz_costs.c fuzz/fuzz_program.c fuzz/fuzz_calib.c fuzz/json.dict fuzz/model.dict fuzz/hf.dict fuzz/cluster.dict \
 	fuzz/trace.dict fuzz/program.dict fuzz/costs.dict fuzz/calib.dict
-
-# Fault injection, atomic-output and hostile-input tests (they live in tests/, built and run by
-# `make check`).
-check_PROGRAMS += tests/test_faults tests/test_outfile tests/test_trace tests/test_sim_mem
-TESTS += tests/test_faults tests/test_outfile tests/test_trace tests/test_sim_mem tests/faults.sh tests/interrupt.sh \
-	tests/hostile.sh
-tests_test_faults_SOURCES = tests/test_faults.c tests/tap.h
-tests_test_faults_LDADD = $(DM_LDADD)
-tests_test_outfile_SOURCES = tests/test_outfile.c tests/tap.h
-tests_test_outfile_LDADD = $(DM_LDADD)
-tests_test_trace_SOURCES = tests/test_trace.c tests/tap.h
-tests_test_trace_LDADD = $(DM_LDADD)
-tests_test_sim_mem_SOURCES = tests/test_sim_mem.c tests/tap.h
-tests_test_sim_mem_LDADD = $(DM_LDADD)
-EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/hostile.sh fuzz/lsan.supp docs/RELIABILITY.md tests/data/hostile/ctrl-name.json \
-	tests/data/hostile/evil-name.cluster tests/data/hostile/hf-vision-depth.json \
-	tests/data/hostile/layers-overflow.json tests/data/hostile/params-overflow.json tests/data/hostile/utf8-name.json
+EXTRA_DIST += fuzz/lsan.supp

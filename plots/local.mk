@@ -1,2 +1,4 @@
-# plots/local.mk: gnuplot scripts (installed under $(pkgdatadir)/plots; `dmuon scale` runs them).
+# plots/local.mk: gnuplot scripts (installed under $(pkgdatadir)/plots; `dmuon scale` runs them)
+# and the one way the commands run gnuplot (plot.c: quoting, no shell, PNGs renamed into place).
 nobase_dist_pkgdata_DATA += plots/scale.gp
+libdmuon_a_SOURCES += plots/plot.c plots/plot.h

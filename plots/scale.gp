@@ -1,9 +1,11 @@
 # scale.gp: the plots of a `dmuon scale` study. dmuon scale runs it as
-#   gnuplot -e "dir='OUT'; strategies='adamw muon-ddp ...'; title_text='MODEL on CLUSTER'" plots/scale.gp
+#   gnuplot -e "outdir='OUT/.plot.XXXXXX'; dir='OUT'; strategies='adamw muon-ddp ...'; title_text='MODEL on CLUSTER'" plots/scale.gp
 # It reads OUT/scale.dat (one block per strategy, in the order of `strategies`; columns: gpus,
 # strategy, step_ms, forward_ms, backward_ms, optimizer_ms, opt_kern_ms, exposed_ms, ns_max_ms,
-# overhead_%) and writes OUT/step_time.png, OUT/optimizer_time.png and OUT/overhead.png.
+# overhead_%) and writes step_time.png, optimizer_time.png and overhead.png into outdir (default:
+# dir), from where dmuon renames them into OUT once gnuplot has succeeded.
 if (!exists("dir")) dir = "dmuon-scale"
+if (!exists("outdir")) outdir = dir
 if (!exists("strategies")) strategies = "adamw muon-ddp muon-fsdp muon-rr dmuon"
 if (!exists("title_text")) title_text = ""
 data = dir."/scale.dat"
@@ -16,20 +18,20 @@ set grid
 set key outside right top
 set pointsize 1.2
 
-set output dir."/step_time.png"
+set output outdir."/step_time.png"
 set title "Step time vs GPUs: ".title_text
 set ylabel "step time (ms)"
 set yrange [0:*]
 plot for [i=1:n] data index (i-1) using 1:3 with linespoints lw 2 title word(strategies, i)
 
-set output dir."/optimizer_time.png"
+set output outdir."/optimizer_time.png"
 set logscale y
 set yrange [*:*]
 set title "Optimizer time (step - forward - backward) vs GPUs: ".title_text
 set ylabel "optimizer time (ms)"
 plot for [i=1:n] data index (i-1) using 1:6 with linespoints lw 2 title word(strategies, i)
 
-set output dir."/overhead.png"
+set output outdir."/overhead.png"
 set title "Step-time overhead vs AdamW: ".title_text
 set ylabel "overhead vs adamw (%)"
 unset logscale y

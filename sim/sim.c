@@ -9,6 +9,7 @@
 
 #include "heap.h"
 #include "net.h"
+#include "phases.h"
 
 #define S DM_STREAM__COUNT
 
@@ -618,64 +619,10 @@ static int cmp_contrib(const void *a, const void *b)
     return (x->kind > y->kind) - (x->kind < y->kind);
 }
 
-static int cmp_iv(const void *a, const void *b)
+/* The critical path: back from the critical rank's last op along the causes. */
+static int critical_path(sim *s, sim_result *r)
 {
-    const double *x = a, *y = b;
-    return (x[0] > y[0]) - (x[0] < y[0]);
-}
-
-static int results(sim *s, sim_result *r, dm_err *err)
-{
-    const dm_program *p = s->p;
-    r->nranks = s->R;
-    r->crit_rank = 0;
-    double *last = dm_calloc((size_t)s->R, sizeof *last, err);
-    if (!last) return -1;
-    for (int g = 0; g < s->T; g++) {
-        int k = s->rank_of[g];
-        if (s->end[g] > last[k]) last[k] = s->end[g];
-        dm_op_kind kind = s->op[g]->kind;
-        if (kind == DM_OP_NS) r->ns_us[k] += s->dur[g];
-        if (kind == DM_OP_NS || kind == DM_OP_MUON_UPDATE || kind == DM_OP_ADAMW) r->opt_us[k] += s->dur[g];
-    }
-    for (int k = 0; k < s->R; k++) {
-        if (last[k] > r->step_us) r->step_us = last[k], r->crit_rank = k;
-        if (r->ns_us[k] > r->ns_max_us) r->ns_max_us = r->ns_us[k], r->ns_max_rank = k;
-        r->ns_mean_us += r->ns_us[k] / s->R;
-    }
-    free(last);
-    int cr = r->crit_rank, n_iv = 0;
-    double busy = 0;
-    double *iv = dm_malloc(((size_t)p->ranks[cr].n_ops + 1) * 2 * sizeof *iv, err);
-    if (!iv) return -1;
-    for (int g = s->off[cr]; g < s->off[cr + 1]; g++) {
-        dm_op_kind kind = s->op[g]->kind;
-        if (kind == DM_OP_FORWARD) r->forward_us += s->dur[g];
-        if (kind == DM_OP_BACKWARD) r->backward_us += s->dur[g];
-        if (kind == DM_OP_NS || kind == DM_OP_MUON_UPDATE || kind == DM_OP_ADAMW) r->optimizer_us += s->dur[g];
-        if (dm_op_is_compute(kind)) busy += s->dur[g];
-        if (dm_op_is_collective(kind) && s->end[g] > s->start[g]) {
-            iv[2 * n_iv] = s->start[g];
-            iv[2 * n_iv + 1] = s->end[g];
-            n_iv++;
-        }
-    }
-    r->exposed_comm_us = r->step_us - busy;
-    if (r->exposed_comm_us < 0) r->exposed_comm_us = 0;
-    qsort(iv, (size_t)n_iv, 2 * sizeof *iv, cmp_iv);
-    double cur_a = 0, cur_b = -1;
-    for (int i = 0; i < n_iv; i++) {
-        if (iv[2 * i] > cur_b) {
-            if (cur_b > cur_a) r->comm_busy_us += cur_b - cur_a;
-            cur_a = iv[2 * i];
-            cur_b = iv[2 * i + 1];
-        } else if (iv[2 * i + 1] > cur_b) {
-            cur_b = iv[2 * i + 1];
-        }
-    }
-    if (cur_b > cur_a) r->comm_busy_us += cur_b - cur_a;
-    free(iv);
-    /* Critical path: back from the crit rank's last op along the causes. */
+    int cr = r->crit_rank;
     for (int k = 0; k < DM_OP__COUNT; k++) r->crit[k].kind = (dm_op_kind)k;
     int g = -1;
     for (int x = s->off[cr]; x < s->off[cr + 1]; x++)
@@ -704,6 +651,55 @@ static int results(sim *s, sim_result *r, dm_err *err)
     r->n_crit = 0;
     while (r->n_crit < DM_OP__COUNT && r->crit[r->n_crit].ops > 0) r->n_crit++;
     return 0;
+}
+
+/* The events of rank k's executed ops (waits, which take no time and no GPU, left out, as in the
+ * trace) into ev; returns their count. */
+static int rank_events(const sim *s, int k, dm_trace_event *ev)
+{
+    int n = 0;
+    for (int g = s->off[k]; g < s->off[k + 1]; g++) {
+        const dm_op *op = s->op[g];
+        if (op->kind == DM_OP_WAIT) continue;
+        ev[n++] = (dm_trace_event){k, op->stream, op->id, op->kind, s->start[g], s->end[g] - s->start[g],
+                                   op->bytes, op->flops, op->layer, op->coll, 0};
+    }
+    return n;
+}
+
+/* The phases by the one step ruler (phases.h), as compare measures the simulator's trace: per
+ * rank its NS load, the critical rank's step, forward, backward, optimizer, exposed communication
+ * and collectives in flight. */
+static int results(sim *s, sim_result *r, dm_err *err)
+{
+    r->nranks = s->R;
+    int max_ops = 0, rc = -1;
+    for (int k = 0; k < s->R; k++)
+        if (s->off[k + 1] - s->off[k] > max_ops) max_ops = s->off[k + 1] - s->off[k];
+    dm_trace_event *ev = dm_malloc(((size_t)max_ops + 1) * sizeof *ev, err);
+    dm_phases *ph = dm_malloc((size_t)s->R * sizeof *ph, err);
+    double *last = dm_malloc((size_t)s->R * sizeof *last, err);
+    if (!ev || !ph || !last) goto out;
+    for (int k = 0; k < s->R; k++) {
+        if (dm_phases_rank(ev, rank_events(s, k, ev), k, 0, &ph[k], err)) goto out;
+        last[k] = ph[k].us[DM_PHASE_STEP];
+        r->ns_us[k] = ph[k].us[DM_PHASE_NS];
+        if (r->ns_us[k] > r->ns_max_us) r->ns_max_us = r->ns_us[k], r->ns_max_rank = k;
+        r->ns_mean_us += r->ns_us[k] / s->R;
+    }
+    int cr = r->crit_rank = dm_phases_critical_rank(last, s->R);
+    r->step_us = ph[cr].us[DM_PHASE_STEP];
+    r->forward_us = ph[cr].us[DM_PHASE_FORWARD];
+    r->backward_us = ph[cr].us[DM_PHASE_BACKWARD];
+    r->optimizer_us = ph[cr].us[DM_PHASE_OPTIMIZER];
+    r->exposed_comm_us = ph[cr].us[DM_PHASE_EXPOSED_COMM];
+    r->comm_busy_us = ph[cr].us[DM_PHASE_COMM_BUSY];
+    rc = 0;
+out:
+    free(ev);
+    free(ph);
+    free(last);
+    return rc ? -1 : critical_path(s, r);
 }
 
 static int make_trace(sim *s, sim_result *r, dm_err *err)
@@ -762,7 +758,6 @@ void sim_result_free(sim_result *r)
 {
     if (!r) return;
     free(r->ns_us);
-    free(r->opt_us);
     free(r->op_off);
     free(r->start_us);
     free(r->end_us);
@@ -791,8 +786,7 @@ int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_res
     r->cpu_s = cpu_s() - c1;
     r->setup_s = t1 - t0;
     r->setup_cpu_s = c1 - c0;
-    if (!(r->ns_us = dm_calloc((size_t)s.R, sizeof(double), err)) ||
-        !(r->opt_us = dm_calloc((size_t)s.R, sizeof(double), err)) || results(&s, r, err))
+    if (!(r->ns_us = dm_calloc((size_t)s.R, sizeof(double), err)) || results(&s, r, err))
         goto fail;
     describe_sources(&s, r);
     r->events = s.events;

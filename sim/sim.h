@@ -31,6 +31,7 @@
 #ifndef SIM_SIM_H
 #define SIM_SIM_H
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cluster.h"
 #include "collcost.h"
@@ -64,15 +65,16 @@ typedef struct sim_path_op {
 #define SIM_PATH_TOP 5
 
 typedef struct sim_result {
+    /* The phases, cut by the one step ruler (phases.h) from the simulated ops, as compare cuts
+     * the simulator's trace. */
     int nranks;
     double step_us;         /* last op's end over all ranks */
     int crit_rank;          /* the rank whose last op ends last (lowest on ties) */
     /* On crit_rank: GPU time per part, and the part of the step the GPU sat idle waiting for
-     * communication (step - GPU busy time). */
+     * communication (step - the union of its compute intervals). */
     double forward_us, backward_us, optimizer_us, exposed_comm_us;
     double comm_busy_us;    /* time with at least one collective in flight on crit_rank */
     double *ns_us;          /* per rank: NS time (nranks entries) */
-    double *opt_us;         /* per rank: NS + muon-update + adamw time */
     double ns_max_us, ns_mean_us;
     int ns_max_rank;
     sim_contrib crit[DM_OP__COUNT]; /* by time on the critical path, descending */
@@ -97,6 +99,14 @@ typedef struct sim_result {
  * ready) is reported as an error naming a stuck op. *out owned by the caller (sim_result_free). */
 int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_result **out, dm_err *err);
 void sim_result_free(sim_result *r); /* accepts NULL */
+
+/* Reports. sim_print_report: where each kind's durations came from, the step and its parts,
+ * the critical rank's collectives, per-rank NS load and the critical path (p: the simulated
+ * program). sim_print_speed: the "speed:" line (plan_s: the planning's wall time). sim_print_json:
+ * the results as one JSON object (format dmuon-sim-1, times in microseconds). */
+void sim_print_report(FILE *f, const dm_program *p, const sim_result *r);
+void sim_print_speed(FILE *f, const sim_result *r, double plan_s);
+void sim_print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_costs *costs, const sim_result *r);
 
 static inline double sim_op_start(const sim_result *r, int rank, int op) { return r->start_us[r->op_off[rank] + op]; }
 static inline double sim_op_end(const sim_result *r, int rank, int op) { return r->end_us[r->op_off[rank] + op]; }

@@ -1,21 +1,65 @@
-# tests/local.mk: command-level tests (golden output and exit codes) written as TAP shell scripts.
+# tests/local.mk: every test: unit tests as small TAP programs (tests/tap.h; a program's source
+# is tests/NAME.c, linked with LDADD), command-level tests as TAP shell scripts (tests/tap.sh)
+# with their golden outputs and data. GPU and MPI tests skip when there is no GPU or no mpirun.
 TESTS += tests/cli_basic.sh
-EXTRA_DIST += tests/cli_basic.sh tests/tap.sh
-check_PROGRAMS += tests/test_json
-TESTS += tests/test_json
-tests_test_json_SOURCES = tests/test_json.c tests/tap.h
-tests_test_json_LDADD = $(DM_LDADD)
-check_PROGRAMS += tests/test_phases
-TESTS += tests/test_phases
-tests_test_phases_SOURCES = tests/test_phases.c tests/tap.h
-tests_test_phases_LDADD = $(DM_LDADD)
-check_PROGRAMS += tests/test_hf_families
-TESTS += tests/test_hf_families
-tests_test_hf_families_SOURCES = tests/test_hf_families.c tests/tap.h
-tests_test_hf_families_LDADD = $(DM_LDADD)
-EXTRA_DIST += \
-	tests/data/hf/mistral-7b-v0.1.json \
-	tests/data/hf/mixtral-8x7b-v0.1.json \
-	tests/data/hf/qwen3-8b.json \
-	tests/data/hf/qwen3-30b-a3b.json \
-	tests/data/hf/phi-3-mini-4k-instruct.json
+EXTRA_DIST += tests/cli_basic.sh tests/tap.sh tests/tap.h
+
+# core
+check_PROGRAMS += tests/test_json tests/test_phases tests/test_faults tests/test_outfile tests/test_plumbing \
+	tests/test_models tests/test_hf_import tests/test_hf_families tests/test_costs tests/test_program tests/test_trace
+TESTS += tests/test_json tests/test_phases tests/test_faults tests/test_outfile tests/faults.sh tests/interrupt.sh \
+	tests/test_plumbing tests/test_models tests/test_hf_import tests/test_hf_families tests/gen_models.sh tests/test_costs \
+	tests/test_program tests/test_trace tests/hostile.sh tests/hostile_readers.sh
+EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/gen_models.sh tests/hostile.sh tests/hostile_readers.sh \
+	docs/RELIABILITY.md tests/data/hostile/ctrl-name.json tests/data/hostile/evil-name.cluster \
+	tests/data/hostile/hf-vision-depth.json tests/data/hostile/layers-overflow.json \
+	tests/data/hostile/params-overflow.json tests/data/hostile/utf8-name.json \
+	tests/data/hf/mistral-7b-v0.1.json tests/data/hf/mixtral-8x7b-v0.1.json tests/data/hf/qwen3-8b.json \
+	tests/data/hf/qwen3-30b-a3b.json tests/data/hf/phi-3-mini-4k-instruct.json \
+	tests/data/hf/qwen2.5-7b.json \
+	tests/data/hf/qwen2.5-3b.json \
+	tests/data/hf/llama-3.1-8b.json \
+	tests/data/hf/llama-3.2-3b.json \
+	tests/data/hf/qwen2.5-vl-3b.json \
+	tests/data/hf/deepseek-v3.json \
+	tests/data/hf/kimi-k2.json \
+	tests/data/hf/moonlight-16b-a3b.json \
+	tests/data/hf/gemma-2b.json \
+	tests/data/hf/gemma2-2b.json
+
+# kernels
+check_PROGRAMS += tests/test_ns_ref tests/test_ns_gpu
+TESTS += tests/test_ns_ref tests/test_ns_gpu
+
+# sched
+check_PROGRAMS += tests/test_sched
+TESTS += tests/test_sched tests/plan_golden.sh
+EXTRA_DIST += tests/plan_golden.sh tests/golden/plan_qwen2.5-0.5b.txt tests/golden/plan_qwen2.5-0.5b_milp.txt
+
+# sim
+check_PROGRAMS += tests/test_sim tests/test_sim_faults tests/test_sim_rates tests/test_sim_mem
+TESTS += tests/test_sim tests/test_sim_faults tests/test_sim_rates tests/test_sim_mem tests/sim_golden.sh tests/scale_golden.sh
+EXTRA_DIST += tests/sim_golden.sh tests/scale_golden.sh tests/data/sim_costs.csv \
+	tests/golden/sim_qwen2.5-0.5b_a800_16.txt tests/golden/scale_qwen2.5-0.5b_h200.txt \
+	tests/golden/scale_qwen2.5-0.5b_h200.csv
+
+# real
+if HAVE_MPI
+check_PROGRAMS += tests/test_real_cpu tests/test_real_mem tests/test_real_bench
+TESTS += tests/test_real_mem tests/real_cpu.sh
+tests_test_real_bench_SOURCES = tests/test_real_bench.c real/real_bench.c cli/opts.c cli/opts.h
+endif
+if HAVE_CUDA
+if HAVE_NCCL
+if HAVE_MPI
+TESTS += tests/real_gpu.sh
+endif
+endif
+endif
+EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json
+
+# valid
+check_PROGRAMS += tests/test_calib
+TESTS += tests/test_calib tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh
+EXTRA_DIST += tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh \
+	tests/data/comm_h200x2.csv

@@ -1,7 +1,7 @@
 #!/bin/sh
 # sim_golden.sh: `dmuon sim` against its golden output (a small plan on a pinned roofline cost
 # table, simulated times included), identical bytes on repeated runs, trace files in both
-# formats, exit statuses. DMUON_REGEN=1 rewrites the golden file instead of comparing.
+# formats, a saved program (and the options it fixes refused beside it), exit statuses. DMUON_REGEN=1 rewrites the golden file instead of comparing.
 . "$DM_SRCDIR/tests/tap.sh"
 : "${DMUON:?}"
 golden=$DM_SRCDIR/tests/golden/sim_qwen2.5-0.5b_a800_16.txt
@@ -41,6 +41,15 @@ is "--json: step_us agrees with the table" \
 $DMUON plan --model qwen2.5-0.5b --gpus 16 --cluster a800 --costs "$costs" -o "$tmp/p.json" >/dev/null
 is "a saved plan simulates to the same step (cluster from the program)" \
     "$($DMUON sim --program "$tmp/p.json" --costs "$costs" --quiet)" "$($run --quiet)"
+# The program fixes the model, the GPU count and the plan: options that would change them are
+# refused beside --program instead of being ignored (they were, silently).
+for opt in "--gpus 16" "--model qwen2.5-7b" "--strategy adamw" "--balance milp" "--gpus-per-node 4" "--tokens 8192"; do
+    is "sim --program refuses $opt" "$(status_of $DMUON sim --program "$tmp/p.json" --costs "$costs" --quiet $opt)" 2
+done
+like "  ... and says why" "$($DMUON sim --program "$tmp/p.json" --costs "$costs" --gpus 16 2>&1)" \
+    "dmuon sim: --gpus: the program fixes the model, the GPU count and the plan; not allowed with --program"
+is "sim --program still takes --cluster and --algo" \
+    "$(status_of $DMUON sim --program "$tmp/p.json" --costs "$costs" --cluster a800 --algo ring --quiet)" 0
 is "sim without --gpus exits 2" "$(status_of $DMUON sim --model qwen2.5-0.5b)" 2
 is "sim --algo bogus exits 2" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpus 2 --algo bogus)" 2
 is "sim on an unknown cluster exits 1" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpus 2 --cluster nope)" 1

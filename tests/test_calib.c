@@ -14,6 +14,7 @@
 #include "cluster.h"
 #include "collcost.h"
 #include "costs.h"
+#include "paths.h"
 #include "program.h"
 #include "tap.h"
 #include "trace.h"
@@ -44,6 +45,57 @@ static int write_model_csv(const char *path, const dm_cluster *c, int n)
             fprintf(f, "%s,%.0f,%.0f,%d,%.6f,0,0,0\n", dm_op_kind_name((dm_op_kind)k), b, b / 2, n, us);
         }
     return fclose(f);
+}
+
+/* The one parameter table: every key a calibration may hold sets the same field as the cluster
+ * file's key does, within the same range, and a value outside it is refused by both. */
+static void test_param_table(const char *dir)
+{
+    char cpath[600], kpath[600];
+    snprintf(cpath, sizeof cpath, "%s/param.cluster", dir);
+    snprintf(kpath, sizeof kpath, "%s/param.calib", dir);
+    int n_calib = 0, agree = 0, refused = 0;
+    for (int i = 0; i < dm_param_count(); i++) {
+        const dm_param *p = dm_param_at(i);
+        if (!(p->flags & DM_PARAM_CALIB)) continue;
+        n_calib++;
+        double v = p->lo + 0.37 * (p->hi - p->lo), bad = p->hi * 2 + 1;
+        dm_err err;
+        dm_cluster a, b;
+        FILE *f = fopen(kpath, "w");
+        fprintf(f, "# dmuon-calib-1\n%s = %.17g\n", p->key, v);
+        fclose(f);
+        int ok_k = dm_cluster_load("h200", &b, &err) == 0 && calib_apply(kpath, &b, NULL, &err) == 0 &&
+                   fabs(dm_param_get(p, &b) - v) <= 1e-9 * fabs(v);
+        int ok_c = 1;
+        if (p->flags & DM_PARAM_FILE) {
+            f = fopen(cpath, "w");
+            fprintf(f, "gpu = H200\ngpus_per_node = 8\nnvlink_GBps = 450\n%s = %.17g\n", p->key, v);
+            fclose(f);
+            ok_c = dm_cluster_load(cpath, &a, &err) == 0 && fabs(dm_param_get(p, &a) - v) <= 1e-9 * fabs(v);
+        }
+        agree += ok_k && ok_c;
+        if (!(ok_k && ok_c)) tap_diag("%s = %g: calibration %d, cluster file %d (%s)", p->key, v, ok_k, ok_c, err.msg);
+        f = fopen(kpath, "w");
+        fprintf(f, "# dmuon-calib-1\n%s = %.17g\n", p->key, bad);
+        fclose(f);
+        int rk = calib_apply(kpath, &b, NULL, &err) == -1 && strstr(err.msg, "to be a number in");
+        int rc = 1;
+        if (p->flags & DM_PARAM_FILE) {
+            f = fopen(cpath, "w");
+            fprintf(f, "gpu = H200\ngpus_per_node = 8\nnvlink_GBps = 450\n%s = %.17g\n", p->key, bad);
+            fclose(f);
+            rc = dm_cluster_load(cpath, &a, &err) == -1 && strstr(err.msg, "to be a number in");
+        }
+        refused += rk && rc;
+    }
+    ok(n_calib >= 20, "%d calibration keys in the parameter table", n_calib);
+    ok(agree == n_calib, "each sets its field to the value given, in a calibration and in a cluster file (%d of %d)",
+       agree, n_calib);
+    ok(refused == n_calib, "a value above the table's range is refused by both (%d of %d)", refused, n_calib);
+    const dm_param *bs = dm_param_find("busbw_scale.all-gather"), *el = dm_param_find("elementwise_launch_us.adamw");
+    ok(bs && el && bs->hi == 10 && el->hi == 1e4, "the ranges the two readers disagreed on: busbw_scale to %g, "
+       "elementwise_launch_us to %g", bs ? bs->hi : -1, el ? el->hi : -1);
 }
 
 int main(void)
@@ -365,7 +417,7 @@ int main(void)
     f = fopen(path, "w");
     fprintf(f, "# dmuon-calib-1\nfwd_efficiency = fast\n");
     fclose(f);
-    ok(calib_read(path, &back, &err) == -1 && strstr(err.msg, "bad.calib:2:18: expected fwd_efficiency in [0.01, 1]"),
+    ok(calib_read(path, &back, &err) == -1 && strstr(err.msg, "bad.calib:2:18: expected fwd_efficiency to be a number in [0.01, 1]"),
        "bad number: %s", err.msg);
     /* Values a cluster file could not hold are refused too (fuzz findings: 0 and 7). */
     const char *bad_vals[] = {"nvlink_bus_efficiency = 0", "fwd_efficiency = 7", "busbw_scale.all-reduce = 0"};
@@ -383,8 +435,8 @@ int main(void)
     ok(calib_fit_comm(&k, path, &base, 0, NULL, &err) == -1 && strstr(err.msg, "wrong elements"),
        "rows with wrong elements are refused: %s", err.msg);
 
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) tap_diag("could not remove %s", dir);
+    test_param_table(dir);
+
+    if (dm_remove_tree(dir, &err)) tap_diag("could not remove %s: %s", dir, err.msg);
     return tap_done();
 }

@@ -1,4 +1,4 @@
-/* spawn.c: child processes of this program (spawn.h). */
+/* spawn.c: child processes by fork and execvp, PATH lookup (spawn.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "spawn.h"
 
@@ -20,30 +20,35 @@ int dm_self_exe(char *buf, size_t size, dm_err *err)
 
 int dm_spawn(char *const argv[], const char *log, dm_err *err)
 {
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd < 0) return dm_err_set(err, "%s: %s", log, strerror(errno));
+    int fd = log ? open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666) : -1;
+    if (log && fd < 0) return dm_err_set(err, "%s: %s", log, strerror(errno));
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {
-        close(fd);
+        if (fd >= 0) close(fd);
         return dm_err_set(err, "fork: %s", strerror(errno));
     }
     if (pid == 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
         execvp(argv[0], argv);
         fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
-    close(fd);
+    if (fd >= 0) close(fd);
     int st;
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR) return dm_err_set(err, "waitpid: %s", strerror(errno));
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
-    if (WIFSIGNALED(st)) return dm_err_set(err, "%s %s died of signal %d; its output is in %s", argv[0], argv[1] ? argv[1] : "", WTERMSIG(st), log);
-    return dm_err_set(err, "%s %s exited with status %d; its output is in %s", argv[0], argv[1] ? argv[1] : "", WEXITSTATUS(st), log);
+    char where[4200] = "";
+    if (log) snprintf(where, sizeof where, "; its output is in %s", log);
+    if (WIFSIGNALED(st))
+        return dm_err_set(err, "%s %s died of signal %d%s", argv[0], argv[1] ? argv[1] : "", WTERMSIG(st), where);
+    return dm_err_set(err, "%s %s exited with status %d%s", argv[0], argv[1] ? argv[1] : "", WEXITSTATUS(st), where);
 }
 
 int dm_on_path(const char *prog)

@@ -34,8 +34,10 @@
  *    recorded by path, so the simulator uses the same table.
  *
  * Calibration file (format dmuon-calib-1): '#' header lines (format, date, gpu, command), then
- * one "key = value" per line with the cluster file's keys (cluster.h) plus "costs = PATH", each
- * followed by its provenance as a comment:
+ * one "key = value" per line, each key once: the parameter table's DM_PARAM_CALIB keys
+ * (cluster.h: their ranges are the table's, the same a cluster file is held to) plus
+ * "costs = PATH", the kernel table, relative to the calibration file's folder (so the file works
+ * from any working folder); each followed by its provenance as a comment:
  *     nvlink_bus_efficiency = 0.7398   # source: h200x2_comm.csv (all-reduce, 11 sizes);
  *                                        date: 2026-11-29T20:00:00Z; gpu: NVIDIA H200; residual: 3.1%
  * residual: the root mean square of the fit's relative residuals (time or efficiency).
@@ -116,16 +118,20 @@ int calib_fit_coll_slowdown(calib *c, int n_traces, const char *const *trace_pat
 /* The fraction of [a, b) covered by n_iv disjoint intervals iv[2i] .. iv[2i+1] (0 when b <= a). */
 double calib_overlap_fraction(const double *iv, int n_iv, double a, double b);
 
-/* Record a kernel table (must load as dmuon-costs-1). */
-int calib_add_costs(calib *c, const char *costs_path, FILE *log, dm_err *err);
+/* Record a kernel table (must load as dmuon-costs-1) for a calibration to be written to out_path
+ * ("-": stdout): its path relative to out_path's folder (absolute for stdout), as the file holds
+ * it. */
+int calib_add_costs(calib *c, const char *costs_path, const char *out_path, FILE *log, dm_err *err);
 
-/* Write (atomically) and read the calibration file. Read errors name FILE:LINE:COL. */
+/* Write (atomically) and read the calibration file, values as they are (costs: relative to the
+ * file's folder). Read errors name FILE:LINE:COL; a key given twice is refused. */
 int calib_write(const calib *c, const char *path, dm_err *err);
 int calib_read(const char *path, calib *out, dm_err *err);
 
 /* What calib_apply did, for the "calibration" line a command prints. */
 typedef struct calib_info {
-    char costs[1024];    /* the kernel table the calibration names ("" if none) */
+    char costs[1024];    /* the kernel table the calibration names, resolved against the
+                            calibration file's folder ("" if none) */
     char describe[1200]; /* "FILE (date, GPU): keys ..." */
     int n_applied;
 } calib_info;

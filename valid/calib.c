@@ -15,28 +15,23 @@
 #include "collcost.h"
 #include "compare.h"
 #include "costs.h"
+#include "lines.h"
 #include "outfile.h"
+#include "paths.h"
+#include "phases.h"
 #include "program.h"
 
 #define FORMAT "dmuon-calib-1"
 
-static const char *const coll_keys[5] = {"broadcast", "reduce", "all-reduce", "all-gather", "reduce-scatter"};
+/* The name of collective i of the five (DM_OP_BROADCAST + i). */
+#define COLL_NAME(i) dm_op_kind_name((dm_op_kind)(DM_OP_BROADCAST + (i)))
 
-/* Keys a calibration may hold: the cluster file's calibrated ones (cluster.h), plus costs and
- * the NIC's usable bandwidth (the cluster file gives line rate and efficiency instead). */
-static int known_key(const char *k)
+/* Keys a calibration may hold: the parameter table's DM_PARAM_CALIB rows (cluster.h), plus
+ * costs, the kernel table. */
+static const dm_param *calib_param(const char *k)
 {
-    static const char *const keys[] = {"nvlink_bus_efficiency", "base_latency_us", "nvlink_latency_us",
-                                       "net_latency_us", "fwd_efficiency", "bwd_efficiency", "comm_slowdown",
-                                       "elementwise_efficiency.adamw", "elementwise_efficiency.muon_update",
-                                       "elementwise_launch_us.adamw", "elementwise_launch_us.muon_update", "ns_time_scale",
-                                       "step_start_us", "op_gap_us", "coll_slowdown", "nic_usable_Gbps", "costs"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (!strcmp(k, keys[i])) return 1;
-    if (!strncmp(k, "busbw_scale.", 12))
-        for (int i = 0; i < 5; i++)
-            if (!strcmp(k + 12, coll_keys[i])) return 1;
-    return 0;
+    const dm_param *p = dm_param_find(k);
+    return p && (p->flags & DM_PARAM_CALIB) ? p : NULL;
 }
 
 static void utc_now(char *buf, size_t size)
@@ -136,13 +131,16 @@ typedef struct comm_rows {
 static int read_comm_csv(const char *path, double min_bytes, comm_rows *r, dm_err *err)
 {
     memset(r, 0, sizeof *r);
-    FILE *f = fopen(path, "r");
-    if (!f) return dm_err_set(err, "%s: %s", path, strerror(errno));
-    char line[1024];
-    int ln = 0, header = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
-        ln++;
-        line[strcspn(line, "\r\n")] = 0;
+    dm_lines *in = dm_lines_open(path, 1024, 64 << 20, err);
+    if (!in) return -1;
+    char *line;
+    int ln = 0, header = 0, rc = 0, k;
+    while ((k = dm_lines_next(in, &line, NULL, err)) != 0) {
+        if (k < 0) {
+            rc = -1;
+            break;
+        }
+        ln = dm_lines_number(in);
         if (ln == 1 && strncmp(line, "# dmuon-comm-1", 14)) {
             rc = dm_err_set(err, "%s:1:1: expected '# dmuon-comm-1' (a dmuon bench comm --csv file)", path);
             break;
@@ -166,8 +164,8 @@ static int read_comm_csv(const char *path, double min_bytes, comm_rows *r, dm_er
             rc = dm_err_set(err, "%s:%d:1: expected 'coll,bytes,count,ranks,time_us,algbw_GBps,busbw_GBps,wrong'", path, ln);
             break;
         }
-        int k = dm_trace_kind_from_name(name), i = k - DM_OP_BROADCAST;
-        if (k < 0 || i < 0 || i >= 5) {
+        int kind = dm_trace_kind_from_name(name), i = kind - DM_OP_BROADCAST;
+        if (kind < 0 || i < 0 || i >= 5) {
             rc = dm_err_set(err, "%s:%d:1: expected a collective (broadcast, reduce, all-reduce, all-gather, "
                                  "reduce-scatter), found '%s'", path, ln, name);
             break;
@@ -188,10 +186,10 @@ static int read_comm_csv(const char *path, double min_bytes, comm_rows *r, dm_er
         }
         if (r->n[i] == 128 || bytes < min_bytes) continue;
         r->ranks[i] = ranks;
-        r->x[i][r->n[i]] = bytes * collcost_busbw_factor((dm_op_kind)k, ranks);
+        r->x[i][r->n[i]] = bytes * collcost_busbw_factor((dm_op_kind)kind, ranks);
         r->y[i][r->n[i]++] = t;
     }
-    fclose(f);
+    dm_lines_close(in);
     if (!rc && !header) rc = dm_err_set(err, "%s: no rows", path);
     return rc;
 }
@@ -206,13 +204,13 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
     for (int i = 0; i < 5; i++) {
         if (r.n[i] < 2) continue;
         if (calib_fit_linear(r.x[i], r.y[i], r.n[i], &fit[i], err)) return -1;
-        if (!(fit[i].b > 0)) return dm_err_set(err, "%s: %s: the fitted time does not grow with size", csv_path, coll_keys[i]);
+        if (!(fit[i].b > 0)) return dm_err_set(err, "%s: %s: the fitted time does not grow with size", csv_path, COLL_NAME(i));
         have[i] = 1;
         busbw[i] = 1e6 / fit[i].b;
         n_ranks = r.ranks[i];
         if (log)
             fprintf(log, "  %-14s %2d ranks %3d sizes: latency %8.3f us, bus bandwidth %8.2f GB/s, residual %.1f%%\n",
-                    coll_keys[i], r.ranks[i], r.n[i], fit[i].a, busbw[i] / 1e9, 100 * fit[i].rel_rms);
+                    COLL_NAME(i), r.ranks[i], r.n[i], fit[i].a, busbw[i] / 1e9, 100 * fit[i].rel_rms);
     }
     if (!n_ranks) return dm_err_set(err, "%s: no collective with 2 or more sizes to fit", csv_path);
     for (int i = 0; i < 5; i++)
@@ -242,8 +240,8 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
             for (int i = 0; i < 5; i++) {
                 if (!have[i]) continue;
                 char key[48];
-                snprintf(key, sizeof key, "busbw_scale.%s", coll_keys[i]);
-                snprintf(src, sizeof src, "%s (%s / all-reduce bus bandwidth, %d sizes)", file, coll_keys[i], fit[i].n);
+                snprintf(key, sizeof key, "busbw_scale.%s", COLL_NAME(i));
+                snprintf(src, sizeof src, "%s (%s / all-reduce bus bandwidth, %d sizes)", file, COLL_NAME(i), fit[i].n);
                 if (set_num(c, key, busbw[i] / busbw[ar], src, fit[i].rel_rms, fit[i].n, err)) return -1;
             }
         } else if (log) {
@@ -251,7 +249,7 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
         }
     } else {
         /* Across nodes: the NICs are taken as the bottleneck (the usual case). */
-        snprintf(src, sizeof src, "%s (%s over %d nodes, %d sizes; NIC taken as the bottleneck)", file, coll_keys[ref],
+        snprintf(src, sizeof src, "%s (%s over %d nodes, %d sizes; NIC taken as the bottleneck)", file, COLL_NAME(ref),
                  t.n_nodes, fit[ref].n);
         double scale = (ref == ar ? 1 : base->busbw_scale[ref]);
         if (set_num(c, "nic_usable_Gbps", base->nic_Bps * busbw[ref] / (t.bus_Bps * scale) * 8 / 1e9, src,
@@ -339,22 +337,6 @@ static int cmp_first_double(const void *a, const void *b)
     return (x[0] > y[0]) - (x[0] < y[0]);
 }
 
-/* Merge [a, b) intervals (sorted in place) into disjoint ones; returns their count. */
-static int merge_iv(double *iv, int n)
-{
-    qsort(iv, (size_t)n, 2 * sizeof *iv, cmp_first_double);
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if (m && iv[2 * i] <= iv[2 * m - 1]) {
-            if (iv[2 * i + 1] > iv[2 * m - 1]) iv[2 * m - 1] = iv[2 * i + 1];
-        } else {
-            iv[2 * m] = iv[2 * i], iv[2 * m + 1] = iv[2 * i + 1];
-            m++;
-        }
-    }
-    return m;
-}
-
 /* Per rank r < R of trace t, the union of its collectives' intervals (colls: from the rank's
  * arrival, ts - wait_us, to the end) or of its compute ops' (else), as disjoint intervals in
  * iv[2 * iv_off[r]] .. iv[2 * iv_off[r + 1]] (iv: room for t->n pairs; iv_off: R + 1). */
@@ -367,12 +349,12 @@ static void rank_intervals(const dm_trace *t, int R, int colls, double *iv, int 
         for (int i = 0; i < t->n; i++) {
             const dm_trace_event *e = &t->ev[i];
             if (e->rank != r || !(e->dur_us > 0)) continue;
-            if (colls ? !dm_op_is_collective(e->kind) : e->stream != DM_STREAM_COMPUTE) continue;
+            if (colls ? !dm_op_is_collective(e->kind) : !dm_op_is_compute(e->kind)) continue;
             iv[2 * n_iv] = e->ts_us - (colls && e->wait_us > 0 ? e->wait_us : 0);
             iv[2 * n_iv + 1] = e->ts_us + e->dur_us;
             n_iv++;
         }
-        n_iv = first + merge_iv(iv + 2 * first, n_iv - first);
+        n_iv = first + dm_iv_merge(iv + 2 * first, n_iv - first);
     }
     iv_off[R] = n_iv;
 }
@@ -728,17 +710,21 @@ out:
     return rc;
 }
 
-int calib_add_costs(calib *c, const char *costs_path, FILE *log, dm_err *err)
+int calib_add_costs(calib *c, const char *costs_path, const char *out_path, FILE *log, dm_err *err)
 {
     dm_costs *k = NULL;
     if (dm_costs_load(costs_path, &k, err)) return -1;
-    char src[512];
+    char src[512], dir[4096], rel[1024];
     snprintf(src, sizeof src, "%s", dm_costs_describe(k));
     const dm_gpu *g = dm_costs_gpu(k);
     if (!c->gpu[0] && g) snprintf(c->gpu, sizeof c->gpu, "%s", g->name);
     if (log) fprintf(log, "  kernel table: %s\n", src);
     dm_costs_free(k);
-    return calib_set(c, "costs", costs_path, src, -1, 0, err);
+    /* as the file holds it: relative to its folder (calib_apply reads it from there, so the file
+     * works from any working folder); absolute when the file goes to stdout */
+    dm_path_dir(out_path, dir, sizeof dir);
+    if (dm_path_relative(costs_path, strcmp(out_path, "-") ? dir : NULL, rel, sizeof rel, err)) return -1;
+    return calib_set(c, "costs", rel, src, -1, 0, err);
 }
 
 /* ---- the file ----------------------------------------------------------------------------- */
@@ -771,33 +757,19 @@ static char *trim(char *s)
     return s;
 }
 
-/* The accepted range of each numeric key: the same bounds the cluster file reader applies, so a
- * calibration cannot set what a cluster file could not. */
-static void key_range(const char *key, double *lo, double *hi)
-{
-    *lo = 0;
-    *hi = 1e5;
-    if (!strcmp(key, "nvlink_bus_efficiency") || !strcmp(key, "fwd_efficiency") || !strcmp(key, "bwd_efficiency"))
-        *lo = 0.01, *hi = 1;
-    else if (!strcmp(key, "comm_slowdown") || !strcmp(key, "coll_slowdown")) *hi = 0.95;
-    else if (!strcmp(key, "step_start_us")) *hi = 1e6;
-    else if (!strcmp(key, "op_gap_us")) *hi = 1e4;
-    else if (!strcmp(key, "ns_time_scale")) *lo = 0.1, *hi = 10;
-    else if (!strncmp(key, "elementwise_efficiency.", 23)) *lo = 0.001, *hi = 1;
-    else if (!strncmp(key, "busbw_scale.", 12)) *lo = 0.01, *hi = 10;
-    else if (!strcmp(key, "nic_usable_Gbps")) *lo = 1;
-}
-
 int calib_read(const char *path, calib *out, dm_err *err)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "r");
-    if (!f) return dm_err_set(err, "%s: %s", path, strerror(errno));
-    char line[4096];
-    int ln = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
-        ln++;
-        line[strcspn(line, "\r\n")] = 0;
+    dm_lines *in = dm_lines_open(path, 8192, 1 << 20, err);
+    if (!in) return -1;
+    char *line;
+    int ln = 0, rc = 0, k, seen[CALIB_MAX_ENTRIES];
+    while ((k = dm_lines_next(in, &line, NULL, err)) != 0) {
+        if (k < 0) {
+            rc = -1;
+            break;
+        }
+        ln = dm_lines_number(in);
         if (ln == 1) {
             if (strcmp(line, "# " FORMAT)) {
                 rc = dm_err_set(err, "%s:1:1: expected '# " FORMAT "'", path);
@@ -822,31 +794,33 @@ int calib_read(const char *path, calib *out, dm_err *err)
         char *key = trim(s), *val = eq + 1, *hash = strchr(val, '#');
         if (hash) *hash = 0;
         val = trim(val);
-        if (!known_key(key)) {
-            rc = dm_err_set(err, "%s:%d:%d: unknown key '%s' (expected nvlink_bus_efficiency, busbw_scale.KIND, "
-                                 "base_latency_us, nvlink_latency_us, net_latency_us, nic_usable_Gbps, fwd_efficiency, "
-                                 "bwd_efficiency, elementwise_efficiency.KIND, elementwise_launch_us.KIND, ns_time_scale, comm_slowdown, "
-                                 "coll_slowdown, step_start_us, op_gap_us or costs)", path, ln, (int)(key - line) + 1, key);
+        const dm_param *p = calib_param(key);
+        if (!p && strcmp(key, "costs")) {
+            char list[1024];
+            rc = dm_err_set(err, "%s:%d:%d: unknown key '%s' (expected %s or costs)", path, ln, (int)(key - line) + 1, key,
+                            dm_param_list(DM_PARAM_CALIB, list, sizeof list));
             break;
         }
         if (!*val) {
             rc = dm_err_set(err, "%s:%d:%d: expected a value after '='", path, ln, (int)(eq - line) + 2);
             break;
         }
-        if (strcmp(key, "costs")) {
-            char *end;
-            double v = strtod(val, &end), lo, hi;
-            key_range(key, &lo, &hi);
-            if (*end || !isfinite(v) || v < lo || v > hi) {
-                rc = dm_err_set(err, "%s:%d:%d: expected %s in [%g, %g], found '%s'", path, ln,
-                                (int)(val - line) + 1, key, lo, hi, val);
-                break;
-            }
+        double v;
+        if (p && dm_param_parse(p, val, &v, path, ln, (int)(val - line) + 1, err)) {
+            rc = -1;
+            break;
+        }
+        const calib_entry *dup = calib_get(out, key);
+        if (dup) {
+            rc = dm_err_set(err, "%s:%d:%d: key '%s' given twice (first on line %d)", path, ln, (int)(key - line) + 1,
+                            key, seen[dup - out->e]);
+            break;
         }
         if (out->n == CALIB_MAX_ENTRIES) {
             rc = dm_err_set(err, "%s:%d:1: more than %d values", path, ln, CALIB_MAX_ENTRIES);
             break;
         }
+        seen[out->n] = ln;
         calib_entry *e = &out->e[out->n++];
         memset(e, 0, sizeof *e);
         snprintf(e->key, sizeof e->key, "%s", key);
@@ -864,7 +838,7 @@ int calib_read(const char *path, calib *out, dm_err *err)
             }
         }
     }
-    fclose(f);
+    dm_lines_close(in);
     if (!rc && ln == 0) rc = dm_err_set(err, "%s:1:1: empty file, expected '# " FORMAT "'", path);
     return rc;
 }
@@ -872,24 +846,8 @@ int calib_read(const char *path, calib *out, dm_err *err)
 /* Sets one calibrated value on the cluster (keys other than costs). */
 static void apply_entry(const calib_entry *e, dm_cluster *c)
 {
-    double v = strtod(e->value, NULL);
-    if (!strcmp(e->key, "nvlink_bus_efficiency")) c->nvlink_bus_efficiency = v;
-    else if (!strcmp(e->key, "base_latency_us")) c->base_latency_us = v;
-    else if (!strcmp(e->key, "nvlink_latency_us")) c->nvlink_latency_us = v;
-    else if (!strcmp(e->key, "net_latency_us")) c->net_latency_us = v;
-    else if (!strcmp(e->key, "fwd_efficiency")) c->fwd_efficiency = v;
-    else if (!strcmp(e->key, "bwd_efficiency")) c->bwd_efficiency = v;
-    else if (!strcmp(e->key, "comm_slowdown")) c->comm_slowdown = v;
-    else if (!strcmp(e->key, "coll_slowdown")) c->coll_slowdown = v;
-    else if (!strcmp(e->key, "step_start_us")) c->step_start_us = v;
-    else if (!strcmp(e->key, "op_gap_us")) c->op_gap_us = v;
-    else if (!strcmp(e->key, "ns_time_scale")) c->ns_time_scale = v;
-    else if (!strncmp(e->key, "elementwise_efficiency.", 23)) c->elem_efficiency[dm_cluster_elem_index(e->key + 23)] = v;
-    else if (!strncmp(e->key, "elementwise_launch_us.", 22)) c->elem_launch_us[dm_cluster_elem_index(e->key + 22)] = v;
-    else if (!strcmp(e->key, "nic_usable_Gbps")) c->nic_Bps = v * 1e9 / 8;
-    else if (!strncmp(e->key, "busbw_scale.", 12))
-        for (int j = 0; j < 5; j++)
-            if (!strcmp(e->key + 12, coll_keys[j])) c->busbw_scale[j] = v;
+    const dm_param *p = calib_param(e->key);
+    if (p) dm_param_set(p, c, strtod(e->value, NULL));
 }
 
 void calib_apply_entries(const calib *k, dm_cluster *c)
@@ -909,8 +867,11 @@ int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
                                   k.gpu[0] ? k.gpu : "GPU not stated");
     for (int i = 0; i < k.n; i++) {
         const calib_entry *e = &k.e[i];
-        if (!strcmp(e->key, "costs")) snprintf(info->costs, sizeof info->costs, "%s", e->value);
-        else apply_entry(e, c);
+        if (!strcmp(e->key, "costs")) { /* beside the calibration file, as calib_write wrote it */
+            if (dm_path_beside(file, e->value, info->costs, sizeof info->costs, err)) return -1;
+        } else {
+            apply_entry(e, c);
+        }
         if (len < sizeof info->describe)
             len += (size_t)snprintf(info->describe + len, sizeof info->describe - len, " %s=%s", e->key,
                                     strcmp(e->key, "costs") ? e->value : base_name(e->value));

@@ -1,38 +1,25 @@
 /* compare.h: a predicted trace (the simulator's) against a measured one (the real executor's),
  * both in the shared trace format (trace.h), op by op: `dmuon compare` and `dmuon validate`.
  *
- * Phases are computed from each trace the way the simulator reports them (sim.h), so the two
- * sides are measured with one ruler: step = the last op's end over all ranks; the critical rank
- * is the rank whose last op ends last (lowest on ties); on that rank forward, backward and
- * optimizer (ns + muon-update + adamw) are summed op durations, and exposed communication is
- * step - the time the rank's GPU ran compute ops (the union of their intervals). Per op kind the
- * sums run over every rank. Ops are matched by (rank, op id); an op's error is
- * (predicted - measured) / measured duration, over matched ops whose measured duration is at
- * least min_op_us (zero-length waits and ops too short to time carry no information).
- * Times in microseconds; errors as fractions (0.05 = 5%). */
+ * Phases are cut from each trace by the one step ruler (phases.h, dm_phases_trace), the same
+ * rule the simulator reports with, so the two sides are measured alike: step, forward,
+ * backward, optimizer and exposed communication of the critical rank (the first
+ * DM_PHASE__COMPARED phases). Per op kind the sums run over every rank. Ops are matched by
+ * (rank, op id); an op's error is (predicted - measured) / measured duration, over matched ops
+ * whose measured duration is at least min_op_us (zero-length waits and ops too short to time
+ * carry no information). Times in microseconds; errors as fractions (0.05 = 5%). */
 #ifndef DM_COMPARE_H
 #define DM_COMPARE_H
 #include <stdio.h>
 
 #include "dm_error.h"
+#include "phases.h"
 #include "program.h"
 #include "trace.h"
-
-typedef enum { CMP_STEP, CMP_FORWARD, CMP_BACKWARD, CMP_OPTIMIZER, CMP_EXPOSED, CMP__PHASES } cmp_phase;
-
-const char *cmp_phase_name(cmp_phase p); /* "step", "forward", "backward", "optimizer", "exposed-comm" */
-
-typedef struct cmp_phases {
-    double us[CMP__PHASES];
-    int crit_rank;
-} cmp_phases;
 
 /* Sorts v[0..n) in place and returns its q-quantile (0 <= q <= 1), interpolated linearly
  * between neighbouring values (q = 0.5: the median); NAN when n <= 0. */
 double cmp_quantile(double *v, int n, double q);
-
-/* The phases of one trace. Fails on an empty trace. */
-int cmp_trace_phases(const dm_trace *t, cmp_phases *out, dm_err *err);
 
 typedef struct cmp_kind {
     int n_sim, n_real;       /* ops of the kind in each trace */
@@ -48,7 +35,7 @@ typedef struct cmp_opts {
 void cmp_opts_default(cmp_opts *o);
 
 typedef struct cmp_result {
-    cmp_phases sim, real;
+    dm_phases sim, real;     /* the ruler's phases of each trace (rank: its critical rank) */
     cmp_kind kinds[DM_OP__COUNT];
     int n_matched;           /* (rank, op) present in both with the same kind */
     int n_kind_mismatch;     /* present in both, kinds differ (excluded) */
@@ -67,6 +54,12 @@ int cmp_traces(const dm_trace *sim, const dm_trace *real, const cmp_opts *o, cmp
  * 0, +-inf when only m is 0). */
 double cmp_rel_err(double predicted, double measured);
 
+/* Whether phase p is held to an error bound: the step always; another phase when it is at least
+ * 1% of its trace's step on either side (a phase of ~0 has no meaningful relative error).
+ * cmp_phase_misses: held, and its |error| exceeds max_pct percent. */
+int cmp_phase_held(const dm_phases *pred, const dm_phases *meas, int p);
+int cmp_phase_misses(const dm_phases *pred, const dm_phases *meas, int p, double max_pct);
+
 /* The human report: metadata, the phase table, the op-kind table, the op-error distribution. */
 void cmp_print(FILE *f, const dm_trace *sim, const dm_trace *real, const cmp_result *r);
 
@@ -76,13 +69,12 @@ int cmp_write_csv(const char *path, const cmp_result *r, dm_err *err);
 /* Plot data: DIR/timeline_predicted.dat and DIR/timeline_measured.dat (one row per op:
  * lane, start_ms, end_ms, kind index, kind, rank, stream, op), DIR/ops.dat (matched ops:
  * measured_ms predicted_ms kind), and the gnuplot script DIR/compare.gp that draws
- * DIR/timeline.png (both timelines, one lane per rank and stream) and DIR/ops.png (predicted
- * against measured op durations). Runs gnuplot when it is on PATH; *plotted (may be NULL) is set
+ * DIR/timeline.png (both timelines, one lane per stream of each rank that has events, so the
+ * script grows with the traces, not with the rank numbers in them) and DIR/ops.png (predicted
+ * against measured op durations). Runs gnuplot when it is on PATH (plot.h: quoted strings, no
+ * shell, PNGs renamed into place; its output in DIR/gnuplot.log); *plotted (may be NULL) is set
  * to 1 when the PNGs were drawn. Creates DIR. */
 int cmp_write_plots(const dm_trace *sim, const dm_trace *real, const char *dir, const char *title, int *plotted,
                     dm_err *err);
-
-/* mkdir -p: create dir and its missing parents (0777 before umask). */
-int cmp_mkdir_p(const char *dir, dm_err *err);
 
 #endif

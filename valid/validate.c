@@ -1,0 +1,380 @@
+/* validate.c: the executor against the simulator on the same plans, and replays of stored
+ * measurements (validate.h). */
+#include "validate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lines.h"
+#include "model.h"
+#include "outfile.h"
+#include "paths.h"
+#include "program.h"
+#include "sched.h"
+#include "sim.h"
+#include "spawn.h"
+#include "trace.h"
+
+#define REPLAY_HEADER "case,model,strategy,overlap,gpus,phase,measured_ms,predicted_ms"
+
+int vld_cases(char *const *models, int n_models, const long *gpus, int n_gpus, char *const *strats, int n_strats,
+              char *const *ovls, int n_ovls, vld_case **out, int *n_out, dm_err *err)
+{
+    int n = n_models * n_strats * n_ovls * n_gpus, k = 0;
+    vld_case *cs = dm_calloc((size_t)n + 1, sizeof *cs, err);
+    if (!cs) return -1;
+    for (int mi = 0; mi < n_models; mi++)
+        for (int g = 0; g < n_gpus; g++)
+            for (int s = 0; s < n_strats; s++)
+                for (int o = 0; o < n_ovls; o++) {
+                    vld_case *vc = &cs[k++];
+                    vc->model = models[mi];
+                    vc->strategy = strats[s];
+                    vc->overlap = ovls[o];
+                    vc->gpus = (int)gpus[g];
+                    /* a model file by its base name without .json */
+                    const char *mb = strrchr(models[mi], '/') ? strrchr(models[mi], '/') + 1 : models[mi];
+                    int ml = (int)strlen(mb);
+                    if (ml > 5 && !strcmp(mb + ml - 5, ".json")) ml -= 5;
+                    snprintf(vc->name, sizeof vc->name, "%.*s.%s.%s.%dgpu", ml, mb, strats[s], ovls[o], vc->gpus);
+                    for (char *q = vc->name; *q; q++)
+                        if (*q == '/' || *q == ':') *q = '_';
+                }
+    *out = cs;
+    *n_out = n;
+    return 0;
+}
+
+int vld_default_plot_case(const vld_case *cs, int n)
+{
+    int pc = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(cs[i].strategy, "dmuon") && (!pc || cs[i].gpus > cs[pc - 1].gpus)) pc = i + 1;
+    return pc ? pc : 1;
+}
+
+/* ---- one case ------------------------------------------------------------------------------ */
+
+/* Plan one case and simulate it (*p and *sr owned by the caller; both NULL on failure). */
+static int plan_and_sim(const vld_case *vc, const vld_opts *o, dm_program **p, sim_result **sr, dm_err *err)
+{
+    dm_model *m = NULL;
+    *p = NULL;
+    *sr = NULL;
+    sched_opts so;
+    sched_opts_default(&so);
+    char tok[32];
+    snprintf(tok, sizeof tok, "%lld", (long long)o->tokens);
+    int rc = -1;
+    if (dm_model_load(vc->model, &m, err) || sched_opts_parse(&so, "strategy", vc->strategy, err) ||
+        sched_opts_parse(&so, "overlap", vc->overlap, err) || sched_opts_parse(&so, "tokens", tok, err) ||
+        sched_build(m, o->cluster, vc->gpus, o->costs, &so, p, NULL, err))
+        goto out;
+    sim_opts so2;
+    sim_opts_default(&so2);
+    so2.costs = o->costs;
+    so2.record_trace = 1;
+    rc = sim_run(*p, o->cluster, &so2, sr, err);
+out:
+    dm_model_free(m);
+    if (rc) {
+        dm_program_free(*p);
+        *p = NULL;
+    }
+    return rc;
+}
+
+/* Plan, save, run, simulate, compare one case (*sim_out, *real_out: its traces, owned by the
+ * caller). */
+static int run_case(vld_case *vc, const vld_opts *o, FILE *out, dm_trace **sim_out, dm_trace **real_out, dm_err *err)
+{
+    char cdir[4300], prog[4400], real_csv[4400], sim_csv[4400], log[4400];
+    snprintf(cdir, sizeof cdir, "%s/%s", o->dir, vc->name);
+    if (dm_mkdir_p(cdir, err)) return -1;
+    snprintf(prog, sizeof prog, "%s/program.json", cdir);
+    snprintf(real_csv, sizeof real_csv, "%s/real.csv", cdir);
+    snprintf(sim_csv, sizeof sim_csv, "%s/sim.csv", cdir);
+    snprintf(log, sizeof log, "%s/run.log", cdir);
+    dm_program *p = NULL;
+    sim_result *sr = NULL;
+    dm_trace *real = NULL;
+    int rc = -1;
+    if (plan_and_sim(vc, o, &p, &sr, err) || dm_program_save(p, prog, err)) goto out;
+    char np[16], st[16];
+    snprintf(np, sizeof np, "%d", vc->gpus);
+    snprintf(st, sizeof st, "%ld", o->steps);
+    char *const tail[] = {(char *)o->self, "run", "--program", prog, "--model", (char *)vc->model, "--backend",
+                          (char *)o->backend, "--steps", st, "--trace", real_csv, NULL};
+    char launcher[1024], *argv[64];
+    int na = 0;
+    snprintf(launcher, sizeof launcher, "%s", o->mpirun);
+    if (vc->gpus > 1) {
+        na = dm_split_words(launcher, argv, 40);
+        argv[na++] = "-np";
+        argv[na++] = np;
+        argv[na++] = "--oversubscribe";
+    }
+    for (int i = 0; tail[i]; i++) argv[na++] = tail[i];
+    argv[na] = NULL;
+    if (o->dry) {
+        for (int i = 0; argv[i]; i++) fprintf(out, "%s%s", i ? " " : "  ", argv[i]);
+        fprintf(out, "\n");
+        rc = 0;
+        goto out;
+    }
+    if (dm_spawn(argv, log, err) || dm_trace_read(real_csv, &real, err)) goto out;
+    if (dm_trace_write_csv(sr->trace, sim_csv, err)) goto out;
+    if (cmp_traces(sr->trace, real, NULL, &vc->r, err)) goto out;
+    *sim_out = sr->trace;
+    sr->trace = NULL;
+    *real_out = real;
+    real = NULL;
+    vc->ok = 1;
+    rc = 0;
+out:
+    dm_trace_free(real);
+    sim_result_free(sr);
+    dm_program_free(p);
+    return rc;
+}
+
+static double phase_err(const cmp_result *r, int p) { return cmp_rel_err(r->sim.us[p], r->real.us[p]); }
+
+/* ---- the whole run ------------------------------------------------------------------------- */
+
+int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
+{
+    dm_err err;
+    int plot_case = o->plot_case ? o->plot_case : vld_default_plot_case(cs, n);
+    if (dm_mkdir_p(o->dir, &err)) {
+        fprintf(stderr, "dmuon validate: %s\n", err.msg);
+        return 1;
+    }
+    if (o->dry) fprintf(out, "commands:\n");
+    fflush(out);
+    int failed = 0, missed = 0;
+    for (int i = 0; i < n; i++) {
+        dm_trace *st = NULL, *rt = NULL;
+        if (!o->dry) fprintf(stderr, "validate: %d/%d %s\n", i + 1, n, cs[i].name);
+        if (run_case(&cs[i], o, out, &st, &rt, &err)) {
+            snprintf(cs[i].why, sizeof cs[i].why, "%s", err.msg);
+            failed++;
+        } else if (!o->dry && i + 1 == plot_case) {
+            char pdir[4200], title[512];
+            int drawn = 0;
+            snprintf(pdir, sizeof pdir, "%s/plot", o->dir);
+            snprintf(title, sizeof title, "%s (predicted against measured)", cs[i].name);
+            if (cmp_write_plots(st, rt, pdir, title, &drawn, &err)) fprintf(stderr, "dmuon validate: plot: %s\n", err.msg);
+            else
+                fprintf(out, "plot: case %d %s: %s/%s\n", i + 1, cs[i].name, pdir,
+                        drawn ? "timeline.png, ops.png" : "data and compare.gp (no gnuplot)");
+        }
+        dm_trace_free(st);
+        dm_trace_free(rt);
+    }
+    if (o->dry) return failed ? 1 : 0;
+    /* The table: per case, measured and predicted per phase, errors, op errors. */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/validate.csv", o->dir);
+    dm_out *csv = dm_out_open(path, &err);
+    if (!csv) fprintf(stderr, "dmuon validate: %s\n", err.msg);
+    else
+        fprintf(dm_out_file(csv), REPLAY_HEADER ",error_pct,op_abs_err_median_pct,op_abs_err_p90_pct,ops_matched\n");
+    fprintf(out, "\n# %-44s %-12s %11s %11s %8s\n", "case", "phase", "measured_ms", "predicted_ms", "error");
+    int within = 0;
+    for (int i = 0; i < n; i++) {
+        vld_case *vc = &cs[i];
+        if (!vc->ok) {
+            fprintf(out, "  %-44s FAILED: %s\n", vc->name, vc->why);
+            continue;
+        }
+        int all5 = 1;
+        for (int p = 0; p < DM_PHASE__COMPARED; p++) {
+            double e = phase_err(&vc->r, p);
+            int miss = o->max_err >= 0 && cmp_phase_misses(&vc->r.sim, &vc->r.real, p, o->max_err);
+            missed += miss;
+            if (cmp_phase_misses(&vc->r.sim, &vc->r.real, p, 5)) all5 = 0;
+            fprintf(out, "  %-44s %-12s %11.3f %11.3f %+7.1f%%%s\n", p ? "" : vc->name, dm_phase_name((dm_phase)p),
+                    vc->r.real.us[p] / 1e3, vc->r.sim.us[p] / 1e3, 100 * e, miss ? "  MISS" : "");
+            if (csv)
+                fprintf(dm_out_file(csv), "%s,%s,%s,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.4f,%d\n", vc->name, vc->model,
+                        vc->strategy, vc->overlap, vc->gpus, dm_phase_name((dm_phase)p), vc->r.real.us[p] / 1e3,
+                        vc->r.sim.us[p] / 1e3, 100 * e, 100 * vc->r.abs_err_median, 100 * vc->r.abs_err_p90,
+                        vc->r.n_matched);
+        }
+        within += all5;
+        fprintf(out, "  %-44s ops: %d matched, |error| median %.1f%%, 90th percentile %.1f%%\n", "", vc->r.n_matched,
+                100 * vc->r.abs_err_median, 100 * vc->r.abs_err_p90);
+    }
+    if (csv && dm_out_commit(csv, &err)) fprintf(stderr, "dmuon validate: %s\n", err.msg);
+    fprintf(out, "\nvalidate: %d cases, %d ran, %d failed; %d with the step and every phase within 5%%%s\n", n, n - failed,
+            failed, within, o->max_err >= 0 ? "" : " (report only: --max-error makes misses fail)");
+    fprintf(out, "wrote %s\n", path);
+    return failed || missed ? 1 : 0;
+}
+
+/* ---- replay -------------------------------------------------------------------------------- */
+
+/* One row of a validate.csv into its case (cs grows; the pointers into buf are set by the
+ * caller once it stops moving). */
+static int csv_row(const char *path, int ln, char *line, vld_case **cs, int *n, int *cap, dm_err *err)
+{
+    char *fld[8];
+    int col[8], nf = 0;
+    for (char *q = line; nf < 8;) {
+        fld[nf] = q;
+        col[nf++] = (int)(q - line) + 1;
+        char *c = strchr(q, ',');
+        if (!c) break;
+        *c = 0;
+        q = c + 1;
+    }
+    if (nf < 8)
+        return dm_err_set(err, "%s:%d:%d: expected 8 or more comma-separated fields (" REPLAY_HEADER "), found %d", path, ln,
+                          (int)strlen(line) + 1, nf);
+    for (int i = 0; i < 4; i++)
+        if (!fld[i][0] || strlen(fld[i]) >= 192)
+            return dm_err_set(err, "%s:%d:%d: expected a name of 1 to 191 characters", path, ln, col[i]);
+    char *end;
+    long gpus = strtol(fld[4], &end, 10);
+    if (*end || end == fld[4] || gpus < 1 || gpus > 1024)
+        return dm_err_set(err, "%s:%d:%d: expected a GPU count in [1, 1024], found '%s'", path, ln, col[4], fld[4]);
+    int ph = dm_phase_from_name(fld[5]);
+    if (ph < 0 || ph >= DM_PHASE__COMPARED)
+        return dm_err_set(err, "%s:%d:%d: expected a phase (step, forward, backward, optimizer, exposed-comm), found '%s'",
+                          path, ln, col[5], fld[5]);
+    double v[2];
+    for (int i = 0; i < 2; i++) {
+        v[i] = strtod(fld[6 + i], &end);
+        if (*end || end == fld[6 + i] || !isfinite(v[i]) || v[i] < 0)
+            return dm_err_set(err, "%s:%d:%d: expected %s as a non-negative number, found '%s'", path, ln, col[6 + i],
+                              i ? "predicted_ms" : "measured_ms", fld[6 + i]);
+    }
+    vld_case *vc = NULL;
+    for (int i = 0; i < *n && !vc; i++)
+        if (!strcmp((*cs)[i].name, fld[0])) vc = &(*cs)[i];
+    if (vc && (strcmp(vc->buf[0], fld[1]) || strcmp(vc->buf[1], fld[2]) || strcmp(vc->buf[2], fld[3]) || vc->gpus != gpus))
+        return dm_err_set(err, "%s:%d:1: case %s: model, strategy, overlap or GPUs differ from its earlier rows", path, ln,
+                          fld[0]);
+    if (!vc) {
+        if (*n == *cap) {
+            int nc = *cap ? 2 * *cap : 16;
+            vld_case *grown = dm_realloc(*cs, (size_t)nc * sizeof *grown, err);
+            if (!grown) return -1;
+            *cs = grown;
+            *cap = nc;
+        }
+        vc = &(*cs)[(*n)++];
+        memset(vc, 0, sizeof *vc);
+        snprintf(vc->name, sizeof vc->name, "%s", fld[0]);
+        for (int i = 0; i < 3; i++) snprintf(vc->buf[i], sizeof vc->buf[i], "%s", fld[1 + i]);
+        vc->gpus = (int)gpus;
+    }
+    if (vc->have[ph]) return dm_err_set(err, "%s:%d:%d: case %s: phase %s given twice", path, ln, col[5], fld[0], fld[5]);
+    vc->have[ph] = 1;
+    vc->r.real.us[ph] = v[0] * 1e3;
+    vc->stored_pred_us[ph] = v[1] * 1e3;
+    return 0;
+}
+
+int vld_read_csv(const char *path, vld_case **out, int *n_out, dm_err *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    dm_lines *in = dm_lines_open(path, 2046, 64 << 20, err);
+    if (!in) return -1;
+    vld_case *cs = NULL;
+    int n = 0, cap = 0, rc = 0, k;
+    char *line;
+    while (!rc && (k = dm_lines_next(in, &line, NULL, err)) != 0) {
+        int ln = dm_lines_number(in);
+        if (k < 0) rc = -1;
+        else if (ln == 1 && strncmp(line, REPLAY_HEADER, strlen(REPLAY_HEADER)))
+            rc = dm_err_set(err, "%s:1:1: expected the header '" REPLAY_HEADER ",...' (dmuon validate's validate.csv)", path);
+        else if (ln > 1 && line[0] && line[0] != '#')
+            rc = csv_row(path, ln, line, &cs, &n, &cap, err);
+    }
+    dm_lines_close(in);
+    for (int i = 0; i < n; i++) cs[i].model = cs[i].buf[0], cs[i].strategy = cs[i].buf[1], cs[i].overlap = cs[i].buf[2];
+    if (!rc && !n) rc = dm_err_set(err, "%s: no cases", path);
+    for (int i = 0; i < n && !rc; i++)
+        for (int p = 0; p < DM_PHASE__COMPARED && !rc; p++)
+            if (!cs[i].have[p]) rc = dm_err_set(err, "%s: case %s has no %s row", path, cs[i].name, dm_phase_name((dm_phase)p));
+    if (rc) {
+        free(cs);
+        return -1;
+    }
+    *out = cs;
+    *n_out = n;
+    return 0;
+}
+
+int vld_replay(const char *csv_path, const vld_opts *o, FILE *out)
+{
+    dm_err err;
+    vld_case *cs = NULL;
+    int n = 0;
+    if (vld_read_csv(csv_path, &cs, &n, &err)) {
+        fprintf(stderr, "dmuon validate: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(out, "  measured    %s: %d cases (no executor run; %lld tokens per rank assumed)\n", csv_path, n,
+            (long long)o->tokens);
+    int failed = 0, missed = 0, within5 = 0, within10 = 0, within5_before = 0;
+    for (int i = 0; i < n; i++) {
+        dm_program *p = NULL;
+        sim_result *sr = NULL;
+        if (plan_and_sim(&cs[i], o, &p, &sr, &err) || dm_phases_trace(sr->trace, &cs[i].r.sim, &err)) {
+            snprintf(cs[i].why, sizeof cs[i].why, "%s", err.msg);
+            failed++;
+        } else {
+            cs[i].ok = 1;
+        }
+        sim_result_free(sr);
+        dm_program_free(p);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/replay.csv", o->dir);
+    dm_out *csv = NULL;
+    if (dm_mkdir_p(o->dir, &err) || !(csv = dm_out_open(path, &err))) fprintf(stderr, "dmuon validate: %s\n", err.msg);
+    else
+        fprintf(dm_out_file(csv), REPLAY_HEADER ",error_pct,stored_predicted_ms,stored_error_pct\n");
+    fprintf(out, "\n# %-44s %-12s %11s %11s %8s %13s\n", "case", "phase", "measured_ms", "predicted_ms", "error",
+            "stored_error");
+    for (int i = 0; i < n; i++) {
+        vld_case *vc = &cs[i];
+        if (!vc->ok) {
+            fprintf(out, "  %-44s FAILED: %s\n", vc->name, vc->why);
+            continue;
+        }
+        dm_phases stored = vc->r.real; /* the stored prediction, for the ruler's held rule */
+        memcpy(stored.us, vc->stored_pred_us, sizeof vc->stored_pred_us);
+        int all5 = 1, all10 = 1, all5b = 1;
+        for (int p = 0; p < DM_PHASE__COMPARED; p++) {
+            double e = phase_err(&vc->r, p), eb = cmp_rel_err(vc->stored_pred_us[p], vc->r.real.us[p]);
+            int miss = o->max_err >= 0 && cmp_phase_misses(&vc->r.sim, &vc->r.real, p, o->max_err);
+            missed += miss;
+            if (cmp_phase_misses(&vc->r.sim, &vc->r.real, p, 5)) all5 = 0;
+            if (cmp_phase_misses(&vc->r.sim, &vc->r.real, p, 10)) all10 = 0;
+            if (cmp_phase_misses(&stored, &vc->r.real, p, 5)) all5b = 0;
+            fprintf(out, "  %-44s %-12s %11.3f %11.3f %+7.1f%% %+12.1f%%%s\n", p ? "" : vc->name,
+                    dm_phase_name((dm_phase)p), vc->r.real.us[p] / 1e3, vc->r.sim.us[p] / 1e3, 100 * e, 100 * eb,
+                    miss ? "  MISS" : "");
+            if (csv)
+                fprintf(dm_out_file(csv), "%s,%s,%s,%s,%d,%s,%.6f,%.6f,%.4f,%.6f,%.4f\n", vc->name, vc->model,
+                        vc->strategy, vc->overlap, vc->gpus, dm_phase_name((dm_phase)p), vc->r.real.us[p] / 1e3,
+                        vc->r.sim.us[p] / 1e3, 100 * e, vc->stored_pred_us[p] / 1e3, 100 * eb);
+        }
+        within5 += all5, within10 += all10, within5_before += all5b;
+    }
+    if (csv && dm_out_commit(csv, &err)) fprintf(stderr, "dmuon validate: %s\n", err.msg);
+    fprintf(out,
+            "\nvalidate --replay: %d cases, %d simulated, %d failed; the step and every phase (those over 1%% of the step) "
+            "within 5%%: %d (stored predictions: %d), within 10%%: %d%s\n",
+            n, n - failed, failed, within5, within5_before, within10,
+            o->max_err >= 0 ? "" : " (report only: --max-error makes misses fail)");
+    if (csv) fprintf(out, "wrote %s\n", path);
+    free(cs);
+    return failed || missed ? 1 : 0;
+}
