@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""torch_step_bench.py: what a real training step of a bundled model's architecture costs in
+PyTorch (transformers), forward and backward per decoder layer, on one GPU: the reference the
+executor's proxy step (dmuon run) is held against (issue 13: per layer within 20%).
+
+The model is built from its published hyper-parameters (the same as models/*.json, written
+out below), randomly initialised in bf16, attention through SDPA, and trained on random tokens
+with the language-model loss. Each decoder layer is timed with CUDA events recorded by forward
+and backward hooks (forward: pre-hook to hook; backward: full-backward pre-hook to hook), over
+--steps timed steps after --warmup steps; the table gives medians over steps of the mean over
+layers, and the whole forward (embedding to loss) and backward.
+
+Usage (on the GPU machine):
+  python3 tools/torch_step_bench.py --model llama-3.2-3b [--tokens 4096] [--seq-len 4096]
+      [--steps 5] [--warmup 2] [--json OUT.json]
+Models: llama-3.2-3b, qwen2.5-1.5b, qwen2.5-0.5b, llama-3.1-8b, qwen2.5-7b, moonlight-16b-a3b-6l
+(DeepseekV3 layout, 6 layers). Prints one table; --json writes every number.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def configs():
+    import transformers as tf
+    llama = lambda **k: tf.LlamaConfig(rope_theta=500000.0, max_position_embeddings=131072, **k)
+    qwen = lambda **k: tf.Qwen2Config(rope_theta=1000000.0, max_position_embeddings=32768, **k)
+    return {
+        "llama-3.2-3b": lambda: llama(hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
+                                      num_attention_heads=24, num_key_value_heads=8, head_dim=128,
+                                      vocab_size=128256, tie_word_embeddings=True),
+        "llama-3.1-8b": lambda: llama(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                                      num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                                      vocab_size=128256, tie_word_embeddings=False),
+        "qwen2.5-0.5b": lambda: qwen(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                                     num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
+                                     tie_word_embeddings=True),
+        "qwen2.5-1.5b": lambda: qwen(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                                     num_attention_heads=12, num_key_value_heads=2, vocab_size=151936,
+                                     tie_word_embeddings=True),
+        "qwen2.5-7b": lambda: qwen(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                                   num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                                   tie_word_embeddings=False),
+        "moonlight-16b-a3b-6l": lambda: tf.DeepseekV3Config(
+            hidden_size=2048, intermediate_size=11264, moe_intermediate_size=1408, num_hidden_layers=6,
+            num_attention_heads=16, num_key_value_heads=16, n_routed_experts=64, n_shared_experts=2,
+            num_experts_per_tok=6, first_k_dense_replace=1, q_lora_rank=None, kv_lora_rank=512,
+            qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, vocab_size=163840,
+            n_group=1, topk_group=1, tie_word_embeddings=False, max_position_embeddings=8192),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--seq-len", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    import torch
+    cf = configs()
+    if a.model not in cf:
+        sys.stderr.write("torch_step_bench: unknown model %s (known: %s)\n" % (a.model, ", ".join(sorted(cf))))
+        return 2
+    seq = a.seq_len or a.tokens
+    if a.tokens % seq:
+        sys.stderr.write("torch_step_bench: --tokens must be a multiple of --seq-len\n")
+        return 2
+    import transformers as tf
+    torch.manual_seed(0)
+    cfg = cf[a.model]()
+    cfg._attn_implementation = "sdpa"
+    t0 = time.time()
+    with torch.device("cuda"):
+        model = tf.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16, attn_implementation="sdpa")
+    model.train()
+    layers = model.model.layers
+    n_params = sum(p.numel() for p in model.parameters())
+    ev = {}
+
+    def mark(key):
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        ev[key] = e
+
+    for i, layer in enumerate(layers):
+        layer.register_forward_pre_hook(lambda m, inp, i=i: mark(("f0", i)))
+        layer.register_forward_hook(lambda m, inp, out, i=i: mark(("f1", i)))
+        layer.register_full_backward_pre_hook(lambda m, g, i=i: mark(("b0", i)))
+        layer.register_full_backward_hook(lambda m, gi, go, i=i: mark(("b1", i)))
+    B = a.tokens // seq
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the step's optimizer is not what is timed
+    rows = []
+    for step in range(a.warmup + a.steps):
+        ids = torch.randint(0, cfg.vocab_size, (B, seq), device="cuda")
+        ev.clear()
+        mark("start")
+        loss = model(input_ids=ids, labels=ids).loss
+        mark("fwd_end")
+        loss.backward()
+        mark("bwd_end")
+        torch.cuda.synchronize()
+        opt.zero_grad(set_to_none=True)
+        if step < a.warmup:
+            continue
+        L = len(layers)
+        fw = [ev[("f0", i)].elapsed_time(ev[("f1", i)]) for i in range(L)]
+        bw = [ev[("b0", i)].elapsed_time(ev[("b1", i)]) for i in range(L)]
+        rows.append({"forward_ms": ev["start"].elapsed_time(ev["fwd_end"]),
+                     "backward_ms": ev["fwd_end"].elapsed_time(ev["bwd_end"]),
+                     "layer_forward_ms": statistics.mean(fw), "layer_backward_ms": statistics.mean(bw),
+                     "layer_forward_each": fw, "layer_backward_each": bw, "loss": float(loss)})
+    med = {k: statistics.median(r[k] for r in rows) for k in
+           ("forward_ms", "backward_ms", "layer_forward_ms", "layer_backward_ms")}
+    out = {"model": a.model, "tokens": a.tokens, "seq_len": seq, "params": n_params,
+           "torch": torch.__version__, "transformers": tf.__version__, "gpu": torch.cuda.get_device_name(),
+           "layers": len(layers), "steps": a.steps, "warmup": a.warmup, "setup_s": time.time() - t0,
+           "median": med, "steps_detail": rows,
+           "peak_mem_gib": torch.cuda.max_memory_allocated() / 2 ** 30}
+    print("# torch_step_bench %s: %d tokens (%d x %d), %.3f B params, torch %s, transformers %s, %s" %
+          (a.model, a.tokens, B, seq, n_params / 1e9, torch.__version__, tf.__version__, out["gpu"]))
+    print("# %-22s %12s %12s %14s %14s %10s" % ("model", "forward_ms", "backward_ms", "layer_fwd_ms", "layer_bwd_ms",
+                                                "peak_GiB"))
+    print("  %-22s %12.3f %12.3f %14.3f %14.3f %10.2f" % (a.model, med["forward_ms"], med["backward_ms"],
+                                                          med["layer_forward_ms"], med["layer_backward_ms"],
+                                                          out["peak_mem_gib"]))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
