@@ -54,20 +54,33 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err)
+/* A sorted copy of ranks, checked (members of the program, each once); NULL on error. */
+static int *sorted_members(const dm_program *p, const int *ranks, int n, dm_err *err)
 {
-    if (n < 1) return dm_err_set(err, "program: empty group");
+    if (n < 1) {
+        dm_err_set(err, "program: empty group");
+        return NULL;
+    }
     int *s = dm_malloc((size_t)n * sizeof *s, err);
-    if (!s) return -1;
+    if (!s) return NULL;
     memcpy(s, ranks, (size_t)n * sizeof *s);
     qsort(s, (size_t)n, sizeof *s, cmp_int);
     for (int i = 0; i < n; i++)
         if (s[i] < 0 || s[i] >= p->nranks || (i && s[i] == s[i - 1])) {
             int bad = s[i];
             free(s);
-            return dm_err_set(err, "program: bad group member %d (ranks 0..%d, each once)", bad,
-                              p->nranks - 1);
+            dm_err_set(err, "program: bad group member %d (ranks 0..%d, each once)", bad, p->nranks - 1);
+            return NULL;
         }
+    return s;
+}
+
+static int append_group(dm_program *p, int *s, int n, dm_err *err);
+
+int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err)
+{
+    int *s = sorted_members(p, ranks, n, err);
+    if (!s) return -1;
     /* Linear search is fine for the few hundred groups a program has; the common groups
      * (world, node, cross-node) are created first. */
     for (int g = 0; g < p->n_groups; g++)
@@ -75,6 +88,18 @@ int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err)
             free(s);
             return g;
         }
+    return append_group(p, s, n, err);
+}
+
+int dm_program_add_group(dm_program *p, const int *ranks, int n, dm_err *err)
+{
+    int *s = sorted_members(p, ranks, n, err);
+    return s ? append_group(p, s, n, err) : -1;
+}
+
+/* Takes s over (freed on failure). */
+static int append_group(dm_program *p, int *s, int n, dm_err *err)
+{
     if (p->n_groups == p->cap_groups) {
         int cap = p->cap_groups ? 2 * p->cap_groups : 8;
         dm_group *ng = dm_realloc(p->groups, (size_t)cap * sizeof *ng, err);
@@ -100,7 +125,21 @@ dm_op dm_op_init(dm_op_kind kind, dm_stream stream)
     o.stream = stream;
     o.layer = o.coll = o.group = o.root = -1;
     o.batch = 1;
+    o.iters = kind == DM_OP_NS ? DM_NS_ITERS_DEFAULT : 0;
+    o.payload = dm_op_payload_default(kind);
     return o;
+}
+
+dm_payload dm_op_payload_default(dm_op_kind kind)
+{
+    switch (kind) {
+    case DM_OP_BROADCAST:
+    case DM_OP_ALLGATHER: return DM_PAYLOAD_WEIGHTS;
+    case DM_OP_REDUCE:
+    case DM_OP_ALLREDUCE:
+    case DM_OP_REDUCESCATTER: return DM_PAYLOAD_GRADS;
+    default: return DM_PAYLOAD_NONE;
+    }
 }
 
 int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps, int n_deps,
@@ -154,6 +193,69 @@ const char *dm_ns_algo_name(dm_ns_algo a) { return a == DM_NS_GRAM ? "gram" : "d
 const char *dm_dtype_name(dm_dtype d)
 {
     return d == DM_DT_FP16 ? "fp16" : d == DM_DT_FP32 ? "fp32" : "bf16";
+}
+
+const char *dm_payload_name(dm_payload p)
+{
+    return p == DM_PAYLOAD_WEIGHTS ? "weights" : p == DM_PAYLOAD_GRADS ? "grads" : "none";
+}
+
+size_t dm_dtype_size(dm_dtype d) { return d == DM_DT_FP32 ? 4 : 2; }
+
+int dm_ns_algo_parse(const char *name, dm_ns_algo *out, dm_err *err)
+{
+    if (!strcmp(name, "direct")) *out = DM_NS_DIRECT;
+    else if (!strcmp(name, "gram")) *out = DM_NS_GRAM;
+    else return dm_err_set(err, "unknown NS algorithm '%s' (expected direct or gram)", name);
+    return 0;
+}
+
+int dm_dtype_parse(const char *name, dm_dtype *out, dm_err *err)
+{
+    static const dm_dtype all[] = {DM_DT_BF16, DM_DT_FP16, DM_DT_FP32};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, dm_dtype_name(all[i]))) {
+            *out = all[i];
+            return 0;
+        }
+    return dm_err_set(err, "unknown dtype '%s' (expected bf16, fp16 or fp32)", name);
+}
+
+static int is_grad_producer(dm_op_kind k)
+{
+    return k == DM_OP_BACKWARD || k == DM_OP_REDUCE || k == DM_OP_ALLREDUCE || k == DM_OP_REDUCESCATTER;
+}
+
+int dm_program_implied_payloads(const dm_program *p, int r, dm_payload *out, dm_err *err)
+{
+    const dm_rank_prog *rp = &p->ranks[r];
+    int64_t maxp = -1;
+    int maxl = -1;
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *o = &rp->ops[i];
+        out[i] = dm_op_payload_default(o->kind);
+        for (int a = 0; a < o->n_params; a++)
+            if (o->params[a] > maxp) maxp = o->params[a];
+        if (o->layer > maxl) maxl = o->layer;
+    }
+    /* one pass: which params (and layers, for a backward without params) have a gradient so far */
+    unsigned char *grad = dm_calloc((size_t)(maxp + 1) + (size_t)(maxl + 1) + 1, 1, err);
+    if (!grad) return -1;
+    unsigned char *lay = grad + maxp + 1;
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *o = &rp->ops[i];
+        if (o->kind == DM_OP_ALLGATHER) {
+            int g = o->layer >= 0 && lay[o->layer];
+            for (int a = 0; a < o->n_params && !g; a++) g = o->params[a] >= 0 && grad[o->params[a]];
+            if (g) out[i] = DM_PAYLOAD_GRADS;
+        } else if (is_grad_producer(o->kind)) {
+            for (int a = 0; a < o->n_params; a++)
+                if (o->params[a] >= 0) grad[o->params[a]] = 1;
+            if (o->kind == DM_OP_BACKWARD && o->n_params == 0 && o->layer >= 0) lay[o->layer] = 1;
+        }
+    }
+    free(grad);
+    return 0;
 }
 
 int dm_op_is_collective(dm_op_kind k) { return k >= DM_OP_BROADCAST && k <= DM_OP_REDUCESCATTER; }
