@@ -285,7 +285,7 @@ static int bench_prod(bench *B, ns_prod_kind kind, int64_t m, int64_t n, int bat
     prod_arg a;
     double rel = 0;
     int rc = -1;
-    if (ns_prod_create(kind, m, n, batch, NS_BF16, kb, &p, err)) return -1;
+    if (ns_prod_create(kind, m, n, batch, DM_DT_BF16, kb, &p, err)) return -1;
     a.p = p;
     if (kb > 1 && ns_prod_check(p, &rel, err)) goto out;
     if (!(rel <= 4e-3)) {
@@ -318,8 +318,8 @@ static int run_elem(void *arg, ns_stream s, dm_err *err)
                         err);
     /* momentum + Nesterov into the NS input, then the apply from the NS output (same buffer
      * here: the cost of the two passes, without the NS) */
-    return ns_muon_momentum(a->g, a->buf, a->buf, a->u, NS_BF16, a->n, 0.95f, 1, s, err) ||
-                   ns_muon_apply(a->w, a->w, NULL, a->u, NS_BF16, a->n, 1e-3f, 0.1f, 0.2f, s, err)
+    return ns_muon_momentum(a->g, a->buf, a->buf, a->u, DM_DT_BF16, a->n, 0.95f, 1, s, err) ||
+                   ns_muon_apply(a->w, a->w, NULL, a->u, DM_DT_BF16, a->n, 1e-3f, 0.1f, 0.2f, s, err)
                ? -1
                : 0;
 }
@@ -336,11 +336,11 @@ static int bench_elementwise(bench *B, int64_t elems, dm_err *err)
         ns_dev_alloc((void **)&a.buf, b4, err) || ns_dev_alloc((void **)&a.m, b4, err) ||
         ns_dev_alloc((void **)&a.v, b4, err) || ns_dev_alloc(&a.u, (size_t)elems * 2, err))
         goto out;
-    if (ns_fill_random(a.w, NS_FP32, elems, 11, 1.f, B->s, err) ||
-        ns_fill_random(a.g, NS_FP32, elems, 12, 1.f, B->s, err) ||
-        ns_fill_random(a.buf, NS_FP32, elems, 13, 0.1f, B->s, err) ||
-        ns_fill_random(a.m, NS_FP32, elems, 14, 0.1f, B->s, err) ||
-        ns_fill_random(a.v, NS_FP32, elems, 15, 0.01f, B->s, err))
+    if (ns_fill_random(a.w, DM_DT_FP32, elems, 11, 1.f, B->s, err) ||
+        ns_fill_random(a.g, DM_DT_FP32, elems, 12, 1.f, B->s, err) ||
+        ns_fill_random(a.buf, DM_DT_FP32, elems, 13, 0.1f, B->s, err) ||
+        ns_fill_random(a.m, DM_DT_FP32, elems, 14, 0.1f, B->s, err) ||
+        ns_fill_random(a.v, DM_DT_FP32, elems, 15, 0.01f, B->s, err))
         goto out;
     a.adamw = 0;
     if (time_fn(B, run_elem, &a, &st, err)) goto out;
@@ -367,16 +367,16 @@ static void report_cand(void *ctx, const at_key *k, const at_result *r, int reje
     if (!B->verbose) return;
     if (rejected)
         printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s REJECTED: %s (gate rel %.3g)\n", k->m,
-               k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
+               k->n, k->batch, dm_ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
                r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
     else
         printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
-               k->m, k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
+               k->m, k->n, k->batch, dm_ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
                r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us, r->max_us, r->gate_rel);
 }
 
 /* Per-step times of the winning variant (stdout, '#' lines). */
-static int profile_plan(bench *B, int64_t m, int64_t n, int batch, ns_algo algo,
+static int profile_plan(bench *B, int64_t m, int64_t n, int batch, dm_ns_algo algo,
                         const at_result *r, dm_err *err)
 {
     ns_config cfg;
@@ -452,7 +452,7 @@ static int bench_kernels(int argc, char **argv)
     int n_batches = 4, n_algos = 2, retune = 0, do_prod = 1, do_elem = 1, c, rc = 1, ntmp;
     int profile = 0;
     int64_t bmax = 16 << 20;
-    ns_algo algos[2] = {NS_ALGO_DIRECT, NS_ALGO_GRAM};
+    dm_ns_algo algos[2] = {DM_NS_DIRECT, DM_NS_GRAM};
     const char *out_path = NULL, *cache_path = NULL;
     at_options ao;
     at_options_default(&ao);
@@ -494,8 +494,8 @@ static int bench_kernels(int argc, char **argv)
             n_algos = 0;
             char *dup = strdup(optarg), *save = NULL;
             for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                ns_algo a;
-                if (ns_algo_parse(t, &a, &err) || n_algos == 2) {
+                dm_ns_algo a;
+                if (dm_ns_algo_parse(t, &a, &err) || n_algos == 2) {
                     opt_usage_error(cmd, "--algos: expected direct and/or gram, got '%s'", t);
                     free(dup);
                     goto usage;
@@ -624,7 +624,7 @@ static int bench_kernels(int argc, char **argv)
             at_result res[2];
             int need = 0;
             for (int a = 0; a < n_algos; a++) {
-                at_key k = {s->m, s->n, batch, algos[a], algos[a] == NS_ALGO_GRAM ? NS_FP16 : NS_BF16};
+                at_key k = {s->m, s->n, batch, algos[a], algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
                 if (retune || !cache || !at_cache_lookup(cache, &k, &res[a])) need = 1;
             }
             if (need) {
@@ -632,21 +632,21 @@ static int bench_kernels(int argc, char **argv)
                                   B.s, res, report_cand, &B, &err))
                     goto fail;
                 for (int a = 0; a < n_algos && cache; a++) {
-                    at_key k = {s->m, s->n, batch, algos[a], algos[a] == NS_ALGO_GRAM ? NS_FP16 : NS_BF16};
+                    at_key k = {s->m, s->n, batch, algos[a], algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
                     if (res[a].median_us >= 0 && at_cache_store(cache, &k, &res[a], &err)) goto fail;
                 }
             }
             for (int a = 0; a < n_algos; a++) {
                 if (res[a].median_us < 0) {
                     printf("  %" PRId64 "x%" PRId64 " batch %d %s: no candidate passed the correctness gate\n",
-                           s->m, s->n, batch, ns_algo_name(algos[a]));
+                           s->m, s->n, batch, dm_ns_algo_name(algos[a]));
                     continue;
                 }
                 stats3 st = {res[a].median_us, res[a].min_us, res[a].max_us};
                 char var[16];
                 snprintf(var, sizeof var, "%d/%d", res[a].sym_blocks, res[a].sym_blocks_mm);
-                emit(&B, "ns", ns_algo_name(algos[a]), s->m, s->n, batch,
-                     algos[a] == NS_ALGO_GRAM ? "fp16" : "bf16", var, &st, res[a].flops_nominal,
+                emit(&B, "ns", dm_ns_algo_name(algos[a]), s->m, s->n, batch,
+                     algos[a] == DM_NS_GRAM ? "fp16" : "bf16", var, &st, res[a].flops_nominal,
                      res[a].flops_executed);
                 if (profile && (bi == 0 || bi == s->n_batches - 1) &&
                     profile_plan(&B, s->m, s->n, batch, algos[a], &res[a], &err))

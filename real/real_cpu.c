@@ -426,7 +426,7 @@ static int run_compute(real_exec *ex, int i, dm_err *err)
                 q->O[e] = (float)(mp->nesterov ? q->G[e] + mu * b : b);
             }
             ns_opts no = mp->ns;
-            no.algo = op->algo == DM_NS_GRAM ? NS_ALGO_GRAM : NS_ALGO_DIRECT;
+            no.algo = op->algo == DM_NS_GRAM ? DM_NS_GRAM : DM_NS_DIRECT;
             if (ns_ref_f(q->O, q->O, q->rows, q->cols, &no, err) < 0) rc = -1;
             q->ns_done = 1;
             break;

@@ -102,7 +102,7 @@ typedef struct gparam {
     int64_t wr_lo[ST__N], wr_hi[ST__N]; /* written this step (hull; empty: not written) */
     int64_t own_lo, own_hi;   /* range updated in the last committed step */
     void *ns_out;             /* this step's NS output (in a plan's output buffer) */
-    ns_dtype ns_dt;           /* its dtype (the plan's: bf16 direct, fp16 Gram) */
+    dm_dtype ns_dt;           /* its dtype (the plan's: bf16 direct, fp16 Gram) */
     int64_t rs_lo, rs_hi;     /* this step's reduce-scatter shard */
     int64_t gr_lo, gr_hi;     /* reduced range (for adamw) */
 } gparam;
@@ -111,7 +111,7 @@ typedef struct plan_ent {
     int64_t rows, cols;
     int batch;
     int algo;
-    ns_dtype dt;        /* input and output dtype */
+    dm_dtype dt;        /* input and output dtype */
     ns_plan *plan;
 } plan_ent;
 
@@ -190,7 +190,7 @@ static int gpu_wait(real_exec *ex, cudaEvent_t ev, const char *what, dm_err *err
     }
 }
 
-static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, ns_dtype *dt,
+static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, dm_dtype *dt,
                          dm_err *err);
 
 /* Every state's second buffer may differ from the committed one anywhere (allocation, param_put). */
@@ -317,7 +317,7 @@ int real_gpu_create(real_exec *ex, dm_err *err)
     }
     if (!(g->comm = dm_calloc((size_t)(p->n_groups * DM_STREAM__COUNT + 1), sizeof *g->comm, err))) return -1;
     OK(init_nccl(ex, err));
-    ns_config_default(&g->ns_cfg, NS_ALGO_DIRECT);
+    ns_config_default(&g->ns_cfg, DM_NS_DIRECT);
     g->ns_cfg.coeffs = ex->coeffs;
     if (ex->o.autotune_path && ex->o.autotune_path[0]) {
         ns_device_info info;
@@ -405,7 +405,7 @@ int real_gpu_create(real_exec *ex, dm_err *err)
         }
         /* every rank draws the same initial weights (the seed does not depend on the rank) */
         if (!q->W32 && dev_alloc(ex, (void **)&q->W32, (size_t)q->size * 4, "initial weights", err)) goto out;
-        if (ns_fill_random(q->W32, NS_FP32, q->size, seed, ws, s0, err)) goto out;
+        if (ns_fill_random(q->W32, DM_DT_FP32, q->size, seed, ws, s0, err)) goto out;
         if (q->one_d) { /* 1 + 0.1 N(0,1): shift on the host side is not possible; use W32 = 1 + w */
             float *h = malloc((size_t)q->size * 4);
             if (!h || cudaStreamSynchronize(s0) != cudaSuccess ||
@@ -425,7 +425,7 @@ int real_gpu_create(real_exec *ex, dm_err *err)
                 goto out;
             }
         }
-        if (ns_convert(q->W32, NS_FP32, q->Wb, NS_BF16, q->size, (ns_stream)s0, err)) goto out;
+        if (ns_convert(q->W32, DM_DT_FP32, q->Wb, DM_DT_BF16, q->size, (ns_stream)s0, err)) goto out;
         if (!need[i] && ex->rank != 0) {
             cudaStreamSynchronize(s0);
             cudaFree(q->W32);
@@ -442,7 +442,7 @@ int real_gpu_create(real_exec *ex, dm_err *err)
             int cnt = 0;
             for (int j = 0; j < op->n_params; j++) cnt += g->p[op->params[j]].rows == rows && g->p[op->params[j]].cols == cols;
             if (!cnt || (pass == 1 && rows == cols)) continue;
-            ns_dtype dt;
+            dm_dtype dt;
             ns_plan *pl = get_plan(ex, rows, cols, cnt, op->algo, &dt, err);
             if (!pl || ns_fill_random(ns_plan_input(pl), dt, rows * cols * cnt, 1, 1.0f, s0, err) ||
                 ns_plan_run(pl, (ns_stream)s0, 1, err))
@@ -560,7 +560,7 @@ static int backward_one(real_exec *ex, int64_t id, gparam *q, cudaStream_t s, cu
     return real_k_nonfinite(q->G, q->size, g->d_flag, (int)(0x7fffffff - id), s, err);
 }
 
-static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, ns_dtype *dt,
+static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, dm_dtype *dt,
                          dm_err *err)
 {
     struct real_gpu *g = ex->gpu;
@@ -580,7 +580,7 @@ static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, i
     /* the configuration the cost table was measured with: tuned block counts when the
      * autotune cache has this key, input/output in the iteration dtype */
     ns_config cfg;
-    ns_algo a = algo == DM_NS_GRAM ? NS_ALGO_GRAM : NS_ALGO_DIRECT;
+    dm_ns_algo a = algo == DM_NS_GRAM ? DM_NS_GRAM : DM_NS_DIRECT;
     ns_config_default(&cfg, a);
     if (g->tune && at_config_for(g->tune, rows, cols, batch, a, &cfg) > 0) g->n_tuned++; /* or a smaller batch's */
     else g->n_default++;
@@ -646,7 +646,7 @@ static int end_step(real_exec *ex, int kept, dm_err *err)
     for (int64_t i = 0; i < ex->n_mx; i++) {
         gparam *q = &g->p[i];
         if (!kept && q->wr_hi[ST_W32] > q->wr_lo[ST_W32])
-            OK(ns_convert(q->W32 + q->wr_lo[ST_W32], NS_FP32, q->Wb + q->wr_lo[ST_W32], NS_BF16,
+            OK(ns_convert(q->W32 + q->wr_lo[ST_W32], DM_DT_FP32, q->Wb + q->wr_lo[ST_W32], DM_DT_BF16,
                           q->wr_hi[ST_W32] - q->wr_lo[ST_W32], (ns_stream)s, err));
         if (kept) q->own_lo = q->wr_lo[ST_W32], q->own_hi = q->wr_hi[ST_W32];
         for (int k = 0; k < ST__N; k++) {
@@ -679,11 +679,11 @@ static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
             cnt += q->rows == rows && q->cols == cols;
         }
         if (!cnt || (pass == 1 && rows == cols)) continue;
-        ns_dtype dt;
+        dm_dtype dt;
         ns_plan *pl = get_plan(ex, rows, cols, cnt, op->algo, &dt, err);
         if (!pl) return -1;
         char *in = ns_plan_input(pl), *outp = ns_plan_output(pl);
-        size_t elt = ns_dtype_size(dt);
+        size_t elt = dm_dtype_size(dt);
         int k = 0;
         for (int j = 0; j < op->n_params; j++) {
             gparam *q = &g->p[op->params[j]];
@@ -729,7 +729,7 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
             float *w_in, *w_out;
             OK(stage(ex, q, ST_W32, lo, hi, s, &w_in, &w_out, err));
             /* the new master and, in the same pass, its bf16 working copy */
-            OK(ns_muon_apply(w_in + lo, w_out + lo, q->Wb + lo, (char *)q->ns_out + lo * ns_dtype_size(q->ns_dt),
+            OK(ns_muon_apply(w_in + lo, w_out + lo, q->Wb + lo, (char *)q->ns_out + lo * dm_dtype_size(q->ns_dt),
                              q->ns_dt, hi - lo, (float)mp->lr, (float)mp->weight_decay, scale, (ns_stream)s, err));
             q->ns_out = NULL;
         } else {
@@ -1022,7 +1022,7 @@ int real_gpu_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, flo
     if (hi <= lo) return 0;
     CU(cudaDeviceSynchronize());
     /* the working copy, then the master over the range this rank owns */
-    OK(ns_convert(q->Wb + lo, NS_BF16, g->g32, NS_FP32, hi - lo, (ns_stream)s, err));
+    OK(ns_convert(q->Wb + lo, DM_DT_BF16, g->g32, DM_DT_FP32, hi - lo, (ns_stream)s, err));
     CU(cudaMemcpyAsync(dst, g->g32, (size_t)(hi - lo) * 4, cudaMemcpyDeviceToHost, s));
     int64_t a = q->own_lo > lo ? q->own_lo : lo, b = q->own_hi < hi ? q->own_hi : hi;
     if (q->W32 && a < b) CU(cudaMemcpyAsync(dst + (a - lo), q->W32 + a, (size_t)(b - a) * 4, cudaMemcpyDeviceToHost, s));
@@ -1059,7 +1059,7 @@ int real_gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mo
     if (W) {
         float *dst = q->W32 ? q->W32 : g->g32;
         CU(cudaMemcpyAsync(dst, W, sz, cudaMemcpyHostToDevice, s));
-        OK(ns_convert(dst, NS_FP32, q->Wb, NS_BF16, q->size, (ns_stream)s, err));
+        OK(ns_convert(dst, DM_DT_FP32, q->Wb, DM_DT_BF16, q->size, (ns_stream)s, err));
     }
     if (mom && q->mom) CU(cudaMemcpyAsync(q->mom, mom, sz, cudaMemcpyHostToDevice, s));
     if (m1 && q->m1) {
