@@ -19,7 +19,7 @@ EXTRA_DIST += tools/torch_ns_bench.py traces/kernels/run_device.sh traces/kernel
 	traces/kernels/goal_shapes.txt traces/kernels/extra_shapes.txt
 if HAVE_CUDA
 libdmuon_cuda_a_SOURCES += kernels/ns_cuda.cu kernels/ns_elem.cu kernels/ns_kern.cuh \
-	kernels/ns_cuda.h kernels/autotune.c kernels/autotune.h
+	kernels/ns_cuda.h kernels/autotune.c kernels/autotune.h kernels/ns_bench.c kernels/ns_bench.h
 # libdmuon_cuda.a calls back into libdmuon.a (ns_ref coefficients, errors, output files): list
 # libdmuon.a once more after it so that a static link resolves those references; cuBLASLt is
 # not in CUDA_LIBS.

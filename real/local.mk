@@ -1,10 +1,9 @@
 # real/local.mk: the real executor (MPI; CPU backend always, GPU backend with CUDA and NCCL),
 # the `dmuon run` command and its tests. Everything here needs MPI.
 if HAVE_MPI
-libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h real/real_cpu.c \
-	real/real_ckpt.c
-# the command-line parts (they use cli/opts.c, which only the dmuon program links)
-dmuon_SOURCES += cli/cmd_run.c real/real_bench.c
+libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h real/real_exec.c \
+	real/real_cpu.c real/real_ckpt.c real/real_bench.c real/real_run.c
+dmuon_SOURCES += cli/cmd_run.c
 check_PROGRAMS += tests/test_real_cpu
 tests_test_real_cpu_SOURCES = tests/test_real_cpu.c tests/tap.h
 tests_test_real_cpu_LDADD = $(DM_LDADD)
@@ -13,7 +12,7 @@ tests_test_real_mem_SOURCES = tests/test_real_mem.c tests/tap.h
 tests_test_real_mem_LDADD = $(DM_LDADD)
 TESTS += tests/test_real_mem
 check_PROGRAMS += tests/test_real_bench
-tests_test_real_bench_SOURCES = tests/test_real_bench.c tests/tap.h real/real_bench.c cli/opts.c cli/opts.h
+tests_test_real_bench_SOURCES = tests/test_real_bench.c tests/tap.h
 tests_test_real_bench_LDADD = $(DM_LDADD)
 TESTS += tests/real_cpu.sh
 endif
@@ -22,7 +21,7 @@ EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json real/
 if HAVE_CUDA
 if HAVE_NCCL
 if HAVE_MPI
-libdmuon_a_SOURCES += real/real_gpu.c real/real_kern.h
+libdmuon_a_SOURCES += real/real_gpu.c real/real_kern.h real/real_nccl.c real/real_nccl.h
 libdmuon_cuda_a_SOURCES += real/real_kern.cu
 TESTS += tests/real_gpu.sh
 endif
