@@ -13,9 +13,9 @@ TESTS += tests/sim_golden.sh tests/scale_golden.sh
 EXTRA_DIST += tests/sim_golden.sh tests/scale_golden.sh tests/data/sim_costs.csv \
 	tests/golden/sim_qwen2.5-0.5b_a800_16.txt tests/golden/scale_qwen2.5-0.5b_h200.txt \
 	tests/golden/scale_qwen2.5-0.5b_h200.csv
-# The NCCL calibration program (needs GPUs; built by hand) and what it measured on the 2 x H200
-# machine: the h200x2 preset's bus efficiency comes from it.
-EXTRA_DIST += sim/calib_nccl.c sim/calib_h200x2.txt sim/README.md
+# What NCCL measured on the 2 x H200 machine (the h200x2 preset's bus efficiency comes from it;
+# the hand-built program that measured it is gone: `dmuon bench comm` measures the same).
+EXTRA_DIST += sim/calib_h200x2.txt sim/README.md
 check_PROGRAMS += tests/test_sim_faults
 TESTS += tests/test_sim_faults
 tests_test_sim_faults_SOURCES = tests/test_sim_faults.c tests/tap.h
