@@ -225,16 +225,6 @@ static void bench_free(bench *b)
     free(b->recv);
 }
 
-/* -1 on every rank if any failed; every rank then holds the lowest failing rank's message. */
-static int agree(bench *b, int rc, dm_err *err)
-{
-    int first = rc < 0 ? b->rank : b->n;
-    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, b->comm);
-    if (first == b->n) return 0;
-    MPI_Bcast(err->msg, (int)sizeof err->msg, MPI_CHAR, first, b->comm);
-    return -1;
-}
-
 int real_bench_comm(const real_bench_opts *o, FILE *out, dm_err *err)
 {
     bench b;
@@ -249,9 +239,9 @@ int real_bench_comm(const real_bench_opts *o, FILE *out, dm_err *err)
     dm_out *csv = NULL;
     size_t max_count = (size_t)(o->max_bytes / (int64_t)b.elt);
     max_count = (max_count + (size_t)n - 1) / (size_t)n * (size_t)n;
-    if (agree(&b, bench_setup(&b, max_count, err), err) < 0) goto done;
+    if (real_agree(b.comm, bench_setup(&b, max_count, err), err) < 0) goto done;
 #if BENCH_GPU
-    if (b.gpu && agree(&b, real_nccl_world(b.comm, &b.nccl, err), err) < 0) goto done;
+    if (b.gpu && real_agree(b.comm, real_nccl_world(b.comm, &b.nccl, err), err) < 0) goto done;
 #endif
     int bad = 0;
     if (o->csv_path && rank == 0) {
@@ -261,7 +251,7 @@ int real_bench_comm(const real_bench_opts *o, FILE *out, dm_err *err)
                     "coll,bytes,count,ranks,time_us,algbw_GBps,busbw_GBps,wrong\n", b.gpu ? "gpu" : "cpu", n,
                     b.gpu ? "bf16" : "fp32");
     }
-    if (agree(&b, bad ? -1 : 0, err) < 0) goto done;
+    if (real_agree(b.comm, bad ? -1 : 0, err) < 0) goto done;
     if (rank == 0)
         fprintf(out, "# dmuon bench comm: %d ranks, backend %s (%s), %ld warm-up + %ld timed calls per size\n", n,
                 b.gpu ? "gpu" : "cpu", b.gpu ? "NCCL, bf16" : "MPI, float", o->warmup, o->iters);
@@ -320,7 +310,7 @@ int real_bench_comm(const real_bench_opts *o, FILE *out, dm_err *err)
         csv = NULL;
         if (dm_out_commit(cf, err) < 0) bad = 1;
     }
-    if (agree(&b, bad ? -1 : 0, err) < 0) goto done;
+    if (real_agree(b.comm, bad ? -1 : 0, err) < 0) goto done;
     status = total_wrong == 0 ? 0 : 1;
 done:
     dm_out_abort(csv);

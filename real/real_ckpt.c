@@ -222,10 +222,10 @@ int real_exec_save(real_exec *ex, const char *dir, dm_err *err)
         else if (errno != EEXIST || stat(sdir, &st) < 0 || !S_ISDIR(st.st_mode))
             rc = dm_err_set(err, "%s: %s", sdir, errno == EEXIST ? "exists and is not a folder" : strerror(errno));
     }
-    if (real_agree(ex, rc, err) < 0) return -1;
+    if (real_agree(ex->comm, rc, err) < 0) return -1;
     snprintf(path, sizeof path, "%s/rank-%d.bin", sdir, ex->rank);
     rc = write_rank(ex, path, &committed, err);
-    if (real_agree(ex, rc, err) < 0) {
+    if (real_agree(ex->comm, rc, err) < 0) {
         /* leave nothing of this save: the files written, then the folder made for them */
         if (committed) unlink(path);
         MPI_Barrier(ex->comm);
@@ -254,7 +254,7 @@ int real_exec_save(real_exec *ex, const char *dir, dm_err *err)
             rmdir(old);
         }
     }
-    return real_agree(ex, rc, err);
+    return real_agree(ex->comm, rc, err);
 }
 
 static int read_all(FILE *f, void *p, size_t n) { return fread(p, 1, n, f) == n ? 0 : -1; }
@@ -325,7 +325,7 @@ int real_exec_load(real_exec *ex, const char *dir, dm_err *err)
     snprintf(path, sizeof path, "%s/latest", dir);
     int rc = read_latest(path, &c, err);
     if (rc == 0) rc = check_run(path, &c, &me, err);
-    if (real_agree(ex, rc, err) < 0) return -1;
+    if (real_agree(ex->comm, rc, err) < 0) return -1;
     snprintf(path, sizeof path, "%s/step-%d/rank-%d.bin", dir, c.step, ex->rank);
     float *b[4], *mem = state_bufs(ex, b, err);
     FILE *f = mem ? fopen(path, "rb") : NULL;
@@ -339,11 +339,11 @@ int real_exec_load(real_exec *ex, const char *dir, dm_err *err)
                         (long long)st.st_size, want);
     else rc = read_rank(ex, f, path, c.step, b, 0, &adam_t, err);
     /* everything checked on every rank: now install it */
-    if (real_agree(ex, rc, err) == 0) rc = read_rank(ex, f, path, c.step, b, 1, &adam_t, err);
+    if (real_agree(ex->comm, rc, err) == 0) rc = read_rank(ex, f, path, c.step, b, 1, &adam_t, err);
     else rc = -2;
     if (f) fclose(f);
     free(mem);
-    if (rc == -2 || real_agree(ex, rc, err) < 0) return -1;
+    if (rc == -2 || real_agree(ex->comm, rc, err) < 0) return -1;
     ex->step = c.step;
     ex->adam_t = adam_t;
     return 0;

@@ -93,12 +93,14 @@ int real_op_params(const real_exec *ex, const dm_op *op, int64_t **list, int *n,
     return 0;
 }
 
-int real_agree(real_exec *ex, int rc, dm_err *err)
+int real_agree(MPI_Comm comm, int rc, dm_err *err)
 {
-    int first = rc < 0 ? ex->rank : INT_MAX;
-    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, ex->comm);
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    int first = rc < 0 ? rank : INT_MAX;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
     if (first == INT_MAX) return 0;
-    MPI_Bcast(err->msg, (int)sizeof err->msg, MPI_CHAR, first, ex->comm);
+    MPI_Bcast(err->msg, (int)sizeof err->msg, MPI_CHAR, first, comm);
     return -1;
 }
 
@@ -163,7 +165,7 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
     if (rc == 0 && mine != root)
         rc = dm_err_set(err, "rank %d: program hash %016llx differs from rank 0's %016llx; refusing to start", ex->rank,
                         (unsigned long long)mine, (unsigned long long)root);
-    if (real_agree(ex, rc, err) < 0) goto fail;
+    if (real_agree(ex->comm, rc, err) < 0) goto fail;
     int ng = prog->n_groups, n = prog->ranks[ex->rank].n_ops;
     if (!(ex->gidx = dm_malloc((size_t)(ng ? ng : 1) * sizeof *ex->gidx, err)) ||
         !(ex->op_t0 = dm_calloc((size_t)(n ? n : 1), sizeof *ex->op_t0, err)) ||
@@ -181,11 +183,11 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
     } else {
         ex->be = &real_backend_cpu;
     }
-    if (real_agree(ex, rc, err) < 0) goto fail;
+    if (real_agree(ex->comm, rc, err) < 0) goto fail;
     if (ex->be->precheck) rc = ex->be->precheck(ex, err);
-    if (real_agree(ex, rc, err) < 0) goto fail;
+    if (real_agree(ex->comm, rc, err) < 0) goto fail;
     rc = ex->be->create(ex, err);
-    if (real_agree(ex, rc, err) < 0) goto fail;
+    if (real_agree(ex->comm, rc, err) < 0) goto fail;
     *out = ex;
     return 0;
 fail:

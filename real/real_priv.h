@@ -100,9 +100,9 @@ int real_param_get(real_exec *ex, int64_t i, float *W, float *mom, float *m1, fl
 int real_param_put(real_exec *ex, int64_t i, const float *W, const float *mom, const float *m1, const float *m2,
                    int64_t own_lo, int64_t own_hi, dm_err *err);
 
-/* Collective over ex->comm: -1 on every rank when any rank's rc < 0, every rank then holding the
+/* Collective over comm: -1 on every rank when any rank's rc < 0, every rank then holding the
  * lowest failing rank's message (so rank 0 can print the cause). */
-int real_agree(real_exec *ex, int rc, dm_err *err);
+int real_agree(MPI_Comm comm, int rc, dm_err *err);
 
 /* The engine's clock, microseconds. */
 double real_now_us(void);

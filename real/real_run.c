@@ -47,7 +47,7 @@ static int weights_files(real_exec *ex, const real_run_spec *sp, real_run_result
               (sp->check_weights &&
                real_weights_compare(sp->check_weights, ex, w, &res->check_rel, &res->check_worst, err) < 0);
     real_weights_free(w, ex->n_mx);
-    return real_agree(ex, bad ? -1 : 0, err);
+    return real_agree(ex->comm, bad ? -1 : 0, err);
 }
 
 int real_exec_run(real_exec *ex, const real_run_spec *sp, real_run_row_fn row, void *ctx, real_run_result *res,
