@@ -37,6 +37,8 @@ void dm_program_free(dm_program *p)
                 free(p->ranks[r].ops[i].params);
             }
             free(p->ranks[r].ops);
+            free(p->ranks[r].grad_param);
+            free(p->ranks[r].grad_layer);
         }
     for (int g = 0; g < p->n_groups; g++) free(p->groups[g].ranks);
     free(p->groups);
@@ -142,6 +144,52 @@ dm_payload dm_op_payload_default(dm_op_kind kind)
     }
 }
 
+static int is_grad_producer(dm_op_kind k)
+{
+    return k == DM_OP_BACKWARD || k == DM_OP_REDUCE || k == DM_OP_ALLREDUCE || k == DM_OP_REDUCESCATTER;
+}
+
+/* Grow a 0/1 array to hold index i. */
+static int seen_grow(unsigned char **a, int64_t *n, int64_t i, dm_err *err)
+{
+    if (i < *n) return 0;
+    int64_t m = *n ? *n : 64;
+    while (m <= i) m *= 2;
+    unsigned char *na = dm_realloc(*a, (size_t)m, err);
+    if (!na) return -1;
+    memset(na + *n, 0, (size_t)(m - *n));
+    *a = na;
+    *n = m;
+    return 0;
+}
+
+/* o->implied for an op appended to rp (dm_program_implied_payload's rule), and the rank's memory
+ * of produced gradients updated. */
+static int implied_payload(dm_rank_prog *rp, dm_op *o, const int64_t *params, int n_params, dm_err *err)
+{
+    o->implied = dm_op_payload_default(o->kind);
+    if (o->kind == DM_OP_ALLGATHER) {
+        int g = o->layer >= 0 && o->layer < rp->n_grad_layer && rp->grad_layer[o->layer];
+        for (int a = 0; a < n_params && !g; a++)
+            g = params[a] >= 0 && params[a] < rp->n_grad_param && rp->grad_param[params[a]];
+        if (g) o->implied = DM_PAYLOAD_GRADS;
+        return 0;
+    }
+    if (!is_grad_producer(o->kind)) return 0;
+    for (int a = 0; a < n_params; a++) {
+        if (params[a] < 0) continue;
+        if (seen_grow(&rp->grad_param, &rp->n_grad_param, params[a], err) < 0) return -1;
+        rp->grad_param[params[a]] = 1;
+    }
+    if (o->kind == DM_OP_BACKWARD && n_params == 0 && o->layer >= 0) {
+        int64_t nl = rp->n_grad_layer;
+        if (seen_grow(&rp->grad_layer, &nl, o->layer, err) < 0) return -1;
+        rp->n_grad_layer = (int)nl;
+        rp->grad_layer[o->layer] = 1;
+    }
+    return 0;
+}
+
 int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps, int n_deps,
                       const int64_t *params, int n_params, dm_err *err)
 {
@@ -155,6 +203,7 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
         rp->cap = cap;
     }
     dm_op o = *op;
+    if (implied_payload(rp, &o, params, n_params, err) < 0) return -1;
     o.id = rp->n_ops;
     o.deps = NULL;
     o.params = NULL;
@@ -221,42 +270,6 @@ int dm_dtype_parse(const char *name, dm_dtype *out, dm_err *err)
     return dm_err_set(err, "unknown dtype '%s' (expected bf16, fp16 or fp32)", name);
 }
 
-static int is_grad_producer(dm_op_kind k)
-{
-    return k == DM_OP_BACKWARD || k == DM_OP_REDUCE || k == DM_OP_ALLREDUCE || k == DM_OP_REDUCESCATTER;
-}
-
-int dm_program_implied_payloads(const dm_program *p, int r, dm_payload *out, dm_err *err)
-{
-    const dm_rank_prog *rp = &p->ranks[r];
-    int64_t maxp = -1;
-    int maxl = -1;
-    for (int i = 0; i < rp->n_ops; i++) {
-        const dm_op *o = &rp->ops[i];
-        out[i] = dm_op_payload_default(o->kind);
-        for (int a = 0; a < o->n_params; a++)
-            if (o->params[a] > maxp) maxp = o->params[a];
-        if (o->layer > maxl) maxl = o->layer;
-    }
-    /* one pass: which params (and layers, for a backward without params) have a gradient so far */
-    unsigned char *grad = dm_calloc((size_t)(maxp + 1) + (size_t)(maxl + 1) + 1, 1, err);
-    if (!grad) return -1;
-    unsigned char *lay = grad + maxp + 1;
-    for (int i = 0; i < rp->n_ops; i++) {
-        const dm_op *o = &rp->ops[i];
-        if (o->kind == DM_OP_ALLGATHER) {
-            int g = o->layer >= 0 && lay[o->layer];
-            for (int a = 0; a < o->n_params && !g; a++) g = o->params[a] >= 0 && grad[o->params[a]];
-            if (g) out[i] = DM_PAYLOAD_GRADS;
-        } else if (is_grad_producer(o->kind)) {
-            for (int a = 0; a < o->n_params; a++)
-                if (o->params[a] >= 0) grad[o->params[a]] = 1;
-            if (o->kind == DM_OP_BACKWARD && o->n_params == 0 && o->layer >= 0) lay[o->layer] = 1;
-        }
-    }
-    free(grad);
-    return 0;
-}
 
 int dm_op_is_collective(dm_op_kind k) { return k >= DM_OP_BROADCAST && k <= DM_OP_REDUCESCATTER; }
 

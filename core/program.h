@@ -66,6 +66,8 @@ typedef struct dm_op {
     int iters;          /* NS: Newton-Schulz iterations (DM_NS_ITERS_DEFAULT); other ops 0 */
     dm_dtype dtype;     /* element type of the payload */
     dm_payload payload; /* collectives: weights or gradients; compute ops: none */
+    dm_payload implied; /* the payload the ops before it imply (set by dm_program_add_op; see
+                           dm_program_implied_payload): what a file that does not say means */
     int n_params;
     int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes */
 } dm_op;
@@ -78,6 +80,11 @@ typedef struct dm_group {
 typedef struct dm_rank_prog {
     int n_ops, cap;
     dm_op *ops;
+    /* dm_program_add_op's memory of the gradients the list produced so far: per param id and
+     * per layer (a backward without params), 1 when produced; n_* entries */
+    unsigned char *grad_param, *grad_layer;
+    int64_t n_grad_param;
+    int n_grad_layer;
 } dm_rank_prog;
 
 typedef struct dm_program {
@@ -136,13 +143,12 @@ int dm_op_is_collective(dm_op_kind k);
 /* forward, backward, ns, muon-update, adamw: the kinds that run on a rank's GPU, one at a time */
 int dm_op_is_compute(dm_op_kind k);
 
-/* The payload rank r's all-gathers imply by their place in its list, the rule of program files
- * that do not state it (and the default the writer leaves out): gradients when an earlier op of
- * the rank produced or reduced a gradient of one of the all-gather's params (a backward, reduce,
- * all-reduce or reduce-scatter naming it; a backward without params, of the all-gather's layer),
- * else weights. out[i] for every op i of the rank (n_ops entries, caller's array; ops other than
- * all-gathers get their kind's default). -1 only on allocation. */
-int dm_program_implied_payloads(const dm_program *p, int r, dm_payload *out, dm_err *err);
+/* The implied payload (dm_op.implied): for an all-gather, gradients when an earlier op of its
+ * rank produced or reduced a gradient of one of its params (a backward, reduce, all-reduce or
+ * reduce-scatter naming it; a backward without params, of the all-gather's layer), else weights;
+ * for other kinds, dm_op_payload_default. It is the rule of program files that do not state a
+ * payload (written before ops carried one) and the default the writer leaves out. dm_program_add_op
+ * computes it as ops are added (an op's kind and params must not change after). */
 
 /* Serialization (program_io.c): deterministic JSON; read back with positioned errors. */
 int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err);

@@ -5,8 +5,8 @@
  * gpus_per_node, tokens, n_colls, groups (arrays of ranks) and ranks (one object per rank with
  * its ops). Each op is written on one line with its fields in a fixed order; fields at their
  * default (deps/params empty, coll/group/root/layer -1, bytes/flops/m/n 0, batch 1, algo direct,
- * iters DM_NS_ITERS_DEFAULT for ns and 0 elsewhere, dtype bf16, payload the one
- * dm_program_implied_payloads gives) are left out, and the reader applies the same defaults: so
+ * iters DM_NS_ITERS_DEFAULT for ns and 0 elsewhere, dtype bf16, payload the implied one of
+ * program.h) are left out, and the reader applies the same defaults: so
  * files written before ops carried iters and payload read back as those ops were run, and
  * their hashes do not change.
  *
@@ -28,7 +28,7 @@
 
 static void write_num(FILE *f, double v) { fprintf(f, "%.17g", v); }
 
-static void write_op(FILE *f, const dm_op *o, dm_payload implied)
+static void write_op(FILE *f, const dm_op *o)
 {
     fprintf(f, "{\"id\":%d,\"kind\":\"%s\",\"stream\":\"%s\"", o->id, dm_op_kind_name(o->kind),
             dm_stream_name(o->stream));
@@ -55,7 +55,7 @@ static void write_op(FILE *f, const dm_op *o, dm_payload implied)
     if (o->algo != DM_NS_DIRECT) fprintf(f, ",\"algo\":\"%s\"", dm_ns_algo_name(o->algo));
     if (o->iters != (o->kind == DM_OP_NS ? DM_NS_ITERS_DEFAULT : 0)) fprintf(f, ",\"iters\":%d", o->iters);
     if (o->dtype != DM_DT_BF16) fprintf(f, ",\"dtype\":\"%s\"", dm_dtype_name(o->dtype));
-    if (o->payload != implied) fprintf(f, ",\"payload\":\"%s\"", dm_payload_name(o->payload));
+    if (o->payload != o->implied) fprintf(f, ",\"payload\":\"%s\"", dm_payload_name(o->payload));
     if (o->n_params) {
         fputs(",\"params\":[", f);
         for (int i = 0; i < o->n_params; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)o->params[i]);
@@ -83,25 +83,15 @@ int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err)
         fputc(']', f);
     }
     fputs(p->n_groups ? "\n  ],\n  \"ranks\": [" : "],\n  \"ranks\": [", f);
-    int most = 1;
-    for (int r = 0; r < p->nranks; r++)
-        if (p->ranks[r].n_ops > most) most = p->ranks[r].n_ops;
-    dm_payload *implied = dm_malloc((size_t)most * sizeof *implied, err);
-    if (!implied) return -1;
     for (int r = 0; r < p->nranks; r++) {
         const dm_rank_prog *rp = &p->ranks[r];
-        if (dm_program_implied_payloads(p, r, implied, err) < 0) {
-            free(implied);
-            return -1;
-        }
         fprintf(f, "%s    {\"rank\": %d, \"ops\": [", r ? ",\n" : "\n", r);
         for (int i = 0; i < rp->n_ops; i++) {
             fputs(i ? ",\n      " : "\n      ", f);
-            write_op(f, &rp->ops[i], implied[i]);
+            write_op(f, &rp->ops[i]);
         }
         fputs(rp->n_ops ? "\n    ]}" : "]}", f);
     }
-    free(implied);
     fputs("\n  ]\n}\n", f);
     if (ferror(f)) return dm_err_set(err, "program: write error");
     return 0;
@@ -575,17 +565,10 @@ static int rank_item(rd *r, int i, void *vctx)
     c->rank = i;
     c->ranks_seen = i + 1;
     if (rd_object(r, rank_field, c, "a rank object")) return -1;
-    /* payloads the file does not state: what the rank's list implies (dm_op_payload_default
-     * already, but for all-gathers) */
+    /* payloads the file does not state: what the rank's list implies */
     const dm_rank_prog *rp = &c->p->ranks[i];
-    dm_payload *implied = dm_malloc((size_t)(rp->n_ops ? rp->n_ops : 1) * sizeof *implied, r->err);
-    if (!implied || dm_program_implied_payloads(c->p, i, implied, r->err) < 0) {
-        free(implied);
-        return -1;
-    }
     for (int k = 0; k < rp->n_ops; k++)
-        if (c->unstated[k]) rp->ops[k].payload = implied[k];
-    free(implied);
+        if (c->unstated[k]) rp->ops[k].payload = rp->ops[k].implied;
     return 0;
 }
 
