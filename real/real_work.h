@@ -1,8 +1,9 @@
 /* real_work.h: the proxy workload's data and the program facts both backends need: the
  * deterministic tokens, targets and initial weights of every matrix (keyed by global token
  * index, so a one-rank run over the union of the ranks' tokens sees the same data), matrix
- * names, and a static reading of the program (which all-gathers carry gradients, where each
- * rank first updates each parameter, where each collective sits in each rank's list). */
+ * names, and a static reading of the program (what each all-gather moves, from its payload;
+ * where each rank first updates each parameter; where each collective sits in each rank's
+ * list), the data-hazard check and the GPU memory estimate. */
 #ifndef DM_REAL_WORK_H
 #define DM_REAL_WORK_H
 #include <stdint.h>
