@@ -1,71 +1,104 @@
-/* cmd_bench.c: `dmuon bench kernels` (the GPU kernel-cost benchmark: autotuned NS per shape and
- * batch, the single products, the elementwise update kernels; writes the dmuon-costs-1 CSV the
- * cost model reads and a human table) and the dispatch for `dmuon bench comm`. */
+/* cmd_bench.c: `dmuon bench kernels` and `dmuon bench comm`: their command lines; the
+ * benchmarks are library code (kernels/ns_bench.c: the NS kernel costs, the dmuon-costs-1 CSV;
+ * real/real_bench.c: the collectives, under MPI). */
 #include "config.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <getopt.h>
-#include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "commands.h"
 #include "dm_error.h"
-#include "model.h"
 #include "opts.h"
 #ifdef DM_HAVE_MPI
 #include "real.h"
 #endif
-#include "outfile.h"
 #ifdef DM_HAVE_CUDA
-#include "autotune.h"
-#include "ns_cuda.h"
+#include "ns_bench.h"
 #endif
 
-/* ---- bench comm: the hook for the executor --------------------------------------------------
- * `dmuon bench comm ...` lands here with argv[0] == "comm" and goes to the executor's collective
- * benchmark (real/real_bench.c), which needs MPI (and NCCL for GPUs). */
+/* ---- bench comm ---------------------------------------------------------------------------- */
+
+#ifdef DM_HAVE_MPI
 static int bench_comm(int argc, char **argv)
 {
-#ifdef DM_HAVE_MPI
-    return real_bench_comm(argc, argv);
+    int inited = 0, rank = 0;
+    MPI_Initialized(&inited);
+    if (!inited) MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    real_bench_opts o;
+    real_bench_opts_default(&o);
+    static const struct option lo[] = {{"min-bytes", required_argument, NULL, 'b'}, {"max-bytes", required_argument, NULL, 'e'},
+                                       {"step-factor", required_argument, NULL, 'f'}, {"iters", required_argument, NULL, 'n'},
+                                       {"warmup", required_argument, NULL, 'w'},      {"csv", required_argument, NULL, 'c'},
+                                       {"backend", required_argument, NULL, 'k'},     {"timeout", required_argument, NULL, 't'},
+                                       {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
+    const char *cmd = "bench comm";
+    int c, bad = 0;
+    opterr = rank == 0;
+    optind = 1;
+    while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'b': bad = opt_parse_size(cmd, "--min-bytes", optarg, 4, (int64_t)1 << 34, &o.min_bytes); break;
+        case 'e': bad = opt_parse_size(cmd, "--max-bytes", optarg, 4, (int64_t)1 << 34, &o.max_bytes); break;
+        case 'f': bad = opt_parse_long(cmd, "--step-factor", optarg, 2, 1024, &o.step_factor); break;
+        case 'n': bad = opt_parse_long(cmd, "--iters", optarg, 1, 100000, &o.iters); break;
+        case 'w': bad = opt_parse_long(cmd, "--warmup", optarg, 0, 100000, &o.warmup); break;
+        case 't': bad = opt_parse_double(cmd, "--timeout", optarg, 0.001, 1e6, &o.timeout_s); break;
+        case 'c': o.csv_path = optarg; break;
+        case 'k':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu")) {
+                if (!rank) opt_usage_error(cmd, "--backend: expected cpu or gpu, got '%s'", optarg);
+                bad = 1;
+            }
+            o.gpu = !strcmp(optarg, "gpu");
+            break;
+        case 'h':
+            if (!rank)
+                printf("Usage: mpirun -np N dmuon bench comm [OPTIONS]\n"
+                       "Time broadcast, reduce, all-reduce, all-gather and reduce-scatter over all ranks\n"
+                       "(nccl-tests columns), check every result, and fit latency and bus bandwidth.\n\n"
+                       "  --backend B        gpu (NCCL, bf16) or cpu (MPI, float) (default %s)\n"
+                       "  --min-bytes S      smallest size (default 1K)\n"
+                       "  --max-bytes S      largest size (default 1G)\n"
+                       "  --step-factor F    size multiplier (default 2)\n"
+                       "  --iters N          timed calls per size (default 20)\n"
+                       "  --warmup N         untimed calls first (default 5)\n"
+                       "  --timeout S        give up on a collective after S seconds (default 300)\n"
+                       "  --csv FILE         the rows as CSV (for the cost model's fit)\n",
+                       o.gpu ? "gpu" : "cpu");
+            MPI_Finalize();
+            return 0;
+        default: bad = 1;
+        }
+    }
+    if (!bad && o.min_bytes > o.max_bytes) bad = rank ? 1 : (opt_usage_error(cmd, "--min-bytes is above --max-bytes"), 1);
+    if (bad) {
+        MPI_Finalize();
+        return 2;
+    }
+    dm_err err = {{0}};
+    int rc = real_bench_comm(&o, stdout, &err);
+    if (rc == -2) { /* this rank gave up inside a collective: the others may wait in one */
+        fprintf(stderr, "dmuon bench comm: %s\n", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (rc < 0 && rank == 0) fprintf(stderr, "dmuon bench comm: %s\n", err.msg);
+    MPI_Finalize();
+    return rc == 0 ? 0 : 1;
+}
 #else
+static int bench_comm(int argc, char **argv)
+{
     (void)argc;
     (void)argv;
     fprintf(stderr, "dmuon bench comm: not built (configure found no MPI)\n");
     return 1;
+}
 #endif
-}
 
-static int bench_kernels(int argc, char **argv);
-
-static void bench_usage(FILE *f)
-{
-    fprintf(f, "Usage: dmuon bench kernels [OPTIONS]   measure GPU kernel costs (NS, products, updates)\n"
-               "       dmuon bench comm [OPTIONS]      measure collectives\n"
-               "'dmuon bench kernels --help' lists its options.\n");
-}
-
-int cmd_bench(int argc, char **argv)
-{
-    if (argc < 2) {
-        bench_usage(stderr);
-        return 2;
-    }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        bench_usage(stdout);
-        return 0;
-    }
-    if (!strcmp(argv[1], "kernels")) return bench_kernels(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "comm")) return bench_comm(argc - 1, argv + 1);
-    opt_usage_error("bench", "unknown benchmark '%s' (expected kernels or comm)", argv[1]);
-    return 2;
-}
+/* ---- bench kernels ------------------------------------------------------------------------- */
 
 #ifndef DM_HAVE_CUDA
 static int bench_kernels(int argc, char **argv)
@@ -79,317 +112,6 @@ static int bench_kernels(int argc, char **argv)
     return 1;
 }
 #else
-
-/* ---- shapes ------------------------------------------------------------------------------- */
-
-#define MAX_BATCHES 16
-
-typedef struct shape {
-    int64_t m, n;                /* m <= n */
-    long batches[MAX_BATCHES];   /* empty: the --batches list (when small) */
-    int n_batches;
-} shape;
-
-typedef struct shape_list {
-    shape *v;
-    int n, cap;
-} shape_list;
-
-static int shapes_add(shape_list *l, int64_t r, int64_t c, const long *b, int nb, dm_err *err)
-{
-    int64_t m = r < c ? r : c, n = r < c ? c : r;
-    for (int i = 0; i < l->n; i++)
-        if (l->v[i].m == m && l->v[i].n == n && l->v[i].n_batches == 0 && nb == 0) return 0;
-    if (l->n == l->cap) {
-        int nc = l->cap ? 2 * l->cap : 64;
-        shape *nv = dm_realloc(l->v, sizeof *nv * (size_t)nc, err);
-        if (!nv) return -1;
-        l->v = nv;
-        l->cap = nc;
-    }
-    shape *s = &l->v[l->n++];
-    memset(s, 0, sizeof *s);
-    s->m = m;
-    s->n = n;
-    for (int i = 0; i < nb && i < MAX_BATCHES; i++) s->batches[s->n_batches++] = b[i];
-    return 0;
-}
-
-/* Lines "ROWS COLS [B1,B2,...]" ('x' or ',' also separate rows and cols); '#' comments. */
-static int shapes_read(shape_list *l, const char *path, dm_err *err)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return dm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
-    char buf[512];
-    int line = 0, rc = 0;
-    while (rc == 0 && fgets(buf, sizeof buf, f)) {
-        line++;
-        char *h = strchr(buf, '#');
-        if (h) *h = 0;
-        char *p = buf, *end;
-        while (*p == ' ' || *p == '\t') p++;
-        if (!*p || *p == '\n') continue;
-        long long r = strtoll(p, &end, 10);
-        if (end == p || r < 1) {
-            rc = dm_err_set(err, "%s:%d:%d: expected the row count", path, line, (int)(p - buf) + 1);
-            break;
-        }
-        p = end;
-        while (*p == ' ' || *p == 'x' || *p == ',' || *p == '\t') p++;
-        long long c = strtoll(p, &end, 10);
-        if (end == p || c < 1) {
-            rc = dm_err_set(err, "%s:%d:%d: expected the column count", path, line, (int)(p - buf) + 1);
-            break;
-        }
-        p = end;
-        long b[MAX_BATCHES];
-        int nb = 0;
-        while (*p == ' ' || *p == '\t') p++;
-        while (*p && *p != '\n' && nb < MAX_BATCHES) {
-            long v = strtol(p, &end, 10);
-            if (end == p || v < 1 || v > 4096) {
-                rc = dm_err_set(err, "%s:%d:%d: expected a batch size in 1..4096", path, line, (int)(p - buf) + 1);
-                break;
-            }
-            b[nb++] = v;
-            p = end;
-            while (*p == ',' || *p == ' ' || *p == '\t') p++;
-        }
-        if (rc == 0) rc = shapes_add(l, r, c, b, nb, err);
-    }
-    fclose(f);
-    return rc;
-}
-
-static int shapes_from_model(shape_list *l, const char *name, dm_err *err)
-{
-    dm_model *md = NULL;
-    if (dm_model_load(name, &md, err)) return -1;
-    int rc = 0;
-    for (int i = 0; i < md->n_tensors && rc == 0; i++) {
-        const dm_tensor *t = &md->tensors[i];
-        if (t->role == DM_ROLE_MUON && t->ndim == 2) rc = shapes_add(l, t->rows, t->cols, NULL, 0, err);
-    }
-    dm_model_free(md);
-    return rc;
-}
-
-static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* "all": every model file in the bundled models folder. */
-static int shapes_from_all_models(shape_list *l, dm_err *err)
-{
-    const char *dir = dm_model_dir();
-    DIR *d = dir ? opendir(dir) : NULL;
-    if (!d) return dm_err_set(err, "no bundled models folder found");
-    char *names[512];
-    int nn = 0, rc = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && nn < 512) {
-        size_t len = strlen(de->d_name);
-        if (len > 5 && !strcmp(de->d_name + len - 5, ".json")) {
-            names[nn] = dm_malloc(strlen(dir) + len + 2, err);
-            if (!names[nn]) break;
-            sprintf(names[nn], "%s/%s", dir, de->d_name);
-            nn++;
-        }
-    }
-    closedir(d);
-    qsort(names, (size_t)nn, sizeof *names, cmp_cstr);
-    for (int i = 0; i < nn; i++) {
-        if (rc == 0) rc = shapes_from_model(l, names[i], err);
-        free(names[i]);
-    }
-    return rc;
-}
-
-static int cmp_shape(const void *a, const void *b)
-{
-    const shape *x = a, *y = b;
-    double fx = (double)x->m * x->m * x->n, fy = (double)y->m * y->m * y->n;
-    if (fx != fy) return (fx > fy) - (fx < fy);
-    return (x->m > y->m) - (x->m < y->m);
-}
-
-/* ---- the benchmark ------------------------------------------------------------------------ */
-
-
-typedef struct bench {
-    ns_device_info dev;
-    ns_stream s;
-    int warmup, reps;
-    double peak_tflops; /* measured bf16 GEMM rate in this run */
-    FILE *csv;          /* NULL: no CSV */
-    int verbose, progress;
-    char gpu[256];
-} bench;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-typedef struct stats3 {
-    double med, min, max;
-} stats3;
-
-static int time_fn(bench *B, ns_enqueue_fn fn, void *arg, stats3 *st, dm_err *err)
-{
-    double t[1024];
-    int reps = B->reps < 1024 ? B->reps : 1024;
-    if (ns_time_events(fn, arg, B->s, B->warmup, reps, t, err)) return -1;
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    st->min = t[0];
-    st->max = t[reps - 1];
-    st->med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-    return 0;
-}
-
-static void human_header(void)
-{
-    printf("# %-12s %5s %-11s %-7s %-5s %5s %10s %10s %10s %8s %8s %6s\n", "shape(mxn)", "batch",
-           "op", "algo", "dtype", "var", "median_us", "min_us", "max_us", "TFLOP/s", "exec_TF", "peak%");
-}
-
-/* One result: a human line on stdout and a CSV row. flops_nominal counts symmetric products
- * at half of full; flops_exec what the kernels executed. */
-static void emit(bench *B, const char *op, const char *algo, int64_t m, int64_t n, int batch,
-                 const char *dtype, const char *var, const stats3 *st, double flops_nominal,
-                 double flops_exec)
-{
-    char shp[48];
-    snprintf(shp, sizeof shp, "%" PRId64 "x%" PRId64, m, n);
-    double tf = flops_nominal > 0 ? flops_nominal / (st->med * 1e6) : 0;
-    double te = flops_exec > 0 ? flops_exec / (st->med * 1e6) : 0;
-    printf("  %-12s %5d %-11s %-7s %-5s %5s %10.1f %10.1f %10.1f %8.1f %8.1f %6.1f\n", shp, batch,
-           op, algo, dtype, var, st->med, st->min, st->max, tf, te,
-           B->peak_tflops > 0 && tf > 0 ? 100.0 * tf / B->peak_tflops : 0.0);
-    fflush(stdout);
-    if (B->csv)
-        fprintf(B->csv, "%s,%s,%s,%" PRId64 ",%" PRId64 ",%d,%s,%.2f,%.2f,%.2f\n", B->gpu, op, algo, m,
-                n, batch, dtype, st->med, st->min, st->max);
-}
-
-typedef struct prod_arg {
-    ns_prod *p;
-} prod_arg;
-static int run_prod(void *a, ns_stream s, dm_err *err) { return ns_prod_run(((prod_arg *)a)->p, s, err); }
-
-/* Time one product; sym_blocks as in ns_config. Returns -1 on error, 1 when the check against
- * the full product failed (the row is then not written). */
-static int bench_prod(bench *B, ns_prod_kind kind, int64_t m, int64_t n, int batch, int kb,
-                      stats3 *st, double *fl_nom, double *fl_exec, dm_err *err)
-{
-    ns_prod *p = NULL;
-    prod_arg a;
-    double rel = 0;
-    int rc = -1;
-    if (ns_prod_create(kind, m, n, batch, NS_BF16, kb, &p, err)) return -1;
-    a.p = p;
-    if (kb > 1 && ns_prod_check(p, &rel, err)) goto out;
-    if (!(rel <= 4e-3)) {
-        fprintf(stderr, "dmuon bench kernels: %" PRId64 "x%" PRId64 " sym_blocks %d: block product differs from the full one (rel %.3g); row dropped\n",
-                m, n, kb, rel);
-        rc = 1;
-        goto out;
-    }
-    if (time_fn(B, run_prod, &a, st, err)) goto out;
-    *fl_exec = ns_prod_flops(p, 1);
-    *fl_nom = kind == NS_PROD_GEMM ? ns_prod_flops(p, 0) : ns_prod_flops(p, 0) / 2;
-    rc = 0;
-out:
-    ns_prod_destroy(p);
-    return rc;
-}
-
-typedef struct elem_arg {
-    float *w, *g, *buf, *m, *v;
-    void *u;
-    int64_t n;
-    int adamw;
-} elem_arg;
-
-static int run_elem(void *arg, ns_stream s, dm_err *err)
-{
-    elem_arg *a = arg;
-    if (a->adamw)
-        return ns_adamw(a->w, a->w, NULL, a->g, a->m, a->m, a->v, a->v, a->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, s,
-                        err);
-    /* momentum + Nesterov into the NS input, then the apply from the NS output (same buffer
-     * here: the cost of the two passes, without the NS) */
-    return ns_muon_momentum(a->g, a->buf, a->buf, a->u, NS_BF16, a->n, 0.95f, 1, s, err) ||
-                   ns_muon_apply(a->w, a->w, NULL, a->u, NS_BF16, a->n, 1e-3f, 0.1f, 0.2f, s, err)
-               ? -1
-               : 0;
-}
-
-static int bench_elementwise(bench *B, int64_t elems, dm_err *err)
-{
-    elem_arg a;
-    memset(&a, 0, sizeof a);
-    a.n = elems;
-    size_t b4 = (size_t)elems * 4;
-    int rc = -1;
-    stats3 st;
-    if (ns_dev_alloc((void **)&a.w, b4, err) || ns_dev_alloc((void **)&a.g, b4, err) ||
-        ns_dev_alloc((void **)&a.buf, b4, err) || ns_dev_alloc((void **)&a.m, b4, err) ||
-        ns_dev_alloc((void **)&a.v, b4, err) || ns_dev_alloc(&a.u, (size_t)elems * 2, err))
-        goto out;
-    if (ns_fill_random(a.w, NS_FP32, elems, 11, 1.f, B->s, err) ||
-        ns_fill_random(a.g, NS_FP32, elems, 12, 1.f, B->s, err) ||
-        ns_fill_random(a.buf, NS_FP32, elems, 13, 0.1f, B->s, err) ||
-        ns_fill_random(a.m, NS_FP32, elems, 14, 0.1f, B->s, err) ||
-        ns_fill_random(a.v, NS_FP32, elems, 15, 0.01f, B->s, err))
-        goto out;
-    a.adamw = 0;
-    if (time_fn(B, run_elem, &a, &st, err)) goto out;
-    emit(B, "muon_update", "-", 1, elems, 1, "fp32", "-", &st, 0, 0);
-    a.adamw = 1;
-    /* the second moment must be non-negative: one step with lr 0 and beta2 0 sets v = g^2 */
-    if (ns_adamw(a.w, a.w, NULL, a.g, a.m, a.m, a.v, a.v, elems, 0.f, 0.9f, 0.f, 1e-8f, 0.f, 1, B->s, err)) goto out;
-    if (time_fn(B, run_elem, &a, &st, err)) goto out;
-    emit(B, "adamw", "-", 1, elems, 1, "fp32", "-", &st, 0, 0);
-    rc = 0;
-out:
-    ns_dev_free(a.w);
-    ns_dev_free(a.g);
-    ns_dev_free(a.buf);
-    ns_dev_free(a.m);
-    ns_dev_free(a.v);
-    ns_dev_free(a.u);
-    return rc;
-}
-
-static void report_cand(void *ctx, const at_key *k, const at_result *r, int rejected, const char *why)
-{
-    bench *B = ctx;
-    if (!B->verbose) return;
-    if (rejected)
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s REJECTED: %s (gate rel %.3g)\n", k->m,
-               k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
-               r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
-    else
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
-               k->m, k->n, k->batch, ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
-               r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us, r->max_us, r->gate_rel);
-}
-
-/* Per-step times of the winning variant (stdout, '#' lines). */
-static int profile_plan(bench *B, int64_t m, int64_t n, int batch, ns_algo algo,
-                        const at_result *r, dm_err *err)
-{
-    ns_config cfg;
-    ns_plan *p = NULL;
-    at_result_config(r, algo, &cfg);
-    /* as the autotuner timed it: input and output in the iteration dtype */
-    int rc = ns_plan_create(m, n, batch, cfg.work, &cfg, &p, err) ||
-             ns_fill_random(ns_plan_input(p), cfg.work, m * n * batch, 99, 1.f, B->s, err) ||
-             ns_plan_run(p, B->s, 0, err) || ns_plan_profile(p, B->s, stdout, err);
-    ns_plan_destroy(p);
-    return rc ? -1 : 0;
-}
-
 static void usage_kernels(FILE *f)
 {
     fprintf(f,
@@ -423,16 +145,19 @@ static void usage_kernels(FILE *f)
             "  -h, --help         this text\n");
 }
 
-static int parse_list(const char *opt, const char *arg, long lo, long hi, long *out, int max, int *n)
+/* An int list option into n ints of out (at most max). */
+static int int_list(const char *opt, const char *arg, long lo, long hi, int *out, int max, int *n)
 {
-    return opt_parse_int_list("bench kernels", opt, arg, lo, hi, out, max, n);
+    long tmp[16];
+    if (opt_parse_int_list("bench kernels", opt, arg, lo, hi, tmp, max, n)) return -1;
+    for (int i = 0; i < *n; i++) out[i] = (int)tmp[i];
+    return 0;
 }
 
 static int bench_kernels(int argc, char **argv)
 {
-    enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE,
-           O_RETUNE, O_WARMUP, O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE,
-           O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE };
+    enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE, O_RETUNE, O_WARMUP,
+           O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE, O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE };
     static const struct option lo[] = {
         {"shapes", required_argument, 0, O_SHAPES}, {"model", required_argument, 0, O_MODEL},
         {"batches", required_argument, 0, O_BATCHES}, {"batch-max-elems", required_argument, 0, O_BMAX},
@@ -447,262 +172,109 @@ static int bench_kernels(int argc, char **argv)
         {"no-gemm-tune", no_argument, 0, O_NOGEMMTUNE},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "bench kernels";
-    shape_list shapes = {0};
-    long batches[MAX_BATCHES] = {1, 2, 4, 8}, tmp[16];
-    int n_batches = 4, n_algos = 2, retune = 0, do_prod = 1, do_elem = 1, c, rc = 1, ntmp;
-    int profile = 0;
-    int64_t bmax = 16 << 20;
-    ns_algo algos[2] = {NS_ALGO_DIRECT, NS_ALGO_GRAM};
-    const char *out_path = NULL, *cache_path = NULL;
-    at_options ao;
-    at_options_default(&ao);
-    bench B;
-    memset(&B, 0, sizeof B);
-    B.warmup = 3;
-    B.reps = 20;
+    ns_bench_shapes shapes = {0};
+    ns_bench_opts o;
+    ns_bench_opts_default(&o);
     dm_err err = {{0}};
-    dm_out *csv_out = NULL;
-    at_cache *cache = NULL;
+    int c, rc = 1;
+    long v;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
-        long v;
         switch (c) {
         case O_SHAPES:
-            if (shapes_read(&shapes, optarg, &err)) {
-                fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
-                goto done2;
-            }
-            break;
         case O_MODEL:
-            if ((!strcmp(optarg, "all") ? shapes_from_all_models(&shapes, &err)
-                                        : shapes_from_model(&shapes, optarg, &err))) {
+            if (c == O_SHAPES ? ns_bench_shapes_read(&shapes, optarg, &err) : ns_bench_shapes_model(&shapes, optarg, &err)) {
                 fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
-                goto done2;
+                goto done;
             }
             break;
         case O_BATCHES:
-            if (parse_list("--batches", optarg, 1, 4096, batches, MAX_BATCHES, &n_batches)) goto usage;
+            if (opt_parse_int_list(cmd, "--batches", optarg, 1, 4096, o.batches, NS_BENCH_MAX_BATCHES, &o.n_batches))
+                goto usage;
             break;
-        case O_BMAX: {
-            int64_t s;
-            if (opt_parse_size(cmd, "--batch-max-elems", optarg, 0, INT64_C(1) << 40, &s)) goto usage;
-            bmax = s;
+        case O_BMAX:
+            if (opt_parse_size(cmd, "--batch-max-elems", optarg, 0, INT64_C(1) << 40, &o.batch_max_elems)) goto usage;
             break;
-        }
-        case O_ALGOS: {
-            n_algos = 0;
-            char *dup = strdup(optarg), *save = NULL;
-            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                ns_algo a;
-                if (ns_algo_parse(t, &a, &err) || n_algos == 2) {
-                    opt_usage_error(cmd, "--algos: expected direct and/or gram, got '%s'", t);
-                    free(dup);
-                    goto usage;
-                }
-                algos[n_algos++] = a;
+        case O_ALGOS:
+            if (ns_bench_algos_parse(optarg, &o, &err)) {
+                opt_usage_error(cmd, "--algos: %s", err.msg);
+                goto usage;
             }
-            free(dup);
-            if (!n_algos) goto usage;
             break;
-        }
         case O_SYM:
-            if (parse_list("--sym-blocks", optarg, 1, 16, tmp, 8, &ntmp)) goto usage;
-            for (int i = 0; i < ntmp; i++) ao.sym_blocks[i] = (int)tmp[i];
-            ao.n_sym = ntmp;
+            if (int_list("--sym-blocks", optarg, 1, 16, o.at.sym_blocks, 8, &o.at.n_sym)) goto usage;
             break;
         case O_HEUR:
-            if (parse_list("--heuristics", optarg, 0, 7, tmp, 4, &ntmp)) goto usage;
-            for (int i = 0; i < ntmp; i++) ao.heuristics[i] = (int)tmp[i];
-            ao.n_heur = ntmp;
+            if (int_list("--heuristics", optarg, 0, 7, o.at.heuristics, 4, &o.at.n_heur)) goto usage;
             break;
-        case O_OUT: out_path = optarg; break;
-        case O_CACHE: cache_path = optarg; break;
-        case O_RETUNE: retune = 1; break;
+        case O_OUT: o.out_csv = optarg; break;
+        case O_CACHE: o.cache_path = optarg; break;
+        case O_RETUNE: o.retune = 1; break;
         case O_WARMUP:
             if (opt_parse_long(cmd, "--warmup", optarg, 0, 1000, &v)) goto usage;
-            B.warmup = ao.warmup = (int)v;
+            o.warmup = o.at.warmup = (int)v;
             break;
         case O_REPS:
             if (opt_parse_long(cmd, "--reps", optarg, 1, 1000, &v)) goto usage;
-            B.reps = ao.reps = (int)v;
+            o.reps = o.at.reps = (int)v;
             break;
-        case O_NOPROD: do_prod = 0; break;
-        case O_NOELEM: do_elem = 0; break;
-        case O_NOGRAPH: ao.use_graph = 0; break;
-        case O_VERBOSE: B.verbose = 1; break;
-        case O_PROFILE: profile = 1; break;
-        case O_NOGEMMTUNE: ao.tune_gemms = 0; break;
+        case O_NOPROD: o.products = 0; break;
+        case O_NOELEM: o.elementwise = 0; break;
+        case O_NOGRAPH: o.at.use_graph = 0; break;
+        case O_VERBOSE: o.verbose = 1; break;
+        case O_PROFILE: o.profile = 1; break;
+        case O_NOGEMMTUNE: o.at.tune_gemms = 0; break;
         case O_MINBLOCK:
             if (opt_parse_long(cmd, "--min-block", optarg, 8, 1 << 20, &v)) goto usage;
-            ao.min_block = v;
+            o.at.min_block = v;
             break;
-        case O_HEURMAX: {
-            int64_t hm;
-            if (opt_parse_size(cmd, "--heuristics-max-elems", optarg, 0, INT64_C(1) << 40, &hm)) goto usage;
-            ao.heur_max_elems = hm;
+        case O_HEURMAX:
+            if (opt_parse_size(cmd, "--heuristics-max-elems", optarg, 0, INT64_C(1) << 40, &o.at.heur_max_elems))
+                goto usage;
             break;
-        }
-        case 'h': usage_kernels(stdout); rc = 0; goto done2;
-        case '?':
+        case 'h': usage_kernels(stdout); rc = 0; goto done;
         default:
             opt_usage_error(cmd, "unrecognized option '%s'", argv[optind - 1]);
             goto usage;
         }
     }
     if (opt_no_operands(cmd, argc, argv)) goto usage;
-    if (shapes.n == 0) { /* the goal shapes (PyTorch column of the comparison) */
-        static const int64_t goal[][2] = {{128, 128}, {1024, 1024}, {256, 1536}, {8960, 1536}, {3584, 3584},
-                                          {18944, 3584}, {8192, 8192}, {29568, 8192}};
-        for (size_t i = 0; i < sizeof goal / sizeof goal[0]; i++)
-            if (shapes_add(&shapes, goal[i][0], goal[i][1], NULL, 0, &err)) goto fail;
-    }
-    qsort(shapes.v, (size_t)shapes.n, sizeof *shapes.v, cmp_shape);
-
-    if (ns_device_query(&B.dev, &err)) {
-        fprintf(stderr, "dmuon %s: no usable GPU: %s\n", cmd, err.msg);
-        goto done2;
-    }
-    snprintf(B.gpu, sizeof B.gpu, "%s", B.dev.name);
-    for (char *p = B.gpu; *p; p++)
-        if (*p == ',') *p = ' ';
-    B.progress = isatty(2);
-    if (ns_stream_create(&B.s, &err)) goto fail;
-    if (cache_path && at_cache_open(cache_path, &B.dev, &cache, &err)) goto fail;
-
-    time_t now = time(NULL);
-    char date[64];
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     char cmdline[2048];
     size_t cl = (size_t)snprintf(cmdline, sizeof cmdline, "dmuon bench");
     for (int i = 0; i < argc && cl < sizeof cmdline; i++)
         cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", argv[i]);
-    size_t lt = B.dev.cublaslt_version;
-    printf("# dmuon bench kernels on %s (sm_%d%d, %d SMs, %.0f GiB), CUDA runtime %d.%d, driver %d.%d, cuBLASLt %zu.%zu.%zu\n",
-           B.dev.name, B.dev.sm_major, B.dev.sm_minor, B.dev.n_sms, B.dev.mem_bytes / 1073741824.0,
-           B.dev.cuda_runtime / 1000, B.dev.cuda_runtime % 1000 / 10, B.dev.cuda_driver / 1000,
-           B.dev.cuda_driver % 1000 / 10, lt / 10000, lt / 100 % 100, lt % 100);
-    printf("# %d shapes; batches %ld..%ld for m*n <= %" PRId64 "; %d warm-up + %d timed runs, %s; date %s\n",
-           shapes.n, batches[0], batches[n_batches - 1], bmax, B.warmup, B.reps,
-           ao.use_graph ? "graph replays" : "direct launches", date);
-
-    if (out_path) {
-        if (!(csv_out = dm_out_open(out_path, &err))) goto fail;
-        B.csv = dm_out_file(csv_out);
-        fprintf(B.csv, "# dmuon-costs-1\n# source: measured\n# gpu: %s\n# cuda: %d.%d\n# cublas: %zu.%zu.%zu\n# date: %s\n# command: %s\n",
-                B.gpu, B.dev.cuda_runtime / 1000, B.dev.cuda_runtime % 1000 / 10, lt / 10000,
-                lt / 100 % 100, lt % 100, date, cmdline);
-    }
-
-    { /* the GEMM peak of this run: 8192^3 bf16 through cuBLASLt */
-        stats3 st;
-        double fn = 0, fe = 0;
-        if (bench_prod(&B, NS_PROD_GEMM, 8192, 8192, 1, 1, &st, &fn, &fe, &err) < 0) goto fail;
-        B.peak_tflops = fe / (st.med * 1e6);
-        printf("# bf16 GEMM peak (8192x8192x8192, cuBLASLt): %.1f us median, %.1f TFLOP/s\n", st.med, B.peak_tflops);
-        if (B.csv) fprintf(B.csv, "# gemm_peak_tflops: %.1f\n", B.peak_tflops);
-    }
-    if (B.csv) fprintf(B.csv, "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n");
-    human_header();
-
-    int total = 0, done = 0;
-    for (int i = 0; i < shapes.n; i++) {
-        shape *s = &shapes.v[i];
-        if (s->n_batches == 0) {
-            for (int b = 0; b < n_batches; b++)
-                if (batches[b] == 1 || s->m * s->n <= bmax) s->batches[s->n_batches++] = batches[b];
-        }
-        total += s->n_batches;
-    }
-    for (int i = 0; i < shapes.n; i++) {
-        shape *s = &shapes.v[i];
-        for (int bi = 0; bi < s->n_batches; bi++) {
-            int batch = (int)s->batches[bi];
-            done++;
-            if (B.progress)
-                fprintf(stderr, "\r[%d/%d] %" PRId64 "x%" PRId64 " batch %d          ", done, total, s->m, s->n, batch);
-            at_result res[2];
-            int need = 0;
-            for (int a = 0; a < n_algos; a++) {
-                at_key k = {s->m, s->n, batch, algos[a], algos[a] == NS_ALGO_GRAM ? NS_FP16 : NS_BF16};
-                if (retune || !cache || !at_cache_lookup(cache, &k, &res[a])) need = 1;
-            }
-            if (need) {
-                if (at_tune_shape(s->m, s->n, batch, algos, n_algos, &ao, 0x1234567ull + (uint64_t)done,
-                                  B.s, res, report_cand, &B, &err))
-                    goto fail;
-                for (int a = 0; a < n_algos && cache; a++) {
-                    at_key k = {s->m, s->n, batch, algos[a], algos[a] == NS_ALGO_GRAM ? NS_FP16 : NS_BF16};
-                    if (res[a].median_us >= 0 && at_cache_store(cache, &k, &res[a], &err)) goto fail;
-                }
-            }
-            for (int a = 0; a < n_algos; a++) {
-                if (res[a].median_us < 0) {
-                    printf("  %" PRId64 "x%" PRId64 " batch %d %s: no candidate passed the correctness gate\n",
-                           s->m, s->n, batch, ns_algo_name(algos[a]));
-                    continue;
-                }
-                stats3 st = {res[a].median_us, res[a].min_us, res[a].max_us};
-                char var[16];
-                snprintf(var, sizeof var, "%d/%d", res[a].sym_blocks, res[a].sym_blocks_mm);
-                emit(&B, "ns", ns_algo_name(algos[a]), s->m, s->n, batch,
-                     algos[a] == NS_ALGO_GRAM ? "fp16" : "bf16", var, &st, res[a].flops_nominal,
-                     res[a].flops_executed);
-                if (profile && (bi == 0 || bi == s->n_batches - 1) &&
-                    profile_plan(&B, s->m, s->n, batch, algos[a], &res[a], &err))
-                    goto fail;
-            }
-            if (do_prod) {
-                stats3 st, best;
-                double fn, fe, bfn = 0, bfe = 0;
-                int bk = 0;
-                if (bench_prod(&B, NS_PROD_GEMM, s->m, s->n, batch, 1, &st, &fn, &fe, &err) < 0) goto fail;
-                emit(&B, "gemm", "cublas", s->m, s->n, batch, "bf16", "-", &st, fn, fe);
-                if (bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, 1, &st, &fn, &fe, &err) < 0) goto fail;
-                emit(&B, "syrk", "cublas", s->m, s->n, batch, "bf16", "k1", &st, fn, fe);
-                for (int si = 0; si < ao.n_sym; si++) {
-                    int kb = ao.sym_blocks[si];
-                    if (kb < 2 || s->m / kb < ao.min_block) continue;
-                    int r = bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, kb, &st, &fn, &fe, &err);
-                    if (r < 0) goto fail;
-                    if (r == 0 && (!bk || st.med < best.med)) {
-                        best = st;
-                        bk = kb;
-                        bfn = fn;
-                        bfe = fe;
-                    }
-                }
-                if (bk) {
-                    char var[16];
-                    snprintf(var, sizeof var, "k%d", bk);
-                    emit(&B, "syrk", "sym", s->m, s->n, batch, "bf16", var, &best, bfn, bfe);
-                }
-            }
-        }
-        if (do_elem && bench_elementwise(&B, s->m * s->n, &err)) goto fail;
-    }
-    if (B.progress) fprintf(stderr, "\r%60s\r", "");
-    if (csv_out) {
-        dm_out *o = csv_out;
-        csv_out = NULL;
-        if (dm_out_commit(o, &err)) goto fail;
-        printf("# wrote %s\n", out_path);
-    }
-    if (cache && at_cache_save(cache, &err)) goto fail;
-    rc = 0;
+    o.cmdline = cmdline;
+    rc = ns_bench_kernels(&o, &shapes, &err) < 0 ? 1 : 0;
+    if (rc) fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
     goto done;
 usage: /* the option parsers printed the message */
     rc = 2;
-    goto done2;
-fail:
-    fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
-    rc = 1;
 done:
-    dm_out_abort(csv_out);
-    at_cache_close(cache);
-    ns_stream_destroy(B.s);
-done2:
-    free(shapes.v);
+    ns_bench_shapes_free(&shapes);
     return rc;
 }
 #endif
+
+static void bench_usage(FILE *f)
+{
+    fprintf(f, "Usage: dmuon bench kernels [OPTIONS]   measure GPU kernel costs (NS, products, updates)\n"
+               "       dmuon bench comm [OPTIONS]      measure collectives\n"
+               "'dmuon bench kernels --help' lists its options.\n");
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2) {
+        bench_usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        bench_usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "kernels")) return bench_kernels(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "comm")) return bench_comm(argc - 1, argv + 1);
+    opt_usage_error("bench", "unknown benchmark '%s' (expected kernels or comm)", argv[1]);
+    return 2;
+}

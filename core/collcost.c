@@ -1,6 +1,8 @@
 /* collcost.c: collective costs in NCCL's form (formulas and their sources in collcost.h). */
 #include "collcost.h"
 
+#include "coll.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,15 +134,8 @@ int collcost_topo(const dm_cluster *c, const int *ranks, int n, coll_topo *t, dm
 
 double collcost_busbw_factor(dm_op_kind kind, int n)
 {
-    if (n <= 1) return 0;
-    switch (kind) {
-    case DM_OP_ALLREDUCE: return 2.0 * (n - 1) / n;
-    case DM_OP_ALLGATHER:
-    case DM_OP_REDUCESCATTER: return (double)(n - 1) / n;
-    case DM_OP_BROADCAST:
-    case DM_OP_REDUCE: return 1.0;
-    default: return 0;
-    }
+    const dm_coll *c = dm_coll_of(kind);
+    return c ? dm_coll_busbw_factor(c, n) : 0;
 }
 
 static int log2i(int x)

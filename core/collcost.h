@@ -71,7 +71,7 @@ int collcost_topo(const dm_cluster *c, const int *ranks, int n, coll_topo *out, 
 /* The algorithm NCCL would use: ring for everything but all-reduce, where AUTO picks the faster
  * of ring and tree by this model. */
 coll_algo collcost_pick(dm_op_kind kind, coll_algo algo, double bytes, const coll_topo *t);
-/* nccl-tests bus-bandwidth factor (busbw = algbw x factor). */
+/* nccl-tests bus-bandwidth factor (busbw = algbw x factor), from the collective table (coll.h). */
 double collcost_busbw_factor(dm_op_kind kind, int n_ranks);
 /* The two terms of the formula; algo must not be AUTO (use collcost_pick). */
 double collcost_latency_us(dm_op_kind kind, coll_algo algo, const coll_topo *t);

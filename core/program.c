@@ -37,6 +37,8 @@ void dm_program_free(dm_program *p)
                 free(p->ranks[r].ops[i].params);
             }
             free(p->ranks[r].ops);
+            free(p->ranks[r].grad_param);
+            free(p->ranks[r].grad_layer);
         }
     for (int g = 0; g < p->n_groups; g++) free(p->groups[g].ranks);
     free(p->groups);
@@ -54,20 +56,33 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err)
+/* A sorted copy of ranks, checked (members of the program, each once); NULL on error. */
+static int *sorted_members(const dm_program *p, const int *ranks, int n, dm_err *err)
 {
-    if (n < 1) return dm_err_set(err, "program: empty group");
+    if (n < 1) {
+        dm_err_set(err, "program: empty group");
+        return NULL;
+    }
     int *s = dm_malloc((size_t)n * sizeof *s, err);
-    if (!s) return -1;
+    if (!s) return NULL;
     memcpy(s, ranks, (size_t)n * sizeof *s);
     qsort(s, (size_t)n, sizeof *s, cmp_int);
     for (int i = 0; i < n; i++)
         if (s[i] < 0 || s[i] >= p->nranks || (i && s[i] == s[i - 1])) {
             int bad = s[i];
             free(s);
-            return dm_err_set(err, "program: bad group member %d (ranks 0..%d, each once)", bad,
-                              p->nranks - 1);
+            dm_err_set(err, "program: bad group member %d (ranks 0..%d, each once)", bad, p->nranks - 1);
+            return NULL;
         }
+    return s;
+}
+
+static int append_group(dm_program *p, int *s, int n, dm_err *err);
+
+int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err)
+{
+    int *s = sorted_members(p, ranks, n, err);
+    if (!s) return -1;
     /* Linear search is fine for the few hundred groups a program has; the common groups
      * (world, node, cross-node) are created first. */
     for (int g = 0; g < p->n_groups; g++)
@@ -75,6 +90,18 @@ int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err)
             free(s);
             return g;
         }
+    return append_group(p, s, n, err);
+}
+
+int dm_program_add_group(dm_program *p, const int *ranks, int n, dm_err *err)
+{
+    int *s = sorted_members(p, ranks, n, err);
+    return s ? append_group(p, s, n, err) : -1;
+}
+
+/* Takes s over (freed on failure). */
+static int append_group(dm_program *p, int *s, int n, dm_err *err)
+{
     if (p->n_groups == p->cap_groups) {
         int cap = p->cap_groups ? 2 * p->cap_groups : 8;
         dm_group *ng = dm_realloc(p->groups, (size_t)cap * sizeof *ng, err);
@@ -100,7 +127,67 @@ dm_op dm_op_init(dm_op_kind kind, dm_stream stream)
     o.stream = stream;
     o.layer = o.coll = o.group = o.root = -1;
     o.batch = 1;
+    o.iters = kind == DM_OP_NS ? DM_NS_ITERS_DEFAULT : 0;
+    o.payload = dm_op_payload_default(kind);
     return o;
+}
+
+dm_payload dm_op_payload_default(dm_op_kind kind)
+{
+    switch (kind) {
+    case DM_OP_BROADCAST:
+    case DM_OP_ALLGATHER: return DM_PAYLOAD_WEIGHTS;
+    case DM_OP_REDUCE:
+    case DM_OP_ALLREDUCE:
+    case DM_OP_REDUCESCATTER: return DM_PAYLOAD_GRADS;
+    default: return DM_PAYLOAD_NONE;
+    }
+}
+
+static int is_grad_producer(dm_op_kind k)
+{
+    return k == DM_OP_BACKWARD || k == DM_OP_REDUCE || k == DM_OP_ALLREDUCE || k == DM_OP_REDUCESCATTER;
+}
+
+/* Grow a 0/1 array to hold index i. */
+static int seen_grow(unsigned char **a, int64_t *n, int64_t i, dm_err *err)
+{
+    if (i < *n) return 0;
+    int64_t m = *n ? *n : 64;
+    while (m <= i) m *= 2;
+    unsigned char *na = dm_realloc(*a, (size_t)m, err);
+    if (!na) return -1;
+    memset(na + *n, 0, (size_t)(m - *n));
+    *a = na;
+    *n = m;
+    return 0;
+}
+
+/* o->implied for an op appended to rp (dm_program_implied_payload's rule), and the rank's memory
+ * of produced gradients updated. */
+static int implied_payload(dm_rank_prog *rp, dm_op *o, const int64_t *params, int n_params, dm_err *err)
+{
+    o->implied = dm_op_payload_default(o->kind);
+    if (o->kind == DM_OP_ALLGATHER) {
+        int g = o->layer >= 0 && o->layer < rp->n_grad_layer && rp->grad_layer[o->layer];
+        for (int a = 0; a < n_params && !g; a++)
+            g = params[a] >= 0 && params[a] < rp->n_grad_param && rp->grad_param[params[a]];
+        if (g) o->implied = DM_PAYLOAD_GRADS;
+        return 0;
+    }
+    if (!is_grad_producer(o->kind)) return 0;
+    for (int a = 0; a < n_params; a++) {
+        if (params[a] < 0) continue;
+        if (seen_grow(&rp->grad_param, &rp->n_grad_param, params[a], err) < 0) return -1;
+        rp->grad_param[params[a]] = 1;
+    }
+    if (o->kind == DM_OP_BACKWARD && n_params == 0 && o->layer >= 0) {
+        int64_t nl = rp->n_grad_layer;
+        if (seen_grow(&rp->grad_layer, &nl, o->layer, err) < 0) return -1;
+        rp->n_grad_layer = (int)nl;
+        rp->grad_layer[o->layer] = 1;
+    }
+    return 0;
 }
 
 int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps, int n_deps,
@@ -116,6 +203,7 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
         rp->cap = cap;
     }
     dm_op o = *op;
+    if (implied_payload(rp, &o, params, n_params, err) < 0) return -1;
     o.id = rp->n_ops;
     o.deps = NULL;
     o.params = NULL;
@@ -155,6 +243,33 @@ const char *dm_dtype_name(dm_dtype d)
 {
     return d == DM_DT_FP16 ? "fp16" : d == DM_DT_FP32 ? "fp32" : "bf16";
 }
+
+const char *dm_payload_name(dm_payload p)
+{
+    return p == DM_PAYLOAD_WEIGHTS ? "weights" : p == DM_PAYLOAD_GRADS ? "grads" : "none";
+}
+
+size_t dm_dtype_size(dm_dtype d) { return d == DM_DT_FP32 ? 4 : 2; }
+
+int dm_ns_algo_parse(const char *name, dm_ns_algo *out, dm_err *err)
+{
+    if (!strcmp(name, "direct")) *out = DM_NS_DIRECT;
+    else if (!strcmp(name, "gram")) *out = DM_NS_GRAM;
+    else return dm_err_set(err, "unknown NS algorithm '%s' (expected direct or gram)", name);
+    return 0;
+}
+
+int dm_dtype_parse(const char *name, dm_dtype *out, dm_err *err)
+{
+    static const dm_dtype all[] = {DM_DT_BF16, DM_DT_FP16, DM_DT_FP32};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, dm_dtype_name(all[i]))) {
+            *out = all[i];
+            return 0;
+        }
+    return dm_err_set(err, "unknown dtype '%s' (expected bf16, fp16 or fp32)", name);
+}
+
 
 int dm_op_is_collective(dm_op_kind k) { return k >= DM_OP_BROADCAST && k <= DM_OP_REDUCESCATTER; }
 

@@ -33,9 +33,20 @@ typedef enum {
 
 typedef enum { DM_STREAM_COMPUTE, DM_STREAM_COMM_HI, DM_STREAM_COMM_LO, DM_STREAM__COUNT } dm_stream;
 
-typedef enum { DM_NS_DIRECT, DM_NS_GRAM } dm_ns_algo;
+/* The NS algorithm and the element types: the one definition, used by the scheduler, both
+ * interpreters and the kernels (kernels/ns_cuda.h, ns_ref.h). */
+typedef enum { DM_NS_DIRECT = 0, DM_NS_GRAM = 1 } dm_ns_algo;
 
-typedef enum { DM_DT_BF16, DM_DT_FP16, DM_DT_FP32 } dm_dtype;
+typedef enum { DM_DT_BF16 = 0, DM_DT_FP16 = 1, DM_DT_FP32 = 2 } dm_dtype;
+
+/* What a collective's buffer holds: the weights of its params (fetches: broadcast, weight
+ * all-gathers) or their gradients (reduce, all-reduce, reduce-scatter, gradient all-gathers).
+ * Compute ops carry none. */
+typedef enum { DM_PAYLOAD_NONE = 0, DM_PAYLOAD_WEIGHTS = 1, DM_PAYLOAD_GRADS = 2 } dm_payload;
+
+/* NS iterations of an op that does not say (the cost model's count; program files written
+ * before ops carried it). */
+#define DM_NS_ITERS_DEFAULT 5
 
 typedef struct dm_op {
     int id;             /* index in the rank's list (set by dm_program_add_op) */
@@ -52,7 +63,11 @@ typedef struct dm_op {
     int64_t m, n;       /* NS: matrix shape, m <= n */
     int batch;          /* NS: matrices in the batch */
     dm_ns_algo algo;    /* NS algorithm */
+    int iters;          /* NS: Newton-Schulz iterations (DM_NS_ITERS_DEFAULT); other ops 0 */
     dm_dtype dtype;     /* element type of the payload */
+    dm_payload payload; /* collectives: weights or gradients; compute ops: none */
+    dm_payload implied; /* the payload the ops before it imply (set by dm_program_add_op; see
+                           dm_program_implied_payload): what a file that does not say means */
     int n_params;
     int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes */
 } dm_op;
@@ -65,6 +80,11 @@ typedef struct dm_group {
 typedef struct dm_rank_prog {
     int n_ops, cap;
     dm_op *ops;
+    /* dm_program_add_op's memory of the gradients the list produced so far: per param id and
+     * per layer (a backward without params), 1 when produced; n_* entries */
+    unsigned char *grad_param, *grad_layer;
+    int64_t n_grad_param;
+    int n_grad_layer;
 } dm_rank_prog;
 
 typedef struct dm_program {
@@ -90,6 +110,10 @@ void dm_program_free(dm_program *p); /* accepts NULL */
  * or -1 on error. */
 int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err);
 
+/* The same without looking for an equal group first (readers, which check for duplicates once
+ * over all groups): the new group's index, or -1. */
+int dm_program_add_group(dm_program *p, const int *ranks, int n, dm_err *err);
+
 /* A fresh collective id (the caller adds one op with it to every member rank). */
 int dm_program_new_coll(dm_program *p);
 
@@ -98,16 +122,33 @@ int dm_program_new_coll(dm_program *p);
 int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps, int n_deps,
                       const int64_t *params, int n_params, dm_err *err);
 
-/* An op template with everything "none": layer/coll/group/root -1, batch 1. */
+/* An op template with everything "none": layer/coll/group/root -1, batch 1, the kind's
+ * payload (dm_op_payload_default), NS ops DM_NS_ITERS_DEFAULT iterations. */
 dm_op dm_op_init(dm_op_kind kind, dm_stream stream);
+/* broadcast and all-gather: weights; reduce, all-reduce, reduce-scatter: gradients; compute
+ * ops: none. A gradient all-gather (muon-fsdp) says so in its payload. */
+dm_payload dm_op_payload_default(dm_op_kind kind);
 
 const char *dm_op_kind_name(dm_op_kind k);   /* "forward", "all-reduce", "ns", ... */
 const char *dm_stream_name(dm_stream s);     /* "compute", "comm-hi", "comm-lo" */
 const char *dm_ns_algo_name(dm_ns_algo a);   /* "direct", "gram" */
 const char *dm_dtype_name(dm_dtype d);       /* "bf16", "fp16", "fp32" */
+const char *dm_payload_name(dm_payload p);   /* "none", "weights", "grads" */
+size_t dm_dtype_size(dm_dtype d);            /* bytes: 2, 2, 4 */
+/* Names back to values; -1 (and err set, "unknown NS algorithm 'x' (expected direct or gram)")
+ * on an unknown name. */
+int dm_ns_algo_parse(const char *name, dm_ns_algo *out, dm_err *err);
+int dm_dtype_parse(const char *name, dm_dtype *out, dm_err *err);
 int dm_op_is_collective(dm_op_kind k);
 /* forward, backward, ns, muon-update, adamw: the kinds that run on a rank's GPU, one at a time */
 int dm_op_is_compute(dm_op_kind k);
+
+/* The implied payload (dm_op.implied): for an all-gather, gradients when an earlier op of its
+ * rank produced or reduced a gradient of one of its params (a backward, reduce, all-reduce or
+ * reduce-scatter naming it; a backward without params, of the all-gather's layer), else weights;
+ * for other kinds, dm_op_payload_default. It is the rule of program files that do not state a
+ * payload (written before ops carried one) and the default the writer leaves out. dm_program_add_op
+ * computes it as ops are added (an op's kind and params must not change after). */
 
 /* Serialization (program_io.c): deterministic JSON; read back with positioned errors. */
 int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err);
@@ -116,7 +157,9 @@ int dm_program_load(const char *path, dm_program **out, dm_err *err);
 /* 64-bit FNV-1a of the canonical JSON: equal programs have equal hashes on every rank. */
 uint64_t dm_program_hash(const dm_program *p);
 /* Reject: a collective missing on a member rank or on a non-member, collectives of one group in
- * different orders across ranks, dependencies on later/unknown ops (a cycle), bad groups/roots.
+ * different orders across ranks or differing between members (kind, group, root, bytes,
+ * payload), dependencies on later/unknown ops (a cycle), bad groups/roots, a collective without
+ * a payload or a compute op with one, NS iterations outside 1..64 (0 elsewhere).
  * The message names the rank, op id and collective. */
 int dm_program_validate(const dm_program *p, dm_err *err);
 

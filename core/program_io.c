@@ -5,7 +5,14 @@
  * gpus_per_node, tokens, n_colls, groups (arrays of ranks) and ranks (one object per rank with
  * its ops). Each op is written on one line with its fields in a fixed order; fields at their
  * default (deps/params empty, coll/group/root/layer -1, bytes/flops/m/n 0, batch 1, algo direct,
- * dtype bf16) are left out, and the reader applies the same defaults. */
+ * iters DM_NS_ITERS_DEFAULT for ns and 0 elsewhere, dtype bf16, payload the implied one of
+ * program.h) are left out, and the reader applies the same defaults: so
+ * files written before ops carried iters and payload read back as those ops were run, and
+ * their hashes do not change.
+ *
+ * Counts read from a file are checked against the data before anything is sized by them:
+ * nranks against the bytes left for the rank entries, n_colls against the collective ops read
+ * (every collective appears on a rank), groups for duplicates by sorting, not pairwise. */
 #define _GNU_SOURCE
 #include "outfile.h"
 #include "program.h"
@@ -46,7 +53,9 @@ static void write_op(FILE *f, const dm_op *o)
     if (o->n) fprintf(f, ",\"n\":%lld", (long long)o->n);
     if (o->batch != 1) fprintf(f, ",\"batch\":%d", o->batch);
     if (o->algo != DM_NS_DIRECT) fprintf(f, ",\"algo\":\"%s\"", dm_ns_algo_name(o->algo));
+    if (o->iters != (o->kind == DM_OP_NS ? DM_NS_ITERS_DEFAULT : 0)) fprintf(f, ",\"iters\":%d", o->iters);
     if (o->dtype != DM_DT_BF16) fprintf(f, ",\"dtype\":\"%s\"", dm_dtype_name(o->dtype));
+    if (o->payload != o->implied) fprintf(f, ",\"payload\":\"%s\"", dm_payload_name(o->payload));
     if (o->n_params) {
         fputs(",\"params\":[", f);
         for (int i = 0; i < o->n_params; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)o->params[i]);
@@ -124,6 +133,9 @@ uint64_t dm_program_hash(const dm_program *p)
 }
 
 /* ---- reading ------------------------------------------------------------------------------- */
+
+/* The largest program file read (a device such as /dev/zero is refused at its first byte). */
+#define DM_PROGRAM_MAX_BYTES ((size_t)4 << 30)
 
 /* A streaming reader for this format: the whole file in memory, one pass, no tree (a program
  * for hundreds of ranks has hundreds of thousands of ops). Values are checked where they stand,
@@ -353,6 +365,7 @@ static const char *kind_namer(int i) { return dm_op_kind_name((dm_op_kind)i); }
 static const char *stream_namer(int i) { return dm_stream_name((dm_stream)i); }
 static const char *algo_namer(int i) { return dm_ns_algo_name((dm_ns_algo)i); }
 static const char *dtype_namer(int i) { return dm_dtype_name((dm_dtype)i); }
+static const char *payload_namer(int i) { return dm_payload_name((dm_payload)i); }
 
 static int rd_enum(rd *r, const char *(*namer)(int), int n, const char *what, int *out)
 {
@@ -397,9 +410,15 @@ typedef struct load_ctx {
     char *model, *strategy, *cluster, *options;
     int rank;            /* rank being read */
     int ranks_seen, ranks_line, ranks_col;
+    int nranks_line, nranks_col, ncolls_line, ncolls_col;
+    int *group_pos;      /* per group read: line, column (for the duplicate check) */
+    int group_pos_cap;
     /* current op */
     dm_op op;
-    int have_id, have_kind, have_stream;
+    int have_id, have_kind, have_stream, have_iters, have_payload;
+    unsigned char *unstated; /* per op of the current rank: 1 when its payload is not stated */
+    int unstated_cap;
+    int64_t n_coll_ops;  /* collective ops read (bounds n_colls) */
     int64_t id;
     int index;
     ibuf deps, params;
@@ -436,6 +455,14 @@ static int op_field(rd *r, const char *key, void *vctx)
     } else if (!strcmp(key, "dtype")) {
         if (rd_enum(r, dtype_namer, 3, "dtype", &e)) return -1;
         c->op.dtype = (dm_dtype)e;
+    } else if (!strcmp(key, "payload")) {
+        if (rd_enum(r, payload_namer, 3, "payload", &e)) return -1;
+        c->op.payload = (dm_payload)e;
+        c->have_payload = 1;
+    } else if (!strcmp(key, "iters")) {
+        if (rd_int(r, 0, 64, key, &v)) return -1;
+        c->op.iters = (int)v;
+        c->have_iters = 1;
     } else if (!strcmp(key, "layer") || !strcmp(key, "coll") || !strcmp(key, "group") || !strcmp(key, "root") ||
                !strcmp(key, "batch")) {
         if (rd_int(r, key[0] == 'b' ? 1 : -1, INT32_MAX, key, &v)) return -1;
@@ -478,13 +505,25 @@ static int op_item(rd *r, int i, void *vctx)
     load_ctx *c = vctx;
     c->index = i;
     c->op = dm_op_init(DM_OP_WAIT, DM_STREAM_COMPUTE);
-    c->have_id = c->have_kind = c->have_stream = 0;
+    c->have_id = c->have_kind = c->have_stream = c->have_iters = c->have_payload = 0;
     c->deps.n = c->params.n = 0;
     rd_ws(r);
     int line = r->line, col = rd_col(r, r->s);
     if (rd_object(r, op_field, c, "an op object")) return -1;
     if (!c->have_id || !c->have_kind || !c->have_stream)
         return dm_err_set(r->err, "%s:%d:%d: expected fields id, kind and stream in an op", r->file, line, col);
+    if (!c->have_iters) c->op.iters = c->op.kind == DM_OP_NS ? DM_NS_ITERS_DEFAULT : 0;
+    if (!c->have_payload) c->op.payload = dm_op_payload_default(c->op.kind);
+    if (dm_op_is_collective(c->op.kind)) c->n_coll_ops++;
+    int at = c->p->ranks[c->rank].n_ops;
+    if (at >= c->unstated_cap) {
+        int cap = c->unstated_cap ? 2 * c->unstated_cap : 256;
+        unsigned char *nu = dm_realloc(c->unstated, (size_t)cap, r->err);
+        if (!nu) return -1;
+        c->unstated = nu;
+        c->unstated_cap = cap;
+    }
+    c->unstated[at] = !c->have_payload;
     if (c->deps.n > c->deps32_cap) {
         int *nd = dm_realloc(c->deps32, (size_t)c->deps.n * sizeof *nd, r->err);
         if (!nd) return -1;
@@ -525,8 +564,15 @@ static int rank_item(rd *r, int i, void *vctx)
     }
     c->rank = i;
     c->ranks_seen = i + 1;
-    return rd_object(r, rank_field, c, "a rank object");
+    if (rd_object(r, rank_field, c, "a rank object")) return -1;
+    /* payloads the file does not state: what the rank's list implies */
+    const dm_rank_prog *rp = &c->p->ranks[i];
+    for (int k = 0; k < rp->n_ops; k++)
+        if (c->unstated[k]) rp->ops[k].payload = rp->ops[k].implied;
+    return 0;
 }
+
+static int cmp_i64(const void *a, const void *b);
 
 static int group_item(rd *r, int i, void *vctx)
 {
@@ -547,24 +593,66 @@ static int group_item(rd *r, int i, void *vctx)
     }
     if (rk) {
         for (int k = 0; k < b.n; k++) rk[k] = (int)b.v[k];
-        int dup = -1;
-        for (int k = 0; k < b.n && dup < 0; k++) /* groups are small: a quadratic check is fine */
-            for (int j = 0; j < k; j++)
-                if (rk[j] == rk[k]) dup = rk[k];
-        if (dup >= 0) {
-            free(rk);
-            free(b.v);
-            return dm_err_set(r->err, "%s:%d:%d: expected distinct ranks in a group (rank %d repeats)", r->file, line, col,
-                              dup);
-        }
-        gi = dm_program_group(c->p, rk, b.n, r->err);
+        qsort(b.v, (size_t)b.n, sizeof *b.v, cmp_i64);
+        for (int k = 1; k < b.n; k++)
+            if (b.v[k] == b.v[k - 1]) {
+                int dup = (int)b.v[k];
+                free(rk);
+                free(b.v);
+                return dm_err_set(r->err, "%s:%d:%d: expected distinct ranks in a group (rank %d repeats)", r->file, line,
+                                  col, dup);
+            }
+        gi = dm_program_add_group(c->p, rk, b.n, r->err);
     }
     free(rk);
     free(b.v);
     if (gi < 0) return -1;
-    if (gi != i)
-        return dm_err_set(r->err, "%s:%d:%d: expected distinct groups (this one repeats group %d)", r->file, line, col, gi);
+    if (i >= c->group_pos_cap) {
+        int cap = c->group_pos_cap ? 2 * c->group_pos_cap : 64;
+        int *np = dm_realloc(c->group_pos, (size_t)cap * 2 * sizeof *np, r->err);
+        if (!np) return -1;
+        c->group_pos = np;
+        c->group_pos_cap = cap;
+    }
+    c->group_pos[2 * i] = line, c->group_pos[2 * i + 1] = col;
     return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Groups equal as sorted rank lists, by index (qsort_r context: the program). */
+static int cmp_group(const void *a, const void *b, void *ctx)
+{
+    const dm_program *p = ctx;
+    const dm_group *x = &p->groups[*(const int *)a], *y = &p->groups[*(const int *)b];
+    if (x->n != y->n) return (x->n > y->n) - (x->n < y->n);
+    int c = memcmp(x->ranks, y->ranks, (size_t)x->n * sizeof *x->ranks);
+    if (c) return c;
+    return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+/* After the groups: none repeats another (sorting, not pairwise: a file may hold many). */
+static int groups_distinct(rd *r, load_ctx *c)
+{
+    int n = c->p->n_groups;
+    if (n < 2) return 0;
+    int *ix = dm_malloc((size_t)n * sizeof *ix, r->err);
+    if (!ix) return -1;
+    for (int g = 0; g < n; g++) ix[g] = g;
+    qsort_r(ix, (size_t)n, sizeof *ix, cmp_group, c->p);
+    int rc = 0;
+    for (int k = 1; k < n && rc == 0; k++) {
+        const dm_group *x = &c->p->groups[ix[k - 1]], *y = &c->p->groups[ix[k]];
+        if (x->n == y->n && !memcmp(x->ranks, y->ranks, (size_t)x->n * sizeof *x->ranks))
+            rc = dm_err_set(r->err, "%s:%d:%d: expected distinct groups (this one repeats group %d)", r->file,
+                            c->group_pos[2 * ix[k]], c->group_pos[2 * ix[k] + 1], ix[k - 1]);
+    }
+    free(ix);
+    return rc;
 }
 
 static int need_header(rd *r, load_ctx *c, const char *at)
@@ -572,6 +660,12 @@ static int need_header(rd *r, load_ctx *c, const char *at)
     if (!c->have_format) return rd_fail(r, at, "\"format\": \"dmuon-program-1\" before the groups and ranks");
     if (c->p) return 0;
     if (c->nranks < 1 || c->gpn < 1) return rd_fail(r, at, "nranks and gpus_per_node before the groups and ranks");
+    /* a rank entry takes at least 3 bytes ("{}," ): refuse a count the file cannot hold before
+     * the ranks are allocated */
+    if (c->nranks > (int64_t)(r->end - r->s) / 3 + 1)
+        return dm_err_set(r->err, "%s:%d:%d: expected at most %lld ranks: nranks is %lld but %lld bytes are left "
+                          "for their entries", r->file, c->nranks_line, c->nranks_col,
+                          (long long)((r->end - r->s) / 3 + 1), (long long)c->nranks, (long long)(r->end - r->s));
     c->p = dm_program_new((int)c->nranks, (int)c->gpn, c->model, c->strategy, c->cluster, c->options, c->tokens, r->err);
     if (!c->p) return -1;
     c->p->n_colls = (int)c->ncolls;
@@ -601,9 +695,13 @@ static int top_field(rd *r, const char *key, void *vctx)
     if (num) {
         if (c->p) return rd_fail(r, at, "header fields before the groups and ranks");
         int64_t hi = num == &c->tokens ? INT64_MAX : num == &c->ncolls ? INT32_MAX : 1 << 24;
+        if (num == &c->nranks) c->nranks_line = r->line, c->nranks_col = rd_col(r, at);
+        if (num == &c->ncolls) c->ncolls_line = r->line, c->ncolls_col = rd_col(r, at);
         return rd_int(r, num == &c->tokens || num == &c->ncolls ? 0 : 1, hi, key, num);
     }
-    if (!strcmp(key, "groups")) return need_header(r, c, at) || rd_array(r, group_item, c, "groups, an array of rank arrays");
+    if (!strcmp(key, "groups"))
+        return need_header(r, c, at) || rd_array(r, group_item, c, "groups, an array of rank arrays") ||
+               groups_distinct(r, c);
     if (!strcmp(key, "ranks")) {
         c->ranks_line = r->line;
         c->ranks_col = rd_col(r, at);
@@ -626,7 +724,16 @@ int dm_program_load(const char *path, dm_program **out, dm_err *err)
     memset(&c, 0, sizeof c);
     *out = NULL;
     if (!f) return dm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
-    for (;;) { /* read it all (works for pipes too) */
+    for (;;) { /* read it all (works for pipes too), up to the cap */
+        if (len > DM_PROGRAM_MAX_BYTES) {
+            dm_err_set(err, "%s: larger than %.0f GiB: not a program file", path, DM_PROGRAM_MAX_BYTES / 1073741824.0);
+            goto done;
+        }
+        if (len > 0) { /* a program is a JSON object: do not read a device or binary to its end */
+            size_t k = 0;
+            while (k < len && (buf[k] == ' ' || buf[k] == '\t' || buf[k] == '\n' || buf[k] == '\r')) k++;
+            if (k < len && buf[k] != '{') break;
+        }
         if (len + 65536 + 1 > cap) {
             size_t nc = cap ? 2 * cap : 1 << 20;
             char *nb = dm_realloc(buf, nc, err);
@@ -649,6 +756,10 @@ int dm_program_load(const char *path, dm_program **out, dm_err *err)
     if (rc == 0 && !c.p) rc = dm_err_set(err, "%s:1:1: expected groups and ranks", path);
     if (rc == 0 && c.ranks_seen != c.nranks)
         rc = dm_err_set(err, "%s:1:1: expected %lld rank entries, found %d", path, (long long)c.nranks, c.ranks_seen);
+    /* every collective id appears on some rank: more ids than collective ops cannot be */
+    if (rc == 0 && c.ncolls > c.n_coll_ops)
+        rc = dm_err_set(err, "%s:%d:%d: expected n_colls at most %lld, the collective ops in the file (found %lld)",
+                        path, c.ncolls_line, c.ncolls_col, (long long)c.n_coll_ops, (long long)c.ncolls);
     free(r.str);
 done:
     fclose(f);
@@ -660,6 +771,8 @@ done:
     free(c.deps.v);
     free(c.params.v);
     free(c.deps32);
+    free(c.unstated);
+    free(c.group_pos);
     if (rc) dm_program_free(c.p);
     else *out = c.p;
     return rc;
@@ -806,6 +919,18 @@ int dm_program_validate(const dm_program *p, dm_err *err)
                     goto done;
                 }
             int is_coll = dm_op_is_collective(o->kind);
+            if (o->kind == DM_OP_NS ? o->iters < 1 || o->iters > 64 : o->iters != 0) {
+                dm_err_set(err, "program: rank %d op %d (%s): %d NS iterations (%s)", r, i, dm_op_kind_name(o->kind),
+                           o->iters, o->kind == DM_OP_NS ? "1 to 64" : "only ns ops have iterations");
+                goto done;
+            }
+            if (is_coll ? o->payload != DM_PAYLOAD_WEIGHTS && o->payload != DM_PAYLOAD_GRADS
+                        : o->payload != DM_PAYLOAD_NONE) {
+                dm_err_set(err, "program: rank %d op %d (%s): payload %s (%s)", r, i, dm_op_kind_name(o->kind),
+                           dm_payload_name(o->payload),
+                           is_coll ? "a collective moves weights or grads" : "only collectives carry a payload");
+                goto done;
+            }
             if (!is_coll) {
                 if (o->coll >= 0 || o->group >= 0) {
                     dm_err_set(err, "program: rank %d op %d (%s) is not a collective but has a collective id", r, i,
@@ -847,11 +972,12 @@ int dm_program_validate(const dm_program *p, dm_err *err)
                 continue;
             }
             const dm_op *f = &p->ranks[c->first_rank].ops[c->first_op];
-            if (f->kind != o->kind || f->group != o->group || f->root != o->root || f->bytes != o->bytes) {
-                dm_err_set(err, "program: rank %d op %d: collective %d is %s (group %d, root %d, %.0f bytes) but "
-                           "%s (group %d, root %d, %.0f bytes) on rank %d", r, i, o->coll, dm_op_kind_name(o->kind),
-                           o->group, o->root, o->bytes, dm_op_kind_name(f->kind), f->group, f->root, f->bytes,
-                           c->first_rank);
+            if (f->kind != o->kind || f->group != o->group || f->root != o->root || f->bytes != o->bytes ||
+                f->payload != o->payload) {
+                dm_err_set(err, "program: rank %d op %d: collective %d is %s (group %d, root %d, %.0f bytes, %s) but "
+                           "%s (group %d, root %d, %.0f bytes, %s) on rank %d", r, i, o->coll, dm_op_kind_name(o->kind),
+                           o->group, o->root, o->bytes, dm_payload_name(o->payload), dm_op_kind_name(f->kind), f->group,
+                           f->root, f->bytes, dm_payload_name(f->payload), c->first_rank);
                 goto done;
             }
             if (c->pos != pos) {

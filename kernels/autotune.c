@@ -81,11 +81,11 @@ static int parse_line(const char *path, int line, char *s, at_entry *e, dm_err *
     e->k.m = (int64_t)v[3];
     e->k.n = (int64_t)v[4];
     e->k.batch = (int)v[5];
-    if (!strcmp(f[6], "direct")) e->k.algo = NS_ALGO_DIRECT;
-    else if (!strcmp(f[6], "gram")) e->k.algo = NS_ALGO_GRAM;
+    if (!strcmp(f[6], "direct")) e->k.algo = DM_NS_DIRECT;
+    else if (!strcmp(f[6], "gram")) e->k.algo = DM_NS_GRAM;
     else return dm_err_set(err, "%s:%d:%d: expected direct or gram", path, line, (int)(f[6] - s) + 1);
-    if (!strcmp(f[7], "bf16")) e->k.dtype = NS_BF16;
-    else if (!strcmp(f[7], "fp16")) e->k.dtype = NS_FP16;
+    if (!strcmp(f[7], "bf16")) e->k.dtype = DM_DT_BF16;
+    else if (!strcmp(f[7], "fp16")) e->k.dtype = DM_DT_FP16;
     else return dm_err_set(err, "%s:%d:%d: expected bf16 or fp16", path, line, (int)(f[7] - s) + 1);
     e->r.sym_blocks = (int)v[8];
     e->r.sym_blocks_mm = (int)v[9];
@@ -179,7 +179,7 @@ int at_cache_lookup(const at_cache *c, const at_key *k, at_result *r)
     return 1;
 }
 
-int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, ns_algo algo,
+int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, dm_ns_algo algo,
                   ns_config *cfg)
 {
     ns_config_default(cfg, algo);
@@ -206,7 +206,7 @@ int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, ns_a
     return 2;
 }
 
-void at_result_config(const at_result *r, ns_algo algo, ns_config *cfg)
+void at_result_config(const at_result *r, dm_ns_algo algo, ns_config *cfg)
 {
     ns_config_default(cfg, algo);
     cfg->sym_blocks = r->sym_blocks;
@@ -247,8 +247,8 @@ int at_cache_save(at_cache *c, dm_err *err)
     for (int i = 0; i < c->n; i++) {
         const at_entry *e = &c->e[i];
         fprintf(f, "%s\t%d\t%ld\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3g\t%.6g\t%.6g\t%s\n",
-                e->gpu, e->cuda, e->cublaslt, e->k.m, e->k.n, e->k.batch, ns_algo_name(e->k.algo),
-                ns_dtype_name(e->k.dtype), e->r.sym_blocks, e->r.sym_blocks_mm, e->r.heuristic, e->r.median_us,
+                e->gpu, e->cuda, e->cublaslt, e->k.m, e->k.n, e->k.batch, dm_ns_algo_name(e->k.algo),
+                dm_dtype_name(e->k.dtype), e->r.sym_blocks, e->r.sym_blocks_mm, e->r.heuristic, e->r.median_us,
                 e->r.min_us, e->r.max_us, e->r.gate_rel, e->r.flops_nominal, e->r.flops_executed,
                 e->r.gemm_picks[0] ? e->r.gemm_picks : "-");
     }
@@ -300,7 +300,7 @@ static int run_plan(void *arg, ns_stream s, dm_err *err)
 
 /* Fill the plan's input (deterministic per seed: the same values, rounded to io), poison its
  * output, run once. */
-static int gate_run(ns_plan *p, ns_dtype io, int64_t elems, uint64_t seed, ns_stream s, int graph,
+static int gate_run(ns_plan *p, dm_dtype io, int64_t elems, uint64_t seed, ns_stream s, int graph,
                     dm_err *err)
 {
     return ns_fill_random(ns_plan_input(p), io, elems, seed, 1.0f, s, err) ||
@@ -330,12 +330,12 @@ static int tune_one(int64_t m, int64_t n, int batch, const ns_config *cfg, const
     if (ns_plan_create(m, n, batch, cfg->work, cfg, &p, err) ||
         gate_run(p, cfg->work, elems, seed, s, o->use_graph, err))
         goto fail;
-    if (cfg->work != NS_BF16) {
-        if (ns_convert(ns_plan_output(p), cfg->work, scratch, NS_BF16, elems, s, err)) goto fail;
+    if (cfg->work != DM_DT_BF16) {
+        if (ns_convert(ns_plan_output(p), cfg->work, scratch, DM_DT_BF16, elems, s, err)) goto fail;
     } else if (ns_copy_d2d(scratch, ns_plan_output(p), (size_t)elems * 2, s, err)) {
         goto fail;
     }
-    if (ns_rel_diff(scratch, ref, NS_BF16, elems, s, &r.gate_rel, err)) goto fail;
+    if (ns_rel_diff(scratch, ref, DM_DT_BF16, elems, s, &r.gate_rel, err)) goto fail;
     ns_plan_stats st;
     ns_plan_get_stats(p, &st);
     r.flops_nominal = st.flops_nominal;
@@ -360,7 +360,7 @@ fail:
     return -1;
 }
 
-int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_algos,
+int at_tune_shape(int64_t m, int64_t n, int batch, const dm_ns_algo *algos, int n_algos,
                   const at_options *o, uint64_t seed, ns_stream s, at_result *results,
                   at_report_fn report, void *report_ctx, dm_err *err)
 {
@@ -380,11 +380,11 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_a
         goto out;
     { /* reference output: direct, full GEMMs, heuristic 0 */
         ns_config cfg;
-        ns_config_default(&cfg, NS_ALGO_DIRECT);
+        ns_config_default(&cfg, DM_NS_DIRECT);
         double rr = 0;
-        if (ns_plan_create(m, n, batch, NS_BF16, &cfg, &p, err) ||
-            gate_run(p, NS_BF16, elems, seed, s, 0, err) ||
-            ns_rel_diff(ns_plan_output(p), ns_plan_output(p), NS_BF16, elems, s, &rr, err))
+        if (ns_plan_create(m, n, batch, DM_DT_BF16, &cfg, &p, err) ||
+            gate_run(p, DM_DT_BF16, elems, seed, s, 0, err) ||
+            ns_rel_diff(ns_plan_output(p), ns_plan_output(p), DM_DT_BF16, elems, s, &rr, err))
             goto out;
         if (!(rr == 0)) {
             dm_err_set(err, "autotune %" PRId64 "x%" PRId64 " batch %d: the reference output has non-finite values",

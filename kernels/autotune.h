@@ -29,8 +29,8 @@
 typedef struct at_key {
     int64_t m, n; /* m <= n */
     int batch;
-    ns_algo algo;
-    ns_dtype dtype; /* the iteration dtype */
+    dm_ns_algo algo;
+    dm_dtype dtype; /* the iteration dtype */
 } at_key;
 
 typedef struct at_result {
@@ -61,10 +61,10 @@ void at_cache_close(at_cache *c);            /* NULL ok; does not save */
  * the largest such batch), 0 for plain defaults. (The tuned times
  * were measured with the plan's input and output in cfg->work: bf16 direct, fp16 Gram.) A
  * committed cache for the H200: traces/kernels/autotune_h200.tsv. */
-int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, ns_algo algo,
+int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, dm_ns_algo algo,
                   ns_config *cfg);
 /* The plan configuration a tuning result stands for (defaults of algo, then r's choices). */
-void at_result_config(const at_result *r, ns_algo algo, ns_config *cfg);
+void at_result_config(const at_result *r, dm_ns_algo algo, ns_config *cfg);
 
 typedef struct at_options {
     int sym_blocks[8];
@@ -91,7 +91,7 @@ typedef void (*at_report_fn)(void *ctx, const at_key *k, const at_result *r, int
 /* Tune every algorithm in algos[0..n_algos-1] for one (m, n, batch): the input is drawn with
  * `seed`; results[i] receives the best of algos[i] (median_us < 0 when no candidate passed).
  * The reference output for the gate comes from a direct full-GEMM plan made first. */
-int at_tune_shape(int64_t m, int64_t n, int batch, const ns_algo *algos, int n_algos,
+int at_tune_shape(int64_t m, int64_t n, int batch, const dm_ns_algo *algos, int n_algos,
                   const at_options *o, uint64_t seed, ns_stream s, at_result *results,
                   at_report_fn report, void *report_ctx, dm_err *err);
 

@@ -18,21 +18,16 @@
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-extern "C" const char *ns_dtype_name(ns_dtype t)
-{
-    return t == NS_BF16 ? "bf16" : t == NS_FP16 ? "fp16" : "fp32";
-}
-extern "C" size_t ns_dtype_size(ns_dtype t) { return t == NS_FP32 ? 4 : 2; }
-extern "C" void ns_config_default(ns_config *cfg, ns_algo algo)
+extern "C" void ns_config_default(ns_config *cfg, dm_ns_algo algo)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->algo = algo;
-    cfg->work = algo == NS_ALGO_GRAM ? NS_FP16 : NS_BF16;
+    cfg->work = algo == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16;
     cfg->sym_blocks = 1;
     cfg->sym_blocks_mm = 1;
     cfg->restarts = 1u << 2;
     cfg->heuristic = 0;
-    ns_coeffs_polar_express(&cfg->coeffs, NS_PE_SAFETY_DEFAULT, NULL);
+    ns_coeffs_default(&cfg->coeffs);
     cfg->norm_eps = 1e-7;
     cfg->norm_fold = 1;
 }
@@ -73,7 +68,7 @@ typedef struct step {
     /* elementwise */
     const void *x;
     void *y;
-    ns_dtype dt_in, dt_out;
+    dm_dtype dt_in, dt_out;
     int64_t len, m, bs;
     int batch, nblk;
     float *partial;
@@ -200,7 +195,7 @@ typedef struct gemm_args {
     int64_t sa, sb, sc, sd;
 } gemm_args;
 
-static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *err)
+static int seq_gemm(seq *q, const gemm_args *g, dm_dtype dt, int batch, dm_err *err)
 {
     step *t = seq_push(q, ST_GEMM, err);
     if (!t) return -1;
@@ -221,7 +216,7 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
         layout(&t->lc, ct, g->M, g->N, g->ldc, batch, g->sc, err) ||
         layout(&t->ld, ct, g->M, g->N, g->ldd, batch, g->sd, err))
         return -1;
-    size_t es = ns_dtype_size(dt);
+    size_t es = dm_dtype_size(dt);
     uint32_t al[4] = {ptr_align(g->a), ptr_align(g->b), ptr_align(g->c ? g->c : g->d), ptr_align(g->d)};
     if (batch > 1) { /* every batch entry's pointer must meet the alignment too */
         int64_t st[4] = {g->sa, g->sb, g->c ? g->sc : g->sd, g->sd};
@@ -267,7 +262,7 @@ static int seq_gemm(seq *q, const gemm_args *g, ns_dtype dt, int batch, dm_err *
         NS_LT(st);
         if (nres < 1)
             return dm_err_set(err, "cuBLASLt has no algorithm for %lldx%lldx%lld %s", (long long)g->M,
-                              (long long)g->N, (long long)g->K, ns_dtype_name(dt));
+                              (long long)g->N, (long long)g->K, dm_dtype_name(dt));
         sg->nres = nres;
         for (int i = 0; i < nres; i++) sg->algo[i] = res[i].algo;
         sg->pick = q->heuristic < nres ? q->heuristic : nres - 1;
@@ -368,7 +363,7 @@ typedef struct geom {
     int64_t m, n;
     int xT;
     int batch;
-    ns_dtype dt;
+    dm_dtype dt;
     int64_t bs_x; /* leaf size of X X^T; bs_x >= m means one full product */
     int64_t bs_s; /* leaf size of the m x m symmetric products */
 } geom;
@@ -415,7 +410,7 @@ static int emit_sym_levels(seq *q, const geom *g, int64_t bs, int sym_kind, cons
                            const void *x2, float alpha, float beta, const void *c, void *d,
                            dm_err *err)
 {
-    size_t es = ns_dtype_size(g->dt);
+    size_t es = dm_dtype_size(g->dt);
     int64_t m = g->m, n = g->n;
     int64_t K = sym_kind == 0 ? n : m;
     for (int b = 0; b < g->batch; b++) {
@@ -578,7 +573,7 @@ static int emit_apply(seq *q, const geom *g, const void *s, const void *x, float
 struct ns_plan {
     int64_t rows, cols;
     geom g;
-    ns_dtype io;
+    dm_dtype io;
     ns_config cfg;
     void *in, *out;
     void *xbuf[2];  /* work dtype, m x n per entry */
@@ -765,7 +760,7 @@ static int build_gram(ns_plan *p, dm_err *err)
     return emit_finish(p, dst, err);
 }
 
-extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io,
+extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io,
                               const ns_config *cfg, ns_plan **out, dm_err *err)
 {
     *out = NULL;
@@ -774,7 +769,7 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io
                           (long long)cols, batch);
     if (cfg->coeffs.n < 1 || cfg->coeffs.n > NS_MAX_ITERS)
         return dm_err_set(err, "ns_plan_create: n_iters %d not in 1..%d", cfg->coeffs.n, NS_MAX_ITERS);
-    if (cfg->work == NS_FP32)
+    if (cfg->work == DM_DT_FP32)
         return dm_err_set(err, "ns_plan_create: the work dtype must be bf16 or fp16");
     if (cfg->sym_blocks < 1 || cfg->sym_blocks > 16 || cfg->sym_blocks_mm < 1 || cfg->sym_blocks_mm > 16)
         return dm_err_set(err, "ns_plan_create: sym_blocks %d / sym_blocks_mm %d not in 1..16",
@@ -793,10 +788,10 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io
     p->g.bs_x = sym_block_size(p->g.m, cfg->sym_blocks);
     p->g.bs_s = sym_block_size(p->g.m, cfg->sym_blocks_mm);
     int64_t m = p->g.m, n = p->g.n;
-    size_t ex = (size_t)(m * n) * batch, es = (size_t)(m * m) * batch, w = ns_dtype_size(cfg->work);
-    int n_s = cfg->algo == NS_ALGO_GRAM ? 6 : 2;
-    cudaError_t e = cudaMalloc(&p->in, ex * ns_dtype_size(io));
-    if (e == cudaSuccess) e = cudaMalloc(&p->out, ex * ns_dtype_size(io));
+    size_t ex = (size_t)(m * n) * batch, es = (size_t)(m * m) * batch, w = dm_dtype_size(cfg->work);
+    int n_s = cfg->algo == DM_NS_GRAM ? 6 : 2;
+    cudaError_t e = cudaMalloc(&p->in, ex * dm_dtype_size(io));
+    if (e == cudaSuccess) e = cudaMalloc(&p->out, ex * dm_dtype_size(io));
     for (int i = 0; i < 2 && e == cudaSuccess; i++) e = cudaMalloc(&p->xbuf[i], ex * w);
     for (int i = 0; i < n_s && e == cudaSuccess; i++) e = cudaMalloc(&p->sbuf[i], es * w);
     if (e == cudaSuccess)
@@ -812,7 +807,7 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io
         goto fail;
     }
     if (seq_init(&p->q, cfg->heuristic, err)) goto fail;
-    if ((cfg->algo == NS_ALGO_GRAM ? build_gram(p, err) : build_direct(p, err))) goto fail;
+    if ((cfg->algo == DM_NS_GRAM ? build_gram(p, err) : build_direct(p, err))) goto fail;
     { /* picks are per position in the plan's list of distinct GEMMs: they belong to a plan of
          the same structure, which has as many distinct GEMMs (up to NS_MAX_PICKS); any other
          plan (another io dtype, so no folded normalization; other iterations or restarts) drops
@@ -1002,8 +997,8 @@ extern "C" int ns_plan_profile(ns_plan *p, ns_stream s, FILE *out, dm_err *err)
         double total = 0;
         for (int i = 0; i < q->n; i++) total += best[i];
         fprintf(out, "# profile %lldx%lld batch %d %s %s sym_blocks %d/%d: %d steps, sum of steps %.1f us\n",
-                (long long)p->g.m, (long long)p->g.n, p->g.batch, ns_algo_name(p->cfg.algo),
-                ns_dtype_name(p->g.dt), p->cfg.sym_blocks, p->cfg.sym_blocks_mm, q->n, total);
+                (long long)p->g.m, (long long)p->g.n, p->g.batch, dm_ns_algo_name(p->cfg.algo),
+                dm_dtype_name(p->g.dt), p->cfg.sym_blocks, p->cfg.sym_blocks_mm, q->n, total);
         for (int i = 0; i < q->n; i++)
             if (q->steps[i].kind == ST_GEMM)
                 fprintf(out, "#   %3d %-44s %9.1f us  h%d\n", i, step_name(&q->steps[i]), best[i],
@@ -1065,11 +1060,11 @@ static int prod_emit(ns_prod *p, seq *q, const geom *g, void *d, dm_err *err)
     }
 }
 
-extern "C" int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch, ns_dtype dt,
+extern "C" int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch, dm_dtype dt,
                               int sym_blocks, ns_prod **out, dm_err *err)
 {
     *out = NULL;
-    if (m < 1 || n < m || batch < 1 || dt == NS_FP32 || sym_blocks < 1 || sym_blocks > 16)
+    if (m < 1 || n < m || batch < 1 || dt == DM_DT_FP32 || sym_blocks < 1 || sym_blocks > 16)
         return dm_err_set(err, "ns_prod_create: bad arguments (m %lld, n %lld, batch %d)",
                           (long long)m, (long long)n, batch);
     ns_prod *p = (ns_prod *)dm_calloc(1, sizeof *p, err);
@@ -1081,7 +1076,7 @@ extern "C" int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch
     p->g.batch = batch;
     p->g.dt = dt;
     p->g.bs_x = p->g.bs_s = kind == NS_PROD_GEMM ? m : sym_block_size(m, sym_blocks);
-    size_t w = ns_dtype_size(dt), ex = (size_t)(m * p->g.n) * batch, es = (size_t)(m * m) * batch;
+    size_t w = dm_dtype_size(dt), ex = (size_t)(m * p->g.n) * batch, es = (size_t)(m * m) * batch;
     size_t dsz = kind == NS_PROD_GEMM ? ex : es;
     cudaError_t e = cudaMalloc(&p->x, ex * w);
     if (e == cudaSuccess) e = cudaMalloc(&p->s, es * w);
@@ -1132,7 +1127,7 @@ extern "C" int ns_prod_check(ns_prod *p, double *rel_err, dm_err *err)
     if (!p->have_ref) {
         geom gf = p->g;
         gf.bs_x = gf.bs_s = gf.m;
-        if (!p->dref) NS_CUDA(cudaMalloc(&p->dref, (size_t)len * ns_dtype_size(p->g.dt)));
+        if (!p->dref) NS_CUDA(cudaMalloc(&p->dref, (size_t)len * dm_dtype_size(p->g.dt)));
         if (seq_init(&p->qref, 0, err) || prod_emit(p, &p->qref, &gf, p->dref, err)) {
             seq_free(&p->qref); /* a later call starts over (dref is kept, freed by the destroy) */
             return -1;

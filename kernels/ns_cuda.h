@@ -22,16 +22,17 @@
 extern "C" {
 #endif
 #include "dm_error.h"
-#include "ns_ref.h" /* ns_algo, ns_coeffs, ns_coeffs_polar_express: the CPU reference's own */
+#include "ns_ref.h" /* dm_ns_algo, ns_coeffs, ns_coeffs_polar_express: the CPU reference's own */
 
 typedef struct CUstream_st *ns_stream; /* == cudaStream_t; NULL is the legacy default stream */
 
-typedef enum { NS_BF16 = 0, NS_FP16 = 1, NS_FP32 = 2 } ns_dtype;
+/* Element types are program.h's dm_dtype (DM_DT_BF16, DM_DT_FP16, DM_DT_FP32; dm_dtype_name and
+ * dm_dtype_size there). */
 #define NS_MAX_PICKS 32 /* distinct GEMMs of a plan with their own heuristic pick */
 #define NS_MAX_HEUR 16  /* cuBLASLt heuristic results asked for per GEMM */
 typedef struct ns_config {
-    ns_algo algo;
-    ns_dtype work;     /* iteration dtype: NS_BF16 (direct default) or NS_FP16 (Gram default) */
+    dm_ns_algo algo;
+    dm_dtype work;     /* iteration dtype: DM_DT_BF16 (direct default) or DM_DT_FP16 (Gram default) */
     int sym_blocks;    /* symmetric products: 1 = full cuBLAS GEMMs; k in 2..16 (rounded down
                           to a power of two that divides m) = recursive halving into k leaves:
                           per level one strided-batched GEMM of the off-diagonal blocks below
@@ -53,13 +54,11 @@ typedef struct ns_config {
                           normalization pass */
 } ns_config;
 
-/* Defaults: the given algorithm, its default dtype, 5 Polar Express iterations (safety
- * NS_PE_SAFETY_DEFAULT), sym_blocks 1 and sym_blocks_mm 1, restart before iteration 2, heuristic 0, eps 1e-7,
+/* Defaults: the given algorithm, its default dtype, the coefficients of ns_coeffs_default (5
+ * Polar Express iterations, safety NS_PE_SAFETY_DEFAULT), sym_blocks 1 and sym_blocks_mm 1, restart before iteration 2, heuristic 0, eps 1e-7,
  * norm_fold 1. */
-void ns_config_default(ns_config *cfg, ns_algo algo);
+void ns_config_default(ns_config *cfg, dm_ns_algo algo);
 
-const char *ns_dtype_name(ns_dtype t); /* "bf16", "fp16", "fp32" */
-size_t ns_dtype_size(ns_dtype t);
 
 typedef struct ns_device_info {
     char name[256];   /* "NVIDIA H200" */
@@ -81,7 +80,7 @@ typedef struct ns_plan ns_plan;
  * (bf16/fp16/fp32). Allocates its device buffers (input, output, work), creates cuBLASLt
  * descriptors and picks algorithms; synchronizes the device. Returned plan owned by the caller
  * (ns_plan_destroy). */
-int ns_plan_create(int64_t rows, int64_t cols, int batch, ns_dtype io, const ns_config *cfg,
+int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io, const ns_config *cfg,
                    ns_plan **out, dm_err *err);
 void ns_plan_destroy(ns_plan *p); /* NULL ok */
 
@@ -149,7 +148,7 @@ typedef enum {
 typedef struct ns_prod ns_prod;
 /* A product on random operands of the given shape, dtype bf16/fp16, sym_blocks as in
  * ns_config (ignored for NS_PROD_GEMM). Owned by the caller. */
-int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch, ns_dtype dt,
+int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch, dm_dtype dt,
                    int sym_blocks, ns_prod **out, dm_err *err);
 int ns_prod_run(ns_prod *p, ns_stream s, dm_err *err);
 double ns_prod_flops(const ns_prod *p, int executed); /* executed or as full GEMM */
@@ -165,11 +164,11 @@ int ns_prod_check(ns_prod *p, double *rel_err, dm_err *err);
 /* y = x / (||x||_F + eps) per matrix of per_mat elements (batch of them), the norm in fp32,
  * x in dt_in, y in dt_out: the normalization NS starts with. Allocates a small scratch buffer
  * and synchronizes s (use plans for the asynchronous path). */
-int ns_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t per_mat,
+int ns_normalize(const void *x, dm_dtype dt_in, void *y, dm_dtype dt_out, int64_t per_mat,
                  int batch, float eps, ns_stream s, dm_err *err);
 
 /* y = x converted from dt_in to dt_out (n elements), enqueued on s. */
-int ns_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t n, ns_stream s,
+int ns_convert(const void *x, dm_dtype dt_in, void *y, dm_dtype dt_out, int64_t n, ns_stream s,
                dm_err *err);
 
 /* ---- elementwise optimizer kernels --------------------------------------------------------- */
@@ -181,11 +180,11 @@ int ns_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t 
 
 /* Muon momentum and Nesterov input for n elements (fp32 state):
  *   buf_out = mu*buf_in + g;  u = nesterov ? g + mu*buf_out : buf_out;  u written in dtype u_dt. */
-int ns_muon_momentum(const float *g, const float *buf_in, float *buf_out, void *u, ns_dtype u_dt,
+int ns_muon_momentum(const float *g, const float *buf_in, float *buf_out, void *u, dm_dtype u_dt,
                      int64_t n, float mu, int nesterov, ns_stream s, dm_err *err);
 /* Muon apply: w_out = w_in*(1 - lr*wd) - lr*scale*O, with O (the NS output) in dtype o_dt;
  * w_bf16 (NULL: none) receives w_out rounded to bf16 (the working copy), in the same pass. */
-int ns_muon_apply(const float *w_in, float *w_out, void *w_bf16, const void *o, ns_dtype o_dt, int64_t n,
+int ns_muon_apply(const float *w_in, float *w_out, void *w_bf16, const void *o, dm_dtype o_dt, int64_t n,
                   float lr, float wd, float scale, ns_stream s, dm_err *err);
 /* AdamW (decoupled weight decay, bias correction for `step` >= 1), fp32 everything:
  *   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
@@ -203,15 +202,15 @@ void ns_dev_free(void *p);
 int ns_copy_h2d(void *dst, const void *src, size_t bytes, dm_err *err); /* synchronous */
 int ns_copy_d2h(void *dst, const void *src, size_t bytes, dm_err *err); /* synchronous */
 /* Convert n host doubles to device dtype dt / device dtype dt to host doubles (synchronous). */
-int ns_upload(void *dst, ns_dtype dt, const double *src, int64_t n, dm_err *err);
-int ns_download(double *dst, const void *src, ns_dtype dt, int64_t n, dm_err *err);
+int ns_upload(void *dst, dm_dtype dt, const double *src, int64_t n, dm_err *err);
+int ns_download(double *dst, const void *src, dm_dtype dt, int64_t n, dm_err *err);
 /* Fill with N(0,1)-like values from a counter hash (seeded), or with a NaN poison pattern. */
-int ns_fill_random(void *dst, ns_dtype dt, int64_t n, uint64_t seed, float scale, ns_stream s,
+int ns_fill_random(void *dst, dm_dtype dt, int64_t n, uint64_t seed, float scale, ns_stream s,
                    dm_err *err);
-int ns_fill_poison(void *dst, ns_dtype dt, int64_t n, ns_stream s, dm_err *err);
+int ns_fill_poison(void *dst, dm_dtype dt, int64_t n, ns_stream s, dm_err *err);
 /* ||a - b||_F / ||b||_F over n elements of dtype dt on the device, in double (synchronizes s);
  * NaN when either holds a non-finite value. */
-int ns_rel_diff(const void *a, const void *b, ns_dtype dt, int64_t n, ns_stream s, double *rel,
+int ns_rel_diff(const void *a, const void *b, dm_dtype dt, int64_t n, ns_stream s, double *rel,
                 dm_err *err);
 int ns_copy_d2d(void *dst, const void *src, size_t bytes, ns_stream s, dm_err *err);
 int ns_sync(ns_stream s, dm_err *err);

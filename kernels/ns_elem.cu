@@ -20,8 +20,8 @@ __device__ __forceinline__ void st(float *p, int64_t i, float v) { p[i] = v; }
 
 /* Call F<T>(args) with T the storage type of dtype dt. */
 #define NS_DISPATCH(dt, F, ...)                                                               \
-    ((dt) == NS_BF16 ? F<__nv_bfloat16>(__VA_ARGS__)                                          \
-                     : (dt) == NS_FP16 ? F<__half>(__VA_ARGS__) : F<float>(__VA_ARGS__))
+    ((dt) == DM_DT_BF16 ? F<__nv_bfloat16>(__VA_ARGS__)                                          \
+                     : (dt) == DM_DT_FP16 ? F<__half>(__VA_ARGS__) : F<float>(__VA_ARGS__))
 
 static int grid_for(int64_t n, int threads)
 {
@@ -161,7 +161,7 @@ static int launch_sumsq(const void *x, int64_t per_mat, int batch, float *partia
     return 0;
 }
 
-int nsk_sumsq_partial(const void *x, ns_dtype dt, int64_t per_mat, int batch, float *partial,
+int nsk_sumsq_partial(const void *x, dm_dtype dt, int64_t per_mat, int batch, float *partial,
                       int nblk, cudaStream_t s, dm_err *err)
 {
     NS_DISPATCH(dt, launch_sumsq, x, per_mat, batch, partial, nblk, NULL, NULL, 0.f, 0.f, s);
@@ -169,7 +169,7 @@ int nsk_sumsq_partial(const void *x, ns_dtype dt, int64_t per_mat, int batch, fl
     return 0;
 }
 
-int nsk_sumsq_scalars(const void *x, ns_dtype dt, int64_t per_mat, float *partial, int nblk,
+int nsk_sumsq_scalars(const void *x, dm_dtype dt, int64_t per_mat, float *partial, int nblk,
                       unsigned *cnt, float *scal, float eps, float a0, cudaStream_t s, dm_err *err)
 {
     NS_DISPATCH(dt, launch_sumsq, x, per_mat, 1, partial, nblk, cnt, scal, eps, a0, s);
@@ -221,16 +221,16 @@ static void launch_norm_io(const void *x, void *y, int64_t per_mat, int batch,
 }
 
 template <typename TI>
-static int launch_norm_in(const void *x, void *y, ns_dtype dto, int64_t per_mat, int batch,
+static int launch_norm_in(const void *x, void *y, dm_dtype dto, int64_t per_mat, int batch,
                           const float *partial, int nblk, float eps, cudaStream_t s)
 {
-    if (dto == NS_BF16) launch_norm_io<TI, __nv_bfloat16>(x, y, per_mat, batch, partial, nblk, eps, s);
-    else if (dto == NS_FP16) launch_norm_io<TI, __half>(x, y, per_mat, batch, partial, nblk, eps, s);
+    if (dto == DM_DT_BF16) launch_norm_io<TI, __nv_bfloat16>(x, y, per_mat, batch, partial, nblk, eps, s);
+    else if (dto == DM_DT_FP16) launch_norm_io<TI, __half>(x, y, per_mat, batch, partial, nblk, eps, s);
     else launch_norm_io<TI, float>(x, y, per_mat, batch, partial, nblk, eps, s);
     return 0;
 }
 
-int nsk_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t per_mat,
+int nsk_normalize(const void *x, dm_dtype dt_in, void *y, dm_dtype dt_out, int64_t per_mat,
                   int batch, const float *partial, int nblk, float eps, cudaStream_t s,
                   dm_err *err)
 {
@@ -239,7 +239,7 @@ int nsk_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64
     return 0;
 }
 
-extern "C" int ns_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out,
+extern "C" int ns_normalize(const void *x, dm_dtype dt_in, void *y, dm_dtype dt_out,
                             int64_t per_mat, int batch, float eps, ns_stream s, dm_err *err)
 {
     int nblk = nsk_norm_blocks(per_mat);
@@ -271,7 +271,7 @@ static int launch_add_diag(void *a, int64_t m, int batch, float alpha, cudaStrea
     return 0;
 }
 
-int nsk_add_diag(void *a, ns_dtype dt, int64_t m, int batch, float alpha, cudaStream_t s,
+int nsk_add_diag(void *a, dm_dtype dt, int64_t m, int batch, float alpha, cudaStream_t s,
                  dm_err *err)
 {
     NS_DISPATCH(dt, launch_add_diag, a, m, batch, alpha, s);
@@ -364,14 +364,14 @@ __global__ void k_mirror2(uint32_t *a, int m, int bs, int t)
     }
 }
 
-int nsk_mirror_blocks(void *a, ns_dtype dt, int64_t m, int64_t bs, int batch, cudaStream_t s,
+int nsk_mirror_blocks(void *a, dm_dtype dt, int64_t m, int64_t bs, int batch, cudaStream_t s,
                       dm_err *err)
 {
     unsigned t = (unsigned)((m + 63) / 64);
     dim3 g(t, t, batch), b(64, 8);
-    if (ns_dtype_size(dt) == 2 && m % 2 == 0 && bs % 2 == 0 && ((uintptr_t)a & 3) == 0)
+    if (dm_dtype_size(dt) == 2 && m % 2 == 0 && bs % 2 == 0 && ((uintptr_t)a & 3) == 0)
         k_mirror2<<<dim3(t * (t + 1) / 2, batch), dim3(32, 8), 0, s>>>((uint32_t *)a, (int)m, (int)bs, (int)t);
-    else if (ns_dtype_size(dt) == 2)
+    else if (dm_dtype_size(dt) == 2)
         k_mirror<uint16_t><<<g, b, 0, s>>>((uint16_t *)a, (int)m, (int)bs);
     else
         k_mirror<uint32_t><<<g, b, 0, s>>>((uint32_t *)a, (int)m, (int)bs);
@@ -406,15 +406,15 @@ static void launch_convert_io(const void *x, void *y, int64_t n, cudaStream_t s)
 }
 
 template <typename TI>
-static int launch_convert_in(const void *x, void *y, ns_dtype dto, int64_t n, cudaStream_t s)
+static int launch_convert_in(const void *x, void *y, dm_dtype dto, int64_t n, cudaStream_t s)
 {
-    if (dto == NS_BF16) launch_convert_io<TI, __nv_bfloat16>(x, y, n, s);
-    else if (dto == NS_FP16) launch_convert_io<TI, __half>(x, y, n, s);
+    if (dto == DM_DT_BF16) launch_convert_io<TI, __nv_bfloat16>(x, y, n, s);
+    else if (dto == DM_DT_FP16) launch_convert_io<TI, __half>(x, y, n, s);
     else launch_convert_io<TI, float>(x, y, n, s);
     return 0;
 }
 
-int nsk_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t n,
+int nsk_convert(const void *x, dm_dtype dt_in, void *y, dm_dtype dt_out, int64_t n,
                 cudaStream_t s, dm_err *err)
 {
     NS_DISPATCH(dt_in, launch_convert_in, x, y, dt_out, n, s);
@@ -422,7 +422,7 @@ int nsk_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t
     return 0;
 }
 
-extern "C" int ns_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t n,
+extern "C" int ns_convert(const void *x, dm_dtype dt_in, void *y, dm_dtype dt_out, int64_t n,
                           ns_stream s, dm_err *err)
 {
     return nsk_convert(x, dt_in, y, dt_out, n, (cudaStream_t)s, err);
@@ -458,7 +458,7 @@ static int launch_diff(const void *a, const void *b, int64_t n, double *out, cud
     return 0;
 }
 
-int nsk_diff_norms(const void *a, const void *b, ns_dtype dt, int64_t n, double *diff2,
+int nsk_diff_norms(const void *a, const void *b, dm_dtype dt, int64_t n, double *diff2,
                    double *ref2, cudaStream_t s, dm_err *err)
 {
     double *d = NULL, h[2];
@@ -477,7 +477,7 @@ int nsk_diff_norms(const void *a, const void *b, ns_dtype dt, int64_t n, double 
     return 0;
 }
 
-extern "C" int ns_rel_diff(const void *a, const void *b, ns_dtype dt, int64_t n, ns_stream s,
+extern "C" int ns_rel_diff(const void *a, const void *b, dm_dtype dt, int64_t n, ns_stream s,
                            double *rel, dm_err *err)
 {
     double d2 = 0, r2 = 0;
@@ -515,7 +515,7 @@ static int launch_momentum(const float *g, const float *buf_in, float *buf_out, 
 }
 
 extern "C" int ns_muon_momentum(const float *g, const float *buf_in, float *buf_out, void *u,
-                                ns_dtype u_dt, int64_t n, float mu, int nesterov, ns_stream s,
+                                dm_dtype u_dt, int64_t n, float mu, int nesterov, ns_stream s,
                                 dm_err *err)
 {
     if (n <= 0) return 0;
@@ -545,7 +545,7 @@ static int launch_apply(const float *w_in, float *w_out, void *wb, const void *o
     return 0;
 }
 
-extern "C" int ns_muon_apply(const float *w_in, float *w_out, void *w_bf16, const void *o, ns_dtype o_dt,
+extern "C" int ns_muon_apply(const float *w_in, float *w_out, void *w_bf16, const void *o, dm_dtype o_dt,
                              int64_t n, float lr, float wd, float scale, ns_stream s, dm_err *err)
 {
     if (n <= 0) return 0;
@@ -652,7 +652,7 @@ static int launch_fill(void *x, int64_t n, uint64_t seed, float scale, cudaStrea
     return 0;
 }
 
-extern "C" int ns_fill_random(void *dst, ns_dtype dt, int64_t n, uint64_t seed, float scale,
+extern "C" int ns_fill_random(void *dst, dm_dtype dt, int64_t n, uint64_t seed, float scale,
                               ns_stream s, dm_err *err)
 {
     if (n <= 0) return 0;
@@ -661,10 +661,10 @@ extern "C" int ns_fill_random(void *dst, ns_dtype dt, int64_t n, uint64_t seed, 
     return 0;
 }
 
-extern "C" int ns_fill_poison(void *dst, ns_dtype dt, int64_t n, ns_stream s, dm_err *err)
+extern "C" int ns_fill_poison(void *dst, dm_dtype dt, int64_t n, ns_stream s, dm_err *err)
 {
     /* 0xFF bytes are a NaN in bf16, fp16 and fp32 alike */
-    NS_CUDA(cudaMemsetAsync(dst, 0xFF, (size_t)n * ns_dtype_size(dt), (cudaStream_t)s));
+    NS_CUDA(cudaMemsetAsync(dst, 0xFF, (size_t)n * dm_dtype_size(dt), (cudaStream_t)s));
     return 0;
 }
 
@@ -719,7 +719,7 @@ static int launch_to_double(const void *x, double *y, int64_t n)
     return 0;
 }
 
-extern "C" int ns_upload(void *dst, ns_dtype dt, const double *src, int64_t n, dm_err *err)
+extern "C" int ns_upload(void *dst, dm_dtype dt, const double *src, int64_t n, dm_err *err)
 {
     double *d = NULL;
     NS_CUDA(cudaMalloc((void **)&d, (size_t)n * sizeof(double)));
@@ -734,7 +734,7 @@ extern "C" int ns_upload(void *dst, ns_dtype dt, const double *src, int64_t n, d
     return 0;
 }
 
-extern "C" int ns_download(double *dst, const void *src, ns_dtype dt, int64_t n, dm_err *err)
+extern "C" int ns_download(double *dst, const void *src, dm_dtype dt, int64_t n, dm_err *err)
 {
     double *d = NULL;
     NS_CUDA(cudaDeviceSynchronize());

@@ -27,39 +27,39 @@
 /* After a kernel launch: launch-configuration errors show up here. */
 #define NS_LAUNCHED() NS_CUDA(cudaGetLastError())
 
-static inline cudaDataType_t ns_cuda_type(ns_dtype t)
+static inline cudaDataType_t ns_cuda_type(dm_dtype t)
 {
-    return t == NS_BF16 ? CUDA_R_16BF : t == NS_FP16 ? CUDA_R_16F : CUDA_R_32F;
+    return t == DM_DT_BF16 ? CUDA_R_16BF : t == DM_DT_FP16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
 /* Per-matrix sum of squares, two passes without atomics (deterministic):
  * partial[b * nblk + i] = sum over block i's slice of matrix b. */
-int nsk_sumsq_partial(const void *x, ns_dtype dt, int64_t per_mat, int batch, float *partial,
+int nsk_sumsq_partial(const void *x, dm_dtype dt, int64_t per_mat, int batch, float *partial,
                       int nblk, cudaStream_t s, dm_err *err);
 /* One matrix: the partial sums as above, then (last block) scal[0..3] = {inv^2, 0, inv,
  * a0 * inv} with inv = 1 / (||x||_F + eps), for plans that scale their first products instead
  * of normalizing x. cnt: a device counter, 0 before and after. */
-int nsk_sumsq_scalars(const void *x, ns_dtype dt, int64_t per_mat, float *partial, int nblk,
+int nsk_sumsq_scalars(const void *x, dm_dtype dt, int64_t per_mat, float *partial, int nblk,
                       unsigned *cnt, float *scal, float eps, float a0, cudaStream_t s, dm_err *err);
 /* y = x / (sqrt(sum partial of its matrix) + eps), converted from dt_in to dt_out. */
-int nsk_normalize(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t per_mat,
+int nsk_normalize(const void *x, dm_dtype dt_in, void *y, dm_dtype dt_out, int64_t per_mat,
                   int batch, const float *partial, int nblk, float eps, cudaStream_t s,
                   dm_err *err);
 /* Blocks per matrix for the two kernels above. */
 int nsk_norm_blocks(int64_t per_mat);
 /* a[i,i] += alpha for every m x m matrix of the batch (column-major, ld m). */
-int nsk_add_diag(void *a, ns_dtype dt, int64_t m, int batch, float alpha, cudaStream_t s,
+int nsk_add_diag(void *a, dm_dtype dt, int64_t m, int batch, float alpha, cudaStream_t s,
                  dm_err *err);
 /* For m x m column-major matrices with rows/cols cut into blocks of size bs: every element in
  * a block strictly above the block diagonal is set from its transpose (lower) element. */
-int nsk_mirror_blocks(void *a, ns_dtype dt, int64_t m, int64_t bs, int batch, cudaStream_t s,
+int nsk_mirror_blocks(void *a, dm_dtype dt, int64_t m, int64_t bs, int batch, cudaStream_t s,
                       dm_err *err);
 /* y = x converted (n elements). */
-int nsk_convert(const void *x, ns_dtype dt_in, void *y, ns_dtype dt_out, int64_t n,
+int nsk_convert(const void *x, dm_dtype dt_in, void *y, dm_dtype dt_out, int64_t n,
                 cudaStream_t s, dm_err *err);
 /* out = sum (a-b)^2 and sum b^2 over n elements (both device buffers of dtype dt), computed in
  * double and copied back (synchronizes). Non-finite values make the result NaN. */
-int nsk_diff_norms(const void *a, const void *b, ns_dtype dt, int64_t n, double *diff2,
+int nsk_diff_norms(const void *a, const void *b, dm_dtype dt, int64_t n, double *diff2,
                    double *ref2, cudaStream_t s, dm_err *err);
 
 #endif

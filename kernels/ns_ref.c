@@ -46,22 +46,22 @@ static int ns_avx2_ok(void)
 
 /* Checks shared by both NS precisions; fills *o_out and *c_out with the resolved options. */
 static int ns_check_args(int64_t m, int64_t n, const ns_opts *o, ns_opts *o_out,
-                         ns_coeffs *jordan, const ns_coeffs **c_out, dm_err *err)
+                         ns_coeffs *dflt, const ns_coeffs **c_out, dm_err *err)
 {
     if (m < 1 || n < 1)
         return dm_err_set(err, "ns_ref: matrix size %lld x %lld: both must be >= 1",
                           (long long)m, (long long)n);
     if (o) *o_out = *o;
     else ns_opts_default(o_out);
-    if (o_out->algo != NS_ALGO_DIRECT && o_out->algo != NS_ALGO_GRAM)
+    if (o_out->algo != DM_NS_DIRECT && o_out->algo != DM_NS_GRAM)
         return dm_err_set(err, "ns_ref: unknown NS algorithm %d", (int)o_out->algo);
     if (!(o_out->eps >= 0) || !isfinite(o_out->eps))
         return dm_err_set(err, "ns_ref: eps %g must be finite and >= 0", o_out->eps);
     if (o_out->coeffs) {
         *c_out = o_out->coeffs;
     } else {
-        ns_coeffs_jordan(jordan);
-        *c_out = jordan;
+        ns_coeffs_default(dflt);
+        *c_out = dflt;
     }
     if ((*c_out)->n < 0 || (*c_out)->n > NS_MAX_ITERS)
         return dm_err_set(err, "ns_ref: %d iterations (0 to %d allowed)", (*c_out)->n,
@@ -124,6 +124,8 @@ int ns_coeffs_polar_express(ns_coeffs *c, double safety, dm_err *err)
     }
     return 0;
 }
+
+void ns_coeffs_default(ns_coeffs *c) { ns_coeffs_polar_express(c, NS_PE_SAFETY_DEFAULT, NULL); }
 
 /* "ORIGIN:LINE:COL: " for byte offset pos of text. */
 static int parse_fail(dm_err *err, const char *origin, const char *text, const char *pos,
@@ -236,22 +238,9 @@ double ns_scalar_map(const ns_coeffs *c, double s)
 
 /* ---- options, names ---------------------------------------------------------------------- */
 
-const char *ns_algo_name(ns_algo algo)
-{
-    return algo == NS_ALGO_GRAM ? "gram" : algo == NS_ALGO_DIRECT ? "direct" : "unknown";
-}
-
-int ns_algo_parse(const char *name, ns_algo *algo, dm_err *err)
-{
-    if (!strcmp(name, "direct")) *algo = NS_ALGO_DIRECT;
-    else if (!strcmp(name, "gram")) *algo = NS_ALGO_GRAM;
-    else return dm_err_set(err, "unknown NS algorithm '%s' (expected direct or gram)", name);
-    return 0;
-}
-
 void ns_opts_default(ns_opts *o)
 {
-    o->algo = NS_ALGO_DIRECT;
+    o->algo = DM_NS_DIRECT;
     o->coeffs = NULL;
     o->restarts = NS_RESTARTS_DEFAULT;
     o->eps = 1e-7;
@@ -259,7 +248,7 @@ void ns_opts_default(ns_opts *o)
 
 /* ---- FLOPs -------------------------------------------------------------------------------- */
 
-double ns_ref_flops_ex(int64_t m, int64_t n, int iters, ns_algo algo, uint32_t restarts,
+double ns_ref_flops_ex(int64_t m, int64_t n, int iters, dm_ns_algo algo, uint32_t restarts,
                        int symmetric)
 {
     double r = (double)(m < n ? m : n), l = (double)(m < n ? n : m);
@@ -269,7 +258,7 @@ double ns_ref_flops_ex(int64_t m, int64_t n, int iters, ns_algo algo, uint32_t r
     double f = 0;
 
     if (iters <= 0 || m < 1 || n < 1) return 0;
-    if (algo == NS_ALGO_DIRECT) return iters * (gemm_rl * sym + gemm_rr * sym + gemm_rl);
+    if (algo == DM_NS_DIRECT) return iters * (gemm_rl * sym + gemm_rr * sym + gemm_rl);
     f = gemm_rl * sym; /* R = X X^T */
     for (int k = 0; k < iters; k++) {
         int first = k == 0 || ns_restart_before(restarts, k);
@@ -282,7 +271,7 @@ double ns_ref_flops_ex(int64_t m, int64_t n, int iters, ns_algo algo, uint32_t r
     return f + gemm_rl; /* X = Q X */
 }
 
-double ns_ref_flops(int64_t m, int64_t n, int iters, ns_algo algo)
+double ns_ref_flops(int64_t m, int64_t n, int iters, dm_ns_algo algo)
 {
     return ns_ref_flops_ex(m, n, iters, algo, NS_RESTARTS_DEFAULT, 0);
 }
@@ -334,12 +323,33 @@ void ns_muon_params_default(ns_muon_params *p)
     ns_opts_default(&p->ns);
 }
 
+void ns_muon_momentum_f(const float *g, const float *buf_in, float *buf_out, float *u, size_t count, double mu,
+                        int nesterov)
+{
+    for (size_t i = 0; i < count; i++) {
+        float b = (float)(mu * buf_in[i] + g[i]);
+        buf_out[i] = b;
+        u[i] = nesterov ? (float)(g[i] + mu * b) : b;
+    }
+}
+
+double ns_muon_scale(const ns_muon_params *p, int64_t m, int64_t n)
+{
+    return p->scale_coef * sqrt((double)(m > n ? m : n));
+}
+
+void ns_muon_apply_f(const float *W_in, float *W_out, const float *O, size_t count, double lr, double wd,
+                     double scale)
+{
+    double decay = 1.0 - lr * wd, step = lr * scale;
+    for (size_t i = 0; i < count; i++) W_out[i] = (float)(W_in[i] * decay - step * O[i]);
+}
+
 int ns_muon_update_f(float *W, float *buf, const float *g, int64_t m, int64_t n,
                      const ns_muon_params *p, dm_err *err)
 {
     ns_muon_params def;
     size_t count;
-    double mu, decay, step;
     float *u;
     int rc;
 
@@ -351,17 +361,11 @@ int ns_muon_update_f(float *W, float *buf, const float *g, int64_t m, int64_t n,
         return dm_err_set(err, "muon update: bad matrix size %lld x %lld", (long long)m,
                           (long long)n);
     count = (size_t)m * (size_t)n;
-    mu = p->momentum;
-    decay = 1.0 - p->lr * p->weight_decay;
-    step = p->lr * p->scale_coef * sqrt((double)(m > n ? m : n));
-
-    /* buf is written only after NS succeeds, so a failure leaves W and buf as they were. */
-    u = dm_malloc(count * sizeof *u, err);
+    /* buf and W are written only after NS succeeds, so a failure leaves them as they were. */
+    u = dm_malloc(2 * count * sizeof *u, err);
     if (!u) return -1;
-    for (size_t i = 0; i < count; i++) {
-        float b = (float)(mu * buf[i] + g[i]);
-        u[i] = p->nesterov ? (float)(g[i] + mu * b) : b;
-    }
+    float *bnew = u + count;
+    ns_muon_momentum_f(g, buf, bnew, u, count, p->momentum, p->nesterov);
     if (p->ns_in_double) {
         double *ud = dm_malloc(count * sizeof *ud, err);
         rc = -1;
@@ -375,10 +379,8 @@ int ns_muon_update_f(float *W, float *buf, const float *g, int64_t m, int64_t n,
         rc = ns_ref_f(u, u, m, n, &p->ns, err);
     }
     if (rc == 0) {
-        for (size_t i = 0; i < count; i++) {
-            buf[i] = (float)(mu * buf[i] + g[i]);
-            W[i] = (float)(W[i] * decay - step * u[i]);
-        }
+        memcpy(buf, bnew, count * sizeof *buf);
+        ns_muon_apply_f(W, W, u, count, p->lr, p->weight_decay, ns_muon_scale(p, m, n));
     }
     free(u);
     return rc;
@@ -393,8 +395,8 @@ void ns_adamw_params_default(ns_adamw_params *p)
     p->weight_decay = 0.1;
 }
 
-int ns_adamw_update_f(float *W, float *m1, float *m2, const float *g, size_t count, int64_t t,
-                      const ns_adamw_params *p, dm_err *err)
+int ns_adamw_f(const float *W_in, float *W_out, const float *m1_in, float *m1_out, const float *m2_in, float *m2_out,
+               const float *g, size_t count, int64_t t, const ns_adamw_params *p, dm_err *err)
 {
     ns_adamw_params def;
     double b1, b2, bc1, bc2, decay;
@@ -413,13 +415,19 @@ int ns_adamw_update_f(float *W, float *m1, float *m2, const float *g, size_t cou
     decay = 1.0 - p->lr * p->weight_decay;
     for (size_t i = 0; i < count; i++) {
         double gi = g[i];
-        double a = b1 * m1[i] + (1 - b1) * gi;
-        double v = b2 * m2[i] + (1 - b2) * gi * gi;
-        m1[i] = (float)a;
-        m2[i] = (float)v;
-        W[i] = (float)(W[i] * decay - p->lr * (a / bc1) / (sqrt(v / bc2) + p->eps));
+        double a = b1 * m1_in[i] + (1 - b1) * gi;
+        double v = b2 * m2_in[i] + (1 - b2) * gi * gi;
+        m1_out[i] = (float)a;
+        m2_out[i] = (float)v;
+        W_out[i] = (float)(W_in[i] * decay - p->lr * (a / bc1) / (sqrt(v / bc2) + p->eps));
     }
     return 0;
+}
+
+int ns_adamw_update_f(float *W, float *m1, float *m2, const float *g, size_t count, int64_t t,
+                      const ns_adamw_params *p, dm_err *err)
+{
+    return ns_adamw_f(W, W, m1, m1, m2, m2, g, count, t, p, err);
 }
 
 #else /* NS_REF_TEMPLATE: the typed part, T = double or float, SFX(x) = x_d or x_f */
@@ -664,7 +672,7 @@ static void SFX(ns_gram)(T **Xp, T **Yp, T *R, T *S, T *P, T *Q, T *Z, int64_t r
 int SFX(ns_ref)(const T *G, T *O, int64_t m, int64_t n, const ns_opts *o_in, dm_err *err)
 {
     ns_opts o;
-    ns_coeffs jordan;
+    ns_coeffs dflt;
     const ns_coeffs *c;
     SFX(ws) w = {NULL, NULL};
     T *buf = NULL, *X, *Y, *M[5];
@@ -673,13 +681,13 @@ int SFX(ns_ref)(const T *G, T *O, int64_t m, int64_t n, const ns_opts *o_in, dm_
     size_t rl, rr, total;
     double norm = 0, scale;
 
-    if (ns_check_args(m, n, o_in, &o, &jordan, &c, err)) return -1;
+    if (ns_check_args(m, n, o_in, &o, &dflt, &c, err)) return -1;
     tr = m > n;
     r = tr ? n : m;
     l = tr ? m : n;
     rl = (size_t)r * (size_t)l;
     rr = (size_t)r * (size_t)r;
-    nm = o.algo == NS_ALGO_GRAM ? 5 : 2;
+    nm = o.algo == DM_NS_GRAM ? 5 : 2;
     total = 2 * rl + (size_t)nm * rr;
     buf = dm_malloc(total * sizeof(T), err);
     if (!buf) goto fail;
@@ -697,7 +705,7 @@ int SFX(ns_ref)(const T *G, T *O, int64_t m, int64_t n, const ns_opts *o_in, dm_
         for (size_t i = 0; i < rl; i++) X[i] = (T)(G[i] * scale);
     }
 
-    if (o.algo == NS_ALGO_DIRECT)
+    if (o.algo == DM_NS_DIRECT)
         SFX(ns_direct)(&X, &Y, M[0], M[1], r, l, c, &w);
     else
         SFX(ns_gram)(&X, &Y, M[0], M[1], M[2], M[3], M[4], r, l, c, o.restarts, &w);

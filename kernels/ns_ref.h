@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "dm_error.h"
+#include "program.h" /* dm_ns_algo, dm_dtype */
 
 /* ---- coefficient sets ------------------------------------------------------------------- */
 
@@ -50,6 +51,13 @@ void ns_coeffs_jordan(ns_coeffs *c);
 #define NS_PE_SAFETY_DEFAULT 1.05
 int ns_coeffs_polar_express(ns_coeffs *c, double safety, dm_err *err);
 
+/* The default set, everywhere a set is not given: the CPU reference (ns_opts coeffs NULL), the
+ * GPU plans (ns_config_default), both executor backends and `dmuon run --ns-coeffs`: Polar
+ * Express with safety NS_PE_SAFETY_DEFAULT, DM_NS_ITERS_DEFAULT (5) iterations, the set the
+ * kernels were tuned and checked with. NS_COEFFS_DEFAULT_SPEC is its ns_coeffs_from_spec name. */
+#define NS_COEFFS_DEFAULT_SPEC "polar-express"
+void ns_coeffs_default(ns_coeffs *c);
+
 /* Parse "a,b,c;a,b,c;..." (one triple per iteration, spaces allowed, at most NS_MAX_ITERS).
  * origin names the text in error messages ("--ns-coeffs", a file name; NULL: "coefficients"):
  * "ORIGIN:1:COL: expected ...". On error *c is left unchanged. */
@@ -61,11 +69,10 @@ int ns_coeffs_from_spec(const char *spec, const char *origin, ns_coeffs *c, dm_e
 
 /* ---- NS --------------------------------------------------------------------------------- */
 
-typedef enum { NS_ALGO_DIRECT = 0, NS_ALGO_GRAM = 1 } ns_algo;
-
-/* "direct" / "gram" (static strings). ns_algo_parse returns -1 on an unknown name. */
-const char *ns_algo_name(ns_algo algo);
-int ns_algo_parse(const char *name, ns_algo *algo, dm_err *err);
+/* The algorithm is program.h's dm_ns_algo (DM_NS_DIRECT, DM_NS_GRAM; dm_ns_algo_name and
+ * dm_ns_algo_parse there). The old names, for core/costs.c until it says DM_NS_*: */
+#define NS_ALGO_DIRECT DM_NS_DIRECT
+#define NS_ALGO_GRAM DM_NS_GRAM
 
 /* Gram restarts: bit k set = restart before iteration k. Bits 0 and >= iters have no effect.
  * The default restarts once, before iteration 2: iterations {0,1}, restart, {2,...}. */
@@ -73,8 +80,8 @@ int ns_algo_parse(const char *name, ns_algo *algo, dm_err *err);
 #define NS_RESTARTS_DEFAULT NS_RESTART_BIT(2)
 
 typedef struct ns_opts {
-    ns_algo algo;            /* default NS_ALGO_DIRECT */
-    const ns_coeffs *coeffs; /* borrowed; NULL means Jordan x 5 */
+    dm_ns_algo algo;            /* default DM_NS_DIRECT */
+    const ns_coeffs *coeffs; /* borrowed; NULL means ns_coeffs_default */
     uint32_t restarts;       /* Gram only; default NS_RESTARTS_DEFAULT */
     double eps;              /* X0 = G / (||G||_F + eps); default 1e-7 */
 } ns_opts;
@@ -101,8 +108,8 @@ double ns_scalar_map(const ns_coeffs *c, double s);
  * symmetric = 1 counts the products whose result is symmetric (X X^T, A A, R R, the second
  * product of P R P) at half, as kernels that compute one triangle do.
  * ns_ref_flops uses the default restarts and symmetric = 0. iters = 0 gives 0. */
-double ns_ref_flops(int64_t m, int64_t n, int iters, ns_algo algo);
-double ns_ref_flops_ex(int64_t m, int64_t n, int iters, ns_algo algo, uint32_t restarts,
+double ns_ref_flops(int64_t m, int64_t n, int iters, dm_ns_algo algo);
+double ns_ref_flops_ex(int64_t m, int64_t n, int iters, dm_ns_algo algo, uint32_t restarts,
                        int symmetric);
 
 /* ||got - want||_F / ||want||_F over count elements (||got - want||_F when want is all zero),
@@ -134,6 +141,18 @@ void ns_muon_params_default(ns_muon_params *p);
 int ns_muon_update_f(float *W, float *buf, const float *g, int64_t m, int64_t n,
                      const ns_muon_params *p, dm_err *err);
 
+/* The update in its parts, out of place (the CPU executor backend runs these on staged copies
+ * and on parts of a matrix; ns_muon_update_f is momentum, NS, apply). Each *_out may equal its
+ * *_in (in place); count elements.
+ *   momentum: buf_out = mu buf_in + g (stored as float), u = nesterov ? g + mu buf_out : buf_out;
+ *   apply:    W_out = W_in (1 - lr wd) - lr scale O, O the NS output of u;
+ *   scale:    scale_coef sqrt(max(m, n)) of an m x n matrix. */
+void ns_muon_momentum_f(const float *g, const float *buf_in, float *buf_out, float *u, size_t count, double mu,
+                        int nesterov);
+void ns_muon_apply_f(const float *W_in, float *W_out, const float *O, size_t count, double lr, double wd,
+                     double scale);
+double ns_muon_scale(const ns_muon_params *p, int64_t m, int64_t n);
+
 /* AdamW over count elements with moments m1, m2 (updated in place) at step t >= 1:
  *   m1 = b1 m1 + (1-b1) g;  m2 = b2 m2 + (1-b2) g^2;
  *   W *= 1 - lr wd;  W -= lr * (m1 / (1-b1^t)) / (sqrt(m2 / (1-b2^t)) + eps).
@@ -149,5 +168,9 @@ typedef struct ns_adamw_params {
 void ns_adamw_params_default(ns_adamw_params *p);
 int ns_adamw_update_f(float *W, float *m1, float *m2, const float *g, size_t count, int64_t t,
                       const ns_adamw_params *p, dm_err *err);
+/* The same out of place: W, m1, m2 read from *_in and written to *_out (each may equal its
+ * *_in). ns_adamw_update_f is this in place. */
+int ns_adamw_f(const float *W_in, float *W_out, const float *m1_in, float *m1_out, const float *m2_in, float *m2_out,
+               const float *g, size_t count, int64_t t, const ns_adamw_params *p, dm_err *err);
 
 #endif

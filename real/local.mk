@@ -1,17 +1,15 @@
 # real/local.mk: the real executor (MPI; CPU backend always, GPU backend with CUDA and NCCL).
 # Everything here needs MPI.
 if HAVE_MPI
-libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h real/real_cpu.c \
-	real/real_ckpt.c
-# the command-line part (it uses cli/opts.c, which only the dmuon program links)
-dmuon_SOURCES += real/real_bench.c
+libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h real/real_exec.c \
+	real/real_cpu.c real/real_ckpt.c real/real_bench.c real/real_run.c
 endif
 EXTRA_DIST += real/README.md real/run_device.sh real/runs/h200x2-1/README.md real/runs/h200x2-2/README.md
 # The GPU backend: its C part and its kernels (nvcc) in the library.
 if HAVE_CUDA
 if HAVE_NCCL
 if HAVE_MPI
-libdmuon_a_SOURCES += real/real_gpu.c real/real_kern.h real/real_kern.cu
+libdmuon_a_SOURCES += real/real_gpu.c real/real_kern.h real/real_kern.cu real/real_nccl.c real/real_nccl.h
 endif
 endif
 endif

@@ -1,6 +1,8 @@
 /* real.h: the real executor: runs a step program (program.h) on MPI ranks with the proxy
- * workload of DESIGN.md. Backends: CPU (MPI collectives, reference kernels from ns_ref.h) and
- * GPU (NCCL, CUDA streams, cuBLAS, ns_cuda.h kernels; real_gpu.c).
+ * workload of DESIGN.md. One engine (real_exec.c: set-up checks, groups, the step frame, the
+ * agreement, phases, traces, checkpoints) and two backends behind one table of operations
+ * (real_priv.h): CPU (MPI collectives, the reference math of ns_ref.h; real_cpu.c) and GPU
+ * (NCCL, CUDA streams, cuBLAS, ns_cuda.h kernels; real_gpu.c).
  *
  * What each op does to data (the executor's reading of the program contract):
  *   forward  (params P, or every matrix of `layer` when P is empty): for each p, with this
@@ -10,13 +12,14 @@
  *            gradient R_p W_p (computed for its cost, then discarded).
  *   all-reduce, reduce (root), reduce-scatter: sum of the gradients of P over the group.
  *   broadcast (root): the weights of P from the root.
- *   all-gather: gradients when some member consumes a gradient of P (ns, muon-update, adamw)
- *            after it in its list (muon-fsdp), otherwise weights (adamw/ZeRO, muon-rr).
+ *   all-gather: what its payload says (program.h): gradients (muon-fsdp) or weights (adamw/ZeRO,
+ *            muon-rr).
  *   Buffers of a collective: the params of P concatenated in list order (float elements);
  *   reduce-scatter/all-gather split it into |group| equal shards (the last padded), member i
  *   (in ascending rank order) holding shard i.
- *   ns:      Muon momentum (buf = mu buf + g; u = g + mu buf) and NS(u) with op.algo, for every
- *            param of P; needs the param's fully reduced gradient on this rank.
+ *   ns:      Muon momentum (buf = mu buf + g; u = g + mu buf) and NS(u) with op.algo and op.iters
+ *            iterations (the coefficient set must have as many), for every param of P; needs the
+ *            param's fully reduced gradient on this rank.
  *   muon-update: W = W (1 - lr wd) - lr scale NS(u), scale = scale_coef sqrt(max(rows, cols)).
  *   adamw:   AdamW on the part of each param of P whose reduced gradient this rank holds.
  *   wait:    nothing.
@@ -24,15 +27,15 @@
  * bit-identical results and a one-rank run that accumulates the same token chunks in the same
  * order (grad_chunks = ranks) reproduces a distributed run bit for bit.
  *
- * A step is transactional: updates and optimizer state go to staged copies that are committed
- * at the end of the step only if no rank saw a non-finite gradient, local (after the backward)
- * or reduced (where ns and adamw read it); otherwise the step is skipped and the first bad
- * parameter named on every rank, the rank whose own gradient was bad first, else the rank
- * that saw it reduced. The GPU backend updates in place and rolls back from copies taken as
- * the step modifies them (same outcome). */
+ * A step is transactional: updates and optimizer state go to staged copies (CPU) or second
+ * buffers (GPU, ping-pong) that are committed at the end of the step only if no rank saw a
+ * non-finite gradient, local (after the backward) or reduced (where ns and adamw read it);
+ * otherwise the step is skipped and the first bad parameter named on every rank, the rank whose
+ * own gradient was bad first, else the rank that saw it reduced. */
 #ifndef DM_REAL_H
 #define DM_REAL_H
 #include <stdint.h>
+#include <stdio.h>
 
 #include <mpi.h>
 
@@ -53,8 +56,10 @@ typedef struct real_opts {
     double timeout_s;         /* give up on a collective after this long; default 300 */
     int input_grad;           /* compute the input-gradient GEMM (cost only); default 1 */
     const char *autotune_path;/* GPU: the kernels' autotune cache for NS plan configurations
-                                 (borrowed); NULL: ns_config_default */
-    ns_muon_params muon;      /* lr, momentum, ... and NS coefficients (borrowed pointer) */
+                                 (borrowed); NULL or "": ns_config_default; default the source
+                                 tree's traces/kernels/autotune_h200.tsv when it is there */
+    ns_muon_params muon;      /* lr, momentum, ... and NS coefficients (borrowed pointer; NULL:
+                                 ns_coeffs_default) */
     ns_adamw_params adamw;
     /* Fault injection for tests: at step inject_step (0-based, -1 off) rank inject_rank
      * writes NaN into its local gradient of matrix inject_param after the backward. */
@@ -73,14 +78,16 @@ typedef struct real_opts {
 
 void real_opts_default(real_opts *o);
 
-/* Per-step measurements on one rank (times in microseconds). */
+/* Per-step measurements on one rank (times in microseconds), cut by the phase ruler
+ * (core/phases.h: dm_phases_rank over this rank's ops) as the simulator's and compare's. */
 typedef struct real_step_stats {
     double loss;              /* global loss (sum over params, all ranks' tokens) */
-    double step_us;           /* wall time of the step (slowest rank after the final check) */
+    double step_us;           /* the step: CPU: wall time to the end-of-step agreement; GPU: the
+                                 compute stream's events from the step's start to its end */
     double forward_us, backward_us, optimizer_us, ns_us;  /* busy time per kind, this rank */
-    double comm_exposed_us;   /* time this rank had nothing to run while collectives were due */
+    double exposed_comm_us;   /* step minus the union of the compute ops' intervals */
     double opt_window_us;     /* from the end of the last gradient collective to the end of the
-                                 last update on this rank (0 if it has none) */
+                                 last optimizer op on this rank (0 if it has none) */
     int skipped;              /* 1 when the step was skipped (non-finite gradient) */
     int64_t bad_param;        /* the first non-finite parameter, -1 if none */
     int bad_rank;
@@ -89,9 +96,12 @@ typedef struct real_step_stats {
 typedef struct real_exec real_exec;
 
 /* Set up an executor on the ranks of comm (its size must be prog->nranks; comm is duplicated).
- * Collective over comm. Every rank checks dm_program_hash against rank 0's first and all
- * refuse together on a mismatch. model and prog are borrowed and must outlive the executor;
- * prog's params are matrix ids of dm_model_matrices(model, -1). *out owned by the caller. */
+ * Collective over comm. Before anything the program says happens, every rank validates it
+ * (dm_program_validate), checks its data hazards, NS iterations (against the coefficient set)
+ * and the fault-injection targets (ranks and params that exist), and dm_program_hash against
+ * rank 0's; all refuse together, every rank with the lowest failing rank's reason. model and
+ * prog are borrowed and must outlive the executor; prog's params are matrix ids of
+ * dm_model_matrices(model, -1). *out owned by the caller. */
 int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm comm,
                      const real_opts *o, real_exec **out, dm_err *err);
 
@@ -126,9 +136,12 @@ int real_exec_trace(real_exec *ex, struct dm_trace **out, dm_err *err);
 void real_exec_destroy(real_exec *ex); /* NULL ok; collective (frees communicators) */
 
 /* Checkpoints (real_ckpt.c; both backends, one file format): save this rank's master weights,
- * momentum and AdamW state under DIR/step-K/ and then DIR/latest (every file atomically: temporary file, fsync,
- * rename); load the latest one, checking it is of this program, ranks, tokens and seed.
- * Collective; all ranks fail together. After a load the next step is the checkpoint's. */
+ * momentum and AdamW state under DIR/step-K/ and then DIR/latest (every file atomically through
+ * outfile.h; a failed save removes what it wrote, so no step folder is left half or empty);
+ * load the latest one, checking it is of this program, ranks, tokens, seed, learning rates,
+ * NS coefficients and gradient chunks (a difference is named) and every rank file's checksum,
+ * rank and plan hash before anything is installed. Collective; all ranks fail together. After
+ * a load the next step is the checkpoint's. */
 int real_exec_save(real_exec *ex, const char *dir, dm_err *err);
 int real_exec_load(real_exec *ex, const char *dir, dm_err *err);
 int real_exec_steps_done(const real_exec *ex); /* steps run (or loaded) so far */
@@ -141,8 +154,70 @@ int real_weights_write(const char *path, const real_exec *ex, float *const *w, d
 int real_weights_compare(const char *path, const real_exec *ex, float *const *w, double *max_rel, int64_t *worst,
                          dm_err *err);
 
-/* `dmuon bench comm` (real_bench.c): argv[0] is "comm"; returns the exit status. Calls
- * MPI_Init if needed and MPI_Finalize. */
-int real_bench_comm(int argc, char **argv);
+/* Rank 0's *p to every rank of comm, as JSON (each rank reads it back, so every rank holds
+ * what a file of it holds). Collective; *p (rank 0's, borrowed) is replaced on the other ranks
+ * by a program they own. -1 on this rank's failure (the caller aborts: the others may wait). */
+int real_share_program(dm_program **p, MPI_Comm comm, dm_err *err);
+
+/* One step as the run's table shows it: the slowest rank's time per part, NS min and max over
+ * ranks (us). Collective (gathers to rank 0); filled on rank 0 only. */
+typedef struct real_step_row {
+    double loss, step_us, forward_us, backward_us, optimizer_us, opt_window_us, exposed_comm_us;
+    double ns_min_us, ns_max_us;
+    int skipped;
+} real_step_row;
+int real_exec_step_row(real_exec *ex, const real_step_stats *st, real_step_row *row, dm_err *err);
+
+/* The last step's trace to path (CSV when it ends in .csv, else Chrome JSON). Collective; rank 0
+ * writes. */
+int real_exec_write_trace(real_exec *ex, const char *path, dm_err *err);
+
+/* The backend `--backend auto` means: GPU when this build has it and every rank of comm sees a
+ * device, else CPU. Collective. */
+real_backend real_backend_auto(MPI_Comm comm);
+
+/* A run of steps on a created executor (real_run.c; `dmuon run`'s loop): up to `steps` in all,
+ * a checkpoint after every `every`-th step and the last, then the weights files and the trace.
+ * row() is called on rank 0 after each step (for the caller to print). Collective. */
+typedef struct real_run_spec {
+    long steps, every;        /* steps in all (from the executor's steps done: a loaded checkpoint) */
+    const char *ckpt_dir;     /* NULL: no checkpoints */
+    const char *save_weights, *check_weights, *trace_path; /* NULL: none */
+} real_run_spec;
+typedef struct real_run_result {
+    long first_step;          /* the steps done before (a loaded checkpoint's), else 0 */
+    long kept;                /* steps not skipped */
+    int counted;              /* steps in the means: all but the first (unless it is the only one) */
+    real_step_row mean;       /* rank 0: the means of the rows counted */
+    double check_rel;         /* --check-weights: the largest relative Frobenius error ... */
+    int64_t check_worst;      /* ... and its matrix (-1: every matrix bit-identical) */
+} real_run_result;
+typedef void (*real_run_row_fn)(void *ctx, long step, const real_step_stats *st, const real_step_row *row);
+/* 0; -1 with err when the ranks failed together (a checkpoint, the weights, the trace: every rank
+ * holds the cause); -2 with err on this rank's failure inside a step (a timeout): the caller
+ * prints it and aborts the job. */
+int real_exec_run(real_exec *ex, const real_run_spec *spec, real_run_row_fn row, void *ctx, real_run_result *res,
+                  dm_err *err);
+/* The run's CSV (`dmuon run --csv`; read by regress and validate): a '#' line naming the run, the
+ * header, and one row per step (times in ms). */
+void real_row_csv_header(FILE *f, const dm_program *p, const char *backend, int64_t tokens);
+void real_row_csv(FILE *f, long step, const real_step_row *w);
+
+/* `dmuon bench comm` (real_bench.c): every collective of the table (core/coll.h) over sizes
+ * min_bytes .. max_bytes (x step_factor), warm-up, timed loop, a separate correctness pass,
+ * through NCCL (gpu) or MPI (cpu). Collective over MPI_COMM_WORLD; rank 0 prints the table to
+ * out and writes csv_path (NULL: none). Waits poll with the timeout (and NCCL's async errors),
+ * as the executor's. Returns 0; 1 when an element was wrong; -1 with err when the ranks failed
+ * together (every rank holds the lowest failing rank's message); -2 with err on this rank's
+ * failure inside a collective (a timeout): the caller aborts the job. */
+typedef struct real_bench_opts {
+    int gpu;                  /* 1: NCCL in bf16; 0: MPI in float */
+    int64_t min_bytes, max_bytes;
+    long step_factor, iters, warmup;
+    double timeout_s;
+    const char *csv_path;
+} real_bench_opts;
+void real_bench_opts_default(real_bench_opts *o);
+int real_bench_comm(const real_bench_opts *o, FILE *out, dm_err *err);
 
 #endif

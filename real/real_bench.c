@@ -1,31 +1,29 @@
-/* real_bench.c: `dmuon bench comm`, the collective benchmark (nccl-tests style): broadcast,
- * reduce, all-reduce, all-gather and reduce-scatter over sizes from 1 KiB to 1 GiB on all
- * ranks, through NCCL on GPUs (CUDA events on the stream) or MPI on CPUs (wall clock). Per
- * size: warm-up, a timed loop, then a separate correctness pass (rank-dependent inputs, every
- * element checked: #wrong). A table for people, a CSV for the cost model, and per collective
- * a least-squares fit (GSL) of time = latency + bus bytes / bus bandwidth, the form of
- * core/collcost.h. Sizes are the nccl-tests "size" of collcost.h; bf16 elements on GPUs,
- * float on CPUs. */
+/* real_bench.c: `dmuon bench comm` (real.h), the collective benchmark in nccl-tests' style: every
+ * collective of the table (core/coll.h: counts, bus factor, NCCL and MPI calls, result check)
+ * over sizes from min to max bytes on all ranks, through NCCL on GPUs (CUDA events on the
+ * stream; real_nccl.h's bootstrap and wait) or MPI on CPUs (wall clock). Per size: warm-up, a
+ * timed loop, then a separate correctness pass (the table's rank-dependent inputs, every output
+ * element checked: #wrong). Every wait polls with the timeout, as the executor's. A table for
+ * people, a CSV for the cost model, and per collective a least-squares fit (GSL) of time =
+ * latency + bus bytes / bus bandwidth, the form of core/collcost.h. bf16 elements on GPUs,
+ * float on CPUs. Command-line parsing lives in cli/cmd_bench.c. */
 #include "config.h"
 
-#include <getopt.h>
 #include <gsl/gsl_fit.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "collcost.h"
-#include "opts.h"
+#include "coll.h"
 #include "outfile.h"
 #include "program.h"
 #include "real.h"
+#include "real_priv.h"
 
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
-#include <cuda_runtime.h>
-#include <nccl.h>
+#include "real_nccl.h"
 #define BENCH_GPU 1
 #else
 #define BENCH_GPU 0
@@ -36,94 +34,114 @@ static const dm_op_kind kinds[] = {DM_OP_BROADCAST, DM_OP_REDUCE, DM_OP_ALLREDUC
 #define N_KINDS 5
 
 typedef struct bench {
+    const real_bench_opts *o;
+    MPI_Comm comm;
     int rank, n, gpu;
     size_t elt;
-    void *send, *recv;        /* device (GPU) or host buffers of max_bytes */
+    void *send, *recv;        /* device (GPU) or host buffers of max_count elements */
 #if BENCH_GPU
-    ncclComm_t comm;
+    ncclComm_t nccl;
     cudaStream_t st;
     cudaEvent_t e0, e1;
 #endif
 } bench;
 
-static double now_s(void)
+void real_bench_opts_default(real_bench_opts *o)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+    memset(o, 0, sizeof *o);
+    o->gpu = BENCH_GPU;
+    o->min_bytes = 1024;
+    o->max_bytes = (int64_t)1 << 30;
+    o->step_factor = 2;
+    o->iters = 20;
+    o->warmup = 5;
+    o->timeout_s = 300;
 }
 
-/* count: elements of the collective's "size" (the gathered output / scattered input) */
-static int launch(bench *b, dm_op_kind k, size_t count)
+/* MPI: poll the request like the CPU executor, giving up after the timeout. */
+static int mpi_wait(bench *b, MPI_Request *req, const char *what, dm_err *err)
 {
-    size_t per = count / (size_t)b->n;
+    double t0 = real_now_us();
+    for (;;) {
+        int flag = 0;
+        MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        if (flag) return 0;
+        if (real_now_us() - t0 > b->o->timeout_s * 1e6)
+            return dm_err_set(err, "rank %d: no progress for %.0f s (--timeout) waiting for %s", b->rank,
+                              b->o->timeout_s, what);
+        struct timespec nap = {0, 20000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* One call of collective c of `size` elements, root 0 (enqueued on GPUs; done on CPUs). */
+static int launch(bench *b, const dm_coll *c, size_t size, dm_err *err)
+{
 #if BENCH_GPU
     if (b->gpu) {
-        ncclResult_t r = ncclSuccess;
-        ncclDataType_t t = ncclBfloat16;
-        char *s = b->send, *d = b->recv;
-        switch (k) {
-        case DM_OP_BROADCAST: r = ncclBroadcast(s, d, count, t, 0, b->comm, b->st); break;
-        case DM_OP_REDUCE: r = ncclReduce(s, d, count, t, ncclSum, 0, b->comm, b->st); break;
-        case DM_OP_ALLREDUCE: r = ncclAllReduce(s, d, count, t, ncclSum, b->comm, b->st); break;
-        case DM_OP_ALLGATHER: r = ncclAllGather(s, d, per, t, b->comm, b->st); break;
-        case DM_OP_REDUCESCATTER: r = ncclReduceScatter(s, d, per, t, ncclSum, b->comm, b->st); break;
-        default: break;
-        }
-        return r == ncclSuccess ? 0 : -1;
+        int r = c->nccl(b->send, b->recv, size, DM_DT_BF16, 0, b->nccl, b->st);
+        return r == ncclSuccess ? 0 : dm_err_set(err, "rank %d: %s: %s", b->rank, c->nccl_name,
+                                                 ncclGetErrorString((ncclResult_t)r));
     }
 #endif
-    int c = (int)count, p = (int)per;
-    switch (k) {
-    case DM_OP_BROADCAST: return MPI_Bcast(b->send, c, MPI_FLOAT, 0, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
-    case DM_OP_REDUCE: return MPI_Reduce(b->send, b->recv, c, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
-    case DM_OP_ALLREDUCE: return MPI_Allreduce(b->send, b->recv, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
-    case DM_OP_ALLGATHER: return MPI_Allgather(b->send, p, MPI_FLOAT, b->recv, p, MPI_FLOAT, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
-    case DM_OP_REDUCESCATTER:
-        return MPI_Reduce_scatter_block(b->send, b->recv, p, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
-    default: return -1;
+    MPI_Request req;
+    int r = c->mpi(b->send, b->recv, size, 0, &b->comm, &req);
+    if (r != MPI_SUCCESS) return dm_err_set(err, "rank %d: %s: MPI error %d", b->rank, c->mpi_name, r);
+    return mpi_wait(b, &req, c->mpi_name, err);
+}
+
+/* GPUs: wait for what the stream holds (polling NCCL and the timeout). */
+static int gpu_done(bench *b, const char *what, dm_err *err)
+{
+#if BENCH_GPU
+    if (b->gpu) {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", b->rank);
+        if (cudaEventRecord(b->e1, b->st) != cudaSuccess)
+            return dm_err_set(err, "rank %d: cudaEventRecord failed", b->rank);
+        return real_nccl_wait(b->e1, &b->nccl, 1, b->o->timeout_s, who, what, err);
     }
+#endif
+    (void)b, (void)what, (void)err;
+    return 0;
 }
 
 /* Mean time per call in microseconds over iters calls (after warmup). */
-static int time_coll(bench *b, dm_op_kind k, size_t count, int warmup, int iters, double *us)
+static int time_coll(bench *b, const dm_coll *c, size_t size, int iters, double *us, dm_err *err)
 {
-    for (int i = 0; i < warmup; i++)
-        if (launch(b, k, count)) return -1;
+    for (int i = 0; i < b->o->warmup; i++)
+        if (launch(b, c, size, err)) return -1;
+    if (gpu_done(b, "the warm-up", err)) return -1;
+    MPI_Barrier(b->comm);
 #if BENCH_GPU
     if (b->gpu) {
-        cudaStreamSynchronize(b->st);
-        MPI_Barrier(MPI_COMM_WORLD);
         cudaEventRecord(b->e0, b->st);
         for (int i = 0; i < iters; i++)
-            if (launch(b, k, count)) return -1;
-        cudaEventRecord(b->e1, b->st);
-        if (cudaEventSynchronize(b->e1) != cudaSuccess) return -1;
+            if (launch(b, c, size, err)) return -1;
+        if (gpu_done(b, "the timed calls", err)) return -1;
         float ms = 0;
         cudaEventElapsedTime(&ms, b->e0, b->e1);
         *us = ms * 1e3 / iters;
         return 0;
     }
 #endif
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_s();
+    double t0 = real_now_us();
     for (int i = 0; i < iters; i++)
-        if (launch(b, k, count)) return -1;
-    *us = (now_s() - t0) * 1e6 / iters;
+        if (launch(b, c, size, err)) return -1;
+    *us = (real_now_us() - t0) / iters;
     return 0;
 }
 
-/* Small integers are exact in bf16 and float: input element i of rank r is (r + 1) + (i % 7),
- * sums stay below 256 for up to 16 ranks. */
-static double in_val(int r, size_t i) { return (double)(r + 1) + (double)(i % 7); }
-
-static int fill_and_check(bench *b, dm_op_kind k, size_t count, long *wrong)
+/* The correctness pass: the table's inputs in, every output element against its check. */
+static int fill_and_check(bench *b, const dm_coll *c, size_t size, long *wrong, dm_err *err)
 {
-    size_t per = count / (size_t)b->n, nin = k == DM_OP_ALLGATHER ? per : count;
-    size_t nout = k == DM_OP_REDUCESCATTER ? per : count;
-    float *h = malloc((count ? count : 1) * sizeof *h);
-    if (!h) return -1;
-    for (size_t i = 0; i < nin; i++) h[i] = (float)in_val(b->rank, k == DM_OP_ALLGATHER ? b->rank * per + i : i);
+    size_t nin = dm_coll_send_count(c, size, b->n), nout = dm_coll_recv_count(c, size, b->n);
+    size_t off = dm_coll_input_offset(c, b->rank, b->n, size);
+    float *h = malloc((size ? size : 1) * sizeof *h);
+    if (!h) return dm_err_set(err, "rank %d: out of memory", b->rank);
+    for (size_t i = 0; i < nin; i++) h[i] = (float)dm_coll_input(b->rank, off + i);
+    if (c->kind == DM_OP_BROADCAST && b->rank != 0) /* the result must come from the root */
+        memset(h, 0, nin * sizeof *h);
 #if BENCH_GPU
     if (b->gpu) {
         uint16_t *hb = (uint16_t *)h; /* float -> bf16 by truncation: exact for small integers */
@@ -133,24 +151,21 @@ static int fill_and_check(bench *b, dm_op_kind k, size_t count, long *wrong)
             hb[i] = (uint16_t)(u >> 16);
         }
         cudaMemcpy(b->send, hb, nin * 2, cudaMemcpyHostToDevice);
-        cudaMemset(b->recv, 0, count * 2);
-        if (k == DM_OP_BROADCAST && b->rank != 0) cudaMemset(b->send, 0, count * 2);
+        cudaMemset(b->recv, 0, size * 2);
     } else
 #endif
     {
         memcpy(b->send, h, nin * sizeof *h);
-        memset(b->recv, 0, count * sizeof *h);
-        if (k == DM_OP_BROADCAST && b->rank != 0) memset(b->send, 0, count * sizeof *h);
+        memset(b->recv, 0, size * sizeof *h);
     }
-    if (launch(b, k, count)) {
+    if (launch(b, c, size, err) || gpu_done(b, "the correctness pass", err)) {
         free(h);
         return -1;
     }
     /* MPI broadcasts in place; NCCL's (out of place here) lands in recv */
-    const void *res = k == DM_OP_BROADCAST && !b->gpu ? b->send : b->recv;
+    const void *res = c->kind == DM_OP_BROADCAST && !b->gpu ? b->send : b->recv;
 #if BENCH_GPU
     if (b->gpu) {
-        cudaStreamSynchronize(b->st);
         uint16_t *hb = (uint16_t *)h;
         cudaMemcpy(hb, res, nout * 2, cudaMemcpyDeviceToHost);
         for (size_t i = nout; i-- > 0;) { /* widen in place, from the end */
@@ -161,213 +176,144 @@ static int fill_and_check(bench *b, dm_op_kind k, size_t count, long *wrong)
     }
 #endif
     const float *o = res;
-    *wrong = 0;
-    if (k == DM_OP_REDUCE && b->rank != 0) nout = 0;
+    long bad = 0;
     for (size_t i = 0; i < nout; i++) {
-        double want;
-        size_t gi = k == DM_OP_REDUCESCATTER ? b->rank * per + i : i;
-        if (k == DM_OP_BROADCAST) want = in_val(0, i);
-        else if (k == DM_OP_ALLGATHER) want = in_val((int)(i / per), i);
-        else {
-            want = 0;
-            for (int r = 0; r < b->n; r++) want += in_val(r, gi);
-        }
-        if (o[i] != (float)want) (*wrong)++;
+        double want = c->expect(b->rank, b->n, 0, size, i);
+        if (!isnan(want) && o[i] != (float)want) bad++;
     }
     free(h);
-    long all = 0;
-    MPI_Allreduce(wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    *wrong = all;
+    MPI_Allreduce(&bad, wrong, 1, MPI_LONG, MPI_SUM, b->comm);
     return 0;
 }
 
-static void say(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(int rank, const char *fmt, ...)
+/* Buffers and (GPUs) the device, NCCL and the stream; -1 on this rank's failure. */
+static int bench_setup(bench *b, size_t max_count, dm_err *err)
 {
-    if (rank) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
+    if (!b->gpu) {
+        b->send = malloc(max_count * b->elt);
+        b->recv = malloc(max_count * b->elt);
+        if (!b->send || !b->recv)
+            return dm_err_set(err, "rank %d: out of memory for %zu-byte buffers", b->rank, max_count * b->elt);
+        return 0;
+    }
+#if BENCH_GPU
+    int dev = 0;
+    if (real_gpu_select(b->comm, &dev, err) < 0) return -1;
+    if (cudaMalloc(&b->send, max_count * b->elt) != cudaSuccess ||
+        cudaMalloc(&b->recv, max_count * b->elt) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreate(&b->e0) != cudaSuccess || cudaEventCreate(&b->e1) != cudaSuccess)
+        return dm_err_set(err, "rank %d: out of GPU memory for %zu-byte buffers on GPU %d", b->rank,
+                          max_count * b->elt, dev);
+    return 0;
+#else
+    return dm_err_set(err, "the GPU backend is not in this build (needs CUDA and NCCL); use --backend cpu");
+#endif
 }
 
-int real_bench_comm(int argc, char **argv)
+static void bench_free(bench *b)
 {
-    int inited = 0, rank = 0, n = 1;
-    MPI_Initialized(&inited);
-    if (!inited) MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    int64_t min_b = 1024, max_b = (int64_t)1 << 30;
-    long factor = 2, iters = 20, warmup = 5;
-    const char *csv_path = NULL, *backend = BENCH_GPU ? "gpu" : "cpu";
-    static const struct option lo[] = {{"min-bytes", required_argument, NULL, 'b'}, {"max-bytes", required_argument, NULL, 'e'},
-                                       {"step-factor", required_argument, NULL, 'f'}, {"iters", required_argument, NULL, 'n'},
-                                       {"warmup", required_argument, NULL, 'w'},      {"csv", required_argument, NULL, 'c'},
-                                       {"backend", required_argument, NULL, 'k'},     {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-    int c, bad = 0;
-    opterr = rank == 0;
-    optind = 1;
-    while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'b': bad = opt_parse_size("bench comm", "--min-bytes", optarg, 4, (int64_t)1 << 34, &min_b); break;
-        case 'e': bad = opt_parse_size("bench comm", "--max-bytes", optarg, 4, (int64_t)1 << 34, &max_b); break;
-        case 'f': bad = opt_parse_long("bench comm", "--step-factor", optarg, 2, 1024, &factor); break;
-        case 'n': bad = opt_parse_long("bench comm", "--iters", optarg, 1, 100000, &iters); break;
-        case 'w': bad = opt_parse_long("bench comm", "--warmup", optarg, 0, 100000, &warmup); break;
-        case 'c': csv_path = optarg; break;
-        case 'k':
-            if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu")) {
-                if (!rank) opt_usage_error("bench comm", "--backend: expected cpu or gpu, got '%s'", optarg);
-                bad = 1;
-            }
-            backend = optarg;
-            break;
-        case 'h':
-            say(rank, "Usage: mpirun -np N dmuon bench comm [OPTIONS]\n"
-                      "Time broadcast, reduce, all-reduce, all-gather and reduce-scatter over all ranks\n"
-                      "(nccl-tests columns), check every result, and fit latency and bus bandwidth.\n\n"
-                      "  --backend B        gpu (NCCL, bf16) or cpu (MPI, float) (default %s)\n"
-                      "  --min-bytes S      smallest size (default 1K)\n"
-                      "  --max-bytes S      largest size (default 1G)\n"
-                      "  --step-factor F    size multiplier (default 2)\n"
-                      "  --iters N          timed calls per size (default 20)\n"
-                      "  --warmup N         untimed calls first (default 5)\n"
-                      "  --csv FILE         the rows as CSV (for the cost model's fit)\n",
-                BENCH_GPU ? "gpu" : "cpu");
-            MPI_Finalize();
-            return 0;
-        default: bad = 1;
-        }
+#if BENCH_GPU
+    if (b->gpu) {
+        if (b->nccl) ncclCommDestroy(b->nccl);
+        cudaFree(b->send);
+        cudaFree(b->recv);
+        return;
     }
-    if (bad || min_b > max_b) {
-        if (!bad && !rank) opt_usage_error("bench comm", "--min-bytes is above --max-bytes");
-        MPI_Finalize();
-        return 2;
-    }
+#endif
+    free(b->send);
+    free(b->recv);
+}
+
+int real_bench_comm(const real_bench_opts *o, FILE *out, dm_err *err)
+{
     bench b;
     memset(&b, 0, sizeof b);
-    b.rank = rank;
-    b.n = n;
-    b.gpu = !strcmp(backend, "gpu");
+    b.o = o;
+    b.comm = MPI_COMM_WORLD;
+    MPI_Comm_rank(b.comm, &b.rank);
+    MPI_Comm_size(b.comm, &b.n);
+    b.gpu = o->gpu;
     b.elt = b.gpu ? 2 : 4;
-    int status = 1;
+    int n = b.n, rank = b.rank, status = -1;
     dm_out *csv = NULL;
-    dm_err err = {{0}};
-    size_t max_count = (size_t)(max_b / (int64_t)b.elt);
+    size_t max_count = (size_t)(o->max_bytes / (int64_t)b.elt);
     max_count = (max_count + (size_t)n - 1) / (size_t)n * (size_t)n;
-    int fail = 0;
-    if (b.gpu) {
+    if (real_agree(b.comm, bench_setup(&b, max_count, err), err) < 0) goto done;
 #if BENCH_GPU
-        MPI_Comm node;
-        int lr = 0, ndev = 0;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        MPI_Comm_rank(node, &lr);
-        MPI_Comm_free(&node);
-        ncclUniqueId id;
-        if (cudaGetDeviceCount(&ndev) != cudaSuccess || lr >= ndev || cudaSetDevice(lr) != cudaSuccess ||
-            cudaMalloc(&b.send, max_count * b.elt) != cudaSuccess || cudaMalloc(&b.recv, max_count * b.elt) != cudaSuccess ||
-            cudaStreamCreateWithFlags(&b.st, cudaStreamNonBlocking) != cudaSuccess ||
-            cudaEventCreate(&b.e0) != cudaSuccess || cudaEventCreate(&b.e1) != cudaSuccess) {
-            fprintf(stderr, "dmuon bench comm: rank %d: no usable GPU (local rank %d of %d GPUs) or out of memory\n",
-                    rank, lr, ndev);
-            fail = 1;
-        }
-        int any = 0;
-        MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (any) goto done;
-        if (rank == 0) ncclGetUniqueId(&id);
-        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-        if (ncclCommInitRank(&b.comm, n, id, rank) != ncclSuccess) {
-            fprintf(stderr, "dmuon bench comm: rank %d: ncclCommInitRank failed\n", rank);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-#else
-        say(rank, "dmuon bench comm: the GPU backend is not in this build (needs CUDA and NCCL); use --backend cpu\n");
-        goto done;
+    if (b.gpu && real_agree(b.comm, real_nccl_world(b.comm, &b.nccl, err), err) < 0) goto done;
 #endif
-    } else {
-        b.send = malloc(max_count * b.elt);
-        b.recv = malloc(max_count * b.elt);
-        fail = !b.send || !b.recv;
-        int any = 0;
-        MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (any) {
-            say(rank, "dmuon bench comm: out of memory for %lld-byte buffers\n", (long long)max_b);
-            goto done;
-        }
+    int bad = 0;
+    if (o->csv_path && rank == 0) {
+        if (!(csv = dm_out_open(o->csv_path, err))) bad = 1;
+        else
+            fprintf(dm_out_file(csv), "# dmuon-comm-1 backend=%s ranks=%d dtype=%s\n"
+                    "coll,bytes,count,ranks,time_us,algbw_GBps,busbw_GBps,wrong\n", b.gpu ? "gpu" : "cpu", n,
+                    b.gpu ? "bf16" : "fp32");
     }
-    if (csv_path && rank == 0) {
-        if (!(csv = dm_out_open(csv_path, &err))) {
-            fprintf(stderr, "dmuon bench comm: %s\n", err.msg);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        fprintf(dm_out_file(csv), "# dmuon-comm-1 backend=%s ranks=%d dtype=%s\ncoll,bytes,count,ranks,time_us,algbw_GBps,busbw_GBps,wrong\n",
-                backend, n, b.gpu ? "bf16" : "fp32");
-    }
-    say(rank, "# dmuon bench comm: %d ranks, backend %s (%s), %ld warm-up + %ld timed calls per size\n", n, backend,
-        b.gpu ? "NCCL, bf16" : "MPI, float", warmup, iters);
+    if (real_agree(b.comm, bad ? -1 : 0, err) < 0) goto done;
+    if (rank == 0)
+        fprintf(out, "# dmuon bench comm: %d ranks, backend %s (%s), %ld warm-up + %ld timed calls per size\n", n,
+                b.gpu ? "gpu" : "cpu", b.gpu ? "NCCL, bf16" : "MPI, float", o->warmup, o->iters);
     double fit_x[N_KINDS][64], fit_y[N_KINDS][64];
     int nfit[N_KINDS] = {0};
     long total_wrong = 0;
     for (int ki = 0; ki < N_KINDS; ki++) {
-        dm_op_kind k = kinds[ki];
-        say(rank, "#\n# %-14s %12s %12s %10s %10s %10s %7s\n", dm_op_kind_name(k), "size(B)", "count(elts)", "time(us)",
-            "algbw(GB/s)", "busbw(GB/s)", "#wrong");
-        for (int64_t bytes = min_b; bytes <= max_b; bytes *= factor) {
+        const dm_coll *c = dm_coll_of(kinds[ki]);
+        if (rank == 0)
+            fprintf(out, "#\n# %-14s %12s %12s %10s %10s %10s %7s\n", dm_op_kind_name(c->kind), "size(B)",
+                    "count(elts)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+        for (int64_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes *= o->step_factor) {
             size_t count = (size_t)(bytes / (int64_t)b.elt);
             count = count / (size_t)n * (size_t)n;
             if (!count) continue;
             double sz = (double)count * (double)b.elt, us = 0;
             long wrong = 0;
-            int it = sz >= (1 << 28) ? (int)(iters < 5 ? iters : 5) : (int)iters;
-            if (time_coll(&b, k, count, (int)warmup, it, &us) || fill_and_check(&b, k, count, &wrong)) {
-                fprintf(stderr, "dmuon bench comm: rank %d: %s of %.0f bytes failed\n", rank, dm_op_kind_name(k), sz);
-                MPI_Abort(MPI_COMM_WORLD, 1);
+            int it = sz >= (1 << 28) ? (int)(o->iters < 5 ? o->iters : 5) : (int)o->iters;
+            if (time_coll(&b, c, count, it, &us, err) || fill_and_check(&b, c, count, &wrong, err)) {
+                status = -2; /* this rank's failure: the caller aborts (the others may be waiting) */
+                goto done;
             }
             /* the slowest rank's time, as nccl-tests reports */
-            double mx = us;
-            MPI_Allreduce(&us, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            double algbw = sz / (mx * 1e-6) / 1e9, busbw = algbw * collcost_busbw_factor(k, n);
+            double mx = us, f = dm_coll_busbw_factor(c, n);
+            MPI_Allreduce(&us, &mx, 1, MPI_DOUBLE, MPI_MAX, b.comm);
+            double algbw = sz / (mx * 1e-6) / 1e9, busbw = algbw * f;
             total_wrong += wrong;
-            say(rank, "  %-14s %12.0f %12zu %10.2f %10.2f %10.2f %7ld\n", "", sz, count, mx, algbw, busbw, wrong);
+            if (rank == 0) fprintf(out, "  %-14s %12.0f %12zu %10.2f %10.2f %10.2f %7ld\n", "", sz, count, mx, algbw,
+                                   busbw, wrong);
             if (csv)
-                fprintf(dm_out_file(csv), "%s,%.0f,%zu,%d,%.3f,%.4f,%.4f,%ld\n", dm_op_kind_name(k), sz, count, n, mx,
-                        algbw, busbw, wrong);
+                fprintf(dm_out_file(csv), "%s,%.0f,%zu,%d,%.3f,%.4f,%.4f,%ld\n", dm_op_kind_name(c->kind), sz, count,
+                        n, mx, algbw, busbw, wrong);
             if (nfit[ki] < 64) {
-                fit_x[ki][nfit[ki]] = sz * collcost_busbw_factor(k, n);
+                fit_x[ki][nfit[ki]] = sz * f;
                 fit_y[ki][nfit[ki]++] = mx;
             }
         }
     }
-    /* time = latency + bus_bytes / bus_bandwidth, least squares over the sizes */
-    say(rank, "#\n# fit: time_us = latency_us + bus_bytes / bus_Bps (GSL least squares over the sizes above)\n");
-    say(rank, "# %-14s %12s %14s %8s\n", "collective", "latency_us", "bus_GBps", "points");
-    for (int ki = 0; ki < N_KINDS && n > 1; ki++) {
-        double c0, c1, cov00, cov01, cov11, sumsq;
-        if (nfit[ki] < 2) continue;
-        gsl_fit_linear(fit_x[ki], 1, fit_y[ki], 1, (size_t)nfit[ki], &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
-        say(rank, "  %-14s %12.2f %14.2f %8d\n", dm_op_kind_name(kinds[ki]), c0, c1 > 0 ? 1e-3 / c1 : INFINITY, nfit[ki]);
+    if (rank == 0) {
+        /* time = latency + bus_bytes / bus_bandwidth, least squares over the sizes */
+        fprintf(out, "#\n# fit: time_us = latency_us + bus_bytes / bus_Bps (GSL least squares over the sizes above)\n");
+        fprintf(out, "# %-14s %12s %14s %8s\n", "collective", "latency_us", "bus_GBps", "points");
+        for (int ki = 0; ki < N_KINDS && n > 1; ki++) {
+            double c0, c1, cov00, cov01, cov11, sumsq;
+            if (nfit[ki] < 2) continue;
+            gsl_fit_linear(fit_x[ki], 1, fit_y[ki], 1, (size_t)nfit[ki], &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+            fprintf(out, "  %-14s %12.2f %14.2f %8d\n", dm_op_kind_name(kinds[ki]), c0, c1 > 0 ? 1e-3 / c1 : INFINITY,
+                    nfit[ki]);
+        }
+        fprintf(out, "# %ld wrong elements in total\n", total_wrong);
+        fflush(out);
     }
-    say(rank, "# %ld wrong elements in total\n", total_wrong);
+    bad = 0;
     if (csv) {
-        if (dm_out_commit(csv, &err) < 0) fprintf(stderr, "dmuon bench comm: %s\n", err.msg), total_wrong = -1;
+        dm_out *cf = csv;
         csv = NULL;
+        if (dm_out_commit(cf, err) < 0) bad = 1;
     }
+    if (real_agree(b.comm, bad ? -1 : 0, err) < 0) goto done;
     status = total_wrong == 0 ? 0 : 1;
 done:
     dm_out_abort(csv);
-#if BENCH_GPU
-    if (b.gpu) {
-        if (b.comm) ncclCommDestroy(b.comm);
-        cudaFree(b.send);
-        cudaFree(b.recv);
-        b.send = b.recv = NULL;
-    }
-#endif
-    if (!b.gpu) free(b.send), free(b.recv);
-    MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Finalize();
+    bench_free(&b);
     return status;
 }

@@ -1,19 +1,25 @@
-/* real_ckpt.c: checkpoints of the executor's state (real.h): per rank its master weights,
- * Muon momentum, AdamW moments, the ranges it owns, and the step and AdamW counters.
+/* real_ckpt.c: checkpoints of the executor's state (real.h): per rank its master weights, Muon
+ * momentum, AdamW moments, the ranges it owns, and the step and AdamW counters; also the weights
+ * files of `dmuon run --save-weights/--check-weights`.
  *
- * Layout: DIR/step-K/rank-R.bin (one per rank) and DIR/latest, a small text file naming K,
- * the program hash, ranks, tokens and seed. Every file is written to a temporary name,
- * fsync'ed and renamed; `latest` is replaced only after every rank's file of step K is in
- * place, and the previous step's folder is removed after that. A crash at any point leaves
- * either the old or the new checkpoint complete. Both backends write and read the same files
- * through the state accessors of real_priv.h (the GPU's device arrays are copied through host
- * buffers, one matrix at a time, and streamed to the file).
+ * Layout: DIR/step-K/rank-R.bin (one per rank) and DIR/latest, a text line naming K, the program
+ * hash, ranks, tokens, seed, gradient chunks, learning rates and the NS coefficients' hash. Every
+ * file is written through outfile.h (a temporary in the target's folder, fsync, rename); `latest`
+ * is replaced only after every rank's file of step K is in place, and the previous step's folder
+ * is removed after that. A crash at any point leaves either the old or the new checkpoint
+ * complete; a failed save removes the files it wrote and the step folder it made.
  *
- * Also the weights files of `dmuon run --save-weights/--check-weights`. */
+ * A rank file ("dmuon-ckpt-rank-2"): the magic, int64 step, AdamW steps, matrices, plan hash,
+ * rank and ranks; per matrix int64 size, owned range [lo, hi), has-momentum, has-moments and its
+ * arrays (weights, momentum, two moments: floats); then the CRC32C of everything before it. A
+ * load checks, before anything is installed, the file's exact size (truncation, trailing
+ * garbage), every header field against this run (a file of another rank or step is refused by
+ * name), every owned range against its matrix, and the checksum (bit flips); then it reads the
+ * file again to install it. Both backends write and read the same files through the state
+ * accessors of real_priv.h (the GPU's device arrays through host buffers, one matrix at a time). */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,100 +31,111 @@
 #include "real.h"
 #include "real_priv.h"
 
-#define CK_MAGIC "dmuon-ckpt-rank-1\n"
+#define CK_MAGIC "dmuon-ckpt-rank-2\n"
+#define CK_LATEST "dmuon-checkpoint-2"
 
-static int write_all(int fd, const void *p, size_t n)
+/* ---- CRC32C (Castagnoli, reflected 0x82f63b78), table-driven ------------------------------- */
+
+static uint32_t crc_table[256];
+
+static void crc_init(void)
 {
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        c += w;
-        n -= (size_t)w;
+    if (crc_table[1]) return;
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+        crc_table[i] = c;
     }
+}
+
+/* Running CRC: start from 0, feed every piece, the result is the CRC32C of their concatenation. */
+static uint32_t crc32c(uint32_t crc, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    crc = ~crc;
+    while (n--) crc = crc_table[(crc ^ *b++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- the run a checkpoint belongs to ----------------------------------------------------- */
+
+/* FNV-1a of the NS coefficients: the set a checkpoint's momentum was made with. */
+static uint64_t coeffs_hash(const ns_coeffs *c)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    double v[3 * NS_MAX_ITERS];
+    for (int k = 0; k < c->n; k++) v[3 * k] = c->a[k], v[3 * k + 1] = c->b[k], v[3 * k + 2] = c->c[k];
+    const unsigned char *b = (const unsigned char *)v;
+    for (size_t i = 0; i < (size_t)c->n * 3 * sizeof *v; i++) h = (h ^ b[i]) * UINT64_C(0x100000001b3);
+    return h ^ (uint64_t)c->n;
+}
+
+typedef struct ck_run {
+    int step, ranks, chunks;
+    unsigned long long hash, seed, coeffs;
+    long long tokens;
+    double lr_muon, lr_adamw;
+} ck_run;
+
+static ck_run this_run(const real_exec *ex)
+{
+    return (ck_run){ex->step, ex->nranks, ex->o.grad_chunks, (unsigned long long)dm_program_hash(ex->prog),
+                    (unsigned long long)ex->o.seed, (unsigned long long)coeffs_hash(&ex->coeffs),
+                    (long long)ex->o.tokens, ex->o.muon.lr, ex->o.adamw.lr};
+}
+
+static int latest_line(const ck_run *r, char *buf, size_t n)
+{
+    return snprintf(buf, n, CK_LATEST " step %d hash %016llx ranks %d tokens %lld seed %llu grad-chunks %d "
+                    "lr-muon %.17g lr-adamw %.17g ns-coeffs %016llx\n", r->step, r->hash, r->ranks, r->tokens, r->seed,
+                    r->chunks, r->lr_muon, r->lr_adamw, r->coeffs);
+}
+
+static int read_latest(const char *path, ck_run *r, dm_err *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return dm_err_set(err, "%s: %s (no checkpoint to resume from)", path, strerror(errno));
+    char line[512] = "";
+    int ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    if (ok && !strncmp(line, "dmuon-checkpoint-1 ", 19))
+        return dm_err_set(err, "%s: a checkpoint of an older dmuon (format 1: no checksums, no run options); "
+                          "start without --resume", path);
+    char tail;
+    if (!ok || sscanf(line, CK_LATEST " step %d hash %llx ranks %d tokens %lld seed %llu grad-chunks %d lr-muon %lf "
+                      "lr-adamw %lf ns-coeffs %llx%c", &r->step, &r->hash, &r->ranks, &r->tokens, &r->seed, &r->chunks,
+                      &r->lr_muon, &r->lr_adamw, &r->coeffs, &tail) != 10 || tail != '\n' || r->step < 0)
+        return dm_err_set(err, "%s:1:1: expected '" CK_LATEST " step K hash H ranks N tokens T seed S grad-chunks C "
+                          "lr-muon X lr-adamw Y ns-coeffs H'", path);
     return 0;
 }
 
-static int read_all(FILE *f, void *p, size_t n) { return fread(p, 1, n, f) == n ? 0 : -1; }
-
-/* A file written atomically in pieces: path.tmp, then fsync, rename, fsync of the folder. */
-typedef struct ck_file {
-    int fd;
-    char path[8448], tmp[8464];
-} ck_file;
-
-static int ck_open(ck_file *c, const char *path, dm_err *err)
+/* The checkpoint against this run: another program, ranks, tokens or seed is another run; other
+ * learning rates, NS coefficients or gradient chunks would resume differently: each is named. */
+static int check_run(const char *path, const ck_run *c, const ck_run *me, dm_err *err)
 {
-    snprintf(c->path, sizeof c->path, "%s", path);
-    snprintf(c->tmp, sizeof c->tmp, "%s.tmp", path);
-    c->fd = open(c->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (c->fd < 0) return dm_err_set(err, "%s: %s", c->tmp, strerror(errno));
+    if (c->hash != me->hash || c->ranks != me->ranks || c->tokens != me->tokens || c->seed != me->seed)
+        return dm_err_set(err, "%s: the checkpoint is of another run (program %016llx, %d ranks, %lld tokens, seed %llu; "
+                          "this run: %016llx, %d, %lld, %llu)", path, c->hash, c->ranks, c->tokens, c->seed, me->hash,
+                          me->ranks, me->tokens, me->seed);
+    char what[512] = "";
+    size_t k = 0;
+    if (c->lr_muon != me->lr_muon)
+        k += (size_t)snprintf(what + k, sizeof what - k, "; --lr-muon %g (this run: %g)", c->lr_muon, me->lr_muon);
+    if (c->lr_adamw != me->lr_adamw && k < sizeof what)
+        k += (size_t)snprintf(what + k, sizeof what - k, "; --lr-adamw %g (this run: %g)", c->lr_adamw, me->lr_adamw);
+    if (c->chunks != me->chunks && k < sizeof what)
+        k += (size_t)snprintf(what + k, sizeof what - k, "; --grad-chunks %d (this run: %d)", c->chunks, me->chunks);
+    if (c->coeffs != me->coeffs && k < sizeof what)
+        k += (size_t)snprintf(what + k, sizeof what - k, "; other --ns-coeffs (hash %016llx; this run: %016llx)",
+                              c->coeffs, me->coeffs);
+    if (k)
+        return dm_err_set(err, "%s: the checkpoint was written with other options%s; resume with the same ones or "
+                          "start afresh", path, what);
     return 0;
 }
 
-static int ck_put(ck_file *c, const void *p, size_t n, dm_err *err)
-{
-    if (c->fd < 0) return -1;
-    if (write_all(c->fd, p, n) < 0) {
-        int e = errno;
-        close(c->fd);
-        c->fd = -1;
-        unlink(c->tmp);
-        return dm_err_set(err, "%s: %s", c->tmp, strerror(e));
-    }
-    return 0;
-}
-
-static void ck_abort(ck_file *c)
-{
-    if (c->fd < 0) return;
-    close(c->fd);
-    c->fd = -1;
-    unlink(c->tmp);
-}
-
-static int ck_commit(ck_file *c, dm_err *err)
-{
-    if (c->fd < 0) return -1;
-    if (fsync(c->fd) < 0) {
-        int e = errno;
-        ck_abort(c);
-        return dm_err_set(err, "%s: %s", c->tmp, strerror(e));
-    }
-    int fd = c->fd;
-    c->fd = -1;
-    if (close(fd) < 0 || rename(c->tmp, c->path) < 0) {
-        int e = errno;
-        unlink(c->tmp);
-        return dm_err_set(err, "%s: %s", c->path, strerror(e));
-    }
-    char dir[8448];
-    snprintf(dir, sizeof dir, "%s", c->path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    int dfd = open(slash ? dir : ".", O_RDONLY);
-    if (dfd >= 0) fsync(dfd), close(dfd);
-    return 0;
-}
-
-static int atomic_write(const char *path, const void *buf, size_t n, dm_err *err)
-{
-    ck_file c;
-    if (ck_open(&c, path, err) < 0 || ck_put(&c, buf, n, err) < 0) return -1;
-    return ck_commit(&c, err);
-}
-
-/* Agree on failure: returns -1 on every rank if any rank failed (its own message kept). */
-static int agree(real_exec *ex, int rc, dm_err *err)
-{
-    int bad = rc < 0, any = 0;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, ex->comm);
-    if (any && !bad) dm_err_set(err, "rank %d: another rank failed with the checkpoint", ex->rank);
-    return any ? -1 : 0;
-}
+/* ---- rank files ---------------------------------------------------------------------------- */
 
 /* Host arrays for one matrix's state (the largest matrix's size). */
 static float *state_bufs(real_exec *ex, float *b[4], dm_err *err)
@@ -134,54 +151,101 @@ static float *state_bufs(real_exec *ex, float *b[4], dm_err *err)
     return p;
 }
 
-int real_exec_save(real_exec *ex, const char *dir, dm_err *err)
+/* The bytes of this rank's file for this run. */
+static long long rank_file_bytes(real_exec *ex)
 {
-    char path[8448], sdir[4200];
-    int rc = 0;
-    snprintf(sdir, sizeof sdir, "%s/step-%d", dir, ex->step);
-    if (ex->rank == 0) {
-        if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || (mkdir(sdir, 0755) < 0 && errno != EEXIST))
-            rc = dm_err_set(err, "%s: %s", sdir, strerror(errno));
+    long long n = (long long)(sizeof CK_MAGIC - 1) + 6 * 8 + 4;
+    for (int64_t i = 0; i < ex->n_mx; i++) {
+        real_pinfo pi;
+        real_param_info(ex, i, &pi);
+        n += 5 * 8 + 4LL * pi.size * (1 + pi.has_mom + 2 * pi.has_adam);
     }
-    if (agree(ex, rc, err) < 0) return -1;
+    return n;
+}
+
+typedef struct ck_out {
+    FILE *f;
+    uint32_t crc;
+} ck_out;
+
+static void put(ck_out *o, const void *p, size_t n)
+{
+    o->crc = crc32c(o->crc, p, n);
+    fwrite(p, 1, n, o->f); /* write errors: dm_out_commit */
+}
+
+static int write_rank(real_exec *ex, const char *path, int *committed, dm_err *err)
+{
     float *b[4], *mem = state_bufs(ex, b, err);
-    ck_file c = {.fd = -1};
-    snprintf(path, sizeof path, "%s/rank-%d.bin", sdir, ex->rank);
-    int64_t hdr[4] = {ex->step, ex->adam_t, ex->n_mx, (int64_t)dm_program_hash(ex->prog)};
-    rc = !mem || ck_open(&c, path, err) < 0 || ck_put(&c, CK_MAGIC, sizeof CK_MAGIC - 1, err) < 0 ||
-                 ck_put(&c, hdr, sizeof hdr, err) < 0
-             ? -1
-             : 0;
+    dm_out *out = mem ? dm_out_open(path, err) : NULL;
+    int rc = out ? 0 : -1;
+    ck_out o = {out ? dm_out_file(out) : NULL, 0};
+    int64_t hdr[6] = {ex->step, ex->adam_t, ex->n_mx, (int64_t)dm_program_hash(ex->prog), ex->rank, ex->nranks};
+    if (rc == 0) put(&o, CK_MAGIC, sizeof CK_MAGIC - 1), put(&o, hdr, sizeof hdr);
     for (int64_t i = 0; i < ex->n_mx && rc == 0; i++) {
         real_pinfo pi;
         real_param_info(ex, i, &pi);
         int64_t ph[5] = {pi.size, pi.own_lo, pi.own_hi, pi.has_mom, pi.has_adam};
         size_t sz = (size_t)pi.size * 4;
-        if (real_param_get(ex, i, b[0], pi.has_mom ? b[1] : NULL, pi.has_adam ? b[2] : NULL,
-                           pi.has_adam ? b[3] : NULL, err) < 0 ||
-            ck_put(&c, ph, sizeof ph, err) < 0 || ck_put(&c, b[0], sz, err) < 0 ||
-            (pi.has_mom && ck_put(&c, b[1], sz, err) < 0) ||
-            (pi.has_adam && (ck_put(&c, b[2], sz, err) < 0 || ck_put(&c, b[3], sz, err) < 0)))
+        if (real_param_get(ex, i, b[0], pi.has_mom ? b[1] : NULL, pi.has_adam ? b[2] : NULL, pi.has_adam ? b[3] : NULL,
+                           err) < 0) {
             rc = -1;
+            break;
+        }
+        put(&o, ph, sizeof ph);
+        put(&o, b[0], sz);
+        if (pi.has_mom) put(&o, b[1], sz);
+        if (pi.has_adam) put(&o, b[2], sz), put(&o, b[3], sz);
     }
-    if (rc == 0) rc = ck_commit(&c, err);
-    else ck_abort(&c);
+    if (rc == 0) {
+        uint32_t crc = o.crc;
+        fwrite(&crc, sizeof crc, 1, o.f);
+        rc = dm_out_commit(out, err);
+        *committed = rc == 0;
+    } else {
+        dm_out_abort(out);
+    }
     free(mem);
-    if (agree(ex, rc, err) < 0) return -1;
+    return rc;
+}
+
+int real_exec_save(real_exec *ex, const char *dir, dm_err *err)
+{
+    char path[8448], sdir[4200];
+    int rc = 0, made = 0, committed = 0;
+    crc_init();
+    snprintf(sdir, sizeof sdir, "%s/step-%d", dir, ex->step);
+    if (ex->rank == 0) {
+        struct stat st;
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST) rc = dm_err_set(err, "%s: %s", dir, strerror(errno));
+        else if (mkdir(sdir, 0755) == 0) made = 1;
+        else if (errno != EEXIST || stat(sdir, &st) < 0 || !S_ISDIR(st.st_mode))
+            rc = dm_err_set(err, "%s: %s", sdir, errno == EEXIST ? "exists and is not a folder" : strerror(errno));
+    }
+    if (real_agree(ex->comm, rc, err) < 0) return -1;
+    snprintf(path, sizeof path, "%s/rank-%d.bin", sdir, ex->rank);
+    rc = write_rank(ex, path, &committed, err);
+    if (real_agree(ex->comm, rc, err) < 0) {
+        /* leave nothing of this save: the files written, then the folder made for them */
+        if (committed) unlink(path);
+        MPI_Barrier(ex->comm);
+        if (made) rmdir(sdir);
+        return -1;
+    }
     if (ex->rank == 0) { /* every rank's file is in place: move `latest`, drop the older step */
         char text[512], old[8448] = "";
-        FILE *f;
+        ck_run prev, me = this_run(ex);
         snprintf(path, sizeof path, "%s/latest", dir);
-        if ((f = fopen(path, "r"))) {
-            int k;
-            if (fscanf(f, "dmuon-checkpoint-1 step %d", &k) == 1 && k != ex->step)
-                snprintf(old, sizeof old, "%s/step-%d", dir, k);
-            fclose(f);
+        dm_err e2;
+        if (read_latest(path, &prev, &e2) == 0 && prev.step != ex->step)
+            snprintf(old, sizeof old, "%s/step-%d", dir, prev.step);
+        int n = latest_line(&me, text, sizeof text);
+        dm_out *o = dm_out_open(path, err);
+        if (!o) rc = -1;
+        else {
+            fwrite(text, 1, (size_t)n, dm_out_file(o));
+            rc = dm_out_commit(o, err);
         }
-        int n = snprintf(text, sizeof text, "dmuon-checkpoint-1 step %d hash %016llx ranks %d tokens %lld seed %llu\n",
-                         ex->step, (unsigned long long)dm_program_hash(ex->prog), ex->nranks, (long long)ex->o.tokens,
-                         (unsigned long long)ex->o.seed);
-        rc = atomic_write(path, text, (size_t)n, err);
         if (rc == 0 && old[0]) {
             for (int r = 0; r < ex->nranks; r++) {
                 snprintf(path, sizeof path, "%s/rank-%d.bin", old, r);
@@ -190,66 +254,98 @@ int real_exec_save(real_exec *ex, const char *dir, dm_err *err)
             rmdir(old);
         }
     }
-    return agree(ex, rc, err);
+    return real_agree(ex->comm, rc, err);
+}
+
+static int read_all(FILE *f, void *p, size_t n) { return fread(p, 1, n, f) == n ? 0 : -1; }
+
+/* Read n bytes into p and add them to the CRC. */
+static int take(FILE *f, void *p, size_t n, uint32_t *crc)
+{
+    if (read_all(f, p, n) < 0) return -1;
+    *crc = crc32c(*crc, p, n);
+    return 0;
+}
+
+/* Pass 1 (install 0): check the file against this run and its checksum, installing nothing.
+ * Pass 2 (install 1): read it again and install it. */
+static int read_rank(real_exec *ex, FILE *f, const char *path, int step, float *b[4], int install, int64_t *adam_t,
+                     dm_err *err)
+{
+    uint32_t crc = 0, want = 0;
+    char magic[sizeof CK_MAGIC - 1];
+    int64_t hdr[6];
+    if (fseek(f, 0, SEEK_SET) != 0 || take(f, magic, sizeof magic, &crc) < 0 ||
+        memcmp(magic, CK_MAGIC, sizeof magic) != 0 || take(f, hdr, sizeof hdr, &crc) < 0)
+        return dm_err_set(err, "%s: not a dmuon rank checkpoint (format 2)", path);
+    if (hdr[4] != ex->rank || hdr[5] != ex->nranks)
+        return dm_err_set(err, "%s: holds rank %lld of %lld ranks' state; this is rank %d of %d", path,
+                          (long long)hdr[4], (long long)hdr[5], ex->rank, ex->nranks);
+    if (hdr[0] != step || hdr[2] != ex->n_mx || (uint64_t)hdr[3] != dm_program_hash(ex->prog) || hdr[1] < 0 ||
+        hdr[1] > hdr[0])
+        return dm_err_set(err, "%s: step %lld (%lld AdamW steps) of %lld matrices, program %016llx; expected step %d "
+                          "of %lld, program %016llx", path, (long long)hdr[0], (long long)hdr[1], (long long)hdr[2],
+                          (unsigned long long)hdr[3], step, (long long)ex->n_mx,
+                          (unsigned long long)dm_program_hash(ex->prog));
+    for (int64_t i = 0; i < ex->n_mx; i++) {
+        real_pinfo pi;
+        real_param_info(ex, i, &pi);
+        int64_t ph[5];
+        size_t sz = (size_t)pi.size * 4;
+        if (take(f, ph, sizeof ph, &crc) < 0) return dm_err_set(err, "%s: truncated at matrix %lld", path, (long long)i);
+        if (ph[0] != pi.size || ph[3] != pi.has_mom || ph[4] != pi.has_adam)
+            return dm_err_set(err, "%s: matrix %lld (%s): %lld elements%s%s; this run's has %lld%s%s", path, (long long)i,
+                              real_matrix_name(ex, i), (long long)ph[0], ph[3] ? ", momentum" : "",
+                              ph[4] ? ", AdamW moments" : "", (long long)pi.size, pi.has_mom ? ", momentum" : "",
+                              pi.has_adam ? ", AdamW moments" : "");
+        if (ph[1] < 0 || ph[1] > ph[2] || ph[2] > pi.size)
+            return dm_err_set(err, "%s: matrix %lld (%s): owned range [%lld, %lld) outside its %lld elements", path,
+                              (long long)i, real_matrix_name(ex, i), (long long)ph[1], (long long)ph[2],
+                              (long long)pi.size);
+        if (take(f, b[0], sz, &crc) < 0 || (pi.has_mom && take(f, b[1], sz, &crc) < 0) ||
+            (pi.has_adam && (take(f, b[2], sz, &crc) < 0 || take(f, b[3], sz, &crc) < 0)))
+            return dm_err_set(err, "%s: truncated at matrix %lld", path, (long long)i);
+        if (install && real_param_put(ex, i, b[0], pi.has_mom ? b[1] : NULL, pi.has_adam ? b[2] : NULL,
+                                      pi.has_adam ? b[3] : NULL, ph[1], ph[2], err) < 0)
+            return -1;
+    }
+    if (read_all(f, &want, sizeof want) < 0 || fgetc(f) != EOF)
+        return dm_err_set(err, "%s: its checksum is missing, or data follows it", path);
+    if (want != crc)
+        return dm_err_set(err, "%s: checksum mismatch (CRC32C %08x, stored %08x): the file is damaged", path, crc, want);
+    *adam_t = hdr[1];
+    return 0;
 }
 
 int real_exec_load(real_exec *ex, const char *dir, dm_err *err)
 {
     char path[8448];
-    int step = -1, ranks = 0, rc = 0;
-    unsigned long long hash = 0, seed = 0;
-    long long tokens = 0;
+    ck_run c = {0}, me = this_run(ex);
+    crc_init();
     snprintf(path, sizeof path, "%s/latest", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) rc = dm_err_set(err, "%s: %s (no checkpoint to resume from)", path, strerror(errno));
-    else {
-        if (fscanf(f, "dmuon-checkpoint-1 step %d hash %llx ranks %d tokens %lld seed %llu", &step, &hash, &ranks,
-                   &tokens, &seed) != 5)
-            rc = dm_err_set(err, "%s:1:1: expected 'dmuon-checkpoint-1 step K hash H ranks N tokens T seed S'", path);
-        fclose(f);
-    }
-    if (rc == 0 && (hash != (unsigned long long)dm_program_hash(ex->prog) || ranks != ex->nranks ||
-                    tokens != (long long)ex->o.tokens || seed != (unsigned long long)ex->o.seed))
-        rc = dm_err_set(err, "%s: the checkpoint is of another run (program %016llx, %d ranks, %lld tokens, seed %llu; "
-                        "this run: %016llx, %d, %lld, %llu)", path, hash, ranks, tokens, seed,
-                        (unsigned long long)dm_program_hash(ex->prog), ex->nranks, (long long)ex->o.tokens,
-                        (unsigned long long)ex->o.seed);
-    if (agree(ex, rc, err) < 0) return -1;
-    snprintf(path, sizeof path, "%s/step-%d/rank-%d.bin", dir, step, ex->rank);
-    f = fopen(path, "rb");
-    char magic[sizeof CK_MAGIC - 1];
-    int64_t hdr[4] = {0};
+    int rc = read_latest(path, &c, err);
+    if (rc == 0) rc = check_run(path, &c, &me, err);
+    if (real_agree(ex->comm, rc, err) < 0) return -1;
+    snprintf(path, sizeof path, "%s/step-%d/rank-%d.bin", dir, c.step, ex->rank);
     float *b[4], *mem = state_bufs(ex, b, err);
+    FILE *f = mem ? fopen(path, "rb") : NULL;
+    struct stat st;
+    int64_t adam_t = 0;
+    long long want = rank_file_bytes(ex);
     if (!mem) rc = -1;
     else if (!f) rc = dm_err_set(err, "%s: %s", path, strerror(errno));
-    else if (read_all(f, magic, sizeof magic) < 0 || memcmp(magic, CK_MAGIC, sizeof magic) != 0 ||
-             read_all(f, hdr, sizeof hdr) < 0)
-        rc = dm_err_set(err, "%s: not a dmuon rank checkpoint", path);
-    else if (hdr[0] != step || hdr[2] != ex->n_mx || (uint64_t)hdr[3] != dm_program_hash(ex->prog))
-        rc = dm_err_set(err, "%s: step %lld of %lld matrices, expected step %d of %lld", path, (long long)hdr[0],
-                        (long long)hdr[2], step, (long long)ex->n_mx);
-    /* read everything first, then install it: a truncated file changes nothing */
-    for (int64_t i = 0; i < ex->n_mx && rc == 0; i++) {
-        real_pinfo pi;
-        real_param_info(ex, i, &pi);
-        int64_t ph[5];
-        size_t sz = (size_t)pi.size * 4;
-        if (read_all(f, ph, sizeof ph) < 0 || ph[0] != pi.size || ph[3] != pi.has_mom || ph[4] != pi.has_adam) {
-            rc = dm_err_set(err, "%s: matrix %lld does not match this run", path, (long long)i);
-            break;
-        }
-        if (read_all(f, b[0], sz) < 0 || (pi.has_mom && read_all(f, b[1], sz) < 0) ||
-            (pi.has_adam && (read_all(f, b[2], sz) < 0 || read_all(f, b[3], sz) < 0)))
-            rc = dm_err_set(err, "%s: truncated at matrix %lld", path, (long long)i);
-        else if (real_param_put(ex, i, b[0], pi.has_mom ? b[1] : NULL, pi.has_adam ? b[2] : NULL,
-                                pi.has_adam ? b[3] : NULL, ph[1], ph[2], err) < 0)
-            rc = -1;
-    }
+    else if (fstat(fileno(f), &st) < 0 || (long long)st.st_size != want)
+        rc = dm_err_set(err, "%s: %lld bytes; a rank file of this run has %lld (truncated, or data after its end)", path,
+                        (long long)st.st_size, want);
+    else rc = read_rank(ex, f, path, c.step, b, 0, &adam_t, err);
+    /* everything checked on every rank: now install it */
+    if (real_agree(ex->comm, rc, err) == 0) rc = read_rank(ex, f, path, c.step, b, 1, &adam_t, err);
+    else rc = -2;
     if (f) fclose(f);
     free(mem);
-    if (agree(ex, rc, err) < 0) return -1;
-    ex->step = (int)hdr[0];
-    ex->adam_t = hdr[1];
+    if (rc == -2 || real_agree(ex->comm, rc, err) < 0) return -1;
+    ex->step = c.step;
+    ex->adam_t = adam_t;
     return 0;
 }
 
@@ -321,4 +417,3 @@ int real_weights_compare(const char *path, const real_exec *ex, float *const *w,
     return rc < 0 ? -1 : 0;
 }
 
-int real_exec_steps_done(const real_exec *ex) { return ex->step; }

@@ -1,6 +1,7 @@
-/* real_gpu.c: the GPU backend of the real executor (real.h, real_priv.h). One rank per GPU
- * (device = local rank on the node), NCCL communicators split from a world communicator that
- * is bootstrapped through MPI (one per program group and stream), three CUDA streams with the
+/* real_gpu.c: the GPU backend of the executor (real_priv.h's table). One rank per GPU (device =
+ * local rank on the node), NCCL communicators split from the world communicator of real_nccl.h
+ * (one per program group and stream; the collectives are the table's calls, core/coll.h),
+ * three CUDA streams with the
  * program's priorities (comm-hi highest), ops issued in list order and ordered across streams
  * by events only; cuBLAS bf16 GEMMs for the proxy forward/backward, the kernels helper's NS
  * plans (graph replays) and Muon/AdamW kernels, NCCL collectives in bf16.
@@ -55,8 +56,10 @@
 #include <time.h>
 
 #include "autotune.h"
+#include "coll.h"
 #include "ns_cuda.h"
 #include "real_kern.h"
+#include "real_nccl.h"
 #include "real_priv.h"
 
 #define CU(call)                                                                                  \
@@ -102,7 +105,7 @@ typedef struct gparam {
     int64_t wr_lo[ST__N], wr_hi[ST__N]; /* written this step (hull; empty: not written) */
     int64_t own_lo, own_hi;   /* range updated in the last committed step */
     void *ns_out;             /* this step's NS output (in a plan's output buffer) */
-    ns_dtype ns_dt;           /* its dtype (the plan's: bf16 direct, fp16 Gram) */
+    dm_dtype ns_dt;           /* its dtype (the plan's: bf16 direct, fp16 Gram) */
     int64_t rs_lo, rs_hi;     /* this step's reduce-scatter shard */
     int64_t gr_lo, gr_hi;     /* reduced range (for adamw) */
 } gparam;
@@ -111,16 +114,17 @@ typedef struct plan_ent {
     int64_t rows, cols;
     int batch;
     int algo;
-    ns_dtype dt;        /* input and output dtype */
+    dm_dtype dt;        /* input and output dtype */
     ns_plan *plan;
 } plan_ent;
 
-struct real_gpu {
+typedef struct gpu {
     int device;
     cudaStream_t st[DM_STREAM__COUNT];
     cublasHandle_t blas[DM_STREAM__COUNT];
-    ncclComm_t world;
-    ncclComm_t *comm;         /* [group * DM_STREAM__COUNT + stream], NULL if unused */
+    ncclComm_t *comm;         /* [group * DM_STREAM__COUNT + stream], NULL if unused; the last of
+                                 n_comm is the world communicator they are split from */
+    int n_comm;
     gparam *p;
     bf16 *arena_w, *arena_g, *dX;
     int64_t total;            /* elements in each arena */
@@ -139,58 +143,27 @@ struct real_gpu {
     ns_config ns_cfg;
     at_cache *tune;           /* the kernels' autotune cache (tuned block counts), or NULL */
     int n_tuned, n_default;   /* plans configured from the cache / with defaults */
-};
+    real_mem_est est;         /* what this rank needs (the precheck's) */
+} gpu;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static gpu *G(const real_exec *ex) { return ex->bs; }
 
-static void abort_all(real_exec *ex)
+static void gpu_abort(real_exec *ex)
 {
-    struct real_gpu *g = ex->gpu;
-    int n = ex->prog->n_groups * DM_STREAM__COUNT;
-    for (int i = 0; i < n; i++)
-        if (g->comm[i]) ncclCommAbort(g->comm[i]), g->comm[i] = NULL;
-    if (g->world) ncclCommAbort(g->world), g->world = NULL;
+    gpu *g = G(ex);
+    if (g && g->comm) real_nccl_abort(g->comm, g->n_comm);
 }
 
 /* Wait for ev, polling NCCL's async errors and the timeout; on failure abort every
  * communicator and return -1 (the caller aborts the MPI job). */
 static int gpu_wait(real_exec *ex, cudaEvent_t ev, const char *what, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
-    double t0 = now_s();
-    for (;;) {
-        cudaError_t e = cudaEventQuery(ev);
-        if (e == cudaSuccess) return 0;
-        if (e != cudaErrorNotReady) {
-            abort_all(ex);
-            return dm_err_set(err, "rank %d: step %d: %s: %s", ex->rank, ex->step, what, cudaGetErrorString(e));
-        }
-        int n = ex->prog->n_groups * DM_STREAM__COUNT;
-        for (int i = 0; i < n; i++) {
-            ncclComm_t c = g->comm[i];
-            ncclResult_t ar = ncclSuccess;
-            if (c && ncclCommGetAsyncError(c, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
-                abort_all(ex);
-                return dm_err_set(err, "rank %d: step %d: NCCL error while waiting for %s: %s", ex->rank, ex->step,
-                                  what, ncclGetErrorString(ar));
-            }
-        }
-        if (now_s() - t0 > ex->o.timeout_s) {
-            abort_all(ex);
-            return dm_err_set(err, "rank %d: step %d: no progress for %.0f s (--timeout) waiting for %s; "
-                              "communicators aborted", ex->rank, ex->step, ex->o.timeout_s, what);
-        }
-        struct timespec nap = {0, 50000};
-        nanosleep(&nap, NULL);
-    }
+    char who[64];
+    snprintf(who, sizeof who, "rank %d: step %d", ex->rank, ex->step);
+    return real_nccl_wait(ev, G(ex)->comm, G(ex)->n_comm, ex->o.timeout_s, who, what, err);
 }
 
-static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, ns_dtype *dt,
+static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, dm_dtype *dt,
                          dm_err *err);
 
 /* Every state's second buffer may differ from the committed one anywhere (allocation, param_put). */
@@ -200,18 +173,6 @@ static void state_stale(gparam *q)
 }
 
 /* ---- setup ----------------------------------------------------------------------------- */
-
-/* This rank's index among the ranks of its node, and their number. */
-static int local_rank(MPI_Comm comm, int *nlocal)
-{
-    MPI_Comm node;
-    int r = 0;
-    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &r);
-    MPI_Comm_size(node, nlocal);
-    MPI_Comm_free(&node);
-    return r;
-}
 
 static int dev_alloc(real_exec *ex, void **p, size_t bytes, const char *what, dm_err *err)
 {
@@ -229,11 +190,9 @@ static int dev_alloc(real_exec *ex, void **p, size_t bytes, const char *what, dm
 
 static int init_nccl(real_exec *ex, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
-    ncclUniqueId id;
-    if (ex->rank == 0) NC(ncclGetUniqueId(&id));
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, ex->comm);
-    NC(ncclCommInitRank(&g->world, ex->nranks, id, ex->rank));
+    gpu *g = G(ex);
+    ncclComm_t *world = &g->comm[g->n_comm - 1];
+    if (real_nccl_world(ex->comm, world, err) < 0) return -1;
     /* one communicator per (group, stream) that carries collectives, so the comm-hi fetches
      * and the comm-lo gradients of one group can overlap */
     const dm_program *p = ex->prog;
@@ -247,7 +206,7 @@ static int init_nccl(real_exec *ex, dm_err *err)
     for (int k = 0; k < p->n_groups * DM_STREAM__COUNT; k++) {
         if (!used[k]) continue;
         int gi = real_group_index(p, k / DM_STREAM__COUNT, ex->rank);
-        ncclResult_t r = ncclCommSplit(g->world, gi >= 0 ? k : NCCL_SPLIT_NOCOLOR, ex->rank, &g->comm[k], NULL);
+        ncclResult_t r = ncclCommSplit(*world, gi >= 0 ? k : NCCL_SPLIT_NOCOLOR, ex->rank, &g->comm[k], NULL);
         if (r != ncclSuccess) {
             free(used);
             return dm_err_set(err, "rank %d: ncclCommSplit for group %d: %s", ex->rank, k / DM_STREAM__COUNT,
@@ -258,54 +217,35 @@ static int init_nccl(real_exec *ex, dm_err *err)
     return 0;
 }
 
-/* This rank's device (one per local rank) and whether the program's buffers fit on it; local,
- * before any NCCL call, so the ranks can agree and fail together with one message. */
-static int gpu_precheck(real_exec *ex, int nlocal, int lr, real_mem_est *est, dm_err *err)
+/* This rank's device (one per local rank) and whether the program's buffers fit on it, before
+ * any NCCL call, so the ranks can agree and fail together with one message. */
+static int gpu_precheck(real_exec *ex, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
-    int ndev = 0;
-    cudaError_t de = cudaGetDeviceCount(&ndev);
-    if (de != cudaSuccess || ndev < 1) {
-        cudaGetLastError();
-        return dm_err_set(err, "--backend gpu: no usable CUDA device on this node (%s); use --backend cpu",
-                          de != cudaSuccess ? cudaGetErrorString(de) : "0 devices");
-    }
-    if (lr >= ndev)
-        return dm_err_set(err, "--backend gpu: %d ranks on this node but only %d GPU(s): one rank per GPU (rank %d "
-                          "is local rank %d)", nlocal, ndev, ex->rank, lr);
-    g->device = lr;
-    CU(cudaSetDevice(g->device));
+    gpu *g = dm_calloc(1, sizeof *g, err);
+    if (!g) return -1;
+    ex->bs = g;
+    real_mem_est *est = &g->est;
+    if (real_gpu_select(ex->comm, &g->device, err) < 0) return -1;
     if (real_gpu_mem_estimate(ex->model, ex->prog, ex->rank, ex->o.tokens, est, err) < 0) return -1;
     size_t fr = 0, tot = 0;
     CU(cudaMemGetInfo(&fr, &tot));
-    const double G = 1073741824.0;
+    const double GiB = 1073741824.0;
     if (est->total > (double)fr)
         return dm_err_set(err, "rank %d: %s does not fit on GPU %d: this rank needs about %.1f GiB (weights and "
                           "gradients %.1f, tokens %.1f, optimizer state %.1f, its second buffers %.1f, collective "
                           "buffers %.1f, NS plans %.1f, runtime %.1f) and the GPU has %.1f GiB free of %.1f GiB; "
                           "use more GPUs, fewer --tokens or a sharded strategy",
-                          ex->rank, ex->model->name, g->device, est->total / G, est->weights_grads / G,
-                          est->tokens / G, est->state / G, est->state_next / G, est->comm / G, est->ns / G,
-                          est->runtime / G, (double)fr / G, (double)tot / G);
+                          ex->rank, ex->model->name, g->device, est->total / GiB, est->weights_grads / GiB,
+                          est->tokens / GiB, est->state / GiB, est->state_next / GiB, est->comm / GiB, est->ns / GiB,
+                          est->runtime / GiB, (double)fr / GiB, (double)tot / GiB);
     return 0;
 }
 
-int real_gpu_create(real_exec *ex, dm_err *err)
+static int gpu_create(real_exec *ex, dm_err *err)
 {
-    struct real_gpu *g = dm_calloc(1, sizeof *g, err);
-    int bad = !g, first;
-    ex->gpu = g;
+    gpu *g = G(ex);
     const dm_program *p = ex->prog;
-    int nlocal = 1, lr = local_rank(ex->comm, &nlocal);
-    real_mem_est est;
-    if (!bad) bad = gpu_precheck(ex, nlocal, lr, &est, err) < 0;
-    /* agree before NCCL: every rank fails with the lowest failing rank's message */
-    first = bad ? ex->rank : 0x7fffffff;
-    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, ex->comm);
-    if (first != 0x7fffffff) {
-        MPI_Bcast(err->msg, (int)sizeof err->msg, MPI_CHAR, first, ex->comm);
-        return -1;
-    }
+    const real_mem_est est = g->est;
     int lo_pri = 0, hi_pri = 0;
     CU(cudaDeviceGetStreamPriorityRange(&lo_pri, &hi_pri));
     /* comm-hi highest (fetches gate the next forward), compute lowest, comm-lo between */
@@ -315,9 +255,10 @@ int real_gpu_create(real_exec *ex, dm_err *err)
         CB(cublasCreate(&g->blas[s]));
         CB(cublasSetStream(g->blas[s], g->st[s]));
     }
-    if (!(g->comm = dm_calloc((size_t)(p->n_groups * DM_STREAM__COUNT + 1), sizeof *g->comm, err))) return -1;
+    g->n_comm = p->n_groups * DM_STREAM__COUNT + 1;
+    if (!(g->comm = dm_calloc((size_t)g->n_comm, sizeof *g->comm, err))) return -1;
     OK(init_nccl(ex, err));
-    ns_config_default(&g->ns_cfg, NS_ALGO_DIRECT);
+    ns_config_default(&g->ns_cfg, DM_NS_DIRECT);
     g->ns_cfg.coeffs = ex->coeffs;
     if (ex->o.autotune_path && ex->o.autotune_path[0]) {
         ns_device_info info;
@@ -405,7 +346,7 @@ int real_gpu_create(real_exec *ex, dm_err *err)
         }
         /* every rank draws the same initial weights (the seed does not depend on the rank) */
         if (!q->W32 && dev_alloc(ex, (void **)&q->W32, (size_t)q->size * 4, "initial weights", err)) goto out;
-        if (ns_fill_random(q->W32, NS_FP32, q->size, seed, ws, s0, err)) goto out;
+        if (ns_fill_random(q->W32, DM_DT_FP32, q->size, seed, ws, s0, err)) goto out;
         if (q->one_d) { /* 1 + 0.1 N(0,1): shift on the host side is not possible; use W32 = 1 + w */
             float *h = malloc((size_t)q->size * 4);
             if (!h || cudaStreamSynchronize(s0) != cudaSuccess ||
@@ -425,7 +366,7 @@ int real_gpu_create(real_exec *ex, dm_err *err)
                 goto out;
             }
         }
-        if (ns_convert(q->W32, NS_FP32, q->Wb, NS_BF16, q->size, (ns_stream)s0, err)) goto out;
+        if (ns_convert(q->W32, DM_DT_FP32, q->Wb, DM_DT_BF16, q->size, (ns_stream)s0, err)) goto out;
         if (!need[i] && ex->rank != 0) {
             cudaStreamSynchronize(s0);
             cudaFree(q->W32);
@@ -442,7 +383,7 @@ int real_gpu_create(real_exec *ex, dm_err *err)
             int cnt = 0;
             for (int j = 0; j < op->n_params; j++) cnt += g->p[op->params[j]].rows == rows && g->p[op->params[j]].cols == cols;
             if (!cnt || (pass == 1 && rows == cols)) continue;
-            ns_dtype dt;
+            dm_dtype dt;
             ns_plan *pl = get_plan(ex, rows, cols, cnt, op->algo, &dt, err);
             if (!pl || ns_fill_random(ns_plan_input(pl), dt, rows * cols * cnt, 1, 1.0f, s0, err) ||
                 ns_plan_run(pl, (ns_stream)s0, 1, err))
@@ -480,9 +421,9 @@ out:
     return rc;
 }
 
-void real_gpu_destroy(real_exec *ex)
+static void gpu_destroy(real_exec *ex)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     if (!g) return;
     cudaDeviceSynchronize();
     if (g->p)
@@ -505,17 +446,16 @@ void real_gpu_destroy(real_exec *ex)
     free(g->ev_s);
     free(g->ev_e);
     if (g->comm) {
-        for (int k = 0; k < ex->prog->n_groups * DM_STREAM__COUNT; k++)
+        for (int k = 0; k < g->n_comm; k++) /* the world last: the others are split from it */
             if (g->comm[k]) ncclCommDestroy(g->comm[k]);
         free(g->comm);
     }
-    if (g->world) ncclCommDestroy(g->world);
     for (int s = 0; s < DM_STREAM__COUNT; s++) {
         if (g->blas[s]) cublasDestroy(g->blas[s]);
         if (g->st[s]) cudaStreamDestroy(g->st[s]);
     }
     free(g);
-    ex->gpu = NULL;
+    ex->bs = NULL;
 }
 
 /* ---- ops ------------------------------------------------------------------------------- */
@@ -532,7 +472,7 @@ static int gemm(real_exec *ex, cublasHandle_t h, cublasOperation_t ta, cublasOpe
 
 static int forward_one(real_exec *ex, gparam *q, cudaStream_t s, cublasHandle_t h, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     int64_t T = ex->o.tokens, out = q->rows;
     if (q->one_d) OK(real_k_fwd1d(q->X, q->Wb, q->R, T, out, s, err));
     else OK(gemm(ex, h, CUBLAS_OP_T, CUBLAS_OP_N, out, T, q->in, 1.0f, q->Wb, q->in, q->X, q->in, q->R, out, err));
@@ -543,7 +483,7 @@ static int forward_one(real_exec *ex, gparam *q, cudaStream_t s, cublasHandle_t 
 /* G = R^T X / (N out) (weight gradient) and the input gradient R W (cost only). */
 static int backward_one(real_exec *ex, int64_t id, gparam *q, cudaStream_t s, cublasHandle_t h, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     int64_t T = ex->o.tokens, out = q->rows;
     float sc = (float)(1.0 / ((double)ex->n_tokens_global * (double)out));
     if (q->one_d) {
@@ -560,10 +500,10 @@ static int backward_one(real_exec *ex, int64_t id, gparam *q, cudaStream_t s, cu
     return real_k_nonfinite(q->G, q->size, g->d_flag, (int)(0x7fffffff - id), s, err);
 }
 
-static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, ns_dtype *dt,
+static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, dm_dtype *dt,
                          dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     for (int i = 0; i < g->n_plans; i++)
         if (g->plans[i].rows == rows && g->plans[i].cols == cols && g->plans[i].batch == batch &&
             g->plans[i].algo == algo) {
@@ -580,7 +520,7 @@ static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, i
     /* the configuration the cost table was measured with: tuned block counts when the
      * autotune cache has this key, input/output in the iteration dtype */
     ns_config cfg;
-    ns_algo a = algo == DM_NS_GRAM ? NS_ALGO_GRAM : NS_ALGO_DIRECT;
+    dm_ns_algo a = algo == DM_NS_GRAM ? DM_NS_GRAM : DM_NS_DIRECT;
     ns_config_default(&cfg, a);
     if (g->tune && at_config_for(g->tune, rows, cols, batch, a, &cfg) > 0) g->n_tuned++; /* or a smaller batch's */
     else g->n_default++;
@@ -620,7 +560,7 @@ static int stage(real_exec *ex, gparam *q, int k, int64_t lo, int64_t hi, cudaSt
     float *cur = *state_cur(q, k), *nx = q->nxt[k];
     if (!cur || !nx)
         return dm_err_set(err, "rank %d: an update of %s without its state's two buffers", ex->rank,
-                          real_matrix_name(ex, q - ex->gpu->p));
+                          real_matrix_name(ex, q - G(ex)->p));
     if (q->wr_hi[k] > q->wr_lo[k]) {
         *in = nx;
     } else {
@@ -641,12 +581,12 @@ static int stage(real_exec *ex, gparam *q, int k, int64_t lo, int64_t hi, cudaSt
  * the step wrote. */
 static int end_step(real_exec *ex, int kept, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     cudaStream_t s = g->st[DM_STREAM_COMPUTE];
     for (int64_t i = 0; i < ex->n_mx; i++) {
         gparam *q = &g->p[i];
         if (!kept && q->wr_hi[ST_W32] > q->wr_lo[ST_W32])
-            OK(ns_convert(q->W32 + q->wr_lo[ST_W32], NS_FP32, q->Wb + q->wr_lo[ST_W32], NS_BF16,
+            OK(ns_convert(q->W32 + q->wr_lo[ST_W32], DM_DT_FP32, q->Wb + q->wr_lo[ST_W32], DM_DT_BF16,
                           q->wr_hi[ST_W32] - q->wr_lo[ST_W32], (ns_stream)s, err));
         if (kept) q->own_lo = q->wr_lo[ST_W32], q->own_hi = q->wr_hi[ST_W32];
         for (int k = 0; k < ST__N; k++) {
@@ -667,7 +607,7 @@ static int end_step(real_exec *ex, int kept, dm_err *err)
  * each orientation runs as its own plan, in the batch's order. */
 static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     const ns_muon_params *mp = &ex->o.muon;
     if (op->n_params < 1) return 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -679,11 +619,11 @@ static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
             cnt += q->rows == rows && q->cols == cols;
         }
         if (!cnt || (pass == 1 && rows == cols)) continue;
-        ns_dtype dt;
+        dm_dtype dt;
         ns_plan *pl = get_plan(ex, rows, cols, cnt, op->algo, &dt, err);
         if (!pl) return -1;
         char *in = ns_plan_input(pl), *outp = ns_plan_output(pl);
-        size_t elt = ns_dtype_size(dt);
+        size_t elt = dm_dtype_size(dt);
         int k = 0;
         for (int j = 0; j < op->n_params; j++) {
             gparam *q = &g->p[op->params[j]];
@@ -715,7 +655,7 @@ static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
 
 static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     const ns_muon_params *mp = &ex->o.muon;
     const ns_adamw_params *ap = &ex->o.adamw;
     for (int j = 0; j < op->n_params; j++) {
@@ -725,11 +665,11 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
                 return dm_err_set(err, "rank %d: muon-update of %s without its ns", ex->rank,
                                   real_matrix_name(ex, op->params[j]));
             int64_t lo = q->rs_hi > q->rs_lo ? q->rs_lo : 0, hi = q->rs_hi > q->rs_lo ? q->rs_hi : q->size;
-            float scale = (float)(mp->scale_coef * sqrt((double)(q->rows > q->cols ? q->rows : q->cols)));
+            float scale = (float)ns_muon_scale(mp, q->rows, q->cols);
             float *w_in, *w_out;
             OK(stage(ex, q, ST_W32, lo, hi, s, &w_in, &w_out, err));
             /* the new master and, in the same pass, its bf16 working copy */
-            OK(ns_muon_apply(w_in + lo, w_out + lo, q->Wb + lo, (char *)q->ns_out + lo * ns_dtype_size(q->ns_dt),
+            OK(ns_muon_apply(w_in + lo, w_out + lo, q->Wb + lo, (char *)q->ns_out + lo * dm_dtype_size(q->ns_dt),
                              q->ns_dt, hi - lo, (float)mp->lr, (float)mp->weight_decay, scale, (ns_stream)s, err));
             q->ns_out = NULL;
         } else {
@@ -773,7 +713,7 @@ static int flat_move(real_exec *ex, const dm_op *op, int weights, int64_t lo, in
 {
     int64_t base = 0;
     for (int a = 0; a < op->n_params && base < hi; a++) {
-        gparam *q = &ex->gpu->p[op->params[a]];
+        gparam *q = &G(ex)->p[op->params[a]];
         int64_t x = lo > base ? lo : base, y = hi < base + q->size ? hi : base + q->size;
         if (x < y) {
             bf16 *pp = (weights ? q->Wb : q->G) + (x - base), *bp = buf + (x - lo);
@@ -786,7 +726,7 @@ static int flat_move(real_exec *ex, const dm_op *op, int weights, int64_t lo, in
 
 static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     ncclComm_t c = g->comm[op->group * DM_STREAM__COUNT + op->stream];
     const dm_group *gr = &ex->prog->groups[op->group];
     int n = gr->n, me = real_group_index(ex->prog, op->group, ex->rank), root = -1;
@@ -798,13 +738,13 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     int contig = contiguous(op);
     bf16 *buf = g->cbuf[op->stream];
     gparam *q0 = &g->p[op->params[0]];
+    const dm_coll *k = dm_coll_of(op->kind); /* the NCCL call and its size convention */
     switch (op->kind) {
     case DM_OP_ALLREDUCE:
     case DM_OP_REDUCE: {
         bf16 *b = contig ? q0->G : buf;
         if (!contig) OK(flat_move(ex, op, 0, 0, total, buf, 1, s, err));
-        if (op->kind == DM_OP_ALLREDUCE) NC(ncclAllReduce(b, b, (size_t)total, ncclBfloat16, ncclSum, c, s));
-        else NC(ncclReduce(b, b, (size_t)total, ncclBfloat16, ncclSum, root, c, s));
+        NC((ncclResult_t)k->nccl(b, b, (size_t)total, DM_DT_BF16, root, c, s));
         if (!contig && (op->kind == DM_OP_ALLREDUCE || me == root)) OK(flat_move(ex, op, 0, 0, total, buf, 0, s, err));
         if (op->kind == DM_OP_ALLREDUCE || me == root)
             for (int a = 0; a < op->n_params; a++) {
@@ -816,7 +756,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     case DM_OP_BROADCAST: {
         bf16 *b = contig ? q0->Wb : buf;
         if (!contig && me == root) OK(flat_move(ex, op, 1, 0, total, buf, 1, s, err));
-        NC(ncclBroadcast(b, b, (size_t)total, ncclBfloat16, root, c, s));
+        NC((ncclResult_t)k->nccl(b, b, (size_t)total, DM_DT_BF16, root, c, s));
         if (!contig && me != root) OK(flat_move(ex, op, 1, 0, total, buf, 0, s, err));
         break;
     }
@@ -825,7 +765,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
         real_flat_shard(total, n, me, &lo, &hi);
         OK(flat_move(ex, op, 0, 0, total, buf, 1, s, err));
         if (sh * n > total) CU(cudaMemsetAsync(buf + total, 0, (size_t)(sh * n - total) * 2, s));
-        NC(ncclReduceScatter(buf, buf + (size_t)me * sh, (size_t)sh, ncclBfloat16, ncclSum, c, s));
+        NC((ncclResult_t)k->nccl(buf, buf + (size_t)me * sh, (size_t)(sh * n), DM_DT_BF16, root, c, s));
         if (lo < hi) OK(flat_move(ex, op, 0, lo, hi, buf + (size_t)me * sh, 0, s, err));
         int64_t base = 0;
         for (int a = 0; a < op->n_params; a++) {
@@ -838,10 +778,9 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     }
     case DM_OP_ALLGATHER: {
         int64_t S = ex->facts.ag_slot[op->coll];
-        int grad = ex->facts.ag_grad[op->coll];
-        for (int k = 0; k < n; k++) {
-            if (k != me) continue;
-            const real_range *rg = ex->facts.ag[op->coll] + (size_t)k * op->n_params;
+        int grad = op->payload == DM_PAYLOAD_GRADS;
+        {
+            const real_range *rg = ex->facts.ag[op->coll] + (size_t)me * op->n_params;
             int64_t off = 0;
             for (int a = 0; a < op->n_params; a++) {
                 if (rg[a].hi <= rg[a].lo) continue;
@@ -851,15 +790,15 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
                 off += rg[a].hi - rg[a].lo;
             }
         }
-        NC(ncclAllGather(buf + (size_t)me * S, buf, (size_t)S, ncclBfloat16, c, s));
-        for (int k = 0; k < n; k++) {
-            if (k == me) continue;
-            const real_range *rg = ex->facts.ag[op->coll] + (size_t)k * op->n_params;
+        NC((ncclResult_t)k->nccl(buf + (size_t)me * S, buf, (size_t)(S * n), DM_DT_BF16, root, c, s));
+        for (int j = 0; j < n; j++) {
+            if (j == me) continue;
+            const real_range *rg = ex->facts.ag[op->coll] + (size_t)j * op->n_params;
             int64_t off = 0;
             for (int a = 0; a < op->n_params; a++) {
                 if (rg[a].hi <= rg[a].lo) continue;
                 gparam *q = &g->p[op->params[a]];
-                CU(cudaMemcpyAsync((grad ? q->G : q->Wb) + rg[a].lo, buf + (size_t)k * S + off,
+                CU(cudaMemcpyAsync((grad ? q->G : q->Wb) + rg[a].lo, buf + (size_t)j * S + off,
                                    (size_t)(rg[a].hi - rg[a].lo) * 2, cudaMemcpyDeviceToDevice, s));
                 off += rg[a].hi - rg[a].lo;
                 if (grad) extend(&q->gr_lo, &q->gr_hi, rg[a].lo, rg[a].hi);
@@ -874,7 +813,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
 
 static int issue(real_exec *ex, int i, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     const dm_op *op = &ex->prog->ranks[ex->rank].ops[i];
     cudaStream_t s = g->st[op->stream];
     cublasHandle_t h = g->blas[op->stream];
@@ -886,19 +825,13 @@ static int issue(real_exec *ex, int i, dm_err *err)
     switch (op->kind) {
         case DM_OP_FORWARD:
         case DM_OP_BACKWARD: {
-            int64_t *pl = op->params, np = op->n_params;
-            int64_t *tmp = NULL;
-            if (!np && op->layer >= 0) {
-                if (!(tmp = dm_malloc((size_t)ex->n_mx * sizeof *tmp, err))) return -1;
-                for (int64_t k = 0; k < ex->n_mx; k++)
-                    if (ex->mx[k].layer == op->layer) tmp[np++] = k;
-                pl = tmp;
-            }
-            int rc = 0;
-            for (int64_t a = 0; a < np && rc == 0; a++)
+            int64_t *pl;
+            int np, owned, rc = 0;
+            if (real_op_params(ex, op, &pl, &np, &owned, err) < 0) return -1;
+            for (int a = 0; a < np && rc == 0; a++)
                 rc = op->kind == DM_OP_FORWARD ? forward_one(ex, &g->p[pl[a]], s, h, err)
                                                : backward_one(ex, pl[a], &g->p[pl[a]], s, h, err);
-            free(tmp);
+            if (owned) free(pl);
             if (rc) return -1;
             break;
         }
@@ -912,14 +845,10 @@ static int issue(real_exec *ex, int i, dm_err *err)
     return 0;
 }
 
-int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
+static int gpu_step_begin(real_exec *ex, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
-    const dm_rank_prog *rp = &ex->prog->ranks[ex->rank];
+    gpu *g = G(ex);
     cudaStream_t sc = g->st[DM_STREAM_COMPUTE];
-    memset(st, 0, sizeof *st);
-    st->bad_param = -1;
-    st->bad_rank = -1;
     for (int64_t i = 0; i < ex->n_mx; i++) {
         gparam *q = &g->p[i];
         q->rs_lo = q->rs_hi = q->gr_lo = q->gr_hi = 0;
@@ -929,16 +858,21 @@ int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
     CU(cudaMemsetAsync(g->d_loss, 0, sizeof(float), sc));
     CU(cudaMemsetAsync(g->d_flag, 0, 2 * sizeof(int), sc));
     CU(cudaStreamSynchronize(sc));
-    MPI_Barrier(ex->comm);
-    real_maybe_stall(ex);
+    return 0;
+}
+
+/* Issue every op in list order (streams ordered by events only), then wait for the step's end
+ * with the timeout; the ops' times come from their events. */
+static int gpu_step_run(real_exec *ex, double t0, real_step_local *out, dm_err *err)
+{
+    gpu *g = G(ex);
+    const dm_rank_prog *rp = &ex->prog->ranks[ex->rank];
+    cudaStream_t sc = g->st[DM_STREAM_COMPUTE];
+    (void)t0;
     CU(cudaEventRecord(g->step_s, sc));
     for (int s = 0; s < DM_STREAM__COUNT; s++)
         if (s != DM_STREAM_COMPUTE) CU(cudaStreamWaitEvent(g->st[s], g->step_s, 0));
-    for (int i = 0; i < rp->n_ops; i++)
-        if (issue(ex, i, err) < 0) {
-            abort_all(ex);
-            return -1;
-        }
+    for (int i = 0; i < rp->n_ops; i++) OK(issue(ex, i, err));
     for (int s = 0; s < DM_STREAM__COUNT; s++)
         if (s != DM_STREAM_COMPUTE) {
             CU(cudaEventRecord(g->flag_ev, g->st[s]));
@@ -950,79 +884,38 @@ int real_gpu_step(real_exec *ex, real_step_stats *st, dm_err *err)
     OK(gpu_wait(ex, g->step_e, "the end of the step", err));
     float ms = 0;
     CU(cudaEventElapsedTime(&ms, g->step_s, g->step_e));
-    st->step_us = ms * 1e3;
-    double last_grad = -1, last_upd = -1, busy = 0;
+    out->step_us = ms * 1e3;
     for (int i = 0; i < rp->n_ops; i++) {
-        const dm_op *op = &rp->ops[i];
         float a = 0, b = 0;
         CU(cudaEventElapsedTime(&a, g->step_s, g->ev_s[i]));
         CU(cudaEventElapsedTime(&b, g->ev_s[i], g->ev_e[i]));
         ex->op_t0[i] = a * 1e3;
         ex->op_dur[i] = b * 1e3;
-        double d = b * 1e3, end = (a + b) * 1e3;
-        switch (op->kind) {
-        case DM_OP_FORWARD: st->forward_us += d; break;
-        case DM_OP_BACKWARD: st->backward_us += d; break;
-        case DM_OP_NS: st->ns_us += d, st->optimizer_us += d; break;
-        case DM_OP_MUON_UPDATE:
-        case DM_OP_ADAMW: st->optimizer_us += d, last_upd = end; break;
-        case DM_OP_REDUCE:
-        case DM_OP_ALLREDUCE:
-        case DM_OP_REDUCESCATTER: last_grad = end; break;
-        case DM_OP_ALLGATHER:
-            if (ex->facts.ag_grad[op->coll]) last_grad = end;
-            break;
-        default: break;
-        }
-        if (op->stream == DM_STREAM_COMPUTE) busy += d;
     }
-    /* the compute stream's idle time inside the step: what communication left exposed */
-    st->comm_exposed_us = st->step_us > busy ? st->step_us - busy : 0;
-    st->opt_window_us = last_upd > 0 ? (last_grad > 0 && last_upd > last_grad ? last_upd - last_grad : st->optimizer_us) : 0;
-    /* agree on the loss and on non-finite gradients (as the CPU backend: the first bad param
-     * of a rank's own gradient, else of a reduced one; the lowest such rank) */
-    double mine[3] = {*g->h_loss, (double)g->h_flag[0], (double)g->h_flag[1]};
-    double *all = dm_malloc(sizeof mine * (size_t)ex->nranks, err);
-    if (!all) {
-        abort_all(ex);
-        return -1;
-    }
-    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, ex->comm);
-    for (int r = 0; r < ex->nranks; r++) st->loss += all[3 * r];
-    for (int pass = 1; pass <= 2 && st->bad_param < 0; pass++)
-        for (int r = 0; r < ex->nranks; r++) {
-            int code = (int)all[3 * r + pass];
-            int64_t b = code ? 0x7fffffff - code : -1;
-            if (b >= 0 && (st->bad_param < 0 || b < st->bad_param)) st->bad_param = b, st->bad_rank = r;
-        }
-    free(all);
-    st->skipped = st->bad_param >= 0;
-    if (end_step(ex, !st->skipped, err) < 0) {
-        abort_all(ex);
-        return -1;
-    }
-    if (!st->skipped) ex->adam_t++;
-    ex->step++;
+    /* the device flags hold INT_MAX - param (the first bad param wins the max), 0 for none */
+    out->loss = *g->h_loss;
+    out->bad_local = g->h_flag[0] ? 0x7fffffff - g->h_flag[0] : -1;
+    out->bad_reduced = g->h_flag[1] ? 0x7fffffff - g->h_flag[1] : -1;
     return 0;
 }
 
 /* ---- state access (real_priv.h): checkpoints and real_exec_weights, between steps ---------- */
 
-void real_gpu_param_info(const real_exec *ex, int64_t i, real_pinfo *pi)
+static void gpu_param_info(const real_exec *ex, int64_t i, real_pinfo *pi)
 {
-    const gparam *q = &ex->gpu->p[i];
+    const gparam *q = &G(ex)->p[i];
     *pi = (real_pinfo){q->size, q->own_lo, q->own_hi, q->mom != NULL, q->m1 != NULL};
 }
 
-int real_gpu_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, float *dst, dm_err *err)
+static int gpu_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, float *dst, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     gparam *q = &g->p[i];
     cudaStream_t s = g->st[DM_STREAM_COMPUTE];
     if (hi <= lo) return 0;
     CU(cudaDeviceSynchronize());
     /* the working copy, then the master over the range this rank owns */
-    OK(ns_convert(q->Wb + lo, NS_BF16, g->g32, NS_FP32, hi - lo, (ns_stream)s, err));
+    OK(ns_convert(q->Wb + lo, DM_DT_BF16, g->g32, DM_DT_FP32, hi - lo, (ns_stream)s, err));
     CU(cudaMemcpyAsync(dst, g->g32, (size_t)(hi - lo) * 4, cudaMemcpyDeviceToHost, s));
     int64_t a = q->own_lo > lo ? q->own_lo : lo, b = q->own_hi < hi ? q->own_hi : hi;
     if (q->W32 && a < b) CU(cudaMemcpyAsync(dst + (a - lo), q->W32 + a, (size_t)(b - a) * 4, cudaMemcpyDeviceToHost, s));
@@ -1030,13 +923,13 @@ int real_gpu_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, flo
     return 0;
 }
 
-int real_gpu_param_get(real_exec *ex, int64_t i, float *W, float *mom, float *m1, float *m2, dm_err *err)
+static int gpu_param_get(real_exec *ex, int64_t i, float *W, float *mom, float *m1, float *m2, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     gparam *q = &g->p[i];
     cudaStream_t s = g->st[DM_STREAM_COMPUTE];
     size_t sz = (size_t)q->size * 4;
-    if (W) OK(real_gpu_param_weights(ex, i, 0, q->size, W, err));
+    if (W) OK(gpu_param_weights(ex, i, 0, q->size, W, err));
     if (mom && q->mom) CU(cudaMemcpyAsync(mom, q->mom, sz, cudaMemcpyDeviceToHost, s));
     if (m1 && q->m1) {
         CU(cudaMemcpyAsync(m1, q->m1, sz, cudaMemcpyDeviceToHost, s));
@@ -1048,10 +941,10 @@ int real_gpu_param_get(real_exec *ex, int64_t i, float *W, float *mom, float *m1
 
 /* The master takes W whole and the working copy bf16(W): on the owned range that is what the
  * last update wrote (the same conversion), elsewhere W holds the working copy exactly. */
-int real_gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mom, const float *m1, const float *m2,
-                       int64_t own_lo, int64_t own_hi, dm_err *err)
+static int gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mom, const float *m1, const float *m2,
+                         int64_t own_lo, int64_t own_hi, dm_err *err)
 {
-    struct real_gpu *g = ex->gpu;
+    gpu *g = G(ex);
     gparam *q = &g->p[i];
     cudaStream_t s = g->st[DM_STREAM_COMPUTE];
     size_t sz = (size_t)q->size * 4;
@@ -1059,7 +952,7 @@ int real_gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mo
     if (W) {
         float *dst = q->W32 ? q->W32 : g->g32;
         CU(cudaMemcpyAsync(dst, W, sz, cudaMemcpyHostToDevice, s));
-        OK(ns_convert(dst, NS_FP32, q->Wb, NS_BF16, q->size, (ns_stream)s, err));
+        OK(ns_convert(dst, DM_DT_FP32, q->Wb, DM_DT_BF16, q->size, (ns_stream)s, err));
     }
     if (mom && q->mom) CU(cudaMemcpyAsync(q->mom, mom, sz, cudaMemcpyHostToDevice, s));
     if (m1 && q->m1) {
@@ -1072,3 +965,18 @@ int real_gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mo
     state_stale(q);
     return 0;
 }
+
+const real_backend_ops real_backend_gpu = {
+    .name = "gpu",
+    .precheck = gpu_precheck,
+    .create = gpu_create,
+    .destroy = gpu_destroy,
+    .step_begin = gpu_step_begin,
+    .step_run = gpu_step_run,
+    .step_end = end_step,
+    .abort = gpu_abort,
+    .param_info = gpu_param_info,
+    .param_weights = gpu_param_weights,
+    .param_get = gpu_param_get,
+    .param_put = gpu_param_put,
+};

@@ -86,10 +86,7 @@ void real_matrix_name_into(const dm_model *m, const dm_matrix *mx, char *buf, si
 }
 
 static int is_update(dm_op_kind k) { return k == DM_OP_MUON_UPDATE || k == DM_OP_ADAMW; }
-static int is_grad_producer(dm_op_kind k)
-{
-    return k == DM_OP_BACKWARD || k == DM_OP_REDUCE || k == DM_OP_ALLREDUCE || k == DM_OP_REDUCESCATTER;
-}
+static int ag_grads(const dm_op *op) { return op->kind == DM_OP_ALLGATHER && op->payload == DM_PAYLOAD_GRADS; }
 
 int real_group_index(const dm_program *p, int g, int r)
 {
@@ -141,7 +138,7 @@ static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts
                 break;
             }
             case DM_OP_ALLGATHER:
-                if (f->ag_grad[op->coll]) {
+                if (ag_grads(op)) {
                     f->ag[op->coll][(size_t)k * op->n_params + a] = red[q];
                     red[q] = rr_make(0, sz);
                 }
@@ -158,7 +155,7 @@ static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts
     /* weight all-gathers: what this rank updates in the step */
     for (int i = 0; i < rp->n_ops; i++) {
         const dm_op *op = &rp->ops[i];
-        if (op->kind != DM_OP_ALLGATHER || f->ag_grad[op->coll]) continue;
+        if (op->kind != DM_OP_ALLGATHER || ag_grads(op)) continue;
         int k = real_group_index(p, op->group, r);
         for (int a = 0; a < op->n_params; a++) f->ag[op->coll][(size_t)k * op->n_params + a] = upd[op->params[a]];
     }
@@ -176,8 +173,7 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
     size_t nc = (size_t)p->nranks * (size_t)(p->n_colls ? p->n_colls : 1);
     size_t np = (size_t)p->nranks * (size_t)(n_params ? n_params : 1);
     if (!(f->coll_pos = dm_malloc(nc * sizeof *f->coll_pos, err)) ||
-        !(f->first_upd = dm_malloc(np * sizeof *f->first_upd, err)) ||
-        !(f->ag_grad = dm_calloc((size_t)(p->n_colls ? p->n_colls : 1), 1, err)))
+        !(f->first_upd = dm_malloc(np * sizeof *f->first_upd, err)))
         goto fail;
     for (size_t i = 0; i < nc; i++) f->coll_pos[i] = -1;
     for (size_t i = 0; i < np; i++) f->first_upd[i] = INT_MAX;
@@ -199,36 +195,20 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
                     goto fail;
                 }
                 f->coll_pos[(size_t)r * p->n_colls + op->coll] = i;
+                /* what this executor moves: weights by broadcast, gradients by the reductions,
+                 * either by all-gather (the op's payload, program.h) */
+                if (op->kind != DM_OP_ALLGATHER && op->payload != dm_op_payload_default(op->kind)) {
+                    dm_err_set(err, "program: rank %d op %d (%s, collective %d) carries %s; this executor's %ss carry "
+                               "%s only", r, i, dm_op_kind_name(op->kind), op->coll, dm_payload_name(op->payload),
+                               dm_op_kind_name(op->kind), dm_payload_name(dm_op_payload_default(op->kind)));
+                    goto fail;
+                }
             }
             if (is_update(op->kind))
                 for (int k = 0; k < op->n_params; k++) {
                     int *fu = &f->first_upd[(size_t)r * n_params + op->params[k]];
                     if (*fu == INT_MAX) *fu = i;
                 }
-        }
-    }
-    /* An all-gather carries gradients when a member produced or reduced a gradient of one of
-     * its params earlier in the step (muon-fsdp: backward, reduce-scatter, all-gather);
-     * otherwise it fetches weights (the step's first phase, or a Z3 re-fetch). */
-    for (int r = 0; r < p->nranks; r++) {
-        const dm_rank_prog *rp = &p->ranks[r];
-        for (int i = 0; i < rp->n_ops; i++) {
-            const dm_op *op = &rp->ops[i];
-            if (op->kind != DM_OP_ALLGATHER || f->ag_grad[op->coll]) continue;
-            for (int j = 0; j < i && !f->ag_grad[op->coll]; j++) {
-                const dm_op *q = &rp->ops[j];
-                if (!is_grad_producer(q->kind)) continue;
-                for (int b = 0; b < op->n_params && !f->ag_grad[op->coll]; b++) {
-                    if (q->kind == DM_OP_BACKWARD && q->n_params == 0 &&
-                        q->layer == mx[op->params[b]].layer)
-                        f->ag_grad[op->coll] = 1;
-                    for (int a = 0; a < q->n_params; a++)
-                        if (q->params[a] == op->params[b]) {
-                            f->ag_grad[op->coll] = 1;
-                            break;
-                        }
-                }
-            }
         }
     }
     /* all-gather contributions */
@@ -294,7 +274,6 @@ void real_facts_free(real_facts *f)
     if (!f) return;
     free(f->coll_pos);
     free(f->first_upd);
-    free(f->ag_grad);
     if (f->ag)
         for (int c = 0; c < f->n_colls; c++) free(f->ag[c]);
     free(f->ag);
@@ -332,6 +311,8 @@ static int effect(const dm_op *op, int r, int b)
     case DM_OP_BACKWARD: return b == BUF_W || b == BUF_R ? 1 : b == BUF_G ? 2 : 0;
     case DM_OP_ALLREDUCE:
     case DM_OP_REDUCESCATTER: return b == BUF_G ? 3 : 0;
+    /* reads this member's part, writes the others' parts of the weights or gradients */
+    case DM_OP_ALLGATHER: return b == (op->payload == DM_PAYLOAD_GRADS ? BUF_G : BUF_W) ? 3 : 0;
     case DM_OP_REDUCE: return b == BUF_G ? (op->root == r ? 3 : 1) : 0;
     case DM_OP_BROADCAST: return b == BUF_W ? (op->root == r ? 1 : 2) : 0;
     case DM_OP_NS: return b == BUF_G ? 1 : b == BUF_O ? 2 : 0;

@@ -1,8 +1,9 @@
 /* real_work.h: the proxy workload's data and the program facts both backends need: the
  * deterministic tokens, targets and initial weights of every matrix (keyed by global token
  * index, so a one-rank run over the union of the ranks' tokens sees the same data), matrix
- * names, and a static reading of the program (which all-gathers carry gradients, where each
- * rank first updates each parameter, where each collective sits in each rank's list). */
+ * names, and a static reading of the program (what each all-gather moves, from its payload;
+ * where each rank first updates each parameter; where each collective sits in each rank's
+ * list), the data-hazard check and the GPU memory estimate. */
 #ifndef DM_REAL_WORK_H
 #define DM_REAL_WORK_H
 #include <stdint.h>
@@ -34,22 +35,22 @@ typedef struct real_range {
  * tracking which part of each gradient it holds reduced (reduce to it, all-reduce: all;
  * reduce-scatter: its shard of the flat buffer) and which part of each param it updates
  * (muon-update: its reduce-scatter shard when the gradient came that way, else all; adamw:
- * what it holds reduced). An all-gather moves, from each member, what that member holds:
- * its reduced gradient ranges (gradient all-gathers) or its update ranges (weight fetches),
- * each element taken from the lowest member that has it, in slots of the largest member's
- * count (so shards of one flat buffer for adamw/FSDP, whole matrices for muon-rr chunks). */
+ * what it holds reduced). An all-gather moves, from each member, what that member holds of
+ * its payload (program.h): its reduced gradient ranges (gradients) or its update ranges
+ * (weights), each element taken from the lowest member that has it, in slots of the largest
+ * member's count (so shards of one flat buffer for adamw/FSDP, whole matrices for muon-rr). */
 typedef struct real_facts {
     int nranks, n_colls;
     int64_t n_params;
     int *coll_pos;      /* [rank * n_colls + coll]: index of the op with that collective, -1 */
     int *first_upd;     /* [rank * n_params + p]: first muon-update/adamw op on p, INT_MAX */
-    unsigned char *ag_grad; /* [coll]: 1 when an all-gather carries gradients */
     real_range **ag;    /* [coll]: all-gathers only: [member * op.n_params + a] contributions */
     int64_t *ag_slot;   /* [coll]: elements per member in an all-gather's buffer */
 } real_facts;
 
 /* Fill *f (owned by the caller, real_facts_free) for the matrices mx[0..n_params) of the
- * model (all roles, dm_model_matrices order). Rejects params out of range and bad groups. */
+ * model (all roles, dm_model_matrices order). Rejects params out of range, bad groups, and
+ * payloads this executor does not move (a broadcast of gradients, a reduction of weights). */
 int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params, real_facts *f,
                      dm_err *err);
 void real_facts_free(real_facts *f);
@@ -60,8 +61,10 @@ int real_group_index(const dm_program *p, int g, int r);
 /* Data hazards of rank r's list as the GPU runs it (buffers updated in place): every op that
  * reads or writes a parameter's weights, gradient, forward residual or NS output must be
  * ordered (dependencies and stream order, transitively) after the last op that wrote it, and
- * a write after every read since that write. -1 with the first hazard named: ranks, op ids,
- * kinds, the buffer and the parameter. */
+ * a write after every read since that write. Collectives read and write their payload
+ * (broadcast: the root reads, the others write; an all-gather reads this member's part and
+ * writes the others'). -1 with the first hazard named: ranks, op ids, kinds, the buffer and the
+ * parameter. */
 int real_check_hazards(const dm_program *p, int r, const dm_matrix *mx, int64_t n_params, dm_err *err);
 
 /* The flat shard [lo, hi) of member k of n over total elements (reduce-scatter layout). */

@@ -555,11 +555,14 @@ done:
 /* ---- emission ------------------------------------------------------------------------------ */
 
 /* Add descriptor d to every member of its group; deps per rank: dep[r] (-1 none). Records the
- * first and last op id per rank into lo/hi[r * nlayers + layer_slot]. */
-static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, const int *dep, int *lo, int *hi, int slot)
+ * first and last op id per rank into lo/hi[r * nlayers + layer_slot]. payload: what the
+ * collective moves (fetches: weights; the gradient phase: gradients, all-gathers included). */
+static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, dm_payload payload, const int *dep, int *lo, int *hi,
+                     int slot)
 {
     const dm_group *g = &b->p->groups[d->group];
     dm_op op = dm_op_init(d->kind, st);
+    op.payload = payload;
     op.coll = dm_program_new_coll(b->p);
     op.group = d->group;
     op.root = d->root;
@@ -582,7 +585,8 @@ static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, const int *dep, 
 static int emit_fetch(bctx *b, int l, const int *dep, int back)
 {
     for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++)
-        if (emit_desc(b, &AT(b->fetch, coll_desc, k), DM_STREAM_COMM_HI, dep, back ? b->bfetch_lo : b->fetch_lo,
+        if (emit_desc(b, &AT(b->fetch, coll_desc, k), DM_STREAM_COMM_HI, DM_PAYLOAD_WEIGHTS, dep,
+                      back ? b->bfetch_lo : b->fetch_lo,
                       back ? b->bfetch_hi : b->fetch_hi, l))
             return -1;
     return 0;
@@ -591,7 +595,9 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
 static int emit_grad(bctx *b, int l, const int *dep)
 {
     for (size_t k = b->grad_first[l]; k < b->grad_first[l] + b->grad_n[l]; k++)
-        if (emit_desc(b, &AT(b->grad, coll_desc, k), DM_STREAM_COMM_LO, dep, b->grad_lo, b->grad_hi, l)) return -1;
+        if (emit_desc(b, &AT(b->grad, coll_desc, k), DM_STREAM_COMM_LO, DM_PAYLOAD_GRADS, dep, b->grad_lo, b->grad_hi,
+                      l))
+            return -1;
     return 0;
 }
 
@@ -781,6 +787,7 @@ static int emit_program(bctx *b)
             op.n = b->shapes[nb->shape][1];
             op.batch = nb->size;
             op.algo = nb->algo;
+            op.iters = DM_NS_ITERS_DEFAULT; /* the iterations dm_ns_flops and the cost tables count */
             op.flops = nb->size * dm_ns_flops(op.m, op.n, nb->algo);
             op.bytes = nb->size * dm_ns_bytes(op.m, op.n, nb->algo);
             op.dtype = b->o->dtype;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # real_cpu.sh: the real executor's CPU backend under MPI: tests/test_real_cpu on 1 to 4 ranks
 # (every strategy's parameters against one-rank runs, determinism, non-finite gradients), and
-# `dmuon run --backend cpu` on a tiny model (table, CSV, NaN skip, bad input, mismatched ranks).
+# `dmuon run --backend cpu` on a tiny model (table, CSV, NaN skip, bad input, mismatched ranks,
+# damaged checkpoints, programs the executor must refuse, fault-injection targets).
 . "$DM_SRCDIR/tests/tap.sh"
 : "${DMUON:?}"
 MPIRUN=${MPIRUN:-mpirun}
@@ -102,7 +103,7 @@ i=0
 while [ $i -lt 300 ] && ! grep -q "step 3 " "$tmp/ck/latest" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
 kill $pid 2>/dev/null
 wait $pid 2>/dev/null
-like "checkpoint: the killed run had saved step 3" "$(cat "$tmp/ck/latest" 2>/dev/null)" "dmuon-checkpoint-1 step 3 "
+like "checkpoint: the killed run had saved step 3" "$(cat "$tmp/ck/latest" 2>/dev/null)" "dmuon-checkpoint-2 step 3 "
 out=$(run 2 $R --steps 6 --checkpoint "$tmp/ck" --resume --csv "$tmp/res.csv" 2>&1)
 like "checkpoint: resumed after step 2" "$out" "resumed from $tmp/ck after step 2"
 is "checkpoint: resumed losses equal the uninterrupted run's" "$(grep '^[345],' "$tmp/res.csv" | cut -d, -f1,2)" \
@@ -111,6 +112,51 @@ ok "checkpoint: final state of rank 0 bit-identical" cmp "$tmp/ck/step-6/rank-0.
 ok "checkpoint: final state of rank 1 bit-identical" cmp "$tmp/ck/step-6/rank-1.bin" "$tmp/ck_full/step-6/rank-1.bin"
 out=$(run 2 $R --seed 7 --steps 6 --checkpoint "$tmp/ck" --resume 2>&1)
 like "checkpoint: resuming another run's checkpoint is refused" "$out" "the checkpoint is of another run"
+# resuming with other options is refused, naming each one
+out=$(run 2 $R --steps 7 --checkpoint "$tmp/ck" --resume --lr-muon 0.05 --grad-chunks 2 2>&1)
+rc=$?
+like "checkpoint: another --lr-muon is named" "$out" "--lr-muon 0.02 (this run: 0.05)"
+like "checkpoint: another --grad-chunks is named" "$out" "--grad-chunks 1 (this run: 2)"
+is "checkpoint: resuming with other options exits non-zero" "$([ $rc -ne 0 ] && echo yes)" yes
+out=$(run 2 $R --steps 7 --checkpoint "$tmp/ck" --resume --ns-coeffs jordan 2>&1)
+like "checkpoint: other --ns-coeffs are named" "$out" "other --ns-coeffs"
+# damaged rank files are refused by name, before anything is installed (each on a copy)
+damaged() { # damaged NAME: a fresh copy of the final checkpoint in $tmp/NAME
+    rm -rf "$tmp/$1"; cp -r "$tmp/ck_full" "$tmp/$1"; }
+resume_from() { run 2 $R --steps 7 --checkpoint "$tmp/$1" --resume 2>&1; }
+damaged ckr # matrix 0's owned range end (offset 18 + 6*8 + 16) set to 1e9
+printf '\000\312\232\073\000\000\000\000' | dd of="$tmp/ckr/step-6/rank-1.bin" bs=1 seek=82 conv=notrunc 2>/dev/null
+out=$(resume_from ckr); rc=$?
+like "checkpoint: a corrupted owned range is refused by name" "$out" \
+    "step-6/rank-1.bin: matrix 0 (layers.0.q.weight): owned range [0, 1000000000) outside its 256 elements"
+is "checkpoint: ... and the run exits 1, no crash ($rc)" "$rc" 1
+damaged ckb # one bit of a weight
+printf '\001' | dd of="$tmp/ckb/step-6/rank-0.bin" bs=1 seek=300 conv=notrunc 2>/dev/null
+like "checkpoint: a flipped bit is found by the checksum" "$(resume_from ckb)" "step-6/rank-0.bin: checksum mismatch"
+damaged cks # rank files swapped
+mv "$tmp/cks/step-6/rank-0.bin" "$tmp/cks/x"; mv "$tmp/cks/step-6/rank-1.bin" "$tmp/cks/step-6/rank-0.bin"
+mv "$tmp/cks/x" "$tmp/cks/step-6/rank-1.bin"
+like "checkpoint: swapped rank files are refused" "$(resume_from cks)" "step-6/rank-0.bin: holds rank 1 of 2 ranks' state"
+damaged ckg # trailing garbage
+printf 'garbage' >>"$tmp/ckg/step-6/rank-1.bin"
+like "checkpoint: trailing garbage is refused" "$(resume_from ckg)" "step-6/rank-1.bin: "
+like "checkpoint: ... saying why" "$(resume_from ckg)" "(truncated, or data after its end)"
+# a run whose every step is skipped has nothing to show: non-zero
+out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-ddp --tokens 8 --steps 1 --inject-nan 0:1:0 2>&1)
+rc=$?
+like "every step skipped: said" "$out" "no step was kept: all 1 skipped"
+is "every step skipped: exit 1" "$rc" 1
+# fault injection naming a rank or parameter that does not exist is refused, not ignored
+for f in "--inject-nan 0:2:0|--inject-nan: rank 2 does not exist (ranks 0..1)" \
+         "--inject-nan 0:1:6|--inject-nan: parameter 6 does not exist (tiny has 6: 0..5)" \
+         "--inject-overflow 0:99|--inject-overflow: parameter 99 does not exist" \
+         "--inject-stall 0:5:1|--inject-stall: rank 5 does not exist"; do
+    opt=${f%%|*}; want=${f#*|}
+    out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --tokens 8 --steps 1 $opt 2>&1)
+    rc=$?
+    like "$opt: refused" "$out" "$want"
+    is "$opt: exit 1" "$rc" 1
+done
 out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --tokens 8 --steps 2 --compare muon-ddp,adamw 2>&1)
 like "--compare: a comparison table" "$out" "# comparison"
 is "--compare: three strategies run" "$(printf '%s\n' "$out" | grep -c '^# mean over')" 3
@@ -129,5 +175,25 @@ if [ -s "$tmp/p3.json" ]; then
     like "a 3-rank program on 2 ranks is refused" "$out" "the program is for 3 ranks; this run has 2"
     out=$(run 3 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --program "$tmp/p3.json" --steps 2 2>&1)
     is "a saved program runs (--program)" "$(printf '%s\n' "$out" | grep -c ' ok$')" 2
+    # a program whose broadcast root differs on one rank: refused by every rank with the reason,
+    # before any collective (it used to hang until --timeout)
+    awk '/"rank": 1,/ {r = 1} r && !done && /"kind":"broadcast"/ && /"root":0/ {sub(/"root":0/, "\"root\":1"); done = 1} {print}' \
+        "$tmp/p3.json" >"$tmp/p3root.json"
+    out=$(run 3 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --program "$tmp/p3root.json" --steps 1 --timeout 30 2>&1)
+    rc=$?
+    like "a program with a root that differs on one rank is refused" "$out" "dmuon run: program: rank 1 op"
+    like "... naming the mismatch" "$out" "is broadcast (group"
+    is "... exit 1" "$rc" 1
+    # --program names its model: found by that name (the models folder), or given as --model,
+    # which must then be the program's
+    like "--program without --model: a model not in the models folder needs --model" \
+        "$(run 3 "$DMUON" run --backend cpu --program "$tmp/p3.json" --steps 1 2>&1)" "give --model FILE if it is not a bundled one"
+    mkdir -p "$tmp/models" && cp "$tmp/tiny.json" "$tmp/models/tiny.json"
+    out=$(DMUON_MODELS="$tmp/models" run 3 "$DMUON" run --backend cpu --program "$tmp/p3.json" --steps 1 2>&1)
+    is "--program without --model runs the model the program names" "$(printf '%s\n' "$out" | grep -c ' ok$')" 1
+    sed 's/"name": "tiny"/"name": "tiny2"/' "$tmp/tiny.json" >"$tmp/tiny2.json"
+    like "--model other than the program's is refused" \
+        "$(run 3 "$DMUON" run --backend cpu --model "$tmp/tiny2.json" --program "$tmp/p3.json" --steps 1 2>&1)" \
+        "is 'tiny2'; the program is for 'tiny'"
 fi
 tap_end

@@ -50,7 +50,7 @@ i=0
 while [ $i -lt 600 ] && ! grep -q "step 2 " "$tmp/ck/latest" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
 kill $pid 2>/dev/null
 wait $pid 2>/dev/null
-like "gpu checkpoint: the killed run had saved step 2" "$(cat "$tmp/ck/latest" 2>/dev/null)" "dmuon-checkpoint-1 step 2 "
+like "gpu checkpoint: the killed run had saved step 2" "$(cat "$tmp/ck/latest" 2>/dev/null)" "dmuon-checkpoint-2 step 2 "
 out=$("$MPIRUN" -np $np --bind-to none $R --strategy dmuon --checkpoint "$tmp/ck" --resume --csv "$tmp/res.csv" \
     --check-weights "$tmp/dmuon.w" 2>&1)
 like "gpu checkpoint: resumed after step 1" "$out" "resumed from $tmp/ck after step 1"

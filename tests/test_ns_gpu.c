@@ -79,7 +79,7 @@ static int bail(const char *what, dm_err *e)
 
 /* One NS plan against ns_ref_d on fresh input; returns the worst error over the batch (NaN on
  * a non-finite output) and leaves the output in got. */
-static double check_plan(int64_t rows, int64_t cols, int batch, ns_dtype io, const ns_config *cfg,
+static double check_plan(int64_t rows, int64_t cols, int batch, dm_dtype io, const ns_config *cfg,
                          int use_graph, ns_stream s, double *got_out)
 {
     dm_err e = {{0}};
@@ -90,7 +90,7 @@ static double check_plan(int64_t rows, int64_t cols, int batch, ns_dtype io, con
     ns_opts o;
     ns_opts_default(&o);
     o.coeffs = &cfg->coeffs;
-    o.algo = NS_ALGO_DIRECT;
+    o.algo = DM_NS_DIRECT;
     if (!g || !ref || !got) goto out;
     fill_randn(g, n, 1.0);
     for (int b = 0; b < batch; b++)
@@ -129,16 +129,16 @@ static void test_ns_plans(ns_stream s)
         for (int algo = 0; algo < 2; algo++)
             for (int kb = 1; kb <= 8; kb = kb == 1 ? 4 : kb * 2) {
                 ns_config cfg;
-                ns_config_default(&cfg, (ns_algo)algo);
+                ns_config_default(&cfg, (dm_ns_algo)algo);
                 cfg.sym_blocks = cfg.sym_blocks_mm = kb;
-                ns_dtype io = (i % 2) ? NS_FP32 : NS_BF16;
+                dm_dtype io = (i % 2) ? DM_DT_FP32 : DM_DT_BF16;
                 int graph = getenv("DM_TEST_NO_GRAPH") ? 0 : (int)(i + kb) % 2;
                 double r = check_plan(shapes[i].r, shapes[i].c, shapes[i].batch, io, &cfg, graph,
                                       s, NULL);
-                double tol = algo == NS_ALGO_GRAM && shapes[i].r == shapes[i].c ? GRAM_SQ_TOL : NS_TOL;
+                double tol = algo == DM_NS_GRAM && shapes[i].r == shapes[i].c ? GRAM_SQ_TOL : NS_TOL;
                 ok(r <= tol, "NS %s %lldx%lld batch %d io %s sym_blocks %d graph %d: rel err %.3g <= %g",
-                   ns_algo_name((ns_algo)algo), (long long)shapes[i].r, (long long)shapes[i].c,
-                   shapes[i].batch, ns_dtype_name(io), kb, graph, r, tol);
+                   dm_ns_algo_name((dm_ns_algo)algo), (long long)shapes[i].r, (long long)shapes[i].c,
+                   shapes[i].batch, dm_dtype_name(io), kb, graph, r, tol);
             }
 }
 
@@ -149,14 +149,14 @@ static void test_gram_vs_direct(ns_stream s)
     size_t n = (size_t)(r * c);
     double *xd = malloc(n * sizeof *xd), *xg = malloc(n * sizeof *xg);
     ns_config cd, cg;
-    ns_config_default(&cd, NS_ALGO_DIRECT);
-    ns_config_default(&cg, NS_ALGO_GRAM);
+    ns_config_default(&cd, DM_NS_DIRECT);
+    ns_config_default(&cg, DM_NS_GRAM);
     cg.sym_blocks = 2;
     cg.sym_blocks_mm = 4;
     uint64_t seed = rng_state;
-    double ed = check_plan(r, c, 1, NS_FP32, &cd, 1, s, xd);
+    double ed = check_plan(r, c, 1, DM_DT_FP32, &cd, 1, s, xd);
     rng_state = seed; /* same input */
-    double eg = check_plan(r, c, 1, NS_FP32, &cg, 1, s, xg);
+    double eg = check_plan(r, c, 1, DM_DT_FP32, &cg, 1, s, xg);
     double dg = rel_err(xg, xd, n);
     ok(ed <= NS_TOL && eg <= NS_TOL && dg <= NS_TOL,
        "gram vs direct 256x1536: direct %.3g, gram %.3g vs float64; gram vs direct %.3g <= %g",
@@ -173,22 +173,22 @@ static void test_graph_replay(ns_stream s)
     size_t n = (size_t)(r * c);
     double *g = malloc(n * sizeof *g), *ref = malloc(n * sizeof *ref), *got = malloc(n * sizeof *got);
     ns_config cfg;
-    ns_config_default(&cfg, NS_ALGO_GRAM);
+    ns_config_default(&cfg, DM_NS_GRAM);
     ns_plan *p = NULL;
     ns_opts o;
     ns_opts_default(&o);
     o.coeffs = &cfg.coeffs;
     double worst = 0;
-    if (ns_plan_create(r, c, 1, NS_FP32, &cfg, &p, &e)) {
+    if (ns_plan_create(r, c, 1, DM_DT_FP32, &cfg, &p, &e)) {
         bail("plan", &e);
         goto out;
     }
     for (int rep = 0; rep < 3; rep++) {
         fill_randn(g, n, 0.01 + rep);
-        if (ns_ref_d(g, ref, r, c, &o, &e) || ns_upload(ns_plan_input(p), NS_FP32, g, (int64_t)n, &e) ||
-            ns_fill_poison(ns_plan_output(p), NS_FP32, (int64_t)n, s, &e) ||
+        if (ns_ref_d(g, ref, r, c, &o, &e) || ns_upload(ns_plan_input(p), DM_DT_FP32, g, (int64_t)n, &e) ||
+            ns_fill_poison(ns_plan_output(p), DM_DT_FP32, (int64_t)n, s, &e) ||
             ns_plan_run(p, s, !getenv("DM_TEST_NO_GRAPH"), &e) || ns_sync(s, &e) ||
-            ns_download(got, ns_plan_output(p), NS_FP32, (int64_t)n, &e)) {
+            ns_download(got, ns_plan_output(p), DM_DT_FP32, (int64_t)n, &e)) {
             bail("graph replay", &e);
             goto out;
         }
@@ -211,14 +211,14 @@ static void test_nan_fails(ns_stream s)
     size_t n = (size_t)(r * c);
     double *g = malloc(n * sizeof *g), *got = malloc(n * sizeof *got), *ref = malloc(n * sizeof *ref);
     ns_config cfg;
-    ns_config_default(&cfg, NS_ALGO_DIRECT);
+    ns_config_default(&cfg, DM_NS_DIRECT);
     ns_plan *p = NULL;
     fill_randn(g, n, 1);
     memcpy(ref, g, n * sizeof *g);
     g[17] = NAN;
-    if (ns_plan_create(r, c, 1, NS_FP32, &cfg, &p, &e) ||
-        ns_upload(ns_plan_input(p), NS_FP32, g, (int64_t)n, &e) || ns_plan_run(p, s, 0, &e) ||
-        ns_sync(s, &e) || ns_download(got, ns_plan_output(p), NS_FP32, (int64_t)n, &e)) {
+    if (ns_plan_create(r, c, 1, DM_DT_FP32, &cfg, &p, &e) ||
+        ns_upload(ns_plan_input(p), DM_DT_FP32, g, (int64_t)n, &e) || ns_plan_run(p, s, 0, &e) ||
+        ns_sync(s, &e) || ns_download(got, ns_plan_output(p), DM_DT_FP32, (int64_t)n, &e)) {
         bail("nan plan", &e);
     } else {
         double er = rel_err(got, ref, n);
@@ -246,12 +246,12 @@ static void test_products(void)
             size_t nd = kind == NS_PROD_GEMM ? nx : ns;
             double *hx = malloc(nx * 8), *hs = malloc(ns * 8), *hd = malloc(nd * 8), *want = malloc(nd * 8);
             double rel = NAN, blk = 0;
-            if (ns_prod_create((ns_prod_kind)kind, m, nn, batch, NS_BF16, kb, &p, &e) ||
-                (ns_prod_buffers(p, &x, &sm, &d), 0) || ns_fill_poison(d, NS_BF16, (int64_t)nd, NULL, &e) ||
+            if (ns_prod_create((ns_prod_kind)kind, m, nn, batch, DM_DT_BF16, kb, &p, &e) ||
+                (ns_prod_buffers(p, &x, &sm, &d), 0) || ns_fill_poison(d, DM_DT_BF16, (int64_t)nd, NULL, &e) ||
                 ns_prod_run(p, NULL, &e) || ns_sync(NULL, &e) ||
-                ns_download(hx, x, NS_BF16, (int64_t)nx, &e) ||
-                ns_download(hs, sm, NS_BF16, (int64_t)ns, &e) ||
-                ns_download(hd, d, NS_BF16, (int64_t)nd, &e) || ns_prod_check(p, &blk, &e)) {
+                ns_download(hx, x, DM_DT_BF16, (int64_t)nx, &e) ||
+                ns_download(hs, sm, DM_DT_BF16, (int64_t)ns, &e) ||
+                ns_download(hd, d, DM_DT_BF16, (int64_t)nd, &e) || ns_prod_check(p, &blk, &e)) {
                 bail(names[kind], &e);
             } else {
                 for (int b = 0; b < batch; b++) {
@@ -304,7 +304,7 @@ static void test_updates(ns_stream s)
     void *dw = NULL, *dg = NULL, *dbuf = NULL;
     ns_plan *p = NULL;
     ns_config cfg;
-    ns_config_default(&cfg, NS_ALGO_DIRECT);
+    ns_config_default(&cfg, DM_NS_DIRECT);
     ns_muon_params mp;
     ns_muon_params_default(&mp);
     mp.ns_in_double = 1;
@@ -318,11 +318,11 @@ static void test_updates(ns_stream s)
     float scale = (float)(mp.scale_coef * sqrt((double)(r > c ? r : c)));
     if (ns_dev_alloc(&dw, n * 4, &e) || ns_dev_alloc(&dg, n * 4, &e) || ns_dev_alloc(&dbuf, n * 4, &e) ||
         ns_copy_h2d(dw, w, n * 4, &e) || ns_copy_h2d(dg, g, n * 4, &e) || ns_copy_h2d(dbuf, buf, n * 4, &e) ||
-        ns_plan_create(r, c, 1, NS_BF16, &cfg, &p, &e) ||
-        ns_muon_momentum(dg, dbuf, dbuf, ns_plan_input(p), NS_BF16, (int64_t)n, (float)mp.momentum, 1, s,
+        ns_plan_create(r, c, 1, DM_DT_BF16, &cfg, &p, &e) ||
+        ns_muon_momentum(dg, dbuf, dbuf, ns_plan_input(p), DM_DT_BF16, (int64_t)n, (float)mp.momentum, 1, s,
                          &e) ||
         ns_plan_run(p, s, !getenv("DM_TEST_NO_GRAPH"), &e) ||
-        ns_muon_apply(dw, dw, NULL, ns_plan_output(p), NS_BF16, (int64_t)n, (float)mp.lr, (float)mp.weight_decay, scale,
+        ns_muon_apply(dw, dw, NULL, ns_plan_output(p), DM_DT_BF16, (int64_t)n, (float)mp.lr, (float)mp.weight_decay, scale,
                       s, &e) ||
         ns_sync(s, &e) || ns_copy_d2h(wg, dw, n * 4, &e) || ns_copy_d2h(hm, dbuf, n * 4, &e) ||
         ns_muon_update_f(w, buf, g, r, c, &mp, &e)) {
@@ -451,12 +451,12 @@ static void test_out_of_place(ns_stream s)
         int ns = pass == 1 ? 2 : 3, o = pass == 2; /* o: elements off alignment */
         for (int k = 0; k < ns && !bad; k++)
             bad = ns_copy_h2d(d[k], h0[k], b4, &e) || ns_copy_h2d(d[k + 3], h0[k], b4, &e) ||
-                  ns_fill_poison(d[k + 6], NS_FP32, N, s, &e);
+                  ns_fill_poison(d[k + 6], DM_DT_FP32, N, s, &e);
         if (!bad && ns_copy_h2d(d[9], h0[3], b4, &e)) bad = 1;
         if (bad) break;
         float **f = d;
         uint16_t *wbo = (uint16_t *)wb + o;
-        if (!bad) bad = ns_fill_poison(wb, NS_BF16, N, s, &e) != 0;
+        if (!bad) bad = ns_fill_poison(wb, DM_DT_BF16, N, s, &e) != 0;
         if (bad) break;
         if (pass != 1)
             bad = ns_adamw(f[0] + o, f[0] + o, NULL, f[9] + o, f[1] + o, f[1] + o, f[2] + o, f[2] + o, N - o, 1e-3f,
@@ -464,10 +464,10 @@ static void test_out_of_place(ns_stream s)
                   ns_adamw(f[3] + o, f[6] + o, wbo, f[9] + o, f[4] + o, f[7] + o, f[5] + o, f[8] + o, N - o, 1e-3f,
                            0.9f, 0.95f, 1e-8f, 0.1f, 3, s, &e);
         else
-            bad = ns_muon_momentum(f[9], f[1], f[1], u[0], NS_BF16, N, 0.95f, 1, s, &e) ||
-                  ns_muon_momentum(f[9], f[4], f[7], u[1], NS_BF16, N, 0.95f, 1, s, &e) ||
-                  ns_muon_apply(f[0], f[0], NULL, u[0], NS_BF16, N, 0.02f, 0.1f, 0.2f, s, &e) ||
-                  ns_muon_apply(f[3], f[6], wb, u[1], NS_BF16, N, 0.02f, 0.1f, 0.2f, s, &e);
+            bad = ns_muon_momentum(f[9], f[1], f[1], u[0], DM_DT_BF16, N, 0.95f, 1, s, &e) ||
+                  ns_muon_momentum(f[9], f[4], f[7], u[1], DM_DT_BF16, N, 0.95f, 1, s, &e) ||
+                  ns_muon_apply(f[0], f[0], NULL, u[0], DM_DT_BF16, N, 0.02f, 0.1f, 0.2f, s, &e) ||
+                  ns_muon_apply(f[3], f[6], wb, u[1], DM_DT_BF16, N, 0.02f, 0.1f, 0.2f, s, &e);
         if (!bad) bad = ns_sync(s, &e) != 0;
         for (int k = 0; k < ns && !bad; k++)
             bad = ns_copy_d2h(in[k], d[k], b4, &e) || ns_copy_d2h(oop[k], d[k + 6], b4, &e) ||
@@ -520,9 +520,9 @@ static void test_normalize_mirror(ns_stream s)
             for (int64_t i = 0; i < per[k]; i++) want[b * per[k] + i] = x[b * per[k] + i] / (sqrt(ss) + 1e-7);
         }
         if (ns_dev_alloc(&dx, n * 4, &e) || ns_dev_alloc(&dy, n * 2, &e) ||
-            ns_upload(dx, NS_FP32, x, (int64_t)n, &e) || ns_fill_poison(dy, NS_BF16, (int64_t)n, s, &e) ||
-            ns_normalize(dx, NS_FP32, dy, NS_BF16, per[k], batch, 1e-7f, s, &e) ||
-            ns_download(got, dy, NS_BF16, (int64_t)n, &e))
+            ns_upload(dx, DM_DT_FP32, x, (int64_t)n, &e) || ns_fill_poison(dy, DM_DT_BF16, (int64_t)n, s, &e) ||
+            ns_normalize(dx, DM_DT_FP32, dy, DM_DT_BF16, per[k], batch, 1e-7f, s, &e) ||
+            ns_download(got, dy, DM_DT_BF16, (int64_t)n, &e))
             bail("normalize", &e);
         else
             rel = rel_err(got, want, n);
@@ -539,8 +539,8 @@ static void test_normalize_mirror(ns_stream s)
         int64_t m = 200;
         double *h = malloc((size_t)(m * m) * 2 * 8);
         int sym = 0;
-        if (ns_prod_create(NS_PROD_SYMM, m, m, 2, NS_FP16, 1, &p, &e) ||
-            (ns_prod_buffers(p, &x, &sm, &d), 0) || ns_download(h, sm, NS_FP16, 2 * m * m, &e)) {
+        if (ns_prod_create(NS_PROD_SYMM, m, m, 2, DM_DT_FP16, 1, &p, &e) ||
+            (ns_prod_buffers(p, &x, &sm, &d), 0) || ns_download(h, sm, DM_DT_FP16, 2 * m * m, &e)) {
             bail("mirror", &e);
         } else {
             sym = 1;
@@ -562,12 +562,12 @@ static void test_normalize_mirror(ns_stream s)
 static void test_gemm_picks(ns_stream s)
 {
     static const struct { int64_t r, c; int algo, kb; } cases[] = {
-        {1024, 1024, NS_ALGO_DIRECT, 1}, {512, 2048, NS_ALGO_GRAM, 4}, {2048, 512, NS_ALGO_GRAM, 1},
+        {1024, 1024, DM_NS_DIRECT, 1}, {512, 2048, DM_NS_GRAM, 4}, {2048, 512, DM_NS_GRAM, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dm_err e = {{0}};
         ns_config cfg;
-        ns_config_default(&cfg, (ns_algo)cases[i].algo);
+        ns_config_default(&cfg, (dm_ns_algo)cases[i].algo);
         cfg.sym_blocks = cfg.sym_blocks_mm = cases[i].kb;
         ns_plan *p = NULL;
         if (ns_plan_create(cases[i].r, cases[i].c, 1, cfg.work, &cfg, &p, &e) || ns_plan_tune_gemms(p, s, &e)) {
@@ -593,16 +593,16 @@ static void test_gemm_picks(ns_stream s)
         if (!ns_plan_create(cases[i].r, cases[i].c, 1, cfg.work, &cfg, &p, &e)) ns_plan_config(p, &kept);
         ns_plan_destroy(p);
         p = NULL;
-        if (!ns_plan_create(cases[i].r, cases[i].c, 1, NS_FP32, &cfg, &p, &e)) ns_plan_config(p, &dropped);
+        if (!ns_plan_create(cases[i].r, cases[i].c, 1, DM_DT_FP32, &cfg, &p, &e)) ns_plan_config(p, &dropped);
         ns_plan_destroy(p);
         p = NULL;
         same &= !strcmp(kept.gemm_picks, cfg.gemm_picks) && dropped.gemm_picks[0] == 0;
-        double tol = cases[i].r == cases[i].c && cases[i].algo == NS_ALGO_GRAM ? GRAM_SQ_TOL : NS_TOL;
+        double tol = cases[i].r == cases[i].c && cases[i].algo == DM_NS_GRAM ? GRAM_SQ_TOL : NS_TOL;
         ok(hex && ea <= tol && same,
            "GEMM picks %s %lldx%lld k%d: picks '%s' (%d GEMM launches); rel err %.3g <= %g; "
            "graph and launch-by-launch runs of a plan made from the picks bit-identical, picks kept "
            "by a plan of the same structure and dropped by an fp32-io plan: %s",
-           ns_algo_name((ns_algo)cases[i].algo), (long long)cases[i].r, (long long)cases[i].c, cases[i].kb,
+           dm_ns_algo_name((dm_ns_algo)cases[i].algo), (long long)cases[i].r, (long long)cases[i].c, cases[i].kb,
            cfg.gemm_picks, st.n_gemms, ea, tol, same ? "yes" : "no");
         (void)eb;
         free(a);
@@ -616,15 +616,15 @@ static void test_gemm_picks(ns_stream s)
 static void test_norm_fold(ns_stream s)
 {
     static const struct { int64_t r, c; int algo, kb; } cases[] = {
-        {256, 1536, NS_ALGO_DIRECT, 1}, {1536, 256, NS_ALGO_GRAM, 1}, {384, 384, NS_ALGO_DIRECT, 4},
-        {512, 1024, NS_ALGO_GRAM, 4},
+        {256, 1536, DM_NS_DIRECT, 1}, {1536, 256, DM_NS_GRAM, 1}, {384, 384, DM_NS_DIRECT, 4},
+        {512, 1024, DM_NS_GRAM, 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dm_err e = {{0}};
         int64_t r = cases[i].r, c = cases[i].c;
         size_t n = (size_t)(r * c);
         ns_config cf, cu;
-        ns_config_default(&cf, (ns_algo)cases[i].algo);
+        ns_config_default(&cf, (dm_ns_algo)cases[i].algo);
         cf.sym_blocks = cf.sym_blocks_mm = cases[i].kb;
         cu = cf;
         cu.norm_fold = 0;
@@ -649,10 +649,10 @@ static void test_norm_fold(ns_stream s)
             eb = rel_err(b, ref, n);
             dab = rel_err(a, b, n);
         }
-        double tol = r == c && cases[i].algo == NS_ALGO_GRAM ? GRAM_SQ_TOL : NS_TOL;
+        double tol = r == c && cases[i].algo == DM_NS_GRAM ? GRAM_SQ_TOL : NS_TOL;
         ok(ea <= tol && dab <= tol, "folded normalization %s %lldx%lld k%d (work buffers NaN first): rel err %.3g "
            "(with a normalization pass %.3g) <= %g; folded vs pass %.3g",
-           ns_algo_name((ns_algo)cases[i].algo), (long long)r, (long long)c, cases[i].kb, ea, eb, tol, dab);
+           dm_ns_algo_name((dm_ns_algo)cases[i].algo), (long long)r, (long long)c, cases[i].kb, ea, eb, tol, dab);
         ns_plan_destroy(pf);
         ns_plan_destroy(pu);
         free(g), free(ref), free(a), free(b);
@@ -678,7 +678,7 @@ static void test_cache_format(void)
     dev.cuda_runtime = 13000;
     dev.cublaslt_version = 130100;
     at_cache *c = NULL;
-    at_key k = {1024, 3072, 2, NS_ALGO_GRAM, NS_FP16};
+    at_key k = {1024, 3072, 2, DM_NS_GRAM, DM_DT_FP16};
     at_result r;
     memset(&r, 0, sizeof r);
     r.sym_blocks = 4;
@@ -691,7 +691,7 @@ static void test_cache_format(void)
     if (!at_cache_open(path, &dev, &c, &e) && !at_cache_store(c, &k, &r, &e) && !at_cache_save(c, &e)) {
         at_cache_close(c);
         c = NULL;
-        if (!at_cache_open(path, &dev, &c, &e)) got = at_config_for(c, 3072, 1024, 2, NS_ALGO_GRAM, &cfg);
+        if (!at_cache_open(path, &dev, &c, &e)) got = at_config_for(c, 3072, 1024, 2, DM_NS_GRAM, &cfg);
     }
     at_cache_close(c);
     c = NULL;
@@ -705,8 +705,8 @@ static void test_cache_format(void)
         ns_config c5, c1;
         int g5 = -1, g1 = -1;
         if (!at_cache_open(path, &dev, &c, &e)) {
-            g5 = at_config_for(c, 1024, 3072, 5, NS_ALGO_GRAM, &c5);
-            g1 = at_config_for(c, 1024, 3072, 1, NS_ALGO_GRAM, &c1);
+            g5 = at_config_for(c, 1024, 3072, 5, DM_NS_GRAM, &c5);
+            g1 = at_config_for(c, 1024, 3072, 1, DM_NS_GRAM, &c1);
         }
         at_cache_close(c);
         c = NULL;
@@ -718,7 +718,7 @@ static void test_cache_format(void)
     static const char *old_line = "Test GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t1\t1\t0\t60\t59\t61\t0\t1e9\t1e9\n";
     FILE *f = fopen(path, "w");
     if (f) fputs(old_line, f), fclose(f);
-    got = !at_cache_open(path, &dev, &c, &e) ? at_config_for(c, 256, 1536, 1, NS_ALGO_DIRECT, &cfg) : -1;
+    got = !at_cache_open(path, &dev, &c, &e) ? at_config_for(c, 256, 1536, 1, DM_NS_DIRECT, &cfg) : -1;
     at_cache_close(c);
     c = NULL;
     ok(got == 1 && cfg.gemm_picks[0] == 0, "autotune cache: a 17-field line (no picks field) reads as no picks");

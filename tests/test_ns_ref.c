@@ -107,7 +107,7 @@ static void map_band(const ns_coeffs *c, double lo, double hi, double *fmin, dou
     }
 }
 
-static ns_opts opts(ns_algo algo, const ns_coeffs *c, uint32_t restarts)
+static ns_opts opts(dm_ns_algo algo, const ns_coeffs *c, uint32_t restarts)
 {
     ns_opts o;
     ns_opts_default(&o);
@@ -207,13 +207,13 @@ static void test_diagonal(void)
     ns_coeffs_polar_express(&pe, NS_PE_SAFETY_DEFAULT, NULL);
     for (int algo = 0; algo < 2; algo++) {
         for (int ci = 0; ci < 2; ci++) {
-            ns_opts o = opts((ns_algo)algo, ci ? &pe : &j, NS_RESTARTS_DEFAULT);
+            ns_opts o = opts((dm_ns_algo)algo, ci ? &pe : &j, NS_RESTARTS_DEFAULT);
             const ns_coeffs *c = ci ? &pe : &j;
             int rc = ns_ref_d(G, O, 2, 3, &o, NULL);
             ok(rc == 0 && fabs(O[0] - ns_scalar_map(c, s0)) < 1e-14 &&
                    fabs(O[4] + ns_scalar_map(c, s1)) < 1e-14 && O[1] == 0 && O[2] == 0 &&
                    O[3] == 0 && O[5] == 0,
-               "%s %s on diag(3,-1): %.15f %.15f", ns_algo_name((ns_algo)algo),
+               "%s %s on diag(3,-1): %.15f %.15f", dm_ns_algo_name((dm_ns_algo)algo),
                ci ? "polar-express" : "jordan", O[0], O[4]);
         }
     }
@@ -234,10 +234,10 @@ static void test_gram_equals_direct(void)
         double *R = malloc(sizeof *R * (size_t)(m * n)), worst = 0;
         int bad = 0;
         for (int ci = 0; ci < 2; ci++) {
-            ns_opts od = opts(NS_ALGO_DIRECT, &cs[ci], 0);
+            ns_opts od = opts(DM_NS_DIRECT, &cs[ci], 0);
             bad |= ns_ref_d(G, D, m, n, &od, NULL);
             for (size_t ri = 0; ri < sizeof restart_sets / sizeof restart_sets[0]; ri++) {
-                ns_opts og = opts(NS_ALGO_GRAM, &cs[ci], restart_sets[ri]);
+                ns_opts og = opts(DM_NS_GRAM, &cs[ci], restart_sets[ri]);
                 double e;
                 bad |= ns_ref_d(G, R, m, n, &og, NULL);
                 e = ns_rel_fro_err_d(R, D, (size_t)(m * n));
@@ -305,7 +305,7 @@ static void test_spectrum(void)
             dist_pred = sqrt(dist_pred / (double)r);
             qsort(fs, (size_t)r, sizeof fs[0], cmp_desc);
             for (int algo = 0; algo < 2; algo++) {
-                ns_opts o = opts((ns_algo)algo, &cs[ci], NS_RESTARTS_DEFAULT);
+                ns_opts o = opts((dm_ns_algo)algo, &cs[ci], NS_RESTARTS_DEFAULT);
                 double worst = 0, smin, smax, dist;
                 ns_ref_d(G, O, m, n, &o, NULL);
                 svd(O, m, n, so, NULL, NULL);
@@ -315,14 +315,14 @@ static void test_spectrum(void)
                 smin = so[r - 1];
                 dist = ns_rel_fro_err_d(O, P, (size_t)(m * n));
                 ok(worst <= 1e-10, "%s %s %lldx%lld: singular values = f(input's), worst %.1e",
-                   names[ci], ns_algo_name((ns_algo)algo), (long long)m, (long long)n, worst);
+                   names[ci], dm_ns_algo_name((dm_ns_algo)algo), (long long)m, (long long)n, worst);
                 ok(smin >= band[ci][0] && smax <= band[ci][1],
                    "%s %s %lldx%lld: singular values in [%.4f, %.4f] within the band",
-                   names[ci], ns_algo_name((ns_algo)algo), (long long)m, (long long)n, smin,
+                   names[ci], dm_ns_algo_name((dm_ns_algo)algo), (long long)m, (long long)n, smin,
                    smax);
                 ok(fabs(dist - dist_pred) <= 1e-10,
                    "%s %s %lldx%lld: ||O - UV^T||/||UV^T|| = %.6f (predicted from f: %.6f)",
-                   names[ci], ns_algo_name((ns_algo)algo), (long long)m, (long long)n, dist,
+                   names[ci], dm_ns_algo_name((dm_ns_algo)algo), (long long)m, (long long)n, dist,
                    dist_pred);
             }
         }
@@ -348,7 +348,7 @@ static void test_random_polar(void)
         usv(U, NULL, Vt, m, r, n, P);
         for (int ci = 0; ci < 2; ci++) {
             double lo, hi, dist, bound;
-            ns_opts o = opts(NS_ALGO_GRAM, &cs[ci], NS_RESTARTS_DEFAULT);
+            ns_opts o = opts(DM_NS_GRAM, &cs[ci], NS_RESTARTS_DEFAULT);
             map_band(&cs[ci], s[r - 1] / norm, s[0] / norm, &lo, &hi);
             bound = fmax(1 - lo, hi - 1);
             ns_ref_d(G, O, m, n, &o, NULL);
@@ -380,7 +380,7 @@ static void test_float(void)
         ns_f2d(Gf, G, cnt); /* both precisions start from the same numbers */
         for (int ci = 0; ci < 2; ci++)
             for (int algo = 0; algo < 2; algo++) {
-                ns_opts o = opts((ns_algo)algo, &cs[ci], NS_RESTARTS_DEFAULT);
+                ns_opts o = opts((dm_ns_algo)algo, &cs[ci], NS_RESTARTS_DEFAULT);
                 double e;
                 bad |= ns_ref_d(G, D, m, n, &o, NULL);
                 bad |= ns_ref_f(Gf, Of, m, n, &o, NULL);
@@ -404,7 +404,7 @@ static void test_muon(void)
             double b[2], u[2], nu, sig, w[2];
             int rc;
             ns_muon_params_default(&p);
-            ns_coeffs_jordan(&j);
+            ns_coeffs_default(&j);
             p.lr = 0.1;
             p.weight_decay = 0.5;
             p.nesterov = nesterov;
@@ -431,9 +431,9 @@ static void test_muon(void)
         ns_coeffs j;
         double un = 1.95 * sqrt(10.0), f0, f1, step;
         ns_muon_params_default(&p);
-        ns_coeffs_jordan(&j);
+        ns_coeffs_default(&j); /* the defaults' coefficients (ns_opts coeffs NULL) */
         p.ns_in_double = 1;
-        p.ns.algo = NS_ALGO_GRAM;
+        p.ns.algo = DM_NS_GRAM;
         f0 = ns_scalar_map(&j, 1.95 * 3 / (un + 1e-7));
         f1 = ns_scalar_map(&j, 1.95 * 1 / (un + 1e-7));
         step = 1e-3 * 0.2 * sqrt(3.0);
@@ -479,17 +479,17 @@ static void test_flops(void)
 {
     /* by hand, r = 1024, l = 4096: rl = 2 r^2 l = 2^33, rr = 2 r^3 = 2^31.
      * direct: 5 (2 rl + rr); Gram with a restart before 2: 4 rl + 14 rr (see ns_ref.h). */
-    ok(ns_ref_flops(1024, 4096, 5, NS_ALGO_DIRECT) == 96636764160.0, "direct FLOPs 1024x4096");
-    ok(ns_ref_flops(4096, 1024, 5, NS_ALGO_DIRECT) == 96636764160.0, "direct FLOPs 4096x1024");
-    ok(ns_ref_flops(1024, 4096, 5, NS_ALGO_GRAM) == 64424509440.0, "gram FLOPs 1024x4096: %.0f",
-       ns_ref_flops(1024, 4096, 5, NS_ALGO_GRAM));
+    ok(ns_ref_flops(1024, 4096, 5, DM_NS_DIRECT) == 96636764160.0, "direct FLOPs 1024x4096");
+    ok(ns_ref_flops(4096, 1024, 5, DM_NS_DIRECT) == 96636764160.0, "direct FLOPs 4096x1024");
+    ok(ns_ref_flops(1024, 4096, 5, DM_NS_GRAM) == 64424509440.0, "gram FLOPs 1024x4096: %.0f",
+       ns_ref_flops(1024, 4096, 5, DM_NS_GRAM));
     /* no restart: rl + rr(2 + 4x4 + ... ) : 2 rl + rr (3 + 4 + 4 + 4 + 2) = 2 rl + 17 rr */
-    ok(ns_ref_flops_ex(1024, 4096, 5, NS_ALGO_GRAM, 0, 0) == 2 * 8589934592.0 + 17 * 2147483648.0,
+    ok(ns_ref_flops_ex(1024, 4096, 5, DM_NS_GRAM, 0, 0) == 2 * 8589934592.0 + 17 * 2147483648.0,
        "gram FLOPs without restarts");
     /* symmetric: direct 5 (rl/2 + rr/2 + rl) */
-    ok(ns_ref_flops_ex(1024, 4096, 5, NS_ALGO_DIRECT, 0, 1) == 5 * (1.5 * 8589934592.0 + 0.5 * 2147483648.0),
+    ok(ns_ref_flops_ex(1024, 4096, 5, DM_NS_DIRECT, 0, 1) == 5 * (1.5 * 8589934592.0 + 0.5 * 2147483648.0),
        "direct FLOPs, symmetric products at half");
-    ok(ns_ref_flops(64, 64, 0, NS_ALGO_GRAM) == 0, "0 iterations: 0 FLOPs");
+    ok(ns_ref_flops(64, 64, 0, DM_NS_GRAM) == 0, "0 iterations: 0 FLOPs");
 }
 
 static void test_errors(void)
@@ -498,19 +498,19 @@ static void test_errors(void)
     double g[4] = {1, 2, 3, 4};
     ns_coeffs c;
     ns_opts o;
-    ns_algo a;
+    dm_ns_algo a;
     ok(ns_ref_d(g, g, 0, 4, NULL, &err) == -1 && strstr(err.msg, "0 x 4"), "0 rows rejected: %s",
        err.msg);
     ns_coeffs_jordan(&c);
     c.n = 17;
-    o = opts(NS_ALGO_GRAM, &c, 0);
+    o = opts(DM_NS_GRAM, &c, 0);
     ok(ns_ref_d(g, g, 2, 2, &o, &err) == -1 && strstr(err.msg, "17 iterations"),
        "17 iterations rejected: %s", err.msg);
-    ok(ns_algo_parse("gram", &a, &err) == 0 && a == NS_ALGO_GRAM &&
-           ns_algo_parse("sym", &a, &err) == -1,
+    ok(dm_ns_algo_parse("gram", &a, &err) == 0 && a == DM_NS_GRAM &&
+           dm_ns_algo_parse("sym", &a, &err) == -1,
        "algo names: %s", err.msg);
     c.n = 0;
-    o = opts(NS_ALGO_GRAM, &c, 0);
+    o = opts(DM_NS_GRAM, &c, 0);
     ok(ns_ref_d(g, g, 2, 2, &o, &err) == 0 && fabs(g[3] - 4 / (sqrt(30.0) + 1e-7)) < 1e-15,
        "0 iterations: normalization only");
 }
@@ -521,16 +521,16 @@ static void test_zero_and_alias(void)
 {
     double Z[12] = {0}, *G = randn(5, 11), O[55], G2[55];
     for (int algo = 0; algo < 2; algo++) {
-        ns_opts o = opts((ns_algo)algo, NULL, NS_RESTARTS_DEFAULT);
+        ns_opts o = opts((dm_ns_algo)algo, NULL, NS_RESTARTS_DEFAULT);
         int zero = 1;
-        ok(ns_ref_d(Z, Z, 3, 4, &o, NULL) == 0, "%s on a zero matrix", ns_algo_name(o.algo));
+        ok(ns_ref_d(Z, Z, 3, 4, &o, NULL) == 0, "%s on a zero matrix", dm_ns_algo_name(o.algo));
         for (int i = 0; i < 12; i++) zero &= Z[i] == 0;
-        ok(zero, "%s: zero in, zero out", ns_algo_name(o.algo));
+        ok(zero, "%s: zero in, zero out", dm_ns_algo_name(o.algo));
         memcpy(G2, G, sizeof G2);
         ns_ref_d(G, O, 11, 5, &o, NULL);
         ns_ref_d(G2, G2, 11, 5, &o, NULL);
         ok(!memcmp(O, G2, sizeof O), "%s: in place (O == G) gives the same bits",
-           ns_algo_name(o.algo));
+           dm_ns_algo_name(o.algo));
     }
     free(G);
 }
@@ -551,16 +551,16 @@ static void test_speed(void)
         ns_d2f(G, Gf, (size_t)(m * n));
         for (int algo = 0; algo < 2; algo++)
             for (int prec = 0; prec < 2; prec++) {
-                ns_opts o = opts((ns_algo)algo, NULL, NS_RESTARTS_DEFAULT);
+                ns_opts o = opts((dm_ns_algo)algo, NULL, NS_RESTARTS_DEFAULT);
                 struct timespec t0, t1;
-                double s, fl = ns_ref_flops(m, n, 5, (ns_algo)algo);
+                double s, fl = ns_ref_flops(m, n, 5, (dm_ns_algo)algo);
                 clock_gettime(CLOCK_MONOTONIC, &t0);
                 if (prec) ns_ref_f(Gf, Of, m, n, &o, NULL);
                 else ns_ref_d(G, O, m, n, &o, NULL);
                 clock_gettime(CLOCK_MONOTONIC, &t1);
                 s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
                 tap_diag("%-6s %-6s %4lldx%-4lld %8.3f s  %6.2f GFLOP/s (model FLOPs %.3g)",
-                         ns_algo_name((ns_algo)algo), prec ? "float" : "double", (long long)m,
+                         dm_ns_algo_name((dm_ns_algo)algo), prec ? "float" : "double", (long long)m,
                          (long long)n, s, fl / s * 1e-9, fl);
             }
         free(G); free(O); free(Gf); free(Of);

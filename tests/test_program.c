@@ -1,6 +1,8 @@
 /* test_program.c: the step program's JSON round trip, its hash, and the validator: a missing
  * collective, a reordered one, a dependency cycle, a cross-rank deadlock, a non-member, bad
- * roots; positioned errors from the reader; programs built by the scheduler validate. */
+ * roots, payloads and NS iterations; positioned errors from the reader; counts in a file checked
+ * against its data (n_colls, nranks, many groups); old files without payload and iters read as
+ * those ops ran; programs built by the scheduler validate and state what the file implies. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +82,7 @@ static void expect_invalid(dm_program *p, const char *want, const char *what)
 int main(void)
 {
     dm_err err = {{0}};
+    FILE *f;
     if (!mkdtemp(dir)) return tap_skip_all("no temp dir");
     char path[600];
     snprintf(path, sizeof path, "%s/p.json", dir);
@@ -173,10 +176,129 @@ int main(void)
             dm_program_add_op(p, r, &o, NULL, 0, NULL, 0, NULL);
         }
     }
-    expect_invalid(p, "rank 2 op 0: collective 0 is all-reduce (group 0, root -1, 8 bytes)", "mismatched sizes");
+    expect_invalid(p, "rank 2 op 0: collective 0 is all-reduce (group 0, root -1, 8 bytes, grads)", "mismatched sizes");
+
+    /* payloads: members disagree; a compute op with one; a collective without; NS iterations */
+    p = dm_program_new(2, 2, "tiny", "dmuon", "h200", "", 128, NULL);
+    {
+        w = dm_program_group(p, two, 2, NULL);
+        dm_op o = dm_op_init(DM_OP_ALLGATHER, DM_STREAM_COMM_LO);
+        o.coll = dm_program_new_coll(p);
+        o.group = w;
+        for (int r = 0; r < 2; r++) {
+            o.payload = r ? DM_PAYLOAD_GRADS : DM_PAYLOAD_WEIGHTS;
+            dm_program_add_op(p, r, &o, NULL, 0, NULL, 0, NULL);
+        }
+    }
+    expect_invalid(p, "collective 0 is all-gather (group 0, root -1, 0 bytes, grads) but all-gather (group 0, root -1, "
+                      "0 bytes, weights) on rank 0", "members disagree on the payload");
+    p = small(NULL);
+    p->ranks[1].ops[1].payload = DM_PAYLOAD_WEIGHTS;
+    expect_invalid(p, "rank 1 op 1 (forward): payload weights (only collectives carry a payload)", "a compute payload");
+    p = small(NULL);
+    for (int r = 0; r < 3; r++) p->ranks[r].ops[0].payload = DM_PAYLOAD_NONE;
+    expect_invalid(p, "rank 0 op 0 (broadcast): payload none (a collective moves weights or grads)", "no payload");
+    p = small(NULL);
+    p->ranks[0].ops[4].iters = 0;
+    expect_invalid(p, "rank 0 op 4 (ns): 0 NS iterations (1 to 64)", "an ns of 0 iterations");
+    p = small(NULL);
+    p->ranks[0].ops[1].iters = 3;
+    expect_invalid(p, "rank 0 op 1 (forward): 3 NS iterations (only ns ops have iterations)", "iterations on a forward");
+
+    /* iters and payload: written when not the default, read back; an old file without them reads
+     * as the executor ran it (gradient all-gather after a reduce-scatter of its params, 5 NS
+     * iterations); a stated weights all-gather there stays weights */
+    p = dm_program_new(2, 2, "tiny", "muon-fsdp", "h200", "", 8, NULL);
+    {
+        int64_t par[2] = {4, 5};
+        w = dm_program_group(p, two, 2, NULL);
+        for (int r = 0; r < 2; r++) {
+            dm_op b = dm_op_init(DM_OP_BACKWARD, DM_STREAM_COMPUTE);
+            dm_program_add_op(p, r, &b, NULL, 0, par, 2, NULL);
+        }
+        dm_op rs = dm_op_init(DM_OP_REDUCESCATTER, DM_STREAM_COMM_LO), ag = dm_op_init(DM_OP_ALLGATHER, DM_STREAM_COMM_LO),
+              ag2 = ag, ns = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+        rs.coll = dm_program_new_coll(p), ag.coll = dm_program_new_coll(p), ag2.coll = dm_program_new_coll(p);
+        rs.group = ag.group = ag2.group = w;
+        ag.payload = DM_PAYLOAD_GRADS;   /* implied by the reduce-scatter before it: not written */
+        ag2.payload = DM_PAYLOAD_WEIGHTS; /* not implied: written */
+        ns.iters = 7;
+        for (int r = 0; r < 2; r++) {
+            dm_program_add_op(p, r, &rs, NULL, 0, par, 2, NULL);
+            dm_program_add_op(p, r, &ag, NULL, 0, par, 2, NULL);
+            dm_program_add_op(p, r, &ag2, NULL, 0, par, 2, NULL);
+            dm_program_add_op(p, r, &ns, NULL, 0, par, 1, NULL);
+        }
+    }
+    {
+        char *t = to_string(p);
+        ok(dm_program_validate(p, &err) == 0 && !strstr(t, "\"payload\":\"grads\"") && strstr(t, "\"payload\":\"weights\"") &&
+               strstr(t, "\"iters\":7") && !strstr(t, "\"iters\":5"),
+           "payload written only where the list does not imply it, iters only when not 5 (%s)", err.msg);
+        f = fopen(path, "w");
+        fputs(t, f);
+        fclose(f);
+        q = NULL;
+        ok(dm_program_load(path, &q, &err) == 0 && q->ranks[1].ops[2].payload == DM_PAYLOAD_GRADS &&
+               q->ranks[1].ops[3].payload == DM_PAYLOAD_WEIGHTS && q->ranks[1].ops[4].iters == 7 &&
+               q->ranks[0].ops[1].payload == DM_PAYLOAD_GRADS && dm_program_hash(p) == dm_program_hash(q),
+           "payloads and iters read back (%s)", q ? "" : err.msg);
+        dm_program_free(q);
+        free(t);
+    }
+    dm_program_free(p);
+    f = fopen(path, "w");
+    fputs("{\"format\": \"dmuon-program-1\", \"nranks\": 1, \"gpus_per_node\": 1, \"n_colls\": 2,\n"
+          " \"groups\": [[0]],\n \"ranks\": [{\"rank\": 0, \"ops\": [\n"
+          "  {\"id\":0,\"kind\":\"reduce-scatter\",\"stream\":\"comm-lo\",\"coll\":0,\"group\":0,\"params\":[3]},\n"
+          "  {\"id\":1,\"kind\":\"all-gather\",\"stream\":\"comm-hi\",\"coll\":1,\"group\":0,\"params\":[3]},\n"
+          "  {\"id\":2,\"kind\":\"ns\",\"stream\":\"compute\",\"m\":4,\"n\":4,\"params\":[3]}]}]}\n", f);
+    fclose(f);
+    q = NULL;
+    ok(dm_program_load(path, &q, &err) == 0 && q->ranks[0].ops[1].payload == DM_PAYLOAD_GRADS &&
+           q->ranks[0].ops[0].payload == DM_PAYLOAD_GRADS && q->ranks[0].ops[2].iters == DM_NS_ITERS_DEFAULT &&
+           q->ranks[0].ops[2].payload == DM_PAYLOAD_NONE && dm_program_validate(q, &err) == 0,
+       "an old file: all-gather after a reduce-scatter of its params is a gradient all-gather, ns runs 5 (%s)",
+       q ? err.msg : err.msg);
+    dm_program_free(q);
+
+    /* counts read from a file are checked against its data, before anything is sized by them */
+    f = fopen(path, "w");
+    fputs("{\"format\": \"dmuon-program-1\", \"nranks\": 1, \"gpus_per_node\": 1, \"n_colls\": 1000000000,\n"
+          " \"groups\": [[0]],\n \"ranks\": [{\"rank\": 0, \"ops\": [\n"
+          "  {\"id\":0,\"kind\":\"all-reduce\",\"stream\":\"comm-lo\",\"coll\":0,\"group\":0}]}]}\n", f);
+    fclose(f);
+    q = NULL;
+    ok(dm_program_load(path, &q, &err) == -1 && strstr(err.msg, "p.json:1:75: expected n_colls at most 1, the "
+                                                         "collective ops in the file (found 1000000000)"),
+       "n_colls 1e9 with one collective op: refused (%s)", err.msg);
+    f = fopen(path, "w");
+    fputs("{\"format\": \"dmuon-program-1\", \"nranks\": 16777216, \"gpus_per_node\": 1, \"groups\": [],\n"
+          " \"ranks\": [{\"rank\": 0, \"ops\": []}]}\n", f);
+    fclose(f);
+    ok(dm_program_load(path, &q, &err) == -1 && strstr(err.msg, "p.json:1:41: expected at most") &&
+           strstr(err.msg, "nranks is 16777216"),
+       "nranks 16M in a 130-byte file: refused before allocating (%s)", err.msg);
+    ok(dm_program_load("/dev/zero", &q, &err) == -1 && strstr(err.msg, "/dev/zero:1:1: expected a program object"),
+       "/dev/zero: refused at its first byte (%s)", err.msg);
+    {
+        /* 30000 groups, the last repeating the first: found by sorting (pairwise: 4.5e8 compares) */
+        FILE *g = fopen(path, "w");
+        fputs("{\"format\": \"dmuon-program-1\", \"nranks\": 300, \"gpus_per_node\": 1,\n \"groups\": [", g);
+        int ng = 0;
+        for (int a = 0; a < 300 && ng < 29999; a++)
+            for (int b = a + 1; b < 300 && ng < 29999; b++, ng++) fprintf(g, "%s[%d,%d]", ng ? "," : "", a, b);
+        fputs(",\n  [0,1]],\n \"ranks\": [", g);
+        for (int r = 0; r < 300; r++) fprintf(g, "%s{\"rank\": %d, \"ops\": []}", r ? "," : "", r);
+        fputs("]}\n", g);
+        fclose(g);
+        ok(dm_program_load(path, &q, &err) == -1 && strstr(err.msg, "p.json:3:3: expected distinct groups (this one "
+                                                             "repeats group 0)"),
+           "a repeated group among 30000 is found (%s)", err.msg);
+    }
 
     /* reader: positioned errors */
-    FILE *f = fopen(path, "w");
+    f = fopen(path, "w");
     fputs("{\"format\": \"dmuon-program-1\", \"nranks\": 1, \"gpus_per_node\": 1, \"groups\": [],\n"
           " \"ranks\": [{\"rank\": 0, \"ops\": [{\"id\": 0, \"kind\": \"teleport\", \"stream\": \"compute\"}]}]}\n", f);
     fclose(f);
@@ -235,6 +357,17 @@ int main(void)
             int rc = sched_build(m, &cl, 4, costs, &o, &p, NULL, &err);
             ok(rc == 0 && dm_program_validate(p, &err) == 0, "%s program validates (%s)", sched_strategy_name(o.strategy),
                rc ? err.msg : "");
+            /* the scheduler states every payload; its programs' files need none of them (and so
+             * hash as before ops carried payloads) */
+            int same = p != NULL, grad_ag = 0;
+            for (int r = 0; p && r < p->nranks && same; r++)
+                for (int i = 0; same && i < p->ranks[r].n_ops; i++) {
+                    const dm_op *op = &p->ranks[r].ops[i];
+                    same = op->implied == op->payload;
+                    grad_ag += op->kind == DM_OP_ALLGATHER && op->implied == DM_PAYLOAD_GRADS;
+                }
+            ok(same && (s == SCHED_MUON_FSDP) == (grad_ag > 0), "%s: the payloads are the implied ones (%d gradient "
+               "all-gathers)", sched_strategy_name(o.strategy), grad_ag);
             q = NULL;
             if (p && dm_program_save(p, path, &err) == 0 && dm_program_load(path, &q, &err) == 0)
                 ok(dm_program_hash(p) == dm_program_hash(q), "%s program round-trips with its hash",

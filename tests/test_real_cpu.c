@@ -12,7 +12,9 @@
  * its own one-rank programs.
  *  - two identical runs give bit-identical parameters and losses;
  *  - a NaN injected into one rank's gradient skips the step on every rank, names the
- *    parameter, and leaves every parameter as it was.
+ *    parameter, and leaves every parameter as it was;
+ *  - the data-hazard check finds a gradient collective and a weight all-gather that lost their
+ *    dependencies; a checkpoint save that fails on one rank leaves nothing behind.
  * Only rank 0 prints TAP. */
 #include "config.h"
 
@@ -57,6 +59,7 @@ typedef struct bld {
     const dm_matrix *mx;
     int64_t n;
     int world;
+    int grads;          /* the next collectives carry gradients (all-gathers say so) */
     dm_err err;
     int fail;
 } bld;
@@ -72,6 +75,7 @@ static int coll_all(bld *b, dm_op_kind k, dm_stream s, int root, const int64_t *
                     int *ids, int **deps, int *nd)
 {
     dm_op op = dm_op_init(k, s);
+    if (b->grads) op.payload = DM_PAYLOAD_GRADS; /* the gradient all-gather of muon-fsdp */
     op.coll = dm_program_new_coll(b->p);
     op.group = b->world;
     op.root = root;
@@ -176,7 +180,9 @@ static dm_program *build(strat s, const dm_model *m, const dm_matrix *mx, int64_
             if (s == S_FSDP) {
                 int rs[64];
                 for (int r = 0; r < nr; r++) rs[r] = ids[r], dp[r] = &rs[r];
+                b.grads = 1;
                 coll_all(&b, DM_OP_ALLGATHER, DM_STREAM_COMM_HI, -1, par, (int)k, ids, dp, one);
+                b.grads = 0;
             }
             for (int r = 0; r < nr; r++) gcol[l][r] = ids[r];
         }
@@ -468,6 +474,51 @@ int main(int argc, char **argv)
         int rc = real_check_hazards(p, 1, mx, n, &err);
         ok(rc < 0 && strstr(err.msg, "all-reduce") && strstr(err.msg, "gradient"),
            "a dependency removed: hazard found (%s)", err.msg);
+        dm_program_free(p);
+        /* an all-gather writes what it gathers: a forward that no longer waits for its weight
+         * fetch reads weights the all-gather writes (it used to run "ok" on other values) */
+        p = build(S_ADAMW, m, mx, n, 2);
+        for (int i = 0; i < p->ranks[1].n_ops; i++)
+            if (p->ranks[1].ops[i].kind == DM_OP_FORWARD) {
+                p->ranks[1].ops[i].n_deps = 0;
+                break;
+            }
+        rc = real_check_hazards(p, 1, mx, n, &err);
+        ok(rc < 0 && strstr(err.msg, "(forward) reads the weights") && strstr(err.msg, "(all-gather) wrote"),
+           "a forward's dependency on its all-gather removed: hazard found (%s)", err.msg);
+        dm_program_free(p);
+    }
+
+    /* a checkpoint save that fails on one rank (its allocations fail) leaves no step folder and
+     * no `latest` behind, on every rank count (one rank: the folder used to stay, empty) */
+    {
+        dm_program *p = build(g_size > 1 ? S_DDP : S_SINGLE, m, mx, n, g_size);
+        char ck[160];
+        snprintf(ck, sizeof ck, "/tmp/dmuon-test-ck-%d", (int)getpid());
+        MPI_Bcast(ck, sizeof ck, MPI_CHAR, 0, MPI_COMM_WORLD);
+        real_exec *ex = NULL;
+        real_step_stats st;
+        int rc = real_exec_create(m, p, MPI_COMM_WORLD, &o, &ex, &err);
+        if (rc == 0) rc = real_exec_step(ex, &st, &err);
+        if (rc == 0) {
+            if (g_rank == g_size - 1) dm_fault_alloc_arm(1, 1);
+            rc = real_exec_save(ex, ck, &err);
+            dm_fault_alloc_arm(0, 0);
+        }
+        int all_failed = 0, mine = rc < 0;
+        MPI_Allreduce(&mine, &all_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (g_rank == 0) {
+            char sdir[200], latest[200];
+            snprintf(sdir, sizeof sdir, "%s/step-1", ck);
+            snprintf(latest, sizeof latest, "%s/latest", ck);
+            ok(all_failed && strstr(err.msg, "out of memory"), "a failed checkpoint save fails on every rank (%s)",
+               err.msg);
+            ok(access(sdir, F_OK) != 0 && access(latest, F_OK) != 0,
+               "a failed checkpoint save leaves no step folder and no latest");
+            rmdir(sdir);
+            rmdir(ck);
+        }
+        real_exec_destroy(ex);
         dm_program_free(p);
     }
 

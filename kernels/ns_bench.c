@@ -1,0 +1,513 @@
+/* ns_bench.c: the NS kernel-cost benchmark (ns_bench.h): shape lists, timings (CUDA events,
+ * medians), the autotuner per shape and batch, products, elementwise kernels, the table and the
+ * dmuon-costs-1 CSV. */
+#include "config.h"
+
+#include "ns_bench.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "ns_cuda.h"
+#include "outfile.h"
+
+/* ---- shapes ------------------------------------------------------------------------------- */
+
+int ns_bench_shapes_add(ns_bench_shapes *l, int64_t r, int64_t c, const long *b, int nb, dm_err *err)
+{
+    int64_t m = r < c ? r : c, n = r < c ? c : r;
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i].m == m && l->v[i].n == n && l->v[i].n_batches == 0 && nb == 0) return 0;
+    if (l->n == l->cap) {
+        int nc = l->cap ? 2 * l->cap : 64;
+        ns_bench_shape *nv = dm_realloc(l->v, sizeof *nv * (size_t)nc, err);
+        if (!nv) return -1;
+        l->v = nv;
+        l->cap = nc;
+    }
+    ns_bench_shape *s = &l->v[l->n++];
+    memset(s, 0, sizeof *s);
+    s->m = m;
+    s->n = n;
+    for (int i = 0; i < nb && i < NS_BENCH_MAX_BATCHES; i++) s->batches[s->n_batches++] = b[i];
+    return 0;
+}
+
+/* Lines "ROWS COLS [B1,B2,...]" ('x' or ',' also separate rows and cols); '#' comments. */
+int ns_bench_shapes_read(ns_bench_shapes *l, const char *path, dm_err *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return dm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    char buf[512];
+    int line = 0, rc = 0;
+    while (rc == 0 && fgets(buf, sizeof buf, f)) {
+        line++;
+        char *h = strchr(buf, '#');
+        if (h) *h = 0;
+        char *p = buf, *end;
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p || *p == '\n') continue;
+        long long r = strtoll(p, &end, 10);
+        if (end == p || r < 1) {
+            rc = dm_err_set(err, "%s:%d:%d: expected the row count", path, line, (int)(p - buf) + 1);
+            break;
+        }
+        p = end;
+        while (*p == ' ' || *p == 'x' || *p == ',' || *p == '\t') p++;
+        long long c = strtoll(p, &end, 10);
+        if (end == p || c < 1) {
+            rc = dm_err_set(err, "%s:%d:%d: expected the column count", path, line, (int)(p - buf) + 1);
+            break;
+        }
+        p = end;
+        long b[NS_BENCH_MAX_BATCHES];
+        int nb = 0;
+        while (*p == ' ' || *p == '\t') p++;
+        while (*p && *p != '\n' && nb < NS_BENCH_MAX_BATCHES) {
+            long v = strtol(p, &end, 10);
+            if (end == p || v < 1 || v > 4096) {
+                rc = dm_err_set(err, "%s:%d:%d: expected a batch size in 1..4096", path, line, (int)(p - buf) + 1);
+                break;
+            }
+            b[nb++] = v;
+            p = end;
+            while (*p == ',' || *p == ' ' || *p == '\t') p++;
+        }
+        if (rc == 0) rc = ns_bench_shapes_add(l, r, c, b, nb, err);
+    }
+    fclose(f);
+    return rc;
+}
+
+static int shapes_from_model(ns_bench_shapes *l, const char *name, dm_err *err)
+{
+    dm_model *md = NULL;
+    if (dm_model_load(name, &md, err)) return -1;
+    int rc = 0;
+    for (int i = 0; i < md->n_tensors && rc == 0; i++) {
+        const dm_tensor *t = &md->tensors[i];
+        if (t->role == DM_ROLE_MUON && t->ndim == 2) rc = ns_bench_shapes_add(l, t->rows, t->cols, NULL, 0, err);
+    }
+    dm_model_free(md);
+    return rc;
+}
+
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* "all": every model file in the bundled models folder. */
+static int shapes_from_all_models(ns_bench_shapes *l, dm_err *err)
+{
+    const char *dir = dm_model_dir();
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d) return dm_err_set(err, "no bundled models folder found");
+    char *names[512];
+    int nn = 0, rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && nn < 512) {
+        size_t len = strlen(de->d_name);
+        if (len > 5 && !strcmp(de->d_name + len - 5, ".json")) {
+            names[nn] = dm_malloc(strlen(dir) + len + 2, err);
+            if (!names[nn]) break;
+            sprintf(names[nn], "%s/%s", dir, de->d_name);
+            nn++;
+        }
+    }
+    closedir(d);
+    qsort(names, (size_t)nn, sizeof *names, cmp_cstr);
+    for (int i = 0; i < nn; i++) {
+        if (rc == 0) rc = shapes_from_model(l, names[i], err);
+        free(names[i]);
+    }
+    return rc;
+}
+
+int ns_bench_shapes_model(ns_bench_shapes *l, const char *name, dm_err *err)
+{
+    return !strcmp(name, "all") ? shapes_from_all_models(l, err) : shapes_from_model(l, name, err);
+}
+
+void ns_bench_shapes_free(ns_bench_shapes *l)
+{
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static int cmp_shape(const void *a, const void *b)
+{
+    const ns_bench_shape *x = a, *y = b;
+    double fx = (double)x->m * x->m * x->n, fy = (double)y->m * y->m * y->n;
+    if (fx != fy) return (fx > fy) - (fx < fy);
+    return (x->m > y->m) - (x->m < y->m);
+}
+
+/* ---- the benchmark ------------------------------------------------------------------------ */
+
+
+typedef struct bench {
+    ns_device_info dev;
+    ns_stream s;
+    int warmup, reps;
+    double peak_tflops; /* measured bf16 GEMM rate in this run */
+    FILE *csv;          /* NULL: no CSV */
+    int verbose, progress;
+    char gpu[256];
+} bench;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct stats3 {
+    double med, min, max;
+} stats3;
+
+static int time_fn(bench *B, ns_enqueue_fn fn, void *arg, stats3 *st, dm_err *err)
+{
+    double t[1024];
+    int reps = B->reps < 1024 ? B->reps : 1024;
+    if (ns_time_events(fn, arg, B->s, B->warmup, reps, t, err)) return -1;
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    st->min = t[0];
+    st->max = t[reps - 1];
+    st->med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    return 0;
+}
+
+static void human_header(void)
+{
+    printf("# %-12s %5s %-11s %-7s %-5s %5s %10s %10s %10s %8s %8s %6s\n", "shape(mxn)", "batch",
+           "op", "algo", "dtype", "var", "median_us", "min_us", "max_us", "TFLOP/s", "exec_TF", "peak%");
+}
+
+/* One result: a human line on stdout and a CSV row. flops_nominal counts symmetric products
+ * at half of full; flops_exec what the kernels executed. */
+static void emit(bench *B, const char *op, const char *algo, int64_t m, int64_t n, int batch,
+                 const char *dtype, const char *var, const stats3 *st, double flops_nominal,
+                 double flops_exec)
+{
+    char shp[48];
+    snprintf(shp, sizeof shp, "%" PRId64 "x%" PRId64, m, n);
+    double tf = flops_nominal > 0 ? flops_nominal / (st->med * 1e6) : 0;
+    double te = flops_exec > 0 ? flops_exec / (st->med * 1e6) : 0;
+    printf("  %-12s %5d %-11s %-7s %-5s %5s %10.1f %10.1f %10.1f %8.1f %8.1f %6.1f\n", shp, batch,
+           op, algo, dtype, var, st->med, st->min, st->max, tf, te,
+           B->peak_tflops > 0 && tf > 0 ? 100.0 * tf / B->peak_tflops : 0.0);
+    fflush(stdout);
+    if (B->csv)
+        fprintf(B->csv, "%s,%s,%s,%" PRId64 ",%" PRId64 ",%d,%s,%.2f,%.2f,%.2f\n", B->gpu, op, algo, m,
+                n, batch, dtype, st->med, st->min, st->max);
+}
+
+typedef struct prod_arg {
+    ns_prod *p;
+} prod_arg;
+static int run_prod(void *a, ns_stream s, dm_err *err) { return ns_prod_run(((prod_arg *)a)->p, s, err); }
+
+/* Time one product; sym_blocks as in ns_config. Returns -1 on error, 1 when the check against
+ * the full product failed (the row is then not written). */
+static int bench_prod(bench *B, ns_prod_kind kind, int64_t m, int64_t n, int batch, int kb,
+                      stats3 *st, double *fl_nom, double *fl_exec, dm_err *err)
+{
+    ns_prod *p = NULL;
+    prod_arg a;
+    double rel = 0;
+    int rc = -1;
+    if (ns_prod_create(kind, m, n, batch, DM_DT_BF16, kb, &p, err)) return -1;
+    a.p = p;
+    if (kb > 1 && ns_prod_check(p, &rel, err)) goto out;
+    if (!(rel <= 4e-3)) {
+        fprintf(stderr, "dmuon bench kernels: %" PRId64 "x%" PRId64 " sym_blocks %d: block product differs from the full one (rel %.3g); row dropped\n",
+                m, n, kb, rel);
+        rc = 1;
+        goto out;
+    }
+    if (time_fn(B, run_prod, &a, st, err)) goto out;
+    *fl_exec = ns_prod_flops(p, 1);
+    *fl_nom = kind == NS_PROD_GEMM ? ns_prod_flops(p, 0) : ns_prod_flops(p, 0) / 2;
+    rc = 0;
+out:
+    ns_prod_destroy(p);
+    return rc;
+}
+
+typedef struct elem_arg {
+    float *w, *g, *buf, *m, *v;
+    void *u;
+    int64_t n;
+    int adamw;
+} elem_arg;
+
+static int run_elem(void *arg, ns_stream s, dm_err *err)
+{
+    elem_arg *a = arg;
+    if (a->adamw)
+        return ns_adamw(a->w, a->w, NULL, a->g, a->m, a->m, a->v, a->v, a->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, s,
+                        err);
+    /* momentum + Nesterov into the NS input, then the apply from the NS output (same buffer
+     * here: the cost of the two passes, without the NS) */
+    return ns_muon_momentum(a->g, a->buf, a->buf, a->u, DM_DT_BF16, a->n, 0.95f, 1, s, err) ||
+                   ns_muon_apply(a->w, a->w, NULL, a->u, DM_DT_BF16, a->n, 1e-3f, 0.1f, 0.2f, s, err)
+               ? -1
+               : 0;
+}
+
+static int bench_elementwise(bench *B, int64_t elems, dm_err *err)
+{
+    elem_arg a;
+    memset(&a, 0, sizeof a);
+    a.n = elems;
+    size_t b4 = (size_t)elems * 4;
+    int rc = -1;
+    stats3 st;
+    if (ns_dev_alloc((void **)&a.w, b4, err) || ns_dev_alloc((void **)&a.g, b4, err) ||
+        ns_dev_alloc((void **)&a.buf, b4, err) || ns_dev_alloc((void **)&a.m, b4, err) ||
+        ns_dev_alloc((void **)&a.v, b4, err) || ns_dev_alloc(&a.u, (size_t)elems * 2, err))
+        goto out;
+    if (ns_fill_random(a.w, DM_DT_FP32, elems, 11, 1.f, B->s, err) ||
+        ns_fill_random(a.g, DM_DT_FP32, elems, 12, 1.f, B->s, err) ||
+        ns_fill_random(a.buf, DM_DT_FP32, elems, 13, 0.1f, B->s, err) ||
+        ns_fill_random(a.m, DM_DT_FP32, elems, 14, 0.1f, B->s, err) ||
+        ns_fill_random(a.v, DM_DT_FP32, elems, 15, 0.01f, B->s, err))
+        goto out;
+    a.adamw = 0;
+    if (time_fn(B, run_elem, &a, &st, err)) goto out;
+    emit(B, "muon_update", "-", 1, elems, 1, "fp32", "-", &st, 0, 0);
+    a.adamw = 1;
+    /* the second moment must be non-negative: one step with lr 0 and beta2 0 sets v = g^2 */
+    if (ns_adamw(a.w, a.w, NULL, a.g, a.m, a.m, a.v, a.v, elems, 0.f, 0.9f, 0.f, 1e-8f, 0.f, 1, B->s, err)) goto out;
+    if (time_fn(B, run_elem, &a, &st, err)) goto out;
+    emit(B, "adamw", "-", 1, elems, 1, "fp32", "-", &st, 0, 0);
+    rc = 0;
+out:
+    ns_dev_free(a.w);
+    ns_dev_free(a.g);
+    ns_dev_free(a.buf);
+    ns_dev_free(a.m);
+    ns_dev_free(a.v);
+    ns_dev_free(a.u);
+    return rc;
+}
+
+static void report_cand(void *ctx, const at_key *k, const at_result *r, int rejected, const char *why)
+{
+    bench *B = ctx;
+    if (!B->verbose) return;
+    if (rejected)
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s REJECTED: %s (gate rel %.3g)\n", k->m,
+               k->n, k->batch, dm_ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
+               r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
+    else
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
+               k->m, k->n, k->batch, dm_ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
+               r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us, r->max_us, r->gate_rel);
+}
+
+/* Per-step times of the winning variant (stdout, '#' lines). */
+static int profile_plan(bench *B, int64_t m, int64_t n, int batch, dm_ns_algo algo,
+                        const at_result *r, dm_err *err)
+{
+    ns_config cfg;
+    ns_plan *p = NULL;
+    at_result_config(r, algo, &cfg);
+    /* as the autotuner timed it: input and output in the iteration dtype */
+    int rc = ns_plan_create(m, n, batch, cfg.work, &cfg, &p, err) ||
+             ns_fill_random(ns_plan_input(p), cfg.work, m * n * batch, 99, 1.f, B->s, err) ||
+             ns_plan_run(p, B->s, 0, err) || ns_plan_profile(p, B->s, stdout, err);
+    ns_plan_destroy(p);
+    return rc ? -1 : 0;
+}
+
+void ns_bench_opts_default(ns_bench_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    static const long b[] = {1, 2, 4, 8};
+    memcpy(o->batches, b, sizeof b);
+    o->n_batches = 4;
+    o->batch_max_elems = 16 << 20;
+    o->algos[0] = DM_NS_DIRECT;
+    o->algos[1] = DM_NS_GRAM;
+    o->n_algos = 2;
+    at_options_default(&o->at);
+    o->warmup = 3;
+    o->reps = 20;
+    o->products = o->elementwise = 1;
+}
+
+int ns_bench_algos_parse(const char *list, ns_bench_opts *o, dm_err *err)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", list);
+    o->n_algos = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (o->n_algos == 2 || dm_ns_algo_parse(t, &o->algos[o->n_algos++], NULL) < 0)
+            return dm_err_set(err, "expected direct and/or gram, got '%s'", t);
+    return o->n_algos ? 0 : dm_err_set(err, "expected direct and/or gram, got '%s'", list);
+}
+
+int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *err)
+{
+    bench B;
+    memset(&B, 0, sizeof B);
+    B.warmup = o->warmup;
+    B.reps = o->reps;
+    B.verbose = o->verbose;
+    dm_out *csv_out = NULL;
+    at_cache *cache = NULL;
+    int rc = -1;
+    if (shapes->n == 0) { /* the goal shapes (PyTorch column of the comparison) */
+        static const int64_t goal[][2] = {{128, 128}, {1024, 1024}, {256, 1536}, {8960, 1536}, {3584, 3584},
+                                          {18944, 3584}, {8192, 8192}, {29568, 8192}};
+        for (size_t i = 0; i < sizeof goal / sizeof goal[0]; i++)
+            if (ns_bench_shapes_add(shapes, goal[i][0], goal[i][1], NULL, 0, err)) goto done;
+    }
+    qsort(shapes->v, (size_t)shapes->n, sizeof *shapes->v, cmp_shape);
+
+    if (ns_device_query(&B.dev, err)) {
+        char m[sizeof err->msg];
+        snprintf(m, sizeof m, "%s", err->msg);
+        dm_err_set(err, "no usable GPU: %s", m);
+        goto done;
+    }
+    snprintf(B.gpu, sizeof B.gpu, "%s", B.dev.name);
+    for (char *p = B.gpu; *p; p++)
+        if (*p == ',') *p = ' ';
+    B.progress = isatty(2);
+    if (ns_stream_create(&B.s, err)) goto done;
+    if (o->cache_path && at_cache_open(o->cache_path, &B.dev, &cache, err)) goto done;
+
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    const char *cmdline = o->cmdline ? o->cmdline : "dmuon bench kernels";
+    size_t lt = B.dev.cublaslt_version;
+    printf("# dmuon bench kernels on %s (sm_%d%d, %d SMs, %.0f GiB), CUDA runtime %d.%d, driver %d.%d, cuBLASLt %zu.%zu.%zu\n",
+           B.dev.name, B.dev.sm_major, B.dev.sm_minor, B.dev.n_sms, B.dev.mem_bytes / 1073741824.0,
+           B.dev.cuda_runtime / 1000, B.dev.cuda_runtime % 1000 / 10, B.dev.cuda_driver / 1000,
+           B.dev.cuda_driver % 1000 / 10, lt / 10000, lt / 100 % 100, lt % 100);
+    printf("# %d shapes; batches %ld..%ld for m*n <= %" PRId64 "; %d warm-up + %d timed runs, %s; date %s\n",
+           shapes->n, o->batches[0], o->batches[o->n_batches - 1], o->batch_max_elems, B.warmup, B.reps,
+           o->at.use_graph ? "graph replays" : "direct launches", date);
+
+    if (o->out_csv) {
+        if (!(csv_out = dm_out_open(o->out_csv, err))) goto done;
+        B.csv = dm_out_file(csv_out);
+        fprintf(B.csv, "# dmuon-costs-1\n# source: measured\n# gpu: %s\n# cuda: %d.%d\n# cublas: %zu.%zu.%zu\n# date: %s\n# command: %s\n",
+                B.gpu, B.dev.cuda_runtime / 1000, B.dev.cuda_runtime % 1000 / 10, lt / 10000,
+                lt / 100 % 100, lt % 100, date, cmdline);
+    }
+
+    { /* the GEMM peak of this run: 8192^3 bf16 through cuBLASLt */
+        stats3 st;
+        double fn = 0, fe = 0;
+        if (bench_prod(&B, NS_PROD_GEMM, 8192, 8192, 1, 1, &st, &fn, &fe, err) < 0) goto done;
+        B.peak_tflops = fe / (st.med * 1e6);
+        printf("# bf16 GEMM peak (8192x8192x8192, cuBLASLt): %.1f us median, %.1f TFLOP/s\n", st.med, B.peak_tflops);
+        if (B.csv) fprintf(B.csv, "# gemm_peak_tflops: %.1f\n", B.peak_tflops);
+    }
+    if (B.csv) fprintf(B.csv, "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n");
+    human_header();
+
+    int total = 0, done = 0;
+    for (int i = 0; i < shapes->n; i++) {
+        ns_bench_shape *s = &shapes->v[i];
+        if (s->n_batches == 0) {
+            for (int b = 0; b < o->n_batches; b++)
+                if (o->batches[b] == 1 || s->m * s->n <= o->batch_max_elems) s->batches[s->n_batches++] = o->batches[b];
+        }
+        total += s->n_batches;
+    }
+    for (int i = 0; i < shapes->n; i++) {
+        ns_bench_shape *s = &shapes->v[i];
+        for (int bi = 0; bi < s->n_batches; bi++) {
+            int batch = (int)s->batches[bi];
+            done++;
+            if (B.progress)
+                fprintf(stderr, "\r[%d/%d] %" PRId64 "x%" PRId64 " batch %d          ", done, total, s->m, s->n, batch);
+            at_result res[2];
+            int need = 0;
+            for (int a = 0; a < o->n_algos; a++) {
+                at_key k = {s->m, s->n, batch, o->algos[a], o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
+                if (o->retune || !cache || !at_cache_lookup(cache, &k, &res[a])) need = 1;
+            }
+            if (need) {
+                if (at_tune_shape(s->m, s->n, batch, o->algos, o->n_algos, &o->at, 0x1234567ull + (uint64_t)done,
+                                  B.s, res, report_cand, &B, err))
+                    goto done;
+                for (int a = 0; a < o->n_algos && cache; a++) {
+                    at_key k = {s->m, s->n, batch, o->algos[a], o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
+                    if (res[a].median_us >= 0 && at_cache_store(cache, &k, &res[a], err)) goto done;
+                }
+            }
+            for (int a = 0; a < o->n_algos; a++) {
+                if (res[a].median_us < 0) {
+                    printf("  %" PRId64 "x%" PRId64 " batch %d %s: no candidate passed the correctness gate\n",
+                           s->m, s->n, batch, dm_ns_algo_name(o->algos[a]));
+                    continue;
+                }
+                stats3 st = {res[a].median_us, res[a].min_us, res[a].max_us};
+                char var[16];
+                snprintf(var, sizeof var, "%d/%d", res[a].sym_blocks, res[a].sym_blocks_mm);
+                emit(&B, "ns", dm_ns_algo_name(o->algos[a]), s->m, s->n, batch,
+                     o->algos[a] == DM_NS_GRAM ? "fp16" : "bf16", var, &st, res[a].flops_nominal,
+                     res[a].flops_executed);
+                if (o->profile && (bi == 0 || bi == s->n_batches - 1) &&
+                    profile_plan(&B, s->m, s->n, batch, o->algos[a], &res[a], err))
+                    goto done;
+            }
+            if (o->products) {
+                stats3 st, best;
+                double fn, fe, bfn = 0, bfe = 0;
+                int bk = 0;
+                if (bench_prod(&B, NS_PROD_GEMM, s->m, s->n, batch, 1, &st, &fn, &fe, err) < 0) goto done;
+                emit(&B, "gemm", "cublas", s->m, s->n, batch, "bf16", "-", &st, fn, fe);
+                if (bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, 1, &st, &fn, &fe, err) < 0) goto done;
+                emit(&B, "syrk", "cublas", s->m, s->n, batch, "bf16", "k1", &st, fn, fe);
+                for (int si = 0; si < o->at.n_sym; si++) {
+                    int kb = o->at.sym_blocks[si];
+                    if (kb < 2 || s->m / kb < o->at.min_block) continue;
+                    int r = bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, kb, &st, &fn, &fe, err);
+                    if (r < 0) goto done;
+                    if (r == 0 && (!bk || st.med < best.med)) {
+                        best = st;
+                        bk = kb;
+                        bfn = fn;
+                        bfe = fe;
+                    }
+                }
+                if (bk) {
+                    char var[16];
+                    snprintf(var, sizeof var, "k%d", bk);
+                    emit(&B, "syrk", "sym", s->m, s->n, batch, "bf16", var, &best, bfn, bfe);
+                }
+            }
+        }
+        if (o->elementwise && bench_elementwise(&B, s->m * s->n, err)) goto done;
+    }
+    if (B.progress) fprintf(stderr, "\r%60s\r", "");
+    if (csv_out) {
+        dm_out *out = csv_out;
+        csv_out = NULL;
+        if (dm_out_commit(out, err)) goto done;
+        printf("# wrote %s\n", o->out_csv);
+    }
+    if (cache && at_cache_save(cache, err)) goto done;
+    rc = 0;
+    goto done;
+    rc = 0;
+done:
+    dm_out_abort(csv_out);
+    at_cache_close(cache);
+    ns_stream_destroy(B.s);
+    return rc;
+}

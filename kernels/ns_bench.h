@@ -1,0 +1,60 @@
+/* ns_bench.h: the NS kernel-cost benchmark behind `dmuon bench kernels` (the command line is
+ * cli/cmd_bench.c's): per shape and batch the whole NS autotuned over symmetric-product block
+ * counts and cuBLASLt heuristics (autotune.h; the best correct variant of each algorithm), the
+ * products it is made of, and the Muon/AdamW elementwise kernels; CUDA events after warm-up on
+ * graph replays, medians. Writes a table on stdout and the dmuon-costs-1 CSV the cost model
+ * reads. Only with CUDA. */
+#ifndef DM_NS_BENCH_H
+#define DM_NS_BENCH_H
+#include <stdint.h>
+
+#include "autotune.h"
+#include "dm_error.h"
+#include "program.h"
+
+#define NS_BENCH_MAX_BATCHES 16
+
+typedef struct ns_bench_shape {
+    int64_t m, n;                         /* m <= n */
+    long batches[NS_BENCH_MAX_BATCHES];   /* empty: the options' batches (when small) */
+    int n_batches;
+} ns_bench_shape;
+
+typedef struct ns_bench_shapes {
+    ns_bench_shape *v;
+    int n, cap;
+} ns_bench_shapes;
+
+/* Add rows x cols (either orientation; once unless it has its own batches) with batches b[0..nb). */
+int ns_bench_shapes_add(ns_bench_shapes *l, int64_t rows, int64_t cols, const long *b, int nb, dm_err *err);
+/* Lines "ROWS COLS [B1,B2,...]" ('x' or ',' also separate rows and cols); '#' comments;
+ * FILE:LINE:COL errors. */
+int ns_bench_shapes_read(ns_bench_shapes *l, const char *path, dm_err *err);
+/* The Muon shapes of a bundled model or model file; "all": every bundled model. */
+int ns_bench_shapes_model(ns_bench_shapes *l, const char *name, dm_err *err);
+void ns_bench_shapes_free(ns_bench_shapes *l);
+
+typedef struct ns_bench_opts {
+    long batches[NS_BENCH_MAX_BATCHES]; /* for shapes without their own; default 1,2,4,8 */
+    int n_batches;
+    int64_t batch_max_elems;  /* only m*n <= this get batches > 1; default 16M */
+    dm_ns_algo algos[2];      /* default direct, gram */
+    int n_algos;
+    at_options at;            /* the autotuner's (warm-up and reps shared with the timings) */
+    int warmup, reps;         /* default 3, 20 */
+    const char *out_csv;      /* the cost table (atomically); NULL: none */
+    const char *cache_path;   /* the autotune cache; NULL: none */
+    int retune;               /* ignore cached results */
+    int products, elementwise;/* the single-product and elementwise rows; default 1 */
+    int verbose, profile;     /* every candidate; per-step times of the winners */
+    const char *cmdline;      /* for the CSV's "# command:" line (borrowed) */
+} ns_bench_opts;
+
+void ns_bench_opts_default(ns_bench_opts *o);
+/* "direct", "gram" or both, comma-separated, into o->algos; -1 ("expected direct and/or gram,
+ * got 'X'") otherwise. */
+int ns_bench_algos_parse(const char *list, ns_bench_opts *o, dm_err *err);
+/* Run it over shapes (sorted in place; the goal shapes when empty). 0, or -1 with err. */
+int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *err);
+
+#endif

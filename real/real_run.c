@@ -1,0 +1,84 @@
+/* real_run.c: a run of steps on a created executor (real.h's real_exec_run, `dmuon run`'s loop):
+ * resume, steps with the per-step rows gathered to rank 0, checkpoints at their cadence, the
+ * means, then the weights files and the trace. Printing is the caller's (a row callback). */
+#include "config.h"
+
+#include <string.h>
+
+#include "real.h"
+#include "real_priv.h"
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+#include "ns_cuda.h"
+#endif
+
+real_backend real_backend_auto(MPI_Comm comm)
+{
+    int mine = 0, all = 0;
+#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+    ns_device_info info;
+    dm_err e;
+    mine = ns_device_query(&info, &e) == 0;
+#endif
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+    return all ? REAL_BACKEND_GPU : REAL_BACKEND_CPU;
+}
+
+void real_row_csv_header(FILE *f, const dm_program *p, const char *backend, int64_t tokens)
+{
+    fprintf(f, "# dmuon run: model=%s strategy=%s ranks=%d backend=%s tokens=%lld\n"
+            "step,loss,step_ms,forward_ms,backward_ms,optimizer_ms,opt_window_ms,exposed_comm_ms,ns_min_ms,ns_max_ms,"
+            "skipped\n", p->model, p->strategy, p->nranks, backend, (long long)tokens);
+}
+
+void real_row_csv(FILE *f, long step, const real_step_row *w)
+{
+    fprintf(f, "%ld,%.9g,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d\n", step, w->loss, w->step_us / 1e3,
+            w->forward_us / 1e3, w->backward_us / 1e3, w->optimizer_us / 1e3, w->opt_window_us / 1e3,
+            w->exposed_comm_us / 1e3, w->ns_min_us / 1e3, w->ns_max_us / 1e3, w->skipped);
+}
+
+/* The weights after the run: saved and/or compared on rank 0. Collective; -1 on every rank. */
+static int weights_files(real_exec *ex, const real_run_spec *sp, real_run_result *res, dm_err *err)
+{
+    float **w = NULL;
+    int bad = real_exec_weights(ex, &w, err) < 0;
+    if (!bad && ex->rank == 0)
+        bad = (sp->save_weights && real_weights_write(sp->save_weights, ex, w, err) < 0) ||
+              (sp->check_weights &&
+               real_weights_compare(sp->check_weights, ex, w, &res->check_rel, &res->check_worst, err) < 0);
+    real_weights_free(w, ex->n_mx);
+    return real_agree(ex->comm, bad ? -1 : 0, err);
+}
+
+int real_exec_run(real_exec *ex, const real_run_spec *sp, real_run_row_fn row, void *ctx, real_run_result *res,
+                  dm_err *err)
+{
+    memset(res, 0, sizeof *res);
+    res->check_worst = -1;
+    res->first_step = ex->step;
+    double sum[9] = {0};
+    for (long s = res->first_step; s < sp->steps; s++) {
+        real_step_stats st;
+        real_step_row w;
+        if (real_exec_step(ex, &st, err) < 0 || real_exec_step_row(ex, &st, &w, err) < 0) return -2;
+        res->kept += !st.skipped;
+        if (sp->ckpt_dir && ((s + 1) % sp->every == 0 || s == sp->steps - 1) && real_exec_save(ex, sp->ckpt_dir, err) < 0)
+            return -1;
+        if (ex->rank != 0) continue;
+        if (row) row(ctx, s, &st, &w);
+        if (s > 0 || sp->steps == 1) {
+            double v[9] = {w.loss, w.step_us, w.forward_us, w.backward_us, w.optimizer_us, w.opt_window_us,
+                           w.exposed_comm_us, w.ns_min_us, w.ns_max_us};
+            for (int k = 0; k < 9; k++) sum[k] += v[k];
+            res->counted++;
+        }
+    }
+    if (res->counted) {
+        double c = res->counted;
+        res->mean = (real_step_row){sum[0] / c, sum[1] / c, sum[2] / c, sum[3] / c, sum[4] / c, sum[5] / c, sum[6] / c,
+                                    sum[7] / c, sum[8] / c, 0};
+    }
+    if ((sp->save_weights || sp->check_weights) && weights_files(ex, sp, res, err) < 0) return -1;
+    if (sp->trace_path && sp->steps > 0 && real_exec_write_trace(ex, sp->trace_path, err) < 0) return -1;
+    return 0;
+}
