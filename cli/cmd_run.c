@@ -16,6 +16,7 @@
 #include "cluster.h"
 #include "commands.h"
 #include "costs.h"
+#include "inputs.h"
 #include "model.h"
 #include "ns_ref.h"
 #include "opts.h"
@@ -48,7 +49,8 @@ static void usage(FILE *f)
         "without mpirun too.\n\n"
         "  --model M          model name or file (required without --program; with it, checked\n"
         "                     against the program's model, which is otherwise found by name)\n"
-        "  --cluster C        cluster preset or file for the plan (default h200)\n"
+        "  --cluster C        cluster preset or file for the plan (default " DM_CLUSTER_DEFAULT ")\n"
+        "  --calibration F    a calibration file (dmuon calibrate) applied to the cluster\n"
         "  --costs FILE       kernel cost table for the plan (default: the committed tables)\n"
         "  --program FILE     run this saved program instead of planning\n"
         "  --backend B        cpu (MPI + reference kernels), gpu (NCCL + CUDA) or auto (gpu when\n"
@@ -88,7 +90,7 @@ static void usage(FILE *f)
     if (g_rank == 0) sched_getopt_help(f);
 }
 
-enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O_CHUNKS, O_LRM, O_LRA,
+enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_CALIB, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O_CHUNKS, O_LRM, O_LRA,
        O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE, O_STALL, O_CKPT, O_EVERY, O_RESUME, O_COMPARE,
        O_OVERFLOW, O_SAVE_W, O_CHECK_W };
 
@@ -96,8 +98,7 @@ enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O
 typedef struct run_ctx {
     const char *model_name;     /* --model, or NULL */
     dm_model *model;            /* loaded on every rank (with --program: the program's model) */
-    dm_costs *costs;            /* loaded on rank 0 on first use */
-    const char *cluster_name, *costs_path, *program_path, *csv_path, *trace_path, *ckpt_dir, *coeff_spec;
+    const char *cluster_name, *costs_path, *calib_path, *program_path, *csv_path, *trace_path, *ckpt_dir, *coeff_spec;
     const char *save_weights, *check_weights; /* main run only */
     long steps, every;
     int resume, nranks;
@@ -160,14 +161,21 @@ static int run_one(run_ctx *x, real_step_row *mean)
     int status = 1, fail = 0;
     memset(mean, 0, sizeof *mean);
     if (g_rank == 0) {
-        dm_cluster cl;
-        if (x->program_path) fail = dm_program_load(x->program_path, &prog, &err) < 0;
-        else
-            fail = dm_cluster_load(x->cluster_name, &cl, &err) < 0 ||
-                   (!x->costs && (x->costs_path ? dm_costs_load(x->costs_path, &x->costs, &err)
-                                                : dm_costs_load_default(&x->costs, &err)) < 0) ||
-                   sched_build(x->model, &cl, x->nranks, x->costs, &x->so, &prog, NULL, &err) < 0;
-        if (fail) fprintf(stderr, "dmuon run: %s\n", err.msg);
+        if (x->program_path) {
+            if ((fail = dm_program_load(x->program_path, &prog, &err) < 0)) fprintf(stderr, "dmuon run: %s\n", err.msg);
+        } else {
+            /* the one resolver: cluster (default DM_CLUSTER_DEFAULT), calibration, cost table */
+            input_args ia = {NULL, x->cluster_name, x->calib_path, x->costs_path, x->so.gpus_per_node, 0};
+            inputs in;
+            fail = inputs_resolve("run", &ia, &in) != 0;
+            if (!fail) {
+                printf("# dmuon run: resolved configuration\n");
+                inputs_print(stdout, &in);
+                if ((fail = sched_build(x->model, &in.cluster, x->nranks, in.costs, &x->so, &prog, NULL, &err) < 0))
+                    fprintf(stderr, "dmuon run: %s\n", err.msg);
+            }
+            inputs_free(&in);
+        }
     }
     MPI_Bcast(&fail, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (fail) goto done;
@@ -270,7 +278,6 @@ int cmd_run(int argc, char **argv)
     memset(&x, 0, sizeof x);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &x.nranks);
-    x.cluster_name = "h200";
     x.coeff_spec = NS_COEFFS_DEFAULT_SPEC;
     x.steps = 3, x.every = 1;
     const char *compare = NULL;
@@ -280,6 +287,7 @@ int cmd_run(int argc, char **argv)
     sched_opts_default(&x.so);
     static const struct option longopts[] = {
         {"model", 1, NULL, O_MODEL}, {"cluster", 1, NULL, O_CLUSTER}, {"costs", 1, NULL, O_COSTS},
+        {"calibration", 1, NULL, O_CALIB},
         {"program", 1, NULL, O_PROGRAM}, {"backend", 1, NULL, O_BACKEND}, {"steps", 1, NULL, O_STEPS},
         {"seed", 1, NULL, O_SEED}, {"grad-chunks", 1, NULL, O_CHUNKS}, {"lr-muon", 1, NULL, O_LRM},
         {"lr-adamw", 1, NULL, O_LRA}, {"ns-coeffs", 1, NULL, O_COEFFS}, {"timeout", 1, NULL, O_TIMEOUT},
@@ -304,6 +312,7 @@ int cmd_run(int argc, char **argv)
         case O_MODEL: x.model_name = optarg; break;
         case O_CLUSTER: x.cluster_name = optarg; break;
         case O_COSTS: x.costs_path = optarg; break;
+        case O_CALIB: x.calib_path = optarg; break;
         case O_PROGRAM: x.program_path = optarg; break;
         case O_BACKEND:
             backend_auto = !strcmp(optarg, "auto");
@@ -411,7 +420,6 @@ int cmd_run(int argc, char **argv)
     }
     free(cmp_copy);
 done:
-    dm_costs_free(x.costs);
     dm_model_free(x.model);
     MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();

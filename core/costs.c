@@ -17,9 +17,8 @@
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_interp.h>
 
-#include "ns_ref.h"
 
-#define NS_ITERS 5
+#define NS_ITERS DM_NS_ITERS_DEFAULT
 #define BF16_BYTES 2.0
 
 typedef enum { OP_NS, OP_GEMM, OP_SYRK, OP_MUON_UPDATE, OP_ADAMW, OP__COUNT } row_op;
@@ -50,7 +49,7 @@ struct dm_costs {
 
 double dm_ns_flops(int64_t m, int64_t n, dm_ns_algo algo)
 {
-    return ns_ref_flops(m, n, NS_ITERS, algo == DM_NS_GRAM ? NS_ALGO_GRAM : NS_ALGO_DIRECT);
+    return dm_ns_flops_ex(m, n, NS_ITERS, algo, DM_NS_RESTARTS_DEFAULT, 0);
 }
 
 /* Operands read and results written once per product, in bf16; normalization reads X twice and
@@ -612,7 +611,7 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
     }
     FILE *f = dm_out_file(o);
     fprintf(f, "# dmuon-costs-1\n# source: roofline\n# gpu: %s\n", gpu->name);
-    fprintf(f, "# note: NOT MEASURED. Roofline: FLOPs (ns_ref_flops, 5 iterations) over the dense bf16 "
+    fprintf(f, "# note: NOT MEASURED. Roofline: FLOPs (dm_ns_flops_ex, 5 iterations) over the dense bf16 "
                "peak %.4g FLOP/s, HBM bytes over %.4g B/s, plus %.1f us launch floor per kernel\n",
             gpu->bf16_flops, gpu->hbm_Bps, gpu->launch_us);
     fprintf(f, "# cuda: -\n# cublas: -\n# date: -\n# command: %s\n", command ? command : "-");

@@ -72,7 +72,7 @@ const char *dm_cost_source_name(dm_cost_source s); /* "measured", "interpolated"
 
 /* ---- roofline terms (shared with the generator and tests) ---------------------------------- */
 
-/* FLOPs of one 5-iteration NS of an m x n matrix (ns_ref_flops of kernels/ns_ref.h). */
+/* FLOPs of one 5-iteration NS of an m x n matrix (dm_ns_flops_ex of program.h). */
 double dm_ns_flops(int64_t m, int64_t n, dm_ns_algo algo);
 /* HBM bytes one NS moves (bf16 operands read and written once per matrix product). */
 double dm_ns_bytes(int64_t m, int64_t n, dm_ns_algo algo);

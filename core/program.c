@@ -277,3 +277,25 @@ int dm_op_is_compute(dm_op_kind k)
 {
     return k == DM_OP_FORWARD || k == DM_OP_BACKWARD || k == DM_OP_NS || k == DM_OP_MUON_UPDATE || k == DM_OP_ADAMW;
 }
+
+double dm_ns_flops_ex(int64_t m, int64_t n, int iters, dm_ns_algo algo, uint32_t restarts, int symmetric)
+{
+    double r = (double)(m < n ? m : n), l = (double)(m < n ? n : m);
+    double gemm_rl = 2 * r * r * l;          /* (r x r)(r x l) or (r x l)(l x r) */
+    double gemm_rr = 2 * r * r * r;
+    double sym = symmetric ? 0.5 : 1.0;      /* share of a symmetric product computed */
+    double f = 0;
+
+    if (iters <= 0 || m < 1 || n < 1) return 0;
+    if (algo == DM_NS_DIRECT) return iters * (gemm_rl * sym + gemm_rr * sym + gemm_rl);
+    f = gemm_rl * sym; /* R = X X^T */
+    for (int k = 0; k < iters; k++) {
+        int first = k == 0 || dm_ns_restart_before(restarts, k);
+        int last = k == iters - 1 || dm_ns_restart_before(restarts, k + 1);
+        if (k > 0 && first) f += gemm_rl + gemm_rl * sym; /* X = Q X, R = X X^T */
+        f += gemm_rr * sym;                                 /* R R */
+        if (!first) f += gemm_rr;                           /* Q = P Q */
+        if (!last) f += gemm_rr + gemm_rr * sym;            /* R = P (R P) */
+    }
+    return f + gemm_rl; /* X = Q X */
+}

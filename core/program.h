@@ -48,6 +48,24 @@ typedef enum { DM_PAYLOAD_NONE = 0, DM_PAYLOAD_WEIGHTS = 1, DM_PAYLOAD_GRADS = 2
  * before ops carried it). */
 #define DM_NS_ITERS_DEFAULT 5
 
+/* Gram restarts: bit k set = restart before iteration k (bits 0 and >= iters have no effect);
+ * the default restarts once, before iteration 2: iterations {0, 1}, restart, {2, ...}. */
+#define DM_NS_RESTART_BIT(k) (UINT32_C(1) << (k))
+#define DM_NS_RESTARTS_DEFAULT DM_NS_RESTART_BIT(2)
+static inline int dm_ns_restart_before(uint32_t restarts, int k)
+{
+    return k > 0 && k < 32 && (restarts & DM_NS_RESTART_BIT(k));
+}
+/* FLOPs of one NS of `iters` iterations on an m x n matrix: matrix products only, 2 M N K each,
+ * r = min(m, n), l = max(m, n). direct, per iteration: X X^T 2 r^2 l, A A 2 r^3, B X 2 r^2 l.
+ * Gram: R = X X^T at the start and at each restart; per iteration R R 2 r^3, Q <- P Q 2 r^3 (not
+ * on a segment's first iteration), R <- P R P 4 r^3 (not on a segment's last); X <- Q X 2 r^2 l
+ * at each restart and at the end. Not counted: normalization, the elementwise polynomial sums
+ * (O(r l)). symmetric = 1 counts the products whose result is symmetric (X X^T, A A, R R, the
+ * second product of P R P) at half, as kernels that compute one triangle do. The one formula of
+ * the cost model, the kernels and their benchmarks. */
+double dm_ns_flops_ex(int64_t m, int64_t n, int iters, dm_ns_algo algo, uint32_t restarts, int symmetric);
+
 typedef struct dm_op {
     int id;             /* index in the rank's list (set by dm_program_add_op) */
     dm_op_kind kind;

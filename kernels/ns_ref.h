@@ -70,14 +70,10 @@ int ns_coeffs_from_spec(const char *spec, const char *origin, ns_coeffs *c, dm_e
 /* ---- NS --------------------------------------------------------------------------------- */
 
 /* The algorithm is program.h's dm_ns_algo (DM_NS_DIRECT, DM_NS_GRAM; dm_ns_algo_name and
- * dm_ns_algo_parse there). The old names, for core/costs.c until it says DM_NS_*: */
-#define NS_ALGO_DIRECT DM_NS_DIRECT
-#define NS_ALGO_GRAM DM_NS_GRAM
-
-/* Gram restarts: bit k set = restart before iteration k. Bits 0 and >= iters have no effect.
- * The default restarts once, before iteration 2: iterations {0,1}, restart, {2,...}. */
-#define NS_RESTART_BIT(k) (UINT32_C(1) << (k))
-#define NS_RESTARTS_DEFAULT NS_RESTART_BIT(2)
+ * dm_ns_algo_parse there), and so are the Gram restarts (DM_NS_RESTART_BIT: bit k set = restart
+ * before iteration k; the default restarts once, before iteration 2). */
+#define NS_RESTART_BIT(k) DM_NS_RESTART_BIT(k)
+#define NS_RESTARTS_DEFAULT DM_NS_RESTARTS_DEFAULT
 
 typedef struct ns_opts {
     dm_ns_algo algo;            /* default DM_NS_DIRECT */
@@ -97,16 +93,7 @@ int ns_ref_f(const float *G, float *O, int64_t m, int64_t n, const ns_opts *o, d
 /* The scalar map f(s) above, for one normalized singular value s: what NS does to it. */
 double ns_scalar_map(const ns_coeffs *c, double s);
 
-/* FLOPs of one NS on an m x n matrix, the formula the cost model and the benchmarks share.
- * Counted: matrix products only, 2*M*N*K for an (M x K)(K x N) product, in full, with
- * r = min(m,n), l = max(m,n):
- *   direct, per iteration: X X^T 2r^2 l, A A 2r^3, B X 2r^2 l.
- *   Gram: R = X X^T 2r^2 l at the start and at each restart; per iteration R R 2r^3, Q <- P Q
- *         2r^3 (not on a segment's first iteration, where Q = P), R <- P R P 4r^3 (not on a
- *         segment's last iteration); X <- Q X 2r^2 l at each restart and at the end.
- * Not counted: normalization, the elementwise polynomial sums, transposes (all O(r l)).
- * symmetric = 1 counts the products whose result is symmetric (X X^T, A A, R R, the second
- * product of P R P) at half, as kernels that compute one triangle do.
+/* FLOPs of one NS on an m x n matrix: program.h's dm_ns_flops_ex (the one formula).
  * ns_ref_flops uses the default restarts and symmetric = 0. iters = 0 gives 0. */
 double ns_ref_flops(int64_t m, int64_t n, int iters, dm_ns_algo algo);
 double ns_ref_flops_ex(int64_t m, int64_t n, int iters, dm_ns_algo algo, uint32_t restarts,
