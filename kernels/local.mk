@@ -20,6 +20,11 @@ EXTRA_DIST += tools/torch_ns_bench.py traces/kernels/run_device.sh traces/kernel
 if HAVE_CUDA
 libdmuon_cuda_a_SOURCES += kernels/ns_cuda.cu kernels/ns_elem.cu kernels/ns_kern.cuh \
 	kernels/ns_cuda.h kernels/autotune.c kernels/autotune.h
+# our tensor-core products (mma.sync): the symmetric-product kernel and the fused small NS
+libdmuon_cuda_a_SOURCES += kernels/ns_syrk.cu kernels/ns_small.cu kernels/ns_mma.h kernels/ns_mma.cuh
+# the .cu.o rule tracks no headers: the ones these objects are built from
+kernels/ns_syrk.o kernels/ns_small.o: kernels/ns_mma.cuh kernels/ns_mma.h kernels/ns_kern.cuh kernels/ns_cuda.h
+kernels/ns_cuda.o: kernels/ns_mma.h kernels/ns_kern.cuh kernels/ns_cuda.h
 # libdmuon_cuda.a calls back into libdmuon.a (ns_ref coefficients, errors, output files): list
 # libdmuon.a once more after it so that a static link resolves those references; cuBLASLt is
 # not in CUDA_LIBS.
