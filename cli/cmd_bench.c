@@ -278,19 +278,19 @@ static int run_prod(void *a, ns_stream s, dm_err *err) { return ns_prod_run(((pr
 
 /* Time one product; sym_blocks as in ns_config. Returns -1 on error, 1 when the check against
  * the full product failed (the row is then not written). */
-static int bench_prod(bench *B, ns_prod_kind kind, int64_t m, int64_t n, int batch, int kb,
+static int bench_prod(bench *B, ns_prod_kind kind, int64_t m, int64_t n, int batch, int kb, ns_kernel kern,
                       stats3 *st, double *fl_nom, double *fl_exec, dm_err *err)
 {
     ns_prod *p = NULL;
     prod_arg a;
     double rel = 0;
     int rc = -1;
-    if (ns_prod_create(kind, m, n, batch, DM_DT_BF16, kb, &p, err)) return -1;
+    if (ns_prod_create_kernel(kind, m, n, batch, DM_DT_BF16, kb, kern, &p, err)) return -1;
     a.p = p;
-    if (kb > 1 && ns_prod_check(p, &rel, err)) goto out;
+    if ((kb > 1 || kern != NS_KERNEL_LT) && ns_prod_check(p, &rel, err)) goto out;
     if (!(rel <= 4e-3)) {
-        fprintf(stderr, "dmuon bench kernels: %" PRId64 "x%" PRId64 " sym_blocks %d: block product differs from the full one (rel %.3g); row dropped\n",
-                m, n, kb, rel);
+        fprintf(stderr, "dmuon bench kernels: %" PRId64 "x%" PRId64 " sym_blocks %d kernel %s: product differs from the full cuBLAS one (rel %.3g); row dropped\n",
+                m, n, kb, ns_kernel_name(kern), rel);
         rc = 1;
         goto out;
     }
@@ -366,13 +366,14 @@ static void report_cand(void *ctx, const at_key *k, const at_result *r, int reje
     bench *B = ctx;
     if (!B->verbose) return;
     if (rejected)
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s REJECTED: %s (gate rel %.3g)\n", k->m,
-               k->n, k->batch, dm_ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
-               r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s %s k=%d/%d h=%d%s%s REJECTED: %s (gate rel %.3g)\n", k->m,
+               k->n, k->batch, dm_ns_algo_name(k->algo), ns_kernel_name(r->kernel), r->sym_blocks, r->sym_blocks_mm,
+               r->heuristic, r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
     else
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
-               k->m, k->n, k->batch, dm_ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
-               r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us, r->max_us, r->gate_rel);
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s %s k=%d/%d h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
+               k->m, k->n, k->batch, dm_ns_algo_name(k->algo), ns_kernel_name(r->kernel), r->sym_blocks,
+               r->sym_blocks_mm, r->heuristic, r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us,
+               r->max_us, r->gate_rel);
 }
 
 /* Per-step times of the winning variant (stdout, '#' lines). */
@@ -408,6 +409,9 @@ static void usage_kernels(FILE *f)
             "  --sym-blocks LIST  block counts tried for symmetric products (default 1,2,4,8)\n"
             "  --heuristics LIST  cuBLASLt heuristic indices tried (default 0)\n"
             "  --heuristics-max-elems N  indices > 0 only when m*n*batch <= N (default 16M)\n"
+            "  --kernels LIST     kernels tried: lt (cuBLASLt), sym64, sym128, sym128s3 (our\n"
+            "                     symmetric products), fused32, fused64 (the whole NS in one\n"
+            "                     kernel, m*n*batch <= 64M); default all\n"
             "  --no-gemm-tune     skip the last stage: each GEMM of the winner timed over\n"
             "                     cuBLASLt's heuristic list (kept when the whole plan is faster)\n"
             "  --min-block N      smallest leaf (rows) of the symmetric scheme tried (default 256)\n"
@@ -432,7 +436,7 @@ static int bench_kernels(int argc, char **argv)
 {
     enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE,
            O_RETUNE, O_WARMUP, O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE,
-           O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE };
+           O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE, O_KERNELS };
     static const struct option lo[] = {
         {"shapes", required_argument, 0, O_SHAPES}, {"model", required_argument, 0, O_MODEL},
         {"batches", required_argument, 0, O_BATCHES}, {"batch-max-elems", required_argument, 0, O_BMAX},
@@ -444,7 +448,7 @@ static int bench_kernels(int argc, char **argv)
         {"no-graph", no_argument, 0, O_NOGRAPH}, {"verbose", no_argument, 0, O_VERBOSE},
         {"profile", no_argument, 0, O_PROFILE}, {"min-block", required_argument, 0, O_MINBLOCK},
         {"heuristics-max-elems", required_argument, 0, O_HEURMAX},
-        {"no-gemm-tune", no_argument, 0, O_NOGEMMTUNE},
+        {"no-gemm-tune", no_argument, 0, O_NOGEMMTUNE}, {"kernels", required_argument, 0, O_KERNELS},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "bench kernels";
     shape_list shapes = {0};
@@ -533,6 +537,22 @@ static int bench_kernels(int argc, char **argv)
         case O_VERBOSE: B.verbose = 1; break;
         case O_PROFILE: profile = 1; break;
         case O_NOGEMMTUNE: ao.tune_gemms = 0; break;
+        case O_KERNELS: {
+            ao.n_kernels = 0;
+            char *dup = strdup(optarg), *save = NULL;
+            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                ns_kernel k;
+                if (ns_kernel_parse(t, &k) || ao.n_kernels == NS_KERNEL_COUNT) {
+                    opt_usage_error(cmd, "--kernels: expected lt, sym64, sym128, sym128s3, fused32 or fused64, got '%s'", t);
+                    free(dup);
+                    goto usage;
+                }
+                ao.kernels[ao.n_kernels++] = k;
+            }
+            free(dup);
+            if (!ao.n_kernels) goto usage;
+            break;
+        }
         case O_MINBLOCK:
             if (opt_parse_long(cmd, "--min-block", optarg, 8, 1 << 20, &v)) goto usage;
             ao.min_block = v;
@@ -597,7 +617,7 @@ static int bench_kernels(int argc, char **argv)
     { /* the GEMM peak of this run: 8192^3 bf16 through cuBLASLt */
         stats3 st;
         double fn = 0, fe = 0;
-        if (bench_prod(&B, NS_PROD_GEMM, 8192, 8192, 1, 1, &st, &fn, &fe, &err) < 0) goto fail;
+        if (bench_prod(&B, NS_PROD_GEMM, 8192, 8192, 1, 1, NS_KERNEL_LT, &st, &fn, &fe, &err) < 0) goto fail;
         B.peak_tflops = fe / (st.med * 1e6);
         printf("# bf16 GEMM peak (8192x8192x8192, cuBLASLt): %.1f us median, %.1f TFLOP/s\n", st.med, B.peak_tflops);
         if (B.csv) fprintf(B.csv, "# gemm_peak_tflops: %.1f\n", B.peak_tflops);
@@ -644,7 +664,8 @@ static int bench_kernels(int argc, char **argv)
                 }
                 stats3 st = {res[a].median_us, res[a].min_us, res[a].max_us};
                 char var[16];
-                snprintf(var, sizeof var, "%d/%d", res[a].sym_blocks, res[a].sym_blocks_mm);
+                if (res[a].kernel == NS_KERNEL_LT) snprintf(var, sizeof var, "%d/%d", res[a].sym_blocks, res[a].sym_blocks_mm);
+                else snprintf(var, sizeof var, "%s", ns_kernel_name(res[a].kernel));
                 emit(&B, "ns", dm_ns_algo_name(algos[a]), s->m, s->n, batch,
                      algos[a] == DM_NS_GRAM ? "fp16" : "bf16", var, &st, res[a].flops_nominal,
                      res[a].flops_executed);
@@ -656,14 +677,14 @@ static int bench_kernels(int argc, char **argv)
                 stats3 st, best;
                 double fn, fe, bfn = 0, bfe = 0;
                 int bk = 0;
-                if (bench_prod(&B, NS_PROD_GEMM, s->m, s->n, batch, 1, &st, &fn, &fe, &err) < 0) goto fail;
+                if (bench_prod(&B, NS_PROD_GEMM, s->m, s->n, batch, 1, NS_KERNEL_LT, &st, &fn, &fe, &err) < 0) goto fail;
                 emit(&B, "gemm", "cublas", s->m, s->n, batch, "bf16", "-", &st, fn, fe);
-                if (bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, 1, &st, &fn, &fe, &err) < 0) goto fail;
+                if (bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, 1, NS_KERNEL_LT, &st, &fn, &fe, &err) < 0) goto fail;
                 emit(&B, "syrk", "cublas", s->m, s->n, batch, "bf16", "k1", &st, fn, fe);
                 for (int si = 0; si < ao.n_sym; si++) {
                     int kb = ao.sym_blocks[si];
                     if (kb < 2 || s->m / kb < ao.min_block) continue;
-                    int r = bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, kb, &st, &fn, &fe, &err);
+                    int r = bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, kb, NS_KERNEL_LT, &st, &fn, &fe, &err);
                     if (r < 0) goto fail;
                     if (r == 0 && (!bk || st.med < best.med)) {
                         best = st;
@@ -676,6 +697,19 @@ static int bench_kernels(int argc, char **argv)
                     char var[16];
                     snprintf(var, sizeof var, "k%d", bk);
                     emit(&B, "syrk", "sym", s->m, s->n, batch, "bf16", var, &best, bfn, bfe);
+                }
+                for (int ki = 0; ki < ao.n_kernels; ki++) { /* our symmetric kernels, checked first */
+                    ns_kernel k = ao.kernels[ki];
+                    if (k != NS_KERNEL_SYM64 && k != NS_KERNEL_SYM128 && k != NS_KERNEL_SYM128S3) continue;
+                    if (!ns_kernel_supported(k, s->m, s->n, batch)) continue;
+                    int r = bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, 1, k, &st, &fn, &fe, &err);
+                    if (r < 0) goto fail;
+                    if (r == 0) { /* the table only: the cost CSV has no algo for it */
+                        FILE *keep = B.csv;
+                        B.csv = NULL;
+                        emit(&B, "syrk", "ours", s->m, s->n, batch, "bf16", ns_kernel_name(k), &st, fn, fe);
+                        B.csv = keep;
+                    }
                 }
             }
         }

@@ -378,7 +378,8 @@ static int seq_run_steps(seq *q, cudaStream_t s, dm_err *err)
 
 static int seq_run(seq *q, cudaStream_t s, int use_graph, dm_err *err)
 {
-    if (!use_graph || s == NULL) return seq_run_steps(q, s, err);
+    /* a fused plan is one launch: a graph would save nothing (and it is cooperative) */
+    if (!use_graph || s == NULL || (q->n == 1 && q->steps[0].kind == ST_FUSED)) return seq_run_steps(q, s, err);
     if (!q->exec) {
         NS_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         int rc = seq_run_steps(q, s, err);
