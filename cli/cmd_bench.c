@@ -412,6 +412,9 @@ static void usage_kernels(FILE *f)
             "  --kernels LIST     kernels tried: lt (cuBLASLt), sym64, sym128, sym128s3 (our\n"
             "                     symmetric products), fused32, fused64 (the whole NS in one\n"
             "                     kernel, m*n*batch <= 64M); default all\n"
+            "  --retime-cached    a shape the cache has a cuBLASLt entry for: re-time that\n"
+            "                     configuration (no search) beside our kernels, and keep the\n"
+            "                     faster (implies --retune for it)\n"
             "  --no-gemm-tune     skip the last stage: each GEMM of the winner timed over\n"
             "                     cuBLASLt's heuristic list (kept when the whole plan is faster)\n"
             "  --min-block N      smallest leaf (rows) of the symmetric scheme tried (default 256)\n"
@@ -436,7 +439,7 @@ static int bench_kernels(int argc, char **argv)
 {
     enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE,
            O_RETUNE, O_WARMUP, O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE,
-           O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE, O_KERNELS };
+           O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE, O_KERNELS, O_RETIME };
     static const struct option lo[] = {
         {"shapes", required_argument, 0, O_SHAPES}, {"model", required_argument, 0, O_MODEL},
         {"batches", required_argument, 0, O_BATCHES}, {"batch-max-elems", required_argument, 0, O_BMAX},
@@ -449,12 +452,13 @@ static int bench_kernels(int argc, char **argv)
         {"profile", no_argument, 0, O_PROFILE}, {"min-block", required_argument, 0, O_MINBLOCK},
         {"heuristics-max-elems", required_argument, 0, O_HEURMAX},
         {"no-gemm-tune", no_argument, 0, O_NOGEMMTUNE}, {"kernels", required_argument, 0, O_KERNELS},
+        {"retime-cached", no_argument, 0, O_RETIME},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "bench kernels";
     shape_list shapes = {0};
     long batches[MAX_BATCHES] = {1, 2, 4, 8}, tmp[16];
     int n_batches = 4, n_algos = 2, retune = 0, do_prod = 1, do_elem = 1, c, rc = 1, ntmp;
-    int profile = 0;
+    int profile = 0, retime = 0;
     int64_t bmax = 16 << 20;
     dm_ns_algo algos[2] = {DM_NS_DIRECT, DM_NS_GRAM};
     const char *out_path = NULL, *cache_path = NULL;
@@ -523,6 +527,7 @@ static int bench_kernels(int argc, char **argv)
         case O_OUT: out_path = optarg; break;
         case O_CACHE: cache_path = optarg; break;
         case O_RETUNE: retune = 1; break;
+        case O_RETIME: retime = 1; break;
         case O_WARMUP:
             if (opt_parse_long(cmd, "--warmup", optarg, 0, 1000, &v)) goto usage;
             B.warmup = ao.warmup = (int)v;
@@ -643,9 +648,15 @@ static int bench_kernels(int argc, char **argv)
                 fprintf(stderr, "\r[%d/%d] %" PRId64 "x%" PRId64 " batch %d          ", done, total, s->m, s->n, batch);
             at_result res[2];
             int need = 0;
+            ao.n_lt_fixed = 0;
             for (int a = 0; a < n_algos; a++) {
                 at_key k = {s->m, s->n, batch, algos[a], algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
-                if (retune || !cache || !at_cache_lookup(cache, &k, &res[a])) need = 1;
+                int hit = cache && at_cache_lookup(cache, &k, &res[a]);
+                if (retune || retime || !hit) need = 1;
+                if (retime && hit && res[a].kernel == NS_KERNEL_LT) {
+                    ao.lt_fixed[ao.n_lt_fixed].algo = algos[a];
+                    ao.lt_fixed[ao.n_lt_fixed++].r = res[a];
+                }
             }
             if (need) {
                 if (at_tune_shape(s->m, s->n, batch, algos, n_algos, &ao, 0x1234567ull + (uint64_t)done,

@@ -425,8 +425,19 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const dm_ns_algo *algos, int 
     for (int a = 0; a < n_algos; a++) {
         /* coordinate search: the X X^T block count (m x m products full), then the m x m
          * products' block count, then (small problems) cuBLASLt heuristic indices */
-        int best_x = 1, best_mm = 1, best_h = o->heuristics[0];
-        for (int stage = 0; stage < 3 && tries_kernel(o, NS_KERNEL_LT); stage++) {
+        int best_x = 1, best_mm = 1, best_h = o->heuristics[0], fixed = 0;
+        for (int i = 0; i < o->n_lt_fixed && tries_kernel(o, NS_KERNEL_LT); i++)
+            if (o->lt_fixed[i].algo == algos[a] && o->lt_fixed[i].r.kernel == NS_KERNEL_LT) {
+                ns_config cfg;
+                at_result_config(&o->lt_fixed[i].r, algos[a], &cfg);
+                if (tune_one(m, n, batch, &cfg, o, seed, s, ref, scratch, t, &results[a], report, report_ctx, err))
+                    goto out;
+                best_x = cfg.sym_blocks;
+                best_mm = cfg.sym_blocks_mm;
+                best_h = cfg.heuristic;
+                fixed = 1;
+            }
+        for (int stage = 0; stage < 3 && !fixed && tries_kernel(o, NS_KERNEL_LT); stage++) {
             int n_try = stage == 2 ? o->n_heur : o->n_sym;
             for (int ti = 0; ti < n_try; ti++) {
                 ns_config cfg;

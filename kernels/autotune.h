@@ -84,6 +84,13 @@ typedef struct at_options {
                                            cuBLASLt search is skipped */
     int n_kernels;
     int64_t fused_max_elems; /* the fused kernels only when m*n*batch <= this */
+    /* per algorithm, a cuBLASLt configuration to re-time instead of searching (e.g. the
+       cached one): at most one per algorithm, n_lt_fixed of them */
+    struct {
+        dm_ns_algo algo;
+        at_result r;
+    } lt_fixed[2];
+    int n_lt_fixed;
 } at_options;
 
 /* sym {1,2,4,8}, heuristics {0}, 3 warm-up, 20 reps, min_block 256, heur_max_elems 16M,

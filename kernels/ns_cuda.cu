@@ -519,6 +519,7 @@ static int emit_symk(seq *q, const geom *g, const nsm_op *op, dm_err *err)
     }
     t->mtile = kernel_tile(g->kern);
     nsm_op_finish(&t->mop, t->mtile);
+    if (nsm_gemm_setup(t->mtile, g->dt, err)) return -1;
     snprintf(t->desc, sizeof t->desc, "%s %dx%dx%d x%d%s", ns_kernel_name(g->kern), op->M, op->N, op->K, op->batch,
              op->c ? " +C" : "");
     q->flops_exec += nsm_op_flops(&t->mop);

@@ -98,8 +98,10 @@ void nsm_op_finish(nsm_op *op, nsm_tile t);
 /* FLOPs the op executes (2 M N K per entry over the tiles it computes, clipped to the matrix). */
 double nsm_op_flops(const nsm_op *op);
 
-/* One NSM_GEMM op as one launch on s (tile NSM_T64 or larger); finish it with the same tile
+/* One NSM_GEMM op as one launch on s; finish it with the same tile first. nsm_gemm_setup (once
+ * per tile and dtype, outside any stream capture: it sets the kernel's shared-memory limit)
  * first. */
+int nsm_gemm_setup(nsm_tile t, dm_dtype dt, dm_err *err);
 int nsm_gemm(const nsm_op *op, nsm_tile t, cudaStream_t s, dm_err *err);
 
 /* ---- the fused NS ------------------------------------------------------------------------ */

@@ -137,18 +137,38 @@ template <class C, typename T> __global__ void __launch_bounds__(C::THREADS, C::
     for (int64_t u = blockIdx.x; u < op.units; u += gridDim.x) nsm::gemm_unit<C, T>(op, u, smem, sh);
 }
 
-template <class C, typename T> static int launch_gemm(const nsm_op *op, cudaStream_t s, dm_err *err)
+/* The dynamic shared memory limit of one instantiation, once (nsm_gemm_setup: before any
+ * stream capture). */
+template <class C, typename T> static int setup_gemm(dm_err *err)
 {
-    static bool attr_set = false; /* per instantiation: the dynamic shared memory limit once */
+    static bool attr_set = false;
     if (!attr_set) {
         NS_CUDA(cudaFuncSetAttribute(k_gemm<C, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES));
         attr_set = true;
     }
+    return 0;
+}
+
+template <class C, typename T> static int launch_gemm(const nsm_op *op, cudaStream_t s, dm_err *err)
+{
+    if (setup_gemm<C, T>(err)) return -1;
     int64_t grid = op->units < (INT64_C(1) << 30) ? op->units : (INT64_C(1) << 30);
     if (grid < 1) return 0;
     k_gemm<C, T><<<(unsigned)grid, C::THREADS, C::SMEM_BYTES, s>>>(*op);
     NS_LAUNCHED();
     return 0;
+}
+
+int nsm_gemm_setup(nsm_tile t, dm_dtype dt, dm_err *err)
+{
+    int bf = dt == DM_DT_BF16;
+    switch (t) {
+    case NSM_T32: return bf ? setup_gemm<nsm::cfg32, __nv_bfloat16>(err) : setup_gemm<nsm::cfg32, __half>(err);
+    case NSM_T64: return bf ? setup_gemm<nsm::cfg64, __nv_bfloat16>(err) : setup_gemm<nsm::cfg64, __half>(err);
+    case NSM_T128: return bf ? setup_gemm<nsm::cfg128, __nv_bfloat16>(err) : setup_gemm<nsm::cfg128, __half>(err);
+    case NSM_T128S3: return bf ? setup_gemm<nsm::cfg128s3, __nv_bfloat16>(err) : setup_gemm<nsm::cfg128s3, __half>(err);
+    }
+    return dm_err_set(err, "nsm_gemm_setup: unknown tile %d", (int)t);
 }
 
 int nsm_gemm(const nsm_op *op, nsm_tile t, cudaStream_t s, dm_err *err)
