@@ -268,11 +268,6 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
                 sp = sp > 16 ? 16 : sp < 1 ? 1 : sp;
                 q->splits = sp;
                 nsm_op_finish(q, a->tile);
-                if (q->splits > 1) {
-                    size_t w = (size_t)tiles * q->splits * q->edge * q->edge;
-                    ws_floats = w > ws_floats ? w : ws_floats;
-                    n_cnt = (size_t)tiles > n_cnt ? (size_t)tiles : n_cnt;
-                }
                 double full = 2.0 * q->M * q->N * q->K * q->batch;
                 f->flops_exec += nsm_op_flops(q);
                 f->flops_full += full;
@@ -281,14 +276,28 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
                 nsm_op_finish(q, a->tile);
             }
         }
-        for (int i = 0; i < f->n_ops;) { /* the largest phase bounds the useful grid */
+        /* per phase: the largest bounds the useful grid; split-K scratch is reused from phase to
+         * phase (the counters are back at 0 and the pieces summed by then) but two split ops of
+         * one phase get regions of their own; offsets kept in ws/cnt until the allocation */
+        for (int i = 0; i < f->n_ops;) {
             int64_t u = 0;
+            size_t w_off = 0, c_off = 0;
             int j = i;
             for (; j < f->n_ops; j++) {
-                u += f->ops[j].units;
-                if (f->ops[j].barrier_after || j == f->n_ops - 1) break;
+                nsm_op *q = &f->ops[j];
+                u += q->units;
+                if (q->kind == NSM_GEMM && q->splits > 1) {
+                    size_t tiles = (size_t)q->batch * q->tiles;
+                    q->ws = (float *)(uintptr_t)w_off;
+                    q->cnt = (unsigned *)(uintptr_t)c_off;
+                    w_off += tiles * q->splits * q->edge * q->edge;
+                    c_off += tiles;
+                }
+                if (q->barrier_after || j == f->n_ops - 1) break;
             }
             max_units = u > max_units ? u : max_units;
+            ws_floats = w_off > ws_floats ? w_off : ws_floats;
+            n_cnt = c_off > n_cnt ? c_off : n_cnt;
             f->n_barriers += j + 1 < f->n_ops;
             i = j + 1;
         }
@@ -296,7 +305,16 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
         if (ws_floats) e = cudaMalloc((void **)&f->ws, ws_floats * sizeof(float));
         if (e == cudaSuccess && n_cnt) e = cudaMalloc((void **)&f->cnt, n_cnt * sizeof(unsigned));
         if (e == cudaSuccess && n_cnt) e = cudaMemset(f->cnt, 0, n_cnt * sizeof(unsigned));
-        for (int i = 0; i < f->n_ops; i++) f->ops[i].ws = f->ws, f->ops[i].cnt = f->cnt;
+        for (int i = 0; i < f->n_ops; i++) {
+            nsm_op *q = &f->ops[i];
+            if (q->kind == NSM_GEMM && q->splits > 1) {
+                q->ws = f->ws + (uintptr_t)q->ws;
+                q->cnt = f->cnt + (uintptr_t)q->cnt;
+            } else {
+                q->ws = NULL;
+                q->cnt = NULL;
+            }
+        }
         if (e == cudaSuccess) e = cudaMalloc((void **)&f->ops_dev, sizeof(nsm_op) * (size_t)f->n_ops);
         if (e == cudaSuccess)
             e = cudaMemcpy(f->ops_dev, f->ops, sizeof(nsm_op) * (size_t)f->n_ops, cudaMemcpyHostToDevice);
