@@ -740,37 +740,43 @@ static void test_own_plans(ns_stream s)
     }
 }
 
-/* The fused kernel on the batched goal shape (64 x 256x1536, Gram and direct) against the
- * cuBLASLt plan (float64 on 64 matrices would take minutes here), twice and by graph: the same
- * bits every time; a shape ours cannot take (63 x 101) falls back to cuBLASLt and is right; a NaN
- * in one matrix of a batch fails that matrix only. */
+/* The fused kernel on the batched goal shape (64 x 256x1536) and on single matrices whose
+ * m x m products are split along K (1024^2, 512x2048: two split products share a phase),
+ * Gram and direct, against the cuBLASLt plan (float64 would take minutes here), twice: the same
+ * bits both times; a shape ours cannot take (63 x 101) falls back to cuBLASLt and is right; a
+ * NaN in one matrix of a batch fails that matrix only. */
 static void test_fused_batch(ns_stream s)
 {
-    int64_t r = 256, c = 1536;
-    int batch = own_only ? 8 : 64;
-    size_t per = (size_t)(r * c), n = per * batch;
-    double *g = malloc(n * 8), *lt = malloc(n * 8), *a = malloc(n * 8), *b = malloc(n * 8);
-    fill_randn(g, n, 1.0);
-    for (int algo = 0; algo < 2; algo++)
-        for (int kk = 0; kk < 2; kk++) {
-            dm_err e = {{0}};
-            ns_config cfg, used;
-            ns_config_default(&cfg, (dm_ns_algo)algo);
-            double vs = NAN;
-            int same = 0;
-            if (no_lt || !run_plan_on(r, c, batch, cfg.work, &cfg, 0, s, g, lt, NULL, &e)) {
-                cfg.kernel = kk ? NS_KERNEL_FUSED64 : NS_KERNEL_FUSED32;
-                if (!run_plan_on(r, c, batch, cfg.work, &cfg, 0, s, g, a, &used, &e) &&
-                    !run_plan_on(r, c, batch, cfg.work, &cfg, 1, s, g, b, NULL, &e)) {
-                    vs = no_lt ? 0 : rel_err(a, lt, n);
-                    same = !memcmp(a, b, n * 8) && used.kernel == cfg.kernel;
+    static const struct { int64_t r, c; int batch; } shapes[] = {{256, 1536, 64}, {1024, 1024, 1}, {2048, 512, 1}};
+    size_t cap = (size_t)256 * 1536 * 64;
+    double *g = malloc(cap * 8), *lt = malloc(cap * 8), *a = malloc(cap * 8), *b = malloc(cap * 8);
+    fill_randn(g, cap, 1.0);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t r = shapes[i].r, c = shapes[i].c;
+        int batch = own_only && shapes[i].batch > 8 ? 8 : shapes[i].batch;
+        size_t n = (size_t)(r * c) * batch;
+        for (int algo = 0; algo < 2; algo++)
+            for (int kk = 0; kk < 2; kk++) {
+                dm_err e = {{0}};
+                ns_config cfg, used;
+                ns_config_default(&cfg, (dm_ns_algo)algo);
+                double vs = NAN;
+                int same = 0;
+                if (no_lt || !run_plan_on(r, c, batch, cfg.work, &cfg, 0, s, g, lt, NULL, &e)) {
+                    cfg.kernel = kk ? NS_KERNEL_FUSED64 : NS_KERNEL_FUSED32;
+                    if (!run_plan_on(r, c, batch, cfg.work, &cfg, 0, s, g, a, &used, &e) &&
+                        !run_plan_on(r, c, batch, cfg.work, &cfg, 1, s, g, b, NULL, &e)) {
+                        vs = no_lt ? 0 : rel_err(a, lt, n);
+                        same = !memcmp(a, b, n * 8) && used.kernel == cfg.kernel;
+                    }
                 }
+                if (e.msg[0]) bail("fused", &e);
+                double tol = algo == DM_NS_GRAM && r == c ? GRAM_SQ_TOL : NS_TOL;
+                ok(vs <= tol && same, "fused %s %d x %lldx%lld %s: vs the cuBLASLt plan %.3g <= %g%s; two runs bit-identical: %s",
+                   dm_ns_algo_name((dm_ns_algo)algo), batch, (long long)r, (long long)c, ns_kernel_name(cfg.kernel), vs, tol,
+                   no_lt ? " (not compared)" : "", same ? "yes" : "no");
             }
-            if (e.msg[0]) bail("fused batch", &e);
-            ok(vs <= NS_TOL && same, "fused %s %d x 256x1536 %s: vs the cuBLASLt plan %.3g <= %g%s; two runs bit-identical: %s",
-               dm_ns_algo_name((dm_ns_algo)algo), batch, ns_kernel_name(cfg.kernel), vs, NS_TOL,
-               no_lt ? " (not compared)" : "", same ? "yes" : "no");
-        }
+    }
     if (!no_lt) { /* fallback */
         dm_err e = {{0}};
         int64_t fr = 63, fc = 101;
