@@ -16,8 +16,8 @@ TESTS += tests/test_ns_gpu
 tests_test_ns_gpu_SOURCES = tests/test_ns_gpu.c tests/tap.h
 tests_test_ns_gpu_LDADD = $(DM_LDADD)
 EXTRA_DIST += tools/torch_ns_bench.py traces/kernels/run_device.sh traces/kernels/NOTES.md \
-	traces/kernels/goal_shapes.txt traces/kernels/extra_shapes.txt traces/kernels/big18_shapes.txt \
-	tools/ns_bench_summary.py
+	traces/kernels/goal_shapes.txt traces/kernels/extra_shapes.txt traces/kernels/big18_shapes.txt traces/kernels/expert_shapes.txt \
+	tools/ns_bench_summary.py tools/ns_mma_emu.py
 if HAVE_CUDA
 libdmuon_cuda_a_SOURCES += kernels/ns_cuda.cu kernels/ns_elem.cu kernels/ns_kern.cuh \
 	kernels/ns_cuda.h kernels/autotune.c kernels/autotune.h

@@ -12,7 +12,7 @@
 # test; memcheck and racecheck on our kernels only (DM_TEST_OWN); the goal shapes, each timed
 # with its cached cuBLASLt configuration beside our kernels (--retime-cached); PyTorch in the
 # same call; the 18 shapes with min(m, n) >= 3584 (cuBLASLt as cached vs our symmetric kernel);
-# a short table last (tools/ns_bench_summary.py). Every stage has a timeout; logs in $OUT.
+# MoE expert batches (traces/kernels/expert_shapes.txt); a short table last (tools/ns_bench_summary.py). Every stage has a timeout; logs in $OUT.
 set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
@@ -80,10 +80,13 @@ if [ "$mode" = v9 ]; then
       --retime-cached --no-gemm-tune --kernels lt,sym128 --reps 5 --warmup 1 --no-products --no-elementwise \
       --verbose --out "$O/costs_big18.csv"; echo "exit $?"; } > "$O/bench_big18.log" 2>&1
   echo "bench 18 shapes: $(tail -1 "$O/bench_big18.log")"
+  { env_info; timeout 45 $D/dmuon bench kernels --shapes traces/kernels/expert_shapes.txt --cache "$O/autotune.tsv" \
+      --retime-cached --no-gemm-tune --sym-blocks 1,8 --reps 5 --warmup 1 --no-products --no-elementwise \
+      --verbose --out "$O/costs_experts.csv"; echo "exit $?"; } > "$O/bench_experts.log" 2>&1
+  echo "bench expert batches: $(tail -1 "$O/bench_experts.log")"
   kill $dmon 2>/dev/null
-  grep '^  ' "$O/bench_big18.log" | awk '$3 == "ns"' > "$O/big18_rows.txt"
-  python3 tools/ns_bench_summary.py --bench "$O/bench_goal.log" --bench "$O/bench_big18.log" --torch "$O/torch.log" \
-    > "$O/summary.txt" 2>&1
+  python3 tools/ns_bench_summary.py --bench "$O/bench_goal.log" --bench "$O/bench_big18.log" \
+    --bench "$O/bench_experts.log" --torch "$O/torch.log" > "$O/summary.txt" 2>&1
   cat "$O/torch.log" 2>/dev/null | grep -v '^#   check'
   cat "$O/sass_summary.txt" 2>/dev/null | head -40
   cat "$O/summary.txt"
