@@ -78,23 +78,23 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], uint32_t addr)
                  : "r"(addr));
 }
 
+/* D = A B + D for one m16n8k16 fragment set; TY the PTX operand type (bf16 or f16). */
+#define NSM_MMA(TY, c, a, b0, b1)                                                              \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "   \
+                 "{%8,%9}, {%0,%1,%2,%3};\n"                                                   \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                              \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 template <typename T> struct mma_op;
 template <> struct mma_op<__nv_bfloat16> {
     static __device__ __forceinline__ void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
     {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        NSM_MMA("bf16", c, a, b0, b1);
     }
 };
 template <> struct mma_op<__half> {
     static __device__ __forceinline__ void run(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
     {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        NSM_MMA("f16", c, a, b0, b1);
     }
 };
 
@@ -196,31 +196,28 @@ template <class C, bool KC>
 __device__ __forceinline__ void load_operand(uint16_t *s, const uint16_t *g, int64_t ld, int r0, int lim, int k0,
                                              int klim)
 {
-    if (KC) {
-        constexpr int CPR = C::BK / 8, CH = C::BM * CPR;
-        static_assert(CH % C::THREADS == 0, "whole passes");
+    /* the shared tile's rows and columns: (major, k) when K-contiguous, else (k, major) */
+    constexpr int COLS = KC ? C::BK : C::BM, ROWS = KC ? C::BM : C::BK, SROW = KC ? C::KROW : C::MROW;
+    constexpr int CPR = COLS / 8, CH = ROWS * CPR;
+    static_assert(CH % C::THREADS == 0, "whole passes");
 #pragma unroll
-        for (int it = 0; it < CH / C::THREADS; it++) {
-            int c = threadIdx.x + it * C::THREADS;
-            int row = c / CPR, kc = (c % CPR) * 8;
-            int gr = r0 + row, gk = k0 + kc;
-            bool ok = gr < lim && gk < klim;
-            const uint16_t *src = ok ? g + (int64_t)gr * ld + gk : g;
-            cp_async16(smem_addr(s + row * C::KROW + kc), src, ok);
-        }
-    } else {
-        constexpr int CPR = C::BM / 8, CH = C::BK * CPR;
-        static_assert(CH % C::THREADS == 0, "whole passes");
-#pragma unroll
-        for (int it = 0; it < CH / C::THREADS; it++) {
-            int c = threadIdx.x + it * C::THREADS;
-            int row = c / CPR, rc = (c % CPR) * 8;
-            int gk = k0 + row, gr = r0 + rc;
-            bool ok = gk < klim && gr < lim;
-            const uint16_t *src = ok ? g + (int64_t)gk * ld + gr : g;
-            cp_async16(smem_addr(s + row * C::MROW + rc), src, ok);
-        }
+    for (int it = 0; it < CH / C::THREADS; it++) {
+        int c = threadIdx.x + it * C::THREADS;
+        int row = c / CPR, col = (c % CPR) * 8;
+        int gr = r0 + (KC ? row : col), gk = k0 + (KC ? col : row);
+        bool ok = gr < lim && gk < klim;
+        const uint16_t *src = !ok ? g : KC ? g + (int64_t)gr * ld + gk : g + (int64_t)gk * ld + gr;
+        cp_async16(smem_addr(s + row * SROW + col), src, ok);
     }
+}
+
+/* The accumulators as one flat array (indexed only by unrolled constants: they stay in
+ * registers). */
+template <class C> __device__ __forceinline__ void zero_acc(float (&acc)[C::MF][C::NF][4])
+{
+    float *f = &acc[0][0][0];
+#pragma unroll
+    for (int q = 0; q < C::ACC; q++) f[q] = 0.f;
 }
 
 /* acc = A[m0.., kb..ke) B[kb..ke), n0..] for the CTA's tile; leaves shared memory free. */
@@ -231,12 +228,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[C::MF][C::NF][4], const T 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
     const uint16_t *a16 = (const uint16_t *)A, *b16 = (const uint16_t *)B;
-#pragma unroll
-    for (int i = 0; i < C::MF; i++)
-#pragma unroll
-        for (int j = 0; j < C::NF; j++)
-#pragma unroll
-            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
+    zero_acc<C>(acc);
     const int KT = (ke - kb + C::BK - 1) / C::BK;
 #pragma unroll
     for (int s = 0; s < C::STAGES - 1; s++) {
@@ -375,14 +367,9 @@ __device__ void gemm_unit(const nsm_op &op, int64_t u, uint16_t *smem, float *sh
     if (op.splits > 1) {
         const int64_t slot = (int64_t)e * op.tiles + tile;
         float *ws = op.ws + slot * op.splits * (C::BM * C::BN);
-        float *mine = ws + (int64_t)sp * (C::BM * C::BN);
-        int q = 0;
+        float *mine = ws + (int64_t)sp * (C::BM * C::BN), *f = &acc[0][0][0];
 #pragma unroll
-        for (int i = 0; i < C::MF; i++)
-#pragma unroll
-            for (int j = 0; j < C::NF; j++)
-#pragma unroll
-                for (int k = 0; k < 4; k++, q++) __stcg(mine + q * C::THREADS + threadIdx.x, acc[i][j][k]);
+        for (int q = 0; q < C::ACC; q++) __stcg(mine + q * C::THREADS + threadIdx.x, f[q]);
         __threadfence();
         __syncthreads();
         int *flag = (int *)(sh + 33);
@@ -390,21 +377,11 @@ __device__ void gemm_unit(const nsm_op &op, int64_t u, uint16_t *smem, float *sh
         __syncthreads();
         if (!*flag) return; /* another piece finishes this tile */
         __threadfence();
-#pragma unroll
-        for (int i = 0; i < C::MF; i++)
-#pragma unroll
-            for (int j = 0; j < C::NF; j++)
-#pragma unroll
-                for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
+        zero_acc<C>(acc);
         for (int p = 0; p < op.splits; p++) {
             const float *w = ws + (int64_t)p * (C::BM * C::BN);
-            q = 0;
 #pragma unroll
-            for (int i = 0; i < C::MF; i++)
-#pragma unroll
-                for (int j = 0; j < C::NF; j++)
-#pragma unroll
-                    for (int k = 0; k < 4; k++, q++) acc[i][j][k] += __ldcg(w + q * C::THREADS + threadIdx.x);
+            for (int q = 0; q < C::ACC; q++) f[q] += __ldcg(w + q * C::THREADS + threadIdx.x);
         }
         if (threadIdx.x == 0) atomicExch(op.cnt + slot, 0u); /* ready for the next use */
     }

@@ -106,6 +106,25 @@ static nsm_op *push(nsm_fused *f, dm_err *err)
         __VA_ARGS__;                                                                          \
     } while (0)
 
+/* An elementwise op over the input (NSM_SUMSQ, or NSM_NORM into xbuf[0]). */
+static int push_elem(nsm_fused *f, nsm_kind kind, const nsm_fused_args *a, int64_t len, dm_err *err)
+{
+    nsm_op *op = push(f, err);
+    if (!op) return -1;
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    op->batch = a->g.batch;
+    op->barrier_after = 1;
+    op->x = a->in;
+    op->dt_x = a->io;
+    op->len = len;
+    if (kind == NSM_NORM) {
+        op->y = a->xbuf[0];
+        op->dt = a->g.dt;
+    }
+    return 0;
+}
+
 static int build_direct(nsm_fused *f, const nsm_fused_args *a, const void *x0, int raw, dm_err *err)
 {
     const nsm_geom *g = &a->g;
@@ -226,29 +245,9 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
         const int resident = per_sm * n_sms;
         int fold = a->io == g->dt, rc;
         const void *x0 = fold ? a->in : a->xbuf[0];
-        nsm_op *op = push(f, err);
-        if (!op) goto fail;
-        memset(op, 0, sizeof *op);
-        op->kind = NSM_SUMSQ;
-        op->batch = g->batch;
-        op->barrier_after = 1;
-        op->x = a->in;
-        op->dt_x = a->io;
-        op->len = len;
-        op->nchunk = nchunk;
-        op->partial_out = f->partial;
-        if (!fold) { /* X0 = G / (||G|| + eps) in the iteration dtype */
-            if (!(op = push(f, err))) goto fail;
-            memset(op, 0, sizeof *op);
-            op->kind = NSM_NORM;
-            op->batch = g->batch;
-            op->barrier_after = 1;
-            op->x = a->in;
-            op->dt_x = a->io;
-            op->y = a->xbuf[0];
-            op->dt = g->dt;
-            op->len = len;
-        }
+        /* the sum of squares, then (input not in the iteration dtype) X0 = G / (||G|| + eps) */
+        if (push_elem(f, NSM_SUMSQ, a, len, err) || (!fold && push_elem(f, NSM_NORM, a, len, err))) goto fail;
+        f->ops[0].partial_out = f->partial;
         rc = a->algo == DM_NS_GRAM ? build_gram(f, a, x0, fold, err) : build_direct(f, a, x0, fold, err);
         if (rc) goto fail;
         /* scale inputs, split-K where a product has fewer tiles than the grid has CTAs, units */

@@ -63,37 +63,26 @@ void nsm_op_symm(nsm_op *op, const nsm_geom *g, const void *s1, const void *s2, 
     op->d = d;
 }
 
-void nsm_op_apply(nsm_op *op, const nsm_geom *g, const void *s, const void *x, float alpha,
-                             float beta, const void *c, void *d, dm_dtype dt_d)
+void nsm_op_apply(nsm_op *op, const nsm_geom *g, const void *s, const void *x, float alpha, float beta,
+                  const void *c, void *d, dm_dtype dt_d)
 {
     op_init(op, g);
     int64_t m = g->m, n = g->n;
+    int w = g->xT;
+    /* wide: D (m x n, ld n) = S X, A = S, B(k,j) = x[k*n + j];
+     * tall: D^T (n x m, ld m) = X^T S, A(i,k) = x[i*m + k], B(k,j) = S[j*m + k] */
+    op->M = (int)(w ? m : n);
+    op->N = (int)(w ? n : m);
     op->K = (int)m;
-    if (g->xT) { /* D (m x n, ld n) = S X: A = S, B(k,j) = x[k*n + j] */
-        op->M = (int)m;
-        op->N = (int)n;
-        op->a = s;
-        op->ta = 0;
-        op->lda = m;
-        op->b = x;
-        op->tb = 1;
-        op->ldb = n;
-        op->sa = m * m;
-        op->sb = m * n;
-        op->ldc = op->ldd = n;
-    } else { /* D^T (n x m, ld m) = X^T S: A(i,k) = x[i*m + k], B(k,j) = S[j*m + k] */
-        op->M = (int)n;
-        op->N = (int)m;
-        op->a = x;
-        op->ta = 0;
-        op->lda = m;
-        op->b = s;
-        op->tb = 0;
-        op->ldb = m;
-        op->sa = m * n;
-        op->sb = m * m;
-        op->ldc = op->ldd = m;
-    }
+    op->a = w ? s : x;
+    op->b = w ? x : s;
+    op->ta = 0;
+    op->tb = w ? 1 : 0;
+    op->lda = m;
+    op->ldb = w ? n : m;
+    op->sa = w ? m * m : m * n;
+    op->sb = w ? m * n : m * m;
+    op->ldc = op->ldd = w ? n : m;
     op->sc = op->sd = m * n;
     op->alpha = alpha;
     op->beta = c ? beta : 0.f;
