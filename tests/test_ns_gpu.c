@@ -16,8 +16,9 @@
  *   AdamW (fp32 both sides): weight change 2e-4 (the change is ~1e-3 of w, so w's own fp32
  *   rounding, 6e-8 relative, is ~6e-5 of it), moments 1e-6; Muon weight change: NS_TOL.
  *   our kernels (ns_config.kernel: symmetric products, fused NS): the same bounds against float64,
- *   and against the cuBLASLt plan on the same input NS_TOL (two bf16/fp16 computations that
- *   round differently); their single products PROD_TOL and BLOCK_TOL as above; a fused plan run
+ *   and against the cuBLASLt plan on the same input twice that bound (each is within it of the
+ *   exact result: the triangle inequality), where float64 is too slow (64 x 256x1536, 1024^2,
+ *   2048x512) the latter alone; their single products PROD_TOL and BLOCK_TOL as above; a fused plan run
  *   twice (and by graph and by launches) gives the same bits (its split-K sums are in a fixed
  *   order: a difference is a race).
  * Every output is poisoned (NaN) before its run; a non-finite value fails the check.
@@ -728,11 +729,11 @@ static void test_own_plans(ns_stream s)
                     double x = rel_err(got + b * per, ref + b * per, per);
                     if (!(x <= worst)) worst = x;
                 }
-                ok(used.kernel == kernels[k] && worst <= tol && vs_lt <= NS_TOL,
+                ok(used.kernel == kernels[k] && worst <= tol && vs_lt <= 2 * tol,
                    "NS %s %lldx%lld batch %d io %s kernel %s (ran %s, graph %d; work buffers NaN first): rel err %.3g <= %g, "
                    "vs the cuBLASLt plan %.3g <= %g%s",
                    dm_ns_algo_name((dm_ns_algo)algo), (long long)r, (long long)c, batch, dm_dtype_name(io),
-                   ns_kernel_name(kernels[k]), ns_kernel_name(used.kernel), graph, worst, tol, vs_lt, NS_TOL,
+                   ns_kernel_name(kernels[k]), ns_kernel_name(used.kernel), graph, worst, tol, vs_lt, 2 * tol,
                    no_lt ? " (not compared: DM_TEST_NO_LT)" : "");
             }
         }
@@ -755,7 +756,7 @@ static void test_fused_batch(ns_stream s)
         int64_t r = shapes[i].r, c = shapes[i].c;
         int batch = own_only && shapes[i].batch > 8 ? 8 : shapes[i].batch;
         size_t n = (size_t)(r * c) * batch;
-        for (int algo = 0; algo < 2; algo++)
+        for (int algo = 0; algo < (r == c ? 1 : 2); algo++) /* square: direct (Gram is not used there) */
             for (int kk = 0; kk < 2; kk++) {
                 dm_err e = {{0}};
                 ns_config cfg, used;
@@ -771,7 +772,7 @@ static void test_fused_batch(ns_stream s)
                     }
                 }
                 if (e.msg[0]) bail("fused", &e);
-                double tol = algo == DM_NS_GRAM && r == c ? GRAM_SQ_TOL : NS_TOL;
+                double tol = 2 * NS_TOL;
                 ok(vs <= tol && same, "fused %s %d x %lldx%lld %s: vs the cuBLASLt plan %.3g <= %g%s; two runs bit-identical: %s",
                    dm_ns_algo_name((dm_ns_algo)algo), batch, (long long)r, (long long)c, ns_kernel_name(cfg.kernel), vs, tol,
                    no_lt ? " (not compared)" : "", same ? "yes" : "no");
