@@ -52,7 +52,7 @@ if [ "$mode" = v9 ]; then
   # the tensor-core instructions and local memory of our kernels, per architecture
   if command -v cuobjdump >/dev/null 2>&1; then
     timeout 60 cuobjdump -sass $D/test_ns_gpu > "$O/sass.txt" 2>&1
-    awk '/code for sm_/ {arch = $NF} /Function :/ {fn = $3} fn ~ /k_gemm|k_fused/ {
+    awk '/code for sm_/ {arch = $NF; fn = ""} /Function :/ {fn = $3} fn ~ /k_gemm|k_fused/ {
            if ($0 ~ /HMMA/) h[arch " " fn]++; if ($0 ~ /LDL|STL/) l[arch " " fn]++; seen[arch " " fn] = 1 }
          END {for (k in seen) printf "%s HMMA %d LDL/STL %d\n", k, h[k], l[k]}' "$O/sass.txt" | sort > "$O/sass_summary.txt"
     echo "sass: $(wc -l < "$O/sass_summary.txt") kernels of ours; without HMMA: $(awk '$4 == 0' "$O/sass_summary.txt" | wc -l); with local memory: $(awk '$6 > 0' "$O/sass_summary.txt" | wc -l)"
