@@ -410,8 +410,8 @@ static void usage_kernels(FILE *f)
             "  --heuristics LIST  cuBLASLt heuristic indices tried (default 0)\n"
             "  --heuristics-max-elems N  indices > 0 only when m*n*batch <= N (default 16M)\n"
             "  --kernels LIST     kernels tried: lt (cuBLASLt), sym64, sym128, sym128s3 (our\n"
-            "                     symmetric products), fused32, fused64 (the whole NS in one\n"
-            "                     kernel, m*n*batch <= 64M); default all\n"
+            "                     symmetric products), fused32, fused64, fused128 (the whole NS\n"
+            "                     in one kernel, m*n*batch <= 64M; fused128 from 4M); default all\n"
             "  --retime-cached    a shape the cache has a cuBLASLt entry for: re-time that\n"
             "                     configuration (no search) beside our kernels, and keep the\n"
             "                     faster (implies --retune for it)\n"
@@ -548,7 +548,7 @@ static int bench_kernels(int argc, char **argv)
             for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 ns_kernel k;
                 if (ns_kernel_parse(t, &k) || ao.n_kernels == NS_KERNEL_COUNT) {
-                    opt_usage_error(cmd, "--kernels: expected lt, sym64, sym128, sym128s3, fused32 or fused64, got '%s'", t);
+                    opt_usage_error(cmd, "--kernels: expected lt, sym64, sym128, sym128s3, fused32, fused64 or fused128, got '%s'", t);
                     free(dup);
                     goto usage;
                 }

@@ -34,7 +34,7 @@ extern "C" void ns_config_default(ns_config *cfg, dm_ns_algo algo)
     cfg->kernel = NS_KERNEL_LT;
 }
 
-static const char *const kernel_names[NS_KERNEL_COUNT] = {"lt", "sym64", "sym128", "sym128s3", "fused32", "fused64"};
+static const char *const kernel_names[NS_KERNEL_COUNT] = {"lt", "sym64", "sym128", "sym128s3", "fused32", "fused64", "fused128"};
 
 extern "C" const char *ns_kernel_name(ns_kernel k)
 {
@@ -59,10 +59,16 @@ extern "C" int ns_kernel_supported(ns_kernel k, int64_t rows, int64_t cols, int 
 }
 
 static int kernel_is_sym(ns_kernel k) { return k == NS_KERNEL_SYM64 || k == NS_KERNEL_SYM128 || k == NS_KERNEL_SYM128S3; }
-static int kernel_is_fused(ns_kernel k) { return k == NS_KERNEL_FUSED32 || k == NS_KERNEL_FUSED64; }
+static int kernel_is_fused(ns_kernel k)
+{
+    return k == NS_KERNEL_FUSED32 || k == NS_KERNEL_FUSED64 || k == NS_KERNEL_FUSED128;
+}
 static nsm_tile kernel_tile(ns_kernel k)
 {
-    return k == NS_KERNEL_SYM128 ? NSM_T128 : k == NS_KERNEL_SYM128S3 ? NSM_T128S3 : k == NS_KERNEL_FUSED32 ? NSM_T32 : NSM_T64;
+    return k == NS_KERNEL_SYM128 || k == NS_KERNEL_FUSED128 ? NSM_T128
+           : k == NS_KERNEL_SYM128S3                       ? NSM_T128S3
+           : k == NS_KERNEL_FUSED32                        ? NSM_T32
+                                                           : NSM_T64;
 }
 
 extern "C" int ns_device_query(ns_device_info *info, dm_err *err)

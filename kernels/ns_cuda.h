@@ -43,6 +43,8 @@ typedef enum {
     NS_KERNEL_FUSED32,  /* "fused32": the whole NS in one persistent kernel (grid barriers
                            between its products), 32 x 32 tiles */
     NS_KERNEL_FUSED64,  /* "fused64": the same with 64 x 64 tiles */
+    NS_KERNEL_FUSED128, /* "fused128": the same with 128 x 128 tiles, 8 warps, 4 stages (large
+                           batches: one CTA per SM) */
     NS_KERNEL_COUNT
 } ns_kernel;
 const char *ns_kernel_name(ns_kernel k);

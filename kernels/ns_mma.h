@@ -117,7 +117,7 @@ typedef struct nsm_fused_args {
     const ns_coeffs *coeffs;
     unsigned restarts; /* Gram */
     float eps;
-    nsm_tile tile;     /* NSM_T32 or NSM_T64 */
+    nsm_tile tile;     /* NSM_T32, NSM_T64 or NSM_T128 */
 } nsm_fused_args;
 
 typedef struct nsm_fused nsm_fused;

@@ -207,6 +207,11 @@ static const void *kernel_for(nsm_tile t, dm_dtype dt, int *threads, int *smem)
         *smem = nsm::cfg32::SMEM_BYTES;
         return bf ? fused_fn<nsm::cfg32, __nv_bfloat16>() : fused_fn<nsm::cfg32, __half>();
     }
+    if (t == NSM_T128) {
+        *threads = nsm::cfg128::THREADS;
+        *smem = nsm::cfg128::SMEM_BYTES;
+        return bf ? fused_fn<nsm::cfg128, __nv_bfloat16>() : fused_fn<nsm::cfg128, __half>();
+    }
     *threads = nsm::cfg64::THREADS;
     *smem = nsm::cfg64::SMEM_BYTES;
     return bf ? fused_fn<nsm::cfg64, __nv_bfloat16>() : fused_fn<nsm::cfg64, __half>();
@@ -216,7 +221,7 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
 {
     *out = NULL;
     const nsm_geom *g = &a->g;
-    if (!nsm_shape_ok(g->m, g->n) || g->batch < 1 || (a->tile != NSM_T32 && a->tile != NSM_T64) ||
+    if (!nsm_shape_ok(g->m, g->n) || g->batch < 1 || (a->tile != NSM_T32 && a->tile != NSM_T64 && a->tile != NSM_T128) ||
         (g->dt != DM_DT_BF16 && g->dt != DM_DT_FP16) || a->coeffs->n < 1)
         return dm_err_set(err, "nsm_fused_create: %lldx%lld batch %d not supported", (long long)g->m,
                           (long long)g->n, g->batch);

@@ -693,7 +693,8 @@ static void test_own_plans(ns_stream s)
         {128, 128, 1, DM_DT_BF16}, {64, 256, 1, DM_DT_FP32}, {256, 64, 1, DM_DT_BF16}, {200, 328, 2, DM_DT_BF16},
         {384, 384, 1, DM_DT_FP32}, {96, 1000, 5, DM_DT_BF16}, {1000, 304, 1, DM_DT_FP16}, {256, 1536, 1, DM_DT_BF16},
     };
-    static const ns_kernel kernels[] = {NS_KERNEL_SYM64, NS_KERNEL_SYM128, NS_KERNEL_FUSED32, NS_KERNEL_FUSED64};
+    static const ns_kernel kernels[] = {NS_KERNEL_SYM64, NS_KERNEL_SYM128, NS_KERNEL_FUSED32, NS_KERNEL_FUSED64,
+                                        NS_KERNEL_FUSED128};
     for (size_t i = 0; i < (own_only ? 4 : sizeof shapes / sizeof shapes[0]); i++) {
         int64_t r = shapes[i].r, c = shapes[i].c;
         int batch = shapes[i].batch;
@@ -757,14 +758,14 @@ static void test_fused_batch(ns_stream s)
         int batch = own_only && shapes[i].batch > 8 ? 8 : shapes[i].batch;
         size_t n = (size_t)(r * c) * batch;
         for (int algo = 0; algo < (r == c ? 1 : 2); algo++) /* square: direct (Gram is not used there) */
-            for (int kk = 0; kk < 2; kk++) {
+            for (int kk = 0; kk < 3; kk++) {
                 dm_err e = {{0}};
                 ns_config cfg, used;
                 ns_config_default(&cfg, (dm_ns_algo)algo);
                 double vs = NAN;
                 int same = 0;
                 if (no_lt || !run_plan_on(r, c, batch, cfg.work, &cfg, 0, s, g, lt, NULL, &e)) {
-                    cfg.kernel = kk ? NS_KERNEL_FUSED64 : NS_KERNEL_FUSED32;
+                    cfg.kernel = kk == 2 ? NS_KERNEL_FUSED128 : kk ? NS_KERNEL_FUSED64 : NS_KERNEL_FUSED32;
                     if (!run_plan_on(r, c, batch, cfg.work, &cfg, 0, s, g, a, &used, &e) &&
                         !run_plan_on(r, c, batch, cfg.work, &cfg, 1, s, g, b, NULL, &e)) {
                         vs = no_lt ? 0 : rel_err(a, lt, n);
