@@ -130,6 +130,12 @@ static void usage_kernels(FILE *f)
             "  --sym-blocks LIST  block counts tried for symmetric products (default 1,2,4,8)\n"
             "  --heuristics LIST  cuBLASLt heuristic indices tried (default 0)\n"
             "  --heuristics-max-elems N  indices > 0 only when m*n*batch <= N (default 16M)\n"
+            "  --kernels LIST     kernels tried: lt (cuBLASLt), sym64, sym128, sym128s3 (our\n"
+            "                     symmetric products), fused32, fused64, fused128 (the whole NS\n"
+            "                     in one kernel, m*n*batch <= 64M; fused128 from 4M); default all\n"
+            "  --retime-cached    a shape the cache has a cuBLASLt entry for: re-time that\n"
+            "                     configuration (no search) beside our kernels, and keep the\n"
+            "                     faster (implies --retune for it)\n"
             "  --no-gemm-tune     skip the last stage: each GEMM of the winner timed over\n"
             "                     cuBLASLt's heuristic list (kept when the whole plan is faster)\n"
             "  --min-block N      smallest leaf (rows) of the symmetric scheme tried (default 256)\n"
@@ -157,7 +163,8 @@ static int int_list(const char *opt, const char *arg, long lo, long hi, int *out
 static int bench_kernels(int argc, char **argv)
 {
     enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE, O_RETUNE, O_WARMUP,
-           O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE, O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE };
+           O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE, O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE,
+           O_KERNELS, O_RETIME };
     static const struct option lo[] = {
         {"shapes", required_argument, 0, O_SHAPES}, {"model", required_argument, 0, O_MODEL},
         {"batches", required_argument, 0, O_BATCHES}, {"batch-max-elems", required_argument, 0, O_BMAX},
@@ -169,7 +176,8 @@ static int bench_kernels(int argc, char **argv)
         {"no-graph", no_argument, 0, O_NOGRAPH}, {"verbose", no_argument, 0, O_VERBOSE},
         {"profile", no_argument, 0, O_PROFILE}, {"min-block", required_argument, 0, O_MINBLOCK},
         {"heuristics-max-elems", required_argument, 0, O_HEURMAX},
-        {"no-gemm-tune", no_argument, 0, O_NOGEMMTUNE},
+        {"no-gemm-tune", no_argument, 0, O_NOGEMMTUNE}, {"kernels", required_argument, 0, O_KERNELS},
+        {"retime-cached", no_argument, 0, O_RETIME},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "bench kernels";
     ns_bench_shapes shapes = {0};
@@ -211,6 +219,7 @@ static int bench_kernels(int argc, char **argv)
         case O_OUT: o.out_csv = optarg; break;
         case O_CACHE: o.cache_path = optarg; break;
         case O_RETUNE: o.retune = 1; break;
+        case O_RETIME: o.retime = 1; break;
         case O_WARMUP:
             if (opt_parse_long(cmd, "--warmup", optarg, 0, 1000, &v)) goto usage;
             o.warmup = o.at.warmup = (int)v;
@@ -225,6 +234,24 @@ static int bench_kernels(int argc, char **argv)
         case O_VERBOSE: o.verbose = 1; break;
         case O_PROFILE: o.profile = 1; break;
         case O_NOGEMMTUNE: o.at.tune_gemms = 0; break;
+        case O_KERNELS: {
+            o.at.n_kernels = 0;
+            char *dup = strdup(optarg), *save = NULL;
+            int bad = !dup;
+            for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t && !bad; t = strtok_r(NULL, ",", &save)) {
+                ns_kernel k;
+                if (ns_kernel_parse(t, &k) || o.at.n_kernels == NS_KERNEL_COUNT) {
+                    opt_usage_error(cmd, "--kernels: expected lt, sym64, sym128, sym128s3, fused32, fused64 or fused128, "
+                                    "found '%s'", t);
+                    bad = 1;
+                } else {
+                    o.at.kernels[o.at.n_kernels++] = k;
+                }
+            }
+            free(dup);
+            if (bad || !o.at.n_kernels) return 2;
+            break;
+        }
         case O_MINBLOCK:
             if (opt_parse_long(cmd, "--min-block", optarg, 8, 1 << 20, &v)) goto usage;
             o.at.min_block = v;

@@ -40,9 +40,10 @@ static void gpu_name_clean(char *dst, size_t cap, const char *src)
 }
 
 /* Fields: gpu cuda cublaslt m n batch algo dtype sym_blocks sym_blocks_mm heuristic median_us
- * min_us max_us gate_rel flops_nominal flops_executed gemm_picks (18, tab-separated; "-" for no
- * picks). Lines of 17 fields (written before the per-GEMM picks existed) read as no picks. */
-#define AT_FIELDS 18
+ * min_us max_us gate_rel flops_nominal flops_executed gemm_picks kernel (19, tab-separated; "-"
+ * for no picks; kernel as ns_kernel_name). Lines of 17 fields (written before the per-GEMM
+ * picks existed) read as no picks, lines of 17 or 18 (before our kernels) as kernel "lt". */
+#define AT_FIELDS 19
 static int parse_line(const char *path, int line, char *s, at_entry *e, dm_err *err)
 {
     char *f[AT_FIELDS + 1];
@@ -54,11 +55,15 @@ static int parse_line(const char *path, int line, char *s, at_entry *e, dm_err *
         *t = 0;
         p = t + 1;
     }
-    if (nf != AT_FIELDS && nf != AT_FIELDS - 1)
-        return dm_err_set(err, "%s:%d:1: expected %d (or %d) tab-separated fields, got %d", path, line,
-                          AT_FIELDS, AT_FIELDS - 1, nf);
+    if (nf < AT_FIELDS - 2 || nf > AT_FIELDS)
+        return dm_err_set(err, "%s:%d:1: expected %d (or %d or %d) tab-separated fields, got %d", path, line,
+                          AT_FIELDS, AT_FIELDS - 1, AT_FIELDS - 2, nf);
     memset(e, 0, sizeof *e);
-    if (nf == AT_FIELDS && strcmp(f[17], "-")) {
+    e->r.kernel = NS_KERNEL_LT;
+    if (nf == AT_FIELDS && ns_kernel_parse(f[18], &e->r.kernel))
+        return dm_err_set(err, "%s:%d:%d: expected a kernel name (lt, sym64, ...), got '%s'", path, line,
+                          (int)(f[18] - s) + 1, f[18]);
+    if (nf >= AT_FIELDS - 1 && strcmp(f[17], "-")) {
         size_t len = strlen(f[17]);
         if (len > NS_MAX_PICKS || strspn(f[17], "0123456789abcdef") != len)
             return dm_err_set(err, "%s:%d:%d: expected '-' or up to %d hex digits (per-GEMM picks), got '%s'",
@@ -67,7 +72,7 @@ static int parse_line(const char *path, int line, char *s, at_entry *e, dm_err *
     }
     gpu_name_clean(e->gpu, sizeof e->gpu, f[0]);
     double v[AT_FIELDS];
-    for (int i = 1; i < AT_FIELDS - 1; i++) {
+    for (int i = 1; i < AT_FIELDS - 2; i++) {
         char *end;
         if (i == 6 || i == 7) continue; /* algo, dtype names */
         errno = 0;
@@ -213,6 +218,7 @@ void at_result_config(const at_result *r, dm_ns_algo algo, ns_config *cfg)
     cfg->sym_blocks_mm = r->sym_blocks_mm;
     cfg->heuristic = r->heuristic;
     snprintf(cfg->gemm_picks, sizeof cfg->gemm_picks, "%s", r->gemm_picks);
+    cfg->kernel = r->kernel;
 }
 
 int at_cache_store(at_cache *c, const at_key *k, const at_result *r, dm_err *err)
@@ -243,14 +249,14 @@ int at_cache_save(at_cache *c, dm_err *err)
     if (!o) return -1;
     FILE *f = dm_out_file(o);
     fprintf(f, AT_MAGIC "\n# gpu\tcuda\tcublaslt\tm\tn\tbatch\talgo\tdtype\tsym_blocks\tsym_blocks_mm\theuristic"
-               "\tmedian_us\tmin_us\tmax_us\tgate_rel\tflops_nominal\tflops_executed\tgemm_picks\n");
+               "\tmedian_us\tmin_us\tmax_us\tgate_rel\tflops_nominal\tflops_executed\tgemm_picks\tkernel\n");
     for (int i = 0; i < c->n; i++) {
         const at_entry *e = &c->e[i];
-        fprintf(f, "%s\t%d\t%ld\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3g\t%.6g\t%.6g\t%s\n",
+        fprintf(f, "%s\t%d\t%ld\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3g\t%.6g\t%.6g\t%s\t%s\n",
                 e->gpu, e->cuda, e->cublaslt, e->k.m, e->k.n, e->k.batch, dm_ns_algo_name(e->k.algo),
                 dm_dtype_name(e->k.dtype), e->r.sym_blocks, e->r.sym_blocks_mm, e->r.heuristic, e->r.median_us,
                 e->r.min_us, e->r.max_us, e->r.gate_rel, e->r.flops_nominal, e->r.flops_executed,
-                e->r.gemm_picks[0] ? e->r.gemm_picks : "-");
+                e->r.gemm_picks[0] ? e->r.gemm_picks : "-", ns_kernel_name(e->r.kernel));
     }
     return dm_out_commit(o, err);
 }
@@ -279,6 +285,27 @@ void at_options_default(at_options *o)
     o->min_block = 256;
     o->heur_max_elems = INT64_C(1) << 24;
     o->tune_gemms = 1;
+    for (int k = 0; k < NS_KERNEL_COUNT; k++) o->kernels[k] = (ns_kernel)k;
+    o->n_kernels = NS_KERNEL_COUNT;
+    o->fused_max_elems = INT64_C(1) << 26;
+}
+
+static int tries_kernel(const at_options *o, ns_kernel k)
+{
+    for (int i = 0; i < o->n_kernels; i++)
+        if (o->kernels[i] == k) return 1;
+    return 0;
+}
+
+/* Our kernel k is worth timing for this shape: it takes it, and (fused) the problem is small
+ * enough that one persistent kernel can win, (128-tiles) m fills more than two tile rows. */
+static int kernel_worth(const at_options *o, ns_kernel k, int64_t m, int64_t n, int batch)
+{
+    if (!tries_kernel(o, k) || !ns_kernel_supported(k, m, n, batch)) return 0;
+    if (k == NS_KERNEL_FUSED32 || k == NS_KERNEL_FUSED64 || k == NS_KERNEL_FUSED128)
+        return m * n * batch <= o->fused_max_elems && (k != NS_KERNEL_FUSED128 || m * n * batch >= (INT64_C(1) << 22));
+    if (k == NS_KERNEL_SYM128 || k == NS_KERNEL_SYM128S3) return m >= 384;
+    return 1;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -323,6 +350,7 @@ static int tune_one(int64_t m, int64_t n, int batch, const ns_config *cfg, const
     r.sym_blocks = cfg->sym_blocks;
     r.sym_blocks_mm = cfg->sym_blocks_mm;
     r.heuristic = cfg->heuristic;
+    r.kernel = cfg->kernel;
     snprintf(r.gemm_picks, sizeof r.gemm_picks, "%s", cfg->gemm_picks);
     /* input and output in the iteration dtype (bf16 direct, fp16 Gram: the executor feeds a
      * Gram plan fp16 from the momentum kernel and reads fp16 in the apply kernel); the gate
@@ -398,8 +426,19 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const dm_ns_algo *algos, int 
     for (int a = 0; a < n_algos; a++) {
         /* coordinate search: the X X^T block count (m x m products full), then the m x m
          * products' block count, then (small problems) cuBLASLt heuristic indices */
-        int best_x = 1, best_mm = 1, best_h = o->heuristics[0];
-        for (int stage = 0; stage < 3; stage++) {
+        int best_x = 1, best_mm = 1, best_h = o->heuristics[0], fixed = 0;
+        for (int i = 0; i < o->n_lt_fixed && tries_kernel(o, NS_KERNEL_LT); i++)
+            if (o->lt_fixed[i].algo == algos[a] && o->lt_fixed[i].r.kernel == NS_KERNEL_LT) {
+                ns_config cfg;
+                at_result_config(&o->lt_fixed[i].r, algos[a], &cfg);
+                if (tune_one(m, n, batch, &cfg, o, seed, s, ref, scratch, t, &results[a], report, report_ctx, err))
+                    goto out;
+                best_x = cfg.sym_blocks;
+                best_mm = cfg.sym_blocks_mm;
+                best_h = cfg.heuristic;
+                fixed = 1;
+            }
+        for (int stage = 0; stage < 3 && !fixed && tries_kernel(o, NS_KERNEL_LT); stage++) {
             int n_try = stage == 2 ? o->n_heur : o->n_sym;
             for (int ti = 0; ti < n_try; ti++) {
                 ns_config cfg;
@@ -421,6 +460,18 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const dm_ns_algo *algos, int 
                 best_mm = results[a].sym_blocks_mm;
                 best_h = results[a].heuristic;
             }
+        }
+        for (int ki = 0; ki < o->n_kernels; ki++) { /* ours, on the best cuBLASLt settings for the rest */
+            ns_kernel k = o->kernels[ki];
+            if (k == NS_KERNEL_LT || !kernel_worth(o, k, m, n, batch)) continue;
+            ns_config cfg;
+            ns_config_default(&cfg, algos[a]);
+            cfg.sym_blocks = best_x;
+            cfg.sym_blocks_mm = best_mm;
+            cfg.heuristic = best_h;
+            cfg.kernel = k;
+            if (tune_one(m, n, batch, &cfg, o, seed, s, ref, scratch, t, &results[a], report, report_ctx, err))
+                goto out;
         }
         if (o->tune_gemms && results[a].median_us >= 0) {
             /* the winner's GEMMs one by one; the tuned plan must then pass the gate and beat

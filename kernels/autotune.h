@@ -5,7 +5,9 @@
  * the block count of X X^T (1 = a full cuBLAS GEMM, k = the recursive lower-block scheme of
  * ns_cuda.h), then that of the m x m products, then (small problems only) cuBLASLt heuristic
  * indices other than the first; last, the winner's GEMMs one by one over cuBLASLt's heuristic
- * list (ns_plan_tune_gemms), kept when the whole plan is then faster. A plan's input and output are in its iteration dtype (bf16 for
+ * list (ns_plan_tune_gemms), kept when the whole plan is then faster. Then our own kernels
+ * (ns_config.kernel: the symmetric-product kernel, the fused NS) where they take the shape, each
+ * timed and gated like the rest; the fastest correct candidate of all wins. A plan's input and output are in its iteration dtype (bf16 for
  * direct, fp16 for Gram). Each is timed with CUDA events on graph replays after warm-up (median of `reps`),
  * on random input (never zeros). The correctness gate runs every candidate once on the same
  * input with a poisoned output and rejects it when its output has a non-finite value or
@@ -38,6 +40,7 @@ typedef struct at_result {
     int sym_blocks_mm; /* the m x m products */
     int heuristic;
     char gemm_picks[NS_MAX_PICKS + 1]; /* per-GEMM heuristic picks (ns_config), "" = none */
+    ns_kernel kernel;                  /* NS_KERNEL_LT: cuBLASLt products */
     double median_us, min_us, max_us;
     double gate_rel; /* relative difference to the reference variant (0 for the reference) */
     double flops_nominal, flops_executed;
@@ -77,10 +80,21 @@ typedef struct at_options {
     int64_t heur_max_elems; /* heuristic indices > 0 only when m*n*batch <= this (small
                                problems, where cuBLASLt's first choice often underfills) */
     int tune_gemms;         /* 1: the per-GEMM pick stage (ns_plan_tune_gemms) */
+    ns_kernel kernels[NS_KERNEL_COUNT]; /* the kernels tried; without NS_KERNEL_LT the
+                                           cuBLASLt search is skipped */
+    int n_kernels;
+    int64_t fused_max_elems; /* the fused kernels only when m*n*batch <= this */
+    /* per algorithm, a cuBLASLt configuration to re-time instead of searching (e.g. the
+       cached one): at most one per algorithm, n_lt_fixed of them */
+    struct {
+        dm_ns_algo algo;
+        at_result r;
+    } lt_fixed[2];
+    int n_lt_fixed;
 } at_options;
 
 /* sym {1,2,4,8}, heuristics {0}, 3 warm-up, 20 reps, min_block 256, heur_max_elems 16M,
- * tune_gemms 1 */
+ * tune_gemms 1, every kernel, fused_max_elems 64M */
 void at_options_default(at_options *o);
 
 /* Per-candidate report, for logs: called once per candidate timed (or rejected, with

@@ -5,4 +5,9 @@ libdmuon_a_SOURCES += kernels/ns_ref.c kernels/ns_ref.h
 if HAVE_CUDA
 libdmuon_a_SOURCES += kernels/ns_cuda.cu kernels/ns_elem.cu kernels/ns_kern.cuh \
 	kernels/ns_cuda.h kernels/autotune.c kernels/autotune.h kernels/ns_bench.c kernels/ns_bench.h
+# our tensor-core products (mma.sync): the symmetric-product kernel and the fused small NS
+libdmuon_a_SOURCES += kernels/ns_syrk.cu kernels/ns_small.cu kernels/ns_mma.h kernels/ns_mma.cuh
+# the .cu.o rule tracks no headers: the ones these objects are built from
+kernels/ns_syrk.o kernels/ns_small.o: kernels/ns_mma.cuh kernels/ns_mma.h kernels/ns_kern.cuh kernels/ns_cuda.h
+kernels/ns_cuda.o: kernels/ns_mma.h kernels/ns_kern.cuh kernels/ns_cuda.h
 endif

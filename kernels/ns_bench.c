@@ -215,19 +215,19 @@ static int run_prod(void *a, ns_stream s, dm_err *err) { return ns_prod_run(((pr
 
 /* Time one product; sym_blocks as in ns_config. Returns -1 on error, 1 when the check against
  * the full product failed (the row is then not written). */
-static int bench_prod(bench *B, ns_prod_kind kind, int64_t m, int64_t n, int batch, int kb,
+static int bench_prod(bench *B, ns_prod_kind kind, int64_t m, int64_t n, int batch, int kb, ns_kernel kern,
                       stats3 *st, double *fl_nom, double *fl_exec, dm_err *err)
 {
     ns_prod *p = NULL;
     prod_arg a;
     double rel = 0;
     int rc = -1;
-    if (ns_prod_create(kind, m, n, batch, DM_DT_BF16, kb, &p, err)) return -1;
+    if (ns_prod_create_kernel(kind, m, n, batch, DM_DT_BF16, kb, kern, &p, err)) return -1;
     a.p = p;
-    if (kb > 1 && ns_prod_check(p, &rel, err)) goto out;
+    if ((kb > 1 || kern != NS_KERNEL_LT) && ns_prod_check(p, &rel, err)) goto out;
     if (!(rel <= 4e-3)) {
-        fprintf(stderr, "dmuon bench kernels: %" PRId64 "x%" PRId64 " sym_blocks %d: block product differs from the full one (rel %.3g); row dropped\n",
-                m, n, kb, rel);
+        fprintf(stderr, "dmuon bench kernels: %" PRId64 "x%" PRId64 " sym_blocks %d kernel %s: product differs from the full cuBLAS one (rel %.3g); row dropped\n",
+                m, n, kb, ns_kernel_name(kern), rel);
         rc = 1;
         goto out;
     }
@@ -303,13 +303,14 @@ static void report_cand(void *ctx, const at_key *k, const at_result *r, int reje
     bench *B = ctx;
     if (!B->verbose) return;
     if (rejected)
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s REJECTED: %s (gate rel %.3g)\n", k->m,
-               k->n, k->batch, dm_ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
-               r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s %s k=%d/%d h=%d%s%s REJECTED: %s (gate rel %.3g)\n", k->m,
+               k->n, k->batch, dm_ns_algo_name(k->algo), ns_kernel_name(r->kernel), r->sym_blocks, r->sym_blocks_mm,
+               r->heuristic, r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
     else
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s k=%d/%d h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
-               k->m, k->n, k->batch, dm_ns_algo_name(k->algo), r->sym_blocks, r->sym_blocks_mm, r->heuristic,
-               r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us, r->max_us, r->gate_rel);
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s %s k=%d/%d h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
+               k->m, k->n, k->batch, dm_ns_algo_name(k->algo), ns_kernel_name(r->kernel), r->sym_blocks,
+               r->sym_blocks_mm, r->heuristic, r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us,
+               r->max_us, r->gate_rel);
 }
 
 /* Per-step times of the winning variant (stdout, '#' lines). */
@@ -410,7 +411,7 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
     { /* the GEMM peak of this run: 8192^3 bf16 through cuBLASLt */
         stats3 st;
         double fn = 0, fe = 0;
-        if (bench_prod(&B, NS_PROD_GEMM, 8192, 8192, 1, 1, &st, &fn, &fe, err) < 0) goto done;
+        if (bench_prod(&B, NS_PROD_GEMM, 8192, 8192, 1, 1, NS_KERNEL_LT, &st, &fn, &fe, err) < 0) goto done;
         B.peak_tflops = fe / (st.med * 1e6);
         printf("# bf16 GEMM peak (8192x8192x8192, cuBLASLt): %.1f us median, %.1f TFLOP/s\n", st.med, B.peak_tflops);
         if (B.csv) fprintf(B.csv, "# gemm_peak_tflops: %.1f\n", B.peak_tflops);
@@ -436,12 +437,19 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
                 fprintf(stderr, "\r[%d/%d] %" PRId64 "x%" PRId64 " batch %d          ", done, total, s->m, s->n, batch);
             at_result res[2];
             int need = 0;
+            at_options ao = o->at; /* this shape's: the cached cuBLASLt configurations to re-time */
+            ao.n_lt_fixed = 0;
             for (int a = 0; a < o->n_algos; a++) {
                 at_key k = {s->m, s->n, batch, o->algos[a], o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
-                if (o->retune || !cache || !at_cache_lookup(cache, &k, &res[a])) need = 1;
+                int hit = cache && at_cache_lookup(cache, &k, &res[a]);
+                if (o->retune || o->retime || !hit) need = 1;
+                if (o->retime && hit && res[a].kernel == NS_KERNEL_LT) {
+                    ao.lt_fixed[ao.n_lt_fixed].algo = o->algos[a];
+                    ao.lt_fixed[ao.n_lt_fixed++].r = res[a];
+                }
             }
             if (need) {
-                if (at_tune_shape(s->m, s->n, batch, o->algos, o->n_algos, &o->at, 0x1234567ull + (uint64_t)done,
+                if (at_tune_shape(s->m, s->n, batch, o->algos, o->n_algos, &ao, 0x1234567ull + (uint64_t)done,
                                   B.s, res, report_cand, &B, err))
                     goto done;
                 for (int a = 0; a < o->n_algos && cache; a++) {
@@ -457,7 +465,8 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
                 }
                 stats3 st = {res[a].median_us, res[a].min_us, res[a].max_us};
                 char var[16];
-                snprintf(var, sizeof var, "%d/%d", res[a].sym_blocks, res[a].sym_blocks_mm);
+                if (res[a].kernel == NS_KERNEL_LT) snprintf(var, sizeof var, "%d/%d", res[a].sym_blocks, res[a].sym_blocks_mm);
+                else snprintf(var, sizeof var, "%s", ns_kernel_name(res[a].kernel));
                 emit(&B, "ns", dm_ns_algo_name(o->algos[a]), s->m, s->n, batch,
                      o->algos[a] == DM_NS_GRAM ? "fp16" : "bf16", var, &st, res[a].flops_nominal,
                      res[a].flops_executed);
@@ -469,14 +478,14 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
                 stats3 st, best;
                 double fn, fe, bfn = 0, bfe = 0;
                 int bk = 0;
-                if (bench_prod(&B, NS_PROD_GEMM, s->m, s->n, batch, 1, &st, &fn, &fe, err) < 0) goto done;
+                if (bench_prod(&B, NS_PROD_GEMM, s->m, s->n, batch, 1, NS_KERNEL_LT, &st, &fn, &fe, err) < 0) goto done;
                 emit(&B, "gemm", "cublas", s->m, s->n, batch, "bf16", "-", &st, fn, fe);
-                if (bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, 1, &st, &fn, &fe, err) < 0) goto done;
+                if (bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, 1, NS_KERNEL_LT, &st, &fn, &fe, err) < 0) goto done;
                 emit(&B, "syrk", "cublas", s->m, s->n, batch, "bf16", "k1", &st, fn, fe);
                 for (int si = 0; si < o->at.n_sym; si++) {
                     int kb = o->at.sym_blocks[si];
                     if (kb < 2 || s->m / kb < o->at.min_block) continue;
-                    int r = bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, kb, &st, &fn, &fe, err);
+                    int r = bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, kb, NS_KERNEL_LT, &st, &fn, &fe, err);
                     if (r < 0) goto done;
                     if (r == 0 && (!bk || st.med < best.med)) {
                         best = st;
@@ -489,6 +498,19 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
                     char var[16];
                     snprintf(var, sizeof var, "k%d", bk);
                     emit(&B, "syrk", "sym", s->m, s->n, batch, "bf16", var, &best, bfn, bfe);
+                }
+                for (int ki = 0; ki < o->at.n_kernels; ki++) { /* our symmetric kernels, checked first */
+                    ns_kernel k = o->at.kernels[ki];
+                    if (k != NS_KERNEL_SYM64 && k != NS_KERNEL_SYM128 && k != NS_KERNEL_SYM128S3) continue;
+                    if (!ns_kernel_supported(k, s->m, s->n, batch)) continue;
+                    int r = bench_prod(&B, NS_PROD_SYRK, s->m, s->n, batch, 1, k, &st, &fn, &fe, err);
+                    if (r < 0) goto done;
+                    if (r == 0) { /* the table only: the cost CSV has no algo for it */
+                        FILE *keep = B.csv;
+                        B.csv = NULL;
+                        emit(&B, "syrk", "ours", s->m, s->n, batch, "bf16", ns_kernel_name(k), &st, fn, fe);
+                        B.csv = keep;
+                    }
                 }
             }
         }

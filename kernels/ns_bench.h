@@ -45,6 +45,8 @@ typedef struct ns_bench_opts {
     const char *out_csv;      /* the cost table (atomically); NULL: none */
     const char *cache_path;   /* the autotune cache; NULL: none */
     int retune;               /* ignore cached results */
+    int retime;               /* a shape with a cached cuBLASLt entry: re-time that configuration (no
+                                 search) beside our kernels, keep the faster */
     int products, elementwise;/* the single-product and elementwise rows; default 1 */
     int verbose, profile;     /* every candidate; per-step times of the winners */
     const char *cmdline;      /* for the CSV's "# command:" line (borrowed) */

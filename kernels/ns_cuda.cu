@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ns_kern.cuh"
+#include "ns_mma.h"
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -30,6 +31,44 @@ extern "C" void ns_config_default(ns_config *cfg, dm_ns_algo algo)
     ns_coeffs_default(&cfg->coeffs);
     cfg->norm_eps = 1e-7;
     cfg->norm_fold = 1;
+    cfg->kernel = NS_KERNEL_LT;
+}
+
+static const char *const kernel_names[NS_KERNEL_COUNT] = {"lt", "sym64", "sym128", "sym128s3", "fused32", "fused64", "fused128"};
+
+extern "C" const char *ns_kernel_name(ns_kernel k)
+{
+    return (int)k >= 0 && k < NS_KERNEL_COUNT ? kernel_names[k] : "?";
+}
+
+extern "C" int ns_kernel_parse(const char *name, ns_kernel *k)
+{
+    for (int i = 0; i < NS_KERNEL_COUNT; i++)
+        if (!strcmp(name, kernel_names[i])) {
+            *k = (ns_kernel)i;
+            return 0;
+        }
+    return -1;
+}
+
+extern "C" int ns_kernel_supported(ns_kernel k, int64_t rows, int64_t cols, int batch)
+{
+    int64_t m = rows < cols ? rows : cols, n = rows < cols ? cols : rows;
+    if (k == NS_KERNEL_LT) return 1;
+    return (int)k > 0 && k < NS_KERNEL_COUNT && batch >= 1 && nsm_shape_ok(m, n);
+}
+
+static int kernel_is_sym(ns_kernel k) { return k == NS_KERNEL_SYM64 || k == NS_KERNEL_SYM128 || k == NS_KERNEL_SYM128S3; }
+static int kernel_is_fused(ns_kernel k)
+{
+    return k == NS_KERNEL_FUSED32 || k == NS_KERNEL_FUSED64 || k == NS_KERNEL_FUSED128;
+}
+static nsm_tile kernel_tile(ns_kernel k)
+{
+    return k == NS_KERNEL_SYM128 || k == NS_KERNEL_FUSED128 ? NSM_T128
+           : k == NS_KERNEL_SYM128S3                       ? NSM_T128S3
+           : k == NS_KERNEL_FUSED32                        ? NSM_T32
+                                                           : NSM_T64;
 }
 
 extern "C" int ns_device_query(ns_device_info *info, dm_err *err)
@@ -54,7 +93,7 @@ extern "C" int ns_device_query(ns_device_info *info, dm_err *err)
 
 /* ---- step lists --------------------------------------------------------------------------- */
 
-typedef enum { ST_GEMM, ST_SUMSQ, ST_NORMALIZE, ST_DIAG, ST_MIRROR, ST_CONVERT } step_kind;
+typedef enum { ST_GEMM, ST_SUMSQ, ST_NORMALIZE, ST_DIAG, ST_MIRROR, ST_CONVERT, ST_SYMK, ST_FUSED } step_kind;
 
 typedef struct step {
     step_kind kind;
@@ -78,6 +117,9 @@ typedef struct step {
     float *scal;                       /* ST_SUMSQ: the scalars it leaves (NULL: partials only) */
     int sig;       /* ST_GEMM: index of its distinct GEMM in seq.sigs */
     char desc[80]; /* for profiles */
+    nsm_op mop;    /* ST_SYMK: our symmetric product */
+    nsm_tile mtile;
+    nsm_fused *fused; /* ST_FUSED: the whole NS (borrowed from the plan) */
 } step;
 
 /* What makes two GEMMs the same problem for cuBLASLt's heuristic (pointers aside): steps with
@@ -321,6 +363,12 @@ static int seq_run_step(seq *q, int i, cudaStream_t s, dm_err *err)
         case ST_CONVERT:
             rc = nsk_convert(t->x, t->dt_in, t->y, t->dt_out, t->len, s, err);
             break;
+        case ST_SYMK:
+            rc = nsm_gemm(&t->mop, t->mtile, s, err);
+            break;
+        case ST_FUSED:
+            rc = nsm_fused_run(t->fused, s, err);
+            break;
         }
         if (rc) return -1;
     }
@@ -336,7 +384,8 @@ static int seq_run_steps(seq *q, cudaStream_t s, dm_err *err)
 
 static int seq_run(seq *q, cudaStream_t s, int use_graph, dm_err *err)
 {
-    if (!use_graph || s == NULL) return seq_run_steps(q, s, err);
+    /* a fused plan is one launch: a graph would save nothing (and it is cooperative) */
+    if (!use_graph || s == NULL || (q->n == 1 && q->steps[0].kind == ST_FUSED)) return seq_run_steps(q, s, err);
     if (!q->exec) {
         NS_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         int rc = seq_run_steps(q, s, err);
@@ -366,6 +415,7 @@ typedef struct geom {
     dm_dtype dt;
     int64_t bs_x; /* leaf size of X X^T; bs_x >= m means one full product */
     int64_t bs_s; /* leaf size of the m x m symmetric products */
+    ns_kernel kern; /* a symmetric kernel of ours: X X^T and the m x m products through it */
 } geom;
 
 /* Leaf size of the symmetric scheme with k leaves: k is rounded down to a power of two, then
@@ -463,10 +513,43 @@ static int emit_sym_levels(seq *q, const geom *g, int64_t bs, int sym_kind, cons
     return 0;
 }
 
+/* One of our symmetric products as a step (device scalars when the sequence has them on). */
+static int emit_symk(seq *q, const geom *g, const nsm_op *op, dm_err *err)
+{
+    step *t = seq_push(q, ST_SYMK, err);
+    if (!t) return -1;
+    t->mop = *op;
+    if (q->scal_alpha) {
+        t->mop.alpha_dev = q->scal_alpha;
+        t->mop.beta_dev = q->scal_beta;
+    }
+    t->mtile = kernel_tile(g->kern);
+    nsm_op_finish(&t->mop, t->mtile);
+    if (nsm_gemm_setup(t->mtile, g->dt, err)) return -1;
+    snprintf(t->desc, sizeof t->desc, "%s %dx%dx%d x%d%s", ns_kernel_name(g->kern), op->M, op->N, op->K, op->batch,
+             op->c ? " +C" : "");
+    q->flops_exec += nsm_op_flops(&t->mop);
+    return 0;
+}
+
+static nsm_geom mgeom(const geom *g)
+{
+    nsm_geom m = {g->m, g->n, g->xT, g->batch, g->dt};
+    return m;
+}
+
 /* R = X X^T (symmetric). */
 static int emit_syrk(seq *q, const geom *g, const void *x, void *r, dm_err *err)
 {
     int rc;
+    if (kernel_is_sym(g->kern)) {
+        nsm_op op;
+        nsm_geom mg = mgeom(g);
+        nsm_op_syrk(&op, &mg, x, r, 1.f);
+        if (emit_symk(q, g, &op, err)) return -1;
+        count_sym(q, g, (double)g->n);
+        return 0;
+    }
     if (g->bs_x >= g->m) { /* one full (batched) product */
         geom f = *g;
         gemm_args a;
@@ -503,6 +586,14 @@ static int emit_symm(seq *q, const geom *g, const void *s1, const void *s2, floa
                      float beta, const void *c, void *d, dm_err *err)
 {
     int rc;
+    if (kernel_is_sym(g->kern)) {
+        nsm_op op;
+        nsm_geom mg = mgeom(g);
+        nsm_op_symm(&op, &mg, s1, s2, alpha, beta, c, 0.f, d);
+        if (emit_symk(q, g, &op, err)) return -1;
+        count_sym(q, g, (double)g->m);
+        return 0;
+    }
     if (g->bs_s >= g->m) {
         gemm_args a;
         memset(&a, 0, sizeof a);
@@ -582,6 +673,7 @@ struct ns_plan {
     float *scal;   /* folded normalization: {1/s^2, 0, 1/s, a0/s}, s = ||G|| + eps */
     unsigned *cnt; /* its block counter */
     int fold;      /* normalization folded into the first products */
+    nsm_fused *fused; /* kernel fused*: the whole NS */
     seq q;
 };
 
@@ -589,6 +681,7 @@ extern "C" void ns_plan_destroy(ns_plan *p)
 {
     if (!p) return;
     seq_free(&p->q);
+    nsm_fused_destroy(p->fused);
     cudaFree(p->in);
     cudaFree(p->out);
     for (int i = 0; i < 2; i++) cudaFree(p->xbuf[i]);
@@ -760,6 +853,37 @@ static int build_gram(ns_plan *p, dm_err *err)
     return emit_finish(p, dst, err);
 }
 
+/* The whole NS as one step: the fused kernel over the plan's own buffers. */
+static int build_fused(ns_plan *p, dm_err *err)
+{
+    nsm_fused_args a;
+    memset(&a, 0, sizeof a);
+    a.g = mgeom(&p->g);
+    a.io = p->io;
+    a.in = p->in;
+    a.out = p->out;
+    for (int i = 0; i < 2; i++) a.xbuf[i] = p->xbuf[i];
+    for (int i = 0; i < 6; i++) a.sbuf[i] = p->sbuf[i];
+    a.algo = p->cfg.algo;
+    a.coeffs = &p->cfg.coeffs;
+    a.restarts = p->cfg.restarts;
+    a.eps = (float)p->cfg.norm_eps;
+    a.tile = kernel_tile(p->cfg.kernel);
+    if (nsm_fused_create(&a, &p->fused, err)) return -1;
+    step *t = seq_push(&p->q, ST_FUSED, err);
+    if (!t) return -1;
+    t->fused = p->fused;
+    int n_ops, n_bar, grid, threads;
+    double fe, ff, fn;
+    nsm_fused_info(p->fused, &n_ops, &n_bar, &grid, &threads, &fe, &ff, &fn);
+    snprintf(t->desc, sizeof t->desc, "%s: %d ops, %d barriers, %d CTAs x %d", ns_kernel_name(p->cfg.kernel), n_ops,
+             n_bar, grid, threads);
+    p->q.flops_exec += fe;
+    p->q.flops_full += ff;
+    p->q.flops_nominal += fn;
+    return 0;
+}
+
 extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io,
                               const ns_config *cfg, ns_plan **out, dm_err *err)
 {
@@ -787,6 +911,8 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io
     p->g.dt = cfg->work;
     p->g.bs_x = sym_block_size(p->g.m, cfg->sym_blocks);
     p->g.bs_s = sym_block_size(p->g.m, cfg->sym_blocks_mm);
+    if (!ns_kernel_supported(cfg->kernel, rows, cols, batch)) p->cfg.kernel = NS_KERNEL_LT; /* ours cannot: cuBLASLt */
+    p->g.kern = kernel_is_sym(p->cfg.kernel) ? p->cfg.kernel : NS_KERNEL_LT;
     int64_t m = p->g.m, n = p->g.n;
     size_t ex = (size_t)(m * n) * batch, es = (size_t)(m * m) * batch, w = dm_dtype_size(cfg->work);
     int n_s = cfg->algo == DM_NS_GRAM ? 6 : 2;
@@ -807,7 +933,11 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io
         goto fail;
     }
     if (seq_init(&p->q, cfg->heuristic, err)) goto fail;
-    if ((cfg->algo == DM_NS_GRAM ? build_gram(p, err) : build_direct(p, err))) goto fail;
+    if (kernel_is_fused(p->cfg.kernel)) {
+        if (build_fused(p, err)) goto fail;
+    } else if ((cfg->algo == DM_NS_GRAM ? build_gram(p, err) : build_direct(p, err))) {
+        goto fail;
+    }
     { /* picks are per position in the plan's list of distinct GEMMs: they belong to a plan of
          the same structure, which has as many distinct GEMMs (up to NS_MAX_PICKS); any other
          plan (another io dtype, so no folded normalization; other iterations or restarts) drops
@@ -964,8 +1094,8 @@ extern "C" int ns_plan_poison_work(ns_plan *p, dm_err *err)
 
 static const char *step_name(const step *t)
 {
-    static const char *names[] = {"gemm", "sumsq", "normalize", "add_diag", "mirror", "convert"};
-    return t->kind == ST_GEMM ? t->desc : names[t->kind];
+    static const char *names[] = {"gemm", "sumsq", "normalize", "add_diag", "mirror", "convert", "symk", "fused"};
+    return t->kind == ST_GEMM || t->kind == ST_SYMK || t->kind == ST_FUSED ? t->desc : names[t->kind];
 }
 
 extern "C" int ns_plan_profile(ns_plan *p, ns_stream s, FILE *out, dm_err *err)
@@ -1063,10 +1193,19 @@ static int prod_emit(ns_prod *p, seq *q, const geom *g, void *d, dm_err *err)
 extern "C" int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch, dm_dtype dt,
                               int sym_blocks, ns_prod **out, dm_err *err)
 {
+    return ns_prod_create_kernel(kind, m, n, batch, dt, sym_blocks, NS_KERNEL_LT, out, err);
+}
+
+extern "C" int ns_prod_create_kernel(ns_prod_kind kind, int64_t m, int64_t n, int batch, dm_dtype dt,
+                                     int sym_blocks, ns_kernel kernel, ns_prod **out, dm_err *err)
+{
     *out = NULL;
     if (m < 1 || n < m || batch < 1 || dt == DM_DT_FP32 || sym_blocks < 1 || sym_blocks > 16)
         return dm_err_set(err, "ns_prod_create: bad arguments (m %lld, n %lld, batch %d)",
                           (long long)m, (long long)n, batch);
+    if (kernel != NS_KERNEL_LT && (kind == NS_PROD_GEMM || !ns_kernel_supported(kernel, m, n, batch)))
+        return dm_err_set(err, "ns_prod_create: kernel %s does not take this product (%lldx%lld)",
+                          ns_kernel_name(kernel), (long long)m, (long long)n);
     ns_prod *p = (ns_prod *)dm_calloc(1, sizeof *p, err);
     if (!p) return -1;
     p->kind = kind;
@@ -1076,6 +1215,7 @@ extern "C" int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch
     p->g.batch = batch;
     p->g.dt = dt;
     p->g.bs_x = p->g.bs_s = kind == NS_PROD_GEMM ? m : sym_block_size(m, sym_blocks);
+    p->g.kern = kernel_is_fused(kernel) ? NS_KERNEL_SYM64 : kernel;
     size_t w = dm_dtype_size(dt), ex = (size_t)(m * p->g.n) * batch, es = (size_t)(m * m) * batch;
     size_t dsz = kind == NS_PROD_GEMM ? ex : es;
     cudaError_t e = cudaMalloc(&p->x, ex * w);
@@ -1127,6 +1267,7 @@ extern "C" int ns_prod_check(ns_prod *p, double *rel_err, dm_err *err)
     if (!p->have_ref) {
         geom gf = p->g;
         gf.bs_x = gf.bs_s = gf.m;
+        gf.kern = NS_KERNEL_LT;
         if (!p->dref) NS_CUDA(cudaMalloc(&p->dref, (size_t)len * dm_dtype_size(p->g.dt)));
         if (seq_init(&p->qref, 0, err) || prod_emit(p, &p->qref, &gf, p->dref, err)) {
             seq_free(&p->qref); /* a later call starts over (dref is kept, freed by the destroy) */

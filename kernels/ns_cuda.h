@@ -1,5 +1,6 @@
 /* ns_cuda.h: C launchers for the GPU Newton-Schulz kernels (direct and Gram NS over cuBLASLt,
- * symmetric lower-block products, strided batches, CUDA graph replay) and the elementwise
+ * symmetric lower-block products, strided batches, CUDA graph replay; our own tensor-core
+ * symmetric products and fused small-matrix NS, ns_config.kernel) and the elementwise
  * optimizer kernels (Muon momentum/apply, AdamW). Callable from C; no CUDA header needed.
  *
  * Layout: matrices are row-major rows x cols (PyTorch nn.Linear layout, out x in), a batch is
@@ -28,6 +29,29 @@ typedef struct CUstream_st *ns_stream; /* == cudaStream_t; NULL is the legacy de
 
 /* Element types are program.h's dm_dtype (DM_DT_BF16, DM_DT_FP16, DM_DT_FP32; dm_dtype_name and
  * dm_dtype_size there). */
+/* Which kernels a plan runs. Ours (ns_mma.h: mma.sync tensor-core tiles, bf16/fp16 in, fp32
+ * accumulation, built for sm_80 and sm_90 alike) need m and n multiples of 8; a plan asked for
+ * one it cannot run uses NS_KERNEL_LT and says so in ns_plan_config. */
+typedef enum {
+    NS_KERNEL_LT = 0,   /* "lt": cuBLASLt for every product, symmetric ones per sym_blocks */
+    NS_KERNEL_SYM64,    /* "sym64": our symmetric-product kernel for X X^T and the m x m
+                           products (only tiles on and below the diagonal, mirrored in the
+                           epilogue, the scalars and the a I term fused), 64 x 64 tiles, 3
+                           stages; cuBLASLt for the S X applies; sym_blocks unused */
+    NS_KERNEL_SYM128,   /* "sym128": the same with 128 x 128 tiles, 4 stages */
+    NS_KERNEL_SYM128S3, /* "sym128s3": 128 x 128 tiles, 3 stages */
+    NS_KERNEL_FUSED32,  /* "fused32": the whole NS in one persistent kernel (grid barriers
+                           between its products), 32 x 32 tiles */
+    NS_KERNEL_FUSED64,  /* "fused64": the same with 64 x 64 tiles */
+    NS_KERNEL_FUSED128, /* "fused128": the same with 128 x 128 tiles, 8 warps, 4 stages (large
+                           batches: one CTA per SM) */
+    NS_KERNEL_COUNT
+} ns_kernel;
+const char *ns_kernel_name(ns_kernel k);
+int ns_kernel_parse(const char *name, ns_kernel *k); /* 0, or -1 for an unknown name */
+/* 1 when a plan of batch x rows x cols runs kernel k as asked (NS_KERNEL_LT: always). */
+int ns_kernel_supported(ns_kernel k, int64_t rows, int64_t cols, int batch);
+
 #define NS_MAX_PICKS 32 /* distinct GEMMs of a plan with their own heuristic pick */
 #define NS_MAX_HEUR 16  /* cuBLASLt heuristic results asked for per GEMM */
 typedef struct ns_config {
@@ -52,11 +76,12 @@ typedef struct ns_config {
                           1/||G|| on the device and the products that read G scale by it in
                           their epilogue (cuBLASLt device-pointer alpha/beta); 0: always a
                           normalization pass */
+    ns_kernel kernel;  /* default NS_KERNEL_LT */
 } ns_config;
 
 /* Defaults: the given algorithm, its default dtype, the coefficients of ns_coeffs_default (5
  * Polar Express iterations, safety NS_PE_SAFETY_DEFAULT), sym_blocks 1 and sym_blocks_mm 1, restart before iteration 2, heuristic 0, eps 1e-7,
- * norm_fold 1. */
+ * norm_fold 1, kernel NS_KERNEL_LT. */
 void ns_config_default(ns_config *cfg, dm_ns_algo algo);
 
 
@@ -150,6 +175,11 @@ typedef struct ns_prod ns_prod;
  * ns_config (ignored for NS_PROD_GEMM). Owned by the caller. */
 int ns_prod_create(ns_prod_kind kind, int64_t m, int64_t n, int batch, dm_dtype dt,
                    int sym_blocks, ns_prod **out, dm_err *err);
+/* The same with the kernel of ns_config.kernel for NS_PROD_SYRK and NS_PROD_SYMM (a fused
+ * kernel means our symmetric kernel with 64 x 64 tiles here; NS_PROD_GEMM is always cuBLASLt):
+ * -1 when the shape does not suit it. */
+int ns_prod_create_kernel(ns_prod_kind kind, int64_t m, int64_t n, int batch, dm_dtype dt,
+                          int sym_blocks, ns_kernel kernel, ns_prod **out, dm_err *err);
 int ns_prod_run(ns_prod *p, ns_stream s, dm_err *err);
 double ns_prod_flops(const ns_prod *p, int executed); /* executed or as full GEMM */
 void ns_prod_destroy(ns_prod *p);

@@ -15,12 +15,21 @@
  *   block-symmetric vs full cuBLAS on the same operands: BLOCK_TOL = 4e-3;
  *   AdamW (fp32 both sides): weight change 2e-4 (the change is ~1e-3 of w, so w's own fp32
  *   rounding, 6e-8 relative, is ~6e-5 of it), moments 1e-6; Muon weight change: NS_TOL.
+ *   our kernels (ns_config.kernel: symmetric products, fused NS): the same bounds against float64,
+ *   and against the cuBLASLt plan on the same input twice that bound (each is within it of the
+ *   exact result: the triangle inequality), where float64 is too slow (64 x 256x1536, 1024^2,
+ *   2048x512) the latter alone; their single products PROD_TOL and BLOCK_TOL as above; a fused plan run
+ *   twice (and by graph and by launches) gives the same bits (its split-K sums are in a fixed
+ *   order: a difference is a race).
  * Every output is poisoned (NaN) before its run; a non-finite value fails the check.
  * The autotune cache's file format (per-GEMM picks, older 17-field lines, bad fields) is checked
  * first and needs no GPU.
  * Environment: DM_TEST_SEED=N repeats a run's inputs; DM_TEST_NO_GRAPH=1 launches kernels one
  * by one instead of replaying graphs; DM_TEST_ELEMENTWISE_ONLY=1 runs only the tests without
- * cuBLASLt (compute-sanitizer's racecheck fails to launch cuBLASLt's Hopper kernels). */
+ * cuBLASLt (compute-sanitizer's racecheck fails to launch cuBLASLt's Hopper kernels);
+ * DM_TEST_OWN=1 runs only the checks of our kernels, on fewer and smaller shapes (for
+ * compute-sanitizer), and DM_TEST_NO_LT=1 with it leaves out their cuBLASLt comparisons too
+ * (racecheck: the float64 checks remain). */
 #include "config.h"
 
 #include <math.h>
@@ -44,6 +53,8 @@ int main(void) { return tap_skip_all("built without CUDA"); }
 #define GRAM_SQ_TOL 3.5e-2
 #define PROD_TOL 8e-3
 #define BLOCK_TOL 4e-3
+
+static int own_only, no_lt; /* DM_TEST_OWN, DM_TEST_NO_LT */
 
 static uint64_t rng_state;
 static double randn(void)
@@ -659,6 +670,218 @@ static void test_norm_fold(ns_stream s)
     }
 }
 
+/* Run a plan of batch x rows x cols on input g (host doubles) with its work buffers and output
+ * poisoned first; the output to got, the plan's configuration (after any fallback) to used. */
+static int run_plan_on(int64_t rows, int64_t cols, int batch, dm_dtype io, const ns_config *cfg, int graph,
+                       ns_stream s, const double *g, double *got, ns_config *used, dm_err *e)
+{
+    ns_plan *p = NULL;
+    int64_t n = rows * cols * batch;
+    int rc = ns_plan_create(rows, cols, batch, io, cfg, &p, e) || ns_plan_poison_work(p, e) ||
+             ns_upload(ns_plan_input(p), io, g, n, e) || ns_fill_poison(ns_plan_output(p), io, n, s, e) ||
+             ns_plan_run(p, s, graph, e) || ns_sync(s, e) || ns_download(got, ns_plan_output(p), io, n, e);
+    if (!rc && used) ns_plan_config(p, used);
+    ns_plan_destroy(p);
+    return rc ? -1 : 0;
+}
+
+/* Our kernels in whole NS plans: against float64 and against the cuBLASLt plan on the same
+ * input, wide and tall, edges that are not whole tiles, batches, io dtypes. */
+static void test_own_plans(ns_stream s)
+{
+    static const struct { int64_t r, c; int batch; dm_dtype io; } shapes[] = {
+        {128, 128, 1, DM_DT_BF16}, {64, 256, 1, DM_DT_FP32}, {256, 64, 1, DM_DT_BF16}, {200, 328, 2, DM_DT_BF16},
+        {384, 384, 1, DM_DT_FP32}, {96, 1000, 5, DM_DT_BF16}, {1000, 304, 1, DM_DT_FP16}, {256, 1536, 1, DM_DT_BF16},
+    };
+    static const ns_kernel kernels[] = {NS_KERNEL_SYM64, NS_KERNEL_SYM128, NS_KERNEL_FUSED32, NS_KERNEL_FUSED64,
+                                        NS_KERNEL_FUSED128};
+    for (size_t i = 0; i < (own_only ? 4 : sizeof shapes / sizeof shapes[0]); i++) {
+        int64_t r = shapes[i].r, c = shapes[i].c;
+        int batch = shapes[i].batch;
+        dm_dtype io = shapes[i].io;
+        size_t per = (size_t)(r * c), n = per * batch;
+        double *g = malloc(n * 8), *ref = malloc(n * 8), *lt = malloc(n * 8), *got = malloc(n * 8);
+        fill_randn(g, n, 1.0);
+        dm_err e0 = {{0}};
+        ns_opts o; /* the default coefficients, as the plans' */
+        ns_opts_default(&o);
+        int bad = 0;
+        for (int b = 0; b < batch && !bad; b++) bad = ns_ref_d(g + b * per, ref + b * per, r, c, &o, &e0) != 0;
+        for (int algo = 0; algo < 2; algo++) {
+            dm_err e = {{0}};
+            ns_config cfg;
+            ns_config_default(&cfg, (dm_ns_algo)algo);
+            if (bad) e = e0;
+            if (bad || (!no_lt && run_plan_on(r, c, batch, io, &cfg, 0, s, g, lt, NULL, &e))) {
+                bail("own plans: reference", &e);
+                continue;
+            }
+            double tol = algo == DM_NS_GRAM && r == c ? GRAM_SQ_TOL : NS_TOL;
+            for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+                ns_config used;
+                cfg.kernel = kernels[k];
+                int graph = getenv("DM_TEST_NO_GRAPH") ? 0 : (int)(i + k) % 2;
+                if (run_plan_on(r, c, batch, io, &cfg, graph, s, g, got, &used, &e)) {
+                    bail("own plans", &e);
+                    continue;
+                }
+                double worst = 0, vs_lt = no_lt ? 0 : rel_err(got, lt, n);
+                for (int b = 0; b < batch; b++) {
+                    double x = rel_err(got + b * per, ref + b * per, per);
+                    if (!(x <= worst)) worst = x;
+                }
+                ok(used.kernel == kernels[k] && worst <= tol && vs_lt <= 2 * tol,
+                   "NS %s %lldx%lld batch %d io %s kernel %s (ran %s, graph %d; work buffers NaN first): rel err %.3g <= %g, "
+                   "vs the cuBLASLt plan %.3g <= %g%s",
+                   dm_ns_algo_name((dm_ns_algo)algo), (long long)r, (long long)c, batch, dm_dtype_name(io),
+                   ns_kernel_name(kernels[k]), ns_kernel_name(used.kernel), graph, worst, tol, vs_lt, 2 * tol,
+                   no_lt ? " (not compared: DM_TEST_NO_LT)" : "");
+            }
+        }
+        free(g), free(ref), free(lt), free(got);
+    }
+}
+
+/* The fused kernel on the batched goal shape (64 x 256x1536) and on single matrices whose
+ * m x m products are split along K (1024^2, 512x2048: two split products share a phase),
+ * Gram and direct, against the cuBLASLt plan (float64 would take minutes here), twice: the same
+ * bits both times; a shape ours cannot take (63 x 101) falls back to cuBLASLt and is right; a
+ * NaN in one matrix of a batch fails that matrix only. */
+static void test_fused_batch(ns_stream s)
+{
+    static const struct { int64_t r, c; int batch; } shapes[] = {{256, 1536, 64}, {1024, 1024, 1}, {2048, 512, 1}};
+    size_t cap = (size_t)256 * 1536 * 64;
+    double *g = malloc(cap * 8), *lt = malloc(cap * 8), *a = malloc(cap * 8), *b = malloc(cap * 8);
+    fill_randn(g, cap, 1.0);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t r = shapes[i].r, c = shapes[i].c;
+        int batch = own_only && shapes[i].batch > 8 ? 8 : shapes[i].batch;
+        size_t n = (size_t)(r * c) * batch;
+        for (int algo = 0; algo < (r == c ? 1 : 2); algo++) /* square: direct (Gram is not used there) */
+            for (int kk = 0; kk < 3; kk++) {
+                dm_err e = {{0}};
+                ns_config cfg, used;
+                ns_config_default(&cfg, (dm_ns_algo)algo);
+                double vs = NAN;
+                int same = 0;
+                if (no_lt || !run_plan_on(r, c, batch, cfg.work, &cfg, 0, s, g, lt, NULL, &e)) {
+                    cfg.kernel = kk == 2 ? NS_KERNEL_FUSED128 : kk ? NS_KERNEL_FUSED64 : NS_KERNEL_FUSED32;
+                    if (!run_plan_on(r, c, batch, cfg.work, &cfg, 0, s, g, a, &used, &e) &&
+                        !run_plan_on(r, c, batch, cfg.work, &cfg, 1, s, g, b, NULL, &e)) {
+                        vs = no_lt ? 0 : rel_err(a, lt, n);
+                        same = !memcmp(a, b, n * 8) && used.kernel == cfg.kernel;
+                    }
+                }
+                if (e.msg[0]) bail("fused", &e);
+                double tol = 2 * NS_TOL;
+                ok(vs <= tol && same, "fused %s %d x %lldx%lld %s: vs the cuBLASLt plan %.3g <= %g%s; two runs bit-identical: %s",
+                   dm_ns_algo_name((dm_ns_algo)algo), batch, (long long)r, (long long)c, ns_kernel_name(cfg.kernel), vs, tol,
+                   no_lt ? " (not compared)" : "", same ? "yes" : "no");
+            }
+    }
+    if (!no_lt) { /* fallback */
+        dm_err e = {{0}};
+        int64_t fr = 63, fc = 101;
+        size_t fn = (size_t)(fr * fc);
+        ns_config cfg, used;
+        ns_config_default(&cfg, DM_NS_DIRECT);
+        ns_opts o;
+        ns_opts_default(&o);
+        o.coeffs = &cfg.coeffs;
+        cfg.kernel = NS_KERNEL_FUSED32;
+        memset(&used, 0, sizeof used);
+        double err_ = NAN;
+        if (!ns_ref_d(g, lt, fr, fc, &o, &e) && !run_plan_on(fr, fc, 1, DM_DT_FP32, &cfg, 1, s, g, a, &used, &e))
+            err_ = rel_err(a, lt, fn);
+        ok(used.kernel == NS_KERNEL_LT && err_ <= NS_TOL && !ns_kernel_supported(NS_KERNEL_FUSED32, fr, fc, 1),
+           "63x101 asked for fused32: ran %s (not a multiple of 8), rel err %.3g <= %g", ns_kernel_name(used.kernel), err_,
+           NS_TOL);
+    }
+    { /* a NaN in entry 3 of 5 */
+        dm_err e = {{0}};
+        int64_t br = 96, bc = 256;
+        size_t bp = (size_t)(br * bc);
+        ns_config cfg;
+        ns_config_default(&cfg, DM_NS_GRAM);
+        cfg.kernel = NS_KERNEL_FUSED32;
+        memcpy(b, g, 5 * bp * 8);
+        b[3 * bp + 17] = NAN;
+        int fin_ok = 0, nan_bad = 0;
+        if (!run_plan_on(br, bc, 5, DM_DT_FP32, &cfg, 0, s, b, a, NULL, &e)) {
+            fin_ok = 1;
+            for (int k = 0; k < 5; k++) {
+                int finite = 1;
+                for (size_t i = 0; i < bp; i++) finite &= isfinite(a[k * bp + i]);
+                if (k == 3) nan_bad = !finite;
+                else fin_ok &= finite;
+            }
+        } else {
+            bail("fused nan", &e);
+        }
+        ok(fin_ok && nan_bad, "fused32 gram 5 x 96x256 with a NaN in entry 3: that entry's output is not finite (%d), the others are (%d)",
+           nan_bad, fin_ok);
+    }
+    free(g), free(lt), free(a), free(b);
+}
+
+/* Our symmetric kernels alone (X X^T and S S, batches, edges that are not whole tiles):
+ * against float64 on the operands the GPU used, against the full cuBLAS product, exactly
+ * symmetric and finite (the output poisoned first). */
+static void test_own_products(void)
+{
+    static const struct { int64_t m, n; int batch; } shapes[] = {{200, 328, 3}, {136, 136, 1}, {448, 1280, 2}};
+    static const ns_kernel kernels[] = {NS_KERNEL_SYM64, NS_KERNEL_SYM128, NS_KERNEL_SYM128S3};
+    for (size_t i = 0; i < (own_only ? 2 : sizeof shapes / sizeof shapes[0]); i++)
+        for (int kind = NS_PROD_SYRK; kind <= NS_PROD_SYMM; kind++)
+            for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+                dm_err e = {{0}};
+                ns_prod *p = NULL;
+                void *x, *sm, *d;
+                int64_t m = shapes[i].m, nn = kind == NS_PROD_SYMM ? m : shapes[i].n;
+                int batch = shapes[i].batch;
+                size_t nx = (size_t)(m * nn) * batch, ns = (size_t)(m * m) * batch;
+                double *hx = malloc(nx * 8), *hs = malloc(ns * 8), *hd = malloc(ns * 8), *want = malloc(ns * 8);
+                double rel = NAN, vs = NAN;
+                int sym = 0;
+                if (ns_prod_create_kernel((ns_prod_kind)kind, m, nn, batch, kind == NS_PROD_SYRK ? DM_DT_BF16 : DM_DT_FP16, 1,
+                                          kernels[k], &p, &e) ||
+                    (ns_prod_buffers(p, &x, &sm, &d), 0)) {
+                    bail("own product", &e);
+                } else {
+                    dm_dtype dt = kind == NS_PROD_SYRK ? DM_DT_BF16 : DM_DT_FP16;
+                    if (ns_fill_poison(d, dt, (int64_t)ns, NULL, &e) || ns_prod_run(p, NULL, &e) || ns_sync(NULL, &e) ||
+                        ns_download(hx, x, dt, (int64_t)nx, &e) || ns_download(hs, sm, dt, (int64_t)ns, &e) ||
+                        ns_download(hd, d, dt, (int64_t)ns, &e) || (no_lt ? (vs = 0, 0) : ns_prod_check(p, &vs, &e))) {
+                        bail("own product run", &e);
+                    } else {
+                        sym = 1;
+                        for (int b = 0; b < batch; b++) {
+                            const double *X = hx + (size_t)b * m * nn, *S = hs + (size_t)b * m * m;
+                            double *W = want + (size_t)b * m * m;
+                            const double *D = hd + (size_t)b * m * m;
+                            for (int64_t r = 0; r < m; r++)
+                                for (int64_t c = 0; c < m; c++) {
+                                    double acc = 0;
+                                    if (kind == NS_PROD_SYRK)
+                                        for (int64_t q = 0; q < nn; q++) acc += X[r * nn + q] * X[c * nn + q];
+                                    else
+                                        for (int64_t q = 0; q < m; q++) acc += S[r + q * m] * S[q + c * m];
+                                    W[r + c * m] = acc;
+                                    sym &= D[r + c * m] == D[c + r * m];
+                                }
+                        }
+                        rel = rel_err(hd, want, ns);
+                    }
+                }
+                ok(rel <= PROD_TOL && vs <= BLOCK_TOL && sym,
+                   "%s %lldx%lld batch %d kernel %s: rel err vs float64 %.3g <= %g, vs full cuBLAS %.3g <= %g, exactly symmetric %d",
+                   kind == NS_PROD_SYRK ? "syrk X X^T bf16" : "symm S S fp16", (long long)m, (long long)nn, batch,
+                   ns_kernel_name(kernels[k]), rel, PROD_TOL, vs, BLOCK_TOL, sym);
+                ns_prod_destroy(p);
+                free(hx), free(hs), free(hd), free(want);
+            }
+}
+
 /* The cache file: picks survive a save and a reopen; a 17-field line (before picks) reads as
  * no picks; a bad picks field is an error naming file:line:col. No GPU needed. */
 static void test_cache_format(void)
@@ -685,6 +908,7 @@ static void test_cache_format(void)
     r.sym_blocks_mm = 8;
     r.heuristic = 1;
     snprintf(r.gemm_picks, sizeof r.gemm_picks, "%s", "03a1");
+    r.kernel = NS_KERNEL_SYM128S3;
     r.median_us = 100;
     ns_config cfg;
     int got = 0;
@@ -696,9 +920,9 @@ static void test_cache_format(void)
     at_cache_close(c);
     c = NULL;
     ok(got == 1 && cfg.sym_blocks == 4 && cfg.sym_blocks_mm == 8 && cfg.heuristic == 1 &&
-           !strcmp(cfg.gemm_picks, "03a1"),
-       "autotune cache: per-GEMM picks '%s' read back after save and reopen (%s)", got ? cfg.gemm_picks : "-",
-       e.msg[0] ? e.msg : "ok");
+           !strcmp(cfg.gemm_picks, "03a1") && cfg.kernel == NS_KERNEL_SYM128S3,
+       "autotune cache: per-GEMM picks '%s' and kernel %s read back after save and reopen (%s)", got ? cfg.gemm_picks : "-",
+       got ? ns_kernel_name(cfg.kernel) : "-", e.msg[0] ? e.msg : "ok");
     at_cache_close(c);
     c = NULL;
     { /* batch 5 was never tuned: batch 2's block counts, without its picks; batch 1 not borrowed */
@@ -721,7 +945,22 @@ static void test_cache_format(void)
     got = !at_cache_open(path, &dev, &c, &e) ? at_config_for(c, 256, 1536, 1, DM_NS_DIRECT, &cfg) : -1;
     at_cache_close(c);
     c = NULL;
-    ok(got == 1 && cfg.gemm_picks[0] == 0, "autotune cache: a 17-field line (no picks field) reads as no picks");
+    ok(got == 1 && cfg.gemm_picks[0] == 0 && cfg.kernel == NS_KERNEL_LT,
+       "autotune cache: a 17-field line (no picks field) reads as no picks, kernel lt");
+    f = fopen(path, "w");
+    if (f) fputs("Test GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t1\t1\t0\t60\t59\t61\t0\t1e9\t1e9\t0a\n", f), fclose(f);
+    got = !at_cache_open(path, &dev, &c, &e) ? at_config_for(c, 256, 1536, 1, DM_NS_DIRECT, &cfg) : -1;
+    at_cache_close(c);
+    c = NULL;
+    ok(got == 1 && !strcmp(cfg.gemm_picks, "0a") && cfg.kernel == NS_KERNEL_LT,
+       "autotune cache: an 18-field line (before the kernel field) reads as kernel lt, picks kept");
+    f = fopen(path, "w");
+    if (f) fputs("Test GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t1\t1\t0\t60\t59\t61\t0\t1e9\t1e9\t-\tfused9\n", f), fclose(f);
+    memset(&e, 0, sizeof e);
+    int rk = at_cache_open(path, &dev, &c, &e);
+    at_cache_close(c);
+    c = NULL;
+    ok(rk < 0 && strstr(e.msg, ":1:") && strstr(e.msg, "'fused9'"), "autotune cache: an unknown kernel name is refused: %s", e.msg);
     f = fopen(path, "w");
     if (f) fprintf(f, "# comment\nTest GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t1\t1\t0\t60\t59\t61\t0\t1e9\t1e9\tzz\n"), fclose(f);
     memset(&e, 0, sizeof e);
@@ -751,6 +990,15 @@ int main(void)
         ok(0, "stream: %s", e.msg);
         return tap_done();
     }
+    own_only = getenv("DM_TEST_OWN") != NULL;
+    no_lt = own_only && getenv("DM_TEST_NO_LT") != NULL;
+    if (own_only) { /* compute-sanitizer on our kernels */
+        test_own_products();
+        test_own_plans(s);
+        test_fused_batch(s);
+        ns_stream_destroy(s);
+        return tap_done();
+    }
     test_normalize_mirror(s);
     test_adamw(s);
     test_out_of_place(s);
@@ -763,6 +1011,9 @@ int main(void)
         test_updates(s);
         test_gemm_picks(s);
         test_norm_fold(s);
+        test_own_products();
+        test_own_plans(s);
+        test_fused_batch(s);
     }
     ns_stream_destroy(s);
     return tap_done();

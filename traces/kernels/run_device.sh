@@ -6,8 +6,13 @@
 # block is reused here). The autotune cache starts from the committed traces/kernels/
 # autotune_h200.tsv, so the one written to $OUT holds the old entries and the re-tuned ones.
 # Logs go to $OUT (or /tmp/dmuon-out).
-#   traces/kernels/run_device.sh [test|testsan|bench|all] [BENCH ARGS...]
+#   traces/kernels/run_device.sh [test|testsan|bench|all|v9] [BENCH ARGS...]
 # test: the GPU test alone; testsan/all: with compute-sanitizer memcheck and racecheck.
+# v9 (issue 17, one call of ~5 minutes): the SASS of our kernels (HMMA, local memory); the GPU
+# test; memcheck and racecheck on our kernels only (DM_TEST_OWN); the goal shapes, each timed
+# with its cached cuBLASLt configuration beside our kernels (--retime-cached); PyTorch in the
+# same call; the 18 shapes with min(m, n) >= 3584 (cuBLASLt as cached vs our symmetric kernel);
+# MoE expert batches (traces/kernels/expert_shapes.txt); a short table last (tools/ns_bench_summary.py). Every stage has a timeout; logs in $OUT.
 set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
@@ -41,4 +46,48 @@ if [ "$mode" = bench ] || [ "$mode" = all ]; then
   tail -2 "$O/bench.log"
   PYTHONUNBUFFERED=1 python3 tools/torch_ns_bench.py --ours "$O/costs.csv" --check --out "$O/torch.log" > /dev/null 2>>"$O/dmon.txt"
   echo "torch rc $?"; cat "$O/torch.log"
+fi
+if [ "$mode" = v9 ]; then
+  env_info > "$O/env.txt" 2>&1
+  # the tensor-core instructions and local memory of our kernels, per architecture
+  if command -v cuobjdump >/dev/null 2>&1; then
+    timeout 60 cuobjdump -sass $D/test_ns_gpu > "$O/sass.txt" 2>&1
+    awk '/code for sm_/ {arch = $NF; fn = ""} /Function :/ {fn = $3} fn ~ /k_gemm|k_fused/ {
+           if ($0 ~ /HMMA/) h[arch " " fn]++; if ($0 ~ /LDL|STL/) l[arch " " fn]++; seen[arch " " fn] = 1 }
+         END {for (k in seen) printf "%s HMMA %d LDL/STL %d\n", k, h[k], l[k]}' "$O/sass.txt" | sort > "$O/sass_summary.txt"
+    echo "sass: $(wc -l < "$O/sass_summary.txt") kernels of ours; without HMMA: $(awk '$4 == 0' "$O/sass_summary.txt" | wc -l); with local memory: $(awk '$6 > 0' "$O/sass_summary.txt" | wc -l)"
+  else
+    echo "sass: no cuobjdump on this machine"
+  fi
+  { env_info; timeout 120 $D/test_ns_gpu; echo "exit $?"; } > "$O/test_ns_gpu.log" 2>&1
+  echo "test_ns_gpu: $(grep -c '^ok' "$O/test_ns_gpu.log") ok, $(grep -c '^not ok' "$O/test_ns_gpu.log") not ok, $(tail -1 "$O/test_ns_gpu.log")"
+  grep -A1 '^not ok' "$O/test_ns_gpu.log" | head -16
+  DM_TEST_OWN=1 timeout 50 compute-sanitizer --tool memcheck $D/test_ns_gpu > "$O/memcheck.log" 2>&1
+  echo "memcheck (our kernels) rc $?: $(grep -c '^ok' "$O/memcheck.log") ok, $(grep -c '^not ok' "$O/memcheck.log") not ok; $(grep 'ERROR SUMMARY' "$O/memcheck.log" | tail -1)"
+  DM_TEST_OWN=1 DM_TEST_NO_LT=1 timeout 50 compute-sanitizer --tool racecheck --racecheck-report all $D/test_ns_gpu \
+    > "$O/racecheck.log" 2>&1
+  echo "racecheck (our kernels, no cuBLASLt) rc $?: $(grep -c '^ok' "$O/racecheck.log") ok; $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$O/racecheck.log" | tail -1)"
+  nvidia-smi dmon -s pc -d 2 > "$O/dmon.txt" 2>&1 &
+  dmon=$!
+  [ -f traces/kernels/autotune_h200.tsv ] && cp traces/kernels/autotune_h200.tsv "$O/autotune.tsv"
+  { env_info; timeout 110 $D/dmuon bench kernels --shapes traces/kernels/goal_shapes.txt --cache "$O/autotune.tsv" \
+      --retime-cached --no-gemm-tune --sym-blocks 1,8 --reps 10 --warmup 2 --no-elementwise --verbose \
+      --out "$O/costs.csv"; echo "exit $?"; } > "$O/bench_goal.log" 2>&1
+  echo "bench goal shapes: $(tail -1 "$O/bench_goal.log")"
+  PYTHONUNBUFFERED=1 timeout 50 python3 tools/torch_ns_bench.py --ours "$O/costs.csv" --out "$O/torch.log" > /dev/null 2>>"$O/dmon.txt"
+  echo "torch rc $?"
+  { env_info; timeout 80 $D/dmuon bench kernels --shapes traces/kernels/big18_shapes.txt --cache "$O/autotune.tsv" \
+      --retime-cached --no-gemm-tune --kernels lt,sym128 --reps 5 --warmup 1 --no-products --no-elementwise \
+      --verbose --out "$O/costs_big18.csv"; echo "exit $?"; } > "$O/bench_big18.log" 2>&1
+  echo "bench 18 shapes: $(tail -1 "$O/bench_big18.log")"
+  { env_info; timeout 45 $D/dmuon bench kernels --shapes traces/kernels/expert_shapes.txt --cache "$O/autotune.tsv" \
+      --retime-cached --no-gemm-tune --sym-blocks 1,8 --reps 5 --warmup 1 --no-products --no-elementwise \
+      --verbose --out "$O/costs_experts.csv"; echo "exit $?"; } > "$O/bench_experts.log" 2>&1
+  echo "bench expert batches: $(tail -1 "$O/bench_experts.log")"
+  kill $dmon 2>/dev/null
+  python3 tools/ns_bench_summary.py --bench "$O/bench_goal.log" --bench "$O/bench_big18.log" \
+    --bench "$O/bench_experts.log" --torch "$O/torch.log" > "$O/summary.txt" 2>&1
+  cat "$O/torch.log" 2>/dev/null | grep -v '^#   check'
+  cat "$O/sass_summary.txt" 2>/dev/null | head -40
+  cat "$O/summary.txt"
 fi

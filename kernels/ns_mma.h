@@ -1,0 +1,135 @@
+/* ns_mma.h: internal to kernels/: our own tensor-core products for the NS plans (mma.sync
+ * m16n8k16, bf16 or fp16 operands, fp32 accumulation; the same code for sm_80 and sm_90):
+ *   - one product description, nsm_op: D = alpha A B + beta C + gamma I (and optionally a
+ *     second output D2 = that + gamma2 I), over a batch, with only the tiles on and below the
+ *     diagonal computed when the result is symmetric (each off-diagonal tile written to both
+ *     places by the CTA that computed it: no tile is written by two CTAs);
+ *   - nsm_gemm (ns_syrk.cu): one such product as one launch, the plans' symmetric products;
+ *   - nsm_fused (ns_small.cu): a whole direct or Gram NS of a matrix or a batch of same-shape
+ *     matrices in one persistent kernel that steps through the products with a grid barrier.
+ * Host code sees plain C declarations only; the device engine is ns_mma.cuh.
+ *
+ * Layouts (elements, row-major words): A(i,k) = a[i*lda + k] when ta == 0 (K contiguous),
+ * a[k*lda + i] when ta == 1; B(k,j) = b[j*ldb + k] when tb == 0 (K contiguous), b[k*ldb + j]
+ * when tb == 1; C(i,j) = c[i*ldc + j]; D(i,j) = d[i*ldd + j] and D2 likewise. Batch entry e
+ * starts at a + e*sa (and so on). M, N, K, the leading dimensions and the batch strides must be
+ * multiples of 8 and the pointers 16-byte aligned (nsm_shape_ok): operands move in 16-byte
+ * pieces that are wholly inside or wholly outside a matrix. D must not overlap A, B or C. */
+#ifndef DM_NS_MMA_H
+#define DM_NS_MMA_H
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "dm_error.h"
+#include "ns_cuda.h"
+
+typedef enum { NSM_GEMM = 0, NSM_SUMSQ = 1, NSM_NORM = 2 } nsm_kind;
+
+/* Tile shapes of the engine: output tile edge, warps, k-step and pipeline stages. */
+typedef enum {
+    NSM_T32 = 0,   /* 32 x 32, 4 warps, BK 32, 3 stages (small matrices: more CTAs per product) */
+    NSM_T64 = 1,   /* 64 x 64, 4 warps, BK 32, 3 stages */
+    NSM_T128 = 2,  /* 128 x 128, 8 warps, BK 32, 4 stages */
+    NSM_T128S3 = 3 /* 128 x 128, 8 warps, BK 32, 3 stages */
+} nsm_tile;
+int nsm_tile_edge(nsm_tile t);
+
+typedef struct nsm_op {
+    int kind;    /* nsm_kind */
+    int batch;
+    int barrier_after; /* fused program: 1 = a grid barrier after this op (0: the next op is
+                          independent of it and runs in the same phase) */
+    /* NSM_GEMM */
+    int M, N, K, ta, tb, sym;
+    int dt;   /* operands, C and D2: DM_DT_BF16 or DM_DT_FP16 */
+    int dt_d; /* D: bf16, fp16 or fp32 */
+    const void *a, *b, *c;
+    void *d, *d2;
+    int64_t lda, ldb, ldc, ldd, sa, sb, sc, sd;
+    float alpha, beta, gamma, gamma2;
+    const float *alpha_dev, *beta_dev; /* when set, alpha and beta are read there instead
+                                          (batch 1); a beta of zero never reads C */
+    int alpha_pow, beta_pow;           /* alpha and beta times s^pow, s the entry's scale */
+    /* the entry's scale s = 1 / (sqrt(sum of partial[e*nchunk .. +nchunk]) + eps): the
+       normalization 1/(||G||_F + eps) from an NSM_SUMSQ op (NSM_GEMM with a pow, NSM_NORM) */
+    const float *partial;
+    int nchunk;
+    float eps;
+    int splits;    /* split-K pieces; > 1 needs ws and cnt */
+    float *ws;     /* batch*tiles*splits*edge^2 floats: the pieces' partial sums */
+    unsigned *cnt; /* batch*tiles counters, 0 before and after */
+    /* NSM_SUMSQ: partial_out[e*nchunk + c] = sum of squares of chunk c of x's entry e;
+       NSM_NORM: y = s * x converted to dt (len elements per entry, entry stride len) */
+    const void *x;
+    int dt_x;
+    void *y;
+    float *partial_out;
+    int64_t len;
+    /* derived by nsm_op_finish */
+    int tiles_m, tiles_n, tiles; /* tiles per entry: tiles_m*(tiles_m+1)/2 when sym */
+    int edge;                    /* tile edge the units were counted for */
+    int64_t units;               /* batch * tiles * splits, or batch * nchunk */
+} nsm_op;
+
+/* The plan geometry the op builders below take: X is m x n (m <= n), stored as the plan's
+ * input is: xT = 1: row-major m x n (ld n); xT = 0: the transpose of a tall row-major n x m
+ * (ld m). m x m matrices are row-major ld m (they are symmetric: column-major is the same). */
+typedef struct nsm_geom {
+    int64_t m, n;
+    int xT, batch;
+    dm_dtype dt; /* the iteration dtype */
+} nsm_geom;
+
+/* 1 when our kernels take this geometry: m and n multiples of 8, n < 2^28, m n <= 2^34. */
+int nsm_shape_ok(int64_t m, int64_t n);
+
+/* Op builders (splits 1, no scale powers, no device scalars; set those fields after):
+ *   syrk:  R = alpha X X^T (m x m, symmetric)
+ *   symm:  D = alpha S1 S2 + beta C + gamma I (m x m; S1, S2 symmetric and commuting, so D is)
+ *   apply: D = alpha S X + beta C (X's layout, dtype dt_d; C in X's layout and dtype) */
+void nsm_op_syrk(nsm_op *op, const nsm_geom *g, const void *x, void *r, float alpha);
+void nsm_op_symm(nsm_op *op, const nsm_geom *g, const void *s1, const void *s2, float alpha,
+                 float beta, const void *c, float gamma, void *d);
+void nsm_op_apply(nsm_op *op, const nsm_geom *g, const void *s, const void *x, float alpha,
+                  float beta, const void *c, void *d, dm_dtype dt_d);
+/* Tiles and units for tile shape t (splits as set). */
+void nsm_op_finish(nsm_op *op, nsm_tile t);
+
+/* FLOPs the op executes (2 M N K per entry over the tiles it computes, clipped to the matrix). */
+double nsm_op_flops(const nsm_op *op);
+
+/* One NSM_GEMM op as one launch on s; finish it with the same tile first. nsm_gemm_setup (once
+ * per tile and dtype, outside any stream capture: it sets the kernel's shared-memory limit)
+ * first. */
+int nsm_gemm_setup(nsm_tile t, dm_dtype dt, dm_err *err);
+int nsm_gemm(const nsm_op *op, nsm_tile t, cudaStream_t s, dm_err *err);
+
+/* ---- the fused NS ------------------------------------------------------------------------ */
+
+typedef struct nsm_fused_args {
+    nsm_geom g;       /* g.dt: the iteration dtype (bf16 direct, fp16 Gram) */
+    dm_dtype io;      /* input and output dtype */
+    const void *in;   /* borrowed: the plan's buffers */
+    void *out;
+    void *xbuf[2];    /* m x n work buffers (dtype g.dt) */
+    void *sbuf[6];    /* m x m work buffers */
+    dm_ns_algo algo;
+    const ns_coeffs *coeffs;
+    unsigned restarts; /* Gram */
+    float eps;
+    nsm_tile tile;     /* NSM_T32, NSM_T64 or NSM_T128 */
+} nsm_fused_args;
+
+typedef struct nsm_fused nsm_fused;
+/* Build the program (the same products, coefficients and order as the plan's step list),
+ * allocate its scratch (partial sums, split-K pieces, counters, the barrier) and size the
+ * grid: all CTAs resident at once (a cooperative launch). Owned by the caller. */
+int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err);
+int nsm_fused_run(nsm_fused *f, cudaStream_t s, dm_err *err);
+void nsm_fused_destroy(nsm_fused *f); /* NULL ok */
+/* For reports: ops, barriers, CTAs and threads of the launch; FLOPs as executed, with every
+ * product in full, and with the symmetric ones at half (as ns_plan_stats counts them). */
+void nsm_fused_info(const nsm_fused *f, int *n_ops, int *n_barriers, int *grid, int *threads,
+                    double *flops_exec, double *flops_full, double *flops_nominal);
+
+#endif

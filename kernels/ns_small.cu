@@ -1,0 +1,357 @@
+/* ns_small.cu: the fused Newton-Schulz (ns_mma.h): the whole direct or Gram NS of a matrix or of
+ * a batch of same-shape matrices in ONE persistent kernel, for the shapes where a plan of ~16-21
+ * dependent launches is bound by launch gaps (~3-4 us per graph node) rather than by work.
+ *
+ * The program is a list of ops (ns_mma.h) built here from the same products, coefficients,
+ * restarts and order as the plan's step list (ns_cuda.cu build_direct / build_gram): the
+ * sum-of-squares partials first; the normalization folded into the first products' scalars when
+ * the input is in the iteration dtype (else one normalizing conversion); Q = Z + aI as a second
+ * output of the product that makes Z. Ops are grouped into phases (independent ops share one);
+ * every CTA takes the units (output tiles x split-K pieces x batch entries) of a phase in turn,
+ * then waits at a grid barrier. The launch is cooperative, so the driver guarantees that all
+ * CTAs are resident together (the barrier waits for every one of them); the grid is at most the
+ * number of CTAs that fit on the device at once. Data written in one phase and read in a later
+ * one goes through L2 (cp.async.cg, ld.cg) past the barrier's fences. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ns_kern.cuh"
+#include "ns_mma.cuh"
+
+struct nsm_fused {
+    nsm_op *ops;
+    int n_ops, cap;
+    nsm_op *ops_dev;
+    float *partial, *ws;
+    unsigned *cnt, *bar;
+    int grid, threads, smem, n_barriers;
+    nsm_tile tile;
+    dm_dtype dt;
+    double flops_exec, flops_full, flops_nominal;
+};
+
+/* ---- the grid barrier --------------------------------------------------------------------- */
+
+/* bar[0]: arrivals (0 between barriers), bar[1]: generation. Every thread fences its writes;
+ * thread 0 reads the generation BEFORE arriving (fenced, so the read cannot drift past the
+ * arrival and see the next generation), the last to arrive resets the count and bumps the
+ * generation, the others spin until it moves. */
+__device__ __forceinline__ void grid_barrier(unsigned *bar)
+{
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned *gen = bar + 1;
+        unsigned g = *gen;
+        __threadfence();
+        unsigned arrived = atomicAdd(bar, 1u);
+        if (arrived == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (*gen == g) {
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+template <class C, typename T>
+__global__ void __launch_bounds__(C::THREADS, C::MINB) k_fused(const nsm_op *ops, int n_ops, unsigned *bar)
+{
+    extern __shared__ __align__(16) uint16_t smem[];
+    __shared__ float sh[34];
+    int o = 0;
+    while (o < n_ops) {
+        int o2 = o;
+        while (o2 < n_ops - 1 && !ops[o2].barrier_after) o2++;
+        int64_t total = 0;
+        for (int k = o; k <= o2; k++) total += ops[k].units;
+        for (int64_t u = blockIdx.x; u < total; u += gridDim.x) {
+            int k = o;
+            int64_t lu = u;
+            while (lu >= ops[k].units) lu -= ops[k].units, k++;
+            const nsm_op &op = ops[k];
+            if (op.kind == NSM_GEMM) nsm::gemm_unit<C, T>(op, lu, smem, sh);
+            else if (op.kind == NSM_SUMSQ) nsm::sumsq_unit(op, lu, sh);
+            else nsm::norm_unit(op, lu, sh);
+        }
+        o = o2 + 1;
+        if (o < n_ops) grid_barrier(bar);
+    }
+}
+
+/* ---- building the program ----------------------------------------------------------------- */
+
+static nsm_op *push(nsm_fused *f, dm_err *err)
+{
+    if (f->n_ops == f->cap) {
+        int nc = f->cap ? 2 * f->cap : 32;
+        nsm_op *n = (nsm_op *)dm_realloc(f->ops, sizeof(nsm_op) * (size_t)nc, err);
+        if (!n) return NULL;
+        f->ops = n;
+        f->cap = nc;
+    }
+    return &f->ops[f->n_ops++];
+}
+
+/* Append an op and run the statements on it (op_). */
+#define PUSH(...)                                                                             \
+    do {                                                                                      \
+        nsm_op *op_ = push(f, err);                                                           \
+        if (!op_) return -1;                                                                  \
+        __VA_ARGS__;                                                                          \
+    } while (0)
+
+/* An elementwise op over the input (NSM_SUMSQ, or NSM_NORM into xbuf[0]). */
+static int push_elem(nsm_fused *f, nsm_kind kind, const nsm_fused_args *a, int64_t len, dm_err *err)
+{
+    nsm_op *op = push(f, err);
+    if (!op) return -1;
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    op->batch = a->g.batch;
+    op->barrier_after = 1;
+    op->x = a->in;
+    op->dt_x = a->io;
+    op->len = len;
+    if (kind == NSM_NORM) {
+        op->y = a->xbuf[0];
+        op->dt = a->g.dt;
+    }
+    return 0;
+}
+
+static int build_direct(nsm_fused *f, const nsm_fused_args *a, const void *x0, int raw, dm_err *err)
+{
+    const nsm_geom *g = &a->g;
+    const void *x = x0;
+    void *A = a->sbuf[0], *B = a->sbuf[1];
+    for (int it = 0; it < a->coeffs->n; it++) {
+        float ca = (float)a->coeffs->a[it], cb = (float)a->coeffs->b[it], cc = (float)a->coeffs->c[it];
+        int last = it == a->coeffs->n - 1;
+        void *dst = last ? a->out : x == a->xbuf[0] ? a->xbuf[1] : a->xbuf[0];
+        PUSH(nsm_op_syrk(op_, g, x, A, 1.f); op_->alpha_pow = raw ? 2 : 0);
+        PUSH(nsm_op_symm(op_, g, A, A, cc, cb, A, 0.f, B));
+        PUSH(nsm_op_apply(op_, g, B, x, 1.f, ca, x, dst, last ? a->io : g->dt); op_->alpha_pow = op_->beta_pow = raw);
+        x = dst;
+        raw = 0;
+    }
+    return 0;
+}
+
+static int build_gram(nsm_fused *f, const nsm_fused_args *a, const void *x0, int raw, dm_err *err)
+{
+    const nsm_geom *g = &a->g;
+    const void *x = x0;
+    void *xn = x0 == a->xbuf[0] ? a->xbuf[1] : a->xbuf[0];
+    void *R = a->sbuf[0], *Rn = a->sbuf[1], *Z = a->sbuf[2], *RZ = a->sbuf[3], *Q = a->sbuf[4], *Qn = a->sbuf[5], *t;
+    int have_q = 0, n_it = a->coeffs->n;
+    PUSH(nsm_op_syrk(op_, g, x, R, 1.f); op_->alpha_pow = raw ? 2 : 0);
+    for (int it = 0; it < n_it; it++) {
+        float ca = (float)a->coeffs->a[it], cb = (float)a->coeffs->b[it], cc = (float)a->coeffs->c[it];
+        if (it > 0 && (a->restarts >> it & 1u) && have_q) { /* X <- Q X, R = X X^T, Q reset */
+            PUSH(nsm_op_apply(op_, g, Q, x, 1.f, 0.f, NULL, xn, g->dt); op_->alpha_pow = raw);
+            const void *old = x;
+            x = xn;
+            xn = old == a->in ? (x == a->xbuf[0] ? a->xbuf[1] : a->xbuf[0]) : (void *)old; /* never the input */
+            raw = 0;
+            PUSH(nsm_op_syrk(op_, g, x, R, 1.f));
+            have_q = 0;
+        }
+        int need_r = it < n_it - 1 && !(a->restarts >> (it + 1) & 1u);
+        if (!have_q && !need_r) { /* Z only makes Q: Q = c R R + b R + a I directly */
+            PUSH(nsm_op_symm(op_, g, R, R, cc, cb, R, ca, Q));
+            have_q = 1;
+            continue;
+        }
+        PUSH(nsm_op_symm(op_, g, R, R, cc, cb, R, 0.f, Z);
+             if (!have_q) op_->d2 = Q, op_->gamma2 = ca); /* and Q = Z + aI when Q starts here */
+        int upd_q = have_q, n_phase = 0;
+        if (need_r) PUSH(nsm_op_symm(op_, g, R, Z, 1.f, ca, R, 0.f, RZ); n_phase++);
+        if (upd_q) PUSH(nsm_op_symm(op_, g, Q, Z, 1.f, ca, Q, 0.f, Qn); n_phase++);
+        if (n_phase == 2) f->ops[f->n_ops - 2].barrier_after = 0; /* R Z and Q Z: one phase */
+        if (need_r) {
+            PUSH(nsm_op_symm(op_, g, Z, RZ, 1.f, ca, RZ, 0.f, Rn));
+            t = R, R = Rn, Rn = t;
+        }
+        if (upd_q) t = Q, Q = Qn, Qn = t;
+        have_q = 1;
+    }
+    PUSH(nsm_op_apply(op_, g, Q, x, 1.f, 0.f, NULL, a->out, a->io); op_->alpha_pow = raw);
+    return 0;
+}
+
+void nsm_fused_destroy(nsm_fused *f)
+{
+    if (!f) return;
+    free(f->ops);
+    cudaFree(f->ops_dev);
+    cudaFree(f->partial);
+    cudaFree(f->ws);
+    cudaFree(f->cnt);
+    cudaFree(f->bar);
+    free(f);
+}
+
+template <class C, typename T> static const void *fused_fn() { return (const void *)k_fused<C, T>; }
+
+static const void *kernel_for(nsm_tile t, dm_dtype dt, int *threads, int *smem)
+{
+    int bf = dt == DM_DT_BF16;
+    if (t == NSM_T32) {
+        *threads = nsm::cfg32::THREADS;
+        *smem = nsm::cfg32::SMEM_BYTES;
+        return bf ? fused_fn<nsm::cfg32, __nv_bfloat16>() : fused_fn<nsm::cfg32, __half>();
+    }
+    if (t == NSM_T128) {
+        *threads = nsm::cfg128::THREADS;
+        *smem = nsm::cfg128::SMEM_BYTES;
+        return bf ? fused_fn<nsm::cfg128, __nv_bfloat16>() : fused_fn<nsm::cfg128, __half>();
+    }
+    *threads = nsm::cfg64::THREADS;
+    *smem = nsm::cfg64::SMEM_BYTES;
+    return bf ? fused_fn<nsm::cfg64, __nv_bfloat16>() : fused_fn<nsm::cfg64, __half>();
+}
+
+int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
+{
+    *out = NULL;
+    const nsm_geom *g = &a->g;
+    if (!nsm_shape_ok(g->m, g->n) || g->batch < 1 || (a->tile != NSM_T32 && a->tile != NSM_T64 && a->tile != NSM_T128) ||
+        (g->dt != DM_DT_BF16 && g->dt != DM_DT_FP16) || a->coeffs->n < 1)
+        return dm_err_set(err, "nsm_fused_create: %lldx%lld batch %d not supported", (long long)g->m,
+                          (long long)g->n, g->batch);
+    nsm_fused *f = (nsm_fused *)dm_calloc(1, sizeof *f, err);
+    if (!f) return -1;
+    f->tile = a->tile;
+    f->dt = g->dt;
+    int64_t len = g->m * g->n;
+    int nchunk = (int)(len / 16384);
+    nchunk = nchunk < 1 ? 1 : nchunk > 64 ? 64 : nchunk;
+    int dev = 0, n_sms = 0, per_sm = 0;
+    const void *fn = kernel_for(a->tile, g->dt, &f->threads, &f->smem);
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, f->smem);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, f->threads, (size_t)f->smem);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&f->partial, sizeof(float) * (size_t)nchunk * g->batch);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&f->bar, 2 * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemset(f->bar, 0, 2 * sizeof(unsigned));
+    if (e != cudaSuccess || per_sm < 1) {
+        dm_err_set(err, "nsm_fused_create: %s", e != cudaSuccess ? cudaGetErrorString(e) : "kernel does not fit an SM");
+        cudaGetLastError();
+        goto fail;
+    }
+    {
+        const int resident = per_sm * n_sms;
+        int fold = a->io == g->dt, rc;
+        const void *x0 = fold ? a->in : a->xbuf[0];
+        /* the sum of squares, then (input not in the iteration dtype) X0 = G / (||G|| + eps) */
+        if (push_elem(f, NSM_SUMSQ, a, len, err) || (!fold && push_elem(f, NSM_NORM, a, len, err))) goto fail;
+        f->ops[0].partial_out = f->partial;
+        rc = a->algo == DM_NS_GRAM ? build_gram(f, a, x0, fold, err) : build_direct(f, a, x0, fold, err);
+        if (rc) goto fail;
+        /* scale inputs, split-K where a product has fewer tiles than the grid has CTAs, units */
+        size_t ws_floats = 0, n_cnt = 0;
+        int64_t max_units = 1;
+        for (int i = 0; i < f->n_ops; i++) {
+            nsm_op *q = &f->ops[i];
+            q->partial = f->partial;
+            q->nchunk = nchunk;
+            q->eps = a->eps;
+            if (q->kind == NSM_GEMM) {
+                nsm_op_finish(q, a->tile);
+                int64_t tiles = (int64_t)q->batch * q->tiles;
+                int sp = (int)(resident / tiles);
+                int kmax = q->K / 256; /* pieces of at least 256 of K */
+                sp = sp > kmax ? kmax : sp;
+                sp = sp > 16 ? 16 : sp < 1 ? 1 : sp;
+                q->splits = sp;
+                nsm_op_finish(q, a->tile);
+                double full = 2.0 * q->M * q->N * q->K * q->batch;
+                f->flops_exec += nsm_op_flops(q);
+                f->flops_full += full;
+                f->flops_nominal += q->sym ? full / 2 : full;
+            } else {
+                nsm_op_finish(q, a->tile);
+            }
+        }
+        /* per phase: the largest bounds the useful grid; split-K scratch is reused from phase to
+         * phase (the counters are back at 0 and the pieces summed by then) but two split ops of
+         * one phase get regions of their own; offsets kept in ws/cnt until the allocation */
+        for (int i = 0; i < f->n_ops;) {
+            int64_t u = 0;
+            size_t w_off = 0, c_off = 0;
+            int j = i;
+            for (; j < f->n_ops; j++) {
+                nsm_op *q = &f->ops[j];
+                u += q->units;
+                if (q->kind == NSM_GEMM && q->splits > 1) {
+                    size_t tiles = (size_t)q->batch * q->tiles;
+                    q->ws = (float *)(uintptr_t)w_off;
+                    q->cnt = (unsigned *)(uintptr_t)c_off;
+                    w_off += tiles * q->splits * q->edge * q->edge;
+                    c_off += tiles;
+                }
+                if (q->barrier_after || j == f->n_ops - 1) break;
+            }
+            max_units = u > max_units ? u : max_units;
+            ws_floats = w_off > ws_floats ? w_off : ws_floats;
+            n_cnt = c_off > n_cnt ? c_off : n_cnt;
+            f->n_barriers += j + 1 < f->n_ops;
+            i = j + 1;
+        }
+        f->grid = (int)(max_units < resident ? max_units : resident);
+        if (ws_floats) e = cudaMalloc((void **)&f->ws, ws_floats * sizeof(float));
+        if (e == cudaSuccess && n_cnt) e = cudaMalloc((void **)&f->cnt, n_cnt * sizeof(unsigned));
+        if (e == cudaSuccess && n_cnt) e = cudaMemset(f->cnt, 0, n_cnt * sizeof(unsigned));
+        for (int i = 0; i < f->n_ops; i++) {
+            nsm_op *q = &f->ops[i];
+            if (q->kind == NSM_GEMM && q->splits > 1) {
+                q->ws = f->ws + (uintptr_t)q->ws;
+                q->cnt = f->cnt + (uintptr_t)q->cnt;
+            } else {
+                q->ws = NULL;
+                q->cnt = NULL;
+            }
+        }
+        if (e == cudaSuccess) e = cudaMalloc((void **)&f->ops_dev, sizeof(nsm_op) * (size_t)f->n_ops);
+        if (e == cudaSuccess)
+            e = cudaMemcpy(f->ops_dev, f->ops, sizeof(nsm_op) * (size_t)f->n_ops, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) {
+            dm_err_set(err, "nsm_fused_create: scratch: %s", cudaGetErrorString(e));
+            cudaGetLastError();
+            goto fail;
+        }
+    }
+    *out = f;
+    return 0;
+fail:
+    nsm_fused_destroy(f);
+    return -1;
+}
+
+int nsm_fused_run(nsm_fused *f, cudaStream_t s, dm_err *err)
+{
+    int th, sm;
+    const void *fn = kernel_for(f->tile, f->dt, &th, &sm);
+    void *args[] = {&f->ops_dev, &f->n_ops, &f->bar};
+    NS_CUDA(cudaLaunchCooperativeKernel(fn, dim3((unsigned)f->grid), dim3((unsigned)th), args, (size_t)sm, s));
+    return 0;
+}
+
+void nsm_fused_info(const nsm_fused *f, int *n_ops, int *n_barriers, int *grid, int *threads,
+                    double *flops_exec, double *flops_full, double *flops_nominal)
+{
+    *flops_full = f->flops_full;
+    *flops_nominal = f->flops_nominal;
+    *n_ops = f->n_ops;
+    *n_barriers = f->n_barriers;
+    *grid = f->grid;
+    *threads = f->threads;
+    *flops_exec = f->flops_exec;
+}
