@@ -42,6 +42,8 @@ void dm_program_free(dm_program *p)
         }
     for (int g = 0; g < p->n_groups; g++) free(p->groups[g].ranks);
     free(p->groups);
+    for (int w = 0; w < p->n_works; w++) free(p->works[w].k);
+    free(p->works);
     free(p->ranks);
     free(p->model);
     free(p->strategy);
@@ -129,7 +131,26 @@ dm_op dm_op_init(dm_op_kind kind, dm_stream stream)
     o.batch = 1;
     o.iters = kind == DM_OP_NS ? DM_NS_ITERS_DEFAULT : 0;
     o.payload = dm_op_payload_default(kind);
+    o.work = -1;
     return o;
+}
+
+int dm_program_add_work(dm_program *p, const dm_kernel *k, int n, dm_err *err)
+{
+    if (n < 0) return dm_err_set(err, "program: a work of %d kernels", n);
+    if (p->n_works == p->cap_works) {
+        int cap = p->cap_works ? 2 * p->cap_works : 16;
+        dm_work *w = dm_realloc(p->works, (size_t)cap * sizeof *w, err);
+        if (!w) return -1;
+        p->works = w;
+        p->cap_works = cap;
+    }
+    dm_work *w = &p->works[p->n_works];
+    w->n = n;
+    w->k = NULL;
+    if (n && !(w->k = dm_malloc((size_t)n * sizeof *w->k, err))) return -1;
+    if (n) memcpy(w->k, k, (size_t)n * sizeof *k);
+    return p->n_works++;
 }
 
 dm_payload dm_op_payload_default(dm_op_kind kind)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "dm_error.h"
+#include "workload.h"
 
 typedef enum {
     DM_OP_FORWARD,
@@ -88,7 +89,17 @@ typedef struct dm_op {
                            dm_program_implied_payload): what a file that does not say means */
     int n_params;
     int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes */
+    int work;           /* forward/backward: index into dm_program.works, the kernels the op
+                           computes (workload.h); -1 for none (then flops/bytes alone describe it) */
 } dm_op;
+
+/* What a compute op computes, kernel by kernel (workload.h: GEMMs with their pass, batched
+ * attention and expert GEMMs, elementwise passes). Shared by every rank that runs such an op;
+ * the simulator prices exactly these kernels and the executor runs exactly these. */
+typedef struct dm_work {
+    int n;
+    dm_kernel *k;
+} dm_work;
 
 typedef struct dm_group {
     int n;
@@ -113,9 +124,12 @@ typedef struct dm_program {
     int nranks;
     int gpus_per_node;
     int64_t tokens;     /* tokens per rank per step */
+    int64_t seq_len;    /* tokens per sample of the main stream (0: tokens, one sample) */
     int n_groups, cap_groups;
     dm_group *groups;
     int n_colls;        /* collective ids are 0 .. n_colls-1 */
+    int n_works, cap_works;
+    dm_work *works;     /* the compute ops' kernel lists (dm_op.work) */
     dm_rank_prog *ranks; /* nranks entries */
 } dm_program;
 
@@ -131,6 +145,9 @@ int dm_program_group(dm_program *p, const int *ranks, int n, dm_err *err);
 /* The same without looking for an equal group first (readers, which check for duplicates once
  * over all groups): the new group's index, or -1. */
 int dm_program_add_group(dm_program *p, const int *ranks, int n, dm_err *err);
+
+/* Add a work of n kernels (copied); returns its index, or -1 on error. */
+int dm_program_add_work(dm_program *p, const dm_kernel *k, int n, dm_err *err);
 
 /* A fresh collective id (the caller adds one op with it to every member rank). */
 int dm_program_new_coll(dm_program *p);

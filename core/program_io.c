@@ -61,6 +61,28 @@ static void write_op(FILE *f, const dm_op *o)
         for (int i = 0; i < o->n_params; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)o->params[i]);
         fputc(']', f);
     }
+    if (o->work >= 0) fprintf(f, ",\"work\":%d", o->work);
+    fputc('}', f);
+}
+
+/* One kernel of a work: its fields in a fixed order, defaults (batch and count 1, param and
+ * slot -1, elems 0) left out. */
+static void write_kernel(FILE *f, const dm_kernel *k)
+{
+    fprintf(f, "{\"kind\":\"%s\",\"op\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld", dm_kern_kind_name(k->kind),
+            dm_kern_op_name(k->op), (long long)k->m, (long long)k->n, (long long)k->k);
+    if (k->batch != 1) fprintf(f, ",\"batch\":%lld", (long long)k->batch);
+    if (k->count != 1) fprintf(f, ",\"count\":%lld", (long long)k->count);
+    if (k->param >= 0) fprintf(f, ",\"param\":%lld", (long long)k->param);
+    if (k->slot >= 0) fprintf(f, ",\"slot\":%d", k->slot);
+    fputs(",\"flops\":", f);
+    write_num(f, k->flops);
+    fputs(",\"bytes\":", f);
+    write_num(f, k->bytes);
+    if (k->elems != 0) {
+        fputs(",\"elems\":", f);
+        write_num(f, k->elems);
+    }
     fputc('}', f);
 }
 
@@ -74,15 +96,30 @@ int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err)
     json_write_string(f, p->cluster);
     fputs(",\n  \"options\": ", f);
     json_write_string(f, p->options);
-    fprintf(f, ",\n  \"nranks\": %d,\n  \"gpus_per_node\": %d,\n  \"tokens\": %lld,\n  \"n_colls\": %d,\n",
-            p->nranks, p->gpus_per_node, (long long)p->tokens, p->n_colls);
+    fprintf(f, ",\n  \"nranks\": %d,\n  \"gpus_per_node\": %d,\n  \"tokens\": %lld,\n", p->nranks,
+            p->gpus_per_node, (long long)p->tokens);
+    if (p->seq_len) fprintf(f, "  \"seq_len\": %lld,\n", (long long)p->seq_len);
+    fprintf(f, "  \"n_colls\": %d,\n", p->n_colls);
     fputs("  \"groups\": [", f);
     for (int g = 0; g < p->n_groups; g++) {
         fputs(g ? ",\n    [" : "\n    [", f);
         for (int i = 0; i < p->groups[g].n; i++) fprintf(f, "%s%d", i ? "," : "", p->groups[g].ranks[i]);
         fputc(']', f);
     }
-    fputs(p->n_groups ? "\n  ],\n  \"ranks\": [" : "],\n  \"ranks\": [", f);
+    fputs(p->n_groups ? "\n  ],\n" : "],\n", f);
+    if (p->n_works) { /* programs without works (older files) keep their text and hash */
+        fputs("  \"works\": [", f);
+        for (int w = 0; w < p->n_works; w++) {
+            fputs(w ? ",\n    [" : "\n    [", f);
+            for (int i = 0; i < p->works[w].n; i++) {
+                fputs(i ? ",\n      " : "\n      ", f);
+                write_kernel(f, &p->works[w].k[i]);
+            }
+            fputs(p->works[w].n ? "\n    ]" : "]", f);
+        }
+        fputs("\n  ],\n", f);
+    }
+    fputs("  \"ranks\": [", f);
     for (int r = 0; r < p->nranks; r++) {
         const dm_rank_prog *rp = &p->ranks[r];
         fprintf(f, "%s    {\"rank\": %d, \"ops\": [", r ? ",\n" : "\n", r);
@@ -366,6 +403,8 @@ static const char *stream_namer(int i) { return dm_stream_name((dm_stream)i); }
 static const char *algo_namer(int i) { return dm_ns_algo_name((dm_ns_algo)i); }
 static const char *dtype_namer(int i) { return dm_dtype_name((dm_dtype)i); }
 static const char *payload_namer(int i) { return dm_payload_name((dm_payload)i); }
+static const char *kkind_namer(int i) { return dm_kern_kind_name((dm_kern_kind)i); }
+static const char *kop_namer(int i) { return dm_kern_op_name((dm_kern_op)i); }
 
 static int rd_enum(rd *r, const char *(*namer)(int), int n, const char *what, int *out)
 {
@@ -406,7 +445,7 @@ static int ibuf_item(rd *r, int i, void *ctx)
 typedef struct load_ctx {
     dm_program *p;
     int have_format;
-    int64_t nranks, gpn, tokens, ncolls;
+    int64_t nranks, gpn, tokens, ncolls, seq_len;
     char *model, *strategy, *cluster, *options;
     int rank;            /* rank being read */
     int ranks_seen, ranks_line, ranks_col;
@@ -494,6 +533,10 @@ static int op_field(rd *r, const char *key, void *vctx)
         c->params.hi = INT64_MAX;
         c->params.what = "a parameter id";
         return rd_array(r, ibuf_item, &c->params, "params, an array of ids");
+    } else if (!strcmp(key, "work")) {
+        /* the works come before the ranks: an index past them names nothing */
+        if (rd_int(r, 0, (int64_t)c->p->n_works - 1, "a work index (works are listed before the ranks)", &v)) return -1;
+        c->op.work = (int)v;
     } else {
         return rd_skip(r, 0);
     }
@@ -532,6 +575,95 @@ static int op_item(rd *r, int i, void *vctx)
     }
     for (int k = 0; k < c->deps.n; k++) c->deps32[k] = (int)c->deps.v[k];
     return dm_program_add_op(c->p, c->rank, &c->op, c->deps32, c->deps.n, c->params.v, c->params.n, r->err) < 0 ? -1 : 0;
+}
+
+/* ---- works: arrays of kernel objects ---- */
+typedef struct kernel_ctx {
+    dm_kernel k;
+    int have_kind, have_op;
+    dm_kernel *v; /* the work being read */
+    int n, cap;
+} kernel_ctx;
+
+static int kernel_field(rd *r, const char *key, void *vctx)
+{
+    kernel_ctx *c = vctx;
+    int e = 0;
+    int64_t v;
+    rd_ws(r);
+    const char *at = r->s;
+    if (!strcmp(key, "kind")) {
+        if (rd_enum(r, kkind_namer, DM_KERN__COUNT, "kernel kind (gemm, bgemm, elem)", &e)) return -1;
+        c->k.kind = (dm_kern_kind)e;
+        c->have_kind = 1;
+    } else if (!strcmp(key, "op")) {
+        if (rd_enum(r, kop_namer, DM_KOP__COUNT, "kernel op (fwd, dgrad, wgrad, attn-score, ..., loss, vector, ...)", &e))
+            return -1;
+        c->k.op = (dm_kern_op)e;
+        c->have_op = 1;
+    } else if (!strcmp(key, "m") || !strcmp(key, "n") || !strcmp(key, "k") || !strcmp(key, "batch") ||
+               !strcmp(key, "count")) {
+        int one = !strcmp(key, "batch") || !strcmp(key, "count");
+        if (rd_int(r, one ? 1 : 0, (int64_t)1 << 40, key, &v)) return -1;
+        if (key[0] == 'm') c->k.m = v;
+        else if (key[0] == 'n') c->k.n = v;
+        else if (key[0] == 'k') c->k.k = v;
+        else if (key[0] == 'b') c->k.batch = v;
+        else c->k.count = v;
+    } else if (!strcmp(key, "param")) {
+        if (rd_int(r, -1, INT64_MAX, key, &c->k.param)) return -1;
+    } else if (!strcmp(key, "slot")) {
+        if (rd_int(r, -1, INT32_MAX, key, &v)) return -1;
+        c->k.slot = (int)v;
+    } else if (!strcmp(key, "flops") || !strcmp(key, "bytes") || !strcmp(key, "elems")) {
+        double d;
+        int is_int;
+        if (rd_number(r, &d, &is_int)) return -1;
+        if (!(d >= 0)) return rd_fail(r, at, "a non-negative number");
+        if (key[0] == 'f') c->k.flops = d;
+        else if (key[0] == 'b') c->k.bytes = d;
+        else c->k.elems = d;
+    } else {
+        return rd_skip(r, 0);
+    }
+    return 0;
+}
+
+static int kernel_item(rd *r, int i, void *vctx)
+{
+    kernel_ctx *c = vctx;
+    (void)i;
+    memset(&c->k, 0, sizeof c->k);
+    c->k.batch = c->k.count = 1;
+    c->k.param = -1;
+    c->k.slot = -1;
+    c->have_kind = c->have_op = 0;
+    rd_ws(r);
+    int line = r->line, col = rd_col(r, r->s);
+    if (rd_object(r, kernel_field, c, "a kernel object")) return -1;
+    if (!c->have_kind || !c->have_op)
+        return dm_err_set(r->err, "%s:%d:%d: expected fields kind and op in a kernel", r->file, line, col);
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 32;
+        dm_kernel *nv = dm_realloc(c->v, (size_t)cap * sizeof *nv, r->err);
+        if (!nv) return -1;
+        c->v = nv;
+        c->cap = cap;
+    }
+    c->v[c->n++] = c->k;
+    return 0;
+}
+
+static int work_item(rd *r, int i, void *vctx)
+{
+    load_ctx *c = vctx;
+    kernel_ctx kc;
+    (void)i;
+    memset(&kc, 0, sizeof kc);
+    int rc = rd_array(r, kernel_item, &kc, "a work: an array of kernel objects");
+    if (rc == 0 && dm_program_add_work(c->p, kc.v, kc.n, r->err) < 0) rc = -1;
+    free(kc.v);
+    return rc;
 }
 
 static int rank_field(rd *r, const char *key, void *vctx)
@@ -669,6 +801,7 @@ static int need_header(rd *r, load_ctx *c, const char *at)
     c->p = dm_program_new((int)c->nranks, (int)c->gpn, c->model, c->strategy, c->cluster, c->options, c->tokens, r->err);
     if (!c->p) return -1;
     c->p->n_colls = (int)c->ncolls;
+    c->p->seq_len = c->seq_len;
     return 0;
 }
 
@@ -691,17 +824,20 @@ static int top_field(rd *r, const char *key, void *vctx)
         return (*str = dm_strdup(r->str, r->err)) ? 0 : -1;
     }
     int64_t *num = !strcmp(key, "nranks") ? &c->nranks : !strcmp(key, "gpus_per_node") ? &c->gpn :
-                   !strcmp(key, "tokens") ? &c->tokens : !strcmp(key, "n_colls") ? &c->ncolls : NULL;
+                   !strcmp(key, "tokens") ? &c->tokens : !strcmp(key, "n_colls") ? &c->ncolls :
+                   !strcmp(key, "seq_len") ? &c->seq_len : NULL;
     if (num) {
         if (c->p) return rd_fail(r, at, "header fields before the groups and ranks");
-        int64_t hi = num == &c->tokens ? INT64_MAX : num == &c->ncolls ? INT32_MAX : 1 << 24;
+        int64_t hi = num == &c->tokens || num == &c->seq_len ? INT64_MAX : num == &c->ncolls ? INT32_MAX : 1 << 24;
         if (num == &c->nranks) c->nranks_line = r->line, c->nranks_col = rd_col(r, at);
         if (num == &c->ncolls) c->ncolls_line = r->line, c->ncolls_col = rd_col(r, at);
-        return rd_int(r, num == &c->tokens || num == &c->ncolls ? 0 : 1, hi, key, num);
+        return rd_int(r, num == &c->tokens || num == &c->ncolls || num == &c->seq_len ? 0 : 1, hi, key, num);
     }
     if (!strcmp(key, "groups"))
         return need_header(r, c, at) || rd_array(r, group_item, c, "groups, an array of rank arrays") ||
                groups_distinct(r, c);
+    if (!strcmp(key, "works"))
+        return need_header(r, c, at) || rd_array(r, work_item, c, "works, an array of kernel arrays");
     if (!strcmp(key, "ranks")) {
         c->ranks_line = r->line;
         c->ranks_col = rd_col(r, at);
@@ -919,6 +1055,11 @@ int dm_program_validate(const dm_program *p, dm_err *err)
                     goto done;
                 }
             int is_coll = dm_op_is_collective(o->kind);
+            if (o->work >= 0 && (o->work >= p->n_works || (o->kind != DM_OP_FORWARD && o->kind != DM_OP_BACKWARD))) {
+                dm_err_set(err, "program: rank %d op %d (%s): work %d (%s)", r, i, dm_op_kind_name(o->kind), o->work,
+                           o->work >= p->n_works ? "past the program's works" : "only forward and backward ops have a work");
+                goto done;
+            }
             if (o->kind == DM_OP_NS ? o->iters < 1 || o->iters > 64 : o->iters != 0) {
                 dm_err_set(err, "program: rank %d op %d (%s): %d NS iterations (%s)", r, i, dm_op_kind_name(o->kind),
                            o->iters, o->kind == DM_OP_NS ? "1 to 64" : "only ns ops have iterations");

@@ -177,18 +177,14 @@ static int add_attention(wctx *c, kvec *kv, const dm_attention *a)
     return 0;
 }
 
-/* Where attention block a goes among the layer's tensors: before its output projection (the
- * first linear tensor on its stream reading heads x v_head_dim), else after its query
- * projection, else at the end. Returns a tensor index to insert before (n_tensors: the end). */
-static int attention_position(const dm_model *m, int si, const dm_attention *a, const int *present)
+/* Where attention block a goes among the layer's tensors: right after its query projection (a
+ * linear tensor on its stream with heads x head_dim rows, or a fused q/k/v), searched from
+ * tensor `from` on (blocks of one stack in order), else at the end. Returns a tensor index to
+ * insert before (n_tensors: the end). Only the order of the kernel list depends on it. */
+static int attention_position(const dm_model *m, int si, const dm_attention *a, const int *present, int from)
 {
-    int64_t o = (int64_t)a->heads * a->v_head_dim, q = (int64_t)a->heads * a->head_dim,
-            qkv = (int64_t)(a->heads + 2 * a->kv_heads) * a->head_dim;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const dm_tensor *t = &m->tensors[i];
-        if (present[i] && t->stack == si && t->use == DM_USE_LINEAR && t->stream == a->stream && t->cols == o) return i;
-    }
-    for (int i = 0; i < m->n_tensors; i++) {
+    int64_t q = (int64_t)a->heads * a->head_dim, qkv = (int64_t)(a->heads + 2 * a->kv_heads) * a->head_dim;
+    for (int i = from; i < m->n_tensors; i++) {
         const dm_tensor *t = &m->tensors[i];
         if (present[i] && t->stack == si && t->use == DM_USE_LINEAR && t->stream == a->stream &&
             (t->rows == q || t->rows == qkv))
@@ -306,7 +302,8 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
         }
     int *apos = NULL;
     if (st->n_attn && !(apos = dm_malloc((size_t)st->n_attn * sizeof *apos, err))) goto done;
-    for (int k = 0; k < st->n_attn; k++) apos[k] = attention_position(m, si, &st->attn[k], present);
+    for (int k = 0; k < st->n_attn; k++)
+        apos[k] = attention_position(m, si, &st->attn[k], present, k ? (apos[k - 1] < m->n_tensors ? apos[k - 1] : 0) : 0);
     int routed_done = 0;
     for (int i = 0; i <= m->n_tensors; i++) {
         for (int k = 0; k < st->n_attn; k++)

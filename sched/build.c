@@ -84,6 +84,9 @@ typedef struct bctx {
     int adamw_sharded;          /* AdamW params: reduce-scatter + shard update (else all-reduce, full) */
     int muon_update_shard;      /* muon-fsdp: the update touches the rank's shard only */
     int z3;
+    /* the kernels of each layer's forward and backward (program works), and their sums */
+    int *work_fwd, *work_bwd;
+    double *fwd_flops, *bwd_flops, *fwd_bytes, *bwd_bytes;
     /* emission bookkeeping, [rank * nlayers + layer] */
     int *fetch_lo, *fetch_hi, *bfetch_lo, *bfetch_hi, *grad_lo, *grad_hi, *fwd_id, *bwd_id;
 } bctx;
@@ -232,6 +235,38 @@ static void free_ctx(bctx *b)
     free(b->grad_hi);
     free(b->fwd_id);
     free(b->bwd_id);
+    free(b->work_fwd);
+    free(b->work_bwd);
+    free(b->fwd_flops);
+    free(b->bwd_flops);
+    free(b->fwd_bytes);
+    free(b->bwd_bytes);
+}
+
+/* Every layer's forward and backward kernels (core/workload.h) into the program's works. */
+static int setup_works(bctx *b)
+{
+    size_t L = (size_t)b->nlayers;
+    dm_workload_opts wo = {b->o->tokens, b->o->seq_len, (int)b->elt};
+    if (dm_workload_check(b->model, &wo, b->err)) return -1;
+    if (!(b->work_fwd = dm_malloc(L * sizeof *b->work_fwd, b->err)) ||
+        !(b->work_bwd = dm_malloc(L * sizeof *b->work_bwd, b->err)) ||
+        !(b->fwd_flops = dm_calloc(L, sizeof *b->fwd_flops, b->err)) ||
+        !(b->bwd_flops = dm_calloc(L, sizeof *b->bwd_flops, b->err)) ||
+        !(b->fwd_bytes = dm_calloc(L, sizeof *b->fwd_bytes, b->err)) ||
+        !(b->bwd_bytes = dm_calloc(L, sizeof *b->bwd_bytes, b->err)))
+        return -1;
+    for (size_t l = 0; l < L; l++) {
+        dm_layer_work w;
+        if (dm_layer_work_build(b->model, b->mats, b->nmats, (int)l, &wo, &w, b->err)) return -1;
+        b->work_fwd[l] = dm_program_add_work(b->p, w.fwd, w.n_fwd, b->err);
+        b->work_bwd[l] = b->work_fwd[l] < 0 ? -1 : dm_program_add_work(b->p, w.bwd, w.n_bwd, b->err);
+        b->fwd_flops[l] = w.fwd_flops, b->bwd_flops[l] = w.bwd_flops;
+        b->fwd_bytes[l] = w.fwd_bytes, b->bwd_bytes[l] = w.bwd_bytes;
+        dm_layer_work_free(&w);
+        if (b->work_bwd[l] < 0) return -1;
+    }
+    return 0;
 }
 
 /* ---- per-layer pieces shared by strategies ---------------------------------------------- */
@@ -612,10 +647,11 @@ static int range_deps(const int *lo, const int *hi, size_t k, int *deps, int n)
 static int emit_compute(bctx *b, int r, dm_op_kind kind, int l, const int *deps, int nd, int *out_id)
 {
     dm_op op = dm_op_init(kind, DM_STREAM_COMPUTE);
-    double mult = kind == DM_OP_BACKWARD ? 2 : 1;
+    int fwd = kind == DM_OP_FORWARD;
     op.layer = l;
-    op.flops = mult * 2.0 * (double)b->o->tokens * b->lay_params[l];
-    op.bytes = mult * b->lay_params[l] * b->elt;
+    op.work = fwd ? b->work_fwd[l] : b->work_bwd[l];
+    op.flops = fwd ? b->fwd_flops[l] : b->bwd_flops[l];
+    op.bytes = fwd ? b->fwd_bytes[l] : b->bwd_bytes[l];
     op.dtype = b->o->dtype;
     int64_t stackbuf[64], *params = stackbuf;
     size_t n = (size_t)b->lay_n[l];
@@ -882,7 +918,8 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     if (!(b.p = dm_program_new(nranks, b.gpn, model->name, sched_strategy_name(opts->strategy), cluster->name, desc,
                                opts->tokens, err)))
         return -1;
-    if (setup(&b)) goto done;
+    b.p->seq_len = opts->seq_len;
+    if (setup(&b) || setup_works(&b)) goto done;
     if (!(ids = dm_malloc((size_t)(b.nmats ? b.nmats : 1) * sizeof *ids, err))) goto done;
     int drc = 0;
     switch (opts->strategy) {

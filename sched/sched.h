@@ -58,6 +58,7 @@ typedef struct sched_opts {
     int max_batch;             /* largest NS batch (muon-ddp/fsdp and MILP's batch menu); 32 */
     double milp_time_s;        /* lp_solve time limit; default 2 */
     int64_t tokens;            /* tokens per rank per step; default 4096 */
+    int64_t seq_len;           /* tokens per sample of the main stream; 0 (default): tokens */
     int ns_algo;               /* -1: cheaper per shape from the cost table (default);
                                   DM_NS_DIRECT or DM_NS_GRAM to force */
     dm_dtype dtype;            /* weights/grads/collectives; default bf16 */
@@ -69,7 +70,7 @@ void sched_opts_default(sched_opts *o);
 /* Set one option from strings: keys "strategy", "balance", "overlap" ("none", "prefetch",
  * "prefetch:K", "interleave"), "prefetch-depth", "zero" (2|3), "hierarchical" (0|1|yes|no),
  * "gpus-per-node", "batch-threshold" (elements, suffixes K/M/G: powers of 1024),
- * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype".
+ * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype", "seq-len".
  * -1 with "--KEY: expected ..." in err on a bad key or value. */
 int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);
 
@@ -84,7 +85,7 @@ const char *sched_overlap_name(sched_overlap v);
 /* The common plan options for getopt_long, shared by `dmuon plan|sim|run`:
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
  *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
- *   --ns-algo A  --dtype D
+ *   --ns-algo A  --dtype D  --seq-len S
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
@@ -103,7 +104,8 @@ const char *sched_overlap_name(sched_overlap v);
     {"milp-time", required_argument, NULL, SCHED_OPT_BASE + 9},                               \
     {"tokens", required_argument, NULL, SCHED_OPT_BASE + 10},                                 \
     {"ns-algo", required_argument, NULL, SCHED_OPT_BASE + 11},                                \
-    {"dtype", required_argument, NULL, SCHED_OPT_BASE + 12}
+    {"dtype", required_argument, NULL, SCHED_OPT_BASE + 12},                                  \
+    {"seq-len", required_argument, NULL, SCHED_OPT_BASE + 13}
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
 void sched_getopt_help(FILE *f);
 

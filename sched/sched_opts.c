@@ -120,6 +120,10 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         else if (!strcasecmp(val, "direct")) o->ns_algo = DM_NS_DIRECT;
         else if (!strcasecmp(val, "gram")) o->ns_algo = DM_NS_GRAM;
         else return dm_err_set(err, "--ns-algo: expected auto, direct or gram, found '%s'", val);
+    } else if (!strcmp(key, "seq-len")) {
+        if (parse_count(val, 1, INT64_C(1) << 40, &v))
+            return dm_err_set(err, "--seq-len: expected a positive integer, found '%s'", val);
+        o->seq_len = v;
     } else if (!strcmp(key, "dtype")) {
         if (!strcasecmp(val, "bf16")) o->dtype = DM_DT_BF16;
         else if (!strcasecmp(val, "fp16")) o->dtype = DM_DT_FP16;
@@ -133,7 +137,7 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
 
 static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
                                     "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
-                                    "ns-algo", "dtype"};
+                                    "ns-algo", "dtype", "seq-len"};
 #define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
 
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
@@ -164,7 +168,9 @@ void sched_getopt_help(FILE *f)
             "  --batch-threshold E   pack/batch Muon matrices under E elements (default 5M = %lld)\n"
             "  --max-batch B         largest NS batch (default %d)\n"
             "  --milp-time S         MILP time limit in seconds (default %g)\n"
-            "  --tokens T            tokens per rank per step (default %lld)\n"
+            "  --tokens T            tokens per rank per step: sequences x seq-len (default %lld)\n"
+            "  --seq-len S           tokens per sample of the model's main stream (default: --tokens,\n"
+            "                        one sequence per rank); other streams have their own per sample\n"
             "  --ns-algo A           auto (cheaper per shape from the cost table), direct, gram (default auto)\n"
             "  --dtype D             weights, gradients and collectives: bf16, fp16, fp32 (default bf16)\n",
             sched_strategy_name(d.strategy), sched_balance_name(d.balance), sched_overlap_name(d.overlap),
@@ -180,6 +186,10 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
              o->prefetch_depth, o->zero, o->hierarchical ? "yes" : "no", (long long)o->batch_threshold,
              o->max_batch, (long long)o->tokens, o->ns_algo < 0 ? "auto" : dm_ns_algo_name((dm_ns_algo)o->ns_algo),
              dm_dtype_name(o->dtype));
+    if (o->seq_len) {
+        size_t n = strlen(buf);
+        if (n < size) snprintf(buf + n, size - n, " seq-len=%lld", (long long)o->seq_len);
+    }
     return buf;
 }
 

@@ -369,10 +369,24 @@ int main(void)
             ok(same && (s == SCHED_MUON_FSDP) == (grad_ag > 0), "%s: the payloads are the implied ones (%d gradient "
                "all-gathers)", sched_strategy_name(o.strategy), grad_ag);
             q = NULL;
-            if (p && dm_program_save(p, path, &err) == 0 && dm_program_load(path, &q, &err) == 0)
+            if (p && dm_program_save(p, path, &err) == 0 && dm_program_load(path, &q, &err) == 0) {
                 ok(dm_program_hash(p) == dm_program_hash(q), "%s program round-trips with its hash",
                    sched_strategy_name(o.strategy));
-            else
+                /* the works: two per layer, every forward/backward op names its own, and they read back equal */
+                int works_ok = p->n_works == 2 * m->n_layers && q->n_works == p->n_works;
+                for (int w = 0; works_ok && w < p->n_works; w++)
+                    works_ok = p->works[w].n == q->works[w].n &&
+                               !memcmp(p->works[w].k, q->works[w].k, (size_t)p->works[w].n * sizeof *p->works[w].k);
+                for (int r = 0; works_ok && r < p->nranks; r++)
+                    for (int i = 0; works_ok && i < p->ranks[r].n_ops; i++) {
+                        const dm_op *op = &p->ranks[r].ops[i];
+                        int compute = op->kind == DM_OP_FORWARD || op->kind == DM_OP_BACKWARD;
+                        works_ok = compute ? op->work == 2 * op->layer + (op->kind == DM_OP_BACKWARD)
+                                           : op->work == -1;
+                    }
+                ok(works_ok, "%s: a work per layer and pass, named by its ops, read back kernel for kernel",
+                   sched_strategy_name(o.strategy));
+            } else
                 ok(0, "%s program round trip (%s)", sched_strategy_name(o.strategy), err.msg);
             dm_program_free(p);
             dm_program_free(q);

@@ -1,9 +1,12 @@
 #!/bin/sh
 # validate_replay.sh: `dmuon validate --replay` re-simulates the cases of a stored validate.csv
-# (no executor): with the calibration that produced the stored 2 x H200 table
-# (traces/validate/h200x2-3/run4, made with the calibration committed at a73b104) it reproduces
-# every stored prediction; the committed calibration (fitted on that run) changes them; --max-error decides the exit status; a malformed csv is
-# refused with FILE:LINE:COL.
+# (no executor): every case of the stored 2 x H200 table (traces/validate/h200x2-3/run4) is
+# re-planned and simulated, the measured times carried through as stored, the stored predictions
+# beside the new ones; --max-error decides the exit status; a malformed csv is refused with
+# FILE:LINE:COL. (That table was measured before forward and backward ops carried their kernels:
+# the executor then ran one GEMM per matrix and no attention, so today's predictions of its
+# forward and backward differ from the stored ones by design, and only the mechanics are
+# checked on it.)
 . "${DM_SRCDIR:-.}/tests/tap.sh"
 DMUON=${DMUON:-./dmuon}
 SRC=${DM_SRCDIR:-.}
@@ -38,14 +41,12 @@ out=$($R "$stored" --calibration "$tmp/old.calib" --out "$tmp/a" 2>&1)
 is "replay of the stored table exits 0 (report only)" "$?" 0
 like "summary line" "$out" "validate --replay: 6 cases, 6 simulated, 0 failed"
 is "replay.csv: 6 cases x 5 phases" "$(grep -c '^llama-3.2-3b\.' "$tmp/a/replay.csv")" 30
-# predicted_ms (column 8) equals the stored prediction (column 10) to the csv's 6 decimals.
-bad=$(awk -F, 'NR > 1 { d = $8 - $10; if (d < 0) d = -d; if (d > 2e-6) n++ } END { print n + 0 }' "$tmp/a/replay.csv")
-is "every stored prediction reproduced" "$bad" 0
-like "the dmuon 2-GPU step as stored" "$out" "llama-3.2-3b.dmuon.interleave.2gpu           step             330.946     322.122    -2.7%         -2.7%"
+# measured_ms (column 7) is the stored one; the stored prediction (column 10) is the stored table's.
+bad=$(awk -F, 'NR == FNR { if (FNR > 1) m[$1 "," $6] = $7 " " $8; next } FNR > 1 { split(m[$1 "," $6], a, " ");
+      if (a[1] != $7 || a[2] != $10) n++ } END { print n + 0 }' "$stored" "$tmp/a/replay.csv")
+is "measured times and stored predictions carried through as stored" "$bad" 0
 out=$(cd "$SRC" && $R "$stored" --calibration traces/calib/h200x2.calib --out "$tmp/b" 2>&1)
 is "replay with the committed calibration exits 0" "$?" 0
-changed=$(awk -F, 'NR > 1 && $6 == "forward" { d = $8 - $10; if (d < 0) d = -d; if (d > 1e-3) n++ } END { print n + 0 }' "$tmp/b/replay.csv")
-is "the committed calibration changes the forward predictions" "$changed" 6
 is "--max-error 1 fails (phases miss by more than 1%)" "$(status_of $R "$stored" --calibration "$tmp/old.calib" --out "$tmp/c" --max-error 1)" 1
 is "--max-error 200 passes" "$(status_of $R "$stored" --calibration "$tmp/old.calib" --out "$tmp/c" --max-error 200)" 0
 # Malformed input: file:line:col (rows of an older stored table).
