@@ -1,0 +1,99 @@
+#!/bin/bash
+# tools/device-run.sh: what one call of the device tool runs, from the repository root of the
+# device machine's copy of the tree: named stages, each under its own timeout, within one overall
+# budget (a stage that would not fit in what is left is skipped and says so), every log packed
+# into one archive at the end ($OUT/logs.tgz: the device tool brings back at most 8 files).
+# The binaries and libraries come in .devreal/ (tools/build-device.sh; carry [".devreal"]).
+#   tools/device-run.sh [--budget SECONDS] STAGE...      (default budget 540 s)
+# Stages:
+#   env       the GPU, driver, clocks, NCCL, mpirun, what the binary links
+#   gputest   tests/real_gpu.sh: the GPU executor's checks (real/run_device.sh gputest)
+#   nstest    kernels/ GPU test (test_ns_gpu)
+#   nssan     compute-sanitizer memcheck and racecheck on our own NS kernels only
+#   nsgoal    the NS goal shapes (cached cuBLASLt beside our kernels) and PyTorch in the same call
+#   nsbig     the 18 large NS shapes and the MoE expert batches
+# More stages are defined in tools/device-stages.sh when it exists (sourced; functions
+# stage_NAME with a timeout in STAGE_TIMEOUT_NAME), so other work adds stages without editing this.
+set -u
+O=${OUT:-/tmp/dmuon-out}
+mkdir -p "$O/logs"
+L=$O/logs
+budget=540
+if [ "${1:-}" = --budget ]; then budget=$2; shift 2; fi
+t0=$(date +%s)
+eval "$(sed -n '/^D=/,/^{$/p' real/run_device.sh | sed '$d')" # D, LD_LIBRARY_PATH, MPIRUN: the executor's set-up
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
+export DMUON_MODELS=$PWD/models DMUON_COSTS=$PWD/traces/costs
+summary=$O/summary.txt
+: > "$summary"
+say() { printf '%s\n' "$*" | tee -a "$summary"; }
+
+STAGE_TIMEOUT_env=20
+stage_env() {
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw,power.limit \
+        --format=csv
+    nvidia-smi -L
+    echo "mpirun: ${MPIRUN:-none} ($(${MPIRUN:-false} --version 2>&1 | head -1))"
+    cat .devreal/MANIFEST 2>/dev/null
+    ldd "$D/dmuon" | grep -E 'not found|nccl|cublas|mpi|gsl'
+    python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' 2>&1
+}
+STAGE_TIMEOUT_gputest=200
+stage_gputest() {
+    DMUON=$D/dmuon DM_SRCDIR=$PWD MPIRUN=$MPIRUN timeout 190 sh tests/real_gpu.sh
+    echo "real_gpu.sh exit $?"
+}
+STAGE_TIMEOUT_nstest=110
+stage_nstest() {
+    timeout 100 "$D/test_ns_gpu"
+    echo "test_ns_gpu exit $?"
+}
+STAGE_TIMEOUT_nssan=100
+stage_nssan() {
+    DM_TEST_OWN=1 timeout 45 compute-sanitizer --tool memcheck "$D/test_ns_gpu" > "$L/memcheck.txt" 2>&1
+    echo "memcheck (our kernels) rc $?: $(grep -c '^ok' "$L/memcheck.txt") ok, $(grep -c '^not ok' "$L/memcheck.txt") not ok; $(grep 'ERROR SUMMARY' "$L/memcheck.txt" | tail -1)"
+    DM_TEST_OWN=1 DM_TEST_NO_LT=1 timeout 45 compute-sanitizer --tool racecheck --racecheck-report all "$D/test_ns_gpu" \
+        > "$L/racecheck.txt" 2>&1
+    echo "racecheck (our kernels) rc $?: $(grep -c '^ok' "$L/racecheck.txt") ok; $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$L/racecheck.txt" | tail -1)"
+}
+STAGE_TIMEOUT_nsgoal=170
+stage_nsgoal() {
+    [ -f traces/kernels/autotune_h200.tsv ] && cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    timeout 110 "$D/dmuon" bench kernels --shapes traces/kernels/goal_shapes.txt --cache "$L/autotune.tsv" \
+        --retime-cached --no-gemm-tune --sym-blocks 1,8 --reps 10 --warmup 2 --no-elementwise --verbose \
+        --out "$L/costs_goal.csv"
+    echo "bench goal exit $?"
+    timeout 50 python3 tools/torch_ns_bench.py --ours "$L/costs_goal.csv" --out "$L/torch_ns.txt" > /dev/null
+    echo "torch_ns_bench exit $?"
+    cat "$L/torch_ns.txt"
+}
+STAGE_TIMEOUT_nsbig=140
+stage_nsbig() {
+    [ -f "$L/autotune.tsv" ] || cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    timeout 80 "$D/dmuon" bench kernels --shapes traces/kernels/big18_shapes.txt --cache "$L/autotune.tsv" \
+        --retime-cached --no-gemm-tune --kernels lt,sym128 --reps 5 --warmup 1 --no-products --no-elementwise \
+        --out "$L/costs_big18.csv"
+    echo "bench big18 exit $?"
+    timeout 45 "$D/dmuon" bench kernels --shapes traces/kernels/expert_shapes.txt --cache "$L/autotune.tsv" \
+        --retime-cached --no-gemm-tune --sym-blocks 1,8 --reps 5 --warmup 1 --no-products --no-elementwise \
+        --out "$L/costs_experts.csv"
+    echo "bench experts exit $?"
+}
+[ -f tools/device-stages.sh ] && . tools/device-stages.sh
+
+for s in "$@"; do
+    if ! declare -F "stage_$s" >/dev/null; then say "stage $s: unknown, skipped"; continue; fi
+    tv="STAGE_TIMEOUT_$s"
+    lim=${!tv:-120}
+    left=$((budget - ($(date +%s) - t0)))
+    if [ "$left" -lt "$lim" ]; then say "stage $s: skipped ($left s left of the budget, it may take $lim)"; continue; fi
+    a=$(date +%s)
+    "stage_$s" > "$L/$s.txt" 2>&1
+    say "stage $s: $(($(date +%s) - a)) s; last lines:"
+    tail -n 12 "$L/$s.txt" | sed 's/^/    /' | tee -a "$summary"
+done
+say "total $(($(date +%s) - t0)) s"
+tar czf "$O/logs.tgz" -C "$O" logs summary.txt 2>/dev/null && rm -rf "$L" # one archive: the tool brings back 8 files at most
+ls -la "$O/logs.tgz"
