@@ -1,4 +1,5 @@
-/* net.c: max-min fair sharing of link bandwidth among concurrent flows (net.h). */
+/* net.c: max-min fair sharing of link bandwidth among concurrent flows, recomputed incrementally
+ * over the part of the flow-link graph a change touches (net.h). */
 #include "net.h"
 
 #include <math.h>
@@ -7,24 +8,55 @@
 
 typedef struct flow {
     int tag;
+    int nl;
+    uint64_t seq;   /* start order */
     double rem;     /* bytes left */
     double rate;    /* bytes/s */
-    int nl;
     int *links;
     double *w;
-    int frozen;
+    char frozen, in_part;
+    char dup;       /* crosses some link twice (its weights there add up) */
 } flow;
+
+/* The flows crossing one link, as slots, in start order (ascending seq). */
+typedef struct on_link {
+    int *s;
+    int n, cap;
+} on_link;
+
+/* A flow of the part being filled: its start order and its slot. */
+typedef struct part_flow {
+    uint64_t seq;
+    int slot;
+} part_flow;
 
 struct sim_net {
     int n_links;
-    double *cap, *rem, *wsum;
-    char *mark;
-    int *touched;
-    int n_flows, cap_flows;
+    double *cap;
+    on_link *on;
+    /* Changed links since the last settle. */
+    char *dirty;
+    int *dirty_list, n_dirty;
+    /* Progressive filling, per link: capacity left, weight of the unfrozen flows, their share
+     * (rem / wsum), first use in the part (-1 outside it), place in the fill heap (-1 outside). */
+    double *rem, *wsum, *share;
+    int *ord, *hpos, *heap, hn;
+    char *lmark, *chg;
+    int *part_links, n_part_links, *changed;
+    part_flow *part;
+    int cap_part;
+    /* Usage, per link: load (bytes/s) since t_load, bytes carried and time saturated before it. */
+    int track; /* sim_net_track_usage */
+    double *load, *bytes, *sat_us, *t_load;
+    char *sat;
+    /* Flows: slots (stable while a flow lives), free slots, and the active ones in start order. */
     flow *f;
+    int cap_slots, *free_slots, n_free;
+    int *act, n_act;
+    uint64_t next_seq;
     double last_us;
     uint64_t version;
-    int64_t recomputes;
+    int64_t recomputes, refilled;
 };
 
 sim_net *sim_net_new(int n_links, const double *cap_Bps, dm_err *err)
@@ -33,11 +65,19 @@ sim_net *sim_net_new(int n_links, const double *cap_Bps, dm_err *err)
     if (!n) return NULL;
     n->n_links = n_links;
     size_t L = (size_t)(n_links > 0 ? n_links : 1);
-    if (!(n->cap = dm_malloc(L * sizeof *n->cap, err)) || !(n->rem = dm_calloc(L, sizeof *n->rem, err)) ||
-        !(n->wsum = dm_calloc(L, sizeof *n->wsum, err)) || !(n->mark = dm_calloc(L, 1, err)) ||
-        !(n->touched = dm_malloc(L * sizeof *n->touched, err)))
+    if (!(n->cap = dm_calloc(L, sizeof *n->cap, err)) || !(n->on = dm_calloc(L, sizeof *n->on, err)) ||
+        !(n->dirty = dm_calloc(L, 1, err)) || !(n->dirty_list = dm_malloc(L * sizeof(int), err)) ||
+        !(n->rem = dm_calloc(L, sizeof(double), err)) || !(n->wsum = dm_calloc(L, sizeof(double), err)) ||
+        !(n->share = dm_calloc(L, sizeof(double), err)) || !(n->ord = dm_malloc(L * sizeof(int), err)) ||
+        !(n->hpos = dm_malloc(L * sizeof(int), err)) || !(n->heap = dm_malloc(L * sizeof(int), err)) ||
+        !(n->lmark = dm_calloc(L, 1, err)) || !(n->chg = dm_calloc(L, 1, err)) ||
+        !(n->part_links = dm_malloc(L * sizeof(int), err)) || !(n->changed = dm_malloc(L * sizeof(int), err)) ||
+        !(n->load = dm_calloc(L, sizeof(double), err)) || !(n->bytes = dm_calloc(L, sizeof(double), err)) ||
+        !(n->sat_us = dm_calloc(L, sizeof(double), err)) || !(n->t_load = dm_calloc(L, sizeof(double), err)) ||
+        !(n->sat = dm_calloc(L, 1, err)))
         goto fail;
     if (n_links > 0) memcpy(n->cap, cap_Bps, (size_t)n_links * sizeof *n->cap);
+    for (size_t i = 0; i < L; i++) n->ord[i] = n->hpos[i] = -1;
     return n;
 fail:
     sim_net_free(n);
@@ -47,73 +87,168 @@ fail:
 void sim_net_free(sim_net *n)
 {
     if (!n) return;
-    for (int i = 0; i < n->n_flows; i++) {
-        free(n->f[i].links);
-        free(n->f[i].w);
+    for (int i = 0; i < n->n_act; i++) {
+        free(n->f[n->act[i]].links);
+        free(n->f[n->act[i]].w);
     }
+    if (n->on)
+        for (int l = 0; l < n->n_links; l++) free(n->on[l].s);
     free(n->f);
+    free(n->free_slots);
+    free(n->act);
+    free(n->part);
     free(n->cap);
+    free(n->on);
+    free(n->dirty);
+    free(n->dirty_list);
     free(n->rem);
     free(n->wsum);
-    free(n->mark);
-    free(n->touched);
+    free(n->share);
+    free(n->ord);
+    free(n->hpos);
+    free(n->heap);
+    free(n->lmark);
+    free(n->chg);
+    free(n->part_links);
+    free(n->changed);
+    free(n->load);
+    free(n->bytes);
+    free(n->sat_us);
+    free(n->t_load);
+    free(n->sat);
     free(n);
 }
 
-static void advance(sim_net *n, double now_us)
+static void mark_dirty(sim_net *n, int l)
 {
-    double dt = (now_us - n->last_us) * 1e-6;
-    if (dt > 0)
-        for (int i = 0; i < n->n_flows; i++) {
-            n->f[i].rem -= n->f[i].rate * dt;
-            if (n->f[i].rem < 0) n->f[i].rem = 0;
+    if (n->dirty[l]) return;
+    n->dirty[l] = 1;
+    n->dirty_list[n->n_dirty++] = l;
+}
+
+/* ---- the fill heap: links by (share, first use), the order in which a scan of every link in
+ * first-use order picks the smallest share (strictly smaller wins, so ties go to first use) --- */
+
+static int before(const sim_net *n, int a, int b)
+{
+    return n->share[a] < n->share[b] || (n->share[a] == n->share[b] && n->ord[a] < n->ord[b]);
+}
+
+static void heap_set(sim_net *n, int i, int l)
+{
+    n->heap[i] = l;
+    n->hpos[l] = i;
+}
+
+static void heap_up(sim_net *n, int i)
+{
+    int l = n->heap[i];
+    while (i > 0) {
+        int p = (i - 1) / 2;
+        if (!before(n, l, n->heap[p])) break;
+        heap_set(n, i, n->heap[p]);
+        i = p;
+    }
+    heap_set(n, i, l);
+}
+
+static void heap_down(sim_net *n, int i)
+{
+    int l = n->heap[i];
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n->hn) break;
+        if (c + 1 < n->hn && before(n, n->heap[c + 1], n->heap[c])) c++;
+        if (!before(n, n->heap[c], l)) break;
+        heap_set(n, i, n->heap[c]);
+        i = c;
+    }
+    heap_set(n, i, l);
+}
+
+static void heap_remove(sim_net *n, int l)
+{
+    int i = n->hpos[l];
+    n->hpos[l] = -1;
+    int last = n->heap[--n->hn];
+    if (i == n->hn) return;
+    heap_set(n, i, last);
+    heap_up(n, i);
+    heap_down(n, n->hpos[last]);
+}
+
+/* ---- settling the rates ------------------------------------------------------------------- */
+
+static int cmp_part(const void *a, const void *b)
+{
+    const part_flow *x = a, *y = b;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Progressive filling of the part's flows (in start order), exactly as a fill of every flow
+ * would treat them: the links in first-use order, each iteration the unsaturated link with the
+ * smallest share, its unfrozen flows frozen at that share in start order. */
+static void fill(sim_net *n, int np)
+{
+    if (np == 1) { /* alone: the smallest share, as the loop below finds it, without the heap */
+        flow *f = &n->f[n->part[0].slot];
+        double best = INFINITY;
+        if (!f->dup) { /* each link's weight sum is its one weight (0 + w is w) */
+            for (int k = 0; k < f->nl; k++) {
+                if (f->w[k] <= 1e-12) continue;
+                double s = n->cap[f->links[k]] / f->w[k];
+                if (s < best) best = s;
+            }
+        } else {
+            for (int k = 0; k < f->nl; k++) n->wsum[f->links[k]] = 0;
+            for (int k = 0; k < f->nl; k++) n->wsum[f->links[k]] += f->w[k];
+            for (int k = 0; k < f->nl; k++) {
+                int l = f->links[k];
+                if (n->wsum[l] <= 1e-12) continue;
+                double s = n->cap[l] / n->wsum[l];
+                if (s < best) best = s;
+            }
         }
-    n->last_us = now_us;
-}
-
-static int uses(const flow *f, int l)
-{
-    for (int i = 0; i < f->nl; i++)
-        if (f->links[i] == l) return i;
-    return -1;
-}
-
-/* Progressive filling. */
-static void recompute(sim_net *n)
-{
-    n->version++;
-    n->recomputes++;
+        f->rate = isinf(best) ? 0 : best < 0 ? 0 : best;
+        return;
+    }
     int nt = 0;
-    for (int i = 0; i < n->n_flows; i++) {
-        flow *f = &n->f[i];
+    for (int i = 0; i < np; i++) {
+        flow *f = &n->f[n->part[i].slot];
         f->frozen = 0;
         f->rate = 0;
         for (int k = 0; k < f->nl; k++) {
             int l = f->links[k];
-            if (!n->mark[l]) {
-                n->mark[l] = 1;
-                n->touched[nt++] = l;
+            if (n->ord[l] < 0) {
+                n->ord[l] = nt++;
                 n->rem[l] = n->cap[l];
                 n->wsum[l] = 0;
             }
             n->wsum[l] += f->w[k];
         }
     }
-    int unfrozen = n->n_flows;
-    while (unfrozen > 0) {
-        double best = INFINITY;
-        int bl = -1;
-        for (int t = 0; t < nt; t++) {
-            int l = n->touched[t];
-            if (n->wsum[l] <= 1e-12) continue;
-            double s = n->rem[l] / n->wsum[l];
-            if (s < best) best = s, bl = l;
-        }
-        if (bl < 0) break;
+    n->hn = 0;
+    for (int i = 0; i < n->n_part_links; i++) {
+        int l = n->part_links[i];
+        if (n->ord[l] < 0 || n->wsum[l] <= 1e-12) continue;
+        n->share[l] = n->rem[l] / n->wsum[l];
+        heap_set(n, n->hn++, l);
+    }
+    for (int i = n->hn / 2 - 1; i >= 0; i--) heap_down(n, i);
+    /* A link whose unfrozen weight falls to (about) 0 stays in the heap, dead, and is skipped
+     * when it comes out: the live links still come out in (share, first use) order. */
+    int unfrozen = np;
+    while (unfrozen > 0 && n->hn > 0) {
+        int bl = n->heap[0];
+        heap_remove(n, bl);
+        if (n->wsum[bl] <= 1e-12) continue;
+        double best = n->share[bl];
         if (best < 0) best = 0;
-        for (int i = 0; i < n->n_flows; i++) {
-            flow *f = &n->f[i];
-            if (f->frozen || uses(f, bl) < 0) continue;
+        int nch = 0;
+        const on_link *on = &n->on[bl];
+        for (int j = 0; j < on->n; j++) {
+            flow *f = &n->f[on->s[j]];
+            if (f->frozen) continue;
             f->rate = best;
             f->frozen = 1;
             unfrozen--;
@@ -122,11 +257,124 @@ static void recompute(sim_net *n)
                 n->rem[l] -= best * f->w[k];
                 n->wsum[l] -= f->w[k];
                 if (n->rem[l] < 0) n->rem[l] = 0;
+                if (!n->chg[l]) {
+                    n->chg[l] = 1;
+                    n->changed[nch++] = l;
+                }
             }
         }
         n->wsum[bl] = 0; /* saturated: no flow left on it may rise */
+        for (int c = 0; c < nch; c++) {
+            int l = n->changed[c];
+            n->chg[l] = 0;
+            if (n->hpos[l] < 0 || n->wsum[l] <= 1e-12) continue;
+            n->share[l] = n->rem[l] / n->wsum[l];
+            heap_up(n, n->hpos[l]);
+            heap_down(n, n->hpos[l]);
+        }
     }
-    for (int t = 0; t < nt; t++) n->mark[n->touched[t]] = 0;
+    while (n->hn > 0) n->hpos[n->heap[--n->hn]] = -1;
+}
+
+/* Bring a link's usage up to now at its current load. */
+static void flush_usage(sim_net *n, int l, double now_us)
+{
+    double dt = now_us - n->t_load[l];
+    if (dt > 0) {
+        n->bytes[l] += n->load[l] * dt * 1e-6;
+        if (n->sat[l]) n->sat_us[l] += dt;
+    }
+    n->t_load[l] = now_us;
+}
+
+/* Recompute the rates of the part of the flow-link graph connected to the changed links (every
+ * change so far happened at last_us). */
+static void settle(sim_net *n)
+{
+    if (!n->n_dirty) return;
+    n->recomputes++;
+    int np = 0;
+    n->n_part_links = 0;
+    for (int i = 0; i < n->n_dirty; i++) {
+        int l = n->dirty_list[i];
+        n->dirty[l] = 0;
+        if (!n->lmark[l]) {
+            n->lmark[l] = 1;
+            n->part_links[n->n_part_links++] = l;
+        }
+    }
+    n->n_dirty = 0;
+    for (int i = 0; i < n->n_part_links; i++) {
+        const on_link *on = &n->on[n->part_links[i]];
+        for (int j = 0; j < on->n; j++) {
+            flow *f = &n->f[on->s[j]];
+            if (f->in_part) continue;
+            f->in_part = 1;
+            n->part[np++] = (part_flow){f->seq, on->s[j]};
+            for (int k = 0; k < f->nl; k++) {
+                int l = f->links[k];
+                if (!n->lmark[l]) {
+                    n->lmark[l] = 1;
+                    n->part_links[n->n_part_links++] = l;
+                }
+            }
+        }
+    }
+    qsort(n->part, (size_t)np, sizeof *n->part, cmp_part);
+    fill(n, np);
+    n->refilled += np;
+    for (int i = 0; i < n->n_part_links; i++) {
+        int l = n->part_links[i];
+        n->lmark[l] = 0;
+        n->ord[l] = -1;
+    }
+    for (int i = 0; i < np; i++) n->f[n->part[i].slot].in_part = 0;
+    if (!n->track) return;
+    for (int i = 0; i < n->n_part_links; i++) {
+        int l = n->part_links[i];
+        flush_usage(n, l, n->last_us);
+        n->load[l] = 0;
+    }
+    for (int i = 0; i < np; i++) {
+        const flow *f = &n->f[n->part[i].slot];
+        for (int k = 0; k < f->nl; k++) n->load[f->links[k]] += f->rate * f->w[k];
+    }
+    for (int i = 0; i < n->n_part_links; i++) {
+        int l = n->part_links[i];
+        n->sat[l] = n->cap[l] > 0 && n->load[l] > 0 && n->load[l] >= n->cap[l] * (1 - 1e-9);
+    }
+}
+
+/* Advance every flow at its rate to now_us (the rates must be settled). */
+static void advance(sim_net *n, double now_us)
+{
+    double dt = (now_us - n->last_us) * 1e-6;
+    if (dt > 0)
+        for (int i = 0; i < n->n_act; i++) {
+            flow *f = &n->f[n->act[i]];
+            f->rem -= f->rate * dt;
+            if (f->rem < 0) f->rem = 0;
+        }
+    n->last_us = now_us;
+}
+
+/* Before a change at now_us: settle what changed at last_us and move the flows to now_us. */
+static void move_to(sim_net *n, double now_us)
+{
+    if (now_us != n->last_us) settle(n);
+    advance(n, now_us);
+}
+
+static int grow(void **p, int *cap, int need, size_t elem, dm_err *err)
+{
+    if (need <= *cap) return 0;
+    int c = *cap ? 2 * *cap : 16;
+    while (c < need) c *= 2;
+    void *q = dm_realloc(*p, (size_t)c * elem, err);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
 }
 
 int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int tag,
@@ -136,28 +384,75 @@ int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const
     for (int i = 0; i < nl; i++)
         if (links[i] < 0 || links[i] >= n->n_links || !(w[i] > 0))
             return dm_err_set(err, "net: bad link %d (weight %g)", links[i], w[i]);
-    advance(n, now_us);
-    if (n->n_flows == n->cap_flows) {
-        int cap = n->cap_flows ? 2 * n->cap_flows : 16;
-        flow *nf = dm_realloc(n->f, (size_t)cap * sizeof *nf, err);
-        if (!nf) return -1;
-        n->f = nf;
-        n->cap_flows = cap;
+    for (int i = 0; i < nl; i++) {
+        on_link *on = &n->on[links[i]];
+        if (grow((void **)&on->s, &on->cap, on->n + nl, sizeof *on->s, err)) return -1;
     }
-    flow *f = &n->f[n->n_flows];
-    memset(f, 0, sizeof *f);
-    if (!(f->links = dm_malloc((size_t)nl * sizeof *f->links, err)) || !(f->w = dm_malloc((size_t)nl * sizeof *f->w, err))) {
-        free(f->links);
+    int slot;
+    if (n->n_free == 0) {
+        int old = n->cap_slots, c = n->cap_slots;
+        if (grow((void **)&n->f, &c, old + 1, sizeof *n->f, err)) return -1;
+        int *fs = dm_realloc(n->free_slots, (size_t)c * sizeof *fs, err);
+        if (!fs) return -1;
+        n->free_slots = fs;
+        int *a = dm_realloc(n->act, (size_t)c * sizeof *a, err);
+        if (!a) return -1;
+        n->act = a;
+        part_flow *pf = dm_realloc(n->part, (size_t)c * sizeof *pf, err);
+        if (!pf) return -1;
+        n->part = pf;
+        n->cap_slots = n->cap_part = c;
+        for (int s = c - 1; s >= old; s--) n->free_slots[n->n_free++] = s;
+    }
+    flow nf = {.tag = tag, .nl = nl, .seq = n->next_seq, .rem = bytes};
+    if (!(nf.links = dm_malloc((size_t)nl * sizeof *nf.links, err)) || !(nf.w = dm_malloc((size_t)nl * sizeof *nf.w, err))) {
+        free(nf.links);
         return -1;
     }
-    memcpy(f->links, links, (size_t)nl * sizeof *links);
-    memcpy(f->w, w, (size_t)nl * sizeof *w);
-    f->nl = nl;
-    f->tag = tag;
-    f->rem = bytes;
-    n->n_flows++;
-    recompute(n);
+    memcpy(nf.links, links, (size_t)nl * sizeof *links);
+    memcpy(nf.w, w, (size_t)nl * sizeof *w);
+    for (int i = 0; i < nl; i++) { /* lmark is clear between settles */
+        nf.dup |= n->lmark[links[i]];
+        n->lmark[links[i]] = 1;
+    }
+    for (int i = 0; i < nl; i++) n->lmark[links[i]] = 0;
+    move_to(n, now_us);
+    slot = n->free_slots[--n->n_free];
+    n->next_seq++;
+    n->f[slot] = nf;
+    n->act[n->n_act++] = slot;
+    for (int i = 0; i < nl; i++) {
+        on_link *on = &n->on[links[i]];
+        on->s[on->n++] = slot; /* the newest flow: the list stays in start order */
+        mark_dirty(n, links[i]);
+    }
+    n->version++;
     return 0;
+}
+
+/* Unlink a finished flow from its links (marking them changed) and free its slot. */
+static void remove_flow(sim_net *n, int slot)
+{
+    flow *f = &n->f[slot];
+    for (int k = 0; k < f->nl; k++) {
+        on_link *on = &n->on[f->links[k]];
+        int lo = 0, hi = on->n; /* first entry with seq >= f->seq */
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (n->f[on->s[mid]].seq < f->seq) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < on->n && on->s[lo] == slot) {
+            memmove(on->s + lo, on->s + lo + 1, (size_t)(on->n - lo - 1) * sizeof *on->s);
+            on->n--;
+        }
+        mark_dirty(n, f->links[k]);
+    }
+    free(f->links);
+    free(f->w);
+    f->links = NULL;
+    f->w = NULL;
+    n->free_slots[n->n_free++] = slot;
 }
 
 static double finish_us(const sim_net *n, const flow *f)
@@ -165,11 +460,12 @@ static double finish_us(const sim_net *n, const flow *f)
     return f->rate > 0 ? n->last_us + f->rem / f->rate * 1e6 : INFINITY;
 }
 
-double sim_net_next_finish_us(const sim_net *n)
+double sim_net_next_finish_us(sim_net *n)
 {
+    settle(n);
     double t = INFINITY;
-    for (int i = 0; i < n->n_flows; i++) {
-        double x = finish_us(n, &n->f[i]);
+    for (int i = 0; i < n->n_act; i++) {
+        double x = finish_us(n, &n->f[n->act[i]]);
         if (x < t) t = x;
     }
     return t;
@@ -180,17 +476,21 @@ uint64_t sim_net_version(const sim_net *n) { return n->version; }
 void sim_net_set_capacity(sim_net *n, double now_us, int link, double cap_Bps)
 {
     if (link < 0 || link >= n->n_links || n->cap[link] == cap_Bps) return;
-    advance(n, now_us);
+    move_to(n, now_us);
     n->cap[link] = cap_Bps;
-    recompute(n);
+    mark_dirty(n, link);
+    n->version++;
 }
-int sim_net_active(const sim_net *n) { return n->n_flows; }
-int64_t sim_net_recomputes(const sim_net *n) { return n->recomputes; }
 
-double sim_net_rate(const sim_net *n, int tag)
+int sim_net_active(const sim_net *n) { return n->n_act; }
+int64_t sim_net_recomputes(const sim_net *n) { return n->recomputes; }
+int64_t sim_net_flows_refilled(const sim_net *n) { return n->refilled; }
+
+double sim_net_rate(sim_net *n, int tag)
 {
-    for (int i = 0; i < n->n_flows; i++)
-        if (n->f[i].tag == tag) return n->f[i].rate;
+    settle(n);
+    for (int i = 0; i < n->n_act; i++)
+        if (n->f[n->act[i]].tag == tag) return n->f[n->act[i]].rate;
     return 0;
 }
 
@@ -198,20 +498,40 @@ int sim_net_pop_finished(sim_net *n, double now_us, int *tags, int max)
 {
     /* A flow whose predicted finish is now (to rounding) is done; advancing first would leave
      * rounding residue of a few bytes. */
+    settle(n);
     int k = 0, j = 0;
     double tol = 1e-9 * fmax(1.0, fabs(now_us));
-    for (int i = 0; i < n->n_flows; i++) {
-        flow *f = &n->f[i];
-        if (k < max && finish_us(n, f) <= now_us + tol) {
-            tags[k++] = f->tag;
-            free(f->links);
-            free(f->w);
+    for (int i = 0; i < n->n_act; i++) {
+        int s = n->act[i];
+        if (k < max && finish_us(n, &n->f[s]) <= now_us + tol) {
+            tags[k++] = n->f[s].tag;
+            remove_flow(n, s);
         } else {
-            n->f[j++] = *f;
+            n->act[j++] = s;
         }
     }
-    n->n_flows = j;
-    advance(n, now_us);
-    if (k) recompute(n);
+    n->n_act = j;
+    advance(n, now_us); /* the others, at the rates they had until now */
+    if (k) n->version++;
     return k;
+}
+
+void sim_net_track_usage(sim_net *n) { n->track = 1; }
+
+int sim_net_n_links(const sim_net *n) { return n->n_links; }
+
+double sim_net_capacity(const sim_net *n, int link)
+{
+    return link >= 0 && link < n->n_links ? n->cap[link] : 0;
+}
+
+void sim_net_link_usage(sim_net *n, double now_us, int link, double *bytes, double *saturated_us)
+{
+    *bytes = *saturated_us = 0;
+    if (link < 0 || link >= n->n_links) return;
+    settle(n);
+    double dt = now_us - n->t_load[link];
+    if (dt < 0) dt = 0;
+    *bytes = n->bytes[link] + n->load[link] * dt * 1e-6;
+    *saturated_us = n->sat_us[link] + (n->sat[link] ? dt : 0);
 }

@@ -1,9 +1,23 @@
-/* net.h: links and the transfers on them. Each link (one direction of a GPU's NVLink port or of
- * a NIC) has a capacity in bytes/s; a transfer (flow) has a volume in bytes and crosses a set of
- * links, using weight x its rate on each. Concurrent flows share links max-min fairly
- * (progressive filling: raise every unfrozen flow's rate together until a link saturates, freeze
- * the flows through it, repeat), recomputed whenever a flow starts or ends. A flow alone gets
- * min over its links of capacity / weight. Deterministic: flows are kept in start order. */
+/* net.h: links and the transfers on them. Each link (one direction of a GPU's NVLink port, of a
+ * NIC or of a switch uplink) has a capacity in bytes/s; a transfer (flow) has a volume in bytes
+ * and crosses a set of links, using weight x its rate on each. Concurrent flows share links
+ * max-min fairly (progressive filling: raise every unfrozen flow's rate together until a link
+ * saturates, freeze the flows through it, repeat). A flow alone gets min over its links of
+ * capacity / weight. Deterministic: flows are kept in start order.
+ *
+ * Incremental: a start, a finish or a capacity change marks the links it touches; before the
+ * rates are next needed, progressive filling runs again over the connected part of the
+ * flow-link graph that holds those links (flows linked through shared links, transitively),
+ * every other flow keeping its rate. Max-min rates of one connected part do not depend on the
+ * others, and that part is filled in the same order and with the same arithmetic as a fill of
+ * every flow (flows in start order, the bottleneck link first by share, then by first use), so
+ * the rates are bit for bit those of the full recompute; tests/test_net.c checks it against the
+ * full algorithm on random instances. Changes at one instant are settled together. Cost of a
+ * settle: O(E log L) for the E (flow, link) pairs of the part, instead of O(F x E) for all.
+ *
+ * Link usage (when asked for): every link integrates the bytes it carried and the time it was
+ * saturated (its flows' rates x weights sum to its capacity), for the busiest-links report
+ * (sim_links.h). */
 #ifndef SIM_NET_H
 #define SIM_NET_H
 #include <stdint.h>
@@ -17,23 +31,34 @@ sim_net *sim_net_new(int n_links, const double *cap_Bps, dm_err *err);
 void sim_net_free(sim_net *n); /* accepts NULL */
 
 /* Start a flow of `bytes` at time now_us over links[i] with weights w[i] (both copied; each
- * weight > 0, n >= 1). tag is returned by sim_net_pop_finished. */
+ * weight > 0, n >= 1). tag is returned by sim_net_pop_finished. now_us never goes back. */
 int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int tag,
                 dm_err *err);
 /* Change a link's capacity at now_us: the flows advance at their old rates up to now_us, then
  * the rates are recomputed (the version changes). */
 void sim_net_set_capacity(sim_net *n, double now_us, int link, double cap_Bps);
 /* When the next flow finishes at the current rates (INFINITY when none). */
-double sim_net_next_finish_us(const sim_net *n);
-/* Changes on every start/finish: an event scheduled for an older version is stale. */
+double sim_net_next_finish_us(sim_net *n);
+/* Changes on every start/finish/capacity change: an event scheduled for an older version is
+ * stale. */
 uint64_t sim_net_version(const sim_net *n);
 /* Advance to now_us, remove the flows finished by then (their tags into tags[], in start order,
  * at most max), recompute the rates. Returns the count. */
 int sim_net_pop_finished(sim_net *n, double now_us, int *tags, int max);
 int sim_net_active(const sim_net *n);
 /* Rate of the active flow with this tag (bytes/s), 0 if none: for tests. */
-double sim_net_rate(const sim_net *n, int tag);
-/* Rate recomputations so far (for the events/s statistics). */
+double sim_net_rate(sim_net *n, int tag);
+/* Rate settles so far: progressive fillings over the changed part (for the speed line). */
 int64_t sim_net_recomputes(const sim_net *n);
+/* Flows whose rates those settles recomputed, summed (the work they did). */
+int64_t sim_net_flows_refilled(const sim_net *n);
+
+/* Link usage up to now_us (>= the last change): bytes carried, and microseconds during which
+ * the link was saturated (its load within 1e-9 of its capacity, capacity > 0); zeros unless
+ * sim_net_track_usage was called before the first flow (it costs about a third of a settle). */
+void sim_net_track_usage(sim_net *n);
+int sim_net_n_links(const sim_net *n);
+double sim_net_capacity(const sim_net *n, int link);
+void sim_net_link_usage(sim_net *n, double now_us, int link, double *bytes, double *saturated_us);
 
 #endif
