@@ -1,5 +1,5 @@
-/* cluster.c: the GPU catalogue (datasheet numbers from shared/reference/README.md) and the
- * cluster presets and file reader (format in cluster.h). */
+/* cluster.c: the GPU catalogue (datasheet numbers, sources below), GPUs described by their
+ * numbers, and the cluster presets and file reader (format in cluster.h). */
 #define _GNU_SOURCE
 #include "cluster.h"
 
@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,26 +16,102 @@
 #include <strings.h>
 #include <unistd.h>
 
+#define GIB 1073741824.0
+/* Dense (not sparse) tensor-core rates, HBM bandwidth and capacity from NVIDIA's datasheets
+ * (shared/reference/README.md holds the A800, H100 and H200 rows):
+ *  - A100 SXM4 80GB (A100 datasheet): BF16 and FP16 Tensor Core 312 TFLOPS (624 with sparsity),
+ *    HBM2e 80GB at 2,039 GB/s;
+ *  - A800 SXM4 80GB (A800 datasheet): the A100's 312 TFLOPS and 2,039 GB/s, 80GB (NVLink 400
+ *    GB/s instead of 600);
+ *  - H100 SXM (H100 datasheet): BF16 and FP16 Tensor Core 1,979 TFLOPS with sparsity, 989 dense
+ *    (half, rounded down as this table always had it), HBM3 80GB at 3.35 TB/s;
+ *  - H200 SXM (H200 datasheet): the H100's 1,979 / 989 TFLOPS, HBM3e 141GB at 4.8 TB/s;
+ *  - B200 (HGX B200 datasheet, the 1,000 W HGX part): FP16/BF16 Tensor Core 4.5 PFLOPS with
+ *    sparsity, 2.25 dense; HBM3e 8 TB/s; 180GB (DGX B200: 1,440GB over 8 GPUs).
+ * Capacities: the datasheet's GB taken as GiB (HBM stacks come in binary sizes: the A100's
+ * 80GB is 81920 MiB). Launch floor: 4 us for every GPU (not a datasheet number). */
 static const dm_gpu gpus[] = {
-    /* name, short, dense bf16 FLOP/s, HBM B/s, launch floor us */
-    {"NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB", 312e12, 2.039e12, 4.0},
-    {"NVIDIA H100 80GB HBM3", "H100-SXM", 989e12, 3.35e12, 4.0},
-    {"NVIDIA H200", "H200-SXM", 989e12, 4.8e12, 4.0},
+    /* name, short, dense bf16 FLOP/s, HBM B/s, launch floor us, dense fp16 FLOP/s, HBM bytes */
+    {"NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 80 * GIB},
+    {"NVIDIA H100 80GB HBM3", "H100-SXM", 989e12, 3.35e12, 4.0, 989e12, 80 * GIB},
+    {"NVIDIA H200", "H200-SXM", 989e12, 4.8e12, 4.0, 989e12, 141 * GIB},
+    {"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 80 * GIB},
+    {"NVIDIA B200", "B200-SXM", 2250e12, 8.0e12, 4.0, 2250e12, 180 * GIB},
 };
 #define N_GPUS (int)(sizeof gpus / sizeof gpus[0])
 
 int dm_gpu_count(void) { return N_GPUS; }
 const dm_gpu *dm_gpu_at(int i) { return i >= 0 && i < N_GPUS ? &gpus[i] : NULL; }
+int dm_gpu_is_catalogued(const dm_gpu *g) { return g >= gpus && g < gpus + N_GPUS; }
+
+/* GPUs described by their numbers: slots filled once, published by `ready` (release), never
+ * freed; a slot is claimed by the counter, so concurrent loads never share one. */
+#define N_DESCRIBED 256
+typedef struct described {
+    dm_gpu g;
+    char name[64];
+    atomic_int ready;
+} described;
+static described desc[N_DESCRIBED];
+static atomic_int n_desc;
+
+static const dm_gpu *find_described(const char *name, const dm_gpu *same)
+{
+    int n = atomic_load(&n_desc);
+    for (int i = 0; i < n && i < N_DESCRIBED; i++) {
+        if (!atomic_load_explicit(&desc[i].ready, memory_order_acquire)) continue;
+        const dm_gpu *g = &desc[i].g;
+        if (name && !strcasecmp(name, g->name)) return g;
+        if (same && !strcmp(same->name, g->name) && same->bf16_flops == g->bf16_flops &&
+            same->fp16_flops == g->fp16_flops && same->hbm_Bps == g->hbm_Bps && same->mem_bytes == g->mem_bytes &&
+            same->launch_us == g->launch_us)
+            return g;
+    }
+    return NULL;
+}
 
 const dm_gpu *dm_gpu_find(const char *name)
 {
     for (int i = 0; i < N_GPUS; i++)
         if (!strcasecmp(name, gpus[i].name) || !strcasecmp(name, gpus[i].short_name)) return &gpus[i];
     /* Loose match: "H200" in "NVIDIA H200 NVL" etc. */
-    static const char *keys[] = {"A800", "H100", "H200"};
+    static const char *keys[N_GPUS] = {"A800", "H100", "H200", "A100", "B200"};
     for (int i = 0; i < N_GPUS; i++)
         if (strcasestr(name, keys[i])) return &gpus[i];
-    return NULL;
+    return find_described(name, NULL);
+}
+
+const dm_gpu *dm_gpu_intern(const dm_gpu *spec, dm_err *err)
+{
+    dm_gpu g = *spec;
+    char name[64];
+    snprintf(name, sizeof name, "%s", spec->name ? spec->name : spec->short_name ? spec->short_name : "custom GPU");
+    g.name = g.short_name = name;
+    for (int i = 0; i < N_GPUS; i++)
+        if (!strcmp(gpus[i].name, name) || !strcmp(gpus[i].short_name, name)) {
+            const dm_gpu *c = &gpus[i];
+            if (c->bf16_flops == g.bf16_flops && c->fp16_flops == g.fp16_flops && c->hbm_Bps == g.hbm_Bps &&
+                c->mem_bytes == g.mem_bytes && c->launch_us == g.launch_us)
+                return c;
+        }
+    const dm_gpu *old = find_described(NULL, &g);
+    if (old) return old;
+    int i = atomic_fetch_add(&n_desc, 1);
+    if (i >= N_DESCRIBED) {
+        dm_err_set(err, "more than %d different GPU descriptions in one process", N_DESCRIBED);
+        return NULL;
+    }
+    described *d = &desc[i];
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->g = g;
+    d->g.name = d->g.short_name = d->name;
+    atomic_store_explicit(&d->ready, 1, memory_order_release);
+    return &d->g;
+}
+
+const char *dm_fabric_name(int fabric)
+{
+    return fabric == DM_FABRIC_RAIL ? "rail" : fabric == DM_FABRIC_FATTREE ? "fattree" : "nonblocking";
 }
 
 typedef struct {
@@ -51,6 +128,8 @@ typedef struct {
 
 /* NIC usable rate: HDR 200 Gb/s gives about 23.5 GB/s usable (0.94 of line rate); NDR likewise. */
 static const preset presets[] = {
+    {"a100", "A100-SXM4-80GB", 8, 300, 8, 200, 0.75, {0},
+     "DGX A100 node: NVLink 3 600 GB/s per GPU (300 GB/s each way); 8 x HDR 200 Gb/s compute NICs (A100 and DGX A100 datasheets); NVLink bus efficiency 0.75 taken from A800's measured 150 / 200 GB/s (same NVLink 3)", 0},
     {"a800", "A800-SXM4-80GB", 8, 200, 4, 200, 0.75, {0},
      "A800 node: NVLink 3 limited to 200 GB/s each way per GPU; 4 x HDR 200 Gb/s NICs (reference/README.md); NVLink bus efficiency 0.75 = measured NCCL all-reduce busbw 150 / 200 GB/s", 0},
     {"h100", "H100-SXM", 8, 450, 8, 400, 0.82, {0},
@@ -65,6 +144,8 @@ static const preset presets[] = {
       * rank) over the model's FLOPs at the bf16 datasheet peak: dmuon 0.395, adamw 0.414,
       * muon-ddp 0.410 (real/runs/h200x2-1/README.md, measured vs simulated at 0.45). */
      0.41},
+    {"b200", "B200-SXM", 8, 900, 8, 400, 0.82, {0},
+     "DGX B200 node: NVLink 5 1.8 TB/s per GPU (900 GB/s each way); 8 x ConnectX-7 400 Gb/s compute NICs (DGX B200 datasheet); NVLink bus efficiency 0.82 taken from H100's measured 370 / 450 GB/s (not measured on NVLink 5)", 0},
 };
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
 
@@ -94,7 +175,15 @@ const char *const *dm_cluster_presets(void)
 
 static const dm_param params[] = {
     {"name", DM_PARAM_TEXT, F | S, AT(name), 1, "", 0, 0, 0, "the cluster's name in reports (default: the file's path)"},
-    {"gpu", DM_PARAM_GPU, F | S, AT(gpu), 1, "", 0, 0, 0, "a catalogue GPU: A800-SXM4-80GB, H100-SXM or H200-SXM (required)"},
+    {"gpu", DM_PARAM_GPU, F | S, AT(gpu), 1, "", 0, 0, 0,
+     "a catalogue GPU: A100-SXM4-80GB, A800-SXM4-80GB, H100-SXM, H200-SXM or B200-SXM (required unless gpu_bf16_tflops and gpu_hbm_GBps describe one)"},
+    /* A GPU by its numbers (the reader combines them into one dm_gpu: dm_gpu_intern). */
+    {"gpu_name", DM_PARAM_TEXT, F, -1, 1, "", 0, 0, 0, "the described GPU's name (default: the catalogue GPU's, else \"custom GPU\")"},
+    {"gpu_bf16_tflops", DM_PARAM_NUM, F, -1, 1, "TFLOP/s", 0.1, 1e5, 0, "the GPU's dense bf16 tensor rate (default: the catalogue GPU's)"},
+    {"gpu_fp16_tflops", DM_PARAM_NUM, F, -1, 1, "TFLOP/s", 0.1, 1e5, 0, "its dense fp16 tensor rate (default: the catalogue GPU's, else gpu_bf16_tflops)"},
+    {"gpu_hbm_GBps", DM_PARAM_NUM, F, -1, 1, "GB/s", 1, 1e6, 0, "its HBM bandwidth (default: the catalogue GPU's)"},
+    {"gpu_memory_GiB", DM_PARAM_NUM, F, -1, 1, "GiB", 0.1, 1e5, 0, "its HBM capacity (default: the catalogue GPU's, else not known)"},
+    {"gpu_launch_us", DM_PARAM_NUM, F, -1, 1, "us", 0, 1e4, 0, "its kernel launch floor (default: the catalogue GPU's, else 4)"},
     {"gpus_per_node", DM_PARAM_INT, F | S, AT(gpus_per_node), 1, "", 1, 1024, 0, "GPUs in a node (required)"},
     {"nvlink_GBps", DM_PARAM_NUM, F | S, AT(nvlink_Bps), 1e9, "GB/s", 0.1, 1e5, 0, "NVLink bandwidth per GPU, each way (required)"},
     {"nics_per_node", DM_PARAM_INT, F | S, AT(nics_per_node), 1, "", 0, 64, 0, "network interfaces in a node"},
@@ -102,6 +191,18 @@ static const dm_param params[] = {
     {"nic_efficiency", DM_PARAM_NUM, F | S, -1, 1, "", 0.01, 1, 0.94, "the usable fraction of a NIC's line rate"},
     {"nic_usable_Gbps", DM_PARAM_NUM, C | S, AT(nic_Bps), 1e9 / 8, "Gb/s", 1, 1e5, 0,
      "a NIC's usable bandwidth, each way (fitted across nodes)"},
+    {"nics_per_gpu", DM_PARAM_INT, F, -1, 1, "", 1, 8, 0, "NICs per GPU, instead of nics_per_node (= it x gpus_per_node)"},
+    /* The fabric between nodes (collcost.h models it). */
+    {"fabric", DM_PARAM_CHOICE, F | S, AT(fabric), 1, "nonblocking|rail|fattree", 0, 0, 0,
+     "between nodes: nonblocking (one non-blocking core), rail (NIC k of every node of a leaf group on rail switch k; other traffic through the spine) or fattree (a leaf's nodes on its leaf switch)"},
+    {"nodes_per_leaf", DM_PARAM_INT, F | S, AT(nodes_per_leaf), 1, "", 1, 1e6, 0,
+     "nodes under one leaf switch (rail: a leaf group, one rail switch per NIC index); required by rail and fattree"},
+    {"leaves_per_pod", DM_PARAM_INT, F | S, AT(leaves_per_pod), 1, "", 0, 1e6, 0,
+     "leaves under one spine block (pod), whose uplinks to the core are a second level (0: one spine over every leaf)"},
+    {"oversubscription.leaf", DM_PARAM_NUM, F | S, AT(oversub[0]), 1, "", 1, 1024, 1,
+     "a leaf switch's downlink / uplink bandwidth (2: 2:1)"},
+    {"oversubscription.spine", DM_PARAM_NUM, F | S, AT(oversub[1]), 1, "", 1, 1024, 1,
+     "a pod's downlink / uplink bandwidth to the core (needs leaves_per_pod)"},
     {"base_latency_us", DM_PARAM_NUM, F | C | S, AT(base_latency_us), 1, "us", 0, 1e5, 6.8,
      "NCCL's base latency of a collective (ring/simple: about 7 us)"},
     {"nvlink_latency_us", DM_PARAM_NUM, F | C | S, AT(nvlink_latency_us), 1, "us", 0, 1e4, 0.6,
@@ -227,8 +328,32 @@ static char *trim(char *s)
     return s;
 }
 
-/* One "key = value" line of a cluster file into c (nic_Gbps and nic_efficiency into nic[2]). */
-static int read_line(const char *path, int line, char *buf, dm_cluster *c, double nic[2], int *seen, dm_err *err)
+/* What a cluster file says beside the fields: the NIC rate's parts, NICs per GPU and a GPU's
+ * numbers (gpu_*: value in the key's unit, NAN when not given), combined after the last line. */
+typedef struct extra {
+    double nic_Gbps, nic_eff, nics_per_gpu;
+    char gpu_name[64];
+    double gpu[5]; /* bf16 TFLOP/s, fp16 TFLOP/s, HBM GB/s, memory GiB, launch us */
+} extra;
+static const char *const gpu_keys[5] = {"gpu_bf16_tflops", "gpu_fp16_tflops", "gpu_hbm_GBps", "gpu_memory_GiB",
+                                        "gpu_launch_us"};
+
+/* Index of v among the '|'-separated names of `choices` (case-insensitive), or -1. */
+static int choice_index(const char *choices, const char *v)
+{
+    size_t len = strlen(v);
+    for (int i = 0; *choices; i++) {
+        const char *bar = strchr(choices, '|');
+        size_t n = bar ? (size_t)(bar - choices) : strlen(choices);
+        if (n == len && !strncasecmp(choices, v, n)) return i;
+        if (!bar) break;
+        choices = bar + 1;
+    }
+    return -1;
+}
+
+/* One "key = value" line of a cluster file into c (or into x). */
+static int read_line(const char *path, int line, char *buf, dm_cluster *c, extra *x, int *seen, dm_err *err)
 {
     char *hash = strchr(buf, '#');
     if (hash) *hash = 0;
@@ -241,7 +366,7 @@ static int read_line(const char *path, int line, char *buf, dm_cluster *c, doubl
     int col = (int)(v - buf) + 1; /* the value's first character */
     const dm_param *p = dm_param_find(k);
     if (!p || !(p->flags & DM_PARAM_FILE)) {
-        char list[1024];
+        char list[1536];
         return dm_err_set(err, "%s:%d:%d: unknown key \"%s\" (expected %s)", path, line, (int)(k - buf) + 1, k,
                           dm_param_list(DM_PARAM_FILE, list, sizeof list));
     }
@@ -250,21 +375,115 @@ static int read_line(const char *path, int line, char *buf, dm_cluster *c, doubl
         return dm_err_set(err, "%s:%d:%d: key \"%s\" given twice (first on line %d)", path, line, (int)(k - buf) + 1, k,
                           seen[i]);
     seen[i] = line;
-    double x;
+    double val;
     switch (p->type) {
-    case DM_PARAM_TEXT: snprintf(c->name, sizeof c->name, "%s", v); return 0;
-    case DM_PARAM_GPU:
-        if (!(c->gpu = dm_gpu_find(v)))
-            return dm_err_set(err, "%s:%d:%d: expected a known GPU (A800-SXM4-80GB, H100-SXM, H200-SXM), found '%s'", path,
-                              line, col, v);
+    case DM_PARAM_TEXT:
+        if (!strcmp(k, "gpu_name")) {
+            if (!*v || strlen(v) >= sizeof x->gpu_name)
+                return dm_err_set(err, "%s:%d:%d: expected a GPU name of 1 to %d characters", path, line, col,
+                                  (int)sizeof x->gpu_name - 1);
+            snprintf(x->gpu_name, sizeof x->gpu_name, "%s", v);
+        } else {
+            snprintf(c->name, sizeof c->name, "%s", v);
+        }
         return 0;
-    default:
-        if (dm_param_parse(p, v, &x, path, line, col, err)) return -1;
-        if (!strcmp(k, "nic_Gbps")) nic[0] = x;
-        else if (!strcmp(k, "nic_efficiency")) nic[1] = x;
-        else dm_param_set(p, c, x);
+    case DM_PARAM_GPU:
+        if (!(c->gpu = dm_gpu_find(v)) || !dm_gpu_is_catalogued(c->gpu)) {
+            char list[256] = "";
+            for (int g = 0; g < N_GPUS; g++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", g ? ", " : "", gpus[g].short_name);
+            c->gpu = NULL;
+            return dm_err_set(err, "%s:%d:%d: expected a known GPU (%s; or describe it by gpu_bf16_tflops, gpu_hbm_GBps, ...), found '%s'",
+                              path, line, col, list, v);
+        }
+        return 0;
+    case DM_PARAM_CHOICE: {
+        int ix = choice_index(p->unit, v);
+        if (ix < 0) return dm_err_set(err, "%s:%d:%d: expected %s to be one of %s, found '%s'", path, line, col, k, p->unit, v);
+        *(int *)((char *)c + p->offset) = ix;
         return 0;
     }
+    default:
+        if (dm_param_parse(p, v, &val, path, line, col, err)) return -1;
+        if (!strcmp(k, "nic_Gbps")) x->nic_Gbps = val;
+        else if (!strcmp(k, "nic_efficiency")) x->nic_eff = val;
+        else if (!strcmp(k, "nics_per_gpu")) x->nics_per_gpu = val;
+        else if (p->offset >= 0) dm_param_set(p, c, val);
+        else
+            for (int g = 0; g < 5; g++)
+                if (!strcmp(k, gpu_keys[g])) x->gpu[g] = val;
+        return 0;
+    }
+}
+
+/* The line a key was given on (0: not given). */
+static int line_of(const int *seen, const char *key)
+{
+    const dm_param *p = dm_param_find(key);
+    return p ? seen[p - params] : 0;
+}
+
+/* The GPU: the catalogue's (`gpu`), changed or described by the gpu_* keys. */
+static int resolve_gpu(const char *path, dm_cluster *c, const extra *x, const int *seen, dm_err *err)
+{
+    int any = x->gpu_name[0] != 0;
+    for (int g = 0; g < 5; g++) any |= !isnan(x->gpu[g]);
+    if (!any) return c->gpu ? 0 : dm_err_set(err, "%s: expected a \"gpu = ...\" line (or gpu_bf16_tflops and gpu_hbm_GBps)", path);
+    const dm_gpu *base = c->gpu;
+    if (!base && (isnan(x->gpu[0]) || isnan(x->gpu[2])))
+        return dm_err_set(err, "%s: expected gpu_bf16_tflops and gpu_hbm_GBps to describe a GPU not in the catalogue "
+                          "(or a \"gpu = ...\" line)", path);
+    dm_gpu g = {0};
+    char name[64];
+    if (base) {
+        g = *base;
+        snprintf(name, sizeof name, "%.40s (custom numbers)", base->short_name);
+    } else {
+        g.launch_us = 4.0;
+        snprintf(name, sizeof name, "custom GPU");
+    }
+    if (x->gpu_name[0]) snprintf(name, sizeof name, "%s", x->gpu_name);
+    if (!isnan(x->gpu[0])) g.bf16_flops = x->gpu[0] * 1e12;
+    if (!isnan(x->gpu[1])) g.fp16_flops = x->gpu[1] * 1e12;
+    else if (!base) g.fp16_flops = g.bf16_flops;
+    if (!isnan(x->gpu[2])) g.hbm_Bps = x->gpu[2] * 1e9;
+    if (!isnan(x->gpu[3])) g.mem_bytes = x->gpu[3] * GIB;
+    if (!isnan(x->gpu[4])) g.launch_us = x->gpu[4];
+    g.name = g.short_name = name;
+    const dm_gpu *same = dm_gpu_intern(&g, err);
+    if (!same) return -1;
+    if (!dm_gpu_is_catalogued(same) && x->gpu_name[0]) { /* a name that would find a catalogue GPU */
+        const dm_gpu *named = dm_gpu_find(name);
+        if (named && dm_gpu_is_catalogued(named))
+            return dm_err_set(err, "%s:%d:1: gpu_name \"%s\" names the catalogue's %s, whose numbers differ: give the "
+                              "described GPU another name", path, line_of(seen, "gpu_name"), name, named->short_name);
+    }
+    c->gpu = same;
+    return 0;
+}
+
+/* The fabric keys agree with each other and with the NICs. */
+static int check_fabric(const char *path, const dm_cluster *c, const int *seen, dm_err *err)
+{
+    static const char *const needs[] = {"nodes_per_leaf", "leaves_per_pod", "oversubscription.leaf",
+                                        "oversubscription.spine"};
+    if (c->fabric == DM_FABRIC_NONBLOCKING) {
+        for (int i = 0; i < 4; i++)
+            if (line_of(seen, needs[i]))
+                return dm_err_set(err, "%s:%d:1: %s describes switches: it needs \"fabric = rail\" or \"fabric = fattree\"",
+                                  path, line_of(seen, needs[i]), needs[i]);
+        return 0;
+    }
+    if (c->nodes_per_leaf < 1)
+        return dm_err_set(err, "%s:%d:1: fabric %s needs nodes_per_leaf (nodes under one leaf switch)", path,
+                          line_of(seen, "fabric"), dm_fabric_name(c->fabric));
+    if (c->nics_per_node < 1)
+        return dm_err_set(err, "%s:%d:1: fabric %s needs NICs (nics_per_node or nics_per_gpu)", path, line_of(seen, "fabric"),
+                          dm_fabric_name(c->fabric));
+    if (line_of(seen, "oversubscription.spine") && c->leaves_per_pod < 1)
+        return dm_err_set(err, "%s:%d:1: oversubscription.spine needs leaves_per_pod (leaves under one spine block)", path,
+                          line_of(seen, "oversubscription.spine"));
+    return 0;
 }
 
 int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
@@ -283,16 +502,27 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
     snprintf(c->name, sizeof c->name, "%s", name);
     snprintf(c->source, sizeof c->source, "file %s", name);
     int seen[N_PARAMS] = {0}, rc = 0, k;
-    double nic[2] = {0, dm_param_find("nic_efficiency")->def};
+    extra x = {0, dm_param_find("nic_efficiency")->def, 0, "", {NAN, NAN, NAN, NAN, NAN}};
     char *buf;
     while (!rc && (k = dm_lines_next(in, &buf, NULL, err)) != 0)
-        rc = k < 0 ? -1 : read_line(name, dm_lines_number(in), buf, c, nic, seen, err);
+        rc = k < 0 ? -1 : read_line(name, dm_lines_number(in), buf, c, &x, seen, err);
     dm_lines_close(in);
     if (rc) return rc;
-    if (!c->gpu) return dm_err_set(err, "%s: expected a \"gpu = ...\" line", name);
+    if (resolve_gpu(name, c, &x, seen, err)) return -1;
     if (!c->gpus_per_node) return dm_err_set(err, "%s: expected a \"gpus_per_node = ...\" line", name);
     if (c->nvlink_Bps <= 0) return dm_err_set(err, "%s: expected a \"nvlink_GBps = ...\" line", name);
-    c->nic_Bps = nic[0] / 8.0 * 1e9 * nic[1];
+    if (x.nics_per_gpu > 0) {
+        if (line_of(seen, "nics_per_node"))
+            return dm_err_set(err, "%s:%d:1: nics_per_gpu and nics_per_node both given (line %d): give one", name,
+                              line_of(seen, "nics_per_gpu"), line_of(seen, "nics_per_node"));
+        if (x.nics_per_gpu * c->gpus_per_node > dm_param_find("nics_per_node")->hi)
+            return dm_err_set(err, "%s:%d:1: nics_per_gpu x gpus_per_node = %g NICs in a node, more than %g", name,
+                              line_of(seen, "nics_per_gpu"), x.nics_per_gpu * c->gpus_per_node,
+                              dm_param_find("nics_per_node")->hi);
+        c->nics_per_node = (int)x.nics_per_gpu * c->gpus_per_node;
+    }
+    if (check_fabric(name, c, seen, err)) return -1;
+    c->nic_Bps = x.nic_Gbps / 8.0 * 1e9 * x.nic_eff;
     return 0;
 }
 
@@ -320,9 +550,23 @@ void dm_cluster_describe(const dm_cluster *c, FILE *f)
 {
     fprintf(f, "  cluster     %s: %s, %d GPUs/node, %.3g TFLOP/s bf16, %.3g TB/s HBM\n", c->name,
             c->gpu->short_name, c->gpus_per_node, c->gpu->bf16_flops / 1e12, c->gpu->hbm_Bps / 1e12);
+    if (!dm_gpu_is_catalogued(c->gpu)) {
+        fprintf(f, "  gpu         %s, described by the cluster: bf16 %.4g, fp16 %.4g TFLOP/s dense, HBM %.4g GB/s", c->gpu->name,
+                c->gpu->bf16_flops / 1e12, c->gpu->fp16_flops / 1e12, c->gpu->hbm_Bps / 1e9);
+        if (c->gpu->mem_bytes > 0) fprintf(f, ", %.4g GiB", c->gpu->mem_bytes / GIB);
+        fprintf(f, ", launch floor %.3g us\n", c->gpu->launch_us);
+    }
     fprintf(f, "  links       NVLink %.4g GB/s each way per GPU (NCCL bus x %.2f), %d NIC%s x %.4g GB/s usable per node\n",
             c->nvlink_Bps / 1e9, c->nvlink_bus_efficiency, c->nics_per_node, c->nics_per_node == 1 ? "" : "s",
             c->nic_Bps / 1e9);
+    if (c->fabric != DM_FABRIC_NONBLOCKING) {
+        fprintf(f, "  fabric      %s: %d node%s per leaf%s, leaf uplinks %g:1", c->fabric == DM_FABRIC_RAIL ? "rail-optimized" : "fat tree",
+                c->nodes_per_leaf, c->nodes_per_leaf == 1 ? "" : "s",
+                c->fabric == DM_FABRIC_RAIL ? " (NIC k of each on rail switch k; other traffic through the spine)" : "",
+                c->oversub[0]);
+        if (c->leaves_per_pod > 0) fprintf(f, "; %d leaves per pod, pod uplinks %g:1", c->leaves_per_pod, c->oversub[1]);
+        fprintf(f, "\n");
+    }
     fprintf(f, "  latency     base %.3g us, NVLink hop %.3g us, network hop %.3g us\n", c->base_latency_us,
             c->nvlink_latency_us, c->net_latency_us);
     if (c->bwd_efficiency > 0 && c->bwd_efficiency != c->fwd_efficiency)

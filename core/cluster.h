@@ -9,12 +9,17 @@
  *   nvlink_GBps = 200
  *   nics_per_node = 4
  *   nic_Gbps = 200
+ * A GPU outside the catalogue is described by its numbers instead of `gpu` (gpu_name,
+ * gpu_bf16_tflops, gpu_fp16_tflops, gpu_hbm_GBps, gpu_memory_GiB, gpu_launch_us; beside `gpu`
+ * they change that catalogue GPU's numbers). The network between nodes is `fabric = nonblocking`
+ * (the default: a non-blocking core), `rail` or `fattree` with nodes_per_leaf, leaves_per_pod and
+ * oversubscription.{leaf|spine} (the link model is in collcost.h).
  * Every key, with its unit, accepted range, default and meaning, is a row of the parameter
  * table in cluster.c (dm_param_*): the file reader, its unknown-key message, the description
  * printed by every command (dm_cluster_describe) and the calibration file (valid/calib.h, whose
  * keys are the rows marked DM_PARAM_CALIB) all read that table, so a new key is one row there
- * plus its use. Presets: a800, h100, h200, h200x2 (see cluster.c for the numbers and their
- * sources); DM_CLUSTER_DEFAULT is the one every command uses when none is given. */
+ * plus its use. Presets: a100, a800, h100, h200, h200x2, b200 (see cluster.c for the numbers and
+ * their sources); DM_CLUSTER_DEFAULT is the one every command uses when none is given. */
 #ifndef DM_CLUSTER_H
 #define DM_CLUSTER_H
 #include <stdio.h>
@@ -27,12 +32,30 @@ typedef struct dm_gpu {
     double bf16_flops;     /* dense bf16/fp16 tensor-core FLOP/s (datasheet) */
     double hbm_Bps;        /* HBM bandwidth, bytes/s (datasheet) */
     double launch_us;      /* kernel launch floor */
+    double fp16_flops;     /* dense fp16 tensor-core FLOP/s (datasheet) */
+    double mem_bytes;      /* HBM capacity, bytes (datasheet GB taken as GiB); 0: not known */
 } dm_gpu;
 
-/* Catalogue lookup by short or CUDA name (case-insensitive, "A800", "H100", "H200" accepted). */
+/* Catalogue lookup by short or CUDA name (case-insensitive, "A100", "A800", "H100", "H200",
+ * "B200" accepted), then among the GPUs described by numbers so far (dm_gpu_intern). */
 const dm_gpu *dm_gpu_find(const char *name);
-int dm_gpu_count(void);
+int dm_gpu_count(void); /* the catalogue */
 const dm_gpu *dm_gpu_at(int i);
+/* A GPU described by its numbers (names copied; NULL names: "custom GPU"): the catalogue entry
+ * when every field equals one, else a copy that lives as long as the process (clusters copied
+ * by value keep pointing at it; the same description twice gives the same copy). Thread-safe.
+ * NULL with err set when 256 different descriptions were already made. */
+const dm_gpu *dm_gpu_intern(const dm_gpu *spec, dm_err *err);
+/* 1 when g is a catalogue entry (not a described GPU). */
+int dm_gpu_is_catalogued(const dm_gpu *g);
+
+/* The network between nodes (collcost.h models its links). */
+typedef enum {
+    DM_FABRIC_NONBLOCKING, /* every NIC on one non-blocking core: only NICs limit */
+    DM_FABRIC_RAIL,        /* rail-optimized: NIC k of every node of a leaf group on rail switch k */
+    DM_FABRIC_FATTREE      /* every NIC of a leaf's nodes on the leaf switch */
+} dm_fabric;
+const char *dm_fabric_name(int fabric); /* "nonblocking", "rail", "fattree" */
 
 typedef struct dm_cluster {
     char name[64];
@@ -58,6 +81,13 @@ typedef struct dm_cluster {
                                compute op runs on it; 0: none */
     double step_start_us;   /* every rank's first op starts this long after the step's start */
     double op_gap_us;       /* a rank's compute op starts at least this long after its previous one ends */
+    /* The fabric between nodes (collcost.h): nodes sit under leaf switches nodes_per_leaf at a
+     * time (rail: one rail switch per NIC index per leaf group), leaves under spine blocks (pods)
+     * leaves_per_pod at a time (0: one spine over every leaf); oversub[0]: a leaf's downlink /
+     * uplink bandwidth, oversub[1]: a pod's (1: non-blocking). */
+    int fabric;             /* dm_fabric */
+    int nodes_per_leaf, leaves_per_pod;
+    double oversub[2];
     char source[256];       /* where the numbers came from */
 } dm_cluster;
 
@@ -92,7 +122,9 @@ void dm_cluster_describe(const dm_cluster *c, FILE *f);
 
 /* ---- the parameter table ------------------------------------------------------------------- */
 
-typedef enum { DM_PARAM_NUM, DM_PARAM_INT, DM_PARAM_TEXT, DM_PARAM_GPU } dm_param_type;
+/* DM_PARAM_CHOICE: one of the names listed in `unit`, '|'-separated; the field is an int, the
+ * name's index. */
+typedef enum { DM_PARAM_NUM, DM_PARAM_INT, DM_PARAM_TEXT, DM_PARAM_GPU, DM_PARAM_CHOICE } dm_param_type;
 
 enum {
     DM_PARAM_FILE = 1,  /* a cluster file may set it */

@@ -4,6 +4,7 @@
 #include "coll.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -24,39 +25,167 @@ int coll_algo_parse(const char *s, coll_algo *out)
     return -1;
 }
 
+static int has_fabric(const dm_cluster *c) { return c->fabric != DM_FABRIC_NONBLOCKING && c->nodes_per_leaf > 0; }
+
+static int n_leaves(const dm_cluster *c, int nranks)
+{
+    return (dm_cluster_nodes(c, nranks) + c->nodes_per_leaf - 1) / c->nodes_per_leaf;
+}
+
+int collcost_leaf_switches(const dm_cluster *c, int nranks)
+{
+    if (!has_fabric(c)) return 0;
+    return n_leaves(c, nranks) * (c->fabric == DM_FABRIC_RAIL ? c->nics_per_node : 1);
+}
+
+int collcost_pods(const dm_cluster *c, int nranks)
+{
+    if (!has_fabric(c) || c->leaves_per_pod < 1) return 0;
+    return (n_leaves(c, nranks) + c->leaves_per_pod - 1) / c->leaves_per_pod;
+}
+
+/* First id of each kind, and the count of each kind. */
+static void link_layout(const dm_cluster *c, int nranks, int first[COLL_LINK__COUNT + 1])
+{
+    int nic = dm_cluster_nodes(c, nranks) * c->nics_per_node, leaf = collcost_leaf_switches(c, nranks),
+        pod = collcost_pods(c, nranks);
+    int count[COLL_LINK__COUNT] = {nranks, nranks, nic, nic, leaf, leaf, pod, pod};
+    first[0] = 0;
+    for (int k = 0; k < COLL_LINK__COUNT; k++) first[k + 1] = first[k] + count[k];
+}
+
 int collcost_n_links(const dm_cluster *c, int nranks)
 {
-    return 2 * nranks + 2 * dm_cluster_nodes(c, nranks) * c->nics_per_node;
+    int first[COLL_LINK__COUNT + 1];
+    link_layout(c, nranks, first);
+    return first[COLL_LINK__COUNT];
 }
 
 int collcost_link_id(const dm_cluster *c, int nranks, coll_link_kind kind, int index)
 {
-    int nic_links = dm_cluster_nodes(c, nranks) * c->nics_per_node;
-    switch (kind) {
-    case COLL_LINK_NVL_OUT: return index;
-    case COLL_LINK_NVL_IN: return nranks + index;
-    case COLL_LINK_NIC_OUT: return 2 * nranks + index;
-    case COLL_LINK_NIC_IN: return 2 * nranks + nic_links + index;
-    }
+    if ((unsigned)kind >= COLL_LINK__COUNT) return -1;
+    int first[COLL_LINK__COUNT + 1];
+    link_layout(c, nranks, first);
+    return first[kind] + index;
+}
+
+int collcost_link_of_id(const dm_cluster *c, int nranks, int id, coll_link_kind *kind, int *index)
+{
+    int first[COLL_LINK__COUNT + 1];
+    link_layout(c, nranks, first);
+    for (int k = 0; k < COLL_LINK__COUNT; k++)
+        if (id >= first[k] && id < first[k + 1]) {
+            *kind = (coll_link_kind)k;
+            *index = id - first[k];
+            return 0;
+        }
     return -1;
 }
 
 double collcost_link_Bps(const dm_cluster *c, coll_link_kind kind)
 {
     if (kind == COLL_LINK_NVL_OUT || kind == COLL_LINK_NVL_IN) return c->nvlink_Bps * c->nvlink_bus_efficiency;
-    return c->nic_Bps;
+    if (kind == COLL_LINK_NIC_OUT || kind == COLL_LINK_NIC_IN) return c->nic_Bps;
+    /* A leaf's downlinks: its nodes' NICs (rail: one NIC of each, the switch's rail). */
+    double down = (double)c->nodes_per_leaf * c->nic_Bps * (c->fabric == DM_FABRIC_RAIL ? 1 : c->nics_per_node);
+    double leaf_up = down / (c->oversub[0] >= 1 ? c->oversub[0] : 1);
+    if (kind == COLL_LINK_LEAF_UP || kind == COLL_LINK_LEAF_DOWN) return leaf_up;
+    /* A pod's downlinks: the uplinks of its leaves' switches (rail: every rail's). */
+    double pod_down = (double)c->leaves_per_pod * leaf_up * (c->fabric == DM_FABRIC_RAIL ? c->nics_per_node : 1);
+    return pod_down / (c->oversub[1] >= 1 ? c->oversub[1] : 1);
+}
+
+void collcost_link_caps(const dm_cluster *c, int nranks, double *cap)
+{
+    int first[COLL_LINK__COUNT + 1];
+    link_layout(c, nranks, first);
+    for (int k = 0; k < COLL_LINK__COUNT; k++) {
+        double b = collcost_link_Bps(c, (coll_link_kind)k);
+        for (int i = first[k]; i < first[k + 1]; i++) cap[i] = b;
+    }
+}
+
+const char *collcost_link_name(const dm_cluster *c, coll_link_kind kind, int index, char *buf, size_t size)
+{
+    int m = c->nics_per_node > 0 ? c->nics_per_node : 1, rail = c->fabric == DM_FABRIC_RAIL;
+    const char *dir = kind % 2 == 0 ? "out" : "in";
+    switch (kind) {
+    case COLL_LINK_NVL_OUT:
+    case COLL_LINK_NVL_IN: snprintf(buf, size, "NVLink of rank %d, %s", index, dir); break;
+    case COLL_LINK_NIC_OUT:
+    case COLL_LINK_NIC_IN: snprintf(buf, size, "NIC %d of node %d, %s", index % m, index / m, dir); break;
+    case COLL_LINK_LEAF_UP:
+    case COLL_LINK_LEAF_DOWN:
+        if (rail)
+            snprintf(buf, size, "rail %d switch of leaf %d, %s", index % m, index / m, kind == COLL_LINK_LEAF_UP ? "up" : "down");
+        else snprintf(buf, size, "leaf %d, %s", index, kind == COLL_LINK_LEAF_UP ? "up" : "down");
+        break;
+    case COLL_LINK_POD_UP:
+    case COLL_LINK_POD_DOWN: snprintf(buf, size, "pod %d, %s", index, kind == COLL_LINK_POD_UP ? "up" : "down"); break;
+    default: snprintf(buf, size, "link %d", index);
+    }
+    return buf;
 }
 
 int collcost_links_max(const dm_cluster *c, int n)
 {
-    (void)c;
-    return 4 * n; /* 2 NVLink directions per member, at most 2 NIC directions per member */
+    /* 2 NVLink directions per member, at most 2 NIC directions per member; with a fabric at
+     * most a leaf switch up and down per member's NIC and a pod up and down per member, and
+     * room to merge the ring edges' entries: 4 n more. */
+    return has_fabric(c) ? 8 * n : 4 * n;
+}
+
+static int cmp_link(const void *a, const void *b)
+{
+    const coll_link *x = a, *y = b;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* The fabric's links of a group spanning nodes: its ring of nodes (node[i] with the NIC set
+ * mask[i] of its members, m[i] NICs), each edge's traffic over the switches it crosses (the
+ * rules in collcost.h), merged. Appends to out[cnt..]; returns the new count. */
+static int fabric_links(const dm_cluster *c, const int *node, const uint64_t *mask, const int *m, int N, coll_link *out,
+                        int cnt)
+{
+    int first = cnt, nics = c->nics_per_node, rail = c->fabric == DM_FABRIC_RAIL, lpp = c->leaves_per_pod;
+    for (int i = 0; i < N; i++) {
+        int u = i, v = (i + 1) % N;
+        int lu = node[u] / c->nodes_per_leaf, lv = node[v] / c->nodes_per_leaf;
+        double su = 1.0 / m[u], sv = 1.0 / m[v], pair = su < sv ? su : sv;
+        if (lu != lv && lpp > 0 && lu / lpp != lv / lpp) {
+            out[cnt++] = (coll_link){COLL_LINK_POD_UP, lu / lpp, 1};
+            out[cnt++] = (coll_link){COLL_LINK_POD_DOWN, lv / lpp, 1};
+        }
+        if (!rail) {
+            if (lu != lv) {
+                out[cnt++] = (coll_link){COLL_LINK_LEAF_UP, lu, 1};
+                out[cnt++] = (coll_link){COLL_LINK_LEAF_DOWN, lv, 1};
+            }
+            continue;
+        }
+        /* Rail-optimized: same rail inside one leaf group stays on its switch. */
+        uint64_t both = lu == lv ? mask[u] & mask[v] : 0;
+        for (int k = 0; k < nics && k < 64; k++) {
+            double up = (mask[u] >> k & 1) ? su - ((both >> k & 1) ? pair : 0) : 0;
+            double down = (mask[v] >> k & 1) ? sv - ((both >> k & 1) ? pair : 0) : 0;
+            if (up > 1e-12) out[cnt++] = (coll_link){COLL_LINK_LEAF_UP, lu * nics + k, up};
+            if (down > 1e-12) out[cnt++] = (coll_link){COLL_LINK_LEAF_DOWN, lv * nics + k, down};
+        }
+    }
+    qsort(out + first, (size_t)(cnt - first), sizeof *out, cmp_link);
+    int w = first;
+    for (int r = first; r < cnt; r++) {
+        if (w > first && out[w - 1].kind == out[r].kind && out[w - 1].index == out[r].index) out[w - 1].weight += out[r].weight;
+        else out[w++] = out[r];
+    }
+    return w;
 }
 
 int collcost_links(const dm_cluster *c, const int *ranks, int n, coll_link *out, dm_err *err)
 {
     if (n <= 1) return 0;
-    int nodes = 0, cnt = 0;
+    int nodes = 0, cnt = 0, fab = has_fabric(c);
     /* ranks are ascending, so a node's members are consecutive. */
     for (int i = 0; i < n;) {
         int node = dm_cluster_node_of(c, ranks[i]), j = i;
@@ -93,6 +222,34 @@ int collcost_links(const dm_cluster *c, const int *ranks, int n, coll_link *out,
         }
         i = j;
     }
+    if (!fab || nodes < 2) return cnt;
+    /* The ring of nodes for the fabric: each node's NICs (a set: NIC indexes < 64 in a node). */
+    int *node = dm_malloc((size_t)nodes * 2 * sizeof(int), err);
+    uint64_t *mask = dm_malloc((size_t)nodes * sizeof *mask, err);
+    if (!node || !mask) {
+        free(node);
+        free(mask);
+        return -1;
+    }
+    int *m = node + nodes, N = 0;
+    for (int i = 0; i < n;) {
+        int nd = dm_cluster_node_of(c, ranks[i]), j = i;
+        node[N] = nd;
+        mask[N] = 0;
+        m[N] = 0;
+        for (; j < n && dm_cluster_node_of(c, ranks[j]) == nd; j++) {
+            int nic = dm_cluster_nic_of(c, ranks[j]);
+            if (nic < 64 && !(mask[N] >> nic & 1)) {
+                mask[N] |= (uint64_t)1 << nic;
+                m[N]++;
+            }
+        }
+        N++;
+        i = j;
+    }
+    cnt = fabric_links(c, node, mask, m, N, out, cnt);
+    free(node);
+    free(mask);
     return cnt;
 }
 

@@ -22,6 +22,26 @@
  *   it carries the collective as one transfer on those links. scale: for a group inside one node,
  *   the cluster's measured busbw of this collective relative to all-reduce's (busbw_scale; the
  *   simulator carries bus_bytes / scale), else 1.
+ * Fabrics (cluster fabric = rail | fattree; nonblocking adds nothing): the group's traffic
+ *   between nodes is a ring over its nodes in ascending order (the last back to the first), each
+ *   ring edge carrying the bus volume, split evenly over the sending node's NICs and over the
+ *   receiving node's. Nodes sit under leaves nodes_per_leaf at a time (node / nodes_per_leaf),
+ *   leaves under pods leaves_per_pod at a time when set. An edge between two leaves crosses the
+ *   sending leaf's uplink and the receiving leaf's downlink (weight 1 each); between two pods also
+ *   the sending pod's uplink and the receiving pod's downlink. Rail-optimized: a leaf is one rail
+ *   switch per NIC index (NIC k of every node of the leaf group on switch k), so an edge between
+ *   leaf groups crosses the uplink of rail switch k for each sending NIC k (weight 1/m, m NICs)
+ *   and the downlink of switch k for each receiving NIC k (1/m'); inside one leaf group, traffic
+ *   from NIC j to NIC j stays on its rail switch, and what cannot pair with the same rail
+ *   (min(1/m, 1/m') pairs on each rail both nodes use, the rest of each side's share) goes up its
+ *   rail switch and down the other's through the spine (NCCL's PXN, which would move it over
+ *   NVLink first, is not modelled). Capacities, each way: a fat-tree leaf uplink nodes_per_leaf x
+ *   nics_per_node x nic_Bps / oversubscription.leaf; a rail switch's nodes_per_leaf x nic_Bps /
+ *   oversubscription.leaf; a pod uplink leaves_per_pod x (the uplinks of its leaf switches) /
+ *   oversubscription.spine. Rings cross few uplinks, so a lone collective slows only when a leaf's
+ *   uplinks are narrower than one node's NICs (nodes_per_leaf < the ratio); many collectives
+ *   crossing leaves at once share the uplinks max-min fairly in the simulator. Extra switch-hop
+ *   latency is not modelled.
  * A group of one rank costs nothing (no data moves). Units: bytes, microseconds, bytes/s. */
 #ifndef DM_COLLCOST_H
 #define DM_COLLCOST_H
@@ -34,12 +54,18 @@ typedef enum { COLL_ALGO_AUTO, COLL_ALGO_RING, COLL_ALGO_TREE } coll_algo;
 const char *coll_algo_name(coll_algo a);            /* "auto", "ring", "tree" */
 int coll_algo_parse(const char *s, coll_algo *out); /* 0, or -1 for an unknown name */
 
-/* A link resource: one direction of a GPU's NVLink port or of one NIC. */
-typedef enum { COLL_LINK_NVL_OUT, COLL_LINK_NVL_IN, COLL_LINK_NIC_OUT, COLL_LINK_NIC_IN } coll_link_kind;
+/* A link resource: one direction of a GPU's NVLink port, of one NIC, of a leaf switch's uplink
+ * to the spine (up: leaving the leaf, down: entering it) or of a pod's uplink to the core. */
+typedef enum {
+    COLL_LINK_NVL_OUT, COLL_LINK_NVL_IN, COLL_LINK_NIC_OUT, COLL_LINK_NIC_IN,
+    COLL_LINK_LEAF_UP, COLL_LINK_LEAF_DOWN, COLL_LINK_POD_UP, COLL_LINK_POD_DOWN
+} coll_link_kind;
+#define COLL_LINK__COUNT 8
 
 typedef struct coll_link {
     coll_link_kind kind;
-    int index;     /* NVLink: the rank; NIC: node x nics_per_node + nic */
+    int index;     /* NVLink: the rank; NIC: node x nics_per_node + nic; leaf: the leaf (rail:
+                      leaf x nics_per_node + rail); pod: the pod */
     double weight; /* share of the collective's bus bytes that crosses this link */
 } coll_link;
 
@@ -53,14 +79,28 @@ typedef struct coll_topo {
     double nvlink_latency_us, net_latency_us, base_latency_us;
 } coll_topo;
 
-/* Link resources of a cluster of nranks GPUs: NVLink out/in per GPU, NIC out/in per node. */
+/* Link resources of a cluster of nranks GPUs: NVLink out/in per GPU, NIC out/in per node, and
+ * with a fabric leaf-switch up/down per leaf switch and pod up/down per pod, numbered in that
+ * order (a non-blocking cluster's ids are those alone). */
 int collcost_n_links(const dm_cluster *c, int nranks);
 int collcost_link_id(const dm_cluster *c, int nranks, coll_link_kind kind, int index);
 double collcost_link_Bps(const dm_cluster *c, coll_link_kind kind); /* capacity of one link */
+/* Every link's capacity into cap[0 .. collcost_n_links). */
+void collcost_link_caps(const dm_cluster *c, int nranks, double *cap);
+/* The kind and index of link id (the inverse of collcost_link_id); -1 when out of range. */
+int collcost_link_of_id(const dm_cluster *c, int nranks, int id, coll_link_kind *kind, int *index);
+/* "NIC 3 of node 12 out", "rail 2 switch of leaf 1 uplink", ... into buf; returns buf. */
+const char *collcost_link_name(const dm_cluster *c, coll_link_kind kind, int index, char *buf, size_t size);
+/* Switches of the fabric for nranks GPUs: leaf switches (rail: leaves x NICs) and pods (0 when
+ * leaves_per_pod is 0 or the fabric is non-blocking). Placement: node n under leaf
+ * n / nodes_per_leaf, leaf l under pod l / leaves_per_pod. */
+int collcost_leaf_switches(const dm_cluster *c, int nranks);
+int collcost_pods(const dm_cluster *c, int nranks);
 
-/* The links a group's collective traffic crosses. ranks ascending (as dm_group holds them).
- * Fills out[0..] (caller's array of at least 2 n + 2 n_nics entries) and returns the count,
- * or -1 on error (a rank past the cluster, a multi-node group on nodes without NICs). */
+/* The links a group's collective traffic crosses, each once. ranks ascending (as dm_group holds
+ * them). Fills out[0..] (caller's array of at least collcost_links_max(c, n) entries): NVLink
+ * and NIC links first, as without a fabric, then the fabric's by kind and index. Returns the
+ * count, or -1 on error (a multi-node group on nodes without NICs, out of memory). */
 int collcost_links(const dm_cluster *c, const int *ranks, int n, coll_link *out, dm_err *err);
 /* Upper bound on collcost_links' count for a group of n ranks. */
 int collcost_links_max(const dm_cluster *c, int n);

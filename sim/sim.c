@@ -10,6 +10,7 @@
 #include "heap.h"
 #include "net.h"
 #include "phases.h"
+#include "sim_links.h"
 
 #define S DM_STREAM__COUNT
 
@@ -372,23 +373,16 @@ static int setup(sim *s, dm_err *err)
     }
     for (int g = 0; g < T; g++)
         if (dm_op_is_compute(s->op[g]->kind) && (s->dur[g] = compute_us(s, s->op[g], err)) < 0) return -1;
-    /* Links: NVLink each way per GPU, NICs each way per node. */
+    /* Links: NVLink each way per GPU, NICs each way per node, the fabric's switch uplinks. */
     int L = collcost_n_links(s->c, R);
     double *cap = dm_malloc((size_t)(L + 1) * sizeof *cap, err);
     if (!cap) return -1;
-    for (int i = 0; i < R; i++) {
-        cap[collcost_link_id(s->c, R, COLL_LINK_NVL_OUT, i)] = collcost_link_Bps(s->c, COLL_LINK_NVL_OUT);
-        cap[collcost_link_id(s->c, R, COLL_LINK_NVL_IN, i)] = collcost_link_Bps(s->c, COLL_LINK_NVL_IN);
-    }
-    int nic_links = dm_cluster_nodes(s->c, R) * s->c->nics_per_node;
-    for (int i = 0; i < nic_links; i++) {
-        cap[collcost_link_id(s->c, R, COLL_LINK_NIC_OUT, i)] = collcost_link_Bps(s->c, COLL_LINK_NIC_OUT);
-        cap[collcost_link_id(s->c, R, COLL_LINK_NIC_IN, i)] = collcost_link_Bps(s->c, COLL_LINK_NIC_IN);
-    }
+    collcost_link_caps(s->c, R, cap);
     s->nvl_cap[0] = collcost_link_Bps(s->c, COLL_LINK_NVL_OUT);
     s->nvl_cap[1] = collcost_link_Bps(s->c, COLL_LINK_NVL_IN);
     s->net = sim_net_new(L, cap, err);
     free(cap);
+    if (s->net && sim_links_wanted(s->c)) sim_net_track_usage(s->net);
     return s->net ? 0 : -1;
 }
 
@@ -792,6 +786,7 @@ int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_res
     r->events = s.events;
     r->ops = s.T;
     r->rate_updates = sim_net_recomputes(s.net);
+    sim_links_collect(s.net, c, s.R, s.now, &r->links);
     if (s.o.record_trace && make_trace(&s, r, err)) goto fail;
     /* Hand the per-op arrays to the result. */
     r->op_off = s.off, s.off = NULL;

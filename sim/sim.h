@@ -38,6 +38,7 @@
 #include "costs.h"
 #include "dm_error.h"
 #include "program.h"
+#include "sim_links.h"
 #include "trace.h"
 
 typedef struct sim_opts {
@@ -93,6 +94,7 @@ typedef struct sim_result {
     double *start_us, *end_us, *ready_us; /* per op (collectives: start is the collective's start;
                                              ready is the member's arrival) */
     dm_trace *trace;        /* when opts.record_trace */
+    sim_links links;        /* the busiest links (filled when the cluster has a fabric) */
 } sim_result;
 
 /* Simulate one step. p must be valid (dm_program_validate); a deadlock (ops that never become

@@ -78,6 +78,7 @@ void sim_print_report(FILE *f, const dm_program *p, const sim_result *r)
         if (dm_op_is_collective(o->kind)) fprintf(f, " %.3f MB over %d ranks", op->bytes / 1e6, p->groups[op->group].n);
         fprintf(f, ": %.3f ms at %.3f ms\n", o->dur_us / 1e3, o->start_us / 1e3);
     }
+    sim_links_print(f, &r->links, step);
 }
 
 void sim_print_speed(FILE *f, const sim_result *r, double plan_s)

@@ -37,8 +37,8 @@ TESTS += tests/test_sched tests/plan_golden.sh
 EXTRA_DIST += tests/plan_golden.sh tests/golden/plan_qwen2.5-0.5b.txt tests/golden/plan_qwen2.5-0.5b_milp.txt
 
 # sim
-check_PROGRAMS += tests/test_sim tests/test_sim_faults tests/test_sim_rates tests/test_sim_mem tests/test_net
-TESTS += tests/test_sim tests/test_net tests/test_sim_faults tests/test_sim_rates tests/test_sim_mem tests/sim_golden.sh tests/scale_golden.sh
+check_PROGRAMS += tests/test_sim tests/test_sim_faults tests/test_sim_rates tests/test_sim_mem tests/test_net tests/test_fabric
+TESTS += tests/test_sim tests/test_net tests/test_fabric tests/test_sim_faults tests/test_sim_rates tests/test_sim_mem tests/sim_golden.sh tests/scale_golden.sh
 EXTRA_DIST += tests/sim_golden.sh tests/scale_golden.sh tests/data/sim_costs.csv \
 	tests/golden/sim_qwen2.5-0.5b_a800_16.txt tests/golden/scale_qwen2.5-0.5b_h200.txt \
 	tests/golden/scale_qwen2.5-0.5b_h200.csv

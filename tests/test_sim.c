@@ -367,7 +367,7 @@ static void test_cluster_file(void)
     const char *const *pre = dm_cluster_presets();
     int n = 0;
     for (; pre[n]; n++) ok(dm_cluster_load(pre[n], &c, &err) == 0 && c.gpu && c.nvlink_bus_efficiency > 0, "preset %s", pre[n]);
-    ok(n == 4, "four presets");
+    ok(n == 6, "six presets");
 }
 
 /* h200x2: per-collective busbw measured on the machine (sim/calib_h200x2.txt). The simulator
