@@ -22,6 +22,7 @@ typedef struct flow {
 typedef struct on_link {
     int *s;
     int n, cap;
+    int sole; /* s[0] while n == 1: a settle reads it without touching s */
 } on_link;
 
 /* A flow of the part being filled: its start order and its slot. */
@@ -307,10 +308,11 @@ static void settle(sim_net *n)
     for (int i = 0; i < n->n_part_links; i++) {
         const on_link *on = &n->on[n->part_links[i]];
         for (int j = 0; j < on->n; j++) {
-            flow *f = &n->f[on->s[j]];
+            int slot = on->n == 1 ? on->sole : on->s[j];
+            flow *f = &n->f[slot];
             if (f->in_part) continue;
             f->in_part = 1;
-            n->part[np++] = (part_flow){f->seq, on->s[j]};
+            n->part[np++] = (part_flow){f->seq, slot};
             for (int k = 0; k < f->nl; k++) {
                 int l = f->links[k];
                 if (!n->lmark[l]) {
@@ -384,9 +386,15 @@ int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const
     for (int i = 0; i < nl; i++)
         if (links[i] < 0 || links[i] >= n->n_links || !(w[i] > 0))
             return dm_err_set(err, "net: bad link %d (weight %g)", links[i], w[i]);
-    for (int i = 0; i < nl; i++) {
+    int dup = 0;
+    for (int i = 0; i < nl; i++) { /* lmark is clear between settles */
+        dup |= n->lmark[links[i]];
+        n->lmark[links[i]] = 1;
+    }
+    for (int i = 0; i < nl; i++) n->lmark[links[i]] = 0;
+    for (int i = 0; i < nl; i++) { /* room for the flow on each link (a link it crosses twice: twice) */
         on_link *on = &n->on[links[i]];
-        if (grow((void **)&on->s, &on->cap, on->n + nl, sizeof *on->s, err)) return -1;
+        if (grow((void **)&on->s, &on->cap, on->n + (dup ? nl : 1), sizeof *on->s, err)) return -1;
     }
     int slot;
     if (n->n_free == 0) {
@@ -404,18 +412,13 @@ int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const
         n->cap_slots = n->cap_part = c;
         for (int s = c - 1; s >= old; s--) n->free_slots[n->n_free++] = s;
     }
-    flow nf = {.tag = tag, .nl = nl, .seq = n->next_seq, .rem = bytes};
+    flow nf = {.tag = tag, .nl = nl, .seq = n->next_seq, .rem = bytes, .dup = (char)dup};
     if (!(nf.links = dm_malloc((size_t)nl * sizeof *nf.links, err)) || !(nf.w = dm_malloc((size_t)nl * sizeof *nf.w, err))) {
         free(nf.links);
         return -1;
     }
     memcpy(nf.links, links, (size_t)nl * sizeof *links);
     memcpy(nf.w, w, (size_t)nl * sizeof *w);
-    for (int i = 0; i < nl; i++) { /* lmark is clear between settles */
-        nf.dup |= n->lmark[links[i]];
-        n->lmark[links[i]] = 1;
-    }
-    for (int i = 0; i < nl; i++) n->lmark[links[i]] = 0;
     move_to(n, now_us);
     slot = n->free_slots[--n->n_free];
     n->next_seq++;
@@ -424,6 +427,7 @@ int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const
     for (int i = 0; i < nl; i++) {
         on_link *on = &n->on[links[i]];
         on->s[on->n++] = slot; /* the newest flow: the list stays in start order */
+        if (on->n == 1) on->sole = slot;
         mark_dirty(n, links[i]);
     }
     n->version++;
@@ -445,6 +449,7 @@ static void remove_flow(sim_net *n, int slot)
         if (lo < on->n && on->s[lo] == slot) {
             memmove(on->s + lo, on->s + lo + 1, (size_t)(on->n - lo - 1) * sizeof *on->s);
             on->n--;
+            if (on->n == 1) on->sole = on->s[0];
         }
         mark_dirty(n, f->links[k]);
     }

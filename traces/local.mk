@@ -9,4 +9,5 @@ EXTRA_DIST += traces/calib/h200x2.calib traces/calib/README.md traces/calib/h200
 	traces/baselines/README.md traces/baselines/cpu-2core/quick.tsv traces/baselines/cpu-2core/full.tsv \
 	traces/validate/h200x2-1/validate.csv traces/validate/h200x2-3/run4/cases/validate.csv \
 	traces/kernels/run_device.sh traces/kernels/NOTES.md traces/kernels/goal_shapes.txt \
-	traces/kernels/extra_shapes.txt traces/kernels/big18_shapes.txt traces/kernels/expert_shapes.txt
+	traces/kernels/extra_shapes.txt traces/kernels/big18_shapes.txt traces/kernels/expert_shapes.txt \
+	traces/scale/README.md
