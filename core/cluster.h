@@ -13,7 +13,8 @@
  * gpu_bf16_tflops, gpu_fp16_tflops, gpu_hbm_GBps, gpu_memory_GiB, gpu_launch_us; beside `gpu`
  * they change that catalogue GPU's numbers). The network between nodes is `fabric = nonblocking`
  * (the default: a non-blocking core), `rail` or `fattree` with nodes_per_leaf, leaves_per_pod and
- * oversubscription.{leaf|spine} (the link model is in collcost.h).
+ * oversubscription.{leaf|spine} (the link model is in collcost.h); nics_per_gpu may stand for
+ * nics_per_node (nics_per_gpu x gpus_per_node).
  * Every key, with its unit, accepted range, default and meaning, is a row of the parameter
  * table in cluster.c (dm_param_*): the file reader, its unknown-key message, the description
  * printed by every command (dm_cluster_describe) and the calibration file (valid/calib.h, whose
