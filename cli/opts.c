@@ -134,3 +134,33 @@ int opt_parse_int_list(const char *cmd, const char *opt, const char *s, long lo,
     *n = k;
     return 0;
 }
+
+char **opt_expand_shorts(int argc, char **argv, const opt_short *shorts, int n)
+{
+    char **out = malloc(((size_t)argc + 1) * sizeof *out);
+    if (!out) return NULL;
+    int done = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        out[i] = argv[i];
+        if (done || i == 0 || a[0] != '-' || !a[1] || a[1] == '-') {
+            done = done || (i > 0 && !strcmp(a, "--"));
+            continue;
+        }
+        for (int k = 0; k < n; k++) {
+            if (a[1] != shorts[k].letter) continue;
+            size_t len = strlen(shorts[k].name) + strlen(a) + 4;
+            char *s = malloc(len);
+            if (!s) {
+                free(out);
+                return NULL;
+            }
+            if (a[2]) snprintf(s, len, "--%s=%s", shorts[k].name, a + 2);
+            else snprintf(s, len, "--%s", shorts[k].name);
+            out[i] = s;
+            break;
+        }
+    }
+    out[argc] = NULL;
+    return out;
+}

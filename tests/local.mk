@@ -1,8 +1,9 @@
 # tests/local.mk: every test: unit tests as small TAP programs (tests/tap.h; a program's source
 # is tests/NAME.c, linked with LDADD), command-level tests as TAP shell scripts (tests/tap.sh)
 # with their golden outputs and data. GPU and MPI tests skip when there is no GPU or no mpirun.
-TESTS += tests/cli_basic.sh
-EXTRA_DIST += tests/cli_basic.sh tests/tap.sh tests/tap.h
+TESTS += tests/cli_basic.sh tests/man.sh tests/install.sh tests/plots.sh
+EXTRA_DIST += tests/cli_basic.sh tests/tap.sh tests/tap.h tests/man.sh tests/install.sh tests/plots.sh \
+	tests/golden/help.txt
 
 # core
 check_PROGRAMS += tests/test_json tests/test_phases tests/test_faults tests/test_outfile tests/test_plumbing \
