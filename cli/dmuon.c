@@ -75,13 +75,14 @@ static void usage(FILE *f)
         [DM_DATA_CALIB] = "calibration files, named by --calibration NAME",
         [DM_DATA_BASELINES] = "the baselines of dmuon regress, one folder per machine",
         [DM_DATA_PLOTS] = "gnuplot scripts",
+        [DM_DATA_KERNELS] = "the NS kernels' autotune cache (dmuon run --backend gpu)",
     };
     for (int k = 0; k < DM_DATA__COUNT; k++)
         fprintf(f, "  %s/%-10s %s\n", DM_PKGDATADIR, dm_data_installed_name((dm_data_kind)k), what[k]);
-    fprintf(f, "  Each is looked up after its environment variable (where it has one) and before\n"
-               "  the source tree's models/, traces/costs/, traces/calib/, traces/baselines/ and plots/;\n"
-               "  a dmuon run from its build tree reads the source tree's first, and an installation\n"
-               "  staged with DESTDIR or moved reads its own, found from its program's folder.\n"
+    fprintf(f, "  Each is looked up after its environment variable (where it has one) and before the\n"
+               "  source tree's models/, traces/costs/, traces/calib/, traces/baselines/, plots/ and\n"
+               "  traces/kernels/; a dmuon run from its build tree reads the source tree's first, and an\n"
+               "  installation staged with DESTDIR or moved reads its own, found from its program's folder.\n"
                "\nReport bugs to: " PACKAGE_BUGREPORT "\n");
 }
 
@@ -156,7 +157,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "dmuon: out of memory\n");
             return 1;
         }
-        return sc->fn(argc - 1, args);
+        int rc = sc->fn(argc - 1, args);
+        opt_shorts_free(args, argc - 1);
+        return rc;
     }
     if (sc) return sc->fn(argc - 1, argv + 1);
     if (c[0] == '-') opt_usage_error("", "unknown option '%s'", c);

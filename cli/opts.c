@@ -137,9 +137,11 @@ int opt_parse_int_list(const char *cmd, const char *opt, const char *s, long lo,
 
 char **opt_expand_shorts(int argc, char **argv, const opt_short *shorts, int n)
 {
-    char **out = malloc(((size_t)argc + 1) * sizeof *out);
+    /* out[0..argc-1] the arguments, out[argc] NULL, then the new strings (NULL-terminated): they
+     * are freed from there, wherever getopt may have moved them among the arguments */
+    char **out = calloc(2 * (size_t)argc + 2, sizeof *out);
     if (!out) return NULL;
-    int done = 0;
+    int done = 0, n_new = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         out[i] = argv[i];
@@ -152,15 +154,21 @@ char **opt_expand_shorts(int argc, char **argv, const opt_short *shorts, int n)
             size_t len = strlen(shorts[k].name) + strlen(a) + 4;
             char *s = malloc(len);
             if (!s) {
-                free(out);
+                opt_shorts_free(out, argc);
                 return NULL;
             }
             if (a[2]) snprintf(s, len, "--%s=%s", shorts[k].name, a + 2);
             else snprintf(s, len, "--%s", shorts[k].name);
-            out[i] = s;
+            out[i] = out[argc + 1 + n_new++] = s;
             break;
         }
     }
-    out[argc] = NULL;
     return out;
+}
+
+void opt_shorts_free(char **expanded, int argc)
+{
+    if (!expanded) return;
+    for (char **s = expanded + argc + 1; *s; s++) free(*s);
+    free(expanded);
 }

@@ -30,8 +30,10 @@ typedef struct opt_short {
 /* argv (argc entries) with every argument that is exactly -LETTER, or -LETTER followed by its
  * value, of one of the n shorts rewritten as the long option, up to a "--"; the other arguments
  * unchanged. A value of another option that itself begins with such a -LETTER must then be given
- * as --OPTION=VALUE. Returns a new argv (NULL-terminated; it and its new strings live as long as
- * the process), or NULL when out of memory. */
+ * as --OPTION=VALUE. Returns a new argv (NULL-terminated, owned by the caller: opt_shorts_free),
+ * or NULL when out of memory. */
 char **opt_expand_shorts(int argc, char **argv, const opt_short *shorts, int n);
+/* Frees what opt_expand_shorts(argc, ...) returned (NULL is fine), also after getopt permuted it. */
+void opt_shorts_free(char **expanded, int argc);
 
 #endif

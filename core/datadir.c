@@ -24,6 +24,7 @@ static const struct {
     [DM_DATA_CALIB] = {NULL, "calib", "traces/calib"},
     [DM_DATA_BASELINES] = {NULL, "baselines", "traces/baselines"},
     [DM_DATA_PLOTS] = {"DMUON_PLOTS", "plots", "plots"},
+    [DM_DATA_KERNELS] = {NULL, "kernels", "traces/kernels"},
 };
 
 static int is_dir(const char *p)

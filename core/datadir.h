@@ -25,6 +25,7 @@ typedef enum {
     DM_DATA_CALIB,     /* calibration files (*.calib); no variable;   installed calib/, source traces/calib/ */
     DM_DATA_BASELINES, /* regression baselines;        no variable;   installed baselines/, source traces/baselines/ */
     DM_DATA_PLOTS,     /* gnuplot scripts (*.gp);      $DMUON_PLOTS;  installed plots/, source plots/ */
+    DM_DATA_KERNELS,   /* the kernels' autotune cache; no variable;   installed kernels/, source traces/kernels/ */
     DM_DATA__COUNT
 } dm_data_kind;
 

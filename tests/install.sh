@@ -20,7 +20,7 @@ data=$stage$DM_PKGDATADIR
 ok "dmuon installed" test -x "$bin"
 for f in models/qwen2.5-7b.json models/wall-oss-flow.json costs/h200.csv costs/roofline.csv calib/h200x2.calib \
     baselines/cpu-2core/quick.tsv baselines/cpu-2core/full.tsv baselines/h200/full.tsv plots/scale.gp plots/styles.gp \
-    plots/compare.gp; do
+    plots/compare.gp kernels/autotune_h200.tsv; do
     ok "installed: $f" test -f "$data/$f"
 done
 ok "dmuon.1 installed" test -f "$stage$DM_MAN1DIR/dmuon.1"
