@@ -23,6 +23,7 @@ for f in models/qwen2.5-7b.json models/wall-oss-flow.json costs/h200.csv costs/r
     plots/compare.gp kernels/autotune_h200.tsv; do
     ok "installed: $f" test -f "$data/$f"
 done
+is "every bundled model installed" "$(cd "$data/models" 2>/dev/null && ls *.json)" "$(cd "$DM_SRCDIR/models" && ls *.json)"
 ok "dmuon.1 installed" test -f "$stage$DM_MAN1DIR/dmuon.1"
 for c in $("$bin" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z]*\) .*/\1/p'); do
     ok "man page of $c installed" test -f "$stage$DM_MAN1DIR/dmuon-$c.1"
