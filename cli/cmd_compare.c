@@ -86,7 +86,8 @@ int cmd_compare(int argc, char **argv)
     if (plot) {
         char title[512];
         int drawn = 0;
-        snprintf(title, sizeof title, "%s %s, %d ranks", real->model, real->strategy, real->nranks);
+        snprintf(title, sizeof title, "%s %s, %d rank%s", real->model, real->strategy, real->nranks,
+                 real->nranks == 1 ? "" : "s");
         if (cmp_write_plots(sim, real, plot, title, &drawn, &err)) {
             fprintf(stderr, "dmuon compare: %s\n", err.msg);
             goto out;

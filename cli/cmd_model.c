@@ -35,8 +35,14 @@ int cmd_models(int argc, char **argv)
         case 'j': fmt = FMT_JSON; break;
         case 'h':
             printf("Usage: dmuon models [--csv|--json]\n"
-                   "List the bundled models (folder: $DMUON_MODELS, else the installed models/)\n"
-                   "with total, Muon and AdamW parameter counts and the number of Muon matrices.\n");
+                   "List the bundled models with total, Muon and AdamW parameter counts and the\n"
+                   "number of Muon matrices. The models folder is the first that exists of\n"
+                   "$DMUON_MODELS, the installed " DM_PKGDATADIR "/models and the source tree's\n"
+                   "models/ (for a dmuon run from its build tree: the source tree's before the\n"
+                   "installed); a model NAME given to any command is looked up there.\n\n"
+                   "  --csv              the list as CSV\n"
+                   "  --json             the list as a JSON array\n"
+                   "  -h, --help         this text\n");
             return 0;
         default: return opt_getopt_error("models", c, argv);
         }
@@ -108,7 +114,8 @@ static void show_usage(void)
            "                  [--tokens T] [--seq-len S]\n"
            "Print every tensor of a model: name, shape (out x in), count, stack and layers,\n"
            "role (muon or adamw), use and token stream, then totals, the architecture (token\n"
-           "streams, attention, routing) and the work of one training step per rank.\n"
+           "streams, attention, routing) and the work of one training step per rank. NAME is a\n"
+           "bundled model, looked up in the models folder ('dmuon models --help' gives its order).\n"
            "  --role GLOB=ROLE  override the role of tensors whose name matches GLOB (fnmatch)\n"
            "  --tokens T        tokens of the main stream per rank (default 4096)\n"
            "  --seq-len S       tokens per sample of the main stream (default: --tokens)\n"

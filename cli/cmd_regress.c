@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "datadir.h"
 #include "inputs.h"
 #include "opts.h"
 #include "regress.h"
@@ -16,31 +17,34 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: dmuon regress [OPTIONS]\n"
-            "Run the regression benchmark suite and compare it with the stored baselines\n"
-            "(DIR/MACHINE/SUITE.tsv): planner quality and time, simulator speed (Qwen2.5-72B, 256\n"
-            "GPUs), simulator predictions on a pinned cost table, and with a GPU kernel and executor\n"
-            "step times. Prints a table (metric, baseline, now, ratio, verdict).\n\n"
-            "  --baselines DIR    baseline folder (default %s/traces/baselines)\n"
-            "  --machine KIND     machine kind (default: the GPU's, e.g. h200, else cpu-<N>core)\n"
-            "  --quick            the small suite (seconds; SUITE quick instead of full)\n"
-            "  --reps N           timed repetitions per timing metric, median kept (default 5, quick 7)\n"
-            "  --threshold X      smallest timing change flagged, as a fraction (default 0.04)\n"
-            "  --costs FILE       kernel cost table for plans and predictions (default: the\n"
-            "                     committed roofline table traces/costs/roofline.csv)\n"
-            "  --no-gpu           skip the GPU part even when a GPU is present\n"
-            "  --exec-gpus N      ranks of the executor benchmark (default 1; more through $MPIRUN,\n"
-            "                     default mpirun, words split at spaces)\n"
-            "  --update           measure and rewrite the baseline (atomically) instead of comparing\n"
-            "  --reason TEXT      why the baseline changes (stored in it; use with --update)\n"
-            "  --strict           slower timings fail (exit 1), except under CI=true\n"
-            "  --csv FILE         the comparison table as CSV too\n"
-            "  -h, --help         this text\n\n"
-            "Exit status: 0 ok (timing changes warn), 1 a prediction changed, planner quality got\n"
-            "worse, or (--strict, not CI) a timing got slower; 2 usage. DM_TEST_SLOWDOWN=F injects a\n"
-            "busy-wait of (F-1) x each timed call inside the timed region (tests).\n",
-            DM_SRCDIR);
+    fputs("Usage: dmuon regress [OPTIONS]\n"
+          "Run the regression benchmark suite and compare it with the stored baselines\n"
+          "(DIR/MACHINE/SUITE.tsv): planner quality and time, simulator speed (Qwen2.5-72B, 256\n"
+          "GPUs), simulator predictions on a pinned cost table, and with a GPU kernel and executor\n"
+          "step times. Prints a table (metric, baseline, now, ratio, verdict).\n\n"
+          "  --baselines DIR    baseline folder (default: the installed " DM_PKGDATADIR "/baselines,\n"
+          "                     else the source tree's traces/baselines; the source tree's first\n"
+          "                     for a dmuon run from its build tree)\n"
+          "  --machine KIND     machine kind (default: the GPU's, e.g. h200, else cpu-<N>core)\n"
+          "  --quick            the small suite (seconds; SUITE quick instead of full)\n"
+          "  --reps N           timed repetitions per timing metric, median kept (default 5, quick 7)\n"
+          "  --threshold X      smallest timing change flagged, as a fraction (default 0.04)\n"
+          "  --costs FILE       kernel cost table for plans and predictions (default: the pinned\n"
+          "                     roofline.csv of $DMUON_COSTS when that is a folder, else of the\n"
+          "                     installed " DM_PKGDATADIR "/costs, else of the source tree's\n"
+          "                     traces/costs; the source tree's first from the build tree)\n"
+          "  --no-gpu           skip the GPU part even when a GPU is present\n"
+          "  --exec-gpus N      ranks of the executor benchmark (default 1; more through $MPIRUN,\n"
+          "                     default mpirun, words split at spaces)\n"
+          "  --update           measure and rewrite the baseline (atomically) instead of comparing\n"
+          "  --reason TEXT      why the baseline changes (stored in it; use with --update)\n"
+          "  --strict           slower timings fail (exit 1), except under CI=true\n"
+          "  --csv FILE         the comparison table as CSV too\n"
+          "  -h, --help         this text\n\n"
+          "Exit status: 0 ok (timing changes warn), 1 a prediction changed, planner quality got\n"
+          "worse, or (--strict, not CI) a timing got slower; 2 usage. DM_TEST_SLOWDOWN=F injects a\n"
+          "busy-wait of (F-1) x each timed call inside the timed region (tests).\n",
+          f);
 }
 
 enum { O_BASE = 1, O_MACHINE, O_QUICK, O_REPS, O_THR, O_COSTS, O_NOGPU, O_EXECG, O_UPDATE, O_REASON, O_STRICT, O_CSV };
@@ -61,7 +65,8 @@ int cmd_regress(int argc, char **argv)
                                        {"csv", required_argument, 0, O_CSV},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    reg_opts ro = {0, 0, 0.04, 1, 1, 0, 0, 0, 1.0, DM_SRCDIR "/traces/baselines", NULL, NULL, NULL, NULL};
+    const char *base_dir = dm_data_dir(DM_DATA_BASELINES);
+    reg_opts ro = {0, 0, 0.04, 1, 1, 0, 0, 0, 1.0, base_dir ? base_dir : DM_PKGDATADIR "/baselines", NULL, NULL, NULL, NULL};
     const char *costs = NULL;
     int c;
     long v;
@@ -106,8 +111,9 @@ int cmd_regress(int argc, char **argv)
     const char *ci = getenv("CI");
     ro.in_ci = ci && (!strcmp(ci, "true") || !strcmp(ci, "1") || !strcmp(ci, "yes"));
     /* the pinned roofline table unless --costs (predictions must not move with the measured table) */
+    char pinned[4096];
     inputs in;
-    input_args ia = {NULL, NULL, NULL, costs ? costs : reg_default_costs(), 0, 0};
+    input_args ia = {NULL, NULL, NULL, costs ? costs : dm_data_file(DM_DATA_COSTS, "roofline.csv", pinned, sizeof pinned), 0, 0};
     if (inputs_resolve(CMD, &ia, &in)) return 1;
     ro.costs = in.costs;
     int rc = reg_run(&ro, stdout);

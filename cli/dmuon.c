@@ -5,13 +5,20 @@
 #include <string.h>
 
 #include "commands.h"
+#include "datadir.h"
 #include "opts.h"
 
 typedef struct {
     const char *name;
     int (*fn)(int, char **);
     const char *summary;
+    const opt_short *shorts; /* short options rewritten as long ones before fn parses (opts.h) */
+    int n_shorts;
 } subcommand;
+
+/* `dmuon plan`'s short options (cli/cmd_plan.c: -m -g -c -o), for the commands that share those
+ * options but parse long names only: sim takes the first three (it has no --out), scale all. */
+static const opt_short plan_shorts[] = {{'m', "model"}, {'g', "gpus"}, {'c', "cluster"}, {'o', "out"}};
 
 /* Subcommands whose module is not built in this tree answer with this. Each real module
  * provides a strong definition that replaces the weak one at link time. */
@@ -33,17 +40,17 @@ WEAK_STUB(cmd_calibrate, "calibrate")
 WEAK_STUB(cmd_validate, "validate")
 
 static const subcommand commands[] = {
-    {"models", cmd_models, "list the bundled models with parameter counts"},
-    {"model", cmd_model, "show or import a model (model show NAME|FILE, model import CONFIG.json)"},
-    {"plan", cmd_plan, "build the step program: owners, batches, collectives"},
-    {"sim", cmd_sim, "simulate one training step on a modeled cluster"},
-    {"scale", cmd_scale, "what-if scaling study over GPU counts and strategies"},
-    {"bench", cmd_bench, "measure kernel costs (bench kernels) or collectives (bench comm)"},
-    {"run", cmd_run, "run the step program for real (MPI + NCCL + CUDA, or --backend cpu)"},
-    {"compare", cmd_compare, "compare a simulated trace with a measured one"},
-    {"calibrate", cmd_calibrate, "fit the cost model's inputs from measurements (calibration file)"},
-    {"validate", cmd_validate, "run executor and simulator on the same plans and compare them"},
-    {"regress", cmd_regress, "regression benchmarks against the stored baselines"},
+    {"models", cmd_models, "list the bundled models with parameter counts", NULL, 0},
+    {"model", cmd_model, "show or import a model (model show NAME|FILE, model import CONFIG.json)", NULL, 0},
+    {"plan", cmd_plan, "build the step program: owners, batches, collectives", NULL, 0},
+    {"sim", cmd_sim, "simulate one training step on a modeled cluster", plan_shorts, 3},
+    {"scale", cmd_scale, "what-if scaling study over GPU counts and strategies", plan_shorts, 4},
+    {"bench", cmd_bench, "measure kernel costs (bench kernels) or collectives (bench comm)", NULL, 0},
+    {"run", cmd_run, "run the step program for real (MPI + NCCL + CUDA, or --backend cpu)", NULL, 0},
+    {"compare", cmd_compare, "compare a simulated trace with a measured one", NULL, 0},
+    {"calibrate", cmd_calibrate, "fit the cost model's inputs from measurements (calibration file)", NULL, 0},
+    {"validate", cmd_validate, "run executor and simulator on the same plans and compare them", NULL, 0},
+    {"regress", cmd_regress, "regression benchmarks against the stored baselines", NULL, 0},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -51,10 +58,80 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: dmuon [--help] [--version] COMMAND [ARGS]\n"
+            "       dmuon help [COMMAND]\n"
             "Plan, simulate and run distributed Muon optimizer steps.\n\nCommands:\n");
-    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n'dmuon COMMAND --help' describes a command's options.\n"
-               "Report bugs to: " PACKAGE_BUGREPORT "\n");
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'dmuon help COMMAND' (or 'dmuon COMMAND --help') describes a command's options.\n"
+               "\nEnvironment:\n"
+               "  DMUON_MODELS  folder of the model files that a model NAME is looked up in\n"
+               "  DMUON_COSTS   kernel cost table: a file, or a folder holding h200.csv or roofline.csv\n"
+               "  DMUON_PLOTS   folder of the gnuplot scripts (scale.gp, compare.gp, styles.gp)\n"
+               "  MPIRUN        launcher of the executor benchmark's ranks in dmuon regress\n"
+               "                (default mpirun; words split at spaces)\n"
+               "\nFiles:\n");
+    static const char *const what[DM_DATA__COUNT] = {
+        [DM_DATA_MODELS] = "the bundled models",
+        [DM_DATA_COSTS] = "kernel cost tables: h200.csv (measured), roofline.csv",
+        [DM_DATA_CALIB] = "calibration files, named by --calibration NAME",
+        [DM_DATA_BASELINES] = "the baselines of dmuon regress, one folder per machine",
+        [DM_DATA_PLOTS] = "gnuplot scripts",
+        [DM_DATA_KERNELS] = "the NS kernels' autotune cache (dmuon run --backend gpu)",
+    };
+    for (int k = 0; k < DM_DATA__COUNT; k++)
+        fprintf(f, "  %s/%-10s %s\n", DM_PKGDATADIR, dm_data_installed_name((dm_data_kind)k), what[k]);
+    fprintf(f, "  Each is looked up after its environment variable (where it has one) and before the\n"
+               "  source tree's models/, traces/costs/, traces/calib/, traces/baselines/, plots/ and\n"
+               "  traces/kernels/; a dmuon run from its build tree reads the source tree's first, and an\n"
+               "  installation staged with DESTDIR or moved reads its own, found from its program's folder.\n"
+               "\nReport bugs to: " PACKAGE_BUGREPORT "\n");
+}
+
+static void version(void)
+{
+    printf("dmuon " PACKAGE_VERSION "\nbuilt with:\n");
+#ifdef DM_HAVE_CUDA
+    printf("  CUDA      %s, kernels for compute capabilities %s\n", DM_VERSION_CUDA, DM_CUDA_ARCH);
+#else
+    printf("  CUDA      no\n");
+#endif
+#ifdef DM_HAVE_NCCL
+    printf("  NCCL      %s\n", DM_VERSION_NCCL);
+#else
+    printf("  NCCL      no\n");
+#endif
+#ifdef DM_HAVE_MPI
+    printf("  MPI       %s\n", DM_VERSION_MPI);
+#else
+    printf("  MPI       no\n");
+#endif
+    printf("  lp_solve  %s\n  GSL       %s\n", DM_VERSION_LPSOLVE, DM_VERSION_GSL);
+}
+
+static const subcommand *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(name, commands[i].name) == 0) return &commands[i];
+    return NULL;
+}
+
+/* dmuon help [COMMAND [SUB...]]: the command's own --help (dmuon COMMAND SUB... --help). */
+static int help(int argc, char **argv)
+{
+    if (argc < 3) {
+        usage(stdout);
+        return 0;
+    }
+    const subcommand *sc = find_command(argv[2]);
+    if (!sc) {
+        opt_usage_error("", "help: unknown command '%s'", argv[2]);
+        return 2;
+    }
+    char *args[16];
+    int n = 0;
+    for (int i = 2; i < argc && n < 14; i++) args[n++] = argv[i];
+    args[n++] = "--help";
+    args[n] = NULL;
+    return sc->fn(n, args);
 }
 
 int main(int argc, char **argv)
@@ -64,16 +141,27 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *c = argv[1];
-    if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) {
+    if (strcmp(c, "help") == 0) return help(argc, argv);
+    if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) {
         usage(stdout);
         return 0;
     }
     if (strcmp(c, "--version") == 0 || strcmp(c, "-V") == 0) {
-        printf("dmuon " PACKAGE_VERSION "\n");
+        version();
         return 0;
     }
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        if (strcmp(c, commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    const subcommand *sc = find_command(c);
+    if (sc && sc->n_shorts) {
+        char **args = opt_expand_shorts(argc - 1, argv + 1, sc->shorts, sc->n_shorts);
+        if (!args) {
+            fprintf(stderr, "dmuon: out of memory\n");
+            return 1;
+        }
+        int rc = sc->fn(argc - 1, args);
+        opt_shorts_free(args, argc - 1);
+        return rc;
+    }
+    if (sc) return sc->fn(argc - 1, argv + 1);
     if (c[0] == '-') opt_usage_error("", "unknown option '%s'", c);
     else opt_usage_error("", "unknown command '%s'", c);
     return 2;

@@ -2,6 +2,22 @@
 #include "inputs.h"
 
 #include <string.h>
+#include <sys/stat.h>
+
+#include "datadir.h"
+
+/* A calibration named without a folder and not a file here: NAME.calib or NAME in the
+ * calibrations folder (datadir.h) when there is one, else arg as given (its error names it). */
+static const char *calib_path(const char *arg, char *buf, size_t size)
+{
+    struct stat st;
+    char name[512];
+    if (strchr(arg, '/') || stat(arg, &st) == 0 || snprintf(name, sizeof name, "%s.calib", arg) >= (int)sizeof name)
+        return arg;
+    const char *p = dm_data_file(DM_DATA_CALIB, name, buf, size);
+    if (!p) p = dm_data_file(DM_DATA_CALIB, arg, buf, size);
+    return p ? p : arg;
+}
 
 int inputs_resolve(const char *cmd, const input_args *a, inputs *in)
 {
@@ -12,7 +28,9 @@ int inputs_resolve(const char *cmd, const input_args *a, inputs *in)
         dm_cluster_load(a->cluster ? a->cluster : DM_CLUSTER_DEFAULT, &in->cluster, &err))
         goto fail;
     if (a->gpus_per_node > 0) in->cluster.gpus_per_node = a->gpus_per_node;
-    if (a->calibration && calib_apply(a->calibration, &in->cluster, &in->calib, &err)) goto fail;
+    char calib_buf[4096];
+    if (a->calibration && calib_apply(calib_path(a->calibration, calib_buf, sizeof calib_buf), &in->cluster, &in->calib, &err))
+        goto fail;
     if (!costs && in->calib.costs[0]) costs = in->calib.costs;
     if (!a->no_costs && (costs ? dm_costs_load(costs, &in->costs, &err) : dm_costs_load_default(&in->costs, &err)))
         goto fail;

@@ -1,7 +1,8 @@
 /* inputs.h: the one input resolver of the commands: model, cluster (DM_CLUSTER_DEFAULT when none
- * is given), calibration (applied to the cluster) and kernel cost table (the calibration's when
- * none is given, else the default table), loaded in that order, and the resolved-configuration
- * lines every report prints for them. */
+ * is given), calibration (a file, or a name in the calibrations folder of datadir.h; applied to
+ * the cluster) and kernel cost table (the calibration's when none is given, else the default
+ * table), loaded in that order, and the resolved-configuration lines every report prints for
+ * them. */
 #ifndef DM_INPUTS_H
 #define DM_INPUTS_H
 #include <stdio.h>
@@ -14,7 +15,7 @@
 typedef struct input_args {
     const char *model;       /* NULL: no model */
     const char *cluster;     /* NULL: DM_CLUSTER_DEFAULT */
-    const char *calibration; /* NULL: none */
+    const char *calibration; /* NULL: none; a bare NAME: NAME.calib in the calibrations folder */
     const char *costs;       /* NULL: the calibration's table, else dm_costs_load_default */
     int gpus_per_node;       /* > 0: overrides the cluster's */
     int no_costs;            /* 1: a command that prices nothing (calibrate): no table loaded */

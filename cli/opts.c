@@ -134,3 +134,41 @@ int opt_parse_int_list(const char *cmd, const char *opt, const char *s, long lo,
     *n = k;
     return 0;
 }
+
+char **opt_expand_shorts(int argc, char **argv, const opt_short *shorts, int n)
+{
+    /* out[0..argc-1] the arguments, out[argc] NULL, then the new strings (NULL-terminated): they
+     * are freed from there, wherever getopt may have moved them among the arguments */
+    char **out = calloc(2 * (size_t)argc + 2, sizeof *out);
+    if (!out) return NULL;
+    int done = 0, n_new = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        out[i] = argv[i];
+        if (done || i == 0 || a[0] != '-' || !a[1] || a[1] == '-') {
+            done = done || (i > 0 && !strcmp(a, "--"));
+            continue;
+        }
+        for (int k = 0; k < n; k++) {
+            if (a[1] != shorts[k].letter) continue;
+            size_t len = strlen(shorts[k].name) + strlen(a) + 4;
+            char *s = malloc(len);
+            if (!s) {
+                opt_shorts_free(out, argc);
+                return NULL;
+            }
+            if (a[2]) snprintf(s, len, "--%s=%s", shorts[k].name, a + 2);
+            else snprintf(s, len, "--%s", shorts[k].name);
+            out[i] = out[argc + 1 + n_new++] = s;
+            break;
+        }
+    }
+    return out;
+}
+
+void opt_shorts_free(char **expanded, int argc)
+{
+    if (!expanded) return;
+    for (char **s = expanded + argc + 1; *s; s++) free(*s);
+    free(expanded);
+}

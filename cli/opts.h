@@ -19,4 +19,21 @@ int opt_getopt_error(const char *cmd, int c, char **argv);
 /* Operands left after the options (optind < argc): the usage error for the first, 2; else 0. */
 int opt_no_operands(const char *cmd, int argc, char **argv);
 
+/* A short option that stands for a long one taking an argument: -LETTER VALUE (or -LETTERVALUE)
+ * means --NAME VALUE (--NAME=VALUE). The one table of short options that commands parsing only
+ * long names accept the same way as `dmuon plan` (cli/dmuon.c applies it before dispatch). */
+typedef struct opt_short {
+    char letter;
+    const char *name;
+} opt_short;
+
+/* argv (argc entries) with every argument that is exactly -LETTER, or -LETTER followed by its
+ * value, of one of the n shorts rewritten as the long option, up to a "--"; the other arguments
+ * unchanged. A value of another option that itself begins with such a -LETTER must then be given
+ * as --OPTION=VALUE. Returns a new argv (NULL-terminated, owned by the caller: opt_shorts_free),
+ * or NULL when out of memory. */
+char **opt_expand_shorts(int argc, char **argv, const opt_short *shorts, int n);
+/* Frees what opt_expand_shorts(argc, ...) returned (NULL is fine), also after getopt permuted it. */
+void opt_shorts_free(char **expanded, int argc);
+
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "datadir.h"
 #include "json.h"
 #include "outfile.h"
 
@@ -480,20 +481,7 @@ int dm_model_load_text(const char *text, size_t len, const char *name, dm_model 
     return load_tree(jv_parse(text, len, name, err), name, out, err);
 }
 
-static int is_dir(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-const char *dm_model_dir(void)
-{
-    const char *env = getenv("DMUON_MODELS");
-    if (env && is_dir(env)) return env;
-    if (is_dir(DM_SRCDIR "/models")) return DM_SRCDIR "/models";
-    if (is_dir(DM_PKGDATADIR "/models")) return DM_PKGDATADIR "/models";
-    return NULL;
-}
+const char *dm_model_dir(void) { return dm_data_dir(DM_DATA_MODELS); }
 
 int dm_model_load(const char *name, dm_model **out, dm_err *err)
 {

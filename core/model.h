@@ -120,11 +120,13 @@ int dm_model_load_file(const char *path, dm_model **out, dm_err *err);
 /* The same from text in memory; `name` stands for the file in messages and in m->path. */
 int dm_model_load_text(const char *text, size_t len, const char *name, dm_model **out, dm_err *err);
 
-/* Resolve NAME (case-insensitive file stem or model name among bundled models) or a path.
- * Search order: an existing path; $DMUON_MODELS; the source tree's models/; pkgdatadir/models. */
+/* Resolve NAME (case-insensitive file stem or model name among bundled models) or a path:
+ * an existing path, else NAME in dm_model_dir(). */
 int dm_model_load(const char *name_or_path, dm_model **out, dm_err *err);
 
-/* Directory holding the bundled models (first that exists of the search order above). */
+/* The folder of the bundled models: the first that exists of $DMUON_MODELS, the installed
+ * models/ and the source tree's (datadir.h: the source tree's first for a program run from its
+ * build tree); NULL when none does. */
 const char *dm_model_dir(void);
 
 void dm_model_free(dm_model *m); /* accepts NULL */

@@ -1,11 +1,44 @@
 #!/bin/sh
-# cli_basic.sh: the dmuon command's conventions: --help, --version, exit status 2 on bad usage,
-# and the model commands on bundled models (golden values).
+# cli_basic.sh: the dmuon command's conventions: --help (golden), dmuon help CMD, --version and
+# the backends built, exit status 2 on bad usage, the short options plan shares with sim and
+# scale, the data folders a build-tree dmuon reads, calibrations by name, and the model commands
+# on bundled models (golden values).
 . "$DM_SRCDIR/tests/tap.sh"
-: "${DMUON:?}"
+: "${DMUON:?}" "${DM_BUILDDIR:?}"
 
 like "--help lists commands" "$($DMUON --help)" "Commands:"
-like "--version" "$($DMUON --version)" "dmuon "
+is "--help (golden; PKGDATADIR for the installed data folder)" \
+    "$($DMUON --help | sed "s|${DM_PKGDATADIR:?}/|PKGDATADIR/|")" "$(cat "$DM_SRCDIR/tests/golden/help.txt")"
+is "dmuon help: the top-level help" "$($DMUON help)" "$($DMUON --help)"
+for c in $($DMUON --help | sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z]*\)  *.*/\1/p'); do
+    h=$($DMUON "$c" --help 2>&1)
+    is "dmuon help $c = dmuon $c --help" "$($DMUON help "$c" 2>&1)" "$h"
+    case "$h" in "$($DMUON --help)") r=top ;; *) r=own ;; esac
+    is "dmuon help $c is not the top-level help" "$r" own
+done
+is "dmuon help bench comm = dmuon bench comm --help" "$($DMUON help bench comm 2>&1)" "$($DMUON bench comm --help 2>&1)"
+is "dmuon help: unknown command exits 2" "$(status_of $DMUON help frobnicate)" 2
+like "dmuon help: unknown command named" "$($DMUON help frobnicate 2>&1)" "help: unknown command 'frobnicate'"
+
+# --version: the version, then each backend as config.h has it
+cfg=$DM_BUILDDIR/config.h
+cdef() { sed -n "s/^#define $1 \"\(.*\)\"$/\1/p" "$cfg"; }
+has() { grep -q "^#define $1 1" "$cfg" && echo yes || echo no; }
+v=$($DMUON --version)
+is "--version: first line" "$(echo "$v" | head -1)" "dmuon $(cdef PACKAGE_VERSION)"
+want_cuda=no; [ "$(has DM_HAVE_CUDA)" = yes ] && want_cuda="$(cdef DM_VERSION_CUDA), kernels for compute capabilities $(cdef DM_CUDA_ARCH)"
+want_nccl=no; [ "$(has DM_HAVE_NCCL)" = yes ] && want_nccl=$(cdef DM_VERSION_NCCL)
+want_mpi=no; [ "$(has DM_HAVE_MPI)" = yes ] && want_mpi=$(cdef DM_VERSION_MPI)
+is "--version: CUDA" "$(echo "$v" | sed -n 's/^  CUDA  *//p')" "$want_cuda"
+is "--version: NCCL" "$(echo "$v" | sed -n 's/^  NCCL  *//p')" "$want_nccl"
+is "--version: MPI" "$(echo "$v" | sed -n 's/^  MPI  *//p')" "$want_mpi"
+is "--version: lp_solve" "$(echo "$v" | sed -n 's/^  lp_solve  *//p')" "$(cdef DM_VERSION_LPSOLVE)"
+is "--version: GSL" "$(echo "$v" | sed -n 's/^  GSL  *//p')" "$(cdef DM_VERSION_GSL)"
+if command -v pkg-config >/dev/null 2>&1 && pkg-config --exists gsl 2>/dev/null; then
+    is "--version: GSL is the installed one" "$(cdef DM_VERSION_GSL)" "$(pkg-config --modversion gsl)"
+fi
+case "$(cdef DM_VERSION_LPSOLVE)" in [0-9]*.[0-9]*.[0-9]*.[0-9]*) r=yes ;; *) r=no ;; esac
+is "--version: lp_solve version found by configure" "$r" yes
 is "unknown command exits 2" "$(status_of $DMUON frobnicate)" 2
 is "unknown option exits 2" "$(status_of $DMUON --frobnicate)" 2
 is "no command exits 2" "$(status_of $DMUON)" 2
@@ -34,5 +67,38 @@ like "imported model shows 196 Muon matrices" "$($DMUON model show "$tmp/q.json"
 is "model import: missing file exits 1" "$(status_of $DMUON model import "$tmp/none.json")" 1
 printf '{"model_type": "llama"}' > "$tmp/bad.json"
 like "model import: missing key named" "$($DMUON model import "$tmp/bad.json" 2>&1)" "bad.json:1:1: expected field"
+
+# plan's short options in sim and scale: -m -g -c (and -o, scale's --out)
+long=$($DMUON sim --model qwen2.5-0.5b --gpus 2 --cluster h200 --quiet 2>&1)
+like "sim --model --gpus --cluster" "$long" "step"
+is "sim -m -g -c = the long options" "$($DMUON sim -m qwen2.5-0.5b -g 2 -c h200 --quiet 2>&1)" "$long"
+is "sim -mNAME -gN -cC (attached values)" "$($DMUON sim -mqwen2.5-0.5b -g2 -ch200 --quiet 2>&1)" "$long"
+is "sim: -x still unknown" "$(status_of $DMUON sim -x)" 2
+like "sim: -x named" "$($DMUON sim -x 2>&1)" "unknown option '-x'"
+is "sim: -g without its value exits 2" "$(status_of $DMUON sim -m qwen2.5-0.5b -g)" 2
+is "sim: nothing rewritten after --" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpus 2 -- -g 4)" 2
+$DMUON scale -m qwen2.5-0.5b -g 1,2 -c h200 -o "$tmp/sc" --strategies dmuon --no-plots --no-progress >/dev/null 2>&1
+is "scale -m -g -c -o: exit 0" "$?" 0
+ok "scale -o DIR writes into DIR" test -s "$tmp/sc/scale.csv"
+is "plan -m -g -c (its own)" "$(status_of $DMUON plan -m qwen2.5-0.5b -g 2 -c h200)" 0
+
+# the data a dmuon in its build tree reads: the source tree's, after $DMUON_MODELS
+like "build tree: models from the source tree" "$($DMUON sim -m qwen2.5-0.5b -g 1 2>&1)" "($DM_SRCDIR/models/qwen2.5-0.5b.json)"
+mkdir -p "$tmp/models"
+cp "$DM_SRCDIR/models/pi0.json" "$tmp/models/"
+is "DMUON_MODELS comes first" "$(DMUON_MODELS=$tmp/models $DMUON models --csv | cut -d, -f1 | tr '\n' ' ')" "file pi0 "
+like "DMUON_MODELS that is not a folder is passed over" "$(DMUON_MODELS=$tmp/none $DMUON models)" "qwen2.5-72b"
+like "models --help says the order" "$($DMUON models --help)" "\$DMUON_MODELS, the installed"
+like "regress --help says the order" "$($DMUON regress --help)" "else the source tree's traces/baselines"
+
+# a calibration by name: NAME.calib in the calibrations folder
+like "--calibration h200x2 is the source tree's h200x2.calib" \
+    "$($DMUON sim -m qwen2.5-0.5b -g 2 -c h200x2 --calibration h200x2 2>&1)" "$DM_SRCDIR/traces/calib/h200x2.calib"
+is "--calibration NAME that is nowhere: exit 1" "$(status_of $DMUON sim -m qwen2.5-0.5b -g 2 --calibration no-such)" 1
+
+# "1 rank", not "1 ranks"
+$DMUON sim -m qwen2.5-0.5b -g 1 --csv "$tmp/one.csv" --quiet >/dev/null 2>&1
+$DMUON compare "$tmp/one.csv" "$tmp/one.csv" --plot "$tmp/one" >/dev/null 2>&1
+like "compare's plot title: 1 rank" "$(cat "$tmp/one/compare.gp")" "dmuon, 1 rank'"
 rm -rf "$tmp"
 tap_end

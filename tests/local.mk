@@ -1,14 +1,15 @@
 # tests/local.mk: every test: unit tests as small TAP programs (tests/tap.h; a program's source
 # is tests/NAME.c, linked with LDADD), command-level tests as TAP shell scripts (tests/tap.sh)
 # with their golden outputs and data. GPU and MPI tests skip when there is no GPU or no mpirun.
-TESTS += tests/cli_basic.sh
-EXTRA_DIST += tests/cli_basic.sh tests/tap.sh tests/tap.h
+TESTS += tests/cli_basic.sh tests/man.sh tests/install.sh tests/plots.sh
+EXTRA_DIST += tests/cli_basic.sh tests/tap.sh tests/tap.h tests/man.sh tests/install.sh tests/plots.sh \
+	tests/golden/help.txt
 
 # core
 check_PROGRAMS += tests/test_json tests/test_phases tests/test_faults tests/test_outfile tests/test_plumbing \
-	tests/test_models tests/test_hf_import tests/test_hf_families tests/test_costs tests/test_program tests/test_trace
+	tests/test_datadir tests/test_models tests/test_hf_import tests/test_hf_families tests/test_costs tests/test_program tests/test_trace
 TESTS += tests/test_json tests/test_phases tests/test_faults tests/test_outfile tests/faults.sh tests/interrupt.sh \
-	tests/test_plumbing tests/test_models tests/test_hf_import tests/test_hf_families tests/gen_models.sh tests/test_costs \
+	tests/test_datadir tests/test_plumbing tests/test_models tests/test_hf_import tests/test_hf_families tests/gen_models.sh tests/test_costs \
 	tests/test_program tests/test_trace tests/hostile.sh tests/hostile_readers.sh
 EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/gen_models.sh tests/hostile.sh tests/hostile_readers.sh \
 	docs/RELIABILITY.md tests/data/hostile/ctrl-name.json tests/data/hostile/evil-name.cluster \

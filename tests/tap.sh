@@ -17,5 +17,9 @@ like() { # like DESCRIPTION TEXT SUBSTRING
         echo "not ok $tap_n - $1"; echo "#   '$3' not found in:"; printf '%s\n' "$2" | sed 's/^/#   /' | head -20
         tap_fail=$((tap_fail + 1)) ;; esac
 }
+like_todo() { # like_todo DESCRIPTION TEXT SUBSTRING REASON: a known gap (TAP TODO: XFAIL, XPASS once fixed)
+    tap_n=$((tap_n + 1))
+    case "$2" in *"$3"*) echo "ok $tap_n - $1 # TODO $4" ;; *) echo "not ok $tap_n - $1 # TODO $4" ;; esac
+}
 status_of() { "$@" >/dev/null 2>&1; echo $?; }
 tap_end() { echo "1..$tap_n"; [ $tap_fail -eq 0 ]; }

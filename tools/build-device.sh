@@ -5,7 +5,7 @@
 #   .devreal/dmuon, .devreal/test_ns_gpu     the binaries (CUDA kernels for --with-cuda-arch)
 #   .devreal/libbase/                        shared libraries the device has no package for
 #                                            (GSL, lp_solve's colamd and SuiteSparse config,
-#                                            jansson, a CBLAS when linked): everything ldd
+#                                            a CBLAS when linked): everything ldd
 #                                            resolves except the C runtime, CUDA, cuBLAS, NCCL
 #                                            and Open MPI, which the device has (its own
 #                                            Open MPI 4 is ABI-compatible with Debian 12's)

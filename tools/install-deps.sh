@@ -8,5 +8,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential autoconf automake pkg-config \
-    libgsl-dev liblpsolve55-dev libjansson-dev \
+    libgsl-dev liblpsolve55-dev \
     libopenmpi-dev openmpi-bin gnuplot-nox valgrind >/dev/null
