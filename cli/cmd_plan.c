@@ -236,6 +236,8 @@ int cmd_plan(int argc, char **argv)
                    rep.shape_bound_us, 100 * (rep.max_us / rep.shape_bound_us - 1));
         printf("\nsolver    %s, %d units, assignment %.3f s, plan %.3f s\n", rep.solver_status, rep.n_units, rep.solver_s,
                rep.plan_s);
+        char ob[320];
+        if (rep.method[0]) printf("objective %s\n", sched_report_objective(&rep, ob, sizeof ob) + 10);
         printf("program   %ld ops, %d collectives, %d groups, hash %016" PRIx64 "%s%s\n", n_ops, prog->n_colls,
                prog->n_groups, hash, out_path ? ", written to " : "", out_path ? out_path : "");
         printf("# %-14s %9s\n", "op", "count");
