@@ -1,14 +1,19 @@
 /* test_sched.c: owner assignment (round-robin, LPT, MILP) and program generation: every matrix
  * owned once, batches consistent, same-layer spreading, determinism, MILP never worse than LPT,
  * LPT within Graham's bound against brute-force optima, a hand-checkable optimum, option
- * parsing, and the programs of every strategy and overlap level on a bundled model. */
+ * parsing, and the programs of every strategy and overlap level on a bundled model. The
+ * communication-aware objective (issue 16): hand-checked values, the bound and the MILP against
+ * brute-force optima, the collectives a plan creates on Moonlight-16B at 256 GPUs (the NS-only
+ * MILP's 10x blow-up), and --balance auto (sim/plan_best.h) never slower than its candidates. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan_best.h"
 #include "sched.h"
+#include "sim.h"
 #include "tap.h"
 
 /* A problem with `ns` shapes whose batch of b costs launch + b * per[s]. */
@@ -78,6 +83,39 @@ static int consistent(const sched_problem *p, const sched_assign *a)
 
 static unsigned lcg_state = 12345;
 static unsigned lcg(void) { return lcg_state = lcg_state * 1103515245u + 12345u, (lcg_state >> 16) & 0x7fff; }
+
+/* The objective of an assignment of batch-1 items (max_batch 1), from the definition in sched.h. */
+static double objective_of(const tprob *t, const int *asg)
+{
+    const sched_problem *p = &t->p;
+    double chain[8] = {0}, mx = 0;
+    int pairs = 0, has[8][16] = {{0}};
+    for (int i = 0; i < p->n_items; i++) {
+        int o = asg[i], l = p->items[i].layer;
+        chain[o] += t->cost[p->items[i].shape * p->max_batch] + p->owner_elem_us * (double)t->elems[p->items[i].shape];
+        if (!has[o][l]) {
+            has[o][l] = 1;
+            pairs++;
+            chain[o] += p->owner_pair_us;
+        }
+    }
+    for (int o = 0; o < p->nowners; o++) mx = fmax(mx, chain[o]);
+    return mx + p->pair_us * pairs;
+}
+
+/* Brute-force optimum of the objective (batch-1 costs) on m owners. */
+static double brute_objective(const tprob *t)
+{
+    int n = t->p.n_items, m = t->p.nowners, asg[16] = {0};
+    double best = INFINITY;
+    for (;;) {
+        best = fmin(best, objective_of(t, asg));
+        int i = 0;
+        while (i < n && ++asg[i] == m) asg[i++] = 0;
+        if (i == n) break;
+    }
+    return best;
+}
 
 /* Brute-force optimum of items with batch-1 costs (max_batch 1) on m owners. */
 static double brute_opt(const tprob *t)
@@ -161,8 +199,8 @@ int main(void)
     sched_assign_lpt(&t.p, &a, &err);
     ok(a.makespan_us == 7, "lpt on {3,3,2,2,2} / 2 owners: 7 (got %g)", a.makespan_us);
     sched_assign_free(&a);
-    ok(sched_assign_milp(&t.p, 2.0, 0, &a, status, sizeof status, NULL, &err) == 0 && a.makespan_us == 6 &&
-           consistent(&t.p, &a),
+    int hrc = sched_assign_milp(&t.p, 2.0, 0, &a, status, sizeof status, NULL, &err);
+    ok(hrc == 0 && a.makespan_us == 6 && consistent(&t.p, &a),
        "milp finds the optimum 6 (got %g, %s)", a.makespan_us, status);
     sched_assign_free(&a);
     ok(sched_lower_bound(&t.p) == 6, "lower bound max(12/2, 3) = 6");
@@ -207,11 +245,86 @@ int main(void)
     ok(milp_opt == 25, "milp reaches the brute-force optimum on %d of 25", milp_opt);
     ok(proved == 25, "and proves it optimal (lp_solve infeasible below it, or at the lower bound) on %d of 25", proved);
 
+    /* ---- the communication-aware objective, by hand: one layer of 4 matrices of 100 us on 4
+     * owners, 150 us of collectives' latency per (layer, owner) pair. Spread (the NS-only plan)
+     * 100 + 4 x 150 = 700; all on one owner 400 + 150 = 550 (the greedy LPT's); two and two
+     * 200 + 2 x 150 = 500, the optimum (and the bound: min over M of M + 150 ceil(400 / M)). */
+    double hund[1] = {100};
+    tprob_init(&t, 1, hund, 0, 1, 4);
+    for (int i = 0; i < 4; i++) add_item(&t, 0, 0);
+    sched_assign_lpt(&t.p, &a, &err);
+    ok(a.objective_us == 100 && a.pairs == 4, "no communication terms: lpt spreads the layer, objective = makespan 100 (got %g, %d pairs)",
+       a.objective_us, a.pairs);
+    sched_assign_free(&a);
+    t.p.pair_us = 150;
+    sched_assign_lpt(&t.p, &a, &err);
+    ok(consistent(&t.p, &a) && a.objective_us == 550 && a.pairs == 1,
+       "with 150 us per pair: lpt keeps the layer on one owner, objective 400 + 150 = 550 (got %g, %d pairs)", a.objective_us,
+       a.pairs);
+    sched_assign_free(&a);
+    ok(fabs(sched_comm_bound(&t.p, sched_lower_bound(&t.p)) - 500) < 1e-9, "objective bound 500 (got %g)",
+       sched_comm_bound(&t.p, sched_lower_bound(&t.p)));
+    double proof = 0;
+    int mrc = sched_assign_milp(&t.p, 2.0, 0, &a, status, sizeof status, &proof, &err);
+    ok(mrc == 0 && consistent(&t.p, &a) && a.objective_us == 500 && a.pairs == 2 && fabs(proof - 500) < 1e-6,
+       "milp: two owners of two, objective 500, proven (got %g, %d pairs, bound %g: %s)", a.objective_us, a.pairs, proof,
+       status);
+    sched_assign_free(&a);
+    /* the owner-side terms: 10 us per pair and 1e-5 us per element on the owner's own links */
+    t.p.owner_pair_us = 10;
+    t.p.owner_elem_us = 1e-5; /* shape 0: 1M elements, 10 us each */
+    sched_assign_milp(&t.p, 2.0, 0, &a, status, sizeof status, NULL, &err);
+    int asg[16];
+    for (int i = 0; i < 4; i++) asg[i] = a.owner[i];
+    ok(fabs(a.objective_us - objective_of(&t, asg)) < 1e-9 && fabs(a.objective_us - (220 + 10 + 300)) < 1e-9,
+       "owner-side terms: objective %g = chain 200 + 2 x 10 + 10 + 2 pairs x 150", a.objective_us);
+    sched_assign_free(&a);
+
+    /* ---- the objective against brute force: random layers and communication terms */
+    int cb_ok = 1, cm_ok = 1, cm_opt = 0, cm_proved = 0, cm_never_worse = 1;
+    for (int trial = 0; trial < 25; trial++) {
+        double c[7];
+        int m = 2 + trial % 2;
+        for (int s = 0; s < 7; s++) c[s] = 1 + lcg() % 40;
+        tprob_init(&t, 7, c, 0, 1, m);
+        for (int i = 0; i < 7; i++) add_item(&t, i, lcg() % 3);
+        t.p.pair_us = (double)(lcg() % 30);
+        t.p.owner_pair_us = (double)(lcg() % 5);
+        double opt = brute_objective(&t);
+        if (sched_comm_bound(&t.p, fmax(sched_lower_bound(&t.p), sched_two_shape_bound(&t.p))) > opt + 1e-9) cb_ok = 0;
+        sched_assign_lpt(&t.p, &a, &err);
+        double l = a.objective_us;
+        for (int i = 0; i < 7; i++) asg[i] = a.owner[i];
+        if (fabs(l - objective_of(&t, asg)) > 1e-9) cm_ok = 0;
+        sched_assign_free(&a);
+        proof = 0;
+        sched_assign_milp(&t.p, 2.0, 0, &a, status, sizeof status, &proof, &err);
+        for (int i = 0; i < 7; i++) asg[i] = a.owner[i];
+        if (!consistent(&t.p, &a) || fabs(a.objective_us - objective_of(&t, asg)) > 1e-9 || proof > opt + 1e-9) cm_ok = 0;
+        if (a.objective_us > l + 1e-9) cm_never_worse = 0;
+        cm_opt += fabs(a.objective_us - opt) < 1e-9;
+        cm_proved += proof > 0 && fabs(proof - opt) < 1e-6 * opt;
+        sched_assign_free(&a);
+    }
+    ok(cb_ok, "the objective bound never exceeds the brute-force optimum on 25 random instances");
+    ok(cm_ok, "lpt and milp objectives are the definition's; bounds valid; plans consistent");
+    ok(cm_never_worse, "milp's objective never worse than lpt's on 25 random instances");
+    ok(cm_opt == 25, "milp reaches the brute-force optimum of the objective on %d of 25", cm_opt);
+    ok(cm_proved == 25, "and proves it (bound = optimum) on %d of 25", cm_proved);
+
     /* ---- option parsing */
     sched_opts o;
     sched_opts_default(&o);
-    ok(o.strategy == SCHED_DMUON && o.balance == SCHED_BAL_LPT && o.tokens == 4096 && o.batch_threshold == 5 * 1024 * 1024,
-       "defaults: dmuon, lpt, 4096 tokens, 5M threshold");
+    ok(o.strategy == SCHED_DMUON && o.balance == SCHED_BAL_AUTO && o.tokens == 4096 && o.batch_threshold == 5 * 1024 * 1024 &&
+           o.comm_weight == 1,
+       "defaults: dmuon, auto, 4096 tokens, 5M threshold, comm weight 1");
+    ok(sched_opts_parse(&o, "balance", "auto", &err) == 0 && o.balance == SCHED_BAL_AUTO, "balance auto");
+    ok(sched_opts_parse(&o, "comm-weight", "0.5", &err) == 0 && o.comm_weight == 0.5, "comm weight 0.5");
+    ok(sched_opts_parse(&o, "comm-weight", "-1", &err) == -1 && strstr(err.msg, "--comm-weight: expected"), "bad comm weight");
+    char desc[512];
+    ok(strstr(sched_opts_describe(&o, desc, sizeof desc), " comm-weight=0.5"), "a changed comm weight is in the options");
+    sched_opts_default(&o);
+    ok(!strstr(sched_opts_describe(&o, desc, sizeof desc), "comm-weight"), "the default comm weight is not (programs as before)");
     ok(sched_opts_parse(&o, "overlap", "prefetch:3", &err) == 0 && o.overlap == SCHED_OVERLAP_PREFETCH && o.prefetch_depth == 3,
        "overlap prefetch:3");
     ok(sched_opts_parse(&o, "batch-threshold", "2M", &err) == 0 && o.batch_threshold == 2 * 1024 * 1024, "threshold 2M");
