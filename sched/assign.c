@@ -46,6 +46,11 @@ static int assign_alloc(const sched_problem *p, sched_assign *a, dm_err *err)
 
 static int has_comm(const sched_problem *p) { return p->pair_us > 0 || p->owner_pair_us > 0 || p->owner_elem_us > 0; }
 
+/* sched_comm_bound, and *m_best the makespan M at which it is reached: the makespan the best
+ * trade between NS balance and collectives may aim at. */
+static double comm_bound_at(const sched_problem *p, double ns_bound, double *m_best);
+static void per_matrix_cost(const sched_problem *p, const int *count, double *per);
+
 static int layer_of(const sched_problem *p, int i) { return p->items[i].layer > 0 ? p->items[i].layer : 0; }
 
 static int n_layers_of(const sched_problem *p)
@@ -271,10 +276,13 @@ done:
     return rc;
 }
 
-/* The objective's greedy step: a unit goes to the owner for which max(makespan of the chains,
- * its chain after the unit) plus the pair term the unit adds is least; ties: the shorter chain,
- * then an owner already holding the layer, then the lowest owner. A layer's units share an owner
- * while that costs less than the collectives another owner would add. */
+/* The objective's greedy step: a unit goes to the owner for which max(makespan, its chain after
+ * the unit) plus the pair term the unit adds is least; ties: the shorter chain, then an owner
+ * already holding the layer, then the lowest owner. A layer's units share an owner while that
+ * costs less than the collectives another owner would add. The makespan starts at a target:
+ * the makespan at which sched_comm_bound is reached (at least the NS lower bound, which any
+ * plan reaches), so owners fill up to it before a layer is spread, instead of every unit
+ * weighing its own small rise of the makespan against a whole pair. */
 typedef struct placer {
     const sched_problem *p;
     int L;
@@ -289,7 +297,7 @@ static void placer_free(placer *pl)
     memset(pl, 0, sizeof *pl);
 }
 
-static int placer_init(placer *pl, const sched_problem *p, dm_err *err)
+static int placer_init(placer *pl, const sched_problem *p, double target_us, dm_err *err)
 {
     memset(pl, 0, sizeof *pl);
     pl->p = p;
@@ -299,6 +307,7 @@ static int placer_init(placer *pl, const sched_problem *p, dm_err *err)
         placer_free(pl);
         return -1;
     }
+    pl->mk = target_us;
     return 0;
 }
 
@@ -344,6 +353,13 @@ int sched_assign_rr(const sched_problem *p, sched_assign *a, dm_err *err)
     return 0;
 }
 
+static double lpt_target(const sched_problem *p)
+{
+    double m;
+    comm_bound_at(p, sched_lower_bound(p), &m);
+    return m;
+}
+
 int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err)
 {
     int *order, nu, max_layer = 0;
@@ -358,7 +374,7 @@ int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err)
     for (int k = 0; k < nu; k++)
         if (u[k].layer > max_layer) max_layer = u[k].layer;
     if (!(has = dm_calloc((size_t)p->nowners * (size_t)(max_layer + 1), 1, err)) ||
-        (has_comm(p) && placer_init(&pl, p, err))) {
+        (has_comm(p) && placer_init(&pl, p, lpt_target(p), err))) {
         free(has);
         free(order);
         free(u);
@@ -816,7 +832,7 @@ static int heuristic_jobs(const sched_problem *p, const int *count, const sched_
     if (!jobs || !load || !bestn || cls_init(&c, p, count, err)) goto done;
     *best_ms = INFINITY;
     *nbest = 0;
-    for (int k = -2; k < 10 && sched_wall_s() < deadline; k++) {
+    for (int k = -2; k < 10 && (k == -2 || sched_wall_s() < deadline); k++) { /* the first start always */
         memset(c.n, 0, (size_t)c.S * c.O * sizeof *c.n);
         if (k == -2) {
             for (int i = 0; i < p->n_items; i++) CN(&c, lpt->owner[i], p->items[i].shape)++;
@@ -1105,7 +1121,8 @@ static int cmp_sunit(const void *x, const void *y)
 
 /* The plan for part counts k[class]: every layer cut by split_layer, the parts placed by the
  * objective's greedy step, batched per owner. */
-static int split_eval(const sched_problem *p, const btab *bt, const lclass *lc, const int *k, sched_assign *a, dm_err *err)
+static int split_eval(const sched_problem *p, const btab *bt, const lclass *lc, const int *k, double target_us, sched_assign *a,
+                      dm_err *err)
 {
     int S = p->n_shapes, rc = -1, kmax = 1, nu = 0;
     for (int c = 0; c < lc->n; c++) kmax = k[c] > kmax ? k[c] : kmax;
@@ -1117,7 +1134,8 @@ static int split_eval(const sched_problem *p, const btab *bt, const lclass *lc, 
     placer pl;
     memset(&g, 0, sizeof g);
     memset(&pl, 0, sizeof pl);
-    if (!parts || !pcost || !u || !sorder || assign_alloc(p, a, err) || grid_init(&g, p, err) || placer_init(&pl, p, err))
+    if (!parts || !pcost || !u || !sorder || assign_alloc(p, a, err) || grid_init(&g, p, err) ||
+        placer_init(&pl, p, target_us, err))
         goto done;
     for (int i = 0; i < S; i++) { /* shapes by single-matrix cost, descending; stable */
         int j = i;
@@ -1158,10 +1176,12 @@ done:
 }
 
 /* Coordinate descent over the part counts of each layer class (1 part: one owner per layer),
- * from one part everywhere, over a ladder of counts, until a round changes nothing or the
- * deadline passes. *best: the lowest objective found (allocated here). */
-static int split_search(const sched_problem *p, const btab *bt, const lclass *lc, double deadline, sched_assign *best,
-                        int *cut, dm_err *err)
+ * from the counts the objective's bound suggests (ceil(W / M) for a layer of NS work W, M the
+ * makespan where sched_comm_bound is reached) and from one part everywhere, over a ladder of
+ * counts, until a round changes nothing or the deadline passes. *best: the lowest objective
+ * found (allocated here). */
+static int split_search(const sched_problem *p, const btab *bt, const lclass *lc, const int *count, double deadline,
+                        sched_assign *best, int *cut, dm_err *err)
 {
     static const int ladder[] = {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
     int *k = dm_malloc((size_t)(lc->n ? lc->n : 1) * sizeof *k, err);
@@ -1170,9 +1190,40 @@ static int split_search(const sched_problem *p, const btab *bt, const lclass *lc
     memset(&cand, 0, sizeof cand);
     *cut = 0;
     if (!k) return -1;
-    for (int c = 0; c < lc->n; c++) k[c] = 1;
-    if (split_eval(p, bt, lc, k, best, err)) {
+    double target = lpt_target(p);
+    double *per = dm_malloc((size_t)(p->n_shapes ? p->n_shapes : 1) * sizeof *per, err);
+    int *k1 = dm_malloc((size_t)(lc->n ? lc->n : 1) * sizeof *k1, err);
+    if (!per || !k1) {
         free(k);
+        free(per);
+        free(k1);
+        return -1;
+    }
+    per_matrix_cost(p, count, per);
+    for (int c = 0; c < lc->n; c++) {
+        double W = 0;
+        for (int s = 0; s < p->n_shapes; s++) W += lc->vec[(size_t)c * p->n_shapes + s] * per[s];
+        int kmax = lc->nmat[c] < p->nowners ? lc->nmat[c] : p->nowners, kb = (int)ceil(W / target * (1 - 1e-12));
+        k[c] = kb < 1 ? 1 : kb > kmax ? kmax : kb;
+        k1[c] = 1;
+    }
+    free(per);
+    int rc = split_eval(p, bt, lc, k, target, best, err);
+    if (rc == 0 && sched_wall_s() < deadline && memcmp(k, k1, (size_t)lc->n * sizeof *k)) {
+        rc = split_eval(p, bt, lc, k1, target, &cand, err);
+        if (rc == 0 && less(cand.objective_us, best->objective_us)) {
+            sched_assign_free(best);
+            *best = cand;
+            memcpy(k, k1, (size_t)lc->n * sizeof *k);
+        } else {
+            sched_assign_free(&cand);
+        }
+        memset(&cand, 0, sizeof cand);
+    }
+    free(k1);
+    if (rc) {
+        free(k);
+        sched_assign_free(best);
         return -1;
     }
     for (int round = 0; round < 4 && !*cut; round++) {
@@ -1186,7 +1237,7 @@ static int split_search(const sched_problem *p, const btab *bt, const lclass *lc
                     break;
                 }
                 k[c] = ladder[i];
-                if (split_eval(p, bt, lc, k, &cand, err)) {
+                if (split_eval(p, bt, lc, k, target, &cand, err)) {
                     free(k);
                     sched_assign_free(best);
                     return -1;
@@ -1222,7 +1273,7 @@ static int __WINAPI milp_abort(lprec *lp, void *h)
     return sched_wall_s() > ((milp_ctx *)h)->deadline;
 }
 
-enum { MENU_MAX = 32 };
+enum { MENU_MAX = 32, MILP_SKIPPED = -100, MILP_NO_TIME = -101 };
 
 /* Batch sizes the MILP may use for a shape with `count` matrices: every size up to
  * min(count, max_batch) when that is at most MENU_MAX (so the model holds every plan, and its
@@ -1268,7 +1319,7 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
 {
     const int *count = in->count;
     const lclass *lc = in->lc;
-    int S = p->n_shapes, O = p->nowners, C = lc ? lc->n : 0, ret = -100;
+    int S = p->n_shapes, O = p->nowners, C = lc ? lc->n : 0, ret = MILP_SKIPPED;
     lprec *lp = NULL;
     int *menus = dm_calloc((size_t)(S ? S : 1) * MENU_MAX, sizeof *menus, err);
     int *n_menu = dm_calloc((size_t)(S ? S : 1), sizeof *n_menu, err);
@@ -1302,6 +1353,13 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
     }
     int ncols = 1 + nx + C * O; /* column 1 = L, x[s][k][o] at 2 + off[s] + k * O + o, y[c][o] after */
     *nvars = ncols - 1;
+    /* Building the model takes ~3.5 us a column and lp_solve's abort polls can be ~2 us a column
+     * apart (0.18 s and 0.11 s at 52k columns, measured on the shared build machine): with less
+     * time left than both, the MILP would overrun the limit */
+    if (in->deadline - sched_wall_s() < 6e-6 * ncols + 0.005) {
+        ret = MILP_NO_TIME;
+        goto done;
+    }
 #define XCOL(s, k, o) (2 + off[s] + (k) * O + (o))
 #define YCOL(c, o) (2 + nx + (c) * O + (o))
     if (!(lp = make_lp(0, ncols))) {
@@ -1462,6 +1520,10 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
         set_upbo(lp, 1, in->ub_L); /* now cut off the plan itself */
         if (cut_row) set_rh(lp, cut_row, in->upper_J);
     }
+    if (in->deadline - sched_wall_s() < 2e-6 * ncols + 0.005) { /* the build took the time */
+        ret = MILP_NO_TIME;
+        goto done;
+    }
     milp_ctx ctx = {in->deadline};
     put_abortfunc(lp, milp_abort, &ctx);
     double left = in->deadline - sched_wall_s();
@@ -1579,7 +1641,7 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
     if (btab_init(&bt, p, count, err) || (comm && lclass_init(&lc, p, err))) goto done;
     /* with communication: how many owners share each layer */
     if (comm) {
-        if (split_search(p, &bt, &lc, t0 + 0.3 * time_limit_s, &cand, &scut, err)) goto done;
+        if (split_search(p, &bt, &lc, count, t0 + 0.3 * time_limit_s, &cand, &scut, err)) goto done;
         keep_better(&best, &cand, scut ? "split search (cut by the time limit)" : "split search");
     }
     /* a batch-aware count search from the best plan so far */
@@ -1592,7 +1654,8 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
     }
     const char *from = best.method;
     double best_J = best.objective_us;
-    int ret = -100;
+    int ret = MILP_SKIPPED;
+    if (best_J > lb * (1 + 1e-4) && sched_wall_s() >= deadline) ret = MILP_NO_TIME;
     if (best_J > lb * (1 + 1e-4) && sched_wall_s() < deadline) {
         milp_in in = {count, comm ? &lc : NULL, lb_ns, best.makespan_us * (1 - 1e-7), best_J * (1 - 1e-7),
                       lb * (1 + 1e-4), &best, deadline, verbose};
@@ -1622,13 +1685,14 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
                  warm ? ", warm start" : "", elapsed);
     } else {
         const char *why = ret == INFEASIBLE ? "optimal: milp proved nothing better" :
-                          ret == -100 ? "within 0.01% of a lower bound: milp skipped" :
+                          ret == MILP_SKIPPED ? "within 0.01% of a lower bound: milp skipped" :
+                          ret == MILP_NO_TIME ? "no time left for lp_solve" :
                           ret == OPTIMAL ? "milp optimum not better once realized" :
                           ret == TIMEOUT || ret == USERABORT || elapsed >= time_limit_s - 1e-3 ? "milp timeout" :
                           "milp found nothing better";
         snprintf(status, status_size, "%s; %s (%d vars%s, %.2f s)", from, why, nvars, warm ? ", warm start" : "", elapsed);
     }
-    if (!comm && !milp_won && ret != INFEASIBLE && ret != -100 && bound_us) *bound_us = 0; /* as before: only proofs */
+    if (!comm && !milp_won && ret != INFEASIBLE && ret != MILP_SKIPPED && bound_us) *bound_us = 0; /* as before: only proofs */
     (void)lpt_J;
     *a = best;
     memset(&best, 0, sizeof best);
@@ -1646,18 +1710,25 @@ done:
 
 /* ---- lower bounds on the objective --------------------------------------------------------- */
 
-double sched_comm_bound(const sched_problem *p, double ns_bound)
+/* per[s]: the cheapest NS time per matrix of shape s, over the batch sizes its count allows. */
+static void per_matrix_cost(const sched_problem *p, const int *count, double *per)
 {
+    for (int s = 0; s < p->n_shapes; s++) {
+        per[s] = INFINITY;
+        for (int b = 1; b <= p->max_batch && b <= count[s]; b++) per[s] = fmin(per[s], cost_of(p, s, b) / b);
+    }
+}
+
+static double comm_bound_at(const sched_problem *p, double ns_bound, double *m_best)
+{
+    *m_best = ns_bound;
     if (!has_comm(p) || p->pair_us <= 0) return ns_bound;
     int L = n_layers_of(p), *count = calloc((size_t)(p->n_shapes ? p->n_shapes : 1), sizeof *count);
     double *per = calloc((size_t)(p->n_shapes ? p->n_shapes : 1), sizeof *per), *W = calloc((size_t)L, sizeof *W);
     double best = ns_bound;
     if (!count || !per || !W) goto out;
     for (int i = 0; i < p->n_items; i++) count[p->items[i].shape]++;
-    for (int s = 0; s < p->n_shapes; s++) {
-        per[s] = INFINITY;
-        for (int b = 1; b <= p->max_batch && b <= count[s]; b++) per[s] = fmin(per[s], cost_of(p, s, b) / b);
-    }
+    per_matrix_cost(p, count, per);
     for (int i = 0; i < p->n_items; i++) W[layer_of(p, i)] += per[p->items[i].shape];
     /* f(M) = M + pair_us x sum ceil(W_l / M) is smallest at M = ns_bound or where a ceil steps
      * down: M = W_l / k */
@@ -1668,16 +1739,22 @@ double sched_comm_bound(const sched_problem *p, double ns_bound)
             if (M <= 0) break;
             for (int q = 0; q < L; q++)
                 if (W[q] > 0) f += p->pair_us * ceil(W[q] / M * (1 - 1e-12));
-            best = fmin(best, f);
+            if (f < best) best = f, *m_best = M;
             if (k > p->nowners) break;
         }
     }
-    if (!isfinite(best)) best = ns_bound;
+    if (!isfinite(best)) best = ns_bound, *m_best = ns_bound;
 out:
     free(count);
     free(per);
     free(W);
     return best;
+}
+
+double sched_comm_bound(const sched_problem *p, double ns_bound)
+{
+    double m;
+    return comm_bound_at(p, ns_bound, &m);
 }
 
 /* ---- a stronger lower bound ---------------------------------------------------------------- */

@@ -425,6 +425,106 @@ int main(void)
     o.hierarchical = 1;
     ok(sched_build(m, &cl, 12, costs, &o, &p1, NULL, &err) == -1 && strstr(err.msg, "whole nodes"),
        "hierarchical needs whole nodes: %s", err.msg);
+    /* the objective's terms from the cluster: flat, 2 collectives per pair; hierarchical on two
+     * nodes, a broadcast and a reduce per node plus the cross-node all-reduce on the owner's chain */
+    {
+        sched_report r1, r2;
+        sched_opts_default(&o);
+        o.balance = SCHED_BAL_LPT;
+        int b1 = sched_build(m, &cl, 16, costs, &o, &p1, &r1, &err);
+        dm_program_free(p1);
+        o.hierarchical = 1;
+        int b2 = sched_build(m, &cl, 16, costs, &o, &p1, &r2, &err);
+        dm_program_free(p1);
+        ok(b1 == 0 && b2 == 0 && r1.colls_per_pair == 2 && r2.colls_per_pair == 5 && r1.comm_us > 0 && r2.comm_us > 0 &&
+               fabs(r1.objective_us - r1.comm_us - r1.max_us) < 1e-6 && r2.objective_us > r2.max_us + r2.comm_us,
+           "objective terms: flat %d collectives per pair, objective = NS max + comm; hierarchical %d, plus the "
+           "owner's all-reduce (%.1f > %.1f + %.1f us)",
+           r1.colls_per_pair, r2.colls_per_pair, r2.objective_us, r2.max_us, r2.comm_us);
+        sched_report_free(&r1);
+        sched_report_free(&r2);
+        o.hierarchical = 0;
+        o.comm_weight = 0;
+        b1 = sched_build(m, &cl, 16, costs, &o, &p1, &r1, &err);
+        dm_program_free(p1);
+        ok(b1 == 0 && r1.comm_us == 0 && r1.objective_us == r1.max_us, "comm weight 0: the objective is the NS makespan");
+        sched_report_free(&r1);
+    }
+
+    /* ---- --balance auto (sim/plan_best.h): the candidates simulated, the fastest kept */
+    {
+        dm_cluster a800;
+        sim_opts so;
+        sim_opts_default(&so);
+        so.costs = costs;
+        plan_best_report pb;
+        sched_report r;
+        sched_opts_default(&o);
+        int lrc = dm_cluster_load("a800", &a800, &err);
+        int brc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &o, &so, NULL, &p1, &r, &pb, &err);
+        int fastest = brc == 0 && pb.n == 3 && pb.by_sim;
+        for (int k = 0; fastest && k < pb.n; k++) fastest = pb.cand[k].simulated && pb.cand[pb.winner].step_us <= pb.cand[k].step_us;
+        sim_result *sr = NULL;
+        int same = fastest && sim_run(p1, &a800, &so, &sr, &err) == 0 && sr->step_us == pb.cand[pb.winner].step_us &&
+                   strstr(p1->options, sched_balance_name(pb.cand[pb.winner].balance));
+        ok(fastest && same, "auto on Qwen2.5-0.5B, 16 GPUs: %d candidates simulated, the returned plan (%s, %.3f ms) is the "
+           "fastest and simulates to its step", pb.n, brc == 0 ? pb.cand[pb.winner].name : err.msg,
+           brc == 0 ? pb.cand[pb.winner].step_us / 1e3 : 0);
+        sim_result_free(sr);
+        sched_report_free(&r);
+        dm_program_free(p1);
+        o.balance = SCHED_BAL_LPT;
+        brc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &o, &so, NULL, &p1, NULL, &pb, &err);
+        ok(brc == 0 && pb.n == 0 && strstr(p1->options, "balance=lpt"), "a named balance goes straight to sched_build");
+        dm_program_free(p1);
+        plan_best_opts po;
+        plan_best_opts_default(&po);
+        po.sim_budget_s = 1e-9;
+        o.balance = SCHED_BAL_AUTO;
+        brc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &o, &so, &po, &p1, NULL, &pb, &err);
+        ok(brc == 0 && pb.n == 3 && !pb.by_sim && strstr(pb.why, "budget") && pb.cand[pb.winner].comm_weight == 1 &&
+               pb.cand[pb.winner].objective_us <= pb.cand[1].objective_us,
+           "simulations over the budget: the lower objective decides (%s)", pb.why);
+        dm_program_free(p1);
+
+        /* The NS-only MILP spread Moonlight-16B's small experts over every owner at 256 GPUs
+         * (5134 broadcasts per rank instead of LPT's 135: a step 4x LPT's). The objective keeps
+         * the collectives in check, and auto simulates at least as fast as the NS-only LPT. */
+        dm_model *ml = NULL;
+        dm_costs *h200 = NULL;
+        if (lrc == 0 && dm_model_load("moonlight-16b-a3b", &ml, &err) == 0 &&
+            dm_costs_load(DM_SRCDIR "/traces/costs/h200.csv", &h200, &err) == 0) {
+            so.costs = h200;
+            o.milp_time_s = 0.5;
+            brc = plan_best_build(ml, &a800, 256, h200, &o, &so, NULL, &p1, &r, &pb, &err);
+            const plan_cand *mi = brc == 0 ? &pb.cand[1] : NULL, *ns = brc == 0 ? &pb.cand[2] : NULL;
+            ok(brc == 0 && pb.by_sim && !strcmp(mi->name, "milp") && !strcmp(ns->name, "lpt-ns") && mi->pairs <= ns->pairs &&
+                   pb.cand[pb.winner].step_us <= ns->step_us && pb.cand[pb.winner].step_us <= pb.cand[0].step_us,
+               "Moonlight-16B, 256 GPUs: milp makes %d (layer, owner) pairs (NS-only LPT %d); auto's %s simulates %.1f ms, "
+               "lpt %.1f, lpt-ns %.1f", mi ? mi->pairs : 0, ns ? ns->pairs : 0, brc == 0 ? pb.cand[pb.winner].name : err.msg,
+               brc == 0 ? pb.cand[pb.winner].step_us / 1e3 : 0, brc == 0 ? pb.cand[0].step_us / 1e3 : 0,
+               ns ? ns->step_us / 1e3 : 0);
+            sched_report_free(&r);
+            dm_program_free(p1);
+            sched_opts_default(&o);
+            o.balance = SCHED_BAL_MILP;
+            o.milp_time_s = 0.5;
+            {
+                double t0 = sched_wall_s();
+                brc = sched_build(ml, &a800, 256, h200, &o, &p1, &r, &err);
+                double dt = sched_wall_s() - t0;
+                /* reported, not asserted tightly: a loaded or sanitized host */
+                ok(brc == 0 && r.solver_s < o.milp_time_s + 1.0, "milp time limit 0.5 s honoured: assignment %.3f s, build %.3f s (%s)",
+                   r.solver_s, dt, r.solver_status);
+                sched_report_free(&r);
+                dm_program_free(p1);
+            }
+        } else {
+            tap_diag("Moonlight-16B or the H200 cost table not found: %s", err.msg);
+        }
+        dm_model_free(ml);
+        dm_costs_free(h200);
+    }
     dm_model_free(m);
 
     /* planning speed on the big case */
