@@ -1315,7 +1315,7 @@ typedef struct milp_in {
 /* Solve the aggregate model (sched.h, sched_assign_milp). Returns the lp_solve status; on a
  * solution fills jobs/nj (batches: shape, size, owner) and *model_J (its L + pair_us x sum y). */
 static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int *nj, double *model_J, int *nvars,
-                      int *warm, dm_err *err)
+                      int *warm, int *complete, dm_err *err)
 {
     const int *count = in->count;
     const lclass *lc = in->lc;
@@ -1346,8 +1346,10 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
             if (bsize[b] <= 1024) used[(size_t)bshape[b] * 1025 + bsize[b]] = 1;
     }
     int nx = 0;
+    *complete = 1;
     for (int s = 0; s < S; s++) {
         n_menu[s] = batch_menu(count[s], p->max_batch, used + (size_t)s * 1025, &menus[s * MENU_MAX]);
+        if (count[s] && n_menu[s] < (p->max_batch < count[s] ? p->max_batch : count[s])) *complete = 0;
         off[s] = nx;
         nx += n_menu[s] * O;
     }
@@ -1610,7 +1612,7 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
 {
     double t0 = sched_wall_s(), deadline = t0 + time_limit_s;
     sched_assign best, cand;
-    int rc = -1, nh = 0, nm = 0, nvars = 0, cut = 0, scut = 0, warm = 0, comm = has_comm(p);
+    int rc = -1, nh = 0, nm = 0, nvars = 0, cut = 0, scut = 0, warm = 0, complete = 1, comm = has_comm(p);
     int *count = NULL;
     job *hjobs = NULL, *mjobs = NULL;
     double hms = INFINITY, model_J = 0;
@@ -1666,7 +1668,7 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
         }
         double eps_work = 1e-4 * lb_ns; /* the total-work term at the bound */
         in.break_J += eps_work;
-        if (in.ub_L >= in.lb_L) ret = solve_milp(p, &in, mjobs, &nm, &model_J, &nvars, &warm, err);
+        if (in.ub_L >= in.lb_L) ret = solve_milp(p, &in, mjobs, &nm, &model_J, &nvars, &warm, &complete, err);
         else ret = INFEASIBLE; /* no L fits below the plan in hand */
     }
     double elapsed = sched_wall_s() - t0;
@@ -1675,16 +1677,19 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
         if (jobs_to_plan(p, &bt, mjobs, nm, &cand, err)) goto done;
         milp_won = keep_better(&best, &cand, "milp");
     }
+    /* lp_solve's proofs hold for every plan when the model allows every batch size (else only
+     * for its sizes: then the status says so and the bound stays the combinatorial one) */
     double proven = lb;
-    if (ret == INFEASIBLE) proven = fmax(proven, best_J); /* nothing in the model beats the plan in hand */
-    if (ret == OPTIMAL && nm) proven = fmax(proven, fmin(model_J, best.objective_us) * (1 - 1e-4)); /* within the mip gap */
+    if (ret == INFEASIBLE && complete) proven = fmax(proven, best_J); /* nothing beats the plan in hand */
+    if (ret == OPTIMAL && nm && complete) proven = fmax(proven, fmin(model_J, best.objective_us) * (1 - 1e-4)); /* mip gap */
     if (bound_us) *bound_us = fmin(proven, best.objective_us);
     if (milp_won) {
         snprintf(status, status_size, "%s (milp, %d vars%s, %.2f s)",
-                 ret == OPTIMAL ? "optimal" : ret == SUBOPTIMAL ? "timeout, best found" : "feasible", nvars,
-                 warm ? ", warm start" : "", elapsed);
+                 ret == OPTIMAL ? (complete ? "optimal" : "optimal for its batch sizes") :
+                 ret == SUBOPTIMAL ? "timeout, best found" : "feasible", nvars, warm ? ", warm start" : "", elapsed);
     } else {
-        const char *why = ret == INFEASIBLE ? "optimal: milp proved nothing better" :
+        const char *why = ret == INFEASIBLE ? (complete ? "optimal: milp proved nothing better" :
+                                               "milp proved nothing better for its batch sizes") :
                           ret == MILP_SKIPPED ? "within 0.01% of a lower bound: milp skipped" :
                           ret == MILP_NO_TIME ? "no time left for lp_solve" :
                           ret == OPTIMAL ? "milp optimum not better once realized" :
