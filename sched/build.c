@@ -962,8 +962,8 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     if (nranks < 1) return dm_err_set(err, "sched: expected at least one rank, got %d", nranks);
     if (opts->max_batch < 1 || opts->prefetch_depth < 1 || opts->tokens < 1)
         return dm_err_set(err, "sched: max_batch, prefetch depth and tokens must be positive");
-    sched_opts resolved = *opts; /* auto without a simulator: lpt (sched.h); the program says so */
-    if (resolved.balance == SCHED_BAL_AUTO) resolved.balance = SCHED_BAL_LPT;
+    sched_opts resolved = *opts; /* auto without a simulator: lpt on the NS load (sched.h) */
+    if (resolved.balance == SCHED_BAL_AUTO) resolved.balance = SCHED_BAL_LPT, resolved.comm_weight = 0;
     opts = &resolved;
     b.model = model;
     b.cl = cluster;

@@ -36,8 +36,10 @@ typedef enum {
 } sched_strategy;
 
 /* AUTO: the planner entry sim/plan_best.h builds the lpt and the milp plans (and the NS-only
- * lpt plan) and keeps the one that simulates fastest; sched_build alone, without a simulator,
- * plans auto as lpt (and says so in the program's options: balance=lpt). */
+ * lpt plan) and keeps the one that simulates fastest. sched_build alone, without a simulator,
+ * plans auto as lpt on the NS load alone (comm weight 0: every library caller's plan before
+ * issue 16, the one candidate of the three that never trades NS balance for a latency the step
+ * may hide), and its program's options say so (balance=lpt comm-weight=0). */
 typedef enum { SCHED_BAL_RR, SCHED_BAL_LPT, SCHED_BAL_MILP, SCHED_BAL_AUTO } sched_balance;
 
 /* Cumulative levels: PREFETCH = each forward waits only on its own layer's fetch (fetch k layers

@@ -38,10 +38,6 @@ static void check_case(const dm_model *m, int ranks, const char *key, const char
     dm_err err = {{0}};
     sched_opts so;
     sched_opts_default(&so);
-    /* The estimate spreads each layer over min(ranks, units) owners, as the NS-only LPT does;
-     * the communication-aware owners (issue 16) make fewer collectives than that (an estimate
-     * from above, safe for the memory check): compare against the plan it models. */
-    so.comm_weight = 0;
     if (key && sched_opts_parse(&so, key, val, &err)) {
         ok(0, "%s=%s: %s", key, val, err.msg);
         return;
