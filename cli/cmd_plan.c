@@ -15,6 +15,7 @@
 #include "json.h"
 #include "opts.h"
 #include "outfile.h"
+#include "plan_best.h"
 #include "program.h"
 #include "sched.h"
 
@@ -76,8 +77,8 @@ static int model_shapes(int64_t (**out)[2], int *n)
     return 0;
 }
 
-static void print_json_report(FILE *f, const dm_program *p, const sched_report *r, const dm_model *model,
-                              const dm_cluster *cl, const long *counts, long n_ops, uint64_t hash)
+static void print_json_report(FILE *f, const dm_program *p, const sched_report *r, const plan_best_report *pb,
+                              const dm_model *model, const dm_cluster *cl, const long *counts, long n_ops, uint64_t hash)
 {
     fputs("{\"model\": ", f);
     json_write_string(f, model->name);
@@ -100,7 +101,20 @@ static void print_json_report(FILE *f, const dm_program *p, const sched_report *
             r->max_us, r->mean_us, r->imbalance, r->lower_bound_us, r->gap, r->shape_bound_us, r->lpt_max_us,
             r->lower_bound_us > 0 && r->lpt_max_us > 0 ? r->lpt_max_us / r->lower_bound_us - 1 : 0);
     json_write_string(f, r->solver_status);
-    fprintf(f, ", \"solver_s\": %.4f, \"plan_s\": %.4f, \"ops\": %ld, \"collectives\": %d, \"groups\": %d,\n \"op_counts\": {",
+    fputs(", \"method\": ", f);
+    json_write_string(f, r->method);
+    fprintf(f, ", \"objective_us\": %.3f, \"objective_bound_us\": %.3f, \"comm_us\": %.3f, \"pairs\": %d,", r->objective_us,
+            r->objective_bound_us, r->comm_us, r->pairs);
+    if (pb->n) { /* --balance auto: the candidates (times left out: they differ run to run) */
+        fprintf(f, "\n \"auto\": {\"winner\": \"%s\", \"by_simulation\": %s, \"candidates\": [", pb->cand[pb->winner].name,
+                pb->by_sim ? "true" : "false");
+        for (int k = 0; k < pb->n; k++)
+            fprintf(f, "%s{\"name\": \"%s\", \"step_us\": %.3f, \"objective_us\": %.3f, \"pairs\": %d}", k ? ", " : "",
+                    pb->cand[k].name, pb->cand[k].simulated ? pb->cand[k].step_us : 0, pb->cand[k].objective_us,
+                    pb->cand[k].pairs);
+        fputs("]},", f);
+    }
+    fprintf(f, "\n \"solver_s\": %.4f, \"plan_s\": %.4f, \"ops\": %ld, \"collectives\": %d, \"groups\": %d,\n \"op_counts\": {",
             r->solver_s, r->plan_s, n_ops, p->n_colls, p->n_groups);
     for (int k = 0; k < DM_OP__COUNT; k++) fprintf(f, "%s\"%s\": %ld", k ? ", " : "", dm_op_kind_name((dm_op_kind)k), counts[k]);
     fputs("}}\n", f);
@@ -182,7 +196,12 @@ int cmd_plan(int argc, char **argv)
     const dm_model *model = in.model;
     const dm_cluster cl = in.cluster;
     const dm_costs *costs = in.costs;
-    if (sched_build(model, &cl, (int)nranks, costs, &so, &prog, &rep, &err) || dm_program_validate(prog, &err)) {
+    sim_opts simo; /* --balance auto simulates the candidates */
+    sim_opts_default(&simo);
+    simo.costs = costs;
+    plan_best_report pb;
+    if (plan_best_build(model, &cl, (int)nranks, costs, &so, &simo, NULL, &prog, &rep, &pb, &err) ||
+        dm_program_validate(prog, &err)) {
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
     }
@@ -211,7 +230,7 @@ int cmd_plan(int argc, char **argv)
     for (int k = 0; k < DM_OP__COUNT; k++) n_ops += counts[k];
     uint64_t hash = dm_program_hash(prog);
     if (json) {
-        print_json_report(stdout, prog, &rep, model, &cl, counts, n_ops, hash);
+        print_json_report(stdout, prog, &rep, &pb, model, &cl, counts, n_ops, hash);
     } else {
         int nodes = (prog->nranks + prog->gpus_per_node - 1) / prog->gpus_per_node;
         printf("model     %s: %lld Muon matrices, %lld parameters\n", model->name, (long long)rep.n_muon,
@@ -236,6 +255,10 @@ int cmd_plan(int argc, char **argv)
                    rep.shape_bound_us, 100 * (rep.max_us / rep.shape_bound_us - 1));
         printf("\nsolver    %s, %d units, assignment %.3f s, plan %.3f s\n", rep.solver_status, rep.n_units, rep.solver_s,
                rep.plan_s);
+        char ob[320];
+        if (rep.method[0]) printf("objective %s\n", sched_report_objective(&rep, ob, sizeof ob) + 10);
+        plan_best_print(stdout, &pb);
+        if (pb.n) printf("balance   %s\n", plan_best_describe(&pb, ob, sizeof ob));
         printf("program   %ld ops, %d collectives, %d groups, hash %016" PRIx64 "%s%s\n", n_ops, prog->n_colls,
                prog->n_groups, hash, out_path ? ", written to " : "", out_path ? out_path : "");
         printf("# %-14s %9s\n", "op", "count");

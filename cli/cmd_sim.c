@@ -16,6 +16,7 @@
 #include "opts.h"
 #include "outfile.h"
 #include "paths.h"
+#include "plan_best.h"
 #include "plot.h"
 #include "program.h"
 #include "sched.h"
@@ -143,6 +144,7 @@ int cmd_sim(int argc, char **argv)
     sim_result *r = NULL;
     int rc = 1;
     double plan_s = 0;
+    plan_best_report pb = {0};
     if (program) {
         if (dm_program_load(program, &p, &err) || dm_program_validate(p, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
@@ -155,8 +157,9 @@ int cmd_sim(int argc, char **argv)
         ia.gpus_per_node = so.gpus_per_node;
         if (inputs_resolve("sim", &ia, &in)) goto out;
         double t0 = sched_wall_s();
+        o.costs = in.costs;
         if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus, &so, trace || csv, max_memory, &err) ||
-            sched_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &p, &rep, &err)) {
+            plan_best_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &o, NULL, &p, &rep, &pb, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
@@ -184,6 +187,8 @@ int cmd_sim(int argc, char **argv)
         if (!program)
             printf("  plan        %s assignment, %d units over %d owners, planned NS load max %.3f ms, imbalance %.1f%%\n",
                    rep.solver_status, rep.n_units, rep.nowners, rep.max_us / 1e3, 100 * rep.imbalance);
+        char pbd[512];
+        if (pb.n) printf("  balance     %s\n", plan_best_describe(&pb, pbd, sizeof pbd));
         sim_print_report(stdout, p, r);
         sim_print_speed(stdout, r, plan_s);
     }
@@ -211,6 +216,7 @@ typedef struct point {
     double sim_s, plan_s;
     int64_t events;
     int ok;
+    plan_best_report pb; /* --balance auto: the candidates */
 } point;
 
 static void scale_help(void)
@@ -418,7 +424,7 @@ int cmd_scale(int argc, char **argv)
             sim_result *r = NULL;
             double t0 = sched_wall_s();
             if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus[gi], &sopt[s], 0, max_memory, &err) ||
-                sched_build(in.model, &in.cluster, (int)gpus[gi], in.costs, &sopt[s], &p, NULL, &err) ||
+                plan_best_build(in.model, &in.cluster, (int)gpus[gi], in.costs, &sopt[s], &o, NULL, &p, NULL, &q->pb, &err) ||
                 (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, 0, max_memory, &err)) ||
                 sim_run(p, &in.cluster, &o, &r, &err)) {
                 if (progress) fprintf(stderr, "\n");
@@ -462,6 +468,12 @@ int cmd_scale(int argc, char **argv)
     if (write_file(path, pts, n_pts, names, n_str, 0, 1)) rc = 1;
     snprintf(path, sizeof path, "%s/scale.csv", out_dir);
     if (write_file(path, pts, n_pts, names, n_str, 1, 0)) rc = 1;
+    for (int i = 0, head = 0; i < n_pts; i++) { /* which balance won where auto chose */
+        char d[512];
+        if (!pts[i].ok || !pts[i].pb.n) continue;
+        if (!head++) printf("\n# balance auto, per point\n");
+        printf("  %4d %-10s %s\n", pts[i].gpus, names[pts[i].strat], plan_best_describe(&pts[i].pb, d, sizeof d));
+    }
     printf("\nwrote %s/scale.dat and %s/scale.csv\n", out_dir, out_dir);
     if (plots) {
         const char *gp = find_plot_script();

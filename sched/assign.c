@@ -1,7 +1,10 @@
 /* assign.c: owner assignment of Muon matrices to ranks: round-robin, LPT (longest processing
- * time first, with same-layer spreading and per-layer packing of small matrices) and a MILP
- * over (shape, batch size, owner) solved by lp_solve, backed by the LPT plan. All three are
- * deterministic: every rank that runs them gets the same plan. */
+ * time first, per-layer packing of small matrices, each unit on the owner that raises the
+ * objective least) and the MILP balance (LPT, a split search over how many owners share each
+ * layer, a batch-aware count search, then lp_solve on an aggregate model over (shape, batch
+ * size, owner) and (layer class, owner)), backed by the LPT plan. The objective (sched.h) is
+ * each owner's NS load plus the collectives the assignment creates. Deterministic: every rank
+ * that runs them gets the same plan (unless a time limit cuts a search). */
 #define _GNU_SOURCE
 #include "sched.h"
 
@@ -41,6 +44,59 @@ static int assign_alloc(const sched_problem *p, sched_assign *a, dm_err *err)
     return 0;
 }
 
+static int has_comm(const sched_problem *p) { return p->pair_us > 0 || p->owner_pair_us > 0 || p->owner_elem_us > 0; }
+
+/* sched_comm_bound, and *m_best the makespan M at which it is reached: the makespan the best
+ * trade between NS balance and collectives may aim at. */
+static double comm_bound_at(const sched_problem *p, double ns_bound, double *m_best);
+static void per_matrix_cost(const sched_problem *p, const int *count, double *per);
+
+static int layer_of(const sched_problem *p, int i) { return p->items[i].layer > 0 ? p->items[i].layer : 0; }
+
+static int n_layers_of(const sched_problem *p)
+{
+    int n = 1;
+    for (int i = 0; i < p->n_items; i++)
+        if (layer_of(p, i) + 1 > n) n = layer_of(p, i) + 1;
+    return n;
+}
+
+static double elems_of(const sched_problem *p, int shape) { return p->shape_elems ? (double)p->shape_elems[shape] : 0; }
+
+/* Relative tie tolerance of objective comparisons. */
+static int less(double x, double y) { return isinf(y) ? x < y : x < y - 1e-9 * fmax(1, fabs(y)); }
+
+int sched_assign_score(const sched_problem *p, sched_assign *a, dm_err *err)
+{
+    int L = n_layers_of(p);
+    unsigned char *has = dm_calloc((size_t)p->nowners * L, 1, err);
+    double *chain = dm_malloc((size_t)p->nowners * sizeof *chain, err);
+    if (!has || !chain) {
+        free(has);
+        free(chain);
+        return -1;
+    }
+    for (int o = 0; o < p->nowners; o++) chain[o] = a->load_us[o];
+    int pairs = 0;
+    for (int i = 0; i < p->n_items; i++) {
+        int o = a->owner[i];
+        size_t k = (size_t)o * L + layer_of(p, i);
+        if (!has[k]) {
+            has[k] = 1;
+            pairs++;
+            chain[o] += p->owner_pair_us;
+        }
+        chain[o] += elems_of(p, p->items[i].shape) * p->owner_elem_us;
+    }
+    double mx = 0;
+    for (int o = 0; o < p->nowners; o++) mx = fmax(mx, chain[o]);
+    a->pairs = pairs;
+    a->objective_us = mx + p->pair_us * pairs;
+    free(has);
+    free(chain);
+    return 0;
+}
+
 double sched_lower_bound(const sched_problem *p)
 {
     int *count = calloc((size_t)p->n_shapes, sizeof *count);
@@ -68,6 +124,7 @@ typedef struct unit {
     int n;          /* items */
     int layer;
     double cost;
+    double elems;   /* elements of its matrices */
 } unit;
 
 static int cmp_item_order(const void *a, const void *b, void *ctx)
@@ -121,6 +178,8 @@ static int make_units(const sched_problem *p, int **order_out, unit **units_out,
         u[nu].n = j - i;
         u[nu].layer = it->layer;
         u[nu].cost = group_cost(p, order, i, j - i, NULL, NULL);
+        u[nu].elems = 0;
+        for (int k = i; k < j; k++) u[nu].elems += elems_of(p, p->items[order[k]].shape);
         nu++;
         i = j;
     }
@@ -217,6 +276,63 @@ done:
     return rc;
 }
 
+/* The objective's greedy step: a unit goes to the owner for which max(makespan, its chain after
+ * the unit) plus the pair term the unit adds is least; ties: the shorter chain, then an owner
+ * already holding the layer, then the lowest owner. A layer's units share an owner while that
+ * costs less than the collectives another owner would add. The makespan starts at a target:
+ * the makespan at which sched_comm_bound is reached (at least the NS lower bound, which any
+ * plan reaches), so owners fill up to it before a layer is spread, instead of every unit
+ * weighing its own small rise of the makespan against a whole pair. */
+typedef struct placer {
+    const sched_problem *p;
+    int L;
+    unsigned char *has; /* nowners x L: owner holds the layer */
+    double *chain, mk;  /* per owner: NS + owner-side communication; their maximum */
+} placer;
+
+static void placer_free(placer *pl)
+{
+    free(pl->has);
+    free(pl->chain);
+    memset(pl, 0, sizeof *pl);
+}
+
+static int placer_init(placer *pl, const sched_problem *p, double target_us, dm_err *err)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->p = p;
+    pl->L = n_layers_of(p);
+    if (!(pl->has = dm_calloc((size_t)p->nowners * pl->L, 1, err)) ||
+        !(pl->chain = dm_calloc((size_t)p->nowners, sizeof *pl->chain, err))) {
+        placer_free(pl);
+        return -1;
+    }
+    pl->mk = target_us;
+    return 0;
+}
+
+static int placer_put(placer *pl, int layer, double cost, double elems)
+{
+    const sched_problem *p = pl->p;
+    int best = 0, best_new = 1;
+    double best_sc = INFINITY, best_nl = INFINITY;
+    for (int o = 0; o < p->nowners; o++) {
+        int nw = !pl->has[(size_t)o * pl->L + layer];
+        double nl = pl->chain[o] + cost + elems * p->owner_elem_us + nw * p->owner_pair_us;
+        double sc = fmax(pl->mk, nl) + nw * p->pair_us;
+        if (less(sc, best_sc) || (!less(best_sc, sc) && (less(nl, best_nl) || (!less(best_nl, nl) && best_new && !nw)))) {
+            best = o;
+            best_sc = sc;
+            best_nl = nl;
+            best_new = nw;
+        }
+    }
+    pl->has[(size_t)best * pl->L + layer] = 1;
+    pl->chain[best] = best_nl;
+    pl->mk = fmax(pl->mk, best_nl);
+    return best;
+}
+
 int sched_assign_rr(const sched_problem *p, sched_assign *a, dm_err *err)
 {
     int *order, nu;
@@ -229,11 +345,19 @@ int sched_assign_rr(const sched_problem *p, sched_assign *a, dm_err *err)
     a->n_units = nu;
     free(order);
     free(u);
-    if (merge_batches(p, a, err)) {
+    if (merge_batches(p, a, err) || sched_assign_score(p, a, err)) {
         sched_assign_free(a);
         return -1;
     }
+    a->method = "round-robin";
     return 0;
+}
+
+static double lpt_target(const sched_problem *p)
+{
+    double m;
+    comm_bound_at(p, sched_lower_bound(p), &m);
+    return m;
 }
 
 int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err)
@@ -241,13 +365,17 @@ int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err)
     int *order, nu, max_layer = 0;
     unit *u;
     unsigned char *has = NULL;
+    placer pl;
+    memset(&pl, 0, sizeof pl);
     if (assign_alloc(p, a, err) || make_units(p, &order, &u, &nu, err)) {
         sched_assign_free(a);
         return -1;
     }
     for (int k = 0; k < nu; k++)
         if (u[k].layer > max_layer) max_layer = u[k].layer;
-    if (!(has = dm_calloc((size_t)p->nowners * (size_t)(max_layer + 1), 1, err))) {
+    if (!(has = dm_calloc((size_t)p->nowners * (size_t)(max_layer + 1), 1, err)) ||
+        (has_comm(p) && placer_init(&pl, p, lpt_target(p), err))) {
+        free(has);
         free(order);
         free(u);
         sched_assign_free(a);
@@ -255,6 +383,10 @@ int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err)
     }
     qsort(u, (size_t)nu, sizeof *u, cmp_unit_cost);
     for (int k = 0; k < nu; k++) {
+        if (pl.p) { /* communication terms: the objective's greedy step */
+            place_unit(p, order, &u[k], placer_put(&pl, u[k].layer > 0 ? u[k].layer : 0, u[k].cost, u[k].elems), a);
+            continue;
+        }
         int any = 0, free_ = -1;
         for (int o = 0; o < p->nowners; o++) {
             if (a->load_us[o] < a->load_us[any]) any = o;
@@ -270,12 +402,68 @@ int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err)
         place_unit(p, order, &u[k], pick, a);
     }
     a->n_units = nu;
+    placer_free(&pl);
     free(has);
     free(order);
     free(u);
-    if (merge_batches(p, a, err)) {
+    if (merge_batches(p, a, err) || sched_assign_score(p, a, err)) {
         sched_assign_free(a);
         return -1;
+    }
+    a->method = "lpt";
+    return 0;
+}
+
+/* ---- batching tables ----------------------------------------------------------------------- */
+
+/* T[n]: the cheapest batching of n matrices of shape s, first[n] (may be NULL) the first batch
+ * size of that split; fills T[0..count]. */
+static void batch_dp(const sched_problem *p, int s, int count, double *T, int *first)
+{
+    T[0] = 0;
+    if (first) first[0] = 0;
+    for (int n = 1; n <= count; n++) {
+        T[n] = INFINITY;
+        for (int b = 1; b <= n && b <= p->max_batch; b++) {
+            double v = cost_of(p, s, b) + T[n - b];
+            if (v < T[n] - 1e-12) {
+                T[n] = v;
+                if (first) first[n] = b;
+            }
+        }
+    }
+}
+
+/* batch_dp for every shape, up to count[s] matrices. */
+typedef struct btab {
+    int S;
+    double **T;
+    int **first;
+} btab;
+
+static void btab_free(btab *t)
+{
+    for (int s = 0; s < t->S; s++) {
+        if (t->T) free(t->T[s]);
+        if (t->first) free(t->first[s]);
+    }
+    free(t->T);
+    free(t->first);
+    memset(t, 0, sizeof *t);
+}
+
+static int btab_init(btab *t, const sched_problem *p, const int *count, dm_err *err)
+{
+    memset(t, 0, sizeof *t);
+    if (!(t->T = dm_calloc((size_t)(p->n_shapes ? p->n_shapes : 1), sizeof *t->T, err)) ||
+        !(t->first = dm_calloc((size_t)(p->n_shapes ? p->n_shapes : 1), sizeof *t->first, err)))
+        return -1;
+    t->S = p->n_shapes;
+    for (int s = 0; s < t->S; s++) {
+        if (!(t->T[s] = dm_malloc(((size_t)count[s] + 1) * sizeof **t->T, err)) ||
+            !(t->first[s] = dm_malloc(((size_t)count[s] + 1) * sizeof **t->first, err)))
+            return -1;
+        batch_dp(p, s, count[s], t->T[s], t->first[s]);
     }
     return 0;
 }
@@ -444,21 +632,16 @@ typedef struct cls {
     const sched_problem *p;
     int S, O;
     const int *count;
-    double **T; /* T[s][0 .. count[s]] */
-    int **first;/* the first batch size of T's best split */
+    btab bt;
+    double **T; /* bt.T: T[s][0 .. count[s]] */
+    int **first;/* bt.first: the first batch size of T's best split */
     int *n;     /* O x S */
     double *load;
 } cls;
 
 static void cls_free(cls *c)
 {
-    if (c->T)
-        for (int s = 0; s < c->S; s++) {
-            free(c->T[s]);
-            free(c->first[s]);
-        }
-    free(c->T);
-    free(c->first);
+    btab_free(&c->bt);
     free(c->n);
     free(c->load);
 }
@@ -470,26 +653,11 @@ static int cls_init(cls *c, const sched_problem *p, const int *count, dm_err *er
     c->S = p->n_shapes;
     c->O = p->nowners;
     c->count = count;
-    if (!(c->T = dm_calloc((size_t)c->S, sizeof *c->T, err)) || !(c->first = dm_calloc((size_t)c->S, sizeof *c->first, err)) ||
-        !(c->n = dm_calloc((size_t)c->S * c->O, sizeof *c->n, err)) || !(c->load = dm_calloc((size_t)c->O, sizeof *c->load, err)))
+    if (btab_init(&c->bt, p, count, err) || !(c->n = dm_calloc((size_t)c->S * c->O, sizeof *c->n, err)) ||
+        !(c->load = dm_calloc((size_t)c->O, sizeof *c->load, err)))
         return -1;
-    for (int s = 0; s < c->S; s++) {
-        if (!(c->T[s] = dm_malloc(((size_t)count[s] + 1) * sizeof **c->T, err)) ||
-            !(c->first[s] = dm_malloc(((size_t)count[s] + 1) * sizeof **c->first, err)))
-            return -1;
-        c->T[s][0] = 0;
-        c->first[s][0] = 0;
-        for (int n = 1; n <= count[s]; n++) {
-            c->T[s][n] = INFINITY;
-            for (int b = 1; b <= n && b <= p->max_batch; b++) {
-                double v = cost_of(p, s, b) + c->T[s][n - b];
-                if (v < c->T[s][n] - 1e-12) {
-                    c->T[s][n] = v;
-                    c->first[s][n] = b;
-                }
-            }
-        }
-    }
+    c->T = c->bt.T;
+    c->first = c->bt.first;
     return 0;
 }
 
@@ -664,7 +832,7 @@ static int heuristic_jobs(const sched_problem *p, const int *count, const sched_
     if (!jobs || !load || !bestn || cls_init(&c, p, count, err)) goto done;
     *best_ms = INFINITY;
     *nbest = 0;
-    for (int k = -2; k < 10 && sched_wall_s() < deadline; k++) {
+    for (int k = -2; k < 10 && (k == -2 || sched_wall_s() < deadline); k++) { /* the first start always */
         memset(c.n, 0, (size_t)c.S * c.O * sizeof *c.n);
         if (k == -2) {
             for (int i = 0; i < p->n_items; i++) CN(&c, lpt->owner[i], p->items[i].shape)++;
@@ -727,6 +895,372 @@ done:
     return rc;
 }
 
+/* ---- communication-aware realization and the split search ---------------------------------- */
+
+/* Batches from owners: each owner's matrices of a shape (latest layer first) split by T's
+ * cheapest batching; then the loads, the makespan and the objective. */
+static int batch_owned(const sched_problem *p, const btab *bt, sched_assign *a, dm_err *err)
+{
+    int *order = dm_malloc((size_t)(p->n_items ? p->n_items : 1) * sizeof *order, err);
+    if (!order) return -1;
+    for (int i = 0; i < p->n_items; i++) order[i] = i;
+    const void *ctx[2] = {p, a};
+    qsort_r(order, (size_t)p->n_items, sizeof *order, cmp_owner_shape, (void *)ctx);
+    for (int o = 0; o < p->nowners; o++) a->load_us[o] = 0;
+    a->n_batches = 0;
+    for (int i = 0; i < p->n_items;) {
+        int j = i, o = a->owner[order[i]], s = p->items[order[i]].shape;
+        while (j < p->n_items && a->owner[order[j]] == o && p->items[order[j]].shape == s) j++;
+        a->load_us[o] += bt->T[s][j - i];
+        for (int rem = j - i, k = i; rem > 0;) {
+            int b = bt->first[s][rem];
+            for (int q = 0; q < b; q++) a->batch_of[order[k++]] = a->n_batches;
+            a->n_batches++;
+            rem -= b;
+        }
+        i = j;
+    }
+    free(order);
+    set_makespan(p, a);
+    return sched_assign_score(p, a, err);
+}
+
+/* The items by (layer, shape), in item order: take() hands out the next unowned one. */
+typedef struct grid {
+    int L, S;
+    int *start; /* L x S + 1 */
+    int *list;  /* n_items */
+    int *next;  /* L x S: next position to hand out */
+} grid;
+
+static void grid_free(grid *g)
+{
+    free(g->start);
+    free(g->list);
+    free(g->next);
+    memset(g, 0, sizeof *g);
+}
+
+static int grid_init(grid *g, const sched_problem *p, dm_err *err)
+{
+    memset(g, 0, sizeof *g);
+    g->L = n_layers_of(p);
+    g->S = p->n_shapes;
+    size_t cells = (size_t)g->L * g->S;
+    if (!(g->start = dm_calloc(cells + 1, sizeof *g->start, err)) ||
+        !(g->list = dm_malloc((size_t)(p->n_items ? p->n_items : 1) * sizeof *g->list, err)) ||
+        !(g->next = dm_malloc((cells ? cells : 1) * sizeof *g->next, err))) {
+        grid_free(g);
+        return -1;
+    }
+    for (int i = 0; i < p->n_items; i++) g->start[(size_t)layer_of(p, i) * g->S + p->items[i].shape + 1]++;
+    for (size_t c = 0; c < cells; c++) g->start[c + 1] += g->start[c];
+    for (size_t c = 0; c < cells; c++) g->next[c] = g->start[c];
+    for (int i = 0; i < p->n_items; i++) g->list[g->next[(size_t)layer_of(p, i) * g->S + p->items[i].shape]++] = i;
+    for (size_t c = 0; c < cells; c++) g->next[c] = g->start[c];
+    return 0;
+}
+
+static int grid_avail(const grid *g, int l, int s) { return g->start[(size_t)l * g->S + s + 1] - g->next[(size_t)l * g->S + s]; }
+static int grid_take(grid *g, int l, int s) { return g->list[g->next[(size_t)l * g->S + s]++]; }
+
+/* Matrices from counts n[o x S] (owner o holds n[o][s] of shape s) with few (layer, owner)
+ * pairs: owners by decreasing NS load, each taking, layer after layer, the layer that covers
+ * most of what it still needs (ties: the layer left with the fewest matrices, then the lowest). */
+static int realize_counts(const sched_problem *p, const btab *bt, const int *n, sched_assign *a, dm_err *err)
+{
+    int S = p->n_shapes, O = p->nowners, rc = -1;
+    grid g;
+    memset(&g, 0, sizeof g);
+    int *ord = dm_malloc((size_t)O * sizeof *ord, err), *need = dm_malloc((size_t)(S ? S : 1) * sizeof *need, err);
+    double *load = dm_calloc((size_t)O, sizeof *load, err);
+    if (!ord || !need || !load || assign_alloc(p, a, err) || grid_init(&g, p, err)) goto done;
+    for (int o = 0; o < O; o++) {
+        ord[o] = o;
+        for (int s = 0; s < S; s++) load[o] += bt->T[s][n[(size_t)o * S + s]];
+    }
+    for (int i = 1; i < O; i++) { /* insertion sort: by load, descending; stable */
+        int x = ord[i], j = i;
+        while (j > 0 && load[ord[j - 1]] < load[x]) ord[j] = ord[j - 1], j--;
+        ord[j] = x;
+    }
+    for (int k = 0; k < O; k++) {
+        int o = ord[k];
+        long tot = 0;
+        for (int s = 0; s < S; s++) tot += need[s] = n[(size_t)o * S + s];
+        while (tot > 0) {
+            int bl = -1;
+            long bc = 0, br = 0;
+            for (int l = 0; l < g.L; l++) {
+                long cover = 0, av = 0;
+                for (int s = 0; s < S; s++) {
+                    int x = grid_avail(&g, l, s);
+                    av += x;
+                    cover += need[s] < x ? need[s] : x;
+                }
+                if (cover && (cover > bc || (cover == bc && av - cover < br))) bl = l, bc = cover, br = av - cover;
+            }
+            if (bl < 0) {
+                dm_err_set(err, "assign: owner %d's counts exceed the matrices left", o);
+                goto done;
+            }
+            for (int s = 0; s < S; s++) {
+                int take = grid_avail(&g, bl, s) < need[s] ? grid_avail(&g, bl, s) : need[s];
+                for (int q = 0; q < take; q++) a->owner[grid_take(&g, bl, s)] = o;
+                need[s] -= take;
+                tot -= take;
+            }
+        }
+    }
+    for (int l = 0; l < g.L; l++)
+        for (int s = 0; s < S; s++)
+            if (grid_avail(&g, l, s)) {
+                dm_err_set(err, "assign: counts leave matrices of layer %d unowned", l);
+                goto done;
+            }
+    rc = batch_owned(p, bt, a, err);
+done:
+    if (rc) sched_assign_free(a);
+    grid_free(&g);
+    free(ord);
+    free(need);
+    free(load);
+    return rc;
+}
+
+/* Layer classes: layers holding the same count of each shape. */
+typedef struct lclass {
+    int n;     /* classes */
+    int L, S;
+    int *of;   /* L: class of a layer, -1 for a layer without Muon matrices */
+    int *vec;  /* n x S: matrices of each shape in one layer of the class */
+    int *size; /* n: layers in the class */
+    int *nmat; /* n: matrices in one layer */
+} lclass;
+
+static void lclass_free(lclass *c)
+{
+    free(c->of);
+    free(c->vec);
+    free(c->size);
+    free(c->nmat);
+    memset(c, 0, sizeof *c);
+}
+
+static int lclass_init(lclass *c, const sched_problem *p, dm_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->L = n_layers_of(p);
+    c->S = p->n_shapes;
+    size_t LS = (size_t)c->L * (c->S ? c->S : 1);
+    int *lv = dm_calloc(LS, sizeof *lv, err);
+    if (!lv || !(c->of = dm_malloc((size_t)c->L * sizeof *c->of, err)) || !(c->vec = dm_calloc(LS, sizeof *c->vec, err)) ||
+        !(c->size = dm_calloc((size_t)c->L, sizeof *c->size, err)) || !(c->nmat = dm_calloc((size_t)c->L, sizeof *c->nmat, err))) {
+        free(lv);
+        lclass_free(c);
+        return -1;
+    }
+    for (int i = 0; i < p->n_items; i++) lv[(size_t)layer_of(p, i) * c->S + p->items[i].shape]++;
+    for (int l = 0; l < c->L; l++) {
+        const int *v = lv + (size_t)l * c->S;
+        int tot = 0, k;
+        for (int s = 0; s < c->S; s++) tot += v[s];
+        c->of[l] = -1;
+        if (!tot) continue;
+        for (k = 0; k < c->n && memcmp(c->vec + (size_t)k * c->S, v, (size_t)c->S * sizeof *v); k++)
+            ;
+        if (k == c->n) {
+            memcpy(c->vec + (size_t)k * c->S, v, (size_t)c->S * sizeof *v);
+            c->nmat[k] = tot;
+            c->n++;
+        }
+        c->of[l] = k;
+        c->size[k]++;
+    }
+    free(lv);
+    return 0;
+}
+
+/* One layer of a class cut into k parts (parts: k x S counts) of near-equal NS cost: matrices
+ * costliest first (sorder: the shapes by single-matrix cost, descending), each to the part
+ * whose cost rises least (T's batching inside a part). */
+static void split_layer(const sched_problem *p, const btab *bt, const int *sorder, const int *vec, int k, int *parts,
+                        double *pcost)
+{
+    int S = p->n_shapes;
+    memset(parts, 0, (size_t)k * S * sizeof *parts);
+    for (int j = 0; j < k; j++) pcost[j] = 0;
+    for (int t = 0; t < S; t++) {
+        int s = sorder[t];
+        for (int m = 0; m < vec[s]; m++) {
+            int best = 0;
+            double bv = INFINITY;
+            for (int j = 0; j < k; j++) {
+                int have = parts[(size_t)j * S + s];
+                double v = pcost[j] + bt->T[s][have + 1] - bt->T[s][have];
+                if (less(v, bv)) best = j, bv = v;
+            }
+            parts[(size_t)best * S + s]++;
+            pcost[best] = bv;
+        }
+    }
+}
+
+typedef struct sunit {
+    int layer, part;
+    double cost, elems;
+} sunit;
+
+static int cmp_sunit(const void *x, const void *y)
+{
+    const sunit *a = x, *b = y;
+    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
+    if (a->layer != b->layer) return a->layer < b->layer ? -1 : 1;
+    return (a->part > b->part) - (a->part < b->part);
+}
+
+/* The plan for part counts k[class]: every layer cut by split_layer, the parts placed by the
+ * objective's greedy step, batched per owner. */
+static int split_eval(const sched_problem *p, const btab *bt, const lclass *lc, const int *k, double target_us, sched_assign *a,
+                      dm_err *err)
+{
+    int S = p->n_shapes, rc = -1, kmax = 1, nu = 0;
+    for (int c = 0; c < lc->n; c++) kmax = k[c] > kmax ? k[c] : kmax;
+    int *parts = dm_malloc((size_t)(lc->n ? lc->n : 1) * kmax * (S ? S : 1) * sizeof *parts, err);
+    double *pcost = dm_malloc((size_t)(lc->n ? lc->n : 1) * kmax * sizeof *pcost, err);
+    sunit *u = dm_malloc((size_t)(p->n_items ? p->n_items : 1) * sizeof *u, err);
+    int *sorder = dm_malloc((size_t)(S ? S : 1) * sizeof *sorder, err);
+    grid g;
+    placer pl;
+    memset(&g, 0, sizeof g);
+    memset(&pl, 0, sizeof pl);
+    if (!parts || !pcost || !u || !sorder || assign_alloc(p, a, err) || grid_init(&g, p, err) ||
+        placer_init(&pl, p, target_us, err))
+        goto done;
+    for (int i = 0; i < S; i++) { /* shapes by single-matrix cost, descending; stable */
+        int j = i;
+        while (j > 0 && cost_of(p, sorder[j - 1], 1) < cost_of(p, i, 1)) sorder[j] = sorder[j - 1], j--;
+        sorder[j] = i;
+    }
+    for (int c = 0; c < lc->n; c++)
+        split_layer(p, bt, sorder, lc->vec + (size_t)c * S, k[c], parts + (size_t)c * kmax * S, pcost + (size_t)c * kmax);
+    for (int l = 0; l < lc->L; l++) {
+        int c = lc->of[l];
+        if (c < 0) continue;
+        for (int j = 0; j < k[c]; j++) {
+            const int *pv = parts + ((size_t)c * kmax + j) * S;
+            double e = 0;
+            int nm = 0;
+            for (int s = 0; s < S; s++) e += pv[s] * elems_of(p, s), nm += pv[s];
+            if (nm) u[nu++] = (sunit){l, j, pcost[(size_t)c * kmax + j], e};
+        }
+    }
+    qsort(u, (size_t)nu, sizeof *u, cmp_sunit);
+    for (int i = 0; i < nu; i++) {
+        int o = placer_put(&pl, u[i].layer, u[i].cost, u[i].elems), c = lc->of[u[i].layer];
+        const int *pv = parts + ((size_t)c * kmax + u[i].part) * S;
+        for (int s = 0; s < S; s++)
+            for (int q = 0; q < pv[s]; q++) a->owner[grid_take(&g, u[i].layer, s)] = o;
+    }
+    a->n_units = nu;
+    rc = batch_owned(p, bt, a, err);
+done:
+    if (rc) sched_assign_free(a);
+    placer_free(&pl);
+    grid_free(&g);
+    free(parts);
+    free(pcost);
+    free(u);
+    free(sorder);
+    return rc;
+}
+
+/* Coordinate descent over the part counts of each layer class (1 part: one owner per layer),
+ * from the counts the objective's bound suggests (ceil(W / M) for a layer of NS work W, M the
+ * makespan where sched_comm_bound is reached) and from one part everywhere, over a ladder of
+ * counts, until a round changes nothing or the deadline passes. *best: the lowest objective
+ * found (allocated here). */
+static int split_search(const sched_problem *p, const btab *bt, const lclass *lc, const int *count, double deadline,
+                        sched_assign *best, int *cut, dm_err *err)
+{
+    static const int ladder[] = {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+    int *k = dm_malloc((size_t)(lc->n ? lc->n : 1) * sizeof *k, err);
+    sched_assign cand;
+    memset(best, 0, sizeof *best);
+    memset(&cand, 0, sizeof cand);
+    *cut = 0;
+    if (!k) return -1;
+    double target = lpt_target(p);
+    double *per = dm_malloc((size_t)(p->n_shapes ? p->n_shapes : 1) * sizeof *per, err);
+    int *k1 = dm_malloc((size_t)(lc->n ? lc->n : 1) * sizeof *k1, err);
+    if (!per || !k1) {
+        free(k);
+        free(per);
+        free(k1);
+        return -1;
+    }
+    per_matrix_cost(p, count, per);
+    for (int c = 0; c < lc->n; c++) {
+        double W = 0;
+        for (int s = 0; s < p->n_shapes; s++) W += lc->vec[(size_t)c * p->n_shapes + s] * per[s];
+        int kmax = lc->nmat[c] < p->nowners ? lc->nmat[c] : p->nowners, kb = (int)ceil(W / target * (1 - 1e-12));
+        k[c] = kb < 1 ? 1 : kb > kmax ? kmax : kb;
+        k1[c] = 1;
+    }
+    free(per);
+    int rc = split_eval(p, bt, lc, k, target, best, err);
+    if (rc == 0 && sched_wall_s() < deadline && memcmp(k, k1, (size_t)lc->n * sizeof *k)) {
+        rc = split_eval(p, bt, lc, k1, target, &cand, err);
+        if (rc == 0 && less(cand.objective_us, best->objective_us)) {
+            sched_assign_free(best);
+            *best = cand;
+            memcpy(k, k1, (size_t)lc->n * sizeof *k);
+        } else {
+            sched_assign_free(&cand);
+        }
+        memset(&cand, 0, sizeof cand);
+    }
+    free(k1);
+    if (rc) {
+        free(k);
+        sched_assign_free(best);
+        return -1;
+    }
+    for (int round = 0; round < 4 && !*cut; round++) {
+        int changed = 0;
+        for (int c = 0; c < lc->n && !*cut; c++) {
+            int kmax = lc->nmat[c] < p->nowners ? lc->nmat[c] : p->nowners, bestk = k[c];
+            for (size_t i = 0; i < sizeof ladder / sizeof ladder[0] && ladder[i] <= kmax; i++) {
+                if (ladder[i] == bestk) continue;
+                if (sched_wall_s() > deadline) {
+                    *cut = 1;
+                    break;
+                }
+                k[c] = ladder[i];
+                if (split_eval(p, bt, lc, k, target, &cand, err)) {
+                    free(k);
+                    sched_assign_free(best);
+                    return -1;
+                }
+                if (less(cand.objective_us, best->objective_us)) {
+                    sched_assign_free(best);
+                    *best = cand;
+                    bestk = ladder[i];
+                    changed = 1;
+                } else {
+                    sched_assign_free(&cand);
+                }
+                memset(&cand, 0, sizeof cand);
+            }
+            k[c] = bestk;
+        }
+        if (!changed) break;
+    }
+    free(k);
+    best->method = "split search";
+    return 0;
+}
+
 /* ---- MILP ---------------------------------------------------------------------------------- */
 
 typedef struct milp_ctx {
@@ -739,41 +1273,97 @@ static int __WINAPI milp_abort(lprec *lp, void *h)
     return sched_wall_s() > ((milp_ctx *)h)->deadline;
 }
 
-/* Batch sizes the MILP may use for a shape with `count` matrices. */
-static int batch_menu(int count, int max_batch, int *menu)
+enum { MENU_MAX = 32, MILP_SKIPPED = -100, MILP_NO_TIME = -101 };
+
+/* Batch sizes the MILP may use for a shape with `count` matrices: every size up to
+ * min(count, max_batch) when that is at most MENU_MAX (so the model holds every plan, and its
+ * proofs hold for any batching); else a ladder plus the sizes the warm-start plan uses (so that
+ * plan is a point of the model). */
+static int batch_menu(int count, int max_batch, const unsigned char *used, int *menu)
 {
     static const int sizes[] = {1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024};
-    int n = 0;
+    int n = 0, cap = max_batch < count ? max_batch : count;
+    if (cap <= MENU_MAX) {
+        for (int b = 1; b <= cap; b++) menu[n++] = b;
+        return n;
+    }
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        if (sizes[i] <= count && sizes[i] <= max_batch) menu[n++] = sizes[i];
+        if (sizes[i] <= cap && n < MENU_MAX) menu[n++] = sizes[i];
+    for (int b = 1; used && b <= cap && b <= 1024; b++) {
+        if (!used[b]) continue;
+        int k = 0;
+        while (k < n && menu[k] < b) k++;
+        if ((k < n && menu[k] == b) || n == MENU_MAX) continue;
+        memmove(menu + k + 1, menu + k, (size_t)(n - k) * sizeof *menu);
+        menu[k] = b;
+        n++;
+    }
     return n;
 }
 
-/* Solve x[s, b, o] (batches of size b of shape s on owner o) minimizing the makespan L (then
- * the total work), with L <= upper (strictly better than the plan in hand). Returns the
- * lp_solve status; on a solution fills jobs/nj. */
-static int solve_milp(const sched_problem *p, const int *count, double lb, double upper, double deadline,
-                      int verbose, job *jobs, int *nj, int *nvars, dm_err *err)
+typedef struct milp_in {
+    const int *count;        /* matrices per shape */
+    const lclass *lc;        /* layer classes: the communication part (y); NULL: none */
+    double lb_L, ub_L;       /* bounds on L, the largest owner chain */
+    double upper_J;          /* with lc: L + pair_us x sum y must stay below it (the cut-off) */
+    double break_J;          /* stop at a plan this good */
+    const sched_assign *inc; /* the best plan so far: the warm start (may be NULL) */
+    double deadline;
+    int verbose;
+} milp_in;
+
+/* Solve the aggregate model (sched.h, sched_assign_milp). Returns the lp_solve status; on a
+ * solution fills jobs/nj (batches: shape, size, owner) and *model_J (its L + pair_us x sum y). */
+static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int *nj, double *model_J, int *nvars,
+                      int *warm, int *complete, dm_err *err)
 {
-    enum { MB = 32 };
-    int ret = -100;
+    const int *count = in->count;
+    const lclass *lc = in->lc;
+    int S = p->n_shapes, O = p->nowners, C = lc ? lc->n : 0, ret = MILP_SKIPPED;
     lprec *lp = NULL;
-    int *menus = dm_calloc((size_t)p->n_shapes * MB, sizeof *menus, err);
-    int *n_menu = dm_calloc((size_t)p->n_shapes, sizeof *n_menu, err);
-    int *off = dm_calloc((size_t)p->n_shapes, sizeof *off, err);
-    int *colno = NULL;
-    double *row = NULL, *vars = NULL;
+    int *menus = dm_calloc((size_t)(S ? S : 1) * MENU_MAX, sizeof *menus, err);
+    int *n_menu = dm_calloc((size_t)(S ? S : 1), sizeof *n_menu, err);
+    int *off = dm_calloc((size_t)(S ? S : 1), sizeof *off, err);
+    unsigned char *used = dm_calloc((size_t)(S ? S : 1) * 1025, 1, err);
+    int *colno = NULL, *basis = NULL, *bsize = NULL, *bown = NULL, *bshape = NULL, *perm = NULL;
+    double *row = NULL, *vars = NULL, *guess = NULL, *chain = NULL;
     *nj = 0;
-    if (!menus || !n_menu || !off) goto done;
-    int nx = 0;
-    for (int s = 0; s < p->n_shapes; s++) {
-        n_menu[s] = batch_menu(count[s], p->max_batch < MB ? p->max_batch : MB, &menus[s * MB]);
-        off[s] = nx;
-        nx += n_menu[s] * p->nowners;
+    *warm = 0;
+    if (!menus || !n_menu || !off || !used) goto done;
+    const sched_assign *inc = in->inc;
+    if (inc) { /* the warm-start plan's batches */
+        size_t nb = (size_t)(inc->n_batches ? inc->n_batches : 1);
+        if (!(bsize = dm_calloc(nb, sizeof *bsize, err)) || !(bown = dm_malloc(nb * sizeof *bown, err)) ||
+            !(bshape = dm_malloc(nb * sizeof *bshape, err)))
+            goto done;
+        for (int i = 0; i < p->n_items; i++) {
+            int b = inc->batch_of[i];
+            bsize[b]++;
+            bown[b] = inc->owner[i];
+            bshape[b] = p->items[i].shape;
+        }
+        for (int b = 0; b < inc->n_batches; b++)
+            if (bsize[b] <= 1024) used[(size_t)bshape[b] * 1025 + bsize[b]] = 1;
     }
-    *nvars = nx;
-    int ncols = 1 + nx; /* column 1 = L, then x[s][k][o] at 2 + off[s] + k * owners + o */
-#define XCOL(s, k, o) (2 + off[s] + (k) * p->nowners + (o))
+    int nx = 0;
+    *complete = 1;
+    for (int s = 0; s < S; s++) {
+        n_menu[s] = batch_menu(count[s], p->max_batch, used + (size_t)s * 1025, &menus[s * MENU_MAX]);
+        if (count[s] && n_menu[s] < (p->max_batch < count[s] ? p->max_batch : count[s])) *complete = 0;
+        off[s] = nx;
+        nx += n_menu[s] * O;
+    }
+    int ncols = 1 + nx + C * O; /* column 1 = L, x[s][k][o] at 2 + off[s] + k * O + o, y[c][o] after */
+    *nvars = ncols - 1;
+    /* Building the model takes ~3.5 us a column and lp_solve's abort polls can be ~2 us a column
+     * apart (0.18 s and 0.11 s at 52k columns, measured on the shared build machine): with less
+     * time left than both, the MILP would overrun the limit */
+    if (in->deadline - sched_wall_s() < 6e-6 * ncols + 0.005) {
+        ret = MILP_NO_TIME;
+        goto done;
+    }
+#define XCOL(s, k, o) (2 + off[s] + (k) * O + (o))
+#define YCOL(c, o) (2 + nx + (c) * O + (o))
     if (!(lp = make_lp(0, ncols))) {
         dm_err_set(err, "milp: lp_solve could not create a model with %d columns", ncols);
         goto done;
@@ -782,107 +1372,265 @@ static int solve_milp(const sched_problem *p, const int *count, double lb, doubl
         !(row = dm_malloc((size_t)(ncols + 1) * sizeof *row, err)) ||
         !(vars = dm_malloc((size_t)(ncols + 1) * sizeof *vars, err)))
         goto done;
-    set_verbose(lp, verbose ? NORMAL : NEUTRAL);
+    set_verbose(lp, in->verbose ? NORMAL : NEUTRAL);
     set_add_rowmode(lp, TRUE);
-    double eps = 1e-4 / p->nowners; /* objective L + eps * total work: L dominates */
+    double eps = 1e-4 / O; /* objective L (+ pair_us x sum y) + eps x total work: the first dominates */
     int nz = 0;
     colno[nz] = 1;
     row[nz++] = 1;
-    for (int s = 0; s < p->n_shapes; s++)
+    for (int s = 0; s < S; s++)
         for (int k = 0; k < n_menu[s]; k++)
-            for (int o = 0; o < p->nowners; o++) {
+            for (int o = 0; o < O; o++) {
                 colno[nz] = XCOL(s, k, o);
-                row[nz++] = eps * cost_of(p, s, menus[s * MB + k]);
+                row[nz++] = eps * cost_of(p, s, menus[s * MENU_MAX + k]);
             }
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < O; o++) {
+            colno[nz] = YCOL(c, o);
+            row[nz++] = p->pair_us;
+        }
     set_obj_fnex(lp, nz, row, colno);
     set_minim(lp);
-    for (int s = 0; s < p->n_shapes; s++) { /* every matrix covered */
+    for (int s = 0; s < S; s++) { /* every matrix covered */
         if (!count[s]) continue;
         nz = 0;
         for (int k = 0; k < n_menu[s]; k++)
-            for (int o = 0; o < p->nowners; o++) {
+            for (int o = 0; o < O; o++) {
                 colno[nz] = XCOL(s, k, o);
-                row[nz++] = menus[s * MB + k];
+                row[nz++] = menus[s * MENU_MAX + k];
             }
         add_constraintex(lp, nz, row, colno, EQ, count[s]);
     }
-    for (int o = 0; o < p->nowners; o++) { /* load(o) <= L; load(o) >= load(o+1) (symmetry) */
+    for (int c = 0; c < C; c++) { /* every layer touched by some owner */
         nz = 0;
-        for (int s = 0; s < p->n_shapes; s++)
+        for (int o = 0; o < O; o++) {
+            colno[nz] = YCOL(c, o);
+            row[nz++] = 1;
+        }
+        add_constraintex(lp, nz, row, colno, GE, lc->size[c]);
+    }
+    for (int o = 0; o < O && C; o++) /* an owner's matrices of a shape need enough touched layers */
+        for (int s = 0; s < S; s++) {
+            if (!count[s]) continue;
+            nz = 0;
             for (int k = 0; k < n_menu[s]; k++) {
                 colno[nz] = XCOL(s, k, o);
-                row[nz++] = cost_of(p, s, menus[s * MB + k]);
+                row[nz++] = menus[s * MENU_MAX + k];
             }
-        colno[nz] = 1;
-        row[nz++] = -1;
-        add_constraintex(lp, nz, row, colno, LE, 0);
-        if (o + 1 < p->nowners) {
-            nz = 0;
-            for (int s = 0; s < p->n_shapes; s++)
-                for (int k = 0; k < n_menu[s]; k++) {
-                    double t = cost_of(p, s, menus[s * MB + k]);
-                    colno[nz] = XCOL(s, k, o);
-                    row[nz++] = t;
-                    colno[nz] = XCOL(s, k, o + 1);
-                    row[nz++] = -t;
+            for (int c = 0; c < C; c++)
+                if (lc->vec[(size_t)c * S + s]) {
+                    colno[nz] = YCOL(c, o);
+                    row[nz++] = -lc->vec[(size_t)c * S + s];
                 }
-            add_constraintex(lp, nz, row, colno, GE, 0);
+            add_constraintex(lp, nz, row, colno, LE, 0);
         }
+    for (int o = 0; o < O; o++) { /* chain(o) <= L; chain(o) >= chain(o+1) (symmetry) */
+        for (int q = o; q <= o + 1 && q < O; q++) {
+            double sign = q == o ? 1 : -1;
+            if (q == o) nz = 0;
+            for (int s = 0; s < S; s++)
+                for (int k = 0; k < n_menu[s]; k++) {
+                    int b = menus[s * MENU_MAX + k];
+                    colno[nz] = XCOL(s, k, q);
+                    row[nz++] = sign * (cost_of(p, s, b) + b * elems_of(p, s) * p->owner_elem_us);
+                }
+            for (int c = 0; c < C; c++) {
+                colno[nz] = YCOL(c, q);
+                row[nz++] = sign * p->owner_pair_us;
+            }
+            if (q == o) {
+                colno[nz] = 1;
+                row[nz] = -1;
+                add_constraintex(lp, nz + 1, row, colno, LE, 0);
+            }
+        }
+        if (o + 1 < O) add_constraintex(lp, nz, row, colno, GE, 0);
+    }
+    int cut_row = 0;
+    if (C) { /* the cut-off: strictly better than the plan in hand (at the plan's own value until
+                the warm start's basis is made, then tightened) */
+        nz = 0;
+        colno[nz] = 1;
+        row[nz++] = 1;
+        for (int c = 0; c < C; c++)
+            for (int o = 0; o < O; o++) {
+                colno[nz] = YCOL(c, o);
+                row[nz++] = p->pair_us;
+            }
+        add_constraintex(lp, nz, row, colno, LE, inc ? fmax(in->upper_J, inc->objective_us * (1 + 1e-9)) : in->upper_J);
+        cut_row = get_Nrows(lp);
     }
     set_add_rowmode(lp, FALSE);
-    set_lowbo(lp, 1, lb);
-    set_upbo(lp, 1, upper);
-    for (int s = 0; s < p->n_shapes; s++)
+    set_lowbo(lp, 1, in->lb_L);
+    set_upbo(lp, 1, inc ? fmax(in->ub_L, inc->objective_us * (1 + 1e-9)) : in->ub_L);
+    for (int s = 0; s < S; s++)
         for (int k = 0; k < n_menu[s]; k++)
-            for (int o = 0; o < p->nowners; o++) {
+            for (int o = 0; o < O; o++) {
                 set_int(lp, XCOL(s, k, o), TRUE);
-                set_upbo(lp, XCOL(s, k, o), count[s] / menus[s * MB + k]);
+                set_upbo(lp, XCOL(s, k, o), count[s] / menus[s * MENU_MAX + k]);
             }
-    milp_ctx ctx = {deadline};
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < O; o++) {
+            set_int(lp, YCOL(c, o), TRUE);
+            set_upbo(lp, YCOL(c, o), lc->size[c]);
+        }
+    /* warm start: the plan in hand, owners by chain (descending, as the symmetry rows want), as
+     * the starting basis. guess_basis grows about quadratically (0.02 s at 6.5k columns, 0.33 s
+     * at 26k, 1.4 s at 52k on the build machine) and did not pay above ~8k columns (measured on
+     * the bundled models): only below that. The cut-off row is the warm start's other half. */
+    if (inc && ncols <= 8192) {
+        int nrows = get_Nrows(lp);
+        if (!(guess = dm_calloc((size_t)ncols + 1, sizeof *guess, err)) ||
+            !(basis = dm_calloc((size_t)nrows + ncols + 1, sizeof *basis, err)) ||
+            !(perm = dm_malloc((size_t)O * 2 * sizeof *perm, err)) || !(chain = dm_calloc((size_t)O, sizeof *chain, err)))
+            goto done;
+        int *rank = perm + O;
+        int L = n_layers_of(p);
+        unsigned char *has = dm_calloc((size_t)O * L, 1, err);
+        if (!has) goto done;
+        for (int o = 0; o < O; o++) chain[o] = inc->load_us[o];
+        for (int i = 0; i < p->n_items; i++) {
+            int o = inc->owner[i], l = layer_of(p, i);
+            chain[o] += elems_of(p, p->items[i].shape) * p->owner_elem_us;
+            if (!has[(size_t)o * L + l]) {
+                has[(size_t)o * L + l] = 1;
+                chain[o] += p->owner_pair_us;
+            }
+        }
+        for (int o = 0; o < O; o++) perm[o] = o;
+        for (int i = 1; i < O; i++) {
+            int x = perm[i], j = i;
+            while (j > 0 && chain[perm[j - 1]] < chain[x]) perm[j] = perm[j - 1], j--;
+            perm[j] = x;
+        }
+        for (int r = 0; r < O; r++) rank[perm[r]] = r;
+        double mx = 0;
+        for (int o = 0; o < O; o++) mx = fmax(mx, chain[o]);
+        guess[1] = mx;
+        for (int b = 0; b < inc->n_batches; b++) {
+            int s = bshape[b], k = 0;
+            while (k < n_menu[s] && menus[s * MENU_MAX + k] != bsize[b]) k++;
+            if (k < n_menu[s]) guess[XCOL(bshape[b], k, rank[bown[b]])] += 1;
+        }
+        for (int l = 0; l < L && C; l++)
+            if (lc->of[l] >= 0)
+                for (int o = 0; o < O; o++)
+                    if (has[(size_t)o * L + l]) guess[YCOL(lc->of[l], rank[o])] += 1;
+        free(has);
+        /* guess_basis reads the basis vector it fills (lp_solve 5.5.2.5): it starts zeroed */
+        if (guess_basis(lp, guess, basis) && set_basis(lp, basis, TRUE)) *warm = 1;
+        set_upbo(lp, 1, in->ub_L); /* now cut off the plan itself */
+        if (cut_row) set_rh(lp, cut_row, in->upper_J);
+    }
+    if (in->deadline - sched_wall_s() < 2e-6 * ncols + 0.005) { /* the build took the time */
+        ret = MILP_NO_TIME;
+        goto done;
+    }
+    milp_ctx ctx = {in->deadline};
     put_abortfunc(lp, milp_abort, &ctx);
+    double left = in->deadline - sched_wall_s();
+    set_timeout(lp, (long)ceil(left > 1 ? left : 1)); /* whole seconds; the abort callback cuts at the deadline */
     set_mip_gap(lp, FALSE, 1e-4);
     set_mip_gap(lp, TRUE, 1e-6);
-    set_break_at_value(lp, lb * (1 + 1e-4) + eps * lb * p->nowners);
+    set_break_at_value(lp, in->break_J);
     set_bb_floorfirst(lp, BRANCH_CEILING);
     ret = solve(lp);
     if (ret == OPTIMAL || ret == SUBOPTIMAL || ret == PRESOLVED) {
         get_variables(lp, vars);
-        for (int s = 0; s < p->n_shapes; s++)
+        *model_J = vars[0];
+        for (int c = 0; c < C; c++)
+            for (int o = 0; o < O; o++) *model_J += p->pair_us * vars[YCOL(c, o) - 1];
+        for (int s = 0; s < S; s++)
             for (int k = 0; k < n_menu[s]; k++)
-                for (int o = 0; o < p->nowners; o++) {
+                for (int o = 0; o < O; o++) {
                     long cnt = lround(vars[XCOL(s, k, o) - 1]);
-                    for (long c = 0; c < cnt; c++) jobs[(*nj)++] = (job){s, menus[s * MB + k], o, cost_of(p, s, menus[s * MB + k])};
+                    int b = menus[s * MENU_MAX + k];
+                    for (long q = 0; q < cnt; q++) jobs[(*nj)++] = (job){s, b, o, cost_of(p, s, b)};
                 }
     }
 #undef XCOL
+#undef YCOL
 done:
     if (lp) delete_lp(lp);
     free(menus);
     free(n_menu);
     free(off);
+    free(used);
     free(colno);
     free(row);
     free(vars);
+    free(guess);
+    free(basis);
+    free(bsize);
+    free(bown);
+    free(bshape);
+    free(perm);
+    free(chain);
     return ret;
+}
+
+/* Counts per owner and shape from jobs, turned into matrices with few pairs. */
+static int realize_jobs_comm(const sched_problem *p, const btab *bt, const job *jobs, int nj, sched_assign *a, dm_err *err)
+{
+    int *n = dm_calloc((size_t)p->nowners * (p->n_shapes ? p->n_shapes : 1), sizeof *n, err);
+    if (!n) return -1;
+    for (int j = 0; j < nj; j++) n[(size_t)jobs[j].owner * p->n_shapes + jobs[j].shape] += jobs[j].size;
+    int rc = realize_counts(p, bt, n, a, err);
+    free(n);
+    return rc;
+}
+
+/* Jobs into a plan: round-robin dealing over the owners without communication terms (the plan
+ * before issue 16), few pairs with them. */
+static int jobs_to_plan(const sched_problem *p, const btab *bt, const job *jobs, int nj, sched_assign *a, dm_err *err)
+{
+    if (has_comm(p)) return realize_jobs_comm(p, bt, jobs, nj, a, err);
+    if (realize_jobs(p, jobs, nj, a, err)) return -1;
+    if (merge_batches(p, a, err) || sched_assign_score(p, a, err)) {
+        sched_assign_free(a);
+        return -1;
+    }
+    return 0;
+}
+
+/* Keep the better of *best and *cand (by the objective; cand is freed or taken over). */
+static int keep_better(sched_assign *best, sched_assign *cand, const char *method)
+{
+    if (cand->owner && less(cand->objective_us, best->objective_us)) {
+        sched_assign_free(best);
+        *best = *cand;
+        best->method = method;
+        memset(cand, 0, sizeof *cand);
+        return 1;
+    }
+    sched_assign_free(cand);
+    return 0;
 }
 
 int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, sched_assign *a,
                       char *status, size_t status_size, double *bound_us, dm_err *err)
 {
     double t0 = sched_wall_s(), deadline = t0 + time_limit_s;
-    sched_assign lpt, h;
-    int rc = -1, nh = 0, nm = 0, nvars = 0, cut = 0;
+    sched_assign best, cand;
+    int rc = -1, nh = 0, nm = 0, nvars = 0, cut = 0, scut = 0, warm = 0, complete = 1, comm = has_comm(p);
     int *count = NULL;
     job *hjobs = NULL, *mjobs = NULL;
-    double hms = INFINITY;
-    memset(&h, 0, sizeof h);
+    double hms = INFINITY, model_J = 0;
+    btab bt;
+    lclass lc;
+    memset(&best, 0, sizeof best);
+    memset(&cand, 0, sizeof cand);
+    memset(&bt, 0, sizeof bt);
+    memset(&lc, 0, sizeof lc);
     if (bound_us) *bound_us = 0;
-    if (sched_assign_lpt(p, &lpt, err)) return -1;
+    if (sched_assign_lpt(p, &best, err)) return -1;
+    double lpt_J = best.objective_us;
     /* the better of the simple bound and the two-shape bound (both valid): stops the search early
-     * and bounds L for lp_solve */
-    double lb = fmax(sched_lower_bound(p), sched_two_shape_bound(p));
-    if (p->n_items == 0 || lpt.makespan_us <= lb * (1 + 1e-9)) {
-        *a = lpt;
+     * and bounds L for lp_solve; with communication, the objective's bound built on them */
+    double lb_ns = fmax(sched_lower_bound(p), sched_two_shape_bound(p));
+    double lb = sched_comm_bound(p, lb_ns);
+    if (p->n_items == 0 || best.objective_us <= lb * (1 + 1e-9)) {
+        *a = best;
         snprintf(status, status_size, "lpt, optimal: at a lower bound");
         if (bound_us) *bound_us = lb;
         return 0;
@@ -892,60 +1640,129 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
         !(mjobs = dm_malloc(ni * sizeof *mjobs, err)))
         goto done;
     for (int i = 0; i < p->n_items; i++) count[p->items[i].shape]++;
-    /* a batch-aware start: the MILP only has to beat the better of it and LPT */
-    if (heuristic_jobs(p, count, &lpt, lb, t0 + 0.5 * time_limit_s, hjobs, &nh, &hms, &cut, err)) goto done;
-    double best = fmin(lpt.makespan_us, hms);
-    const char *from = hms < lpt.makespan_us - 1e-9 ? (cut ? "count search (cut by the time limit)" : "count search") : "lpt";
-    int ret = -100;
-    if (best > lb * (1 + 1e-4) && sched_wall_s() < deadline)
-        ret = solve_milp(p, count, lb, best * (1 - 1e-7), deadline, verbose, mjobs, &nm, &nvars, err);
-    double elapsed = sched_wall_s() - t0;
-    sched_assign m;
-    memset(&m, 0, sizeof m);
-    if (nm && realize_jobs(p, mjobs, nm, &m, err) == 0 && merge_batches(p, &m, err) == 0 && m.makespan_us < best - 1e-9) {
-        *a = m;
-        snprintf(status, status_size, "%s (milp, %d vars, %.2f s)",
-                 ret == OPTIMAL ? "optimal" : ret == SUBOPTIMAL ? "timeout, best found" : "feasible", nvars, elapsed);
-        if (bound_us && ret == OPTIMAL) *bound_us = m.makespan_us;
-        rc = 0;
+    if (btab_init(&bt, p, count, err) || (comm && lclass_init(&lc, p, err))) goto done;
+    /* with communication: how many owners share each layer */
+    if (comm) {
+        if (split_search(p, &bt, &lc, count, t0 + 0.3 * time_limit_s, &cand, &scut, err)) goto done;
+        keep_better(&best, &cand, scut ? "split search (cut by the time limit)" : "split search");
+    }
+    /* a batch-aware count search from the best plan so far */
+    if (best.objective_us > lb * (1 + 1e-4) &&
+        heuristic_jobs(p, count, &best, lb_ns, t0 + (comm ? 0.55 : 0.5) * time_limit_s, hjobs, &nh, &hms, &cut, err))
         goto done;
+    if (nh && (!comm ? hms < best.makespan_us - 1e-9 : 1)) {
+        if (jobs_to_plan(p, &bt, hjobs, nh, &cand, err)) goto done;
+        keep_better(&best, &cand, cut ? "count search (cut by the time limit)" : "count search");
     }
-    sched_assign_free(&m);
-    const char *why = ret == INFEASIBLE ? "optimal: milp proved nothing better" :
-                      ret == -100 ? "within 0.01% of a lower bound: milp skipped" :
-                      elapsed >= time_limit_s - 1e-3 ? "milp timeout" : "milp found nothing better";
-    if (bound_us && ret == INFEASIBLE) *bound_us = best;
-    if (bound_us && ret == -100) *bound_us = lb; /* the plan is within 0.01% of it */
-    if (hms < lpt.makespan_us - 1e-9) {
-        if (realize_jobs(p, hjobs, nh, &h, err) || merge_batches(p, &h, err)) goto done;
-        *a = h;
-        memset(&h, 0, sizeof h);
+    const char *from = best.method;
+    double best_J = best.objective_us;
+    int ret = MILP_SKIPPED;
+    if (best_J > lb * (1 + 1e-4) && sched_wall_s() >= deadline) ret = MILP_NO_TIME;
+    if (best_J > lb * (1 + 1e-4) && sched_wall_s() < deadline) {
+        milp_in in = {count, comm ? &lc : NULL, lb_ns, best.makespan_us * (1 - 1e-7), best_J * (1 - 1e-7),
+                      lb * (1 + 1e-4), &best, deadline, verbose};
+        if (comm) {
+            int nl = 0;
+            for (int c = 0; c < lc.n; c++) nl += lc.size[c];
+            in.ub_L = best_J * (1 - 1e-7) - p->pair_us * nl;
+        }
+        double eps_work = 1e-4 * lb_ns; /* the total-work term at the bound */
+        in.break_J += eps_work;
+        if (in.ub_L >= in.lb_L) ret = solve_milp(p, &in, mjobs, &nm, &model_J, &nvars, &warm, &complete, err);
+        else ret = INFEASIBLE; /* no L fits below the plan in hand */
+    }
+    double elapsed = sched_wall_s() - t0;
+    int milp_won = 0;
+    if (nm) {
+        if (jobs_to_plan(p, &bt, mjobs, nm, &cand, err)) goto done;
+        milp_won = keep_better(&best, &cand, "milp");
+    }
+    /* lp_solve's proofs hold for every plan when the model allows every batch size (else only
+     * for its sizes: then the status says so and the bound stays the combinatorial one) */
+    double proven = lb;
+    if (ret == INFEASIBLE && complete) proven = fmax(proven, best_J); /* nothing beats the plan in hand */
+    if (ret == OPTIMAL && nm && complete) proven = fmax(proven, fmin(model_J, best.objective_us) * (1 - 1e-4)); /* mip gap */
+    if (bound_us) *bound_us = fmin(proven, best.objective_us);
+    if (milp_won) {
+        snprintf(status, status_size, "%s (milp, %d vars%s, %.2f s)",
+                 ret == OPTIMAL ? (complete ? "optimal" : "optimal for its batch sizes") :
+                 ret == SUBOPTIMAL ? "timeout, best found" : "feasible", nvars, warm ? ", warm start" : "", elapsed);
     } else {
-        *a = lpt;
-        memset(&lpt, 0, sizeof lpt);
+        const char *why = ret == INFEASIBLE ? (complete ? "optimal: milp proved nothing better" :
+                                               "milp proved nothing better for its batch sizes") :
+                          ret == MILP_SKIPPED ? "within 0.01% of a lower bound: milp skipped" :
+                          ret == MILP_NO_TIME ? "no time left for lp_solve" :
+                          ret == OPTIMAL ? "milp optimum not better once realized" :
+                          ret == TIMEOUT || ret == USERABORT || elapsed >= time_limit_s - 1e-3 ? "milp timeout" :
+                          "milp found nothing better";
+        snprintf(status, status_size, "%s; %s (%d vars%s, %.2f s)", from, why, nvars, warm ? ", warm start" : "", elapsed);
     }
-    snprintf(status, status_size, "%s; %s (%d vars, %.2f s)", from, why, nvars, elapsed);
+    if (!comm && !milp_won && ret != INFEASIBLE && ret != MILP_SKIPPED && bound_us) *bound_us = 0; /* as before: only proofs */
+    (void)lpt_J;
+    *a = best;
+    memset(&best, 0, sizeof best);
     rc = 0;
 done:
-    sched_assign_free(&lpt);
-    sched_assign_free(&h);
+    sched_assign_free(&best);
+    sched_assign_free(&cand);
+    btab_free(&bt);
+    lclass_free(&lc);
     free(count);
     free(hjobs);
     free(mjobs);
     return rc;
 }
 
-/* ---- a stronger lower bound ---------------------------------------------------------------- */
+/* ---- lower bounds on the objective --------------------------------------------------------- */
 
-/* T[n]: the cheapest batching of n matrices of shape s; fills T[0..count]. */
-static void batch_dp(const sched_problem *p, int s, int count, double *T)
+/* per[s]: the cheapest NS time per matrix of shape s, over the batch sizes its count allows. */
+static void per_matrix_cost(const sched_problem *p, const int *count, double *per)
 {
-    T[0] = 0;
-    for (int n = 1; n <= count; n++) {
-        T[n] = INFINITY;
-        for (int b = 1; b <= n && b <= p->max_batch; b++) T[n] = fmin(T[n], cost_of(p, s, b) + T[n - b]);
+    for (int s = 0; s < p->n_shapes; s++) {
+        per[s] = INFINITY;
+        for (int b = 1; b <= p->max_batch && b <= count[s]; b++) per[s] = fmin(per[s], cost_of(p, s, b) / b);
     }
 }
+
+static double comm_bound_at(const sched_problem *p, double ns_bound, double *m_best)
+{
+    *m_best = ns_bound;
+    if (!has_comm(p) || p->pair_us <= 0) return ns_bound;
+    int L = n_layers_of(p), *count = calloc((size_t)(p->n_shapes ? p->n_shapes : 1), sizeof *count);
+    double *per = calloc((size_t)(p->n_shapes ? p->n_shapes : 1), sizeof *per), *W = calloc((size_t)L, sizeof *W);
+    double best = ns_bound;
+    if (!count || !per || !W) goto out;
+    for (int i = 0; i < p->n_items; i++) count[p->items[i].shape]++;
+    per_matrix_cost(p, count, per);
+    for (int i = 0; i < p->n_items; i++) W[layer_of(p, i)] += per[p->items[i].shape];
+    /* f(M) = M + pair_us x sum ceil(W_l / M) is smallest at M = ns_bound or where a ceil steps
+     * down: M = W_l / k */
+    best = INFINITY;
+    for (int l = -1; l < L; l++) {
+        for (int k = 1; l < 0 ? k == 1 : W[l] / k >= ns_bound; k++) {
+            double M = l < 0 ? ns_bound : W[l] / k, f = M;
+            if (M <= 0) break;
+            for (int q = 0; q < L; q++)
+                if (W[q] > 0) f += p->pair_us * ceil(W[q] / M * (1 - 1e-12));
+            if (f < best) best = f, *m_best = M;
+            if (k > p->nowners) break;
+        }
+    }
+    if (!isfinite(best)) best = ns_bound, *m_best = ns_bound;
+out:
+    free(count);
+    free(per);
+    free(W);
+    return best;
+}
+
+double sched_comm_bound(const sched_problem *p, double ns_bound)
+{
+    double m;
+    return comm_bound_at(p, ns_bound, &m);
+}
+
+/* ---- a stronger lower bound ---------------------------------------------------------------- */
 
 /* the largest n with T[n] <= x, given the suffix minima M (nondecreasing); -1 if none */
 static int max_fit(const double *M, int count, double x)
@@ -1024,8 +1841,8 @@ double sched_two_shape_bound(const sched_problem *p)
         !(next = malloc(((size_t)nA + 1) * sizeof *next)) || !(xs = malloc(((size_t)nA + 1) * sizeof *xs)) ||
         !(fit = malloc(((size_t)nA + 1) * sizeof *fit)))
         goto out;
-    batch_dp(p, sa, nA, TA);
-    if (sb >= 0) batch_dp(p, sb, nB, TB);
+    batch_dp(p, sa, nA, TA, NULL);
+    if (sb >= 0) batch_dp(p, sb, nB, TB, NULL);
     else TB[0] = 0;
     MB[nB] = TB[nB];
     for (int b = nB - 1; b >= 0; b--) MB[b] = fmin(TB[b], MB[b + 1]);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "collcost.h"
 
 /* ---- growable arrays ----------------------------------------------------------------------- */
 
@@ -448,6 +449,46 @@ static int describe_rr(bctx *b, int64_t *ids)
     return 0;
 }
 
+/* The objective's communication terms (sched.h, sched_problem) from the collective cost model
+ * (collcost.h) on this cluster, times the comm weight; *colls: collectives per (layer, owner)
+ * pair. Flat: one broadcast and one reduce over the world group per pair, on every rank in
+ * series. Hierarchical: one of each per node over the node's GPUs (every rank in its node's),
+ * plus, between nodes, one all-reduce among the owner's same-local-rank GPUs: its latency and
+ * bytes on the owner's chain. */
+static int comm_terms(bctx *b, sched_problem *pr, int *colls)
+{
+    double w = b->o->comm_weight;
+    int hier = b->o->hierarchical, n = hier ? b->gpn : b->nranks, rc = -1;
+    int *rk = dm_malloc((size_t)(b->nranks > 0 ? b->nranks : 1) * sizeof *rk, b->err);
+    coll_topo t;
+    *colls = 2;
+    if (!rk) return -1;
+    for (int r = 0; r < n; r++) rk[r] = r;
+    if (collcost_topo(b->cl, rk, n, &t, b->err)) goto done;
+    pr->pair_us = w * (collcost_time_us(DM_OP_BROADCAST, COLL_ALGO_RING, 0, &t) +
+                       collcost_time_us(DM_OP_REDUCE, COLL_ALGO_RING, 0, &t));
+    if (hier && b->nnodes > 1) {
+        int nc = 0;
+        for (int r = 0; r < b->nranks; r += b->gpn) rk[nc++] = r;
+        if (collcost_topo(b->cl, rk, nc, &t, b->err)) goto done;
+        double muon = 0;
+        for (int64_t i = 0; i < b->nmats; i++)
+            if (b->mats[i].role == DM_ROLE_MUON) muon += (double)(b->mats[i].rows * b->mats[i].cols);
+        double typical = muon * b->elt / (b->nlayers * (double)b->gpn), big = 1e8; /* bytes of a mean pair */
+        coll_algo algo = collcost_pick(DM_OP_ALLREDUCE, COLL_ALGO_AUTO, typical, &t);
+        double lat = collcost_time_us(DM_OP_ALLREDUCE, algo, 0, &t);
+        pr->owner_pair_us = w * lat;
+        pr->owner_elem_us = w * (collcost_time_us(DM_OP_ALLREDUCE, algo, big, &t) - lat) / big * b->elt;
+        *colls = 2 * b->nnodes + 1;
+    } else if (hier) {
+        *colls = 2 * b->nnodes;
+    }
+    rc = 0;
+done:
+    free(rk);
+    return rc;
+}
+
 /* Build the assignment problem over the Muon matrices and solve it with the chosen balance. */
 static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
 {
@@ -468,6 +509,8 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
             it->layer = b->mats[i].layer;
             it->id = i; /* index into mats (== matrix id) */
         }
+    int colls = 2;
+    if (b->o->comm_weight > 0 && comm_terms(b, pr, &colls)) return -1;
     double t0 = sched_wall_s();
     int rc;
     double bound = 0;
@@ -488,13 +531,23 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
         snprintf(rep->solver_status, sizeof rep->solver_status, "%s", status);
         rep->lower_bound_us = sched_lower_bound(pr);
         rep->shape_bound_us = sched_two_shape_bound(pr);
+        snprintf(rep->method, sizeof rep->method, "%s", a->method ? a->method : "?");
+        rep->objective_us = a->objective_us;
+        rep->pairs = a->pairs;
+        rep->comm_us = pr->pair_us * a->pairs;
+        rep->colls_per_pair = colls;
+        rep->comm_weight = b->o->comm_weight;
+        double proven = fmax(bound, sched_comm_bound(pr, fmax(rep->lower_bound_us, rep->shape_bound_us)));
+        rep->objective_bound_us = fmin(proven, a->objective_us);
         if (b->o->balance == SCHED_BAL_MILP) {
             sched_assign l;
             if (sched_assign_lpt(pr, &l, b->err)) return -1;
             rep->lpt_max_us = l.makespan_us;
+            rep->lpt_objective_us = l.objective_us;
             sched_assign_free(&l);
         } else if (b->o->balance == SCHED_BAL_LPT) {
             rep->lpt_max_us = a->makespan_us;
+            rep->lpt_objective_us = a->objective_us;
         }
     }
     return 0;
@@ -849,6 +902,21 @@ done:
 
 /* ---- entry --------------------------------------------------------------------------------- */
 
+char *sched_report_objective(const sched_report *r, char *buf, size_t size)
+{
+    double chain = r->objective_us - r->comm_us;
+    int n = snprintf(buf, size, "objective %.3f ms = owner chain %.3f + comm %.3f (%d pairs, %lld collectives)",
+                     r->objective_us / 1e3, chain / 1e3, r->comm_us / 1e3, r->pairs,
+                     (long long)r->pairs * r->colls_per_pair);
+    if (n >= 0 && (size_t)n < size && r->objective_bound_us > 0)
+        n += snprintf(buf + n, size - n, "; proven bound %.3f ms (gap %.2f%%)", r->objective_bound_us / 1e3,
+                      100 * (r->objective_us / r->objective_bound_us - 1));
+    if (n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - n, "; method %s%s", r->method[0] ? r->method : "?",
+                 r->comm_weight != 1.0 ? (r->comm_weight == 0 ? ", NS load only (comm weight 0)" : ", comm weighted") : "");
+    return buf;
+}
+
 void sched_report_free(sched_report *r)
 {
     if (!r) return;
@@ -894,6 +962,9 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     if (nranks < 1) return dm_err_set(err, "sched: expected at least one rank, got %d", nranks);
     if (opts->max_batch < 1 || opts->prefetch_depth < 1 || opts->tokens < 1)
         return dm_err_set(err, "sched: max_batch, prefetch depth and tokens must be positive");
+    sched_opts resolved = *opts; /* auto without a simulator: lpt on the NS load (sched.h) */
+    if (resolved.balance == SCHED_BAL_AUTO) resolved.balance = SCHED_BAL_LPT, resolved.comm_weight = 0;
+    opts = &resolved;
     b.model = model;
     b.cl = cluster;
     b.costs = costs;

@@ -35,7 +35,12 @@ typedef enum {
     SCHED_DMUON      /* reduce to owner, NS on owner, broadcast before next forward */
 } sched_strategy;
 
-typedef enum { SCHED_BAL_RR, SCHED_BAL_LPT, SCHED_BAL_MILP } sched_balance;
+/* AUTO: the planner entry sim/plan_best.h builds the lpt and the milp plans (and the NS-only
+ * lpt plan) and keeps the one that simulates fastest. sched_build alone, without a simulator,
+ * plans auto as lpt on the NS load alone (comm weight 0: every library caller's plan before
+ * issue 16, the one candidate of the three that never trades NS balance for a latency the step
+ * may hide), and its program's options say so (balance=lpt comm-weight=0). */
+typedef enum { SCHED_BAL_RR, SCHED_BAL_LPT, SCHED_BAL_MILP, SCHED_BAL_AUTO } sched_balance;
 
 /* Cumulative levels: PREFETCH = each forward waits only on its own layer's fetch (fetch k layers
  * ahead); INTERLEAVE = PREFETCH plus each layer's gradient collective issued right after its
@@ -45,7 +50,7 @@ typedef enum { SCHED_OVERLAP_NONE, SCHED_OVERLAP_PREFETCH, SCHED_OVERLAP_INTERLE
 
 typedef struct sched_opts {
     sched_strategy strategy;   /* default SCHED_DMUON */
-    sched_balance balance;     /* default SCHED_BAL_LPT (dmuon only) */
+    sched_balance balance;     /* default SCHED_BAL_AUTO (dmuon only) */
     sched_overlap overlap;     /* default SCHED_OVERLAP_INTERLEAVE */
     int prefetch_depth;        /* layers fetched ahead of the forward, >= 1; default 1 */
     int zero;                  /* 2: keep full weights after forward; 3: free and re-fetch for
@@ -56,7 +61,10 @@ typedef struct sched_opts {
     int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into
                                   one unit (LPT) / batched; default 5M (5 * 1024 * 1024) */
     int max_batch;             /* largest NS batch (muon-ddp/fsdp and MILP's batch menu); 32 */
-    double milp_time_s;        /* lp_solve time limit; default 2 */
+    double milp_time_s;        /* the MILP balance's whole time limit (heuristics + lp_solve); default 2 */
+    double comm_weight;        /* weight of the communication terms in the assignment objective
+                                  (sched_problem); 1 (default): as modelled; 0: the NS makespan
+                                  alone (the objective before issue 16) */
     int64_t tokens;            /* tokens per rank per step; default 4096 */
     int64_t seq_len;           /* tokens per sample of the main stream; 0 (default): tokens */
     int ns_algo;               /* -1: cheaper per shape from the cost table (default);
@@ -70,7 +78,8 @@ void sched_opts_default(sched_opts *o);
 /* Set one option from strings: keys "strategy", "balance", "overlap" ("none", "prefetch",
  * "prefetch:K", "interleave"), "prefetch-depth", "zero" (2|3), "hierarchical" (0|1|yes|no),
  * "gpus-per-node", "batch-threshold" (elements, suffixes K/M/G: powers of 1024),
- * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype", "seq-len".
+ * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype", "seq-len",
+ * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto).
  * -1 with "--KEY: expected ..." in err on a bad key or value. */
 int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);
 
@@ -85,7 +94,7 @@ const char *sched_overlap_name(sched_overlap v);
 /* The common plan options for getopt_long, shared by `dmuon plan|sim|run`:
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
  *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
- *   --ns-algo A  --dtype D  --seq-len S
+ *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
@@ -105,7 +114,8 @@ const char *sched_overlap_name(sched_overlap v);
     {"tokens", required_argument, NULL, SCHED_OPT_BASE + 10},                                 \
     {"ns-algo", required_argument, NULL, SCHED_OPT_BASE + 11},                                \
     {"dtype", required_argument, NULL, SCHED_OPT_BASE + 12},                                  \
-    {"seq-len", required_argument, NULL, SCHED_OPT_BASE + 13}
+    {"seq-len", required_argument, NULL, SCHED_OPT_BASE + 13},                                \
+    {"comm-weight", required_argument, NULL, SCHED_OPT_BASE + 14}
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
 void sched_getopt_help(FILE *f);
 
@@ -129,9 +139,24 @@ typedef struct sched_report {
     int64_t n_muon;         /* Muon matrices */
     char costs[256];        /* dm_costs_describe of the table used */
     int cost_src_counts[4]; /* NS cost answers by dm_cost_source */
+    /* The assignment objective (sched_problem; dmuon only, else 0). */
+    char method[32];        /* the stage that produced the plan: "lpt", "round-robin", "split
+                               search", "count search", "milp" */
+    double objective_us;    /* the plan's objective */
+    double objective_bound_us; /* a proven lower bound on any plan's objective (0: none) */
+    double lpt_objective_us;/* LPT's objective (0 when not computed) */
+    double comm_us;         /* its global communication term: pair_us x pairs */
+    int pairs;              /* (layer, owner) pairs: each is one broadcast and one reduce */
+    int colls_per_pair;     /* collectives per pair (2; hierarchical: 2 x nodes + 1 when nodes > 1) */
+    double comm_weight;     /* the weight the objective used */
 } sched_report;
 
 void sched_report_free(sched_report *r); /* frees the arrays; accepts NULL */
+
+/* One line about the objective for people, e.g. "objective 41.218 ms = owner chain 17.020 +
+ * comm 24.198 (81 pairs, 162 collectives); proven bound 30.117 ms (gap 36.9%); method split
+ * search". Returns buf. */
+char *sched_report_objective(const sched_report *r, char *buf, size_t size);
 
 /* Build the step program. rep may be NULL. *out owned by the caller (dm_program_free). The
  * program validates (dm_program_validate) by construction. */
@@ -148,6 +173,22 @@ typedef struct sched_item {
     int64_t id;     /* matrix id */
 } sched_item;
 
+/* The objective (microseconds), for an assignment A:
+ *
+ *   J(A) = max over owners o of [ NS(o) + owner_pair_us x P(o) + owner_elem_us x E(o) ]
+ *          + pair_us x sum over owners of P(o)
+ *
+ * NS(o): the owner's NS batches (cost table); P(o): the layers of which o owns at least one
+ * matrix (each such (layer, owner) pair is one broadcast of the new weights before the layer's
+ * forward and one reduce of its gradients after the backward: a layer spread over k owners
+ * costs k of each); E(o): the elements o owns. pair_us: the latency terms (collcost's NCCL form)
+ * of one pair's collectives, which every rank runs in series on its communication streams (the
+ * number of collectives enters through it); owner_pair_us and owner_elem_us: the part on the
+ * owner's own links, latency per pair and bytes per element (hierarchical: the cross-node
+ * all-reduce among the owner's same-local-rank GPUs, over the NIC nearest to them; flat: 0, the
+ * world-group ring carries every byte over every rank's links alike, the same for any owner).
+ * With the three at 0 the objective is the NS makespan (and every method behaves as before
+ * issue 16). sched_build derives them from the cluster (times sched_opts.comm_weight). */
 typedef struct sched_problem {
     int n_shapes;
     int max_batch;
@@ -157,6 +198,9 @@ typedef struct sched_problem {
     int nowners;
     int64_t threshold_elems; /* LPT packs same-layer items of shapes smaller than this */
     int64_t *shape_elems;    /* n_shapes: elements of one matrix of the shape */
+    double pair_us;          /* communication (see the objective above); 0: none */
+    double owner_pair_us;
+    double owner_elem_us;
 } sched_problem;
 
 /* The result: item i goes to owner[i] in NS batch batch_of[i] (batches are numbered per
@@ -166,28 +210,54 @@ typedef struct sched_assign {
     int *batch_of;   /* n_items */
     int n_batches;
     int n_units;     /* LPT/round-robin: units placed (matrices or packed layer groups) */
-    double *load_us; /* nowners */
-    double makespan_us;
+    double *load_us; /* nowners: NS load */
+    double makespan_us; /* the largest NS load */
+    double objective_us;/* J (sched_assign_score) */
+    int pairs;          /* (layer, owner) pairs */
+    const char *method; /* static: the stage that produced it ("lpt", "milp", ...) */
 } sched_assign;
 
 void sched_assign_free(sched_assign *a); /* frees the arrays; accepts NULL */
 int sched_assign_rr(const sched_problem *p, sched_assign *a, dm_err *err);
+/* LPT: units (a matrix, or the matrices under threshold_elems of one layer) longest first, each
+ * on the owner that raises the objective least (ties: the least loaded; with no communication
+ * terms: the least loaded, spreading a layer over owners while that does not raise the
+ * makespan), then each owner's same-shape matrices re-batched when cheaper. Deterministic. */
 int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err);
-/* MILP balance, in three stages within time_limit_s: (1) LPT; (2) a batch-aware count search
- * (owners batch each shape optimally by dynamic programming; moves, swaps, iterated local
- * search with a fixed seed, exact pair re-splits; at most half the time); (3) lp_solve on
- * x[shape, batch, owner] (every matrix covered, load(o) <= L, load non-increasing by owner,
- * minimize L then total work) with L below the best plan so far: a solution replaces it, and
- * "infeasible" proves it optimal (for the batch sizes the MILP allows). Never worse than LPT.
- * status gets which stage produced the plan and how lp_solve ended; bound_us (may be NULL) a
- * proven lower bound when there is one (the plan's own makespan when proven optimal), else 0.
- * Deterministic unless the time limit cuts the count search (the status then says so). */
+/* MILP balance, minimizing the objective within time_limit_s (the whole call: heuristics and
+ * lp_solve), in stages: (1) LPT; (2) with communication terms, a split search: per class of
+ * identical layers, how many parts to cut each layer into (each part one LPT unit; coordinate
+ * descent over the part counts); (3) a batch-aware count search on how many matrices of each
+ * shape each owner holds (owners batch each shape optimally by dynamic programming; moves,
+ * swaps, iterated local search with a fixed seed, exact pair re-splits), turned into matrices
+ * layer by layer so that few (layer, owner) pairs arise; (4) lp_solve on the aggregate model:
+ * integer counts x[shape, batch size, owner] of NS batches and, with communication terms,
+ * y[layer class, owner] of layers touched (an owner's matrices of a shape need enough touched
+ * layers of the classes holding that shape; every layer touched once), load(o) <= L, loads
+ * non-increasing by owner (the owners are identical: symmetry breaking), objective L + pair_us
+ * x sum y (+ a small total-work term), cut off at the best plan so far (so any solution is
+ * better; "infeasible" proves that plan optimal), warm-started from it (its solution is the
+ * starting basis), lp_solve's own timeout and an abort callback at the deadline. The best by
+ * the objective is kept: never worse than LPT. status gets the method that produced the plan
+ * and how lp_solve ended; bound_us (may be NULL) the best proven lower bound on the objective
+ * (sched_comm_bound, the two-shape bound, lp_solve's proof), 0 when there is none. a->method
+ * names the stage. Deterministic unless the time limit cuts a search (the status then says
+ * so). */
 int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, sched_assign *a,
                       char *status, size_t status_size, double *bound_us, dm_err *err);
 /* A stronger lower bound on any plan's makespan: the exact optimum (by dynamic programming
  * over owners, bisection on the makespan) for the two shapes with the largest total cost alone,
  * every other matrix left out. 0 when too large to compute quickly. */
 double sched_two_shape_bound(const sched_problem *p);
+/* A lower bound on the objective: for any plan of makespan M, a layer of NS work W (at the
+ * cheapest per-matrix batch cost) spread over k owners leaves one of them W/k, so k >= W/M and
+ * J >= min over M >= ns_bound of [M + pair_us x sum over layers of ceil(W_l / M)] (ns_bound:
+ * the larger of sched_lower_bound and the two-shape bound when given, else sched_lower_bound).
+ * Without communication terms: ns_bound. */
+double sched_comm_bound(const sched_problem *p, double ns_bound);
+
+/* Fill a->objective_us and a->pairs from owner/load_us (the assignment's own NS loads). */
+int sched_assign_score(const sched_problem *p, sched_assign *a, dm_err *err);
 
 /* Monotonic wall clock in seconds (planning and solver times). */
 double sched_wall_s(void);

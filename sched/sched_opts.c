@@ -13,7 +13,7 @@ void sched_opts_default(sched_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->strategy = SCHED_DMUON;
-    o->balance = SCHED_BAL_LPT;
+    o->balance = SCHED_BAL_AUTO;
     o->overlap = SCHED_OVERLAP_INTERLEAVE;
     o->prefetch_depth = 1;
     o->zero = 2;
@@ -22,17 +22,18 @@ void sched_opts_default(sched_opts *o)
     o->batch_threshold = 5 * 1024 * 1024;
     o->max_batch = 32;
     o->milp_time_s = 2.0;
+    o->comm_weight = 1.0;
     o->tokens = 4096;
     o->ns_algo = -1;
     o->dtype = DM_DT_BF16;
 }
 
 static const char *strategy_names[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
-static const char *balance_names[] = {"round-robin", "lpt", "milp"};
+static const char *balance_names[] = {"round-robin", "lpt", "milp", "auto"};
 static const char *overlap_names[] = {"none", "prefetch", "interleave"};
 
 const char *sched_strategy_name(sched_strategy s) { return (unsigned)s <= SCHED_DMUON ? strategy_names[s] : "?"; }
-const char *sched_balance_name(sched_balance b) { return (unsigned)b <= SCHED_BAL_MILP ? balance_names[b] : "?"; }
+const char *sched_balance_name(sched_balance b) { return (unsigned)b <= SCHED_BAL_AUTO ? balance_names[b] : "?"; }
 const char *sched_overlap_name(sched_overlap v) { return (unsigned)v <= SCHED_OVERLAP_INTERLEAVE ? overlap_names[v] : "?"; }
 
 static int pick(const char *val, const char *const *names, int n)
@@ -67,8 +68,8 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         o->strategy = (sched_strategy)i;
     } else if (!strcmp(key, "balance")) {
         if (!strcasecmp(val, "rr")) val = "round-robin";
-        if ((i = pick(val, balance_names, 3)) < 0)
-            return dm_err_set(err, "--balance: expected lpt, milp or round-robin, found '%s'", val);
+        if ((i = pick(val, balance_names, 4)) < 0)
+            return dm_err_set(err, "--balance: expected auto, lpt, milp or round-robin, found '%s'", val);
         o->balance = (sched_balance)i;
     } else if (!strcmp(key, "overlap")) {
         const char *colon = strchr(val, ':');
@@ -112,6 +113,13 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         if (errno || end == val || *end || !(d > 0) || d > 3600)
             return dm_err_set(err, "--milp-time: expected seconds in (0, 3600], found '%s'", val);
         o->milp_time_s = d;
+    } else if (!strcmp(key, "comm-weight")) {
+        char *end;
+        errno = 0;
+        double d = strtod(val, &end);
+        if (errno || end == val || *end || !(d >= 0) || d > 1000)
+            return dm_err_set(err, "--comm-weight: expected a number in [0, 1000], found '%s'", val);
+        o->comm_weight = d;
     } else if (!strcmp(key, "tokens")) {
         if (parse_count(val, 1, INT64_C(1) << 40, &v)) return dm_err_set(err, "--tokens: expected a positive integer, found '%s'", val);
         o->tokens = v;
@@ -137,7 +145,7 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
 
 static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
                                     "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
-                                    "ns-algo", "dtype", "seq-len"};
+                                    "ns-algo", "dtype", "seq-len", "comm-weight"};
 #define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
 
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
@@ -159,7 +167,8 @@ void sched_getopt_help(FILE *f)
     fprintf(f,
             "Plan options:\n"
             "  --strategy S          adamw, muon-ddp, muon-fsdp, muon-rr, dmuon (default %s)\n"
-            "  --balance B           owner assignment: lpt, milp, round-robin (default %s)\n"
+            "  --balance B           owner assignment: auto (simulate lpt and milp, keep the faster),\n"
+            "                        lpt, milp, round-robin (default %s)\n"
             "  --overlap V           none, prefetch[:K], interleave (default %s; cumulative)\n"
             "  --prefetch K          layers fetched ahead of the forward (default %d)\n"
             "  --zero Z              2 keep full weights after forward, 3 free and re-fetch (default %d)\n"
@@ -167,14 +176,16 @@ void sched_getopt_help(FILE *f)
             "  --gpus-per-node G     override the cluster's GPUs per node\n"
             "  --batch-threshold E   pack/batch Muon matrices under E elements (default 5M = %lld)\n"
             "  --max-batch B         largest NS batch (default %d)\n"
-            "  --milp-time S         MILP time limit in seconds (default %g)\n"
+            "  --milp-time S         MILP time limit in seconds, heuristics included (default %g)\n"
+            "  --comm-weight W       weight of the collectives' latency and link terms beside the NS\n"
+            "                        load in the owner objective; 0: NS load alone (default %g)\n"
             "  --tokens T            tokens per rank per step: sequences x seq-len (default %lld)\n"
             "  --seq-len S           tokens per sample of the model's main stream (default: --tokens,\n"
             "                        one sequence per rank); other streams have their own per sample\n"
             "  --ns-algo A           auto (cheaper per shape from the cost table), direct, gram (default auto)\n"
             "  --dtype D             weights, gradients and collectives: bf16, fp16, fp32 (default bf16)\n",
             sched_strategy_name(d.strategy), sched_balance_name(d.balance), sched_overlap_name(d.overlap),
-            d.prefetch_depth, d.zero, (long long)d.batch_threshold, d.max_batch, d.milp_time_s,
+            d.prefetch_depth, d.zero, (long long)d.batch_threshold, d.max_batch, d.milp_time_s, d.comm_weight,
             (long long)d.tokens);
 }
 
@@ -189,6 +200,10 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
     if (o->seq_len) {
         size_t n = strlen(buf);
         if (n < size) snprintf(buf + n, size - n, " seq-len=%lld", (long long)o->seq_len);
+    }
+    if (o->comm_weight != 1.0) { /* shown only when changed: the default plans' options stay as they were */
+        size_t n = strlen(buf);
+        if (n < size) snprintf(buf + n, size - n, " comm-weight=%g", o->comm_weight);
     }
     return buf;
 }

@@ -1,0 +1,160 @@
+/* plan_best.c: --balance auto: build the candidate plans, simulate them, keep the fastest
+ * (plan_best.h). */
+#include "plan_best.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_mem.h"
+
+/* Wall seconds per op of a simulation, setup included: 2.67 M ops took 2.5 s on the shared
+ * 2-core build machine (Moonlight-16B, 256 GPUs, dmuon with NS-only MILP owners), 107 k ops
+ * 0.13 s; taken from above. */
+#define SIM_S_PER_OP 1.0e-6
+
+void plan_best_opts_default(plan_best_opts *o)
+{
+    o->sim_budget_s = 5;
+    o->max_memory = -1;
+}
+
+static int64_t program_ops(const dm_program *p)
+{
+    int64_t n = 0;
+    for (int r = 0; r < p->nranks; r++) n += p->ranks[r].n_ops;
+    return n;
+}
+
+int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
+                    const sched_opts *opts, const sim_opts *sopt, const plan_best_opts *po, dm_program **out,
+                    sched_report *rep, plan_best_report *pb, dm_err *err)
+{
+    plan_best_report local;
+    plan_best_opts dpo;
+    if (!pb) pb = &local;
+    memset(pb, 0, sizeof *pb);
+    if (!po) {
+        plan_best_opts_default(&dpo);
+        po = &dpo;
+    }
+    *out = NULL;
+    if (opts->balance != SCHED_BAL_AUTO || opts->strategy != SCHED_DMUON)
+        return sched_build(model, cluster, nranks, costs, opts, out, rep, err);
+    static const struct {
+        const char *name;
+        sched_balance balance;
+        int ns_only;
+    } kinds[PLAN_BEST_MAX] = {{"lpt", SCHED_BAL_LPT, 0}, {"milp", SCHED_BAL_MILP, 0}, {"lpt-ns", SCHED_BAL_LPT, 1}};
+    dm_program *progs[PLAN_BEST_MAX] = {NULL};
+    sched_report reps[PLAN_BEST_MAX];
+    memset(reps, 0, sizeof reps);
+    int rc = -1, n = 0, sim_all = 1;
+    for (int k = 0; k < PLAN_BEST_MAX; k++) {
+        sched_opts o = *opts;
+        o.balance = kinds[k].balance;
+        if (kinds[k].ns_only) o.comm_weight = 0;
+        if (kinds[k].ns_only && opts->comm_weight == 0) continue; /* the same plan as lpt */
+        plan_cand *c = &pb->cand[n];
+        c->name = kinds[k].name;
+        c->balance = o.balance;
+        c->comm_weight = o.comm_weight;
+        double t0 = sched_wall_s();
+        if (sched_build(model, cluster, nranks, costs, &o, &progs[n], &reps[n], err)) goto done;
+        c->plan_s = sched_wall_s() - t0;
+        c->objective_us = reps[n].objective_us;
+        c->ns_max_us = reps[n].max_us;
+        c->pairs = reps[n].pairs;
+        c->ops = program_ops(progs[n]);
+        snprintf(c->status, sizeof c->status, "%s", reps[n].solver_status);
+        dm_err merr;
+        if (c->ops * SIM_S_PER_OP > po->sim_budget_s) {
+            snprintf(pb->why, sizeof pb->why, "%s's simulation would take about %.1f s (%lld ops), over the %.1f s budget",
+                     c->name, c->ops * SIM_S_PER_OP, (long long)c->ops, po->sim_budget_s);
+            sim_all = 0;
+        } else if (sim_mem_check_program(progs[n], 0, po->max_memory, &merr)) {
+            snprintf(pb->why, sizeof pb->why, "%.150s", merr.msg);
+            sim_all = 0;
+        }
+        n++;
+    }
+    pb->n = n;
+    int win = 0;
+    if (sim_all) {
+        sim_opts so = *sopt;
+        so.record_trace = 0;
+        for (int k = 0; k < n; k++) {
+            sim_result *r = NULL;
+            double t0 = sched_wall_s();
+            if (sim_run(progs[k], cluster, &so, &r, err)) goto done;
+            pb->cand[k].sim_s = sched_wall_s() - t0;
+            pb->cand[k].simulated = 1;
+            pb->cand[k].step_us = r->step_us;
+            pb->cand[k].exposed_comm_us = r->exposed_comm_us;
+            sim_result_free(r);
+            if (pb->cand[k].step_us < pb->cand[win].step_us) win = k;
+        }
+        pb->by_sim = 1;
+    } else { /* the objective decides between the communication-aware plans */
+        for (int k = 0; k < n; k++)
+            if (pb->cand[k].comm_weight == opts->comm_weight && pb->cand[k].objective_us < pb->cand[win].objective_us) win = k;
+    }
+    pb->winner = win;
+    *out = progs[win];
+    progs[win] = NULL;
+    if (rep) {
+        *rep = reps[win];
+        memset(&reps[win], 0, sizeof reps[win]);
+    }
+    rc = 0;
+done:
+    for (int k = 0; k < PLAN_BEST_MAX; k++) {
+        dm_program_free(progs[k]);
+        sched_report_free(&reps[k]);
+    }
+    if (rc) memset(pb, 0, sizeof *pb);
+    return rc;
+}
+
+char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
+{
+    if (size) buf[0] = 0;
+    if (!pb || pb->n == 0 || !size) return buf;
+    const plan_cand *w = &pb->cand[pb->winner];
+    size_t len = 0;
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        if (len < size) {                                                                          \
+            int k_ = snprintf(buf + len, size - len, __VA_ARGS__);                                 \
+            len += k_ > 0 ? (size_t)k_ : 0;                                                        \
+        }                                                                                          \
+    } while (0)
+    if (pb->by_sim) {
+        ADD("auto: %s (simulated step %.3f ms", w->name, w->step_us / 1e3);
+        for (int k = 0; k < pb->n; k++)
+            if (k != pb->winner)
+                ADD("; %s %.3f ms, %+.2f%%", pb->cand[k].name, pb->cand[k].step_us / 1e3,
+                    100 * (w->step_us / pb->cand[k].step_us - 1));
+        ADD(")");
+    } else {
+        ADD("auto: %s by the objective, %.3f ms (not simulated: %s)", w->name, w->objective_us / 1e3, pb->why);
+    }
+#undef ADD
+    return buf;
+}
+
+void plan_best_print(FILE *f, const plan_best_report *pb)
+{
+    if (!pb || pb->n == 0) return;
+    fprintf(f, "# %-9s %12s %13s %14s %12s %7s %8s %8s  %s\n", "candidate", "step_ms", "exposed_ms", "objective_ms",
+            "ns_max_ms", "pairs", "plan_s", "sim_s", "solver");
+    for (int k = 0; k < pb->n; k++) {
+        const plan_cand *c = &pb->cand[k];
+        if (c->simulated)
+            fprintf(f, "  %-9s %12.3f %13.3f", c->name, c->step_us / 1e3, c->exposed_comm_us / 1e3);
+        else
+            fprintf(f, "  %-9s %12s %13s", c->name, "-", "-");
+        fprintf(f, " %14.3f %12.3f %7d %8.3f %8.3f  %s%s\n", c->objective_us / 1e3, c->ns_max_us / 1e3, c->pairs,
+                c->plan_s, c->sim_s, c->status, k == pb->winner ? "  <- chosen" : "");
+    }
+}

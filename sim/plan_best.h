@@ -1,0 +1,69 @@
+/* plan_best.h: choosing between plans by simulating them. The planner entry of `dmuon plan`,
+ * `dmuon sim` and `dmuon scale` (it sits above the simulator, which sched/ may not call):
+ * with --balance auto (the default) and the dmuon strategy it builds the candidate programs with
+ * sched_build,
+ *   lpt           LPT on the communication-aware objective (sched.h),
+ *   milp          the MILP balance on the same objective,
+ *   lpt-ns        LPT on the NS load alone (the default plan before issue 16),
+ * simulates each with sim_run when the simulations are cheap (predicted from the programs' op
+ * counts, under sim_budget_s each, and within the memory limit) and returns the one whose step
+ * is shortest (ties: the earlier in that list). When a simulation would be too costly it keeps
+ * the lower objective of lpt and milp instead and says so. Any other balance or strategy goes
+ * straight to sched_build. Deterministic whenever the MILP is (sched.h). */
+#ifndef SIM_PLAN_BEST_H
+#define SIM_PLAN_BEST_H
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sched.h"
+#include "sim.h"
+
+#define PLAN_BEST_MAX 3
+
+typedef struct plan_cand {
+    const char *name;       /* "lpt", "milp", "lpt-ns" (static) */
+    sched_balance balance;
+    double comm_weight;
+    int simulated;          /* step_us and exposed_comm_us are set */
+    double step_us, exposed_comm_us;
+    double objective_us;    /* its own objective (lpt-ns: the NS makespan) */
+    double ns_max_us;
+    int pairs;              /* (layer, owner) pairs */
+    int64_t ops;            /* ops over all ranks */
+    double plan_s, sim_s;   /* wall seconds */
+    char status[160];       /* the scheduler's solver status */
+} plan_cand;
+
+typedef struct plan_best_report {
+    int n;                  /* candidates; 0: not auto, the plan came from sched_build alone */
+    plan_cand cand[PLAN_BEST_MAX];
+    int winner;             /* index into cand */
+    int by_sim;             /* 1: chosen by the simulated step; 0: by the objective */
+    char why[160];          /* when by_sim is 0: why the candidates were not simulated */
+} plan_best_report;
+
+typedef struct plan_best_opts {
+    double sim_budget_s;    /* simulate only when every candidate's predicted simulation takes
+                               less (wall seconds); default 5 */
+    int64_t max_memory;     /* the simulator's memory limit (sim_mem_check_program; < 0: its
+                               default, 0: none) */
+} plan_best_opts;
+
+void plan_best_opts_default(plan_best_opts *o);
+
+/* The plan for (model, cluster, nranks, costs, opts): as sched_build, with balance auto resolved
+ * as above (sopt: how to simulate; its trace setting is ignored: candidates are simulated
+ * without one; po NULL: defaults). *out owned by the caller (dm_program_free); rep (may be NULL)
+ * is the winner's sched_report; pb (may be NULL) tells the candidates. */
+int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
+                    const sched_opts *opts, const sim_opts *sopt, const plan_best_opts *po, dm_program **out,
+                    sched_report *rep, plan_best_report *pb, dm_err *err);
+
+/* One line, e.g. "auto: milp (simulated step 834.629 ms; lpt 889.114 ms, -6.13%; lpt-ns
+ * 936.506 ms, -10.88%)"; "" when pb->n is 0. Returns buf. */
+char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size);
+
+/* The candidates as a table ("# candidate ..." header, one row each), for `dmuon plan`. */
+void plan_best_print(FILE *f, const plan_best_report *pb);
+
+#endif
