@@ -401,7 +401,7 @@ int cmd_scale(int argc, char **argv)
     printf("\n");
     double t_start = sched_wall_s(), sim_total = 0, cpu_total = 0;
     int64_t ev_total = 0;
-    char srcs[DM_OP__COUNT][192];
+    char srcs[DM_OP__COUNT][640];
     memset(srcs, 0, sizeof srcs);
     for (int gi = 0; gi < n_gpus; gi++) {
         for (int s = 0; s < n_str; s++) {

@@ -15,11 +15,13 @@
 #include <strings.h>
 #include <unistd.h>
 
+#define MIB 1048576.0
 static const dm_gpu gpus[] = {
-    /* name, short, dense bf16 FLOP/s, HBM B/s, launch floor us */
-    {"NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB", 312e12, 2.039e12, 4.0},
-    {"NVIDIA H100 80GB HBM3", "H100-SXM", 989e12, 3.35e12, 4.0},
-    {"NVIDIA H200", "H200-SXM", 989e12, 4.8e12, 4.0},
+    /* name, short, dense bf16 FLOP/s, HBM B/s, launch floor us, memory (the total CUDA and
+     * nvidia-smi report for the datasheet's 80 GB, 80 GB and 141 GB: 81920, 81559 and 143771 MiB) */
+    {"NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB", 312e12, 2.039e12, 4.0, 81920 * MIB},
+    {"NVIDIA H100 80GB HBM3", "H100-SXM", 989e12, 3.35e12, 4.0, 81559 * MIB},
+    {"NVIDIA H200", "H200-SXM", 989e12, 4.8e12, 4.0, 143771 * MIB},
 };
 #define N_GPUS (int)(sizeof gpus / sizeof gpus[0])
 
@@ -132,6 +134,8 @@ static const dm_param params[] = {
      "every rank's first op starts this long after the step's start (executor setup)"},
     {"op_gap_us", DM_PARAM_NUM, F | C, AT(op_gap_us), 1, "us", 0, 1e4, 0,
      "the GPU idles this long between two compute ops of a rank (launches, event records)"},
+    {"kernel_gap_us", DM_PARAM_NUM, F | C, AT(kernel_gap_us), 1, "us", 0, 1e3, 0,
+     "the GPU idles this long between two kernels inside one forward or backward op (launches it cannot hide)"},
 };
 #define N_PARAMS (int)(sizeof params / sizeof params[0])
 
@@ -318,8 +322,9 @@ int dm_cluster_nodes(const dm_cluster *c, int nranks)
 
 void dm_cluster_describe(const dm_cluster *c, FILE *f)
 {
-    fprintf(f, "  cluster     %s: %s, %d GPUs/node, %.3g TFLOP/s bf16, %.3g TB/s HBM\n", c->name,
-            c->gpu->short_name, c->gpus_per_node, c->gpu->bf16_flops / 1e12, c->gpu->hbm_Bps / 1e12);
+    fprintf(f, "  cluster     %s: %s, %d GPUs/node, %.3g TFLOP/s bf16, %.3g TB/s HBM, %.1f GiB\n", c->name,
+            c->gpu->short_name, c->gpus_per_node, c->gpu->bf16_flops / 1e12, c->gpu->hbm_Bps / 1e12,
+            c->gpu->mem_bytes / 1073741824.0);
     fprintf(f, "  links       NVLink %.4g GB/s each way per GPU (NCCL bus x %.2f), %d NIC%s x %.4g GB/s usable per node\n",
             c->nvlink_Bps / 1e9, c->nvlink_bus_efficiency, c->nics_per_node, c->nics_per_node == 1 ? "" : "s",
             c->nic_Bps / 1e9);

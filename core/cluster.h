@@ -27,6 +27,8 @@ typedef struct dm_gpu {
     double bf16_flops;     /* dense bf16/fp16 tensor-core FLOP/s (datasheet) */
     double hbm_Bps;        /* HBM bandwidth, bytes/s (datasheet) */
     double launch_us;      /* kernel launch floor */
+    double mem_bytes;      /* device memory, bytes, as CUDA reports the total (datasheet: A800
+                              80 GB, H100 80 GB, H200 141 GB) */
 } dm_gpu;
 
 /* Catalogue lookup by short or CUDA name (case-insensitive, "A800", "H100", "H200" accepted). */
@@ -58,6 +60,8 @@ typedef struct dm_cluster {
                                compute op runs on it; 0: none */
     double step_start_us;   /* every rank's first op starts this long after the step's start */
     double op_gap_us;       /* a rank's compute op starts at least this long after its previous one ends */
+    double kernel_gap_us;   /* the GPU idles this long between two kernel launches inside one
+                               forward or backward op (sim.h); 0: none */
     char source[256];       /* where the numbers came from */
 } dm_cluster;
 
