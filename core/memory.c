@@ -16,12 +16,28 @@ static int64_t elems_of(const dm_model *m, const dm_matrix *x)
     return x->rows * (m->tensors[x->tensor].ndim == 1 ? 1 : x->cols);
 }
 
+/* A param of rank r's op i the model does not have, or a collective without a valid id or
+ * group: refused (every loop below checks the ops it reads before it reads them). */
+static int bad_op(const dm_program *p, int r, int i, int64_t n, const dm_model *m, dm_err *err)
+{
+    const dm_op *op = &p->ranks[r].ops[i];
+    if (dm_op_is_collective(op->kind) && (op->coll < 0 || op->coll >= p->n_colls || op->group < 0 || op->group >= p->n_groups))
+        return dm_err_set(err, "memory: rank %d op %d (%s): bad collective %d or group %d", r, i, dm_op_kind_name(op->kind),
+                          op->coll, op->group);
+    for (int a = 0; a < op->n_params; a++)
+        if (op->params[a] < 0 || op->params[a] >= n)
+            return dm_err_set(err, "memory: rank %d op %d (%s) names param %lld; model %s has %lld", r, i,
+                              dm_op_kind_name(op->kind), (long long)op->params[a], m->name, (long long)n);
+    return 0;
+}
+
 /* What every rank shares, and what the per-rank parts read. */
 typedef struct mem_ctx {
     const dm_model *m;
     const dm_program *p;
     dm_matrix *mx;
     int64_t n;
+    int64_t *sz;             /* elements per matrix */
     dm_mem_est common;       /* the rank-independent parts */
     unsigned char *need;     /* per matrix: 1 NS on it, | 2 AdamW on it (of the rank at hand) */
     int *stamp;              /* per matrix: 1 + the rank that set need */
@@ -32,6 +48,7 @@ typedef struct mem_ctx {
 static void ctx_free(mem_ctx *c)
 {
     free(c->mx);
+    free(c->sz);
     free(c->need);
     free(c->stamp);
     free(c->nskey);
@@ -76,71 +93,107 @@ static int layer_parts(mem_ctx *c, dm_err *err)
     return 0;
 }
 
+/* The ops of rank r that tell what it holds of a param (a gradient reduced to it, an update). */
+static int walk_reads(const dm_op *op, int r, int nranks)
+{
+    switch (op->kind) {
+    case DM_OP_BACKWARD: return nranks == 1;
+    case DM_OP_REDUCE: return op->root == r;
+    case DM_OP_ALLREDUCE:
+    case DM_OP_REDUCESCATTER:
+    case DM_OP_ALLGATHER:
+    case DM_OP_MUON_UPDATE:
+    case DM_OP_ADAMW: return 1;
+    default: return 0;
+    }
+}
+
 /* Elements of each collective's buffer; all-gathers by their members' contributions (memory.h)
- * unless the caller gives ag_slot. One walk per rank over its list, in order. */
+ * unless the caller gives ag_slot. One walk per rank over its list, in order, when the program
+ * has all-gathers. */
 static int coll_parts(mem_ctx *c, const int64_t *ag_slot, dm_err *err)
 {
     const dm_program *p = c->p;
+    const int64_t *sz = c->sz;
     int64_t n = c->n, max_coll = 1;
     int64_t *ag = dm_calloc((size_t)p->n_colls + 1, sizeof *ag, err);
     int64_t *red = dm_malloc(3 * ((size_t)n + 1) * sizeof *red, err); /* reduced, shard, updated lengths */
-    int rc = -1;
-    if (!ag || !red) goto out;
+    unsigned char *seen = dm_calloc((size_t)p->n_colls + 1, 1, err);
+    int rc = -1, any_ag = 0;
+    if (!ag || !red || !seen) goto out;
     int64_t *shard = red + n + 1, *upd = shard + n + 1;
-    for (int r = 0; r < p->nranks && !ag_slot; r++) {
+    for (int r = 0; r < p->nranks && !any_ag; r++)
+        for (int i = 0; i < p->ranks[r].n_ops && !any_ag; i++) any_ag = p->ranks[r].ops[i].kind == DM_OP_ALLGATHER;
+    for (int r = 0; r < p->nranks && any_ag && !ag_slot; r++) {
         const dm_rank_prog *rp = &p->ranks[r];
-        for (int i = 0; i < rp->n_ops; i++) /* this rank's params back to nothing */
+        for (int i = 0; i < rp->n_ops; i++) { /* the params it reads back to nothing */
+            if (!walk_reads(&rp->ops[i], r, p->nranks)) continue;
+            if (bad_op(p, r, i, n, c->m, err)) goto out;
             for (int a = 0; a < rp->ops[i].n_params; a++) {
                 int64_t q = rp->ops[i].params[a];
                 red[q] = shard[q] = upd[q] = 0;
             }
+        }
         for (int pass = 0; pass < 2; pass++) /* the walk; then weight all-gathers by the updates */
             for (int i = 0; i < rp->n_ops; i++) {
                 const dm_op *op = &rp->ops[i];
-                int gn = dm_op_is_collective(op->kind) && op->group >= 0 ? p->groups[op->group].n : 1, k = 0;
-                if (gn > 1)
-                    while (k < gn && p->groups[op->group].ranks[k] != r) k++;
-                int64_t total = 0, base = 0, got = 0;
-                for (int a = 0; a < op->n_params; a++) total += elems_of(c->m, &c->mx[op->params[a]]);
-                int64_t s = (total + gn - 1) / gn, slo = k * s < total ? k * s : total, shi = slo + s < total ? slo + s : total;
+                if (!walk_reads(op, r, p->nranks)) continue;
                 int grads = op->kind == DM_OP_ALLGATHER && op->payload == DM_PAYLOAD_GRADS;
-                if (pass == 1 && (op->kind != DM_OP_ALLGATHER || grads)) continue;
+                int64_t got = 0;
+                if (pass == 1) {
+                    if (op->kind != DM_OP_ALLGATHER || grads) continue;
+                    for (int a = 0; a < op->n_params; a++) got += upd[op->params[a]];
+                    if (got > ag[op->coll]) ag[op->coll] = got;
+                    continue;
+                }
+                int gn = dm_op_is_collective(op->kind) ? p->groups[op->group].n : 1, k = 0;
+                int64_t slo = 0, shi = 0, base = 0;
+                if (op->kind == DM_OP_REDUCESCATTER) {
+                    int64_t total = 0;
+                    for (int a = 0; a < op->n_params; a++) total += sz[op->params[a]];
+                    while (k < gn && p->groups[op->group].ranks[k] != r) k++;
+                    int64_t s = (total + gn - 1) / gn;
+                    slo = k * s < total ? k * s : total;
+                    shi = slo + s < total ? slo + s : total;
+                }
                 for (int a = 0; a < op->n_params; a++) {
-                    int64_t q = op->params[a], sz = elems_of(c->m, &c->mx[q]);
-                    int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
-                    base += sz;
-                    if (pass == 1) {
-                        got += upd[q];
-                        continue;
-                    }
+                    int64_t q = op->params[a], e = sz[q];
                     switch (op->kind) {
                     case DM_OP_BACKWARD:
-                        if (p->nranks == 1) red[q] = sz;
+                        if (p->nranks == 1) red[q] = e;
                         break;
                     case DM_OP_REDUCE:
-                        if (op->root == r) red[q] = sz;
+                        if (op->root == r) red[q] = e;
                         break;
-                    case DM_OP_ALLREDUCE: red[q] = sz; break;
-                    case DM_OP_REDUCESCATTER: red[q] = shard[q] = hi > lo ? hi - lo : 0; break;
+                    case DM_OP_ALLREDUCE: red[q] = e; break;
+                    case DM_OP_REDUCESCATTER: {
+                        int64_t lo = slo > base ? slo : base, hi = shi < base + e ? shi : base + e;
+                        red[q] = shard[q] = hi > lo ? hi - lo : 0;
+                        break;
+                    }
                     case DM_OP_ALLGATHER:
-                        if (grads) got += red[q], red[q] = sz;
+                        if (grads) got += red[q], red[q] = e;
                         break;
-                    case DM_OP_MUON_UPDATE: upd[q] = shard[q] ? shard[q] : sz; break;
+                    case DM_OP_MUON_UPDATE: upd[q] = shard[q] ? shard[q] : e; break;
                     case DM_OP_ADAMW:
                         if (red[q]) upd[q] = red[q];
                         break;
                     default: break;
                     }
+                    base += e;
                 }
-                if (op->kind == DM_OP_ALLGATHER && (pass == 1 || grads) && got > ag[op->coll]) ag[op->coll] = got;
+                if (grads && got > ag[op->coll]) ag[op->coll] = got;
             }
     }
     for (int r = 0; r < p->nranks; r++)
         for (int i = 0; i < p->ranks[r].n_ops; i++) {
             const dm_op *op = &p->ranks[r].ops[i];
-            if (!dm_op_is_collective(op->kind) || op->group < 0) continue;
+            if (!dm_op_is_collective(op->kind)) continue;
+            if ((op->coll < 0 || op->coll >= p->n_colls || !seen[op->coll]) && bad_op(p, r, i, n, c->m, err)) goto out;
+            if (seen[op->coll]) continue;
+            seen[op->coll] = 1; /* every member's op of a collective names the same params */
             int64_t t = 0, gn = p->groups[op->group].n;
-            for (int a = 0; a < op->n_params; a++) t += elems_of(c->m, &c->mx[op->params[a]]);
+            for (int a = 0; a < op->n_params; a++) t += sz[op->params[a]];
             t = (t + gn - 1) / gn * gn;
             if (op->kind == DM_OP_ALLGATHER) t = (ag_slot ? ag_slot[op->coll] : ag[op->coll]) * gn;
             if (t > max_coll) max_coll = t;
@@ -151,6 +204,7 @@ static int coll_parts(mem_ctx *c, const int64_t *ag_slot, dm_err *err)
 out:
     free(ag);
     free(red);
+    free(seen);
     return rc;
 }
 
@@ -159,27 +213,17 @@ static int ctx_init(mem_ctx *c, const dm_model *m, const dm_program *p, const in
     memset(c, 0, sizeof *c);
     c->m = m;
     c->p = p;
-    if (dm_model_matrices(m, -1, &c->mx, &c->n, err) < 0) return -1;
-    for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; i < p->ranks[r].n_ops; i++) {
-            const dm_op *op = &p->ranks[r].ops[i];
-            for (int a = 0; a < op->n_params; a++)
-                if (op->params[a] < 0 || op->params[a] >= c->n)
-                    return dm_err_set(err, "memory: rank %d op %d (%s) names param %lld; model %s has %lld", r, i,
-                                      dm_op_kind_name(op->kind), (long long)op->params[a], m->name, (long long)c->n);
-            if (dm_op_is_collective(op->kind) && (op->coll < 0 || op->coll >= p->n_colls || op->group < 0 ||
-                                                  op->group >= p->n_groups))
-                return dm_err_set(err, "memory: rank %d op %d (%s): bad collective %d or group %d", r, i,
-                                  dm_op_kind_name(op->kind), op->coll, op->group);
-        }
+    if (dm_model_matrices(m, -1, &c->mx, &c->n, err) < 0 ||
+        !(c->sz = dm_malloc(((size_t)c->n + 1) * sizeof *c->sz, err)))
+        return -1;
+    for (int64_t i = 0; i < c->n; i++) c->sz[i] = elems_of(m, &c->mx[i]);
     if (!(c->need = dm_calloc((size_t)c->n + 1, 1, err)) || !(c->stamp = dm_calloc((size_t)c->n + 1, sizeof *c->stamp, err)))
         return -1;
     dm_mem_est *e = &c->common;
     int64_t total = 0, max_size = 1;
     for (int64_t i = 0; i < c->n; i++) {
-        int64_t sz = elems_of(m, &c->mx[i]);
-        total += sz;
-        if (sz > max_size) max_size = sz;
+        total += c->sz[i];
+        if (c->sz[i] > max_size) max_size = c->sz[i];
     }
     e->total_elems = total;
     e->max_size = max_size;
@@ -208,6 +252,8 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
     double state = 0, next = 0, ns = 0;
     for (int i = 0; i < rp->n_ops; i++) {
         const dm_op *op = &rp->ops[i];
+        if (op->kind != DM_OP_NS && op->kind != DM_OP_ADAMW) continue; /* the ops that need state */
+        if (bad_op(c->p, r, i, c->n, c->m, err)) return -1;
         for (int a = 0; a < op->n_params; a++) {
             int64_t q = op->params[a];
             if (c->stamp[q] != r + 1) c->stamp[q] = r + 1, c->need[q] = 0;
@@ -243,12 +289,12 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
      * second buffer of each where it updates */
     if (r == 0) state = 4.0 * (double)c->common.total_elems;
     for (int i = 0; i < rp->n_ops; i++)
-        for (int a = 0; a < rp->ops[i].n_params; a++) {
+        for (int a = 0; a < rp->ops[i].n_params && (rp->ops[i].kind == DM_OP_NS || rp->ops[i].kind == DM_OP_ADAMW); a++) {
             int64_t q = rp->ops[i].params[a];
             if (c->stamp[q] != r + 1 || !c->need[q]) continue;
             unsigned char nd = c->need[q];
             c->need[q] = 0; /* counted once */
-            double s4 = 4.0 * (double)elems_of(c->m, &c->mx[q]);
+            double s4 = 4.0 * (double)c->sz[q];
             int opt = ((nd & 1) ? 1 : 0) + ((nd & 2) ? 2 : 0);
             state += s4 * ((r == 0 ? 0 : 1) + opt);
             next += s4 * (1 + opt);

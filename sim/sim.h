@@ -44,6 +44,7 @@
 #include "collcost.h"
 #include "costs.h"
 #include "dm_error.h"
+#include "memory.h"
 #include "program.h"
 #include "trace.h"
 
@@ -111,10 +112,12 @@ void sim_result_free(sim_result *r); /* accepts NULL */
 /* Reports. sim_print_report: where each kind's durations came from, the step and its parts,
  * the critical rank's collectives, per-rank NS load and the critical path (p: the simulated
  * program). sim_print_speed: the "speed:" line (plan_s: the planning's wall time). sim_print_json:
- * the results as one JSON object (format dmuon-sim-1, times in microseconds). */
+ * the results as one JSON object (format dmuon-sim-1, times in microseconds; with mem, the
+ * executor's per-rank peak memory, memory.h, and whether it fits: omitted when NULL). */
 void sim_print_report(FILE *f, const dm_program *p, const sim_result *r);
 void sim_print_speed(FILE *f, const sim_result *r, double plan_s);
-void sim_print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_costs *costs, const sim_result *r);
+void sim_print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_costs *costs, const dm_mem_est *mem,
+                    const sim_result *r);
 
 static inline double sim_op_start(const sim_result *r, int rank, int op) { return r->start_us[r->op_off[rank] + op]; }
 static inline double sim_op_end(const sim_result *r, int rank, int op) { return r->end_us[r->op_off[rank] + op]; }
