@@ -38,11 +38,15 @@ typedef struct row {
     int batch;
     double elt;           /* bytes per element of its dtype */
     double median_us, min_us, max_us;
-    int line; /* in the table, for messages */
+    int line; /* in its file, for messages */
+    int file; /* index into dm_costs.files */
 } row;
 
+#define MAX_FILES 8
 struct dm_costs {
-    char *path;
+    char *path;           /* as given: one file, or several joined by commas */
+    char *files[MAX_FILES];
+    int n_files;
     int roofline;         /* "# source: roofline" (or no table at all) */
     const dm_gpu *gpu;    /* the GPU the table was measured on */
     char gpu_name[128];
@@ -171,6 +175,7 @@ void dm_costs_free(dm_costs *c)
 {
     if (!c) return;
     free(c->path);
+    for (int i = 0; i < c->n_files; i++) free(c->files[i]);
     free(c->rows);
     free(c);
 }
@@ -263,6 +268,7 @@ static int by_identity(const void *a, const void *b)
     if (x->n != y->n) return (x->n > y->n) - (x->n < y->n);
     if (x->k != y->k) return (x->k > y->k) - (x->k < y->k);
     if (x->batch != y->batch) return (x->batch > y->batch) - (x->batch < y->batch);
+    if (x->file != y->file) return (x->file > y->file) - (x->file < y->file);
     return (x->line > y->line) - (x->line < y->line);
 }
 
@@ -278,15 +284,20 @@ static int duplicate_row(const dm_costs *c, dm_err *err)
     int at = -1;
     for (int i = 1; i < c->n_rows; i++) {
         row a = s[i - 1], b = s[i];
-        a.line = b.line = 0;
-        if (!by_identity(&a, &b) && (at < 0 || s[i].line < s[at].line)) at = i;
+        a.line = b.line = a.file = b.file = 0;
+        if (!by_identity(&a, &b) &&
+            (at < 0 || s[i].file < s[at].file || (s[i].file == s[at].file && s[i].line < s[at].line)))
+            at = i;
     }
     int rc = 0;
     if (at >= 0) {
         const row *r = &s[at];
-        rc = dm_err_set(err, "%s:%d:1: duplicate row: %s %s %lld x %lld x %lld batch %d is already on line %d", c->path,
-                        r->line, op_names[r->op], algo_name(r->algo), (long long)r->m, (long long)r->n, (long long)r->k,
-                        r->batch, s[at - 1].line);
+        const row *q = &s[at - 1];
+        char where[640] = "";
+        if (q->file != r->file) snprintf(where, sizeof where, "%s ", c->files[q->file]);
+        rc = dm_err_set(err, "%s:%d:1: duplicate row: %s %s %lld x %lld x %lld batch %d is already on %sline %d",
+                        c->files[r->file], r->line, op_names[r->op], algo_name(r->algo), (long long)r->m, (long long)r->n,
+                        (long long)r->k, r->batch, where, q->line);
     }
     free(s);
     return rc;
@@ -325,16 +336,17 @@ static const char *algo_expected(row_op op)
 /* A workload kernel row (gemm fwd|dgrad|wgrad, bgemm, elem), as opposed to the NS benchmark's. */
 static int kernel_row(row_op op, int algo) { return algo >= ALGO_KERN && (op == OP_GEMM || op == OP_BGEMM || op == OP_ELEM); }
 
-int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
+/* One file's rows appended to c (file index fi); its source (0 measured, 1 roofline) and GPU
+ * name into *source and gpu_name. */
+static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char *gpu_name, size_t gpu_size, dm_err *err)
 {
     static const char *headers[2] = {"gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us",
                                      "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us"};
     dm_lines *in = dm_lines_open(path, 4096, (int64_t)64 << 20, err);
     if (!in) return -1;
-    dm_costs *c = dm_calloc(1, sizeof *c, err);
     char *line;
     int lineno = 0, version = 0, seen_header = 0, source = -1, k;
-    if (!c || !(c->path = dm_strdup(path, err))) goto fail;
+    gpu_name[0] = 0;
     while ((k = dm_lines_next(in, &line, NULL, err)) != 0) {
         if (k < 0) goto fail;
         lineno = dm_lines_number(in);
@@ -367,7 +379,7 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
             } else if (!strncmp(s, "gpu:", 4)) {
                 const char *v = s + 4;
                 while (*v == ' ') v++;
-                snprintf(c->gpu_name, sizeof c->gpu_name, "%s", v);
+                snprintf(gpu_name, gpu_size, "%s", v);
             }
             continue;
         }
@@ -397,6 +409,7 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
         int64_t v;
         memset(&r, 0, sizeof r);
         r.line = lineno;
+        r.file = fi;
         int op = find_name(fld[1], op_names, OP__COUNT);
         if (op < 0) {
             dm_err_set(err, "%s:%d:%d: expected op ns, gemm, syrk, muon_update, adamw, bgemm or elem, found '%s'", path,
@@ -457,7 +470,7 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
                            q == 0 ? "median_us" : q == 1 ? "min_us" : "max_us");
                 goto fail;
             }
-        if (!c->gpu_name[0]) snprintf(c->gpu_name, sizeof c->gpu_name, "%s", fld[0]);
+        if (!gpu_name[0]) snprintf(gpu_name, gpu_size, "%s", fld[0]);
         if (c->n_rows == c->cap) {
             int nc = c->cap ? 2 * c->cap : 256;
             row *nr = dm_realloc(c->rows, (size_t)nc * sizeof *nr, err);
@@ -476,19 +489,54 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
         dm_err_set(err, "%s:1:1: expected a '# source: measured|roofline' line", path);
         goto fail;
     }
-    if (duplicate_row(c, err)) goto fail;
-    c->roofline = source == 1;
-    if (!c->gpu_name[0] || !(c->gpu = dm_gpu_find(c->gpu_name))) {
-        dm_err_set(err, "%s:1:1: expected a '# gpu:' line naming a catalogued GPU (A800, H100, H200), found '%s'",
-                   path, c->gpu_name);
+    if (!gpu_name[0] || !dm_gpu_find(gpu_name)) {
+        dm_err_set(err, "%s:1:1: expected a '# gpu:' line naming a catalogued GPU (A800, H100, H200), found '%s'", path,
+                   gpu_name);
         goto fail;
     }
     dm_lines_close(in);
+    *source_out = source;
+    return 0;
+fail:
+    dm_lines_close(in);
+    return -1;
+}
+
+int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
+{
+    dm_costs *c = dm_calloc(1, sizeof *c, err);
+    char *list = NULL, *save = NULL, gname[128];
+    if (!c || !(c->path = dm_strdup(path, err)) || !(list = dm_strdup(path, err))) goto fail;
+    for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+        int source;
+        if (c->n_files == MAX_FILES) {
+            dm_err_set(err, "%s: more than %d tables joined", path, MAX_FILES);
+            goto fail;
+        }
+        if (!(c->files[c->n_files] = dm_strdup(f, err))) goto fail;
+        c->n_files++;
+        if (load_one(f, c, c->n_files - 1, &source, gname, sizeof gname, err)) goto fail;
+        if (c->n_files == 1) {
+            c->roofline = source == 1;
+            c->gpu = dm_gpu_find(gname);
+            snprintf(c->gpu_name, sizeof c->gpu_name, "%s", gname);
+        } else if ((source == 1) != c->roofline || dm_gpu_find(gname) != c->gpu) {
+            dm_err_set(err, "%s:1:1: expected a table of the first one's GPU and source (%s, %s) to join it, found %s, %s", f,
+                       c->gpu_name, c->roofline ? "roofline" : "measured", gname, source ? "roofline" : "measured");
+            goto fail;
+        }
+    }
+    if (!c->n_files) {
+        dm_err_set(err, "%s: expected a cost table file", path);
+        goto fail;
+    }
+    if (duplicate_row(c, err)) goto fail;
+    free(list);
     set_describe(c);
     *out = c;
     return 0;
 fail:
-    dm_lines_close(in);
+    free(list);
     dm_costs_free(c);
     return -1;
 }
@@ -503,7 +551,7 @@ int dm_costs_load_default(dm_costs **out, dm_err *err)
     const char *env = getenv("DMUON_COSTS");
     if (env && *env) {
         struct stat st;
-        if (stat(env, &st) == 0 && !S_ISDIR(st.st_mode)) return dm_costs_load(env, out, err);
+        if (strchr(env, ',') || (stat(env, &st) == 0 && !S_ISDIR(st.st_mode))) return dm_costs_load(env, out, err);
         dirs[nd++] = env;
     }
 #ifdef DM_SRCDIR
@@ -516,7 +564,12 @@ int dm_costs_load_default(dm_costs **out, dm_err *err)
     for (int fi = 0; fi < 2; fi++)
         for (int d = 0; d < nd; d++) {
             snprintf(buf, sizeof buf, "%s/%s", dirs[d], files[fi]);
-            if (is_file(buf)) return dm_costs_load(buf, out, err);
+            if (!is_file(buf)) continue;
+            char work[4096];
+            snprintf(work, sizeof work, "%s/h200-work.csv", dirs[d]);
+            if (fi == 0 && is_file(work) && strlen(buf) + strlen(work) + 2 < sizeof buf)
+                snprintf(buf + strlen(buf), sizeof buf - strlen(buf), ",%s", work); /* bench work's rows beside it */
+            return dm_costs_load(buf, out, err);
         }
     *out = dm_costs_roofline(NULL, err);
     return *out ? 0 : -1;
@@ -636,6 +689,15 @@ int dm_costs_kernel_rows(const dm_costs *c, dm_kern_kind kind, dm_kern_op op)
     if ((unsigned)op >= DM_KOP__COUNT || (unsigned)kind >= DM_KERN__COUNT) return 0;
     row_op o = kind == DM_KERN_GEMM ? OP_GEMM : kind == DM_KERN_BGEMM ? OP_BGEMM : OP_ELEM;
     return c->op_rows[o][ALGO_KERN + (int)op];
+}
+
+int dm_costs_op_rows(const dm_costs *c, const char *op, const char *algo)
+{
+    int o = find_name(op, op_names, OP__COUNT), n = 0;
+    if (o < 0) return 0;
+    for (int a = 0; a < N_ALGOS; a++)
+        if (!algo || !strcmp(algo, algo_name(a))) n += c->op_rows[o][a];
+    return n;
 }
 
 double dm_costs_kernel_us(const dm_costs *c, const dm_gpu *target, const dm_kernel *k, dm_cost_source *src)

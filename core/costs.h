@@ -83,11 +83,15 @@ typedef enum { DM_COST_MEASURED, DM_COST_INTERPOLATED, DM_COST_PROJECTED, DM_COS
 
 typedef struct dm_costs dm_costs; /* opaque */
 
-/* Read a table. Errors name "FILE:LINE:COL: expected ...". *out owned by the caller. */
+/* Read a table: one file, or several joined by commas ("h200.csv,h200-work.csv": the NS
+ * benchmark's and the workload benchmark's rows, of one GPU and one source; a row in two of them
+ * is refused). Errors name "FILE:LINE:COL: expected ...". *out owned by the caller. */
 int dm_costs_load(const char *csv_path, dm_costs **out, dm_err *err);
 
-/* traces/costs/h200.csv if present, else traces/costs/roofline.csv; directories searched in
- * order: $DMUON_COSTS (a file or a directory), DM_SRCDIR/traces/costs, DM_PKGDATADIR/costs.
+/* traces/costs/h200.csv (joined with h200-work.csv beside it, `dmuon bench work`'s rows, when
+ * that file exists) if present, else traces/costs/roofline.csv; directories searched in
+ * order: $DMUON_COSTS (a file, a comma list or a directory), DM_SRCDIR/traces/costs,
+ * DM_PKGDATADIR/costs.
  * When no file is found at all, returns a pure roofline model for an H200 (never fails for
  * that reason; dm_costs_describe says so). */
 int dm_costs_load_default(dm_costs **out, dm_err *err);
@@ -120,6 +124,9 @@ double dm_costs_kernel_us(const dm_costs *c, const dm_gpu *target, const dm_kern
  * (dm_costs_kernel_us then answers ROOFLINE; the simulator prices GEMMs of an uncovered op
  * with the cluster's fwd/bwd efficiency instead, sim.h). */
 int dm_costs_kernel_rows(const dm_costs *c, dm_kern_kind kind, dm_kern_op op);
+/* Rows of an op by the table's names ("adamw", "gemm", ...), of one algo ("fwd") or of any
+ * (algo NULL); 0 for a name the format does not have. */
+int dm_costs_op_rows(const dm_costs *c, const char *op, const char *algo);
 
 /* "measured on NVIDIA H200 (traces/costs/h200.csv, 412 rows)" or "roofline for ..." */
 const char *dm_costs_describe(const dm_costs *c);

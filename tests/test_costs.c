@@ -225,6 +225,44 @@ static void test_kernel_rows(void)
     snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,64,128,1,bf16,1,1,1\n", h2);
     expect_error("short2.csv", t, "short2.csv:5:1: expected 11 comma-separated fields, found 10");
 
+    /* joined tables: the NS table beside a work table, one GPU and source */
+    const char *ns = write_file("ns_only.csv", "# dmuon-costs-1\n# source: measured\n# gpu: NVIDIA H200\n"
+                                               "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n"
+                                               "NVIDIA H200,ns,direct,1024,1024,1,bf16,100,99,101\n");
+    char joined[1200];
+    snprintf(joined, sizeof joined, "%s,%s/k.csv", ns, dir);
+    c = NULL;
+    ok(dm_costs_load(joined, &c, &err) == -1 && strstr(err.msg, "k.csv:") && strstr(err.msg, "duplicate row: ns direct 1024 x "
+                                                                                              "1024 x 0 batch 1 is already on ")
+           && strstr(err.msg, "ns_only.csv line 5"),
+       "a row in two joined tables is refused, naming both (%s)", err.msg);
+    snprintf(t, sizeof t, "%sNVIDIA H200,gemm,fwd,4096,3072,3072,1,bf16,95,94,97\n", h2);
+    const char *work = write_file("h200-work.csv", t);
+    snprintf(joined, sizeof joined, "%s,%s", ns, work);
+    ok(dm_costs_load(joined, &c, &err) == 0 && dm_costs_kernel_rows(c, DM_KERN_GEMM, DM_KOP_FWD) == 1 &&
+           dm_costs_ns_us(c, NULL, 1024, 1024, 1, DM_NS_DIRECT, NULL) == 100,
+       "two tables joined: the NS row and the gemm row (%s)", c ? dm_costs_describe(c) : err.msg);
+    dm_costs_free(c);
+    c = NULL;
+    const char *a8 = write_file("a800.csv", "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA A800-SXM4-80GB\n"
+                                            "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n");
+    snprintf(joined, sizeof joined, "%s,%s", ns, a8);
+    ok(dm_costs_load(joined, &c, &err) == -1 && strstr(err.msg, "a800.csv:1:1: expected a table of the first one's GPU and "
+                                                                "source (NVIDIA H200, measured)"),
+       "a table of another GPU does not join (%s)", err.msg);
+    /* the default: h200.csv joined with h200-work.csv beside it */
+    char ddir[600];
+    snprintf(ddir, sizeof ddir, "%s/defaults", dir);
+    snprintf(joined, sizeof joined, "mkdir -p %s && cp %s %s/h200.csv && cp %s %s/h200-work.csv", ddir, ns, ddir, work, ddir);
+    ok(system(joined) == 0, "a costs folder with h200.csv and h200-work.csv");
+    setenv("DMUON_COSTS", ddir, 1);
+    c = NULL;
+    ok(dm_costs_load_default(&c, &err) == 0 && dm_costs_kernel_rows(c, DM_KERN_GEMM, DM_KOP_FWD) == 1 &&
+           strstr(dm_costs_describe(c), "h200-work.csv"),
+       "the default table joins h200-work.csv (%s)", c ? dm_costs_describe(c) : err.msg);
+    unsetenv("DMUON_COSTS");
+    dm_costs_free(c);
+
     /* the roofline's elementwise bytes are the workload's: every elementwise kernel of a few
      * bundled models' layers, one launch (embed-bwd's zeroed table is in its bytes, not its k) */
     static const char *models[] = {"qwen2.5-0.5b", "llama-3.2-3b", "moonlight-16b-a3b", "wall-oss-flow"};
