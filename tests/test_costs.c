@@ -30,15 +30,21 @@ static const char *write_file(const char *name, const char *text)
     return p;
 }
 
+/* The head of a measured H200 table in format 1 or 2 (its header without or with k). */
+static size_t table_head(char *buf, size_t size, int version)
+{
+    return (size_t)snprintf(buf, size, "# dmuon-costs-%d\n# source: measured\n# gpu: NVIDIA H200\n%s\n", version,
+                            version == 1 ? "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us"
+                                         : "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us");
+}
+
 /* A "measured" H200 table: NS rows at efficiency 2 (twice the roofline) on a grid, gram rows
  * `gram_factor` times their roofline; elementwise rows at efficiency 1.5. */
 static const char *measured_table(const char *name, double gram_factor)
 {
     const dm_gpu *h = dm_gpu_find("H200");
     static char buf[1 << 16];
-    size_t n = 0;
-    n += snprintf(buf + n, sizeof buf - n, "# dmuon-costs-1\n# source: measured\n# gpu: NVIDIA H200\n"
-                                           "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n");
+    size_t n = table_head(buf, sizeof buf, 1);
     static const int64_t dims[] = {512, 1024, 2048, 4096};
     static const int batches[] = {1, 4};
     for (int a = 0; a < 2; a++)
@@ -88,9 +94,7 @@ static const char *kernel_table(const char *name, double ratio)
 {
     const dm_gpu *h = dm_gpu_find("H200");
     static char buf[1 << 16];
-    size_t n = 0;
-    n += snprintf(buf + n, sizeof buf - n, "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA H200\n# date: -\n"
-                                           "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n");
+    size_t n = table_head(buf, sizeof buf, 2);
     static const int64_t g[] = {1024, 2048, 4096};
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++)
@@ -195,11 +199,9 @@ static void test_kernel_rows(void)
     dm_costs_free(c);
 
     /* dmuon-costs-1 files still read (k = 0); kernel product rows need the k column */
-    static const char *h1 = "# dmuon-costs-1\n# source: measured\n# gpu: NVIDIA H200\n"
-                            "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n";
-    static const char *h2 = "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA H200\n"
-                            "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n";
-    char t[1024];
+    char h1[256], h2[256], t[1024];
+    table_head(h1, sizeof h1, 1);
+    table_head(h2, sizeof h2, 2);
     snprintf(t, sizeof t, "%sNVIDIA H200,elem,loss,4096,3072,1,bf16,12.5,12,13\n", h1);
     c = NULL;
     ok(dm_costs_load(write_file("v1.csv", t), &c, &err) == 0, "a dmuon-costs-1 elem row reads with k = 0 (%s)",
@@ -226,9 +228,8 @@ static void test_kernel_rows(void)
     expect_error("short2.csv", t, "short2.csv:5:1: expected 11 comma-separated fields, found 10");
 
     /* joined tables: the NS table beside a work table, one GPU and source */
-    const char *ns = write_file("ns_only.csv", "# dmuon-costs-1\n# source: measured\n# gpu: NVIDIA H200\n"
-                                               "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n"
-                                               "NVIDIA H200,ns,direct,1024,1024,1,bf16,100,99,101\n");
+    snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,1024,1024,1,bf16,100,99,101\n", h1);
+    const char *ns = write_file("ns_only.csv", t);
     char joined[1200];
     snprintf(joined, sizeof joined, "%s,%s/k.csv", ns, dir);
     c = NULL;
@@ -251,10 +252,10 @@ static void test_kernel_rows(void)
                                                                 "source (NVIDIA H200, measured)"),
        "a table of another GPU does not join (%s)", err.msg);
     /* the default: h200.csv joined with h200-work.csv beside it */
-    char ddir[600];
+    char ddir[600], sh[4096];
     snprintf(ddir, sizeof ddir, "%s/defaults", dir);
-    snprintf(joined, sizeof joined, "mkdir -p %s && cp %s %s/h200.csv && cp %s %s/h200-work.csv", ddir, ns, ddir, work, ddir);
-    ok(system(joined) == 0, "a costs folder with h200.csv and h200-work.csv");
+    snprintf(sh, sizeof sh, "mkdir -p %s && cp %s %s/h200.csv && cp %s %s/h200-work.csv", ddir, ns, ddir, work, ddir);
+    ok(system(sh) == 0, "a costs folder with h200.csv and h200-work.csv");
     setenv("DMUON_COSTS", ddir, 1);
     c = NULL;
     ok(dm_costs_load_default(&c, &err) == 0 && dm_costs_kernel_rows(c, DM_KERN_GEMM, DM_KOP_FWD) == 1 &&
