@@ -191,6 +191,11 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
     }
+    dm_mem_est mem; /* before anything is written: a failure leaves no file */
+    if (dm_mem_peak(model, prog, NULL, &mem, &err)) {
+        fprintf(stderr, "dmuon plan: %s\n", err.msg);
+        goto done;
+    }
     if (out_path && dm_program_save(prog, out_path, &err)) {
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
@@ -209,11 +214,6 @@ int cmd_plan(int argc, char **argv)
             fprintf(stderr, "dmuon plan: %s\n", err.msg);
             goto done;
         }
-    }
-    dm_mem_est mem;
-    if (dm_mem_peak(model, prog, NULL, &mem, &err)) {
-        fprintf(stderr, "dmuon plan: %s\n", err.msg);
-        goto done;
     }
     long counts[DM_OP__COUNT] = {0}, n_ops = 0;
     for (int r = 0; r < prog->nranks; r++)

@@ -28,27 +28,28 @@
 /* ---- options both commands take ----------------------------------------------------------- */
 
 /* The executor's per-rank peak memory of p: with the model given, or (a saved program) the
- * bundled model it names. 1 when estimated; else 0 and why in *why. */
-static int program_memory(const dm_model *given, const dm_program *p, dm_mem_est *e, char *why, size_t size)
+ * bundled model it names. 1 when estimated; 0 when a saved program's model is not at hand (why
+ * in *why); -1 on an error (out of memory, an estimate of the given model that fails: *err). */
+static int program_memory(const dm_model *given, const dm_program *p, dm_mem_est *e, char *why, size_t size, dm_err *err)
 {
-    dm_err err;
     dm_model *m = NULL;
-    const dm_model *use = given;
     char lower[256];
-    if (!use) {
-        snprintf(lower, sizeof lower, "%s", p->model);
-        for (char *q = lower; *q; q++)
-            if (*q >= 'A' && *q <= 'Z') *q = (char)(*q - 'A' + 'a');
-        if (dm_model_load(lower, &m, &err) && dm_model_load(p->model, &m, &err)) {
-            snprintf(why, size, "not estimated: the program's model \"%s\" is not a bundled model", p->model);
-            return 0;
-        }
-        use = m;
+    if (given) return dm_mem_peak(given, p, NULL, e, err) ? -1 : 1;
+    snprintf(lower, sizeof lower, "%s", p->model);
+    for (char *q = lower; *q; q++)
+        if (*q >= 'A' && *q <= 'Z') *q = (char)(*q - 'A' + 'a');
+    int miss = dm_model_load(lower, &m, err);
+    if (miss && strstr(err->msg, "out of memory")) return -1;
+    if (miss && dm_model_load(p->model, &m, err)) {
+        if (strstr(err->msg, "out of memory")) return -1;
+        snprintf(why, size, "not estimated: the program's model \"%s\" is not a bundled model", p->model);
+        return 0;
     }
-    int rc = dm_mem_peak(use, p, NULL, e, &err);
-    if (rc) snprintf(why, size, "not estimated: %.500s", err.msg);
+    int rc = dm_mem_peak(m, p, NULL, e, err);
     dm_model_free(m);
-    return rc == 0;
+    if (rc && strstr(err->msg, "out of memory")) return -1;
+    if (rc) snprintf(why, size, "not estimated: %.500s", err->msg);
+    return rc ? 0 : 1;
 }
 
 enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_ALGO, O_TRACE, O_CSV, O_PROGRAM, O_HELP, O_QUIET, O_OUT, O_PROGRESS,
@@ -195,7 +196,11 @@ int cmd_sim(int argc, char **argv)
     }
     dm_mem_est mem;
     char mline[640];
-    int have_mem = program_memory(in.model, p, &mem, mline, sizeof mline);
+    int have_mem = program_memory(in.model, p, &mem, mline, sizeof mline, &err);
+    if (have_mem < 0) {
+        fprintf(stderr, "dmuon sim: %s\n", err.msg);
+        goto out;
+    }
     if (have_mem) dm_mem_describe(&mem, in.cluster.gpu, mline, sizeof mline);
     if (quiet == 2) {
         sim_print_json(stdout, p, &in.cluster, in.costs, have_mem ? &mem : NULL, r);
