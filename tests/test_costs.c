@@ -209,23 +209,26 @@ static void test_kernel_rows(void)
     x = kern(DM_KERN_ELEM, DM_KOP_LOSS, 4096, 3072, 0, 1);
     ok(c && dm_costs_kernel_us(c, NULL, &x, &s) == 12.5 && s == DM_COST_MEASURED, "  ... and answers exactly");
     dm_costs_free(c);
-    snprintf(t, sizeof t, "%sNVIDIA H200,gemm,fwd,4096,3072,1,bf16,1,1,1\n", h1);
-    expect_error("v1gemm.csv", t, "v1gemm.csv:5:13: expected a dmuon-costs-2 table for a gemm fwd row (it needs k)");
-    snprintf(t, sizeof t, "%sNVIDIA H200,gemm,fwd,4096,3072,0,1,bf16,1,1,1\n", h2);
-    expect_error("k0.csv", t, "k0.csv:5:32: expected k, a positive integer");
-    snprintf(t, sizeof t, "%sNVIDIA H200,gemm,fwd,4096,3072,64,2,bf16,1,1,1\n", h2);
-    expect_error("b2.csv", t, "b2.csv:5:35: expected batch, 1 for a gemm or elem row");
-    snprintf(t, sizeof t, "%sNVIDIA H200,gemm,attn-score,4096,3072,64,1,bf16,1,1,1\n", h2);
-    expect_error("ga.csv", t, "ga.csv:5:18: expected algo cublas, fwd, dgrad or wgrad for a gemm row, found 'attn-score'");
-    snprintf(t, sizeof t, "%sNVIDIA H200,elem,fwd,4096,3072,0,1,bf16,1,1,1\n", h2);
-    expect_error("ef.csv", t, "ef.csv:5:18: expected algo loss, vector,");
-    snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,64,128,5,1,bf16,1,1,1\n", h2);
-    expect_error("nsk.csv", t, "nsk.csv:5:30: expected k, 0 for this op");
-    snprintf(t, sizeof t, "%sNVIDIA H200,bgemm,fwd,64,128,5,8,bf16,1,1,1\nNVIDIA H200,bgemm,fwd,64,128,5,8,bf16,2,2,2\n",
-             h2);
-    expect_error("dup2.csv", t, "dup2.csv:6:1: duplicate row: bgemm fwd 64 x 128 x 5 batch 8 is already on line 5");
-    snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,64,128,1,bf16,1,1,1\n", h2);
-    expect_error("short2.csv", t, "short2.csv:5:1: expected 11 comma-separated fields, found 10");
+    static const struct {
+        int version;
+        const char *name, *rows, *want;
+    } bad_rows[] = {
+        {1, "v1gemm.csv", "NVIDIA H200,gemm,fwd,4096,3072,1,bf16,1,1,1\n",
+         "v1gemm.csv:5:13: expected a dmuon-costs-2 table for a gemm fwd row (it needs k)"},
+        {2, "k0.csv", "NVIDIA H200,gemm,fwd,4096,3072,0,1,bf16,1,1,1\n", "k0.csv:5:32: expected k, a positive integer"},
+        {2, "b2.csv", "NVIDIA H200,gemm,fwd,4096,3072,64,2,bf16,1,1,1\n", "b2.csv:5:35: expected batch, 1 for a gemm or elem row"},
+        {2, "ga.csv", "NVIDIA H200,gemm,attn-score,4096,3072,64,1,bf16,1,1,1\n",
+         "ga.csv:5:18: expected algo cublas, fwd, dgrad or wgrad for a gemm row, found 'attn-score'"},
+        {2, "ef.csv", "NVIDIA H200,elem,fwd,4096,3072,0,1,bf16,1,1,1\n", "ef.csv:5:18: expected algo loss, vector,"},
+        {2, "nsk.csv", "NVIDIA H200,ns,direct,64,128,5,1,bf16,1,1,1\n", "nsk.csv:5:30: expected k, 0 for this op"},
+        {2, "dup2.csv", "NVIDIA H200,bgemm,fwd,64,128,5,8,bf16,1,1,1\nNVIDIA H200,bgemm,fwd,64,128,5,8,bf16,2,2,2\n",
+         "dup2.csv:6:1: duplicate row: bgemm fwd 64 x 128 x 5 batch 8 is already on line 5"},
+        {2, "short2.csv", "NVIDIA H200,ns,direct,64,128,1,bf16,1,1,1\n", "short2.csv:5:1: expected 11 comma-separated fields, found 10"},
+    };
+    for (size_t i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++) {
+        snprintf(t, sizeof t, "%s%s", bad_rows[i].version == 1 ? h1 : h2, bad_rows[i].rows);
+        expect_error(bad_rows[i].name, t, bad_rows[i].want);
+    }
 
     /* joined tables: the NS table beside a work table, one GPU and source */
     snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,1024,1024,1,bf16,100,99,101\n", h1);
