@@ -1,8 +1,10 @@
-/* cmd_calibrate.c: `dmuon calibrate`: turn measurements into the cost model's inputs (calib.h):
- * collective latency and bandwidth per tier from `dmuon bench comm --csv`, the forward
- * and backward efficiencies, elementwise bandwidths and (optionally) the compute slowdown under
- * collectives from a measured trace, the kernel table from `dmuon bench kernels --out`; writes a
- * calibration file that `dmuon sim --calibration FILE` applies. */
+/* cmd_calibrate.c: `dmuon calibrate`: turn measurements into the cost model's machine-level
+ * inputs (calib.h): collective latency and bandwidth per tier from `dmuon bench comm --csv`; from
+ * measured traces of one model the kernel gap inside forward/backward ops the kernel table
+ * prices (or, for GEMMs it has no rows of, the fallback efficiencies), elementwise bandwidths
+ * where the table lacks or misses them, NS against the table, the executor's start and op gaps,
+ * and (optionally) the slowdowns under overlap; the kernel table from `dmuon bench kernels` or
+ * `bench work`; writes a calibration file that `dmuon sim --calibration FILE` applies. */
 #include "config.h"
 
 #include <getopt.h>
@@ -25,15 +27,20 @@ static void usage(FILE *f)
             "with its source, date, GPU and residual.\n\n"
             "  --comm CSV         dmuon bench comm --csv output (repeatable: one file per group, e.g.\n"
             "                     inside a node and across nodes); fits latency and bus bandwidth\n"
-            "  --trace TRACE      a measured trace (dmuon run --trace): fwd_efficiency and\n"
-            "                     bwd_efficiency from its forward and backward GEMM times,\n"
-            "                     elementwise_efficiency.adamw/.muon_update from those ops,\n"
+            "  --trace TRACE      a measured trace (dmuon run --trace) of one model (traces of two\n"
+            "                     models are refused; the file names the model): forward/backward ops\n"
+            "                     whose GEMMs all have rows in --kernels (with --program) are the\n"
+            "                     table's: kernel_gap_us from what they took beyond their kernels;\n"
+            "                     GEMMs without rows (or no plan): fwd_efficiency and bwd_efficiency,\n"
+            "                     the fallback; elementwise_efficiency/_launch_us.adamw/.muon_update\n"
+            "                     where the table has no rows of them or its rows miss by > 10%%;\n"
             "                     step_start_us (median first-op start) and op_gap_us (median\n"
             "                     idle time between a rank's consecutive compute ops);\n"
             "                     repeatable (at most 8): one fit over all the traces' ops, e.g. a\n"
             "                     1-GPU run beside a 2-GPU run to separate rates from comm_slowdown\n"
             "  --program PLAN     after a --trace, with --kernels: that trace's plan (dmuon plan -o);\n"
-            "                     fits ns_time_scale, the NS times over the table's for their shapes\n"
+            "                     its works price forward/backward by the table, and ns_time_scale\n"
+            "                     is the NS times over the table's for their shapes\n"
             "  --comm-slowdown    with --trace: also fit comm_slowdown, the compute rate lost while a\n"
             "                     collective is in flight on the rank (default: not fitted, 0)\n"
             "  --coll-slowdown    with --trace: also fit coll_slowdown, the NVLink bandwidth lost by\n"

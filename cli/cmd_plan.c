@@ -1,6 +1,7 @@
 /* cmd_plan.c: `dmuon plan`: build the step program for a model on N GPUs and report the owner
- * assignment (per-rank NS load, imbalance, lower bound, gap, solver), op counts by kind and
- * the program hash; optionally write the program (--out) or a roofline cost table. */
+ * assignment (per-rank NS load, imbalance, lower bound, gap, solver), the per-rank peak device
+ * memory (core/memory.h) and whether it fits on the cluster's GPU, op counts by kind and the
+ * program hash; optionally write the program (--out) or a roofline cost table. */
 #include "config.h"
 
 #include <getopt.h>
@@ -13,6 +14,7 @@
 #include "commands.h"
 #include "inputs.h"
 #include "json.h"
+#include "memory.h"
 #include "opts.h"
 #include "outfile.h"
 #include "plan_best.h"
@@ -78,7 +80,8 @@ static int model_shapes(int64_t (**out)[2], int *n)
 }
 
 static void print_json_report(FILE *f, const dm_program *p, const sched_report *r, const plan_best_report *pb,
-                              const dm_model *model, const dm_cluster *cl, const long *counts, long n_ops, uint64_t hash)
+                              const dm_model *model, const dm_cluster *cl, const dm_mem_est *mem, const long *counts,
+                              long n_ops, uint64_t hash)
 {
     fputs("{\"model\": ", f);
     json_write_string(f, model->name);
@@ -114,8 +117,11 @@ static void print_json_report(FILE *f, const dm_program *p, const sched_report *
                     pb->cand[k].pairs);
         fputs("]},", f);
     }
-    fprintf(f, "\n \"solver_s\": %.4f, \"plan_s\": %.4f, \"ops\": %ld, \"collectives\": %d, \"groups\": %d,\n \"op_counts\": {",
+    fprintf(f, "\n \"solver_s\": %.4f, \"plan_s\": %.4f, \"ops\": %ld, \"collectives\": %d, \"groups\": %d,\n",
             r->solver_s, r->plan_s, n_ops, p->n_colls, p->n_groups);
+    fprintf(f, " \"memory_peak_bytes\": %.0f, \"memory_rank\": %d, \"gpu_memory_bytes\": %.0f, \"memory_fits\": %s,\n",
+            mem->total, mem->rank, cl->gpu->mem_bytes, dm_mem_fits(mem, cl->gpu) ? "true" : "false");
+    fputs(" \"op_counts\": {", f);
     for (int k = 0; k < DM_OP__COUNT; k++) fprintf(f, "%s\"%s\": %ld", k ? ", " : "", dm_op_kind_name((dm_op_kind)k), counts[k]);
     fputs("}}\n", f);
 }
@@ -205,6 +211,11 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
     }
+    dm_mem_est mem; /* before anything is written: a failure leaves no file */
+    if (dm_mem_peak(model, prog, NULL, &mem, &err)) {
+        fprintf(stderr, "dmuon plan: %s\n", err.msg);
+        goto done;
+    }
     if (out_path && dm_program_save(prog, out_path, &err)) {
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
@@ -230,7 +241,7 @@ int cmd_plan(int argc, char **argv)
     for (int k = 0; k < DM_OP__COUNT; k++) n_ops += counts[k];
     uint64_t hash = dm_program_hash(prog);
     if (json) {
-        print_json_report(stdout, prog, &rep, &pb, model, &cl, counts, n_ops, hash);
+        print_json_report(stdout, prog, &rep, &pb, model, &cl, &mem, counts, n_ops, hash);
     } else {
         int nodes = (prog->nranks + prog->gpus_per_node - 1) / prog->gpus_per_node;
         printf("model     %s: %lld Muon matrices, %lld parameters\n", model->name, (long long)rep.n_muon,
@@ -246,6 +257,8 @@ int cmd_plan(int argc, char **argv)
         printf("# %-6s %12s %7s\n", "owner", "ns_load_us", "ns_ops");
         for (int o = 0; o < rep.nowners; o++) printf("  %-6d %12.1f %7d\n", o, rep.ns_load_us[o], rep.ns_ops[o]);
         printf("NS load   max %.1f us, mean %.1f us, imbalance %.2f%%\n", rep.max_us, rep.mean_us, 100 * fmax(0, rep.imbalance));
+        char mline[512];
+        printf("memory    %s\n", dm_mem_describe(&mem, cl.gpu, mline, sizeof mline));
         printf("bound     lower bound %.1f us (max(total/owners, largest unit)), gap %.2f%%", rep.lower_bound_us,
                100 * rep.gap);
         if (rep.lpt_max_us > 0 && rep.lower_bound_us > 0)

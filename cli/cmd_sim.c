@@ -1,5 +1,6 @@
 /* cmd_sim.c: `dmuon sim` (simulate one training step of a planned program on a modeled cluster)
- * and `dmuon scale` (a what-if study over GPU counts and strategies: table, CSV, gnuplot PNGs). */
+ * and `dmuon scale` (a what-if study over GPU counts and strategies: table, CSV, gnuplot PNGs),
+ * both with the executor's per-rank peak memory (core/memory.h) and whether it fits. */
 #include "config.h"
 
 #include <getopt.h>
@@ -13,6 +14,7 @@
 #include "collcost.h"
 #include "commands.h"
 #include "inputs.h"
+#include "memory.h"
 #include "opts.h"
 #include "outfile.h"
 #include "paths.h"
@@ -25,6 +27,31 @@
 #include "trace.h"
 
 /* ---- options both commands take ----------------------------------------------------------- */
+
+/* The executor's per-rank peak memory of p: with the model given, or (a saved program) the
+ * bundled model it names. 1 when estimated; 0 when a saved program's model is not at hand (why
+ * in *why); -1 on an error (out of memory, an estimate of the given model that fails: *err). */
+static int program_memory(const dm_model *given, const dm_program *p, dm_mem_est *e, char *why, size_t size, dm_err *err)
+{
+    dm_model *m = NULL;
+    char lower[256];
+    if (given) return dm_mem_peak(given, p, NULL, e, err) ? -1 : 1;
+    snprintf(lower, sizeof lower, "%s", p->model);
+    for (char *q = lower; *q; q++)
+        if (*q >= 'A' && *q <= 'Z') *q = (char)(*q - 'A' + 'a');
+    int miss = dm_model_load(lower, &m, err);
+    if (miss && strstr(err->msg, "out of memory")) return -1;
+    if (miss && dm_model_load(p->model, &m, err)) {
+        if (strstr(err->msg, "out of memory")) return -1;
+        snprintf(why, size, "not estimated: the program's model \"%s\" is not a bundled model", p->model);
+        return 0;
+    }
+    int rc = dm_mem_peak(m, p, NULL, e, err);
+    dm_model_free(m);
+    if (rc && strstr(err->msg, "out of memory")) return -1;
+    if (rc) snprintf(why, size, "not estimated: %.500s", err->msg);
+    return rc ? 0 : 1;
+}
 
 enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_ALGO, O_TRACE, O_CSV, O_PROGRAM, O_HELP, O_QUIET, O_OUT, O_PROGRESS,
        O_NOPROGRESS, O_NOPLOTS, O_STRATS, O_JSON, O_MAXMEM };
@@ -171,10 +198,19 @@ int cmd_sim(int argc, char **argv)
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
         goto out;
     }
+    dm_mem_est mem;
+    char mline[640];
+    int have_mem = program_memory(in.model, p, &mem, mline, sizeof mline, &err);
+    if (have_mem < 0) {
+        fprintf(stderr, "dmuon sim: %s\n", err.msg);
+        goto out;
+    }
+    if (have_mem) dm_mem_describe(&mem, in.cluster.gpu, mline, sizeof mline);
     if (quiet == 2) {
-        sim_print_json(stdout, p, &in.cluster, in.costs, r);
+        sim_print_json(stdout, p, &in.cluster, in.costs, have_mem ? &mem : NULL, r);
     } else if (quiet) {
-        printf("%s %s %d GPUs %s: step %.3f ms\n", p->model, p->strategy, p->nranks, in.cluster.name, r->step_us / 1e3);
+        printf("%s %s %d GPUs %s: step %.3f ms%s\n", p->model, p->strategy, p->nranks, in.cluster.name, r->step_us / 1e3,
+               have_mem && !dm_mem_fits(&mem, in.cluster.gpu) ? " (does not fit in GPU memory)" : "");
     } else {
         printf("# dmuon sim: resolved configuration\n");
         if (!in.model) printf("  model       %s (from program %s)\n", p->model, program);
@@ -184,6 +220,7 @@ int cmd_sim(int argc, char **argv)
         printf("  strategy    %s (%s)\n", p->strategy, p->options);
         printf("  tokens      %lld per rank per step\n", (long long)p->tokens);
         printf("  collectives %s algorithm\n", coll_algo_name(o.algo));
+        printf("  memory      %s\n", mline);
         if (!program)
             printf("  plan        %s assignment, %d units over %d owners, planned NS load max %.3f ms, imbalance %.1f%%\n",
                    rep.solver_status, rep.n_units, rep.nowners, rep.max_us / 1e3, 100 * rep.imbalance);
@@ -213,6 +250,8 @@ out:
 typedef struct point {
     int gpus, strat;
     double step_us, fwd_us, bwd_us, opt_us, opt_kernels_us, exposed_comm_us, ns_max_us, overhead_pct;
+    double mem_bytes;       /* the executor's per-rank peak (core/memory.h) */
+    int fits;               /* 1 when it fits on the cluster's GPU */
     double sim_s, plan_s;
     int64_t events;
     int ok;
@@ -241,6 +280,8 @@ static void scale_help(void)
            "  --max-memory SIZE     skip points whose simulation would need more memory (0: no limit;\n"
            "                        default 3/4 of physical memory)\n"
            "  --help                this text\n\n"
+           "mem_GiB: the executor's per-rank peak device memory (core/memory.h); fits 0 marks a point that\n"
+           "does not fit on the cluster's GPU (still simulated; marked in the table, the CSV and the plots).\n"
            "overhead = step time / adamw's step time at the same GPU count - 1 (adamw is run for the\n"
            "baseline even when not listed). optimizer = step - forward - backward GPU time on the rank that\n"
            "finishes last: the optimizer kernels plus the communication the step could not hide.\n\n"
@@ -267,23 +308,25 @@ static void write_table(FILE *f, const point *pts, int n, char *const *names, in
 {
     if (csv)
         fprintf(f, "gpus,strategy,step_ms,forward_ms,backward_ms,optimizer_ms,optimizer_kernels_ms,exposed_comm_ms,"
-                   "ns_max_ms,overhead_vs_adamw_pct\n");
+                   "ns_max_ms,overhead_vs_adamw_pct,memory_gib,fits\n");
     else
-        fprintf(f, "# %4s %-10s %10s %10s %10s %12s %12s %12s %10s %10s\n", "gpus", "strategy", "step_ms", "forward_ms",
-                "backward_ms", "optimizer_ms", "opt_kern_ms", "exposed_ms", "ns_max_ms", "overhead_%");
+        fprintf(f, "# %4s %-10s %10s %10s %10s %12s %12s %12s %10s %10s %9s %4s\n", "gpus", "strategy", "step_ms",
+                "forward_ms", "backward_ms", "optimizer_ms", "opt_kern_ms", "exposed_ms", "ns_max_ms", "overhead_%",
+                "mem_GiB", "fits");
     for (int s = 0; s < (grouped ? n_str : 1); s++) {
         if (grouped && s) fprintf(f, "\n\n");
         for (int i = 0; i < n; i++) {
             const point *q = &pts[i];
             if (!q->ok || (grouped && q->strat != s)) continue;
             if (csv)
-                fprintf(f, "%d,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f\n", q->gpus, names[q->strat], q->step_us / 1e3,
-                        q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3, q->opt_kernels_us / 1e3, q->exposed_comm_us / 1e3,
-                        q->ns_max_us / 1e3, q->overhead_pct);
+                fprintf(f, "%d,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%d\n", q->gpus, names[q->strat],
+                        q->step_us / 1e3, q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3, q->opt_kernels_us / 1e3,
+                        q->exposed_comm_us / 1e3, q->ns_max_us / 1e3, q->overhead_pct, q->mem_bytes / 1073741824.0, q->fits);
             else
-                fprintf(f, "  %4d %-10s %10.3f %10.3f %10.3f %12.3f %12.3f %12.3f %10.3f %10.2f\n", q->gpus,
+                fprintf(f, "  %4d %-10s %10.3f %10.3f %10.3f %12.3f %12.3f %12.3f %10.3f %10.2f %9.2f %4d%s\n", q->gpus,
                         names[q->strat], q->step_us / 1e3, q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3,
-                        q->opt_kernels_us / 1e3, q->exposed_comm_us / 1e3, q->ns_max_us / 1e3, q->overhead_pct);
+                        q->opt_kernels_us / 1e3, q->exposed_comm_us / 1e3, q->ns_max_us / 1e3, q->overhead_pct,
+                        q->mem_bytes / 1073741824.0, q->fits, !grouped && !q->fits ? "  does not fit" : "");
         }
     }
 }
@@ -408,7 +451,7 @@ int cmd_scale(int argc, char **argv)
     printf("\n");
     double t_start = sched_wall_s(), sim_total = 0, cpu_total = 0;
     int64_t ev_total = 0;
-    char srcs[DM_OP__COUNT][192];
+    char srcs[DM_OP__COUNT][640];
     memset(srcs, 0, sizeof srcs);
     for (int gi = 0; gi < n_gpus; gi++) {
         for (int s = 0; s < n_str; s++) {
@@ -433,6 +476,16 @@ int cmd_scale(int argc, char **argv)
                 rc = 1;
                 continue;
             }
+            dm_mem_est mem;
+            if (dm_mem_peak(in.model, p, NULL, &mem, &err)) {
+                fprintf(stderr, "dmuon scale: %s on %ld GPUs: %s\n", names[s], gpus[gi], err.msg);
+                sim_result_free(r);
+                dm_program_free(p);
+                rc = 1;
+                continue;
+            }
+            q->mem_bytes = mem.total;
+            q->fits = dm_mem_fits(&mem, in.cluster.gpu);
             q->ok = 1;
             q->step_us = r->step_us;
             q->fwd_us = r->forward_us;
@@ -463,6 +516,11 @@ int cmd_scale(int argc, char **argv)
         if (srcs[k][0]) printf("  %-14s %s\n", dm_op_kind_name((dm_op_kind)k), srcs[k]);
     printf("\n");
     write_table(stdout, pts, n_pts, names, n_str, 0, 0);
+    int n_nofit = 0;
+    for (int i = 0; i < n_pts; i++) n_nofit += pts[i].ok && !pts[i].fits;
+    printf("memory: mem_GiB is the executor's per-rank peak (core/memory.h) against the %s's %.1f GiB; %d of %d points "
+           "do not fit%s\n", in.cluster.gpu->short_name, in.cluster.gpu->mem_bytes / 1073741824.0, n_nofit, n_pts,
+           n_nofit ? " (fits 0: simulated all the same, marked in the table, the CSV and the plots)" : "");
     char path[4096];
     snprintf(path, sizeof path, "%s/scale.dat", out_dir);
     if (write_file(path, pts, n_pts, names, n_str, 0, 1)) rc = 1;

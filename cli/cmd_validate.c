@@ -23,9 +23,12 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: dmuon validate [OPTIONS]\n"
             "Run the real executor and the simulator on the same plans and compare them, case by\n"
-            "case (models x strategies x overlap x GPU counts): measured and predicted step,\n"
-            "forward, backward, optimizer, exposed communication, their errors, and the op-level\n"
-            "error distribution (median, 90th percentile).\n\n"
+            "case (models x token counts x GPU counts x strategies x overlaps): measured and predicted\n"
+            "step, forward, backward, optimizer, exposed communication, their errors, and the op-level\n"
+            "error distribution (median, 90th percentile); then a table of the errors by model (the\n"
+            "model the calibration was fitted on marked *) and where each model's kernels were\n"
+            "priced from. A case whose per-rank peak memory (the estimate, before running) does not\n"
+            "fit on the cluster's GPU is reported as \"does not fit (needs N GiB)\" and not run.\n\n"
             "  --models LIST      models (default llama-3.2-3b)\n"
             "  --strategies LIST  strategies (default dmuon,muon-ddp,adamw)\n"
             "  --overlaps LIST    overlap levels (default interleave,none)\n"
@@ -35,7 +38,7 @@ static void usage(FILE *f)
             "  --calibration FILE apply a calibration file (dmuon calibrate) to the cluster\n"
             "  --backend B        executor backend: gpu or cpu (default gpu)\n"
             "  --steps K          steps per real run; the trace is the last one's (default 5)\n"
-            "  --tokens T         tokens per rank per step (default 4096)\n"
+            "  --tokens LIST      tokens per rank per step, e.g. 2048,4096 (default 4096; sizes like 4k)\n"
             "  --mpirun CMD       launcher for more than one GPU, words split at spaces (default mpirun)\n"
             "  --out DIR          output folder (default dmuon-validate)\n"
             "  --plot-case N      the case (1-based, in table order) drawn under DIR/plot (default:\n"
@@ -80,9 +83,8 @@ int cmd_validate(int argc, char **argv)
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     char models_s[1024] = "llama-3.2-3b", strats_s[256] = "dmuon,muon-ddp,adamw", ovl_s[256] = "interleave,none";
-    long gpus[MAX_LIST] = {1, 2}, steps = 5, plot_case = 0, v;
-    int n_gpus = 2, dry = 0, c;
-    int64_t tokens = 4096;
+    long gpus[MAX_LIST] = {1, 2}, steps = 5, plot_case = 0, v, tokens[MAX_LIST] = {4096};
+    int n_gpus = 2, dry = 0, c, n_tokens = 1;
     double max_err = -1;
     const char *backend = "gpu", *mpirun = "mpirun", *dir = "dmuon-validate", *replay_csv = NULL;
     input_args ia = {NULL, NULL, NULL, NULL, 0, 0};
@@ -109,9 +111,25 @@ int cmd_validate(int argc, char **argv)
         case O_STEPS:
             if (opt_parse_long(CMD, "--steps", optarg, 1, 1000, &steps)) return 2;
             break;
-        case O_TOKENS:
-            if (opt_parse_size(CMD, "--tokens", optarg, 1, (int64_t)1 << 30, &tokens)) return 2;
+        case O_TOKENS: { /* a list of sizes (4096, 4k) */
+            char buf[512], *save = NULL;
+            snprintf(buf, sizeof buf, "%s", optarg);
+            n_tokens = 0;
+            for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                int64_t x;
+                if (n_tokens == MAX_LIST) {
+                    opt_usage_error(CMD, "--tokens: at most %d counts", MAX_LIST);
+                    return 2;
+                }
+                if (opt_parse_size(CMD, "--tokens", t, 1, (int64_t)1 << 30, &x)) return 2;
+                tokens[n_tokens++] = (long)x;
+            }
+            if (!n_tokens) {
+                opt_usage_error(CMD, "--tokens: expected at least one count");
+                return 2;
+            }
             break;
+        }
         case O_MPIRUN: mpirun = optarg; break;
         case O_OUT: dir = optarg; break;
         case O_PLOTCASE:
@@ -155,7 +173,13 @@ int cmd_validate(int argc, char **argv)
         inputs_free(&in);
         return 1;
     }
-    vld_opts vo = {&in.cluster, in.costs, tokens, dir, max_err, self, mpirun, backend, steps, dry, (int)plot_case};
+    if (replay_csv && n_tokens > 1) {
+        opt_usage_error(CMD, "--tokens: one count with --replay (the tokens of a table that does not store them)");
+        inputs_free(&in);
+        return 2;
+    }
+    vld_opts vo = {&in.cluster, in.costs, tokens[0], ia.calibration ? ia.calibration : "", in.calib.fitted_on, dir,
+                   max_err, self, mpirun, backend, steps, dry, (int)plot_case};
     int rc = 1;
     if (replay_csv) {
         printf("# dmuon validate --replay: resolved configuration\n");
@@ -166,13 +190,16 @@ int cmd_validate(int argc, char **argv)
     }
     vld_case *cases = NULL;
     int n_cases = 0;
-    if (vld_cases(models, n_models, gpus, n_gpus, strats, n_strats, ovls, n_ovls, &cases, &n_cases, &err)) {
+    if (vld_cases(models, n_models, tokens, n_tokens, gpus, n_gpus, strats, n_strats, ovls, n_ovls, &cases, &n_cases,
+                  &err)) {
         fprintf(stderr, "dmuon validate: %s\n", err.msg);
     } else {
         if (!vo.plot_case) vo.plot_case = vld_default_plot_case(cases, n_cases);
         printf("# dmuon validate: resolved configuration\n");
-        printf("  cases       %d (models x GPU counts x strategies x overlaps), backend %s, %ld steps (trace of the last), "
-               "%lld tokens per rank\n", n_cases, backend, steps, (long long)tokens);
+        printf("  cases       %d (models x token counts x GPU counts x strategies x overlaps), backend %s, %ld steps (trace "
+               "of the last), tokens per rank", n_cases, backend, steps);
+        for (int i = 0; i < n_tokens; i++) printf("%s%ld", i ? "," : " ", tokens[i]);
+        printf("\n");
         inputs_print(stdout, &in);
         printf("  output      %s/CASE/{program.json,real.csv,sim.csv,run.log}, %s/validate.csv, %s/plot (case %d)\n", dir,
                dir, dir, vo.plot_case);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #define GIB 1073741824.0
+#define MIB 1048576.0
 /* Dense (not sparse) tensor-core rates, HBM bandwidth and capacity from NVIDIA's datasheets
  * (shared/reference/README.md holds the A800, H100 and H200 rows):
  *  - A100 SXM4 80GB (A100 datasheet): BF16 and FP16 Tensor Core 312 TFLOPS (624 with sparsity),
@@ -28,14 +29,15 @@
  *  - H200 SXM (H200 datasheet): the H100's 1,979 / 989 TFLOPS, HBM3e 141GB at 4.8 TB/s;
  *  - B200 (HGX B200 datasheet, the 1,000 W HGX part): FP16/BF16 Tensor Core 4.5 PFLOPS with
  *    sparsity, 2.25 dense; HBM3e 8 TB/s; 180GB (DGX B200: 1,440GB over 8 GPUs).
- * Capacities: the datasheet's GB taken as GiB (HBM stacks come in binary sizes: the A100's
- * 80GB is 81920 MiB). Launch floor: 4 us for every GPU (not a datasheet number). */
+ * Capacities: the total CUDA and nvidia-smi report for the datasheet's size (A100/A800 80GB:
+ * 81920 MiB, H100 80GB: 81559 MiB, H200 141GB: 143771 MiB); B200: the datasheet's 180GB taken as
+ * GiB (not measured here). Launch floor: 4 us for every GPU (not a datasheet number). */
 static const dm_gpu gpus[] = {
     /* name, short, dense bf16 FLOP/s, HBM B/s, launch floor us, dense fp16 FLOP/s, HBM bytes */
-    {"NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 80 * GIB},
-    {"NVIDIA H100 80GB HBM3", "H100-SXM", 989e12, 3.35e12, 4.0, 989e12, 80 * GIB},
-    {"NVIDIA H200", "H200-SXM", 989e12, 4.8e12, 4.0, 989e12, 141 * GIB},
-    {"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 80 * GIB},
+    {"NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 81920 * MIB},
+    {"NVIDIA H100 80GB HBM3", "H100-SXM", 989e12, 3.35e12, 4.0, 989e12, 81559 * MIB},
+    {"NVIDIA H200", "H200-SXM", 989e12, 4.8e12, 4.0, 989e12, 143771 * MIB},
+    {"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 81920 * MIB},
     {"NVIDIA B200", "B200-SXM", 2250e12, 8.0e12, 4.0, 2250e12, 180 * GIB},
 };
 #define N_GPUS (int)(sizeof gpus / sizeof gpus[0])
@@ -233,6 +235,8 @@ static const dm_param params[] = {
      "every rank's first op starts this long after the step's start (executor setup)"},
     {"op_gap_us", DM_PARAM_NUM, F | C, AT(op_gap_us), 1, "us", 0, 1e4, 0,
      "the GPU idles this long between two compute ops of a rank (launches, event records)"},
+    {"kernel_gap_us", DM_PARAM_NUM, F | C, AT(kernel_gap_us), 1, "us", 0, 1e3, 0,
+     "the GPU idles this long between two kernels inside one forward or backward op (launches it cannot hide)"},
 };
 #define N_PARAMS (int)(sizeof params / sizeof params[0])
 
@@ -548,8 +552,9 @@ int dm_cluster_nodes(const dm_cluster *c, int nranks)
 
 void dm_cluster_describe(const dm_cluster *c, FILE *f)
 {
-    fprintf(f, "  cluster     %s: %s, %d GPUs/node, %.3g TFLOP/s bf16, %.3g TB/s HBM\n", c->name,
-            c->gpu->short_name, c->gpus_per_node, c->gpu->bf16_flops / 1e12, c->gpu->hbm_Bps / 1e12);
+    fprintf(f, "  cluster     %s: %s, %d GPUs/node, %.3g TFLOP/s bf16, %.3g TB/s HBM, %.1f GiB\n", c->name,
+            c->gpu->short_name, c->gpus_per_node, c->gpu->bf16_flops / 1e12, c->gpu->hbm_Bps / 1e12,
+            c->gpu->mem_bytes / GIB);
     if (!dm_gpu_is_catalogued(c->gpu)) {
         fprintf(f, "  gpu         %s, described by the cluster: bf16 %.4g, fp16 %.4g TFLOP/s dense, HBM %.4g GB/s", c->gpu->name,
                 c->gpu->bf16_flops / 1e12, c->gpu->fp16_flops / 1e12, c->gpu->hbm_Bps / 1e9);

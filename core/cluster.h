@@ -34,7 +34,7 @@ typedef struct dm_gpu {
     double hbm_Bps;        /* HBM bandwidth, bytes/s (datasheet) */
     double launch_us;      /* kernel launch floor */
     double fp16_flops;     /* dense fp16 tensor-core FLOP/s (datasheet) */
-    double mem_bytes;      /* HBM capacity, bytes (datasheet GB taken as GiB); 0: not known */
+    double mem_bytes;      /* device memory, bytes, as CUDA reports the total (cluster.c); 0: not known */
 } dm_gpu;
 
 /* Catalogue lookup by short or CUDA name (case-insensitive, "A100", "A800", "H100", "H200",
@@ -89,6 +89,8 @@ typedef struct dm_cluster {
     int fabric;             /* dm_fabric */
     int nodes_per_leaf, leaves_per_pod;
     double oversub[2];
+    double kernel_gap_us;   /* the GPU idles this long between two kernel launches inside one
+                               forward or backward op (sim.h); 0: none */
     char source[256];       /* where the numbers came from */
 } dm_cluster;
 

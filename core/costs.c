@@ -1,6 +1,7 @@
-/* costs.c: the kernel cost model (costs.h): reading dmuon-costs-1 tables, exact lookups,
- * interpolation between measured shapes, projection to other GPUs, and the roofline fallback
- * (also used to generate traces/costs/roofline.csv). */
+/* costs.c: the kernel cost model (costs.h): reading dmuon-costs-2 (and -1) tables, exact
+ * lookups, interpolation between measured shapes (NS, the optimizer's elementwise updates and
+ * every workload kernel), projection to other GPUs, and the roofline fallback (also used to
+ * generate traces/costs/roofline.csv). */
 #define _GNU_SOURCE
 #include "costs.h"
 #include "lines.h"
@@ -21,27 +22,37 @@
 #define NS_ITERS DM_NS_ITERS_DEFAULT
 #define BF16_BYTES 2.0
 
-typedef enum { OP_NS, OP_GEMM, OP_SYRK, OP_MUON_UPDATE, OP_ADAMW, OP__COUNT } row_op;
-static const char *op_names[OP__COUNT] = {"ns", "gemm", "syrk", "muon_update", "adamw"};
-static const char *algo_names[] = {"direct", "gram", "cublas", "sym", "-"};
-#define N_ALGOS 5
+typedef enum { OP_NS, OP_GEMM, OP_SYRK, OP_MUON_UPDATE, OP_ADAMW, OP_BGEMM, OP_ELEM, OP__COUNT } row_op;
+static const char *op_names[OP__COUNT] = {"ns", "gemm", "syrk", "muon_update", "adamw", "bgemm", "elem"};
+/* algo: the NS benchmark's names, then the workload kernels' ops (ALGO_KERN + dm_kern_op) */
+static const char *algo_base[] = {"direct", "gram", "cublas", "sym", "-"};
+#define ALGO_KERN 5
+#define N_ALGOS (ALGO_KERN + DM_KOP__COUNT)
+
+static const char *algo_name(int a) { return a < ALGO_KERN ? algo_base[a] : dm_kern_op_name((dm_kern_op)(a - ALGO_KERN)); }
 
 typedef struct row {
     row_op op;
-    int algo; /* index into algo_names */
-    int64_t m, n;
+    int algo; /* ALGO_KERN + dm_kern_op for kernel rows, else an index into algo_base */
+    int64_t m, n, k;
     int batch;
+    double elt;           /* bytes per element of its dtype */
     double median_us, min_us, max_us;
-    int line; /* in the table, for messages */
+    int line; /* in its file, for messages */
+    int file; /* index into dm_costs.files */
 } row;
 
+#define MAX_FILES 8
 struct dm_costs {
-    char *path;
+    char *path;           /* as given: one file, or several joined by commas */
+    char *files[MAX_FILES];
+    int n_files;
     int roofline;         /* "# source: roofline" (or no table at all) */
     const dm_gpu *gpu;    /* the GPU the table was measured on */
     char gpu_name[128];
     int n_rows, cap;
     row *rows;
+    int op_rows[OP__COUNT][N_ALGOS]; /* rows per (op, algo) */
     char describe[512];
 };
 
@@ -94,6 +105,64 @@ double dm_roofline_elementwise_us(const dm_gpu *gpu, const char *op, int64_t ele
     return (double)elems * dm_elementwise_bytes_per_param(op) / gpu->hbm_Bps * 1e6 + gpu->launch_us;
 }
 
+double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, double elt)
+{
+    double e = (double)m * (double)n;
+    switch (op) {
+    case DM_KOP_LOSS:
+    case DM_KOP_VECTOR:
+    case DM_KOP_EMBED:
+    case DM_KOP_TABLE:
+    case DM_KOP_ROUTE:
+    case DM_KOP_ROUTE_BWD: return 2 * e * elt;
+    case DM_KOP_VECTOR_BWD:
+    case DM_KOP_TABLE_BWD: return 3 * e * elt;
+    case DM_KOP_EMBED_BWD: return (3 * e + (double)k * (double)n) * elt; /* the zeroed table's rows */
+    default: return 0;
+    }
+}
+
+/* One launch: FLOPs over the bf16 rate or bytes over HBM, the larger, plus the launch floor. */
+static double roof_launch_us(const dm_gpu *gpu, double flops, double bytes)
+{
+    return fmax(flops / gpu->bf16_flops, bytes / gpu->hbm_Bps) * 1e6 + gpu->launch_us;
+}
+
+static int is_product(dm_kern_kind kind) { return kind == DM_KERN_GEMM || kind == DM_KERN_BGEMM; }
+
+/* FLOPs and bytes of one launch of a kernel of this shape (products: 2 m n k and the three
+ * operands per batch entry; elementwise: dm_elem_launch_bytes). */
+static void shape_work(dm_kern_kind kind, dm_kern_op op, int64_t m, int64_t n, int64_t k, int64_t batch, double elt,
+                       double *flops, double *bytes)
+{
+    double M = (double)m, N = (double)n, K = (double)k, B = (double)(batch > 0 ? batch : 1);
+    if (is_product(kind)) {
+        *flops = 2 * M * N * K * B;
+        *bytes = (M * K + K * N + M * N) * elt * B;
+    } else {
+        *flops = 0;
+        *bytes = dm_elem_launch_bytes(op, m, n, k, elt);
+    }
+}
+
+double dm_roofline_kernel_us(const dm_gpu *gpu, const dm_kernel *k)
+{
+    double count = (double)(k->count > 0 ? k->count : 1), f, b;
+    shape_work(k->kind, k->op, k->m, k->n, k->k, k->batch, BF16_BYTES, &f, &b);
+    if (k->flops > 0) f = k->flops / count; /* the workload's own counts, where it has them */
+    if (k->bytes > 0) b = k->bytes / count;
+    return roof_launch_us(gpu, f, b);
+}
+
+static double row_roofline_us(const dm_gpu *gpu, const row *r)
+{
+    if (r->op == OP_NS) return dm_roofline_ns_us(gpu, r->m, r->n, r->batch, (dm_ns_algo)r->algo);
+    double f, b;
+    shape_work(r->op == OP_ELEM ? DM_KERN_ELEM : DM_KERN_GEMM, (dm_kern_op)(r->algo - ALGO_KERN), r->m, r->n, r->k,
+               r->batch, r->elt, &f, &b);
+    return roof_launch_us(gpu, f, b);
+}
+
 /* ---- reading ------------------------------------------------------------------------------- */
 
 const char *dm_cost_source_name(dm_cost_source s)
@@ -106,6 +175,7 @@ void dm_costs_free(dm_costs *c)
 {
     if (!c) return;
     free(c->path);
+    for (int i = 0; i < c->n_files; i++) free(c->files[i]);
     free(c->rows);
     free(c);
 }
@@ -196,11 +266,13 @@ static int by_identity(const void *a, const void *b)
     if (x->algo != y->algo) return (x->algo > y->algo) - (x->algo < y->algo);
     if (x->m != y->m) return (x->m > y->m) - (x->m < y->m);
     if (x->n != y->n) return (x->n > y->n) - (x->n < y->n);
+    if (x->k != y->k) return (x->k > y->k) - (x->k < y->k);
     if (x->batch != y->batch) return (x->batch > y->batch) - (x->batch < y->batch);
+    if (x->file != y->file) return (x->file > y->file) - (x->file < y->file);
     return (x->line > y->line) - (x->line < y->line);
 }
 
-/* A second row with the identity a lookup answers by (op, algo, m, n, batch) would be silently
+/* A second row with the identity a lookup answers by (op, algo, m, n, k, batch) would be silently
  * shadowed by the first: refused, naming the earliest such line and the row it repeats. */
 static int duplicate_row(const dm_costs *c, dm_err *err)
 {
@@ -212,28 +284,69 @@ static int duplicate_row(const dm_costs *c, dm_err *err)
     int at = -1;
     for (int i = 1; i < c->n_rows; i++) {
         row a = s[i - 1], b = s[i];
-        a.line = b.line = 0;
-        if (!by_identity(&a, &b) && (at < 0 || s[i].line < s[at].line)) at = i;
+        a.line = b.line = a.file = b.file = 0;
+        if (!by_identity(&a, &b) &&
+            (at < 0 || s[i].file < s[at].file || (s[i].file == s[at].file && s[i].line < s[at].line)))
+            at = i;
     }
     int rc = 0;
     if (at >= 0) {
         const row *r = &s[at];
-        rc = dm_err_set(err, "%s:%d:1: duplicate row: %s %s %lld x %lld batch %d is already on line %d", c->path, r->line,
-                        op_names[r->op], algo_names[r->algo], (long long)r->m, (long long)r->n, r->batch, s[at - 1].line);
+        const row *q = &s[at - 1];
+        char where[640] = "";
+        if (q->file != r->file) snprintf(where, sizeof where, "%s ", c->files[q->file]);
+        rc = dm_err_set(err, "%s:%d:1: duplicate row: %s %s %lld x %lld x %lld batch %d is already on %sline %d",
+                        c->files[r->file], r->line, op_names[r->op], algo_name(r->algo), (long long)r->m, (long long)r->n,
+                        (long long)r->k, r->batch, where, q->line);
     }
     free(s);
     return rc;
 }
 
-int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
+/* Which algos an op's rows may name, for the check and its message. */
+static int algo_allowed(row_op op, int algo)
 {
-    static const char *header = "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us";
+    switch (op) {
+    case OP_NS: return algo == DM_NS_DIRECT || algo == DM_NS_GRAM;
+    case OP_GEMM: return algo == 2 || algo == ALGO_KERN + DM_KOP_FWD || algo == ALGO_KERN + DM_KOP_DGRAD ||
+                         algo == ALGO_KERN + DM_KOP_WGRAD;
+    case OP_SYRK: return algo == 2 || algo == 3;
+    case OP_MUON_UPDATE:
+    case OP_ADAMW: return algo == 4;
+    case OP_BGEMM: return algo >= ALGO_KERN && algo <= ALGO_KERN + DM_KOP_ATTN_DKEY;
+    case OP_ELEM: return algo >= ALGO_KERN + DM_KOP_LOSS && algo < N_ALGOS;
+    default: return 0;
+    }
+}
+
+static const char *algo_expected(row_op op)
+{
+    switch (op) {
+    case OP_NS: return "direct or gram for an ns row";
+    case OP_GEMM: return "cublas, fwd, dgrad or wgrad for a gemm row";
+    case OP_SYRK: return "cublas or sym for a syrk row";
+    case OP_MUON_UPDATE:
+    case OP_ADAMW: return "- for an elementwise update row";
+    case OP_BGEMM: return "fwd, dgrad, wgrad or attn-score, attn-value, attn-dvalue, attn-dscore, attn-dquery, attn-dkey "
+                          "for a bgemm row";
+    default: return "loss, vector, vector-bwd, embed, embed-bwd, table, table-bwd, route or route-bwd for an elem row";
+    }
+}
+
+/* A workload kernel row (gemm fwd|dgrad|wgrad, bgemm, elem), as opposed to the NS benchmark's. */
+static int kernel_row(row_op op, int algo) { return algo >= ALGO_KERN && (op == OP_GEMM || op == OP_BGEMM || op == OP_ELEM); }
+
+/* One file's rows appended to c (file index fi); its source (0 measured, 1 roofline) and GPU
+ * name into *source and gpu_name. */
+static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char *gpu_name, size_t gpu_size, dm_err *err)
+{
+    static const char *headers[2] = {"gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us",
+                                     "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us"};
     dm_lines *in = dm_lines_open(path, 4096, (int64_t)64 << 20, err);
     if (!in) return -1;
-    dm_costs *c = dm_calloc(1, sizeof *c, err);
     char *line;
-    int lineno = 0, seen_format = 0, seen_header = 0, source = -1, k;
-    if (!c || !(c->path = dm_strdup(path, err))) goto fail;
+    int lineno = 0, version = 0, seen_header = 0, source = -1, k;
+    gpu_name[0] = 0;
     while ((k = dm_lines_next(in, &line, NULL, err)) != 0) {
         if (k < 0) goto fail;
         lineno = dm_lines_number(in);
@@ -247,12 +360,12 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
             const char *s = line + 1;
             while (*s == ' ') s++;
             if (!strncmp(s, "dmuon-costs-", 12)) {
-                if (strcmp(s, "dmuon-costs-1")) {
-                    dm_err_set(err, "%s:%d:%d: expected format dmuon-costs-1, found '%s'", path, lineno,
-                               (int)(s - line) + 1, s);
+                if (strcmp(s, "dmuon-costs-1") && strcmp(s, "dmuon-costs-2")) {
+                    dm_err_set(err, "%s:%d:%d: expected format dmuon-costs-2 (or dmuon-costs-1), found '%s'", path,
+                               lineno, (int)(s - line) + 1, s);
                     goto fail;
                 }
-                seen_format = 1;
+                version = s[12] - '0';
             } else if (!strncmp(s, "source:", 7)) {
                 const char *v = s + 7;
                 while (*v == ' ') v++;
@@ -266,13 +379,14 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
             } else if (!strncmp(s, "gpu:", 4)) {
                 const char *v = s + 4;
                 while (*v == ' ') v++;
-                snprintf(c->gpu_name, sizeof c->gpu_name, "%s", v);
+                snprintf(gpu_name, gpu_size, "%s", v);
             }
             continue;
         }
+        const char *header = version ? headers[version - 1] : headers[1];
         if (!seen_header) {
-            if (!seen_format) {
-                dm_err_set(err, "%s:1:1: expected a '# dmuon-costs-1' line before the header", path);
+            if (!version) {
+                dm_err_set(err, "%s:1:1: expected a '# dmuon-costs-2' line before the header", path);
                 goto fail;
             }
             if (strcmp(line, header)) {
@@ -282,65 +396,81 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
             seen_header = 1;
             continue;
         }
-        char *fld[10];
-        int col[10];
-        int nf = split_csv(line, fld, col, 10);
-        if (nf != 10) {
-            dm_err_set(err, "%s:%d:1: expected 10 comma-separated fields, found %d", path, lineno, nf);
+        /* fields by name: version 1 has no k column */
+        int nf_want = version == 1 ? 10 : 11, K = version == 1 ? -1 : 5, B = version == 1 ? 5 : 6, D = B + 1, T = B + 2;
+        char *fld[11];
+        int col[11];
+        int nf = split_csv(line, fld, col, 11);
+        if (nf != nf_want) {
+            dm_err_set(err, "%s:%d:1: expected %d comma-separated fields, found %d", path, lineno, nf_want, nf);
             goto fail;
         }
         row r;
         int64_t v;
         memset(&r, 0, sizeof r);
         r.line = lineno;
+        r.file = fi;
         int op = find_name(fld[1], op_names, OP__COUNT);
         if (op < 0) {
-            dm_err_set(err, "%s:%d:%d: expected op ns, gemm, syrk, muon_update or adamw, found '%s'", path,
+            dm_err_set(err, "%s:%d:%d: expected op ns, gemm, syrk, muon_update, adamw, bgemm or elem, found '%s'", path,
                        lineno, col[1], fld[1]);
             goto fail;
         }
         r.op = (row_op)op;
-        if ((r.algo = find_name(fld[2], algo_names, N_ALGOS)) < 0) {
-            dm_err_set(err, "%s:%d:%d: expected algo direct, gram, cublas, sym or -, found '%s'", path,
-                       lineno, col[2], fld[2]);
+        r.algo = find_name(fld[2], algo_base, ALGO_KERN);
+        if (r.algo < 0 && dm_kern_op_from_name(fld[2]) >= 0) r.algo = ALGO_KERN + dm_kern_op_from_name(fld[2]);
+        if (r.algo < 0 || !algo_allowed(r.op, r.algo)) {
+            dm_err_set(err, "%s:%d:%d: expected algo %s, found '%s'", path, lineno, col[2], algo_expected(r.op), fld[2]);
             goto fail;
         }
-        if (r.op == OP_NS && r.algo > 1) {
-            dm_err_set(err, "%s:%d:%d: expected algo direct or gram for an ns row", path, lineno, col[2]);
-            goto fail;
-        }
+        int kern = kernel_row(r.op, r.algo);
         if (parse_i64(fld[3], 1, INT64_C(1) << 40, &r.m)) {
             dm_err_set(err, "%s:%d:%d: expected m, a positive integer", path, lineno, col[3]);
             goto fail;
         }
-        if (parse_i64(fld[4], 1, INT64_C(1) << 40, &r.n) || r.n < r.m) {
-            dm_err_set(err, "%s:%d:%d: expected n, an integer >= m", path, lineno, col[4]);
+        if (parse_i64(fld[4], 1, INT64_C(1) << 40, &r.n) || (!kern && r.n < r.m)) {
+            dm_err_set(err, "%s:%d:%d: expected n, %s", path, lineno, col[4], kern ? "a positive integer" : "an integer >= m");
             goto fail;
         }
-        if (parse_i64(fld[5], 1, 1 << 20, &v)) {
-            dm_err_set(err, "%s:%d:%d: expected batch, a positive integer", path, lineno, col[5]);
+        if (K >= 0) {
+            int64_t lo = kern && r.op != OP_ELEM ? 1 : 0, hi = kern ? INT64_C(1) << 40 : 0;
+            if (parse_i64(fld[K], lo, hi, &r.k)) {
+                dm_err_set(err, "%s:%d:%d: expected k, %s", path, lineno, col[K],
+                           !kern ? "0 for this op" : lo ? "a positive integer (the product's inner dimension)"
+                                                        : "a non-negative integer");
+                goto fail;
+            }
+        } else if (kern && r.op != OP_ELEM) {
+            dm_err_set(err, "%s:%d:%d: expected a dmuon-costs-2 table for a %s %s row (it needs k)", path, lineno, col[1],
+                       op_names[r.op], fld[2]);
+            goto fail;
+        }
+        if (parse_i64(fld[B], 1, 1 << 20, &v) || (kern && r.op != OP_BGEMM && v != 1)) {
+            dm_err_set(err, "%s:%d:%d: expected batch, %s", path, lineno, col[B],
+                       kern && r.op != OP_BGEMM ? "1 for a gemm or elem row (one matrix per call)" : "a positive integer");
             goto fail;
         }
         r.batch = (int)v;
-        if (strcmp(fld[6], "bf16") && strcmp(fld[6], "fp16") && strcmp(fld[6], "fp32")) {
-            dm_err_set(err, "%s:%d:%d: expected dtype bf16, fp16 or fp32", path, lineno, col[6]);
+        if (strcmp(fld[D], "bf16") && strcmp(fld[D], "fp16") && strcmp(fld[D], "fp32")) {
+            dm_err_set(err, "%s:%d:%d: expected dtype bf16, fp16 or fp32", path, lineno, col[D]);
             goto fail;
         }
+        r.elt = strcmp(fld[D], "fp32") ? 2 : 4;
         double *d[3] = {&r.median_us, &r.min_us, &r.max_us};
-        for (int k = 0; k < 3; k++)
-            if (parse_dbl(fld[7 + k], d[k])) {
-                dm_err_set(err, "%s:%d:%d: expected %s, a non-negative number", path, lineno, col[7 + k],
-                           k == 0 ? "median_us" : k == 1 ? "min_us" : "max_us");
+        for (int q = 0; q < 3; q++)
+            if (parse_dbl(fld[T + q], d[q])) {
+                dm_err_set(err, "%s:%d:%d: expected %s, a non-negative number", path, lineno, col[T + q],
+                           q == 0 ? "median_us" : q == 1 ? "min_us" : "max_us");
                 goto fail;
             }
         /* a nanosecond to days: keeps every derived answer (efficiencies, projections) finite */
-        for (int k = 0; k < 3; k++)
-            if (*d[k] < 1e-3 || *d[k] > 1e11) {
-                dm_err_set(err, "%s:%d:%d: expected %s between 0.001 and 1e11 microseconds", path, lineno, col[7 + k],
-                           k == 0 ? "median_us" : k == 1 ? "min_us" : "max_us");
+        for (int q = 0; q < 3; q++)
+            if (*d[q] < 1e-3 || *d[q] > 1e11) {
+                dm_err_set(err, "%s:%d:%d: expected %s between 0.001 and 1e11 microseconds", path, lineno, col[T + q],
+                           q == 0 ? "median_us" : q == 1 ? "min_us" : "max_us");
                 goto fail;
             }
-        if (!c->gpu_name[0]) snprintf(c->gpu_name, sizeof c->gpu_name, "%s", fld[0]);
+        if (!gpu_name[0]) snprintf(gpu_name, gpu_size, "%s", fld[0]);
         if (c->n_rows == c->cap) {
             int nc = c->cap ? 2 * c->cap : 256;
             row *nr = dm_realloc(c->rows, (size_t)nc * sizeof *nr, err);
@@ -349,28 +479,64 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
             c->cap = nc;
         }
         c->rows[c->n_rows++] = r;
+        c->op_rows[r.op][r.algo]++;
     }
     if (!seen_header) {
-        dm_err_set(err, "%s:%d:1: expected the header '%s'", path, lineno + 1, header);
+        dm_err_set(err, "%s:%d:1: expected the header '%s'", path, lineno + 1, headers[version == 1 ? 0 : 1]);
         goto fail;
     }
     if (source < 0) {
         dm_err_set(err, "%s:1:1: expected a '# source: measured|roofline' line", path);
         goto fail;
     }
-    if (duplicate_row(c, err)) goto fail;
-    c->roofline = source == 1;
-    if (!c->gpu_name[0] || !(c->gpu = dm_gpu_find(c->gpu_name))) {
-        dm_err_set(err, "%s:1:1: expected a '# gpu:' line naming a catalogued GPU (A800, H100, H200), found '%s'",
-                   path, c->gpu_name);
+    if (!gpu_name[0] || !dm_gpu_find(gpu_name)) {
+        dm_err_set(err, "%s:1:1: expected a '# gpu:' line naming a catalogued GPU (A800, H100, H200), found '%s'", path,
+                   gpu_name);
         goto fail;
     }
     dm_lines_close(in);
+    *source_out = source;
+    return 0;
+fail:
+    dm_lines_close(in);
+    return -1;
+}
+
+int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
+{
+    dm_costs *c = dm_calloc(1, sizeof *c, err);
+    char *list = NULL, *save = NULL, gname[128];
+    if (!c || !(c->path = dm_strdup(path, err)) || !(list = dm_strdup(path, err))) goto fail;
+    for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+        int source;
+        if (c->n_files == MAX_FILES) {
+            dm_err_set(err, "%s: more than %d tables joined", path, MAX_FILES);
+            goto fail;
+        }
+        if (!(c->files[c->n_files] = dm_strdup(f, err))) goto fail;
+        c->n_files++;
+        if (load_one(f, c, c->n_files - 1, &source, gname, sizeof gname, err)) goto fail;
+        if (c->n_files == 1) {
+            c->roofline = source == 1;
+            c->gpu = dm_gpu_find(gname);
+            snprintf(c->gpu_name, sizeof c->gpu_name, "%s", gname);
+        } else if ((source == 1) != c->roofline || dm_gpu_find(gname) != c->gpu) {
+            dm_err_set(err, "%s:1:1: expected a table of the first one's GPU and source (%s, %s) to join it, found %s, %s", f,
+                       c->gpu_name, c->roofline ? "roofline" : "measured", gname, source ? "roofline" : "measured");
+            goto fail;
+        }
+    }
+    if (!c->n_files) {
+        dm_err_set(err, "%s: expected a cost table file", path);
+        goto fail;
+    }
+    if (duplicate_row(c, err)) goto fail;
+    free(list);
     set_describe(c);
     *out = c;
     return 0;
 fail:
-    dm_lines_close(in);
+    free(list);
     dm_costs_free(c);
     return -1;
 }
@@ -385,7 +551,7 @@ int dm_costs_load_default(dm_costs **out, dm_err *err)
     const char *env = getenv("DMUON_COSTS");
     if (env && *env) {
         struct stat st;
-        if (stat(env, &st) == 0 && !S_ISDIR(st.st_mode)) return dm_costs_load(env, out, err);
+        if (strchr(env, ',') || (stat(env, &st) == 0 && !S_ISDIR(st.st_mode))) return dm_costs_load(env, out, err);
         dirs[nd++] = env;
     }
 #ifdef DM_SRCDIR
@@ -398,7 +564,12 @@ int dm_costs_load_default(dm_costs **out, dm_err *err)
     for (int fi = 0; fi < 2; fi++)
         for (int d = 0; d < nd; d++) {
             snprintf(buf, sizeof buf, "%s/%s", dirs[d], files[fi]);
-            if (is_file(buf)) return dm_costs_load(buf, out, err);
+            if (!is_file(buf)) continue;
+            char work[4096];
+            snprintf(work, sizeof work, "%s/h200-work.csv", dirs[d]);
+            if (fi == 0 && is_file(work) && strlen(buf) + strlen(work) + 2 < sizeof buf)
+                snprintf(buf + strlen(buf), sizeof buf - strlen(buf), ",%s", work); /* bench work's rows beside it */
+            return dm_costs_load(buf, out, err);
         }
     *out = dm_costs_roofline(NULL, err);
     return *out ? 0 : -1;
@@ -411,69 +582,142 @@ int dm_costs_is_roofline(const dm_costs *c) { return c->roofline; }
 
 /* ---- queries ------------------------------------------------------------------------------- */
 
-/* Measured time on the table's GPU, from the rows of (op, algo): exact, else efficiency
- * (measured / roofline) of the K nearest rows in log2(m, n, batch) space, inverse-distance
- * weighted, times the roofline: INTERPOLATED when those rows bracket the query in every
- * dimension, else ROOFLINE scaled by the nearest row's efficiency (extrapolation). No rows at
- * all: the pure roofline. */
-#define K_NEAR 6
-static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo,
-                               double *us)
+/* The rows of (op, algo) nearest to a query in log2(m, n, k, batch) (0 counts as 1), at most
+ * K_MAX of them, with their log-efficiency (ln of measured over roofline on the table's GPU).
+ * Ties are broken by row order (deterministic). Returns 1 and *exact_us when a row has the
+ * query's shape. */
+#define K_MAX 8
+typedef struct near_rows {
+    int n;
+    double d[K_MAX], e[K_MAX], p[K_MAX][4]; /* squared distance, log-efficiency, position */
+} near_rows;
+
+static double lg(int64_t x) { return log2((double)(x > 1 ? x : 1)); }
+
+static int nearest_rows(const dm_costs *c, row_op op, int algo, int64_t m, int64_t n, int64_t k, int64_t batch, int K,
+                        near_rows *nr, double *exact_us)
 {
-    double roof = dm_roofline_ns_us(c->gpu, m, n, batch, algo);
-    double q[3] = {log2((double)m), log2((double)n), log2((double)batch)};
-    double best_d[K_NEAR], best_e[K_NEAR], best_p[K_NEAR][3];
-    int nb = 0;
+    double q[4] = {lg(m), lg(n), lg(k), lg(batch)};
+    nr->n = 0;
     for (int i = 0; i < c->n_rows; i++) {
         const row *r = &c->rows[i];
-        if (r->op != OP_NS || r->algo != (int)algo) continue;
-        if (r->m == m && r->n == n && r->batch == batch) {
-            *us = r->median_us;
-            return DM_COST_MEASURED;
+        if (r->op != op || r->algo != algo) continue;
+        if (r->m == m && r->n == n && r->k == k && r->batch == batch) {
+            *exact_us = r->median_us;
+            return 1;
         }
-        double p[3] = {log2((double)r->m), log2((double)r->n), log2((double)r->batch)};
-        double d = (p[0] - q[0]) * (p[0] - q[0]) + (p[1] - q[1]) * (p[1] - q[1]) + (p[2] - q[2]) * (p[2] - q[2]);
-        /* keep the K nearest, ties broken by row order (deterministic) */
-        int pos = nb < K_NEAR ? nb++ : K_NEAR;
-        while (pos > 0 && best_d[pos - 1] > d) {
-            if (pos < K_NEAR) {
-                best_d[pos] = best_d[pos - 1];
-                best_e[pos] = best_e[pos - 1];
-                memcpy(best_p[pos], best_p[pos - 1], sizeof best_p[pos]);
+        double p[4] = {lg(r->m), lg(r->n), lg(r->k), lg(r->batch)};
+        double d = (p[0] - q[0]) * (p[0] - q[0]) + (p[1] - q[1]) * (p[1] - q[1]) + (p[2] - q[2]) * (p[2] - q[2]) +
+                   (p[3] - q[3]) * (p[3] - q[3]);
+        int pos = nr->n < K ? nr->n++ : K;
+        while (pos > 0 && nr->d[pos - 1] > d) {
+            if (pos < K) {
+                nr->d[pos] = nr->d[pos - 1];
+                nr->e[pos] = nr->e[pos - 1];
+                memcpy(nr->p[pos], nr->p[pos - 1], sizeof nr->p[pos]);
             }
             pos--;
         }
-        if (pos < K_NEAR) {
-            best_d[pos] = d;
-            best_e[pos] = log(r->median_us / dm_roofline_ns_us(c->gpu, r->m, r->n, r->batch, algo));
-            memcpy(best_p[pos], p, sizeof p);
+        if (pos < K) {
+            nr->d[pos] = d;
+            nr->e[pos] = log(r->median_us / row_roofline_us(c->gpu, r));
+            memcpy(nr->p[pos], p, sizeof p);
         }
     }
-    if (!nb) {
+    return 0;
+}
+
+/* Inverse-distance weighted (1 / d^2) mean of the neighbours' log-efficiencies. */
+static double idw_log_eff(const near_rows *nr)
+{
+    double wsum = 0, esum = 0;
+    for (int j = 0; j < nr->n; j++) {
+        double w = 1.0 / (nr->d[j] + 1e-12);
+        wsum += w;
+        esum += w * nr->e[j];
+    }
+    return esum / wsum;
+}
+
+/* NS time on the table's GPU: exact, else the efficiency of the 6 nearest rows times the
+ * roofline: INTERPOLATED when those rows bracket the query in every dimension, else ROOFLINE
+ * scaled by the nearest row's efficiency (extrapolation). No rows at all: the pure roofline. */
+static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo, double *us)
+{
+    double roof = dm_roofline_ns_us(c->gpu, m, n, batch, algo);
+    double q[4] = {lg(m), lg(n), 0, lg(batch)};
+    near_rows nr;
+    if (nearest_rows(c, OP_NS, (int)algo, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
+    if (!nr.n) {
         *us = roof;
         return DM_COST_ROOFLINE;
     }
     int inside = 1;
-    for (int k = 0; k < 3; k++) {
+    for (int d = 0; d < 4; d++) {
         int below = 0, above = 0;
-        for (int j = 0; j < nb; j++) {
-            below |= best_p[j][k] <= q[k] + 1e-9;
-            above |= best_p[j][k] >= q[k] - 1e-9;
+        for (int j = 0; j < nr.n; j++) {
+            below |= nr.p[j][d] <= q[d] + 1e-9;
+            above |= nr.p[j][d] >= q[d] - 1e-9;
         }
         inside &= below && above;
     }
-    if (!inside) {
-        *us = roof * exp(best_e[0]);
+    *us = roof * exp(inside ? idw_log_eff(&nr) : nr.e[0]);
+    return inside ? DM_COST_INTERPOLATED : DM_COST_ROOFLINE;
+}
+
+/* A workload kernel's one launch on the table's GPU: exact, else the IDW efficiency of its 8
+ * nearest rows when the nearest is within NEAR_LOG2, else the roofline. */
+#define NEAR_LOG2 3.0
+static dm_cost_source table_kernel(const dm_costs *c, const dm_kernel *k, double roof, double *us)
+{
+    row_op op = k->kind == DM_KERN_GEMM ? OP_GEMM : k->kind == DM_KERN_BGEMM ? OP_BGEMM : OP_ELEM;
+    int algo = ALGO_KERN + (int)k->op;
+    near_rows nr;
+    if ((unsigned)k->op < DM_KOP__COUNT && c->op_rows[op][algo] &&
+        nearest_rows(c, op, algo, k->m, k->n, k->k, k->batch, K_MAX, &nr, us))
+        return DM_COST_MEASURED;
+    if ((unsigned)k->op >= DM_KOP__COUNT || !c->op_rows[op][algo] || !nr.n || nr.d[0] > NEAR_LOG2 * NEAR_LOG2) {
+        *us = roof;
         return DM_COST_ROOFLINE;
     }
-    double wsum = 0, esum = 0;
-    for (int k = 0; k < nb; k++) {
-        double w = 1.0 / (best_d[k] + 1e-12);
-        wsum += w;
-        esum += w * best_e[k];
-    }
-    *us = roof * exp(esum / wsum);
+    *us = roof * exp(idw_log_eff(&nr));
     return DM_COST_INTERPOLATED;
+}
+
+int dm_costs_kernel_rows(const dm_costs *c, dm_kern_kind kind, dm_kern_op op)
+{
+    if ((unsigned)op >= DM_KOP__COUNT || (unsigned)kind >= DM_KERN__COUNT) return 0;
+    row_op o = kind == DM_KERN_GEMM ? OP_GEMM : kind == DM_KERN_BGEMM ? OP_BGEMM : OP_ELEM;
+    return c->op_rows[o][ALGO_KERN + (int)op];
+}
+
+int dm_costs_op_rows(const dm_costs *c, const char *op, const char *algo)
+{
+    int o = find_name(op, op_names, OP__COUNT), n = 0;
+    if (o < 0) return 0;
+    for (int a = 0; a < N_ALGOS; a++)
+        if (!algo || !strcmp(algo, algo_name(a))) n += c->op_rows[o][a];
+    return n;
+}
+
+double dm_costs_kernel_us(const dm_costs *c, const dm_gpu *target, const dm_kernel *k, dm_cost_source *src)
+{
+    if (!target) target = c->gpu;
+    double count = (double)(k->count > 0 ? k->count : 1), us;
+    dm_cost_source s;
+    if (c->roofline) {
+        us = dm_roofline_kernel_us(target, k);
+        s = DM_COST_ROOFLINE;
+    } else {
+        double roof = dm_roofline_kernel_us(c->gpu, k);
+        s = table_kernel(c, k, roof, &us);
+        if (target != c->gpu) {
+            us *= dm_roofline_kernel_us(target, k) / roof;
+            if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
+        }
+    }
+    if (src) *src = s;
+    return us * count;
 }
 
 double dm_costs_ns_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n, int batch,
@@ -610,19 +854,19 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
         return -1;
     }
     FILE *f = dm_out_file(o);
-    fprintf(f, "# dmuon-costs-1\n# source: roofline\n# gpu: %s\n", gpu->name);
+    fprintf(f, "# dmuon-costs-2\n# source: roofline\n# gpu: %s\n", gpu->name);
     fprintf(f, "# note: NOT MEASURED. Roofline: FLOPs (dm_ns_flops_ex, 5 iterations) over the dense bf16 "
                "peak %.4g FLOP/s, HBM bytes over %.4g B/s, plus %.1f us launch floor per kernel\n",
             gpu->bf16_flops, gpu->hbm_Bps, gpu->launch_us);
     fprintf(f, "# cuda: -\n# cublas: -\n# date: -\n# command: %s\n", command ? command : "-");
-    fprintf(f, "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n");
+    fprintf(f, "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n");
     static const int batches[] = {1, 2, 4, 8, 16, 32};
     for (int i = 0; i < ns; i++) {
         if (i && shapes[i][0] == shapes[i - 1][0] && shapes[i][1] == shapes[i - 1][1]) continue;
         for (int a = 0; a < 2; a++)
             for (int b = 0; b < 6; b++) {
                 double us = dm_roofline_ns_us(gpu, shapes[i][0], shapes[i][1], batches[b], (dm_ns_algo)a);
-                fprintf(f, "%s,ns,%s,%lld,%lld,%d,bf16,%.3f,%.3f,%.3f\n", gpu->name, algo_names[a],
+                fprintf(f, "%s,ns,%s,%lld,%lld,0,%d,bf16,%.3f,%.3f,%.3f\n", gpu->name, algo_base[a],
                         (long long)shapes[i][0], (long long)shapes[i][1], batches[b], us, us, us);
             }
     }
@@ -630,7 +874,7 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
     for (int o = 0; o < 2; o++)
         for (int e = 10; e <= 32; e += 2) {
             double us = dm_roofline_elementwise_us(gpu, elem_ops[o], INT64_C(1) << e);
-            fprintf(f, "%s,%s,-,1,%lld,1,fp32,%.3f,%.3f,%.3f\n", gpu->name, elem_ops[o],
+            fprintf(f, "%s,%s,-,1,%lld,0,1,fp32,%.3f,%.3f,%.3f\n", gpu->name, elem_ops[o],
                     (long long)(INT64_C(1) << e), us, us, us);
         }
     free(shapes);

@@ -1,26 +1,74 @@
 /* costs.h: the kernel cost model. Reads measured (or roofline-derived) cost tables and answers
- * "how long does this kernel take on this GPU", saying where each answer came from.
+ * "how long does this kernel take on this GPU", saying where each answer came from: the NS
+ * iterations and optimizer updates of the step program, and every kernel of its forward and
+ * backward ops (workload.h: GEMMs, batched attention and expert GEMMs, elementwise passes).
  *
- * Table format "dmuon-costs-1" (CSV; the GPU benchmark writes it, this module reads it):
- *   '#' comment lines first:  # dmuon-costs-1
+ * Table format "dmuon-costs-2" (CSV; the GPU benchmarks `dmuon bench kernels` and `dmuon bench
+ * work` write it, this module reads it; traces/costs/README.md has the same text):
+ *   '#' comment lines first:  # dmuon-costs-2
  *                             # source: measured|roofline
- *                             # gpu: NVIDIA H200        (also: # cuda:, # cublas:, # date:, # command:)
- *   then the header           gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us
- *   then rows with op in {ns, gemm, syrk, muon_update, adamw}, algo in {direct, gram, cublas,
- *   sym, -}, m <= n, batch >= 1. ns rows: the whole 5-iteration Polar Express NS of `batch`
- *   matrices m x n. Elementwise rows (muon_update, adamw): m = 1, n = elements, batch = 1.
+ *                             # gpu: NVIDIA H200        (also: # cuda:, # cublas:, # date:, # command:,
+ *                                                        any other "# key: value" line is kept as a comment)
+ *   then the header           gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us
+ *   then one row per measured kernel shape (a second row with the same op, algo, m, n, k and
+ *   batch is refused). Times: microseconds of ONE call, CUDA events around it after warm-up,
+ *   the median (and the extremes) of the timed repetitions, each shape timed long enough to
+ *   reach the clock it holds under sustained load. gpu: the CUDA device name (no commas).
+ *   dtype: the element type of the operands (bf16, fp16 or fp32); the cost model does not key
+ *   on it.
+ *
+ *   op           algo                      m, n, k, batch
+ *   ns           direct | gram             the whole NS (DM_NS_ITERS_DEFAULT iterations) of `batch`
+ *                                          matrices m x n, m <= n; k = 0
+ *   gemm         cublas                    the NS benchmark's plain product of an m x n operand
+ *                                          (m <= n, k = 0), batch matrices; informational
+ *   syrk         cublas | sym              the NS benchmark's symmetric product, as gemm cublas
+ *   muon_update  -                         m = 1, n = elements, k = 0, batch = 1
+ *   adamw        -                         m = 1, n = elements, k = 0, batch = 1
+ *   gemm         fwd | dgrad | wgrad       ONE GEMM of a projection's pass, C[m x n] = A[m x k] B,
+ *                                          with m, n, k exactly as workload.h defines them for that
+ *                                          pass (fwd: m tokens, n out, k in; dgrad: m tokens, n in,
+ *                                          k out; wgrad: m out, n in, k tokens); batch = 1
+ *   bgemm        fwd | dgrad | wgrad       ONE batched GEMM call of `batch` routed experts, each
+ *                                          m x n x k as the gemm pass of the same name (m = the
+ *                                          tokens routed to one expert)
+ *   bgemm        attn-score | attn-value | attn-dvalue | attn-dscore | attn-dquery | attn-dkey
+ *                                          ONE batched GEMM call of `batch` (windows x heads)
+ *                                          attention products, each m x n x k as workload.h
+ *                                          defines the product
+ *   elem         loss | vector | vector-bwd | embed | embed-bwd | table | table-bwd | route |
+ *                route-bwd                 (dm_kern_op_name) ONE launch of the elementwise kernel
+ *                                          over one matrix's m rows x n width, k as the workload
+ *                                          kernel carries it (embed: the table's rows; else 0);
+ *                                          batch = 1
+ *   A row's (op, algo, m, n, k, batch) are the fields (dm_kern_kind_name(kind),
+ *   dm_kern_op_name(op), m, n, k, batch) of the workload kernel it times; a kernel's `count`
+ *   is not a column: the executor launches count GEMMs (gemm) or count elementwise kernels
+ *   (elem), one per matrix, so such a kernel costs count x its row. Products: m, n, k >= 1.
+ *   Files in the older format "dmuon-costs-1" (header gpu,op,algo,m,n,batch,dtype,median_us,
+ *   min_us,max_us: no k) are still read, with k = 0.
  *
  * Answers, in order of preference (dm_cost_source):
- *   MEASURED      the table has the exact (op, algo, m, n, batch) row (a measured table)
- *   INTERPOLATED  between measured shapes: the measured/roofline ratio ("efficiency") of the
- *                 nearest measured rows, interpolated in log space, times the roofline
+ *   MEASURED      the table has the exact row
+ *   INTERPOLATED  between or beyond measured shapes: the measured/roofline ratio ("efficiency")
+ *                 of the nearest measured rows of the same op and algo, inverse-distance
+ *                 weighted in log space, times the roofline. Kernels (dm_costs_kernel_us): the
+ *                 8 nearest rows in log2(m, n, k, batch) (k, batch of 0 count as 1), weights
+ *                 1 / d^2, the log-efficiencies averaged: every answer lies between the
+ *                 efficiencies of its neighbours (a known answer where they agree), however far
+ *                 the shape is from them, as long as the nearest is within 3 (log2 units, e.g.
+ *                 8x in one dimension). NS (dm_costs_ns_us): the 6 nearest rows in
+ *                 log2(m, n, batch), INTERPOLATED only when they bracket the query in every
+ *                 dimension (else ROOFLINE scaled by the nearest row's efficiency)
  *   PROJECTED     a measured or interpolated answer scaled to another GPU by the ratio of the
  *                 two GPUs' roofline times (compute part by bf16 rate, memory part by HBM
  *                 bandwidth: datasheet numbers from cluster.h)
- *   ROOFLINE      no measured row near: FLOPs over the peak rate, bytes over HBM bandwidth, plus
- *                 a launch floor per kernel (also every answer from a "source: roofline" table;
- *                 outside the measured range the nearest row's efficiency scales the roofline)
- * Times in microseconds. */
+ *   ROOFLINE      nothing measured near: FLOPs over the peak rate, bytes over HBM bandwidth
+ *                 (the larger), plus a launch floor per kernel launch (also every answer from a
+ *                 "source: roofline" table)
+ * The roofline of a kernel launch: products 2 m n k batch FLOPs over the dense bf16 rate,
+ * (m k + k n + m n) batch elements of HBM traffic; elementwise kernels their bytes (workload.h's
+ * passes over m x n elements) over HBM bandwidth. Times in microseconds. */
 #ifndef DM_COSTS_H
 #define DM_COSTS_H
 #include <stdint.h>
@@ -29,16 +77,21 @@
 #include "cluster.h"
 #include "dm_error.h"
 #include "program.h"
+#include "workload.h"
 
 typedef enum { DM_COST_MEASURED, DM_COST_INTERPOLATED, DM_COST_PROJECTED, DM_COST_ROOFLINE } dm_cost_source;
 
 typedef struct dm_costs dm_costs; /* opaque */
 
-/* Read a table. Errors name "FILE:LINE:COL: expected ...". *out owned by the caller. */
+/* Read a table: one file, or several joined by commas ("h200.csv,h200-work.csv": the NS
+ * benchmark's and the workload benchmark's rows, of one GPU and one source; a row in two of them
+ * is refused). Errors name "FILE:LINE:COL: expected ...". *out owned by the caller. */
 int dm_costs_load(const char *csv_path, dm_costs **out, dm_err *err);
 
-/* traces/costs/h200.csv if present, else traces/costs/roofline.csv; directories searched in
- * order: $DMUON_COSTS (a file or a directory), DM_SRCDIR/traces/costs, DM_PKGDATADIR/costs.
+/* traces/costs/h200.csv (joined with h200-work.csv beside it, `dmuon bench work`'s rows, when
+ * that file exists) if present, else traces/costs/roofline.csv; directories searched in
+ * order: $DMUON_COSTS (a file, a comma list or a directory), DM_SRCDIR/traces/costs,
+ * DM_PKGDATADIR/costs.
  * When no file is found at all, returns a pure roofline model for an H200 (never fails for
  * that reason; dm_costs_describe says so). */
 int dm_costs_load_default(dm_costs **out, dm_err *err);
@@ -62,6 +115,19 @@ dm_ns_algo dm_costs_best_algo(const dm_costs *c, const dm_gpu *target, int64_t m
 double dm_costs_elementwise_us(const dm_costs *c, const dm_gpu *target, const char *op,
                                int64_t elems, dm_cost_source *src);
 
+/* One workload kernel (workload.h) on GPU `target` (NULL: the table's GPU; projected by
+ * datasheet ratios when the table was measured on another GPU): its count launches of one
+ * matrix (gemm, elem) or its one batched call (bgemm), answered as above. src may be NULL. */
+double dm_costs_kernel_us(const dm_costs *c, const dm_gpu *target, const dm_kernel *k, dm_cost_source *src);
+
+/* Rows the table holds of a kernel op (kind, op): 0 when it says nothing about such kernels
+ * (dm_costs_kernel_us then answers ROOFLINE; the simulator prices GEMMs of an uncovered op
+ * with the cluster's fwd/bwd efficiency instead, sim.h). */
+int dm_costs_kernel_rows(const dm_costs *c, dm_kern_kind kind, dm_kern_op op);
+/* Rows of an op by the table's names ("adamw", "gemm", ...), of one algo ("fwd") or of any
+ * (algo NULL); 0 for a name the format does not have. */
+int dm_costs_op_rows(const dm_costs *c, const char *op, const char *algo);
+
 /* "measured on NVIDIA H200 (traces/costs/h200.csv, 412 rows)" or "roofline for ..." */
 const char *dm_costs_describe(const dm_costs *c);
 const char *dm_costs_path(const dm_costs *c);   /* "" for a table-less model */
@@ -82,6 +148,13 @@ double dm_elementwise_bytes_per_param(const char *op);
 /* Pure roofline times on `gpu`. */
 double dm_roofline_ns_us(const dm_gpu *gpu, int64_t m, int64_t n, int batch, dm_ns_algo algo);
 double dm_roofline_elementwise_us(const dm_gpu *gpu, const char *op, int64_t elems);
+/* One launch of workload kernel k (its count not applied): FLOPs and bytes per launch (the
+ * kernel's own when it carries them, else from its shape), launch floor included. */
+double dm_roofline_kernel_us(const dm_gpu *gpu, const dm_kernel *k);
+/* HBM bytes of one launch of an elementwise kernel op over m rows x n width (k: the kernel's k)
+ * at elt bytes per element: workload.h's passes (2 for the forward kinds and route-bwd, 3 for
+ * the backward kinds with a reduction or a scatter); 0 for a product op. */
+double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, double elt);
 
 /* Write a roofline table for `gpu` in the format above (atomically): a grid of shapes
  * (m, n in 128 .. 32768, powers of two and the extra shapes given, batch 1..32) and elementwise

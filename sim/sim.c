@@ -32,12 +32,21 @@ typedef struct coll {
     int group;
 } coll;
 
+/* A memoized kernel cost: NS (algo 0, 1), an optimizer update (algo -2, -3: elements in m) or
+ * a workload kernel (algo KERN_ALGO + kind x DM_KOP__COUNT + op, one launch; extra: its bytes
+ * per launch, which a shape alone does not fix for embed-bwd). */
 typedef struct ns_key {
-    int64_t m, n;
-    int batch, algo, used;
+    int64_t m, n, k, batch;
+    int algo, used;
+    double extra;
     double us;
     dm_cost_source src;
 } ns_key;
+
+#define KERN_ALGO 100
+/* Sources of a forward/backward op's kernels: dm_cost_source, then the efficiency fallback. */
+#define KSRC_FALLBACK 4
+#define KSRC_N 5
 
 typedef struct sim {
     const dm_program *p;
@@ -71,6 +80,13 @@ typedef struct sim {
     ns_key *ns_cache;
     int ns_cache_n;
     int ns_src_count[4], ns_ops, elem_src_count[2][6], elem_ops[2];
+    /* forward [0] and backward [1] ops with work: each work's time, computed once (shared by
+     * every rank); kernels of the works by source; the kernel ops that fell back to the
+     * cluster's efficiency; works and ops priced from kernels, ops without work (FLOPs alone) */
+    double *work_us[2];
+    int64_t kern_src_count[2][KSRC_N];
+    unsigned char fell_back[2][DM_KERN__COUNT][DM_KOP__COUNT];
+    int works_priced[2], ops_with_work[2], ops_without_work[2];
 } sim;
 
 static double now_s(void)
@@ -95,25 +111,28 @@ void sim_opts_default(sim_opts *o)
 
 /* ---- durations ---------------------------------------------------------------------------- */
 
-/* Memo of kernel costs by (m, n, batch, algo): a plan repeats a few shapes on every rank, and a
- * table lookup interpolates. Returns the slot (filled when *found), or NULL when crowded. */
-static ns_key *cost_slot(sim *s, int64_t m, int64_t n, int batch, int algo, int *found, dm_err *err)
+/* Memo of kernel costs by (m, n, k, batch, algo, extra): a plan repeats a few shapes on every
+ * rank, and a table lookup interpolates. Returns the slot (filled when *found), or NULL when
+ * crowded. */
+static ns_key *cost_slot(sim *s, int64_t m, int64_t n, int64_t kk, int64_t batch, int algo, double extra, int *found,
+                         dm_err *err)
 {
     *found = 0;
     if (!s->ns_cache) {
         s->ns_cache_n = 4096;
         if (!(s->ns_cache = dm_calloc((size_t)s->ns_cache_n, sizeof *s->ns_cache, err))) return NULL;
     }
-    uint64_t h = (uint64_t)m * 1000003u ^ (uint64_t)n * 998244353u ^ (uint64_t)batch * 7919u ^ (uint64_t)(algo + 7);
+    uint64_t h = (uint64_t)m * 1000003u ^ (uint64_t)n * 998244353u ^ (uint64_t)batch * 7919u ^ (uint64_t)(algo + 7) ^
+                 (uint64_t)kk * 2654435761u ^ (uint64_t)llround(extra);
     for (int i = 0; i <= 64; i++) {
         ns_key *k = &s->ns_cache[(h + (uint64_t)i) % (uint64_t)s->ns_cache_n];
-        if (k->used && k->m == m && k->n == n && k->batch == batch && k->algo == algo) {
+        if (k->used && k->m == m && k->n == n && k->k == kk && k->batch == batch && k->algo == algo && k->extra == extra) {
             *found = 1;
             return k;
         }
         if (!k->used) {
             k->used = 1;
-            k->m = m, k->n = n, k->batch = batch, k->algo = algo;
+            k->m = m, k->n = n, k->k = kk, k->batch = batch, k->algo = algo, k->extra = extra;
             return k;
         }
     }
@@ -123,7 +142,7 @@ static ns_key *cost_slot(sim *s, int64_t m, int64_t n, int batch, int algo, int 
 static double ns_us(sim *s, const dm_op *op, dm_err *err)
 {
     int found;
-    ns_key tmp, *k = cost_slot(s, op->m, op->n, op->batch, (int)op->algo, &found, err);
+    ns_key tmp, *k = cost_slot(s, op->m, op->n, 0, op->batch, (int)op->algo, 0, &found, err);
     if (!k && !s->ns_cache) return -1;
     if (!k) k = &tmp;
     if (!found) {
@@ -156,7 +175,7 @@ static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
     }
     int64_t elems = (int64_t)llround(op->bytes / bpp);
     int found;
-    ns_key tmp, *k = cost_slot(s, elems, -1, 0, -2 - which, &found, err); /* algo < 0: elementwise */
+    ns_key tmp, *k = cost_slot(s, elems, -1, 0, 0, -2 - which, 0, &found, err); /* algo < 0: elementwise */
     if (!k && !s->ns_cache) return -1;
     if (!k) k = &tmp;
     if (!found) k->us = dm_costs_elementwise_us(s->o.costs, s->c->gpu, name, elems, &k->src);
@@ -164,16 +183,124 @@ static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
     return k->us;
 }
 
+static int is_product(const dm_kernel *k) { return k->kind == DM_KERN_GEMM || k->kind == DM_KERN_BGEMM; }
+
+/* The efficiency of the fallback: forward ops at fwd_efficiency, backward at bwd_efficiency. */
+static double pass_efficiency(const sim *s, int pass) { return pass ? dm_cluster_bwd_efficiency(s->c) : s->c->fwd_efficiency; }
+
+/* One kernel of a forward (pass 0) or backward (pass 1) op's work, all its count launches: from
+ * the kernel table (memoized per launch), or, for a GEMM whose op the table has no row of, its
+ * FLOPs at the cluster's efficiency. *src: dm_cost_source or KSRC_FALLBACK. */
+static double kernel_us(sim *s, const dm_kernel *kn, int pass, int *src, dm_err *err)
+{
+    double count = (double)(kn->count > 0 ? kn->count : 1);
+    if (is_product(kn) && (!s->o.costs || !dm_costs_kernel_rows(s->o.costs, kn->kind, kn->op))) {
+        *src = KSRC_FALLBACK;
+        if ((unsigned)kn->kind < DM_KERN__COUNT && (unsigned)kn->op < DM_KOP__COUNT) s->fell_back[pass][kn->kind][kn->op] = 1;
+        return kn->flops / (pass_efficiency(s, pass) * s->c->gpu->bf16_flops) * 1e6;
+    }
+    dm_kernel one = *kn;
+    one.count = 1;
+    one.flops = kn->flops / count;
+    one.bytes = kn->bytes / count;
+    int found;
+    ns_key tmp, *k = cost_slot(s, one.m, one.n, one.k, one.batch, KERN_ALGO + (int)one.kind * DM_KOP__COUNT + (int)one.op,
+                               one.bytes, &found, err);
+    if (!k && !s->ns_cache) return -1;
+    if (!k) k = &tmp;
+    if (!found) {
+        if (s->o.costs) {
+            k->us = dm_costs_kernel_us(s->o.costs, s->c->gpu, &one, &k->src);
+        } else {
+            k->us = dm_roofline_kernel_us(s->c->gpu, &one);
+            k->src = DM_COST_ROOFLINE;
+        }
+    }
+    *src = (int)k->src;
+    return k->us * count;
+}
+
+/* A forward or backward op: the sum of its work's kernels plus kernel_gap_us between two of
+ * its launches (each work priced once); an op without work (a program file written before ops
+ * carried one): its FLOPs at the cluster's efficiency. */
+static double pass_us(sim *s, const dm_op *op, dm_err *err)
+{
+    int pass = op->kind == DM_OP_BACKWARD;
+    const dm_program *p = s->p;
+    if (op->work < 0 || op->work >= p->n_works) {
+        s->ops_without_work[pass]++;
+        return op->flops / (pass_efficiency(s, pass) * s->c->gpu->bf16_flops) * 1e6;
+    }
+    s->ops_with_work[pass]++;
+    if (!s->work_us[pass]) {
+        if (!(s->work_us[pass] = dm_malloc((size_t)p->n_works * sizeof(double), err))) return -1;
+        for (int w = 0; w < p->n_works; w++) s->work_us[pass][w] = -1;
+    }
+    double *us = &s->work_us[pass][op->work];
+    if (*us >= 0) return *us;
+    const dm_work *w = &p->works[op->work];
+    double t = 0, launches = 0;
+    for (int i = 0; i < w->n; i++) {
+        int src;
+        double k = kernel_us(s, &w->k[i], pass, &src, err);
+        if (k < 0) return -1;
+        t += k;
+        launches += (double)(w->k[i].count > 0 ? w->k[i].count : 1);
+        s->kern_src_count[pass][src]++;
+    }
+    if (launches > 1) t += (launches - 1) * s->c->kernel_gap_us;
+    s->works_priced[pass]++;
+    return *us = t;
+}
+
 static double compute_us(sim *s, const dm_op *op, dm_err *err)
 {
     switch (op->kind) {
-    case DM_OP_FORWARD: return op->flops / (s->c->fwd_efficiency * s->c->gpu->bf16_flops) * 1e6;
-    case DM_OP_BACKWARD: return op->flops / (dm_cluster_bwd_efficiency(s->c) * s->c->gpu->bf16_flops) * 1e6;
+    case DM_OP_FORWARD:
+    case DM_OP_BACKWARD: return pass_us(s, op, err);
     case DM_OP_NS: return ns_us(s, op, err);
     case DM_OP_MUON_UPDATE:
     case DM_OP_ADAMW: return elementwise_us(s, op, err);
     default: return 0;
     }
+}
+
+/* Where a pass's durations came from: the kernel table with its kernels' counts by source, the
+ * GEMM ops that had no row and took the cluster's efficiency, and the ops without work. */
+static void describe_pass(const sim *s, int pass, char *buf, size_t size)
+{
+    const dm_cluster *c = s->c;
+    size_t n = 0;
+    double eff = pass_efficiency(s, pass);
+#define PUT(...) (n += (size_t)snprintf(buf + n, n < size ? size - n : 0, __VA_ARGS__))
+    if (s->ops_with_work[pass]) {
+        const int64_t *sc = s->kern_src_count[pass];
+        int64_t total = 0;
+        for (int i = 0; i < KSRC_N; i++) total += sc[i];
+        PUT("%s; for %s: %d work%s, %lld kernels:",
+            s->o.costs ? dm_costs_describe(s->o.costs) : "roofline (no cost table)", c->gpu->short_name,
+            s->works_priced[pass], s->works_priced[pass] == 1 ? "" : "s", (long long)total);
+        int first = 1;
+        for (int i = 0; i < 4; i++)
+            if (sc[i]) PUT("%s %lld %s", first ? "" : ",", (long long)sc[i], dm_cost_source_name((dm_cost_source)i)), first = 0;
+        if (sc[KSRC_FALLBACK]) {
+            PUT("%s %lld GEMMs at %.2f x %.4g TFLOP/s (%s_efficiency of cluster %s, the fallback: the table has no row of",
+                first ? "" : ",", (long long)sc[KSRC_FALLBACK], eff, c->gpu->bf16_flops / 1e12, pass ? "bwd" : "fwd",
+                c->name);
+            int k1 = 1;
+            for (int kk = 0; kk < DM_KERN__COUNT; kk++)
+                for (int o = 0; o < DM_KOP__COUNT; o++)
+                    if (s->fell_back[pass][kk][o])
+                        PUT("%s %s %s", k1 ? "" : ",", dm_kern_kind_name((dm_kern_kind)kk), dm_kern_op_name((dm_kern_op)o)),
+                            k1 = 0;
+            PUT(")");
+        }
+        if (c->kernel_gap_us > 0) PUT("; %.3g us between two kernels of an op", c->kernel_gap_us);
+    }
+    if (s->ops_without_work[pass])
+        PUT("%s%d ops without work: flops / (%.2f x %.4g TFLOP/s %s bf16 datasheet peak); efficiency from cluster %s",
+            n ? "; " : "", s->ops_without_work[pass], eff, c->gpu->bf16_flops / 1e12, c->gpu->short_name, c->name);
+#undef PUT
 }
 
 static void describe_sources(sim *s, sim_result *r)
@@ -182,11 +309,7 @@ static void describe_sources(sim *s, sim_result *r)
     int used[DM_OP__COUNT] = {0};
     for (int g = 0; g < s->T; g++) used[s->op[g]->kind] = 1;
     for (int k = DM_OP_FORWARD; k <= DM_OP_BACKWARD; k++)
-        if (used[k])
-            snprintf(r->cost_src[k], sizeof r->cost_src[k],
-                     "flops / (%.2f x %.4g TFLOP/s %s bf16 datasheet peak); efficiency from cluster %s",
-                     k == DM_OP_FORWARD ? c->fwd_efficiency : dm_cluster_bwd_efficiency(c), c->gpu->bf16_flops / 1e12,
-                     c->gpu->short_name, c->name);
+        if (used[k]) describe_pass(s, k - DM_OP_FORWARD, r->cost_src[k], sizeof r->cost_src[k]);
     if (used[DM_OP_NS]) {
         char counts[128] = "";
         for (int i = 0; i < 4; i++)
@@ -744,6 +867,8 @@ static void sim_free(sim *s)
         }
     free(s->grps);
     free(s->ns_cache);
+    free(s->work_us[0]);
+    free(s->work_us[1]);
     sim_heap_free(&s->h);
     sim_net_free(s->net);
 }

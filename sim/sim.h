@@ -6,8 +6,15 @@
  *    ready when it heads its stream and its dependencies are done.
  *  - GPU: compute-kind ops (forward, backward, ns, muon-update, adamw) of one rank share its GPU,
  *    one at a time; when several are ready, stream priority decides (comm-hi, then compute,
- *    then comm-lo; then op id). Durations: forward flops / (fwd_efficiency x bf16 peak),
- *    backward the same at bwd_efficiency (dm_cluster_bwd_efficiency); ns from the cost model
+ *    then comm-lo; then op id). Durations: a forward or backward op with work (program.h) is
+ *    the sum of its kernels (workload.h), each from the kernel table (dm_costs_kernel_us:
+ *    measured, interpolated, projected or roofline; per launch, memoized, times its count),
+ *    plus the cluster's kernel_gap_us between two of its launches; a GEMM (gemm, bgemm) whose op
+ *    the table has no row of at all (e.g. a table of NS kernels only) takes its FLOPs at
+ *    fwd_efficiency (forward) or bwd_efficiency (backward, dm_cluster_bwd_efficiency) of the bf16
+ *    peak instead, and the report says which ops did; each work is priced once (every rank
+ *    shares it). An op without work (a program file from before ops carried it): its FLOPs at
+ *    those efficiencies. ns from the cost model
  *    (dm_costs_ns_us; roofline when no table) times ns_time_scale when set; muon-update/adamw at
  *    the cluster's elementwise_efficiency when set (launch + bytes / (efficiency x HBM)), else from
  *    dm_costs_elementwise_us over bytes / (HBM bytes per parameter) elements (bytes over HBM
@@ -37,6 +44,7 @@
 #include "collcost.h"
 #include "costs.h"
 #include "dm_error.h"
+#include "memory.h"
 #include "program.h"
 #include "sim_links.h"
 #include "trace.h"
@@ -89,7 +97,8 @@ typedef struct sim_result {
     double wall_s;          /* simulation wall time (excluding setup) */
     double setup_s;         /* building the indexes and durations */
     double cpu_s, setup_cpu_s; /* the same as process CPU time (robust on a loaded machine) */
-    char cost_src[DM_OP__COUNT][192]; /* where each kind's durations came from ("" if unused) */
+    char cost_src[DM_OP__COUNT][640]; /* where each kind's durations came from ("" if unused);
+                                         forward/backward: the kernels' counts by source */
     int *op_off;            /* rank r's ops are at op_off[r] .. op_off[r+1]-1 of the arrays below */
     double *start_us, *end_us, *ready_us; /* per op (collectives: start is the collective's start;
                                              ready is the member's arrival) */
@@ -105,10 +114,12 @@ void sim_result_free(sim_result *r); /* accepts NULL */
 /* Reports. sim_print_report: where each kind's durations came from, the step and its parts,
  * the critical rank's collectives, per-rank NS load and the critical path (p: the simulated
  * program). sim_print_speed: the "speed:" line (plan_s: the planning's wall time). sim_print_json:
- * the results as one JSON object (format dmuon-sim-1, times in microseconds). */
+ * the results as one JSON object (format dmuon-sim-1, times in microseconds; with mem, the
+ * executor's per-rank peak memory, memory.h, and whether it fits: omitted when NULL). */
 void sim_print_report(FILE *f, const dm_program *p, const sim_result *r);
 void sim_print_speed(FILE *f, const sim_result *r, double plan_s);
-void sim_print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_costs *costs, const sim_result *r);
+void sim_print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_costs *costs, const dm_mem_est *mem,
+                    const sim_result *r);
 
 static inline double sim_op_start(const sim_result *r, int rank, int op) { return r->start_us[r->op_off[rank] + op]; }
 static inline double sim_op_end(const sim_result *r, int rank, int op) { return r->end_us[r->op_off[rank] + op]; }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "json.h"
+#include "memory.h"
 #include "sim.h"
 
 static void print_sources(FILE *f, const sim_result *r)
@@ -96,7 +97,8 @@ static void json_kv(FILE *f, const char *key, const char *v, int last)
     fprintf(f, last ? "\n" : ",\n");
 }
 
-void sim_print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_costs *costs, const sim_result *r)
+void sim_print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_costs *costs, const dm_mem_est *mem,
+                    const sim_result *r)
 {
     fprintf(f, "{\n");
     json_kv(f, "format", "dmuon-sim-1", 0);
@@ -106,6 +108,10 @@ void sim_print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_
     json_kv(f, "cluster", c->name, 0);
     json_kv(f, "costs", dm_costs_describe(costs), 0);
     fprintf(f, "  \"nranks\": %d,\n  \"tokens\": %lld,\n", p->nranks, (long long)p->tokens);
+    if (mem)
+        fprintf(f, "  \"memory_peak_bytes\": %.0f,\n  \"memory_rank\": %d,\n  \"gpu_memory_bytes\": %.0f,\n"
+                   "  \"memory_fits\": %s,\n",
+                mem->total, mem->rank, c->gpu->mem_bytes, dm_mem_fits(mem, c->gpu) ? "true" : "false");
     fprintf(f, "  \"step_us\": %.3f,\n  \"forward_us\": %.3f,\n  \"backward_us\": %.3f,\n  \"optimizer_us\": %.3f,\n"
                "  \"exposed_comm_us\": %.3f,\n  \"comm_busy_us\": %.3f,\n  \"crit_rank\": %d,\n",
             r->step_us, r->forward_us, r->backward_us, r->optimizer_us, r->exposed_comm_us, r->comm_busy_us, r->crit_rank);

@@ -7,8 +7,9 @@ EXTRA_DIST += tests/cli_basic.sh tests/tap.sh tests/tap.h tests/man.sh tests/ins
 
 # core
 check_PROGRAMS += tests/test_json tests/test_phases tests/test_faults tests/test_outfile tests/test_plumbing \
-	tests/test_datadir tests/test_models tests/test_hf_import tests/test_hf_families tests/test_costs tests/test_program tests/test_trace
-TESTS += tests/test_json tests/test_phases tests/test_faults tests/test_outfile tests/faults.sh tests/interrupt.sh \
+	tests/test_datadir tests/test_models tests/test_hf_import tests/test_hf_families tests/test_costs tests/test_program tests/test_trace \
+	tests/test_memory
+TESTS += tests/test_memory tests/test_json tests/test_phases tests/test_faults tests/test_outfile tests/faults.sh tests/interrupt.sh \
 	tests/test_datadir tests/test_plumbing tests/test_models tests/test_hf_import tests/test_hf_families tests/gen_models.sh tests/test_costs \
 	tests/test_program tests/test_trace tests/hostile.sh tests/hostile_readers.sh
 EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/gen_models.sh tests/hostile.sh tests/hostile_readers.sh \

@@ -41,6 +41,15 @@ if command -v gnuplot >/dev/null 2>&1; then
 else
     echo "ok $((tap_n + 1)) # SKIP gnuplot not installed"; tap_n=$((tap_n + 1))
 fi
+# A point that does not fit in GPU memory is marked in the table, the CSV and the data file.
+$DMUON scale --model qwen2.5-72b --cluster a800 --gpus 8,16 --strategies dmuon --costs "$costs" --no-plots --no-progress \
+    --out "$tmp/big" >"$tmp/big.txt" 2>&1
+is "a study of points that do not fit still exits 0" "$?" 0
+like "  ... the table marks them" "$(grep '^ *8 dmuon' "$tmp/big.txt")" "    0  does not fit"
+like "  ... and says what the column is" "$(cat "$tmp/big.txt")" "4 of 4 points do not fit"
+like "  ... the CSV has memory_gib and fits" "$(head -1 "$tmp/big/scale.csv")" "overhead_vs_adamw_pct,memory_gib,fits"
+is "  ... fits 0 on every dmuon row" "$(awk -F, '$2 == "dmuon" { print $12 }' "$tmp/big/scale.csv" | sort -u)" 0
+is "  ... the data file's column 12 is 0" "$(awk '$2 == "dmuon" { print $12 }' "$tmp/big/scale.dat" | sort -u)" 0
 is "scale --strategies bogus exits 2" "$(status_of $DMUON scale --strategies bogus --no-plots --out "$tmp/x")" 2
 is "scale --gpus 0 exits 2" "$(status_of $DMUON scale --gpus 0 --no-plots --out "$tmp/x")" 2
 is "scale --strategy exits 2" "$(status_of $DMUON scale --strategy dmuon)" 2

@@ -55,4 +55,13 @@ is "sim --algo bogus exits 2" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpu
 is "sim on an unknown cluster exits 1" "$(status_of $DMUON sim --model qwen2.5-0.5b --gpus 2 --cluster nope)" 1
 like "unknown cluster named" "$($DMUON sim --model qwen2.5-0.5b --gpus 2 --cluster nope 2>&1)" 'unknown cluster "nope"'
 like "sim --help shows plan options" "$($DMUON sim --help)" "--strategy"
+# Memory: the executor's per-rank peak against the cluster's GPU (core/memory.h).
+like "the report says the plan fits" "$(grep '^  memory' "$golden")" ": fits on A800-SXM4-80GB (80.0 GiB)"
+out=$($DMUON sim --model deepseek-v3 --gpus 8 2>&1)
+is "sim --model deepseek-v3 --gpus 8 exits 0" "$?" 0
+like "  ... and says it does not fit" "$out" "does not fit on GPU A800-SXM4-80GB: needs "
+like "  ... also with --quiet" "$($DMUON sim --model deepseek-v3 --gpus 8 --quiet)" "(does not fit in GPU memory)"
+like "  ... and in --json" "$($DMUON sim --model deepseek-v3 --gpus 8 --json)" '"memory_fits": false'
+like "a saved program: the model it names gives the memory" \
+    "$($DMUON sim --program "$tmp/p.json" --costs "$costs" | grep '^  memory')" " GiB per rank (rank 0: weights+grads"
 tap_end

@@ -1,7 +1,10 @@
 /* test_calib.c: calibration (calib.h): the weighted linear fit, recovery of known cluster
  * parameters from collective timings the cost model itself generated, the H200 fixture
  * (tests/data/comm_h200x2.csv, NCCL measured on the 2 x H200 machine), fwd_efficiency from a
- * trace, the file's round trip, calib_apply, and positioned errors on bad files. */
+ * trace, forward/backward ops the kernel table prices (no efficiency fitted, the kernel gap
+ * recovered), elementwise updates the table's rows describe (not fitted) or miss (fitted),
+ * traces of one model only (named in the file), the file's round trip, calib_apply, and
+ * positioned errors on bad files. */
 #include "config.h"
 
 #include <math.h>
@@ -368,6 +371,108 @@ int main(void)
            "a plan that is not the traced one is refused: %s", err.msg);
         dm_program_free(p);
         dm_trace_free(s);
+        dm_costs_free(table);
+    }
+
+    /* 4d. A traced plan whose forward/backward GEMMs all have rows in the kernel table: no
+     * efficiency is fitted; each op took its kernels' table time plus 2 us per launch after the
+     * first, and kernel_gap_us 2 comes back. AdamW ops at the table's time are the table's (not
+     * fitted); at twice it, fitted. */
+    {
+        char kpath[600], ppath[600], tpath[600];
+        snprintf(kpath, sizeof kpath, "%s/kern.csv", dir);
+        FILE *kf = fopen(kpath, "w");
+        fprintf(kf, "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA H200\ngpu,op,algo,m,n,k,batch,dtype,median_us,min_us,"
+                    "max_us\nNVIDIA H200,gemm,fwd,4096,1024,1024,1,bf16,50,49,51\nNVIDIA H200,elem,loss,4096,1024,0,1,bf16,10,9,11\n"
+                    "NVIDIA H200,gemm,dgrad,4096,1024,1024,1,bf16,55,54,56\nNVIDIA H200,gemm,wgrad,1024,1024,4096,1,bf16,60,59,61\n"
+                    "NVIDIA H200,adamw,-,1,1048576,0,1,fp32,20,19,21\nNVIDIA H200,adamw,-,1,4194304,0,1,fp32,50,49,51\n"
+                    "NVIDIA H200,adamw,-,1,16777216,0,1,fp32,170,169,171\n");
+        fclose(kf);
+        dm_costs *table = NULL;
+        ok(dm_costs_load(kpath, &table, &err) == 0, "kernel table with GEMM rows (%s)", table ? "ok" : err.msg);
+        for (int slow = 1; slow <= 2 && table; slow++) {
+            dm_program *p = dm_program_new(1, 1, "Tiny-1B", "dmuon", "h200x2", "", 4096, &err);
+            dm_kernel fk[2], bk[2];
+            memset(fk, 0, sizeof fk);
+            memset(bk, 0, sizeof bk);
+            fk[0] = (dm_kernel){DM_KERN_GEMM, DM_KOP_FWD, 4096, 1024, 1024, 1, 2, 0, 0, 2.0 * 4096 * 1024 * 1024 * 2, 0, 0};
+            fk[1] = (dm_kernel){DM_KERN_ELEM, DM_KOP_LOSS, 4096, 1024, 0, 1, 2, 0, -1, 0, 2 * 2.0 * 4096 * 1024 * 2, 0};
+            bk[0] = (dm_kernel){DM_KERN_GEMM, DM_KOP_DGRAD, 4096, 1024, 1024, 1, 1, 0, 0, 2.0 * 4096 * 1024 * 1024, 0, 0};
+            bk[1] = (dm_kernel){DM_KERN_GEMM, DM_KOP_WGRAD, 1024, 1024, 4096, 1, 1, 0, 0, 2.0 * 4096 * 1024 * 1024, 0, 0};
+            int wf = dm_program_add_work(p, fk, 2, &err), wb = dm_program_add_work(p, bk, 2, &err);
+            dm_trace *s = dm_trace_new("real", p, &err);
+            double ts = 0;
+            static const double adam_elems[3] = {1048576, 4194304, 16777216}, adam_us[3] = {20, 50, 170};
+            for (int i = 0; i < 9; i++) {
+                dm_op o = dm_op_init(i % 3 == 0 ? DM_OP_FORWARD : i % 3 == 1 ? DM_OP_BACKWARD : DM_OP_ADAMW, DM_STREAM_COMPUTE);
+                double d;
+                if (i % 3 == 0) o.work = wf, o.flops = fk[0].flops, d = 2 * 50 + 2 * 10 + 3 * 2.0;
+                else if (i % 3 == 1) o.work = wb, o.flops = bk[0].flops + bk[1].flops, d = 55 + 60 + 1 * 2.0;
+                else o.bytes = 28 * adam_elems[i / 3], d = slow * adam_us[i / 3];
+                dm_program_add_op(p, 0, &o, NULL, 0, NULL, 0, &err);
+                dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, o.kind, ts, d, o.bytes, o.flops, 0, -1, 0};
+                dm_trace_add(s, &ev, &err);
+                ts += d + 3;
+            }
+            snprintf(ppath, sizeof ppath, "%s/kern_program%d.json", dir, slow);
+            snprintf(tpath, sizeof tpath, "%s/kern_trace%d.csv", dir, slow);
+            ok(dm_program_save(p, ppath, &err) == 0 && dm_trace_write_csv(s, tpath, &err) == 0, "plan and trace %d written", slow);
+            static calib kk;
+            memset(&kk, 0, sizeof kk);
+            ok(calib_fit_trace(&kk, tpath, h200, ppath, table, 0, NULL, &err) == 0, "fit against the kernel table (%s)",
+               err.msg);
+            ok(!calib_get(&kk, "fwd_efficiency") && !calib_get(&kk, "bwd_efficiency"),
+               "forward/backward priced by the table: no fwd/bwd efficiency fitted");
+            e = calib_get(&kk, "kernel_gap_us");
+            ok(e && fabs(atof(e->value) - 2) < 1e-6 && e->points == 6 && e->residual < 1e-9,
+               "kernel_gap_us 2 recovered from 6 ops (%s)", e ? e->value : "-");
+            ok(strstr(kk.notes, "6 ops priced by the kernel table") != NULL && !strcmp(kk.fitted_on, "Tiny-1B"),
+               "the note says what priced them, fitted on Tiny-1B: %s", kk.notes);
+            e = calib_get(&kk, "elementwise_efficiency.adamw");
+            if (slow == 1)
+                ok(!e && strstr(kk.notes, "adamw: the kernel table's rows") != NULL,
+                   "AdamW ops at the table's time: the table's, not fitted");
+            else
+                ok(e && calib_get(&kk, "elementwise_launch_us.adamw") && strstr(e->source, "the kernel table's rows miss"),
+                   "AdamW ops at twice the table's time: fitted (%s)", e ? e->value : "-");
+            if (slow == 1) { /* the file says it, and reads it back */
+                char cpath[600];
+                snprintf(cpath, sizeof cpath, "%s/kern.calib", dir);
+                static calib kb;
+                dm_cluster cl;
+                calib_info ci;
+                dm_cluster_load("h200x2", &cl, &err);
+                ok(calib_write(&kk, cpath, &err) == 0 && calib_read(cpath, &kb, &err) == 0 &&
+                       !strcmp(kb.fitted_on, "Tiny-1B") && !strcmp(kb.notes, kk.notes) &&
+                       calib_apply(cpath, &cl, &ci, &err) == 0 && !strcmp(ci.fitted_on, "Tiny-1B") &&
+                       fabs(cl.kernel_gap_us - 2) < 1e-6 && strstr(ci.describe, "fitted on Tiny-1B's traces"),
+                   "fitted-on and the note survive the file; calib_apply sets kernel_gap_us (%s)", ci.describe);
+            }
+            dm_trace_free(s);
+            dm_program_free(p);
+        }
+        /* traces of two models: refused */
+        char other[600], opath[600];
+        snprintf(other, sizeof other, "%s/other_trace.csv", dir);
+        snprintf(opath, sizeof opath, "%s/other_program.json", dir);
+        dm_program *p2 = dm_program_new(1, 1, "Other-2B", "dmuon", "h200x2", "", 4096, &err);
+        dm_op o2 = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+        o2.flops = 1e12;
+        dm_program_add_op(p2, 0, &o2, NULL, 0, NULL, 0, &err);
+        dm_trace *s2 = dm_trace_new("real", p2, &err);
+        dm_trace_event ev2 = {0, DM_STREAM_COMPUTE, 0, DM_OP_FORWARD, 0, 3000, 0, 1e12, 0, -1, 0};
+        dm_trace_add(s2, &ev2, &err);
+        dm_trace_write_csv(s2, other, &err);
+        dm_program_save(p2, opath, &err);
+        const char *tr[2] = {tpath, other}, *pr[2] = {ppath, opath};
+        static calib k2;
+        memset(&k2, 0, sizeof k2);
+        ok(calib_fit_traces(&k2, 2, tr, pr, h200, table, 0, NULL, &err) == -1 &&
+               strstr(err.msg, "is a trace of Other-2B, an earlier one of Tiny-1B: a calibration is fitted on one model's "
+                               "traces"),
+           "traces of two models are refused (%s)", err.msg);
+        dm_trace_free(s2);
+        dm_program_free(p2);
         dm_costs_free(table);
     }
 

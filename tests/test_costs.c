@@ -1,14 +1,19 @@
 /* test_costs.c: the cost model: reading tables (and their positioned errors), exact lookups,
  * interpolation between measured shapes, the roofline fallback, projection to another GPU,
- * elementwise ops, the algorithm choice, and the shipped roofline table. */
+ * elementwise ops, the algorithm choice, the shipped roofline table, and the workload kernels'
+ * rows (dmuon-costs-2: gemm, bgemm, elem) with known answers for interpolation between and
+ * beyond measured shapes. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "costs.h"
+#include "model.h"
 #include "tap.h"
+#include "workload.h"
 
 static char dir[] = "/tmp/dmuon_test_costs_XXXXXX";
 
@@ -25,15 +30,21 @@ static const char *write_file(const char *name, const char *text)
     return p;
 }
 
+/* The head of a measured H200 table in format 1 or 2 (its header without or with k). */
+static size_t table_head(char *buf, size_t size, int version)
+{
+    return (size_t)snprintf(buf, size, "# dmuon-costs-%d\n# source: measured\n# gpu: NVIDIA H200\n%s\n", version,
+                            version == 1 ? "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us"
+                                         : "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us");
+}
+
 /* A "measured" H200 table: NS rows at efficiency 2 (twice the roofline) on a grid, gram rows
  * `gram_factor` times their roofline; elementwise rows at efficiency 1.5. */
 static const char *measured_table(const char *name, double gram_factor)
 {
     const dm_gpu *h = dm_gpu_find("H200");
     static char buf[1 << 16];
-    size_t n = 0;
-    n += snprintf(buf + n, sizeof buf - n, "# dmuon-costs-1\n# source: measured\n# gpu: NVIDIA H200\n"
-                                           "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n");
+    size_t n = table_head(buf, sizeof buf, 1);
     static const int64_t dims[] = {512, 1024, 2048, 4096};
     static const int batches[] = {1, 4};
     for (int a = 0; a < 2; a++)
@@ -60,6 +71,237 @@ static void expect_error(const char *name, const char *text, const char *want)
     int rc = dm_costs_load(p, &c, &err);
     ok(rc == -1 && c == NULL && strstr(err.msg, want) != NULL, "bad table %s: \"%s\" (got: %s)", name, want, err.msg);
     dm_costs_free(c);
+}
+
+static dm_kernel kern(dm_kern_kind kind, dm_kern_op op, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    dm_kernel x;
+    memset(&x, 0, sizeof x);
+    x.kind = kind;
+    x.op = op;
+    x.m = m, x.n = n, x.k = k;
+    x.batch = batch;
+    x.count = 1;
+    x.param = -1;
+    x.slot = -1;
+    return x;
+}
+
+/* A dmuon-costs-2 table: gemm fwd rows on a grid m, n, k in {1024, 2048, 4096} at `ratio` times
+ * their roofline; two dgrad rows (m 1024 at 2x, m 4096 at 4x); a bgemm attention row, an elem
+ * loss row, one NS row. */
+static const char *kernel_table(const char *name, double ratio)
+{
+    const dm_gpu *h = dm_gpu_find("H200");
+    static char buf[1 << 16];
+    size_t n = table_head(buf, sizeof buf, 2);
+    static const int64_t g[] = {1024, 2048, 4096};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            for (int l = 0; l < 3; l++) {
+                dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, g[i], g[j], g[l], 1);
+                double us = dm_roofline_kernel_us(h, &x) * ratio;
+                n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,fwd,%lld,%lld,%lld,1,bf16,%.9g,%.9g,%.9g\n",
+                              (long long)g[i], (long long)g[j], (long long)g[l], us, us, us);
+            }
+    for (int i = 0; i < 2; i++) {
+        dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_DGRAD, i ? 4096 : 1024, 2048, 2048, 1);
+        double us = dm_roofline_kernel_us(h, &x) * (i ? 4 : 2);
+        n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,dgrad,%lld,2048,2048,1,bf16,%.9g,%.9g,%.9g\n",
+                      (long long)x.m, us, us, us);
+    }
+    n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,bgemm,attn-score,4096,4096,128,32,bf16,900,890,910\n"
+                                           "NVIDIA H200,elem,loss,4096,3072,0,1,bf16,12.5,12,13\n"
+                                           "NVIDIA H200,ns,direct,1024,1024,0,1,bf16,100,99,101\n");
+    return write_file(name, buf);
+}
+
+static void test_kernel_rows(void)
+{
+    dm_err err = {{0}};
+    const dm_gpu *h200 = dm_gpu_find("H200"), *a800 = dm_gpu_find("A800");
+    dm_costs *c = NULL;
+    dm_cost_source s;
+    ok(dm_costs_load(kernel_table("k.csv", 1.6), &c, &err) == 0, "dmuon-costs-2 table with kernel rows loads (%s)",
+       c ? "ok" : err.msg);
+    if (!c) return;
+    ok(dm_costs_kernel_rows(c, DM_KERN_GEMM, DM_KOP_FWD) == 27 && dm_costs_kernel_rows(c, DM_KERN_GEMM, DM_KOP_DGRAD) == 2 &&
+           dm_costs_kernel_rows(c, DM_KERN_GEMM, DM_KOP_WGRAD) == 0 &&
+           dm_costs_kernel_rows(c, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE) == 1 &&
+           dm_costs_kernel_rows(c, DM_KERN_ELEM, DM_KOP_LOSS) == 1,
+       "rows counted per kernel op (27 fwd, 2 dgrad, 0 wgrad, 1 attn-score, 1 loss)");
+    dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, 2048, 4096, 1024, 1);
+    double roof = dm_roofline_kernel_us(h200, &x);
+    ok_near(roof, fmax(2.0 * 2048 * 4096 * 1024 / h200->bf16_flops, (2048.0 * 1024 + 1024.0 * 4096 + 2048.0 * 4096) * 2 /
+                                                                         h200->hbm_Bps) * 1e6 + h200->launch_us,
+            1e-9, "GEMM roofline: 2 m n k at the bf16 peak or three bf16 operands at HBM, plus the launch floor");
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 1.6 * roof, 1e-6, "exact gemm fwd row");
+    ok(s == DM_COST_MEASURED, "  ... is measured");
+    x.count = 3;
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 3 * 1.6 * roof, 1e-6, "count 3: three launches of the row");
+    /* between measured shapes, at a constant efficiency: the known answer exactly */
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 3000, 1500, 2500, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 1.6 * dm_roofline_kernel_us(h200, &x), 1e-6,
+            "between measured shapes: the rows' constant efficiency times the roofline");
+    ok(s == DM_COST_INTERPOLATED, "  ... is interpolated (%s)", dm_cost_source_name(s));
+    /* beyond them (4x past the grid in m, within 3 log2 units): the same efficiency, not a cliff */
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 16384, 4096, 4096, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 1.6 * dm_roofline_kernel_us(h200, &x), 1e-6,
+            "beyond the measured shapes (m 4x past them): the neighbours' efficiency");
+    ok(s == DM_COST_INTERPOLATED, "  ... is interpolated");
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 64, 64, 64, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), dm_roofline_kernel_us(h200, &x), 1e-9,
+            "far from every row (16x in each dimension): the pure roofline");
+    ok(s == DM_COST_ROOFLINE, "  ... is roofline");
+    /* two rows of different efficiency (2x and 4x), the query equidistant in log space: the
+     * geometric mean (inverse-distance weights in log-efficiency) */
+    x = kern(DM_KERN_GEMM, DM_KOP_DGRAD, 2048, 2048, 2048, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), sqrt(8.0) * dm_roofline_kernel_us(h200, &x), 1e-6,
+            "halfway between a 2x and a 4x row: sqrt(8) x the roofline");
+    x = kern(DM_KERN_GEMM, DM_KOP_DGRAD, 1500, 2048, 2048, 1);
+    double e = dm_costs_kernel_us(c, NULL, &x, &s) / dm_roofline_kernel_us(h200, &x);
+    ok(e > 2 && e < sqrt(8.0), "nearer the 2x row: between 2 and sqrt(8) (%.4f)", e);
+    x = kern(DM_KERN_GEMM, DM_KOP_DGRAD, 8192, 2048, 2048, 1);
+    e = dm_costs_kernel_us(c, NULL, &x, &s) / dm_roofline_kernel_us(h200, &x);
+    ok(e > sqrt(8.0) && e < 4, "past the 4x row: between sqrt(8) and 4, never beyond its neighbours (%.4f)", e);
+    x = kern(DM_KERN_GEMM, DM_KOP_WGRAD, 2048, 2048, 2048, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), dm_roofline_kernel_us(h200, &x), 1e-9,
+            "an op without rows (wgrad): the roofline");
+    ok(s == DM_COST_ROOFLINE, "  ... is roofline");
+    /* projection */
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 2048, 4096, 1024, 1);
+    ok_near(dm_costs_kernel_us(c, a800, &x, &s), 1.6 * roof * dm_roofline_kernel_us(a800, &x) / roof, 1e-6,
+            "on an A800: the H200 row scaled by the two rooflines");
+    ok(s == DM_COST_PROJECTED, "  ... is projected");
+    /* the other row kinds */
+    x = kern(DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, 4096, 4096, 128, 32);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 900, 1e-9, "bgemm attn-score row: one batched call");
+    ok(s == DM_COST_MEASURED, "  ... measured");
+    dm_kernel x32 = x;
+    x = kern(DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, 4096, 4096, 128, 64);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 900 / dm_roofline_kernel_us(h200, &x32) * dm_roofline_kernel_us(h200, &x),
+            1e-6, "twice the batch: its one row's efficiency");
+    x = kern(DM_KERN_ELEM, DM_KOP_LOSS, 4096, 3072, 0, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 12.5, 1e-9, "elem loss row");
+    ok_near(dm_roofline_kernel_us(h200, &x), 2.0 * 4096 * 3072 * 2 / h200->hbm_Bps * 1e6 + h200->launch_us, 1e-9,
+            "elem loss roofline: two bf16 passes over m x n at HBM, plus the launch floor");
+    ok_near(dm_costs_ns_us(c, NULL, 1024, 1024, 1, DM_NS_DIRECT, &s), 100, 1e-9, "an ns row of a dmuon-costs-2 table");
+    dm_costs_free(c);
+    c = NULL;
+    /* a roofline-source table answers every kernel by the roofline */
+    ok(dm_costs_load(kernel_table("kr.csv", 1.6), &c, &err) == 0, "load again");
+    dm_costs_free(c);
+    c = dm_costs_roofline(a800, &err);
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 2048, 4096, 1024, 1);
+    ok(c && dm_costs_kernel_us(c, NULL, &x, &s) == dm_roofline_kernel_us(a800, &x) && s == DM_COST_ROOFLINE &&
+           dm_costs_kernel_rows(c, DM_KERN_GEMM, DM_KOP_FWD) == 0,
+       "a table-less model: roofline answers, no rows");
+    dm_costs_free(c);
+
+    /* dmuon-costs-1 files still read (k = 0); kernel product rows need the k column */
+    char h1[256], h2[256], t[1024];
+    table_head(h1, sizeof h1, 1);
+    table_head(h2, sizeof h2, 2);
+    snprintf(t, sizeof t, "%sNVIDIA H200,elem,loss,4096,3072,1,bf16,12.5,12,13\n", h1);
+    c = NULL;
+    ok(dm_costs_load(write_file("v1.csv", t), &c, &err) == 0, "a dmuon-costs-1 elem row reads with k = 0 (%s)",
+       c ? "ok" : err.msg);
+    x = kern(DM_KERN_ELEM, DM_KOP_LOSS, 4096, 3072, 0, 1);
+    ok(c && dm_costs_kernel_us(c, NULL, &x, &s) == 12.5 && s == DM_COST_MEASURED, "  ... and answers exactly");
+    dm_costs_free(c);
+    static const struct {
+        int version;
+        const char *name, *rows, *want;
+    } bad_rows[] = {
+        {1, "v1gemm.csv", "NVIDIA H200,gemm,fwd,4096,3072,1,bf16,1,1,1\n",
+         "v1gemm.csv:5:13: expected a dmuon-costs-2 table for a gemm fwd row (it needs k)"},
+        {2, "k0.csv", "NVIDIA H200,gemm,fwd,4096,3072,0,1,bf16,1,1,1\n", "k0.csv:5:32: expected k, a positive integer"},
+        {2, "b2.csv", "NVIDIA H200,gemm,fwd,4096,3072,64,2,bf16,1,1,1\n", "b2.csv:5:35: expected batch, 1 for a gemm or elem row"},
+        {2, "ga.csv", "NVIDIA H200,gemm,attn-score,4096,3072,64,1,bf16,1,1,1\n",
+         "ga.csv:5:18: expected algo cublas, fwd, dgrad or wgrad for a gemm row, found 'attn-score'"},
+        {2, "ef.csv", "NVIDIA H200,elem,fwd,4096,3072,0,1,bf16,1,1,1\n", "ef.csv:5:18: expected algo loss, vector,"},
+        {2, "nsk.csv", "NVIDIA H200,ns,direct,64,128,5,1,bf16,1,1,1\n", "nsk.csv:5:30: expected k, 0 for this op"},
+        {2, "dup2.csv", "NVIDIA H200,bgemm,fwd,64,128,5,8,bf16,1,1,1\nNVIDIA H200,bgemm,fwd,64,128,5,8,bf16,2,2,2\n",
+         "dup2.csv:6:1: duplicate row: bgemm fwd 64 x 128 x 5 batch 8 is already on line 5"},
+        {2, "short2.csv", "NVIDIA H200,ns,direct,64,128,1,bf16,1,1,1\n", "short2.csv:5:1: expected 11 comma-separated fields, found 10"},
+    };
+    for (size_t i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++) {
+        snprintf(t, sizeof t, "%s%s", bad_rows[i].version == 1 ? h1 : h2, bad_rows[i].rows);
+        expect_error(bad_rows[i].name, t, bad_rows[i].want);
+    }
+
+    /* joined tables: the NS table beside a work table, one GPU and source */
+    snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,1024,1024,1,bf16,100,99,101\n", h1);
+    const char *ns = write_file("ns_only.csv", t);
+    char joined[1200];
+    snprintf(joined, sizeof joined, "%s,%s/k.csv", ns, dir);
+    c = NULL;
+    ok(dm_costs_load(joined, &c, &err) == -1 && strstr(err.msg, "k.csv:") && strstr(err.msg, "duplicate row: ns direct 1024 x "
+                                                                                              "1024 x 0 batch 1 is already on ")
+           && strstr(err.msg, "ns_only.csv line 5"),
+       "a row in two joined tables is refused, naming both (%s)", err.msg);
+    snprintf(t, sizeof t, "%sNVIDIA H200,gemm,fwd,4096,3072,3072,1,bf16,95,94,97\n", h2);
+    const char *work = write_file("h200-work.csv", t);
+    snprintf(joined, sizeof joined, "%s,%s", ns, work);
+    ok(dm_costs_load(joined, &c, &err) == 0 && dm_costs_kernel_rows(c, DM_KERN_GEMM, DM_KOP_FWD) == 1 &&
+           dm_costs_ns_us(c, NULL, 1024, 1024, 1, DM_NS_DIRECT, NULL) == 100,
+       "two tables joined: the NS row and the gemm row (%s)", c ? dm_costs_describe(c) : err.msg);
+    dm_costs_free(c);
+    c = NULL;
+    const char *a8 = write_file("a800.csv", "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA A800-SXM4-80GB\n"
+                                            "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n");
+    snprintf(joined, sizeof joined, "%s,%s", ns, a8);
+    ok(dm_costs_load(joined, &c, &err) == -1 && strstr(err.msg, "a800.csv:1:1: expected a table of the first one's GPU and "
+                                                                "source (NVIDIA H200, measured)"),
+       "a table of another GPU does not join (%s)", err.msg);
+    /* the default: h200.csv joined with h200-work.csv beside it */
+    char ddir[600], sh[4096];
+    snprintf(ddir, sizeof ddir, "%s/defaults", dir);
+    snprintf(sh, sizeof sh, "mkdir -p %s && cp %s %s/h200.csv && cp %s %s/h200-work.csv", ddir, ns, ddir, work, ddir);
+    ok(system(sh) == 0, "a costs folder with h200.csv and h200-work.csv");
+    setenv("DMUON_COSTS", ddir, 1);
+    c = NULL;
+    ok(dm_costs_load_default(&c, &err) == 0 && dm_costs_kernel_rows(c, DM_KERN_GEMM, DM_KOP_FWD) == 1 &&
+           strstr(dm_costs_describe(c), "h200-work.csv"),
+       "the default table joins h200-work.csv (%s)", c ? dm_costs_describe(c) : err.msg);
+    unsetenv("DMUON_COSTS");
+    dm_costs_free(c);
+
+    /* the roofline's elementwise bytes are the workload's: every elementwise kernel of a few
+     * bundled models' layers, one launch (embed-bwd's zeroed table is in its bytes, not its k) */
+    static const char *models[] = {"qwen2.5-0.5b", "llama-3.2-3b", "moonlight-16b-a3b", "wall-oss-flow"};
+    int checked = 0, bad = 0;
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+        dm_model *m = NULL;
+        dm_matrix *mats = NULL;
+        int64_t nm = 0;
+        if (dm_model_load(models[mi], &m, &err) || dm_model_matrices(m, -1, &mats, &nm, &err)) {
+            ok(0, "%s loads (%s)", models[mi], err.msg);
+            dm_model_free(m);
+            continue;
+        }
+        dm_workload_opts o = {4096, 0, 2};
+        for (int l = 0; l < m->n_layers; l++) {
+            dm_layer_work w;
+            if (dm_layer_work_build(m, mats, nm, l, &o, &w, &err)) break;
+            for (int pass = 0; pass < 2; pass++)
+                for (int i = 0; i < (pass ? w.n_bwd : w.n_fwd); i++) {
+                    const dm_kernel *k = pass ? &w.bwd[i] : &w.fwd[i];
+                    if (k->kind != DM_KERN_ELEM || k->op == DM_KOP_EMBED_BWD) continue;
+                    double want = k->bytes / (double)k->count, got = dm_elem_launch_bytes(k->op, k->m, k->n, k->k, 2);
+                    checked++;
+                    if (fabs(got - want) > 1e-9 * want) {
+                        if (!bad) tap_diag("%s layer %d %s: %.0f bytes, the workload says %.0f", models[mi], l,
+                                           dm_kern_op_name(k->op), got, want);
+                        bad++;
+                    }
+                }
+            dm_layer_work_free(&w);
+        }
+        free(mats);
+        dm_model_free(m);
+    }
+    ok(checked > 100 && !bad, "elementwise roofline bytes equal the workload's on %d kernels (%d differ)", checked, bad);
 }
 
 int main(void)
@@ -145,7 +387,7 @@ int main(void)
     static const char *head = "# dmuon-costs-1\n# source: measured\n# gpu: NVIDIA H200\n"
                               "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n";
     char t[1024];
-    expect_error("nofmt.csv", "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n", "nofmt.csv:1:1: expected a '# dmuon-costs-1'");
+    expect_error("nofmt.csv", "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n", "nofmt.csv:1:1: expected a '# dmuon-costs-2'");
     snprintf(t, sizeof t, "%sNVIDIA H200,fft,direct,1,2,1,bf16,1,1,1\n", head);
     expect_error("badop.csv", t, "badop.csv:5:13: expected op");
     snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,64,32,1,bf16,1,1,1\n", head);
@@ -171,6 +413,7 @@ int main(void)
                 dm_roofline_ns_us(a800, 1024, 4096, 4, DM_NS_DIRECT), 1e-12, "same answer as the formula");
     }
     dm_costs_free(c);
+    test_kernel_rows();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) tap_diag("could not remove %s", dir);

@@ -1,4 +1,7 @@
-/* test_sim_rates.c: the simulator's calibrated compute rates, exact arithmetic: backward at
+/* test_sim_rates.c: the simulator's compute durations, exact arithmetic: a forward/backward op
+ * with work is the sum of its kernels from the kernel table (count x the row, kernel_gap_us
+ * between launches, GEMMs of an op the table has no row of at the cluster's efficiency, each
+ * work priced once for every rank), what the report says of their sources; backward at
  * bwd_efficiency (default: fwd_efficiency), elementwise ops at a calibrated HBM efficiency plus
  * a per-op overhead, NS at ns_time_scale x its table time, and compute slowed to (1 - f) of its rate while a collective is in flight
  * on its rank (comm_slowdown): an op of 10 us with f = 0.5 and a collective over its first half
@@ -13,11 +16,22 @@
 
 #include "cluster.h"
 #include "collcost.h"
+#include "costs.h"
 #include "program.h"
 #include "sim.h"
 #include "tap.h"
 
 static dm_err err;
+
+static dm_kernel kern(dm_kern_kind kind, dm_kern_op op, int64_t m, int64_t n, int64_t k, int64_t count)
+{
+    dm_kernel x;
+    memset(&x, 0, sizeof x);
+    x.kind = kind, x.op = op, x.m = m, x.n = n, x.k = k, x.batch = 1, x.count = count, x.param = -1, x.slot = -1;
+    if (kind == DM_KERN_ELEM) x.bytes = dm_elem_launch_bytes(op, m, n, k, 2) * (double)count;
+    else x.flops = 2.0 * (double)m * (double)n * (double)k * (double)count;
+    return x;
+}
 
 static dm_cluster h200x2(void)
 {
@@ -251,10 +265,109 @@ static void test_cluster_keys(void)
     unlink(path);
 }
 
+
+/* Forward/backward ops with work priced kernel by kernel from a table of known rows. */
+static void test_work_kernels(void)
+{
+    char path[] = "/tmp/test_sim_rates-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        ok(0, "temp table");
+        return;
+    }
+    fprintf(f, "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA H200\ngpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n"
+               "NVIDIA H200,gemm,fwd,4096,1024,1024,1,bf16,50,49,51\n"
+               "NVIDIA H200,elem,loss,4096,1024,0,1,bf16,10,9,11\n"
+               "NVIDIA H200,gemm,wgrad,1024,1024,4096,1,bf16,40,39,41\n");
+    fclose(f);
+    dm_costs *costs = NULL;
+    if (!ok(dm_costs_load(path, &costs, &err) == 0, "table loads (%s)", costs ? "ok" : err.msg)) return;
+    remove(path);
+    dm_program *p = dm_program_new(2, 2, "t", "t", "h200x2", "", 4096, &err);
+    dm_kernel fw[2] = {kern(DM_KERN_GEMM, DM_KOP_FWD, 4096, 1024, 1024, 2), kern(DM_KERN_ELEM, DM_KOP_LOSS, 4096, 1024, 0, 2)};
+    dm_kernel bw[2] = {kern(DM_KERN_GEMM, DM_KOP_DGRAD, 4096, 1024, 1024, 1),
+                       kern(DM_KERN_GEMM, DM_KOP_WGRAD, 1024, 1024, 4096, 1)};
+    int wf = dm_program_add_work(p, fw, 2, &err), wb = dm_program_add_work(p, bw, 2, &err);
+    for (int r = 0; r < 2; r++) { /* both ranks run the same two works */
+        dm_op o = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+        o.work = wf, o.flops = fw[0].flops;
+        dm_program_add_op(p, r, &o, NULL, 0, NULL, 0, &err);
+        o = dm_op_init(DM_OP_BACKWARD, DM_STREAM_COMPUTE);
+        o.work = wb, o.flops = bw[0].flops + bw[1].flops;
+        dm_program_add_op(p, r, &o, NULL, 0, NULL, 0, &err);
+    }
+    dm_cluster c = h200x2();
+    c.bwd_efficiency = 0.5;
+    c.kernel_gap_us = 1.5;
+    sim_opts o;
+    sim_opts_default(&o);
+    o.costs = costs;
+    sim_result *r = NULL;
+    ok(sim_run(p, &c, &o, &r, &err) == 0, "simulated (%s)", r ? "ok" : err.msg);
+    if (r) {
+        double dgrad = bw[0].flops / (0.5 * c.gpu->bf16_flops) * 1e6;
+        ok_near(r->forward_us, 2 * 50 + 2 * 10 + 3 * 1.5, 1e-12,
+                "forward: 2 GEMMs of the 50 us row + 2 loss launches of 10 us + 3 kernel gaps of 1.5 us = %.3f us",
+                r->forward_us);
+        ok_near(r->backward_us, dgrad + 40 + 1.5, 1e-12,
+                "backward: dgrad (no row) at bwd_efficiency 0.5, the 40 us wgrad row, one gap = %.3f us", r->backward_us);
+        const char *fs = r->cost_src[DM_OP_FORWARD], *bs = r->cost_src[DM_OP_BACKWARD];
+        ok(strstr(fs, "1 work, 2 kernels: 2 measured") != NULL, "forward source: one work for both ranks, its kernels "
+           "measured: %s", fs);
+        ok(strstr(bs, "1 measured, 1 GEMMs at 0.50 x 989 TFLOP/s (bwd_efficiency of cluster h200x2, the fallback: the "
+                      "table has no row of gemm dgrad)") != NULL, "backward source names the fallback and its op: %s", bs);
+        ok(strstr(fs, "1.5 us between two kernels") != NULL, "the kernel gap is named");
+    }
+    sim_result_free(r);
+    /* on an A800 the same table's rows are projected by the two rooflines */
+    dm_cluster a = c;
+    a.gpu = dm_gpu_find("A800");
+    r = NULL;
+    ok(sim_run(p, &a, &o, &r, &err) == 0, "simulated on an A800 (%s)", r ? "ok" : err.msg);
+    if (r) {
+        dm_kernel g1 = fw[0], l1 = fw[1];
+        g1.count = l1.count = 1, g1.flops /= 2, l1.bytes /= 2;
+        double want = 2 * 50 * dm_roofline_kernel_us(a.gpu, &g1) / dm_roofline_kernel_us(c.gpu, &g1) +
+                      2 * 10 * dm_roofline_kernel_us(a.gpu, &l1) / dm_roofline_kernel_us(c.gpu, &l1) + 3 * 1.5;
+        ok_near(r->forward_us, want, 1e-12, "A800 forward: the rows scaled by the roofline ratios (%.3f us)", want);
+        ok(strstr(r->cost_src[DM_OP_FORWARD], "2 projected") != NULL, "  ... and said to be projected: %s",
+           r->cost_src[DM_OP_FORWARD]);
+    }
+    sim_result_free(r);
+    /* no table: the loss at the roofline, the GEMMs at the efficiencies */
+    o.costs = NULL;
+    c.kernel_gap_us = 0;
+    r = NULL;
+    ok(sim_run(p, &c, &o, &r, &err) == 0, "simulated without a table");
+    if (r) {
+        dm_kernel l1 = fw[1];
+        l1.count = 1, l1.bytes /= 2;
+        ok_near(r->forward_us, fw[0].flops / (c.fwd_efficiency * c.gpu->bf16_flops) * 1e6 + 2 * dm_roofline_kernel_us(c.gpu, &l1),
+                1e-12, "no table: GEMMs at fwd_efficiency, the loss launches at the roofline");
+    }
+    sim_result_free(r);
+    dm_program_free(p);
+    /* an op without work keeps its FLOPs at the efficiency, and the report says so */
+    p = dm_program_new(1, 2, "t", "t", "h200x2", "", 1, &err);
+    dm_op x = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+    x.flops = 1e12;
+    dm_program_add_op(p, 0, &x, NULL, 0, NULL, 0, &err);
+    o.costs = costs;
+    r = NULL;
+    ok(sim_run(p, &c, &o, &r, &err) == 0 && r && fabs(r->forward_us - 1e12 / (c.fwd_efficiency * c.gpu->bf16_flops) * 1e6) < 1e-9 &&
+           strstr(r->cost_src[DM_OP_FORWARD], "1 ops without work: flops / (0.41 x 989") != NULL,
+       "an op without work: FLOPs at fwd_efficiency, said so (%s)", r ? r->cost_src[DM_OP_FORWARD] : err.msg);
+    sim_result_free(r);
+    dm_program_free(p);
+    dm_costs_free(costs);
+}
+
 int main(void)
 {
     test_cluster_keys();
     test_bwd_and_elementwise();
     test_slowdown();
+    test_work_kernels();
     return tap_done();
 }

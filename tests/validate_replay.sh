@@ -41,10 +41,38 @@ out=$($R "$stored" --calibration "$tmp/old.calib" --out "$tmp/a" 2>&1)
 is "replay of the stored table exits 0 (report only)" "$?" 0
 like "summary line" "$out" "validate --replay: 6 cases, 6 simulated, 0 failed"
 is "replay.csv: 6 cases x 5 phases" "$(grep -c '^llama-3.2-3b\.' "$tmp/a/replay.csv")" 30
-# measured_ms (column 7) is the stored one; the stored prediction (column 10) is the stored table's.
-bad=$(awk -F, 'NR == FNR { if (FNR > 1) m[$1 "," $6] = $7 " " $8; next } FNR > 1 { split(m[$1 "," $6], a, " ");
-      if (a[1] != $7 || a[2] != $10) n++ } END { print n + 0 }' "$stored" "$tmp/a/replay.csv")
+# measured_ms (replay.csv column 8) is the stored one (the stored table, of the older layout
+# without tokens: column 7); the stored prediction (column 11) is the stored table's (8).
+bad=$(awk -F, 'NR == FNR { if (FNR > 1) m[$1 "," $6] = $7 " " $8; next } FNR > 1 { split(m[$1 "," $7], a, " ");
+      if (a[1] != $8 || a[2] != $11) n++ } END { print n + 0 }' "$stored" "$tmp/a/replay.csv")
 is "measured times and stored predictions carried through as stored" "$bad" 0
+like "replay.csv has the tokens column, 4096 as assumed" "$(sed -n 2p "$tmp/a/replay.csv")" ",1,4096,step,"
+like "the errors by model, calibrated, no fitted-on model named (the file does not say)" "$out" "# calibration "
+# The replay's own csv replays (the tokens column read back), and the committed calibration
+# names the model it was fitted on, whose cases are marked.
+cp "$tmp/a/replay.csv" "$tmp/new.csv"
+out=$(cd "$SRC" && $R "$tmp/new.csv" --calibration traces/calib/h200x2.calib --out "$tmp/e" 2>&1)
+like "a table with the tokens column replays" "$out" "validate --replay: 6 cases, 6 simulated, 0 failed"
+like "  ... tokens as stored" "$out" "tokens per rank as stored"
+like "  ... the calibration's model named" "$out" "fitted on Llama-3.2-3B (*)"
+like "  ... its cases marked" "$out" "llama-3.2-3b *"
+like "  ... the goal counted apart from the fitted-on model" "$out" "on models the calibration was not fitted on"
+like "  ... where the kernels came from" "$out" "forward kernels:  "
+sed '2s/,4096,step,/,4x96,step,/' "$tmp/new.csv" >"$tmp/bt.csv"
+like "a bad tokens field is named" "$($R "$tmp/bt.csv" --out "$tmp/c" 2>&1)" "bt.csv:2:"
+# A case that does not fit on the GPU (the estimate, before running): reported, not run, not failed.
+out=$($DMUON validate --models qwen2.5-72b,qwen2.5-0.5b --strategies dmuon --overlaps interleave --gpus 1 --tokens 2048,4k \
+    --cluster h200 --backend gpu --dry-run --out "$tmp/f" 2>&1)
+is "validate --dry-run of a case that does not fit exits 0" "$?" 0
+like "  ... says it does not fit, with what it needs" "$out" "qwen2.5-72b.dmuon.interleave.1gpu.2048tok: does not fit (needs "
+like "  ... a token list makes one case per count" "$out" "qwen2.5-0.5b.dmuon.interleave.1gpu.4096tok"
+like "  ... the cases line lists the counts" "$out" "tokens per rank 2048,4096"
+out=$($DMUON validate --models qwen2.5-72b --strategies dmuon --overlaps interleave --gpus 1 --cluster h200 --backend gpu \
+    --out "$tmp/g" 2>&1)
+is "validate of cases that do not fit only: exits 0, nothing run" "$?" 0
+like "  ... the table says so" "$out" "does not fit (needs "
+like "  ... the summary counts it" "$out" "validate: 1 cases, 0 ran, 0 failed, 1 do not fit in GPU memory"
+is "--replay takes one token count" "$(status_of $R "$stored" --tokens 2048,4096 --out "$tmp/c")" 2
 out=$(cd "$SRC" && $R "$stored" --calibration traces/calib/h200x2.calib --out "$tmp/b" 2>&1)
 is "replay with the committed calibration exits 0" "$?" 0
 is "--max-error 1 fails (phases miss by more than 1%)" "$(status_of $R "$stored" --calibration "$tmp/old.calib" --out "$tmp/c" --max-error 1)" 1

@@ -314,15 +314,21 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
 
 /* ---- compute rates from a measured trace --------------------------------------------------- */
 
-/* One compute op of the trace: measured duration, the model's time at rate parameter x = 1
- * (launch + work x: GEMMs work = flops / peak, elementwise work = bytes / HBM), and the fraction
- * of it with a collective in flight on its rank. */
+/* One compute op of the trace: measured duration, the model's time (fixed + work x: GEMMs of
+ * ops the table does not price work = flops / peak and x the inverse efficiency; elementwise
+ * work = bytes / HBM; NS work the table's time and x its scale; fixed: an elementwise kind's
+ * launch, or a forward/backward op's kernels the table prices), the launch gaps inside it
+ * (kernel_gap_us applies to them), and the fraction of it with a collective in flight on its
+ * rank. FK_KERN: an op the table prices whole (a forward/backward op whose GEMMs all have rows,
+ * an elementwise op the table's rows describe): x is not fitted, only the gap. */
 typedef struct fit_op {
-    int kind;          /* FK_*: forward, backward, muon-update, adamw, ns (work: the table's time) */
+    int kind;          /* FK_* */
     double d_us, work_us, launch_us, overlap;
+    double gaps;       /* kernel launches inside the op less one (forward/backward with work) */
+    double table_us;   /* elementwise: the kernel table's time for it (0: no rows) */
 } fit_op;
 
-enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK__N };
+enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK_KERN, FK__N };
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -370,27 +376,38 @@ double calib_overlap_fraction(const double *iv, int n_iv, double a, double b)
     return o / (b - a);
 }
 
-/* For a given f: per kind the rate parameter x (and, for elementwise kinds, the per-op overhead
- * a) minimising the relative residuals of pred = (a + work x) / (1 - f o): the residual is
- * linear in (a, x), so the normal equations give them. GEMMs keep a = 0; an elementwise kind
- * whose overhead comes out negative or is not separable (one size) keeps the GPU's launch floor.
- * Returns the sum of squared residuals over all ops; per kind ss[], cnt[], x[] and a[]. */
+/* For a given f: the kernel gap g (x[FK_KERN]) from the ops the table prices whole, then per
+ * kind the rate parameter x (and, for elementwise kinds, the per-op overhead a) minimising the
+ * relative residuals of pred = (fixed + g gaps + work x) / (1 - f o): the residual is linear in
+ * (g) and in (a, x), so the normal equations give them. GEMM kinds keep their fixed part; an
+ * elementwise kind whose overhead comes out negative or is not separable (one size) keeps the
+ * GPU's launch floor; g < 0 is 0. Returns the sum of squared residuals over all ops; per kind
+ * ss[], cnt[], x[] and a[]. */
 static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], double a[FK__N], double ss[FK__N],
                         int cnt[FK__N])
 {
     double s11[FK__N] = {0}, s1c[FK__N] = {0}, scc[FK__N] = {0}, s1[FK__N] = {0}, sc[FK__N] = {0}, sl[FK__N] = {0},
-           slc[FK__N] = {0}, tot = 0;
+           slc[FK__N] = {0}, tot = 0, gg = 0, g1 = 0;
     for (int k = 0; k < FK__N; k++) x[k] = 0, a[k] = 0, ss[k] = 0, cnt[k] = 0;
+    for (int i = 0; i < n; i++) /* the gap: minimise sum ((fixed + g G) / q - 1)^2 over g */
+        if (ops[i].kind == FK_KERN) {
+            double q = ops[i].d_us * (1 - f * ops[i].overlap), G = ops[i].gaps / q;
+            gg += G * G, g1 += G * (1 - ops[i].launch_us / q);
+            cnt[FK_KERN]++;
+        }
+    double g = gg > 0 && g1 > 0 ? g1 / gg : 0;
+    x[FK_KERN] = g;
     for (int i = 0; i < n; i++) {
         int k = ops[i].kind;
-        double q = ops[i].d_us * (1 - f * ops[i].overlap), c = ops[i].work_us / q;
+        if (k == FK_KERN) continue;
+        double q = ops[i].d_us * (1 - f * ops[i].overlap), c = ops[i].work_us / q, fix = ops[i].launch_us + g * ops[i].gaps;
         s11[k] += 1 / (q * q), s1c[k] += c / q, scc[k] += c * c, s1[k] += 1 / q, sc[k] += c;
-        sl[k] += ops[i].launch_us / q * c, slc[k] += c;
+        sl[k] += fix / q * c, slc[k] += c;
         a[k] = ops[i].launch_us;
         cnt[k]++;
     }
     for (int k = 0; k < FK__N; k++) {
-        if (!(scc[k] > 0)) continue;
+        if (k == FK_KERN || !(scc[k] > 0)) continue;
         double det = s11[k] * scc[k] - s1c[k] * s1c[k];
         if ((k == FK_UPD || k == FK_ADAMW) && det > 1e-12 * s11[k] * scc[k]) {
             double ak = (s1[k] * scc[k] - s1c[k] * sc[k]) / det, xk = (s11[k] * sc[k] - s1c[k] * s1[k]) / det;
@@ -399,11 +416,13 @@ static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], dou
                 continue;
             }
         }
-        x[k] = (slc[k] - sl[k]) / scc[k]; /* a fixed: minimise sum (a/q + c x - 1)^2 over x */
+        x[k] = (slc[k] - sl[k]) / scc[k]; /* fixed parts as they are: minimise sum (fix/q + c x - 1)^2 over x */
     }
     for (int i = 0; i < n; i++) {
         int k = ops[i].kind;
-        double q = ops[i].d_us * (1 - f * ops[i].overlap), r = (a[k] + ops[i].work_us * x[k]) / q - 1;
+        double q = ops[i].d_us * (1 - f * ops[i].overlap);
+        double fix = (k == FK_UPD || k == FK_ADAMW ? a[k] : ops[i].launch_us) + g * ops[i].gaps;
+        double r = (fix + ops[i].work_us * (k == FK_KERN ? 0 : x[k])) / q - 1;
         ss[k] += r * r;
         tot += r * r;
     }
@@ -413,11 +432,19 @@ static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], dou
 /* Appends the compute ops of one trace (with its plan for NS ops) to *ops (capacity grows). */
 static int collect_ops(const char *trace_path, const char *program_path, const dm_gpu *gpu, const dm_costs *costs,
                        fit_op **ops, int *n, int *n_ov, double **first, int *n_first, double **gaps, int *n_gaps,
-                       char *desc, size_t desc_size, dm_err *err)
+                       int *n_covered, int *n_uncovered, int first_trace, char *model, size_t model_size, char *desc,
+                       size_t desc_size, dm_err *err)
 {
     dm_trace *t = NULL;
     dm_program *p = NULL;
     if (dm_trace_read(trace_path, &t, err)) return -1;
+    if (!first_trace && strcmp(model, t->model)) { /* so that validation on the other models means something */
+        dm_err_set(err, "%s is a trace of %s, an earlier one of %s: a calibration is fitted on one model's traces", trace_path,
+                   t->model[0] ? t->model : "(no model)", model[0] ? model : "(no model)");
+        dm_trace_free(t);
+        return -1;
+    }
+    if (first_trace) snprintf(model, model_size, "%s", t->model);
     int rc = -1, R = t->nranks > 0 ? t->nranks : 1;
     if (program_path && (!costs || dm_program_load(program_path, &p, err))) {
         if (!costs) dm_err_set(err, "%s: NS ops are fitted against a kernel table: none given", program_path);
@@ -467,17 +494,41 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
     rank_intervals(t, R, 1, iv, iv_off);
     for (int i = 0; i < t->n; i++) {
         const dm_trace_event *e = &t->ev[i];
-        fit_op o = {-1, e->dur_us, 0, 0, 0};
-        if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && e->flops > 0) {
+        fit_op o = {-1, e->dur_us, 0, 0, 0, 0, 0};
+        const dm_op *pop = p && e->rank >= 0 && e->rank < R && e->op >= 0 && e->op < p->ranks[e->rank].n_ops
+                               ? &p->ranks[e->rank].ops[e->op] : NULL;
+        if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && pop && pop->kind == e->kind && pop->work >= 0 &&
+            pop->work < p->n_works && costs) {
+            /* its kernels: those the table prices are fixed, the GEMMs of ops without rows are
+             * the efficiency's work; none of those: the table prices it whole */
+            const dm_work *w = &p->works[pop->work];
+            double launches = 0;
+            for (int q = 0; q < w->n; q++) {
+                const dm_kernel *kn = &w->k[q];
+                launches += (double)(kn->count > 0 ? kn->count : 1);
+                if ((kn->kind == DM_KERN_GEMM || kn->kind == DM_KERN_BGEMM) && !dm_costs_kernel_rows(costs, kn->kind, kn->op))
+                    o.work_us += kn->flops / gpu->bf16_flops * 1e6;
+                else
+                    o.launch_us += dm_costs_kernel_us(costs, gpu, kn, NULL);
+            }
+            o.gaps = launches > 1 ? launches - 1 : 0;
+            o.kind = o.work_us > 0 ? (e->kind == DM_OP_FORWARD ? FK_FWD : FK_BWD) : FK_KERN;
+            if (o.work_us > 0) (*n_uncovered)++;
+            else (*n_covered)++;
+        } else if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && e->flops > 0) {
             o.kind = e->kind == DM_OP_FORWARD ? FK_FWD : FK_BWD;
             o.work_us = e->flops / gpu->bf16_flops * 1e6;
+            (*n_uncovered)++;
         } else if ((e->kind == DM_OP_MUON_UPDATE || e->kind == DM_OP_ADAMW) && e->bytes > 0) {
+            const char *name = e->kind == DM_OP_ADAMW ? "adamw" : "muon_update";
             o.kind = e->kind == DM_OP_MUON_UPDATE ? FK_UPD : FK_ADAMW;
             o.work_us = e->bytes / gpu->hbm_Bps * 1e6;
             o.launch_us = gpu->launch_us;
+            if (costs && dm_costs_op_rows(costs, name, NULL)) /* the table's time, as the simulator takes it */
+                o.table_us = dm_costs_elementwise_us(costs, gpu, name,
+                                                     (int64_t)llround(e->bytes / dm_elementwise_bytes_per_param(name)), NULL);
         } else if (e->kind == DM_OP_NS && p) {
-            const dm_op *op = e->rank >= 0 && e->rank < R && e->op >= 0 && e->op < p->ranks[e->rank].n_ops
-                                  ? &p->ranks[e->rank].ops[e->op] : NULL;
+            const dm_op *op = pop;
             if (!op || op->kind != DM_OP_NS) {
                 dm_err_set(err, "%s: rank %d op %d is an NS op in the trace, not in the program %s (not the traced plan)",
                            trace_path, e->rank, e->op, program_path);
@@ -508,41 +559,106 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
     return calib_fit_traces(c, 1, &trace_path, &program_path, gpu, costs, fit_slowdown, log, err);
 }
 
+/* Median of |table / measured - 1| over the ops of kind k (their table time, 0 where none). */
+static double table_miss(const fit_op *ops, int n, int k, int *cnt)
+{
+    double *v = malloc(((size_t)n + 1) * sizeof *v), m = -1;
+    int nv = 0;
+    for (int i = 0; i < n && v; i++)
+        if (ops[i].kind == k && ops[i].table_us > 0) v[nv++] = fabs(ops[i].table_us / ops[i].d_us - 1);
+    if (nv) m = cmp_quantile(v, nv, 0.5);
+    free(v);
+    *cnt = nv;
+    return m;
+}
+
 int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, const char *const *program_paths,
                      const dm_gpu *gpu, const dm_costs *costs, int fit_slowdown, FILE *log, dm_err *err)
 {
-    int rc = -1, n = 0, n_ov = 0, n_first = 0, n_gaps = 0;
+    int rc = -1, n = 0, n_ov = 0, n_first = 0, n_gaps = 0, n_cov = 0, n_unc = 0;
     fit_op *ops = NULL;
     double *first = NULL, *gaps = NULL;
-    char desc[1024] = "";
+    char desc[1024] = "", model[128] = "";
     for (int i = 0; i < n_traces; i++) {
         const char *pp = program_paths ? program_paths[i] : NULL;
-        if (collect_ops(trace_paths[i], pp, gpu, costs, &ops, &n, &n_ov, &first, &n_first, &gaps, &n_gaps, desc,
-                        sizeof desc, err))
+        if (collect_ops(trace_paths[i], pp, gpu, costs, &ops, &n, &n_ov, &first, &n_first, &gaps, &n_gaps, &n_cov, &n_unc,
+                        i == 0, model, sizeof model, desc, sizeof desc, err))
             goto out;
     }
     const char *trace_path = n_traces == 1 ? trace_paths[0] : "the traces";
-    double x[FK__N], a[FK__N], ss[FK__N], f = 0;
-    int cnt[FK__N];
-    double best = fit_rates(ops, n, 0, x, a, ss, cnt);
-    if (!cnt[FK_FWD] && !cnt[FK_BWD]) {
+    if (!n_cov && !n_unc) {
         dm_err_set(err, "%s: no forward or backward ops with FLOPs and a duration", trace_path);
         goto out;
     }
+    snprintf(c->fitted_on, sizeof c->fitted_on, "%s", model[0] ? model : "-");
+    /* Elementwise updates the kernel table's rows describe (within 10%, median) are the table's:
+     * their time is fixed, no rate is fitted for them; a kind the table has no rows of, or rows
+     * that miss the executor's ops by more, gets a bandwidth and a launch term. */
+    static const char *const what[FK__N] = {"forward", "backward", "muon-update", "adamw", "ns", "kernel"};
+    double miss[FK__N] = {0};
+    int miss_n[FK__N] = {0}, table_kind[FK__N] = {0};
+    for (int k = FK_UPD; k <= FK_ADAMW; k++) {
+        miss[k] = table_miss(ops, n, k, &miss_n[k]);
+        if (miss_n[k] && miss[k] <= 0.10) {
+            table_kind[k] = 1;
+            for (int i = 0; i < n; i++)
+                if (ops[i].kind == k) ops[i].kind = FK_KERN, ops[i].launch_us = ops[i].table_us, ops[i].work_us = 0;
+        }
+    }
+    double x[FK__N], a[FK__N], ss[FK__N], f = 0;
+    int cnt[FK__N];
+    double best = fit_rates(ops, n, 0, x, a, ss, cnt);
     if (fit_slowdown && n_ov)
         for (int i = 1; i < 950; i++) { /* f on a 0.001 grid: one parameter, a smooth objective */
             double xi[FK__N], ai[FK__N], si[FK__N], v = fit_rates(ops, n, i / 1000.0, xi, ai, si, cnt);
             if (v < best) best = v, f = i / 1000.0;
         }
     fit_rates(ops, n, f, x, a, ss, cnt);
-    static const char *const what[FK__N] = {"forward", "backward", "muon-update", "adamw", "ns"};
     static const char *const keys[FK__N] = {"fwd_efficiency", "bwd_efficiency", "elementwise_efficiency.muon_update",
-                                            "elementwise_efficiency.adamw", "ns_time_scale"};
+                                            "elementwise_efficiency.adamw", "ns_time_scale", "kernel_gap_us"};
     char src[1400], fsrc[64] = "";
     if (f > 0) snprintf(fsrc, sizeof fsrc, ", with comm_slowdown %.3g", f);
+    /* what priced the forward and backward ops: the note the file carries */
+    size_t nl = strlen(c->notes);
+    if (n_cov)
+        nl += (size_t)snprintf(c->notes + nl, sizeof c->notes - nl, "%sforward/backward: %d ops priced by the kernel table "
+                               "(every GEMM of them has rows): no fwd/bwd efficiency fitted for them", nl ? "; " : "", n_cov);
+    if (n_unc && nl < sizeof c->notes)
+        nl += (size_t)snprintf(c->notes + nl, sizeof c->notes - nl, "%sforward/backward: %d ops with GEMMs the kernel table "
+                               "has no rows of: fwd/bwd efficiency fitted on those GEMMs (the fallback)", nl ? "; " : "", n_unc);
+    if (log) {
+        if (n_cov) fprintf(log, "  forward/backward: %d ops priced by the kernel table: fwd/bwd efficiency not fitted for them\n", n_cov);
+        if (n_unc) fprintf(log, "  forward/backward: %d ops with GEMMs the table has no rows of (or no plan): fwd/bwd "
+                                "efficiency fitted (the fallback)\n", n_unc);
+    }
+    for (int k = FK_UPD; k <= FK_ADAMW; k++) {
+        if (!miss_n[k]) continue;
+        if (table_kind[k]) {
+            if (log) fprintf(log, "  %-34s not fitted: the kernel table's rows are within %.1f%% (median) of %d %s ops\n",
+                             keys[k], 100 * miss[k], miss_n[k], what[k]);
+            if (nl < sizeof c->notes)
+                nl += (size_t)snprintf(c->notes + nl, sizeof c->notes - nl, "%s%s: the kernel table's rows (within %.1f%% "
+                                       "of %d ops): not fitted", nl ? "; " : "", what[k], 100 * miss[k], miss_n[k]);
+        } else if (log) {
+            fprintf(log, "  (%s: the kernel table's rows miss the %d traced ops by %.1f%% (median): fitted)\n", what[k],
+                    miss_n[k], 100 * miss[k]);
+        }
+    }
     for (int k = 0; k < FK__N; k++) {
         if (!cnt[k]) continue;
         double eff = x[k] > 0 ? 1 / x[k] : 0, res = sqrt(ss[k] / cnt[k]);
+        if (k == FK_KERN) { /* the gap between kernels inside an op, where the traces show one */
+            int with_gaps = 0;
+            for (int i = 0; i < n; i++) with_gaps += ops[i].kind == FK_KERN && ops[i].gaps > 0;
+            if (log) fprintf(log, "  %-34s %.4g: %3d ops priced by the kernel table (residual %.1f%%)%s\n", keys[k], x[k],
+                             with_gaps, 100 * res, x[k] > 0 ? "" : ": no gap, not written");
+            if (!(x[k] > 0) || !with_gaps) continue;
+            snprintf(src, sizeof src, "%s: %d forward/backward ops priced by %s, their measured time less the kernels' "
+                     "over their launches less one: least squares of relative residuals%s", desc, with_gaps,
+                     dm_costs_describe(costs), fsrc);
+            if (set_num(c, keys[k], x[k] > 1e3 ? 1e3 : x[k], src, res, with_gaps, err)) goto out;
+            continue;
+        }
         if (k == FK_NS) { /* a time scale, not a rate */
             if (!(x[k] >= 0.1 && x[k] <= 10)) {
                 dm_err_set(err, "%s: NS ops take %g x the kernel table's time, outside [0.1, 10]", trace_path, x[k]);
@@ -559,11 +675,13 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
             goto out;
         }
         if (k < FK_UPD)
-            snprintf(src, sizeof src, "%s: %d %s ops, %.4g TFLOP/s over the %s peak %.4g%s", desc, cnt[k], what[k],
-                     eff * gpu->bf16_flops / 1e12, gpu->short_name, gpu->bf16_flops / 1e12, fsrc);
+            snprintf(src, sizeof src, "%s: %d %s ops, %.4g TFLOP/s over the %s peak %.4g%s (the fallback for GEMMs the "
+                     "kernel table has no rows of)", desc, cnt[k], what[k], eff * gpu->bf16_flops / 1e12, gpu->short_name,
+                     gpu->bf16_flops / 1e12, fsrc);
         else
-            snprintf(src, sizeof src, "%s: %d %s ops, %.4g GB/s over the %s HBM %.4g GB/s + %.3g us per op%s", desc,
-                     cnt[k], what[k], eff * gpu->hbm_Bps / 1e9, gpu->short_name, gpu->hbm_Bps / 1e9, a[k], fsrc);
+            snprintf(src, sizeof src, "%s: %d %s ops, %.4g GB/s over the %s HBM %.4g GB/s + %.3g us per op%s%s", desc,
+                     cnt[k], what[k], eff * gpu->hbm_Bps / 1e9, gpu->short_name, gpu->hbm_Bps / 1e9, a[k], fsrc,
+                     miss_n[k] ? " (the kernel table's rows miss these ops)" : " (no kernel table rows)");
         if (log) fprintf(log, "  %-34s %.4f: %3d ops (residual %.1f%%)\n", keys[k], eff, cnt[k], 100 * res);
         if (set_num(c, keys[k], eff, src, res, cnt[k], err)) goto out;
         if (k == FK_UPD || k == FK_ADAMW) {
@@ -723,7 +841,16 @@ int calib_add_costs(calib *c, const char *costs_path, const char *out_path, FILE
     /* as the file holds it: relative to its folder (calib_apply reads it from there, so the file
      * works from any working folder); absolute when the file goes to stdout */
     dm_path_dir(out_path, dir, sizeof dir);
-    if (dm_path_relative(costs_path, strcmp(out_path, "-") ? dir : NULL, rel, sizeof rel, err)) return -1;
+    /* a joined table (A,B: costs.h) piece by piece */
+    char list[1024], *save = NULL;
+    size_t rl = 0;
+    snprintf(list, sizeof list, "%s", costs_path);
+    rel[0] = 0;
+    for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+        char one[1024];
+        if (dm_path_relative(f, strcmp(out_path, "-") ? dir : NULL, one, sizeof one, err)) return -1;
+        rl += (size_t)snprintf(rel + rl, rl < sizeof rel ? sizeof rel - rl : 0, "%s%s", rl ? "," : "", one);
+    }
     return calib_set(c, "costs", rel, src, -1, 0, err);
 }
 
@@ -736,6 +863,8 @@ int calib_write(const calib *c, const char *path, dm_err *err)
     FILE *f = dm_out_file(o);
     fprintf(f, "# " FORMAT "\n# gpu: %s\n# date: %s\n# command: %s\n", c->gpu[0] ? c->gpu : "-", c->date,
             c->command[0] ? c->command : "-");
+    if (c->fitted_on[0]) fprintf(f, "# fitted-on: %s\n", c->fitted_on);
+    if (c->notes[0]) fprintf(f, "# note: %s\n", c->notes); /* one line: the notes hold no newline */
     fprintf(f, "# Each value: key = value   # source; date; gpu; residual (relative RMS of its fit); points.\n"
                "# Use: dmuon sim --calibration FILE (keys as in a cluster file, see core/cluster.h and core/calib.h).\n");
     for (int i = 0; i < c->n; i++) {
@@ -783,6 +912,8 @@ int calib_read(const char *path, calib *out, dm_err *err)
             if (!strncmp(s, "# gpu: ", 7)) snprintf(out->gpu, sizeof out->gpu, "%s", s + 7);
             else if (!strncmp(s, "# date: ", 8)) snprintf(out->date, sizeof out->date, "%s", s + 8);
             else if (!strncmp(s, "# command: ", 11)) snprintf(out->command, sizeof out->command, "%s", s + 11);
+            else if (!strncmp(s, "# fitted-on: ", 13)) snprintf(out->fitted_on, sizeof out->fitted_on, "%s", s + 13);
+            else if (!strncmp(s, "# note: ", 8)) snprintf(out->notes, sizeof out->notes, "%s", s + 8);
             continue;
         }
         char *eq = strchr(s, '=');
@@ -868,7 +999,16 @@ int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
     for (int i = 0; i < k.n; i++) {
         const calib_entry *e = &k.e[i];
         if (!strcmp(e->key, "costs")) { /* beside the calibration file, as calib_write wrote it */
-            if (dm_path_beside(file, e->value, info->costs, sizeof info->costs, err)) return -1;
+            char list[1024], *save = NULL;
+            size_t cl = 0;
+            snprintf(list, sizeof list, "%s", e->value);
+            info->costs[0] = 0;
+            for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) { /* a joined table */
+                char one[1024];
+                if (dm_path_beside(file, f, one, sizeof one, err)) return -1;
+                cl += (size_t)snprintf(info->costs + cl, cl < sizeof info->costs ? sizeof info->costs - cl : 0, "%s%s",
+                                       cl ? "," : "", one);
+            }
         } else {
             apply_entry(e, c);
         }
@@ -877,6 +1017,14 @@ int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
                                     strcmp(e->key, "costs") ? e->value : base_name(e->value));
         info->n_applied++;
     }
+    snprintf(info->fitted_on, sizeof info->fitted_on, "%s", k.fitted_on);
+    for (int i = 0; i < k.n && !info->fitted_on[0]; i++) { /* older files: the model their traces name */
+        const char *t = strstr(k.e[i].source, " trace of ");
+        if (t) sscanf(t + 10, "%127s", info->fitted_on);
+    }
+    if (!strcmp(info->fitted_on, "-")) info->fitted_on[0] = 0;
+    if (info->fitted_on[0] && len < sizeof info->describe)
+        snprintf(info->describe + len, sizeof info->describe - len, "; fitted on %s's traces", info->fitted_on);
     size_t sl = strlen(c->source);
     snprintf(c->source + sl, sizeof c->source - sl, "%scalibrated by %s", sl ? "; " : "", base_name(file));
     return 0;

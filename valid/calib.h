@@ -33,7 +33,18 @@
  *  - a kernel table from `dmuon bench kernels --out` (dmuon-costs-1): checked to load and
  *    recorded by path, so the simulator uses the same table.
  *
- * Calibration file (format dmuon-calib-1): '#' header lines (format, date, gpu, command), then
+ * Forward/backward ops of a traced plan whose every GEMM the kernel table has rows of are the
+ * table's: no efficiency is fitted for them; their measured time less the kernels' (the table's,
+ * dm_costs_kernel_us) over their kernel launches less one gives kernel_gap_us, when the traces
+ * show a gap. Only GEMMs the table has no rows of (or ops without a plan) fit fwd/bwd_efficiency,
+ * the simulator's fallback for them. An elementwise kind (muon-update, adamw) whose table rows
+ * come within 10% (median) of its traced ops is the table's too; one without rows, or whose rows
+ * miss by more, gets elementwise_efficiency and elementwise_launch_us. The traces of one
+ * calibration are of one model (others are refused), named in the file's "# fitted-on:" line, so
+ * that validation on the other models means something; "# note:" says what priced what.
+ *
+ * Calibration file (format dmuon-calib-1): '#' header lines (format, date, gpu, command, and
+ * optionally fitted-on and note), then
  * one "key = value" per line, each key once: the parameter table's DM_PARAM_CALIB keys
  * (cluster.h: their ranges are the table's, the same a cluster file is held to) plus
  * "costs = PATH", the kernel table, relative to the calibration file's folder (so the file works
@@ -67,6 +78,8 @@ typedef struct calib {
     char gpu[128];
     char date[32];
     char command[1024];
+    char fitted_on[128];  /* the model whose traces the compute fits came from ("" if none) */
+    char notes[1024];     /* what priced what (e.g. forward/backward by the kernel table) */
     int n;
     calib_entry e[CALIB_MAX_ENTRIES];
 } calib;
@@ -133,6 +146,8 @@ typedef struct calib_info {
     char costs[1024];    /* the kernel table the calibration names, resolved against the
                             calibration file's folder ("" if none) */
     char describe[1200]; /* "FILE (date, GPU): keys ..." */
+    char fitted_on[128]; /* the model whose traces it was fitted on: its "# fitted-on:" line, else
+                            the model its sources' traces name ("" when none) */
     int n_applied;
 } calib_info;
 

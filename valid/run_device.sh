@@ -6,7 +6,10 @@
 #   valid/run_device.sh validate   # dmuon validate: 3 strategies x 2 overlaps x 1,2 GPUs, Llama-3.2-3B
 #   valid/run_device.sh regress    # dmuon regress --update for machine kind h200 (full suite, GPU part;
 #                                  # the reason stored from $REGRESS_REASON)
-#   valid/run_device.sh all        # both
+#   valid/run_device.sh models     # issue 14 on one GPU: calibrate on Llama-3.2-3B's dmuon trace
+#                                  # (the one model it is fitted on), then dmuon validate across six
+#                                  # models x 2048,4096 tokens x dmuon/muon-ddp/adamw with it
+#   valid/run_device.sh all        # validate and regress
 set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
@@ -25,6 +28,24 @@ if [ "$mode" = validate ] || [ "$mode" = all ]; then
     --steps 5 --tokens 4096 --mpirun "$MPIRUN" --out "$O/validate" > "$O/validate.txt" 2> "$O/validate.err"
   echo "validate exit $?" >> "$O/validate.txt"
   tail -75 "$O/validate.txt"
+fi
+if [ "$mode" = models ]; then
+  K=traces/costs/h200.csv
+  [ -f traces/costs/h200-work.csv ] && K=$K,traces/costs/h200-work.csv # bench work's rows, joined
+  C=llama-3.2-3b.dmuon.interleave.1gpu
+  timeout 150 $B validate --cluster h200 --models llama-3.2-3b --strategies dmuon --overlaps interleave --gpus 1 \
+    --steps 5 --tokens 4096 --costs "$K" --out "$O/calib-run" > "$O/calib-run.txt" 2>&1
+  echo "calibration run exit $?" >> "$O/calib-run.txt"
+  $B calibrate --cluster h200 --trace "$O/calib-run/$C/real.csv" --program "$O/calib-run/$C/program.json" \
+    --kernels "$K" --out "$O/h200.calib" > "$O/calibrate.txt" 2>&1
+  echo "calibrate exit $?" >> "$O/calibrate.txt"
+  tail -20 "$O/calibrate.txt"
+  timeout 420 $B validate --cluster h200 --calibration "$O/h200.calib" \
+    --models llama-3.2-3b,qwen2.5-1.5b,qwen2.5-7b,wall-oss-flow,qwen2.5-vl-3b,moonlight-16b-a3b-6l \
+    --strategies dmuon,muon-ddp,adamw --overlaps interleave --gpus 1 --tokens 2048,4096 --steps 3 \
+    --out "$O/models" > "$O/models.txt" 2> "$O/models.err"
+  echo "validate exit $?" >> "$O/models.txt"
+  sed -n '/^# errors by model/,$p' "$O/models.txt"
 fi
 if [ "$mode" = regress ] || [ "$mode" = all ]; then
   timeout 420 $B regress --machine h200 --exec-gpus 2 --reps 3 --costs traces/costs/roofline.csv \

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lines.h"
+#include "memory.h"
 #include "model.h"
 #include "outfile.h"
 #include "paths.h"
@@ -16,35 +17,45 @@
 #include "spawn.h"
 #include "trace.h"
 
-#define REPLAY_HEADER "case,model,strategy,overlap,gpus,phase,measured_ms,predicted_ms"
+/* validate.csv's header: the older one (no tokens column) is read too */
+#define REPLAY_HEADER_OLD "case,model,strategy,overlap,gpus,phase,measured_ms,predicted_ms"
+#define REPLAY_HEADER "case,model,strategy,overlap,gpus,tokens,phase,measured_ms,predicted_ms"
+#define GIB 1073741824.0
 
-int vld_cases(char *const *models, int n_models, const long *gpus, int n_gpus, char *const *strats, int n_strats,
-              char *const *ovls, int n_ovls, vld_case **out, int *n_out, dm_err *err)
+int vld_cases(char *const *models, int n_models, const long *tokens, int n_tokens, const long *gpus, int n_gpus,
+              char *const *strats, int n_strats, char *const *ovls, int n_ovls, vld_case **out, int *n_out, dm_err *err)
 {
-    int n = n_models * n_strats * n_ovls * n_gpus, k = 0;
+    int n = n_models * n_tokens * n_strats * n_ovls * n_gpus, k = 0;
     vld_case *cs = dm_calloc((size_t)n + 1, sizeof *cs, err);
     if (!cs) return -1;
     for (int mi = 0; mi < n_models; mi++)
-        for (int g = 0; g < n_gpus; g++)
-            for (int s = 0; s < n_strats; s++)
-                for (int o = 0; o < n_ovls; o++) {
-                    vld_case *vc = &cs[k++];
-                    vc->model = models[mi];
-                    vc->strategy = strats[s];
-                    vc->overlap = ovls[o];
-                    vc->gpus = (int)gpus[g];
-                    /* a model file by its base name without .json */
-                    const char *mb = strrchr(models[mi], '/') ? strrchr(models[mi], '/') + 1 : models[mi];
-                    int ml = (int)strlen(mb);
-                    if (ml > 5 && !strcmp(mb + ml - 5, ".json")) ml -= 5;
-                    snprintf(vc->name, sizeof vc->name, "%.*s.%s.%s.%dgpu", ml, mb, strats[s], ovls[o], vc->gpus);
-                    for (char *q = vc->name; *q; q++)
-                        if (*q == '/' || *q == ':') *q = '_';
-                }
+        for (int t = 0; t < n_tokens; t++)
+            for (int g = 0; g < n_gpus; g++)
+                for (int s = 0; s < n_strats; s++)
+                    for (int o = 0; o < n_ovls; o++) {
+                        vld_case *vc = &cs[k++];
+                        vc->model = models[mi];
+                        vc->strategy = strats[s];
+                        vc->overlap = ovls[o];
+                        vc->gpus = (int)gpus[g];
+                        vc->tokens = tokens[t];
+                        /* a model file by its base name without .json */
+                        const char *mb = strrchr(models[mi], '/') ? strrchr(models[mi], '/') + 1 : models[mi];
+                        int ml = (int)strlen(mb);
+                        if (ml > 5 && !strcmp(mb + ml - 5, ".json")) ml -= 5;
+                        int w = snprintf(vc->name, sizeof vc->name, "%.*s.%s.%s.%dgpu", ml, mb, strats[s], ovls[o],
+                                         vc->gpus);
+                        if (n_tokens > 1 && w > 0 && (size_t)w < sizeof vc->name)
+                            snprintf(vc->name + w, sizeof vc->name - (size_t)w, ".%ldtok", tokens[t]);
+                        for (char *q = vc->name; *q; q++)
+                            if (*q == '/' || *q == ':') *q = '_';
+                    }
     *out = cs;
     *n_out = n;
     return 0;
 }
+
+static int64_t case_tokens(const vld_case *vc, const vld_opts *o) { return vc->tokens > 0 ? vc->tokens : o->tokens; }
 
 int vld_default_plot_case(const vld_case *cs, int n)
 {
@@ -56,8 +67,10 @@ int vld_default_plot_case(const vld_case *cs, int n)
 
 /* ---- one case ------------------------------------------------------------------------------ */
 
-/* Plan one case and simulate it (*p and *sr owned by the caller; both NULL on failure). */
-static int plan_and_sim(const vld_case *vc, const vld_opts *o, dm_program **p, sim_result **sr, dm_err *err)
+/* Plan one case, its per-rank peak memory into *mem (may be NULL), and, unless plan_only,
+ * simulate it (*p and *sr owned by the caller; both NULL on failure). */
+static int plan_and_sim(const vld_case *vc, const vld_opts *o, int plan_only, dm_program **p, dm_mem_est *mem,
+                        sim_result **sr, dm_err *err)
 {
     dm_model *m = NULL;
     *p = NULL;
@@ -65,12 +78,16 @@ static int plan_and_sim(const vld_case *vc, const vld_opts *o, dm_program **p, s
     sched_opts so;
     sched_opts_default(&so);
     char tok[32];
-    snprintf(tok, sizeof tok, "%lld", (long long)o->tokens);
+    snprintf(tok, sizeof tok, "%lld", (long long)case_tokens(vc, o));
     int rc = -1;
     if (dm_model_load(vc->model, &m, err) || sched_opts_parse(&so, "strategy", vc->strategy, err) ||
         sched_opts_parse(&so, "overlap", vc->overlap, err) || sched_opts_parse(&so, "tokens", tok, err) ||
-        sched_build(m, o->cluster, vc->gpus, o->costs, &so, p, NULL, err))
+        sched_build(m, o->cluster, vc->gpus, o->costs, &so, p, NULL, err) || (mem && dm_mem_peak(m, *p, NULL, mem, err)))
         goto out;
+    if (plan_only) {
+        rc = 0;
+        goto out;
+    }
     sim_opts so2;
     sim_opts_default(&so2);
     so2.costs = o->costs;
@@ -99,8 +116,22 @@ static int run_case(vld_case *vc, const vld_opts *o, FILE *out, dm_trace **sim_o
     dm_program *p = NULL;
     sim_result *sr = NULL;
     dm_trace *real = NULL;
+    dm_mem_est mem;
     int rc = -1;
-    if (plan_and_sim(vc, o, &p, &sr, err) || dm_program_save(p, prog, err)) goto out;
+    /* the GPU backend's memory, from the estimate, before anything runs */
+    if (plan_and_sim(vc, o, 1, &p, &mem, &sr, err) || dm_program_save(p, prog, err)) goto out;
+    if (!strcmp(o->backend, "gpu") && !dm_mem_fits(&mem, o->cluster->gpu)) {
+        vc->nofit = 1;
+        vc->need_bytes = mem.total;
+        if (o->dry) fprintf(out, "  %s: does not fit (needs %.1f GiB of %.1f on %s): not run\n", vc->name, mem.total / GIB,
+                            o->cluster->gpu->mem_bytes / GIB, o->cluster->gpu->short_name);
+        rc = 0;
+        goto out;
+    }
+    dm_program_free(p);
+    if (plan_and_sim(vc, o, 0, &p, NULL, &sr, err)) goto out;
+    snprintf(vc->src[0], sizeof vc->src[0], "%s", sr->cost_src[DM_OP_FORWARD]);
+    snprintf(vc->src[1], sizeof vc->src[1], "%s", sr->cost_src[DM_OP_BACKWARD]);
     char np[16], st[16];
     snprintf(np, sizeof np, "%d", vc->gpus);
     snprintf(st, sizeof st, "%ld", o->steps);
@@ -143,6 +174,92 @@ static double phase_err(const cmp_result *r, int p) { return cmp_rel_err(r->sim.
 
 /* ---- the whole run ------------------------------------------------------------------------- */
 
+/* The base name of a model argument without .json ("models/x.json" -> "x"), lower case, and
+ * the same of a model's display name, to tell whether a case is of the fitted-on model. */
+static void model_key(const char *s, char *buf, size_t size)
+{
+    const char *b = strrchr(s, '/') ? strrchr(s, '/') + 1 : s;
+    snprintf(buf, size, "%s", b);
+    size_t l = strlen(buf);
+    if (l > 5 && !strcmp(buf + l - 5, ".json")) buf[l - 5] = 0;
+    for (char *q = buf; *q; q++)
+        if (*q >= 'A' && *q <= 'Z') *q = (char)(*q - 'A' + 'a');
+}
+
+static int fitted_case(const vld_case *vc, const vld_opts *o)
+{
+    if (!o->fitted_on || !o->fitted_on[0]) return 0;
+    char a[256], b[256];
+    model_key(vc->model, a, sizeof a);
+    model_key(o->fitted_on, b, sizeof b);
+    return !strcmp(a, b);
+}
+
+/* One error cell: the phase's error, in brackets when it is not held (under 1% of the step;
+ * exposed communication: under 2%, the goal's threshold). */
+static void err_cell(FILE *out, const vld_case *vc, int p, int *held, int *within)
+{
+    double e = phase_err(&vc->r, p), lim = p == DM_PHASE_EXPOSED_COMM ? 0.30 : 0.10;
+    int h = cmp_phase_held(&vc->r.sim, &vc->r.real, p);
+    if (p == DM_PHASE_EXPOSED_COMM)
+        h = vc->r.real.us[p] >= 0.02 * vc->r.real.us[DM_PHASE_STEP] || vc->r.sim.us[p] >= 0.02 * vc->r.sim.us[DM_PHASE_STEP];
+    char cell[32];
+    if (!isfinite(e)) snprintf(cell, sizeof cell, "%s", "-");
+    else snprintf(cell, sizeof cell, h ? "%+.1f%%" : "[%+.1f%%]", 100 * e);
+    fprintf(out, " %9s", cell);
+    *held += h;
+    *within += h && isfinite(e) && fabs(e) <= lim;
+}
+
+/* The per-model table of the phases' errors, the fitted-on model's cases marked, each model's
+ * kernel sources once, and the goal's count (step, forward, backward, optimizer within 10%,
+ * exposed within 30% where it is over 2% of the step). */
+static void print_model_table(FILE *out, const vld_case *cs, int n, const vld_opts *o)
+{
+    fprintf(out, "\n# errors by model, (predicted - measured) / measured; [x]: not held (under 1%% of the step, exposed "
+                 "under 2%%)\n");
+    if (o->calibration && o->calibration[0])
+        fprintf(out, "# calibration %s%s%s%s\n", o->calibration, o->fitted_on && o->fitted_on[0] ? ", fitted on " : "",
+                o->fitted_on && o->fitted_on[0] ? o->fitted_on : "", o->fitted_on && o->fitted_on[0] ? " (*)" : "");
+    else
+        fprintf(out, "# no calibration\n");
+    fprintf(out, "# %-26s %-10s %-10s %4s %7s %9s %9s %9s %9s %9s\n", "model", "strategy", "overlap", "gpus", "tokens",
+            "step", "forward", "backward", "optimizer", "exposed");
+    int good = 0, good_other = 0, n_ok = 0, n_other = 0;
+    for (int i = 0; i < n; i++) {
+        const vld_case *vc = &cs[i];
+        char mname[64];
+        snprintf(mname, sizeof mname, "%.24s%s", vc->model, fitted_case(vc, o) ? " *" : "");
+        fprintf(out, "  %-26s %-10s %-10s %4d %7lld", mname, vc->strategy, vc->overlap, vc->gpus,
+                (long long)case_tokens(vc, o));
+        if (vc->nofit) {
+            fprintf(out, "  does not fit (needs %.1f GiB)\n", vc->need_bytes / GIB);
+            continue;
+        }
+        if (!vc->ok) {
+            fprintf(out, "  FAILED\n");
+            continue;
+        }
+        int held = 0, within = 0;
+        for (int p = 0; p < DM_PHASE__COMPARED; p++) err_cell(out, vc, p, &held, &within);
+        fprintf(out, "\n");
+        int all = held == within;
+        n_ok++, good += all;
+        if (!fitted_case(vc, o)) n_other++, good_other += all;
+        /* the sources of this model's kernels, after its last case */
+        int last = 1;
+        for (int j = i + 1; j < n && last; j++) last = strcmp(cs[j].model, vc->model) != 0;
+        if (last)
+            for (int j = 0; j <= i; j++)
+                if (!strcmp(cs[j].model, vc->model) && cs[j].src[0][0]) {
+                    fprintf(out, "    forward kernels:  %s\n    backward kernels: %s\n", cs[j].src[0], cs[j].src[1]);
+                    break;
+                }
+    }
+    fprintf(out, "# goal (step, forward, backward, optimizer within 10%%; exposed within 30%% where over 2%% of the step): "
+                 "%d of %d cases; %d of %d on models the calibration was not fitted on\n", good, n_ok, good_other, n_other);
+}
+
 int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
 {
     dm_err err;
@@ -153,13 +270,15 @@ int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
     }
     if (o->dry) fprintf(out, "commands:\n");
     fflush(out);
-    int failed = 0, missed = 0;
+    int failed = 0, missed = 0, nofit = 0;
     for (int i = 0; i < n; i++) {
         dm_trace *st = NULL, *rt = NULL;
         if (!o->dry) fprintf(stderr, "validate: %d/%d %s\n", i + 1, n, cs[i].name);
         if (run_case(&cs[i], o, out, &st, &rt, &err)) {
             snprintf(cs[i].why, sizeof cs[i].why, "%s", err.msg);
             failed++;
+        } else if (cs[i].nofit) {
+            nofit++;
         } else if (!o->dry && i + 1 == plot_case) {
             char pdir[4200], title[512];
             int drawn = 0;
@@ -185,6 +304,11 @@ int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
     int within = 0;
     for (int i = 0; i < n; i++) {
         vld_case *vc = &cs[i];
+        if (vc->nofit) {
+            fprintf(out, "  %-44s does not fit (needs %.1f GiB of %.1f on %s): not run\n", vc->name, vc->need_bytes / GIB,
+                    o->cluster->gpu->mem_bytes / GIB, o->cluster->gpu->short_name);
+            continue;
+        }
         if (!vc->ok) {
             fprintf(out, "  %-44s FAILED: %s\n", vc->name, vc->why);
             continue;
@@ -198,18 +322,20 @@ int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
             fprintf(out, "  %-44s %-12s %11.3f %11.3f %+7.1f%%%s\n", p ? "" : vc->name, dm_phase_name((dm_phase)p),
                     vc->r.real.us[p] / 1e3, vc->r.sim.us[p] / 1e3, 100 * e, miss ? "  MISS" : "");
             if (csv)
-                fprintf(dm_out_file(csv), "%s,%s,%s,%s,%d,%s,%.6f,%.6f,%.4f,%.4f,%.4f,%d\n", vc->name, vc->model,
-                        vc->strategy, vc->overlap, vc->gpus, dm_phase_name((dm_phase)p), vc->r.real.us[p] / 1e3,
-                        vc->r.sim.us[p] / 1e3, 100 * e, 100 * vc->r.abs_err_median, 100 * vc->r.abs_err_p90,
-                        vc->r.n_matched);
+                fprintf(dm_out_file(csv), "%s,%s,%s,%s,%d,%lld,%s,%.6f,%.6f,%.4f,%.4f,%.4f,%d\n", vc->name, vc->model,
+                        vc->strategy, vc->overlap, vc->gpus, (long long)case_tokens(vc, o), dm_phase_name((dm_phase)p),
+                        vc->r.real.us[p] / 1e3, vc->r.sim.us[p] / 1e3, 100 * e, 100 * vc->r.abs_err_median,
+                        100 * vc->r.abs_err_p90, vc->r.n_matched);
         }
         within += all5;
         fprintf(out, "  %-44s ops: %d matched, |error| median %.1f%%, 90th percentile %.1f%%\n", "", vc->r.n_matched,
                 100 * vc->r.abs_err_median, 100 * vc->r.abs_err_p90);
     }
     if (csv && dm_out_commit(csv, &err)) fprintf(stderr, "dmuon validate: %s\n", err.msg);
-    fprintf(out, "\nvalidate: %d cases, %d ran, %d failed; %d with the step and every phase within 5%%%s\n", n, n - failed,
-            failed, within, o->max_err >= 0 ? "" : " (report only: --max-error makes misses fail)");
+    print_model_table(out, cs, n, o);
+    fprintf(out, "\nvalidate: %d cases, %d ran, %d failed, %d do not fit in GPU memory; %d with the step and every phase "
+                 "within 5%%%s\n", n, n - failed - nofit, failed, nofit, within,
+            o->max_err >= 0 ? "" : " (report only: --max-error makes misses fail)");
     fprintf(out, "wrote %s\n", path);
     return failed || missed ? 1 : 0;
 }
@@ -217,22 +343,36 @@ int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
 /* ---- replay -------------------------------------------------------------------------------- */
 
 /* One row of a validate.csv into its case (cs grows; the pointers into buf are set by the
- * caller once it stops moving). */
-static int csv_row(const char *path, int ln, char *line, vld_case **cs, int *n, int *cap, dm_err *err)
+ * caller once it stops moving). with_tokens: the table has the tokens column (else the case's
+ * tokens are 0: the caller's). */
+static int csv_row(const char *path, int ln, char *line, int with_tokens, vld_case **cs, int *n, int *cap, dm_err *err)
 {
-    char *fld[8];
-    int col[8], nf = 0;
-    for (char *q = line; nf < 8;) {
-        fld[nf] = q;
-        col[nf++] = (int)(q - line) + 1;
+    char *raw[9], *fld[8];
+    int rcol[9], col[8], nf = 0, want = with_tokens ? 9 : 8;
+    for (char *q = line; nf < want;) {
+        raw[nf] = q;
+        rcol[nf++] = (int)(q - line) + 1;
         char *c = strchr(q, ',');
         if (!c) break;
         *c = 0;
         q = c + 1;
     }
-    if (nf < 8)
-        return dm_err_set(err, "%s:%d:%d: expected 8 or more comma-separated fields (" REPLAY_HEADER "), found %d", path, ln,
-                          (int)strlen(line) + 1, nf);
+    if (nf < want)
+        return dm_err_set(err, "%s:%d:%d: expected %d or more comma-separated fields (%s), found %d", path, ln,
+                          (int)strlen(line) + 1, want, with_tokens ? REPLAY_HEADER : REPLAY_HEADER_OLD, nf);
+    int64_t tokens = 0;
+    for (int i = 0, j = 0; i < nf; i++) { /* the fields of the older layout; tokens aside */
+        if (with_tokens && i == 5) {
+            char *e;
+            long long v = strtoll(raw[i], &e, 10);
+            if (*e || e == raw[i] || v < 1 || v > (1LL << 30))
+                return dm_err_set(err, "%s:%d:%d: expected tokens per rank in [1, 2^30], found '%s'", path, ln, rcol[i],
+                                  raw[i]);
+            tokens = v;
+            continue;
+        }
+        fld[j] = raw[i], col[j++] = rcol[i];
+    }
     for (int i = 0; i < 4; i++)
         if (!fld[i][0] || strlen(fld[i]) >= 192)
             return dm_err_set(err, "%s:%d:%d: expected a name of 1 to 191 characters", path, ln, col[i]);
@@ -254,9 +394,10 @@ static int csv_row(const char *path, int ln, char *line, vld_case **cs, int *n, 
     vld_case *vc = NULL;
     for (int i = 0; i < *n && !vc; i++)
         if (!strcmp((*cs)[i].name, fld[0])) vc = &(*cs)[i];
-    if (vc && (strcmp(vc->buf[0], fld[1]) || strcmp(vc->buf[1], fld[2]) || strcmp(vc->buf[2], fld[3]) || vc->gpus != gpus))
-        return dm_err_set(err, "%s:%d:1: case %s: model, strategy, overlap or GPUs differ from its earlier rows", path, ln,
-                          fld[0]);
+    if (vc && (strcmp(vc->buf[0], fld[1]) || strcmp(vc->buf[1], fld[2]) || strcmp(vc->buf[2], fld[3]) || vc->gpus != gpus ||
+               vc->tokens != tokens))
+        return dm_err_set(err, "%s:%d:1: case %s: model, strategy, overlap, GPUs or tokens differ from its earlier rows", path,
+                          ln, fld[0]);
     if (!vc) {
         if (*n == *cap) {
             int nc = *cap ? 2 * *cap : 16;
@@ -270,6 +411,7 @@ static int csv_row(const char *path, int ln, char *line, vld_case **cs, int *n, 
         snprintf(vc->name, sizeof vc->name, "%s", fld[0]);
         for (int i = 0; i < 3; i++) snprintf(vc->buf[i], sizeof vc->buf[i], "%s", fld[1 + i]);
         vc->gpus = (int)gpus;
+        vc->tokens = tokens;
     }
     if (vc->have[ph]) return dm_err_set(err, "%s:%d:%d: case %s: phase %s given twice", path, ln, col[5], fld[0], fld[5]);
     vc->have[ph] = 1;
@@ -285,15 +427,18 @@ int vld_read_csv(const char *path, vld_case **out, int *n_out, dm_err *err)
     dm_lines *in = dm_lines_open(path, 2046, 64 << 20, err);
     if (!in) return -1;
     vld_case *cs = NULL;
-    int n = 0, cap = 0, rc = 0, k;
+    int n = 0, cap = 0, rc = 0, k, with_tokens = 0;
     char *line;
     while (!rc && (k = dm_lines_next(in, &line, NULL, err)) != 0) {
         int ln = dm_lines_number(in);
         if (k < 0) rc = -1;
-        else if (ln == 1 && strncmp(line, REPLAY_HEADER, strlen(REPLAY_HEADER)))
-            rc = dm_err_set(err, "%s:1:1: expected the header '" REPLAY_HEADER ",...' (dmuon validate's validate.csv)", path);
+        else if (ln == 1 && !strncmp(line, REPLAY_HEADER, strlen(REPLAY_HEADER)))
+            with_tokens = 1;
+        else if (ln == 1 && strncmp(line, REPLAY_HEADER_OLD, strlen(REPLAY_HEADER_OLD)))
+            rc = dm_err_set(err, "%s:1:1: expected the header '" REPLAY_HEADER ",...' (dmuon validate's validate.csv; "
+                            "or the older one without tokens)", path);
         else if (ln > 1 && line[0] && line[0] != '#')
-            rc = csv_row(path, ln, line, &cs, &n, &cap, err);
+            rc = csv_row(path, ln, line, with_tokens, &cs, &n, &cap, err);
     }
     dm_lines_close(in);
     for (int i = 0; i < n; i++) cs[i].model = cs[i].buf[0], cs[i].strategy = cs[i].buf[1], cs[i].overlap = cs[i].buf[2];
@@ -319,17 +464,23 @@ int vld_replay(const char *csv_path, const vld_opts *o, FILE *out)
         fprintf(stderr, "dmuon validate: %s\n", err.msg);
         return 1;
     }
-    fprintf(out, "  measured    %s: %d cases (no executor run; %lld tokens per rank assumed)\n", csv_path, n,
-            (long long)o->tokens);
+    int have_tok = 1;
+    for (int i = 0; i < n; i++) have_tok &= cs[i].tokens > 0;
+    if (have_tok) fprintf(out, "  measured    %s: %d cases (no executor run; tokens per rank as stored)\n", csv_path, n);
+    else
+        fprintf(out, "  measured    %s: %d cases (no executor run; %lld tokens per rank assumed)\n", csv_path, n,
+                (long long)o->tokens);
     int failed = 0, missed = 0, within5 = 0, within10 = 0, within5_before = 0;
     for (int i = 0; i < n; i++) {
         dm_program *p = NULL;
         sim_result *sr = NULL;
-        if (plan_and_sim(&cs[i], o, &p, &sr, &err) || dm_phases_trace(sr->trace, &cs[i].r.sim, &err)) {
+        if (plan_and_sim(&cs[i], o, 0, &p, NULL, &sr, &err) || dm_phases_trace(sr->trace, &cs[i].r.sim, &err)) {
             snprintf(cs[i].why, sizeof cs[i].why, "%s", err.msg);
             failed++;
         } else {
             cs[i].ok = 1;
+            snprintf(cs[i].src[0], sizeof cs[i].src[0], "%s", sr->cost_src[DM_OP_FORWARD]);
+            snprintf(cs[i].src[1], sizeof cs[i].src[1], "%s", sr->cost_src[DM_OP_BACKWARD]);
         }
         sim_result_free(sr);
         dm_program_free(p);
@@ -362,13 +513,14 @@ int vld_replay(const char *csv_path, const vld_opts *o, FILE *out)
                     dm_phase_name((dm_phase)p), vc->r.real.us[p] / 1e3, vc->r.sim.us[p] / 1e3, 100 * e, 100 * eb,
                     miss ? "  MISS" : "");
             if (csv)
-                fprintf(dm_out_file(csv), "%s,%s,%s,%s,%d,%s,%.6f,%.6f,%.4f,%.6f,%.4f\n", vc->name, vc->model,
-                        vc->strategy, vc->overlap, vc->gpus, dm_phase_name((dm_phase)p), vc->r.real.us[p] / 1e3,
-                        vc->r.sim.us[p] / 1e3, 100 * e, vc->stored_pred_us[p] / 1e3, 100 * eb);
+                fprintf(dm_out_file(csv), "%s,%s,%s,%s,%d,%lld,%s,%.6f,%.6f,%.4f,%.6f,%.4f\n", vc->name, vc->model,
+                        vc->strategy, vc->overlap, vc->gpus, (long long)case_tokens(vc, o), dm_phase_name((dm_phase)p),
+                        vc->r.real.us[p] / 1e3, vc->r.sim.us[p] / 1e3, 100 * e, vc->stored_pred_us[p] / 1e3, 100 * eb);
         }
         within5 += all5, within10 += all10, within5_before += all5b;
     }
     if (csv && dm_out_commit(csv, &err)) fprintf(stderr, "dmuon validate: %s\n", err.msg);
+    print_model_table(out, cs, n, o);
     fprintf(out,
             "\nvalidate --replay: %d cases, %d simulated, %d failed; the step and every phase (those over 1%% of the step) "
             "within 5%%: %d (stored predictions: %d), within 10%%: %d%s\n",

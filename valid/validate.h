@@ -1,13 +1,20 @@
 /* validate.h: the simulator against the real executor on the same plans (`dmuon validate`).
- * Each case (model x GPU count x strategy x overlap) is planned once (sched_build) and saved,
- * run for real as a child process (`mpirun -np N dmuon run --program P --trace`, or `dmuon run`
- * alone for one GPU), simulated in-process on the same program, and the two traces compared
+ * Each case (model x tokens per rank x GPU count x strategy x overlap) is planned once
+ * (sched_build) and saved; a plan whose per-rank peak memory (core/memory.h) does not fit on the
+ * cluster's GPU is reported as "does not fit (needs N GiB)" and not run (GPU backend); the others
+ * are run for real as a child process (`mpirun -np N dmuon run --program P --trace`, or `dmuon
+ * run` alone for one GPU), simulated in-process on the same program, and the two traces compared
  * (compare.h): per case the step ruler's phases measured and predicted with their errors, and the
- * op-level error distribution; a table, DIR/validate.csv, each case's files under DIR/CASE/, and
- * gnuplot timelines of one case under DIR/plot/.
+ * op-level error distribution; a table, a per-model table of the phases' errors (the model the
+ * calibration was fitted on marked), where each model's forward/backward kernels were priced
+ * from, DIR/validate.csv, each case's files under DIR/CASE/, and gnuplot timelines of one case
+ * under DIR/plot/.
  * Replay: no executor; a stored validate.csv (the measured phases per case) is re-planned and
  * re-simulated with the current code, cluster and calibration and printed beside the stored
- * prediction's error (DIR/replay.csv), so the simulator can be improved without a GPU. */
+ * prediction's error (DIR/replay.csv), so the simulator can be improved without a GPU.
+ * validate.csv: case,model,strategy,overlap,gpus,tokens,phase,measured_ms,predicted_ms,error_pct,
+ * op_abs_err_median_pct,op_abs_err_p90_pct,ops_matched (tables without the tokens column, from
+ * before, are read with --tokens). */
 #ifndef DM_VALIDATE_H
 #define DM_VALIDATE_H
 #include <stdint.h>
@@ -20,10 +27,14 @@
 #include "phases.h"
 
 typedef struct vld_case {
-    char name[192];                              /* MODEL.STRATEGY.OVERLAP.NGPU */
+    char name[192];                              /* MODEL.STRATEGY.OVERLAP.NGPU[.Ttok] */
     const char *model, *strategy, *overlap;      /* borrowed (replay: into buf) */
     int gpus;
+    int64_t tokens;                              /* per rank per step; 0: vld_opts.tokens */
     int ok;                                      /* ran (or was re-simulated) and compared */
+    int nofit;                                   /* planned, does not fit in GPU memory: not run */
+    double need_bytes;                           /* the per-rank peak it needs (core/memory.h) */
+    char src[2][640];                            /* where the forward/backward kernels came from */
     cmp_result r;
     char why[1100];                              /* the failure, when not ok */
     double stored_pred_us[DM_PHASE__COMPARED];   /* replay: the prediction the csv holds */
@@ -34,7 +45,9 @@ typedef struct vld_case {
 typedef struct vld_opts {
     const dm_cluster *cluster;   /* the plans' and the simulator's (borrowed) */
     const dm_costs *costs;       /* borrowed */
-    int64_t tokens;              /* per rank per step */
+    int64_t tokens;              /* per rank per step, of cases that do not say */
+    const char *calibration;     /* the calibration applied ("" none), for the table */
+    const char *fitted_on;       /* the model it was fitted on ("" none): its cases are marked */
     const char *dir;             /* output folder */
     double max_err;              /* percent; < 0: report only */
     /* the executor (not for replays) */
@@ -44,10 +57,11 @@ typedef struct vld_opts {
     int plot_case;               /* 1-based; 0: the first dmuon case on the most GPUs */
 } vld_opts;
 
-/* The cases of every model x GPU count x strategy x overlap, in that order (strings borrowed).
- * *out owned by the caller (free). */
-int vld_cases(char *const *models, int n_models, const long *gpus, int n_gpus, char *const *strats, int n_strats,
-              char *const *ovls, int n_ovls, vld_case **out, int *n_out, dm_err *err);
+/* The cases of every model x tokens x GPU count x strategy x overlap, in that order (strings
+ * borrowed; the name carries the tokens when more than one count is given). *out owned by the
+ * caller (free). */
+int vld_cases(char *const *models, int n_models, const long *tokens, int n_tokens, const long *gpus, int n_gpus,
+              char *const *strats, int n_strats, char *const *ovls, int n_ovls, vld_case **out, int *n_out, dm_err *err);
 
 /* The case drawn under DIR/plot when none is asked for: the first dmuon case on the most GPUs
  * (1-based; 1 when there is none). */

@@ -1,0 +1,349 @@
+/* memory.c: the per-rank device memory estimate of the GPU executor (memory.h): the parts every
+ * rank shares (weights and gradients, activations, scratch, collective buffers) computed once,
+ * the optimizer state and NS plans per rank. */
+#include "memory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "workload.h"
+
+#define GIB 1073741824.0
+
+static int64_t elems_of(const dm_model *m, const dm_matrix *x)
+{
+    return x->rows * (m->tensors[x->tensor].ndim == 1 ? 1 : x->cols);
+}
+
+/* A param of rank r's op i the model does not have, or a collective without a valid id or
+ * group: refused (every loop below checks the ops it reads before it reads them). */
+static int bad_op(const dm_program *p, int r, int i, int64_t n, const dm_model *m, dm_err *err)
+{
+    const dm_op *op = &p->ranks[r].ops[i];
+    if (dm_op_is_collective(op->kind) && (op->coll < 0 || op->coll >= p->n_colls || op->group < 0 || op->group >= p->n_groups))
+        return dm_err_set(err, "memory: rank %d op %d (%s): bad collective %d or group %d", r, i, dm_op_kind_name(op->kind),
+                          op->coll, op->group);
+    for (int a = 0; a < op->n_params; a++)
+        if (op->params[a] < 0 || op->params[a] >= n)
+            return dm_err_set(err, "memory: rank %d op %d (%s) names param %lld; model %s has %lld", r, i,
+                              dm_op_kind_name(op->kind), (long long)op->params[a], m->name, (long long)n);
+    return 0;
+}
+
+/* What every rank shares, and what the per-rank parts read. */
+typedef struct mem_ctx {
+    const dm_model *m;
+    const dm_program *p;
+    dm_matrix *mx;
+    int64_t n;
+    int64_t *sz;             /* elements per matrix */
+    dm_mem_est common;       /* the rank-independent parts */
+    unsigned char *need;     /* per matrix: 1 NS on it, | 2 AdamW on it (of the rank at hand) */
+    int *stamp;              /* per matrix: 1 + the rank that set need */
+    int64_t (*nskey)[4];     /* NS plan keys of one rank */
+    int nskey_cap;
+} mem_ctx;
+
+static void ctx_free(mem_ctx *c)
+{
+    free(c->mx);
+    free(c->sz);
+    free(c->need);
+    free(c->stamp);
+    free(c->nskey);
+}
+
+/* Activations kept for backward and the transient scratch, from every layer's kernels. */
+static int layer_parts(mem_ctx *c, dm_err *err)
+{
+    const dm_model *m = c->m;
+    dm_workload_opts o = {c->p->tokens, c->p->seq_len, 2};
+    if (dm_workload_check(m, &o, err)) return -1;
+    double kept = 0;
+    int64_t dx = 0, scores = 0, operands = 0;
+    for (int l = 0; l < m->n_layers; l++) {
+        dm_layer_work w;
+        if (dm_layer_work_build(m, c->mx, c->n, l, &o, &w, err)) return -1;
+        kept += w.kept_bytes;
+        for (int i = 0; i < w.n_bwd; i++) {
+            const dm_kernel *k = &w.bwd[i];
+            if (k->op == DM_KOP_DGRAD) {
+                int64_t e = k->m * k->n * (k->kind == DM_KERN_BGEMM ? k->batch : 1);
+                if (e > dx) dx = e;
+            }
+        }
+        for (int i = 0; i < w.n_fwd; i++) {
+            const dm_kernel *s = &w.fwd[i];
+            if (s->op != DM_KOP_ATTN_SCORE) continue;
+            /* score (L_q, L_k, hd), then its value product (L_q, vd, L_k) */
+            int64_t lq = s->m, lk = s->n, hd = s->k, b = s->batch;
+            int64_t vd = i + 1 < w.n_fwd && w.fwd[i + 1].op == DM_KOP_ATTN_VALUE ? w.fwd[i + 1].n : hd;
+            int64_t sc = b * lq * lk, op = b * (lq * hd + lk * hd + lk * vd + lq * vd);
+            if (2 * sc + 2 * op > 2 * scores + 2 * operands) scores = sc, operands = op;
+        }
+        dm_layer_work_free(&w);
+    }
+    dm_mem_est *e = &c->common;
+    e->activations = kept;
+    e->max_dx = dx;
+    e->max_attn_scores = scores;
+    e->max_attn_operands = operands;
+    e->scratch = 2.0 * ((double)dx + 2.0 * (double)scores + 2.0 * (double)operands);
+    return 0;
+}
+
+/* The ops of rank r that tell what it holds of a param (a gradient reduced to it, an update). */
+static int walk_reads(const dm_op *op, int r, int nranks)
+{
+    switch (op->kind) {
+    case DM_OP_BACKWARD: return nranks == 1;
+    case DM_OP_REDUCE: return op->root == r;
+    case DM_OP_ALLREDUCE:
+    case DM_OP_REDUCESCATTER:
+    case DM_OP_ALLGATHER:
+    case DM_OP_MUON_UPDATE:
+    case DM_OP_ADAMW: return 1;
+    default: return 0;
+    }
+}
+
+/* Elements of each collective's buffer; all-gathers by their members' contributions (memory.h)
+ * unless the caller gives ag_slot. One walk per rank over its list, in order, when the program
+ * has all-gathers. */
+static int coll_parts(mem_ctx *c, const int64_t *ag_slot, dm_err *err)
+{
+    const dm_program *p = c->p;
+    const int64_t *sz = c->sz;
+    int64_t n = c->n, max_coll = 1;
+    int64_t *ag = dm_calloc((size_t)p->n_colls + 1, sizeof *ag, err);
+    int64_t *red = dm_malloc(3 * ((size_t)n + 1) * sizeof *red, err); /* reduced, shard, updated lengths */
+    unsigned char *seen = dm_calloc((size_t)p->n_colls + 1, 1, err);
+    int rc = -1, any_ag = 0;
+    if (!ag || !red || !seen) goto out;
+    int64_t *shard = red + n + 1, *upd = shard + n + 1;
+    for (int r = 0; r < p->nranks && !any_ag; r++)
+        for (int i = 0; i < p->ranks[r].n_ops && !any_ag; i++) any_ag = p->ranks[r].ops[i].kind == DM_OP_ALLGATHER;
+    for (int r = 0; r < p->nranks && any_ag && !ag_slot; r++) {
+        const dm_rank_prog *rp = &p->ranks[r];
+        for (int i = 0; i < rp->n_ops; i++) { /* the params it reads back to nothing */
+            if (!walk_reads(&rp->ops[i], r, p->nranks)) continue;
+            if (bad_op(p, r, i, n, c->m, err)) goto out;
+            for (int a = 0; a < rp->ops[i].n_params; a++) {
+                int64_t q = rp->ops[i].params[a];
+                red[q] = shard[q] = upd[q] = 0;
+            }
+        }
+        for (int pass = 0; pass < 2; pass++) /* the walk; then weight all-gathers by the updates */
+            for (int i = 0; i < rp->n_ops; i++) {
+                const dm_op *op = &rp->ops[i];
+                if (!walk_reads(op, r, p->nranks)) continue;
+                int grads = op->kind == DM_OP_ALLGATHER && op->payload == DM_PAYLOAD_GRADS;
+                int64_t got = 0;
+                if (pass == 1) {
+                    if (op->kind != DM_OP_ALLGATHER || grads) continue;
+                    for (int a = 0; a < op->n_params; a++) got += upd[op->params[a]];
+                    if (got > ag[op->coll]) ag[op->coll] = got;
+                    continue;
+                }
+                int gn = dm_op_is_collective(op->kind) ? p->groups[op->group].n : 1, k = 0;
+                int64_t slo = 0, shi = 0, base = 0;
+                if (op->kind == DM_OP_REDUCESCATTER) {
+                    int64_t total = 0;
+                    for (int a = 0; a < op->n_params; a++) total += sz[op->params[a]];
+                    while (k < gn && p->groups[op->group].ranks[k] != r) k++;
+                    int64_t s = (total + gn - 1) / gn;
+                    slo = k * s < total ? k * s : total;
+                    shi = slo + s < total ? slo + s : total;
+                }
+                for (int a = 0; a < op->n_params; a++) {
+                    int64_t q = op->params[a], e = sz[q];
+                    switch (op->kind) {
+                    case DM_OP_BACKWARD:
+                        if (p->nranks == 1) red[q] = e;
+                        break;
+                    case DM_OP_REDUCE:
+                        if (op->root == r) red[q] = e;
+                        break;
+                    case DM_OP_ALLREDUCE: red[q] = e; break;
+                    case DM_OP_REDUCESCATTER: {
+                        int64_t lo = slo > base ? slo : base, hi = shi < base + e ? shi : base + e;
+                        red[q] = shard[q] = hi > lo ? hi - lo : 0;
+                        break;
+                    }
+                    case DM_OP_ALLGATHER:
+                        if (grads) got += red[q], red[q] = e;
+                        break;
+                    case DM_OP_MUON_UPDATE: upd[q] = shard[q] ? shard[q] : e; break;
+                    case DM_OP_ADAMW:
+                        if (red[q]) upd[q] = red[q];
+                        break;
+                    default: break;
+                    }
+                    base += e;
+                }
+                if (grads && got > ag[op->coll]) ag[op->coll] = got;
+            }
+    }
+    for (int r = 0; r < p->nranks; r++)
+        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+            const dm_op *op = &p->ranks[r].ops[i];
+            if (!dm_op_is_collective(op->kind)) continue;
+            if ((op->coll < 0 || op->coll >= p->n_colls || !seen[op->coll]) && bad_op(p, r, i, n, c->m, err)) goto out;
+            if (seen[op->coll]) continue;
+            seen[op->coll] = 1; /* every member's op of a collective names the same params */
+            int64_t t = 0, gn = p->groups[op->group].n;
+            for (int a = 0; a < op->n_params; a++) t += sz[op->params[a]];
+            t = (t + gn - 1) / gn * gn;
+            if (op->kind == DM_OP_ALLGATHER) t = (ag_slot ? ag_slot[op->coll] : ag[op->coll]) * gn;
+            if (t > max_coll) max_coll = t;
+        }
+    c->common.max_coll = max_coll;
+    c->common.comm = (double)DM_STREAM__COUNT * 2.0 * (double)max_coll;
+    rc = 0;
+out:
+    free(ag);
+    free(red);
+    free(seen);
+    return rc;
+}
+
+static int ctx_init(mem_ctx *c, const dm_model *m, const dm_program *p, const int64_t *ag_slot, dm_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->m = m;
+    c->p = p;
+    if (dm_model_matrices(m, -1, &c->mx, &c->n, err) < 0 ||
+        !(c->sz = dm_malloc(((size_t)c->n + 1) * sizeof *c->sz, err)))
+        return -1;
+    for (int64_t i = 0; i < c->n; i++) c->sz[i] = elems_of(m, &c->mx[i]);
+    if (!(c->need = dm_calloc((size_t)c->n + 1, 1, err)) || !(c->stamp = dm_calloc((size_t)c->n + 1, sizeof *c->stamp, err)))
+        return -1;
+    dm_mem_est *e = &c->common;
+    int64_t total = 0, max_size = 1;
+    for (int64_t i = 0; i < c->n; i++) {
+        total += c->sz[i];
+        if (c->sz[i] > max_size) max_size = c->sz[i];
+    }
+    e->total_elems = total;
+    e->max_size = max_size;
+    e->weights_grads = 2.0 * 2.0 * (double)total;
+    e->runtime = DM_MEM_RUNTIME_BYTES;
+    if (layer_parts(c, err) || coll_parts(c, ag_slot, err)) return -1;
+    return 0;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    for (int i = 0; i < 4; i++)
+        if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+    return 0;
+}
+
+/* The per-rank parts of rank r into *e (a copy of the shared ones). */
+static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
+{
+    const dm_rank_prog *rp = &c->p->ranks[r];
+    *e = c->common;
+    e->rank = r;
+    /* which matrices this rank updates, and its NS plans (one per shape, batch and algorithm) */
+    int nk = 0;
+    double state = 0, next = 0, ns = 0;
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        if (op->kind != DM_OP_NS && op->kind != DM_OP_ADAMW) continue; /* the ops that need state */
+        if (bad_op(c->p, r, i, c->n, c->m, err)) return -1;
+        for (int a = 0; a < op->n_params; a++) {
+            int64_t q = op->params[a];
+            if (c->stamp[q] != r + 1) c->stamp[q] = r + 1, c->need[q] = 0;
+            c->need[q] |= op->kind == DM_OP_NS ? 1 : op->kind == DM_OP_ADAMW ? 2 : 0;
+        }
+        if (op->kind != DM_OP_NS || op->n_params < 1) continue;
+        if (nk == c->nskey_cap) {
+            int cap = c->nskey_cap ? 2 * c->nskey_cap : 64;
+            int64_t(*g)[4] = dm_realloc(c->nskey, (size_t)cap * sizeof *g, err);
+            if (!g) return -1;
+            c->nskey = g;
+            c->nskey_cap = cap;
+        }
+        const dm_matrix *x = &c->mx[op->params[0]];
+        int64_t *key = c->nskey[nk++];
+        key[0] = x->rows, key[1] = x->cols, key[2] = op->n_params, key[3] = (int64_t)op->algo * (INT64_C(1) << 32) + i;
+    }
+    /* distinct plans: sorted by (shape, batch, algorithm), the first op of each kept */
+    qsort(c->nskey, (size_t)nk, sizeof *c->nskey, cmp_key);
+    for (int j = 0; j < nk; j++) {
+        int64_t *key = c->nskey[j];
+        if (j && key[0] == c->nskey[j - 1][0] && key[1] == c->nskey[j - 1][1] && key[2] == c->nskey[j - 1][2] &&
+            key[3] >> 32 == c->nskey[j - 1][3] >> 32)
+            continue;
+        const dm_op *op = &rp->ops[key[3] & 0xffffffff];
+        for (int a = 0; a < op->n_params; a++) {
+            const dm_matrix *x = &c->mx[op->params[a]];
+            double rows = (double)x->rows, cols = (double)x->cols, mn = rows < cols ? rows : cols;
+            ns += 2.0 * 2.0 * rows * cols + 4.0 * (rows * cols + 2.0 * mn * mn);
+        }
+    }
+    /* fp32 master weights where this rank updates (rank 0: every matrix), momentum, moments; a
+     * second buffer of each where it updates */
+    if (r == 0) state = 4.0 * (double)c->common.total_elems;
+    for (int i = 0; i < rp->n_ops; i++)
+        for (int a = 0; a < rp->ops[i].n_params && (rp->ops[i].kind == DM_OP_NS || rp->ops[i].kind == DM_OP_ADAMW); a++) {
+            int64_t q = rp->ops[i].params[a];
+            if (c->stamp[q] != r + 1 || !c->need[q]) continue;
+            unsigned char nd = c->need[q];
+            c->need[q] = 0; /* counted once */
+            double s4 = 4.0 * (double)c->sz[q];
+            int opt = ((nd & 1) ? 1 : 0) + ((nd & 2) ? 2 : 0);
+            state += s4 * ((r == 0 ? 0 : 1) + opt);
+            next += s4 * (1 + opt);
+        }
+    e->state = state + 4.0 * (double)c->common.max_size; /* + the fp32 gradient scratch */
+    e->state_next = next;
+    e->ns = ns;
+    e->total = e->weights_grads + e->activations + e->scratch + e->state + e->state_next + e->ns + e->comm + e->runtime;
+    return 0;
+}
+
+int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const int64_t *ag_slot, dm_mem_est *e, dm_err *err)
+{
+    memset(e, 0, sizeof *e);
+    if (r < 0 || r >= p->nranks) return dm_err_set(err, "memory: rank %d is not in the program's %d ranks", r, p->nranks);
+    mem_ctx c;
+    int rc = ctx_init(&c, m, p, ag_slot, err) || rank_parts(&c, r, e, err) ? -1 : 0;
+    ctx_free(&c);
+    return rc;
+}
+
+int dm_mem_peak(const dm_model *m, const dm_program *p, const int64_t *ag_slot, dm_mem_est *e, dm_err *err)
+{
+    memset(e, 0, sizeof *e);
+    mem_ctx c;
+    int rc = ctx_init(&c, m, p, ag_slot, err);
+    for (int r = 0; r < p->nranks && !rc; r++) {
+        dm_mem_est x;
+        if ((rc = rank_parts(&c, r, &x, err))) break;
+        if (r == 0 || x.total > e->total) *e = x;
+    }
+    ctx_free(&c);
+    return rc ? -1 : 0;
+}
+
+int dm_mem_fits(const dm_mem_est *e, const dm_gpu *gpu) { return e->total <= gpu->mem_bytes; }
+
+const char *dm_mem_describe(const dm_mem_est *e, const dm_gpu *gpu, char *buf, size_t size)
+{
+    int n = snprintf(buf, size,
+                     "peak %.1f GiB per rank (rank %d: weights+grads %.1f, activations %.1f, scratch %.1f, optimizer "
+                     "state %.1f + %.1f second buffers, NS %.1f, comm %.1f, runtime %.1f GiB)",
+                     e->total / GIB, e->rank, e->weights_grads / GIB, e->activations / GIB, e->scratch / GIB,
+                     e->state / GIB, e->state_next / GIB, e->ns / GIB, e->comm / GIB, e->runtime / GIB);
+    if (n < 0 || (size_t)n >= size) return buf;
+    if (dm_mem_fits(e, gpu))
+        snprintf(buf + n, size - (size_t)n, ": fits on %s (%.1f GiB)", gpu->short_name, gpu->mem_bytes / GIB);
+    else
+        snprintf(buf + n, size - (size_t)n, ": does not fit on GPU %s: needs %.1f GiB of %.1f", gpu->short_name,
+                 e->total / GIB, gpu->mem_bytes / GIB);
+    return buf;
+}

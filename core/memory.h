@@ -1,0 +1,79 @@
+/* memory.h: the device memory one rank of the GPU executor needs for a step program: the one
+ * estimate of its peak, by what holds it, for every strategy. `plan`, `sim`, `scale` and
+ * `validate` print it and say when it does not fit on the cluster's GPU (dm_gpu.mem_bytes);
+ * the executor sizes its buffers from the element counts below and refuses to start when the
+ * total exceeds the device's free memory. (sim/sim_mem.h estimates the simulator's own host
+ * memory while it plans and simulates: another thing.)
+ *
+ * Parts, in bytes, as the GPU backend holds them (bf16: 2 bytes, fp32: 4):
+ *   weights_grads  bf16 working weights and gradients of EVERY matrix (two arenas in matrix
+ *                  order, whatever the strategy): 2 x 2 x total_elems
+ *   activations    what forward keeps for backward, summed over the layers: dm_layer_work's
+ *                  kept_bytes (each layer's input slots, each projection's residual, each
+ *                  vector and table output), at the program's tokens and seq_len
+ *   scratch        transient buffers, allocated once and reused by every layer, bf16: the input
+ *                  gradient (max_dx elements: the largest m x n of a dgrad kernel, x batch for
+ *                  experts), and the largest attention block's working set: its scores S and
+ *                  their gradient dS (max_attn_scores elements each: windows x heads x L_q x
+ *                  L_k) and its operands Q, K, V, O and their gradients (max_attn_operands
+ *                  elements each set: windows x heads x (L_q hd + L_k hd + L_k vd + L_q vd));
+ *                  2 x (max_dx + 2 max_attn_scores + 2 max_attn_operands)
+ *   state          fp32 master weights of what this rank updates (rank 0: of every matrix, the
+ *                  reference copy before any step), Muon momentum (matrices it runs NS on), two
+ *                  AdamW moments (tensors it runs AdamW on), and the fp32 gradient scratch of
+ *                  the largest matrix (4 x max_size)
+ *   state_next     the second (ping-pong) buffer of each state array this rank updates
+ *   ns             NS plans of this rank, one per distinct (shape, batch, algorithm): input and
+ *                  output in 2 bytes and about two fp32 work matrices per batch entry
+ *                  (2 x 2 r c + 4 (r c + 2 min(r, c)^2) per matrix; approximate)
+ *   comm           one packing buffer per stream (DM_STREAM__COUNT) of the largest collective,
+ *                  bf16: 2 x DM_STREAM__COUNT x max_coll. A collective's elements are its
+ *                  params' rounded up to a multiple of its group size; an all-gather's are its
+ *                  members' largest contribution (what each holds of the payload: the reduced
+ *                  gradient, whole or its reduce-scatter shard; the weights it updates, whole or
+ *                  its shard) times the group size, or the caller's ag_slot
+ *   runtime        CUDA context, cuBLAS and NCCL workspaces: 1.5 GiB (approximate)
+ *   total          their sum
+ * Per rank only state, state_next and ns differ. */
+#ifndef DM_MEMORY_H
+#define DM_MEMORY_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster.h"
+#include "dm_error.h"
+#include "model.h"
+#include "program.h"
+
+#define DM_MEM_RUNTIME_BYTES (1.5 * 1073741824.0)
+
+typedef struct dm_mem_est {
+    int rank;                   /* the rank estimated (dm_mem_peak: the one needing the most) */
+    double weights_grads, activations, scratch, state, state_next, ns, comm, runtime, total; /* bytes */
+    int64_t total_elems;        /* elements of every matrix */
+    int64_t max_size;           /* elements of the largest matrix */
+    int64_t max_dx;             /* elements of the largest input gradient */
+    int64_t max_attn_scores;    /* elements of the largest attention block's scores (and of dS) */
+    int64_t max_attn_operands;  /* elements of its Q, K, V and O together (and of their gradients) */
+    int64_t max_coll;           /* elements of the largest collective buffer */
+} dm_mem_est;
+
+/* Rank r of program p on model m (the one it was planned for: its matrices are the params; the
+ * program's tokens and seq_len give the activations). ag_slot: elements per member of each
+ * all-gather's buffer by collective id, as the executor lays them out (NULL: this estimate's
+ * reading of the program, see above, an upper bound of it). Fails on a rank out of range, a
+ * param the model does not have, or tokens the model refuses (dm_workload_check). */
+int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const int64_t *ag_slot, dm_mem_est *e, dm_err *err);
+
+/* The same for every rank: *e is the rank that needs the most (the lowest on ties). */
+int dm_mem_peak(const dm_model *m, const dm_program *p, const int64_t *ag_slot, dm_mem_est *e, dm_err *err);
+
+/* 1 when e->total fits in the GPU's memory. */
+int dm_mem_fits(const dm_mem_est *e, const dm_gpu *gpu);
+
+/* One line for people: "peak 23.4 GiB per rank (rank 0: weights+grads 1.8, activations 12.1,
+ * ...): fits on A800-SXM4-80GB (80.0 GiB)" or "...: does not fit on GPU A800-SXM4-80GB: needs
+ * 2712.3 GiB of 80.0". Returns buf. */
+const char *dm_mem_describe(const dm_mem_est *e, const dm_gpu *gpu, char *buf, size_t size);
+
+#endif

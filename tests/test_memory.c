@@ -1,0 +1,240 @@
+/* test_memory.c: the per-rank device memory estimate (core/memory.h), on the CPU: a two-matrix
+ * model under muon-ddp and dmuon against sizes counted by hand, an attention layer's kept
+ * activations and scratch counted by hand, the all-gather buffers against the executor's own
+ * reading of the program (real_work.h's facts) for every strategy, the rank that needs the
+ * most, and the verdicts on bundled models: Qwen2.5-72B on one H200 and DeepSeek-V3 on 8
+ * A800s do not fit; Llama-3.2-3B (every strategy) and WALL-OSS (dmuon) fit on one H200 at
+ * 4096 tokens. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "costs.h"
+#include "memory.h"
+#include "model.h"
+#include "program.h"
+#include "real_work.h"
+#include "sched.h"
+#include "tap.h"
+
+#define GIB 1073741824.0
+
+static const char *TWO_JSON =
+    "{\"format\": \"dmuon-model-1\", \"name\": \"two\", \"source\": \"test_memory\",\n"
+    " \"stacks\": [{\"name\": \"layers\", \"layers\": 1}],\n"
+    " \"tensors\": [\n"
+    "  {\"name\": \"layers.*.up.weight\", \"shape\": [64, 32], \"count\": 1, \"stack\": \"layers\", \"role\": \"muon\"},\n"
+    "  {\"name\": \"layers.*.norm.weight\", \"shape\": [64], \"count\": 1, \"stack\": \"layers\", \"role\": \"adamw\"}\n"
+    " ]}\n";
+
+/* one attention block of 2 heads x 16 over 8-token sequences, q/k/v/o 32 x 32 */
+static const char *ATTN_JSON =
+    "{\"format\": \"dmuon-model-1\", \"name\": \"attn\", \"source\": \"test_memory\",\n"
+    " \"streams\": [{\"name\": \"text\"}],\n"
+    " \"stacks\": [{\"name\": \"layers\", \"layers\": 1, \"attention\": [{\"heads\": 2, \"head_dim\": 16}]}],\n"
+    " \"tensors\": [\n"
+    "  {\"name\": \"layers.*.q.weight\", \"shape\": [32, 32], \"count\": 1, \"stack\": \"layers\", \"role\": \"muon\"},\n"
+    "  {\"name\": \"layers.*.k.weight\", \"shape\": [32, 32], \"count\": 1, \"stack\": \"layers\", \"role\": \"muon\"},\n"
+    "  {\"name\": \"layers.*.v.weight\", \"shape\": [32, 32], \"count\": 1, \"stack\": \"layers\", \"role\": \"muon\"},\n"
+    "  {\"name\": \"layers.*.o.weight\", \"shape\": [32, 32], \"count\": 1, \"stack\": \"layers\", \"role\": \"muon\"}\n"
+    " ]}\n";
+
+static dm_model *load_text(const char *text, const char *name)
+{
+    dm_err err = {{0}};
+    dm_model *m = NULL;
+    if (dm_model_load_text(text, strlen(text), name, &m, &err) < 0) {
+        printf("Bail out! %s: %s\n", name, err.msg);
+        exit(1);
+    }
+    return m;
+}
+
+static dm_program *plan(const dm_model *m, const char *cluster, const char *strategy, int gpus, const char *tokens,
+                        const char *seq_len, dm_err *err)
+{
+    dm_cluster cl;
+    dm_costs *costs = NULL;
+    dm_program *p = NULL;
+    sched_opts so;
+    sched_opts_default(&so);
+    if (dm_cluster_load(cluster, &cl, err) < 0 || !(costs = dm_costs_roofline(cl.gpu, err)) ||
+        sched_opts_parse(&so, "strategy", strategy, err) < 0 || sched_opts_parse(&so, "tokens", tokens, err) < 0 ||
+        (seq_len && sched_opts_parse(&so, "seq-len", seq_len, err) < 0) ||
+        sched_build(m, &cl, gpus, costs, &so, &p, NULL, err) < 0) {
+        dm_costs_free(costs);
+        return NULL;
+    }
+    dm_costs_free(costs);
+    return p;
+}
+
+static void test_two(void)
+{
+    dm_err err = {{0}};
+    dm_model *m = load_text(TWO_JSON, "two.json");
+    dm_program *p = plan(m, "h200", "muon-ddp", 2, "8", NULL, &err);
+    dm_mem_est e;
+    if (ok(p && dm_mem_estimate(m, p, 1, NULL, &e, &err) == 0, "muon-ddp, rank 1 (%s)", p ? err.msg : "plan failed")) {
+        /* a 64 x 32 Muon matrix (2048 elements) and a 1-D norm of 64: 2112 elements */
+        ok(e.rank == 1 && e.total_elems == 2112 && e.max_size == 2048, "sizes: %lld elements, largest %lld",
+           (long long)e.total_elems, (long long)e.max_size);
+        ok(e.weights_grads == 2112 * 2 * 2, "bf16 weights and gradients of every matrix: %.0f bytes", e.weights_grads);
+        /* kept for backward at 8 tokens, bf16: the projection's input (8 x 32) and residual
+         * (8 x 64), the norm's input (8 x 64) and output (8 x 64) */
+        ok(e.activations == 2.0 * (8 * 32 + 8 * 64 + 8 * 64 + 8 * 64), "activations kept: %.0f bytes", e.activations);
+        /* the input gradient of the projection, 8 x 32; no attention */
+        ok(e.max_dx == 8 * 32 && e.max_attn_scores == 0 && e.scratch == 2.0 * 8 * 32, "scratch: dX %lld elements, %.0f bytes",
+           (long long)e.max_dx, e.scratch);
+        /* every rank updates both: master + momentum (matrix), master + 2 moments (norm), and the
+         * fp32 gradient scratch of the largest matrix; the second buffers of that state */
+        ok(e.state == 4.0 * 2048 * 2 + 4.0 * 64 * 3 + 4.0 * 2048, "optimizer state: %.0f bytes", e.state);
+        ok(e.state_next == 4.0 * 2048 * 2 + 4.0 * 64 * 3, "second buffers of the state: %.0f bytes", e.state_next);
+        ok(e.max_coll >= 2048 && e.max_coll <= 2112 && e.comm == 3.0 * 2 * (double)e.max_coll,
+           "collective buffers: 3 streams x %lld bf16 elements", (long long)e.max_coll);
+        /* one NS plan of 64 x 32: input and output in 2 bytes, work 4 x (64 x 32 + 2 x 32 x 32) */
+        ok(e.ns == 2.0 * 2 * 2048 + 4.0 * (2048 + 2.0 * 32 * 32), "NS plans: %.0f bytes", e.ns);
+        ok(e.runtime == 1.5 * GIB, "runtime 1.5 GiB");
+        ok(e.total == e.weights_grads + e.activations + e.scratch + e.state + e.state_next + e.comm + e.ns + e.runtime,
+           "total is the sum of the parts (%.0f bytes)", e.total);
+    }
+    ok(p && dm_mem_estimate(m, p, 2, NULL, &e, &err) < 0 && strstr(err.msg, "rank 2 is not in the program's 2 ranks"),
+       "rank 2 of a 2-rank program is refused (%s)", err.msg);
+    dm_program_free(p);
+    /* dmuon: one owner per matrix, so the ranks together hold one copy of the state; rank 0
+     * keeps an fp32 copy of every matrix (the reference before any step) and needs the most */
+    err.msg[0] = 0;
+    p = plan(m, "h200", "dmuon", 2, "8", NULL, &err);
+    dm_mem_est e0, e1, pk;
+    if (ok(p && dm_mem_estimate(m, p, 0, NULL, &e0, &err) == 0 && dm_mem_estimate(m, p, 1, NULL, &e1, &err) == 0 &&
+               dm_mem_peak(m, p, NULL, &pk, &err) == 0,
+           "dmuon estimates (%s)", p ? err.msg : "plan failed")) {
+        double st = e0.state + e1.state - 2 * 4.0 * 2048; /* less the two gradient scratches */
+        ok(e0.state >= 4.0 * 2112 + 4.0 * 2048, "dmuon rank 0 holds an fp32 copy of every matrix (%.0f bytes)", e0.state);
+        ok(st <= 4.0 * 2048 * 3 + 4.0 * 64 * 4 && st >= 4.0 * 2048 * 2 + 4.0 * 64 * 3,
+           "dmuon: one owner's state per matrix over the ranks (%.0f bytes)", st);
+        ok(e0.activations == e1.activations && e0.weights_grads == e1.weights_grads, "activations and weights: the same "
+           "on every rank");
+        int want = e1.total > e0.total ? 1 : 0;
+        ok(pk.rank == want && pk.total == (want ? e1.total : e0.total), "the peak is rank %d's (%.0f bytes)", pk.rank,
+           pk.total);
+    }
+    dm_program_free(p);
+    dm_model_free(m);
+}
+
+static void test_attention(void)
+{
+    dm_err err = {{0}};
+    dm_model *m = load_text(ATTN_JSON, "attn.json");
+    dm_program *p = plan(m, "h200", "dmuon", 1, "16", "8", &err);
+    dm_mem_est e;
+    if (ok(p && dm_mem_estimate(m, p, 0, NULL, &e, &err) == 0, "attention model at 16 tokens, seq-len 8 (%s)",
+           p ? err.msg : "plan failed")) {
+        /* 2 sequences x 2 heads: scores 4 x 8 x 8; operands Q, K, V, O 4 x 4 x (8 x 16) */
+        ok(e.max_attn_scores == 4 * 8 * 8 && e.max_attn_operands == 4 * 4 * 8 * 16,
+           "attention working set: %lld score and %lld operand elements", (long long)e.max_attn_scores,
+           (long long)e.max_attn_operands);
+        ok(e.max_dx == 16 * 32, "input gradient: 16 tokens x 32");
+        ok(e.scratch == 2.0 * (16 * 32 + 2 * 256 + 2 * 2048), "scratch: dX, S and dS, the operands and their gradients "
+           "(%.0f bytes)", e.scratch);
+        /* one input slot (16 x 32: q, k, v and o read the same tokens at the same width) and the
+         * four projections' residuals (16 x 32 each) */
+        ok(e.activations == 2.0 * (16 * 32 + 4 * 16 * 32), "activations: one shared input slot, four residuals (%.0f bytes)",
+           e.activations);
+    }
+    dm_program_free(p);
+    dm_model_free(m);
+}
+
+/* All-gather buffers: the estimate's own reading equals the executor's facts. */
+static void test_allgather_slots(void)
+{
+    dm_err err = {{0}};
+    dm_model *m = NULL;
+    if (dm_model_load("qwen2.5-0.5b", &m, &err)) {
+        ok(0, "qwen2.5-0.5b loads (%s)", err.msg);
+        return;
+    }
+    static const char *strats[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
+    static const int gpus[] = {2, 4, 8};
+    dm_matrix *mx = NULL;
+    int64_t n = 0;
+    dm_model_matrices(m, -1, &mx, &n, &err);
+    int cases = 0, same = 0;
+    for (int s = 0; s < 5; s++)
+        for (int g = 0; g < 3; g++) {
+            dm_program *p = plan(m, "a800", strats[s], gpus[g], "1024", NULL, &err);
+            real_facts f;
+            dm_mem_est a, b;
+            if (!p || real_facts_build(p, mx, n, &f, &err)) {
+                ok(0, "%s on %d: %s", strats[s], gpus[g], err.msg);
+                dm_program_free(p);
+                continue;
+            }
+            cases++;
+            if (dm_mem_estimate(m, p, 0, NULL, &a, &err) == 0 && dm_mem_estimate(m, p, 0, f.ag_slot, &b, &err) == 0 &&
+                a.max_coll == b.max_coll)
+                same++;
+            else
+                tap_diag("%s on %d GPUs: largest collective %lld elements, the executor's facts %lld", strats[s], gpus[g],
+                         (long long)a.max_coll, (long long)b.max_coll);
+            real_facts_free(&f);
+            dm_program_free(p);
+        }
+    ok(cases == 15 && same == cases, "largest collective buffer equals the executor's reading in %d of %d plans "
+       "(5 strategies x 2, 4, 8 GPUs)", same, cases);
+    free(mx);
+    dm_model_free(m);
+}
+
+static void verdict(const char *model, const char *cluster, const char *strategy, int gpus, int want_fit)
+{
+    dm_err err = {{0}};
+    dm_model *m = NULL;
+    dm_cluster cl;
+    if (dm_model_load(model, &m, &err) || dm_cluster_load(cluster, &cl, &err)) {
+        ok(0, "%s, %s load (%s)", model, cluster, err.msg);
+        dm_model_free(m);
+        return;
+    }
+    dm_program *p = plan(m, cluster, strategy, gpus, "4096", NULL, &err);
+    dm_mem_est e;
+    char line[512];
+    if (p && dm_mem_peak(m, p, NULL, &e, &err) == 0)
+        ok(dm_mem_fits(&e, cl.gpu) == want_fit, "%s, %s on %d x %s: %s", model, strategy, gpus, cl.gpu->short_name,
+           dm_mem_describe(&e, cl.gpu, line, sizeof line));
+    else
+        ok(0, "%s %s: %s", model, strategy, err.msg);
+    dm_program_free(p);
+    dm_model_free(m);
+}
+
+int main(void)
+{
+    test_two();
+    test_attention();
+    test_allgather_slots();
+    const dm_gpu *h200 = dm_gpu_find("H200"), *a800 = dm_gpu_find("A800"), *h100 = dm_gpu_find("H100");
+    ok(h200->mem_bytes == 143771.0 * 1048576 && a800->mem_bytes == 80 * GIB && h100->mem_bytes == 81559.0 * 1048576,
+       "GPU memory per catalogue entry: H200 %.1f, A800 %.1f, H100 %.1f GiB", h200->mem_bytes / GIB, a800->mem_bytes / GIB,
+       h100->mem_bytes / GIB);
+    dm_mem_est e = {0};
+    char line[512];
+    e.total = 100 * GIB;
+    ok(strstr(dm_mem_describe(&e, a800, line, sizeof line), ": does not fit on GPU A800-SXM4-80GB: needs 100.0 GiB of 80.0"),
+       "the verdict line: %s", line);
+    e.total = 10 * GIB;
+    ok(strstr(dm_mem_describe(&e, a800, line, sizeof line), ": fits on A800-SXM4-80GB (80.0 GiB)"), "  ... and when it fits");
+    verdict("qwen2.5-72b", "h200", "dmuon", 1, 0);
+    verdict("deepseek-v3", "a800", "dmuon", 8, 0);
+    verdict("llama-3.2-3b", "h200", "dmuon", 1, 1);
+    verdict("llama-3.2-3b", "h200", "muon-ddp", 1, 1);
+    verdict("llama-3.2-3b", "h200", "adamw", 1, 1);
+    verdict("wall-oss-flow", "h200", "dmuon", 1, 1);
+    return tap_done();
+}
