@@ -4,6 +4,7 @@
  * generate traces/costs/roofline.csv). */
 #define _GNU_SOURCE
 #include "costs.h"
+#include "datadir.h"
 #include "lines.h"
 #include "outfile.h"
 
@@ -545,21 +546,17 @@ static int is_file(const char *p) { return access(p, R_OK) == 0; }
 
 int dm_costs_load_default(dm_costs **out, dm_err *err)
 {
-    const char *dirs[3];
-    int nd = 0;
     char buf[4096];
     const char *env = getenv("DMUON_COSTS");
     if (env && *env) {
         struct stat st;
         if (strchr(env, ',') || (stat(env, &st) == 0 && !S_ISDIR(st.st_mode))) return dm_costs_load(env, out, err);
-        dirs[nd++] = env;
     }
-#ifdef DM_SRCDIR
-    dirs[nd++] = DM_SRCDIR "/traces/costs";
-#endif
-#ifdef DM_PKGDATADIR
-    dirs[nd++] = DM_PKGDATADIR "/costs";
-#endif
+    /* the data folders in their one lookup order (datadir.h: $DMUON_COSTS, the build tree's,
+     * the installed ones, the source tree's): the measured H200 table, with bench work's rows
+     * beside it when its folder has them; else the roofline table */
+    const char *dirs[DM_DATA_MAX_DIRS];
+    int nd = dm_data_dirs(DM_DATA_COSTS, dirs);
     static const char *files[] = {"h200.csv", "roofline.csv"};
     for (int fi = 0; fi < 2; fi++)
         for (int d = 0; d < nd; d++) {

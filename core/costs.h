@@ -89,9 +89,9 @@ typedef struct dm_costs dm_costs; /* opaque */
 int dm_costs_load(const char *csv_path, dm_costs **out, dm_err *err);
 
 /* traces/costs/h200.csv (joined with h200-work.csv beside it, `dmuon bench work`'s rows, when
- * that file exists) if present, else traces/costs/roofline.csv; directories searched in
- * order: $DMUON_COSTS (a file, a comma list or a directory), DM_SRCDIR/traces/costs,
- * DM_PKGDATADIR/costs.
+ * that file exists) if present, else traces/costs/roofline.csv; $DMUON_COSTS may name a file or a
+ * comma list directly; folders searched in datadir.h's one order ($DMUON_COSTS as a folder, the
+ * build tree's source traces/costs, the installed costs/, the source tree's).
  * When no file is found at all, returns a pure roofline model for an H200 (never fails for
  * that reason; dm_costs_describe says so). */
 int dm_costs_load_default(dm_costs **out, dm_err *err);

@@ -62,8 +62,7 @@ out=$(staged scale --gpus 8 --no-plots 2>&1)
 is "installed dmuon scale --gpus 8 --no-plots: exit 0" "$?" 0
 like "scale reads the installed model" "$out" "($data/models/wall-oss-flow.json)"
 like "scale wrote its table in the working folder" "$(ls "$tmp/work/dmuon-scale" 2>&1)" "scale.csv"
-like_todo "scale reads the installed kernel table" "$out" "($data/costs/h200.csv" \
-    "core/costs.c's default table is not yet looked up through core/datadir.h"
+like "scale reads the installed kernel table" "$out" "($data/costs/h200.csv"
 
 out=$(CI=true staged regress --quick --no-gpu --machine cpu-2core 2>&1)
 is "installed dmuon regress --quick: exit 0" "$?" 0
