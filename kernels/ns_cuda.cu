@@ -581,15 +581,20 @@ static int emit_syrk(seq *q, const geom *g, const void *x, void *r, dm_err *err)
     return emit_mirror(q, g, g->bs_x, r, err);
 }
 
-/* D = alpha S1 S2 + beta C for m x m symmetric S1, S2 that commute (so D is symmetric). */
+/* D = alpha S1 S2 + beta C for m x m S1, S2 that commute (so D is symmetric in exact arithmetic),
+ * as cuBLASLt computes it here: column-major, so on the row-major storage D = S2 S1 + C. sym:
+ * our kernels may mirror the result's lower tiles (the result is symmetric to rounding: X X^T,
+ * polynomials in R, P R P); 0: they compute every tile, the operand order kept (R Z and Q of
+ * the Gram NS, whose rounding-level asymmetry the iteration amplifies: run 9, NOTES.md).
+ * cuBLASLt's block scheme (bs_s < m) mirrors every one as before. */
 static int emit_symm(seq *q, const geom *g, const void *s1, const void *s2, float alpha,
-                     float beta, const void *c, void *d, dm_err *err)
+                     float beta, const void *c, void *d, int sym, dm_err *err)
 {
     int rc;
     if (kernel_is_sym(g->kern)) {
         nsm_op op;
         nsm_geom mg = mgeom(g);
-        nsm_op_symm(&op, &mg, s1, s2, alpha, beta, c, 0.f, d);
+        nsm_op_mm(&op, &mg, s2, s1, alpha, beta, c, 0.f, d, sym); /* row-major S2 S1: cuBLASLt's product */
         if (emit_symk(q, g, &op, err)) return -1;
         count_sym(q, g, (double)g->m);
         return 0;
@@ -783,7 +788,7 @@ static int build_direct(ns_plan *p, dm_err *err)
         if (raw) scal_on(p, 0, 1); /* A = (G G^T) / s^2 */
         int rc = emit_syrk(&p->q, g, x, A, err);
         scal_off(p);
-        if (rc || emit_symm(&p->q, g, A, A, c, b, A, B, err)) return -1;
+        if (rc || emit_symm(&p->q, g, A, A, c, b, A, B, 1, err)) return -1;
         if (raw) scal_on(p, 2, 3); /* X1 = (B G) / s + (a / s) G */
         rc = emit_apply(&p->q, g, B, x, 1.f, a, x, dst, err);
         scal_off(p);
@@ -822,11 +827,11 @@ static int build_gram(ns_plan *p, dm_err *err)
             if (emit_syrk(&p->q, g, x, R, err)) return -1;
             have_q = 0;
         }
-        if (emit_symm(&p->q, g, R, R, c, b, R, Z, err)) return -1;
+        if (emit_symm(&p->q, g, R, R, c, b, R, Z, 1, err)) return -1;
         int need_r = it < n_it - 1 && !(p->cfg.restarts >> (it + 1) & 1u);
         if (need_r) {
-            if (emit_symm(&p->q, g, R, Z, 1.f, a, R, RZ, err) ||
-                emit_symm(&p->q, g, Z, RZ, 1.f, a, RZ, Rn, err))
+            if (emit_symm(&p->q, g, R, Z, 1.f, a, R, RZ, 0, err) ||
+                emit_symm(&p->q, g, Z, RZ, 1.f, a, RZ, Rn, 1, err))
                 return -1;
             tmp = R, R = Rn, Rn = tmp;
         }
@@ -841,7 +846,7 @@ static int build_gram(ns_plan *p, dm_err *err)
             t->f = a;
             have_q = 1;
         } else {
-            if (emit_symm(&p->q, g, Q, Z, 1.f, a, Q, Qn, err)) return -1;
+            if (emit_symm(&p->q, g, Q, Z, 1.f, a, Q, Qn, 0, err)) return -1;
             tmp = Q, Q = Qn, Qn = tmp;
         }
     }
@@ -1186,7 +1191,7 @@ static int prod_emit(ns_prod *p, seq *q, const geom *g, void *d, dm_err *err)
     switch (p->kind) {
     case NS_PROD_GEMM: return emit_apply(q, g, p->s, p->x, 1.f, 0.f, NULL, d, err);
     case NS_PROD_SYRK: return emit_syrk(q, g, p->x, d, err);
-    default: return emit_symm(q, g, p->s, p->s, 1.f, 0.f, NULL, d, err);
+    default: return emit_symm(q, g, p->s, p->s, 1.f, 0.f, NULL, d, 1, err);
     }
 }
 

@@ -135,7 +135,7 @@ static int build_direct(nsm_fused *f, const nsm_fused_args *a, const void *x0, i
         int last = it == a->coeffs->n - 1;
         void *dst = last ? a->out : x == a->xbuf[0] ? a->xbuf[1] : a->xbuf[0];
         PUSH(nsm_op_syrk(op_, g, x, A, 1.f); op_->alpha_pow = raw ? 2 : 0);
-        PUSH(nsm_op_symm(op_, g, A, A, cc, cb, A, 0.f, B));
+        PUSH(nsm_op_mm(op_, g, A, A, cc, cb, A, 0.f, B, 1));
         PUSH(nsm_op_apply(op_, g, B, x, 1.f, ca, x, dst, last ? a->io : g->dt); op_->alpha_pow = op_->beta_pow = raw);
         x = dst;
         raw = 0;
@@ -164,18 +164,23 @@ static int build_gram(nsm_fused *f, const nsm_fused_args *a, const void *x0, int
         }
         int need_r = it < n_it - 1 && !(a->restarts >> (it + 1) & 1u);
         if (!have_q && !need_r) { /* Z only makes Q: Q = c R R + b R + a I directly */
-            PUSH(nsm_op_symm(op_, g, R, R, cc, cb, R, ca, Q));
+            PUSH(nsm_op_mm(op_, g, R, R, cc, cb, R, ca, Q, 1));
             have_q = 1;
             continue;
         }
-        PUSH(nsm_op_symm(op_, g, R, R, cc, cb, R, 0.f, Z);
+        PUSH(nsm_op_mm(op_, g, R, R, cc, cb, R, 0.f, Z, 1);
              if (!have_q) op_->d2 = Q, op_->gamma2 = ca); /* and Q = Z + aI when Q starts here */
         int upd_q = have_q, n_phase = 0;
-        if (need_r) PUSH(nsm_op_symm(op_, g, R, Z, 1.f, ca, R, 0.f, RZ); n_phase++);
-        if (upd_q) PUSH(nsm_op_symm(op_, g, Q, Z, 1.f, ca, Q, 0.f, Qn); n_phase++);
-        if (n_phase == 2) f->ops[f->n_ops - 2].barrier_after = 0; /* R Z and Q Z: one phase */
+        /* R <- P R P (P = Z + aI) as R Z = R P, then Z (R Z) + a (R Z): a congruence, so R stays
+         * symmetric to rounding whatever P's rounding error (R P is symmetric only in exact
+         * arithmetic; mirroring its lower tiles costs nothing measurable, tools/ns_mma_emu.py).
+         * Q <- P Q with every tile: Q = P_k ... P_1, applied in that order. Run 9 computed
+         * Z (R P)^T + a R P and Q P, P_1 ... P_k X: 0.03-0.34 off (NOTES.md). */
+        if (need_r) PUSH(nsm_op_mm(op_, g, R, Z, 1.f, ca, R, 0.f, RZ, 1); n_phase++);
+        if (upd_q) PUSH(nsm_op_mm(op_, g, Z, Q, 1.f, ca, Q, 0.f, Qn, 0); n_phase++);
+        if (n_phase == 2) f->ops[f->n_ops - 2].barrier_after = 0; /* R Z and P Q: one phase */
         if (need_r) {
-            PUSH(nsm_op_symm(op_, g, Z, RZ, 1.f, ca, RZ, 0.f, Rn));
+            PUSH(nsm_op_mm(op_, g, Z, RZ, 1.f, ca, RZ, 0.f, Rn, 1));
             t = R, R = Rn, Rn = t;
         }
         if (upd_q) t = Q, Q = Qn, Qn = t;
@@ -335,7 +340,7 @@ fail:
     return -1;
 }
 
-int nsm_fused_run(nsm_fused *f, cudaStream_t s, dm_err *err)
+int nsm_fused_run(nsm_fused *f, ns_stream s, dm_err *err)
 {
     int th, sm;
     const void *fn = kernel_for(f->tile, f->dt, &th, &sm);

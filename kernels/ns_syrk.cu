@@ -44,16 +44,17 @@ void nsm_op_syrk(nsm_op *op, const nsm_geom *g, const void *x, void *r, float al
     op->alpha = alpha;
 }
 
-void nsm_op_symm(nsm_op *op, const nsm_geom *g, const void *s1, const void *s2, float alpha,
-                            float beta, const void *c, float gamma, void *d)
+void nsm_op_mm(nsm_op *op, const nsm_geom *g, const void *s1, const void *s2, float alpha, float beta,
+               const void *c, float gamma, void *d, int sym)
 {
     op_init(op, g);
     int64_t m = g->m;
     op->M = op->N = op->K = (int)m;
-    op->sym = 1;
+    op->sym = sym != 0;
     op->a = s1;
-    op->b = s2; /* B(k,j) = S2[j*m + k]: S2 is symmetric */
-    op->ta = op->tb = 0;
+    op->b = s2; /* B(k,j) = S2[k*m + j]: by rows, as stored (never "S2 is symmetric") */
+    op->ta = 0;
+    op->tb = 1;
     op->lda = op->ldb = op->ldc = op->ldd = m;
     op->sa = op->sb = op->sc = op->sd = m * m;
     op->alpha = alpha;
@@ -160,7 +161,7 @@ int nsm_gemm_setup(nsm_tile t, dm_dtype dt, dm_err *err)
     return dm_err_set(err, "nsm_gemm_setup: unknown tile %d", (int)t);
 }
 
-int nsm_gemm(const nsm_op *op, nsm_tile t, cudaStream_t s, dm_err *err)
+int nsm_gemm(const nsm_op *op, nsm_tile t, ns_stream s, dm_err *err)
 {
     if (op->kind != NSM_GEMM || op->edge != nsm_tile_edge(t) || (op->splits > 1 && (!op->ws || !op->cnt)))
         return dm_err_set(err, "nsm_gemm: op not finished for tile %d (or split without scratch)", (int)t);
