@@ -1140,6 +1140,8 @@ extern "C" int ns_plan_profile(ns_plan *p, ns_stream s, FILE *out, dm_err *err)
                         q->sigs[q->steps[i].sig].pick);
             else
                 fprintf(out, "#   %3d %-44s %9.1f us\n", i, step_name(&q->steps[i]), best[i]);
+        for (int i = 0; i < q->n; i++) /* our fused NS: its phases */
+            if (q->steps[i].kind == ST_FUSED && nsm_fused_profile(q->steps[i].fused, (cudaStream_t)s, out, err)) goto out;
     }
     rc = 0;
     goto out;

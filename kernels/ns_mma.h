@@ -141,6 +141,11 @@ typedef struct nsm_fused nsm_fused;
 int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err);
 int nsm_fused_run(nsm_fused *f, ns_stream s, dm_err *err);
 void nsm_fused_destroy(nsm_fused *f); /* NULL ok */
+/* Run f 6 times on s with per-phase clocks on (the fastest of the last 5 kept) and print, per
+ * phase, the slowest CTA's work, the barrier wait (min: the last CTA to arrive, i.e. the
+ * barrier's own cost; max) and the ops, as '#'-comment lines on out. For the benchmark's
+ * --profile; the normal launch records nothing. */
+int nsm_fused_profile(nsm_fused *f, ns_stream s, FILE *out, dm_err *err);
 /* For reports: ops, barriers, CTAs and threads of the launch; FLOPs as executed, with every
  * product in full, and with the symmetric ones at half (as ns_plan_stats counts them). */
 void nsm_fused_info(const nsm_fused *f, int *n_ops, int *n_barriers, int *grid, int *threads,
