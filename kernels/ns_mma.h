@@ -32,8 +32,8 @@ typedef enum { NSM_GEMM = 0, NSM_SUMSQ = 1, NSM_NORM = 2 } nsm_kind;
 
 /* Tile shapes of the engine: output tile edge, warps, k-step and pipeline stages. */
 typedef enum {
-    NSM_T32 = 0,   /* 32 x 32, 4 warps, BK 32, 3 stages (small matrices: more CTAs per product) */
-    NSM_T64 = 1,   /* 64 x 64, 4 warps, BK 32, 3 stages */
+    NSM_T32 = 0,   /* 32 x 32, 4 warps, BK 32, 6 stages (small matrices: more CTAs per product) */
+    NSM_T64 = 1,   /* 64 x 64, 4 warps, BK 32, 5 stages */
     NSM_T128 = 2,  /* 128 x 128, 8 warps, BK 32, 4 stages */
     NSM_T128S3 = 3 /* 128 x 128, 8 warps, BK 32, 3 stages */
 } nsm_tile;

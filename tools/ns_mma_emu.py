@@ -4,6 +4,8 @@ machine without a GPU. Two parts, each a transliteration of the CUDA code's inde
   1. fragments: the padded shared-memory tiles of load_operand, the per-lane ldmatrix(.trans)
      row addresses of mainloop and the mma.sync m16n8k16 fragment layouts of the PTX ISA, for
      every operand layout (K- or M/N-contiguous) and tile shape: the CTA tile must equal A B;
+     and the epilogue's staged tile (shared rows, 16-byte pieces, the mirror's gather), whole
+     and clipped at a matrix edge: the tile and its transpose, nothing past the edge;
   2. programs: the op builders (nsm_op_syrk/mm/apply, wide and tall), build_direct and
      build_gram with their phases, and gemm_unit's tiling (lower tiles, mirror, clipping,
      split-K, the second output Q = Z + aI), in float64: the result must equal the float64 NS,
@@ -90,7 +92,34 @@ def run(c, AK, BKC, rng):
                     for h in range(2):
                         r=wm*c['WTM']+i*16+g+8*h; cc=wn*c['WTN']+j*8+2*t
                         R[r,cc]=acc[warp,l,i,j,2*h]; R[r,cc+1]=acc[warp,l,i,j,2*h+1]
-    return np.abs(R-A@B).max()
+    err=np.abs(R-A@B).max()
+    # the staged epilogue of a 16-bit D: fragments -> shared tile (rows of BN+8), then 16-byte
+    # pieces along the rows (the tile) and gathered down the columns (its transpose), clipped
+    # to rows x cols (a tile at the matrix's edge)
+    SROW=BN+8; CPR=BN//8; T=c['THREADS']
+    for rows,cols in ((BM,BN),(BM-8,BN-16)):
+        st=np.full(BM*SROW,np.nan)
+        for warp in range(T//32):
+            wm,wn=warp//c['WARPS_N'],warp%c['WARPS_N']
+            for l in range(32):
+                g,t=l//4,l%4; wr=wm*c['WTM']+g; wc=wn*c['WTN']+2*t
+                for i in range(c['MF']):
+                    for j in range(c['NF']):
+                        for h in range(2):
+                            o=(wr+i*16+8*h)*SROW+wc+j*8
+                            st[o],st[o+1]=acc[warp,l,i,j,2*h],acc[warp,l,i,j,2*h+1]
+        D=np.full((BM,BN),np.nan); Dm=np.full((BN,BM),np.nan)
+        for tid in range(T):
+            for q in range(tid,BM*CPR,T):
+                rl,cl=q//CPR,(q%CPR)*8
+                if rl<rows and cl<cols: D[rl,cl:cl+8]=st[rl*SROW+cl:rl*SROW+cl+8]
+            for q in range(tid,BN*(BM//8),T):
+                jl,il=q%BN,(q//BN)*8
+                if jl<cols and il<rows: Dm[jl,il:il+8]=[st[(il+k)*SROW+jl] for k in range(8)]
+        P=A@B
+        err=max(err,np.abs(D[:rows,:cols]-P[:rows,:cols]).max(),np.abs(Dm[:cols,:rows]-P[:rows,:cols].T).max())
+        err=max(err,0 if np.isnan(D[rows:,:]).all() and np.isnan(D[:,cols:]).all() else np.inf) # nothing past the edge
+    return err
 PE=[(8.28721201814563,-23.595886519098837,17.300387312530933),(4.107059111542203,-2.9478499167379106,0.5448431082926601),
 (3.9486908534822946,-2.908902115962949,0.5518191394370137),(3.3184196573706015,-2.488488024314874,0.51004894012372),
 (2.300652019954817,-1.6689039845747493,0.4188073119525673)]
@@ -186,7 +215,7 @@ def run_gemm(bufs,o,edge,scale,fp):
             v=alpha*acc
             if o['c'] and beta!=0: v=v+beta*Cm[r0:r1,c0:c1]
             dg=np.equal.outer(np.arange(r0,r1),np.arange(c0,c1))
-            v=v+acc_t(o['gamma'])*dg; w=v+acc_t(o['gamma2'])*dg
+            v=v+acc_t(o['gamma'])*dg; w=rnd(v)+acc_t(o['gamma2'])*dg # D2: D's stored value + gamma2 I
             D[r0:r1,c0:c1]=rnd(v)
             if D2 is not None: D2[r0:r1,c0:c1]=rnd(w)
             if o['sym'] and tm!=tn:
