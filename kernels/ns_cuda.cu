@@ -170,6 +170,10 @@ static void seq_free(seq *q)
 {
     for (int i = 0; i < q->n; i++) {
         step *t = &q->steps[i];
+        if (t->kind == ST_SYMK) { /* its split-K scratch (NULL when whole) */
+            cudaFree(t->mop.ws);
+            cudaFree(t->mop.cnt);
+        }
         if (t->kind != ST_GEMM) continue;
         cublasLtMatmulDescDestroy(t->op);
         cublasLtMatrixLayoutDestroy(t->la);
@@ -524,10 +528,20 @@ static int emit_symk(seq *q, const geom *g, const nsm_op *op, dm_err *err)
         t->mop.beta_dev = q->scal_beta;
     }
     t->mtile = kernel_tile(g->kern);
-    nsm_op_finish(&t->mop, t->mtile);
-    if (nsm_gemm_setup(t->mtile, g->dt, err)) return -1;
-    snprintf(t->desc, sizeof t->desc, "%s %dx%dx%d x%d%s", ns_kernel_name(g->kern), op->M, op->N, op->K, op->batch,
-             op->c ? " +C" : "");
+    /* split-K where the product has fewer tiles than the GPU holds CTAs (X X^T of a wide matrix:
+     * run 9's 256x1536 one ran 10 CTAs through 48 k-steps each, 3x cuBLASLt's time); the
+     * scratch is the step's (seq_free) */
+    int64_t resident = 0;
+    size_t wf = 0, nc = 0;
+    if (nsm_gemm_resident(t->mtile, g->dt, &resident, err)) return -1;
+    nsm_op_split(&t->mop, t->mtile, resident, &wf, &nc);
+    if (wf) {
+        NS_CUDA(cudaMalloc((void **)&t->mop.ws, wf * sizeof(float)));
+        NS_CUDA(cudaMalloc((void **)&t->mop.cnt, nc * sizeof(unsigned)));
+        NS_CUDA(cudaMemset(t->mop.cnt, 0, nc * sizeof(unsigned))); /* before any stream uses it: the plan syncs */
+    }
+    snprintf(t->desc, sizeof t->desc, "%s %dx%dx%d x%d%s%s split %d", ns_kernel_name(g->kern), op->M, op->N, op->K,
+             op->batch, op->c ? " +C" : "", op->sym ? "" : " all tiles", t->mop.splits);
     q->flops_exec += nsm_op_flops(&t->mop);
     return 0;
 }

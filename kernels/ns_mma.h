@@ -109,6 +109,12 @@ void nsm_op_apply(nsm_op *op, const nsm_geom *g, const void *s, const void *x, f
 /* Tiles and units for tile shape t (splits as set). */
 void nsm_op_finish(nsm_op *op, nsm_tile t);
 
+/* Split-K where the op has fewer output tiles (over its batch) than `resident` CTAs: pieces of
+ * at least 256 of K, at most 16 (the fused NS and the plans' products of ours share the rule);
+ * finishes the op for t. *ws_floats, *n_cnt: the scratch it then needs in op->ws and op->cnt
+ * (0 when it stays whole). */
+void nsm_op_split(nsm_op *op, nsm_tile t, int64_t resident, size_t *ws_floats, size_t *n_cnt);
+
 /* FLOPs the op executes (2 M N K per entry over the tiles it computes, clipped to the matrix). */
 double nsm_op_flops(const nsm_op *op);
 
@@ -117,6 +123,9 @@ double nsm_op_flops(const nsm_op *op);
  * first. */
 int nsm_gemm_setup(nsm_tile t, dm_dtype dt, dm_err *err);
 int nsm_gemm(const nsm_op *op, nsm_tile t, ns_stream s, dm_err *err);
+/* CTAs of nsm_gemm's kernel for tile t that fit on the current device at once (sets up the
+ * kernel as nsm_gemm_setup does). */
+int nsm_gemm_resident(nsm_tile t, dm_dtype dt, int64_t *resident, dm_err *err);
 
 /* ---- the fused NS ------------------------------------------------------------------------ */
 

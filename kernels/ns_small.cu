@@ -290,14 +290,8 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
             q->nchunk = nchunk;
             q->eps = a->eps;
             if (q->kind == NSM_GEMM) {
-                nsm_op_finish(q, a->tile);
-                int64_t tiles = (int64_t)q->batch * q->tiles;
-                int sp = (int)(resident / tiles);
-                int kmax = q->K / 256; /* pieces of at least 256 of K */
-                sp = sp > kmax ? kmax : sp;
-                sp = sp > 16 ? 16 : sp < 1 ? 1 : sp;
-                q->splits = sp;
-                nsm_op_finish(q, a->tile);
+                size_t wf, nc; /* counted per phase below */
+                nsm_op_split(q, a->tile, resident, &wf, &nc);
                 double full = 2.0 * q->M * q->N * q->K * q->batch;
                 f->flops_exec += nsm_op_flops(q);
                 f->flops_full += full;
@@ -317,11 +311,10 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
                 nsm_op *q = &f->ops[j];
                 u += q->units;
                 if (q->kind == NSM_GEMM && q->splits > 1) {
-                    size_t tiles = (size_t)q->batch * q->tiles;
                     q->ws = (float *)(uintptr_t)w_off;
                     q->cnt = (unsigned *)(uintptr_t)c_off;
-                    w_off += tiles * q->splits * q->edge * q->edge;
-                    c_off += tiles;
+                    w_off += (size_t)q->batch * q->tiles * q->splits * q->edge * q->edge;
+                    c_off += (size_t)q->batch * q->tiles;
                 }
                 if (q->barrier_after || j == f->n_ops - 1) break;
             }

@@ -108,6 +108,22 @@ void nsm_op_finish(nsm_op *op, nsm_tile t)
     op->units = (int64_t)op->batch * op->tiles * op->splits;
 }
 
+void nsm_op_split(nsm_op *op, nsm_tile t, int64_t resident, size_t *ws_floats, size_t *n_cnt)
+{
+    *ws_floats = *n_cnt = 0;
+    op->splits = 1;
+    nsm_op_finish(op, t);
+    if (op->kind != NSM_GEMM) return;
+    int64_t tiles = (int64_t)op->batch * op->tiles, sp = resident / tiles, kmax = op->K / 256;
+    sp = sp > kmax ? kmax : sp;
+    op->splits = (int)(sp > 16 ? 16 : sp < 1 ? 1 : sp);
+    nsm_op_finish(op, t);
+    if (op->splits > 1) {
+        *ws_floats = (size_t)tiles * (size_t)op->splits * (size_t)op->edge * (size_t)op->edge;
+        *n_cnt = (size_t)tiles;
+    }
+}
+
 double nsm_op_flops(const nsm_op *op)
 {
     if (op->kind != NSM_GEMM) return 0;
@@ -159,6 +175,30 @@ int nsm_gemm_setup(nsm_tile t, dm_dtype dt, dm_err *err)
     case NSM_T128S3: return bf ? setup_gemm<nsm::cfg128s3, __nv_bfloat16>(err) : setup_gemm<nsm::cfg128s3, __half>(err);
     }
     return dm_err_set(err, "nsm_gemm_setup: unknown tile %d", (int)t);
+}
+
+template <class C, typename T> static int resident_gemm(int64_t *resident, dm_err *err)
+{
+    int dev = 0, n_sms = 0, per_sm = 0;
+    if (setup_gemm<C, T>(err)) return -1;
+    NS_CUDA(cudaGetDevice(&dev));
+    NS_CUDA(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev));
+    NS_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_gemm<C, T>, C::THREADS, C::SMEM_BYTES));
+    *resident = (int64_t)per_sm * n_sms;
+    return 0;
+}
+
+int nsm_gemm_resident(nsm_tile t, dm_dtype dt, int64_t *resident, dm_err *err)
+{
+    int bf = dt == DM_DT_BF16;
+    switch (t) {
+    case NSM_T32: return bf ? resident_gemm<nsm::cfg32, __nv_bfloat16>(resident, err) : resident_gemm<nsm::cfg32, __half>(resident, err);
+    case NSM_T64: return bf ? resident_gemm<nsm::cfg64, __nv_bfloat16>(resident, err) : resident_gemm<nsm::cfg64, __half>(resident, err);
+    case NSM_T128: return bf ? resident_gemm<nsm::cfg128, __nv_bfloat16>(resident, err) : resident_gemm<nsm::cfg128, __half>(resident, err);
+    case NSM_T128S3:
+        return bf ? resident_gemm<nsm::cfg128s3, __nv_bfloat16>(resident, err) : resident_gemm<nsm::cfg128s3, __half>(resident, err);
+    }
+    return dm_err_set(err, "nsm_gemm_resident: unknown tile %d", (int)t);
 }
 
 int nsm_gemm(const nsm_op *op, nsm_tile t, ns_stream s, dm_err *err)

@@ -31,7 +31,8 @@
  * cuBLASLt (compute-sanitizer's racecheck fails to launch cuBLASLt's Hopper kernels);
  * DM_TEST_OWN=1 runs only the checks of our kernels, on fewer and smaller shapes (for
  * compute-sanitizer), and DM_TEST_NO_LT=1 with it leaves out their cuBLASLt comparisons too
- * (racecheck: the float64 checks remain). */
+ * (racecheck: the float64 checks remain); DM_TEST_QUICK=1 with it: fewer still (two whole-NS
+ * shapes, batches of at most 2: racecheck in about a minute). */
 #include "config.h"
 
 #include <math.h>
@@ -57,7 +58,7 @@ int main(void) { return tap_skip_all("built without CUDA"); }
 #define PROD_TOL 8e-3
 #define BLOCK_TOL 4e-3
 
-static int own_only, no_lt; /* DM_TEST_OWN, DM_TEST_NO_LT */
+static int own_only, no_lt, quick; /* DM_TEST_OWN, DM_TEST_NO_LT, DM_TEST_QUICK */
 
 static uint64_t rng_state;
 static double randn(void)
@@ -698,7 +699,7 @@ static void test_own_plans(ns_stream s)
     };
     static const ns_kernel kernels[] = {NS_KERNEL_SYM64, NS_KERNEL_SYM128, NS_KERNEL_FUSED32, NS_KERNEL_FUSED64,
                                         NS_KERNEL_FUSED128};
-    for (size_t i = 0; i < (own_only ? 4 : sizeof shapes / sizeof shapes[0]); i++) {
+    for (size_t i = 0; i < (quick ? 2 : own_only ? 4 : sizeof shapes / sizeof shapes[0]); i++) {
         int64_t r = shapes[i].r, c = shapes[i].c;
         int batch = shapes[i].batch;
         dm_dtype io = shapes[i].io;
@@ -756,9 +757,10 @@ static void test_fused_batch(ns_stream s)
     size_t cap = (size_t)256 * 1536 * 64;
     double *g = malloc(cap * 8), *lt = malloc(cap * 8), *a = malloc(cap * 8), *b = malloc(cap * 8);
     fill_randn(g, cap, 1.0);
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    /* quick (racecheck, which sees shared memory only: the same code at any size): the first */
+    for (size_t i = 0; i < (quick ? 1 : sizeof shapes / sizeof shapes[0]); i++) {
         int64_t r = shapes[i].r, c = shapes[i].c;
-        int batch = own_only && shapes[i].batch > 8 ? 8 : shapes[i].batch;
+        int batch = own_only && shapes[i].batch > (quick ? 2 : 8) ? (quick ? 2 : 8) : shapes[i].batch;
         size_t n = (size_t)(r * c) * batch;
         for (int algo = 0; algo < (r == c ? 1 : 2); algo++) /* square: direct (Gram is not used there) */
             for (int kk = 0; kk < 3; kk++) {
@@ -915,7 +917,7 @@ static void test_own_products(void)
 {
     static const struct { int64_t m, n; int batch; } shapes[] = {{200, 328, 3}, {136, 136, 1}, {448, 1280, 2}};
     static const ns_kernel kernels[] = {NS_KERNEL_SYM64, NS_KERNEL_SYM128, NS_KERNEL_SYM128S3};
-    for (size_t i = 0; i < (own_only ? 2 : sizeof shapes / sizeof shapes[0]); i++)
+    for (size_t i = 0; i < (quick ? 1 : own_only ? 2 : sizeof shapes / sizeof shapes[0]); i++)
         for (int kind = NS_PROD_SYRK; kind <= NS_PROD_SYMM; kind++)
             for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
                 dm_err e = {{0}};
@@ -1076,6 +1078,7 @@ int main(void)
     }
     own_only = getenv("DM_TEST_OWN") != NULL;
     no_lt = own_only && getenv("DM_TEST_NO_LT") != NULL;
+    quick = own_only && getenv("DM_TEST_QUICK") != NULL;
     if (own_only) { /* compute-sanitizer on our kernels */
         test_own_mm();
         test_own_products();

@@ -6,13 +6,19 @@
 # block is reused here). The autotune cache starts from the committed traces/kernels/
 # autotune_h200.tsv, so the one written to $OUT holds the old entries and the re-tuned ones.
 # Logs go to $OUT (or /tmp/dmuon-out).
-#   traces/kernels/run_device.sh [test|testsan|bench|all|v9] [BENCH ARGS...]
+#   traces/kernels/run_device.sh [test|testsan|bench|all|v9|k2] [BENCH ARGS...]
 # test: the GPU test alone; testsan/all: with compute-sanitizer memcheck and racecheck.
 # v9 (issue 17, one call of ~5 minutes): the SASS of our kernels (HMMA, local memory); the GPU
 # test; memcheck and racecheck on our kernels only (DM_TEST_OWN); the goal shapes, each timed
 # with its cached cuBLASLt configuration beside our kernels (--retime-cached); PyTorch in the
 # same call; the 18 shapes with min(m, n) >= 3584 (cuBLASLt as cached vs our symmetric kernel);
 # MoE expert batches (traces/kernels/expert_shapes.txt); a short table last (tools/ns_bench_summary.py). Every stage has a timeout; logs in $OUT.
+# k2 (issue 17 after run 9, under 3 minutes): the whole GPU test (the Gram cases of our kernels
+# that failed in run 9 and the new product check on operands that are not symmetric);
+# racecheck on our kernels alone (DM_TEST_OWN, no cuBLASLt, the quick set: it finishes); the
+# goal shapes our kernels can win (traces/kernels/k2_shapes.txt: ours beside the cached cuBLASLt
+# configuration, products included); the fused kernels' per-phase profile (work per phase,
+# grid-barrier cost) on 128^2, 1024^2 and 64 x 256x1536.
 set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
@@ -90,4 +96,28 @@ if [ "$mode" = v9 ]; then
   cat "$O/torch.log" 2>/dev/null | grep -v '^#   check'
   cat "$O/sass_summary.txt" 2>/dev/null | head -40
   cat "$O/summary.txt"
+fi
+if [ "$mode" = k2 ]; then
+  t0=$(date +%s)
+  env_info > "$O/env.txt" 2>&1
+  { env_info; timeout 40 $D/test_ns_gpu; echo "exit $?"; } > "$O/test_ns_gpu.log" 2>&1
+  echo "test_ns_gpu: $(grep -c '^ok' "$O/test_ns_gpu.log") ok, $(grep -c '^not ok' "$O/test_ns_gpu.log") not ok, $(tail -1 "$O/test_ns_gpu.log")"
+  grep -A1 '^not ok' "$O/test_ns_gpu.log" | head -24
+  grep -E '^(not )?ok' "$O/test_ns_gpu.log" | grep -E 'gram .*kernel (sym|fused)|fused gram|mm D =' | cut -c1-150 | head -64
+  DM_TEST_OWN=1 DM_TEST_NO_LT=1 DM_TEST_QUICK=1 timeout 70 compute-sanitizer --tool racecheck --racecheck-report all \
+    $D/test_ns_gpu > "$O/racecheck.log" 2>&1
+  echo "racecheck (our kernels, quick set) rc $?: $(grep -c '^ok' "$O/racecheck.log") ok, $(grep -c '^not ok' "$O/racecheck.log") not ok; $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$O/racecheck.log" | tail -1); $(tail -1 "$O/racecheck.log")"
+  [ -f traces/kernels/autotune_h200.tsv ] && cp traces/kernels/autotune_h200.tsv "$O/autotune.tsv"
+  { env_info; timeout 40 $D/dmuon bench kernels --shapes traces/kernels/k2_shapes.txt --cache "$O/autotune.tsv" \
+      --retime-cached --no-gemm-tune --kernels lt,sym64,sym128,fused32,fused64,fused128 --sym-blocks 1 --reps 10 \
+      --warmup 2 --no-elementwise --verbose --out "$O/costs_k2.csv"; echo "exit $?"; } > "$O/bench_k2.log" 2>&1
+  echo "bench k2 shapes: $(tail -1 "$O/bench_k2.log")"
+  grep -E '^#   candidate|^ +[0-9]+x[0-9]+ +[0-9]+ (ns|syrk) ' "$O/bench_k2.log" | cut -c1-140
+  for k in fused32 fused64 fused128; do
+    timeout 10 $D/dmuon bench kernels --shapes traces/kernels/k2_profile_shapes.txt --kernels $k --no-gemm-tune \
+      --reps 3 --warmup 1 --no-products --no-elementwise --profile > "$O/profile_$k.log" 2>&1
+    echo "profile $k rc $?"
+    grep -E '^#   fused|^#   sum|^  [0-9]+x' "$O/profile_$k.log"
+  done
+  echo "k2 total $(( $(date +%s) - t0 )) s"
 fi
