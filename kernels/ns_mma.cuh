@@ -298,6 +298,20 @@ __device__ __forceinline__ void mainloop(float (&acc)[C::MF][C::NF][4], const T 
 
 /* ---- one GEMM unit ------------------------------------------------------------------------ */
 
+/* f(i, j, h, rl, cl) for each of the thread's accumulator pairs acc[i][j][2h..2h+1], at (rl, cl)
+ * and (rl, cl + 1) of the tile (unrolled: the indices are constants, acc stays in registers). */
+template <class C, class F> __device__ __forceinline__ void each_pair(F f)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wr = (warp / C::WARPS_N) * C::WTM + (lane >> 2), wc = (warp % C::WARPS_N) * C::WTN + 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < C::MF; i++)
+#pragma unroll
+        for (int j = 0; j < C::NF; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) f(i, j, h, wr + i * 16 + 8 * h, wc + j * 8);
+}
+
 /* A 16-bit value of dtype dt (bf16 or fp16) and back. */
 __device__ __forceinline__ uint32_t pack2(int dt, float v0, float v1)
 {
@@ -332,8 +346,6 @@ template <class C, typename T>
 __device__ __forceinline__ void epilogue(const nsm_op &op, int e, int tm, int tn, float (&acc)[C::MF][C::NF][4],
                                          uint16_t *smem, float *sh)
 {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N, g = lane >> 2, t = lane & 3;
     float alpha = op.alpha, beta = op.beta;
     if (op.alpha_dev) alpha = __ldcg(op.alpha_dev);
     if (op.beta_dev) beta = __ldcg(op.beta_dev);
@@ -349,59 +361,43 @@ __device__ __forceinline__ void epilogue(const nsm_op &op, int e, int tm, int tn
     char *D = (char *)op.d + (int64_t)e * op.sd * (dt_d == DM_DT_FP32 ? 4 : 2);
     uint16_t *D2 = op.d2 ? (uint16_t *)op.d2 + (int64_t)e * op.sd : NULL;
     const bool mirror = op.sym && tm != tn;
-    const int wr = wm * C::WTM + g, wc = wn * C::WTN + 2 * t; /* the thread's first element in the tile */
     const int R0 = tm * C::BM, C0 = tn * C::BN;
-#pragma unroll
-    for (int i = 0; i < C::MF; i++)
-#pragma unroll
-        for (int j = 0; j < C::NF; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int r = R0 + wr + i * 16 + 8 * h, c = C0 + wc + j * 8;
-                float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
-                if (Cm && r < M && c < N) { /* N is a multiple of 8: c + 1 < N too */
-                    float2 cv = load2_cg(Cm + (int64_t)r * ldc + c);
-                    v0 += beta * cv.x;
-                    v1 += beta * cv.y;
-                }
-                if (r == c) v0 += gamma;
-                if (r == c + 1) v1 += gamma;
-                acc[i][j][2 * h] = v0;
-                acc[i][j][2 * h + 1] = v1;
-            }
+    each_pair<C>([&](int i, int j, int h, int rl, int cl) {
+        int r = R0 + rl, c = C0 + cl;
+        float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
+        if (Cm && r < M && c < N) { /* N is a multiple of 8: c + 1 < N too */
+            float2 cv = load2_cg(Cm + (int64_t)r * ldc + c);
+            v0 += beta * cv.x;
+            v1 += beta * cv.y;
+        }
+        if (r == c) v0 += gamma;
+        if (r == c + 1) v1 += gamma;
+        acc[i][j][2 * h] = v0;
+        acc[i][j][2 * h + 1] = v1;
+    });
     if (dt_d == DM_DT_FP32) {
-#pragma unroll
-        for (int i = 0; i < C::MF; i++)
-#pragma unroll
-            for (int j = 0; j < C::NF; j++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    int r = R0 + wr + i * 16 + 8 * h, c = C0 + wc + j * 8;
-                    if (r >= M || c >= N) continue;
-                    float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-                    store2(D, (int64_t)r * ldd + c, DM_DT_FP32, v0, v1);
-                    if (D2) store2(D2, (int64_t)r * ldd + c, dt, v0 + (r == c ? gamma2 : 0.f), v1 + (r == c + 1 ? gamma2 : 0.f));
-                    if (mirror) {
-                        store1(D, (int64_t)c * ldd + r, DM_DT_FP32, v0);
-                        store1(D, (int64_t)(c + 1) * ldd + r, DM_DT_FP32, v1);
-                        if (D2) {
-                            store1(D2, (int64_t)c * ldd + r, dt, v0);
-                            store1(D2, (int64_t)(c + 1) * ldd + r, dt, v1);
-                        }
-                    }
+        each_pair<C>([&](int i, int j, int h, int rl, int cl) {
+            int r = R0 + rl, c = C0 + cl;
+            if (r >= M || c >= N) return;
+            float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+            store2(D, (int64_t)r * ldd + c, DM_DT_FP32, v0, v1);
+            if (D2) store2(D2, (int64_t)r * ldd + c, dt, v0 + (r == c ? gamma2 : 0.f), v1 + (r == c + 1 ? gamma2 : 0.f));
+            if (mirror) {
+                store1(D, (int64_t)c * ldd + r, DM_DT_FP32, v0);
+                store1(D, (int64_t)(c + 1) * ldd + r, DM_DT_FP32, v1);
+                if (D2) {
+                    store1(D2, (int64_t)c * ldd + r, dt, v0);
+                    store1(D2, (int64_t)(c + 1) * ldd + r, dt, v1);
                 }
+            }
+        });
         return;
     }
     constexpr int SROW = C::BN + 8; /* elements: an odd number of 16-byte words per row */
     static_assert(C::BM * SROW * 2 <= C::SMEM_BYTES, "the staged tile fits the pipeline's memory");
-#pragma unroll
-    for (int i = 0; i < C::MF; i++)
-#pragma unroll
-        for (int j = 0; j < C::NF; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                *(uint32_t *)(smem + (wr + i * 16 + 8 * h) * SROW + wc + j * 8) =
-                    pack2(dt_d, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+    each_pair<C>([&](int i, int j, int h, int rl, int cl) {
+        *(uint32_t *)(smem + rl * SROW + cl) = pack2(dt_d, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+    });
     __syncthreads();
     const int rows = M - R0 < C::BM ? M - R0 : C::BM, cols = N - C0 < C::BN ? N - C0 : C::BN; /* multiples of 8 */
     uint16_t *D16 = (uint16_t *)D;
