@@ -170,6 +170,10 @@ static void seq_free(seq *q)
 {
     for (int i = 0; i < q->n; i++) {
         step *t = &q->steps[i];
+        if (t->kind == ST_SYMK) { /* its split-K scratch (NULL when whole) */
+            cudaFree(t->mop.ws);
+            cudaFree(t->mop.cnt);
+        }
         if (t->kind != ST_GEMM) continue;
         cublasLtMatmulDescDestroy(t->op);
         cublasLtMatrixLayoutDestroy(t->la);
@@ -524,10 +528,20 @@ static int emit_symk(seq *q, const geom *g, const nsm_op *op, dm_err *err)
         t->mop.beta_dev = q->scal_beta;
     }
     t->mtile = kernel_tile(g->kern);
-    nsm_op_finish(&t->mop, t->mtile);
-    if (nsm_gemm_setup(t->mtile, g->dt, err)) return -1;
-    snprintf(t->desc, sizeof t->desc, "%s %dx%dx%d x%d%s", ns_kernel_name(g->kern), op->M, op->N, op->K, op->batch,
-             op->c ? " +C" : "");
+    /* split-K where the product has fewer tiles than the GPU holds CTAs (X X^T of a wide matrix:
+     * run 9's 256x1536 one ran 10 CTAs through 48 k-steps each, 3x cuBLASLt's time); the
+     * scratch is the step's (seq_free) */
+    int64_t resident = 0;
+    size_t wf = 0, nc = 0;
+    if (nsm_gemm_resident(t->mtile, g->dt, &resident, err)) return -1;
+    nsm_op_split(&t->mop, t->mtile, resident, &wf, &nc);
+    if (wf) {
+        NS_CUDA(cudaMalloc((void **)&t->mop.ws, wf * sizeof(float)));
+        NS_CUDA(cudaMalloc((void **)&t->mop.cnt, nc * sizeof(unsigned)));
+        NS_CUDA(cudaMemset(t->mop.cnt, 0, nc * sizeof(unsigned))); /* before any stream uses it: the plan syncs */
+    }
+    snprintf(t->desc, sizeof t->desc, "%s %dx%dx%d x%d%s%s split %d", ns_kernel_name(g->kern), op->M, op->N, op->K,
+             op->batch, op->c ? " +C" : "", op->sym ? "" : " all tiles", t->mop.splits);
     q->flops_exec += nsm_op_flops(&t->mop);
     return 0;
 }
@@ -581,15 +595,20 @@ static int emit_syrk(seq *q, const geom *g, const void *x, void *r, dm_err *err)
     return emit_mirror(q, g, g->bs_x, r, err);
 }
 
-/* D = alpha S1 S2 + beta C for m x m symmetric S1, S2 that commute (so D is symmetric). */
+/* D = alpha S1 S2 + beta C for m x m S1, S2 that commute (so D is symmetric in exact arithmetic),
+ * as cuBLASLt computes it here: column-major, so on the row-major storage D = S2 S1 + C. sym:
+ * our kernels may mirror the result's lower tiles (the result is symmetric to rounding: X X^T,
+ * polynomials in R, P R P); 0: they compute every tile, the operand order kept (R Z and Q of
+ * the Gram NS, whose rounding-level asymmetry the iteration amplifies: run 9, NOTES.md).
+ * cuBLASLt's block scheme (bs_s < m) mirrors every one as before. */
 static int emit_symm(seq *q, const geom *g, const void *s1, const void *s2, float alpha,
-                     float beta, const void *c, void *d, dm_err *err)
+                     float beta, const void *c, void *d, int sym, dm_err *err)
 {
     int rc;
     if (kernel_is_sym(g->kern)) {
         nsm_op op;
         nsm_geom mg = mgeom(g);
-        nsm_op_symm(&op, &mg, s1, s2, alpha, beta, c, 0.f, d);
+        nsm_op_mm(&op, &mg, s2, s1, alpha, beta, c, 0.f, d, sym); /* row-major S2 S1: cuBLASLt's product */
         if (emit_symk(q, g, &op, err)) return -1;
         count_sym(q, g, (double)g->m);
         return 0;
@@ -783,7 +802,7 @@ static int build_direct(ns_plan *p, dm_err *err)
         if (raw) scal_on(p, 0, 1); /* A = (G G^T) / s^2 */
         int rc = emit_syrk(&p->q, g, x, A, err);
         scal_off(p);
-        if (rc || emit_symm(&p->q, g, A, A, c, b, A, B, err)) return -1;
+        if (rc || emit_symm(&p->q, g, A, A, c, b, A, B, 1, err)) return -1;
         if (raw) scal_on(p, 2, 3); /* X1 = (B G) / s + (a / s) G */
         rc = emit_apply(&p->q, g, B, x, 1.f, a, x, dst, err);
         scal_off(p);
@@ -822,11 +841,11 @@ static int build_gram(ns_plan *p, dm_err *err)
             if (emit_syrk(&p->q, g, x, R, err)) return -1;
             have_q = 0;
         }
-        if (emit_symm(&p->q, g, R, R, c, b, R, Z, err)) return -1;
+        if (emit_symm(&p->q, g, R, R, c, b, R, Z, 1, err)) return -1;
         int need_r = it < n_it - 1 && !(p->cfg.restarts >> (it + 1) & 1u);
         if (need_r) {
-            if (emit_symm(&p->q, g, R, Z, 1.f, a, R, RZ, err) ||
-                emit_symm(&p->q, g, Z, RZ, 1.f, a, RZ, Rn, err))
+            if (emit_symm(&p->q, g, R, Z, 1.f, a, R, RZ, 0, err) ||
+                emit_symm(&p->q, g, Z, RZ, 1.f, a, RZ, Rn, 1, err))
                 return -1;
             tmp = R, R = Rn, Rn = tmp;
         }
@@ -841,7 +860,7 @@ static int build_gram(ns_plan *p, dm_err *err)
             t->f = a;
             have_q = 1;
         } else {
-            if (emit_symm(&p->q, g, Q, Z, 1.f, a, Q, Qn, err)) return -1;
+            if (emit_symm(&p->q, g, Q, Z, 1.f, a, Q, Qn, 0, err)) return -1;
             tmp = Q, Q = Qn, Qn = tmp;
         }
     }
@@ -1135,6 +1154,8 @@ extern "C" int ns_plan_profile(ns_plan *p, ns_stream s, FILE *out, dm_err *err)
                         q->sigs[q->steps[i].sig].pick);
             else
                 fprintf(out, "#   %3d %-44s %9.1f us\n", i, step_name(&q->steps[i]), best[i]);
+        for (int i = 0; i < q->n; i++) /* our fused NS: its phases */
+            if (q->steps[i].kind == ST_FUSED && nsm_fused_profile(q->steps[i].fused, (cudaStream_t)s, out, err)) goto out;
     }
     rc = 0;
     goto out;
@@ -1186,7 +1207,7 @@ static int prod_emit(ns_prod *p, seq *q, const geom *g, void *d, dm_err *err)
     switch (p->kind) {
     case NS_PROD_GEMM: return emit_apply(q, g, p->s, p->x, 1.f, 0.f, NULL, d, err);
     case NS_PROD_SYRK: return emit_syrk(q, g, p->x, d, err);
-    default: return emit_symm(q, g, p->s, p->s, 1.f, 0.f, NULL, d, err);
+    default: return emit_symm(q, g, p->s, p->s, 1.f, 0.f, NULL, d, 1, err);
     }
 }
 

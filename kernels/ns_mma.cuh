@@ -47,8 +47,12 @@ template <int BM_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int MINB_> 
     static_assert((KROW * 2 / 16) % 2 == 1 && (MROW * 2 / 16) % 2 == 1, "odd 16-byte words per row");
     static_assert(STAGE_ELEMS * 2 % 16 == 0, "stages 16-byte aligned");
 };
-typedef tile_cfg<32, 32, 2, 2, 3, 4> cfg32;   /* warp 16 x 16 */
-typedef tile_cfg<64, 32, 2, 2, 3, 2> cfg64;   /* warp 32 x 32 */
+/* Stages: what one CTA keeps in flight must cover the L2 latency (~1 us under load) when a
+ * product has about one CTA per SM (small products, the fused NS): run 9's 3 stages kept 2
+ * k-steps (16 KB for 64-tiles) in flight, ~30% of the mma rate at 1024^2 (our X X^T 5x slower
+ * than cuBLASLt's); a K of 128 (128^2 NS) now loads whole in the prologue. */
+typedef tile_cfg<32, 32, 2, 2, 6, 4> cfg32;   /* warp 16 x 16; 5 KB per stage */
+typedef tile_cfg<64, 32, 2, 2, 5, 2> cfg64;   /* warp 32 x 32; 10 KB per stage */
 typedef tile_cfg<128, 32, 2, 4, 4, 1> cfg128; /* warp 64 x 32 */
 typedef tile_cfg<128, 32, 2, 4, 3, 1> cfg128s3;
 
@@ -294,12 +298,54 @@ __device__ __forceinline__ void mainloop(float (&acc)[C::MF][C::NF][4], const T 
 
 /* ---- one GEMM unit ------------------------------------------------------------------------ */
 
-template <class C, typename T>
-__device__ __forceinline__ void epilogue(const nsm_op &op, int e, int tm, int tn, float (&acc)[C::MF][C::NF][4],
-                                         float *sh)
+/* f(i, j, h, rl, cl) for each of the thread's accumulator pairs acc[i][j][2h..2h+1], at (rl, cl)
+ * and (rl, cl + 1) of the tile (unrolled: the indices are constants, acc stays in registers). */
+template <class C, class F> __device__ __forceinline__ void each_pair(F f)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N, g = lane >> 2, t = lane & 3;
+    const int wr = (warp / C::WARPS_N) * C::WTM + (lane >> 2), wc = (warp % C::WARPS_N) * C::WTN + 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < C::MF; i++)
+#pragma unroll
+        for (int j = 0; j < C::NF; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) f(i, j, h, wr + i * 16 + 8 * h, wc + j * 8);
+}
+
+/* A 16-bit value of dtype dt (bf16 or fp16) and back. */
+__device__ __forceinline__ uint32_t pack2(int dt, float v0, float v1)
+{
+    if (dt == DM_DT_BF16) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
+        return *(const uint32_t *)&h;
+    }
+    __half2 h = __floats2half2_rn(v0, v1);
+    return *(const uint32_t *)&h;
+}
+__device__ __forceinline__ float from16(int dt, uint16_t u)
+{
+    return dt == DM_DT_BF16 ? __bfloat162float(__ushort_as_bfloat16(u)) : __half2float(__ushort_as_half(u));
+}
+__device__ __forceinline__ uint16_t to16(int dt, float v)
+{
+    return dt == DM_DT_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
+}
+
+/* D = alpha acc + beta C + gamma I (and D2 = D + gamma2 I) for the CTA's tile.
+ * Pass 1: every read of C, folded into the accumulators (no store between the loads: they are
+ * all in flight at once; run 9 interleaved them with the stores to D, which may alias C for the
+ * compiler, so a thread's 4 (32-tiles) to 32 (128-tiles) C reads ran one L2 round trip after
+ * another). Pass 2, a 16-bit D: the tile staged in shared memory (the pipeline's, free after
+ * the mainloop) in D's dtype, then written as 16-byte pieces along D's rows, and (a mirrored
+ * tile) gathered down its columns and written along the transposed tile's rows: run 9 stored
+ * the transpose element by element (2-byte stores, 32 rows per warp instruction). D2's
+ * diagonal is D's stored value + gamma2. An fp32 D (an apply's io) is stored from registers.
+ * The op's fields are copied to registers first: a fused program's ops live in global memory,
+ * which the compiler must assume the stores to D may change. */
+template <class C, typename T>
+__device__ __forceinline__ void epilogue(const nsm_op &op, int e, int tm, int tn, float (&acc)[C::MF][C::NF][4],
+                                         uint16_t *smem, float *sh)
+{
     float alpha = op.alpha, beta = op.beta;
     if (op.alpha_dev) alpha = __ldcg(op.alpha_dev);
     if (op.beta_dev) beta = __ldcg(op.beta_dev);
@@ -308,39 +354,91 @@ __device__ __forceinline__ void epilogue(const nsm_op &op, int e, int tm, int tn
         for (int p = 0; p < op.alpha_pow; p++) alpha *= s;
         for (int p = 0; p < op.beta_pow; p++) beta *= s;
     }
+    const int M = op.M, N = op.N, dt = op.dt, dt_d = op.dt_d;
+    const int64_t ldc = op.ldc, ldd = op.ldd;
+    const float gamma = op.gamma, gamma2 = op.gamma2;
     const T *Cm = op.c && beta != 0.f ? (const T *)op.c + (int64_t)e * op.sc : NULL;
-    char *D = (char *)op.d + (int64_t)e * op.sd * (op.dt_d == DM_DT_FP32 ? 4 : 2);
-    T *D2 = op.d2 ? (T *)op.d2 + (int64_t)e * op.sd : NULL;
+    char *D = (char *)op.d + (int64_t)e * op.sd * (dt_d == DM_DT_FP32 ? 4 : 2);
+    uint16_t *D2 = op.d2 ? (uint16_t *)op.d2 + (int64_t)e * op.sd : NULL;
     const bool mirror = op.sym && tm != tn;
-#pragma unroll
-    for (int i = 0; i < C::MF; i++)
-#pragma unroll
-        for (int j = 0; j < C::NF; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int r = tm * C::BM + wm * C::WTM + i * 16 + g + 8 * h;
-                int c = tn * C::BN + wn * C::WTN + j * 8 + 2 * t;
-                if (r >= op.M || c >= op.N) continue; /* N is a multiple of 8: c + 1 < N too */
-                float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
-                if (Cm) {
-                    float2 cv = load2_cg(Cm + (int64_t)r * op.ldc + c);
-                    v0 += beta * cv.x;
-                    v1 += beta * cv.y;
-                }
-                if (r == c) v0 += op.gamma;
-                if (r == c + 1) v1 += op.gamma;
-                store2(D, (int64_t)r * op.ldd + c, op.dt_d, v0, v1);
-                float w0 = v0 + (r == c ? op.gamma2 : 0.f), w1 = v1 + (r == c + 1 ? op.gamma2 : 0.f);
-                if (D2) store2(D2, (int64_t)r * op.ldd + c, op.dt, w0, w1);
-                if (mirror) { /* (c, r) and (c+1, r): the transposed tile (above the diagonal) */
-                    store1(D, (int64_t)c * op.ldd + r, op.dt_d, v0);
-                    store1(D, (int64_t)(c + 1) * op.ldd + r, op.dt_d, v1);
-                    if (D2) {
-                        store1(D2, (int64_t)c * op.ldd + r, op.dt, w0);
-                        store1(D2, (int64_t)(c + 1) * op.ldd + r, op.dt, w1);
-                    }
+    const int R0 = tm * C::BM, C0 = tn * C::BN;
+    each_pair<C>([&](int i, int j, int h, int rl, int cl) {
+        int r = R0 + rl, c = C0 + cl;
+        float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
+        if (Cm && r < M && c < N) { /* N is a multiple of 8: c + 1 < N too */
+            float2 cv = load2_cg(Cm + (int64_t)r * ldc + c);
+            v0 += beta * cv.x;
+            v1 += beta * cv.y;
+        }
+        if (r == c) v0 += gamma;
+        if (r == c + 1) v1 += gamma;
+        acc[i][j][2 * h] = v0;
+        acc[i][j][2 * h + 1] = v1;
+    });
+    if (dt_d == DM_DT_FP32) {
+        each_pair<C>([&](int i, int j, int h, int rl, int cl) {
+            int r = R0 + rl, c = C0 + cl;
+            if (r >= M || c >= N) return;
+            float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+            store2(D, (int64_t)r * ldd + c, DM_DT_FP32, v0, v1);
+            if (D2) store2(D2, (int64_t)r * ldd + c, dt, v0 + (r == c ? gamma2 : 0.f), v1 + (r == c + 1 ? gamma2 : 0.f));
+            if (mirror) {
+                store1(D, (int64_t)c * ldd + r, DM_DT_FP32, v0);
+                store1(D, (int64_t)(c + 1) * ldd + r, DM_DT_FP32, v1);
+                if (D2) {
+                    store1(D2, (int64_t)c * ldd + r, dt, v0);
+                    store1(D2, (int64_t)(c + 1) * ldd + r, dt, v1);
                 }
             }
+        });
+        return;
+    }
+    constexpr int SROW = C::BN + 8; /* elements: an odd number of 16-byte words per row */
+    static_assert(C::BM * SROW * 2 <= C::SMEM_BYTES, "the staged tile fits the pipeline's memory");
+    each_pair<C>([&](int i, int j, int h, int rl, int cl) {
+        *(uint32_t *)(smem + rl * SROW + cl) = pack2(dt_d, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+    });
+    __syncthreads();
+    const int rows = M - R0 < C::BM ? M - R0 : C::BM, cols = N - C0 < C::BN ? N - C0 : C::BN; /* multiples of 8 */
+    uint16_t *D16 = (uint16_t *)D;
+    constexpr int CPR = C::BN / 8;
+    for (int q = threadIdx.x; q < C::BM * CPR; q += C::THREADS) { /* the tile, along its rows */
+        int rl = q / CPR, cl = (q % CPR) * 8;
+        if (rl >= rows || cl >= cols) continue;
+        uint4 w = *(const uint4 *)(smem + rl * SROW + cl);
+        int64_t off = (int64_t)(R0 + rl) * ldd + C0 + cl;
+        *(uint4 *)(D16 + off) = w;
+        if (D2) {
+            int dk = R0 + rl - (C0 + cl); /* the diagonal's place in these 8, if there */
+            uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int k = 0; k < 8; k++) /* constant indices: ws stays in registers */
+                if (k == dk) {
+                    const int sh16 = (k & 1) * 16;
+                    uint16_t v = to16(dt, from16(dt, (uint16_t)(ws[k >> 1] >> sh16)) + gamma2);
+                    ws[k >> 1] = (ws[k >> 1] & ~(0xffffu << sh16)) | (uint32_t)v << sh16;
+                }
+            w = make_uint4(ws[0], ws[1], ws[2], ws[3]);
+            *(uint4 *)(D2 + off) = w;
+        }
+    }
+    if (mirror) { /* the transposed tile (above the diagonal: no diagonal element), along its rows */
+        for (int q = threadIdx.x; q < C::BN * (C::BM / 8); q += C::THREADS) {
+            int jl = q % C::BN, il = (q / C::BN) * 8; /* consecutive threads: consecutive columns of the
+                                                         staged tile (conflict-free gathers) */
+            if (jl >= cols || il >= rows) continue;
+            uint16_t p[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) p[k] = smem[(il + k) * SROW + jl];
+            uint4 w;
+            w.x = p[0] | (uint32_t)p[1] << 16, w.y = p[2] | (uint32_t)p[3] << 16;
+            w.z = p[4] | (uint32_t)p[5] << 16, w.w = p[6] | (uint32_t)p[7] << 16;
+            int64_t off = (int64_t)(C0 + jl) * ldd + R0 + il;
+            *(uint4 *)(D16 + off) = w;
+            if (D2) *(uint4 *)(D2 + off) = w;
+        }
+    }
+    __syncthreads(); /* the staged tile is the next unit's pipeline memory */
 }
 
 /* Unit u of a GEMM op: (entry, tile, split piece), the piece fastest. sh: 34 floats of shared
@@ -385,7 +483,7 @@ __device__ void gemm_unit(const nsm_op &op, int64_t u, uint16_t *smem, float *sh
         }
         if (threadIdx.x == 0) atomicExch(op.cnt + slot, 0u); /* ready for the next use */
     }
-    epilogue<C, T>(op, e, tm, tn, acc, sh);
+    epilogue<C, T>(op, e, tm, tn, acc, smem, sh);
 }
 
 /* ---- elementwise units -------------------------------------------------------------------- */

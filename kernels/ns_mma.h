@@ -2,12 +2,13 @@
  * m16n8k16, bf16 or fp16 operands, fp32 accumulation; the same code for sm_80 and sm_90):
  *   - one product description, nsm_op: D = alpha A B + beta C + gamma I (and optionally a
  *     second output D2 = that + gamma2 I), over a batch, with only the tiles on and below the
- *     diagonal computed when the result is symmetric (each off-diagonal tile written to both
- *     places by the CTA that computed it: no tile is written by two CTAs);
+ *     diagonal computed when the caller declares the result symmetric (each off-diagonal tile
+ *     written to both places by the CTA that computed it: no tile is written by two CTAs);
  *   - nsm_gemm (ns_syrk.cu): one such product as one launch, the plans' symmetric products;
  *   - nsm_fused (ns_small.cu): a whole direct or Gram NS of a matrix or a batch of same-shape
  *     matrices in one persistent kernel that steps through the products with a grid barrier.
- * Host code sees plain C declarations only; the device engine is ns_mma.cuh.
+ * Plain C declarations (no CUDA header: tests/test_ns_gpu.c calls nsm_gemm on its own
+ * operands); the device engine is ns_mma.cuh.
  *
  * Layouts (elements, row-major words): A(i,k) = a[i*lda + k] when ta == 0 (K contiguous),
  * a[k*lda + i] when ta == 1; B(k,j) = b[j*ldb + k] when tb == 0 (K contiguous), b[k*ldb + j]
@@ -17,18 +18,22 @@
  * pieces that are wholly inside or wholly outside a matrix. D must not overlap A, B or C. */
 #ifndef DM_NS_MMA_H
 #define DM_NS_MMA_H
-#include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dm_error.h"
-#include "ns_cuda.h"
+#include "ns_cuda.h" /* ns_stream (== cudaStream_t), dm_dtype, ns_coeffs */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum { NSM_GEMM = 0, NSM_SUMSQ = 1, NSM_NORM = 2 } nsm_kind;
 
 /* Tile shapes of the engine: output tile edge, warps, k-step and pipeline stages. */
 typedef enum {
-    NSM_T32 = 0,   /* 32 x 32, 4 warps, BK 32, 3 stages (small matrices: more CTAs per product) */
-    NSM_T64 = 1,   /* 64 x 64, 4 warps, BK 32, 3 stages */
+    NSM_T32 = 0,   /* 32 x 32, 4 warps, BK 32, 6 stages (small matrices: more CTAs per product) */
+    NSM_T64 = 1,   /* 64 x 64, 4 warps, BK 32, 5 stages */
     NSM_T128 = 2,  /* 128 x 128, 8 warps, BK 32, 4 stages */
     NSM_T128S3 = 3 /* 128 x 128, 8 warps, BK 32, 3 stages */
 } nsm_tile;
@@ -73,7 +78,9 @@ typedef struct nsm_op {
 
 /* The plan geometry the op builders below take: X is m x n (m <= n), stored as the plan's
  * input is: xT = 1: row-major m x n (ld n); xT = 0: the transpose of a tall row-major n x m
- * (ld m). m x m matrices are row-major ld m (they are symmetric: column-major is the same). */
+ * (ld m). m x m matrices are row-major ld m: the Gram NS's Q and R Z are symmetric only in exact
+ * arithmetic, so the layout matters (ns_cuda.cu's plans, column-major for cuBLASLt, map their
+ * products onto these row-major ones explicitly). */
 typedef struct nsm_geom {
     int64_t m, n;
     int xT, batch;
@@ -85,15 +92,28 @@ int nsm_shape_ok(int64_t m, int64_t n);
 
 /* Op builders (splits 1, no scale powers, no device scalars; set those fields after):
  *   syrk:  R = alpha X X^T (m x m, symmetric)
- *   symm:  D = alpha S1 S2 + beta C + gamma I (m x m; S1, S2 symmetric and commuting, so D is)
- *   apply: D = alpha S X + beta C (X's layout, dtype dt_d; C in X's layout and dtype) */
+ *   mm:    D = alpha S1 S2 + beta C + gamma I (m x m, row-major as stored: S2 is read by rows,
+ *          no operand is assumed symmetric); sym = 1: only the tiles on and below the diagonal,
+ *          each mirrored, for results symmetric by construction (the operands commute: products
+ *          of polynomials in R, P R P), whose rounding-level asymmetry may be dropped; sym = 0:
+ *          every tile (the accumulated Q = P_k ... P_1 of Gram NS, and anything else)
+ *   apply: D = alpha S X + beta C (X's layout, dtype dt_d; C in X's layout and dtype)
+ * Run 9 (traces/kernels/NOTES.md): nsm_op_symm read S2 transposed ("S2 is symmetric"), which
+ * is exact only for exactly symmetric S2; Gram NS's R Z and Q are symmetric in exact
+ * arithmetic only, and the iteration amplifies the difference: 0.03-0.34 off. */
 void nsm_op_syrk(nsm_op *op, const nsm_geom *g, const void *x, void *r, float alpha);
-void nsm_op_symm(nsm_op *op, const nsm_geom *g, const void *s1, const void *s2, float alpha,
-                 float beta, const void *c, float gamma, void *d);
+void nsm_op_mm(nsm_op *op, const nsm_geom *g, const void *s1, const void *s2, float alpha, float beta,
+               const void *c, float gamma, void *d, int sym);
 void nsm_op_apply(nsm_op *op, const nsm_geom *g, const void *s, const void *x, float alpha,
                   float beta, const void *c, void *d, dm_dtype dt_d);
 /* Tiles and units for tile shape t (splits as set). */
 void nsm_op_finish(nsm_op *op, nsm_tile t);
+
+/* Split-K where the op has fewer output tiles (over its batch) than `resident` CTAs: pieces of
+ * at least 256 of K, at most 16 (the fused NS and the plans' products of ours share the rule);
+ * finishes the op for t. *ws_floats, *n_cnt: the scratch it then needs in op->ws and op->cnt
+ * (0 when it stays whole). */
+void nsm_op_split(nsm_op *op, nsm_tile t, int64_t resident, size_t *ws_floats, size_t *n_cnt);
 
 /* FLOPs the op executes (2 M N K per entry over the tiles it computes, clipped to the matrix). */
 double nsm_op_flops(const nsm_op *op);
@@ -102,7 +122,10 @@ double nsm_op_flops(const nsm_op *op);
  * per tile and dtype, outside any stream capture: it sets the kernel's shared-memory limit)
  * first. */
 int nsm_gemm_setup(nsm_tile t, dm_dtype dt, dm_err *err);
-int nsm_gemm(const nsm_op *op, nsm_tile t, cudaStream_t s, dm_err *err);
+int nsm_gemm(const nsm_op *op, nsm_tile t, ns_stream s, dm_err *err);
+/* CTAs of nsm_gemm's kernel for tile t that fit on the current device at once (sets up the
+ * kernel as nsm_gemm_setup does). */
+int nsm_gemm_resident(nsm_tile t, dm_dtype dt, int64_t *resident, dm_err *err);
 
 /* ---- the fused NS ------------------------------------------------------------------------ */
 
@@ -125,11 +148,19 @@ typedef struct nsm_fused nsm_fused;
  * allocate its scratch (partial sums, split-K pieces, counters, the barrier) and size the
  * grid: all CTAs resident at once (a cooperative launch). Owned by the caller. */
 int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err);
-int nsm_fused_run(nsm_fused *f, cudaStream_t s, dm_err *err);
+int nsm_fused_run(nsm_fused *f, ns_stream s, dm_err *err);
 void nsm_fused_destroy(nsm_fused *f); /* NULL ok */
+/* Run f 6 times on s with per-phase clocks on (the fastest of the last 5 kept) and print, per
+ * phase, the slowest CTA's work, the barrier wait (min: the last CTA to arrive, i.e. the
+ * barrier's own cost; max) and the ops, as '#'-comment lines on out. For the benchmark's
+ * --profile; the normal launch records nothing. */
+int nsm_fused_profile(nsm_fused *f, ns_stream s, FILE *out, dm_err *err);
 /* For reports: ops, barriers, CTAs and threads of the launch; FLOPs as executed, with every
  * product in full, and with the symmetric ones at half (as ns_plan_stats counts them). */
 void nsm_fused_info(const nsm_fused *f, int *n_ops, int *n_barriers, int *grid, int *threads,
                     double *flops_exec, double *flops_full, double *flops_nominal);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -28,43 +28,57 @@ struct nsm_fused {
     int grid, threads, smem, n_barriers;
     nsm_tile tile;
     dm_dtype dt;
+    unsigned long long *prof; /* nsm_fused_profile's, NULL otherwise */
+    int prof_stride;
     double flops_exec, flops_full, flops_nominal;
 };
 
 /* ---- the grid barrier --------------------------------------------------------------------- */
 
-/* bar[0]: arrivals (0 between barriers), bar[1]: generation. Every thread fences its writes;
- * thread 0 reads the generation BEFORE arriving (fenced, so the read cannot drift past the
- * arrival and see the next generation), the last to arrive resets the count and bumps the
- * generation, the others spin until it moves. */
-__device__ __forceinline__ void grid_barrier(unsigned *bar)
+/* One arrival counter whose top bit flips when every CTA has arrived (cooperative groups'
+ * grid sync): CTA 0 adds 2^31 - (grid - 1), the others 1, so the count returns to its low bits
+ * and the top bit flips once per barrier; each CTA spins until it differs from the value it saw
+ * when it arrived. __syncthreads, then ONE fence by thread 0 before its arrival (cumulative: it
+ * orders the CTA's writes that bar.sync made visible to it) and one after the spin. Run 9's
+ * version fenced in every thread, read a generation word and fenced again before arriving, and
+ * the last CTA reset the count: ~2 more dependent L2 round trips per phase. t (profiling, NULL
+ * normally): thread 0's clock before arriving and after leaving. */
+__device__ __forceinline__ void grid_barrier(unsigned *bar, unsigned long long *t)
 {
-    __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        volatile unsigned *gen = bar + 1;
-        unsigned g = *gen;
+        if (t) t[0] = clock64();
+        unsigned nb = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
         __threadfence();
-        unsigned arrived = atomicAdd(bar, 1u);
-        if (arrived == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            while (*gen == g) {
-            }
+        unsigned old = atomicAdd(bar, nb);
+        volatile unsigned *v = bar;
+        while (((old ^ *v) & 0x80000000u) == 0) {
         }
         __threadfence();
+        if (t) t[1] = clock64();
     }
     __syncthreads();
 }
 
+__device__ __forceinline__ unsigned long long global_ns()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* prof (NULL normally): per CTA prof_stride words: its clock and the global time (ns) at the
+ * start, the global time at the end, then per phase the clock when its work was done and when
+ * it left the barrier after it (nsm_fused_profile reads them). */
 template <class C, typename T>
-__global__ void __launch_bounds__(C::THREADS, C::MINB) k_fused(const nsm_op *ops, int n_ops, unsigned *bar)
+__global__ void __launch_bounds__(C::THREADS, C::MINB)
+    k_fused(const nsm_op *ops, int n_ops, unsigned *bar, unsigned long long *prof, int prof_stride)
 {
     extern __shared__ __align__(16) uint16_t smem[];
     __shared__ float sh[34];
-    int o = 0;
+    unsigned long long *pr = prof ? prof + (int64_t)blockIdx.x * prof_stride : NULL;
+    if (pr && threadIdx.x == 0) pr[0] = clock64(), pr[1] = global_ns();
+    int o = 0, ph = 0;
     while (o < n_ops) {
         int o2 = o;
         while (o2 < n_ops - 1 && !ops[o2].barrier_after) o2++;
@@ -80,7 +94,13 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) k_fused(const nsm_op *ops
             else nsm::norm_unit(op, lu, sh);
         }
         o = o2 + 1;
-        if (o < n_ops) grid_barrier(bar);
+        if (o < n_ops) {
+            grid_barrier(bar, pr ? pr + 3 + 2 * ph : NULL);
+        } else if (pr) {
+            __syncthreads();
+            if (threadIdx.x == 0) pr[3 + 2 * ph] = pr[4 + 2 * ph] = clock64(), pr[2] = global_ns();
+        }
+        ph++;
     }
 }
 
@@ -135,7 +155,7 @@ static int build_direct(nsm_fused *f, const nsm_fused_args *a, const void *x0, i
         int last = it == a->coeffs->n - 1;
         void *dst = last ? a->out : x == a->xbuf[0] ? a->xbuf[1] : a->xbuf[0];
         PUSH(nsm_op_syrk(op_, g, x, A, 1.f); op_->alpha_pow = raw ? 2 : 0);
-        PUSH(nsm_op_symm(op_, g, A, A, cc, cb, A, 0.f, B));
+        PUSH(nsm_op_mm(op_, g, A, A, cc, cb, A, 0.f, B, 1));
         PUSH(nsm_op_apply(op_, g, B, x, 1.f, ca, x, dst, last ? a->io : g->dt); op_->alpha_pow = op_->beta_pow = raw);
         x = dst;
         raw = 0;
@@ -164,18 +184,23 @@ static int build_gram(nsm_fused *f, const nsm_fused_args *a, const void *x0, int
         }
         int need_r = it < n_it - 1 && !(a->restarts >> (it + 1) & 1u);
         if (!have_q && !need_r) { /* Z only makes Q: Q = c R R + b R + a I directly */
-            PUSH(nsm_op_symm(op_, g, R, R, cc, cb, R, ca, Q));
+            PUSH(nsm_op_mm(op_, g, R, R, cc, cb, R, ca, Q, 1));
             have_q = 1;
             continue;
         }
-        PUSH(nsm_op_symm(op_, g, R, R, cc, cb, R, 0.f, Z);
+        PUSH(nsm_op_mm(op_, g, R, R, cc, cb, R, 0.f, Z, 1);
              if (!have_q) op_->d2 = Q, op_->gamma2 = ca); /* and Q = Z + aI when Q starts here */
         int upd_q = have_q, n_phase = 0;
-        if (need_r) PUSH(nsm_op_symm(op_, g, R, Z, 1.f, ca, R, 0.f, RZ); n_phase++);
-        if (upd_q) PUSH(nsm_op_symm(op_, g, Q, Z, 1.f, ca, Q, 0.f, Qn); n_phase++);
-        if (n_phase == 2) f->ops[f->n_ops - 2].barrier_after = 0; /* R Z and Q Z: one phase */
+        /* R <- P R P (P = Z + aI) as R Z = R P, then Z (R Z) + a (R Z): a congruence, so R stays
+         * symmetric to rounding whatever P's rounding error (R P is symmetric only in exact
+         * arithmetic; mirroring its lower tiles costs nothing measurable, tools/ns_mma_emu.py).
+         * Q <- P Q with every tile: Q = P_k ... P_1, applied in that order. Run 9 computed
+         * Z (R P)^T + a R P and Q P, P_1 ... P_k X: 0.03-0.34 off (NOTES.md). */
+        if (need_r) PUSH(nsm_op_mm(op_, g, R, Z, 1.f, ca, R, 0.f, RZ, 1); n_phase++);
+        if (upd_q) PUSH(nsm_op_mm(op_, g, Z, Q, 1.f, ca, Q, 0.f, Qn, 0); n_phase++);
+        if (n_phase == 2) f->ops[f->n_ops - 2].barrier_after = 0; /* R Z and P Q: one phase */
         if (need_r) {
-            PUSH(nsm_op_symm(op_, g, Z, RZ, 1.f, ca, RZ, 0.f, Rn));
+            PUSH(nsm_op_mm(op_, g, Z, RZ, 1.f, ca, RZ, 0.f, Rn, 1));
             t = R, R = Rn, Rn = t;
         }
         if (upd_q) t = Q, Q = Qn, Qn = t;
@@ -194,6 +219,7 @@ void nsm_fused_destroy(nsm_fused *f)
     cudaFree(f->ws);
     cudaFree(f->cnt);
     cudaFree(f->bar);
+    cudaFree(f->prof);
     free(f);
 }
 
@@ -239,8 +265,8 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
     if (e == cudaSuccess) e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, f->smem);
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, f->threads, (size_t)f->smem);
     if (e == cudaSuccess) e = cudaMalloc((void **)&f->partial, sizeof(float) * (size_t)nchunk * g->batch);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&f->bar, 2 * sizeof(unsigned));
-    if (e == cudaSuccess) e = cudaMemset(f->bar, 0, 2 * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&f->bar, sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemset(f->bar, 0, sizeof(unsigned));
     if (e != cudaSuccess || per_sm < 1) {
         dm_err_set(err, "nsm_fused_create: %s", e != cudaSuccess ? cudaGetErrorString(e) : "kernel does not fit an SM");
         cudaGetLastError();
@@ -264,14 +290,8 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
             q->nchunk = nchunk;
             q->eps = a->eps;
             if (q->kind == NSM_GEMM) {
-                nsm_op_finish(q, a->tile);
-                int64_t tiles = (int64_t)q->batch * q->tiles;
-                int sp = (int)(resident / tiles);
-                int kmax = q->K / 256; /* pieces of at least 256 of K */
-                sp = sp > kmax ? kmax : sp;
-                sp = sp > 16 ? 16 : sp < 1 ? 1 : sp;
-                q->splits = sp;
-                nsm_op_finish(q, a->tile);
+                size_t wf, nc; /* counted per phase below */
+                nsm_op_split(q, a->tile, resident, &wf, &nc);
                 double full = 2.0 * q->M * q->N * q->K * q->batch;
                 f->flops_exec += nsm_op_flops(q);
                 f->flops_full += full;
@@ -291,11 +311,10 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
                 nsm_op *q = &f->ops[j];
                 u += q->units;
                 if (q->kind == NSM_GEMM && q->splits > 1) {
-                    size_t tiles = (size_t)q->batch * q->tiles;
                     q->ws = (float *)(uintptr_t)w_off;
                     q->cnt = (unsigned *)(uintptr_t)c_off;
-                    w_off += tiles * q->splits * q->edge * q->edge;
-                    c_off += tiles;
+                    w_off += (size_t)q->batch * q->tiles * q->splits * q->edge * q->edge;
+                    c_off += (size_t)q->batch * q->tiles;
                 }
                 if (q->barrier_after || j == f->n_ops - 1) break;
             }
@@ -335,11 +354,11 @@ fail:
     return -1;
 }
 
-int nsm_fused_run(nsm_fused *f, cudaStream_t s, dm_err *err)
+int nsm_fused_run(nsm_fused *f, ns_stream s, dm_err *err)
 {
     int th, sm;
     const void *fn = kernel_for(f->tile, f->dt, &th, &sm);
-    void *args[] = {&f->ops_dev, &f->n_ops, &f->bar};
+    void *args[] = {&f->ops_dev, &f->n_ops, &f->bar, &f->prof, &f->prof_stride};
     NS_CUDA(cudaLaunchCooperativeKernel(fn, dim3((unsigned)f->grid), dim3((unsigned)th), args, (size_t)sm, s));
     return 0;
 }
@@ -354,4 +373,96 @@ void nsm_fused_info(const nsm_fused *f, int *n_ops, int *n_barriers, int *grid, 
     *grid = f->grid;
     *threads = f->threads;
     *flops_exec = f->flops_exec;
+}
+
+/* ---- per-phase profile -------------------------------------------------------------------- */
+
+static void describe_phase(const nsm_fused *f, int first, int last, char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int k = first; k <= last && at < cap; k++) {
+        const nsm_op *q = &f->ops[k];
+        int w;
+        if (q->kind == NSM_GEMM)
+            w = snprintf(buf + at, cap - at, "%s%dx%dx%d%s%s%s x%d %lldu%s", k > first ? " + " : "", q->M, q->N, q->K,
+                         q->sym ? " sym" : "", q->c ? " +C" : "", q->d2 ? " +D2" : "", q->batch, (long long)q->units,
+                         q->splits > 1 ? " split" : "");
+        else
+            w = snprintf(buf + at, cap - at, "%s%s x%d %lldu", k > first ? " + " : "", q->kind == NSM_SUMSQ ? "sumsq" : "normalize",
+                         q->batch, (long long)q->units);
+        at += w > 0 ? (size_t)w : 0;
+    }
+}
+
+int nsm_fused_profile(nsm_fused *f, ns_stream s, FILE *out, dm_err *err)
+{
+    const int np = f->n_barriers + 1, stride = 3 + 2 * np;
+    size_t words = (size_t)f->grid * (size_t)stride;
+    unsigned long long *h = (unsigned long long *)dm_calloc(2 * words, sizeof *h, err), *best = h + words;
+    double best_ns = -1;
+    int rc = -1;
+    if (!h) return -1;
+    if (cudaMalloc((void **)&f->prof, words * sizeof *h) != cudaSuccess) {
+        dm_err_set(err, "nsm_fused_profile: cudaMalloc: %s", cudaGetErrorString(cudaGetLastError()));
+        f->prof = NULL;
+        free(h);
+        return -1;
+    }
+    f->prof_stride = stride;
+    for (int rep = 0; rep < 6; rep++) { /* the fastest of 5 after one warm-up */
+        if (nsm_fused_run(f, s, err)) goto out;
+        cudaError_t e = cudaStreamSynchronize(s);
+        if (e == cudaSuccess) e = cudaMemcpy(h, f->prof, words * sizeof *h, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) {
+            dm_err_set(err, "nsm_fused_profile: %s", cudaGetErrorString(e));
+            goto out;
+        }
+        unsigned long long t0 = ~0ull, t1 = 0;
+        for (int b = 0; b < f->grid; b++) {
+            t0 = h[b * stride + 1] < t0 ? h[b * stride + 1] : t0;
+            t1 = h[b * stride + 2] > t1 ? h[b * stride + 2] : t1;
+        }
+        if (rep > 0 && (best_ns < 0 || (double)(t1 - t0) < best_ns)) {
+            best_ns = (double)(t1 - t0);
+            memcpy(best, h, words * sizeof *h);
+        }
+    }
+    {
+        /* CTA 0's clock over its global time: the SM clock of this run */
+        unsigned long long c_all = best[3 + 2 * (np - 1)] - best[0], ns_all = best[2] - best[1];
+        double ghz = ns_all ? (double)c_all / (double)ns_all : 1.0, sum_work = 0, sum_bar = 0;
+        fprintf(out, "#   fused %d phases on %d CTAs x %d threads: %.1f us first start to last end (SM clock %.0f MHz)\n", np,
+                f->grid, f->threads, best_ns / 1e3, ghz * 1e3);
+        fprintf(out, "#   phase   work_max_us  work_mean_us  barrier_min_us  barrier_max_us  ops (MxNxK, units)\n");
+        int first = 0;
+        for (int p = 0; p < np; p++) {
+            int last = first;
+            while (last < f->n_ops - 1 && !f->ops[last].barrier_after) last++;
+            double wmax = 0, wsum = 0, bmin = -1, bmax = 0;
+            for (int b = 0; b < f->grid; b++) {
+                const unsigned long long *r = best + (size_t)b * stride;
+                unsigned long long from = p == 0 ? r[0] : r[4 + 2 * (p - 1)];
+                double w = (double)(r[3 + 2 * p] - from) / ghz / 1e3, bw = (double)(r[4 + 2 * p] - r[3 + 2 * p]) / ghz / 1e3;
+                wmax = w > wmax ? w : wmax;
+                wsum += w;
+                bmin = bmin < 0 || bw < bmin ? bw : bmin;
+                bmax = bw > bmax ? bw : bmax;
+            }
+            char desc[512];
+            describe_phase(f, first, last, desc, sizeof desc);
+            fprintf(out, "#   %5d %13.2f %13.2f %15.2f %15.2f  %s\n", p, wmax, wsum / f->grid, bmin, bmax, desc);
+            sum_work += wmax;
+            sum_bar += p < np - 1 ? bmin : 0;
+            first = last + 1;
+        }
+        fprintf(out, "#   sum over phases: slowest CTA's work %.1f us, barrier (last arrival's wait) %.1f us\n", sum_work, sum_bar);
+    }
+    rc = 0;
+out:
+    cudaFree(f->prof);
+    f->prof = NULL;
+    f->prof_stride = 0;
+    free(h);
+    return rc;
 }

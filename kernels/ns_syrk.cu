@@ -44,16 +44,17 @@ void nsm_op_syrk(nsm_op *op, const nsm_geom *g, const void *x, void *r, float al
     op->alpha = alpha;
 }
 
-void nsm_op_symm(nsm_op *op, const nsm_geom *g, const void *s1, const void *s2, float alpha,
-                            float beta, const void *c, float gamma, void *d)
+void nsm_op_mm(nsm_op *op, const nsm_geom *g, const void *s1, const void *s2, float alpha, float beta,
+               const void *c, float gamma, void *d, int sym)
 {
     op_init(op, g);
     int64_t m = g->m;
     op->M = op->N = op->K = (int)m;
-    op->sym = 1;
+    op->sym = sym != 0;
     op->a = s1;
-    op->b = s2; /* B(k,j) = S2[j*m + k]: S2 is symmetric */
-    op->ta = op->tb = 0;
+    op->b = s2; /* B(k,j) = S2[k*m + j]: by rows, as stored (never "S2 is symmetric") */
+    op->ta = 0;
+    op->tb = 1;
     op->lda = op->ldb = op->ldc = op->ldd = m;
     op->sa = op->sb = op->sc = op->sd = m * m;
     op->alpha = alpha;
@@ -105,6 +106,22 @@ void nsm_op_finish(nsm_op *op, nsm_tile t)
     if (op->splits < 1) op->splits = 1;
     if (op->splits > ksteps) op->splits = ksteps;
     op->units = (int64_t)op->batch * op->tiles * op->splits;
+}
+
+void nsm_op_split(nsm_op *op, nsm_tile t, int64_t resident, size_t *ws_floats, size_t *n_cnt)
+{
+    *ws_floats = *n_cnt = 0;
+    op->splits = 1;
+    nsm_op_finish(op, t);
+    if (op->kind != NSM_GEMM) return;
+    int64_t tiles = (int64_t)op->batch * op->tiles, sp = resident / tiles, kmax = op->K / 256;
+    sp = sp > kmax ? kmax : sp;
+    op->splits = (int)(sp > 16 ? 16 : sp < 1 ? 1 : sp);
+    nsm_op_finish(op, t);
+    if (op->splits > 1) {
+        *ws_floats = (size_t)tiles * (size_t)op->splits * (size_t)op->edge * (size_t)op->edge;
+        *n_cnt = (size_t)tiles;
+    }
 }
 
 double nsm_op_flops(const nsm_op *op)
@@ -160,7 +177,31 @@ int nsm_gemm_setup(nsm_tile t, dm_dtype dt, dm_err *err)
     return dm_err_set(err, "nsm_gemm_setup: unknown tile %d", (int)t);
 }
 
-int nsm_gemm(const nsm_op *op, nsm_tile t, cudaStream_t s, dm_err *err)
+template <class C, typename T> static int resident_gemm(int64_t *resident, dm_err *err)
+{
+    int dev = 0, n_sms = 0, per_sm = 0;
+    if (setup_gemm<C, T>(err)) return -1;
+    NS_CUDA(cudaGetDevice(&dev));
+    NS_CUDA(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev));
+    NS_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_gemm<C, T>, C::THREADS, C::SMEM_BYTES));
+    *resident = (int64_t)per_sm * n_sms;
+    return 0;
+}
+
+int nsm_gemm_resident(nsm_tile t, dm_dtype dt, int64_t *resident, dm_err *err)
+{
+    int bf = dt == DM_DT_BF16;
+    switch (t) {
+    case NSM_T32: return bf ? resident_gemm<nsm::cfg32, __nv_bfloat16>(resident, err) : resident_gemm<nsm::cfg32, __half>(resident, err);
+    case NSM_T64: return bf ? resident_gemm<nsm::cfg64, __nv_bfloat16>(resident, err) : resident_gemm<nsm::cfg64, __half>(resident, err);
+    case NSM_T128: return bf ? resident_gemm<nsm::cfg128, __nv_bfloat16>(resident, err) : resident_gemm<nsm::cfg128, __half>(resident, err);
+    case NSM_T128S3:
+        return bf ? resident_gemm<nsm::cfg128s3, __nv_bfloat16>(resident, err) : resident_gemm<nsm::cfg128s3, __half>(resident, err);
+    }
+    return dm_err_set(err, "nsm_gemm_resident: unknown tile %d", (int)t);
+}
+
+int nsm_gemm(const nsm_op *op, nsm_tile t, ns_stream s, dm_err *err)
 {
     if (op->kind != NSM_GEMM || op->edge != nsm_tile_edge(t) || (op->splits > 1 && (!op->ws || !op->cnt)))
         return dm_err_set(err, "nsm_gemm: op not finished for tile %d (or split without scratch)", (int)t);

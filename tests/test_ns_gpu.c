@@ -18,7 +18,9 @@
  *   our kernels (ns_config.kernel: symmetric products, fused NS): the same bounds against float64,
  *   and against the cuBLASLt plan on the same input twice that bound (each is within it of the
  *   exact result: the triangle inequality), where float64 is too slow (64 x 256x1536, 1024^2,
- *   2048x512) the latter alone; their single products PROD_TOL and BLOCK_TOL as above; a fused plan run
+ *   2048x512) the latter alone; their single products PROD_TOL and BLOCK_TOL as above (the
+ *   engine's D = alpha S1 S2 + beta C + gamma I also on operands that are not symmetric, the
+ *   check run 9's engine would have failed); a fused plan run
  *   twice (and by graph and by launches) gives the same bits (its split-K sums are in a fixed
  *   order: a difference is a race).
  * Every output is poisoned (NaN) before its run; a non-finite value fails the check.
@@ -29,7 +31,8 @@
  * cuBLASLt (compute-sanitizer's racecheck fails to launch cuBLASLt's Hopper kernels);
  * DM_TEST_OWN=1 runs only the checks of our kernels, on fewer and smaller shapes (for
  * compute-sanitizer), and DM_TEST_NO_LT=1 with it leaves out their cuBLASLt comparisons too
- * (racecheck: the float64 checks remain). */
+ * (racecheck: the float64 checks remain); DM_TEST_QUICK=1 with it: fewer still (two whole-NS
+ * shapes, batches of at most 2: racecheck in about a minute). */
 #include "config.h"
 
 #include <math.h>
@@ -47,6 +50,7 @@ int main(void) { return tap_skip_all("built without CUDA"); }
 #else
 #include "autotune.h"
 #include "ns_cuda.h"
+#include "ns_mma.h"
 #include "ns_ref.h"
 
 #define NS_TOL 2e-2
@@ -54,7 +58,7 @@ int main(void) { return tap_skip_all("built without CUDA"); }
 #define PROD_TOL 8e-3
 #define BLOCK_TOL 4e-3
 
-static int own_only, no_lt; /* DM_TEST_OWN, DM_TEST_NO_LT */
+static int own_only, no_lt, quick; /* DM_TEST_OWN, DM_TEST_NO_LT, DM_TEST_QUICK */
 
 static uint64_t rng_state;
 static double randn(void)
@@ -695,7 +699,7 @@ static void test_own_plans(ns_stream s)
     };
     static const ns_kernel kernels[] = {NS_KERNEL_SYM64, NS_KERNEL_SYM128, NS_KERNEL_FUSED32, NS_KERNEL_FUSED64,
                                         NS_KERNEL_FUSED128};
-    for (size_t i = 0; i < (own_only ? 4 : sizeof shapes / sizeof shapes[0]); i++) {
+    for (size_t i = 0; i < (quick ? 2 : own_only ? 4 : sizeof shapes / sizeof shapes[0]); i++) {
         int64_t r = shapes[i].r, c = shapes[i].c;
         int batch = shapes[i].batch;
         dm_dtype io = shapes[i].io;
@@ -753,9 +757,10 @@ static void test_fused_batch(ns_stream s)
     size_t cap = (size_t)256 * 1536 * 64;
     double *g = malloc(cap * 8), *lt = malloc(cap * 8), *a = malloc(cap * 8), *b = malloc(cap * 8);
     fill_randn(g, cap, 1.0);
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    /* quick (racecheck, which sees shared memory only: the same code at any size): the first */
+    for (size_t i = 0; i < (quick ? 1 : sizeof shapes / sizeof shapes[0]); i++) {
         int64_t r = shapes[i].r, c = shapes[i].c;
-        int batch = own_only && shapes[i].batch > 8 ? 8 : shapes[i].batch;
+        int batch = own_only && shapes[i].batch > (quick ? 2 : 8) ? (quick ? 2 : 8) : shapes[i].batch;
         size_t n = (size_t)(r * c) * batch;
         for (int algo = 0; algo < (r == c ? 1 : 2); algo++) /* square: direct (Gram is not used there) */
             for (int kk = 0; kk < 3; kk++) {
@@ -824,6 +829,87 @@ static void test_fused_batch(ns_stream s)
     free(g), free(lt), free(a), free(b);
 }
 
+/* Our product engine on operands that are NOT symmetric (nsm_op_mm, one launch per product):
+ * D = alpha S1 S2 + beta C + gamma I with S2 read by rows, for every tile shape, bf16 and fp16,
+ * edges that are not whole tiles, a batch, split-K pieces; sym = 0 against the float64 product
+ * on the operands the GPU used, sym = 1 against its lower tiles mirrored (a tile on the
+ * diagonal whole). Run 9's products read S2 transposed ("S2 is symmetric"): exact for the
+ * symmetric operands the other product tests use, and wrong for the Gram NS's R Z and Q, which
+ * are symmetric only in exact arithmetic (its whole-NS tests missed by 0.03-0.34); this check
+ * fails on that engine by O(1). */
+static void test_own_mm(void)
+{
+    static const struct { int m, batch, splits; } shapes[] = {{136, 1, 1}, {200, 2, 3}};
+    static const nsm_tile tiles[] = {NSM_T32, NSM_T64, NSM_T128, NSM_T128S3};
+    static const dm_dtype dts[] = {DM_DT_FP16, DM_DT_BF16};
+    const float alpha = 1.7f, beta = -0.6f, gamma = 0.3f;
+    for (size_t i = 0; i < (own_only ? 1 : sizeof shapes / sizeof shapes[0]); i++)
+        for (size_t di = 0; di < 2; di++) {
+            int m = shapes[i].m, batch = shapes[i].batch;
+            dm_dtype dt = dts[di];
+            size_t per = (size_t)m * m, n = per * batch;
+            double *h1 = malloc(n * 8), *h2 = malloc(n * 8), *hc = malloc(n * 8), *hd = malloc(n * 8),
+                   *w = malloc(n * 8), *zero = calloc(n, 8);
+            void *s1 = NULL, *s2 = NULL, *c = NULL, *d = NULL, *ws = NULL, *cnt = NULL;
+            dm_err e = {{0}};
+            fill_randn(h1, n, 1.0 / sqrt((double)m));
+            fill_randn(h2, n, 1.0 / sqrt((double)m));
+            fill_randn(hc, n, 1.0);
+            size_t wsb = (size_t)batch * shapes[i].splits * (m + 128) * (m + 128) * 4; /* split-K pieces, any tile */
+            if (ns_dev_alloc(&s1, n * 2, &e) || ns_dev_alloc(&s2, n * 2, &e) || ns_dev_alloc(&c, n * 2, &e) ||
+                ns_dev_alloc(&d, n * 2, &e) || ns_dev_alloc(&ws, wsb, &e) || ns_dev_alloc(&cnt, n * 4, &e) ||
+                ns_upload(s1, dt, h1, (int64_t)n, &e) || ns_upload(s2, dt, h2, (int64_t)n, &e) ||
+                ns_upload(c, dt, hc, (int64_t)n, &e) || ns_upload(cnt, DM_DT_FP32, zero, (int64_t)n, &e) ||
+                ns_download(h1, s1, dt, (int64_t)n, &e) || ns_download(h2, s2, dt, (int64_t)n, &e) ||
+                ns_download(hc, c, dt, (int64_t)n, &e)) { /* the rounded operands, as the GPU has them */
+                bail("own mm: buffers", &e);
+                goto next;
+            }
+            for (int b = 0; b < batch; b++) /* W = alpha S1 S2 + beta C + gamma I, row-major */
+                for (int r = 0; r < m; r++)
+                    for (int q = 0; q < m; q++) {
+                        double acc = 0;
+                        for (int k = 0; k < m; k++) acc += h1[b * per + (size_t)r * m + k] * h2[b * per + (size_t)k * m + q];
+                        w[b * per + (size_t)r * m + q] = alpha * acc + beta * hc[b * per + (size_t)r * m + q] + (r == q ? gamma : 0);
+                    }
+            for (size_t ti = 0; ti < sizeof tiles / sizeof tiles[0]; ti++)
+                for (int sym = 0; sym < 2; sym++) {
+                    nsm_geom g = {m, m, 1, batch, dt};
+                    nsm_op op;
+                    nsm_op_mm(&op, &g, s1, s2, alpha, beta, c, gamma, d, sym);
+                    op.splits = shapes[i].splits;
+                    nsm_op_finish(&op, tiles[ti]);
+                    if (op.splits > 1) {
+                        op.ws = ws;
+                        op.cnt = cnt;
+                    }
+                    int edge = nsm_tile_edge(tiles[ti]);
+                    double rel = NAN;
+                    if (ns_fill_poison(d, dt, (int64_t)n, NULL, &e) || nsm_gemm_setup(tiles[ti], dt, &e) ||
+                        nsm_gemm(&op, tiles[ti], NULL, &e) || ns_sync(NULL, &e) || ns_download(hd, d, dt, (int64_t)n, &e)) {
+                        bail("own mm: run", &e);
+                    } else {
+                        double *want = malloc(n * 8);
+                        for (int b = 0; b < batch; b++)
+                            for (int r = 0; r < m; r++)
+                                for (int q = 0; q < m; q++) {
+                                    int lower = !sym || r / edge >= q / edge;
+                                    want[b * per + (size_t)r * m + q] =
+                                        lower ? w[b * per + (size_t)r * m + q] : w[b * per + (size_t)q * m + r];
+                                }
+                        rel = rel_err(hd, want, n);
+                        free(want);
+                    }
+                    ok(rel <= PROD_TOL, "mm D = a S1 S2 + b C + g I, S1 S2 C not symmetric, %s %dx%d batch %d tile %d splits %d%s: "
+                       "rel err vs float64 %.3g <= %g", dm_dtype_name(dt), m, m, batch, edge, op.splits,
+                       sym ? " sym (lower tiles mirrored)" : "", rel, PROD_TOL);
+                }
+        next:
+            ns_dev_free(s1), ns_dev_free(s2), ns_dev_free(c), ns_dev_free(d), ns_dev_free(ws), ns_dev_free(cnt);
+            free(h1), free(h2), free(hc), free(hd), free(w), free(zero);
+        }
+}
+
 /* Our symmetric kernels alone (X X^T and S S, batches, edges that are not whole tiles):
  * against float64 on the operands the GPU used, against the full cuBLAS product, exactly
  * symmetric and finite (the output poisoned first). */
@@ -831,7 +917,7 @@ static void test_own_products(void)
 {
     static const struct { int64_t m, n; int batch; } shapes[] = {{200, 328, 3}, {136, 136, 1}, {448, 1280, 2}};
     static const ns_kernel kernels[] = {NS_KERNEL_SYM64, NS_KERNEL_SYM128, NS_KERNEL_SYM128S3};
-    for (size_t i = 0; i < (own_only ? 2 : sizeof shapes / sizeof shapes[0]); i++)
+    for (size_t i = 0; i < (quick ? 1 : own_only ? 2 : sizeof shapes / sizeof shapes[0]); i++)
         for (int kind = NS_PROD_SYRK; kind <= NS_PROD_SYMM; kind++)
             for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
                 dm_err e = {{0}};
@@ -992,7 +1078,9 @@ int main(void)
     }
     own_only = getenv("DM_TEST_OWN") != NULL;
     no_lt = own_only && getenv("DM_TEST_NO_LT") != NULL;
+    quick = own_only && getenv("DM_TEST_QUICK") != NULL;
     if (own_only) { /* compute-sanitizer on our kernels */
+        test_own_mm();
         test_own_products();
         test_own_plans(s);
         test_fused_batch(s);
@@ -1011,6 +1099,7 @@ int main(void)
         test_updates(s);
         test_gemm_picks(s);
         test_norm_fold(s);
+        test_own_mm();
         test_own_products();
         test_own_plans(s);
         test_fused_batch(s);

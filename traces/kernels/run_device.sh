@@ -6,13 +6,20 @@
 # block is reused here). The autotune cache starts from the committed traces/kernels/
 # autotune_h200.tsv, so the one written to $OUT holds the old entries and the re-tuned ones.
 # Logs go to $OUT (or /tmp/dmuon-out).
-#   traces/kernels/run_device.sh [test|testsan|bench|all|v9] [BENCH ARGS...]
+#   traces/kernels/run_device.sh [test|testsan|bench|all|v9|k2] [BENCH ARGS...]
 # test: the GPU test alone; testsan/all: with compute-sanitizer memcheck and racecheck.
 # v9 (issue 17, one call of ~5 minutes): the SASS of our kernels (HMMA, local memory); the GPU
 # test; memcheck and racecheck on our kernels only (DM_TEST_OWN); the goal shapes, each timed
 # with its cached cuBLASLt configuration beside our kernels (--retime-cached); PyTorch in the
 # same call; the 18 shapes with min(m, n) >= 3584 (cuBLASLt as cached vs our symmetric kernel);
 # MoE expert batches (traces/kernels/expert_shapes.txt); a short table last (tools/ns_bench_summary.py). Every stage has a timeout; logs in $OUT.
+# k2 (issue 17 after run 9, under 3 minutes): the whole GPU test (the Gram cases of our kernels
+# that failed in run 9 and the new product check on operands that are not symmetric);
+# racecheck on our kernels alone (DM_TEST_OWN, no cuBLASLt, the quick set: it finishes); the
+# goal shapes our kernels can win (traces/kernels/k2_shapes.txt: ours beside the cached cuBLASLt
+# configuration, products included); the fused kernels' per-phase profile (work per phase,
+# grid-barrier cost) on 128^2, 1024^2 and 64 x 256x1536; Nsight Compute on one of our X X^T
+# launches (3584^2). Timeouts add up to 3 minutes.
 set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
@@ -90,4 +97,46 @@ if [ "$mode" = v9 ]; then
   cat "$O/torch.log" 2>/dev/null | grep -v '^#   check'
   cat "$O/sass_summary.txt" 2>/dev/null | head -40
   cat "$O/summary.txt"
+fi
+if [ "$mode" = k2 ]; then
+  t0=$(date +%s)
+  K=$O/k2 # every log here, packed into $O/k2_logs.tgz at the end (the device tool brings back 8 files)
+  mkdir -p "$K"
+  env_info > "$K/env.txt" 2>&1
+  { env_info; timeout 35 $D/test_ns_gpu; echo "exit $?"; } > "$K/test_ns_gpu.log" 2>&1
+  echo "test_ns_gpu: $(grep -c '^ok' "$K/test_ns_gpu.log") ok, $(grep -c '^not ok' "$K/test_ns_gpu.log") not ok, $(tail -1 "$K/test_ns_gpu.log")"
+  grep -A1 '^not ok' "$K/test_ns_gpu.log" | head -24
+  grep -E '^(not )?ok' "$K/test_ns_gpu.log" | grep -E 'gram .*kernel (sym|fused)|fused gram|mm D =' | cut -c1-150 | head -64
+  DM_TEST_OWN=1 DM_TEST_NO_LT=1 DM_TEST_QUICK=1 timeout 60 compute-sanitizer --tool racecheck --racecheck-report all \
+    $D/test_ns_gpu > "$K/racecheck.log" 2>&1
+  echo "racecheck (our kernels, quick set) rc $?: $(grep -c '^ok' "$K/racecheck.log") ok, $(grep -c '^not ok' "$K/racecheck.log") not ok; $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$K/racecheck.log" | tail -1); $(tail -1 "$K/racecheck.log")"
+  [ -f traces/kernels/autotune_h200.tsv ] && cp traces/kernels/autotune_h200.tsv "$K/autotune.tsv"
+  { env_info; timeout 35 $D/dmuon bench kernels --shapes traces/kernels/k2_shapes.txt --cache "$K/autotune.tsv" \
+      --retime-cached --no-gemm-tune --kernels lt,sym64,sym128,fused32,fused64,fused128 --sym-blocks 1 --reps 10 \
+      --warmup 2 --no-elementwise --verbose --out "$K/costs_k2.csv"; echo "exit $?"; } > "$K/bench_k2.log" 2>&1
+  echo "bench k2 shapes: $(tail -1 "$K/bench_k2.log")"
+  grep -E '^#   candidate|^ +[0-9]+x[0-9]+ +[0-9]+ (ns|syrk) ' "$K/bench_k2.log" | cut -c1-140
+  for k in fused32 fused64 fused128; do
+    timeout 8 $D/dmuon bench kernels --shapes traces/kernels/k2_profile_shapes.txt --kernels $k --no-gemm-tune \
+      --reps 3 --warmup 1 --no-products --no-elementwise --profile > "$K/profile_$k.log" 2>&1
+    echo "profile $k rc $?"
+    grep -E '^#   fused|^#   sum|^  [0-9]+x' "$K/profile_$k.log"
+  done
+  # where our X X^T loses its time: run 9's ran at 140-195 TFLOP/s executed on every large shape
+  # whatever the tile (64 or 128): Nsight Compute on its first launch at 3584^2 (128-tiles)
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$NCU" ]; then
+    printf '3584 3584 1\n' > "$K/ncu_shape.txt"
+    timeout 25 "$NCU" --kernel-name regex:k_gemm --launch-skip 0 --launch-count 1 --section SpeedOfLight \
+      --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy \
+      $D/dmuon bench kernels --shapes "$K/ncu_shape.txt" --kernels sym128 --algos direct --no-gemm-tune --reps 1 \
+      --warmup 0 --no-products --no-elementwise > "$K/ncu_k_gemm.txt" 2>&1
+    echo "ncu k_gemm rc $?"
+    grep -E 'k_gemm|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|Issue Slots Busy|Executed Ipc A|Achieved Occupancy|Warp Cycles Per Issued|Stall' "$K/ncu_k_gemm.txt" | head -24
+  else
+    echo "ncu: not on this machine"
+  fi
+  echo "k2 total $(( $(date +%s) - t0 )) s"
+  tar czf "$O/k2_logs.tgz" -C "$O" k2 && rm -rf "$K"
+  ls -la "$O/k2_logs.tgz"
 fi
