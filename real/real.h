@@ -117,6 +117,16 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err);
 int real_exec_weights(real_exec *ex, float ***out, dm_err *err);
 void real_weights_free(float **w, int64_t n);
 
+/* Device memory of the run, the largest over the ranks (GPU backend; zeros on the CPU): the
+ * estimate it was sized by (real_gpu_mem_estimate), the device's used memory at its peak
+ * (cudaMemGetInfo: total minus the lowest free memory seen after the buffers and after each
+ * step, the CUDA context included) and what this run added to it (the free memory before the
+ * buffers minus that lowest). Collective. */
+typedef struct real_mem_report {
+    double est_bytes, peak_used_bytes, run_bytes;
+} real_mem_report;
+int real_exec_memory(real_exec *ex, real_mem_report *out);
+
 /* One line on the backend's set-up (device, NCCL, NS plans), for the caller to print. */
 const char *real_exec_info(const real_exec *ex);
 

@@ -56,7 +56,7 @@ TESTS += tests/real_gpu.sh
 endif
 endif
 endif
-EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json
+EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json tests/data/arch_cpu.json tests/data/arch_tied_cpu.json
 
 # valid
 check_PROGRAMS += tests/test_calib

@@ -1,0 +1,517 @@
+/* wk_cuda.cu: the GPU launchers of the step's work kernels (wk_cuda.h; the semantics are
+ * wk_ref.h's): products through cuBLAS, elementwise kernels and deterministic two-pass
+ * reductions of our own, and the one dispatcher wk_run. Elementwise kernels move 8 bf16 (16
+ * bytes) per access when every row they touch starts 16-byte aligned, else one element. */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "wk_cuda.h"
+#include "wk_ref.h"
+
+typedef __nv_bfloat16 bf;
+
+#define CHECK_LAUNCH(what)                                                                     \
+    do {                                                                                       \
+        cudaError_t e_ = cudaGetLastError();                                                   \
+        if (e_ != cudaSuccess)                                                                 \
+            return dm_err_set(err, "%s: %s (%s:%d)", what, cudaGetErrorString(e_), __FILE__, __LINE__); \
+    } while (0)
+#define CUBLAS(call)                                                                           \
+    do {                                                                                       \
+        cublasStatus_t s_ = (call);                                                            \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                       \
+            return dm_err_set(err, "%s: cuBLAS status %d (%s:%d)", #call, (int)s_, __FILE__, __LINE__); \
+    } while (0)
+
+/* Terms of one reduction group (vector-bwd, table-bwd): each thread sums this many rows of its
+ * columns, then a second pass sums the groups in order. 16 rows and a 4-deep unroll keep
+ * enough loads in flight for HBM at a few thousand tokens. */
+#define WK_GROUP 16
+
+extern "C" int wk_blas_create(wk_blas *h, dm_err *err)
+{
+    CUBLAS(cublasCreate((cublasHandle_t *)h));
+    return 0;
+}
+
+extern "C" void wk_blas_destroy(wk_blas h)
+{
+    if (h) cublasDestroy((cublasHandle_t)h);
+}
+
+/* ---- device helpers -------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint64_t dmix(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* wk_hash_finish of a row prefix, in float: (i - 2^23) 2^-23 is exact for a 24-bit i */
+__device__ __forceinline__ float dfinish(uint64_t hr, int64_t b)
+{
+    uint64_t h = dmix(hr ^ (uint64_t)b);
+    return (float)(uint32_t)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
+}
+
+template <int V> __device__ __forceinline__ void ldv(const bf *p, float *v)
+{
+    if (V == 8) {
+        uint4 u = *(const uint4 *)p;
+        const bf *h = (const bf *)&u;
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = __bfloat162float(h[k]);
+    } else {
+        v[0] = __bfloat162float(*p);
+    }
+}
+
+template <int V> __device__ __forceinline__ void stv(bf *p, const float *v)
+{
+    if (V == 8) {
+        uint4 u;
+        bf *h = (bf *)&u;
+#pragma unroll
+        for (int k = 0; k < 8; k++) h[k] = __float2bfloat16_rn(v[k]);
+        *(uint4 *)p = u;
+    } else {
+        *p = __float2bfloat16_rn(v[0]);
+    }
+}
+
+/* one atomic per block of the block's sum */
+__device__ __forceinline__ void block_add(float acc, float *out)
+{
+    __shared__ float part[32];
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) s += part[w];
+        atomicAdd(out, s);
+    }
+}
+
+static int blocks_for(int64_t work, int threads, int64_t cap)
+{
+    int64_t b = (work + threads - 1) / threads;
+    return (int)(b < 1 ? 1 : b > cap ? cap : b);
+}
+
+static int aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* ---- elementwise kernels ------------------------------------------------------------------ */
+
+/* loss: R[i][r][c] -= target(param0 + i, row0 + r, c); loss += scale sum R^2 */
+template <int V>
+__global__ void k_loss(bf *R, int64_t count, int64_t rows, int64_t n, uint64_t hk, int64_t param0, int64_t row0,
+                       float scale, float *loss)
+{
+    int64_t nv = n / V, total = count * rows * nv;
+    float acc = 0;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        int64_t cv = q % nv, rr = q / nv, r = rr % rows, i = rr / rows;
+        uint64_t hr = dmix(dmix(hk ^ (uint64_t)(param0 + i)) ^ (uint64_t)(row0 + r));
+        bf *p = R + rr * n + cv * V;
+        float v[V];
+        ldv<V>(p, v);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            v[k] -= dfinish(hr, cv * V + k);
+            acc += v[k] * v[k];
+        }
+        stv<V>(p, v);
+    }
+    block_add(acc * scale, loss);
+}
+
+/* vector (positions 1) and table: R[i][t][c] = x[t][c] W_i[pos(t)][c] - target; the loss */
+template <int V>
+__global__ void k_scale(const bf *x, const bf *W, bf *R, int64_t count, int64_t rows, int64_t n, int64_t period,
+                        int64_t positions, uint64_t hk, int64_t param0, int64_t row0, float scale, float *loss)
+{
+    int64_t nv = n / V, total = count * rows * nv;
+    float acc = 0;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        int64_t cv = q % nv, rr = q / nv, t = rr % rows, i = rr / rows;
+        int64_t pos = (t % period) % positions;
+        uint64_t hr = dmix(dmix(hk ^ (uint64_t)(param0 + i)) ^ (uint64_t)(row0 + t));
+        float xv[V], wv[V], v[V];
+        ldv<V>(x + t * n + cv * V, xv);
+        ldv<V>(W + (i * positions + pos) * n + cv * V, wv);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            v[k] = xv[k] * wv[k] - dfinish(hr, cv * V + k);
+            acc += v[k] * v[k];
+        }
+        stv<V>(R + rr * n + cv * V, v);
+    }
+    block_add(acc * scale, loss);
+}
+
+/* Rows of position p in a reduction: per sample cnt = ceil((period - p) / positions) of them. */
+__device__ __forceinline__ int64_t terms_per_sample(int64_t p, int64_t period, int64_t positions)
+{
+    return (period - p + positions - 1) / positions;
+}
+
+/* vector-bwd / table-bwd pass 1: thread (i, group, p, column vector) sums R x over its WK_GROUP
+ * rows of position p (in row order) into ws, and writes dx = R W there */
+template <int V>
+__global__ void k_red1(const bf *R, const bf *x, const bf *W, bf *dx, float *ws, int64_t count, int64_t rows,
+                       int64_t n, int64_t period, int64_t positions, int64_t np, int64_t ngroups)
+{
+    int64_t nv = n / V, q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (q >= count * ngroups * np * nv) return;
+    int64_t cv = q % nv, rest = q / nv, p = rest % np, grp = (rest / np) % ngroups, i = rest / np / ngroups;
+    int64_t cnt = terms_per_sample(p, period, positions);
+    int64_t samples = (rows + period - 1) / period, N = samples * cnt;
+    int64_t u0 = grp * WK_GROUP, u1 = u0 + WK_GROUP < N ? u0 + WK_GROUP : N;
+    float acc[V], wv[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = 0;
+    ldv<V>(W + (i * positions + p) * n + cv * V, wv);
+    const bf *Ri = R + i * rows * n;
+    bf *dxi = dx ? dx + i * rows * n : NULL;
+#pragma unroll 4
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t t = (u / cnt) * period + p + (u % cnt) * positions;
+        if (t >= rows) continue;
+        float rv[V], xv[V], d[V];
+        ldv<V>(Ri + t * n + cv * V, rv);
+        ldv<V>(x + t * n + cv * V, xv);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            acc[k] += rv[k] * xv[k];
+            d[k] = rv[k] * wv[k];
+        }
+        if (dxi) stv<V>(dxi + t * n + cv * V, d);
+    }
+    float *o = ws + ((i * ngroups + grp) * np + p) * n + cv * V;
+#pragma unroll
+    for (int k = 0; k < V; k++) o[k] = acc[k];
+}
+
+/* pass 2: G_i[p][c] = scale * the groups' sums in order (0 for positions no row has; added to
+ * G when it accumulates) */
+__global__ void k_red2(const float *ws, bf *G, int64_t count, int64_t n, int64_t positions, int64_t np,
+                       int64_t ngroups, float scale, int accumulate)
+{
+    int64_t total = count * positions * n;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = q % n, p = (q / n) % positions, i = q / n / positions;
+        float s = 0;
+        if (p < np)
+            for (int64_t g = 0; g < ngroups; g++) s += ws[((i * ngroups + g) * np + p) * n + c];
+        G[q] = __float2bfloat16_rn(scale * s + (accumulate ? __bfloat162float(G[q]) : 0.0f));
+    }
+}
+
+/* embed: R[t] = E[id[t]] */
+template <int V> __global__ void k_embed(const bf *E, const int32_t *id, bf *R, int64_t rows, int64_t n)
+{
+    int64_t nv = n / V, total = rows * nv;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        int64_t cv = q % nv, t = q / nv;
+        float v[V];
+        ldv<V>(E + (int64_t)id[t] * n + cv * V, v);
+        stv<V>(R + t * n + cv * V, v);
+    }
+}
+
+/* embed-bwd after the zeroing: G[id] += scale * the sum of its tokens' rows, in token order */
+template <int V>
+__global__ void k_embed_bwd(const bf *R, const int32_t *ids, const int32_t *off, const int32_t *tok, bf *G,
+                            int64_t nids, int64_t n, float scale)
+{
+    int64_t nv = n / V, total = nids * nv;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        int64_t cv = q % nv, u = q / nv;
+        float acc[V], g[V];
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] = 0;
+        for (int32_t j = off[u]; j < off[u + 1]; j++) {
+            float v[V];
+            ldv<V>(R + (int64_t)tok[j] * n + cv * V, v);
+#pragma unroll
+            for (int k = 0; k < V; k++) acc[k] += v[k];
+        }
+        bf *gp = G + (int64_t)ids[u] * n + cv * V;
+        ldv<V>(gp, g);
+#pragma unroll
+        for (int k = 0; k < V; k++) g[k] += scale * acc[k];
+        stv<V>(gp, g);
+    }
+}
+
+/* route: D[q] = X[src[q]] or a zero row */
+template <int V> __global__ void k_route(const bf *X, const int32_t *src, bf *D, int64_t rows, int64_t n)
+{
+    int64_t nv = n / V, total = rows * nv;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        int64_t cv = q % nv, r = q / nv;
+        float v[V];
+        if (src[r] >= 0) {
+            ldv<V>(X + (int64_t)src[r] * n + cv * V, v);
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; k++) v[k] = 0;
+        }
+        stv<V>(D + r * n + cv * V, v);
+    }
+}
+
+/* route-bwd: dX[t] = the sum of the token's routed rows */
+template <int V>
+__global__ void k_route_bwd(const bf *dD, const int32_t *inv, bf *dX, int64_t tokens, int64_t top_k, int64_t n)
+{
+    int64_t nv = n / V, total = tokens * nv;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        int64_t cv = q % nv, t = q / nv;
+        float acc[V];
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] = 0;
+        for (int64_t j = 0; j < top_k; j++) {
+            int32_t r = inv[t * top_k + j];
+            if (r < 0) continue;
+            float v[V];
+            ldv<V>(dD + (int64_t)r * n + cv * V, v);
+#pragma unroll
+            for (int k = 0; k < V; k++) acc[k] += v[k];
+        }
+        stv<V>(dX + t * n + cv * V, acc);
+    }
+}
+
+/* ---- launchers --------------------------------------------------------------------------- */
+
+#define THREADS 256
+#define GRID_CAP 8192
+
+/* V = 8 when n is a multiple of 8 and every pointer is 16-byte aligned (rows then all are);
+ * NULL pointers (an unused output) do not count */
+static int al(const void *p) { return !p || aligned(p); }
+static int vec8(int64_t n, const void *p, const void *q = NULL, const void *r = NULL, const void *t = NULL)
+{
+    return n % 8 == 0 && al(p) && al(q) && al(r) && al(t);
+}
+
+static int elem_loss(const wk_args *a, int64_t count, int64_t rows, int64_t n, cudaStream_t s, dm_err *err)
+{
+    uint64_t hk = wk_hash_kind(a->seed, WK_H_TARGET);
+    int64_t work = count * rows * n;
+    if (vec8(n, a->r))
+        k_loss<8><<<blocks_for(work / 8, THREADS, GRID_CAP), THREADS, 0, s>>>((bf *)a->r, count, rows, n, hk, a->param,
+                                                                           a->row0, a->scale, a->loss);
+    else
+        k_loss<1><<<blocks_for(work, THREADS, GRID_CAP), THREADS, 0, s>>>((bf *)a->r, count, rows, n, hk, a->param,
+                                                                       a->row0, a->scale, a->loss);
+    CHECK_LAUNCH("loss kernel");
+    return 0;
+}
+
+static int elem_scale(const wk_args *a, int64_t count, int64_t rows, int64_t n, int64_t period, int64_t positions,
+                      cudaStream_t s, dm_err *err)
+{
+    uint64_t hk = wk_hash_kind(a->seed, WK_H_TARGET);
+    int64_t work = count * rows * n;
+    if (vec8(n, a->x, a->w, a->r))
+        k_scale<8><<<blocks_for(work / 8, THREADS, GRID_CAP), THREADS, 0, s>>>(
+            (const bf *)a->x, (const bf *)a->w, (bf *)a->r, count, rows, n, period, positions, hk, a->param, a->row0,
+            a->scale, a->loss);
+    else
+        k_scale<1><<<blocks_for(work, THREADS, GRID_CAP), THREADS, 0, s>>>(
+            (const bf *)a->x, (const bf *)a->w, (bf *)a->r, count, rows, n, period, positions, hk, a->param, a->row0,
+            a->scale, a->loss);
+    CHECK_LAUNCH(positions > 1 ? "table kernel" : "vector kernel");
+    return 0;
+}
+
+static int elem_red(const wk_args *a, int64_t count, int64_t rows, int64_t n, int64_t period, int64_t positions,
+                    cudaStream_t s, dm_err *err)
+{
+    if (period < 1) period = 1;
+    if (positions < 1) positions = 1;
+    int64_t np = positions < period ? positions : period;
+    int64_t ng = wk_ws_floats(1, rows, 1, period, positions) / np;
+    if (!a->ws) return dm_err_set(err, "reduction kernel: no workspace (%lld floats needed)",
+                                  (long long)wk_ws_floats(count, rows, n, period, positions));
+    int64_t threads1 = count * ng * np * n;
+    if (vec8(n, a->r, a->x, a->w, a->dx))
+        k_red1<8><<<blocks_for(threads1 / 8, THREADS, INT32_MAX), THREADS, 0, s>>>(
+            (const bf *)a->r, (const bf *)a->x, (const bf *)a->w, (bf *)a->dx, a->ws, count, rows, n, period, positions,
+            np, ng);
+    else
+        k_red1<1><<<blocks_for(threads1, THREADS, INT32_MAX), THREADS, 0, s>>>(
+            (const bf *)a->r, (const bf *)a->x, (const bf *)a->w, (bf *)a->dx, a->ws, count, rows, n, period, positions,
+            np, ng);
+    CHECK_LAUNCH("reduction kernel (rows)");
+    k_red2<<<blocks_for(count * positions * n, THREADS, GRID_CAP), THREADS, 0, s>>>(a->ws, (bf *)a->g, count, n,
+                                                                                   positions, np, ng, a->scale,
+                                                                                   a->accumulate);
+    CHECK_LAUNCH("reduction kernel (groups)");
+    return 0;
+}
+
+static int elem_embed(const wk_args *a, int64_t rows, int64_t n, cudaStream_t s, dm_err *err)
+{
+    if (vec8(n, a->w, a->r))
+        k_embed<8><<<blocks_for(rows * n / 8, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->w, a->idx, (bf *)a->r,
+                                                                                rows, n);
+    else
+        k_embed<1><<<blocks_for(rows * n, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->w, a->idx, (bf *)a->r,
+                                                                            rows, n);
+    CHECK_LAUNCH("embedding gather kernel");
+    return 0;
+}
+
+static int elem_embed_bwd(const wk_args *a, int64_t n, cudaStream_t s, dm_err *err)
+{
+    if (!a->accumulate) {
+        cudaError_t e = cudaMemsetAsync(a->g, 0, (size_t)(a->table_rows * n) * sizeof(bf), s);
+        if (e != cudaSuccess) return dm_err_set(err, "embedding gradient zeroing: %s", cudaGetErrorString(e));
+    }
+    if (a->csr_n < 1) return 0;
+    if (vec8(n, a->r, a->g))
+        k_embed_bwd<8><<<blocks_for(a->csr_n * n / 8, THREADS, GRID_CAP), THREADS, 0, s>>>(
+            (const bf *)a->r, a->csr_id, a->csr_off, a->csr_tok, (bf *)a->g, a->csr_n, n, a->scale);
+    else
+        k_embed_bwd<1><<<blocks_for(a->csr_n * n, THREADS, GRID_CAP), THREADS, 0, s>>>(
+            (const bf *)a->r, a->csr_id, a->csr_off, a->csr_tok, (bf *)a->g, a->csr_n, n, a->scale);
+    CHECK_LAUNCH("embedding scatter-add kernel");
+    return 0;
+}
+
+static int elem_route(const wk_args *a, const dm_kernel *k, int64_t rows, int64_t n, cudaStream_t s, dm_err *err)
+{
+    if (k->op == DM_KOP_ROUTE) {
+        if (vec8(n, a->x, a->g))
+            k_route<8><<<blocks_for(rows * n / 8, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->x, a->idx,
+                                                                                    (bf *)a->g, rows, n);
+        else
+            k_route<1><<<blocks_for(rows * n, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->x, a->idx, (bf *)a->g,
+                                                                                rows, n);
+        CHECK_LAUNCH("dispatch kernel");
+    } else {
+        int64_t K = a->top_k > 0 ? a->top_k : 1;
+        if (vec8(n, a->r, a->dx))
+            k_route_bwd<8><<<blocks_for(rows * n / 8, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->r, a->idx,
+                                                                                        (bf *)a->dx, rows, K, n);
+        else
+            k_route_bwd<1><<<blocks_for(rows * n, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->r, a->idx,
+                                                                                    (bf *)a->dx, rows, K, n);
+        CHECK_LAUNCH("combine kernel");
+    }
+    return 0;
+}
+
+/* X (rows x w) = wk_hash_uniform(seed, kind, param, row0 + r, c) */
+__global__ void k_fill_hash(bf *X, int64_t rows, int64_t w, uint64_t hp, int64_t row0)
+{
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < rows * w; q += (int64_t)gridDim.x * blockDim.x)
+        X[q] = __float2bfloat16_rn(dfinish(dmix(hp ^ (uint64_t)(row0 + q / w)), q % w));
+}
+
+extern "C" int wk_fill_hash(void *X, int64_t rows, int64_t w, uint64_t seed, int kind, int64_t param, int64_t row0,
+                            ns_stream s, dm_err *err)
+{
+    if (rows * w <= 0) return 0;
+    uint64_t hp = wk_hash_prefix(seed, kind, param);
+    k_fill_hash<<<blocks_for(rows * w, THREADS, GRID_CAP), THREADS, 0, (cudaStream_t)s>>>((bf *)X, rows, w, hp, row0);
+    CHECK_LAUNCH("hash fill kernel");
+    return 0;
+}
+
+/* ---- products ------------------------------------------------------------------------------ */
+
+/* Row-major C = op(A, B) as cuBLAS's column-major C^T = op(B)^T op(A)^T: the operands swap. */
+typedef struct cb_form {
+    cublasOperation_t tb, ta; /* cuBLAS's first operand is our B */
+    int64_t ldb, lda;
+} cb_form;
+
+static cb_form form_of(wk_form f, int64_t m, int64_t n, int64_t k)
+{
+    switch (f) {
+    case WK_NT: return (cb_form){CUBLAS_OP_T, CUBLAS_OP_N, k, k};
+    case WK_NN: return (cb_form){CUBLAS_OP_N, CUBLAS_OP_N, n, k};
+    default: return (cb_form){CUBLAS_OP_N, CUBLAS_OP_T, n, m};
+    }
+}
+
+static int products(wk_blas blas, const dm_kernel *k, const wk_args *a, cudaStream_t s, dm_err *err)
+{
+    cublasHandle_t h = (cublasHandle_t)blas;
+    int f = wk_form_of(k->op);
+    if (!h || f < 0) return dm_err_set(err, "%s %s: not a product, or no cuBLAS handle", dm_kern_kind_name(k->kind),
+                                       dm_kern_op_name(k->op));
+    cudaStream_t cur = NULL;
+    CUBLAS(cublasGetStream(h, &cur));
+    if (cur != s) CUBLAS(cublasSetStream(h, s));
+    float alpha = a->alpha != 0 ? a->alpha : 1.0f, beta = a->accumulate ? 1.0f : 0.0f;
+    int m = (int)k->m, n = (int)k->n, kk = (int)k->k;
+    cb_form c = form_of((wk_form)f, k->m, k->n, k->k);
+    if (k->kind == DM_KERN_GEMM) {
+        for (int64_t i = 0; i < k->count; i++)
+            CUBLAS(cublasGemmEx(h, c.tb, c.ta, n, m, kk, &alpha, (const bf *)a->b + i * a->sb, CUDA_R_16BF, (int)c.ldb,
+                                (const bf *)a->a + i * a->sa, CUDA_R_16BF, (int)c.lda, &beta, (bf *)a->c + i * a->sc,
+                                CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else if (a->pa) {
+        CUBLAS(cublasGemmBatchedEx(h, c.tb, c.ta, n, m, kk, &alpha, (const void *const *)a->pb, CUDA_R_16BF, (int)c.ldb,
+                                   (const void *const *)a->pa, CUDA_R_16BF, (int)c.lda, &beta, (void *const *)a->pc,
+                                   CUDA_R_16BF, n, (int)k->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else {
+        CUBLAS(cublasGemmStridedBatchedEx(h, c.tb, c.ta, n, m, kk, &alpha, a->b, CUDA_R_16BF, (int)c.ldb, a->sb, a->a,
+                                          CUDA_R_16BF, (int)c.lda, a->sa, &beta, a->c, CUDA_R_16BF, n, a->sc,
+                                          (int)k->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+    return 0;
+}
+
+extern "C" int wk_run(wk_blas blas, const dm_kernel *k, const wk_args *a, ns_stream stream, dm_err *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (k->kind == DM_KERN_GEMM || k->kind == DM_KERN_BGEMM) return products(blas, k, a, s, err);
+    int64_t rows = a->rows > 0 ? a->rows : k->m, count = a->count > 0 ? a->count : k->count, n = k->n;
+    if (rows * n * count <= 0) return 0;
+    switch (k->op) {
+    case DM_KOP_LOSS: return elem_loss(a, count, rows, n, s, err);
+    case DM_KOP_VECTOR: return elem_scale(a, count, rows, n, 1, 1, s, err);
+    case DM_KOP_TABLE: return elem_scale(a, 1, rows, n, a->period, a->positions, s, err);
+    case DM_KOP_VECTOR_BWD: return elem_red(a, count, rows, n, 1, 1, s, err);
+    case DM_KOP_TABLE_BWD: return elem_red(a, 1, rows, n, a->period, a->positions, s, err);
+    case DM_KOP_EMBED: return elem_embed(a, rows, n, s, err);
+    case DM_KOP_EMBED_BWD: return elem_embed_bwd(a, n, s, err);
+    case DM_KOP_ROUTE:
+    case DM_KOP_ROUTE_BWD: return elem_route(a, k, rows, n, s, err);
+    default: return dm_err_set(err, "elem %s: no launcher", dm_kern_op_name(k->op));
+    }
+}
+
+/* ---- attention ------------------------------------------------------------------------------ */
+
+extern "C" void wk_attn_bind(const wk_attn_geom *g, void *const buf[WK_A__N], dm_kern_op op, void **p, wk_args *a)
+{
+    int which[3];
+    int64_t o0[3], o1[3];
+    int64_t b = g->win * g->heads;
+    wk_attn_entry(g, op, 0, which, o0);
+    wk_attn_entry(g, op, b > 1 ? 1 : 0, which, o1);
+    a->a = (bf *)buf[which[0]] + o0[0];
+    a->b = (bf *)buf[which[1]] + o0[1];
+    a->c = (bf *)buf[which[2]] + o0[2];
+    a->sa = o1[0] - o0[0], a->sb = o1[1] - o0[1], a->sc = o1[2] - o0[2];
+    a->pa = a->pb = NULL;
+    a->pc = NULL;
+    if (wk_attn_strided(g) || !p) return;
+    for (int64_t e = 0; e < b; e++) {
+        int64_t off[3];
+        wk_attn_entry(g, op, e, which, off);
+        for (int j = 0; j < 3; j++) p[j * b + e] = (bf *)buf[which[j]] + off[j];
+    }
+}
