@@ -482,9 +482,9 @@ extern "C" int wk_run(wk_blas blas, const dm_kernel *k, const wk_args *a, ns_str
     switch (k->op) {
     case DM_KOP_LOSS: return elem_loss(a, count, rows, n, s, err);
     case DM_KOP_VECTOR: return elem_scale(a, count, rows, n, 1, 1, s, err);
-    case DM_KOP_TABLE: return elem_scale(a, 1, rows, n, a->period, a->positions, s, err);
+    case DM_KOP_TABLE: return elem_scale(a, count, rows, n, a->period, a->positions, s, err);
     case DM_KOP_VECTOR_BWD: return elem_red(a, count, rows, n, 1, 1, s, err);
-    case DM_KOP_TABLE_BWD: return elem_red(a, 1, rows, n, a->period, a->positions, s, err);
+    case DM_KOP_TABLE_BWD: return elem_red(a, count, rows, n, a->period, a->positions, s, err);
     case DM_KOP_EMBED: return elem_embed(a, rows, n, s, err);
     case DM_KOP_EMBED_BWD: return elem_embed_bwd(a, n, s, err);
     case DM_KOP_ROUTE:

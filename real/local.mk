@@ -1,7 +1,7 @@
 # real/local.mk: the real executor (MPI; CPU backend always, GPU backend with CUDA and NCCL).
 # Everything here needs MPI.
 if HAVE_MPI
-libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h real/real_wl.c real/real_wl.h \
+libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h \
 	real/real_exec.c \
 	real/real_cpu.c real/real_ckpt.c real/real_bench.c real/real_run.c
 endif

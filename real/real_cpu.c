@@ -1,6 +1,6 @@
 /* real_cpu.c: the CPU backend of the executor (real_priv.h's table): interprets a step program
  * with MPI non-blocking collectives (the collective table's exact forms, core/coll.h, summed in
- * rank order), the layers' kernels of real_wl.h through the float reference of wk_ref.h (CBLAS
+ * rank order), the layers' kernels of wk_plan.h through the float reference of wk_ref.h (CBLAS
  * products, elementwise passes, reductions in token order) and the reference math of ns_ref.h
  * (momentum, NS, apply, AdamW). With --grad-chunks C every reduction over rows (weight
  * gradients, 1-D and table gradients, the embedding scatter) sums C row chunks in order, the
@@ -72,7 +72,7 @@ static cpu *C(const real_exec *ex) { return ex->bs; }
 /* The CPU backend holds every matrix whole on every rank: refuse what cannot fit the node. */
 static int cpu_precheck(real_exec *ex, dm_err *err)
 {
-    const real_wl *w = &ex->wl;
+    const wk_plan *w = &ex->wl;
     double need = 0;
     for (int64_t i = 0; i < ex->n_mx; i++) need += 4.0 * 7.0 * (double)ex->mx[i].rows * (double)ex->mx[i].cols;
     need += 4.0 * ((double)w->n_act + (double)w->n_res + (double)w->max_dx + (double)w->max_dx2);
@@ -118,13 +118,13 @@ static int setup_ops(real_exec *ex, cpu *c, dm_err *err)
     return 0;
 }
 
-/* Every layer's input activations from the counter hash (real_wl.h); the dispatched rows are
+/* Every layer's input activations from the counter hash (wk_plan.h); the dispatched rows are
  * the dispatch's each step. */
-static void fill_activations(real_exec *ex, const real_lplan *lp, float *act)
+static void fill_activations(real_exec *ex, const wk_layer *lp, float *act)
 {
     uint64_t seed = ex->o.seed;
     for (int s = 0; s < lp->n_slots; s++) {
-        const real_slot *q = &lp->slots[s];
+        const wk_slot *q = &lp->slots[s];
         float *X = act + q->off;
         if (q->routed && q->gathered) {
             memset(X, 0, (size_t)(q->rows * q->cols) * sizeof *X);
@@ -144,7 +144,7 @@ static void fill_activations(real_exec *ex, const real_lplan *lp, float *act)
 static int cpu_create(real_exec *ex, dm_err *err)
 {
     const dm_program *prog = ex->prog;
-    const real_wl *wl = &ex->wl;
+    const wk_plan *wl = &ex->wl;
     unsigned char *need = NULL; /* per matrix: 1 Muon state, 2 AdamW state on this rank */
     cpu *c = dm_calloc(1, sizeof *c, err);
     if (!c) return -1;
@@ -186,7 +186,7 @@ static int cpu_create(real_exec *ex, dm_err *err)
         q->own_hi = ex->rank == 0 ? q->size : 0; /* before any step rank 0's copy is the one */
     }
     for (int l = 0; l < wl->n_layers; l++) {
-        const real_lplan *lp = &wl->L[l];
+        const wk_layer *lp = &wl->L[l];
         if (!(c->act[l] = dm_malloc((size_t)(lp->n_act ? lp->n_act : 1) * 4, err)) ||
             !(c->res[l] = dm_calloc((size_t)(lp->n_res ? lp->n_res : 1), 4, err)))
             goto fail;
@@ -268,7 +268,7 @@ static void chunk_of(int64_t rows, int C, int i, int64_t *lo, int64_t *hi)
 
 /* Where chunk i of a gradient goes: the gradient itself for the first (unless it holds a tied
  * head's part already), else the scratch, added after (chunk_add). */
-static float *chunk_dst(cpu *c, const real_kb *b, int i, float *g) { return i == 0 && !b->accumulate ? g : c->scratch; }
+static float *chunk_dst(cpu *c, const wk_kb *b, int i, float *g) { return i == 0 && !b->accumulate ? g : c->scratch; }
 static void chunk_add(float *g, const float *dst, int64_t size)
 {
     if (dst != g)
@@ -288,7 +288,7 @@ static void attention(cpu *c, const wk_attn_geom *g, const dm_kernel *k)
 }
 
 /* One forward kernel of layer l. */
-static void run_fwd(real_exec *ex, int l, const real_kb *b)
+static void run_fwd(real_exec *ex, int l, const wk_kb *b)
 {
     cpu *c = C(ex);
     const dm_kernel *k = &b->k;
@@ -327,7 +327,7 @@ static void run_fwd(real_exec *ex, int l, const real_kb *b)
 }
 
 /* One backward kernel of layer l. */
-static void run_bwd(real_exec *ex, int l, const real_kb *b)
+static void run_bwd(real_exec *ex, int l, const wk_kb *b)
 {
     cpu *c = C(ex);
     const dm_kernel *k = &b->k;
@@ -457,7 +457,7 @@ static int run_compute(real_exec *ex, int i, dm_err *err)
 {
     const dm_op *op = &ex->prog->ranks[ex->rank].ops[i];
     if (op->kind == DM_OP_FORWARD || op->kind == DM_OP_BACKWARD) {
-        const real_lplan *lp = &ex->wl.L[op->layer];
+        const wk_layer *lp = &ex->wl.L[op->layer];
         int fwd = op->kind == DM_OP_FORWARD;
         for (int k = 0; k < (fwd ? lp->n_fwd : lp->n_bwd); k++) {
             if (fwd) run_fwd(ex, op->layer, &lp->fwd[k]);

@@ -123,9 +123,9 @@ static int check_local(real_exec *ex, dm_err *err)
     /* a racy program would run differently on GPUs */
     if (real_check_hazards(p, ex->rank, ex->mx, ex->n_mx, err) < 0) return -1;
     /* the layers' kernels at this run's tokens; the program's works must be these */
-    real_wl_opts wo = {o->tokens, p->seq_len, ex->rank, ex->nranks, o->token_offset, o->seed};
-    if (real_wl_build(ex->model, ex->mx, ex->n_mx, &wo, &ex->wl, err) < 0 ||
-        real_wl_check(&ex->wl, p, ex->rank, ex->mx, ex->n_mx, err) < 0)
+    wk_plan_opts wo = {o->tokens, p->seq_len, ex->rank, ex->nranks, o->token_offset, o->seed};
+    if (wk_plan_build(ex->model, ex->mx, ex->n_mx, &wo, &ex->wl, err) < 0 ||
+        wk_plan_check(&ex->wl, p, ex->rank, ex->mx, ex->n_mx, err) < 0)
         return -1;
     const dm_rank_prog *rp = &p->ranks[ex->rank];
     for (int i = 0; i < rp->n_ops; i++)
@@ -206,7 +206,7 @@ void real_exec_destroy(real_exec *ex)
     if (ex->be) ex->be->destroy(ex);
     if (ex->comm != MPI_COMM_NULL) MPI_Comm_free(&ex->comm);
     real_facts_free(&ex->facts);
-    real_wl_free(&ex->wl);
+    wk_plan_free(&ex->wl);
     free(ex->mx);
     free(ex->gidx);
     free(ex->op_t0);

@@ -3,7 +3,7 @@
  * (one per program group and stream; the collectives are the table's calls, core/coll.h),
  * three CUDA streams with the
  * program's priorities (comm-hi highest), ops issued in list order and ordered across streams
- * by events only; every forward/backward kernel of the layers' plans (real_wl.h) through the
+ * by events only; every forward/backward kernel of the layers' plans (wk_plan.h) through the
  * work kernels' one dispatcher (kernels/wk_cuda.h: cuBLAS products in bf16 with fp32 compute,
  * our elementwise kernels and deterministic reductions), the kernels helper's NS plans (graph
  * replays) and Muon/AdamW kernels, NCCL collectives in bf16.
@@ -16,7 +16,7 @@
  * arenas, layer after layer: what the workload's kept_bytes counts); shared scratch for the
  * cost-only outputs (input gradients, attention), the reductions' workspace and the index maps.
  *
- * Data: activations from the CPU backend's counter hash keyed by global row (real_wl.h), targets
+ * Data: activations from the CPU backend's counter hash keyed by global row (wk_plan.h), targets
  * from it on the fly, so runs on different rank counts over the same tokens compare.
  *
  * Non-finite gradients, as the CPU backend: every local gradient is checked after the backward
@@ -136,7 +136,7 @@ typedef struct gpu {
     gparam *p;
     bf16 *arena_w, *arena_g;
     int64_t total;            /* elements in each arena */
-    bf16 *act, *res;          /* every layer's activations and residuals (real_wl.h offsets from
+    bf16 *act, *res;          /* every layer's activations and residuals (wk_plan.h offsets from
                                  act_base[l], res_base[l]) */
     int64_t *act_base, *res_base;
     bf16 *dx, *dx2;           /* cost-only outputs */
@@ -278,12 +278,12 @@ static int upload_ints(real_exec *ex, int32_t **dst, const int32_t *src, int64_t
     return 0;
 }
 
-/* The layers' buffers (real_wl.h): activations filled from the counter hash, residuals, the
+/* The layers' buffers (wk_plan.h): activations filled from the counter hash, residuals, the
  * shared scratch, the attention buffers and pointer arrays, the index maps. */
 static int alloc_workload(real_exec *ex, cudaStream_t s0, dm_err *err)
 {
     gpu *g = G(ex);
-    const real_wl *w = &ex->wl;
+    const wk_plan *w = &ex->wl;
     int L = w->n_layers;
     if (!(g->act_base = dm_calloc((size_t)(L + 1), sizeof *g->act_base, err)) ||
         !(g->res_base = dm_calloc((size_t)(L + 1), sizeof *g->res_base, err)))
@@ -298,10 +298,12 @@ static int alloc_workload(real_exec *ex, cudaStream_t s0, dm_err *err)
         dev_alloc(ex, (void **)&g->dx2, (size_t)w->max_dx2 * 2, "the combine's scratch", err) ||
         dev_alloc(ex, (void **)&g->ws, (size_t)w->max_ws * 4, "the reductions' workspace", err))
         return -1;
+    /* the combine reads the experts' input gradients: defined even when --no-input-grad skips them */
+    CU(cudaMemsetAsync(g->dx, 0, (size_t)(w->max_dx ? w->max_dx : 1) * 2, s0));
     for (int l = 0; l < L; l++) {
-        const real_lplan *lp = &w->L[l];
+        const wk_layer *lp = &w->L[l];
         for (int si = 0; si < lp->n_slots; si++) {
-            const real_slot *q = &lp->slots[si];
+            const wk_slot *q = &lp->slots[si];
             bf16 *X = g->act + g->act_base[l] + q->off;
             if (q->routed && q->gathered) {
                 CU(cudaMemsetAsync(X, 0, (size_t)(q->rows * q->cols) * 2, s0));
@@ -345,7 +347,7 @@ static int alloc_workload(real_exec *ex, cudaStream_t s0, dm_err *err)
     }
     if (w->n_maps && !(g->map_dev = dm_calloc((size_t)w->n_maps * 5, sizeof *g->map_dev, err))) return -1;
     for (int i = 0; i < w->n_maps; i++) {
-        const real_map *mp = &w->maps[i];
+        const wk_map *mp = &w->maps[i];
         int32_t **d = g->map_dev + 5 * i;
         /* the grouped tokens of a lookup at their upper bound (as the estimate counts them) */
         if (upload_ints(ex, &d[0], mp->a, mp->n, "an index map", err) ||
@@ -583,7 +585,7 @@ static void gpu_destroy(real_exec *ex)
 /* ---- ops ------------------------------------------------------------------------------- */
 
 /* The buffers and scalars of kernel b of layer l for the work kernels' dispatcher (wk_cuda.h). */
-static void kernel_args(real_exec *ex, int l, const real_kb *b, wk_args *a)
+static void kernel_args(real_exec *ex, int l, const wk_kb *b, wk_args *a)
 {
     gpu *g = G(ex);
     const dm_kernel *k = &b->k;
@@ -655,10 +657,10 @@ static void kernel_args(real_exec *ex, int l, const real_kb *b, wk_args *a)
 /* A forward or backward op: its layer's kernels in order. */
 static int layer_op(real_exec *ex, const dm_op *op, cudaStream_t s, cublasHandle_t h, dm_err *err)
 {
-    const real_lplan *lp = &ex->wl.L[op->layer];
+    const wk_layer *lp = &ex->wl.L[op->layer];
     int fwd = op->kind == DM_OP_FORWARD;
     for (int k = 0; k < (fwd ? lp->n_fwd : lp->n_bwd); k++) {
-        const real_kb *b = fwd ? &lp->fwd[k] : &lp->bwd[k];
+        const wk_kb *b = fwd ? &lp->fwd[k] : &lp->bwd[k];
         if (b->k.op == DM_KOP_DGRAD && !ex->o.input_grad) continue;
         wk_args a;
         kernel_args(ex, op->layer, b, &a);

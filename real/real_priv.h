@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "real.h"
-#include "real_wl.h"
+#include "wk_plan.h"
 #include "real_work.h"
 #include "trace.h"
 
@@ -78,7 +78,7 @@ struct real_exec {
     dm_matrix *mx;            /* the model's matrices, all roles (the program's param ids) */
     int64_t n_mx;
     real_facts facts;
-    real_wl wl;               /* every layer's kernels bound to buffers (both backends run these) */
+    wk_plan wl;               /* every layer's kernels bound to buffers (both backends run these) */
     int64_t n_tokens_global;
     int64_t adam_t;           /* AdamW steps committed */
     int step;                 /* steps attempted (or loaded) */

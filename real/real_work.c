@@ -369,7 +369,7 @@ void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need
         }
 }
 
-double real_wl_scratch_bytes(const real_wl *w)
+double real_scratch_bytes(const wk_plan *w)
 {
     double b = 2.0 * ((double)w->max_dx + (double)w->max_dx2) + 4.0 * (double)w->max_ws + 4.0 * (double)w->map_ints;
     for (int i = 0; i < WK_A__N; i++) b += 2.0 * (double)w->attn_size[i];
@@ -384,18 +384,18 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
     dm_matrix *mx = NULL;
     int64_t n = 0;
     real_facts f;
-    real_wl wl;
+    wk_plan wl;
     unsigned char *need = NULL;
     memset(e, 0, sizeof *e);
     memset(&f, 0, sizeof f);
     memset(&wl, 0, sizeof wl);
     if (r < 0 || r >= p->nranks) return dm_err_set(err, "rank %d is not in the program's %d ranks", r, p->nranks);
     if (dm_model_matrices(m, -1, &mx, &n, err) < 0) return -1;
-    real_wl_opts wo = {T, p->seq_len, r, p->nranks, 0, 1};
-    if (real_facts_build(p, mx, n, &f, err) < 0 || real_wl_build(m, mx, n, &wo, &wl, err) < 0 ||
+    wk_plan_opts wo = {T, p->seq_len, r, p->nranks, 0, 1};
+    if (real_facts_build(p, mx, n, &f, err) < 0 || wk_plan_build(m, mx, n, &wo, &wl, err) < 0 ||
         !(need = dm_calloc((size_t)(n ? n : 1), 1, err))) {
         real_facts_free(&f);
-        real_wl_free(&wl);
+        wk_plan_free(&wl);
         free(mx);
         return -1;
     }
@@ -452,7 +452,7 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
     }
     e->weights_grads = 2.0 * 2.0 * total;
     e->activations = 2.0 * ((double)wl.n_act + (double)wl.n_res);
-    e->scratch = real_wl_scratch_bytes(&wl);
+    e->scratch = real_scratch_bytes(&wl);
     e->state = state + 4.0 * (double)max_size; /* + the fp32 gradient scratch */
     e->state_next = next;
     e->comm = (double)DM_STREAM__COUNT * 2.0 * (double)max_coll;
@@ -463,7 +463,7 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
     e->max_size = max_size;
     e->max_coll = max_coll;
     free(need);
-    real_wl_free(&wl);
+    wk_plan_free(&wl);
     real_facts_free(&f);
     free(mx);
     return 0;

@@ -1,5 +1,5 @@
 /* real_work.h: the program facts both backends need: the CPU backend's initial weights (the
- * activations, targets and token ids of the workload are real_wl.h's), matrix names, a static
+ * activations, targets and token ids of the workload are wk_plan.h's), matrix names, a static
  * reading of the program (what each all-gather moves, from its payload; where each rank first
  * updates each parameter; where each collective sits in each rank's list), the data-hazard
  * check and the GPU memory estimate. */
@@ -10,7 +10,7 @@
 #include "dm_error.h"
 #include "model.h"
 #include "program.h"
-#include "real_wl.h"
+#include "wk_plan.h"
 
 /* Initial weights (CPU backend; wk_hash_uniform of WK_H_WEIGHT): uniform / sqrt(in) for 2-D,
  * 1 + 0.1 uniform for 1-D. */
@@ -73,7 +73,7 @@ void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need
 typedef struct real_mem_est {
     double weights_grads;     /* bf16 working weights and gradients, every matrix */
     double activations;       /* bf16, every layer: its input activations (one per slot) and the
-                                 residuals forward keeps for backward (real_wl.h: the workload's
+                                 residuals forward keeps for backward (wk_plan.h: the workload's
                                  kept_bytes, routed rows padded to whole experts) */
     double scratch;           /* shared by the layers: the cost-only outputs (input gradients,
                                  dx, the combine), the attention buffers and pointer arrays, the
@@ -92,6 +92,6 @@ typedef struct real_mem_est {
 int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err);
 
 /* The scratch part of an estimate for the layers' plans w (bytes). */
-double real_wl_scratch_bytes(const real_wl *w);
+double real_scratch_bytes(const wk_plan *w);
 
 #endif

@@ -1,17 +1,17 @@
-/* real_wl.c: per-layer plans of the executor (real_wl.h): the model's kernels at this run's
- * tokens, bound to activations, residuals, attention geometries and index maps. */
+/* wk_plan.c: per-layer plans of a step (wk_plan.h): the model's kernels at a run's tokens,
+ * bound to activations, residuals, attention geometries and index maps. */
 #include "config.h"
 
-#include "real_wl.h"
+#include "wk_plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int64_t real_wl_slot_key(int layer, int slot) { return ((int64_t)1 << 40) + (int64_t)layer * 4096 + slot; }
+int64_t wk_plan_slot_key(int layer, int slot) { return ((int64_t)1 << 40) + (int64_t)layer * 4096 + slot; }
 
 static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
 
-void real_wl_free(real_wl *w)
+void wk_plan_free(wk_plan *w)
 {
     if (!w) return;
     for (int l = 0; l < w->n_layers && w->L; l++) {
@@ -22,7 +22,7 @@ void real_wl_free(real_wl *w)
     free(w->L);
     free(w->attn);
     for (int i = 0; i < w->n_maps; i++) {
-        real_map *p = &w->maps[i];
+        wk_map *p = &w->maps[i];
         free(p->a), free(p->inv), free(p->uniq), free(p->off), free(p->tok);
     }
     free(w->maps);
@@ -34,9 +34,9 @@ typedef struct wctx {
     const dm_model *m;
     const dm_matrix *mx;
     int64_t n;
-    const real_wl_opts *o;
+    const wk_plan_opts *o;
     dm_workload_opts wo;
-    real_wl *w;
+    wk_plan *w;
     dm_err *err;
     int64_t g0, sample0, seq;
     int cap_attn, cap_maps;
@@ -49,17 +49,17 @@ static int64_t stream_row0(const wctx *c, int s) { return s == 0 ? c->g0 : c->sa
 static double stream_global(const wctx *c, int s) { return (double)stream_tokens(c, s) * (double)c->o->nranks; }
 static int param_stream(const wctx *c, int64_t p) { return c->m->tensors[c->mx[p].tensor].stream; }
 
-static real_map *new_map(wctx *c)
+static wk_map *new_map(wctx *c)
 {
-    real_wl *w = c->w;
+    wk_plan *w = c->w;
     if (w->n_maps == c->cap_maps) {
         int cap = c->cap_maps ? 2 * c->cap_maps : 8;
-        real_map *v = dm_realloc(w->maps, (size_t)cap * sizeof *v, c->err);
+        wk_map *v = dm_realloc(w->maps, (size_t)cap * sizeof *v, c->err);
         if (!v) return NULL;
         w->maps = v;
         c->cap_maps = cap;
     }
-    real_map *p = &w->maps[w->n_maps++];
+    wk_map *p = &w->maps[w->n_maps++];
     memset(p, 0, sizeof *p);
     return p;
 }
@@ -76,7 +76,7 @@ static int cmp_idpair(const void *a, const void *b)
 /* The token ids of an embedding's lookups and the tokens of each id, in order. */
 static int embed_map(wctx *c, int64_t param, int64_t rows, int64_t row0, int64_t table_rows)
 {
-    real_map *p = new_map(c);
+    wk_map *p = new_map(c);
     if (!p) return -1;
     p->embed = 1;
     p->n = rows;
@@ -109,7 +109,7 @@ static int embed_map(wctx *c, int64_t param, int64_t rows, int64_t row0, int64_t
 /* The dispatch of a layer's routed rows: src (per expert te rows) and each token's top_k rows. */
 static int route_map(wctx *c, int64_t T, int64_t row0, int64_t E, int64_t K, int64_t per, int64_t te)
 {
-    real_map *p = new_map(c);
+    wk_map *p = new_map(c);
     if (!p) return -1;
     int64_t p0 = row0 * K / E, rows = per * te;
     p->n = rows;
@@ -137,7 +137,7 @@ static int attn_geom(wctx *c, const dm_attention *a)
     int64_t lq = a->length ? a->length : per_sample(c, a->stream), tq = stream_tokens(c, a->stream);
     int64_t lk = a->kv_stream == a->stream ? lq : per_sample(c, a->kv_stream), win = lq > 0 ? tq / lq : 0;
     if (win * a->heads < 1) return -1;
-    real_wl *w = c->w;
+    wk_plan *w = c->w;
     if (w->n_attn == c->cap_attn) {
         int cap = c->cap_attn ? 2 * c->cap_attn : 8;
         wk_attn_geom *v = dm_realloc(w->attn, (size_t)cap * sizeof *v, c->err);
@@ -155,12 +155,12 @@ static int attn_geom(wctx *c, const dm_attention *a)
     return w->n_attn++;
 }
 
-static void note_dx(real_wl *w, int64_t e)
+static void note_dx(wk_plan *w, int64_t e)
 {
     if (e > w->max_dx) w->max_dx = e;
 }
 
-static int find_fwd(const real_lplan *lp, dm_kern_op op, dm_kern_kind kind, int64_t param)
+static int find_fwd(const wk_layer *lp, dm_kern_op op, dm_kern_kind kind, int64_t param)
 {
     for (int i = 0; i < lp->n_fwd; i++)
         if (lp->fwd[i].k.op == op && lp->fwd[i].k.kind == kind && lp->fwd[i].k.param == param) return i;
@@ -173,10 +173,10 @@ static int bad(wctx *c, int layer, const dm_kernel *k, const char *why)
                       dm_kern_op_name(k->op), (long long)k->param, why);
 }
 
-static int plan_layer(wctx *c, const dm_layer_work *lw, real_lplan *lp)
+static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
 {
     const dm_model *m = c->m;
-    real_wl *w = c->w;
+    wk_plan *w = c->w;
     int l = lw->layer, si = 0;
     while (si + 1 < m->n_stacks && m->stacks[si + 1].first_global <= l) si++;
     const dm_stack *st = &m->stacks[si];
@@ -192,12 +192,12 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, real_lplan *lp)
     /* slots: routed ones hold every expert's rows (ceil padding included) */
     for (int s = 0; s < lw->n_slots; s++) {
         const dm_act_slot *a = &lw->slots[s];
-        real_slot *q = &lp->slots[s];
+        wk_slot *q = &lp->slots[s];
         q->stream = a->stream;
         q->routed = a->routed;
         q->rows = a->rows;
         q->cols = a->cols;
-        q->key = real_wl_slot_key(l, s);
+        q->key = wk_plan_slot_key(l, s);
         q->row0 = stream_row0(c, a->stream);
         if (a->routed) {
             for (int i = 0; i < lw->n_fwd; i++) {
@@ -220,14 +220,14 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, real_lplan *lp)
     if (!(geoms = dm_malloc((size_t)(st->n_attn + 1) * sizeof *geoms, c->err))) return -1;
     int last_res = -1, rc = -1;
     for (int i = 0; i < lw->n_fwd; i++) {
-        real_kb *b = &lp->fwd[i];
+        wk_kb *b = &lp->fwd[i];
         const dm_kernel *k = &lw->fwd[i];
         b->k = *k;
         b->x = b->r = b->dst = -1;
         b->src = b->attn = b->map = -1;
         b->count = k->count;
         b->rows = k->m;
-        const real_slot *sl = k->slot >= 0 && k->slot < lp->n_slots ? &lp->slots[k->slot] : NULL;
+        const wk_slot *sl = k->slot >= 0 && k->slot < lp->n_slots ? &lp->slots[k->slot] : NULL;
         int s = sl ? sl->stream : k->param >= 0 ? param_stream(c, k->param) : st->stream;
         b->row0 = sl ? sl->row0 : stream_row0(c, s);
         double N = stream_global(c, s);
@@ -258,7 +258,7 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, real_lplan *lp)
                 bad(c, l, k, "a loss without the projection before it");
                 goto done;
             }
-            const real_kb *f = &lp->fwd[last_res];
+            const wk_kb *f = &lp->fwd[last_res];
             b->src = last_res;
             b->r = f->r;
             if (f->k.kind == DM_KERN_BGEMM) { /* experts: one matrix each, te rows at positions p0 + j */
@@ -293,7 +293,7 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, real_lplan *lp)
                     lp->slots[q].stream == sl->stream)
                     b->dst = q;
             if (b->dst < 0) { bad(c, l, k, "no routed rows of its width"); goto done; }
-            const real_slot *d = &lp->slots[b->dst];
+            const wk_slot *d = &lp->slots[b->dst];
             b->rows = d->nexp * d->per;
             int64_t E = d->experts, K = st->moe_top_k > 0 ? st->moe_top_k : 1;
             if ((b->map = route_map(c, sl->rows, sl->row0, E, K, d->nexp, d->per)) < 0) goto done;
@@ -306,7 +306,7 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, real_lplan *lp)
     /* backward */
     int n_bwd_scores = 0;
     for (int i = 0; i < lw->n_bwd; i++) {
-        real_kb *b = &lp->bwd[i];
+        wk_kb *b = &lp->bwd[i];
         const dm_kernel *k = &lw->bwd[i];
         b->k = *k;
         b->x = b->r = b->dst = -1;
@@ -333,7 +333,7 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, real_lplan *lp)
             for (int j = 0; j < lp->n_fwd && f < 0; j++)
                 if (lp->fwd[j].k.op == DM_KOP_ROUTE) f = j;
         if (f < 0) { bad(c, l, k, "no forward kernel it is the backward of"); goto done; }
-        const real_kb *fb = &lp->fwd[f];
+        const wk_kb *fb = &lp->fwd[f];
         b->src = f;
         b->x = fb->x;
         b->r = fb->r;
@@ -382,10 +382,10 @@ static int mark_accumulate(wctx *c)
     unsigned char *seen = dm_calloc((size_t)(c->n ? c->n : 1), 1, c->err);
     if (!seen) return -1;
     for (int l = c->w->n_layers - 1; l >= 0; l--) {
-        real_lplan *lp = &c->w->L[l];
+        wk_layer *lp = &c->w->L[l];
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < lp->n_bwd; i++) {
-                real_kb *b = &lp->bwd[i];
+                wk_kb *b = &lp->bwd[i];
                 dm_kern_op op = b->k.op;
                 if (op != DM_KOP_WGRAD && op != DM_KOP_VECTOR_BWD && op != DM_KOP_TABLE_BWD && op != DM_KOP_EMBED_BWD)
                     continue;
@@ -400,7 +400,7 @@ static int mark_accumulate(wctx *c)
     return 0;
 }
 
-int real_wl_build(const dm_model *m, const dm_matrix *mx, int64_t n, const real_wl_opts *o, real_wl *out, dm_err *err)
+int wk_plan_build(const dm_model *m, const dm_matrix *mx, int64_t n, const wk_plan_opts *o, wk_plan *out, dm_err *err)
 {
     memset(out, 0, sizeof *out);
     wctx c = {m, mx, n, o, {o->tokens, o->seq_len, 2}, out, err, 0, 0, 0, 0, 0};
@@ -427,7 +427,7 @@ int real_wl_build(const dm_model *m, const dm_matrix *mx, int64_t n, const real_
     if (mark_accumulate(&c)) goto fail;
     return 0;
 fail:
-    real_wl_free(out);
+    wk_plan_free(out);
     return -1;
 }
 
@@ -437,7 +437,7 @@ static int same_kernel(const dm_kernel *a, const dm_kernel *b)
            a->count == b->count && a->param == b->param && a->slot == b->slot;
 }
 
-int real_wl_check(const real_wl *w, const dm_program *p, int r, const dm_matrix *mx, int64_t n, dm_err *err)
+int wk_plan_check(const wk_plan *w, const dm_program *p, int r, const dm_matrix *mx, int64_t n, dm_err *err)
 {
     const dm_rank_prog *rp = &p->ranks[r];
     int64_t *per_layer = dm_calloc((size_t)(w->n_layers ? w->n_layers : 1), sizeof *per_layer, err);
@@ -465,9 +465,9 @@ int real_wl_check(const real_wl *w, const dm_program *p, int r, const dm_matrix 
         }
         if (op->work < 0) continue;
         const dm_work *wk = &p->works[op->work];
-        const real_lplan *lp = &w->L[op->layer];
+        const wk_layer *lp = &w->L[op->layer];
         int nk = op->kind == DM_OP_FORWARD ? lp->n_fwd : lp->n_bwd;
-        const real_kb *kb = op->kind == DM_OP_FORWARD ? lp->fwd : lp->bwd;
+        const wk_kb *kb = op->kind == DM_OP_FORWARD ? lp->fwd : lp->bwd;
         int j = 0;
         while (j < wk->n && j < nk && same_kernel(&wk->k[j], &kb[j].k)) j++;
         if (j < wk->n || j < nk) {
