@@ -8,7 +8,7 @@ libdmuon_a_SOURCES += kernels/ns_cuda.cu kernels/ns_elem.cu kernels/ns_kern.cuh 
 # our tensor-core products (mma.sync): the symmetric-product kernel and the fused small NS
 libdmuon_a_SOURCES += kernels/ns_syrk.cu kernels/ns_small.cu kernels/ns_mma.h kernels/ns_mma.cuh
 # the step's work kernels (products, elementwise passes, reductions) and their benchmark
-libdmuon_a_SOURCES += kernels/wk_cuda.cu kernels/wk_cuda.h
+libdmuon_a_SOURCES += kernels/wk_cuda.cu kernels/wk_cuda.h kernels/wk_bench.c kernels/wk_bench.h
 kernels/wk_cuda.o: kernels/wk_cuda.h kernels/wk_ref.h
 # the .cu.o rule tracks no headers: the ones these objects are built from
 kernels/ns_syrk.o kernels/ns_small.o: kernels/ns_mma.cuh kernels/ns_mma.h kernels/ns_kern.cuh kernels/ns_cuda.h

@@ -25,10 +25,9 @@ typedef __nv_bfloat16 bf;
             return dm_err_set(err, "%s: cuBLAS status %d (%s:%d)", #call, (int)s_, __FILE__, __LINE__); \
     } while (0)
 
-/* Terms of one reduction group (vector-bwd, table-bwd): each thread sums this many rows of its
- * columns, then a second pass sums the groups in order. 16 rows and a 4-deep unroll keep
- * enough loads in flight for HBM at a few thousand tokens. */
-#define WK_GROUP 16
+/* WK_GROUP (wk_ref.h): the rows one thread of the reductions (vector-bwd, table-bwd) sums before
+ * a second pass sums the groups in order; 16 rows and a 4-deep unroll keep enough loads in
+ * flight for HBM at a few thousand tokens. */
 
 extern "C" int wk_blas_create(wk_blas *h, dm_err *err)
 {
@@ -51,11 +50,22 @@ __device__ __forceinline__ uint64_t dmix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-/* wk_hash_finish of a row prefix, in float: (i - 2^23) 2^-23 is exact for a 24-bit i */
-__device__ __forceinline__ float dfinish(uint64_t hr, int64_t b)
+/* wk_hash_row and wk_hash_col of wk_ref.c, bit for bit */
+__device__ __forceinline__ uint32_t drow(uint64_t prefix, int64_t a)
 {
-    uint64_t h = dmix(hr ^ (uint64_t)b);
-    return (float)(uint32_t)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
+    uint64_t h = dmix(prefix ^ (uint64_t)a);
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+__device__ __forceinline__ float dcol(uint32_t row, int64_t b)
+{
+    uint32_t x = row ^ ((uint32_t)b * 0x9e3779b9u);
+    x ^= x >> 16;
+    x *= 0x85ebca6bu;
+    x ^= x >> 13;
+    x *= 0xc2b2ae35u;
+    x ^= x >> 16;
+    return (float)(x >> 8) * (1.0f / 8388608.0f) - 1.0f;
 }
 
 template <int V> __device__ __forceinline__ void ldv(const bf *p, float *v)
@@ -83,19 +93,22 @@ template <int V> __device__ __forceinline__ void stv(bf *p, const float *v)
     }
 }
 
-/* one atomic per block of the block's sum */
+/* one atomic per block of the block's sum (any block shape of whole warps) */
 __device__ __forceinline__ void block_add(float acc, float *out)
 {
     __shared__ float part[32];
+    int tid = threadIdx.x + threadIdx.y * blockDim.x, nt = blockDim.x * blockDim.y;
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+    if ((tid & 31) == 0) part[tid >> 5] = acc;
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (tid == 0) {
         float s = 0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) s += part[w];
+        for (int w = 0; w < nt >> 5; w++) s += part[w];
         atomicAdd(out, s);
     }
 }
+
+static int aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 static int blocks_for(int64_t work, int threads, int64_t cap)
 {
@@ -103,7 +116,13 @@ static int blocks_for(int64_t work, int threads, int64_t cap)
     return (int)(b < 1 ? 1 : b > cap ? cap : b);
 }
 
-static int aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+/* Row-wise kernels run blocks of 256 threads as (columns) x (rows): a row's vectors across
+ * threadIdx.x, rows across threadIdx.y and the grid; what depends on the row only (its hash,
+ * its index) is computed once per row. */
+#define ROW_LOOP(nrows)                                                                            \
+    for (int64_t row = blockIdx.x * (int64_t)blockDim.y + threadIdx.y; row < (nrows);                \
+         row += (int64_t)gridDim.x * blockDim.y)
+#define COL_LOOP(nv) for (int64_t cv = threadIdx.x; cv < (nv); cv += blockDim.x)
 
 /* ---- elementwise kernels ------------------------------------------------------------------ */
 
@@ -112,20 +131,24 @@ template <int V>
 __global__ void k_loss(bf *R, int64_t count, int64_t rows, int64_t n, uint64_t hk, int64_t param0, int64_t row0,
                        float scale, float *loss)
 {
-    int64_t nv = n / V, total = count * rows * nv;
+    int64_t nv = n / V;
     float acc = 0;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
-        int64_t cv = q % nv, rr = q / nv, r = rr % rows, i = rr / rows;
-        uint64_t hr = dmix(dmix(hk ^ (uint64_t)(param0 + i)) ^ (uint64_t)(row0 + r));
-        bf *p = R + rr * n + cv * V;
-        float v[V];
-        ldv<V>(p, v);
+    ROW_LOOP(count * rows)
+    {
+        int64_t i = row / rows, r = row - i * rows;
+        uint32_t hr = drow(dmix(hk ^ (uint64_t)(param0 + i)), row0 + r);
+        bf *p = R + row * n;
+        COL_LOOP(nv)
+        {
+            float v[V];
+            ldv<V>(p + cv * V, v);
 #pragma unroll
-        for (int k = 0; k < V; k++) {
-            v[k] -= dfinish(hr, cv * V + k);
-            acc += v[k] * v[k];
+            for (int k = 0; k < V; k++) {
+                v[k] -= dcol(hr, cv * V + k);
+                acc += v[k] * v[k];
+            }
+            stv<V>(p + cv * V, v);
         }
-        stv<V>(p, v);
     }
     block_add(acc * scale, loss);
 }
@@ -135,21 +158,26 @@ template <int V>
 __global__ void k_scale(const bf *x, const bf *W, bf *R, int64_t count, int64_t rows, int64_t n, int64_t period,
                         int64_t positions, uint64_t hk, int64_t param0, int64_t row0, float scale, float *loss)
 {
-    int64_t nv = n / V, total = count * rows * nv;
+    int64_t nv = n / V;
     float acc = 0;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
-        int64_t cv = q % nv, rr = q / nv, t = rr % rows, i = rr / rows;
-        int64_t pos = (t % period) % positions;
-        uint64_t hr = dmix(dmix(hk ^ (uint64_t)(param0 + i)) ^ (uint64_t)(row0 + t));
-        float xv[V], wv[V], v[V];
-        ldv<V>(x + t * n + cv * V, xv);
-        ldv<V>(W + (i * positions + pos) * n + cv * V, wv);
+    ROW_LOOP(count * rows)
+    {
+        int64_t i = row / rows, t = row - i * rows, pos = (t % period) % positions;
+        uint32_t hr = drow(dmix(hk ^ (uint64_t)(param0 + i)), row0 + t);
+        const bf *xr = x + t * n, *wr = W + (i * positions + pos) * n;
+        bf *rr = R + row * n;
+        COL_LOOP(nv)
+        {
+            float xv[V], wv[V], v[V];
+            ldv<V>(xr + cv * V, xv);
+            ldv<V>(wr + cv * V, wv);
 #pragma unroll
-        for (int k = 0; k < V; k++) {
-            v[k] = xv[k] * wv[k] - dfinish(hr, cv * V + k);
-            acc += v[k] * v[k];
+            for (int k = 0; k < V; k++) {
+                v[k] = xv[k] * wv[k] - dcol(hr, cv * V + k);
+                acc += v[k] * v[k];
+            }
+            stv<V>(rr + cv * V, v);
         }
-        stv<V>(R + rr * n + cv * V, v);
     }
     block_add(acc * scale, loss);
 }
@@ -176,21 +204,24 @@ __global__ void k_red1(const bf *R, const bf *x, const bf *W, bf *dx, float *ws,
 #pragma unroll
     for (int k = 0; k < V; k++) acc[k] = 0;
     ldv<V>(W + (i * positions + p) * n + cv * V, wv);
-    const bf *Ri = R + i * rows * n;
-    bf *dxi = dx ? dx + i * rows * n : NULL;
+    const bf *Ri = R + i * rows * n + cv * V, *xc = x + cv * V;
+    bf *dxi = dx ? dx + i * rows * n + cv * V : NULL;
+    /* term u is row (u / cnt) period + p + (u % cnt) positions: walked without dividing */
+    int64_t smp = u0 / cnt, j = u0 - smp * cnt;
 #pragma unroll 4
     for (int64_t u = u0; u < u1; u++) {
-        int64_t t = (u / cnt) * period + p + (u % cnt) * positions;
+        int64_t t = smp * period + p + j * positions;
+        if (++j == cnt) j = 0, smp++;
         if (t >= rows) continue;
         float rv[V], xv[V], d[V];
-        ldv<V>(Ri + t * n + cv * V, rv);
-        ldv<V>(x + t * n + cv * V, xv);
+        ldv<V>(Ri + t * n, rv);
+        ldv<V>(xc + t * n, xv);
 #pragma unroll
         for (int k = 0; k < V; k++) {
             acc[k] += rv[k] * xv[k];
             d[k] = rv[k] * wv[k];
         }
-        if (dxi) stv<V>(dxi + t * n + cv * V, d);
+        if (dxi) stv<V>(dxi + t * n, d);
     }
     float *o = ws + ((i * ngroups + grp) * np + p) * n + cv * V;
 #pragma unroll
@@ -215,12 +246,16 @@ __global__ void k_red2(const float *ws, bf *G, int64_t count, int64_t n, int64_t
 /* embed: R[t] = E[id[t]] */
 template <int V> __global__ void k_embed(const bf *E, const int32_t *id, bf *R, int64_t rows, int64_t n)
 {
-    int64_t nv = n / V, total = rows * nv;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
-        int64_t cv = q % nv, t = q / nv;
-        float v[V];
-        ldv<V>(E + (int64_t)id[t] * n + cv * V, v);
-        stv<V>(R + t * n + cv * V, v);
+    int64_t nv = n / V;
+    ROW_LOOP(rows)
+    {
+        const bf *src = E + (int64_t)id[row] * n;
+        COL_LOOP(nv)
+        {
+            float v[V];
+            ldv<V>(src + cv * V, v);
+            stv<V>(R + row * n + cv * V, v);
+        }
     }
 }
 
@@ -229,40 +264,48 @@ template <int V>
 __global__ void k_embed_bwd(const bf *R, const int32_t *ids, const int32_t *off, const int32_t *tok, bf *G,
                             int64_t nids, int64_t n, float scale)
 {
-    int64_t nv = n / V, total = nids * nv;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
-        int64_t cv = q % nv, u = q / nv;
-        float acc[V], g[V];
+    int64_t nv = n / V;
+    ROW_LOOP(nids)
+    {
+        bf *gp = G + (int64_t)ids[row] * n;
+        int32_t j0 = off[row], j1 = off[row + 1];
+        COL_LOOP(nv)
+        {
+            float acc[V], g[V];
 #pragma unroll
-        for (int k = 0; k < V; k++) acc[k] = 0;
-        for (int32_t j = off[u]; j < off[u + 1]; j++) {
-            float v[V];
-            ldv<V>(R + (int64_t)tok[j] * n + cv * V, v);
+            for (int k = 0; k < V; k++) acc[k] = 0;
+            for (int32_t j = j0; j < j1; j++) {
+                float v[V];
+                ldv<V>(R + (int64_t)tok[j] * n + cv * V, v);
 #pragma unroll
-            for (int k = 0; k < V; k++) acc[k] += v[k];
+                for (int k = 0; k < V; k++) acc[k] += v[k];
+            }
+            ldv<V>(gp + cv * V, g);
+#pragma unroll
+            for (int k = 0; k < V; k++) g[k] += scale * acc[k];
+            stv<V>(gp + cv * V, g);
         }
-        bf *gp = G + (int64_t)ids[u] * n + cv * V;
-        ldv<V>(gp, g);
-#pragma unroll
-        for (int k = 0; k < V; k++) g[k] += scale * acc[k];
-        stv<V>(gp, g);
     }
 }
 
 /* route: D[q] = X[src[q]] or a zero row */
 template <int V> __global__ void k_route(const bf *X, const int32_t *src, bf *D, int64_t rows, int64_t n)
 {
-    int64_t nv = n / V, total = rows * nv;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
-        int64_t cv = q % nv, r = q / nv;
-        float v[V];
-        if (src[r] >= 0) {
-            ldv<V>(X + (int64_t)src[r] * n + cv * V, v);
-        } else {
+    int64_t nv = n / V;
+    ROW_LOOP(rows)
+    {
+        int32_t s = src[row];
+        COL_LOOP(nv)
+        {
+            float v[V];
+            if (s >= 0) {
+                ldv<V>(X + (int64_t)s * n + cv * V, v);
+            } else {
 #pragma unroll
-            for (int k = 0; k < V; k++) v[k] = 0;
+                for (int k = 0; k < V; k++) v[k] = 0;
+            }
+            stv<V>(D + row * n + cv * V, v);
         }
-        stv<V>(D + r * n + cv * V, v);
     }
 }
 
@@ -270,21 +313,34 @@ template <int V> __global__ void k_route(const bf *X, const int32_t *src, bf *D,
 template <int V>
 __global__ void k_route_bwd(const bf *dD, const int32_t *inv, bf *dX, int64_t tokens, int64_t top_k, int64_t n)
 {
-    int64_t nv = n / V, total = tokens * nv;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
-        int64_t cv = q % nv, t = q / nv;
-        float acc[V];
+    int64_t nv = n / V;
+    ROW_LOOP(tokens)
+    {
+        const int32_t *rr = inv + row * top_k;
+        COL_LOOP(nv)
+        {
+            float acc[V];
 #pragma unroll
-        for (int k = 0; k < V; k++) acc[k] = 0;
-        for (int64_t j = 0; j < top_k; j++) {
-            int32_t r = inv[t * top_k + j];
-            if (r < 0) continue;
-            float v[V];
-            ldv<V>(dD + (int64_t)r * n + cv * V, v);
+            for (int k = 0; k < V; k++) acc[k] = 0;
+            for (int64_t j = 0; j < top_k; j++) {
+                if (rr[j] < 0) continue;
+                float v[V];
+                ldv<V>(dD + (int64_t)rr[j] * n + cv * V, v);
 #pragma unroll
-            for (int k = 0; k < V; k++) acc[k] += v[k];
+                for (int k = 0; k < V; k++) acc[k] += v[k];
+            }
+            stv<V>(dX + row * n + cv * V, acc);
         }
-        stv<V>(dX + t * n + cv * V, acc);
+    }
+}
+
+/* X (rows x w) = wk_hash_uniform(seed, kind, param, row0 + r, c) */
+__global__ void k_fill_hash(bf *X, int64_t rows, int64_t w, uint64_t hp, int64_t row0)
+{
+    ROW_LOOP(rows)
+    {
+        uint32_t hr = drow(hp, row0 + row);
+        COL_LOOP(w) X[row * w + cv] = __float2bfloat16_rn(dcol(hr, cv));
     }
 }
 
@@ -301,16 +357,29 @@ static int vec8(int64_t n, const void *p, const void *q = NULL, const void *r = 
     return n % 8 == 0 && al(p) && al(q) && al(r) && al(t);
 }
 
+/* The launch of a row-wise kernel over nrows rows of nv vectors: 256 threads, as many of them
+ * across a row as its vectors need (32..256), the rest over rows. */
+typedef struct rowcfg {
+    dim3 grid, block;
+} rowcfg;
+static rowcfg rows_of(int64_t nrows, int64_t nv)
+{
+    int bx = 32;
+    while (bx < nv && bx < THREADS) bx *= 2;
+    int by = THREADS / bx;
+    int64_t g = (nrows + by - 1) / by;
+    rowcfg c = {dim3((unsigned)(g < 1 ? 1 : g > GRID_CAP ? GRID_CAP : g)), dim3((unsigned)bx, (unsigned)by)};
+    return c;
+}
+#define ROWS(nrows, nv, s) rows_of(nrows, nv).grid, rows_of(nrows, nv).block, 0, s
+
 static int elem_loss(const wk_args *a, int64_t count, int64_t rows, int64_t n, cudaStream_t s, dm_err *err)
 {
     uint64_t hk = wk_hash_kind(a->seed, WK_H_TARGET);
-    int64_t work = count * rows * n;
     if (vec8(n, a->r))
-        k_loss<8><<<blocks_for(work / 8, THREADS, GRID_CAP), THREADS, 0, s>>>((bf *)a->r, count, rows, n, hk, a->param,
-                                                                           a->row0, a->scale, a->loss);
+        k_loss<8><<<ROWS(count * rows, n / 8, s)>>>((bf *)a->r, count, rows, n, hk, a->param, a->row0, a->scale, a->loss);
     else
-        k_loss<1><<<blocks_for(work, THREADS, GRID_CAP), THREADS, 0, s>>>((bf *)a->r, count, rows, n, hk, a->param,
-                                                                       a->row0, a->scale, a->loss);
+        k_loss<1><<<ROWS(count * rows, n, s)>>>((bf *)a->r, count, rows, n, hk, a->param, a->row0, a->scale, a->loss);
     CHECK_LAUNCH("loss kernel");
     return 0;
 }
@@ -319,15 +388,14 @@ static int elem_scale(const wk_args *a, int64_t count, int64_t rows, int64_t n, 
                       cudaStream_t s, dm_err *err)
 {
     uint64_t hk = wk_hash_kind(a->seed, WK_H_TARGET);
-    int64_t work = count * rows * n;
+    if (period < 1) period = 1;
+    if (positions < 1) positions = 1;
     if (vec8(n, a->x, a->w, a->r))
-        k_scale<8><<<blocks_for(work / 8, THREADS, GRID_CAP), THREADS, 0, s>>>(
-            (const bf *)a->x, (const bf *)a->w, (bf *)a->r, count, rows, n, period, positions, hk, a->param, a->row0,
-            a->scale, a->loss);
+        k_scale<8><<<ROWS(count * rows, n / 8, s)>>>((const bf *)a->x, (const bf *)a->w, (bf *)a->r, count, rows, n,
+                                                      period, positions, hk, a->param, a->row0, a->scale, a->loss);
     else
-        k_scale<1><<<blocks_for(work, THREADS, GRID_CAP), THREADS, 0, s>>>(
-            (const bf *)a->x, (const bf *)a->w, (bf *)a->r, count, rows, n, period, positions, hk, a->param, a->row0,
-            a->scale, a->loss);
+        k_scale<1><<<ROWS(count * rows, n, s)>>>((const bf *)a->x, (const bf *)a->w, (bf *)a->r, count, rows, n, period,
+                                                  positions, hk, a->param, a->row0, a->scale, a->loss);
     CHECK_LAUNCH(positions > 1 ? "table kernel" : "vector kernel");
     return 0;
 }
@@ -361,11 +429,9 @@ static int elem_red(const wk_args *a, int64_t count, int64_t rows, int64_t n, in
 static int elem_embed(const wk_args *a, int64_t rows, int64_t n, cudaStream_t s, dm_err *err)
 {
     if (vec8(n, a->w, a->r))
-        k_embed<8><<<blocks_for(rows * n / 8, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->w, a->idx, (bf *)a->r,
-                                                                                rows, n);
+        k_embed<8><<<ROWS(rows, n / 8, s)>>>((const bf *)a->w, a->idx, (bf *)a->r, rows, n);
     else
-        k_embed<1><<<blocks_for(rows * n, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->w, a->idx, (bf *)a->r,
-                                                                            rows, n);
+        k_embed<1><<<ROWS(rows, n, s)>>>((const bf *)a->w, a->idx, (bf *)a->r, rows, n);
     CHECK_LAUNCH("embedding gather kernel");
     return 0;
 }
@@ -378,11 +444,11 @@ static int elem_embed_bwd(const wk_args *a, int64_t n, cudaStream_t s, dm_err *e
     }
     if (a->csr_n < 1) return 0;
     if (vec8(n, a->r, a->g))
-        k_embed_bwd<8><<<blocks_for(a->csr_n * n / 8, THREADS, GRID_CAP), THREADS, 0, s>>>(
-            (const bf *)a->r, a->csr_id, a->csr_off, a->csr_tok, (bf *)a->g, a->csr_n, n, a->scale);
+        k_embed_bwd<8><<<ROWS(a->csr_n, n / 8, s)>>>((const bf *)a->r, a->csr_id, a->csr_off, a->csr_tok, (bf *)a->g,
+                                                     a->csr_n, n, a->scale);
     else
-        k_embed_bwd<1><<<blocks_for(a->csr_n * n, THREADS, GRID_CAP), THREADS, 0, s>>>(
-            (const bf *)a->r, a->csr_id, a->csr_off, a->csr_tok, (bf *)a->g, a->csr_n, n, a->scale);
+        k_embed_bwd<1><<<ROWS(a->csr_n, n, s)>>>((const bf *)a->r, a->csr_id, a->csr_off, a->csr_tok, (bf *)a->g,
+                                                 a->csr_n, n, a->scale);
     CHECK_LAUNCH("embedding scatter-add kernel");
     return 0;
 }
@@ -391,30 +457,19 @@ static int elem_route(const wk_args *a, const dm_kernel *k, int64_t rows, int64_
 {
     if (k->op == DM_KOP_ROUTE) {
         if (vec8(n, a->x, a->g))
-            k_route<8><<<blocks_for(rows * n / 8, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->x, a->idx,
-                                                                                    (bf *)a->g, rows, n);
+            k_route<8><<<ROWS(rows, n / 8, s)>>>((const bf *)a->x, a->idx, (bf *)a->g, rows, n);
         else
-            k_route<1><<<blocks_for(rows * n, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->x, a->idx, (bf *)a->g,
-                                                                                rows, n);
+            k_route<1><<<ROWS(rows, n, s)>>>((const bf *)a->x, a->idx, (bf *)a->g, rows, n);
         CHECK_LAUNCH("dispatch kernel");
     } else {
         int64_t K = a->top_k > 0 ? a->top_k : 1;
         if (vec8(n, a->r, a->dx))
-            k_route_bwd<8><<<blocks_for(rows * n / 8, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->r, a->idx,
-                                                                                        (bf *)a->dx, rows, K, n);
+            k_route_bwd<8><<<ROWS(rows, n / 8, s)>>>((const bf *)a->r, a->idx, (bf *)a->dx, rows, K, n);
         else
-            k_route_bwd<1><<<blocks_for(rows * n, THREADS, GRID_CAP), THREADS, 0, s>>>((const bf *)a->r, a->idx,
-                                                                                    (bf *)a->dx, rows, K, n);
+            k_route_bwd<1><<<ROWS(rows, n, s)>>>((const bf *)a->r, a->idx, (bf *)a->dx, rows, K, n);
         CHECK_LAUNCH("combine kernel");
     }
     return 0;
-}
-
-/* X (rows x w) = wk_hash_uniform(seed, kind, param, row0 + r, c) */
-__global__ void k_fill_hash(bf *X, int64_t rows, int64_t w, uint64_t hp, int64_t row0)
-{
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < rows * w; q += (int64_t)gridDim.x * blockDim.x)
-        X[q] = __float2bfloat16_rn(dfinish(dmix(hp ^ (uint64_t)(row0 + q / w)), q % w));
 }
 
 extern "C" int wk_fill_hash(void *X, int64_t rows, int64_t w, uint64_t seed, int kind, int64_t param, int64_t row0,
@@ -422,7 +477,7 @@ extern "C" int wk_fill_hash(void *X, int64_t rows, int64_t w, uint64_t seed, int
 {
     if (rows * w <= 0) return 0;
     uint64_t hp = wk_hash_prefix(seed, kind, param);
-    k_fill_hash<<<blocks_for(rows * w, THREADS, GRID_CAP), THREADS, 0, (cudaStream_t)s>>>((bf *)X, rows, w, hp, row0);
+    k_fill_hash<<<ROWS(rows, w, (cudaStream_t)s)>>>((bf *)X, rows, w, hp, row0);
     CHECK_LAUNCH("hash fill kernel");
     return 0;
 }

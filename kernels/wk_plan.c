@@ -11,6 +11,35 @@ int64_t wk_plan_slot_key(int layer, int slot) { return ((int64_t)1 << 40) + (int
 
 static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
 
+void wk_map_free(wk_map *p)
+{
+    if (!p) return;
+    free(p->a), free(p->inv), free(p->uniq), free(p->off), free(p->tok);
+    memset(p, 0, sizeof *p);
+}
+
+static int copy_ints(int32_t **dst, const int32_t *src, int64_t n, dm_err *err)
+{
+    *dst = NULL;
+    if (!src || n <= 0) return 0;
+    if (!(*dst = dm_malloc((size_t)n * sizeof **dst, err))) return -1;
+    memcpy(*dst, src, (size_t)n * sizeof **dst);
+    return 0;
+}
+
+int wk_map_copy(wk_map *dst, const wk_map *src, dm_err *err)
+{
+    *dst = *src;
+    dst->a = dst->inv = dst->uniq = dst->off = dst->tok = NULL;
+    if (copy_ints(&dst->a, src->a, src->n, err) || copy_ints(&dst->inv, src->inv, src->n_inv, err) ||
+        copy_ints(&dst->uniq, src->uniq, src->n_uniq, err) || copy_ints(&dst->off, src->off, src->n_uniq + 1, err) ||
+        copy_ints(&dst->tok, src->tok, src->n, err)) {
+        wk_map_free(dst);
+        return -1;
+    }
+    return 0;
+}
+
 void wk_plan_free(wk_plan *w)
 {
     if (!w) return;
@@ -21,10 +50,7 @@ void wk_plan_free(wk_plan *w)
     }
     free(w->L);
     free(w->attn);
-    for (int i = 0; i < w->n_maps; i++) {
-        wk_map *p = &w->maps[i];
-        free(p->a), free(p->inv), free(p->uniq), free(p->off), free(p->tok);
-    }
+    for (int i = 0; i < w->n_maps; i++) wk_map_free(&w->maps[i]);
     free(w->maps);
     memset(w, 0, sizeof *w);
 }

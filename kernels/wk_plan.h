@@ -76,6 +76,9 @@ typedef struct wk_map {
     int32_t *uniq, *off, *tok;
 } wk_map;
 
+void wk_map_free(wk_map *m);                                  /* a zeroed map is fine */
+int wk_map_copy(wk_map *dst, const wk_map *src, dm_err *err); /* a deep copy, owned by the caller */
+
 typedef struct wk_plan {
     int64_t tokens, seq_len;  /* what the plans are for */
     int n_layers;

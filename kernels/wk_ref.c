@@ -19,13 +19,26 @@ uint64_t wk_hash_kind(uint64_t seed, int kind) { return wk_mix64(seed ^ wk_mix64
 uint64_t wk_hash_param(uint64_t hk, int64_t param) { return wk_mix64(hk ^ (uint64_t)param); }
 uint64_t wk_hash_prefix(uint64_t seed, int kind, int64_t param) { return wk_hash_param(wk_hash_kind(seed, kind), param); }
 
-float wk_hash_finish(uint64_t prefix, int64_t a, int64_t b)
+uint32_t wk_hash_row(uint64_t prefix, int64_t a)
 {
     uint64_t h = wk_mix64(prefix ^ (uint64_t)a);
-    h = wk_mix64(h ^ (uint64_t)b);
-    /* 24 random bits: exactly representable in float */
-    return (float)((double)(h >> 40) / 8388608.0 - 1.0);
+    return (uint32_t)(h ^ (h >> 32));
 }
+
+float wk_hash_col(uint32_t row, int64_t b)
+{
+    /* murmur3's 32-bit finalizer of the row's hash and the column: cheap per element on a GPU */
+    uint32_t x = row ^ ((uint32_t)b * 0x9e3779b9u);
+    x ^= x >> 16;
+    x *= 0x85ebca6bu;
+    x ^= x >> 13;
+    x *= 0xc2b2ae35u;
+    x ^= x >> 16;
+    /* 24 random bits: (i - 2^23) 2^-23 is exact in float */
+    return (float)(x >> 8) * (1.0f / 8388608.0f) - 1.0f;
+}
+
+float wk_hash_finish(uint64_t prefix, int64_t a, int64_t b) { return wk_hash_col(wk_hash_row(prefix, a), b); }
 
 float wk_hash_uniform(uint64_t seed, int kind, int64_t param, int64_t a, int64_t b)
 {
@@ -83,12 +96,14 @@ double wk_ref_loss(float *R, int64_t rows, int64_t n, uint64_t seed, int64_t par
 {
     uint64_t h = wk_hash_prefix(seed, WK_H_TARGET, param);
     double acc = 0;
-    for (int64_t r = 0; r < rows; r++)
+    for (int64_t r = 0; r < rows; r++) {
+        uint32_t hr = wk_hash_row(h, row0 + r);
         for (int64_t c = 0; c < n; c++) {
-            float v = R[r * n + c] - wk_hash_finish(h, row0 + r, c);
+            float v = R[r * n + c] - wk_hash_col(hr, c);
             R[r * n + c] = v;
             acc += (double)v * v;
         }
+    }
     return acc * scale;
 }
 

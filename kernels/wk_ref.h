@@ -50,10 +50,14 @@ enum {
 };
 float wk_hash_uniform(uint64_t seed, int kind, int64_t param, int64_t a, int64_t b);
 /* The hash in parts, as the GPU kernels compute it: wk_hash_kind of (seed, kind) on the host,
- * wk_hash_param(that, param) = wk_hash_prefix(seed, kind, param), then wk_hash_finish(prefix, a, b). */
+ * wk_hash_param(that, param) = wk_hash_prefix(seed, kind, param); per row a (64-bit mixing)
+ * wk_hash_row(prefix, a), per column b a 32-bit finalizer wk_hash_col(row, b);
+ * wk_hash_finish(prefix, a, b) = wk_hash_col(wk_hash_row(prefix, a), b). */
 uint64_t wk_hash_kind(uint64_t seed, int kind);
 uint64_t wk_hash_param(uint64_t hk, int64_t param);
 uint64_t wk_hash_prefix(uint64_t seed, int kind, int64_t param);
+uint32_t wk_hash_row(uint64_t prefix, int64_t a);
+float wk_hash_col(uint32_t row, int64_t b);
 float wk_hash_finish(uint64_t prefix, int64_t a, int64_t b);
 uint64_t wk_mix64(uint64_t z);
 

@@ -28,8 +28,8 @@ EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/gen_models.sh tests/hosti
 	tests/data/hf/gemma2-2b.json
 
 # kernels
-check_PROGRAMS += tests/test_ns_ref tests/test_ns_gpu
-TESTS += tests/test_ns_ref tests/test_ns_gpu
+check_PROGRAMS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu
+TESTS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu
 
 # sched
 check_PROGRAMS += tests/test_sched
