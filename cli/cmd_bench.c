@@ -324,6 +324,7 @@ static void usage_work(FILE *f, const wk_bench_opts *d)
             "  --sustain S        seconds of GEMM load before the first kernel (default %.0f)\n"
             "  --out CSV          the cost rows (atomically; default none)\n"
             "  --cache FILE       reuse and store timings (keyed by GPU, CUDA and cuBLAS versions)\n"
+            "  --max-seconds S    stop timing after S seconds and write what was timed (default: none)\n"
             "  --dry-run          list and estimate only (no GPU needed); --list prints every kernel\n"
             "  -h, --help         this text\n",
             d->warmup_ms, d->min_ms, d->reps, d->sustain_s);
@@ -332,7 +333,7 @@ static void usage_work(FILE *f, const wk_bench_opts *d)
 static int bench_work(int argc, char **argv)
 {
     enum { O_MODELS = 300, O_MODEL, O_TOKENS, O_SEQ, O_NOGRID, O_GRIDM, O_GRIDNK, O_WARM, O_MIN, O_REPS, O_SUST,
-           O_OUT, O_CACHE, O_DRY, O_LIST };
+           O_OUT, O_CACHE, O_DRY, O_LIST, O_MAXS };
     static const struct option lo[] = {
         {"models", required_argument, 0, O_MODELS}, {"model", required_argument, 0, O_MODEL},
         {"tokens", required_argument, 0, O_TOKENS}, {"seq-len", required_argument, 0, O_SEQ},
@@ -341,7 +342,8 @@ static int bench_work(int argc, char **argv)
         {"min-ms", required_argument, 0, O_MIN},    {"reps", required_argument, 0, O_REPS},
         {"sustain", required_argument, 0, O_SUST},  {"out", required_argument, 0, O_OUT},
         {"cache", required_argument, 0, O_CACHE},   {"dry-run", no_argument, 0, O_DRY},
-        {"list", no_argument, 0, O_LIST},           {"help", no_argument, 0, 'h'},
+        {"list", no_argument, 0, O_LIST},           {"max-seconds", required_argument, 0, O_MAXS},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *cmd = "bench work";
     wk_bench_opts o, d;
@@ -397,6 +399,7 @@ static int bench_work(int argc, char **argv)
         case O_CACHE: o.cache_path = optarg; break;
         case O_DRY: o.dry_run = 1; break;
         case O_LIST: o.list = 1; break;
+        case O_MAXS: if (opt_parse_double(cmd, "--max-seconds", optarg, 0, 1e6, &o.max_s)) goto done; break;
         case 'h': usage_work(stdout, &d); rc = 0; goto done;
         default: rc = opt_getopt_error(cmd, c, argv); goto done;
         }

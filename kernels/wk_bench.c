@@ -483,9 +483,13 @@ static void print_row(const job *j, const dm_gpu *gpu)
            gbs, hbm, j->from, j->state == 2 ? " (cached)" : "");
 }
 
+/* the models' kernels first (a --max-seconds cut leaves out grid shapes first), each part by
+ * its estimated time (the buffers then grow as the kernels do) */
 static int cmp_est(const void *a, const void *b)
 {
     const job *x = a, *y = b;
+    int gx = !strcmp(x->from, "grid"), gy = !strcmp(y->from, "grid");
+    if (gx != gy) return gx - gy;
     return (x->est_us > y->est_us) - (x->est_us < y->est_us);
 }
 
@@ -554,7 +558,7 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
            "and %.0f ms timed; roofline of the %s at 60%% of its bf16 rate and 70%% of its HBM)\n", est, o->sustain_s,
            o->warmup_ms, o->reps, o->min_ms, gpu->short_name);
     fflush(stdout);
-    qsort(J.v, (size_t)J.n, sizeof *J.v, cmp_est); /* buffers grow as the kernels do */
+    qsort(J.v, (size_t)J.n, sizeof *J.v, cmp_est);
     if (o->dry_run) {
         if (o->list)
             for (int i = 0; i < J.n; i++)
@@ -579,10 +583,14 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
     }
     printf("# %-6s %-11s %7s %7s %7s %6s %10s %10s %10s %8s %8s %7s %s\n", "op", "algo", "m", "n", "k", "batch",
            "median_us", "min_us", "max_us", "TFLOP/s", "GB/s", "HBM%", "from");
-    int progress = isatty(2), done_n = 0;
+    int progress = isatty(2), done_n = 0, left = 0;
     time_t t_start = time(NULL);
     for (int i = 0; i < J.n; i++) {
         job *j = &J.v[i];
+        if (j->state == 0 && o->max_s > 0 && difftime(time(NULL), t_start) > o->max_s) {
+            left++;
+            continue;
+        }
         if (j->state == 0) {
             done_n++;
             if (progress)
@@ -596,11 +604,12 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
         print_row(j, gpu);
     }
     if (progress) fprintf(stderr, "\r%90s\r", "");
+    if (left) printf("# stopped after %.0f s (--max-seconds): %d kernels not timed, left out of the rows\n", o->max_s, left);
     if (csv) { /* one row per CSV key: the first kernel of it */
         FILE *f = dm_out_file(csv);
         for (int i = 0; i < J.n; i++) {
-            int dup = 0;
-            for (int k = 0; k < i && !dup; k++) dup = !strcmp(J.v[k].key, J.v[i].key);
+            int dup = J.v[i].state != 1 && J.v[i].state != 2;
+            for (int k = 0; k < i && !dup; k++) dup = !strcmp(J.v[k].key, J.v[i].key) && J.v[k].state > 0;
             if (!dup)
                 fprintf(f, "%s,%s,bf16,%.2f,%.2f,%.2f\n", gname, J.v[i].key, J.v[i].med, J.v[i].min, J.v[i].max);
         }

@@ -39,6 +39,8 @@ typedef struct wk_bench_opts {
     double warmup_ms, min_ms;              /* per kernel; default 10, 10 */
     int reps;                              /* at least; default 10 */
     double sustain_s;                      /* the sustained load first; default 3 */
+    double max_s;                          /* stop timing after this long (what was timed is
+                                              written); 0 (default): no limit */
     const char *out_csv;                   /* atomically; NULL: none */
     const char *cache_path;                /* NULL: none */
     int dry_run;                           /* list and estimate only (no GPU) */

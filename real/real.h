@@ -127,6 +127,13 @@ typedef struct real_mem_report {
 } real_mem_report;
 int real_exec_memory(real_exec *ex, real_mem_report *out);
 
+/* The mean forward and backward op time per layer of stack `stack` (model.h's index) over this
+ * rank's ops of the last step (us), and how many layers had both. -1 (err) when none had. */
+int real_exec_layer_means(const real_exec *ex, int stack, double *fwd_us, double *bwd_us, int *n_layers, dm_err *err);
+/* The decoder stack a per-layer comparison means: the stack named "layers" (or ending in
+ * ".layers"), else the one with the most layers on the main stream. */
+int real_main_stack(const dm_model *m);
+
 /* One line on the backend's set-up (device, NCCL, NS plans), for the caller to print. */
 const char *real_exec_info(const real_exec *ex);
 

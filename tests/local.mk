@@ -29,7 +29,8 @@ EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/gen_models.sh tests/hosti
 
 # kernels
 check_PROGRAMS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu
-TESTS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu
+TESTS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu tests/bench_work.sh
+EXTRA_DIST += tests/bench_work.sh
 
 # sched
 check_PROGRAMS += tests/test_sched
