@@ -237,8 +237,10 @@ __global__ void k_red2(const float *ws, bf *G, int64_t count, int64_t n, int64_t
     for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
         int64_t c = q % n, p = (q / n) % positions, i = q / n / positions;
         float s = 0;
-        if (p < np)
-            for (int64_t g = 0; g < ngroups; g++) s += ws[((i * ngroups + g) * np + p) * n + c];
+        if (p < np) {
+            const float *w = ws + ((i * ngroups) * np + p) * n + c;
+            for (int64_t g = 0; g < ngroups; g++, w += np * n) s += *w;
+        }
         G[q] = __float2bfloat16_rn(scale * s + (accumulate ? __bfloat162float(G[q]) : 0.0f));
     }
 }
