@@ -63,7 +63,7 @@ typedef struct jobs {
 
 static const char *row_op(const dm_kernel *k) { return dm_kern_kind_name(k->kind); }
 
-static int64_t row_m(const dm_kernel *k) { return k->kind == DM_KERN_ELEM ? k->m * k->count : k->m; }
+static int64_t row_m(const dm_kernel *k) { return k->m; }
 
 static void job_keys(job *j)
 {
@@ -96,7 +96,12 @@ static int add_job(jobs *J, const wk_kb *b, const wk_plan *p, const char *from, 
     j.k = b->k;
     j.b = *b;
     j.b.accumulate = 0;
-    if (j.k.kind == DM_KERN_GEMM) j.k.count = 1, j.b.count = 1;
+    /* a kernel of count c is c launches of one matrix's: the row times one */
+    if (j.k.count > 1) {
+        double c = (double)j.k.count;
+        j.k.flops /= c, j.k.bytes /= c, j.k.elems /= c;
+        j.k.count = 1, j.b.count = 1;
+    }
     if (b->attn >= 0) j.g = p->attn[b->attn];
     snprintf(j.from, sizeof j.from, "%s", from);
     job_keys(&j);

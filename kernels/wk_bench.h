@@ -16,8 +16,9 @@
  *   bgemm  algo fwd|dgrad|wgrad (experts), attn-score|attn-value|attn-dvalue|attn-dscore|
  *          attn-dquery|attn-dkey; m, n, k of one product, batch products in one call
  *   elem   algo = dm_kern_op_name (loss, vector, vector-bwd, embed, embed-bwd, table,
- *          table-bwd, route, route-bwd); m = rows x count (the one launch over all its
- *          matrices), n = width, k = the kernel's k (embed: table rows; else 0), batch 1
+ *          table-bwd, route, route-bwd); ONE launch over one matrix's m rows x n width (a
+ *          kernel of count c is c launches: c x the row), k = the kernel's k (embed: table
+ *          rows; else 0), batch 1
  * dtype bf16 throughout. Rows of the grid are gemm rows like the models'. Only with CUDA. */
 #ifndef DM_WK_BENCH_H
 #define DM_WK_BENCH_H

@@ -530,11 +530,11 @@ static int products(wk_blas blas, const dm_kernel *k, const wk_args *a, cudaStre
     return 0;
 }
 
-extern "C" int wk_run(wk_blas blas, const dm_kernel *k, const wk_args *a, ns_stream stream, dm_err *err)
+/* One elementwise launch (count matrices only where one launch covers them: the loss of a
+ * layer's experts). */
+static int elem_one(const dm_kernel *k, const wk_args *a, int64_t count, int64_t rows, cudaStream_t s, dm_err *err)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    if (k->kind == DM_KERN_GEMM || k->kind == DM_KERN_BGEMM) return products(blas, k, a, s, err);
-    int64_t rows = a->rows > 0 ? a->rows : k->m, count = a->count > 0 ? a->count : k->count, n = k->n;
+    int64_t n = k->n;
     if (rows * n * count <= 0) return 0;
     switch (k->op) {
     case DM_KOP_LOSS: return elem_loss(a, count, rows, n, s, err);
@@ -548,6 +548,27 @@ extern "C" int wk_run(wk_blas blas, const dm_kernel *k, const wk_args *a, ns_str
     case DM_KOP_ROUTE_BWD: return elem_route(a, k, rows, n, s, err);
     default: return dm_err_set(err, "elem %s: no launcher", dm_kern_op_name(k->op));
     }
+}
+
+extern "C" int wk_run(wk_blas blas, const dm_kernel *k, const wk_args *a, ns_stream stream, dm_err *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (k->kind == DM_KERN_GEMM || k->kind == DM_KERN_BGEMM) return products(blas, k, a, s, err);
+    int64_t rows = a->rows > 0 ? a->rows : k->m, count = a->count > 0 ? a->count : k->count;
+    if (k->count <= 1) return elem_one(k, a, count, rows, s, err);
+    /* a kernel over count matrices is count launches, one per matrix (costs.h's rows are per
+     * matrix): each its own residual, parameter, gradient and dx; the input x is shared */
+    int64_t pos = a->positions > 0 ? a->positions : 1;
+    for (int64_t i = 0; i < k->count; i++) {
+        wk_args b = *a;
+        b.param = a->param + i;
+        if (a->r) b.r = (bf *)a->r + i * rows * k->n;
+        if (a->dx) b.dx = (bf *)a->dx + i * rows * k->n;
+        if (a->w) b.w = (const bf *)a->w + i * pos * k->n;
+        if (a->g) b.g = (bf *)a->g + i * pos * k->n;
+        if (elem_one(k, &b, 1, rows, s, err)) return -1;
+    }
+    return 0;
 }
 
 /* ---- attention ------------------------------------------------------------------------------ */

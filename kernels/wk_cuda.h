@@ -52,7 +52,8 @@ typedef struct wk_args {
     uint64_t seed;        /* targets: wk_hash_uniform(seed, WK_H_TARGET, param + i, row0 + r, c) */
     int64_t param, row0;
     int64_t rows, count;  /* elementwise: rows per matrix and matrices (0: the kernel's m, count);
-                             the loss of routed experts runs as count = experts, rows = per expert */
+                             the loss of routed experts (a kernel of count 1) runs as one launch of
+                             count = experts, rows = per expert */
     int64_t period, positions; /* table, table-bwd: tokens per sample, table rows */
     int64_t top_k;        /* route-bwd */
     int64_t table_rows;   /* embed-bwd: rows of the table (what the zeroing clears) */
@@ -65,7 +66,9 @@ typedef struct wk_args {
 int wk_fill_hash(void *X, int64_t rows, int64_t w, uint64_t seed, int kind, int64_t param, int64_t row0, ns_stream s,
                  dm_err *err);
 
-/* Run kernel k with args a on stream s (blas may be NULL for elementwise kernels). */
+/* Run kernel k with args a on stream s (blas may be NULL for elementwise kernels). A kernel of
+ * count c > 1 is c launches, one per matrix (a gemm's c products, an elementwise kernel's c
+ * passes: what a cost row of core/costs.h times once). */
 int wk_run(wk_blas blas, const dm_kernel *k, const wk_args *a, ns_stream s, dm_err *err);
 
 /* Attention with the geometry of wk_ref.h: bind the operands of product op over the buffers

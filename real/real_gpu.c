@@ -9,8 +9,10 @@
  * replays) and Muon/AdamW kernels, NCCL collectives in bf16.
  *
  * Buffers: per matrix the bf16 working weights Wb (what forward/backward read and fetches
- * move) and gradients G, in two arenas in matrix order so a layer's collective is one
- * contiguous buffer (and a layer's experts one strided batch); fp32 master weights and
+ * move) and gradients G, in two arenas in matrix order (real_arena_layout: the matrices of one
+ * tensor in one layer back to back, so a layer's experts are one strided batch; each such group
+ * 16-byte aligned), so a layer's collective is one contiguous buffer where no padding falls
+ * between its matrices; fp32 master weights and
  * optimizer state only where this rank updates, each of those in two buffers (ping-pong,
  * below); per layer its input activations and the residuals forward keeps for backward (two
  * arenas, layer after layer: what the workload's kept_bytes counts); shared scratch for the
@@ -298,8 +300,8 @@ static int alloc_workload(real_exec *ex, cudaStream_t s0, dm_err *err)
         dev_alloc(ex, (void **)&g->dx2, (size_t)w->max_dx2 * 2, "the combine's scratch", err) ||
         dev_alloc(ex, (void **)&g->ws, (size_t)w->max_ws * 4, "the reductions' workspace", err))
         return -1;
-    /* the combine reads the experts' input gradients: defined even when --no-input-grad skips them */
-    CU(cudaMemsetAsync(g->dx, 0, (size_t)(w->max_dx ? w->max_dx : 1) * 2, s0));
+    /* the combine reads the experts' input gradients: defined even when input_grad skips them */
+    if (w->max_dx) CU(cudaMemsetAsync(g->dx, 0, (size_t)w->max_dx * 2, s0));
     for (int l = 0; l < L; l++) {
         const wk_layer *lp = &w->L[l];
         for (int si = 0; si < lp->n_slots; si++) {
@@ -412,6 +414,7 @@ static int gpu_create(real_exec *ex, dm_err *err)
         state_stale(q); /* nxt uninitialised */
     }
     int rc = -1;
+    int64_t *off = NULL;
     if (dev_alloc(ex, (void **)&g->arena_w, (size_t)total * 2, "the bf16 weights", err) ||
         dev_alloc(ex, (void **)&g->arena_g, (size_t)total * 2, "the bf16 gradients", err) ||
         dev_alloc(ex, (void **)&g->g32, (size_t)max_size * 4, "the fp32 gradient scratch", err) ||
@@ -426,13 +429,13 @@ static int gpu_create(real_exec *ex, dm_err *err)
         dm_err_set(err, "rank %d: cudaMallocHost failed", ex->rank);
         goto out;
     }
-    int64_t off = 0;
+    if (!(off = dm_malloc((size_t)(n ? n : 1) * sizeof *off, err))) goto out;
+    real_arena_layout(ex->model, ex->mx, n, off);
     cudaStream_t s0 = g->st[DM_STREAM_COMPUTE];
     for (int64_t i = 0; i < n; i++) {
         gparam *q = &g->p[i];
-        q->Wb = g->arena_w + off;
-        q->G = g->arena_g + off;
-        off += q->size;
+        q->Wb = g->arena_w + off[i];
+        q->G = g->arena_g + off[i];
         char what[320];
         uint64_t seed = ex->o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 1000003u;
         float ws = q->one_d ? 0.1f : (float)(1.0 / sqrt((double)q->cols));
@@ -531,6 +534,7 @@ static int gpu_create(real_exec *ex, dm_err *err)
     note_mem(g);
     rc = 0;
 out:
+    free(off);
     free(need);
     return rc;
 }
@@ -880,10 +884,13 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
 }
 
 /* params of op contiguous in the arenas (ids consecutive)? */
-static int contiguous(const dm_op *op)
+/* params of op back to back in the arenas (consecutive ids without alignment padding between)? */
+static int contiguous(const gpu *g, const dm_op *op)
 {
-    for (int a = 1; a < op->n_params; a++)
-        if (op->params[a] != op->params[a - 1] + 1) return 0;
+    for (int a = 1; a < op->n_params; a++) {
+        const gparam *p = &g->p[op->params[a - 1]];
+        if (op->params[a] != op->params[a - 1] + 1 || g->p[op->params[a]].Wb != p->Wb + p->size) return 0;
+    }
     return 1;
 }
 
@@ -924,7 +931,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     int64_t total = 0;
     for (int a = 0; a < op->n_params; a++) total += g->p[op->params[a]].size;
     if (!op->n_params) return 0;
-    int contig = contiguous(op);
+    int contig = contiguous(g, op);
     bf16 *buf = g->cbuf[op->stream];
     gparam *q0 = &g->p[op->params[0]];
     const dm_coll *k = dm_coll_of(op->kind); /* the NCCL call and its size convention */

@@ -379,6 +379,17 @@ double real_scratch_bytes(const wk_plan *w)
     return b;
 }
 
+int64_t real_arena_layout(const dm_model *m, const dm_matrix *mx, int64_t n, int64_t *off)
+{
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i == 0 || mx[i].tensor != mx[i - 1].tensor || mx[i].layer != mx[i - 1].layer) at = (at + 7) / 8 * 8;
+        if (off) off[i] = at;
+        at += mx[i].rows * (m->tensors[mx[i].tensor].ndim == 1 ? 1 : mx[i].cols);
+    }
+    return at;
+}
+
 int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err)
 {
     dm_matrix *mx = NULL;
@@ -405,7 +416,7 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
     for (int64_t i = 0; i < n; i++) {
         int one_d = m->tensors[mx[i].tensor].ndim == 1;
         int64_t rows = mx[i].rows, cols = one_d ? 1 : mx[i].cols, size = rows * cols;
-        total += (double)size;
+
         if (size > max_size) max_size = size;
         /* fp32 master weights where this rank updates (rank 0: every matrix, the reference
          * copy before any step); momentum; two AdamW moments; a second buffer of each of these
@@ -450,6 +461,7 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
             ns += 2.0 * 2.0 * rows * cols + 4.0 * (rows * cols + 2.0 * mn * mn);
         }
     }
+    total = (double)real_arena_layout(m, mx, n, NULL);
     e->weights_grads = 2.0 * 2.0 * total;
     e->activations = 2.0 * ((double)wl.n_act + (double)wl.n_res);
     e->scratch = real_scratch_bytes(&wl);

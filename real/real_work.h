@@ -71,7 +71,8 @@ void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need
  * estimate and the allocation are one computation). NS plans and the runtime (CUDA context,
  * cuBLAS, NCCL) are approximations: about 4 buffers per plan, 1.5 GiB. */
 typedef struct real_mem_est {
-    double weights_grads;     /* bf16 working weights and gradients, every matrix */
+    double weights_grads;     /* bf16 working weights and gradients, every matrix (the arenas'
+                                 layout, real_arena_layout) */
     double activations;       /* bf16, every layer: its input activations (one per slot) and the
                                  residuals forward keeps for backward (wk_plan.h: the workload's
                                  kept_bytes, routed rows padded to whole experts) */
@@ -87,6 +88,12 @@ typedef struct real_mem_est {
     double total;
     int64_t total_elems, max_size, max_coll; /* elements */
 } real_mem_est;
+
+/* The GPU arenas' layout (bf16 weights and gradients): matrices in id order, each group of one
+ * tensor in one layer (what a kernel of count c or an expert batch spans) back to back, every
+ * group starting at a multiple of 8 elements (16 bytes: cuBLAS's and the 16-byte kernels'
+ * alignment). off[i] (may be NULL) gets matrix i's offset; returns the arena's elements. */
+int64_t real_arena_layout(const dm_model *m, const dm_matrix *mx, int64_t n, int64_t *off);
 
 /* Fill *e for rank r of p running on model m with T tokens per rank (the program's seq_len). */
 int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err);
