@@ -103,16 +103,18 @@ static int bench_comm(int argc, char **argv)
 /* ---- bench kernels ------------------------------------------------------------------------- */
 
 #ifndef DM_HAVE_CUDA
-static int bench_kernels(int argc, char **argv)
+/* A GPU benchmark in a build without CUDA: --help says so (exit 0), anything else fails (1). */
+static int not_built(const char *sub, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("Usage: dmuon bench kernels [OPTIONS]\n(this build has no CUDA: the benchmark is not available)\n");
+            printf("Usage: dmuon bench %s [OPTIONS]\n(this build has no CUDA: the benchmark is not available)\n", sub);
             return 0;
         }
-    fprintf(stderr, "dmuon bench kernels: not built with CUDA (configure --with-cuda)\n");
+    fprintf(stderr, "dmuon bench %s: not built with CUDA (configure --with-cuda)\n", sub);
     return 1;
 }
+static int bench_kernels(int argc, char **argv) { return not_built("kernels", argc, argv); }
 #else
 static void usage_kernels(FILE *f)
 {
@@ -288,16 +290,7 @@ done:
 /* ---- bench work ---------------------------------------------------------------------------- */
 
 #ifndef DM_HAVE_CUDA
-static int bench_work(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("Usage: dmuon bench work [OPTIONS]\n(this build has no CUDA: the benchmark is not available)\n");
-            return 0;
-        }
-    fprintf(stderr, "dmuon bench work: not built with CUDA (configure --with-cuda)\n");
-    return 1;
-}
+static int bench_work(int argc, char **argv) { return not_built("work", argc, argv); }
 #else
 static void usage_work(FILE *f, const wk_bench_opts *d)
 {

@@ -342,16 +342,8 @@ static int bind(pool *P, const job *j, tcall *t, dm_err *err)
     const dm_kernel *k = &j->k;
     const wk_kb *b = &j->b;
     wk_args *a = &t->a;
-    memset(a, 0, sizeof *a);
     t->k = k;
-    a->seed = 1;
-    a->rows = b->rows;
-    a->count = b->count;
-    a->period = b->period;
-    a->positions = b->positions;
-    a->top_k = b->top_k;
-    a->table_rows = b->table_rows;
-    a->scale = 1e-6f;
+    wk_args_scalars(a, b, 1);
     int64_t cnt = b->count > 0 ? b->count : 1, rows = b->rows, n = k->n;
     if (k->op >= DM_KOP_ATTN_SCORE && k->op <= DM_KOP_ATTN_DKEY) {
         int64_t sz[WK_A__N];
@@ -379,7 +371,7 @@ static int bind(pool *P, const job *j, tcall *t, dm_err *err)
         OKP(a->b = get(P, P_B, (size_t)(k->n * k->k * bt) * 2, 1, err));
         OKP(a->c = get(P, P_C, (size_t)(k->m * k->n * bt) * 2, 1, err));
         a->sa = k->m * k->k, a->sb = k->n * k->k, a->sc = k->m * k->n;
-        a->alpha = k->op == DM_KOP_WGRAD ? 1e-3f : 1.0f;
+        a->alpha = k->op == DM_KOP_WGRAD && b->scale > 0 ? (float)b->scale : 1.0f;
         return 0;
     }
     const wk_map *mp = j->has_map ? &j->map : NULL;

@@ -6,8 +6,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "wk_cuda.h"
+#include "wk_hash.h"
 #include "wk_ref.h"
 
 typedef __nv_bfloat16 bf;
@@ -42,31 +44,10 @@ extern "C" void wk_blas_destroy(wk_blas h)
 
 /* ---- device helpers -------------------------------------------------------------------- */
 
-__device__ __forceinline__ uint64_t dmix(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* wk_hash_row and wk_hash_col of wk_ref.c, bit for bit */
-__device__ __forceinline__ uint32_t drow(uint64_t prefix, int64_t a)
-{
-    uint64_t h = dmix(prefix ^ (uint64_t)a);
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-__device__ __forceinline__ float dcol(uint32_t row, int64_t b)
-{
-    uint32_t x = row ^ ((uint32_t)b * 0x9e3779b9u);
-    x ^= x >> 16;
-    x *= 0x85ebca6bu;
-    x ^= x >> 13;
-    x *= 0xc2b2ae35u;
-    x ^= x >> 16;
-    return (float)(x >> 8) * (1.0f / 8388608.0f) - 1.0f;
-}
+/* the counter hash of wk_hash.h, the host's own */
+#define dmix wk_mix64_
+#define drow wk_row_
+#define dcol wk_col_
 
 template <int V> __device__ __forceinline__ void ldv(const bf *p, float *v)
 {
@@ -528,6 +509,22 @@ static int products(wk_blas blas, const dm_kernel *k, const wk_args *a, cudaStre
                                           (int)k->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
     return 0;
+}
+
+extern "C" void wk_args_scalars(wk_args *a, const wk_kb *b, uint64_t seed)
+{
+    memset(a, 0, sizeof *a);
+    a->seed = seed;
+    a->param = b->k.param;
+    a->row0 = b->row0;
+    a->rows = b->rows;
+    a->count = b->count;
+    a->scale = (float)b->scale;
+    a->period = b->period;
+    a->positions = b->positions;
+    a->top_k = b->top_k;
+    a->table_rows = b->table_rows;
+    a->accumulate = b->accumulate;
 }
 
 /* One elementwise launch (count matrices only where one launch covers them: the loss of a

@@ -16,6 +16,7 @@ extern "C" {
 #endif
 #include "dm_error.h"
 #include "ns_cuda.h"
+#include "wk_plan.h"
 #include "wk_ref.h"
 #include "workload.h"
 
@@ -65,6 +66,10 @@ typedef struct wk_args {
  * proxy's activations, bit for bit the CPU's values before the bf16 rounding. */
 int wk_fill_hash(void *X, int64_t rows, int64_t w, uint64_t seed, int kind, int64_t param, int64_t row0, ns_stream s,
                  dm_err *err);
+
+/* The scalars of a plan's kernel into *a (zeroed first): seed, param, row0, rows, count, scale,
+ * period, positions, top_k, table_rows, accumulate; the caller binds the buffers. */
+void wk_args_scalars(wk_args *a, const wk_kb *b, uint64_t seed);
 
 /* Run kernel k with args a on stream s (blas may be NULL for elementwise kernels). A kernel of
  * count c > 1 is c launches, one per matrix (a gemm's c products, an elementwise kernel's c

@@ -193,6 +193,17 @@ static int find_fwd(const wk_layer *lp, dm_kern_op op, dm_kern_kind kind, int64_
     return -1;
 }
 
+/* A kernel bound to nothing yet: its own count and rows. */
+static void kb_init(wk_kb *b, const dm_kernel *k)
+{
+    memset(b, 0, sizeof *b);
+    b->k = *k;
+    b->x = b->r = b->dst = -1;
+    b->src = b->attn = b->map = -1;
+    b->count = k->count;
+    b->rows = k->m;
+}
+
 static int bad(wctx *c, int layer, const dm_kernel *k, const char *why)
 {
     return dm_err_set(c->err, "workload of layer %d: %s %s kernel (param %lld): %s", layer, dm_kern_kind_name(k->kind),
@@ -248,11 +259,7 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
     for (int i = 0; i < lw->n_fwd; i++) {
         wk_kb *b = &lp->fwd[i];
         const dm_kernel *k = &lw->fwd[i];
-        b->k = *k;
-        b->x = b->r = b->dst = -1;
-        b->src = b->attn = b->map = -1;
-        b->count = k->count;
-        b->rows = k->m;
+        kb_init(b, k);
         const wk_slot *sl = k->slot >= 0 && k->slot < lp->n_slots ? &lp->slots[k->slot] : NULL;
         int s = sl ? sl->stream : k->param >= 0 ? param_stream(c, k->param) : st->stream;
         b->row0 = sl ? sl->row0 : stream_row0(c, s);
@@ -334,11 +341,7 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
     for (int i = 0; i < lw->n_bwd; i++) {
         wk_kb *b = &lp->bwd[i];
         const dm_kernel *k = &lw->bwd[i];
-        b->k = *k;
-        b->x = b->r = b->dst = -1;
-        b->src = b->attn = b->map = -1;
-        b->count = k->count;
-        b->rows = k->m;
+        kb_init(b, k);
         dm_kern_op fop = k->op == DM_KOP_DGRAD || k->op == DM_KOP_WGRAD ? DM_KOP_FWD
                          : k->op == DM_KOP_VECTOR_BWD                  ? DM_KOP_VECTOR
                          : k->op == DM_KOP_TABLE_BWD                   ? DM_KOP_TABLE
@@ -360,15 +363,11 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
                 if (lp->fwd[j].k.op == DM_KOP_ROUTE) f = j;
         if (f < 0) { bad(c, l, k, "no forward kernel it is the backward of"); goto done; }
         const wk_kb *fb = &lp->fwd[f];
+        /* its forward's buffers and geometry; its own kernel and scales */
+        *b = *fb;
+        b->k = *k;
         b->src = f;
-        b->x = fb->x;
-        b->r = fb->r;
-        b->map = fb->map;
-        b->count = fb->count;
-        b->rows = fb->rows;
-        b->row0 = fb->row0;
-        b->period = fb->period;
-        b->positions = fb->positions;
+        b->scale = 0;
         int s = fb->k.slot >= 0 ? lp->slots[fb->k.slot].stream : param_stream(c, k->param);
         double N = stream_global(c, s);
         switch (k->op) {

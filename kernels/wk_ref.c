@@ -4,40 +4,19 @@
 
 #include "wk_ref.h"
 
+#include "wk_hash.h"
+
 #include <gsl/gsl_cblas.h>
 #include <string.h>
 
-uint64_t wk_mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+uint64_t wk_mix64(uint64_t z) { return wk_mix64_(z); }
 
 uint64_t wk_hash_kind(uint64_t seed, int kind) { return wk_mix64(seed ^ wk_mix64((uint64_t)kind * 0x100000001b3ull)); }
 uint64_t wk_hash_param(uint64_t hk, int64_t param) { return wk_mix64(hk ^ (uint64_t)param); }
 uint64_t wk_hash_prefix(uint64_t seed, int kind, int64_t param) { return wk_hash_param(wk_hash_kind(seed, kind), param); }
 
-uint32_t wk_hash_row(uint64_t prefix, int64_t a)
-{
-    uint64_t h = wk_mix64(prefix ^ (uint64_t)a);
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-float wk_hash_col(uint32_t row, int64_t b)
-{
-    /* murmur3's 32-bit finalizer of the row's hash and the column: cheap per element on a GPU */
-    uint32_t x = row ^ ((uint32_t)b * 0x9e3779b9u);
-    x ^= x >> 16;
-    x *= 0x85ebca6bu;
-    x ^= x >> 13;
-    x *= 0xc2b2ae35u;
-    x ^= x >> 16;
-    /* 24 random bits: (i - 2^23) 2^-23 is exact in float */
-    return (float)(x >> 8) * (1.0f / 8388608.0f) - 1.0f;
-}
-
+uint32_t wk_hash_row(uint64_t prefix, int64_t a) { return wk_row_(prefix, a); }
+float wk_hash_col(uint32_t row, int64_t b) { return wk_col_(row, b); }
 float wk_hash_finish(uint64_t prefix, int64_t a, int64_t b) { return wk_hash_col(wk_hash_row(prefix, a), b); }
 
 float wk_hash_uniform(uint64_t seed, int kind, int64_t param, int64_t a, int64_t b)

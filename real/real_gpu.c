@@ -597,18 +597,7 @@ static void kernel_args(real_exec *ex, int l, const wk_kb *b, wk_args *a)
     bf16 *W = k->param >= 0 ? g->p[k->param].Wb : NULL, *Gr = k->param >= 0 ? g->p[k->param].G : NULL;
     int32_t *const *mp = b->map >= 0 ? g->map_dev + 5 * b->map : NULL;
     int bg = k->kind == DM_KERN_BGEMM;
-    memset(a, 0, sizeof *a);
-    a->seed = ex->o.seed;
-    a->param = k->param;
-    a->row0 = b->row0;
-    a->rows = b->rows;
-    a->count = b->count;
-    a->scale = (float)b->scale;
-    a->period = b->period;
-    a->positions = b->positions;
-    a->top_k = b->top_k;
-    a->table_rows = b->table_rows;
-    a->accumulate = b->accumulate;
+    wk_args_scalars(a, b, ex->o.seed);
     a->loss = g->d_loss;
     a->ws = g->ws;
     switch (k->op) {
