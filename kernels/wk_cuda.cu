@@ -317,13 +317,17 @@ __global__ void k_route_bwd(const bf *dD, const int32_t *inv, bf *dX, int64_t to
     }
 }
 
-/* X (rows x w) = wk_hash_uniform(seed, kind, param, row0 + r, c) */
-__global__ void k_fill_hash(bf *X, int64_t rows, int64_t w, uint64_t hp, int64_t row0)
+/* X (rows x w) = offset + scale wk_hash_uniform(seed, kind, param, row0 + r, c), bf16 or fp32 */
+__device__ __forceinline__ void put(bf *p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void put(float *p, float v) { *p = v; }
+template <typename T>
+__global__ void k_fill_hash(T *X, int64_t rows, int64_t w, uint64_t hp, int64_t row0, float scale, float offset)
 {
     ROW_LOOP(rows)
     {
         uint32_t hr = drow(hp, row0 + row);
-        COL_LOOP(w) X[row * w + cv] = __float2bfloat16_rn(dcol(hr, cv));
+        /* rounded as the host rounds it (no fused multiply-add) */
+        COL_LOOP(w) put(X + row * w + cv, __fadd_rn(offset, __fmul_rn(scale, dcol(hr, cv))));
     }
 }
 
@@ -460,7 +464,17 @@ extern "C" int wk_fill_hash(void *X, int64_t rows, int64_t w, uint64_t seed, int
 {
     if (rows * w <= 0) return 0;
     uint64_t hp = wk_hash_prefix(seed, kind, param);
-    k_fill_hash<<<ROWS(rows, w, (cudaStream_t)s)>>>((bf *)X, rows, w, hp, row0);
+    k_fill_hash<bf><<<ROWS(rows, w, (cudaStream_t)s)>>>((bf *)X, rows, w, hp, row0, 1.0f, 0.0f);
+    CHECK_LAUNCH("hash fill kernel");
+    return 0;
+}
+
+extern "C" int wk_fill_hash_f32(float *X, int64_t rows, int64_t w, uint64_t seed, int kind, int64_t param,
+                                float scale, float offset, ns_stream s, dm_err *err)
+{
+    if (rows * w <= 0) return 0;
+    uint64_t hp = wk_hash_prefix(seed, kind, param);
+    k_fill_hash<float><<<ROWS(rows, w, (cudaStream_t)s)>>>(X, rows, w, hp, 0, scale, offset);
     CHECK_LAUNCH("hash fill kernel");
     return 0;
 }

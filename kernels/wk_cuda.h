@@ -71,6 +71,11 @@ int wk_fill_hash(void *X, int64_t rows, int64_t w, uint64_t seed, int kind, int6
  * period, positions, top_k, table_rows, accumulate; the caller binds the buffers. */
 void wk_args_scalars(wk_args *a, const wk_kb *b, uint64_t seed);
 
+/* X (rows x w, fp32) = offset + scale wk_hash_uniform(seed, kind, param, r, c): the CPU backend's
+ * initial weights (real_fill_weights), bit for bit. */
+int wk_fill_hash_f32(float *X, int64_t rows, int64_t w, uint64_t seed, int kind, int64_t param, float scale,
+                     float offset, ns_stream s, dm_err *err);
+
 /* Run kernel k with args a on stream s (blas may be NULL for elementwise kernels). A kernel of
  * count c > 1 is c launches, one per matrix (a gemm's c products, an elementwise kernel's c
  * passes: what a cost row of core/costs.h times once). */

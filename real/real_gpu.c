@@ -437,8 +437,6 @@ static int gpu_create(real_exec *ex, dm_err *err)
         q->Wb = g->arena_w + off[i];
         q->G = g->arena_g + off[i];
         char what[320];
-        uint64_t seed = ex->o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 1000003u;
-        float ws = q->one_d ? 0.1f : (float)(1.0 / sqrt((double)q->cols));
         if (need[i] || ex->rank == 0) {
             snprintf(what, sizeof what, "the master weights and optimizer state of %s", real_matrix_name(ex, i));
             if (dev_alloc(ex, (void **)&q->W32, (size_t)q->size * 4, what, err)) goto out;
@@ -459,28 +457,14 @@ static int gpu_create(real_exec *ex, dm_err *err)
                                    dev_alloc(ex, (void **)&q->nxt[ST_M2], (size_t)q->size * 4, what, err))))
                 goto out;
         }
-        /* every rank draws the same initial weights (the seed does not depend on the rank) */
+        /* every rank draws the same initial weights, the CPU backend's (real_fill_weights: 1 + 0.1 U
+         * for 1-D, U / sqrt(cols) for 2-D, U the counter hash), so the backends start alike */
         if (!q->W32 && dev_alloc(ex, (void **)&q->W32, (size_t)q->size * 4, "initial weights", err)) goto out;
-        if (ns_fill_random(q->W32, DM_DT_FP32, q->size, seed, ws, s0, err)) goto out;
-        if (q->one_d) { /* 1 + 0.1 N(0,1): shift on the host side is not possible; use W32 = 1 + w */
-            float *h = malloc((size_t)q->size * 4);
-            if (!h || cudaStreamSynchronize(s0) != cudaSuccess ||
-                cudaMemcpy(h, q->W32, (size_t)q->size * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
-                free(h);
-                dm_err_set(err, "rank %d: initialising %s", ex->rank, real_matrix_name(ex, i));
-                goto out;
-            }
-            for (int64_t e = 0; e < q->size; e++) h[e] += 1.0f;
-            /* on s0, which the conversion below runs on (a plain cudaMemcpy from pageable memory
-             * may return before its DMA is done, and the legacy stream does not order s0) */
-            int bad = cudaMemcpyAsync(q->W32, h, (size_t)q->size * 4, cudaMemcpyHostToDevice, s0) != cudaSuccess ||
-                      cudaStreamSynchronize(s0) != cudaSuccess;
-            free(h);
-            if (bad) {
-                dm_err_set(err, "rank %d: initialising %s", ex->rank, real_matrix_name(ex, i));
-                goto out;
-            }
-        }
+        if (q->one_d ? wk_fill_hash_f32(q->W32, 1, q->size, ex->o.seed, WK_H_WEIGHT, ex->mx[i].id, 0.1f, 1.0f,
+                                        (ns_stream)s0, err)
+                     : wk_fill_hash_f32(q->W32, q->rows, q->cols, ex->o.seed, WK_H_WEIGHT, ex->mx[i].id,
+                                        (float)(1.0 / sqrt((double)q->cols)), 0.0f, (ns_stream)s0, err))
+            goto out;
         if (ns_convert(q->W32, DM_DT_FP32, q->Wb, DM_DT_BF16, q->size, (ns_stream)s0, err)) goto out;
         if (!need[i] && ex->rank != 0) {
             cudaStreamSynchronize(s0);
