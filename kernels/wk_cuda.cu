@@ -209,20 +209,33 @@ __global__ void k_red1(const bf *R, const bf *x, const bf *W, bf *dx, float *ws,
     for (int k = 0; k < V; k++) o[k] = acc[k];
 }
 
-/* pass 2: G_i[p][c] = scale * the groups' sums in order (0 for positions no row has; added to
- * G when it accumulates) */
+/* pass 2: G_i[p][c] = scale * the sum of the groups (0 for positions no row has; added to G when
+ * it accumulates). A block of 32 columns x 8 lanes: lane y sums the groups y, y + 8, ... in
+ * order (coalesced across the columns), then the 8 lanes are added in order: the same sums in
+ * the same order every run. */
+#define RED2_LANES 8
 __global__ void k_red2(const float *ws, bf *G, int64_t count, int64_t n, int64_t positions, int64_t np,
                        int64_t ngroups, float scale, int accumulate)
 {
-    int64_t total = count * positions * n;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
-        int64_t c = q % n, p = (q / n) % positions, i = q / n / positions;
+    __shared__ float part[RED2_LANES][33];
+    int64_t c = blockIdx.x * 32 + threadIdx.x, stride = np * n;
+    for (int64_t ip = blockIdx.y; ip < count * positions; ip += gridDim.y) {
+        int64_t i = ip / positions, p = ip - i * positions;
         float s = 0;
-        if (p < np) {
-            const float *w = ws + ((i * ngroups) * np + p) * n + c;
-            for (int64_t g = 0; g < ngroups; g++, w += np * n) s += *w;
+        if (c < n && p < np) {
+            const float *w = ws + (i * ngroups * np + p) * n + c;
+#pragma unroll 4
+            for (int64_t g = threadIdx.y; g < ngroups; g += RED2_LANES) s += w[g * stride];
         }
-        G[q] = __float2bfloat16_rn(scale * s + (accumulate ? __bfloat162float(G[q]) : 0.0f));
+        part[threadIdx.y][threadIdx.x] = s;
+        __syncthreads();
+        if (threadIdx.y == 0 && c < n) {
+            float t = 0;
+            for (int y = 0; y < RED2_LANES; y++) t += part[y][threadIdx.x];
+            bf *gp = G + ip * n + c;
+            *gp = __float2bfloat16_rn(scale * t + (accumulate ? __bfloat162float(*gp) : 0.0f));
+        }
+        __syncthreads();
     }
 }
 
@@ -406,9 +419,9 @@ static int elem_red(const wk_args *a, int64_t count, int64_t rows, int64_t n, in
             (const bf *)a->r, (const bf *)a->x, (const bf *)a->w, (bf *)a->dx, a->ws, count, rows, n, period, positions,
             np, ng);
     CHECK_LAUNCH("reduction kernel (rows)");
-    k_red2<<<blocks_for(count * positions * n, THREADS, GRID_CAP), THREADS, 0, s>>>(a->ws, (bf *)a->g, count, n,
-                                                                                   positions, np, ng, a->scale,
-                                                                                   a->accumulate);
+    int64_t rows2 = count * positions;
+    dim3 g2((unsigned)((n + 31) / 32), (unsigned)(rows2 < 65535 ? rows2 : 65535)), b2(32, RED2_LANES);
+    k_red2<<<g2, b2, 0, s>>>(a->ws, (bf *)a->g, count, n, positions, np, ng, a->scale, a->accumulate);
     CHECK_LAUNCH("reduction kernel (groups)");
     return 0;
 }
