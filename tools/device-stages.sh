@@ -8,7 +8,8 @@
 #   wktest     tests/test_wk_gpu: every work kernel kind against the CPU reference, the 1-D
 #              backward's bandwidth (>= 50% of HBM)
 #   work       dmuon bench work: the validation models at 2048 and 4096 tokens plus the GEMM grid
-#              (dmuon-costs-2 rows in $L/costs_work.csv, the table in $L/work_table.txt, the cache
+#              (dmuon-costs-2 rows in $L/h200-work.csv: what traces/costs/h200-work.csv holds for the
+#              cost model; the table in $L/work_table.txt, the cache
 #              $L/work_cache.tsv started from traces/costs/work_cache_h200.tsv when committed)
 #   steps      dmuon run on one GPU (dmuon, 4096 tokens, 4 steps) of llama-3.2-3b, qwen2.5-1.5b and
 #              moonlight-16b-a3b-6l: memory estimate beside the measured peak, per-layer forward
@@ -45,8 +46,8 @@ STAGE_TIMEOUT_work=150
 stage_work() {
     [ -f traces/costs/work_cache_h200.tsv ] && cp traces/costs/work_cache_h200.tsv "$L/work_cache.tsv"
     timeout 140 "$D/dmuon" bench work --models validation --tokens 2048,4096 --cache "$L/work_cache.tsv" \
-        --max-seconds 120 --out "$L/costs_work.csv" > "$L/work_table.txt" 2> "$L/work_err.txt"
-    echo "bench work exit $? ($(grep -vc '^#' "$L/costs_work.csv" 2>/dev/null || echo 0) cost rows)"
+        --max-seconds 120 --out "$L/h200-work.csv" > "$L/work_table.txt" 2> "$L/work_err.txt"
+    echo "bench work exit $? ($(grep -vc '^#' "$L/h200-work.csv" 2>/dev/null || echo 0) cost rows)"
     grep -E '^# (dmuon bench work|estimate|sustained|stopped|[0-9]+ kernels timed|wrote)' "$L/work_table.txt"
     # the 1-D backward and the largest kernels of each kind
     grep -E ' vector-bwd ' "$L/work_table.txt" | sort -k7 -n -r | head -3
