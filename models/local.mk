@@ -15,6 +15,7 @@ nobase_dist_pkgdata_DATA += \
 	models/pi0.json \
 	models/pi0.5.json \
 	models/moonlight-16b-a3b.json \
+	models/moonlight-16b-a3b-6l.json \
 	models/deepseek-v3.json \
 	models/kimi-k2.json \
 	models/deepseek-v4-flash.json \
