@@ -1,6 +1,7 @@
-/* cmd_bench.c: `dmuon bench kernels` and `dmuon bench comm`: their command lines; the
- * benchmarks are library code (kernels/ns_bench.c: the NS kernel costs, the dmuon-costs-1 CSV;
- * real/real_bench.c: the collectives, under MPI). */
+/* cmd_bench.c: `dmuon bench kernels`, `dmuon bench work` and `dmuon bench comm`: their command
+ * lines; the benchmarks are library code (kernels/ns_bench.c: the NS kernel costs, the
+ * dmuon-costs-1 CSV; kernels/wk_bench.c: the step's kernels, dmuon-costs-2 rows; real/real_bench.c:
+ * the collectives, under MPI). */
 #include "config.h"
 
 #include <getopt.h>
@@ -16,6 +17,7 @@
 #endif
 #ifdef DM_HAVE_CUDA
 #include "ns_bench.h"
+#include "wk_bench.h"
 #endif
 
 /* ---- bench comm ---------------------------------------------------------------------------- */
@@ -101,16 +103,18 @@ static int bench_comm(int argc, char **argv)
 /* ---- bench kernels ------------------------------------------------------------------------- */
 
 #ifndef DM_HAVE_CUDA
-static int bench_kernels(int argc, char **argv)
+/* A GPU benchmark in a build without CUDA: --help says so (exit 0), anything else fails (1). */
+static int not_built(const char *sub, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("Usage: dmuon bench kernels [OPTIONS]\n(this build has no CUDA: the benchmark is not available)\n");
+            printf("Usage: dmuon bench %s [OPTIONS]\n(this build has no CUDA: the benchmark is not available)\n", sub);
             return 0;
         }
-    fprintf(stderr, "dmuon bench kernels: not built with CUDA (configure --with-cuda)\n");
+    fprintf(stderr, "dmuon bench %s: not built with CUDA (configure --with-cuda)\n", sub);
     return 1;
 }
+static int bench_kernels(int argc, char **argv) { return not_built("kernels", argc, argv); }
 #else
 static void usage_kernels(FILE *f)
 {
@@ -283,9 +287,138 @@ done:
 }
 #endif
 
+/* ---- bench work ---------------------------------------------------------------------------- */
+
+#ifndef DM_HAVE_CUDA
+static int bench_work(int argc, char **argv) { return not_built("work", argc, argv); }
+#else
+static void usage_work(FILE *f, const wk_bench_opts *d)
+{
+    fprintf(f,
+            "Usage: dmuon bench work [OPTIONS]\n"
+            "Measure on this GPU every kernel of the models' training steps (the GEMMs of every\n"
+            "projection and pass, attention products at the sequence length, MoE expert GEMMs over\n"
+            "their routed rows, norms, biases, lookups, routing: core/workload.h) through the launchers\n"
+            "the executor runs them with, plus a grid of GEMM shapes for interpolation; a sustained\n"
+            "load first, then per distinct kernel a warm-up and CUDA events around each call, medians.\n"
+            "Writes dmuon-costs-2 rows (gemm, bgemm, elem) and a table; prints its time estimate first.\n\n"
+            "  --models LIST      bundled model names or files, 'validation' (the models dmuon validate\n"
+            "                     runs: llama-3.2-3b, qwen2.5-1.5b, qwen2.5-7b, wall-oss-flow, qwen2.5-vl-3b,\n"
+            "                     moonlight-16b-a3b-6l) or 'all' (default validation)\n"
+            "  --model FILE       one more model (a file not bundled; repeatable)\n"
+            "  --tokens LIST      tokens per rank (default 1024,2048,4096,8192,16384)\n"
+            "  --seq-len N        tokens per sequence (default: each token count one sequence)\n"
+            "  --no-grid          without the GEMM grid\n"
+            "  --grid-m LIST      its m values (default 256,512,...,16384)\n"
+            "  --grid-nk LIST     its n and k values (default 256,512,...,32768)\n"
+            "  --warmup-ms X      warm-up per kernel (default %.0f)\n"
+            "  --min-ms X         timed calls last at least this long (default %.0f)\n"
+            "  --reps N           and are at least this many (default %d)\n"
+            "  --sustain S        seconds of GEMM load before the first kernel (default %.0f)\n"
+            "  --out CSV          the cost rows (atomically; default none)\n"
+            "  --cache FILE       reuse and store timings (keyed by GPU, CUDA and cuBLAS versions)\n"
+            "  --max-seconds S    stop timing after S seconds and write what was timed (default: none)\n"
+            "  --dry-run          list and estimate only (no GPU needed); --list prints every kernel\n"
+            "  -h, --help         this text\n",
+            d->warmup_ms, d->min_ms, d->reps, d->sustain_s);
+}
+
+static int bench_work(int argc, char **argv)
+{
+    enum { O_MODELS = 300, O_MODEL, O_TOKENS, O_SEQ, O_NOGRID, O_GRIDM, O_GRIDNK, O_WARM, O_MIN, O_REPS, O_SUST,
+           O_OUT, O_CACHE, O_DRY, O_LIST, O_MAXS };
+    static const struct option lo[] = {
+        {"models", required_argument, 0, O_MODELS}, {"model", required_argument, 0, O_MODEL},
+        {"tokens", required_argument, 0, O_TOKENS}, {"seq-len", required_argument, 0, O_SEQ},
+        {"no-grid", no_argument, 0, O_NOGRID},      {"grid-m", required_argument, 0, O_GRIDM},
+        {"grid-nk", required_argument, 0, O_GRIDNK}, {"warmup-ms", required_argument, 0, O_WARM},
+        {"min-ms", required_argument, 0, O_MIN},    {"reps", required_argument, 0, O_REPS},
+        {"sustain", required_argument, 0, O_SUST},  {"out", required_argument, 0, O_OUT},
+        {"cache", required_argument, 0, O_CACHE},   {"dry-run", no_argument, 0, O_DRY},
+        {"list", no_argument, 0, O_LIST},           {"max-seconds", required_argument, 0, O_MAXS},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *cmd = "bench work";
+    wk_bench_opts o, d;
+    wk_bench_opts_default(&o);
+    d = o;
+    char *models_copy = NULL;
+    int c, n_extra = 0, rc = 2;
+    const char *extra[WK_BENCH_MAX_LIST];
+    long tmp[16];
+    int n;
+    long v;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_MODELS:
+            free(models_copy);
+            if (!(models_copy = strdup(optarg))) goto done;
+            o.n_models = 0;
+            for (char *save = NULL, *t = strtok_r(models_copy, ",", &save); t && o.n_models < WK_BENCH_MAX_LIST;
+                 t = strtok_r(NULL, ",", &save))
+                o.models[o.n_models++] = t;
+            break;
+        case O_MODEL:
+            if (n_extra < WK_BENCH_MAX_LIST) extra[n_extra++] = optarg;
+            break;
+        case O_TOKENS:
+            if (opt_parse_int_list(cmd, "--tokens", optarg, 1, 1 << 22, tmp, 16, &n)) goto done;
+            for (int i = 0; i < n; i++) o.tokens[i] = tmp[i];
+            o.n_tokens = n;
+            break;
+        case O_SEQ:
+            if (opt_parse_long(cmd, "--seq-len", optarg, 1, 1 << 22, &v)) goto done;
+            o.seq_len = v;
+            break;
+        case O_NOGRID: o.grid = 0; break;
+        case O_GRIDM:
+        case O_GRIDNK: {
+            int64_t *dst = c == O_GRIDM ? o.grid_m : o.grid_nk;
+            if (opt_parse_int_list(cmd, c == O_GRIDM ? "--grid-m" : "--grid-nk", optarg, 1, 1 << 20, tmp, 16, &n)) goto done;
+            for (int i = 0; i < n; i++) dst[i] = tmp[i];
+            *(c == O_GRIDM ? &o.n_grid_m : &o.n_grid_nk) = n;
+            break;
+        }
+        case O_WARM: if (opt_parse_double(cmd, "--warmup-ms", optarg, 0, 1e5, &o.warmup_ms)) goto done; break;
+        case O_MIN: if (opt_parse_double(cmd, "--min-ms", optarg, 0, 1e5, &o.min_ms)) goto done; break;
+        case O_REPS:
+            if (opt_parse_long(cmd, "--reps", optarg, 1, 1000, &v)) goto done;
+            o.reps = (int)v;
+            break;
+        case O_SUST: if (opt_parse_double(cmd, "--sustain", optarg, 0, 3600, &o.sustain_s)) goto done; break;
+        case O_OUT: o.out_csv = optarg; break;
+        case O_CACHE: o.cache_path = optarg; break;
+        case O_DRY: o.dry_run = 1; break;
+        case O_LIST: o.list = 1; break;
+        case O_MAXS: if (opt_parse_double(cmd, "--max-seconds", optarg, 0, 1e6, &o.max_s)) goto done; break;
+        case 'h': usage_work(stdout, &d); rc = 0; goto done;
+        default: rc = opt_getopt_error(cmd, c, argv); goto done;
+        }
+    }
+    if (opt_no_operands(cmd, argc, argv)) goto done;
+    if (!o.n_models && !n_extra) o.models[o.n_models++] = "validation";
+    for (int i = 0; i < n_extra && o.n_models < WK_BENCH_MAX_LIST; i++) o.models[o.n_models++] = extra[i];
+    char cmdline[2048];
+    size_t cl = (size_t)snprintf(cmdline, sizeof cmdline, "dmuon bench");
+    for (int i = 0; i < argc && cl < sizeof cmdline; i++)
+        cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", argv[i]);
+    o.cmdline = cmdline;
+    dm_err err = {{0}};
+    rc = wk_bench_work(&o, &err) < 0 ? 1 : 0;
+    if (rc) fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
+done:
+    free(models_copy);
+    return rc;
+}
+#endif
+
 static void bench_usage(FILE *f)
 {
     fprintf(f, "Usage: dmuon bench kernels [OPTIONS]   measure GPU kernel costs (NS, products, updates)\n"
+               "       dmuon bench work [OPTIONS]      measure the kernels of the models' steps (GEMMs,\n"
+               "                                       attention, experts, elementwise) and a GEMM grid\n"
                "       dmuon bench comm [OPTIONS]      measure collectives\n"
                "'dmuon bench kernels --help' lists its options.\n");
 }
@@ -302,6 +435,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (!strcmp(argv[1], "kernels")) return bench_kernels(argc - 1, argv + 1);
     if (!strcmp(argv[1], "comm")) return bench_comm(argc - 1, argv + 1);
-    opt_usage_error("bench", "unknown benchmark '%s' (expected kernels or comm)", argv[1]);
+    if (!strcmp(argv[1], "work")) return bench_work(argc - 1, argv + 1);
+    opt_usage_error("bench", "unknown benchmark '%s' (expected kernels, work or comm)", argv[1]);
     return 2;
 }

@@ -150,6 +150,28 @@ static void print_row(void *vctx, long s, const real_step_stats *st, const real_
     if (c->csv) real_row_csv(dm_out_file(c->csv), s, w);
 }
 
+/* After a run: the GPU memory beside the estimate it was sized by (the largest rank's), and the
+ * decoder layers' mean forward and backward (rank 0, the last step), the numbers a PyTorch step
+ * is held against (tools/torch_step_bench.py). Collective. */
+static void report_memory_and_layers(const run_ctx *x, real_exec *ex)
+{
+    real_mem_report mr;
+    real_exec_memory(ex, &mr);
+    const double GiB = 1073741824.0;
+    if (mr.est_bytes > 0)
+        say(stdout, "# GPU memory per rank (largest): estimate %.2f GiB, measured peak %.2f GiB used (cudaMemGetInfo "
+            "before the buffers, after them and after each step; %.2f GiB of it added by this run): estimate %+.1f%% "
+            "of measured\n", mr.est_bytes / GiB, mr.peak_used_bytes / GiB, mr.run_bytes / GiB,
+            mr.peak_used_bytes > 0 ? 100.0 * (mr.est_bytes / mr.peak_used_bytes - 1) : 0.0);
+    int si = real_main_stack(x->model);
+    double f, b;
+    int nl;
+    dm_err err = {{0}};
+    if (si >= 0 && x->steps > 0 && real_exec_layer_means(ex, si, &f, &b, &nl, &err) == 0)
+        say(stdout, "# per layer of stack %s (%d layers, rank 0, step %ld): forward %.3f ms, backward %.3f ms\n",
+            x->model->stacks[si].name, nl, x->steps - 1, f / 1e3, b / 1e3);
+}
+
 /* Plan (rank 0), share, run and report one strategy; *mean: its means over the steps counted.
  * 0 or 1. */
 static int run_one(run_ctx *x, real_step_row *mean)
@@ -235,6 +257,7 @@ static int run_one(run_ctx *x, real_step_row *mean)
         say(stdout, "# weights against %s: largest relative Frobenius error %.3g (%s)\n", x->check_weights,
             res.check_rel, res.check_worst >= 0 ? real_matrix_name(rc.ex, res.check_worst) : "every matrix bit-identical");
     if (x->trace_path && x->steps > 0) say(stdout, "# trace of step %ld written to %s\n", x->steps - 1, x->trace_path);
+    report_memory_and_layers(x, rc.ex);
     if (rc.csv) {
         dm_out *c = rc.csv;
         rc.csv = NULL;

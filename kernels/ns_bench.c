@@ -102,30 +102,57 @@ static int shapes_from_model(ns_bench_shapes *l, const char *name, dm_err *err)
 
 static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* "all": every model file in the bundled models folder. */
-static int shapes_from_all_models(ns_bench_shapes *l, dm_err *err)
+int ns_bench_model_paths(char ***out, int *n_out, dm_err *err)
 {
+    *out = NULL;
+    *n_out = 0;
     const char *dir = dm_model_dir();
     DIR *d = dir ? opendir(dir) : NULL;
     if (!d) return dm_err_set(err, "no bundled models folder found");
-    char *names[512];
-    int nn = 0, rc = 0;
+    char **names = NULL;
+    int nn = 0, cap = 0, rc = 0;
     struct dirent *de;
-    while ((de = readdir(d)) && nn < 512) {
+    while (rc == 0 && (de = readdir(d))) {
         size_t len = strlen(de->d_name);
-        if (len > 5 && !strcmp(de->d_name + len - 5, ".json")) {
-            names[nn] = dm_malloc(strlen(dir) + len + 2, err);
-            if (!names[nn]) break;
-            sprintf(names[nn], "%s/%s", dir, de->d_name);
-            nn++;
+        if (len <= 5 || strcmp(de->d_name + len - 5, ".json")) continue;
+        if (nn == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nv = dm_realloc(names, (size_t)cap * sizeof *nv, err);
+            if (!nv) {
+                rc = -1;
+                break;
+            }
+            names = nv;
         }
+        if (!(names[nn] = dm_malloc(strlen(dir) + len + 2, err))) {
+            rc = -1;
+            break;
+        }
+        sprintf(names[nn++], "%s/%s", dir, de->d_name);
     }
     closedir(d);
+    if (rc) {
+        for (int i = 0; i < nn; i++) free(names[i]);
+        free(names);
+        return -1;
+    }
     qsort(names, (size_t)nn, sizeof *names, cmp_cstr);
+    *out = names;
+    *n_out = nn;
+    return 0;
+}
+
+/* "all": every model file in the bundled models folder. */
+static int shapes_from_all_models(ns_bench_shapes *l, dm_err *err)
+{
+    char **names = NULL;
+    int nn = 0, rc = 0;
+    if (ns_bench_model_paths(&names, &nn, err)) return -1;
     for (int i = 0; i < nn; i++) {
         if (rc == 0) rc = shapes_from_model(l, names[i], err);
         free(names[i]);
     }
+    free(names);
     return rc;
 }
 
@@ -171,15 +198,20 @@ typedef struct stats3 {
     double med, min, max;
 } stats3;
 
+void ns_bench_stats(double *t, int n, double *med, double *min, double *max)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    *min = t[0];
+    *max = t[n - 1];
+    *med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 static int time_fn(bench *B, ns_enqueue_fn fn, void *arg, stats3 *st, dm_err *err)
 {
     double t[1024];
     int reps = B->reps < 1024 ? B->reps : 1024;
     if (ns_time_events(fn, arg, B->s, B->warmup, reps, t, err)) return -1;
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    st->min = t[0];
-    st->max = t[reps - 1];
-    st->med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    ns_bench_stats(t, reps, &st->med, &st->min, &st->max);
     return 0;
 }
 

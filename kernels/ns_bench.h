@@ -33,6 +33,10 @@ int ns_bench_shapes_read(ns_bench_shapes *l, const char *path, dm_err *err);
 /* The Muon shapes of a bundled model or model file; "all": every bundled model. */
 int ns_bench_shapes_model(ns_bench_shapes *l, const char *name, dm_err *err);
 void ns_bench_shapes_free(ns_bench_shapes *l);
+/* Median, minimum and maximum of n > 0 times (t is sorted in place). */
+void ns_bench_stats(double *t, int n, double *med, double *min, double *max);
+/* The bundled model files (paths, sorted), for "all"; *out and its strings owned by the caller. */
+int ns_bench_model_paths(char ***out, int *n, dm_err *err);
 
 typedef struct ns_bench_opts {
     long batches[NS_BENCH_MAX_BATCHES]; /* for shapes without their own; default 1,2,4,8 */

@@ -1,7 +1,8 @@
 # real/local.mk: the real executor (MPI; CPU backend always, GPU backend with CUDA and NCCL).
 # Everything here needs MPI.
 if HAVE_MPI
-libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h real/real_exec.c \
+libdmuon_a_SOURCES += real/real.h real/real_priv.h real/real_work.c real/real_work.h \
+	real/real_exec.c \
 	real/real_cpu.c real/real_ckpt.c real/real_bench.c real/real_run.c
 endif
 EXTRA_DIST += real/README.md real/run_device.sh real/runs/h200x2-1/README.md real/runs/h200x2-2/README.md

@@ -1,15 +1,27 @@
 /* real.h: the real executor: runs a step program (program.h) on MPI ranks with the proxy
  * workload of DESIGN.md. One engine (real_exec.c: set-up checks, groups, the step frame, the
  * agreement, phases, traces, checkpoints) and two backends behind one table of operations
- * (real_priv.h): CPU (MPI collectives, the reference math of ns_ref.h; real_cpu.c) and GPU
- * (NCCL, CUDA streams, cuBLAS, ns_cuda.h kernels; real_gpu.c).
+ * (real_priv.h): CPU (MPI collectives, the reference math of wk_ref.h and ns_ref.h; real_cpu.c)
+ * and GPU (NCCL, CUDA streams, the work kernels of wk_cuda.h, ns_cuda.h kernels; real_gpu.c).
  *
  * What each op does to data (the executor's reading of the program contract):
- *   forward  (params P, or every matrix of `layer` when P is empty): for each p, with this
- *            rank's tokens X_p (T x in) and targets Y_p (T x out): R_p = X_p W_p^T - Y_p and
- *            loss_p = ||R_p||^2 / (2 N out), N = tokens over all ranks. 1-D params: R = X*w - Y.
- *   backward (same params): G_p = R_p^T X_p / (N out) (the weight gradient), plus the input
- *            gradient R_p W_p (computed for its cost, then discarded).
+ *   forward  (layer L; params P, which must be every matrix of L when given): the kernels of L's
+ *            work (program.h's works[op.work], core/workload.h; an op without work runs the
+ *            model's expansion of L at this run's tokens, and a work that is not that expansion
+ *            is refused at set-up), bound by kernels/wk_plan.h: per slot one input activation
+ *            X (T_s x width, a counter hash of global rows: q, k and v read one X, gate and up
+ *            one X), per projection Y = X W^T and the least-squares residual R = Y - target
+ *            (targets hashed on the fly), loss += |R|^2 / (2 N out) (N: the stream's rows over
+ *            all ranks); attention products as batched GEMMs at the sequence length (cost only);
+ *            MoE: the dispatch gathers each expert's balanced ceil(T top_k / E) rows, one batched
+ *            GEMM per expert entry; embeddings gather their token ids' rows; 1-D parameters and
+ *            tables scale their slot elementwise (R = x w - target). R is kept for backward.
+ *   backward (same): per projection G = R^T X / (N out) (the weight gradient) and the input
+ *            gradient R W (computed for its cost, then discarded); the recomputed scores and
+ *            the four gradient products of attention (cost only); per 1-D parameter or table
+ *            the reduction over the tokens; per embedding its gradient zeroed and the tokens'
+ *            rows added (onto a tied head's part when a later layer wrote one); the combine
+ *            of the routed rows (cost only).
  *   all-reduce, reduce (root), reduce-scatter: sum of the gradients of P over the group.
  *   broadcast (root): the weights of P from the root.
  *   all-gather: what its payload says (program.h): gradients (muon-fsdp) or weights (adamw/ZeRO,
@@ -25,7 +37,8 @@
  *   wait:    nothing.
  * Sums are computed in ascending rank order on every rank (gather, then add), so all ranks get
  * bit-identical results and a one-rank run that accumulates the same token chunks in the same
- * order (grad_chunks = ranks) reproduces a distributed run bit for bit.
+ * order (grad_chunks = ranks) reproduces a distributed run bit for bit (CPU backend; except a
+ * tied head's gradient, which sums its two parts in another order).
  *
  * A step is transactional: updates and optimizer state go to staged copies (CPU) or second
  * buffers (GPU, ping-pong) that are committed at the end of the step only if no rank saw a
@@ -116,6 +129,23 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err);
  * (real_weights_free); other ranks get NULL. */
 int real_exec_weights(real_exec *ex, float ***out, dm_err *err);
 void real_weights_free(float **w, int64_t n);
+
+/* Device memory of the run, the largest over the ranks (GPU backend; zeros on the CPU): the
+ * estimate it was sized by (real_gpu_mem_estimate), the device's used memory at its peak
+ * (cudaMemGetInfo: total minus the lowest free memory seen after the buffers and after each
+ * step, the CUDA context included) and what this run added to it (the free memory before the
+ * buffers minus that lowest). Collective. */
+typedef struct real_mem_report {
+    double est_bytes, peak_used_bytes, run_bytes;
+} real_mem_report;
+int real_exec_memory(real_exec *ex, real_mem_report *out);
+
+/* The mean forward and backward op time per layer of stack `stack` (model.h's index) over this
+ * rank's ops of the last step (us), and how many layers had both. -1 (err) when none had. */
+int real_exec_layer_means(const real_exec *ex, int stack, double *fwd_us, double *bwd_us, int *n_layers, dm_err *err);
+/* The decoder stack a per-layer comparison means: the stack named "layers" (or ending in
+ * ".layers"), else the one with the most layers on the main stream. */
+int real_main_stack(const dm_model *m);
 
 /* One line on the backend's set-up (device, NCCL, NS plans), for the caller to print. */
 const char *real_exec_info(const real_exec *ex);

@@ -1,6 +1,11 @@
 /* real_cpu.c: the CPU backend of the executor (real_priv.h's table): interprets a step program
  * with MPI non-blocking collectives (the collective table's exact forms, core/coll.h, summed in
- * rank order) and the reference math of ns_ref.h (momentum, NS, apply, AdamW).
+ * rank order), the layers' kernels of wk_plan.h through the float reference of wk_ref.h (CBLAS
+ * products, elementwise passes, reductions in token order) and the reference math of ns_ref.h
+ * (momentum, NS, apply, AdamW). With --grad-chunks C every reduction over rows (weight
+ * gradients, 1-D and table gradients, the embedding scatter) sums C row chunks in order, the
+ * first into the gradient and each later one added to it: so a one-rank run over the ranks'
+ * tokens with C = ranks sums exactly as the collectives do.
  *
  * Streams are emulated by a dataflow loop on one thread: an op starts when its dependencies
  * and the previous op of its stream are done; a collective is also posted only after the
@@ -11,7 +16,6 @@
  * step's end commits by swapping, or drops. */
 #include "config.h"
 
-#include <gsl/gsl_cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -30,11 +34,9 @@ typedef struct rparam {
     int one_d, muon;
     float *W, *Wn;            /* committed weights; staged (latest on this rank) */
     float *G;                 /* gradient: local after backward, reduced after collectives */
-    float *X, *Y, *R;         /* tokens (T x in), targets and residual (T x out) */
     float *mom, *mom_n;       /* Muon momentum, committed and staged */
     float *m1, *m2, *m1n, *m2n; /* AdamW moments */
     float *O;                 /* NS input, then output */
-    double loss;
     int64_t gr_lo, gr_hi;     /* reduced-gradient range this step */
     int64_t rs_lo, rs_hi;     /* the part a reduce-scatter gave this rank this step */
     int64_t up_lo, up_hi;     /* range this rank updated this step */
@@ -50,9 +52,13 @@ typedef struct pending {
 
 typedef struct cpu {
     rparam *p;
+    float **act, **res;       /* per layer: its input activations and the residuals it keeps */
+    float *attn[WK_A__N];     /* attention buffers (cost only) */
+    float *dx, *dx2;          /* cost-only outputs: input gradients and dx; the combine's */
+    double loss;              /* this step's, this rank's tokens */
     MPI_Comm *gcomm;          /* per program group; MPI_COMM_NULL when not a member */
     int *prev_stream, *prev_coll; /* per op of this rank */
-    float *scratch;           /* input gradient / chunk gradient */
+    float *scratch;           /* a chunk's gradient (the largest matrix) */
     unsigned char *state;     /* per op, this step: 0 not started, 1 posted, 2 done */
     pending *pend;
     int n_pend;
@@ -66,19 +72,18 @@ static cpu *C(const real_exec *ex) { return ex->bs; }
 /* The CPU backend holds every matrix whole on every rank: refuse what cannot fit the node. */
 static int cpu_precheck(real_exec *ex, dm_err *err)
 {
-    int64_t T = ex->o.tokens;
+    const wk_plan *w = &ex->wl;
     double need = 0;
-    for (int64_t i = 0; i < ex->n_mx; i++) {
-        double sz = (double)ex->mx[i].rows * (double)ex->mx[i].cols, in = (double)ex->mx[i].cols;
-        need += 4.0 * (sz * 7 + (double)T * (in + 2.0 * (double)ex->mx[i].rows)); /* W, Wn, G, O, states; X, Y, R */
-    }
+    for (int64_t i = 0; i < ex->n_mx; i++) need += 4.0 * 7.0 * (double)ex->mx[i].rows * (double)ex->mx[i].cols;
+    need += 4.0 * ((double)w->n_act + (double)w->n_res + (double)w->max_dx + (double)w->max_dx2);
+    for (int a = 0; a < WK_A__N; a++) need += 4.0 * (double)w->attn_size[a];
     int local = 1;
     real_local_rank(ex->comm, &local);
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (have > 0 && need * local > 0.9 * have)
         return dm_err_set(err, "the CPU backend needs about %.1f GiB per rank for %s at %lld tokens (%d ranks on this "
                           "node: %.1f GiB; the node has %.1f GiB): use a smaller model, fewer --tokens or the GPU "
-                          "backend", need / 1073741824.0, ex->model->name, (long long)T, local,
+                          "backend", need / 1073741824.0, ex->model->name, (long long)ex->o.tokens, local,
                           need * local / 1073741824.0, have / 1073741824.0);
     return 0;
 }
@@ -113,10 +118,33 @@ static int setup_ops(real_exec *ex, cpu *c, dm_err *err)
     return 0;
 }
 
+/* Every layer's input activations from the counter hash (wk_plan.h); the dispatched rows are
+ * the dispatch's each step. */
+static void fill_activations(real_exec *ex, const wk_layer *lp, float *act)
+{
+    uint64_t seed = ex->o.seed;
+    for (int s = 0; s < lp->n_slots; s++) {
+        const wk_slot *q = &lp->slots[s];
+        float *X = act + q->off;
+        if (q->routed && q->gathered) {
+            memset(X, 0, (size_t)(q->rows * q->cols) * sizeof *X);
+        } else if (q->routed) {
+            for (int64_t e = 0; e < q->nexp; e++)
+                for (int64_t j = 0; j < q->per; j++)
+                    for (int64_t c = 0; c < q->cols; c++)
+                        X[(e * q->per + j) * q->cols + c] =
+                            wk_hash_uniform(seed, WK_H_ROUTED, q->key * 65536 + e, q->row0 + j, c);
+        } else {
+            for (int64_t r = 0; r < q->rows; r++)
+                for (int64_t c = 0; c < q->cols; c++) X[r * q->cols + c] = wk_hash_uniform(seed, WK_H_ACT, q->key, q->row0 + r, c);
+        }
+    }
+}
+
 static int cpu_create(real_exec *ex, dm_err *err)
 {
     const dm_program *prog = ex->prog;
-    int64_t T = ex->o.tokens;
+    const wk_plan *wl = &ex->wl;
     unsigned char *need = NULL; /* per matrix: 1 Muon state, 2 AdamW state on this rank */
     cpu *c = dm_calloc(1, sizeof *c, err);
     if (!c) return -1;
@@ -128,7 +156,9 @@ static int cpu_create(real_exec *ex, dm_err *err)
         MPI_Comm_split(ex->comm, ex->gidx[g] >= 0 ? 0 : MPI_UNDEFINED, ex->rank, &c->gcomm[g]);
     if (setup_ops(ex, c, err) < 0) return -1;
     if (!(c->p = dm_calloc((size_t)(ex->n_mx ? ex->n_mx : 1), sizeof *c->p, err)) ||
-        !(need = dm_calloc((size_t)(ex->n_mx ? ex->n_mx : 1), 1, err)))
+        !(need = dm_calloc((size_t)(ex->n_mx ? ex->n_mx : 1), 1, err)) ||
+        !(c->act = dm_calloc((size_t)(wl->n_layers ? wl->n_layers : 1), sizeof *c->act, err)) ||
+        !(c->res = dm_calloc((size_t)(wl->n_layers ? wl->n_layers : 1), sizeof *c->res, err)))
         goto fail;
     size_t scratch = 1;
     real_state_needs(prog, ex->rank, ex->n_mx, need);
@@ -140,11 +170,8 @@ static int cpu_create(real_exec *ex, dm_err *err)
         q->cols = q->one_d ? 1 : m->cols;
         q->size = q->rows * q->cols;
         q->muon = m->role == DM_ROLE_MUON && !q->one_d;
-        int64_t in = q->one_d ? q->rows : q->cols;
         size_t sz = (size_t)q->size;
-        if (!(q->W = dm_malloc(sz * 4, err)) || !(q->Wn = dm_malloc(sz * 4, err)) || !(q->G = dm_calloc(sz, 4, err)) ||
-            !(q->X = dm_malloc((size_t)(T * in) * 4, err)) || !(q->Y = dm_malloc((size_t)(T * q->rows) * 4, err)) ||
-            !(q->R = dm_malloc((size_t)(T * q->rows) * 4, err)))
+        if (!(q->W = dm_malloc(sz * 4, err)) || !(q->Wn = dm_malloc(sz * 4, err)) || !(q->G = dm_calloc(sz, 4, err)))
             goto fail;
         /* optimizer state only for what this rank's program updates */
         if ((need[i] & 1) && (!(q->mom = dm_calloc(sz, 4, err)) || !(q->mom_n = dm_calloc(sz, 4, err)) ||
@@ -154,14 +181,30 @@ static int cpu_create(real_exec *ex, dm_err *err)
                               !(q->m1n = dm_calloc(sz, 4, err)) || !(q->m2n = dm_calloc(sz, 4, err))))
             goto fail;
         real_fill_weights(ex->o.seed, m, q->one_d, q->W);
-        real_fill_tokens(ex->o.seed, m, q->one_d, ex->o.token_offset + (int64_t)ex->rank * T, T, q->X, q->Y);
-        if ((size_t)(T * in) > scratch) scratch = (size_t)(T * in);
         if (sz > scratch) scratch = sz;
         q->own_lo = 0;
         q->own_hi = ex->rank == 0 ? q->size : 0; /* before any step rank 0's copy is the one */
     }
-    if (!(c->scratch = dm_malloc(scratch * 4, err))) goto fail;
-    snprintf(ex->info, sizeof ex->info, "cpu: MPI non-blocking collectives summing in rank order, reference kernels (ns_ref)");
+    for (int l = 0; l < wl->n_layers; l++) {
+        const wk_layer *lp = &wl->L[l];
+        if (!(c->act[l] = dm_malloc((size_t)(lp->n_act ? lp->n_act : 1) * 4, err)) ||
+            !(c->res[l] = dm_calloc((size_t)(lp->n_res ? lp->n_res : 1), 4, err)))
+            goto fail;
+        fill_activations(ex, lp, c->act[l]);
+    }
+    for (int a = 0; a < WK_A__N; a++) {
+        int64_t n = wl->attn_size[a];
+        if (!(c->attn[a] = dm_malloc((size_t)(n ? n : 1) * 4, err))) goto fail;
+        /* inputs of the products (their values do not matter: cost only) */
+        for (int64_t e = 0; e < n; e++) c->attn[a][e] = 0.25f * wk_hash_uniform(ex->o.seed, 7, a, 0, e);
+    }
+    if (!(c->scratch = dm_malloc(scratch * 4, err)) ||
+        !(c->dx = dm_malloc((size_t)(wl->max_dx ? wl->max_dx : 1) * 4, err)) ||
+        !(c->dx2 = dm_malloc((size_t)(wl->max_dx2 ? wl->max_dx2 : 1) * 4, err)))
+        goto fail;
+    snprintf(ex->info, sizeof ex->info, "cpu: MPI non-blocking collectives summing in rank order, reference kernels "
+             "(wk_ref, ns_ref); activations %.1f MiB, kept %.1f MiB", (double)wl->n_act * 4 / 1048576.0,
+             (double)wl->n_res * 4 / 1048576.0);
     free(need);
     return 0;
 fail:
@@ -176,10 +219,19 @@ static void cpu_destroy(real_exec *ex)
     if (c->p)
         for (int64_t i = 0; i < ex->n_mx; i++) {
             rparam *q = &c->p[i];
-            free(q->W), free(q->Wn), free(q->G), free(q->X), free(q->Y), free(q->R);
+            free(q->W), free(q->Wn), free(q->G);
             free(q->mom), free(q->mom_n), free(q->O), free(q->m1), free(q->m2), free(q->m1n), free(q->m2n);
         }
     free(c->p);
+    for (int l = 0; l < ex->wl.n_layers; l++) {
+        if (c->act) free(c->act[l]);
+        if (c->res) free(c->res[l]);
+    }
+    free(c->act);
+    free(c->res);
+    for (int a = 0; a < WK_A__N; a++) free(c->attn[a]);
+    free(c->dx);
+    free(c->dx2);
     if (c->gcomm)
         for (int g = 0; g < ex->prog->n_groups; g++)
             if (c->gcomm[g] != MPI_COMM_NULL) MPI_Comm_free(&c->gcomm[g]);
@@ -207,49 +259,143 @@ static int finite_range(const float *x, int64_t lo, int64_t hi)
     return 1;
 }
 
-static void forward_one(real_exec *ex, rparam *q)
+/* Rows [lo, hi) of chunk i of C over `rows` (the chunks of --grad-chunks). */
+static void chunk_of(int64_t rows, int C, int i, int64_t *lo, int64_t *hi)
 {
-    int64_t T = ex->o.tokens, out = q->rows;
-    if (q->one_d) {
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < out; i++) q->R[t * out + i] = q->X[t * out + i] * q->W[i];
-    } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)out, (int)q->cols, 1.0f, q->X,
-                    (int)q->cols, q->W, (int)q->cols, 0.0f, q->R, (int)out);
-    }
-    double acc = 0;
-    for (int64_t k = 0; k < T * out; k++) {
-        q->R[k] -= q->Y[k];
-        acc += (double)q->R[k] * q->R[k];
-    }
-    q->loss = acc / (2.0 * (double)ex->n_tokens_global * (double)out);
+    *lo = rows * i / C;
+    *hi = rows * (i + 1) / C;
 }
 
-static void backward_one(real_exec *ex, int64_t id, rparam *q)
+/* Where chunk i of a gradient goes: the gradient itself for the first (unless it holds a tied
+ * head's part already), else the scratch, added after (chunk_add). */
+static float *chunk_dst(cpu *c, const wk_kb *b, int i, float *g) { return i == 0 && !b->accumulate ? g : c->scratch; }
+static void chunk_add(float *g, const float *dst, int64_t size)
+{
+    if (dst != g)
+        for (int64_t e = 0; e < size; e++) g[e] += dst[e];
+}
+
+/* The products of an attention kernel, entry by entry (cost only). */
+static void attention(cpu *c, const wk_attn_geom *g, const dm_kernel *k)
+{
+    for (int64_t e = 0; e < k->batch; e++) {
+        int which[3];
+        int64_t off[3];
+        wk_attn_entry(g, k->op, e, which, off);
+        wk_ref_gemm((wk_form)wk_form_of(k->op), k->m, k->n, k->k, 1.0f, c->attn[which[0]] + off[0],
+                    c->attn[which[1]] + off[1], c->attn[which[2]] + off[2]);
+    }
+}
+
+/* One forward kernel of layer l. */
+static void run_fwd(real_exec *ex, int l, const wk_kb *b)
 {
     cpu *c = C(ex);
-    int64_t T = ex->o.tokens, out = q->rows, chunks = ex->o.grad_chunks, Tc = T / chunks;
-    float s = (float)(1.0 / ((double)ex->n_tokens_global * (double)out));
-    for (int64_t k = 0; k < chunks; k++) {
-        float *dst = k == 0 ? q->G : c->scratch;
-        const float *R = q->R + k * Tc * out;
-        if (q->one_d) {
-            const float *X = q->X + k * Tc * out;
-            for (int64_t i = 0; i < out; i++) {
-                float acc = 0;
-                for (int64_t t = 0; t < Tc; t++) acc += R[t * out + i] * X[t * out + i];
-                dst[i] = s * acc;
-            }
-        } else {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)q->cols, (int)Tc, s, R,
-                        (int)out, q->X + k * Tc * q->cols, (int)q->cols, 0.0f, dst, (int)q->cols);
-        }
-        if (k > 0)
-            for (int64_t e = 0; e < q->size; e++) q->G[e] += dst[e];
+    const dm_kernel *k = &b->k;
+    float *act = c->act[l], *res = c->res[l];
+    switch (k->op) {
+    case DM_KOP_FWD:
+        if (k->kind == DM_KERN_GEMM) /* count matrices over the same X */
+            for (int64_t i = 0; i < k->count; i++)
+                wk_ref_gemm(WK_NT, k->m, k->n, k->k, 1.0f, act + b->x, c->p[k->param + i].W, res + b->r + i * k->m * k->n);
+        else /* experts: each over its own routed rows */
+            for (int64_t e = 0; e < k->batch; e++)
+                wk_ref_gemm(WK_NT, k->m, k->n, k->k, 1.0f, act + b->x + e * k->m * k->k, c->p[k->param + e].W,
+                            res + b->r + e * k->m * k->n);
+        break;
+    case DM_KOP_ATTN_SCORE:
+    case DM_KOP_ATTN_VALUE: attention(c, &ex->wl.attn[b->attn], k); break;
+    case DM_KOP_LOSS:
+        for (int64_t i = 0; i < b->count; i++)
+            c->loss += wk_ref_loss(res + b->r + i * b->rows * k->n, b->rows, k->n, ex->o.seed, k->param + i, b->row0,
+                                   b->scale);
+        break;
+    case DM_KOP_VECTOR:
+        for (int64_t i = 0; i < b->count; i++)
+            c->loss += wk_ref_vector(act + b->x, c->p[k->param + i].W, res + b->r + i * b->rows * k->n, b->rows, k->n,
+                                     ex->o.seed, k->param + i, b->row0, b->scale);
+        break;
+    case DM_KOP_TABLE:
+        for (int64_t i = 0; i < b->count; i++)
+            c->loss += wk_ref_table(act + b->x, c->p[k->param + i].W, res + b->r + i * b->rows * k->n, b->rows, k->n,
+                                    b->period, b->positions, ex->o.seed, k->param + i, b->row0, b->scale);
+        break;
+    case DM_KOP_EMBED: wk_ref_embed(c->p[k->param].W, ex->wl.maps[b->map].a, res + b->r, b->rows, k->n); break;
+    case DM_KOP_ROUTE: wk_ref_route(act + b->x, ex->wl.maps[b->map].a, act + b->dst, b->rows, k->n); break;
+    default: break;
     }
-    if (ex->o.input_grad && !q->one_d) /* dX = R W, for its cost only */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)q->cols, (int)out, 1.0f, q->R,
-                    (int)out, q->W, (int)q->cols, 0.0f, c->scratch, (int)q->cols);
+}
+
+/* One backward kernel of layer l. */
+static void run_bwd(real_exec *ex, int l, const wk_kb *b)
+{
+    cpu *c = C(ex);
+    const dm_kernel *k = &b->k;
+    const float *act = c->act[l], *res = c->res[l];
+    int C_ = ex->o.grad_chunks;
+    int64_t lo, hi;
+    switch (k->op) {
+    case DM_KOP_DGRAD: /* dX = R W, for its cost */
+        if (!ex->o.input_grad) break;
+        for (int64_t i = 0; i < k->count * k->batch; i++) {
+            int64_t sr = k->m * k->k, sx = k->kind == DM_KERN_BGEMM ? k->m * k->n : 0;
+            wk_ref_gemm(WK_NN, k->m, k->n, k->k, 1.0f, res + b->r + i * sr, c->p[k->param + i].W, c->dx + i * sx);
+        }
+        break;
+    case DM_KOP_WGRAD: /* G = R^T X / (N out), over the row chunks */
+        for (int64_t i = 0; i < k->count * k->batch; i++) {
+            float *g = c->p[k->param + i].G;
+            const float *R = res + b->r + i * k->k * k->m;
+            const float *X = act + b->x + (k->kind == DM_KERN_BGEMM ? i * k->k * k->n : 0);
+            for (int ci = 0; ci < C_; ci++) {
+                chunk_of(k->k, C_, ci, &lo, &hi);
+                float *d = chunk_dst(c, b, ci, g);
+                if (hi > lo) wk_ref_gemm(WK_TN, k->m, k->n, hi - lo, (float)b->scale, R + lo * k->m, X + lo * k->n, d);
+                else memset(d, 0, (size_t)(k->m * k->n) * sizeof *d);
+                chunk_add(g, d, k->m * k->n);
+            }
+        }
+        break;
+    case DM_KOP_ATTN_SCORE:
+    case DM_KOP_ATTN_DVALUE:
+    case DM_KOP_ATTN_DSCORE:
+    case DM_KOP_ATTN_DQUERY:
+    case DM_KOP_ATTN_DKEY: attention(c, &ex->wl.attn[b->attn], k); break;
+    case DM_KOP_VECTOR_BWD:
+    case DM_KOP_TABLE_BWD:
+        for (int64_t i = 0; i < b->count; i++) {
+            rparam *q = &c->p[k->param + i];
+            const float *R = res + b->r + i * b->rows * k->n;
+            for (int ci = 0; ci < C_; ci++) {
+                chunk_of(b->rows, C_, ci, &lo, &hi);
+                float *d = chunk_dst(c, b, ci, q->G);
+                wk_ref_table_bwd(R, act + b->x, q->W, d, c->dx + i * b->rows * k->n, lo, hi, k->n, b->period,
+                                 b->positions, (float)b->scale);
+                chunk_add(q->G, d, q->size);
+            }
+        }
+        break;
+    case DM_KOP_EMBED_BWD: {
+        rparam *q = &c->p[k->param];
+        if (!b->accumulate) memset(q->G, 0, (size_t)q->size * sizeof *q->G);
+        for (int ci = 0; ci < C_; ci++) {
+            chunk_of(b->rows, C_, ci, &lo, &hi);
+            float *d = ci == 0 || b->accumulate ? q->G : c->scratch;
+            if (d != q->G) memset(d, 0, (size_t)q->size * sizeof *d);
+            wk_ref_embed_bwd(res + b->r, ex->wl.maps[b->map].a, d, lo, hi, k->n, (float)b->scale);
+            chunk_add(q->G, d, q->size);
+        }
+        break;
+    }
+    case DM_KOP_ROUTE_BWD: wk_ref_route_bwd(c->dx, ex->wl.maps[b->map].inv, c->dx2, b->rows, b->top_k, k->n); break;
+    default: break;
+    }
+}
+
+/* After a backward: the fault injections and the non-finite check of each of its gradients. */
+static void backward_done(real_exec *ex, int64_t id, rparam *q)
+{
+    cpu *c = C(ex);
     if (ex->nranks == 1) q->gr_lo = 0, q->gr_hi = q->size;
     if (ex->step == ex->o.inject_step && ex->rank == ex->o.inject_rank && id == ex->o.inject_param)
         q->G[q->size / 2] = NAN;
@@ -310,13 +456,20 @@ static int update_one(real_exec *ex, int i, const dm_op *op, int64_t id, dm_err 
 static int run_compute(real_exec *ex, int i, dm_err *err)
 {
     const dm_op *op = &ex->prog->ranks[ex->rank].ops[i];
+    if (op->kind == DM_OP_FORWARD || op->kind == DM_OP_BACKWARD) {
+        const wk_layer *lp = &ex->wl.L[op->layer];
+        int fwd = op->kind == DM_OP_FORWARD;
+        for (int k = 0; k < (fwd ? lp->n_fwd : lp->n_bwd); k++) {
+            if (fwd) run_fwd(ex, op->layer, &lp->fwd[k]);
+            else run_bwd(ex, op->layer, &lp->bwd[k]);
+        }
+        if (fwd) return 0;
+    }
     int64_t *pl;
     int np, owned, rc = 0;
     if (real_op_params(ex, op, &pl, &np, &owned, err) < 0) return -1;
     for (int k = 0; k < np && rc == 0; k++) {
-        rparam *q = &C(ex)->p[pl[k]];
-        if (op->kind == DM_OP_FORWARD) forward_one(ex, q);
-        else if (op->kind == DM_OP_BACKWARD) backward_one(ex, pl[k], q);
+        if (op->kind == DM_OP_BACKWARD) backward_done(ex, pl[k], &C(ex)->p[pl[k]]);
         else rc = update_one(ex, i, op, pl[k], err);
     }
     if (owned) free(pl);
@@ -496,8 +649,8 @@ static int cpu_step_begin(real_exec *ex, dm_err *err)
         if (q->m1) memcpy(q->m1n, q->m1, (size_t)q->size * 4), memcpy(q->m2n, q->m2, (size_t)q->size * 4);
         q->gr_lo = q->gr_hi = q->up_lo = q->up_hi = q->rs_lo = q->rs_hi = 0;
         q->ns_done = q->applied = 0;
-        q->loss = 0;
     }
+    c->loss = 0;
     memset(c->state, 0, (size_t)ex->prog->ranks[ex->rank].n_ops);
     c->n_pend = 0;
     c->bad_reduced = c->bad_local = -1;
@@ -583,7 +736,7 @@ static int cpu_step_run(real_exec *ex, double t0, real_step_local *out, dm_err *
         if (c->p[i].ns_done && !c->p[i].applied)
             return dm_err_set(err, "rank %d: step %d: ns of %s ran but no muon-update followed", ex->rank, ex->step,
                               real_matrix_name(ex, i));
-    for (int64_t i = 0; i < ex->n_mx; i++) out->loss += c->p[i].loss;
+    out->loss = c->loss;
     out->bad_local = c->bad_local;
     out->bad_reduced = c->bad_reduced;
     return 0;

@@ -122,6 +122,11 @@ static int check_local(real_exec *ex, dm_err *err)
     if (real_facts_build(p, ex->mx, ex->n_mx, &ex->facts, err) < 0) return -1;
     /* a racy program would run differently on GPUs */
     if (real_check_hazards(p, ex->rank, ex->mx, ex->n_mx, err) < 0) return -1;
+    /* the layers' kernels at this run's tokens; the program's works must be these */
+    wk_plan_opts wo = {o->tokens, p->seq_len, ex->rank, ex->nranks, o->token_offset, o->seed};
+    if (wk_plan_build(ex->model, ex->mx, ex->n_mx, &wo, &ex->wl, err) < 0 ||
+        wk_plan_check(&ex->wl, p, ex->rank, ex->mx, ex->n_mx, err) < 0)
+        return -1;
     const dm_rank_prog *rp = &p->ranks[ex->rank];
     for (int i = 0; i < rp->n_ops; i++)
         if (rp->ops[i].kind == DM_OP_NS && rp->ops[i].iters != ex->coeffs.n)
@@ -201,6 +206,7 @@ void real_exec_destroy(real_exec *ex)
     if (ex->be) ex->be->destroy(ex);
     if (ex->comm != MPI_COMM_NULL) MPI_Comm_free(&ex->comm);
     real_facts_free(&ex->facts);
+    wk_plan_free(&ex->wl);
     free(ex->mx);
     free(ex->gidx);
     free(ex->op_t0);
@@ -465,6 +471,15 @@ done:
     free(rng);
     free(all);
     return rc;
+}
+
+int real_exec_memory(real_exec *ex, real_mem_report *out)
+{
+    double v[3] = {0, 0, 0};
+    if (ex->be->memory) ex->be->memory(ex, &v[0], &v[1], &v[2]);
+    MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_DOUBLE, MPI_MAX, ex->comm);
+    *out = (real_mem_report){v[0], v[1], v[2]};
+    return 0;
 }
 
 /* ---- state access (real_priv.h) ---------------------------------------------------------- */

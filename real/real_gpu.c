@@ -3,16 +3,23 @@
  * (one per program group and stream; the collectives are the table's calls, core/coll.h),
  * three CUDA streams with the
  * program's priorities (comm-hi highest), ops issued in list order and ordered across streams
- * by events only; cuBLAS bf16 GEMMs for the proxy forward/backward, the kernels helper's NS
- * plans (graph replays) and Muon/AdamW kernels, NCCL collectives in bf16.
+ * by events only; every forward/backward kernel of the layers' plans (wk_plan.h) through the
+ * work kernels' one dispatcher (kernels/wk_cuda.h: cuBLAS products in bf16 with fp32 compute,
+ * our elementwise kernels and deterministic reductions), the kernels helper's NS plans (graph
+ * replays) and Muon/AdamW kernels, NCCL collectives in bf16.
  *
  * Buffers: per matrix the bf16 working weights Wb (what forward/backward read and fetches
- * move) and gradients G, in two arenas in matrix order so a layer's collective is one
- * contiguous buffer; fp32 master weights and optimizer state only where this rank updates,
- * each of those in two buffers (ping-pong, below).
+ * move) and gradients G, in two arenas in matrix order (real_arena_layout: the matrices of one
+ * tensor in one layer back to back, so a layer's experts are one strided batch; each such group
+ * 16-byte aligned), so a layer's collective is one contiguous buffer where no padding falls
+ * between its matrices; fp32 master weights and
+ * optimizer state only where this rank updates, each of those in two buffers (ping-pong,
+ * below); per layer its input activations and the residuals forward keeps for backward (two
+ * arenas, layer after layer: what the workload's kept_bytes counts); shared scratch for the
+ * cost-only outputs (input gradients, attention), the reductions' workspace and the index maps.
  *
- * Data: tokens and targets from the CPU backend's counter hash keyed by global token index
- * (real_work.h), so runs on different rank counts over the same tokens compare.
+ * Data: activations from the CPU backend's counter hash keyed by global row (wk_plan.h), targets
+ * from it on the fly, so runs on different rank counts over the same tokens compare.
  *
  * Non-finite gradients, as the CPU backend: every local gradient is checked after the backward
  * and every reduced gradient where ns or adamw reads it (an overflow inside a bf16 reduction),
@@ -42,8 +49,11 @@
  * Every wait polls the event, NCCL's async errors and the --timeout, and aborts every
  * communicator on failure (the caller then MPI_Aborts).
  *
- * Before allocating, the bytes this rank needs (real_gpu_mem_estimate) are checked against the
- * GPU's free memory; every allocation names its buffer, bytes and free/total when it fails. */
+ * Before allocating, the bytes this rank needs (real_gpu_mem_estimate: what this file allocates,
+ * part by part) are checked against the GPU's free memory; every allocation names its buffer,
+ * bytes and free/total when it fails. The device's used memory is read (cudaMemGetInfo) before
+ * the buffers, after them and after every step: its peak beside the estimate is
+ * real_exec_memory's. */
 #include "config.h"
 
 #include <cublas_v2.h>
@@ -61,6 +71,7 @@
 #include "real_kern.h"
 #include "real_nccl.h"
 #include "real_priv.h"
+#include "wk_cuda.h"
 
 #define CU(call)                                                                                  \
     do {                                                                                          \
@@ -94,10 +105,9 @@ typedef uint16_t bf16; /* storage only */
 enum { ST_W32, ST_MOM, ST_M1, ST_M2, ST__N };
 
 typedef struct gparam {
-    int64_t rows, cols, size, in; /* in: token width (cols, or rows for 1-D) */
+    int64_t rows, cols, size;
     int one_d;
     bf16 *Wb, *G;             /* into the arenas */
-    bf16 *X, *Y, *R;          /* tokens T x in; targets and residual T x out */
     float *W32, *mom, *m1, *m2; /* the committed state where this rank updates (W32 also on rank
                                    0 for every matrix: the reference before any step) */
     float *nxt[ST__N];        /* the second buffer of each state this rank updates (ping-pong) */
@@ -126,8 +136,18 @@ typedef struct gpu {
                                  n_comm is the world communicator they are split from */
     int n_comm;
     gparam *p;
-    bf16 *arena_w, *arena_g, *dX;
+    bf16 *arena_w, *arena_g;
     int64_t total;            /* elements in each arena */
+    bf16 *act, *res;          /* every layer's activations and residuals (wk_plan.h offsets from
+                                 act_base[l], res_base[l]) */
+    int64_t *act_base, *res_base;
+    bf16 *dx, *dx2;           /* cost-only outputs */
+    float *ws;                /* the reductions' workspace */
+    void *attn[WK_A__N];      /* attention buffers */
+    void ***attn_ptr;         /* [geometry][op - DM_KOP_ATTN_SCORE]: device pointer arrays, or NULL
+                                 (strided) */
+    int32_t **map_dev;        /* [map * 5 + k]: a, inv, uniq, off, tok on the device */
+    double mem_free0, mem_free_min, mem_total; /* cudaMemGetInfo: before the buffers, lowest since */
     float *g32;               /* fp32 gradient scratch (largest matrix) */
     bf16 *cbuf[DM_STREAM__COUNT]; /* collective packing buffers */
     size_t cbuf_n;
@@ -229,15 +249,120 @@ static int gpu_precheck(real_exec *ex, dm_err *err)
     if (real_gpu_mem_estimate(ex->model, ex->prog, ex->rank, ex->o.tokens, est, err) < 0) return -1;
     size_t fr = 0, tot = 0;
     CU(cudaMemGetInfo(&fr, &tot));
+    g->mem_free0 = g->mem_free_min = (double)fr;
+    g->mem_total = (double)tot;
     const double GiB = 1073741824.0;
     if (est->total > (double)fr)
         return dm_err_set(err, "rank %d: %s does not fit on GPU %d: this rank needs about %.1f GiB (weights and "
-                          "gradients %.1f, tokens %.1f, optimizer state %.1f, its second buffers %.1f, collective "
-                          "buffers %.1f, NS plans %.1f, runtime %.1f) and the GPU has %.1f GiB free of %.1f GiB; "
-                          "use more GPUs, fewer --tokens or a sharded strategy",
+                          "gradients %.1f, activations kept for backward %.1f, scratch %.1f, optimizer state %.1f, its "
+                          "second buffers %.1f, collective buffers %.1f, NS plans %.1f, runtime %.1f) and the GPU has "
+                          "%.1f GiB free of %.1f GiB; use more GPUs, fewer --tokens or a sharded strategy",
                           ex->rank, ex->model->name, g->device, est->total / GiB, est->weights_grads / GiB,
-                          est->tokens / GiB, est->state / GiB, est->state_next / GiB, est->comm / GiB, est->ns / GiB,
-                          est->runtime / GiB, (double)fr / GiB, (double)tot / GiB);
+                          est->activations / GiB, est->scratch / GiB, est->state / GiB, est->state_next / GiB,
+                          est->comm / GiB, est->ns / GiB, est->runtime / GiB, (double)fr / GiB, (double)tot / GiB);
+    return 0;
+}
+
+/* The lowest free device memory seen so far (after the buffers, after each step). */
+static void note_mem(gpu *g)
+{
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && (double)fr < g->mem_free_min) g->mem_free_min = (double)fr;
+}
+
+/* Upload host ints (n of them) to a new device array (NULL and 0 when n is 0). */
+static int upload_ints(real_exec *ex, int32_t **dst, const int32_t *src, int64_t n, const char *what, dm_err *err)
+{
+    *dst = NULL;
+    if (n <= 0 || !src) return 0;
+    if (dev_alloc(ex, (void **)dst, (size_t)n * 4, what, err)) return -1;
+    CU(cudaMemcpy(*dst, src, (size_t)n * 4, cudaMemcpyHostToDevice));
+    return 0;
+}
+
+/* The layers' buffers (wk_plan.h): activations filled from the counter hash, residuals, the
+ * shared scratch, the attention buffers and pointer arrays, the index maps. */
+static int alloc_workload(real_exec *ex, cudaStream_t s0, dm_err *err)
+{
+    gpu *g = G(ex);
+    const wk_plan *w = &ex->wl;
+    int L = w->n_layers;
+    if (!(g->act_base = dm_calloc((size_t)(L + 1), sizeof *g->act_base, err)) ||
+        !(g->res_base = dm_calloc((size_t)(L + 1), sizeof *g->res_base, err)))
+        return -1;
+    for (int l = 0; l < L; l++) {
+        g->act_base[l + 1] = g->act_base[l] + w->L[l].n_act;
+        g->res_base[l + 1] = g->res_base[l] + w->L[l].n_res;
+    }
+    if (dev_alloc(ex, (void **)&g->act, (size_t)w->n_act * 2, "the layers' input activations", err) ||
+        dev_alloc(ex, (void **)&g->res, (size_t)w->n_res * 2, "the activations kept for backward", err) ||
+        dev_alloc(ex, (void **)&g->dx, (size_t)w->max_dx * 2, "the input-gradient scratch", err) ||
+        dev_alloc(ex, (void **)&g->dx2, (size_t)w->max_dx2 * 2, "the combine's scratch", err) ||
+        dev_alloc(ex, (void **)&g->ws, (size_t)w->max_ws * 4, "the reductions' workspace", err))
+        return -1;
+    /* the combine reads the experts' input gradients: defined even when input_grad skips them */
+    if (w->max_dx) CU(cudaMemsetAsync(g->dx, 0, (size_t)w->max_dx * 2, s0));
+    for (int l = 0; l < L; l++) {
+        const wk_layer *lp = &w->L[l];
+        for (int si = 0; si < lp->n_slots; si++) {
+            const wk_slot *q = &lp->slots[si];
+            bf16 *X = g->act + g->act_base[l] + q->off;
+            if (q->routed && q->gathered) {
+                CU(cudaMemsetAsync(X, 0, (size_t)(q->rows * q->cols) * 2, s0));
+            } else if (q->routed) {
+                for (int64_t e = 0; e < q->nexp; e++)
+                    OK(wk_fill_hash(X + e * q->per * q->cols, q->per, q->cols, ex->o.seed, WK_H_ROUTED, q->key * 65536 + e,
+                                    q->row0, (ns_stream)s0, err));
+            } else {
+                OK(wk_fill_hash(X, q->rows, q->cols, ex->o.seed, WK_H_ACT, q->key, q->row0, (ns_stream)s0, err));
+            }
+        }
+    }
+    for (int a = 0; a < WK_A__N; a++) {
+        char what[64];
+        snprintf(what, sizeof what, "attention buffer %d", a);
+        if (dev_alloc(ex, &g->attn[a], (size_t)w->attn_size[a] * 2, what, err)) return -1;
+        if (w->attn_size[a]) OK(ns_fill_random(g->attn[a], DM_DT_BF16, w->attn_size[a], 77 + a, 0.25f, s0, err));
+    }
+    if (w->n_attn && !(g->attn_ptr = dm_calloc((size_t)w->n_attn, sizeof *g->attn_ptr, err))) return -1;
+    for (int i = 0; i < w->n_attn; i++) {
+        const wk_attn_geom *ge = &w->attn[i];
+        if (wk_attn_strided(ge)) continue;
+        int64_t b = ge->win * ge->heads;
+        int nops = DM_KOP_ATTN_DKEY - DM_KOP_ATTN_SCORE + 1;
+        void **host = dm_malloc((size_t)(3 * b) * sizeof *host, err);
+        if (!host || !(g->attn_ptr[i] = dm_calloc((size_t)nops, sizeof *g->attn_ptr[i], err))) {
+            free(host);
+            return -1;
+        }
+        for (int k = 0; k < nops && host; k++) {
+            wk_args tmp;
+            memset(&tmp, 0, sizeof tmp);
+            wk_attn_bind(ge, g->attn, (dm_kern_op)(DM_KOP_ATTN_SCORE + k), host, &tmp);
+            if (dev_alloc(ex, (void **)&g->attn_ptr[i][k], (size_t)(3 * b) * sizeof *host, "attention pointers", err) ||
+                cudaMemcpy(g->attn_ptr[i][k], host, (size_t)(3 * b) * sizeof *host, cudaMemcpyHostToDevice) != cudaSuccess) {
+                free(host);
+                return dm_err_set(err, "rank %d: attention pointer arrays: %s", ex->rank, err->msg);
+            }
+        }
+        free(host);
+    }
+    if (w->n_maps && !(g->map_dev = dm_calloc((size_t)w->n_maps * 5, sizeof *g->map_dev, err))) return -1;
+    for (int i = 0; i < w->n_maps; i++) {
+        const wk_map *mp = &w->maps[i];
+        int32_t **d = g->map_dev + 5 * i;
+        /* the grouped tokens of a lookup at their upper bound (as the estimate counts them) */
+        if (upload_ints(ex, &d[0], mp->a, mp->n, "an index map", err) ||
+            upload_ints(ex, &d[1], mp->inv, mp->n_inv, "an index map", err) ||
+            (mp->embed && (dev_alloc(ex, (void **)&d[2], (size_t)(mp->n ? mp->n : 1) * 4, "an index map", err) ||
+                           dev_alloc(ex, (void **)&d[3], (size_t)(mp->n + 1) * 4, "an index map", err) ||
+                           upload_ints(ex, &d[4], mp->tok, mp->n, "an index map", err))))
+            return -1;
+        if (mp->embed) {
+            CU(cudaMemcpy(d[2], mp->uniq, (size_t)mp->n_uniq * 4, cudaMemcpyHostToDevice));
+            CU(cudaMemcpy(d[3], mp->off, (size_t)(mp->n_uniq + 1) * 4, cudaMemcpyHostToDevice));
+        }
+    }
     return 0;
 }
 
@@ -266,7 +391,7 @@ static int gpu_create(real_exec *ex, dm_err *err)
     }
 
     /* what this rank updates */
-    int64_t n = ex->n_mx, T = ex->o.tokens;
+    int64_t n = ex->n_mx;
     unsigned char *need = dm_calloc((size_t)(n ? n : 1), 1, err);
     if (!need) return -1;
     const dm_rank_prog *rp = &p->ranks[ex->rank];
@@ -275,7 +400,7 @@ static int gpu_create(real_exec *ex, dm_err *err)
         free(need);
         return -1;
     }
-    int64_t total = est.total_elems, max_size = est.max_size, max_in = est.max_in, max_coll = est.max_coll;
+    int64_t total = est.total_elems, max_size = est.max_size, max_coll = est.max_coll;
     g->total = total;
     for (int64_t i = 0; i < n; i++) {
         gparam *q = &g->p[i];
@@ -284,15 +409,14 @@ static int gpu_create(real_exec *ex, dm_err *err)
         q->rows = m->rows;
         q->cols = q->one_d ? 1 : m->cols;
         q->size = q->rows * q->cols;
-        q->in = q->one_d ? q->rows : q->cols;
         q->own_lo = 0;
         q->own_hi = ex->rank == 0 ? q->size : 0; /* before any step rank 0's copy is the one */
         state_stale(q); /* nxt uninitialised */
     }
     int rc = -1;
+    int64_t *off = NULL;
     if (dev_alloc(ex, (void **)&g->arena_w, (size_t)total * 2, "the bf16 weights", err) ||
         dev_alloc(ex, (void **)&g->arena_g, (size_t)total * 2, "the bf16 gradients", err) ||
-        dev_alloc(ex, (void **)&g->dX, (size_t)(T * max_in) * 2, "the input gradient", err) ||
         dev_alloc(ex, (void **)&g->g32, (size_t)max_size * 4, "the fp32 gradient scratch", err) ||
         dev_alloc(ex, (void **)&g->d_loss, sizeof(float), "the loss", err) ||
         dev_alloc(ex, (void **)&g->d_flag, 2 * sizeof(int), "the flag", err))
@@ -305,25 +429,14 @@ static int gpu_create(real_exec *ex, dm_err *err)
         dm_err_set(err, "rank %d: cudaMallocHost failed", ex->rank);
         goto out;
     }
-    int64_t off = 0;
+    if (!(off = dm_malloc((size_t)(n ? n : 1) * sizeof *off, err))) goto out;
+    real_arena_layout(ex->model, ex->mx, n, off);
     cudaStream_t s0 = g->st[DM_STREAM_COMPUTE];
     for (int64_t i = 0; i < n; i++) {
         gparam *q = &g->p[i];
-        q->Wb = g->arena_w + off;
-        q->G = g->arena_g + off;
-        off += q->size;
+        q->Wb = g->arena_w + off[i];
+        q->G = g->arena_g + off[i];
         char what[320];
-        snprintf(what, sizeof what, "the tokens and targets of %s", real_matrix_name(ex, i));
-        if (dev_alloc(ex, (void **)&q->X, (size_t)(T * q->in) * 2, what, err) ||
-            dev_alloc(ex, (void **)&q->Y, (size_t)(T * q->rows) * 2, what, err) ||
-            dev_alloc(ex, (void **)&q->R, (size_t)(T * q->rows) * 2, what, err))
-            goto out;
-        uint64_t seed = ex->o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 1000003u;
-        float ws = q->one_d ? 0.1f : (float)(1.0 / sqrt((double)q->in));
-        int64_t g0 = ex->o.token_offset + (int64_t)ex->rank * T; /* global index of this rank's first token */
-        if (real_k_fill_hash(q->X, T, q->in, ex->o.seed, 1, i, g0, s0, err) ||
-            real_k_fill_hash(q->Y, T, q->rows, ex->o.seed, 4, i, g0, s0, err))
-            goto out;
         if (need[i] || ex->rank == 0) {
             snprintf(what, sizeof what, "the master weights and optimizer state of %s", real_matrix_name(ex, i));
             if (dev_alloc(ex, (void **)&q->W32, (size_t)q->size * 4, what, err)) goto out;
@@ -344,28 +457,14 @@ static int gpu_create(real_exec *ex, dm_err *err)
                                    dev_alloc(ex, (void **)&q->nxt[ST_M2], (size_t)q->size * 4, what, err))))
                 goto out;
         }
-        /* every rank draws the same initial weights (the seed does not depend on the rank) */
+        /* every rank draws the same initial weights, the CPU backend's (real_fill_weights: 1 + 0.1 U
+         * for 1-D, U / sqrt(cols) for 2-D, U the counter hash), so the backends start alike */
         if (!q->W32 && dev_alloc(ex, (void **)&q->W32, (size_t)q->size * 4, "initial weights", err)) goto out;
-        if (ns_fill_random(q->W32, DM_DT_FP32, q->size, seed, ws, s0, err)) goto out;
-        if (q->one_d) { /* 1 + 0.1 N(0,1): shift on the host side is not possible; use W32 = 1 + w */
-            float *h = malloc((size_t)q->size * 4);
-            if (!h || cudaStreamSynchronize(s0) != cudaSuccess ||
-                cudaMemcpy(h, q->W32, (size_t)q->size * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
-                free(h);
-                dm_err_set(err, "rank %d: initialising %s", ex->rank, real_matrix_name(ex, i));
-                goto out;
-            }
-            for (int64_t e = 0; e < q->size; e++) h[e] += 1.0f;
-            /* on s0, which the conversion below runs on (a plain cudaMemcpy from pageable memory
-             * may return before its DMA is done, and the legacy stream does not order s0) */
-            int bad = cudaMemcpyAsync(q->W32, h, (size_t)q->size * 4, cudaMemcpyHostToDevice, s0) != cudaSuccess ||
-                      cudaStreamSynchronize(s0) != cudaSuccess;
-            free(h);
-            if (bad) {
-                dm_err_set(err, "rank %d: initialising %s", ex->rank, real_matrix_name(ex, i));
-                goto out;
-            }
-        }
+        if (q->one_d ? wk_fill_hash_f32(q->W32, 1, q->size, ex->o.seed, WK_H_WEIGHT, ex->mx[i].id, 0.1f, 1.0f,
+                                        (ns_stream)s0, err)
+                     : wk_fill_hash_f32(q->W32, q->rows, q->cols, ex->o.seed, WK_H_WEIGHT, ex->mx[i].id,
+                                        (float)(1.0 / sqrt((double)q->cols)), 0.0f, (ns_stream)s0, err))
+            goto out;
         if (ns_convert(q->W32, DM_DT_FP32, q->Wb, DM_DT_BF16, q->size, (ns_stream)s0, err)) goto out;
         if (!need[i] && ex->rank != 0) {
             cudaStreamSynchronize(s0);
@@ -373,6 +472,7 @@ static int gpu_create(real_exec *ex, dm_err *err)
             q->W32 = NULL;
         }
     }
+    if (alloc_workload(ex, s0, err)) goto out;
     /* NS plans (and their graphs) before the first step: plan creation synchronizes the device */
     for (int k = 0; k < rp->n_ops; k++) {
         const dm_op *op = &rp->ops[k];
@@ -415,8 +515,10 @@ static int gpu_create(real_exec *ex, dm_err *err)
         dm_err_set(err, "rank %d: CUDA setup failed", ex->rank);
         goto out;
     }
+    note_mem(g);
     rc = 0;
 out:
+    free(off);
     free(need);
     return rc;
 }
@@ -429,14 +531,24 @@ static void gpu_destroy(real_exec *ex)
     if (g->p)
         for (int64_t i = 0; i < ex->n_mx; i++) {
             gparam *q = &g->p[i];
-            cudaFree(q->X), cudaFree(q->Y), cudaFree(q->R), cudaFree(q->W32), cudaFree(q->mom), cudaFree(q->m1), cudaFree(q->m2);
+            cudaFree(q->W32), cudaFree(q->mom), cudaFree(q->m1), cudaFree(q->m2);
             for (int k = 0; k < ST__N; k++) cudaFree(q->nxt[k]);
         }
     free(g->p);
     for (int i = 0; i < g->n_plans; i++) ns_plan_destroy(g->plans[i].plan);
     at_cache_close(g->tune);
     free(g->plans);
-    cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->dX), cudaFree(g->g32);
+    cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->g32);
+    cudaFree(g->act), cudaFree(g->res), cudaFree(g->dx), cudaFree(g->dx2), cudaFree(g->ws);
+    free(g->act_base), free(g->res_base);
+    for (int a = 0; a < WK_A__N; a++) cudaFree(g->attn[a]);
+    for (int i = 0; g->attn_ptr && i < ex->wl.n_attn; i++) {
+        for (int k = 0; g->attn_ptr[i] && k <= DM_KOP_ATTN_DKEY - DM_KOP_ATTN_SCORE; k++) cudaFree(g->attn_ptr[i][k]);
+        free(g->attn_ptr[i]);
+    }
+    free(g->attn_ptr);
+    for (int i = 0; g->map_dev && i < 5 * ex->wl.n_maps; i++) cudaFree(g->map_dev[i]);
+    free(g->map_dev);
     cudaFree(g->d_loss), cudaFree(g->d_flag);
     for (int s = 0; s < DM_STREAM__COUNT; s++) cudaFree(g->cbuf[s]);
     if (g->h_flag) cudaFreeHost(g->h_flag);
@@ -460,39 +572,84 @@ static void gpu_destroy(real_exec *ex)
 
 /* ---- ops ------------------------------------------------------------------------------- */
 
-static int gemm(real_exec *ex, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
-                int64_t k, float alpha, const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc,
-                dm_err *err)
+/* The buffers and scalars of kernel b of layer l for the work kernels' dispatcher (wk_cuda.h). */
+static void kernel_args(real_exec *ex, int l, const wk_kb *b, wk_args *a)
 {
-    float beta = 0;
-    CB(cublasGemmEx(h, ta, tb, (int)m, (int)n, (int)k, &alpha, A, CUDA_R_16BF, (int)lda, B, CUDA_R_16BF, (int)ldb,
-                    &beta, C, CUDA_R_16BF, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    gpu *g = G(ex);
+    const dm_kernel *k = &b->k;
+    bf16 *act = g->act + g->act_base[l], *res = g->res + g->res_base[l];
+    bf16 *W = k->param >= 0 ? g->p[k->param].Wb : NULL, *Gr = k->param >= 0 ? g->p[k->param].G : NULL;
+    int32_t *const *mp = b->map >= 0 ? g->map_dev + 5 * b->map : NULL;
+    int bg = k->kind == DM_KERN_BGEMM;
+    wk_args_scalars(a, b, ex->o.seed);
+    a->loss = g->d_loss;
+    a->ws = g->ws;
+    switch (k->op) {
+    case DM_KOP_FWD: /* Y = X W^T: X shared by the count matrices, or each expert's rows */
+        a->a = act + b->x, a->sa = bg ? k->m * k->k : 0;
+        a->b = W, a->sb = k->n * k->k;
+        a->c = res + b->r, a->sc = k->m * k->n;
+        break;
+    case DM_KOP_DGRAD: /* dX = dY W (cost only) */
+        a->a = res + b->r, a->sa = k->m * k->k;
+        a->b = W, a->sb = k->k * k->n;
+        a->c = g->dx, a->sc = bg ? k->m * k->n : 0;
+        break;
+    case DM_KOP_WGRAD: /* dW = dY^T X / (N out) */
+        a->a = res + b->r, a->sa = k->k * k->m;
+        a->b = act + b->x, a->sb = bg ? k->k * k->n : 0;
+        a->c = Gr, a->sc = k->m * k->n;
+        a->alpha = (float)b->scale;
+        break;
+    case DM_KOP_ATTN_SCORE:
+    case DM_KOP_ATTN_VALUE:
+    case DM_KOP_ATTN_DVALUE:
+    case DM_KOP_ATTN_DSCORE:
+    case DM_KOP_ATTN_DQUERY:
+    case DM_KOP_ATTN_DKEY: {
+        wk_attn_bind(&ex->wl.attn[b->attn], g->attn, k->op, NULL, a);
+        void **pp = g->attn_ptr && g->attn_ptr[b->attn] ? g->attn_ptr[b->attn][k->op - DM_KOP_ATTN_SCORE] : NULL;
+        if (pp) {
+            int64_t n = k->batch;
+            a->pa = (const void *const *)pp, a->pb = (const void *const *)(pp + n), a->pc = (void *const *)(pp + 2 * n);
+        }
+        break;
+    }
+    case DM_KOP_LOSS: a->r = res + b->r; break;
+    case DM_KOP_VECTOR:
+    case DM_KOP_TABLE: a->x = act + b->x, a->w = W, a->r = res + b->r; break;
+    case DM_KOP_VECTOR_BWD:
+    case DM_KOP_TABLE_BWD: a->r = res + b->r, a->x = act + b->x, a->w = W, a->g = Gr, a->dx = g->dx; break;
+    case DM_KOP_EMBED: a->w = W, a->idx = mp[0], a->r = res + b->r; break;
+    case DM_KOP_EMBED_BWD:
+        a->r = res + b->r, a->g = Gr;
+        a->csr_id = mp[2], a->csr_off = mp[3], a->csr_tok = mp[4], a->csr_n = ex->wl.maps[b->map].n_uniq;
+        break;
+    case DM_KOP_ROUTE: a->x = act + b->x, a->idx = mp[0], a->g = act + b->dst; break;
+    case DM_KOP_ROUTE_BWD: a->r = g->dx, a->idx = mp[1], a->dx = g->dx2; break;
+    default: break;
+    }
+}
+
+/* A forward or backward op: its layer's kernels in order. */
+static int layer_op(real_exec *ex, const dm_op *op, cudaStream_t s, cublasHandle_t h, dm_err *err)
+{
+    const wk_layer *lp = &ex->wl.L[op->layer];
+    int fwd = op->kind == DM_OP_FORWARD;
+    for (int k = 0; k < (fwd ? lp->n_fwd : lp->n_bwd); k++) {
+        const wk_kb *b = fwd ? &lp->fwd[k] : &lp->bwd[k];
+        if (b->k.op == DM_KOP_DGRAD && !ex->o.input_grad) continue;
+        wk_args a;
+        kernel_args(ex, op->layer, b, &a);
+        OK(wk_run((wk_blas)h, &b->k, &a, (ns_stream)s, err));
+    }
     return 0;
 }
 
-static int forward_one(real_exec *ex, gparam *q, cudaStream_t s, cublasHandle_t h, dm_err *err)
+/* After a backward, per gradient: the fault injections and the non-finite check. */
+static int backward_done(real_exec *ex, int64_t id, gparam *q, cudaStream_t s, dm_err *err)
 {
     gpu *g = G(ex);
-    int64_t T = ex->o.tokens, out = q->rows;
-    if (q->one_d) OK(real_k_fwd1d(q->X, q->Wb, q->R, T, out, s, err));
-    else OK(gemm(ex, h, CUBLAS_OP_T, CUBLAS_OP_N, out, T, q->in, 1.0f, q->Wb, q->in, q->X, q->in, q->R, out, err));
-    float scale = (float)(1.0 / (2.0 * (double)ex->n_tokens_global * (double)out));
-    return real_k_residual(q->R, q->Y, T * out, scale, g->d_loss, s, err);
-}
-
-/* G = R^T X / (N out) (weight gradient) and the input gradient R W (cost only). */
-static int backward_one(real_exec *ex, int64_t id, gparam *q, cudaStream_t s, cublasHandle_t h, dm_err *err)
-{
-    gpu *g = G(ex);
-    int64_t T = ex->o.tokens, out = q->rows;
-    float sc = (float)(1.0 / ((double)ex->n_tokens_global * (double)out));
-    if (q->one_d) {
-        OK(real_k_bwd1d(q->R, q->X, q->G, T, out, sc, s, err));
-    } else {
-        OK(gemm(ex, h, CUBLAS_OP_N, CUBLAS_OP_T, q->in, out, T, sc, q->X, q->in, q->R, out, q->G, q->in, err));
-        if (ex->o.input_grad)
-            OK(gemm(ex, h, CUBLAS_OP_N, CUBLAS_OP_N, q->in, T, out, 1.0f, q->Wb, q->in, q->R, out, g->dX, q->in, err));
-    }
     if (ex->step == ex->o.inject_step && ex->rank == ex->o.inject_rank && id == ex->o.inject_param)
         OK(real_k_poison(q->G, q->size / 2, s, err));
     if (ex->step == ex->o.overflow_step && id == ex->o.overflow_param) OK(real_k_set(q->G, q->size / 2, 3.0e38f, s, err));
@@ -600,7 +757,16 @@ static int end_step(real_exec *ex, int kept, dm_err *err)
         }
     }
     CU(cudaStreamSynchronize(s));
+    note_mem(g);
     return 0;
+}
+
+static void gpu_memory(const real_exec *ex, double *est, double *peak_used, double *run)
+{
+    const gpu *g = G(ex);
+    *est = g->est.total;
+    *peak_used = g->mem_total - g->mem_free_min;
+    *run = g->mem_free0 - g->mem_free_min;
 }
 
 /* An NS batch of m x n matrices may hold both orientations (rows x cols and its transpose);
@@ -691,10 +857,13 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
 }
 
 /* params of op contiguous in the arenas (ids consecutive)? */
-static int contiguous(const dm_op *op)
+/* params of op back to back in the arenas (consecutive ids without alignment padding between)? */
+static int contiguous(const gpu *g, const dm_op *op)
 {
-    for (int a = 1; a < op->n_params; a++)
-        if (op->params[a] != op->params[a - 1] + 1) return 0;
+    for (int a = 1; a < op->n_params; a++) {
+        const gparam *p = &g->p[op->params[a - 1]];
+        if (op->params[a] != op->params[a - 1] + 1 || g->p[op->params[a]].Wb != p->Wb + p->size) return 0;
+    }
     return 1;
 }
 
@@ -735,7 +904,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     int64_t total = 0;
     for (int a = 0; a < op->n_params; a++) total += g->p[op->params[a]].size;
     if (!op->n_params) return 0;
-    int contig = contiguous(op);
+    int contig = contiguous(g, op);
     bf16 *buf = g->cbuf[op->stream];
     gparam *q0 = &g->p[op->params[0]];
     const dm_coll *k = dm_coll_of(op->kind); /* the NCCL call and its size convention */
@@ -825,12 +994,12 @@ static int issue(real_exec *ex, int i, dm_err *err)
     switch (op->kind) {
         case DM_OP_FORWARD:
         case DM_OP_BACKWARD: {
+            OK(layer_op(ex, op, s, h, err));
+            if (op->kind == DM_OP_FORWARD) break;
             int64_t *pl;
             int np, owned, rc = 0;
             if (real_op_params(ex, op, &pl, &np, &owned, err) < 0) return -1;
-            for (int a = 0; a < np && rc == 0; a++)
-                rc = op->kind == DM_OP_FORWARD ? forward_one(ex, &g->p[pl[a]], s, h, err)
-                                               : backward_one(ex, pl[a], &g->p[pl[a]], s, h, err);
+            for (int a = 0; a < np && rc == 0; a++) rc = backward_done(ex, pl[a], &g->p[pl[a]], s, err);
             if (owned) free(pl);
             if (rc) return -1;
             break;
@@ -975,6 +1144,7 @@ const real_backend_ops real_backend_gpu = {
     .step_run = gpu_step_run,
     .step_end = end_step,
     .abort = gpu_abort,
+    .memory = gpu_memory,
     .param_info = gpu_param_info,
     .param_weights = gpu_param_weights,
     .param_get = gpu_param_get,

@@ -1,21 +1,13 @@
-/* real_kern.cu: the GPU executor's own small kernels around the proxy workload (residual and
- * loss, 1-D parameter forward/backward, the non-finite checks that ride on a bf16 -> fp32
- * conversion), behind C launchers that take a stream and return 0 or -1 with *err
- * (real_kern.h). NS, the optimizer updates and plain conversions are the kernels' (ns_cuda.h). */
+/* real_kern.cu: the GPU executor's own small kernels (the non-finite checks that ride on a
+ * bf16 -> fp32 conversion, fault injection), behind C launchers that take a stream and return 0
+ * or -1 with *err (real_kern.h). The workload's kernels are kernels/wk_cuda.h's; NS, the
+ * optimizer updates and plain conversions ns_cuda.h's. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "real_kern.h"
-
-static uint64_t real_k_mix64_host(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static int grid(int64_t n, int threads)
 {
@@ -30,65 +22,6 @@ static int grid(int64_t n, int threads)
             return dm_err_set(err, "%s: %s (%s:%d)", what, cudaGetErrorString(e_), __FILE__, __LINE__); \
         return 0;                                                                              \
     } while (0)
-
-/* R = R - Y (bf16, in place); *loss += scale * sum R^2 (one atomic per block) */
-__global__ void k_residual(__nv_bfloat16 *R, const __nv_bfloat16 *Y, int64_t n, float scale, float *loss)
-{
-    __shared__ float part[32];
-    float acc = 0;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float r = __bfloat162float(R[i]) - __bfloat162float(Y[i]);
-        R[i] = __float2bfloat16_rn(r);
-        acc += r * r;
-    }
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float s = 0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) s += part[w];
-        atomicAdd(loss, s * scale);
-    }
-}
-
-extern "C" int real_k_residual(void *R, const void *Y, int64_t n, float scale, float *loss, void *stream, dm_err *err)
-{
-    k_residual<<<grid(n, 256), 256, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)R, (const __nv_bfloat16 *)Y, n,
-                                                              scale, loss);
-    LAUNCHED("residual kernel");
-}
-
-/* 1-D params: R[t, i] = X[t, i] * w[i] (T x n) */
-__global__ void k_fwd1d(const __nv_bfloat16 *X, const __nv_bfloat16 *w, __nv_bfloat16 *R, int64_t T, int64_t n)
-{
-    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < T * n; k += (int64_t)gridDim.x * blockDim.x)
-        R[k] = __float2bfloat16_rn(__bfloat162float(X[k]) * __bfloat162float(w[k % n]));
-}
-
-extern "C" int real_k_fwd1d(const void *X, const void *w, void *R, int64_t T, int64_t n, void *stream, dm_err *err)
-{
-    k_fwd1d<<<grid(T * n, 256), 256, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)X, (const __nv_bfloat16 *)w,
-                                                                (__nv_bfloat16 *)R, T, n);
-    LAUNCHED("1-D forward kernel");
-}
-
-/* g[i] = s * sum_t R[t, i] X[t, i] */
-__global__ void k_bwd1d(const __nv_bfloat16 *R, const __nv_bfloat16 *X, __nv_bfloat16 *g, int64_t T, int64_t n, float s)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float acc = 0;
-        for (int64_t t = 0; t < T; t++) acc += __bfloat162float(R[t * n + i]) * __bfloat162float(X[t * n + i]);
-        g[i] = __float2bfloat16_rn(s * acc);
-    }
-}
-
-extern "C" int real_k_bwd1d(const void *R, const void *X, void *g, int64_t T, int64_t n, float s, void *stream,
-                            dm_err *err)
-{
-    k_bwd1d<<<grid(n, 128), 128, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)R, (const __nv_bfloat16 *)X,
-                                                            (__nv_bfloat16 *)g, T, n, s);
-    LAUNCHED("1-D backward kernel");
-}
 
 /* The non-finite check, riding on a bf16 -> fp32 conversion: 8 elements per thread and step (one
  * 16-byte access of bf16, two of fp32) when both pointers are 16-byte aligned; the tail past the
@@ -162,34 +95,4 @@ extern "C" int real_k_set(void *g, int64_t i, float v, void *stream, dm_err *err
 {
     k_set<<<1, 1, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)g, i, v);
     LAUNCHED("set-value kernel");
-}
-
-/* real_hash_uniform of real_work.c, bit for bit (integer hash; the final conversion is exact) */
-__device__ static uint64_t d_mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-__global__ void k_fill_hash(__nv_bfloat16 *X, int64_t T, int64_t w, uint64_t h0, int64_t g0)
-{
-    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < T * w; k += (int64_t)gridDim.x * blockDim.x) {
-        uint64_t h = d_mix64(h0 ^ (uint64_t)(g0 + k / w));
-        h = d_mix64(h ^ (uint64_t)(k % w));
-        X[k] = __float2bfloat16_rn((float)((double)(h >> 40) / 8388608.0 - 1.0));
-    }
-}
-
-extern "C" int real_k_fill_hash(void *X, int64_t T, int64_t w, uint64_t seed, int kind, int64_t param, int64_t g0,
-                                void *stream, dm_err *err)
-{
-    if (T * w <= 0) return 0;
-    /* the first two mixing rounds do not depend on the element: on the host */
-    uint64_t h = seed ^ real_k_mix64_host((uint64_t)kind * 0x100000001b3ull);
-    h = real_k_mix64_host(h);
-    h = real_k_mix64_host(h ^ (uint64_t)param);
-    k_fill_hash<<<grid(T * w, 256), 256, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)X, T, w, h, g0);
-    LAUNCHED("token fill kernel");
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "real.h"
+#include "wk_plan.h"
 #include "real_work.h"
 #include "trace.h"
 
@@ -51,6 +52,8 @@ typedef struct real_backend_ops {
      * was (skipped). */
     int (*step_end)(real_exec *ex, int kept, dm_err *err);
     void (*abort)(real_exec *ex); /* a failed step: give up the communicators (NULL: nothing) */
+    /* Device memory (NULL: none): the estimate, the used memory at its peak, what this run added. */
+    void (*memory)(const real_exec *ex, double *est, double *peak_used, double *run);
     /* State access between steps (see real_param_* below). */
     void (*param_info)(const real_exec *ex, int64_t i, real_pinfo *pi);
     int (*param_weights)(real_exec *ex, int64_t i, int64_t lo, int64_t hi, float *dst, dm_err *err);
@@ -75,6 +78,7 @@ struct real_exec {
     dm_matrix *mx;            /* the model's matrices, all roles (the program's param ids) */
     int64_t n_mx;
     real_facts facts;
+    wk_plan wl;               /* every layer's kernels bound to buffers (both backends run these) */
     int64_t n_tokens_global;
     int64_t adam_t;           /* AdamW steps committed */
     int step;                 /* steps attempted (or loaded) */

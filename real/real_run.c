@@ -23,6 +23,40 @@ real_backend real_backend_auto(MPI_Comm comm)
     return all ? REAL_BACKEND_GPU : REAL_BACKEND_CPU;
 }
 
+int real_main_stack(const dm_model *m)
+{
+    int best = -1;
+    for (int i = 0; i < m->n_stacks; i++) {
+        const char *nm = m->stacks[i].name;
+        size_t L = strlen(nm);
+        if (!strcmp(nm, "layers") || (L > 7 && !strcmp(nm + L - 7, ".layers"))) return i;
+        if (m->stacks[i].stream == 0 && (best < 0 || m->stacks[i].layers > m->stacks[best].layers)) best = i;
+    }
+    return best;
+}
+
+int real_exec_layer_means(const real_exec *ex, int stack, double *fwd_us, double *bwd_us, int *n_layers, dm_err *err)
+{
+    *fwd_us = *bwd_us = 0;
+    *n_layers = 0;
+    if (stack < 0 || stack >= ex->model->n_stacks) return dm_err_set(err, "no stack %d", stack);
+    const dm_stack *st = &ex->model->stacks[stack];
+    const dm_rank_prog *rp = &ex->prog->ranks[ex->rank];
+    double f = 0, b = 0;
+    int nf = 0, nb = 0;
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        if (op->layer < st->first_global || op->layer >= st->first_global + st->layers) continue;
+        if (op->kind == DM_OP_FORWARD) f += ex->op_dur[i], nf++;
+        if (op->kind == DM_OP_BACKWARD) b += ex->op_dur[i], nb++;
+    }
+    if (!nf || !nb) return dm_err_set(err, "stack %s has no forward and backward ops on rank %d", st->name, ex->rank);
+    *fwd_us = f / nf;
+    *bwd_us = b / nb;
+    *n_layers = nf < nb ? nf : nb;
+    return 0;
+}
+
 void real_row_csv_header(FILE *f, const dm_program *p, const char *backend, int64_t tokens)
 {
     fprintf(f, "# dmuon run: model=%s strategy=%s ranks=%d backend=%s tokens=%lld\n"

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "real_work.h"
+#include "wk_ref.h"
 
 #include <limits.h>
 #include <math.h>
@@ -9,61 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-float real_hash_uniform(uint64_t seed, int kind, int64_t param, int64_t a, int64_t b)
-{
-    uint64_t h = mix64(seed ^ mix64((uint64_t)kind * 0x100000001b3ull));
-    h = mix64(h ^ (uint64_t)param);
-    h = mix64(h ^ (uint64_t)a);
-    h = mix64(h ^ (uint64_t)b);
-    /* 24 random bits: exactly representable in float */
-    return (float)((double)(h >> 40) / 8388608.0 - 1.0);
-}
-
-void real_fill_tokens(uint64_t seed, const dm_matrix *mx, int one_d, int64_t g0, int64_t T,
-                      float *X, float *Y)
-{
-    int64_t in = one_d ? mx->rows : mx->cols, out = mx->rows;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < in; i++) X[t * in + i] = real_hash_uniform(seed, 1, mx->id, g0 + t, i);
-    if (one_d) {
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < out; i++)
-                Y[t * out + i] = X[t * out + i] * (1.0f + 0.5f * real_hash_uniform(seed, 2, mx->id, 0, i));
-        return;
-    }
-    double s = 1.0 / sqrt((double)in);
-    float *wt = malloc((size_t)in * sizeof *wt);
-    for (int64_t o = 0; o < out; o++) {
-        if (wt)
-            for (int64_t i = 0; i < in; i++) wt[i] = real_hash_uniform(seed, 2, mx->id, o, i);
-        for (int64_t t = 0; t < T; t++) {
-            double acc = 0;
-            for (int64_t i = 0; i < in; i++)
-                acc += (double)X[t * in + i] * (wt ? wt[i] : real_hash_uniform(seed, 2, mx->id, o, i));
-            Y[t * out + o] = (float)(acc * s);
-        }
-    }
-    free(wt);
-}
-
 void real_fill_weights(uint64_t seed, const dm_matrix *mx, int one_d, float *W)
 {
     if (one_d) {
-        for (int64_t i = 0; i < mx->rows; i++) W[i] = 1.0f + 0.1f * real_hash_uniform(seed, 3, mx->id, 0, i);
+        for (int64_t i = 0; i < mx->rows; i++) W[i] = 1.0f + 0.1f * wk_hash_uniform(seed, WK_H_WEIGHT, mx->id, 0, i);
         return;
     }
     float s = (float)(1.0 / sqrt((double)mx->cols));
     for (int64_t o = 0; o < mx->rows; o++)
         for (int64_t i = 0; i < mx->cols; i++)
-            W[o * mx->cols + i] = s * real_hash_uniform(seed, 3, mx->id, o, i);
+            W[o * mx->cols + i] = s * wk_hash_uniform(seed, WK_H_WEIGHT, mx->id, o, i);
 }
 
 void real_matrix_name_into(const dm_model *m, const dm_matrix *mx, char *buf, size_t len)
@@ -413,31 +369,55 @@ void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need
         }
 }
 
+double real_scratch_bytes(const wk_plan *w)
+{
+    double b = 2.0 * ((double)w->max_dx + (double)w->max_dx2) + 4.0 * (double)w->max_ws + 4.0 * (double)w->map_ints;
+    for (int i = 0; i < WK_A__N; i++) b += 2.0 * (double)w->attn_size[i];
+    /* pointer arrays of the grouped-query products: 3 x batch per product, 6 products */
+    for (int i = 0; i < w->n_attn; i++)
+        if (!wk_attn_strided(&w->attn[i])) b += 6.0 * 3.0 * (double)(w->attn[i].win * w->attn[i].heads) * sizeof(void *);
+    return b;
+}
+
+int64_t real_arena_layout(const dm_model *m, const dm_matrix *mx, int64_t n, int64_t *off)
+{
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i == 0 || mx[i].tensor != mx[i - 1].tensor || mx[i].layer != mx[i - 1].layer) at = (at + 7) / 8 * 8;
+        if (off) off[i] = at;
+        at += mx[i].rows * (m->tensors[mx[i].tensor].ndim == 1 ? 1 : mx[i].cols);
+    }
+    return at;
+}
+
 int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err)
 {
     dm_matrix *mx = NULL;
     int64_t n = 0;
     real_facts f;
+    wk_plan wl;
     unsigned char *need = NULL;
     memset(e, 0, sizeof *e);
     memset(&f, 0, sizeof f);
+    memset(&wl, 0, sizeof wl);
     if (r < 0 || r >= p->nranks) return dm_err_set(err, "rank %d is not in the program's %d ranks", r, p->nranks);
     if (dm_model_matrices(m, -1, &mx, &n, err) < 0) return -1;
-    if (real_facts_build(p, mx, n, &f, err) < 0 || !(need = dm_calloc((size_t)(n ? n : 1), 1, err))) {
+    wk_plan_opts wo = {T, p->seq_len, r, p->nranks, 0, 1};
+    if (real_facts_build(p, mx, n, &f, err) < 0 || wk_plan_build(m, mx, n, &wo, &wl, err) < 0 ||
+        !(need = dm_calloc((size_t)(n ? n : 1), 1, err))) {
         real_facts_free(&f);
+        wk_plan_free(&wl);
         free(mx);
         return -1;
     }
     real_state_needs(p, r, n, need);
-    double total = 0, tok = 0, state = 0, next = 0;
-    int64_t max_size = 1, max_in = 1, max_coll = 1;
+    double total = 0, state = 0, next = 0;
+    int64_t max_size = 1, max_coll = 1;
     for (int64_t i = 0; i < n; i++) {
         int one_d = m->tensors[mx[i].tensor].ndim == 1;
-        int64_t rows = mx[i].rows, cols = one_d ? 1 : mx[i].cols, size = rows * cols, in = one_d ? rows : cols;
-        total += (double)size;
+        int64_t rows = mx[i].rows, cols = one_d ? 1 : mx[i].cols, size = rows * cols;
+
         if (size > max_size) max_size = size;
-        if (in > max_in) max_in = in;
-        tok += 2.0 * (double)T * (double)(in + 2 * rows); /* X, Y, R */
         /* fp32 master weights where this rank updates (rank 0: every matrix, the reference
          * copy before any step); momentum; two AdamW moments; a second buffer of each of these
          * where this rank updates it (real_gpu.c's ping-pong state) */
@@ -481,19 +461,21 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
             ns += 2.0 * 2.0 * rows * cols + 4.0 * (rows * cols + 2.0 * mn * mn);
         }
     }
+    total = (double)real_arena_layout(m, mx, n, NULL);
     e->weights_grads = 2.0 * 2.0 * total;
-    e->tokens = tok + 2.0 * (double)T * (double)max_in;
+    e->activations = 2.0 * ((double)wl.n_act + (double)wl.n_res);
+    e->scratch = real_scratch_bytes(&wl);
     e->state = state + 4.0 * (double)max_size; /* + the fp32 gradient scratch */
     e->state_next = next;
     e->comm = (double)DM_STREAM__COUNT * 2.0 * (double)max_coll;
     e->ns = ns;
     e->runtime = 1.5 * 1073741824.0;
-    e->total = e->weights_grads + e->tokens + e->state + e->state_next + e->comm + e->ns + e->runtime;
+    e->total = e->weights_grads + e->activations + e->scratch + e->state + e->state_next + e->comm + e->ns + e->runtime;
     e->total_elems = (int64_t)total;
     e->max_size = max_size;
-    e->max_in = max_in;
     e->max_coll = max_coll;
     free(need);
+    wk_plan_free(&wl);
     real_facts_free(&f);
     free(mx);
     return 0;

@@ -1,9 +1,8 @@
-/* real_work.h: the proxy workload's data and the program facts both backends need: the
- * deterministic tokens, targets and initial weights of every matrix (keyed by global token
- * index, so a one-rank run over the union of the ranks' tokens sees the same data), matrix
- * names, and a static reading of the program (what each all-gather moves, from its payload;
- * where each rank first updates each parameter; where each collective sits in each rank's
- * list), the data-hazard check and the GPU memory estimate. */
+/* real_work.h: the program facts both backends need: the CPU backend's initial weights (the
+ * activations, targets and token ids of the workload are wk_plan.h's), matrix names, a static
+ * reading of the program (what each all-gather moves, from its payload; where each rank first
+ * updates each parameter; where each collective sits in each rank's list), the data-hazard
+ * check and the GPU memory estimate. */
 #ifndef DM_REAL_WORK_H
 #define DM_REAL_WORK_H
 #include <stdint.h>
@@ -11,17 +10,10 @@
 #include "dm_error.h"
 #include "model.h"
 #include "program.h"
+#include "wk_plan.h"
 
-/* A value in [-1, 1) from a counter hash of (seed, kind, param, a, b). kind: 1 tokens,
- * 2 teacher weights, 3 initial weights. */
-float real_hash_uniform(uint64_t seed, int kind, int64_t param, int64_t a, int64_t b);
-
-/* Fill tokens X (T x in) for global tokens g0 .. g0+T-1, and targets Y (T x out) = X Wt^T with
- * the teacher Wt (out x in, entries uniform / sqrt(in)); 1-D params (in == 1, length out):
- * X and Y are T x out and Y = X * wt elementwise. Caller-owned buffers. */
-void real_fill_tokens(uint64_t seed, const dm_matrix *mx, int one_d, int64_t g0, int64_t T,
-                      float *X, float *Y);
-/* Initial weights: uniform / sqrt(in) for 2-D, 1 + 0.1 uniform for 1-D. */
+/* Initial weights (CPU backend; wk_hash_uniform of WK_H_WEIGHT): uniform / sqrt(in) for 2-D,
+ * 1 + 0.1 uniform for 1-D. */
 void real_fill_weights(uint64_t seed, const dm_matrix *mx, int one_d, float *W);
 
 /* "layers.3.mlp.up_proj.weight" for matrix mx of model m into buf. */
@@ -79,8 +71,14 @@ void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need
  * estimate and the allocation are one computation). NS plans and the runtime (CUDA context,
  * cuBLAS, NCCL) are approximations: about 4 buffers per plan, 1.5 GiB. */
 typedef struct real_mem_est {
-    double weights_grads;     /* bf16 working weights and gradients, every matrix */
-    double tokens;            /* bf16 tokens, targets and residuals; the input gradient */
+    double weights_grads;     /* bf16 working weights and gradients, every matrix (the arenas'
+                                 layout, real_arena_layout) */
+    double activations;       /* bf16, every layer: its input activations (one per slot) and the
+                                 residuals forward keeps for backward (wk_plan.h: the workload's
+                                 kept_bytes, routed rows padded to whole experts) */
+    double scratch;           /* shared by the layers: the cost-only outputs (input gradients,
+                                 dx, the combine), the attention buffers and pointer arrays, the
+                                 reductions' fp32 workspace, the index maps (int32) */
     double state;             /* fp32 master weights, Muon momentum, AdamW moments (updated here) */
     double state_next;        /* the second buffer of the state updated here (ping-pong: the
                                  updates write it, a kept step makes it the committed one) */
@@ -88,10 +86,19 @@ typedef struct real_mem_est {
     double ns;                /* NS plans (approximate) */
     double runtime;           /* CUDA, cuBLAS and NCCL (approximate) */
     double total;
-    int64_t total_elems, max_size, max_in, max_coll; /* elements */
+    int64_t total_elems, max_size, max_coll; /* elements */
 } real_mem_est;
 
-/* Fill *e for rank r of p running on model m with T tokens per rank. */
+/* The GPU arenas' layout (bf16 weights and gradients): matrices in id order, each group of one
+ * tensor in one layer (what a kernel of count c or an expert batch spans) back to back, every
+ * group starting at a multiple of 8 elements (16 bytes: cuBLAS's and the 16-byte kernels'
+ * alignment). off[i] (may be NULL) gets matrix i's offset; returns the arena's elements. */
+int64_t real_arena_layout(const dm_model *m, const dm_matrix *mx, int64_t n, int64_t *off);
+
+/* Fill *e for rank r of p running on model m with T tokens per rank (the program's seq_len). */
 int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err);
+
+/* The scratch part of an estimate for the layers' plans w (bytes). */
+double real_scratch_bytes(const wk_plan *w);
 
 #endif

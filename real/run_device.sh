@@ -3,9 +3,13 @@
 # machine with 2 GPUs. The binary and the shared libraries the device may lack (GSL, jansson,
 # lp_solve's colamd, a relocatable Open MPI with its PMIx) come in .devreal/, built and
 # collected on the build machine; NCCL and cuBLAS are the device's own. Logs go to $OUT.
-#   real/run_device.sh [quick|bench|all|second|gputest|gputest+llama]
+#   real/run_device.sh [quick|bench|all|second|gputest|gputest+llama|w3]
 # gputest: tests/real_gpu.sh (TAP to $OUT/real_gpu.tap; expected under 90 s on 2 x H200);
-# gputest+llama: then one Llama-3.2-3B dmuon run (step time with the ping-pong optimizer state).
+# gputest+llama: then one Llama-3.2-3B dmuon run (step time with the ping-pong optimizer state);
+# w3: the transformer workload's checks and measurements in one call, under 8 minutes on one
+# H200 (tools/device-stages.sh: the work kernels against the CPU reference, tests/real_gpu.sh,
+# dmuon bench work, three executor runs with memory and per-layer times, the PyTorch reference;
+# logs in $OUT/logs.tgz).
 set -u
 O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O"
@@ -39,6 +43,7 @@ fi
 } > "$O/env.log" 2>&1
 cat "$O/env.log"
 mode=${1:-all}
+if [ "$mode" = w3 ]; then exec tools/device-run.sh --budget 480 env wktest gputest work steps torchstep; fi
 run2() { timeout "$1" $MPIRUN -np 2 --bind-to none "${@:2}"; }
 tiny() { # STRATEGY [ARGS]
   echo "== tiny $*" >> "$O/tiny.log"

@@ -30,8 +30,9 @@ EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/gen_models.sh tests/hosti
 	tests/data/hf/gemma2-2b.json
 
 # kernels
-check_PROGRAMS += tests/test_ns_ref tests/test_ns_gpu
-TESTS += tests/test_ns_ref tests/test_ns_gpu
+check_PROGRAMS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu
+TESTS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu tests/bench_work.sh
+EXTRA_DIST += tests/bench_work.sh
 
 # sched
 check_PROGRAMS += tests/test_sched
@@ -58,7 +59,7 @@ TESTS += tests/real_gpu.sh
 endif
 endif
 endif
-EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json
+EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json tests/data/arch_cpu.json tests/data/arch_tied_cpu.json
 
 # valid
 check_PROGRAMS += tests/test_calib

@@ -196,4 +196,24 @@ if [ -s "$tmp/p3.json" ]; then
         "$(run 3 "$DMUON" run --backend cpu --model "$tmp/tiny2.json" --program "$tmp/p3.json" --steps 1 2>&1)" \
         "is 'tiny2'; the program is for 'tiny'"
 fi
+# the program's forward/backward ops carry their kernels (program.h's works): a program whose
+# work is not the model's at the run's tokens is refused before the first step, naming the op
+# and the kernel (the executor runs exactly the kernels the simulator prices)
+"$DMUON" plan --model "$tmp/tiny.json" --gpus 2 --strategy dmuon --tokens 8 -o "$tmp/pw.json" >/dev/null 2>&1
+sed '0,/"kind":"gemm","op":"fwd","m":8,/s//"kind":"gemm","op":"fwd","m":9,/' "$tmp/pw.json" >"$tmp/pw_bad.json"
+out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --program "$tmp/pw_bad.json" --steps 1 2>&1)
+rc=$?
+like "a program whose work is another's is refused" "$out" "(forward, layer 0): kernel 0 of its work is gemm fwd 9x16x16"
+like "... naming what the model's is at the run's tokens" "$out" "the model's at 8 tokens per rank and seq-len 8 is gemm fwd 8x16x16"
+is "... exit 1" "$rc" 1
+# every kernel kind of the workload end to end (a second stream with its table and attention,
+# grouped-query and cross attention, MoE routing, a lookup) on 2 ranks: the loss falls
+out=$(run 2 "$DMUON" run --backend cpu --model "$DM_SRCDIR/tests/data/arch_cpu.json" --strategy dmuon --tokens 16 \
+    --seq-len 8 --steps 3 --csv "$tmp/arch.csv" 2>&1)
+is "the architecture model: three ok steps" "$(printf '%s\n' "$out" | grep -c ' ok$')" 3
+l0=$(sed -n 's/^0,\([^,]*\),.*/\1/p' "$tmp/arch.csv"); l2=$(sed -n 's/^2,\([^,]*\),.*/\1/p' "$tmp/arch.csv")
+is "the architecture model: the loss falls ($l0 -> $l2)" "$(awk -v a="$l0" -v b="$l2" 'BEGIN{print (b < a) ? "yes" : "no"}')" yes
+like "the run prints its decoder layers' mean forward and backward" "$out" "# per layer of stack layers (2 layers, rank 0, step 2): forward "
+out=$(run 2 "$DMUON" run --backend cpu --model "$DM_SRCDIR/tests/data/arch_cpu.json" --tokens 16 --seq-len 5 --steps 1 2>&1)
+like "--tokens not a multiple of --seq-len is refused" "$out" "must be a multiple of --seq-len"
 tap_end

@@ -11,7 +11,9 @@
 # parameters bit-identical to an uninterrupted run's; muon-fsdp's parameters on 2 GPUs agree
 # with a one-GPU run over the same tokens to bf16 precision (real_exec_weights over FSDP shards);
 # a model that does not fit (Qwen2.5-72B on one GPU) is refused before allocating, with the
-# estimate; a stalled peer makes --timeout abort NCCL and exit non-zero. Skips where there is no
+# estimate; the architecture model (every kernel kind of the workload) follows the CPU
+# executor's losses and parameters to bf16 precision; a stalled peer makes --timeout abort NCCL
+# and exit non-zero. Skips where there is no
 # GPU (CI). NCCL's NVLink multicast stays off. Expected under 120 s on 2 x H200 (the same script
 # on the CPU backend, 2 ranks oversubscribed on 2 cores: 42 s):
 #   real/run_device.sh gputest     (on the device, from the repository root)
@@ -65,6 +67,27 @@ out=$(timeout 60 "$MPIRUN" -np 1 --bind-to none $DMUON run --backend gpu --model
 rc=$?
 like "gpu: Qwen2.5-72B on one GPU does not fit: the estimate and the GPU's memory" "$out" "does not fit on GPU 0: this rank needs about"
 is "gpu: Qwen2.5-72B on one GPU: non-zero exit, no crash ($rc)" "$([ $rc -eq 1 ] && echo yes)" yes
+# every kernel kind of the workload (tests/data/arch_cpu.json: a second stream with its table and
+# attention, grouped-query and cross attention, MoE routing, a lookup), bound on the GPU as on
+# the CPU: the same data and initial weights on both backends (the counter hash), so the GPU's
+# losses and parameters follow the CPU executor's to bf16 precision; a kernel bound to the
+# wrong buffer moves them by far more (its matrix's update takes another direction: three steps
+# move a matrix by up to 10%, bf16 changes an update by about 1% of that)
+arch=$DM_SRCDIR/tests/data/arch_cpu.json
+A="run --model $arch --tokens 16 --seq-len 8 --steps 3 --timeout 30 --strategy dmuon"
+"$MPIRUN" -np 1 --bind-to none $DMUON $A --backend gpu --csv "$tmp/arch_gpu.csv" --save-weights "$tmp/arch_gpu.w" \
+    >"$tmp/arch_gpu.log" 2>&1
+is "gpu: the architecture model runs 3 ok steps" "$(grep -c ' ok$' "$tmp/arch_gpu.log")" 3
+out=$("$MPIRUN" -np 1 --bind-to none $DMUON $A --backend cpu --csv "$tmp/arch_cpu.csv" --check-weights "$tmp/arch_gpu.w" 2>&1)
+g0=$(sed -n 's/^0,\([^,]*\),.*/\1/p' "$tmp/arch_gpu.csv"); c0=$(sed -n 's/^0,\([^,]*\),.*/\1/p' "$tmp/arch_cpu.csv")
+g2=$(sed -n 's/^2,\([^,]*\),.*/\1/p' "$tmp/arch_gpu.csv"); c2=$(sed -n 's/^2,\([^,]*\),.*/\1/p' "$tmp/arch_cpu.csv")
+is "gpu arch: the first step's loss is the CPU's within 2e-2 (gpu $g0, cpu $c0): the forward kernels" \
+    "$(awk -v a="$g0" -v b="$c0" 'BEGIN{d=a-b; if (d<0) d=-d; print (a != "" && b > 0 && d <= 2e-2*b) ? "yes" : "no"}')" yes
+is "gpu arch: the loss falls as on the CPU, within 15% (gpu $g0 -> $g2, cpu $c0 -> $c2): the backward kernels" \
+    "$(awk -v a="$g0" -v b="$g2" -v c="$c0" -v d="$c2" 'BEGIN{x=a-b; y=c-d; e=x-y; if (e<0) e=-e; print (y > 0 && e <= 0.15*y) ? "yes" : "no"}')" yes
+e=$(err_of "$out")
+is "gpu arch: parameters after 3 steps equal the CPU backend's within 1e-2 (bf16; got $e)" \
+    "$(awk -v e="$e" 'BEGIN{print (e != "" && e <= 1e-2) ? "yes" : "no"}')" yes
 if [ "$np" -ge 2 ]; then
     # an overflow only in the reduction at the 5th step: skipped, named, and the parameters
     # equal those of the 4-step run bit for bit (nothing modified, every rank agreeing)

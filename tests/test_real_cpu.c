@@ -323,6 +323,70 @@ static void check(const dm_model *m, const dm_matrix *mx, int64_t n, dm_program 
     real_weights_free(w2, n);
 }
 
+/* One of the scheduler's programs for this rank count against its own one-rank programs over
+ * the same tokens (chunked in rank order, and in one GEMM): x = strategy, overlap, zero, balance,
+ * ns-algo, gpus-per-node ("0": the cluster's); seq: --seq-len (NULL: none). */
+static void sched_case(const dm_model *m, const dm_matrix *mx, int64_t n, const dm_cluster *clp, const dm_costs *costs,
+                       const char *const *x, const char *seq, const real_opts *op, int exact)
+{
+    dm_err err = {{0}};
+    real_opts o = *op;
+    dm_cluster cl = *clp;
+    sched_opts so;
+    sched_opts_default(&so);
+    int hier = strcmp(x[5], "0") != 0;
+    if (hier && g_size % atoi(x[5])) return;
+    if (sched_opts_parse(&so, "strategy", x[0], &err) || sched_opts_parse(&so, "overlap", x[1], &err) ||
+        sched_opts_parse(&so, "zero", x[2], &err) || sched_opts_parse(&so, "balance", x[3], &err) ||
+        sched_opts_parse(&so, "ns-algo", x[4], &err) || sched_opts_parse(&so, "tokens", "16", &err) ||
+        (seq && sched_opts_parse(&so, "seq-len", seq, &err)) ||
+        (hier && (sched_opts_parse(&so, "gpus-per-node", x[5], &err) ||
+                  sched_opts_parse(&so, "hierarchical", "yes", &err)))) {
+        fprintf(stderr, "%s\n", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    so.milp_time_s = 0.5;
+    char desc[600];
+    sched_opts_describe(&so, desc, sizeof desc);
+    dm_program *p = NULL, *p1 = NULL;
+    /* rank 0 plans (the MILP's answer may depend on timing); the others get its JSON */
+    int fail = 0;
+    if (g_rank == 0) {
+        fail = sched_build(m, &cl, g_size, costs, &so, &p, NULL, &err) < 0;
+        if (fail) fprintf(stderr, "sched_build %s: %s\n", desc, err.msg);
+    }
+    if (share(&p, fail) < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+    float **rc1 = NULL, **ro1 = NULL;
+    double rl[K_STEPS];
+    if (g_rank == 0) {
+        sched_opts s1 = so;
+        s1.hierarchical = 0;
+        s1.gpus_per_node = 0;
+        s1.tokens = TOKENS * g_size; /* its works are for the tokens it runs */
+        if (sched_build(m, &cl, 1, costs, &s1, &p1, NULL, &err) < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        real_opts r = o;
+        r.tokens = TOKENS * g_size;
+        r.grad_chunks = g_size;
+        int rc;
+        rc1 = run(m, p1, MPI_COMM_SELF, &r, K_STEPS, rl, NULL, &rc);
+        r.grad_chunks = 1;
+        ro1 = run(m, p1, MPI_COMM_SELF, &r, K_STEPS, NULL, NULL, &rc);
+    }
+    /* hierarchical sums inside each node, then across: (g0+g1)+(g2+g3), not in rank order */
+    if (g_rank == 0) {
+        int clean = 1;
+        for (int r = 0; r < g_size && clean; r++) clean = real_check_hazards(p, r, mx, n, &err) == 0;
+        ok(clean, "%s: no data hazards%s%s", desc, clean ? "" : ": ", clean ? "" : err.msg);
+    }
+    char name[700];
+    snprintf(name, sizeof name, "%s%s%s", m->name, desc[0] ? " " : "", desc);
+    check(m, mx, n, p, &o, name, rc1, ro1, rl[K_STEPS - 1], exact && (!hier || g_size == atoi(x[5])));
+    real_weights_free(rc1, n);
+    real_weights_free(ro1, n);
+    dm_program_free(p);
+    dm_program_free(p1);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -405,57 +469,31 @@ int main(int argc, char **argv)
         {"dmuon", "none", "3", "rr", "direct", "0"},
         {"dmuon", "interleave", "2", "lpt", "direct", "2"}, /* hierarchical when it divides */
     };
-    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-        const char **x = variants[v];
-        sched_opts so;
-        sched_opts_default(&so);
-        int hier = strcmp(x[5], "0") != 0;
-        if (hier && g_size % atoi(x[5])) continue;
-        if (sched_opts_parse(&so, "strategy", x[0], &err) || sched_opts_parse(&so, "overlap", x[1], &err) ||
-            sched_opts_parse(&so, "zero", x[2], &err) || sched_opts_parse(&so, "balance", x[3], &err) ||
-            sched_opts_parse(&so, "ns-algo", x[4], &err) || sched_opts_parse(&so, "tokens", "16", &err) ||
-            (hier && (sched_opts_parse(&so, "gpus-per-node", x[5], &err) ||
-                      sched_opts_parse(&so, "hierarchical", "yes", &err)))) {
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
+        sched_case(m, mx, n, &cl, costs, variants[v], NULL, &o, 1);
+    /* the workload's every kernel kind (a second stream with its table, grouped-query and
+     * cross attention, MoE routing, an embedding lookup): bit-identical too; with a tied head
+     * (its gradient added to the lookup's) within the bound only */
+    static const char *arch_variants[][6] = {
+        {"dmuon", "interleave", "2", "lpt", "direct", "0"},
+        {"muon-fsdp", "prefetch", "3", "lpt", "gram", "0"},
+        {"muon-ddp", "none", "2", "lpt", "direct", "0"},
+        {"adamw", "interleave", "2", "lpt", "direct", "0"},
+    };
+    for (int tied = 0; tied < 2; tied++) {
+        char ap[512];
+        snprintf(ap, sizeof ap, "%s/tests/data/%s.json", DM_SRCDIR, tied ? "arch_tied_cpu" : "arch_cpu");
+        dm_model *am = NULL;
+        dm_matrix *amx = NULL;
+        int64_t an = 0;
+        if (dm_model_load_file(ap, &am, &err) < 0 || dm_model_matrices(am, -1, &amx, &an, &err) < 0) {
             fprintf(stderr, "%s\n", err.msg);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        so.milp_time_s = 0.5;
-        char desc[600];
-        sched_opts_describe(&so, desc, sizeof desc);
-        dm_program *p = NULL, *p1 = NULL;
-        /* rank 0 plans (the MILP's answer may depend on timing); the others get its JSON */
-        int fail = 0;
-        if (g_rank == 0) {
-            fail = sched_build(m, &cl, g_size, costs, &so, &p, NULL, &err) < 0;
-            if (fail) fprintf(stderr, "sched_build %s: %s\n", desc, err.msg);
-        }
-        if (share(&p, fail) < 0) MPI_Abort(MPI_COMM_WORLD, 1);
-        float **rc1 = NULL, **ro1 = NULL;
-        double rl[K_STEPS];
-        if (g_rank == 0) {
-            sched_opts s1 = so;
-            s1.hierarchical = 0;
-            s1.gpus_per_node = 0;
-            if (sched_build(m, &cl, 1, costs, &s1, &p1, NULL, &err) < 0) MPI_Abort(MPI_COMM_WORLD, 1);
-            real_opts r = o;
-            r.tokens = TOKENS * g_size;
-            r.grad_chunks = g_size;
-            int rc;
-            rc1 = run(m, p1, MPI_COMM_SELF, &r, K_STEPS, rl, NULL, &rc);
-            r.grad_chunks = 1;
-            ro1 = run(m, p1, MPI_COMM_SELF, &r, K_STEPS, NULL, NULL, &rc);
-        }
-        /* hierarchical sums inside each node, then across: (g0+g1)+(g2+g3), not in rank order */
-        if (g_rank == 0) {
-            int clean = 1;
-            for (int r = 0; r < g_size && clean; r++) clean = real_check_hazards(p, r, mx, n, &err) == 0;
-            ok(clean, "%s: no data hazards%s%s", desc, clean ? "" : ": ", clean ? "" : err.msg);
-        }
-        check(m, mx, n, p, &o, desc, rc1, ro1, rl[K_STEPS - 1], !hier || g_size == atoi(x[5]));
-        real_weights_free(rc1, n);
-        real_weights_free(ro1, n);
-        dm_program_free(p);
-        dm_program_free(p1);
+        for (size_t v = 0; v < sizeof arch_variants / sizeof arch_variants[0]; v++)
+            sched_case(am, amx, an, &cl, costs, arch_variants[v], "8", &o, !tied);
+        free(amx);
+        dm_model_free(am);
     }
     dm_costs_free(costs);
 

@@ -1,9 +1,11 @@
 /* test_real_mem.c: real_gpu_mem_estimate (real_work.h), the device bytes one rank of the GPU
  * backend needs, on the CPU: a two-matrix model under muon-ddp on 2 ranks against the sizes
- * counted by hand, what changes with dmuon's owners, and Qwen2.5-72B on one rank (more than an
- * H200 holds, the case `dmuon run --backend gpu` refuses before allocating). */
+ * counted by hand, what changes with dmuon's owners, Qwen2.5-72B on one rank (more than an H200
+ * holds, the case `dmuon run --backend gpu` refuses before allocating), the validation models
+ * on one H200, and the activations against the workload's kept bytes. */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,6 +15,7 @@
 #include "program.h"
 #include "real_work.h"
 #include "sched.h"
+#include "workload.h"
 #include "tap.h"
 
 static const char *MODEL_JSON =
@@ -60,11 +63,15 @@ int main(void)
     real_mem_est e;
     if (p && ok(real_gpu_mem_estimate(m, p, 1, T, &e, &err) == 0, "estimate for rank 1 (%s)", err.msg)) {
         /* 64 x 32 Muon matrix (2048 elements) and a 1-D norm of 64: 2112 elements */
-        ok(e.total_elems == 2112 && e.max_size == 2048 && e.max_in == 64, "sizes: %lld elements, largest %lld, "
-           "widest input %lld", (long long)e.total_elems, (long long)e.max_size, (long long)e.max_in);
+        ok(e.total_elems == 2112 && e.max_size == 2048, "sizes: %lld elements, largest %lld", (long long)e.total_elems,
+           (long long)e.max_size);
         ok(e.weights_grads == 2112 * 2 * 2, "bf16 weights and gradients: %.0f bytes", e.weights_grads);
-        /* X, Y, R in bf16: matrix 8 x (32 + 2 * 64), norm 8 x (64 + 2 * 64); input gradient 8 x 64 */
-        ok(e.tokens == 2.0 * 8 * (32 + 128) + 2.0 * 8 * (64 + 128) + 2.0 * 8 * 64, "tokens: %.0f bytes", e.tokens);
+        /* the layer's input activations in bf16, one per slot: the projection's 8 x 32 and the
+         * norm's 8 x 64; the residuals kept for backward: 8 x 64 of each (the workload's kept) */
+        ok(e.activations == 2.0 * (8 * 32 + 8 * 64) + 2.0 * (8 * 64 + 8 * 64), "activations: %.0f bytes", e.activations);
+        /* the cost-only outputs: the largest of the input gradient (8 x 32) and the norm's dx
+         * (8 x 64), bf16; the norm's reduction: one group of 16 rows, 64 fp32 partial sums */
+        ok(e.scratch == 2.0 * 8 * 64 + 4.0 * 64, "scratch: %.0f bytes", e.scratch);
         /* every rank updates both: master + momentum (matrix), master + 2 moments (norm), and
          * the fp32 gradient scratch of the largest matrix */
         ok(e.state == 4.0 * 2048 * 2 + 4.0 * 64 * 3 + 4.0 * 2048, "optimizer state: %.0f bytes", e.state);
@@ -75,7 +82,7 @@ int main(void)
            "collective buffers: 3 x %lld bf16", (long long)e.max_coll);
         /* one NS plan of 64 x 32: input and output in 2 bytes, work 4 x (64 x 32 + 2 x 32 x 32) */
         ok(e.ns == 2.0 * 2 * 2048 + 4.0 * (2048 + 2.0 * 32 * 32), "NS plans: %.0f bytes", e.ns);
-        ok(e.total == e.weights_grads + e.tokens + e.state + e.state_next + e.comm + e.ns + e.runtime,
+        ok(e.total == e.weights_grads + e.activations + e.scratch + e.state + e.state_next + e.comm + e.ns + e.runtime,
            "total is the sum of the parts (%.0f bytes)", e.total);
     }
     ok(p && real_gpu_mem_estimate(m, p, 2, T, &e, &err) < 0, "rank 2 of a 2-rank program is refused (%s)", err.msg);
@@ -114,8 +121,9 @@ int main(void)
             p = plan(big, ss[k], 1, 4096, &err);
             if (p && real_gpu_mem_estimate(big, p, 0, 4096, &e, &err) == 0)
                 ok(e.total < 139.0 * 1073741824.0, "llama-3.2-3b, %s on 1 GPU at 4096 tokens fits: %.1f GiB "
-                   "(weights+grads %.1f, tokens %.1f, state %.1f, its second buffers %.1f, ns %.1f)", ss[k],
-                   e.total / 1073741824.0, e.weights_grads / 1073741824.0, e.tokens / 1073741824.0,
+                   "(weights+grads %.1f, activations %.1f, scratch %.1f, state %.1f, its second buffers %.1f, ns %.1f)",
+                   ss[k], e.total / 1073741824.0, e.weights_grads / 1073741824.0, e.activations / 1073741824.0,
+                   e.scratch / 1073741824.0,
                    e.state / 1073741824.0, e.state_next / 1073741824.0, e.ns / 1073741824.0);
             else
                 ok(0, "llama-3.2-3b %s: %s", ss[k], err.msg);
@@ -123,6 +131,32 @@ int main(void)
         }
     }
     dm_model_free(big);
+    /* the activations the executor allocates are the workload's kept bytes (routed rows padded
+     * to whole experts, buffers to 16 bytes); WALL-OSS fits one H200 under dmuon at 4096 tokens
+     * (it needed 170 GiB when every matrix had its own token batch) */
+    const char *names[] = {"llama-3.2-3b", "qwen2.5-1.5b", "qwen2.5-vl-3b", "wall-oss-flow", "moonlight-16b-a3b-6l"};
+    for (int k = 0; k < 5; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/models/%s.json", DM_SRCDIR, names[k]);
+        big = NULL;
+        err.msg[0] = 0;
+        dm_step_work sw;
+        dm_workload_opts wo = {4096, 0, 2};
+        if (dm_model_load_file(path, &big, &err) < 0 || !(p = plan(big, "dmuon", 1, 4096, &err)) ||
+            real_gpu_mem_estimate(big, p, 0, 4096, &e, &err) < 0 || dm_step_work_sum(big, &wo, &sw, &err) < 0) {
+            ok(0, "%s: %s", names[k], err.msg);
+        } else {
+            ok(fabs(e.activations - sw.kept_bytes) <= 1e-4 * sw.kept_bytes,
+               "%s at 4096 tokens: activations %.3f GiB, the workload keeps %.3f GiB", names[k],
+               e.activations / 1073741824.0, sw.kept_bytes / 1073741824.0);
+            if (k == 3)
+                ok(e.total < 139.0 * 1073741824.0, "wall-oss-flow, dmuon on 1 GPU at 4096 tokens fits: %.1f GiB", e.total /
+                   1073741824.0);
+        }
+        dm_program_free(p);
+        p = NULL;
+        dm_model_free(big);
+    }
     dm_model_free(m);
     return tap_done();
 }

@@ -1,0 +1,211 @@
+/* wk_ref.c: the work kernels on the CPU in float (wk_ref.h): products through CBLAS, the
+ * elementwise kernels and reductions in token order, and the counter hash of the proxy data. */
+#include "config.h"
+
+#include "wk_ref.h"
+
+#include "wk_hash.h"
+
+#include <gsl/gsl_cblas.h>
+#include <string.h>
+
+uint64_t wk_mix64(uint64_t z) { return wk_mix64_(z); }
+
+uint64_t wk_hash_kind(uint64_t seed, int kind) { return wk_mix64(seed ^ wk_mix64((uint64_t)kind * 0x100000001b3ull)); }
+uint64_t wk_hash_param(uint64_t hk, int64_t param) { return wk_mix64(hk ^ (uint64_t)param); }
+uint64_t wk_hash_prefix(uint64_t seed, int kind, int64_t param) { return wk_hash_param(wk_hash_kind(seed, kind), param); }
+
+uint32_t wk_hash_row(uint64_t prefix, int64_t a) { return wk_row_(prefix, a); }
+float wk_hash_col(uint32_t row, int64_t b) { return wk_col_(row, b); }
+float wk_hash_finish(uint64_t prefix, int64_t a, int64_t b) { return wk_hash_col(wk_hash_row(prefix, a), b); }
+
+float wk_hash_uniform(uint64_t seed, int kind, int64_t param, int64_t a, int64_t b)
+{
+    return wk_hash_finish(wk_hash_prefix(seed, kind, param), a, b);
+}
+
+int32_t wk_token_id(uint64_t seed, int64_t param, int64_t global_token, int64_t rows)
+{
+    double u = 0.5 * ((double)wk_hash_uniform(seed, WK_H_TOKEN, param, global_token, 0) + 1.0);
+    int64_t id = (int64_t)(u * (double)rows);
+    return (int32_t)(id < 0 ? 0 : id >= rows ? rows - 1 : id);
+}
+
+int wk_form_of(dm_kern_op op)
+{
+    switch (op) {
+    case DM_KOP_FWD:
+    case DM_KOP_ATTN_SCORE:
+    case DM_KOP_ATTN_DSCORE: return WK_NT;
+    case DM_KOP_DGRAD:
+    case DM_KOP_ATTN_VALUE:
+    case DM_KOP_ATTN_DQUERY: return WK_NN;
+    case DM_KOP_WGRAD:
+    case DM_KOP_ATTN_DVALUE:
+    case DM_KOP_ATTN_DKEY: return WK_TN;
+    default: return -1;
+    }
+}
+
+static void gemm(wk_form f, int64_t m, int64_t n, int64_t k, float alpha, const float *A, const float *B, float beta,
+                 float *C)
+{
+    if (f == WK_NT)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, alpha, A, (int)k, B, (int)k, beta,
+                    C, (int)n);
+    else if (f == WK_NN)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, alpha, A, (int)k, B, (int)n,
+                    beta, C, (int)n);
+    else
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)m, (int)n, (int)k, alpha, A, (int)m, B, (int)n, beta,
+                    C, (int)n);
+}
+
+void wk_ref_gemm(wk_form f, int64_t m, int64_t n, int64_t k, float alpha, const float *A, const float *B, float *C)
+{
+    gemm(f, m, n, k, alpha, A, B, 0.0f, C);
+}
+
+void wk_ref_gemm_acc(wk_form f, int64_t m, int64_t n, int64_t k, float alpha, const float *A, const float *B, float *C)
+{
+    gemm(f, m, n, k, alpha, A, B, 1.0f, C);
+}
+
+double wk_ref_loss(float *R, int64_t rows, int64_t n, uint64_t seed, int64_t param, int64_t row0, double scale)
+{
+    uint64_t h = wk_hash_prefix(seed, WK_H_TARGET, param);
+    double acc = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        uint32_t hr = wk_hash_row(h, row0 + r);
+        for (int64_t c = 0; c < n; c++) {
+            float v = R[r * n + c] - wk_hash_col(hr, c);
+            R[r * n + c] = v;
+            acc += (double)v * v;
+        }
+    }
+    return acc * scale;
+}
+
+double wk_ref_vector(const float *x, const float *w, float *R, int64_t rows, int64_t n, uint64_t seed,
+                     int64_t param, int64_t row0, double scale)
+{
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t c = 0; c < n; c++) R[t * n + c] = x[t * n + c] * w[c];
+    return wk_ref_loss(R, rows, n, seed, param, row0, scale);
+}
+
+void wk_ref_vector_bwd(const float *R, const float *x, const float *w, float *g, float *dx, int64_t t0, int64_t t1,
+                       int64_t n, float scale)
+{
+    wk_ref_table_bwd(R, x, w, g, dx, t0, t1, n, 1, 1, scale);
+}
+
+static int64_t pos_of(int64_t t, int64_t period, int64_t positions) { return (t % period) % positions; }
+
+double wk_ref_table(const float *x, const float *W, float *R, int64_t rows, int64_t n, int64_t period,
+                    int64_t positions, uint64_t seed, int64_t param, int64_t row0, double scale)
+{
+    for (int64_t t = 0; t < rows; t++) {
+        const float *wp = W + pos_of(t, period, positions) * n;
+        for (int64_t c = 0; c < n; c++) R[t * n + c] = x[t * n + c] * wp[c];
+    }
+    return wk_ref_loss(R, rows, n, seed, param, row0, scale);
+}
+
+void wk_ref_table_bwd(const float *R, const float *x, const float *W, float *G, float *dx, int64_t t0, int64_t t1,
+                      int64_t n, int64_t period, int64_t positions, float scale)
+{
+    int64_t np = positions < period ? positions : period;
+    /* each element's sum in token order, then scaled: what the GPU's grouped reduction sums */
+    memset(G, 0, (size_t)(positions * n) * sizeof *G);
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t p = pos_of(t, period, positions);
+        for (int64_t c = 0; c < n; c++) G[p * n + c] += R[t * n + c] * x[t * n + c];
+    }
+    for (int64_t e = 0; e < np * n; e++) G[e] *= scale;
+    if (dx)
+        for (int64_t t = t0; t < t1; t++) {
+            const float *wp = W + pos_of(t, period, positions) * n;
+            for (int64_t c = 0; c < n; c++) dx[t * n + c] = R[t * n + c] * wp[c];
+        }
+}
+
+void wk_ref_embed(const float *E, const int32_t *id, float *R, int64_t rows, int64_t n)
+{
+    for (int64_t t = 0; t < rows; t++) memcpy(R + t * n, E + (int64_t)id[t] * n, (size_t)n * sizeof *R);
+}
+
+void wk_ref_embed_bwd(const float *R, const int32_t *id, float *G, int64_t t0, int64_t t1, int64_t n, float scale)
+{
+    for (int64_t t = t0; t < t1; t++) {
+        float *g = G + (int64_t)id[t] * n;
+        for (int64_t c = 0; c < n; c++) g[c] += scale * R[t * n + c];
+    }
+}
+
+void wk_ref_route(const float *X, const int32_t *src, float *D, int64_t rows, int64_t n)
+{
+    for (int64_t q = 0; q < rows; q++) {
+        if (src[q] >= 0) memcpy(D + q * n, X + (int64_t)src[q] * n, (size_t)n * sizeof *D);
+        else memset(D + q * n, 0, (size_t)n * sizeof *D);
+    }
+}
+
+void wk_ref_route_bwd(const float *dD, const int32_t *inv, float *dX, int64_t tokens, int64_t top_k, int64_t n)
+{
+    for (int64_t t = 0; t < tokens; t++) {
+        float *d = dX + t * n;
+        memset(d, 0, (size_t)n * sizeof *d);
+        for (int64_t k = 0; k < top_k; k++) {
+            int32_t q = inv[t * top_k + k];
+            if (q < 0) continue;
+            for (int64_t c = 0; c < n; c++) d[c] += dD[(int64_t)q * n + c];
+        }
+    }
+}
+
+int64_t wk_ws_floats(int64_t count, int64_t rows, int64_t n, int64_t period, int64_t positions)
+{
+    if (period < 1) period = 1;
+    if (positions < 1) positions = 1;
+    int64_t np = positions < period ? positions : period;
+    int64_t cnt0 = (period + positions - 1) / positions, samples = (rows + period - 1) / period;
+    int64_t ng = (samples * cnt0 + WK_GROUP - 1) / WK_GROUP;
+    return count * (ng < 1 ? 1 : ng) * np * n;
+}
+
+void wk_attn_sizes(const wk_attn_geom *g, int64_t size[WK_A__N])
+{
+    int64_t b = g->win * g->heads, bk = g->kv_win * g->kv_heads;
+    size[WK_AQ] = b * g->lq * g->hd;
+    size[WK_AK] = bk * g->lk * g->hd;
+    size[WK_AV] = bk * g->lk * g->vd;
+    size[WK_ADO] = b * g->lq * g->vd;
+    size[WK_AS] = size[WK_ADS] = b * g->lq * g->lk;
+    int64_t e = g->lq * g->vd;
+    if (g->lk * g->vd > e) e = g->lk * g->vd;
+    if (g->lq * g->hd > e) e = g->lq * g->hd;
+    if (g->lk * g->hd > e) e = g->lk * g->hd;
+    size[WK_AOUT] = b * e;
+}
+
+int wk_attn_strided(const wk_attn_geom *g) { return g->kv_heads == g->heads && g->kv_win == g->win; }
+
+void wk_attn_entry(const wk_attn_geom *g, dm_kern_op op, int64_t e, int which[3], int64_t off[3])
+{
+    int64_t group = g->kv_heads > 0 ? g->heads / g->kv_heads : 1, wpk = g->kv_win > 0 ? g->win / g->kv_win : 1;
+    int64_t w = e / g->heads, h = e % g->heads, kv = (w / wpk) * g->kv_heads + h / (group > 0 ? group : 1);
+    int64_t sq = g->lq * g->hd, sk = g->lk * g->hd, sv = g->lk * g->vd, ss = g->lq * g->lk, so = g->lq * g->vd;
+    int a, b, c;
+    int64_t oa, ob, oc;
+    switch (op) {
+    case DM_KOP_ATTN_SCORE: a = WK_AQ, oa = e * sq, b = WK_AK, ob = kv * sk, c = WK_AS, oc = e * ss; break;
+    case DM_KOP_ATTN_VALUE: a = WK_AS, oa = e * ss, b = WK_AV, ob = kv * sv, c = WK_AOUT, oc = e * so; break;
+    case DM_KOP_ATTN_DVALUE: a = WK_AS, oa = e * ss, b = WK_ADO, ob = e * so, c = WK_AOUT, oc = e * sv; break;
+    case DM_KOP_ATTN_DSCORE: a = WK_ADO, oa = e * so, b = WK_AV, ob = kv * sv, c = WK_ADS, oc = e * ss; break;
+    case DM_KOP_ATTN_DQUERY: a = WK_ADS, oa = e * ss, b = WK_AK, ob = kv * sk, c = WK_AOUT, oc = e * sq; break;
+    default: a = WK_ADS, oa = e * ss, b = WK_AQ, ob = e * sq, c = WK_AOUT, oc = e * sk; break; /* dkey */
+    }
+    which[0] = a, which[1] = b, which[2] = c;
+    off[0] = oa, off[1] = ob, off[2] = oc;
+}

@@ -1,0 +1,89 @@
+# tools/device-stages.sh: the device stages of the executor's transformer workload (issues 13/14),
+# sourced by tools/device-run.sh (which defines D, MPIRUN, L and the environment; each stage's
+# output goes to $L/NAME.txt, its last lines to the summary). A failure in one model or kernel
+# does not stop the others; every command has its own timeout inside the stage's.
+#   tools/device-run.sh --budget 480 env wktest gputest work steps torchstep   (about 7 minutes, one H200)
+#   real/run_device.sh w3                                        (the same, one call)
+# Stages:
+#   wktest     tests/test_wk_gpu: every work kernel kind against the CPU reference, the 1-D
+#              backward's bandwidth (>= 50% of HBM)
+#   work       dmuon bench work: the validation models at 2048 and 4096 tokens plus the GEMM grid
+#              (dmuon-costs-2 rows in $L/h200-work.csv: what traces/costs/h200-work.csv holds for the
+#              cost model; the table in $L/work_table.txt, the cache
+#              $L/work_cache.tsv started from traces/costs/work_cache_h200.tsv when committed)
+#   steps      dmuon run on one GPU (dmuon, 4096 tokens, 4 steps) of llama-3.2-3b, qwen2.5-1.5b and
+#              moonlight-16b-a3b-6l: memory estimate beside the measured peak, per-layer forward
+#              and backward, traces $L/trace_MODEL.csv, step CSVs $L/run_MODEL.csv
+#   stepsvla   the same for wall-oss-flow and qwen2.5-vl-3b (2 steps: does WALL-OSS fit one H200)
+#   torchstep  tools/torch_step_bench.py for the three models of `steps` ($L/torch_MODEL.json) and
+#              tools/trace_layers.py of each beside the executor's trace
+
+W3_MODELS="llama-3.2-3b qwen2.5-1.5b moonlight-16b-a3b-6l"
+
+STAGE_TIMEOUT_wktest=40
+stage_wktest() {
+    if [ ! -x "$D/test_wk_gpu" ]; then
+        echo "test_wk_gpu was not carried (tools/build-device.sh builds it into .devreal)"
+        return 0
+    fi
+    timeout 35 "$D/test_wk_gpu"
+    echo "test_wk_gpu exit $?"
+    # the SASS of the work kernels (the build machine has no cuobjdump): 16-byte accesses of the
+    # <8> variants, no local memory
+    if command -v cuobjdump >/dev/null 2>&1; then
+        cuobjdump -sass "$D/test_wk_gpu" 2>/dev/null | awk '
+            /arch = sm_/ { arch = $NF }
+            /Function : / { fn = $NF; keep = fn ~ /k_(loss|scale|red1|red2|embed|embed_bwd|route|route_bwd|fill_hash)/ }
+            keep && /LDG\.E\.128/ { ldg[arch " " fn]++ } keep && /STG\.E\.128/ { stg[arch " " fn]++ }
+            keep && /(LDL|STL)/ { loc[arch " " fn]++ } keep { seen[arch " " fn] = 1 }
+            END { for (k in seen) printf "sass %s: LDG.128 %d STG.128 %d local %d\n", k, ldg[k], stg[k], loc[k] }' | sort
+    else
+        echo "no cuobjdump on the device either: SASS not inspected"
+    fi
+}
+
+STAGE_TIMEOUT_work=150
+stage_work() {
+    [ -f traces/costs/work_cache_h200.tsv ] && cp traces/costs/work_cache_h200.tsv "$L/work_cache.tsv"
+    timeout 140 "$D/dmuon" bench work --models validation --tokens 2048,4096 --cache "$L/work_cache.tsv" \
+        --max-seconds 120 --out "$L/h200-work.csv" > "$L/work_table.txt" 2> "$L/work_err.txt"
+    echo "bench work exit $? ($(grep -vc '^#' "$L/h200-work.csv" 2>/dev/null || echo 0) cost rows)"
+    grep -E '^# (dmuon bench work|estimate|sustained|stopped|[0-9]+ kernels timed|wrote)' "$L/work_table.txt"
+    # the 1-D backward and the largest kernels of each kind
+    grep -E ' vector-bwd ' "$L/work_table.txt" | sort -k7 -n -r | head -3
+    tail -3 "$L/work_err.txt"
+}
+
+# One executor run: MODEL STEPS TIMEOUT
+w3_run() {
+    local m=$1
+    echo "== $m"
+    timeout "$3" $MPIRUN -np 1 --bind-to none "$D/dmuon" run --backend gpu --model "models/$m.json" --cluster h200 \
+        --strategy dmuon --tokens 4096 --steps "$2" --timeout 60 --trace "$L/trace_$m.csv" --csv "$L/run_$m.csv" \
+        > "$L/run_$m.txt" 2>&1
+    echo "dmuon run $m exit $?"
+    grep -E '^# (gpu:|mean over|GPU memory|per layer)|does not fit|rror|skipped' "$L/run_$m.txt" | head -8
+}
+
+STAGE_TIMEOUT_steps=140
+stage_steps() {
+    for m in $W3_MODELS; do w3_run "$m" 4 45; done
+}
+
+STAGE_TIMEOUT_stepsvla=130
+stage_stepsvla() {
+    for m in wall-oss-flow qwen2.5-vl-3b; do w3_run "$m" 2 60; done
+}
+
+STAGE_TIMEOUT_torchstep=140
+stage_torchstep() {
+    for m in $W3_MODELS; do
+        echo "== $m"
+        timeout 45 python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 \
+            --json "$L/torch_$m.json" 2>&1 | grep -v Warning | tail -4
+        echo "torch_step_bench $m exit ${PIPESTATUS[0]}"
+        if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_$m.json" ]; then
+            python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_$m.json"
+        fi
+    done
+}
