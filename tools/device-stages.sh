@@ -87,3 +87,32 @@ stage_torchstep() {
         fi
     done
 }
+
+# ---- the lead's stages: validation across models (issue 14) and the kernels' k2 check --------
+# validate: dmuon validate of seven bundled models (small and mid dense with and without biases,
+# two VLAs, a VLM, a MoE cut to fit) x dmuon/muon-ddp/adamw on one GPU at 4096 tokens, the
+# simulator priced with this call's bench work rows; the measured phases (validate.csv) and the
+# calibration model's trace and plan are kept (replayed and calibrated on the build machine).
+VALIDATE_MODELS="llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l"
+STAGE_TIMEOUT_validate=330
+stage_validate() {
+    local K=traces/costs/h200.csv
+    [ -s "$L/h200-work.csv" ] && K=$K,$L/h200-work.csv
+    timeout 320 "$D/dmuon" validate --cluster h200 --costs "$K" --models "$VALIDATE_MODELS" \
+        --strategies dmuon,muon-ddp,adamw --overlaps interleave --gpus 1 --tokens 4096 --steps 3 \
+        --mpirun "$MPIRUN --bind-to none" --out "$L/validate" > "$L/validate.txt" 2>&1
+    echo "validate exit $?"
+    sed -n '/^# errors by model/,$p' "$L/validate.txt" | head -30
+    grep -h -E '^# (GPU memory|per layer|mean over)' "$L"/validate/*/run.log 2>/dev/null | head -30
+    # keep what the build machine needs: the measured table, every run log and trace, the
+    # calibration model's plan (the others are re-planned by --replay)
+    for d in "$L"/validate/*/; do
+        case "$d" in *llama-3.2-3b.dmuon*) ;; *) rm -f "$d/program.json" ;; esac
+        rm -f "$d/sim.csv"
+    done
+}
+STAGE_TIMEOUT_k2=190
+stage_k2() {
+    OUT=$L/k2out timeout 185 sh traces/kernels/run_device.sh k2
+    echo "k2 exit $?"
+}
