@@ -42,11 +42,11 @@ stage_wktest() {
     fi
 }
 
-STAGE_TIMEOUT_work=150
+STAGE_TIMEOUT_work=130
 stage_work() {
     [ -f traces/costs/work_cache_h200.tsv ] && cp traces/costs/work_cache_h200.tsv "$L/work_cache.tsv"
-    timeout 140 "$D/dmuon" bench work --models validation --tokens 2048,4096 --cache "$L/work_cache.tsv" \
-        --max-seconds 120 --out "$L/h200-work.csv" > "$L/work_table.txt" 2> "$L/work_err.txt"
+    timeout 125 "$D/dmuon" bench work --models validation --tokens 2048,4096 --cache "$L/work_cache.tsv" \
+        --max-seconds 105 --out "$L/h200-work.csv" > "$L/work_table.txt" 2> "$L/work_err.txt"
     echo "bench work exit $? ($(grep -vc '^#' "$L/h200-work.csv" 2>/dev/null || echo 0) cost rows)"
     grep -E '^# (dmuon bench work|estimate|sustained|stopped|[0-9]+ kernels timed|wrote)' "$L/work_table.txt"
     # the 1-D backward and the largest kernels of each kind
@@ -94,11 +94,11 @@ stage_torchstep() {
 # simulator priced with this call's bench work rows; the measured phases (validate.csv) and the
 # calibration model's trace and plan are kept (replayed and calibrated on the build machine).
 VALIDATE_MODELS="llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l"
-STAGE_TIMEOUT_validate=330
+STAGE_TIMEOUT_validate=300
 stage_validate() {
     local K=traces/costs/h200.csv
     [ -s "$L/h200-work.csv" ] && K=$K,$L/h200-work.csv
-    timeout 320 "$D/dmuon" validate --cluster h200 --costs "$K" --models "$VALIDATE_MODELS" \
+    timeout 290 "$D/dmuon" validate --cluster h200 --costs "$K" --models "$VALIDATE_MODELS" \
         --strategies dmuon,muon-ddp,adamw --overlaps interleave --gpus 1 --tokens 4096 --steps 3 \
         --mpirun "$MPIRUN --bind-to none" --out "$L/validate" > "$L/validate.txt" 2>&1
     echo "validate exit $?"
