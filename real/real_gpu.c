@@ -631,6 +631,65 @@ static void kernel_args(real_exec *ex, int l, const wk_kb *b, wk_args *a)
     }
 }
 
+/* Diagnostics: with DMUON_KERNEL_TIMES=FILE in the environment, every forward/backward kernel
+ * of a step is timed by CUDA events around its launch (they add a few us each, so the step is
+ * not the one measured without them) and the last step's times are written to FILE as CSV, to
+ * hold the kernels as the step runs them against `dmuon bench work`'s rows of the same shapes.
+ * One process, one rank's kernels; nothing of it in the normal path. */
+typedef struct ktime {
+    int layer, fwd;
+    dm_kernel k;
+    cudaEvent_t a, b;
+} ktime;
+static ktime *kt;
+static int kt_n, kt_cap, kt_on = -1;
+static const char *kt_path;
+
+static int kt_enabled(void)
+{
+    if (kt_on < 0) {
+        kt_path = getenv("DMUON_KERNEL_TIMES");
+        kt_on = kt_path && *kt_path;
+    }
+    return kt_on;
+}
+
+static ktime *kt_next(void)
+{
+    if (kt_n == kt_cap) {
+        int cap = kt_cap ? 2 * kt_cap : 1024;
+        ktime *n = realloc(kt, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        for (int i = kt_cap; i < cap; i++)
+            if (cudaEventCreate(&n[i].a) != cudaSuccess || cudaEventCreate(&n[i].b) != cudaSuccess) return kt = n, NULL;
+        kt = n;
+        kt_cap = cap;
+    }
+    return &kt[kt_n++];
+}
+
+/* After the step's end was waited for: write the step's kernel times (each step overwrites). */
+static void kt_flush(void)
+{
+    if (!kt_enabled() || !kt_n) return;
+    FILE *f = fopen(kt_path, "w");
+    if (f) {
+        fprintf(f, "layer,pass,index,kind,op,m,n,k,batch,count,param,us\n");
+        int idx = 0, last_layer = -2, last_fwd = -1;
+        for (int i = 0; i < kt_n; i++) {
+            const ktime *t = &kt[i];
+            if (t->layer != last_layer || t->fwd != last_fwd) idx = 0, last_layer = t->layer, last_fwd = t->fwd;
+            float ms = 0;
+            cudaEventElapsedTime(&ms, t->a, t->b);
+            fprintf(f, "%d,%s,%d,%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%.3f\n", t->layer, t->fwd ? "fwd" : "bwd", idx++,
+                    dm_kern_kind_name(t->k.kind), dm_kern_op_name(t->k.op), (long long)t->k.m, (long long)t->k.n,
+                    (long long)t->k.k, (long long)t->k.batch, (long long)t->k.count, (long long)t->k.param, ms * 1e3);
+        }
+        fclose(f);
+    }
+    kt_n = 0;
+}
+
 /* A forward or backward op: its layer's kernels in order. */
 static int layer_op(real_exec *ex, const dm_op *op, cudaStream_t s, cublasHandle_t h, dm_err *err)
 {
@@ -641,7 +700,13 @@ static int layer_op(real_exec *ex, const dm_op *op, cudaStream_t s, cublasHandle
         if (b->k.op == DM_KOP_DGRAD && !ex->o.input_grad) continue;
         wk_args a;
         kernel_args(ex, op->layer, b, &a);
+        ktime *t = kt_enabled() ? kt_next() : NULL;
+        if (t) {
+            t->layer = op->layer, t->fwd = fwd, t->k = b->k;
+            CU(cudaEventRecord(t->a, s));
+        }
         OK(wk_run((wk_blas)h, &b->k, &a, (ns_stream)s, err));
+        if (t) CU(cudaEventRecord(t->b, s));
     }
     return 0;
 }
@@ -1051,6 +1116,7 @@ static int gpu_step_run(real_exec *ex, double t0, real_step_local *out, dm_err *
     CU(cudaMemcpyAsync(g->h_flag, g->d_flag, 2 * sizeof(int), cudaMemcpyDeviceToHost, sc));
     CU(cudaEventRecord(g->step_e, sc));
     OK(gpu_wait(ex, g->step_e, "the end of the step", err));
+    kt_flush();
     float ms = 0;
     CU(cudaEventElapsedTime(&ms, g->step_s, g->step_e));
     out->step_us = ms * 1e3;

@@ -116,3 +116,13 @@ stage_k2() {
     OUT=$L/k2out timeout 185 sh traces/kernels/run_device.sh k2
     echo "k2 exit $?"
 }
+# ktimes: every forward/backward kernel of a step timed in the executor (DMUON_KERNEL_TIMES),
+# for five models, to hold the kernels as the step runs them against bench work's rows
+STAGE_TIMEOUT_ktimes=90
+stage_ktimes() {
+    for m in llama-3.2-3b qwen2.5-1.5b moonlight-16b-a3b-6l wall-oss-flow pi0; do
+        DMUON_KERNEL_TIMES="$L/ktimes_$m.csv" timeout 30 "$D/dmuon" run --backend gpu --model "models/$m.json" \
+            --cluster h200 --strategy adamw --tokens 4096 --steps 2 --timeout 30 > "$L/ktimes_$m.txt" 2>&1
+        echo "ktimes $m exit $? ($(wc -l < "$L/ktimes_$m.csv" 2>/dev/null || echo 0) kernels)"
+    done
+}
