@@ -23,9 +23,31 @@
 /* ---- bench comm ---------------------------------------------------------------------------- */
 
 #ifdef DM_HAVE_MPI
+static void usage_comm(FILE *f, int gpu)
+{
+    fprintf(f, "Usage: mpirun -np N dmuon bench comm [OPTIONS]\n"
+               "Time broadcast, reduce, all-reduce, all-gather and reduce-scatter over all ranks\n"
+               "(nccl-tests columns), check every result, and fit latency and bus bandwidth.\n\n"
+               "  --backend B        gpu (NCCL, bf16) or cpu (MPI, float) (default %s)\n"
+               "  --min-bytes S      smallest size (default 1K)\n"
+               "  --max-bytes S      largest size (default 1G)\n"
+               "  --step-factor F    size multiplier (default 2)\n"
+               "  --iters N          timed calls per size (default 20)\n"
+               "  --warmup N         untimed calls first (default 5)\n"
+               "  --timeout S        give up on a collective after S seconds (default 300)\n"
+               "  --csv FILE         the rows as CSV (for the cost model's fit)\n",
+               gpu ? "gpu" : "cpu");
+}
+
 static int bench_comm(int argc, char **argv)
 {
     int inited = 0, rank = 0;
+    if (opt_wants_help(argc, argv)) {
+        real_bench_opts d;
+        real_bench_opts_default(&d);
+        usage_comm(stdout, d.gpu);
+        return 0;
+    }
     MPI_Initialized(&inited);
     if (!inited) MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -57,19 +79,7 @@ static int bench_comm(int argc, char **argv)
             o.gpu = !strcmp(optarg, "gpu");
             break;
         case 'h':
-            if (!rank)
-                printf("Usage: mpirun -np N dmuon bench comm [OPTIONS]\n"
-                       "Time broadcast, reduce, all-reduce, all-gather and reduce-scatter over all ranks\n"
-                       "(nccl-tests columns), check every result, and fit latency and bus bandwidth.\n\n"
-                       "  --backend B        gpu (NCCL, bf16) or cpu (MPI, float) (default %s)\n"
-                       "  --min-bytes S      smallest size (default 1K)\n"
-                       "  --max-bytes S      largest size (default 1G)\n"
-                       "  --step-factor F    size multiplier (default 2)\n"
-                       "  --iters N          timed calls per size (default 20)\n"
-                       "  --warmup N         untimed calls first (default 5)\n"
-                       "  --timeout S        give up on a collective after S seconds (default 300)\n"
-                       "  --csv FILE         the rows as CSV (for the cost model's fit)\n",
-                       o.gpu ? "gpu" : "cpu");
+            if (!rank) usage_comm(stdout, o.gpu);
             MPI_Finalize();
             return 0;
         default: bad = 1;

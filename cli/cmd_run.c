@@ -295,6 +295,10 @@ static int parse_fault(const char *opt, const char *arg, const char *want, int n
 int cmd_run(int argc, char **argv)
 {
     int inited = 0;
+    if (opt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     MPI_Initialized(&inited);
     if (!inited) MPI_Init(&argc, &argv);
     run_ctx x;

@@ -28,6 +28,13 @@ int opt_getopt_error(const char *cmd, int c, char **argv)
     return 2;
 }
 
+int opt_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
+}
+
 int opt_no_operands(const char *cmd, int argc, char **argv)
 {
     if (optind >= argc) return 0;

@@ -16,6 +16,9 @@ void opt_usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
 /* After getopt_long returned c for the option at argv[optind - 1]: ':' is a missing argument,
  * anything else an unknown option; prints that usage error and returns 2 (the exit status). */
 int opt_getopt_error(const char *cmd, int c, char **argv);
+/* 1 when an argument before "--" is exactly -h or --help: commands that start MPI check it
+ * first and print their help without MPI_Init (its components are never loaded for a help). */
+int opt_wants_help(int argc, char **argv);
 /* Operands left after the options (optind < argc): the usage error for the first, 2; else 0. */
 int opt_no_operands(const char *cmd, int argc, char **argv);
 

@@ -272,7 +272,7 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
         key[0] = x->rows, key[1] = x->cols, key[2] = op->n_params, key[3] = (int64_t)op->algo * (INT64_C(1) << 32) + i;
     }
     /* distinct plans: sorted by (shape, batch, algorithm), the first op of each kept */
-    qsort(c->nskey, (size_t)nk, sizeof *c->nskey, cmp_key);
+    if (nk > 1) qsort(c->nskey, (size_t)nk, sizeof *c->nskey, cmp_key);
     for (int j = 0; j < nk; j++) {
         int64_t *key = c->nskey[j];
         if (j && key[0] == c->nskey[j - 1][0] && key[1] == c->nskey[j - 1][1] && key[2] == c->nskey[j - 1][2] &&

@@ -4,7 +4,7 @@
 # `make fuzz-build` call it with the build's flags in the environment:
 #   FUZZ_SRCDIR, FUZZ_BUILDDIR  source and build roots (absolute)
 #   FUZZ_CC                     clang (14 or later, with libFuzzer: libclang-rt-dev on Debian)
-#   FUZZ_CPPFLAGS, FUZZ_LIBS    the build's preprocessor flags and libraries
+#   FUZZ_CPPFLAGS, FUZZ_LIBS    the build's preprocessor flags and libraries (CUDA, NCCL, MPI included)
 #   FUZZ_SOURCES                libdmuon_a_SOURCES (every library source, compiled instrumented)
 #   FUZZ_SECONDS                run: seconds per harness (default 30)
 #   FUZZ_RUNS                   run: executions per harness instead of a time limit

@@ -6,7 +6,7 @@ FUZZ_CC = clang
 FUZZ_SECONDS = 30
 FUZZ_ENV = FUZZ_SRCDIR='$(abs_top_srcdir)' FUZZ_BUILDDIR='$(abs_top_builddir)' FUZZ_CC='$(FUZZ_CC)' \
 	FUZZ_CPPFLAGS='$(DEFS) -I$(abs_top_builddir) $(AM_CPPFLAGS) $(CPPFLAGS) $(MPI_CFLAGS)' \
-	FUZZ_LIBS='$(LIBS) $(MPI_LIBS)' \
+	FUZZ_LIBS='$(DM_DEPLIBS) $(LIBS) $(MPI_LIBS)' \
 	FUZZ_SOURCES='$(libdmuon_a_SOURCES) cli/opts.c' FUZZ_SECONDS='$(FUZZ_SECONDS)'
 fuzz:
 	$(FUZZ_ENV) $(SHELL) $(srcdir)/fuzz/fuzz.sh run

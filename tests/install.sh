@@ -39,6 +39,16 @@ case "$tmp/" in
 *) unshare -rm sh -c 'mount -t tmpfs none "$1"' sh "$tmp" 2>/dev/null && hidden=yes ;;
 esac
 mkdir -p "$tmp/work"
+# A sanitizer build's LeakSanitizer suppressions (.ci/run names fuzz/lsan.supp in the source tree)
+# must stay readable once the trees are hidden: the staged program reads a copy in the stage.
+lsan= supp=
+oldifs=$IFS IFS=:
+for kv in ${LSAN_OPTIONS:-}; do
+    case $kv in suppressions=*) supp=${kv#suppressions=} kv=suppressions=$tmp/lsan.supp ;; esac
+    lsan=${lsan:+$lsan:}$kv
+done
+IFS=$oldifs
+if [ -n "$supp" ] && [ -r "$supp" ] && cp "$supp" "$tmp/lsan.supp"; then export LSAN_OPTIONS="$lsan"; fi
 # staged CMD...: the staged dmuon from $tmp/work, the trees hidden when that is possible
 staged() {
     if [ $hidden = yes ]; then
