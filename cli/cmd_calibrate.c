@@ -30,7 +30,7 @@ static void usage(FILE *f)
             "  --trace TRACE      a measured trace (dmuon run --trace) of one model (traces of two\n"
             "                     models are refused; the file names the model): forward/backward ops\n"
             "                     whose GEMMs all have rows in --kernels (with --program) are the\n"
-            "                     table's: kernel_gap_us from what they took beyond their kernels;\n"
+            "                     table's (a backward's also its gradients' non-finite check);\n"
             "                     GEMMs without rows (or no plan): fwd_efficiency and bwd_efficiency,\n"
             "                     the fallback; elementwise_efficiency/_launch_us.adamw/.muon_update\n"
             "                     where the table has no rows of them or its rows miss by > 10%%;\n"
@@ -43,6 +43,10 @@ static void usage(FILE *f)
             "                     is the NS times over the table's for their shapes\n"
             "  --comm-slowdown    with --trace: also fit comm_slowdown, the compute rate lost while a\n"
             "                     collective is in flight on the rank (default: not fitted, 0)\n"
+            "  --kernel-gap       with --trace and --program: also fit kernel_gap_us, the idle between\n"
+            "                     two kernels of an op, from what the table-priced ops took beyond\n"
+            "                     their kernels (that holds every rate the table misses on the one\n"
+            "                     model traced; default: not fitted, 0)\n"
             "  --coll-slowdown    with --trace: also fit coll_slowdown, the NVLink bandwidth lost by\n"
             "                     collectives while their GPUs compute, against the collective model\n"
             "                     of --comm's fits (else the cluster's); collectives of >= --min-bytes\n"
@@ -57,7 +61,7 @@ static void usage(FILE *f)
             "  -h, --help         this text\n");
 }
 
-enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW };
+enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW, O_GAP };
 
 int cmd_calibrate(int argc, char **argv)
 {
@@ -70,11 +74,12 @@ int cmd_calibrate(int argc, char **argv)
                                        {"min-bytes", required_argument, 0, O_MINB},
                                        {"comm-slowdown", no_argument, 0, O_SLOW},
                                        {"coll-slowdown", no_argument, 0, O_CSLOW},
+                                       {"kernel-gap", no_argument, 0, O_GAP},
                                        {"program", required_argument, 0, O_PROG},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *cluster = NULL, *gpu = NULL, *out = "-";
-    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0;
+    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0, gap = 0;
     int64_t mb;
     double min_bytes = CALIB_MIN_BYTES;
     optind = 1;
@@ -105,6 +110,7 @@ int cmd_calibrate(int argc, char **argv)
             break;
         case O_SLOW: slow = 1; break;
         case O_CSLOW: cslow = 1; break;
+        case O_GAP: gap = 1; break;
         case O_PROG:
             if (!n_trace || program[n_trace - 1]) {
                 opt_usage_error(CMD, "--program PLAN goes after its --trace TRACE, one per trace");
@@ -122,8 +128,8 @@ int cmd_calibrate(int argc, char **argv)
         opt_usage_error(CMD, "--program needs --kernels (the table its NS ops are fitted against)");
         return 2;
     }
-    if ((slow || cslow) && !n_trace) {
-        opt_usage_error(CMD, "%s needs --trace", slow ? "--comm-slowdown" : "--coll-slowdown");
+    if ((slow || cslow || gap) && !n_trace) {
+        opt_usage_error(CMD, "%s needs --trace", slow ? "--comm-slowdown" : cslow ? "--coll-slowdown" : "--kernel-gap");
         return 2;
     }
     if (!n_comm && !n_trace && !kernels) {
@@ -157,7 +163,8 @@ int cmd_calibrate(int argc, char **argv)
         for (int i = 0; i < n_trace; i++) fprintf(log, "%s %s", i ? "," : "", trace[i]);
         fprintf(log, ":\n");
         int rc = (n_program && dm_costs_load(kernels, &table, &err)) ||
-                 calib_fit_traces(&k, n_trace, trace, program, cl.gpu, table, slow, log, &err);
+                 calib_fit_traces(&k, n_trace, trace, program, cl.gpu, table,
+                                  (slow ? CALIB_FIT_COMM_SLOWDOWN : 0) | (gap ? CALIB_FIT_KERNEL_GAP : 0), log, &err);
         dm_costs_free(table);
         if (rc) goto fail;
     }

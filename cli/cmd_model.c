@@ -66,7 +66,7 @@ int cmd_models(int argc, char **argv)
         if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) names[n++] = strdup(e->d_name);
     }
     closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    if (n > 1) qsort(names, (size_t)n, sizeof *names, cmp_str);
     int rc = 0;
     if (fmt == FMT_TABLE)
         printf("# %-22s %-22s %14s %14s %12s %9s\n", "file", "name", "params", "muon_params", "adamw_params", "muon_mats");

@@ -170,10 +170,10 @@ const char *const *dm_cluster_presets(void)
      kind "'s bus bandwidth inside a node / all-reduce's"}
 #define ELEM_EFF(i, kind, what)                                                                        \
     {"elementwise_efficiency." kind, DM_PARAM_NUM, F | C, AT(elem_efficiency[i]), 1, "", 0.001, 1, 0,  \
-     what ": fraction of HBM bandwidth reached, time = launch + bytes / (it x HBM) (default: the kernel table)"}
+     what ": fraction of HBM bandwidth reached, time = tensors x launch + bytes / (it x HBM) (default: the kernel table)"}
 #define ELEM_LAUNCH(i, kind, what)                                                                     \
     {"elementwise_launch_us." kind, DM_PARAM_NUM, F | C, AT(elem_launch_us[i]), 1, "us", 0, 1e4, 0,     \
-     what ": the per-op launch of that time (default: the GPU's launch floor)"}
+     what ": the per-tensor launch of that time (the executor updates an op's tensors one by one; default: the GPU's launch floor)"}
 
 static const dm_param params[] = {
     {"name", DM_PARAM_TEXT, F | S, AT(name), 1, "", 0, 0, 0, "the cluster's name in reports (default: the file's path)"},

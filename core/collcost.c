@@ -173,7 +173,7 @@ static int fabric_links(const dm_cluster *c, const int *node, const uint64_t *ma
             if (down > 1e-12) out[cnt++] = (coll_link){COLL_LINK_LEAF_DOWN, lv * nics + k, down};
         }
     }
-    qsort(out + first, (size_t)(cnt - first), sizeof *out, cmp_link);
+    if ((cnt - first) > 1) qsort(out + first, (size_t)(cnt - first), sizeof *out, cmp_link);
     int w = first;
     for (int r = first; r < cnt; r++) {
         if (w > first && out[w - 1].kind == out[r].kind && out[w - 1].index == out[r].index) out[w - 1].weight += out[r].weight;

@@ -124,6 +124,11 @@ double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, doub
 }
 
 /* One launch: FLOPs over the bf16 rate or bytes over HBM, the larger, plus the launch floor. */
+double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems)
+{
+    return tensors * gpu->launch_us + 2.0 * elems / gpu->hbm_Bps * 1e6;
+}
+
 static double roof_launch_us(const dm_gpu *gpu, double flops, double bytes)
 {
     return fmax(flops / gpu->bf16_flops, bytes / gpu->hbm_Bps) * 1e6 + gpu->launch_us;
@@ -281,7 +286,7 @@ static int duplicate_row(const dm_costs *c, dm_err *err)
     row *s = dm_malloc((size_t)c->n_rows * sizeof *s, err);
     if (!s) return -1;
     memcpy(s, c->rows, (size_t)c->n_rows * sizeof *s);
-    qsort(s, (size_t)c->n_rows, sizeof *s, by_identity);
+    if (c->n_rows > 1) qsort(s, (size_t)c->n_rows, sizeof *s, by_identity);
     int at = -1;
     for (int i = 1; i < c->n_rows; i++) {
         row a = s[i - 1], b = s[i];
@@ -844,7 +849,7 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
         shapes[ns][0] = m;
         shapes[ns++][1] = n;
     }
-    qsort(shapes, (size_t)ns, sizeof *shapes, cmp_shape);
+    if (ns > 1) qsort(shapes, (size_t)ns, sizeof *shapes, cmp_shape);
     dm_out *o = dm_out_open(path, err);
     if (!o) {
         free(shapes);

@@ -39,7 +39,7 @@ int dm_iv_merge(double *iv, int n)
             iv[2 * k + 1] = iv[2 * i + 1];
             k++;
         }
-    qsort(iv, (size_t)k, 2 * sizeof *iv, cmp_start);
+    if (k > 1) qsort(iv, (size_t)k, 2 * sizeof *iv, cmp_start);
     int m = 0;
     for (int i = 0; i < k; i++) {
         if (m && iv[2 * i] <= iv[2 * m - 1]) {
@@ -134,7 +134,7 @@ int dm_phases_trace(const dm_trace *t, dm_phases *out, dm_err *err)
     if (!re) return -1;
     double *last = re + 2 * t->n;
     for (int i = 0; i < t->n; i++) re[2 * i] = t->ev[i].rank, re[2 * i + 1] = t->ev[i].ts_us + t->ev[i].dur_us;
-    qsort(re, (size_t)t->n, 2 * sizeof *re, by_rank);
+    if (t->n > 1) qsort(re, (size_t)t->n, 2 * sizeof *re, by_rank);
     int k = 0;
     for (int i = 0; i < t->n; i++) {
         if (!k || re[2 * i] != re[2 * (k - 1)]) re[2 * k] = re[2 * i], last[k++] = 0;

@@ -68,7 +68,7 @@ static int *sorted_members(const dm_program *p, const int *ranks, int n, dm_err 
     int *s = dm_malloc((size_t)n * sizeof *s, err);
     if (!s) return NULL;
     memcpy(s, ranks, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_int);
+    if (n > 1) qsort(s, (size_t)n, sizeof *s, cmp_int);
     for (int i = 0; i < n; i++)
         if (s[i] < 0 || s[i] >= p->nranks || (i && s[i] == s[i - 1])) {
             int bad = s[i];

@@ -725,7 +725,7 @@ static int group_item(rd *r, int i, void *vctx)
     }
     if (rk) {
         for (int k = 0; k < b.n; k++) rk[k] = (int)b.v[k];
-        qsort(b.v, (size_t)b.n, sizeof *b.v, cmp_i64);
+        if (b.n > 1) qsort(b.v, (size_t)b.n, sizeof *b.v, cmp_i64);
         for (int k = 1; k < b.n; k++)
             if (b.v[k] == b.v[k - 1]) {
                 int dup = (int)b.v[k];

@@ -222,7 +222,7 @@ int dm_trace_index_build(const dm_trace *t, dm_trace_index *x, dm_err *err)
     x->n = t->n;
     if (!(x->k = dm_malloc(((size_t)t->n + 1) * sizeof *x->k, err))) return -1;
     for (int i = 0; i < t->n; i++) x->k[i] = (dm_trace_key){t->ev[i].rank, t->ev[i].op, i};
-    qsort(x->k, (size_t)t->n, sizeof *x->k, by_rank_op);
+    if (t->n > 1) qsort(x->k, (size_t)t->n, sizeof *x->k, by_rank_op);
     return 0;
 }
 

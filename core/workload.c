@@ -361,6 +361,25 @@ done:
     return rc;
 }
 
+void dm_work_grads(const dm_kernel *k, int n, double *tensors, double *elems)
+{
+    double t = 0, e = 0;
+    for (int i = 0; i < n; i++) {
+        const dm_kernel *x = &k[i];
+        double c = (double)(x->count > 0 ? x->count : 1);
+        if (x->kind != DM_KERN_ELEM && x->op == DM_KOP_WGRAD) {
+            double per = x->kind == DM_KERN_BGEMM ? (double)x->batch : c; /* experts: one matrix each */
+            t += per, e += per * (double)x->m * (double)x->n;
+        } else if (x->op == DM_KOP_VECTOR_BWD || x->op == DM_KOP_TABLE_BWD) {
+            t += c, e += c * (double)x->n;
+        } else if (x->op == DM_KOP_EMBED_BWD) { /* its elems: the tokens' rows plus the zeroed table */
+            double table = x->elems - c * (double)x->m * (double)x->n;
+            t += c, e += table > 0 ? table : c * (double)x->n;
+        }
+    }
+    *tensors = t, *elems = e;
+}
+
 int dm_step_work_sum(const dm_model *m, const dm_workload_opts *o, dm_step_work *out, dm_err *err)
 {
     memset(out, 0, sizeof *out);

@@ -104,6 +104,14 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
                         dm_layer_work *out, dm_err *err);
 void dm_layer_work_free(dm_layer_work *w); /* accepts a zeroed struct */
 
+/* The parameter gradients that backward kernels k[0..n) write (weight-gradient GEMMs, the
+ * experts' batched ones, 1-D parameters, embedding and table backward): how many tensors and
+ * their elements (a table's gradient counted at its width: its rows are not on the kernel).
+ * The executor checks every gradient for non-finite values after its backward op (one read
+ * of the bf16 gradient, one launch per tensor: real/real_gpu.c backward_done); the simulator
+ * and the calibration price that check from these counts (dm_grad_check_us, costs.h). */
+void dm_work_grads(const dm_kernel *k, int n, double *tensors, double *elems);
+
 /* Totals of a whole step (all layers): FLOPs forward and backward, and the active parameters
  * per token (every parameter a token passes through: experts at top_k / experts). */
 typedef struct dm_step_work {

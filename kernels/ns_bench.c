@@ -136,7 +136,7 @@ int ns_bench_model_paths(char ***out, int *n_out, dm_err *err)
         free(names);
         return -1;
     }
-    qsort(names, (size_t)nn, sizeof *names, cmp_cstr);
+    if (nn > 1) qsort(names, (size_t)nn, sizeof *names, cmp_cstr);
     *out = names;
     *n_out = nn;
     return 0;
@@ -200,7 +200,7 @@ typedef struct stats3 {
 
 void ns_bench_stats(double *t, int n, double *med, double *min, double *max)
 {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    if (n > 1) qsort(t, (size_t)n, sizeof *t, cmp_double);
     *min = t[0];
     *max = t[n - 1];
     *med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
@@ -404,7 +404,7 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
         for (size_t i = 0; i < sizeof goal / sizeof goal[0]; i++)
             if (ns_bench_shapes_add(shapes, goal[i][0], goal[i][1], NULL, 0, err)) goto done;
     }
-    qsort(shapes->v, (size_t)shapes->n, sizeof *shapes->v, cmp_shape);
+    if (shapes->n > 1) qsort(shapes->v, (size_t)shapes->n, sizeof *shapes->v, cmp_shape);
 
     if (ns_device_query(&B.dev, err)) {
         char m[sizeof err->msg];

@@ -589,7 +589,7 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
            "and %.0f ms timed; roofline of the %s at 60%% of its bf16 rate and 70%% of its HBM)\n", est, o->sustain_s,
            o->warmup_ms, o->reps, o->min_ms, gpu->short_name);
     fflush(stdout);
-    qsort(J.v, (size_t)J.n, sizeof *J.v, cmp_est);
+    if (J.n > 1) qsort(J.v, (size_t)J.n, sizeof *J.v, cmp_est);
     if (o->dry_run) {
         if (o->list)
             for (int i = 0; i < J.n; i++)

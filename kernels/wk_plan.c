@@ -119,7 +119,7 @@ static int embed_map(wctx *c, int64_t param, int64_t rows, int64_t row0, int64_t
         p->a[t] = wk_token_id(c->o->seed, param, row0 + t, table_rows);
         pr[t] = (idpair){p->a[t], (int32_t)t};
     }
-    qsort(pr, (size_t)rows, sizeof *pr, cmp_idpair);
+    if (rows > 1) qsort(pr, (size_t)rows, sizeof *pr, cmp_idpair);
     int64_t u = 0;
     for (int64_t t = 0; t < rows; t++) {
         if (t == 0 || pr[t].id != pr[t - 1].id) p->uniq[u] = pr[t].id, p->off[u++] = (int32_t)t;

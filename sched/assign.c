@@ -381,7 +381,7 @@ int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err)
         sched_assign_free(a);
         return -1;
     }
-    qsort(u, (size_t)nu, sizeof *u, cmp_unit_cost);
+    if (nu > 1) qsort(u, (size_t)nu, sizeof *u, cmp_unit_cost);
     for (int k = 0; k < nu; k++) {
         if (pl.p) { /* communication terms: the objective's greedy step */
             place_unit(p, order, &u[k], placer_put(&pl, u[k].layer > 0 ? u[k].layer : 0, u[k].cost, u[k].elems), a);
@@ -575,7 +575,7 @@ static int make_jobs(const sched_problem *p, const int *count, double cap_us, jo
  * smaller job elsewhere, while that lowers the pair's maximum below the current makespan. */
 static double schedule_jobs(const sched_problem *p, job *jobs, int nj, double *load, double deadline)
 {
-    qsort(jobs, (size_t)nj, sizeof *jobs, cmp_job_cost);
+    if (nj > 1) qsort(jobs, (size_t)nj, sizeof *jobs, cmp_job_cost);
     for (int o = 0; o < p->nowners; o++) load[o] = 0;
     for (int j = 0; j < nj; j++) {
         int best = 0;
@@ -1155,7 +1155,7 @@ static int split_eval(const sched_problem *p, const btab *bt, const lclass *lc, 
             if (nm) u[nu++] = (sunit){l, j, pcost[(size_t)c * kmax + j], e};
         }
     }
-    qsort(u, (size_t)nu, sizeof *u, cmp_sunit);
+    if (nu > 1) qsort(u, (size_t)nu, sizeof *u, cmp_sunit);
     for (int i = 0; i < nu; i++) {
         int o = placer_put(&pl, u[i].layer, u[i].cost, u[i].elems), c = lc->of[u[i].layer];
         const int *pv = parts + ((size_t)c * kmax + u[i].part) * S;

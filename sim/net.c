@@ -322,7 +322,7 @@ static void settle(sim_net *n)
             }
         }
     }
-    qsort(n->part, (size_t)np, sizeof *n->part, cmp_part);
+    if (np > 1) qsort(n->part, (size_t)np, sizeof *n->part, cmp_part);
     fill(n, np);
     n->refilled += np;
     for (int i = 0; i < n->n_part_links; i++) {

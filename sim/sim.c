@@ -164,10 +164,11 @@ static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
     double bpp = dm_elementwise_bytes_per_param(name);
     s->elem_ops[which]++;
     if (op->bytes <= 0) return 0;
-    if (s->c->elem_efficiency[which] > 0) { /* calibrated: launch + bytes at the achieved bandwidth */
+    if (s->c->elem_efficiency[which] > 0) { /* calibrated: a launch per tensor + bytes at the achieved bandwidth */
         s->elem_src_count[which][5]++;
         double launch = s->c->elem_launch_us[which] > 0 ? s->c->elem_launch_us[which] : s->c->gpu->launch_us;
-        return op->bytes / (s->c->elem_efficiency[which] * s->c->gpu->hbm_Bps) * 1e6 + launch;
+        return op->bytes / (s->c->elem_efficiency[which] * s->c->gpu->hbm_Bps) * 1e6 +
+               launch * (op->n_params > 0 ? op->n_params : 1);
     }
     if (!s->o.costs || bpp <= 0) {
         s->elem_src_count[which][4]++;
@@ -220,8 +221,9 @@ static double kernel_us(sim *s, const dm_kernel *kn, int pass, int *src, dm_err 
     return k->us * count;
 }
 
-/* A forward or backward op: the sum of its work's kernels plus kernel_gap_us between two of
- * its launches (each work priced once); an op without work (a program file written before ops
+/* A forward or backward op: the sum of its work's kernels (a backward's also the check of
+ * each gradient it wrote, dm_work_grads) plus kernel_gap_us between two of its launches (each
+ * work priced once); an op without work (a program file written before ops
  * carried one): its FLOPs at the cluster's efficiency. */
 static double pass_us(sim *s, const dm_op *op, dm_err *err)
 {
@@ -247,6 +249,12 @@ static double pass_us(sim *s, const dm_op *op, dm_err *err)
         t += k;
         launches += (double)(w->k[i].count > 0 ? w->k[i].count : 1);
         s->kern_src_count[pass][src]++;
+    }
+    if (pass) { /* the executor's check of every gradient the backward wrote */
+        double gt, ge;
+        dm_work_grads(w->k, w->n, &gt, &ge);
+        t += dm_grad_check_us(s->c->gpu, gt, ge);
+        launches += gt;
     }
     if (launches > 1) t += (launches - 1) * s->c->kernel_gap_us;
     s->works_priced[pass]++;
@@ -295,6 +303,7 @@ static void describe_pass(const sim *s, int pass, char *buf, size_t size)
                             k1 = 0;
             PUT(")");
         }
+        if (pass) PUT("; each gradient's non-finite check at the %s HBM roofline + launch", c->gpu->short_name);
         if (c->kernel_gap_us > 0) PUT("; %.3g us between two kernels of an op", c->kernel_gap_us);
     }
     if (s->ops_without_work[pass])
@@ -333,7 +342,7 @@ static void describe_sources(sim *s, sim_result *r)
                          i < 4 ? dm_cost_source_name((dm_cost_source)i) : i == 4 ? "bytes/HBM" : "calibrated");
         if (c->elem_efficiency[w] > 0)
             snprintf(r->cost_src[ek[w]], sizeof r->cost_src[ek[w]],
-                     "HBM bytes / (%.3g x %.3g TB/s %s datasheet) + %.3g us per op; efficiency from cluster %s",
+                     "HBM bytes / (%.3g x %.3g TB/s %s datasheet) + %.3g us per tensor; efficiency from cluster %s",
                      c->elem_efficiency[w], c->gpu->hbm_Bps / 1e12, c->gpu->short_name,
                      c->elem_launch_us[w] > 0 ? c->elem_launch_us[w] : c->gpu->launch_us, c->name);
         else if (s->o.costs)

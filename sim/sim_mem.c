@@ -82,7 +82,7 @@ static int muon_shapes(const dm_model *m, shape_n *sh)
         sh[k].n = t->rows < t->cols ? t->cols : t->rows;
         sh[k++].count = t->count;
     }
-    qsort(sh, (size_t)k, sizeof *sh, cmp_shape);
+    if (k > 1) qsort(sh, (size_t)k, sizeof *sh, cmp_shape);
     int u = 0;
     for (int i = 0; i < k; i++) {
         if (u && sh[u - 1].m == sh[i].m && sh[u - 1].n == sh[i].n) sh[u - 1].count += sh[i].count;

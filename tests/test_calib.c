@@ -375,8 +375,9 @@ int main(void)
     }
 
     /* 4d. A traced plan whose forward/backward GEMMs all have rows in the kernel table: no
-     * efficiency is fitted; each op took its kernels' table time plus 2 us per launch after the
-     * first, and kernel_gap_us 2 comes back. AdamW ops at the table's time are the table's (not
+     * efficiency is fitted; each op took its kernels' table time (a backward's also its
+     * gradient's check) plus 2 us per launch after the first, and kernel_gap_us 2 comes back
+     * when asked for. AdamW ops at the table's time are the table's (not
      * fitted); at twice it, fitted. */
     {
         char kpath[600], ppath[600], tpath[600];
@@ -407,7 +408,8 @@ int main(void)
                 dm_op o = dm_op_init(i % 3 == 0 ? DM_OP_FORWARD : i % 3 == 1 ? DM_OP_BACKWARD : DM_OP_ADAMW, DM_STREAM_COMPUTE);
                 double d;
                 if (i % 3 == 0) o.work = wf, o.flops = fk[0].flops, d = 2 * 50 + 2 * 10 + 3 * 2.0;
-                else if (i % 3 == 1) o.work = wb, o.flops = bk[0].flops + bk[1].flops, d = 55 + 60 + 1 * 2.0;
+                else if (i % 3 == 1) /* its two kernels, the check of the one gradient, two gaps */
+                    o.work = wb, o.flops = bk[0].flops + bk[1].flops, d = 55 + 60 + dm_grad_check_us(h200, 1, 1024.0 * 1024) + 2 * 2.0;
                 else o.bytes = 28 * adam_elems[i / 3], d = slow * adam_us[i / 3];
                 dm_program_add_op(p, 0, &o, NULL, 0, NULL, 0, &err);
                 dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, o.kind, ts, d, o.bytes, o.flops, 0, -1, 0};
@@ -419,12 +421,15 @@ int main(void)
             ok(dm_program_save(p, ppath, &err) == 0 && dm_trace_write_csv(s, tpath, &err) == 0, "plan and trace %d written", slow);
             static calib kk;
             memset(&kk, 0, sizeof kk);
-            ok(calib_fit_trace(&kk, tpath, h200, ppath, table, 0, NULL, &err) == 0, "fit against the kernel table (%s)",
-               err.msg);
+            ok(calib_fit_trace(&kk, tpath, h200, ppath, table, 0, NULL, &err) == 0 && !calib_get(&kk, "kernel_gap_us"),
+               "fit against the kernel table: no kernel_gap_us unless asked (%s)", err.msg);
+            memset(&kk, 0, sizeof kk);
+            ok(calib_fit_trace(&kk, tpath, h200, ppath, table, CALIB_FIT_KERNEL_GAP, NULL, &err) == 0,
+               "fit against the kernel table with CALIB_FIT_KERNEL_GAP (%s)", err.msg);
             ok(!calib_get(&kk, "fwd_efficiency") && !calib_get(&kk, "bwd_efficiency"),
                "forward/backward priced by the table: no fwd/bwd efficiency fitted");
             e = calib_get(&kk, "kernel_gap_us");
-            ok(e && fabs(atof(e->value) - 2) < 1e-6 && e->points == 6 && e->residual < 1e-9,
+            ok(e && fabs(atof(e->value) - 2) < 1e-4 && e->points == 6 && e->residual < 1e-6,
                "kernel_gap_us 2 recovered from 6 ops (%s)", e ? e->value : "-");
             ok(strstr(kk.notes, "6 ops priced by the kernel table") != NULL && !strcmp(kk.fitted_on, "Tiny-1B"),
                "the note says what priced them, fitted on Tiny-1B: %s", kk.notes);
@@ -445,7 +450,7 @@ int main(void)
                 ok(calib_write(&kk, cpath, &err) == 0 && calib_read(cpath, &kb, &err) == 0 &&
                        !strcmp(kb.fitted_on, "Tiny-1B") && !strcmp(kb.notes, kk.notes) &&
                        calib_apply(cpath, &cl, &ci, &err) == 0 && !strcmp(ci.fitted_on, "Tiny-1B") &&
-                       fabs(cl.kernel_gap_us - 2) < 1e-6 && strstr(ci.describe, "fitted on Tiny-1B's traces"),
+                       fabs(cl.kernel_gap_us - 2) < 1e-4 && strstr(ci.describe, "fitted on Tiny-1B's traces"),
                    "fitted-on and the note survive the file; calib_apply sets kernel_gap_us (%s)", ci.describe);
             }
             dm_trace_free(s);

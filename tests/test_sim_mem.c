@@ -117,8 +117,9 @@ int main(void)
     ok(b > 6e9 && b < 10e9, "DeepSeek-V3 on 512 ranks: %.1f GB (7.7 GB measured when it ran to the end)", b / 1e9);
     ok(sim_mem_check(&s, SIM_MEM_PROGRAM | SIM_MEM_SIM, 0, "x", &err) == 0, "limit 0: no check");
     err.msg[0] = 0;
+    /* the need includes what the process holds (more under ASan): no digits checked here */
     ok(sim_mem_check_plan(moe, &cl, 512, &so, 0, (int64_t)4 << 30, &err) == -1 &&
-           strstr(err.msg, "the simulation of DeepSeek-V3 dmuon on 512 GPUs would need about 8.") &&
+           strstr(err.msg, "the simulation of DeepSeek-V3 dmuon on 512 GPUs would need about ") &&
            strstr(err.msg, "over the limit of 4.3 GB (--max-memory SIZE to change it)"),
        "over a 4 GiB limit: %s", err.msg);
     dm_model *kimi = NULL;

@@ -326,6 +326,7 @@ typedef struct fit_op {
     double d_us, work_us, launch_us, overlap;
     double gaps;       /* kernel launches inside the op less one (forward/backward with work) */
     double table_us;   /* elementwise: the kernel table's time for it (0: no rows) */
+    double tensors;    /* elementwise: tensors the op updates, each its own launches (1 without a plan) */
 } fit_op;
 
 enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK_KERN, FK__N };
@@ -383,7 +384,7 @@ double calib_overlap_fraction(const double *iv, int n_iv, double a, double b)
  * elementwise kind whose overhead comes out negative or is not separable (one size) keeps the
  * GPU's launch floor; g < 0 is 0. Returns the sum of squared residuals over all ops; per kind
  * ss[], cnt[], x[] and a[]. */
-static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], double a[FK__N], double ss[FK__N],
+static double fit_rates(const fit_op *ops, int n, double f, int fit_gap, double x[FK__N], double a[FK__N], double ss[FK__N],
                         int cnt[FK__N])
 {
     double s11[FK__N] = {0}, s1c[FK__N] = {0}, scc[FK__N] = {0}, s1[FK__N] = {0}, sc[FK__N] = {0}, sl[FK__N] = {0},
@@ -395,15 +396,16 @@ static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], dou
             gg += G * G, g1 += G * (1 - ops[i].launch_us / q);
             cnt[FK_KERN]++;
         }
-    double g = gg > 0 && g1 > 0 ? g1 / gg : 0;
+    double g = fit_gap && gg > 0 && g1 > 0 ? g1 / gg : 0;
     x[FK_KERN] = g;
     for (int i = 0; i < n; i++) {
         int k = ops[i].kind;
         if (k == FK_KERN) continue;
         double q = ops[i].d_us * (1 - f * ops[i].overlap), c = ops[i].work_us / q, fix = ops[i].launch_us + g * ops[i].gaps;
-        s11[k] += 1 / (q * q), s1c[k] += c / q, scc[k] += c * c, s1[k] += 1 / q, sc[k] += c;
+        double T = k == FK_UPD || k == FK_ADAMW ? ops[i].tensors : 1; /* the overhead a is per tensor */
+        s11[k] += T * T / (q * q), s1c[k] += T * c / q, scc[k] += c * c, s1[k] += T / q, sc[k] += c;
         sl[k] += fix / q * c, slc[k] += c;
-        a[k] = ops[i].launch_us;
+        a[k] = ops[i].launch_us / T;
         cnt[k]++;
     }
     for (int k = 0; k < FK__N; k++) {
@@ -421,7 +423,7 @@ static double fit_rates(const fit_op *ops, int n, double f, double x[FK__N], dou
     for (int i = 0; i < n; i++) {
         int k = ops[i].kind;
         double q = ops[i].d_us * (1 - f * ops[i].overlap);
-        double fix = (k == FK_UPD || k == FK_ADAMW ? a[k] : ops[i].launch_us) + g * ops[i].gaps;
+        double fix = (k == FK_UPD || k == FK_ADAMW ? a[k] * ops[i].tensors : ops[i].launch_us) + g * ops[i].gaps;
         double r = (fix + ops[i].work_us * (k == FK_KERN ? 0 : x[k])) / q - 1;
         ss[k] += r * r;
         tot += r * r;
@@ -483,7 +485,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
                 iv[2 * k + 1] = t->ev[i].ts_us + t->ev[i].dur_us;
                 k++;
             }
-        qsort(iv, (size_t)k, 2 * sizeof *iv, cmp_first_double);
+        if (k > 1) qsort(iv, (size_t)k, 2 * sizeof *iv, cmp_first_double);
         for (int i = 1; i < k; i++) gg[(*n_gaps)++] = iv[2 * i] > iv[2 * i - 1] ? iv[2 * i] - iv[2 * i - 1] : 0;
     }
     size_t used = strlen(desc);
@@ -494,7 +496,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
     rank_intervals(t, R, 1, iv, iv_off);
     for (int i = 0; i < t->n; i++) {
         const dm_trace_event *e = &t->ev[i];
-        fit_op o = {-1, e->dur_us, 0, 0, 0, 0, 0};
+        fit_op o = {-1, e->dur_us, 0, 0, 0, 0, 0, 1};
         const dm_op *pop = p && e->rank >= 0 && e->rank < R && e->op >= 0 && e->op < p->ranks[e->rank].n_ops
                                ? &p->ranks[e->rank].ops[e->op] : NULL;
         if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && pop && pop->kind == e->kind && pop->work >= 0 &&
@@ -511,6 +513,12 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
                 else
                     o.launch_us += dm_costs_kernel_us(costs, gpu, kn, NULL);
             }
+            if (e->kind == DM_OP_BACKWARD) { /* the gradients' check, priced as the simulator does */
+                double gt, ge;
+                dm_work_grads(w->k, w->n, &gt, &ge);
+                o.launch_us += dm_grad_check_us(gpu, gt, ge);
+                launches += gt;
+            }
             o.gaps = launches > 1 ? launches - 1 : 0;
             o.kind = o.work_us > 0 ? (e->kind == DM_OP_FORWARD ? FK_FWD : FK_BWD) : FK_KERN;
             if (o.work_us > 0) (*n_uncovered)++;
@@ -523,7 +531,8 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             const char *name = e->kind == DM_OP_ADAMW ? "adamw" : "muon_update";
             o.kind = e->kind == DM_OP_MUON_UPDATE ? FK_UPD : FK_ADAMW;
             o.work_us = e->bytes / gpu->hbm_Bps * 1e6;
-            o.launch_us = gpu->launch_us;
+            if (pop && pop->kind == e->kind && pop->n_params > 0) o.tensors = pop->n_params;
+            o.launch_us = gpu->launch_us * o.tensors;
             if (costs && dm_costs_op_rows(costs, name, NULL)) /* the table's time, as the simulator takes it */
                 o.table_us = dm_costs_elementwise_us(costs, gpu, name,
                                                      (int64_t)llround(e->bytes / dm_elementwise_bytes_per_param(name)), NULL);
@@ -554,9 +563,9 @@ out:
 }
 
 int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
-                    int fit_slowdown, FILE *log, dm_err *err)
+                    int flags, FILE *log, dm_err *err)
 {
-    return calib_fit_traces(c, 1, &trace_path, &program_path, gpu, costs, fit_slowdown, log, err);
+    return calib_fit_traces(c, 1, &trace_path, &program_path, gpu, costs, flags, log, err);
 }
 
 /* Median of |table / measured - 1| over the ops of kind k (their table time, 0 where none). */
@@ -573,8 +582,9 @@ static double table_miss(const fit_op *ops, int n, int k, int *cnt)
 }
 
 int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, const char *const *program_paths,
-                     const dm_gpu *gpu, const dm_costs *costs, int fit_slowdown, FILE *log, dm_err *err)
+                     const dm_gpu *gpu, const dm_costs *costs, int flags, FILE *log, dm_err *err)
 {
+    int fit_slowdown = flags & CALIB_FIT_COMM_SLOWDOWN, fit_gap = (flags & CALIB_FIT_KERNEL_GAP) != 0;
     int rc = -1, n = 0, n_ov = 0, n_first = 0, n_gaps = 0, n_cov = 0, n_unc = 0;
     fit_op *ops = NULL;
     double *first = NULL, *gaps = NULL;
@@ -607,13 +617,13 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     }
     double x[FK__N], a[FK__N], ss[FK__N], f = 0;
     int cnt[FK__N];
-    double best = fit_rates(ops, n, 0, x, a, ss, cnt);
+    double best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
     if (fit_slowdown && n_ov)
         for (int i = 1; i < 950; i++) { /* f on a 0.001 grid: one parameter, a smooth objective */
-            double xi[FK__N], ai[FK__N], si[FK__N], v = fit_rates(ops, n, i / 1000.0, xi, ai, si, cnt);
+            double xi[FK__N], ai[FK__N], si[FK__N], v = fit_rates(ops, n, i / 1000.0, fit_gap, xi, ai, si, cnt);
             if (v < best) best = v, f = i / 1000.0;
         }
-    fit_rates(ops, n, f, x, a, ss, cnt);
+    fit_rates(ops, n, f, fit_gap, x, a, ss, cnt);
     static const char *const keys[FK__N] = {"fwd_efficiency", "bwd_efficiency", "elementwise_efficiency.muon_update",
                                             "elementwise_efficiency.adamw", "ns_time_scale", "kernel_gap_us"};
     char src[1400], fsrc[64] = "";
@@ -650,6 +660,11 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         if (k == FK_KERN) { /* the gap between kernels inside an op, where the traces show one */
             int with_gaps = 0;
             for (int i = 0; i < n; i++) with_gaps += ops[i].kind == FK_KERN && ops[i].gaps > 0;
+            if (!fit_gap) {
+                if (log) fprintf(log, "  %-34s not fitted (--kernel-gap fits it): %d ops priced by the kernel table "
+                                      "(residual %.1f%% without a gap)\n", keys[k], with_gaps, 100 * res);
+                continue;
+            }
             if (log) fprintf(log, "  %-34s %.4g: %3d ops priced by the kernel table (residual %.1f%%)%s\n", keys[k], x[k],
                              with_gaps, 100 * res, x[k] > 0 ? "" : ": no gap, not written");
             if (!(x[k] > 0) || !with_gaps) continue;
@@ -679,7 +694,7 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
                      "kernel table has no rows of)", desc, cnt[k], what[k], eff * gpu->bf16_flops / 1e12, gpu->short_name,
                      gpu->bf16_flops / 1e12, fsrc);
         else
-            snprintf(src, sizeof src, "%s: %d %s ops, %.4g GB/s over the %s HBM %.4g GB/s + %.3g us per op%s%s", desc,
+            snprintf(src, sizeof src, "%s: %d %s ops, %.4g GB/s over the %s HBM %.4g GB/s + %.3g us per tensor%s%s", desc,
                      cnt[k], what[k], eff * gpu->hbm_Bps / 1e9, gpu->short_name, gpu->hbm_Bps / 1e9, a[k], fsrc,
                      miss_n[k] ? " (the kernel table's rows miss these ops)" : " (no kernel table rows)");
         if (log) fprintf(log, "  %-34s %.4f: %3d ops (residual %.1f%%)\n", keys[k], eff, cnt[k], 100 * res);
@@ -758,7 +773,7 @@ static int collect_colls(const char *trace_path, const dm_cluster *cl, double mi
                 if (!seen && t->ev[j].rank >= 0 && t->ev[j].rank < R) ranks[nm++] = t->ev[j].rank;
             }
         if (nm < 2) continue;
-        qsort(ranks, (size_t)nm, sizeof *ranks, cmp_int);
+        if (nm > 1) qsort(ranks, (size_t)nm, sizeof *ranks, cmp_int);
         coll_topo topo;
         if (collcost_topo(cl, ranks, nm, &topo, err)) goto out;
         coll_algo a = collcost_pick(e->kind, COLL_ALGO_AUTO, e->bytes, &topo);

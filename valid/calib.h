@@ -109,16 +109,22 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
 
 /* fwd_efficiency, bwd_efficiency, elementwise_efficiency.KIND and elementwise_launch_us.KIND
  * (kinds present in the trace), with program_path (the traced plan, dmuon plan -o) and costs:
- * ns_time_scale (NS ops against the table's time for their shapes), and, when fit_slowdown,
- * comm_slowdown, from a measured trace on `gpu` (see above). Fails when the
+ * ns_time_scale (NS ops against the table's time for their shapes), and, with the flags below,
+ * comm_slowdown and kernel_gap_us, from a measured trace on `gpu` (see above). Fails when the
  * trace has no forward or backward op with FLOPs. */
+/* What else calib_fit_trace(s) fits (flags, or-ed): comm_slowdown, and kernel_gap_us (the
+ * idle between two kernels of an op: from the ops' time beyond their kernels' table times,
+ * which also holds every difference between the table's rates and the step's, fitted on one
+ * model; the executor's measured in-op gaps are under 1 us in the forward,
+ * traces/validate/h200-5/ktimes: not fitted unless asked). */
+enum { CALIB_FIT_COMM_SLOWDOWN = 1, CALIB_FIT_KERNEL_GAP = 2 };
 int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
-                    int fit_slowdown, FILE *log, dm_err *err);
+                    int flags, FILE *log, dm_err *err);
 /* The same over the union of the compute ops of n_traces traces (program_paths may be NULL, or
  * hold NULL for a trace without its plan): e.g. a one-GPU run, whose compute never overlaps a
  * collective, beside a two-GPU run, so that the rates and comm_slowdown are separable. */
 int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, const char *const *program_paths,
-                     const dm_gpu *gpu, const dm_costs *costs, int fit_slowdown, FILE *log, dm_err *err);
+                     const dm_gpu *gpu, const dm_costs *costs, int flags, FILE *log, dm_err *err);
 
 /* coll_slowdown g from measured traces: every collective of at least min_bytes, its duration
  * against the collective model of `cl` (the cluster with the comm fits applied: latency L and

@@ -38,7 +38,7 @@ static int cmp_double(const void *a, const void *b)
 double cmp_quantile(double *v, int n, double q)
 {
     if (n <= 0) return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_double);
     double x = q * (n - 1);
     int i = (int)floor(x);
     if (i >= n - 1) return v[n - 1];
@@ -207,7 +207,7 @@ static int lanes_build(const dm_trace *a, const dm_trace *b, lanes *l, dm_err *e
     if (!(l->rank = dm_malloc(((size_t)a->n + (size_t)b->n + 1) * sizeof *l->rank, err))) return -1;
     for (int i = 0; i < a->n; i++) l->rank[l->n++] = a->ev[i].rank;
     for (int i = 0; i < b->n; i++) l->rank[l->n++] = b->ev[i].rank;
-    qsort(l->rank, (size_t)l->n, sizeof *l->rank, cmp_int);
+    if (l->n > 1) qsort(l->rank, (size_t)l->n, sizeof *l->rank, cmp_int);
     int k = 0;
     for (int i = 0; i < l->n; i++)
         if (!k || l->rank[i] != l->rank[k - 1]) l->rank[k++] = l->rank[i];
