@@ -126,3 +126,18 @@ stage_ktimes() {
         echo "ktimes $m exit $? ($(wc -l < "$L/ktimes_$m.csv" 2>/dev/null || echo 0) kernels)"
     done
 }
+# nsrows: the NS cost rows of the validation models' plans (traces/kernels/validation_shapes:
+# every shape and batch their 1-GPU dmuon and muon-ddp plans run, per algorithm), cuBLASLt
+# plans autotuned from the committed cache; one CSV per file so that a timeout loses one model
+STAGE_TIMEOUT_nsrows=420
+stage_nsrows() {
+    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    local f b a t0=$SECONDS
+    for f in traces/kernels/validation_shapes/*.txt; do
+        b=$(basename "$f" .txt) a=${b##*.}
+        if [ $((SECONDS - t0)) -gt 380 ]; then echo "nsrows: out of time before $b"; continue; fi
+        timeout 120 "$D/dmuon" bench kernels --shapes "$f" --algos "$a" --kernels lt --no-products --no-elementwise \
+            --no-gemm-tune --warmup 2 --reps 10 --cache "$L/autotune.tsv" --out "$L/ns_$b.csv" > "$L/ns_$b.txt" 2>&1
+        echo "nsrows $b exit $? ($(grep -vc '^#' "$L/ns_$b.csv" 2>/dev/null || echo 0) rows, $((SECONDS - t0)) s)"
+    done
+}
