@@ -455,7 +455,11 @@ static int resolve_gpu(const char *path, dm_cluster *c, const extra *x, const in
     if (!isnan(x->gpu[4])) g.launch_us = x->gpu[4];
     g.name = g.short_name = name;
     const dm_gpu *same = dm_gpu_intern(&g, err);
-    if (!same) return -1;
+    if (!same) { /* the process's table of described GPUs is full: say which file asked */
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return dm_err_set(err, "%s: %s", path, why);
+    }
     if (!dm_gpu_is_catalogued(same) && x->gpu_name[0]) { /* a name that would find a catalogue GPU */
         const dm_gpu *named = dm_gpu_find(name);
         if (named && dm_gpu_is_catalogued(named))

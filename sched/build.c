@@ -84,6 +84,8 @@ typedef struct bctx {
     vec batch_mats;             /* int64 matrix indices */
     int adamw_sharded;          /* AdamW params: reduce-scatter + shard update (else all-reduce, full) */
     int muon_update_shard;      /* muon-fsdp: the update touches the rank's shard only */
+    int fsdp_serial;            /* muon-fsdp as PyTorch runs it: each Muon gradient's all-gather in
+                                   the optimizer step, after the previous matrix's update */
     int z3;
     /* the kernels of each layer's forward and backward (program works), and their sums */
     int *work_fwd, *work_bwd;
@@ -391,7 +393,7 @@ static int describe_fsdp(bctx *b, int64_t *ids)
             if (add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->world, -1, bytes, l, ids, n) ||
                 add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->world, -1, bytes, l, ids, n))
                 return -1;
-            size_t nm = layer_ids(b, l, DM_ROLE_MUON, ids);
+            size_t nm = b->fsdp_serial ? 0 : layer_ids(b, l, DM_ROLE_MUON, ids); /* serial: emit_program */
             if (nm && add_desc(b, &b->grad, DM_OP_ALLGATHER, b->world, -1, ids_elems(b, ids, nm) * b->elt, l, ids, nm))
                 return -1;
         }
@@ -741,6 +743,84 @@ static int cmp_opt(const void *x, const void *y)
 
 static int owner_of_rank(const bctx *b, int r) { return b->nowners < b->nranks ? r % b->nowners : r; }
 
+/* The optimizer ops of rank r in gradient-arrival order (items: room for batches + layers). */
+static size_t opt_items(bctx *b, int r, opt_item *items)
+{
+    size_t ni = 0;
+    for (size_t i = 0; i < b->batches.n; i++) {
+        const ns_batch *nb = &AT(b->batches, ns_batch, i);
+        if (nb->owner >= 0 && nb->owner != owner_of_rank(b, r)) continue;
+        items[ni++] = (opt_item){nb->min_layer, 0, i};
+    }
+    for (int l = 0; l < b->nlayers; l++)
+        if (b->lay_adamw[l] > 0 || (b->o->strategy == SCHED_ADAMW && b->lay_params[l] > 0))
+            items[ni++] = (opt_item){l, 1, (size_t)l};
+    if (ni > 1) qsort(items, ni, sizeof *items, cmp_opt);
+    return ni;
+}
+
+/* One optimizer item on rank r: an AdamW op, or an NS batch and its Muon update (after its
+ * layers' last gradient ops, and after *after when given: the update's id goes back there). */
+static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t *params, int *after)
+{
+    int L = b->nlayers, R = b->nranks, nd = 0;
+    if (it->is_adamw) {
+        int l = (int)it->index;
+        size_t n = b->o->strategy == SCHED_ADAMW ? layer_ids(b, l, -1, params) : layer_ids(b, l, DM_ROLE_ADAMW, params);
+        double elems = b->o->strategy == SCHED_ADAMW ? b->lay_params[l] : b->lay_adamw[l];
+        if (b->adamw_sharded) elems = ceil(elems / R);
+        size_t gk = (size_t)r * L + l;
+        if (b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
+        if (after && *after >= 0) deps[nd++] = *after;
+        dm_op op = dm_op_init(DM_OP_ADAMW, DM_STREAM_COMPUTE);
+        op.layer = l;
+        op.bytes = elems * dm_elementwise_bytes_per_param("adamw");
+        op.dtype = DM_DT_FP32;
+        int id = dm_program_add_op(b->p, r, &op, deps, nd, params, (int)n, b->err);
+        if (id < 0) return -1;
+        if (after) *after = id;
+        return 0;
+    }
+    const ns_batch *nb = &AT(b->batches, ns_batch, it->index);
+    const int64_t *mi = (const int64_t *)b->batch_mats.data + nb->m_first;
+    int lo_l = L, hi_l = -1;
+    for (int j = 0; j < nb->size; j++) {
+        params[j] = b->mats[mi[j]].id;
+        int l = b->mats[mi[j]].layer;
+        if (l < lo_l) lo_l = l;
+        if (l > hi_l) hi_l = l;
+    }
+    for (int l = lo_l; l <= hi_l; l++) { /* the last gradient op of each layer involved */
+        int used = 0;
+        for (int j = 0; j < nb->size && !used; j++) used = b->mats[mi[j]].layer == l;
+        size_t gk = (size_t)r * L + l;
+        if (used && b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
+    }
+    if (after && *after >= 0) deps[nd++] = *after;
+    dm_op op = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+    op.layer = nb->min_layer == hi_l ? hi_l : -1;
+    op.m = b->shapes[nb->shape][0];
+    op.n = b->shapes[nb->shape][1];
+    op.batch = nb->size;
+    op.algo = nb->algo;
+    op.iters = DM_NS_ITERS_DEFAULT; /* the iterations dm_ns_flops and the cost tables count */
+    op.flops = nb->size * dm_ns_flops(op.m, op.n, nb->algo);
+    op.bytes = nb->size * dm_ns_bytes(op.m, op.n, nb->algo);
+    op.dtype = b->o->dtype;
+    int ns_id = dm_program_add_op(b->p, r, &op, deps, nd, params, nb->size, b->err);
+    if (ns_id < 0) return -1;
+    dm_op up = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE);
+    up.layer = op.layer;
+    double elems = (double)nb->elems;
+    if (b->muon_update_shard) elems = ceil(elems / R);
+    up.bytes = elems * dm_elementwise_bytes_per_param("muon_update");
+    up.dtype = DM_DT_FP32;
+    int id = dm_program_add_op(b->p, r, &up, &ns_id, 1, params, nb->size, b->err);
+    if (id < 0) return -1;
+    if (after) *after = id;
+    return 0;
+}
+
 static int emit_program(bctx *b)
 {
     int L = b->nlayers, R = b->nranks, k = b->o->prefetch_depth;
@@ -828,68 +908,41 @@ static int emit_program(bctx *b)
     for (int l = 0; l < L; l++)
         if ((size_t)b->lay_n[l] > maxb) maxb = (size_t)b->lay_n[l];
     if (!(params = dm_malloc(maxb * sizeof *params, b->err))) goto done;
-    for (int r = 0; r < R; r++) {
-        size_t ni = 0;
-        for (size_t i = 0; i < b->batches.n; i++) {
-            const ns_batch *nb = &AT(b->batches, ns_batch, i);
-            if (nb->owner >= 0 && nb->owner != owner_of_rank(b, r)) continue;
-            items[ni++] = (opt_item){nb->min_layer, 0, i};
+    for (int r = 0; r < R && !b->fsdp_serial; r++) {
+        size_t ni = opt_items(b, r, items);
+        for (size_t i = 0; i < ni; i++)
+            if (emit_opt_item(b, r, &items[i], deps, params, NULL)) goto done;
+    }
+    if (b->fsdp_serial) {
+        /* muon-fsdp as PyTorch runs it: every rank gathers a matrix's full gradient (one
+         * collective of all ranks, emitted for all at once), each rank's gather waiting on its
+         * previous update (the first on the end of its backward); the matrix's NS waits on the
+         * gather through grad_hi. Naive plans give every rank the same items. */
+        int *prev = dm_malloc((size_t)R * sizeof *prev, b->err);
+        if (!prev) goto done;
+        for (int r = 0; r < R; r++) prev[r] = b->bwd_id[(size_t)r * L + 0];
+        size_t ni = opt_items(b, 0, items);
+        for (size_t i = 0; i < ni && rc; i++) {
+            if (!items[i].is_adamw) {
+                const ns_batch *nb = &AT(b->batches, ns_batch, items[i].index);
+                const int64_t *mi = (const int64_t *)b->batch_mats.data + nb->m_first;
+                int l = b->mats[mi[0]].layer;
+                for (int j = 0; j < nb->size; j++) params[j] = b->mats[mi[j]].id;
+                size_t g0 = b->grad.n;
+                if (add_desc(b, &b->grad, DM_OP_ALLGATHER, b->world, -1, (double)nb->elems * b->elt, l, params,
+                             (size_t)nb->size) ||
+                    emit_desc(b, &AT(b->grad, coll_desc, g0), DM_STREAM_COMM_LO, DM_PAYLOAD_GRADS, prev, b->grad_lo,
+                              b->grad_hi, l))
+                    break;
+            }
+            int bad = 0;
+            for (int r = 0; r < R && !bad; r++) bad = emit_opt_item(b, r, &items[i], deps, params, &prev[r]) != 0;
+            if (bad) break;
+            if (i + 1 == ni) rc = 0;
         }
-        for (int l = 0; l < L; l++)
-            if (b->lay_adamw[l] > 0 || (b->o->strategy == SCHED_ADAMW && b->lay_params[l] > 0))
-                items[ni++] = (opt_item){l, 1, (size_t)l};
-        qsort(items, ni, sizeof *items, cmp_opt);
-        for (size_t i = 0; i < ni; i++) {
-            int nd = 0;
-            if (items[i].is_adamw) {
-                int l = (int)items[i].index;
-                size_t n = b->o->strategy == SCHED_ADAMW ? layer_ids(b, l, -1, params) : layer_ids(b, l, DM_ROLE_ADAMW, params);
-                double elems = b->o->strategy == SCHED_ADAMW ? b->lay_params[l] : b->lay_adamw[l];
-                if (b->adamw_sharded) elems = ceil(elems / R);
-                size_t gk = (size_t)r * L + l;
-                if (b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
-                dm_op op = dm_op_init(DM_OP_ADAMW, DM_STREAM_COMPUTE);
-                op.layer = l;
-                op.bytes = elems * dm_elementwise_bytes_per_param("adamw");
-                op.dtype = DM_DT_FP32;
-                if (dm_program_add_op(b->p, r, &op, deps, nd, params, (int)n, b->err) < 0) goto done;
-                continue;
-            }
-            const ns_batch *nb = &AT(b->batches, ns_batch, items[i].index);
-            const int64_t *mi = (const int64_t *)b->batch_mats.data + nb->m_first;
-            int lo_l = L, hi_l = -1;
-            for (int j = 0; j < nb->size; j++) {
-                params[j] = b->mats[mi[j]].id;
-                int l = b->mats[mi[j]].layer;
-                if (l < lo_l) lo_l = l;
-                if (l > hi_l) hi_l = l;
-            }
-            for (int l = lo_l; l <= hi_l; l++) { /* the last gradient op of each layer involved */
-                int used = 0;
-                for (int j = 0; j < nb->size && !used; j++) used = b->mats[mi[j]].layer == l;
-                size_t gk = (size_t)r * L + l;
-                if (used && b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
-            }
-            dm_op op = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
-            op.layer = nb->min_layer == hi_l ? hi_l : -1;
-            op.m = b->shapes[nb->shape][0];
-            op.n = b->shapes[nb->shape][1];
-            op.batch = nb->size;
-            op.algo = nb->algo;
-            op.iters = DM_NS_ITERS_DEFAULT; /* the iterations dm_ns_flops and the cost tables count */
-            op.flops = nb->size * dm_ns_flops(op.m, op.n, nb->algo);
-            op.bytes = nb->size * dm_ns_bytes(op.m, op.n, nb->algo);
-            op.dtype = b->o->dtype;
-            int ns_id = dm_program_add_op(b->p, r, &op, deps, nd, params, nb->size, b->err);
-            if (ns_id < 0) goto done;
-            dm_op up = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE);
-            up.layer = op.layer;
-            double elems = (double)nb->elems;
-            if (b->muon_update_shard) elems = ceil(elems / R);
-            up.bytes = elems * dm_elementwise_bytes_per_param("muon_update");
-            up.dtype = DM_DT_FP32;
-            if (dm_program_add_op(b->p, r, &up, &ns_id, 1, params, nb->size, b->err) < 0) goto done;
-        }
+        if (ni == 0) rc = 0;
+        free(prev);
+        if (rc) goto done;
     }
     rc = 0;
 done:
@@ -962,7 +1015,8 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     if (nranks < 1) return dm_err_set(err, "sched: expected at least one rank, got %d", nranks);
     if (opts->max_batch < 1 || opts->prefetch_depth < 1 || opts->tokens < 1)
         return dm_err_set(err, "sched: max_batch, prefetch depth and tokens must be positive");
-    sched_opts resolved = *opts; /* auto without a simulator: lpt on the NS load (sched.h) */
+    sched_opts resolved; /* auto without a simulator: lpt on the NS load (sched.h) */
+    sched_opts_effective(opts, &resolved);
     if (resolved.balance == SCHED_BAL_AUTO) resolved.balance = SCHED_BAL_LPT, resolved.comm_weight = 0;
     opts = &resolved;
     b.model = model;
@@ -986,7 +1040,8 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     b.muon_update_shard = opts->strategy == SCHED_MUON_FSDP;
     char desc[512];
     sched_opts_describe(opts, desc, sizeof desc);
-    if (!(b.p = dm_program_new(nranks, b.gpn, model->name, sched_strategy_name(opts->strategy), cluster->name, desc,
+    b.fsdp_serial = opts->strategy == SCHED_MUON_FSDP && !opts->naive_tuned;
+    if (!(b.p = dm_program_new(nranks, b.gpn, model->name, sched_opts_strategy_label(opts), cluster->name, desc,
                                opts->tokens, err)))
         return -1;
     b.p->seq_len = opts->seq_len;

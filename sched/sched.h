@@ -29,7 +29,7 @@
 
 typedef enum {
     SCHED_ADAMW,     /* reduce-scatter grads, sharded AdamW, all-gather params */
-    SCHED_MUON_DDP,  /* all-reduce grads, every rank NS on every matrix */
+    SCHED_MUON_DDP,  /* all-reduce grads, every rank NS on every matrix (naive_tuned: the form) */
     SCHED_MUON_FSDP, /* reduce-scatter, all-gather full grads, every rank NS on every matrix */
     SCHED_MUON_RR,   /* all-reduce grads, round-robin owners, all-gather of updated params */
     SCHED_DMUON      /* reduce to owner, NS on owner, broadcast before next forward */
@@ -71,9 +71,21 @@ typedef struct sched_opts {
                                   DM_NS_DIRECT or DM_NS_GRAM to force */
     dm_dtype dtype;            /* weights/grads/collectives; default bf16 */
     int verbose;               /* MILP solver chatter on stderr */
+    int naive_tuned;           /* muon-ddp / muon-fsdp: 0 (default) as PyTorch code runs them
+                                  (DMuon's benchmarks, the usual DDP/FSDP2 Muon): one matrix per
+                                  NS, direct; muon-fsdp gathers each full gradient inside the
+                                  optimizer step, in series with that matrix's NS. 1: this
+                                  project's tuned form (batched up to max_batch, the algorithm
+                                  per shape, muon-fsdp's gathers in the backward), the strategies
+                                  "muon-ddp-tuned" and "muon-fsdp-tuned" */
 } sched_opts;
 
 void sched_opts_default(sched_opts *o);
+/* The options a build really uses: the PyTorch form of muon-ddp/muon-fsdp (naive_tuned 0)
+ * fixes max_batch 1 and the direct algorithm. */
+void sched_opts_effective(const sched_opts *o, sched_opts *out);
+/* The strategy's name as reports and programs carry it: "muon-ddp-tuned" for the tuned form. */
+const char *sched_opts_strategy_label(const sched_opts *o);
 
 /* Set one option from strings: keys "strategy", "balance", "overlap" ("none", "prefetch",
  * "prefetch:K", "interleave"), "prefetch-depth", "zero" (2|3), "hierarchical" (0|1|yes|no),

@@ -36,6 +36,20 @@ const char *sched_strategy_name(sched_strategy s) { return (unsigned)s <= SCHED_
 const char *sched_balance_name(sched_balance b) { return (unsigned)b <= SCHED_BAL_AUTO ? balance_names[b] : "?"; }
 const char *sched_overlap_name(sched_overlap v) { return (unsigned)v <= SCHED_OVERLAP_INTERLEAVE ? overlap_names[v] : "?"; }
 
+void sched_opts_effective(const sched_opts *o, sched_opts *out)
+{
+    *out = *o;
+    if ((o->strategy == SCHED_MUON_DDP || o->strategy == SCHED_MUON_FSDP) && !o->naive_tuned)
+        out->max_batch = 1, out->ns_algo = DM_NS_DIRECT;
+}
+
+const char *sched_opts_strategy_label(const sched_opts *o)
+{
+    if (o->naive_tuned && o->strategy == SCHED_MUON_DDP) return "muon-ddp-tuned";
+    if (o->naive_tuned && o->strategy == SCHED_MUON_FSDP) return "muon-fsdp-tuned";
+    return sched_strategy_name(o->strategy);
+}
+
 static int pick(const char *val, const char *const *names, int n)
 {
     for (int i = 0; i < n; i++)
@@ -63,9 +77,15 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
     int64_t v;
     int i;
     if (!strcmp(key, "strategy")) {
-        if ((i = pick(val, strategy_names, 5)) < 0)
-            return dm_err_set(err, "--strategy: expected adamw, muon-ddp, muon-fsdp, muon-rr or dmuon, found '%s'", val);
+        size_t L = strlen(val);
+        int tuned = L > 6 && !strcasecmp(val + L - 6, "-tuned");
+        char base[32];
+        snprintf(base, sizeof base, "%.*s", tuned ? (int)(L - 6) : (int)L, val);
+        if ((i = pick(base, strategy_names, 5)) < 0 || (tuned && i != SCHED_MUON_DDP && i != SCHED_MUON_FSDP))
+            return dm_err_set(err, "--strategy: expected adamw, muon-ddp, muon-fsdp, muon-rr, dmuon, muon-ddp-tuned or "
+                              "muon-fsdp-tuned, found '%s'", val);
         o->strategy = (sched_strategy)i;
+        o->naive_tuned = tuned;
     } else if (!strcmp(key, "balance")) {
         if (!strcasecmp(val, "rr")) val = "round-robin";
         if ((i = pick(val, balance_names, 4)) < 0)
@@ -166,7 +186,11 @@ void sched_getopt_help(FILE *f)
     sched_opts_default(&d);
     fprintf(f,
             "Plan options:\n"
-            "  --strategy S          adamw, muon-ddp, muon-fsdp, muon-rr, dmuon (default %s)\n"
+            "  --strategy S          adamw, muon-ddp, muon-fsdp, muon-rr, dmuon (default %s);\n"
+            "                        muon-ddp and muon-fsdp as PyTorch code runs them (one matrix\n"
+            "                        per NS, direct; FSDP gathers each gradient in the optimizer\n"
+            "                        step, in series with its NS); muon-ddp-tuned, muon-fsdp-tuned:\n"
+            "                        batched, algorithm per shape, gathers in the backward\n"
             "  --balance B           owner assignment: auto (simulate lpt and milp, keep the faster),\n"
             "                        lpt, milp, round-robin (default %s)\n"
             "  --overlap V           none, prefetch[:K], interleave (default %s; cumulative)\n"
@@ -193,7 +217,7 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
 {
     snprintf(buf, size, "strategy=%s balance=%s overlap=%s prefetch=%d zero=%d hierarchical=%s "
              "batch-threshold=%lld max-batch=%d tokens=%lld ns-algo=%s dtype=%s",
-             sched_strategy_name(o->strategy), sched_balance_name(o->balance), sched_overlap_name(o->overlap),
+             sched_opts_strategy_label(o), sched_balance_name(o->balance), sched_overlap_name(o->overlap),
              o->prefetch_depth, o->zero, o->hierarchical ? "yes" : "no", (long long)o->batch_threshold,
              o->max_batch, (long long)o->tokens, o->ns_algo < 0 ? "auto" : dm_ns_algo_name((dm_ns_algo)o->ns_algo),
              dm_dtype_name(o->dtype));

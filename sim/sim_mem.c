@@ -110,7 +110,9 @@ int sim_mem_plan_size(const dm_model *m, const dm_cluster *c, int nranks, const 
 {
     memset(out, 0, sizeof *out);
     int64_t R = nranks > 0 ? nranks : 1, L = 1;
-    int MB = o->max_batch > 0 ? o->max_batch : 1;
+    sched_opts eff; /* the batch size the build uses (the PyTorch form of the naive ones: 1) */
+    sched_opts_effective(o, &eff);
+    int MB = eff.max_batch > 0 ? eff.max_batch : 1;
     int64_t gpn = o->gpus_per_node > 0 ? o->gpus_per_node : c->gpus_per_node;
     if (gpn > R) gpn = R;
     if (gpn < 1) gpn = 1;
@@ -148,7 +150,8 @@ int sim_mem_plan_size(const dm_model *m, const dm_cluster *c, int nranks, const 
         case SCHED_MUON_FSDP:
             coll(&f, 1, 1, R, x->n);
             coll(&g, 0, 1, R, x->n);
-            if (x->mu) coll(&g, 0, 1, R, x->mu);
+            /* the gradients' gathers: one per layer (tuned), one per matrix (PyTorch form) */
+            if (x->mu) coll(&g, 0, o->naive_tuned ? 1 : x->mu, R, x->mu);
             break;
         case SCHED_MUON_RR: coll(&g, 0, 1, R, x->n); break;
         case SCHED_DMUON:
@@ -193,6 +196,8 @@ int sim_mem_plan_size(const dm_model *m, const dm_cluster *c, int nranks, const 
     /* a collective waits on at most one op; a forward on its layer's fetch ops, a backward on
      * its re-fetch (zero 3); an NS batch on the gradients of its layer(s), an update on its NS */
     out->deps = coll_ops + f.ops * zf + ns_ops + aw_ops;
+    if (o->strategy == SCHED_MUON_FSDP && !o->naive_tuned) /* each NS and AdamW op after the previous update */
+        out->deps += batches_everywhere * R + aw_ops;
     return 0;
 }
 

@@ -54,6 +54,14 @@ is "trace: the header of the shared format" "$(sed -n 2p "$tmp/t.csv")" "rank,st
 "$DMUON" plan --model "$tmp/tiny.json" --gpus 2 --strategy muon-fsdp --tokens 8 -o "$tmp/pf.json" >/dev/null 2>&1
 nops=$(grep -o '{"id":' "$tmp/pf.json" | wc -l)
 is "trace: one event per op of the program" "$(($(wc -l <"$tmp/t.csv") - 2))" "$nops"
+# muon-fsdp as PyTorch runs it: each matrix's gradient gathered in the optimizer step, after the
+# backward, one gather per NS (one matrix each), and each NS after a gather that ended before it
+ser=$(awk -F, 'NR > 2 && $1 == 0 { k[NR] = $4; s[NR] = $5; e[NR] = $5 + $6; if ($4 == "backward" && $5 + $6 > bend) bend = $5 + $6 }
+    END { for (i in k) if (k[i] == "all-gather" && s[i] >= bend) g++
+          for (i in k) if (k[i] == "ns") { n++; ok = 0; for (j in k) if (k[j] == "all-gather" && s[j] >= bend && e[j] <= s[i] + 1e-3) ok = 1; serial += ok }
+          print g + 0, n + 0, serial + 0 }' "$tmp/t.csv")
+set -- $ser
+is "muon-fsdp (PyTorch form): one gradient gather per NS after the backward, each NS after one ($ser)" "$1 $3" "$2 $2"
 out2=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 8 --steps 3 --csv "$tmp/run2.csv" 2>&1)
 is "dmuon run: two runs give the same losses" "$(cut -d, -f2 "$tmp/run.csv")" "$(cut -d, -f2 "$tmp/run2.csv")"
 
@@ -74,6 +82,11 @@ is "reduced-gradient overflow: nothing changed (loss of step 2 = loss of step 1)
 run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --zero 3 --tokens 8 --steps 3 --save-weights "$tmp/w2.bin" >/dev/null 2>&1
 out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --zero 3 --tokens 16 --grad-chunks 2 --steps 3 --check-weights "$tmp/w2.bin" 2>&1)
 like "muon-fsdp Z3 weights: 2 ranks equal 1 rank bit for bit" "$out" "largest relative Frobenius error 0 "
+for s in muon-fsdp-tuned muon-ddp muon-ddp-tuned; do
+    run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy $s --tokens 8 --steps 3 --save-weights "$tmp/w_$s.bin" >/dev/null 2>&1
+    out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy $s --tokens 16 --grad-chunks 2 --steps 3 --check-weights "$tmp/w_$s.bin" 2>&1)
+    like "$s weights: 2 ranks equal 1 rank bit for bit" "$out" "largest relative Frobenius error 0 "
+done
 out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --tokens 16 --steps 4 --check-weights "$tmp/w2.bin" 2>&1)
 e=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([^ ]*\) .*/\1/p')
 is "--check-weights: a different run differs ($e)" "$(awk -v e="$e" 'BEGIN{print (e != "" && e > 1e-6) ? "yes" : "no"}')" yes

@@ -328,6 +328,21 @@ static void test_report(void)
     dm_program_free(p);
 }
 
+/* The process holds a bounded table of described GPUs (fuzz_cluster filled it): once full, a
+ * new description is refused with the file named. Last: it leaves the table full. */
+static void test_gpu_table_full(void)
+{
+    dm_cluster c;
+    int refused = 0, i;
+    char text[256];
+    for (i = 0; i < 400 && !refused; i++) {
+        snprintf(text, sizeof text, "gpu_bf16_tflops = %d\ngpu_hbm_GBps = 1000\ngpus_per_node = 8\nnvlink_GBps = 450\n", 100 + i);
+        refused = load_text(text, &c) != 0;
+    }
+    ok(refused && strstr(err.msg, path) && strstr(err.msg, "GPU descriptions"),
+       "a full table of described GPUs: refused after %d, the file named (%s)", i, err.msg);
+}
+
 int main(void)
 {
     snprintf(path, sizeof path, "%s/test_fabric.%d.cluster", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
@@ -336,6 +351,7 @@ int main(void)
     test_link_ids();
     test_known_answers();
     test_report();
+    test_gpu_table_full();
     unlink(path);
     return tap_done();
 }

@@ -141,3 +141,17 @@ stage_nsrows() {
         echo "nsrows $b exit $? ($(grep -vc '^#' "$L/ns_$b.csv" 2>/dev/null || echo 0) rows, $((SECONDS - t0)) s)"
     done
 }
+# naive: the naive baselines as PyTorch runs them (muon-ddp, muon-fsdp: one matrix per NS,
+# direct; FSDP's gathers in the optimizer step) against the simulator, one GPU, four models;
+# every case's plan kept (replayed on the build machine with traces/calib/h200.calib)
+STAGE_TIMEOUT_naive=260
+stage_naive() {
+    timeout 250 "$D/dmuon" validate --cluster h200 --costs traces/costs/h200.csv,traces/costs/h200-work.csv \
+        --calibration traces/calib/h200.calib \
+        --models llama-3.2-3b,qwen2.5-1.5b,wall-oss-flow,moonlight-16b-a3b-6l --strategies muon-ddp,muon-fsdp \
+        --overlaps interleave --gpus 1 --tokens 4096 --steps 3 --mpirun "$MPIRUN --bind-to none" \
+        --out "$L/naive" > "$L/naive.txt" 2>&1
+    echo "validate exit $?"
+    sed -n '/^# errors by model/,$p' "$L/naive.txt" | head -20
+    for d in "$L"/naive/*/; do rm -f "$d/sim.csv"; done
+}

@@ -223,14 +223,14 @@ static void print_model_table(FILE *out, const vld_case *cs, int n, const vld_op
                 o->fitted_on && o->fitted_on[0] ? o->fitted_on : "", o->fitted_on && o->fitted_on[0] ? " (*)" : "");
     else
         fprintf(out, "# no calibration\n");
-    fprintf(out, "# %-26s %-10s %-10s %4s %7s %9s %9s %9s %9s %9s\n", "model", "strategy", "overlap", "gpus", "tokens",
+    fprintf(out, "# %-26s %-15s %-10s %4s %7s %9s %9s %9s %9s %9s\n", "model", "strategy", "overlap", "gpus", "tokens",
             "step", "forward", "backward", "optimizer", "exposed");
     int good = 0, good_other = 0, n_ok = 0, n_other = 0;
     for (int i = 0; i < n; i++) {
         const vld_case *vc = &cs[i];
         char mname[64];
         snprintf(mname, sizeof mname, "%.24s%s", vc->model, fitted_case(vc, o) ? " *" : "");
-        fprintf(out, "  %-26s %-10s %-10s %4d %7lld", mname, vc->strategy, vc->overlap, vc->gpus,
+        fprintf(out, "  %-26s %-15s %-10s %4d %7lld", mname, vc->strategy, vc->overlap, vc->gpus,
                 (long long)case_tokens(vc, o));
         if (vc->nofit) {
             fprintf(out, "  does not fit (needs %.1f GiB)\n", vc->need_bytes / GIB);
