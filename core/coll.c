@@ -212,3 +212,18 @@ size_t dm_coll_input_offset(const dm_coll *c, int q, int n, size_t size)
 {
     return c->kind == DM_OP_ALLGATHER ? (size_t)q * (size / (size_t)n) : 0;
 }
+
+double dm_coll_staging_bytes(dm_op_kind kind, double bytes, int n)
+{
+    if (n < 1) n = 1;
+    if (kind == DM_OP_REDUCESCATTER) return 2.0 * (bytes + bytes / n);
+    if (kind == DM_OP_ALLGATHER) return 2.0 * bytes;
+    return 0;
+}
+
+int dm_coll_staging_copies(dm_op_kind kind, int n_params, int n)
+{
+    if (kind == DM_OP_REDUCESCATTER) return 2 * n_params;
+    if (kind == DM_OP_ALLGATHER) return n_params * (n > 1 ? 2 : 1);
+    return 0;
+}

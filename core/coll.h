@@ -53,6 +53,17 @@ const dm_coll *dm_coll_of(dm_op_kind kind);
 
 /* nccl-tests' bus-bandwidth factor (busbw = algbw x factor); 0 for one rank. */
 double dm_coll_busbw_factor(const dm_coll *c, int n);
+/* HBM bytes the GPU executor copies on the GPU itself around the NCCL call of a collective of
+ * `bytes` over n ranks (real/real_gpu.c coll_op: a reduce-scatter packs the whole tensor into
+ * its staging buffer and unpacks its shard, an all-gather copies its shard in and the others'
+ * out; read and write counted). The simulator adds them to the collective at the HBM roofline.
+ * 0 for broadcast, reduce and all-reduce (in place on contiguous parameters). */
+double dm_coll_staging_bytes(dm_op_kind kind, double bytes, int n);
+/* The copies those are made of: one per parameter of the op each way (pack and unpack of a
+ * reduce-scatter, shard in and the others' out of an all-gather); 0 for the other kinds. The
+ * executor copies the others' pieces out one peer at a time (n - 1 copies per parameter): that
+ * loop is not carried to scale here (it would be one copy per parameter in a gather kernel). */
+int dm_coll_staging_copies(dm_op_kind kind, int n_params, int n);
 /* Elements a rank sends / receives in the native call. */
 size_t dm_coll_send_count(const dm_coll *c, size_t size, int n);
 size_t dm_coll_recv_count(const dm_coll *c, size_t size, int n);

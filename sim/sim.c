@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coll.h"
 #include "heap.h"
 #include "net.h"
 #include "phases.h"
@@ -499,7 +500,9 @@ static int setup(sim *s, dm_err *err)
         const dm_op *op = s->op[c->mem[0]];
         const coll_topo *t = &s->grps[c->group].topo;
         coll_algo a = collcost_pick(op->kind, s->o.algo, op->bytes, t);
-        c->lat_us = collcost_latency_us(op->kind, a, t);
+        c->lat_us = collcost_latency_us(op->kind, a, t) + /* the executor's staging copies (coll.h) */
+                    dm_coll_staging_bytes(op->kind, op->bytes, t->n_ranks) / s->c->gpu->hbm_Bps * 1e6 +
+                    dm_coll_staging_copies(op->kind, op->n_params, t->n_ranks) * s->c->gpu->launch_us;
         c->vol = collcost_bus_bytes(op->kind, a, op->bytes, t->n_ranks) / collcost_kind_scale(op->kind, t);
         c->last = -1;
     }
