@@ -826,7 +826,8 @@ static int emit_program(bctx *b)
     int L = b->nlayers, R = b->nranks, k = b->o->prefetch_depth;
     int *tmp = dm_malloc((size_t)R * sizeof *tmp, b->err);
     int *deps = dm_malloc((size_t)(4 * L + 2 * b->o->max_batch + 64 + (int)b->fetch.n + (int)b->grad.n) * sizeof *deps, b->err);
-    opt_item *items = NULL;
+    opt_item *items = NULL, **ritems = NULL;
+    size_t *nit = NULL, *cur = NULL;
     int64_t *params = NULL;
     int rc = -1;
     if (!tmp || !deps) goto done;
@@ -880,6 +881,23 @@ static int emit_program(bctx *b)
         }
         if (!none && l + k + 1 < L && emit_fetch(b, l + k + 1, dep_of(b, b->fwd_id, l, tmp), 0)) goto done;
     }
+    /* the optimizer's items of every rank, before the backward when NS runs under it */
+    int early = b->o->ns_early > 0 && b->o->overlap == SCHED_OVERLAP_INTERLEAVE && b->o->strategy == SCHED_DMUON;
+    size_t nitems_max = b->batches.n + (size_t)L;
+    size_t maxb = (size_t)b->o->max_batch > 64 ? (size_t)b->o->max_batch : 64;
+    for (int l = 0; l < L; l++)
+        if ((size_t)b->lay_n[l] > maxb) maxb = (size_t)b->lay_n[l];
+    if (!(params = dm_malloc(maxb * sizeof *params, b->err))) goto done;
+    if (!(items = dm_malloc(nitems_max * sizeof *items, b->err))) goto done;
+    if (early) {
+        if (!(ritems = dm_calloc((size_t)R, sizeof *ritems, b->err)) || !(nit = dm_calloc((size_t)R, sizeof *nit, b->err)) ||
+            !(cur = dm_calloc((size_t)R, sizeof *cur, b->err)))
+            goto done;
+        for (int r = 0; r < R; r++) {
+            if (!(ritems[r] = dm_malloc((nitems_max ? nitems_max : 1) * sizeof **ritems, b->err))) goto done;
+            nit[r] = opt_items(b, r, ritems[r]);
+        }
+    }
     /* 2. backward (+ Z3 re-fetch, + interleaved gradients) */
     if (b->z3) {
         int first = none ? 0 : (L - 1 - k > 0 ? L - 1 - k : 0);
@@ -897,18 +915,20 @@ static int emit_program(bctx *b)
         }
         if (b->z3 && !none && l - k - 1 >= 0 && emit_fetch(b, l - k - 1, dep_of(b, b->bwd_id, l, tmp), 1)) goto done;
         if (b->o->overlap == SCHED_OVERLAP_INTERLEAVE && emit_grad(b, l, dep_of(b, b->bwd_id, l, tmp))) goto done;
+        if (early) /* NS under the backward: every item whose gradients were reduced D layers ago */
+            for (int r = 0; r < R; r++)
+                while (cur[r] < nit[r] && ritems[r][cur[r]].ready_layer >= l + b->o->ns_early)
+                    if (emit_opt_item(b, r, &ritems[r][cur[r]++], deps, params, NULL)) goto done;
     }
     if (b->o->overlap != SCHED_OVERLAP_INTERLEAVE)
         for (int l = L - 1; l >= 0; l--)
             if (emit_grad(b, l, dep_of(b, b->bwd_id, 0, tmp))) goto done;
-    /* 3. optimizer: NS batches + Muon updates on owners, AdamW, in gradient-arrival order */
-    size_t nitems_max = b->batches.n + (size_t)L;
-    if (!(items = dm_malloc(nitems_max * sizeof *items, b->err))) goto done;
-    size_t maxb = (size_t)b->o->max_batch > 64 ? (size_t)b->o->max_batch : 64;
-    for (int l = 0; l < L; l++)
-        if ((size_t)b->lay_n[l] > maxb) maxb = (size_t)b->lay_n[l];
-    if (!(params = dm_malloc(maxb * sizeof *params, b->err))) goto done;
-    for (int r = 0; r < R && !b->fsdp_serial; r++) {
+    /* 3. optimizer: NS batches + Muon updates on owners, AdamW, in gradient-arrival order (what
+     * the backward did not take) */
+    for (int r = 0; r < R && early; r++)
+        while (cur[r] < nit[r])
+            if (emit_opt_item(b, r, &ritems[r][cur[r]++], deps, params, NULL)) goto done;
+    for (int r = 0; r < R && !b->fsdp_serial && !early; r++) {
         size_t ni = opt_items(b, r, items);
         for (size_t i = 0; i < ni; i++)
             if (emit_opt_item(b, r, &items[i], deps, params, NULL)) goto done;
@@ -946,6 +966,10 @@ static int emit_program(bctx *b)
     }
     rc = 0;
 done:
+    for (int r = 0; ritems && r < R; r++) free(ritems[r]);
+    free(ritems);
+    free(nit);
+    free(cur);
     free(tmp);
     free(deps);
     free(items);

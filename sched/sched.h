@@ -71,6 +71,10 @@ typedef struct sched_opts {
                                   DM_NS_DIRECT or DM_NS_GRAM to force */
     dm_dtype dtype;            /* weights/grads/collectives; default bf16 */
     int verbose;               /* MILP solver chatter on stderr */
+    int ns_early;              /* dmuon with overlap interleave: an owner's NS batch (and AdamW op)
+                                  goes into the compute stream during the backward, ns_early layers
+                                  after the last layer whose gradients it needs (its reduce has
+                                  that long to arrive); 0 (default): after the whole backward */
     int naive_tuned;           /* muon-ddp / muon-fsdp: 0 (default) as PyTorch code runs them
                                   (DMuon's benchmarks, the usual DDP/FSDP2 Muon): one matrix per
                                   NS, direct; muon-fsdp gathers each full gradient inside the
@@ -91,7 +95,7 @@ const char *sched_opts_strategy_label(const sched_opts *o);
  * "prefetch:K", "interleave"), "prefetch-depth", "zero" (2|3), "hierarchical" (0|1|yes|no),
  * "gpus-per-node", "batch-threshold" (elements, suffixes K/M/G: powers of 1024),
  * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype", "seq-len",
- * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto).
+ * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto), "ns-under-backward" (layers, or off).
  * -1 with "--KEY: expected ..." in err on a bad key or value. */
 int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);
 
@@ -106,7 +110,7 @@ const char *sched_overlap_name(sched_overlap v);
 /* The common plan options for getopt_long, shared by `dmuon plan|sim|run`:
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
  *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
- *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W
+ *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W  --ns-under-backward D
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
@@ -127,7 +131,8 @@ const char *sched_overlap_name(sched_overlap v);
     {"ns-algo", required_argument, NULL, SCHED_OPT_BASE + 11},                                \
     {"dtype", required_argument, NULL, SCHED_OPT_BASE + 12},                                  \
     {"seq-len", required_argument, NULL, SCHED_OPT_BASE + 13},                                \
-    {"comm-weight", required_argument, NULL, SCHED_OPT_BASE + 14}
+    {"comm-weight", required_argument, NULL, SCHED_OPT_BASE + 14},                            \
+    {"ns-under-backward", required_argument, NULL, SCHED_OPT_BASE + 15}
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
 void sched_getopt_help(FILE *f);
 

@@ -133,6 +133,11 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         if (errno || end == val || *end || !(d > 0) || d > 3600)
             return dm_err_set(err, "--milp-time: expected seconds in (0, 3600], found '%s'", val);
         o->milp_time_s = d;
+    } else if (!strcmp(key, "ns-under-backward")) {
+        if (!strcasecmp(val, "off")) o->ns_early = 0;
+        else if (parse_count(val, 1, 1 << 20, &v))
+            return dm_err_set(err, "--ns-under-backward: expected layers (a positive integer) or off, found '%s'", val);
+        else o->ns_early = (int)v;
     } else if (!strcmp(key, "comm-weight")) {
         char *end;
         errno = 0;
@@ -165,7 +170,7 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
 
 static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
                                     "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
-                                    "ns-algo", "dtype", "seq-len", "comm-weight"};
+                                    "ns-algo", "dtype", "seq-len", "comm-weight", "ns-under-backward"};
 #define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
 
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
@@ -207,7 +212,10 @@ void sched_getopt_help(FILE *f)
             "  --seq-len S           tokens per sample of the model's main stream (default: --tokens,\n"
             "                        one sequence per rank); other streams have their own per sample\n"
             "  --ns-algo A           auto (cheaper per shape from the cost table), direct, gram (default auto)\n"
-            "  --dtype D             weights, gradients and collectives: bf16, fp16, fp32 (default bf16)\n",
+            "  --dtype D             weights, gradients and collectives: bf16, fp16, fp32 (default bf16)\n"
+            "  --ns-under-backward D dmuon: each owner's NS runs in the compute stream during the\n"
+            "                        backward, D layers after the last gradients it needs (interleave\n"
+            "                        overlap); off: after the backward (default off)\n",
             sched_strategy_name(d.strategy), sched_balance_name(d.balance), sched_overlap_name(d.overlap),
             d.prefetch_depth, d.zero, (long long)d.batch_threshold, d.max_batch, d.milp_time_s, d.comm_weight,
             (long long)d.tokens);
@@ -224,6 +232,10 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
     if (o->seq_len) {
         size_t n = strlen(buf);
         if (n < size) snprintf(buf + n, size - n, " seq-len=%lld", (long long)o->seq_len);
+    }
+    if (o->ns_early > 0) {
+        size_t n = strlen(buf);
+        if (n < size) snprintf(buf + n, size - n, " ns-under-backward=%d", o->ns_early);
     }
     if (o->comm_weight != 1.0) { /* shown only when changed: the default plans' options stay as they were */
         size_t n = strlen(buf);

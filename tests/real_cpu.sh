@@ -83,10 +83,20 @@ run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp -
 out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --zero 3 --tokens 16 --grad-chunks 2 --steps 3 --check-weights "$tmp/w2.bin" 2>&1)
 like "muon-fsdp Z3 weights: 2 ranks equal 1 rank bit for bit" "$out" "largest relative Frobenius error 0 "
 for s in muon-fsdp-tuned muon-ddp muon-ddp-tuned; do
-    run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy $s --tokens 8 --steps 3 --save-weights "$tmp/w_$s.bin" >/dev/null 2>&1
-    out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy $s --tokens 16 --grad-chunks 2 --steps 3 --check-weights "$tmp/w_$s.bin" 2>&1)
+    w="$tmp/w_$(printf '%s' "$s" | tr -c 'a-z0-9' _).bin"
+    run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy $s --tokens 8 --steps 3 --save-weights "$w" >/dev/null 2>&1
+    out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy $s --tokens 16 --grad-chunks 2 --steps 3 --check-weights "$w" 2>&1)
     like "$s weights: 2 ranks equal 1 rank bit for bit" "$out" "largest relative Frobenius error 0 "
 done
+# NS under the backward (4 layers): the owners' NS ops sit between backward ops in the compute
+# stream, and the weights still equal the one-rank run's
+sed 's/"layers": 2/"layers": 4/; s/"count": 2/"count": 4/g' "$tmp/tiny.json" > "$tmp/tiny4.json"
+run 2 "$DMUON" run --backend cpu --model "$tmp/tiny4.json" --strategy dmuon --ns-under-backward 1 --max-batch 1 --tokens 8 --steps 3 --save-weights "$tmp/we.bin" >/dev/null 2>&1
+out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny4.json" --strategy dmuon --ns-under-backward 1 --max-batch 1 --tokens 16 --grad-chunks 2 --steps 3 --check-weights "$tmp/we.bin" 2>&1)
+like "dmuon --ns-under-backward 1 weights: 2 ranks equal 1 rank bit for bit" "$out" "largest relative Frobenius error 0 "
+"$DMUON" plan --model "$tmp/tiny4.json" --gpus 2 --strategy dmuon --ns-under-backward 1 --max-batch 1 --tokens 8 -o "$tmp/pe.json" >/dev/null 2>&1
+is "--ns-under-backward 1: an NS op before the last backward op of rank 0" \
+    "$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); o=p["ranks"][0]["ops"]; k=[x["kind"] for x in o]; b=max(i for i,x in enumerate(k) if x=="backward"); print("yes" if any(x=="ns" for x in k[:b]) else "no")' "$tmp/pe.json" 2>&1)" yes
 out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --tokens 16 --steps 4 --check-weights "$tmp/w2.bin" 2>&1)
 e=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([^ ]*\) .*/\1/p')
 is "--check-weights: a different run differs ($e)" "$(awk -v e="$e" 'BEGIN{print (e != "" && e > 1e-6) ? "yes" : "no"}')" yes

@@ -525,6 +525,13 @@ int main(void)
     fclose(f);
     ok(calib_read(path, &back, &err) == -1 && strstr(err.msg, "bad.calib:2:1: unknown key"), "unknown key: %s", err.msg);
     f = fopen(path, "w");
+    fprintf(f, "# dmuon-calib-1\ncosts = ");
+    for (int i = 0; i < 600; i++) fputc(i % 50 == 49 ? ' ' : 'a', f);
+    fprintf(f, "\n");
+    fclose(f);
+    ok(calib_read(path, &back, &err) == -1 && strstr(err.msg, "bad.calib:2:9: value longer than 511 bytes"),
+       "a value longer than the entry holds is refused, not cut (fuzz finding): %s", err.msg);
+    f = fopen(path, "w");
     fprintf(f, "# dmuon-calib-1\nfwd_efficiency = fast\n");
     fclose(f);
     ok(calib_read(path, &back, &err) == -1 && strstr(err.msg, "bad.calib:2:18: expected fwd_efficiency to be a number in [0.01, 1]"),

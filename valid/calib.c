@@ -951,6 +951,12 @@ int calib_read(const char *path, calib *out, dm_err *err)
             rc = dm_err_set(err, "%s:%d:%d: expected a value after '='", path, ln, (int)(eq - line) + 2);
             break;
         }
+        if (strlen(val) >= sizeof out->e[0].value || strlen(key) >= sizeof out->e[0].key) { /* never cut silently */
+            rc = dm_err_set(err, "%s:%d:%d: %s longer than %zu bytes", path, ln, (int)(val - line) + 1,
+                            strlen(key) >= sizeof out->e[0].key ? "key" : "value",
+                            (strlen(key) >= sizeof out->e[0].key ? sizeof out->e[0].key : sizeof out->e[0].value) - 1);
+            break;
+        }
         double v;
         if (p && dm_param_parse(p, val, &v, path, ln, (int)(val - line) + 1, err)) {
             rc = -1;
