@@ -14,6 +14,7 @@
 #include "collcost.h"
 #include "commands.h"
 #include "inputs.h"
+#include "json.h"
 #include "memory.h"
 #include "opts.h"
 #include "outfile.h"
@@ -268,8 +269,10 @@ static void scale_help(void)
            "  --model M             model (default wall-oss-flow)\n"
            "  --cluster C           preset or cluster file (default " DM_CLUSTER_DEFAULT ")\n"
            "  --gpus LIST           GPU counts (default 8,16,32,64,128,256)\n"
-           "  --strategies LIST     comma list of adamw, muon-ddp, muon-fsdp, muon-rr, dmuon (default all)\n"
+           "  --strategies LIST     comma list of adamw, muon-ddp, muon-fsdp, muon-rr, dmuon (default all),\n"
+           "                        muon-ddp-tuned, muon-fsdp-tuned\n"
            "  --out DIR             output folder (default dmuon-scale)\n"
+           "  --json                the points as one JSON object on stdout (the report goes to stderr)\n"
            "  --costs FILE          kernel cost table (default: traces/costs/h200.csv, else roofline)\n"
            "  --calibration FILE    apply a calibration file (dmuon calibrate) to the cluster; its\n"
            "                        kernel table is used unless --costs is given\n"
@@ -347,6 +350,35 @@ static int write_file(const char *path, const point *pts, int n, char *const *na
     return 0;
 }
 
+/* scale --json: the study's points (the CSV's columns) as one object. */
+static void print_scale_json(FILE *f, const inputs *in, const point *pts, int n, char *const *names)
+{
+    fprintf(f, "{\"format\": \"dmuon-scale-1\", \"model\": ");
+    json_write_string(f, in->model->name);
+    fprintf(f, ", \"cluster\": ");
+    json_write_string(f, in->cluster.name);
+    fprintf(f, ", \"gpu\": ");
+    json_write_string(f, in->cluster.gpu->short_name);
+    fprintf(f, ", \"points\": [");
+    for (int i = 0; i < n; i++) {
+        const point *q = &pts[i];
+        fprintf(f, "%s\n  {\"gpus\": %d, \"strategy\": ", i ? "," : "", q->gpus);
+        json_write_string(f, names[q->strat]);
+        if (!q->ok) {
+            fprintf(f, ", \"ok\": false}");
+            continue;
+        }
+        fprintf(f, ", \"ok\": true, \"step_ms\": %.6g, \"forward_ms\": %.6g, \"backward_ms\": %.6g, \"optimizer_ms\": %.6g, "
+                   "\"opt_kernels_ms\": %.6g, \"exposed_ms\": %.6g, \"ns_max_ms\": %.6g, ",
+                q->step_us / 1e3, q->fwd_us / 1e3, q->bwd_us / 1e3, q->opt_us / 1e3, q->opt_kernels_us / 1e3,
+                q->exposed_comm_us / 1e3, q->ns_max_us / 1e3);
+        if (isfinite(q->overhead_pct)) fprintf(f, "\"overhead_pct\": %.6g, ", q->overhead_pct);
+        else fprintf(f, "\"overhead_pct\": null, ");
+        fprintf(f, "\"mem_gib\": %.6g, \"fits\": %s}", q->mem_bytes / 1073741824.0, q->fits ? "true" : "false");
+    }
+    fprintf(f, "\n]}\n");
+}
+
 int cmd_scale(int argc, char **argv)
 {
     static const struct option lo[] = {COMMON_LONG,
@@ -355,13 +387,14 @@ int cmd_scale(int argc, char **argv)
                                        {"progress", no_argument, 0, O_PROGRESS},
                                        {"no-progress", no_argument, 0, O_NOPROGRESS},
                                        {"no-plots", no_argument, 0, O_NOPLOTS},
+                                       {"json", no_argument, 0, O_JSON},
                                        {0, 0, 0, 0}};
     input_args ia = {"wall-oss-flow", NULL, NULL, NULL, 0, 0};
     int64_t max_memory = -1;
     const char *out_dir = "dmuon-scale";
     char strat_buf[256] = "adamw,muon-ddp,muon-fsdp,muon-rr,dmuon";
     long gpus[MAX_POINTS] = {8, 16, 32, 64, 128, 256};
-    int n_gpus = 6, progress = isatty(2), plots = 1, c;
+    int n_gpus = 6, progress = isatty(2), plots = 1, json = 0, c;
     sched_opts so;
     sched_opts_default(&so);
     sim_opts o;
@@ -385,6 +418,7 @@ int cmd_scale(int argc, char **argv)
         case O_PROGRESS: progress = 1; break;
         case O_NOPROGRESS: progress = 0; break;
         case O_NOPLOTS: plots = 0; break;
+        case O_JSON: json = 1; break;
         default: scale_help(); return 0; /* -h, --help */
         }
     }
@@ -439,16 +473,18 @@ int cmd_scale(int argc, char **argv)
         inputs_free(&in);
         return 1;
     }
-    printf("# dmuon scale: resolved configuration\n");
-    inputs_print(stdout, &in);
-    printf("  collectives %s algorithm\n", coll_algo_name(o.algo));
+    /* --json: the points as one JSON object on stdout, the report on stderr */
+    FILE *rep = json ? stderr : stdout;
+    fprintf(rep, "# dmuon scale: resolved configuration\n");
+    inputs_print(rep, &in);
+    fprintf(rep, "  collectives %s algorithm\n", coll_algo_name(o.algo));
     char desc[512];
-    printf("  options     %s\n", sched_opts_describe(&so, desc, sizeof desc));
-    printf("  gpus       ");
-    for (int i = 0; i < n_gpus; i++) printf(" %ld", gpus[i]);
-    printf("\n  strategies ");
-    for (int s = 0; s < n_str; s++) printf(" %s%s", names[s], listed[s] ? "" : " (baseline only)");
-    printf("\n");
+    fprintf(rep, "  options     %s\n", sched_opts_describe(&so, desc, sizeof desc));
+    fprintf(rep, "  gpus       ");
+    for (int i = 0; i < n_gpus; i++) fprintf(rep, " %ld", gpus[i]);
+    fprintf(rep, "\n  strategies ");
+    for (int s = 0; s < n_str; s++) fprintf(rep, " %s%s", names[s], listed[s] ? "" : " (baseline only)");
+    fprintf(rep, "\n");
     double t_start = sched_wall_s(), sim_total = 0, cpu_total = 0;
     int64_t ev_total = 0;
     char srcs[DM_OP__COUNT][640];
@@ -511,14 +547,14 @@ int cmd_scale(int argc, char **argv)
         }
     }
     if (progress) fprintf(stderr, "\n");
-    printf("cost sources:\n");
+    fprintf(rep, "cost sources:\n");
     for (int k = 0; k < DM_OP__COUNT; k++)
-        if (srcs[k][0]) printf("  %-14s %s\n", dm_op_kind_name((dm_op_kind)k), srcs[k]);
-    printf("\n");
-    write_table(stdout, pts, n_pts, names, n_str, 0, 0);
+        if (srcs[k][0]) fprintf(rep, "  %-14s %s\n", dm_op_kind_name((dm_op_kind)k), srcs[k]);
+    fprintf(rep, "\n");
+    write_table(rep, pts, n_pts, names, n_str, 0, 0);
     int n_nofit = 0;
     for (int i = 0; i < n_pts; i++) n_nofit += pts[i].ok && !pts[i].fits;
-    printf("memory: mem_GiB is the executor's per-rank peak (core/memory.h) against the %s's %.1f GiB; %d of %d points "
+    fprintf(rep, "memory: mem_GiB is the executor's per-rank peak (core/memory.h) against the %s's %.1f GiB; %d of %d points "
            "do not fit%s\n", in.cluster.gpu->short_name, in.cluster.gpu->mem_bytes / 1073741824.0, n_nofit, n_pts,
            n_nofit ? " (fits 0: simulated all the same, marked in the table, the CSV and the plots)" : "");
     char path[4096];
@@ -529,18 +565,18 @@ int cmd_scale(int argc, char **argv)
     for (int i = 0, head = 0; i < n_pts; i++) { /* which balance won where auto chose */
         char d[512];
         if (!pts[i].ok || !pts[i].pb.n) continue;
-        if (!head++) printf("\n# balance auto, per point\n");
-        printf("  %4d %-10s %s\n", pts[i].gpus, names[pts[i].strat], plan_best_describe(&pts[i].pb, d, sizeof d));
+        if (!head++) fprintf(rep, "\n# balance auto, per point\n");
+        fprintf(rep, "  %4d %-10s %s\n", pts[i].gpus, names[pts[i].strat], plan_best_describe(&pts[i].pb, d, sizeof d));
     }
-    printf("\nwrote %s/scale.dat and %s/scale.csv\n", out_dir, out_dir);
+    fprintf(rep, "\nwrote %s/scale.dat and %s/scale.csv\n", out_dir, out_dir);
     if (plots) {
         const char *gp = find_plot_script();
         if (n_gpus < 2) {
-            printf("plots: one GPU count, nothing to plot against; skipped\n");
+            fprintf(rep, "plots: one GPU count, nothing to plot against; skipped\n");
         } else if (!plot_available()) {
-            printf("plots: gnuplot not found; skipped (the data files are ready for it)\n");
+            fprintf(rep, "plots: gnuplot not found; skipped (the data files are ready for it)\n");
         } else if (!gp) {
-            printf("plots: plots/scale.gp not found (set DMUON_PLOTS); skipped\n");
+            fprintf(rep, "plots: plots/scale.gp not found (set DMUON_PLOTS); skipped\n");
         } else {
             char expr[8192], strs[256] = "", qdir[4096], qstrs[600], qtitle[512], title[256];
             for (int s = 0; s < n_str; s++) /* the blocks of scale.dat, in order */
@@ -553,16 +589,17 @@ int cmd_scale(int argc, char **argv)
                 fprintf(stderr, "dmuon scale: gnuplot %s: %s\n", gp, err.msg);
                 rc = 1;
             } else {
-                printf("plots: %s/step_time.png %s/optimizer_time.png %s/overhead.png\n", out_dir, out_dir, out_dir);
+                fprintf(rep, "plots: %s/step_time.png %s/optimizer_time.png %s/overhead.png\n", out_dir, out_dir, out_dir);
             }
         }
     }
     struct timespec cts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cts);
-    printf("speed: %d points, %lld events simulated in %.3f s wall, %.3f s CPU with setup (%.3g events/s of wall); "
+    fprintf(rep, "speed: %d points, %lld events simulated in %.3f s wall, %.3f s CPU with setup (%.3g events/s of wall); "
            "study %.3f s wall, process %.3f s CPU\n",
            n_pts, (long long)ev_total, sim_total, cpu_total, sim_total > 0 ? ev_total / sim_total : 0.0,
            sched_wall_s() - t_start, cts.tv_sec + cts.tv_nsec * 1e-9);
+    if (json) print_scale_json(stdout, &in, pts, n_pts, names);
     free(pts);
     inputs_free(&in);
     return rc;

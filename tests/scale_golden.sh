@@ -50,6 +50,21 @@ like "  ... and says what the column is" "$(cat "$tmp/big.txt")" "4 of 4 points 
 like "  ... the CSV has memory_gib and fits" "$(head -1 "$tmp/big/scale.csv")" "overhead_vs_adamw_pct,memory_gib,fits"
 is "  ... fits 0 on every dmuon row" "$(awk -F, '$2 == "dmuon" { print $12 }' "$tmp/big/scale.csv" | sort -u)" 0
 is "  ... the data file's column 12 is 0" "$(awk '$2 == "dmuon" { print $12 }' "$tmp/big/scale.dat" | sort -u)" 0
+# --json: one object on stdout (the points, as the CSV), the report on stderr
+$DMUON scale --model qwen2.5-0.5b --cluster a800 --gpus 8,16 --strategies adamw,muon-ddp-tuned,dmuon --costs "$costs" \
+    --no-plots --no-progress --out "$tmp/js" --json >"$tmp/js.json" 2>"$tmp/js.err"
+is "scale --json exits 0" "$?" 0
+if command -v python3 >/dev/null 2>&1; then
+    is "  ... stdout is one JSON object with 6 points, the named strategies" \
+        "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len(d["points"]), sorted({p["strategy"] for p in d["points"]}))' "$tmp/js.json" 2>&1)" \
+        "6 ['adamw', 'dmuon', 'muon-ddp-tuned']"
+    is "  ... step_ms equals the CSV's" \
+        "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.3f" % [p for p in d["points"] if p["strategy"]=="dmuon" and p["gpus"]==16][0]["step_ms"])' "$tmp/js.json")" \
+        "$(awk -F, '$1 == 16 && $2 == "dmuon" { printf "%.3f", $3 }' "$tmp/js/scale.csv")"
+else
+    echo "ok $((tap_n + 1)) # SKIP no python3"; echo "ok $((tap_n + 2)) # SKIP no python3"; tap_n=$((tap_n + 2))
+fi
+like "  ... the report went to stderr" "$(cat "$tmp/js.err")" "# gpus strategy"
 is "scale --strategies bogus exits 2" "$(status_of $DMUON scale --strategies bogus --no-plots --out "$tmp/x")" 2
 is "scale --gpus 0 exits 2" "$(status_of $DMUON scale --gpus 0 --no-plots --out "$tmp/x")" 2
 is "scale --strategy exits 2" "$(status_of $DMUON scale --strategy dmuon)" 2
