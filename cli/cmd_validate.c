@@ -4,12 +4,15 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
 #include "inputs.h"
+#include "json.h"
+#include "lines.h"
 #include "opts.h"
 #include "sched.h"
 #include "spawn.h"
@@ -17,6 +20,48 @@
 
 #define CMD "validate"
 #define MAX_LIST 16
+
+/* --json: the rows of the CSV just written (validate.csv or replay.csv) as one JSON object,
+ * {"format": "dmuon-validate-1", "rows": [{column: value, ...}]}: numbers as numbers. */
+static int rows_json(const char *path, FILE *out)
+{
+    dm_err err;
+    dm_lines *in = dm_lines_open(path, 4096, 1 << 24, &err);
+    if (!in) {
+        fprintf(stderr, "dmuon validate: %s\n", err.msg);
+        return -1;
+    }
+    char *line, head[4096] = "", *cols[32];
+    int nc = 0, nr = 0, k;
+    fprintf(out, "{\"format\": \"dmuon-validate-1\", \"rows\": [");
+    while ((k = dm_lines_next(in, &line, NULL, &err)) > 0) {
+        if (line[0] == '#' || !line[0]) continue;
+        if (!nc) { /* the header */
+            snprintf(head, sizeof head, "%s", line);
+            for (char *save = NULL, *t = strtok_r(head, ",", &save); t && nc < 32; t = strtok_r(NULL, ",", &save))
+                cols[nc++] = t;
+            continue;
+        }
+        fprintf(out, "%s\n  {", nr++ ? "," : "");
+        int c = 0;
+        for (char *p = line, *q; p && c < nc; p = q ? q + 1 : NULL, c++) {
+            q = strchr(p, ',');
+            if (q) *q = 0;
+            char *end;
+            double v = strtod(p, &end);
+            fprintf(out, "%s", c ? ", " : "");
+            json_write_string(out, cols[c]);
+            fprintf(out, ": ");
+            if (*p && !*end && isfinite(v)) fprintf(out, "%.10g", v); /* re-printed: valid JSON whatever the text */
+            else json_write_string(out, p);
+        }
+        fprintf(out, "}");
+    }
+    fprintf(out, "\n]}\n");
+    dm_lines_close(in);
+    if (k < 0) fprintf(stderr, "dmuon validate: %s\n", err.msg);
+    return k < 0 ? -1 : 0;
+}
 
 static void usage(FILE *f)
 {
@@ -49,6 +94,8 @@ static void usage(FILE *f)
             "  --replay CSV       run no executor: re-simulate the cases of a stored validate.csv with\n"
             "                     the current cluster and calibration and compare against its measured\n"
             "                     phases (writes DIR/replay.csv; --tokens must match the measured run)\n"
+            "  --json             the rows of validate.csv (replay.csv) as one JSON object on stdout, the\n"
+            "                     report on stderr\n"
             "  -h, --help         this text\n");
 }
 
@@ -60,7 +107,7 @@ static int split(char *s, char **out)
 }
 
 enum { O_MODELS = 1, O_STRATS, O_OVERLAPS, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_BACKEND, O_STEPS, O_TOKENS, O_MPIRUN,
-       O_OUT, O_PLOTCASE, O_MAXERR, O_DRY, O_REPLAY };
+       O_OUT, O_PLOTCASE, O_MAXERR, O_DRY, O_REPLAY, O_JSON };
 
 int cmd_validate(int argc, char **argv)
 {
@@ -80,11 +127,12 @@ int cmd_validate(int argc, char **argv)
                                        {"max-error", required_argument, 0, O_MAXERR},
                                        {"dry-run", no_argument, 0, O_DRY},
                                        {"replay", required_argument, 0, O_REPLAY},
+                                       {"json", no_argument, 0, O_JSON},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     char models_s[1024] = "llama-3.2-3b", strats_s[256] = "dmuon,muon-ddp,adamw", ovl_s[256] = "interleave,none";
     long gpus[MAX_LIST] = {1, 2}, steps = 5, plot_case = 0, v, tokens[MAX_LIST] = {4096};
-    int n_gpus = 2, dry = 0, c, n_tokens = 1;
+    int n_gpus = 2, dry = 0, json = 0, c, n_tokens = 1;
     double max_err = -1;
     const char *backend = "gpu", *mpirun = "mpirun", *dir = "dmuon-validate", *replay_csv = NULL;
     input_args ia = {NULL, NULL, NULL, NULL, 0, 0};
@@ -141,6 +189,7 @@ int cmd_validate(int argc, char **argv)
             break;
         case O_DRY: dry = 1; break;
         case O_REPLAY: replay_csv = optarg; break;
+        case O_JSON: json = 1; break;
         case 'h': usage(stdout); return 0;
         default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
         }
@@ -181,10 +230,14 @@ int cmd_validate(int argc, char **argv)
     vld_opts vo = {&in.cluster, in.costs, tokens[0], ia.calibration ? ia.calibration : "", in.calib.fitted_on, dir,
                    max_err, self, mpirun, backend, steps, dry, (int)plot_case};
     int rc = 1;
+    FILE *rep = json ? stderr : stdout; /* --json: the rows on stdout, the report on stderr */
+    char rows[4096];
+    snprintf(rows, sizeof rows, "%s/%s", dir, replay_csv ? "replay.csv" : "validate.csv");
     if (replay_csv) {
-        printf("# dmuon validate --replay: resolved configuration\n");
-        inputs_print(stdout, &in);
-        rc = vld_replay(replay_csv, &vo, stdout);
+        fprintf(rep, "# dmuon validate --replay: resolved configuration\n");
+        inputs_print(rep, &in);
+        rc = vld_replay(replay_csv, &vo, rep);
+        if (json && rows_json(rows, stdout)) rc = 1;
         inputs_free(&in);
         return rc;
     }
@@ -195,15 +248,16 @@ int cmd_validate(int argc, char **argv)
         fprintf(stderr, "dmuon validate: %s\n", err.msg);
     } else {
         if (!vo.plot_case) vo.plot_case = vld_default_plot_case(cases, n_cases);
-        printf("# dmuon validate: resolved configuration\n");
-        printf("  cases       %d (models x token counts x GPU counts x strategies x overlaps), backend %s, %ld steps (trace "
-               "of the last), tokens per rank", n_cases, backend, steps);
-        for (int i = 0; i < n_tokens; i++) printf("%s%ld", i ? "," : " ", tokens[i]);
-        printf("\n");
-        inputs_print(stdout, &in);
-        printf("  output      %s/CASE/{program.json,real.csv,sim.csv,run.log}, %s/validate.csv, %s/plot (case %d)\n", dir,
-               dir, dir, vo.plot_case);
-        rc = vld_run(cases, n_cases, &vo, stdout);
+        fprintf(rep, "# dmuon validate: resolved configuration\n");
+        fprintf(rep, "  cases       %d (models x token counts x GPU counts x strategies x overlaps), backend %s, %ld steps "
+                "(trace of the last), tokens per rank", n_cases, backend, steps);
+        for (int i = 0; i < n_tokens; i++) fprintf(rep, "%s%ld", i ? "," : " ", tokens[i]);
+        fprintf(rep, "\n");
+        inputs_print(rep, &in);
+        fprintf(rep, "  output      %s/CASE/{program.json,real.csv,sim.csv,run.log}, %s/validate.csv, %s/plot (case %d)\n",
+                dir, dir, dir, vo.plot_case);
+        rc = vld_run(cases, n_cases, &vo, rep);
+        if (json && !vo.dry && rows_json(rows, stdout)) rc = 1;
     }
     free(cases);
     inputs_free(&in);

@@ -48,6 +48,17 @@ bad=$(awk -F, 'NR == FNR { if (FNR > 1) m[$1 "," $6] = $7 " " $8; next } FNR > 1
 is "measured times and stored predictions carried through as stored" "$bad" 0
 like "replay.csv has the tokens column, 4096 as assumed" "$(sed -n 2p "$tmp/a/replay.csv")" ",1,4096,step,"
 like "the errors by model, calibrated, no fitted-on model named (the file does not say)" "$out" "# calibration "
+# --json: the rows of replay.csv as one object on stdout, the report on stderr
+$R "$stored" --calibration "$tmp/old.calib" --out "$tmp/j" --json >"$tmp/j.json" 2>"$tmp/j.err"
+is "--json exits 0" "$?" 0
+like "  ... the report went to stderr" "$(cat "$tmp/j.err")" "validate --replay: 6 cases"
+if command -v python3 >/dev/null 2>&1; then
+    is "  ... 30 rows, numbers as numbers, the same predictions as replay.csv" \
+        "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d["rows"]; print(len(r), type(r[0]["predicted_ms"]).__name__, "%.3f" % r[0]["predicted_ms"])' "$tmp/j.json" 2>&1)" \
+        "30 float $(awk -F, 'NR == 2 { printf "%.3f", $9 }' "$tmp/j/replay.csv")"
+else
+    echo "ok $((tap_n + 1)) # SKIP no python3"; tap_n=$((tap_n + 1))
+fi
 # The replay's own csv replays (the tokens column read back), and the committed calibration
 # names the model it was fitted on, whose cases are marked.
 cp "$tmp/a/replay.csv" "$tmp/new.csv"
