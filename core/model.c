@@ -161,6 +161,7 @@ static int parse_stacks(dm_model *m, const jv *root, const char *file, int **sor
             return dm_err_set(err, "%s:%d:%d: expected at most %d layers in all stacks, this one brings them to %lld",
                               file, s->line, s->col, DM_MODEL_MAX_LAYERS, (long long)(m->n_layers + layers));
         if (!(m->stacks[i].name = dm_strdup(name, err))) return -1;
+        m->n_stacks = i + 1; /* owned from here: freed with the model if a later field fails */
         m->stacks[i].layers = (int)layers;
         m->stacks[i].tied_head = -1;
         if (opt_stream(m, s, "stream", file, &m->stacks[i].stream, err)) return -1;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "json.h" /* json_write_string */
+#include "model.h" /* DM_MODEL_MAX_COUNT, DM_MODEL_MAX_LAYERS: the ids a program can name */
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
@@ -504,7 +505,8 @@ static int op_field(rd *r, const char *key, void *vctx)
         c->have_iters = 1;
     } else if (!strcmp(key, "layer") || !strcmp(key, "coll") || !strcmp(key, "group") || !strcmp(key, "root") ||
                !strcmp(key, "batch")) {
-        if (rd_int(r, key[0] == 'b' ? 1 : -1, INT32_MAX, key, &v)) return -1;
+        /* a layer no model has is refused here (the readers' per-layer tables stay bounded) */
+        if (rd_int(r, key[0] == 'b' ? 1 : -1, key[0] == 'l' ? DM_MODEL_MAX_LAYERS - 1 : INT32_MAX, key, &v)) return -1;
         if (key[0] == 'l') c->op.layer = (int)v;
         else if (key[0] == 'c') c->op.coll = (int)v;
         else if (key[0] == 'g') c->op.group = (int)v;
@@ -530,7 +532,7 @@ static int op_field(rd *r, const char *key, void *vctx)
     } else if (!strcmp(key, "params")) {
         c->params.n = 0;
         c->params.lo = 0;
-        c->params.hi = INT64_MAX;
+        c->params.hi = DM_MODEL_MAX_COUNT - 1; /* a model's matrices: the per-id tables stay bounded */
         c->params.what = "a parameter id";
         return rd_array(r, ibuf_item, &c->params, "params, an array of ids");
     } else if (!strcmp(key, "work")) {
@@ -611,7 +613,7 @@ static int kernel_field(rd *r, const char *key, void *vctx)
         else if (key[0] == 'b') c->k.batch = v;
         else c->k.count = v;
     } else if (!strcmp(key, "param")) {
-        if (rd_int(r, -1, INT64_MAX, key, &c->k.param)) return -1;
+        if (rd_int(r, -1, DM_MODEL_MAX_COUNT - 1, key, &c->k.param)) return -1;
     } else if (!strcmp(key, "slot")) {
         if (rd_int(r, -1, INT32_MAX, key, &v)) return -1;
         c->k.slot = (int)v;

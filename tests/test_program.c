@@ -279,6 +279,14 @@ int main(void)
     ok(dm_program_load(path, &q, &err) == -1 && strstr(err.msg, "p.json:1:41: expected at most") &&
            strstr(err.msg, "nranks is 16777216"),
        "nranks 16M in a 130-byte file: refused before allocating (%s)", err.msg);
+    /* ids no model has (fuzz finding: a 64 GB table sized by one parameter id) */
+    f = fopen(path, "w");
+    fputs("{\"format\": \"dmuon-program-1\", \"nranks\": 1, \"gpus_per_node\": 1, \"groups\": [[0]],\n"
+          " \"ranks\": [{\"rank\": 0, \"ops\": [\n"
+          "  {\"id\":0,\"kind\":\"backward\",\"stream\":\"compute\",\"params\":[68719476736]}]}]}\n", f);
+    fclose(f);
+    ok(dm_program_load(path, &q, &err) == -1 && strstr(err.msg, "p.json:3:") && strstr(err.msg, "parameter id"),
+       "a parameter id beyond any model's matrices: refused (%s)", err.msg);
     ok(dm_program_load("/dev/zero", &q, &err) == -1 && strstr(err.msg, "/dev/zero:1:1: expected a program object"),
        "/dev/zero: refused at its first byte (%s)", err.msg);
     {
