@@ -155,3 +155,16 @@ stage_naive() {
     sed -n '/^# errors by model/,$p' "$L/naive.txt" | head -20
     for d in "$L"/naive/*/; do rm -f "$d/sim.csv"; done
 }
+# tokens: the simulator across batch sizes it was not calibrated at (2048 and 8192 tokens per
+# GPU; bench work measured 2048 and 4096): four models x dmuon, adamw on one GPU, plans kept
+STAGE_TIMEOUT_tokens=300
+stage_tokens() {
+    timeout 290 "$D/dmuon" validate --cluster h200 --costs traces/costs/h200.csv,traces/costs/h200-work.csv \
+        --calibration traces/calib/h200.calib \
+        --models llama-3.2-3b,qwen2.5-1.5b,wall-oss-flow,moonlight-16b-a3b-6l --strategies dmuon,adamw \
+        --overlaps interleave --gpus 1 --tokens 2048,8192 --steps 3 --mpirun "$MPIRUN --bind-to none" \
+        --out "$L/tokens" > "$L/tokens.txt" 2>&1
+    echo "validate exit $?"
+    sed -n '/^# errors by model/,$p' "$L/tokens.txt" | grep -v 'kernels:' | head -24
+    for d in "$L"/tokens/*/; do rm -f "$d/sim.csv"; done
+}
