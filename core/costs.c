@@ -103,7 +103,7 @@ double dm_roofline_ns_us(const dm_gpu *gpu, int64_t m, int64_t n, int batch, dm_
 
 double dm_roofline_elementwise_us(const dm_gpu *gpu, const char *op, int64_t elems)
 {
-    return (double)elems * dm_elementwise_bytes_per_param(op) / gpu->hbm_Bps * 1e6 + gpu->launch_us;
+    return dm_hbm_pass_us(gpu, 1, (double)elems * dm_elementwise_bytes_per_param(op));
 }
 
 double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, double elt)
@@ -123,12 +123,25 @@ double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, doub
     }
 }
 
-/* One launch: FLOPs over the bf16 rate or bytes over HBM, the larger, plus the launch floor. */
-double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems)
+double dm_hbm_pass_us(const dm_gpu *gpu, double launches, double bytes)
 {
-    return tensors * gpu->launch_us + 2.0 * elems / gpu->hbm_Bps * 1e6;
+    return bytes / gpu->hbm_Bps * 1e6 + launches * gpu->launch_us;
 }
 
+double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems)
+{
+    return dm_hbm_pass_us(gpu, tensors, 2.0 * elems); /* one bf16 read per element */
+}
+
+double dm_work_grad_check_us(const dm_gpu *gpu, const dm_kernel *k, int n, double *launches)
+{
+    double tensors, elems;
+    dm_work_grads(k, n, &tensors, &elems);
+    *launches = tensors;
+    return dm_grad_check_us(gpu, tensors, elems);
+}
+
+/* One launch: FLOPs over the bf16 rate or bytes over HBM, the larger, plus the launch floor. */
 static double roof_launch_us(const dm_gpu *gpu, double flops, double bytes)
 {
     return fmax(flops / gpu->bf16_flops, bytes / gpu->hbm_Bps) * 1e6 + gpu->launch_us;

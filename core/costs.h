@@ -148,9 +148,15 @@ double dm_elementwise_bytes_per_param(const char *op);
 /* Pure roofline times on `gpu`. */
 double dm_roofline_ns_us(const dm_gpu *gpu, int64_t m, int64_t n, int batch, dm_ns_algo algo);
 double dm_roofline_elementwise_us(const dm_gpu *gpu, const char *op, int64_t elems);
-/* The executor's non-finite check of `tensors` gradients of `elems` bf16 elements in all
- * (dm_work_grads): one launch each and one read at the HBM roofline (not measured by bench work). */
+/* Memory-bound passes at the HBM roofline: `bytes` moved over HBM plus `launches` launch floors
+ * (the elementwise roofline, the gradients' check, the executor's staging copies). */
+double dm_hbm_pass_us(const dm_gpu *gpu, double launches, double bytes);
+/* The executor's non-finite check of `tensors` gradients of `elems` bf16 elements in all: one
+ * launch each and one read at the HBM roofline (not measured by bench work). */
 double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems);
+/* The same for the gradients backward kernels k[0..n) write (dm_work_grads); *launches: the
+ * check's launches (one per tensor). The one rule the simulator and the calibration price. */
+double dm_work_grad_check_us(const dm_gpu *gpu, const dm_kernel *k, int n, double *launches);
 /* One launch of workload kernel k (its count not applied): FLOPs and bytes per launch (the
  * kernel's own when it carries them, else from its shape), launch floor included. */
 double dm_roofline_kernel_us(const dm_gpu *gpu, const dm_kernel *k);

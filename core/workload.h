@@ -109,7 +109,7 @@ void dm_layer_work_free(dm_layer_work *w); /* accepts a zeroed struct */
  * their elements (a table's gradient counted at its width: its rows are not on the kernel).
  * The executor checks every gradient for non-finite values after its backward op (one read
  * of the bf16 gradient, one launch per tensor: real/real_gpu.c backward_done); the simulator
- * and the calibration price that check from these counts (dm_grad_check_us, costs.h). */
+ * and the calibration price that check from these counts (dm_work_grad_check_us, costs.h). */
 void dm_work_grads(const dm_kernel *k, int n, double *tensors, double *elems);
 
 /* Totals of a whole step (all layers): FLOPs forward and backward, and the active parameters

@@ -173,7 +173,7 @@ static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
     }
     if (!s->o.costs || bpp <= 0) {
         s->elem_src_count[which][4]++;
-        return op->bytes / s->c->gpu->hbm_Bps * 1e6 + s->c->gpu->launch_us;
+        return dm_hbm_pass_us(s->c->gpu, 1, op->bytes);
     }
     int64_t elems = (int64_t)llround(op->bytes / bpp);
     int found;
@@ -252,10 +252,9 @@ static double pass_us(sim *s, const dm_op *op, dm_err *err)
         s->kern_src_count[pass][src]++;
     }
     if (pass) { /* the executor's check of every gradient the backward wrote */
-        double gt, ge;
-        dm_work_grads(w->k, w->n, &gt, &ge);
-        t += dm_grad_check_us(s->c->gpu, gt, ge);
-        launches += gt;
+        double gl;
+        t += dm_work_grad_check_us(s->c->gpu, w->k, w->n, &gl);
+        launches += gl;
     }
     if (launches > 1) t += (launches - 1) * s->c->kernel_gap_us;
     s->works_priced[pass]++;
@@ -501,8 +500,8 @@ static int setup(sim *s, dm_err *err)
         const coll_topo *t = &s->grps[c->group].topo;
         coll_algo a = collcost_pick(op->kind, s->o.algo, op->bytes, t);
         c->lat_us = collcost_latency_us(op->kind, a, t) + /* the executor's staging copies (coll.h) */
-                    dm_coll_staging_bytes(op->kind, op->bytes, t->n_ranks) / s->c->gpu->hbm_Bps * 1e6 +
-                    dm_coll_staging_copies(op->kind, op->n_params, t->n_ranks) * s->c->gpu->launch_us;
+                    dm_hbm_pass_us(s->c->gpu, dm_coll_staging_copies(op->kind, op->n_params, t->n_ranks),
+                                   dm_coll_staging_bytes(op->kind, op->bytes, t->n_ranks));
         c->vol = collcost_bus_bytes(op->kind, a, op->bytes, t->n_ranks) / collcost_kind_scale(op->kind, t);
         c->last = -1;
     }

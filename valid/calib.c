@@ -514,10 +514,9 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
                     o.launch_us += dm_costs_kernel_us(costs, gpu, kn, NULL);
             }
             if (e->kind == DM_OP_BACKWARD) { /* the gradients' check, priced as the simulator does */
-                double gt, ge;
-                dm_work_grads(w->k, w->n, &gt, &ge);
-                o.launch_us += dm_grad_check_us(gpu, gt, ge);
-                launches += gt;
+                double gl;
+                o.launch_us += dm_work_grad_check_us(gpu, w->k, w->n, &gl);
+                launches += gl;
             }
             o.gaps = launches > 1 ? launches - 1 : 0;
             o.kind = o.work_us > 0 ? (e->kind == DM_OP_FORWARD ? FK_FWD : FK_BWD) : FK_KERN;
