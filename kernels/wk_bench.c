@@ -525,7 +525,7 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
 {
     jobs J = {0};
     static pool PP[WK_ROT]; /* the buffer sets time_job rotates over; PP[0] also the sustained load's */
-    pool *Pp = PP, *P0 = &PP[0];
+    pool *P0 = &PP[0];
     memset(PP, 0, sizeof PP);
     wk_blas h = NULL;
     dm_out *csv = NULL;
@@ -627,7 +627,7 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
             done_n++;
             if (progress)
                 fprintf(stderr, "\r[%d/%d] %-60.60s %4.0f s ", done_n, n_todo, j->id, difftime(time(NULL), t_start));
-            if (time_job(o, Pp, h, j, err)) {
+            if (time_job(o, PP, h, j, err)) {
                 fprintf(stderr, "%sdmuon bench work: %s: %s\n", progress ? "\n" : "", j->id, err->msg);
                 goto done;
             }

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "sched.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -821,13 +822,62 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
     return 0;
 }
 
+/* A rank's optimizer items in order, and the next one to emit (NS under the backward). */
+typedef struct rank_items {
+    opt_item *v;
+    size_t n, next;
+} rank_items;
+
+/* Every rank's items whose gradients arrived by layer `ready` (ready_layer >= ready; INT_MIN:
+ * all that are left). */
+static int emit_ready_items(bctx *b, rank_items *ri, int ready, int *deps, int64_t *params)
+{
+    for (int r = 0; r < b->nranks; r++)
+        while (ri[r].next < ri[r].n && ri[r].v[ri[r].next].ready_layer >= ready)
+            if (emit_opt_item(b, r, &ri[r].v[ri[r].next++], deps, params, NULL)) return -1;
+    return 0;
+}
+
+/* muon-fsdp as PyTorch runs it: every rank gathers a matrix's full gradient (one collective of
+ * all ranks, emitted for all at once), each rank's gather waiting on its previous update (the
+ * first on the end of its backward); the matrix's NS waits on the gather through grad_hi. Naive
+ * plans give every rank the same items (items: room for them). */
+static int emit_fsdp_serial(bctx *b, opt_item *items, int *deps, int64_t *params)
+{
+    int R = b->nranks, rc = -1;
+    int *prev = dm_malloc((size_t)R * sizeof *prev, b->err);
+    if (!prev) return -1;
+    for (int r = 0; r < R; r++) prev[r] = b->bwd_id[(size_t)r * b->nlayers + 0];
+    size_t ni = opt_items(b, 0, items);
+    for (size_t i = 0; i < ni; i++) {
+        if (!items[i].is_adamw) {
+            const ns_batch *nb = &AT(b->batches, ns_batch, items[i].index);
+            const int64_t *mi = (const int64_t *)b->batch_mats.data + nb->m_first;
+            int l = b->mats[mi[0]].layer;
+            for (int j = 0; j < nb->size; j++) params[j] = b->mats[mi[j]].id;
+            size_t g0 = b->grad.n;
+            if (add_desc(b, &b->grad, DM_OP_ALLGATHER, b->world, -1, (double)nb->elems * b->elt, l, params,
+                         (size_t)nb->size) ||
+                emit_desc(b, &AT(b->grad, coll_desc, g0), DM_STREAM_COMM_LO, DM_PAYLOAD_GRADS, prev, b->grad_lo,
+                          b->grad_hi, l))
+                goto out;
+        }
+        for (int r = 0; r < R; r++)
+            if (emit_opt_item(b, r, &items[i], deps, params, &prev[r])) goto out;
+    }
+    rc = 0;
+out:
+    free(prev);
+    return rc;
+}
+
 static int emit_program(bctx *b)
 {
     int L = b->nlayers, R = b->nranks, k = b->o->prefetch_depth;
     int *tmp = dm_malloc((size_t)R * sizeof *tmp, b->err);
     int *deps = dm_malloc((size_t)(4 * L + 2 * b->o->max_batch + 64 + (int)b->fetch.n + (int)b->grad.n) * sizeof *deps, b->err);
-    opt_item *items = NULL, **ritems = NULL;
-    size_t *nit = NULL, *cur = NULL;
+    opt_item *items = NULL;
+    rank_items *ri = NULL; /* NS under the backward: every rank's items, made before it */
     int64_t *params = NULL;
     int rc = -1;
     if (!tmp || !deps) goto done;
@@ -889,13 +939,12 @@ static int emit_program(bctx *b)
         if ((size_t)b->lay_n[l] > maxb) maxb = (size_t)b->lay_n[l];
     if (!(params = dm_malloc(maxb * sizeof *params, b->err))) goto done;
     if (!(items = dm_malloc(nitems_max * sizeof *items, b->err))) goto done;
-    if (early) {
-        if (!(ritems = dm_calloc((size_t)R, sizeof *ritems, b->err)) || !(nit = dm_calloc((size_t)R, sizeof *nit, b->err)) ||
-            !(cur = dm_calloc((size_t)R, sizeof *cur, b->err)))
-            goto done;
+    if (early) { /* each rank's own items only (an owner holds a share of the batches) */
+        if (!(ri = dm_calloc((size_t)R, sizeof *ri, b->err))) goto done;
         for (int r = 0; r < R; r++) {
-            if (!(ritems[r] = dm_malloc((nitems_max ? nitems_max : 1) * sizeof **ritems, b->err))) goto done;
-            nit[r] = opt_items(b, r, ritems[r]);
+            ri[r].n = opt_items(b, r, items);
+            if (!(ri[r].v = dm_malloc((ri[r].n ? ri[r].n : 1) * sizeof *ri[r].v, b->err))) goto done;
+            memcpy(ri[r].v, items, ri[r].n * sizeof *items);
         }
     }
     /* 2. backward (+ Z3 re-fetch, + interleaved gradients) */
@@ -915,61 +964,29 @@ static int emit_program(bctx *b)
         }
         if (b->z3 && !none && l - k - 1 >= 0 && emit_fetch(b, l - k - 1, dep_of(b, b->bwd_id, l, tmp), 1)) goto done;
         if (b->o->overlap == SCHED_OVERLAP_INTERLEAVE && emit_grad(b, l, dep_of(b, b->bwd_id, l, tmp))) goto done;
-        if (early) /* NS under the backward: every item whose gradients were reduced D layers ago */
-            for (int r = 0; r < R; r++)
-                while (cur[r] < nit[r] && ritems[r][cur[r]].ready_layer >= l + b->o->ns_early)
-                    if (emit_opt_item(b, r, &ritems[r][cur[r]++], deps, params, NULL)) goto done;
+        /* NS under the backward: every item whose gradients were reduced D layers ago */
+        if (ri && emit_ready_items(b, ri, l + b->o->ns_early, deps, params)) goto done;
     }
     if (b->o->overlap != SCHED_OVERLAP_INTERLEAVE)
         for (int l = L - 1; l >= 0; l--)
             if (emit_grad(b, l, dep_of(b, b->bwd_id, 0, tmp))) goto done;
     /* 3. optimizer: NS batches + Muon updates on owners, AdamW, in gradient-arrival order (what
      * the backward did not take) */
-    for (int r = 0; r < R && early; r++)
-        while (cur[r] < nit[r])
-            if (emit_opt_item(b, r, &ritems[r][cur[r]++], deps, params, NULL)) goto done;
-    for (int r = 0; r < R && !b->fsdp_serial && !early; r++) {
-        size_t ni = opt_items(b, r, items);
-        for (size_t i = 0; i < ni; i++)
-            if (emit_opt_item(b, r, &items[i], deps, params, NULL)) goto done;
-    }
-    if (b->fsdp_serial) {
-        /* muon-fsdp as PyTorch runs it: every rank gathers a matrix's full gradient (one
-         * collective of all ranks, emitted for all at once), each rank's gather waiting on its
-         * previous update (the first on the end of its backward); the matrix's NS waits on the
-         * gather through grad_hi. Naive plans give every rank the same items. */
-        int *prev = dm_malloc((size_t)R * sizeof *prev, b->err);
-        if (!prev) goto done;
-        for (int r = 0; r < R; r++) prev[r] = b->bwd_id[(size_t)r * L + 0];
-        size_t ni = opt_items(b, 0, items);
-        for (size_t i = 0; i < ni && rc; i++) {
-            if (!items[i].is_adamw) {
-                const ns_batch *nb = &AT(b->batches, ns_batch, items[i].index);
-                const int64_t *mi = (const int64_t *)b->batch_mats.data + nb->m_first;
-                int l = b->mats[mi[0]].layer;
-                for (int j = 0; j < nb->size; j++) params[j] = b->mats[mi[j]].id;
-                size_t g0 = b->grad.n;
-                if (add_desc(b, &b->grad, DM_OP_ALLGATHER, b->world, -1, (double)nb->elems * b->elt, l, params,
-                             (size_t)nb->size) ||
-                    emit_desc(b, &AT(b->grad, coll_desc, g0), DM_STREAM_COMM_LO, DM_PAYLOAD_GRADS, prev, b->grad_lo,
-                              b->grad_hi, l))
-                    break;
-            }
-            int bad = 0;
-            for (int r = 0; r < R && !bad; r++) bad = emit_opt_item(b, r, &items[i], deps, params, &prev[r]) != 0;
-            if (bad) break;
-            if (i + 1 == ni) rc = 0;
+    if (ri) {
+        if (emit_ready_items(b, ri, INT_MIN, deps, params)) goto done;
+    } else if (b->fsdp_serial) {
+        if (emit_fsdp_serial(b, items, deps, params)) goto done;
+    } else {
+        for (int r = 0; r < R; r++) {
+            size_t ni = opt_items(b, r, items);
+            for (size_t i = 0; i < ni; i++)
+                if (emit_opt_item(b, r, &items[i], deps, params, NULL)) goto done;
         }
-        if (ni == 0) rc = 0;
-        free(prev);
-        if (rc) goto done;
     }
     rc = 0;
 done:
-    for (int r = 0; ritems && r < R; r++) free(ritems[r]);
-    free(ritems);
-    free(nit);
-    free(cur);
+    for (int r = 0; ri && r < R; r++) free(ri[r].v);
+    free(ri);
     free(tmp);
     free(deps);
     free(items);
@@ -1064,7 +1081,7 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     b.muon_update_shard = opts->strategy == SCHED_MUON_FSDP;
     char desc[512];
     sched_opts_describe(opts, desc, sizeof desc);
-    b.fsdp_serial = opts->strategy == SCHED_MUON_FSDP && !opts->naive_tuned;
+    b.fsdp_serial = opts->strategy == SCHED_MUON_FSDP && sched_opts_pytorch_form(opts);
     if (!(b.p = dm_program_new(nranks, b.gpn, model->name, sched_opts_strategy_label(opts), cluster->name, desc,
                                opts->tokens, err)))
         return -1;

@@ -85,8 +85,9 @@ typedef struct sched_opts {
 } sched_opts;
 
 void sched_opts_default(sched_opts *o);
-/* The options a build really uses: the PyTorch form of muon-ddp/muon-fsdp (naive_tuned 0)
- * fixes max_batch 1 and the direct algorithm. */
+/* 1 for muon-ddp and muon-fsdp in the form PyTorch code runs them (naive_tuned 0). */
+int sched_opts_pytorch_form(const sched_opts *o);
+/* The options a build really uses: the PyTorch form fixes max_batch 1 and the direct algorithm. */
 void sched_opts_effective(const sched_opts *o, sched_opts *out);
 /* The strategy's name as reports and programs carry it: "muon-ddp-tuned" for the tuned form. */
 const char *sched_opts_strategy_label(const sched_opts *o);

@@ -36,11 +36,15 @@ const char *sched_strategy_name(sched_strategy s) { return (unsigned)s <= SCHED_
 const char *sched_balance_name(sched_balance b) { return (unsigned)b <= SCHED_BAL_AUTO ? balance_names[b] : "?"; }
 const char *sched_overlap_name(sched_overlap v) { return (unsigned)v <= SCHED_OVERLAP_INTERLEAVE ? overlap_names[v] : "?"; }
 
+int sched_opts_pytorch_form(const sched_opts *o)
+{
+    return (o->strategy == SCHED_MUON_DDP || o->strategy == SCHED_MUON_FSDP) && !o->naive_tuned;
+}
+
 void sched_opts_effective(const sched_opts *o, sched_opts *out)
 {
     *out = *o;
-    if ((o->strategy == SCHED_MUON_DDP || o->strategy == SCHED_MUON_FSDP) && !o->naive_tuned)
-        out->max_batch = 1, out->ns_algo = DM_NS_DIRECT;
+    if (sched_opts_pytorch_form(o)) out->max_batch = 1, out->ns_algo = DM_NS_DIRECT;
 }
 
 const char *sched_opts_strategy_label(const sched_opts *o)

@@ -151,7 +151,7 @@ int sim_mem_plan_size(const dm_model *m, const dm_cluster *c, int nranks, const 
             coll(&f, 1, 1, R, x->n);
             coll(&g, 0, 1, R, x->n);
             /* the gradients' gathers: one per layer (tuned), one per matrix (PyTorch form) */
-            if (x->mu) coll(&g, 0, o->naive_tuned ? 1 : x->mu, R, x->mu);
+            if (x->mu) coll(&g, 0, sched_opts_pytorch_form(o) ? x->mu : 1, R, x->mu);
             break;
         case SCHED_MUON_RR: coll(&g, 0, 1, R, x->n); break;
         case SCHED_DMUON:
@@ -196,7 +196,7 @@ int sim_mem_plan_size(const dm_model *m, const dm_cluster *c, int nranks, const 
     /* a collective waits on at most one op; a forward on its layer's fetch ops, a backward on
      * its re-fetch (zero 3); an NS batch on the gradients of its layer(s), an update on its NS */
     out->deps = coll_ops + f.ops * zf + ns_ops + aw_ops;
-    if (o->strategy == SCHED_MUON_FSDP && !o->naive_tuned) /* each NS and AdamW op after the previous update */
+    if (o->strategy == SCHED_MUON_FSDP && sched_opts_pytorch_form(o)) /* each NS and AdamW op after the previous update */
         out->deps += batches_everywhere * R + aw_ops;
     return 0;
 }
