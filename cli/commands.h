@@ -14,5 +14,9 @@ int cmd_compare(int argc, char **argv);
 int cmd_regress(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
+/* `bench kernels` and `bench work` (argv[0] the benchmark's name): in the GPU plug-in only
+ * (cli/cmd_bench_gpu.c); the program reaches them through core/gpu_api.h. */
+int cmd_bench_kernels(int argc, char **argv);
+int cmd_bench_work(int argc, char **argv);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "datadir.h"
+#include "gpu_api.h"
 #include "opts.h"
 
 typedef struct {
@@ -68,6 +69,7 @@ static void usage(FILE *f)
                "  DMUON_PLOTS   folder of the gnuplot scripts (scale.gp, compare.gp, styles.gp)\n"
                "  MPIRUN        launcher of the executor benchmark's ranks in dmuon regress\n"
                "                (default mpirun; words split at spaces)\n"
+               "  DMUON_GPU     the GPU plug-in to load (a file; default: see Files)\n"
                "\nFiles:\n");
     static const char *const what[DM_DATA__COUNT] = {
         [DM_DATA_MODELS] = "the bundled models",
@@ -83,6 +85,11 @@ static void usage(FILE *f)
                "  source tree's models/, traces/costs/, traces/calib/, traces/baselines/, plots/ and\n"
                "  traces/kernels/; a dmuon run from its build tree reads the source tree's first, and an\n"
                "  installation staged with DESTDIR or moved reads its own, found from its program's folder.\n"
+               "  " DM_PKGLIBDIR "/dmuon-gpu.so\n"
+               "                the GPU side (CUDA, cuBLAS, NCCL: run --backend gpu, bench kernels,\n"
+               "                bench work, bench comm --backend gpu), loaded only when used, so that\n"
+               "                the other commands start without CUDA; a dmuon run from its build\n"
+               "                tree loads the build tree's\n"
                "\nReport bugs to: " PACKAGE_BUGREPORT "\n");
 }
 
@@ -105,6 +112,15 @@ static void version(void)
     printf("  MPI       no\n");
 #endif
     printf("  lp_solve  %s\n  GSL       %s\n", DM_VERSION_LPSOLVE, DM_VERSION_GSL);
+#ifdef DM_HAVE_CUDA
+    dm_err err;
+    if (dm_gpu(&err))
+        printf("GPU side: %s\n", dm_gpu_loaded_path());
+    else
+        printf("GPU side: not loadable here: %s\n", err.msg);
+#else
+    printf("GPU side: not in this build\n");
+#endif
 }
 
 static const subcommand *find_command(const char *name)

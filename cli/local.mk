@@ -6,3 +6,7 @@ dmuon_SOURCES += cli/dmuon.c cli/commands.h cli/opts.c cli/opts.h cli/inputs.c c
 if HAVE_MPI
 dmuon_SOURCES += cli/cmd_run.c
 endif
+# bench kernels and bench work, in the GPU plug-in (Makefile.am)
+if HAVE_CUDA
+libdmuon_gpu_a_SOURCES += cli/cmd_bench_gpu.c
+endif

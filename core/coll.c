@@ -1,5 +1,5 @@
 /* coll.c: the collective table (coll.h): one entry per kind with its counts, bus factor, NCCL
- * and MPI calls, the CPU executor's exact form and the result check. */
+ * name, MPI calls, the CPU executor's exact form and the result check. */
 #include "config.h"
 
 #include "coll.h"
@@ -8,55 +8,6 @@
 
 #ifdef DM_HAVE_MPI
 #include <mpi.h>
-#endif
-#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
-#include <nccl.h>
-#define COLL_NCCL 1
-#else
-#define COLL_NCCL 0
-#endif
-
-/* ---- NCCL calls ---------------------------------------------------------------------------- */
-
-#if COLL_NCCL
-static ncclDataType_t nccl_type(dm_dtype t)
-{
-    return t == DM_DT_FP32 ? ncclFloat : t == DM_DT_FP16 ? ncclHalf : ncclBfloat16;
-}
-#define NCCL_OK(call) ((int)(call))
-static int nccl_bcast(const void *s, void *r, size_t size, dm_dtype t, int root, void *c, void *st)
-{
-    return NCCL_OK(ncclBroadcast(s, r, size, nccl_type(t), root, (ncclComm_t)c, (cudaStream_t)st));
-}
-static int nccl_reduce(const void *s, void *r, size_t size, dm_dtype t, int root, void *c, void *st)
-{
-    return NCCL_OK(ncclReduce(s, r, size, nccl_type(t), ncclSum, root, (ncclComm_t)c, (cudaStream_t)st));
-}
-static int nccl_allreduce(const void *s, void *r, size_t size, dm_dtype t, int root, void *c, void *st)
-{
-    (void)root;
-    return NCCL_OK(ncclAllReduce(s, r, size, nccl_type(t), ncclSum, (ncclComm_t)c, (cudaStream_t)st));
-}
-static int nccl_allgather(const void *s, void *r, size_t size, dm_dtype t, int root, void *c, void *st)
-{
-    int n = 1;
-    (void)root;
-    ncclCommCount((ncclComm_t)c, &n);
-    return NCCL_OK(ncclAllGather(s, r, size / (size_t)n, nccl_type(t), (ncclComm_t)c, (cudaStream_t)st));
-}
-static int nccl_reducescatter(const void *s, void *r, size_t size, dm_dtype t, int root, void *c, void *st)
-{
-    int n = 1;
-    (void)root;
-    ncclCommCount((ncclComm_t)c, &n);
-    return NCCL_OK(ncclReduceScatter(s, r, size / (size_t)n, nccl_type(t), ncclSum, (ncclComm_t)c, (cudaStream_t)st));
-}
-#else
-#define nccl_bcast NULL
-#define nccl_reduce NULL
-#define nccl_allreduce NULL
-#define nccl_allgather NULL
-#define nccl_reducescatter NULL
 #endif
 
 /* ---- MPI calls ----------------------------------------------------------------------------- */
@@ -162,21 +113,21 @@ static double expect_reducescatter(int r, int n, int root, size_t size, size_t i
 
 /* ---- the table ----------------------------------------------------------------------------- */
 
-#define ENTRY(k, nc, mc, root, sum, sd, rd, mul, sub, ex, fn, fm, fe, chk)                                      \
+#define ENTRY(k, nc, mc, root, sum, sd, rd, mul, sub, ex, fm, fe, chk)                                            \
     {.kind = k, .nccl_name = nc, .mpi_name = mc, .rooted = root, .sums = sum, .send_div = sd, .recv_div = rd,      \
-     .bus_mul = mul, .bus_sub = sub, .exact = ex, .nccl = fn, .mpi = fm, .mpi_exact = fe, .expect = chk}
+     .bus_mul = mul, .bus_sub = sub, .exact = ex, .mpi = fm, .mpi_exact = fe, .expect = chk}
 /* send_div/recv_div: 1 the whole size, 0 size / n; busbw factors 1, 2(n-1)/n, (n-1)/n */
 static const dm_coll table[] = {
-    ENTRY(DM_OP_BROADCAST, "ncclBroadcast", "MPI_Ibcast", 1, 0, 1, 1, 1, 0, DM_COLL_EXACT_NATIVE, nccl_bcast,
-          mpi_bcast, mpi_bcast, expect_bcast),
-    ENTRY(DM_OP_REDUCE, "ncclReduce", "MPI_Ireduce", 1, 1, 1, 1, 1, 0, DM_COLL_EXACT_GATHER, nccl_reduce, mpi_reduce,
+    ENTRY(DM_OP_BROADCAST, "ncclBroadcast", "MPI_Ibcast", 1, 0, 1, 1, 1, 0, DM_COLL_EXACT_NATIVE, mpi_bcast,
+          mpi_bcast, expect_bcast),
+    ENTRY(DM_OP_REDUCE, "ncclReduce", "MPI_Ireduce", 1, 1, 1, 1, 1, 0, DM_COLL_EXACT_GATHER, mpi_reduce,
           exact_reduce, expect_reduce),
     ENTRY(DM_OP_ALLREDUCE, "ncclAllReduce", "MPI_Iallreduce", 0, 1, 1, 1, 2, 1, DM_COLL_EXACT_ALLGATHER,
-          nccl_allreduce, mpi_allreduce, exact_allreduce, expect_allreduce),
-    ENTRY(DM_OP_ALLGATHER, "ncclAllGather", "MPI_Iallgather", 0, 0, 0, 1, 1, 1, DM_COLL_EXACT_NATIVE, nccl_allgather,
-          mpi_allgather, mpi_allgather, expect_allgather),
+          mpi_allreduce, exact_allreduce, expect_allreduce),
+    ENTRY(DM_OP_ALLGATHER, "ncclAllGather", "MPI_Iallgather", 0, 0, 0, 1, 1, 1, DM_COLL_EXACT_NATIVE, mpi_allgather,
+          mpi_allgather, expect_allgather),
     ENTRY(DM_OP_REDUCESCATTER, "ncclReduceScatter", "MPI_Ireduce_scatter_block", 0, 1, 1, 0, 1, 1,
-          DM_COLL_EXACT_ALLTOALL, nccl_reducescatter, mpi_reducescatter, exact_reducescatter, expect_reducescatter),
+          DM_COLL_EXACT_ALLTOALL, mpi_reducescatter, exact_reducescatter, expect_reducescatter),
 };
 #undef ENTRY
 

@@ -1,6 +1,6 @@
 /* coll.h: the one table of collective kinds, after nccl-tests' testColl. Per kind: its name, the
  * byte-count convention (program.h's nccl-tests "size" and the elements each rank sends and
- * receives), the bus-bandwidth factor, the NCCL call, the MPI call, the form the CPU executor
+ * receives), the bus-bandwidth factor, the NCCL call's name, the MPI call, the form the CPU executor
  * runs to sum in rank order, and the result check (the value every output element must have for
  * the table's rank-dependent inputs). The cost model (collcost_busbw_factor), `dmuon bench comm`
  * and both executor backends read it: a new collective kind is an entry here (and its op kind).
@@ -10,7 +10,9 @@
  * the rank count n where the collective splits it. Ranks and roots are indices in the
  * communicator (0..n-1). The calls take the communicator by address (an MPI_Comm variable, a
  * ncclComm_t) and the CUDA stream as void *, so this header needs neither mpi.h nor nccl.h;
- * they are NULL in a build without MPI or NCCL. */
+ * the MPI ones are NULL in a build without MPI. The NCCL calls themselves live with the GPU
+ * backend (real_nccl.h's real_nccl_call, by kind), so that this table and everything that reads
+ * it need no CUDA library. */
 #ifndef DM_COLL_H
 #define DM_COLL_H
 #include <stddef.h>
@@ -35,9 +37,6 @@ typedef struct dm_coll {
     int send_div, recv_div;           /* a rank sends / receives: 1 the whole size, 0 size / n */
     double bus_mul, bus_sub;          /* busbw = algbw x bus_mul (n - bus_sub) / n (nccl-tests) */
     dm_coll_exact exact;
-    /* The NCCL call on device buffers (dtype a dm_dtype; in place when send == recv where NCCL
-     * allows it), enqueued on the stream; returns the ncclResult_t (0: ncclSuccess). */
-    int (*nccl)(const void *send, void *recv, size_t size, dm_dtype dtype, int root, void *comm, void *stream);
     /* The MPI call on host floats, non-blocking: posts and fills *(MPI_Request *)req. Returns the
      * MPI error code (MPI_SUCCESS is 0). */
     int (*mpi)(const float *send, float *recv, size_t size, int root, const void *comm, void *req);

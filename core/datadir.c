@@ -15,6 +15,9 @@
 #ifndef DM_BINDIR
 #define DM_BINDIR "/usr/local/bin"
 #endif
+#ifndef DM_PKGLIBDIR
+#define DM_PKGLIBDIR "/usr/local/lib/dmuon"
+#endif
 
 static const struct {
     const char *env, *installed, *source;
@@ -70,11 +73,11 @@ int dm_data_in_build_tree(void)
     return cached;
 }
 
-/* The path from bindir to pkgdatadir ("../share/dmuon" for the default layout): the
- * components after their common leading ones, bindir's replaced by "..". */
-static void bindir_to_pkgdatadir(char *buf, size_t size)
+/* The path from bindir to an installation folder ("../share/dmuon" for pkgdatadir in the
+ * default layout): the components after their common leading ones, bindir's replaced by "..". */
+static void bindir_to(const char *to, char *buf, size_t size)
 {
-    const char *a = DM_BINDIR, *b = DM_PKGDATADIR;
+    const char *a = DM_BINDIR, *b = to;
     for (;;) { /* skip equal leading components */
         while (*a == '/') a++;
         while (*b == '/') b++;
@@ -119,7 +122,7 @@ static void list_fixed(dm_data_kind k)
     if (build) add_fixed(k, DM_SRCDIR, kinds[k].source);
     if (*exe_dir()) { /* beside the executable, when that is not the configured folder */
         char rel[PATH_MAX], beside[PATH_MAX * 2 + 64], canon[PATH_MAX], cfg[PATH_MAX + 64], cfg_canon[PATH_MAX];
-        bindir_to_pkgdatadir(rel, sizeof rel);
+        bindir_to(DM_PKGDATADIR, rel, sizeof rel);
         snprintf(beside, sizeof beside, "%s/%s/%s", exe_dir(), rel, sub);
         snprintf(cfg, sizeof cfg, "%s/%s", DM_PKGDATADIR, sub);
         if (realpath(beside, canon) && !(realpath(cfg, cfg_canon) && !strcmp(canon, cfg_canon)))
@@ -168,3 +171,30 @@ const char *dm_data_installed_name(dm_data_kind kind)
     return (unsigned)kind < DM_DATA__COUNT ? kinds[kind].installed : NULL;
 }
 const char *dm_data_source_name(dm_data_kind kind) { return (unsigned)kind < DM_DATA__COUNT ? kinds[kind].source : NULL; }
+
+int dm_gpu_plugin_paths(char paths[][PATH_MAX], int max)
+{
+    int n = 0;
+    const char *env = getenv("DMUON_GPU");
+    if (env && *env) {
+        if (max > 0) snprintf(paths[n++], PATH_MAX, "%s", env);
+        return n;
+    }
+    char rel[PATH_MAX], cand[4][PATH_MAX * 2 + 64];
+    int nc = 0;
+    if (dm_data_in_build_tree()) snprintf(cand[nc++], sizeof cand[0], "%s/%s", DM_BUILDDIR, DM_GPU_PLUGIN_NAME);
+    if (*exe_dir()) {
+        snprintf(cand[nc++], sizeof cand[0], "%s/%s", exe_dir(), DM_GPU_PLUGIN_NAME);
+        bindir_to(DM_PKGLIBDIR, rel, sizeof rel);
+        snprintf(cand[nc++], sizeof cand[0], "%s/%s/%s", exe_dir(), rel, DM_GPU_PLUGIN_NAME);
+    }
+    snprintf(cand[nc++], sizeof cand[0], "%s/%s", DM_PKGLIBDIR, DM_GPU_PLUGIN_NAME);
+    for (int i = 0; i < nc && n < max; i++) {
+        char canon[PATH_MAX];
+        const char *p = realpath(cand[i], canon) ? canon : cand[i];
+        int dup = 0;
+        for (int j = 0; j < n && !dup; j++) dup = !strcmp(paths[j], p);
+        if (!dup && strlen(p) < PATH_MAX) snprintf(paths[n++], PATH_MAX, "%s", p);
+    }
+    return n;
+}

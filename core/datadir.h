@@ -17,6 +17,7 @@
  * commands make it before starting threads). */
 #ifndef DM_DATADIR_H
 #define DM_DATADIR_H
+#include <limits.h>
 #include <stddef.h>
 
 typedef enum {
@@ -52,5 +53,14 @@ const char *dm_data_source_name(dm_data_kind kind);
 
 /* 1 when this program runs from its build tree (step 2 above applies), else 0. */
 int dm_data_in_build_tree(void);
+
+/* The GPU plug-in (gpu_api.h) by the same order: $DMUON_GPU alone when set (a file), else
+ * DM_BUILDDIR/dmuon-gpu.so for a program run from its build tree, one in the executable's own
+ * folder (a program copied out with its plug-in), the installed one relative to the executable
+ * (BINDIR/../lib/dmuon/dmuon-gpu.so for the default layout), the configured
+ * PKGLIBDIR/dmuon-gpu.so; each listed once (symbolic links resolved where the file exists),
+ * existing or not. Fills paths[0..max) and returns how many. */
+#define DM_GPU_PLUGIN_NAME "dmuon-gpu.so"
+int dm_gpu_plugin_paths(char paths[][PATH_MAX], int max);
 
 #endif

@@ -8,7 +8,7 @@ nodist_man1_MANS = $(DM_MAN_PAGES)
 # One run writes every page (Automake's recipe for several outputs of one command).
 $(DM_MAN_PAGES): man/.stamp
 	@test -f $@ || { rm -f man/.stamp; $(MAKE) $(AM_MAKEFLAGS) man/.stamp; }
-man/.stamp: dmuon$(EXEEXT) $(srcdir)/tools/mkman.sh
+man/.stamp: dmuon$(EXEEXT) $(DM_GPU_PLUGIN) $(srcdir)/tools/mkman.sh
 	$(AM_V_GEN)$(SHELL) $(srcdir)/tools/mkman.sh ./dmuon$(EXEEXT) man && touch $@
 CLEANFILES += $(DM_MAN_PAGES) man/.stamp
 EXTRA_DIST += tools/mkman.sh

@@ -1,7 +1,8 @@
 /* real_bench.c: `dmuon bench comm` (real.h), the collective benchmark in nccl-tests' style: every
  * collective of the table (core/coll.h: counts, bus factor, NCCL and MPI calls, result check)
  * over sizes from min to max bytes on all ranks, through NCCL on GPUs (CUDA events on the
- * stream; real_nccl.h's bootstrap and wait) or MPI on CPUs (wall clock). Per size: warm-up, a
+ * stream, real_nccl.h's bootstrap and wait: real_bench_gpu.h's calls, from the GPU plug-in of
+ * gpu_api.h) or MPI on CPUs (wall clock). Per size: warm-up, a
  * timed loop, then a separate correctness pass (the table's rank-dependent inputs, every output
  * element checked: #wrong). Every wait polls with the timeout, as the executor's. A table for
  * people, a CSV for the cost model, and per collective a least-squares fit (GSL) of time =
@@ -22,9 +23,11 @@
 #include "real.h"
 #include "real_priv.h"
 
+#include "gpu_api.h"
+#include "real_bench_gpu.h"
+
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
-#include "real_nccl.h"
-#define BENCH_GPU 1
+#define BENCH_GPU 1 /* the default backend: this build has a GPU plug-in with NCCL */
 #else
 #define BENCH_GPU 0
 #endif
@@ -39,11 +42,8 @@ typedef struct bench {
     int rank, n, gpu;
     size_t elt;
     void *send, *recv;        /* device (GPU) or host buffers of max_count elements */
-#if BENCH_GPU
-    ncclComm_t nccl;
-    cudaStream_t st;
-    cudaEvent_t e0, e1;
-#endif
+    const real_bench_gpu_ops *g; /* GPUs: the plug-in's calls and their state */
+    real_bench_gpu *gs;
 } bench;
 
 void real_bench_opts_default(real_bench_opts *o)
@@ -77,13 +77,7 @@ static int mpi_wait(bench *b, MPI_Request *req, const char *what, dm_err *err)
 /* One call of collective c of `size` elements, root 0 (enqueued on GPUs; done on CPUs). */
 static int launch(bench *b, const dm_coll *c, size_t size, dm_err *err)
 {
-#if BENCH_GPU
-    if (b->gpu) {
-        int r = c->nccl(b->send, b->recv, size, DM_DT_BF16, 0, b->nccl, b->st);
-        return r == ncclSuccess ? 0 : dm_err_set(err, "rank %d: %s: %s", b->rank, c->nccl_name,
-                                                 ncclGetErrorString((ncclResult_t)r));
-    }
-#endif
+    if (b->gpu) return b->g->launch(b->gs, c, b->send, b->recv, size, err);
     MPI_Request req;
     int r = c->mpi(b->send, b->recv, size, 0, &b->comm, &req);
     if (r != MPI_SUCCESS) return dm_err_set(err, "rank %d: %s: MPI error %d", b->rank, c->mpi_name, r);
@@ -93,17 +87,7 @@ static int launch(bench *b, const dm_coll *c, size_t size, dm_err *err)
 /* GPUs: wait for what the stream holds (polling NCCL and the timeout). */
 static int gpu_done(bench *b, const char *what, dm_err *err)
 {
-#if BENCH_GPU
-    if (b->gpu) {
-        char who[32];
-        snprintf(who, sizeof who, "rank %d", b->rank);
-        if (cudaEventRecord(b->e1, b->st) != cudaSuccess)
-            return dm_err_set(err, "rank %d: cudaEventRecord failed", b->rank);
-        return real_nccl_wait(b->e1, &b->nccl, 1, b->o->timeout_s, who, what, err);
-    }
-#endif
-    (void)b, (void)what, (void)err;
-    return 0;
+    return b->gpu ? b->g->done(b->gs, b->o->timeout_s, what, NULL, err) : 0;
 }
 
 /* Mean time per call in microseconds over iters calls (after warmup). */
@@ -113,18 +97,14 @@ static int time_coll(bench *b, const dm_coll *c, size_t size, int iters, double 
         if (launch(b, c, size, err)) return -1;
     if (gpu_done(b, "the warm-up", err)) return -1;
     MPI_Barrier(b->comm);
-#if BENCH_GPU
     if (b->gpu) {
-        cudaEventRecord(b->e0, b->st);
+        b->g->mark(b->gs);
         for (int i = 0; i < iters; i++)
             if (launch(b, c, size, err)) return -1;
-        if (gpu_done(b, "the timed calls", err)) return -1;
-        float ms = 0;
-        cudaEventElapsedTime(&ms, b->e0, b->e1);
-        *us = ms * 1e3 / iters;
+        if (b->g->done(b->gs, b->o->timeout_s, "the timed calls", us, err)) return -1;
+        *us /= iters;
         return 0;
     }
-#endif
     double t0 = real_now_us();
     for (int i = 0; i < iters; i++)
         if (launch(b, c, size, err)) return -1;
@@ -142,7 +122,6 @@ static int fill_and_check(bench *b, const dm_coll *c, size_t size, long *wrong, 
     for (size_t i = 0; i < nin; i++) h[i] = (float)dm_coll_input(b->rank, off + i);
     if (c->kind == DM_OP_BROADCAST && b->rank != 0) /* the result must come from the root */
         memset(h, 0, nin * sizeof *h);
-#if BENCH_GPU
     if (b->gpu) {
         uint16_t *hb = (uint16_t *)h; /* float -> bf16 by truncation: exact for small integers */
         for (size_t i = 0; i < nin; i++) {
@@ -150,11 +129,11 @@ static int fill_and_check(bench *b, const dm_coll *c, size_t size, long *wrong, 
             memcpy(&u, &h[i], 4);
             hb[i] = (uint16_t)(u >> 16);
         }
-        cudaMemcpy(b->send, hb, nin * 2, cudaMemcpyHostToDevice);
-        cudaMemset(b->recv, 0, size * 2);
-    } else
-#endif
-    {
+        if (b->g->copy(b->send, hb, nin * 2, 1) || b->g->zero(b->recv, size * 2)) {
+            free(h);
+            return dm_err_set(err, "rank %d: a copy to the GPU failed", b->rank);
+        }
+    } else {
         memcpy(b->send, h, nin * sizeof *h);
         memset(b->recv, 0, size * sizeof *h);
     }
@@ -164,17 +143,18 @@ static int fill_and_check(bench *b, const dm_coll *c, size_t size, long *wrong, 
     }
     /* MPI broadcasts in place; NCCL's (out of place here) lands in recv */
     const void *res = c->kind == DM_OP_BROADCAST && !b->gpu ? b->send : b->recv;
-#if BENCH_GPU
     if (b->gpu) {
         uint16_t *hb = (uint16_t *)h;
-        cudaMemcpy(hb, res, nout * 2, cudaMemcpyDeviceToHost);
+        if (b->g->copy(hb, res, nout * 2, 0)) {
+            free(h);
+            return dm_err_set(err, "rank %d: a copy from the GPU failed", b->rank);
+        }
         for (size_t i = nout; i-- > 0;) { /* widen in place, from the end */
             uint32_t u = (uint32_t)hb[i] << 16;
             memcpy(&h[i], &u, 4);
         }
         res = h;
     }
-#endif
     const float *o = res;
     long bad = 0;
     for (size_t i = 0; i < nout; i++) {
@@ -196,31 +176,19 @@ static int bench_setup(bench *b, size_t max_count, dm_err *err)
             return dm_err_set(err, "rank %d: out of memory for %zu-byte buffers", b->rank, max_count * b->elt);
         return 0;
     }
-#if BENCH_GPU
-    int dev = 0;
-    if (real_gpu_select(b->comm, &dev, err) < 0) return -1;
-    if (cudaMalloc(&b->send, max_count * b->elt) != cudaSuccess ||
-        cudaMalloc(&b->recv, max_count * b->elt) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaEventCreate(&b->e0) != cudaSuccess || cudaEventCreate(&b->e1) != cudaSuccess)
-        return dm_err_set(err, "rank %d: out of GPU memory for %zu-byte buffers on GPU %d", b->rank,
-                          max_count * b->elt, dev);
-    return 0;
-#else
-    return dm_err_set(err, "the GPU backend is not in this build (needs CUDA and NCCL); use --backend cpu");
-#endif
+    const dm_gpu_api *api = dm_gpu(err);
+    if (!api) return -1;
+    if (!(b->g = api->bench_comm))
+        return dm_err_set(err, "the GPU side of this build has no NCCL (configure found none); use --backend cpu");
+    return b->g->open(b->comm, b->rank, max_count * b->elt, &b->gs, &b->send, &b->recv, err);
 }
 
 static void bench_free(bench *b)
 {
-#if BENCH_GPU
     if (b->gpu) {
-        if (b->nccl) ncclCommDestroy(b->nccl);
-        cudaFree(b->send);
-        cudaFree(b->recv);
+        if (b->g) b->g->close(b->gs, b->send, b->recv);
         return;
     }
-#endif
     free(b->send);
     free(b->recv);
 }
@@ -240,9 +208,7 @@ int real_bench_comm(const real_bench_opts *o, FILE *out, dm_err *err)
     size_t max_count = (size_t)(o->max_bytes / (int64_t)b.elt);
     max_count = (max_count + (size_t)n - 1) / (size_t)n * (size_t)n;
     if (real_agree(b.comm, bench_setup(&b, max_count, err), err) < 0) goto done;
-#if BENCH_GPU
-    if (b.gpu && real_agree(b.comm, real_nccl_world(b.comm, &b.nccl, err), err) < 0) goto done;
-#endif
+    if (b.gpu && real_agree(b.comm, b.g->world(b.gs, b.comm, err), err) < 0) goto done;
     int bad = 0;
     if (o->csv_path && rank == 0) {
         if (!(csv = dm_out_open(o->csv_path, err))) bad = 1;

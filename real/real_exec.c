@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpu_api.h"
 #include "phases.h"
 #include "real.h"
 #include "real_priv.h"
@@ -180,11 +181,11 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
     for (int g = 0; g < ng && rc == 0; g++) ex->gidx[g] = real_group_index(prog, g, ex->rank);
     ex->n_tokens_global = o->tokens * ex->nranks;
     if (o->backend == REAL_BACKEND_GPU) {
-#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
-        ex->be = &real_backend_gpu;
-#else
-        if (rc == 0) rc = dm_err_set(err, "the GPU backend is not in this build (needs CUDA and NCCL)");
-#endif
+        const dm_gpu_api *api = rc == 0 ? dm_gpu(err) : NULL;
+        if (api && !(ex->be = api->backend))
+            rc = dm_err_set(err, "the GPU side of this build has no executor backend (configure found no NCCL)");
+        else if (!api && rc == 0)
+            rc = -1;
     } else {
         ex->be = &real_backend_cpu;
     }

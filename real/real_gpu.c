@@ -978,7 +978,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     case DM_OP_REDUCE: {
         bf16 *b = contig ? q0->G : buf;
         if (!contig) OK(flat_move(ex, op, 0, 0, total, buf, 1, s, err));
-        NC((ncclResult_t)k->nccl(b, b, (size_t)total, DM_DT_BF16, root, c, s));
+        NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)total, DM_DT_BF16, root, c, s));
         if (!contig && (op->kind == DM_OP_ALLREDUCE || me == root)) OK(flat_move(ex, op, 0, 0, total, buf, 0, s, err));
         if (op->kind == DM_OP_ALLREDUCE || me == root)
             for (int a = 0; a < op->n_params; a++) {
@@ -990,7 +990,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     case DM_OP_BROADCAST: {
         bf16 *b = contig ? q0->Wb : buf;
         if (!contig && me == root) OK(flat_move(ex, op, 1, 0, total, buf, 1, s, err));
-        NC((ncclResult_t)k->nccl(b, b, (size_t)total, DM_DT_BF16, root, c, s));
+        NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)total, DM_DT_BF16, root, c, s));
         if (!contig && me != root) OK(flat_move(ex, op, 1, 0, total, buf, 0, s, err));
         break;
     }
@@ -999,7 +999,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
         real_flat_shard(total, n, me, &lo, &hi);
         OK(flat_move(ex, op, 0, 0, total, buf, 1, s, err));
         if (sh * n > total) CU(cudaMemsetAsync(buf + total, 0, (size_t)(sh * n - total) * 2, s));
-        NC((ncclResult_t)k->nccl(buf, buf + (size_t)me * sh, (size_t)(sh * n), DM_DT_BF16, root, c, s));
+        NC((ncclResult_t)real_nccl_call(k, buf, buf + (size_t)me * sh, (size_t)(sh * n), DM_DT_BF16, root, c, s));
         if (lo < hi) OK(flat_move(ex, op, 0, lo, hi, buf + (size_t)me * sh, 0, s, err));
         int64_t base = 0;
         for (int a = 0; a < op->n_params; a++) {
@@ -1024,7 +1024,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
                 off += rg[a].hi - rg[a].lo;
             }
         }
-        NC((ncclResult_t)k->nccl(buf + (size_t)me * S, buf, (size_t)(S * n), DM_DT_BF16, root, c, s));
+        NC((ncclResult_t)real_nccl_call(k, buf + (size_t)me * S, buf, (size_t)(S * n), DM_DT_BF16, root, c, s));
         for (int j = 0; j < n; j++) {
             if (j == me) continue;
             const real_range *rg = ex->facts.ag[op->coll] + (size_t)j * op->n_params;

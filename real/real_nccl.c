@@ -1,4 +1,4 @@
-/* real_nccl.c: the GPU side's one NCCL bootstrap and wait (real_nccl.h). */
+/* real_nccl.c: the GPU side's NCCL calls of the collectives, its one NCCL bootstrap and wait (real_nccl.h). */
 #include "config.h"
 
 #include "real_nccl.h"
@@ -25,6 +25,26 @@ int real_gpu_select(MPI_Comm comm, int *device, dm_err *err)
     if (e != cudaSuccess) return dm_err_set(err, "rank %d: cudaSetDevice(%d): %s", rank, lr, cudaGetErrorString(e));
     *device = lr;
     return 0;
+}
+
+static ncclDataType_t nccl_type(dm_dtype t)
+{
+    return t == DM_DT_FP32 ? ncclFloat : t == DM_DT_FP16 ? ncclHalf : ncclBfloat16;
+}
+
+int real_nccl_call(const dm_coll *c, const void *s, void *r, size_t size, dm_dtype t, int root, ncclComm_t comm,
+                   cudaStream_t st)
+{
+    int n = 1;
+    ncclCommCount(comm, &n);
+    switch (c->kind) {
+    case DM_OP_BROADCAST: return (int)ncclBroadcast(s, r, size, nccl_type(t), root, comm, st);
+    case DM_OP_REDUCE: return (int)ncclReduce(s, r, size, nccl_type(t), ncclSum, root, comm, st);
+    case DM_OP_ALLREDUCE: return (int)ncclAllReduce(s, r, size, nccl_type(t), ncclSum, comm, st);
+    case DM_OP_ALLGATHER: return (int)ncclAllGather(s, r, size / (size_t)n, nccl_type(t), comm, st);
+    case DM_OP_REDUCESCATTER: return (int)ncclReduceScatter(s, r, size / (size_t)n, nccl_type(t), ncclSum, comm, st);
+    default: return (int)ncclInvalidArgument;
+    }
 }
 
 int real_nccl_world(MPI_Comm comm, ncclComm_t *world, dm_err *err)

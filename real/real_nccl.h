@@ -1,5 +1,6 @@
-/* real_nccl.h: the one NCCL bootstrap and the one wait of the executor's GPU side, shared by the
- * GPU backend (real_gpu.c) and `dmuon bench comm` (real_bench.c): one GPU per local rank, a
+/* real_nccl.h: the NCCL calls of coll.h's collectives, the one NCCL bootstrap and the one wait of
+ * the executor's GPU side, shared by the GPU backend (real_gpu.c) and `dmuon bench comm`'s GPU
+ * part (real_bench_gpu.c): one GPU per local rank, a
  * world communicator from rank 0's unique id sent through MPI, and a wait that polls the event,
  * every communicator's asynchronous error and a timeout, aborting every communicator on a
  * failure (the caller then aborts the MPI job: STYLE habit 8). Only with CUDA and NCCL. */
@@ -9,7 +10,14 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include "coll.h"
 #include "dm_error.h"
+
+/* Collective c (coll.h's table entry) as its NCCL call on device buffers: `size` elements of
+ * dtype (coll.h's convention; in place when send == recv where NCCL allows it), root an index in
+ * comm, enqueued on the stream. Returns the ncclResult_t (ncclSuccess is 0). */
+int real_nccl_call(const dm_coll *c, const void *send, void *recv, size_t size, dm_dtype dtype, int root,
+                   ncclComm_t comm, cudaStream_t stream);
 
 /* This rank's GPU: the one of its index among its node's ranks (made current). -1 with the
  * reason: no usable device ("--backend gpu: no usable CUDA device on this node"), or more ranks

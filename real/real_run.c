@@ -7,18 +7,19 @@
 
 #include "real.h"
 #include "real_priv.h"
-#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
+#include "gpu_api.h"
 #include "ns_cuda.h"
-#endif
 
+/* The GPU backend when every rank has the plug-in with its backend and a usable device. */
 real_backend real_backend_auto(MPI_Comm comm)
 {
     int mine = 0, all = 0;
-#if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
-    ns_device_info info;
     dm_err e;
-    mine = ns_device_query(&info, &e) == 0;
-#endif
+    const dm_gpu_api *api = dm_gpu(&e);
+    if (api && api->backend) {
+        ns_device_info info;
+        mine = api->device_query(&info, &e) == 0;
+    }
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
     return all ? REAL_BACKEND_GPU : REAL_BACKEND_CPU;
 }

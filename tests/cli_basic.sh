@@ -7,8 +7,9 @@
 : "${DMUON:?}" "${DM_BUILDDIR:?}"
 
 like "--help lists commands" "$($DMUON --help)" "Commands:"
-is "--help (golden; PKGDATADIR for the installed data folder)" \
-    "$($DMUON --help | sed "s|${DM_PKGDATADIR:?}/|PKGDATADIR/|")" "$(cat "$DM_SRCDIR/tests/golden/help.txt")"
+is "--help (golden; PKGDATADIR, PKGLIBDIR for the installed folders)" \
+    "$($DMUON --help | sed "s|${DM_PKGDATADIR:?}/|PKGDATADIR/|; s|${DM_PKGLIBDIR:?}/|PKGLIBDIR/|")" \
+    "$(cat "$DM_SRCDIR/tests/golden/help.txt")"
 is "dmuon help: the top-level help" "$($DMUON help)" "$($DMUON --help)"
 for c in $($DMUON --help | sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z]*\)  *.*/\1/p'); do
     h=$($DMUON "$c" --help 2>&1)

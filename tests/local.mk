@@ -31,6 +31,10 @@ EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/gen_models.sh tests/hosti
 
 # kernels
 check_PROGRAMS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu
+if HAVE_CUDA
+tests_test_ns_gpu_LDADD = $(GPU_LDADD)
+tests_test_wk_gpu_LDADD = $(GPU_LDADD)
+endif
 TESTS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu tests/bench_work.sh
 EXTRA_DIST += tests/bench_work.sh
 
@@ -59,6 +63,9 @@ TESTS += tests/real_gpu.sh
 endif
 endif
 endif
+# the program without CUDA, the GPU side as a plug-in
+TESTS += tests/gpu_plugin.sh
+EXTRA_DIST += tests/gpu_plugin.sh
 EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json tests/data/arch_cpu.json tests/data/arch_tied_cpu.json
 
 # valid

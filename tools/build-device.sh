@@ -3,7 +3,7 @@
 # GPU machine of the device tool lacks into .devreal/, the layout real/run_device.sh,
 # valid/run_device.sh and traces/kernels/run_device.sh expect:
 #   .devreal/dmuon, .devreal/test_ns_gpu,    the binaries (CUDA kernels for --with-cuda-arch)
-#   .devreal/test_wk_gpu
+#   .devreal/test_wk_gpu, .devreal/dmuon-gpu.so  and dmuon's GPU plug-in, found beside it
 #   .devreal/libbase/                        shared libraries the device has no package for
 #                                            (GSL, lp_solve's colamd and SuiteSparse config,
 #                                            a CBLAS when linked): everything ldd
@@ -29,13 +29,13 @@ if ! grep -q '^#define DM_HAVE_CUDA 1' config.h 2>/dev/null; then
     exit 1
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
-say "make -j$jobs dmuon tests/test_ns_gpu tests/test_wk_gpu"
-make -j"$jobs" dmuon tests/test_ns_gpu tests/test_wk_gpu >/dev/null
+say "make -j$jobs dmuon dmuon-gpu.so tests/test_ns_gpu tests/test_wk_gpu"
+make -j"$jobs" dmuon dmuon-gpu.so tests/test_ns_gpu tests/test_wk_gpu >/dev/null
 D=.devreal
 T=$(mktemp -d "$PWD/.devreal.tmp.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/libbase"
-cp dmuon tests/test_ns_gpu tests/test_wk_gpu "$T/"
+cp dmuon dmuon-gpu.so tests/test_ns_gpu tests/test_wk_gpu "$T/"
 {
     echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
     echo "configure: $(sed -n 's/^  \$ \(.*\)/\1/p' config.log | head -1)"
@@ -53,7 +53,7 @@ device_has() {
     esac
     return 1
 }
-for bin in dmuon tests/test_ns_gpu tests/test_wk_gpu; do
+for bin in dmuon dmuon-gpu.so tests/test_ns_gpu tests/test_wk_gpu; do
     ldd "$bin" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
     device_has "$lib" && continue

@@ -37,7 +37,7 @@ stage_env() {
     nvidia-smi -L
     echo "mpirun: ${MPIRUN:-none} ($(${MPIRUN:-false} --version 2>&1 | head -1))"
     cat .devreal/MANIFEST 2>/dev/null
-    ldd "$D/dmuon" | grep -E 'not found|nccl|cublas|mpi|gsl'
+    for b in "$D/dmuon" "$D/dmuon-gpu.so"; do echo "$b:"; ldd "$b" | grep -E "not found|nccl|cublas|mpi|gsl"; done
     python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' 2>&1
 }
 STAGE_TIMEOUT_gputest=200
