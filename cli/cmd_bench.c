@@ -56,9 +56,11 @@ static int bench_comm(int argc, char **argv)
                                        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
     const char *cmd = "bench comm";
     int c, bad = 0;
-    opterr = rank == 0;
+    /* every rank parses; rank 0 alone prints a usage error, in the project's words (opterr 0) */
+    opterr = 0;
+    opt_set_quiet(rank != 0);
     optind = 1;
-    while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:h", lo, NULL)) != -1) {
+    while (!bad && (c = getopt_long(argc, argv, ":b:e:f:n:w:c:h", lo, NULL)) != -1) {
         switch (c) {
         case 'b': bad = opt_parse_size(cmd, "--min-bytes", optarg, 4, (int64_t)1 << 34, &o.min_bytes); break;
         case 'e': bad = opt_parse_size(cmd, "--max-bytes", optarg, 4, (int64_t)1 << 34, &o.max_bytes); break;
@@ -69,19 +71,25 @@ static int bench_comm(int argc, char **argv)
         case 'c': o.csv_path = optarg; break;
         case 'k':
             if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu")) {
-                if (!rank) opt_usage_error(cmd, "--backend: expected cpu or gpu, got '%s'", optarg);
+                opt_usage_error(cmd, "--backend: expected cpu or gpu, got '%s'", optarg);
                 bad = 1;
             }
             o.gpu = !strcmp(optarg, "gpu");
             break;
         case 'h':
             if (!rank) usage_comm(stdout, o.gpu);
+            opt_set_quiet(0);
             MPI_Finalize();
             return 0;
-        default: bad = 1;
+        default: bad = opt_getopt_error(cmd, c, argv); /* ':' missing argument, or unknown */
         }
     }
-    if (!bad && o.min_bytes > o.max_bytes) bad = rank ? 1 : (opt_usage_error(cmd, "--min-bytes is above --max-bytes"), 1);
+    if (!bad) bad = opt_no_operands(cmd, argc, argv);
+    if (!bad && o.min_bytes > o.max_bytes) {
+        opt_usage_error(cmd, "--min-bytes is above --max-bytes");
+        bad = 1;
+    }
+    opt_set_quiet(0);
     if (bad) {
         MPI_Finalize();
         return 2;

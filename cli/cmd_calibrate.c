@@ -4,7 +4,8 @@
  * prices (or, for GEMMs it has no rows of, the fallback efficiencies), elementwise bandwidths
  * where the table lacks or misses them, NS against the table, the executor's start and op gaps,
  * and (optionally) the slowdowns under overlap; the kernel table from `dmuon bench kernels` or
- * `bench work`; writes a calibration file that `dmuon sim --calibration FILE` applies. */
+ * `bench work`; writes a calibration file that `dmuon sim --calibration FILE` applies; --json: its
+ * values as one JSON object (dmuon-calibrate-1) on stdout, every other line on stderr. */
 #include "config.h"
 
 #include <getopt.h>
@@ -58,10 +59,13 @@ static void usage(FILE *f)
             "  --min-bytes N      fit collective sizes of at least N bytes (default 1M: below, NCCL's\n"
             "                     time is not linear in size)\n"
             "  --out FILE         the calibration file (default: stdout)\n"
+            "  --json             the values as one JSON object on stdout (format dmuon-calibrate-1:\n"
+            "                     cluster, gpu, date, command, per value its key, value, source,\n"
+            "                     residual and points); needs --out FILE; the report goes to stderr\n"
             "  -h, --help         this text\n");
 }
 
-enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW, O_GAP };
+enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW, O_GAP, O_JSON };
 
 int cmd_calibrate(int argc, char **argv)
 {
@@ -76,10 +80,11 @@ int cmd_calibrate(int argc, char **argv)
                                        {"coll-slowdown", no_argument, 0, O_CSLOW},
                                        {"kernel-gap", no_argument, 0, O_GAP},
                                        {"program", required_argument, 0, O_PROG},
+                                       {"json", no_argument, 0, O_JSON},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *cluster = NULL, *gpu = NULL, *out = "-";
-    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0, gap = 0;
+    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0, gap = 0, json = 0;
     int64_t mb;
     double min_bytes = CALIB_MIN_BYTES;
     optind = 1;
@@ -111,6 +116,7 @@ int cmd_calibrate(int argc, char **argv)
         case O_SLOW: slow = 1; break;
         case O_CSLOW: cslow = 1; break;
         case O_GAP: gap = 1; break;
+        case O_JSON: json = 1; break;
         case O_PROG:
             if (!n_trace || program[n_trace - 1]) {
                 opt_usage_error(CMD, "--program PLAN goes after its --trace TRACE, one per trace");
@@ -132,6 +138,10 @@ int cmd_calibrate(int argc, char **argv)
         opt_usage_error(CMD, "%s needs --trace", slow ? "--comm-slowdown" : cslow ? "--coll-slowdown" : "--kernel-gap");
         return 2;
     }
+    if (json && !strcmp(out, "-")) {
+        opt_usage_error(CMD, "--json needs --out FILE (stdout carries the JSON, not the calibration file)");
+        return 2;
+    }
     if (!n_comm && !n_trace && !kernels) {
         opt_usage_error(CMD, "nothing to calibrate: expected --comm, --trace or --kernels");
         return 2;
@@ -149,7 +159,8 @@ int cmd_calibrate(int argc, char **argv)
     for (int i = 0; i < argc && len < sizeof k.command; i++)
         len += (size_t)snprintf(k.command + len, sizeof k.command - len, "%s%s", i ? " " : "dmuon ", argv[i]);
     if (gpu) snprintf(k.gpu, sizeof k.gpu, "%s", gpu);
-    FILE *log = strcmp(out, "-") ? stdout : stderr; /* the report goes beside, not into, the file */
+    /* the report goes beside, not into, the file, and not into the JSON */
+    FILE *log = strcmp(out, "-") && !json ? stdout : stderr;
     fprintf(log, "# dmuon calibrate: machine %s (%s, %d GPUs per node)\n", cl.name, cl.gpu->name, cl.gpus_per_node);
     if (kernels && calib_add_costs(&k, kernels, out, log, &err)) goto fail;
     if (!k.gpu[0]) snprintf(k.gpu, sizeof k.gpu, "%s", cl.gpu->name);
@@ -175,7 +186,8 @@ int cmd_calibrate(int argc, char **argv)
         if (calib_fit_coll_slowdown(&k, n_trace, trace, &cc, min_bytes, log, &err)) goto fail;
     }
     if (calib_write(&k, out, &err)) goto fail;
-    if (strcmp(out, "-")) printf("wrote %s (%d values); use: dmuon sim --calibration %s ...\n", out, k.n, out);
+    if (strcmp(out, "-")) fprintf(log, "wrote %s (%d values); use: dmuon sim --calibration %s ...\n", out, k.n, out);
+    if (json) calib_print_json(stdout, &k, &cl, out);
     return 0;
 fail:
     fprintf(stderr, "dmuon calibrate: %s\n", err.msg);

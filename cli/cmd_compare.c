@@ -1,6 +1,7 @@
 /* cmd_compare.c: `dmuon compare SIM_TRACE REAL_TRACE`: the simulator's predicted trace against
  * the executor's measured one (either trace format), per phase, per op kind and op by op
- * (compare.h), with an optional CSV and gnuplot timelines. */
+ * (compare.h), with an optional CSV and gnuplot timelines; --json: the numbers as one JSON object
+ * (dmuon-compare-1) on stdout, every other line on stderr. */
 #include "config.h"
 
 #include <getopt.h>
@@ -28,10 +29,13 @@ static void usage(FILE *f)
             "  --min-op-us X      ops measured shorter than X us are left out of the op errors (default 1)\n"
             "  --max-error PCT    exit 1 when the step or a phase misses by more than PCT percent\n"
             "                     (phases under 1%% of the measured step are not held to it)\n"
+            "  --json             the numbers as one JSON object on stdout (format dmuon-compare-1:\n"
+            "                     model, cluster, strategy, gpus, phases, op kinds, op errors); the\n"
+            "                     report goes to stderr\n"
             "  -h, --help         this text\n");
 }
 
-enum { O_PLOT = 1, O_CSV, O_MINOP, O_MAXERR };
+enum { O_PLOT = 1, O_CSV, O_MINOP, O_MAXERR, O_JSON };
 
 int cmd_compare(int argc, char **argv)
 {
@@ -39,13 +43,14 @@ int cmd_compare(int argc, char **argv)
                                        {"csv", required_argument, 0, O_CSV},
                                        {"min-op-us", required_argument, 0, O_MINOP},
                                        {"max-error", required_argument, 0, O_MAXERR},
+                                       {"json", no_argument, 0, O_JSON},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *plot = NULL, *csv = NULL;
     double max_err = -1;
     cmp_opts co;
     cmp_opts_default(&co);
-    int c;
+    int c, json = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
@@ -58,6 +63,7 @@ int cmd_compare(int argc, char **argv)
         case O_MAXERR:
             if (opt_parse_double(CMD, "--max-error", optarg, 0, 1e6, &max_err)) return 2;
             break;
+        case O_JSON: json = 1; break;
         case 'h': usage(stdout); return 0;
         default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
         }
@@ -78,7 +84,8 @@ int cmd_compare(int argc, char **argv)
         fprintf(stderr, "dmuon compare: %s\n", err.msg);
         goto out;
     }
-    cmp_print(stdout, sim, real, &r);
+    FILE *rep = json ? stderr : stdout; /* --json: the object on stdout, the report on stderr */
+    cmp_print(rep, sim, real, &r);
     if (csv && cmp_write_csv(csv, &r, &err)) {
         fprintf(stderr, "dmuon compare: %s\n", err.msg);
         goto out;
@@ -92,16 +99,17 @@ int cmd_compare(int argc, char **argv)
             fprintf(stderr, "dmuon compare: %s\n", err.msg);
             goto out;
         }
-        if (drawn) printf("plots: %s/timeline.png %s/ops.png (data and %s/compare.gp beside them)\n", plot, plot, plot);
-        else printf("plots: gnuplot not found; data and script written to %s (gnuplot %s/compare.gp)\n", plot, plot);
+        if (drawn) fprintf(rep, "plots: %s/timeline.png %s/ops.png (data and %s/compare.gp beside them)\n", plot, plot, plot);
+        else fprintf(rep, "plots: gnuplot not found; data and script written to %s (gnuplot %s/compare.gp)\n", plot, plot);
     }
     rc = 0;
     for (int p = 0; p < DM_PHASE__COMPARED && max_err >= 0; p++)
         if (cmp_phase_misses(&r.sim, &r.real, p, max_err)) {
-            printf("%s: error %+.1f%% exceeds --max-error %g%%\n", dm_phase_name((dm_phase)p),
+            fprintf(rep, "%s: error %+.1f%% exceeds --max-error %g%%\n", dm_phase_name((dm_phase)p),
                    100 * cmp_rel_err(r.sim.us[p], r.real.us[p]), max_err);
             rc = 1;
         }
+    if (json) cmp_print_json(stdout, argv[optind], sim, argv[optind + 1], real, &r, max_err);
 out:
     dm_trace_free(sim);
     dm_trace_free(real);

@@ -1,5 +1,6 @@
 /* cmd_regress.c: `dmuon regress`, the regression benchmark suite against the stored baselines
- * (valid/regress.h runs it; this file parses the options, resolves the cost table and calls it). */
+ * (valid/regress.h runs it; this file parses the options, resolves the cost table and calls it);
+ * --json: the result as one JSON object on stdout, the report on stderr. */
 #include "config.h"
 
 #include <getopt.h>
@@ -40,6 +41,10 @@ static void usage(FILE *f)
           "  --reason TEXT      why the baseline changes (stored in it; use with --update)\n"
           "  --strict           slower timings fail (exit 1), except under CI=true\n"
           "  --csv FILE         the comparison table as CSV too\n"
+          "  --json             the result as one JSON object on stdout (format\n"
+          "                     dmuon-regress-result-1: machine, suite, baseline, per metric its\n"
+          "                     baseline, now, ratio and verdict; the counts); the report goes to\n"
+          "                     stderr\n"
           "  -h, --help         this text\n\n"
           "Exit status: 0 ok (timing changes warn), 1 a prediction changed, planner quality got\n"
           "worse, or (--strict, not CI) a timing got slower; 2 usage. DM_TEST_SLOWDOWN=F injects a\n"
@@ -47,7 +52,7 @@ static void usage(FILE *f)
           f);
 }
 
-enum { O_BASE = 1, O_MACHINE, O_QUICK, O_REPS, O_THR, O_COSTS, O_NOGPU, O_EXECG, O_UPDATE, O_REASON, O_STRICT, O_CSV };
+enum { O_BASE = 1, O_MACHINE, O_QUICK, O_REPS, O_THR, O_COSTS, O_NOGPU, O_EXECG, O_UPDATE, O_REASON, O_STRICT, O_CSV, O_JSON };
 
 int cmd_regress(int argc, char **argv)
 {
@@ -63,10 +68,11 @@ int cmd_regress(int argc, char **argv)
                                        {"reason", required_argument, 0, O_REASON},
                                        {"strict", no_argument, 0, O_STRICT},
                                        {"csv", required_argument, 0, O_CSV},
+                                       {"json", no_argument, 0, O_JSON},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *base_dir = dm_data_dir(DM_DATA_BASELINES);
-    reg_opts ro = {0, 0, 0.04, 1, 1, 0, 0, 0, 1.0, base_dir ? base_dir : DM_PKGDATADIR "/baselines", NULL, NULL, NULL, NULL};
+    reg_opts ro = {0, 0, 0.04, 1, 1, 0, 0, 0, 1.0, base_dir ? base_dir : DM_PKGDATADIR "/baselines", NULL, NULL, NULL, NULL, NULL};
     const char *costs = NULL;
     int c;
     long v;
@@ -94,6 +100,7 @@ int cmd_regress(int argc, char **argv)
         case O_REASON: ro.reason = optarg; break;
         case O_STRICT: ro.strict = 1; break;
         case O_CSV: ro.csv_path = optarg; break;
+        case O_JSON: ro.json = stdout; break;
         case 'h': usage(stdout); return 0;
         default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
         }
@@ -116,7 +123,7 @@ int cmd_regress(int argc, char **argv)
     input_args ia = {NULL, NULL, NULL, costs ? costs : dm_data_file(DM_DATA_COSTS, "roofline.csv", pinned, sizeof pinned), 0, 0};
     if (inputs_resolve(CMD, &ia, &in)) return 1;
     ro.costs = in.costs;
-    int rc = reg_run(&ro, stdout);
+    int rc = reg_run(&ro, ro.json ? stderr : stdout); /* --json: the object on stdout, the report on stderr */
     inputs_free(&in);
     return rc;
 }

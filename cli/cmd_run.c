@@ -3,7 +3,9 @@
  * --program (whose model it names, --model optional), the program goes to every rank, and the
  * executor checks it on every rank before the first collective; then K steps of the proxy
  * workload on the CPU or GPU backend, a per-step table on stdout (rank 0), optionally a CSV, a
- * trace, checkpoints and weights files, and --compare's strategies after the first. */
+ * trace, checkpoints and weights files, and --compare's strategies after the first. With --json,
+ * rank 0 prints one JSON object (format dmuon-run-1) on stdout and the report on stderr. Under
+ * MPI every rank parses the options and rank 0 alone prints a usage error. */
 #include "config.h"
 
 #include <getopt.h>
@@ -17,6 +19,7 @@
 #include "commands.h"
 #include "costs.h"
 #include "inputs.h"
+#include "json.h"
 #include "model.h"
 #include "ns_ref.h"
 #include "opts.h"
@@ -26,6 +29,31 @@
 #include "sched.h"
 
 static int g_rank;
+static FILE *g_rep;  /* the report: stdout, or stderr under --json */
+static FILE *g_json; /* --json on rank 0: the "runs" array as it is written (a memory stream), else NULL */
+static int g_json_runs, g_json_done; /* runs begun in g_json, and those written to their end */
+
+/* A number in JSON: null when it is not finite (a skipped step's loss). */
+static void json_num(FILE *f, const char *key, double v, const char *sep)
+{
+    fprintf(f, "\"%s\": ", key);
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+    fputs(sep, f);
+}
+
+/* A step's or a run's mean times (ms) as JSON fields. */
+static void json_times(FILE *f, const real_step_row *w)
+{
+    json_num(f, "step_ms", w->step_us / 1e3, ", ");
+    json_num(f, "forward_ms", w->forward_us / 1e3, ", ");
+    json_num(f, "backward_ms", w->backward_us / 1e3, ", ");
+    json_num(f, "optimizer_ms", w->optimizer_us / 1e3, ", ");
+    json_num(f, "opt_window_ms", w->opt_window_us / 1e3, ", ");
+    json_num(f, "exposed_comm_ms", w->exposed_comm_us / 1e3, ", ");
+    json_num(f, "ns_min_ms", w->ns_min_us / 1e3, ", ");
+    json_num(f, "ns_max_ms", w->ns_max_us / 1e3, "");
+}
 
 /* Rank-0 printing goes through here (STYLE habit 9). */
 static void say(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -80,6 +108,9 @@ static void usage(FILE *f)
         "  --autotune FILE    GPU: NS plan block counts from the kernels' autotune cache\n"
         "                     (default traces/kernels/autotune_h200.tsv of the source tree, if\n"
         "                     there; '' for none)\n"
+        "  --json             rank 0 prints the run as one JSON object on stdout (format\n"
+        "                     dmuon-run-1: model, cluster, GPUs, backend, per strategy its steps\n"
+        "                     and means); the report goes to stderr\n"
         "  -h, --help         this help\n\n",
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
         ""
@@ -92,7 +123,7 @@ static void usage(FILE *f)
 
 enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_CALIB, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O_CHUNKS, O_LRM, O_LRA,
        O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE, O_STALL, O_CKPT, O_EVERY, O_RESUME, O_COMPARE,
-       O_OVERFLOW, O_SAVE_W, O_CHECK_W };
+       O_OVERFLOW, O_SAVE_W, O_CHECK_W, O_JSON };
 
 /* Everything one strategy's run needs (set up once by cmd_run). */
 typedef struct run_ctx {
@@ -102,6 +133,7 @@ typedef struct run_ctx {
     const char *save_weights, *check_weights; /* main run only */
     long steps, every;
     int resume, nranks;
+    char model_id[256], cluster_id[256]; /* --json: the first run's model and plan cluster */
     sched_opts so;
     real_opts ro;
 } run_ctx;
@@ -120,9 +152,14 @@ static int load_model(run_ctx *x, const dm_program *prog)
     }
     if (!fail && prog && strcmp(x->model->name, prog->model)) /* dm_err_set: -1 */
         fail = -dm_err_set(&err, "--model %s is '%s'; the program is for '%s'", x->model_name, x->model->name, prog->model);
-    int any = 0;
+    int any = 0, fail0 = fail;
     MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any) fprintf(stderr, "dmuon run: rank %d: %s\n", g_rank, fail ? err.msg : "another rank could not load the model");
+    MPI_Bcast(&fail0, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    /* said once: rank 0's cause when it failed (the same arguments fail alike everywhere), else
+     * each failing rank's own (a file missing on its node only) */
+    if (any && fail0) say(stderr, "dmuon run: %s\n", err.msg);
+    else if (any && fail) fprintf(stderr, "dmuon run: rank %d: %s\n", g_rank, err.msg);
+    else if (any && g_rank == 0) fprintf(stderr, "dmuon run: another rank could not load the model\n");
     return any;
 }
 
@@ -130,6 +167,7 @@ static int load_model(run_ctx *x, const dm_program *prog)
 typedef struct row_ctx {
     real_exec *ex;
     dm_out *csv;
+    int n_rows; /* rows written to g_json */
 } row_ctx;
 
 /* One step's row on rank 0: the table line (times in ms) and the CSV row. */
@@ -142,10 +180,18 @@ static void print_row(void *vctx, long s, const real_step_stats *st, const real_
                  real_matrix_name(c->ex, st->bad_param), st->bad_rank);
     double v[8] = {w->step_us, w->forward_us, w->backward_us, w->optimizer_us, w->opt_window_us, w->exposed_comm_us,
                    w->ns_min_us, w->ns_max_us};
-    printf(" %5ld %12.6f", s, st->loss);
-    for (int k = 0; k < 8; k++) printf(" %9.3f", v[k] / 1e3);
-    printf("  %s\n", status_s);
-    fflush(stdout);
+    fprintf(g_rep, " %5ld %12.6f", s, st->loss);
+    for (int k = 0; k < 8; k++) fprintf(g_rep, " %9.3f", v[k] / 1e3);
+    fprintf(g_rep, "  %s\n", status_s);
+    fflush(g_rep);
+    if (g_json) {
+        fprintf(g_json, "%s\n      {\"step\": %ld, ", c->n_rows++ ? "," : "", s);
+        json_num(g_json, "loss", st->loss, ", ");
+        json_times(g_json, w);
+        fprintf(g_json, ", \"skipped\": %s, \"status\": ", st->skipped ? "true" : "false");
+        json_write_string(g_json, status_s);
+        fputs("}", g_json);
+    }
     if (st->skipped) fprintf(stderr, "dmuon run: step %ld %s\n", s, status_s);
     if (c->csv) real_row_csv(dm_out_file(c->csv), s, w);
 }
@@ -158,8 +204,11 @@ static void report_memory_and_layers(const run_ctx *x, real_exec *ex)
     real_mem_report mr;
     real_exec_memory(ex, &mr);
     const double GiB = 1073741824.0;
+    if (g_json && mr.est_bytes > 0)
+        fprintf(g_json, ",\n    \"memory\": {\"estimate_bytes\": %.0f, \"peak_used_bytes\": %.0f, \"run_bytes\": %.0f}",
+                mr.est_bytes, mr.peak_used_bytes, mr.run_bytes);
     if (mr.est_bytes > 0)
-        say(stdout, "# GPU memory per rank (largest): estimate %.2f GiB, measured peak %.2f GiB used (cudaMemGetInfo "
+        say(g_rep, "# GPU memory per rank (largest): estimate %.2f GiB, measured peak %.2f GiB used (cudaMemGetInfo "
             "before the buffers, after them and after each step; %.2f GiB of it added by this run): estimate %+.1f%% "
             "of measured\n", mr.est_bytes / GiB, mr.peak_used_bytes / GiB, mr.run_bytes / GiB,
             mr.peak_used_bytes > 0 ? 100.0 * (mr.est_bytes / mr.peak_used_bytes - 1) : 0.0);
@@ -167,9 +216,15 @@ static void report_memory_and_layers(const run_ctx *x, real_exec *ex)
     double f, b;
     int nl;
     dm_err err = {{0}};
-    if (si >= 0 && x->steps > 0 && real_exec_layer_means(ex, si, &f, &b, &nl, &err) == 0)
-        say(stdout, "# per layer of stack %s (%d layers, rank 0, step %ld): forward %.3f ms, backward %.3f ms\n",
-            x->model->stacks[si].name, nl, x->steps - 1, f / 1e3, b / 1e3);
+    if (si < 0 || x->steps <= 0 || real_exec_layer_means(ex, si, &f, &b, &nl, &err) != 0) return;
+    if (g_json) {
+        fputs(",\n    \"layers\": {\"stack\": ", g_json);
+        json_write_string(g_json, x->model->stacks[si].name);
+        fprintf(g_json, ", \"layers\": %d, \"step\": %ld, \"forward_ms\": %.6g, \"backward_ms\": %.6g}", nl, x->steps - 1,
+                f / 1e3, b / 1e3);
+    }
+    say(g_rep, "# per layer of stack %s (%d layers, rank 0, step %ld): forward %.3f ms, backward %.3f ms\n",
+        x->model->stacks[si].name, nl, x->steps - 1, f / 1e3, b / 1e3);
 }
 
 /* Plan (rank 0), share, run and report one strategy; *mean: its means over the steps counted.
@@ -179,7 +234,7 @@ static int run_one(run_ctx *x, real_step_row *mean)
     dm_err err = {{0}};
     dm_program *prog = NULL;
     real_opts ro = x->ro;
-    row_ctx rc = {NULL, NULL};
+    row_ctx rc = {NULL, NULL, 0};
     int status = 1, fail = 0;
     memset(mean, 0, sizeof *mean);
     if (g_rank == 0) {
@@ -191,8 +246,8 @@ static int run_one(run_ctx *x, real_step_row *mean)
             inputs in;
             fail = inputs_resolve("run", &ia, &in) != 0;
             if (!fail) {
-                printf("# dmuon run: resolved configuration\n");
-                inputs_print(stdout, &in);
+                fprintf(g_rep, "# dmuon run: resolved configuration\n");
+                inputs_print(g_rep, &in);
                 if ((fail = sched_build(x->model, &in.cluster, x->nranks, in.costs, &x->so, &prog, NULL, &err) < 0))
                     fprintf(stderr, "dmuon run: %s\n", err.msg);
             }
@@ -208,17 +263,30 @@ static int run_one(run_ctx *x, real_step_row *mean)
     if (x->program_path && load_model(x, prog)) goto done;
     if (prog->tokens > 0 && x->program_path) ro.tokens = prog->tokens;
     const char *be = ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu";
-    say(stdout, "# dmuon run: model %s, strategy %s (%s), %d ranks, backend %s\n", prog->model, prog->strategy,
+    say(g_rep, "# dmuon run: model %s, strategy %s (%s), %d ranks, backend %s\n", prog->model, prog->strategy,
         prog->options, x->nranks, be);
-    say(stdout, "# program %016llx: %d ops on rank 0, %d collectives, %d groups; plan cluster %s\n",
+    say(g_rep, "# program %016llx: %d ops on rank 0, %d collectives, %d groups; plan cluster %s\n",
         (unsigned long long)dm_program_hash(prog), prog->ranks[0].n_ops, prog->n_colls, prog->n_groups, prog->cluster);
-    say(stdout, "# %lld tokens per rank, %ld steps, seed %llu, Muon lr %g (NS %s), AdamW lr %g\n",
+    say(g_rep, "# %lld tokens per rank, %ld steps, seed %llu, Muon lr %g (NS %s), AdamW lr %g\n",
         (long long)ro.tokens, x->steps, (unsigned long long)ro.seed, ro.muon.lr, x->coeff_spec, ro.adamw.lr);
+    if (g_json) {
+        if (!x->model_id[0]) {
+            snprintf(x->model_id, sizeof x->model_id, "%s", prog->model);
+            snprintf(x->cluster_id, sizeof x->cluster_id, "%s", prog->cluster);
+        }
+        fprintf(g_json, "%s\n   {\"strategy\": ", g_json_runs++ ? "," : "");
+        json_write_string(g_json, prog->strategy);
+        fputs(", \"options\": ", g_json);
+        json_write_string(g_json, prog->options);
+        fprintf(g_json, ", \"program_hash\": \"%016llx\", \"ops_rank0\": %d, \"collectives\": %d, \"groups\": %d, "
+                "\"tokens\": %lld,\n    \"steps\": [", (unsigned long long)dm_program_hash(prog), prog->ranks[0].n_ops,
+                prog->n_colls, prog->n_groups, (long long)ro.tokens);
+    }
     if (real_exec_create(x->model, prog, MPI_COMM_WORLD, &ro, &rc.ex, &err) < 0) {
         say(stderr, "dmuon run: %s\n", err.msg); /* every rank holds the cause; rank 0 says it */
         goto done;
     }
-    say(stdout, "# %s\n", real_exec_info(rc.ex));
+    say(g_rep, "# %s\n", real_exec_info(rc.ex));
     fail = g_rank == 0 && x->csv_path && !(rc.csv = dm_out_open(x->csv_path, &err));
     MPI_Bcast(&fail, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (fail) {
@@ -230,9 +298,9 @@ static int run_one(run_ctx *x, real_step_row *mean)
         say(stderr, "dmuon run: %s\n", err.msg);
         goto done;
     }
-    if (x->resume) say(stdout, "# resumed from %s after step %d\n", x->ckpt_dir, real_exec_steps_done(rc.ex) - 1);
-    say(stdout, "# times in ms: busy time per kind is the slowest rank's; ns min/max over ranks\n");
-    say(stdout, "#%5s %12s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "step", "loss", "step", "forward", "backward",
+    if (x->resume) say(g_rep, "# resumed from %s after step %d\n", x->ckpt_dir, real_exec_steps_done(rc.ex) - 1);
+    say(g_rep, "# times in ms: busy time per kind is the slowest rank's; ns min/max over ranks\n");
+    say(g_rep, "#%5s %12s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "step", "loss", "step", "forward", "backward",
         "optimizer", "opt_win", "exp_comm", "ns_min", "ns_max", "status");
     real_run_spec sp = {x->steps, x->every, x->ckpt_dir, x->save_weights, x->check_weights, x->trace_path};
     real_run_result res;
@@ -243,8 +311,23 @@ static int run_one(run_ctx *x, real_step_row *mean)
     }
     *mean = res.mean;
     const real_step_row *m = &res.mean;
+    if (g_json) {
+        fprintf(g_json, "],\n    \"first_step\": %ld, \"kept\": %ld, \"counted\": %d, \"mean\": {", res.first_step,
+                res.kept, res.counted);
+        if (res.counted) json_times(g_json, m);
+        fputs("}", g_json);
+        if (x->check_weights && r >= 0) {
+            fputs(", \"check_weights\": {\"file\": ", g_json);
+            json_write_string(g_json, x->check_weights);
+            fputs(", ", g_json);
+            json_num(g_json, "max_rel_frobenius", res.check_rel, ", \"worst\": ");
+            if (res.check_worst >= 0) json_write_string(g_json, real_matrix_name(rc.ex, res.check_worst));
+            else fputs("null", g_json);
+            fputs("}", g_json);
+        }
+    }
     if (res.counted)
-        say(stdout, "# mean over %d step%s%s: step %.3f ms, forward %.3f, backward %.3f, optimizer %.3f, "
+        say(g_rep, "# mean over %d step%s%s: step %.3f ms, forward %.3f, backward %.3f, optimizer %.3f, "
             "opt window %.3f, exposed comm %.3f (%.1f%% of the step), ns per rank %.3f..%.3f\n", res.counted,
             res.counted > 1 ? "s" : "", x->steps > 1 ? " (first left out)" : "", m->step_us / 1e3, m->forward_us / 1e3,
             m->backward_us / 1e3, m->optimizer_us / 1e3, m->opt_window_us / 1e3, m->exposed_comm_us / 1e3,
@@ -254,10 +337,14 @@ static int run_one(run_ctx *x, real_step_row *mean)
         goto done;
     }
     if (x->check_weights)
-        say(stdout, "# weights against %s: largest relative Frobenius error %.3g (%s)\n", x->check_weights,
+        say(g_rep, "# weights against %s: largest relative Frobenius error %.3g (%s)\n", x->check_weights,
             res.check_rel, res.check_worst >= 0 ? real_matrix_name(rc.ex, res.check_worst) : "every matrix bit-identical");
-    if (x->trace_path && x->steps > 0) say(stdout, "# trace of step %ld written to %s\n", x->steps - 1, x->trace_path);
+    if (x->trace_path && x->steps > 0) say(g_rep, "# trace of step %ld written to %s\n", x->steps - 1, x->trace_path);
     report_memory_and_layers(x, rc.ex);
+    if (g_json) {
+        fputs("}", g_json);
+        g_json_done++;
+    }
     if (rc.csv) {
         dm_out *c = rc.csv;
         rc.csv = NULL;
@@ -322,14 +409,17 @@ int cmd_run(int argc, char **argv)
         {"autotune", 1, NULL, O_AUTOTUNE}, {"inject-stall", 1, NULL, O_STALL}, {"checkpoint", 1, NULL, O_CKPT},
         {"every", 1, NULL, O_EVERY}, {"resume", 0, NULL, O_RESUME}, {"compare", 1, NULL, O_COMPARE},
         {"inject-overflow", 1, NULL, O_OVERFLOW}, {"save-weights", 1, NULL, O_SAVE_W},
-        {"check-weights", 1, NULL, O_CHECK_W}, {"help", 0, NULL, 'h'}, SCHED_GETOPT_LONG, {NULL, 0, NULL, 0}};
-    int c, bad = 0;
+        {"check-weights", 1, NULL, O_CHECK_W}, {"json", 0, NULL, O_JSON}, {"help", 0, NULL, 'h'}, SCHED_GETOPT_LONG,
+        {NULL, 0, NULL, 0}};
+    int c, bad = 0, json = 0;
     long lv;
     long long fv[3];
-    opterr = g_rank == 0;
+    /* every rank parses; rank 0 alone prints a usage error, in the project's words (opterr 0) */
+    opterr = 0;
+    opt_set_quiet(g_rank != 0);
     optind = 1;
-    while (!bad && (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int h = sched_getopt_handle(&x.so, "run", c, optarg);
+    while (!bad && (c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        int h = sched_getopt_handle(&x.so, g_rank == 0 ? "run" : NULL, c, optarg);
         if (h) {
             bad = h < 0 ? 2 : 0;
             continue;
@@ -344,7 +434,7 @@ int cmd_run(int argc, char **argv)
         case O_BACKEND:
             backend_auto = !strcmp(optarg, "auto");
             x.ro.backend = !strcmp(optarg, "gpu") ? REAL_BACKEND_GPU : REAL_BACKEND_CPU;
-            if (!backend_auto && strcmp(optarg, "gpu") && strcmp(optarg, "cpu") && (bad = 2) && g_rank == 0)
+            if (!backend_auto && strcmp(optarg, "gpu") && strcmp(optarg, "cpu") && (bad = 2))
                 opt_usage_error("run", "--backend: expected cpu, gpu or auto, got '%s'", optarg);
             break;
         case O_STEPS: bad = opt_parse_long("run", "--steps", optarg, 0, 1000000, &x.steps) ? 2 : 0; break;
@@ -369,6 +459,7 @@ int cmd_run(int argc, char **argv)
         case O_COMPARE: compare = optarg; break;
         case O_SAVE_W: x.save_weights = optarg; break;
         case O_CHECK_W: x.check_weights = optarg; break;
+        case O_JSON: json = 1; break;
         case O_OVERFLOW:
             bad = parse_fault("--inject-overflow", optarg, "STEP:PARAM", 2, fv, NULL);
             x.ro.overflow_step = (int)fv[0], x.ro.overflow_param = fv[1];
@@ -381,15 +472,13 @@ int cmd_run(int argc, char **argv)
             bad = parse_fault("--inject-nan", optarg, "STEP:RANK:PARAM", 3, fv, NULL);
             x.ro.inject_step = (int)fv[0], x.ro.inject_rank = (int)fv[1], x.ro.inject_param = fv[2];
             break;
-        default:
-            if (g_rank == 0) fprintf(stderr, "Try 'dmuon run --help' for more information.\n");
-            bad = 2;
+        default: bad = opt_getopt_error("run", c, argv); /* ':' missing argument, or unknown */
         }
     }
     const char *why = optind < argc ? "unexpected argument" : !x.model_name && !x.program_path ? "--model is required"
                       : x.resume && !x.ckpt_dir ? "--resume needs --checkpoint DIR" : NULL;
     if (!bad && why) {
-        if (g_rank == 0) opt_usage_error("run", "%s%s%s%s", why, optind < argc ? " '" : "",
+        opt_usage_error("run", "%s%s%s%s", why, optind < argc ? " '" : "",
                                          optind < argc ? argv[optind] : "", optind < argc ? "'" : "");
         bad = 2;
     }
@@ -399,9 +488,17 @@ int cmd_run(int argc, char **argv)
         say(stderr, "dmuon run: %s\n", err.msg);
         bad = 2;
     }
+    opt_set_quiet(0);
     if (bad) {
         MPI_Finalize();
         return bad;
+    }
+    g_rep = json ? stderr : stdout;
+    char *json_buf = NULL;
+    size_t json_len = 0;
+    if (json && g_rank == 0 && !(g_json = open_memstream(&json_buf, &json_len))) {
+        fprintf(stderr, "dmuon run: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
     }
     x.ro.muon.ns.coeffs = &coeffs;
     x.ro.tokens = x.so.tokens;
@@ -427,12 +524,12 @@ int cmd_run(int argc, char **argv)
             }
             x.csv_path = x.trace_path = x.ckpt_dir = x.save_weights = x.check_weights = x.program_path = NULL;
             x.resume = 0;
-            say(stdout, "#\n");
+            say(g_rep, "#\n");
         }
         status = run_one(&x, &means[i]);
     }
     if (status == 0 && n_runs > 1) {
-        say(stdout, "#\n# comparison (means over the steps counted; times in ms)\n# %-10s %10s %10s %10s %14s\n",
+        say(g_rep, "#\n# comparison (means over the steps counted; times in ms)\n# %-10s %10s %10s %10s %14s\n",
             "strategy", "step", "optimizer", "opt_win", "exposed comm");
         for (int i = 0; i < n_runs; i++) {
             char rel[128] = "";
@@ -440,13 +537,49 @@ int cmd_run(int argc, char **argv)
             if (i > 0 && a > 0 && b > 0)
                 snprintf(rel, sizeof rel, a <= b ? "%s is %.2fx faster" : "%s's overhead over it: %+.1f%%", names[0],
                          a <= b ? b / a : 100 * (a / b - 1));
-            say(stdout, "  %-10s %10.3f %10.3f %10.3f %8.3f %4.1f%%  %s\n", names[i], b / 1e3,
+            say(g_rep, "  %-10s %10.3f %10.3f %10.3f %8.3f %4.1f%%  %s\n", names[i], b / 1e3,
                 means[i].optimizer_us / 1e3, means[i].opt_window_us / 1e3, means[i].exposed_comm_us / 1e3,
                 b > 0 ? 100 * means[i].exposed_comm_us / b : 0, rel);
         }
     }
+    if (g_json && g_json_done == n_runs) { /* every strategy ran to its end: the document */
+        fclose(g_json);
+        g_json = NULL;
+        fputs("{\"format\": \"dmuon-run-1\", \"model\": ", stdout);
+        json_write_string(stdout, x.model_id);
+        fputs(", \"cluster\": ", stdout);
+        json_write_string(stdout, x.cluster_id);
+        fprintf(stdout, ", \"gpus\": %d, \"backend\": \"%s\", \"strategy\": ", x.nranks,
+                x.ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu");
+        json_write_string(stdout, names[0]);
+        fprintf(stdout, ", \"steps\": %ld, \"seed\": %llu, \"lr_muon\": %.6g, \"lr_adamw\": %.6g, \"ns_coeffs\": ", x.steps,
+                (unsigned long long)x.ro.seed, x.ro.muon.lr, x.ro.adamw.lr);
+        json_write_string(stdout, x.coeff_spec);
+        fprintf(stdout, ",\n \"runs\": [%.*s\n ]", (int)json_len, json_buf ? json_buf : "");
+        if (n_runs > 1) { /* the comparison table: each strategy's means against the first's */
+            fputs(",\n \"comparison\": [", stdout);
+            for (int i = 0; i < n_runs; i++) {
+                double a = means[0].step_us, b = means[i].step_us;
+                fprintf(stdout, "%s\n   {\"strategy\": ", i ? "," : "");
+                json_write_string(stdout, names[i]);
+                fputs(", ", stdout);
+                json_num(stdout, "step_ms", b / 1e3, ", ");
+                json_num(stdout, "optimizer_ms", means[i].optimizer_us / 1e3, ", ");
+                json_num(stdout, "opt_window_ms", means[i].opt_window_us / 1e3, ", ");
+                json_num(stdout, "exposed_comm_ms", means[i].exposed_comm_us / 1e3, ", ");
+                json_num(stdout, "exposed_comm_pct", b > 0 ? 100 * means[i].exposed_comm_us / b : 0, ", ");
+                json_num(stdout, "step_over_first", a > 0 && b > 0 ? b / a : NAN, "}");
+            }
+            fputs("\n ]", stdout);
+        }
+        fputs("}\n", stdout);
+        fflush(stdout);
+    }
     free(cmp_copy);
 done:
+    if (g_json) fclose(g_json);
+    g_json = NULL;
+    free(json_buf);
     dm_model_free(x.model);
     MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();

@@ -11,9 +11,14 @@
 #include <string.h>
 #include <unistd.h> /* optind */
 
+static int g_quiet; /* opt_set_quiet: a rank other than 0 of an MPI command */
+
+void opt_set_quiet(int quiet) { g_quiet = quiet; }
+
 void opt_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
+    if (g_quiet) return;
     fprintf(stderr, "dmuon%s%s: ", cmd && *cmd ? " " : "", cmd ? cmd : "");
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);

@@ -11,6 +11,10 @@ int opt_parse_size(const char *cmd, const char *opt, const char *s, int64_t lo, 
 /* "1,2,4,8" -> values (at most max); each in [lo, hi]. */
 int opt_parse_int_list(const char *cmd, const char *opt, const char *s, long lo, long hi,
                        long *out, int max, int *n);
+/* Under MPI every rank parses the same arguments; ranks other than 0 call opt_set_quiet(1)
+ * first, so that a usage error is printed once (by rank 0), then opt_set_quiet(0). While quiet,
+ * the functions here print nothing and return as they would otherwise. */
+void opt_set_quiet(int quiet);
 /* Unknown option / missing argument message in the GNU form, then "Try 'dmuon SUB --help'". */
 void opt_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* After getopt_long returned c for the option at argv[optind - 1]: ':' is a missing argument,

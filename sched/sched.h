@@ -115,7 +115,8 @@ const char *sched_overlap_name(sched_overlap v);
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
- * "dmuon CMD: --OPT: expected ..."; exit 2). sched_getopt_help prints their --help lines. */
+ * "dmuon CMD: --OPT: expected ..."; exit 2; cmd NULL: no message, for the ranks other than 0
+ * of an MPI command, so that rank 0 alone says it). sched_getopt_help prints their --help lines. */
 #define SCHED_OPT_BASE 0x1000
 #define SCHED_GETOPT_LONG                                                                     \
     {"strategy", required_argument, NULL, SCHED_OPT_BASE + 0},                                \

@@ -183,7 +183,7 @@ int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optar
     const char *key = getopt_keys[c - SCHED_OPT_BASE];
     dm_err err;
     if (sched_opts_parse(o, key, optarg_ ? optarg_ : "yes", &err)) {
-        fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
+        if (cmd) fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
         return -1;
     }
     return 1;

@@ -73,3 +73,11 @@ check_PROGRAMS += tests/test_calib
 TESTS += tests/test_calib tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh
 EXTRA_DIST += tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh \
 	tests/data/comm_h200x2.csv
+
+# scripting (issue 18): --json of compare, calibrate and regress; under MPI, run --json and a
+# usage error of run and bench comm printed once
+TESTS += tests/json_cli.sh
+if HAVE_MPI
+TESTS += tests/mpi_cli.sh
+endif
+EXTRA_DIST += tests/json_cli.sh tests/mpi_cli.sh

@@ -15,6 +15,7 @@
 #include "collcost.h"
 #include "compare.h"
 #include "costs.h"
+#include "json.h"
 #include "lines.h"
 #include "outfile.h"
 #include "paths.h"
@@ -890,6 +891,48 @@ int calib_write(const calib *c, const char *path, dm_err *err)
                 e->source, e->date, e->gpu, res, e->points);
     }
     return dm_out_commit(o, err);
+}
+
+void calib_print_json(FILE *f, const calib *c, const dm_cluster *cl, const char *path)
+{
+    fputs("{\"format\": \"dmuon-calibrate-1\", \"cluster\": ", f);
+    json_write_string(f, cl->name);
+    fputs(", \"gpu\": ", f);
+    json_write_string(f, c->gpu);
+    fprintf(f, ", \"gpus_per_node\": %d, \"date\": ", cl->gpus_per_node);
+    json_write_string(f, c->date);
+    fputs(", \"command\": ", f);
+    json_write_string(f, c->command);
+    fputs(",\n \"fitted_on\": ", f);
+    if (c->fitted_on[0]) json_write_string(f, c->fitted_on);
+    else fputs("null", f);
+    fputs(", \"note\": ", f);
+    if (c->notes[0]) json_write_string(f, c->notes);
+    else fputs("null", f);
+    fputs(", \"file\": ", f);
+    if (path && strcmp(path, "-")) json_write_string(f, path);
+    else fputs("null", f);
+    fprintf(f, ", \"n_values\": %d,\n \"values\": [", c->n);
+    for (int i = 0; i < c->n; i++) {
+        const calib_entry *e = &c->e[i];
+        char *end;
+        double v = strtod(e->value, &end);
+        fprintf(f, "%s\n  {\"key\": ", i ? "," : "");
+        json_write_string(f, e->key);
+        fputs(", \"value\": ", f);
+        if (e->value[0] && !*end && isfinite(v)) fprintf(f, "%.10g", v); /* numbers as numbers, "costs" a path */
+        else json_write_string(f, e->value);
+        fputs(", \"source\": ", f);
+        json_write_string(f, e->source);
+        fputs(", \"date\": ", f);
+        json_write_string(f, e->date);
+        fputs(", \"gpu\": ", f);
+        json_write_string(f, e->gpu);
+        if (e->residual >= 0) fprintf(f, ", \"residual_pct\": %.6g", 100 * e->residual);
+        else fputs(", \"residual_pct\": null", f);
+        fprintf(f, ", \"points\": %d}", e->points);
+    }
+    fputs("\n]}\n", f);
 }
 
 static char *trim(char *s)

@@ -146,6 +146,11 @@ int calib_add_costs(calib *c, const char *costs_path, const char *out_path, FILE
  * file's folder). Read errors name FILE:LINE:COL; a key given twice is refused. */
 int calib_write(const calib *c, const char *path, dm_err *err);
 int calib_read(const char *path, calib *out, dm_err *err);
+/* The same values as one JSON object (format dmuon-calibrate-1, `dmuon calibrate --json`): the
+ * machine (cluster, gpu, gpus_per_node), date, command, fitted_on and note (null when none), the
+ * calibration file written (path; null for none or "-") and per value its key, value (a number,
+ * or the string as written: costs), source, date, gpu, residual_pct (null: no fit) and points. */
+void calib_print_json(FILE *f, const calib *c, const dm_cluster *cl, const char *path);
 
 /* What calib_apply did, for the "calibration" line a command prints. */
 typedef struct calib_info {

@@ -63,6 +63,13 @@ int cmp_phase_misses(const dm_phases *pred, const dm_phases *meas, int p, double
 /* The human report: metadata, the phase table, the op-kind table, the op-error distribution. */
 void cmp_print(FILE *f, const dm_trace *sim, const dm_trace *real, const cmp_result *r);
 
+/* The same numbers as one JSON object (format dmuon-compare-1): model, cluster, strategy and
+ * gpus of the measured trace, each trace's file (the paths given) and metadata, the phases (with whether each is held to
+ * and exceeds max_err_pct; max_err_pct < 0: no bound, "max_error_pct": null), the op kinds and
+ * the op-error distribution; times in ms, errors in percent, null where not finite. */
+void cmp_print_json(FILE *f, const char *sim_path, const dm_trace *sim, const char *real_path, const dm_trace *real,
+                    const cmp_result *r, double max_err_pct);
+
 /* The same tables as CSV (section,name,predicted_ms,measured_ms,error_pct,...), atomically. */
 int cmp_write_csv(const char *path, const cmp_result *r, dm_err *err);
 

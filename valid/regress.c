@@ -17,6 +17,7 @@
 #include "outfile.h"
 #include "paths.h"
 #include "program.h"
+#include "json.h"
 #include "sched.h"
 #include "sim.h"
 #include "spawn.h"
@@ -610,6 +611,38 @@ static void fmt_value(char *buf, size_t size, const metric *m)
     else snprintf(buf, size, "%.6g", m->value);
 }
 
+/* One metric of the JSON result (reg_opts.json). */
+static void json_metric(FILE *f, int first, const metric *b, const metric *n, double ratio, double t, verdict vd)
+{
+    const metric *any = n ? n : b;
+    fputs(first ? "\n  {\"metric\": " : ",\n  {\"metric\": ", f);
+    json_write_string(f, any->name);
+    fprintf(f, ", \"type\": \"%s\", \"unit\": ", mtype_names[any->type]);
+    json_write_string(f, any->unit);
+    const double v[3] = {b && isfinite(b->value) ? b->value : NAN, n && isfinite(n->value) ? n->value : NAN, ratio};
+    const char *const k[3] = {"baseline", "now", "ratio"};
+    for (int i = 0; i < 3; i++) {
+        if (isfinite(v[i])) fprintf(f, ", \"%s\": %.10g", k[i], v[i]);
+        else fprintf(f, ", \"%s\": null", k[i]);
+    }
+    if (t > 0) fprintf(f, ", \"threshold_pct\": %.6g", 100 * t);
+    else fputs(", \"threshold_pct\": null", f);
+    fprintf(f, ", \"verdict\": \"%s\"}", verdict_names[vd]);
+}
+
+static void json_head(FILE *f, const char *kind, const char *suite, const char *path, const dm_costs *costs, int reps,
+                      double thr, int in_ci, int update)
+{
+    fputs("{\"format\": \"dmuon-regress-result-1\", \"machine\": ", f);
+    json_write_string(f, kind);
+    fprintf(f, ", \"suite\": \"%s\", \"baseline\": ", suite);
+    json_write_string(f, path);
+    fputs(", \"costs\": ", f);
+    json_write_string(f, dm_costs_describe(costs));
+    fprintf(f, ",\n \"reps\": %d, \"threshold\": %.6g, \"ci\": %s, \"update\": %s,\n \"metrics\": [", reps, thr,
+            in_ci ? "true" : "false", update ? "true" : "false");
+}
+
 const char *reg_default_costs(void)
 {
     static char path[4096];
@@ -708,7 +741,8 @@ int reg_run(const reg_opts *o, FILE *out)
             goto out;
         }
         /* What the update changes, for the commit that carries it (with --reason). */
-        if (read_baseline(path, &base, &err) == 0) {
+        int have_base = read_baseline(path, &base, &err) == 0;
+        if (have_base) {
             int n_changed = 0;
             for (int i = 0; i < now.n; i++) {
                 const metric *b = mset_find(&base, now.m[i].name);
@@ -730,6 +764,16 @@ int reg_run(const reg_opts *o, FILE *out)
             goto out;
         }
         fprintf(out, "wrote %s (%d metrics)\n", path, now.n);
+        if (o->json) { /* the metrics written, each against the previous baseline's value when there was one */
+            json_head(o->json, kind, suite, path, costs, so.reps, thr, in_ci, 1);
+            for (int i = 0; i < now.n; i++) {
+                const metric *b = have_base ? mset_find(&base, now.m[i].name) : NULL;
+                double ratio, t;
+                verdict vd = judge(b, &now.m[i], thr, &ratio, &t);
+                json_metric(o->json, i == 0, b, &now.m[i], ratio, t, vd);
+            }
+            fprintf(o->json, "\n ],\n \"n_metrics\": %d, \"result\": \"updated\"}\n", now.n);
+        }
         rc = 0;
         goto out;
     }
@@ -748,7 +792,8 @@ int reg_run(const reg_opts *o, FILE *out)
         }
         fprintf(dm_out_file(csv), "metric,type,unit,baseline,now,ratio,threshold,verdict\n");
     }
-    int counts[8] = {0};
+    int counts[8] = {0}, n_json = 0;
+    if (o->json) json_head(o->json, kind, suite, path, costs, so.reps, thr, in_ci, 0);
     fprintf(out, "# %-62s %-7s %14s %14s %8s %7s  %s\n", "metric", "type", "baseline", "now", "ratio", "thresh", "verdict");
     for (int pass = 0; pass < 2; pass++) {
         const mset *s = pass == 0 ? &now : &base;
@@ -769,6 +814,7 @@ int reg_run(const reg_opts *o, FILE *out)
             const metric *any = n ? n : b;
             fprintf(out, "  %-62s %-7s %14s %14s %8s %7s  %s\n", any->name, mtype_names[any->type], bs, ns, rs, ts,
                    verdict_names[vd]);
+            if (o->json) json_metric(o->json, n_json++ == 0, b, n, ratio, t, vd);
             if (csv)
                 fprintf(dm_out_file(csv), "%s,%s,%s,%s,%s,%s,%s,%s\n", any->name, mtype_names[any->type], any->unit, bs,
                         ns, rs, ts, verdict_names[vd]);
@@ -791,6 +837,11 @@ int reg_run(const reg_opts *o, FILE *out)
                slow_fail ? "" : in_ci ? " (CI: warning only)" : " (warning; --strict makes it fail)");
     if (!fail && !slow_fail) fprintf(out, "PASS\n");
     rc = fail || slow_fail ? 1 : 0;
+    if (o->json) {
+        fprintf(o->json, "\n ],\n \"n_metrics\": %d, \"counts\": {", now.n + counts[V_SKIPPED]);
+        for (int v = 0; v < 8; v++) fprintf(o->json, "%s\"%s\": %d", v ? ", " : "", verdict_names[v], counts[v]);
+        fprintf(o->json, "}, \"result\": \"%s\"}\n", rc ? "FAIL" : "PASS");
+    }
 out:
     if (made_tmp) {
         char cmd[4300];

@@ -51,6 +51,7 @@ typedef struct reg_opts {
     const char *reason;    /* stored with --update (may be NULL) */
     const char *csv_path;  /* the comparison table as CSV too (may be NULL) */
     const dm_costs *costs; /* the table plans and predictions use (borrowed) */
+    FILE *json;            /* the result as one JSON object here (dmuon-regress-result-1), NULL: none */
 } reg_opts;
 
 /* The pinned table the suite uses by default: roofline.csv in $DMUON_COSTS (a folder), the
@@ -58,7 +59,12 @@ typedef struct reg_opts {
 const char *reg_default_costs(void);
 
 /* Measure the suite and compare it with DIR/MACHINE/SUITE.tsv (or rewrite it, o->update); the
- * configuration, the table and the verdict go to out. Returns the exit status (0 or 1). */
+ * configuration, the table and the verdict go to out. With o->json, once the suite was measured,
+ * one JSON object goes there (format dmuon-regress-result-1; the baseline file's own format is
+ * dmuon-regress-1): machine, suite, baseline, costs, reps, threshold, ci, update, per metric its
+ * name, type, unit, baseline and now (null when absent), ratio, threshold_pct (null when none)
+ * and verdict, the verdict counts, and "result" (PASS, FAIL or updated). Returns the exit
+ * status (0 or 1). */
 int reg_run(const reg_opts *o, FILE *out);
 
 #endif
