@@ -17,6 +17,8 @@
 #   stepsvla   the same for wall-oss-flow and qwen2.5-vl-3b (2 steps: does WALL-OSS fit one H200)
 #   torchstep  tools/torch_step_bench.py for the three models of `steps` ($L/torch_MODEL.json) and
 #              tools/trace_layers.py of each beside the executor's trace
+#   plugin     the GPU plug-in beside the program: --version, bench comm --backend gpu, bench kernels
+#   regress    dmuon regress --update of the h200 baseline into $L/baselines
 
 W3_MODELS="llama-3.2-3b qwen2.5-1.5b moonlight-16b-a3b-6l"
 
@@ -167,4 +169,28 @@ stage_tokens() {
     echo "validate exit $?"
     sed -n '/^# errors by model/,$p' "$L/tokens.txt" | grep -v 'kernels:' | head -24
     for d in "$L"/tokens/*/; do rm -f "$d/sim.csv"; done
+}
+
+# plugin: the GPU side loaded from dmuon-gpu.so beside the program (core/gpu_api.h): --version
+# names it, bench comm --backend gpu on one rank (NCCL through the plug-in, every result checked),
+# bench kernels on two small shapes.
+STAGE_TIMEOUT_plugin=90
+stage_plugin() {
+    "$D/dmuon" --version
+    timeout 40 $MPIRUN -np 1 "$D/dmuon" bench comm --backend gpu --min-bytes 1M --max-bytes 64M --iters 5
+    echo "bench comm --backend gpu exit $?"
+    printf '1024 1024 1\n256 1536 1\n' > "$L/plugin_shapes.txt"
+    timeout 40 "$D/dmuon" bench kernels --shapes "$L/plugin_shapes.txt" --out "$L/plugin_kernels.csv"
+    echo "bench kernels exit $?"
+}
+
+# regress: the GPU machine's regression baseline rewritten (dmuon regress --update, full suite, GPU
+# part included) into $L/baselines/h200/full.tsv, the resolved configuration in $L/regress.txt.
+STAGE_TIMEOUT_regress=200
+stage_regress() {
+    mkdir -p "$L/baselines"
+    cp -r traces/baselines/h200 "$L/baselines/" 2>/dev/null
+    timeout 190 "$D/dmuon" regress --update --baselines "$L/baselines" --machine h200 \
+        --reason "${REGRESS_REASON:-re-measured on the GPU machine}"
+    echo "regress --update exit $?"
 }
