@@ -119,7 +119,7 @@ static int bench_comm(int argc, char **argv)
 static int gpu_bench(const char *sub, int argc, char **argv)
 {
     dm_err err;
-    const dm_gpu_api *api = dm_gpu(&err);
+    const dm_gpu_api *api = dm_gpu_side(&err);
     if (!api) { /* --help still answers (exit 0), saying why the benchmark is not available */
         for (int i = 1; i < argc; i++)
             if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -114,8 +114,8 @@ static void version(void)
     printf("  lp_solve  %s\n  GSL       %s\n", DM_VERSION_LPSOLVE, DM_VERSION_GSL);
 #ifdef DM_HAVE_CUDA
     dm_err err;
-    if (dm_gpu(&err))
-        printf("GPU side: %s\n", dm_gpu_loaded_path());
+    if (dm_gpu_side(&err))
+        printf("GPU side: %s\n", dm_gpu_side_path());
     else
         printf("GPU side: not loadable here: %s\n", err.msg);
 #else

@@ -15,9 +15,9 @@
 static const dm_gpu_api *loaded;
 static char loaded_path[PATH_MAX];
 
-const char *dm_gpu_loaded_path(void) { return loaded ? loaded_path : NULL; }
+const char *dm_gpu_side_path(void) { return loaded ? loaded_path : NULL; }
 
-const dm_gpu_api *dm_gpu(dm_err *err)
+const dm_gpu_api *dm_gpu_side(dm_err *err)
 {
     if (loaded) return loaded;
 #ifndef DM_HAVE_CUDA

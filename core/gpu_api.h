@@ -38,9 +38,9 @@ typedef struct dm_gpu_api {
 /* The plug-in, loaded on the first call (later calls return the same): NULL with the reason
  * when it cannot be (not built, not found: every path tried; the dynamic loader's message, e.g.
  * a missing libcudart; another build's plug-in). Not thread-safe on the first call. */
-const dm_gpu_api *dm_gpu(dm_err *err);
+const dm_gpu_api *dm_gpu_side(dm_err *err);
 
 /* The loaded plug-in's path; NULL before a successful dm_gpu. */
-const char *dm_gpu_loaded_path(void);
+const char *dm_gpu_side_path(void);
 
 #endif

@@ -176,7 +176,7 @@ static int bench_setup(bench *b, size_t max_count, dm_err *err)
             return dm_err_set(err, "rank %d: out of memory for %zu-byte buffers", b->rank, max_count * b->elt);
         return 0;
     }
-    const dm_gpu_api *api = dm_gpu(err);
+    const dm_gpu_api *api = dm_gpu_side(err);
     if (!api) return -1;
     if (!(b->g = api->bench_comm))
         return dm_err_set(err, "the GPU side of this build has no NCCL (configure found none); use --backend cpu");

@@ -181,7 +181,7 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
     for (int g = 0; g < ng && rc == 0; g++) ex->gidx[g] = real_group_index(prog, g, ex->rank);
     ex->n_tokens_global = o->tokens * ex->nranks;
     if (o->backend == REAL_BACKEND_GPU) {
-        const dm_gpu_api *api = rc == 0 ? dm_gpu(err) : NULL;
+        const dm_gpu_api *api = rc == 0 ? dm_gpu_side(err) : NULL;
         if (api && !(ex->be = api->backend))
             rc = dm_err_set(err, "the GPU side of this build has no executor backend (configure found no NCCL)");
         else if (!api && rc == 0)

@@ -15,7 +15,7 @@ real_backend real_backend_auto(MPI_Comm comm)
 {
     int mine = 0, all = 0;
     dm_err e;
-    const dm_gpu_api *api = dm_gpu(&e);
+    const dm_gpu_api *api = dm_gpu_side(&e);
     if (api && api->backend) {
         ns_device_info info;
         mine = api->device_query(&info, &e) == 0;

@@ -409,7 +409,7 @@ static int gpu_present(char *name, size_t size)
 {
     ns_device_info info;
     dm_err e;
-    const dm_gpu_api *api = dm_gpu(&e); /* the GPU plug-in, when this build has one that loads */
+    const dm_gpu_api *api = dm_gpu_side(&e); /* the GPU plug-in, when this build has one that loads */
     if (api && api->device_query(&info, &e) == 0) {
         snprintf(name, size, "%s", info.name);
         return 1;
