@@ -52,7 +52,7 @@ const dm_gpu_api *dm_gpu_side(dm_err *err)
             dlclose(h);
             return NULL;
         }
-        snprintf(loaded_path, sizeof loaded_path, "%s", paths[i]);
+        memcpy(loaded_path, paths[i], sizeof loaded_path); /* both PATH_MAX */
         return loaded = api; /* kept loaded for the process's life */
     }
     dm_err_set(err, "the GPU side (%s) is not installed: looked for %s%s", DM_GPU_PLUGIN_NAME, tried,
