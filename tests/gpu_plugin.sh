@@ -73,6 +73,21 @@ else
     echo "ok $((tap_n += 1)) # SKIP no dmuon run (no MPI)"
 fi
 
-# 6. --version names the GPU side
+# 6. a machine without CUDA: the CUDA folder hidden (a mount namespace, where that is allowed)
+cuda=$(readelf -d "$DM_BUILDDIR/dmuon-gpu.so" 2>/dev/null | sed -n 's/.*R\(UN\)*PATH.*\[\(.*\)\]/\2/p' | cut -d: -f1)
+if [ -f "$DM_BUILDDIR/dmuon-gpu.so" ] && [ -n "$cuda" ] && [ -d "$cuda" ] &&
+    unshare -rm sh -c 'mount -t tmpfs none "$1"' sh "$cuda" 2>/dev/null; then
+    nocuda() { unshare -rm sh -c 'mount -t tmpfs none "$1" && shift && exec "$@"' sh "$cuda" "$@"; }
+    out=$(nocuda "$DMUON" sim --model qwen2.5-0.5b --gpus 8 --cluster a800 2>&1)
+    is "without CUDA ($cuda hidden): dmuon sim runs" "$?" 0
+    out=$(nocuda "$DMUON" --version 2>&1)
+    like "without CUDA: --version says the GPU side cannot load, and why" "$out" "GPU side: not loadable here: cannot load"
+    out=$(nocuda "$DMUON" bench kernels 2>&1)
+    like "without CUDA: bench kernels names the missing library" "$out" ".so"
+else
+    echo "ok $((tap_n += 1)) # SKIP no CUDA folder to hide or no mount namespace here"
+fi
+
+# 7. --version names the GPU side
 like "--version names the GPU side or says why not" "$("$DMUON" --version)" "GPU side"
 tap_end

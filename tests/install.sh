@@ -84,6 +84,14 @@ out=$(staged sim --model qwen2.5-0.5b --gpus 2 --cluster h200x2 --calibration h2
 is "installed dmuon sim --calibration h200x2 (a name): exit 0" "$?" 0
 like "the named calibration is the installed one" "$out" "$data/calib/h200x2.calib"
 
+# the GPU plug-in (a build with CUDA): installed, and the staged program loads its own
+if "$DMUON" --version | grep -q '^GPU side: /'; then
+    ok "installed: the GPU plug-in" test -f "$stage$DM_PKGLIBDIR/dmuon-gpu.so"
+    like "the staged dmuon loads the staged plug-in" "$(staged --version 2>&1)" "GPU side: $stage$DM_PKGLIBDIR/dmuon-gpu.so"
+else
+    echo "ok $((tap_n += 1)) # SKIP no GPU plug-in in this build"
+fi
+
 if [ $hidden = no ]; then # the trees are there: nothing may have come from them
     out=$(cd "$tmp/work" && "$bin" scale --gpus 8 --no-plots --strategies dmuon 2>&1; CI=true "$bin" regress --quick --no-gpu \
         --machine cpu-2core 2>&1)
