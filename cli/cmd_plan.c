@@ -117,8 +117,11 @@ static void print_json_report(FILE *f, const dm_program *p, const sched_report *
                     pb->cand[k].pairs);
         fputs("]},", f);
     }
+    long span = 0;
+    double net = dm_program_internode_bytes(p, &span);
     fprintf(f, "\n \"solver_s\": %.4f, \"plan_s\": %.4f, \"ops\": %ld, \"collectives\": %d, \"groups\": %d,\n",
             r->solver_s, r->plan_s, n_ops, p->n_colls, p->n_groups);
+    fprintf(f, " \"internode_bytes\": %.0f, \"internode_collectives\": %ld,\n", net, span);
     fprintf(f, " \"memory_peak_bytes\": %.0f, \"memory_rank\": %d, \"gpu_memory_bytes\": %.0f, \"memory_fits\": %s,\n",
             mem->total, mem->rank, cl->gpu->mem_bytes, dm_mem_fits(mem, cl->gpu) ? "true" : "false");
     fputs(" \"op_counts\": {", f);
@@ -274,6 +277,11 @@ int cmd_plan(int argc, char **argv)
         if (pb.n) printf("balance   %s\n", plan_best_describe(&pb, ob, sizeof ob));
         printf("program   %ld ops, %d collectives, %d groups, hash %016" PRIx64 "%s%s\n", n_ops, prog->n_colls,
                prog->n_groups, hash, out_path ? ", written to " : "", out_path ? out_path : "");
+        long span = 0;
+        double net = dm_program_internode_bytes(prog, &span);
+        if (prog->nranks > prog->gpus_per_node && prog->gpus_per_node > 0)
+            printf("network   %.3f GB per step across node boundaries (NCCL rings), %ld collectives span nodes\n",
+                   net / 1e9, span);
         printf("# %-14s %9s\n", "op", "count");
         for (int k = 0; k < DM_OP__COUNT; k++)
             if (counts[k]) printf("  %-14s %9ld\n", dm_op_kind_name((dm_op_kind)k), counts[k]);

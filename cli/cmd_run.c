@@ -86,6 +86,8 @@ static void usage(FILE *f)
         "  --steps K          steps to run (default 3)\n"
         "  --seed S           data and initial weights (default 1)\n"
         "  --grad-chunks C    sum each weight gradient over C token chunks in order (default 1)\n"
+        "  --grad-chunk-group G  Muon gradients: the chunks in groups of G first, then the groups\n"
+        "                     (the order of --hsdp's two-stage reduce with shard groups of G)\n"
         "  --lr-muon X        Muon learning rate (default 0.02)\n"
         "  --lr-adamw X       AdamW learning rate (default 0.001)\n"
         "  --ns-coeffs SPEC   jordan, polar-express[:S] or 'a,b,c;...' (default " NS_COEFFS_DEFAULT_SPEC ")\n"
@@ -123,7 +125,7 @@ static void usage(FILE *f)
 
 enum { O_MODEL = 1, O_CLUSTER, O_COSTS, O_CALIB, O_PROGRAM, O_BACKEND, O_STEPS, O_SEED, O_CHUNKS, O_LRM, O_LRA,
        O_COEFFS, O_TIMEOUT, O_CSV, O_TRACE, O_INJECT, O_AUTOTUNE, O_STALL, O_CKPT, O_EVERY, O_RESUME, O_COMPARE,
-       O_OVERFLOW, O_SAVE_W, O_CHECK_W, O_JSON };
+       O_OVERFLOW, O_SAVE_W, O_CHECK_W, O_JSON, O_CHUNK_GROUP };
 
 /* Everything one strategy's run needs (set up once by cmd_run). */
 typedef struct run_ctx {
@@ -403,7 +405,7 @@ int cmd_run(int argc, char **argv)
         {"model", 1, NULL, O_MODEL}, {"cluster", 1, NULL, O_CLUSTER}, {"costs", 1, NULL, O_COSTS},
         {"calibration", 1, NULL, O_CALIB},
         {"program", 1, NULL, O_PROGRAM}, {"backend", 1, NULL, O_BACKEND}, {"steps", 1, NULL, O_STEPS},
-        {"seed", 1, NULL, O_SEED}, {"grad-chunks", 1, NULL, O_CHUNKS}, {"lr-muon", 1, NULL, O_LRM},
+        {"seed", 1, NULL, O_SEED}, {"grad-chunks", 1, NULL, O_CHUNKS}, {"grad-chunk-group", 1, NULL, O_CHUNK_GROUP}, {"lr-muon", 1, NULL, O_LRM},
         {"lr-adamw", 1, NULL, O_LRA}, {"ns-coeffs", 1, NULL, O_COEFFS}, {"timeout", 1, NULL, O_TIMEOUT},
         {"csv", 1, NULL, O_CSV}, {"trace", 1, NULL, O_TRACE}, {"inject-nan", 1, NULL, O_INJECT},
         {"autotune", 1, NULL, O_AUTOTUNE}, {"inject-stall", 1, NULL, O_STALL}, {"checkpoint", 1, NULL, O_CKPT},
@@ -445,6 +447,10 @@ int cmd_run(int argc, char **argv)
         case O_CHUNKS:
             bad = opt_parse_long("run", "--grad-chunks", optarg, 1, 65536, &lv) ? 2 : 0;
             x.ro.grad_chunks = (int)lv;
+            break;
+        case O_CHUNK_GROUP:
+            bad = opt_parse_long("run", "--grad-chunk-group", optarg, 1, 65536, &lv) ? 2 : 0;
+            x.ro.grad_chunk_group = (int)lv;
             break;
         case O_LRM: bad = opt_parse_double("run", "--lr-muon", optarg, 0, 10, &x.ro.muon.lr) ? 2 : 0; break;
         case O_LRA: bad = opt_parse_double("run", "--lr-adamw", optarg, 0, 10, &x.ro.adamw.lr) ? 2 : 0; break;

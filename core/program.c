@@ -320,3 +320,31 @@ double dm_ns_flops_ex(int64_t m, int64_t n, int iters, dm_ns_algo algo, uint32_t
     }
     return f + gemm_rl; /* X = Q X */
 }
+
+double dm_program_internode_bytes(const dm_program *p, long *spanning)
+{
+    double total = 0;
+    long span = 0;
+    int gpn = p->gpus_per_node > 0 ? p->gpus_per_node : p->nranks;
+    unsigned char *seen = calloc((size_t)(p->n_colls > 0 ? p->n_colls : 1), 1);
+    if (!seen) return -1;
+    for (int r = 0; r < p->nranks; r++)
+        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+            const dm_op *op = &p->ranks[r].ops[i];
+            if (op->coll < 0 || op->coll >= p->n_colls || seen[op->coll]) continue;
+            seen[op->coll] = 1;
+            const dm_group *g = &p->groups[op->group];
+            int m = 0;
+            for (int k = 0; k < g->n; k++) /* members ascending: count distinct nodes */
+                if (k == 0 || g->ranks[k] / gpn != g->ranks[k - 1] / gpn) m++;
+            if (m < 2) continue;
+            double n = g->n, f = op->kind == DM_OP_ALLREDUCE ? 2 * (n - 1) / n
+                                 : op->kind == DM_OP_ALLGATHER || op->kind == DM_OP_REDUCESCATTER ? (n - 1) / n
+                                                                                                   : 1;
+            total += op->bytes * f * m;
+            span++;
+        }
+    free(seen);
+    if (spanning) *spanning = span;
+    return total;
+}

@@ -185,6 +185,13 @@ int dm_op_is_compute(dm_op_kind k);
  * payload (written before ops carried one) and the default the writer leaves out. dm_program_add_op
  * computes it as ops are added (an op's kind and params must not change after). */
 
+/* Bytes a step moves across node boundaries (nodes of gpus_per_node consecutive ranks), by the
+ * ring algorithm NCCL runs collectives with: a collective over members on m > 1 nodes crosses m
+ * boundaries, each carrying its size times nccl-tests' bus factor over n members (broadcast and
+ * reduce 1, all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n); within a node, 0.
+ * *spanning (when not NULL): the collectives that span nodes. */
+double dm_program_internode_bytes(const dm_program *p, long *spanning);
+
 /* Serialization (program_io.c): deterministic JSON; read back with positioned errors. */
 int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err);
 int dm_program_save(const dm_program *p, const char *path, dm_err *err); /* atomic */

@@ -59,6 +59,7 @@ typedef struct cpu {
     MPI_Comm *gcomm;          /* per program group; MPI_COMM_NULL when not a member */
     int *prev_stream, *prev_coll; /* per op of this rank */
     float *scratch;           /* a chunk's gradient (the largest matrix) */
+    float *scratch2;          /* a chunk group's sum (grad_chunk_group) */
     unsigned char *state;     /* per op, this step: 0 not started, 1 posted, 2 done */
     pending *pend;
     int n_pend;
@@ -198,7 +199,7 @@ static int cpu_create(real_exec *ex, dm_err *err)
         /* inputs of the products (their values do not matter: cost only) */
         for (int64_t e = 0; e < n; e++) c->attn[a][e] = 0.25f * wk_hash_uniform(ex->o.seed, 7, a, 0, e);
     }
-    if (!(c->scratch = dm_malloc(scratch * 4, err)) ||
+    if (!(c->scratch = dm_malloc(scratch * 4, err)) || !(c->scratch2 = dm_malloc(scratch * 4, err)) ||
         !(c->dx = dm_malloc((size_t)(wl->max_dx ? wl->max_dx : 1) * 4, err)) ||
         !(c->dx2 = dm_malloc((size_t)(wl->max_dx2 ? wl->max_dx2 : 1) * 4, err)))
         goto fail;
@@ -241,6 +242,7 @@ static void cpu_destroy(real_exec *ex)
     free(c->state);
     free(c->pend);
     free(c->scratch);
+    free(c->scratch2);
     free(c);
     ex->bs = NULL;
 }
@@ -347,12 +349,16 @@ static void run_bwd(real_exec *ex, int l, const wk_kb *b)
             float *g = c->p[k->param + i].G;
             const float *R = res + b->r + i * k->k * k->m;
             const float *X = act + b->x + (k->kind == DM_KERN_BGEMM ? i * k->k * k->n : 0);
+            /* chunks summed in groups of Gs first (HSDP's order) for Muon matrices */
+            int Gs = ex->o.grad_chunk_group > 1 && c->p[k->param + i].muon && !b->accumulate ? ex->o.grad_chunk_group : 1;
             for (int ci = 0; ci < C_; ci++) {
                 chunk_of(k->k, C_, ci, &lo, &hi);
-                float *d = chunk_dst(c, b, ci, g);
+                float *part = Gs == 1 || ci < Gs ? g : c->scratch2; /* this chunk's group's sum */
+                float *d = Gs == 1 ? chunk_dst(c, b, ci, g) : ci % Gs == 0 ? part : c->scratch;
                 if (hi > lo) wk_ref_gemm(WK_TN, k->m, k->n, hi - lo, (float)b->scale, R + lo * k->m, X + lo * k->n, d);
                 else memset(d, 0, (size_t)(k->m * k->n) * sizeof *d);
-                chunk_add(g, d, k->m * k->n);
+                chunk_add(part, d, k->m * k->n);
+                if (Gs > 1 && ci % Gs == Gs - 1) chunk_add(g, part, k->m * k->n); /* the group done */
             }
         }
         break;

@@ -117,6 +117,9 @@ static int check_local(real_exec *ex, dm_err *err)
     if (o->tokens < 1 || o->grad_chunks < 1 || o->tokens % o->grad_chunks)
         return dm_err_set(err, "tokens (%lld) must be >= 1 and a multiple of the gradient chunks (%d)",
                           (long long)o->tokens, o->grad_chunks);
+    if (o->grad_chunk_group > 1 && o->grad_chunks % o->grad_chunk_group)
+        return dm_err_set(err, "the gradient chunks (%d) must be a multiple of the chunk group (%d)", o->grad_chunks,
+                          o->grad_chunk_group);
     /* a program the validator refuses would hang or misread a collective: say why instead */
     if (dm_program_validate(p, err) < 0) return -1;
     if (dm_model_matrices(ex->model, -1, &ex->mx, &ex->n_mx, err) < 0) return -1;

@@ -43,6 +43,13 @@ typedef struct coll_desc {
     double bytes;
     int layer;          /* op's layer (-1: several) */
     size_t p_first, p_n;/* params in the pool */
+    /* HSDP: 1 for an owner's publish of its updated weights to its column (emitted in the forward
+     * fetch only, never re-fetched); 2 for a collective whose members each wait on their own op
+     * of the closest preceding 1 (fetches: the shard broadcast after the publish) or of the
+     * closest preceding shard reduce (gradients: the column reduce after them) */
+    int hsdp_role;
+    int hs_owner;       /* role 2 fetches: the pair's owner (its own shard group needs no publish) */
+    dm_dtype dtype;     /* what the collective moves (the program's dtype) */
 } coll_desc;
 
 typedef struct ns_batch {
@@ -72,6 +79,11 @@ typedef struct bctx {
     double *lay_params, *lay_adamw;
     int world;
     int *node_group, *cross_group;
+    /* HSDP (sched_opts.hsdp): shard groups of S consecutive ranks, R of them; column c = the
+     * ranks c, c + S, ...; a global owner o's column is o % S */
+    int hsdp, S, R;
+    int *shard_group, *col_group;
+    int *hs_ids, *hs_dep;       /* [rank]: each member's op of the last publish / shard reduce; deps */
     /* shapes of Muon matrices */
     int n_shapes;
     int64_t (*shapes)[2];
@@ -117,6 +129,9 @@ static int add_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root, doubl
     d->bytes = bytes;
     d->layer = layer;
     d->p_n = n;
+    d->hsdp_role = 0;
+    d->hs_owner = -1;
+    d->dtype = b->o->dtype;
     return push_params(b, ids, n, &d->p_first);
 }
 
@@ -196,6 +211,21 @@ static int setup(bctx *b)
         for (int r = g; r < b->nranks; r += b->gpn) rk[n++] = r;
         if ((b->cross_group[g] = dm_program_group(b->p, rk, n, err)) < 0) rc = -1;
     }
+    if (rc == 0 && b->hsdp) { /* shard groups, then columns (== node and cross groups when S is gpn) */
+        b->shard_group = dm_malloc((size_t)b->R * sizeof *b->shard_group, err);
+        b->col_group = dm_malloc((size_t)b->S * sizeof *b->col_group, err);
+        b->hs_ids = dm_malloc((size_t)b->nranks * sizeof *b->hs_ids, err);
+        b->hs_dep = dm_malloc((size_t)b->nranks * sizeof *b->hs_dep, err);
+        if (!b->shard_group || !b->col_group || !b->hs_ids || !b->hs_dep) rc = -1;
+        for (int k = 0; rc == 0 && k < b->R; k++) {
+            for (int i = 0; i < b->S; i++) rk[i] = k * b->S + i;
+            if ((b->shard_group[k] = dm_program_group(b->p, rk, b->S, err)) < 0) rc = -1;
+        }
+        for (int c = 0; rc == 0 && c < b->S; c++) {
+            for (int k = 0; k < b->R; k++) rk[k] = k * b->S + c;
+            if ((b->col_group[c] = dm_program_group(b->p, rk, b->R, err)) < 0) rc = -1;
+        }
+    }
     free(rk);
     if (rc) return -1;
     size_t RL = (size_t)b->nranks * L;
@@ -219,6 +249,10 @@ static void free_ctx(bctx *b)
     free(b->lay_adamw);
     free(b->node_group);
     free(b->cross_group);
+    free(b->shard_group);
+    free(b->col_group);
+    free(b->hs_ids);
+    free(b->hs_dep);
     free(b->shapes);
     free(b->cost);
     free(b->algo);
@@ -457,11 +491,12 @@ static int describe_rr(bctx *b, int64_t *ids)
  * pair. Flat: one broadcast and one reduce over the world group per pair, on every rank in
  * series. Hierarchical: one of each per node over the node's GPUs (every rank in its node's),
  * plus, between nodes, one all-reduce among the owner's same-local-rank GPUs: its latency and
- * bytes on the owner's chain. */
+ * bytes on the owner's chain. HSDP: one of each per shard group, plus the owner's column
+ * reduce and fp32 publish on the owner's chain. */
 static int comm_terms(bctx *b, sched_problem *pr, int *colls)
 {
     double w = b->o->comm_weight;
-    int hier = b->o->hierarchical, n = hier ? b->gpn : b->nranks, rc = -1;
+    int hier = b->o->hierarchical, n = hier ? b->gpn : b->hsdp ? b->S : b->nranks, rc = -1;
     int *rk = dm_malloc((size_t)(b->nranks > 0 ? b->nranks : 1) * sizeof *rk, b->err);
     coll_topo t;
     *colls = 2;
@@ -470,7 +505,19 @@ static int comm_terms(bctx *b, sched_problem *pr, int *colls)
     if (collcost_topo(b->cl, rk, n, &t, b->err)) goto done;
     pr->pair_us = w * (collcost_time_us(DM_OP_BROADCAST, COLL_ALGO_RING, 0, &t) +
                        collcost_time_us(DM_OP_REDUCE, COLL_ALGO_RING, 0, &t));
-    if (hier && b->nnodes > 1) {
+    if (b->hsdp && b->R > 1) { /* the owner's column: its reduce and its publish */
+        int nc = 0;
+        for (int r = 0; r < b->nranks; r += b->S) rk[nc++] = r;
+        if (collcost_topo(b->cl, rk, nc, &t, b->err)) goto done;
+        double big = 1e8;
+        double lat = collcost_time_us(DM_OP_REDUCE, COLL_ALGO_RING, 0, &t) +
+                     collcost_time_us(DM_OP_BROADCAST, COLL_ALGO_RING, 0, &t);
+        double per = (collcost_time_us(DM_OP_REDUCE, COLL_ALGO_RING, big, &t) +
+                      collcost_time_us(DM_OP_BROADCAST, COLL_ALGO_RING, big, &t) - lat) / big;
+        pr->owner_pair_us = w * lat;
+        pr->owner_elem_us = w * per * b->elt;
+        *colls = 2 * b->R + 2;
+    } else if (hier && b->nnodes > 1) {
         int nc = 0;
         for (int r = 0; r < b->nranks; r += b->gpn) rk[nc++] = r;
         if (collcost_topo(b->cl, rk, nc, &t, b->err)) goto done;
@@ -556,8 +603,42 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
     return 0;
 }
 
+/* HSDP's collectives of one (layer, owner o) pair, in three passes over a layer's owners, so
+ * that the collectives of different columns (disjoint ranks, their own NICs) run side by side.
+ * Pass 0: o publishes its updated weights to its column (the previous step's update: it leads
+ * this step's fetch and overlaps the forward as the flat plan's broadcast does). In the
+ * program's dtype, as both executors move weights (their fp32 masters live on the owners
+ * only); DMuon publishes the fp32 master, twice these bytes. Pass 1: in every
+ * shard group the column's member broadcasts it (after its publishes of the layer), and the
+ * gradient is reduced in every shard group to the column's member. Pass 2: reduced across the
+ * column to o (after the layer's shard reduces). One replica group (R = 1): the flat plan
+ * inside the one shard group. */
+static int hsdp_pair(bctx *b, int pass, int o, double bytes, int l, const int64_t *ids, size_t n)
+{
+    int col = o % b->S;
+    if (pass == 0 && b->R > 1) {
+        if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->col_group[col], o, bytes, l, ids, n)) return -1;
+        AT(b->fetch, coll_desc, b->fetch.n - 1).hsdp_role = 1;
+    }
+    if (pass == 1) {
+        for (int k = 0; k < b->R; k++) {
+            if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->shard_group[k], k * b->S + col, bytes, l, ids, n))
+                return -1;
+            coll_desc *d = &AT(b->fetch, coll_desc, b->fetch.n - 1);
+            if (b->R > 1) d->hsdp_role = 2, d->hs_owner = o;
+        }
+        for (int k = 0; k < b->R; k++)
+            if (add_desc(b, &b->grad, DM_OP_REDUCE, b->shard_group[k], k * b->S + col, bytes, l, ids, n)) return -1;
+    }
+    if (pass == 2 && b->R > 1) {
+        if (add_desc(b, &b->grad, DM_OP_REDUCE, b->col_group[col], o, bytes, l, ids, n)) return -1;
+        AT(b->grad, coll_desc, b->grad.n - 1).hsdp_role = 2;
+    }
+    return 0;
+}
+
 /* Collect each owner's matrices of layer l (ascending owner) and add one descriptor per owner
- * for fetch (broadcast) and gradients (reduce), flat or hierarchical. */
+ * for fetch (broadcast) and gradients (reduce), flat, hierarchical or HSDP. */
 static int describe_dmuon(bctx *b, int64_t *ids)
 {
     sched_assign a;
@@ -600,25 +681,31 @@ static int describe_dmuon(bctx *b, int64_t *ids)
     for (int i = 0; i < pr.n_items; i++) own[pr.items[i].id] = a.owner[i];
     for (int l = 0; l < b->nlayers; l++) {
         size_t f0 = b->fetch.n, g0 = b->grad.n;
-        for (int o = 0; o < b->nowners; o++) {
-            size_t n = 0;
-            for (int64_t i = b->lay_first[l]; i < b->lay_first[l] + b->lay_n[l]; i++)
-                if (own[i] == o) ids[n++] = b->mats[i].id;
-            if (!n) continue;
-            double bytes = ids_elems(b, ids, n) * b->elt;
-            if (!b->o->hierarchical) {
-                if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->world, o, bytes, l, ids, n) ||
-                    add_desc(b, &b->grad, DM_OP_REDUCE, b->world, o, bytes, l, ids, n))
+        for (int pass = 0; pass < (b->hsdp ? 3 : 1); pass++)
+            for (int o = 0; o < b->nowners; o++) {
+                size_t n = 0;
+                for (int64_t i = b->lay_first[l]; i < b->lay_first[l] + b->lay_n[l]; i++)
+                    if (own[i] == o) ids[n++] = b->mats[i].id;
+                if (!n) continue;
+                double bytes = ids_elems(b, ids, n) * b->elt;
+                if (b->hsdp) {
+                    if (hsdp_pair(b, pass, o, bytes, l, ids, n)) goto done;
+                    continue;
+                }
+                if (!b->o->hierarchical) {
+                    if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->world, o, bytes, l, ids, n) ||
+                        add_desc(b, &b->grad, DM_OP_REDUCE, b->world, o, bytes, l, ids, n))
+                        goto done;
+                    continue;
+                }
+                for (int nd = 0; nd < b->nnodes; nd++)
+                    if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->node_group[nd], nd * b->gpn + o, bytes, l, ids,
+                                 n) ||
+                        add_desc(b, &b->grad, DM_OP_REDUCE, b->node_group[nd], nd * b->gpn + o, bytes, l, ids, n))
+                        goto done;
+                if (b->nnodes > 1 && add_desc(b, &b->grad, DM_OP_ALLREDUCE, b->cross_group[o], -1, bytes, l, ids, n))
                     goto done;
-                continue;
             }
-            for (int nd = 0; nd < b->nnodes; nd++)
-                if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->node_group[nd], nd * b->gpn + o, bytes, l, ids, n) ||
-                    add_desc(b, &b->grad, DM_OP_REDUCE, b->node_group[nd], nd * b->gpn + o, bytes, l, ids, n))
-                    goto done;
-            if (b->nnodes > 1 && add_desc(b, &b->grad, DM_OP_ALLREDUCE, b->cross_group[o], -1, bytes, l, ids, n))
-                goto done;
-        }
         if (adamw_part(b, l, ids)) goto done;
         mark_layer(b, l, f0, g0);
     }
@@ -646,10 +733,11 @@ done:
 /* ---- emission ------------------------------------------------------------------------------ */
 
 /* Add descriptor d to every member of its group; deps per rank: dep[r] (-1 none). Records the
- * first and last op id per rank into lo/hi[r * nlayers + layer_slot]. payload: what the
- * collective moves (fetches: weights; the gradient phase: gradients, all-gathers included). */
-static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, dm_payload payload, const int *dep, int *lo, int *hi,
-                     int slot)
+ * first and last op id per rank into lo/hi[r * nlayers + layer_slot], and each member's op id
+ * into ids[r] when ids is given. payload: what the collective moves (fetches: weights; the
+ * gradient phase: gradients, all-gathers included). */
+static int emit_desc_ids(bctx *b, const coll_desc *d, dm_stream st, dm_payload payload, const int *dep, int *lo,
+                         int *hi, int slot, int *ids)
 {
     const dm_group *g = &b->p->groups[d->group];
     dm_op op = dm_op_init(d->kind, st);
@@ -659,13 +747,14 @@ static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, dm_payload paylo
     op.root = d->root;
     op.bytes = d->bytes;
     op.layer = d->layer;
-    op.dtype = b->o->dtype;
+    op.dtype = d->dtype;
     const int64_t *params = (const int64_t *)b->pool.data + d->p_first;
     for (int i = 0; i < g->n; i++) {
         int r = g->ranks[i];
         int dd = dep ? dep[r] : -1;
         int id = dm_program_add_op(b->p, r, &op, &dd, dd >= 0 ? 1 : 0, params, (int)d->p_n, b->err);
         if (id < 0) return -1;
+        if (ids) ids[r] = id;
         size_t k = (size_t)r * b->nlayers + slot;
         if (lo[k] < 0) lo[k] = id;
         hi[k] = id;
@@ -673,22 +762,50 @@ static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, dm_payload paylo
     return 0;
 }
 
+static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, dm_payload payload, const int *dep, int *lo, int *hi,
+                     int slot)
+{
+    return emit_desc_ids(b, d, st, payload, dep, lo, hi, slot, NULL);
+}
+
+/* HSDP: the deps of a role-2 collective d, in b->hs_dep. A shard broadcast (fetch 1): its root
+ * waits on its own last publish of the layer (b->hs_ids: they run in its stream's order, so the
+ * last is the one this broadcast needs or after it), unless the root is the pair's owner; the
+ * other members keep dep's. A column reduce (fetch 0): every member waits on its own last shard
+ * reduce of the layer (b->hs_ids). */
+static const int *hsdp_deps(bctx *b, const coll_desc *d, const int *dep, int fetch)
+{
+    const dm_group *g = &b->p->groups[d->group];
+    for (int i = 0; i < g->n; i++) {
+        int r = g->ranks[i];
+        if (!fetch) b->hs_dep[r] = b->hs_ids[r];
+        else b->hs_dep[r] = r == d->root && r != d->hs_owner ? b->hs_ids[r] : dep ? dep[r] : -1;
+    }
+    return b->hs_dep;
+}
+
 static int emit_fetch(bctx *b, int l, const int *dep, int back)
 {
-    for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++)
-        if (emit_desc(b, &AT(b->fetch, coll_desc, k), DM_STREAM_COMM_HI, DM_PAYLOAD_WEIGHTS, dep,
-                      back ? b->bfetch_lo : b->fetch_lo,
-                      back ? b->bfetch_hi : b->fetch_hi, l))
+    for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++) {
+        const coll_desc *d = &AT(b->fetch, coll_desc, k);
+        if (d->hsdp_role == 1 && back) continue; /* the Z3 re-fetch: the column already has it */
+        const int *dd = d->hsdp_role == 2 && !back ? hsdp_deps(b, d, dep, 1) : dep;
+        if (emit_desc_ids(b, d, DM_STREAM_COMM_HI, DM_PAYLOAD_WEIGHTS, dd, back ? b->bfetch_lo : b->fetch_lo,
+                          back ? b->bfetch_hi : b->fetch_hi, l, d->hsdp_role == 1 ? b->hs_ids : NULL))
             return -1;
+    }
     return 0;
 }
 
 static int emit_grad(bctx *b, int l, const int *dep)
 {
-    for (size_t k = b->grad_first[l]; k < b->grad_first[l] + b->grad_n[l]; k++)
-        if (emit_desc(b, &AT(b->grad, coll_desc, k), DM_STREAM_COMM_LO, DM_PAYLOAD_GRADS, dep, b->grad_lo, b->grad_hi,
-                      l))
+    for (size_t k = b->grad_first[l]; k < b->grad_first[l] + b->grad_n[l]; k++) {
+        const coll_desc *d = &AT(b->grad, coll_desc, k);
+        const int *dd = d->hsdp_role == 2 ? hsdp_deps(b, d, dep, 0) : dep;
+        if (emit_desc_ids(b, d, DM_STREAM_COMM_LO, DM_PAYLOAD_GRADS, dd, b->grad_lo, b->grad_hi, l,
+                          b->hsdp && d->hsdp_role == 0 ? b->hs_ids : NULL))
             return -1;
+    }
     return 0;
 }
 
@@ -1074,6 +1191,20 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     if (opts->hierarchical && nranks % b.gpn)
         return dm_err_set(err, "sched: --hierarchical needs whole nodes: %d ranks is not a multiple of %d GPUs per node",
                           nranks, b.gpn);
+    if (opts->hsdp) {
+        if (opts->strategy != SCHED_DMUON)
+            return dm_err_set(err, "sched: --hsdp is DMuon's scheme: it needs --strategy dmuon, not %s",
+                              sched_strategy_name(opts->strategy));
+        if (opts->hierarchical)
+            return dm_err_set(err, "sched: --hsdp and --hierarchical are two different schemes: choose one");
+        resolved.shard = opts->shard > 0 ? opts->shard : b.gpn;
+        if (resolved.shard > nranks || nranks % resolved.shard)
+            return dm_err_set(err, "sched: --hsdp needs whole shard groups: %d ranks is not a multiple of %d ranks per "
+                              "shard group", nranks, resolved.shard);
+        b.hsdp = 1;
+        b.S = resolved.shard;
+        b.R = nranks / b.S;
+    }
     b.nowners = opts->strategy == SCHED_DMUON && opts->hierarchical ? b.gpn : nranks;
     b.elt = opts->dtype == DM_DT_FP32 ? 4 : 2;
     b.z3 = opts->zero == 3 && opts->strategy != SCHED_MUON_DDP && opts->strategy != SCHED_MUON_RR;

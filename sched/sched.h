@@ -57,6 +57,16 @@ typedef struct sched_opts {
                                   backward; default 2 */
     int hierarchical;          /* 1: owners inside each node, NS replicated per node, gradients
                                   all-reduced across nodes between same-local-rank owners */
+    int hsdp;                  /* dmuon: 1 for DMuon's HSDP: shard groups of `shard` consecutive
+                                  ranks times R replicate groups; each Muon matrix's gradient is
+                                  reduced inside every shard group to the rank in the owner's
+                                  column, then across that column to the one global owner; NS once
+                                  per matrix in the job; the owner publishes the updated weights
+                                  (the program's dtype: the executors keep fp32 masters on owners
+                                  only) to its R-1 column peers ahead of the next forward, each
+                                  peer broadcasts them in its shard group; AdamW-role parameters
+                                  are reduce-scattered and all-gathered over all ranks, as flat */
+    int shard;                 /* HSDP's shard-group size; 0: GPUs per node */
     int gpus_per_node;         /* 0: the cluster's */
     int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into
                                   one unit (LPT) / batched; default 5M (5 * 1024 * 1024) */
@@ -96,7 +106,8 @@ const char *sched_opts_strategy_label(const sched_opts *o);
  * "prefetch:K", "interleave"), "prefetch-depth", "zero" (2|3), "hierarchical" (0|1|yes|no),
  * "gpus-per-node", "batch-threshold" (elements, suffixes K/M/G: powers of 1024),
  * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype", "seq-len",
- * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto), "ns-under-backward" (layers, or off).
+ * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto), "ns-under-backward" (layers, or off),
+ * "hsdp" (yes|no), "shard" (ranks per shard group; sets hsdp).
  * -1 with "--KEY: expected ..." in err on a bad key or value. */
 int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);
 
@@ -111,7 +122,7 @@ const char *sched_overlap_name(sched_overlap v);
 /* The common plan options for getopt_long, shared by `dmuon plan|sim|run`:
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
  *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
- *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W  --ns-under-backward D
+ *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W  --ns-under-backward D  --hsdp  --shard N
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
@@ -134,7 +145,9 @@ const char *sched_overlap_name(sched_overlap v);
     {"dtype", required_argument, NULL, SCHED_OPT_BASE + 12},                                  \
     {"seq-len", required_argument, NULL, SCHED_OPT_BASE + 13},                                \
     {"comm-weight", required_argument, NULL, SCHED_OPT_BASE + 14},                            \
-    {"ns-under-backward", required_argument, NULL, SCHED_OPT_BASE + 15}
+    {"ns-under-backward", required_argument, NULL, SCHED_OPT_BASE + 15},                      \
+    {"hsdp", no_argument, NULL, SCHED_OPT_BASE + 16},                                         \
+    {"shard", required_argument, NULL, SCHED_OPT_BASE + 17}
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
 void sched_getopt_help(FILE *f);
 

@@ -120,6 +120,14 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         if (!strcmp(val, "1") || !strcasecmp(val, "yes") || !strcasecmp(val, "on")) o->hierarchical = 1;
         else if (!strcmp(val, "0") || !strcasecmp(val, "no") || !strcasecmp(val, "off")) o->hierarchical = 0;
         else return dm_err_set(err, "--hierarchical: expected yes or no, found '%s'", val);
+    } else if (!strcmp(key, "hsdp")) {
+        if (!strcmp(val, "1") || !strcasecmp(val, "yes") || !strcasecmp(val, "on")) o->hsdp = 1;
+        else if (!strcmp(val, "0") || !strcasecmp(val, "no") || !strcasecmp(val, "off")) o->hsdp = 0, o->shard = 0;
+        else return dm_err_set(err, "--hsdp: expected yes or no, found '%s'", val);
+    } else if (!strcmp(key, "shard")) {
+        if (parse_count(val, 1, 1 << 16, &v)) return dm_err_set(err, "--shard: expected ranks per shard group, an integer in [1, 65536], found '%s'", val);
+        o->shard = (int)v;
+        o->hsdp = 1;
     } else if (!strcmp(key, "gpus-per-node")) {
         if (parse_count(val, 1, 1 << 16, &v)) return dm_err_set(err, "--gpus-per-node: expected an integer in [1, 65536], found '%s'", val);
         o->gpus_per_node = (int)v;
@@ -174,7 +182,8 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
 
 static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
                                     "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
-                                    "ns-algo", "dtype", "seq-len", "comm-weight", "ns-under-backward"};
+                                    "ns-algo", "dtype", "seq-len", "comm-weight", "ns-under-backward", "hsdp",
+                                    "shard"};
 #define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
 
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
@@ -205,7 +214,14 @@ void sched_getopt_help(FILE *f)
             "  --overlap V           none, prefetch[:K], interleave (default %s; cumulative)\n"
             "  --prefetch K          layers fetched ahead of the forward (default %d)\n"
             "  --zero Z              2 keep full weights after forward, 3 free and re-fetch (default %d)\n"
-            "  --hierarchical        owners inside each node, gradients all-reduced across nodes\n"
+            "  --hierarchical        dmuon, node-replicated: owners inside each node, every node runs\n"
+            "                        every NS, gradients all-reduced across nodes\n"
+            "  --hsdp                dmuon, DMuon's HSDP: shard groups (a node) x replicas; gradients\n"
+            "                        reduced in the shard group, then across the owner's column to one\n"
+            "                        global owner; NS once per matrix; the owner publishes the new\n"
+            "                        weights to its column, whose members broadcast them in their shard\n"
+            "                        groups before the next forward; AdamW parameters as flat\n"
+            "  --shard N             HSDP with shard groups of N ranks (default: GPUs per node)\n"
             "  --gpus-per-node G     override the cluster's GPUs per node\n"
             "  --batch-threshold E   pack/batch Muon matrices under E elements (default 5M = %lld)\n"
             "  --max-batch B         largest NS batch (default %d)\n"
@@ -236,6 +252,10 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
     if (o->seq_len) {
         size_t n = strlen(buf);
         if (n < size) snprintf(buf + n, size - n, " seq-len=%lld", (long long)o->seq_len);
+    }
+    if (o->hsdp) {
+        size_t n = strlen(buf);
+        if (n < size) snprintf(buf + n, size - n, " hsdp=%d", o->shard);
     }
     if (o->ns_early > 0) {
         size_t n = strlen(buf);

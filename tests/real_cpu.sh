@@ -82,6 +82,18 @@ is "reduced-gradient overflow: nothing changed (loss of step 2 = loss of step 1)
 run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --zero 3 --tokens 8 --steps 3 --save-weights "$tmp/w2.bin" >/dev/null 2>&1
 out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --zero 3 --tokens 16 --grad-chunks 2 --steps 3 --check-weights "$tmp/w2.bin" 2>&1)
 like "muon-fsdp Z3 weights: 2 ranks equal 1 rank bit for bit" "$out" "largest relative Frobenius error 0 "
+# HSDP on 4 ranks in 2 shard groups of 2 ("nodes", --gpus-per-node 2): its weights after 3 steps
+# equal a one-rank run's that sums the Muon gradients' 4 chunks in 2 groups of 2 first (the
+# two-stage reduce's order), bit for bit; Z2 and Z3, the publish leading each step's fetch
+for z in 2 3; do
+    run 4 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --hsdp --gpus-per-node 2 --zero $z \
+        --tokens 8 --steps 3 --save-weights "$tmp/wh$z.bin" >"$tmp/hsdp$z.out" 2>&1
+    is "hsdp Z$z on 4 ranks (2 shard groups): exit 0" "$?" 0
+    out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --zero $z --tokens 32 \
+        --grad-chunks 4 --grad-chunk-group 2 --steps 3 --check-weights "$tmp/wh$z.bin" 2>&1)
+    like "hsdp Z$z weights: 4 ranks equal 1 rank (chunks summed per shard group) bit for bit" "$out" \
+        "largest relative Frobenius error 0 "
+done
 for s in muon-fsdp-tuned muon-ddp muon-ddp-tuned; do
     w="$tmp/w_$(printf '%s' "$s" | tr -c 'a-z0-9' _).bin"
     run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy $s --tokens 8 --steps 3 --save-weights "$w" >/dev/null 2>&1

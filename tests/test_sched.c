@@ -451,6 +451,74 @@ int main(void)
         sched_report_free(&r1);
     }
 
+    /* ---- HSDP (--hsdp): 4 shard groups of 4 ranks. Every Muon matrix is NS'd once in the job;
+     * its gradient goes through a reduce in every shard group (to the owner's column) and one
+     * reduce over the owner's column (to the owner); its weights through one publish over the
+     * column and a broadcast in every shard group; the program is valid and has no more bytes
+     * across node boundaries than the flat plan's */
+    {
+        sched_opts_default(&o);
+        o.balance = SCHED_BAL_LPT;
+        o.gpus_per_node = 4;
+        dm_program *pf = NULL, *ph = NULL;
+        int bf = sched_build(m, &cl, 16, costs, &o, &pf, NULL, &err);
+        if (bf) tap_diag("%s", err.msg);
+        o.hsdp = 1;
+        int bh = sched_build(m, &cl, 16, costs, &o, &ph, NULL, &err);
+        if (bh) tap_diag("%s", err.msg);
+        ok(bf == 0 && bh == 0 && dm_program_validate(ph, &err) == 0, "hsdp: 16 ranks in 4 shard groups of 4: a valid program");
+        int64_t n_mu = 0, ns_sets = 0, once = 1;
+        dm_matrix *mx = NULL;
+        int64_t nmx = 0;
+        if (bh == 0 && dm_model_matrices(m, -1, &mx, &nmx, &err) == 0) {
+            int *ns = calloc((size_t)nmx, sizeof *ns), *red = calloc((size_t)nmx, sizeof *red),
+                *bc = calloc((size_t)nmx, sizeof *bc);
+            unsigned char *seen = calloc((size_t)ph->n_colls + 1, 1);
+            for (int r = 0; r < ph->nranks; r++)
+                for (int i = 0; i < ph->ranks[r].n_ops; i++) {
+                    const dm_op *op = &ph->ranks[r].ops[i];
+                    if (op->kind == DM_OP_NS) {
+                        ns_sets++;
+                        for (int a = 0; a < op->n_params; a++) ns[op->params[a]]++;
+                    }
+                    if ((op->kind == DM_OP_REDUCE || op->kind == DM_OP_BROADCAST) && !seen[op->coll]) {
+                        seen[op->coll] = 1;
+                        for (int a = 0; a < op->n_params; a++)
+                            (op->kind == DM_OP_REDUCE ? red : bc)[op->params[a]]++;
+                    }
+                }
+            for (int64_t i = 0; i < nmx; i++)
+                if (mx[i].role == DM_ROLE_MUON) {
+                    n_mu++;
+                    if (ns[i] != 1 || red[i] != 4 + 1 || bc[i] != 1 + 4) once = 0;
+                }
+            free(ns), free(red), free(bc), free(seen), free(mx);
+        }
+        ok(bh == 0 && once && n_mu > 0,
+           "hsdp: each of %lld Muon matrices NS'd once in the job, reduced in 4 shard groups then over its column, "
+           "published over its column then broadcast in 4 shard groups (%lld NS ops)", (long long)n_mu,
+           (long long)ns_sets);
+        double nf = bf ? 0 : dm_program_internode_bytes(pf, NULL), nh = bh ? 0 : dm_program_internode_bytes(ph, NULL);
+        ok(bf == 0 && bh == 0 && nh > 0 && nh <= nf * 1.0001, "hsdp: bytes across nodes %.3f GB <= flat %.3f GB", nh / 1e9,
+           nf / 1e9);
+        dm_program_free(pf);
+        dm_program_free(ph);
+        o.strategy = SCHED_MUON_DDP;
+        ok(sched_build(m, &cl, 16, costs, &o, &ph, NULL, &err) == -1 && strstr(err.msg, "--strategy dmuon"),
+           "hsdp needs dmuon: %s", err.msg);
+        o.strategy = SCHED_DMUON;
+        o.hierarchical = 1;
+        ok(sched_build(m, &cl, 16, costs, &o, &ph, NULL, &err) == -1 && strstr(err.msg, "choose one"),
+           "hsdp and hierarchical refused together: %s", err.msg);
+        o.hierarchical = 0;
+        o.shard = 3;
+        ok(sched_build(m, &cl, 16, costs, &o, &ph, NULL, &err) == -1 && strstr(err.msg, "whole shard groups"),
+           "hsdp needs whole shard groups: %s", err.msg);
+        sched_opts_default(&o);
+        dm_err e2;
+        ok(sched_opts_parse(&o, "shard", "4", &e2) == 0 && o.hsdp == 1 && o.shard == 4, "--shard 4 sets hsdp");
+    }
+
     /* ---- --balance auto (sim/plan_best.h): the candidates simulated, the fastest kept */
     {
         dm_cluster a800;
