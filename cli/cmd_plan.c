@@ -230,7 +230,8 @@ int cmd_plan(int argc, char **argv)
             goto done;
         }
         FILE *f = dm_out_file(o);
-        fprintf(f, "# dmuon plan: %s, %d ranks, %s; costs: %s\n", model->name, prog->nranks, prog->options, rep.costs);
+        fprintf(f, "# dmuon plan: %s, %d rank%s, %s; costs: %s\n", model->name, prog->nranks, prog->nranks == 1 ? "" : "s",
+                prog->options, rep.costs);
         fprintf(f, "owner,ns_load_us,ns_ops\n");
         for (int w = 0; w < rep.nowners; w++) fprintf(f, "%d,%.3f,%d\n", w, rep.ns_load_us[w], rep.ns_ops[w]);
         if (dm_out_commit(o, &err)) {

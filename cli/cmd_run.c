@@ -265,8 +265,8 @@ static int run_one(run_ctx *x, real_step_row *mean)
     if (x->program_path && load_model(x, prog)) goto done;
     if (prog->tokens > 0 && x->program_path) ro.tokens = prog->tokens;
     const char *be = ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu";
-    say(g_rep, "# dmuon run: model %s, strategy %s (%s), %d ranks, backend %s\n", prog->model, prog->strategy,
-        prog->options, x->nranks, be);
+    say(g_rep, "# dmuon run: model %s, strategy %s (%s), %d rank%s, backend %s\n", prog->model, prog->strategy,
+        prog->options, x->nranks, x->nranks == 1 ? "" : "s", be);
     say(g_rep, "# program %016llx: %d ops on rank 0, %d collectives, %d groups; plan cluster %s\n",
         (unsigned long long)dm_program_hash(prog), prog->ranks[0].n_ops, prog->n_colls, prog->n_groups, prog->cluster);
     say(g_rep, "# %lld tokens per rank, %ld steps, seed %llu, Muon lr %g (NS %s), AdamW lr %g\n",

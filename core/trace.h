@@ -37,7 +37,7 @@ typedef struct dm_trace_event {
 } dm_trace_event;
 
 typedef struct dm_trace {
-    char source[32];   /* "sim", "real", ... */
+    char source[32];   /* "sim", "real-gpu", "real-cpu" (the executor's backend); "real" in older traces */
     char model[128], strategy[64], cluster[128];
     int nranks;
     int n, cap;

@@ -159,7 +159,7 @@ const dm_matrix *real_exec_matrices(const real_exec *ex); /* borrowed */
 /* Name of matrix id for messages, e.g. "layers.3.mlp.up_proj.weight" (static buffer). */
 const char *real_matrix_name(const real_exec *ex, int64_t id);
 
-/* The last step's ops as a trace (trace.h, source "real"): starts and durations measured on
+/* The last step's ops as a trace (trace.h, source "real-gpu" or "real-cpu"): starts and durations measured on
  * each rank from its step start (the ranks start a step together after a barrier); a
  * collective's traced start is the latest member's arrival, the same on every member, and
  * wait_us how long the op held its stream before that. Collective; on rank 0 *out receives

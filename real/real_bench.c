@@ -219,7 +219,8 @@ int real_bench_comm(const real_bench_opts *o, FILE *out, dm_err *err)
     }
     if (real_agree(b.comm, bad ? -1 : 0, err) < 0) goto done;
     if (rank == 0)
-        fprintf(out, "# dmuon bench comm: %d ranks, backend %s (%s), %ld warm-up + %ld timed calls per size\n", n,
+        fprintf(out, "# dmuon bench comm: %d rank%s, backend %s (%s), %ld warm-up + %ld timed calls per size\n", n,
+                n == 1 ? "" : "s",
                 b.gpu ? "gpu" : "cpu", b.gpu ? "NCCL, bf16" : "MPI, float", o->warmup, o->iters);
     double fit_x[N_KINDS][64], fit_y[N_KINDS][64];
     int nfit[N_KINDS] = {0};
@@ -266,6 +267,11 @@ int real_bench_comm(const real_bench_opts *o, FILE *out, dm_err *err)
             gsl_fit_linear(fit_x[ki], 1, fit_y[ki], 1, (size_t)nfit[ki], &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
             fprintf(out, "  %-14s %12.2f %14.2f %8d\n", dm_op_kind_name(kinds[ki]), c0, c1 > 0 ? 1e-3 / c1 : INFINITY,
                     nfit[ki]);
+            if (c0 < 0 || !(c1 > 0)) /* a line through noisy small sizes: not a latency a model can use */
+                fprintf(stderr, "dmuon bench comm: warning: the %s fit has a %s (%.2f us, %.3g us per byte): the times do "
+                        "not follow latency + bytes / bandwidth over these sizes (noise, or too few large sizes); "
+                        "use a wider --min-bytes/--max-bytes range or more --iters\n",
+                        dm_op_kind_name(kinds[ki]), c0 < 0 ? "negative latency" : "non-positive slope", c0, c1);
         }
         fprintf(out, "# %ld wrong elements in total\n", total_wrong);
         fflush(out);

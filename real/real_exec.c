@@ -336,7 +336,8 @@ int real_exec_trace(real_exec *ex, dm_trace **out, dm_err *err)
     if (ex->rank != 0) goto done;
     /* a collective starts when its last member arrives */
     double *cstart = dm_malloc((size_t)(p->n_colls ? p->n_colls : 1) * sizeof *cstart, err);
-    if (!cstart || !(t = dm_trace_new("real", p, err))) {
+    /* the source names the backend: a CPU run's times are no GPU's (compare says so) */
+    if (!cstart || !(t = dm_trace_new(ex->be && !strcmp(ex->be->name, "gpu") ? "real-gpu" : "real-cpu", p, err))) {
         free(cstart);
         bad = 1;
         goto done;

@@ -22,6 +22,11 @@ like "self comparison: op errors 0" "$out" "|error| median 0.0%, 90th percentile
 
 out=$($DMUON compare "$tmp/sim.json" "$tmp/real.csv" --csv "$tmp/cmp.csv" --plot "$tmp/plot" 2>&1)
 is "stretched trace: compare succeeds" "$?" 0
+unlike_cpu=$(printf '%s\n' "$out" | grep -c "CPU backend")
+is "a GPU (or older) trace: no CPU-backend warning" "$unlike_cpu" 0
+sed '1s/source=real/source=real-cpu/' "$tmp/real.csv" >"$tmp/real-cpu.csv"
+like "a CPU backend's trace against a GPU cluster's prediction: warned" \
+    "$($DMUON compare "$tmp/sim.json" "$tmp/real-cpu.csv" 2>&1)" "the executor's CPU backend's: its times are a CPU's"
 step=$(awk -F, '$1 == "phase" && $2 == "step" { printf "%.1f", $5 }' "$tmp/cmp.csv")
 is "stretched trace: step error -9.1% (1/1.1 - 1)" "$step" "-9.1"
 fwd=$(awk -F, '$1 == "phase" && $2 == "forward" { printf "%.1f", $5 }' "$tmp/cmp.csv")

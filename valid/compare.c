@@ -130,11 +130,14 @@ static void pct(char *buf, size_t size, double e)
 void cmp_print(FILE *f, const dm_trace *sim, const dm_trace *real, const cmp_result *r)
 {
     fprintf(f, "# dmuon compare\n");
-    fprintf(f, "  predicted   %s: %s %s on %s, %d ranks, %d ops\n", sim->source, sim->model, sim->strategy, sim->cluster,
-            sim->nranks, sim->n);
-    fprintf(f, "  measured    %s: %s %s on %s, %d ranks, %d ops\n", real->source, real->model, real->strategy,
-            real->cluster, real->nranks, real->n);
+    fprintf(f, "  predicted   %s: %s %s on %s, %d rank%s, %d ops\n", sim->source, sim->model, sim->strategy,
+            sim->cluster, sim->nranks, sim->nranks == 1 ? "" : "s", sim->n);
+    fprintf(f, "  measured    %s: %s %s on %s, %d rank%s, %d ops\n", real->source, real->model, real->strategy,
+            real->cluster, real->nranks, real->nranks == 1 ? "" : "s", real->n);
     if (r->metadata_differs) fprintf(f, "  warning     the traces are of different programs (model, strategy or ranks)\n");
+    if (!strcmp(real->source, "real-cpu"))
+        fprintf(f, "  warning     the measured trace is the executor's CPU backend's: its times are a CPU's, not the\n"
+                   "              GPUs of cluster %s the prediction is for\n", sim->cluster);
     fprintf(f, "  critical    rank %d predicted, rank %d measured\n\n", r->sim.rank, r->real.rank);
     fprintf(f, "# %-14s %14s %14s %9s\n", "phase", "predicted_ms", "measured_ms", "error");
     for (int p = 0; p < DM_PHASE__COMPARED; p++) {
