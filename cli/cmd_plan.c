@@ -196,6 +196,14 @@ int cmd_plan(int argc, char **argv)
         opt_usage_error("plan", "--model and --gpus are required");
         return 2;
     }
+    if (json && csv_path && !strcmp(csv_path, "-")) { /* stdout holds the one JSON document */
+        opt_usage_error("plan", "--csv - and --json both write to stdout: give --csv a file");
+        return 2;
+    }
+    if ((out_path && strcmp(out_path, "-") && dm_out_check(out_path, &err)) || dm_out_check(csv_path, &err)) {
+        fprintf(stderr, "dmuon plan: %s\n", err.msg);
+        return 1;
+    }
     inputs in;
     dm_program *prog = NULL;
     sched_report rep;

@@ -75,9 +75,9 @@ static void usage(FILE *f)
         "it and checks its hash, then K steps of the proxy workload (per weight: forward GEMM,\n"
         "least-squares loss, backward GEMMs; Muon on owners, AdamW for the rest). One rank runs\n"
         "without mpirun too.\n\n"
-        "  --model M          model name or file (required without --program; with it, checked\n"
+        "  -m, --model M      model name or file (required without --program; with it, checked\n"
         "                     against the program's model, which is otherwise found by name)\n"
-        "  --cluster C        cluster preset or file for the plan (default " DM_CLUSTER_DEFAULT ")\n"
+        "  -c, --cluster C    cluster preset or file for the plan (default " DM_CLUSTER_DEFAULT ")\n"
         "  --calibration F    a calibration file (dmuon calibrate) applied to the cluster\n"
         "  --costs FILE       kernel cost table for the plan (default: the committed tables)\n"
         "  --program FILE     run this saved program instead of planning\n"
@@ -267,8 +267,9 @@ static int run_one(run_ctx *x, real_step_row *mean)
     const char *be = ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu";
     say(g_rep, "# dmuon run: model %s, strategy %s (%s), %d rank%s, backend %s\n", prog->model, prog->strategy,
         prog->options, x->nranks, x->nranks == 1 ? "" : "s", be);
-    say(g_rep, "# program %016llx: %d ops on rank 0, %d collectives, %d groups; plan cluster %s\n",
-        (unsigned long long)dm_program_hash(prog), prog->ranks[0].n_ops, prog->n_colls, prog->n_groups, prog->cluster);
+    say(g_rep, "# program %016llx: %d ops on rank 0, %d collectives, %d group%s; plan cluster %s\n",
+        (unsigned long long)dm_program_hash(prog), prog->ranks[0].n_ops, prog->n_colls, prog->n_groups,
+        prog->n_groups == 1 ? "" : "s", prog->cluster);
     say(g_rep, "# %lld tokens per rank, %ld steps, seed %llu, Muon lr %g (NS %s), AdamW lr %g\n",
         (long long)ro.tokens, x->steps, (unsigned long long)ro.seed, ro.muon.lr, x->coeff_spec, ro.adamw.lr);
     if (g_json) {
@@ -289,7 +290,9 @@ static int run_one(run_ctx *x, real_step_row *mean)
         goto done;
     }
     say(g_rep, "# %s\n", real_exec_info(rc.ex));
-    fail = g_rank == 0 && x->csv_path && !(rc.csv = dm_out_open(x->csv_path, &err));
+    /* the outputs written at the end (trace, weights) checked now, before the steps */
+    fail = g_rank == 0 && ((x->csv_path && !(rc.csv = dm_out_open(x->csv_path, &err))) ||
+                           dm_out_check(x->trace_path, &err) || dm_out_check(x->save_weights, &err));
     MPI_Bcast(&fail, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (fail) {
         say(stderr, "dmuon run: %s\n", err.msg);

@@ -92,9 +92,9 @@ static void sim_help(void)
            "       dmuon sim --program FILE [--cluster C] [--costs FILE] [--calibration FILE] [options]\n"
            "Plan one training step (the scheduler) and simulate it on a modeled cluster: resolved\n"
            "configuration, step time and its parts, per-rank NS load, the critical path.\n\n"
-           "  --model M             model name or file (see 'dmuon models'); required\n"
-           "  --gpus N              ranks (GPUs), 1 .. 65536; required\n"
-           "  --cluster C           preset (a100, a800, h100, h200, h200x2, b200) or cluster file\n"
+           "  -m, --model M         model name or file (see 'dmuon models'); required\n"
+           "  -g, --gpus N          ranks (GPUs), 1 .. 65536; required\n"
+           "  -c, --cluster C       preset (a100, a800, h100, h200, h200x2, b200) or cluster file\n"
            "                        (default " DM_CLUSTER_DEFAULT "; core/cluster.h: any GPU, any fabric)\n"
            "  --costs FILE          kernel cost table (default: the calibration's, else traces/costs/h200.csv,\n"
            "                        else roofline)\n"
@@ -105,7 +105,8 @@ static void sim_help(void)
            "                        the cluster defaults to the program's; the program fixes the model,\n"
            "                        the GPU count and the plan, so --model, --gpus and the plan options\n"
            "                        are refused beside it\n"
-           "  --trace FILE          write the Chrome trace JSON (Perfetto opens it)\n"
+           "  --trace FILE          write the trace: Chrome JSON (Perfetto opens it), or dmuon-trace-1\n"
+           "                        CSV when FILE ends in .csv (as dmuon run --trace)\n"
            "  --csv FILE            write the same trace rows as CSV\n"
            "  --quiet               only the step time line\n"
            "  --json                the results as one JSON object (times in microseconds)\n"
@@ -154,6 +155,13 @@ int cmd_sim(int argc, char **argv)
         }
     }
     if (opt_no_operands("sim", argc, argv)) return 2;
+    { /* the output paths before the work (a long simulation must not end in a refused path) */
+        dm_err e;
+        if (dm_out_check(trace, &e) || dm_out_check(csv, &e)) {
+            fprintf(stderr, "dmuon sim: %s\n", e.msg);
+            return 1;
+        }
+    }
     if (program && fixed) {
         opt_usage_error("sim", "--%s: the program fixes the model, the GPU count and the plan; not allowed with --program",
                         fixed);
@@ -230,7 +238,7 @@ int cmd_sim(int argc, char **argv)
         sim_print_report(stdout, p, r);
         sim_print_speed(stdout, r, plan_s);
     }
-    if ((trace && dm_trace_write_json(r->trace, trace, &err)) || (csv && dm_trace_write_csv(r->trace, csv, &err))) {
+    if ((trace && dm_trace_write(r->trace, trace, &err)) || (csv && dm_trace_write_csv(r->trace, csv, &err))) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
         goto out;
     }

@@ -20,6 +20,8 @@ typedef struct {
 /* `dmuon plan`'s short options (cli/cmd_plan.c: -m -g -c -o), for the commands that share those
  * options but parse long names only: sim takes the first three (it has no --out), scale all. */
 static const opt_short plan_shorts[] = {{'m', "model"}, {'g', "gpus"}, {'c', "cluster"}, {'o', "out"}};
+/* run has no --gpus (mpirun's ranks) and no --out */
+static const opt_short run_shorts[] = {{'m', "model"}, {'c', "cluster"}};
 
 /* Subcommands whose module is not built in this tree answer with this. Each real module
  * provides a strong definition that replaces the weak one at link time. */
@@ -47,7 +49,7 @@ static const subcommand commands[] = {
     {"sim", cmd_sim, "simulate one training step on a modeled cluster", plan_shorts, 3},
     {"scale", cmd_scale, "what-if scaling study over GPU counts and strategies", plan_shorts, 4},
     {"bench", cmd_bench, "measure kernel costs (bench kernels) or collectives (bench comm)", NULL, 0},
-    {"run", cmd_run, "run the step program for real (MPI + NCCL + CUDA, or --backend cpu)", NULL, 0},
+    {"run", cmd_run, "run the step program for real (MPI + NCCL + CUDA, or --backend cpu)", run_shorts, 2},
     {"compare", cmd_compare, "compare a simulated trace with a measured one", NULL, 0},
     {"calibrate", cmd_calibrate, "fit the cost model's inputs from measurements (calibration file)", NULL, 0},
     {"validate", cmd_validate, "run executor and simulator on the same plans and compare them", NULL, 0},

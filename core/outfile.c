@@ -374,3 +374,26 @@ void dm_out_abort(dm_out *o)
     if (o->tmp && (o->mode == OUT_TEMP || o->mode == OUT_RESERVED)) untrack(o, 1);
     out_free(o);
 }
+
+/* ---- before the work ------------------------------------------------------------------------ */
+
+int dm_out_check(const char *path, dm_err *err)
+{
+    if (!path || !strcmp(path, "-")) return 0;
+    if (!*path) return dm_err_set(err, "an empty output file name");
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
+        return dm_err_set(err, "%s: not a regular file (%s); refusing to replace it", path, kind_name(st.st_mode));
+    if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) return 0;
+    const char *slash = strrchr(path, '/');
+    char *dir = dm_strdup(slash ? path : ".", err);
+    if (!dir) return -1;
+    if (slash) dir[slash == path ? 1 : slash - path] = 0;
+    int rc = 0;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        rc = dm_err_set(err, "%s: cannot be written: the folder %s does not exist", path, dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+        rc = dm_err_set(err, "%s: cannot be written: the folder %s: %s", path, dir, strerror(errno));
+    free(dir);
+    return rc;
+}

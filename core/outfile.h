@@ -45,4 +45,10 @@ dm_out *dm_out_reserve(const char *path, dm_err *err);
  * "-" for stdout). Borrowed, valid until commit or abort. */
 const char *dm_out_path(const dm_out *o);
 
+/* Before long work: would dm_out_open(path) succeed as far as can be told now? 0 for "-", a
+ * regular file or its absence in a writable folder, a device or FIFO; -1 with "PATH: ..." for a
+ * folder (or another refused kind) at PATH, a missing folder, a folder we may not write. The
+ * open itself still checks everything (this creates nothing). */
+int dm_out_check(const char *path, dm_err *err);
+
 #endif

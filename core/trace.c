@@ -500,3 +500,9 @@ int dm_trace_read(const char *path, dm_trace **out, dm_err *err)
     *out = t;
     return 0;
 }
+
+int dm_trace_write(dm_trace *t, const char *path, dm_err *err)
+{
+    size_t L = strlen(path);
+    return L > 4 && !strcmp(path + L - 4, ".csv") ? dm_trace_write_csv(t, path, err) : dm_trace_write_json(t, path, err);
+}

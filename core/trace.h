@@ -56,6 +56,9 @@ void dm_trace_sort(dm_trace *t);
 /* Write (sorted first) atomically; path "-" is stdout. */
 int dm_trace_write_json(dm_trace *t, const char *path, dm_err *err);
 int dm_trace_write_csv(dm_trace *t, const char *path, dm_err *err);
+/* The one meaning of every command's --trace FILE: CSV (dmuon-trace-1) when FILE ends in
+ * ".csv", else Chrome JSON. */
+int dm_trace_write(dm_trace *t, const char *path, dm_err *err);
 
 /* Read either format (told apart by the first non-blank character: '{' is JSON). Errors name
  * FILE:LINE:COL. Refused besides malformed rows: a CSV line over 4096 bytes or a file over 1 GiB,

@@ -382,10 +382,7 @@ int real_exec_write_trace(real_exec *ex, const char *path, dm_err *err)
 {
     dm_trace *t = NULL;
     int rc = real_exec_trace(ex, &t, err);
-    if (rc == 0 && t) {
-        size_t L = strlen(path);
-        rc = L > 4 && !strcmp(path + L - 4, ".csv") ? dm_trace_write_csv(t, path, err) : dm_trace_write_json(t, path, err);
-    }
+    if (rc == 0 && t) rc = dm_trace_write(t, path, err);
     dm_trace_free(t);
     int bad = rc < 0;
     MPI_Bcast(&bad, 1, MPI_INT, 0, ex->comm);

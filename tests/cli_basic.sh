@@ -101,5 +101,26 @@ is "--calibration NAME that is nowhere: exit 1" "$(status_of $DMUON sim -m qwen2
 $DMUON sim -m qwen2.5-0.5b -g 1 --csv "$tmp/one.csv" --quiet >/dev/null 2>&1
 $DMUON compare "$tmp/one.csv" "$tmp/one.csv" --plot "$tmp/one" >/dev/null 2>&1
 like "compare's plot title: 1 rank" "$(cat "$tmp/one/compare.gp")" "dmuon, 1 rank'"
+
+# --trace has one meaning (FILE.csv: the CSV trace, else Chrome JSON); outputs checked before the work
+$DMUON sim -m qwen2.5-0.5b -g 2 --trace "$tmp/t.csv" --quiet >/dev/null 2>&1
+like "sim --trace FILE.csv writes the CSV trace" "$(head -1 "$tmp/t.csv")" "# dmuon-trace-1 source=sim"
+out=$($DMUON sim -m qwen2.5-0.5b -g 2 --trace "$tmp/none/t.json" 2>&1)
+is "sim --trace into a missing folder: exit 1" "$?" 1
+like "sim --trace into a missing folder: said before the work, no report" "$out" "the folder $tmp/none does not exist"
+is "sim --trace into a missing folder: no report printed" "$(printf '%s\n' "$out" | grep -c 'step time')" 0
+out=$($DMUON plan -m qwen2.5-0.5b -g 2 --csv - --json 2>&1)
+is "plan --csv - --json: usage error (both on stdout)" "$?" 2
+like "plan --csv - --json: says why" "$out" "both write to stdout"
+out=$($DMUON plan -m qwen2.5-0.5b -g 2 -o "$tmp" 2>&1)
+is "plan -o FOLDER: exit 1" "$?" 1
+like "plan -o FOLDER: refused before planning" "$out" "not a regular file (a folder)"
+if $DMUON --help | grep -q '^  run '; then
+    out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 \
+        $DMUON run --backend cpu -m qwen2.5-0.5b --tokens 8 --steps 1 --trace "$tmp/none/t.csv" 2>&1)
+    is "run --trace into a missing folder: exit 1" "$?" 1
+    like "run --trace into a missing folder: said before the steps" "$out" "the folder $tmp/none does not exist"
+    is "run: '1 rank', '1 group' (no plural s)" "$(printf '%s\n' "$out" | grep -c '1 ranks\|1 groups')" 0
+fi
 rm -rf "$tmp"
 tap_end
