@@ -63,6 +63,7 @@ static void write_op(FILE *f, const dm_op *o)
         fputc(']', f);
     }
     if (o->work >= 0) fprintf(f, ",\"work\":%d", o->work);
+    if (o->parts > 1) fprintf(f, ",\"part\":%d,\"parts\":%d", o->part, o->parts);
     fputc('}', f);
 }
 
@@ -512,6 +513,10 @@ static int op_field(rd *r, const char *key, void *vctx)
         else if (key[0] == 'g') c->op.group = (int)v;
         else if (key[0] == 'r') c->op.root = (int)v;
         else c->op.batch = (int)v;
+    } else if (!strcmp(key, "part") || !strcmp(key, "parts")) {
+        if (rd_int(r, 0, 1 << 20, key, &v)) return -1;
+        if (!strcmp(key, "part")) c->op.part = (int)v;
+        else c->op.parts = (int)v;
     } else if (!strcmp(key, "m") || !strcmp(key, "n")) {
         if (rd_int(r, 0, INT64_MAX, key, &v)) return -1;
         if (key[0] == 'm') c->op.m = v;
@@ -1100,6 +1105,13 @@ int dm_program_validate(const dm_program *p, dm_err *err)
                            needs_root ? "is not a member of the group" : "given to a rootless collective");
                 goto done;
             }
+            if (o->parts > 1 ? !needs_root || o->part < 0 || o->part >= o->parts : o->part != 0) {
+                dm_err_set(err, "program: rank %d op %d (%s): part %d of %d: %s", r, i, dm_op_kind_name(o->kind),
+                           o->part, o->parts,
+                           o->parts > 1 && !needs_root ? "only a broadcast or a reduce moves a part"
+                                                       : "expected part in [0, parts) with parts > 1");
+                goto done;
+            }
             coll_info *c = &ci[o->coll];
             int pos = cnt[o->group]++;
             if (c->last_rank == r) {
@@ -1116,11 +1128,17 @@ int dm_program_validate(const dm_program *p, dm_err *err)
             }
             const dm_op *f = &p->ranks[c->first_rank].ops[c->first_op];
             if (f->kind != o->kind || f->group != o->group || f->root != o->root || f->bytes != o->bytes ||
-                f->payload != o->payload) {
-                dm_err_set(err, "program: rank %d op %d: collective %d is %s (group %d, root %d, %.0f bytes, %s) but "
-                           "%s (group %d, root %d, %.0f bytes, %s) on rank %d", r, i, o->coll, dm_op_kind_name(o->kind),
-                           o->group, o->root, o->bytes, dm_payload_name(o->payload), dm_op_kind_name(f->kind), f->group,
-                           f->root, f->bytes, dm_payload_name(f->payload), c->first_rank);
+                f->payload != o->payload || f->part != o->part || f->parts != o->parts) {
+                char po[40] = "", pf[40] = ""; /* parts only where one side has them */
+                if (o->parts > 1 || f->parts > 1) {
+                    snprintf(po, sizeof po, ", part %d of %d", o->part, o->parts);
+                    snprintf(pf, sizeof pf, ", part %d of %d", f->part, f->parts);
+                }
+                dm_err_set(err, "program: rank %d op %d: collective %d is %s (group %d, root %d, %.0f bytes, %s%s) but "
+                           "%s (group %d, root %d, %.0f bytes, %s%s) on rank %d", r, i, o->coll,
+                           dm_op_kind_name(o->kind), o->group, o->root, o->bytes, dm_payload_name(o->payload), po,
+                           dm_op_kind_name(f->kind), f->group, f->root, f->bytes, dm_payload_name(f->payload), pf,
+                           c->first_rank);
                 goto done;
             }
             if (c->pos != pos) {

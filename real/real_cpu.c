@@ -491,6 +491,14 @@ static int64_t flat_total(real_exec *ex, const dm_op *op)
     return t;
 }
 
+/* The flat range an op moves: a part (program.h) or the whole of its params. */
+static void op_span(real_exec *ex, const dm_op *op, int64_t *lo, int64_t *hi)
+{
+    int64_t total = flat_total(ex, op);
+    *lo = 0, *hi = total;
+    if (op->parts > 1) real_flat_shard(total, op->parts, op->part, lo, hi);
+}
+
 static void extend_gr(rparam *q, int64_t lo, int64_t hi)
 {
     if (q->gr_hi <= q->gr_lo) q->gr_lo = lo, q->gr_hi = hi;
@@ -568,11 +576,12 @@ static int post_coll(real_exec *ex, int i, dm_err *err)
     const dm_coll *k = dm_coll_of(op->kind);
     int n = ex->prog->groups[op->group].n, me = ex->gidx[op->group];
     int root = op->root >= 0 ? real_group_index(ex->prog, op->group, op->root) : -1;
-    int64_t total = flat_total(ex, op);
-    /* the collective's size in elements: the flat buffer, padded to n shards where it splits;
-     * an all-gather's slots are the facts' (every member's largest contribution) */
+    int64_t total = flat_total(ex, op), plo, phi;
+    op_span(ex, op, &plo, &phi);
+    /* the collective's size in elements: the flat buffer (a part's range), padded to n shards
+     * where it splits; an all-gather's slots are the facts' (every member's largest contribution) */
     int64_t size = op->kind == DM_OP_ALLGATHER ? ex->facts.ag_slot[op->coll] * n
-                   : op->kind == DM_OP_REDUCESCATTER ? (total + n - 1) / n * n : total;
+                   : op->kind == DM_OP_REDUCESCATTER ? (total + n - 1) / n * n : phi - plo;
     if (size * n > INT_MAX)
         return dm_err_set(err, "rank %d op %d: collective of %lld elements is too large for the CPU backend", ex->rank,
                           i, (long long)total);
@@ -591,7 +600,8 @@ static int post_coll(real_exec *ex, int i, dm_err *err)
                               "gradient it should contribute", ex->rank, i, op->coll);
         }
     } else if (op->kind != DM_OP_BROADCAST || me == root) {
-        flat_copy(ex, op, 0, total, pd->send, op->payload == DM_PAYLOAD_WEIGHTS ? FROM_W : FROM_G, ex->rank);
+        flat_copy(ex, op, plo, op->kind == DM_OP_REDUCESCATTER ? total : phi, pd->send,
+                  op->payload == DM_PAYLOAD_WEIGHTS ? FROM_W : FROM_G, ex->rank);
     }
     int rc = k->mpi_exact(pd->send, pd->recv, (size_t)size, root, &c->gcomm[op->group], &pd->req);
     if (rc != MPI_SUCCESS) {
@@ -610,15 +620,19 @@ static void finish_coll(real_exec *ex, pending *pd)
     const dm_group *g = &ex->prog->groups[op->group];
     int n = g->n, me = ex->gidx[op->group];
     int root = op->root >= 0 ? real_group_index(ex->prog, op->group, op->root) : -1;
-    int64_t total = flat_total(ex, op), s = (total + n - 1) / n;
+    int64_t total = flat_total(ex, op), s = (total + n - 1) / n, plo, phi;
+    op_span(ex, op, &plo, &phi);
+    int64_t span = phi - plo;
     switch (dm_coll_of(op->kind)->exact) {
     case DM_COLL_EXACT_GATHER:
         if (me != root) break;
         /* fall through */
     case DM_COLL_EXACT_ALLGATHER:
         for (int j = 1; j < n; j++)
-            for (int64_t e = 0; e < total; e++) pd->recv[e] += pd->recv[j * total + e];
-        flat_copy(ex, op, 0, total, pd->recv, TO_G, ex->rank);
+            for (int64_t e = 0; e < span; e++) pd->recv[e] += pd->recv[j * span + e];
+        flat_copy(ex, op, plo, phi, pd->recv, TO_G, ex->rank);
+        if (op->parts > 1) /* a part summed across the replicas: the update that follows is whole */
+            for (int a = 0; a < op->n_params; a++) C(ex)->p[op->params[a]].rs_lo = C(ex)->p[op->params[a]].rs_hi = 0;
         break;
     case DM_COLL_EXACT_ALLTOALL: {
         for (int j = 1; j < n; j++)
@@ -629,7 +643,7 @@ static void finish_coll(real_exec *ex, pending *pd)
     }
     case DM_COLL_EXACT_NATIVE:
         if (op->kind == DM_OP_BROADCAST) {
-            if (me != root) flat_copy(ex, op, 0, total, pd->send, TO_W, op->root);
+            if (me != root) flat_copy(ex, op, plo, phi, pd->send, TO_W, op->root);
         } else { /* all-gather */
             int64_t slot = ex->facts.ag_slot[op->coll];
             for (int j = 0; j < n; j++)

@@ -976,22 +976,32 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     switch (op->kind) {
     case DM_OP_ALLREDUCE:
     case DM_OP_REDUCE: {
-        bf16 *b = contig ? q0->G : buf;
-        if (!contig) OK(flat_move(ex, op, 0, 0, total, buf, 1, s, err));
-        NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)total, DM_DT_BF16, root, c, s));
-        if (!contig && (op->kind == DM_OP_ALLREDUCE || me == root)) OK(flat_move(ex, op, 0, 0, total, buf, 0, s, err));
-        if (op->kind == DM_OP_ALLREDUCE || me == root)
+        int64_t lo = 0, hi = total; /* a part (program.h): only that flat range */
+        if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &lo, &hi);
+        bf16 *b = contig ? q0->G + lo : buf;
+        if (!contig) OK(flat_move(ex, op, 0, lo, hi, buf, 1, s, err));
+        NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(hi - lo), DM_DT_BF16, root, c, s));
+        if (!contig && (op->kind == DM_OP_ALLREDUCE || me == root)) OK(flat_move(ex, op, 0, lo, hi, buf, 0, s, err));
+        if (op->kind == DM_OP_ALLREDUCE || me == root) {
+            int64_t base = 0;
             for (int a = 0; a < op->n_params; a++) {
                 gparam *q = &g->p[op->params[a]];
-                q->gr_lo = 0, q->gr_hi = q->size;
+                int64_t x = lo > base ? lo : base, y = hi < base + q->size ? hi : base + q->size;
+                if (op->parts <= 1) q->gr_lo = 0, q->gr_hi = q->size;
+                else if (x < y) extend(&q->gr_lo, &q->gr_hi, x - base, y - base);
+                if (op->parts > 1) q->rs_lo = q->rs_hi = 0; /* summed across the replicas: a whole update */
+                base += q->size;
             }
+        }
         break;
     }
     case DM_OP_BROADCAST: {
-        bf16 *b = contig ? q0->Wb : buf;
-        if (!contig && me == root) OK(flat_move(ex, op, 1, 0, total, buf, 1, s, err));
-        NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)total, DM_DT_BF16, root, c, s));
-        if (!contig && me != root) OK(flat_move(ex, op, 1, 0, total, buf, 0, s, err));
+        int64_t lo = 0, hi = total;
+        if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &lo, &hi);
+        bf16 *b = contig ? q0->Wb + lo : buf;
+        if (!contig && me == root) OK(flat_move(ex, op, 1, lo, hi, buf, 1, s, err));
+        NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(hi - lo), DM_DT_BF16, root, c, s));
+        if (!contig && me != root) OK(flat_move(ex, op, 1, lo, hi, buf, 0, s, err));
         break;
     }
     case DM_OP_REDUCESCATTER: {

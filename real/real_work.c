@@ -78,6 +78,7 @@ static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts
         for (int a = 0; a < op->n_params; a++) total += mx[op->params[a]].rows * mx[op->params[a]].cols;
         int64_t base = 0, slo = 0, shi = 0;
         if (op->kind == DM_OP_REDUCESCATTER) real_flat_shard(total, p->groups[op->group].n, k, &slo, &shi);
+        if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &slo, &shi); /* a part (program.h) */
         for (int a = 0; a < op->n_params; a++) {
             int64_t q = op->params[a], sz = mx[q].rows * mx[q].cols;
             switch (op->kind) {
@@ -85,7 +86,13 @@ static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts
                 if (p->nranks == 1) red[q] = rr_make(0, sz);
                 break;
             case DM_OP_REDUCE:
-                if (op->root == r) red[q] = rr_make(0, sz);
+                if (op->root == r && op->parts > 1) { /* a part: that range, summed everywhere; a whole update */
+                    int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
+                    if (lo < hi) red[q] = rr_make(lo - base, hi - base);
+                    rs[q] = rr_make(0, 0);
+                } else if (op->root == r) {
+                    red[q] = rr_make(0, sz);
+                }
                 break;
             case DM_OP_ALLREDUCE: red[q] = rr_make(0, sz); break;
             case DM_OP_REDUCESCATTER: {

@@ -43,12 +43,13 @@ typedef struct coll_desc {
     double bytes;
     int layer;          /* op's layer (-1: several) */
     size_t p_first, p_n;/* params in the pool */
-    /* HSDP: 1 for an owner's publish of its updated weights to its column (emitted in the forward
-     * fetch only, never re-fetched); 2 for a collective whose members each wait on their own op
-     * of the closest preceding 1 (fetches: the shard broadcast after the publish) or of the
-     * closest preceding shard reduce (gradients: the column reduce after them) */
-    int hsdp_role;
-    int hs_owner;       /* role 2 fetches: the pair's owner (its own shard group needs no publish) */
+    /* HSDP's ordering (hsdp_pair): hs_wait 1: the root waits on its own last op that recorded
+     * (b->hs_ids), unless it is hs_owner; 2: every member does; hs_record: each member's op id
+     * goes into b->hs_ids; hs_skip_back: not in the Z3 re-fetch (cross-node: the shard groups
+     * still hold what it brought) */
+    int hs_wait, hs_record, hs_skip_back;
+    int hs_owner;
+    int part, parts;    /* the op's flat part (program.h); parts 0: all */
     dm_dtype dtype;     /* what the collective moves (the program's dtype) */
 } coll_desc;
 
@@ -129,8 +130,9 @@ static int add_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root, doubl
     d->bytes = bytes;
     d->layer = layer;
     d->p_n = n;
-    d->hsdp_role = 0;
+    d->hs_wait = d->hs_record = d->hs_skip_back = 0;
     d->hs_owner = -1;
+    d->part = d->parts = 0;
     d->dtype = b->o->dtype;
     return push_params(b, ids, n, &d->p_first);
 }
@@ -217,6 +219,7 @@ static int setup(bctx *b)
         b->hs_ids = dm_malloc((size_t)b->nranks * sizeof *b->hs_ids, err);
         b->hs_dep = dm_malloc((size_t)b->nranks * sizeof *b->hs_dep, err);
         if (!b->shard_group || !b->col_group || !b->hs_ids || !b->hs_dep) rc = -1;
+        for (int r = 0; rc == 0 && r < b->nranks; r++) b->hs_ids[r] = -1;
         for (int k = 0; rc == 0 && k < b->R; k++) {
             for (int i = 0; i < b->S; i++) rk[i] = k * b->S + i;
             if ((b->shard_group[k] = dm_program_group(b->p, rk, b->S, err)) < 0) rc = -1;
@@ -603,37 +606,69 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
     return 0;
 }
 
-/* HSDP's collectives of one (layer, owner o) pair, in three passes over a layer's owners, so
- * that the collectives of different columns (disjoint ranks, their own NICs) run side by side.
- * Pass 0: o publishes its updated weights to its column (the previous step's update: it leads
- * this step's fetch and overlaps the forward as the flat plan's broadcast does). In the
- * program's dtype, as both executors move weights (their fp32 masters live on the owners
- * only); DMuon publishes the fp32 master, twice these bytes. Pass 1: in every
- * shard group the column's member broadcasts it (after its publishes of the layer), and the
- * gradient is reduced in every shard group to the column's member. Pass 2: reduced across the
- * column to o (after the layer's shard reduces). One replica group (R = 1): the flat plan
- * inside the one shard group. */
-static int hsdp_pair(bctx *b, int pass, int o, double bytes, int l, const int64_t *ids, size_t n)
+/* Elements [lo, hi) of flat part k of n over T elements (the reduce-scatter layout, program.h). */
+static void flat_part(double T, int n, int k, double *lo, double *hi)
 {
-    int col = o % b->S;
-    if (pass == 0 && b->R > 1) {
-        if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->col_group[col], o, bytes, l, ids, n)) return -1;
-        AT(b->fetch, coll_desc, b->fetch.n - 1).hsdp_role = 1;
+    double s = ceil(T / n);
+    *lo = fmin(T, k * s);
+    *hi = fmin(T, (k + 1) * s);
+}
+
+/* HSDP's collectives of one (layer, owner o) pair with R > 1 replicas, built in passes over a
+ * layer's owners so that a pass's collectives of different owners and columns (disjoint ranks,
+ * their own NICs) run side by side. The cross-node stage is split by flat part over the shard
+ * group's S columns, so every GPU's NIC carries 1/S of each pair, as the flat plan's rings use
+ * every NIC. Fetch (the previous step's update, ahead of this step's forward, as the flat
+ * plan's broadcast): pass 0, o broadcasts the weights in its shard group; pass 1, each column j
+ * broadcasts part j from o's shard group to the other replicas (the publish); pass 2, in every
+ * other shard group each member broadcasts the part it received. Gradients: pass 1, a
+ * reduce-scatter in every shard group (member j: part j summed over the group); pass 2, each
+ * column j reduces part j to o's shard group; pass 3, an all-gather of those parts in o's
+ * shard group brings o the whole reduced gradient. */
+static int hsdp_pair(bctx *b, int pass, int o, double elems, int l, const int64_t *ids, size_t n)
+{
+    int S = b->S, ro = o / b->S;
+    double bytes = elems * b->elt;
+    coll_desc *d;
+#define HS_LAST(v) (&AT(v, coll_desc, (v).n - 1))
+    if (pass == 0) {
+        if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->shard_group[ro], o, bytes, l, ids, n)) return -1;
+        HS_LAST(b->fetch)->hs_record = 1;
     }
-    if (pass == 1) {
-        for (int k = 0; k < b->R; k++) {
-            if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->shard_group[k], k * b->S + col, bytes, l, ids, n))
+    for (int j = 0; j < S && (pass == 1 || pass == 2); j++) {
+        double lo, hi;
+        flat_part(elems, S, j, &lo, &hi);
+        if (hi <= lo) continue; /* fewer elements than columns */
+        if (pass == 1) {
+            if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n))
                 return -1;
-            coll_desc *d = &AT(b->fetch, coll_desc, b->fetch.n - 1);
-            if (b->R > 1) d->hsdp_role = 2, d->hs_owner = o;
+            d = HS_LAST(b->fetch);
+            d->hs_wait = 1, d->hs_owner = o, d->hs_record = 1, d->hs_skip_back = 1, d->part = j, d->parts = S;
+            if (add_desc(b, &b->grad, DM_OP_REDUCE, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n))
+                return -1;
+            d = HS_LAST(b->grad);
+            d->hs_wait = 2, d->hs_record = 1, d->part = j, d->parts = S;
+        } else {
+            for (int k = 0; k < b->R; k++) {
+                if (k == ro) continue;
+                if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->shard_group[k], k * S + j, (hi - lo) * b->elt, l, ids,
+                             n))
+                    return -1;
+                d = HS_LAST(b->fetch);
+                d->hs_wait = 1, d->part = j, d->parts = S;
+            }
         }
-        for (int k = 0; k < b->R; k++)
-            if (add_desc(b, &b->grad, DM_OP_REDUCE, b->shard_group[k], k * b->S + col, bytes, l, ids, n)) return -1;
     }
-    if (pass == 2 && b->R > 1) {
-        if (add_desc(b, &b->grad, DM_OP_REDUCE, b->col_group[col], o, bytes, l, ids, n)) return -1;
-        AT(b->grad, coll_desc, b->grad.n - 1).hsdp_role = 2;
+    if (pass == 0) /* the gradients' first stage, in every shard group */
+        for (int k = 0; k < b->R; k++) {
+            if (add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->shard_group[k], -1, bytes, l, ids, n)) return -1;
+            HS_LAST(b->grad)->hs_record = 1;
+        }
+    if (pass == 3) {
+        if (add_desc(b, &b->grad, DM_OP_ALLGATHER, b->shard_group[ro], -1, bytes, l, ids, n)) return -1;
+        HS_LAST(b->grad)->hs_wait = 2;
     }
+#undef HS_LAST
     return 0;
 }
 
@@ -681,18 +716,18 @@ static int describe_dmuon(bctx *b, int64_t *ids)
     for (int i = 0; i < pr.n_items; i++) own[pr.items[i].id] = a.owner[i];
     for (int l = 0; l < b->nlayers; l++) {
         size_t f0 = b->fetch.n, g0 = b->grad.n;
-        for (int pass = 0; pass < (b->hsdp ? 3 : 1); pass++)
+        for (int pass = 0; pass < (b->hsdp && b->R > 1 ? 4 : 1); pass++)
             for (int o = 0; o < b->nowners; o++) {
                 size_t n = 0;
                 for (int64_t i = b->lay_first[l]; i < b->lay_first[l] + b->lay_n[l]; i++)
                     if (own[i] == o) ids[n++] = b->mats[i].id;
                 if (!n) continue;
                 double bytes = ids_elems(b, ids, n) * b->elt;
-                if (b->hsdp) {
-                    if (hsdp_pair(b, pass, o, bytes, l, ids, n)) goto done;
+                if (b->hsdp && b->R > 1) {
+                    if (hsdp_pair(b, pass, o, ids_elems(b, ids, n), l, ids, n)) goto done;
                     continue;
                 }
-                if (!b->o->hierarchical) {
+                if (!b->o->hierarchical) { /* (HSDP with one replica group: this, in its shard group) */
                     if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->world, o, bytes, l, ids, n) ||
                         add_desc(b, &b->grad, DM_OP_REDUCE, b->world, o, bytes, l, ids, n))
                         goto done;
@@ -748,6 +783,8 @@ static int emit_desc_ids(bctx *b, const coll_desc *d, dm_stream st, dm_payload p
     op.bytes = d->bytes;
     op.layer = d->layer;
     op.dtype = d->dtype;
+    op.part = d->part;
+    op.parts = d->parts;
     const int64_t *params = (const int64_t *)b->pool.data + d->p_first;
     for (int i = 0; i < g->n; i++) {
         int r = g->ranks[i];
@@ -768,18 +805,17 @@ static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, dm_payload paylo
     return emit_desc_ids(b, d, st, payload, dep, lo, hi, slot, NULL);
 }
 
-/* HSDP: the deps of a role-2 collective d, in b->hs_dep. A shard broadcast (fetch 1): its root
- * waits on its own last publish of the layer (b->hs_ids: they run in its stream's order, so the
- * last is the one this broadcast needs or after it), unless the root is the pair's owner; the
- * other members keep dep's. A column reduce (fetch 0): every member waits on its own last shard
- * reduce of the layer (b->hs_ids). */
-static const int *hsdp_deps(bctx *b, const coll_desc *d, const int *dep, int fetch)
+/* HSDP: the deps of collective d (hs_wait > 0), in b->hs_dep: the waiting members' own last op
+ * that recorded (b->hs_ids; a pass's ops all come after the previous pass's, in stream order on
+ * each rank, so the last one recorded is the one needed or a later one); the others keep dep's
+ * (a waiting op's recorded op kept them itself). */
+static const int *hsdp_deps(bctx *b, const coll_desc *d, const int *dep)
 {
     const dm_group *g = &b->p->groups[d->group];
     for (int i = 0; i < g->n; i++) {
         int r = g->ranks[i];
-        if (!fetch) b->hs_dep[r] = b->hs_ids[r];
-        else b->hs_dep[r] = r == d->root && r != d->hs_owner ? b->hs_ids[r] : dep ? dep[r] : -1;
+        int waits = d->hs_wait == 2 || (r == d->root && r != d->hs_owner);
+        b->hs_dep[r] = waits && b->hs_ids[r] >= 0 ? b->hs_ids[r] : dep ? dep[r] : -1;
     }
     return b->hs_dep;
 }
@@ -788,10 +824,10 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
 {
     for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++) {
         const coll_desc *d = &AT(b->fetch, coll_desc, k);
-        if (d->hsdp_role == 1 && back) continue; /* the Z3 re-fetch: the column already has it */
-        const int *dd = d->hsdp_role == 2 && !back ? hsdp_deps(b, d, dep, 1) : dep;
+        if (d->hs_skip_back && back) continue; /* the Z3 re-fetch: the shard groups hold its parts */
+        const int *dd = d->hs_wait && !back ? hsdp_deps(b, d, dep) : dep;
         if (emit_desc_ids(b, d, DM_STREAM_COMM_HI, DM_PAYLOAD_WEIGHTS, dd, back ? b->bfetch_lo : b->fetch_lo,
-                          back ? b->bfetch_hi : b->fetch_hi, l, d->hsdp_role == 1 ? b->hs_ids : NULL))
+                          back ? b->bfetch_hi : b->fetch_hi, l, d->hs_record && !back ? b->hs_ids : NULL))
             return -1;
     }
     return 0;
@@ -801,9 +837,9 @@ static int emit_grad(bctx *b, int l, const int *dep)
 {
     for (size_t k = b->grad_first[l]; k < b->grad_first[l] + b->grad_n[l]; k++) {
         const coll_desc *d = &AT(b->grad, coll_desc, k);
-        const int *dd = d->hsdp_role == 2 ? hsdp_deps(b, d, dep, 0) : dep;
+        const int *dd = d->hs_wait ? hsdp_deps(b, d, dep) : dep;
         if (emit_desc_ids(b, d, DM_STREAM_COMM_LO, DM_PAYLOAD_GRADS, dd, b->grad_lo, b->grad_hi, l,
-                          b->hsdp && d->hsdp_role == 0 ? b->hs_ids : NULL))
+                          d->hs_record ? b->hs_ids : NULL))
             return -1;
     }
     return 0;

@@ -59,13 +59,13 @@ typedef struct sched_opts {
                                   all-reduced across nodes between same-local-rank owners */
     int hsdp;                  /* dmuon: 1 for DMuon's HSDP: shard groups of `shard` consecutive
                                   ranks times R replicate groups; each Muon matrix's gradient is
-                                  reduced inside every shard group to the rank in the owner's
-                                  column, then across that column to the one global owner; NS once
-                                  per matrix in the job; the owner publishes the updated weights
-                                  (the program's dtype: the executors keep fp32 masters on owners
-                                  only) to its R-1 column peers ahead of the next forward, each
-                                  peer broadcasts them in its shard group; AdamW-role parameters
-                                  are reduce-scattered and all-gathered over all ranks, as flat */
+                                  reduce-scattered inside every shard group, each flat part reduced
+                                  over its column to the owner's shard group and all-gathered there
+                                  (the one global owner has it whole); NS once per matrix in the
+                                  job; the updated weights (the program's dtype: the executors keep
+                                  fp32 masters on owners only) go back the same way ahead of the
+                                  next forward (build.c, hsdp_pair); AdamW-role parameters are
+                                  reduce-scattered and all-gathered over all ranks, as flat */
     int shard;                 /* HSDP's shard-group size; 0: GPUs per node */
     int gpus_per_node;         /* 0: the cluster's */
     int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into

@@ -94,6 +94,12 @@ for z in 2 3; do
     like "hsdp Z$z weights: 4 ranks equal 1 rank (chunks summed per shard group) bit for bit" "$out" \
         "largest relative Frobenius error 0 "
 done
+# 6 ranks in 2 shard groups of 3 (parts of unequal size): the same, bit for bit
+run 6 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --shard 3 --tokens 8 --steps 3 \
+    --save-weights "$tmp/wh6.bin" >/dev/null 2>&1
+out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 48 --grad-chunks 6 \
+    --grad-chunk-group 3 --steps 3 --check-weights "$tmp/wh6.bin" 2>&1)
+like "hsdp --shard 3 on 6 ranks: equal to 1 rank bit for bit" "$out" "largest relative Frobenius error 0 "
 for s in muon-fsdp-tuned muon-ddp muon-ddp-tuned; do
     w="$tmp/w_$(printf '%s' "$s" | tr -c 'a-z0-9' _).bin"
     run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy $s --tokens 8 --steps 3 --save-weights "$w" >/dev/null 2>&1

@@ -130,6 +130,40 @@ int main(void)
     }
     expect_invalid(p, "order the group's collectives differently", "reordered collective");
 
+    /* a part (HSDP's flat parts): only on a broadcast or reduce, inside [0, parts), the same on
+     * every member; a part survives a round trip */
+    for (int c = 0; c < 3; c++) {
+        p = dm_program_new(3, 2, "tiny", "dmuon", "h200", "", 128, NULL);
+        w = dm_program_group(p, all, 3, NULL);
+        dm_op a = dm_op_init(c == 1 ? DM_OP_ALLREDUCE : DM_OP_BROADCAST, DM_STREAM_COMM_HI);
+        a.coll = dm_program_new_coll(p);
+        a.group = w;
+        a.root = c == 1 ? -1 : 0;
+        a.part = c == 0 ? 2 : 1, a.parts = 2;
+        for (int r = 0; r < 3; r++) {
+            if (c == 2) a.part = r == 2 ? 0 : 1; /* rank 2 disagrees */
+            dm_program_add_op(p, r, &a, NULL, 0, NULL, 0, NULL);
+        }
+        expect_invalid(p, c == 0 ? "expected part in [0, parts)" : c == 1 ? "only a broadcast or a reduce moves a part"
+                                                                         : "part 0 of 2) but",
+                       c == 0 ? "part out of range" : c == 1 ? "part of an all-reduce" : "members disagree on the part");
+    }
+    {
+        p = dm_program_new(2, 2, "tiny", "dmuon", "h200", "", 128, NULL);
+        w = dm_program_group(p, two, 2, NULL);
+        dm_op a = dm_op_init(DM_OP_REDUCE, DM_STREAM_COMM_LO);
+        a.coll = dm_program_new_coll(p);
+        a.group = w, a.root = 1, a.part = 1, a.parts = 3, a.bytes = 64;
+        for (int r = 0; r < 2; r++) dm_program_add_op(p, r, &a, NULL, 0, NULL, 0, NULL);
+        dm_program *b = NULL;
+        ok(dm_program_validate(p, &err) == 0 && dm_program_save(p, path, &err) == 0 &&
+               dm_program_load(path, &b, &err) == 0 && b->ranks[1].ops[0].part == 1 && b->ranks[1].ops[0].parts == 3 &&
+               dm_program_hash(b) == dm_program_hash(p),
+           "a reduce of part 1 of 3 validates and round-trips (%s)", err.msg);
+        dm_program_free(b);
+        dm_program_free(p);
+    }
+
     /* a dependency on a later op */
     p = small(NULL);
     p->ranks[1].ops[1].deps[0] = 2;

@@ -5,7 +5,8 @@
  *  - the parameters equal bit for bit those of a one-rank run over the union of all ranks'
  *    tokens that accumulates the weight gradient over the ranks' token chunks in rank order
  *    (the order the executor's collectives sum in); hierarchical dmuon on more than one node
- *    sums per node first, so there only the bound below holds;
+ *    sums per node first, so there only the bound below holds; HSDP sums per shard group first,
+ *    and its one-rank run does the same (grad_chunk_group), bit for bit again;
  *  - against a one-rank run with one GEMM over all tokens they agree within a relative
  *    Frobenius error of 1e-5 per matrix (only the order of float sums differs);
  * The same for the scheduler's programs (sched_build) over strategies and options, against
@@ -334,14 +335,18 @@ static void sched_case(const dm_model *m, const dm_matrix *mx, int64_t n, const 
     dm_cluster cl = *clp;
     sched_opts so;
     sched_opts_default(&so);
-    int hier = strcmp(x[5], "0") != 0;
+    /* x[5]: "0" flat, "G" hierarchical with G GPUs per node, "hS" HSDP with shard groups of S */
+    int hsdp = x[5][0] == 'h', shard = hsdp ? atoi(x[5] + 1) : 0;
+    int hier = !hsdp && strcmp(x[5], "0") != 0;
     if (hier && g_size % atoi(x[5])) return;
+    if (hsdp && (g_size % shard || g_size == shard)) return; /* one replica group: the flat plan */
     if (sched_opts_parse(&so, "strategy", x[0], &err) || sched_opts_parse(&so, "overlap", x[1], &err) ||
         sched_opts_parse(&so, "zero", x[2], &err) || sched_opts_parse(&so, "balance", x[3], &err) ||
         sched_opts_parse(&so, "ns-algo", x[4], &err) || sched_opts_parse(&so, "tokens", "16", &err) ||
         (seq && sched_opts_parse(&so, "seq-len", seq, &err)) ||
         (hier && (sched_opts_parse(&so, "gpus-per-node", x[5], &err) ||
-                  sched_opts_parse(&so, "hierarchical", "yes", &err)))) {
+                  sched_opts_parse(&so, "hierarchical", "yes", &err))) ||
+        (hsdp && sched_opts_parse(&so, "shard", x[5] + 1, &err))) {
         fprintf(stderr, "%s\n", err.msg);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -361,15 +366,18 @@ static void sched_case(const dm_model *m, const dm_matrix *mx, int64_t n, const 
     if (g_rank == 0) {
         sched_opts s1 = so;
         s1.hierarchical = 0;
+        s1.hsdp = 0, s1.shard = 0;
         s1.gpus_per_node = 0;
         s1.tokens = TOKENS * g_size; /* its works are for the tokens it runs */
         if (sched_build(m, &cl, 1, costs, &s1, &p1, NULL, &err) < 0) MPI_Abort(MPI_COMM_WORLD, 1);
         real_opts r = o;
         r.tokens = TOKENS * g_size;
         r.grad_chunks = g_size;
+        r.grad_chunk_group = shard; /* HSDP sums each shard group first (0: plain) */
         int rc;
         rc1 = run(m, p1, MPI_COMM_SELF, &r, K_STEPS, rl, NULL, &rc);
         r.grad_chunks = 1;
+        r.grad_chunk_group = 0;
         ro1 = run(m, p1, MPI_COMM_SELF, &r, K_STEPS, NULL, NULL, &rc);
     }
     /* hierarchical sums inside each node, then across: (g0+g1)+(g2+g3), not in rank order */
@@ -468,6 +476,8 @@ int main(int argc, char **argv)
         {"dmuon", "prefetch:2", "2", "milp", "gram", "0"},
         {"dmuon", "none", "3", "rr", "direct", "0"},
         {"dmuon", "interleave", "2", "lpt", "direct", "2"}, /* hierarchical when it divides */
+        {"dmuon", "interleave", "2", "lpt", "direct", "h2"}, /* HSDP, shard groups of 2 (4 ranks) */
+        {"dmuon", "prefetch", "3", "lpt", "gram", "h2"},
     };
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
         sched_case(m, mx, n, &cl, costs, variants[v], NULL, &o, 1);
@@ -479,6 +489,7 @@ int main(int argc, char **argv)
         {"muon-fsdp", "prefetch", "3", "lpt", "gram", "0"},
         {"muon-ddp", "none", "2", "lpt", "direct", "0"},
         {"adamw", "interleave", "2", "lpt", "direct", "0"},
+        {"dmuon", "interleave", "3", "lpt", "direct", "h2"},
     };
     for (int tied = 0; tied < 2; tied++) {
         char ap[512];

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plan_best.h"
 #include "sched.h"
@@ -452,10 +453,11 @@ int main(void)
     }
 
     /* ---- HSDP (--hsdp): 4 shard groups of 4 ranks. Every Muon matrix is NS'd once in the job;
-     * its gradient goes through a reduce in every shard group (to the owner's column) and one
-     * reduce over the owner's column (to the owner); its weights through one publish over the
-     * column and a broadcast in every shard group; the program is valid and has no more bytes
-     * across node boundaries than the flat plan's */
+     * its gradient goes through a reduce-scatter in every shard group, a reduce of each of the 4
+     * parts over its column, an all-gather in the owner's shard group; its weights through a
+     * broadcast in the owner's shard group, one per part over the columns, one per part in each
+     * other shard group; the program is valid, survives a JSON round trip, and moves no more
+     * bytes across node boundaries than the flat plan */
     {
         sched_opts_default(&o);
         o.balance = SCHED_BAL_LPT;
@@ -472,7 +474,8 @@ int main(void)
         int64_t nmx = 0;
         if (bh == 0 && dm_model_matrices(m, -1, &mx, &nmx, &err) == 0) {
             int *ns = calloc((size_t)nmx, sizeof *ns), *red = calloc((size_t)nmx, sizeof *red),
-                *bc = calloc((size_t)nmx, sizeof *bc);
+                *bc = calloc((size_t)nmx, sizeof *bc), *rs = calloc((size_t)nmx, sizeof *rs),
+                *ag = calloc((size_t)nmx, sizeof *ag);
             unsigned char *seen = calloc((size_t)ph->n_colls + 1, 1);
             for (int r = 0; r < ph->nranks; r++)
                 for (int i = 0; i < ph->ranks[r].n_ops; i++) {
@@ -481,23 +484,33 @@ int main(void)
                         ns_sets++;
                         for (int a = 0; a < op->n_params; a++) ns[op->params[a]]++;
                     }
-                    if ((op->kind == DM_OP_REDUCE || op->kind == DM_OP_BROADCAST) && !seen[op->coll]) {
+                    if (op->coll >= 0 && !seen[op->coll]) {
                         seen[op->coll] = 1;
-                        for (int a = 0; a < op->n_params; a++)
-                            (op->kind == DM_OP_REDUCE ? red : bc)[op->params[a]]++;
+                        int *cnt = op->kind == DM_OP_REDUCE ? red : op->kind == DM_OP_BROADCAST ? bc
+                                   : op->kind == DM_OP_REDUCESCATTER ? rs : ag;
+                        for (int a = 0; a < op->n_params; a++) cnt[op->params[a]]++;
                     }
                 }
             for (int64_t i = 0; i < nmx; i++)
                 if (mx[i].role == DM_ROLE_MUON) {
                     n_mu++;
-                    if (ns[i] != 1 || red[i] != 4 + 1 || bc[i] != 1 + 4) once = 0;
+                    if (ns[i] != 1 || rs[i] != 4 || red[i] != 4 || ag[i] != 1 || bc[i] != 1 + 4 + 3 * 4) once = 0;
                 }
-            free(ns), free(red), free(bc), free(seen), free(mx);
+            free(ns), free(red), free(bc), free(rs), free(ag), free(seen), free(mx);
         }
         ok(bh == 0 && once && n_mu > 0,
-           "hsdp: each of %lld Muon matrices NS'd once in the job, reduced in 4 shard groups then over its column, "
-           "published over its column then broadcast in 4 shard groups (%lld NS ops)", (long long)n_mu,
-           (long long)ns_sets);
+           "hsdp: each of %lld Muon matrices NS'd once in the job; 4 reduce-scatters, 4 part reduces over the "
+           "columns, 1 all-gather; 1 + 4 + 12 broadcasts (%lld NS ops)", (long long)n_mu, (long long)ns_sets);
+        {
+            char path[] = "/tmp/dmuon-test-hsdp-XXXXXX";
+            int fd = mkstemp(path);
+            dm_program *back = NULL;
+            int okrt = fd >= 0 && bh == 0 && dm_program_save(ph, path, &err) == 0 &&
+                       dm_program_load(path, &back, &err) == 0 && dm_program_hash(back) == dm_program_hash(ph);
+            ok(okrt, "hsdp: the program's parts survive a JSON round trip (same hash)");
+            dm_program_free(back);
+            if (fd >= 0) close(fd), unlink(path);
+        }
         double nf = bf ? 0 : dm_program_internode_bytes(pf, NULL), nh = bh ? 0 : dm_program_internode_bytes(ph, NULL);
         ok(bf == 0 && bh == 0 && nh > 0 && nh <= nf * 1.0001, "hsdp: bytes across nodes %.3f GB <= flat %.3f GB", nh / 1e9,
            nf / 1e9);
