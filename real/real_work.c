@@ -63,11 +63,11 @@ static int rr_empty(real_range r) { return r.hi <= r.lo; }
 
 /* Walk rank r's list: reduced and updated ranges; gradient all-gather contributions. */
 static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts *f, real_range *red,
-                     real_range *rs, real_range *upd, dm_err *err)
+                     real_range *rs, real_range *upd, real_range *hold, dm_err *err)
 {
     const dm_rank_prog *rp = &p->ranks[r];
     for (int64_t i = 0; i < f->n_params; i++)
-        red[i] = rs[i] = upd[i] = rr_make(0, 0);
+        red[i] = rs[i] = upd[i] = hold[i] = rr_make(0, 0);
     for (int i = 0; i < rp->n_ops; i++) {
         const dm_op *op = &rp->ops[i];
         int k = dm_op_is_collective(op->kind) ? real_group_index(p, op->group, r) : 0;
@@ -95,6 +95,12 @@ static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts
                 }
                 break;
             case DM_OP_ALLREDUCE: red[q] = rr_make(0, sz); break;
+            case DM_OP_BROADCAST: /* a part of the weights this rank now holds (HSDP) */
+                if (op->parts > 1) {
+                    int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
+                    if (lo < hi) hold[q] = rr_make(lo - base, hi - base);
+                }
+                break;
             case DM_OP_REDUCESCATTER: {
                 int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
                 red[q] = rs[q] = lo < hi ? rr_make(lo - base, hi - base) : rr_make(0, 0);
@@ -115,12 +121,16 @@ static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts
             base += sz;
         }
     }
-    /* weight all-gathers: what this rank updates in the step */
+    /* weight all-gathers: what this rank updates in the step, else the part of the weights a
+     * part broadcast brought it (HSDP's shard groups rebuild the whole from the parts) */
     for (int i = 0; i < rp->n_ops; i++) {
         const dm_op *op = &rp->ops[i];
         if (op->kind != DM_OP_ALLGATHER || ag_grads(op)) continue;
         int k = real_group_index(p, op->group, r);
-        for (int a = 0; a < op->n_params; a++) f->ag[op->coll][(size_t)k * op->n_params + a] = upd[op->params[a]];
+        for (int a = 0; a < op->n_params; a++) {
+            int64_t q = op->params[a];
+            f->ag[op->coll][(size_t)k * op->n_params + a] = rr_empty(upd[q]) ? hold[q] : upd[q];
+        }
     }
     return 0;
 }
@@ -177,7 +187,7 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
     /* all-gather contributions */
     if (!(f->ag = dm_calloc((size_t)(p->n_colls ? p->n_colls : 1), sizeof *f->ag, err)) ||
         !(f->ag_slot = dm_calloc((size_t)(p->n_colls ? p->n_colls : 1), sizeof *f->ag_slot, err)) ||
-        !(red = dm_malloc((size_t)(3 * (n_params ? n_params : 1)) * sizeof *red, err)))
+        !(red = dm_malloc((size_t)(4 * (n_params ? n_params : 1)) * sizeof *red, err)))
         goto fail;
     for (int r = 0; r < p->nranks; r++)
         for (int i = 0; i < p->ranks[r].n_ops; i++) {
@@ -187,7 +197,7 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
             if (!(f->ag[op->coll] = dm_calloc(n, sizeof **f->ag, err))) goto fail;
         }
     for (int r = 0; r < p->nranks; r++)
-        if (walk_rank(p, mx, r, f, red, red + n_params, red + 2 * n_params, err) < 0) goto fail;
+        if (walk_rank(p, mx, r, f, red, red + n_params, red + 2 * n_params, red + 3 * n_params, err) < 0) goto fail;
     /* each element from the lowest member that has it; slot = the largest contribution */
     for (int r = 0; r < p->nranks; r++)
         for (int i = 0; i < p->ranks[r].n_ops; i++) {

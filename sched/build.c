@@ -620,8 +620,8 @@ static void flat_part(double T, int n, int k, double *lo, double *hi)
  * group's S columns, so every GPU's NIC carries 1/S of each pair, as the flat plan's rings use
  * every NIC. Fetch (the previous step's update, ahead of this step's forward, as the flat
  * plan's broadcast): pass 0, o broadcasts the weights in its shard group; pass 1, each column j
- * broadcasts part j from o's shard group to the other replicas (the publish); pass 2, in every
- * other shard group each member broadcasts the part it received. Gradients: pass 1, a
+ * broadcasts part j from o's shard group to the other replicas (the publish); pass 2, every
+ * other shard group all-gathers the parts its members received. Gradients: pass 1, a
  * reduce-scatter in every shard group (member j: part j summed over the group); pass 2, each
  * column j reduces part j to o's shard group; pass 3, an all-gather of those parts in o's
  * shard group brings o the whole reduced gradient. */
@@ -635,29 +635,23 @@ static int hsdp_pair(bctx *b, int pass, int o, double elems, int l, const int64_
         if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->shard_group[ro], o, bytes, l, ids, n)) return -1;
         HS_LAST(b->fetch)->hs_record = 1;
     }
-    for (int j = 0; j < S && (pass == 1 || pass == 2); j++) {
+    for (int j = 0; j < S && pass == 1; j++) {
         double lo, hi;
         flat_part(elems, S, j, &lo, &hi);
         if (hi <= lo) continue; /* fewer elements than columns */
-        if (pass == 1) {
-            if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n))
-                return -1;
-            d = HS_LAST(b->fetch);
-            d->hs_wait = 1, d->hs_owner = o, d->hs_record = 1, d->hs_skip_back = 1, d->part = j, d->parts = S;
-            if (add_desc(b, &b->grad, DM_OP_REDUCE, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n))
-                return -1;
-            d = HS_LAST(b->grad);
-            d->hs_wait = 2, d->hs_record = 1, d->part = j, d->parts = S;
-        } else {
-            for (int k = 0; k < b->R; k++) {
-                if (k == ro) continue;
-                if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->shard_group[k], k * S + j, (hi - lo) * b->elt, l, ids,
-                             n))
-                    return -1;
-                d = HS_LAST(b->fetch);
-                d->hs_wait = 1, d->part = j, d->parts = S;
-            }
-        }
+        if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n))
+            return -1;
+        d = HS_LAST(b->fetch);
+        d->hs_wait = 1, d->hs_owner = o, d->hs_record = 1, d->hs_skip_back = 1, d->part = j, d->parts = S;
+        if (add_desc(b, &b->grad, DM_OP_REDUCE, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n))
+            return -1;
+        d = HS_LAST(b->grad);
+        d->hs_wait = 2, d->hs_record = 1, d->part = j, d->parts = S;
+    }
+    for (int k = 0; pass == 2 && k < b->R; k++) { /* the other shard groups rebuild it from the parts */
+        if (k == ro) continue;
+        if (add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->shard_group[k], -1, bytes, l, ids, n)) return -1;
+        HS_LAST(b->fetch)->hs_wait = 2;
     }
     if (pass == 0) /* the gradients' first stage, in every shard group */
         for (int k = 0; k < b->R; k++) {
