@@ -1,6 +1,7 @@
 /* compare.c: predicted versus measured traces (compare.h). */
 #include "compare.h"
 
+#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +41,7 @@ double cmp_quantile(double *v, int n, double q)
 {
     if (n <= 0) return NAN;
     if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_double);
-    double x = q * (n - 1);
-    int i = (int)floor(x);
-    if (i >= n - 1) return v[n - 1];
-    return v[i] + (x - i) * (v[i + 1] - v[i]);
+    return gsl_stats_quantile_from_sorted_data(v, 1, (size_t)n, q); /* linear between neighbours */
 }
 
 int cmp_traces(const dm_trace *sim, const dm_trace *real, const cmp_opts *o, cmp_result *out, dm_err *err)

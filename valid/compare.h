@@ -18,7 +18,8 @@
 #include "trace.h"
 
 /* Sorts v[0..n) in place and returns its q-quantile (0 <= q <= 1), interpolated linearly
- * between neighbouring values (q = 0.5: the median); NAN when n <= 0. */
+ * between neighbouring values by GSL (gsl_stats_quantile_from_sorted_data; q = 0.5: the median);
+ * NAN when n <= 0. */
 double cmp_quantile(double *v, int n, double q);
 
 typedef struct cmp_kind {
