@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -180,6 +181,11 @@ int main(int argc, char **argv)
         return rc;
     }
     if (sc) return sc->fn(argc - 1, argv + 1);
+    /* under mpirun every rank gets here: the launcher's rank 0 alone says it (MPI is not started) */
+    const char *lr = getenv("OMPI_COMM_WORLD_RANK");
+    if (!lr) lr = getenv("PMIX_RANK");
+    if (!lr) lr = getenv("PMI_RANK");
+    if (lr && strcmp(lr, "0")) opt_set_quiet(1);
     if (c[0] == '-') opt_usage_error("", "unknown option '%s'", c);
     else opt_usage_error("", "unknown command '%s'", c);
     return 2;
