@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "commands.h"
 #include "datadir.h"
@@ -185,8 +186,13 @@ int main(int argc, char **argv)
     const char *lr = getenv("OMPI_COMM_WORLD_RANK");
     if (!lr) lr = getenv("PMIX_RANK");
     if (!lr) lr = getenv("PMI_RANK");
-    if (lr && strcmp(lr, "0")) opt_set_quiet(1);
+    int quiet = lr && strcmp(lr, "0");
+    if (quiet) opt_set_quiet(1);
     if (c[0] == '-') opt_usage_error("", "unknown option '%s'", c);
     else opt_usage_error("", "unknown command '%s'", c);
+    if (quiet) { /* mpirun aborts the job at the first failed exit: let rank 0 say it first */
+        struct timespec pause = {0, 300000000};
+        nanosleep(&pause, NULL);
+    }
     return 2;
 }

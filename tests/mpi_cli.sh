@@ -80,7 +80,8 @@ once "bench comm --iters 0" "dmuon bench comm: --iters: expected a value in [1, 
     $DMUON bench comm --backend cpu --iters 0
 once "bench comm --backend bogus" "dmuon bench comm: --backend: expected cpu or gpu" $DMUON bench comm --backend bogus
 once "bench comm with an operand" "dmuon bench comm: unexpected argument 'extra'" $DMUON bench comm --backend cpu extra
-once "an unknown command" "dmuon: unknown command 'bogus'" $DMUON bogus
+run2 $DMUON bogus >/dev/null 2>"$tmp/u.err"
+is "an unknown command under mpirun: exit 2, said once" "$? $(grep -c "^dmuon: unknown command 'bogus'" "$tmp/u.err")" "2 1"
 run2 $RUN --model "$tmp/none.json" >/dev/null 2>"$tmp/m.err"
 is "run --model of a missing file: exit 1, said once" "$? $(grep -c '^dmuon ' "$tmp/m.err")" "1 1"
 tap_end
