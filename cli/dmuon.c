@@ -115,7 +115,7 @@ static void version(void)
 #else
     printf("  MPI       no\n");
 #endif
-    printf("  lp_solve  %s\n  GSL       %s\n", DM_VERSION_LPSOLVE, DM_VERSION_GSL);
+    printf("  lp_solve  %s\n  GSL       %s\n  CBLAS     %s\n", DM_VERSION_LPSOLVE, DM_VERSION_GSL, DM_BLAS);
 #ifdef DM_HAVE_CUDA
     dm_err err;
     if (dm_gpu_side(&err))

@@ -26,32 +26,49 @@ is "dmuon sim runs (exit $rc)" "$rc" 0
 is "dmuon sim loads no CUDA library" "$(grep -c 'file=.*\(cudart\|cublas\|nccl\|dmuon-gpu\)' "$tmp/ld.log")" 0
 like "dmuon sim reports a step" "$(cat "$tmp/sim.out")" "step"
 
-# 3. no plug-in where DMUON_GPU points: one clear error, or the CPU backend
-out=$(DMUON_GPU="$tmp/none.so" "$DMUON" bench kernels --shapes 128x128 2>&1)
-rc=$?
-is "bench kernels without the plug-in: exit 1" "$rc" 1
-like "bench kernels without the plug-in: says where it looked" "$out" "$tmp/none.so (\$DMUON_GPU)"
-out=$(DMUON_GPU="$tmp/none.so" "$DMUON" bench work --help 2>&1)
-rc=$?
-is "bench work --help without the plug-in: exit 0" "$rc" 0
-like "bench work --help without the plug-in: says why" "$out" "not available here"
-
-# 4. something that is not a plug-in
-printf 'not an ELF file\n' >"$tmp/bad.so"
-out=$(DMUON_GPU="$tmp/bad.so" "$DMUON" bench kernels 2>&1)
-is "a file that is not a shared object: exit 1" "$?" 1
-like "a file that is not a shared object: the loader's reason" "$out" "cannot load the GPU side"
-libm=$(ldconfig -p 2>/dev/null | sed -n 's/.*libm\.so\.6 .*=> \(.*\)/\1/p' | head -1)
-if [ -n "$libm" ]; then
-    out=$(DMUON_GPU="$libm" "$DMUON" bench kernels 2>&1)
-    like "a shared object that is not dmuon's: refused" "$out" "not a dmuon GPU plug-in"
+if "$DMUON" --version | grep -q '^GPU side: not in this build'; then
+    # a build without CUDA: every GPU command says so, --backend gpu too; the default runs on the CPU
+    out=$("$DMUON" bench kernels 2>&1)
+    is "no GPU side in this build: bench kernels exits 1" "$?" 1
+    like "no GPU side in this build: bench kernels says so" "$out" "the GPU side is not in this build"
+    if "$DMUON" --help | grep -q '^  run '; then
+        printf '%s\n' '{"format": "dmuon-model-1", "name": "tiny", "source": "gpu_plugin.sh",' \
+            ' "stacks": [{"name": "layers", "layers": 2}],' \
+            ' "tensors": [{"name": "layers.*.q.weight", "shape": [16, 16], "count": 2, "stack": "layers", "role": "muon"}]}' \
+            >"$tmp/tiny.json"
+        out=$("$DMUON" run --model "$tmp/tiny.json" --tokens 8 --steps 2 2>&1)
+        rc=$?
+        is "no GPU side in this build: run's default backend is the CPU (exit $rc)" "$rc" 0
+        out=$("$DMUON" run --backend gpu --model "$tmp/tiny.json" --tokens 8 --steps 2 2>&1)
+        like "no GPU side in this build: run --backend gpu says so" "$out" "the GPU side is not in this build"
+    fi
 else
-    echo "ok $((tap_n += 1)) # SKIP no libm found by ldconfig"
-fi
+    # 3. no plug-in where DMUON_GPU points: one clear error, or the CPU backend
+    out=$(DMUON_GPU="$tmp/none.so" "$DMUON" bench kernels --shapes 128x128 2>&1)
+    rc=$?
+    is "bench kernels without the plug-in: exit 1" "$rc" 1
+    like "bench kernels without the plug-in: says where it looked" "$out" "$tmp/none.so (\$DMUON_GPU)"
+    out=$(DMUON_GPU="$tmp/none.so" "$DMUON" bench work --help 2>&1)
+    rc=$?
+    is "bench work --help without the plug-in: exit 0" "$rc" 0
+    like "bench work --help without the plug-in: says why" "$out" "not available here"
 
-# 5. the executor: its default backend falls back to the CPU; --backend gpu says why not
-if "$DMUON" --help | grep -q '^  run '; then
-    cat >"$tmp/tiny.json" <<'JSON'
+    # 4. something that is not a plug-in
+    printf 'not an ELF file\n' >"$tmp/bad.so"
+    out=$(DMUON_GPU="$tmp/bad.so" "$DMUON" bench kernels 2>&1)
+    is "a file that is not a shared object: exit 1" "$?" 1
+    like "a file that is not a shared object: the loader's reason" "$out" "cannot load the GPU side"
+    libm=$(ldconfig -p 2>/dev/null | sed -n 's/.*libm\.so\.6 .*=> \(.*\)/\1/p' | head -1)
+    if [ -n "$libm" ]; then
+        out=$(DMUON_GPU="$libm" "$DMUON" bench kernels 2>&1)
+        like "a shared object that is not dmuon's: refused" "$out" "not a dmuon GPU plug-in"
+    else
+        echo "ok $((tap_n += 1)) # SKIP no libm found by ldconfig"
+    fi
+
+    # 5. the executor: its default backend falls back to the CPU; --backend gpu says why not
+    if "$DMUON" --help | grep -q '^  run '; then
+        cat >"$tmp/tiny.json" <<'JSON'
 {"format": "dmuon-model-1", "name": "tiny", "source": "gpu_plugin.sh",
  "stacks": [{"name": "layers", "layers": 2}],
  "tensors": [
@@ -59,18 +76,19 @@ if "$DMUON" --help | grep -q '^  run '; then
   {"name": "layers.*.norm.weight", "shape": [16], "count": 2, "stack": "layers", "role": "adamw"}
  ]}
 JSON
-    out=$(DMUON_GPU="$tmp/none.so" "$DMUON" run --model "$tmp/tiny.json" --tokens 8 --steps 2 2>&1)
-    rc=$?
-    is "run without the plug-in: the default backend runs on the CPU (exit $rc)" "$rc" 0
-    like "run without the plug-in: the CPU backend" "$out" "cpu"
-    out=$(DMUON_GPU="$tmp/none.so" "$DMUON" run --backend gpu --model "$tmp/tiny.json" --tokens 8 --steps 2 2>&1)
-    rc=$?
-    is "run --backend gpu without the plug-in: fails" "$([ "$rc" -ne 0 ] && echo failed)" failed
-    like "run --backend gpu without the plug-in: says where it looked" "$out" "is not installed: looked for"
-    is "run --backend gpu without the plug-in: one error line" \
-        "$(printf '%s\n' "$out" | grep -c 'looked for')" 1
-else
-    echo "ok $((tap_n += 1)) # SKIP no dmuon run (no MPI)"
+        out=$(DMUON_GPU="$tmp/none.so" "$DMUON" run --model "$tmp/tiny.json" --tokens 8 --steps 2 2>&1)
+        rc=$?
+        is "run without the plug-in: the default backend runs on the CPU (exit $rc)" "$rc" 0
+        like "run without the plug-in: the CPU backend" "$out" "cpu"
+        out=$(DMUON_GPU="$tmp/none.so" "$DMUON" run --backend gpu --model "$tmp/tiny.json" --tokens 8 --steps 2 2>&1)
+        rc=$?
+        is "run --backend gpu without the plug-in: fails" "$([ "$rc" -ne 0 ] && echo failed)" failed
+        like "run --backend gpu without the plug-in: says where it looked" "$out" "is not installed: looked for"
+        is "run --backend gpu without the plug-in: one error line" \
+            "$(printf '%s\n' "$out" | grep -c 'looked for')" 1
+    else
+        echo "ok $((tap_n += 1)) # SKIP no dmuon run (no MPI)"
+    fi
 fi
 
 # 6. a machine without CUDA: the CUDA folder hidden (a mount namespace, where that is allowed)

@@ -125,7 +125,7 @@ if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" = 0 ]; then
     is "--backend gpu without a GPU: exits non-zero" "$([ $rc -ne 0 ] && echo yes)" yes
     is "--backend gpu without a GPU: one line of cause" "$(printf '%s\n' "$out" | grep -c '^dmuon run')" 1
     is "--backend gpu without a GPU: it names the cause" \
-        "$(printf '%s\n' "$out" | grep -cE 'no usable CUDA device|GPU backend is not in this build')" 1
+        "$(printf '%s\n' "$out" | grep -cE 'no usable CUDA device|GPU side is not in this build|cannot load the GPU side')" 1
 else
     for k in 1 2 3; do tap_n=$((tap_n + 1)); echo "ok $tap_n # SKIP --backend gpu without a GPU: this machine has one"; done
 fi
