@@ -43,11 +43,12 @@ typedef struct coll_desc {
     double bytes;
     int layer;          /* op's layer (-1: several) */
     size_t p_first, p_n;/* params in the pool */
-    /* HSDP's ordering (hsdp_pair): hs_wait 1: the root waits on its own last op that recorded
-     * (b->hs_ids), unless it is hs_owner; 2: every member does; hs_record: each member's op id
-     * goes into b->hs_ids; hs_skip_back: not in the Z3 re-fetch (cross-node: the shard groups
-     * still hold what it brought) */
-    int hs_wait, hs_record, hs_skip_back;
+    /* HSDP's ordering (hsdp_pair): the collective of stage hs_stage of pair hs_pair (its index
+     * among its layer's pairs); hs_record: each member's op id goes into the stage's slot of the
+     * pair (b->hs_rec); hs_wait 1: the root waits on its own op of the stage before for the same
+     * pair, unless it is hs_owner; 2: every member does; hs_skip_back: not in the Z3 re-fetch
+     * (cross-node: the shard groups still hold what it brought) */
+    int hs_wait, hs_record, hs_skip_back, hs_stage, hs_pair;
     int hs_owner;
     int part, parts;    /* the op's flat part (program.h); parts 0: all */
     dm_dtype dtype;     /* what the collective moves (the program's dtype) */
@@ -84,7 +85,9 @@ typedef struct bctx {
      * ranks c, c + S, ...; a global owner o's column is o % S */
     int hsdp, S, R;
     int *shard_group, *col_group;
-    int *hs_ids, *hs_dep;       /* [rank]: each member's op of the last publish / shard reduce; deps */
+    int *hs_rec;                /* [stage][rank * hs_pairs + pair]: a member's op of that stage */
+    int hs_pairs;               /* the most (layer, owner) pairs of a layer */
+    int *hs_ids, *hs_dep;       /* [rank]: an emitted collective's op ids; deps */
     /* shapes of Muon matrices */
     int n_shapes;
     int64_t (*shapes)[2];
@@ -130,7 +133,7 @@ static int add_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root, doubl
     d->bytes = bytes;
     d->layer = layer;
     d->p_n = n;
-    d->hs_wait = d->hs_record = d->hs_skip_back = 0;
+    d->hs_wait = d->hs_record = d->hs_skip_back = d->hs_stage = d->hs_pair = 0;
     d->hs_owner = -1;
     d->part = d->parts = 0;
     d->dtype = b->o->dtype;
@@ -256,6 +259,7 @@ static void free_ctx(bctx *b)
     free(b->col_group);
     free(b->hs_ids);
     free(b->hs_dep);
+    free(b->hs_rec);
     free(b->shapes);
     free(b->cost);
     free(b->algo);
@@ -625,7 +629,7 @@ static void flat_part(double T, int n, int k, double *lo, double *hi)
  * reduce-scatter in every shard group (member j: part j summed over the group); pass 2, each
  * column j reduces part j to o's shard group; pass 3, an all-gather of those parts in o's
  * shard group brings o the whole reduced gradient. */
-static int hsdp_pair(bctx *b, int pass, int o, double elems, int l, const int64_t *ids, size_t n)
+static int hsdp_pair(bctx *b, int pass, int o, int pair, double elems, int l, const int64_t *ids, size_t n)
 {
     int S = b->S, ro = o / b->S;
     double bytes = elems * b->elt;
@@ -633,7 +637,8 @@ static int hsdp_pair(bctx *b, int pass, int o, double elems, int l, const int64_
 #define HS_LAST(v) (&AT(v, coll_desc, (v).n - 1))
     if (pass == 0) {
         if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->shard_group[ro], o, bytes, l, ids, n)) return -1;
-        HS_LAST(b->fetch)->hs_record = 1;
+        d = HS_LAST(b->fetch);
+        d->hs_record = 1, d->hs_stage = 0, d->hs_pair = pair;
     }
     for (int j = 0; j < S && pass == 1; j++) {
         double lo, hi;
@@ -643,24 +648,28 @@ static int hsdp_pair(bctx *b, int pass, int o, double elems, int l, const int64_
             return -1;
         d = HS_LAST(b->fetch);
         d->hs_wait = 1, d->hs_owner = o, d->hs_record = 1, d->hs_skip_back = 1, d->part = j, d->parts = S;
+        d->hs_stage = 1, d->hs_pair = pair;
         if (add_desc(b, &b->grad, DM_OP_REDUCE, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n))
             return -1;
         d = HS_LAST(b->grad);
-        d->hs_wait = 2, d->hs_record = 1, d->part = j, d->parts = S;
+        d->hs_wait = 2, d->hs_record = 1, d->part = j, d->parts = S, d->hs_stage = 1, d->hs_pair = pair;
     }
     for (int k = 0; pass == 2 && k < b->R; k++) { /* the other shard groups rebuild it from the parts */
         if (k == ro) continue;
         if (add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->shard_group[k], -1, bytes, l, ids, n)) return -1;
-        HS_LAST(b->fetch)->hs_wait = 2;
+        d = HS_LAST(b->fetch);
+        d->hs_wait = 2, d->hs_stage = 2, d->hs_pair = pair;
     }
     if (pass == 0) /* the gradients' first stage, in every shard group */
         for (int k = 0; k < b->R; k++) {
             if (add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->shard_group[k], -1, bytes, l, ids, n)) return -1;
-            HS_LAST(b->grad)->hs_record = 1;
+            d = HS_LAST(b->grad);
+            d->hs_record = 1, d->hs_stage = 0, d->hs_pair = pair;
         }
     if (pass == 3) {
         if (add_desc(b, &b->grad, DM_OP_ALLGATHER, b->shard_group[ro], -1, bytes, l, ids, n)) return -1;
-        HS_LAST(b->grad)->hs_wait = 2;
+        d = HS_LAST(b->grad);
+        d->hs_wait = 2, d->hs_stage = 2, d->hs_pair = pair;
     }
 #undef HS_LAST
     return 0;
@@ -708,9 +717,24 @@ static int describe_dmuon(bctx *b, int64_t *ids)
     if (!(own = dm_malloc((size_t)(b->nmats ? b->nmats : 1) * sizeof *own, b->err))) goto done;
     for (int64_t i = 0; i < b->nmats; i++) own[i] = -1;
     for (int i = 0; i < pr.n_items; i++) own[pr.items[i].id] = a.owner[i];
+    if (b->hsdp && b->R > 1) { /* HSDP's per-pair slots: the most owners a layer has */
+        unsigned char *seen = dm_calloc((size_t)b->nowners, 1, b->err);
+        if (!seen) goto done;
+        for (int l = 0; l < b->nlayers; l++) {
+            int np = 0;
+            memset(seen, 0, (size_t)b->nowners);
+            for (int64_t i = b->lay_first[l]; i < b->lay_first[l] + b->lay_n[l]; i++)
+                if (own[i] >= 0 && !seen[own[i]]) seen[own[i]] = 1, np++;
+            if (np > b->hs_pairs) b->hs_pairs = np;
+        }
+        free(seen);
+        size_t nrec = 3 * (size_t)b->nranks * (size_t)(b->hs_pairs ? b->hs_pairs : 1);
+        if (!(b->hs_rec = dm_malloc(nrec * sizeof *b->hs_rec, b->err))) goto done;
+        for (size_t i = 0; i < nrec; i++) b->hs_rec[i] = -1;
+    }
     for (int l = 0; l < b->nlayers; l++) {
         size_t f0 = b->fetch.n, g0 = b->grad.n;
-        for (int pass = 0; pass < (b->hsdp && b->R > 1 ? 4 : 1); pass++)
+        for (int pass = 0, pair = 0; pass < (b->hsdp && b->R > 1 ? 4 : 1); pass++, pair = 0)
             for (int o = 0; o < b->nowners; o++) {
                 size_t n = 0;
                 for (int64_t i = b->lay_first[l]; i < b->lay_first[l] + b->lay_n[l]; i++)
@@ -718,7 +742,7 @@ static int describe_dmuon(bctx *b, int64_t *ids)
                 if (!n) continue;
                 double bytes = ids_elems(b, ids, n) * b->elt;
                 if (b->hsdp && b->R > 1) {
-                    if (hsdp_pair(b, pass, o, ids_elems(b, ids, n), l, ids, n)) goto done;
+                    if (hsdp_pair(b, pass, o, pair++, ids_elems(b, ids, n), l, ids, n)) goto done;
                     continue;
                 }
                 if (!b->o->hierarchical) { /* (HSDP with one replica group: this, in its shard group) */
@@ -799,19 +823,32 @@ static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, dm_payload paylo
     return emit_desc_ids(b, d, st, payload, dep, lo, hi, slot, NULL);
 }
 
-/* HSDP: the deps of collective d (hs_wait > 0), in b->hs_dep: the waiting members' own last op
- * that recorded (b->hs_ids; a pass's ops all come after the previous pass's, in stream order on
- * each rank, so the last one recorded is the one needed or a later one); the others keep dep's
- * (a waiting op's recorded op kept them itself). */
+/* HSDP: a stage's slot of rank r and the collective's pair in b->hs_rec. */
+static int *hs_slot(bctx *b, int stage, int r, int pair)
+{
+    return &b->hs_rec[((size_t)stage * b->nranks + r) * b->hs_pairs + pair];
+}
+
+/* HSDP: the deps of collective d (hs_wait > 0), in b->hs_dep: the waiting members' own op of the
+ * stage before, for the same pair (an earlier op when a member had no part there: harmless);
+ * the others keep dep's (that op kept them itself). */
 static const int *hsdp_deps(bctx *b, const coll_desc *d, const int *dep)
 {
     const dm_group *g = &b->p->groups[d->group];
     for (int i = 0; i < g->n; i++) {
         int r = g->ranks[i];
         int waits = d->hs_wait == 2 || (r == d->root && r != d->hs_owner);
-        b->hs_dep[r] = waits && b->hs_ids[r] >= 0 ? b->hs_ids[r] : dep ? dep[r] : -1;
+        int before = d->hs_stage > 0 ? *hs_slot(b, d->hs_stage - 1, r, d->hs_pair) : -1;
+        b->hs_dep[r] = waits && before >= 0 ? before : dep ? dep[r] : -1;
     }
     return b->hs_dep;
+}
+
+/* HSDP: each member's op of d (just emitted, in b->hs_ids) into its stage's slot. */
+static void hsdp_record(bctx *b, const coll_desc *d)
+{
+    const dm_group *g = &b->p->groups[d->group];
+    for (int i = 0; i < g->n; i++) *hs_slot(b, d->hs_stage, g->ranks[i], d->hs_pair) = b->hs_ids[g->ranks[i]];
 }
 
 static int emit_fetch(bctx *b, int l, const int *dep, int back)
@@ -820,9 +857,14 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
         const coll_desc *d = &AT(b->fetch, coll_desc, k);
         if (d->hs_skip_back && back) continue; /* the Z3 re-fetch: the shard groups hold its parts */
         const int *dd = d->hs_wait && !back ? hsdp_deps(b, d, dep) : dep;
-        if (emit_desc_ids(b, d, DM_STREAM_COMM_HI, DM_PAYLOAD_WEIGHTS, dd, back ? b->bfetch_lo : b->fetch_lo,
+        /* HSDP's cross-node parts on the other comm stream (idle in the forward), so that one
+         * pair's network transfer overlaps another's all-gather on NVLink (the per-pair deps
+         * order them) */
+        dm_stream st = d->hs_skip_back ? DM_STREAM_COMM_LO : DM_STREAM_COMM_HI;
+        if (emit_desc_ids(b, d, st, DM_PAYLOAD_WEIGHTS, dd, back ? b->bfetch_lo : b->fetch_lo,
                           back ? b->bfetch_hi : b->fetch_hi, l, d->hs_record && !back ? b->hs_ids : NULL))
             return -1;
+        if (d->hs_record && !back) hsdp_record(b, d);
     }
     return 0;
 }
@@ -832,9 +874,12 @@ static int emit_grad(bctx *b, int l, const int *dep)
     for (size_t k = b->grad_first[l]; k < b->grad_first[l] + b->grad_n[l]; k++) {
         const coll_desc *d = &AT(b->grad, coll_desc, k);
         const int *dd = d->hs_wait ? hsdp_deps(b, d, dep) : dep;
-        if (emit_desc_ids(b, d, DM_STREAM_COMM_LO, DM_PAYLOAD_GRADS, dd, b->grad_lo, b->grad_hi, l,
+        /* HSDP's cross-node part reduces on the other comm stream, as in the fetch */
+        dm_stream st = b->hsdp && d->parts > 1 ? DM_STREAM_COMM_HI : DM_STREAM_COMM_LO;
+        if (emit_desc_ids(b, d, st, DM_PAYLOAD_GRADS, dd, b->grad_lo, b->grad_hi, l,
                           d->hs_record ? b->hs_ids : NULL))
             return -1;
+        if (d->hs_record) hsdp_record(b, d);
     }
     return 0;
 }
