@@ -1266,10 +1266,9 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     if (opts->hierarchical && nranks % b.gpn)
         return dm_err_set(err, "sched: --hierarchical needs whole nodes: %d ranks is not a multiple of %d GPUs per node",
                           nranks, b.gpn);
-    if (opts->hsdp) {
-        if (opts->strategy != SCHED_DMUON)
-            return dm_err_set(err, "sched: --hsdp is DMuon's scheme: it needs --strategy dmuon, not %s",
-                              sched_strategy_name(opts->strategy));
+    if (opts->hsdp && opts->strategy != SCHED_DMUON) { /* DMuon's scheme: the others ignore it, as a */
+        resolved.hsdp = 0, resolved.shard = 0;          /* study over strategies needs */
+    } else if (opts->hsdp) {
         if (opts->hierarchical)
             return dm_err_set(err, "sched: --hsdp and --hierarchical are two different schemes: choose one");
         resolved.shard = opts->shard > 0 ? opts->shard : b.gpn;

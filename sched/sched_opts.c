@@ -216,11 +216,11 @@ void sched_getopt_help(FILE *f)
             "  --zero Z              2 keep full weights after forward, 3 free and re-fetch (default %d)\n"
             "  --hierarchical        dmuon, node-replicated: owners inside each node, every node runs\n"
             "                        every NS, gradients all-reduced across nodes\n"
-            "  --hsdp                dmuon, DMuon's HSDP: shard groups (a node) x replicas; gradients\n"
-            "                        reduce-scattered in the shard groups, each part reduced over its\n"
-            "                        column, gathered to one global owner; NS once per matrix; the new\n"
-            "                        weights back the same way before the next forward; AdamW\n"
-            "                        parameters as flat\n"
+            "  --hsdp                DMuon's HSDP (dmuon; the other strategies ignore it): shard groups\n"
+            "                        (a node) x replicas; gradients reduce-scattered in the shard groups,\n"
+            "                        each part reduced over its column, gathered to one global owner; NS\n"
+            "                        once per matrix; the new weights back the same way before the next\n"
+            "                        forward; AdamW parameters as flat\n"
             "  --shard N             HSDP with shard groups of N ranks (default: GPUs per node)\n"
             "  --gpus-per-node G     override the cluster's GPUs per node\n"
             "  --batch-threshold E   pack/batch Muon matrices under E elements (default 5M = %lld)\n"
@@ -255,7 +255,8 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
     }
     if (o->hsdp) {
         size_t n = strlen(buf);
-        if (n < size) snprintf(buf + n, size - n, " hsdp=%d", o->shard);
+        if (n < size && o->shard > 0) snprintf(buf + n, size - n, " hsdp=%d", o->shard);
+        else if (n < size) snprintf(buf + n, size - n, " hsdp=node");
     }
     if (o->ns_early > 0) {
         size_t n = strlen(buf);

@@ -518,8 +518,15 @@ int main(void)
         dm_program_free(pf);
         dm_program_free(ph);
         o.strategy = SCHED_MUON_DDP;
-        ok(sched_build(m, &cl, 16, costs, &o, &ph, NULL, &err) == -1 && strstr(err.msg, "--strategy dmuon"),
-           "hsdp needs dmuon: %s", err.msg);
+        dm_program *pd = NULL;
+        int bd = sched_build(m, &cl, 16, costs, &o, &ph, NULL, &err);
+        o.hsdp = 0;
+        int bd2 = sched_build(m, &cl, 16, costs, &o, &pd, NULL, &err);
+        ok(bd == 0 && bd2 == 0 && dm_program_hash(ph) == dm_program_hash(pd),
+           "hsdp is dmuon's: muon-ddp ignores it (the same program)");
+        dm_program_free(ph);
+        dm_program_free(pd);
+        o.hsdp = 1;
         o.strategy = SCHED_DMUON;
         o.hierarchical = 1;
         ok(sched_build(m, &cl, 16, costs, &o, &ph, NULL, &err) == -1 && strstr(err.msg, "choose one"),
