@@ -31,7 +31,9 @@ static void usage_comm(FILE *f, int gpu)
                "  --iters N          timed calls per size (default 20)\n"
                "  --warmup N         untimed calls first (default 5)\n"
                "  --timeout S        give up on a collective after S seconds (default 300)\n"
-               "  --csv FILE         the rows as CSV (for the cost model's fit)\n",
+               "  --csv FILE         the rows as CSV (for the cost model's fit)\n"
+               "  --json             the rows as one JSON document on stdout (dmuon-bench-1: the CSV's\n"
+               "                     columns and header fields); the table goes to stderr\n",
                gpu ? "gpu" : "cpu");
 }
 
@@ -53,9 +55,10 @@ static int bench_comm(int argc, char **argv)
                                        {"step-factor", required_argument, NULL, 'f'}, {"iters", required_argument, NULL, 'n'},
                                        {"warmup", required_argument, NULL, 'w'},      {"csv", required_argument, NULL, 'c'},
                                        {"backend", required_argument, NULL, 'k'},     {"timeout", required_argument, NULL, 't'},
-                                       {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
+                                       {"help", no_argument, NULL, 'h'},              {"json", no_argument, NULL, 'j'},
+                                       {NULL, 0, NULL, 0}};
     const char *cmd = "bench comm";
-    int c, bad = 0;
+    int c, bad = 0, json = 0;
     /* every rank parses; rank 0 alone prints a usage error, in the project's words (opterr 0) */
     opterr = 0;
     opt_set_quiet(rank != 0);
@@ -69,6 +72,7 @@ static int bench_comm(int argc, char **argv)
         case 'w': bad = opt_parse_long(cmd, "--warmup", optarg, 0, 100000, &o.warmup); break;
         case 't': bad = opt_parse_double(cmd, "--timeout", optarg, 0.001, 1e6, &o.timeout_s); break;
         case 'c': o.csv_path = optarg; break;
+        case 'j': json = 1; break;
         case 'k':
             if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu")) {
                 opt_usage_error(cmd, "--backend: expected cpu or gpu, got '%s'", optarg);
@@ -95,7 +99,14 @@ static int bench_comm(int argc, char **argv)
         return 2;
     }
     dm_err err = {{0}};
+    opt_json js;
+    if (json && rank == 0 && opt_json_begin(&js, cmd, &o.csv_path) < 0) {
+        opt_json_end(&js, cmd, "comm", NULL, 0);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (json && rank != 0 && !o.csv_path) o.csv_path = "-"; /* only rank 0 writes it */
     int rc = real_bench_comm(&o, stdout, &err);
+    if (json && rank == 0 && opt_json_end(&js, cmd, "comm", o.csv_path, rc == 0) < 0) rc = -1;
     if (rc == -2) { /* this rank gave up inside a collective: the others may wait in one */
         fprintf(stderr, "dmuon bench comm: %s\n", err.msg);
         MPI_Abort(MPI_COMM_WORLD, 1);

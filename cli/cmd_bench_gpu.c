@@ -45,6 +45,8 @@ static void usage_kernels(FILE *f)
             "                     cuBLASLt's heuristic list (kept when the whole plan is faster)\n"
             "  --min-block N      smallest leaf (rows) of the symmetric scheme tried (default 256)\n"
             "  --out CSV          write the cost table here (atomically; default: none)\n"
+            "  --json             the rows as one JSON document on stdout (dmuon-bench-1: the CSV's\n"
+            "                     columns and header fields); the table goes to stderr\n"
             "  --cache FILE       autotune cache (default: none); --retune ignores cached results\n"
             "  --warmup N         untimed runs first (default 3)\n"
             "  --reps N           timed runs, median reported (default 20)\n"
@@ -69,7 +71,7 @@ int cmd_bench_kernels(int argc, char **argv)
 {
     enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE, O_RETUNE, O_WARMUP,
            O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE, O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE,
-           O_KERNELS, O_RETIME };
+           O_KERNELS, O_RETIME, O_JSON };
     static const struct option lo[] = {
         {"shapes", required_argument, 0, O_SHAPES}, {"model", required_argument, 0, O_MODEL},
         {"batches", required_argument, 0, O_BATCHES}, {"batch-max-elems", required_argument, 0, O_BMAX},
@@ -83,13 +85,13 @@ int cmd_bench_kernels(int argc, char **argv)
         {"heuristics-max-elems", required_argument, 0, O_HEURMAX},
         {"no-gemm-tune", no_argument, 0, O_NOGEMMTUNE}, {"kernels", required_argument, 0, O_KERNELS},
         {"retime-cached", no_argument, 0, O_RETIME},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'}, {"json", no_argument, 0, O_JSON}, {0, 0, 0, 0}};
     const char *cmd = "bench kernels";
     ns_bench_shapes shapes = {0};
     ns_bench_opts o;
     ns_bench_opts_default(&o);
     dm_err err = {{0}};
-    int c, rc = 1;
+    int c, rc = 1, json = 0;
     long v;
     optind = 1;
     opterr = 0;
@@ -125,6 +127,7 @@ int cmd_bench_kernels(int argc, char **argv)
         case O_CACHE: o.cache_path = optarg; break;
         case O_RETUNE: o.retune = 1; break;
         case O_RETIME: o.retime = 1; break;
+        case O_JSON: json = 1; break;
         case O_WARMUP:
             if (opt_parse_long(cmd, "--warmup", optarg, 0, 1000, &v)) goto usage;
             o.warmup = o.at.warmup = (int)v;
@@ -177,8 +180,15 @@ int cmd_bench_kernels(int argc, char **argv)
     for (int i = 0; i < argc && cl < sizeof cmdline; i++)
         cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", argv[i]);
     o.cmdline = cmdline;
+    opt_json js;
+    if (json && opt_json_begin(&js, cmd, &o.out_csv) < 0) {
+        opt_json_end(&js, cmd, "kernels", NULL, 0);
+        rc = 1;
+        goto done;
+    }
     rc = ns_bench_kernels(&o, &shapes, &err) < 0 ? 1 : 0;
     if (rc) fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
+    if (json && opt_json_end(&js, cmd, "kernels", o.out_csv, rc == 0) < 0) rc = 1;
     goto done;
 usage: /* the option parsers printed the message */
     rc = 2;
@@ -213,6 +223,8 @@ static void usage_work(FILE *f, const wk_bench_opts *d)
             "  --reps N           and are at least this many (default %d)\n"
             "  --sustain S        seconds of GEMM load before the first kernel (default %.0f)\n"
             "  --out CSV          the cost rows (atomically; default none)\n"
+            "  --json             the rows as one JSON document on stdout (dmuon-bench-1), the\n"
+            "                     table on stderr\n"
             "  --cache FILE       reuse and store timings (keyed by GPU, CUDA and cuBLAS versions)\n"
             "  --max-seconds S    stop timing after S seconds and write what was timed (default: none)\n"
             "  --dry-run          list and estimate only (no GPU needed); --list prints every kernel\n"
@@ -223,7 +235,7 @@ static void usage_work(FILE *f, const wk_bench_opts *d)
 int cmd_bench_work(int argc, char **argv)
 {
     enum { O_MODELS = 300, O_MODEL, O_TOKENS, O_SEQ, O_NOGRID, O_GRIDM, O_GRIDNK, O_WARM, O_MIN, O_REPS, O_SUST,
-           O_OUT, O_CACHE, O_DRY, O_LIST, O_MAXS };
+           O_OUT, O_CACHE, O_DRY, O_LIST, O_MAXS, O_JSON };
     static const struct option lo[] = {
         {"models", required_argument, 0, O_MODELS}, {"model", required_argument, 0, O_MODEL},
         {"tokens", required_argument, 0, O_TOKENS}, {"seq-len", required_argument, 0, O_SEQ},
@@ -233,14 +245,14 @@ int cmd_bench_work(int argc, char **argv)
         {"sustain", required_argument, 0, O_SUST},  {"out", required_argument, 0, O_OUT},
         {"cache", required_argument, 0, O_CACHE},   {"dry-run", no_argument, 0, O_DRY},
         {"list", no_argument, 0, O_LIST},           {"max-seconds", required_argument, 0, O_MAXS},
-        {"help", no_argument, 0, 'h'},
+        {"help", no_argument, 0, 'h'},              {"json", no_argument, 0, O_JSON},
         {0, 0, 0, 0}};
     const char *cmd = "bench work";
     wk_bench_opts o, d;
     wk_bench_opts_default(&o);
     d = o;
     char *models_copy = NULL;
-    int c, n_extra = 0, rc = 2;
+    int c, n_extra = 0, rc = 2, json = 0;
     const char *extra[WK_BENCH_MAX_LIST];
     long tmp[16];
     int n;
@@ -289,6 +301,7 @@ int cmd_bench_work(int argc, char **argv)
         case O_CACHE: o.cache_path = optarg; break;
         case O_DRY: o.dry_run = 1; break;
         case O_LIST: o.list = 1; break;
+        case O_JSON: json = 1; break;
         case O_MAXS: if (opt_parse_double(cmd, "--max-seconds", optarg, 0, 1e6, &o.max_s)) goto done; break;
         case 'h': usage_work(stdout, &d); rc = 0; goto done;
         default: rc = opt_getopt_error(cmd, c, argv); goto done;
@@ -303,8 +316,15 @@ int cmd_bench_work(int argc, char **argv)
         cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", argv[i]);
     o.cmdline = cmdline;
     dm_err err = {{0}};
+    opt_json js;
+    if (json && !o.list && opt_json_begin(&js, cmd, &o.out_csv) < 0) {
+        opt_json_end(&js, cmd, "work", NULL, 0);
+        rc = 1;
+        goto done;
+    }
     rc = wk_bench_work(&o, &err) < 0 ? 1 : 0;
     if (rc) fprintf(stderr, "dmuon %s: %s\n", cmd, err.msg);
+    if (json && !o.list && opt_json_end(&js, cmd, "work", o.out_csv, rc == 0) < 0) rc = 1;
 done:
     free(models_copy);
     return rc;

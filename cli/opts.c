@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h> /* optind */
 
+#include "csvjson.h"
+
 static int g_quiet; /* opt_set_quiet: a rank other than 0 of an MPI command */
 
 void opt_set_quiet(int quiet) { g_quiet = quiet; }
@@ -183,4 +185,49 @@ void opt_shorts_free(char **expanded, int argc)
     if (!expanded) return;
     for (char **s = expanded + argc + 1; *s; s++) free(*s);
     free(expanded);
+}
+
+int opt_json_begin(opt_json *j, const char *cmd, const char **csv)
+{
+    j->saved_stdout = -1;
+    j->tmp[0] = 0;
+    if (!*csv) {
+        snprintf(j->tmp, sizeof j->tmp, "/tmp/dmuon-bench-%d-XXXXXX.csv", (int)getpid());
+        int fd = mkstemps(j->tmp, 4);
+        if (fd < 0) {
+            fprintf(stderr, "dmuon %s: --json: cannot make a temporary file: %s\n", cmd, strerror(errno));
+            j->tmp[0] = 0;
+            return -1;
+        }
+        close(fd);
+        *csv = j->tmp;
+    }
+    fflush(stdout);
+    j->saved_stdout = dup(1);
+    if (j->saved_stdout < 0 || dup2(2, 1) < 0) {
+        fprintf(stderr, "dmuon %s: --json: cannot set stdout aside: %s\n", cmd, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int opt_json_end(opt_json *j, const char *cmd, const char *benchmark, const char *csv, int ok)
+{
+    int rc = 0;
+    fflush(stdout);
+    if (j->saved_stdout >= 0) {
+        dup2(j->saved_stdout, 1);
+        close(j->saved_stdout);
+        j->saved_stdout = -1;
+    }
+    if (ok && csv) {
+        dm_err err;
+        if (dm_csv_json(csv, benchmark, stdout, &err) < 0) {
+            fprintf(stderr, "dmuon %s: --json: %s\n", cmd, err.msg);
+            rc = -1;
+        }
+        fflush(stdout);
+    }
+    if (j->tmp[0]) unlink(j->tmp);
+    return rc;
 }

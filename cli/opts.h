@@ -43,4 +43,16 @@ char **opt_expand_shorts(int argc, char **argv, const opt_short *shorts, int n);
 /* Frees what opt_expand_shorts(argc, ...) returned (NULL is fine), also after getopt permuted it. */
 void opt_shorts_free(char **expanded, int argc);
 
+/* A benchmark's --json (bench kernels, work, comm: the same mechanism over the table each
+ * writes, core/csvjson.h): opt_json_begin points *csv at a temporary file when the command was
+ * given none (tmp holds its name) and sends stdout's lines (the human table) to stderr;
+ * opt_json_end puts stdout back and, when ok, prints the table as JSON there (the one document on
+ * stdout); it removes the temporary. Returns -1 with the reason printed as "dmuon CMD: ...". */
+typedef struct opt_json {
+    int saved_stdout;
+    char tmp[64];
+} opt_json;
+int opt_json_begin(opt_json *j, const char *cmd, const char **csv);
+int opt_json_end(opt_json *j, const char *cmd, const char *benchmark, const char *csv, int ok);
+
 #endif

@@ -51,6 +51,18 @@ fi
 run2 $RUN --steps 2 >"$tmp/t.out" 2>/dev/null
 like "run without --json: the report on stdout" "$(cat "$tmp/t.out")" "# dmuon run: model tiny"
 
+# bench comm --json: one document (dmuon-bench-1) on stdout, the table on stderr
+run2 $DMUON bench comm --backend cpu --max-bytes 4K --iters 2 --warmup 1 --json >"$tmp/b.json" 2>"$tmp/b.err"
+is "bench comm --json: exit 0" "$?" 0
+if command -v python3 >/dev/null 2>&1; then
+    is "bench comm --json: the rows, columns and header fields of its CSV" \
+        "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["format"], d["benchmark"], d["table"], d["meta"]["ranks"], d["columns"][0], len(d["rows"]), d["rows"][0]["coll"])' "$tmp/b.json" 2>&1)" \
+        "dmuon-bench-1 comm dmuon-comm-1 2 coll 15 broadcast"
+else
+    tap_n=$((tap_n + 1)); echo "ok $tap_n # SKIP no python3"
+fi
+like "bench comm --json: the table on stderr" "$(cat "$tmp/b.err")" "# dmuon bench comm: 2 ranks"
+
 # ---- errors once ------------------------------------------------------------------------------
 # once WHAT WANT COMMAND...: exit 2, exactly one line from dmuon on stderr (mpirun's own notes
 # about the exit status aside), holding WANT, and no getopt text.

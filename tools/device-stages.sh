@@ -182,6 +182,11 @@ stage_plugin() {
     printf '1024 1024 1\n256 1536 1\n' > "$L/plugin_shapes.txt"
     timeout 40 "$D/dmuon" bench kernels --shapes "$L/plugin_shapes.txt" --out "$L/plugin_kernels.csv"
     echo "bench kernels exit $?"
+    # --json: one document on stdout, the table on stderr
+    for b in "kernels --shapes $L/plugin_shapes.txt" "work --models llama-3.2-3b --tokens 1024 --no-grid"; do
+        timeout 60 "$D/dmuon" bench $b --json >"$L/plugin_json.out" 2>"$L/plugin_json.err"
+        echo "bench $b --json exit $?: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["format"], d["benchmark"], d["table"], len(d["rows"]), "rows", d["columns"][:6])' "$L/plugin_json.out" 2>&1)"
+    done
 }
 
 # regress: the GPU machine's regression baseline rewritten (dmuon regress --update, full suite, GPU

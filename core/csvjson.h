@@ -1,0 +1,17 @@
+/* csvjson.h: a table file of this project (the benchmarks' CSVs: dmuon-comm-1, dmuon-costs-1,
+ * dmuon-costs-2) as one JSON document, so that every benchmark's --json is the same mechanism
+ * over the rows it writes:
+ *   {"format": "dmuon-bench-1", "benchmark": NAME, "table": "dmuon-comm-1",
+ *    "meta": {KEY: VALUE, ...}, "columns": [...], "rows": [{COLUMN: VALUE, ...}, ...]}
+ * "# FORMAT key=value ..." and "# key: value" lines give table and meta (other comment lines go
+ * to "notes"); the first other line is the header; a field that reads whole as a number is a
+ * JSON number (non-finite ones null), any other a string. */
+#ifndef DM_CSVJSON_H
+#define DM_CSVJSON_H
+#include <stdio.h>
+
+#include "dm_error.h"
+
+int dm_csv_json(const char *path, const char *benchmark, FILE *out, dm_err *err);
+
+#endif
