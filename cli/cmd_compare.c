@@ -86,7 +86,7 @@ int cmd_compare(int argc, char **argv)
     }
     FILE *rep = json ? stderr : stdout; /* --json: the object on stdout, the report on stderr */
     cmp_print(rep, sim, real, &r);
-    if (csv && cmp_write_csv(csv, &r, &err)) {
+    if (csv && cmp_write_csv(csv, sim, &r, &err)) {
         fprintf(stderr, "dmuon compare: %s\n", err.msg);
         goto out;
     }

@@ -13,6 +13,7 @@
 
 #include "collcost.h"
 #include "commands.h"
+#include "csvjson.h"
 #include "inputs.h"
 #include "json.h"
 #include "memory.h"
@@ -342,13 +343,23 @@ static void write_table(FILE *f, const point *pts, int n, char *const *names, in
     }
 }
 
-static int write_file(const char *path, const point *pts, int n, char *const *names, int n_str, int csv, int grouped)
+static int write_file(const char *path, const point *pts, int n, char *const *names, int n_str, int csv, int grouped,
+                      const char *model, const char *cluster, int64_t tokens)
 {
     dm_err err;
     dm_out *o = dm_out_open(path, &err);
     if (!o) {
         fprintf(stderr, "dmuon scale: %s\n", err.msg);
         return -1;
+    }
+    if (csv) { /* the tables' header convention (csvjson.h); strategy and gpus are columns */
+        char tk[32];
+        snprintf(tk, sizeof tk, "%lld", (long long)tokens);
+        fputs("# dmuon-scale-1", dm_out_file(o));
+        dm_csv_meta(dm_out_file(o), "model", model);
+        dm_csv_meta(dm_out_file(o), "cluster", cluster);
+        dm_csv_meta(dm_out_file(o), "tokens", tk);
+        fputc('\n', dm_out_file(o));
     }
     write_table(dm_out_file(o), pts, n, names, n_str, csv, grouped);
     if (dm_out_commit(o, &err)) {
@@ -567,9 +578,9 @@ int cmd_scale(int argc, char **argv)
            n_nofit ? " (fits 0: simulated all the same, marked in the table, the CSV and the plots)" : "");
     char path[4096];
     snprintf(path, sizeof path, "%s/scale.dat", out_dir);
-    if (write_file(path, pts, n_pts, names, n_str, 0, 1)) rc = 1;
+    if (write_file(path, pts, n_pts, names, n_str, 0, 1, NULL, NULL, 0)) rc = 1;
     snprintf(path, sizeof path, "%s/scale.csv", out_dir);
-    if (write_file(path, pts, n_pts, names, n_str, 1, 0)) rc = 1;
+    if (write_file(path, pts, n_pts, names, n_str, 1, 0, in.model->name, in.cluster.name, sopt[0].tokens)) rc = 1;
     for (int i = 0, head = 0; i < n_pts; i++) { /* which balance won where auto chose */
         char d[512];
         if (!pts[i].ok || !pts[i].pb.n) continue;

@@ -1,4 +1,4 @@
-/* csvjson.c: a benchmark's table file as one JSON document (csvjson.h). */
+/* csvjson.c: the tables' header words, and a benchmark's table file as one JSON document (csvjson.h). */
 #include "csvjson.h"
 
 #include <math.h>
@@ -143,4 +143,11 @@ done:
     free(notes);
     free(rows);
     return rc;
+}
+
+void dm_csv_meta(FILE *f, const char *key, const char *value)
+{
+    fprintf(f, " %s=", key);
+    if (!value || !*value) value = "-";
+    for (const char *c = value; *c; c++) fputc(*c == ' ' || *c == '\n' || *c == ',' ? '_' : *c, f);
 }

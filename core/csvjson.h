@@ -1,5 +1,5 @@
-/* csvjson.h: a table file of this project (the benchmarks' CSVs: dmuon-comm-1, dmuon-costs-1,
- * dmuon-costs-2) as one JSON document, so that every benchmark's --json is the same mechanism
+/* csvjson.h: the header line of the project's tables, and a table file (the benchmarks' CSVs:
+ * dmuon-comm-1, dmuon-costs-1, dmuon-costs-2) as one JSON document, so that every benchmark's --json is the same mechanism
  * over the rows it writes:
  *   {"format": "dmuon-bench-1", "benchmark": NAME, "table": "dmuon-comm-1",
  *    "meta": {KEY: VALUE, ...}, "columns": [...], "rows": [{COLUMN: VALUE, ...}, ...]}
@@ -13,5 +13,11 @@
 #include "dm_error.h"
 
 int dm_csv_json(const char *path, const char *benchmark, FILE *out, dm_err *err);
+
+/* The one header convention of the tables the commands write (--csv of plan, run, compare,
+ * scale.csv; the benchmarks'): a first line "# FORMAT key=value ..." naming the case (model,
+ * cluster, strategy, gpus where they apply), which dm_csv_json reads back as meta. dm_csv_meta
+ * writes one " key=value" word (spaces in the value become '_'; NULL writes "-"). */
+void dm_csv_meta(FILE *f, const char *key, const char *value);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "csvjson.h"
 #include "real.h"
 #include "real_priv.h"
 #include "gpu_api.h"
@@ -60,9 +61,18 @@ int real_exec_layer_means(const real_exec *ex, int stack, double *fwd_us, double
 
 void real_row_csv_header(FILE *f, const dm_program *p, const char *backend, int64_t tokens)
 {
-    fprintf(f, "# dmuon run: model=%s strategy=%s ranks=%d backend=%s tokens=%lld\n"
-            "step,loss,step_ms,forward_ms,backward_ms,optimizer_ms,opt_window_ms,exposed_comm_ms,ns_min_ms,ns_max_ms,"
-            "skipped\n", p->model, p->strategy, p->nranks, backend, (long long)tokens);
+    char gp[16], tk[32];
+    snprintf(gp, sizeof gp, "%d", p->nranks);
+    snprintf(tk, sizeof tk, "%lld", (long long)tokens);
+    fputs("# dmuon-run-1", f); /* the tables' header convention (csvjson.h) */
+    dm_csv_meta(f, "model", p->model);
+    dm_csv_meta(f, "cluster", p->cluster);
+    dm_csv_meta(f, "strategy", p->strategy);
+    dm_csv_meta(f, "gpus", gp);
+    dm_csv_meta(f, "backend", backend);
+    dm_csv_meta(f, "tokens", tk);
+    fputs("\nstep,loss,step_ms,forward_ms,backward_ms,optimizer_ms,opt_window_ms,exposed_comm_ms,ns_min_ms,ns_max_ms,"
+          "skipped\n", f);
 }
 
 void real_row_csv(FILE *f, long step, const real_step_row *w)

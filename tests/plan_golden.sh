@@ -43,7 +43,7 @@ like "bad --strategy message" "$($DMUON plan --model qwen2.5-0.5b --gpus 8 --str
 is "unknown model exits 1" "$(status_of $DMUON plan --model no-such-model --gpus 8)" 1
 is "bad cost table exits 1" "$(status_of $DMUON plan --model qwen2.5-0.5b --gpus 8 --costs "$DM_SRCDIR/tests/plan_golden.sh")" 1
 $DMUON plan --costs "$costs" --model qwen2.5-0.5b --gpus 4 --csv "$tmp/p.csv" >/dev/null
-is "--csv: header and one row per owner" "$(sed -n 2p "$tmp/p.csv"),$(grep -c '^[0-9]' "$tmp/p.csv")" "owner,ns_load_us,ns_ops,4"
+is "--csv: the case line, header and one row per owner" "$(head -1 "$tmp/p.csv" | cut -d" " -f2-3),$(grep -v "^#" "$tmp/p.csv" | head -1),$(grep -c "^[0-9]" "$tmp/p.csv")" "dmuon-plan-1 model=Qwen2.5-0.5B,owner,ns_load_us,ns_ops,4"
 like "--help shows plan options" "$($DMUON plan --help)" "--balance B"
 $DMUON plan --write-roofline "$tmp/roof.csv" --gpu A800 >/dev/null
 like "roofline table written for the A800" "$(head -3 "$tmp/roof.csv")" "# gpu: NVIDIA A800-SXM4-80GB"

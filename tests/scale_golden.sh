@@ -47,7 +47,8 @@ $DMUON scale --model qwen2.5-72b --cluster a800 --gpus 8,16 --strategies dmuon -
 is "a study of points that do not fit still exits 0" "$?" 0
 like "  ... the table marks them" "$(grep '^ *8 dmuon' "$tmp/big.txt")" "    0  does not fit"
 like "  ... and says what the column is" "$(cat "$tmp/big.txt")" "4 of 4 points do not fit"
-like "  ... the CSV has memory_gib and fits" "$(head -1 "$tmp/big/scale.csv")" "overhead_vs_adamw_pct,memory_gib,fits"
+like "  ... the CSV has memory_gib and fits" "$(sed -n 2p "$tmp/big/scale.csv")" "overhead_vs_adamw_pct,memory_gib,fits"
+like "  ... under the case line" "$(head -1 "$tmp/big/scale.csv")" "# dmuon-scale-1 model="
 is "  ... fits 0 on every dmuon row" "$(awk -F, '$2 == "dmuon" { print $12 }' "$tmp/big/scale.csv" | sort -u)" 0
 is "  ... the data file's column 12 is 0" "$(awk '$2 == "dmuon" { print $12 }' "$tmp/big/scale.dat" | sort -u)" 0
 # --json: one object on stdout (the points, as the CSV), the report on stderr

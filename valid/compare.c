@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "csvjson.h"
 #include "json.h"
 #include "outfile.h"
 #include "paths.h"
@@ -236,12 +237,19 @@ void cmp_print_json(FILE *f, const char *sim_path, const dm_trace *sim, const ch
     jnum(f, "max_error_pct", max_err_pct >= 0 ? max_err_pct : NAN, "\n}\n");
 }
 
-int cmp_write_csv(const char *path, const cmp_result *r, dm_err *err)
+int cmp_write_csv(const char *path, const dm_trace *sim, const cmp_result *r, dm_err *err)
 {
     dm_out *o = dm_out_open(path, err);
     if (!o) return -1;
     FILE *f = dm_out_file(o);
-    fprintf(f, "section,name,predicted_ms,measured_ms,error_pct,ops_predicted,ops_measured,op_err_median_pct\n");
+    char gp[16];
+    snprintf(gp, sizeof gp, "%d", sim->nranks);
+    fputs("# dmuon-compare-1", f); /* the tables' header convention (csvjson.h): the predicted case */
+    dm_csv_meta(f, "model", sim->model);
+    dm_csv_meta(f, "cluster", sim->cluster);
+    dm_csv_meta(f, "strategy", sim->strategy);
+    dm_csv_meta(f, "gpus", gp);
+    fputs("\nsection,name,predicted_ms,measured_ms,error_pct,ops_predicted,ops_measured,op_err_median_pct\n", f);
     for (int p = 0; p < DM_PHASE__COMPARED; p++)
         fprintf(f, "phase,%s,%.6f,%.6f,%.4f,,,\n", dm_phase_name((dm_phase)p), r->sim.us[p] / 1e3, r->real.us[p] / 1e3,
                 100 * cmp_rel_err(r->sim.us[p], r->real.us[p]));

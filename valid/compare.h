@@ -71,8 +71,9 @@ void cmp_print(FILE *f, const dm_trace *sim, const dm_trace *real, const cmp_res
 void cmp_print_json(FILE *f, const char *sim_path, const dm_trace *sim, const char *real_path, const dm_trace *real,
                     const cmp_result *r, double max_err_pct);
 
-/* The same tables as CSV (section,name,predicted_ms,measured_ms,error_pct,...), atomically. */
-int cmp_write_csv(const char *path, const cmp_result *r, dm_err *err);
+/* The same tables as CSV (section,name,predicted_ms,measured_ms,error_pct,...), atomically,
+ * under a "# dmuon-compare-1" line naming the predicted trace's case. */
+int cmp_write_csv(const char *path, const dm_trace *sim, const cmp_result *r, dm_err *err);
 
 /* Plot data: DIR/timeline_predicted.dat and DIR/timeline_measured.dat (one row per op:
  * lane, start_ms, end_ms, kind index, kind, rank, stream, op), DIR/ops.dat (matched ops:
