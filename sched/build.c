@@ -625,10 +625,12 @@ static void flat_part(double T, int n, int k, double *lo, double *hi)
  * every NIC. Fetch (the previous step's update, ahead of this step's forward, as the flat
  * plan's broadcast): pass 0, o broadcasts the weights in its shard group; pass 1, each column j
  * broadcasts part j from o's shard group to the other replicas (the publish); pass 2, every
- * other shard group all-gathers the parts its members received. Gradients: pass 1, a
- * reduce-scatter in every shard group (member j: part j summed over the group); pass 2, each
+ * other shard group all-gathers the parts its members received. Gradients: pass 0, a
+ * reduce-scatter in every shard group (member j: part j summed over the group); pass 1, each
  * column j reduces part j to o's shard group; pass 3, an all-gather of those parts in o's
- * shard group brings o the whole reduced gradient. */
+ * shard group brings o the whole reduced gradient. Each collective waits on its members' own
+ * ops of the stage before for the same pair (hs_stage, hs_pair); emit_fetch and emit_grad put
+ * the cross-node parts on the other comm stream. */
 static int hsdp_pair(bctx *b, int pass, int o, int pair, double elems, int l, const int64_t *ids, size_t n)
 {
     int S = b->S, ro = o / b->S;
