@@ -86,7 +86,7 @@ static void usage(FILE *f)
         "  --steps K          steps to run (default 3)\n"
         "  --seed S           data and initial weights (default 1)\n"
         "  --grad-chunks C    sum each weight gradient over C token chunks in order (default 1)\n"
-        "  --grad-chunk-group G  Muon gradients: the chunks in groups of G first, then the groups\n"
+        "  --grad-chunk-group G  sum the gradient chunks in groups of G first, then the groups\n"
         "                     (the order of --hsdp's two-stage reduce with shard groups of G)\n"
         "  --lr-muon X        Muon learning rate (default 0.02)\n"
         "  --lr-adamw X       AdamW learning rate (default 0.001)\n"

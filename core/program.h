@@ -91,7 +91,7 @@ typedef struct dm_op {
     int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes */
     int work;           /* forward/backward: index into dm_program.works, the kernels the op
                            computes (workload.h); -1 for none (then flops/bytes alone describe it) */
-    int part, parts;    /* broadcast/reduce: parts > 1: the op moves only flat part `part` of
+    int part, parts;    /* broadcast/reduce/all-reduce: parts > 1: the op moves only flat part `part` of
                            `parts` of its params' flat buffer (the params in order, each whole;
                            the reduce-scatter layout: part k is [k ceil(T/n), (k+1) ceil(T/n))
                            of T elements, real_work.h's real_flat_shard); bytes are that part's.

@@ -1105,10 +1105,11 @@ int dm_program_validate(const dm_program *p, dm_err *err)
                            needs_root ? "is not a member of the group" : "given to a rootless collective");
                 goto done;
             }
-            if (o->parts > 1 ? !needs_root || o->part < 0 || o->part >= o->parts : o->part != 0) {
+            int partable = needs_root || o->kind == DM_OP_ALLREDUCE;
+            if (o->parts > 1 ? !partable || o->part < 0 || o->part >= o->parts : o->part != 0) {
                 dm_err_set(err, "program: rank %d op %d (%s): part %d of %d: %s", r, i, dm_op_kind_name(o->kind),
                            o->part, o->parts,
-                           o->parts > 1 && !needs_root ? "only a broadcast or a reduce moves a part"
+                           o->parts > 1 && !partable ? "only a broadcast, a reduce or an all-reduce moves a part"
                                                        : "expected part in [0, parts) with parts > 1");
                 goto done;
             }

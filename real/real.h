@@ -64,8 +64,8 @@ typedef struct real_opts {
     int64_t tokens;           /* tokens per rank per step (T); default 64 */
     int grad_chunks;          /* backward sums the weight gradient over this many token chunks
                                  in order (1 = one GEMM); default 1 */
-    int grad_chunk_group;     /* > 1: the Muon matrices' weight gradients sum their chunks in
-                                 groups of this many first, then the groups in order (the order of
+    int grad_chunk_group;     /* > 1: every weight gradient sums its chunks in groups of this
+                                 many first, then the groups in order (the order of
                                  HSDP's two-stage reduce: a one-rank run with grad_chunks = ranks
                                  and this = the shard size reproduces it); default 0 (plain) */
     int64_t token_offset;     /* global index of this run's rank 0's first token; default 0 */

@@ -277,6 +277,28 @@ static void chunk_add(float *g, const float *dst, int64_t size)
         for (int64_t e = 0; e < size; e++) g[e] += dst[e];
 }
 
+/* grad_chunk_group Gs > 1 (HSDP's order: each shard group sums first, then the groups): chunk i
+ * goes to grp_dst (its group's sum: the gradient itself for the first group unless it holds a
+ * tied head's part, else scratch2; a later chunk of a group: the scratch); grp_add adds it to
+ * its group's sum and, after a group's last chunk, the group's sum to the gradient. Gs 1: the
+ * plain chunk_dst / chunk_add. */
+static float *grp_sum(cpu *c, const wk_kb *b, int i, int Gs, float *g) { return i < Gs && !b->accumulate ? g : c->scratch2; }
+static float *grp_dst(cpu *c, const wk_kb *b, int i, int Gs, float *g)
+{
+    if (Gs <= 1) return chunk_dst(c, b, i, g);
+    return i % Gs == 0 ? grp_sum(c, b, i, Gs, g) : c->scratch;
+}
+static void grp_add(cpu *c, const wk_kb *b, int i, int Gs, float *g, const float *d, int64_t size)
+{
+    if (Gs <= 1) {
+        chunk_add(g, d, size);
+        return;
+    }
+    float *sum = grp_sum(c, b, i, Gs, g);
+    chunk_add(sum, d, size);
+    if (i % Gs == Gs - 1) chunk_add(g, sum, size);
+}
+
 /* The products of an attention kernel, entry by entry (cost only). */
 static void attention(cpu *c, const wk_attn_geom *g, const dm_kernel *k)
 {
@@ -335,6 +357,7 @@ static void run_bwd(real_exec *ex, int l, const wk_kb *b)
     const dm_kernel *k = &b->k;
     const float *act = c->act[l], *res = c->res[l];
     int C_ = ex->o.grad_chunks;
+    int Gs = ex->o.grad_chunk_group > 1 ? ex->o.grad_chunk_group : 1; /* HSDP's order (grp_dst) */
     int64_t lo, hi;
     switch (k->op) {
     case DM_KOP_DGRAD: /* dX = R W, for its cost */
@@ -349,16 +372,12 @@ static void run_bwd(real_exec *ex, int l, const wk_kb *b)
             float *g = c->p[k->param + i].G;
             const float *R = res + b->r + i * k->k * k->m;
             const float *X = act + b->x + (k->kind == DM_KERN_BGEMM ? i * k->k * k->n : 0);
-            /* chunks summed in groups of Gs first (HSDP's order) for Muon matrices */
-            int Gs = ex->o.grad_chunk_group > 1 && c->p[k->param + i].muon && !b->accumulate ? ex->o.grad_chunk_group : 1;
             for (int ci = 0; ci < C_; ci++) {
                 chunk_of(k->k, C_, ci, &lo, &hi);
-                float *part = Gs == 1 || ci < Gs ? g : c->scratch2; /* this chunk's group's sum */
-                float *d = Gs == 1 ? chunk_dst(c, b, ci, g) : ci % Gs == 0 ? part : c->scratch;
+                float *d = grp_dst(c, b, ci, Gs, g);
                 if (hi > lo) wk_ref_gemm(WK_TN, k->m, k->n, hi - lo, (float)b->scale, R + lo * k->m, X + lo * k->n, d);
                 else memset(d, 0, (size_t)(k->m * k->n) * sizeof *d);
-                chunk_add(part, d, k->m * k->n);
-                if (Gs > 1 && ci % Gs == Gs - 1) chunk_add(g, part, k->m * k->n); /* the group done */
+                grp_add(c, b, ci, Gs, g, d, k->m * k->n);
             }
         }
         break;
@@ -374,10 +393,10 @@ static void run_bwd(real_exec *ex, int l, const wk_kb *b)
             const float *R = res + b->r + i * b->rows * k->n;
             for (int ci = 0; ci < C_; ci++) {
                 chunk_of(b->rows, C_, ci, &lo, &hi);
-                float *d = chunk_dst(c, b, ci, q->G);
+                float *d = grp_dst(c, b, ci, Gs, q->G);
                 wk_ref_table_bwd(R, act + b->x, q->W, d, c->dx + i * b->rows * k->n, lo, hi, k->n, b->period,
                                  b->positions, (float)b->scale);
-                chunk_add(q->G, d, q->size);
+                grp_add(c, b, ci, Gs, q->G, d, q->size);
             }
         }
         break;
@@ -386,10 +405,11 @@ static void run_bwd(real_exec *ex, int l, const wk_kb *b)
         if (!b->accumulate) memset(q->G, 0, (size_t)q->size * sizeof *q->G);
         for (int ci = 0; ci < C_; ci++) {
             chunk_of(b->rows, C_, ci, &lo, &hi);
-            float *d = ci == 0 || b->accumulate ? q->G : c->scratch;
+            /* it scatters into d: every buffer but the gradient starts from zero */
+            float *d = Gs > 1 ? grp_dst(c, b, ci, Gs, q->G) : ci == 0 || b->accumulate ? q->G : c->scratch;
             if (d != q->G) memset(d, 0, (size_t)q->size * sizeof *d);
             wk_ref_embed_bwd(res + b->r, ex->wl.maps[b->map].a, d, lo, hi, k->n, (float)b->scale);
-            chunk_add(q->G, d, q->size);
+            grp_add(c, b, ci, Gs, q->G, d, q->size);
         }
         break;
     }
@@ -631,7 +651,7 @@ static void finish_coll(real_exec *ex, pending *pd)
         for (int j = 1; j < n; j++)
             for (int64_t e = 0; e < span; e++) pd->recv[e] += pd->recv[j * span + e];
         flat_copy(ex, op, plo, phi, pd->recv, TO_G, ex->rank);
-        if (op->parts > 1) /* a part summed across the replicas: the update that follows is whole */
+        if (op->parts > 1 && op->kind == DM_OP_REDUCE) /* a part summed across the replicas: a whole update */
             for (int a = 0; a < op->n_params; a++) C(ex)->p[op->params[a]].rs_lo = C(ex)->p[op->params[a]].rs_hi = 0;
         break;
     case DM_COLL_EXACT_ALLTOALL: {

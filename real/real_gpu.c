@@ -989,7 +989,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
                 int64_t x = lo > base ? lo : base, y = hi < base + q->size ? hi : base + q->size;
                 if (op->parts <= 1) q->gr_lo = 0, q->gr_hi = q->size;
                 else if (x < y) extend(&q->gr_lo, &q->gr_hi, x - base, y - base);
-                if (op->parts > 1) q->rs_lo = q->rs_hi = 0; /* summed across the replicas: a whole update */
+                if (op->parts > 1 && op->kind == DM_OP_REDUCE) q->rs_lo = q->rs_hi = 0; /* a whole update */
                 base += q->size;
             }
         }

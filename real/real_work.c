@@ -94,7 +94,14 @@ static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts
                     red[q] = rr_make(0, sz);
                 }
                 break;
-            case DM_OP_ALLREDUCE: red[q] = rr_make(0, sz); break;
+            case DM_OP_ALLREDUCE: /* a part (HSDP's AdamW): that range, summed over the replicas */
+                if (op->parts > 1) {
+                    int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
+                    if (lo < hi) red[q] = rr_make(lo - base, hi - base);
+                } else {
+                    red[q] = rr_make(0, sz);
+                }
+                break;
             case DM_OP_BROADCAST: /* a part of the weights this rank now holds (HSDP) */
                 if (op->parts > 1) {
                     int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;

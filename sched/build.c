@@ -378,12 +378,41 @@ static int batches_everywhere(bctx *b)
     return 0;
 }
 
-/* The AdamW-role parameters of layer l: reduce-scatter/all-gather (sharded) or all-reduce. */
+/* Elements [lo, hi) of flat part k of n over T elements (the reduce-scatter layout, program.h). */
+static void flat_part(double T, int n, int k, double *lo, double *hi)
+{
+    double s = ceil(T / n);
+    *lo = fmin(T, k * s);
+    *hi = fmin(T, (k + 1) * s);
+}
+
+/* The AdamW-role parameters of layer l: reduce-scatter/all-gather (sharded) or all-reduce; under
+ * HSDP sharded in each shard group (reduce-scatter, all-gather) and each part all-reduced over
+ * its column (the replicas). */
 static int adamw_part(bctx *b, int l, int64_t *ids)
 {
     size_t n = layer_ids(b, l, DM_ROLE_ADAMW, ids);
     if (!n) return 0;
     double bytes = ids_elems(b, ids, n) * b->elt;
+    if (b->hsdp && b->R > 1) { /* DMuon's HSDP: sharded in the shard group, replicated across */
+        int pair = b->hs_pairs - 1; /* the slot after the owners' (hsdp_pair) */
+        for (int k = 0; k < b->R; k++) {
+            if (add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->shard_group[k], -1, bytes, l, ids, n) ||
+                add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->shard_group[k], -1, bytes, l, ids, n))
+                return -1;
+            coll_desc *d = &AT(b->grad, coll_desc, b->grad.n - 1);
+            d->hs_record = 1, d->hs_stage = 0, d->hs_pair = pair;
+        }
+        for (int j = 0; j < b->S; j++) { /* part j summed over the replicas: the column's all-reduce */
+            double lo, hi;
+            flat_part(ids_elems(b, ids, n), b->S, j, &lo, &hi);
+            if (hi <= lo) continue;
+            if (add_desc(b, &b->grad, DM_OP_ALLREDUCE, b->col_group[j], -1, (hi - lo) * b->elt, l, ids, n)) return -1;
+            coll_desc *d = &AT(b->grad, coll_desc, b->grad.n - 1);
+            d->hs_wait = 2, d->hs_stage = 1, d->hs_pair = pair, d->part = j, d->parts = b->S;
+        }
+        return 0;
+    }
     if (b->adamw_sharded)
         return add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->world, -1, bytes, l, ids, n) ||
                add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->world, -1, bytes, l, ids, n) ? -1 : 0;
@@ -610,13 +639,6 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
     return 0;
 }
 
-/* Elements [lo, hi) of flat part k of n over T elements (the reduce-scatter layout, program.h). */
-static void flat_part(double T, int n, int k, double *lo, double *hi)
-{
-    double s = ceil(T / n);
-    *lo = fmin(T, k * s);
-    *hi = fmin(T, (k + 1) * s);
-}
 
 /* HSDP's collectives of one (layer, owner o) pair with R > 1 replicas, built in passes over a
  * layer's owners so that a pass's collectives of different owners and columns (disjoint ranks,
@@ -730,7 +752,8 @@ static int describe_dmuon(bctx *b, int64_t *ids)
             if (np > b->hs_pairs) b->hs_pairs = np;
         }
         free(seen);
-        size_t nrec = 3 * (size_t)b->nranks * (size_t)(b->hs_pairs ? b->hs_pairs : 1);
+        b->hs_pairs++; /* and one for the layer's AdamW parameters (adamw_part) */
+        size_t nrec = 3 * (size_t)b->nranks * (size_t)b->hs_pairs;
         if (!(b->hs_rec = dm_malloc(nrec * sizeof *b->hs_rec, b->err))) goto done;
         for (size_t i = 0; i < nrec; i++) b->hs_rec[i] = -1;
     }
@@ -963,7 +986,7 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
         int l = (int)it->index;
         size_t n = b->o->strategy == SCHED_ADAMW ? layer_ids(b, l, -1, params) : layer_ids(b, l, DM_ROLE_ADAMW, params);
         double elems = b->o->strategy == SCHED_ADAMW ? b->lay_params[l] : b->lay_adamw[l];
-        if (b->adamw_sharded) elems = ceil(elems / R);
+        if (b->adamw_sharded) elems = ceil(elems / (b->hsdp && b->R > 1 ? b->S : R)); /* its shard */
         size_t gk = (size_t)r * L + l;
         if (b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
         if (after && *after >= 0) deps[nd++] = *after;

@@ -65,7 +65,8 @@ typedef struct sched_opts {
                                   job; the updated weights (the program's dtype: the executors keep
                                   fp32 masters on owners only) go back the same way ahead of the
                                   next forward (build.c, hsdp_pair); AdamW-role parameters are
-                                  reduce-scattered and all-gathered over all ranks, as flat */
+                                  reduce-scattered in the shard group, each part all-reduced
+                                  over its column, all-gathered in the shard group (adamw_part) */
     int shard;                 /* HSDP's shard-group size; 0: GPUs per node */
     int gpus_per_node;         /* 0: the cluster's */
     int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into

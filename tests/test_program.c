@@ -135,7 +135,7 @@ int main(void)
     for (int c = 0; c < 3; c++) {
         p = dm_program_new(3, 2, "tiny", "dmuon", "h200", "", 128, NULL);
         w = dm_program_group(p, all, 3, NULL);
-        dm_op a = dm_op_init(c == 1 ? DM_OP_ALLREDUCE : DM_OP_BROADCAST, DM_STREAM_COMM_HI);
+        dm_op a = dm_op_init(c == 1 ? DM_OP_ALLGATHER : DM_OP_BROADCAST, DM_STREAM_COMM_HI);
         a.coll = dm_program_new_coll(p);
         a.group = w;
         a.root = c == 1 ? -1 : 0;
@@ -144,9 +144,9 @@ int main(void)
             if (c == 2) a.part = r == 2 ? 0 : 1; /* rank 2 disagrees */
             dm_program_add_op(p, r, &a, NULL, 0, NULL, 0, NULL);
         }
-        expect_invalid(p, c == 0 ? "expected part in [0, parts)" : c == 1 ? "only a broadcast or a reduce moves a part"
+        expect_invalid(p, c == 0 ? "expected part in [0, parts)" : c == 1 ? "only a broadcast, a reduce or an all-reduce"
                                                                          : "part 0 of 2) but",
-                       c == 0 ? "part out of range" : c == 1 ? "part of an all-reduce" : "members disagree on the part");
+                       c == 0 ? "part out of range" : c == 1 ? "part of an all-gather" : "members disagree on the part");
     }
     {
         p = dm_program_new(2, 2, "tiny", "dmuon", "h200", "", 128, NULL);
