@@ -265,26 +265,29 @@ int cmd_plan(int argc, char **argv)
         int nodes = (prog->nranks + prog->gpus_per_node - 1) / prog->gpus_per_node;
         printf("model     %s: %lld Muon matrices, %lld parameters\n", model->name, (long long)rep.n_muon,
                (long long)dm_model_params(model));
-        printf("cluster   %s: %s, %d ranks (%d node%s x %d GPUs)\n", cl.name, cl.gpu->short_name, prog->nranks, nodes,
-               nodes == 1 ? "" : "s", prog->gpus_per_node);
+        printf("cluster   %s: %s, %d rank%s (%d node%s x %d GPU%s)\n", cl.name, cl.gpu->short_name, prog->nranks,
+               prog->nranks == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s", prog->gpus_per_node,
+               prog->gpus_per_node == 1 ? "" : "s");
         printf("options   %s\n", prog->options);
         printf("costs     %s%s%s\n", rep.costs, dm_costs_gpu(costs) != cl.gpu ? "; projected to " : "",
                dm_costs_gpu(costs) != cl.gpu ? cl.gpu->short_name : "");
         if (in.calib.describe[0]) printf("calib     %s\n", in.calib.describe);
         printf("cost src  %d measured, %d interpolated, %d projected, %d roofline (NS shape x batch queries)\n",
                rep.cost_src_counts[0], rep.cost_src_counts[1], rep.cost_src_counts[2], rep.cost_src_counts[3]);
-        printf("# %-6s %12s %7s\n", "owner", "ns_load_us", "ns_ops");
-        for (int o = 0; o < rep.nowners; o++) printf("  %-6d %12.1f %7d\n", o, rep.ns_load_us[o], rep.ns_ops[o]);
-        printf("NS load   max %.1f us, mean %.1f us, imbalance %.2f%%\n", rep.max_us, rep.mean_us, 100 * fmax(0, rep.imbalance));
+        /* milliseconds, as sim and scale report (the CSV and --json keep microseconds, named so) */
+        printf("# %-6s %12s %7s\n", "owner", "ns_load_ms", "ns_ops");
+        for (int o = 0; o < rep.nowners; o++) printf("  %-6d %12.3f %7d\n", o, rep.ns_load_us[o] / 1e3, rep.ns_ops[o]);
+        printf("NS load   max %.3f ms, mean %.3f ms, imbalance %.2f%%\n", rep.max_us / 1e3, rep.mean_us / 1e3,
+               100 * fmax(0, rep.imbalance));
         char mline[512];
         printf("memory    %s\n", dm_mem_describe(&mem, cl.gpu, mline, sizeof mline));
-        printf("bound     lower bound %.1f us (max(total/owners, largest unit)), gap %.2f%%", rep.lower_bound_us,
+        printf("bound     lower bound %.3f ms (max(total/owners, largest unit)), gap %.2f%%", rep.lower_bound_us / 1e3,
                100 * rep.gap);
         if (rep.lpt_max_us > 0 && rep.lower_bound_us > 0)
             printf(", LPT gap %.2f%%", 100 * (rep.lpt_max_us / rep.lower_bound_us - 1));
         if (rep.shape_bound_us > rep.lower_bound_us * (1 + 1e-6))
-            printf("\n          two-shape bound %.1f us (exact optimum of the two costliest shapes alone), gap %.2f%%",
-                   rep.shape_bound_us, 100 * (rep.max_us / rep.shape_bound_us - 1));
+            printf("\n          two-shape bound %.3f ms (exact optimum of the two costliest shapes alone), gap %.2f%%",
+                   rep.shape_bound_us / 1e3, 100 * (rep.max_us / rep.shape_bound_us - 1));
         printf("\nsolver    %s, %d units, assignment %.3f s, plan %.3f s\n", rep.solver_status, rep.n_units, rep.solver_s,
                rep.plan_s);
         char ob[320];
