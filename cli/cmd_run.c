@@ -33,26 +33,17 @@ static FILE *g_rep;  /* the report: stdout, or stderr under --json */
 static FILE *g_json; /* --json on rank 0: the "runs" array as it is written (a memory stream), else NULL */
 static int g_json_runs, g_json_done; /* runs begun in g_json, and those written to their end */
 
-/* A number in JSON: null when it is not finite (a skipped step's loss). */
-static void json_num(FILE *f, const char *key, double v, const char *sep)
-{
-    fprintf(f, "\"%s\": ", key);
-    if (isfinite(v)) fprintf(f, "%.6g", v);
-    else fputs("null", f);
-    fputs(sep, f);
-}
-
 /* A step's or a run's mean times (ms) as JSON fields. */
 static void json_times(FILE *f, const real_step_row *w)
 {
-    json_num(f, "step_ms", w->step_us / 1e3, ", ");
-    json_num(f, "forward_ms", w->forward_us / 1e3, ", ");
-    json_num(f, "backward_ms", w->backward_us / 1e3, ", ");
-    json_num(f, "optimizer_ms", w->optimizer_us / 1e3, ", ");
-    json_num(f, "opt_window_ms", w->opt_window_us / 1e3, ", ");
-    json_num(f, "exposed_comm_ms", w->exposed_comm_us / 1e3, ", ");
-    json_num(f, "ns_min_ms", w->ns_min_us / 1e3, ", ");
-    json_num(f, "ns_max_ms", w->ns_max_us / 1e3, "");
+    json_write_member(f, "step_ms", w->step_us / 1e3, 6, ", ");
+    json_write_member(f, "forward_ms", w->forward_us / 1e3, 6, ", ");
+    json_write_member(f, "backward_ms", w->backward_us / 1e3, 6, ", ");
+    json_write_member(f, "optimizer_ms", w->optimizer_us / 1e3, 6, ", ");
+    json_write_member(f, "opt_window_ms", w->opt_window_us / 1e3, 6, ", ");
+    json_write_member(f, "exposed_comm_ms", w->exposed_comm_us / 1e3, 6, ", ");
+    json_write_member(f, "ns_min_ms", w->ns_min_us / 1e3, 6, ", ");
+    json_write_member(f, "ns_max_ms", w->ns_max_us / 1e3, 6, "");
 }
 
 /* Rank-0 printing goes through here (STYLE habit 9). */
@@ -188,7 +179,7 @@ static void print_row(void *vctx, long s, const real_step_stats *st, const real_
     fflush(g_rep);
     if (g_json) {
         fprintf(g_json, "%s\n      {\"step\": %ld, ", c->n_rows++ ? "," : "", s);
-        json_num(g_json, "loss", st->loss, ", ");
+        json_write_member(g_json, "loss", st->loss, 6, ", ");
         json_times(g_json, w);
         fprintf(g_json, ", \"skipped\": %s, \"status\": ", st->skipped ? "true" : "false");
         json_write_string(g_json, status_s);
@@ -325,7 +316,7 @@ static int run_one(run_ctx *x, real_step_row *mean)
             fputs(", \"check_weights\": {\"file\": ", g_json);
             json_write_string(g_json, x->check_weights);
             fputs(", ", g_json);
-            json_num(g_json, "max_rel_frobenius", res.check_rel, ", \"worst\": ");
+            json_write_member(g_json, "max_rel_frobenius", res.check_rel, 6, ", \"worst\": ");
             if (res.check_worst >= 0) json_write_string(g_json, real_matrix_name(rc.ex, res.check_worst));
             else fputs("null", g_json);
             fputs("}", g_json);
@@ -572,12 +563,12 @@ int cmd_run(int argc, char **argv)
                 fprintf(stdout, "%s\n   {\"strategy\": ", i ? "," : "");
                 json_write_string(stdout, names[i]);
                 fputs(", ", stdout);
-                json_num(stdout, "step_ms", b / 1e3, ", ");
-                json_num(stdout, "optimizer_ms", means[i].optimizer_us / 1e3, ", ");
-                json_num(stdout, "opt_window_ms", means[i].opt_window_us / 1e3, ", ");
-                json_num(stdout, "exposed_comm_ms", means[i].exposed_comm_us / 1e3, ", ");
-                json_num(stdout, "exposed_comm_pct", b > 0 ? 100 * means[i].exposed_comm_us / b : 0, ", ");
-                json_num(stdout, "step_over_first", a > 0 && b > 0 ? b / a : NAN, "}");
+                json_write_member(stdout, "step_ms", b / 1e3, 6, ", ");
+                json_write_member(stdout, "optimizer_ms", means[i].optimizer_us / 1e3, 6, ", ");
+                json_write_member(stdout, "opt_window_ms", means[i].opt_window_us / 1e3, 6, ", ");
+                json_write_member(stdout, "exposed_comm_ms", means[i].exposed_comm_us / 1e3, 6, ", ");
+                json_write_member(stdout, "exposed_comm_pct", b > 0 ? 100 * means[i].exposed_comm_us / b : 0, 6, ", ");
+                json_write_member(stdout, "step_over_first", a > 0 && b > 0 ? b / a : NAN, 6, "}");
             }
             fputs("\n ]", stdout);
         }

@@ -1,7 +1,6 @@
 /* csvjson.c: the tables' header words, and a benchmark's table file as one JSON document (csvjson.h). */
 #include "csvjson.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,12 +34,8 @@ static void value(FILE *f, const char *s)
     char *end;
     double v = strtod(s, &end);
     if (json_number(s)) fputs(s, f); /* as the table wrote it */
-    else if (*s && !*end && end != s) {
-        if (isfinite(v)) fprintf(f, "%.17g", v);
-        else fputs("null", f);
-    } else {
-        json_write_string(f, s);
-    }
+    else if (*s && !*end && end != s) json_write_number(f, v, 17); /* inf, nan: null */
+    else json_write_string(f, s);
 }
 
 /* Split line at commas in place (no quoting in these tables); returns the fields. */

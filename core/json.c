@@ -583,3 +583,16 @@ void json_write_string(FILE *f, const char *s)
     }
     fputc('"', f);
 }
+
+void json_write_number(FILE *f, double v, int digits)
+{
+    if (isfinite(v)) fprintf(f, "%.*g", digits, v);
+    else fputs("null", f);
+}
+
+void json_write_member(FILE *f, const char *key, double v, int digits, const char *sep)
+{
+    fprintf(f, "\"%s\": ", key);
+    json_write_number(f, v, digits);
+    fputs(sep, f);
+}

@@ -58,6 +58,12 @@ int jv_as_int(const jv *v, int64_t lo, int64_t hi, const char *file, const char 
  * string writer for every JSON output. */
 void json_write_string(FILE *f, const char *s);
 
+/* Write v as a JSON number with `digits` significant digits (%.*g), or null when it is not
+ * finite (no value: a skipped step, an error against a measured 0). The one number writer of
+ * the reports' --json; json_write_member writes it as `"key": v` followed by sep. */
+void json_write_number(FILE *f, double v, int digits);
+void json_write_member(FILE *f, const char *key, double v, int digits, const char *sep);
+
 /* s as well-formed UTF-8 (each byte that is not: U+FFFD) into out, cut at a character boundary
  * to fit `size` bytes with the NUL; returns the length. For a string a reader will keep in a
  * buffer of that size, so what is written is what is read back. */

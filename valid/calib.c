@@ -928,8 +928,8 @@ void calib_print_json(FILE *f, const calib *c, const dm_cluster *cl, const char 
         json_write_string(f, e->date);
         fputs(", \"gpu\": ", f);
         json_write_string(f, e->gpu);
-        if (e->residual >= 0) fprintf(f, ", \"residual_pct\": %.6g", 100 * e->residual);
-        else fputs(", \"residual_pct\": null", f);
+        fputs(", ", f);
+        json_write_member(f, "residual_pct", e->residual >= 0 ? 100 * e->residual : NAN, 6, "");
         fprintf(f, ", \"points\": %d}", e->points);
     }
     fputs("\n]}\n", f);

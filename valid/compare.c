@@ -168,15 +168,6 @@ void cmp_print(FILE *f, const dm_trace *sim, const dm_trace *real, const cmp_res
             isnan(r->abs_us_p90) ? 0 : r->abs_us_p90);
 }
 
-/* A number in JSON, null when it is not finite (an error against a measured 0). */
-static void jnum(FILE *f, const char *key, double v, const char *sep)
-{
-    fprintf(f, "\"%s\": ", key);
-    if (isfinite(v)) fprintf(f, "%.6g", v);
-    else fputs("null", f);
-    fputs(sep, f);
-}
-
 static void json_side(FILE *f, const char *key, const char *path, const dm_trace *t, int crit_rank)
 {
     fprintf(f, "  \"%s\": {\"file\": ", key);
@@ -207,9 +198,9 @@ void cmp_print_json(FILE *f, const char *sim_path, const dm_trace *sim, const ch
     fputs("  \"phases\": [", f);
     for (int p = 0; p < DM_PHASE__COMPARED; p++) {
         fprintf(f, "%s\n    {\"phase\": \"%s\", ", p ? "," : "", dm_phase_name((dm_phase)p));
-        jnum(f, "predicted_ms", r->sim.us[p] / 1e3, ", ");
-        jnum(f, "measured_ms", r->real.us[p] / 1e3, ", ");
-        jnum(f, "error_pct", 100 * cmp_rel_err(r->sim.us[p], r->real.us[p]), ", ");
+        json_write_member(f, "predicted_ms", r->sim.us[p] / 1e3, 6, ", ");
+        json_write_member(f, "measured_ms", r->real.us[p] / 1e3, 6, ", ");
+        json_write_member(f, "error_pct", 100 * cmp_rel_err(r->sim.us[p], r->real.us[p]), 6, ", ");
         fprintf(f, "\"held\": %s, \"exceeds_max_error\": %s}", cmp_phase_held(&r->sim, &r->real, p) ? "true" : "false",
                 max_err_pct >= 0 && cmp_phase_misses(&r->sim, &r->real, p, max_err_pct) ? "true" : "false");
     }
@@ -220,21 +211,21 @@ void cmp_print_json(FILE *f, const char *sim_path, const dm_trace *sim, const ch
         if (!c->n_sim && !c->n_real) continue;
         fprintf(f, "%s\n    {\"kind\": \"%s\", \"ops_predicted\": %d, \"ops_measured\": %d, ", first ? "" : ",",
                 dm_op_kind_name((dm_op_kind)k), c->n_sim, c->n_real);
-        jnum(f, "predicted_ms", c->sim_us / 1e3, ", ");
-        jnum(f, "measured_ms", c->real_us / 1e3, ", ");
-        jnum(f, "error_pct", 100 * cmp_rel_err(c->sim_us, c->real_us), ", ");
+        json_write_member(f, "predicted_ms", c->sim_us / 1e3, 6, ", ");
+        json_write_member(f, "measured_ms", c->real_us / 1e3, 6, ", ");
+        json_write_member(f, "error_pct", 100 * cmp_rel_err(c->sim_us, c->real_us), 6, ", ");
         fprintf(f, "\"n_err\": %d, ", c->n_err);
-        jnum(f, "op_err_median_pct", 100 * c->err_median, "}");
+        json_write_member(f, "op_err_median_pct", 100 * c->err_median, 6, "}");
         first = 0;
     }
     fprintf(f, "],\n  \"ops\": {\"matched\": %d, \"only_predicted\": %d, \"only_measured\": %d, \"kind_mismatch\": %d, "
                "\"n_err\": %d, ", r->n_matched, r->n_sim_only, r->n_real_only, r->n_kind_mismatch, r->n_err);
-    jnum(f, "abs_err_median_pct", 100 * r->abs_err_median, ", ");
-    jnum(f, "abs_err_p90_pct", 100 * r->abs_err_p90, ", ");
-    jnum(f, "err_median_pct", 100 * r->err_median, ", ");
-    jnum(f, "abs_us_median", r->abs_us_median, ", ");
-    jnum(f, "abs_us_p90", r->abs_us_p90, "},\n  ");
-    jnum(f, "max_error_pct", max_err_pct >= 0 ? max_err_pct : NAN, "\n}\n");
+    json_write_member(f, "abs_err_median_pct", 100 * r->abs_err_median, 6, ", ");
+    json_write_member(f, "abs_err_p90_pct", 100 * r->abs_err_p90, 6, ", ");
+    json_write_member(f, "err_median_pct", 100 * r->err_median, 6, ", ");
+    json_write_member(f, "abs_us_median", r->abs_us_median, 6, ", ");
+    json_write_member(f, "abs_us_p90", r->abs_us_p90, 6, "},\n  ");
+    json_write_member(f, "max_error_pct", max_err_pct >= 0 ? max_err_pct : NAN, 6, "\n}\n");
 }
 
 int cmp_write_csv(const char *path, const dm_trace *sim, const cmp_result *r, dm_err *err)

@@ -617,14 +617,14 @@ static void json_metric(FILE *f, int first, const metric *b, const metric *n, do
     json_write_string(f, any->name);
     fprintf(f, ", \"type\": \"%s\", \"unit\": ", mtype_names[any->type]);
     json_write_string(f, any->unit);
-    const double v[3] = {b && isfinite(b->value) ? b->value : NAN, n && isfinite(n->value) ? n->value : NAN, ratio};
+    const double v[3] = {b ? b->value : NAN, n ? n->value : NAN, ratio}; /* not finite: null */
     const char *const k[3] = {"baseline", "now", "ratio"};
     for (int i = 0; i < 3; i++) {
-        if (isfinite(v[i])) fprintf(f, ", \"%s\": %.10g", k[i], v[i]);
-        else fprintf(f, ", \"%s\": null", k[i]);
+        fputs(", ", f);
+        json_write_member(f, k[i], v[i], 10, "");
     }
-    if (t > 0) fprintf(f, ", \"threshold_pct\": %.6g", 100 * t);
-    else fputs(", \"threshold_pct\": null", f);
+    fputs(", ", f);
+    json_write_member(f, "threshold_pct", t > 0 ? 100 * t : NAN, 6, "");
     fprintf(f, ", \"verdict\": \"%s\"}", verdict_names[vd]);
 }
 
