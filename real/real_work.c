@@ -81,38 +81,29 @@ static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts
         if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &slo, &shi); /* a part (program.h) */
         for (int a = 0; a < op->n_params; a++) {
             int64_t q = op->params[a], sz = mx[q].rows * mx[q].cols;
+            /* the shard or part [slo, shi) of the flat buffer within this param (empty: none) */
+            int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
+            real_range mine = lo < hi ? rr_make(lo - base, hi - base) : rr_make(0, 0);
             switch (op->kind) {
             case DM_OP_BACKWARD:
                 if (p->nranks == 1) red[q] = rr_make(0, sz);
                 break;
             case DM_OP_REDUCE:
                 if (op->root == r && op->parts > 1) { /* a part: that range, summed everywhere; a whole update */
-                    int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
-                    if (lo < hi) red[q] = rr_make(lo - base, hi - base);
+                    if (!rr_empty(mine)) red[q] = mine;
                     rs[q] = rr_make(0, 0);
                 } else if (op->root == r) {
                     red[q] = rr_make(0, sz);
                 }
                 break;
             case DM_OP_ALLREDUCE: /* a part (HSDP's AdamW): that range, summed over the replicas */
-                if (op->parts > 1) {
-                    int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
-                    if (lo < hi) red[q] = rr_make(lo - base, hi - base);
-                } else {
-                    red[q] = rr_make(0, sz);
-                }
+                if (op->parts <= 1) red[q] = rr_make(0, sz);
+                else if (!rr_empty(mine)) red[q] = mine;
                 break;
             case DM_OP_BROADCAST: /* a part of the weights this rank now holds (HSDP) */
-                if (op->parts > 1) {
-                    int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
-                    if (lo < hi) hold[q] = rr_make(lo - base, hi - base);
-                }
+                if (op->parts > 1 && !rr_empty(mine)) hold[q] = mine;
                 break;
-            case DM_OP_REDUCESCATTER: {
-                int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
-                red[q] = rs[q] = lo < hi ? rr_make(lo - base, hi - base) : rr_make(0, 0);
-                break;
-            }
+            case DM_OP_REDUCESCATTER: red[q] = rs[q] = mine; break;
             case DM_OP_ALLGATHER:
                 if (ag_grads(op)) {
                     f->ag[op->coll][(size_t)k * op->n_params + a] = red[q];

@@ -222,7 +222,6 @@ static int setup(bctx *b)
         b->hs_ids = dm_malloc((size_t)b->nranks * sizeof *b->hs_ids, err);
         b->hs_dep = dm_malloc((size_t)b->nranks * sizeof *b->hs_dep, err);
         if (!b->shard_group || !b->col_group || !b->hs_ids || !b->hs_dep) rc = -1;
-        for (int r = 0; rc == 0 && r < b->nranks; r++) b->hs_ids[r] = -1;
         for (int k = 0; rc == 0 && k < b->R; k++) {
             for (int i = 0; i < b->S; i++) rk[i] = k * b->S + i;
             if ((b->shard_group[k] = dm_program_group(b->p, rk, b->S, err)) < 0) rc = -1;
@@ -885,7 +884,7 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
         /* HSDP's cross-node parts on the other comm stream (idle in the forward), so that one
          * pair's network transfer overlaps another's all-gather on NVLink (the per-pair deps
          * order them) */
-        dm_stream st = d->hs_skip_back ? DM_STREAM_COMM_LO : DM_STREAM_COMM_HI;
+        dm_stream st = d->parts > 1 ? DM_STREAM_COMM_LO : DM_STREAM_COMM_HI;
         if (emit_desc_ids(b, d, st, DM_PAYLOAD_WEIGHTS, dd, back ? b->bfetch_lo : b->fetch_lo,
                           back ? b->bfetch_hi : b->fetch_hi, l, d->hs_record && !back ? b->hs_ids : NULL))
             return -1;
@@ -900,7 +899,7 @@ static int emit_grad(bctx *b, int l, const int *dep)
         const coll_desc *d = &AT(b->grad, coll_desc, k);
         const int *dd = d->hs_wait ? hsdp_deps(b, d, dep) : dep;
         /* HSDP's cross-node part reduces on the other comm stream, as in the fetch */
-        dm_stream st = b->hsdp && d->parts > 1 ? DM_STREAM_COMM_HI : DM_STREAM_COMM_LO;
+        dm_stream st = d->parts > 1 ? DM_STREAM_COMM_HI : DM_STREAM_COMM_LO;
         if (emit_desc_ids(b, d, st, DM_PAYLOAD_GRADS, dd, b->grad_lo, b->grad_hi, l,
                           d->hs_record ? b->hs_ids : NULL))
             return -1;
