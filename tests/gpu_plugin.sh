@@ -32,10 +32,7 @@ if "$DMUON" --version | grep -q '^GPU side: not in this build'; then
     is "no GPU side in this build: bench kernels exits 1" "$?" 1
     like "no GPU side in this build: bench kernels says so" "$out" "the GPU side is not in this build"
     if "$DMUON" --help | grep -q '^  run '; then
-        printf '%s\n' '{"format": "dmuon-model-1", "name": "tiny", "source": "gpu_plugin.sh",' \
-            ' "stacks": [{"name": "layers", "layers": 2}],' \
-            ' "tensors": [{"name": "layers.*.q.weight", "shape": [16, 16], "count": 2, "stack": "layers", "role": "muon"}]}' \
-            >"$tmp/tiny.json"
+        cp "$DM_SRCDIR/tests/data/tiny_cpu.json" "$tmp/tiny.json"
         out=$("$DMUON" run --model "$tmp/tiny.json" --tokens 8 --steps 2 2>&1)
         rc=$?
         is "no GPU side in this build: run's default backend is the CPU (exit $rc)" "$rc" 0
@@ -68,14 +65,7 @@ else
 
     # 5. the executor: its default backend falls back to the CPU; --backend gpu says why not
     if "$DMUON" --help | grep -q '^  run '; then
-        cat >"$tmp/tiny.json" <<'JSON'
-{"format": "dmuon-model-1", "name": "tiny", "source": "gpu_plugin.sh",
- "stacks": [{"name": "layers", "layers": 2}],
- "tensors": [
-  {"name": "layers.*.q.weight", "shape": [16, 16], "count": 2, "stack": "layers", "role": "muon"},
-  {"name": "layers.*.norm.weight", "shape": [16], "count": 2, "stack": "layers", "role": "adamw"}
- ]}
-JSON
+        cp "$DM_SRCDIR/tests/data/tiny_cpu.json" "$tmp/tiny.json"
         out=$(DMUON_GPU="$tmp/none.so" "$DMUON" run --model "$tmp/tiny.json" --tokens 8 --steps 2 2>&1)
         rc=$?
         is "run without the plug-in: the default backend runs on the CPU (exit $rc)" "$rc" 0

@@ -65,7 +65,7 @@ endif
 endif
 # the program without CUDA, the GPU side as a plug-in
 TESTS += tests/gpu_plugin.sh
-EXTRA_DIST += tests/gpu_plugin.sh
+EXTRA_DIST += tests/gpu_plugin.sh tests/data/tiny_cpu.json
 # every command's help text against its golden
 TESTS += tests/help_golden.sh
 EXTRA_DIST += tests/help_golden.sh tests/golden/help/bench-comm.txt tests/golden/help/bench-kernels.txt tests/golden/help/bench-work.txt tests/golden/help/bench.txt tests/golden/help/calibrate.txt tests/golden/help/compare.txt tests/golden/help/model.txt tests/golden/help/models.txt tests/golden/help/plan.txt tests/golden/help/regress.txt tests/golden/help/run.txt tests/golden/help/scale.txt tests/golden/help/sim.txt tests/golden/help/validate.txt

@@ -12,14 +12,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # as in real
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 run2() { "$MPIRUN" --oversubscribe -np 2 "$@"; }
-cat >"$tmp/tiny.json" <<'JSON'
-{"format": "dmuon-model-1", "name": "tiny", "source": "mpi_cli.sh",
- "stacks": [{"name": "layers", "layers": 2}],
- "tensors": [
-  {"name": "layers.*.q.weight", "shape": [16, 16], "count": 2, "stack": "layers", "role": "muon"},
-  {"name": "layers.*.norm.weight", "shape": [16], "count": 2, "stack": "layers", "role": "adamw"}
- ]}
-JSON
+cp "$DM_SRCDIR/tests/data/tiny_cpu.json" "$tmp/tiny.json"
 RUN="$DMUON run --backend cpu --model $tmp/tiny.json --tokens 8"
 
 # ---- run --json -------------------------------------------------------------------------------
