@@ -239,13 +239,7 @@ int cmd_plan(int argc, char **argv)
             goto done;
         }
         FILE *f = dm_out_file(o);
-        char gp[16];
-        snprintf(gp, sizeof gp, "%d", prog->nranks);
-        fputs("# dmuon-plan-1", f); /* the tables' header convention (csvjson.h) */
-        dm_csv_meta(f, "model", model->name);
-        dm_csv_meta(f, "cluster", prog->cluster);
-        dm_csv_meta(f, "strategy", prog->strategy);
-        dm_csv_meta(f, "gpus", gp);
+        dm_csv_case(f, "dmuon-plan-1", model->name, prog->cluster, prog->strategy, prog->nranks);
         fprintf(f, "\n# options: %s\n# costs: %s\n", prog->options, rep.costs);
         fprintf(f, "owner,ns_load_us,ns_ops\n");
         for (int w = 0; w < rep.nowners; w++) fprintf(f, "%d,%.3f,%d\n", w, rep.ns_load_us[w], rep.ns_ops[w]);

@@ -353,12 +353,8 @@ static int write_file(const char *path, const point *pts, int n, char *const *na
         return -1;
     }
     if (csv) { /* the tables' header convention (csvjson.h); strategy and gpus are columns */
-        char tk[32];
-        snprintf(tk, sizeof tk, "%lld", (long long)tokens);
-        fputs("# dmuon-scale-1", dm_out_file(o));
-        dm_csv_meta(dm_out_file(o), "model", model);
-        dm_csv_meta(dm_out_file(o), "cluster", cluster);
-        dm_csv_meta(dm_out_file(o), "tokens", tk);
+        dm_csv_case(dm_out_file(o), "dmuon-scale-1", model, cluster, NULL, -1);
+        dm_csv_meta_int(dm_out_file(o), "tokens", (long long)tokens);
         fputc('\n', dm_out_file(o));
     }
     write_table(dm_out_file(o), pts, n, names, n_str, csv, grouped);

@@ -146,3 +146,14 @@ void dm_csv_meta(FILE *f, const char *key, const char *value)
     if (!value || !*value) value = "-";
     for (const char *c = value; *c; c++) fputc(*c == ' ' || *c == '\n' || *c == ',' ? '_' : *c, f);
 }
+
+void dm_csv_meta_int(FILE *f, const char *key, long long value) { fprintf(f, " %s=%lld", key, value); }
+
+void dm_csv_case(FILE *f, const char *format, const char *model, const char *cluster, const char *strategy, int gpus)
+{
+    fprintf(f, "# %s", format);
+    dm_csv_meta(f, "model", model);
+    dm_csv_meta(f, "cluster", cluster);
+    if (strategy) dm_csv_meta(f, "strategy", strategy);
+    if (gpus >= 0) dm_csv_meta_int(f, "gpus", gpus);
+}

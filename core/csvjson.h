@@ -16,8 +16,12 @@ int dm_csv_json(const char *path, const char *benchmark, FILE *out, dm_err *err)
 
 /* The one header convention of the tables the commands write (--csv of plan, run, compare,
  * scale.csv; the benchmarks'): a first line "# FORMAT key=value ..." naming the case (model,
- * cluster, strategy, gpus where they apply), which dm_csv_json reads back as meta. dm_csv_meta
- * writes one " key=value" word (spaces in the value become '_'; NULL writes "-"). */
+ * cluster, strategy, gpus where they apply), which dm_csv_json reads back as meta. dm_csv_case
+ * starts that line: "# FORMAT model=M cluster=C", then strategy (unless NULL) and gpus (unless
+ * < 0); the caller adds its own words and the newline. dm_csv_meta writes one " key=value"
+ * word (spaces in the value become '_'; NULL writes "-"), dm_csv_meta_int one with a number. */
+void dm_csv_case(FILE *f, const char *format, const char *model, const char *cluster, const char *strategy, int gpus);
 void dm_csv_meta(FILE *f, const char *key, const char *value);
+void dm_csv_meta_int(FILE *f, const char *key, long long value);
 
 #endif

@@ -61,16 +61,9 @@ int real_exec_layer_means(const real_exec *ex, int stack, double *fwd_us, double
 
 void real_row_csv_header(FILE *f, const dm_program *p, const char *backend, int64_t tokens)
 {
-    char gp[16], tk[32];
-    snprintf(gp, sizeof gp, "%d", p->nranks);
-    snprintf(tk, sizeof tk, "%lld", (long long)tokens);
-    fputs("# dmuon-run-1", f); /* the tables' header convention (csvjson.h) */
-    dm_csv_meta(f, "model", p->model);
-    dm_csv_meta(f, "cluster", p->cluster);
-    dm_csv_meta(f, "strategy", p->strategy);
-    dm_csv_meta(f, "gpus", gp);
+    dm_csv_case(f, "dmuon-run-1", p->model, p->cluster, p->strategy, p->nranks); /* csvjson.h */
     dm_csv_meta(f, "backend", backend);
-    dm_csv_meta(f, "tokens", tk);
+    dm_csv_meta_int(f, "tokens", (long long)tokens);
     fputs("\nstep,loss,step_ms,forward_ms,backward_ms,optimizer_ms,opt_window_ms,exposed_comm_ms,ns_min_ms,ns_max_ms,"
           "skipped\n", f);
 }

@@ -233,13 +233,7 @@ int cmp_write_csv(const char *path, const dm_trace *sim, const cmp_result *r, dm
     dm_out *o = dm_out_open(path, err);
     if (!o) return -1;
     FILE *f = dm_out_file(o);
-    char gp[16];
-    snprintf(gp, sizeof gp, "%d", sim->nranks);
-    fputs("# dmuon-compare-1", f); /* the tables' header convention (csvjson.h): the predicted case */
-    dm_csv_meta(f, "model", sim->model);
-    dm_csv_meta(f, "cluster", sim->cluster);
-    dm_csv_meta(f, "strategy", sim->strategy);
-    dm_csv_meta(f, "gpus", gp);
+    dm_csv_case(f, "dmuon-compare-1", sim->model, sim->cluster, sim->strategy, sim->nranks); /* the predicted case */
     fputs("\nsection,name,predicted_ms,measured_ms,error_pct,ops_predicted,ops_measured,op_err_median_pct\n", f);
     for (int p = 0; p < DM_PHASE__COMPARED; p++)
         fprintf(f, "phase,%s,%.6f,%.6f,%.4f,,,\n", dm_phase_name((dm_phase)p), r->sim.us[p] / 1e3, r->real.us[p] / 1e3,
