@@ -81,7 +81,9 @@ static void usage(FILE *f)
         "                     (the order of --hsdp's two-stage reduce with shard groups of G)\n"
         "  --lr-muon X        Muon learning rate (default 0.02)\n"
         "  --lr-adamw X       AdamW learning rate (default 0.001)\n"
-        "  --ns-coeffs SPEC   jordan, polar-express[:S] or 'a,b,c;...' (default " NS_COEFFS_DEFAULT_SPEC ")\n"
+        "  --ns-coeffs SPEC   jordan, polar-express[:S] or 'a,b,c;...' (default: the program's,\n"
+        "                     jordan for the PyTorch forms of muon-ddp and muon-fsdp; else\n"
+        "                     " NS_COEFFS_DEFAULT_SPEC ")\n"
         "  --timeout S        give up on a collective after S seconds, on every rank (default 300)\n"
         "  --csv FILE         per-step table as CSV\n"
         "  --trace FILE       the last step's ops as a trace (dmuon-trace-1: FILE.csv as CSV,\n"
@@ -123,6 +125,7 @@ typedef struct run_ctx {
     const char *model_name;     /* --model, or NULL */
     dm_model *model;            /* loaded on every rank (with --program: the program's model) */
     const char *cluster_name, *costs_path, *calib_path, *program_path, *csv_path, *trace_path, *ckpt_dir, *coeff_spec;
+    int coeff_given;          /* --ns-coeffs given: it overrides a program's ns_coeffs */
     const char *save_weights, *check_weights; /* main run only */
     long steps, every;
     int resume, nranks;
@@ -255,6 +258,19 @@ static int run_one(run_ctx *x, real_step_row *mean)
     }
     if (x->program_path && load_model(x, prog)) goto done;
     if (prog->tokens > 0 && x->program_path) ro.tokens = prog->tokens;
+    /* the coefficients: --ns-coeffs, else the program's own (the PyTorch forms: the classic set),
+     * else the default */
+    ns_coeffs prog_coeffs;
+    const char *coeff_spec = x->coeff_spec;
+    if (!x->coeff_given && prog->ns_coeffs) {
+        if (ns_coeffs_from_spec(prog->ns_coeffs, "the program's ns_coeffs", &prog_coeffs, &err) < 0) {
+            say(stderr, "dmuon run: %s\n", err.msg);
+            status = 2;
+            goto done;
+        }
+        ro.muon.ns.coeffs = &prog_coeffs;
+        coeff_spec = prog->ns_coeffs;
+    }
     const char *be = ro.backend == REAL_BACKEND_GPU ? "gpu" : "cpu";
     say(g_rep, "# dmuon run: model %s, strategy %s (%s), %d rank%s, backend %s\n", prog->model, prog->strategy,
         prog->options, x->nranks, x->nranks == 1 ? "" : "s", be);
@@ -262,7 +278,7 @@ static int run_one(run_ctx *x, real_step_row *mean)
         (unsigned long long)dm_program_hash(prog), prog->ranks[0].n_ops, prog->n_colls, prog->n_groups,
         prog->n_groups == 1 ? "" : "s", prog->cluster);
     say(g_rep, "# %lld tokens per rank, %ld steps, seed %llu, Muon lr %g (NS %s), AdamW lr %g\n",
-        (long long)ro.tokens, x->steps, (unsigned long long)ro.seed, ro.muon.lr, x->coeff_spec, ro.adamw.lr);
+        (long long)ro.tokens, x->steps, (unsigned long long)ro.seed, ro.muon.lr, coeff_spec, ro.adamw.lr);
     if (g_json) {
         if (!x->model_id[0]) {
             snprintf(x->model_id, sizeof x->model_id, "%s", prog->model);
@@ -448,7 +464,7 @@ int cmd_run(int argc, char **argv)
             break;
         case O_LRM: bad = opt_parse_double("run", "--lr-muon", optarg, 0, 10, &x.ro.muon.lr) ? 2 : 0; break;
         case O_LRA: bad = opt_parse_double("run", "--lr-adamw", optarg, 0, 10, &x.ro.adamw.lr) ? 2 : 0; break;
-        case O_COEFFS: x.coeff_spec = optarg; break;
+        case O_COEFFS: x.coeff_spec = optarg, x.coeff_given = 1; break;
         case O_TIMEOUT: bad = opt_parse_double("run", "--timeout", optarg, 0.001, 1e6, &x.ro.timeout_s) ? 2 : 0; break;
         case O_CSV: x.csv_path = optarg; break;
         case O_TRACE: x.trace_path = optarg; break;

@@ -26,8 +26,9 @@
 typedef enum { OP_NS, OP_GEMM, OP_SYRK, OP_MUON_UPDATE, OP_ADAMW, OP_BGEMM, OP_ELEM, OP__COUNT } row_op;
 static const char *op_names[OP__COUNT] = {"ns", "gemm", "syrk", "muon_update", "adamw", "bgemm", "elem"};
 /* algo: the NS benchmark's names, then the workload kernels' ops (ALGO_KERN + dm_kern_op) */
-static const char *algo_base[] = {"direct", "gram", "cublas", "sym", "-"};
-#define ALGO_KERN 5
+static const char *algo_base[] = {"direct", "gram", "cublas", "sym", "-", "direct-eager", "gram-eager"};
+#define ALGO_EAGER 5 /* + dm_ns_algo: an NS measured with its kernels launched one by one */
+#define ALGO_KERN 7
 #define N_ALGOS (ALGO_KERN + DM_KOP__COUNT)
 
 static const char *algo_name(int a) { return a < ALGO_KERN ? algo_base[a] : dm_kern_op_name((dm_kern_op)(a - ALGO_KERN)); }
@@ -85,9 +86,10 @@ double dm_elementwise_bytes_per_param(const char *op)
     /* The bytes model of an op (the roofline, and a calibrated efficiency fitted on executor
      * traces). muon_update: master fp32 read+write (8), NS output read (2), bf16 weight write
      * (2), as the GPU executor's apply kernel does it; the executor runs the momentum (gradient
-     * read, momentum read+write, NS input write) inside its NS op, so a calibration folds it
-     * into ns_time_scale. A kernel table's muon_update row (dmuon bench kernels) times momentum
-     * and apply together, so a table-based cost keeps the momentum in this op instead. adamw:
+     * read, momentum read+write, NS input write) inside its NS op, priced there (dm_ns_prep_us). A
+     * kernel table's muon_update row (dmuon bench kernels) times momentum and apply together,
+     * so a cost from such rows keeps the momentum in this op instead (and the NS op adds none of
+     * it). adamw:
      * grad (2), two fp32 moments read and written (16), master (8), bf16 weight (2). */
     if (!strcmp(op, "muon_update")) return 12;
     if (!strcmp(op, "adamw")) return 28;
@@ -126,6 +128,31 @@ double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, doub
 double dm_hbm_pass_us(const dm_gpu *gpu, double launches, double bytes)
 {
     return bytes / gpu->hbm_Bps * 1e6 + launches * gpu->launch_us;
+}
+
+double dm_ns_prep_us(const dm_gpu *gpu, double efficiency, double launch_us, double tensors, double elems)
+{
+    double eff = efficiency > 0 ? efficiency : 1, launch = launch_us > 0 ? launch_us : gpu->launch_us;
+    return elems * DM_NS_PREP_BYTES / (eff * gpu->hbm_Bps) * 1e6 + tensors * DM_NS_PREP_LAUNCHES * launch;
+}
+
+double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, int64_t m, int64_t n, int batch, dm_ns_algo algo,
+                   int eager, dm_cost_source *src)
+{
+    if (batch < 1) batch = 1;
+    double us;
+    if (c) {
+        us = dm_costs_ns_launch_us(c, cl->gpu, m, n, batch, algo, eager, src);
+    } else {
+        us = dm_roofline_ns_us(cl->gpu, m < n ? m : n, m < n ? n : m, batch, algo);
+        if (src) *src = DM_COST_ROOFLINE;
+    }
+    if (cl->ns_time_scale > 0) us *= cl->ns_time_scale;
+    double elems = (double)m * (double)n * batch;
+    if (cl->elem_efficiency[0] > 0)
+        return us + dm_ns_prep_us(cl->gpu, cl->elem_efficiency[0], cl->elem_launch_us[0], batch, elems);
+    if (c && !c->roofline && c->op_rows[OP_MUON_UPDATE][4]) return us;
+    return us + dm_ns_prep_us(cl->gpu, 1, 0, batch, elems);
 }
 
 double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems)
@@ -175,7 +202,8 @@ double dm_roofline_kernel_us(const dm_gpu *gpu, const dm_kernel *k)
 
 static double row_roofline_us(const dm_gpu *gpu, const row *r)
 {
-    if (r->op == OP_NS) return dm_roofline_ns_us(gpu, r->m, r->n, r->batch, (dm_ns_algo)r->algo);
+    if (r->op == OP_NS)
+        return dm_roofline_ns_us(gpu, r->m, r->n, r->batch, (dm_ns_algo)(r->algo >= ALGO_EAGER ? r->algo - ALGO_EAGER : r->algo));
     double f, b;
     shape_work(r->op == OP_ELEM ? DM_KERN_ELEM : DM_KERN_GEMM, (dm_kern_op)(r->algo - ALGO_KERN), r->m, r->n, r->k,
                r->batch, r->elt, &f, &b);
@@ -326,7 +354,8 @@ static int duplicate_row(const dm_costs *c, dm_err *err)
 static int algo_allowed(row_op op, int algo)
 {
     switch (op) {
-    case OP_NS: return algo == DM_NS_DIRECT || algo == DM_NS_GRAM;
+    case OP_NS: return algo == DM_NS_DIRECT || algo == DM_NS_GRAM || algo == ALGO_EAGER + DM_NS_DIRECT ||
+                       algo == ALGO_EAGER + DM_NS_GRAM;
     case OP_GEMM: return algo == 2 || algo == ALGO_KERN + DM_KOP_FWD || algo == ALGO_KERN + DM_KOP_DGRAD ||
                          algo == ALGO_KERN + DM_KOP_WGRAD;
     case OP_SYRK: return algo == 2 || algo == 3;
@@ -341,7 +370,7 @@ static int algo_allowed(row_op op, int algo)
 static const char *algo_expected(row_op op)
 {
     switch (op) {
-    case OP_NS: return "direct or gram for an ns row";
+    case OP_NS: return "direct, gram, direct-eager or gram-eager for an ns row";
     case OP_GEMM: return "cublas, fwd, dgrad or wgrad for a gemm row";
     case OP_SYRK: return "cublas or sym for a syrk row";
     case OP_MUON_UPDATE:
@@ -657,12 +686,13 @@ static double idw_log_eff(const near_rows *nr)
 /* NS time on the table's GPU: exact, else the efficiency of the 6 nearest rows times the
  * roofline: INTERPOLATED when those rows bracket the query in every dimension, else ROOFLINE
  * scaled by the nearest row's efficiency (extrapolation). No rows at all: the pure roofline. */
-static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo, double *us)
+static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo, int eager,
+                               double *us)
 {
     double roof = dm_roofline_ns_us(c->gpu, m, n, batch, algo);
     double q[4] = {lg(m), lg(n), 0, lg(batch)};
     near_rows nr;
-    if (nearest_rows(c, OP_NS, (int)algo, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
+    if (nearest_rows(c, OP_NS, (eager ? ALGO_EAGER : 0) + (int)algo, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
     if (!nr.n) {
         *us = roof;
         return DM_COST_ROOFLINE;
@@ -738,6 +768,12 @@ double dm_costs_kernel_us(const dm_costs *c, const dm_gpu *target, const dm_kern
 double dm_costs_ns_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n, int batch,
                       dm_ns_algo algo, dm_cost_source *src)
 {
+    return dm_costs_ns_launch_us(c, target, m, n, batch, algo, 0, src);
+}
+
+double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n, int batch,
+                             dm_ns_algo algo, int eager, dm_cost_source *src)
+{
     if (m > n) {
         int64_t t = m;
         m = n;
@@ -751,7 +787,14 @@ double dm_costs_ns_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_
         us = dm_roofline_ns_us(target, m, n, batch, algo);
         s = DM_COST_ROOFLINE;
     } else {
-        s = table_ns(c, m, n, batch, algo, &us);
+        if (eager && !c->op_rows[OP_NS][ALGO_EAGER + (int)algo]) {
+            /* no eager rows: the graph's time, and at least a launch floor per kernel launch */
+            s = table_ns(c, m, n, batch, algo, 0, &us);
+            double floor = (double)batch * ns_launches(algo) * c->gpu->launch_us;
+            if (us < floor) us = floor;
+        } else {
+            s = table_ns(c, m, n, batch, algo, eager, &us);
+        }
         if (target != c->gpu) {
             us *= dm_roofline_ns_us(target, m, n, batch, algo) / dm_roofline_ns_us(c->gpu, m, n, batch, algo);
             if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;

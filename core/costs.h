@@ -19,7 +19,9 @@
  *
  *   op           algo                      m, n, k, batch
  *   ns           direct | gram             the whole NS (DM_NS_ITERS_DEFAULT iterations) of `batch`
- *                                          matrices m x n, m <= n; k = 0
+ *                                          matrices m x n, m <= n; k = 0; one CUDA graph replay
+ *   ns           direct-eager | gram-eager the same with its kernels launched one by one (`bench
+ *                                          kernels --no-graph`), as the PyTorch forms run it
  *   gemm         cublas                    the NS benchmark's plain product of an m x n operand
  *                                          (m <= n, k = 0), batch matrices; informational
  *   syrk         cublas | sym              the NS benchmark's symmetric product, as gemm cublas
@@ -107,6 +109,13 @@ void dm_costs_free(dm_costs *c); /* accepts NULL */
 double dm_costs_ns_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n, int batch,
                       dm_ns_algo algo, dm_cost_source *src);
 
+/* The same for an NS whose kernels are launched one by one (eager 1: program.h's dm_op.eager, no
+ * CUDA graph) or as one graph replay (eager 0: dm_costs_ns_us). Eager answers come from the
+ * table's direct-eager / gram-eager rows as above; a table without such rows of the algorithm
+ * answers the graph's time, at least one launch floor per kernel launch. */
+double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n, int batch,
+                             dm_ns_algo algo, int eager, dm_cost_source *src);
+
 /* The cheaper algorithm for that shape and batch; *us (may be NULL) gets its time. */
 dm_ns_algo dm_costs_best_algo(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n,
                               int batch, double *us);
@@ -151,6 +160,29 @@ double dm_roofline_elementwise_us(const dm_gpu *gpu, const char *op, int64_t ele
 /* Memory-bound passes at the HBM roofline: `bytes` moved over HBM plus `launches` launch floors
  * (the elementwise roofline, the gradients' check, the executor's staging copies). */
 double dm_hbm_pass_us(const dm_gpu *gpu, double launches, double bytes);
+/* The executor's NS op does more than the iterations: per matrix, before them, the reduced
+ * gradient's non-finite check as it is converted to fp32 (bf16 read 2, fp32 write 4 bytes per
+ * element) and the momentum update that writes the NS input (gradient 4 read, momentum 4 read
+ * and 4 written, NS input 2 written): DM_NS_PREP_LAUNCHES launches and DM_NS_PREP_BYTES bytes
+ * per element (real_gpu.c's ns_op; the CPU backend does the same passes). Their time at the
+ * fraction `efficiency` of HBM bandwidth (<= 0: 1) with launch_us per launch (<= 0: the GPU's
+ * launch floor), for `tensors` matrices of `elems` elements in all. The simulator adds it to an
+ * NS op wherever the Muon update is priced as the apply alone (sim.c's ns_prep_us), and the
+ * calibration subtracts it before it fits ns_time_scale (calib.c), so that the scale holds the
+ * NS kernels only and does not depend on the matrices' sizes. */
+#define DM_NS_PREP_LAUNCHES 2
+#define DM_NS_PREP_BYTES 20
+double dm_ns_prep_us(const dm_gpu *gpu, double efficiency, double launch_us, double tensors, double elems);
+
+/* The time of one NS op of the step program on cluster cl (the one rule the scheduler's owner
+ * loads and the simulator use): its kernels (dm_costs_ns_launch_us on cl's GPU; the roofline
+ * when c is NULL) times cl's ns_time_scale when set, plus its gradient check and momentum
+ * (dm_ns_prep_us): at cl's calibrated Muon-update rate when it has one (the update op is then
+ * priced as the apply alone), none when c is a measured table with muon_update rows (they time
+ * the momentum with the apply, so the update op carries it), else at the HBM roofline. *src:
+ * the kernels' source. */
+double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, int64_t m, int64_t n, int batch, dm_ns_algo algo,
+                   int eager, dm_cost_source *src);
 /* The executor's non-finite check of `tensors` gradients of `elems` bf16 elements in all: one
  * launch each and one read at the HBM roofline (not measured by bench work). */
 double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems);

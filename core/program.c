@@ -49,6 +49,7 @@ void dm_program_free(dm_program *p)
     free(p->strategy);
     free(p->cluster);
     free(p->options);
+    free(p->ns_coeffs);
     free(p);
 }
 

@@ -96,6 +96,9 @@ typedef struct dm_op {
                            the reduce-scatter layout: part k is [k ceil(T/n), (k+1) ceil(T/n))
                            of T elements, real_work.h's real_flat_shard); bytes are that part's.
                            0 (default): the whole buffer */
+    int eager;          /* NS: 1 when its kernels are launched one by one, as PyTorch's eager mode runs
+                           them (no CUDA graph; the PyTorch forms of muon-ddp and muon-fsdp);
+                           0 (default): one graph replay. JSON "launch": "eager" */
 } dm_op;
 
 /* What a compute op computes, kernel by kernel (workload.h: GEMMs with their pass, batched
@@ -135,6 +138,9 @@ typedef struct dm_program {
     int n_colls;        /* collective ids are 0 .. n_colls-1 */
     int n_works, cap_works;
     dm_work *works;     /* the compute ops' kernel lists (dm_op.work) */
+    char *ns_coeffs;    /* the NS coefficient set the program's NS ops run (kernels/ns_ref.h's
+                           ns_coeffs_from_spec name, e.g. "jordan" for the PyTorch forms); NULL:
+                           the executors' default. `run --ns-coeffs` overrides it */
     dm_rank_prog *ranks; /* nranks entries */
 } dm_program;
 

@@ -6,7 +6,8 @@
  * its ops). Each op is written on one line with its fields in a fixed order; fields at their
  * default (deps/params empty, coll/group/root/layer -1, bytes/flops/m/n 0, batch 1, algo direct,
  * iters DM_NS_ITERS_DEFAULT for ns and 0 elsewhere, dtype bf16, payload the implied one of
- * program.h) are left out, and the reader applies the same defaults: so
+ * program.h, launch graph; the header's seq_len 0 and ns_coeffs unset) are left out, and the
+ * reader applies the same defaults: so
  * files written before ops carried iters and payload read back as those ops were run, and
  * their hashes do not change.
  *
@@ -64,6 +65,7 @@ static void write_op(FILE *f, const dm_op *o)
     }
     if (o->work >= 0) fprintf(f, ",\"work\":%d", o->work);
     if (o->parts > 1) fprintf(f, ",\"part\":%d,\"parts\":%d", o->part, o->parts);
+    if (o->eager) fputs(",\"launch\":\"eager\"", f);
     fputc('}', f);
 }
 
@@ -101,6 +103,11 @@ int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err)
     fprintf(f, ",\n  \"nranks\": %d,\n  \"gpus_per_node\": %d,\n  \"tokens\": %lld,\n", p->nranks,
             p->gpus_per_node, (long long)p->tokens);
     if (p->seq_len) fprintf(f, "  \"seq_len\": %lld,\n", (long long)p->seq_len);
+    if (p->ns_coeffs) {
+        fputs("  \"ns_coeffs\": ", f);
+        json_write_string(f, p->ns_coeffs);
+        fputs(",\n", f);
+    }
     fprintf(f, "  \"n_colls\": %d,\n", p->n_colls);
     fputs("  \"groups\": [", f);
     for (int g = 0; g < p->n_groups; g++) {
@@ -448,7 +455,7 @@ typedef struct load_ctx {
     dm_program *p;
     int have_format;
     int64_t nranks, gpn, tokens, ncolls, seq_len;
-    char *model, *strategy, *cluster, *options;
+    char *model, *strategy, *cluster, *options, *ns_coeffs;
     int rank;            /* rank being read */
     int ranks_seen, ranks_line, ranks_col;
     int nranks_line, nranks_col, ncolls_line, ncolls_col;
@@ -513,6 +520,10 @@ static int op_field(rd *r, const char *key, void *vctx)
         else if (key[0] == 'g') c->op.group = (int)v;
         else if (key[0] == 'r') c->op.root = (int)v;
         else c->op.batch = (int)v;
+    } else if (!strcmp(key, "launch")) {
+        if (rd_string(r)) return -1;
+        if (strcmp(r->str, "eager") && strcmp(r->str, "graph")) return rd_fail(r, at, "launch \"eager\" or \"graph\"");
+        c->op.eager = !strcmp(r->str, "eager");
     } else if (!strcmp(key, "part") || !strcmp(key, "parts")) {
         if (rd_int(r, 0, 1 << 20, key, &v)) return -1;
         if (!strcmp(key, "part")) c->op.part = (int)v;
@@ -809,6 +820,7 @@ static int need_header(rd *r, load_ctx *c, const char *at)
     if (!c->p) return -1;
     c->p->n_colls = (int)c->ncolls;
     c->p->seq_len = c->seq_len;
+    if (c->ns_coeffs) c->p->ns_coeffs = c->ns_coeffs, c->ns_coeffs = NULL;
     return 0;
 }
 
@@ -818,7 +830,8 @@ static int top_field(rd *r, const char *key, void *vctx)
     rd_ws(r);
     const char *at = r->s;
     char **str = !strcmp(key, "model") ? &c->model : !strcmp(key, "strategy") ? &c->strategy :
-                 !strcmp(key, "cluster") ? &c->cluster : !strcmp(key, "options") ? &c->options : NULL;
+                 !strcmp(key, "cluster") ? &c->cluster : !strcmp(key, "options") ? &c->options :
+                 !strcmp(key, "ns_coeffs") ? &c->ns_coeffs : NULL;
     if (str || !strcmp(key, "format")) {
         if (c->p) return rd_fail(r, at, "header fields before the groups and ranks");
         if (rd_string(r)) return -1;
@@ -911,6 +924,7 @@ done:
     free(c.strategy);
     free(c.cluster);
     free(c.options);
+    free(c.ns_coeffs);
     free(c.deps.v);
     free(c.params.v);
     free(c.deps32);
@@ -1070,6 +1084,11 @@ int dm_program_validate(const dm_program *p, dm_err *err)
             if (o->kind == DM_OP_NS ? o->iters < 1 || o->iters > 64 : o->iters != 0) {
                 dm_err_set(err, "program: rank %d op %d (%s): %d NS iterations (%s)", r, i, dm_op_kind_name(o->kind),
                            o->iters, o->kind == DM_OP_NS ? "1 to 64" : "only ns ops have iterations");
+                goto done;
+            }
+            if (o->eager && o->kind != DM_OP_NS) {
+                dm_err_set(err, "program: rank %d op %d (%s): launch eager (only ns ops are launched eagerly)", r, i,
+                           dm_op_kind_name(o->kind));
                 goto done;
             }
             if (is_coll ? o->payload != DM_PAYLOAD_WEIGHTS && o->payload != DM_PAYLOAD_GRADS

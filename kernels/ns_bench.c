@@ -474,8 +474,10 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
             for (int a = 0; a < o->n_algos; a++) {
                 at_key k = {s->m, s->n, batch, o->algos[a], o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
                 int hit = cache && at_cache_lookup(cache, &k, &res[a]);
-                if (o->retune || o->retime || !hit) need = 1;
-                if (o->retime && hit && res[a].kernel == NS_KERNEL_LT) {
+                /* without graphs a cached (graph-replay) time is not this run's: re-time it */
+                int retime = o->retime || !o->at.use_graph;
+                if (o->retune || retime || !hit) need = 1;
+                if (retime && hit && res[a].kernel == NS_KERNEL_LT) {
                     ao.lt_fixed[ao.n_lt_fixed].algo = o->algos[a];
                     ao.lt_fixed[ao.n_lt_fixed++].r = res[a];
                 }
@@ -484,7 +486,7 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
                 if (at_tune_shape(s->m, s->n, batch, o->algos, o->n_algos, &ao, 0x1234567ull + (uint64_t)done,
                                   B.s, res, report_cand, &B, err))
                     goto done;
-                for (int a = 0; a < o->n_algos && cache; a++) {
+                for (int a = 0; a < o->n_algos && cache && o->at.use_graph; a++) { /* the cache holds graph times */
                     at_key k = {s->m, s->n, batch, o->algos[a], o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
                     if (res[a].median_us >= 0 && at_cache_store(cache, &k, &res[a], err)) goto done;
                 }
@@ -499,7 +501,8 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
                 char var[16];
                 if (res[a].kernel == NS_KERNEL_LT) snprintf(var, sizeof var, "%d/%d", res[a].sym_blocks, res[a].sym_blocks_mm);
                 else snprintf(var, sizeof var, "%s", ns_kernel_name(res[a].kernel));
-                emit(&B, "ns", dm_ns_algo_name(o->algos[a]), s->m, s->n, batch,
+                emit(&B, "ns", o->at.use_graph ? dm_ns_algo_name(o->algos[a]) : o->algos[a] == DM_NS_GRAM ? "gram-eager" : "direct-eager",
+                     s->m, s->n, batch,
                      o->algos[a] == DM_NS_GRAM ? "fp16" : "bf16", var, &st, res[a].flops_nominal,
                      res[a].flops_executed);
                 if (o->profile && (bi == 0 || bi == s->n_batches - 1) &&

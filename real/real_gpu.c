@@ -486,7 +486,7 @@ static int gpu_create(real_exec *ex, dm_err *err)
             dm_dtype dt;
             ns_plan *pl = get_plan(ex, rows, cols, cnt, op->algo, &dt, err);
             if (!pl || ns_fill_random(ns_plan_input(pl), dt, rows * cols * cnt, 1, 1.0f, s0, err) ||
-                ns_plan_run(pl, (ns_stream)s0, 1, err))
+                ns_plan_run(pl, (ns_stream)s0, !op->eager, err))
                 goto out;
         }
     }
@@ -874,7 +874,7 @@ static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
             q->ns_dt = dt;
             k++;
         }
-        OK(ns_plan_run(pl, (ns_stream)s, 1, err));
+        OK(ns_plan_run(pl, (ns_stream)s, !op->eager, err)); /* eager: the PyTorch forms, no graph */
     }
     for (int j = 0; j < op->n_params; j++)
         if (!g->p[op->params[j]].ns_out)

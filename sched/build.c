@@ -101,6 +101,7 @@ typedef struct bctx {
     vec batch_mats;             /* int64 matrix indices */
     int adamw_sharded;          /* AdamW params: reduce-scatter + shard update (else all-reduce, full) */
     int muon_update_shard;      /* muon-fsdp: the update touches the rank's shard only */
+    int eager;                  /* the PyTorch forms: NS ops launched kernel by kernel (dm_op.eager) */
     int fsdp_serial;            /* muon-fsdp as PyTorch runs it: each Muon gradient's all-gather in
                                    the optimizer step, after the previous matrix's update */
     int z3;
@@ -193,7 +194,8 @@ static int setup(bctx *b)
             } else {
                 a = (dm_ns_algo)b->o->ns_algo;
             }
-            us = dm_costs_ns_us(b->costs, gpu, b->shapes[s][0], b->shapes[s][1], k, a, &src);
+            /* the simulator's price of the op (kernels, calibrated scale, gradient check and momentum) */
+            us = dm_ns_op_us(b->costs, b->cl, b->shapes[s][0], b->shapes[s][1], k, a, b->eager, &src);
             b->cost[(size_t)s * MB + k - 1] = us;
             b->algo[(size_t)s * MB + k - 1] = a;
             if (b->rep) b->rep->cost_src_counts[src]++;
@@ -1024,6 +1026,7 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
     op.flops = nb->size * dm_ns_flops(op.m, op.n, nb->algo);
     op.bytes = nb->size * dm_ns_bytes(op.m, op.n, nb->algo);
     op.dtype = b->o->dtype;
+    op.eager = b->eager;
     int ns_id = dm_program_add_op(b->p, r, &op, deps, nd, params, nb->size, b->err);
     if (ns_id < 0) return -1;
     dm_op up = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE);
@@ -1311,10 +1314,12 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     char desc[512];
     sched_opts_describe(opts, desc, sizeof desc);
     b.fsdp_serial = opts->strategy == SCHED_MUON_FSDP && sched_opts_pytorch_form(opts);
+    b.eager = sched_opts_pytorch_form(opts);
     if (!(b.p = dm_program_new(nranks, b.gpn, model->name, sched_opts_strategy_label(opts), cluster->name, desc,
                                opts->tokens, err)))
         return -1;
     b.p->seq_len = opts->seq_len;
+    if (b.eager && !(b.p->ns_coeffs = dm_strdup(SCHED_PYTORCH_NS_COEFFS, err))) goto done;
     if (setup(&b) || setup_works(&b)) goto done;
     if (!(ids = dm_malloc((size_t)(b.nmats ? b.nmats : 1) * sizeof *ids, err))) goto done;
     int drc = 0;

@@ -96,7 +96,11 @@ typedef struct sched_opts {
 } sched_opts;
 
 void sched_opts_default(sched_opts *o);
-/* 1 for muon-ddp and muon-fsdp in the form PyTorch code runs them (naive_tuned 0). */
+/* 1 for muon-ddp and muon-fsdp in the form PyTorch code runs them (naive_tuned 0): one matrix
+ * per NS, direct, its kernels launched one by one (dm_op.eager: PyTorch's eager mode, no CUDA
+ * graph), the classic coefficients (the program's ns_coeffs: SCHED_PYTORCH_NS_COEFFS, Keller
+ * Jordan's quintic that the usual Muon code runs). */
+#define SCHED_PYTORCH_NS_COEFFS "jordan"
 int sched_opts_pytorch_form(const sched_opts *o);
 /* The options a build really uses: the PyTorch form fixes max_batch 1 and the direct algorithm. */
 void sched_opts_effective(const sched_opts *o, sched_opts *out);

@@ -206,9 +206,10 @@ void sched_getopt_help(FILE *f)
             "Plan options:\n"
             "  --strategy S          adamw, muon-ddp, muon-fsdp, muon-rr, dmuon (default %s);\n"
             "                        muon-ddp and muon-fsdp as PyTorch code runs them (one matrix\n"
-            "                        per NS, direct; FSDP gathers each gradient in the optimizer\n"
+            "                        per NS, direct, kernels launched one by one, the classic\n"
+            "                        coefficients; FSDP gathers each gradient in the optimizer\n"
             "                        step, in series with its NS); muon-ddp-tuned, muon-fsdp-tuned:\n"
-            "                        batched, algorithm per shape, gathers in the backward\n"
+            "                        batched, algorithm per shape, graphs, gathers in the backward\n"
             "  --balance B           owner assignment: auto (simulate lpt and milp, keep the faster),\n"
             "                        lpt, milp, round-robin (default %s)\n"
             "  --overlap V           none, prefetch[:K], interleave (default %s; cumulative)\n"
@@ -262,6 +263,10 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
     if (o->ns_early > 0) {
         size_t n = strlen(buf);
         if (n < size) snprintf(buf + n, size - n, " ns-under-backward=%d", o->ns_early);
+    }
+    if (sched_opts_pytorch_form(o)) {
+        size_t n = strlen(buf);
+        if (n < size) snprintf(buf + n, size - n, " launch=eager ns-coeffs=%s", SCHED_PYTORCH_NS_COEFFS);
     }
     if (o->comm_weight != 1.0) { /* shown only when changed: the default plans' options stay as they were */
         size_t n = strlen(buf);

@@ -62,6 +62,17 @@ ser=$(awk -F, 'NR > 2 && $1 == 0 { k[NR] = $4; s[NR] = $5; e[NR] = $5 + $6; if (
           print g + 0, n + 0, serial + 0 }' "$tmp/t.csv")
 set -- $ser
 is "muon-fsdp (PyTorch form): one gradient gather per NS after the backward, each NS after one ($ser)" "$1 $3" "$2 $2"
+# the PyTorch forms: every NS op launched eagerly, the classic coefficients (the program's
+# ns_coeffs, which the run takes unless --ns-coeffs is given); the tuned form neither
+is "muon-fsdp program: every NS op eager" "$(grep -c '"kind":"ns"' "$tmp/pf.json") $(grep -c '"kind":"ns".*"launch":"eager"' "$tmp/pf.json")" \
+    "$(grep -c '"kind":"ns"' "$tmp/pf.json") $(grep -c '"kind":"ns"' "$tmp/pf.json")"
+like "muon-fsdp program: the classic coefficients" "$(grep '"ns_coeffs"' "$tmp/pf.json")" '"ns_coeffs": "jordan"'
+"$DMUON" plan --model "$tmp/tiny.json" --gpus 2 --strategy muon-fsdp-tuned --tokens 8 -o "$tmp/pft.json" >/dev/null 2>&1
+is "muon-fsdp-tuned program: no eager op, no coefficient set" "$(grep -c 'launch\|ns_coeffs' "$tmp/pft.json")" 0
+like "muon-fsdp run: NS jordan" "$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --tokens 8 --steps 1 2>&1)" "(NS jordan)"
+like "muon-fsdp run --ns-coeffs overrides the program's" \
+    "$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --tokens 8 --steps 1 --ns-coeffs polar-express 2>&1)" "(NS polar-express)"
+like "muon-fsdp-tuned run: NS polar-express" "$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp-tuned --tokens 8 --steps 1 2>&1)" "(NS polar-express)"
 out2=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 8 --steps 3 --csv "$tmp/run2.csv" 2>&1)
 is "dmuon run: two runs give the same losses" "$(cut -d, -f2 "$tmp/run.csv")" "$(cut -d, -f2 "$tmp/run2.csv")"
 
@@ -159,7 +170,7 @@ rc=$?
 like "checkpoint: another --lr-muon is named" "$out" "--lr-muon 0.02 (this run: 0.05)"
 like "checkpoint: another --grad-chunks is named" "$out" "--grad-chunks 1 (this run: 2)"
 is "checkpoint: resuming with other options exits non-zero" "$([ $rc -ne 0 ] && echo yes)" yes
-out=$(run 2 $R --steps 7 --checkpoint "$tmp/ck" --resume --ns-coeffs jordan 2>&1)
+out=$(run 2 $R --steps 7 --checkpoint "$tmp/ck" --resume --ns-coeffs polar-express 2>&1)
 like "checkpoint: other --ns-coeffs are named" "$out" "other --ns-coeffs"
 # damaged rank files are refused by name, before anything is installed (each on a copy)
 damaged() { # damaged NAME: a fresh copy of the final checkpoint in $tmp/NAME

@@ -304,11 +304,50 @@ static void test_kernel_rows(void)
     ok(checked > 100 && !bad, "elementwise roofline bytes equal the workload's on %d kernels (%d differ)", checked, bad);
 }
 
+/* NS rows of the PyTorch forms (direct-eager): looked up apart from the graph rows; without
+ * them the graph's time with a launch floor per kernel; and the NS op's gradient check and
+ * momentum (dm_ns_prep_us) by its formula. */
+static void test_eager_rows(void)
+{
+    const dm_gpu *h = dm_gpu_find("H200");
+    static char buf[4096];
+    size_t n = table_head(buf, sizeof buf, 2);
+    n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,ns,direct,1024,1024,0,1,bf16,100,100,100\n"
+                  "NVIDIA H200,ns,direct-eager,1024,1024,0,1,bf16,130,129,131\n"
+                  "NVIDIA H200,ns,direct,64,64,0,1,bf16,10,10,10\n");
+    dm_costs *c = NULL;
+    dm_err err = {{0}};
+    ok(dm_costs_load(write_file("eager.csv", buf), &c, &err) == 0, "a table with direct-eager rows reads (%s)",
+       c ? "" : err.msg);
+    if (!c) return;
+    dm_cost_source s;
+    ok_near(dm_costs_ns_launch_us(c, NULL, 1024, 1024, 1, DM_NS_DIRECT, 1, &s), 130, 1e-9, "eager: the direct-eager row");
+    ok(s == DM_COST_MEASURED, "eager row measured (%s)", dm_cost_source_name(s));
+    ok_near(dm_costs_ns_launch_us(c, NULL, 1024, 1024, 1, DM_NS_DIRECT, 0, NULL), 100, 1e-9, "graph: the direct row");
+    ok_near(dm_costs_ns_us(c, NULL, 1024, 1024, 1, DM_NS_DIRECT, NULL), 100, 1e-9, "dm_costs_ns_us is the graph's");
+    ok(dm_costs_op_rows(c, "ns", "direct-eager") == 1 && dm_costs_op_rows(c, "ns", "direct") == 2,
+       "rows counted per algo (eager 1, graph 2)");
+    /* gram has no eager rows: the graph answer, at least 2 + 4 x 5 + 2 launch floors */
+    double g = dm_costs_ns_launch_us(c, NULL, 64, 64, 1, DM_NS_GRAM, 0, NULL);
+    double ge = dm_costs_ns_launch_us(c, NULL, 64, 64, 1, DM_NS_GRAM, 1, NULL);
+    ok(ge >= g && ge >= 24 * h->launch_us - 1e-9, "eager without rows: graph %.2f us, eager %.2f >= 24 launches", g, ge);
+    dm_costs_free(c);
+    expect_error("eager_bad.csv", "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA H200\n"
+                 "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n"
+                 "NVIDIA H200,ns,sym-eager,64,64,0,1,bf16,1,1,1\n", "direct, gram, direct-eager or gram-eager");
+    /* the NS op's prep: 20 bytes per element at the efficiency, 2 launches per matrix */
+    double us = dm_ns_prep_us(h, 0.5, 3, 4, 1e8);
+    ok_near(us, 1e8 * DM_NS_PREP_BYTES / (0.5 * h->hbm_Bps) * 1e6 + 4 * DM_NS_PREP_LAUNCHES * 3, 1e-9,
+           "dm_ns_prep_us: bytes at the efficiency, launches per matrix (%.1f us)", us);
+    ok_near(dm_ns_prep_us(h, 0, 0, 1, 0), DM_NS_PREP_LAUNCHES * h->launch_us, 1e-12, "defaults: HBM peak, launch floor");
+}
+
 int main(void)
 {
     dm_err err = {{0}};
     const dm_gpu *h200 = dm_gpu_find("H200"), *a800 = dm_gpu_find("A800");
     if (!mkdtemp(dir)) return tap_skip_all("no temp dir");
+    test_eager_rows();
 
     /* the roofline table shipped in traces/costs */
     char path[1024];

@@ -164,6 +164,31 @@ int main(void)
         dm_program_free(p);
     }
 
+    /* an eager NS op and the program's coefficient set round-trip (and change the hash); an
+     * eager op that is not an NS is refused */
+    {
+        p = dm_program_new(1, 1, "tiny", "muon-ddp", "h200", "", 128, NULL);
+        dm_op a = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+        a.m = 64, a.n = 128, a.eager = 1;
+        dm_program_add_op(p, 0, &a, NULL, 0, NULL, 0, NULL);
+        uint64_t h0 = dm_program_hash(p);
+        p->ns_coeffs = strdup("jordan");
+        dm_program *b = NULL;
+        ok(dm_program_validate(p, &err) == 0 && dm_program_save(p, path, &err) == 0 &&
+               dm_program_load(path, &b, &err) == 0 && b->ranks[0].ops[0].eager == 1 && b->ns_coeffs &&
+               !strcmp(b->ns_coeffs, "jordan") && dm_program_hash(b) == dm_program_hash(p) && dm_program_hash(p) != h0,
+           "an eager NS op and ns_coeffs round-trip, in the hash (%s)", err.msg);
+        dm_program_free(b);
+        p->ranks[0].ops[0].eager = 0;
+        ok(dm_program_hash(p) != h0, "ns_coeffs alone changes the hash");
+        dm_program_free(p);
+        p = dm_program_new(1, 1, "tiny", "muon-ddp", "h200", "", 128, NULL);
+        dm_op u = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE);
+        u.eager = 1;
+        dm_program_add_op(p, 0, &u, NULL, 0, NULL, 0, NULL);
+        expect_invalid(p, "launch eager (only ns ops", "an eager muon-update");
+    }
+
     /* a dependency on a later op */
     p = small(NULL);
     p->ranks[1].ops[1].deps[0] = 2;

@@ -104,11 +104,23 @@ static void test_bwd_and_elementwise(void)
     sim_result_free(r);
     c.ns_time_scale = 1.25;
     r = run(p, &c);
-    ok(r && plain > 0 && fabs(r->optimizer_us - 1.25 * plain) <= 1e-12 * plain, "ns_time_scale 1.25: %.3f us = 1.25 x %.3f",
-       r ? r->optimizer_us : -1, plain);
+    /* the scale is the NS kernels': the op's gradient check and momentum (at the HBM roofline
+     * here, no calibrated update rate) are added unscaled */
+    double prep = dm_ns_prep_us(c.gpu, 1, 0, 1, 2048.0 * 4096.0);
+    ok(r && plain > prep && fabs(r->optimizer_us - (1.25 * (plain - prep) + prep)) <= 1e-12 * plain,
+       "ns_time_scale 1.25: %.3f us = 1.25 x %.3f + the prep %.3f", r ? r->optimizer_us : -1, plain - prep, prep);
     ok(r && strstr(r->cost_src[DM_OP_NS], "times 1.25") != NULL, "NS source names the scale: %s", r ? r->cost_src[DM_OP_NS] : "-");
     double scaled = r ? r->step_us : -1, busy = r ? r->step_us - r->exposed_comm_us : -1;
     sim_result_free(r);
+    { /* a calibrated Muon-update rate prices the NS op's prep too (the update is then the apply alone) */
+        dm_cluster cc = h200x2();
+        cc.elem_efficiency[0] = 0.5, cc.elem_launch_us[0] = 4;
+        sim_result *rc = run(p, &cc);
+        double want = plain - prep + dm_ns_prep_us(cc.gpu, 0.5, 4, 1, 2048.0 * 4096.0);
+        ok(rc && fabs(rc->optimizer_us - want) <= 1e-12 * want, "calibrated update rate: NS %.3f us = kernels + prep at 0.5 x HBM, 2 x 4 us",
+           rc ? rc->optimizer_us : -1);
+        sim_result_free(rc);
+    }
     /* step_start_us: the first op starts that late; the step grows by it, all of it idle. */
     c.step_start_us = 3000;
     r = run(p, &c);

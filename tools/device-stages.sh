@@ -94,7 +94,8 @@ stage_torchstep() {
 # validate: dmuon validate of seven bundled models (small and mid dense with and without biases,
 # two VLAs, a VLM, a MoE cut to fit) x dmuon/muon-ddp/adamw on one GPU at 4096 tokens, the
 # simulator priced with this call's bench work rows; the measured phases (validate.csv) and the
-# calibration model's trace and plan are kept (replayed and calibrated on the build machine).
+# every case's trace and plan are kept (replayed and calibrated on the build machine; the plans
+# let each traced op be held against its price).
 VALIDATE_MODELS="llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l"
 STAGE_TIMEOUT_validate=300
 stage_validate() {
@@ -106,12 +107,8 @@ stage_validate() {
     echo "validate exit $?"
     sed -n '/^# errors by model/,$p' "$L/validate.txt" | head -30
     grep -h -E '^# (GPU memory|per layer|mean over)' "$L"/validate/*/run.log 2>/dev/null | head -30
-    # keep what the build machine needs: the measured table, every run log and trace, the
-    # calibration model's plan (the others are re-planned by --replay)
-    for d in "$L"/validate/*/; do
-        case "$d" in *llama-3.2-3b.dmuon*) ;; *) rm -f "$d/program.json" ;; esac
-        rm -f "$d/sim.csv"
-    done
+    # keep what the build machine needs: the measured table, every run log, trace and plan
+    for d in "$L"/validate/*/; do rm -f "$d/sim.csv"; done
 }
 STAGE_TIMEOUT_k2=190
 stage_k2() {
@@ -143,12 +140,34 @@ stage_nsrows() {
         echo "nsrows $b exit $? ($(grep -vc '^#' "$L/ns_$b.csv" 2>/dev/null || echo 0) rows, $((SECONDS - t0)) s)"
     done
 }
+# eager: the NS of the PyTorch forms (one matrix, direct, kernels launched one by one) for the
+# shapes of the seven validation models (traces/kernels/eager_shapes.txt): the committed cache's
+# cuBLASLt configurations re-timed without graphs ($L/ns_eager.csv, direct-eager rows) and with
+# them ($L/ns_graph.csv), and PyTorch's own eager NS of the same shapes in the same call
+STAGE_TIMEOUT_eager=200
+stage_eager() {
+    local g
+    for g in eager graph; do
+        cp traces/kernels/autotune_h200.tsv "$L/autotune_$g.tsv"
+        timeout 80 "$D/dmuon" bench kernels --shapes traces/kernels/eager_shapes.txt --algos direct --kernels lt \
+            --retime-cached --no-products --no-elementwise --no-gemm-tune --warmup 3 --reps 15 \
+            --cache "$L/autotune_$g.tsv" $([ $g = eager ] && echo --no-graph) --out "$L/ns_$g.csv" > "$L/ns_$g.txt" 2>&1
+        echo "bench kernels ($g) exit $? ($(grep -vc '^#' "$L/ns_$g.csv" 2>/dev/null || echo 0) lines)"
+    done
+    timeout 90 python3 tools/torch_ns_bench.py --ours "$L/ns_eager.csv" --shapes traces/kernels/eager_shapes.txt \
+        --out "$L/torch_eager.txt" > /dev/null 2>&1
+    echo "torch_ns_bench exit $?"
+    cat "$L/torch_eager.txt" 2>/dev/null | head -45
+}
 # naive: the naive baselines as PyTorch runs them (muon-ddp, muon-fsdp: one matrix per NS,
-# direct; FSDP's gathers in the optimizer step) against the simulator, one GPU, four models;
-# every case's plan kept (replayed on the build machine with traces/calib/h200.calib)
+# direct, eager launches, classic coefficients; FSDP's gathers in the optimizer step) against
+# the simulator, one GPU, four models, priced with this call's eager rows when the eager stage
+# ran; every case's plan kept (replayed on the build machine with traces/calib/h200.calib)
 STAGE_TIMEOUT_naive=260
 stage_naive() {
-    timeout 250 "$D/dmuon" validate --cluster h200 --costs traces/costs/h200.csv,traces/costs/h200-work.csv \
+    local K=traces/costs/h200.csv,traces/costs/h200-work.csv
+    [ -s "$L/ns_eager.csv" ] && K=$K,$L/ns_eager.csv
+    timeout 250 "$D/dmuon" validate --cluster h200 --costs "$K" \
         --calibration traces/calib/h200.calib \
         --models llama-3.2-3b,qwen2.5-1.5b,wall-oss-flow,moonlight-16b-a3b-6l --strategies muon-ddp,muon-fsdp \
         --overlaps interleave --gpus 1 --tokens 4096 --steps 3 --mpirun "$MPIRUN --bind-to none" \

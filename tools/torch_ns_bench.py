@@ -5,7 +5,11 @@ fp16 with one restart (before iteration 2) -- timed with CUDA events after warm-
 prints them beside our times read from a `dmuon bench kernels` cost table (best ns row per shape
 and batch), with the ratio and the issue's targets.
 
-    python3 tools/torch_ns_bench.py --ours traces/costs/h200.csv [--shapes goal] [--out FILE]
+    python3 tools/torch_ns_bench.py --ours traces/costs/h200.csv [--shapes FILE] [--out FILE]
+
+--shapes FILE times the shapes of a `bench kernels --shapes` file (lines "M N BATCH"; no target)
+instead of the goal shapes. With a table of direct-eager rows (`bench kernels --no-graph`) the
+comparison is eager against eager: PyTorch's own launches against ours one by one.
 
 Same coefficients as kernels/ns_ref.c (Polar Express, safety 1.05 as (a/s, b/s^3, c/s^5)),
 same normalization (Frobenius norm + 1e-7), transpose for tall matrices."""
@@ -116,6 +120,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="also compare the two PyTorch variants")
     ap.add_argument("--out", help="write the table here too")
+    ap.add_argument("--shapes", help="shapes file (M N BATCH per line) instead of the goal shapes")
     args = ap.parse_args()
     import torch
 
@@ -126,7 +131,14 @@ def main():
              "# %-11s %5s %11s %11s %11s %-7s %8s %9s %-5s %s" % ("shape", "batch", "torch_dir", "torch_gram",
                                                              "ours_ms", "algo", "speedup", "target", "met", "issue_torch(dir/gram)")]
     gen = torch.Generator(device="cuda").manual_seed(1234)
-    for r, c, b, target in GOAL:
+    shapes = GOAL
+    if args.shapes:
+        shapes = []
+        for line in open(args.shapes):
+            f = line.split("#")[0].split()
+            if len(f) >= 2:
+                shapes.append((int(f[0]), int(f[1]), int(f[2].split(",")[0]) if len(f) > 2 else 1, None))
+    for r, c, b, target in shapes:
         shape = (b, r, c) if b > 1 else (r, c)
         G = torch.randn(shape, device="cuda", dtype=torch.float32, generator=gen).to(torch.bfloat16)
         td = time_ms(lambda: ns_direct(G, torch), torch, args.warmup, args.reps)
@@ -140,11 +152,11 @@ def main():
         o = ours.get((m, n, b))
         best_t = min(td, tg)
         o_ms = o[0] if o else float("nan")
-        met = "-" if not o else ("yes" if o_ms < target else "NO")
+        met = "-" if not o or target is None else ("yes" if o_ms < target else "NO")
         it = ISSUE_TORCH.get((r, c), (None, None)) if b == 1 else (None, None)
-        lines.append("  %-11s %5d %11.3f %11.3f %11.3f %-7s %8.2f %9.3f %-5s %s/%s" % (
+        lines.append("  %-11s %5d %11.3f %11.3f %11.3f %-7s %8.2f %9s %-5s %s/%s" % (
             f"{r}x{c}", b, td, tg, o_ms, o[1] if o else "-", best_t / o_ms if o else float("nan"),
-            target, met, it[0], it[1]))
+            "%.3f" % target if target is not None else "-", met, it[0], it[1]))
         print(lines[-1], flush=True)
         del G
         torch.cuda.empty_cache()

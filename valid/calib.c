@@ -327,7 +327,9 @@ typedef struct fit_op {
     double d_us, work_us, launch_us, overlap;
     double gaps;       /* kernel launches inside the op less one (forward/backward with work) */
     double table_us;   /* elementwise: the kernel table's time for it (0: no rows) */
-    double tensors;    /* elementwise: tensors the op updates, each its own launches (1 without a plan) */
+    double tensors;    /* elementwise: tensors the op updates, each its own launches (1 without a plan);
+                          NS: the matrices of its batch */
+    double elems;      /* NS: elements of its matrices (the gradient check and momentum it runs) */
 } fit_op;
 
 enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK_KERN, FK__N };
@@ -497,7 +499,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
     rank_intervals(t, R, 1, iv, iv_off);
     for (int i = 0; i < t->n; i++) {
         const dm_trace_event *e = &t->ev[i];
-        fit_op o = {-1, e->dur_us, 0, 0, 0, 0, 0, 1};
+        fit_op o = {-1, e->dur_us, 0, 0, 0, 0, 0, 1, 0};
         const dm_op *pop = p && e->rank >= 0 && e->rank < R && e->op >= 0 && e->op < p->ranks[e->rank].n_ops
                                ? &p->ranks[e->rank].ops[e->op] : NULL;
         if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && pop && pop->kind == e->kind && pop->work >= 0 &&
@@ -546,6 +548,8 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             dm_cost_source src;
             o.kind = FK_NS;
             o.work_us = dm_costs_ns_us(costs, gpu, op->m, op->n, op->batch, op->algo, &src);
+            o.tensors = op->batch > 0 ? op->batch : 1;
+            o.elems = (double)op->m * (double)op->n * o.tensors;
         }
         if (o.kind < 0 || !(e->dur_us > 0) || e->rank < 0 || e->rank >= R) continue;
         o.overlap = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
@@ -566,6 +570,22 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
                     int flags, FILE *log, dm_err *err)
 {
     return calib_fit_traces(c, 1, &trace_path, &program_path, gpu, costs, flags, log, err);
+}
+
+/* The fixed part of every NS op: the gradient check and momentum it runs (costs.h's
+ * dm_ns_prep_us), as the simulator prices them (sim.c's ns_prep_us): at the Muon update's fitted
+ * bandwidth and launch when this calibration fits them (x, a, cnt of fit_rates), none when the
+ * kernel table's muon_update rows price the update (table_upd, or no fit and a measured table
+ * with such rows), else at the HBM roofline. ns_time_scale is then fitted on the rest. */
+static void ns_prep(fit_op *ops, int n, const dm_gpu *gpu, const dm_costs *costs, int table_upd, const double *x,
+                    const double *a, const int *cnt)
+{
+    int fitted = !table_upd && cnt[FK_UPD] > 0 && x[FK_UPD] > 0;
+    int none = !fitted && (table_upd || (costs && !dm_costs_is_roofline(costs) && dm_costs_op_rows(costs, "muon_update", NULL)));
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind == FK_NS)
+            ops[i].launch_us = none ? 0 : fitted ? dm_ns_prep_us(gpu, 1 / x[FK_UPD], a[FK_UPD], ops[i].tensors, ops[i].elems)
+                                                 : dm_ns_prep_us(gpu, 1, 0, ops[i].tensors, ops[i].elems);
 }
 
 /* Median of |table / measured - 1| over the ops of kind k (their table time, 0 where none). */
@@ -618,12 +638,18 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     double x[FK__N], a[FK__N], ss[FK__N], f = 0;
     int cnt[FK__N];
     double best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
+    ns_prep(ops, n, gpu, costs, table_kind[FK_UPD], x, a, cnt);
+    best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
     if (fit_slowdown && n_ov)
         for (int i = 1; i < 950; i++) { /* f on a 0.001 grid: one parameter, a smooth objective */
             double xi[FK__N], ai[FK__N], si[FK__N], v = fit_rates(ops, n, i / 1000.0, fit_gap, xi, ai, si, cnt);
             if (v < best) best = v, f = i / 1000.0;
         }
     fit_rates(ops, n, f, fit_gap, x, a, ss, cnt);
+    if (f > 0) { /* the momentum's rate at this f, and the NS scale with it */
+        ns_prep(ops, n, gpu, costs, table_kind[FK_UPD], x, a, cnt);
+        best = fit_rates(ops, n, f, fit_gap, x, a, ss, cnt);
+    }
     static const char *const keys[FK__N] = {"fwd_efficiency", "bwd_efficiency", "elementwise_efficiency.muon_update",
                                             "elementwise_efficiency.adamw", "ns_time_scale", "kernel_gap_us"};
     char src[1400], fsrc[64] = "";
@@ -679,8 +705,8 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
                 dm_err_set(err, "%s: NS ops take %g x the kernel table's time, outside [0.1, 10]", trace_path, x[k]);
                 goto out;
             }
-            snprintf(src, sizeof src, "%s: %d NS ops against %s for the shapes of the traced plans%s", desc, cnt[k],
-                     dm_costs_describe(costs), fsrc);
+            snprintf(src, sizeof src, "%s: %d NS ops against %s for the shapes of the traced plans, each op's "
+                     "gradient check and momentum priced apart (dm_ns_prep_us)%s", desc, cnt[k], dm_costs_describe(costs), fsrc);
             if (log) fprintf(log, "  %-34s %.4f: %3d ops (residual %.1f%%)\n", keys[k], x[k], cnt[k], 100 * res);
             if (set_num(c, keys[k], x[k], src, res, cnt[k], err)) goto out;
             continue;

@@ -25,7 +25,9 @@
  *    kind has a closed form (least squares of the relative residuals, which are linear in the
  *    inverse rate); the f with the smallest sum of squared residuals over all those ops wins.
  *    With the traced plan (dmuon plan -o) and a kernel table, NS ops join the fit as a kind whose
- *    model time is the table's for the op's shapes: ns_time_scale = measured / table.
+ *    model time is the table's for the op's shapes plus the gradient check and momentum the
+ *    executor runs in the op (costs.h's dm_ns_prep_us, at the fitted Muon-update rate):
+ *    ns_time_scale = (measured - that) / table.
  *    Residual of each key: the RMS relative residual of its kind's ops at that f.
  *    Also from the traces: step_start_us, the median over ranks of the first op's start, and
  *    op_gap_us, the median of the GPU's idle times between consecutive compute ops of a rank,
