@@ -51,6 +51,10 @@ static void usage_kernels(FILE *f)
             "  --warmup N         untimed runs first (default 3)\n"
             "  --reps N           timed runs, median reported (default 20)\n"
             "  --no-products      skip the single-product rows; --no-elementwise likewise\n"
+            "  --as-stored        keep each shape's orientation: rows > cols is a tall matrix, its NS\n"
+            "                     on the transpose as the executor runs it (a tall row, m > n; it\n"
+            "                     takes the cached configuration of its m <= n shape); default:\n"
+            "                     every shape as m <= n\n"
             "  --no-graph         launch kernels one by one instead of graph replays (the NS rows\n"
             "                     are then direct-eager, gram-eager: the PyTorch forms' cost; a\n"
             "                     cached configuration is re-timed, and the cache is not written)\n"
@@ -73,9 +77,10 @@ int cmd_bench_kernels(int argc, char **argv)
 {
     enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE, O_RETUNE, O_WARMUP,
            O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE, O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE,
-           O_KERNELS, O_RETIME, O_JSON };
+           O_KERNELS, O_RETIME, O_JSON, O_ASSTORED };
     static const struct option lo[] = {
         {"shapes", required_argument, 0, O_SHAPES}, {"model", required_argument, 0, O_MODEL},
+        {"as-stored", no_argument, 0, O_ASSTORED},
         {"batches", required_argument, 0, O_BATCHES}, {"batch-max-elems", required_argument, 0, O_BMAX},
         {"algos", required_argument, 0, O_ALGOS}, {"sym-blocks", required_argument, 0, O_SYM},
         {"heuristics", required_argument, 0, O_HEUR}, {"out", required_argument, 0, O_OUT},
@@ -90,6 +95,8 @@ int cmd_bench_kernels(int argc, char **argv)
         {"help", no_argument, 0, 'h'}, {"json", no_argument, 0, O_JSON}, {0, 0, 0, 0}};
     const char *cmd = "bench kernels";
     ns_bench_shapes shapes = {0};
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) /* before the shapes are read, wherever it stands */
+        if (!strcmp(argv[i], "--as-stored")) shapes.as_stored = 1;
     ns_bench_opts o;
     ns_bench_opts_default(&o);
     dm_err err = {{0}};
@@ -141,6 +148,7 @@ int cmd_bench_kernels(int argc, char **argv)
         case O_NOPROD: o.products = 0; break;
         case O_NOELEM: o.elementwise = 0; break;
         case O_NOGRAPH: o.at.use_graph = 0; break;
+        case O_ASSTORED: break; /* seen above */
         case O_VERBOSE: o.verbose = 1; break;
         case O_PROFILE: o.profile = 1; break;
         case O_NOGEMMTUNE: o.at.tune_gemms = 0; break;

@@ -36,8 +36,10 @@ static const char *algo_name(int a) { return a < ALGO_KERN ? algo_base[a] : dm_k
 typedef struct row {
     row_op op;
     int algo; /* ALGO_KERN + dm_kern_op for kernel rows, else an index into algo_base */
-    int64_t m, n, k;
+    int64_t m, n, k;      /* ns rows: m <= n (a tall row's m and n swapped on reading) */
     int batch;
+    int tall;             /* ns: the matrices are stored tall (the file's m > n): the NS runs on their
+                             transposes, its products with transposed operands */
     double elt;           /* bytes per element of its dtype */
     double median_us, min_us, max_us;
     int line; /* in its file, for messages */
@@ -55,6 +57,7 @@ struct dm_costs {
     int n_rows, cap;
     row *rows;
     int op_rows[OP__COUNT][N_ALGOS]; /* rows per (op, algo) */
+    int tall_rows[N_ALGOS];          /* ns rows of tall matrices per algo */
     char describe[512];
 };
 
@@ -136,19 +139,32 @@ double dm_ns_prep_us(const dm_gpu *gpu, double efficiency, double launch_us, dou
     return elems * DM_NS_PREP_BYTES / (eff * gpu->hbm_Bps) * 1e6 + tensors * DM_NS_PREP_LAUNCHES * launch;
 }
 
-double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, int64_t m, int64_t n, int batch, dm_ns_algo algo,
-                   int eager, dm_cost_source *src)
+double dm_costs_ns_op_kernels_us(const dm_costs *c, const dm_gpu *gpu, const dm_op *op, dm_cost_source *src)
 {
-    if (batch < 1) batch = 1;
-    double us;
-    if (c) {
-        us = dm_costs_ns_launch_us(c, cl->gpu, m, n, batch, algo, eager, src);
-    } else {
-        us = dm_roofline_ns_us(cl->gpu, m < n ? m : n, m < n ? n : m, batch, algo);
-        if (src) *src = DM_COST_ROOFLINE;
+    int batch = op->batch > 0 ? op->batch : 1, tall = op->tall > 0 ? (op->tall < batch ? op->tall : batch) : 0;
+    int64_t m = op->m < op->n ? op->m : op->n, n = op->m < op->n ? op->n : op->m;
+    double us = 0;
+    dm_cost_source s = DM_COST_MEASURED, s1;
+    for (int part = 0; part < 2; part++) { /* the wide matrices, then the tall ones: a plan each */
+        int b = part ? tall : batch - tall;
+        if (b < 1) continue;
+        if (c) {
+            us += dm_costs_ns_launch_us(c, gpu, part ? n : m, part ? m : n, b, op->algo, op->eager, &s1);
+        } else {
+            us += dm_roofline_ns_us(gpu, m, n, b, op->algo);
+            s1 = DM_COST_ROOFLINE;
+        }
+        if (s1 > s) s = s1; /* the less direct of the two answers */
     }
+    if (src) *src = s;
+    return us;
+}
+
+double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src)
+{
+    double us = dm_costs_ns_op_kernels_us(c, cl->gpu, op, src);
     if (cl->ns_time_scale > 0) us *= cl->ns_time_scale;
-    double elems = (double)m * (double)n * batch;
+    double batch = op->batch > 0 ? op->batch : 1, elems = (double)op->m * (double)op->n * batch;
     if (cl->elem_efficiency[0] > 0)
         return us + dm_ns_prep_us(cl->gpu, cl->elem_efficiency[0], cl->elem_launch_us[0], batch, elems);
     if (c && !c->roofline && c->op_rows[OP_MUON_UPDATE][4]) return us;
@@ -315,6 +331,7 @@ static int by_identity(const void *a, const void *b)
     if (x->n != y->n) return (x->n > y->n) - (x->n < y->n);
     if (x->k != y->k) return (x->k > y->k) - (x->k < y->k);
     if (x->batch != y->batch) return (x->batch > y->batch) - (x->batch < y->batch);
+    if (x->tall != y->tall) return (x->tall > y->tall) - (x->tall < y->tall);
     if (x->file != y->file) return (x->file > y->file) - (x->file < y->file);
     return (x->line > y->line) - (x->line < y->line);
 }
@@ -343,7 +360,8 @@ static int duplicate_row(const dm_costs *c, dm_err *err)
         char where[640] = "";
         if (q->file != r->file) snprintf(where, sizeof where, "%s ", c->files[q->file]);
         rc = dm_err_set(err, "%s:%d:1: duplicate row: %s %s %lld x %lld x %lld batch %d is already on %sline %d",
-                        c->files[r->file], r->line, op_names[r->op], algo_name(r->algo), (long long)r->m, (long long)r->n,
+                        c->files[r->file], r->line, op_names[r->op], algo_name(r->algo), (long long)(r->tall ? r->n : r->m),
+                        (long long)(r->tall ? r->m : r->n),
                         (long long)r->k, r->batch, where, q->line);
     }
     free(s);
@@ -476,9 +494,14 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
             dm_err_set(err, "%s:%d:%d: expected m, a positive integer", path, lineno, col[3]);
             goto fail;
         }
-        if (parse_i64(fld[4], 1, INT64_C(1) << 40, &r.n) || (!kern && r.n < r.m)) {
-            dm_err_set(err, "%s:%d:%d: expected n, %s", path, lineno, col[4], kern ? "a positive integer" : "an integer >= m");
+        if (parse_i64(fld[4], 1, INT64_C(1) << 40, &r.n) || (!kern && r.op != OP_NS && r.n < r.m)) {
+            dm_err_set(err, "%s:%d:%d: expected n, %s", path, lineno, col[4],
+                       kern || r.op == OP_NS ? "a positive integer" : "an integer >= m");
             goto fail;
+        }
+        if (r.op == OP_NS && r.n < r.m) { /* a tall matrix: kept apart, in the canonical m <= n */
+            int64_t t = r.m;
+            r.m = r.n, r.n = t, r.tall = 1;
         }
         if (K >= 0) {
             int64_t lo = kern && r.op != OP_ELEM ? 1 : 0, hi = kern ? INT64_C(1) << 40 : 0;
@@ -528,6 +551,7 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
         }
         c->rows[c->n_rows++] = r;
         c->op_rows[r.op][r.algo]++;
+        if (r.tall) c->tall_rows[r.algo]++;
     }
     if (!seen_header) {
         dm_err_set(err, "%s:%d:1: expected the header '%s'", path, lineno + 1, headers[version == 1 ? 0 : 1]);
@@ -638,14 +662,14 @@ typedef struct near_rows {
 
 static double lg(int64_t x) { return log2((double)(x > 1 ? x : 1)); }
 
-static int nearest_rows(const dm_costs *c, row_op op, int algo, int64_t m, int64_t n, int64_t k, int64_t batch, int K,
-                        near_rows *nr, double *exact_us)
+static int nearest_rows(const dm_costs *c, row_op op, int algo, int tall, int64_t m, int64_t n, int64_t k, int64_t batch,
+                        int K, near_rows *nr, double *exact_us)
 {
     double q[4] = {lg(m), lg(n), lg(k), lg(batch)};
     nr->n = 0;
     for (int i = 0; i < c->n_rows; i++) {
         const row *r = &c->rows[i];
-        if (r->op != op || r->algo != algo) continue;
+        if (r->op != op || r->algo != algo || r->tall != tall) continue;
         if (r->m == m && r->n == n && r->k == k && r->batch == batch) {
             *exact_us = r->median_us;
             return 1;
@@ -687,12 +711,12 @@ static double idw_log_eff(const near_rows *nr)
  * roofline: INTERPOLATED when those rows bracket the query in every dimension, else ROOFLINE
  * scaled by the nearest row's efficiency (extrapolation). No rows at all: the pure roofline. */
 static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo, int eager,
-                               double *us)
+                               int tall, double *us)
 {
     double roof = dm_roofline_ns_us(c->gpu, m, n, batch, algo);
     double q[4] = {lg(m), lg(n), 0, lg(batch)};
     near_rows nr;
-    if (nearest_rows(c, OP_NS, (eager ? ALGO_EAGER : 0) + (int)algo, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
+    if (nearest_rows(c, OP_NS, (eager ? ALGO_EAGER : 0) + (int)algo, tall, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
     if (!nr.n) {
         *us = roof;
         return DM_COST_ROOFLINE;
@@ -719,7 +743,7 @@ static dm_cost_source table_kernel(const dm_costs *c, const dm_kernel *k, double
     int algo = ALGO_KERN + (int)k->op;
     near_rows nr;
     if ((unsigned)k->op < DM_KOP__COUNT && c->op_rows[op][algo] &&
-        nearest_rows(c, op, algo, k->m, k->n, k->k, k->batch, K_MAX, &nr, us))
+        nearest_rows(c, op, algo, 0, k->m, k->n, k->k, k->batch, K_MAX, &nr, us))
         return DM_COST_MEASURED;
     if ((unsigned)k->op >= DM_KOP__COUNT || !c->op_rows[op][algo] || !nr.n || nr.d[0] > NEAR_LOG2 * NEAR_LOG2) {
         *us = roof;
@@ -774,6 +798,7 @@ double dm_costs_ns_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_
 double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n, int batch,
                              dm_ns_algo algo, int eager, dm_cost_source *src)
 {
+    int want_tall = m > n;
     if (m > n) {
         int64_t t = m;
         m = n;
@@ -787,13 +812,13 @@ double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m,
         us = dm_roofline_ns_us(target, m, n, batch, algo);
         s = DM_COST_ROOFLINE;
     } else {
-        if (eager && !c->op_rows[OP_NS][ALGO_EAGER + (int)algo]) {
-            /* no eager rows: the graph's time, and at least a launch floor per kernel launch */
-            s = table_ns(c, m, n, batch, algo, 0, &us);
+        int ea = ALGO_EAGER + (int)algo, e = eager && c->op_rows[OP_NS][ea];
+        /* tall rows where the table has them for this launch mode, else the wide ones */
+        int tall = want_tall && c->tall_rows[e ? ea : (int)algo];
+        s = table_ns(c, m, n, batch, algo, e, tall, &us);
+        if (eager && !e) { /* no eager rows: the graph's time, and at least a launch floor per kernel launch */
             double floor = (double)batch * ns_launches(algo) * c->gpu->launch_us;
             if (us < floor) us = floor;
-        } else {
-            s = table_ns(c, m, n, batch, algo, eager, &us);
         }
         if (target != c->gpu) {
             us *= dm_roofline_ns_us(target, m, n, batch, algo) / dm_roofline_ns_us(c->gpu, m, n, batch, algo);

@@ -22,6 +22,11 @@
  *                                          matrices m x n, m <= n; k = 0; one CUDA graph replay
  *   ns           direct-eager | gram-eager the same with its kernels launched one by one (`bench
  *                                          kernels --no-graph`), as the PyTorch forms run it
+ *                                          An ns row with m > n is of matrices stored tall (`bench
+ *                                          kernels --as-stored`): the executor runs their NS on the
+ *                                          transpose, its products with transposed operands, which
+ *                                          is not always as fast (unaligned widths); looked up
+ *                                          apart from the m <= n rows
  *   gemm         cublas                    the NS benchmark's plain product of an m x n operand
  *                                          (m <= n, k = 0), batch matrices; informational
  *   syrk         cublas | sym              the NS benchmark's symmetric product, as gemm cublas
@@ -103,9 +108,10 @@ dm_costs *dm_costs_roofline(const dm_gpu *gpu, dm_err *err);
 
 void dm_costs_free(dm_costs *c); /* accepts NULL */
 
-/* Whole NS (5 iterations) of `batch` matrices m x n (any order; canonicalized to m <= n) on GPU
- * `target` (NULL: the table's GPU; projected by datasheet ratios if the table was measured on
- * another GPU). src may be NULL. */
+/* Whole NS (5 iterations) of `batch` matrices m x n on GPU `target` (NULL: the table's GPU;
+ * projected by datasheet ratios if the table was measured on another GPU). m x n as stored:
+ * m > n is a tall matrix, answered from the table's tall rows when it has them (of this
+ * algorithm and launch mode), else as its transpose n x m. src may be NULL. */
 double dm_costs_ns_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n, int batch,
                       dm_ns_algo algo, dm_cost_source *src);
 
@@ -174,15 +180,20 @@ double dm_hbm_pass_us(const dm_gpu *gpu, double launches, double bytes);
 #define DM_NS_PREP_BYTES 20
 double dm_ns_prep_us(const dm_gpu *gpu, double efficiency, double launch_us, double tensors, double elems);
 
-/* The time of one NS op of the step program on cluster cl (the one rule the scheduler's owner
- * loads and the simulator use): its kernels (dm_costs_ns_launch_us on cl's GPU; the roofline
- * when c is NULL) times cl's ns_time_scale when set, plus its gradient check and momentum
+/* The NS kernels of one NS op of the step program (program.h: m x n, batch, algo, eager, tall)
+ * on `gpu`, as the executor runs them: one call for its wide matrices (batch - tall) and one for
+ * its tall ones (dm_costs_ns_launch_us of n x m: a table's tall rows where it has them), the
+ * roofline when c is NULL. *src: the less direct of the two answers. */
+double dm_costs_ns_op_kernels_us(const dm_costs *c, const dm_gpu *gpu, const dm_op *op, dm_cost_source *src);
+
+/* The time of one NS op on cluster cl (the one rule the scheduler's owner loads and the
+ * simulator use): its kernels (dm_costs_ns_op_kernels_us on cl's GPU) times cl's
+ * ns_time_scale when set, plus its gradient check and momentum
  * (dm_ns_prep_us): at cl's calibrated Muon-update rate when it has one (the update op is then
  * priced as the apply alone), none when c is a measured table with muon_update rows (they time
  * the momentum with the apply, so the update op carries it), else at the HBM roofline. *src:
  * the kernels' source. */
-double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, int64_t m, int64_t n, int batch, dm_ns_algo algo,
-                   int eager, dm_cost_source *src);
+double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src);
 /* The executor's non-finite check of `tensors` gradients of `elems` bf16 elements in all: one
  * launch each and one read at the HBM roofline (not measured by bench work). */
 double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems);

@@ -99,6 +99,8 @@ typedef struct dm_op {
     int eager;          /* NS: 1 when its kernels are launched one by one, as PyTorch's eager mode runs
                            them (no CUDA graph; the PyTorch forms of muon-ddp and muon-fsdp);
                            0 (default): one graph replay. JSON "launch": "eager" */
+    int tall;           /* NS: how many of its matrices are stored tall (rows > cols: the executor
+                           runs their NS on the transpose, a plan of its own); 0 .. batch */
 } dm_op;
 
 /* What a compute op computes, kernel by kernel (workload.h: GEMMs with their pass, batched

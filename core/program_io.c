@@ -6,7 +6,7 @@
  * its ops). Each op is written on one line with its fields in a fixed order; fields at their
  * default (deps/params empty, coll/group/root/layer -1, bytes/flops/m/n 0, batch 1, algo direct,
  * iters DM_NS_ITERS_DEFAULT for ns and 0 elsewhere, dtype bf16, payload the implied one of
- * program.h, launch graph; the header's seq_len 0 and ns_coeffs unset) are left out, and the
+ * program.h, launch graph, tall 0; the header's seq_len 0 and ns_coeffs unset) are left out, and the
  * reader applies the same defaults: so
  * files written before ops carried iters and payload read back as those ops were run, and
  * their hashes do not change.
@@ -66,6 +66,7 @@ static void write_op(FILE *f, const dm_op *o)
     if (o->work >= 0) fprintf(f, ",\"work\":%d", o->work);
     if (o->parts > 1) fprintf(f, ",\"part\":%d,\"parts\":%d", o->part, o->parts);
     if (o->eager) fputs(",\"launch\":\"eager\"", f);
+    if (o->tall) fprintf(f, ",\"tall\":%d", o->tall);
     fputc('}', f);
 }
 
@@ -520,6 +521,9 @@ static int op_field(rd *r, const char *key, void *vctx)
         else if (key[0] == 'g') c->op.group = (int)v;
         else if (key[0] == 'r') c->op.root = (int)v;
         else c->op.batch = (int)v;
+    } else if (!strcmp(key, "tall")) {
+        if (rd_int(r, 0, INT32_MAX, key, &v)) return -1;
+        c->op.tall = (int)v;
     } else if (!strcmp(key, "launch")) {
         if (rd_string(r)) return -1;
         if (strcmp(r->str, "eager") && strcmp(r->str, "graph")) return rd_fail(r, at, "launch \"eager\" or \"graph\"");
@@ -1084,6 +1088,11 @@ int dm_program_validate(const dm_program *p, dm_err *err)
             if (o->kind == DM_OP_NS ? o->iters < 1 || o->iters > 64 : o->iters != 0) {
                 dm_err_set(err, "program: rank %d op %d (%s): %d NS iterations (%s)", r, i, dm_op_kind_name(o->kind),
                            o->iters, o->kind == DM_OP_NS ? "1 to 64" : "only ns ops have iterations");
+                goto done;
+            }
+            if (o->kind == DM_OP_NS ? o->tall < 0 || o->tall > o->batch : o->tall != 0) {
+                dm_err_set(err, "program: rank %d op %d (%s): %d tall matrices (%s)", r, i, dm_op_kind_name(o->kind),
+                           o->tall, o->kind == DM_OP_NS ? "0 to the batch" : "only ns ops have matrices");
                 goto done;
             }
             if (o->eager && o->kind != DM_OP_NS) {

@@ -23,7 +23,7 @@
 
 int ns_bench_shapes_add(ns_bench_shapes *l, int64_t r, int64_t c, const long *b, int nb, dm_err *err)
 {
-    int64_t m = r < c ? r : c, n = r < c ? c : r;
+    int64_t m = r < c || l->as_stored ? r : c, n = r < c || l->as_stored ? c : r;
     for (int i = 0; i < l->n; i++)
         if (l->v[i].m == m && l->v[i].n == n && l->v[i].n_batches == 0 && nb == 0) return 0;
     if (l->n == l->cap) {
@@ -472,7 +472,8 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
             at_options ao = o->at; /* this shape's: the cached cuBLASLt configurations to re-time */
             ao.n_lt_fixed = 0;
             for (int a = 0; a < o->n_algos; a++) {
-                at_key k = {s->m, s->n, batch, o->algos[a], o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
+                at_key k = {s->m < s->n ? s->m : s->n, s->m < s->n ? s->n : s->m, batch, o->algos[a], /* a tall shape: its wide entry */
+                             o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
                 int hit = cache && at_cache_lookup(cache, &k, &res[a]);
                 /* without graphs a cached (graph-replay) time is not this run's: re-time it */
                 int retime = o->retime || !o->at.use_graph;
@@ -486,8 +487,10 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
                 if (at_tune_shape(s->m, s->n, batch, o->algos, o->n_algos, &ao, 0x1234567ull + (uint64_t)done,
                                   B.s, res, report_cand, &B, err))
                     goto done;
-                for (int a = 0; a < o->n_algos && cache && o->at.use_graph; a++) { /* the cache holds graph times */
-                    at_key k = {s->m, s->n, batch, o->algos[a], o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
+                /* the cache holds graph times of m <= n shapes (a tall one runs its wide entry's configuration) */
+                for (int a = 0; a < o->n_algos && cache && o->at.use_graph && s->m <= s->n; a++) {
+                    at_key k = {s->m < s->n ? s->m : s->n, s->m < s->n ? s->n : s->m, batch, o->algos[a], /* a tall shape: its wide entry */
+                             o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
                     if (res[a].median_us >= 0 && at_cache_store(cache, &k, &res[a], err)) goto done;
                 }
             }

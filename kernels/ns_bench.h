@@ -23,9 +23,12 @@ typedef struct ns_bench_shape {
 typedef struct ns_bench_shapes {
     ns_bench_shape *v;
     int n, cap;
+    int as_stored; /* keep each shape's orientation (rows > cols: a tall matrix, its NS on the
+                      transpose as the executor runs it; written as a tall row, m > n); 0: every
+                      shape as m <= n */
 } ns_bench_shapes;
 
-/* Add rows x cols (either orientation; once unless it has its own batches) with batches b[0..nb). */
+/* Add rows x cols (as m <= n unless l->as_stored; once unless it has its own batches) with batches b[0..nb). */
 int ns_bench_shapes_add(ns_bench_shapes *l, int64_t rows, int64_t cols, const long *b, int nb, dm_err *err);
 /* Lines "ROWS COLS [B1,B2,...]" ('x' or ',' also separate rows and cols); '#' comments;
  * FILE:LINE:COL errors. */

@@ -248,7 +248,10 @@ int ns_stream_create(ns_stream *s, dm_err *err);
 void ns_stream_destroy(ns_stream s);
 
 /* Time `fn(arg)` enqueued on stream s with CUDA events: `warmup` untimed calls, then `reps`
- * calls each between two events; writes the per-call times (us) to times_us[0..reps-1]. */
+ * calls each between two events, back to back behind a hold of the stream longer than the host
+ * takes to enqueue them (the host ahead of the GPU, as in a busy step: a call launched kernel by
+ * kernel is timed at the GPU's pace, not the host's); writes the per-call times (us) to
+ * times_us[0..reps-1]. */
 typedef int (*ns_enqueue_fn)(void *arg, ns_stream s, dm_err *err);
 int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warmup, int reps,
                    double *times_us, dm_err *err);

@@ -195,7 +195,9 @@ static int setup(bctx *b)
                 a = (dm_ns_algo)b->o->ns_algo;
             }
             /* the simulator's price of the op (kernels, calibrated scale, gradient check and momentum) */
-            us = dm_ns_op_us(b->costs, b->cl, b->shapes[s][0], b->shapes[s][1], k, a, b->eager, &src);
+            dm_op o = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE); /* its orientations unknown here: wide */
+            o.m = b->shapes[s][0], o.n = b->shapes[s][1], o.batch = k, o.algo = a, o.eager = b->eager;
+            us = dm_ns_op_us(b->costs, b->cl, &o, &src);
             b->cost[(size_t)s * MB + k - 1] = us;
             b->algo[(size_t)s * MB + k - 1] = a;
             if (b->rep) b->rep->cost_src_counts[src]++;
@@ -1027,6 +1029,7 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
     op.bytes = nb->size * dm_ns_bytes(op.m, op.n, nb->algo);
     op.dtype = b->o->dtype;
     op.eager = b->eager;
+    for (int j = 0; j < nb->size; j++) op.tall += b->mats[mi[j]].rows > b->mats[mi[j]].cols;
     int ns_id = dm_program_add_op(b->p, r, &op, deps, nd, params, nb->size, b->err);
     if (ns_id < 0) return -1;
     dm_op up = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE);

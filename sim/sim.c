@@ -140,16 +140,16 @@ static ns_key *cost_slot(sim *s, int64_t m, int64_t n, int64_t kk, int64_t batch
     return NULL;
 }
 
-/* An NS op: costs.h's dm_ns_op_us (its kernels from the table, times ns_time_scale, plus the
- * gradient check and momentum the executor runs in the op), memoized per shape, batch,
- * algorithm and launch mode. */
+/* An NS op: costs.h's dm_ns_op_us (its kernels from the table, a call per orientation, times
+ * ns_time_scale, plus the gradient check and momentum the executor runs in the op), memoized
+ * per shape, tall count, batch, algorithm and launch mode. */
 static double ns_us(sim *s, const dm_op *op, dm_err *err)
 {
     int found;
-    ns_key tmp, *k = cost_slot(s, op->m, op->n, 0, op->batch, (int)op->algo + 2 * (op->eager != 0), 0, &found, err);
+    ns_key tmp, *k = cost_slot(s, op->m, op->n, op->tall, op->batch, (int)op->algo + 2 * (op->eager != 0), 0, &found, err);
     if (!k && !s->ns_cache) return -1;
     if (!k) k = &tmp;
-    if (!found) k->us = dm_ns_op_us(s->o.costs, s->c, op->m, op->n, op->batch, op->algo, op->eager, &k->src);
+    if (!found) k->us = dm_ns_op_us(s->o.costs, s->c, op, &k->src);
     s->ns_src_count[k->src]++;
     return k->us;
 }

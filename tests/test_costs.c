@@ -335,6 +335,38 @@ static void test_eager_rows(void)
     expect_error("eager_bad.csv", "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA H200\n"
                  "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n"
                  "NVIDIA H200,ns,sym-eager,64,64,0,1,bf16,1,1,1\n", "direct, gram, direct-eager or gram-eager");
+    /* tall rows (m > n in the file): matrices stored tall, looked up apart from the wide ones;
+     * a table without them answers a tall query by the transpose */
+    n = table_head(buf, sizeof buf, 2);
+    n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,ns,direct,1280,3420,0,1,bf16,800,800,800\n"
+                  "NVIDIA H200,ns,direct,3420,1280,0,1,bf16,300,300,300\n"
+                  "NVIDIA H200,ns,direct,1280,3420,0,2,bf16,1500,1500,1500\n");
+    ok(dm_costs_load(write_file("tall.csv", buf), &c, &err) == 0, "a tall row beside its wide one reads (%s)",
+       c ? "" : err.msg);
+    if (c) {
+        ok_near(dm_costs_ns_us(c, NULL, 3420, 1280, 1, DM_NS_DIRECT, &s), 300, 1e-9, "tall query: the tall row");
+        ok_near(dm_costs_ns_us(c, NULL, 1280, 3420, 1, DM_NS_DIRECT, NULL), 800, 1e-9, "wide query: the wide row");
+        dm_op op = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+        op.m = 1280, op.n = 3420, op.batch = 3, op.tall = 2;
+        /* one call for the wide matrix, one for the two tall ones (interpolated from the tall row) */
+        double two_tall = dm_costs_ns_us(c, NULL, 3420, 1280, 2, DM_NS_DIRECT, NULL);
+        ok_near(dm_costs_ns_op_kernels_us(c, NULL, &op, NULL), 800 + two_tall, 1e-9,
+               "an NS op of 1 wide and 2 tall matrices: 800 + %.1f us", two_tall);
+        op.tall = 0;
+        ok_near(dm_costs_ns_op_kernels_us(c, NULL, &op, NULL), dm_costs_ns_us(c, NULL, 1280, 3420, 3, DM_NS_DIRECT, NULL),
+               1e-9, "an NS op of 3 wide matrices: one call");
+        dm_costs_free(c);
+    }
+    ok(dm_costs_load(write_file("wide_only.csv", "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA H200\n"
+                                "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n"
+                                "NVIDIA H200,ns,direct,1280,3420,0,1,bf16,800,800,800\n"), &c, &err) == 0 && c &&
+           fabs(dm_costs_ns_us(c, NULL, 3420, 1280, 1, DM_NS_DIRECT, NULL) - 800) < 1e-9,
+       "no tall rows: a tall query is its transpose's");
+    dm_costs_free(c);
+    expect_error("tall_dup.csv", "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA H200\n"
+                 "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n"
+                 "NVIDIA H200,ns,direct,3420,1280,0,1,bf16,1,1,1\nNVIDIA H200,ns,direct,3420,1280,0,1,bf16,2,2,2\n",
+                 "duplicate row: ns direct 3420 x 1280");
     /* the NS op's prep: 20 bytes per element at the efficiency, 2 launches per matrix */
     double us = dm_ns_prep_us(h, 0.5, 3, 4, 1e8);
     ok_near(us, 1e8 * DM_NS_PREP_BYTES / (0.5 * h->hbm_Bps) * 1e6 + 4 * DM_NS_PREP_LAUNCHES * 3, 1e-9,
@@ -429,8 +461,8 @@ int main(void)
     expect_error("nofmt.csv", "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n", "nofmt.csv:1:1: expected a '# dmuon-costs-2'");
     snprintf(t, sizeof t, "%sNVIDIA H200,fft,direct,1,2,1,bf16,1,1,1\n", head);
     expect_error("badop.csv", t, "badop.csv:5:13: expected op");
-    snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,64,32,1,bf16,1,1,1\n", head);
-    expect_error("nltm.csv", t, "nltm.csv:5:26: expected n, an integer >= m");
+    snprintf(t, sizeof t, "%sNVIDIA H200,gemm,cublas,64,32,1,bf16,1,1,1\n", head); /* an ns row with m > n is a tall matrix */
+    expect_error("nltm.csv", t, "nltm.csv:5:28: expected n, an integer >= m");
     snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,32,64,1,bf16,x,1,1\n", head);
     expect_error("badnum.csv", t, "badnum.csv:5:36: expected median_us");
     snprintf(t, sizeof t, "%sNVIDIA H200,ns,direct,32,64,1\n", head);

@@ -169,15 +169,16 @@ int main(void)
     {
         p = dm_program_new(1, 1, "tiny", "muon-ddp", "h200", "", 128, NULL);
         dm_op a = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
-        a.m = 64, a.n = 128, a.eager = 1;
+        a.m = 64, a.n = 128, a.eager = 1, a.batch = 3, a.tall = 2;
         dm_program_add_op(p, 0, &a, NULL, 0, NULL, 0, NULL);
         uint64_t h0 = dm_program_hash(p);
         p->ns_coeffs = strdup("jordan");
         dm_program *b = NULL;
         ok(dm_program_validate(p, &err) == 0 && dm_program_save(p, path, &err) == 0 &&
-               dm_program_load(path, &b, &err) == 0 && b->ranks[0].ops[0].eager == 1 && b->ns_coeffs &&
+               dm_program_load(path, &b, &err) == 0 && b->ranks[0].ops[0].eager == 1 && b->ranks[0].ops[0].tall == 2 &&
+               b->ns_coeffs &&
                !strcmp(b->ns_coeffs, "jordan") && dm_program_hash(b) == dm_program_hash(p) && dm_program_hash(p) != h0,
-           "an eager NS op and ns_coeffs round-trip, in the hash (%s)", err.msg);
+           "an eager NS op with 2 tall matrices and ns_coeffs round-trip, in the hash (%s)", err.msg);
         dm_program_free(b);
         p->ranks[0].ops[0].eager = 0;
         ok(dm_program_hash(p) != h0, "ns_coeffs alone changes the hash");
@@ -187,6 +188,11 @@ int main(void)
         u.eager = 1;
         dm_program_add_op(p, 0, &u, NULL, 0, NULL, 0, NULL);
         expect_invalid(p, "launch eager (only ns ops", "an eager muon-update");
+        p = dm_program_new(1, 1, "tiny", "dmuon", "h200", "", 128, NULL);
+        dm_op t = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+        t.m = 8, t.n = 16, t.batch = 2, t.tall = 3;
+        dm_program_add_op(p, 0, &t, NULL, 0, NULL, 0, NULL);
+        expect_invalid(p, "3 tall matrices (0 to the batch)", "more tall matrices than the batch");
     }
 
     /* a dependency on a later op */

@@ -421,6 +421,26 @@ int main(void)
     sched_build(m, &cl, 8, costs, &o, &p1, NULL, &err);
     sched_build(m, &cl, 8, costs, &o, &p2, NULL, &err);
     ok(p1 && p2 && dm_program_hash(p1) == dm_program_hash(p2), "same inputs give the same program hash");
+    { /* each NS op counts its tall matrices (rows > cols): those of the model, every one once */
+        dm_matrix *mx = NULL;
+        int64_t nmx = 0, tall_model = 0, tall_prog = 0, bad = 0;
+        dm_model_matrices(m, -1, &mx, &nmx, &err);
+        for (int64_t i = 0; i < nmx; i++) tall_model += mx[i].role == DM_ROLE_MUON && mx[i].rows > mx[i].cols;
+        for (int r = 0; p1 && r < p1->nranks; r++)
+            for (int i = 0; i < p1->ranks[r].n_ops; i++) {
+                const dm_op *op = &p1->ranks[r].ops[i];
+                if (op->kind != DM_OP_NS) continue;
+                int t = 0;
+                for (int j = 0; j < op->n_params; j++)
+                    for (int64_t q = 0; q < nmx; q++)
+                        if (mx[q].id == op->params[j]) t += mx[q].rows > mx[q].cols;
+                bad += t != op->tall;
+                tall_prog += op->tall;
+            }
+        ok(tall_model > 0 && tall_prog == tall_model && !bad, "NS ops' tall counts: %lld in the program, %lld in the model, "
+           "%lld ops wrong", (long long)tall_prog, (long long)tall_model, (long long)bad);
+        free(mx);
+    }
     dm_program_free(p1);
     dm_program_free(p2);
     o.hierarchical = 1;

@@ -100,7 +100,8 @@ VALIDATE_MODELS="llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-f
 STAGE_TIMEOUT_validate=300
 stage_validate() {
     local K=traces/costs/h200.csv
-    [ -s "$L/h200-work.csv" ] && K=$K,$L/h200-work.csv
+    if [ -s "$L/h200-work.csv" ]; then K=$K,$L/h200-work.csv; else K=$K,traces/costs/h200-work.csv; fi
+    K=$K$(cat "$L/extra_costs" 2>/dev/null) # the eager stage's rows, when it ran
     timeout 290 "$D/dmuon" validate --cluster h200 --costs "$K" --models "$VALIDATE_MODELS" \
         --strategies dmuon,muon-ddp,adamw --overlaps interleave --gpus 1 --tokens 4096 --steps 3 \
         --mpirun "$MPIRUN --bind-to none" --out "$L/validate" > "$L/validate.txt" 2>&1
@@ -140,19 +141,35 @@ stage_nsrows() {
         echo "nsrows $b exit $? ($(grep -vc '^#' "$L/ns_$b.csv" 2>/dev/null || echo 0) rows, $((SECONDS - t0)) s)"
     done
 }
-# eager: the NS of the PyTorch forms (one matrix, direct, kernels launched one by one) for the
-# shapes of the seven validation models (traces/kernels/eager_shapes.txt): the committed cache's
-# cuBLASLt configurations re-timed without graphs ($L/ns_eager.csv, direct-eager rows) and with
-# them ($L/ns_graph.csv), and PyTorch's own eager NS of the same shapes in the same call
-STAGE_TIMEOUT_eager=200
+# eager: the NS rows the validation models' plans need beyond traces/costs/h200.csv, measured
+# with the committed cache's cuBLASLt configurations re-timed (ns_time_events: the host ahead of
+# the GPU, as in a step):
+#   $L/ns_eager.csv       direct-eager rows, the PyTorch forms' shapes (traces/kernels/eager_shapes.txt)
+#   $L/ns_graph.csv       the same shapes with graphs (beside them, for the comparison)
+#   $L/ns_tall_eager.csv  direct-eager rows of the tall matrices (--as-stored, tall_shapes_eager.txt)
+#   $L/ns_tall_A.csv      direct and gram rows of the tall matrices of the dmuon plans (tall_shapes_A.txt)
+# and PyTorch's own eager NS of the eager shapes in the same call ($L/torch_eager.txt). $L/extra_costs
+# names the files the validate and naive stages add to their tables.
+STAGE_TIMEOUT_eager=280
 stage_eager() {
-    local g
-    for g in eager graph; do
-        cp traces/kernels/autotune_h200.tsv "$L/autotune_$g.tsv"
-        timeout 80 "$D/dmuon" bench kernels --shapes traces/kernels/eager_shapes.txt --algos direct --kernels lt \
-            --retime-cached --no-products --no-elementwise --no-gemm-tune --warmup 3 --reps 15 \
-            --cache "$L/autotune_$g.tsv" $([ $g = eager ] && echo --no-graph) --out "$L/ns_$g.csv" > "$L/ns_$g.txt" 2>&1
-        echo "bench kernels ($g) exit $? ($(grep -vc '^#' "$L/ns_$g.csv" 2>/dev/null || echo 0) lines)"
+    local g f a
+    bk() { # NAME SHAPES ALGO FLAGS...: one bench kernels run into $L/ns_NAME.csv
+        local name=$1 shapes=$2 algo=$3
+        shift 3
+        cp traces/kernels/autotune_h200.tsv "$L/autotune_$name.tsv"
+        timeout 100 "$D/dmuon" bench kernels --shapes "$shapes" --algos "$algo" --kernels lt --retime-cached --no-products \
+            --no-elementwise --no-gemm-tune --warmup 3 --reps 15 --cache "$L/autotune_$name.tsv" "$@" \
+            --out "$L/ns_$name.csv" > "$L/ns_$name.txt" 2>&1
+        echo "bench kernels $name exit $? ($(grep -vc '^#' "$L/ns_$name.csv" 2>/dev/null || echo 0) lines)"
+        rm -f "$L/autotune_$name.tsv"
+    }
+    bk eager traces/kernels/eager_shapes.txt direct --no-graph
+    bk graph traces/kernels/eager_shapes.txt direct
+    bk tall_eager traces/kernels/tall_shapes_eager.txt direct --as-stored --no-graph
+    for a in direct gram; do bk tall_$a traces/kernels/tall_shapes_$a.txt $a --as-stored; done
+    : > "$L/extra_costs"
+    for f in eager tall_eager tall_direct tall_gram; do
+        [ -s "$L/ns_$f.csv" ] && printf ',%s' "$L/ns_$f.csv" >> "$L/extra_costs"
     done
     timeout 90 python3 tools/torch_ns_bench.py --ours "$L/ns_eager.csv" --shapes traces/kernels/eager_shapes.txt \
         --out "$L/torch_eager.txt" > /dev/null 2>&1
@@ -165,8 +182,7 @@ stage_eager() {
 # ran; every case's plan kept (replayed on the build machine with traces/calib/h200.calib)
 STAGE_TIMEOUT_naive=260
 stage_naive() {
-    local K=traces/costs/h200.csv,traces/costs/h200-work.csv
-    [ -s "$L/ns_eager.csv" ] && K=$K,$L/ns_eager.csv
+    local K=traces/costs/h200.csv,traces/costs/h200-work.csv$(cat "$L/extra_costs" 2>/dev/null)
     timeout 250 "$D/dmuon" validate --cluster h200 --costs "$K" \
         --calibration traces/calib/h200.calib \
         --models llama-3.2-3b,qwen2.5-1.5b,wall-oss-flow,moonlight-16b-a3b-6l --strategies muon-ddp,muon-fsdp \

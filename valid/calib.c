@@ -547,7 +547,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             }
             dm_cost_source src;
             o.kind = FK_NS;
-            o.work_us = dm_costs_ns_us(costs, gpu, op->m, op->n, op->batch, op->algo, &src);
+            o.work_us = dm_costs_ns_op_kernels_us(costs, gpu, op, &src);
             o.tensors = op->batch > 0 ? op->batch : 1;
             o.elems = (double)op->m * (double)op->n * o.tensors;
         }
