@@ -27,14 +27,40 @@ dm_program *dm_program_new(int nranks, int gpus_per_node, const char *model, con
     return p;
 }
 
+/* A block of a rank's arena (dm_rank_prog.arena): the newest first. */
+struct dm_arena_blk {
+    struct dm_arena_blk *next;
+    size_t used, cap; /* bytes of data[] */
+    int64_t data[];   /* 8-byte aligned: int64 params and int deps alike */
+};
+
+#define ARENA_BLOCK ((size_t)64 << 10)
+
+/* `bytes` (rounded up to 8) from the rank's arena; NULL with err when out of memory. */
+static void *arena_alloc(dm_rank_prog *rp, size_t bytes, dm_err *err)
+{
+    bytes = (bytes + 7) & ~(size_t)7;
+    struct dm_arena_blk *b = rp->arena;
+    if (!b || b->cap - b->used < bytes) {
+        size_t cap = bytes > ARENA_BLOCK ? bytes : ARENA_BLOCK;
+        if (!(b = dm_malloc(sizeof *b + cap, err))) return NULL;
+        b->cap = cap, b->used = 0;
+        b->next = rp->arena; /* a block that had room left keeps it unused: at most one op's worth */
+        rp->arena = b;
+    }
+    void *q = (char *)b->data + b->used;
+    b->used += bytes;
+    return q;
+}
+
 void dm_program_free(dm_program *p)
 {
     if (!p) return;
     if (p->ranks)
         for (int r = 0; r < p->nranks; r++) {
-            for (int i = 0; i < p->ranks[r].n_ops; i++) {
-                free(p->ranks[r].ops[i].deps);
-                free(p->ranks[r].ops[i].params);
+            for (struct dm_arena_blk *b = p->ranks[r].arena, *nx; b; b = nx) {
+                nx = b->next;
+                free(b);
             }
             free(p->ranks[r].ops);
             free(p->ranks[r].grad_param);
@@ -232,14 +258,11 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
     o.n_deps = n_deps;
     o.n_params = n_params;
     if (n_deps) {
-        if (!(o.deps = dm_malloc((size_t)n_deps * sizeof *o.deps, err))) return -1;
+        if (!(o.deps = arena_alloc(rp, (size_t)n_deps * sizeof *o.deps, err))) return -1;
         memcpy(o.deps, deps, (size_t)n_deps * sizeof *o.deps);
     }
     if (n_params) {
-        if (!(o.params = dm_malloc((size_t)n_params * sizeof *o.params, err))) {
-            free(o.deps);
-            return -1;
-        }
+        if (!(o.params = arena_alloc(rp, (size_t)n_params * sizeof *o.params, err))) return -1;
         memcpy(o.params, params, (size_t)n_params * sizeof *o.params);
     }
     rp->ops[rp->n_ops] = o;

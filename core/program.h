@@ -124,6 +124,9 @@ typedef struct dm_rank_prog {
     unsigned char *grad_param, *grad_layer;
     int64_t n_grad_param;
     int n_grad_layer;
+    /* the ops' deps and params arrays, carved from blocks that never move (one allocation per
+     * 64 KiB, not two per op: a 4096-rank program has millions of ops); freed with the program */
+    struct dm_arena_blk *arena;
 } dm_rank_prog;
 
 typedef struct dm_program {

@@ -740,6 +740,7 @@ static int describe_dmuon(bctx *b, int64_t *ids)
         free(next);
         if (bad) goto done;
     }
+    if (b->o->objective_only) goto report;
     /* owner per matrix index */
     if (!(own = dm_malloc((size_t)(b->nmats ? b->nmats : 1) * sizeof *own, b->err))) goto done;
     for (int64_t i = 0; i < b->nmats; i++) own[i] = -1;
@@ -790,6 +791,7 @@ static int describe_dmuon(bctx *b, int64_t *ids)
         if (adamw_part(b, l, ids)) goto done;
         mark_layer(b, l, f0, g0);
     }
+report:
     if (b->rep) {
         sched_report *r = b->rep;
         r->nowners = b->nowners;
@@ -1341,7 +1343,7 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
                  opts->strategy == SCHED_ADAMW ? "no NS" : "replicated (every rank)");
         rep->n_units = (int)b.batches.n;
     }
-    if (emit_program(&b)) goto done;
+    if (!(opts->objective_only && opts->strategy == SCHED_DMUON) && emit_program(&b)) goto done;
     if (rep) {
         rep->n_muon = 0;
         for (int64_t i = 0; i < b.nmats; i++) rep->n_muon += b.mats[i].role == DM_ROLE_MUON;

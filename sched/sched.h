@@ -93,6 +93,10 @@ typedef struct sched_opts {
                                   project's tuned form (batched up to max_batch, the algorithm
                                   per shape, muon-fsdp's gathers in the backward), the strategies
                                   "muon-ddp-tuned" and "muon-fsdp-tuned" */
+    int objective_only;        /* dmuon, internal (no option): stop after the owner assignment;
+                                  the report is complete (objective, NS loads, solver) but the
+                                  program has no ops. --balance auto weighs candidates too large
+                                  to simulate by it (plan_best.c) without building each one */
 } sched_opts;
 
 void sched_opts_default(sched_opts *o);

@@ -29,7 +29,9 @@ typedef struct plan_cand {
     double objective_us;    /* its own objective (lpt-ns: the NS makespan) */
     double ns_max_us;
     int pairs;              /* (layer, owner) pairs */
-    int64_t ops;            /* ops over all ranks */
+    int64_t ops;            /* ops over all ranks (0: its program was not built) */
+    int objective_only;     /* weighed by its objective alone (an earlier candidate was too large to
+                               simulate): its assignment was made, its program built only if it won */
     double plan_s, sim_s;   /* wall seconds */
     char status[160];       /* the scheduler's solver status */
 } plan_cand;

@@ -594,6 +594,20 @@ int main(void)
         ok(brc == 0 && pb.n == 3 && !pb.by_sim && strstr(pb.why, "budget") && pb.cand[pb.winner].comm_weight == 1 &&
                pb.cand[pb.winner].objective_us <= pb.cand[1].objective_us,
            "simulations over the budget: the lower objective decides (%s)", pb.why);
+        { /* the first candidate's program was built and found too large; the others were weighed
+           * by their assignment alone, and the plan returned is the winner's, built in full */
+            int only = brc == 0 && !pb.cand[0].objective_only;
+            for (int k = 1; only && k < pb.n; k++) only = pb.cand[k].objective_only;
+            sched_opts w = o;
+            w.balance = brc == 0 ? pb.cand[pb.winner].balance : SCHED_BAL_LPT;
+            w.comm_weight = brc == 0 ? pb.cand[pb.winner].comm_weight : 1;
+            dm_program *direct = NULL;
+            int built = brc == 0 && sched_build(m, &a800, 16, costs, &w, &direct, NULL, &err) == 0;
+            ok(only && built && pb.cand[pb.winner].ops > 0 && dm_program_hash(direct) == dm_program_hash(p1),
+               "over the budget: candidates after the first weighed by their objective alone; the winner (%s) built in "
+               "full, the program sched_build gives for its balance", brc == 0 ? pb.cand[pb.winner].name : err.msg);
+            dm_program_free(direct);
+        }
         dm_program_free(p1);
 
         /* The NS-only MILP spread Moonlight-16B's small experts over every owner at 256 GPUs
