@@ -3,11 +3,15 @@
  * both with the executor's per-rank peak memory (core/memory.h) and whether it fits. */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,7 +60,7 @@ static int program_memory(const dm_model *given, const dm_program *p, dm_mem_est
 }
 
 enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_ALGO, O_TRACE, O_CSV, O_PROGRAM, O_HELP, O_QUIET, O_OUT, O_PROGRESS,
-       O_NOPROGRESS, O_NOPLOTS, O_STRATS, O_JSON, O_MAXMEM };
+       O_NOPROGRESS, O_NOPLOTS, O_STRATS, O_JSON, O_MAXMEM, O_JOBS };
 
 #define COMMON_LONG                                                                                 \
     {"model", required_argument, 0, O_MODEL}, {"gpus", required_argument, 0, O_GPUS},               \
@@ -282,6 +286,9 @@ static void scale_help(void)
            "                        muon-ddp-tuned, muon-fsdp-tuned\n"
            "  --out DIR             output folder (default dmuon-scale)\n"
            "  --json                the points as one JSON object on stdout (the report goes to stderr)\n"
+           "  --jobs N              points computed at once, each in its own process with its share of\n"
+           "                        the memory limit (default: the CPUs online); the output does not\n"
+           "                        depend on it\n"
            "  --costs FILE          kernel cost table (default: traces/costs/h200.csv, else roofline)\n"
            "  --calibration FILE    apply a calibration file (dmuon calibrate) to the cluster; its\n"
            "                        kernel table is used unless --costs is given\n"
@@ -394,6 +401,139 @@ static void print_scale_json(FILE *f, const inputs *in, const point *pts, int n,
     fprintf(f, "\n]}\n");
 }
 
+/* One point's result: what the table needs, the simulation's cost, the cost sources, or why
+ * it failed. A plain value: a child process writes it to its pipe as it is. */
+typedef struct point_out {
+    point q;
+    int ok;
+    double sim_wall_s, sim_cpu_s;
+    char srcs[DM_OP__COUNT][640];
+    char msg[sizeof(((dm_err *)0)->msg)];
+} point_out;
+
+/* Point idx (GPU count idx / n_str, strategy idx % n_str): plan it (--balance auto through
+ * plan_best), check its memory, simulate it, estimate its per-rank peak. */
+static void scale_point(const inputs *in, const sim_opts *o, const sched_opts *sopt, const long *gpus, int n_str, int idx,
+                        int64_t max_memory, point_out *res)
+{
+    memset(res, 0, sizeof *res);
+    point *q = &res->q;
+    int gi = idx / n_str, s = idx % n_str;
+    q->gpus = (int)gpus[gi];
+    q->strat = s;
+    dm_program *p = NULL;
+    sim_result *r = NULL;
+    dm_err err = {{0}};
+    double t0 = sched_wall_s();
+    if (sim_mem_check_plan(in->model, &in->cluster, (int)gpus[gi], &sopt[s], 0, max_memory, &err) ||
+        plan_best_build(in->model, &in->cluster, (int)gpus[gi], in->costs, &sopt[s], o, NULL, &p, NULL, &q->pb, &err) ||
+        (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, 0, max_memory, &err)) ||
+        sim_run(p, &in->cluster, o, &r, &err)) {
+        snprintf(res->msg, sizeof res->msg, "%s", err.msg);
+        dm_program_free(p);
+        return;
+    }
+    dm_mem_est mem;
+    if (dm_mem_peak(in->model, p, NULL, &mem, &err)) {
+        snprintf(res->msg, sizeof res->msg, "%s", err.msg);
+        sim_result_free(r);
+        dm_program_free(p);
+        return;
+    }
+    q->mem_bytes = mem.total;
+    q->fits = dm_mem_fits(&mem, in->cluster.gpu);
+    q->ok = res->ok = 1;
+    q->step_us = r->step_us;
+    q->fwd_us = r->forward_us;
+    q->bwd_us = r->backward_us;
+    q->opt_kernels_us = r->optimizer_us;
+    q->opt_us = r->step_us - r->forward_us - r->backward_us;
+    q->exposed_comm_us = r->exposed_comm_us;
+    q->ns_max_us = r->ns_max_us;
+    q->events = r->events;
+    q->sim_s = r->wall_s;
+    res->sim_wall_s = r->wall_s;
+    res->sim_cpu_s = r->cpu_s + r->setup_cpu_s;
+    for (int k = 0; k < DM_OP__COUNT; k++) snprintf(res->srcs[k], sizeof res->srcs[k], "%s", r->cost_src[k]);
+    sim_result_free(r);
+    dm_program_free(p);
+}
+
+typedef struct scale_job {
+    int idx;  /* the point it computes; -1: free */
+    pid_t pid;
+    int fd;   /* read end of its pipe */
+} scale_job;
+
+/* Point idx in a child process; its result comes back through j's pipe. */
+static int scale_fork(scale_job *j, int idx, const inputs *in, const sim_opts *o, const sched_opts *sopt,
+                      const long *gpus, int n_str, int64_t max_memory, dm_err *err)
+{
+    int fd[2];
+    if (pipe(fd)) return dm_err_set(err, "pipe: %s", strerror(errno));
+    fflush(NULL); /* nothing buffered twice */
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return dm_err_set(err, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        point_out *res = malloc(sizeof *res);
+        if (!res) _exit(1);
+        scale_point(in, o, sopt, gpus, n_str, idx, max_memory, res);
+        const char *b = (const char *)res;
+        size_t left = sizeof *res;
+        while (left) {
+            ssize_t w = write(fd[1], b, left);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) _exit(1);
+            b += w, left -= (size_t)w;
+        }
+        _exit(0);
+    }
+    close(fd[1]);
+    j->idx = idx, j->pid = pid, j->fd = fd[0];
+    return 0;
+}
+
+/* The next finished job's result (whichever child is done first): *idx and *res; its slot freed. */
+static int scale_collect(scale_job *jb, int n, int *idx, point_out *res, dm_err *err)
+{
+    struct pollfd pf[64];
+    int map[64], np = 0;
+    for (int k = 0; k < n && np < 64; k++)
+        if (jb[k].idx >= 0) pf[np].fd = jb[k].fd, pf[np].events = POLLIN, map[np++] = k;
+    if (!np) return dm_err_set(err, "no point running");
+    while (poll(pf, (nfds_t)np, -1) < 0)
+        if (errno != EINTR) return dm_err_set(err, "poll: %s", strerror(errno));
+    int k = -1;
+    for (int i = 0; i < np && k < 0; i++)
+        if (pf[i].revents) k = map[i];
+    scale_job *j = &jb[k];
+    char *b = (char *)res;
+    size_t got = 0;
+    while (got < sizeof *res) {
+        ssize_t r = read(j->fd, b + got, sizeof *res - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(j->fd);
+    int status = 0;
+    while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR) {}
+    *idx = j->idx;
+    j->idx = -1;
+    if (got != sizeof *res) { /* the child died: say so for its point */
+        memset(res, 0, sizeof *res);
+        res->q.gpus = 0;
+        snprintf(res->msg, sizeof res->msg, "the process of this point ended without a result (%s %d)",
+                 WIFSIGNALED(status) ? "signal" : "exit status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    }
+    return 0;
+}
+
 int cmd_scale(int argc, char **argv)
 {
     static const struct option lo[] = {COMMON_LONG,
@@ -403,8 +543,11 @@ int cmd_scale(int argc, char **argv)
                                        {"no-progress", no_argument, 0, O_NOPROGRESS},
                                        {"no-plots", no_argument, 0, O_NOPLOTS},
                                        {"json", no_argument, 0, O_JSON},
+                                       {"jobs", required_argument, 0, O_JOBS},
                                        {0, 0, 0, 0}};
     input_args ia = {"wall-oss-flow", NULL, NULL, NULL, 0, 0};
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int jobs = ncpu > 0 ? (int)(ncpu < 64 ? ncpu : 64) : 1;
     int64_t max_memory = -1;
     const char *out_dir = "dmuon-scale";
     char strat_buf[256] = "adamw,muon-ddp,muon-fsdp,muon-rr,dmuon";
@@ -434,6 +577,12 @@ int cmd_scale(int argc, char **argv)
         case O_NOPROGRESS: progress = 0; break;
         case O_NOPLOTS: plots = 0; break;
         case O_JSON: json = 1; break;
+        case O_JOBS: {
+            long v;
+            if (opt_parse_long("scale", "--jobs", optarg, 1, 64, &v)) return 2;
+            jobs = (int)v;
+            break;
+        }
         default: scale_help(); return 0; /* -h, --help */
         }
     }
@@ -504,57 +653,77 @@ int cmd_scale(int argc, char **argv)
     int64_t ev_total = 0;
     char srcs[DM_OP__COUNT][640];
     memset(srcs, 0, sizeof srcs);
-    for (int gi = 0; gi < n_gpus; gi++) {
-        for (int s = 0; s < n_str; s++) {
-            point *q = &pts[gi * n_str + s];
-            q->gpus = (int)gpus[gi];
-            q->strat = s;
-            if (progress) {
-                fprintf(stderr, "\rscale: %d/%d  %-10s on %4ld GPUs  (%.1f s)   ", gi * n_str + s + 1, n_pts, names[s],
-                        gpus[gi], sched_wall_s() - t_start);
-                fflush(stderr);
+    /* The points, up to `jobs` at a time in child processes (each point is independent: its plan
+     * and simulation; the results come back through a pipe and are kept in index order, so the
+     * output does not depend on --jobs); each child gets its share of the memory limit. */
+    if (jobs > n_pts) jobs = n_pts;
+    int64_t job_memory = max_memory;
+    if (jobs > 1) {
+        if (job_memory < 0) job_memory = sim_mem_default_limit();
+        job_memory /= jobs;
+    }
+    int done = 0, next = 0, running = 0;
+    scale_job *jb = dm_calloc((size_t)(jobs > 0 ? jobs : 1), sizeof *jb, &err);
+    char(*psrc)[DM_OP__COUNT][640] = jb ? dm_calloc((size_t)n_pts, sizeof *psrc, &err) : NULL; /* per point */
+    if (!jb || !psrc) {
+        free(jb);
+        fprintf(stderr, "dmuon scale: %s\n", err.msg);
+        free(pts);
+        inputs_free(&in);
+        return 1;
+    }
+    for (int k = 0; k < jobs; k++) jb[k].idx = -1;
+    while (done < n_pts) {
+        point_out res;
+        int idx = -1;
+        if (jobs <= 1) { /* in this process */
+            idx = next++;
+            scale_point(&in, &o, sopt, gpus, n_str, idx, max_memory, &res);
+        } else {
+            while (running < jobs && next < n_pts) { /* start what fits */
+                int k = 0;
+                while (jb[k].idx >= 0) k++;
+                if (scale_fork(&jb[k], next, &in, &o, sopt, gpus, n_str, job_memory, &err)) {
+                    fprintf(stderr, "dmuon scale: %s\n", err.msg);
+                    rc = 1;
+                    break;
+                }
+                next++, running++;
             }
-            dm_program *p = NULL;
-            sim_result *r = NULL;
-            double t0 = sched_wall_s();
-            if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus[gi], &sopt[s], 0, max_memory, &err) ||
-                plan_best_build(in.model, &in.cluster, (int)gpus[gi], in.costs, &sopt[s], &o, NULL, &p, NULL, &q->pb, &err) ||
-                (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, 0, max_memory, &err)) ||
-                sim_run(p, &in.cluster, &o, &r, &err)) {
-                if (progress) fprintf(stderr, "\n");
-                fprintf(stderr, "dmuon scale: %s on %ld GPUs: %s\n", names[s], gpus[gi], err.msg);
-                dm_program_free(p);
+            if (!running) break;
+            if (scale_collect(jb, jobs, &idx, &res, &err)) {
+                fprintf(stderr, "dmuon scale: %s\n", err.msg);
                 rc = 1;
-                continue;
+                break;
             }
-            dm_mem_est mem;
-            if (dm_mem_peak(in.model, p, NULL, &mem, &err)) {
-                fprintf(stderr, "dmuon scale: %s on %ld GPUs: %s\n", names[s], gpus[gi], err.msg);
-                sim_result_free(r);
-                dm_program_free(p);
-                rc = 1;
-                continue;
-            }
-            q->mem_bytes = mem.total;
-            q->fits = dm_mem_fits(&mem, in.cluster.gpu);
-            q->ok = 1;
-            q->step_us = r->step_us;
-            q->fwd_us = r->forward_us;
-            q->bwd_us = r->backward_us;
-            q->opt_kernels_us = r->optimizer_us;
-            q->opt_us = r->step_us - r->forward_us - r->backward_us;
-            q->exposed_comm_us = r->exposed_comm_us;
-            q->ns_max_us = r->ns_max_us;
-            q->events = r->events;
-            q->sim_s = r->wall_s;
-            sim_total += r->wall_s;
-            cpu_total += r->cpu_s + r->setup_cpu_s;
-            ev_total += r->events;
-            for (int k = 0; k < DM_OP__COUNT; k++)
-                if (!srcs[k][0] && r->cost_src[k][0]) snprintf(srcs[k], sizeof srcs[k], "%s", r->cost_src[k]);
-            sim_result_free(r);
-            dm_program_free(p);
+            running--;
         }
+        done++;
+        point *q = &pts[idx];
+        *q = res.q;
+        q->gpus = (int)gpus[idx / n_str], q->strat = idx % n_str;
+        if (progress) {
+            fprintf(stderr, "\rscale: %d/%d done, last %-10s on %4d GPUs  (%.1f s)   ", done, n_pts, names[q->strat], q->gpus,
+                    sched_wall_s() - t_start);
+            fflush(stderr);
+        }
+        if (!res.ok) {
+            if (progress) fprintf(stderr, "\n");
+            fprintf(stderr, "dmuon scale: %s on %d GPUs: %s\n", names[q->strat], q->gpus, res.msg);
+            rc = 1;
+            continue;
+        }
+        sim_total += res.sim_wall_s;
+        cpu_total += res.sim_cpu_s;
+        ev_total += q->events;
+        memcpy(psrc[idx], res.srcs, sizeof psrc[idx]);
+    }
+    free(jb);
+    for (int k = 0; k < DM_OP__COUNT; k++) /* each kind's source: the first point's that has one, in index order */
+        for (int i = 0; i < n_pts && !srcs[k][0]; i++)
+            if (psrc[i][k][0]) snprintf(srcs[k], sizeof srcs[k], "%s", psrc[i][k]);
+    free(psrc);
+    for (int gi = 0; gi < n_gpus; gi++) {
         const point *b = &pts[gi * n_str + base];
         for (int s = 0; s < n_str; s++) {
             point *q = &pts[gi * n_str + s];
@@ -610,10 +779,13 @@ int cmd_scale(int argc, char **argv)
     }
     struct timespec cts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cts);
+    struct rusage ch;
+    getrusage(RUSAGE_CHILDREN, &ch); /* the points' processes (--jobs > 1) */
+    double child_cpu = ch.ru_utime.tv_sec + ch.ru_utime.tv_usec * 1e-6 + ch.ru_stime.tv_sec + ch.ru_stime.tv_usec * 1e-6;
     fprintf(rep, "speed: %d points, %lld events simulated in %.3f s wall, %.3f s CPU with setup (%.3g events/s of wall); "
-           "study %.3f s wall, process %.3f s CPU\n",
+           "study %.3f s wall on %d job%s, process %.3f s CPU (its point processes included)\n",
            n_pts, (long long)ev_total, sim_total, cpu_total, sim_total > 0 ? ev_total / sim_total : 0.0,
-           sched_wall_s() - t_start, cts.tv_sec + cts.tv_nsec * 1e-9);
+           sched_wall_s() - t_start, jobs, jobs == 1 ? "" : "s", cts.tv_sec + cts.tv_nsec * 1e-9 + child_cpu);
     if (json) print_scale_json(stdout, &in, pts, n_pts, names);
     free(pts);
     inputs_free(&in);

@@ -28,6 +28,15 @@ fi
 same_file "scale table matches the golden one" "$tmp/out.txt" "$g/scale_qwen2.5-0.5b_h200.txt"
 same_file "scale.csv matches the golden one" "$tmp/s/scale.csv" "$g/scale_qwen2.5-0.5b_h200.csv"
 is "scale.dat: one block per strategy" "$(grep -c '^  *16 ' "$tmp/s/scale.dat")" 5
+# the points in one process or in three at a time: the same table and CSV
+for j in 1 3; do
+    $DMUON scale --model qwen2.5-0.5b --cluster h200 --gpus 1,2,8,16 --costs "$costs" --no-plots --no-progress \
+        --jobs $j --out "$tmp/j$j" 2>/dev/null | norm | sed "s|OUT/j$j|OUT/s|g" >"$tmp/j$j.txt"
+    same_file "--jobs $j: the same table" "$tmp/j$j.txt" "$tmp/out.txt"
+    same_file "--jobs $j: the same scale.csv" "$tmp/j$j/scale.csv" "$tmp/s/scale.csv"
+done
+$DMUON scale --model qwen2.5-0.5b --gpus 2 --jobs 0 --no-plots --out "$tmp/j0" >/dev/null 2>&1
+is "scale --jobs 0 exits 2" "$?" 2
 like "--progress forces the progress line" \
     "$($DMUON scale --model qwen2.5-0.5b --gpus 2 --strategies dmuon --costs "$costs" --no-plots --progress --out "$tmp/p" 2>&1 >/dev/null)" \
     "scale: 2/2"

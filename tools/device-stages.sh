@@ -234,3 +234,25 @@ stage_regress() {
         --reason "${REGRESS_REASON:-re-measured on the GPU machine}"
     echo "regress --update exit $?"
 }
+
+# fwdprobe: why a muon-ddp step's forward and backward run 7-8% faster than dmuon's with the same
+# kernels (traces/validate/h200-9): Qwen2.5-1.5B on one GPU under dmuon (interleave and overlap
+# none: no fetch beside the forward), muon-ddp and adamw, 5 steps each, with the GPU's SM clock,
+# power and temperature sampled every 100 ms beside each run ($L/fwdprobe_CASE.{txt,smi})
+STAGE_TIMEOUT_fwdprobe=200
+stage_fwdprobe() {
+    local c st ov
+    for c in dmuon:interleave dmuon:none muon-ddp:interleave adamw:interleave muon-ddp-tuned:interleave; do
+        st=${c%%:*} ov=${c##*:}
+        nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader \
+            -lms 100 > "$L/fwdprobe_${st}_$ov.smi" 2>&1 &
+        local smi=$!
+        timeout 40 "$D/dmuon" run --backend gpu --model qwen2.5-1.5b --cluster h200 --strategy "$st" --overlap "$ov" \
+            --tokens 4096 --steps 5 --timeout 30 > "$L/fwdprobe_${st}_$ov.txt" 2>&1
+        echo "$st $ov exit $?: $(grep '^# mean over' "$L/fwdprobe_${st}_$ov.txt" | cut -c1-160)"
+        kill $smi 2>/dev/null; wait $smi 2>/dev/null
+        awk -F', ' '{gsub(/ MHz/,"",$2); gsub(/ W/,"",$4); if ($2+0 > 0) {n++; s+=$2; p+=$4; if ($2 < mn || mn == 0) mn = $2; if ($2 > mx) mx = $2}}
+            END {if (n) printf "   SM clock mean %.0f MHz (min %d, max %d), power mean %.0f W over %d samples\n", s/n, mn, mx, p/n, n}' \
+            "$L/fwdprobe_${st}_$ov.smi"
+    done
+}
