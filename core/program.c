@@ -79,6 +79,48 @@ void dm_program_free(dm_program *p)
     free(p);
 }
 
+static int same_op(const dm_op *x, const dm_op *y)
+{
+    return x->kind == y->kind && x->stream == y->stream && x->layer == y->layer && x->n_deps == y->n_deps &&
+           x->coll == y->coll && x->group == y->group && x->root == y->root && x->bytes == y->bytes &&
+           x->flops == y->flops && x->m == y->m && x->n == y->n && x->batch == y->batch && x->algo == y->algo &&
+           x->iters == y->iters && x->dtype == y->dtype && x->payload == y->payload && x->n_params == y->n_params &&
+           x->work == y->work && x->part == y->part && x->parts == y->parts && x->eager == y->eager && x->tall == y->tall &&
+           (!x->n_deps || !memcmp(x->deps, y->deps, (size_t)x->n_deps * sizeof *x->deps)) &&
+           (!x->n_params || !memcmp(x->params, y->params, (size_t)x->n_params * sizeof *x->params));
+}
+
+static int same_kernel(const dm_kernel *x, const dm_kernel *y)
+{
+    return x->kind == y->kind && x->op == y->op && x->m == y->m && x->n == y->n && x->k == y->k && x->batch == y->batch &&
+           x->count == y->count && x->param == y->param && x->slot == y->slot && x->flops == y->flops &&
+           x->bytes == y->bytes && x->elems == y->elems;
+}
+
+int dm_program_same_ops(const dm_program *a, const dm_program *b)
+{
+    if (a->nranks != b->nranks || a->gpus_per_node != b->gpus_per_node || a->tokens != b->tokens ||
+        a->seq_len != b->seq_len || a->n_colls != b->n_colls || a->n_groups != b->n_groups || a->n_works != b->n_works)
+        return 0;
+    if ((a->ns_coeffs == NULL) != (b->ns_coeffs == NULL) || (a->ns_coeffs && strcmp(a->ns_coeffs, b->ns_coeffs)))
+        return 0;
+    for (int g = 0; g < a->n_groups; g++)
+        if (a->groups[g].n != b->groups[g].n ||
+            memcmp(a->groups[g].ranks, b->groups[g].ranks, (size_t)a->groups[g].n * sizeof *a->groups[g].ranks))
+            return 0;
+    for (int w = 0; w < a->n_works; w++) {
+        if (a->works[w].n != b->works[w].n) return 0;
+        for (int i = 0; i < a->works[w].n; i++)
+            if (!same_kernel(&a->works[w].k[i], &b->works[w].k[i])) return 0;
+    }
+    for (int r = 0; r < a->nranks; r++) {
+        if (a->ranks[r].n_ops != b->ranks[r].n_ops) return 0;
+        for (int i = 0; i < a->ranks[r].n_ops; i++)
+            if (!same_op(&a->ranks[r].ops[i], &b->ranks[r].ops[i])) return 0;
+    }
+    return 1;
+}
+
 static int cmp_int(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;

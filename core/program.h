@@ -149,6 +149,11 @@ typedef struct dm_program {
     dm_rank_prog *ranks; /* nranks entries */
 } dm_program;
 
+/* 1 when a and b hold the same groups, works and ops on every rank (every field of every op,
+ * its deps and params): the same step to both interpreters, whatever their header strings
+ * (options, strategy label) say. A comparison in memory, no serialization (cf. dm_program_hash). */
+int dm_program_same_ops(const dm_program *a, const dm_program *b);
+
 /* Construction. Strings are copied. Returned program owned by the caller (dm_program_free). */
 dm_program *dm_program_new(int nranks, int gpus_per_node, const char *model, const char *strategy,
                            const char *cluster, const char *options, int64_t tokens, dm_err *err);

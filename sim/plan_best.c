@@ -56,6 +56,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         if (kinds[k].ns_only) o.comm_weight = 0;
         if (kinds[k].ns_only && opts->comm_weight == 0) continue; /* the same plan as lpt */
         plan_cand *c = &pb->cand[n];
+        c->same_as = -1;
         c->name = kinds[k].name;
         c->balance = o.balance;
         c->comm_weight = o.comm_weight;
@@ -90,6 +91,18 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         sim_opts so = *sopt;
         so.record_trace = 0;
         for (int k = 0; k < n; k++) {
+            /* a candidate whose ops are an earlier one's (MILP that kept the heuristic's
+             * assignment, a comm weight that changed nothing) simulates to the same step */
+            int same = -1;
+            for (int j = 0; j < k && same < 0; j++)
+                if (dm_program_same_ops(progs[j], progs[k])) same = j;
+            if (same >= 0) {
+                pb->cand[k].simulated = 1;
+                pb->cand[k].same_as = same;
+                pb->cand[k].step_us = pb->cand[same].step_us;
+                pb->cand[k].exposed_comm_us = pb->cand[same].exposed_comm_us;
+                continue;
+            }
             sim_result *r = NULL;
             double t0 = sched_wall_s();
             if (sim_run(progs[k], cluster, &so, &r, err)) goto done;
@@ -172,7 +185,8 @@ void plan_best_print(FILE *f, const plan_best_report *pb)
             fprintf(f, "  %-9s %12.3f %13.3f", c->name, c->step_us / 1e3, c->exposed_comm_us / 1e3);
         else
             fprintf(f, "  %-9s %12s %13s", c->name, "-", "-");
-        fprintf(f, " %14.3f %12.3f %7d %8.3f %8.3f  %s%s\n", c->objective_us / 1e3, c->ns_max_us / 1e3, c->pairs,
-                c->plan_s, c->sim_s, c->status, k == pb->winner ? "  <- chosen" : "");
+        fprintf(f, " %14.3f %12.3f %7d %8.3f %8.3f  %s%s%s%s\n", c->objective_us / 1e3, c->ns_max_us / 1e3, c->pairs,
+                c->plan_s, c->sim_s, c->status, c->same_as >= 0 ? "; the program of " : "",
+                c->same_as >= 0 ? pb->cand[c->same_as].name : "", k == pb->winner ? "  <- chosen" : "");
     }
 }

@@ -30,6 +30,8 @@ typedef struct plan_cand {
     double ns_max_us;
     int pairs;              /* (layer, owner) pairs */
     int64_t ops;            /* ops over all ranks (0: its program was not built) */
+    int same_as;            /* simulated: its program is candidate same_as's (the same step, not
+                               simulated again); -1: its own */
     int objective_only;     /* weighed by its objective alone (an earlier candidate was too large to
                                simulate): its assignment was made, its program built only if it won */
     double plan_s, sim_s;   /* wall seconds */

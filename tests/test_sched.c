@@ -421,6 +421,27 @@ int main(void)
     sched_build(m, &cl, 8, costs, &o, &p1, NULL, &err);
     sched_build(m, &cl, 8, costs, &o, &p2, NULL, &err);
     ok(p1 && p2 && dm_program_hash(p1) == dm_program_hash(p2), "same inputs give the same program hash");
+    if (p1 && p2) { /* dm_program_same_ops: equal programs, then one op's bytes or a dependency changed */
+        int eq = dm_program_same_ops(p1, p2);
+        free(p2->options);
+        p2->options = strdup("another options string");
+        int eq_opts = dm_program_same_ops(p1, p2);
+        dm_op *x = &p2->ranks[p2->nranks - 1].ops[p2->ranks[p2->nranks - 1].n_ops - 1];
+        x->bytes += 1;
+        int ne_bytes = !dm_program_same_ops(p1, p2);
+        x->bytes -= 1;
+        int ne_dep = 1;
+        for (int i = 0; i < p2->ranks[0].n_ops; i++)
+            if (p2->ranks[0].ops[i].n_deps) {
+                p2->ranks[0].ops[i].deps[0]--;
+                ne_dep = !dm_program_same_ops(p1, p2);
+                p2->ranks[0].ops[i].deps[0]++;
+                break;
+            }
+        ok(eq && eq_opts && ne_bytes && ne_dep && dm_program_same_ops(p1, p2),
+           "dm_program_same_ops: equal builds agree (whatever the options string), a changed byte count or dependency "
+           "does not");
+    }
     { /* each NS op counts its tall matrices (rows > cols): those of the model, every one once */
         dm_matrix *mx = NULL;
         int64_t nmx = 0, tall_model = 0, tall_prog = 0, bad = 0;
