@@ -82,6 +82,10 @@ typedef struct dm_cluster {
                                compute op runs on it; 0: none */
     double step_start_us;   /* every rank's first op starts this long after the step's start */
     double op_gap_us;       /* a rank's compute op starts at least this long after its previous one ends */
+    double staging_efficiency; /* the executor's staging copies around a reduce-scatter or all-gather
+                                  (coll.h): achieved fraction of HBM bandwidth; 0: the HBM roofline */
+    double staging_launch_us;  /* the time of each staging copy's launch (a cudaMemcpyAsync) with
+                                  staging_efficiency; 0: gpu->launch_us */
     /* The fabric between nodes (collcost.h): nodes sit under leaf switches nodes_per_leaf at a
      * time (rail: one rail switch per NIC index per leaf group), leaves under spine blocks (pods)
      * leaves_per_pod at a time (0: one spine over every leaf); oversub[0]: a leaf's downlink /

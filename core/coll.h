@@ -63,6 +63,12 @@ double dm_coll_staging_bytes(dm_op_kind kind, double bytes, int n);
  * executor copies the others' pieces out one peer at a time (n - 1 copies per parameter): that
  * loop is not carried to scale here (it would be one copy per parameter in a gather kernel). */
 int dm_coll_staging_copies(dm_op_kind kind, int n_params, int n);
+/* Their time on cluster c's GPU: each copy's launch and the bytes at c's calibrated staging rate
+ * (staging_launch_us, staging_efficiency of HBM bandwidth: fitted on collectives that ran with
+ * no compute beside them, valid/calib.c) where it has one, else the HBM roofline with the
+ * launch floor. The one rule of the simulator and the calibration. */
+struct dm_cluster;
+double dm_coll_staging_us(const struct dm_cluster *c, dm_op_kind kind, double bytes, int n_params, int n);
 /* Elements a rank sends / receives in the native call. */
 size_t dm_coll_send_count(const dm_coll *c, size_t size, int n);
 size_t dm_coll_recv_count(const dm_coll *c, size_t size, int n);

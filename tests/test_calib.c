@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "calib.h"
+#include "coll.h"
 #include "cluster.h"
 #include "collcost.h"
 #include "costs.h"
@@ -325,6 +326,51 @@ int main(void)
                fabs(cl.elem_efficiency[0] - 0.8) < 1e-3 && fabs(cl.comm_slowdown - 0.3) < 1e-4,
            "cluster: fwd %.4f bwd %.4f adamw %.4f + %.3f us, muon-update %.4f, f %.4f", cl.fwd_efficiency,
            cl.bwd_efficiency, cl.elem_efficiency[1], cl.elem_launch_us[1], cl.elem_efficiency[0], cl.comm_slowdown);
+    }
+
+    /* 4d. the staging copies' rate: one-rank all-gathers and reduce-scatters with no compute
+     * beside them at 7 us per copy + bytes at 0.8 of HBM; one beside a forward (its time
+     * 10x) is left out of the fit. */
+    {
+        dm_program *p = dm_program_new(1, 1, "t", "dmuon", "h200x2", "", 1, &err);
+        int one = 0, grp = dm_program_group(p, &one, 1, &err);
+        dm_trace *s = dm_trace_new("real", p, &err);
+        double ts = 0;
+        int64_t params[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+        for (int i = 0; i < 7; i++) {
+            dm_op o = dm_op_init(i % 2 ? DM_OP_REDUCESCATTER : DM_OP_ALLGATHER, DM_STREAM_COMM_HI);
+            o.coll = dm_program_new_coll(p), o.group = grp, o.bytes = 1e6 * (1 + 7 * i);
+            int np = 1 + i;
+            dm_program_add_op(p, 0, &o, NULL, 0, params, np, &err);
+            double d = dm_coll_staging_copies(o.kind, np, 1) * 7 + dm_coll_staging_bytes(o.kind, o.bytes, 1) / (0.8 * h200->hbm_Bps) * 1e6;
+            if (i == 6) d *= 10; /* beside the forward below */
+            dm_trace_event ev = {0, DM_STREAM_COMM_HI, i, o.kind, ts, d, o.bytes, 0, -1, o.coll, 0};
+            dm_trace_add(s, &ev, &err);
+            if (i < 6) ts += d;
+        }
+        dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+        dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+        dm_trace_event fw = {0, DM_STREAM_COMPUTE, 7, DM_OP_FORWARD, ts, 1e6, 0, 1e12, 0, -1, 0};
+        dm_trace_add(s, &fw, &err);
+        char tp[4096], pp[4200];
+        snprintf(tp, sizeof tp, "%s/stage.csv", dir);
+        snprintf(pp, sizeof pp, "%s/stage_program.json", dir);
+        ok(dm_trace_write_csv(s, tp, &err) == 0 && dm_program_save(p, pp, &err) == 0, "staging trace and plan written (%s)",
+           err.msg);
+        static calib ks;
+        memset(&ks, 0, sizeof ks);
+        dm_costs *table = NULL;
+        char cpath[4096];
+        snprintf(cpath, sizeof cpath, "%s/traces/costs/h200.csv", srcdir());
+        ok(dm_costs_load(cpath, &table, &err) == 0 && calib_fit_trace(&ks, tp, h200, pp, table, 0, NULL, &err) == 0,
+           "staging fit: %s", err.msg);
+        dm_costs_free(table);
+        const calib_entry *se = calib_get(&ks, "staging_efficiency"), *sl = calib_get(&ks, "staging_launch_us");
+        ok(se && sl && fabs(atof(se->value) - 0.8) < 1e-4 && fabs(atof(sl->value) - 7) < 1e-3 && se->points == 6,
+           "staging_efficiency 0.8 and staging_launch_us 7 recovered from the 6 collectives alone (%s, %s)",
+           se ? se->value : "-", sl ? sl->value : "-");
+        dm_program_free(p);
+        dm_trace_free(s);
     }
 
     /* 4c. ns_time_scale: NS ops of a trace against the kernel table's time for the shapes of

@@ -112,6 +112,27 @@ static void test_bwd_and_elementwise(void)
     ok(r && strstr(r->cost_src[DM_OP_NS], "times 1.25") != NULL, "NS source names the scale: %s", r ? r->cost_src[DM_OP_NS] : "-");
     double scaled = r ? r->step_us : -1, busy = r ? r->step_us - r->exposed_comm_us : -1;
     sim_result_free(r);
+    { /* the staging copies of a one-rank all-gather: the roofline, then the calibrated rate */
+        dm_program *ps = dm_program_new(1, 1, "t", "t", "h200x2", "", 1, &err);
+        int one = 0, grp = dm_program_group(ps, &one, 1, &err);
+        dm_op ag = dm_op_init(DM_OP_ALLGATHER, DM_STREAM_COMM_HI);
+        ag.coll = dm_program_new_coll(ps), ag.group = grp, ag.bytes = 4e8;
+        int64_t prm[3] = {0, 1, 2};
+        dm_program_add_op(ps, 0, &ag, NULL, 0, prm, 3, &err);
+        dm_cluster cs = h200x2();
+        sim_result *r0 = run(ps, &cs);
+        double roof = dm_hbm_pass_us(cs.gpu, 3, 2 * 4e8);
+        cs.staging_efficiency = 0.5, cs.staging_launch_us = 6;
+        sim_result *r1 = run(ps, &cs);
+        double want = 3 * 6 + 2 * 4e8 / (0.5 * cs.gpu->hbm_Bps) * 1e6;
+        ok(r0 && r1 && fabs(sim_op_end(r0, 0, 0) - sim_op_start(r0, 0, 0) - roof) < 1e-6 * roof &&
+               fabs(sim_op_end(r1, 0, 0) - sim_op_start(r1, 0, 0) - want) < 1e-6 * want,
+           "a one-rank all-gather of 3 parameters: its staging at the HBM roofline (%.1f us), then at 0.5 of HBM + 6 us "
+           "per copy (%.1f us)", roof, want);
+        sim_result_free(r0);
+        sim_result_free(r1);
+        dm_program_free(ps);
+    }
     { /* a calibrated Muon-update rate prices the NS op's prep too (the update is then the apply alone) */
         dm_cluster cc = h200x2();
         cc.elem_efficiency[0] = 0.5, cc.elem_launch_us[0] = 4;

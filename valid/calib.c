@@ -2,6 +2,7 @@
  * it to a cluster (calib.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "calib.h"
+#include "coll.h" /* dm_coll_staging_bytes, _copies */
 
 #include <errno.h>
 #include <math.h>
@@ -434,11 +435,19 @@ static double fit_rates(const fit_op *ops, int n, double f, int fit_gap, double 
     return tot;
 }
 
-/* Appends the compute ops of one trace (with its plan for NS ops) to *ops (capacity grows). */
+/* A staging point: a one-rank reduce-scatter or all-gather that ran with no compute beside it
+ * (under STAGE_ALONE of its time): its copies, its staging bytes (coll.h) and its duration. */
+#define STAGE_ALONE 0.2
+typedef struct stage_pt {
+    double copies, bytes, d_us;
+} stage_pt;
+
+/* Appends the compute ops of one trace (with its plan for NS ops) to *ops (capacity grows), and
+ * its staging points to *stg. */
 static int collect_ops(const char *trace_path, const char *program_path, const dm_gpu *gpu, const dm_costs *costs,
                        fit_op **ops, int *n, int *n_ov, double **first, int *n_first, double **gaps, int *n_gaps,
                        int *n_covered, int *n_uncovered, int first_trace, char *model, size_t model_size, char *desc,
-                       size_t desc_size, dm_err *err)
+                       size_t desc_size, stage_pt **stg, int *n_stg, dm_err *err)
 {
     dm_trace *t = NULL;
     dm_program *p = NULL;
@@ -557,6 +566,24 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
         *n_ov += o.overlap > 0;
         (*ops)[(*n)++] = o;
     }
+    if (p) { /* staging points: one-rank collectives with copies, against the rank's compute intervals */
+        stage_pt *sg = dm_realloc(*stg, ((size_t)*n_stg + (size_t)t->n + 1) * sizeof *sg, err);
+        if (!sg) goto out;
+        *stg = sg;
+        rank_intervals(t, R, 0, iv, iv_off);
+        for (int i = 0; i < t->n; i++) {
+            const dm_trace_event *e = &t->ev[i];
+            if ((e->kind != DM_OP_ALLGATHER && e->kind != DM_OP_REDUCESCATTER) || !(e->dur_us > 0) || e->rank < 0 ||
+                e->rank >= R || e->op < 0 || e->op >= p->ranks[e->rank].n_ops)
+                continue;
+            const dm_op *op = &p->ranks[e->rank].ops[e->op];
+            if (op->kind != e->kind || op->group < 0 || op->group >= p->n_groups || p->groups[op->group].n != 1) continue;
+            double ov = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
+                                               e->ts_us + e->dur_us);
+            double copies = dm_coll_staging_copies(op->kind, op->n_params, 1), b = dm_coll_staging_bytes(op->kind, op->bytes, 1);
+            if (ov < STAGE_ALONE && copies > 0) sg[(*n_stg)++] = (stage_pt){copies, b, e->dur_us};
+        }
+    }
     rc = 0;
 out:
     free(iv);
@@ -564,6 +591,46 @@ out:
     dm_trace_free(t);
     dm_program_free(p);
     return rc;
+}
+
+/* The staging copies' rate from the points: least squares of the relative residuals of
+ * d = copies a + bytes x (a per copy, x per byte), the 2 x 2 normal equations; staging_launch_us
+ * = a and staging_efficiency = 1 / (x HBM) when there are at least 5 points and both come out
+ * positive. */
+static int fit_staging(calib *c, const stage_pt *pt, int n, const dm_gpu *gpu, const char *desc, FILE *log, dm_err *err)
+{
+    double scc = 0, scb = 0, sbb = 0, rc = 0, rb = 0;
+    for (int i = 0; i < n; i++) {
+        double cc = pt[i].copies / pt[i].d_us, bb = pt[i].bytes / pt[i].d_us;
+        scc += cc * cc, scb += cc * bb, sbb += bb * bb, rc += cc, rb += bb;
+    }
+    double det = scc * sbb - scb * scb;
+    if (n < 5 || !(det > 1e-12 * scc * sbb)) {
+        if (log) fprintf(log, "  %-34s not fitted: %d one-rank reduce-scatters and all-gathers ran with no compute beside "
+                              "them (5 needed)\n", "staging_efficiency", n);
+        return 0;
+    }
+    double a = (rc * sbb - rb * scb) / det, x = (scc * rb - scb * rc) / det, ss = 0;
+    for (int i = 0; i < n; i++) {
+        double r = (a * pt[i].copies + x * pt[i].bytes) / pt[i].d_us - 1;
+        ss += r * r;
+    }
+    double eff = x > 0 ? 1 / (x * gpu->hbm_Bps / 1e6) : 0, res = sqrt(ss / n);
+    if (!(a >= 0) || !(eff >= 0.001 && eff <= 1)) {
+        if (log) fprintf(log, "  %-34s not fitted: %d points give %.3g us per copy and %.3g of HBM\n", "staging_efficiency",
+                         n, a, eff);
+        return 0;
+    }
+    char src[1400];
+    snprintf(src, sizeof src, "%s: %d one-rank reduce-scatters and all-gathers with no compute beside them (under %.0f%% "
+             "of their time), their staging copies (core/coll.h) at %.4g GB/s over the %s HBM %.4g GB/s + %.3g us per "
+             "copy: least squares of relative residuals", desc, n, 100 * STAGE_ALONE, eff * gpu->hbm_Bps / 1e9,
+             gpu->short_name, gpu->hbm_Bps / 1e9, a);
+    if (log) fprintf(log, "  %-34s %.4f: %3d collectives (residual %.1f%%)\n  %-34s %.4g\n", "staging_efficiency", eff, n,
+                     100 * res, "staging_launch_us", a);
+    if (set_num(c, "staging_efficiency", eff, src, res, n, err) || set_num(c, "staging_launch_us", a, src, res, n, err))
+        return -1;
+    return 0;
 }
 
 int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
@@ -608,11 +675,13 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     int rc = -1, n = 0, n_ov = 0, n_first = 0, n_gaps = 0, n_cov = 0, n_unc = 0;
     fit_op *ops = NULL;
     double *first = NULL, *gaps = NULL;
+    stage_pt *stg = NULL;
+    int n_stg = 0;
     char desc[1024] = "", model[128] = "";
     for (int i = 0; i < n_traces; i++) {
         const char *pp = program_paths ? program_paths[i] : NULL;
         if (collect_ops(trace_paths[i], pp, gpu, costs, &ops, &n, &n_ov, &first, &n_first, &gaps, &n_gaps, &n_cov, &n_unc,
-                        i == 0, model, sizeof model, desc, sizeof desc, err))
+                        i == 0, model, sizeof model, desc, sizeof desc, &stg, &n_stg, err))
             goto out;
     }
     const char *trace_path = n_traces == 1 ? trace_paths[0] : "the traces";
@@ -759,11 +828,13 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         /* residual: the interquartile half-width relative to the median */
         if (set_num(c, "op_gap_us", m, src, m > 0 ? (q3 - q1) / (2 * m) : 0, n_gaps, err)) goto out;
     }
+    if (fit_staging(c, stg, n_stg, gpu, desc, log, err)) goto out;
     rc = 0;
 out:
     free(ops);
     free(first);
     free(gaps);
+    free(stg);
     return rc;
 }
 
