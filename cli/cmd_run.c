@@ -104,8 +104,9 @@ static void usage(FILE *f)
         "                     (default traces/kernels/autotune_h200.tsv of the source tree, if\n"
         "                     there; '' for none)\n"
         "  --json             rank 0 prints the run as one JSON object on stdout (format\n"
-        "                     dmuon-run-1: model, cluster, GPUs, backend, per strategy its steps\n"
-        "                     and means); the report goes to stderr\n"
+        "                     dmuon-run-1: model, cluster, GPUs, backend, per strategy its\n"
+        "                     options, NS coefficients, steps and means); the report goes to\n"
+        "                     stderr\n"
         "  -h, --help         this help\n\n",
 #if defined(DM_HAVE_CUDA) && defined(DM_HAVE_NCCL)
         ""
@@ -288,6 +289,8 @@ static int run_one(run_ctx *x, real_step_row *mean)
         json_write_string(g_json, prog->strategy);
         fputs(", \"options\": ", g_json);
         json_write_string(g_json, prog->options);
+        fputs(", \"ns_coeffs\": ", g_json); /* this run's: --ns-coeffs, else the program's (jordan for the PyTorch forms) */
+        json_write_string(g_json, coeff_spec);
         fprintf(g_json, ", \"program_hash\": \"%016llx\", \"ops_rank0\": %d, \"collectives\": %d, \"groups\": %d, "
                 "\"tokens\": %lld,\n    \"steps\": [", (unsigned long long)dm_program_hash(prog), prog->ranks[0].n_ops,
                 prog->n_colls, prog->n_groups, (long long)ro.tokens);

@@ -32,6 +32,9 @@ print(d["format"], ",".join(d))' "$tmp/r.json" 2>&1)" \
         "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 print(d["model"], d["cluster"], d["gpus"], d["backend"], d["strategy"], [(r["strategy"], len(r["steps"]), r["counted"]) for r in d["runs"]], [c["strategy"] for c in d["comparison"]])' "$tmp/r.json" 2>&1)" \
         "tiny a800 2 cpu dmuon [('dmuon', 3, 2), ('muon-ddp', 3, 2)] ['dmuon', 'muon-ddp']"
+    is "  ... each run names its NS coefficients (the PyTorch form: the classic set)" \
+        "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print([(r["strategy"], r["ns_coeffs"]) for r in d["runs"]])' "$tmp/r.json" 2>&1)" \
+        "[('dmuon', 'polar-express'), ('muon-ddp', 'jordan')]"
     is "  ... the mean step equals the text's" \
         "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.3f" % d["runs"][0]["mean"]["step_ms"])' "$tmp/r.json" 2>&1)" \
         "$(sed -n 's/^# mean over 2 steps (first left out): step \([0-9.]*\) ms.*/\1/p' "$tmp/r.err" | head -1)"
