@@ -401,12 +401,12 @@ static void print_scale_json(FILE *f, const inputs *in, const point *pts, int n,
     fprintf(f, "\n]}\n");
 }
 
-/* One point's result: what the table needs, the simulation's cost, the cost sources, or why
- * it failed. A plain value: a child process writes it to its pipe as it is. */
+/* One point's result: what the table needs (q; q.ok, q.sim_s the simulation's wall time), its
+ * CPU time, the cost sources, or why it failed. A plain value: a child process writes it to its
+ * pipe as it is. The caller sets q.gpus and q.strat from the point's index. */
 typedef struct point_out {
     point q;
-    int ok;
-    double sim_wall_s, sim_cpu_s;
+    double sim_cpu_s;
     char srcs[DM_OP__COUNT][640];
     char msg[sizeof(((dm_err *)0)->msg)];
 } point_out;
@@ -419,8 +419,6 @@ static void scale_point(const inputs *in, const sim_opts *o, const sched_opts *s
     memset(res, 0, sizeof *res);
     point *q = &res->q;
     int gi = idx / n_str, s = idx % n_str;
-    q->gpus = (int)gpus[gi];
-    q->strat = s;
     dm_program *p = NULL;
     sim_result *r = NULL;
     dm_err err = {{0}};
@@ -442,7 +440,7 @@ static void scale_point(const inputs *in, const sim_opts *o, const sched_opts *s
     }
     q->mem_bytes = mem.total;
     q->fits = dm_mem_fits(&mem, in->cluster.gpu);
-    q->ok = res->ok = 1;
+    q->ok = 1;
     q->step_us = r->step_us;
     q->fwd_us = r->forward_us;
     q->bwd_us = r->backward_us;
@@ -452,7 +450,6 @@ static void scale_point(const inputs *in, const sim_opts *o, const sched_opts *s
     q->ns_max_us = r->ns_max_us;
     q->events = r->events;
     q->sim_s = r->wall_s;
-    res->sim_wall_s = r->wall_s;
     res->sim_cpu_s = r->cpu_s + r->setup_cpu_s;
     for (int k = 0; k < DM_OP__COUNT; k++) snprintf(res->srcs[k], sizeof res->srcs[k], "%s", r->cost_src[k]);
     sim_result_free(r);
@@ -527,7 +524,6 @@ static int scale_collect(scale_job *jb, int n, int *idx, point_out *res, dm_err 
     j->idx = -1;
     if (got != sizeof *res) { /* the child died: say so for its point */
         memset(res, 0, sizeof *res);
-        res->q.gpus = 0;
         snprintf(res->msg, sizeof res->msg, "the process of this point ended without a result (%s %d)",
                  WIFSIGNALED(status) ? "signal" : "exit status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     }
@@ -707,13 +703,13 @@ int cmd_scale(int argc, char **argv)
                     sched_wall_s() - t_start);
             fflush(stderr);
         }
-        if (!res.ok) {
+        if (!res.q.ok) {
             if (progress) fprintf(stderr, "\n");
             fprintf(stderr, "dmuon scale: %s on %d GPUs: %s\n", names[q->strat], q->gpus, res.msg);
             rc = 1;
             continue;
         }
-        sim_total += res.sim_wall_s;
+        sim_total += res.q.sim_s;
         cpu_total += res.sim_cpu_s;
         ev_total += q->events;
         memcpy(psrc[idx], res.srcs, sizeof psrc[idx]);

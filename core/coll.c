@@ -4,7 +4,7 @@
 
 #include "coll.h"
 #include "cluster.h"
-#include "costs.h" /* dm_hbm_pass_us */
+#include "costs.h" /* dm_hbm_pass_at_us */
 
 #include <math.h>
 
@@ -176,12 +176,8 @@ double dm_coll_staging_bytes(dm_op_kind kind, double bytes, int n)
 
 double dm_coll_staging_us(const struct dm_cluster *c, dm_op_kind kind, double bytes, int n_params, int n)
 {
-    double copies = dm_coll_staging_copies(kind, n_params, n), b = dm_coll_staging_bytes(kind, bytes, n);
-    if (c->staging_efficiency > 0) {
-        double launch = c->staging_launch_us > 0 ? c->staging_launch_us : c->gpu->launch_us;
-        return copies * launch + b / (c->staging_efficiency * c->gpu->hbm_Bps) * 1e6;
-    }
-    return dm_hbm_pass_us(c->gpu, copies, b);
+    return dm_hbm_pass_at_us(c->gpu, c->staging_efficiency, c->staging_launch_us, dm_coll_staging_copies(kind, n_params, n),
+                             dm_coll_staging_bytes(kind, bytes, n));
 }
 
 int dm_coll_staging_copies(dm_op_kind kind, int n_params, int n)

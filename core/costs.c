@@ -128,15 +128,28 @@ double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, doub
     }
 }
 
+double dm_hbm_pass_at_us(const dm_gpu *gpu, double efficiency, double launch_us, double launches, double bytes)
+{
+    double eff = efficiency > 0 ? efficiency : 1, launch = launch_us > 0 ? launch_us : gpu->launch_us;
+    return bytes / (eff * gpu->hbm_Bps) * 1e6 + launches * launch;
+}
+
 double dm_hbm_pass_us(const dm_gpu *gpu, double launches, double bytes)
 {
-    return bytes / gpu->hbm_Bps * 1e6 + launches * gpu->launch_us;
+    return dm_hbm_pass_at_us(gpu, 1, 0, launches, bytes);
 }
 
 double dm_ns_prep_us(const dm_gpu *gpu, double efficiency, double launch_us, double tensors, double elems)
 {
-    double eff = efficiency > 0 ? efficiency : 1, launch = launch_us > 0 ? launch_us : gpu->launch_us;
-    return elems * DM_NS_PREP_BYTES / (eff * gpu->hbm_Bps) * 1e6 + tensors * DM_NS_PREP_LAUNCHES * launch;
+    return dm_hbm_pass_at_us(gpu, efficiency, launch_us, tensors * DM_NS_PREP_LAUNCHES, elems * DM_NS_PREP_BYTES);
+}
+
+double dm_ns_op_prep_us(const dm_costs *c, const dm_cluster *cl, double tensors, double elems)
+{
+    if (cl->elem_efficiency[0] > 0)
+        return dm_ns_prep_us(cl->gpu, cl->elem_efficiency[0], cl->elem_launch_us[0], tensors, elems);
+    if (c && !c->roofline && c->op_rows[OP_MUON_UPDATE][4]) return 0; /* algo 4: "-" */
+    return dm_ns_prep_us(cl->gpu, 1, 0, tensors, elems);
 }
 
 double dm_costs_ns_op_kernels_us(const dm_costs *c, const dm_gpu *gpu, const dm_op *op, dm_cost_source *src)
@@ -164,11 +177,8 @@ double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_
 {
     double us = dm_costs_ns_op_kernels_us(c, cl->gpu, op, src);
     if (cl->ns_time_scale > 0) us *= cl->ns_time_scale;
-    double batch = op->batch > 0 ? op->batch : 1, elems = (double)op->m * (double)op->n * batch;
-    if (cl->elem_efficiency[0] > 0)
-        return us + dm_ns_prep_us(cl->gpu, cl->elem_efficiency[0], cl->elem_launch_us[0], batch, elems);
-    if (c && !c->roofline && c->op_rows[OP_MUON_UPDATE][4]) return us;
-    return us + dm_ns_prep_us(cl->gpu, 1, 0, batch, elems);
+    double batch = op->batch > 0 ? op->batch : 1;
+    return us + dm_ns_op_prep_us(c, cl, batch, (double)op->m * (double)op->n * batch);
 }
 
 double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems)

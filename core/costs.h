@@ -166,19 +166,27 @@ double dm_roofline_elementwise_us(const dm_gpu *gpu, const char *op, int64_t ele
 /* Memory-bound passes at the HBM roofline: `bytes` moved over HBM plus `launches` launch floors
  * (the elementwise roofline, the gradients' check, the executor's staging copies). */
 double dm_hbm_pass_us(const dm_gpu *gpu, double launches, double bytes);
+/* The same at a measured rate: `bytes` at the fraction `efficiency` of HBM bandwidth (<= 0: 1)
+ * plus `launches` x launch_us (<= 0: the GPU's launch floor). The one form of every calibrated
+ * memory-bound cost: the elementwise updates, the NS op's own passes, the staging copies. */
+double dm_hbm_pass_at_us(const dm_gpu *gpu, double efficiency, double launch_us, double launches, double bytes);
 /* The executor's NS op does more than the iterations: per matrix, before them, the reduced
  * gradient's non-finite check as it is converted to fp32 (bf16 read 2, fp32 write 4 bytes per
  * element) and the momentum update that writes the NS input (gradient 4 read, momentum 4 read
  * and 4 written, NS input 2 written): DM_NS_PREP_LAUNCHES launches and DM_NS_PREP_BYTES bytes
  * per element (real_gpu.c's ns_op; the CPU backend does the same passes). Their time at the
  * fraction `efficiency` of HBM bandwidth (<= 0: 1) with launch_us per launch (<= 0: the GPU's
- * launch floor), for `tensors` matrices of `elems` elements in all. The simulator adds it to an
- * NS op wherever the Muon update is priced as the apply alone (sim.c's ns_prep_us), and the
- * calibration subtracts it before it fits ns_time_scale (calib.c), so that the scale holds the
- * NS kernels only and does not depend on the matrices' sizes. */
+ * launch floor), for `tensors` matrices of `elems` elements in all. */
 #define DM_NS_PREP_LAUNCHES 2
 #define DM_NS_PREP_BYTES 20
 double dm_ns_prep_us(const dm_gpu *gpu, double efficiency, double launch_us, double tensors, double elems);
+/* Those passes of `tensors` matrices of `elems` elements as an NS op on cluster cl is priced
+ * with them (the one rule of the simulator, the scheduler's owner loads and the calibration,
+ * which subtracts them before it fits ns_time_scale so that the scale holds the NS kernels
+ * only): at cl's calibrated Muon-update rate when it has one (the update op is then priced as
+ * the apply alone), none when c is a measured table with muon_update rows (they time the
+ * momentum with the apply, so the update op carries it), else at the HBM roofline. */
+double dm_ns_op_prep_us(const dm_costs *c, const dm_cluster *cl, double tensors, double elems);
 
 /* The NS kernels of one NS op of the step program (program.h: m x n, batch, algo, eager, tall)
  * on `gpu`, as the executor runs them: one call for its wide matrices (batch - tall) and one for
@@ -188,11 +196,8 @@ double dm_costs_ns_op_kernels_us(const dm_costs *c, const dm_gpu *gpu, const dm_
 
 /* The time of one NS op on cluster cl (the one rule the scheduler's owner loads and the
  * simulator use): its kernels (dm_costs_ns_op_kernels_us on cl's GPU) times cl's
- * ns_time_scale when set, plus its gradient check and momentum
- * (dm_ns_prep_us): at cl's calibrated Muon-update rate when it has one (the update op is then
- * priced as the apply alone), none when c is a measured table with muon_update rows (they time
- * the momentum with the apply, so the update op carries it), else at the HBM roofline. *src:
- * the kernels' source. */
+ * ns_time_scale when set, plus its gradient check and momentum (dm_ns_op_prep_us). *src: the
+ * kernels' source. */
 double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src);
 /* The executor's non-finite check of `tensors` gradients of `elems` bf16 elements in all: one
  * launch each and one read at the HBM roofline (not measured by bench work). */

@@ -489,8 +489,7 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
                     goto done;
                 /* the cache holds graph times of m <= n shapes (a tall one runs its wide entry's configuration) */
                 for (int a = 0; a < o->n_algos && cache && o->at.use_graph && s->m <= s->n; a++) {
-                    at_key k = {s->m < s->n ? s->m : s->n, s->m < s->n ? s->n : s->m, batch, o->algos[a], /* a tall shape: its wide entry */
-                             o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
+                    at_key k = {s->m, s->n, batch, o->algos[a], o->algos[a] == DM_NS_GRAM ? DM_DT_FP16 : DM_DT_BF16};
                     if (res[a].median_us >= 0 && at_cache_store(cache, &k, &res[a], err)) goto done;
                 }
             }

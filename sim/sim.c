@@ -163,9 +163,8 @@ static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
     if (op->bytes <= 0) return 0;
     if (s->c->elem_efficiency[which] > 0) { /* calibrated: a launch per tensor + bytes at the achieved bandwidth */
         s->elem_src_count[which][5]++;
-        double launch = s->c->elem_launch_us[which] > 0 ? s->c->elem_launch_us[which] : s->c->gpu->launch_us;
-        return op->bytes / (s->c->elem_efficiency[which] * s->c->gpu->hbm_Bps) * 1e6 +
-               launch * (op->n_params > 0 ? op->n_params : 1);
+        return dm_hbm_pass_at_us(s->c->gpu, s->c->elem_efficiency[which], s->c->elem_launch_us[which],
+                                 op->n_params > 0 ? op->n_params : 1, op->bytes);
     }
     if (!s->o.costs || bpp <= 0) {
         s->elem_src_count[which][4]++;

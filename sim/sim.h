@@ -16,7 +16,7 @@
  *    shares it). An op without work (a program file from before ops carried it): its FLOPs at
  *    those efficiencies. ns from the cost model
  *    (dm_costs_ns_us; roofline when no table) times ns_time_scale when set, plus the gradient
- *    check and momentum the executor runs in the op (dm_ns_prep_us: at the calibrated Muon-update
+ *    check and momentum the executor runs in the op (dm_ns_op_prep_us: at the calibrated Muon-update
  *    rate, none when a measured table prices the update with its momentum, else the HBM
  *    roofline); muon-update/adamw at
  *    the cluster's elementwise_efficiency when set (launch + bytes / (efficiency x HBM)), else from

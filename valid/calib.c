@@ -639,20 +639,20 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
     return calib_fit_traces(c, 1, &trace_path, &program_path, gpu, costs, flags, log, err);
 }
 
-/* The fixed part of every NS op: the gradient check and momentum it runs (costs.h's
- * dm_ns_prep_us), as the simulator prices them (sim.c's ns_prep_us): at the Muon update's fitted
- * bandwidth and launch when this calibration fits them (x, a, cnt of fit_rates), none when the
- * kernel table's muon_update rows price the update (table_upd, or no fit and a measured table
- * with such rows), else at the HBM roofline. ns_time_scale is then fitted on the rest. */
+/* The fixed part of every NS op: the gradient check and momentum it runs, priced as the
+ * simulator will price them (costs.h's dm_ns_op_prep_us) on the cluster this calibration
+ * makes: the Muon update's fitted bandwidth and launch when it fits them (x, a, cnt of
+ * fit_rates; not when the kernel table's rows price the update, table_upd). ns_time_scale is
+ * then fitted on the rest. */
 static void ns_prep(fit_op *ops, int n, const dm_gpu *gpu, const dm_costs *costs, int table_upd, const double *x,
                     const double *a, const int *cnt)
 {
-    int fitted = !table_upd && cnt[FK_UPD] > 0 && x[FK_UPD] > 0;
-    int none = !fitted && (table_upd || (costs && !dm_costs_is_roofline(costs) && dm_costs_op_rows(costs, "muon_update", NULL)));
+    dm_cluster as_fitted = {0};
+    as_fitted.gpu = gpu;
+    if (!table_upd && cnt[FK_UPD] > 0 && x[FK_UPD] > 0)
+        as_fitted.elem_efficiency[0] = 1 / x[FK_UPD], as_fitted.elem_launch_us[0] = a[FK_UPD];
     for (int i = 0; i < n; i++)
-        if (ops[i].kind == FK_NS)
-            ops[i].launch_us = none ? 0 : fitted ? dm_ns_prep_us(gpu, 1 / x[FK_UPD], a[FK_UPD], ops[i].tensors, ops[i].elems)
-                                                 : dm_ns_prep_us(gpu, 1, 0, ops[i].tensors, ops[i].elems);
+        if (ops[i].kind == FK_NS) ops[i].launch_us = dm_ns_op_prep_us(costs, &as_fitted, ops[i].tensors, ops[i].elems);
 }
 
 /* Median of |table / measured - 1| over the ops of kind k (their table time, 0 where none). */
