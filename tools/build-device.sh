@@ -15,6 +15,9 @@
 # The folder is ignored by git; pass it to the device tool as `carry: [".devreal"]`.
 #   tools/build-device.sh [CONFIGURE ARGS...]    (default: the tree's configuration, or a new
 #                                                  ./configure when the tree has none)
+#   DEVREAL_TESTS=0 tools/build-device.sh        without the two test binaries (8 MiB less, for
+#                                                  calls that run no test stage: the tree and
+#                                                  the carried folder share the tool's 64 MiB)
 # Exit status 0 when both binaries were built with CUDA; 1 otherwise, with the reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,13 +32,17 @@ if ! grep -q '^#define DM_HAVE_CUDA 1' config.h 2>/dev/null; then
     exit 1
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
-say "make -j$jobs dmuon dmuon-gpu.so tests/test_ns_gpu tests/test_wk_gpu"
-make -j"$jobs" dmuon dmuon-gpu.so tests/test_ns_gpu tests/test_wk_gpu >/dev/null
+BINS="dmuon dmuon-gpu.so"
+[ "${DEVREAL_TESTS:-1}" = 0 ] || BINS="$BINS tests/test_ns_gpu tests/test_wk_gpu"
+say "make -j$jobs $BINS"
+# shellcheck disable=SC2086
+make -j"$jobs" $BINS >/dev/null
 D=.devreal
 T=$(mktemp -d "$PWD/.devreal.tmp.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/libbase"
-cp dmuon dmuon-gpu.so tests/test_ns_gpu tests/test_wk_gpu "$T/"
+# shellcheck disable=SC2086
+cp $BINS "$T/"
 {
     echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
     echo "configure: $(sed -n 's/^  \$ \(.*\)/\1/p' config.log | head -1)"
@@ -53,7 +60,7 @@ device_has() {
     esac
     return 1
 }
-for bin in dmuon dmuon-gpu.so tests/test_ns_gpu tests/test_wk_gpu; do
+for bin in $BINS; do
     ldd "$bin" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
     device_has "$lib" && continue
@@ -62,6 +69,9 @@ done | sort -u | while read -r lib; do
     ver=$([ -n "$pkg" ] && dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null || true)
     echo "  $(basename "$lib")  ${pkg:-?} ${ver}" >> "$T/MANIFEST"
 done
+# symbols and debug sections are not needed there and count against the 64 MiB the device tool
+# carries with the tree (the kernels' fatbins stay: cuobjdump reads the SASS from them)
+strip --strip-unneeded "$T"/dmuon* "$T"/test_* "$T"/libbase/*.so* 2>/dev/null || true
 rm -rf "$D"
 mv "$T" "$D"
 trap - EXIT

@@ -46,7 +46,10 @@ stage_wktest() {
 
 STAGE_TIMEOUT_work=130
 stage_work() {
-    [ -f traces/costs/work_cache_h200.tsv ] && cp traces/costs/work_cache_h200.tsv "$L/work_cache.tsv"
+    # measured afresh in the call whose runs they price (WORK_CACHE=1: start from the committed
+    # cache): rows of the same kernels from another call's machine differed by up to 21%
+    # (traces/device/stepprobe-2026-12-01)
+    [ "${WORK_CACHE:-0}" = 1 ] && [ -f traces/costs/work_cache_h200.tsv ] && cp traces/costs/work_cache_h200.tsv "$L/work_cache.tsv"
     timeout 125 "$D/dmuon" bench work --models validation --tokens 2048,4096 --cache "$L/work_cache.tsv" \
         --max-seconds 105 --out "$L/h200-work.csv" > "$L/work_table.txt" 2> "$L/work_err.txt"
     echo "bench work exit $? ($(grep -vc '^#' "$L/h200-work.csv" 2>/dev/null || echo 0) cost rows)"
@@ -182,7 +185,9 @@ stage_eager() {
 # ran; every case's plan kept (replayed on the build machine with traces/calib/h200.calib)
 STAGE_TIMEOUT_naive=260
 stage_naive() {
-    local K=traces/costs/h200.csv,traces/costs/h200-work.csv$(cat "$L/extra_costs" 2>/dev/null)
+    local K=traces/costs/h200.csv
+    if [ -s "$L/h200-work.csv" ]; then K=$K,$L/h200-work.csv; else K=$K,traces/costs/h200-work.csv; fi
+    K=$K$(cat "$L/extra_costs" 2>/dev/null)
     timeout 250 "$D/dmuon" validate --cluster h200 --costs "$K" \
         --calibration traces/calib/h200.calib \
         --models llama-3.2-3b,qwen2.5-1.5b,wall-oss-flow,moonlight-16b-a3b-6l --strategies muon-ddp,muon-fsdp \
@@ -236,7 +241,7 @@ stage_regress() {
 }
 
 # fwdprobe: why a muon-ddp step's forward and backward run 7-8% faster than dmuon's with the same
-# kernels (traces/validate/h200-9): Qwen2.5-1.5B on one GPU under dmuon (interleave and overlap
+# kernels (traces/validate/h200-9.tar.xz): Qwen2.5-1.5B on one GPU under dmuon (interleave and overlap
 # none: no fetch beside the forward), muon-ddp and adamw, 5 steps each, with the GPU's SM clock,
 # power and temperature sampled every 100 ms beside each run ($L/fwdprobe_CASE.{txt,smi})
 STAGE_TIMEOUT_fwdprobe=200
@@ -254,5 +259,45 @@ stage_fwdprobe() {
         awk -F', ' '{gsub(/ MHz/,"",$2); gsub(/ W/,"",$4); if ($2+0 > 0) {n++; s+=$2; p+=$4; if ($2 < mn || mn == 0) mn = $2; if ($2 > mx) mx = $2}}
             END {if (n) printf "   SM clock mean %.0f MHz (min %d, max %d), power mean %.0f W over %d samples\n", s/n, mn, mx, p/n, n}' \
             "$L/fwdprobe_${st}_$ov.smi"
+    done
+}
+# stepprobe: where a step's forward/backward kernels lose time against bench work's rows
+# (traces/validate/h200-9.tar.xz: the big GEMMs of Qwen2.5-1.5B run 14-18% faster in a step than their
+# rows, Llama-3.2-3B's within 3%; dmuon's and adamw's layers 4-11% slower than muon-ddp's):
+# every kernel timed in the step (DMUON_KERNEL_TIMES) of Qwen2.5-1.5B and Llama-3.2-3B under
+# dmuon, muon-ddp and adamw, the SM clock and power sampled every 50 ms beside each run; then
+# bench work of the same two models' kernels at 4096 tokens cold (--sustain 0) and after the
+# default 3 s sustained load, each with its clock samples ($L/stepprobe_*.{csv,txt,smi})
+STAGE_TIMEOUT_stepprobe=300
+smi_start() {
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader \
+        -lms 50 > "$1" 2>&1 &
+    SMI=$!
+}
+smi_stop() {
+    kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
+    awk -F', ' '{gsub(/ MHz/,"",$2); gsub(/ W/,"",$4); if ($2+0 > 0) {n++; s+=$2; p+=$4; if ($2 < mn || mn == 0) mn = $2; if ($2 > mx) mx = $2; if ($4 > pm) pm = $4}}
+        END {if (n) printf "   SM clock mean %.0f MHz (min %d, max %d), power mean %.0f W (max %.0f) over %d samples\n", s/n, mn, mx, p/n, pm, n}' "$1"
+}
+# PROBE_MODELS (default the two above) and PROBE_BENCH=0 (no bench part) change what it runs.
+stage_stepprobe() {
+    local m st c
+    for m in ${PROBE_MODELS:-qwen2.5-1.5b llama-3.2-3b}; do
+        for st in muon-ddp dmuon adamw; do
+            c=stepprobe_${m}_$st
+            smi_start "$L/$c.smi"
+            DMUON_KERNEL_TIMES="$L/$c.csv" timeout 40 "$D/dmuon" run --backend gpu --model "$m" --cluster h200 \
+                --strategy "$st" --tokens 4096 --steps 4 --timeout 30 --trace "$L/$c.trace.csv" > "$L/$c.txt" 2>&1
+            echo "$m $st exit $?: $(grep '^# mean over' "$L/$c.txt" | cut -c1-150)"
+            smi_stop "$L/$c.smi"
+        done
+    done
+    [ "${PROBE_BENCH:-1}" = 1 ] || return 0
+    for c in 0 3; do
+        smi_start "$L/stepprobe_bench_sustain$c.smi"
+        timeout 100 "$D/dmuon" bench work --models qwen2.5-1.5b,llama-3.2-3b --tokens 4096 --no-grid --sustain $c \
+            --out "$L/stepprobe_bench_sustain$c.csv" > "$L/stepprobe_bench_sustain$c.txt" 2>&1
+        echo "bench work sustain $c exit $?: $(grep -c '^NVIDIA' "$L/stepprobe_bench_sustain$c.csv" 2>/dev/null) rows; $(grep '^# sustained' "$L/stepprobe_bench_sustain$c.txt")"
+        smi_stop "$L/stepprobe_bench_sustain$c.smi"
     done
 }

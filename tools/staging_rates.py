@@ -6,7 +6,7 @@ compute op of the rank) and those beside compute (over 80%), their staging bytes
 time; and a least-squares fit, beside compute, of duration = copies x a + bytes / bw.
 
     python3 tools/staging_rates.py CASE_DIR...     (each with real.csv and program.json, e.g.
-                                                    traces/validate/h200-9/validate/*)
+                                                    traces/validate/h200-10/validate/*)
 """
 import csv
 import json
