@@ -301,3 +301,12 @@ stage_stepprobe() {
         smi_stop "$L/stepprobe_bench_sustain$c.smi"
     done
 }
+# power: tools/power_probe.py, how the GPU's throughput follows its power limit (continuous 8192^3
+# and MLP-sized GEMMs, 1 GiB copies, GEMM/copy duty cycles, GEMMs with idle gaps, each from a cool
+# GPU, 20 ms windows, SM clock and power beside): the data for a power model of the simulator
+STAGE_TIMEOUT_power=120
+stage_power() {
+    timeout 110 python3 tools/power_probe.py --json "$L/power.json" > "$L/power_probe.txt" 2>&1
+    echo "power_probe exit $?"
+    cat "$L/power_probe.txt"
+}
