@@ -232,6 +232,9 @@ static void usage_work(FILE *f, const wk_bench_opts *d)
             "  --min-ms X         timed calls last at least this long (default %.0f)\n"
             "  --reps N           and are at least this many (default %d)\n"
             "  --sustain S        seconds of GEMM load before the first kernel (default %.0f)\n"
+            "  --cool             after each kernel the GPU idles as long as its timing ran, so the\n"
+            "                     bench's own load never throttles it: rows at full clock (a long\n"
+            "                     run otherwise times its later, larger GEMMs at the power limit)\n"
             "  --out CSV          the cost rows (atomically; default none)\n"
             "  --json             the rows as one JSON document on stdout (dmuon-bench-1), the\n"
             "                     table on stderr\n"
@@ -245,7 +248,7 @@ static void usage_work(FILE *f, const wk_bench_opts *d)
 int cmd_bench_work(int argc, char **argv)
 {
     enum { O_MODELS = 300, O_MODEL, O_TOKENS, O_SEQ, O_NOGRID, O_GRIDM, O_GRIDNK, O_WARM, O_MIN, O_REPS, O_SUST,
-           O_OUT, O_CACHE, O_DRY, O_LIST, O_MAXS, O_JSON };
+           O_OUT, O_CACHE, O_DRY, O_LIST, O_MAXS, O_JSON, O_COOL };
     static const struct option lo[] = {
         {"models", required_argument, 0, O_MODELS}, {"model", required_argument, 0, O_MODEL},
         {"tokens", required_argument, 0, O_TOKENS}, {"seq-len", required_argument, 0, O_SEQ},
@@ -256,7 +259,7 @@ int cmd_bench_work(int argc, char **argv)
         {"cache", required_argument, 0, O_CACHE},   {"dry-run", no_argument, 0, O_DRY},
         {"list", no_argument, 0, O_LIST},           {"max-seconds", required_argument, 0, O_MAXS},
         {"help", no_argument, 0, 'h'},              {"json", no_argument, 0, O_JSON},
-        {0, 0, 0, 0}};
+        {"cool", no_argument, 0, O_COOL},           {0, 0, 0, 0}};
     const char *cmd = "bench work";
     wk_bench_opts o, d;
     wk_bench_opts_default(&o);
@@ -312,6 +315,7 @@ int cmd_bench_work(int argc, char **argv)
         case O_DRY: o.dry_run = 1; break;
         case O_LIST: o.list = 1; break;
         case O_JSON: json = 1; break;
+        case O_COOL: o.cool = 1; break;
         case O_MAXS: if (opt_parse_double(cmd, "--max-seconds", optarg, 0, 1e6, &o.max_s)) goto done; break;
         case 'h': usage_work(stdout, &d); rc = 0; goto done;
         default: rc = opt_getopt_error(cmd, c, argv); goto done;

@@ -215,7 +215,7 @@ static double estimate_s(const wk_bench_opts *o, jobs *J, const dm_gpu *gpu, int
         if (j->state) continue;
         int w, r;
         calls_for(o, j->est_us, &w, &r);
-        total += (w + r + 1) * j->est_us + 300; /* + binding, filling, a synchronization */
+        total += ((w + r + 1) * j->est_us + 300) * (o->cool ? 2 : 1); /* + binding, filling, a sync; --cool idles as long */
         (*n_todo)++;
     }
     return total / 1e6;
@@ -574,8 +574,8 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
         size_t lt = dev.cublaslt_version;
         /* "rotated": timed over rotating buffer sets (time_job); rows timed before on one buffer
          * set (L2-resident operands) carry no such word and are never taken from the cache */
-        snprintf(ver, sizeof ver, "cuda %d.%d cublas %zu.%zu.%zu rotated", dev.cuda_runtime / 1000,
-                 dev.cuda_runtime % 1000 / 10, lt / 10000, lt / 100 % 100, lt % 100);
+        snprintf(ver, sizeof ver, "cuda %d.%d cublas %zu.%zu.%zu rotated%s", dev.cuda_runtime / 1000,
+                 dev.cuda_runtime % 1000 / 10, lt / 10000, lt / 100 % 100, lt % 100, o->cool ? " cool" : "");
         if (o->cache_path && cache_load(o->cache_path, gname, ver, &J, &cl, &ncl, err)) goto done;
     }
     int n_todo = 0;
@@ -608,10 +608,11 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
     if (o->out_csv) {
         if (!(csv = dm_out_open(o->out_csv, err))) goto done;
         fprintf(dm_out_file(csv), "# dmuon-costs-2\n# source: measured\n# gpu: %s\n# cuda: %d.%d\n# cublas: %zu.%zu.%zu\n"
-                "# date: %s\n# command: %s\n# sustained_gemm_tflops: %.1f\n"
+                "# date: %s\n# command: %s\n# sustained_gemm_tflops: %.1f\n# power_state: %s\n"
                 "gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us\n", gname, dev.cuda_runtime / 1000,
                 dev.cuda_runtime % 1000 / 10, dev.cublaslt_version / 10000, dev.cublaslt_version / 100 % 100,
-                dev.cublaslt_version % 100, date, o->cmdline ? o->cmdline : "dmuon bench work", tf1);
+                dev.cublaslt_version % 100, date, o->cmdline ? o->cmdline : "dmuon bench work", tf1,
+                o->cool ? "cool (each kernel followed by an idle as long as its timing)" : "as run (back to back)");
     }
     printf("# %-6s %-11s %7s %7s %7s %6s %10s %10s %10s %8s %8s %7s %s\n", "op", "algo", "m", "n", "k", "batch",
            "median_us", "min_us", "max_us", "TFLOP/s", "GB/s", "HBM%", "from");
@@ -627,15 +628,34 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
             done_n++;
             if (progress)
                 fprintf(stderr, "\r[%d/%d] %-60.60s %4.0f s ", done_n, n_todo, j->id, difftime(time(NULL), t_start));
+            struct timespec c0, c1;
+            clock_gettime(CLOCK_MONOTONIC, &c0);
             if (time_job(o, PP, h, j, err)) {
                 fprintf(stderr, "%sdmuon bench work: %s: %s\n", progress ? "\n" : "", j->id, err->msg);
                 goto done;
             }
             j->state = 1;
+            if (o->cool) { /* idle as long as it ran: at most half the time busy, which the H200 holds
+                            * at full clock (traces/device/power-2026-12-01) */
+                clock_gettime(CLOCK_MONOTONIC, &c1);
+                double us = (double)(c1.tv_sec - c0.tv_sec) * 1e6 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e3;
+                if (us > 0) usleep((useconds_t)(us < 5e6 ? us : 5e6));
+            }
         }
         print_row(j, gpu);
     }
     if (progress) fprintf(stderr, "\r%90s\r", "");
+    if (done_n) { /* the reference GEMM again: how far the run's own load throttled the GPU */
+        wk_bench_opts once = *o;
+        once.sustain_s = 0;
+        double te0 = 0, te1 = 0;
+        dm_err e2 = {0};
+        if (sustain(&once, P0, h, &te0, &te1, &e2)) /* a report only: the rows are kept */
+            printf("# bf16 GEMM 8192^3 after the last kernel: not measured (%s)\n", e2.msg);
+        else
+            printf("# bf16 GEMM 8192^3 after the last kernel: %.1f TFLOP/s (%.1f at the start of the sustained load)\n",
+                   te0, tf0);
+    }
     if (left) printf("# stopped after %.0f s (--max-seconds): %d kernels not timed, left out of the rows\n", o->max_s, left);
     if (csv) { /* one row per CSV key: the first kernel of it */
         FILE *f = dm_out_file(csv);

@@ -40,6 +40,9 @@ typedef struct wk_bench_opts {
     double warmup_ms, min_ms;              /* per kernel; default 10, 10 */
     int reps;                              /* at least; default 10 */
     double sustain_s;                      /* the sustained load first; default 3 */
+    int cool;                              /* after each kernel, the GPU idles as long as that
+                                              kernel's timing ran (so the bench's own load never
+                                              throttles it: rows at full clock); default 0 */
     double max_s;                          /* stop timing after this long (what was timed is
                                               written); 0 (default): no limit */
     const char *out_csv;                   /* atomically; NULL: none */

@@ -310,3 +310,18 @@ stage_power() {
     echo "power_probe exit $?"
     cat "$L/power_probe.txt"
 }
+# coolbench: does `bench work --cool` give rows independent of the run's length? The validation
+# models' kernels at 4096 tokens as run (back to back) and with --cool, then only two models'
+# kernels (a short run), each with its end-of-run reference GEMM ($L/coolbench_*.{csv,txt});
+# compare with tools/kernel_context.py --table A --table B
+STAGE_TIMEOUT_coolbench=240
+stage_coolbench() {
+    local c
+    for c in asrun:--sustain=3 cool:--cool short:--cool; do
+        local n=${c%%:*} f=${c##*:} m=validation
+        [ "$n" = short ] && m=qwen2.5-1.5b,llama-3.2-3b
+        timeout 110 "$D/dmuon" bench work --models $m --tokens 4096 --no-grid ${f/=/ } \
+            --out "$L/coolbench_$n.csv" > "$L/coolbench_$n.txt" 2>&1
+        echo "bench work $n exit $?: $(grep -E '^# (sustained|bf16 GEMM 8192|[0-9]+ kernels timed)' "$L/coolbench_$n.txt" | tr '\n' ' ')"
+    done
+}
