@@ -12,4 +12,4 @@ libdmuon_a_SOURCES += core/lines.c core/lines.h core/spawn.c core/spawn.h core/p
 	core/hf_import.c core/hf_import.h core/costs.c core/costs.h core/program_io.c \
 	core/collcost.c core/collcost.h core/trace.c core/trace.h
 libdmuon_a_SOURCES += core/workload.c core/workload.h core/memory.c core/memory.h
-libdmuon_a_SOURCES += core/coll.c core/coll.h core/gpu_api.c core/gpu_api.h core/csvjson.c core/csvjson.h
+libdmuon_a_SOURCES += core/clock.h core/coll.c core/coll.h core/gpu_api.c core/gpu_api.h core/csvjson.c core/csvjson.h

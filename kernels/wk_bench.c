@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cluster.h"
 #include "model.h"
 #include "ns_bench.h"
@@ -477,8 +478,9 @@ static int time_job(const wk_bench_opts *o, pool *P, wk_blas h, job *j, dm_err *
     return rc;
 }
 
-/* The sustained load: a bf16 GEMM back to back for sustain_s; its rate at the start and end. */
-static int sustain(const wk_bench_opts *o, pool *P, wk_blas h, double *tf0, double *tf1, dm_err *err)
+/* The sustained load: a bf16 GEMM back to back for `seconds` (0: one round); its rate at the
+ * start and end. */
+static int sustain(double seconds, pool *P, wk_blas h, double *tf0, double *tf1, dm_err *err)
 {
     job j;
     memset(&j, 0, sizeof j);
@@ -490,7 +492,7 @@ static int sustain(const wk_bench_opts *o, pool *P, wk_blas h, double *tf0, doub
     double fl = 2.0 * 8192.0 * 8192.0 * 8192.0, times[8], med, mn, mx;
     *tf0 = *tf1 = 0;
     time_t t0 = time(NULL);
-    for (int round = 0; round == 0 || difftime(time(NULL), t0) < o->sustain_s; round++) {
+    for (int round = 0; round == 0 || difftime(time(NULL), t0) < seconds; round++) {
         if (ns_time_events(run_call, &t, P->s, 8, 8, times, err)) return -1;
         ns_bench_stats(times, 8, &med, &mn, &mx);
         if (round == 0) *tf0 = fl / (med * 1e6);
@@ -600,7 +602,7 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
     if (ns_stream_create(&P0->s, err) || wk_blas_create(&h, err)) goto done;
     for (int i = 1; i < WK_ROT; i++) PP[i].s = P0->s;
     double tf0 = 0, tf1 = 0;
-    if (sustain(o, P0, h, &tf0, &tf1, err)) goto done;
+    if (sustain(o->sustain_s, P0, h, &tf0, &tf1, err)) goto done;
     printf("# sustained bf16 GEMM 8192^3: %.1f TFLOP/s at the start, %.1f after %.0f s\n", tf0, tf1, o->sustain_s);
     time_t now = time(NULL);
     char date[64];
@@ -628,8 +630,7 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
             done_n++;
             if (progress)
                 fprintf(stderr, "\r[%d/%d] %-60.60s %4.0f s ", done_n, n_todo, j->id, difftime(time(NULL), t_start));
-            struct timespec c0, c1;
-            clock_gettime(CLOCK_MONOTONIC, &c0);
+            double c0 = dm_clock_us();
             if (time_job(o, PP, h, j, err)) {
                 fprintf(stderr, "%sdmuon bench work: %s: %s\n", progress ? "\n" : "", j->id, err->msg);
                 goto done;
@@ -637,8 +638,7 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
             j->state = 1;
             if (o->cool) { /* idle as long as it ran: at most half the time busy, which the H200 holds
                             * at full clock (traces/device/power-2026-12-01) */
-                clock_gettime(CLOCK_MONOTONIC, &c1);
-                double us = (double)(c1.tv_sec - c0.tv_sec) * 1e6 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e3;
+                double us = dm_clock_us() - c0;
                 if (us > 0) usleep((useconds_t)(us < 5e6 ? us : 5e6));
             }
         }
@@ -646,11 +646,9 @@ int wk_bench_work(const wk_bench_opts *o, dm_err *err)
     }
     if (progress) fprintf(stderr, "\r%90s\r", "");
     if (done_n) { /* the reference GEMM again: how far the run's own load throttled the GPU */
-        wk_bench_opts once = *o;
-        once.sustain_s = 0;
         double te0 = 0, te1 = 0;
         dm_err e2 = {0};
-        if (sustain(&once, P0, h, &te0, &te1, &e2)) /* a report only: the rows are kept */
+        if (sustain(0, P0, h, &te0, &te1, &e2)) /* a report only: the rows are kept */
             printf("# bf16 GEMM 8192^3 after the last kernel: not measured (%s)\n", e2.msg);
         else
             printf("# bf16 GEMM 8192^3 after the last kernel: %.1f TFLOP/s (%.1f at the start of the sustained load)\n",

@@ -61,12 +61,12 @@ void real_bench_opts_default(real_bench_opts *o)
 /* MPI: poll the request like the CPU executor, giving up after the timeout. */
 static int mpi_wait(bench *b, MPI_Request *req, const char *what, dm_err *err)
 {
-    double t0 = real_now_us();
+    double t0 = dm_clock_us();
     for (;;) {
         int flag = 0;
         MPI_Test(req, &flag, MPI_STATUS_IGNORE);
         if (flag) return 0;
-        if (real_now_us() - t0 > b->o->timeout_s * 1e6)
+        if (dm_clock_us() - t0 > b->o->timeout_s * 1e6)
             return dm_err_set(err, "rank %d: no progress for %.0f s (--timeout) waiting for %s", b->rank,
                               b->o->timeout_s, what);
         struct timespec nap = {0, 20000};
@@ -105,10 +105,10 @@ static int time_coll(bench *b, const dm_coll *c, size_t size, int iters, double 
         *us /= iters;
         return 0;
     }
-    double t0 = real_now_us();
+    double t0 = dm_clock_us();
     for (int i = 0; i < iters; i++)
         if (launch(b, c, size, err)) return -1;
-    *us = (real_now_us() - t0) / iters;
+    *us = (dm_clock_us() - t0) / iters;
     return 0;
 }
 

@@ -729,14 +729,14 @@ static int cpu_step_run(real_exec *ex, double t0, real_step_local *out, dm_err *
         for (int i = first; i < n; i++) {
             const dm_op *op = &rp->ops[i];
             if (c->state[i] || !op_ready(c, op, i)) continue;
-            ex->op_t0[i] = real_now_us() - t0;
+            ex->op_t0[i] = dm_clock_us() - t0;
             if (dm_op_is_collective(op->kind)) {
                 if (post_coll(ex, i, err) < 0) return -1;
                 c->state[i] = 1;
             } else {
                 if (run_compute(ex, i, err) < 0) return -1;
                 c->state[i] = 2;
-                ex->op_dur[i] = real_now_us() - t0 - ex->op_t0[i];
+                ex->op_dur[i] = dm_clock_us() - t0 - ex->op_t0[i];
                 n_done++;
             }
             progressed = 1;
@@ -751,11 +751,11 @@ static int cpu_step_run(real_exec *ex, double t0, real_step_local *out, dm_err *
             j--;
             finish_coll(ex, &done);
             c->state[done.op] = 2;
-            ex->op_dur[done.op] = real_now_us() - t0 - ex->op_t0[done.op];
+            ex->op_dur[done.op] = dm_clock_us() - t0 - ex->op_t0[done.op];
             n_done++;
             progressed = 1;
         }
-        double t = real_now_us();
+        double t = dm_clock_us();
         if (progressed) {
             last_progress = t;
             continue;

@@ -21,13 +21,6 @@
 #include "real_work.h"
 #include "trace.h"
 
-double real_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
 int real_local_rank(MPI_Comm comm, int *nlocal)
 {
     MPI_Comm node;
@@ -257,7 +250,7 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err)
     if (ex->be->step_begin(ex, err) < 0) goto fail;
     MPI_Barrier(ex->comm);
     maybe_stall(ex);
-    double t0 = real_now_us();
+    double t0 = dm_clock_us();
     real_step_local loc = {0, -1, -1, 0};
     if (ex->be->step_run(ex, t0, &loc, err) < 0) goto fail;
     /* agree on the loss and on non-finite gradients; this is also the step's end */
@@ -265,7 +258,7 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err)
     double *all = dm_malloc(sizeof mine * (size_t)ex->nranks, err);
     if (!all) goto fail;
     MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, ex->comm);
-    double t1 = real_now_us();
+    double t1 = dm_clock_us();
     for (int r = 0; r < ex->nranks; r++) st->loss += all[3 * r];
     /* name the rank whose own gradient went bad first; else where a reduced one was seen */
     for (int pass = 1; pass <= 2 && st->bad_param < 0; pass++)

@@ -72,7 +72,7 @@ void real_nccl_abort(ncclComm_t *comms, int n)
         if (comms[i]) ncclCommAbort(comms[i]), comms[i] = NULL;
 }
 
-static double now_s(void) { return real_now_us() * 1e-6; }
+static double now_s(void) { return dm_clock_us() * 1e-6; }
 
 int real_nccl_wait(cudaEvent_t ev, ncclComm_t *comms, int n, double timeout_s, const char *who, const char *what,
                    dm_err *err)

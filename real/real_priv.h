@@ -9,6 +9,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "real.h"
 #include "wk_plan.h"
 #include "real_work.h"
@@ -109,7 +110,6 @@ int real_param_put(real_exec *ex, int64_t i, const float *W, const float *mom, c
 int real_agree(MPI_Comm comm, int rc, dm_err *err);
 
 /* The engine's clock, microseconds. */
-double real_now_us(void);
 
 /* This rank's index among comm's ranks on its node, and their number. Collective over comm. */
 int real_local_rank(MPI_Comm comm, int *nlocal);

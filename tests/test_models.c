@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "model.h"
 #include "workload.h"
 #include "tap.h"
@@ -254,12 +255,7 @@ static char *stacks_doc(int n_stacks, int layers, int dup_at, const char *tensor
     return d;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return dm_clock_us() * 1e-6; }
 
 static int load_doc(const char *doc, dm_model **m, dm_err *err)
 {
