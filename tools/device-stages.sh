@@ -99,12 +99,18 @@ stage_torchstep() {
 # simulator priced with this call's bench work rows; the measured phases (validate.csv) and the
 # every case's trace and plan are kept (replayed and calibrated on the build machine; the plans
 # let each traced op be held against its price).
+# The cost tables a stage prices with: the NS table, this call's bench work rows when the work
+# stage ran (else the committed ones), the eager stage's rows when it ran.
+call_costs() {
+    local K=traces/costs/h200.csv
+    if [ -s "$L/h200-work.csv" ]; then K=$K,$L/h200-work.csv; else K=$K,traces/costs/h200-work.csv; fi
+    echo "$K$(cat "$L/extra_costs" 2>/dev/null)"
+}
 VALIDATE_MODELS="llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l"
 STAGE_TIMEOUT_validate=300
 stage_validate() {
-    local K=traces/costs/h200.csv
-    if [ -s "$L/h200-work.csv" ]; then K=$K,$L/h200-work.csv; else K=$K,traces/costs/h200-work.csv; fi
-    K=$K$(cat "$L/extra_costs" 2>/dev/null) # the eager stage's rows, when it ran
+    local K
+    K=$(call_costs)
     timeout 290 "$D/dmuon" validate --cluster h200 --costs "$K" --models "$VALIDATE_MODELS" \
         --strategies dmuon,muon-ddp,adamw --overlaps interleave --gpus 1 --tokens 4096 --steps 3 \
         --mpirun "$MPIRUN --bind-to none" --out "$L/validate" > "$L/validate.txt" 2>&1
@@ -185,9 +191,8 @@ stage_eager() {
 # ran; every case's plan kept (replayed on the build machine with traces/calib/h200.calib)
 STAGE_TIMEOUT_naive=260
 stage_naive() {
-    local K=traces/costs/h200.csv
-    if [ -s "$L/h200-work.csv" ]; then K=$K,$L/h200-work.csv; else K=$K,traces/costs/h200-work.csv; fi
-    K=$K$(cat "$L/extra_costs" 2>/dev/null)
+    local K
+    K=$(call_costs)
     timeout 250 "$D/dmuon" validate --cluster h200 --costs "$K" \
         --calibration traces/calib/h200.calib \
         --models llama-3.2-3b,qwen2.5-1.5b,wall-oss-flow,moonlight-16b-a3b-6l --strategies muon-ddp,muon-fsdp \
@@ -240,6 +245,18 @@ stage_regress() {
     echo "regress --update exit $?"
 }
 
+# The GPU's SM clock, memory clock, power and temperature sampled beside a run: smi_start FILE
+# [MS] (every MS ms, default 50) ... smi_stop FILE (stops it and prints the means)
+smi_start() {
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader \
+        -lms "${2:-50}" > "$1" 2>&1 &
+    SMI=$!
+}
+smi_stop() {
+    kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
+    awk -F', ' '{gsub(/ MHz/,"",$2); gsub(/ W/,"",$4); if ($2+0 > 0) {n++; s+=$2; p+=$4; if ($2 < mn || mn == 0) mn = $2; if ($2 > mx) mx = $2; if ($4 > pm) pm = $4}}
+        END {if (n) printf "   SM clock mean %.0f MHz (min %d, max %d), power mean %.0f W (max %.0f) over %d samples\n", s/n, mn, mx, p/n, pm, n}' "$1"
+}
 # fwdprobe: why a muon-ddp step's forward and backward run 7-8% faster than dmuon's with the same
 # kernels (traces/validate/h200-9.tar.xz): Qwen2.5-1.5B on one GPU under dmuon (interleave and overlap
 # none: no fetch beside the forward), muon-ddp and adamw, 5 steps each, with the GPU's SM clock,
@@ -249,16 +266,11 @@ stage_fwdprobe() {
     local c st ov
     for c in dmuon:interleave dmuon:none muon-ddp:interleave adamw:interleave muon-ddp-tuned:interleave; do
         st=${c%%:*} ov=${c##*:}
-        nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader \
-            -lms 100 > "$L/fwdprobe_${st}_$ov.smi" 2>&1 &
-        local smi=$!
+        smi_start "$L/fwdprobe_${st}_$ov.smi" 100
         timeout 40 "$D/dmuon" run --backend gpu --model qwen2.5-1.5b --cluster h200 --strategy "$st" --overlap "$ov" \
             --tokens 4096 --steps 5 --timeout 30 > "$L/fwdprobe_${st}_$ov.txt" 2>&1
         echo "$st $ov exit $?: $(grep '^# mean over' "$L/fwdprobe_${st}_$ov.txt" | cut -c1-160)"
-        kill $smi 2>/dev/null; wait $smi 2>/dev/null
-        awk -F', ' '{gsub(/ MHz/,"",$2); gsub(/ W/,"",$4); if ($2+0 > 0) {n++; s+=$2; p+=$4; if ($2 < mn || mn == 0) mn = $2; if ($2 > mx) mx = $2}}
-            END {if (n) printf "   SM clock mean %.0f MHz (min %d, max %d), power mean %.0f W over %d samples\n", s/n, mn, mx, p/n, n}' \
-            "$L/fwdprobe_${st}_$ov.smi"
+        smi_stop "$L/fwdprobe_${st}_$ov.smi"
     done
 }
 # stepprobe: where a step's forward/backward kernels lose time against bench work's rows
@@ -269,16 +281,6 @@ stage_fwdprobe() {
 # bench work of the same two models' kernels at 4096 tokens cold (--sustain 0) and after the
 # default 3 s sustained load, each with its clock samples ($L/stepprobe_*.{csv,txt,smi})
 STAGE_TIMEOUT_stepprobe=300
-smi_start() {
-    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader \
-        -lms 50 > "$1" 2>&1 &
-    SMI=$!
-}
-smi_stop() {
-    kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
-    awk -F', ' '{gsub(/ MHz/,"",$2); gsub(/ W/,"",$4); if ($2+0 > 0) {n++; s+=$2; p+=$4; if ($2 < mn || mn == 0) mn = $2; if ($2 > mx) mx = $2; if ($4 > pm) pm = $4}}
-        END {if (n) printf "   SM clock mean %.0f MHz (min %d, max %d), power mean %.0f W (max %.0f) over %d samples\n", s/n, mn, mx, p/n, pm, n}' "$1"
-}
 # PROBE_MODELS (default the two above) and PROBE_BENCH=0 (no bench part) change what it runs.
 stage_stepprobe() {
     local m st c
