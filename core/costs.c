@@ -120,7 +120,9 @@ double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, doub
     case DM_KOP_EMBED:
     case DM_KOP_TABLE:
     case DM_KOP_ROUTE:
-    case DM_KOP_ROUTE_BWD: return 2 * e * elt;
+    case DM_KOP_ROUTE_BWD:
+    case DM_KOP_SOFTMAX: return 2 * e * elt;
+    case DM_KOP_SOFTMAX_BWD: return 3 * e * elt;
     case DM_KOP_VECTOR_BWD:
     case DM_KOP_TABLE_BWD: return 3 * e * elt;
     case DM_KOP_EMBED_BWD: return (3 * e + (double)k * (double)n) * elt; /* the zeroed table's rows */
@@ -405,7 +407,8 @@ static const char *algo_expected(row_op op)
     case OP_ADAMW: return "- for an elementwise update row";
     case OP_BGEMM: return "fwd, dgrad, wgrad or attn-score, attn-value, attn-dvalue, attn-dscore, attn-dquery, attn-dkey "
                           "for a bgemm row";
-    default: return "loss, vector, vector-bwd, embed, embed-bwd, table, table-bwd, route or route-bwd for an elem row";
+    default: return "loss, vector, vector-bwd, embed, embed-bwd, table, table-bwd, route, route-bwd, softmax or softmax-bwd for an "
+                    "elem row";
     }
 }
 

@@ -44,7 +44,8 @@
  *                                          attention products, each m x n x k as workload.h
  *                                          defines the product
  *   elem         loss | vector | vector-bwd | embed | embed-bwd | table | table-bwd | route |
- *                route-bwd                 (dm_kern_op_name) ONE launch of the elementwise kernel
+ *                route-bwd | softmax | softmax-bwd
+ *                                          (dm_kern_op_name) ONE launch of the elementwise kernel
  *                                          over one matrix's m rows x n width, k as the workload
  *                                          kernel carries it (embed: the table's rows; else 0);
  *                                          batch = 1
@@ -210,7 +211,7 @@ double dm_work_grad_check_us(const dm_gpu *gpu, const dm_kernel *k, int n, doubl
 double dm_roofline_kernel_us(const dm_gpu *gpu, const dm_kernel *k);
 /* HBM bytes of one launch of an elementwise kernel op over m rows x n width (k: the kernel's k)
  * at elt bytes per element: workload.h's passes (2 for the forward kinds and route-bwd, 3 for
- * the backward kinds with a reduction or a scatter); 0 for a product op. */
+ * the backward kinds with a reduction or a scatter, softmax-bwd included); 0 for a product op. */
 double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, double elt);
 
 /* Write a roofline table for `gpu` in the format above (atomically): a grid of shapes

@@ -78,7 +78,8 @@ static int layer_parts(mem_ctx *c, dm_err *err)
             if (s->op != DM_KOP_ATTN_SCORE) continue;
             /* score (L_q, L_k, hd), then its value product (L_q, vd, L_k) */
             int64_t lq = s->m, lk = s->n, hd = s->k, b = s->batch;
-            int64_t vd = i + 1 < w.n_fwd && w.fwd[i + 1].op == DM_KOP_ATTN_VALUE ? w.fwd[i + 1].n : hd;
+            const dm_kernel *v = dm_attn_value_of(w.fwd, w.n_fwd, i);
+            int64_t vd = v ? v->n : hd;
             int64_t sc = b * lq * lk, op = b * (lq * hd + lk * hd + lk * vd + lq * vd);
             if (2 * sc + 2 * op > 2 * scores + 2 * operands) scores = sc, operands = op;
         }

@@ -8,7 +8,7 @@ static const char *const kind_names[DM_KERN__COUNT] = {"gemm", "bgemm", "elem"};
 static const char *const op_names[DM_KOP__COUNT] = {
     "fwd",        "dgrad",     "wgrad",      "attn-score", "attn-value", "attn-dvalue", "attn-dscore",
     "attn-dquery", "attn-dkey", "loss",      "vector",     "vector-bwd", "embed",       "embed-bwd",
-    "table",      "table-bwd", "route",      "route-bwd"};
+    "table",      "table-bwd", "route",      "route-bwd",  "softmax",     "softmax-bwd"};
 
 const char *dm_kern_kind_name(dm_kern_kind k) { return k >= 0 && k < DM_KERN__COUNT ? kind_names[k] : "?"; }
 const char *dm_kern_op_name(dm_kern_op op) { return op >= 0 && op < DM_KOP__COUNT ? op_names[op] : "?"; }
@@ -172,6 +172,7 @@ static int add_attention(wctx *c, kvec *kv, const dm_attention *a)
     int64_t win = lq > 0 ? tq / lq : 0, b = win * a->heads;
     if (b < 1) return 0;
     if (!add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, lq, lk, a->head_dim, b, 1, -1, -1) ||
+        !add_elem(c, kv, DM_KOP_SOFTMAX, b * lq, lk, 1, -1, -1, 2, 0) ||
         !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_VALUE, lq, a->v_head_dim, lk, b, 1, -1, -1))
         return -1;
     return 0;
@@ -205,11 +206,13 @@ static int backward_of(wctx *c, kvec *kv, const dm_kernel *f, const dm_kernel *n
                    : 0;
     }
     case DM_KOP_ATTN_SCORE: {
-        /* f = score (lq, lk, hd), next = value (lq, vd, lk) */
+        /* f = score (lq, lk, hd), next = value (lq, vd, lk); S and P recomputed */
         int64_t lq = f->m, lk = f->n, hd = f->k, vd = next ? next->n : hd, b = f->batch;
         return !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, lq, lk, hd, b, 1, -1, -1) ||
+                       !add_elem(c, kv, DM_KOP_SOFTMAX, b * lq, lk, 1, -1, -1, 2, 0) ||
                        !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DVALUE, lk, vd, lq, b, 1, -1, -1) ||
                        !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DSCORE, lq, lk, vd, b, 1, -1, -1) ||
+                       !add_elem(c, kv, DM_KOP_SOFTMAX_BWD, b * lq, lk, 1, -1, -1, 3, 0) ||
                        !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DQUERY, lq, hd, lk, b, 1, -1, -1) ||
                        !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DKEY, lk, hd, lq, b, 1, -1, -1)
                    ? -1
@@ -337,8 +340,8 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
     /* backward: the forward list in reverse; an attention block (score, value) as one unit */
     for (int i = fw.n - 1; i >= 0; i--) {
         const dm_kernel *f = &fw.v[i];
-        if (f->op == DM_KOP_ATTN_VALUE) continue;
-        const dm_kernel *next = i + 1 < fw.n && fw.v[i + 1].op == DM_KOP_ATTN_VALUE ? &fw.v[i + 1] : NULL;
+        if (f->op == DM_KOP_ATTN_VALUE || f->op == DM_KOP_SOFTMAX) continue;
+        const dm_kernel *next = f->op == DM_KOP_ATTN_SCORE ? dm_attn_value_of(fw.v, fw.n, i) : NULL;
         if (backward_of(&c, &bw, f, next)) goto done;
     }
     out->fwd = fw.v, out->n_fwd = fw.n;
@@ -359,6 +362,13 @@ done:
     free(present);
     if (rc) dm_layer_work_free(out);
     return rc;
+}
+
+const dm_kernel *dm_attn_value_of(const dm_kernel *k, int n, int score)
+{
+    for (int j = score + 1; j < n && j <= score + 2; j++)
+        if (k[j].op == DM_KOP_ATTN_VALUE) return &k[j];
+    return NULL;
 }
 
 void dm_work_grads(const dm_kernel *k, int n, double *tensors, double *elems)

@@ -15,9 +15,12 @@
  *   experts: the same per expert with T_e = ceil(T_s x top_k / experts) routed tokens, one
  *   batched GEMM over the layer's `batch` experts of the entry (consecutive matrix ids);
  *   attention per window of L_q queries over L_k keys, batch = windows x heads:
- *   score  S = Q K^T (m L_q, n L_k, k head_dim); value O = S V (m L_q, n v_head_dim, k L_k);
- *   backward recomputes S, then dV = S^T dO (m L_k, n v_dim, k L_q), dS = dO V^T (m L_q, n L_k,
- *   k v_dim), dQ = dS K (m L_q, n head_dim, k L_k), dK = dS^T Q (m L_k, n head_dim, k L_q).
+ *   score  S = Q K^T (m L_q, n L_k, k head_dim); softmax P = softmax(S / sqrt(head_dim)) in
+ *   place (elementwise, m batch L_q rows, n L_k); value O = P V (m L_q, n v_head_dim, k L_k);
+ *   backward recomputes S and P, then dV = P^T dO (m L_k, n v_dim, k L_q), dP = dO V^T (m L_q,
+ *   n L_k, k v_dim), softmax-bwd dS = P (dP - rowsum(P dP)) in place, dQ = dS K (m L_q, n
+ *   head_dim, k L_k), dK = dS^T Q (m L_k, n head_dim, k L_q). The products are computed whole
+ *   (a causal mask is recorded, not exploited), and S is materialized (no fused attention).
  * Elementwise kernels carry `elems` (elements touched) and `bytes` (HBM bytes moved at 2 bytes
  * per activation element, the parameter in its own precision). Times are never computed here. */
 #ifndef DM_WORKLOAD_H
@@ -50,6 +53,9 @@ typedef enum {
     DM_KOP_TABLE_BWD,
     DM_KOP_ROUTE,       /* MoE dispatch and combine of T_s x top_k rows of width `n` */
     DM_KOP_ROUTE_BWD,
+    DM_KOP_SOFTMAX,     /* attention probabilities: P = softmax(S / sqrt(head_dim)) per row, in place
+                           (m = batch x L_q rows of n = L_k scores) */
+    DM_KOP_SOFTMAX_BWD, /* its backward: dS = P (dP - sum_j P_j dP_j) per row, in place over dP */
     DM_KOP__COUNT
 } dm_kern_op;
 
@@ -121,6 +127,9 @@ typedef struct dm_step_work {
     double kept_bytes;        /* activations kept, summed over layers */
 } dm_step_work;
 int dm_step_work_sum(const dm_model *m, const dm_workload_opts *o, dm_step_work *out, dm_err *err);
+
+/* The value product of the attention block whose score is k[score] (after its softmax), or NULL. */
+const dm_kernel *dm_attn_value_of(const dm_kernel *k, int n, int score);
 
 const char *dm_kern_kind_name(dm_kern_kind k); /* "gemm", "bgemm", "elem" */
 const char *dm_kern_op_name(dm_kern_op op);    /* "fwd", "dgrad", ..., "attn-score", ..., "loss", ... */

@@ -425,6 +425,11 @@ static int bind(pool *P, const job *j, tcall *t, dm_err *err)
         OKP(a->idx = ints(P, P_I1, mp->inv, mp->n_inv, err));
         OKP(a->dx = get(P, P_DX, (size_t)(rows * n) * 2, 1, err));
         break;
+    case DM_KOP_SOFTMAX: OKP(a->r = get(P, P_R, (size_t)(k->m * n) * 2, 1, err)); break;
+    case DM_KOP_SOFTMAX_BWD:
+        OKP(a->x = get(P, P_X, (size_t)(k->m * n) * 2, 1, err));
+        OKP(a->r = get(P, P_R, (size_t)(k->m * n) * 2, 1, err));
+        break;
     default: return dm_err_set(err, "bench work: no binding for %s", dm_kern_op_name(k->op));
     }
     return 0;

@@ -472,6 +472,127 @@ static int elem_route(const wk_args *a, const dm_kernel *k, int64_t rows, int64_
     return 0;
 }
 
+/* ---- attention softmax ------------------------------------------------------------------- */
+
+/* One block per row of n scores, SMX_THREADS threads over it in V-wide accesses: a first pass
+ * reads the row for its maximum and sum (each thread online, then a fixed-order block
+ * combine: deterministic), a second reads it again (from L2: a row is at most tens of KB) and
+ * writes the probabilities in place. */
+#define SMX_THREADS 256
+
+/* the block's (max, sum) pair combined in a fixed order; every thread gets the result */
+__device__ __forceinline__ void smx_combine(float &m, float &s)
+{
+    __shared__ float pm[SMX_THREADS / 32], ps[SMX_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        float mx = fmaxf(m, m2);
+        s = (m == -INFINITY ? 0.f : s * __expf(m - mx)) + (m2 == -INFINITY ? 0.f : s2 * __expf(m2 - mx));
+        m = mx;
+    }
+    int w = threadIdx.x / 32, l = threadIdx.x % 32;
+    if (l == 0) pm[w] = m, ps[w] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float M = pm[0], S = ps[0];
+        for (int i = 1; i < SMX_THREADS / 32; i++) {
+            float mx = fmaxf(M, pm[i]);
+            S = (M == -INFINITY ? 0.f : S * __expf(M - mx)) + (pm[i] == -INFINITY ? 0.f : ps[i] * __expf(pm[i] - mx));
+            M = mx;
+        }
+        pm[0] = M, ps[0] = S;
+    }
+    __syncthreads();
+    m = pm[0], s = ps[0];
+}
+
+/* the block's sum in a fixed order; every thread gets it */
+__device__ __forceinline__ float smx_sum(float v)
+{
+    __shared__ float p[SMX_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int w = threadIdx.x / 32, l = threadIdx.x % 32;
+    if (l == 0) p[w] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0;
+        for (int i = 0; i < SMX_THREADS / 32; i++) t += p[i];
+        p[0] = t;
+    }
+    __syncthreads();
+    return p[0];
+}
+
+template <int V> __global__ void __launch_bounds__(SMX_THREADS) k_softmax(bf *S, int64_t rows, int64_t n, float a)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        bf *row = S + r * n;
+        float m = -INFINITY, sum = 0;
+        for (int64_t c = (int64_t)threadIdx.x * V; c < n; c += (int64_t)SMX_THREADS * V) {
+            float v[V];
+            ldv<V>(row + c, v);
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                float x = a * v[k];
+                if (x > m) sum = sum * __expf(m - x) + 1.f, m = x;
+                else sum += __expf(x - m);
+            }
+        }
+        smx_combine(m, sum);
+        float inv = 1.f / sum;
+        for (int64_t c = (int64_t)threadIdx.x * V; c < n; c += (int64_t)SMX_THREADS * V) {
+            float v[V];
+            ldv<V>(row + c, v);
+#pragma unroll
+            for (int k = 0; k < V; k++) v[k] = __expf(a * v[k] - m) * inv;
+            stv<V>(row + c, v);
+        }
+        __syncthreads(); /* the shared partials are reused by the next row */
+    }
+}
+
+template <int V> __global__ void __launch_bounds__(SMX_THREADS) k_softmax_bwd(const bf *P, bf *dP, int64_t rows, int64_t n)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const bf *p = P + r * n;
+        bf *d = dP + r * n;
+        float dot = 0;
+        for (int64_t c = (int64_t)threadIdx.x * V; c < n; c += (int64_t)SMX_THREADS * V) {
+            float pv[V], dv[V];
+            ldv<V>(p + c, pv);
+            ldv<V>(d + c, dv);
+#pragma unroll
+            for (int k = 0; k < V; k++) dot += pv[k] * dv[k];
+        }
+        dot = smx_sum(dot);
+        for (int64_t c = (int64_t)threadIdx.x * V; c < n; c += (int64_t)SMX_THREADS * V) {
+            float pv[V], dv[V];
+            ldv<V>(p + c, pv);
+            ldv<V>(d + c, dv);
+#pragma unroll
+            for (int k = 0; k < V; k++) dv[k] = pv[k] * (dv[k] - dot);
+            stv<V>(d + c, dv);
+        }
+        __syncthreads();
+    }
+}
+
+static int elem_softmax(const wk_args *a, const dm_kernel *k, int64_t rows, int64_t n, cudaStream_t s, dm_err *err)
+{
+    unsigned grid = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
+    if (k->op == DM_KOP_SOFTMAX) {
+        float sc = a->scale != 0 ? a->scale : 1.0f;
+        if (vec8(n, a->r, a->r)) k_softmax<8><<<grid, SMX_THREADS, 0, s>>>((bf *)a->r, rows, n, sc);
+        else k_softmax<1><<<grid, SMX_THREADS, 0, s>>>((bf *)a->r, rows, n, sc);
+        CHECK_LAUNCH("softmax kernel");
+    } else {
+        if (vec8(n, a->x, a->r)) k_softmax_bwd<8><<<grid, SMX_THREADS, 0, s>>>((const bf *)a->x, (bf *)a->r, rows, n);
+        else k_softmax_bwd<1><<<grid, SMX_THREADS, 0, s>>>((const bf *)a->x, (bf *)a->r, rows, n);
+        CHECK_LAUNCH("softmax backward kernel");
+    }
+    return 0;
+}
+
 extern "C" int wk_fill_hash(void *X, int64_t rows, int64_t w, uint64_t seed, int kind, int64_t param, int64_t row0,
                             ns_stream s, dm_err *err)
 {
@@ -570,6 +691,8 @@ static int elem_one(const dm_kernel *k, const wk_args *a, int64_t count, int64_t
     case DM_KOP_EMBED_BWD: return elem_embed_bwd(a, n, s, err);
     case DM_KOP_ROUTE:
     case DM_KOP_ROUTE_BWD: return elem_route(a, k, rows, n, s, err);
+    case DM_KOP_SOFTMAX:
+    case DM_KOP_SOFTMAX_BWD: return elem_softmax(a, k, rows, n, s, err);
     default: return dm_err_set(err, "elem %s: no launcher", dm_kern_op_name(k->op));
     }
 }

@@ -38,8 +38,10 @@ typedef struct wk_args {
     void *const *pc;                   /* device arrays of `batch` pointers; NULL: the strides */
     float alpha;                       /* 0 is taken as 1 */
     /* elementwise */
-    void *r;              /* loss: R in place; vector, table, embed: R out; *-bwd: R (dy) in */
-    const void *x;        /* the input activation (vector, table, their bwd); route: the tokens */
+    void *r;              /* loss: R in place; vector, table, embed: R out; *-bwd: R (dy) in;
+                             softmax: the scores in place; softmax-bwd: dP in place */
+    const void *x;        /* the input activation (vector, table, their bwd); route: the tokens;
+                             softmax-bwd: the probabilities P */
     const void *w;        /* vector: count vectors of n back to back; table, embed: the table */
     void *g;              /* *-bwd: the parameter's gradient; route: the routed rows out */
     void *dx;             /* *-bwd: the cost-only input gradient (count x rows x n) */
@@ -49,7 +51,7 @@ typedef struct wk_args {
     int64_t csr_n;                             /* (csr_n + 1) and the tokens (in order) */
     float *ws;            /* vector-bwd, table-bwd: fp32 workspace of wk_ws_floats() */
     float *loss;          /* loss, vector, table: device accumulator (+= scale sum R^2) */
-    float scale;          /* loss scale; *-bwd: gradient scale */
+    float scale;          /* loss scale; *-bwd: gradient scale; softmax: the score scale */
     uint64_t seed;        /* targets: wk_hash_uniform(seed, WK_H_TARGET, param + i, row0 + r, c) */
     int64_t param, row0;
     int64_t rows, count;  /* elementwise: rows per matrix and matrices (0: the kernel's m, count);

@@ -284,8 +284,15 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
             }
             geoms[n_geoms++] = cur_geom;
             b->attn = cur_geom;
-        } else if (k->op == DM_KOP_ATTN_VALUE) {
+        } else if (k->op == DM_KOP_ATTN_VALUE || k->op == DM_KOP_SOFTMAX) {
+            if (cur_geom < 0) { bad(c, l, k, "an attention kernel before its score product"); goto done; }
+            const wk_attn_geom *g = &w->attn[cur_geom];
+            if (k->op == DM_KOP_SOFTMAX && (k->m != g->win * g->heads * g->lq || k->n != g->lk)) {
+                bad(c, l, k, "the softmax does not cover its block's scores");
+                goto done;
+            }
             b->attn = cur_geom;
+            if (k->op == DM_KOP_SOFTMAX) b->scale = wk_softmax_scale(g->hd);
         } else if (k->op == DM_KOP_LOSS) {
             if (last_res < 0 || lp->fwd[last_res].k.param != k->param) {
                 bad(c, l, k, "a loss without the projection before it");
@@ -348,12 +355,15 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
                          : k->op == DM_KOP_EMBED_BWD                   ? DM_KOP_EMBED
                          : k->op == DM_KOP_ROUTE_BWD                   ? DM_KOP_ROUTE
                                                                        : DM_KOP__COUNT;
-        if (k->op >= DM_KOP_ATTN_SCORE && k->op <= DM_KOP_ATTN_DKEY) {
+        if ((k->op >= DM_KOP_ATTN_SCORE && k->op <= DM_KOP_ATTN_DKEY) || k->op == DM_KOP_SOFTMAX ||
+            k->op == DM_KOP_SOFTMAX_BWD) {
             if (k->op == DM_KOP_ATTN_SCORE) {
                 if (n_bwd_scores >= n_geoms) { bad(c, l, k, "more attention in backward than in forward"); goto done; }
                 cur_geom = geoms[n_geoms - 1 - n_bwd_scores++];
             }
+            if (cur_geom < 0) { bad(c, l, k, "an attention kernel before its score product"); goto done; }
             b->attn = cur_geom;
+            if (k->op == DM_KOP_SOFTMAX) b->scale = wk_softmax_scale(w->attn[cur_geom].hd);
             continue;
         }
         if (fop == DM_KOP__COUNT) { bad(c, l, k, "a backward kernel the executor does not know"); goto done; }

@@ -7,6 +7,7 @@
 #include "wk_hash.h"
 
 #include <gsl/gsl_cblas.h>
+#include <math.h>
 #include <string.h>
 
 uint64_t wk_mix64(uint64_t z) { return wk_mix64_(z); }
@@ -161,6 +162,31 @@ void wk_ref_route_bwd(const float *dD, const int32_t *inv, float *dX, int64_t to
             if (q < 0) continue;
             for (int64_t c = 0; c < n; c++) d[c] += dD[(int64_t)q * n + c];
         }
+    }
+}
+
+float wk_softmax_scale(int64_t hd) { return hd > 0 ? (float)(1.0 / sqrt((double)hd)) : 1.0f; }
+
+void wk_ref_softmax(float *S, int64_t rows, int64_t n, float a)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *s = S + r * n, mx = -INFINITY;
+        for (int64_t c = 0; c < n; c++) mx = fmaxf(mx, a * s[c]);
+        double sum = 0;
+        for (int64_t c = 0; c < n; c++) sum += (s[c] = expf(a * s[c] - mx));
+        float inv = (float)(1.0 / sum);
+        for (int64_t c = 0; c < n; c++) s[c] *= inv;
+    }
+}
+
+void wk_ref_softmax_bwd(const float *P, float *dP, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *p = P + r * n;
+        float *d = dP + r * n;
+        double dot = 0;
+        for (int64_t c = 0; c < n; c++) dot += (double)p[c] * d[c];
+        for (int64_t c = 0; c < n; c++) d[c] = p[c] * (d[c] - (float)dot);
     }
 }
 

@@ -28,6 +28,9 @@
  *               G[id[t]][c] += scale * R[t][c] for t in order
  *   route       D[q][c] = src[q] >= 0 ? X[src[q]][c] : 0   (dispatch of the routed rows)
  *   route-bwd   dX[t][c] = sum over k < K of dD[inv[t K + k]][c] (entries -1 skipped; cost only)
+ *   softmax     S[r][c] = exp(a S[r][c] - max_c' a S[r][c']) / sum over the row, a = 1 / sqrt(head_dim),
+ *               in place over the attention scores (cost only, as the products)
+ *   softmax-bwd dP[r][c] = P[r][c] (dP[r][c] - sum_c' P[r][c'] dP[r][c']), in place over dP
  * dx and dX outputs are computed for their cost and discarded, as the input gradients of the
  * product kernels are. The reductions are deterministic on both devices (fixed order). */
 #ifndef DM_WK_REF_H
@@ -90,6 +93,11 @@ void wk_ref_embed(const float *E, const int32_t *id, float *R, int64_t rows, int
 void wk_ref_embed_bwd(const float *R, const int32_t *id, float *G, int64_t t0, int64_t t1, int64_t n, float scale);
 void wk_ref_route(const float *X, const int32_t *src, float *D, int64_t rows, int64_t n);
 void wk_ref_route_bwd(const float *dD, const int32_t *inv, float *dX, int64_t tokens, int64_t top_k, int64_t n);
+
+void wk_ref_softmax(float *S, int64_t rows, int64_t n, float a);
+void wk_ref_softmax_bwd(const float *P, float *dP, int64_t rows, int64_t n);
+/* The score scale of a block with query/key width hd: 1 / sqrt(hd). */
+float wk_softmax_scale(int64_t hd);
 
 /* Rows one thread sums in the GPU's two-pass reductions (vector-bwd, table-bwd), and the fp32
  * workspace they need for count matrices of rows x n (rows per matrix; tables: period and

@@ -329,6 +329,7 @@ static void run_fwd(real_exec *ex, int l, const wk_kb *b)
         break;
     case DM_KOP_ATTN_SCORE:
     case DM_KOP_ATTN_VALUE: attention(c, &ex->wl.attn[b->attn], k); break;
+    case DM_KOP_SOFTMAX: wk_ref_softmax(c->attn[WK_AS], k->m, k->n, (float)b->scale); break;
     case DM_KOP_LOSS:
         for (int64_t i = 0; i < b->count; i++)
             c->loss += wk_ref_loss(res + b->r + i * b->rows * k->n, b->rows, k->n, ex->o.seed, k->param + i, b->row0,
@@ -386,6 +387,8 @@ static void run_bwd(real_exec *ex, int l, const wk_kb *b)
     case DM_KOP_ATTN_DSCORE:
     case DM_KOP_ATTN_DQUERY:
     case DM_KOP_ATTN_DKEY: attention(c, &ex->wl.attn[b->attn], k); break;
+    case DM_KOP_SOFTMAX: wk_ref_softmax(c->attn[WK_AS], k->m, k->n, (float)b->scale); break;
+    case DM_KOP_SOFTMAX_BWD: wk_ref_softmax_bwd(c->attn[WK_AS], c->attn[WK_ADS], k->m, k->n); break;
     case DM_KOP_VECTOR_BWD:
     case DM_KOP_TABLE_BWD:
         for (int64_t i = 0; i < b->count; i++) {

@@ -627,6 +627,8 @@ static void kernel_args(real_exec *ex, int l, const wk_kb *b, wk_args *a)
         break;
     case DM_KOP_ROUTE: a->x = act + b->x, a->idx = mp[0], a->g = act + b->dst; break;
     case DM_KOP_ROUTE_BWD: a->r = g->dx, a->idx = mp[1], a->dx = g->dx2; break;
+    case DM_KOP_SOFTMAX: a->r = g->attn[WK_AS]; break;
+    case DM_KOP_SOFTMAX_BWD: a->x = g->attn[WK_AS], a->r = g->attn[WK_ADS]; break;
     default: break;
     }
 }

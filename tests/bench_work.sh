@@ -17,7 +17,7 @@ is "distinct kernels: more than the grid alone ($n)" "$([ "${n:-0}" -gt 1400 ] &
 l=$("$DMUON" bench work --dry-run --no-grid --tokens 4096 --models moonlight-16b-a3b-6l,llama-3.2-3b --list 2>&1)
 for k in "gemm,fwd," "gemm,dgrad," "gemm,wgrad," "bgemm,fwd,384,1408,2048,64" "bgemm,attn-score,4096,4096,128,24|h24/8" \
          "bgemm,attn-dkey," "elem,loss," "elem,vector-bwd," "elem,embed,4096,3072,128256" "elem,embed-bwd," \
-         "elem,route,24576,2048," "elem,route-bwd,"; do
+         "elem,route,24576,2048," "elem,route-bwd," "elem,softmax,98304,4096," "elem,softmax-bwd,98304,4096,"; do
     like "the list has $k" "$l" "$k"
 done
 is "each kernel once" "$(printf '%s\n' "$l" | grep '^  ' | awk '{print $1}' | sort | uniq -d | wc -l)" 0

@@ -30,12 +30,12 @@ EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/gen_models.sh tests/hosti
 	tests/data/hf/gemma2-2b.json
 
 # kernels
-check_PROGRAMS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu
+check_PROGRAMS += tests/test_ns_ref tests/test_wk_ref tests/test_ns_gpu tests/test_wk_gpu
 if HAVE_CUDA
 tests_test_ns_gpu_LDADD = $(GPU_LDADD)
 tests_test_wk_gpu_LDADD = $(GPU_LDADD)
 endif
-TESTS += tests/test_ns_ref tests/test_ns_gpu tests/test_wk_gpu tests/bench_work.sh
+TESTS += tests/test_ns_ref tests/test_wk_ref tests/test_ns_gpu tests/test_wk_gpu tests/bench_work.sh
 EXTRA_DIST += tests/bench_work.sh
 
 # sched

@@ -460,21 +460,36 @@ static void check_arch(void)
     dm_layer_work w;
     ok(dm_model_matrices(m, -1, &mx, &n, &err) == 0 && dm_layer_work_build(m, mx, n, 1, &o, &w, &err) == 0,
        "layer 1 expands");
-    /* forward: q gemm + loss, attention score + value, o gemm + loss, norm vector, route, experts bgemm + loss */
-    int ng = 0, nb = 0, ne = 0;
+    /* forward: q gemm + loss, attention score + softmax + value, o gemm + loss, norm vector, route, experts
+     * bgemm + loss */
+    int ng = 0, nb = 0, ne = 0, nsm = 0;
+    double sm_elems = 0;
     double attn = 0, gemm = 0, expert = 0;
     for (int i = 0; i < w.n_fwd; i++) {
         const dm_kernel *k = &w.fwd[i];
         if (k->kind == DM_KERN_GEMM) ng++, gemm += k->flops;
         if (k->kind == DM_KERN_BGEMM) nb++;
         if (k->kind == DM_KERN_ELEM) ne++;
+        if (k->op == DM_KOP_SOFTMAX) nsm++, sm_elems += k->elems;
         if (k->op == DM_KOP_ATTN_SCORE || k->op == DM_KOP_ATTN_VALUE) attn += k->flops;
         if (k->kind == DM_KERN_BGEMM && k->op == DM_KOP_FWD) {
             expert += k->flops;
             ok(k->m == 128 && k->batch == 4, "experts: 256 tokens x top 2 / 4 experts = 128 routed rows each, 4 in one batch");
         }
     }
-    ok(ng == 2 && nb == 3 && ne == 5, "forward kernels: 2 projections, 3 batched (score, value, experts), 5 elementwise");
+    ok(ng == 2 && nb == 3 && ne == 6, "forward kernels: 2 projections, 3 batched (score, value, experts), 6 elementwise");
+    ok(nsm == 1 && sm_elems == 4.0 * 4 * 64 * 64, "one softmax over the scores: 4 windows x 4 heads x 64 x 64 (%g)", sm_elems);
+    int bsm = 0, bsmb = 0;
+    for (int i = 0; i < w.n_bwd; i++) {
+        const dm_kernel *k = &w.bwd[i];
+        if (k->op == DM_KOP_SOFTMAX) bsm++;
+        if (k->op == DM_KOP_SOFTMAX_BWD) {
+            bsmb++;
+            ok(i >= 1 && w.bwd[i - 1].op == DM_KOP_ATTN_DSCORE && i + 1 < w.n_bwd && w.bwd[i + 1].op == DM_KOP_ATTN_DQUERY,
+               "softmax-bwd runs between dP = dO V^T and dQ");
+        }
+    }
+    ok(bsm == 1 && bsmb == 1, "backward recomputes the softmax once and runs its backward once");
     ok_near(gemm, 2.0 * 2 * 256 * 64 * 64, 1e-12, "projection FLOPs: 2 x 2 T 64 x 64");
     ok_near(attn, 2.0 * 2 * 64 * 64 * 16 * 4 * 4, 1e-12, "attention FLOPs: 2 products x 2 L^2 d x 4 heads x 4 windows");
     ok_near(expert, 2.0 * 128 * 32 * 64 * 4, 1e-12, "expert FLOPs: 2 x 128 x 32 x 64 x 4");

@@ -4,7 +4,8 @@
  * the six attention products with grouped-query pointer arrays and strided, the loss with its
  * targets hashed on the fly, vector and table (a period the positions do not divide), their
  * two-pass reductions (several groups; two runs bit-identical), the embedding gather and
- * zero-and-scatter-add (and its accumulating form), the dispatch and combine; rows of 8k and
+ * zero-and-scatter-add (and its accumulating form), the dispatch and combine, the attention
+ * softmax and its backward (two runs bit-identical); rows of 8k and
  * not (both access widths). Then the 1-D backward's bandwidth at 4096 and 16384 tokens x 4096
  * against the GPU's datasheet HBM rate: at least half (issue 13). Tolerance: relative
  * Frobenius error 1e-2 (bf16 results of fp32 sums: ~4e-3); losses 1e-3. Skips without a GPU. */
@@ -369,6 +370,44 @@ static void check_embed_route(int64_t n)
     ns_dev_free(dXs), ns_dev_free(dD), ns_dev_free(ddX), ns_dev_free(dsrc), ns_dev_free(dinv);
 }
 
+/* ---- attention softmax ------------------------------------------------------------------------ */
+
+/* softmax and its backward over rows x n scores (in place) against wk_ref.h on the same bf16
+ * inputs; two runs bit-identical (the row reductions have a fixed order) */
+static void check_softmax(int64_t rows, int64_t n)
+{
+    float a = wk_softmax_scale(64);
+    float *S = host_rand(rows * n, 8), *P = malloc((size_t)(rows * n) * sizeof *P);
+    float *dP = host_rand(rows * n, 1), *dS = malloc((size_t)(rows * n) * sizeof *dS);
+    memcpy(P, S, (size_t)(rows * n) * sizeof *P);
+    wk_ref_softmax(P, rows, n, a);
+    void *d1 = dev_of(S, rows * n), *d2 = dev_of(S, rows * n);
+    dm_kernel k = kern(DM_KERN_ELEM, DM_KOP_SOFTMAX, rows, n, 0, 1, 1);
+    wk_args x;
+    memset(&x, 0, sizeof x);
+    x.r = d1, x.scale = a;
+    double er = run(&k, &x) ? NAN : rel_err(d1, P, rows * n);
+    x.r = d2;
+    int same = run(&k, &x) == 0 && same_bits(d1, d2, rows * n);
+    ok(er <= TOL && same, "softmax %lld x %lld: rel err %.2e, two runs %s", (long long)rows, (long long)n, er,
+       same ? "bit-identical" : "DIFFER");
+    /* the backward from the GPU's own P (rounded to bf16 as it stored it) */
+    double *ph = malloc((size_t)(rows * n) * sizeof *ph);
+    int bad = ns_download(ph, d1, DM_DT_BF16, rows * n, &E);
+    for (int64_t i = 0; i < rows * n; i++) P[i] = (float)ph[i];
+    free(ph);
+    memcpy(dS, dP, (size_t)(rows * n) * sizeof *dS);
+    wk_ref_softmax_bwd(P, dS, rows, n);
+    void *dd = dev_of(dP, rows * n);
+    dm_kernel kb = kern(DM_KERN_ELEM, DM_KOP_SOFTMAX_BWD, rows, n, 0, 1, 1);
+    memset(&x, 0, sizeof x);
+    x.x = d1, x.r = dd;
+    er = bad || run(&kb, &x) ? NAN : rel_err(dd, dS, rows * n);
+    ok(er <= TOL, "softmax-bwd %lld x %lld: rel err %.2e", (long long)rows, (long long)n, er);
+    free(S), free(P), free(dP), free(dS);
+    ns_dev_free(d1), ns_dev_free(d2), ns_dev_free(dd);
+}
+
 /* ---- the 1-D backward's bandwidth ------------------------------------------------------------- */
 
 typedef struct bw_call {
@@ -426,6 +465,9 @@ int main(void)
         check_loss_vector_table(v ? 13 : 24);
         check_embed_route(v ? 10 : 16);
     }
+    check_softmax(37, 1000);  /* one element per access */
+    check_softmax(64, 4096);  /* 8 per access */
+    check_softmax(3, 20000);  /* rows longer than a block's stride */
     check_bandwidth(dm_gpu_find(info.name));
     wk_blas_destroy(H);
     ns_stream_destroy(S);

@@ -7,6 +7,7 @@
 # Stages:
 #   wktest     tests/test_wk_gpu: every work kernel kind against the CPU reference, the 1-D
 #              backward's bandwidth (>= 50% of HBM)
+#   workcool   the same timed --cool (rows at full clock, $L/h200-work-cool.csv)
 #   work       dmuon bench work: the validation models at 2048 and 4096 tokens plus the GEMM grid
 #              (dmuon-costs-2 rows in $L/h200-work.csv: what traces/costs/h200-work.csv holds for the
 #              cost model; the table in $L/work_table.txt, the cache
@@ -35,7 +36,7 @@ stage_wktest() {
     if command -v cuobjdump >/dev/null 2>&1; then
         cuobjdump -sass "$D/test_wk_gpu" 2>/dev/null | awk '
             /arch = sm_/ { arch = $NF }
-            /Function : / { fn = $NF; keep = fn ~ /k_(loss|scale|red1|red2|embed|embed_bwd|route|route_bwd|fill_hash)/ }
+            /Function : / { fn = $NF; keep = fn ~ /k_(loss|scale|red1|red2|embed|embed_bwd|route|route_bwd|fill_hash|softmax|softmax_bwd)/ }
             keep && /LDG\.E\.128/ { ldg[arch " " fn]++ } keep && /STG\.E\.128/ { stg[arch " " fn]++ }
             keep && /(LDL|STL)/ { loc[arch " " fn]++ } keep { seen[arch " " fn] = 1 }
             END { for (k in seen) printf "sass %s: LDG.128 %d STG.128 %d local %d\n", k, ldg[k], stg[k], loc[k] }' | sort
@@ -56,7 +57,21 @@ stage_work() {
     grep -E '^# (dmuon bench work|estimate|sustained|stopped|[0-9]+ kernels timed|wrote)' "$L/work_table.txt"
     # the 1-D backward and the largest kernels of each kind
     grep -E ' vector-bwd ' "$L/work_table.txt" | sort -k7 -n -r | head -3
+    grep -E ' softmax(-bwd)? ' "$L/work_table.txt" | sort -k7 -n -r | head -4
     tail -3 "$L/work_err.txt"
+}
+
+# workcool: the same kernels and grid timed --cool (each kernel followed by an idle as long as
+# its timing, no sustained load first): rows at full clock for the simulator's power model
+# ($L/h200-work-cool.csv, its table $L/workcool_table.txt)
+STAGE_TIMEOUT_workcool=150
+stage_workcool() {
+    timeout 145 "$D/dmuon" bench work --models validation --tokens 2048,4096 --cool --sustain 0 \
+        --cache "$L/work_cache_cool.tsv" --max-seconds 125 --out "$L/h200-work-cool.csv" > "$L/workcool_table.txt" \
+        2> "$L/workcool_err.txt"
+    echo "bench work --cool exit $? ($(grep -vc '^#' "$L/h200-work-cool.csv" 2>/dev/null || echo 0) cost rows)"
+    grep -E '^# (dmuon bench work|estimate|sustained|stopped|bf16 GEMM|[0-9]+ kernels timed|wrote)' "$L/workcool_table.txt"
+    tail -3 "$L/workcool_err.txt"
 }
 
 # One executor run: MODEL STEPS TIMEOUT
