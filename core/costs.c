@@ -228,6 +228,15 @@ double dm_roofline_kernel_us(const dm_gpu *gpu, const dm_kernel *k)
     return roof_launch_us(gpu, f, b);
 }
 
+int dm_kernel_memory_bound(const dm_gpu *gpu, const dm_kernel *k)
+{
+    double count = (double)(k->count > 0 ? k->count : 1), f, b;
+    shape_work(k->kind, k->op, k->m, k->n, k->k, k->batch, BF16_BYTES, &f, &b);
+    if (k->flops > 0) f = k->flops / count;
+    if (k->bytes > 0) b = k->bytes / count;
+    return b / gpu->hbm_Bps > f / gpu->bf16_flops;
+}
+
 static double row_roofline_us(const dm_gpu *gpu, const row *r)
 {
     if (r->op == OP_NS)

@@ -209,6 +209,12 @@ double dm_work_grad_check_us(const dm_gpu *gpu, const dm_kernel *k, int n, doubl
 /* One launch of workload kernel k (its count not applied): FLOPs and bytes per launch (the
  * kernel's own when it carries them, else from its shape), launch floor included. */
 double dm_roofline_kernel_us(const dm_gpu *gpu, const dm_kernel *k);
+/* 1 when kernel k moves its HBM bytes in more time than its FLOPs take at the peak (gpu's
+ * roofline: every elementwise kernel, the thin products); 0 for the others. The one rule of
+ * which part of a forward/backward op shares HBM with a collective's copies beside it: the
+ * simulator slows those kernels' share of the op under comm_slowdown and the calibration fits
+ * comm_slowdown with the same shares. */
+int dm_kernel_memory_bound(const dm_gpu *gpu, const dm_kernel *k);
 /* HBM bytes of one launch of an elementwise kernel op over m rows x n width (k: the kernel's k)
  * at elt bytes per element: workload.h's passes (2 for the forward kinds and route-bwd, 3 for
  * the backward kinds with a reduction or a scatter, softmax-bwd included); 0 for a product op. */

@@ -475,13 +475,16 @@ static int elem_route(const wk_args *a, const dm_kernel *k, int64_t rows, int64_
 /* ---- attention softmax ------------------------------------------------------------------- */
 
 /* One block per row of n scores, SMX_THREADS threads over it in V-wide accesses. Rows of up to
- * SMX_THREADS x 8 x SMX_PER scores whose accesses can be 16 bytes wide are held in registers:
+ * SMX_REG x 8 x SMX_PER scores whose accesses can be 16 bytes wide are held in registers (blocks
+ * of SMX_REG threads: a row's read, two reductions and write run one after the other, so the
+ * bytes in flight per SM grow with the rows resident on it):
  * one read, the block's maximum, one exponential per score, the block's sum, one write (the HBM
  * floor: 2 bytes read and 2 written per score). Other rows take two passes: the first reads the
  * row for its maximum and sum (each thread online, then a fixed-order block combine), the second
  * reads it again and writes the probabilities. Every reduction has a fixed order: deterministic. */
 #define SMX_THREADS 256
-#define SMX_PER 4
+#define SMX_REG 128 /* threads per row held in registers: more rows in flight per SM */
+#define SMX_PER 8
 
 /* the block's (max, sum) pair combined in a fixed order; every thread gets the result */
 __device__ __forceinline__ void smx_combine(float &m, float &s)
@@ -510,16 +513,16 @@ __device__ __forceinline__ void smx_combine(float &m, float &s)
 }
 
 /* the block's sum in a fixed order; every thread gets it */
-__device__ __forceinline__ float smx_sum(float v)
+template <int NT = SMX_THREADS> __device__ __forceinline__ float smx_sum(float v)
 {
-    __shared__ float p[SMX_THREADS / 32];
+    __shared__ float p[NT / 32];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     int w = threadIdx.x / 32, l = threadIdx.x % 32;
     if (l == 0) p[w] = v;
     __syncthreads();
     if (threadIdx.x == 0) {
         float t = 0;
-        for (int i = 0; i < SMX_THREADS / 32; i++) t += p[i];
+        for (int i = 0; i < NT / 32; i++) t += p[i];
         p[0] = t;
     }
     __syncthreads();
@@ -527,50 +530,51 @@ __device__ __forceinline__ float smx_sum(float v)
 }
 
 /* the block's maximum; every thread gets it */
-__device__ __forceinline__ float smx_max(float v)
+template <int NT = SMX_THREADS> __device__ __forceinline__ float smx_max(float v)
 {
-    __shared__ float p[SMX_THREADS / 32];
+    __shared__ float p[NT / 32];
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     int w = threadIdx.x / 32, l = threadIdx.x % 32;
     if (l == 0) p[w] = v;
     __syncthreads();
     if (threadIdx.x == 0) {
         float t = p[0];
-        for (int i = 1; i < SMX_THREADS / 32; i++) t = fmaxf(t, p[i]);
+        for (int i = 1; i < NT / 32; i++) t = fmaxf(t, p[i]);
         p[0] = t;
     }
     __syncthreads();
     return p[0];
 }
 
-/* rows of n <= SMX_THREADS x 8 x SMX_PER, n a multiple of 8 and 16-byte aligned rows */
-__global__ void __launch_bounds__(SMX_THREADS) k_softmax_reg(bf *S, int64_t rows, int64_t n, float a)
+/* rows of n <= SMX_REG x 8 x PER, n a multiple of 8 and 16-byte aligned rows; PER the fewest
+ * chunks that hold the row (8 PER floats per thread) */
+template <int PER> __global__ void __launch_bounds__(SMX_REG) k_softmax_reg(bf *S, int64_t rows, int64_t n, float a)
 {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         bf *row = S + r * n;
-        float v[SMX_PER][8], m = -INFINITY;
+        float v[PER][8], m = -INFINITY;
 #pragma unroll
-        for (int p = 0; p < SMX_PER; p++) {
-            int64_t c = ((int64_t)p * SMX_THREADS + threadIdx.x) * 8;
+        for (int p = 0; p < PER; p++) {
+            int64_t c = ((int64_t)p * SMX_REG + threadIdx.x) * 8;
             if (c < n) {
                 ldv<8>(row + c, v[p]);
 #pragma unroll
                 for (int k = 0; k < 8; k++) m = fmaxf(m, v[p][k] *= a);
             }
         }
-        m = smx_max(m);
+        m = smx_max<SMX_REG>(m);
         float sum = 0;
 #pragma unroll
-        for (int p = 0; p < SMX_PER; p++)
-            if (((int64_t)p * SMX_THREADS + threadIdx.x) * 8 < n) {
+        for (int p = 0; p < PER; p++)
+            if (((int64_t)p * SMX_REG + threadIdx.x) * 8 < n) {
 #pragma unroll
                 for (int k = 0; k < 8; k++) sum += (v[p][k] = __expf(v[p][k] - m));
             }
-        sum = smx_sum(sum);
+        sum = smx_sum<SMX_REG>(sum);
         float inv = 1.f / sum;
 #pragma unroll
-        for (int p = 0; p < SMX_PER; p++) {
-            int64_t c = ((int64_t)p * SMX_THREADS + threadIdx.x) * 8;
+        for (int p = 0; p < PER; p++) {
+            int64_t c = ((int64_t)p * SMX_REG + threadIdx.x) * 8;
             if (c < n) {
 #pragma unroll
                 for (int k = 0; k < 8; k++) v[p][k] *= inv;
@@ -640,8 +644,12 @@ static int elem_softmax(const wk_args *a, const dm_kernel *k, int64_t rows, int6
     unsigned grid = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
     if (k->op == DM_KOP_SOFTMAX) {
         float sc = a->scale != 0 ? a->scale : 1.0f;
-        if (vec8(n, a->r, a->r) && n <= (int64_t)SMX_THREADS * 8 * SMX_PER)
-            k_softmax_reg<<<grid, SMX_THREADS, 0, s>>>((bf *)a->r, rows, n, sc);
+        int64_t chunk = (int64_t)SMX_REG * 8; /* scores of one chunk per thread */
+        int reg = vec8(n, a->r, a->r) && n <= SMX_PER * chunk;
+        if (reg && n <= chunk) k_softmax_reg<1><<<grid, SMX_REG, 0, s>>>((bf *)a->r, rows, n, sc);
+        else if (reg && n <= 2 * chunk) k_softmax_reg<2><<<grid, SMX_REG, 0, s>>>((bf *)a->r, rows, n, sc);
+        else if (reg && n <= 4 * chunk) k_softmax_reg<4><<<grid, SMX_REG, 0, s>>>((bf *)a->r, rows, n, sc);
+        else if (reg) k_softmax_reg<SMX_PER><<<grid, SMX_REG, 0, s>>>((bf *)a->r, rows, n, sc);
         else if (vec8(n, a->r, a->r)) k_softmax<8><<<grid, SMX_THREADS, 0, s>>>((bf *)a->r, rows, n, sc);
         else k_softmax<1><<<grid, SMX_THREADS, 0, s>>>((bf *)a->r, rows, n, sc);
         CHECK_LAUNCH("softmax kernel");

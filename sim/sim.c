@@ -86,6 +86,7 @@ typedef struct sim {
      * every rank); kernels of the works by source; the kernel ops that fell back to the
      * cluster's efficiency; works and ops priced from kernels, ops without work (FLOPs alone) */
     double *work_us[2];
+    double *work_mem[2]; /* per work: the share of its time in memory-bound kernels (comm_slowdown) */
     int64_t kern_src_count[2][KSRC_N];
     unsigned char fell_back[2][DM_KERN__COUNT][DM_KOP__COUNT];
     int works_priced[2], ops_with_work[2], ops_without_work[2];
@@ -228,25 +229,28 @@ static double pass_us(sim *s, const dm_op *op, dm_err *err)
         if (!(s->work_us[pass] = dm_malloc((size_t)p->n_works * sizeof(double), err))) return -1;
         for (int w = 0; w < p->n_works; w++) s->work_us[pass][w] = -1;
     }
+    if (!s->work_mem[pass] && !(s->work_mem[pass] = dm_calloc((size_t)p->n_works, sizeof(double), err))) return -1;
     double *us = &s->work_us[pass][op->work];
     if (*us >= 0) return *us;
     const dm_work *w = &p->works[op->work];
-    double t = 0, launches = 0;
+    double t = 0, launches = 0, mem = 0;
     for (int i = 0; i < w->n; i++) {
         int src;
         double k = kernel_us(s, &w->k[i], pass, &src, err);
         if (k < 0) return -1;
         t += k;
+        if (dm_kernel_memory_bound(s->c->gpu, &w->k[i])) mem += k;
         launches += (double)(w->k[i].count > 0 ? w->k[i].count : 1);
         s->kern_src_count[pass][src]++;
     }
-    if (pass) { /* the executor's check of every gradient the backward wrote */
-        double gl;
-        t += dm_work_grad_check_us(s->c->gpu, w->k, w->n, &gl);
+    if (pass) { /* the executor's check of every gradient the backward wrote (HBM-bound) */
+        double gl, chk = dm_work_grad_check_us(s->c->gpu, w->k, w->n, &gl);
+        t += chk, mem += chk;
         launches += gl;
     }
     if (launches > 1) t += (launches - 1) * s->c->kernel_gap_us;
     s->works_priced[pass]++;
+    s->work_mem[pass][op->work] = t > 0 ? mem / t : 0;
     return *us = t;
 }
 
@@ -532,6 +536,20 @@ static int compute_links(sim *s, int r, int busy, dm_err *err)
     return schedule_net(s, err);
 }
 
+/* The rate of compute op g while a collective is in flight on its rank: 1 - f x the share of
+ * its time in memory-bound kernels for a forward/backward op with work (dm_kernel_memory_bound:
+ * those share HBM with the collective's copies), 1 - f for the other compute ops. */
+static double slowed_rate(const sim *s, int g)
+{
+    const dm_op *op = s->op[g];
+    double f = s->c->comm_slowdown, share = 1;
+    int pass = op->kind == DM_OP_BACKWARD;
+    if ((op->kind == DM_OP_FORWARD || op->kind == DM_OP_BACKWARD) && op->work >= 0 && s->work_mem[pass] &&
+        op->work < s->p->n_works)
+        share = s->work_mem[pass][op->work];
+    return 1 - f * share;
+}
+
 static int try_gpu(sim *s, int r, dm_err *err)
 {
     static const int prio[S] = {DM_STREAM_COMM_HI, DM_STREAM_COMPUTE, DM_STREAM_COMM_LO};
@@ -550,6 +568,7 @@ static int try_gpu(sim *s, int r, dm_err *err)
         s->gpu_run[r] = g;
         s->gpu_rem[r] = s->dur[g];
         s->gpu_t[r] = s->now;
+        s->gpu_rate[r] = s->coll_active[r] > 0 ? slowed_rate(s, g) : 1;
         return sim_heap_push(&s->h, s->now + s->dur[g] / s->gpu_rate[r], EV_OP_DONE, g, ++s->gpu_ver[r], err);
     }
     return 0;
@@ -561,12 +580,9 @@ static int try_gpu(sim *s, int r, dm_err *err)
 static int coll_active_add(sim *s, int r, int delta, dm_err *err)
 {
     s->coll_active[r] += delta;
-    double f = s->c->comm_slowdown, rate = s->coll_active[r] > 0 ? 1 - f : 1;
-    if (!(f > 0) || rate == s->gpu_rate[r]) return 0;
-    if (!s->gpu_busy[r]) {
-        s->gpu_rate[r] = rate;
-        return 0;
-    }
+    if (!(s->c->comm_slowdown > 0) || !s->gpu_busy[r]) return 0; /* an op starting later takes its rate then */
+    double rate = s->coll_active[r] > 0 ? slowed_rate(s, s->gpu_run[r]) : 1;
+    if (rate == s->gpu_rate[r]) return 0;
     s->gpu_rem[r] -= (s->now - s->gpu_t[r]) * s->gpu_rate[r];
     if (s->gpu_rem[r] < 0) s->gpu_rem[r] = 0;
     s->gpu_t[r] = s->now;
@@ -868,6 +884,8 @@ static void sim_free(sim *s)
     free(s->ns_cache);
     free(s->work_us[0]);
     free(s->work_us[1]);
+    free(s->work_mem[0]);
+    free(s->work_mem[1]);
     sim_heap_free(&s->h);
     sim_net_free(s->net);
 }

@@ -467,7 +467,9 @@ int main(void)
     }
     check_softmax(37, 1000);  /* one element per access */
     check_softmax(64, 4096);  /* 8 per access, the row in registers */
-    check_softmax(5, 2056);   /* in registers, the last chunk partial */
+    check_softmax(5, 2056);   /* in registers (2 chunks), the last chunk partial */
+    check_softmax(7, 1024);   /* in registers, 1 chunk of 2048 partly used */
+    check_softmax(3, 6144);   /* in registers, 4 chunks */
     check_softmax(4, 8200);   /* 8 per access, two passes (longer than the registers hold) */
     check_softmax(3, 20000);  /* rows longer than a block's stride */
     check_bandwidth(dm_gpu_find(info.name));

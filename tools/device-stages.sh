@@ -95,7 +95,7 @@ stage_stepsvla() {
     for m in wall-oss-flow qwen2.5-vl-3b; do w3_run "$m" 2 60; done
 }
 
-STAGE_TIMEOUT_torchstep=140
+STAGE_TIMEOUT_torchstep=190
 stage_torchstep() {
     for m in $W3_MODELS; do
         echo "== $m"
@@ -106,6 +106,15 @@ stage_torchstep() {
             python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_$m.json"
         fi
     done
+    # the MoE model again with transformers' grouped GEMM experts (its default loops over the experts)
+    m=moonlight-16b-a3b-6l
+    echo "== $m (experts grouped_mm)"
+    timeout 45 python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 --experts grouped_mm \
+        --json "$L/torch_${m}_grouped.json" 2>&1 | grep -v Warning | tail -4
+    echo "torch_step_bench $m grouped_mm exit ${PIPESTATUS[0]}"
+    if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_${m}_grouped.json" ]; then
+        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_${m}_grouped.json"
+    fi
 }
 
 # ---- the lead's stages: validation across models (issue 14) and the kernels' k2 check --------

@@ -12,7 +12,8 @@ layers, and the whole forward (embedding to loss) and backward.
 
 Usage (on the GPU machine):
   python3 tools/torch_step_bench.py --model llama-3.2-3b [--tokens 4096] [--seq-len 4096]
-      [--steps 5] [--warmup 2] [--json OUT.json]
+      [--steps 5] [--warmup 2] [--json OUT.json] [--experts grouped_mm]
+(--experts: transformers' MoE experts backend; its eager default loops over the experts)
 Models: llama-3.2-3b, qwen2.5-1.5b, qwen2.5-0.5b, llama-3.1-8b, qwen2.5-7b, moonlight-16b-a3b-6l
 (DeepseekV3 layout, 6 layers). Prints one table; --json writes every number; tools/trace_layers.py
 --torch JSON prints it beside the executor's per-layer times from a `dmuon run --trace` CSV.
@@ -62,6 +63,8 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--json")
+    ap.add_argument("--experts", default="",
+                    help="transformers' experts backend of MoE models (eager, grouped_mm, batched_mm; default: its own)")
     a = ap.parse_args()
     import torch
     cf = configs()
@@ -78,13 +81,20 @@ def main():
     t0 = time.time()
     with torch.device("cuda"):
         # transformers 5 takes `dtype` (4.x `torch_dtype`, deprecated in 4.56 and later removed)
+        kw = {"attn_implementation": "sdpa"}
+        if a.experts:
+            kw["experts_implementation"] = a.experts
         try:
-            model = tf.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
-        except TypeError:
-            model = tf.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16, attn_implementation="sdpa")
+            model = tf.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, **kw)
+        except TypeError as e:
+            if "experts_implementation" in str(e):
+                sys.stderr.write("torch_step_bench: this transformers has no experts_implementation (%s)\n" % e)
+                return 2
+            model = tf.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16, **kw)
     model.to(torch.bfloat16)
     model.train()
     attn_impl = getattr(model.config, "_attn_implementation", None) or getattr(model.config, "attn_implementation", "?")
+    experts_impl = getattr(model.config, "_experts_implementation", None) or a.experts or "default"
     layers = model.model.layers
     n_params = sum(p.numel() for p in model.parameters())
     ev = {}
@@ -124,12 +134,14 @@ def main():
     med = {k: statistics.median(r[k] for r in rows) for k in
            ("forward_ms", "backward_ms", "layer_forward_ms", "layer_backward_ms")}
     out = {"model": a.model, "tokens": a.tokens, "seq_len": seq, "params": n_params, "attn": attn_impl,
+           "experts": experts_impl,
            "torch": torch.__version__, "transformers": tf.__version__, "gpu": torch.cuda.get_device_name(),
            "layers": len(layers), "steps": a.steps, "warmup": a.warmup, "setup_s": time.time() - t0,
            "median": med, "steps_detail": rows,
            "peak_mem_gib": torch.cuda.max_memory_allocated() / 2 ** 30}
-    print("# torch_step_bench %s: %d tokens (%d x %d), %.3f B params, torch %s, transformers %s, %s, attention %s" %
-          (a.model, a.tokens, B, seq, n_params / 1e9, torch.__version__, tf.__version__, out["gpu"], attn_impl))
+    print("# torch_step_bench %s: %d tokens (%d x %d), %.3f B params, torch %s, transformers %s, %s, attention %s, "
+          "experts %s" % (a.model, a.tokens, B, seq, n_params / 1e9, torch.__version__, tf.__version__, out["gpu"],
+                          attn_impl, experts_impl))
     print("# %-22s %12s %12s %14s %14s %10s" % ("model", "forward_ms", "backward_ms", "layer_fwd_ms", "layer_bwd_ms",
                                                 "peak_GiB"))
     print("  %-22s %12.3f %12.3f %14.3f %14.3f %10.2f" % (a.model, med["forward_ms"], med["backward_ms"],

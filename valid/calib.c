@@ -331,6 +331,8 @@ typedef struct fit_op {
     double tensors;    /* elementwise: tensors the op updates, each its own launches (1 without a plan);
                           NS: the matrices of its batch */
     double elems;      /* NS: elements of its matrices (the gradient check and momentum it runs) */
+    double share;      /* the part comm_slowdown slows: forward/backward with work, its memory-bound
+                          kernels' share of the table's time (dm_kernel_memory_bound); else 1 */
 } fit_op;
 
 enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK_KERN, FK__N };
@@ -396,7 +398,7 @@ static double fit_rates(const fit_op *ops, int n, double f, int fit_gap, double 
     for (int k = 0; k < FK__N; k++) x[k] = 0, a[k] = 0, ss[k] = 0, cnt[k] = 0;
     for (int i = 0; i < n; i++) /* the gap: minimise sum ((fixed + g G) / q - 1)^2 over g */
         if (ops[i].kind == FK_KERN) {
-            double q = ops[i].d_us * (1 - f * ops[i].overlap), G = ops[i].gaps / q;
+            double q = ops[i].d_us * (1 - f * ops[i].share * ops[i].overlap), G = ops[i].gaps / q;
             gg += G * G, g1 += G * (1 - ops[i].launch_us / q);
             cnt[FK_KERN]++;
         }
@@ -405,7 +407,7 @@ static double fit_rates(const fit_op *ops, int n, double f, int fit_gap, double 
     for (int i = 0; i < n; i++) {
         int k = ops[i].kind;
         if (k == FK_KERN) continue;
-        double q = ops[i].d_us * (1 - f * ops[i].overlap), c = ops[i].work_us / q, fix = ops[i].launch_us + g * ops[i].gaps;
+        double q = ops[i].d_us * (1 - f * ops[i].share * ops[i].overlap), c = ops[i].work_us / q, fix = ops[i].launch_us + g * ops[i].gaps;
         double T = k == FK_UPD || k == FK_ADAMW ? ops[i].tensors : 1; /* the overhead a is per tensor */
         s11[k] += T * T / (q * q), s1c[k] += T * c / q, scc[k] += c * c, s1[k] += T / q, sc[k] += c;
         sl[k] += fix / q * c, slc[k] += c;
@@ -426,7 +428,7 @@ static double fit_rates(const fit_op *ops, int n, double f, int fit_gap, double 
     }
     for (int i = 0; i < n; i++) {
         int k = ops[i].kind;
-        double q = ops[i].d_us * (1 - f * ops[i].overlap);
+        double q = ops[i].d_us * (1 - f * ops[i].share * ops[i].overlap);
         double fix = (k == FK_UPD || k == FK_ADAMW ? a[k] * ops[i].tensors : ops[i].launch_us) + g * ops[i].gaps;
         double r = (fix + ops[i].work_us * (k == FK_KERN ? 0 : x[k])) / q - 1;
         ss[k] += r * r;
@@ -508,7 +510,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
     rank_intervals(t, R, 1, iv, iv_off);
     for (int i = 0; i < t->n; i++) {
         const dm_trace_event *e = &t->ev[i];
-        fit_op o = {-1, e->dur_us, 0, 0, 0, 0, 0, 1, 0};
+        fit_op o = {-1, e->dur_us, 0, 0, 0, 0, 0, 1, 0, 1};
         const dm_op *pop = p && e->rank >= 0 && e->rank < R && e->op >= 0 && e->op < p->ranks[e->rank].n_ops
                                ? &p->ranks[e->rank].ops[e->op] : NULL;
         if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && pop && pop->kind == e->kind && pop->work >= 0 &&
@@ -516,20 +518,24 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             /* its kernels: those the table prices are fixed, the GEMMs of ops without rows are
              * the efficiency's work; none of those: the table prices it whole */
             const dm_work *w = &p->works[pop->work];
-            double launches = 0;
+            double launches = 0, mem = 0;
             for (int q = 0; q < w->n; q++) {
                 const dm_kernel *kn = &w->k[q];
                 launches += (double)(kn->count > 0 ? kn->count : 1);
-                if ((kn->kind == DM_KERN_GEMM || kn->kind == DM_KERN_BGEMM) && !dm_costs_kernel_rows(costs, kn->kind, kn->op))
+                if ((kn->kind == DM_KERN_GEMM || kn->kind == DM_KERN_BGEMM) && !dm_costs_kernel_rows(costs, kn->kind, kn->op)) {
                     o.work_us += kn->flops / gpu->bf16_flops * 1e6;
-                else
-                    o.launch_us += dm_costs_kernel_us(costs, gpu, kn, NULL);
+                } else {
+                    double us = dm_costs_kernel_us(costs, gpu, kn, NULL);
+                    o.launch_us += us;
+                    if (dm_kernel_memory_bound(gpu, kn)) mem += us;
+                }
             }
             if (e->kind == DM_OP_BACKWARD) { /* the gradients' check, priced as the simulator does */
-                double gl;
-                o.launch_us += dm_work_grad_check_us(gpu, w->k, w->n, &gl);
+                double gl, chk = dm_work_grad_check_us(gpu, w->k, w->n, &gl);
+                o.launch_us += chk, mem += chk;
                 launches += gl;
             }
+            o.share = o.launch_us + o.work_us > 0 ? mem / (o.launch_us + o.work_us) : 0;
             o.gaps = launches > 1 ? launches - 1 : 0;
             o.kind = o.work_us > 0 ? (e->kind == DM_OP_FORWARD ? FK_FWD : FK_BWD) : FK_KERN;
             if (o.work_us > 0) (*n_uncovered)++;
