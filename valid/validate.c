@@ -102,6 +102,30 @@ out:
     return rc;
 }
 
+/* 1 when the file at path holds the text (a run's log) */
+static int log_says(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
+    if (f) fclose(f);
+    return found;
+}
+
+/* "does not fit ..." of a case that was not run or ran out of memory, into buf */
+static const char *nofit_text(const vld_case *vc, const vld_opts *o, char *buf, size_t size)
+{
+    if (vc->oom)
+        snprintf(buf, size, "does not fit (ran out of GPU memory; the estimate, %.1f GiB of %.1f on %s, is within its "
+                 "error of the GPU's memory)", vc->need_bytes / GIB, o->cluster->gpu->mem_bytes / GIB,
+                 o->cluster->gpu->short_name);
+    else
+        snprintf(buf, size, "does not fit (needs %.1f GiB of %.1f on %s): not run", vc->need_bytes / GIB,
+                 o->cluster->gpu->mem_bytes / GIB, o->cluster->gpu->short_name);
+    return buf;
+}
+
 /* Plan, save, run, simulate, compare one case (*sim_out, *real_out: its traces, owned by the
  * caller). */
 static int run_case(vld_case *vc, const vld_opts *o, FILE *out, dm_trace **sim_out, dm_trace **real_out, dm_err *err)
@@ -154,7 +178,15 @@ static int run_case(vld_case *vc, const vld_opts *o, FILE *out, dm_trace **sim_o
         rc = 0;
         goto out;
     }
-    if (dm_spawn(argv, log, err) || dm_trace_read(real_csv, &real, err)) goto out;
+    if (dm_spawn(argv, log, err)) {
+        if (log_says(log, "out of GPU memory")) { /* within the estimate's error of the GPU's memory */
+            vc->nofit = vc->oom = 1;
+            vc->need_bytes = mem.total;
+            rc = 0;
+        }
+        goto out;
+    }
+    if (dm_trace_read(real_csv, &real, err)) goto out;
     if (dm_trace_write_csv(sr->trace, sim_csv, err)) goto out;
     if (cmp_traces(sr->trace, real, NULL, &vc->r, err)) goto out;
     *sim_out = sr->trace;
@@ -233,7 +265,8 @@ static void print_model_table(FILE *out, const vld_case *cs, int n, const vld_op
         fprintf(out, "  %-26s %-15s %-10s %4d %7lld", mname, vc->strategy, vc->overlap, vc->gpus,
                 (long long)case_tokens(vc, o));
         if (vc->nofit) {
-            fprintf(out, "  does not fit (needs %.1f GiB)\n", vc->need_bytes / GIB);
+            fprintf(out, "  does not fit (%s %.1f GiB)\n", vc->oom ? "ran out of memory; estimate" : "needs",
+                    vc->need_bytes / GIB);
             continue;
         }
         if (!vc->ok) {
@@ -305,8 +338,8 @@ int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
     for (int i = 0; i < n; i++) {
         vld_case *vc = &cs[i];
         if (vc->nofit) {
-            fprintf(out, "  %-44s does not fit (needs %.1f GiB of %.1f on %s): not run\n", vc->name, vc->need_bytes / GIB,
-                    o->cluster->gpu->mem_bytes / GIB, o->cluster->gpu->short_name);
+            char why[256];
+            fprintf(out, "  %-44s %s\n", vc->name, nofit_text(vc, o, why, sizeof why));
             continue;
         }
         if (!vc->ok) {

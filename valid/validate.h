@@ -34,6 +34,8 @@ typedef struct vld_case {
     int ok;                                      /* ran (or was re-simulated) and compared */
     int nofit;                                   /* planned, does not fit in GPU memory: not run */
     double need_bytes;                           /* the per-rank peak it needs (core/memory.h) */
+    int oom;                                     /* nofit found by the run: the estimate fit, the executor
+                                                    ran out of GPU memory (its log says so) */
     char src[2][640];                            /* where the forward/backward kernels came from */
     cmp_result r;
     char why[1100];                              /* the failure, when not ok */
