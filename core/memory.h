@@ -37,6 +37,12 @@
  * Per rank only state, state_next and ns differ. */
 #ifndef DM_MEMORY_H
 #define DM_MEMORY_H
+
+/* The words every message of a run refused or stopped for want of memory carries (the GPU
+ * backend's failed allocation, the CPU backend's check before it allocates), so that `dmuon
+ * validate` reports such a case as not fitting rather than as a failed run. */
+#define DM_NOFIT_WORDS "does not fit in memory"
+
 #include <stddef.h>
 #include <stdint.h>
 

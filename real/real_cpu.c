@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "coll.h"
+#include "memory.h"
 #include "real.h"
 #include "real_priv.h"
 #include "real_work.h"
@@ -83,8 +84,8 @@ static int cpu_precheck(real_exec *ex, dm_err *err)
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (have > 0 && need * local > 0.9 * have)
         return dm_err_set(err, "the CPU backend needs about %.1f GiB per rank for %s at %lld tokens (%d ranks on this "
-                          "node: %.1f GiB; the node has %.1f GiB): use a smaller model, fewer --tokens or the GPU "
-                          "backend", need / 1073741824.0, ex->model->name, (long long)ex->o.tokens, local,
+                          "node: %.1f GiB; the node has %.1f GiB; " DM_NOFIT_WORDS "): use a smaller model, fewer "
+                          "--tokens or the GPU backend", need / 1073741824.0, ex->model->name, (long long)ex->o.tokens, local,
                           need * local / 1073741824.0, have / 1073741824.0);
     return 0;
 }

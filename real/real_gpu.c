@@ -67,6 +67,7 @@
 
 #include "autotune.h"
 #include "coll.h"
+#include "memory.h"
 #include "ns_cuda.h"
 #include "real_kern.h"
 #include "real_nccl.h"
@@ -201,8 +202,8 @@ static int dev_alloc(real_exec *ex, void **p, size_t bytes, const char *what, dm
         size_t fr = 0, tot = 0;
         cudaGetLastError();
         cudaMemGetInfo(&fr, &tot);
-        return dm_err_set(err, "rank %d: out of GPU memory: %s needs %.2f GiB, %.2f GiB of %.2f GiB free; "
-                          "fewer --tokens or more ranks",
+        return dm_err_set(err, "rank %d: out of GPU memory (" DM_NOFIT_WORDS "): %s needs %.2f GiB, %.2f GiB of %.2f "
+                          "GiB free; fewer --tokens or more ranks",
                           ex->rank, what, bytes / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0);
     }
     return 0;

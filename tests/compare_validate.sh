@@ -42,5 +42,12 @@ like "dmuon compare reads the saved traces, every op matched" "$out2" "0 only pr
 is "--max-error 5 fails (CPU against an H200 model)" "$(status_of $V --strategies dmuon --overlaps none --gpus 1 --out "$tmp/w" --max-error 5)" 1
 out=$($V --strategies dmuon --overlaps none,interleave --gpus 2 --out "$tmp/d" --dry-run 2>&1)
 like "--dry-run prints the mpirun command" "$out" "-np 2 --oversubscribe"
+# A case the executor refuses for want of memory (the CPU backend's check before it allocates:
+# Qwen2.5-72B whole on one rank) is reported as not fitting, not as a failed run.
+out=$($DMUON validate --models qwen2.5-72b --backend cpu --tokens 16 --steps 1 --strategies adamw --overlaps none \
+      --gpus 1 --mpirun "$MPIRUN" --out "$tmp/nf" 2>&1)
+is "a run stopped for want of memory: exit 0 (no case failed)" "$?" 0
+like "  ... reported as not fitting" "$out" "does not fit (stopped for want of memory"
+like "  ... the summary counts it, not as a failure" "$out" "validate: 1 cases, 0 ran, 0 failed, 1 do not fit in memory"
 is "bad strategy is a usage error" "$(status_of $DMUON validate --strategies nope)" 2
 tap_end

@@ -117,9 +117,8 @@ static int log_says(const char *path, const char *text)
 static const char *nofit_text(const vld_case *vc, const vld_opts *o, char *buf, size_t size)
 {
     if (vc->oom)
-        snprintf(buf, size, "does not fit (ran out of GPU memory; the estimate, %.1f GiB of %.1f on %s, is within its "
-                 "error of the GPU's memory)", vc->need_bytes / GIB, o->cluster->gpu->mem_bytes / GIB,
-                 o->cluster->gpu->short_name);
+        snprintf(buf, size, "does not fit (the run stopped for want of memory, run.log; the GPU estimate: %.1f GiB of "
+                 "%.1f on %s)", vc->need_bytes / GIB, o->cluster->gpu->mem_bytes / GIB, o->cluster->gpu->short_name);
     else
         snprintf(buf, size, "does not fit (needs %.1f GiB of %.1f on %s): not run", vc->need_bytes / GIB,
                  o->cluster->gpu->mem_bytes / GIB, o->cluster->gpu->short_name);
@@ -179,7 +178,7 @@ static int run_case(vld_case *vc, const vld_opts *o, FILE *out, dm_trace **sim_o
         goto out;
     }
     if (dm_spawn(argv, log, err)) {
-        if (log_says(log, "out of GPU memory")) { /* within the estimate's error of the GPU's memory */
+        if (log_says(log, DM_NOFIT_WORDS)) { /* within the estimate's error of the GPU's memory, or the CPU's */
             vc->nofit = vc->oom = 1;
             vc->need_bytes = mem.total;
             rc = 0;
@@ -265,7 +264,7 @@ static void print_model_table(FILE *out, const vld_case *cs, int n, const vld_op
         fprintf(out, "  %-26s %-15s %-10s %4d %7lld", mname, vc->strategy, vc->overlap, vc->gpus,
                 (long long)case_tokens(vc, o));
         if (vc->nofit) {
-            fprintf(out, "  does not fit (%s %.1f GiB)\n", vc->oom ? "ran out of memory; estimate" : "needs",
+            fprintf(out, "  does not fit (%s %.1f GiB)\n", vc->oom ? "stopped for want of memory; GPU estimate" : "needs",
                     vc->need_bytes / GIB);
             continue;
         }
@@ -366,8 +365,8 @@ int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
     }
     if (csv && dm_out_commit(csv, &err)) fprintf(stderr, "dmuon validate: %s\n", err.msg);
     print_model_table(out, cs, n, o);
-    fprintf(out, "\nvalidate: %d cases, %d ran, %d failed, %d do not fit in GPU memory; %d with the step and every phase "
-                 "within 5%%%s\n", n, n - failed - nofit, failed, nofit, within,
+    fprintf(out, "\nvalidate: %d cases, %d ran, %d failed, %d do not fit in %smemory; %d with the step and every phase "
+                 "within 5%%%s\n", n, n - failed - nofit, failed, nofit, strcmp(o->backend, "gpu") ? "" : "GPU ", within,
             o->max_err >= 0 ? "" : " (report only: --max-error makes misses fail)");
     fprintf(out, "wrote %s\n", path);
     return failed || missed ? 1 : 0;

@@ -35,7 +35,7 @@ typedef struct vld_case {
     int nofit;                                   /* planned, does not fit in GPU memory: not run */
     double need_bytes;                           /* the per-rank peak it needs (core/memory.h) */
     int oom;                                     /* nofit found by the run: the estimate fit, the executor
-                                                    ran out of GPU memory (its log says so) */
+                                                    stopped for want of memory (its log says DM_NOFIT_WORDS) */
     char src[2][640];                            /* where the forward/backward kernels came from */
     cmp_result r;
     char why[1100];                              /* the failure, when not ok */
