@@ -45,14 +45,16 @@ stage_wktest() {
     fi
 }
 
-STAGE_TIMEOUT_work=130
+# WORK_TOKENS (default 2048,4096): the token counts of the models' kernels; validating at 8192
+# tokens wants 8192 in it (the h200-14-tokens call priced 8192 by extrapolation: 7-12% short)
+STAGE_TIMEOUT_work=230
 stage_work() {
     # measured afresh in the call whose runs they price (WORK_CACHE=1: start from the committed
     # cache): rows of the same kernels from another call's machine differed by up to 21%
     # (traces/device/stepprobe-2026-12-01)
     [ "${WORK_CACHE:-0}" = 1 ] && [ -f traces/costs/work_cache_h200.tsv ] && cp traces/costs/work_cache_h200.tsv "$L/work_cache.tsv"
-    timeout 125 "$D/dmuon" bench work --models validation --tokens 2048,4096 --cache "$L/work_cache.tsv" \
-        --max-seconds 105 --out "$L/h200-work.csv" > "$L/work_table.txt" 2> "$L/work_err.txt"
+    timeout 225 "$D/dmuon" bench work --models validation --tokens "${WORK_TOKENS:-2048,4096}" --cache "$L/work_cache.tsv" \
+        --max-seconds 200 --out "$L/h200-work.csv" > "$L/work_table.txt" 2> "$L/work_err.txt"
     echo "bench work exit $? ($(grep -vc '^#' "$L/h200-work.csv" 2>/dev/null || echo 0) cost rows)"
     grep -E '^# (dmuon bench work|estimate|sustained|stopped|[0-9]+ kernels timed|wrote)' "$L/work_table.txt"
     # the 1-D backward and the largest kernels of each kind
