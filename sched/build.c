@@ -66,6 +66,7 @@ typedef struct ns_batch {
 } ns_batch;
 
 typedef struct bctx {
+    int cut;                 /* dmuon over max_ops: assignment only (sched_opts.max_ops) */
     const dm_model *model;
     const dm_cluster *cl;
     const dm_costs *costs;
@@ -741,6 +742,15 @@ static int describe_dmuon(bctx *b, int64_t *ids)
         if (bad) goto done;
     }
     if (b->o->objective_only) goto report;
+    if (b->o->max_ops > 0 && !b->o->hierarchical && !b->hsdp) { /* the flat plan's collectives, every rank in each */
+        double est = 2.0 * (double)a.pairs * (double)b->nranks;
+        if (b->rep) b->rep->ops_estimate = est;
+        if (est > b->o->max_ops) {
+            b->cut = 1;
+            if (b->rep) b->rep->cut = 1;
+            goto report;
+        }
+    }
     /* owner per matrix index */
     if (!(own = dm_malloc((size_t)(b->nmats ? b->nmats : 1) * sizeof *own, b->err))) goto done;
     for (int64_t i = 0; i < b->nmats; i++) own[i] = -1;
@@ -1343,7 +1353,7 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
                  opts->strategy == SCHED_ADAMW ? "no NS" : "replicated (every rank)");
         rep->n_units = (int)b.batches.n;
     }
-    if (!(opts->objective_only && opts->strategy == SCHED_DMUON) && emit_program(&b)) goto done;
+    if (!(opts->objective_only && opts->strategy == SCHED_DMUON) && !b.cut && emit_program(&b)) goto done;
     if (rep) {
         rep->n_muon = 0;
         for (int64_t i = 0; i < b.nmats; i++) rep->n_muon += b.mats[i].role == DM_ROLE_MUON;

@@ -97,6 +97,11 @@ typedef struct sched_opts {
                                   the report is complete (objective, NS loads, solver) but the
                                   program has no ops. --balance auto weighs candidates too large
                                   to simulate by it (plan_best.c) without building each one */
+    double max_ops;            /* dmuon, internal: > 0: when the flat plan's program would hold more
+                                  ops than this (estimated from the assignment: each (layer, owner)
+                                  pair's broadcast and reduce on every rank), stop after the
+                                  assignment as objective_only does; the report says so
+                                  (ops_estimate, cut) */
 } sched_opts;
 
 void sched_opts_default(sched_opts *o);
@@ -188,6 +193,8 @@ typedef struct sched_report {
     double lpt_objective_us;/* LPT's objective (0 when not computed) */
     double comm_us;         /* its global communication term: pair_us x pairs */
     int pairs;              /* (layer, owner) pairs: each is one broadcast and one reduce */
+    double ops_estimate;    /* with max_ops: the program's ops estimated from the assignment */
+    int cut;                /* 1: over max_ops, not built (the program has no ops) */
     int colls_per_pair;     /* collectives per pair (2; hierarchical: 2 x nodes + 1 when nodes > 1) */
     double comm_weight;     /* the weight the objective used */
 } sched_report;

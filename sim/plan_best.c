@@ -8,10 +8,7 @@
 
 #include "sim_mem.h"
 
-/* Wall seconds per op of a simulation, setup included: 2.67 M ops took 2.5 s on the shared
- * 2-core build machine (Moonlight-16B, 256 GPUs, dmuon with NS-only MILP owners), 107 k ops
- * 0.13 s; taken from above. */
-#define SIM_S_PER_OP 1.0e-6
+#define SIM_S_PER_OP PLAN_BEST_SIM_S_PER_OP
 
 void plan_best_opts_default(plan_best_opts *o)
 {
@@ -63,17 +60,26 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         /* once one candidate is too large to simulate, the others are weighed by their objective:
          * their assignments alone (the program of the one that wins is built after) */
         o.objective_only = !sim_all;
+        /* a program far over the budget is not built at all: its ops are estimated from the
+         * assignment first (a flat plan's pairs x ranks), as building it could take longer and
+         * more memory than the simulation it would be refused */
+        o.max_ops = sim_all ? po->sim_budget_s / SIM_S_PER_OP : 0;
         double t0 = sched_wall_s();
         if (sched_build(model, cluster, nranks, costs, &o, &progs[n], &reps[n], err)) goto done;
         c->plan_s = sched_wall_s() - t0;
         c->objective_us = reps[n].objective_us;
         c->ns_max_us = reps[n].max_us;
         c->pairs = reps[n].pairs;
-        c->ops = o.objective_only ? 0 : program_ops(progs[n]);
-        c->objective_only = o.objective_only;
+        c->objective_only = o.objective_only || reps[n].cut;
+        c->ops = c->objective_only ? 0 : program_ops(progs[n]);
         snprintf(c->status, sizeof c->status, "%s", reps[n].solver_status);
         dm_err merr;
-        if (o.objective_only) {
+        if (reps[n].cut) {
+            snprintf(pb->why, sizeof pb->why, "%s's program would hold about %.3g ops (%d pairs x %d ranks x 2), its "
+                     "simulation about %.1f s, over the %.1f s budget", c->name, reps[n].ops_estimate, reps[n].pairs,
+                     nranks, reps[n].ops_estimate * SIM_S_PER_OP, po->sim_budget_s);
+            sim_all = 0;
+        } else if (o.objective_only) {
             /* weighed by the objective, not simulated: nothing to check */
         } else if (c->ops * SIM_S_PER_OP > po->sim_budget_s) {
             snprintf(pb->why, sizeof pb->why, "%s's simulation would take about %.1f s (%lld ops), over the %.1f s budget",

@@ -19,6 +19,10 @@
 #include "sim.h"
 
 #define PLAN_BEST_MAX 3
+/* Wall seconds per op of a simulation, setup included: 2.67 M ops took 2.5 s on the shared
+ * 2-core build machine (Moonlight-16B, 256 GPUs, dmuon with NS-only MILP owners), 107 k ops
+ * 0.13 s; taken from above. A candidate's simulation is weighed against the budget by it. */
+#define PLAN_BEST_SIM_S_PER_OP 1.0e-6
 
 typedef struct plan_cand {
     const char *name;       /* "lpt", "milp", "lpt-ns" (static) */

@@ -615,21 +615,37 @@ int main(void)
         ok(brc == 0 && pb.n == 3 && !pb.by_sim && strstr(pb.why, "budget") && pb.cand[pb.winner].comm_weight == 1 &&
                pb.cand[pb.winner].objective_us <= pb.cand[1].objective_us,
            "simulations over the budget: the lower objective decides (%s)", pb.why);
-        { /* the first candidate's program was built and found too large; the others were weighed
-           * by their assignment alone, and the plan returned is the winner's, built in full */
-            int only = brc == 0 && !pb.cand[0].objective_only;
-            for (int k = 1; only && k < pb.n; k++) only = pb.cand[k].objective_only;
+        { /* every candidate's program estimated over the budget from its assignment (pairs x ranks)
+           * before it is built: all weighed by their assignment alone, and the plan returned is
+           * the winner's, built in full */
+            int only = brc == 0 && strstr(pb.why, "would hold about");
+            for (int k = 0; only && k < pb.n; k++) only = pb.cand[k].objective_only;
             sched_opts w = o;
             w.balance = brc == 0 ? pb.cand[pb.winner].balance : SCHED_BAL_LPT;
             w.comm_weight = brc == 0 ? pb.cand[pb.winner].comm_weight : 1;
             dm_program *direct = NULL;
             int built = brc == 0 && sched_build(m, &a800, 16, costs, &w, &direct, NULL, &err) == 0;
             ok(only && built && pb.cand[pb.winner].ops > 0 && dm_program_hash(direct) == dm_program_hash(p1),
-               "over the budget: candidates after the first weighed by their objective alone; the winner (%s) built in "
-               "full, the program sched_build gives for its balance", brc == 0 ? pb.cand[pb.winner].name : err.msg);
+               "over the budget by the estimate: every candidate weighed by its objective alone, none built; the winner "
+               "(%s) built in full, the program sched_build gives for its balance", brc == 0 ? pb.cand[pb.winner].name :
+               err.msg);
             dm_program_free(direct);
         }
         dm_program_free(p1);
+        { /* a budget just above the first candidate's estimate (its collectives alone) but under
+           * its program (the compute ops too): built, counted, found too large; the others
+           * weighed by their assignment alone */
+            double est = brc == 0 ? 2.0 * pb.cand[0].pairs * 16 : 0;
+            po.sim_budget_s = (est + 1) * PLAN_BEST_SIM_S_PER_OP;
+            p1 = NULL;
+            brc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &o, &so, &po, &p1, NULL, &pb, &err);
+            int only = brc == 0 && !pb.cand[0].objective_only && pb.cand[0].ops > est && strstr(pb.why, "would take about");
+            for (int k = 1; only && k < pb.n; k++) only = pb.cand[k].objective_only;
+            ok(only && p1 && p1->ranks[0].n_ops > 0, "over the budget once built: the first candidate built (%lld ops over "
+               "its estimate of %.0f), the others weighed by their objective alone (%s)",
+               brc == 0 ? (long long)pb.cand[0].ops : -1LL, est, pb.why);
+            dm_program_free(p1);
+        }
 
         /* The NS-only MILP spread Moonlight-16B's small experts over every owner at 256 GPUs
          * (5134 broadcasts per rank instead of LPT's 135: a step 4x LPT's). The objective keeps
