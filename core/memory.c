@@ -341,7 +341,10 @@ const char *dm_mem_describe(const dm_mem_est *e, const dm_gpu *gpu, char *buf, s
                      e->total / GIB, e->rank, e->weights_grads / GIB, e->activations / GIB, e->scratch / GIB,
                      e->state / GIB, e->state_next / GIB, e->ns / GIB, e->comm / GIB, e->runtime / GIB);
     if (n < 0 || (size_t)n >= size) return buf;
-    if (dm_mem_fits(e, gpu))
+    if (dm_mem_fits(e, gpu) && e->total > (1 - DM_MEM_EST_MARGIN) * gpu->mem_bytes)
+        snprintf(buf + n, size - (size_t)n, ": fits on %s (%.1f GiB), tight: the estimate has come out up to %.0f%% under "
+                 "the measured peak", gpu->short_name, gpu->mem_bytes / GIB, 100 * DM_MEM_EST_MARGIN);
+    else if (dm_mem_fits(e, gpu))
         snprintf(buf + n, size - (size_t)n, ": fits on %s (%.1f GiB)", gpu->short_name, gpu->mem_bytes / GIB);
     else
         snprintf(buf + n, size - (size_t)n, ": does not fit on GPU %s: needs %.1f GiB of %.1f", gpu->short_name,

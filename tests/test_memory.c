@@ -229,7 +229,12 @@ int main(void)
     ok(strstr(dm_mem_describe(&e, a800, line, sizeof line), ": does not fit on GPU A800-SXM4-80GB: needs 100.0 GiB of 80.0"),
        "the verdict line: %s", line);
     e.total = 10 * GIB;
-    ok(strstr(dm_mem_describe(&e, a800, line, sizeof line), ": fits on A800-SXM4-80GB (80.0 GiB)"), "  ... and when it fits");
+    ok(strstr(dm_mem_describe(&e, a800, line, sizeof line), ": fits on A800-SXM4-80GB (80.0 GiB)") && !strstr(line, "tight"),
+       "  ... and when it fits");
+    e.total = 76 * GIB; /* within DM_MEM_EST_MARGIN (7%) of the 80 GiB */
+    ok(strstr(dm_mem_describe(&e, a800, line, sizeof line), ": fits on A800-SXM4-80GB (80.0 GiB), tight: the estimate has "
+              "come out up to 7% under the measured peak"), "  ... and when it fits by less than the estimate's error: %s",
+       strstr(line, ": fits") ? strstr(line, ": fits") : line);
     verdict("qwen2.5-72b", "h200", "dmuon", 1, 0);
     verdict("deepseek-v3", "a800", "dmuon", 8, 0);
     verdict("llama-3.2-3b", "h200", "dmuon", 1, 1);
