@@ -228,7 +228,8 @@ static const dm_param params[] = {
     {"ns_time_scale", DM_PARAM_NUM, F | C, AT(ns_time_scale), 1, "", 0.1, 10, 0,
      "NS kernels take this times the kernel table's time (default 1)"},
     {"comm_slowdown", DM_PARAM_NUM, F | C, AT(comm_slowdown), 1, "", 0, 0.95, 0,
-     "f: compute runs at (1 - f) of its rate while a collective is in flight on its rank"},
+     "f: compute runs at (1 - f s) of its rate while a collective is in flight on its rank, s the op's "
+     "memory-bound share of its time (1 for ops without kernels)"},
     {"coll_slowdown", DM_PARAM_NUM, F | C, AT(coll_slowdown), 1, "", 0, 0.95, 0,
      "g: a GPU's NVLink carries (1 - g) of its capacity while the GPU computes"},
     {"step_start_us", DM_PARAM_NUM, F | C, AT(step_start_us), 1, "us", 0, 1e6, 0,

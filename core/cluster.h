@@ -76,8 +76,10 @@ typedef struct dm_cluster {
                                   0: the kernel table (or the roofline) decides */
     double elem_launch_us[2]; /* per-op overhead with elem_efficiency; 0: gpu->launch_us */
     double ns_time_scale;   /* measured NS time / the kernel table's (or roofline's); 0: 1 */
-    double comm_slowdown;   /* f in [0, 0.95): compute rate factor (1 - f) while a collective is
-                               in flight on the rank (NCCL kernels take SMs and HBM); 0: none */
+    double comm_slowdown;   /* f in [0, 0.95): while a collective is in flight on the rank (NCCL
+                               kernels take SMs and HBM) a compute op runs at (1 - f s) of its
+                               rate, s its memory-bound kernels' share of its time (forward and
+                               backward ops with work, dm_kernel_memory_bound; else 1); 0: none */
     double coll_slowdown;   /* g in [0, 0.95): NVLink capacity factor (1 - g) of a GPU while a
                                compute op runs on it; 0: none */
     double step_start_us;   /* every rank's first op starts this long after the step's start */

@@ -113,21 +113,9 @@ double dm_roofline_elementwise_us(const dm_gpu *gpu, const char *op, int64_t ele
 
 double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, double elt)
 {
-    double e = (double)m * (double)n;
-    switch (op) {
-    case DM_KOP_LOSS:
-    case DM_KOP_VECTOR:
-    case DM_KOP_EMBED:
-    case DM_KOP_TABLE:
-    case DM_KOP_ROUTE:
-    case DM_KOP_ROUTE_BWD:
-    case DM_KOP_SOFTMAX: return 2 * e * elt;
-    case DM_KOP_SOFTMAX_BWD: return 3 * e * elt;
-    case DM_KOP_VECTOR_BWD:
-    case DM_KOP_TABLE_BWD: return 3 * e * elt;
-    case DM_KOP_EMBED_BWD: return (3 * e + (double)k * (double)n) * elt; /* the zeroed table's rows */
-    default: return 0;
-    }
+    double b = dm_elem_passes(op) * (double)m * (double)n * elt;
+    if (op == DM_KOP_EMBED_BWD) b += (double)k * (double)n * elt; /* the zeroed table's rows */
+    return b;
 }
 
 double dm_hbm_pass_at_us(const dm_gpu *gpu, double efficiency, double launch_us, double launches, double bytes)

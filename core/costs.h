@@ -216,8 +216,8 @@ double dm_roofline_kernel_us(const dm_gpu *gpu, const dm_kernel *k);
  * comm_slowdown with the same shares. */
 int dm_kernel_memory_bound(const dm_gpu *gpu, const dm_kernel *k);
 /* HBM bytes of one launch of an elementwise kernel op over m rows x n width (k: the kernel's k)
- * at elt bytes per element: workload.h's passes (2 for the forward kinds and route-bwd, 3 for
- * the backward kinds with a reduction or a scatter, softmax-bwd included); 0 for a product op. */
+ * at elt bytes per element: dm_elem_passes (workload.h) of m x n elements, and embed-bwd's zeroing
+ * of its table (k rows x n); 0 for a product op. */
 double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, double elt);
 
 /* Write a roofline table for `gpu` in the format above (atomically): a grid of shapes

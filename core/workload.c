@@ -123,11 +123,29 @@ static void gemm_cost(dm_kernel *k, double elt)
     k->elems = 0;
 }
 
-/* An elementwise kernel over m x n elements per matrix, `passes` of them read or written. */
-static void elem_cost(dm_kernel *k, double elt, double passes, double extra_elems)
+double dm_elem_passes(dm_kern_op op)
 {
-    k->elems = (double)k->m * (double)k->n * (double)k->count + extra_elems;
-    k->bytes = k->elems * elt * passes;
+    switch (op) {
+    case DM_KOP_LOSS:
+    case DM_KOP_VECTOR:
+    case DM_KOP_EMBED:
+    case DM_KOP_TABLE:
+    case DM_KOP_ROUTE:
+    case DM_KOP_ROUTE_BWD:
+    case DM_KOP_SOFTMAX: return 2;
+    case DM_KOP_VECTOR_BWD:
+    case DM_KOP_TABLE_BWD:
+    case DM_KOP_EMBED_BWD:
+    case DM_KOP_SOFTMAX_BWD: return 3;
+    default: return 0;
+    }
+}
+
+/* An elementwise kernel over m x n elements per matrix, dm_elem_passes of them read or written. */
+static void elem_cost(dm_kernel *k, double elt)
+{
+    k->elems = (double)k->m * (double)k->n * (double)k->count;
+    k->bytes = k->elems * elt * dm_elem_passes(k->op);
     k->flops = 0;
 }
 
@@ -147,8 +165,7 @@ static dm_kernel *add_gemm(wctx *c, kvec *kv, dm_kern_kind kind, dm_kern_op op, 
     return x;
 }
 
-static dm_kernel *add_elem(wctx *c, kvec *kv, dm_kern_op op, int64_t m, int64_t n, int64_t count, int64_t param, int slot,
-                           double passes, double extra)
+static dm_kernel *add_elem(wctx *c, kvec *kv, dm_kern_op op, int64_t m, int64_t n, int64_t count, int64_t param, int slot)
 {
     dm_kernel *x = kpush(kv, c->err);
     if (!x) return NULL;
@@ -158,7 +175,7 @@ static dm_kernel *add_elem(wctx *c, kvec *kv, dm_kern_op op, int64_t m, int64_t 
     x->count = count;
     x->param = param;
     x->slot = slot;
-    elem_cost(x, c->elt, passes, extra);
+    elem_cost(x, c->elt);
     return x;
 }
 
@@ -172,7 +189,7 @@ static int add_attention(wctx *c, kvec *kv, const dm_attention *a)
     int64_t win = lq > 0 ? tq / lq : 0, b = win * a->heads;
     if (b < 1) return 0;
     if (!add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, lq, lk, a->head_dim, b, 1, -1, -1) ||
-        !add_elem(c, kv, DM_KOP_SOFTMAX, b * lq, lk, 1, -1, -1, 2, 0) ||
+        !add_elem(c, kv, DM_KOP_SOFTMAX, b * lq, lk, 1, -1, -1) ||
         !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_VALUE, lq, a->v_head_dim, lk, b, 1, -1, -1))
         return -1;
     return 0;
@@ -209,10 +226,10 @@ static int backward_of(wctx *c, kvec *kv, const dm_kernel *f, const dm_kernel *n
         /* f = score (lq, lk, hd), next = value (lq, vd, lk); S and P recomputed */
         int64_t lq = f->m, lk = f->n, hd = f->k, vd = next ? next->n : hd, b = f->batch;
         return !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, lq, lk, hd, b, 1, -1, -1) ||
-                       !add_elem(c, kv, DM_KOP_SOFTMAX, b * lq, lk, 1, -1, -1, 2, 0) ||
+                       !add_elem(c, kv, DM_KOP_SOFTMAX, b * lq, lk, 1, -1, -1) ||
                        !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DVALUE, lk, vd, lq, b, 1, -1, -1) ||
                        !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DSCORE, lq, lk, vd, b, 1, -1, -1) ||
-                       !add_elem(c, kv, DM_KOP_SOFTMAX_BWD, b * lq, lk, 1, -1, -1, 3, 0) ||
+                       !add_elem(c, kv, DM_KOP_SOFTMAX_BWD, b * lq, lk, 1, -1, -1) ||
                        !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DQUERY, lq, hd, lk, b, 1, -1, -1) ||
                        !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_DKEY, lk, hd, lq, b, 1, -1, -1)
                    ? -1
@@ -220,18 +237,18 @@ static int backward_of(wctx *c, kvec *kv, const dm_kernel *f, const dm_kernel *n
     }
     case DM_KOP_VECTOR:
         /* reads dy and x, writes dx; the weight gradient is a reduction over the tokens */
-        return add_elem(c, kv, DM_KOP_VECTOR_BWD, f->m, f->n, f->count, f->param, f->slot, 3, 0) ? 0 : -1;
+        return add_elem(c, kv, DM_KOP_VECTOR_BWD, f->m, f->n, f->count, f->param, f->slot) ? 0 : -1;
     case DM_KOP_EMBED: {
         /* the table's gradient is zeroed (rows x width), then the tokens' rows are added */
         double zero = (double)f->k * (double)f->n * (double)f->count;
-        dm_kernel *x = add_elem(c, kv, DM_KOP_EMBED_BWD, f->m, f->n, f->count, f->param, f->slot, 3, 0);
+        dm_kernel *x = add_elem(c, kv, DM_KOP_EMBED_BWD, f->m, f->n, f->count, f->param, f->slot);
         if (!x) return -1;
         x->elems += zero;
         x->bytes += zero * c->elt;
         return 0;
     }
-    case DM_KOP_TABLE: return add_elem(c, kv, DM_KOP_TABLE_BWD, f->m, f->n, f->count, f->param, f->slot, 3, 0) ? 0 : -1;
-    case DM_KOP_ROUTE: return add_elem(c, kv, DM_KOP_ROUTE_BWD, f->m, f->n, 1, -1, f->slot, 2, 0) ? 0 : -1;
+    case DM_KOP_TABLE: return add_elem(c, kv, DM_KOP_TABLE_BWD, f->m, f->n, f->count, f->param, f->slot) ? 0 : -1;
+    case DM_KOP_ROUTE: return add_elem(c, kv, DM_KOP_ROUTE_BWD, f->m, f->n, 1, -1, f->slot) ? 0 : -1;
     default: return 0; /* loss: the residual forward made is the backward's input; value: with score */
     }
 }
@@ -249,29 +266,29 @@ static int tensor_fwd(wctx *c, kvec *kv, int i, int64_t first, int64_t per, int 
     case DM_USE_LINEAR:
         if ((sl = slot_of(c, t->stream, T, t->cols, 0)) < 0) return -1;
         if (!add_gemm(c, kv, DM_KERN_GEMM, DM_KOP_FWD, T, t->rows, t->cols, 1, per, first, sl)) return -1;
-        return add_elem(c, kv, DM_KOP_LOSS, T, t->rows, per, first, -1, 2, 0) ? 0 : -1;
+        return add_elem(c, kv, DM_KOP_LOSS, T, t->rows, per, first, -1) ? 0 : -1;
     case DM_USE_EXPERT: {
         int64_t E = st->moe_experts, K = st->moe_top_k, routed = T * K, te = (routed + E - 1) / E;
         if (!*routed_done) {
             /* dispatch and combine of the routed rows, once per layer, at the width of its first expert's input */
             if ((sl = slot_of(c, t->stream, T, t->cols, 0)) < 0) return -1;
-            if (!add_elem(c, kv, DM_KOP_ROUTE, routed, t->cols, 1, -1, sl, 2, 0)) return -1;
+            if (!add_elem(c, kv, DM_KOP_ROUTE, routed, t->cols, 1, -1, sl)) return -1;
             *routed_done = 1;
         }
         if ((sl = slot_of(c, t->stream, routed, t->cols, 1)) < 0) return -1;
         if (!add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_FWD, te, t->rows, t->cols, per, 1, first, sl)) return -1;
-        return add_elem(c, kv, DM_KOP_LOSS, te * per, t->rows, 1, first, -1, 2, 0) ? 0 : -1;
+        return add_elem(c, kv, DM_KOP_LOSS, te * per, t->rows, 1, first, -1) ? 0 : -1;
     }
     case DM_USE_EMBEDDING:
-        if (!(x = add_elem(c, kv, DM_KOP_EMBED, T, t->cols, per, first, -1, 2, 0))) return -1;
+        if (!(x = add_elem(c, kv, DM_KOP_EMBED, T, t->cols, per, first, -1))) return -1;
         x->k = t->rows; /* the table's rows, for the backward's zeroing */
-        return add_elem(c, kv, DM_KOP_LOSS, T, t->cols, per, first, -1, 2, 0) ? 0 : -1;
+        return add_elem(c, kv, DM_KOP_LOSS, T, t->cols, per, first, -1) ? 0 : -1;
     case DM_USE_VECTOR:
         if ((sl = slot_of(c, t->stream, T, t->rows, 0)) < 0) return -1;
-        return add_elem(c, kv, DM_KOP_VECTOR, T, t->rows, per, first, sl, 2, 0) ? 0 : -1;
+        return add_elem(c, kv, DM_KOP_VECTOR, T, t->rows, per, first, sl) ? 0 : -1;
     case DM_USE_TABLE:
         if ((sl = slot_of(c, t->stream, T, t->cols, 0)) < 0) return -1;
-        return add_elem(c, kv, DM_KOP_TABLE, T, t->cols, per, first, sl, 2, 0) ? 0 : -1;
+        return add_elem(c, kv, DM_KOP_TABLE, T, t->cols, per, first, sl) ? 0 : -1;
     default: return dm_err_set(c->err, "workload: tensor %s has an unknown use", t->name);
     }
 }
@@ -332,7 +349,7 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
         int64_t T = dm_workload_stream_tokens(m, o, st->stream);
         int sl = slot_of(&c, st->stream, T, e->cols, 0);
         if (id < 0 || sl < 0 || !add_gemm(&c, &fw, DM_KERN_GEMM, DM_KOP_FWD, T, e->rows, e->cols, 1, 1, id, sl) ||
-            !add_elem(&c, &fw, DM_KOP_LOSS, T, e->rows, 1, id, -1, 2, 0)) {
+            !add_elem(&c, &fw, DM_KOP_LOSS, T, e->rows, 1, id, -1)) {
             if (id < 0) dm_err_set(err, "workload: tied head %s has no matrix", e->name);
             goto done;
         }

@@ -128,6 +128,13 @@ typedef struct dm_step_work {
 } dm_step_work;
 int dm_step_work_sum(const dm_model *m, const dm_workload_opts *o, dm_step_work *out, dm_err *err);
 
+/* HBM passes of an elementwise kernel op over its elements (read or written, each at the
+ * element's size): 2 for the forward kinds, route-bwd and softmax, 3 for the backward kinds with
+ * a reduction, a scatter or softmax-bwd (embed-bwd also zeroes its table: not counted here);
+ * 0 for a product op. The one rule of the kernels' bytes: the workload and the cost table's
+ * rows (dm_elem_launch_bytes) take it from here. */
+double dm_elem_passes(dm_kern_op op);
+
 /* The value product of the attention block whose score is k[score] (after its softmax), or NULL. */
 const dm_kernel *dm_attn_value_of(const dm_kernel *k, int n, int score);
 

@@ -109,8 +109,6 @@ int real_param_put(real_exec *ex, int64_t i, const float *W, const float *mom, c
  * lowest failing rank's message (so rank 0 can print the cause). */
 int real_agree(MPI_Comm comm, int rc, dm_err *err);
 
-/* The engine's clock, microseconds. */
-
 /* This rank's index among comm's ranks on its node, and their number. Collective over comm. */
 int real_local_rank(MPI_Comm comm, int *nlocal);
 

@@ -8,8 +8,6 @@
 
 #include "sim_mem.h"
 
-#define SIM_S_PER_OP PLAN_BEST_SIM_S_PER_OP
-
 void plan_best_opts_default(plan_best_opts *o)
 {
     o->sim_budget_s = 5;
@@ -63,7 +61,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         /* a program far over the budget is not built at all: its ops are estimated from the
          * assignment first (a flat plan's pairs x ranks), as building it could take longer and
          * more memory than the simulation it would be refused */
-        o.max_ops = sim_all ? po->sim_budget_s / SIM_S_PER_OP : 0;
+        o.max_ops = sim_all ? po->sim_budget_s / PLAN_BEST_SIM_S_PER_OP : 0;
         double t0 = sched_wall_s();
         if (sched_build(model, cluster, nranks, costs, &o, &progs[n], &reps[n], err)) goto done;
         c->plan_s = sched_wall_s() - t0;
@@ -77,13 +75,13 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         if (reps[n].cut) {
             snprintf(pb->why, sizeof pb->why, "%s's program would hold about %.3g ops (%d pairs x %d ranks x 2), its "
                      "simulation about %.1f s, over the %.1f s budget", c->name, reps[n].ops_estimate, reps[n].pairs,
-                     nranks, reps[n].ops_estimate * SIM_S_PER_OP, po->sim_budget_s);
+                     nranks, reps[n].ops_estimate * PLAN_BEST_SIM_S_PER_OP, po->sim_budget_s);
             sim_all = 0;
         } else if (o.objective_only) {
             /* weighed by the objective, not simulated: nothing to check */
-        } else if (c->ops * SIM_S_PER_OP > po->sim_budget_s) {
+        } else if (c->ops * PLAN_BEST_SIM_S_PER_OP > po->sim_budget_s) {
             snprintf(pb->why, sizeof pb->why, "%s's simulation would take about %.1f s (%lld ops), over the %.1f s budget",
-                     c->name, c->ops * SIM_S_PER_OP, (long long)c->ops, po->sim_budget_s);
+                     c->name, c->ops * PLAN_BEST_SIM_S_PER_OP, (long long)c->ops, po->sim_budget_s);
             sim_all = 0;
         } else if (sim_mem_check_program(progs[n], 0, po->max_memory, &merr)) {
             snprintf(pb->why, sizeof pb->why, "%.150s", merr.msg);

@@ -27,9 +27,11 @@
  *  - Compute under collectives (cluster comm_slowdown f > 0): while at least one collective is
  *    in flight on a rank (from the rank's arrival at it, when NCCL's kernel would take SMs and
  *    wait for the other members, to its end), that rank's running compute
- *    op advances at (1 - f) of its rate: its remaining work is brought up to date and its end
- *    re-scheduled whenever the rank's count of collectives in flight goes between 0 and 1 (an
- *    op of 10 us under a collective for its first 5 us ends at 12.5 us with f = 0.5). The
+ *    op advances at (1 - f s) of its rate, s the share of a forward/backward op's time in its
+ *    memory-bound kernels (dm_kernel_memory_bound), 1 for the other compute ops: its remaining
+ *    work is brought up to date and its end re-scheduled whenever the rank's count of
+ *    collectives in flight goes between 0 and 1 (an NS op of 10 us under a collective for its
+ *    first 5 us ends at 12.5 us with f = 0.5). The
  *    phases and traces report the time the op took. f = 0 leaves every time as without it.
  *  - Collectives: a member's op holds its stream from the moment it is ready; the collective
  *    starts when every member has arrived (all members start together), waits its latency term,

@@ -337,6 +337,10 @@ typedef struct fit_op {
 
 enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK_KERN, FK__N };
 
+/* Op i's measured time at its full rate: the time it would have taken with no collective beside
+ * it under comm_slowdown f (the simulator's 1 - f share while one is in flight). */
+static double full_rate_us(const fit_op *o, double f) { return o->d_us * (1 - f * o->share * o->overlap); }
+
 static int cmp_int(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
@@ -398,7 +402,7 @@ static double fit_rates(const fit_op *ops, int n, double f, int fit_gap, double 
     for (int k = 0; k < FK__N; k++) x[k] = 0, a[k] = 0, ss[k] = 0, cnt[k] = 0;
     for (int i = 0; i < n; i++) /* the gap: minimise sum ((fixed + g G) / q - 1)^2 over g */
         if (ops[i].kind == FK_KERN) {
-            double q = ops[i].d_us * (1 - f * ops[i].share * ops[i].overlap), G = ops[i].gaps / q;
+            double q = full_rate_us(&ops[i], f), G = ops[i].gaps / q;
             gg += G * G, g1 += G * (1 - ops[i].launch_us / q);
             cnt[FK_KERN]++;
         }
@@ -407,7 +411,7 @@ static double fit_rates(const fit_op *ops, int n, double f, int fit_gap, double 
     for (int i = 0; i < n; i++) {
         int k = ops[i].kind;
         if (k == FK_KERN) continue;
-        double q = ops[i].d_us * (1 - f * ops[i].share * ops[i].overlap), c = ops[i].work_us / q, fix = ops[i].launch_us + g * ops[i].gaps;
+        double q = full_rate_us(&ops[i], f), c = ops[i].work_us / q, fix = ops[i].launch_us + g * ops[i].gaps;
         double T = k == FK_UPD || k == FK_ADAMW ? ops[i].tensors : 1; /* the overhead a is per tensor */
         s11[k] += T * T / (q * q), s1c[k] += T * c / q, scc[k] += c * c, s1[k] += T / q, sc[k] += c;
         sl[k] += fix / q * c, slc[k] += c;
@@ -428,7 +432,7 @@ static double fit_rates(const fit_op *ops, int n, double f, int fit_gap, double 
     }
     for (int i = 0; i < n; i++) {
         int k = ops[i].kind;
-        double q = ops[i].d_us * (1 - f * ops[i].share * ops[i].overlap);
+        double q = full_rate_us(&ops[i], f);
         double fix = (k == FK_UPD || k == FK_ADAMW ? a[k] * ops[i].tensors : ops[i].launch_us) + g * ops[i].gaps;
         double r = (fix + ops[i].work_us * (k == FK_KERN ? 0 : x[k])) / q - 1;
         ss[k] += r * r;

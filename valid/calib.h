@@ -21,7 +21,8 @@
  *    when asked, comm_slowdown f: an op that spends fraction o of its time with a collective in
  *    flight on its rank (the union of that rank's collective intervals in the trace, each from the
  *    rank's arrival, ts - wait_us, to its end, as the simulator counts them) is modelled
- *    as taking model_time / (1 - f o). For each f on a 0.001 grid in [0, 0.95) the rate of each
+ *    as taking model_time / (1 - f s o), s as the simulator takes it (the share of a
+ *    forward/backward op's table time in memory-bound kernels, 1 for the other kinds). For each f on a 0.001 grid in [0, 0.95) the rate of each
  *    kind has a closed form (least squares of the relative residuals, which are linear in the
  *    inverse rate); the f with the smallest sum of squared residuals over all those ops wins.
  *    With the traced plan (dmuon plan -o) and a kernel table, NS ops join the fit as a kind whose
