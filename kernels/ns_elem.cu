@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "block_reduce.cuh"
 #include "ns_kern.cuh"
 
 /* ---- typed loads and stores --------------------------------------------------------------- */
@@ -31,20 +32,7 @@ static int grid_for(int64_t n, int threads)
     return (int)(b < 1 ? 1 : b > cap ? cap : b);
 }
 
-__device__ __forceinline__ float block_sum(float v)
-{
-    __shared__ float warp_sums[32];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    __syncthreads(); /* warp_sums may still be read by a previous call */
-    if (lane == 0) warp_sums[w] = v;
-    __syncthreads();
-    int nw = (blockDim.x + 31) >> 5;
-    v = (int)threadIdx.x < nw ? warp_sums[threadIdx.x] : 0.f;
-    if (w == 0)
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v; /* valid in warp 0 */
-}
+__device__ __forceinline__ float block_sum(float v) { return block_reduce<red_sum>(v); }
 
 /* ---- 8-wide vector access ------------------------------------------------------------------
  * Memory-bound kernels move 8 elements per thread per step: one 16-byte access for 2-byte types,

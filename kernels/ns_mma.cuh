@@ -22,6 +22,8 @@
 #define DM_NS_MMA_CUH
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include "block_reduce.cuh"
 #include <stdint.h>
 
 #include "ns_mma.h"
@@ -155,21 +157,7 @@ __device__ __forceinline__ void load8(const void *p, int dt, float v[8])
 /* ---- block-wide helpers ------------------------------------------------------------------- */
 
 /* Sum over the block's threads; every thread gets it. sh: 33 floats of shared memory. */
-__device__ __forceinline__ float block_sum_all(float v, float *sh)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    __syncthreads(); /* sh may still be read from a previous call */
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    if (w == 0) {
-        float x = lane < nw ? sh[lane] : 0.f;
-        for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-        if (lane == 0) sh[32] = x;
-    }
-    __syncthreads();
-    return sh[32];
-}
+__device__ __forceinline__ float block_sum_all(float v, float *sh) { return block_reduce<red_sum>(v, sh); }
 
 /* The entry's scale 1 / (sqrt(sum of its chunk partials) + eps), the same value in every
  * thread (summed in a fixed order: deterministic). */

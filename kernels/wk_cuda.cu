@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "block_reduce.cuh"
 #include "wk_cuda.h"
 #include "wk_hash.h"
 #include "wk_ref.h"
@@ -77,16 +78,8 @@ template <int V> __device__ __forceinline__ void stv(bf *p, const float *v)
 /* one atomic per block of the block's sum (any block shape of whole warps) */
 __device__ __forceinline__ void block_add(float acc, float *out)
 {
-    __shared__ float part[32];
-    int tid = threadIdx.x + threadIdx.y * blockDim.x, nt = blockDim.x * blockDim.y;
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if ((tid & 31) == 0) part[tid >> 5] = acc;
-    __syncthreads();
-    if (tid == 0) {
-        float s = 0;
-        for (int w = 0; w < nt >> 5; w++) s += part[w];
-        atomicAdd(out, s);
-    }
+    float s = block_reduce<red_sum>(acc);
+    if (threadIdx.x == 0 && threadIdx.y == 0) atomicAdd(out, s);
 }
 
 static int aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -512,39 +505,9 @@ __device__ __forceinline__ void smx_combine(float &m, float &s)
     m = pm[0], s = ps[0];
 }
 
-/* the block's sum in a fixed order; every thread gets it */
-template <int NT = SMX_THREADS> __device__ __forceinline__ float smx_sum(float v)
-{
-    __shared__ float p[NT / 32];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    int w = threadIdx.x / 32, l = threadIdx.x % 32;
-    if (l == 0) p[w] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float t = 0;
-        for (int i = 0; i < NT / 32; i++) t += p[i];
-        p[0] = t;
-    }
-    __syncthreads();
-    return p[0];
-}
-
-/* the block's maximum; every thread gets it */
-template <int NT = SMX_THREADS> __device__ __forceinline__ float smx_max(float v)
-{
-    __shared__ float p[NT / 32];
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    int w = threadIdx.x / 32, l = threadIdx.x % 32;
-    if (l == 0) p[w] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float t = p[0];
-        for (int i = 1; i < NT / 32; i++) t = fmaxf(t, p[i]);
-        p[0] = t;
-    }
-    __syncthreads();
-    return p[0];
-}
+/* the block's sum and maximum (block_reduce.cuh); every thread gets them */
+__device__ __forceinline__ float smx_sum(float v) { return block_reduce<red_sum>(v); }
+__device__ __forceinline__ float smx_max(float v) { return block_reduce<red_max>(v); }
 
 /* rows of n <= SMX_REG x 8 x PER, n a multiple of 8 and 16-byte aligned rows; PER the fewest
  * chunks that hold the row (8 PER floats per thread) */
@@ -562,7 +525,7 @@ template <int PER> __global__ void __launch_bounds__(SMX_REG) k_softmax_reg(bf *
                 for (int k = 0; k < 8; k++) m = fmaxf(m, v[p][k] *= a);
             }
         }
-        m = smx_max<SMX_REG>(m);
+        m = smx_max(m);
         float sum = 0;
 #pragma unroll
         for (int p = 0; p < PER; p++)
@@ -570,7 +533,7 @@ template <int PER> __global__ void __launch_bounds__(SMX_REG) k_softmax_reg(bf *
 #pragma unroll
                 for (int k = 0; k < 8; k++) sum += (v[p][k] = __expf(v[p][k] - m));
             }
-        sum = smx_sum<SMX_REG>(sum);
+        sum = smx_sum(sum);
         float inv = 1.f / sum;
 #pragma unroll
         for (int p = 0; p < PER; p++) {

@@ -66,10 +66,10 @@ stage_work() {
 # workcool: the same kernels and grid timed --cool (each kernel followed by an idle as long as
 # its timing, no sustained load first): rows at full clock for the simulator's power model
 # ($L/h200-work-cool.csv, its table $L/workcool_table.txt)
-STAGE_TIMEOUT_workcool=150
+STAGE_TIMEOUT_workcool=230
 stage_workcool() {
-    timeout 145 "$D/dmuon" bench work --models validation --tokens 2048,4096 --cool --sustain 0 \
-        --cache "$L/work_cache_cool.tsv" --max-seconds 125 --out "$L/h200-work-cool.csv" > "$L/workcool_table.txt" \
+    timeout 225 "$D/dmuon" bench work --models validation --tokens "${WORK_TOKENS:-2048,4096}" --cool --sustain 0 \
+        --cache "$L/work_cache_cool.tsv" --max-seconds 200 --out "$L/h200-work-cool.csv" > "$L/workcool_table.txt" \
         2> "$L/workcool_err.txt"
     echo "bench work --cool exit $? ($(grep -vc '^#' "$L/h200-work-cool.csv" 2>/dev/null || echo 0) cost rows)"
     grep -E '^# (dmuon bench work|estimate|sustained|stopped|bf16 GEMM|[0-9]+ kernels timed|wrote)' "$L/workcool_table.txt"
