@@ -51,6 +51,10 @@ static void usage(FILE *f)
             "  --coll-slowdown    with --trace: also fit coll_slowdown, the NVLink bandwidth lost by\n"
             "                     collectives while their GPUs compute, against the collective model\n"
             "                     of --comm's fits (else the cluster's); collectives of >= --min-bytes\n"
+            "  --power JSON       fit the power-limit model (core/power.h: keys power.*) from\n"
+            "                     tools/power_probe.py --json on the machine; the trace fits then\n"
+            "                     take each op's clock from it along the measured trace (use with a\n"
+            "                     kernel table measured at full clock: bench work --cool)\n"
             "  --kernels CSV      a kernel table (dmuon bench kernels --out), recorded as costs (its path\n"
             "                     written relative to the calibration file's folder)\n"
             "  --cluster C        the machine measured, preset or file (default " DM_CLUSTER_DEFAULT "): its link\n"
@@ -65,7 +69,7 @@ static void usage(FILE *f)
             "  -h, --help         this text\n");
 }
 
-enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW, O_GAP, O_JSON };
+enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW, O_GAP, O_JSON, O_POWER };
 
 int cmd_calibrate(int argc, char **argv)
 {
@@ -81,9 +85,10 @@ int cmd_calibrate(int argc, char **argv)
                                        {"kernel-gap", no_argument, 0, O_GAP},
                                        {"program", required_argument, 0, O_PROG},
                                        {"json", no_argument, 0, O_JSON},
+                                       {"power", required_argument, 0, O_POWER},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-    const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *cluster = NULL, *gpu = NULL, *out = "-";
+    const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *power = NULL, *cluster = NULL, *gpu = NULL, *out = "-";
     int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0, gap = 0, json = 0;
     int64_t mb;
     double min_bytes = CALIB_MIN_BYTES;
@@ -117,6 +122,7 @@ int cmd_calibrate(int argc, char **argv)
         case O_CSLOW: cslow = 1; break;
         case O_GAP: gap = 1; break;
         case O_JSON: json = 1; break;
+        case O_POWER: power = optarg; break;
         case O_PROG:
             if (!n_trace || program[n_trace - 1]) {
                 opt_usage_error(CMD, "--program PLAN goes after its --trace TRACE, one per trace");
@@ -142,8 +148,8 @@ int cmd_calibrate(int argc, char **argv)
         opt_usage_error(CMD, "--json needs --out FILE (stdout carries the JSON, not the calibration file)");
         return 2;
     }
-    if (!n_comm && !n_trace && !kernels) {
-        opt_usage_error(CMD, "nothing to calibrate: expected --comm, --trace or --kernels");
+    if (!n_comm && !n_trace && !kernels && !power) {
+        opt_usage_error(CMD, "nothing to calibrate: expected --comm, --trace, --kernels or --power");
         return 2;
     }
     dm_err err;
@@ -167,6 +173,10 @@ int cmd_calibrate(int argc, char **argv)
     for (int i = 0; i < n_comm; i++) {
         fprintf(log, "collectives from %s:\n", comm[i]);
         if (calib_fit_comm(&k, comm[i], &cl, min_bytes, log, &err)) goto fail;
+    }
+    if (power) {
+        fprintf(log, "power limit from %s:\n", power);
+        if (calib_fit_power(&k, power, log, &err)) goto fail;
     }
     if (n_trace) {
         dm_costs *table = NULL;

@@ -242,6 +242,24 @@ static const dm_param params[] = {
      "the staging copies: each copy's launch with staging_efficiency (default: the GPU's launch floor)"},
     {"kernel_gap_us", DM_PARAM_NUM, F | C, AT(kernel_gap_us), 1, "us", 0, 1e3, 0,
      "the GPU idles this long between two kernels inside one forward or backward op (launches it cannot hide)"},
+    /* The power-limit model (power.h), fitted by dmuon calibrate --power from tools/power_probe.py */
+    {"power.limit_w", DM_PARAM_NUM, F | C, AT(power.limit_w), 1, "W", 0, 1e5, 0,
+     "the GPU's enforced power limit: compute slows when its filtered full-clock demand is over it (0: full clock)"},
+    {"power.gemm_w", DM_PARAM_NUM, F | C, AT(power.gemm_w), 1, "W", 0, 1e5, 0,
+     "full-clock power of the reference GEMM (power.ref_tflops)"},
+    {"power.copy_w", DM_PARAM_NUM, F | C, AT(power.copy_w), 1, "W", 0, 1e5, 0,
+     "full-clock power of HBM copies at power.ref_GBps"},
+    {"power.idle_w", DM_PARAM_NUM, F | C, AT(power.idle_w), 1, "W", 0, 1e5, 0, "power of the idle GPU"},
+    {"power.slope", DM_PARAM_NUM, F | C, AT(power.slope), 1, "1/W", 0, 1, 0,
+     "clock fraction lost per W of filtered demand over the limit"},
+    {"power.tau_ms", DM_PARAM_NUM, F | C, AT(power.tau_ms), 1, "ms", 0, 1e5, 0,
+     "time constant of the demand the power controller answers"},
+    {"power.ref_tflops", DM_PARAM_NUM, F | C, AT(power.ref_flops), 1e12, "TFLOP/s", 0, 1e5, 0,
+     "full-clock rate of the reference GEMM (work at this rate demands power.gemm_w)"},
+    {"power.ref_GBps", DM_PARAM_NUM, F | C, AT(power.ref_Bps), 1e9, "GB/s", 0, 1e7, 0,
+     "full-clock rate of the reference copy, bytes read + written (work at this rate demands power.copy_w)"},
+    {"power.activity_exp", DM_PARAM_NUM, F | C, AT(power.activity_exp), 1, "", 0, 1, 0,
+     "e: work at a fraction u of the reference GEMM's rate draws u^e of its power over idle (default 1)"},
 };
 #define N_PARAMS (int)(sizeof params / sizeof params[0])
 

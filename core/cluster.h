@@ -26,6 +26,7 @@
 #include <stdio.h>
 
 #include "dm_error.h"
+#include "power.h"
 
 typedef struct dm_gpu {
     const char *name;      /* "NVIDIA H200" style, as CUDA reports it */
@@ -97,6 +98,7 @@ typedef struct dm_cluster {
     double oversub[2];
     double kernel_gap_us;   /* the GPU idles this long between two kernel launches inside one
                                forward or backward op (sim.h); 0: none */
+    dm_power power;         /* the power-limit model (power.h; keys power.*); limit 0: full clock */
     char source[256];       /* where the numbers came from */
 } dm_cluster;
 

@@ -59,6 +59,8 @@ struct dm_costs {
     int op_rows[OP__COUNT][N_ALGOS]; /* rows per (op, algo) */
     int tall_rows[N_ALGOS];          /* ns rows of tall matrices per algo */
     char describe[512];
+    int file_cool[MAX_FILES];        /* "# power_state: cool": rows at full clock (bench work --cool) */
+    int clock_rows[3][2];            /* [workload kernel rows, ns rows, others][at full clock?]: rows by state */
 };
 
 /* ---- roofline terms ------------------------------------------------------------------------ */
@@ -452,6 +454,10 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
                                lineno, (int)(v - line) + 1, v);
                     goto fail;
                 }
+            } else if (!strncmp(s, "power_state:", 12)) {
+                const char *v = s + 12;
+                while (*v == ' ') v++;
+                c->file_cool[fi] = !strncmp(v, "cool", 4);
             } else if (!strncmp(s, "gpu:", 4)) {
                 const char *v = s + 4;
                 while (*v == ' ') v++;
@@ -560,6 +566,7 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
             c->cap = nc;
         }
         c->rows[c->n_rows++] = r;
+        c->clock_rows[kernel_row(r.op, r.algo) ? 0 : r.op == OP_NS ? 1 : 2][c->file_cool[fi]]++;
         c->op_rows[r.op][r.algo]++;
         if (r.tall) c->tall_rows[r.algo]++;
     }
@@ -972,4 +979,10 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
         }
     free(shapes);
     return dm_out_commit(o, err);
+}
+
+int dm_costs_full_clock(const dm_costs *c, int ns)
+{
+    if (!c || c->roofline) return 1; /* the roofline is the datasheet's full clock */
+    return c->clock_rows[ns != 0][1] > 0 && c->clock_rows[ns != 0][0] == 0;
 }

@@ -8,6 +8,8 @@
  *   '#' comment lines first:  # dmuon-costs-2
  *                             # source: measured|roofline
  *                             # gpu: NVIDIA H200        (also: # cuda:, # cublas:, # date:, # command:,
+ *                                                        # power_state: cool | as run (bench work: rows
+ *                                                        at full clock or back to back; dm_costs_full_clock),
  *                                                        any other "# key: value" line is kept as a comment)
  *   then the header           gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,max_us
  *   then one row per measured kernel shape (a second row with the same op, algo, m, n, k and
@@ -225,5 +227,11 @@ double dm_elem_launch_bytes(dm_kern_op op, int64_t m, int64_t n, int64_t k, doub
  * rows from 2^10 to 2^32 elements. extra may be NULL. `command` goes into "# command:". */
 int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (*extra)[2],
                             int n_extra, const char *command, dm_err *err);
+
+/* 1 when every row of the kind (ns: the NS rows; else the workload's kernel rows) was measured
+ * at full clock ("# power_state: cool", bench work --cool): the power model (power.h) slows
+ * those; rows measured back to back already hold the clock the load left them at, and are not
+ * slowed again. No table (or a roofline one): 1, the datasheet's rates are full clock. */
+int dm_costs_full_clock(const dm_costs *c, int ns);
 
 #endif

@@ -6,7 +6,7 @@
 libdmuon_a_SOURCES += core/dm_error.c core/dm_error.h core/json.c core/json.h \
 	core/outfile.c core/outfile.h core/model.c core/model.h
 libdmuon_a_SOURCES += core/program.c core/program.h core/cluster.c core/cluster.h
-libdmuon_a_SOURCES += core/phases.c core/phases.h
+libdmuon_a_SOURCES += core/phases.c core/phases.h core/power.c core/power.h
 libdmuon_a_SOURCES += core/lines.c core/lines.h core/spawn.c core/spawn.h core/paths.c core/paths.h \
 	core/datadir.c core/datadir.h \
 	core/hf_import.c core/hf_import.h core/costs.c core/costs.h core/program_io.c \

@@ -16,7 +16,7 @@
 
 #define S DM_STREAM__COUNT
 
-enum { EV_OP_DONE, EV_LAT_DONE, EV_FLOW, EV_GPU_FREE };
+enum { EV_OP_DONE, EV_LAT_DONE, EV_FLOW, EV_GPU_FREE, EV_POWER };
 enum { ST_WAITING, ST_READY, ST_RUNNING, ST_DONE };
 
 typedef struct grp {
@@ -71,6 +71,11 @@ typedef struct sim {
     int *gpu_run, *coll_active;
     double *gpu_rem, *gpu_t, *gpu_rate;
     uint64_t *gpu_ver;
+    /* The power-limit model (cluster power, power.h): per rank the filtered full-clock demand,
+     * when it was last brought up to date and the demand since (the running op's, else idle).
+     * The running op's rate holds its clock; EV_POWER re-times it every tau / 4. */
+    double *pw_D, *pw_t, *pw_P;
+    const double *pw_D0; /* the demand each rank starts the step at (NULL: idle) */
     double nvl_cap[2]; /* NVLink capacity out and in of one GPU (coll_slowdown scales it) */
     coll *colls;
     int *coll_mem;
@@ -413,11 +418,15 @@ static int setup(sim *s, dm_err *err)
         !(s->gpu_t = dm_calloc((size_t)R, sizeof(double), err)) ||
         !(s->gpu_rate = dm_calloc((size_t)R, sizeof(double), err)) ||
         !(s->gpu_ver = dm_calloc((size_t)R, sizeof(uint64_t), err)) ||
+        !(s->pw_D = dm_calloc((size_t)R, sizeof(double), err)) || !(s->pw_t = dm_calloc((size_t)R, sizeof(double), err)) ||
+        !(s->pw_P = dm_calloc((size_t)R, sizeof(double), err)) ||
         !(s->colls = dm_calloc((size_t)p->n_colls + 1, sizeof *s->colls, err)) ||
         !(s->coll_mem = dm_malloc(t1 * sizeof(int), err)) ||
         !(s->grps = dm_calloc((size_t)p->n_groups + 1, sizeof *s->grps, err)))
         return -1;
     for (int r = 0; r < R; r++) s->gpu_last[r] = -1, s->gpu_rate[r] = 1;
+    for (int r = 0; r < R; r++) /* from the step's start at t = 0 (the setup before the first op idles) */
+        s->pw_D[r] = s->pw_D0 ? s->pw_D0[r] : s->c->power.idle_w, s->pw_P[r] = s->c->power.idle_w, s->pw_t[r] = 0;
     /* Per-op indexes, dependency counts, successor counts, stream list sizes. */
     int n_coll_ops = 0;
     for (int r = 0; r < R; r++)
@@ -550,6 +559,73 @@ static double slowed_rate(const sim *s, int g)
     return 1 - f * share;
 }
 
+static int power_on(const sim *s) { return dm_power_on(&s->c->power); }
+/* Compute ops progress by rates (remaining full-rate work, re-timed on changes) when a rate can
+ * change while one runs: comm_slowdown, or the power model's clock. */
+static int use_rates(const sim *s) { return s->c->comm_slowdown > 0 || power_on(s); }
+
+/* Bring rank r's filtered demand up to now at the demand it ran at since. */
+static void power_touch(sim *s, int r)
+{
+    if (!power_on(s)) return;
+    s->pw_D[r] = dm_power_advance(&s->c->power, s->pw_D[r], s->pw_P[r], s->now - s->pw_t[r]);
+    s->pw_t[r] = s->now;
+}
+
+/* The part of compute op g's time the clock slows (bound_share), none where the table's rows
+ * of the kind were measured back to back (dm_costs_full_clock: they hold that clock already). */
+static double bound_share(const sim *s, int g);
+static double compute_share(const sim *s, int g)
+{
+    const dm_op *op = s->op[g];
+    if (op->kind == DM_OP_NS) return dm_costs_full_clock(s->o.costs, 1);
+    if (op->kind == DM_OP_FORWARD || op->kind == DM_OP_BACKWARD)
+        return dm_costs_full_clock(s->o.costs, 0) ? bound_share(s, g) : 0;
+    return bound_share(s, g);
+}
+
+/* The share of compute op g's full-clock time that the clock sets: what is left of it beyond
+ * the time its bytes need at the reference copy rate (that part waits on HBM, which does not
+ * slow); none of an elementwise update's (HBM-bound by construction). */
+static double bound_share(const sim *s, int g)
+{
+    const dm_op *op = s->op[g];
+    if (op->kind == DM_OP_MUON_UPDATE || op->kind == DM_OP_ADAMW || !(s->dur[g] > 0)) return 0;
+    double m = op->bytes / (s->dur[g] * 1e-6 * s->c->power.ref_Bps);
+    return m >= 1 ? 0 : m > 0 ? 1 - m : 1;
+}
+
+/* The rate of rank r's running op g now: slowed while a collective is in flight (comm_slowdown)
+ * and by the clock of the rank's filtered demand (power). */
+static double run_rate(const sim *s, int r, int g)
+{
+    double rate = s->c->comm_slowdown > 0 && s->coll_active[r] > 0 ? slowed_rate(s, g) : 1;
+    if (power_on(s))
+        rate /= dm_power_time_factor(dm_power_clock(&s->c->power, s->pw_D[r]), compute_share(s, g));
+    return rate;
+}
+
+/* Rank r's running op: its remaining full-rate work brought up to date at its old rate, then
+ * timed at the present one (when that changed, or `force`); the earlier completion event
+ * becomes stale by its version. Under the power model also the next EV_POWER, a quarter of
+ * tau on, which re-times it again as its demand moves the clock. */
+static int retime(sim *s, int r, int force, dm_err *err)
+{
+    if (!s->gpu_busy[r]) return 0;
+    int g = s->gpu_run[r];
+    s->gpu_rem[r] -= (s->now - s->gpu_t[r]) * s->gpu_rate[r];
+    if (s->gpu_rem[r] < 0) s->gpu_rem[r] = 0;
+    s->gpu_t[r] = s->now;
+    power_touch(s, r);
+    double rate = run_rate(s, r, g);
+    if (rate == s->gpu_rate[r] && !force) return 0;
+    s->gpu_rate[r] = rate;
+    uint64_t v = ++s->gpu_ver[r];
+    double left = s->gpu_rem[r] / rate, tick = s->c->power.tau_ms * 1e3 / 4;
+    if (sim_heap_push(&s->h, s->now + left, EV_OP_DONE, g, v, err)) return -1;
+    return power_on(s) && left > tick ? sim_heap_push(&s->h, s->now + tick, EV_POWER, r, v, err) : 0;
+}
+
 static int try_gpu(sim *s, int r, dm_err *err)
 {
     static const int prio[S] = {DM_STREAM_COMM_HI, DM_STREAM_COMPUTE, DM_STREAM_COMM_LO};
@@ -564,12 +640,17 @@ static int try_gpu(sim *s, int r, dm_err *err)
         s->pcause[g] = s->ready[g] < s->now ? s->gpu_last[r] : s->cause[g];
         s->gpu_busy[r] = 1;
         if (compute_links(s, r, 1, err)) return -1;
-        if (!(s->c->comm_slowdown > 0)) return sim_heap_push(&s->h, s->now + s->dur[g], EV_OP_DONE, g, 0, err);
+        if (!use_rates(s)) return sim_heap_push(&s->h, s->now + s->dur[g], EV_OP_DONE, g, 0, err);
         s->gpu_run[r] = g;
         s->gpu_rem[r] = s->dur[g];
         s->gpu_t[r] = s->now;
-        s->gpu_rate[r] = s->coll_active[r] > 0 ? slowed_rate(s, g) : 1;
-        return sim_heap_push(&s->h, s->now + s->dur[g] / s->gpu_rate[r], EV_OP_DONE, g, ++s->gpu_ver[r], err);
+        s->gpu_rate[r] = 0; /* re-timed below */
+        if (power_on(s)) {
+            power_touch(s, r);
+            const dm_op *op = s->op[g];
+            s->pw_P[r] = dm_power_demand(&s->c->power, op->flops, op->bytes, s->dur[g]);
+        }
+        return retime(s, r, 1, err);
     }
     return 0;
 }
@@ -580,14 +661,8 @@ static int try_gpu(sim *s, int r, dm_err *err)
 static int coll_active_add(sim *s, int r, int delta, dm_err *err)
 {
     s->coll_active[r] += delta;
-    if (!(s->c->comm_slowdown > 0) || !s->gpu_busy[r]) return 0; /* an op starting later takes its rate then */
-    double rate = s->coll_active[r] > 0 ? slowed_rate(s, s->gpu_run[r]) : 1;
-    if (rate == s->gpu_rate[r]) return 0;
-    s->gpu_rem[r] -= (s->now - s->gpu_t[r]) * s->gpu_rate[r];
-    if (s->gpu_rem[r] < 0) s->gpu_rem[r] = 0;
-    s->gpu_t[r] = s->now;
-    s->gpu_rate[r] = rate;
-    return sim_heap_push(&s->h, s->now + s->gpu_rem[r] / rate, EV_OP_DONE, s->gpu_run[r], ++s->gpu_ver[r], err);
+    if (!(s->c->comm_slowdown > 0)) return 0; /* the rate does not depend on collectives */
+    return retime(s, r, 0, err);              /* an op starting later takes its rate then */
 }
 
 static int op_done(sim *s, int g, dm_err *err)
@@ -603,7 +678,11 @@ static int op_done(sim *s, int g, dm_err *err)
         s->gpu_busy[r] = 0;
         s->gpu_last[r] = g;
         if (compute_links(s, r, 0, err)) return -1;
-        if (s->c->comm_slowdown > 0) s->dur[g] = s->end[g] - s->start[g]; /* the time it took at its rates */
+        if (use_rates(s)) s->dur[g] = s->end[g] - s->start[g]; /* the time it took at its rates */
+        if (power_on(s)) { /* idle from here until its next op */
+            power_touch(s, r);
+            s->pw_P[r] = s->c->power.idle_w;
+        }
         if (s->c->op_gap_us > 0) { /* idle until then; the event retries this rank's streams */
             s->gpu_free[r] = s->now + s->c->op_gap_us;
             if (sim_heap_push(&s->h, s->gpu_free[r], EV_GPU_FREE, r, 0, err)) return -1;
@@ -686,7 +765,7 @@ static int run(sim *s, dm_err *err)
         s->now = e.t_us;
         s->events++;
         if (e.type == EV_OP_DONE) {
-            if (e.b && e.b != s->gpu_ver[s->rank_of[e.a]]) continue; /* re-timed since (comm_slowdown) */
+            if (e.b && e.b != s->gpu_ver[s->rank_of[e.a]]) continue; /* re-timed since (rates) */
             s->events--; /* counted by op_done */
             if ((rc = op_done(s, e.a, err))) break;
         } else if (e.type == EV_LAT_DONE) {
@@ -701,6 +780,9 @@ static int run(sim *s, dm_err *err)
             }
         } else if (e.type == EV_GPU_FREE) {
             if ((rc = try_gpu(s, e.a, err))) break;
+        } else if (e.type == EV_POWER) {
+            if (e.b != s->gpu_ver[e.a]) continue; /* re-timed since */
+            if ((rc = retime(s, e.a, 1, err))) break;
         } else if (e.type == EV_FLOW) {
             if (e.b != sim_net_version(s->net)) continue; /* rates changed since */
             int act = sim_net_active(s->net);
@@ -873,6 +955,9 @@ static void sim_free(sim *s)
     free(s->gpu_t);
     free(s->gpu_rate);
     free(s->gpu_ver);
+    free(s->pw_D);
+    free(s->pw_t);
+    free(s->pw_P);
     free(s->colls);
     free(s->coll_mem);
     if (s->grps)
@@ -902,22 +987,63 @@ void sim_result_free(sim_result *r)
     free(r);
 }
 
+static void sim_init(sim *s, const dm_program *p, const dm_cluster *c, const sim_opts *o)
+{
+    memset(s, 0, sizeof *s);
+    s->p = p;
+    s->c = c;
+    if (o) s->o = *o;
+    else sim_opts_default(&s->o);
+    sim_heap_init(&s->h);
+}
+
 int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_result **out, dm_err *err)
 {
     *out = NULL;
     sim s;
-    memset(&s, 0, sizeof s);
-    s.p = p;
-    s.c = c;
-    if (o) s.o = *o;
-    else sim_opts_default(&s.o);
-    sim_heap_init(&s.h);
+    sim_init(&s, p, c, o);
     sim_result *r = dm_calloc(1, sizeof *r, err);
     if (!r) return -1;
-    double t0 = dm_clock_us() * 1e-6, c0 = cpu_s();
-    if (setup(&s, err)) goto fail;
-    double t1 = dm_clock_us() * 1e-6, c1 = cpu_s();
-    if (run(&s, err)) goto fail;
+    double t0 = dm_clock_us() * 1e-6, c0 = cpu_s(), t1 = t0, c1 = c0, *D0 = NULL;
+    /* Under the power model a step starts at the demand the previous one ended at: the step is
+     * run again from its own end state until that settles (the steady state; at most
+     * SIM_POWER_PASSES runs, each rank's end demand within 1 W of the one it started at). */
+    for (int pass = 0;; pass++) {
+        s.pw_D0 = D0;
+        if (setup(&s, err)) goto fail;
+        if (!pass) t1 = dm_clock_us() * 1e-6, c1 = cpu_s();
+        if (run(&s, err)) goto fail;
+        if (!power_on(&s) || pass + 1 == SIM_POWER_PASSES) {
+            r->power_passes = pass + 1;
+            break;
+        }
+        if (!D0 && !(D0 = dm_malloc((size_t)s.R * sizeof *D0, err))) goto fail;
+        double moved = 0;
+        for (int k = 0; k < s.R; k++) { /* idle from its last op to the step's end, then the next step */
+            double D = dm_power_advance(&c->power, s.pw_D[k], s.pw_P[k], s.now - s.pw_t[k]), was = pass ? D0[k] : c->power.idle_w;
+            if (fabs(D - was) > moved) moved = fabs(D - was);
+            D0[k] = D;
+        }
+        r->power_passes = pass + 1;
+        if (moved < 1) break; /* this pass started where it ends */
+        sim_free(&s);
+        sim_init(&s, p, c, o);
+    }
+    if (power_on(&s)) {
+        double lo = 1, hi = 0;
+        for (int k = 0; k < s.R; k++) {
+            double x = dm_power_clock(&c->power, s.pw_D0 ? s.pw_D0[k] : c->power.idle_w);
+            if (x < lo) lo = x;
+            if (x > hi) hi = x;
+        }
+        snprintf(r->power_src, sizeof r->power_src, "power limit %.0f W (tau %.0f ms; GEMM %.0f W, copies %.0f W at full "
+                 "clock): compute-bound kernels slowed by each rank's clock; the step from the steady state (%d run%s), "
+                 "its start at %.3f-%.3f of full clock",
+                 c->power.limit_w, c->power.tau_ms, c->power.gemm_w, c->power.copy_w, r->power_passes,
+                 r->power_passes == 1 ? "" : "s", lo, hi);
+    }
+    free(D0);
+    D0 = NULL;
     r->wall_s = dm_clock_us() * 1e-6 - t1;
     r->cpu_s = cpu_s() - c1;
     r->setup_s = t1 - t0;
@@ -939,6 +1065,7 @@ int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_res
     *out = r;
     return 0;
 fail:
+    free(D0);
     free(s.start);
     free(s.end);
     free(s.ready);

@@ -78,6 +78,9 @@ typedef struct sim_path_op {
 
 #define SIM_PATH_TOP 5
 
+/* Most runs of a step under the power model before its steady state is taken (sim.c). */
+#define SIM_POWER_PASSES 4
+
 typedef struct sim_result {
     /* The phases, cut by the one step ruler (phases.h) from the simulated ops, as compare cuts
      * the simulator's trace. */
@@ -104,6 +107,8 @@ typedef struct sim_result {
     double cpu_s, setup_cpu_s; /* the same as process CPU time (robust on a loaded machine) */
     char cost_src[DM_OP__COUNT][640]; /* where each kind's durations came from ("" if unused);
                                          forward/backward: the kernels' counts by source */
+    char power_src[320];    /* the power-limit model's line ("" when the cluster has none) */
+    int power_passes;       /* runs of the step to its steady state under the power model (1 without) */
     int *op_off;            /* rank r's ops are at op_off[r] .. op_off[r+1]-1 of the arrays below */
     double *start_us, *end_us, *ready_us; /* per op (collectives: start is the collective's start;
                                              ready is the member's arrival) */

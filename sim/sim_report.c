@@ -15,6 +15,7 @@ static void print_sources(FILE *f, const sim_result *r)
     fprintf(f, "cost sources:\n");
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (r->cost_src[order[i]][0]) fprintf(f, "  %-14s %s\n", dm_op_kind_name(order[i]), r->cost_src[order[i]]);
+    if (r->power_src[0]) fprintf(f, "  %-14s %s\n", "clock", r->power_src);
 }
 
 void sim_print_report(FILE *f, const dm_program *p, const sim_result *r)
@@ -128,6 +129,10 @@ void sim_print_json(FILE *f, const dm_program *p, const dm_cluster *c, const dm_
         fprintf(f, "%s\"%s\": ", first ? "" : ", ", dm_op_kind_name((dm_op_kind)k));
         json_write_string(f, r->cost_src[k]);
         first = 0;
+    }
+    if (r->power_src[0]) {
+        fprintf(f, "%s\"clock\": ", first ? "" : ", ");
+        json_write_string(f, r->power_src);
     }
     fprintf(f, "},\n  \"ops\": %lld,\n  \"events\": %lld,\n  \"sim_wall_s\": %.6f\n}\n", (long long)r->ops,
             (long long)r->events, r->wall_s);

@@ -72,8 +72,8 @@ EXTRA_DIST += tests/help_golden.sh tests/golden/help/bench-comm.txt tests/golden
 EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json tests/data/arch_cpu.json tests/data/arch_tied_cpu.json
 
 # valid
-check_PROGRAMS += tests/test_calib
-TESTS += tests/test_calib tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh
+check_PROGRAMS += tests/test_calib tests/test_power
+TESTS += tests/test_calib tests/test_power tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh
 EXTRA_DIST += tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh \
 	tests/data/comm_h200x2.csv
 

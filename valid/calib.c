@@ -333,13 +333,19 @@ typedef struct fit_op {
     double elems;      /* NS: elements of its matrices (the gradient check and momentum it runs) */
     double share;      /* the part comm_slowdown slows: forward/backward with work, its memory-bound
                           kernels' share of the table's time (dm_kernel_memory_bound); else 1 */
+    /* the power-limit model (calib_fit_power): the op's rank and start, its work and full-clock
+     * time (its demand), the compute-bound share of that time the clock slows, and the time
+     * multiplier thr the model gives it where it ran (1 without the model) */
+    int trace, rank;
+    double t0, pw_flops, pw_bytes, pw_us, cshare, thr;
 } fit_op;
 
 enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK_KERN, FK__N };
 
 /* Op i's measured time at its full rate: the time it would have taken with no collective beside
- * it under comm_slowdown f (the simulator's 1 - f share while one is in flight). */
-static double full_rate_us(const fit_op *o, double f) { return o->d_us * (1 - f * o->share * o->overlap); }
+ * it under comm_slowdown f (the simulator's 1 - f share while one is in flight) and at full
+ * clock (over thr, the power model's slowing where it ran). */
+static double full_rate_us(const fit_op *o, double f) { return o->d_us * (1 - f * o->share * o->overlap) / o->thr; }
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -448,11 +454,46 @@ typedef struct stage_pt {
     double copies, bytes, d_us;
 } stage_pt;
 
+static const fit_op *g_sort_ops; /* qsort's context (the ops being ordered) */
+static int cmp_op_start(const void *a, const void *b)
+{
+    const fit_op *x = &g_sort_ops[*(const int *)a], *y = &g_sort_ops[*(const int *)b];
+    if (x->trace != y->trace) return x->trace - y->trace;
+    if (x->rank != y->rank) return x->rank - y->rank;
+    return (x->t0 > y->t0) - (x->t0 < y->t0);
+}
+
+/* The power model along the traces' compute ops: per trace and rank in time order, the
+ * filtered demand advanced through each op at its full-clock demand and through the idle
+ * between ops, twice round the step (its end the start of the next: the steady state); each
+ * op's thr = the time multiplier at the mean clock it ran at. ix: n ints of scratch. */
+static void power_clock_ops(const dm_power *pw, fit_op *ops, int n, int *ix)
+{
+    for (int i = 0; i < n; i++) ix[i] = i;
+    g_sort_ops = ops;
+    qsort(ix, (size_t)n, sizeof *ix, cmp_op_start);
+    for (int lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo + 1; hi < n && ops[ix[hi]].trace == ops[ix[lo]].trace && ops[ix[hi]].rank == ops[ix[lo]].rank;) hi++;
+        double D = pw->idle_w;
+        for (int pass = 0; pass < 2; pass++) {
+            double end = ops[ix[lo]].t0;
+            for (int j = lo; j < hi; j++) {
+                fit_op *o = &ops[ix[j]];
+                if (o->t0 > end) D = dm_power_advance(pw, D, pw->idle_w, o->t0 - end);
+                double P = dm_power_demand(pw, o->pw_flops, o->pw_bytes, o->pw_us > 0 ? o->pw_us : o->d_us);
+                double s = dm_power_mean_clock(pw, &D, P, o->d_us);
+                o->thr = dm_power_time_factor(s, o->cshare);
+                if (o->t0 + o->d_us > end) end = o->t0 + o->d_us;
+            }
+        }
+    }
+}
+
 /* Appends the compute ops of one trace (with its plan for NS ops) to *ops (capacity grows), and
  * its staging points to *stg. */
 static int collect_ops(const char *trace_path, const char *program_path, const dm_gpu *gpu, const dm_costs *costs,
-                       fit_op **ops, int *n, int *n_ov, double **first, int *n_first, double **gaps, int *n_gaps,
-                       int *n_covered, int *n_uncovered, int first_trace, char *model, size_t model_size, char *desc,
+                       const dm_power *pw, fit_op **ops, int *n, int *n_ov, double **first, int *n_first, double **gaps, int *n_gaps,
+                       int *n_covered, int *n_uncovered, int first_trace, int trace_no, char *model, size_t model_size, char *desc,
                        size_t desc_size, stage_pt **stg, int *n_stg, dm_err *err)
 {
     dm_trace *t = NULL;
@@ -512,9 +553,13 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
     /* Per rank, the union of its collectives' intervals, each from the rank's arrival (the traced
      * start less wait_us: NCCL's kernel is resident while it waits for the peers) to the end. */
     rank_intervals(t, R, 1, iv, iv_off);
+    double pw_Bps = pw && pw->ref_Bps > 0 ? pw->ref_Bps : gpu->hbm_Bps;
     for (int i = 0; i < t->n; i++) {
         const dm_trace_event *e = &t->ev[i];
-        fit_op o = {-1, e->dur_us, 0, 0, 0, 0, 0, 1, 0, 1};
+        fit_op o;
+        memset(&o, 0, sizeof o);
+        o.kind = -1, o.d_us = e->dur_us, o.tensors = 1, o.share = 1;
+        o.trace = trace_no, o.rank = e->rank, o.t0 = e->ts_us, o.pw_flops = e->flops, o.pw_bytes = e->bytes, o.cshare = 1, o.thr = 1;
         const dm_op *pop = p && e->rank >= 0 && e->rank < R && e->op >= 0 && e->op < p->ranks[e->rank].n_ops
                                ? &p->ranks[e->rank].ops[e->op] : NULL;
         if ((e->kind == DM_OP_FORWARD || e->kind == DM_OP_BACKWARD) && pop && pop->kind == e->kind && pop->work >= 0 &&
@@ -571,6 +616,15 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             o.elems = (double)op->m * (double)op->n * o.tensors;
         }
         if (o.kind < 0 || !(e->dur_us > 0) || e->rank < 0 || e->rank >= R) continue;
+        /* its full-clock time and the part the clock slows, as the simulator takes them */
+        if (o.kind == FK_UPD || o.kind == FK_ADAMW) {
+            o.pw_us = o.table_us > 0 ? o.table_us : o.launch_us + o.work_us;
+            o.cshare = 0;
+        } else { /* the share the clock sets, as the simulator's bound_share */
+            o.pw_us = o.kind == FK_NS ? o.work_us : o.launch_us + o.work_us;
+            double m = o.pw_us > 0 ? o.pw_bytes / (o.pw_us * 1e-6 * pw_Bps) : 0, b = m >= 1 ? 0 : m > 0 ? 1 - m : 1;
+            o.cshare = dm_costs_full_clock(costs, o.kind == FK_NS) ? b : 0;
+        }
         o.overlap = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
                                            e->ts_us + e->dur_us);
         *n_ov += o.overlap > 0;
@@ -688,10 +742,15 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     stage_pt *stg = NULL;
     int n_stg = 0;
     char desc[1024] = "", model[128] = "";
+    dm_cluster pwc; /* the power model, when this calibration fitted one (calib_fit_power) */
+    memset(&pwc, 0, sizeof pwc);
+    calib_apply_entries(c, &pwc);
+    const dm_power *pw = dm_power_on(&pwc.power) ? &pwc.power : NULL;
+    if (pw && log) fprintf(log, "  (each op's clock from the power model along its trace)\n");
     for (int i = 0; i < n_traces; i++) {
         const char *pp = program_paths ? program_paths[i] : NULL;
-        if (collect_ops(trace_paths[i], pp, gpu, costs, &ops, &n, &n_ov, &first, &n_first, &gaps, &n_gaps, &n_cov, &n_unc,
-                        i == 0, model, sizeof model, desc, sizeof desc, &stg, &n_stg, err))
+        if (collect_ops(trace_paths[i], pp, gpu, costs, pw, &ops, &n, &n_ov, &first, &n_first, &gaps, &n_gaps, &n_cov, &n_unc,
+                        i == 0, i, model, sizeof model, desc, sizeof desc, &stg, &n_stg, err))
             goto out;
     }
     const char *trace_path = n_traces == 1 ? trace_paths[0] : "the traces";
@@ -716,9 +775,35 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     }
     double x[FK__N], a[FK__N], ss[FK__N], f = 0;
     int cnt[FK__N];
+    int *ix = pw ? dm_malloc(((size_t)n + 1) * sizeof *ix, err) : NULL;
+    if (pw && !ix) goto out;
+    if (pw) power_clock_ops(pw, ops, n, ix);
     double best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
     ns_prep(ops, n, gpu, costs, table_kind[FK_UPD], x, a, cnt);
     best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
+    double gam = 0, gam_ss = 0;
+    int gam_n = 0;
+    if (pw) { /* the demand's activity exponent: the one whose clocks fit the table-priced forward and
+                 backward ops best (the ops the clock slows; each exponent with its best f) */
+        double gbest = INFINITY;
+        for (int gi = 2; gi <= 20; gi++) {
+            pwc.power.activity_exp = gi / 20.0;
+            power_clock_ops(pw, ops, n, ix);
+            double v = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), fb = 0;
+            if (fit_slowdown && n_ov)
+                for (int i = 1; i < 950; i++) {
+                    double xi[FK__N], ai[FK__N], si[FK__N], w = fit_rates(ops, n, i / 1000.0, fit_gap, xi, ai, si, cnt);
+                    if (w < v) v = w, fb = i / 1000.0;
+                }
+            fit_rates(ops, n, fb, fit_gap, x, a, ss, cnt);
+            if (ss[FK_KERN] < gbest) gbest = ss[FK_KERN], gam = gi / 20.0, gam_n = cnt[FK_KERN];
+        }
+        pwc.power.activity_exp = gam;
+        power_clock_ops(pw, ops, n, ix);
+        best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
+        gam_ss = gam_n ? sqrt(gbest / gam_n) : 0;
+    }
+    free(ix);
     if (fit_slowdown && n_ov)
         for (int i = 1; i < 950; i++) { /* f on a 0.001 grid: one parameter, a smooth objective */
             double xi[FK__N], ai[FK__N], si[FK__N], v = fit_rates(ops, n, i / 1000.0, fit_gap, xi, ai, si, cnt);
@@ -820,6 +905,14 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
                          100 * sqrt(best / n));
         if (set_num(c, "comm_slowdown", f, src, sqrt(best / n), n_ov, err)) goto out;
     }
+    if (pw) {
+        snprintf(src, sizeof src, "%s: %d forward/backward ops priced by the kernel table, each op's clock from the "
+                 "power model along its trace: the exponent (0.1 to 1 by 0.05) whose clocks fit them best%s", desc, gam_n,
+                 fsrc);
+        if (log) fprintf(log, "  %-34s %.4g: %3d forward/backward ops (residual %.1f%%)\n", "power.activity_exp", gam, gam_n,
+                         100 * gam_ss);
+        if (set_num(c, "power.activity_exp", gam, src, gam_ss, gam_n, err)) goto out;
+    }
     if (n_first) { /* the median over ranks and traces of the first op's start */
         double m = cmp_quantile(first, n_first, 0.5), ss0 = 0; /* sorts first[] */
         for (int i = 0; i < n_first; i++) ss0 += m > 0 ? (first[i] - m) * (first[i] - m) / (m * m) : 0;
@@ -846,6 +939,24 @@ out:
     free(gaps);
     free(stg);
     return rc;
+}
+
+int calib_fit_power(calib *c, const char *probe_json, FILE *log, dm_err *err)
+{
+    dm_power p;
+    double res[4];
+    char desc[1200];
+    if (dm_power_fit(probe_json, &p, res, desc, sizeof desc, log, err)) return -1;
+    struct {
+        const char *key;
+        double v, res;
+    } kv[] = {{"power.limit_w", p.limit_w, 0},          {"power.idle_w", p.idle_w, 0},
+              {"power.copy_w", p.copy_w, 0},            {"power.gemm_w", p.gemm_w, res[0]},
+              {"power.slope", p.slope, res[1]},         {"power.tau_ms", p.tau_ms, res[2]},
+              {"power.ref_tflops", p.ref_flops / 1e12, 0}, {"power.ref_GBps", p.ref_Bps / 1e9, 0}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (set_num(c, kv[i].key, kv[i].v, desc, kv[i].res, 1, err)) return -1;
+    return 0;
 }
 
 /* One measured collective for the coll_slowdown fit: its duration, the model's latency and

@@ -129,6 +129,13 @@ int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const c
 int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, const char *const *program_paths,
                      const dm_gpu *gpu, const dm_costs *costs, int flags, FILE *log, dm_err *err);
 
+/* The power-limit model's keys (power.*, core/power.h) fitted from a tools/power_probe.py JSON
+ * file. Fitted before the traces, it makes calib_fit_traces take each compute op's clock from
+ * the model run along the measured trace (each rank's ops in time order, its full-clock demand
+ * from the op's table time, twice round the trace for the steady state): the rates fitted are
+ * then those at full clock, as the simulator slows them. */
+int calib_fit_power(calib *c, const char *probe_json, FILE *log, dm_err *err);
+
 /* coll_slowdown g from measured traces: every collective of at least min_bytes, its duration
  * against the collective model of `cl` (the cluster with the comm fits applied: latency L and
  * transfer T alone) with the transfer slowed to (1 - g) while a member rank computes:

@@ -1,0 +1,65 @@
+/* power.h: how a GPU's compute speed follows its power limit: the one model the simulator runs
+ * and the calibration fits (traces/device/power-2026-12-01: continuous GEMMs fall to ~0.85 of
+ * their cool rate within ~100 ms at the 700 W limit of an H200; copies are not slowed).
+ *
+ * The model. Work running at full clock demands a power
+ *     P = idle + (gemm - idle) min(1, u_c)^e + (copy - idle) min(1, u_m),
+ * u_c = its FLOP rate over the reference GEMM's full-clock rate (ref_flops: the GEMM whose
+ * demand is `gemm`), u_m = its byte rate over the reference copy's (ref_Bps): the tensor cores'
+ * and HBM's activities add; at most `gemm`; an idle GPU demands `idle`. e (activity_exp, 1 by
+ * default) says how a kernel below the reference rate draws: the probe's GEMMs all run near
+ * it, so e comes from the step's own ops (dmuon calibrate --power with --trace: the exponent
+ * whose clocks fit the traced ops best). The card's controller
+ * answers the demand filtered over time,
+ *     dD/dt = (P - D) / tau,
+ * by lowering the clock to the fraction s = 1 - slope max(0, D - limit) (at least DM_POWER_MIN_S)
+ * of its full value. The part of an op's full-clock time beyond what its bytes need at the
+ * reference copy rate then takes 1/s as long, the rest its own (HBM does not slow): an op with
+ * that share c takes c/s + (1 - c) of its time (dm_power_time_factor). Kernel tables measured at full clock (`bench
+ * work --cool`) are what the model slows; measured back to back they already hold part of it.
+ *
+ * The parameters come from tools/power_probe.py's JSON (continuous GEMMs, copies, GEMM/copy and
+ * GEMM/idle duty cycles from a cool card, every 20 ms window timed, NVML power read beside it):
+ * dm_power_fit derives them (see power.c), `dmuon calibrate --power FILE` writes them as
+ * calibration keys (power.*, cluster.h). A cluster without them runs at full clock. */
+#ifndef DM_POWER_H
+#define DM_POWER_H
+#include <stddef.h>
+#include <stdio.h>
+
+#include "dm_error.h"
+
+#define DM_POWER_MIN_S 0.3
+
+typedef struct dm_power {
+    double limit_w;   /* the enforced power limit; 0: no model */
+    double gemm_w;    /* full-clock demand of the reference GEMM */
+    double copy_w;    /* full-clock demand of HBM copies at the reference copy's rate */
+    double idle_w;    /* an idle GPU */
+    double slope;     /* clock fraction lost per W of filtered demand over the limit */
+    double tau_ms;    /* the filter's time constant */
+    double ref_flops; /* FLOP/s of the reference GEMM at full clock */
+    double ref_Bps;   /* bytes/s of the reference copy (read + write) */
+    double activity_exp; /* e of the demand (see above); 0: 1 */
+} dm_power;
+
+/* 1 when p describes a model (a limit below the GEMM's demand, the rates and tau set). */
+int dm_power_on(const dm_power *p);
+/* Full-clock demand of work of `flops` and `bytes` that takes `us` at full clock (us <= 0: idle). */
+double dm_power_demand(const dm_power *p, double flops, double bytes, double us);
+/* The filtered demand after dt_us of demand P, from D. */
+double dm_power_advance(const dm_power *p, double D, double P, double dt_us);
+/* The clock fraction at filtered demand D. */
+double dm_power_clock(const dm_power *p, double D);
+/* The time multiplier of work whose full-clock time is compute-bound by `share`, at clock s. */
+double dm_power_time_factor(double s, double share);
+/* The mean clock over dt_us of demand P from filtered demand *D (advanced in place): the clock a
+ * piece of work of that length sees, integrated in steps of at most tau / 8. */
+double dm_power_mean_clock(const dm_power *p, double *D, double P, double dt_us);
+
+/* Fit the parameters from a power_probe.py JSON file. desc (may be NULL) receives one line of
+ * what was derived; log (may be NULL) a line per parameter. Errors name the file and the phase. */
+int dm_power_fit(const char *probe_json, dm_power *out, double residual[4], char *desc, size_t desc_size, FILE *log,
+                 dm_err *err);
+
+#endif

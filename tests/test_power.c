@@ -1,0 +1,193 @@
+/* test_power.c: the power-limit model (core/power.h) and its use. The model's arithmetic (the
+ * filter's exponential, the clock's line and floor, the time multiplier, the demand of tensor
+ * and HBM activity); its fit on the two committed probe files (traces/validate/h200-15,
+ * traces/device/power-2026-12-01: within the ranges a 700 W H200 gives, residuals under 5%);
+ * input errors named; the simulator: a compute op whose demand is under the limit is not
+ * slowed (the time is the same as without the model), one at the reference GEMM's rate runs
+ * the step at the steady-state clock 1 - slope (gemm - limit); kernel tables measured back to
+ * back are not slowed again (dm_costs_full_clock); calibrate's keys (calib_fit_power). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "calib.h"
+#include "cluster.h"
+#include "costs.h"
+#include "power.h"
+#include "program.h"
+#include "sim.h"
+#include "tap.h"
+
+static dm_err err;
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("DM_SRCDIR");
+    return s && *s ? s : DM_SRCDIR;
+}
+
+static dm_power model(void)
+{
+    dm_power p = {700, 1000, 480, 100, 5e-4, 20, 780e12, 4.25e12, 0};
+    return p;
+}
+
+static void test_arithmetic(void)
+{
+    dm_power p = model();
+    ok(dm_power_on(&p), "a described model is on");
+    dm_power q = p;
+    q.gemm_w = 650;
+    ok(!dm_power_on(&q), "a GEMM demand under the limit: no model");
+    q = p, q.limit_w = 0;
+    ok(!dm_power_on(&q), "limit 0: no model");
+    ok_near(dm_power_advance(&p, 100, 1000, 20e3), 1000 - 900 * exp(-1), 1e-12, "one tau: 1 - 1/e of the way");
+    ok_near(dm_power_advance(&p, 300, 300, 1e6), 300, 1e-12, "at its demand it stays");
+    ok(dm_power_clock(&p, 650) == 1 && dm_power_clock(&p, 700) == 1, "no slowing at or under the limit");
+    ok_near(dm_power_clock(&p, 1000), 0.85, 1e-12, "300 W over at 5e-4 per W: 0.85");
+    ok(dm_power_clock(&p, 1e5) == DM_POWER_MIN_S, "the clock's floor");
+    ok_near(dm_power_time_factor(0.8, 0.5), 1.125, 1e-12, "half clock-bound at 0.8: 0.5 / 0.8 + 0.5");
+    ok_near(dm_power_time_factor(0.8, 0), 1, 1e-12, "HBM-bound work does not slow");
+    ok_near(dm_power_demand(&p, 0, 0, 0), 100, 1e-12, "idle demand");
+    ok_near(dm_power_demand(&p, 780e12 * 1e-3, 0, 1e3), 1000, 1e-12, "a ms at the reference rate: the GEMM's demand");
+    ok_near(dm_power_demand(&p, 0, 4.25e12 * 1e-3, 1e3), 480, 1e-12, "a ms of copies at the reference rate: theirs");
+    ok_near(dm_power_demand(&p, 390e12 * 1e-3, 4.25e12 * 0.5e-3, 1e3), 100 + 450 + 190, 1e-12,
+            "half of each: the activities add");
+    ok_near(dm_power_demand(&p, 2 * 780e12 * 1e-3, 4.25e12 * 1e-3, 1e3), 1000, 1e-12, "at most the GEMM's demand");
+    q = p, q.activity_exp = 0.5;
+    ok_near(dm_power_demand(&q, 0.25 * 780e12 * 1e-3, 0, 1e3), 100 + 900 * 0.5, 1e-12, "activity_exp 0.5: u 0.25 -> 0.5");
+    double D = 1000, s = dm_power_mean_clock(&p, &D, 1000, 50e3);
+    ok_near(s, 0.85, 1e-12, "at a constant demand over the limit the mean clock is its clock");
+    D = 100;
+    s = dm_power_mean_clock(&p, &D, 1000, 200e3);
+    ok(s > 0.85 && s < 0.9 && fabs(D - dm_power_advance(&p, 100, 1000, 200e3)) < 1e-9,
+       "from idle: the mean clock between cool and settled (%.4f), the demand advanced as the filter", s);
+}
+
+static void test_fit(void)
+{
+    static const char *files[2] = {"traces/validate/h200-15/power.json", "traces/device/power-2026-12-01/power.json"};
+    for (int i = 0; i < 2; i++) {
+        char path[1024], desc[1200];
+        snprintf(path, sizeof path, "%s/%s", srcdir(), files[i]);
+        dm_power p;
+        double res[4];
+        int rc = dm_power_fit(path, &p, res, desc, sizeof desc, NULL, &err);
+        ok(rc == 0, "fit %s%s%s", files[i], rc ? ": " : "", rc ? err.msg : "");
+        if (rc) continue;
+        ok(p.limit_w == 700 && p.idle_w > 80 && p.idle_w < 160 && p.copy_w > 400 && p.copy_w < 560 && p.gemm_w > 850 &&
+               p.gemm_w < 1150,
+           "%s: limit %.0f, idle %.0f, copy %.0f, GEMM %.0f W", files[i], p.limit_w, p.idle_w, p.copy_w, p.gemm_w);
+        ok(p.slope > 3e-4 && p.slope < 9e-4 && p.tau_ms >= 10 && p.tau_ms <= 80 && p.ref_flops > 700e12 &&
+               p.ref_Bps > 4e12,
+           "%s: slope %.3g per W, tau %.0f ms, reference %.0f TFLOP/s and %.0f GB/s", files[i], p.slope, p.tau_ms,
+           p.ref_flops / 1e12, p.ref_Bps / 1e9);
+        ok(res[0] < 0.05 && res[1] < 0.05 && res[2] < 0.05, "%s: residuals %.3f %.3f %.3f under 5%%", files[i], res[0],
+           res[1], res[2]);
+        /* the settled clock of continuous reference GEMMs, as the probe saw it (0.846-0.853) */
+        double s = dm_power_clock(&p, p.gemm_w);
+        ok(s > 0.82 && s < 0.88, "%s: continuous GEMMs settle at %.3f of full clock", files[i], s);
+    }
+    char tmp[] = "/tmp/dm_power_XXXXXX";
+    int fd = mkstemp(tmp);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"power_limit_w\": 700, \"phases\": [{\"phase\": \"copy\", \"first\": 4000, \"settled\": 4000, \"power_w\": 470,"
+          " \"windows\": [{\"t_ms\": 0}, {\"t_ms\": 20}, {\"t_ms\": 40}, {\"t_ms\": 60}], \"samples\": []}]}\n", f);
+    fclose(f);
+    dm_power p;
+    double res[4];
+    ok(dm_power_fit(tmp, &p, res, NULL, 0, NULL, &err) != 0 && strstr(err.msg, tmp) && strstr(err.msg, "gemm-big"),
+       "a probe without the gemm-big phase is refused by name: %s", err.msg);
+    f = fopen(tmp, "w");
+    fputs("{\"power_limit_w\": 700}\n", f);
+    fclose(f);
+    ok(dm_power_fit(tmp, &p, res, NULL, 0, NULL, &err) != 0 && strstr(err.msg, "phases"), "no phases: %s", err.msg);
+    unlink(tmp);
+}
+
+static sim_result *run(const dm_program *p, const dm_cluster *c)
+{
+    sim_opts o;
+    sim_opts_default(&o);
+    sim_result *r;
+    if (sim_run(p, c, &o, &r, &err)) {
+        printf("# sim_run: %s\n", err.msg);
+        return NULL;
+    }
+    return r;
+}
+
+static void test_sim(void)
+{
+    dm_cluster c;
+    if (dm_cluster_load("h200x2", &c, &err)) {
+        printf("Bail out! %s\n", err.msg);
+        exit(1);
+    }
+    dm_program *p = dm_program_new(1, 2, "t", "t", "h200x2", "", 1, &err);
+    dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+    f.flops = 4e14; /* about 1 s at the efficiency below */
+    dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+    c.fwd_efficiency = 0.4; /* 396 TFLOP/s: u 0.51, demand 556 W, under the limit */
+    sim_result *r0 = run(p, &c);
+    c.power = model();
+    sim_result *r1 = run(p, &c);
+    ok(r0 && r1 && r0->step_us == r1->step_us && r1->power_src[0] && r1->power_passes >= 1,
+       "a demand under the limit: the step unchanged (%.1f us), the clock line '%s'", r1 ? r1->step_us : -1,
+       r1 ? r1->power_src : "");
+    sim_result_free(r0);
+    sim_result_free(r1);
+    c.power.limit_w = 0;
+    c.fwd_efficiency = 0.8; /* 791 TFLOP/s: over the reference rate, the GEMM's demand */
+    r0 = run(p, &c);
+    c.power = model();
+    r1 = run(p, &c);
+    double want = r0 ? r0->step_us / 0.85 : 0;
+    ok(r0 && r1 && fabs(r1->forward_us - want) < 0.01 * want && r1->power_passes >= 2,
+       "the reference GEMM's demand for a second: the steady state's clock 0.85 (%.0f us against %.0f at full clock, "
+       "%d runs)", r1 ? r1->forward_us : -1, r0 ? r0->forward_us : -1, r1 ? r1->power_passes : 0);
+    ok(r0 && !r0->power_src[0] && r0->power_passes == 1, "without the model: no clock line, one run");
+    sim_result_free(r0);
+    sim_result_free(r1);
+    dm_program_free(p);
+}
+
+static void test_tables(void)
+{
+    char a[1024], b[1024], both[2100];
+    snprintf(a, sizeof a, "%s/traces/costs/h200-work.csv", srcdir());
+    snprintf(b, sizeof b, "%s/traces/costs/h200-work-cool.csv", srcdir());
+    dm_costs *ta = NULL, *tb = NULL, *tab = NULL;
+    snprintf(both, sizeof both, "%s/traces/costs/h200.csv,%s", srcdir(), b);
+    ok(!dm_costs_load(a, &ta, &err) && !dm_costs_load(b, &tb, &err) && !dm_costs_load(both, &tab, &err), "tables load");
+    ok(!dm_costs_full_clock(ta, 0) && dm_costs_full_clock(tb, 0) && dm_costs_full_clock(tab, 0) &&
+           !dm_costs_full_clock(tab, 1) && dm_costs_full_clock(NULL, 1),
+       "work rows as run are not full clock, --cool rows are; beside the NS table (as run) its NS rows are not; no "
+       "table (the roofline) is");
+    dm_costs_free(ta);
+    dm_costs_free(tb);
+    dm_costs_free(tab);
+    static calib k;
+    memset(&k, 0, sizeof k);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/validate/h200-15/power.json", srcdir());
+    ok(calib_fit_power(&k, path, NULL, &err) == 0 && calib_get(&k, "power.limit_w") && calib_get(&k, "power.tau_ms") &&
+           calib_get(&k, "power.ref_GBps"),
+       "calibrate --power writes the power.* keys");
+    dm_cluster c;
+    memset(&c, 0, sizeof c);
+    calib_apply_entries(&k, &c);
+    ok(dm_power_on(&c.power) && c.power.ref_flops > 7e14, "the keys apply to a cluster (reference %.0f TFLOP/s)",
+       c.power.ref_flops / 1e12);
+}
+
+int main(void)
+{
+    test_arithmetic();
+    test_fit();
+    test_sim();
+    test_tables();
+    return tap_done();
+}
