@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "block_reduce.cuh"
@@ -468,16 +469,28 @@ static int elem_route(const wk_args *a, const dm_kernel *k, int64_t rows, int64_
 /* ---- attention softmax ------------------------------------------------------------------- */
 
 /* One block per row of n scores, SMX_THREADS threads over it in V-wide accesses. Rows of up to
- * SMX_REG x 8 x SMX_PER scores whose accesses can be 16 bytes wide are held in registers (blocks
- * of SMX_REG threads: a row's read, two reductions and write run one after the other, so the
- * bytes in flight per SM grow with the rows resident on it):
- * one read, the block's maximum, one exponential per score, the block's sum, one write (the HBM
- * floor: 2 bytes read and 2 written per score). Other rows take two passes: the first reads the
- * row for its maximum and sum (each thread online, then a fixed-order block combine), the second
- * reads it again and writes the probabilities. Every reduction has a fixed order: deterministic. */
+ * SMX_BIG x 8 x SMX_PER scores whose accesses can be 16 bytes wide are held in registers (blocks
+ * of NT threads, PER chunks of 8 per thread: a row's read, two reductions and write run one after
+ * the other, so the bytes in flight per SM grow with the rows resident on it): one read, the
+ * block's maximum, one exponential per score, the block's sum, one write (the HBM floor: 2 bytes
+ * read and 2 written per score). Rows up to 4096 scores take blocks of SMX_REG threads (more
+ * rows in flight per SM), rows up to 8192 blocks of SMX_BIG threads (2 chunks a thread). Measured
+ * on an H200 (traces/device/softmax-2026-12-02, 196608 rows): at 8192 scores 128 / 256 / 512
+ * threads reach 51 / 60 / 66% of HBM; at 16384 the two passes reach 70% (the second read from
+ * L2), the register forms 42-55%. The backward holds P and dP of rows up to SMX_BWD_BIG x 32
+ * scores the same way (one read of each, the dot, one write: 3 passes, the floor): 81 / 80 / 58%
+ * of HBM at 4096 / 8192 / 16384 scores against 61 / 57 / 32% for two passes. Other rows take two passes: the first
+ * reads the row for its maximum and sum (each thread online, then a fixed-order block combine),
+ * the second reads it again and writes the probabilities. Every reduction has a fixed order:
+ * deterministic. DM_SMX_NT (128, 256, 512; read once) overrides the block size of the rows over
+ * 4096 scores and DM_SMX_BWD_REG=0 turns the backward's register form off, for timing the forms
+ * against each other on a GPU (bench work). */
 #define SMX_THREADS 256
-#define SMX_REG 128 /* threads per row held in registers: more rows in flight per SM */
+#define SMX_REG 128 /* threads per row held in registers up to 4096 scores */
+#define SMX_BIG 512     /* ... and beyond, up to SMX_BIG_MAX scores */
+#define SMX_BIG_MAX 8192 /* longer rows: two passes (faster there, below) */
 #define SMX_PER 8
+#define SMX_BWD_BIG 512 /* the backward's blocks for rows over 2048 scores, up to 512 x 32 */
 
 /* the block's (max, sum) pair combined in a fixed order; every thread gets the result */
 __device__ __forceinline__ void smx_combine(float &m, float &s)
@@ -511,14 +524,14 @@ __device__ __forceinline__ float smx_max(float v) { return block_reduce<red_max>
 
 /* rows of n <= SMX_REG x 8 x PER, n a multiple of 8 and 16-byte aligned rows; PER the fewest
  * chunks that hold the row (8 PER floats per thread) */
-template <int PER> __global__ void __launch_bounds__(SMX_REG) k_softmax_reg(bf *S, int64_t rows, int64_t n, float a)
+template <int PER, int NT> __global__ void __launch_bounds__(NT) k_softmax_reg(bf *S, int64_t rows, int64_t n, float a)
 {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         bf *row = S + r * n;
         float v[PER][8], m = -INFINITY;
 #pragma unroll
         for (int p = 0; p < PER; p++) {
-            int64_t c = ((int64_t)p * SMX_REG + threadIdx.x) * 8;
+            int64_t c = ((int64_t)p * NT + threadIdx.x) * 8;
             if (c < n) {
                 ldv<8>(row + c, v[p]);
 #pragma unroll
@@ -529,7 +542,7 @@ template <int PER> __global__ void __launch_bounds__(SMX_REG) k_softmax_reg(bf *
         float sum = 0;
 #pragma unroll
         for (int p = 0; p < PER; p++)
-            if (((int64_t)p * SMX_REG + threadIdx.x) * 8 < n) {
+            if (((int64_t)p * NT + threadIdx.x) * 8 < n) {
 #pragma unroll
                 for (int k = 0; k < 8; k++) sum += (v[p][k] = __expf(v[p][k] - m));
             }
@@ -537,7 +550,7 @@ template <int PER> __global__ void __launch_bounds__(SMX_REG) k_softmax_reg(bf *
         float inv = 1.f / sum;
 #pragma unroll
         for (int p = 0; p < PER; p++) {
-            int64_t c = ((int64_t)p * SMX_REG + threadIdx.x) * 8;
+            int64_t c = ((int64_t)p * NT + threadIdx.x) * 8;
             if (c < n) {
 #pragma unroll
                 for (int k = 0; k < 8; k++) v[p][k] *= inv;
@@ -602,23 +615,98 @@ template <int V> __global__ void __launch_bounds__(SMX_THREADS) k_softmax_bwd(co
     }
 }
 
+/* rows of n <= NT x 8 x PER (n a multiple of 8, 16-byte aligned rows): P and dP in registers */
+template <int PER, int NT>
+__global__ void __launch_bounds__(NT) k_softmax_bwd_reg(const bf *P, bf *dP, int64_t rows, int64_t n)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const bf *p = P + r * n;
+        bf *d = dP + r * n;
+        float pv[PER][8], dv[PER][8], dot = 0;
+#pragma unroll
+        for (int q = 0; q < PER; q++) {
+            int64_t c = ((int64_t)q * NT + threadIdx.x) * 8;
+            if (c < n) {
+                ldv<8>(p + c, pv[q]);
+                ldv<8>(d + c, dv[q]);
+#pragma unroll
+                for (int k = 0; k < 8; k++) dot += pv[q][k] * dv[q][k];
+            }
+        }
+        dot = smx_sum(dot);
+#pragma unroll
+        for (int q = 0; q < PER; q++) {
+            int64_t c = ((int64_t)q * NT + threadIdx.x) * 8;
+            if (c < n) {
+#pragma unroll
+                for (int k = 0; k < 8; k++) dv[q][k] = pv[q][k] * (dv[q][k] - dot);
+                stv<8>(d + c, dv[q]);
+            }
+        }
+    }
+}
+
+/* DM_SMX_NT's block size for the forward's rows over 4096 scores (0: unset, the rule below) */
+static int smx_big_nt(void)
+{
+    static int nt = -1;
+    if (nt < 0) {
+        const char *e = getenv("DM_SMX_NT");
+        int v = e ? atoi(e) : 0;
+        nt = v == 128 || v == 256 || v == 512 ? v : 0;
+    }
+    return nt;
+}
+
+/* DM_SMX_BWD_REG=0 (read once) turns the backward's register form off: the two-pass kernel for
+ * every row, to time the two on a GPU */
+static int smx_bwd_reg(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("DM_SMX_BWD_REG");
+        on = !(e && !strcmp(e, "0"));
+    }
+    return on;
+}
+
+/* The forward in registers at NT threads: the fewest chunks of NT x 8 that hold the row. */
+template <int NT> static int smx_reg_launch(bf *S, int64_t rows, int64_t n, float a, unsigned grid, cudaStream_t s)
+{
+    int64_t chunk = (int64_t)NT * 8;
+    if (n <= chunk) k_softmax_reg<1, NT><<<grid, NT, 0, s>>>(S, rows, n, a);
+    else if (n <= 2 * chunk) k_softmax_reg<2, NT><<<grid, NT, 0, s>>>(S, rows, n, a);
+    else if (n <= 4 * chunk) k_softmax_reg<4, NT><<<grid, NT, 0, s>>>(S, rows, n, a);
+    else if (n <= SMX_PER * chunk) k_softmax_reg<SMX_PER, NT><<<grid, NT, 0, s>>>(S, rows, n, a);
+    else return 0;
+    return 1;
+}
+
 static int elem_softmax(const wk_args *a, const dm_kernel *k, int64_t rows, int64_t n, cudaStream_t s, dm_err *err)
 {
     unsigned grid = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
     if (k->op == DM_KOP_SOFTMAX) {
         float sc = a->scale != 0 ? a->scale : 1.0f;
-        int64_t chunk = (int64_t)SMX_REG * 8; /* scores of one chunk per thread */
-        int reg = vec8(n, a->r, a->r) && n <= SMX_PER * chunk;
-        if (reg && n <= chunk) k_softmax_reg<1><<<grid, SMX_REG, 0, s>>>((bf *)a->r, rows, n, sc);
-        else if (reg && n <= 2 * chunk) k_softmax_reg<2><<<grid, SMX_REG, 0, s>>>((bf *)a->r, rows, n, sc);
-        else if (reg && n <= 4 * chunk) k_softmax_reg<4><<<grid, SMX_REG, 0, s>>>((bf *)a->r, rows, n, sc);
-        else if (reg) k_softmax_reg<SMX_PER><<<grid, SMX_REG, 0, s>>>((bf *)a->r, rows, n, sc);
-        else if (vec8(n, a->r, a->r)) k_softmax<8><<<grid, SMX_THREADS, 0, s>>>((bf *)a->r, rows, n, sc);
-        else k_softmax<1><<<grid, SMX_THREADS, 0, s>>>((bf *)a->r, rows, n, sc);
+        bf *S = (bf *)a->r;
+        int v8 = vec8(n, a->r, a->r), done = 0, big = smx_big_nt();
+        if (v8 && n <= (int64_t)SMX_REG * 8 * 4) done = smx_reg_launch<SMX_REG>(S, rows, n, sc, grid, s);
+        else if (v8 && big == 128) done = smx_reg_launch<128>(S, rows, n, sc, grid, s);
+        else if (v8 && big == 256) done = smx_reg_launch<256>(S, rows, n, sc, grid, s);
+        else if (v8 && big == 512) done = smx_reg_launch<512>(S, rows, n, sc, grid, s);
+        else if (v8 && n <= SMX_BIG_MAX) done = smx_reg_launch<SMX_BIG>(S, rows, n, sc, grid, s);
+        if (!done && v8) k_softmax<8><<<grid, SMX_THREADS, 0, s>>>(S, rows, n, sc);
+        else if (!done) k_softmax<1><<<grid, SMX_THREADS, 0, s>>>(S, rows, n, sc);
         CHECK_LAUNCH("softmax kernel");
     } else {
-        if (vec8(n, a->x, a->r)) k_softmax_bwd<8><<<grid, SMX_THREADS, 0, s>>>((const bf *)a->x, (bf *)a->r, rows, n);
-        else k_softmax_bwd<1><<<grid, SMX_THREADS, 0, s>>>((const bf *)a->x, (bf *)a->r, rows, n);
+        const bf *P = (const bf *)a->x;
+        bf *dP = (bf *)a->r;
+        int v8 = vec8(n, a->x, a->r) && vec8(n, a->r, a->r) && smx_bwd_reg();
+        if (v8 && n <= 2048) k_softmax_bwd_reg<1, 256><<<grid, 256, 0, s>>>(P, dP, rows, n);
+        else if (v8 && n <= 4096) k_softmax_bwd_reg<2, 256><<<grid, 256, 0, s>>>(P, dP, rows, n);
+        else if (v8 && n <= (int64_t)SMX_BWD_BIG * 8 * 2) k_softmax_bwd_reg<2, SMX_BWD_BIG><<<grid, SMX_BWD_BIG, 0, s>>>(P, dP, rows, n);
+        else if (v8 && n <= (int64_t)SMX_BWD_BIG * 8 * 4) k_softmax_bwd_reg<4, SMX_BWD_BIG><<<grid, SMX_BWD_BIG, 0, s>>>(P, dP, rows, n);
+        else if (v8) k_softmax_bwd<8><<<grid, SMX_THREADS, 0, s>>>(P, dP, rows, n);
+        else k_softmax_bwd<1><<<grid, SMX_THREADS, 0, s>>>(P, dP, rows, n);
         CHECK_LAUNCH("softmax backward kernel");
     }
     return 0;

@@ -469,8 +469,11 @@ int main(void)
     check_softmax(64, 4096);  /* 8 per access, the row in registers */
     check_softmax(5, 2056);   /* in registers (2 chunks), the last chunk partial */
     check_softmax(7, 1024);   /* in registers, 1 chunk of 2048 partly used */
-    check_softmax(3, 6144);   /* in registers, 4 chunks */
-    check_softmax(4, 8200);   /* 8 per access, two passes (longer than the registers hold) */
+    check_softmax(3, 6144);   /* in registers, 512 x 2 (DM_SMX_NT=128: 128 x 6 of 8) */
+    check_softmax(4, 8200);   /* 8 per access, two passes (backward: in registers, 512 x 3 of 4) */
+    check_softmax(3, 8192);   /* in registers, 512 x 2 (backward 512 x 2) */
+    check_softmax(2, 16384);  /* two passes (backward in registers, 512 x 4: its longest; DM_SMX_NT=256: 256 x 8) */
+    check_softmax(2, 16392);  /* 8 per access, two passes both ways */
     check_softmax(3, 20000);  /* rows longer than a block's stride */
     check_bandwidth(dm_gpu_find(info.name));
     wk_blas_destroy(H);

@@ -45,6 +45,26 @@ stage_wktest() {
     fi
 }
 
+# smxab: the softmax forms against each other on this GPU: test_wk_gpu under each form
+# (DM_SMX_NT picks the forward's block size for rows over 4096 scores, DM_SMX_BWD_REG=0 the
+# two-pass backward), then bench work on Llama-3.2-3B at 4096 and 8192 tokens and Qwen2.5-1.5B at
+# 16384 under each (the softmax rows of $L/smx_*.txt; kernels/wk_cuda.cu)
+STAGE_TIMEOUT_smxab=200
+stage_smxab() {
+    local v
+    for v in "DM_SMX_NT=128" "DM_SMX_NT=512" "DM_SMX_BWD_REG=0"; do
+        [ -x "$D/test_wk_gpu" ] && env "$v" timeout 30 "$D/test_wk_gpu" > "$L/smx_test_${v//=/_}.txt" 2>&1
+        echo "test_wk_gpu $v exit $? ($(grep -c '^ok' "$L/smx_test_${v//=/_}.txt") ok, $(grep -c '^not ok' "$L/smx_test_${v//=/_}.txt") not ok)"
+    done
+    for v in "DM_SMX_NT=256" "DM_SMX_NT=128" "DM_SMX_NT=512" "DM_SMX_BWD_REG=0"; do
+        local f="$L/smx_${v//=/_}.txt"
+        env "$v" timeout 40 "$D/dmuon" bench work --models llama-3.2-3b --tokens 4096,8192 --no-grid --out "$L/smx_${v//=/_}.csv" > "$f" 2>&1
+        env "$v" timeout 40 "$D/dmuon" bench work --models qwen2.5-1.5b --tokens 16384 --no-grid --out "$L/smx16k_${v//=/_}.csv" >> "$f" 2>&1
+        echo "== $v"
+        grep -E ' softmax(-bwd)? ' "$f" | awk '{print "   ", $2, $3, $4, $7, $11, $12}'
+    done
+}
+
 # WORK_TOKENS (default 2048,4096): the token counts of the models' kernels; validating at 8192
 # tokens wants 8192 in it (the h200-14-tokens call priced 8192 by extrapolation: 7-12% short)
 STAGE_TIMEOUT_work=230
