@@ -1026,6 +1026,9 @@ int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_res
         }
         r->power_passes = pass + 1;
         if (moved < 1) break; /* this pass started where it ends */
+        free(s.start); /* not sim_free's: the last pass hands them to the result */
+        free(s.end);
+        free(s.ready);
         sim_free(&s);
         sim_init(&s, p, c, o);
     }
