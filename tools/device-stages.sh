@@ -153,7 +153,7 @@ call_costs() {
     echo "$K$(cat "$L/extra_costs" 2>/dev/null)"
 }
 # VALIDATE_TOKENS (default 4096; a list such as 2048,8192 runs each) sets the batch per rank.
-VALIDATE_MODELS="llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l"
+VALIDATE_MODELS="${VALIDATE_MODELS:-llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l}"
 STAGE_TIMEOUT_validate=300
 stage_validate() {
     local K
