@@ -52,6 +52,13 @@ double dm_power_clock(const dm_power *p, double D)
     return s < DM_POWER_MIN_S ? DM_POWER_MIN_S : s;
 }
 
+double dm_power_clock_share(const dm_power *p, double bytes, double us)
+{
+    if (!(us > 0) || !(p->ref_Bps > 0)) return 1;
+    double m = bytes / (us * 1e-6 * p->ref_Bps);
+    return m >= 1 ? 0 : m > 0 ? 1 - m : 1;
+}
+
 double dm_power_time_factor(double s, double share)
 {
     if (share < 0) share = 0;

@@ -51,6 +51,9 @@ double dm_power_demand(const dm_power *p, double flops, double bytes, double us)
 double dm_power_advance(const dm_power *p, double D, double P, double dt_us);
 /* The clock fraction at filtered demand D. */
 double dm_power_clock(const dm_power *p, double D);
+/* The share of work's full-clock time `us` that the clock sets: what is left beyond the time its
+ * `bytes` need at the reference copy rate (that part waits on HBM, which does not slow). */
+double dm_power_clock_share(const dm_power *p, double bytes, double us);
 /* The time multiplier of work whose full-clock time is compute-bound by `share`, at clock s. */
 double dm_power_time_factor(double s, double share);
 /* The mean clock over dt_us of demand P from filtered demand *D (advanced in place): the clock a

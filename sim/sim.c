@@ -591,8 +591,7 @@ static double bound_share(const sim *s, int g)
 {
     const dm_op *op = s->op[g];
     if (op->kind == DM_OP_MUON_UPDATE || op->kind == DM_OP_ADAMW || !(s->dur[g] > 0)) return 0;
-    double m = op->bytes / (s->dur[g] * 1e-6 * s->c->power.ref_Bps);
-    return m >= 1 ? 0 : m > 0 ? 1 - m : 1;
+    return dm_power_clock_share(&s->c->power, op->bytes, s->dur[g]);
 }
 
 /* The rate of rank r's running op g now: slowed while a collective is in flight (comm_slowdown)

@@ -553,7 +553,6 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
     /* Per rank, the union of its collectives' intervals, each from the rank's arrival (the traced
      * start less wait_us: NCCL's kernel is resident while it waits for the peers) to the end. */
     rank_intervals(t, R, 1, iv, iv_off);
-    double pw_Bps = pw && pw->ref_Bps > 0 ? pw->ref_Bps : gpu->hbm_Bps;
     for (int i = 0; i < t->n; i++) {
         const dm_trace_event *e = &t->ev[i];
         fit_op o;
@@ -622,7 +621,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             o.cshare = 0;
         } else { /* the share the clock sets, as the simulator's bound_share */
             o.pw_us = o.kind == FK_NS ? o.work_us : o.launch_us + o.work_us;
-            double m = o.pw_us > 0 ? o.pw_bytes / (o.pw_us * 1e-6 * pw_Bps) : 0, b = m >= 1 ? 0 : m > 0 ? 1 - m : 1;
+            double b = pw && o.pw_us > 0 ? dm_power_clock_share(pw, o.pw_bytes, o.pw_us) : 1;
             o.cshare = dm_costs_full_clock(costs, o.kind == FK_NS) ? b : 0;
         }
         o.overlap = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
