@@ -19,6 +19,7 @@ bin=$stage$DM_BINDIR/dmuon
 data=$stage$DM_PKGDATADIR
 ok "dmuon installed" test -x "$bin"
 for f in models/qwen2.5-7b.json models/wall-oss-flow.json costs/h200.csv costs/roofline.csv calib/h200x2.calib \
+    costs/h200-work.csv costs/h200-work-cool.csv calib/h200.calib calib/h200-asrun.calib \
     baselines/cpu-2core/quick.tsv baselines/cpu-2core/full.tsv baselines/h200/full.tsv plots/scale.gp plots/styles.gp \
     plots/compare.gp kernels/autotune_h200.tsv; do
     ok "installed: $f" test -f "$data/$f"
@@ -83,6 +84,10 @@ like "regress: no prediction changed" "$out" " 0 changed, 0 worse"
 out=$(staged sim --model qwen2.5-0.5b --gpus 2 --cluster h200x2 --calibration h200x2 2>&1)
 is "installed dmuon sim --calibration h200x2 (a name): exit 0" "$?" 0
 like "the named calibration is the installed one" "$out" "$data/calib/h200x2.calib"
+out=$(staged sim --model qwen2.5-0.5b --gpus 1 --cluster h200 --calibration h200 2>&1)
+is "installed dmuon sim --calibration h200 (the power model's): exit 0" "$?" 0
+like "its installed table at full clock" "$out" "$data/calib/../costs/h200-work-cool.csv"
+like "its clock line" "$out" "clock          power limit 700 W"
 
 # the GPU plug-in (a build with CUDA): installed, and the staged program loads its own
 if "$DMUON" --version | grep -q '^GPU side: /'; then
