@@ -517,6 +517,22 @@ static int check_fabric(const char *path, const dm_cluster *c, const int *seen, 
     return 0;
 }
 
+/* The power.* keys describe a whole model or none (power.h): a part of one would be ignored. */
+static int check_power(const char *path, const dm_cluster *c, const int *seen, dm_err *err)
+{
+    int first = 0;
+    for (int i = 0; i < N_PARAMS; i++)
+        if (!strncmp(params[i].key, "power.", 6) && seen[i] && (!first || seen[i] < first)) first = seen[i];
+    const char *miss = first ? dm_power_missing(&c->power) : NULL;
+    if (!miss) return 0;
+    if (!strcmp(miss, "power.gemm_w") && c->power.gemm_w > 0)
+        return dm_err_set(err, "%s:%d:1: power.gemm_w (%g W) must be over power.limit_w (%g W): a GPU whose GEMMs stay "
+                          "under its limit needs no power model", path, line_of(seen, "power.gemm_w"), c->power.gemm_w,
+                          c->power.limit_w);
+    return dm_err_set(err, "%s:%d:1: the power model needs every power.* key (dmuon calibrate --power writes them): %s "
+                      "is missing", path, first, miss);
+}
+
 int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
 {
     for (int i = 0; i < N_PRESETS; i++)
@@ -553,6 +569,7 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
         c->nics_per_node = (int)x.nics_per_gpu * c->gpus_per_node;
     }
     if (check_fabric(name, c, seen, err)) return -1;
+    if (check_power(name, c, seen, err)) return -1;
     c->nic_Bps = x.nic_Gbps / 8.0 * 1e9 * x.nic_eff;
     return 0;
 }

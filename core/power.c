@@ -28,6 +28,20 @@ int dm_power_on(const dm_power *p)
            p->ref_Bps > 0;
 }
 
+const char *dm_power_missing(const dm_power *p)
+{
+    if (!(p->limit_w > 0)) return "power.limit_w";
+    if (!(p->gemm_w > 0)) return "power.gemm_w";
+    if (!(p->copy_w > 0)) return "power.copy_w";
+    if (!(p->idle_w > 0)) return "power.idle_w";
+    if (!(p->slope > 0)) return "power.slope";
+    if (!(p->tau_ms > 0)) return "power.tau_ms";
+    if (!(p->ref_flops > 0)) return "power.ref_tflops";
+    if (!(p->ref_Bps > 0)) return "power.ref_GBps";
+    if (!(p->gemm_w > p->limit_w)) return "power.gemm_w";
+    return NULL;
+}
+
 double dm_power_demand(const dm_power *p, double flops, double bytes, double us)
 {
     if (!(us > 0)) return p->idle_w;

@@ -45,6 +45,10 @@ typedef struct dm_power {
 
 /* 1 when p describes a model (a limit below the GEMM's demand, the rates and tau set). */
 int dm_power_on(const dm_power *p);
+/* For a cluster or calibration file that gives some power.* keys: the first key a model needs
+ * that is missing (its name, "power.limit_w" style), "power.gemm_w" when the GEMM's demand is not
+ * over the limit, NULL when the model is complete. activity_exp is optional. */
+const char *dm_power_missing(const dm_power *p);
 /* Full-clock demand of work of `flops` and `bytes` that takes `us` at full clock (us <= 0: idle). */
 double dm_power_demand(const dm_power *p, double flops, double bytes, double us);
 /* The filtered demand after dt_us of demand P, from D. */

@@ -183,8 +183,46 @@ static void test_tables(void)
        c.power.ref_flops / 1e12);
 }
 
+/* A part of a power model in a cluster file or a calibration is refused, with the missing key. */
+static void test_partial(void)
+{
+    char tmp[] = "/tmp/dm_power_cl_XXXXXX";
+    int fd = mkstemp(tmp);
+    FILE *f = fdopen(fd, "w");
+    fputs("gpu = H200-SXM\ngpus_per_node = 8\nnvlink_GBps = 450\npower.limit_w = 700\npower.gemm_w = 950\n", f);
+    fclose(f);
+    dm_cluster c;
+    ok(dm_cluster_load(tmp, &c, &err) != 0 && strstr(err.msg, ":4:1:") && strstr(err.msg, "power.copy_w is missing"),
+       "a cluster file with two power keys is refused at the first: %s", err.msg);
+    f = fopen(tmp, "w");
+    fputs("gpu = H200-SXM\ngpus_per_node = 8\nnvlink_GBps = 450\npower.limit_w = 700\npower.gemm_w = 650\n"
+          "power.copy_w = 480\npower.idle_w = 100\npower.slope = 0.0005\npower.tau_ms = 20\npower.ref_tflops = 780\n"
+          "power.ref_GBps = 4250\n", f);
+    fclose(f);
+    ok(dm_cluster_load(tmp, &c, &err) != 0 && strstr(err.msg, ":5:1:") && strstr(err.msg, "must be over power.limit_w"),
+       "a GEMM demand under the limit is refused: %s", err.msg);
+    f = fopen(tmp, "w");
+    fputs("gpu = H200-SXM\ngpus_per_node = 8\nnvlink_GBps = 450\npower.limit_w = 700\npower.gemm_w = 950\n"
+          "power.copy_w = 480\npower.idle_w = 100\npower.slope = 0.0005\npower.tau_ms = 20\npower.ref_tflops = 780\n"
+          "power.ref_GBps = 4250\n", f);
+    fclose(f);
+    ok(dm_cluster_load(tmp, &c, &err) == 0 && dm_power_on(&c.power), "every key: the model is on");
+    f = fopen(tmp, "w");
+    fputs("# dmuon-calib-1\n# gpu: NVIDIA H200\npower.limit_w = 700   # source: test\n", f);
+    fclose(f);
+    dm_cluster h;
+    if (dm_cluster_load("h200", &h, &err)) {
+        printf("Bail out! %s\n", err.msg);
+        exit(1);
+    }
+    ok(calib_apply(tmp, &h, NULL, &err) != 0 && strstr(err.msg, tmp) && strstr(err.msg, "power.gemm_w is missing"),
+       "a calibration with one power key is refused: %s", err.msg);
+    unlink(tmp);
+}
+
 int main(void)
 {
+    test_partial();
     test_arithmetic();
     test_fit();
     test_sim();

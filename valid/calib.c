@@ -1302,6 +1302,13 @@ int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
         const char *t = strstr(k.e[i].source, " trace of ");
         if (t) sscanf(t + 10, "%127s", info->fitted_on);
     }
+    int any_power = 0;
+    for (int i = 0; i < k.n; i++) any_power |= !strncmp(k.e[i].key, "power.", 6);
+    const char *miss = any_power ? dm_power_missing(&c->power) : NULL;
+    if (miss)
+        return dm_err_set(err, "%s: the power model needs every power.* key (dmuon calibrate --power writes them): %s %s",
+                          file, miss, strcmp(miss, "power.gemm_w") || !(c->power.gemm_w > 0) ? "is missing"
+                                                                                              : "is not over power.limit_w");
     if (!strcmp(info->fitted_on, "-")) info->fitted_on[0] = 0;
     if (info->fitted_on[0] && len < sizeof info->describe)
         snprintf(info->describe + len, sizeof info->describe - len, "; fitted on %s's traces", info->fitted_on);
