@@ -525,12 +525,10 @@ static int check_power(const char *path, const dm_cluster *c, const int *seen, d
         if (!strncmp(params[i].key, "power.", 6) && seen[i] && (!first || seen[i] < first)) first = seen[i];
     const char *miss = first ? dm_power_missing(&c->power) : NULL;
     if (!miss) return 0;
-    if (!strcmp(miss, "power.gemm_w") && c->power.gemm_w > 0)
-        return dm_err_set(err, "%s:%d:1: power.gemm_w (%g W) must be over power.limit_w (%g W): a GPU whose GEMMs stay "
-                          "under its limit needs no power model", path, line_of(seen, "power.gemm_w"), c->power.gemm_w,
-                          c->power.limit_w);
-    return dm_err_set(err, "%s:%d:1: the power model needs every power.* key (dmuon calibrate --power writes them): %s "
-                      "is missing", path, first, miss);
+    char where[1100]; /* the line of the key at fault: gemm_w when it is there but too low, else the first power key */
+    snprintf(where, sizeof where, "%s:%d:1", path,
+             !strcmp(miss, "power.gemm_w") && c->power.gemm_w > 0 ? line_of(seen, "power.gemm_w") : first);
+    return dm_power_check(&c->power, where, err);
 }
 
 int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)

@@ -42,6 +42,17 @@ const char *dm_power_missing(const dm_power *p)
     return NULL;
 }
 
+int dm_power_check(const dm_power *p, const char *where, dm_err *err)
+{
+    const char *miss = dm_power_missing(p);
+    if (!miss) return 0;
+    if (!strcmp(miss, "power.gemm_w") && p->gemm_w > 0)
+        return dm_err_set(err, "%s: power.gemm_w (%g W) must be over power.limit_w (%g W): a GPU whose GEMMs stay under "
+                          "its limit needs no power model", where, p->gemm_w, p->limit_w);
+    return dm_err_set(err, "%s: the power model needs every power.* key (dmuon calibrate --power writes them): %s is "
+                      "missing", where, miss);
+}
+
 double dm_power_demand(const dm_power *p, double flops, double bytes, double us)
 {
     if (!(us > 0)) return p->idle_w;
@@ -111,6 +122,14 @@ static double mix_demand(const dm_power *p, double g, double u, double c)
     return p->idle_w + (p->gemm_w - p->idle_w) * g * u + (p->copy_w - p->idle_w) * c;
 }
 
+/* A probe phase with GEMMs for the fit: 1 when the limit slowed it (its settled rate under 0.99 of
+ * its first window's), 0 when it ran at full clock, -1 without GEMMs to fit on. */
+static int phase_slowed(const phase *x)
+{
+    if (x->g < 0.05 || x->first <= 0) return -1;
+    return x->settled / x->first < 0.99;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -134,7 +153,7 @@ static double tau_ss(dm_power *p, const phase *ph, int np, double tau_ms, int *n
     int n = 0;
     for (int i = 0; i < np; i++) {
         const phase *x = &ph[i];
-        if (x->g < 0.05 || x->first <= 0 || x->settled / x->first >= 0.99) continue;
+        if (phase_slowed(x) != 1) continue;
         double D = p->idle_w, s0 = 0, m0 = 0;
         for (int k = 0; k < x->windows->n; k++) {
             const jv *w = x->windows->items[k];
@@ -159,11 +178,11 @@ static double tau_ss(dm_power *p, const phase *ph, int np, double tau_ms, int *n
     return ss;
 }
 
-int dm_power_fit(const char *path, dm_power *out, double residual[4], char *desc, size_t desc_size, FILE *log,
+int dm_power_fit(const char *path, dm_power *out, double residual[3], char *desc, size_t desc_size, FILE *log,
                  dm_err *err)
 {
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < 4; i++) residual[i] = 0;
+    for (int i = 0; i < 3; i++) residual[i] = 0;
     jv *root = jv_parse_file(path, err);
     if (!root) return -1;
     int rc = -1, np = 0, ns = 0;
@@ -247,7 +266,7 @@ int dm_power_fit(const char *path, dm_power *out, double residual[4], char *desc
     int nfree = 0, nthr = 0;
     for (int i = 0; i < np; i++) {
         const phase *x = &ph[i];
-        if (x->g < 0.05 || x->first <= 0 || x->settled / x->first < 0.99) continue;
+        if (phase_slowed(x) != 0) continue;
         double xx = x->g * x->u, yy = x->power - out->idle_w - (out->copy_w - out->idle_w) * x->c;
         sxy += xx * yy, sxx += xx * xx;
         nfree++;
@@ -261,7 +280,7 @@ int dm_power_fit(const char *path, dm_power *out, double residual[4], char *desc
     double r0 = 0;
     for (int i = 0; i < np; i++) {
         const phase *x = &ph[i];
-        if (x->g < 0.05 || x->first <= 0 || x->settled / x->first < 0.99) continue;
+        if (phase_slowed(x) != 0) continue;
         double P = mix_demand(out, x->g, x->u, x->c);
         r0 += (P / x->power - 1) * (P / x->power - 1);
     }
@@ -270,7 +289,7 @@ int dm_power_fit(const char *path, dm_power *out, double residual[4], char *desc
     double sdd = 0, sdl = 0;
     for (int i = 0; i < np; i++) {
         const phase *x = &ph[i];
-        if (x->g < 0.05 || x->first <= 0 || x->settled / x->first >= 0.99) continue;
+        if (phase_slowed(x) != 1) continue;
         double D = mix_demand(out, x->g, x->u, x->c);
         if (D <= out->limit_w) continue;
         sdd += (D - out->limit_w) * (D - out->limit_w), sdl += (1 - x->settled / x->first) * (D - out->limit_w);
@@ -285,7 +304,7 @@ int dm_power_fit(const char *path, dm_power *out, double residual[4], char *desc
     double r1 = 0;
     for (int i = 0; i < np; i++) {
         const phase *x = &ph[i];
-        if (x->g < 0.05 || x->first <= 0 || x->settled / x->first >= 0.99) continue;
+        if (phase_slowed(x) != 1) continue;
         double D = mix_demand(out, x->g, x->u, x->c);
         double r = dm_power_clock(out, D) / (x->settled / x->first) - 1;
         r1 += r * r;

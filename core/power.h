@@ -49,6 +49,9 @@ int dm_power_on(const dm_power *p);
  * that is missing (its name, "power.limit_w" style), "power.gemm_w" when the GEMM's demand is not
  * over the limit, NULL when the model is complete. activity_exp is optional. */
 const char *dm_power_missing(const dm_power *p);
+/* 0 when p is complete, else the error for it (the missing key, or the GEMM's demand not over
+ * the limit), placed at `where` (FILE or FILE:LINE:COL). */
+int dm_power_check(const dm_power *p, const char *where, dm_err *err);
 /* Full-clock demand of work of `flops` and `bytes` that takes `us` at full clock (us <= 0: idle). */
 double dm_power_demand(const dm_power *p, double flops, double bytes, double us);
 /* The filtered demand after dt_us of demand P, from D. */
@@ -66,7 +69,7 @@ double dm_power_mean_clock(const dm_power *p, double *D, double P, double dt_us)
 
 /* Fit the parameters from a power_probe.py JSON file. desc (may be NULL) receives one line of
  * what was derived; log (may be NULL) a line per parameter. Errors name the file and the phase. */
-int dm_power_fit(const char *probe_json, dm_power *out, double residual[4], char *desc, size_t desc_size, FILE *log,
+int dm_power_fit(const char *probe_json, dm_power *out, double residual[3], char *desc, size_t desc_size, FILE *log,
                  dm_err *err);
 
 #endif

@@ -1019,9 +1019,10 @@ int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_res
         if (!D0 && !(D0 = dm_malloc((size_t)s.R * sizeof *D0, err))) goto fail;
         double moved = 0;
         for (int k = 0; k < s.R; k++) { /* idle from its last op to the step's end, then the next step */
-            double D = dm_power_advance(&c->power, s.pw_D[k], s.pw_P[k], s.now - s.pw_t[k]), was = pass ? D0[k] : c->power.idle_w;
-            if (fabs(D - was) > moved) moved = fabs(D - was);
-            D0[k] = D;
+            double was = pass ? D0[k] : c->power.idle_w;
+            power_touch(&s, k);
+            if (fabs(s.pw_D[k] - was) > moved) moved = fabs(s.pw_D[k] - was);
+            D0[k] = s.pw_D[k];
         }
         r->power_passes = pass + 1;
         if (moved < 1) break; /* this pass started where it ends */

@@ -73,7 +73,7 @@ static void test_fit(void)
         char path[1024], desc[1200];
         snprintf(path, sizeof path, "%s/%s", srcdir(), files[i]);
         dm_power p;
-        double res[4];
+        double res[3];
         int rc = dm_power_fit(path, &p, res, desc, sizeof desc, NULL, &err);
         ok(rc == 0, "fit %s%s%s", files[i], rc ? ": " : "", rc ? err.msg : "");
         if (rc) continue;
@@ -97,7 +97,7 @@ static void test_fit(void)
           " \"windows\": [{\"t_ms\": 0}, {\"t_ms\": 20}, {\"t_ms\": 40}, {\"t_ms\": 60}], \"samples\": []}]}\n", f);
     fclose(f);
     dm_power p;
-    double res[4];
+    double res[3];
     ok(dm_power_fit(tmp, &p, res, NULL, 0, NULL, &err) != 0 && strstr(err.msg, tmp) && strstr(err.msg, "gemm-big"),
        "a probe without the gemm-big phase is refused by name: %s", err.msg);
     f = fopen(tmp, "w");

@@ -447,6 +447,22 @@ static double fit_rates(const fit_op *ops, int n, double f, int fit_gap, double 
     return tot;
 }
 
+/* comm_slowdown f on a 0.001 grid in [0, 0.95) (one parameter, a smooth objective): the f whose
+ * rates fit the ops best, from f = 0 whose objective is `at0`; *f gets it (0 without a fit). */
+static double best_slowdown(const fit_op *ops, int n, int fit_gap, int fit, double at0, double *f)
+{
+    double best = at0;
+    *f = 0;
+    if (fit)
+        for (int i = 1; i < 950; i++) {
+            double xi[FK__N], ai[FK__N], si[FK__N];
+            int ci[FK__N];
+            double v = fit_rates(ops, n, i / 1000.0, fit_gap, xi, ai, si, ci);
+            if (v < best) best = v, *f = i / 1000.0;
+        }
+    return best;
+}
+
 /* A staging point: a one-rank reduce-scatter or all-gather that ran with no compute beside it
  * (under STAGE_ALONE of its time): its copies, its staging bytes (coll.h) and its duration. */
 #define STAGE_ALONE 0.2
@@ -788,12 +804,8 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         for (int gi = 2; gi <= 20; gi++) {
             pwc.power.activity_exp = gi / 20.0;
             power_clock_ops(pw, ops, n, ix);
-            double v = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), fb = 0;
-            if (fit_slowdown && n_ov)
-                for (int i = 1; i < 950; i++) {
-                    double xi[FK__N], ai[FK__N], si[FK__N], w = fit_rates(ops, n, i / 1000.0, fit_gap, xi, ai, si, cnt);
-                    if (w < v) v = w, fb = i / 1000.0;
-                }
+            double fb;
+            best_slowdown(ops, n, fit_gap, fit_slowdown && n_ov, fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), &fb);
             fit_rates(ops, n, fb, fit_gap, x, a, ss, cnt);
             if (ss[FK_KERN] < gbest) gbest = ss[FK_KERN], gam = gi / 20.0, gam_n = cnt[FK_KERN];
         }
@@ -803,11 +815,7 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         gam_ss = gam_n ? sqrt(gbest / gam_n) : 0;
     }
     free(ix);
-    if (fit_slowdown && n_ov)
-        for (int i = 1; i < 950; i++) { /* f on a 0.001 grid: one parameter, a smooth objective */
-            double xi[FK__N], ai[FK__N], si[FK__N], v = fit_rates(ops, n, i / 1000.0, fit_gap, xi, ai, si, cnt);
-            if (v < best) best = v, f = i / 1000.0;
-        }
+    best = best_slowdown(ops, n, fit_gap, fit_slowdown && n_ov, best, &f);
     fit_rates(ops, n, f, fit_gap, x, a, ss, cnt);
     if (f > 0) { /* the momentum's rate at this f, and the NS scale with it */
         ns_prep(ops, n, gpu, costs, table_kind[FK_UPD], x, a, cnt);
@@ -943,7 +951,7 @@ out:
 int calib_fit_power(calib *c, const char *probe_json, FILE *log, dm_err *err)
 {
     dm_power p;
-    double res[4];
+    double res[3];
     char desc[1200];
     if (dm_power_fit(probe_json, &p, res, desc, sizeof desc, log, err)) return -1;
     struct {
@@ -1304,11 +1312,7 @@ int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
     }
     int any_power = 0;
     for (int i = 0; i < k.n; i++) any_power |= !strncmp(k.e[i].key, "power.", 6);
-    const char *miss = any_power ? dm_power_missing(&c->power) : NULL;
-    if (miss)
-        return dm_err_set(err, "%s: the power model needs every power.* key (dmuon calibrate --power writes them): %s %s",
-                          file, miss, strcmp(miss, "power.gemm_w") || !(c->power.gemm_w > 0) ? "is missing"
-                                                                                              : "is not over power.limit_w");
+    if (any_power && dm_power_check(&c->power, file, err)) return -1;
     if (!strcmp(info->fitted_on, "-")) info->fitted_on[0] = 0;
     if (info->fitted_on[0] && len < sizeof info->describe)
         snprintf(info->describe + len, sizeof info->describe - len, "; fitted on %s's traces", info->fitted_on);
