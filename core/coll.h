@@ -56,7 +56,12 @@ double dm_coll_busbw_factor(const dm_coll *c, int n);
  * `bytes` over n ranks (real/real_gpu.c coll_op: a reduce-scatter packs the whole tensor into
  * its staging buffer and unpacks its shard, an all-gather copies its shard in and the others'
  * out; read and write counted). The simulator adds them to the collective at the HBM roofline.
- * 0 for broadcast, reduce and all-reduce (in place on contiguous parameters). */
+ * 0 for broadcast, reduce and all-reduce: they run in place on the arenas, which the executor
+ * lays out in the order the program's collectives take the parameters (real_work.h
+ * real_arena_layout, real_coll_place), so a bucket's parameters lie back to back, at most an
+ * alignment gap apart. The one exception, not counted here: an HSDP part (op->parts > 1) whose
+ * parameters have an alignment gap between them (1-D parameters of sizes off a multiple of 8,
+ * e.g. a 3420-wide bias) is packed, a few small copies. */
 double dm_coll_staging_bytes(dm_op_kind kind, double bytes, int n);
 /* The copies those are made of: one per parameter of the op each way (pack and unpack of a
  * reduce-scatter, shard in and the others' out of an all-gather); 0 for the other kinds. The

@@ -9,10 +9,11 @@
  * replays) and Muon/AdamW kernels, NCCL collectives in bf16.
  *
  * Buffers: per matrix the bf16 working weights Wb (what forward/backward read and fetches
- * move) and gradients G, in two arenas in matrix order (real_arena_layout: the matrices of one
- * tensor in one layer back to back, so a layer's experts are one strided batch; each such group
- * 16-byte aligned), so a layer's collective is one contiguous buffer where no padding falls
- * between its matrices; fp32 master weights and
+ * move) and gradients G, in two arenas laid out by real_arena_layout (the matrices of one tensor
+ * in one layer back to back, so a layer's experts are one strided batch; each such group
+ * 16-byte aligned; the groups in the order the program's collectives take them), so a bucket's
+ * reduce, broadcast or all-reduce runs in place on the arena's range, alignment gaps (zeros)
+ * included, with no packing copy; fp32 master weights and
  * optimizer state only where this rank updates, each of those in two buffers (ping-pong,
  * below); per layer its input activations and the residuals forward keeps for backward (two
  * arenas, layer after layer: what the workload's kept_bytes counts); shared scratch for the
@@ -139,6 +140,7 @@ typedef struct gpu {
     gparam *p;
     bf16 *arena_w, *arena_g;
     int64_t total;            /* elements in each arena */
+    int64_t *off;             /* each matrix's offset in them (real_arena_layout) */
     bf16 *act, *res;          /* every layer's activations and residuals (wk_plan.h offsets from
                                  act_base[l], res_base[l]) */
     int64_t *act_base, *res_base;
@@ -415,7 +417,6 @@ static int gpu_create(real_exec *ex, dm_err *err)
         state_stale(q); /* nxt uninitialised */
     }
     int rc = -1;
-    int64_t *off = NULL;
     if (dev_alloc(ex, (void **)&g->arena_w, (size_t)total * 2, "the bf16 weights", err) ||
         dev_alloc(ex, (void **)&g->arena_g, (size_t)total * 2, "the bf16 gradients", err) ||
         dev_alloc(ex, (void **)&g->g32, (size_t)max_size * 4, "the fp32 gradient scratch", err) ||
@@ -430,13 +431,20 @@ static int gpu_create(real_exec *ex, dm_err *err)
         dm_err_set(err, "rank %d: cudaMallocHost failed", ex->rank);
         goto out;
     }
-    if (!(off = dm_malloc((size_t)(n ? n : 1) * sizeof *off, err))) goto out;
-    real_arena_layout(ex->model, ex->mx, n, off);
+    if (!(g->off = dm_malloc((size_t)(n ? n : 1) * sizeof *g->off, err)) ||
+        real_arena_layout(ex->model, ex->mx, n, p, g->off, err) != total)
+        goto out;
     cudaStream_t s0 = g->st[DM_STREAM_COMPUTE];
+    /* the alignment gaps stay zero: an in-place collective spans the gaps between its params */
+    if (cudaMemsetAsync(g->arena_w, 0, (size_t)total * 2, s0) != cudaSuccess ||
+        cudaMemsetAsync(g->arena_g, 0, (size_t)total * 2, s0) != cudaSuccess) {
+        dm_err_set(err, "rank %d: cudaMemsetAsync of the arenas failed", ex->rank);
+        goto out;
+    }
     for (int64_t i = 0; i < n; i++) {
         gparam *q = &g->p[i];
-        q->Wb = g->arena_w + off[i];
-        q->G = g->arena_g + off[i];
+        q->Wb = g->arena_w + g->off[i];
+        q->G = g->arena_g + g->off[i];
         char what[320];
         if (need[i] || ex->rank == 0) {
             snprintf(what, sizeof what, "the master weights and optimizer state of %s", real_matrix_name(ex, i));
@@ -519,7 +527,6 @@ static int gpu_create(real_exec *ex, dm_err *err)
     note_mem(g);
     rc = 0;
 out:
-    free(off);
     free(need);
     return rc;
 }
@@ -540,6 +547,7 @@ static void gpu_destroy(real_exec *ex)
     at_cache_close(g->tune);
     free(g->plans);
     cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->g32);
+    free(g->off);
     cudaFree(g->act), cudaFree(g->res), cudaFree(g->dx), cudaFree(g->dx2), cudaFree(g->ws);
     free(g->act_base), free(g->res_base);
     for (int a = 0; a < WK_A__N; a++) cudaFree(g->attn[a]);
@@ -924,17 +932,6 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
     return 0;
 }
 
-/* params of op contiguous in the arenas (ids consecutive)? */
-/* params of op back to back in the arenas (consecutive ids without alignment padding between)? */
-static int contiguous(const gpu *g, const dm_op *op)
-{
-    for (int a = 1; a < op->n_params; a++) {
-        const gparam *p = &g->p[op->params[a - 1]];
-        if (op->params[a] != op->params[a - 1] + 1 || g->p[op->params[a]].Wb != p->Wb + p->size) return 0;
-    }
-    return 1;
-}
-
 static void extend(int64_t *lo, int64_t *hi, int64_t a, int64_t b)
 {
     if (*hi <= *lo) *lo = a, *hi = b;
@@ -972,19 +969,25 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     int64_t total = 0;
     for (int a = 0; a < op->n_params; a++) total += g->p[op->params[a]].size;
     if (!op->n_params) return 0;
-    int contig = contiguous(g, op);
+    /* in place on the arenas where the params lie back to back; a part (program.h: a flat range
+     * of the packed params, shared with other ranks' reduce-scatters and all-gathers) only where
+     * no gap lies between them */
+    int64_t start = 0, span = 0;
+    real_place place = real_coll_place(ex->model, ex->mx, g->off, op, &start, &span);
     bf16 *buf = g->cbuf[op->stream];
-    gparam *q0 = &g->p[op->params[0]];
     const dm_coll *k = dm_coll_of(op->kind); /* the NCCL call and its size convention */
     switch (op->kind) {
     case DM_OP_ALLREDUCE:
     case DM_OP_REDUCE: {
         int64_t lo = 0, hi = total; /* a part (program.h): only that flat range */
         if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &lo, &hi);
-        bf16 *b = contig ? q0->G + lo : buf;
-        if (!contig) OK(flat_move(ex, op, 0, lo, hi, buf, 1, s, err));
+        if (place == REAL_IN_PLACE_SPAN) hi = span;
+        bf16 *b = place != REAL_STAGED ? g->arena_g + start + lo : buf;
+        if (place == REAL_STAGED) OK(flat_move(ex, op, 0, lo, hi, buf, 1, s, err));
         NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(hi - lo), DM_DT_BF16, root, c, s));
-        if (!contig && (op->kind == DM_OP_ALLREDUCE || me == root)) OK(flat_move(ex, op, 0, lo, hi, buf, 0, s, err));
+        if (place == REAL_STAGED && (op->kind == DM_OP_ALLREDUCE || me == root))
+            OK(flat_move(ex, op, 0, lo, hi, buf, 0, s, err));
+        if (place == REAL_IN_PLACE_SPAN) hi = total; /* the whole of every param (parts <= 1) */
         if (op->kind == DM_OP_ALLREDUCE || me == root) {
             int64_t base = 0;
             for (int a = 0; a < op->n_params; a++) {
@@ -1001,10 +1004,11 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     case DM_OP_BROADCAST: {
         int64_t lo = 0, hi = total;
         if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &lo, &hi);
-        bf16 *b = contig ? q0->Wb + lo : buf;
-        if (!contig && me == root) OK(flat_move(ex, op, 1, lo, hi, buf, 1, s, err));
+        if (place == REAL_IN_PLACE_SPAN) hi = span;
+        bf16 *b = place != REAL_STAGED ? g->arena_w + start + lo : buf;
+        if (place == REAL_STAGED && me == root) OK(flat_move(ex, op, 1, lo, hi, buf, 1, s, err));
         NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(hi - lo), DM_DT_BF16, root, c, s));
-        if (!contig && me != root) OK(flat_move(ex, op, 1, lo, hi, buf, 0, s, err));
+        if (place == REAL_STAGED && me != root) OK(flat_move(ex, op, 1, lo, hi, buf, 0, s, err));
         break;
     }
     case DM_OP_REDUCESCATTER: {

@@ -12,7 +12,9 @@
 # with a one-GPU run over the same tokens to bf16 precision (real_exec_weights over FSDP shards);
 # a model that does not fit (Qwen2.5-72B on one GPU) is refused before allocating, with the
 # estimate; the architecture model (every kernel kind of the workload) follows the CPU
-# executor's losses and parameters to bf16 precision; a stalled peer makes --timeout abort NCCL
+# executor's losses and parameters to bf16 precision, and so does a model whose collectives run in
+# place across the arenas' alignment gaps (equal bit for bit to the same run with every collective
+# packed); a stalled peer makes --timeout abort NCCL
 # and exit non-zero. Skips where there is no
 # GPU (CI). NCCL's NVLink multicast stays off. Expected under 120 s on 2 x H200 (the same script
 # on the CPU backend, 2 ranks oversubscribed on 2 cores: 42 s):
@@ -88,6 +90,24 @@ is "gpu arch: the loss falls as on the CPU, within 15% (gpu $g0 -> $g2, cpu $c0 
 e=$(err_of "$out")
 is "gpu arch: parameters after 3 steps equal the CPU backend's within 1e-2 (bf16; got $e)" \
     "$(awk -v e="$e" 'BEGIN{print (e != "" && e <= 1e-2) ? "yes" : "no"}')" yes
+# collectives in place across the arenas' alignment gaps (tests/data/gap_gpu.json: a 132-row
+# bias and a 100-wide norm share muon-ddp's all-reduce with the matrices; real_coll_place): the
+# GPU's parameters follow the CPU backend's to bf16 precision, and equal bit for bit those of the
+# same run with every collective packed into the collective buffers (DM_COLL_STAGE=1; one rank)
+gap=$DM_SRCDIR/tests/data/gap_gpu.json
+for s in muon-ddp dmuon; do
+    GP="run --model $gap --tokens 64 --steps 3 --timeout 30 --strategy $s"
+    "$MPIRUN" -np 1 --bind-to none $DMUON $GP --backend gpu --save-weights "$tmp/gap_$s.w" >"$tmp/gap_$s.log" 2>&1
+    is "gpu gap $s: 3 ok steps" "$(grep -c ' ok$' "$tmp/gap_$s.log")" 3
+    out=$("$MPIRUN" -np 1 --bind-to none $DMUON $GP --backend cpu --check-weights "$tmp/gap_$s.w" 2>&1)
+    e=$(err_of "$out")
+    is "gpu gap $s: parameters after 3 steps equal the CPU backend's within 1e-2 (bf16; got $e)" \
+        "$(awk -v e="$e" 'BEGIN{print (e != "" && e <= 1e-2) ? "yes" : "no"}')" yes
+    out=$(DM_COLL_STAGE=1 "$MPIRUN" -np 1 --bind-to none -x DM_COLL_STAGE $DMUON $GP --backend gpu \
+        --check-weights "$tmp/gap_$s.w" 2>&1)
+    like "gpu gap $s: every collective packed (DM_COLL_STAGE=1): the same parameters bit for bit" "$out" \
+        "largest relative Frobenius error 0 (every matrix bit-identical)"
+done
 if [ "$np" -ge 2 ]; then
     # an overflow only in the reduction at the 5th step: skipped, named, and the parameters
     # equal those of the 4-step run bit for bit (nothing modified, every rank agreeing)
@@ -112,6 +132,12 @@ if [ "$np" -ge 2 ]; then
         --timeout 30 --strategy muon-fsdp --check-weights "$tmp/muon-fsdp.w" 2>&1)
     e=$(err_of "$out")
     is "gpu: muon-fsdp parameters on 2 GPUs equal the 1-GPU run's within 3e-2 (bf16; got $e)" \
+        "$(awk -v e="$e" 'BEGIN{print (e != "" && e <= 3e-2) ? "yes" : "no"}')" yes
+    # muon-ddp's all-reduces across alignment gaps on 2 GPUs against the 1-GPU run
+    out=$("$MPIRUN" -np $np --bind-to none $DMUON run --backend gpu --model $gap --tokens 32 --steps 3 --timeout 30 \
+        --strategy muon-ddp --check-weights "$tmp/gap_muon-ddp.w" 2>&1)
+    e=$(err_of "$out")
+    is "gpu gap: muon-ddp parameters on 2 GPUs (32 tokens each) equal the 1-GPU run's within 3e-2 (bf16; got $e)" \
         "$(awk -v e="$e" 'BEGIN{print (e != "" && e <= 3e-2) ? "yes" : "no"}')" yes
     out=$("$MPIRUN" -np $np --bind-to none $R --strategy dmuon --steps 3 --timeout 3 --inject-stall 1:1:15 2>&1)
     rc=$?

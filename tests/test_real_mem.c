@@ -26,7 +26,16 @@ static const char *MODEL_JSON =
     "  {\"name\": \"layers.*.norm.weight\", \"shape\": [64], \"count\": 1, \"stack\": \"layers\", \"role\": \"adamw\"}\n"
     " ]}\n";
 
+/* extra: NULL or key, value, ..., NULL (sched_opts_parse) */
+static dm_program *plan_x(const dm_model *m, const char *strategy, int gpus, int64_t tokens, const char *const *extra,
+                          dm_err *err);
 static dm_program *plan(const dm_model *m, const char *strategy, int gpus, int64_t tokens, dm_err *err)
+{
+    return plan_x(m, strategy, gpus, tokens, NULL, err);
+}
+
+static dm_program *plan_x(const dm_model *m, const char *strategy, int gpus, int64_t tokens, const char *const *extra,
+                          dm_err *err)
 {
     dm_cluster cl;
     dm_costs *costs = NULL;
@@ -35,6 +44,8 @@ static dm_program *plan(const dm_model *m, const char *strategy, int gpus, int64
     char tok[32];
     snprintf(tok, sizeof tok, "%lld", (long long)tokens);
     sched_opts_default(&so);
+    for (int i = 0; extra && extra[i] && extra[i + 1]; i += 2)
+        if (sched_opts_parse(&so, extra[i], extra[i + 1], err) < 0) return NULL;
     if (dm_cluster_load("h200", &cl, err) < 0 || !(costs = dm_costs_roofline(cl.gpu, err)) ||
         sched_opts_parse(&so, "strategy", strategy, err) < 0 || sched_opts_parse(&so, "tokens", tok, err) < 0 ||
         sched_build(m, &cl, gpus, costs, &so, &p, NULL, err) < 0) {
@@ -43,6 +54,67 @@ static dm_program *plan(const dm_model *m, const char *strategy, int gpus, int64
     }
     dm_costs_free(costs);
     return p;
+}
+
+static int64_t msize(const dm_model *m, const dm_matrix *x)
+{
+    return x->rows * (m->tensors[x->tensor].ndim == 1 ? 1 : x->cols);
+}
+
+static const int64_t *g_off;
+static int by_off(const void *a, const void *b)
+{
+    int64_t x = g_off[*(const int64_t *)a], y = g_off[*(const int64_t *)b];
+    return (x > y) - (x < y);
+}
+
+/* The arenas' layout for program p of model mdl (real_arena_layout): every group of one tensor
+ * in one layer starts at a multiple of 8 with its matrices back to back, no two matrices
+ * overlap, the gaps are alignment only; every reduce, broadcast and all-reduce that is not a
+ * part runs in place (real_coll_place). Returns the parts staged across an alignment gap. */
+static int check_layout(const char *what, const dm_model *mdl, const dm_program *p)
+{
+    dm_err err = {{0}};
+    dm_matrix *mx = NULL;
+    int64_t n = 0, *off = NULL, total = -1;
+    if (dm_model_matrices(mdl, -1, &mx, &n, &err) < 0 || !(off = malloc((size_t)n * sizeof *off)) ||
+        (total = real_arena_layout(mdl, mx, n, p, off, &err)) < 0) {
+        ok(0, "%s: layout (%s)", what, err.msg);
+        free(mx), free(off);
+        return 0;
+    }
+    int64_t *ord = malloc((size_t)n * sizeof *ord), sum = 0, groups = 0, bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int first = i == 0 || mx[i].tensor != mx[i - 1].tensor || mx[i].layer != mx[i - 1].layer;
+        sum += msize(mdl, &mx[i]), groups += first, ord[i] = i;
+        if ((first && off[i] % 8) || (!first && off[i] != off[i - 1] + msize(mdl, &mx[i - 1])) || off[i] < 0 ||
+            off[i] + msize(mdl, &mx[i]) > total)
+            bad = i;
+    }
+    /* in offset order no matrix overlaps the next */
+    g_off = off;
+    qsort(ord, (size_t)n, sizeof *ord, by_off);
+    for (int64_t j = 1; j < n; j++)
+        if (off[ord[j]] < off[ord[j - 1]] + msize(mdl, &mx[ord[j - 1]])) bad = ord[j];
+    free(ord);
+    ok(bad < 0 && total >= sum && total - sum < 8 * groups,
+       "%s: layout of %lld matrices in %lld groups, %lld elements (%lld in gaps)%s", what, (long long)n,
+       (long long)groups, (long long)total, (long long)(total - sum), bad < 0 ? "" : ": a matrix out of place");
+    int staged = 0, parts_staged = 0, colls = 0;
+    for (int r = 0; r < p->nranks; r++)
+        for (int k = 0; k < p->ranks[r].n_ops; k++) {
+            const dm_op *op = &p->ranks[r].ops[k];
+            int64_t st, sp;
+            if (op->kind != DM_OP_REDUCE && op->kind != DM_OP_BROADCAST && op->kind != DM_OP_ALLREDUCE) continue;
+            colls++;
+            if (real_coll_place(mdl, mx, off, op, &st, &sp) != REAL_STAGED) continue;
+            if (op->parts > 1) parts_staged++;
+            else staged++;
+        }
+    ok(staged == 0, "%s: %d reduces, broadcasts and all-reduces, %d packed (%d parts across a gap)", what, colls,
+       staged, parts_staged);
+    free(off), free(mx);
+    return parts_staged;
 }
 
 int main(void)
@@ -77,9 +149,9 @@ int main(void)
         ok(e.state == 4.0 * 2048 * 2 + 4.0 * 64 * 3 + 4.0 * 2048, "optimizer state: %.0f bytes", e.state);
         /* the second buffers of that state (no copy of the bf16 weights) */
         ok(e.state_next == 4.0 * 2048 * 2 + 4.0 * 64 * 3, "second buffers of the state: %.0f bytes", e.state_next);
-        /* one all-reduce carries at most both params (2112, even: no padding) */
-        ok(e.max_coll >= 2048 && e.max_coll <= 2112 && e.comm == 3.0 * 2 * (double)e.max_coll,
-           "collective buffers: 3 x %lld bf16", (long long)e.max_coll);
+        /* the all-reduces run in place on the arenas (real_coll_place): the packing buffers
+         * hold nothing but their one-element minimum */
+        ok(e.max_coll == 1 && e.comm == 3.0 * 2, "collective buffers: 3 x %lld bf16", (long long)e.max_coll);
         /* one NS plan of 64 x 32: input and output in 2 bytes, work 4 x (64 x 32 + 2 x 32 x 32) */
         ok(e.ns == 2.0 * 2 * 2048 + 4.0 * (2048 + 2.0 * 32 * 32), "NS plans: %.0f bytes", e.ns);
         ok(e.total == e.weights_grads + e.activations + e.scratch + e.state + e.state_next + e.comm + e.ns + e.runtime,
@@ -156,6 +228,48 @@ int main(void)
         dm_program_free(p);
         p = NULL;
         dm_model_free(big);
+    }
+    /* the layout for every strategy's program: the buckets in place */
+    const char *lm[] = {"llama-3.2-3b", "qwen2.5-vl-3b", "pi0", "moonlight-16b-a3b-6l"};
+    const char *ls[] = {"dmuon", "muon-ddp", "muon-rr", "muon-fsdp", "adamw"};
+    const char *lpt[] = {"balance", "lpt", NULL};
+    const char *hsdp[] = {"balance", "lpt", "hsdp", "yes", "gpus-per-node", "4", NULL};
+    for (int k = 0; k < 4; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/models/%s.json", DM_SRCDIR, lm[k]);
+        big = NULL;
+        if (dm_model_load_file(path, &big, &err) < 0) {
+            ok(0, "%s: %s", lm[k], err.msg);
+            continue;
+        }
+        for (int s = 0; s < 5; s++)
+            for (int g = 1; g <= 8; g *= 8) {
+                char what[128];
+                snprintf(what, sizeof what, "%s %s on %d", lm[k], ls[s], g);
+                if (!(p = plan_x(big, ls[s], g, 256, lpt, &err)))
+                    ok(0, "%s: %s", what, err.msg);
+                else
+                    check_layout(what, big, p);
+                dm_program_free(p);
+            }
+        char what[128];
+        snprintf(what, sizeof what, "%s dmuon --hsdp on 8 (2 x 4)", lm[k]);
+        if (!(p = plan_x(big, "dmuon", 8, 256, hsdp, &err)))
+            ok(0, "%s: %s", what, err.msg);
+        else
+            check_layout(what, big, p);
+        dm_program_free(p);
+        dm_model_free(big);
+    }
+    /* without a program: id order, as before the layout followed the collectives */
+    {
+        dm_matrix *mx = NULL;
+        int64_t n = 0, off[2] = {-1, -1};
+        int got = dm_model_matrices(m, -1, &mx, &n, &err) == 0 && n == 2 &&
+                  real_arena_layout(m, mx, n, NULL, off, &err) == 2112;
+        ok(got && off[0] == 0 && off[1] == 2048,
+           "no program: id order (%lld, %lld)", (long long)off[0], (long long)off[1]);
+        free(mx);
     }
     dm_model_free(m);
     return tap_done();

@@ -374,3 +374,21 @@ stage_coolbench() {
         echo "bench work $n exit $?: $(grep -E '^# (sustained|bf16 GEMM 8192|[0-9]+ kernels timed)' "$L/coolbench_$n.txt" | tr '\n' ' ')"
     done
 }
+
+# collab: dmuon with every collective packed into the collective buffers (DM_COLL_STAGE=1: the
+# executor's copies before the arenas followed the program's buckets, real_work.h
+# real_coll_place) on the models whose buckets interleave with their norms and biases, beside the
+# validate stage's in-place runs of the same cases (an A/B of the copies on one card)
+COLLAB_MODELS="${COLLAB_MODELS:-qwen2.5-vl-3b,pi0,moonlight-16b-a3b-6l,qwen2.5-1.5b}"
+STAGE_TIMEOUT_collab=150
+stage_collab() {
+    local K
+    K=$(call_costs)
+    DM_COLL_STAGE=1 timeout 140 "$D/dmuon" validate --cluster h200 --costs "$K" --models "$COLLAB_MODELS" \
+        --strategies dmuon --overlaps interleave --gpus 1 --tokens 4096 --steps 3 \
+        --mpirun "$MPIRUN --bind-to none -x DM_COLL_STAGE" --out "$L/collab" > "$L/collab.txt" 2>&1
+    echo "validate (every collective packed) exit $?"
+    sed -n '/^# errors by model/,$p' "$L/collab.txt" | head -20
+    grep -h -E '^# mean over' "$L"/collab/*/run.log 2>/dev/null | head -10
+    for d in "$L"/collab/*/; do rm -f "$d/sim.csv"; done
+}
