@@ -166,23 +166,35 @@ size_t dm_coll_input_offset(const dm_coll *c, int q, int n, size_t size)
     return c->kind == DM_OP_ALLGATHER ? (size_t)q * (size / (size_t)n) : 0;
 }
 
-double dm_coll_staging_bytes(dm_op_kind kind, double bytes, int n)
+double dm_coll_staging_bytes(dm_op_kind kind, int staged, double bytes, int n)
 {
     if (n < 1) n = 1;
-    if (kind == DM_OP_REDUCESCATTER) return 2.0 * (bytes + bytes / n);
-    if (kind == DM_OP_ALLGATHER) return 2.0 * bytes;
-    return 0;
+    if (!staged) return 0;
+    switch (kind) {
+    case DM_OP_REDUCESCATTER: return 2.0 * (bytes + bytes / n);
+    case DM_OP_ALLGATHER:
+    case DM_OP_BROADCAST: return 2.0 * bytes;
+    case DM_OP_REDUCE:
+    case DM_OP_ALLREDUCE: return 4.0 * bytes;
+    default: return 0;
+    }
 }
 
-double dm_coll_staging_us(const struct dm_cluster *c, dm_op_kind kind, double bytes, int n_params, int n)
+double dm_coll_staging_us(const struct dm_cluster *c, dm_op_kind kind, int staged, double bytes, int n_params, int n)
 {
-    return dm_hbm_pass_at_us(c->gpu, c->staging_efficiency, c->staging_launch_us, dm_coll_staging_copies(kind, n_params, n),
-                             dm_coll_staging_bytes(kind, bytes, n));
+    return dm_hbm_pass_at_us(c->gpu, c->staging_efficiency, c->staging_launch_us,
+                             dm_coll_staging_copies(kind, staged, n_params, n), dm_coll_staging_bytes(kind, staged, bytes, n));
 }
 
-int dm_coll_staging_copies(dm_op_kind kind, int n_params, int n)
+int dm_coll_staging_copies(dm_op_kind kind, int staged, int n_params, int n)
 {
-    if (kind == DM_OP_REDUCESCATTER) return 2 * n_params;
-    if (kind == DM_OP_ALLGATHER) return n_params * (n > 1 ? 2 : 1);
-    return 0;
+    if (!staged) return 0;
+    switch (kind) {
+    case DM_OP_REDUCESCATTER:
+    case DM_OP_REDUCE:
+    case DM_OP_ALLREDUCE: return 2 * n_params;
+    case DM_OP_ALLGATHER: return n_params * (n > 1 ? 2 : 1);
+    case DM_OP_BROADCAST: return n_params;
+    default: return 0;
+    }
 }

@@ -53,27 +53,24 @@ const dm_coll *dm_coll_of(dm_op_kind kind);
 /* nccl-tests' bus-bandwidth factor (busbw = algbw x factor); 0 for one rank. */
 double dm_coll_busbw_factor(const dm_coll *c, int n);
 /* HBM bytes the GPU executor copies on the GPU itself around the NCCL call of a collective of
- * `bytes` over n ranks (real/real_gpu.c coll_op: a reduce-scatter packs the whole tensor into
- * its staging buffer and unpacks its shard, an all-gather copies its shard in and the others'
- * out; read and write counted). The simulator adds them to the collective at the HBM roofline.
- * 0 for broadcast, reduce and all-reduce: they run in place on the arenas, which the executor
- * lays out in the order the program's collectives take the parameters (real_work.h
- * real_arena_layout, real_coll_place), so a bucket's parameters lie back to back, at most an
- * alignment gap apart. The one exception, not counted here: an HSDP part (op->parts > 1) whose
- * parameters have an alignment gap between them (1-D parameters of sizes off a multiple of 8,
- * e.g. a 3420-wide bias) is packed, a few small copies. */
-double dm_coll_staging_bytes(dm_op_kind kind, double bytes, int n);
-/* The copies those are made of: one per parameter of the op each way (pack and unpack of a
- * reduce-scatter, shard in and the others' out of an all-gather); 0 for the other kinds. The
- * executor copies the others' pieces out one peer at a time (n - 1 copies per parameter): that
- * loop is not carried to scale here (it would be one copy per parameter in a gather kernel). */
-int dm_coll_staging_copies(dm_op_kind kind, int n_params, int n);
+ * `bytes` over n ranks that it stages (dm_op.staged, core/arena.h: packed into its collective
+ * buffer; read and write counted; the busiest member's): a reduce-scatter packs the whole
+ * tensor and unpacks its shard, an all-gather copies its shard in and the others' out, a
+ * broadcast packs (root) or unpacks, a reduce or all-reduce packs and unpacks (root). 0 for an op
+ * that runs in place on the arenas (staged 0: the arenas follow the program's buckets). The
+ * simulator adds them to the collective at the HBM roofline. */
+double dm_coll_staging_bytes(dm_op_kind kind, int staged, double bytes, int n);
+/* The copies those are made of: one per parameter of the op each way it is copied (0 when not
+ * staged). The executor copies an all-gather's others' pieces out one peer at a time (n - 1
+ * copies per parameter): that loop is not carried to scale here (it would be one copy per
+ * parameter in a gather kernel). */
+int dm_coll_staging_copies(dm_op_kind kind, int staged, int n_params, int n);
 /* Their time on cluster c's GPU: each copy's launch and the bytes at c's calibrated staging rate
  * (staging_launch_us, staging_efficiency of HBM bandwidth: fitted on collectives that ran with
  * no compute beside them, valid/calib.c) where it has one, else the HBM roofline with the
  * launch floor. The one rule of the simulator and the calibration. */
 struct dm_cluster;
-double dm_coll_staging_us(const struct dm_cluster *c, dm_op_kind kind, double bytes, int n_params, int n);
+double dm_coll_staging_us(const struct dm_cluster *c, dm_op_kind kind, int staged, double bytes, int n_params, int n);
 /* Elements a rank sends / receives in the native call. */
 size_t dm_coll_send_count(const dm_coll *c, size_t size, int n);
 size_t dm_coll_recv_count(const dm_coll *c, size_t size, int n);

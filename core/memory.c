@@ -193,6 +193,7 @@ static int coll_parts(mem_ctx *c, const int64_t *ag_slot, dm_err *err)
             if ((op->coll < 0 || op->coll >= p->n_colls || !seen[op->coll]) && bad_op(p, r, i, n, c->m, err)) goto out;
             if (seen[op->coll]) continue;
             seen[op->coll] = 1; /* every member's op of a collective names the same params */
+            if (!op->staged) continue; /* in place on the arenas (core/arena.h) */
             int64_t t = 0, gn = p->groups[op->group].n;
             for (int a = 0; a < op->n_params; a++) t += sz[op->params[a]];
             t = (t + gn - 1) / gn * gn;

@@ -6,8 +6,9 @@
  * memory while it plans and simulates: another thing.)
  *
  * Parts, in bytes, as the GPU backend holds them (bf16: 2 bytes, fp32: 4):
- *   weights_grads  bf16 working weights and gradients of EVERY matrix (two arenas in matrix
- *                  order, whatever the strategy): 2 x 2 x total_elems
+ *   weights_grads  bf16 working weights and gradients of EVERY matrix (two arenas, whatever
+ *                  the strategy): 2 x 2 x total_elems (the parameters' elements; the arenas'
+ *                  alignment gaps, under 8 elements per tensor and layer, left out)
  *   activations    what forward keeps for backward, summed over the layers: dm_layer_work's
  *                  kept_bytes (each layer's input slots, each projection's residual, each
  *                  vector and table output), at the program's tokens and seq_len
@@ -26,8 +27,10 @@
  *   ns             NS plans of this rank, one per distinct (shape, batch, algorithm): input and
  *                  output in 2 bytes and about two fp32 work matrices per batch entry
  *                  (2 x 2 r c + 4 (r c + 2 min(r, c)^2) per matrix; approximate)
- *   comm           one packing buffer per stream (DM_STREAM__COUNT) of the largest collective,
- *                  bf16: 2 x DM_STREAM__COUNT x max_coll. A collective's elements are its
+ *   comm           one packing buffer per stream (DM_STREAM__COUNT) of the largest staged
+ *                  collective (dm_op.staged, core/arena.h: the others run in place on the
+ *                  arenas; 1 element when none is staged), bf16: 2 x DM_STREAM__COUNT x
+ *                  max_coll. A collective's elements are its
  *                  params' rounded up to a multiple of its group size; an all-gather's are its
  *                  members' largest contribution (what each holds of the payload: the reduced
  *                  gradient, whole or its reduce-scatter shard; the weights it updates, whole or

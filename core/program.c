@@ -86,6 +86,7 @@ static int same_op(const dm_op *x, const dm_op *y)
            x->flops == y->flops && x->m == y->m && x->n == y->n && x->batch == y->batch && x->algo == y->algo &&
            x->iters == y->iters && x->dtype == y->dtype && x->payload == y->payload && x->n_params == y->n_params &&
            x->work == y->work && x->part == y->part && x->parts == y->parts && x->eager == y->eager && x->tall == y->tall &&
+           x->staged == y->staged &&
            (!x->n_deps || !memcmp(x->deps, y->deps, (size_t)x->n_deps * sizeof *x->deps)) &&
            (!x->n_params || !memcmp(x->params, y->params, (size_t)x->n_params * sizeof *x->params));
 }
@@ -200,8 +201,14 @@ dm_op dm_op_init(dm_op_kind kind, dm_stream stream)
     o.batch = 1;
     o.iters = kind == DM_OP_NS ? DM_NS_ITERS_DEFAULT : 0;
     o.payload = dm_op_payload_default(kind);
+    o.staged = dm_op_staged_default(kind);
     o.work = -1;
     return o;
+}
+
+int dm_op_staged_default(dm_op_kind kind)
+{
+    return kind == DM_OP_REDUCESCATTER || kind == DM_OP_ALLGATHER;
 }
 
 int dm_program_add_work(dm_program *p, const dm_kernel *k, int n, dm_err *err)

@@ -96,6 +96,13 @@ typedef struct dm_op {
                            the reduce-scatter layout: part k is [k ceil(T/n), (k+1) ceil(T/n))
                            of T elements, real_work.h's real_flat_shard); bytes are that part's.
                            0 (default): the whole buffer */
+    int staged;         /* collectives: 1 when the GPU executor packs the op's params into its
+                           collective buffer around the call (and unpacks), 0 when the call
+                           runs in place on its arenas (core/arena.h: dm_arena_mark sets it from
+                           the arenas' layout; the simulator and the calibration price the
+                           copies of staged ops only, core/coll.h). Default (a file that does
+                           not say): dm_op_staged_default, what the executor did before the
+                           layout followed the program; compute ops 0 */
     int eager;          /* NS: 1 when its kernels are launched one by one, as PyTorch's eager mode runs
                            them (no CUDA graph; the PyTorch forms of muon-ddp and muon-fsdp);
                            0 (default): one graph replay. JSON "launch": "eager" */
@@ -184,6 +191,8 @@ dm_op dm_op_init(dm_op_kind kind, dm_stream stream);
 /* broadcast and all-gather: weights; reduce, all-reduce, reduce-scatter: gradients; compute
  * ops: none. A gradient all-gather (muon-fsdp) says so in its payload. */
 dm_payload dm_op_payload_default(dm_op_kind kind);
+/* dm_op.staged when a program does not say: 1 for reduce-scatter and all-gather, 0 otherwise. */
+int dm_op_staged_default(dm_op_kind kind);
 
 const char *dm_op_kind_name(dm_op_kind k);   /* "forward", "all-reduce", "ns", ... */
 const char *dm_stream_name(dm_stream s);     /* "compute", "comm-hi", "comm-lo" */

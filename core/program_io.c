@@ -6,7 +6,8 @@
  * its ops). Each op is written on one line with its fields in a fixed order; fields at their
  * default (deps/params empty, coll/group/root/layer -1, bytes/flops/m/n 0, batch 1, algo direct,
  * iters DM_NS_ITERS_DEFAULT for ns and 0 elsewhere, dtype bf16, payload the implied one of
- * program.h, launch graph, tall 0; the header's seq_len 0 and ns_coeffs unset) are left out, and the
+ * program.h, launch graph, tall 0, staged dm_op_staged_default; the header's seq_len 0 and
+ * ns_coeffs unset) are left out, and the
  * reader applies the same defaults: so
  * files written before ops carried iters and payload read back as those ops were run, and
  * their hashes do not change.
@@ -67,6 +68,7 @@ static void write_op(FILE *f, const dm_op *o)
     if (o->parts > 1) fprintf(f, ",\"part\":%d,\"parts\":%d", o->part, o->parts);
     if (o->eager) fputs(",\"launch\":\"eager\"", f);
     if (o->tall) fprintf(f, ",\"tall\":%d", o->tall);
+    if (o->staged != dm_op_staged_default(o->kind)) fprintf(f, ",\"staged\":%d", o->staged);
     fputc('}', f);
 }
 
@@ -464,7 +466,7 @@ typedef struct load_ctx {
     int group_pos_cap;
     /* current op */
     dm_op op;
-    int have_id, have_kind, have_stream, have_iters, have_payload;
+    int have_id, have_kind, have_stream, have_iters, have_payload, have_staged;
     unsigned char *unstated; /* per op of the current rank: 1 when its payload is not stated */
     int unstated_cap;
     int64_t n_coll_ops;  /* collective ops read (bounds n_colls) */
@@ -524,6 +526,10 @@ static int op_field(rd *r, const char *key, void *vctx)
     } else if (!strcmp(key, "tall")) {
         if (rd_int(r, 0, INT32_MAX, key, &v)) return -1;
         c->op.tall = (int)v;
+    } else if (!strcmp(key, "staged")) {
+        if (rd_int(r, 0, 1, key, &v)) return -1;
+        c->op.staged = (int)v;
+        c->have_staged = 1;
     } else if (!strcmp(key, "launch")) {
         if (rd_string(r)) return -1;
         if (strcmp(r->str, "eager") && strcmp(r->str, "graph")) return rd_fail(r, at, "launch \"eager\" or \"graph\"");
@@ -570,7 +576,7 @@ static int op_item(rd *r, int i, void *vctx)
     load_ctx *c = vctx;
     c->index = i;
     c->op = dm_op_init(DM_OP_WAIT, DM_STREAM_COMPUTE);
-    c->have_id = c->have_kind = c->have_stream = c->have_iters = c->have_payload = 0;
+    c->have_id = c->have_kind = c->have_stream = c->have_iters = c->have_payload = c->have_staged = 0;
     c->deps.n = c->params.n = 0;
     rd_ws(r);
     int line = r->line, col = rd_col(r, r->s);
@@ -579,6 +585,7 @@ static int op_item(rd *r, int i, void *vctx)
         return dm_err_set(r->err, "%s:%d:%d: expected fields id, kind and stream in an op", r->file, line, col);
     if (!c->have_iters) c->op.iters = c->op.kind == DM_OP_NS ? DM_NS_ITERS_DEFAULT : 0;
     if (!c->have_payload) c->op.payload = dm_op_payload_default(c->op.kind);
+    if (!c->have_staged) c->op.staged = dm_op_staged_default(c->op.kind);
     if (dm_op_is_collective(c->op.kind)) c->n_coll_ops++;
     int at = c->p->ranks[c->rank].n_ops;
     if (at >= c->unstated_cap) {
@@ -1093,6 +1100,11 @@ int dm_program_validate(const dm_program *p, dm_err *err)
             if (o->kind == DM_OP_NS ? o->tall < 0 || o->tall > o->batch : o->tall != 0) {
                 dm_err_set(err, "program: rank %d op %d (%s): %d tall matrices (%s)", r, i, dm_op_kind_name(o->kind),
                            o->tall, o->kind == DM_OP_NS ? "0 to the batch" : "only ns ops have matrices");
+                goto done;
+            }
+            if (o->staged && !is_coll) {
+                dm_err_set(err, "program: rank %d op %d (%s): staged (only collectives are staged)", r, i,
+                           dm_op_kind_name(o->kind));
                 goto done;
             }
             if (o->eager && o->kind != DM_OP_NS) {

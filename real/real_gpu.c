@@ -9,11 +9,12 @@
  * replays) and Muon/AdamW kernels, NCCL collectives in bf16.
  *
  * Buffers: per matrix the bf16 working weights Wb (what forward/backward read and fetches
- * move) and gradients G, in two arenas laid out by real_arena_layout (the matrices of one tensor
- * in one layer back to back, so a layer's experts are one strided batch; each such group
- * 16-byte aligned; the groups in the order the program's collectives take them), so a bucket's
- * reduce, broadcast or all-reduce runs in place on the arena's range, alignment gaps (zeros)
- * included, with no packing copy; fp32 master weights and
+ * move) and gradients G, in two arenas laid out by dm_arena_layout (core/arena.h: the matrices
+ * of one tensor in one layer back to back, so a layer's experts are one strided batch; each such
+ * group 16-byte aligned; the groups in the order the program's collectives take them), so a
+ * collective runs in place on the arena's range, alignment gaps (zeros) included, unless the
+ * program marks it staged (dm_op.staged: packed into the stream's collective buffer around the
+ * call); fp32 master weights and
  * optimizer state only where this rank updates, each of those in two buffers (ping-pong,
  * below); per layer its input activations and the residuals forward keeps for backward (two
  * arenas, layer after layer: what the workload's kept_bytes counts); shared scratch for the
@@ -140,7 +141,7 @@ typedef struct gpu {
     gparam *p;
     bf16 *arena_w, *arena_g;
     int64_t total;            /* elements in each arena */
-    int64_t *off;             /* each matrix's offset in them (real_arena_layout) */
+    int64_t *off;             /* each matrix's offset in them (dm_arena_layout) */
     bf16 *act, *res;          /* every layer's activations and residuals (wk_plan.h offsets from
                                  act_base[l], res_base[l]) */
     int64_t *act_base, *res_base;
@@ -432,7 +433,7 @@ static int gpu_create(real_exec *ex, dm_err *err)
         goto out;
     }
     if (!(g->off = dm_malloc((size_t)(n ? n : 1) * sizeof *g->off, err)) ||
-        real_arena_layout(ex->model, ex->mx, n, p, g->off, err) != total)
+        dm_arena_layout(ex->model, ex->mx, n, p, g->off, err) != total)
         goto out;
     cudaStream_t s0 = g->st[DM_STREAM_COMPUTE];
     /* the alignment gaps stay zero: an in-place collective spans the gaps between its params */
@@ -969,11 +970,11 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     int64_t total = 0;
     for (int a = 0; a < op->n_params; a++) total += g->p[op->params[a]].size;
     if (!op->n_params) return 0;
-    /* in place on the arenas where the params lie back to back; a part (program.h: a flat range
-     * of the packed params, shared with other ranks' reduce-scatters and all-gathers) only where
-     * no gap lies between them */
+    /* in place on the arenas (the params' range, alignment gaps included) unless staged
+     * (core/arena.h) */
     int64_t start = 0, span = 0;
-    real_place place = real_coll_place(ex->model, ex->mx, g->off, op, &start, &span);
+    dm_arena_fit fit = dm_arena_fit_of(ex->model, ex->mx, g->off, op, &start, &span);
+    int staged = real_staged(ex->model, ex->mx, g->off, ex->prog, op), in_span = !staged && fit == DM_ARENA_SPAN;
     bf16 *buf = g->cbuf[op->stream];
     const dm_coll *k = dm_coll_of(op->kind); /* the NCCL call and its size convention */
     switch (op->kind) {
@@ -981,13 +982,12 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     case DM_OP_REDUCE: {
         int64_t lo = 0, hi = total; /* a part (program.h): only that flat range */
         if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &lo, &hi);
-        if (place == REAL_IN_PLACE_SPAN) hi = span;
-        bf16 *b = place != REAL_STAGED ? g->arena_g + start + lo : buf;
-        if (place == REAL_STAGED) OK(flat_move(ex, op, 0, lo, hi, buf, 1, s, err));
+        if (in_span) hi = span;
+        bf16 *b = !staged ? g->arena_g + start + lo : buf;
+        if (staged) OK(flat_move(ex, op, 0, lo, hi, buf, 1, s, err));
         NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(hi - lo), DM_DT_BF16, root, c, s));
-        if (place == REAL_STAGED && (op->kind == DM_OP_ALLREDUCE || me == root))
-            OK(flat_move(ex, op, 0, lo, hi, buf, 0, s, err));
-        if (place == REAL_IN_PLACE_SPAN) hi = total; /* the whole of every param (parts <= 1) */
+        if (staged && (op->kind == DM_OP_ALLREDUCE || me == root)) OK(flat_move(ex, op, 0, lo, hi, buf, 0, s, err));
+        if (in_span) hi = total; /* the whole of every param (parts <= 1) */
         if (op->kind == DM_OP_ALLREDUCE || me == root) {
             int64_t base = 0;
             for (int a = 0; a < op->n_params; a++) {
@@ -1004,20 +1004,25 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     case DM_OP_BROADCAST: {
         int64_t lo = 0, hi = total;
         if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &lo, &hi);
-        if (place == REAL_IN_PLACE_SPAN) hi = span;
-        bf16 *b = place != REAL_STAGED ? g->arena_w + start + lo : buf;
-        if (place == REAL_STAGED && me == root) OK(flat_move(ex, op, 1, lo, hi, buf, 1, s, err));
+        if (in_span) hi = span;
+        bf16 *b = !staged ? g->arena_w + start + lo : buf;
+        if (staged && me == root) OK(flat_move(ex, op, 1, lo, hi, buf, 1, s, err));
         NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(hi - lo), DM_DT_BF16, root, c, s));
-        if (place == REAL_STAGED && me != root) OK(flat_move(ex, op, 1, lo, hi, buf, 0, s, err));
+        if (staged && me != root) OK(flat_move(ex, op, 1, lo, hi, buf, 0, s, err));
         break;
     }
     case DM_OP_REDUCESCATTER: {
         int64_t sh = (total + n - 1) / n, lo, hi;
         real_flat_shard(total, n, me, &lo, &hi);
-        OK(flat_move(ex, op, 0, 0, total, buf, 1, s, err));
-        if (sh * n > total) CU(cudaMemsetAsync(buf + total, 0, (size_t)(sh * n - total) * 2, s));
-        NC((ncclResult_t)real_nccl_call(k, buf, buf + (size_t)me * sh, (size_t)(sh * n), DM_DT_BF16, root, c, s));
-        if (lo < hi) OK(flat_move(ex, op, 0, lo, hi, buf + (size_t)me * sh, 0, s, err));
+        if (!staged) { /* NCCL's in-place form: the params exact, total = n sh; or one rank, the span */
+            bf16 *b = g->arena_g + start;
+            NC((ncclResult_t)real_nccl_call(k, b, b + (size_t)me * sh, (size_t)span, DM_DT_BF16, root, c, s));
+        } else {
+            OK(flat_move(ex, op, 0, 0, total, buf, 1, s, err));
+            if (sh * n > total) CU(cudaMemsetAsync(buf + total, 0, (size_t)(sh * n - total) * 2, s));
+            NC((ncclResult_t)real_nccl_call(k, buf, buf + (size_t)me * sh, (size_t)(sh * n), DM_DT_BF16, root, c, s));
+            if (lo < hi) OK(flat_move(ex, op, 0, lo, hi, buf + (size_t)me * sh, 0, s, err));
+        }
         int64_t base = 0;
         for (int a = 0; a < op->n_params; a++) {
             gparam *q = &g->p[op->params[a]];
@@ -1030,6 +1035,11 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     case DM_OP_ALLGATHER: {
         int64_t S = ex->facts.ag_slot[op->coll];
         int grad = op->payload == DM_PAYLOAD_GRADS;
+        if (!staged) { /* one rank: the gathered buffer is its own (the span, gaps included) */
+            bf16 *b = (grad ? g->arena_g : g->arena_w) + start;
+            NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)span, DM_DT_BF16, root, c, s));
+            break;
+        }
         {
             const real_range *rg = ex->facts.ag[op->coll] + (size_t)me * op->n_params;
             int64_t off = 0;

@@ -394,80 +394,10 @@ double real_scratch_bytes(const wk_plan *w)
     return b;
 }
 
-/* The collective kinds that run in place on the arenas where their parameters lie back to back
- * (real_gpu.c coll_op); the layout places their parameters first. */
-static int in_place_kind(dm_op_kind k)
+int real_staged(const dm_model *m, const dm_matrix *mx, const int64_t *off, const dm_program *p, const dm_op *op)
 {
-    return k == DM_OP_REDUCE || k == DM_OP_BROADCAST || k == DM_OP_ALLREDUCE;
-}
-
-int64_t real_arena_layout(const dm_model *m, const dm_matrix *mx, int64_t n, const dm_program *p, int64_t *off,
-                          dm_err *err)
-{
-    /* groups: runs of one tensor in one layer (consecutive ids); grp[i] = matrix i's group,
-     * first[g] its first matrix; order[] the groups in arena order */
-    int64_t ng = 0, no = 0, at = 0;
-    int64_t *grp = dm_malloc((size_t)(n ? n : 1) * sizeof *grp, err);
-    int64_t *first = dm_malloc((size_t)(n + 1) * sizeof *first, err);
-    int64_t *order = dm_malloc((size_t)(n ? n : 1) * sizeof *order, err);
-    unsigned char *placed = dm_calloc((size_t)(n ? n : 1), 1, err);
-    if (!grp || !first || !order || !placed) {
-        free(grp), free(first), free(order), free(placed);
-        return -1;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        if (i == 0 || mx[i].tensor != mx[i - 1].tensor || mx[i].layer != mx[i - 1].layer) first[ng++] = i;
-        grp[i] = ng - 1;
-    }
-    first[ng] = n;
-    /* first touch: the in-place collectives of every rank in list order, then the others */
-    for (int pass = 0; p && pass < 2; pass++)
-        for (int r = 0; r < p->nranks; r++)
-            for (int k = 0; k < p->ranks[r].n_ops; k++) {
-                const dm_op *op = &p->ranks[r].ops[k];
-                if (!dm_op_is_collective(op->kind) || in_place_kind(op->kind) != !pass) continue;
-                for (int a = 0; a < op->n_params; a++) {
-                    int64_t q = op->params[a];
-                    if (q < 0 || q >= n || placed[grp[q]]) continue;
-                    placed[grp[q]] = 1;
-                    order[no++] = grp[q];
-                }
-            }
-    for (int64_t g = 0; g < ng; g++)
-        if (!placed[g]) order[no++] = g;
-    for (int64_t o = 0; o < no; o++)
-        for (int64_t i = first[order[o]]; i < first[order[o] + 1]; i++) {
-            if (i == first[order[o]]) at = (at + 7) / 8 * 8;
-            if (off) off[i] = at;
-            at += mx[i].rows * (m->tensors[mx[i].tensor].ndim == 1 ? 1 : mx[i].cols);
-        }
-    free(grp), free(first), free(order), free(placed);
-    return at;
-}
-
-real_place real_coll_place(const dm_model *m, const dm_matrix *mx, const int64_t *off, const dm_op *op, int64_t *start,
-                           int64_t *span)
-{
-    static int forced = -1; /* DM_COLL_STAGE=1: pack every collective (the form before the layout
-                               followed the program; for A/B timing) */
-    if (forced < 0) forced = getenv("DM_COLL_STAGE") && strcmp(getenv("DM_COLL_STAGE"), "1") == 0;
-    int exact = 1;
-    *start = *span = 0;
-    if (forced) return REAL_STAGED;
-    if (op->n_params < 1) return REAL_IN_PLACE_EXACT;
-    int64_t end = 0;
-    for (int a = 0; a < op->n_params; a++) {
-        int64_t q = op->params[a], at = off[q];
-        if (a > 0 && at != end) {
-            if (at != (end + 7) / 8 * 8) return REAL_STAGED;
-            exact = 0;
-        }
-        end = at + mx[q].rows * (m->tensors[mx[q].tensor].ndim == 1 ? 1 : mx[q].cols);
-    }
-    if (!exact && op->parts > 1) return REAL_STAGED;
-    *start = off[op->params[0]];
-    *span = end - *start;
-    return exact ? REAL_IN_PLACE_EXACT : REAL_IN_PLACE_SPAN;
+    int n = op->group >= 0 && op->group < p->n_groups ? p->groups[op->group].n : 0;
+    return op->staged || !dm_arena_in_place(m, mx, off, op, n);
 }
 
 int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err)
@@ -508,7 +438,7 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
     }
     /* the arenas' layout; the collective buffers hold what does not run in place on it */
     int64_t *off = dm_malloc((size_t)(n ? n : 1) * sizeof *off, err);
-    int64_t t_arena = off ? real_arena_layout(m, mx, n, p, off, err) : -1;
+    int64_t t_arena = off ? dm_arena_layout(m, mx, n, p, off, err) : -1;
     if (t_arena < 0) {
         free(off);
         real_facts_free(&f);
@@ -520,10 +450,7 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
     for (int rr = 0; rr < p->nranks; rr++)
         for (int k = 0; k < p->ranks[rr].n_ops; k++) {
             const dm_op *op = &p->ranks[rr].ops[k];
-            int64_t st0, sp0;
-            if (!dm_op_is_collective(op->kind) ||
-                (in_place_kind(op->kind) && real_coll_place(m, mx, off, op, &st0, &sp0) != REAL_STAGED))
-                continue;
+            if (!dm_op_is_collective(op->kind) || !real_staged(m, mx, off, p, op)) continue;
             int64_t t = 0;
             for (int a = 0; a < op->n_params; a++) {
                 int64_t q = op->params[a];

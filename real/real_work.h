@@ -7,6 +7,7 @@
 #define DM_REAL_WORK_H
 #include <stdint.h>
 
+#include "arena.h"
 #include "dm_error.h"
 #include "model.h"
 #include "program.h"
@@ -72,7 +73,7 @@ void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need
  * cuBLAS, NCCL) are approximations: about 4 buffers per plan, 1.5 GiB. */
 typedef struct real_mem_est {
     double weights_grads;     /* bf16 working weights and gradients, every matrix (the arenas'
-                                 layout, real_arena_layout) */
+                                 layout, dm_arena_layout) */
     double activations;       /* bf16, every layer: its input activations (one per slot) and the
                                  residuals forward keeps for backward (wk_plan.h: the workload's
                                  kept_bytes, routed rows padded to whole experts) */
@@ -83,39 +84,17 @@ typedef struct real_mem_est {
     double state_next;        /* the second buffer of the state updated here (ping-pong: the
                                  updates write it, a kept step makes it the committed one) */
     double comm;              /* collective packing buffers, one per stream: the largest
-                                 collective that does not run in place (real_coll_place) */
+                                 collective that is staged (dm_op.staged, core/arena.h) */
     double ns;                /* NS plans (approximate) */
     double runtime;           /* CUDA, cuBLAS and NCCL (approximate) */
     double total;
     int64_t total_elems, max_size, max_coll; /* elements */
 } real_mem_est;
 
-/* The GPU arenas' layout (bf16 weights and gradients). Units are the groups of one tensor in one
- * layer (consecutive ids: what a kernel of count c or an expert batch spans), each starting at a
- * multiple of 8 elements (16 bytes: cuBLAS's and the 16-byte kernels' alignment), its matrices
- * back to back in id order. The groups go in the order the program's collectives first touch
- * them (p may be NULL: id order): the in-place kinds (reduce, broadcast, all-reduce) of every
- * rank in list order, then the staged ones, then the groups no collective moves. So a bucket's
- * parameters lie back to back, at most an alignment gap apart, and the executor runs its
- * collective in place (real_gpu.c coll_op; core/coll.h's staging rule) where the parameter ids
- * interleave (a layer's Muon matrices and its norms and biases) or the buckets do not follow id
- * order. off[i] (may be NULL) gets matrix i's offset; returns the arena's elements, or -1 on an
- * allocation failure (err). */
-int64_t real_arena_layout(const dm_model *m, const dm_matrix *mx, int64_t n, const dm_program *p, int64_t *off,
-                          dm_err *err);
-
-/* Where a collective's params lie in arenas laid out at off[] (real_arena_layout), which decides
- * whether the GPU backend runs it in place (real_gpu.c coll_op) or packs it into a collective
- * buffer: REAL_IN_PLACE_EXACT when each param starts where the one before ends (the packed flat
- * range is the arena's range from *start, *span elements); REAL_IN_PLACE_SPAN when each starts
- * there or at the next multiple of 8 elements (an alignment gap, zeros, lies between: the call
- * covers the arena's range from the first param's start to the last one's end, *span elements,
- * gaps included); REAL_STAGED otherwise, and for a part (op->parts > 1: a flat range of the
- * packed params, which other ranks' reduce-scatters and all-gathers share) across a gap.
- * DM_COLL_STAGE=1 in the environment packs every collective (A/B timing of the copies). */
-typedef enum { REAL_STAGED, REAL_IN_PLACE_SPAN, REAL_IN_PLACE_EXACT } real_place;
-real_place real_coll_place(const dm_model *m, const dm_matrix *mx, const int64_t *off, const dm_op *op, int64_t *start,
-                           int64_t *span);
+/* 1 when the GPU backend stages collective op of p (arenas laid out at off[], dm_arena_layout):
+ * the program marks it (dm_op.staged, core/arena.h) or the arenas do not allow it in place (a
+ * program marked by another layout). */
+int real_staged(const dm_model *m, const dm_matrix *mx, const int64_t *off, const dm_program *p, const dm_op *op);
 
 /* Fill *e for rank r of p running on model m with T tokens per rank (the program's seq_len). */
 int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err);

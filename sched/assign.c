@@ -1273,7 +1273,7 @@ static int __WINAPI milp_abort(lprec *lp, void *h)
     return sched_wall_s() > ((milp_ctx *)h)->deadline;
 }
 
-enum { MENU_MAX = 32, MILP_SKIPPED = -100, MILP_NO_TIME = -101 };
+enum { MENU_MAX = 32, MILP_SKIPPED = -100, MILP_NO_TIME = -101, MILP_FAILED = -102 /* out of memory: err */ };
 
 /* Batch sizes the MILP may use for a shape with `count` matrices: every size up to
  * min(count, max_batch) when that is at most MENU_MAX (so the model holds every plan, and its
@@ -1329,13 +1329,18 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
     double *row = NULL, *vars = NULL, *guess = NULL, *chain = NULL;
     *nj = 0;
     *warm = 0;
-    if (!menus || !n_menu || !off || !used) goto done;
+    if (!menus || !n_menu || !off || !used) {
+        ret = MILP_FAILED;
+        goto done;
+    }
     const sched_assign *inc = in->inc;
     if (inc) { /* the warm-start plan's batches */
         size_t nb = (size_t)(inc->n_batches ? inc->n_batches : 1);
         if (!(bsize = dm_calloc(nb, sizeof *bsize, err)) || !(bown = dm_malloc(nb * sizeof *bown, err)) ||
-            !(bshape = dm_malloc(nb * sizeof *bshape, err)))
+            !(bshape = dm_malloc(nb * sizeof *bshape, err))) {
+            ret = MILP_FAILED;
             goto done;
+        }
         for (int i = 0; i < p->n_items; i++) {
             int b = inc->batch_of[i];
             bsize[b]++;
@@ -1366,12 +1371,15 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
 #define YCOL(c, o) (2 + nx + (c) * O + (o))
     if (!(lp = make_lp(0, ncols))) {
         dm_err_set(err, "milp: lp_solve could not create a model with %d columns", ncols);
+        ret = MILP_FAILED;
         goto done;
     }
     if (!(colno = dm_malloc((size_t)(ncols + 1) * sizeof *colno, err)) ||
         !(row = dm_malloc((size_t)(ncols + 1) * sizeof *row, err)) ||
-        !(vars = dm_malloc((size_t)(ncols + 1) * sizeof *vars, err)))
+        !(vars = dm_malloc((size_t)(ncols + 1) * sizeof *vars, err))) {
+        ret = MILP_FAILED;
         goto done;
+    }
     set_verbose(lp, in->verbose ? NORMAL : NEUTRAL);
     set_add_rowmode(lp, TRUE);
     double eps = 1e-4 / O; /* objective L (+ pair_us x sum y) + eps x total work: the first dominates */
@@ -1482,12 +1490,17 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
         int nrows = get_Nrows(lp);
         if (!(guess = dm_calloc((size_t)ncols + 1, sizeof *guess, err)) ||
             !(basis = dm_calloc((size_t)nrows + ncols + 1, sizeof *basis, err)) ||
-            !(perm = dm_malloc((size_t)O * 2 * sizeof *perm, err)) || !(chain = dm_calloc((size_t)O, sizeof *chain, err)))
+            !(perm = dm_malloc((size_t)O * 2 * sizeof *perm, err)) || !(chain = dm_calloc((size_t)O, sizeof *chain, err))) {
+            ret = MILP_FAILED;
             goto done;
+        }
         int *rank = perm + O;
         int L = n_layers_of(p);
         unsigned char *has = dm_calloc((size_t)O * L, 1, err);
-        if (!has) goto done;
+        if (!has) {
+            ret = MILP_FAILED;
+            goto done;
+        }
         for (int o = 0; o < O; o++) chain[o] = inc->load_us[o];
         for (int i = 0; i < p->n_items; i++) {
             int o = inc->owner[i], l = layer_of(p, i);
@@ -1670,6 +1683,7 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
         in.break_J += eps_work;
         if (in.ub_L >= in.lb_L) ret = solve_milp(p, &in, mjobs, &nm, &model_J, &nvars, &warm, &complete, err);
         else ret = INFEASIBLE; /* no L fits below the plan in hand */
+        if (ret == MILP_FAILED) goto done;
     }
     double elapsed = sched_wall_s() - t0;
     int milp_won = 0;

@@ -4,6 +4,7 @@
  * turns that description into per-rank op lists with the overlap options (sched.h has the
  * program's shape). */
 #define _GNU_SOURCE
+#include "arena.h"
 #include "sched.h"
 
 #include <limits.h>
@@ -1353,7 +1354,9 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
                  opts->strategy == SCHED_ADAMW ? "no NS" : "replicated (every rank)");
         rep->n_units = (int)b.batches.n;
     }
-    if (!(opts->objective_only && opts->strategy == SCHED_DMUON) && !b.cut && emit_program(&b)) goto done;
+    if (!(opts->objective_only && opts->strategy == SCHED_DMUON) && !b.cut &&
+        (emit_program(&b) || dm_arena_mark(model, b.p, err))) /* which collectives the executor stages */
+        goto done;
     if (rep) {
         rep->n_muon = 0;
         for (int64_t i = 0; i < b.nmats; i++) rep->n_muon += b.mats[i].role == DM_ROLE_MUON;

@@ -502,7 +502,7 @@ static int setup(sim *s, dm_err *err)
         const coll_topo *t = &s->grps[c->group].topo;
         coll_algo a = collcost_pick(op->kind, s->o.algo, op->bytes, t);
         c->lat_us = collcost_latency_us(op->kind, a, t) + /* the executor's staging copies (coll.h) */
-                    dm_coll_staging_us(s->c, op->kind, op->bytes, op->n_params, t->n_ranks);
+                    dm_coll_staging_us(s->c, op->kind, op->staged, op->bytes, op->n_params, t->n_ranks);
         c->vol = collcost_bus_bytes(op->kind, a, op->bytes, t->n_ranks) / collcost_kind_scale(op->kind, t);
         c->last = -1;
     }

@@ -354,7 +354,8 @@ int main(void)
             o.coll = dm_program_new_coll(p), o.group = grp, o.bytes = 1e6 * (1 + 7 * i);
             int np = 1 + i;
             dm_program_add_op(p, 0, &o, NULL, 0, params, np, &err);
-            double d = dm_coll_staging_copies(o.kind, np, 1) * 7 + dm_coll_staging_bytes(o.kind, o.bytes, 1) / (0.8 * h200->hbm_Bps) * 1e6;
+            double d = dm_coll_staging_copies(o.kind, o.staged, np, 1) * 7 +
+                       dm_coll_staging_bytes(o.kind, o.staged, o.bytes, 1) / (0.8 * h200->hbm_Bps) * 1e6;
             if (i == 6) d *= 10; /* beside the forward below */
             dm_trace_event ev = {0, DM_STREAM_COMM_HI, i, o.kind, ts, d, o.bytes, 0, -1, o.coll, 0};
             dm_trace_add(s, &ev, &err);

@@ -94,8 +94,10 @@ static void test_two(void)
          * fp32 gradient scratch of the largest matrix; the second buffers of that state */
         ok(e.state == 4.0 * 2048 * 2 + 4.0 * 64 * 3 + 4.0 * 2048, "optimizer state: %.0f bytes", e.state);
         ok(e.state_next == 4.0 * 2048 * 2 + 4.0 * 64 * 3, "second buffers of the state: %.0f bytes", e.state_next);
-        ok(e.max_coll >= 2048 && e.max_coll <= 2112 && e.comm == 3.0 * 2 * (double)e.max_coll,
-           "collective buffers: 3 streams x %lld bf16 elements", (long long)e.max_coll);
+        /* muon-ddp's all-reduces run in place on the arenas (core/arena.h): nothing staged, the
+         * buffers at their one-element minimum */
+        ok(e.max_coll == 1 && e.comm == 3.0 * 2, "collective buffers: 3 streams x %lld bf16 elements",
+           (long long)e.max_coll);
         /* one NS plan of 64 x 32: input and output in 2 bytes, work 4 x (64 x 32 + 2 x 32 x 32) */
         ok(e.ns == 2.0 * 2 * 2048 + 4.0 * (2048 + 2.0 * 32 * 32), "NS plans: %.0f bytes", e.ns);
         ok(e.runtime == 1.5 * GIB, "runtime 1.5 GiB");

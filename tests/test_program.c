@@ -195,6 +195,42 @@ int main(void)
         expect_invalid(p, "3 tall matrices (0 to the batch)", "more tall matrices than the batch");
     }
 
+    /* a collective's staged mark (core/arena.h) round-trips, is left out at its kind's default
+     * (so older files read as the executor ran them) and is in the hash; on a compute op it is
+     * refused */
+    {
+        p = dm_program_new(1, 1, "tiny", "adamw", "h200", "", 128, NULL);
+        int g0 = dm_program_group(p, (int[]){0}, 1, NULL);
+        dm_op rs = dm_op_init(DM_OP_REDUCESCATTER, DM_STREAM_COMM_LO), br = dm_op_init(DM_OP_BROADCAST, DM_STREAM_COMM_HI);
+        rs.coll = dm_program_new_coll(p), rs.group = g0, rs.bytes = 64;
+        br.coll = dm_program_new_coll(p), br.group = g0, br.root = 0, br.bytes = 64;
+        ok(rs.staged == 1 && br.staged == 0, "defaults: a reduce-scatter staged, a broadcast in place");
+        int64_t q = 0;
+        dm_program_add_op(p, 0, &rs, NULL, 0, &q, 1, NULL);
+        dm_program_add_op(p, 0, &br, NULL, 0, &q, 1, NULL);
+        uint64_t h0 = dm_program_hash(p);
+        char *js = NULL;
+        size_t jn = 0;
+        FILE *mf = open_memstream(&js, &jn);
+        dm_program_write_json(p, mf, NULL);
+        fclose(mf);
+        ok(js && !strstr(js, "staged"), "at the defaults no op says staged");
+        free(js);
+        p->ranks[0].ops[0].staged = 0, p->ranks[0].ops[1].staged = 1;
+        dm_program *b = NULL;
+        ok(dm_program_validate(p, &err) == 0 && dm_program_save(p, path, &err) == 0 &&
+               dm_program_load(path, &b, &err) == 0 && b->ranks[0].ops[0].staged == 0 && b->ranks[0].ops[1].staged == 1 &&
+               dm_program_hash(b) == dm_program_hash(p) && dm_program_hash(p) != h0,
+           "a reduce-scatter in place and a staged broadcast round-trip, in the hash (%s)", err.msg);
+        dm_program_free(b);
+        dm_program_free(p);
+        p = dm_program_new(1, 1, "tiny", "dmuon", "h200", "", 128, NULL);
+        dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+        f.staged = 1;
+        dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, NULL);
+        expect_invalid(p, "staged (only collectives are staged)", "a staged forward");
+    }
+
     /* a dependency on a later op */
     p = small(NULL);
     p->ranks[1].ops[1].deps[0] = 2;

@@ -68,17 +68,18 @@ static int by_off(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The arenas' layout for program p of model mdl (real_arena_layout): every group of one tensor
+/* The arenas' layout for program p of model mdl (dm_arena_layout): every group of one tensor
  * in one layer starts at a multiple of 8 with its matrices back to back, no two matrices
  * overlap, the gaps are alignment only; every reduce, broadcast and all-reduce that is not a
- * part runs in place (real_coll_place). Returns the parts staged across an alignment gap. */
+ * part runs in place, and on one rank every collective (dm_op.staged, core/arena.h). Returns
+ * the parts staged across an alignment gap. */
 static int check_layout(const char *what, const dm_model *mdl, const dm_program *p)
 {
     dm_err err = {{0}};
     dm_matrix *mx = NULL;
     int64_t n = 0, *off = NULL, total = -1;
     if (dm_model_matrices(mdl, -1, &mx, &n, &err) < 0 || !(off = malloc((size_t)n * sizeof *off)) ||
-        (total = real_arena_layout(mdl, mx, n, p, off, &err)) < 0) {
+        (total = dm_arena_layout(mdl, mx, n, p, off, &err)) < 0) {
         ok(0, "%s: layout (%s)", what, err.msg);
         free(mx), free(off);
         return 0;
@@ -100,19 +101,34 @@ static int check_layout(const char *what, const dm_model *mdl, const dm_program 
     ok(bad < 0 && total >= sum && total - sum < 8 * groups,
        "%s: layout of %lld matrices in %lld groups, %lld elements (%lld in gaps)%s", what, (long long)n,
        (long long)groups, (long long)total, (long long)(total - sum), bad < 0 ? "" : ": a matrix out of place");
-    int staged = 0, parts_staged = 0, colls = 0;
+    /* the program's marks (dm_arena_mark) against the placement on this layout; what stays
+     * staged: HSDP parts across a gap, reduce-scatters and all-gathers NCCL's in-place form does
+     * not take (on several ranks) */
+    int staged = 0, parts_staged = 0, colls = 0, rsag = 0, rsag_staged = 0, disagree = 0;
     for (int r = 0; r < p->nranks; r++)
         for (int k = 0; k < p->ranks[r].n_ops; k++) {
             const dm_op *op = &p->ranks[r].ops[k];
-            int64_t st, sp;
-            if (op->kind != DM_OP_REDUCE && op->kind != DM_OP_BROADCAST && op->kind != DM_OP_ALLREDUCE) continue;
+            if (!dm_op_is_collective(op->kind)) {
+                disagree += op->staged != 0;
+                continue;
+            }
+            disagree += op->staged != !dm_arena_in_place(mdl, mx, off, op, p->groups[op->group].n);
+            if (op->kind == DM_OP_REDUCESCATTER || op->kind == DM_OP_ALLGATHER) {
+                rsag++, rsag_staged += op->staged;
+                continue;
+            }
             colls++;
-            if (real_coll_place(mdl, mx, off, op, &st, &sp) != REAL_STAGED) continue;
+            if (!op->staged) continue;
             if (op->parts > 1) parts_staged++;
             else staged++;
         }
-    ok(staged == 0, "%s: %d reduces, broadcasts and all-reduces, %d packed (%d parts across a gap)", what, colls,
+    ok(disagree == 0, "%s: every op's staged mark is the placement on the layout (%d differ)", what, disagree);
+    ok(staged == 0, "%s: %d reduces, broadcasts and all-reduces, %d staged (%d parts across a gap)", what, colls,
        staged, parts_staged);
+    if (p->nranks == 1)
+        ok(rsag_staged == 0, "%s: one rank: %d reduce-scatters and all-gathers, %d staged", what, rsag, rsag_staged);
+    else if (rsag)
+        printf("# %s: %d reduce-scatters and all-gathers, %d staged\n", what, rsag, rsag_staged);
     free(off), free(mx);
     return parts_staged;
 }
@@ -149,7 +165,7 @@ int main(void)
         ok(e.state == 4.0 * 2048 * 2 + 4.0 * 64 * 3 + 4.0 * 2048, "optimizer state: %.0f bytes", e.state);
         /* the second buffers of that state (no copy of the bf16 weights) */
         ok(e.state_next == 4.0 * 2048 * 2 + 4.0 * 64 * 3, "second buffers of the state: %.0f bytes", e.state_next);
-        /* the all-reduces run in place on the arenas (real_coll_place): the packing buffers
+        /* the all-reduces run in place on the arenas (core/arena.h): the packing buffers
          * hold nothing but their one-element minimum */
         ok(e.max_coll == 1 && e.comm == 3.0 * 2, "collective buffers: 3 x %lld bf16", (long long)e.max_coll);
         /* one NS plan of 64 x 32: input and output in 2 bytes, work 4 x (64 x 32 + 2 x 32 x 32) */
@@ -266,7 +282,7 @@ int main(void)
         dm_matrix *mx = NULL;
         int64_t n = 0, off[2] = {-1, -1};
         int got = dm_model_matrices(m, -1, &mx, &n, &err) == 0 && n == 2 &&
-                  real_arena_layout(m, mx, n, NULL, off, &err) == 2112;
+                  dm_arena_layout(m, mx, n, NULL, off, &err) == 2112;
         ok(got && off[0] == 0 && off[1] == 2048,
            "no program: id order (%lld, %lld)", (long long)off[0], (long long)off[1]);
         free(mx);

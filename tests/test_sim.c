@@ -50,7 +50,7 @@ static void add_coll(dm_program *p, int g, dm_op_kind kind, dm_stream st, double
  * add_coll's ops carry no parameters, so only the bytes). */
 static double staging_us(const dm_cluster *c, dm_op_kind kind, double bytes, int n)
 {
-    return dm_coll_staging_bytes(kind, bytes, n) / c->gpu->hbm_Bps * 1e6;
+    return dm_coll_staging_bytes(kind, dm_op_staged_default(kind), bytes, n) / c->gpu->hbm_Bps * 1e6;
 }
 
 static sim_result *run(const dm_program *p, const dm_cluster *c, int trace)

@@ -375,17 +375,18 @@ stage_coolbench() {
     done
 }
 
-# collab: dmuon with every collective packed into the collective buffers (DM_COLL_STAGE=1: the
-# executor's copies before the arenas followed the program's buckets, real_work.h
-# real_coll_place) on the models whose buckets interleave with their norms and biases, beside the
-# validate stage's in-place runs of the same cases (an A/B of the copies on one card)
+# collab: every collective staged (DM_COLL_STAGE=1: packed into the collective buffers, as the
+# executor ran them before the arenas followed the program's buckets, core/arena.h; the
+# simulator prices the copies too) on the models whose buckets interleave with their norms and
+# biases, beside the validate stage's in-place runs of the same cases (an A/B of the copies on
+# one card); COLLAB_STRATEGIES (default dmuon) and COLLAB_MODELS choose the cases
 COLLAB_MODELS="${COLLAB_MODELS:-qwen2.5-vl-3b,pi0,moonlight-16b-a3b-6l,qwen2.5-1.5b}"
 STAGE_TIMEOUT_collab=150
 stage_collab() {
     local K
     K=$(call_costs)
     DM_COLL_STAGE=1 timeout 140 "$D/dmuon" validate --cluster h200 --costs "$K" --models "$COLLAB_MODELS" \
-        --strategies dmuon --overlaps interleave --gpus 1 --tokens 4096 --steps 3 \
+        --strategies "${COLLAB_STRATEGIES:-dmuon}" --overlaps interleave --gpus 1 --tokens 4096 --steps 3 \
         --mpirun "$MPIRUN --bind-to none -x DM_COLL_STAGE" --out "$L/collab" > "$L/collab.txt" 2>&1
     echo "validate (every collective packed) exit $?"
     sed -n '/^# errors by model/,$p' "$L/collab.txt" | head -20

@@ -659,7 +659,8 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             if (op->kind != e->kind || op->group < 0 || op->group >= p->n_groups || p->groups[op->group].n != 1) continue;
             double ov = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
                                                e->ts_us + e->dur_us);
-            double copies = dm_coll_staging_copies(op->kind, op->n_params, 1), b = dm_coll_staging_bytes(op->kind, op->bytes, 1);
+            double copies = dm_coll_staging_copies(op->kind, op->staged, op->n_params, 1),
+                   b = dm_coll_staging_bytes(op->kind, op->staged, op->bytes, 1);
             if (ov < STAGE_ALONE && copies > 0) sg[(*n_stg)++] = (stage_pt){copies, b, e->dur_us};
         }
     }
