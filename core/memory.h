@@ -47,9 +47,11 @@
 #define DM_NOFIT_WORDS "does not fit in memory"
 
 /* How far under the executor's measured peak the estimate has come out: -7.1% to -0.2% on the 69
- * one-H200 runs of 2026-12-01 (traces/validate/h200-13.tar.xz, h200-14-tokens.tar.xz; the "# GPU memory"
- * lines of their run.log). A plan that fits by less than this is reported as tight. */
-#define DM_MEM_EST_MARGIN 0.07
+ * one-H200 runs of 2026-12-01 (traces/validate/h200-13.tar.xz, h200-14-tokens.tar.xz), -8.0% to
+ * -0.2% on the 62 of 2026-12-03 (traces/validate/h200-20, at 1024 to 8192 tokens: the smallest
+ * model at 1024 the farthest); the "# GPU memory" lines of their run.log. A plan that fits by
+ * less than this is reported as tight. */
+#define DM_MEM_EST_MARGIN 0.08
 
 #include <stddef.h>
 #include <stdint.h>

@@ -463,6 +463,10 @@ static double best_slowdown(const fit_op *ops, int n, int fit_gap, int fit, doub
     return best;
 }
 
+/* The share of the compute ops' (slowable) time that collectives must overlap for comm_slowdown
+ * to be fitted. */
+#define CALIB_MIN_OVERLAP 0.02
+
 /* A staging point: a one-rank reduce-scatter or all-gather that ran with no compute beside it
  * (under STAGE_ALONE of its time): its copies, its staging bytes (coll.h) and its duration. */
 #define STAGE_ALONE 0.2
@@ -775,6 +779,13 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         goto out;
     }
     snprintf(c->fitted_on, sizeof c->fitted_on, "%s", model[0] ? model : "-");
+    /* comm_slowdown is seen only in the compute time that collectives overlap: under
+     * CALIB_MIN_OVERLAP of the ops' time (one-GPU traces whose collectives run in place and move
+     * nothing) the objective is flat in f and its minimum lands anywhere, the grid's edge too */
+    double ov_t = 0, all_t = 0;
+    for (int i = 0; i < n; i++) ov_t += ops[i].overlap * ops[i].share * ops[i].d_us, all_t += ops[i].d_us;
+    double ov_share = all_t > 0 ? ov_t / all_t : 0;
+    int slow_fit = fit_slowdown && n_ov && ov_share >= CALIB_MIN_OVERLAP;
     /* Elementwise updates the kernel table's rows describe (within 10%, median) are the table's:
      * their time is fixed, no rate is fitted for them; a kind the table has no rows of, or rows
      * that miss the executor's ops by more, gets a bandwidth and a launch term. */
@@ -806,7 +817,7 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
             pwc.power.activity_exp = gi / 20.0;
             power_clock_ops(pw, ops, n, ix);
             double fb;
-            best_slowdown(ops, n, fit_gap, fit_slowdown && n_ov, fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), &fb);
+            best_slowdown(ops, n, fit_gap, slow_fit, fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), &fb);
             fit_rates(ops, n, fb, fit_gap, x, a, ss, cnt);
             if (ss[FK_KERN] < gbest) gbest = ss[FK_KERN], gam = gi / 20.0, gam_n = cnt[FK_KERN];
         }
@@ -816,7 +827,7 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         gam_ss = gam_n ? sqrt(gbest / gam_n) : 0;
     }
     free(ix);
-    best = best_slowdown(ops, n, fit_gap, fit_slowdown && n_ov, best, &f);
+    best = best_slowdown(ops, n, fit_gap, slow_fit, best, &f);
     fit_rates(ops, n, f, fit_gap, x, a, ss, cnt);
     if (f > 0) { /* the momentum's rate at this f, and the NS scale with it */
         ns_prep(ops, n, gpu, costs, table_kind[FK_UPD], x, a, cnt);
@@ -904,7 +915,11 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
             if (set_num(c, key, a[k], src, res, cnt[k], err)) goto out;
         }
     }
-    if (fit_slowdown) {
+    if (fit_slowdown && !slow_fit) {
+        if (log)
+            fprintf(log, "  %-34s not fitted: collectives overlap %.2f%% of the compute ops' time (%.0f%% needed)\n",
+                    "comm_slowdown", 100 * ov_share, 100 * CALIB_MIN_OVERLAP);
+    } else if (fit_slowdown) {
         int nk = 0;
         for (int k = 0; k < FK__N; k++) nk += cnt[k] > 0;
         snprintf(src, sizeof src, "%s: %d compute ops of %d kinds, %d overlapping collectives on their rank: least "
