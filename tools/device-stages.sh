@@ -328,7 +328,8 @@ stage_fwdprobe() {
 # bench work of the same two models' kernels at 4096 tokens cold (--sustain 0) and after the
 # default 3 s sustained load, each with its clock samples ($L/stepprobe_*.{csv,txt,smi})
 STAGE_TIMEOUT_stepprobe=300
-# PROBE_MODELS (default the two above) and PROBE_BENCH=0 (no bench part) change what it runs.
+# PROBE_MODELS (default the two above), PROBE_TOKENS (default 4096; the runs only) and
+# PROBE_BENCH=0 (no bench part) change what it runs.
 stage_stepprobe() {
     local m st c
     for m in ${PROBE_MODELS:-qwen2.5-1.5b llama-3.2-3b}; do
@@ -336,7 +337,7 @@ stage_stepprobe() {
             c=stepprobe_${m}_$st
             smi_start "$L/$c.smi"
             DMUON_KERNEL_TIMES="$L/$c.csv" timeout 40 "$D/dmuon" run --backend gpu --model "$m" --cluster h200 \
-                --strategy "$st" --tokens 4096 --steps 4 --timeout 30 --trace "$L/$c.trace.csv" > "$L/$c.txt" 2>&1
+                --strategy "$st" --tokens "${PROBE_TOKENS:-4096}" --steps 4 --timeout 30 --trace "$L/$c.trace.csv" > "$L/$c.txt" 2>&1
             echo "$m $st exit $?: $(grep '^# mean over' "$L/$c.txt" | cut -c1-150)"
             smi_stop "$L/$c.smi"
         done
