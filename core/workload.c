@@ -95,6 +95,7 @@ typedef struct wctx {
     dm_err *err;
     double elt;
     int cap_slots;
+    int embed_tied; /* backward_of of an embedding: some stack uses its table as a tied head */
 } wctx;
 
 static int slot_of(wctx *c, int stream, int64_t rows, int64_t cols, int routed)
@@ -239,12 +240,18 @@ static int backward_of(wctx *c, kvec *kv, const dm_kernel *f, const dm_kernel *n
         /* reads dy and x, writes dx; the weight gradient is a reduction over the tokens */
         return add_elem(c, kv, DM_KOP_VECTOR_BWD, f->m, f->n, f->count, f->param, f->slot) ? 0 : -1;
     case DM_KOP_EMBED: {
-        /* the table's gradient is zeroed (rows x width), then the tokens' rows are added */
-        double zero = (double)f->k * (double)f->n * (double)f->count;
+        /* an untied table's gradient is zeroed (rows x width: k its rows), then the tokens' rows
+         * are added; a tied one (a stack's output head through it, whose weight gradient runs
+         * first and writes it) only gets the tokens' rows added (k 0), as the executor runs it
+         * (kernels/wk_plan.c mark_accumulate) */
         dm_kernel *x = add_elem(c, kv, DM_KOP_EMBED_BWD, f->m, f->n, f->count, f->param, f->slot);
         if (!x) return -1;
-        x->elems += zero;
-        x->bytes += zero * c->elt;
+        if (!c->embed_tied) {
+            double zero = (double)f->k * (double)f->n * (double)f->count;
+            x->k = f->k;
+            x->elems += zero;
+            x->bytes += zero * c->elt;
+        }
         return 0;
     }
     case DM_KOP_TABLE: return add_elem(c, kv, DM_KOP_TABLE_BWD, f->m, f->n, f->count, f->param, f->slot) ? 0 : -1;
@@ -302,7 +309,7 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
     int si = 0;
     while (si + 1 < m->n_stacks && m->stacks[si + 1].first_global <= layer) si++;
     const dm_stack *st = &m->stacks[si];
-    wctx c = {m, o, out, err, o->dtype_bytes > 0 ? o->dtype_bytes : 2, 0};
+    wctx c = {m, o, out, err, o->dtype_bytes > 0 ? o->dtype_bytes : 2, 0, 0};
     kvec fw = {0}, bw = {0};
     int64_t *first = dm_malloc((size_t)m->n_tensors * sizeof *first, err);
     int *present = dm_calloc((size_t)m->n_tensors, sizeof *present, err);
@@ -359,6 +366,11 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
         const dm_kernel *f = &fw.v[i];
         if (f->op == DM_KOP_ATTN_VALUE || f->op == DM_KOP_SOFTMAX) continue;
         const dm_kernel *next = f->op == DM_KOP_ATTN_SCORE ? dm_attn_value_of(fw.v, fw.n, i) : NULL;
+        c.embed_tied = 0;
+        if (f->op == DM_KOP_EMBED)
+            for (int ti = 0; ti < m->n_tensors; ti++)
+                if (present[ti] && first[ti] == f->param)
+                    for (int s2 = 0; s2 < m->n_stacks; s2++) c.embed_tied |= m->stacks[s2].tied_head == ti;
         if (backward_of(&c, &bw, f, next)) goto done;
     }
     out->fwd = fw.v, out->n_fwd = fw.n;

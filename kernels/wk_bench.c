@@ -76,8 +76,8 @@ static void job_keys(job *j)
         snprintf(j->id, sizeof j->id, "%s|h%" PRId64 "/%" PRId64 ",w%" PRId64 "/%" PRId64 ",v%" PRId64, j->key, j->g.heads,
                  j->g.kv_heads, j->g.win, j->g.kv_win, j->g.vd);
     else if (k->kind == DM_KERN_ELEM)
-        snprintf(j->id, sizeof j->id, "%s|c%" PRId64 ",r%" PRId64 ",p%" PRId64 "/%" PRId64 ",K%" PRId64 ",t%" PRId64, j->key,
-                 b->count, b->rows, b->period, b->positions, b->top_k, b->table_rows);
+        snprintf(j->id, sizeof j->id, "%s|c%" PRId64 ",r%" PRId64 ",p%" PRId64 "/%" PRId64 ",K%" PRId64 ",t%" PRId64 "%s",
+                 j->key, b->count, b->rows, b->period, b->positions, b->top_k, b->table_rows, b->accumulate ? ",acc" : "");
     else
         snprintf(j->id, sizeof j->id, "%s", j->key);
 }
@@ -96,7 +96,10 @@ static int add_job(jobs *J, const wk_kb *b, const wk_plan *p, const char *from, 
     memset(&j, 0, sizeof j);
     j.k = b->k;
     j.b = *b;
-    j.b.accumulate = 0;
+    /* products and reductions timed as they write a fresh gradient; the embedding's backward as
+     * the step runs it: zeroing an untied table first (its row keyed by the table's rows, k), only
+     * adding the tokens' rows to a tied one (k 0; core/workload.c) */
+    j.b.accumulate = b->k.op == DM_KOP_EMBED_BWD ? b->k.k == 0 : 0;
     /* a kernel of count c is c launches of one matrix's: the row times one */
     if (j.k.count > 1) {
         double c = (double)j.k.count;

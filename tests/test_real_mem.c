@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cluster.h"
 #include "costs.h"
@@ -15,6 +16,7 @@
 #include "program.h"
 #include "real_work.h"
 #include "sched.h"
+#include "wk_plan.h"
 #include "workload.h"
 #include "tap.h"
 
@@ -275,6 +277,38 @@ int main(void)
         else
             check_layout(what, big, p);
         dm_program_free(p);
+        dm_model_free(big);
+    }
+    /* the embedding's backward: the workload zeroes an untied table (k its rows) and only adds
+     * to a tied one (k 0), and the executor's plan accumulates exactly where k is 0 (the bench
+     * times it the same way, kernels/wk_bench.c) */
+    const char *em[] = {"llama-3.2-3b", "qwen2.5-0.5b", "qwen2.5-7b", "wall-oss-flow", "pi0", "moonlight-16b-a3b-6l"};
+    for (int k = 0; k < 6; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/models/%s.json", DM_SRCDIR, em[k]);
+        dm_matrix *mx = NULL;
+        int64_t n = 0;
+        wk_plan wl;
+        memset(&wl, 0, sizeof wl);
+        wk_plan_opts wo = {256, 0, 0, 1, 0, 1};
+        big = NULL;
+        if (dm_model_load_file(path, &big, &err) < 0 || dm_model_matrices(big, -1, &mx, &n, &err) < 0 ||
+            wk_plan_build(big, mx, n, &wo, &wl, &err) < 0) {
+            ok(0, "%s: %s", em[k], err.msg);
+        } else {
+            int seen = 0, tied = 0, bad = 0;
+            for (int l = 0; l < wl.n_layers; l++)
+                for (int i = 0; i < wl.L[l].n_bwd; i++) {
+                    const wk_kb *b = &wl.L[l].bwd[i];
+                    if (b->k.op != DM_KOP_EMBED_BWD) continue;
+                    seen++, tied += b->k.k == 0;
+                    bad += b->accumulate != (b->k.k == 0) || (b->k.k != 0 && b->k.k != b->table_rows);
+                }
+            ok(seen > 0 && bad == 0, "%s: %d embedding backward kernels, %d tied (accumulated, k 0), %d off the rule",
+               em[k], seen, tied, bad);
+        }
+        wk_plan_free(&wl);
+        free(mx);
         dm_model_free(big);
     }
     /* without a program: id order, as before the layout followed the collectives */

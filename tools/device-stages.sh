@@ -394,3 +394,21 @@ stage_collab() {
     grep -h -E '^# mean over' "$L"/collab/*/run.log 2>/dev/null | head -10
     for d in "$L"/collab/*/; do rm -f "$d/sim.csv"; done
 }
+
+# embedrows: the embedding backward's rows as the step runs it (an untied table zeroed first, row
+# keyed by its rows; a tied one only added to, k 0: core/workload.c, kernels/wk_bench.c), as run
+# and --cool, every other kernel from the committed caches (so only the new rows are timed):
+# $L/h200-work.csv, $L/h200-work-cool.csv, whose embed-bwd rows replace the committed ones
+STAGE_TIMEOUT_embedrows=200
+stage_embedrows() {
+    cp traces/costs/work_cache_h200.tsv "$L/work_cache.tsv"
+    cp traces/costs/work_cache_h200_cool.tsv "$L/work_cache_cool.tsv"
+    timeout 95 "$D/dmuon" bench work --models validation --tokens "${WORK_TOKENS:-1024,2048,4096,8192,16384}" \
+        --cache "$L/work_cache.tsv" --max-seconds 80 --out "$L/h200-work.csv" > "$L/work_table.txt" 2> "$L/work_err.txt"
+    echo "bench work exit $?: $(grep -E '^# [0-9]+ kernels timed' "$L/work_table.txt")"
+    timeout 95 "$D/dmuon" bench work --models validation --tokens "${WORK_TOKENS:-1024,2048,4096,8192,16384}" --cool \
+        --sustain 0 --cache "$L/work_cache_cool.tsv" --max-seconds 80 --out "$L/h200-work-cool.csv" \
+        > "$L/workcool_table.txt" 2> "$L/workcool_err.txt"
+    echo "bench work --cool exit $?: $(grep -E '^# [0-9]+ kernels timed' "$L/workcool_table.txt")"
+    grep -h ' embed-bwd ' "$L/work_table.txt" "$L/workcool_table.txt" | head -24
+}
