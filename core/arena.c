@@ -4,11 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int64_t msize(const dm_model *m, const dm_matrix *x)
-{
-    return x->rows * (m->tensors[x->tensor].ndim == 1 ? 1 : x->cols);
-}
-
 /* reduce, broadcast, all-reduce: placed first (they may span alignment gaps) */
 static int spanning_kind(dm_op_kind k)
 {
@@ -53,7 +48,7 @@ int64_t dm_arena_layout(const dm_model *m, const dm_matrix *mx, int64_t n, const
         for (int64_t i = first[order[o]]; i < first[order[o] + 1]; i++) {
             if (i == first[order[o]]) at = (at + 7) / 8 * 8;
             if (off) off[i] = at;
-            at += msize(m, &mx[i]);
+            at += dm_matrix_elems(m, &mx[i]);
         }
     free(grp), free(first), free(order), free(placed);
     return at;
@@ -72,17 +67,15 @@ dm_arena_fit dm_arena_fit_of(const dm_model *m, const dm_matrix *mx, const int64
             if (at != (end + 7) / 8 * 8) return DM_ARENA_SCATTERED;
             exact = 0;
         }
-        end = at + msize(m, &mx[q]);
+        end = at + dm_matrix_elems(m, &mx[q]);
     }
     *start = off[op->params[0]];
     *span = end - *start;
     return exact ? DM_ARENA_EXACT : DM_ARENA_SPAN;
 }
 
-int dm_arena_in_place(const dm_model *m, const dm_matrix *mx, const int64_t *off, const dm_op *op, int n)
+int dm_arena_fits_in_place(const dm_op *op, dm_arena_fit f, int64_t span, int n)
 {
-    int64_t start, span;
-    dm_arena_fit f = dm_arena_fit_of(m, mx, off, op, &start, &span);
     switch (op->kind) {
     case DM_OP_REDUCE:
     case DM_OP_BROADCAST:
@@ -91,6 +84,13 @@ int dm_arena_in_place(const dm_model *m, const dm_matrix *mx, const int64_t *off
     case DM_OP_ALLGATHER: return f != DM_ARENA_SCATTERED && n == 1;
     default: return 0;
     }
+}
+
+int dm_arena_in_place(const dm_model *m, const dm_matrix *mx, const int64_t *off, const dm_op *op, int n)
+{
+    int64_t start, span;
+    dm_arena_fit f = dm_arena_fit_of(m, mx, off, op, &start, &span);
+    return dm_arena_fits_in_place(op, f, span, n);
 }
 
 int dm_arena_mark(const dm_model *m, dm_program *p, dm_err *err)

@@ -45,8 +45,9 @@ dm_arena_fit dm_arena_fit_of(const dm_model *m, const dm_matrix *mx, const int64
  *     shard is the whole);
  *   all-gather: one rank, params exact or across gaps (on several ranks what each contributes
  *     is not in general the flat shard NCCL's in-place form would take).
- * 0: staged. */
+ * 0: staged. dm_arena_fits_in_place: the same from op's fit and span (dm_arena_fit_of). */
 int dm_arena_in_place(const dm_model *m, const dm_matrix *mx, const int64_t *off, const dm_op *op, int n);
+int dm_arena_fits_in_place(const dm_op *op, dm_arena_fit f, int64_t span, int n);
 
 /* Lay out p's arenas and set dm_op.staged on every collective op of every rank (0 elsewhere).
  * DM_COLL_STAGE=1 in the environment stages every collective (for A/B timing of the copies; the

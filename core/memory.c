@@ -11,11 +11,6 @@
 
 #define GIB 1073741824.0
 
-static int64_t elems_of(const dm_model *m, const dm_matrix *x)
-{
-    return x->rows * (m->tensors[x->tensor].ndim == 1 ? 1 : x->cols);
-}
-
 /* A param of rank r's op i the model does not have, or a collective without a valid id or
  * group: refused (every loop below checks the ops it reads before it reads them). */
 static int bad_op(const dm_program *p, int r, int i, int64_t n, const dm_model *m, dm_err *err)
@@ -218,7 +213,7 @@ static int ctx_init(mem_ctx *c, const dm_model *m, const dm_program *p, const in
     if (dm_model_matrices(m, -1, &c->mx, &c->n, err) < 0 ||
         !(c->sz = dm_malloc(((size_t)c->n + 1) * sizeof *c->sz, err)))
         return -1;
-    for (int64_t i = 0; i < c->n; i++) c->sz[i] = elems_of(m, &c->mx[i]);
+    for (int64_t i = 0; i < c->n; i++) c->sz[i] = dm_matrix_elems(m, &c->mx[i]);
     if (!(c->need = dm_calloc((size_t)c->n + 1, 1, err)) || !(c->stamp = dm_calloc((size_t)c->n + 1, sizeof *c->stamp, err)))
         return -1;
     dm_mem_est *e = &c->common;

@@ -561,6 +561,11 @@ int64_t dm_model_count_role(const dm_model *m, dm_role r)
     return t;
 }
 
+int64_t dm_matrix_elems(const dm_model *m, const dm_matrix *x)
+{
+    return x->rows * (m->tensors[x->tensor].ndim == 1 ? 1 : x->cols);
+}
+
 int dm_model_matrices(const dm_model *m, int r, dm_matrix **out, int64_t *n, dm_err *err)
 {
     /* Order: by global layer, then by entry, then by index: forward order, deterministic. A

@@ -141,6 +141,8 @@ int64_t dm_model_count_role(const dm_model *m, dm_role r);  /* tensors with that
 /* Expand every tensor of role r (or all when r < 0) into matrices, sorted by (layer, entry,
  * index). *out owned by the caller (free()). */
 int dm_model_matrices(const dm_model *m, int r, dm_matrix **out, int64_t *n, dm_err *err);
+/* Elements of matrix x of m: rows x cols, or rows for a 1-D tensor. */
+int64_t dm_matrix_elems(const dm_model *m, const dm_matrix *x);
 
 /* Write a model to a JSON file in the format above (atomically: temp file then rename). The
  * text is read back with the loader first: a model the loader would refuse is not written

@@ -212,6 +212,14 @@ static int attention_position(const dm_model *m, int si, const dm_attention *a, 
     return m->n_tensors;
 }
 
+/* 1 when some stack uses tensor t as its tied output head. */
+static int is_tied_head(const dm_model *m, int t)
+{
+    for (int s = 0; s < m->n_stacks; s++)
+        if (m->stacks[s].tied_head == t) return 1;
+    return 0;
+}
+
 /* Backward kernels of forward kernel f, appended to kv (in the order they run). */
 static int backward_of(wctx *c, kvec *kv, const dm_kernel *f, const dm_kernel *next)
 {
@@ -367,10 +375,8 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
         if (f->op == DM_KOP_ATTN_VALUE || f->op == DM_KOP_SOFTMAX) continue;
         const dm_kernel *next = f->op == DM_KOP_ATTN_SCORE ? dm_attn_value_of(fw.v, fw.n, i) : NULL;
         c.embed_tied = 0;
-        if (f->op == DM_KOP_EMBED)
-            for (int ti = 0; ti < m->n_tensors; ti++)
-                if (present[ti] && first[ti] == f->param)
-                    for (int s2 = 0; s2 < m->n_stacks; s2++) c.embed_tied |= m->stacks[s2].tied_head == ti;
+        for (int ti = 0; f->op == DM_KOP_EMBED && ti < m->n_tensors; ti++)
+            if (present[ti] && first[ti] == f->param) c.embed_tied = is_tied_head(m, ti);
         if (backward_of(&c, &bw, f, next)) goto done;
     }
     out->fwd = fw.v, out->n_fwd = fw.n;

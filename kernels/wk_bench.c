@@ -97,9 +97,9 @@ static int add_job(jobs *J, const wk_kb *b, const wk_plan *p, const char *from, 
     j.k = b->k;
     j.b = *b;
     /* products and reductions timed as they write a fresh gradient; the embedding's backward as
-     * the step runs it: zeroing an untied table first (its row keyed by the table's rows, k), only
-     * adding the tokens' rows to a tied one (k 0; core/workload.c) */
-    j.b.accumulate = b->k.op == DM_KOP_EMBED_BWD ? b->k.k == 0 : 0;
+     * the step runs it (the plan's accumulate): zeroing an untied table first (its row keyed by
+     * the table's rows, k), only adding the tokens' rows to a tied one (k 0; core/workload.c) */
+    j.b.accumulate = b->k.op == DM_KOP_EMBED_BWD && b->accumulate;
     /* a kernel of count c is c launches of one matrix's: the row times one */
     if (j.k.count > 1) {
         double c = (double)j.k.count;

@@ -974,7 +974,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
      * (core/arena.h) */
     int64_t start = 0, span = 0;
     dm_arena_fit fit = dm_arena_fit_of(ex->model, ex->mx, g->off, op, &start, &span);
-    int staged = real_staged(ex->model, ex->mx, g->off, ex->prog, op), in_span = !staged && fit == DM_ARENA_SPAN;
+    int staged = real_staged(ex->prog, op, fit, span), in_span = !staged && fit == DM_ARENA_SPAN;
     bf16 *buf = g->cbuf[op->stream];
     const dm_coll *k = dm_coll_of(op->kind); /* the NCCL call and its size convention */
     switch (op->kind) {
@@ -982,12 +982,11 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     case DM_OP_REDUCE: {
         int64_t lo = 0, hi = total; /* a part (program.h): only that flat range */
         if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &lo, &hi);
-        if (in_span) hi = span;
         bf16 *b = !staged ? g->arena_g + start + lo : buf;
         if (staged) OK(flat_move(ex, op, 0, lo, hi, buf, 1, s, err));
-        NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(hi - lo), DM_DT_BF16, root, c, s));
+        /* across gaps (parts <= 1, lo 0): the arena's range, gaps included */
+        NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(in_span ? span : hi - lo), DM_DT_BF16, root, c, s));
         if (staged && (op->kind == DM_OP_ALLREDUCE || me == root)) OK(flat_move(ex, op, 0, lo, hi, buf, 0, s, err));
-        if (in_span) hi = total; /* the whole of every param (parts <= 1) */
         if (op->kind == DM_OP_ALLREDUCE || me == root) {
             int64_t base = 0;
             for (int a = 0; a < op->n_params; a++) {
@@ -1004,10 +1003,9 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     case DM_OP_BROADCAST: {
         int64_t lo = 0, hi = total;
         if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &lo, &hi);
-        if (in_span) hi = span;
         bf16 *b = !staged ? g->arena_w + start + lo : buf;
         if (staged && me == root) OK(flat_move(ex, op, 1, lo, hi, buf, 1, s, err));
-        NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(hi - lo), DM_DT_BF16, root, c, s));
+        NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(in_span ? span : hi - lo), DM_DT_BF16, root, c, s));
         if (staged && me != root) OK(flat_move(ex, op, 1, lo, hi, buf, 0, s, err));
         break;
     }

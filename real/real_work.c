@@ -394,10 +394,10 @@ double real_scratch_bytes(const wk_plan *w)
     return b;
 }
 
-int real_staged(const dm_model *m, const dm_matrix *mx, const int64_t *off, const dm_program *p, const dm_op *op)
+int real_staged(const dm_program *p, const dm_op *op, dm_arena_fit fit, int64_t span)
 {
     int n = op->group >= 0 && op->group < p->n_groups ? p->groups[op->group].n : 0;
-    return op->staged || !dm_arena_in_place(m, mx, off, op, n);
+    return op->staged || !dm_arena_fits_in_place(op, fit, span, n);
 }
 
 int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err)
@@ -450,11 +450,14 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
     for (int rr = 0; rr < p->nranks; rr++)
         for (int k = 0; k < p->ranks[rr].n_ops; k++) {
             const dm_op *op = &p->ranks[rr].ops[k];
-            if (!dm_op_is_collective(op->kind) || !real_staged(m, mx, off, p, op)) continue;
+            int64_t st0, sp0;
+            if (!dm_op_is_collective(op->kind) ||
+                !real_staged(p, op, dm_arena_fit_of(m, mx, off, op, &st0, &sp0), sp0))
+                continue;
             int64_t t = 0;
             for (int a = 0; a < op->n_params; a++) {
                 int64_t q = op->params[a];
-                if (q >= 0 && q < n) t += mx[q].rows * (m->tensors[mx[q].tensor].ndim == 1 ? 1 : mx[q].cols);
+                if (q >= 0 && q < n) t += dm_matrix_elems(m, &mx[q]);
             }
             int gn = p->groups[op->group].n;
             t = (t + gn - 1) / gn * gn;

@@ -91,10 +91,10 @@ typedef struct real_mem_est {
     int64_t total_elems, max_size, max_coll; /* elements */
 } real_mem_est;
 
-/* 1 when the GPU backend stages collective op of p (arenas laid out at off[], dm_arena_layout):
- * the program marks it (dm_op.staged, core/arena.h) or the arenas do not allow it in place (a
- * program marked by another layout). */
-int real_staged(const dm_model *m, const dm_matrix *mx, const int64_t *off, const dm_program *p, const dm_op *op);
+/* 1 when the GPU backend stages collective op of p, whose params lie in its arenas as `fit` and
+ * `span` say (dm_arena_fit_of): the program marks it (dm_op.staged, core/arena.h) or the arenas
+ * do not allow it in place (a program marked by another layout). */
+int real_staged(const dm_program *p, const dm_op *op, dm_arena_fit fit, int64_t span);
 
 /* Fill *e for rank r of p running on model m with T tokens per rank (the program's seq_len). */
 int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err);

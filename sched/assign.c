@@ -1319,7 +1319,7 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
 {
     const int *count = in->count;
     const lclass *lc = in->lc;
-    int S = p->n_shapes, O = p->nowners, C = lc ? lc->n : 0, ret = MILP_SKIPPED;
+    int S = p->n_shapes, O = p->nowners, C = lc ? lc->n : 0, ret = MILP_FAILED; /* (err) until solved or out of time */
     lprec *lp = NULL;
     int *menus = dm_calloc((size_t)(S ? S : 1) * MENU_MAX, sizeof *menus, err);
     int *n_menu = dm_calloc((size_t)(S ? S : 1), sizeof *n_menu, err);
@@ -1329,18 +1329,13 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
     double *row = NULL, *vars = NULL, *guess = NULL, *chain = NULL;
     *nj = 0;
     *warm = 0;
-    if (!menus || !n_menu || !off || !used) {
-        ret = MILP_FAILED;
-        goto done;
-    }
+    if (!menus || !n_menu || !off || !used) goto done;
     const sched_assign *inc = in->inc;
     if (inc) { /* the warm-start plan's batches */
         size_t nb = (size_t)(inc->n_batches ? inc->n_batches : 1);
         if (!(bsize = dm_calloc(nb, sizeof *bsize, err)) || !(bown = dm_malloc(nb * sizeof *bown, err)) ||
-            !(bshape = dm_malloc(nb * sizeof *bshape, err))) {
-            ret = MILP_FAILED;
+            !(bshape = dm_malloc(nb * sizeof *bshape, err)))
             goto done;
-        }
         for (int i = 0; i < p->n_items; i++) {
             int b = inc->batch_of[i];
             bsize[b]++;
@@ -1371,15 +1366,12 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
 #define YCOL(c, o) (2 + nx + (c) * O + (o))
     if (!(lp = make_lp(0, ncols))) {
         dm_err_set(err, "milp: lp_solve could not create a model with %d columns", ncols);
-        ret = MILP_FAILED;
         goto done;
     }
     if (!(colno = dm_malloc((size_t)(ncols + 1) * sizeof *colno, err)) ||
         !(row = dm_malloc((size_t)(ncols + 1) * sizeof *row, err)) ||
-        !(vars = dm_malloc((size_t)(ncols + 1) * sizeof *vars, err))) {
-        ret = MILP_FAILED;
+        !(vars = dm_malloc((size_t)(ncols + 1) * sizeof *vars, err)))
         goto done;
-    }
     set_verbose(lp, in->verbose ? NORMAL : NEUTRAL);
     set_add_rowmode(lp, TRUE);
     double eps = 1e-4 / O; /* objective L (+ pair_us x sum y) + eps x total work: the first dominates */
@@ -1490,17 +1482,12 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
         int nrows = get_Nrows(lp);
         if (!(guess = dm_calloc((size_t)ncols + 1, sizeof *guess, err)) ||
             !(basis = dm_calloc((size_t)nrows + ncols + 1, sizeof *basis, err)) ||
-            !(perm = dm_malloc((size_t)O * 2 * sizeof *perm, err)) || !(chain = dm_calloc((size_t)O, sizeof *chain, err))) {
-            ret = MILP_FAILED;
+            !(perm = dm_malloc((size_t)O * 2 * sizeof *perm, err)) || !(chain = dm_calloc((size_t)O, sizeof *chain, err)))
             goto done;
-        }
         int *rank = perm + O;
         int L = n_layers_of(p);
         unsigned char *has = dm_calloc((size_t)O * L, 1, err);
-        if (!has) {
-            ret = MILP_FAILED;
-            goto done;
-        }
+        if (!has) goto done;
         for (int o = 0; o < O; o++) chain[o] = inc->load_us[o];
         for (int i = 0; i < p->n_items; i++) {
             int o = inc->owner[i], l = layer_of(p, i);

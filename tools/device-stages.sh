@@ -88,6 +88,8 @@ stage_work() {
 # ($L/h200-work-cool.csv, its table $L/workcool_table.txt)
 STAGE_TIMEOUT_workcool=230
 stage_workcool() {
+    [ "${WORK_CACHE:-0}" = 1 ] && [ -f traces/costs/work_cache_h200_cool.tsv ] &&
+        cp traces/costs/work_cache_h200_cool.tsv "$L/work_cache_cool.tsv"
     timeout 225 "$D/dmuon" bench work --models validation --tokens "${WORK_TOKENS:-2048,4096}" --cool --sustain 0 \
         --cache "$L/work_cache_cool.tsv" --max-seconds 200 --out "$L/h200-work-cool.csv" > "$L/workcool_table.txt" \
         2> "$L/workcool_err.txt"
@@ -396,19 +398,13 @@ stage_collab() {
 }
 
 # embedrows: the embedding backward's rows as the step runs it (an untied table zeroed first, row
-# keyed by its rows; a tied one only added to, k 0: core/workload.c, kernels/wk_bench.c), as run
-# and --cool, every other kernel from the committed caches (so only the new rows are timed):
-# $L/h200-work.csv, $L/h200-work-cool.csv, whose embed-bwd rows replace the committed ones
+# keyed by its rows; a tied one only added to, k 0: core/workload.c, kernels/wk_bench.c): the
+# work and workcool stages from the committed caches (WORK_CACHE=1: only new kernels timed) at
+# 1024-16384 tokens; $L/h200-work.csv, $L/h200-work-cool.csv, whose embed-bwd rows replace the
+# committed ones
 STAGE_TIMEOUT_embedrows=200
 stage_embedrows() {
-    cp traces/costs/work_cache_h200.tsv "$L/work_cache.tsv"
-    cp traces/costs/work_cache_h200_cool.tsv "$L/work_cache_cool.tsv"
-    timeout 95 "$D/dmuon" bench work --models validation --tokens "${WORK_TOKENS:-1024,2048,4096,8192,16384}" \
-        --cache "$L/work_cache.tsv" --max-seconds 80 --out "$L/h200-work.csv" > "$L/work_table.txt" 2> "$L/work_err.txt"
-    echo "bench work exit $?: $(grep -E '^# [0-9]+ kernels timed' "$L/work_table.txt")"
-    timeout 95 "$D/dmuon" bench work --models validation --tokens "${WORK_TOKENS:-1024,2048,4096,8192,16384}" --cool \
-        --sustain 0 --cache "$L/work_cache_cool.tsv" --max-seconds 80 --out "$L/h200-work-cool.csv" \
-        > "$L/workcool_table.txt" 2> "$L/workcool_err.txt"
-    echo "bench work --cool exit $?: $(grep -E '^# [0-9]+ kernels timed' "$L/workcool_table.txt")"
+    WORK_CACHE=1 WORK_TOKENS="${WORK_TOKENS:-1024,2048,4096,8192,16384}" stage_work
+    WORK_CACHE=1 WORK_TOKENS="${WORK_TOKENS:-1024,2048,4096,8192,16384}" stage_workcool
     grep -h ' embed-bwd ' "$L/work_table.txt" "$L/workcool_table.txt" | head -24
 }
