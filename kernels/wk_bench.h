@@ -5,8 +5,9 @@
  * GEMM shapes for interpolation, each through the same launcher the executor runs it with
  * (wk_cuda.h's wk_run, bound by wk_plan.h as the executor binds it), with the NS table's
  * conventions: a sustained load first (the clock the GPU holds under it), then per distinct
- * kernel a warm-up of at least warmup_ms, CUDA events around each call for at least min_ms and
- * reps calls, medians; a progress line on stderr (a terminal only); a cache keyed by GPU, CUDA
+ * kernel a warm-up of at least warmup_ms, then at least min_ms and reps intervals timed with
+ * CUDA events, each a group of back-to-back calls lasting about 200 us (as the step launches
+ * its kernels, with no event between them), medians of the per-call times; a progress line on stderr (a terminal only); a cache keyed by GPU, CUDA
  * runtime and cuBLAS versions; an estimate of the time before starting.
  *
  * Rows it writes (dmuon-costs-2, core/costs.h: gpu,op,algo,m,n,k,batch,dtype,median_us,min_us,

@@ -408,3 +408,20 @@ stage_embedrows() {
     WORK_CACHE=1 WORK_TOKENS="${WORK_TOKENS:-1024,2048,4096,8192,16384}" stage_workcool
     grep -h ' embed-bwd ' "$L/work_table.txt" "$L/workcool_table.txt" | head -24
 }
+
+# moeprobe: where transformers' MoE layer spends its time against the executor's (issue 13: the
+# MoE model's layer 0.67 / 0.47 of PyTorch's): the executor's Moonlight-6L run (per layer, its
+# trace), then transformers with grouped_mm experts, each layer split into attention and MoE
+# (--parts) and one step's costliest CUDA kernels (--profile)
+STAGE_TIMEOUT_moeprobe=150
+stage_moeprobe() {
+    local m=moonlight-16b-a3b-6l
+    w3_run "$m" 3 60
+    timeout 60 python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 --experts grouped_mm \
+        --parts --profile 40 --json "$L/torch_${m}_parts.json" > "$L/torch_${m}_parts.txt" 2>&1
+    echo "torch_step_bench $m grouped_mm --parts exit $?"
+    grep -v Warning "$L/torch_${m}_parts.txt" | head -20
+    if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_${m}_parts.json" ]; then
+        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_${m}_parts.json"
+    fi
+}

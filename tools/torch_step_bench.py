@@ -12,8 +12,11 @@ layers, and the whole forward (embedding to loss) and backward.
 
 Usage (on the GPU machine):
   python3 tools/torch_step_bench.py --model llama-3.2-3b [--tokens 4096] [--seq-len 4096]
-      [--steps 5] [--warmup 2] [--json OUT.json] [--experts grouped_mm]
-(--experts: transformers' MoE experts backend; its eager default loops over the experts)
+      [--steps 5] [--warmup 2] [--json OUT.json] [--experts grouped_mm] [--profile N] [--parts]
+(--experts: transformers' MoE experts backend; its eager default loops over the experts;
+--profile N: one more step under torch.profiler, its N costliest CUDA kernels printed)
+--parts: each layer's attention (self_attn) and MLP or MoE block (mlp) timed the same way as the
+layers, forward and backward, so that a layer's time can be split between the two.
 Models: llama-3.2-3b, qwen2.5-1.5b, qwen2.5-0.5b, llama-3.1-8b, qwen2.5-7b, moonlight-16b-a3b-6l
 (DeepseekV3 layout, 6 layers). Prints one table; --json writes every number; tools/trace_layers.py
 --torch JSON prints it beside the executor's per-layer times from a `dmuon run --trace` CSV.
@@ -65,6 +68,10 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--experts", default="",
                     help="transformers' experts backend of MoE models (eager, grouped_mm, batched_mm; default: its own)")
+    ap.add_argument("--profile", type=int, default=0,
+                    help="after the timed steps, one step under torch.profiler: print its N costliest CUDA kernels")
+    ap.add_argument("--parts", action="store_true",
+                    help="time each layer's self_attn and mlp too (forward and backward hooks)")
     a = ap.parse_args()
     import torch
     cf = configs()
@@ -109,6 +116,14 @@ def main():
         layer.register_forward_hook(lambda m, inp, out, i=i: mark(("f1", i)))
         layer.register_full_backward_pre_hook(lambda m, g, i=i: mark(("b0", i)))
         layer.register_full_backward_hook(lambda m, gi, go, i=i: mark(("b1", i)))
+        for part in ("self_attn", "mlp"):
+            sub = getattr(layer, part, None) if a.parts else None
+            if sub is None:
+                continue
+            sub.register_forward_pre_hook(lambda m, inp, i=i, p=part: mark((p, "f0", i)))
+            sub.register_forward_hook(lambda m, inp, out, i=i, p=part: mark((p, "f1", i)))
+            sub.register_full_backward_pre_hook(lambda m, g, i=i, p=part: mark((p, "b0", i)))
+            sub.register_full_backward_hook(lambda m, gi, go, i=i, p=part: mark((p, "b1", i)))
     B = a.tokens // seq
     opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the step's optimizer is not what is timed
     rows = []
@@ -127,7 +142,13 @@ def main():
         L = len(layers)
         fw = [ev[("f0", i)].elapsed_time(ev[("f1", i)]) for i in range(L)]
         bw = [ev[("b0", i)].elapsed_time(ev[("b1", i)]) for i in range(L)]
-        rows.append({"forward_ms": ev["start"].elapsed_time(ev["fwd_end"]),
+        parts = {}
+        for p in ("self_attn", "mlp"):
+            for d, (a0, a1) in (("forward", ("f0", "f1")), ("backward", ("b0", "b1"))):
+                each = [ev[(p, a0, i)].elapsed_time(ev[(p, a1, i)]) if (p, a0, i) in ev and (p, a1, i) in ev
+                        else None for i in range(L)]
+                parts["%s_%s_each" % (p, d)] = each
+        rows.append({"forward_ms": ev["start"].elapsed_time(ev["fwd_end"]), "parts": parts,
                      "backward_ms": ev["fwd_end"].elapsed_time(ev["bwd_end"]),
                      "layer_forward_ms": statistics.mean(fw), "layer_backward_ms": statistics.mean(bw),
                      "layer_forward_each": fw, "layer_backward_each": bw, "loss": float(loss)})
@@ -147,6 +168,32 @@ def main():
     print("  %-22s %12.3f %12.3f %14.3f %14.3f %10.2f" % (a.model, med["forward_ms"], med["backward_ms"],
                                                           med["layer_forward_ms"], med["layer_backward_ms"],
                                                           out["peak_mem_gib"]))
+    # the parts per layer (medians over steps): attention and MLP/MoE, forward and backward
+    if a.parts:
+        print("# per layer (median over steps, ms): layer forward/backward, self_attn forward/backward, mlp forward/backward")
+    for i in range(len(layers) if a.parts else 0):
+        def md(key):
+            v = [r["parts"][key][i] for r in rows if r["parts"][key][i] is not None]
+            return statistics.median(v) if v else float("nan")
+        print("  layer %2d %8.3f %8.3f   attn %8.3f %8.3f   mlp %8.3f %8.3f   (%s)" % (
+            i, statistics.median(r["layer_forward_each"][i] for r in rows),
+            statistics.median(r["layer_backward_each"][i] for r in rows), md("self_attn_forward_each"),
+            md("self_attn_backward_each"), md("mlp_forward_each"), md("mlp_backward_each"),
+            type(getattr(layers[i], "mlp", None)).__name__))
+    if a.profile > 0:
+        from torch.profiler import profile, ProfilerActivity
+        ids = torch.randint(0, cfg.vocab_size, (B, seq), device="cuda")
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            torch.cuda.synchronize()
+        opt.zero_grad(set_to_none=True)
+        key = "device_time_total"
+        ka = prof.key_averages()
+        if not ka or not hasattr(ka[0], key):
+            key = "cuda_time_total"
+        print("# profile of one step: the %d costliest CUDA kernels (%s)" % (a.profile, key))
+        print(ka.table(sort_by=key, row_limit=a.profile, max_name_column_width=70))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
