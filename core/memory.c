@@ -107,10 +107,10 @@ static int walk_reads(const dm_op *op, int r, int nranks)
 /* Elements of each collective's buffer; all-gathers by their members' contributions (memory.h)
  * unless the caller gives ag_slot. One walk per rank over its list, in order, when the program
  * has all-gathers. */
-static int coll_parts(mem_ctx *c, const int64_t *ag_slot, dm_err *err)
+static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
 {
     const dm_program *p = c->p;
-    const int64_t *sz = c->sz;
+    const int64_t *sz = c->sz, *ag_slot = x ? x->ag_slot : NULL;
     int64_t n = c->n, max_coll = 1;
     int64_t *ag = dm_calloc((size_t)p->n_colls + 1, sizeof *ag, err);
     int64_t *red = dm_malloc(3 * ((size_t)n + 1) * sizeof *red, err); /* reduced, shard, updated lengths */
@@ -188,7 +188,7 @@ static int coll_parts(mem_ctx *c, const int64_t *ag_slot, dm_err *err)
             if ((op->coll < 0 || op->coll >= p->n_colls || !seen[op->coll]) && bad_op(p, r, i, n, c->m, err)) goto out;
             if (seen[op->coll]) continue;
             seen[op->coll] = 1; /* every member's op of a collective names the same params */
-            if (!op->staged) continue; /* in place on the arenas (core/arena.h) */
+            if (!(x && x->staged ? x->staged[op->coll] : op->staged)) continue; /* in place on the arenas (core/arena.h) */
             int64_t t = 0, gn = p->groups[op->group].n;
             for (int a = 0; a < op->n_params; a++) t += sz[op->params[a]];
             t = (t + gn - 1) / gn * gn;
@@ -205,7 +205,7 @@ out:
     return rc;
 }
 
-static int ctx_init(mem_ctx *c, const dm_model *m, const dm_program *p, const int64_t *ag_slot, dm_err *err)
+static int ctx_init(mem_ctx *c, const dm_model *m, const dm_program *p, const dm_mem_exact *x, dm_err *err)
 {
     memset(c, 0, sizeof *c);
     c->m = m;
@@ -224,9 +224,11 @@ static int ctx_init(mem_ctx *c, const dm_model *m, const dm_program *p, const in
     }
     e->total_elems = total;
     e->max_size = max_size;
-    e->weights_grads = 2.0 * 2.0 * (double)total;
+    e->weights_grads = 2.0 * 2.0 * (double)(x && x->arena_elems > 0 ? x->arena_elems : total);
     e->runtime = DM_MEM_RUNTIME_BYTES;
-    if (layer_parts(c, err) || coll_parts(c, ag_slot, err)) return -1;
+    if (layer_parts(c, err) || coll_parts(c, x, err)) return -1;
+    if (x && x->activations > 0) e->activations = x->activations;
+    if (x && x->scratch > 0) e->scratch = x->scratch;
     return 0;
 }
 
@@ -303,21 +305,21 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
     return 0;
 }
 
-int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const int64_t *ag_slot, dm_mem_est *e, dm_err *err)
+int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const dm_mem_exact *x, dm_mem_est *e, dm_err *err)
 {
     memset(e, 0, sizeof *e);
     if (r < 0 || r >= p->nranks) return dm_err_set(err, "memory: rank %d is not in the program's %d ranks", r, p->nranks);
     mem_ctx c;
-    int rc = ctx_init(&c, m, p, ag_slot, err) || rank_parts(&c, r, e, err) ? -1 : 0;
+    int rc = ctx_init(&c, m, p, x, err) || rank_parts(&c, r, e, err) ? -1 : 0;
     ctx_free(&c);
     return rc;
 }
 
-int dm_mem_peak(const dm_model *m, const dm_program *p, const int64_t *ag_slot, dm_mem_est *e, dm_err *err)
+int dm_mem_peak(const dm_model *m, const dm_program *p, const dm_mem_exact *x, dm_mem_est *e, dm_err *err)
 {
     memset(e, 0, sizeof *e);
     mem_ctx c;
-    int rc = ctx_init(&c, m, p, ag_slot, err);
+    int rc = ctx_init(&c, m, p, x, err);
     for (int r = 0; r < p->nranks && !rc; r++) {
         dm_mem_est x;
         if ((rc = rank_parts(&c, r, &x, err))) break;

@@ -74,15 +74,29 @@ typedef struct dm_mem_est {
     int64_t max_coll;           /* elements of the largest collective buffer */
 } dm_mem_est;
 
+/* What the GPU executor knows exactly about its own buffers, put in place of this estimate's
+ * reading of the program (real/real_work.c real_gpu_mem_estimate: the executor sizes its
+ * allocations with this same function). Every field may be left empty (NULL, 0). */
+typedef struct dm_mem_exact {
+    const int64_t *ag_slot;      /* elements per member of each all-gather's buffer, by collective
+                                    id, as the executor lays them out (empty: the members'
+                                    contributions as above, an upper bound of it) */
+    const unsigned char *staged; /* per collective id: 1 when the executor stages it (empty:
+                                    dm_op.staged; the executor also stages a collective of a
+                                    program marked for another layout, real_staged) */
+    int64_t arena_elems;         /* elements of one arena as laid out, alignment gaps included
+                                    (empty: the params' total) */
+    double activations, scratch; /* bytes as allocated (empty: the workload's counts above) */
+} dm_mem_exact;
+
 /* Rank r of program p on model m (the one it was planned for: its matrices are the params; the
- * program's tokens and seq_len give the activations). ag_slot: elements per member of each
- * all-gather's buffer by collective id, as the executor lays them out (NULL: this estimate's
- * reading of the program, see above, an upper bound of it). Fails on a rank out of range, a
- * param the model does not have, or tokens the model refuses (dm_workload_check). */
-int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const int64_t *ag_slot, dm_mem_est *e, dm_err *err);
+ * program's tokens and seq_len give the activations). x: the executor's exact sizes (NULL for
+ * plan, sim, scale and validate). Fails on a rank out of range, a param the model does not
+ * have, or tokens the model refuses (dm_workload_check). */
+int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const dm_mem_exact *x, dm_mem_est *e, dm_err *err);
 
 /* The same for every rank: *e is the rank that needs the most (the lowest on ties). */
-int dm_mem_peak(const dm_model *m, const dm_program *p, const int64_t *ag_slot, dm_mem_est *e, dm_err *err);
+int dm_mem_peak(const dm_model *m, const dm_program *p, const dm_mem_exact *x, dm_mem_est *e, dm_err *err);
 
 /* 1 when e->total fits in the GPU's memory. */
 int dm_mem_fits(const dm_mem_est *e, const dm_gpu *gpu);

@@ -403,10 +403,11 @@ int real_staged(const dm_program *p, const dm_op *op, dm_arena_fit fit, int64_t 
 int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t T, real_mem_est *e, dm_err *err)
 {
     dm_matrix *mx = NULL;
-    int64_t n = 0;
+    int64_t n = 0, *off = NULL;
     real_facts f;
     wk_plan wl;
-    unsigned char *need = NULL;
+    unsigned char *staged = NULL;
+    int rc = -1;
     memset(e, 0, sizeof *e);
     memset(&f, 0, sizeof f);
     memset(&wl, 0, sizeof wl);
@@ -414,94 +415,43 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
     if (dm_model_matrices(m, -1, &mx, &n, err) < 0) return -1;
     wk_plan_opts wo = {T, p->seq_len, r, p->nranks, 0, 1};
     if (real_facts_build(p, mx, n, &f, err) < 0 || wk_plan_build(m, mx, n, &wo, &wl, err) < 0 ||
-        !(need = dm_calloc((size_t)(n ? n : 1), 1, err))) {
-        real_facts_free(&f);
-        wk_plan_free(&wl);
-        free(mx);
-        return -1;
-    }
-    real_state_needs(p, r, n, need);
-    double total = 0, state = 0, next = 0;
-    int64_t max_size = 1, max_coll = 1;
-    for (int64_t i = 0; i < n; i++) {
-        int one_d = m->tensors[mx[i].tensor].ndim == 1;
-        int64_t rows = mx[i].rows, cols = one_d ? 1 : mx[i].cols, size = rows * cols;
-
-        if (size > max_size) max_size = size;
-        /* fp32 master weights where this rank updates (rank 0: every matrix, the reference
-         * copy before any step); momentum; two AdamW moments; a second buffer of each of these
-         * where this rank updates it (real_gpu.c's ping-pong state) */
-        double s4 = 4.0 * (double)size;
-        int opt = ((need[i] & 1) ? 1 : 0) + ((need[i] & 2) ? 2 : 0); /* momentum; two moments */
-        state += s4 * (((need[i] || r == 0) ? 1 : 0) + opt);
-        if (need[i]) next += s4 * (1 + opt);
-    }
-    /* the arenas' layout; the collective buffers hold what does not run in place on it */
-    int64_t *off = dm_malloc((size_t)(n ? n : 1) * sizeof *off, err);
-    int64_t t_arena = off ? dm_arena_layout(m, mx, n, p, off, err) : -1;
-    if (t_arena < 0) {
-        free(off);
-        real_facts_free(&f);
-        wk_plan_free(&wl);
-        free(mx);
-        free(need);
-        return -1;
-    }
+        !(off = dm_malloc((size_t)(n ? n : 1) * sizeof *off, err)) ||
+        !(staged = dm_calloc((size_t)p->n_colls + 1, 1, err)))
+        goto out;
+    /* the arenas' layout; which collectives this backend stages on it (coll_op's rule) */
+    int64_t t_arena = dm_arena_layout(m, mx, n, p, off, err);
+    if (t_arena < 0) goto out;
     for (int rr = 0; rr < p->nranks; rr++)
         for (int k = 0; k < p->ranks[rr].n_ops; k++) {
             const dm_op *op = &p->ranks[rr].ops[k];
             int64_t st0, sp0;
-            if (!dm_op_is_collective(op->kind) ||
-                !real_staged(p, op, dm_arena_fit_of(m, mx, off, op, &st0, &sp0), sp0))
-                continue;
-            int64_t t = 0;
-            for (int a = 0; a < op->n_params; a++) {
-                int64_t q = op->params[a];
-                if (q >= 0 && q < n) t += dm_matrix_elems(m, &mx[q]);
-            }
-            int gn = p->groups[op->group].n;
-            t = (t + gn - 1) / gn * gn;
-            if (op->kind == DM_OP_ALLGATHER) t = f.ag_slot[op->coll] * gn;
-            if (t > max_coll) max_coll = t;
+            if (dm_op_is_collective(op->kind) && op->coll >= 0 && op->coll < p->n_colls &&
+                real_staged(p, op, dm_arena_fit_of(m, mx, off, op, &st0, &sp0), sp0))
+                staged[op->coll] = 1;
         }
-    /* NS plans of this rank: input and output (2-byte dtypes) and about two fp32 work
-     * matrices of the batch per plan, one plan per (shape, batch, algorithm) */
-    double ns = 0;
-    const dm_rank_prog *rp = &p->ranks[r];
-    for (int k = 0; k < rp->n_ops; k++) {
-        const dm_op *op = &rp->ops[k];
-        if (op->kind != DM_OP_NS || op->n_params < 1) continue;
-        int dup = 0;
-        for (int j = 0; j < k && !dup; j++) {
-            const dm_op *o2 = &rp->ops[j];
-            dup = o2->kind == DM_OP_NS && o2->n_params == op->n_params && o2->algo == op->algo && o2->n_params > 0 &&
-                  mx[o2->params[0]].rows == mx[op->params[0]].rows && mx[o2->params[0]].cols == mx[op->params[0]].cols;
-        }
-        if (dup) continue;
-        for (int a = 0; a < op->n_params; a++) {
-            int64_t q = op->params[a];
-            if (q < 0 || q >= n) continue;
-            double rows = (double)mx[q].rows, cols = (double)mx[q].cols, mn = rows < cols ? rows : cols;
-            ns += 2.0 * 2.0 * rows * cols + 4.0 * (rows * cols + 2.0 * mn * mn);
-        }
-    }
-    total = (double)t_arena;
+    /* the one estimate (core/memory.h) with what this backend allocates put in: the all-gather
+     * slots, the staging, the arenas, the activations and scratch of its workload plan */
+    dm_mem_exact x = {f.ag_slot, staged, t_arena, 2.0 * ((double)wl.n_act + (double)wl.n_res), real_scratch_bytes(&wl)};
+    dm_mem_est ce;
+    if (dm_mem_estimate(m, p, r, &x, &ce, err)) goto out;
+    e->weights_grads = ce.weights_grads;
+    e->activations = ce.activations;
+    e->scratch = ce.scratch;
+    e->state = ce.state;
+    e->state_next = ce.state_next;
+    e->comm = ce.comm;
+    e->ns = ce.ns;
+    e->runtime = ce.runtime;
+    e->total = ce.total;
+    e->total_elems = t_arena;
+    e->max_size = ce.max_size;
+    e->max_coll = ce.max_coll;
+    rc = 0;
+out:
+    free(staged);
     free(off);
-    e->weights_grads = 2.0 * 2.0 * total;
-    e->activations = 2.0 * ((double)wl.n_act + (double)wl.n_res);
-    e->scratch = real_scratch_bytes(&wl);
-    e->state = state + 4.0 * (double)max_size; /* + the fp32 gradient scratch */
-    e->state_next = next;
-    e->comm = (double)DM_STREAM__COUNT * 2.0 * (double)max_coll;
-    e->ns = ns;
-    e->runtime = 1.5 * 1073741824.0;
-    e->total = e->weights_grads + e->activations + e->scratch + e->state + e->state_next + e->comm + e->ns + e->runtime;
-    e->total_elems = (int64_t)total;
-    e->max_size = max_size;
-    e->max_coll = max_coll;
-    free(need);
     wk_plan_free(&wl);
     real_facts_free(&f);
     free(mx);
-    return 0;
+    return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "memory.h"
 #include "dm_error.h"
 #include "model.h"
 #include "program.h"
@@ -69,8 +70,10 @@ void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need
 
 /* The device memory one rank of the GPU backend (real_gpu.c) needs for a program, in bytes, by
  * what holds it; and the element counts the backend sizes its shared buffers with (so the
- * estimate and the allocation are one computation). NS plans and the runtime (CUDA context,
- * cuBLAS, NCCL) are approximations: about 4 buffers per plan, 1.5 GiB. */
+ * estimate and the allocation are one computation). It is core/memory.h's dm_mem_estimate, the
+ * estimate plan, sim, scale and validate print, given what this backend lays out exactly
+ * (dm_mem_exact: its arenas, all-gather slots, staging, activations and scratch). NS plans and
+ * the runtime (CUDA context, cuBLAS, NCCL) are approximations: about 4 buffers per plan, 1.5 GiB. */
 typedef struct real_mem_est {
     double weights_grads;     /* bf16 working weights and gradients, every matrix (the arenas'
                                  layout, dm_arena_layout) */

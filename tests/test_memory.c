@@ -179,7 +179,7 @@ static void test_allgather_slots(void)
                 continue;
             }
             cases++;
-            if (dm_mem_estimate(m, p, 0, NULL, &a, &err) == 0 && dm_mem_estimate(m, p, 0, f.ag_slot, &b, &err) == 0 &&
+            if (dm_mem_estimate(m, p, 0, NULL, &a, &err) == 0 && dm_mem_estimate(m, p, 0, &(dm_mem_exact){f.ag_slot, NULL, 0, 0, 0}, &b, &err) == 0 &&
                 a.max_coll == b.max_coll)
                 same++;
             else
