@@ -425,3 +425,32 @@ stage_moeprobe() {
         python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_${m}_parts.json"
     fi
 }
+
+# moeq3: a mixture-of-experts model with standard (GQA) attention against PyTorch (issue 13):
+# Qwen3-30B-A3B cut to 6 layers (models/extra/qwen3-30b-a3b-6l.json; transformers' DeepSeek-V3
+# layer runs MLA's attention through the memory-efficient kernel, head dims 192/128, which
+# moeprobe found to be 36% of its step), the executor's run, transformers' with grouped_mm experts
+# and its parts and profile; then dmuon validate on it (no bench rows of its own: interpolated)
+STAGE_TIMEOUT_moeq3=260
+stage_moeq3() {
+    local m=qwen3-30b-a3b-6l f=models/extra/qwen3-30b-a3b-6l.json
+    echo "== $m"
+    timeout 70 $MPIRUN -np 1 --bind-to none "$D/dmuon" run --backend gpu --model "$f" --cluster h200 \
+        --strategy dmuon --tokens 4096 --steps 3 --timeout 60 --trace "$L/trace_$m.csv" --csv "$L/run_$m.csv" \
+        > "$L/run_$m.txt" 2>&1
+    echo "dmuon run $m exit $?"
+    grep -E '^# (gpu:|mean over|GPU memory|per layer)|does not fit|rror' "$L/run_$m.txt" | head -8
+    timeout 60 python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 --experts grouped_mm \
+        --parts --profile 30 --json "$L/torch_${m}.json" > "$L/torch_${m}.txt" 2>&1
+    echo "torch_step_bench $m grouped_mm exit $?"
+    grep -v -i warn "$L/torch_${m}.txt" | grep -E '^(#|  )' | head -14
+    if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_${m}.json" ]; then
+        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "$f" --torch "$L/torch_${m}.json"
+    fi
+    timeout 110 "$D/dmuon" validate --cluster h200 --costs "$(call_costs)" --calibration traces/calib/h200.calib \
+        --models "$f" --strategies dmuon,muon-ddp,adamw --overlaps interleave --gpus 1 --tokens 1024,4096 --steps 3 \
+        --mpirun "$MPIRUN --bind-to none" --out "$L/validate_q3" > "$L/validate_q3.txt" 2>&1
+    echo "validate exit $?"
+    sed -n '/^# errors by model/,$p' "$L/validate_q3.txt" | grep -v 'kernels:' | head -12
+    for d in "$L"/validate_q3/*/; do rm -f "$d/sim.csv"; done
+}

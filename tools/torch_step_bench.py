@@ -18,7 +18,7 @@ Usage (on the GPU machine):
 --parts: each layer's attention (self_attn) and MLP or MoE block (mlp) timed the same way as the
 layers, forward and backward, so that a layer's time can be split between the two.
 Models: llama-3.2-3b, qwen2.5-1.5b, qwen2.5-0.5b, llama-3.1-8b, qwen2.5-7b, moonlight-16b-a3b-6l
-(DeepseekV3 layout, 6 layers). Prints one table; --json writes every number; tools/trace_layers.py
+(DeepseekV3 layout, 6 layers), qwen3-30b-a3b-6l (Qwen3-MoE, 6 layers: models/extra/). Prints one table; --json writes every number; tools/trace_layers.py
 --torch JSON prints it beside the executor's per-layer times from a `dmuon run --trace` CSV.
 Written for PyTorch 2.x and transformers 4.5x/5.x (`dtype` or `torch_dtype`).
 """
@@ -49,6 +49,11 @@ def configs():
         "qwen2.5-7b": lambda: qwen(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
                                    num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
                                    tie_word_embeddings=False),
+        "qwen3-30b-a3b-6l": lambda: tf.Qwen3MoeConfig(
+            hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768, num_hidden_layers=6,
+            num_attention_heads=32, num_key_value_heads=4, head_dim=128, num_experts=128, num_experts_per_tok=8,
+            norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], vocab_size=151936,
+            tie_word_embeddings=False, rope_theta=1000000.0, max_position_embeddings=40960),
         "moonlight-16b-a3b-6l": lambda: tf.DeepseekV3Config(
             hidden_size=2048, intermediate_size=11264, moe_intermediate_size=1408, num_hidden_layers=6,
             num_attention_heads=16, num_key_value_heads=16, n_routed_experts=64, n_shared_experts=2,
