@@ -178,12 +178,22 @@ double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems)
     return dm_hbm_pass_us(gpu, tensors, 2.0 * elems); /* one bf16 read per element */
 }
 
-double dm_work_grad_check_us(const dm_gpu *gpu, const dm_kernel *k, int n, double *launches)
+double dm_work_grad_check_us(const dm_costs *c, const dm_gpu *gpu, const dm_kernel *k, int n, double *launches,
+                             dm_cost_source *src)
 {
-    double tensors, elems;
-    dm_work_grads(k, n, &tensors, &elems);
-    *launches = tensors;
-    return dm_grad_check_us(gpu, tensors, elems);
+    double t = 0, l = 0;
+    dm_cost_source s = DM_COST_ROOFLINE;
+    for (int i = 0; i < n; i++) {
+        dm_kernel chk;
+        if (!dm_grad_check_kernel(&k[i], &chk)) continue;
+        dm_cost_source si = DM_COST_ROOFLINE;
+        t += c ? dm_costs_kernel_us(c, gpu, &chk, &si) : (double)chk.count * dm_roofline_kernel_us(gpu, &chk);
+        if (si != DM_COST_ROOFLINE) s = si; /* a measured (or interpolated, projected) row answered */
+        l += (double)chk.count;
+    }
+    if (launches) *launches = l;
+    if (src) *src = s;
+    return t;
 }
 
 /* One launch: FLOPs over the bf16 rate or bytes over HBM, the larger, plus the launch floor. */
@@ -406,8 +416,8 @@ static const char *algo_expected(row_op op)
     case OP_ADAMW: return "- for an elementwise update row";
     case OP_BGEMM: return "fwd, dgrad, wgrad or attn-score, attn-value, attn-dvalue, attn-dscore, attn-dquery, attn-dkey "
                           "for a bgemm row";
-    default: return "loss, vector, vector-bwd, embed, embed-bwd, table, table-bwd, route, route-bwd, softmax or softmax-bwd for an "
-                    "elem row";
+    default: return "loss, vector, vector-bwd, embed, embed-bwd, table, table-bwd, route, route-bwd, softmax, softmax-bwd or "
+                    "grad-check for an elem row";
     }
 }
 

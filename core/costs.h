@@ -46,7 +46,8 @@
  *                                          attention products, each m x n x k as workload.h
  *                                          defines the product
  *   elem         loss | vector | vector-bwd | embed | embed-bwd | table | table-bwd | route |
- *                route-bwd | softmax | softmax-bwd
+ *                route-bwd | softmax | softmax-bwd | grad-check (a gradient's non-finite check,
+ *                                          m x n of it, m 1 for a 1-D one: workload.h)
  *                                          (dm_kern_op_name) ONE launch of the elementwise kernel
  *                                          over one matrix's m rows x n width, k as the workload
  *                                          kernel carries it (embed: the table's rows; else 0);
@@ -203,11 +204,16 @@ double dm_costs_ns_op_kernels_us(const dm_costs *c, const dm_gpu *gpu, const dm_
  * kernels' source. */
 double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src);
 /* The executor's non-finite check of `tensors` gradients of `elems` bf16 elements in all: one
- * launch each and one read at the HBM roofline (not measured by bench work). */
+ * launch each and one read at the HBM roofline (what a table without grad-check rows answers). */
 double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems);
-/* The same for the gradients backward kernels k[0..n) write (dm_work_grads); *launches: the
- * check's launches (one per tensor). The one rule the simulator and the calibration price. */
-double dm_work_grad_check_us(const dm_gpu *gpu, const dm_kernel *k, int n, double *launches);
+/* The check of the gradients backward kernels k[0..n) write: each as its grad-check kernel
+ * (dm_grad_check_kernel, workload.h) priced from table c like any kernel (its rows from `bench
+ * work`; without them the HBM roofline and launch floor of dm_grad_check_us), on gpu (NULL:
+ * the table's). c NULL: the roofline. *launches: the check's launches (one per tensor); *src
+ * (either may be NULL): a table answer's source if any check had one, else roofline. The one
+ * rule the simulator and the calibration price. */
+double dm_work_grad_check_us(const dm_costs *c, const dm_gpu *gpu, const dm_kernel *k, int n, double *launches,
+                             dm_cost_source *src);
 /* One launch of workload kernel k (its count not applied): FLOPs and bytes per launch (the
  * kernel's own when it carries them, else from its shape), launch floor included. */
 double dm_roofline_kernel_us(const dm_gpu *gpu, const dm_kernel *k);

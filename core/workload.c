@@ -8,7 +8,7 @@ static const char *const kind_names[DM_KERN__COUNT] = {"gemm", "bgemm", "elem"};
 static const char *const op_names[DM_KOP__COUNT] = {
     "fwd",        "dgrad",     "wgrad",      "attn-score", "attn-value", "attn-dvalue", "attn-dscore",
     "attn-dquery", "attn-dkey", "loss",      "vector",     "vector-bwd", "embed",       "embed-bwd",
-    "table",      "table-bwd", "route",      "route-bwd",  "softmax",     "softmax-bwd"};
+    "table",      "table-bwd", "route",      "route-bwd",  "softmax",     "softmax-bwd", "grad-check"};
 
 const char *dm_kern_kind_name(dm_kern_kind k) { return k >= 0 && k < DM_KERN__COUNT ? kind_names[k] : "?"; }
 const char *dm_kern_op_name(dm_kern_op op) { return op >= 0 && op < DM_KOP__COUNT ? op_names[op] : "?"; }
@@ -134,6 +134,7 @@ double dm_elem_passes(dm_kern_op op)
     case DM_KOP_ROUTE:
     case DM_KOP_ROUTE_BWD:
     case DM_KOP_SOFTMAX: return 2;
+    case DM_KOP_GRAD_CHECK: return 1;
     case DM_KOP_VECTOR_BWD:
     case DM_KOP_TABLE_BWD:
     case DM_KOP_EMBED_BWD:
@@ -406,23 +407,29 @@ const dm_kernel *dm_attn_value_of(const dm_kernel *k, int n, int score)
     return NULL;
 }
 
-void dm_work_grads(const dm_kernel *k, int n, double *tensors, double *elems)
+int dm_grad_check_kernel(const dm_kernel *x, dm_kernel *chk)
 {
-    double t = 0, e = 0;
-    for (int i = 0; i < n; i++) {
-        const dm_kernel *x = &k[i];
-        double c = (double)(x->count > 0 ? x->count : 1);
-        if (x->kind != DM_KERN_ELEM && x->op == DM_KOP_WGRAD) {
-            double per = x->kind == DM_KERN_BGEMM ? (double)x->batch : c; /* experts: one matrix each */
-            t += per, e += per * (double)x->m * (double)x->n;
-        } else if (x->op == DM_KOP_VECTOR_BWD || x->op == DM_KOP_TABLE_BWD) {
-            t += c, e += c * (double)x->n;
-        } else if (x->op == DM_KOP_EMBED_BWD) { /* its elems: the tokens' rows plus the zeroed table */
-            double table = x->elems - c * (double)x->m * (double)x->n;
-            t += c, e += table > 0 ? table : c * (double)x->n;
-        }
+    int64_t c = x->count > 0 ? x->count : 1, m;
+    if (x->kind != DM_KERN_ELEM && x->op == DM_KOP_WGRAD) {
+        m = x->m;
+        if (x->kind == DM_KERN_BGEMM) c = x->batch > 0 ? x->batch : 1; /* experts: one matrix each */
+    } else if (x->op == DM_KOP_VECTOR_BWD || x->op == DM_KOP_TABLE_BWD) {
+        m = 1;
+    } else if (x->op == DM_KOP_EMBED_BWD) { /* its elems: the tokens' rows plus the zeroed table */
+        double table = x->elems - (double)c * (double)x->m * (double)x->n;
+        m = table > 0 && x->n > 0 ? (int64_t)(table / ((double)c * (double)x->n) + 0.5) : 1;
+        if (m < 1) m = 1;
+    } else {
+        return 0;
     }
-    *tensors = t, *elems = e;
+    memset(chk, 0, sizeof *chk);
+    chk->kind = DM_KERN_ELEM;
+    chk->op = DM_KOP_GRAD_CHECK;
+    chk->m = m, chk->n = x->n, chk->k = 0, chk->batch = 1, chk->count = c;
+    chk->param = -1, chk->slot = -1;
+    chk->elems = (double)c * (double)m * (double)x->n;
+    chk->bytes = 2.0 * chk->elems;
+    return 1;
 }
 
 int dm_step_work_sum(const dm_model *m, const dm_workload_opts *o, dm_step_work *out, dm_err *err)

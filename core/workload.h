@@ -56,6 +56,10 @@ typedef enum {
     DM_KOP_SOFTMAX,     /* attention probabilities: P = softmax(S / sqrt(head_dim)) per row, in place
                            (m = batch x L_q rows of n = L_k scores) */
     DM_KOP_SOFTMAX_BWD, /* its backward: dS = P (dP - sum_j P_j dP_j) per row, in place over dP */
+    DM_KOP_GRAD_CHECK,  /* the executor's non-finite check of one gradient after its backward op:
+                           one read of m x n bf16 elements (1-D parameters m 1); in no layer's
+                           kernel list: dm_grad_check_kernel derives it from the kernel that
+                           writes the gradient */
     DM_KOP__COUNT
 } dm_kern_op;
 
@@ -110,13 +114,15 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
                         dm_layer_work *out, dm_err *err);
 void dm_layer_work_free(dm_layer_work *w); /* accepts a zeroed struct */
 
-/* The parameter gradients that backward kernels k[0..n) write (weight-gradient GEMMs, the
- * experts' batched ones, 1-D parameters, embedding and table backward): how many tensors and
- * their elements (a table's gradient counted at its width: its rows are not on the kernel).
- * The executor checks every gradient for non-finite values after its backward op (one read
- * of the bf16 gradient, one launch per tensor: real/real_gpu.c backward_done); the simulator
- * and the calibration price that check from these counts (dm_work_grad_check_us, costs.h). */
-void dm_work_grads(const dm_kernel *k, int n, double *tensors, double *elems);
+/* The executor checks every gradient for non-finite values after its backward op (one read of
+ * the bf16 gradient, one launch per tensor: real/real_gpu.c backward_done). When backward
+ * kernel x writes parameter gradients (a weight-gradient GEMM, the experts' batched one, a 1-D
+ * parameter's or a table's reduction, the embedding's backward), *chk is their check as an
+ * elementwise kernel of op grad-check: m x n per launch (1-D parameters and a tied table, whose
+ * rows are not on the kernel: m 1), count launches (experts: one per expert), bytes one bf16
+ * read of them all; returns 1. Else 0. `bench work` times these kernels, and the simulator and
+ * the calibration price them like every other (dm_work_grad_check_us, costs.h). */
+int dm_grad_check_kernel(const dm_kernel *x, dm_kernel *chk);
 
 /* Totals of a whole step (all layers): FLOPs forward and backward, and the active parameters
  * per token (every parameter a token passes through: experts at top_k / experts). */

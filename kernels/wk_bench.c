@@ -158,6 +158,14 @@ static int model_jobs(jobs *J, const char *name, const wk_bench_opts *o, dm_err 
             const wk_layer *lp = &p.L[l];
             for (int i = 0; i < lp->n_fwd && rc == 0; i++) rc = add_job(J, &lp->fwd[i], &p, m->name, err);
             for (int i = 0; i < lp->n_bwd && rc == 0; i++) rc = add_job(J, &lp->bwd[i], &p, m->name, err);
+            for (int i = 0; i < lp->n_bwd && rc == 0; i++) { /* the check of each gradient it writes */
+                wk_kb cb;
+                memset(&cb, 0, sizeof cb);
+                if (!dm_grad_check_kernel(&lp->bwd[i].k, &cb.k)) continue;
+                cb.src = cb.attn = cb.map = -1;
+                cb.count = cb.k.count, cb.rows = cb.k.m;
+                rc = add_job(J, &cb, &p, m->name, err);
+            }
         }
         wk_plan_free(&p);
     }
@@ -429,6 +437,7 @@ static int bind(pool *P, const job *j, tcall *t, dm_err *err)
         OKP(a->dx = get(P, P_DX, (size_t)(rows * n) * 2, 1, err));
         break;
     case DM_KOP_SOFTMAX: OKP(a->r = get(P, P_R, (size_t)(k->m * n) * 2, 1, err)); break;
+    case DM_KOP_GRAD_CHECK: OKP(a->r = get(P, P_R, (size_t)(cnt * rows * n) * 2, 1, err)); break;
     case DM_KOP_SOFTMAX_BWD:
         OKP(a->x = get(P, P_X, (size_t)(k->m * n) * 2, 1, err));
         OKP(a->r = get(P, P_R, (size_t)(k->m * n) * 2, 1, err));

@@ -93,6 +93,7 @@ typedef struct sim {
     double *work_us[2];
     double *work_mem[2]; /* per work: the share of its time in memory-bound kernels (comm_slowdown) */
     int64_t kern_src_count[2][KSRC_N];
+    int grad_check_measured;     /* 1 when the table answered a gradient check (grad-check rows) */
     unsigned char fell_back[2][DM_KERN__COUNT][DM_KOP__COUNT];
     int works_priced[2], ops_with_work[2], ops_without_work[2];
 } sim;
@@ -249,7 +250,9 @@ static double pass_us(sim *s, const dm_op *op, dm_err *err)
         s->kern_src_count[pass][src]++;
     }
     if (pass) { /* the executor's check of every gradient the backward wrote (HBM-bound) */
-        double gl, chk = dm_work_grad_check_us(s->c->gpu, w->k, w->n, &gl);
+        dm_cost_source cs;
+        double gl, chk = dm_work_grad_check_us(s->o.costs, s->c->gpu, w->k, w->n, &gl, &cs);
+        if (cs != DM_COST_ROOFLINE) s->grad_check_measured = 1;
         t += chk, mem += chk;
         launches += gl;
     }
@@ -301,7 +304,10 @@ static void describe_pass(const sim *s, int pass, char *buf, size_t size)
                             k1 = 0;
             PUT(")");
         }
-        if (pass) PUT("; each gradient's non-finite check at the %s HBM roofline + launch", c->gpu->short_name);
+        if (pass && s->grad_check_measured)
+            PUT("; each gradient's non-finite check from the table's grad-check rows");
+        else if (pass)
+            PUT("; each gradient's non-finite check at the %s HBM roofline + launch", c->gpu->short_name);
         if (c->kernel_gap_us > 0) PUT("; %.3g us between two kernels of an op", c->kernel_gap_us);
     }
     if (s->ops_without_work[pass])

@@ -454,3 +454,20 @@ stage_moeq3() {
     sed -n '/^# errors by model/,$p' "$L/validate_q3.txt" | grep -v 'kernels:' | head -12
     for d in "$L"/validate_q3/*/; do rm -f "$d/sim.csv"; done
 }
+
+# checkrows: the gradient check's rows (elem grad-check: the executor's non-finite check of
+# each gradient after its backward op, timed as the step runs it): the work and workcool stages
+# from the committed caches (only new kernels timed) at 1024-16384 tokens, the Qwen3 MoE cut's
+# own kernels beside them (models/extra, not in the tables)
+STAGE_TIMEOUT_checkrows=240
+stage_checkrows() {
+    WORK_CACHE=1 WORK_TOKENS="${WORK_TOKENS:-1024,2048,4096,8192,16384}" stage_work
+    WORK_CACHE=1 WORK_TOKENS="${WORK_TOKENS:-1024,2048,4096,8192,16384}" stage_workcool
+    grep -h ' grad-check ' "$L/work_table.txt" | sort -k7 -n | sed -n '1,4p;$p'
+    for c in "" "--cool --sustain 0"; do
+        n=$([ -z "$c" ] && echo asrun || echo cool)
+        timeout 60 "$D/dmuon" bench work --models models/extra/qwen3-30b-a3b-6l.json --tokens 1024,4096 --no-grid $c \
+            --max-seconds 50 --out "$L/q3-work-$n.csv" > "$L/q3-work-$n.txt" 2>&1
+        echo "bench work qwen3-30b-a3b-6l $n exit $?"
+    done
+}

@@ -599,7 +599,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
                 }
             }
             if (e->kind == DM_OP_BACKWARD) { /* the gradients' check, priced as the simulator does */
-                double gl, chk = dm_work_grad_check_us(gpu, w->k, w->n, &gl);
+                double gl, chk = dm_work_grad_check_us(costs, gpu, w->k, w->n, &gl, NULL);
                 o.launch_us += chk, mem += chk;
                 launches += gl;
             }
