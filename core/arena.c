@@ -105,7 +105,7 @@ int dm_arena_mark(const dm_model *m, dm_program *p, dm_err *err)
         return -1;
     }
     for (int r = 0; r < p->nranks; r++)
-        for (int k = 0; k < p->ranks[r].n_ops; k++) {
+        for (int k = 0; k < p->ranks[r].n_ops && p->ranks[r].share == r; k++) { /* a shared list once */
             dm_op *op = &p->ranks[r].ops[k];
             int bad = 0;
             for (int a = 0; a < op->n_params; a++) bad |= op->params[a] < 0 || op->params[a] >= n;

@@ -24,6 +24,7 @@ dm_program *dm_program_new(int nranks, int gpus_per_node, const char *model, con
         dm_program_free(p);
         return NULL;
     }
+    p->ranks[0].followers = nranks - 1; /* every rank starts on rank 0's (empty) list */
     return p;
 }
 
@@ -62,7 +63,7 @@ void dm_program_free(dm_program *p)
                 nx = b->next;
                 free(b);
             }
-            free(p->ranks[r].ops);
+            if (p->ranks[r].share == r) free(p->ranks[r].ops);
             free(p->ranks[r].grad_param);
             free(p->ranks[r].grad_layer);
         }
@@ -287,18 +288,119 @@ static int implied_payload(dm_rank_prog *rp, dm_op *o, const int64_t *params, in
     return 0;
 }
 
+/* Rank `owner`'s array moved (or was made): its followers see it. */
+static void repoint_followers(dm_program *p, int owner)
+{
+    dm_rank_prog *o = &p->ranks[owner];
+    for (int r = owner + 1, left = o->followers; r < p->nranks && left > 0; r++)
+        if (p->ranks[r].share == owner && r != owner) p->ranks[r].ops = o->ops, left--;
+}
+
+/* Grow an owned list to hold cap ops. */
+static int grow_ops(dm_program *p, int rank, int cap, dm_err *err)
+{
+    dm_rank_prog *rp = &p->ranks[rank];
+    if (cap <= rp->cap) return 0;
+    dm_op *n = dm_realloc(rp->ops, (size_t)cap * sizeof *n, err);
+    if (!n) return -1;
+    rp->ops = n;
+    rp->cap = cap;
+    if (rp->followers) repoint_followers(p, rank);
+    return 0;
+}
+
+int dm_program_reserve(dm_program *p, int rank, int cap, dm_err *err)
+{
+    if (rank < 0 || rank >= p->nranks) return dm_err_set(err, "program: rank %d out of range", rank);
+    dm_rank_prog *rp = &p->ranks[rank];
+    if (rp->share != rank) { /* followers hold no array: the hint sizes the copy they may make */
+        if (cap > rp->cap) rp->cap = cap;
+        return 0;
+    }
+    return grow_ops(p, rank, cap, err);
+}
+
+/* Rank stops following its owner: its own array with the n_ops it had (the ops' deps and params
+ * stay where they are, in the owner's arena, which lives as long as the program), and its memory
+ * of produced gradients replayed over them. */
+static int unshare(dm_program *p, int rank, dm_err *err)
+{
+    dm_rank_prog *rp = &p->ranks[rank];
+    if (rp->share == rank) return 0;
+    dm_rank_prog *o = &p->ranks[rp->share];
+    int n = rp->n_ops, cap = rp->cap > n ? rp->cap : n + 1;
+    if (cap < 64) cap = 64;
+    dm_op *ops = dm_malloc((size_t)cap * sizeof *ops, err);
+    if (!ops) return -1;
+    if (n) memcpy(ops, o->ops, (size_t)n * sizeof *ops);
+    o->followers--;
+    rp->share = rank;
+    rp->followers = 0;
+    rp->ops = ops;
+    rp->cap = cap;
+    for (int i = 0; i < n; i++) {
+        dm_op tmp = ops[i];
+        if (implied_payload(rp, &tmp, ops[i].params, ops[i].n_params, err) < 0) return -1;
+    }
+    return 0;
+}
+
+int dm_program_own_rank(dm_program *p, int rank, dm_err *err)
+{
+    if (rank < 0 || rank >= p->nranks) return dm_err_set(err, "program: rank %d out of range", rank);
+    dm_rank_prog *rp = &p->ranks[rank];
+    if (rp->followers) { /* its followers take a copy: then nobody else reads this array */
+        for (int r = rank + 1; r < p->nranks && rp->followers; r++)
+            if (p->ranks[r].share == rank && unshare(p, r, err)) return -1;
+    }
+    if (unshare(p, rank, err)) return -1;
+    for (int i = 0; i < rp->n_ops; i++) { /* deps and params copied out of shared storage */
+        dm_op *o = &rp->ops[i];
+        if (o->n_deps) {
+            int *d = arena_alloc(rp, (size_t)o->n_deps * sizeof *d, err);
+            if (!d) return -1;
+            memcpy(d, o->deps, (size_t)o->n_deps * sizeof *d);
+            o->deps = d;
+        }
+        if (o->n_params) {
+            int64_t *q = arena_alloc(rp, (size_t)o->n_params * sizeof *q, err);
+            if (!q) return -1;
+            memcpy(q, o->params, (size_t)o->n_params * sizeof *q);
+            o->params = q;
+        }
+    }
+    return 0;
+}
+
+int dm_program_distinct_lists(const dm_program *p)
+{
+    int n = 0;
+    for (int r = 0; r < p->nranks; r++) n += p->ranks[r].share == r;
+    return n;
+}
+
+/* The op a follower would add equals its owner's op at that index (every field the caller
+ * sets; id and implied follow from the equal lists before it). */
+static int matches(const dm_op *x, const dm_op *op, const int *deps, int n_deps, const int64_t *params, int n_params)
+{
+    dm_op y = *op;
+    y.n_deps = n_deps, y.deps = (int *)deps;
+    y.n_params = n_params, y.params = (int64_t *)params;
+    return same_op(x, &y);
+}
+
 int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps, int n_deps,
                       const int64_t *params, int n_params, dm_err *err)
 {
     if (rank < 0 || rank >= p->nranks) return dm_err_set(err, "program: rank %d out of range", rank);
     dm_rank_prog *rp = &p->ranks[rank];
-    if (rp->n_ops == rp->cap) {
-        int cap = rp->cap ? 2 * rp->cap : 64;
-        dm_op *n = dm_realloc(rp->ops, (size_t)cap * sizeof *n, err);
-        if (!n) return -1;
-        rp->ops = n;
-        rp->cap = cap;
+    if (rp->share != rank) {
+        const dm_rank_prog *o = &p->ranks[rp->share];
+        if (rp->n_ops < o->n_ops && matches(&o->ops[rp->n_ops], op, deps, n_deps, params, n_params))
+            return rp->n_ops++;
+        if (unshare(p, rank, err)) return -1;
     }
+    if (rp->n_ops == rp->cap && grow_ops(p, rank, rp->cap ? 2 * rp->cap : 64, err)) return -1;
     dm_op o = *op;
     if (implied_payload(rp, &o, params, n_params, err) < 0) return -1;
     o.id = rp->n_ops;

@@ -134,6 +134,14 @@ typedef struct dm_rank_prog {
     /* the ops' deps and params arrays, carved from blocks that never move (one allocation per
      * 64 KiB, not two per op: a 4096-rank program has millions of ops); freed with the program */
     struct dm_arena_blk *arena;
+    /* Ranks whose lists are equal share one (data-parallel ranks run the same ops): `share` is
+     * the rank whose array `ops` is (this rank's own index when it owns it; 0, rank 0's, when the
+     * program is new). A rank follows its owner while every op added to it equals the owner's op
+     * at that index; the first that differs gives it a copy of its own (dm_program_add_op).
+     * Readers see no difference: ops[0 .. n_ops) is the rank's list either way, and must not be
+     * written through a rank that does not own it (dm_program_own_rank first). `followers`:
+     * how many ranks share this rank's array. */
+    int share, followers;
 } dm_rank_prog;
 
 typedef struct dm_program {
@@ -184,6 +192,17 @@ int dm_program_new_coll(dm_program *p);
  * params to rank's list. Returns the new op's id, or -1 on error. deps/params are copied. */
 int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps, int n_deps,
                       const int64_t *params, int n_params, dm_err *err);
+
+/* Make room for cap ops in rank's list (a hint only while the rank shares its owner's list).
+ * 0, or -1 on error. */
+int dm_program_reserve(dm_program *p, int rank, int cap, dm_err *err);
+
+/* Give rank a list of its own, ops, deps and params copied (no longer shared with any other
+ * rank or op), so that it can be changed in place. 0, or -1 on error. */
+int dm_program_own_rank(dm_program *p, int rank, dm_err *err);
+
+/* Ranks that own their op list (the distinct lists held in memory; dm_rank_prog.share). */
+int dm_program_distinct_lists(const dm_program *p);
 
 /* An op template with everything "none": layer/coll/group/root -1, batch 1, the kind's
  * payload (dm_op_payload_default), NS ops DM_NS_ITERS_DEFAULT iterations. */

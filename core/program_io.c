@@ -729,7 +729,10 @@ static int rank_item(rd *r, int i, void *vctx)
     /* payloads the file does not state: what the rank's list implies */
     const dm_rank_prog *rp = &c->p->ranks[i];
     for (int k = 0; k < rp->n_ops; k++)
-        if (c->unstated[k]) rp->ops[k].payload = rp->ops[k].implied;
+        if (c->unstated[k] && rp->ops[k].payload != rp->ops[k].implied) {
+            if (rp->share != i && dm_program_own_rank(c->p, i, r->err)) return -1; /* not the owner's op */
+            rp->ops[k].payload = rp->ops[k].implied;
+        }
     return 0;
 }
 

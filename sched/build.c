@@ -1134,16 +1134,8 @@ static int emit_program(bctx *b)
                 if (ow < 0 || ow == owner_of_rank(b, r)) need[r] += 2;
         }
         int bad = 0;
-        for (int r = 0; r < R && !bad; r++) {
-            size_t cap = need[r] + 3 * (size_t)L + 8;
-            dm_rank_prog *rp = &b->p->ranks[r];
-            dm_op *ops = dm_realloc(rp->ops, cap * sizeof *ops, b->err);
-            if (!ops) bad = 1;
-            else {
-                rp->ops = ops;
-                rp->cap = (int)cap;
-            }
-        }
+        for (int r = 0; r < R && !bad; r++)
+            bad = dm_program_reserve(b->p, r, (int)(need[r] + 3 * (size_t)L + 8), b->err) < 0;
         free(need);
         if (bad) goto done;
     }

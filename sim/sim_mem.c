@@ -188,6 +188,7 @@ int sim_mem_plan_size(const dm_model *m, const dm_cluster *c, int nranks, const 
     int64_t aw_ops = adamw_layers * R, aw_params = (o->strategy == SCHED_ADAMW ? N : AW) * R;
     int64_t coll_ops = f.ops * zf + g.ops;
     out->ranks = R;
+    out->lists = o->strategy == SCHED_ADAMW || o->strategy == SCHED_MUON_DDP || o->strategy == SCHED_MUON_FSDP ? 1 : R;
     out->layers = L;
     out->matrices = N;
     out->colls = f.colls * zf + g.colls;
@@ -205,6 +206,7 @@ void sim_mem_program_size(const dm_program *p, sim_mem_size *out)
 {
     memset(out, 0, sizeof *out);
     out->ranks = p->nranks;
+    out->lists = dm_program_distinct_lists(p);
     out->colls = p->n_colls;
     for (int r = 0; r < p->nranks; r++) {
         const dm_rank_prog *rp = &p->ranks[r];
@@ -221,7 +223,8 @@ void sim_mem_program_size(const dm_program *p, sim_mem_size *out)
 
 /* Per count (bytes): the structures' sizes plus what glibc's allocator adds per block (a
  * 16-byte header, 32-byte minimum blocks): an op is a dm_op in its rank's array, its deps and
- * params in the rank's arena (each rounded up to 8 bytes); the simulator keeps 72 bytes of per-op state (indexes, four times, the state
+ * params in the rank's arena (each rounded up to 8 bytes), once per distinct list (ranks with
+ * equal lists share one, core/program.h); the simulator keeps 72 bytes of per-op state (indexes, four times, the state
  * byte, successor and stream lists) and 4 per dependency (its successor entry); the scheduler
  * ~40 per matrix (its sorted copy, assignment items) and 8 int tables per (rank, layer). A
  * trace event is a dm_trace_event. Checked against peak resident size in tests/test_sim_mem
@@ -235,7 +238,8 @@ void sim_mem_program_size(const dm_program *p, sim_mem_size *out)
 double sim_mem_bytes(const sim_mem_size *s, int parts)
 {
     double ops = (double)s->ops, deps = (double)s->deps, params = (double)s->params;
-    double program = ops * ((double)sizeof(dm_op) + OP_BLOCKS) + deps * 4 + params * 8 +
+    double held = s->ranks > 0 && s->lists > 0 && s->lists < s->ranks ? (double)s->lists / (double)s->ranks : 1;
+    double program = (ops * ((double)sizeof(dm_op) + OP_BLOCKS) + deps * 4 + params * 8) * held +
                      (double)s->ranks * sizeof(dm_rank_prog);
     double sched = (double)s->matrices * SCHED_PER_MATRIX + (double)s->ranks * (double)s->layers * SCHED_PER_RANK_LAYER;
     double sim = ops * SIM_PER_OP + deps * SIM_PER_DEP + (double)s->colls * 32 + (double)s->ranks * 256;

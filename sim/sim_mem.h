@@ -30,6 +30,8 @@ typedef struct sim_mem_size {
     int64_t params; /* parameter references, over all ops */
     int64_t colls;  /* collective ids */
     int64_t matrices; /* the model's matrices (the scheduler's tables) */
+    int64_t lists;  /* distinct op lists held (dm_program_distinct_lists: ranks with equal lists
+                       share one): 1 for adamw, muon-ddp and muon-fsdp, every rank's otherwise */
 } sim_mem_size;
 
 /* Counts of the program sched_build would make (nothing is built; o->gpus_per_node 0: the

@@ -426,6 +426,7 @@ int main(void)
         free(p2->options);
         p2->options = strdup("another options string");
         int eq_opts = dm_program_same_ops(p1, p2);
+        dm_program_own_rank(p2, p2->nranks - 1, NULL); /* the last rank's list alone */
         dm_op *x = &p2->ranks[p2->nranks - 1].ops[p2->ranks[p2->nranks - 1].n_ops - 1];
         x->bytes += 1;
         int ne_bytes = !dm_program_same_ops(p1, p2);
