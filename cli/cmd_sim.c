@@ -243,8 +243,13 @@ int cmd_sim(int argc, char **argv)
         sim_print_report(stdout, p, r);
         sim_print_speed(stdout, r, plan_s);
     }
-    if ((trace && dm_trace_write(r->trace, trace, &err)) || (csv && dm_trace_write_csv(r->trace, csv, &err))) {
+    if (trace && dm_trace_write(r->trace, trace, &err)) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
+        goto out;
+    }
+    if (csv && dm_trace_write_csv(r->trace, csv, &err)) {
+        fprintf(stderr, "dmuon sim: %s\n", err.msg);
+        if (trace) unlink(trace); /* a failed command leaves no output, the trace written before included */
         goto out;
     }
     rc = 0;

@@ -37,32 +37,105 @@ struct dm_arena_blk {
 
 #define ARENA_BLOCK ((size_t)64 << 10)
 
-/* `bytes` (rounded up to 8) from the rank's arena; NULL with err when out of memory. */
-static void *arena_alloc(dm_rank_prog *rp, size_t bytes, dm_err *err)
+/* `bytes` (rounded up to 8) from the arena *head (a rank's, or the params lists'); NULL with err
+ * when out of memory. */
+static void *blk_alloc(struct dm_arena_blk **head, size_t bytes, dm_err *err)
 {
     bytes = (bytes + 7) & ~(size_t)7;
-    struct dm_arena_blk *b = rp->arena;
+    struct dm_arena_blk *b = *head;
     if (!b || b->cap - b->used < bytes) {
         size_t cap = bytes > ARENA_BLOCK ? bytes : ARENA_BLOCK;
         if (!(b = dm_malloc(sizeof *b + cap, err))) return NULL;
         b->cap = cap, b->used = 0;
-        b->next = rp->arena; /* a block that had room left keeps it unused: at most one op's worth */
-        rp->arena = b;
+        b->next = *head; /* a block that had room left keeps it unused: at most one op's worth */
+        *head = b;
     }
     void *q = (char *)b->data + b->used;
     b->used += bytes;
     return q;
 }
 
+static void *arena_alloc(dm_rank_prog *rp, size_t bytes, dm_err *err) { return blk_alloc(&rp->arena, bytes, err); }
+
+static void blk_free(struct dm_arena_blk *b)
+{
+    for (struct dm_arena_blk *nx; b; b = nx) {
+        nx = b->next;
+        free(b);
+    }
+}
+
+/* The distinct params lists (dm_program.plists): open addressing on the lists' contents, the
+ * lists in an arena of their own. */
+typedef struct plist_slot {
+    uint64_t hash;
+    const int64_t *v; /* NULL: empty */
+    int n;
+} plist_slot;
+
+struct dm_plist_tab {
+    size_t n, cap; /* lists held, slots (a power of 2) */
+    int64_t ids;   /* their lengths summed */
+    plist_slot *slot;
+    struct dm_arena_blk *arena;
+};
+
+static uint64_t plist_hash(const int64_t *v, int n)
+{
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint64_t)v[i];
+        h *= UINT64_C(0xff51afd7ed558ccd);
+        h ^= h >> 32;
+    }
+    return h;
+}
+
+static int plist_grow(struct dm_plist_tab *t, dm_err *err)
+{
+    size_t cap = t->cap ? 2 * t->cap : 1024;
+    plist_slot *s = dm_calloc(cap, sizeof *s, err);
+    if (!s) return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->slot[i].v) continue;
+        size_t j = t->slot[i].hash & (cap - 1);
+        while (s[j].v) j = (j + 1) & (cap - 1);
+        s[j] = t->slot[i];
+    }
+    free(t->slot);
+    t->slot = s;
+    t->cap = cap;
+    return 0;
+}
+
+/* The program's copy of the list v[0..n) (n > 0), made the first time it is seen. */
+static int64_t *plist_intern(dm_program *p, const int64_t *v, int n, dm_err *err)
+{
+    struct dm_plist_tab *t = p->plists;
+    if (!t && !(t = p->plists = dm_calloc(1, sizeof *t, err))) return NULL;
+    if (2 * (t->n + 1) > t->cap && plist_grow(t, err)) return NULL;
+    uint64_t h = plist_hash(v, n);
+    size_t j = h & (t->cap - 1);
+    for (; t->slot[j].v; j = (j + 1) & (t->cap - 1))
+        if (t->slot[j].hash == h && t->slot[j].n == n && !memcmp(t->slot[j].v, v, (size_t)n * sizeof *v))
+            return (int64_t *)t->slot[j].v;
+    int64_t *q = blk_alloc(&t->arena, (size_t)n * sizeof *q, err);
+    if (!q) return NULL;
+    memcpy(q, v, (size_t)n * sizeof *q);
+    t->slot[j] = (plist_slot){h, q, n};
+    t->n++;
+    t->ids += n;
+    return q;
+}
+
+int64_t dm_program_params_held(const dm_program *p) { return p->plists ? p->plists->ids : 0; }
+
 void dm_program_free(dm_program *p)
 {
     if (!p) return;
     if (p->ranks)
         for (int r = 0; r < p->nranks; r++) {
-            for (struct dm_arena_blk *b = p->ranks[r].arena, *nx; b; b = nx) {
-                nx = b->next;
-                free(b);
-            }
+            blk_free(p->ranks[r].arena);
             if (p->ranks[r].share == r) free(p->ranks[r].ops);
             free(p->ranks[r].grad_param);
             free(p->ranks[r].grad_layer);
@@ -76,6 +149,11 @@ void dm_program_free(dm_program *p)
     free(p->strategy);
     free(p->cluster);
     free(p->options);
+    if (p->plists) {
+        blk_free(p->plists->arena);
+        free(p->plists->slot);
+        free(p->plists);
+    }
     free(p->ns_coeffs);
     free(p);
 }
@@ -321,7 +399,8 @@ int dm_program_reserve(dm_program *p, int rank, int cap, dm_err *err)
 }
 
 /* Rank stops following its owner: its own array with the n_ops it had (the ops' deps and params
- * stay where they are, in the owner's arena, which lives as long as the program), and its memory
+ * stay where they are, in the owner's arena and the program's lists, which live as long as the
+ * program), and its memory
  * of produced gradients replayed over them. */
 static int unshare(dm_program *p, int rank, dm_err *err)
 {
@@ -412,10 +491,7 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
         if (!(o.deps = arena_alloc(rp, (size_t)n_deps * sizeof *o.deps, err))) return -1;
         memcpy(o.deps, deps, (size_t)n_deps * sizeof *o.deps);
     }
-    if (n_params) {
-        if (!(o.params = arena_alloc(rp, (size_t)n_params * sizeof *o.params, err))) return -1;
-        memcpy(o.params, params, (size_t)n_params * sizeof *o.params);
-    }
+    if (n_params && !(o.params = plist_intern(p, params, n_params, err))) return -1;
     rp->ops[rp->n_ops] = o;
     return rp->n_ops++;
 }

@@ -88,7 +88,8 @@ typedef struct dm_op {
     dm_payload implied; /* the payload the ops before it imply (set by dm_program_add_op; see
                            dm_program_implied_payload): what a file that does not say means */
     int n_params;
-    int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes */
+    int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes; shared
+                           with the other ops that carry the same list (dm_program.plists) */
     int work;           /* forward/backward: index into dm_program.works, the kernels the op
                            computes (workload.h); -1 for none (then flops/bytes alone describe it) */
     int part, parts;    /* broadcast/reduce/all-reduce: parts > 1: the op moves only flat part `part` of
@@ -131,7 +132,7 @@ typedef struct dm_rank_prog {
     unsigned char *grad_param, *grad_layer;
     int64_t n_grad_param;
     int n_grad_layer;
-    /* the ops' deps and params arrays, carved from blocks that never move (one allocation per
+    /* the ops' deps arrays (params: dm_program.plists), carved from blocks that never move (one allocation per
      * 64 KiB, not two per op: a 4096-rank program has millions of ops); freed with the program */
     struct dm_arena_blk *arena;
     /* Ranks whose lists are equal share one (data-parallel ranks run the same ops): `share` is
@@ -158,6 +159,10 @@ typedef struct dm_program {
     int n_colls;        /* collective ids are 0 .. n_colls-1 */
     int n_works, cap_works;
     dm_work *works;     /* the compute ops' kernel lists (dm_op.work) */
+    /* The ops' params lists, each distinct list stored once (dm_program_add_op interns them:
+     * every member's op of a collective, every rank's forward of a layer, carry the same ids;
+     * an MoE op carries hundreds). The lists are shared: never written through an op. */
+    struct dm_plist_tab *plists;
     char *ns_coeffs;    /* the NS coefficient set the program's NS ops run (kernels/ns_ref.h's
                            ns_coeffs_from_spec name, e.g. "jordan" for the PyTorch forms); NULL:
                            the executors' default. `run --ns-coeffs` overrides it */
@@ -203,6 +208,8 @@ int dm_program_own_rank(dm_program *p, int rank, dm_err *err);
 
 /* Ranks that own their op list (the distinct lists held in memory; dm_rank_prog.share). */
 int dm_program_distinct_lists(const dm_program *p);
+/* Parameter ids the program holds: its distinct params lists' lengths summed. */
+int64_t dm_program_params_held(const dm_program *p);
 
 /* An op template with everything "none": layer/coll/group/root -1, batch 1, the kind's
  * payload (dm_op_payload_default), NS ops DM_NS_ITERS_DEFAULT iterations. */

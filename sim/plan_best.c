@@ -127,11 +127,26 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         sched_opts o = *opts;
         o.balance = pb->cand[win].balance;
         o.comm_weight = pb->cand[win].comm_weight;
+        /* built only if it fits the memory limit (the pre-check left it to here) */
+        o.max_ops = sim_mem_plan_checked_later(opts) ? sim_mem_max_ops(nranks, po->max_memory) : 0;
         dm_program_free(progs[win]);
         progs[win] = NULL;
         sched_report_free(&reps[win]);
         double t0 = sched_wall_s();
         if (sched_build(model, cluster, nranks, costs, &o, &progs[win], &reps[win], err)) goto done;
+        if (reps[win].cut) { /* the message of sim_mem_check_plan, from the assignment's estimate */
+            sim_mem_size s = {0};
+            char what[256];
+            s.ranks = s.lists = nranks;
+            s.ops = s.deps = (int64_t)reps[win].ops_estimate;
+            snprintf(what, sizeof what, "%s dmuon on %d GPUs (%s's plan, %d pairs)", model->name, nranks,
+                     pb->cand[win].name, reps[win].pairs);
+            int64_t lim = po->max_memory < 0 ? sim_mem_default_limit() : po->max_memory;
+            if (sim_mem_check(&s, SIM_MEM_PROGRAM | SIM_MEM_SIM, lim, what, err) == 0)
+                dm_err_set(err, "the simulation of %s would hold about %.3g ops: over the memory limit", what,
+                           reps[win].ops_estimate);
+            goto done;
+        }
         pb->cand[win].plan_s += sched_wall_s() - t0;
         pb->cand[win].ops = program_ops(progs[win]);
     }
