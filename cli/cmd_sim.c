@@ -208,7 +208,7 @@ int cmd_sim(int argc, char **argv)
     }
     o.costs = in.costs;
     o.record_trace = trace || csv;
-    if (sim_mem_check_program(p, o.record_trace, max_memory, &err) || sim_run(p, &in.cluster, &o, &r, &err)) {
+    if (sim_mem_check_program(p, &in.cluster, o.record_trace, max_memory, &err) || sim_run(p, &in.cluster, &o, &r, &err)) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
         goto out;
     }
@@ -430,7 +430,7 @@ static void scale_point(const inputs *in, const sim_opts *o, const sched_opts *s
     double t0 = sched_wall_s();
     if (sim_mem_check_plan(in->model, &in->cluster, (int)gpus[gi], &sopt[s], 0, max_memory, &err) ||
         plan_best_build(in->model, &in->cluster, (int)gpus[gi], in->costs, &sopt[s], o, NULL, &p, NULL, &q->pb, &err) ||
-        (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, 0, max_memory, &err)) ||
+        (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, &in->cluster, 0, max_memory, &err)) ||
         sim_run(p, &in->cluster, o, &r, &err)) {
         snprintf(res->msg, sizeof res->msg, "%s", err.msg);
         dm_program_free(p);

@@ -320,6 +320,9 @@ int dm_mem_peak(const dm_model *m, const dm_program *p, const int64_t *ag_slot, 
     int rc = ctx_init(&c, m, p, ag_slot, err);
     for (int r = 0; r < p->nranks && !rc; r++) {
         dm_mem_est x;
+        /* a rank on the list of the rank before it (not rank 0, which holds every master
+         * weight) has its parts: never more than the peak so far */
+        if (r >= 2 && p->ranks[r].ops == p->ranks[r - 1].ops && p->ranks[r].n_ops == p->ranks[r - 1].n_ops) continue;
         if ((rc = rank_parts(&c, r, &x, err))) break;
         if (r == 0 || x.total > e->total) *e = x;
     }

@@ -83,7 +83,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             snprintf(pb->why, sizeof pb->why, "%s's simulation would take about %.1f s (%lld ops), over the %.1f s budget",
                      c->name, c->ops * PLAN_BEST_SIM_S_PER_OP, (long long)c->ops, po->sim_budget_s);
             sim_all = 0;
-        } else if (sim_mem_check_program(progs[n], 0, po->max_memory, &merr)) {
+        } else if (sim_mem_check_program(progs[n], cluster, 0, po->max_memory, &merr)) {
             snprintf(pb->why, sizeof pb->why, "%.150s", merr.msg);
             sim_all = 0;
         }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sim.h" /* sim_shared_ranks, sim_cluster_uniform */
 #include "trace.h"
 
 /* ---- counts of a plan not yet built ------------------------------------------------------- */
@@ -190,6 +191,7 @@ int sim_mem_plan_size(const dm_model *m, const dm_cluster *c, int nranks, const 
     int64_t coll_ops = f.ops * zf + g.ops;
     out->ranks = R;
     out->lists = o->strategy == SCHED_ADAMW || o->strategy == SCHED_MUON_DDP || o->strategy == SCHED_MUON_FSDP ? 1 : R;
+    out->sim_ranks = out->lists == 1 && sim_cluster_uniform(c) ? 1 : R;
     out->layers = L;
     out->matrices = N;
     out->colls = f.colls * zf + g.colls;
@@ -211,6 +213,7 @@ void sim_mem_program_size(const dm_program *p, sim_mem_size *out)
     memset(out, 0, sizeof *out);
     out->ranks = p->nranks;
     out->lists = dm_program_distinct_lists(p);
+    out->sim_ranks = p->nranks;
     out->params_held = dm_program_params_held(p);
     out->colls = p->n_colls;
     for (int r = 0; r < p->nranks; r++) {
@@ -229,7 +232,8 @@ void sim_mem_program_size(const dm_program *p, sim_mem_size *out)
 /* Per count (bytes): the structures' sizes plus what glibc's allocator adds per block (a
  * 16-byte header, 32-byte minimum blocks): an op is a dm_op in its rank's array, its deps and
  * in the rank's arena (each rounded up to 8 bytes), once per distinct list (ranks with equal
- * lists share one, core/program.h), its params once per distinct params list; the simulator keeps 72 bytes of per-op state (indexes, four times, the state
+ * lists share one, core/program.h), its params once per distinct params list; the simulator
+ * (of the ranks it holds: rank 0's alone in a shared run) keeps 72 bytes of per-op state (indexes, four times, the state
  * byte, successor and stream lists) and 4 per dependency (its successor entry); the scheduler
  * ~40 per matrix (its sorted copy, assignment items) and 8 int tables per (rank, layer). A
  * trace event is a dm_trace_event. Checked against peak resident size in tests/test_sim_mem
@@ -247,7 +251,8 @@ double sim_mem_bytes(const sim_mem_size *s, int parts)
     double program = (ops * ((double)sizeof(dm_op) + OP_BLOCKS) + deps * 4) * held + (double)s->params_held * 8 +
                      (double)s->ranks * sizeof(dm_rank_prog);
     double sched = (double)s->matrices * SCHED_PER_MATRIX + (double)s->ranks * (double)s->layers * SCHED_PER_RANK_LAYER;
-    double sim = ops * SIM_PER_OP + deps * SIM_PER_DEP + (double)s->colls * 32 + (double)s->ranks * 256;
+    double simulated = s->ranks > 0 && s->sim_ranks > 0 && s->sim_ranks < s->ranks ? (double)s->sim_ranks / (double)s->ranks : 1;
+    double sim = (ops * SIM_PER_OP + deps * SIM_PER_DEP) * simulated + (double)s->colls * 32 + (double)s->ranks * 256;
     double trace = ops * sizeof(dm_trace_event);
     return (parts & SIM_MEM_PROGRAM ? program : 0) + (parts & SIM_MEM_SCHED ? sched : 0) +
            (parts & SIM_MEM_SIM ? sim : 0) + (parts & SIM_MEM_TRACE ? trace : 0);
@@ -351,11 +356,12 @@ int sim_mem_check_plan(const dm_model *m, const dm_cluster *c, int nranks, const
     return sim_mem_check(&s, parts, limit_bytes < 0 ? sim_mem_default_limit() : limit_bytes, what, err);
 }
 
-int sim_mem_check_program(const dm_program *p, int record_trace, int64_t limit_bytes, dm_err *err)
+int sim_mem_check_program(const dm_program *p, const dm_cluster *c, int record_trace, int64_t limit_bytes, dm_err *err)
 {
     sim_mem_size s;
     char what[256];
     sim_mem_program_size(p, &s);
+    if (c && sim_shared_ranks(p, c, NULL)) s.sim_ranks = 1;
     snprintf(what, sizeof what, "%s %s on %d GPUs", p->model, p->strategy, p->nranks);
     int parts = SIM_MEM_SIM | (record_trace ? SIM_MEM_TRACE : 0);
     return sim_mem_check(&s, parts, limit_bytes < 0 ? sim_mem_default_limit() : limit_bytes, what, err);

@@ -141,9 +141,9 @@ int main(void)
     ok(lim > 0 && lim < (int64_t)1 << 50, "default limit %.1f GB", lim / 1e9);
     dm_program *p = NULL;
     if (sched_build(small, &cl, 8, costs, &so, &p, NULL, &err) == 0) {
-        ok(sim_mem_check_program(p, 1, -1, &err) == 0, "a small program passes the default limit");
+        ok(sim_mem_check_program(p, &cl, 1, -1, &err) == 0, "a small program passes the default limit");
         err.msg[0] = 0;
-        ok(sim_mem_check_program(p, 1, 1 << 20, &err) == -1 && strstr(err.msg, "Qwen2.5-0.5B dmuon on 8 GPUs") &&
+        ok(sim_mem_check_program(p, &cl, 1, 1 << 20, &err) == -1 && strstr(err.msg, "Qwen2.5-0.5B dmuon on 8 GPUs") &&
                strstr(err.msg, ", a trace;") && strstr(err.msg, "over the limit of 1 MB"),
            "and fails a 1 MiB one: %s", err.msg);
         dm_program_free(p);
