@@ -230,16 +230,17 @@ void sim_mem_program_size(const dm_program *p, sim_mem_size *out)
 /* ---- bytes -------------------------------------------------------------------------------- */
 
 /* Per count (bytes): the structures' sizes plus what glibc's allocator adds per block (a
- * 16-byte header, 32-byte minimum blocks): an op is a dm_op in its rank's array, its deps and
- * in the rank's arena (each rounded up to 8 bytes), once per distinct list (ranks with equal
- * lists share one, core/program.h), its params once per distinct params list; the simulator
- * (of the ranks it holds: rank 0's alone in a shared run) keeps 72 bytes of per-op state (indexes, four times, the state
- * byte, successor and stream lists) and 4 per dependency (its successor entry); the scheduler
- * ~40 per matrix (its sorted copy, assignment items) and 8 int tables per (rank, layer). A
- * trace event is a dm_trace_event. Checked against peak resident size in tests/test_sim_mem
- * (the estimate is within [0.8, 2] of the measured growth there). */
+ * 16-byte header, 32-byte minimum blocks): an op is a dm_op in its rank's array and its deps in
+ * the rank's arena (each rounded up to 8 bytes), once per distinct list (ranks with equal lists
+ * share one, core/program.h), its params once per distinct params list; the simulator keeps,
+ * for the ranks it holds (rank 0's alone in a shared run), 77 bytes of per-op state (indexes,
+ * four times, the state byte, kind and collective id, successor and stream lists) and 4 per
+ * dependency (its successor entry); the scheduler ~40 per matrix (its sorted copy, assignment
+ * items) and 8 int tables per (rank, layer). A trace event is a dm_trace_event. Checked against
+ * peak resident size in tests/test_sim_mem (the estimate is within [0.8, 2] of the measured
+ * growth there). */
 #define OP_BLOCKS 8.0
-#define SIM_PER_OP 72.0
+#define SIM_PER_OP 77.0
 #define SIM_PER_DEP 4.0
 #define SCHED_PER_MATRIX 96.0
 #define SCHED_PER_RANK_LAYER 32.0
