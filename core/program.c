@@ -451,6 +451,15 @@ int dm_program_own_rank(dm_program *p, int rank, dm_err *err)
     return 0;
 }
 
+int dm_program_replicate(dm_program *p, dm_err *err)
+{
+    for (int r = 1; r < p->nranks; r++)
+        if (p->ranks[r].share != 0 || p->ranks[r].n_ops != 0)
+            return dm_err_set(err, "program: rank %d has ops of its own: not a copy of rank 0", r);
+    for (int r = 1; r < p->nranks; r++) p->ranks[r].n_ops = p->ranks[0].n_ops;
+    return 0;
+}
+
 int dm_program_distinct_lists(const dm_program *p)
 {
     int n = 0;

@@ -206,6 +206,11 @@ int dm_program_reserve(dm_program *p, int rank, int cap, dm_err *err);
  * rank or op), so that it can be changed in place. 0, or -1 on error. */
 int dm_program_own_rank(dm_program *p, int rank, dm_err *err);
 
+/* Every rank's list becomes rank 0's whole list: for a builder that emitted rank 0's ops alone
+ * because every rank runs the same (the other ranks must hold no op and follow rank 0, as a new
+ * program's do). 0, or -1 (err set) when a rank does not. */
+int dm_program_replicate(dm_program *p, dm_err *err);
+
 /* Ranks that own their op list (the distinct lists held in memory; dm_rank_prog.share). */
 int dm_program_distinct_lists(const dm_program *p);
 /* Parameter ids the program holds: its distinct params lists' lengths summed. */
