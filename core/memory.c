@@ -195,7 +195,7 @@ static int coll_parts(mem_ctx *c, const int64_t *ag_slot, dm_err *err)
             }
     }
     for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+        for (int i = 0; i < p->ranks[r].n_ops && p->ranks[r].share == r; i++) { /* a shared list once */
             const dm_op *op = &p->ranks[r].ops[i];
             if (!dm_op_is_collective(op->kind)) continue;
             if ((op->coll < 0 || op->coll >= p->n_colls || !seen[op->coll]) && bad_op(p, r, i, n, c->m, err)) goto out;

@@ -216,14 +216,20 @@ void sim_mem_program_size(const dm_program *p, sim_mem_size *out)
     out->sim_ranks = p->nranks;
     out->params_held = dm_program_params_held(p);
     out->colls = p->n_colls;
+    int64_t deps = 0, params = 0; /* of the rank before, counted again for a rank on its list */
     for (int r = 0; r < p->nranks; r++) {
         const dm_rank_prog *rp = &p->ranks[r];
         out->ops += rp->n_ops;
-        for (int i = 0; i < rp->n_ops; i++) {
-            out->deps += rp->ops[i].n_deps;
-            out->params += rp->ops[i].n_params;
-            if (rp->ops[i].layer + 1 > out->layers) out->layers = rp->ops[i].layer + 1;
+        if (r == 0 || rp->ops != p->ranks[r - 1].ops || rp->n_ops != p->ranks[r - 1].n_ops) {
+            deps = params = 0;
+            for (int i = 0; i < rp->n_ops; i++) {
+                deps += rp->ops[i].n_deps;
+                params += rp->ops[i].n_params;
+                if (rp->ops[i].layer + 1 > out->layers) out->layers = rp->ops[i].layer + 1;
+            }
         }
+        out->deps += deps;
+        out->params += params;
     }
 }
 
