@@ -532,6 +532,36 @@ int main(void)
        "an op rank 0 does not have: rank 2 takes its own copy, the others unchanged");
     dm_program_free(p);
     dm_program_free(q);
+
+    /* an op's numbers as fprintf's "%.17g" and "%lld" write them (the writer formats op lines
+     * itself: the hash streams that text) */
+    {
+        static const double nums[] = {4096, 999999999999999, 1e15, 1e16, 9007199254740993.0, 0.1, -7, -1e15,
+                                      1e300, 5e-324, 123456789.25, -0.5};
+        int same = 1;
+        for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+            p = dm_program_new(1, 1, "tiny", "dmuon", "h200", "", 128, NULL);
+            dm_op o = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+            o.flops = nums[i];
+            o.m = INT64_MIN + 1;
+            int64_t prm[2] = {INT64_MAX, -1};
+            dm_program_add_op(p, 0, &o, NULL, 0, prm, 2, NULL);
+            char *js = NULL, want[160];
+            size_t jn = 0;
+            FILE *mf = open_memstream(&js, &jn);
+            dm_program_write_json(p, mf, NULL);
+            fclose(mf);
+            snprintf(want, sizeof want, "\"flops\":%.17g,\"m\":%lld,\"params\":[%lld,-1]", nums[i],
+                     (long long)(INT64_MIN + 1), (long long)INT64_MAX);
+            if (!js || !strstr(js, want)) {
+                same = 0;
+                tap_diag("want %s in %s", want, js ? js : "(nothing)");
+            }
+            free(js);
+            dm_program_free(p);
+        }
+        ok(same, "op numbers written as %%.17g and %%lld write them");
+    }
     unlink(path);
     rmdir(dir);
     return tap_done();
