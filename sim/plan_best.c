@@ -12,6 +12,7 @@ void plan_best_opts_default(plan_best_opts *o)
 {
     o->sim_budget_s = 5;
     o->max_memory = -1;
+    o->winner_result = NULL;
 }
 
 static int64_t program_ops(const dm_program *p)
@@ -34,6 +35,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         po = &dpo;
     }
     *out = NULL;
+    if (po->winner_result) *po->winner_result = NULL;
     if (opts->balance != SCHED_BAL_AUTO || opts->strategy != SCHED_DMUON)
         return sched_build(model, cluster, nranks, costs, opts, out, rep, err);
     static const struct {
@@ -42,6 +44,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         int ns_only;
     } kinds[PLAN_BEST_MAX] = {{"lpt", SCHED_BAL_LPT, 0}, {"milp", SCHED_BAL_MILP, 0}, {"lpt-ns", SCHED_BAL_LPT, 1}};
     dm_program *progs[PLAN_BEST_MAX] = {NULL};
+    sim_result *res[PLAN_BEST_MAX] = {NULL}; /* the candidates' simulations */
     sched_report reps[PLAN_BEST_MAX];
     memset(reps, 0, sizeof reps);
     int rc = -1, n = 0, sim_all = 1;
@@ -114,8 +117,16 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             pb->cand[k].simulated = 1;
             pb->cand[k].step_us = r->step_us;
             pb->cand[k].exposed_comm_us = r->exposed_comm_us;
-            sim_result_free(r);
+            res[k] = r;
+            int was = win;
             if (pb->cand[k].step_us < pb->cand[win].step_us) win = k;
+            /* only the winner's simulation is kept (a candidate with an earlier one's ops, not
+             * simulated, never wins: its step equals that one's) */
+            int drop = win != k ? k : was != k ? was : -1;
+            if (drop >= 0) {
+                sim_result_free(res[drop]);
+                res[drop] = NULL;
+            }
         }
         pb->by_sim = 1;
     } else { /* the objective decides between the communication-aware plans */
@@ -150,6 +161,11 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         pb->cand[win].plan_s += sched_wall_s() - t0;
         pb->cand[win].ops = program_ops(progs[win]);
     }
+    if (pb->by_sim && po->winner_result) { /* its simulation, or that of the candidate with its ops */
+        int s = pb->cand[win].same_as >= 0 ? pb->cand[win].same_as : win;
+        *po->winner_result = res[s];
+        res[s] = NULL;
+    }
     *out = progs[win];
     progs[win] = NULL;
     if (rep) {
@@ -160,9 +176,14 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
 done:
     for (int k = 0; k < PLAN_BEST_MAX; k++) {
         dm_program_free(progs[k]);
+        sim_result_free(res[k]);
         sched_report_free(&reps[k]);
     }
     if (rc) memset(pb, 0, sizeof *pb);
+    if (rc && po->winner_result) {
+        sim_result_free(*po->winner_result);
+        *po->winner_result = NULL;
+    }
     return rc;
 }
 

@@ -649,6 +649,21 @@ int main(void)
         ok(fastest && same, "auto on Qwen2.5-0.5B, 16 GPUs: %d candidates simulated, the returned plan (%s, %.3f ms) is the "
            "fastest and simulates to its step", pb.n, brc == 0 ? pb.cand[pb.winner].name : err.msg,
            brc == 0 ? pb.cand[pb.winner].step_us / 1e3 : 0);
+        { /* the winner's simulation handed back: what simulating the returned plan gives */
+            plan_best_opts kp;
+            plan_best_opts_default(&kp);
+            sim_result *kr = NULL;
+            kp.winner_result = &kr;
+            dm_program *p2 = NULL;
+            int krc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &o, &so, &kp, &p2, NULL, &pb, &err);
+            ok(krc == 0 && kr && sr && dm_program_same_ops(p1, p2) && kr->step_us == sr->step_us &&
+                   kr->events == sr->events && kr->crit_total_us == sr->crit_total_us &&
+                   !memcmp(kr->ns_us, sr->ns_us, (size_t)sr->nranks * sizeof *sr->ns_us) &&
+                   !memcmp(kr->end_us, sr->end_us, (size_t)sr->ops * sizeof *sr->end_us),
+               "auto hands back its winner's simulation: the run of the returned plan, op for op");
+            sim_result_free(kr);
+            dm_program_free(p2);
+        }
         sim_result_free(sr);
         sched_report_free(&r);
         dm_program_free(p1);
