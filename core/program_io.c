@@ -71,7 +71,7 @@ static void txt_i64(txt *t, long long v) /* as "%lld" */
 
 static void txt_num(txt *t, double v) /* as "%.17g": an integer below 1e15 prints its digits */
 {
-    if (v == (double)(long long)v && fabs(v) < 1e15 && !(v == 0 && signbit(v))) {
+    if (fabs(v) < 1e15 && v == (double)(long long)v && !(v == 0 && signbit(v))) { /* range first: the cast */
         txt_i64(t, (long long)v);
         return;
     }

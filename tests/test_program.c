@@ -537,7 +537,7 @@ int main(void)
      * itself: the hash streams that text) */
     {
         static const double nums[] = {4096, 999999999999999, 1e15, 1e16, 9007199254740993.0, 0.1, -7, -1e15,
-                                      1e300, 5e-324, 123456789.25, -0.5};
+                                      1e300, 5e-324, 123456789.25, -0.5, 1.11111e25, -1e19};
         int same = 1;
         for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
             p = dm_program_new(1, 1, "tiny", "dmuon", "h200", "", 128, NULL);
