@@ -199,8 +199,11 @@ int cmd_sim(int argc, char **argv)
         if (inputs_resolve("sim", &ia, &in)) goto out;
         double t0 = sched_wall_s();
         o.costs = in.costs;
+        plan_best_opts bpo; /* --balance auto's simulation of the winner is this run's (no trace) */
+        plan_best_opts_default(&bpo);
+        if (!trace && !csv) bpo.winner_result = &r;
         if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus, &so, trace || csv, max_memory, &err) ||
-            plan_best_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &o, NULL, &p, &rep, &pb, &err)) {
+            plan_best_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &o, &bpo, &p, &rep, &pb, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
@@ -208,7 +211,8 @@ int cmd_sim(int argc, char **argv)
     }
     o.costs = in.costs;
     o.record_trace = trace || csv;
-    if (sim_mem_check_program(p, o.record_trace, max_memory, &err) || sim_run(p, &in.cluster, &o, &r, &err)) {
+    if (sim_mem_check_program(p, &in.cluster, o.record_trace, max_memory, &err) ||
+        (!r && sim_run(p, &in.cluster, &o, &r, &err))) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
         goto out;
     }
@@ -243,8 +247,13 @@ int cmd_sim(int argc, char **argv)
         sim_print_report(stdout, p, r);
         sim_print_speed(stdout, r, plan_s);
     }
-    if ((trace && dm_trace_write(r->trace, trace, &err)) || (csv && dm_trace_write_csv(r->trace, csv, &err))) {
+    if (trace && dm_trace_write(r->trace, trace, &err)) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
+        goto out;
+    }
+    if (csv && dm_trace_write_csv(r->trace, csv, &err)) {
+        fprintf(stderr, "dmuon sim: %s\n", err.msg);
+        if (trace) unlink(trace); /* a failed command leaves no output, the trace written before included */
         goto out;
     }
     rc = 0;
@@ -423,11 +432,15 @@ static void scale_point(const inputs *in, const sim_opts *o, const sched_opts *s
     sim_result *r = NULL;
     dm_err err = {{0}};
     double t0 = sched_wall_s();
+    plan_best_opts bpo; /* --balance auto's simulation of the winner is this point's */
+    plan_best_opts_default(&bpo);
+    if (!o->record_trace) bpo.winner_result = &r;
     if (sim_mem_check_plan(in->model, &in->cluster, (int)gpus[gi], &sopt[s], 0, max_memory, &err) ||
-        plan_best_build(in->model, &in->cluster, (int)gpus[gi], in->costs, &sopt[s], o, NULL, &p, NULL, &q->pb, &err) ||
-        (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, 0, max_memory, &err)) ||
-        sim_run(p, &in->cluster, o, &r, &err)) {
+        plan_best_build(in->model, &in->cluster, (int)gpus[gi], in->costs, &sopt[s], o, &bpo, &p, NULL, &q->pb, &err) ||
+        (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, &in->cluster, 0, max_memory, &err)) ||
+        (!r && sim_run(p, &in->cluster, o, &r, &err))) {
         snprintf(res->msg, sizeof res->msg, "%s", err.msg);
+        sim_result_free(r);
         dm_program_free(p);
         return;
     }

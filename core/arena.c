@@ -29,10 +29,11 @@ int64_t dm_arena_layout(const dm_model *m, const dm_matrix *mx, int64_t n, const
         grp[i] = ng - 1;
     }
     first[ng] = n;
-    /* first touch: the spanning collectives of every rank in list order, then the others */
+    /* first touch: the spanning collectives of every rank in list order, then the others (a
+     * rank on another's list, program.h, touches nothing that rank, before it, did not) */
     for (int pass = 0; p && pass < 2; pass++)
         for (int r = 0; r < p->nranks; r++)
-            for (int k = 0; k < p->ranks[r].n_ops; k++) {
+            for (int k = 0; k < p->ranks[r].n_ops && p->ranks[r].share == r; k++) {
                 const dm_op *op = &p->ranks[r].ops[k];
                 if (!dm_op_is_collective(op->kind) || spanning_kind(op->kind) != !pass) continue;
                 for (int a = 0; a < op->n_params; a++) {
@@ -105,7 +106,7 @@ int dm_arena_mark(const dm_model *m, dm_program *p, dm_err *err)
         return -1;
     }
     for (int r = 0; r < p->nranks; r++)
-        for (int k = 0; k < p->ranks[r].n_ops; k++) {
+        for (int k = 0; k < p->ranks[r].n_ops && p->ranks[r].share == r; k++) { /* a shared list once */
             dm_op *op = &p->ranks[r].ops[k];
             int bad = 0;
             for (int a = 0; a < op->n_params; a++) bad |= op->params[a] < 0 || op->params[a] >= n;

@@ -89,6 +89,19 @@ static int layer_parts(mem_ctx *c, dm_err *err)
     return 0;
 }
 
+/* Rank r's index among group g's members (ascending ranks), g->n when not a member: a binary
+ * search (a 16384-rank reduce-scatter walked by every rank was O(ranks^2)). */
+static int member_index(const dm_group *g, int r)
+{
+    int lo = 0, hi = g->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (g->ranks[mid] < r) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < g->n && g->ranks[lo] == r ? lo : g->n;
+}
+
 /* The ops of rank r that tell what it holds of a param (a gradient reduced to it, an update). */
 static int walk_reads(const dm_op *op, int r, int nranks)
 {
@@ -147,7 +160,7 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
                 if (op->kind == DM_OP_REDUCESCATTER) {
                     int64_t total = 0;
                     for (int a = 0; a < op->n_params; a++) total += sz[op->params[a]];
-                    while (k < gn && p->groups[op->group].ranks[k] != r) k++;
+                    k = member_index(&p->groups[op->group], r);
                     int64_t s = (total + gn - 1) / gn;
                     slo = k * s < total ? k * s : total;
                     shi = slo + s < total ? slo + s : total;
@@ -182,7 +195,7 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
             }
     }
     for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+        for (int i = 0; i < p->ranks[r].n_ops && p->ranks[r].share == r; i++) { /* a shared list once */
             const dm_op *op = &p->ranks[r].ops[i];
             if (!dm_op_is_collective(op->kind)) continue;
             if ((op->coll < 0 || op->coll >= p->n_colls || !seen[op->coll]) && bad_op(p, r, i, n, c->m, err)) goto out;
@@ -322,6 +335,9 @@ int dm_mem_peak(const dm_model *m, const dm_program *p, const dm_mem_exact *x, d
     int rc = ctx_init(&c, m, p, x, err);
     for (int r = 0; r < p->nranks && !rc; r++) {
         dm_mem_est x;
+        /* a rank on the list of the rank before it (not rank 0, which holds every master
+         * weight) has its parts: never more than the peak so far */
+        if (r >= 2 && p->ranks[r].ops == p->ranks[r - 1].ops && p->ranks[r].n_ops == p->ranks[r - 1].n_ops) continue;
         if ((rc = rank_parts(&c, r, &x, err))) break;
         if (r == 0 || x.total > e->total) *e = x;
     }

@@ -24,6 +24,7 @@ dm_program *dm_program_new(int nranks, int gpus_per_node, const char *model, con
         dm_program_free(p);
         return NULL;
     }
+    p->ranks[0].followers = nranks - 1; /* every rank starts on rank 0's (empty) list */
     return p;
 }
 
@@ -36,33 +37,106 @@ struct dm_arena_blk {
 
 #define ARENA_BLOCK ((size_t)64 << 10)
 
-/* `bytes` (rounded up to 8) from the rank's arena; NULL with err when out of memory. */
-static void *arena_alloc(dm_rank_prog *rp, size_t bytes, dm_err *err)
+/* `bytes` (rounded up to 8) from the arena *head (a rank's, or the params lists'); NULL with err
+ * when out of memory. */
+static void *blk_alloc(struct dm_arena_blk **head, size_t bytes, dm_err *err)
 {
     bytes = (bytes + 7) & ~(size_t)7;
-    struct dm_arena_blk *b = rp->arena;
+    struct dm_arena_blk *b = *head;
     if (!b || b->cap - b->used < bytes) {
         size_t cap = bytes > ARENA_BLOCK ? bytes : ARENA_BLOCK;
         if (!(b = dm_malloc(sizeof *b + cap, err))) return NULL;
         b->cap = cap, b->used = 0;
-        b->next = rp->arena; /* a block that had room left keeps it unused: at most one op's worth */
-        rp->arena = b;
+        b->next = *head; /* a block that had room left keeps it unused: at most one op's worth */
+        *head = b;
     }
     void *q = (char *)b->data + b->used;
     b->used += bytes;
     return q;
 }
 
+static void *arena_alloc(dm_rank_prog *rp, size_t bytes, dm_err *err) { return blk_alloc(&rp->arena, bytes, err); }
+
+static void blk_free(struct dm_arena_blk *b)
+{
+    for (struct dm_arena_blk *nx; b; b = nx) {
+        nx = b->next;
+        free(b);
+    }
+}
+
+/* The distinct params lists (dm_program.plists): open addressing on the lists' contents, the
+ * lists in an arena of their own. */
+typedef struct plist_slot {
+    uint64_t hash;
+    const int64_t *v; /* NULL: empty */
+    int n;
+} plist_slot;
+
+struct dm_plist_tab {
+    size_t n, cap; /* lists held, slots (a power of 2) */
+    int64_t ids;   /* their lengths summed */
+    plist_slot *slot;
+    struct dm_arena_blk *arena;
+};
+
+static uint64_t plist_hash(const int64_t *v, int n)
+{
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint64_t)v[i];
+        h *= UINT64_C(0xff51afd7ed558ccd);
+        h ^= h >> 32;
+    }
+    return h;
+}
+
+static int plist_grow(struct dm_plist_tab *t, dm_err *err)
+{
+    size_t cap = t->cap ? 2 * t->cap : 1024;
+    plist_slot *s = dm_calloc(cap, sizeof *s, err);
+    if (!s) return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->slot[i].v) continue;
+        size_t j = t->slot[i].hash & (cap - 1);
+        while (s[j].v) j = (j + 1) & (cap - 1);
+        s[j] = t->slot[i];
+    }
+    free(t->slot);
+    t->slot = s;
+    t->cap = cap;
+    return 0;
+}
+
+/* The program's copy of the list v[0..n) (n > 0), made the first time it is seen. */
+static int64_t *plist_intern(dm_program *p, const int64_t *v, int n, dm_err *err)
+{
+    struct dm_plist_tab *t = p->plists;
+    if (!t && !(t = p->plists = dm_calloc(1, sizeof *t, err))) return NULL;
+    if (2 * (t->n + 1) > t->cap && plist_grow(t, err)) return NULL;
+    uint64_t h = plist_hash(v, n);
+    size_t j = h & (t->cap - 1);
+    for (; t->slot[j].v; j = (j + 1) & (t->cap - 1))
+        if (t->slot[j].hash == h && t->slot[j].n == n && !memcmp(t->slot[j].v, v, (size_t)n * sizeof *v))
+            return (int64_t *)t->slot[j].v;
+    int64_t *q = blk_alloc(&t->arena, (size_t)n * sizeof *q, err);
+    if (!q) return NULL;
+    memcpy(q, v, (size_t)n * sizeof *q);
+    t->slot[j] = (plist_slot){h, q, n};
+    t->n++;
+    t->ids += n;
+    return q;
+}
+
+int64_t dm_program_params_held(const dm_program *p) { return p->plists ? p->plists->ids : 0; }
+
 void dm_program_free(dm_program *p)
 {
     if (!p) return;
     if (p->ranks)
         for (int r = 0; r < p->nranks; r++) {
-            for (struct dm_arena_blk *b = p->ranks[r].arena, *nx; b; b = nx) {
-                nx = b->next;
-                free(b);
-            }
-            free(p->ranks[r].ops);
+            blk_free(p->ranks[r].arena);
+            if (p->ranks[r].share == r) free(p->ranks[r].ops);
             free(p->ranks[r].grad_param);
             free(p->ranks[r].grad_layer);
         }
@@ -75,6 +149,11 @@ void dm_program_free(dm_program *p)
     free(p->strategy);
     free(p->cluster);
     free(p->options);
+    if (p->plists) {
+        blk_free(p->plists->arena);
+        free(p->plists->slot);
+        free(p->plists);
+    }
     free(p->ns_coeffs);
     free(p);
 }
@@ -287,18 +366,129 @@ static int implied_payload(dm_rank_prog *rp, dm_op *o, const int64_t *params, in
     return 0;
 }
 
+/* Rank `owner`'s array moved (or was made): its followers see it. */
+static void repoint_followers(dm_program *p, int owner)
+{
+    dm_rank_prog *o = &p->ranks[owner];
+    for (int r = owner + 1, left = o->followers; r < p->nranks && left > 0; r++)
+        if (p->ranks[r].share == owner && r != owner) p->ranks[r].ops = o->ops, left--;
+}
+
+/* Grow an owned list to hold cap ops. */
+static int grow_ops(dm_program *p, int rank, int cap, dm_err *err)
+{
+    dm_rank_prog *rp = &p->ranks[rank];
+    if (cap <= rp->cap) return 0;
+    dm_op *n = dm_realloc(rp->ops, (size_t)cap * sizeof *n, err);
+    if (!n) return -1;
+    rp->ops = n;
+    rp->cap = cap;
+    if (rp->followers) repoint_followers(p, rank);
+    return 0;
+}
+
+int dm_program_reserve(dm_program *p, int rank, int cap, dm_err *err)
+{
+    if (rank < 0 || rank >= p->nranks) return dm_err_set(err, "program: rank %d out of range", rank);
+    dm_rank_prog *rp = &p->ranks[rank];
+    if (rp->share != rank) { /* followers hold no array: the hint sizes the copy they may make */
+        if (cap > rp->cap) rp->cap = cap;
+        return 0;
+    }
+    return grow_ops(p, rank, cap, err);
+}
+
+/* Rank stops following its owner: its own array with the n_ops it had (the ops' deps and params
+ * stay where they are, in the owner's arena and the program's lists, which live as long as the
+ * program), and its memory
+ * of produced gradients replayed over them. */
+static int unshare(dm_program *p, int rank, dm_err *err)
+{
+    dm_rank_prog *rp = &p->ranks[rank];
+    if (rp->share == rank) return 0;
+    dm_rank_prog *o = &p->ranks[rp->share];
+    int n = rp->n_ops, cap = rp->cap > n ? rp->cap : n + 1;
+    if (cap < 64) cap = 64;
+    dm_op *ops = dm_malloc((size_t)cap * sizeof *ops, err);
+    if (!ops) return -1;
+    if (n) memcpy(ops, o->ops, (size_t)n * sizeof *ops);
+    o->followers--;
+    rp->share = rank;
+    rp->followers = 0;
+    rp->ops = ops;
+    rp->cap = cap;
+    for (int i = 0; i < n; i++) {
+        dm_op tmp = ops[i];
+        if (implied_payload(rp, &tmp, ops[i].params, ops[i].n_params, err) < 0) return -1;
+    }
+    return 0;
+}
+
+int dm_program_own_rank(dm_program *p, int rank, dm_err *err)
+{
+    if (rank < 0 || rank >= p->nranks) return dm_err_set(err, "program: rank %d out of range", rank);
+    dm_rank_prog *rp = &p->ranks[rank];
+    if (rp->followers) { /* its followers take a copy: then nobody else reads this array */
+        for (int r = rank + 1; r < p->nranks && rp->followers; r++)
+            if (p->ranks[r].share == rank && unshare(p, r, err)) return -1;
+    }
+    if (unshare(p, rank, err)) return -1;
+    for (int i = 0; i < rp->n_ops; i++) { /* deps and params copied out of shared storage */
+        dm_op *o = &rp->ops[i];
+        if (o->n_deps) {
+            int *d = arena_alloc(rp, (size_t)o->n_deps * sizeof *d, err);
+            if (!d) return -1;
+            memcpy(d, o->deps, (size_t)o->n_deps * sizeof *d);
+            o->deps = d;
+        }
+        if (o->n_params) {
+            int64_t *q = arena_alloc(rp, (size_t)o->n_params * sizeof *q, err);
+            if (!q) return -1;
+            memcpy(q, o->params, (size_t)o->n_params * sizeof *q);
+            o->params = q;
+        }
+    }
+    return 0;
+}
+
+int dm_program_replicate(dm_program *p, dm_err *err)
+{
+    for (int r = 1; r < p->nranks; r++)
+        if (p->ranks[r].share != 0 || p->ranks[r].n_ops != 0)
+            return dm_err_set(err, "program: rank %d has ops of its own: not a copy of rank 0", r);
+    for (int r = 1; r < p->nranks; r++) p->ranks[r].n_ops = p->ranks[0].n_ops;
+    return 0;
+}
+
+int dm_program_distinct_lists(const dm_program *p)
+{
+    int n = 0;
+    for (int r = 0; r < p->nranks; r++) n += p->ranks[r].share == r;
+    return n;
+}
+
+/* The op a follower would add equals its owner's op at that index (every field the caller
+ * sets; id and implied follow from the equal lists before it). */
+static int matches(const dm_op *x, const dm_op *op, const int *deps, int n_deps, const int64_t *params, int n_params)
+{
+    dm_op y = *op;
+    y.n_deps = n_deps, y.deps = (int *)deps;
+    y.n_params = n_params, y.params = (int64_t *)params;
+    return same_op(x, &y);
+}
+
 int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps, int n_deps,
                       const int64_t *params, int n_params, dm_err *err)
 {
     if (rank < 0 || rank >= p->nranks) return dm_err_set(err, "program: rank %d out of range", rank);
     dm_rank_prog *rp = &p->ranks[rank];
-    if (rp->n_ops == rp->cap) {
-        int cap = rp->cap ? 2 * rp->cap : 64;
-        dm_op *n = dm_realloc(rp->ops, (size_t)cap * sizeof *n, err);
-        if (!n) return -1;
-        rp->ops = n;
-        rp->cap = cap;
+    if (rp->share != rank) {
+        const dm_rank_prog *o = &p->ranks[rp->share];
+        if (rp->n_ops < o->n_ops && matches(&o->ops[rp->n_ops], op, deps, n_deps, params, n_params))
+            return rp->n_ops++;
+        if (unshare(p, rank, err)) return -1;
     }
+    if (rp->n_ops == rp->cap && grow_ops(p, rank, rp->cap ? 2 * rp->cap : 64, err)) return -1;
     dm_op o = *op;
     if (implied_payload(rp, &o, params, n_params, err) < 0) return -1;
     o.id = rp->n_ops;
@@ -310,10 +500,7 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
         if (!(o.deps = arena_alloc(rp, (size_t)n_deps * sizeof *o.deps, err))) return -1;
         memcpy(o.deps, deps, (size_t)n_deps * sizeof *o.deps);
     }
-    if (n_params) {
-        if (!(o.params = arena_alloc(rp, (size_t)n_params * sizeof *o.params, err))) return -1;
-        memcpy(o.params, params, (size_t)n_params * sizeof *o.params);
-    }
+    if (n_params && !(o.params = plist_intern(p, params, n_params, err))) return -1;
     rp->ops[rp->n_ops] = o;
     return rp->n_ops++;
 }

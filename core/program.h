@@ -88,7 +88,8 @@ typedef struct dm_op {
     dm_payload implied; /* the payload the ops before it imply (set by dm_program_add_op; see
                            dm_program_implied_payload): what a file that does not say means */
     int n_params;
-    int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes */
+    int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes; shared
+                           with the other ops that carry the same list (dm_program.plists) */
     int work;           /* forward/backward: index into dm_program.works, the kernels the op
                            computes (workload.h); -1 for none (then flops/bytes alone describe it) */
     int part, parts;    /* broadcast/reduce/all-reduce: parts > 1: the op moves only flat part `part` of
@@ -131,9 +132,17 @@ typedef struct dm_rank_prog {
     unsigned char *grad_param, *grad_layer;
     int64_t n_grad_param;
     int n_grad_layer;
-    /* the ops' deps and params arrays, carved from blocks that never move (one allocation per
+    /* the ops' deps arrays (params: dm_program.plists), carved from blocks that never move (one allocation per
      * 64 KiB, not two per op: a 4096-rank program has millions of ops); freed with the program */
     struct dm_arena_blk *arena;
+    /* Ranks whose lists are equal share one (data-parallel ranks run the same ops): `share` is
+     * the rank whose array `ops` is (this rank's own index when it owns it; 0, rank 0's, when the
+     * program is new). A rank follows its owner while every op added to it equals the owner's op
+     * at that index; the first that differs gives it a copy of its own (dm_program_add_op).
+     * Readers see no difference: ops[0 .. n_ops) is the rank's list either way, and must not be
+     * written through a rank that does not own it (dm_program_own_rank first). `followers`:
+     * how many ranks share this rank's array. */
+    int share, followers;
 } dm_rank_prog;
 
 typedef struct dm_program {
@@ -150,6 +159,10 @@ typedef struct dm_program {
     int n_colls;        /* collective ids are 0 .. n_colls-1 */
     int n_works, cap_works;
     dm_work *works;     /* the compute ops' kernel lists (dm_op.work) */
+    /* The ops' params lists, each distinct list stored once (dm_program_add_op interns them:
+     * every member's op of a collective, every rank's forward of a layer, carry the same ids;
+     * an MoE op carries hundreds). The lists are shared: never written through an op. */
+    struct dm_plist_tab *plists;
     char *ns_coeffs;    /* the NS coefficient set the program's NS ops run (kernels/ns_ref.h's
                            ns_coeffs_from_spec name, e.g. "jordan" for the PyTorch forms); NULL:
                            the executors' default. `run --ns-coeffs` overrides it */
@@ -184,6 +197,24 @@ int dm_program_new_coll(dm_program *p);
  * params to rank's list. Returns the new op's id, or -1 on error. deps/params are copied. */
 int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps, int n_deps,
                       const int64_t *params, int n_params, dm_err *err);
+
+/* Make room for cap ops in rank's list (a hint only while the rank shares its owner's list).
+ * 0, or -1 on error. */
+int dm_program_reserve(dm_program *p, int rank, int cap, dm_err *err);
+
+/* Give rank a list of its own, ops, deps and params copied (no longer shared with any other
+ * rank or op), so that it can be changed in place. 0, or -1 on error. */
+int dm_program_own_rank(dm_program *p, int rank, dm_err *err);
+
+/* Every rank's list becomes rank 0's whole list: for a builder that emitted rank 0's ops alone
+ * because every rank runs the same (the other ranks must hold no op and follow rank 0, as a new
+ * program's do). 0, or -1 (err set) when a rank does not. */
+int dm_program_replicate(dm_program *p, dm_err *err);
+
+/* Ranks that own their op list (the distinct lists held in memory; dm_rank_prog.share). */
+int dm_program_distinct_lists(const dm_program *p);
+/* Parameter ids the program holds: its distinct params lists' lengths summed. */
+int64_t dm_program_params_held(const dm_program *p);
 
 /* An op template with everything "none": layer/coll/group/root -1, batch 1, the kind's
  * payload (dm_op_payload_default), NS ops DM_NS_ITERS_DEFAULT iterations. */

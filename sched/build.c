@@ -107,6 +107,8 @@ typedef struct bctx {
     int fsdp_serial;            /* muon-fsdp as PyTorch runs it: each Muon gradient's all-gather in
                                    the optimizer step, after the previous matrix's update */
     int z3;
+    int emit_ranks;             /* ranks whose ops are emitted: 1 when every rank runs the same list
+                                   (replicated_plan: the others share rank 0's, program.h), else all */
     /* the kernels of each layer's forward and backward (program works), and their sums */
     int *work_fwd, *work_bwd;
     double *fwd_flops, *bwd_flops, *fwd_bytes, *bwd_bytes;
@@ -845,7 +847,7 @@ static int emit_desc_ids(bctx *b, const coll_desc *d, dm_stream st, dm_payload p
     op.part = d->part;
     op.parts = d->parts;
     const int64_t *params = (const int64_t *)b->pool.data + d->p_first;
-    for (int i = 0; i < g->n; i++) {
+    for (int i = 0; i < g->n && g->ranks[i] < b->emit_ranks; i++) { /* ascending members */
         int r = g->ranks[i];
         int dd = dep ? dep[r] : -1;
         int id = dm_program_add_op(b->p, r, &op, &dd, dd >= 0 ? 1 : 0, params, (int)d->p_n, b->err);
@@ -1067,7 +1069,7 @@ typedef struct rank_items {
  * all that are left). */
 static int emit_ready_items(bctx *b, rank_items *ri, int ready, int *deps, int64_t *params)
 {
-    for (int r = 0; r < b->nranks; r++)
+    for (int r = 0; r < b->emit_ranks; r++)
         while (ri[r].next < ri[r].n && ri[r].v[ri[r].next].ready_layer >= ready)
             if (emit_opt_item(b, r, &ri[r].v[ri[r].next++], deps, params, NULL)) return -1;
     return 0;
@@ -1097,13 +1099,24 @@ static int emit_fsdp_serial(bctx *b, opt_item *items, int *deps, int64_t *params
                           b->grad_hi, l))
                 goto out;
         }
-        for (int r = 0; r < R; r++)
+        for (int r = 0; r < b->emit_ranks; r++)
             if (emit_opt_item(b, r, &items[i], deps, params, &prev[r])) goto out;
     }
     rc = 0;
 out:
     free(prev);
     return rc;
+}
+
+/* Every rank of the plan runs the same ops: the naive strategies (adamw, muon-ddp, muon-fsdp,
+ * their tuned forms) give every rank every op, all collectives over the world group, deps by
+ * rank-independent positions. dmuon (owners), muon-rr (chunk owners) and HSDP do not.
+ * tests/test_sched checks the lists against an emission for every rank (emit_every_rank). */
+static int replicated_plan(const bctx *b)
+{
+    sched_strategy s = b->o->strategy;
+    return b->nranks > 1 && !b->hsdp && !b->o->emit_every_rank &&
+           (s == SCHED_ADAMW || s == SCHED_MUON_DDP || s == SCHED_MUON_FSDP);
 }
 
 static int emit_program(bctx *b)
@@ -1117,6 +1130,7 @@ static int emit_program(bctx *b)
     int rc = -1;
     if (!tmp || !deps) goto done;
     int none = b->o->overlap == SCHED_OVERLAP_NONE;
+    b->emit_ranks = replicated_plan(b) ? 1 : R;
     /* reserve each rank's op list once: growing 400k ops by doubling costs more than building */
     {
         size_t *need = dm_calloc((size_t)R, sizeof *need, b->err);
@@ -1134,16 +1148,8 @@ static int emit_program(bctx *b)
                 if (ow < 0 || ow == owner_of_rank(b, r)) need[r] += 2;
         }
         int bad = 0;
-        for (int r = 0; r < R && !bad; r++) {
-            size_t cap = need[r] + 3 * (size_t)L + 8;
-            dm_rank_prog *rp = &b->p->ranks[r];
-            dm_op *ops = dm_realloc(rp->ops, cap * sizeof *ops, b->err);
-            if (!ops) bad = 1;
-            else {
-                rp->ops = ops;
-                rp->cap = (int)cap;
-            }
-        }
+        for (int r = 0; r < R && !bad; r++)
+            bad = dm_program_reserve(b->p, r, (int)(need[r] + 3 * (size_t)L + 8), b->err) < 0;
         free(need);
         if (bad) goto done;
     }
@@ -1156,7 +1162,7 @@ static int emit_program(bctx *b)
             if (emit_fetch(b, l, NULL, 0)) goto done;
     }
     for (int l = 0; l < L; l++) {
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < b->emit_ranks; r++) {
             int nd = 0;
             if (none && l == 0)
                 for (int j = 0; j < L; j++) nd = range_deps(b->fetch_lo, b->fetch_hi, (size_t)r * L + j, deps, nd);
@@ -1189,7 +1195,7 @@ static int emit_program(bctx *b)
             if (emit_fetch(b, l, dep_of(b, b->fwd_id, L - 1, tmp), 1)) goto done;
     }
     for (int l = L - 1; l >= 0; l--) {
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < b->emit_ranks; r++) {
             int nd = 0;
             if (b->z3 && none && l == L - 1)
                 for (int j = 0; j < L; j++) nd = range_deps(b->bfetch_lo, b->bfetch_hi, (size_t)r * L + j, deps, nd);
@@ -1212,13 +1218,14 @@ static int emit_program(bctx *b)
     } else if (b->fsdp_serial) {
         if (emit_fsdp_serial(b, items, deps, params)) goto done;
     } else {
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < b->emit_ranks; r++) {
             size_t ni = opt_items(b, r, items);
             for (size_t i = 0; i < ni; i++)
                 if (emit_opt_item(b, r, &items[i], deps, params, NULL)) goto done;
         }
     }
-    rc = 0;
+    /* the other ranks' lists: rank 0's, which they follow already (program.h) */
+    rc = b->emit_ranks < R ? dm_program_replicate(b->p, b->err) : 0;
 done:
     for (int r = 0; ri && r < R; r++) free(ri[r].v);
     free(ri);

@@ -97,6 +97,9 @@ typedef struct sched_opts {
                                   the report is complete (objective, NS loads, solver) but the
                                   program has no ops. --balance auto weighs candidates too large
                                   to simulate by it (plan_best.c) without building each one */
+    int emit_every_rank;       /* internal (tests): emit every rank's ops even where every rank
+                                  runs the same list (build.c's replicated_plan: rank 0's
+                                  emitted, the others sharing it, program.h) */
     double max_ops;            /* dmuon, internal: > 0: when the flat plan's program would hold more
                                   ops than this (estimated from the assignment: each (layer, owner)
                                   pair's broadcast and reduce on every rank), stop after the

@@ -12,6 +12,7 @@ void plan_best_opts_default(plan_best_opts *o)
 {
     o->sim_budget_s = 5;
     o->max_memory = -1;
+    o->winner_result = NULL;
 }
 
 static int64_t program_ops(const dm_program *p)
@@ -34,6 +35,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         po = &dpo;
     }
     *out = NULL;
+    if (po->winner_result) *po->winner_result = NULL;
     if (opts->balance != SCHED_BAL_AUTO || opts->strategy != SCHED_DMUON)
         return sched_build(model, cluster, nranks, costs, opts, out, rep, err);
     static const struct {
@@ -42,6 +44,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         int ns_only;
     } kinds[PLAN_BEST_MAX] = {{"lpt", SCHED_BAL_LPT, 0}, {"milp", SCHED_BAL_MILP, 0}, {"lpt-ns", SCHED_BAL_LPT, 1}};
     dm_program *progs[PLAN_BEST_MAX] = {NULL};
+    sim_result *res[PLAN_BEST_MAX] = {NULL}; /* the candidates' simulations */
     sched_report reps[PLAN_BEST_MAX];
     memset(reps, 0, sizeof reps);
     int rc = -1, n = 0, sim_all = 1;
@@ -83,7 +86,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             snprintf(pb->why, sizeof pb->why, "%s's simulation would take about %.1f s (%lld ops), over the %.1f s budget",
                      c->name, c->ops * PLAN_BEST_SIM_S_PER_OP, (long long)c->ops, po->sim_budget_s);
             sim_all = 0;
-        } else if (sim_mem_check_program(progs[n], 0, po->max_memory, &merr)) {
+        } else if (sim_mem_check_program(progs[n], cluster, 0, po->max_memory, &merr)) {
             snprintf(pb->why, sizeof pb->why, "%.150s", merr.msg);
             sim_all = 0;
         }
@@ -114,8 +117,16 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             pb->cand[k].simulated = 1;
             pb->cand[k].step_us = r->step_us;
             pb->cand[k].exposed_comm_us = r->exposed_comm_us;
-            sim_result_free(r);
+            res[k] = r;
+            int was = win;
             if (pb->cand[k].step_us < pb->cand[win].step_us) win = k;
+            /* only the winner's simulation is kept (a candidate with an earlier one's ops, not
+             * simulated, never wins: its step equals that one's) */
+            int drop = win != k ? k : was != k ? was : -1;
+            if (drop >= 0) {
+                sim_result_free(res[drop]);
+                res[drop] = NULL;
+            }
         }
         pb->by_sim = 1;
     } else { /* the objective decides between the communication-aware plans */
@@ -127,13 +138,33 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         sched_opts o = *opts;
         o.balance = pb->cand[win].balance;
         o.comm_weight = pb->cand[win].comm_weight;
+        /* built only if it fits the memory limit (the pre-check left it to here) */
+        o.max_ops = sim_mem_plan_checked_later(opts) ? sim_mem_max_ops(nranks, po->max_memory) : 0;
         dm_program_free(progs[win]);
         progs[win] = NULL;
         sched_report_free(&reps[win]);
         double t0 = sched_wall_s();
         if (sched_build(model, cluster, nranks, costs, &o, &progs[win], &reps[win], err)) goto done;
+        if (reps[win].cut) { /* the message of sim_mem_check_plan, from the assignment's estimate */
+            sim_mem_size s = {0};
+            char what[256];
+            s.ranks = s.lists = nranks;
+            s.ops = s.deps = (int64_t)reps[win].ops_estimate;
+            snprintf(what, sizeof what, "%s dmuon on %d GPUs (%s's plan, %d pairs)", model->name, nranks,
+                     pb->cand[win].name, reps[win].pairs);
+            int64_t lim = po->max_memory < 0 ? sim_mem_default_limit() : po->max_memory;
+            if (sim_mem_check(&s, SIM_MEM_PROGRAM | SIM_MEM_SIM, lim, what, err) == 0)
+                dm_err_set(err, "the simulation of %s would hold about %.3g ops: over the memory limit", what,
+                           reps[win].ops_estimate);
+            goto done;
+        }
         pb->cand[win].plan_s += sched_wall_s() - t0;
         pb->cand[win].ops = program_ops(progs[win]);
+    }
+    if (pb->by_sim && po->winner_result) { /* its simulation, or that of the candidate with its ops */
+        int s = pb->cand[win].same_as >= 0 ? pb->cand[win].same_as : win;
+        *po->winner_result = res[s];
+        res[s] = NULL;
     }
     *out = progs[win];
     progs[win] = NULL;
@@ -145,9 +176,14 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
 done:
     for (int k = 0; k < PLAN_BEST_MAX; k++) {
         dm_program_free(progs[k]);
+        sim_result_free(res[k]);
         sched_report_free(&reps[k]);
     }
     if (rc) memset(pb, 0, sizeof *pb);
+    if (rc && po->winner_result) {
+        sim_result_free(*po->winner_result);
+        *po->winner_result = NULL;
+    }
     return rc;
 }
 

@@ -55,6 +55,9 @@ typedef struct plan_best_opts {
                                less (wall seconds); default 5 */
     int64_t max_memory;     /* the simulator's memory limit (sim_mem_check_program; < 0: its
                                default, 0: none) */
+    sim_result **winner_result; /* when not NULL: the winner's simulation when the candidates
+                               were simulated (sopt's, without a trace; owned by the caller), else
+                               NULL: a caller that simulates the plan the same way need not again */
 } plan_best_opts;
 
 void plan_best_opts_default(plan_best_opts *o);

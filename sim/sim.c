@@ -55,8 +55,18 @@ typedef struct sim {
     const dm_cluster *c;
     sim_opts o;
     int R, T;
+    /* A run of shared ranks (sim_shared_ranks): every rank runs rank 0's list, so only rank 0's
+     * ops are simulated (Rs = 1, T its ops) and the results stand for every rank; Rs = R
+     * otherwise. ev_global: the events that are the cluster's, not a rank's (latency ends, flow
+     * ends), which a run of every rank counts once. */
+    int Rs, shared, deadlock; /* deadlock: run() ended with ops that never ran */
+    int64_t ev_global;
     int *off, *rank_of;
     const dm_op **op;
+    /* per op, what the engine's hot paths read (kind | stream << 4, the collective id) without
+     * touching the op itself (a 144-byte struct, one cache miss each) */
+    unsigned char *ks;
+    int *coll_of;
     int *deps_left, *cause, *pcause;
     char *state;
     double *dur, *start, *end, *ready;
@@ -402,10 +412,11 @@ static int setup(sim *s, dm_err *err)
     if (s->c->gpus_per_node != p->gpus_per_node && !(p->gpus_per_node >= R && s->c->gpus_per_node >= R))
         return dm_err_set(err, "sim: program has %d GPUs per node, cluster %s has %d", p->gpus_per_node, s->c->name,
                           s->c->gpus_per_node);
-    if (!(s->off = dm_malloc((size_t)(R + 1) * sizeof *s->off, err))) return -1;
+    int Rs = s->Rs = s->shared ? 1 : R;
+    if (!(s->off = dm_malloc((size_t)(Rs + 1) * sizeof *s->off, err))) return -1;
     s->off[0] = 0;
-    for (int r = 0; r < R; r++) s->off[r + 1] = s->off[r] + p->ranks[r].n_ops;
-    int T = s->T = s->off[R];
+    for (int r = 0; r < Rs; r++) s->off[r + 1] = s->off[r] + p->ranks[r].n_ops;
+    int T = s->T = s->off[Rs];
     size_t t1 = (size_t)T + 1;
     if (!(s->rank_of = dm_malloc(t1 * sizeof(int), err)) || !(s->op = dm_malloc(t1 * sizeof *s->op, err)) ||
         !(s->deps_left = dm_calloc(t1, sizeof(int), err)) || !(s->cause = dm_malloc(t1 * sizeof(int), err)) ||
@@ -427,7 +438,8 @@ static int setup(sim *s, dm_err *err)
         !(s->pw_D = dm_calloc((size_t)R, sizeof(double), err)) || !(s->pw_t = dm_calloc((size_t)R, sizeof(double), err)) ||
         !(s->pw_P = dm_calloc((size_t)R, sizeof(double), err)) ||
         !(s->colls = dm_calloc((size_t)p->n_colls + 1, sizeof *s->colls, err)) ||
-        !(s->coll_mem = dm_malloc(t1 * sizeof(int), err)) ||
+        !(s->coll_mem = dm_malloc(t1 * sizeof(int), err)) || !(s->ks = dm_malloc(t1, err)) ||
+        !(s->coll_of = dm_malloc(t1 * sizeof(int), err)) ||
         !(s->grps = dm_calloc((size_t)p->n_groups + 1, sizeof *s->grps, err)))
         return -1;
     for (int r = 0; r < R; r++) s->gpu_last[r] = -1, s->gpu_rate[r] = 1;
@@ -435,12 +447,14 @@ static int setup(sim *s, dm_err *err)
         s->pw_D[r] = s->pw_D0 ? s->pw_D0[r] : s->c->power.idle_w, s->pw_P[r] = s->c->power.idle_w, s->pw_t[r] = 0;
     /* Per-op indexes, dependency counts, successor counts, stream list sizes. */
     int n_coll_ops = 0;
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < Rs; r++)
         for (int i = 0; i < p->ranks[r].n_ops; i++) {
             int g = s->off[r] + i;
             const dm_op *op = &p->ranks[r].ops[i];
             s->op[g] = op;
             s->rank_of[g] = r;
+            s->ks[g] = (unsigned char)((unsigned)op->kind | (unsigned)op->stream << 4);
+            s->coll_of[g] = op->coll;
             s->cause[g] = s->pcause[g] = -1;
             if ((unsigned)op->stream >= S || (unsigned)op->kind >= DM_OP__COUNT)
                 return dm_err_set(err, "sim: rank %d op %d: bad stream or kind", r, i);
@@ -496,10 +510,10 @@ static int setup(sim *s, dm_err *err)
         coll *c = &s->colls[ci];
         if (c->n == 0) continue; /* an unused id */
         const dm_group *pg = &p->groups[c->group];
-        if (c->n != pg->n)
+        if (s->shared ? pg->n != R : c->n != pg->n) /* shared: rank 0 stands for every member */
             return dm_err_set(err, "sim: collective %d has %d member ops, its group %d has %d ranks", ci, c->n, c->group,
                               pg->n);
-        for (int k = 0; k < c->n; k++)
+        for (int k = 0; k < c->n && !s->shared; k++)
             if (s->rank_of[c->mem[k]] != pg->ranks[k])
                 return dm_err_set(err, "sim: collective %d: rank %d holds an op but is not in group %d", ci,
                                   s->rank_of[c->mem[k]], c->group);
@@ -531,9 +545,18 @@ static int setup(sim *s, dm_err *err)
 
 static int make_ready(sim *s, int g, int cause, dm_err *err);
 
+static inline int kind_of(const sim *s, int g) { return s->ks[g] & 15; }
+static inline int stream_of(const sim *s, int g) { return s->ks[g] >> 4; }
+/* dm_op_is_compute and dm_op_is_collective, inlined for the engine */
+static inline int kind_compute(int k)
+{
+    return k == DM_OP_FORWARD || k == DM_OP_BACKWARD || k == DM_OP_NS || k == DM_OP_MUON_UPDATE || k == DM_OP_ADAMW;
+}
+static inline int kind_collective(int k) { return k >= DM_OP_BROADCAST && k <= DM_OP_REDUCESCATTER; }
+
 static int is_head(const sim *s, int g)
 {
-    int rs = s->rank_of[g] * S + s->op[g]->stream;
+    int rs = s->rank_of[g] * S + stream_of(s, g);
     return s->head[rs] < s->sl_off[rs + 1] && s->sl[s->head[rs]] == g;
 }
 
@@ -672,14 +695,13 @@ static int coll_active_add(sim *s, int r, int delta, dm_err *err)
 
 static int op_done(sim *s, int g, dm_err *err)
 {
-    const dm_op *op = s->op[g];
-    int r = s->rank_of[g], rs = r * S + op->stream;
+    int r = s->rank_of[g], rs = r * S + stream_of(s, g);
     s->state[g] = ST_DONE;
     s->end[g] = s->now;
     s->done++;
     s->events++;
     s->head[rs]++;
-    if (dm_op_is_compute(op->kind)) {
+    if (kind_compute(kind_of(s, g))) {
         s->gpu_busy[r] = 0;
         s->gpu_last[r] = g;
         if (compute_links(s, r, 0, err)) return -1;
@@ -723,20 +745,21 @@ static int schedule_net(sim *s, dm_err *err)
 
 static int make_ready(sim *s, int g, int cause, dm_err *err)
 {
-    const dm_op *op = s->op[g];
+    int kind = kind_of(s, g);
     s->ready[g] = s->now;
     s->cause[g] = cause;
-    if (op->kind == DM_OP_WAIT) {
+    if (kind == DM_OP_WAIT) {
         s->state[g] = ST_RUNNING;
         s->start[g] = s->now;
         s->pcause[g] = cause;
         return sim_heap_push(&s->h, s->now, EV_OP_DONE, g, 0, err);
     }
-    if (dm_op_is_collective(op->kind)) {
+    if (kind_collective(kind)) {
         s->state[g] = ST_RUNNING; /* holds its stream while it waits for the other members */
         /* In flight on this rank from its arrival: NCCL's kernel holds SMs while it waits. */
         if (coll_active_add(s, s->rank_of[g], +1, err)) return -1;
-        coll *c = &s->colls[op->coll];
+        int ci = s->coll_of[g];
+        coll *c = &s->colls[ci];
         c->arrived++;
         c->last = g;
         if (c->arrived < c->n) return 0;
@@ -744,7 +767,7 @@ static int make_ready(sim *s, int g, int cause, dm_err *err)
             s->start[c->mem[k]] = s->now;
             s->pcause[c->mem[k]] = s->cause[g];
         }
-        return sim_heap_push(&s->h, s->now + c->lat_us, EV_LAT_DONE, op->coll, 0, err);
+        return sim_heap_push(&s->h, s->now + c->lat_us, EV_LAT_DONE, ci, 0, err);
     }
     s->state[g] = ST_READY; /* the caller runs try_gpu for this rank */
     return 0;
@@ -753,7 +776,7 @@ static int make_ready(sim *s, int g, int cause, dm_err *err)
 static int run(sim *s, dm_err *err)
 {
     s->now = s->c->step_start_us; /* the executor's per-step setup: nothing runs before it */
-    for (int r = 0; r < s->R; r++) {
+    for (int r = 0; r < s->Rs; r++) {
         for (int st = 0; st < S; st++) {
             int rs = r * S + st;
             if (s->head[rs] < s->sl_off[rs + 1]) {
@@ -774,6 +797,7 @@ static int run(sim *s, dm_err *err)
             s->events--; /* counted by op_done */
             if ((rc = op_done(s, e.a, err))) break;
         } else if (e.type == EV_LAT_DONE) {
+            s->ev_global++;
             coll *c = &s->colls[e.a];
             if (c->vol > 0) {
                 grp *G = &s->grps[c->group];
@@ -789,6 +813,7 @@ static int run(sim *s, dm_err *err)
             if (e.b != s->gpu_ver[e.a]) continue; /* re-timed since */
             if ((rc = retime(s, e.a, 1, err))) break;
         } else if (e.type == EV_FLOW) {
+            s->ev_global++;
             if (e.b != sim_net_version(s->net)) continue; /* rates changed since */
             int act = sim_net_active(s->net);
             if (act > ntags) {
@@ -808,6 +833,7 @@ static int run(sim *s, dm_err *err)
     free(tags);
     if (rc) return -1;
     if (s->done < s->T) {
+        s->deadlock = 1;
         for (int g = 0; g < s->T; g++) {
             if (s->state[g] == ST_DONE) continue;
             const dm_op *op = s->op[g];
@@ -846,13 +872,20 @@ static int critical_path(sim *s, sim_result *r)
     int g = -1;
     for (int x = s->off[cr]; x < s->off[cr + 1]; x++)
         if (g < 0 || s->end[x] >= s->end[g]) g = x;
+    /* a shared run's path: a collective's cause is its last member's (the highest rank: a run of
+     * every rank brings the members of one instant in rank order), where the path goes on */
+    int shown = cr;
     for (int guard = 0; g >= 0 && guard <= s->T; guard++) {
         const dm_op *op = s->op[g];
         double d = s->end[g] - s->start[g];
         r->crit[op->kind].us += d;
         r->crit[op->kind].ops++;
         r->crit_total_us += d;
-        sim_path_op po = {s->rank_of[g], op->id, op->layer, op->kind, s->start[g], d};
+        sim_path_op po = {s->shared ? shown : s->rank_of[g], op->id, op->layer, op->kind, s->start[g], d};
+        if (s->shared && dm_op_is_collective(op->kind)) {
+            const dm_group *pg = &s->p->groups[op->group];
+            shown = pg->ranks[pg->n - 1];
+        }
         int i = r->n_top < SIM_PATH_TOP ? r->n_top++ : SIM_PATH_TOP;
         if (i == SIM_PATH_TOP && d <= r->top[SIM_PATH_TOP - 1].dur_us) {
             g = s->pcause[g];
@@ -893,14 +926,19 @@ static int results(sim *s, sim_result *r, dm_err *err)
 {
     r->nranks = s->R;
     int max_ops = 0, rc = -1;
-    for (int k = 0; k < s->R; k++)
+    for (int k = 0; k < s->Rs; k++)
         if (s->off[k + 1] - s->off[k] > max_ops) max_ops = s->off[k + 1] - s->off[k];
     dm_trace_event *ev = dm_malloc(((size_t)max_ops + 1) * sizeof *ev, err);
     dm_phases *ph = dm_malloc((size_t)s->R * sizeof *ph, err);
     double *last = dm_malloc((size_t)s->R * sizeof *last, err);
     if (!ev || !ph || !last) goto out;
     for (int k = 0; k < s->R; k++) {
-        if (dm_phases_rank(ev, rank_events(s, k, ev), k, 0, &ph[k], err)) goto out;
+        if (s->shared && k > 0) { /* rank 0's phases are every rank's */
+            ph[k] = ph[0];
+            ph[k].rank = k;
+        } else if (dm_phases_rank(ev, rank_events(s, k, ev), k, 0, &ph[k], err)) {
+            goto out;
+        }
         last[k] = ph[k].us[DM_PHASE_STEP];
         r->ns_us[k] = ph[k].us[DM_PHASE_NS];
         if (r->ns_us[k] > r->ns_max_us) r->ns_max_us = r->ns_us[k], r->ns_max_rank = k;
@@ -924,14 +962,15 @@ out:
 static int make_trace(sim *s, sim_result *r, dm_err *err)
 {
     if (!(r->trace = dm_trace_new("sim", s->p, err))) return -1;
-    for (int g = 0; g < s->T; g++) {
-        const dm_op *op = s->op[g];
-        if (op->kind == DM_OP_WAIT) continue;
-        dm_trace_event e = {s->rank_of[g], op->stream, op->id, op->kind, s->start[g], s->end[g] - s->start[g],
-                            op->bytes, op->flops, op->layer, op->coll,
-                            dm_op_is_collective(op->kind) ? s->start[g] - s->ready[g] : 0};
-        if (dm_trace_add(r->trace, &e, err)) return -1;
-    }
+    for (int k = 0; k < (s->shared ? s->R : 1); k++) /* a shared run: rank 0's ops for every rank */
+        for (int g = 0; g < s->T; g++) {
+            const dm_op *op = s->op[g];
+            if (op->kind == DM_OP_WAIT) continue;
+            dm_trace_event e = {s->shared ? k : s->rank_of[g], op->stream, op->id, op->kind, s->start[g],
+                                s->end[g] - s->start[g], op->bytes, op->flops, op->layer, op->coll,
+                                dm_op_is_collective(op->kind) ? s->start[g] - s->ready[g] : 0};
+            if (dm_trace_add(r->trace, &e, err)) return -1;
+        }
     dm_trace_sort(r->trace);
     return 0;
 }
@@ -965,6 +1004,8 @@ static void sim_free(sim *s)
     free(s->pw_P);
     free(s->colls);
     free(s->coll_mem);
+    free(s->ks);
+    free(s->coll_of);
     if (s->grps)
         for (int g = 0; g < s->p->n_groups; g++) {
             free(s->grps[g].links);
@@ -1002,11 +1043,57 @@ static void sim_init(sim *s, const dm_program *p, const dm_cluster *c, const sim
     sim_heap_init(&s->h);
 }
 
+int sim_cluster_uniform(const dm_cluster *c)
+{
+    return !(c->comm_slowdown > 0) && !(c->coll_slowdown > 0) && !dm_power_on(&c->power);
+}
+
+int sim_shared_ranks(const dm_program *p, const dm_cluster *c, const sim_opts *o)
+{
+    if ((o && o->full_ranks) || p->nranks < 2 || !sim_cluster_uniform(c)) return 0;
+    const dm_rank_prog *r0 = &p->ranks[0];
+    for (int r = 1; r < p->nranks; r++)
+        if (p->ranks[r].ops != r0->ops || p->ranks[r].n_ops != r0->n_ops) return 0;
+    for (int i = 0; i < r0->n_ops; i++) {
+        const dm_op *op = &r0->ops[i];
+        if (dm_op_is_collective(op->kind) &&
+            (op->group < 0 || op->group >= p->n_groups || p->groups[op->group].n != p->nranks))
+            return 0;
+    }
+    return 1;
+}
+
+/* The per-op counts of the cost sources, of rank 0's ops in a shared run: every rank's. */
+static void count_every_rank(sim *s)
+{
+    int R = s->R;
+    for (int i = 0; i < 4; i++) s->ns_src_count[i] *= R;
+    for (int w = 0; w < 2; w++) {
+        for (int i = 0; i < 6; i++) s->elem_src_count[w][i] *= R;
+        s->elem_ops[w] *= R;
+        s->ops_with_work[w] *= R;
+        s->ops_without_work[w] *= R;
+    }
+}
+
+/* 0, or -1 on an error, -2 on a deadlock. */
+static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o, int shared, sim_result **out,
+                    dm_err *err);
+
 int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_result **out, dm_err *err)
+{
+    int shared = sim_shared_ranks(p, c, o), rc = run_once(p, c, o, shared, out, err);
+    /* a shared run that deadlocks: the run of every rank names the stuck op and rank as it is */
+    return rc == -2 && shared ? run_once(p, c, o, 0, out, err) : rc ? -1 : 0;
+}
+
+static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o, int shared, sim_result **out,
+                    dm_err *err)
 {
     *out = NULL;
     sim s;
     sim_init(&s, p, c, o);
+    s.shared = shared;
     sim_result *r = dm_calloc(1, sizeof *r, err);
     if (!r) return -1;
     double t0 = dm_clock_us() * 1e-6, c0 = cpu_s(), t1 = t0, c1 = c0, *D0 = NULL;
@@ -1037,6 +1124,7 @@ int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_res
         free(s.ready);
         sim_free(&s);
         sim_init(&s, p, c, o);
+        s.shared = shared;
     }
     if (power_on(&s)) {
         double lo = 1, hi = 0;
@@ -1059,14 +1147,21 @@ int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_res
     r->setup_cpu_s = c1 - c0;
     if (!(r->ns_us = dm_calloc((size_t)s.R, sizeof(double), err)) || results(&s, r, err))
         goto fail;
+    if (s.shared) count_every_rank(&s);
     describe_sources(&s, r);
-    r->events = s.events;
-    r->ops = s.T;
+    /* a shared run's rank events stand for every rank's, the cluster's happen once */
+    r->events = s.shared ? (s.events - s.ev_global) * s.R + s.ev_global : s.events;
+    r->ops = (int64_t)s.T * (s.shared ? s.R : 1);
     r->rate_updates = sim_net_recomputes(s.net);
     sim_links_collect(s.net, c, s.R, s.now, &r->links);
     if (s.o.record_trace && make_trace(&s, r, err)) goto fail;
-    /* Hand the per-op arrays to the result. */
-    r->op_off = s.off, s.off = NULL;
+    /* Hand the per-op arrays to the result (a shared run: every rank's entries are rank 0's). */
+    if (s.shared) {
+        if (!(r->op_off = dm_calloc((size_t)s.R + 1, sizeof *r->op_off, err))) goto fail;
+        r->op_off[s.R] = s.T;
+    } else {
+        r->op_off = s.off, s.off = NULL;
+    }
     r->start_us = s.start, s.start = NULL;
     r->end_us = s.end, s.end = NULL;
     r->ready_us = s.ready, s.ready = NULL;
@@ -1080,5 +1175,5 @@ fail:
     free(s.ready);
     sim_free(&s);
     sim_result_free(r);
-    return -1;
+    return s.deadlock ? -2 : -1;
 }

@@ -58,6 +58,7 @@ typedef struct sim_opts {
     coll_algo algo;        /* collective algorithm; AUTO: NCCL's choice by the cost model */
     int record_trace;      /* fill result->trace */
     const dm_costs *costs; /* kernel cost tables (borrowed); NULL: roofline terms */
+    int full_ranks;        /* 1: simulate every rank even where sim_shared_ranks holds (tests) */
 } sim_opts;
 
 void sim_opts_default(sim_opts *o);
@@ -109,12 +110,23 @@ typedef struct sim_result {
                                          forward/backward: the kernels' counts by source */
     char power_src[320];    /* the power-limit model's line ("" when the cluster has none) */
     int power_passes;       /* runs of the step to its steady state under the power model (1 without) */
-    int *op_off;            /* rank r's ops are at op_off[r] .. op_off[r+1]-1 of the arrays below */
+    int *op_off;            /* rank r's ops are at op_off[r] .. op_off[r] + its n_ops - 1 of the arrays
+                               below (sim_shared_ranks: 0 for every rank, their arrays one) */
     double *start_us, *end_us, *ready_us; /* per op (collectives: start is the collective's start;
                                              ready is the member's arrival) */
     dm_trace *trace;        /* when opts.record_trace */
     sim_links links;        /* the busiest links (filled when the cluster has a fabric) */
 } sim_result;
+
+/* 1 when every rank of p runs one shared list (program.h: rank 0's array, all of it) whose
+ * collectives all span every rank, on a cluster without per-rank rates (no comm_slowdown,
+ * coll_slowdown or power model): then every rank's ops start and end when rank 0's do, and
+ * sim_run simulates rank 0's ops alone and reports them for every rank (the same report, trace
+ * and counts as a run of every rank; in the result every op_off[r] is 0). adamw, muon-ddp and
+ * muon-fsdp programs are such. */
+int sim_shared_ranks(const dm_program *p, const dm_cluster *c, const sim_opts *o);
+/* The cluster's part of it: no rate that differs between ranks. */
+int sim_cluster_uniform(const dm_cluster *c);
 
 /* Simulate one step. p must be valid (dm_program_validate); a deadlock (ops that never become
  * ready) is reported as an error naming a stuck op. *out owned by the caller (sim_result_free). */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sim.h" /* sim_shared_ranks, sim_cluster_uniform */
 #include "trace.h"
 
 /* ---- counts of a plan not yet built ------------------------------------------------------- */
@@ -94,13 +95,14 @@ static int muon_shapes(const dm_model *m, shape_n *sh)
 /* One kind of collective descriptor: `descs` of them, each an op on `members` ranks carrying
  * `params` parameters per op in all descriptors together. */
 typedef struct tally {
-    int64_t ops, params, colls, fetch_ops, opt_ops;
+    int64_t ops, params, held, colls, fetch_ops, opt_ops;
 } tally;
 
 static void coll(tally *t, int fetch, int64_t descs, int64_t members, int64_t params_each_member)
 {
     t->ops += descs * members;
     t->params += members * params_each_member;
+    t->held += params_each_member; /* the members' ops carry one list */
     t->colls += descs;
     if (fetch) t->fetch_ops += descs * members;
 }
@@ -188,11 +190,16 @@ int sim_mem_plan_size(const dm_model *m, const dm_cluster *c, int nranks, const 
     int64_t aw_ops = adamw_layers * R, aw_params = (o->strategy == SCHED_ADAMW ? N : AW) * R;
     int64_t coll_ops = f.ops * zf + g.ops;
     out->ranks = R;
+    out->lists = o->strategy == SCHED_ADAMW || o->strategy == SCHED_MUON_DDP || o->strategy == SCHED_MUON_FSDP ? 1 : R;
+    out->sim_ranks = out->lists == 1 && sim_cluster_uniform(c) ? 1 : R;
     out->layers = L;
     out->matrices = N;
     out->colls = f.colls * zf + g.colls;
     out->ops = coll_ops + 2 * L * R + ns_ops + aw_ops;
     out->params = f.params * zf + g.params + 2 * N * R + ns_params + aw_params;
+    /* stored once per distinct list: a collective's, a layer's (its forward and backward on
+     * every rank), an NS batch's (its update's too), a layer's AdamW */
+    out->params_held = f.held + g.held + N + M + (o->strategy == SCHED_ADAMW ? N : AW);
     /* a collective waits on at most one op; a forward on its layer's fetch ops, a backward on
      * its re-fetch (zero 3); an NS batch on the gradients of its layer(s), an update on its NS */
     out->deps = coll_ops + f.ops * zf + ns_ops + aw_ops;
@@ -205,40 +212,54 @@ void sim_mem_program_size(const dm_program *p, sim_mem_size *out)
 {
     memset(out, 0, sizeof *out);
     out->ranks = p->nranks;
+    out->lists = dm_program_distinct_lists(p);
+    out->sim_ranks = p->nranks;
+    out->params_held = dm_program_params_held(p);
     out->colls = p->n_colls;
+    int64_t deps = 0, params = 0; /* of the rank before, counted again for a rank on its list */
     for (int r = 0; r < p->nranks; r++) {
         const dm_rank_prog *rp = &p->ranks[r];
         out->ops += rp->n_ops;
-        for (int i = 0; i < rp->n_ops; i++) {
-            out->deps += rp->ops[i].n_deps;
-            out->params += rp->ops[i].n_params;
-            if (rp->ops[i].layer + 1 > out->layers) out->layers = rp->ops[i].layer + 1;
+        if (r == 0 || rp->ops != p->ranks[r - 1].ops || rp->n_ops != p->ranks[r - 1].n_ops) {
+            deps = params = 0;
+            for (int i = 0; i < rp->n_ops; i++) {
+                deps += rp->ops[i].n_deps;
+                params += rp->ops[i].n_params;
+                if (rp->ops[i].layer + 1 > out->layers) out->layers = rp->ops[i].layer + 1;
+            }
         }
+        out->deps += deps;
+        out->params += params;
     }
 }
 
 /* ---- bytes -------------------------------------------------------------------------------- */
 
 /* Per count (bytes): the structures' sizes plus what glibc's allocator adds per block (a
- * 16-byte header, 32-byte minimum blocks): an op is a dm_op in its rank's array, its deps and
- * params in the rank's arena (each rounded up to 8 bytes); the simulator keeps 72 bytes of per-op state (indexes, four times, the state
- * byte, successor and stream lists) and 4 per dependency (its successor entry); the scheduler
- * ~40 per matrix (its sorted copy, assignment items) and 8 int tables per (rank, layer). A
- * trace event is a dm_trace_event. Checked against peak resident size in tests/test_sim_mem
- * (the estimate is within [0.8, 2] of the measured growth there). */
+ * 16-byte header, 32-byte minimum blocks): an op is a dm_op in its rank's array and its deps in
+ * the rank's arena (each rounded up to 8 bytes), once per distinct list (ranks with equal lists
+ * share one, core/program.h), its params once per distinct params list; the simulator keeps,
+ * for the ranks it holds (rank 0's alone in a shared run), 77 bytes of per-op state (indexes,
+ * four times, the state byte, kind and collective id, successor and stream lists) and 4 per
+ * dependency (its successor entry); the scheduler ~40 per matrix (its sorted copy, assignment
+ * items) and 8 int tables per (rank, layer). A trace event is a dm_trace_event. Checked against
+ * peak resident size in tests/test_sim_mem (the estimate is within [0.8, 2] of the measured
+ * growth there). */
 #define OP_BLOCKS 8.0
-#define SIM_PER_OP 72.0
+#define SIM_PER_OP 77.0
 #define SIM_PER_DEP 4.0
 #define SCHED_PER_MATRIX 96.0
 #define SCHED_PER_RANK_LAYER 32.0
 
 double sim_mem_bytes(const sim_mem_size *s, int parts)
 {
-    double ops = (double)s->ops, deps = (double)s->deps, params = (double)s->params;
-    double program = ops * ((double)sizeof(dm_op) + OP_BLOCKS) + deps * 4 + params * 8 +
+    double ops = (double)s->ops, deps = (double)s->deps;
+    double held = s->ranks > 0 && s->lists > 0 && s->lists < s->ranks ? (double)s->lists / (double)s->ranks : 1;
+    double program = (ops * ((double)sizeof(dm_op) + OP_BLOCKS) + deps * 4) * held + (double)s->params_held * 8 +
                      (double)s->ranks * sizeof(dm_rank_prog);
     double sched = (double)s->matrices * SCHED_PER_MATRIX + (double)s->ranks * (double)s->layers * SCHED_PER_RANK_LAYER;
-    double sim = ops * SIM_PER_OP + deps * SIM_PER_DEP + (double)s->colls * 32 + (double)s->ranks * 256;
+    double simulated = s->ranks > 0 && s->sim_ranks > 0 && s->sim_ranks < s->ranks ? (double)s->sim_ranks / (double)s->ranks : 1;
+    double sim = (ops * SIM_PER_OP + deps * SIM_PER_DEP) * simulated + (double)s->colls * 32 + (double)s->ranks * 256;
     double trace = ops * sizeof(dm_trace_event);
     return (parts & SIM_MEM_PROGRAM ? program : 0) + (parts & SIM_MEM_SCHED ? sched : 0) +
            (parts & SIM_MEM_SIM ? sim : 0) + (parts & SIM_MEM_TRACE ? trace : 0);
@@ -299,33 +320,55 @@ int sim_mem_check(const sim_mem_size *s, int parts, int64_t limit_bytes, const c
     if (limit_bytes <= 0) return 0;
     double need = sim_mem_bytes(s, parts), now = resident_bytes();
     if (need + now <= (double)limit_bytes) return 0;
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[48] = "";
+    if (s->params > 0) snprintf(b4, sizeof b4, ", %.3g parameter references", (double)s->params);
     return dm_err_set(err,
-                      "the simulation of %s would need about %s (%.3g ops, %.3g dependencies, %.3g parameter "
-                      "references%s; the process holds %s now), over the limit of %s (--max-memory SIZE to change it)",
-                      what, human(need + now, b1, sizeof b1), (double)s->ops, (double)s->deps, (double)s->params,
+                      "the simulation of %s would need about %s (%.3g ops, %.3g dependencies%s%s; the process holds "
+                      "%s now), over the limit of %s (--max-memory SIZE to change it)",
+                      what, human(need + now, b1, sizeof b1), (double)s->ops, (double)s->deps, b4,
                       parts & SIM_MEM_TRACE ? ", a trace" : "", human(now, b2, sizeof b2),
                       human((double)limit_bytes, b3, sizeof b3));
 }
 
 /* ---- the checks `dmuon sim` and `dmuon scale` make ---------------------------------------- */
 
+int sim_mem_plan_checked_later(const sched_opts *o)
+{
+    return o->strategy == SCHED_DMUON && o->balance == SCHED_BAL_AUTO && !o->hierarchical && !o->hsdp;
+}
+
+double sim_mem_max_ops(int nranks, int64_t limit_bytes)
+{
+    if (limit_bytes < 0) limit_bytes = sim_mem_default_limit();
+    if (limit_bytes == 0) return INT32_MAX; /* what the simulator indexes, whatever the limit */
+    sim_mem_size s0 = {0}, s1;
+    s0.ranks = s0.lists = nranks;
+    s1 = s0;
+    s1.ops = s1.deps = 1000000;
+    int parts = SIM_MEM_PROGRAM | SIM_MEM_SIM;
+    double base = sim_mem_bytes(&s0, parts), per_op = (sim_mem_bytes(&s1, parts) - base) / 1e6;
+    double left = (double)limit_bytes - resident_bytes() - base;
+    return left > (double)INT32_MAX * per_op ? INT32_MAX : left > per_op ? left / per_op : 1;
+}
+
 int sim_mem_check_plan(const dm_model *m, const dm_cluster *c, int nranks, const sched_opts *o, int record_trace,
                        int64_t limit_bytes, dm_err *err)
 {
     sim_mem_size s;
     char what[256];
+    if (sim_mem_plan_checked_later(o)) return 0;
     if (sim_mem_plan_size(m, c, nranks, o, &s, err)) return -1;
     snprintf(what, sizeof what, "%s %s on %d GPUs", m->name, sched_strategy_name(o->strategy), nranks);
     int parts = SIM_MEM_PROGRAM | SIM_MEM_SCHED | SIM_MEM_SIM | (record_trace ? SIM_MEM_TRACE : 0);
     return sim_mem_check(&s, parts, limit_bytes < 0 ? sim_mem_default_limit() : limit_bytes, what, err);
 }
 
-int sim_mem_check_program(const dm_program *p, int record_trace, int64_t limit_bytes, dm_err *err)
+int sim_mem_check_program(const dm_program *p, const dm_cluster *c, int record_trace, int64_t limit_bytes, dm_err *err)
 {
     sim_mem_size s;
     char what[256];
     sim_mem_program_size(p, &s);
+    if (c && sim_shared_ranks(p, c, NULL)) s.sim_ranks = 1;
     snprintf(what, sizeof what, "%s %s on %d GPUs", p->model, p->strategy, p->nranks);
     int parts = SIM_MEM_SIM | (record_trace ? SIM_MEM_TRACE : 0);
     return sim_mem_check(&s, parts, limit_bytes < 0 ? sim_mem_default_limit() : limit_bytes, what, err);

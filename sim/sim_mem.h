@@ -28,8 +28,13 @@ typedef struct sim_mem_size {
     int64_t ops;    /* over all ranks */
     int64_t deps;   /* dependency references, over all ops */
     int64_t params; /* parameter references, over all ops */
+    int64_t params_held; /* parameter ids stored: each distinct list once (dm_program.plists) */
     int64_t colls;  /* collective ids */
     int64_t matrices; /* the model's matrices (the scheduler's tables) */
+    int64_t sim_ranks; /* ranks whose ops the simulator holds: 1 for a shared run (sim.h,
+                          sim_shared_ranks), every rank otherwise */
+    int64_t lists;  /* distinct op lists held (dm_program_distinct_lists: ranks with equal lists
+                       share one): 1 for adamw, muon-ddp and muon-fsdp, every rank's otherwise */
 } sim_mem_size;
 
 /* Counts of the program sched_build would make (nothing is built; o->gpus_per_node 0: the
@@ -60,9 +65,17 @@ int sim_mem_check(const sim_mem_size *s, int parts, int64_t limit_bytes, const c
 /* The two checks of `dmuon sim` and `dmuon scale` (WHAT: "MODEL STRATEGY on N GPUs";
  * limit_bytes < 0: the default limit): before sched_build, from the plan's counts (program,
  * scheduler, simulator, trace), and before sim_run, from the program's exact counts (simulator
- * and trace: the program is resident by then). */
+ * and trace: the program is resident by then; c: the cluster it runs on, whether the run is
+ * shared; NULL: every rank simulated). */
 int sim_mem_check_plan(const dm_model *m, const dm_cluster *c, int nranks, const sched_opts *o, int record_trace,
                        int64_t limit_bytes, dm_err *err);
-int sim_mem_check_program(const dm_program *p, int record_trace, int64_t limit_bytes, dm_err *err);
+/* A flat dmuon plan under --balance auto is not checked by sim_mem_check_plan (its counts are a
+ * per-layer plan's; auto builds a candidate only while it fits the simulation budget):
+ * plan_best builds the winner with sched_opts.max_ops from this, the ops (with a dependency
+ * each) whose program and simulation fit under limit_bytes (< 0: the default limit) beside what
+ * the process holds now, at most the 2^31 - 1 the simulator indexes (also with no limit, 0). */
+double sim_mem_max_ops(int nranks, int64_t limit_bytes);
+int sim_mem_plan_checked_later(const sched_opts *o);
+int sim_mem_check_program(const dm_program *p, const dm_cluster *c, int record_trace, int64_t limit_bytes, dm_err *err);
 
 #endif

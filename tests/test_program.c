@@ -100,6 +100,7 @@ int main(void)
            "fields survive (algo, batch, params)");
         free(a);
         free(b);
+        dm_program_own_rank(q, 2, NULL); /* its list alone, not the ranks' shared one */
         q->ranks[2].ops[0].bytes = 4097;
         ok(dm_program_hash(p) != dm_program_hash(q), "hash changes with one op's bytes");
         dm_program_free(q);
@@ -233,6 +234,7 @@ int main(void)
 
     /* a dependency on a later op */
     p = small(NULL);
+    dm_program_own_rank(p, 1, NULL);
     p->ranks[1].ops[1].deps[0] = 2;
     expect_invalid(p, "rank 1 op 1 (forward): dependency on op 2", "dependency cycle");
 
@@ -294,15 +296,18 @@ int main(void)
     expect_invalid(p, "collective 0 is all-gather (group 0, root -1, 0 bytes, grads) but all-gather (group 0, root -1, "
                       "0 bytes, weights) on rank 0", "members disagree on the payload");
     p = small(NULL);
+    dm_program_own_rank(p, 1, NULL);
     p->ranks[1].ops[1].payload = DM_PAYLOAD_WEIGHTS;
     expect_invalid(p, "rank 1 op 1 (forward): payload weights (only collectives carry a payload)", "a compute payload");
     p = small(NULL);
     for (int r = 0; r < 3; r++) p->ranks[r].ops[0].payload = DM_PAYLOAD_NONE;
     expect_invalid(p, "rank 0 op 0 (broadcast): payload none (a collective moves weights or grads)", "no payload");
     p = small(NULL);
+    dm_program_own_rank(p, 0, NULL);
     p->ranks[0].ops[4].iters = 0;
     expect_invalid(p, "rank 0 op 4 (ns): 0 NS iterations (1 to 64)", "an ns of 0 iterations");
     p = small(NULL);
+    dm_program_own_rank(p, 0, NULL);
     p->ranks[0].ops[1].iters = 3;
     expect_invalid(p, "rank 0 op 1 (forward): 3 NS iterations (only ns ops have iterations)", "iterations on a forward");
 
@@ -505,6 +510,58 @@ int main(void)
     }
     dm_model_free(m);
     dm_costs_free(costs);
+
+    /* ranks with equal lists share one; the first op that differs gives a rank its own copy,
+     * and nothing a reader sees changes (the same ops, the same hash as unshared lists) */
+    p = small(NULL);
+    ok(dm_program_distinct_lists(p) == 1 && p->ranks[1].ops == p->ranks[0].ops && p->ranks[0].n_ops == 5 &&
+           p->ranks[1].n_ops == 4 && p->ranks[1].ops[3].kind == DM_OP_REDUCE,
+       "small(): ranks 1 and 2 read rank 0's list, their 4 ops a prefix of its 5 (%d lists)",
+       dm_program_distinct_lists(p));
+    q = small(NULL);
+    int own_ok = 1;
+    for (int r = 0; r < 3; r++) own_ok &= dm_program_own_rank(q, r, &err) == 0;
+    ok(own_ok && dm_program_distinct_lists(q) == 3 && q->ranks[1].ops != q->ranks[2].ops &&
+           q->ranks[1].ops[1].deps != p->ranks[1].ops[1].deps && dm_program_same_ops(p, q) &&
+           dm_program_hash(p) == dm_program_hash(q) && dm_program_validate(q, &err) == 0,
+       "lists of their own: the same ops and hash as the shared ones (%s)", err.msg);
+    dm_op w8 = dm_op_init(DM_OP_WAIT, DM_STREAM_COMPUTE);
+    dm_program_add_op(p, 2, &w8, NULL, 0, NULL, 0, NULL);
+    ok(dm_program_distinct_lists(p) == 2 && p->ranks[2].n_ops == 5 && p->ranks[2].ops[4].kind == DM_OP_WAIT &&
+           p->ranks[1].n_ops == 4 && p->ranks[0].ops[4].kind == DM_OP_NS && p->ranks[2].ops[3].implied == DM_PAYLOAD_GRADS,
+       "an op rank 0 does not have: rank 2 takes its own copy, the others unchanged");
+    dm_program_free(p);
+    dm_program_free(q);
+
+    /* an op's numbers as fprintf's "%.17g" and "%lld" write them (the writer formats op lines
+     * itself: the hash streams that text) */
+    {
+        static const double nums[] = {4096, 999999999999999, 1e15, 1e16, 9007199254740993.0, 0.1, -7, -1e15,
+                                      1e300, 5e-324, 123456789.25, -0.5, 1.11111e25, -1e19};
+        int same = 1;
+        for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+            p = dm_program_new(1, 1, "tiny", "dmuon", "h200", "", 128, NULL);
+            dm_op o = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+            o.flops = nums[i];
+            o.m = INT64_MIN + 1;
+            int64_t prm[2] = {INT64_MAX, -1};
+            dm_program_add_op(p, 0, &o, NULL, 0, prm, 2, NULL);
+            char *js = NULL, want[160];
+            size_t jn = 0;
+            FILE *mf = open_memstream(&js, &jn);
+            dm_program_write_json(p, mf, NULL);
+            fclose(mf);
+            snprintf(want, sizeof want, "\"flops\":%.17g,\"m\":%lld,\"params\":[%lld,-1]", nums[i],
+                     (long long)(INT64_MIN + 1), (long long)INT64_MAX);
+            if (!js || !strstr(js, want)) {
+                same = 0;
+                tap_diag("want %s in %s", want, js ? js : "(nothing)");
+            }
+            free(js);
+            dm_program_free(p);
+        }
+        ok(same, "op numbers written as %%.17g and %%lld write them");
+    }
     unlink(path);
     rmdir(dir);
     return tap_done();

@@ -136,6 +136,54 @@ static double brute_opt(const tprob *t)
     return best;
 }
 
+/* Replicated plans (adamw, muon-ddp, muon-fsdp and their forms, any overlap and zero) emit rank
+ * 0's ops once, every other rank sharing them (build.c's replicated_plan): the same program as
+ * an emission for every rank, op for op and hash for hash; dmuon and muon-rr are emitted per rank. */
+static void test_replicated(const dm_cluster *cl, const dm_costs *costs)
+{
+    static const char *models[] = {"qwen2.5-0.5b", "moonlight-16b-a3b-6l", "wall-oss-flow"};
+    static const char *strats[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-ddp-tuned", "muon-fsdp-tuned", "muon-rr", "dmuon"};
+    static const char *extra[][2] = {{NULL, NULL}, {"zero", "3"}, {"overlap", "none"}, {"overlap", "prefetch"},
+                                     {"hierarchical", "yes"}};
+    dm_err err = {{0}};
+    for (int mi = 0; mi < 3; mi++) {
+        dm_model *m = NULL;
+        if (dm_model_load(models[mi], &m, &err)) {
+            ok(0, "load %s: %s", models[mi], err.msg);
+            continue;
+        }
+        int n = 0, same = 0, shared = 0;
+        for (int si = 0; si < 7; si++)
+            for (int ei = 0; ei < 5; ei++)
+                for (int ri = 0; ri < 3; ri++) {
+                    int ranks = ri == 0 ? 2 : ri == 1 ? 8 : 24;
+                    sched_opts o;
+                    sched_opts_default(&o);
+                    o.balance = SCHED_BAL_LPT;
+                    if (sched_opts_parse(&o, "strategy", strats[si], &err) ||
+                        (extra[ei][0] && sched_opts_parse(&o, extra[ei][0], extra[ei][1], &err)))
+                        continue;
+                    dm_program *a = NULL, *b = NULL;
+                    int rc = sched_build(m, cl, ranks, costs, &o, &a, NULL, &err);
+                    o.emit_every_rank = 1;
+                    rc |= sched_build(m, cl, ranks, costs, &o, &b, NULL, &err);
+                    n++;
+                    if (rc == 0 && dm_program_same_ops(a, b) && dm_program_hash(a) == dm_program_hash(b) &&
+                        dm_program_validate(a, &err) == 0)
+                        same++;
+                    else
+                        tap_diag("%s %s %s=%s on %d ranks: differs (%s)", models[mi], strats[si],
+                                 extra[ei][0] ? extra[ei][0] : "-", extra[ei][1] ? extra[ei][1] : "-", ranks, err.msg);
+                    if (rc == 0 && si < 5 && dm_program_distinct_lists(a) == 1) shared++;
+                    dm_program_free(a);
+                    dm_program_free(b);
+                }
+        ok(n > 0 && same == n && shared == 5 * 5 * 3,
+           "%s: %d of %d plans as an emission for every rank; %d replicated plans of one list", models[mi], same, n, shared);
+        dm_model_free(m);
+    }
+}
+
 int main(void)
 {
     dm_err err = {{0}};
@@ -426,6 +474,7 @@ int main(void)
         free(p2->options);
         p2->options = strdup("another options string");
         int eq_opts = dm_program_same_ops(p1, p2);
+        dm_program_own_rank(p2, p2->nranks - 1, NULL); /* the last rank's list alone */
         dm_op *x = &p2->ranks[p2->nranks - 1].ops[p2->ranks[p2->nranks - 1].n_ops - 1];
         x->bytes += 1;
         int ne_bytes = !dm_program_same_ops(p1, p2);
@@ -600,6 +649,21 @@ int main(void)
         ok(fastest && same, "auto on Qwen2.5-0.5B, 16 GPUs: %d candidates simulated, the returned plan (%s, %.3f ms) is the "
            "fastest and simulates to its step", pb.n, brc == 0 ? pb.cand[pb.winner].name : err.msg,
            brc == 0 ? pb.cand[pb.winner].step_us / 1e3 : 0);
+        { /* the winner's simulation handed back: what simulating the returned plan gives */
+            plan_best_opts kp;
+            plan_best_opts_default(&kp);
+            sim_result *kr = NULL;
+            kp.winner_result = &kr;
+            dm_program *p2 = NULL;
+            int krc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &o, &so, &kp, &p2, NULL, &pb, &err);
+            ok(krc == 0 && kr && sr && dm_program_same_ops(p1, p2) && kr->step_us == sr->step_us &&
+                   kr->events == sr->events && kr->crit_total_us == sr->crit_total_us &&
+                   !memcmp(kr->ns_us, sr->ns_us, (size_t)sr->nranks * sizeof *sr->ns_us) &&
+                   !memcmp(kr->end_us, sr->end_us, (size_t)sr->ops * sizeof *sr->end_us),
+               "auto hands back its winner's simulation: the run of the returned plan, op for op");
+            sim_result_free(kr);
+            dm_program_free(p2);
+        }
         sim_result_free(sr);
         sched_report_free(&r);
         dm_program_free(p1);
@@ -703,6 +767,7 @@ int main(void)
         dm_program_free(p1);
         dm_model_free(m);
     }
+    test_replicated(&cl, costs);
     dm_costs_free(costs);
     return tap_done();
 }

@@ -1,7 +1,8 @@
 /* test_sim.c: analytic checks of the simulator and its collective cost model: a collective alone
  * takes exactly its formula; equal transfers on one link each take twice as long; max-min
  * fairness; ops on one stream never overlap and follow their dependencies; a collective's members
- * start together; the same input gives the same trace bytes; traces read back; deadlocks named. */
+ * start together; the same input gives the same trace bytes; traces read back; deadlocks named;
+ * a run of shared ranks (sim_shared_ranks) reports what the run of every rank does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +11,11 @@
 #include "cluster.h"
 #include "coll.h"
 #include "collcost.h"
+#include "costs.h"
+#include "model.h"
 #include "net.h"
 #include "program.h"
+#include "sched.h"
 #include "sim.h"
 #include "tap.h"
 #include "trace.h"
@@ -410,8 +414,85 @@ static void test_h200x2(void)
     ok(t.n_nodes == 8 && collcost_kind_scale(DM_OP_ALLGATHER, &t) == 1, "busbw scales apply inside one node only");
 }
 
+/* The differences between a shared run (a) and the run of every rank (b) of p: the results,
+ * every op's times on every rank, the trace. 0 when none. */
+static int shared_vs_full(const dm_program *p, const sim_result *a, const sim_result *b)
+{
+    int bad = a->nranks != b->nranks || a->step_us != b->step_us || a->crit_rank != b->crit_rank ||
+              a->forward_us != b->forward_us || a->backward_us != b->backward_us || a->optimizer_us != b->optimizer_us ||
+              a->exposed_comm_us != b->exposed_comm_us || a->comm_busy_us != b->comm_busy_us ||
+              a->ns_max_us != b->ns_max_us || a->ns_mean_us != b->ns_mean_us || a->ns_max_rank != b->ns_max_rank ||
+              a->n_crit != b->n_crit || a->crit_total_us != b->crit_total_us || a->n_top != b->n_top ||
+              a->events != b->events || a->ops != b->ops || a->rate_updates != b->rate_updates ||
+              memcmp(a->crit, b->crit, sizeof a->crit) || memcmp(a->top, b->top, sizeof a->top) ||
+              memcmp(a->cost_src, b->cost_src, sizeof a->cost_src);
+    for (int k = 0; k < p->nranks && !bad; k++) {
+        bad |= a->ns_us[k] != b->ns_us[k];
+        for (int i = 0; i < p->ranks[k].n_ops; i++)
+            bad |= sim_op_start(a, k, i) != sim_op_start(b, k, i) || sim_op_end(a, k, i) != sim_op_end(b, k, i) ||
+                   a->ready_us[a->op_off[k] + i] != b->ready_us[b->op_off[k] + i];
+    }
+    if (!a->trace || !b->trace) return bad + (a->trace != b->trace);
+    bad |= a->trace->n != b->trace->n;
+    for (int i = 0; i < a->trace->n && !bad; i++) bad |= memcmp(&a->trace->ev[i], &b->trace->ev[i], sizeof a->trace->ev[i]);
+    return bad;
+}
+
+/* Programs whose ranks share one list (adamw, muon-ddp, muon-fsdp) run shared and report what
+ * the run of every rank reports; dmuon's do not run shared, nor any under per-rank rates. */
+static void test_shared_ranks(void)
+{
+    dm_cluster c = cluster("a800"), cal = cluster("a800");
+    cal.coll_slowdown = 0.5;
+    dm_costs *costs = NULL;
+    static const char *models[] = {"qwen2.5-0.5b", "moonlight-16b-a3b-6l"};
+    static const sched_strategy strats[] = {SCHED_ADAMW, SCHED_MUON_DDP, SCHED_MUON_FSDP, SCHED_DMUON};
+    if (dm_costs_load_default(&costs, &err)) costs = NULL;
+    for (int mi = 0; mi < 2; mi++) {
+        char path[512];
+        dm_model *m = NULL;
+        snprintf(path, sizeof path, DM_SRCDIR "/models/%s.json", models[mi]);
+        if (dm_model_load(path, &m, &err)) {
+            ok(0, "load %s: %s", path, err.msg);
+            continue;
+        }
+        for (int si = 0; si < 4; si++)
+            for (int ranks = 8; ranks <= 24; ranks += 16) {
+                sched_opts so;
+                sched_opts_default(&so);
+                so.strategy = strats[si];
+                so.zero = ranks == 24 ? 3 : 2;
+                dm_program *p = NULL;
+                if (sched_build(m, &c, ranks, costs, &so, &p, NULL, &err)) {
+                    ok(0, "build %s: %s", models[mi], err.msg);
+                    continue;
+                }
+                sim_opts o;
+                sim_opts_default(&o);
+                o.costs = costs;
+                o.record_trace = 1;
+                int shared = sim_shared_ranks(p, &c, &o);
+                sim_result *a = NULL, *b = NULL;
+                int rc = sim_run(p, &c, &o, &a, &err);
+                o.full_ranks = 1;
+                rc |= sim_run(p, &c, &o, &b, &err);
+                ok(rc == 0 && shared == (so.strategy != SCHED_DMUON) && !sim_shared_ranks(p, &c, &o) &&
+                       !sim_shared_ranks(p, &cal, NULL) && (!shared || a->op_off[ranks - 1] == 0) &&
+                       !shared_vs_full(p, a, b),
+                   "%s %s on %d ranks, zero %d: %s run, the same results, times and trace as every rank's",
+                   models[mi], sched_strategy_name(so.strategy), ranks, so.zero, shared ? "a shared" : "no shared");
+                sim_result_free(a);
+                sim_result_free(b);
+                dm_program_free(p);
+            }
+        dm_model_free(m);
+    }
+    dm_costs_free(costs);
+}
+
 int main(void)
 {
+    test_shared_ranks();
     test_h200x2();
     test_cluster_file();
     test_formula();

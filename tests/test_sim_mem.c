@@ -112,6 +112,13 @@ int main(void)
     sim_mem_size s;
     sched_opts so;
     sched_opts_default(&so);
+    /* --balance auto (the default) of a flat plan is checked when its winner is built */
+    ok(so.balance == SCHED_BAL_AUTO && sim_mem_plan_checked_later(&so) &&
+           sim_mem_check_plan(moe, &cl, 512, &so, 0, (int64_t)1 << 20, &err) == 0,
+       "balance auto: no check before the assignment");
+    double mo = sim_mem_max_ops(512, (int64_t)4 << 30);
+    ok(mo > 4e6 && mo < 20e6 && sim_mem_max_ops(512, 0) == INT32_MAX, "4 GiB hold %.3g ops and their simulation", mo);
+    so.balance = SCHED_BAL_LPT; /* the per-layer plan the counts describe */
     sim_mem_plan_size(moe, &cl, 512, &so, &s, &err);
     double b = sim_mem_bytes(&s, SIM_MEM_PROGRAM | SIM_MEM_SCHED | SIM_MEM_SIM);
     ok(b > 6e9 && b < 10e9, "DeepSeek-V3 on 512 ranks: %.1f GB (7.7 GB measured when it ran to the end)", b / 1e9);
@@ -134,9 +141,9 @@ int main(void)
     ok(lim > 0 && lim < (int64_t)1 << 50, "default limit %.1f GB", lim / 1e9);
     dm_program *p = NULL;
     if (sched_build(small, &cl, 8, costs, &so, &p, NULL, &err) == 0) {
-        ok(sim_mem_check_program(p, 1, -1, &err) == 0, "a small program passes the default limit");
+        ok(sim_mem_check_program(p, &cl, 1, -1, &err) == 0, "a small program passes the default limit");
         err.msg[0] = 0;
-        ok(sim_mem_check_program(p, 1, 1 << 20, &err) == -1 && strstr(err.msg, "Qwen2.5-0.5B dmuon on 8 GPUs") &&
+        ok(sim_mem_check_program(p, &cl, 1, 1 << 20, &err) == -1 && strstr(err.msg, "Qwen2.5-0.5B dmuon on 8 GPUs") &&
                strstr(err.msg, ", a trace;") && strstr(err.msg, "over the limit of 1 MB"),
            "and fails a 1 MiB one: %s", err.msg);
         dm_program_free(p);
