@@ -471,3 +471,17 @@ stage_checkrows() {
         echo "bench work qwen3-30b-a3b-6l $n exit $?"
     done
 }
+
+# adamwrows: the adamw rows as the executor runs an AdamW op's tensor (the gradient converted to
+# fp32 and checked, then the update with its bf16 working copy), timed in groups
+# (kernels/ns_bench.c bench_elementwise), at the committed rows' sizes; only the adamw rows of
+# $L/adamw.csv replace the committed ones
+STAGE_TIMEOUT_adamwrows=150
+stage_adamwrows() {
+    timeout 140 "$D/dmuon" bench kernels --shapes traces/kernels/adamw_shapes.txt --algos direct --batches 1 \
+        --sym-blocks 1 --kernels lt --no-gemm-tune --no-products --reps 10 --warmup 2 --out "$L/adamw.csv" \
+        > "$L/adamw.txt" 2>&1
+    echo "bench kernels (adamw rows) exit $?: $(grep -c ',adamw,' "$L/adamw.csv" 2>/dev/null) adamw rows"
+    grep ' adamw ' "$L/adamw.txt" | sed -n '1,4p;$p'
+    tail -2 "$L/adamw.txt"
+}
