@@ -187,7 +187,7 @@ double dm_work_grad_check_us(const dm_costs *c, const dm_gpu *gpu, const dm_kern
         dm_kernel chk;
         if (!dm_grad_check_kernel(&k[i], &chk)) continue;
         dm_cost_source si = DM_COST_ROOFLINE;
-        t += c ? dm_costs_kernel_us(c, gpu, &chk, &si) : (double)chk.count * dm_roofline_kernel_us(gpu, &chk);
+        t += c ? dm_costs_kernel_us(c, gpu, &chk, &si) : dm_grad_check_us(gpu, (double)chk.count, chk.elems);
         if (si != DM_COST_ROOFLINE) s = si; /* a measured (or interpolated, projected) row answered */
         l += (double)chk.count;
     }

@@ -209,6 +209,12 @@ void ns_bench_stats(double *t, int n, double *med, double *min, double *max)
     *med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+int ns_bench_group(double one_us)
+{
+    int g = one_us > 0 ? (int)ceil(200.0 / one_us) : 64;
+    return g < 1 ? 1 : g > 64 ? 64 : g;
+}
+
 static int time_fn(bench *B, ns_enqueue_fn fn, void *arg, stats3 *st, dm_err *err)
 {
     double t[1024];
@@ -331,13 +337,11 @@ static int bench_elementwise(bench *B, int64_t elems, dm_err *err)
     a.adamw = 1;
     /* the second moment must be non-negative: one step with lr 0 and beta2 0 sets v = g^2 */
     if (ns_adamw(a.w, a.w, NULL, a.g, a.m, a.m, a.v, a.v, elems, 0.f, 0.9f, 0.f, 1e-8f, 0.f, 1, B->s, err)) goto out;
-    { /* calls timed in groups of about 200 us between two events (a pair of events around every
-       * call adds 1.3-2.2 us to a small one: traces/device/rowsgroup-2026-12-03) */
+    { /* calls timed in groups (ns_bench_group) */
         double one;
         a.group = 1;
         if (ns_time_events(run_elem, &a, B->s, 1, 1, &one, err)) goto out;
-        int g = one > 0 ? (int)ceil(200.0 / one) : 64;
-        a.group = g < 1 ? 1 : g > 64 ? 64 : g;
+        a.group = ns_bench_group(one);
     }
     if (time_fn(B, run_elem, &a, &st, err)) goto out;
     st.med /= a.group, st.min /= a.group, st.max /= a.group;

@@ -38,6 +38,12 @@ int ns_bench_shapes_model(ns_bench_shapes *l, const char *name, dm_err *err);
 void ns_bench_shapes_free(ns_bench_shapes *l);
 /* Median, minimum and maximum of n > 0 times (t is sorted in place). */
 void ns_bench_stats(double *t, int n, double *med, double *min, double *max);
+/* Calls to time together between two CUDA events, for a call of one_us: as many as last about
+ * 200 us, 1 to 64. A step launches its kernels back to back with no event between them; an
+ * event pair around every call added 1.3-2.2 us to each small kernel against the same kernels
+ * back to back (traces/device/stepprobe-2026-12-03, rowsgroup-2026-12-03). The work rows and the
+ * adamw rows are timed so; the time of one call is the interval's over the group. */
+int ns_bench_group(double one_us);
 /* The bundled model files (paths, sorted), for "all"; *out and its strings owned by the caller. */
 int ns_bench_model_paths(char ***out, int *n, dm_err *err);
 

@@ -473,13 +473,6 @@ static int run_rot(void *arg, ns_stream s, dm_err *err)
     return 0;
 }
 
-/* Calls timed together between two CUDA events: as many as last about WK_GROUP_US, at most
- * WK_GROUP_MAX. The step launches its kernels back to back with no event between them; an event
- * pair around every call added 1.3-1.8 us to each kernel against the same kernels back to back
- * (traces/device/stepprobe-2026-12-03), which a 1024-token step of ~500 small kernels adds up. */
-#define WK_GROUP_US 200.0
-#define WK_GROUP_MAX 64
-
 static int time_job(const wk_bench_opts *o, pool *P, wk_blas h, job *j, dm_err *err)
 {
     static rot R; /* large: not on the stack */
@@ -496,8 +489,7 @@ static int time_job(const wk_bench_opts *o, pool *P, wk_blas h, job *j, dm_err *
     }
     double first;
     if (ns_time_events(run_rot, &R, P->s, 1, 1, &first, err)) return -1;
-    int g = first > 0 ? (int)ceil(WK_GROUP_US / first) : WK_GROUP_MAX;
-    R.group = g < 1 ? 1 : g > WK_GROUP_MAX ? WK_GROUP_MAX : g;
+    R.group = ns_bench_group(first); /* calls timed together between two events */
     int w, r;
     calls_for(o, first * R.group, &w, &r);
     double *times = dm_malloc((size_t)r * sizeof *times, err);

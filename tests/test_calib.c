@@ -53,6 +53,30 @@ static int write_model_csv(const char *path, const dm_cluster *c, int n)
 
 /* The one parameter table: every key a calibration may hold sets the same field as the cluster
  * file's key does, within the same range, and a value outside it is refused by both. */
+/* A one-rank trace at `path` of 8 forward ops of 1, 2, .. 8 TFLOP at 0.5 of gpu's bf16 rate over
+ * `slow` (1: that rate), 5 us apart, the first at t0; beside each, when coll_us is not negative,
+ * a broadcast starting with it that lasts coll_us (0: as long as the op). */
+static void write_fwd_trace(const char *path, const dm_gpu *gpu, double t0, double slow, double coll_us, dm_err *err)
+{
+    dm_trace *s = dm_trace_new("real", NULL, err);
+    double ts = t0;
+    for (int i = 0; i < 8; i++) {
+        dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts, 0, 0, 0, i, -1, 0};
+        ev.flops = 1e12 * (1 + i);
+        ev.dur_us = ev.flops / (0.5 * gpu->bf16_flops) * 1e6 / slow;
+        dm_trace_add(s, &ev, err);
+        if (coll_us >= 0) {
+            dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts, coll_us > 0 ? coll_us : ev.dur_us, 1e6,
+                                0, -1, i, 0};
+            dm_trace_add(s, &c, err);
+        }
+        ts += ev.dur_us + 5;
+    }
+    s->nranks = 1;
+    dm_trace_write_csv(s, path, err);
+    dm_trace_free(s);
+}
+
 static void test_param_table(const char *dir)
 {
     char cpath[600], kpath[600];
@@ -239,22 +263,9 @@ int main(void)
          * cannot be seen, so it is not fitted (without the guard the flat objective's minimum
          * landed at the grid's edge, 0.949), and the forward rate is still recovered */
         {
-            dm_trace *s3 = dm_trace_new("real", NULL, &err);
-            double ts3 = 0;
-            for (int i = 0; i < 8; i++) {
-                dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts3, 0, 0, 0, i, -1, 0};
-                ev.flops = 1e12 * (1 + i);
-                ev.dur_us = ev.flops / (0.5 * h200->bf16_flops) * 1e6;
-                dm_trace_add(s3, &ev, &err);
-                dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts3, 0.5, 1e6, 0, -1, i, 0};
-                dm_trace_add(s3, &c, &err);
-                ts3 += ev.dur_us + 5;
-            }
-            s3->nranks = 1;
             char pc[600];
             snprintf(pc, sizeof pc, "%s/brief.csv", dir);
-            dm_trace_write_csv(s3, pc, &err);
-            dm_trace_free(s3);
+            write_fwd_trace(pc, h200, 0, 1, 0.5, &err);
             memset(&kr, 0, sizeof kr);
             int rc3 = calib_fit_trace(&kr, pc, h200, NULL, NULL, 1, NULL, &err);
             e = calib_get(&kr, "fwd_efficiency");
@@ -266,25 +277,11 @@ int main(void)
          * rate from a slowdown (any f fits); together they give 0.5 and 0.3. */
         {
             char pa[600], pb[600];
-            for (int t = 0; t < 2; t++) {
-                dm_trace *s2 = dm_trace_new("real", NULL, &err);
-                double ts2 = 250 + 100 * t; /* first ops at 250 and 350 us: step_start_us 300 */
-                for (int i = 0; i < 8; i++) {
-                    dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts2, 0, 0, 0, i, -1, 0};
-                    ev.flops = 1e12 * (1 + i);
-                    ev.dur_us = ev.flops / (0.5 * h200->bf16_flops) * 1e6 / (t ? 0.7 : 1);
-                    dm_trace_add(s2, &ev, &err);
-                    if (t) {
-                        dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts2, ev.dur_us, 1e6, 0, -1, i, 0};
-                        dm_trace_add(s2, &c, &err);
-                    }
-                    ts2 += ev.dur_us + 5;
-                }
-                s2->nranks = 1;
-                snprintf(t ? pb : pa, sizeof pa, "%s/two%d.csv", dir, t);
-                dm_trace_write_csv(s2, t ? pb : pa, &err);
-                dm_trace_free(s2);
-            }
+            snprintf(pa, sizeof pa, "%s/two0.csv", dir);
+            snprintf(pb, sizeof pb, "%s/two1.csv", dir);
+            /* first ops at 250 and 350 us: step_start_us 300 */
+            write_fwd_trace(pa, h200, 250, 1, -1, &err);
+            write_fwd_trace(pb, h200, 350, 0.7, 0, &err);
             memset(&kr, 0, sizeof kr);
             int rc1 = calib_fit_trace(&kr, pb, h200, NULL, NULL, 1, NULL, &err);
             const calib_entry *fe = calib_get(&kr, "fwd_efficiency"), *fs = calib_get(&kr, "comm_slowdown");
