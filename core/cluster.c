@@ -175,6 +175,11 @@ const char *const *dm_cluster_presets(void)
     {"elementwise_launch_us." kind, DM_PARAM_NUM, F | C, AT(elem_launch_us[i]), 1, "us", 0, 1e4, 0,     \
      what ": the per-tensor launch of that time (the executor updates an op's tensors one by one; default: the GPU's launch floor)"}
 
+/* The two compute streams' sharing of a GPU (compute-lo beside compute): measured on one H200
+ * (see the note where they are set); a calibration refits them. */
+#define LO_MAIN_RATE 0.9
+#define LO_RATE 0.3
+
 static const dm_param params[] = {
     {"name", DM_PARAM_TEXT, F | S, AT(name), 1, "", 0, 0, 0, "the cluster's name in reports (default: the file's path)"},
     {"gpu", DM_PARAM_GPU, F | S, AT(gpu), 1, "", 0, 0, 0,
@@ -232,6 +237,10 @@ static const dm_param params[] = {
      "memory-bound share of its time (1 for ops without kernels)"},
     {"coll_slowdown", DM_PARAM_NUM, F | C, AT(coll_slowdown), 1, "", 0, 0.95, 0,
      "g: a GPU's NVLink carries (1 - g) of its capacity while the GPU computes"},
+    {"lo_main_rate", DM_PARAM_NUM, F | C, AT(lo_main_rate), 1, "", 0.01, 1, LO_MAIN_RATE,
+     "while compute-lo (the optimizer beside the backward) runs an op too, the rate of the compute stream's op"},
+    {"lo_rate", DM_PARAM_NUM, F | C, AT(lo_rate), 1, "", 0.01, 1, LO_RATE,
+     "the rate of compute-lo's op while the compute stream runs one (it runs at full rate alone)"},
     {"step_start_us", DM_PARAM_NUM, F | C, AT(step_start_us), 1, "us", 0, 1e6, 0,
      "every rank's first op starts this long after the step's start (executor setup)"},
     {"op_gap_us", DM_PARAM_NUM, F | C, AT(op_gap_us), 1, "us", 0, 1e4, 0,

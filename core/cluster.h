@@ -83,6 +83,9 @@ typedef struct dm_cluster {
                                backward ops with work, dm_kernel_memory_bound; else 1); 0: none */
     double coll_slowdown;   /* g in [0, 0.95): NVLink capacity factor (1 - g) of a GPU while a
                                compute op runs on it; 0: none */
+    double lo_main_rate;    /* while a rank's two compute streams both run an op (compute-lo,
+                               program.h), the rate of the op of compute (and the comm streams) */
+    double lo_rate;         /* ... and the rate of compute-lo's op (it takes what is left) */
     double step_start_us;   /* every rank's first op starts this long after the step's start */
     double op_gap_us;       /* a rank's compute op starts at least this long after its previous one ends */
     double staging_efficiency; /* the executor's staging copies around a reduce-scatter or all-gather

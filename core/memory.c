@@ -209,7 +209,7 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
             if (t > max_coll) max_coll = t;
         }
     c->common.max_coll = max_coll;
-    c->common.comm = (double)DM_STREAM__COUNT * 2.0 * (double)max_coll;
+    c->common.comm = (double)DM_STREAM_COLL_COUNT * 2.0 * (double)max_coll;
     rc = 0;
 out:
     free(ag);

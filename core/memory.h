@@ -27,9 +27,9 @@
  *   ns             NS plans of this rank, one per distinct (shape, batch, algorithm): input and
  *                  output in 2 bytes and about two fp32 work matrices per batch entry
  *                  (2 x 2 r c + 4 (r c + 2 min(r, c)^2) per matrix; approximate)
- *   comm           one packing buffer per stream (DM_STREAM__COUNT) of the largest staged
+ *   comm           one packing buffer per stream that runs collectives (DM_STREAM_COLL_COUNT) of the largest staged
  *                  collective (dm_op.staged, core/arena.h: the others run in place on the
- *                  arenas; 1 element when none is staged), bf16: 2 x DM_STREAM__COUNT x
+ *                  arenas; 1 element when none is staged), bf16: 2 x DM_STREAM_COLL_COUNT x
  *                  max_coll. A collective's elements are its
  *                  params' rounded up to a multiple of its group size; an all-gather's are its
  *                  members' largest contribution (what each holds of the payload: the reduced

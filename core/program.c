@@ -514,7 +514,7 @@ const char *dm_op_kind_name(dm_op_kind k)
 
 const char *dm_stream_name(dm_stream s)
 {
-    static const char *n[] = {"compute", "comm-hi", "comm-lo"};
+    static const char *n[] = {"compute", "comm-hi", "comm-lo", "compute-lo"};
     return (unsigned)s < DM_STREAM__COUNT ? n[s] : "?";
 }
 

@@ -32,7 +32,14 @@ typedef enum {
     DM_OP__COUNT
 } dm_op_kind;
 
-typedef enum { DM_STREAM_COMPUTE, DM_STREAM_COMM_HI, DM_STREAM_COMM_LO, DM_STREAM__COUNT } dm_stream;
+/* Streams of a rank. compute-lo: a second compute stream at the lowest priority, beside
+ * `compute` on the same GPU (the optimizer's ops under the backward, --ns-under-backward stream:
+ * they take what the backward leaves of the GPU; the simulator shares the GPU between the two by
+ * the cluster's lo_main_rate and lo_rate). */
+typedef enum { DM_STREAM_COMPUTE, DM_STREAM_COMM_HI, DM_STREAM_COMM_LO, DM_STREAM_COMPUTE_LO, DM_STREAM__COUNT } dm_stream;
+/* The streams that may run collectives (compute, comm-hi, comm-lo: the first three; compute-lo
+ * runs none): the executor's packing buffer per stream (core/memory.h counts them). */
+#define DM_STREAM_COLL_COUNT 3
 
 /* The NS algorithm and the element types: the one definition, used by the scheduler, both
  * interpreters and the kernels (kernels/ns_cuda.h, ns_ref.h). */
@@ -226,7 +233,7 @@ dm_payload dm_op_payload_default(dm_op_kind kind);
 int dm_op_staged_default(dm_op_kind kind);
 
 const char *dm_op_kind_name(dm_op_kind k);   /* "forward", "all-reduce", "ns", ... */
-const char *dm_stream_name(dm_stream s);     /* "compute", "comm-hi", "comm-lo" */
+const char *dm_stream_name(dm_stream s);     /* "compute", "comm-hi", "comm-lo", "compute-lo" */
 const char *dm_ns_algo_name(dm_ns_algo a);   /* "direct", "gram" */
 const char *dm_dtype_name(dm_dtype d);       /* "bf16", "fp16", "fp32" */
 const char *dm_payload_name(dm_payload p);   /* "none", "weights", "grads" */

@@ -414,7 +414,7 @@ static int read_csv(const char *path, dm_trace *t, positions *pos, int *declared
                 char *end;
                 if (st < 0) st = (int)strtol(s, &end, 10), st = (*s && !*end && st >= 0 && st < DM_STREAM__COUNT) ? st : -1;
                 if (st < 0) {
-                    dm_err_set(err, "%s:%d:%d: expected a stream name (compute, comm-hi, comm-lo), found \"%s\"", path,
+                    dm_err_set(err, "%s:%d:%d: expected a stream name (compute, comm-hi, comm-lo, compute-lo), found \"%s\"", path,
                                lineno, sc, s);
                     goto out;
                 }

@@ -375,10 +375,26 @@ static int gpu_create(real_exec *ex, dm_err *err)
     gpu *g = G(ex);
     const dm_program *p = ex->prog;
     const real_mem_est est = g->est;
+    /* the optimizer's ops share the fp32 gradient scratch and the NS plans' buffers: one compute
+     * stream runs all of them (compute, or compute-lo beside the backward) */
+    const dm_rank_prog *rp = &p->ranks[ex->rank];
+    int opt_on[2] = {0, 0};
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        if (op->kind == DM_OP_NS || op->kind == DM_OP_MUON_UPDATE || op->kind == DM_OP_ADAMW)
+            opt_on[op->stream == DM_STREAM_COMPUTE_LO] = 1;
+        if (op->stream == DM_STREAM_COMPUTE_LO && dm_op_is_collective(op->kind))
+            return dm_err_set(err, "rank %d op %d: a collective on compute-lo", ex->rank, i);
+    }
+    if (opt_on[0] && opt_on[1])
+        return dm_err_set(err, "rank %d: optimizer ops on both compute and compute-lo (the GPU executor runs them on "
+                          "one stream)", ex->rank);
     int lo_pri = 0, hi_pri = 0;
     CU(cudaDeviceGetStreamPriorityRange(&lo_pri, &hi_pri));
-    /* comm-hi highest (fetches gate the next forward), compute lowest, comm-lo between */
-    int pri[DM_STREAM__COUNT] = {lo_pri, hi_pri, hi_pri < lo_pri ? hi_pri + 1 : hi_pri};
+    /* comm-hi highest (fetches gate the next forward), comm-lo next, then compute; compute-lo
+     * (the optimizer beside the backward) lowest, so that it takes what compute leaves */
+    int pri[DM_STREAM__COUNT] = {hi_pri < lo_pri ? lo_pri - 1 : lo_pri, hi_pri, hi_pri < lo_pri ? hi_pri + 1 : hi_pri,
+                                 lo_pri};
     for (int s = 0; s < DM_STREAM__COUNT; s++) {
         CU(cudaStreamCreateWithPriority(&g->st[s], cudaStreamNonBlocking, pri[s]));
         CB(cublasCreate(&g->blas[s]));
@@ -398,7 +414,6 @@ static int gpu_create(real_exec *ex, dm_err *err)
     int64_t n = ex->n_mx;
     unsigned char *need = dm_calloc((size_t)(n ? n : 1), 1, err);
     if (!need) return -1;
-    const dm_rank_prog *rp = &p->ranks[ex->rank];
     real_state_needs(p, ex->rank, n, need);
     if (!(g->p = dm_calloc((size_t)(n ? n : 1), sizeof *g->p, err))) {
         free(need);
@@ -425,7 +440,7 @@ static int gpu_create(real_exec *ex, dm_err *err)
         dev_alloc(ex, (void **)&g->d_flag, 2 * sizeof(int), "the flag", err))
         goto out;
     g->cbuf_n = (size_t)max_coll;
-    for (int s = 0; s < DM_STREAM__COUNT; s++)
+    for (int s = 0; s < DM_STREAM_COLL_COUNT; s++)
         if (dev_alloc(ex, (void **)&g->cbuf[s], (size_t)max_coll * 2, "the collective buffers", err)) goto out;
     if (cudaMallocHost((void **)&g->h_flag, 2 * sizeof(int)) != cudaSuccess ||
         cudaMallocHost((void **)&g->h_loss, sizeof(float)) != cudaSuccess) {

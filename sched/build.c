@@ -104,6 +104,7 @@ typedef struct bctx {
     int adamw_sharded;          /* AdamW params: reduce-scatter + shard update (else all-reduce, full) */
     int muon_update_shard;      /* muon-fsdp: the update touches the rank's shard only */
     int eager;                  /* the PyTorch forms: NS ops launched kernel by kernel (dm_op.eager) */
+    dm_stream opt_stream;       /* the optimizer ops' stream: compute, or compute-lo (ns_stream) */
     int fsdp_serial;            /* muon-fsdp as PyTorch runs it: each Muon gradient's all-gather in
                                    the optimizer step, after the previous matrix's update */
     int z3;
@@ -1007,8 +1008,9 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
         if (b->adamw_sharded) elems = ceil(elems / (b->hsdp && b->R > 1 ? b->S : R)); /* its shard */
         size_t gk = (size_t)r * L + l;
         if (b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
+        else if (b->opt_stream != DM_STREAM_COMPUTE && b->bwd_id[gk] >= 0) deps[nd++] = b->bwd_id[gk];
         if (after && *after >= 0) deps[nd++] = *after;
-        dm_op op = dm_op_init(DM_OP_ADAMW, DM_STREAM_COMPUTE);
+        dm_op op = dm_op_init(DM_OP_ADAMW, b->opt_stream);
         op.layer = l;
         op.bytes = elems * dm_elementwise_bytes_per_param("adamw");
         op.dtype = DM_DT_FP32;
@@ -1031,9 +1033,12 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
         for (int j = 0; j < nb->size && !used; j++) used = b->mats[mi[j]].layer == l;
         size_t gk = (size_t)r * L + l;
         if (used && b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
+        /* no gradient collective (one rank): the layer's backward, which the compute stream's
+         * order gave before */
+        else if (used && b->opt_stream != DM_STREAM_COMPUTE && b->bwd_id[gk] >= 0) deps[nd++] = b->bwd_id[gk];
     }
     if (after && *after >= 0) deps[nd++] = *after;
-    dm_op op = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+    dm_op op = dm_op_init(DM_OP_NS, b->opt_stream);
     op.layer = nb->min_layer == hi_l ? hi_l : -1;
     op.m = b->shapes[nb->shape][0];
     op.n = b->shapes[nb->shape][1];
@@ -1047,7 +1052,7 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
     for (int j = 0; j < nb->size; j++) op.tall += b->mats[mi[j]].rows > b->mats[mi[j]].cols;
     int ns_id = dm_program_add_op(b->p, r, &op, deps, nd, params, nb->size, b->err);
     if (ns_id < 0) return -1;
-    dm_op up = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE);
+    dm_op up = dm_op_init(DM_OP_MUON_UPDATE, b->opt_stream);
     up.layer = op.layer;
     double elems = (double)nb->elems;
     if (b->muon_update_shard) elems = ceil(elems / R);
@@ -1173,7 +1178,9 @@ static int emit_program(bctx *b)
         if (!none && l + k + 1 < L && emit_fetch(b, l + k + 1, dep_of(b, b->fwd_id, l, tmp), 0)) goto done;
     }
     /* the optimizer's items of every rank, before the backward when NS runs under it */
-    int early = b->o->ns_early > 0 && b->o->overlap == SCHED_OVERLAP_INTERLEAVE && b->o->strategy == SCHED_DMUON;
+    int early = (b->o->ns_early > 0 || b->o->ns_stream) && b->o->overlap == SCHED_OVERLAP_INTERLEAVE &&
+                b->o->strategy == SCHED_DMUON;
+    b->opt_stream = early && b->o->ns_stream ? DM_STREAM_COMPUTE_LO : DM_STREAM_COMPUTE;
     size_t nitems_max = b->batches.n + (size_t)L;
     size_t maxb = (size_t)b->o->max_batch > 64 ? (size_t)b->o->max_batch : 64;
     for (int l = 0; l < L; l++)

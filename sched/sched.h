@@ -86,6 +86,11 @@ typedef struct sched_opts {
                                   goes into the compute stream during the backward, ns_early layers
                                   after the last layer whose gradients it needs (its reduce has
                                   that long to arrive); 0 (default): after the whole backward */
+    int ns_stream;             /* dmuon with overlap interleave (--ns-under-backward stream): every
+                                  optimizer op of an owner (NS, Muon update, AdamW) on the
+                                  low-priority compute stream compute-lo, in gradient-arrival
+                                  order, each waiting on its gradients (their reduce, else the
+                                  layer's backward): it runs beside the backward on the same GPU */
     int naive_tuned;           /* muon-ddp / muon-fsdp: 0 (default) as PyTorch code runs them
                                   (DMuon's benchmarks, the usual DDP/FSDP2 Muon): one matrix per
                                   NS, direct; muon-fsdp gathers each full gradient inside the
@@ -123,7 +128,7 @@ const char *sched_opts_strategy_label(const sched_opts *o);
  * "prefetch:K", "interleave"), "prefetch-depth", "zero" (2|3), "hierarchical" (0|1|yes|no),
  * "gpus-per-node", "batch-threshold" (elements, suffixes K/M/G: powers of 1024),
  * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype", "seq-len",
- * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto), "ns-under-backward" (layers, or off),
+ * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto), "ns-under-backward" (layers, stream or off),
  * "hsdp" (yes|no), "shard" (ranks per shard group; sets hsdp).
  * -1 with "--KEY: expected ..." in err on a bad key or value. */
 int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);

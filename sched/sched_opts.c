@@ -146,10 +146,12 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
             return dm_err_set(err, "--milp-time: expected seconds in (0, 3600], found '%s'", val);
         o->milp_time_s = d;
     } else if (!strcmp(key, "ns-under-backward")) {
-        if (!strcasecmp(val, "off")) o->ns_early = 0;
+        if (!strcasecmp(val, "off")) o->ns_early = 0, o->ns_stream = 0;
+        else if (!strcasecmp(val, "stream")) o->ns_early = 0, o->ns_stream = 1;
         else if (parse_count(val, 1, 1 << 20, &v))
-            return dm_err_set(err, "--ns-under-backward: expected layers (a positive integer) or off, found '%s'", val);
-        else o->ns_early = (int)v;
+            return dm_err_set(err, "--ns-under-backward: expected layers (a positive integer), stream or off, found '%s'",
+                              val);
+        else o->ns_early = (int)v, o->ns_stream = 0;
     } else if (!strcmp(key, "comm-weight")) {
         char *end;
         errno = 0;
@@ -237,7 +239,10 @@ void sched_getopt_help(FILE *f)
             "  --dtype D             weights, gradients and collectives: bf16, fp16, fp32 (default bf16)\n"
             "  --ns-under-backward D dmuon: each owner's NS runs in the compute stream during the\n"
             "                        backward, D layers after the last gradients it needs (interleave\n"
-            "                        overlap); off: after the backward (default off)\n",
+            "                        overlap); stream: every optimizer op of an owner on a second,\n"
+            "                        lowest-priority compute stream (compute-lo), each as soon as its\n"
+            "                        gradients arrive, beside the backward on the same GPU; off: after\n"
+            "                        the backward (default off)\n",
             sched_strategy_name(d.strategy), sched_balance_name(d.balance), sched_overlap_name(d.overlap),
             d.prefetch_depth, d.zero, (long long)d.batch_threshold, d.max_batch, d.milp_time_s, d.comm_weight,
             (long long)d.tokens);
@@ -260,9 +265,10 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
         if (n < size && o->shard > 0) snprintf(buf + n, size - n, " hsdp=%d", o->shard);
         else if (n < size) snprintf(buf + n, size - n, " hsdp=node");
     }
-    if (o->ns_early > 0) {
+    if (o->ns_early > 0 || o->ns_stream) {
         size_t n = strlen(buf);
-        if (n < size) snprintf(buf + n, size - n, " ns-under-backward=%d", o->ns_early);
+        if (n < size && o->ns_stream) snprintf(buf + n, size - n, " ns-under-backward=stream");
+        else if (n < size) snprintf(buf + n, size - n, " ns-under-backward=%d", o->ns_early);
     }
     if (sched_opts_pytorch_form(o)) {
         size_t n = strlen(buf);

@@ -17,6 +17,9 @@
 #define S DM_STREAM__COUNT
 
 enum { EV_OP_DONE, EV_LAT_DONE, EV_FLOW, EV_GPU_FREE, EV_POWER };
+/* GPU slots per rank: 0 the compute ops of compute and the comm streams, 1 those of compute-lo */
+#define NSLOT 2
+#define SLOT(r, k) ((r) * NSLOT + (k))
 enum { ST_WAITING, ST_READY, ST_RUNNING, ST_DONE };
 
 typedef struct grp {
@@ -72,13 +75,17 @@ typedef struct sim {
     double *dur, *start, *end, *ready;
     int *succ_off, *succ;
     int *sl, *sl_off, *head;
+    /* A rank's GPU has two slots (SLOT(r, k)): k = 0 runs the compute ops of its compute and
+     * communication streams, one at a time; k = 1 those of compute-lo, beside slot 0 (the two
+     * share the GPU by the cluster's lo_main_rate and lo_rate). Per slot: */
     int *gpu_busy, *gpu_last;
-    double *gpu_free; /* no compute op of the rank starts before this (its last end + op_gap_us) */
-    /* Compute rate under collectives (cluster comm_slowdown f > 0): per rank the running compute
-     * op, its remaining time at full rate, when that was last brought up to date, its rate (1 or
-     * 1 - f), a version that makes superseded completion events stale, and the number of
-     * collectives in flight on the rank. */
+    double *gpu_free; /* no compute op of the slot starts before this (its last end + op_gap_us) */
+    /* Compute rates (collectives in flight with comm_slowdown f > 0, the power model's clock,
+     * the other slot's op): per slot the running compute op, its remaining time at full rate,
+     * when that was last brought up to date, its rate, a version that makes superseded
+     * completion events stale; per rank the number of collectives in flight. */
     int *gpu_run, *coll_active;
+    int has_lo; /* the program has compute-lo ops: slot 1 is used */
     double *gpu_rem, *gpu_t, *gpu_rate;
     uint64_t *gpu_ver;
     /* The power-limit model (cluster power, power.h): per rank the filtered full-clock demand,
@@ -426,15 +433,15 @@ static int setup(sim *s, dm_err *err)
         !(s->succ_off = dm_calloc(t1 + 1, sizeof(int), err)) || !(s->sl = dm_malloc(t1 * sizeof(int), err)) ||
         !(s->sl_off = dm_calloc((size_t)R * S + 1, sizeof(int), err)) ||
         !(s->head = dm_malloc(((size_t)R * S + 1) * sizeof(int), err)) ||
-        !(s->gpu_busy = dm_calloc((size_t)R, sizeof(int), err)) ||
-        !(s->gpu_last = dm_malloc((size_t)R * sizeof(int), err)) ||
-        !(s->gpu_free = dm_calloc((size_t)R, sizeof(double), err)) ||
-        !(s->gpu_run = dm_calloc((size_t)R, sizeof(int), err)) ||
+        !(s->gpu_busy = dm_calloc((size_t)R * NSLOT, sizeof(int), err)) ||
+        !(s->gpu_last = dm_malloc((size_t)R * NSLOT * sizeof(int), err)) ||
+        !(s->gpu_free = dm_calloc((size_t)R * NSLOT, sizeof(double), err)) ||
+        !(s->gpu_run = dm_calloc((size_t)R * NSLOT, sizeof(int), err)) ||
         !(s->coll_active = dm_calloc((size_t)R, sizeof(int), err)) ||
-        !(s->gpu_rem = dm_calloc((size_t)R, sizeof(double), err)) ||
-        !(s->gpu_t = dm_calloc((size_t)R, sizeof(double), err)) ||
-        !(s->gpu_rate = dm_calloc((size_t)R, sizeof(double), err)) ||
-        !(s->gpu_ver = dm_calloc((size_t)R, sizeof(uint64_t), err)) ||
+        !(s->gpu_rem = dm_calloc((size_t)R * NSLOT, sizeof(double), err)) ||
+        !(s->gpu_t = dm_calloc((size_t)R * NSLOT, sizeof(double), err)) ||
+        !(s->gpu_rate = dm_calloc((size_t)R * NSLOT, sizeof(double), err)) ||
+        !(s->gpu_ver = dm_calloc((size_t)R * NSLOT, sizeof(uint64_t), err)) ||
         !(s->pw_D = dm_calloc((size_t)R, sizeof(double), err)) || !(s->pw_t = dm_calloc((size_t)R, sizeof(double), err)) ||
         !(s->pw_P = dm_calloc((size_t)R, sizeof(double), err)) ||
         !(s->colls = dm_calloc((size_t)p->n_colls + 1, sizeof *s->colls, err)) ||
@@ -442,7 +449,7 @@ static int setup(sim *s, dm_err *err)
         !(s->coll_of = dm_malloc(t1 * sizeof(int), err)) ||
         !(s->grps = dm_calloc((size_t)p->n_groups + 1, sizeof *s->grps, err)))
         return -1;
-    for (int r = 0; r < R; r++) s->gpu_last[r] = -1, s->gpu_rate[r] = 1;
+    for (int k = 0; k < R * NSLOT; k++) s->gpu_last[k] = -1, s->gpu_rate[k] = 1;
     for (int r = 0; r < R; r++) /* from the step's start at t = 0 (the setup before the first op idles) */
         s->pw_D[r] = s->pw_D0 ? s->pw_D0[r] : s->c->power.idle_w, s->pw_P[r] = s->c->power.idle_w, s->pw_t[r] = 0;
     /* Per-op indexes, dependency counts, successor counts, stream list sizes. */
@@ -458,6 +465,12 @@ static int setup(sim *s, dm_err *err)
             s->cause[g] = s->pcause[g] = -1;
             if ((unsigned)op->stream >= S || (unsigned)op->kind >= DM_OP__COUNT)
                 return dm_err_set(err, "sim: rank %d op %d: bad stream or kind", r, i);
+            if (op->stream == DM_STREAM_COMPUTE_LO) {
+                if (dm_op_is_collective(op->kind))
+                    return dm_err_set(err, "sim: rank %d op %d: a collective (%s) on compute-lo", r, i,
+                                      dm_op_kind_name(op->kind));
+                s->has_lo = 1;
+            }
             s->sl_off[r * S + op->stream + 1]++;
             s->deps_left[g] = op->n_deps;
             for (int d = 0; d < op->n_deps; d++) {
@@ -554,6 +567,9 @@ static inline int kind_compute(int k)
 }
 static inline int kind_collective(int k) { return k >= DM_OP_BROADCAST && k <= DM_OP_REDUCESCATTER; }
 
+/* the GPU slot (SLOT) that runs compute op g */
+static inline int slot_of(const sim *s, int g) { return SLOT(s->rank_of[g], stream_of(s, g) == DM_STREAM_COMPUTE_LO); }
+
 static int is_head(const sim *s, int g)
 {
     int rs = s->rank_of[g] * S + stream_of(s, g);
@@ -591,7 +607,7 @@ static double slowed_rate(const sim *s, int g)
 static int power_on(const sim *s) { return dm_power_on(&s->c->power); }
 /* Compute ops progress by rates (remaining full-rate work, re-timed on changes) when a rate can
  * change while one runs: comm_slowdown, or the power model's clock. */
-static int use_rates(const sim *s) { return s->c->comm_slowdown > 0 || power_on(s); }
+static int use_rates(const sim *s) { return s->c->comm_slowdown > 0 || power_on(s) || s->has_lo; }
 
 /* Bring rank r's filtered demand up to now at the demand it ran at since. */
 static void power_touch(sim *s, int r)
@@ -623,74 +639,90 @@ static double bound_share(const sim *s, int g)
     return dm_power_clock_share(&s->c->power, op->bytes, s->dur[g]);
 }
 
-/* The rate of rank r's running op g now: slowed while a collective is in flight (comm_slowdown)
- * and by the clock of the rank's filtered demand (power). */
-static double run_rate(const sim *s, int r, int g)
+/* The rate of the op g running in slot k of rank r now: slowed while a collective is in flight
+ * (comm_slowdown), by the clock of the rank's filtered demand (power), and while the rank's other
+ * slot runs an op too (lo_main_rate for slot 0's, lo_rate for compute-lo's). */
+static double run_rate(const sim *s, int r, int k, int g)
 {
     double rate = s->c->comm_slowdown > 0 && s->coll_active[r] > 0 ? slowed_rate(s, g) : 1;
+    if (s->gpu_busy[SLOT(r, !k)]) rate *= k ? s->c->lo_rate : s->c->lo_main_rate;
     if (power_on(s))
         rate /= dm_power_time_factor(dm_power_clock(&s->c->power, s->pw_D[r]), compute_share(s, g));
     return rate;
 }
 
-/* Rank r's running op: its remaining full-rate work brought up to date at its old rate, then
- * timed at the present one (when that changed, or `force`); the earlier completion event
- * becomes stale by its version. Under the power model also the next EV_POWER, a quarter of
- * tau on, which re-times it again as its demand moves the clock. */
-static int retime(sim *s, int r, int force, dm_err *err)
+/* The running op of slot k (SLOT): its remaining full-rate work brought up to date at its old
+ * rate, then timed at the present one (when that changed, or `force`); the earlier completion
+ * event becomes stale by its version. Under the power model also the next EV_POWER, a quarter
+ * of tau on, which re-times it again as its demand moves the clock. */
+static int retime(sim *s, int k, int force, dm_err *err)
 {
-    if (!s->gpu_busy[r]) return 0;
-    int g = s->gpu_run[r];
-    s->gpu_rem[r] -= (s->now - s->gpu_t[r]) * s->gpu_rate[r];
-    if (s->gpu_rem[r] < 0) s->gpu_rem[r] = 0;
-    s->gpu_t[r] = s->now;
+    if (!s->gpu_busy[k]) return 0;
+    int g = s->gpu_run[k], r = k / NSLOT;
+    s->gpu_rem[k] -= (s->now - s->gpu_t[k]) * s->gpu_rate[k];
+    if (s->gpu_rem[k] < 0) s->gpu_rem[k] = 0;
+    s->gpu_t[k] = s->now;
     power_touch(s, r);
-    double rate = run_rate(s, r, g);
-    if (rate == s->gpu_rate[r] && !force) return 0;
-    s->gpu_rate[r] = rate;
-    uint64_t v = ++s->gpu_ver[r];
-    double left = s->gpu_rem[r] / rate, tick = s->c->power.tau_ms * 1e3 / 4;
+    double rate = run_rate(s, r, k % NSLOT, g);
+    if (rate == s->gpu_rate[k] && !force) return 0;
+    s->gpu_rate[k] = rate;
+    uint64_t v = ++s->gpu_ver[k];
+    double left = s->gpu_rem[k] / rate, tick = s->c->power.tau_ms * 1e3 / 4;
     if (sim_heap_push(&s->h, s->now + left, EV_OP_DONE, g, v, err)) return -1;
-    return power_on(s) && left > tick ? sim_heap_push(&s->h, s->now + tick, EV_POWER, r, v, err) : 0;
+    return power_on(s) && left > tick ? sim_heap_push(&s->h, s->now + tick, EV_POWER, k, v, err) : 0;
 }
 
-static int try_gpu(sim *s, int r, dm_err *err)
+/* Start the ready op heading one of slot k's streams, if the slot is free (slot 0: stream
+ * priority decides, comm-hi, compute, comm-lo). */
+static int try_slot(sim *s, int r, int k, dm_err *err)
 {
-    static const int prio[S] = {DM_STREAM_COMM_HI, DM_STREAM_COMPUTE, DM_STREAM_COMM_LO};
-    if (s->gpu_busy[r] || s->now < s->gpu_free[r]) return 0; /* busy, or in the gap after its last op (EV_GPU_FREE) */
-    for (int i = 0; i < S; i++) {
-        int rs = r * S + prio[i];
+    static const int prio[3] = {DM_STREAM_COMM_HI, DM_STREAM_COMPUTE, DM_STREAM_COMM_LO};
+    static const int lo[1] = {DM_STREAM_COMPUTE_LO};
+    int q = SLOT(r, k), other = SLOT(r, !k);
+    if (s->gpu_busy[q] || s->now < s->gpu_free[q]) return 0; /* busy, or in the gap after its last op (EV_GPU_FREE) */
+    const int *order = k ? lo : prio;
+    for (int i = 0; i < (k ? 1 : 3); i++) {
+        int rs = r * S + order[i];
         if (s->head[rs] >= s->sl_off[rs + 1]) continue;
         int g = s->sl[s->head[rs]];
         if (s->state[g] != ST_READY) continue;
         s->state[g] = ST_RUNNING;
         s->start[g] = s->now;
-        s->pcause[g] = s->ready[g] < s->now ? s->gpu_last[r] : s->cause[g];
-        s->gpu_busy[r] = 1;
-        if (compute_links(s, r, 1, err)) return -1;
+        s->pcause[g] = s->ready[g] < s->now ? s->gpu_last[q] : s->cause[g];
+        s->gpu_busy[q] = 1;
+        if (!s->gpu_busy[other] && compute_links(s, r, 1, err)) return -1;
         if (!use_rates(s)) return sim_heap_push(&s->h, s->now + s->dur[g], EV_OP_DONE, g, 0, err);
-        s->gpu_run[r] = g;
-        s->gpu_rem[r] = s->dur[g];
-        s->gpu_t[r] = s->now;
-        s->gpu_rate[r] = 0; /* re-timed below */
+        s->gpu_run[q] = g;
+        s->gpu_rem[q] = s->dur[g];
+        s->gpu_t[q] = s->now;
+        s->gpu_rate[q] = 0; /* re-timed below */
         if (power_on(s)) {
             power_touch(s, r);
             const dm_op *op = s->op[g];
             s->pw_P[r] = dm_power_demand(&s->c->power, op->flops, op->bytes, s->dur[g]);
         }
-        return retime(s, r, 1, err);
+        if (retime(s, q, 1, err)) return -1;
+        return retime(s, other, 0, err); /* the other slot's op now shares the GPU */
     }
     return 0;
 }
 
+static int try_gpu(sim *s, int r, dm_err *err)
+{
+    if (try_slot(s, r, 0, err)) return -1;
+    return s->has_lo ? try_slot(s, r, 1, err) : 0;
+}
+
 /* Rank r's count of collectives in flight changed by delta: when that changes its compute rate
- * (f > 0 only), bring the running op's remaining work up to date at the old rate and schedule
- * its end at the new one (the earlier completion event becomes stale by its version). */
+ * (f > 0 only), bring the running ops' remaining work up to date at the old rate and schedule
+ * their ends at the new one (the earlier completion events become stale by their versions). */
 static int coll_active_add(sim *s, int r, int delta, dm_err *err)
 {
     s->coll_active[r] += delta;
     if (!(s->c->comm_slowdown > 0)) return 0; /* the rate does not depend on collectives */
-    return retime(s, r, 0, err);              /* an op starting later takes its rate then */
+    for (int k = 0; k < NSLOT; k++) /* an op starting later takes its rate then */
+        if (retime(s, SLOT(r, k), 0, err)) return -1;
+    return 0;
 }
 
 static int op_done(sim *s, int g, dm_err *err)
@@ -702,17 +734,21 @@ static int op_done(sim *s, int g, dm_err *err)
     s->events++;
     s->head[rs]++;
     if (kind_compute(kind_of(s, g))) {
-        s->gpu_busy[r] = 0;
-        s->gpu_last[r] = g;
-        if (compute_links(s, r, 0, err)) return -1;
+        int q = slot_of(s, g), other = q ^ 1;
+        s->gpu_busy[q] = 0;
+        s->gpu_last[q] = g;
+        if (!s->gpu_busy[other] && compute_links(s, r, 0, err)) return -1;
         if (use_rates(s)) s->dur[g] = s->end[g] - s->start[g]; /* the time it took at its rates */
-        if (power_on(s)) { /* idle from here until its next op */
+        if (power_on(s)) { /* idle from here until its next op, or the other slot's demand */
             power_touch(s, r);
-            s->pw_P[r] = s->c->power.idle_w;
+            const dm_op *op = s->gpu_busy[other] ? s->op[s->gpu_run[other]] : NULL;
+            s->pw_P[r] = op ? dm_power_demand(&s->c->power, op->flops, op->bytes, s->dur[s->gpu_run[other]])
+                            : s->c->power.idle_w;
         }
+        if (s->gpu_busy[other] && retime(s, other, 0, err)) return -1; /* it has the GPU alone now */
         if (s->c->op_gap_us > 0) { /* idle until then; the event retries this rank's streams */
-            s->gpu_free[r] = s->now + s->c->op_gap_us;
-            if (sim_heap_push(&s->h, s->gpu_free[r], EV_GPU_FREE, r, 0, err)) return -1;
+            s->gpu_free[q] = s->now + s->c->op_gap_us;
+            if (sim_heap_push(&s->h, s->gpu_free[q], EV_GPU_FREE, r, 0, err)) return -1;
         }
     }
     if (s->head[rs] < s->sl_off[rs + 1]) {
@@ -793,7 +829,7 @@ static int run(sim *s, dm_err *err)
         s->now = e.t_us;
         s->events++;
         if (e.type == EV_OP_DONE) {
-            if (e.b && e.b != s->gpu_ver[s->rank_of[e.a]]) continue; /* re-timed since (rates) */
+            if (e.b && e.b != s->gpu_ver[slot_of(s, e.a)]) continue; /* re-timed since (rates) */
             s->events--; /* counted by op_done */
             if ((rc = op_done(s, e.a, err))) break;
         } else if (e.type == EV_LAT_DONE) {

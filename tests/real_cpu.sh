@@ -126,6 +126,24 @@ like "dmuon --ns-under-backward 1 weights: 2 ranks equal 1 rank bit for bit" "$o
 "$DMUON" plan --model "$tmp/tiny4.json" --gpus 2 --strategy dmuon --ns-under-backward 1 --max-batch 1 --tokens 8 -o "$tmp/pe.json" >/dev/null 2>&1
 is "--ns-under-backward 1: an NS op before the last backward op of rank 0" \
     "$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); o=p["ranks"][0]["ops"]; k=[x["kind"] for x in o]; b=max(i for i,x in enumerate(k) if x=="backward"); print("yes" if any(x=="ns" for x in k[:b]) else "no")' "$tmp/pe.json" 2>&1)" yes
+# NS on the second compute stream (--ns-under-backward stream): every optimizer op on
+# compute-lo, each waiting on its gradients; weights equal to the one-rank run (2 and 4 ranks)
+for np in 2 4; do
+    run $np "$DMUON" run --backend cpu --model "$tmp/tiny4.json" --strategy dmuon --ns-under-backward stream --max-batch 1 \
+        --tokens 8 --steps 3 --save-weights "$tmp/ws$np.bin" >/dev/null 2>&1
+    out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny4.json" --strategy dmuon --max-batch 1 \
+        --tokens $((8 * np)) --grad-chunks $np --steps 3 --check-weights "$tmp/ws$np.bin" 2>&1)
+    like "dmuon --ns-under-backward stream weights: $np ranks equal 1 rank bit for bit" "$out" \
+        "largest relative Frobenius error 0 "
+done
+out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny4.json" --strategy dmuon --ns-under-backward stream --max-batch 1 \
+    --tokens 16 --grad-chunks 2 --steps 3 --check-weights "$tmp/ws2.bin" 2>&1)
+like "dmuon --ns-under-backward stream on 1 rank (NS waits on the backward) equals 2 ranks" "$out" \
+    "largest relative Frobenius error 0 "
+"$DMUON" plan --model "$tmp/tiny4.json" --gpus 2 --strategy dmuon --ns-under-backward stream --max-batch 1 --tokens 8 \
+    -o "$tmp/pst.json" >/dev/null 2>&1
+is "--ns-under-backward stream: every optimizer op on compute-lo, every other op elsewhere" \
+    "$(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); o=[x for r in p["ranks"] for x in r["ops"]]; opt=("ns","muon-update","adamw"); print("yes" if o and all((x["stream"]=="compute-lo")==(x["kind"] in opt) for x in o) else "no")' "$tmp/pst.json" 2>&1)" yes
 out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-fsdp --tokens 16 --steps 4 --check-weights "$tmp/w2.bin" 2>&1)
 e=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([^ ]*\) .*/\1/p')
 is "--check-weights: a different run differs ($e)" "$(awk -v e="$e" 'BEGIN{print (e != "" && e > 1e-6) ? "yes" : "no"}')" yes

@@ -15,7 +15,8 @@
 # estimate; the architecture model (every kernel kind of the workload) follows the CPU
 # executor's losses and parameters to bf16 precision, and so does a model whose collectives run in
 # place across the arenas' alignment gaps (equal bit for bit to the same run with every collective
-# packed); a stalled peer makes --timeout abort NCCL
+# packed); dmuon with its optimizer on the low-priority compute stream (--ns-under-backward
+# stream) ends bit for bit where dmuon on one stream does; a stalled peer makes --timeout abort NCCL
 # and exit non-zero. Skips where there is no
 # GPU (CI). NCCL's NVLink multicast stays off. Expected under 120 s on 2 x H200 (the same script
 # on the CPU backend, 2 ranks oversubscribed on 2 cores: 42 s):
@@ -47,6 +48,12 @@ out=$("$MPIRUN" -np $np --bind-to none $R --strategy dmuon --steps 3 --inject-na
 like "gpu: a NaN gradient skips the step and names it" "$out" "skipped: non-finite gradient of layers.0.q.weight (rank $((np - 1)))"
 # the relative Frobenius error that --check-weights printed (empty if none)
 err_of() { printf '%s\n' "$1" | sed -n 's/.*largest relative Frobenius error \([^ ]*\) .*/\1/p'; }
+# the optimizer on the second, lowest-priority compute stream beside the backward: the same
+# kernels on the same data, so the same parameters bit for bit as dmuon on one stream
+out=$("$MPIRUN" -np $np --bind-to none $R --strategy dmuon --ns-under-backward stream --check-weights "$tmp/dmuon.w" 2>&1)
+like "gpu dmuon --ns-under-backward stream: parameters bit-identical to dmuon's" "$out" \
+    "largest relative Frobenius error 0 (every matrix bit-identical)"
+
 # checkpoints: killed while step 2 stalls (after the step-2 checkpoint), resumed to step 4
 "$MPIRUN" -np $np --bind-to none $R --strategy dmuon --checkpoint "$tmp/ck" --inject-stall 2:0:60 --timeout 120 \
     >"$tmp/killed.log" 2>&1 &

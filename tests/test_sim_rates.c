@@ -267,6 +267,49 @@ static void test_slowdown(void)
     ok_near(tc, tc0 + T / 2, 1e-9, "g = 0.5, the forward ends at L + T: the broadcast takes %.3f us = tc0 + T/2", tc);
 }
 
+/* Two compute streams on one GPU: a forward A of 100 us on compute and a forward B of 30 us on
+ * compute-lo, both ready at 0. While both run, A at lo_main_rate 0.8 and B at lo_rate 0.4: B
+ * ends at 75 us (30 / 0.4), A has done 60 of its 100 by then and ends at 115; alone each takes
+ * its own time; B waiting on A starts at A's end and runs at full rate; with op_gap_us a
+ * compute-lo op runs in compute's gap. */
+static void test_lo_stream(void)
+{
+    for (int mode = 0; mode < 3; mode++) {
+        dm_cluster c = h200x2();
+        c.lo_main_rate = 0.8, c.lo_rate = 0.4;
+        dm_program *p = dm_program_new(1, 1, "t", "t", "h200x2", "", 1, &err);
+        dm_op a = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE), b = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE_LO);
+        a.flops = flops_for(&c, 100), b.flops = flops_for(&c, 30);
+        int dep = 0;
+        dm_program_add_op(p, 0, &a, NULL, 0, NULL, 0, &err);
+        dm_program_add_op(p, 0, &b, mode ? &dep : NULL, mode ? 1 : 0, NULL, 0, &err);
+        if (mode == 2) dm_program_add_op(p, 0, &a, &dep, 1, NULL, 0, &err), c.op_gap_us = 50;
+        sim_result *r = run(p, &c);
+        if (!r) {
+            ok(0, "lo stream mode %d: sim runs", mode);
+        } else if (mode == 0) {
+            ok_near(sim_op_end(r, 0, 1), 75, 1e-9, "compute-lo beside compute: B (30 us at rate 0.4) ends at %.6f = 75",
+                    sim_op_end(r, 0, 1));
+            ok_near(sim_op_end(r, 0, 0), 115, 1e-9, "... A (100 us, 60 done at 0.8 by 75) ends at %.6f = 115",
+                    sim_op_end(r, 0, 0));
+            ok_near(r->step_us, 115, 1e-9, "... the step is 115 us, exposed comm %.3f (no idle)", r->exposed_comm_us);
+        } else if (mode == 1) {
+            ok(sim_op_start(r, 0, 1) == sim_op_end(r, 0, 0) && fabs(sim_op_end(r, 0, 0) - 100) < 1e-9 &&
+                   fabs(sim_op_end(r, 0, 1) - 130) < 1e-9,
+               "compute-lo op waiting on compute's: alone, full rate (A 0..%.3f, B ..%.3f)", sim_op_end(r, 0, 0),
+               sim_op_end(r, 0, 1));
+        } else {
+            /* A alone 0..100; B ready at 100 runs alone in compute's 50 us gap: 100..130; the second
+             * A starts at 150 */
+            ok(fabs(sim_op_end(r, 0, 1) - 130) < 1e-9 && fabs(sim_op_start(r, 0, 2) - 150) < 1e-9,
+               "op_gap_us 50: compute-lo's op runs in compute's gap (B ends %.3f, next A starts %.3f)",
+               sim_op_end(r, 0, 1), sim_op_start(r, 0, 2));
+        }
+        sim_result_free(r);
+        dm_program_free(p);
+    }
+}
+
 /* The keys in a cluster file, and errors naming file:line:col. */
 static void test_cluster_keys(void)
 {
@@ -404,5 +447,6 @@ int main(void)
     test_bwd_and_elementwise();
     test_slowdown();
     test_work_kernels();
+    test_lo_stream();
     return tap_done();
 }

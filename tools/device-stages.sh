@@ -485,3 +485,23 @@ stage_adamwrows() {
     grep ' adamw ' "$L/adamw.txt" | sed -n '1,4p;$p'
     tail -2 "$L/adamw.txt"
 }
+
+# dmuon on one GPU with its optimizer on one stream after the backward and on the second,
+# lowest-priority compute stream beside it (--ns-under-backward stream): traces and step CSVs
+# per model and mode ($L/lo_{one,stream}_MODEL.*), for `dmuon sim` on the same plans and the
+# fit of the cluster's lo_main_rate and lo_rate (issue 16 item 2)
+LO_MODELS="llama-3.2-3b qwen2.5-1.5b moonlight-16b-a3b-6l qwen2.5-0.5b wall-oss-flow"
+STAGE_TIMEOUT_lostream=330
+stage_lostream() {
+    for m in $LO_MODELS; do
+        for mode in one stream; do
+            local extra=""
+            [ $mode = stream ] && extra="--ns-under-backward stream"
+            timeout 60 $MPIRUN -np 1 --bind-to none "$D/dmuon" run --backend gpu --model "models/$m.json" --cluster h200 \
+                --strategy dmuon --tokens 4096 --steps 4 --timeout 60 $extra --trace "$L/lo_${mode}_$m.csv" \
+                --csv "$L/lo_${mode}_run_$m.csv" > "$L/lo_${mode}_$m.txt" 2>&1
+            echo "== $m $mode exit $?: $(grep -E '^# mean over' "$L/lo_${mode}_$m.txt" | head -1)"
+            grep -E 'does not fit|rror|skipped' "$L/lo_${mode}_$m.txt" | head -3
+        done
+    done
+}
