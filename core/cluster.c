@@ -175,10 +175,15 @@ const char *const *dm_cluster_presets(void)
     {"elementwise_launch_us." kind, DM_PARAM_NUM, F | C, AT(elem_launch_us[i]), 1, "us", 0, 1e4, 0,     \
      what ": the per-tensor launch of that time (the executor updates an op's tensors one by one; default: the GPU's launch floor)"}
 
-/* The two compute streams' sharing of a GPU (compute-lo beside compute): measured on one H200
- * (see the note where they are set); a calibration refits them. */
-#define LO_MAIN_RATE 0.9
-#define LO_RATE 0.3
+/* The two compute streams' sharing of a GPU (compute-lo beside compute), measured on one H200:
+ * dmuon on one GPU with the optimizer after the backward and on compute-lo beside it, five
+ * models (Llama-3.2-3B, Qwen2.5-1.5B and 0.5B, Moonlight-16B-A3B cut to 6 layers, WALL-OSS),
+ * each op's time alone against its time beside the other stream, pooled by least squares
+ * (tools/fit_lo_rates.py on traces/device/lostream-2026-12-03): 158 backward ops 0.687, 371
+ * optimizer ops 0.304. Per model 0.45-0.88 and 0.15-0.60; the throughput the two keep together
+ * (rate x roofline share alone, summed) is 0.61-0.64 of the GPU's on every model. */
+#define LO_MAIN_RATE 0.687
+#define LO_RATE 0.304
 
 static const dm_param params[] = {
     {"name", DM_PARAM_TEXT, F | S, AT(name), 1, "", 0, 0, 0, "the cluster's name in reports (default: the file's path)"},

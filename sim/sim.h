@@ -6,7 +6,10 @@
  *    ready when it heads its stream and its dependencies are done.
  *  - GPU: compute-kind ops (forward, backward, ns, muon-update, adamw) of one rank share its GPU,
  *    one at a time; when several are ready, stream priority decides (comm-hi, then compute,
- *    then comm-lo; then op id). Durations: a forward or backward op with work (program.h) is
+ *    then comm-lo; then op id). The ops of the second compute stream compute-lo (program.h) run
+ *    beside those, one at a time: while both run, the other streams' op at the cluster's
+ *    lo_main_rate and compute-lo's at lo_rate, each at full rate alone (re-timed whenever the
+ *    other starts or ends, as under comm_slowdown below). Durations: a forward or backward op with work (program.h) is
  *    the sum of its kernels (workload.h), each from the kernel table (dm_costs_kernel_us:
  *    measured, interpolated, projected or roofline; per launch, memoized, times its count),
  *    plus the cluster's kernel_gap_us between two of its launches; a GEMM (gemm, bgemm) whose op
