@@ -171,6 +171,9 @@ const char *const *dm_cluster_presets(void)
 #define ELEM_EFF(i, kind, what)                                                                        \
     {"elementwise_efficiency." kind, DM_PARAM_NUM, F | C, AT(elem_efficiency[i]), 1, "", 0.001, 1, 0,  \
      what ": fraction of HBM bandwidth reached, time = tensors x launch + bytes / (it x HBM) (default: the kernel table)"}
+#define ELEM_OP(i, kind, what)                                                                         \
+    {"elementwise_op_us." kind, DM_PARAM_NUM, F | C, AT(elem_op_us[i]), 1, "us", 0, 1e4, 0,             \
+     what " priced from the kernel table: the executor's time per op beyond its tensors' rows (default 0)"}
 #define ELEM_LAUNCH(i, kind, what)                                                                     \
     {"elementwise_launch_us." kind, DM_PARAM_NUM, F | C, AT(elem_launch_us[i]), 1, "us", 0, 1e4, 0,     \
      what ": the per-tensor launch of that time (the executor updates an op's tensors one by one; default: the GPU's launch floor)"}
@@ -235,6 +238,8 @@ static const dm_param params[] = {
     ELEM_EFF(1, "adamw", "AdamW"),
     ELEM_LAUNCH(0, "muon_update", "Muon updates"),
     ELEM_LAUNCH(1, "adamw", "AdamW"),
+    ELEM_OP(0, "muon_update", "Muon updates"),
+    ELEM_OP(1, "adamw", "AdamW"),
     {"ns_time_scale", DM_PARAM_NUM, F | C, AT(ns_time_scale), 1, "", 0.1, 10, 0,
      "NS kernels take this times the kernel table's time (default 1)"},
     {"comm_slowdown", DM_PARAM_NUM, F | C, AT(comm_slowdown), 1, "", 0, 0.95, 0,

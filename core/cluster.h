@@ -76,6 +76,9 @@ typedef struct dm_cluster {
     double elem_efficiency[2]; /* [0] muon-update, [1] adamw: achieved fraction of HBM bandwidth;
                                   0: the kernel table (or the roofline) decides */
     double elem_launch_us[2]; /* per-op overhead with elem_efficiency; 0: gpu->launch_us */
+    double elem_op_us[2];   /* [0] muon-update, [1] adamw priced from the kernel table (no
+                               elem_efficiency): the executor's time per op beyond its tensors'
+                               rows (calibrated; default 0) */
     double ns_time_scale;   /* measured NS time / the kernel table's (or roofline's); 0: 1 */
     double comm_slowdown;   /* f in [0, 0.95): while a collective is in flight on the rank (NCCL
                                kernels take SMs and HBM) a compute op runs at (1 - f s) of its

@@ -134,6 +134,15 @@ dm_ns_algo dm_costs_best_algo(const dm_costs *c, const dm_gpu *target, int64_t m
 double dm_costs_elementwise_us(const dm_costs *c, const dm_gpu *target, const char *op,
                                int64_t elems, dm_cost_source *src);
 
+/* An update op (muon-update, adamw) of program p, as the executor runs it: with a work (the
+ * scheduler's: one update kernel per tensor, workload.h's DM_KOP_ADAMW / DM_KOP_MUON_UPDATE),
+ * the sum over its tensors of the table's rows for one tensor of that size (each row times the
+ * executor's kernels for one tensor, back to back); without one (program files from before),
+ * one row at the op's elements (op->bytes over the bytes per parameter). The one rule of the
+ * simulator and the calibration. *tensors (may be NULL): the tensors priced. src may be NULL. */
+double dm_costs_update_op_us(const dm_costs *c, const dm_gpu *target, const dm_program *p, const dm_op *op,
+                             double *tensors, dm_cost_source *src);
+
 /* One workload kernel (workload.h) on GPU `target` (NULL: the table's GPU; projected by
  * datasheet ratios when the table was measured on another GPU): its count launches of one
  * matrix (gemm, elem) or its one batched call (bgemm), answered as above. src may be NULL. */

@@ -1181,10 +1181,25 @@ int dm_program_validate(const dm_program *p, dm_err *err)
                     goto done;
                 }
             int is_coll = dm_op_is_collective(o->kind);
-            if (o->work >= 0 && (o->work >= p->n_works || (o->kind != DM_OP_FORWARD && o->kind != DM_OP_BACKWARD))) {
-                dm_err_set(err, "program: rank %d op %d (%s): work %d (%s)", r, i, dm_op_kind_name(o->kind), o->work,
-                           o->work >= p->n_works ? "past the program's works" : "only forward and backward ops have a work");
-                goto done;
+            if (o->work >= 0) {
+                /* forward and backward: layer kernels; adamw and muon-update: their update kernels
+                 * (one per tensor); no other op has a work */
+                int upd = o->kind == DM_OP_ADAMW || o->kind == DM_OP_MUON_UPDATE;
+                const char *why = o->work >= p->n_works ? "past the program's works"
+                                  : !upd && o->kind != DM_OP_FORWARD && o->kind != DM_OP_BACKWARD
+                                      ? "only forward, backward, adamw and muon-update ops have a work"
+                                      : NULL;
+                dm_kern_op want = o->kind == DM_OP_ADAMW ? DM_KOP_ADAMW : DM_KOP_MUON_UPDATE;
+                for (int k = 0; !why && k < p->works[o->work].n; k++) {
+                    dm_kern_op kop = p->works[o->work].k[k].op;
+                    if (upd && kop != want) why = "an update op's work holds its update kernels only";
+                    else if (!upd && (kop == DM_KOP_ADAMW || kop == DM_KOP_MUON_UPDATE))
+                        why = "update kernels in a forward or backward work";
+                }
+                if (why) {
+                    dm_err_set(err, "program: rank %d op %d (%s): work %d (%s)", r, i, dm_op_kind_name(o->kind), o->work, why);
+                    goto done;
+                }
             }
             if (o->kind == DM_OP_NS ? o->iters < 1 || o->iters > 64 : o->iters != 0) {
                 dm_err_set(err, "program: rank %d op %d (%s): %d NS iterations (%s)", r, i, dm_op_kind_name(o->kind),

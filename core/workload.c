@@ -8,7 +8,8 @@ static const char *const kind_names[DM_KERN__COUNT] = {"gemm", "bgemm", "elem"};
 static const char *const op_names[DM_KOP__COUNT] = {
     "fwd",        "dgrad",     "wgrad",      "attn-score", "attn-value", "attn-dvalue", "attn-dscore",
     "attn-dquery", "attn-dkey", "loss",      "vector",     "vector-bwd", "embed",       "embed-bwd",
-    "table",      "table-bwd", "route",      "route-bwd",  "softmax",     "softmax-bwd", "grad-check"};
+    "table",      "table-bwd", "route",      "route-bwd",  "softmax",     "softmax-bwd", "grad-check",
+    "adamw",      "muon-update"};
 
 const char *dm_kern_kind_name(dm_kern_kind k) { return k >= 0 && k < DM_KERN__COUNT ? kind_names[k] : "?"; }
 const char *dm_kern_op_name(dm_kern_op op) { return op >= 0 && op < DM_KOP__COUNT ? op_names[op] : "?"; }

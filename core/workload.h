@@ -60,6 +60,13 @@ typedef enum {
                            one read of m x n bf16 elements (1-D parameters m 1); in no layer's
                            kernel list: dm_grad_check_kernel derives it from the kernel that
                            writes the gradient */
+    DM_KOP_ADAMW,       /* the executor's AdamW update of one tensor (or its shard), m elements,
+                           n 1: the gradient converted and checked, then the update with its bf16
+                           copy (real/real_gpu.c update_op); only in the works of adamw ops, priced
+                           from the cost table's `adamw` rows, which time that pair
+                           (dm_costs_update_op_us) */
+    DM_KOP_MUON_UPDATE, /* the executor's Muon update of one matrix (or its shard), m elements, n 1:
+                           only in the works of muon-update ops, priced from the `muon_update` rows */
     DM_KOP__COUNT
 } dm_kern_op;
 

@@ -287,7 +287,17 @@ typedef struct elem_arg {
     int *flag;
     int64_t n;
     int adamw, group; /* adamw: calls per timed interval */
+    /* adamw: the tensors' state in a pool of `sets` sets (each: master, moments, each read from
+     * one buffer and written to a second as the executor's ping-pong state, then the bf16
+     * gradient and working copy), call i on set i mod sets: every call reads and writes memory
+     * the last ELEM_POOL_BYTES of calls did not touch (cold in L2, as each tensor of a step) */
+    char *pool;
+    int64_t sets, next;
 } elem_arg;
+
+/* Bytes of the AdamW rows' pool of tensor sets: several times the L2 of the GPUs measured */
+#define ELEM_POOL_BYTES ((int64_t)256 << 20)
+#define ELEM_SET_BPE 28 /* bytes per element of a set: six fp32 buffers, two bf16 */
 
 static int run_elem(void *arg, ns_stream s, dm_err *err)
 {
@@ -295,11 +305,16 @@ static int run_elem(void *arg, ns_stream s, dm_err *err)
     if (a->adamw) { /* as the executor runs one tensor's: the gradient to fp32 (checked), then the
                      * update of the fp32 master, its moments and its bf16 working copy; `group`
                      * tensors back to back, as the step's AdamW ops run them */
-        for (int i = 0; i < a->group; i++)
-            if (real_k_bf16_to_f32_check(a->gb, a->g, a->n, a->flag, 1, s, err) ||
-                ns_adamw(a->w, a->w, a->wb, a->g, a->m, a->m, a->v, a->v, a->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 10,
-                         s, err))
+        for (int i = 0; i < a->group; i++) {
+            size_t n = (size_t)a->n;
+            char *set = a->pool + (size_t)(a->next++ % a->sets) * n * ELEM_SET_BPE;
+            float *f = (float *)set; /* w in, w out, m in, m out, v in, v out */
+            void *gb = set + n * 24, *wb = set + n * 26;
+            if (real_k_bf16_to_f32_check(gb, a->g, a->n, a->flag, 1, s, err) ||
+                ns_adamw(f, f + n, wb, a->g, f + 2 * n, f + 3 * n, f + 4 * n, f + 5 * n, a->n, 1e-3f, 0.9f, 0.95f,
+                         1e-8f, 0.1f, 10, s, err))
                 return -1;
+        }
         return 0;
     }
     /* momentum + Nesterov into the NS input, then the apply from the NS output (same buffer
@@ -335,8 +350,22 @@ static int bench_elementwise(bench *B, int64_t elems, dm_err *err)
     if (time_fn(B, run_elem, &a, &st, err)) goto out;
     emit(B, "muon_update", "-", 1, elems, 1, "fp32", "-", &st, 0, 0);
     a.adamw = 1;
-    /* the second moment must be non-negative: one step with lr 0 and beta2 0 sets v = g^2 */
-    if (ns_adamw(a.w, a.w, NULL, a.g, a.m, a.m, a.v, a.v, elems, 0.f, 0.9f, 0.f, 1e-8f, 0.f, 1, B->s, err)) goto out;
+    { /* the pool of tensor sets: random fp32 state, random bf16 gradients and copies */
+        int64_t set = elems * ELEM_SET_BPE;
+        a.sets = (ELEM_POOL_BYTES + set - 1) / set;
+        if (ns_dev_alloc((void **)&a.pool, (size_t)(a.sets * set), err) ||
+            ns_fill_random(a.pool, DM_DT_FP32, a.sets * set / 4, 17, 0.5f, B->s, err))
+            goto out;
+        for (int64_t k = 0; k < a.sets; k++) {
+            char *c = a.pool + (size_t)(k * set);
+            float *f = (float *)c;
+            /* the second moment must be non-negative: one step with lr 0 and beta2 0 sets v = g^2 */
+            if (ns_fill_random(c + elems * 24, DM_DT_BF16, 2 * elems, 18 + (uint64_t)k, 1.f, B->s, err) ||
+                ns_adamw(f, f, NULL, a.g, f + 2 * elems, f + 2 * elems, f + 4 * elems, f + 4 * elems, elems, 0.f, 0.9f,
+                         0.f, 1e-8f, 0.f, 1, B->s, err))
+                goto out;
+        }
+    }
     { /* calls timed in groups (ns_bench_group) */
         double one;
         a.group = 1;
@@ -357,6 +386,7 @@ out:
     ns_dev_free(a.gb);
     ns_dev_free(a.wb);
     ns_dev_free(a.flag);
+    ns_dev_free(a.pool);
     return rc;
 }
 

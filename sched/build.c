@@ -113,6 +113,10 @@ typedef struct bctx {
     /* the kernels of each layer's forward and backward (program works), and their sums */
     int *work_fwd, *work_bwd;
     double *fwd_flops, *bwd_flops, *fwd_bytes, *bwd_bytes;
+    /* the update ops' works (update_work), each distinct kernel list once: an open-addressing
+     * table of work indexes (-1 free), uw_cap a power of two; uw_k: the list being built */
+    int *uw_tab, uw_cap, uw_n;
+    vec uw_k;
     /* emission bookkeeping, [rank * nlayers + layer] */
     int *fetch_lo, *fetch_hi, *bfetch_lo, *bfetch_hi, *grad_lo, *grad_hi, *fwd_id, *bwd_id;
 } bctx;
@@ -290,6 +294,8 @@ static void free_ctx(bctx *b)
     free(b->bwd_id);
     free(b->work_fwd);
     free(b->work_bwd);
+    free(b->uw_tab);
+    free(b->uw_k.data);
     free(b->fwd_flops);
     free(b->bwd_flops);
     free(b->fwd_bytes);
@@ -962,6 +968,88 @@ static int *dep_of(bctx *b, const int *ids, int l, int *tmp)
     return tmp;
 }
 
+/* FNV-1a over a kernel list's (op, m, count): what tells two update works apart */
+static uint64_t uw_hash(const dm_kernel *k, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        uint64_t v[3] = {(uint64_t)k[i].op, (uint64_t)k[i].m, (uint64_t)k[i].count};
+        for (int j = 0; j < 3; j++) h = (h ^ v[j]) * 1099511628211ull;
+    }
+    return h;
+}
+
+static int uw_same(const dm_work *w, const dm_kernel *k, int n)
+{
+    if (w->n != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (w->k[i].op != k[i].op || w->k[i].m != k[i].m || w->k[i].count != k[i].count) return 0;
+    return 1;
+}
+
+/* The work of an update op (adamw: DM_KOP_ADAMW, muon-update: DM_KOP_MUON_UPDATE) over params
+ * ids[0..n): one update kernel per tensor of the elements the executor updates in it, equal
+ * neighbours as one kernel of that count. keep < 0: every tensor whole; else the first `keep`
+ * elements of their concatenation (a sharded update: the executor's shard is a contiguous range
+ * of the flat buffer; each rank is priced as the first shard, so ranks that share a list share
+ * the work). *out: the work's index, each distinct list stored once. */
+static int update_work(bctx *b, dm_kern_op kop, const int64_t *ids, size_t n, double keep, int *out)
+{
+    double bpp = dm_elementwise_bytes_per_param(kop == DM_KOP_ADAMW ? "adamw" : "muon_update");
+    b->uw_k.n = 0;
+    for (size_t i = 0; i < n && keep != 0; i++) {
+        int64_t e = b->mats[ids[i]].rows * b->mats[ids[i]].cols;
+        if (keep > 0) {
+            if ((double)e > keep) e = (int64_t)keep;
+            keep -= (double)e;
+        }
+        if (e < 1) continue;
+        dm_kernel *last = b->uw_k.n ? &AT(b->uw_k, dm_kernel, b->uw_k.n - 1) : NULL;
+        if (last && last->m == e) {
+            last->count++;
+        } else {
+            dm_kernel *k = vec_push(&b->uw_k, b->err);
+            if (!k) return -1;
+            memset(k, 0, sizeof *k);
+            k->kind = DM_KERN_ELEM, k->op = kop, k->m = e, k->n = 1, k->batch = 1, k->count = 1, k->param = -1;
+            k->slot = -1;
+        }
+    }
+    const dm_kernel *kl = (const dm_kernel *)b->uw_k.data;
+    int nk = (int)b->uw_k.n;
+    for (int i = 0; i < nk; i++) { /* per kernel: its elements and HBM bytes, all its count */
+        dm_kernel *k = &AT(b->uw_k, dm_kernel, i);
+        k->elems = (double)k->m * (double)k->count;
+        k->bytes = k->elems * bpp;
+    }
+    if (2 * (b->uw_n + 1) > b->uw_cap) { /* grow the table (load under 1/2) and re-place */
+        int cap = b->uw_cap ? 2 * b->uw_cap : 256, *t = dm_malloc((size_t)cap * sizeof *t, b->err);
+        if (!t) return -1;
+        for (int i = 0; i < cap; i++) t[i] = -1;
+        for (int i = 0; i < b->uw_cap; i++) {
+            int w = b->uw_tab[i];
+            if (w < 0) continue;
+            size_t h = (size_t)uw_hash(b->p->works[w].k, b->p->works[w].n) & (size_t)(cap - 1);
+            while (t[h] >= 0) h = (h + 1) & (size_t)(cap - 1);
+            t[h] = w;
+        }
+        free(b->uw_tab);
+        b->uw_tab = t, b->uw_cap = cap;
+    }
+    size_t h = (size_t)uw_hash(kl, nk) & (size_t)(b->uw_cap - 1);
+    for (; b->uw_tab[h] >= 0; h = (h + 1) & (size_t)(b->uw_cap - 1))
+        if (uw_same(&b->p->works[b->uw_tab[h]], kl, nk)) {
+            *out = b->uw_tab[h];
+            return 0;
+        }
+    int w = dm_program_add_work(b->p, kl, nk, b->err);
+    if (w < 0) return -1;
+    b->uw_tab[h] = w;
+    b->uw_n++;
+    *out = w;
+    return 0;
+}
+
 /* One optimizer op for the ordering on the compute stream. */
 typedef struct opt_item {
     int ready_layer;
@@ -1014,6 +1102,7 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
         op.layer = l;
         op.bytes = elems * dm_elementwise_bytes_per_param("adamw");
         op.dtype = DM_DT_FP32;
+        if (update_work(b, DM_KOP_ADAMW, params, n, b->adamw_sharded ? elems : -1, &op.work)) return -1;
         int id = dm_program_add_op(b->p, r, &op, deps, nd, params, (int)n, b->err);
         if (id < 0) return -1;
         if (after) *after = id;
@@ -1058,6 +1147,8 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
     if (b->muon_update_shard) elems = ceil(elems / R);
     up.bytes = elems * dm_elementwise_bytes_per_param("muon_update");
     up.dtype = DM_DT_FP32;
+    if (update_work(b, DM_KOP_MUON_UPDATE, params, (size_t)nb->size, b->muon_update_shard ? elems : -1, &up.work))
+        return -1;
     int id = dm_program_add_op(b->p, r, &up, &ns_id, 1, params, nb->size, b->err);
     if (id < 0) return -1;
     if (after) *after = id;
@@ -1300,6 +1391,7 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     b.pool = (vec)VEC(int64_t);
     b.batches = (vec)VEC(ns_batch);
     b.batch_mats = (vec)VEC(int64_t);
+    b.uw_k = (vec)VEC(dm_kernel);
     *out = NULL;
     if (rep) memset(rep, 0, sizeof *rep);
     if (nranks < 1) return dm_err_set(err, "sched: expected at least one rank, got %d", nranks);

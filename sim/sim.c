@@ -186,16 +186,18 @@ static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
     }
     if (!s->o.costs || bpp <= 0) {
         s->elem_src_count[which][4]++;
-        return dm_hbm_pass_us(s->c->gpu, 1, op->bytes);
+        return dm_hbm_pass_us(s->c->gpu, op->n_params > 0 ? op->n_params : 1, op->bytes) + s->c->elem_op_us[which];
     }
+    /* the table's rows, per tensor of its work (dm_costs_update_op_us), memoized per work (else
+     * per size), plus the executor's per-op time beyond its tensors' (calibrated; 0 default) */
     int64_t elems = (int64_t)llround(op->bytes / bpp);
-    int found;
-    ns_key tmp, *k = cost_slot(s, elems, -1, 0, 0, -2 - which, 0, &found, err); /* algo < 0: elementwise */
-    if (!k && !s->ns_cache) return -1;
+    int found, by_work = op->work >= 0 && op->work < s->p->n_works;
+    ns_key tmp, *k = cost_slot(s, by_work ? op->work : elems, by_work ? -2 : -1, 0, 0, -2 - which, 0, &found, err);
+    if (!k && !s->ns_cache) return -1; /* algo < 0: elementwise */
     if (!k) k = &tmp;
-    if (!found) k->us = dm_costs_elementwise_us(s->o.costs, s->c->gpu, name, elems, &k->src);
+    if (!found) k->us = dm_costs_update_op_us(s->o.costs, s->c->gpu, s->p, op, NULL, &k->src);
     s->elem_src_count[which][k->src]++;
-    return k->us;
+    return k->us + s->c->elem_op_us[which];
 }
 
 static int is_product(const dm_kernel *k) { return k->kind == DM_KERN_GEMM || k->kind == DM_KERN_BGEMM; }

@@ -487,7 +487,8 @@ int main(void)
                 ok(dm_program_hash(p) == dm_program_hash(q), "%s program round-trips with its hash",
                    sched_strategy_name(o.strategy));
                 /* the works: two per layer, every forward/backward op names its own, and they read back equal */
-                int works_ok = p->n_works == 2 * m->n_layers && q->n_works == p->n_works;
+                /* then the update ops' (one update kernel per tensor), each distinct list once */
+                int works_ok = p->n_works >= 2 * m->n_layers && q->n_works == p->n_works;
                 for (int w = 0; works_ok && w < p->n_works; w++)
                     works_ok = p->works[w].n == q->works[w].n &&
                                !memcmp(p->works[w].k, q->works[w].k, (size_t)p->works[w].n * sizeof *p->works[w].k);
@@ -495,10 +496,14 @@ int main(void)
                     for (int i = 0; works_ok && i < p->ranks[r].n_ops; i++) {
                         const dm_op *op = &p->ranks[r].ops[i];
                         int compute = op->kind == DM_OP_FORWARD || op->kind == DM_OP_BACKWARD;
+                        int upd = op->kind == DM_OP_ADAMW || op->kind == DM_OP_MUON_UPDATE;
+                        dm_kern_op kop = op->kind == DM_OP_ADAMW ? DM_KOP_ADAMW : DM_KOP_MUON_UPDATE;
                         works_ok = compute ? op->work == 2 * op->layer + (op->kind == DM_OP_BACKWARD)
+                                   : upd   ? op->work >= 2 * m->n_layers && op->work < p->n_works &&
+                                               p->works[op->work].n > 0 && p->works[op->work].k[0].op == kop
                                            : op->work == -1;
                     }
-                ok(works_ok, "%s: a work per layer and pass, named by its ops, read back kernel for kernel",
+                ok(works_ok, "%s: a work per layer and pass, named by its ops, an update work per update op, read back kernel for kernel",
                    sched_strategy_name(o.strategy));
             } else
                 ok(0, "%s program round trip (%s)", sched_strategy_name(o.strategy), err.msg);

@@ -267,6 +267,60 @@ static void test_slowdown(void)
     ok_near(tc, tc0 + T / 2, 1e-9, "g = 0.5, the forward ends at L + T: the broadcast takes %.3f us = tc0 + T/2", tc);
 }
 
+/* An update op with a work (the scheduler's: one update kernel per tensor) is the sum of the
+ * table's rows for one tensor of each size, plus elementwise_op_us; the same op without one is
+ * one row at its elements. Rows: adamw 1048576 elements 20 us, 4194304 50 us. */
+static void test_update_work(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_sim_rates_uw.%d.csv", (int)getpid());
+    FILE *f = fopen(path, "w");
+    fprintf(f, "# dmuon-costs-2\n# source: measured\n# gpu: NVIDIA H200\ngpu,op,algo,m,n,k,batch,dtype,median_us,min_us,"
+               "max_us\nNVIDIA H200,adamw,-,1,1048576,0,1,fp32,20,19,21\nNVIDIA H200,adamw,-,1,4194304,0,1,fp32,50,49,51\n");
+    fclose(f);
+    dm_costs *t = NULL;
+    if (dm_costs_load(path, &t, &err)) {
+        ok(0, "update-work table loads (%s)", err.msg);
+        unlink(path);
+        return;
+    }
+    dm_program *p = dm_program_new(1, 1, "t", "t", "h200x2", "", 1, &err);
+    dm_kernel k[2];
+    memset(k, 0, sizeof k);
+    k[0] = (dm_kernel){DM_KERN_ELEM, DM_KOP_ADAMW, 1048576, 1, 0, 1, 2, -1, -1, 0, 28.0 * 2 * 1048576, 2.0 * 1048576};
+    k[1] = (dm_kernel){DM_KERN_ELEM, DM_KOP_ADAMW, 4194304, 1, 0, 1, 1, -1, -1, 0, 28.0 * 4194304, 4194304};
+    dm_op a = dm_op_init(DM_OP_ADAMW, DM_STREAM_COMPUTE);
+    a.bytes = 28.0 * (2 * 1048576 + 4194304);
+    a.work = dm_program_add_work(p, k, 2, &err);
+    dm_program_add_op(p, 0, &a, NULL, 0, NULL, 0, &err);
+    a.work = -1;
+    dm_program_add_op(p, 0, &a, NULL, 0, NULL, 0, &err);
+    dm_cluster c = h200x2();
+    sim_opts o;
+    sim_opts_default(&o);
+    o.record_trace = 1;
+    o.costs = t;
+    for (int with = 0; with < 2; with++) {
+        c.elem_op_us[1] = with ? 3 : 0;
+        sim_result *r = NULL;
+        if (sim_run(p, &c, &o, &r, &err)) {
+            ok(0, "update work: sim runs (%s)", err.msg);
+            continue;
+        }
+        ok_near(sim_op_end(r, 0, 0) - sim_op_start(r, 0, 0), 2 * 20 + 50 + c.elem_op_us[1], 1e-9,
+                "adamw with a work of 3 tensors: 2 x 20 + 50 us%s = %.3f", with ? " + elementwise_op_us 3" : "",
+                sim_op_end(r, 0, 0) - sim_op_start(r, 0, 0));
+        double d1 = sim_op_end(r, 0, 1) - sim_op_start(r, 0, 1);
+        ok(d1 > 50 && d1 < 2 * 20 + 50 + c.elem_op_us[1],
+           "the same op without a work: one row at its 6.3 M elements (%.3f us, past the table's last row), cheaper "
+           "than three tensors", d1);
+        sim_result_free(r);
+    }
+    dm_program_free(p);
+    dm_costs_free(t);
+    unlink(path);
+}
+
 /* Two compute streams on one GPU: a forward A of 100 us on compute and a forward B of 30 us on
  * compute-lo, both ready at 0. While both run, A at lo_main_rate 0.8 and B at lo_rate 0.4: B
  * ends at 75 us (30 / 0.4), A has done 60 of its 100 by then and ends at 115; alone each takes
@@ -448,5 +502,6 @@ int main(void)
     test_slowdown();
     test_work_kernels();
     test_lo_stream();
+    test_update_work();
     return tap_done();
 }
