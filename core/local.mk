@@ -12,5 +12,5 @@ libdmuon_a_SOURCES += core/lines.c core/lines.h core/spawn.c core/spawn.h core/p
 	core/datadir.c core/datadir.h \
 	core/hf_import.c core/hf_import.h core/costs.c core/costs.h core/program_io.c \
 	core/collcost.c core/collcost.h core/trace.c core/trace.h
-libdmuon_a_SOURCES += core/workload.c core/workload.h core/memory.c core/memory.h core/arena.c core/arena.h
+libdmuon_a_SOURCES += core/workload.c core/workload.h core/memory.c core/memory.h core/holds.c core/holds.h core/arena.c core/arena.h
 libdmuon_a_SOURCES += core/clock.h core/coll.c core/coll.h core/gpu_api.c core/gpu_api.h core/csvjson.c core/csvjson.h

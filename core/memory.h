@@ -19,11 +19,12 @@
  *                  L_k) and its operands Q, K, V, O and their gradients (max_attn_operands
  *                  elements each set: windows x heads x (L_q hd + L_k hd + L_k vd + L_q vd));
  *                  2 x (max_dx + 2 max_attn_scores + 2 max_attn_operands)
- *   state          fp32 master weights of what this rank updates (rank 0: of every matrix, the
- *                  reference copy before any step), Muon momentum (matrices it runs NS on), two
- *                  AdamW moments (tensors it runs AdamW on), and the fp32 gradient scratch of
- *                  the largest matrix (4 x max_size)
- *   state_next     the second (ping-pong) buffer of each state array this rank updates
+ *   state          per matrix, over the range this rank's updates touch (core/holds.h's
+ *                  dm_state_ranges: the whole matrix where it runs NS, its shard of an AdamW or
+ *                  FSDP update, nothing where it updates none): fp32 master weights, Muon
+ *                  momentum (matrices it runs NS on), two AdamW moments (tensors it runs AdamW
+ *                  on); and the fp32 gradient scratch of the largest matrix (4 x max_size)
+ *   state_next     the second (ping-pong) buffer of each state array, over the same range
  *   ns             NS plans of this rank, one per distinct (shape, batch, algorithm): input and
  *                  output in 2 bytes and about two fp32 work matrices per batch entry
  *                  (2 x 2 r c + 4 (r c + 2 min(r, c)^2) per matrix; approximate)
