@@ -305,16 +305,34 @@ int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const dm_mem_
     return rc;
 }
 
+/* Does what a rank of this list holds depend on which rank it is (holds.h's dm_hold_op)? */
+static int member_dependent(const dm_rank_prog *rp)
+{
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        if (op->kind == DM_OP_REDUCESCATTER || op->parts > 1 || op->kind == DM_OP_REDUCE) return 1;
+    }
+    return 0;
+}
+
 int dm_mem_peak(const dm_model *m, const dm_program *p, const dm_mem_exact *x, dm_mem_est *e, dm_err *err)
 {
     memset(e, 0, sizeof *e);
     mem_ctx c;
-    int rc = ctx_init(&c, m, p, x, err);
+    int rc = ctx_init(&c, m, p, x, err), dep = -1, run = 0;
+    int stride = p->nranks > DM_MEM_PEAK_EXACT ? p->nranks / DM_MEM_PEAK_EXACT : 1;
     for (int r = 0; r < p->nranks && !rc; r++) {
         dm_mem_est x;
-        /* a rank on the list of the rank before it has its parts, its shards of each flat
-         * buffer no larger (core/holds.h): never more than the peak so far */
-        if (r >= 1 && p->ranks[r].ops == p->ranks[r - 1].ops && p->ranks[r].n_ops == p->ranks[r - 1].n_ops) continue;
+        /* a rank on the list of the rank before it has its parts, unless the list cuts flat
+         * buffers by member (a reduce-scatter, a part) or reduces to a root: then its state
+         * (core/holds.h) may differ, by where its shards fall (memory.h: sampled past
+         * DM_MEM_PEAK_EXACT ranks) */
+        int same = r >= 1 && p->ranks[r].ops == p->ranks[r - 1].ops && p->ranks[r].n_ops == p->ranks[r - 1].n_ops;
+        int last = r + 1 == p->nranks || p->ranks[r + 1].ops != p->ranks[r].ops;
+        run = same ? run + 1 : 0;
+        if (!same) dep = -1;
+        if (same && dep < 0) dep = member_dependent(&p->ranks[r]); /* once per run of one list */
+        if (same && (!dep || (run % stride && !last))) continue;
         if ((rc = rank_parts(&c, r, &x, err))) break;
         if (r == 0 || x.total > e->total) *e = x;
     }
