@@ -105,7 +105,8 @@ int dm_state_ranges(const dm_program *p, const int64_t *sz, int64_t n, int r, dm
             }
         if (dm_op_is_collective(op->kind) && (op->group < 0 || op->group >= p->n_groups)) {
             free(a);
-            return dm_err_set(err, "program: rank %d op %d (%s): bad group %d", r, i, dm_op_kind_name(op->kind), op->group);
+            return dm_err_set(err, "program: rank %d op %d (%s): bad group %d", r, i, dm_op_kind_name(op->kind),
+                              op->group);
         }
         dm_hold_op(p, sz, r, op, &h);
         if (op->kind != DM_OP_NS && op->kind != DM_OP_MUON_UPDATE && op->kind != DM_OP_ADAMW) continue;

@@ -2,8 +2,8 @@
 # the data folders' lookup order (datadir), the line reader, models and their HuggingFace
 # import, the cluster and its parameter table, the kernel cost model, the collective cost
 # model, the step program and its JSON, the trace format and the phase ruler, the workload of a
-# step and the executor's memory estimate, the GPU arenas' layout (which collectives are staged),
-# the loader of the GPU plug-in.
+# step, what each rank holds of each parameter (the state rule) and the executor's memory
+# estimate, the GPU arenas' layout (which collectives are staged), the loader of the GPU plug-in.
 libdmuon_a_SOURCES += core/dm_error.c core/dm_error.h core/json.c core/json.h \
 	core/outfile.c core/outfile.h core/model.c core/model.h
 libdmuon_a_SOURCES += core/program.c core/program.h core/cluster.c core/cluster.h

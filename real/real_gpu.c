@@ -19,8 +19,8 @@
  * (ex->st, core/holds.h: the whole matrix where it runs NS, its shard of an AdamW or FSDP
  * update; element x at [x - s0]), each of those in two buffers (ping-pong, below); no rank
  * keeps a master of what it does not update (the initial weights come from the counter hash
- * through the fp32 gradient scratch); per layer its input activations and the residuals forward keeps for backward (two
- * arenas, layer after layer: what the workload's kept_bytes counts); shared scratch for the
+ * through the fp32 gradient scratch); per layer its input activations and the residuals forward
+ * keeps for backward (two arenas, layer after layer: what the workload's kept_bytes counts); shared scratch for the
  * cost-only outputs (input gradients, attention), the reductions' workspace and the index maps.
  *
  * Data: activations from the CPU backend's counter hash keyed by global row (wk_plan.h), targets
@@ -456,7 +456,8 @@ static int gpu_create(real_exec *ex, dm_err *err)
             if ((need[i] & 1) && (dev_alloc(ex, (void **)&q->mom, ns, what, err) ||
                                   cudaMemsetAsync(q->mom, 0, ns, s0) != cudaSuccess))
                 goto out;
-            if ((need[i] & 2) && (dev_alloc(ex, (void **)&q->m1, ns, what, err) || dev_alloc(ex, (void **)&q->m2, ns, what, err) ||
+            if ((need[i] & 2) && (dev_alloc(ex, (void **)&q->m1, ns, what, err) ||
+                                  dev_alloc(ex, (void **)&q->m2, ns, what, err) ||
                                   cudaMemsetAsync(q->m1, 0, ns, s0) != cudaSuccess ||
                                   cudaMemsetAsync(q->m2, 0, ns, s0) != cudaSuccess))
                 goto out;
@@ -914,8 +915,9 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
             float *w_in, *w_out;
             OK(stage(ex, q, ST_W32, lo, hi, s, &w_in, &w_out, err));
             /* the new master and, in the same pass, its bf16 working copy */
-            OK(ns_muon_apply(w_in + (lo - q->s0), w_out + (lo - q->s0), q->Wb + lo, (char *)q->ns_out + lo * dm_dtype_size(q->ns_dt),
-                             q->ns_dt, hi - lo, (float)mp->lr, (float)mp->weight_decay, scale, (ns_stream)s, err));
+            OK(ns_muon_apply(w_in + (lo - q->s0), w_out + (lo - q->s0), q->Wb + lo,
+                             (char *)q->ns_out + lo * dm_dtype_size(q->ns_dt), q->ns_dt, hi - lo, (float)mp->lr,
+                             (float)mp->weight_decay, scale, (ns_stream)s, err));
             q->ns_out = NULL;
         } else {
             if (q->gr_hi <= q->gr_lo) continue;

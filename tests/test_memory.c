@@ -156,16 +156,24 @@ static void test_attention(void)
     dm_model_free(m);
 }
 
+/* The strategies the plan-wide checks below run. */
+static const char *strats[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
+
+/* Qwen2.5-0.5B, the bundled model of the plan-wide checks; NULL (a failed check) when it does not load. */
+static dm_model *load_small(void)
+{
+    dm_err err = {{0}};
+    dm_model *m = NULL;
+    if (dm_model_load("qwen2.5-0.5b", &m, &err)) ok(0, "qwen2.5-0.5b loads (%s)", err.msg);
+    return m;
+}
+
 /* All-gather buffers: the estimate's own reading equals the executor's facts. */
 static void test_allgather_slots(void)
 {
     dm_err err = {{0}};
-    dm_model *m = NULL;
-    if (dm_model_load("qwen2.5-0.5b", &m, &err)) {
-        ok(0, "qwen2.5-0.5b loads (%s)", err.msg);
-        return;
-    }
-    static const char *strats[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
+    dm_model *m = load_small();
+    if (!m) return;
     static const int gpus[] = {2, 4, 8};
     dm_matrix *mx = NULL;
     int64_t n = 0;
@@ -234,11 +242,8 @@ static int state_cover(const dm_program *p, const int64_t *sz, int64_t n, int64_
 static void test_state_rule(void)
 {
     dm_err err = {{0}};
-    dm_model *m = NULL;
-    if (dm_model_load("qwen2.5-0.5b", &m, &err)) {
-        ok(0, "qwen2.5-0.5b loads (%s)", err.msg);
-        return;
-    }
+    dm_model *m = load_small();
+    if (!m) return;
     dm_matrix *mx = NULL;
     int64_t n = 0, total = 0;
     dm_model_matrices(m, -1, &mx, &n, &err);
@@ -278,7 +283,6 @@ static void test_state_rule(void)
         dm_program_free(p);
     }
     /* the peak skips a rank whose list is the rank before it's: never above the peak so far */
-    static const char *strats[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
     int same = 0;
     for (int k = 0; k < 5; k++) {
         dm_program *pp = plan(m, "a800", strats[k], 8, "1024", NULL, &err);
