@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "holds.h"
 #include "workload.h"
 
 #define GIB 1073741824.0
@@ -35,7 +36,7 @@ typedef struct mem_ctx {
     int64_t *sz;             /* elements per matrix */
     dm_mem_est common;       /* the rank-independent parts */
     unsigned char *need;     /* per matrix: 1 NS on it, | 2 AdamW on it (of the rank at hand) */
-    int *stamp;              /* per matrix: 1 + the rank that set need */
+    dm_range *st;            /* per matrix: the range of its state on the rank at hand */
     int64_t (*nskey)[4];     /* NS plan keys of one rank */
     int nskey_cap;
 } mem_ctx;
@@ -45,7 +46,7 @@ static void ctx_free(mem_ctx *c)
     free(c->mx);
     free(c->sz);
     free(c->need);
-    free(c->stamp);
+    free(c->st);
     free(c->nskey);
 }
 
@@ -87,19 +88,6 @@ static int layer_parts(mem_ctx *c, dm_err *err)
     e->max_attn_operands = operands;
     e->scratch = 2.0 * ((double)dx + 2.0 * (double)scores + 2.0 * (double)operands);
     return 0;
-}
-
-/* Rank r's index among group g's members (ascending ranks), g->n when not a member: a binary
- * search (a 16384-rank reduce-scatter walked by every rank was O(ranks^2)). */
-static int member_index(const dm_group *g, int r)
-{
-    int lo = 0, hi = g->n;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (g->ranks[mid] < r) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < g->n && g->ranks[lo] == r ? lo : g->n;
 }
 
 /* The ops of rank r that tell what it holds of a param (a gradient reduced to it, an update). */
@@ -160,10 +148,8 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
                 if (op->kind == DM_OP_REDUCESCATTER) {
                     int64_t total = 0;
                     for (int a = 0; a < op->n_params; a++) total += sz[op->params[a]];
-                    k = member_index(&p->groups[op->group], r);
-                    int64_t s = (total + gn - 1) / gn;
-                    slo = k * s < total ? k * s : total;
-                    shi = slo + s < total ? slo + s : total;
+                    k = dm_group_index(&p->groups[op->group], r);
+                    dm_flat_shard(total, gn, k < 0 ? gn : k, &slo, &shi);
                 }
                 for (int a = 0; a < op->n_params; a++) {
                     int64_t q = op->params[a], e = sz[q];
@@ -227,7 +213,7 @@ static int ctx_init(mem_ctx *c, const dm_model *m, const dm_program *p, const dm
         !(c->sz = dm_malloc(((size_t)c->n + 1) * sizeof *c->sz, err)))
         return -1;
     for (int64_t i = 0; i < c->n; i++) c->sz[i] = dm_matrix_elems(m, &c->mx[i]);
-    if (!(c->need = dm_calloc((size_t)c->n + 1, 1, err)) || !(c->stamp = dm_calloc((size_t)c->n + 1, sizeof *c->stamp, err)))
+    if (!(c->need = dm_calloc((size_t)c->n + 1, 1, err)) || !(c->st = dm_calloc((size_t)c->n + 1, sizeof *c->st, err)))
         return -1;
     dm_mem_est *e = &c->common;
     int64_t total = 0, max_size = 1;
@@ -266,11 +252,6 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
         const dm_op *op = &rp->ops[i];
         if (op->kind != DM_OP_NS && op->kind != DM_OP_ADAMW) continue; /* the ops that need state */
         if (bad_op(c->p, r, i, c->n, c->m, err)) return -1;
-        for (int a = 0; a < op->n_params; a++) {
-            int64_t q = op->params[a];
-            if (c->stamp[q] != r + 1) c->stamp[q] = r + 1, c->need[q] = 0;
-            c->need[q] |= op->kind == DM_OP_NS ? 1 : op->kind == DM_OP_ADAMW ? 2 : 0;
-        }
         if (op->kind != DM_OP_NS || op->n_params < 1) continue;
         if (nk == c->nskey_cap) {
             int cap = c->nskey_cap ? 2 * c->nskey_cap : 64;
@@ -297,20 +278,16 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
             ns += 2.0 * 2.0 * rows * cols + 4.0 * (rows * cols + 2.0 * mn * mn);
         }
     }
-    /* fp32 master weights where this rank updates (rank 0: every matrix), momentum, moments; a
-     * second buffer of each where it updates */
-    if (r == 0) state = 4.0 * (double)c->common.total_elems;
-    for (int i = 0; i < rp->n_ops; i++)
-        for (int a = 0; a < rp->ops[i].n_params && (rp->ops[i].kind == DM_OP_NS || rp->ops[i].kind == DM_OP_ADAMW); a++) {
-            int64_t q = rp->ops[i].params[a];
-            if (c->stamp[q] != r + 1 || !c->need[q]) continue;
-            unsigned char nd = c->need[q];
-            c->need[q] = 0; /* counted once */
-            double s4 = 4.0 * (double)c->sz[q];
-            int opt = ((nd & 1) ? 1 : 0) + ((nd & 2) ? 2 : 0);
-            state += s4 * ((r == 0 ? 0 : 1) + opt);
-            next += s4 * (1 + opt);
-        }
+    /* fp32 master weights, momentum and moments over the range this rank's updates touch (the
+     * state rule, core/holds.h), and a second buffer of each */
+    if (dm_state_ranges(c->p, c->sz, c->n, r, c->st, c->need, err)) return -1;
+    for (int64_t q = 0; q < c->n; q++) {
+        if (c->st[q].hi <= c->st[q].lo) continue;
+        double s4 = 4.0 * (double)(c->st[q].hi - c->st[q].lo);
+        int arrays = 1 + ((c->need[q] & 1) ? 1 : 0) + ((c->need[q] & 2) ? 2 : 0);
+        state += s4 * arrays;
+        next += s4 * arrays;
+    }
     e->state = state + 4.0 * (double)c->common.max_size; /* + the fp32 gradient scratch */
     e->state_next = next;
     e->ns = ns;
@@ -328,16 +305,34 @@ int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const dm_mem_
     return rc;
 }
 
+/* Does what a rank of this list holds depend on which rank it is (holds.h's dm_hold_op)? */
+static int member_dependent(const dm_rank_prog *rp)
+{
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        if (op->kind == DM_OP_REDUCESCATTER || op->parts > 1 || op->kind == DM_OP_REDUCE) return 1;
+    }
+    return 0;
+}
+
 int dm_mem_peak(const dm_model *m, const dm_program *p, const dm_mem_exact *x, dm_mem_est *e, dm_err *err)
 {
     memset(e, 0, sizeof *e);
     mem_ctx c;
-    int rc = ctx_init(&c, m, p, x, err);
+    int rc = ctx_init(&c, m, p, x, err), dep = -1, run = 0;
+    int stride = p->nranks > DM_MEM_PEAK_EXACT ? p->nranks / DM_MEM_PEAK_EXACT : 1;
     for (int r = 0; r < p->nranks && !rc; r++) {
         dm_mem_est x;
-        /* a rank on the list of the rank before it (not rank 0, which holds every master
-         * weight) has its parts: never more than the peak so far */
-        if (r >= 2 && p->ranks[r].ops == p->ranks[r - 1].ops && p->ranks[r].n_ops == p->ranks[r - 1].n_ops) continue;
+        /* a rank on the list of the rank before it has its parts, unless the list cuts flat
+         * buffers by member (a reduce-scatter, a part) or reduces to a root: then its state
+         * (core/holds.h) may differ, by where its shards fall (memory.h: sampled past
+         * DM_MEM_PEAK_EXACT ranks) */
+        int same = r >= 1 && p->ranks[r].ops == p->ranks[r - 1].ops && p->ranks[r].n_ops == p->ranks[r - 1].n_ops;
+        int last = r + 1 == p->nranks || p->ranks[r + 1].ops != p->ranks[r].ops;
+        run = same ? run + 1 : 0;
+        if (!same) dep = -1;
+        if (same && dep < 0) dep = member_dependent(&p->ranks[r]); /* once per run of one list */
+        if (same && (!dep || (run % stride && !last))) continue;
         if ((rc = rank_parts(&c, r, &x, err))) break;
         if (r == 0 || x.total > e->total) *e = x;
     }

@@ -19,11 +19,12 @@
  *                  L_k) and its operands Q, K, V, O and their gradients (max_attn_operands
  *                  elements each set: windows x heads x (L_q hd + L_k hd + L_k vd + L_q vd));
  *                  2 x (max_dx + 2 max_attn_scores + 2 max_attn_operands)
- *   state          fp32 master weights of what this rank updates (rank 0: of every matrix, the
- *                  reference copy before any step), Muon momentum (matrices it runs NS on), two
- *                  AdamW moments (tensors it runs AdamW on), and the fp32 gradient scratch of
- *                  the largest matrix (4 x max_size)
- *   state_next     the second (ping-pong) buffer of each state array this rank updates
+ *   state          per matrix, over the range this rank's updates touch (core/holds.h's
+ *                  dm_state_ranges: the whole matrix where it runs NS, its shard of an AdamW or
+ *                  FSDP update, nothing where it updates none): fp32 master weights, Muon
+ *                  momentum (matrices it runs NS on), two AdamW moments (tensors it runs AdamW
+ *                  on); and the fp32 gradient scratch of the largest matrix (4 x max_size)
+ *   state_next     the second (ping-pong) buffer of each state array, over the same range
  *   ns             NS plans of this rank, one per distinct (shape, batch, algorithm): input and
  *                  output in 2 bytes and about two fp32 work matrices per batch entry
  *                  (2 x 2 r c + 4 (r c + 2 min(r, c)^2) per matrix; approximate)
@@ -95,7 +96,14 @@ typedef struct dm_mem_exact {
  * have, or tokens the model refuses (dm_workload_check). */
 int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const dm_mem_exact *x, dm_mem_est *e, dm_err *err);
 
-/* The same for every rank: *e is the rank that needs the most (the lowest on ties). */
+/* The same for every rank: *e is the rank that needs the most (the lowest on ties). Ranks that
+ * share one op list (dm_rank_prog.share) need the same, except where the list cuts flat buffers
+ * by member (reduce-scatter) or reduces to a root: their state ranges then differ by where their
+ * shards fall, a few elements per parameter. Such ranks are all estimated up to
+ * DM_MEM_PEAK_EXACT ranks; past it every (ranks / DM_MEM_PEAK_EXACT)-th of a run of one list and
+ * its last (DeepSeek-V3 under muon-fsdp at 1024 ranks: 3.4 s, about what the estimate took before
+ * the state followed the ranges, where every rank would take 11.6 s). */
+#define DM_MEM_PEAK_EXACT 64
 int dm_mem_peak(const dm_model *m, const dm_program *p, const dm_mem_exact *x, dm_mem_est *e, dm_err *err);
 
 /* 1 when e->total fits in the GPU's memory. */

@@ -102,7 +102,7 @@ typedef struct dm_op {
     int part, parts;    /* broadcast/reduce/all-reduce: parts > 1: the op moves only flat part `part` of
                            `parts` of its params' flat buffer (the params in order, each whole;
                            the reduce-scatter layout: part k is [k ceil(T/n), (k+1) ceil(T/n))
-                           of T elements, real_work.h's real_flat_shard); bytes are that part's.
+                           of T elements, core/holds.h's dm_flat_shard); bytes are that part's.
                            0 (default): the whole buffer */
     int staged;         /* collectives: 1 when the GPU executor packs the op's params into its
                            collective buffer around the call (and unpacks), 0 when the call

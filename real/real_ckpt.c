@@ -267,10 +267,11 @@ static int take(FILE *f, void *p, size_t n, uint32_t *crc)
     return 0;
 }
 
-/* Pass 1 (install 0): check the file against this run and its checksum, installing nothing.
- * Pass 2 (install 1): read it again and install it. */
-static int read_rank(real_exec *ex, FILE *f, const char *path, int step, float *b[4], int install, int64_t *adam_t,
-                     dm_err *err)
+/* Pass 1 (install 0): check the file against this run (its header, then its size: bytes, this
+ * run's file size) and its checksum, installing nothing. Pass 2 (install 1): read it again and
+ * install it. */
+static int read_rank(real_exec *ex, FILE *f, const char *path, int step, float *b[4], int install, long long bytes,
+                     int64_t *adam_t, dm_err *err)
 {
     uint32_t crc = 0, want = 0;
     char magic[sizeof CK_MAGIC - 1];
@@ -287,6 +288,10 @@ static int read_rank(real_exec *ex, FILE *f, const char *path, int step, float *
                           "of %lld, program %016llx", path, (long long)hdr[0], (long long)hdr[1], (long long)hdr[2],
                           (unsigned long long)hdr[3], step, (long long)ex->n_mx,
                           (unsigned long long)dm_program_hash(ex->prog));
+    long long fsize = rank_file_bytes(ex); /* ranks' files differ in size: after the rank's check */
+    if (bytes != fsize)
+        return dm_err_set(err, "%s: %lld bytes; a rank file of this run has %lld (truncated, or data after its end)", path,
+                          bytes, fsize);
     for (int64_t i = 0; i < ex->n_mx; i++) {
         real_pinfo pi;
         real_param_info(ex, i, &pi);
@@ -331,15 +336,12 @@ int real_exec_load(real_exec *ex, const char *dir, dm_err *err)
     FILE *f = mem ? fopen(path, "rb") : NULL;
     struct stat st;
     int64_t adam_t = 0;
-    long long want = rank_file_bytes(ex);
     if (!mem) rc = -1;
     else if (!f) rc = dm_err_set(err, "%s: %s", path, strerror(errno));
-    else if (fstat(fileno(f), &st) < 0 || (long long)st.st_size != want)
-        rc = dm_err_set(err, "%s: %lld bytes; a rank file of this run has %lld (truncated, or data after its end)", path,
-                        (long long)st.st_size, want);
-    else rc = read_rank(ex, f, path, c.step, b, 0, &adam_t, err);
+    else if (fstat(fileno(f), &st) < 0) rc = dm_err_set(err, "%s: %s", path, strerror(errno));
+    else rc = read_rank(ex, f, path, c.step, b, 0, (long long)st.st_size, &adam_t, err);
     /* everything checked on every rank: now install it */
-    if (real_agree(ex->comm, rc, err) == 0) rc = read_rank(ex, f, path, c.step, b, 1, &adam_t, err);
+    if (real_agree(ex->comm, rc, err) == 0) rc = read_rank(ex, f, path, c.step, b, 1, (long long)st.st_size, &adam_t, err);
     else rc = -2;
     if (f) fclose(f);
     free(mem);

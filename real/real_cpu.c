@@ -13,7 +13,11 @@
  * them in. Compute ops run to completion when started; collectives are MPI_I* calls tested in
  * the loop, so a program that would deadlock on GPUs deadlocks here too and is reported after
  * the timeout instead of hanging. Updates write staged copies (Wn, mom_n, m1n, m2n), which the
- * step's end commits by swapping, or drops. */
+ * step's end commits by swapping, or drops.
+ *
+ * Every rank holds every matrix's weights whole (W, Wn: the working copy forward reads is the
+ * master here); the optimizer state (momentum, moments and their staged copies) only over the
+ * range its updates touch (ex->st, core/holds.h), element x at [x - st.lo]. */
 #include "config.h"
 
 #include <limits.h>
@@ -35,8 +39,9 @@ typedef struct rparam {
     int one_d, muon;
     float *W, *Wn;            /* committed weights; staged (latest on this rank) */
     float *G;                 /* gradient: local after backward, reduced after collectives */
-    float *mom, *mom_n;       /* Muon momentum, committed and staged */
-    float *m1, *m2, *m1n, *m2n; /* AdamW moments */
+    float *mom, *mom_n;       /* Muon momentum, committed and staged, over [st_lo, st_hi) */
+    float *m1, *m2, *m1n, *m2n; /* AdamW moments, over [st_lo, st_hi) */
+    int64_t st_lo, st_hi;     /* the state's range (ex->st) */
     float *O;                 /* NS input, then output */
     int64_t gr_lo, gr_hi;     /* reduced-gradient range this step */
     int64_t rs_lo, rs_hi;     /* the part a reduce-scatter gave this rank this step */
@@ -71,12 +76,17 @@ static cpu *C(const real_exec *ex) { return ex->bs; }
 
 /* ---- set-up ------------------------------------------------------------------------------ */
 
-/* The CPU backend holds every matrix whole on every rank: refuse what cannot fit the node. */
+/* The CPU backend holds every matrix's weights and gradient whole on every rank, its state over
+ * its range: refuse what cannot fit the node. */
 static int cpu_precheck(real_exec *ex, dm_err *err)
 {
     const wk_plan *w = &ex->wl;
     double need = 0;
-    for (int64_t i = 0; i < ex->n_mx; i++) need += 4.0 * 7.0 * (double)ex->mx[i].rows * (double)ex->mx[i].cols;
+    for (int64_t i = 0; i < ex->n_mx; i++) {
+        double st = (double)(ex->st[i].hi > ex->st[i].lo ? ex->st[i].hi - ex->st[i].lo : 0);
+        double whole = (double)dm_matrix_elems(ex->model, &ex->mx[i]);
+        need += 4.0 * (3.0 * whole + ((ex->need[i] & 1) ? whole + 2.0 * st : 0) + ((ex->need[i] & 2) ? 4.0 * st : 0));
+    }
     need += 4.0 * ((double)w->n_act + (double)w->n_res + (double)w->max_dx + (double)w->max_dx2);
     for (int a = 0; a < WK_A__N; a++) need += 4.0 * (double)w->attn_size[a];
     int local = 1;
@@ -147,7 +157,7 @@ static int cpu_create(real_exec *ex, dm_err *err)
 {
     const dm_program *prog = ex->prog;
     const wk_plan *wl = &ex->wl;
-    unsigned char *need = NULL; /* per matrix: 1 Muon state, 2 AdamW state on this rank */
+    const unsigned char *need = ex->need; /* per matrix: 1 Muon state, 2 AdamW state on this rank */
     cpu *c = dm_calloc(1, sizeof *c, err);
     if (!c) return -1;
     ex->bs = c;
@@ -158,12 +168,10 @@ static int cpu_create(real_exec *ex, dm_err *err)
         MPI_Comm_split(ex->comm, ex->gidx[g] >= 0 ? 0 : MPI_UNDEFINED, ex->rank, &c->gcomm[g]);
     if (setup_ops(ex, c, err) < 0) return -1;
     if (!(c->p = dm_calloc((size_t)(ex->n_mx ? ex->n_mx : 1), sizeof *c->p, err)) ||
-        !(need = dm_calloc((size_t)(ex->n_mx ? ex->n_mx : 1), 1, err)) ||
         !(c->act = dm_calloc((size_t)(wl->n_layers ? wl->n_layers : 1), sizeof *c->act, err)) ||
         !(c->res = dm_calloc((size_t)(wl->n_layers ? wl->n_layers : 1), sizeof *c->res, err)))
         goto fail;
     size_t scratch = 1;
-    real_state_needs(prog, ex->rank, ex->n_mx, need);
     for (int64_t i = 0; i < ex->n_mx; i++) {
         rparam *q = &c->p[i];
         const dm_matrix *m = &ex->mx[i];
@@ -175,12 +183,14 @@ static int cpu_create(real_exec *ex, dm_err *err)
         size_t sz = (size_t)q->size;
         if (!(q->W = dm_malloc(sz * 4, err)) || !(q->Wn = dm_malloc(sz * 4, err)) || !(q->G = dm_calloc(sz, 4, err)))
             goto fail;
-        /* optimizer state only for what this rank's program updates */
-        if ((need[i] & 1) && (!(q->mom = dm_calloc(sz, 4, err)) || !(q->mom_n = dm_calloc(sz, 4, err)) ||
-                              !(q->O = dm_calloc(sz, 4, err))))
+        /* optimizer state only over what this rank's program updates */
+        q->st_lo = ex->st[i].lo, q->st_hi = ex->st[i].hi > ex->st[i].lo ? ex->st[i].hi : ex->st[i].lo;
+        size_t ns = (size_t)(q->st_hi - q->st_lo);
+        if ((need[i] & 1) && ns && (!(q->mom = dm_calloc(ns, 4, err)) || !(q->mom_n = dm_calloc(ns, 4, err)) ||
+                                    !(q->O = dm_calloc(sz, 4, err))))
             goto fail;
-        if ((need[i] & 2) && (!(q->m1 = dm_calloc(sz, 4, err)) || !(q->m2 = dm_calloc(sz, 4, err)) ||
-                              !(q->m1n = dm_calloc(sz, 4, err)) || !(q->m2n = dm_calloc(sz, 4, err))))
+        if ((need[i] & 2) && ns && (!(q->m1 = dm_calloc(ns, 4, err)) || !(q->m2 = dm_calloc(ns, 4, err)) ||
+                                    !(q->m1n = dm_calloc(ns, 4, err)) || !(q->m2n = dm_calloc(ns, 4, err))))
             goto fail;
         real_fill_weights(ex->o.seed, m, q->one_d, q->W);
         if (sz > scratch) scratch = sz;
@@ -207,10 +217,8 @@ static int cpu_create(real_exec *ex, dm_err *err)
     snprintf(ex->info, sizeof ex->info, "cpu: MPI non-blocking collectives summing in rank order, reference kernels "
              "(wk_ref, ns_ref); activations %.1f MiB, kept %.1f MiB", (double)wl->n_act * 4 / 1048576.0,
              (double)wl->n_res * 4 / 1048576.0);
-    free(need);
     return 0;
 fail:
-    free(need);
     return -1;
 }
 
@@ -446,6 +454,9 @@ static int update_one(real_exec *ex, int i, const dm_op *op, int64_t id, dm_err 
         if (q->gr_lo != 0 || q->gr_hi != q->size)
             return dm_err_set(err, "rank %d op %d (ns): the reduced gradient of %s is not on this rank", ex->rank, i,
                               real_matrix_name(ex, id));
+        if (!q->mom || q->st_lo != 0 || q->st_hi != q->size)
+            return dm_err_set(err, "rank %d op %d (ns): %s has no whole Muon state on this rank", ex->rank, i,
+                              real_matrix_name(ex, id));
         if (!finite_range(q->G, 0, q->size)) note_bad(&c->bad_reduced, id);
         ns_muon_momentum_f(q->G, q->mom, q->mom_n, q->O, (size_t)q->size, mp->momentum, mp->nesterov);
         ns_opts no = mp->ns;
@@ -470,8 +481,13 @@ static int update_one(real_exec *ex, int i, const dm_op *op, int64_t id, dm_err 
     case DM_OP_ADAMW: {
         int64_t lo = q->gr_lo, hi = q->gr_hi;
         if (hi <= lo) return 0;
+        if (!q->m1 || lo < q->st_lo || hi > q->st_hi)
+            return dm_err_set(err, "rank %d op %d (adamw): %s updates [%lld, %lld), outside its state [%lld, %lld) on this "
+                              "rank", ex->rank, i, real_matrix_name(ex, id), (long long)lo, (long long)hi,
+                              (long long)q->st_lo, (long long)q->st_hi);
         if (!finite_range(q->G, lo, hi)) note_bad(&c->bad_reduced, id);
-        if (ns_adamw_f(q->W + lo, q->Wn + lo, q->m1 + lo, q->m1n + lo, q->m2 + lo, q->m2n + lo, q->G + lo,
+        int64_t s = lo - q->st_lo;
+        if (ns_adamw_f(q->W + lo, q->Wn + lo, q->m1 + s, q->m1n + s, q->m2 + s, q->m2n + s, q->G + lo,
                        (size_t)(hi - lo), ex->adam_t + 1, &ex->o.adamw, err) < 0)
             return -1;
         q->up_lo = q->up_hi > q->up_lo ? (lo < q->up_lo ? lo : q->up_lo) : lo;
@@ -520,7 +536,7 @@ static void op_span(real_exec *ex, const dm_op *op, int64_t *lo, int64_t *hi)
 {
     int64_t total = flat_total(ex, op);
     *lo = 0, *hi = total;
-    if (op->parts > 1) real_flat_shard(total, op->parts, op->part, lo, hi);
+    if (op->parts > 1) dm_flat_shard(total, op->parts, op->part, lo, hi);
 }
 
 static void extend_gr(rparam *q, int64_t lo, int64_t hi)
@@ -688,9 +704,10 @@ static int cpu_step_begin(real_exec *ex, dm_err *err)
     cpu *c = C(ex);
     for (int64_t i = 0; i < ex->n_mx; i++) {
         rparam *q = &c->p[i];
+        size_t ns = (size_t)(q->st_hi - q->st_lo) * 4;
         memcpy(q->Wn, q->W, (size_t)q->size * 4);
-        if (q->mom) memcpy(q->mom_n, q->mom, (size_t)q->size * 4);
-        if (q->m1) memcpy(q->m1n, q->m1, (size_t)q->size * 4), memcpy(q->m2n, q->m2, (size_t)q->size * 4);
+        if (q->mom) memcpy(q->mom_n, q->mom, ns);
+        if (q->m1) memcpy(q->m1n, q->m1, ns), memcpy(q->m2n, q->m2, ns);
         q->gr_lo = q->gr_hi = q->up_lo = q->up_hi = q->rs_lo = q->rs_hi = 0;
         q->ns_done = q->applied = 0;
     }
@@ -820,14 +837,25 @@ static int cpu_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, f
     return 0;
 }
 
+/* A state array over [st_lo, st_hi) to or from a whole host array (zeros outside the range). */
+static void state_io(const rparam *q, float *st, float *whole, int to_whole)
+{
+    size_t n = (size_t)(q->st_hi - q->st_lo) * 4;
+    if (!to_whole) {
+        memcpy(st, whole + q->st_lo, n);
+        return;
+    }
+    memset(whole, 0, (size_t)q->size * 4);
+    memcpy(whole + q->st_lo, st, n);
+}
+
 static int cpu_param_get(real_exec *ex, int64_t i, float *W, float *mom, float *m1, float *m2, dm_err *err)
 {
     (void)err;
     rparam *q = &C(ex)->p[i];
-    size_t sz = (size_t)q->size * 4;
-    if (W) memcpy(W, q->W, sz);
-    if (mom && q->mom) memcpy(mom, q->mom, sz);
-    if (m1 && q->m1) memcpy(m1, q->m1, sz), memcpy(m2, q->m2, sz);
+    if (W) memcpy(W, q->W, (size_t)q->size * 4);
+    if (mom && q->mom) state_io(q, q->mom, mom, 1);
+    if (m1 && q->m1) state_io(q, q->m1, m1, 1), state_io(q, q->m2, m2, 1);
     return 0;
 }
 
@@ -836,10 +864,9 @@ static int cpu_param_put(real_exec *ex, int64_t i, const float *W, const float *
 {
     (void)err;
     rparam *q = &C(ex)->p[i];
-    size_t sz = (size_t)q->size * 4;
-    if (W) memcpy(q->W, W, sz);
-    if (mom && q->mom) memcpy(q->mom, mom, sz);
-    if (m1 && q->m1) memcpy(q->m1, m1, sz), memcpy(q->m2, m2, sz);
+    if (W) memcpy(q->W, W, (size_t)q->size * 4);
+    if (mom && q->mom) state_io(q, q->mom, (float *)mom, 0);
+    if (m1 && q->m1) state_io(q, q->m1, (float *)m1, 0), state_io(q, q->m2, (float *)m2, 0);
     q->own_lo = own_lo;
     q->own_hi = own_hi;
     return 0;

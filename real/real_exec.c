@@ -117,6 +117,14 @@ static int check_local(real_exec *ex, dm_err *err)
     if (dm_program_validate(p, err) < 0) return -1;
     if (dm_model_matrices(ex->model, -1, &ex->mx, &ex->n_mx, err) < 0) return -1;
     if (real_facts_build(p, ex->mx, ex->n_mx, &ex->facts, err) < 0) return -1;
+    /* where this rank keeps optimizer state: both backends allocate by this one rule */
+    size_t nm = (size_t)(ex->n_mx ? ex->n_mx : 1);
+    int64_t *sz = dm_malloc(nm * sizeof *sz, err);
+    int rc = sz && (ex->st = dm_calloc(nm, sizeof *ex->st, err)) && (ex->need = dm_calloc(nm, 1, err)) ? 0 : -1;
+    for (int64_t i = 0; i < ex->n_mx && rc == 0; i++) sz[i] = dm_matrix_elems(ex->model, &ex->mx[i]);
+    if (rc == 0) rc = dm_state_ranges(p, sz, ex->n_mx, ex->rank, ex->st, ex->need, err);
+    free(sz);
+    if (rc < 0) return -1;
     /* a racy program would run differently on GPUs */
     if (real_check_hazards(p, ex->rank, ex->mx, ex->n_mx, err) < 0) return -1;
     /* the layers' kernels at this run's tokens; the program's works must be these */
@@ -203,6 +211,8 @@ void real_exec_destroy(real_exec *ex)
     if (ex->be) ex->be->destroy(ex);
     if (ex->comm != MPI_COMM_NULL) MPI_Comm_free(&ex->comm);
     real_facts_free(&ex->facts);
+    free(ex->st);
+    free(ex->need);
     wk_plan_free(&ex->wl);
     free(ex->mx);
     free(ex->gidx);

@@ -15,9 +15,12 @@
  * collective runs in place on the arena's range, alignment gaps (zeros) included, unless the
  * program marks it staged (dm_op.staged: packed into the stream's collective buffer around the
  * call); fp32 master weights and
- * optimizer state only where this rank updates, each of those in two buffers (ping-pong,
- * below); per layer its input activations and the residuals forward keeps for backward (two
- * arenas, layer after layer: what the workload's kept_bytes counts); shared scratch for the
+ * optimizer state only where this rank updates and only over the range its updates touch
+ * (ex->st, core/holds.h: the whole matrix where it runs NS, its shard of an AdamW or FSDP
+ * update; element x at [x - s0]), each of those in two buffers (ping-pong, below); no rank
+ * keeps a master of what it does not update (the initial weights come from the counter hash
+ * through the fp32 gradient scratch); per layer its input activations and the residuals forward
+ * keeps for backward (two arenas, layer after layer: what the workload's kept_bytes counts); shared scratch for the
  * cost-only outputs (input gradients, attention), the reductions' workspace and the index maps.
  *
  * Data: activations from the CPU backend's counter hash keyed by global row (wk_plan.h), targets
@@ -111,9 +114,9 @@ typedef struct gparam {
     int64_t rows, cols, size;
     int one_d;
     bf16 *Wb, *G;             /* into the arenas */
-    float *W32, *mom, *m1, *m2; /* the committed state where this rank updates (W32 also on rank
-                                   0 for every matrix: the reference before any step) */
+    float *W32, *mom, *m1, *m2; /* the committed state where this rank updates, over [s0, s1) */
     float *nxt[ST__N];        /* the second buffer of each state this rank updates (ping-pong) */
+    int64_t s0, s1;           /* the states' range (ex->st): element x of the matrix at [x - s0] */
     int64_t st_lo[ST__N], st_hi[ST__N]; /* where nxt may differ from the committed buffer */
     int64_t wr_lo[ST__N], wr_hi[ST__N]; /* written this step (hull; empty: not written) */
     int64_t own_lo, own_hi;   /* range updated in the last committed step */
@@ -190,10 +193,11 @@ static int gpu_wait(real_exec *ex, cudaEvent_t ev, const char *what, dm_err *err
 static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, dm_dtype *dt,
                          dm_err *err);
 
-/* Every state's second buffer may differ from the committed one anywhere (allocation, param_put). */
+/* Every state's second buffer may differ from the committed one anywhere in its range
+ * (allocation, param_put). */
 static void state_stale(gparam *q)
 {
-    for (int k = 0; k < ST__N; k++) q->st_lo[k] = 0, q->st_hi[k] = q->size;
+    for (int k = 0; k < ST__N; k++) q->st_lo[k] = q->s0, q->st_hi[k] = q->s1;
 }
 
 /* ---- setup ----------------------------------------------------------------------------- */
@@ -412,13 +416,8 @@ static int gpu_create(real_exec *ex, dm_err *err)
 
     /* what this rank updates */
     int64_t n = ex->n_mx;
-    unsigned char *need = dm_calloc((size_t)(n ? n : 1), 1, err);
-    if (!need) return -1;
-    real_state_needs(p, ex->rank, n, need);
-    if (!(g->p = dm_calloc((size_t)(n ? n : 1), sizeof *g->p, err))) {
-        free(need);
-        return -1;
-    }
+    const unsigned char *need = ex->need;
+    if (!(g->p = dm_calloc((size_t)(n ? n : 1), sizeof *g->p, err))) return -1;
     int64_t total = est.total_elems, max_size = est.max_size, max_coll = est.max_coll;
     g->total = total;
     for (int64_t i = 0; i < n; i++) {
@@ -428,8 +427,11 @@ static int gpu_create(real_exec *ex, dm_err *err)
         q->rows = m->rows;
         q->cols = q->one_d ? 1 : m->cols;
         q->size = q->rows * q->cols;
-        q->own_lo = 0;
-        q->own_hi = ex->rank == 0 ? q->size : 0; /* before any step rank 0's copy is the one */
+        q->s0 = ex->st[i].lo;
+        q->s1 = ex->st[i].hi > ex->st[i].lo ? ex->st[i].hi : ex->st[i].lo;
+        /* before any step the initial master over the state's range (exact fp32) is the one */
+        q->own_lo = q->s0;
+        q->own_hi = q->s1;
         state_stale(q); /* nxt uninitialised */
     }
     int rc = -1;
@@ -462,39 +464,38 @@ static int gpu_create(real_exec *ex, dm_err *err)
         q->Wb = g->arena_w + g->off[i];
         q->G = g->arena_g + g->off[i];
         char what[320];
-        if (need[i] || ex->rank == 0) {
+        size_t ns = (size_t)(q->s1 - q->s0) * 4;
+        if (ns) {
             snprintf(what, sizeof what, "the master weights and optimizer state of %s", real_matrix_name(ex, i));
-            if (dev_alloc(ex, (void **)&q->W32, (size_t)q->size * 4, what, err)) goto out;
-            if ((need[i] & 1) && (dev_alloc(ex, (void **)&q->mom, (size_t)q->size * 4, what, err) ||
-                                  cudaMemsetAsync(q->mom, 0, (size_t)q->size * 4, s0) != cudaSuccess))
+            if (dev_alloc(ex, (void **)&q->W32, ns, what, err)) goto out;
+            if ((need[i] & 1) && (dev_alloc(ex, (void **)&q->mom, ns, what, err) ||
+                                  cudaMemsetAsync(q->mom, 0, ns, s0) != cudaSuccess))
                 goto out;
-            if ((need[i] & 2) && (dev_alloc(ex, (void **)&q->m1, (size_t)q->size * 4, what, err) ||
-                                  dev_alloc(ex, (void **)&q->m2, (size_t)q->size * 4, what, err) ||
-                                  cudaMemsetAsync(q->m1, 0, (size_t)q->size * 4, s0) != cudaSuccess ||
-                                  cudaMemsetAsync(q->m2, 0, (size_t)q->size * 4, s0) != cudaSuccess))
+            if ((need[i] & 2) && (dev_alloc(ex, (void **)&q->m1, ns, what, err) ||
+                                  dev_alloc(ex, (void **)&q->m2, ns, what, err) ||
+                                  cudaMemsetAsync(q->m1, 0, ns, s0) != cudaSuccess ||
+                                  cudaMemsetAsync(q->m2, 0, ns, s0) != cudaSuccess))
                 goto out;
-        }
-        if (need[i]) {
             snprintf(what, sizeof what, "the second buffers of the state of %s", real_matrix_name(ex, i));
-            if (dev_alloc(ex, (void **)&q->nxt[ST_W32], (size_t)q->size * 4, what, err) ||
-                ((need[i] & 1) && dev_alloc(ex, (void **)&q->nxt[ST_MOM], (size_t)q->size * 4, what, err)) ||
-                ((need[i] & 2) && (dev_alloc(ex, (void **)&q->nxt[ST_M1], (size_t)q->size * 4, what, err) ||
-                                   dev_alloc(ex, (void **)&q->nxt[ST_M2], (size_t)q->size * 4, what, err))))
+            if (dev_alloc(ex, (void **)&q->nxt[ST_W32], ns, what, err) ||
+                ((need[i] & 1) && dev_alloc(ex, (void **)&q->nxt[ST_MOM], ns, what, err)) ||
+                ((need[i] & 2) && (dev_alloc(ex, (void **)&q->nxt[ST_M1], ns, what, err) ||
+                                   dev_alloc(ex, (void **)&q->nxt[ST_M2], ns, what, err))))
                 goto out;
         }
         /* every rank draws the same initial weights, the CPU backend's (real_fill_weights: 1 + 0.1 U
-         * for 1-D, U / sqrt(cols) for 2-D, U the counter hash), so the backends start alike */
-        if (!q->W32 && dev_alloc(ex, (void **)&q->W32, (size_t)q->size * 4, "initial weights", err)) goto out;
-        if (q->one_d ? wk_fill_hash_f32(q->W32, 1, q->size, ex->o.seed, WK_H_WEIGHT, ex->mx[i].id, 0.1f, 1.0f,
+         * for 1-D, U / sqrt(cols) for 2-D, U the counter hash), whole into the fp32 scratch, so the
+         * backends start alike: the working copy from all of it, the master from its range */
+        if (q->one_d ? wk_fill_hash_f32(g->g32, 1, q->size, ex->o.seed, WK_H_WEIGHT, ex->mx[i].id, 0.1f, 1.0f,
                                         (ns_stream)s0, err)
-                     : wk_fill_hash_f32(q->W32, q->rows, q->cols, ex->o.seed, WK_H_WEIGHT, ex->mx[i].id,
+                     : wk_fill_hash_f32(g->g32, q->rows, q->cols, ex->o.seed, WK_H_WEIGHT, ex->mx[i].id,
                                         (float)(1.0 / sqrt((double)q->cols)), 0.0f, (ns_stream)s0, err))
             goto out;
-        if (ns_convert(q->W32, DM_DT_FP32, q->Wb, DM_DT_BF16, q->size, (ns_stream)s0, err)) goto out;
-        if (!need[i] && ex->rank != 0) {
-            cudaStreamSynchronize(s0);
-            cudaFree(q->W32);
-            q->W32 = NULL;
+        if (ns_convert(g->g32, DM_DT_FP32, q->Wb, DM_DT_BF16, q->size, (ns_stream)s0, err)) goto out;
+        if (ns && cudaMemcpyAsync(q->W32, g->g32 + q->s0, ns, cudaMemcpyDeviceToDevice, s0) != cudaSuccess) {
+            dm_err_set(err, "rank %d: the initial master weights of %s: cudaMemcpyAsync failed", ex->rank,
+                       real_matrix_name(ex, i));
+            goto out;
         }
     }
     if (alloc_workload(ex, s0, err)) goto out;
@@ -543,7 +544,6 @@ static int gpu_create(real_exec *ex, dm_err *err)
     note_mem(g);
     rc = 0;
 out:
-    free(need);
     return rc;
 }
 
@@ -802,20 +802,23 @@ static float **state_cur(gparam *q, int k)
  * the second buffer, which the update writes; *in what it reads: the committed buffer at the
  * state's first write in the step (the second buffer first takes the committed values where it
  * is stale outside [lo, hi): at most two intervals, normally none), the second buffer at a
- * later write (valid everywhere by then). Both whole-matrix pointers. */
+ * later write (valid everywhere by then). Both point at the range's start (element x of the
+ * matrix at [x - q->s0]); [lo, hi) must lie in the range. */
 static int stage(real_exec *ex, gparam *q, int k, int64_t lo, int64_t hi, cudaStream_t s, float **in, float **out,
                  dm_err *err)
 {
     float *cur = *state_cur(q, k), *nx = q->nxt[k];
-    if (!cur || !nx)
-        return dm_err_set(err, "rank %d: an update of %s without its state's two buffers", ex->rank,
-                          real_matrix_name(ex, q - G(ex)->p));
+    if (!cur || !nx || lo < q->s0 || hi > q->s1)
+        return dm_err_set(err, "rank %d: an update of %s over [%lld, %lld) without its state's two buffers there (its "
+                          "state: [%lld, %lld))", ex->rank, real_matrix_name(ex, q - G(ex)->p), (long long)lo,
+                          (long long)hi, (long long)q->s0, (long long)q->s1);
     if (q->wr_hi[k] > q->wr_lo[k]) {
         *in = nx;
     } else {
         int64_t a = q->st_lo[k], b = q->st_hi[k], e1 = b < lo ? b : lo, s2 = a > hi ? a : hi;
-        if (a < e1) CU(cudaMemcpyAsync(nx + a, cur + a, (size_t)(e1 - a) * 4, cudaMemcpyDeviceToDevice, s));
-        if (s2 < b) CU(cudaMemcpyAsync(nx + s2, cur + s2, (size_t)(b - s2) * 4, cudaMemcpyDeviceToDevice, s));
+        int64_t o = q->s0;
+        if (a < e1) CU(cudaMemcpyAsync(nx + (a - o), cur + (a - o), (size_t)(e1 - a) * 4, cudaMemcpyDeviceToDevice, s));
+        if (s2 < b) CU(cudaMemcpyAsync(nx + (s2 - o), cur + (s2 - o), (size_t)(b - s2) * 4, cudaMemcpyDeviceToDevice, s));
         *in = cur;
     }
     extend(&q->wr_lo[k], &q->wr_hi[k], lo, hi);
@@ -835,7 +838,7 @@ static int end_step(real_exec *ex, int kept, dm_err *err)
     for (int64_t i = 0; i < ex->n_mx; i++) {
         gparam *q = &g->p[i];
         if (!kept && q->wr_hi[ST_W32] > q->wr_lo[ST_W32])
-            OK(ns_convert(q->W32 + q->wr_lo[ST_W32], DM_DT_FP32, q->Wb + q->wr_lo[ST_W32], DM_DT_BF16,
+            OK(ns_convert(q->W32 + (q->wr_lo[ST_W32] - q->s0), DM_DT_FP32, q->Wb + q->wr_lo[ST_W32], DM_DT_BF16,
                           q->wr_hi[ST_W32] - q->wr_lo[ST_W32], (ns_stream)s, err));
         if (kept) q->own_lo = q->wr_lo[ST_W32], q->own_hi = q->wr_hi[ST_W32];
         for (int k = 0; k < ST__N; k++) {
@@ -927,8 +930,9 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
             float *w_in, *w_out;
             OK(stage(ex, q, ST_W32, lo, hi, s, &w_in, &w_out, err));
             /* the new master and, in the same pass, its bf16 working copy */
-            OK(ns_muon_apply(w_in + lo, w_out + lo, q->Wb + lo, (char *)q->ns_out + lo * dm_dtype_size(q->ns_dt),
-                             q->ns_dt, hi - lo, (float)mp->lr, (float)mp->weight_decay, scale, (ns_stream)s, err));
+            OK(ns_muon_apply(w_in + (lo - q->s0), w_out + (lo - q->s0), q->Wb + lo,
+                             (char *)q->ns_out + lo * dm_dtype_size(q->ns_dt), q->ns_dt, hi - lo, (float)mp->lr,
+                             (float)mp->weight_decay, scale, (ns_stream)s, err));
             q->ns_out = NULL;
         } else {
             if (q->gr_hi <= q->gr_lo) continue;
@@ -940,7 +944,8 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
             OK(stage(ex, q, ST_M1, lo, lo + n, s, &m_in, &m_out, err));
             OK(stage(ex, q, ST_M2, lo, lo + n, s, &v_in, &v_out, err));
             OK(real_k_bf16_to_f32_check(q->G + lo, g->g32, n, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
-            OK(ns_adamw(w_in + lo, w_out + lo, q->Wb + lo, g->g32, m_in + lo, m_out + lo, v_in + lo, v_out + lo, n,
+            int64_t o = lo - q->s0; /* in the states' range */
+            OK(ns_adamw(w_in + o, w_out + o, q->Wb + lo, g->g32, m_in + o, m_out + o, v_in + o, v_out + o, n,
                         (float)ap->lr, (float)ap->beta1, (float)ap->beta2, (float)ap->eps, (float)ap->weight_decay,
                         (int)(ex->adam_t + 1), (ns_stream)s, err));
         }
@@ -996,7 +1001,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     case DM_OP_ALLREDUCE:
     case DM_OP_REDUCE: {
         int64_t lo = 0, hi = total; /* a part (program.h): only that flat range */
-        if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &lo, &hi);
+        if (op->parts > 1) dm_flat_shard(total, op->parts, op->part, &lo, &hi);
         bf16 *b = !staged ? g->arena_g + start + lo : buf;
         if (staged) OK(flat_move(ex, op, 0, lo, hi, buf, 1, s, err));
         /* across gaps (parts <= 1, lo 0): the arena's range, gaps included */
@@ -1017,7 +1022,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     }
     case DM_OP_BROADCAST: {
         int64_t lo = 0, hi = total;
-        if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &lo, &hi);
+        if (op->parts > 1) dm_flat_shard(total, op->parts, op->part, &lo, &hi);
         bf16 *b = !staged ? g->arena_w + start + lo : buf;
         if (staged && me == root) OK(flat_move(ex, op, 1, lo, hi, buf, 1, s, err));
         NC((ncclResult_t)real_nccl_call(k, b, b, (size_t)(in_span ? span : hi - lo), DM_DT_BF16, root, c, s));
@@ -1026,7 +1031,7 @@ static int coll_op(real_exec *ex, int i, const dm_op *op, cudaStream_t s, dm_err
     }
     case DM_OP_REDUCESCATTER: {
         int64_t sh = (total + n - 1) / n, lo, hi;
-        real_flat_shard(total, n, me, &lo, &hi);
+        dm_flat_shard(total, n, me, &lo, &hi);
         if (!staged) { /* NCCL's in-place form: the params exact, total = n sh; or one rank, the span */
             bf16 *b = g->arena_g + start;
             NC((ncclResult_t)real_nccl_call(k, b, b + (size_t)me * sh, (size_t)span, DM_DT_BF16, root, c, s));
@@ -1193,8 +1198,25 @@ static int gpu_param_weights(real_exec *ex, int64_t i, int64_t lo, int64_t hi, f
     OK(ns_convert(q->Wb + lo, DM_DT_BF16, g->g32, DM_DT_FP32, hi - lo, (ns_stream)s, err));
     CU(cudaMemcpyAsync(dst, g->g32, (size_t)(hi - lo) * 4, cudaMemcpyDeviceToHost, s));
     int64_t a = q->own_lo > lo ? q->own_lo : lo, b = q->own_hi < hi ? q->own_hi : hi;
-    if (q->W32 && a < b) CU(cudaMemcpyAsync(dst + (a - lo), q->W32 + a, (size_t)(b - a) * 4, cudaMemcpyDeviceToHost, s));
+    if (a < q->s0) a = q->s0;
+    if (b > q->s1) b = q->s1;
+    if (q->W32 && a < b)
+        CU(cudaMemcpyAsync(dst + (a - lo), q->W32 + (a - q->s0), (size_t)(b - a) * 4, cudaMemcpyDeviceToHost, s));
     CU(cudaStreamSynchronize(s));
+    return 0;
+}
+
+/* A state array over [s0, s1) to (to_host) or from a whole host array; zeros outside the range
+ * on the way out. */
+static int state_io(real_exec *ex, gparam *q, float *dev, float *host, int to_host, cudaStream_t s, dm_err *err)
+{
+    size_t n = (size_t)(q->s1 - q->s0) * 4;
+    if (!to_host) {
+        CU(cudaMemcpyAsync(dev, host + q->s0, n, cudaMemcpyHostToDevice, s));
+        return 0;
+    }
+    memset(host, 0, (size_t)q->size * 4);
+    CU(cudaMemcpyAsync(host + q->s0, dev, n, cudaMemcpyDeviceToHost, s));
     return 0;
 }
 
@@ -1203,36 +1225,35 @@ static int gpu_param_get(real_exec *ex, int64_t i, float *W, float *mom, float *
     gpu *g = G(ex);
     gparam *q = &g->p[i];
     cudaStream_t s = g->st[DM_STREAM_COMPUTE];
-    size_t sz = (size_t)q->size * 4;
     if (W) OK(gpu_param_weights(ex, i, 0, q->size, W, err));
-    if (mom && q->mom) CU(cudaMemcpyAsync(mom, q->mom, sz, cudaMemcpyDeviceToHost, s));
+    if (mom && q->mom) OK(state_io(ex, q, q->mom, mom, 1, s, err));
     if (m1 && q->m1) {
-        CU(cudaMemcpyAsync(m1, q->m1, sz, cudaMemcpyDeviceToHost, s));
-        CU(cudaMemcpyAsync(m2, q->m2, sz, cudaMemcpyDeviceToHost, s));
+        OK(state_io(ex, q, q->m1, m1, 1, s, err));
+        OK(state_io(ex, q, q->m2, m2, 1, s, err));
     }
     CU(cudaStreamSynchronize(s));
     return 0;
 }
 
-/* The master takes W whole and the working copy bf16(W): on the owned range that is what the
- * last update wrote (the same conversion), elsewhere W holds the working copy exactly. */
+/* The master takes W over its range and the working copy bf16(W) whole: on the owned range that
+ * is what the last update wrote (the same conversion), elsewhere W holds the working copy exactly. */
 static int gpu_param_put(real_exec *ex, int64_t i, const float *W, const float *mom, const float *m1, const float *m2,
                          int64_t own_lo, int64_t own_hi, dm_err *err)
 {
     gpu *g = G(ex);
     gparam *q = &g->p[i];
     cudaStream_t s = g->st[DM_STREAM_COMPUTE];
-    size_t sz = (size_t)q->size * 4;
     CU(cudaDeviceSynchronize());
     if (W) {
-        float *dst = q->W32 ? q->W32 : g->g32;
-        CU(cudaMemcpyAsync(dst, W, sz, cudaMemcpyHostToDevice, s));
-        OK(ns_convert(dst, DM_DT_FP32, q->Wb, DM_DT_BF16, q->size, (ns_stream)s, err));
+        CU(cudaMemcpyAsync(g->g32, W, (size_t)q->size * 4, cudaMemcpyHostToDevice, s));
+        OK(ns_convert(g->g32, DM_DT_FP32, q->Wb, DM_DT_BF16, q->size, (ns_stream)s, err));
+        if (q->W32)
+            CU(cudaMemcpyAsync(q->W32, g->g32 + q->s0, (size_t)(q->s1 - q->s0) * 4, cudaMemcpyDeviceToDevice, s));
     }
-    if (mom && q->mom) CU(cudaMemcpyAsync(q->mom, mom, sz, cudaMemcpyHostToDevice, s));
+    if (mom && q->mom) OK(state_io(ex, q, q->mom, (float *)mom, 0, s, err));
     if (m1 && q->m1) {
-        CU(cudaMemcpyAsync(q->m1, m1, sz, cudaMemcpyHostToDevice, s));
-        CU(cudaMemcpyAsync(q->m2, m2, sz, cudaMemcpyHostToDevice, s));
+        OK(state_io(ex, q, q->m1, (float *)m1, 0, s, err));
+        OK(state_io(ex, q, q->m2, (float *)m2, 0, s, err));
     }
     CU(cudaStreamSynchronize(s));
     q->own_lo = own_lo;

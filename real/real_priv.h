@@ -19,8 +19,10 @@
  * real_exec_weights read and write it only through the real_param_* accessors below. */
 typedef struct real_pinfo {
     int64_t size;             /* elements */
-    int64_t own_lo, own_hi;   /* the range this rank updated in the last committed step */
-    int has_mom, has_adam;    /* Muon momentum / AdamW moments held here */
+    int64_t own_lo, own_hi;   /* the range this rank updated in the last committed step (before
+                                 any step: where it holds fp32 master weights, the initial ones) */
+    int has_mom, has_adam;    /* Muon momentum / AdamW moments held here (over ex->st[i] alone:
+                                 get/put take whole arrays, zeros outside it) */
 } real_pinfo;
 
 /* What a backend's step reports for this rank. */
@@ -79,6 +81,9 @@ struct real_exec {
     dm_matrix *mx;            /* the model's matrices, all roles (the program's param ids) */
     int64_t n_mx;
     real_facts facts;
+    dm_range *st;             /* per matrix: the range this rank keeps optimizer state over
+                                 (core/holds.h's dm_state_ranges; empty: none) */
+    unsigned char *need;      /* per matrix: 1 Muon momentum, | 2 AdamW moments (the same rule) */
     wk_plan wl;               /* every layer's kernels bound to buffers (both backends run these) */
     int64_t n_tokens_global;
     int64_t adam_t;           /* AdamW steps committed */

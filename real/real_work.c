@@ -51,73 +51,24 @@ int real_group_index(const dm_program *p, int g, int r)
     return -1;
 }
 
-void real_flat_shard(int64_t total, int n, int k, int64_t *lo, int64_t *hi)
-{
-    int64_t s = (total + n - 1) / n;
-    *lo = k * s < total ? k * s : total;
-    *hi = *lo + s < total ? *lo + s : total;
-}
-
-static real_range rr_make(int64_t lo, int64_t hi) { return (real_range){lo, hi}; }
 static int rr_empty(real_range r) { return r.hi <= r.lo; }
 
-/* Walk rank r's list: reduced and updated ranges; gradient all-gather contributions. */
-static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts *f, real_range *red,
-                     real_range *rs, real_range *upd, real_range *hold, dm_err *err)
+/* Walk rank r's list (core/holds.h: what it holds of each param); record each gradient
+ * all-gather's contribution (what it holds reduced before the gather) and, after the walk, each
+ * weight all-gather's. */
+static int walk_rank(const dm_program *p, const int64_t *sz, int r, real_facts *f, dm_hold *h, dm_err *err)
 {
     const dm_rank_prog *rp = &p->ranks[r];
-    for (int64_t i = 0; i < f->n_params; i++)
-        red[i] = rs[i] = upd[i] = hold[i] = rr_make(0, 0);
+    memset(h->red, 0, 4 * (size_t)f->n_params * sizeof *h->red); /* the four arrays, back to back */
     for (int i = 0; i < rp->n_ops; i++) {
         const dm_op *op = &rp->ops[i];
         int k = dm_op_is_collective(op->kind) ? real_group_index(p, op->group, r) : 0;
         if (k < 0)
             return dm_err_set(err, "program: rank %d op %d (%s, collective %d) in a group without this rank", r, i,
                               dm_op_kind_name(op->kind), op->coll);
-        int64_t total = 0;
-        for (int a = 0; a < op->n_params; a++) total += mx[op->params[a]].rows * mx[op->params[a]].cols;
-        int64_t base = 0, slo = 0, shi = 0;
-        if (op->kind == DM_OP_REDUCESCATTER) real_flat_shard(total, p->groups[op->group].n, k, &slo, &shi);
-        if (op->parts > 1) real_flat_shard(total, op->parts, op->part, &slo, &shi); /* a part (program.h) */
-        for (int a = 0; a < op->n_params; a++) {
-            int64_t q = op->params[a], sz = mx[q].rows * mx[q].cols;
-            /* the shard or part [slo, shi) of the flat buffer within this param (empty: none) */
-            int64_t lo = slo > base ? slo : base, hi = shi < base + sz ? shi : base + sz;
-            real_range mine = lo < hi ? rr_make(lo - base, hi - base) : rr_make(0, 0);
-            switch (op->kind) {
-            case DM_OP_BACKWARD:
-                if (p->nranks == 1) red[q] = rr_make(0, sz);
-                break;
-            case DM_OP_REDUCE:
-                if (op->root == r && op->parts > 1) { /* a part: that range, summed everywhere; a whole update */
-                    if (!rr_empty(mine)) red[q] = mine;
-                    rs[q] = rr_make(0, 0);
-                } else if (op->root == r) {
-                    red[q] = rr_make(0, sz);
-                }
-                break;
-            case DM_OP_ALLREDUCE: /* a part (HSDP's AdamW): that range, summed over the replicas */
-                if (op->parts <= 1) red[q] = rr_make(0, sz);
-                else if (!rr_empty(mine)) red[q] = mine;
-                break;
-            case DM_OP_BROADCAST: /* a part of the weights this rank now holds (HSDP) */
-                if (op->parts > 1 && !rr_empty(mine)) hold[q] = mine;
-                break;
-            case DM_OP_REDUCESCATTER: red[q] = rs[q] = mine; break;
-            case DM_OP_ALLGATHER:
-                if (ag_grads(op)) {
-                    f->ag[op->coll][(size_t)k * op->n_params + a] = red[q];
-                    red[q] = rr_make(0, sz);
-                }
-                break;
-            case DM_OP_MUON_UPDATE: upd[q] = rr_empty(rs[q]) ? rr_make(0, sz) : rs[q]; break;
-            case DM_OP_ADAMW:
-                if (!rr_empty(red[q])) upd[q] = red[q];
-                break;
-            default: break;
-            }
-            base += sz;
-        }
+        if (ag_grads(op))
+            for (int a = 0; a < op->n_params; a++) f->ag[op->coll][(size_t)k * op->n_params + a] = h->red[op->params[a]];
+        dm_hold_op(p, sz, r, op, h);
     }
     /* weight all-gathers: what this rank updates in the step, else the part of the weights a
      * part broadcast brought it (HSDP's shard groups rebuild the whole from the parts) */
@@ -127,7 +78,7 @@ static int walk_rank(const dm_program *p, const dm_matrix *mx, int r, real_facts
         int k = real_group_index(p, op->group, r);
         for (int a = 0; a < op->n_params; a++) {
             int64_t q = op->params[a];
-            f->ag[op->coll][(size_t)k * op->n_params + a] = rr_empty(upd[q]) ? hold[q] : upd[q];
+            f->ag[op->coll][(size_t)k * op->n_params + a] = rr_empty(h->upd[q]) ? h->part[q] : h->upd[q];
         }
     }
     return 0;
@@ -137,6 +88,7 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
                      dm_err *err)
 {
     real_range *red = NULL;
+    int64_t *sz = NULL;
     memset(f, 0, sizeof *f);
     f->nranks = p->nranks;
     f->n_colls = p->n_colls;
@@ -185,8 +137,11 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
     /* all-gather contributions */
     if (!(f->ag = dm_calloc((size_t)(p->n_colls ? p->n_colls : 1), sizeof *f->ag, err)) ||
         !(f->ag_slot = dm_calloc((size_t)(p->n_colls ? p->n_colls : 1), sizeof *f->ag_slot, err)) ||
-        !(red = dm_malloc((size_t)(4 * (n_params ? n_params : 1)) * sizeof *red, err)))
+        !(red = dm_malloc((size_t)(4 * (n_params ? n_params : 1)) * sizeof *red, err)) ||
+        !(sz = dm_malloc((size_t)(n_params ? n_params : 1) * sizeof *sz, err)))
         goto fail;
+    for (int64_t q = 0; q < n_params; q++) sz[q] = mx[q].rows * mx[q].cols;
+    dm_hold h = {red, red + n_params, red + 2 * n_params, red + 3 * n_params};
     for (int r = 0; r < p->nranks; r++)
         for (int i = 0; i < p->ranks[r].n_ops; i++) {
             const dm_op *op = &p->ranks[r].ops[i];
@@ -195,7 +150,7 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
             if (!(f->ag[op->coll] = dm_calloc(n, sizeof **f->ag, err))) goto fail;
         }
     for (int r = 0; r < p->nranks; r++)
-        if (walk_rank(p, mx, r, f, red, red + n_params, red + 2 * n_params, red + 3 * n_params, err) < 0) goto fail;
+        if (walk_rank(p, sz, r, f, &h, err) < 0) goto fail;
     /* each element from the lowest member that has it; slot = the largest contribution */
     for (int r = 0; r < p->nranks; r++)
         for (int i = 0; i < p->ranks[r].n_ops; i++) {
@@ -205,12 +160,12 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
             real_range *g = f->ag[op->coll];
             int64_t slot = 0;
             for (int a = 0; a < np; a++) {
-                real_range hull = rr_make(0, 0);
+                real_range hull = {0, 0};
                 for (int k = 0; k < n; k++) {
                     real_range *c = &g[(size_t)k * np + a];
                     if (rr_empty(*c)) continue;
                     if (!rr_empty(hull)) {
-                        if (c->lo >= hull.lo && c->hi <= hull.hi) *c = rr_make(0, 0);
+                        if (c->lo >= hull.lo && c->hi <= hull.hi) *c = (real_range){0, 0};
                         else if (c->lo < hull.lo && c->hi <= hull.hi && c->hi > hull.lo) c->hi = hull.lo;
                         else if (c->hi > hull.hi && c->lo >= hull.lo && c->lo < hull.hi) c->lo = hull.hi;
                     }
@@ -233,9 +188,11 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
             f->ag_slot[op->coll] = slot > 0 ? slot : 1;
         }
     free(red);
+    free(sz);
     return 0;
 fail:
     free(red);
+    free(sz);
     real_facts_free(f);
     return -1;
 }
@@ -370,18 +327,6 @@ done:
     free(last_on);
     free(lp);
     return rc;
-}
-
-void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need)
-{
-    memset(need, 0, (size_t)(n > 0 ? n : 0));
-    const dm_rank_prog *rp = &p->ranks[r];
-    for (int k = 0; k < rp->n_ops; k++)
-        for (int a = 0; a < rp->ops[k].n_params; a++) {
-            int64_t q = rp->ops[k].params[a];
-            if (q < 0 || q >= n) continue;
-            need[q] |= rp->ops[k].kind == DM_OP_NS ? 1 : rp->ops[k].kind == DM_OP_ADAMW ? 2 : 0;
-        }
 }
 
 double real_scratch_bytes(const wk_plan *w)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "holds.h"
 #include "memory.h"
 #include "dm_error.h"
 #include "model.h"
@@ -21,9 +22,7 @@ void real_fill_weights(uint64_t seed, const dm_matrix *mx, int one_d, float *W);
 /* "layers.3.mlp.up_proj.weight" for matrix mx of model m into buf. */
 void real_matrix_name_into(const dm_model *m, const dm_matrix *mx, char *buf, size_t len);
 
-typedef struct real_range {
-    int64_t lo, hi; /* elements [lo, hi) of one param; empty when hi <= lo */
-} real_range;
+typedef dm_range real_range; /* elements [lo, hi) of one param (core/holds.h) */
 
 /* Static facts of a program, the same on every rank. They follow each rank's list in order,
  * tracking which part of each gradient it holds reduced (reduce to it, all-reduce: all;
@@ -60,13 +59,6 @@ int real_group_index(const dm_program *p, int g, int r);
  * writes the others'). -1 with the first hazard named: ranks, op ids, kinds, the buffer and the
  * parameter. */
 int real_check_hazards(const dm_program *p, int r, const dm_matrix *mx, int64_t n_params, dm_err *err);
-
-/* The flat shard [lo, hi) of member k of n over total elements (reduce-scatter layout). */
-void real_flat_shard(int64_t total, int n, int k, int64_t *lo, int64_t *hi);
-
-/* Per matrix of mx[0..n): 1 when rank r's list runs an ns on it (Muon state), | 2 when an adamw
- * (AdamW state). need[] has n entries, owned by the caller. */
-void real_state_needs(const dm_program *p, int r, int64_t n, unsigned char *need);
 
 /* The device memory one rank of the GPU backend (real_gpu.c) needs for a program, in bytes, by
  * what holds it; and the element counts the backend sizes its shared buffers with (so the

@@ -2,7 +2,8 @@
  * model under muon-ddp and dmuon against sizes counted by hand, an attention layer's kept
  * activations and scratch counted by hand, the all-gather buffers against the executor's own
  * reading of the program (real_work.h's facts) for every strategy, the rank that needs the
- * most, and the verdicts on bundled models: Qwen2.5-72B on one H200 and DeepSeek-V3 on 8
+ * most, the state rule (core/holds.h: adamw's 1/N shards, dmuon's one owner per matrix) and the
+ * estimate's state falling with the ranks under adamw, and the verdicts on bundled models: Qwen2.5-72B on one H200 and DeepSeek-V3 on 8
  * A800s do not fit; Llama-3.2-3B (every strategy) and WALL-OSS (dmuon) fit on one H200 at
  * 4096 tokens. */
 #include "config.h"
@@ -14,6 +15,7 @@
 
 #include "cluster.h"
 #include "costs.h"
+#include "holds.h"
 #include "memory.h"
 #include "model.h"
 #include "program.h"
@@ -107,8 +109,8 @@ static void test_two(void)
     ok(p && dm_mem_estimate(m, p, 2, NULL, &e, &err) < 0 && strstr(err.msg, "rank 2 is not in the program's 2 ranks"),
        "rank 2 of a 2-rank program is refused (%s)", err.msg);
     dm_program_free(p);
-    /* dmuon: one owner per matrix, so the ranks together hold one copy of the state; rank 0
-     * keeps an fp32 copy of every matrix (the reference before any step) and needs the most */
+    /* dmuon: one owner per matrix, so the ranks together hold one copy of the state; no rank
+     * keeps a master of what it does not update */
     err.msg[0] = 0;
     p = plan(m, "h200", "dmuon", 2, "8", NULL, &err);
     dm_mem_est e0, e1, pk;
@@ -116,9 +118,10 @@ static void test_two(void)
                dm_mem_peak(m, p, NULL, &pk, &err) == 0,
            "dmuon estimates (%s)", p ? err.msg : "plan failed")) {
         double st = e0.state + e1.state - 2 * 4.0 * 2048; /* less the two gradient scratches */
-        ok(e0.state >= 4.0 * 2112 + 4.0 * 2048, "dmuon rank 0 holds an fp32 copy of every matrix (%.0f bytes)", e0.state);
-        ok(st <= 4.0 * 2048 * 3 + 4.0 * 64 * 4 && st >= 4.0 * 2048 * 2 + 4.0 * 64 * 3,
-           "dmuon: one owner's state per matrix over the ranks (%.0f bytes)", st);
+        ok(e0.state + e1.state - 2 * 4.0 * 2048 == 4.0 * (2048 * 2 + 64 * 3),
+           "dmuon: the ranks' state is one copy, no rank holds a master of what it does not update (%.0f, %.0f bytes)",
+           e0.state, e1.state);
+        ok(e0.state_next + e1.state_next == st, "dmuon: second buffers of that one copy (%.0f bytes)", st);
         ok(e0.activations == e1.activations && e0.weights_grads == e1.weights_grads, "activations and weights: the same "
            "on every rank");
         int want = e1.total > e0.total ? 1 : 0;
@@ -153,16 +156,24 @@ static void test_attention(void)
     dm_model_free(m);
 }
 
+/* The strategies the plan-wide checks below run. */
+static const char *strats[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
+
+/* Qwen2.5-0.5B, the bundled model of the plan-wide checks; NULL (a failed check) when it does not load. */
+static dm_model *load_small(void)
+{
+    dm_err err = {{0}};
+    dm_model *m = NULL;
+    if (dm_model_load("qwen2.5-0.5b", &m, &err)) ok(0, "qwen2.5-0.5b loads (%s)", err.msg);
+    return m;
+}
+
 /* All-gather buffers: the estimate's own reading equals the executor's facts. */
 static void test_allgather_slots(void)
 {
     dm_err err = {{0}};
-    dm_model *m = NULL;
-    if (dm_model_load("qwen2.5-0.5b", &m, &err)) {
-        ok(0, "qwen2.5-0.5b loads (%s)", err.msg);
-        return;
-    }
-    static const char *strats[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
+    dm_model *m = load_small();
+    if (!m) return;
     static const int gpus[] = {2, 4, 8};
     dm_matrix *mx = NULL;
     int64_t n = 0;
@@ -194,6 +205,113 @@ static void test_allgather_slots(void)
     dm_model_free(m);
 }
 
+/* The state rule (core/holds.h) over every rank of a plan: per param the ranges' total length and
+ * how many ranks hold some of it; rank_max: the most elements one rank holds. 0 when the ranges
+ * of each param are disjoint. */
+static int state_cover(const dm_program *p, const int64_t *sz, int64_t n, int64_t *len, int *holders, unsigned char *muon,
+                       int64_t *rank_max, dm_err *err)
+{
+    dm_range *st = calloc((size_t)n, sizeof *st), *all = calloc((size_t)n * (size_t)p->nranks, sizeof *all);
+    unsigned char *need = calloc((size_t)n, 1);
+    int rc = st && all && need ? 0 : -1;
+    memset(len, 0, (size_t)n * sizeof *len);
+    memset(holders, 0, (size_t)n * sizeof *holders);
+    memset(muon, 0, (size_t)n);
+    *rank_max = 0;
+    for (int r = 0; r < p->nranks && rc == 0; r++) {
+        if ((rc = dm_state_ranges(p, sz, n, r, st, need, err))) break;
+        int64_t mine = 0;
+        for (int64_t q = 0; q < n; q++) {
+            all[(size_t)q * p->nranks + r] = st[q];
+            if (st[q].hi <= st[q].lo) continue;
+            mine += st[q].hi - st[q].lo;
+            len[q] += st[q].hi - st[q].lo;
+            holders[q]++;
+            if (need[q] & 1) muon[q]++;
+            for (int j = 0; j < r; j++) { /* disjoint from every earlier rank's */
+                dm_range o = all[(size_t)q * p->nranks + j];
+                if (o.hi > o.lo && o.lo < st[q].hi && st[q].lo < o.hi) rc = 1;
+            }
+        }
+        if (mine > *rank_max) *rank_max = mine;
+    }
+    free(st), free(all), free(need);
+    return rc;
+}
+
+static void test_state_rule(void)
+{
+    dm_err err = {{0}};
+    dm_model *m = load_small();
+    if (!m) return;
+    dm_matrix *mx = NULL;
+    int64_t n = 0, total = 0;
+    dm_model_matrices(m, -1, &mx, &n, &err);
+    int64_t *sz = calloc((size_t)n, sizeof *sz), *len = calloc((size_t)n, sizeof *len), rank_max = 0;
+    int *holders = calloc((size_t)n, sizeof *holders);
+    unsigned char *muon = calloc((size_t)n, 1);
+    for (int64_t q = 0; q < n; q++) total += sz[q] = dm_matrix_elems(m, &mx[q]);
+    double prev = 0;
+    for (int g = 1; g <= 8; g *= 2) {
+        /* adamw: every param's state cut into disjoint shards that cover it, 1/N per rank */
+        dm_program *p = plan(m, "a800", "adamw", g, "1024", NULL, &err);
+        int64_t covered = 0, bound = 0;
+        if (p && state_cover(p, sz, n, len, holders, muon, &rank_max, &err) == 0) {
+            for (int64_t q = 0; q < n; q++) covered += len[q] == sz[q];
+            for (int i = 0; i < p->ranks[0].n_ops; i++) { /* rank 0's shard of each flat buffer, the largest */
+                const dm_op *op = &p->ranks[0].ops[i];
+                int64_t t = 0;
+                for (int a = 0; op->kind == DM_OP_REDUCESCATTER && a < op->n_params; a++) t += sz[op->params[a]];
+                bound += (t + g - 1) / g;
+            }
+        }
+        ok(p && covered == n && rank_max <= bound && rank_max >= total / g - g,
+           "adamw at %d ranks: each of %lld params' state in disjoint shards covering it (%lld do); a rank holds at most "
+           "%lld elements of %lld (1/%d: %lld)", g, (long long)n, (long long)covered, (long long)rank_max,
+           (long long)total, g, (long long)(total / g));
+        /* the estimate follows: state and second buffers (less the gradient scratch) about 1/N */
+        dm_mem_est e;
+        if (p && dm_mem_peak(m, p, NULL, &e, &err) == 0) {
+            double st = e.state - 4.0 * (double)e.max_size + e.state_next;
+            ok(g == 1 ? st == 2.0 * 4.0 * 3.0 * (double)total : st <= prev / 2 * 1.01 && st >= prev / 2 * 0.99,
+               "adamw at %d ranks: estimated state and second buffers %.1f MiB (%s)", g, st / 1048576.0,
+               g == 1 ? "master and two moments, twice, of every param" : "half of the ranks before");
+            prev = st;
+        } else {
+            ok(0, "adamw at %d ranks: %s", g, err.msg);
+        }
+        dm_program_free(p);
+    }
+    /* the peak skips a rank whose list is the rank before it's: never above the peak so far */
+    int same = 0;
+    for (int k = 0; k < 5; k++) {
+        dm_program *pp = plan(m, "a800", strats[k], 8, "1024", NULL, &err);
+        dm_mem_est pk, e, best = {0};
+        for (int r = 0; pp && r < pp->nranks; r++)
+            if (dm_mem_estimate(m, pp, r, NULL, &e, &err) == 0 && (r == 0 || e.total > best.total)) best = e;
+        if (pp && dm_mem_peak(m, pp, NULL, &pk, &err) == 0 && pk.total == best.total && pk.rank == best.rank) same++;
+        else tap_diag("%s: peak rank %d %.0f bytes, every rank's largest: rank %d %.0f", strats[k], pk.rank, pk.total,
+                      best.rank, best.total);
+        dm_program_free(pp);
+    }
+    ok(same == 5, "the peak is the largest of every rank's estimate under %d of 5 strategies at 8 ranks", same);
+    /* dmuon: each Muon matrix's state whole on its one owner */
+    dm_program *p = plan(m, "a800", "dmuon", 4, "1024", NULL, &err);
+    int64_t owned = 0, n_muon = 0, bad = -1;
+    if (p && state_cover(p, sz, n, len, holders, muon, &rank_max, &err) == 0)
+        for (int64_t q = 0; q < n; q++) {
+            if (mx[q].role != DM_ROLE_MUON || m->tensors[mx[q].tensor].ndim != 2) continue;
+            n_muon++;
+            if (holders[q] == 1 && muon[q] == 1 && len[q] == sz[q]) owned++;
+            else if (bad < 0) bad = q;
+        }
+    ok(p && n_muon > 0 && owned == n_muon, "dmuon at 4 ranks: %lld of %lld Muon matrices' state whole on one owner "
+       "(first other: %lld)", (long long)owned, (long long)n_muon, (long long)bad);
+    dm_program_free(p);
+    free(sz), free(len), free(holders), free(muon), free(mx);
+    dm_model_free(m);
+}
+
 static void verdict(const char *model, const char *cluster, const char *strategy, int gpus, int want_fit)
 {
     dm_err err = {{0}};
@@ -221,6 +339,7 @@ int main(void)
     test_two();
     test_attention();
     test_allgather_slots();
+    test_state_rule();
     const dm_gpu *h200 = dm_gpu_find("H200"), *a800 = dm_gpu_find("A800"), *h100 = dm_gpu_find("H100");
     ok(h200->mem_bytes == 143771.0 * 1048576 && a800->mem_bytes == 80 * GIB && h100->mem_bytes == 81559.0 * 1048576,
        "GPU memory per catalogue entry: H200 %.1f, A800 %.1f, H100 %.1f GiB", h200->mem_bytes / GIB, a800->mem_bytes / GIB,

@@ -1,0 +1,122 @@
+/* holds.c: what a rank holds of each parameter along its step program, and the state rule
+ * (holds.h). */
+#include "holds.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void dm_flat_shard(int64_t total, int n, int k, int64_t *lo, int64_t *hi)
+{
+    int64_t s = (total + n - 1) / n;
+    *lo = k * s < total ? k * s : total;
+    *hi = *lo + s < total ? *lo + s : total;
+}
+
+int dm_group_index(const dm_group *g, int r)
+{
+    int lo = 0, hi = g->n; /* a binary search: a 16384-rank group walked by every rank was O(ranks^2) */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (g->ranks[mid] < r) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < g->n && g->ranks[lo] == r ? lo : -1;
+}
+
+static dm_range rg(int64_t lo, int64_t hi) { return (dm_range){lo, hi}; }
+static int empty(dm_range r) { return r.hi <= r.lo; }
+
+void dm_hold_op(const dm_program *p, const int64_t *sz, int r, const dm_op *op, dm_hold *h)
+{
+    int k = 0;
+    if (dm_op_is_collective(op->kind)) {
+        if (op->group < 0 || op->group >= p->n_groups || (k = dm_group_index(&p->groups[op->group], r)) < 0) return;
+    }
+    int64_t total = 0;
+    for (int a = 0; a < op->n_params; a++) total += sz[op->params[a]];
+    int64_t base = 0, slo = 0, shi = 0;
+    if (op->kind == DM_OP_REDUCESCATTER) dm_flat_shard(total, p->groups[op->group].n, k, &slo, &shi);
+    if (op->parts > 1) dm_flat_shard(total, op->parts, op->part, &slo, &shi); /* a part (program.h) */
+    for (int a = 0; a < op->n_params; a++) {
+        int64_t q = op->params[a], e = sz[q];
+        /* the shard or part [slo, shi) of the flat buffer within this param (empty: none) */
+        int64_t lo = slo > base ? slo : base, hi = shi < base + e ? shi : base + e;
+        dm_range mine = lo < hi ? rg(lo - base, hi - base) : rg(0, 0);
+        switch (op->kind) {
+        case DM_OP_BACKWARD:
+            if (p->nranks == 1) h->red[q] = rg(0, e);
+            break;
+        case DM_OP_REDUCE:
+            if (op->root == r && op->parts > 1) { /* a part: that range, summed everywhere; a whole update */
+                if (!empty(mine)) h->red[q] = mine;
+                h->rs[q] = rg(0, 0);
+            } else if (op->root == r) {
+                h->red[q] = rg(0, e);
+            }
+            break;
+        case DM_OP_ALLREDUCE: /* a part (HSDP's AdamW): that range, summed over the replicas */
+            if (op->parts <= 1) h->red[q] = rg(0, e);
+            else if (!empty(mine)) h->red[q] = mine;
+            break;
+        case DM_OP_BROADCAST: /* a part of the weights this rank now holds (HSDP) */
+            if (op->parts > 1 && !empty(mine)) h->part[q] = mine;
+            break;
+        case DM_OP_REDUCESCATTER: h->red[q] = h->rs[q] = mine; break;
+        case DM_OP_ALLGATHER:
+            if (op->payload == DM_PAYLOAD_GRADS) h->red[q] = rg(0, e);
+            break;
+        case DM_OP_MUON_UPDATE: h->upd[q] = empty(h->rs[q]) ? rg(0, e) : h->rs[q]; break;
+        case DM_OP_ADAMW:
+            if (!empty(h->red[q])) h->upd[q] = h->red[q];
+            break;
+        default: break;
+        }
+        base += e;
+    }
+}
+
+static void hull(dm_range *a, dm_range b)
+{
+    if (empty(b)) return;
+    if (empty(*a)) *a = b;
+    else {
+        if (b.lo < a->lo) a->lo = b.lo;
+        if (b.hi > a->hi) a->hi = b.hi;
+    }
+}
+
+int dm_state_ranges(const dm_program *p, const int64_t *sz, int64_t n, int r, dm_range *st, unsigned char *need,
+                    dm_err *err)
+{
+    if (r < 0 || r >= p->nranks) return dm_err_set(err, "program: rank %d is not in its %d ranks", r, p->nranks);
+    dm_range *a = dm_calloc(4 * (size_t)(n > 0 ? n : 1), sizeof *a, err);
+    if (!a) return -1;
+    dm_hold h = {a, a + n, a + 2 * n, a + 3 * n};
+    memset(st, 0, (size_t)(n > 0 ? n : 0) * sizeof *st);
+    if (need) memset(need, 0, (size_t)(n > 0 ? n : 0));
+    const dm_rank_prog *rp = &p->ranks[r];
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        for (int k = 0; k < op->n_params; k++)
+            if (op->params[k] < 0 || op->params[k] >= n) {
+                free(a);
+                return dm_err_set(err, "program: rank %d op %d (%s) names param %lld; the model has %lld", r, i,
+                                  dm_op_kind_name(op->kind), (long long)op->params[k], (long long)n);
+            }
+        if (dm_op_is_collective(op->kind) && (op->group < 0 || op->group >= p->n_groups)) {
+            free(a);
+            return dm_err_set(err, "program: rank %d op %d (%s): bad group %d", r, i, dm_op_kind_name(op->kind),
+                              op->group);
+        }
+        dm_hold_op(p, sz, r, op, &h);
+        if (op->kind != DM_OP_NS && op->kind != DM_OP_MUON_UPDATE && op->kind != DM_OP_ADAMW) continue;
+        for (int k = 0; k < op->n_params; k++) {
+            int64_t q = op->params[k];
+            if (op->kind == DM_OP_NS) hull(&st[q], rg(0, sz[q]));
+            else if (op->kind == DM_OP_MUON_UPDATE || !empty(h.red[q])) hull(&st[q], h.upd[q]);
+            if (need) need[q] |= op->kind == DM_OP_NS ? 1 : op->kind == DM_OP_ADAMW ? 2 : 0;
+        }
+    }
+    free(a);
+    return 0;
+}
