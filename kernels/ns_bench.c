@@ -20,7 +20,7 @@
 #include "outfile.h"
 /* the executor's gradient conversion and check, which it runs before each tensor's AdamW
  * (real/real_gpu.c update_op): the adamw rows time the pair */
-#include "../real/real_kern.h"
+#include "step_kern.h"
 
 /* ---- shapes ------------------------------------------------------------------------------- */
 
@@ -310,7 +310,7 @@ static int run_elem(void *arg, ns_stream s, dm_err *err)
             char *set = a->pool + (size_t)(a->next++ % a->sets) * n * ELEM_SET_BPE;
             float *f = (float *)set; /* w in, w out, m in, m out, v in, v out */
             void *gb = set + n * 24, *wb = set + n * 26;
-            if (real_k_bf16_to_f32_check(gb, a->g, a->n, a->flag, 1, s, err) ||
+            if (sk_bf16_to_f32_check(gb, a->g, a->n, a->flag, 1, s, err) ||
                 ns_adamw(f, f + n, wb, a->g, f + 2 * n, f + 3 * n, f + 4 * n, f + 5 * n, a->n, 1e-3f, 0.9f, 0.95f,
                          1e-8f, 0.1f, 10, s, err))
                 return -1;

@@ -13,9 +13,9 @@
 #include "wk_cuda.h"
 #include "wk_hash.h"
 #include "wk_ref.h"
-/* the executor's gradient check (real/real_kern.cu), so that `bench work` times the very kernel
+/* the executor's gradient check (step_kern.cu), so that `bench work` times the very kernel
  * the step runs after each backward op (DM_KOP_GRAD_CHECK) */
-#include "../real/real_kern.h"
+#include "step_kern.h"
 
 typedef __nv_bfloat16 bf;
 
@@ -815,7 +815,7 @@ static int elem_one(const dm_kernel *k, const wk_args *a, int64_t count, int64_t
     case DM_KOP_ROUTE_BWD: return elem_route(a, k, rows, n, s, err);
     case DM_KOP_SOFTMAX:
     case DM_KOP_SOFTMAX_BWD: return elem_softmax(a, k, rows, n, s, err);
-    case DM_KOP_GRAD_CHECK: return real_k_nonfinite(a->r, rows * n * count, (int *)a->loss, 1, s, err);
+    case DM_KOP_GRAD_CHECK: return sk_nonfinite(a->r, rows * n * count, (int *)a->loss, 1, s, err);
     default: return dm_err_set(err, "elem %s: no launcher", dm_kern_op_name(k->op));
     }
 }

@@ -11,7 +11,7 @@ EXTRA_DIST += real/README.md real/run_device.sh real/runs/h200x2-1/README.md rea
 if HAVE_CUDA
 if HAVE_NCCL
 if HAVE_MPI
-libdmuon_gpu_a_SOURCES += real/real_gpu.c real/real_kern.h real/real_kern.cu real/real_nccl.c real/real_nccl.h \
+libdmuon_gpu_a_SOURCES += real/real_gpu.c real/real_nccl.c real/real_nccl.h \
 	real/real_bench_gpu.c
 endif
 endif

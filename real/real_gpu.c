@@ -74,7 +74,7 @@
 #include "coll.h"
 #include "memory.h"
 #include "ns_cuda.h"
-#include "real_kern.h"
+#include "step_kern.h"
 #include "real_nccl.h"
 #include "real_priv.h"
 #include "wk_cuda.h"
@@ -743,10 +743,10 @@ static int backward_done(real_exec *ex, int64_t id, gparam *q, cudaStream_t s, d
 {
     gpu *g = G(ex);
     if (ex->step == ex->o.inject_step && ex->rank == ex->o.inject_rank && id == ex->o.inject_param)
-        OK(real_k_poison(q->G, q->size / 2, s, err));
-    if (ex->step == ex->o.overflow_step && id == ex->o.overflow_param) OK(real_k_set(q->G, q->size / 2, 3.0e38f, s, err));
+        OK(sk_poison(q->G, q->size / 2, s, err));
+    if (ex->step == ex->o.overflow_step && id == ex->o.overflow_param) OK(sk_set(q->G, q->size / 2, 3.0e38f, s, err));
     if (ex->nranks == 1) q->gr_lo = 0, q->gr_hi = q->size;
-    return real_k_nonfinite(q->G, q->size, g->d_flag, (int)(0x7fffffff - id), s, err);
+    return sk_nonfinite(q->G, q->size, g->d_flag, (int)(0x7fffffff - id), s, err);
 }
 
 static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, int algo, dm_dtype *dt,
@@ -896,7 +896,7 @@ static int ns_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err)
             OK(stage(ex, q, ST_MOM, 0, q->size, s, &b_in, &b_out, err));
             /* the reduced gradient this rank reads, checked as it is converted (an overflow in
              * the reduction shows here) */
-            OK(real_k_bf16_to_f32_check(q->G, g->g32, q->size, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s,
+            OK(sk_bf16_to_f32_check(q->G, g->g32, q->size, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s,
                                         err));
             OK(ns_muon_momentum(g->g32, b_in, b_out, in + (size_t)k * q->size * elt, dt, q->size,
                                 (float)mp->momentum, mp->nesterov, (ns_stream)s, err));
@@ -943,7 +943,7 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
             OK(stage(ex, q, ST_W32, lo, lo + n, s, &w_in, &w_out, err));
             OK(stage(ex, q, ST_M1, lo, lo + n, s, &m_in, &m_out, err));
             OK(stage(ex, q, ST_M2, lo, lo + n, s, &v_in, &v_out, err));
-            OK(real_k_bf16_to_f32_check(q->G + lo, g->g32, n, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
+            OK(sk_bf16_to_f32_check(q->G + lo, g->g32, n, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
             int64_t o = lo - q->s0; /* in the states' range */
             OK(ns_adamw(w_in + o, w_out + o, q->Wb + lo, g->g32, m_in + o, m_out + o, v_in + o, v_out + o, n,
                         (float)ap->lr, (float)ap->beta1, (float)ap->beta2, (float)ap->eps, (float)ap->weight_decay,

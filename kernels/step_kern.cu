@@ -1,13 +1,14 @@
-/* real_kern.cu: the GPU executor's own small kernels (the non-finite checks that ride on a
- * bf16 -> fp32 conversion, fault injection), behind C launchers that take a stream and return 0
- * or -1 with *err (real_kern.h). The workload's kernels are kernels/wk_cuda.h's; NS, the
+/* step_kern.cu: the step's small kernels beside the workload (the non-finite checks that ride on
+ * a bf16 -> fp32 conversion, fault injection), behind C launchers that take a stream and return 0
+ * or -1 with *err (step_kern.h); the GPU executor runs them, bench kernels and bench work time
+ * them. The workload's kernels are kernels/wk_cuda.h's; NS, the
  * optimizer updates and plain conversions ns_cuda.h's. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 
-#include "real_kern.h"
+#include "step_kern.h"
 
 static int grid(int64_t n, int threads)
 {
@@ -66,7 +67,7 @@ static int aligned16(const void *a, const void *b)
 
 static int conv_grid(int64_t n) { return grid((n + 7) / 8, 256); }
 
-extern "C" int real_k_bf16_to_f32_check(const void *src, float *dst, int64_t n, int *flag, int code, void *stream,
+extern "C" int sk_bf16_to_f32_check(const void *src, float *dst, int64_t n, int *flag, int code, void *stream,
                                         dm_err *err)
 {
     if (n <= 0) return 0;
@@ -79,19 +80,19 @@ extern "C" int real_k_bf16_to_f32_check(const void *src, float *dst, int64_t n, 
     LAUNCHED(what);
 }
 
-extern "C" int real_k_nonfinite(const void *g, int64_t n, int *flag, int code, void *stream, dm_err *err)
+extern "C" int sk_nonfinite(const void *g, int64_t n, int *flag, int code, void *stream, dm_err *err)
 {
-    return real_k_bf16_to_f32_check(g, NULL, n, flag, code, stream, err);
+    return sk_bf16_to_f32_check(g, NULL, n, flag, code, stream, err);
 }
 
 __global__ void k_set(__nv_bfloat16 *g, int64_t i, float v) { g[i] = __float2bfloat16_rn(v); }
 
-extern "C" int real_k_poison(void *g, int64_t i, void *stream, dm_err *err)
+extern "C" int sk_poison(void *g, int64_t i, void *stream, dm_err *err)
 {
-    return real_k_set(g, i, nanf(""), stream, err);
+    return sk_set(g, i, nanf(""), stream, err);
 }
 
-extern "C" int real_k_set(void *g, int64_t i, float v, void *stream, dm_err *err)
+extern "C" int sk_set(void *g, int64_t i, float v, void *stream, dm_err *err)
 {
     k_set<<<1, 1, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)g, i, v);
     LAUNCHED("set-value kernel");
