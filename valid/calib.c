@@ -793,14 +793,14 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
      * their time is fixed, no rate is fitted for them; a kind the table has no rows of, or rows
      * that miss the executor's ops by more, gets a bandwidth and a launch term. */
     static const char *const what[FK__N] = {"forward", "backward", "muon-update", "adamw", "ns", "kernel"};
-    /* Rows that miss by more but leave the same time per op beyond them (the executor's per-op
-     * overhead: the rows time its kernels back to back, tensor by tensor) keep the table plus
-     * that per-op time (elementwise_op_us), when that brings them within 10% too. */
+    /* The executor's time per op beyond its tensors' rows (the rows time its kernels back to
+     * back, tensor by tensor; the op adds its own launches and events): the table plus that
+     * per-op time (elementwise_op_us) wherever it brings the ops closer, within 10%. */
     double miss[FK__N] = {0}, op_us[FK__N] = {0}, miss0[FK__N] = {0};
     int miss_n[FK__N] = {0}, table_kind[FK__N] = {0};
     for (int k = FK_UPD; k <= FK_ADAMW; k++) {
         miss[k] = table_miss(ops, n, k, &miss_n[k]);
-        if (miss_n[k] && miss[k] > 0.10) { /* least squares of relative residuals: ((t + a) / q - 1)^2 */
+        if (miss_n[k]) { /* least squares of relative residuals: ((t + a) / q - 1)^2 */
             double s1 = 0, s2 = 0;
             for (int i = 0; i < n; i++)
                 if (ops[i].kind == k && ops[i].table_us > 0)
@@ -810,7 +810,7 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
                 if (ops[i].kind == k) ops[i].table_us += a;
             int m2;
             double miss2 = table_miss(ops, n, k, &m2);
-            if (a > 0 && miss2 <= 0.10) {
+            if (a > 0 && miss2 <= 0.10 && miss2 < miss[k]) {
                 op_us[k] = a, miss0[k] = miss[k], miss[k] = miss2;
             } else {
                 for (int i = 0; i < n; i++)
