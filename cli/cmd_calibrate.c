@@ -51,6 +51,11 @@ static void usage(FILE *f)
             "  --coll-slowdown    with --trace: also fit coll_slowdown, the NVLink bandwidth lost by\n"
             "                     collectives while their GPUs compute, against the collective model\n"
             "                     of --comm's fits (else the cluster's); collectives of >= --min-bytes\n"
+            "  --lo-stream ONE,STREAM  lo_main_rate and lo_rate (how the second compute stream shares\n"
+            "                     the GPU) from two traces of the same plan on one rank: ONE with the\n"
+            "                     optimizer after the backward, STREAM with it on compute-lo beside\n"
+            "                     it (run --ns-under-backward stream); each op's time alone (ONE)\n"
+            "                     against its time and overlap in STREAM (repeatable, at most 8 pairs)\n"
             "  --power JSON       fit the power-limit model (core/power.h: keys power.*) from\n"
             "                     tools/power_probe.py --json on the machine; the trace fits then\n"
             "                     take each op's clock from it along the measured trace (use with a\n"
@@ -69,7 +74,7 @@ static void usage(FILE *f)
             "  -h, --help         this text\n");
 }
 
-enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW, O_GAP, O_JSON, O_POWER };
+enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW, O_GAP, O_JSON, O_POWER, O_LO };
 
 int cmd_calibrate(int argc, char **argv)
 {
@@ -86,10 +91,13 @@ int cmd_calibrate(int argc, char **argv)
                                        {"program", required_argument, 0, O_PROG},
                                        {"json", no_argument, 0, O_JSON},
                                        {"power", required_argument, 0, O_POWER},
+                                       {"lo-stream", required_argument, 0, O_LO},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *power = NULL, *cluster = NULL, *gpu = NULL, *out = "-";
-    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0, gap = 0, json = 0;
+    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0, gap = 0, json = 0, n_lo = 0;
+    static char lo_buf[8][4096];
+    const char *lo_one[8], *lo_st[8];
     int64_t mb;
     double min_bytes = CALIB_MIN_BYTES;
     optind = 1;
@@ -123,6 +131,21 @@ int cmd_calibrate(int argc, char **argv)
         case O_GAP: gap = 1; break;
         case O_JSON: json = 1; break;
         case O_POWER: power = optarg; break;
+        case O_LO: {
+            char *comma = strchr(optarg, ',');
+            if (n_lo == 8 || !comma || comma == optarg || !comma[1] || strchr(comma + 1, ',') ||
+                strlen(optarg) >= sizeof lo_buf[0]) {
+                opt_usage_error(CMD, n_lo == 8 ? "--lo-stream: at most 8 pairs"
+                                               : "--lo-stream: expected ONE.csv,STREAM.csv (two trace files), found '%s'",
+                                optarg);
+                return 2;
+            }
+            snprintf(lo_buf[n_lo], sizeof lo_buf[n_lo], "%s", optarg);
+            lo_buf[n_lo][comma - optarg] = 0;
+            lo_one[n_lo] = lo_buf[n_lo], lo_st[n_lo] = lo_buf[n_lo] + (comma - optarg) + 1;
+            n_lo++;
+            break;
+        }
         case O_PROG:
             if (!n_trace || program[n_trace - 1]) {
                 opt_usage_error(CMD, "--program PLAN goes after its --trace TRACE, one per trace");
@@ -148,8 +171,8 @@ int cmd_calibrate(int argc, char **argv)
         opt_usage_error(CMD, "--json needs --out FILE (stdout carries the JSON, not the calibration file)");
         return 2;
     }
-    if (!n_comm && !n_trace && !kernels && !power) {
-        opt_usage_error(CMD, "nothing to calibrate: expected --comm, --trace, --kernels or --power");
+    if (!n_comm && !n_trace && !kernels && !power && !n_lo) {
+        opt_usage_error(CMD, "nothing to calibrate: expected --comm, --trace, --kernels, --power or --lo-stream");
         return 2;
     }
     dm_err err;
@@ -194,6 +217,10 @@ int cmd_calibrate(int argc, char **argv)
         calib_apply_entries(&k, &cc);
         fprintf(log, "collectives under compute (the collective model of %s):\n", n_comm ? "the fits above" : cl.name);
         if (calib_fit_coll_slowdown(&k, n_trace, trace, &cc, min_bytes, log, &err)) goto fail;
+    }
+    if (n_lo) {
+        fprintf(log, "the second compute stream beside the first:\n");
+        if (calib_fit_lo_stream(&k, n_lo, lo_one, lo_st, log, &err)) goto fail;
     }
     if (calib_write(&k, out, &err)) goto fail;
     if (strcmp(out, "-")) fprintf(log, "wrote %s (%d values); use: dmuon sim --calibration %s ...\n", out, k.n, out);

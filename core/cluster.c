@@ -182,9 +182,10 @@ const char *const *dm_cluster_presets(void)
  * dmuon on one GPU with the optimizer after the backward and on compute-lo beside it, five
  * models (Llama-3.2-3B, Qwen2.5-1.5B and 0.5B, Moonlight-16B-A3B cut to 6 layers, WALL-OSS),
  * each op's time alone against its time beside the other stream, pooled by least squares
- * (tools/fit_lo_rates.py on traces/device/lostream-2026-12-03): 158 backward ops 0.687, 371
- * optimizer ops 0.304. Per model 0.45-0.88 and 0.15-0.60; the throughput the two keep together
- * (rate x roofline share alone, summed) is 0.61-0.64 of the GPU's on every model. */
+ * (dmuon calibrate --lo-stream on the pairs of traces/device/lostream-2026-12-03,
+ * lo_calibrate.txt): 158 backward ops 0.687, 371 optimizer ops 0.304. Per model 0.45-0.88 and
+ * 0.15-0.60; the throughput the two keep together (rate x roofline share alone, summed) is
+ * 0.61-0.64 of the GPU's on every model. A calibration file may refit them. */
 #define LO_MAIN_RATE 0.687
 #define LO_RATE 0.304
 

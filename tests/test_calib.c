@@ -77,6 +77,39 @@ static void write_fwd_trace(const char *path, const dm_gpu *gpu, double t0, doub
     dm_trace_free(s);
 }
 
+/* The second compute stream's sharing (calib_fit_lo_stream): ONE holds a backward A of 100 us
+ * and an NS B of 30 us one after the other; STREAM holds A on compute 0..115 and B on
+ * compute-lo 0..75. B was beside A all its 75 us and did its 30 alone-us at 0.4; A did 60 of its
+ * 100 in the 75 us beside B (0.8) and the rest alone: lo_rate 0.4, lo_main_rate 0.8. */
+static void test_lo_stream(const char *dir)
+{
+    dm_err err = {{0}};
+    char one[600], st[600];
+    snprintf(one, sizeof one, "%s/lo_one.csv", dir);
+    snprintf(st, sizeof st, "%s/lo_stream.csv", dir);
+    for (int k = 0; k < 2; k++) {
+        dm_trace *t = dm_trace_new("real", NULL, &err);
+        dm_trace_event a = {0, DM_STREAM_COMPUTE, 0, DM_OP_BACKWARD, 0, k ? 115 : 100, 1e6, 1e9, 3, -1, 0};
+        dm_trace_event b = {0, k ? DM_STREAM_COMPUTE_LO : DM_STREAM_COMPUTE, 1, DM_OP_NS, k ? 0 : 102, k ? 75 : 30, 2e6, 1e8, 3,
+                            -1, 0};
+        dm_trace_add(t, &a, &err);
+        dm_trace_add(t, &b, &err);
+        t->nranks = 1;
+        dm_trace_write_csv(t, k ? st : one, &err);
+        dm_trace_free(t);
+    }
+    static calib kk;
+    memset(&kk, 0, sizeof kk);
+    const char *o1[1] = {one}, *s1[1] = {st};
+    ok(calib_fit_lo_stream(&kk, 1, o1, s1, NULL, &err) == 0, "lo-stream fit (%s)", err.msg);
+    const calib_entry *m = calib_get(&kk, "lo_main_rate"), *l = calib_get(&kk, "lo_rate");
+    ok(m && l && fabs(atof(m->value) - 0.8) < 1e-4 && fabs(atof(l->value) - 0.4) < 1e-4 && m->residual < 1e-6,
+       "lo_main_rate 0.8 and lo_rate 0.4 recovered (%s, %s)", m ? m->value : "-", l ? l->value : "-");
+    memset(&kk, 0, sizeof kk);
+    ok(calib_fit_lo_stream(&kk, 1, s1, o1, NULL, &err) == -1 && strstr(err.msg, "no op on compute-lo"),
+       "the pair swapped is refused: %s", err.msg);
+}
+
 static void test_param_table(const char *dir)
 {
     char cpath[600], kpath[600];
@@ -642,6 +675,7 @@ int main(void)
        "rows with wrong elements are refused: %s", err.msg);
 
     test_param_table(dir);
+    test_lo_stream(dir);
 
     if (dm_remove_tree(dir, &err)) tap_diag("could not remove %s: %s", dir, err.msg);
     return tap_done();

@@ -1116,6 +1116,136 @@ out:
     return rc;
 }
 
+/* ---- the two compute streams' sharing (calib_fit_lo_stream) -------------------------------- */
+
+/* A rank-0 compute op of a trace: its match key (kind, layer, bytes, FLOPs, occurrence), its
+ * stream, start and duration. */
+typedef struct lo_op {
+    int kind, layer, occ, lo;
+    double bytes, flops, t0, d;
+} lo_op;
+
+static int lo_cmp(const void *a, const void *b)
+{
+    const lo_op *x = a, *y = b;
+    if (x->kind != y->kind) return x->kind - y->kind;
+    if (x->layer != y->layer) return x->layer - y->layer;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+    if (x->flops != y->flops) return x->flops < y->flops ? -1 : 1;
+    return x->occ - y->occ;
+}
+
+static int lo_by_start(const void *a, const void *b)
+{
+    const lo_op *x = a, *y = b;
+    return (x->t0 > y->t0) - (x->t0 < y->t0);
+}
+
+/* Rank 0's compute ops of trace `path`, numbered by occurrence of their key in trace order and
+ * sorted by key; *n_lo: how many ran on compute-lo. */
+static int lo_ops(const char *path, lo_op **out, int *n, int *n_lo, dm_err *err)
+{
+    dm_trace *t = NULL;
+    if (dm_trace_read(path, &t, err)) return -1;
+    lo_op *v = dm_malloc(((size_t)t->n + 1) * sizeof *v, err);
+    int k = 0;
+    *n_lo = 0;
+    for (int i = 0; v && i < t->n; i++) {
+        const dm_trace_event *e = &t->ev[i];
+        if (e->rank != 0 || !dm_op_is_compute(e->kind) || !(e->dur_us > 0)) continue;
+        v[k] = (lo_op){(int)e->kind, e->layer, 0, e->stream == DM_STREAM_COMPUTE_LO, e->bytes, e->flops, e->ts_us, e->dur_us};
+        *n_lo += v[k].lo;
+        k++;
+    }
+    dm_trace_free(t);
+    if (!v) return -1;
+    qsort(v, (size_t)k, sizeof *v, lo_by_start); /* occurrences in time order */
+    for (int i = 0; i < k; i++) {
+        int occ = 0;
+        for (int j = i - 1; j >= 0 && occ < 1000000; j--) /* equal keys before it (few per key) */
+            if (v[j].kind == v[i].kind && v[j].layer == v[i].layer && v[j].bytes == v[i].bytes && v[j].flops == v[i].flops)
+                occ = v[j].occ + 1, j = 0;
+        v[i].occ = occ;
+    }
+    qsort(v, (size_t)k, sizeof *v, lo_cmp);
+    *out = v, *n = k;
+    return 0;
+}
+
+/* One pair's ops that ran beside the other stream: with x NULL, the sums of the least squares
+ * of a = d (1 - o) + d o x per stream (num, den, cnt); with x, the squared relative residuals of
+ * that model (ss). */
+static int lo_pair(const char *one, const char *stream, const double *x, double num[2], double den[2], int cnt[2],
+                   double ss[2], dm_err *err)
+{
+    lo_op *a = NULL, *b = NULL;
+    int na, nb, la, lb, rc = -1;
+    if (lo_ops(one, &a, &na, &la, err) || lo_ops(stream, &b, &nb, &lb, err)) goto out;
+    if (!lb) {
+        dm_err_set(err, "%s: no op on compute-lo (a trace of a run with --ns-under-backward stream expected)", stream);
+        goto out;
+    }
+    if (la) {
+        dm_err_set(err, "%s: ops on compute-lo (the trace of the optimizer after the backward expected)", one);
+        goto out;
+    }
+    for (int i = 0; i < nb; i++) {
+        const lo_op *o = &b[i], *m = bsearch(o, a, (size_t)na, sizeof *a, lo_cmp);
+        if (!m) continue;
+        double t0 = o->t0, t1 = o->t0 + o->d, ov = 0; /* its time beside the other stream's ops */
+        for (int j = 0; j < nb; j++) {
+            if (b[j].lo == o->lo) continue;
+            double p = b[j].t0 > t0 ? b[j].t0 : t0, q = b[j].t0 + b[j].d < t1 ? b[j].t0 + b[j].d : t1;
+            if (q > p) ov += q - p;
+        }
+        double f = ov / o->d;
+        if (f <= 0.01) continue;
+        if (x) {
+            double r = (o->d * (1 - f) + o->d * f * x[o->lo]) / m->d - 1;
+            ss[o->lo] += r * r;
+        } else {
+            double u = o->d * f; /* a - d (1 - o) = u x */
+            num[o->lo] += u * (m->d - o->d * (1 - f)), den[o->lo] += u * u, cnt[o->lo]++;
+        }
+    }
+    rc = 0;
+out:
+    free(a), free(b);
+    return rc;
+}
+
+int calib_fit_lo_stream(calib *c, int n_pairs, const char *const *one, const char *const *stream, FILE *log, dm_err *err)
+{
+    double num[2] = {0, 0}, den[2] = {0, 0}, ss[2] = {0, 0}, x[2];
+    int cnt[2] = {0, 0};
+    char desc[1024] = "";
+    for (int p = 0; p < n_pairs; p++) {
+        if (lo_pair(one[p], stream[p], NULL, num, den, cnt, ss, err)) return -1;
+        size_t used = strlen(desc);
+        snprintf(desc + used, sizeof desc - used, "%s%s against %s", used ? ", " : "", stream[p], one[p]);
+    }
+    static const char *const key[2] = {"lo_main_rate", "lo_rate"};
+    static const char *const what[2] = {"compute", "compute-lo"};
+    for (int s = 0; s < 2; s++) {
+        if (!cnt[s] || !(den[s] > 0))
+            return dm_err_set(err, "%s: no op of %s overlapped the other stream: %s cannot be fitted", desc, what[s], key[s]);
+        x[s] = num[s] / den[s];
+        x[s] = x[s] < 0.01 ? 0.01 : x[s] > 1 ? 1 : x[s];
+    }
+    for (int p = 0; p < n_pairs; p++)
+        if (lo_pair(one[p], stream[p], x, num, den, cnt, ss, err)) return -1;
+    for (int s = 0; s < 2; s++) {
+        double res = sqrt(ss[s] / cnt[s]);
+        char src[1400];
+        snprintf(src, sizeof src, "%s: %d %s ops beside the other stream, each one's time alone (its twin in the run "
+                 "with one compute stream) = d (1 - o) + d o x: least squares", desc, cnt[s], what[s]);
+        if (log) fprintf(log, "  %-34s %.4f: %3d %s ops beside the other stream (residual %.1f%%)\n", key[s], x[s], cnt[s],
+                         what[s], 100 * res);
+        if (set_num(c, key[s], x[s], src, res, cnt[s], err)) return -1;
+    }
+    return 0;
+}
+
 int calib_add_costs(calib *c, const char *costs_path, const char *out_path, FILE *log, dm_err *err)
 {
     dm_costs *k = NULL;

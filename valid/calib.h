@@ -144,6 +144,16 @@ int calib_fit_power(calib *c, const char *probe_json, FILE *log, dm_err *err);
 int calib_fit_coll_slowdown(calib *c, int n_traces, const char *const *trace_paths, const dm_cluster *cl,
                             double min_bytes, FILE *log, dm_err *err);
 
+/* lo_main_rate and lo_rate (cluster.h: how the two compute streams share a GPU) from pairs of
+ * traces of the same plan's step on one rank: one[i] with the optimizer on the compute stream
+ * (each op alone on the GPU), stream[i] with it on compute-lo beside the backward
+ * (--ns-under-backward stream). Compute ops are matched across a pair by (kind, layer, bytes,
+ * FLOPs, occurrence); an op that took d in stream[i], a share o of it beside an op of the other
+ * stream, and a alone in one[i] gives a = d (1 - o) + d o x: least squares over the ops of each
+ * stream that overlapped (o > 1%) gives x, lo_main_rate from compute's ops, lo_rate from
+ * compute-lo's. Fails when a pair has no compute-lo op or no op overlapped. */
+int calib_fit_lo_stream(calib *c, int n_pairs, const char *const *one, const char *const *stream, FILE *log, dm_err *err);
+
 /* The fraction of [a, b) covered by n_iv disjoint intervals iv[2i] .. iv[2i+1] (0 when b <= a). */
 double calib_overlap_fraction(const double *iv, int n_iv, double a, double b);
 
