@@ -98,7 +98,9 @@ typedef struct dm_op {
     int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes; shared
                            with the other ops that carry the same list (dm_program.plists) */
     int work;           /* forward/backward: index into dm_program.works, the kernels the op
-                           computes (workload.h); -1 for none (then flops/bytes alone describe it) */
+                           computes (workload.h); adamw/muon-update: its update kernels, one per
+                           tensor (DM_KOP_ADAMW / DM_KOP_MUON_UPDATE: what prices it tensor by
+                           tensor); -1 for none (then flops/bytes alone describe it) */
     int part, parts;    /* broadcast/reduce/all-reduce: parts > 1: the op moves only flat part `part` of
                            `parts` of its params' flat buffer (the params in order, each whole;
                            the reduce-scatter layout: part k is [k ceil(T/n), (k+1) ceil(T/n))

@@ -22,9 +22,11 @@
  *    check and momentum the executor runs in the op (dm_ns_op_prep_us: at the calibrated Muon-update
  *    rate, none when a measured table prices the update with its momentum, else the HBM
  *    roofline); muon-update/adamw at
- *    the cluster's elementwise_efficiency when set (launch + bytes / (efficiency x HBM)), else from
- *    dm_costs_elementwise_us over bytes / (HBM bytes per parameter) elements (bytes over HBM
- *    bandwidth when no table). wait ops take no time and no GPU. With the cluster's op_gap_us
+ *    the cluster's elementwise_efficiency when set (launch + bytes / (efficiency x HBM)), else
+ *    tensor by tensor from the table (dm_costs_update_op_us over the op's work: one row per
+ *    tensor as the executor updates it; an op without a work, one row at bytes / (HBM bytes per
+ *    parameter) elements) plus the cluster's elementwise_op_us (bytes over HBM bandwidth and a
+ *    launch per tensor when no table). wait ops take no time and no GPU. With the cluster's op_gap_us
  *    the GPU stays idle that long after each compute op (the executor's launches and event
  *    records between kernels); the first op of a rank waits for step_start_us instead.
  *  - Compute under collectives (cluster comm_slowdown f > 0): while at least one collective is
