@@ -60,7 +60,7 @@ static int program_memory(const dm_model *given, const dm_program *p, dm_mem_est
 }
 
 enum { O_MODEL = 1, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_ALGO, O_TRACE, O_CSV, O_PROGRAM, O_HELP, O_QUIET, O_OUT, O_PROGRESS,
-       O_NOPROGRESS, O_NOPLOTS, O_STRATS, O_JSON, O_MAXMEM, O_JOBS };
+       O_NOPROGRESS, O_NOPLOTS, O_STRATS, O_JSON, O_MAXMEM, O_JOBS, O_STEPS };
 
 #define COMMON_LONG                                                                                 \
     {"model", required_argument, 0, O_MODEL}, {"gpus", required_argument, 0, O_GPUS},               \
@@ -113,6 +113,14 @@ static void sim_help(void)
            "  --trace FILE          write the trace: Chrome JSON (Perfetto opens it), or dmuon-trace-1\n"
            "                        CSV when FILE ends in .csv (as dmuon run --trace)\n"
            "  --csv FILE            write the same trace rows as CSV\n"
+           "  --steps K             K steps back to back, 1 .. 64 (default 1): what carries over orders\n"
+           "                        them (a step's fetch or forward waits on the last step's update\n"
+           "                        of its parameters, a backward on the last reader of its\n"
+           "                        gradients), no barrier between them; the step and its phases\n"
+           "                        are the last step's window (the steady state). The executor ends\n"
+           "                        each step in a barrier (every rank agrees on the step's gradients),\n"
+           "                        so its steady state is one step: K > 1 is the what-if of a loop\n"
+           "                        without one. The trace holds every step's ops\n"
            "  --quiet               only the step time line\n"
            "  --json                the results as one JSON object (times in microseconds)\n"
            "  --max-memory SIZE     refuse a plan whose simulation would need more memory (estimated\n"
@@ -129,11 +137,12 @@ int cmd_sim(int argc, char **argv)
                                        {"program", required_argument, 0, O_PROGRAM},
                                        {"quiet", no_argument, 0, O_QUIET},
                                        {"json", no_argument, 0, O_JSON},
+                                       {"steps", required_argument, 0, O_STEPS},
                                        {0, 0, 0, 0}};
     input_args ia = {NULL, NULL, NULL, NULL, 0, 0};
     int64_t max_memory = -1; /* --max-memory; -1: sim_mem_default_limit() */
     const char *trace = NULL, *csv = NULL, *program = NULL, *fixed = NULL; /* fixed: a plan option given */
-    long gpus = 0;
+    long gpus = 0, steps = 1;
     int quiet = 0, c, li = -1;
     sched_opts so;
     sched_opts_default(&so);
@@ -156,6 +165,9 @@ int cmd_sim(int argc, char **argv)
         case O_PROGRAM: program = optarg; break;
         case O_QUIET: quiet = 1; break;
         case O_JSON: quiet = 2; break;
+        case O_STEPS:
+            if (opt_parse_long("sim", "--steps", optarg, 1, 64, &steps)) return 2;
+            break;
         default: sim_help(); return 0; /* -h, --help */
         }
     }
@@ -201,7 +213,7 @@ int cmd_sim(int argc, char **argv)
         o.costs = in.costs;
         plan_best_opts bpo; /* --balance auto's simulation of the winner is this run's (no trace) */
         plan_best_opts_default(&bpo);
-        if (!trace && !csv) bpo.winner_result = &r;
+        if (!trace && !csv && steps == 1) bpo.winner_result = &r; /* K steps: the winner run again */
         if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus, &so, trace || csv, max_memory, &err) ||
             plan_best_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &o, &bpo, &p, &rep, &pb, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
@@ -211,6 +223,7 @@ int cmd_sim(int argc, char **argv)
     }
     o.costs = in.costs;
     o.record_trace = trace || csv;
+    o.steps = (int)steps; /* candidates of --balance auto were compared on one step */
     if (sim_mem_check_program(p, &in.cluster, o.record_trace, max_memory, &err) ||
         (!r && sim_run(p, &in.cluster, &o, &r, &err))) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);

@@ -460,6 +460,89 @@ int dm_program_replicate(dm_program *p, dm_err *err)
     return 0;
 }
 
+static int cmp_int_asc(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int dm_program_unroll(const dm_program *p, int K, dm_program **out, dm_err *err)
+{
+    *out = NULL;
+    if (K < 1 || K > 64) return dm_err_set(err, "program: %d steps (expected 1 to 64)", K);
+    dm_program *q = dm_program_new(p->nranks, p->gpus_per_node, p->model, p->strategy, p->cluster, p->options, p->tokens,
+                                   err);
+    if (!q) return -1;
+    q->seq_len = p->seq_len;
+    int rc = -1, *upd = NULL, *grd = NULL, *pupd = NULL, *pgrd = NULL, *deps = NULL, cap = 0;
+    if (p->ns_coeffs && !(q->ns_coeffs = dm_strdup(p->ns_coeffs, err))) goto out;
+    for (int g = 0; g < p->n_groups; g++)
+        if (dm_program_add_group(q, p->groups[g].ranks, p->groups[g].n, err) != g) goto out;
+    for (int w = 0; w < p->n_works; w++)
+        if (dm_program_add_work(q, p->works[w].k, p->works[w].n, err) != w) goto out;
+    q->n_colls = K * p->n_colls;
+    int64_t np = 0; /* parameter ids 0 .. np-1 */
+    for (int r = 0; r < p->nranks; r++)
+        for (int i = 0; i < p->ranks[r].n_ops; i++)
+            for (int a = 0; a < p->ranks[r].ops[i].n_params; a++)
+                if (p->ranks[r].ops[i].params[a] >= np) np = p->ranks[r].ops[i].params[a] + 1;
+    size_t nn = (size_t)(np ? np : 1);
+    if (!(upd = dm_malloc(nn * sizeof *upd, err)) || !(grd = dm_malloc(nn * sizeof *grd, err)) ||
+        !(pupd = dm_malloc(nn * sizeof *pupd, err)) || !(pgrd = dm_malloc(nn * sizeof *pgrd, err)))
+        goto out;
+    for (int r = 0; r < p->nranks; r++) {
+        const dm_rank_prog *rp = &p->ranks[r];
+        int n = rp->n_ops;
+        for (int64_t x = 0; x < np; x++) upd[x] = grd[x] = -1;
+        for (int k = 0; k < K; k++) {
+            memcpy(pupd, upd, nn * sizeof *upd); /* the previous step's, on this rank */
+            memcpy(pgrd, grd, nn * sizeof *grd);
+            for (int i = 0; i < n; i++) {
+                const dm_op *op = &rp->ops[i];
+                int nd = 0, need = op->n_deps + 2 * op->n_params;
+                if (need > cap) {
+                    int *d = dm_realloc(deps, (size_t)need * sizeof *d, err);
+                    if (!d) goto out;
+                    deps = d, cap = need;
+                }
+                for (int d = 0; d < op->n_deps; d++) deps[nd++] = op->deps[d] + k * n;
+                dm_payload pl = op->payload != DM_PAYLOAD_NONE ? op->payload : op->implied;
+                int reads_w = op->kind == DM_OP_FORWARD || op->kind == DM_OP_BACKWARD ||
+                              (dm_op_is_collective(op->kind) && pl == DM_PAYLOAD_WEIGHTS);
+                for (int a = 0; k > 0 && a < op->n_params; a++) {
+                    int64_t x = op->params[a];
+                    if (reads_w && pupd[x] >= 0) deps[nd++] = pupd[x];
+                    if (op->kind == DM_OP_BACKWARD && pgrd[x] >= 0) deps[nd++] = pgrd[x];
+                }
+                if (nd > 1) { /* sorted, each once */
+                    qsort(deps, (size_t)nd, sizeof *deps, cmp_int_asc);
+                    int m = 1;
+                    for (int d = 1; d < nd; d++)
+                        if (deps[d] != deps[m - 1]) deps[m++] = deps[d];
+                    nd = m;
+                }
+                dm_op o = *op;
+                if (o.coll >= 0) o.coll += k * p->n_colls;
+                int id = dm_program_add_op(q, r, &o, deps, nd, op->params, op->n_params, err);
+                if (id < 0) goto out;
+                int reads_g = op->kind == DM_OP_NS || op->kind == DM_OP_ADAMW ||
+                              (dm_op_is_collective(op->kind) && pl == DM_PAYLOAD_GRADS);
+                for (int a = 0; a < op->n_params; a++) {
+                    int64_t x = op->params[a];
+                    if (op->kind == DM_OP_MUON_UPDATE || op->kind == DM_OP_ADAMW) upd[x] = id;
+                    if (reads_g) grd[x] = id;
+                }
+            }
+        }
+    }
+    *out = q;
+    rc = 0;
+out:
+    free(upd), free(grd), free(pupd), free(pgrd), free(deps);
+    if (rc) dm_program_free(q);
+    return rc;
+}
+
 int dm_program_distinct_lists(const dm_program *p)
 {
     int n = 0;

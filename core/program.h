@@ -220,6 +220,15 @@ int dm_program_own_rank(dm_program *p, int rank, dm_err *err);
  * program's do). 0, or -1 (err set) when a rank does not. */
 int dm_program_replicate(dm_program *p, dm_err *err);
 
+/* K steps of program p back to back in one program (*out, owned by the caller): step k's ops
+ * follow step k-1's on every stream (list order), its collectives get ids of their own, and
+ * what carries over between steps becomes dependencies on the same rank: an op that reads a
+ * parameter's weights (forward, backward, a weight fetch) waits on the previous step's update of
+ * it (muon-update, adamw), and a backward that writes a parameter's gradient waits on the
+ * previous step's last reader of that gradient (its gradient collectives, NS, AdamW). Nothing
+ * else orders the steps: no barrier between them (`sim --steps`). 0, or -1 with err. */
+int dm_program_unroll(const dm_program *p, int K, dm_program **out, dm_err *err);
+
 /* Ranks that own their op list (the distinct lists held in memory; dm_rank_prog.share). */
 int dm_program_distinct_lists(const dm_program *p);
 /* Parameter ids the program holds: its distinct params lists' lengths summed. */

@@ -957,6 +957,33 @@ static int rank_events(const sim *s, int k, dm_trace_event *ev)
     return n;
 }
 
+/* K steps back to back (sim_opts.steps): the phases of rank k (its index in s) over the last
+ * step's window, from the end of its step K-1's last op to its last end, every op clipped to it
+ * (a step's tail that runs into the next counts in the next): the steady-state step. *first:
+ * the end of its first step. ev: room for the rank's ops. */
+static int steady_window(const sim *s, int k, int K, dm_trace_event *ev, dm_phases *out, double *first, dm_err *err)
+{
+    int per = (s->off[k + 1] - s->off[k]) / K, n = 0;
+    double w0 = 0;
+    *first = 0;
+    for (int i = 0; i < per * K; i++) {
+        int g = s->off[k] + i;
+        if (i < per && s->end[g] > *first) *first = s->end[g];
+        if (i >= (K - 2) * per && i < (K - 1) * per && s->end[g] > w0) w0 = s->end[g];
+    }
+    for (int g = s->off[k]; g < s->off[k + 1]; g++) {
+        const dm_op *op = s->op[g];
+        if (op->kind == DM_OP_WAIT || !(s->end[g] > w0)) continue;
+        double a = s->start[g] > w0 ? s->start[g] : w0;
+        ev[n++] = (dm_trace_event){k, op->stream, op->id, op->kind, a - w0, s->end[g] - a, op->bytes, op->flops, op->layer,
+                                   op->coll, 0};
+    }
+    int rank = out->rank;
+    if (dm_phases_rank(ev, n, k, 0, out, err)) return -1;
+    out->rank = rank;
+    return 0;
+}
+
 /* The phases by the one step ruler (phases.h), as compare measures the simulator's trace: per
  * rank its NS load, the critical rank's step, forward, backward, optimizer, exposed communication
  * and collectives in flight. */
@@ -983,6 +1010,12 @@ static int results(sim *s, sim_result *r, dm_err *err)
         r->ns_mean_us += r->ns_us[k] / s->R;
     }
     int cr = r->crit_rank = dm_phases_critical_rank(last, s->R);
+    int K = s->o.steps > 1 ? s->o.steps : 1;
+    r->steps = K;
+    if (K > 1 && steady_window(s, s->shared ? 0 : cr, K, ev, &ph[cr], &r->first_step_us, err)) goto out;
+    if (K > 1)
+        for (int k = 0; k < s->R; k++) r->ns_us[k] /= K;
+    r->ns_max_us /= K, r->ns_mean_us /= K;
     r->step_us = ph[cr].us[DM_PHASE_STEP];
     r->forward_us = ph[cr].us[DM_PHASE_FORWARD];
     r->backward_us = ph[cr].us[DM_PHASE_BACKWARD];
@@ -1120,9 +1153,15 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
 
 int sim_run(const dm_program *p, const dm_cluster *c, const sim_opts *o, sim_result **out, dm_err *err)
 {
-    int shared = sim_shared_ranks(p, c, o), rc = run_once(p, c, o, shared, out, err);
+    /* K steps: the steps back to back in one program, the last one's window taken by results */
+    dm_program *q = NULL;
+    if (o && o->steps > 1 && dm_program_unroll(p, o->steps, &q, err)) return -1;
+    const dm_program *pr = q ? q : p;
+    int shared = sim_shared_ranks(pr, c, o), rc = run_once(pr, c, o, shared, out, err);
     /* a shared run that deadlocks: the run of every rank names the stuck op and rank as it is */
-    return rc == -2 && shared ? run_once(p, c, o, 0, out, err) : rc ? -1 : 0;
+    rc = rc == -2 && shared ? run_once(pr, c, o, 0, out, err) : rc ? -1 : 0;
+    dm_program_free(q);
+    return rc;
 }
 
 static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o, int shared, sim_result **out,

@@ -64,6 +64,11 @@ typedef struct sim_opts {
     int record_trace;      /* fill result->trace */
     const dm_costs *costs; /* kernel cost tables (borrowed); NULL: roofline terms */
     int full_ranks;        /* 1: simulate every rank even where sim_shared_ranks holds (tests) */
+    int steps;             /* K > 1: K steps back to back (dm_program_unroll: what carries over
+                              orders them, no barrier between them), the result's step and
+                              phases the last step's window on the critical rank (from its
+                              step K-1's last end to its step K's), its other fields over the K
+                              steps; 0 or 1: one step (the executor's: its steps end in a barrier) */
 } sim_opts;
 
 void sim_opts_default(sim_opts *o);
@@ -115,6 +120,8 @@ typedef struct sim_result {
                                          forward/backward: the kernels' counts by source */
     char power_src[320];    /* the power-limit model's line ("" when the cluster has none) */
     int power_passes;       /* runs of the step to its steady state under the power model (1 without) */
+    int steps;              /* steps simulated back to back (sim_opts.steps; 1 for one) */
+    double first_step_us;   /* steps > 1: the critical rank's end of its first step */
     int *op_off;            /* rank r's ops are at op_off[r] .. op_off[r] + its n_ops - 1 of the arrays
                                below (sim_shared_ranks: 0 for every rank, their arrays one) */
     double *start_us, *end_us, *ready_us; /* per op (collectives: start is the collective's start;

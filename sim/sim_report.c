@@ -22,6 +22,10 @@ void sim_print_report(FILE *f, const dm_program *p, const sim_result *r)
 {
     print_sources(f, r);
     double step = r->step_us;
+    if (r->steps > 1)
+        fprintf(f, "\nsteps              %d back to back (no barrier between them): the first ended at %.3f ms on rank %d;\n"
+                   "                   the step and its phases are the last one's window there (the steady state)\n",
+                r->steps, r->first_step_us / 1e3, r->crit_rank);
     fprintf(f, "\nstep time          %10.3f ms\n", step / 1e3);
     fprintf(f, "  forward          %10.3f ms  %5.1f%%   (GPU time on rank %d, the last to finish)\n", r->forward_us / 1e3,
             100 * r->forward_us / step, r->crit_rank);

@@ -364,6 +364,41 @@ static void test_lo_stream(void)
     }
 }
 
+/* K steps back to back (sim_opts.steps): a forward A of 10 us on compute and, after it, an update
+ * U of 20 us on compute-lo (the two streams share nothing here: rates 1). When U updates the
+ * parameter A reads, step k+1's A waits on step k's U: every step 30 us. When U updates another
+ * one, A runs beside the last step's U: the steady step is U's 20 us. */
+static void test_steps(void)
+{
+    for (int same = 0; same < 2; same++) {
+        dm_cluster c = h200x2();
+        c.lo_main_rate = c.lo_rate = 1;
+        dm_program *p = dm_program_new(1, 1, "t", "t", "h200x2", "", 1, &err);
+        dm_op a = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE), u = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE_LO);
+        a.flops = flops_for(&c, 10);
+        c.elem_efficiency[0] = 1, c.elem_launch_us[0] = 20; /* U: 20 us (no bytes) */
+        u.bytes = 1e-9;
+        int64_t pa = 0, pu = same ? 0 : 1;
+        int dep = 0;
+        dm_program_add_op(p, 0, &a, NULL, 0, &pa, 1, &err);
+        dm_program_add_op(p, 0, &u, &dep, 1, &pu, 1, &err);
+        sim_opts o;
+        sim_opts_default(&o);
+        o.steps = 3;
+        sim_result *r = NULL;
+        if (sim_run(p, &c, &o, &r, &err)) {
+            ok(0, "steps: sim runs (%s)", err.msg);
+        } else {
+            double want = same ? 30 : 20;
+            ok(r->steps == 3 && fabs(r->first_step_us - 30) < 1e-6 && fabs(r->step_us - want) < 1e-6,
+               "3 steps, the update %s the forward's parameter: first step %.3f us, steady step %.3f us (%.0f)",
+               same ? "of" : "not of", r->first_step_us, r->step_us, want);
+        }
+        sim_result_free(r);
+        dm_program_free(p);
+    }
+}
+
 /* The keys in a cluster file, and errors naming file:line:col. */
 static void test_cluster_keys(void)
 {
@@ -503,5 +538,6 @@ int main(void)
     test_work_kernels();
     test_lo_stream();
     test_update_work();
+    test_steps();
     return tap_done();
 }
