@@ -1181,6 +1181,11 @@ int dm_program_validate(const dm_program *p, dm_err *err)
                     goto done;
                 }
             int is_coll = dm_op_is_collective(o->kind);
+            if (is_coll && o->stream == DM_STREAM_COMPUTE_LO) {
+                dm_err_set(err, "program: rank %d op %d (%s): a collective on compute-lo (it runs compute ops only)", r, i,
+                           dm_op_kind_name(o->kind));
+                goto done;
+            }
             if (o->work >= 0) {
                 /* forward and backward: layer kernels; adamw and muon-update: their update kernels
                  * (one per tensor); no other op has a work */

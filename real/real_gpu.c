@@ -387,8 +387,6 @@ static int gpu_create(real_exec *ex, dm_err *err)
         const dm_op *op = &rp->ops[i];
         if (op->kind == DM_OP_NS || op->kind == DM_OP_MUON_UPDATE || op->kind == DM_OP_ADAMW)
             opt_on[op->stream == DM_STREAM_COMPUTE_LO] = 1;
-        if (op->stream == DM_STREAM_COMPUTE_LO && dm_op_is_collective(op->kind))
-            return dm_err_set(err, "rank %d op %d: a collective on compute-lo", ex->rank, i);
     }
     if (opt_on[0] && opt_on[1])
         return dm_err_set(err, "rank %d: optimizer ops on both compute and compute-lo (the GPU executor runs them on "

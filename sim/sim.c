@@ -467,12 +467,7 @@ static int setup(sim *s, dm_err *err)
             s->cause[g] = s->pcause[g] = -1;
             if ((unsigned)op->stream >= S || (unsigned)op->kind >= DM_OP__COUNT)
                 return dm_err_set(err, "sim: rank %d op %d: bad stream or kind", r, i);
-            if (op->stream == DM_STREAM_COMPUTE_LO) {
-                if (dm_op_is_collective(op->kind))
-                    return dm_err_set(err, "sim: rank %d op %d: a collective (%s) on compute-lo", r, i,
-                                      dm_op_kind_name(op->kind));
-                s->has_lo = 1;
-            }
+            if (op->stream == DM_STREAM_COMPUTE_LO) s->has_lo = 1; /* compute ops only (dm_program_validate) */
             s->sl_off[r * S + op->stream + 1]++;
             s->deps_left[g] = op->n_deps;
             for (int d = 0; d < op->n_deps; d++) {

@@ -114,6 +114,17 @@ int main(void)
     coll(p, DM_OP_ALLREDUCE, w, -1, 100, two, 2);
     expect_invalid(p, "is missing on member rank 2", "missing collective");
 
+    /* a collective on compute-lo (the second compute stream runs compute ops only) */
+    p = dm_program_new(2, 2, "tiny", "dmuon", "h200", "", 128, NULL);
+    {
+        int two[2] = {0, 1}, g2 = dm_program_group(p, two, 2, NULL);
+        dm_op b = dm_op_init(DM_OP_BROADCAST, DM_STREAM_COMPUTE_LO);
+        b.coll = dm_program_new_coll(p), b.group = g2, b.root = 0, b.bytes = 64;
+        dm_program_add_op(p, 0, &b, NULL, 0, NULL, 0, NULL);
+        dm_program_add_op(p, 1, &b, NULL, 0, NULL, 0, NULL);
+    }
+    expect_invalid(p, "a collective on compute-lo", "a broadcast on compute-lo");
+
     /* reordered: rank 1 holds the two world collectives in the other order */
     p = dm_program_new(3, 2, "tiny", "dmuon", "h200", "", 128, NULL);
     w = dm_program_group(p, all, 3, NULL);
