@@ -857,12 +857,12 @@ double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m,
 }
 
 double dm_costs_update_op_us(const dm_costs *c, const dm_gpu *target, const dm_program *p, const dm_op *op,
-                             double *tensors, dm_cost_source *src)
+                             dm_cost_source *src)
 {
     const char *name = op->kind == DM_OP_ADAMW ? "adamw" : "muon_update";
     dm_kern_op kop = op->kind == DM_OP_ADAMW ? DM_KOP_ADAMW : DM_KOP_MUON_UPDATE;
     dm_cost_source s = DM_COST_MEASURED, one;
-    double us = 0, n = 0;
+    double us = 0;
     const dm_work *w = p && op->work >= 0 && op->work < p->n_works ? &p->works[op->work] : NULL;
     for (int i = 0; w && i < w->n; i++)
         if (w->k[i].op != kop) w = NULL; /* not a work of update kernels: priced as without one */
@@ -870,15 +870,12 @@ double dm_costs_update_op_us(const dm_costs *c, const dm_gpu *target, const dm_p
         for (int i = 0; i < w->n; i++) {
             double cnt = (double)(w->k[i].count > 0 ? w->k[i].count : 1);
             us += cnt * dm_costs_elementwise_us(c, target, name, w->k[i].m, &one);
-            n += cnt;
             if (one > s) s = one; /* the least direct source of its tensors' */
         }
     } else {
         double bpp = dm_elementwise_bytes_per_param(name);
         us = dm_costs_elementwise_us(c, target, name, bpp > 0 ? (int64_t)llround(op->bytes / bpp) : 1, &s);
-        n = op->n_params > 0 ? op->n_params : 1;
     }
-    if (tensors) *tensors = n;
     if (src) *src = s;
     return us;
 }

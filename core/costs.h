@@ -139,9 +139,9 @@ double dm_costs_elementwise_us(const dm_costs *c, const dm_gpu *target, const ch
  * the sum over its tensors of the table's rows for one tensor of that size (each row times the
  * executor's kernels for one tensor, back to back); without one (program files from before),
  * one row at the op's elements (op->bytes over the bytes per parameter). The one rule of the
- * simulator and the calibration. *tensors (may be NULL): the tensors priced. src may be NULL. */
+ * simulator and the calibration. src may be NULL. */
 double dm_costs_update_op_us(const dm_costs *c, const dm_gpu *target, const dm_program *p, const dm_op *op,
-                             double *tensors, dm_cost_source *src);
+                             dm_cost_source *src);
 
 /* One workload kernel (workload.h) on GPU `target` (NULL: the table's GPU; projected by
  * datasheet ratios when the table was measured on another GPU): its count launches of one

@@ -80,15 +80,27 @@ struct dm_plist_tab {
     struct dm_arena_blk *arena;
 };
 
-static uint64_t plist_hash(const int64_t *v, int n)
+/* The interned works (dm_program.wtab): open addressing on their kernels' integer fields, each
+ * slot a work index (-1: empty). */
+struct dm_work_tab {
+    size_t n, cap; /* works held, slots (a power of 2) */
+    int *slot;
+};
+
+/* h mixed with v[0..n) */
+static uint64_t plist_hash_more(uint64_t h, const int64_t *v, int n)
 {
-    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)n;
     for (int i = 0; i < n; i++) {
         h ^= (uint64_t)v[i];
         h *= UINT64_C(0xff51afd7ed558ccd);
         h ^= h >> 32;
     }
     return h;
+}
+
+static uint64_t plist_hash(const int64_t *v, int n)
+{
+    return plist_hash_more(UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)n, v, n);
 }
 
 static int plist_grow(struct dm_plist_tab *t, dm_err *err)
@@ -149,6 +161,10 @@ void dm_program_free(dm_program *p)
     free(p->strategy);
     free(p->cluster);
     free(p->options);
+    if (p->wtab) {
+        free(p->wtab->slot);
+        free(p->wtab);
+    }
     if (p->plists) {
         blk_free(p->plists->arena);
         free(p->plists->slot);
@@ -308,6 +324,48 @@ int dm_program_add_work(dm_program *p, const dm_kernel *k, int n, dm_err *err)
     return p->n_works++;
 }
 
+static uint64_t work_hash(const dm_kernel *k, int n)
+{
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        int64_t v[9] = {k[i].kind, k[i].op, k[i].m, k[i].n, k[i].k, k[i].batch, k[i].count, k[i].param, k[i].slot};
+        h = plist_hash_more(h, v, 9);
+    }
+    return h;
+}
+
+int dm_program_intern_work(dm_program *p, const dm_kernel *k, int n, dm_err *err)
+{
+    struct dm_work_tab *t = p->wtab;
+    if (!t && !(t = p->wtab = dm_calloc(1, sizeof *t, err))) return -1;
+    if (2 * (t->n + 1) > t->cap) { /* grow (load under 1/2) and re-place */
+        size_t cap = t->cap ? 2 * t->cap : 256;
+        int *s = dm_malloc(cap * sizeof *s, err);
+        if (!s) return -1;
+        for (size_t i = 0; i < cap; i++) s[i] = -1;
+        for (size_t i = 0; i < t->cap; i++) {
+            if (t->slot[i] < 0) continue;
+            size_t j = work_hash(p->works[t->slot[i]].k, p->works[t->slot[i]].n) & (cap - 1);
+            while (s[j] >= 0) j = (j + 1) & (cap - 1);
+            s[j] = t->slot[i];
+        }
+        free(t->slot);
+        t->slot = s, t->cap = cap;
+    }
+    size_t j = work_hash(k, n) & (t->cap - 1);
+    for (; t->slot[j] >= 0; j = (j + 1) & (t->cap - 1)) {
+        const dm_work *w = &p->works[t->slot[j]];
+        int same = w->n == n;
+        for (int i = 0; same && i < n; i++) same = same_kernel(&w->k[i], &k[i]);
+        if (same) return t->slot[j];
+    }
+    int w = dm_program_add_work(p, k, n, err);
+    if (w < 0) return -1;
+    t->slot[j] = w;
+    t->n++;
+    return w;
+}
+
 dm_payload dm_op_payload_default(dm_op_kind kind)
 {
     switch (kind) {
@@ -460,12 +518,6 @@ int dm_program_replicate(dm_program *p, dm_err *err)
     return 0;
 }
 
-static int cmp_int_asc(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
 int dm_program_unroll(const dm_program *p, int K, dm_program **out, dm_err *err)
 {
     *out = NULL;
@@ -515,7 +567,7 @@ int dm_program_unroll(const dm_program *p, int K, dm_program **out, dm_err *err)
                     if (op->kind == DM_OP_BACKWARD && pgrd[x] >= 0) deps[nd++] = pgrd[x];
                 }
                 if (nd > 1) { /* sorted, each once */
-                    qsort(deps, (size_t)nd, sizeof *deps, cmp_int_asc);
+                    qsort(deps, (size_t)nd, sizeof *deps, cmp_int);
                     int m = 1;
                     for (int d = 1; d < nd; d++)
                         if (deps[d] != deps[m - 1]) deps[m++] = deps[d];

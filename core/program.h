@@ -172,6 +172,7 @@ typedef struct dm_program {
      * every member's op of a collective, every rank's forward of a layer, carry the same ids;
      * an MoE op carries hundreds). The lists are shared: never written through an op. */
     struct dm_plist_tab *plists;
+    struct dm_work_tab *wtab; /* the works dm_program_intern_work added, by content */
     char *ns_coeffs;    /* the NS coefficient set the program's NS ops run (kernels/ns_ref.h's
                            ns_coeffs_from_spec name, e.g. "jordan" for the PyTorch forms); NULL:
                            the executors' default. `run --ns-coeffs` overrides it */
@@ -198,6 +199,9 @@ int dm_program_add_group(dm_program *p, const int *ranks, int n, dm_err *err);
 
 /* Add a work of n kernels (copied); returns its index, or -1 on error. */
 int dm_program_add_work(dm_program *p, const dm_kernel *k, int n, dm_err *err);
+/* The same, once per content: the index of the work an earlier call added with kernels equal to
+ * k[0..n), else a new one (the update ops' works, which many ops share). */
+int dm_program_intern_work(dm_program *p, const dm_kernel *k, int n, dm_err *err);
 
 /* A fresh collective id (the caller adds one op with it to every member rank). */
 int dm_program_new_coll(dm_program *p);

@@ -113,10 +113,7 @@ typedef struct bctx {
     /* the kernels of each layer's forward and backward (program works), and their sums */
     int *work_fwd, *work_bwd;
     double *fwd_flops, *bwd_flops, *fwd_bytes, *bwd_bytes;
-    /* the update ops' works (update_work), each distinct kernel list once: an open-addressing
-     * table of work indexes (-1 free), uw_cap a power of two; uw_k: the list being built */
-    int *uw_tab, uw_cap, uw_n;
-    vec uw_k;
+    vec uw_k; /* the update op's kernel list update_work builds */
     /* emission bookkeeping, [rank * nlayers + layer] */
     int *fetch_lo, *fetch_hi, *bfetch_lo, *bfetch_hi, *grad_lo, *grad_hi, *fwd_id, *bwd_id;
 } bctx;
@@ -294,7 +291,6 @@ static void free_ctx(bctx *b)
     free(b->bwd_id);
     free(b->work_fwd);
     free(b->work_bwd);
-    free(b->uw_tab);
     free(b->uw_k.data);
     free(b->fwd_flops);
     free(b->bwd_flops);
@@ -968,31 +964,12 @@ static int *dep_of(bctx *b, const int *ids, int l, int *tmp)
     return tmp;
 }
 
-/* FNV-1a over a kernel list's (op, m, count): what tells two update works apart */
-static uint64_t uw_hash(const dm_kernel *k, int n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < n; i++) {
-        uint64_t v[3] = {(uint64_t)k[i].op, (uint64_t)k[i].m, (uint64_t)k[i].count};
-        for (int j = 0; j < 3; j++) h = (h ^ v[j]) * 1099511628211ull;
-    }
-    return h;
-}
-
-static int uw_same(const dm_work *w, const dm_kernel *k, int n)
-{
-    if (w->n != n) return 0;
-    for (int i = 0; i < n; i++)
-        if (w->k[i].op != k[i].op || w->k[i].m != k[i].m || w->k[i].count != k[i].count) return 0;
-    return 1;
-}
-
 /* The work of an update op (adamw: DM_KOP_ADAMW, muon-update: DM_KOP_MUON_UPDATE) over params
  * ids[0..n): one update kernel per tensor of the elements the executor updates in it, equal
  * neighbours as one kernel of that count. keep < 0: every tensor whole; else the first `keep`
  * elements of their concatenation (a sharded update: the executor's shard is a contiguous range
  * of the flat buffer; each rank is priced as the first shard, so ranks that share a list share
- * the work). *out: the work's index, each distinct list stored once. */
+ * the work). *out: the work's index, each distinct list stored once (dm_program_intern_work). */
 static int update_work(bctx *b, dm_kern_op kop, const int64_t *ids, size_t n, double keep, int *out)
 {
     double bpp = dm_elementwise_bytes_per_param(kop == DM_KOP_ADAMW ? "adamw" : "muon_update");
@@ -1022,32 +999,7 @@ static int update_work(bctx *b, dm_kern_op kop, const int64_t *ids, size_t n, do
         k->elems = (double)k->m * (double)k->count;
         k->bytes = k->elems * bpp;
     }
-    if (2 * (b->uw_n + 1) > b->uw_cap) { /* grow the table (load under 1/2) and re-place */
-        int cap = b->uw_cap ? 2 * b->uw_cap : 256, *t = dm_malloc((size_t)cap * sizeof *t, b->err);
-        if (!t) return -1;
-        for (int i = 0; i < cap; i++) t[i] = -1;
-        for (int i = 0; i < b->uw_cap; i++) {
-            int w = b->uw_tab[i];
-            if (w < 0) continue;
-            size_t h = (size_t)uw_hash(b->p->works[w].k, b->p->works[w].n) & (size_t)(cap - 1);
-            while (t[h] >= 0) h = (h + 1) & (size_t)(cap - 1);
-            t[h] = w;
-        }
-        free(b->uw_tab);
-        b->uw_tab = t, b->uw_cap = cap;
-    }
-    size_t h = (size_t)uw_hash(kl, nk) & (size_t)(b->uw_cap - 1);
-    for (; b->uw_tab[h] >= 0; h = (h + 1) & (size_t)(b->uw_cap - 1))
-        if (uw_same(&b->p->works[b->uw_tab[h]], kl, nk)) {
-            *out = b->uw_tab[h];
-            return 0;
-        }
-    int w = dm_program_add_work(b->p, kl, nk, b->err);
-    if (w < 0) return -1;
-    b->uw_tab[h] = w;
-    b->uw_n++;
-    *out = w;
-    return 0;
+    return (*out = dm_program_intern_work(b->p, kl, nk, b->err)) < 0 ? -1 : 0;
 }
 
 /* One optimizer op for the ordering on the compute stream. */

@@ -195,7 +195,7 @@ static double elementwise_us(sim *s, const dm_op *op, dm_err *err)
     ns_key tmp, *k = cost_slot(s, by_work ? op->work : elems, by_work ? -2 : -1, 0, 0, -2 - which, 0, &found, err);
     if (!k && !s->ns_cache) return -1; /* algo < 0: elementwise */
     if (!k) k = &tmp;
-    if (!found) k->us = dm_costs_update_op_us(s->o.costs, s->c->gpu, s->p, op, NULL, &k->src);
+    if (!found) k->us = dm_costs_update_op_us(s->o.costs, s->c->gpu, s->p, op, &k->src);
     s->elem_src_count[which][k->src]++;
     return k->us + s->c->elem_op_us[which];
 }
@@ -669,6 +669,12 @@ static int retime(sim *s, int k, int force, dm_err *err)
     return power_on(s) && left > tick ? sim_heap_push(&s->h, s->now + tick, EV_POWER, k, v, err) : 0;
 }
 
+/* Compute op g's full-clock power demand (power.h) */
+static double op_demand(const sim *s, int g)
+{
+    return dm_power_demand(&s->c->power, s->op[g]->flops, s->op[g]->bytes, s->dur[g]);
+}
+
 /* Start the ready op heading one of slot k's streams, if the slot is free (slot 0: stream
  * priority decides, comm-hi, compute, comm-lo). */
 static int try_slot(sim *s, int r, int k, dm_err *err)
@@ -695,8 +701,7 @@ static int try_slot(sim *s, int r, int k, dm_err *err)
         s->gpu_rate[q] = 0; /* re-timed below */
         if (power_on(s)) {
             power_touch(s, r);
-            const dm_op *op = s->op[g];
-            s->pw_P[r] = dm_power_demand(&s->c->power, op->flops, op->bytes, s->dur[g]);
+            s->pw_P[r] = op_demand(s, g);
         }
         if (retime(s, q, 1, err)) return -1;
         return retime(s, other, 0, err); /* the other slot's op now shares the GPU */
@@ -738,9 +743,7 @@ static int op_done(sim *s, int g, dm_err *err)
         if (use_rates(s)) s->dur[g] = s->end[g] - s->start[g]; /* the time it took at its rates */
         if (power_on(s)) { /* idle from here until its next op, or the other slot's demand */
             power_touch(s, r);
-            const dm_op *op = s->gpu_busy[other] ? s->op[s->gpu_run[other]] : NULL;
-            s->pw_P[r] = op ? dm_power_demand(&s->c->power, op->flops, op->bytes, s->dur[s->gpu_run[other]])
-                            : s->c->power.idle_w;
+            s->pw_P[r] = s->gpu_busy[other] ? op_demand(s, s->gpu_run[other]) : s->c->power.idle_w;
         }
         if (s->gpu_busy[other] && retime(s, other, 0, err)) return -1; /* it has the GPU alone now */
         if (s->c->op_gap_us > 0) { /* idle until then; the event retries this rank's streams */

@@ -622,7 +622,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
                 dm_op one = dm_op_init(e->kind, DM_STREAM_COMPUTE);
                 one.bytes = e->bytes; /* without the program: one row at the op's elements */
                 const dm_op *q = pop && pop->kind == e->kind ? pop : &one;
-                o.table_us = dm_costs_update_op_us(costs, gpu, q == pop ? p : NULL, q, NULL, NULL);
+                o.table_us = dm_costs_update_op_us(costs, gpu, q == pop ? p : NULL, q, NULL);
             }
         } else if (e->kind == DM_OP_NS && p) {
             const dm_op *op = pop;
@@ -742,13 +742,14 @@ static void ns_prep(fit_op *ops, int n, const dm_gpu *gpu, const dm_costs *costs
         if (ops[i].kind == FK_NS) ops[i].launch_us = dm_ns_op_prep_us(costs, &as_fitted, ops[i].tensors, ops[i].elems);
 }
 
-/* Median of |table / measured - 1| over the ops of kind k (their table time, 0 where none). */
-static double table_miss(const fit_op *ops, int n, int k, int *cnt)
+/* Median of |(table + add) / measured - 1| over the ops of kind k (their table time, 0 where
+ * none; add: a time per op beside it). */
+static double table_miss(const fit_op *ops, int n, int k, double add, int *cnt)
 {
     double *v = malloc(((size_t)n + 1) * sizeof *v), m = -1;
     int nv = 0;
     for (int i = 0; i < n && v; i++)
-        if (ops[i].kind == k && ops[i].table_us > 0) v[nv++] = fabs(ops[i].table_us / ops[i].d_us - 1);
+        if (ops[i].kind == k && ops[i].table_us > 0) v[nv++] = fabs((ops[i].table_us + add) / ops[i].d_us - 1);
     if (nv) m = cmp_quantile(v, nv, 0.5);
     free(v);
     *cnt = nv;
@@ -799,28 +800,22 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     double miss[FK__N] = {0}, op_us[FK__N] = {0}, miss0[FK__N] = {0};
     int miss_n[FK__N] = {0}, table_kind[FK__N] = {0};
     for (int k = FK_UPD; k <= FK_ADAMW; k++) {
-        miss[k] = table_miss(ops, n, k, &miss_n[k]);
+        miss[k] = table_miss(ops, n, k, 0, &miss_n[k]);
         if (miss_n[k]) { /* least squares of relative residuals: ((t + a) / q - 1)^2 */
             double s1 = 0, s2 = 0;
             for (int i = 0; i < n; i++)
                 if (ops[i].kind == k && ops[i].table_us > 0)
                     s1 += (ops[i].d_us - ops[i].table_us) / (ops[i].d_us * ops[i].d_us), s2 += 1 / (ops[i].d_us * ops[i].d_us);
             double a = s2 > 0 && s1 > 0 ? s1 / s2 : 0;
-            for (int i = 0; i < n; i++)
-                if (ops[i].kind == k) ops[i].table_us += a;
             int m2;
-            double miss2 = table_miss(ops, n, k, &m2);
-            if (a > 0 && miss2 <= 0.10 && miss2 < miss[k]) {
-                op_us[k] = a, miss0[k] = miss[k], miss[k] = miss2;
-            } else {
-                for (int i = 0; i < n; i++)
-                    if (ops[i].kind == k) ops[i].table_us -= a;
-            }
+            double miss2 = table_miss(ops, n, k, a, &m2);
+            if (a > 0 && miss2 <= 0.10 && miss2 < miss[k]) op_us[k] = a, miss0[k] = miss[k], miss[k] = miss2;
         }
         if (miss_n[k] && miss[k] <= 0.10) {
             table_kind[k] = 1;
             for (int i = 0; i < n; i++)
-                if (ops[i].kind == k) ops[i].kind = FK_KERN, ops[i].launch_us = ops[i].table_us, ops[i].work_us = 0;
+                if (ops[i].kind == k)
+                    ops[i].kind = FK_KERN, ops[i].launch_us = ops[i].table_us + op_us[k], ops[i].work_us = 0;
         }
     }
     double x[FK__N], a[FK__N], ss[FK__N], f = 0;
@@ -1125,24 +1120,33 @@ typedef struct lo_op {
     double bytes, flops, t0, d;
 } lo_op;
 
-static int lo_cmp(const void *a, const void *b)
+static int lo_key(const lo_op *x, const lo_op *y)
 {
-    const lo_op *x = a, *y = b;
     if (x->kind != y->kind) return x->kind - y->kind;
     if (x->layer != y->layer) return x->layer - y->layer;
     if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
     if (x->flops != y->flops) return x->flops < y->flops ? -1 : 1;
-    return x->occ - y->occ;
+    return 0;
 }
 
-static int lo_by_start(const void *a, const void *b)
+/* by key, then start: the order that numbers each key's occurrences */
+static int lo_by_key_start(const void *a, const void *b)
 {
     const lo_op *x = a, *y = b;
-    return (x->t0 > y->t0) - (x->t0 < y->t0);
+    int c = lo_key(x, y);
+    return c ? c : (x->t0 > y->t0) - (x->t0 < y->t0);
 }
 
-/* Rank 0's compute ops of trace `path`, numbered by occurrence of their key in trace order and
- * sorted by key; *n_lo: how many ran on compute-lo. */
+/* by key, then occurrence: the twin of an op in the other trace */
+static int lo_cmp(const void *a, const void *b)
+{
+    const lo_op *x = a, *y = b;
+    int c = lo_key(x, y);
+    return c ? c : x->occ - y->occ;
+}
+
+/* Rank 0's compute ops of trace `path`, sorted by key and numbered by occurrence of their key
+ * in time order; *n_lo: how many ran on compute-lo. */
 static int lo_ops(const char *path, lo_op **out, int *n, int *n_lo, dm_err *err)
 {
     dm_trace *t = NULL;
@@ -1159,26 +1163,25 @@ static int lo_ops(const char *path, lo_op **out, int *n, int *n_lo, dm_err *err)
     }
     dm_trace_free(t);
     if (!v) return -1;
-    qsort(v, (size_t)k, sizeof *v, lo_by_start); /* occurrences in time order */
-    for (int i = 0; i < k; i++) {
-        int occ = 0;
-        for (int j = i - 1; j >= 0 && occ < 1000000; j--) /* equal keys before it (few per key) */
-            if (v[j].kind == v[i].kind && v[j].layer == v[i].layer && v[j].bytes == v[i].bytes && v[j].flops == v[i].flops)
-                occ = v[j].occ + 1, j = 0;
-        v[i].occ = occ;
-    }
-    qsort(v, (size_t)k, sizeof *v, lo_cmp);
+    qsort(v, (size_t)k, sizeof *v, lo_by_key_start);
+    for (int i = 1; i < k; i++) v[i].occ = lo_key(&v[i], &v[i - 1]) ? 0 : v[i - 1].occ + 1;
     *out = v, *n = k;
     return 0;
 }
 
-/* One pair's ops that ran beside the other stream: with x NULL, the sums of the least squares
- * of a = d (1 - o) + d o x per stream (num, den, cnt); with x, the squared relative residuals of
- * that model (ss). */
-static int lo_pair(const char *one, const char *stream, const double *x, double num[2], double den[2], int cnt[2],
-                   double ss[2], dm_err *err)
+/* One op beside the other stream: its stream (1: compute-lo), its time d there, the share f of
+ * it beside the other stream's ops, its time alone a (its twin's in the one-stream trace). */
+typedef struct lo_obs {
+    int lo;
+    double d, f, a;
+} lo_obs;
+
+/* Appends to *obs (*n of them, room *cap) the ops of one pair of traces that ran beside the
+ * other stream (f > 1%). */
+static int lo_pair(const char *one, const char *stream, lo_obs **obs, int *n, int *cap, dm_err *err)
 {
     lo_op *a = NULL, *b = NULL;
+    double *iv = NULL;
     int na, nb, la, lb, rc = -1;
     if (lo_ops(one, &a, &na, &la, err) || lo_ops(stream, &b, &nb, &lb, err)) goto out;
     if (!lb) {
@@ -1189,51 +1192,66 @@ static int lo_pair(const char *one, const char *stream, const double *x, double 
         dm_err_set(err, "%s: ops on compute-lo (the trace of the optimizer after the backward expected)", one);
         goto out;
     }
+    /* each stream's busy time as disjoint intervals: iv[0 .. m0) compute's, then compute-lo's */
+    if (!(iv = dm_malloc(((size_t)nb + 1) * 2 * sizeof *iv, err))) goto out;
+    int m[2] = {0, 0};
+    for (int s = 0; s < 2; s++) {
+        double *w = iv + 2 * m[0];
+        for (int i = 0; i < nb; i++)
+            if (b[i].lo == s) w[2 * m[s]] = b[i].t0, w[2 * m[s] + 1] = b[i].t0 + b[i].d, m[s]++;
+        m[s] = dm_iv_merge(w, m[s]);
+    }
     for (int i = 0; i < nb; i++) {
-        const lo_op *o = &b[i], *m = bsearch(o, a, (size_t)na, sizeof *a, lo_cmp);
-        if (!m) continue;
-        double t0 = o->t0, t1 = o->t0 + o->d, ov = 0; /* its time beside the other stream's ops */
-        for (int j = 0; j < nb; j++) {
-            if (b[j].lo == o->lo) continue;
-            double p = b[j].t0 > t0 ? b[j].t0 : t0, q = b[j].t0 + b[j].d < t1 ? b[j].t0 + b[j].d : t1;
-            if (q > p) ov += q - p;
-        }
-        double f = ov / o->d;
+        const lo_op *o = &b[i], *t = bsearch(o, a, (size_t)na, sizeof *a, lo_cmp);
+        if (!t) continue;
+        const double *other = o->lo ? iv : iv + 2 * m[0];
+        double f = calib_overlap_fraction(other, m[!o->lo], o->t0, o->t0 + o->d);
         if (f <= 0.01) continue;
-        if (x) {
-            double r = (o->d * (1 - f) + o->d * f * x[o->lo]) / m->d - 1;
-            ss[o->lo] += r * r;
-        } else {
-            double u = o->d * f; /* a - d (1 - o) = u x */
-            num[o->lo] += u * (m->d - o->d * (1 - f)), den[o->lo] += u * u, cnt[o->lo]++;
+        if (*n == *cap) {
+            int c2 = *cap ? 2 * *cap : 256;
+            lo_obs *g = dm_realloc(*obs, (size_t)c2 * sizeof *g, err);
+            if (!g) goto out;
+            *obs = g, *cap = c2;
         }
+        (*obs)[(*n)++] = (lo_obs){o->lo, o->d, f, t->d};
     }
     rc = 0;
 out:
-    free(a), free(b);
+    free(a), free(b), free(iv);
     return rc;
 }
 
 int calib_fit_lo_stream(calib *c, int n_pairs, const char *const *one, const char *const *stream, FILE *log, dm_err *err)
 {
     double num[2] = {0, 0}, den[2] = {0, 0}, ss[2] = {0, 0}, x[2];
-    int cnt[2] = {0, 0};
+    int cnt[2] = {0, 0}, n = 0, cap = 0, rc = -1;
+    lo_obs *obs = NULL;
     char desc[1024] = "";
     for (int p = 0; p < n_pairs; p++) {
-        if (lo_pair(one[p], stream[p], NULL, num, den, cnt, ss, err)) return -1;
+        if (lo_pair(one[p], stream[p], &obs, &n, &cap, err)) goto out;
         size_t used = strlen(desc);
         snprintf(desc + used, sizeof desc - used, "%s%s against %s", used ? ", " : "", stream[p], one[p]);
+    }
+    for (int i = 0; i < n; i++) { /* a - d (1 - f) = u x, u = d f */
+        const lo_obs *o = &obs[i];
+        double u = o->d * o->f;
+        num[o->lo] += u * (o->a - o->d * (1 - o->f)), den[o->lo] += u * u, cnt[o->lo]++;
     }
     static const char *const key[2] = {"lo_main_rate", "lo_rate"};
     static const char *const what[2] = {"compute", "compute-lo"};
     for (int s = 0; s < 2; s++) {
-        if (!cnt[s] || !(den[s] > 0))
-            return dm_err_set(err, "%s: no op of %s overlapped the other stream: %s cannot be fitted", desc, what[s], key[s]);
+        if (!cnt[s] || !(den[s] > 0)) {
+            dm_err_set(err, "%s: no op of %s overlapped the other stream: %s cannot be fitted", desc, what[s], key[s]);
+            goto out;
+        }
         x[s] = num[s] / den[s];
         x[s] = x[s] < 0.01 ? 0.01 : x[s] > 1 ? 1 : x[s];
     }
-    for (int p = 0; p < n_pairs; p++)
-        if (lo_pair(one[p], stream[p], x, num, den, cnt, ss, err)) return -1;
+    for (int i = 0; i < n; i++) { /* each op's time alone against the model's, relative */
+        const lo_obs *o = &obs[i];
+        double r = (o->d * (1 - o->f) + o->d * o->f * x[o->lo]) / o->a - 1;
+        ss[o->lo] += r * r;
+    }
     for (int s = 0; s < 2; s++) {
         double res = sqrt(ss[s] / cnt[s]);
         char src[1400];
@@ -1241,9 +1259,12 @@ int calib_fit_lo_stream(calib *c, int n_pairs, const char *const *one, const cha
                  "with one compute stream) = d (1 - o) + d o x: least squares", desc, cnt[s], what[s]);
         if (log) fprintf(log, "  %-34s %.4f: %3d %s ops beside the other stream (residual %.1f%%)\n", key[s], x[s], cnt[s],
                          what[s], 100 * res);
-        if (set_num(c, key[s], x[s], src, res, cnt[s], err)) return -1;
+        if (set_num(c, key[s], x[s], src, res, cnt[s], err)) goto out;
     }
-    return 0;
+    rc = 0;
+out:
+    free(obs);
+    return rc;
 }
 
 int calib_add_costs(calib *c, const char *costs_path, const char *out_path, FILE *log, dm_err *err)
