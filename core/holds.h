@@ -51,4 +51,19 @@ void dm_hold_op(const dm_program *p, const int64_t *sz, int r, const dm_op *op, 
 int dm_state_ranges(const dm_program *p, const int64_t *sz, int64_t n, int r, dm_range *st, unsigned char *need,
                     dm_err *err);
 
+/* The same rule for many ranks in turn without clearing n-sized arrays for each (the memory
+ * estimate walks every distinct list): dm_state_walk_rank sets st and need as dm_state_ranges
+ * would, and lists in touched[0 .. n_touched) the params where either is not empty, each once
+ * (every other param's st is empty and need 0). */
+typedef struct dm_state_walk {
+    int64_t n;
+    dm_range *scratch;     /* the hold ranges, 4 n, zero between walks */
+    dm_range *st;          /* n */
+    unsigned char *need;   /* n */
+    int64_t *touched, n_touched;
+} dm_state_walk;
+int dm_state_walk_init(dm_state_walk *w, int64_t n, dm_err *err);
+void dm_state_walk_free(dm_state_walk *w);
+int dm_state_walk_rank(dm_state_walk *w, const dm_program *p, const int64_t *sz, int r, dm_err *err);
+
 #endif

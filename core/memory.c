@@ -35,18 +35,21 @@ typedef struct mem_ctx {
     int64_t n;
     int64_t *sz;             /* elements per matrix */
     dm_mem_est common;       /* the rank-independent parts */
-    unsigned char *need;     /* per matrix: 1 NS on it, | 2 AdamW on it (of the rank at hand) */
-    dm_range *st;            /* per matrix: the range of its state on the rank at hand */
+    dm_state_walk sw;        /* the state rule's walk of the rank at hand (holds.h): per matrix
+                                the range of its state, need 1 NS on it, | 2 AdamW on it */
     int64_t (*nskey)[4];     /* NS plan keys of one rank */
     int nskey_cap;
+    const dm_op *ns_of;      /* the op list whose NS plans ns_bytes counts (ranks sharing a list
+                                share their plans) */
+    int ns_of_n;
+    double ns_bytes;
 } mem_ctx;
 
 static void ctx_free(mem_ctx *c)
 {
     free(c->mx);
     free(c->sz);
-    free(c->need);
-    free(c->st);
+    dm_state_walk_free(&c->sw);
     free(c->nskey);
 }
 
@@ -105,9 +108,39 @@ static int walk_reads(const dm_op *op, int r, int nranks)
     }
 }
 
+/* Does what a rank of this list holds depend on which rank it is (holds.h's dm_hold_op)? */
+static int member_dependent(const dm_rank_prog *rp)
+{
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        if (op->kind == DM_OP_REDUCESCATTER || op->parts > 1 || op->kind == DM_OP_REDUCE) return 1;
+    }
+    return 0;
+}
+
+/* Which ranks the per-rank walks visit (memory.h): a rank on the list of the rank before it has
+ * its parts, unless the list cuts flat buffers by member (a reduce-scatter, a part) or reduces to
+ * a root: then what it holds (core/holds.h) may differ by where its shards fall, and such ranks
+ * are all visited up to DM_MEM_PEAK_EXACT ranks, past it every (ranks / DM_MEM_PEAK_EXACT)-th of
+ * a run of one list and its last. w carries the run from rank to rank, in order from 0. */
+typedef struct rank_walk {
+    int run, dep;
+} rank_walk;
+
+static int rank_walked(const dm_program *p, int r, rank_walk *w)
+{
+    int stride = p->nranks > DM_MEM_PEAK_EXACT ? p->nranks / DM_MEM_PEAK_EXACT : 1;
+    int same = r >= 1 && p->ranks[r].ops == p->ranks[r - 1].ops && p->ranks[r].n_ops == p->ranks[r - 1].n_ops;
+    int last = r + 1 == p->nranks || p->ranks[r + 1].ops != p->ranks[r].ops;
+    w->run = same ? w->run + 1 : 0;
+    if (!same) w->dep = -1;
+    if (same && w->dep < 0) w->dep = member_dependent(&p->ranks[r]); /* once per run of one list */
+    return !(same && (!w->dep || (w->run % stride && !last)));
+}
+
 /* Elements of each collective's buffer; all-gathers by their members' contributions (memory.h)
  * unless the caller gives ag_slot. One walk per rank over its list, in order, when the program
- * has all-gathers. */
+ * has all-gathers, over the ranks rank_walked visits. */
 static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
 {
     const dm_program *p = c->p;
@@ -121,8 +154,10 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
     int64_t *shard = red + n + 1, *upd = shard + n + 1;
     for (int r = 0; r < p->nranks && !any_ag; r++)
         for (int i = 0; i < p->ranks[r].n_ops && !any_ag; i++) any_ag = p->ranks[r].ops[i].kind == DM_OP_ALLGATHER;
+    rank_walk w = {0, -1};
     for (int r = 0; r < p->nranks && any_ag && !ag_slot; r++) {
         const dm_rank_prog *rp = &p->ranks[r];
+        if (!rank_walked(p, r, &w)) continue;
         for (int i = 0; i < rp->n_ops; i++) { /* the params it reads back to nothing */
             if (!walk_reads(&rp->ops[i], r, p->nranks)) continue;
             if (bad_op(p, r, i, n, c->m, err)) goto out;
@@ -213,8 +248,7 @@ static int ctx_init(mem_ctx *c, const dm_model *m, const dm_program *p, const dm
         !(c->sz = dm_malloc(((size_t)c->n + 1) * sizeof *c->sz, err)))
         return -1;
     for (int64_t i = 0; i < c->n; i++) c->sz[i] = dm_matrix_elems(m, &c->mx[i]);
-    if (!(c->need = dm_calloc((size_t)c->n + 1, 1, err)) || !(c->st = dm_calloc((size_t)c->n + 1, sizeof *c->st, err)))
-        return -1;
+    if (dm_state_walk_init(&c->sw, c->n, err)) return -1;
     dm_mem_est *e = &c->common;
     int64_t total = 0, max_size = 1;
     for (int64_t i = 0; i < c->n; i++) {
@@ -248,7 +282,8 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
     /* which matrices this rank updates, and its NS plans (one per shape, batch and algorithm) */
     int nk = 0;
     double state = 0, next = 0, ns = 0;
-    for (int i = 0; i < rp->n_ops; i++) {
+    int same_list = c->ns_of && c->ns_of == rp->ops && c->ns_of_n == rp->n_ops;
+    for (int i = 0; i < rp->n_ops && !same_list; i++) {
         const dm_op *op = &rp->ops[i];
         if (op->kind != DM_OP_NS && op->kind != DM_OP_ADAMW) continue; /* the ops that need state */
         if (bad_op(c->p, r, i, c->n, c->m, err)) return -1;
@@ -278,13 +313,20 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
             ns += 2.0 * 2.0 * rows * cols + 4.0 * (rows * cols + 2.0 * mn * mn);
         }
     }
+    if (same_list) {
+        ns = c->ns_bytes;
+    } else {
+        c->ns_of = rp->ops, c->ns_of_n = rp->n_ops, c->ns_bytes = ns;
+    }
     /* fp32 master weights, momentum and moments over the range this rank's updates touch (the
      * state rule, core/holds.h), and a second buffer of each */
-    if (dm_state_ranges(c->p, c->sz, c->n, r, c->st, c->need, err)) return -1;
-    for (int64_t q = 0; q < c->n; q++) {
-        if (c->st[q].hi <= c->st[q].lo) continue;
-        double s4 = 4.0 * (double)(c->st[q].hi - c->st[q].lo);
-        int arrays = 1 + ((c->need[q] & 1) ? 1 : 0) + ((c->need[q] & 2) ? 2 : 0);
+    dm_state_walk *w = &c->sw;
+    if (dm_state_walk_rank(w, c->p, c->sz, r, err)) return -1;
+    for (int64_t j = 0; j < w->n_touched; j++) {
+        int64_t q = w->touched[j];
+        if (w->st[q].hi <= w->st[q].lo) continue;
+        double s4 = 4.0 * (double)(w->st[q].hi - w->st[q].lo);
+        int arrays = 1 + ((w->need[q] & 1) ? 1 : 0) + ((w->need[q] & 2) ? 2 : 0);
         state += s4 * arrays;
         next += s4 * arrays;
     }
@@ -305,34 +347,15 @@ int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const dm_mem_
     return rc;
 }
 
-/* Does what a rank of this list holds depend on which rank it is (holds.h's dm_hold_op)? */
-static int member_dependent(const dm_rank_prog *rp)
-{
-    for (int i = 0; i < rp->n_ops; i++) {
-        const dm_op *op = &rp->ops[i];
-        if (op->kind == DM_OP_REDUCESCATTER || op->parts > 1 || op->kind == DM_OP_REDUCE) return 1;
-    }
-    return 0;
-}
-
 int dm_mem_peak(const dm_model *m, const dm_program *p, const dm_mem_exact *x, dm_mem_est *e, dm_err *err)
 {
     memset(e, 0, sizeof *e);
     mem_ctx c;
-    int rc = ctx_init(&c, m, p, x, err), dep = -1, run = 0;
-    int stride = p->nranks > DM_MEM_PEAK_EXACT ? p->nranks / DM_MEM_PEAK_EXACT : 1;
+    int rc = ctx_init(&c, m, p, x, err);
+    rank_walk w = {0, -1};
     for (int r = 0; r < p->nranks && !rc; r++) {
         dm_mem_est x;
-        /* a rank on the list of the rank before it has its parts, unless the list cuts flat
-         * buffers by member (a reduce-scatter, a part) or reduces to a root: then its state
-         * (core/holds.h) may differ, by where its shards fall (memory.h: sampled past
-         * DM_MEM_PEAK_EXACT ranks) */
-        int same = r >= 1 && p->ranks[r].ops == p->ranks[r - 1].ops && p->ranks[r].n_ops == p->ranks[r - 1].n_ops;
-        int last = r + 1 == p->nranks || p->ranks[r + 1].ops != p->ranks[r].ops;
-        run = same ? run + 1 : 0;
-        if (!same) dep = -1;
-        if (same && dep < 0) dep = member_dependent(&p->ranks[r]); /* once per run of one list */
-        if (same && (!dep || (run % stride && !last))) continue;
+        if (!rank_walked(p, r, &w)) continue;
         if ((rc = rank_parts(&c, r, &x, err))) break;
         if (r == 0 || x.total > e->total) *e = x;
     }

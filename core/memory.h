@@ -35,7 +35,8 @@
  *                  params' rounded up to a multiple of its group size; an all-gather's are its
  *                  members' largest contribution (what each holds of the payload: the reduced
  *                  gradient, whole or its reduce-scatter shard; the weights it updates, whole or
- *                  its shard) times the group size, or the caller's ag_slot
+ *                  its shard) times the group size, or the caller's ag_slot; the members
+ *                  walked as dm_mem_peak walks its ranks (sampled past DM_MEM_PEAK_EXACT)
  *   runtime        CUDA context, cuBLAS and NCCL workspaces: 1.5 GiB (approximate)
  *   total          their sum
  * Per rank only state, state_next and ns differ. */

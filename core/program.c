@@ -217,6 +217,85 @@ int dm_program_same_ops(const dm_program *a, const dm_program *b)
     return 1;
 }
 
+/* ---- the program's hash ------------------------------------------------------------------- */
+
+static uint64_t hash_dbl(double v)
+{
+    uint64_t u = 0;
+    if (v != 0) memcpy(&u, &v, sizeof u); /* -0 as 0: a file leaves both out */
+    return u;
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    int64_t v = 0;
+    size_t n = s ? strlen(s) : 0;
+    h = plist_hash_more(h, (int64_t[]){s ? (int64_t)n : -1}, 1);
+    for (size_t i = 0; i < n; i += 8) {
+        size_t k = n - i < 8 ? n - i : 8;
+        v = 0;
+        memcpy(&v, s + i, k);
+        h = plist_hash_more(h, &v, 1);
+    }
+    return h;
+}
+
+/* One op: the fields its JSON form carries (program_io.c write_op; `part` only with parts > 1,
+ * the payload as read back, not the implied one it is compared with there). */
+static uint64_t hash_op(uint64_t h, const dm_op *o)
+{
+    int64_t v[22] = {o->id, o->kind, o->stream, o->layer, o->n_deps, o->coll, o->group, o->root,
+                     (int64_t)hash_dbl(o->bytes), (int64_t)hash_dbl(o->flops), o->m, o->n, o->batch, o->algo,
+                     o->iters, o->dtype, o->payload, o->n_params, o->work, o->parts > 1 ? o->part : 0,
+                     o->parts > 1 ? o->parts : 0, (int64_t)o->staged * 4 + o->eager * 2};
+    h = plist_hash_more(h, v, 22);
+    h = plist_hash_more(h, (int64_t[]){o->tall}, 1);
+    for (int i = 0; i < o->n_deps; i++) h = plist_hash_more(h, (int64_t[]){o->deps[i]}, 1);
+    return plist_hash_more(h, o->params, o->n_params);
+}
+
+uint64_t dm_program_hash(const dm_program *p)
+{
+    uint64_t h = UINT64_C(0x646d756f6e2d7031); /* "dmuon-p1" */
+    h = hash_str(h, p->model);
+    h = hash_str(h, p->strategy);
+    h = hash_str(h, p->cluster);
+    h = hash_str(h, p->options);
+    h = hash_str(h, p->ns_coeffs);
+    int64_t hdr[7] = {p->nranks, p->gpus_per_node, p->tokens, p->seq_len, p->n_colls, p->n_groups, p->n_works};
+    h = plist_hash_more(h, hdr, 7);
+    for (int g = 0; g < p->n_groups; g++) {
+        h = plist_hash_more(h, (int64_t[]){p->groups[g].n}, 1);
+        for (int i = 0; i < p->groups[g].n; i++) h = plist_hash_more(h, (int64_t[]){p->groups[g].ranks[i]}, 1);
+    }
+    for (int w = 0; w < p->n_works; w++) {
+        h = plist_hash_more(h, (int64_t[]){p->works[w].n}, 1);
+        for (int i = 0; i < p->works[w].n; i++) {
+            const dm_kernel *k = &p->works[w].k[i];
+            int64_t v[12] = {k->kind, k->op, k->m, k->n, k->k, k->batch, k->count, k->param, k->slot,
+                             (int64_t)hash_dbl(k->flops), (int64_t)hash_dbl(k->bytes), (int64_t)hash_dbl(k->elems)};
+            h = plist_hash_more(h, v, 12);
+        }
+    }
+    /* each rank's list once: a rank that shares another's array has its hash */
+    uint64_t *lh = malloc((size_t)p->nranks * sizeof *lh);
+    for (int r = 0; r < p->nranks; r++) {
+        const dm_rank_prog *rp = &p->ranks[r];
+        uint64_t x;
+        if (lh && rp->share >= 0 && rp->share < r && p->ranks[rp->share].ops == rp->ops &&
+            p->ranks[rp->share].n_ops == rp->n_ops) {
+            x = lh[rp->share];
+        } else {
+            x = plist_hash_more(UINT64_C(0x9e3779b97f4a7c15), (int64_t[]){rp->n_ops}, 1);
+            for (int i = 0; i < rp->n_ops; i++) x = hash_op(x, &rp->ops[i]);
+        }
+        if (lh) lh[r] = x;
+        h = plist_hash_more(h, (int64_t[]){r, (int64_t)x}, 2);
+    }
+    free(lh);
+    return h;
+}
+
 static int cmp_int(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;

@@ -279,7 +279,11 @@ double dm_program_internode_bytes(const dm_program *p, long *spanning);
 int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err);
 int dm_program_save(const dm_program *p, const char *path, dm_err *err); /* atomic */
 int dm_program_load(const char *path, dm_program **out, dm_err *err);
-/* 64-bit FNV-1a of the canonical JSON: equal programs have equal hashes on every rank. */
+/* A 64-bit hash of the program's content (program.c): its header strings and numbers, groups,
+ * works and every rank's ops, field by field as the JSON form carries them (a program and its file
+ * read back hash alike; so do equal programs on every rank). Each shared op list is hashed once,
+ * so it costs one pass over the distinct lists, not a serialization of every rank's. (Before
+ * 2026-12-03 it was FNV-1a of the JSON text: older notes' hashes are of that form.) */
 uint64_t dm_program_hash(const dm_program *p);
 /* Reject: a collective missing on a member rank or on a non-member, collectives of one group in
  * different orders across ranks or differing between members (kind, group, root, bytes,

@@ -248,30 +248,6 @@ int dm_program_save(const dm_program *p, const char *path, dm_err *err)
     return dm_out_commit(o, err);
 }
 
-/* FNV-1a over the canonical JSON, streamed through a cookie FILE (no copy of the text). */
-static ssize_t hash_write(void *cookie, const char *buf, size_t size)
-{
-    uint64_t h = *(uint64_t *)cookie;
-    for (size_t i = 0; i < size; i++) {
-        h ^= (unsigned char)buf[i];
-        h *= UINT64_C(0x100000001b3);
-    }
-    *(uint64_t *)cookie = h;
-    return (ssize_t)size;
-}
-
-uint64_t dm_program_hash(const dm_program *p)
-{
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    cookie_io_functions_t io = {NULL, hash_write, NULL, NULL};
-    FILE *f = fopencookie(&h, "w", io);
-    if (!f) return 0;
-    setvbuf(f, NULL, _IOFBF, 1 << 16);
-    dm_program_write_json(p, f, NULL);
-    fclose(f);
-    return h;
-}
-
 /* ---- reading ------------------------------------------------------------------------------- */
 
 /* The largest program file read (a device such as /dev/zero is refused at its first byte). */

@@ -44,6 +44,19 @@ static int assign_alloc(const sched_problem *p, sched_assign *a, dm_err *err)
     return 0;
 }
 
+int sched_assign_copy(const sched_problem *p, const sched_assign *src, sched_assign *a, dm_err *err)
+{
+    if (assign_alloc(p, a, err)) return -1;
+    int *owner = a->owner, *batch_of = a->batch_of;
+    double *load = a->load_us;
+    *a = *src;
+    a->owner = owner, a->batch_of = batch_of, a->load_us = load;
+    memcpy(a->owner, src->owner, (size_t)p->n_items * sizeof *a->owner);
+    memcpy(a->batch_of, src->batch_of, (size_t)p->n_items * sizeof *a->batch_of);
+    memcpy(a->load_us, src->load_us, (size_t)p->nowners * sizeof *a->load_us);
+    return 0;
+}
+
 static int has_comm(const sched_problem *p) { return p->pair_us > 0 || p->owner_pair_us > 0 || p->owner_elem_us > 0; }
 
 /* sched_comm_bound, and *m_best the makespan M at which it is reached: the makespan the best
@@ -288,12 +301,20 @@ typedef struct placer {
     int L;
     unsigned char *has; /* nowners x L: owner holds the layer */
     double *chain, mk;  /* per owner: NS + owner-side communication; their maximum */
+    int *heap, *pos;    /* owners in a min-heap by (chain, owner); an owner's place in it */
+    int *held, *n_held; /* per layer (nowners apart): the owners holding it, in owner order */
+    int *frontier;      /* placer_put's best-first walk of the heap */
 } placer;
 
 static void placer_free(placer *pl)
 {
+    free(pl->held);
+    free(pl->n_held);
     free(pl->has);
     free(pl->chain);
+    free(pl->heap);
+    free(pl->pos);
+    free(pl->frontier);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -302,21 +323,108 @@ static int placer_init(placer *pl, const sched_problem *p, double target_us, dm_
     memset(pl, 0, sizeof *pl);
     pl->p = p;
     pl->L = n_layers_of(p);
-    if (!(pl->has = dm_calloc((size_t)p->nowners * pl->L, 1, err)) ||
-        !(pl->chain = dm_calloc((size_t)p->nowners, sizeof *pl->chain, err))) {
+    size_t O = (size_t)(p->nowners > 0 ? p->nowners : 1), L = (size_t)(pl->L > 0 ? pl->L : 1);
+    if (!(pl->has = dm_calloc(O * L, 1, err)) || !(pl->chain = dm_calloc(O, sizeof *pl->chain, err)) ||
+        !(pl->heap = dm_malloc(O * sizeof *pl->heap, err)) || !(pl->pos = dm_malloc(O * sizeof *pl->pos, err)) ||
+        !(pl->frontier = dm_malloc((O + 1) * sizeof *pl->frontier, err)) ||
+        !(pl->held = dm_malloc(O * L * sizeof *pl->held, err)) || !(pl->n_held = dm_calloc(L, sizeof *pl->n_held, err))) {
         placer_free(pl);
         return -1;
     }
+    for (int o = 0; o < p->nowners; o++) pl->heap[o] = pl->pos[o] = o; /* every chain 0: in owner order */
     pl->mk = target_us;
     return 0;
 }
 
+/* (chain, owner) order of the owners' heap */
+static int placer_before(const placer *pl, int a, int b)
+{
+    return pl->chain[a] < pl->chain[b] || (pl->chain[a] == pl->chain[b] && a < b);
+}
+
+/* Owner o's chain grew: move it down the heap. */
+static void placer_sink(placer *pl, int o)
+{
+    int n = pl->p->nowners, i = pl->pos[o];
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && placer_before(pl, pl->heap[c + 1], pl->heap[c])) c++;
+        if (!placer_before(pl, pl->heap[c], o)) break;
+        pl->heap[i] = pl->heap[c];
+        pl->pos[pl->heap[i]] = i;
+        i = c;
+    }
+    pl->heap[i] = o;
+    pl->pos[o] = i;
+}
+
+/* The owner with the shortest chain (the lowest on ties) that does not hold the layer, -1 if
+ * every owner does: a best-first walk down the heap, which passes at most the layer's holders. */
+static int placer_free_owner(placer *pl, int layer)
+{
+    int n = pl->p->nowners, nf = 0, *f = pl->frontier, steps = 0;
+    if (n < 1) return -1;
+    f[nf++] = 0; /* heap places, themselves a small heap by their owners' order */
+    while (nf > 0) {
+        if (++steps > 64) { /* a layer most owners hold (NS-only LPT spreads layers): a scan */
+            int best = -1;
+            for (int o = 0; o < n; o++)
+                if (!pl->has[(size_t)o * pl->L + layer] && (best < 0 || placer_before(pl, o, best))) best = o;
+            return best;
+        }
+        int i = f[0];
+        f[0] = f[--nf];
+        for (int j = 0;;) { /* sift down */
+            int c = 2 * j + 1;
+            if (c >= nf) break;
+            if (c + 1 < nf && placer_before(pl, pl->heap[f[c + 1]], pl->heap[f[c]])) c++;
+            if (!placer_before(pl, pl->heap[f[c]], pl->heap[f[j]])) break;
+            int t = f[c];
+            f[c] = f[j];
+            f[j] = t;
+            j = c;
+        }
+        int o = pl->heap[i];
+        if (!pl->has[(size_t)o * pl->L + layer]) return o;
+        for (int c = 2 * i + 1; c <= 2 * i + 2 && c < n; c++) { /* its children, sifted up */
+            int j = nf++;
+            f[j] = c;
+            while (j > 0 && placer_before(pl, pl->heap[f[j]], pl->heap[f[(j - 1) / 2]])) {
+                int t = f[j];
+                f[j] = f[(j - 1) / 2];
+                f[(j - 1) / 2] = t;
+                j = (j - 1) / 2;
+            }
+        }
+    }
+    return -1;
+}
+
+/* Owner o holds the layer from now on. */
+static void placer_hold(placer *pl, int layer, int o)
+{
+    if (pl->has[(size_t)o * pl->L + layer]) return;
+    int *h = pl->held + (size_t)layer * pl->p->nowners, j = pl->n_held[layer]++; /* kept in owner order */
+    while (j > 0 && h[j - 1] > o) h[j] = h[j - 1], j--;
+    h[j] = o;
+    pl->has[(size_t)o * pl->L + layer] = 1;
+}
+
+/* The greedy step over the owners holding the layer and the best one that does not: among the
+ * owners without the layer, the score and the chain are least at the shortest chain, so the
+ * others cannot win (up to the tolerance of `less`: owners whose chains differ by less than 1e-9
+ * of them count as tied there, and this takes the exact shortest). Candidates are weighed in
+ * owner order, as a scan of every owner would. */
 static int placer_put(placer *pl, int layer, double cost, double elems)
 {
     const sched_problem *p = pl->p;
-    int best = 0, best_new = 1;
+    int best = 0, best_new = 1, fo = placer_free_owner(pl, layer), nh = pl->n_held[layer], *h = pl->held + (size_t)layer * p->nowners;
     double best_sc = INFINITY, best_nl = INFINITY;
-    for (int o = 0; o < p->nowners; o++) {
+    for (int j = 0, done_free = fo < 0; j < nh || !done_free; ) {
+        int o;
+        if (!done_free && (j >= nh || fo < h[j])) o = fo, done_free = 1;
+        else o = h[j++];
         int nw = !pl->has[(size_t)o * pl->L + layer];
         double nl = pl->chain[o] + cost + elems * p->owner_elem_us + nw * p->owner_pair_us;
         double sc = fmax(pl->mk, nl) + nw * p->pair_us;
@@ -327,8 +435,9 @@ static int placer_put(placer *pl, int layer, double cost, double elems)
             best_new = nw;
         }
     }
-    pl->has[(size_t)best * pl->L + layer] = 1;
+    placer_hold(pl, layer, best);
     pl->chain[best] = best_nl;
+    placer_sink(pl, best);
     pl->mk = fmax(pl->mk, best_nl);
     return best;
 }
@@ -362,20 +471,15 @@ static double lpt_target(const sched_problem *p)
 
 int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err)
 {
-    int *order, nu, max_layer = 0;
+    int *order, nu, comm = has_comm(p);
     unit *u;
-    unsigned char *has = NULL;
     placer pl;
     memset(&pl, 0, sizeof pl);
     if (assign_alloc(p, a, err) || make_units(p, &order, &u, &nu, err)) {
         sched_assign_free(a);
         return -1;
     }
-    for (int k = 0; k < nu; k++)
-        if (u[k].layer > max_layer) max_layer = u[k].layer;
-    if (!(has = dm_calloc((size_t)p->nowners * (size_t)(max_layer + 1), 1, err)) ||
-        (has_comm(p) && placer_init(&pl, p, lpt_target(p), err))) {
-        free(has);
+    if (placer_init(&pl, p, comm ? lpt_target(p) : 0, err)) {
         free(order);
         free(u);
         sched_assign_free(a);
@@ -383,27 +487,26 @@ int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err)
     }
     if (nu > 1) qsort(u, (size_t)nu, sizeof *u, cmp_unit_cost);
     for (int k = 0; k < nu; k++) {
-        if (pl.p) { /* communication terms: the objective's greedy step */
-            place_unit(p, order, &u[k], placer_put(&pl, u[k].layer > 0 ? u[k].layer : 0, u[k].cost, u[k].elems), a);
+        int layer = u[k].layer > 0 ? u[k].layer : 0;
+        if (comm) { /* communication terms: the objective's greedy step */
+            place_unit(p, order, &u[k], placer_put(&pl, layer, u[k].cost, u[k].elems), a);
             continue;
         }
-        int any = 0, free_ = -1;
-        for (int o = 0; o < p->nowners; o++) {
-            if (a->load_us[o] < a->load_us[any]) any = o;
-            if (!has[(size_t)o * (max_layer + 1) + u[k].layer] && (free_ < 0 || a->load_us[o] < a->load_us[free_]))
-                free_ = o;
-        }
+        /* the least loaded owner (the lowest on ties) and the least loaded without the layer:
+         * the placer's heap, its chains the NS loads */
+        int any = pl.heap[0], free_ = placer_free_owner(&pl, layer);
         /* Spread a layer over owners as long as it does not raise the makespan beyond what
          * plain LPT would reach with this unit. */
         int pick = any;
         if (free_ >= 0 && a->load_us[free_] + u[k].cost <= fmax(a->makespan_us, a->load_us[any] + u[k].cost) + 1e-9)
             pick = free_;
-        has[(size_t)pick * (max_layer + 1) + u[k].layer] = 1;
+        placer_hold(&pl, layer, pick);
         place_unit(p, order, &u[k], pick, a);
+        pl.chain[pick] = a->load_us[pick];
+        placer_sink(&pl, pick);
     }
     a->n_units = nu;
     placer_free(&pl);
-    free(has);
     free(order);
     free(u);
     if (merge_batches(p, a, err) || sched_assign_score(p, a, err)) {
@@ -1356,9 +1459,11 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
     int ncols = 1 + nx + C * O; /* column 1 = L, x[s][k][o] at 2 + off[s] + k * O + o, y[c][o] after */
     *nvars = ncols - 1;
     /* Building the model takes ~3.5 us a column and lp_solve's abort polls can be ~2 us a column
-     * apart (0.18 s and 0.11 s at 52k columns, measured on the shared build machine): with less
-     * time left than both, the MILP would overrun the limit */
-    if (in->deadline - sched_wall_s() < 6e-6 * ncols + 0.005) {
+     * apart (0.18 s and 0.11 s at 52k columns, measured on the shared build machine; 8.8 us a
+     * column to build pi0.5's 305k at 1024 owners): a model is built only when at least as much
+     * time would be left to solve it as that estimate of building it takes, else the time would
+     * go to a model lp_solve has no time to solve */
+    if (in->deadline - sched_wall_s() < 2 * (6e-6 * ncols) + 0.005) {
         ret = MILP_NO_TIME;
         goto done;
     }
@@ -1409,7 +1514,14 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
         }
         add_constraintex(lp, nz, row, colno, GE, lc->size[c]);
     }
-    for (int o = 0; o < O && C; o++) /* an owner's matrices of a shape need enough touched layers */
+    /* the build stops at the deadline (its rate per column varies several-fold with the model's
+     * shape: the estimate above lets it start, these checks end it in time) */
+#define BUILD_LATE(o) ((o) % 32 == 31 && sched_wall_s() >= in->deadline)
+    for (int o = 0; o < O && C; o++) { /* an owner's matrices of a shape need enough touched layers */
+        if (BUILD_LATE(o)) {
+            ret = MILP_NO_TIME;
+            goto done;
+        }
         for (int s = 0; s < S; s++) {
             if (!count[s]) continue;
             nz = 0;
@@ -1424,7 +1536,12 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
                 }
             add_constraintex(lp, nz, row, colno, LE, 0);
         }
+    }
     for (int o = 0; o < O; o++) { /* chain(o) <= L; chain(o) >= chain(o+1) (symmetry) */
+        if (BUILD_LATE(o)) {
+            ret = MILP_NO_TIME;
+            goto done;
+        }
         for (int q = o; q <= o + 1 && q < O; q++) {
             double sign = q == o ? 1 : -1;
             if (q == o) nz = 0;
@@ -1461,6 +1578,11 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
         cut_row = get_Nrows(lp);
     }
     set_add_rowmode(lp, FALSE);
+#undef BUILD_LATE
+    if (sched_wall_s() >= in->deadline) {
+        ret = MILP_NO_TIME;
+        goto done;
+    }
     set_lowbo(lp, 1, in->lb_L);
     set_upbo(lp, 1, inc ? fmax(in->ub_L, inc->objective_us * (1 + 1e-9)) : in->ub_L);
     for (int s = 0; s < S; s++)

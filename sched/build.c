@@ -612,7 +612,10 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
     double bound = 0;
     sched_report *rep = b->rep;
     char status[160] = "";
-    if (b->o->balance == SCHED_BAL_MILP) {
+    const sched_assign *in = b->o->assign_in;
+    if (in) { /* an earlier build's, with these options: the same problem, the same items */
+        rc = sched_assign_copy(pr, in, a, b->err);
+    } else if (b->o->balance == SCHED_BAL_MILP) {
         rc = sched_assign_milp(pr, b->o->milp_time_s, b->o->verbose, a, status, sizeof status, &bound, b->err);
     } else if (b->o->balance == SCHED_BAL_RR) {
         rc = sched_assign_rr(pr, a, b->err);
@@ -627,6 +630,21 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
         snprintf(rep->solver_status, sizeof rep->solver_status, "%s", status);
         rep->lower_bound_us = sched_lower_bound(pr);
         rep->shape_bound_us = sched_two_shape_bound(pr);
+        const sched_report *ir = b->o->assign_in_rep;
+        if (in && ir) { /* the solver's findings, as the build that ran it reported them */
+            rep->solver_s = ir->solver_s;
+            snprintf(rep->solver_status, sizeof rep->solver_status, "%s", ir->solver_status);
+            snprintf(rep->method, sizeof rep->method, "%s", ir->method);
+            rep->objective_us = a->objective_us;
+            rep->pairs = a->pairs;
+            rep->comm_us = pr->pair_us * a->pairs;
+            rep->colls_per_pair = colls;
+            rep->comm_weight = b->o->comm_weight;
+            rep->objective_bound_us = ir->objective_bound_us;
+            rep->lpt_max_us = ir->lpt_max_us;
+            rep->lpt_objective_us = ir->lpt_objective_us;
+            return 0;
+        }
         snprintf(rep->method, sizeof rep->method, "%s", a->method ? a->method : "?");
         rep->objective_us = a->objective_us;
         rep->pairs = a->pairs;
@@ -825,6 +843,10 @@ done:
     free(own);
     free(pr.items);
     free(pr.shape_elems);
+    if (rc == 0 && b->o->assign_out) { /* the caller's now */
+        *b->o->assign_out = a;
+        memset(&a, 0, sizeof a);
+    }
     sched_assign_free(&a);
     return rc;
 }

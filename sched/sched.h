@@ -72,7 +72,7 @@ typedef struct sched_opts {
     int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into
                                   one unit (LPT) / batched; default 5M (5 * 1024 * 1024) */
     int max_batch;             /* largest NS batch (muon-ddp/fsdp and MILP's batch menu); 32 */
-    double milp_time_s;        /* the MILP balance's whole time limit (heuristics + lp_solve); default 2 */
+    double milp_time_s;        /* the MILP balance's whole time limit (heuristics + lp_solve); default 1 (2 before 2026-12-03) */
     double comm_weight;        /* weight of the communication terms in the assignment objective
                                   (sched_problem); 1 (default): as modelled; 0: the NS makespan
                                   alone (the objective before issue 16) */
@@ -110,6 +110,13 @@ typedef struct sched_opts {
                                   pair's broadcast and reduce on every rank), stop after the
                                   assignment as objective_only does; the report says so
                                   (ops_estimate, cut) */
+    struct sched_assign *assign_out; /* dmuon, internal: when not NULL, the owner assignment the
+                                  build made is moved here (the caller frees it) */
+    const struct sched_assign *assign_in; /* dmuon, internal: build on this assignment (one an
+                                  earlier build with the same options made, assign_out) instead of
+                                  running the balance again; assign_in_rep: that build's report,
+                                  whose solver fields (status, time, bounds) this one repeats */
+    const struct sched_report *assign_in_rep;
 } sched_opts;
 
 void sched_opts_default(sched_opts *o);
@@ -274,6 +281,8 @@ typedef struct sched_assign {
 } sched_assign;
 
 void sched_assign_free(sched_assign *a); /* frees the arrays; accepts NULL */
+/* *a: a deep copy of src, an assignment of problem p's items and owners. */
+int sched_assign_copy(const sched_problem *p, const sched_assign *src, sched_assign *a, dm_err *err);
 int sched_assign_rr(const sched_problem *p, sched_assign *a, dm_err *err);
 /* LPT: units (a matrix, or the matrices under threshold_elems of one layer) longest first, each
  * on the owner that raises the objective least (ties: the least loaded; with no communication

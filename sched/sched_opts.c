@@ -21,7 +21,7 @@ void sched_opts_default(sched_opts *o)
     o->gpus_per_node = 0;
     o->batch_threshold = 5 * 1024 * 1024;
     o->max_batch = 32;
-    o->milp_time_s = 2.0;
+    o->milp_time_s = 1.0;
     o->comm_weight = 1.0;
     o->tokens = 4096;
     o->ns_algo = -1;

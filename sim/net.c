@@ -16,6 +16,7 @@ typedef struct flow {
     double *w;
     char frozen, in_part;
     char dup;       /* crosses some link twice (its weights there add up) */
+    char borrowed;  /* links and w are the caller's (sim_net_add_shared), not freed here */
 } flow;
 
 /* The flows crossing one link, as slots, in start order (ascending seq). */
@@ -89,6 +90,7 @@ void sim_net_free(sim_net *n)
 {
     if (!n) return;
     for (int i = 0; i < n->n_act; i++) {
+        if (n->f[n->act[i]].borrowed) continue;
         free(n->f[n->act[i]].links);
         free(n->f[n->act[i]].w);
     }
@@ -379,24 +381,18 @@ static int grow(void **p, int *cap, int need, size_t elem, dm_err *err)
     return 0;
 }
 
-int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int tag,
-                dm_err *err)
+/* The start of a flow whose links are checked and whose dup flag is known: links and w become
+ * the flow's (borrowed: not freed here). */
+static int add_flow(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int dup,
+                    int borrowed, int tag, dm_err *err)
 {
-    if (nl < 1) return dm_err_set(err, "net: a flow needs at least one link");
-    for (int i = 0; i < nl; i++)
-        if (links[i] < 0 || links[i] >= n->n_links || !(w[i] > 0))
-            return dm_err_set(err, "net: bad link %d (weight %g)", links[i], w[i]);
-    int dup = 0;
-    for (int i = 0; i < nl; i++) { /* lmark is clear between settles */
-        dup |= n->lmark[links[i]];
-        n->lmark[links[i]] = 1;
-    }
-    for (int i = 0; i < nl; i++) n->lmark[links[i]] = 0;
+    int lone = !dup && !n->track; /* alone on every link it crosses (and no usage to record) */
     for (int i = 0; i < nl; i++) { /* room for the flow on each link (a link it crosses twice: twice) */
         on_link *on = &n->on[links[i]];
-        if (grow((void **)&on->s, &on->cap, on->n + (dup ? nl : 1), sizeof *on->s, err)) return -1;
+        lone &= on->n == 0;
+        if (on->n + (dup ? nl : 1) > on->cap && grow((void **)&on->s, &on->cap, on->n + (dup ? nl : 1), sizeof *on->s, err))
+            return -1;
     }
-    int slot;
     if (n->n_free == 0) {
         int old = n->cap_slots, c = n->cap_slots;
         if (grow((void **)&n->f, &c, old + 1, sizeof *n->f, err)) return -1;
@@ -412,26 +408,74 @@ int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const
         n->cap_slots = n->cap_part = c;
         for (int s = c - 1; s >= old; s--) n->free_slots[n->n_free++] = s;
     }
-    flow nf = {.tag = tag, .nl = nl, .seq = n->next_seq, .rem = bytes, .dup = (char)dup};
-    if (!(nf.links = dm_malloc((size_t)nl * sizeof *nf.links, err)) || !(nf.w = dm_malloc((size_t)nl * sizeof *nf.w, err))) {
-        free(nf.links);
-        return -1;
-    }
-    memcpy(nf.links, links, (size_t)nl * sizeof *links);
-    memcpy(nf.w, w, (size_t)nl * sizeof *w);
     move_to(n, now_us);
-    slot = n->free_slots[--n->n_free];
+    int slot = n->free_slots[--n->n_free];
+    n->f[slot] = (flow){.tag = tag, .nl = nl, .seq = n->next_seq, .rem = bytes, .links = (int *)links,
+                        .w = (double *)w, .dup = (char)dup, .borrowed = (char)borrowed};
     n->next_seq++;
-    n->f[slot] = nf;
     n->act[n->n_act++] = slot;
+    /* A flow alone on its links while nothing else changed at this instant: its rate is the
+     * settle's of a part of one flow (fill's first case), set here without the settle; a change
+     * later at this instant that touches its links settles it again with the rest. */
+    lone &= n->n_dirty == 0;
+    double best = INFINITY;
     for (int i = 0; i < nl; i++) {
         on_link *on = &n->on[links[i]];
         on->s[on->n++] = slot; /* the newest flow: the list stays in start order */
         if (on->n == 1) on->sole = slot;
-        mark_dirty(n, links[i]);
+        if (!lone) {
+            mark_dirty(n, links[i]);
+        } else if (w[i] > 1e-12) {
+            double sh = n->cap[links[i]] / w[i];
+            if (sh < best) best = sh;
+        }
     }
+    if (lone) n->f[slot].rate = isinf(best) ? 0 : best < 0 ? 0 : best; /* not counted as a settle */
     n->version++;
     return 0;
+}
+
+int sim_net_links_check(const sim_net *n, const int *links, const double *w, int nl, int *dup, dm_err *err)
+{
+    if (nl < 1) return dm_err_set(err, "net: a flow needs at least one link");
+    for (int i = 0; i < nl; i++)
+        if (links[i] < 0 || links[i] >= n->n_links || !(w[i] > 0))
+            return dm_err_set(err, "net: bad link %d (weight %g)", links[i], w[i]);
+    int d = 0;
+    for (int i = 0; i < nl; i++) { /* lmark is clear between settles */
+        d |= n->lmark[links[i]];
+        n->lmark[links[i]] = 1;
+    }
+    for (int i = 0; i < nl; i++) n->lmark[links[i]] = 0;
+    *dup = d;
+    return 0;
+}
+
+int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int tag,
+                dm_err *err)
+{
+    int dup;
+    if (sim_net_links_check(n, links, w, nl, &dup, err)) return -1;
+    int *l = dm_malloc((size_t)nl * sizeof *l, err);
+    double *ww = l ? dm_malloc((size_t)nl * sizeof *ww, err) : NULL;
+    if (!ww) {
+        free(l);
+        return -1;
+    }
+    memcpy(l, links, (size_t)nl * sizeof *links);
+    memcpy(ww, w, (size_t)nl * sizeof *w);
+    if (add_flow(n, now_us, bytes, l, ww, nl, dup, 0, tag, err)) {
+        free(l);
+        free(ww);
+        return -1;
+    }
+    return 0;
+}
+
+int sim_net_add_shared(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int dup,
+                       int tag, dm_err *err)
+{
+    return add_flow(n, now_us, bytes, links, w, nl, dup, 1, tag, err);
 }
 
 /* Unlink a finished flow from its links (marking them changed) and free its slot. */
@@ -440,6 +484,12 @@ static void remove_flow(sim_net *n, int slot)
     flow *f = &n->f[slot];
     for (int k = 0; k < f->nl; k++) {
         on_link *on = &n->on[f->links[k]];
+        if (on->n == 1 && on->sole == slot) { /* alone on the link: no rate left to change there, so
+                                                  it is settled only for the usage it records */
+            on->n = 0;
+            if (n->track) mark_dirty(n, f->links[k]);
+            continue;
+        }
         int lo = 0, hi = on->n; /* first entry with seq >= f->seq */
         while (lo < hi) {
             int mid = (lo + hi) / 2;
@@ -453,8 +503,10 @@ static void remove_flow(sim_net *n, int slot)
         }
         mark_dirty(n, f->links[k]);
     }
-    free(f->links);
-    free(f->w);
+    if (!f->borrowed) {
+        free(f->links);
+        free(f->w);
+    }
     f->links = NULL;
     f->w = NULL;
     n->free_slots[n->n_free++] = slot;

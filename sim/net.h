@@ -34,6 +34,12 @@ void sim_net_free(sim_net *n); /* accepts NULL */
  * weight > 0, n >= 1). tag is returned by sim_net_pop_finished. now_us never goes back. */
 int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int tag,
                 dm_err *err);
+/* The same without the copies, for a caller that starts many flows over the same link sets
+ * (the simulator: one per collective of a group): links and w are the caller's and must stay
+ * unchanged while the flow is active; sim_net_links_check checked them once and gave dup. */
+int sim_net_links_check(const sim_net *n, const int *links, const double *w, int nl, int *dup, dm_err *err);
+int sim_net_add_shared(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int dup,
+                       int tag, dm_err *err);
 /* Change a link's capacity at now_us: the flows advance at their old rates up to now_us, then
  * the rates are recomputed (the version changes). */
 void sim_net_set_capacity(sim_net *n, double now_us, int link, double cap_Bps);
@@ -48,7 +54,9 @@ int sim_net_pop_finished(sim_net *n, double now_us, int *tags, int max);
 int sim_net_active(const sim_net *n);
 /* Rate of the active flow with this tag (bytes/s), 0 if none: for tests. */
 double sim_net_rate(sim_net *n, int tag);
-/* Rate settles so far: progressive fillings over the changed part (for the speed line). */
+/* Rate settles so far: progressive fillings over the changed part (for the speed line); a flow
+ * that starts alone on its links with nothing else changed at that instant gets its rate at the
+ * start, without a settle, and is not counted. */
 int64_t sim_net_recomputes(const sim_net *n);
 /* Flows whose rates those settles recomputed, summed (the work they did). */
 int64_t sim_net_flows_refilled(const sim_net *n);

@@ -44,15 +44,28 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         int ns_only;
     } kinds[PLAN_BEST_MAX] = {{"lpt", SCHED_BAL_LPT, 0}, {"milp", SCHED_BAL_MILP, 0}, {"lpt-ns", SCHED_BAL_LPT, 1}};
     dm_program *progs[PLAN_BEST_MAX] = {NULL};
+    sched_assign asg[PLAN_BEST_MAX]; /* the candidates' owner assignments (built on for the winner) */
+    memset(asg, 0, sizeof asg);
     sim_result *res[PLAN_BEST_MAX] = {NULL}; /* the candidates' simulations */
     sched_report reps[PLAN_BEST_MAX];
     memset(reps, 0, sizeof reps);
-    int rc = -1, n = 0, sim_all = 1;
-    for (int k = 0; k < PLAN_BEST_MAX; k++) {
+    int rc = -1, n = 0, sim_all = 1, slot[PLAN_BEST_MAX];
+    for (int k = 0; k < PLAN_BEST_MAX; k++) /* the candidates' places in the report */
+        slot[k] = kinds[k].ns_only && opts->comm_weight == 0 ? -1 : n++; /* lpt-ns: the same plan as lpt */
+    /* a flat plan: lpt-ns built first: its plan has the most pairs, so when any program is too
+     * large to simulate it is (estimated from its assignment, not built), and the others are
+     * then weighed by their assignments without building programs that would not be simulated.
+     * Hierarchical and HSDP plans have no such estimate (each candidate's program is built and
+     * counted): in the list's order, the largest last */
+    static const int flat_order[PLAN_BEST_MAX] = {2, 0, 1}, list_order[PLAN_BEST_MAX] = {0, 1, 2};
+    const int *build_order = opts->hierarchical || opts->hsdp ? list_order : flat_order;
+    for (int bk = 0; bk < PLAN_BEST_MAX; bk++) {
+        int k = build_order[bk];
+        if (slot[k] < 0) continue;
         sched_opts o = *opts;
         o.balance = kinds[k].balance;
         if (kinds[k].ns_only) o.comm_weight = 0;
-        if (kinds[k].ns_only && opts->comm_weight == 0) continue; /* the same plan as lpt */
+        n = slot[k];
         plan_cand *c = &pb->cand[n];
         c->same_as = -1;
         c->name = kinds[k].name;
@@ -65,6 +78,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
          * assignment first (a flat plan's pairs x ranks), as building it could take longer and
          * more memory than the simulation it would be refused */
         o.max_ops = sim_all ? po->sim_budget_s / PLAN_BEST_SIM_S_PER_OP : 0;
+        o.assign_out = &asg[n];
         double t0 = sched_wall_s();
         if (sched_build(model, cluster, nranks, costs, &o, &progs[n], &reps[n], err)) goto done;
         c->plan_s = sched_wall_s() - t0;
@@ -90,9 +104,8 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             snprintf(pb->why, sizeof pb->why, "%.150s", merr.msg);
             sim_all = 0;
         }
-        n++;
     }
-    pb->n = n;
+    n = pb->n = slot[PLAN_BEST_MAX - 1] >= 0 ? PLAN_BEST_MAX : PLAN_BEST_MAX - 1;
     int win = 0;
     if (sim_all) {
         sim_opts so = *sopt;
@@ -140,11 +153,17 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         o.comm_weight = pb->cand[win].comm_weight;
         /* built only if it fits the memory limit (the pre-check left it to here) */
         o.max_ops = sim_mem_plan_checked_later(opts) ? sim_mem_max_ops(nranks, po->max_memory) : 0;
+        /* on the assignment it made (not solved again) */
+        sched_report first = reps[win];
+        memset(&reps[win], 0, sizeof reps[win]);
+        o.assign_in = &asg[win];
+        o.assign_in_rep = &first;
         dm_program_free(progs[win]);
         progs[win] = NULL;
-        sched_report_free(&reps[win]);
         double t0 = sched_wall_s();
-        if (sched_build(model, cluster, nranks, costs, &o, &progs[win], &reps[win], err)) goto done;
+        int brc = sched_build(model, cluster, nranks, costs, &o, &progs[win], &reps[win], err);
+        sched_report_free(&first);
+        if (brc) goto done;
         if (reps[win].cut) { /* the message of sim_mem_check_plan, from the assignment's estimate */
             sim_mem_size s = {0};
             char what[256];
@@ -178,6 +197,7 @@ done:
         dm_program_free(progs[k]);
         sim_result_free(res[k]);
         sched_report_free(&reps[k]);
+        sched_assign_free(&asg[k]);
     }
     if (rc) memset(pb, 0, sizeof *pb);
     if (rc && po->winner_result) {
