@@ -1,8 +1,11 @@
 /* program.c: building and freeing step programs (program.h); I/O lives in program_io.c. */
 #include "program.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "json.h" /* json_write_string: the header strings hashed as written */
 
 static char *dup_or_empty(const char *s, dm_err *err) { return dm_strdup(s ? s : "", err); }
 
@@ -226,8 +229,19 @@ static uint64_t hash_dbl(double v)
     return u;
 }
 
-static uint64_t hash_str(uint64_t h, const char *s)
+/* A header string as the JSON form writes it (json_write_string: a string read from a file
+ * with bytes the writer escapes or replaces reads back as the written form, and must hash as
+ * it will) */
+static uint64_t hash_str(uint64_t h, const char *str)
 {
+    char *buf = NULL, *s = NULL;
+    size_t len = 0;
+    FILE *f = str ? open_memstream(&buf, &len) : NULL;
+    if (f) {
+        json_write_string(f, str);
+        if (fclose(f) == 0) s = buf;
+    }
+    if (str && !s) s = (char *)str; /* out of memory: the raw bytes */
     int64_t v = 0;
     size_t n = s ? strlen(s) : 0;
     h = plist_hash_more(h, (int64_t[]){s ? (int64_t)n : -1}, 1);
@@ -237,17 +251,21 @@ static uint64_t hash_str(uint64_t h, const char *s)
         memcpy(&v, s + i, k);
         h = plist_hash_more(h, &v, 1);
     }
+    free(buf);
     return h;
 }
 
-/* One op: the fields its JSON form carries (program_io.c write_op; `part` only with parts > 1,
- * the payload as read back, not the implied one it is compared with there). */
+/* One op: the fields its JSON form carries, as it carries them (program_io.c write_op: layer,
+ * coll, group, root and work only when >= 0, `part` only with parts > 1; the payload as read
+ * back, not the implied one it is compared with there). */
 static uint64_t hash_op(uint64_t h, const dm_op *o)
 {
-    int64_t v[22] = {o->id, o->kind, o->stream, o->layer, o->n_deps, o->coll, o->group, o->root,
+#define NONNEG(x) ((x) >= 0 ? (int64_t)(x) : -1)
+    int64_t v[22] = {o->id, o->kind, o->stream, NONNEG(o->layer), o->n_deps, NONNEG(o->coll), NONNEG(o->group), NONNEG(o->root),
                      (int64_t)hash_dbl(o->bytes), (int64_t)hash_dbl(o->flops), o->m, o->n, o->batch, o->algo,
-                     o->iters, o->dtype, o->payload, o->n_params, o->work, o->parts > 1 ? o->part : 0,
+                     o->iters, o->dtype, o->payload, o->n_params, NONNEG(o->work), o->parts > 1 ? o->part : 0,
                      o->parts > 1 ? o->parts : 0, (int64_t)o->staged * 4 + o->eager * 2};
+#undef NONNEG
     h = plist_hash_more(h, v, 22);
     h = plist_hash_more(h, (int64_t[]){o->tall}, 1);
     for (int i = 0; i < o->n_deps; i++) h = plist_hash_more(h, (int64_t[]){o->deps[i]}, 1);
@@ -272,7 +290,8 @@ uint64_t dm_program_hash(const dm_program *p)
         h = plist_hash_more(h, (int64_t[]){p->works[w].n}, 1);
         for (int i = 0; i < p->works[w].n; i++) {
             const dm_kernel *k = &p->works[w].k[i];
-            int64_t v[12] = {k->kind, k->op, k->m, k->n, k->k, k->batch, k->count, k->param, k->slot,
+            int64_t v[12] = {k->kind, k->op, k->m, k->n, k->k, k->batch, k->count, k->param >= 0 ? k->param : -1,
+                             k->slot >= 0 ? k->slot : -1, /* as program_io.c writes them */
                              (int64_t)hash_dbl(k->flops), (int64_t)hash_dbl(k->bytes), (int64_t)hash_dbl(k->elems)};
             h = plist_hash_more(h, v, 12);
         }

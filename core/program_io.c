@@ -33,7 +33,7 @@
 static void write_num(FILE *f, double v) { fprintf(f, "%.17g", v); }
 
 /* An op's line is formatted into a buffer and written at once: the ops are most of a program's
- * text (the hash streams all of it, dm_program_hash), and fprintf per field and per param id
+ * text, and fprintf per field and per param id
  * was most of `dmuon plan`'s time on a large program. The text is fprintf's, byte for byte. */
 typedef struct txt {
     char *s;

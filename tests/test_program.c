@@ -176,6 +176,21 @@ int main(void)
         dm_program_free(p);
     }
 
+    /* header strings with bytes the JSON writer escapes or replaces (a control character, a byte
+     * that is not UTF-8): the file reads back as written, and the hash is of what is written */
+    {
+        p = dm_program_new(1, 1, "ti\x01ny", "dmuon", "h200", "a\xff\xfe b\x7f", 128, NULL);
+        dm_op a = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+        a.layer = 0;
+        dm_program_add_op(p, 0, &a, NULL, 0, NULL, 0, NULL);
+        dm_program *b = NULL;
+        ok(dm_program_save(p, path, &err) == 0 && dm_program_load(path, &b, &err) == 0 &&
+               dm_program_hash(b) == dm_program_hash(p),
+           "header strings the writer escapes: the program and its file hash alike (%s)", err.msg);
+        dm_program_free(b);
+        dm_program_free(p);
+    }
+
     /* an eager NS op and the program's coefficient set round-trip (and change the hash); an
      * eager op that is not an NS is refused */
     {
