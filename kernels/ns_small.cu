@@ -273,7 +273,12 @@ int nsm_fused_create(const nsm_fused_args *a, nsm_fused **out, dm_err *err)
         goto fail;
     }
     {
-        const int resident = per_sm * n_sms;
+        /* DM_NSM_MAX_CTAS=N (read at each create; a diagnostic to time on a GPU): at most N CTAs,
+         * so a small matrix's products run without split-K on few SMs and each grid barrier
+         * waits for fewer CTAs (N = 1: the whole NS of a matrix in one CTA) */
+        const char *cap_env = getenv("DM_NSM_MAX_CTAS");
+        int cap = cap_env ? atoi(cap_env) : 0;
+        const int resident = cap > 0 && cap < per_sm * n_sms ? cap : per_sm * n_sms;
         int fold = a->io == g->dt, rc;
         const void *x0 = fold ? a->in : a->xbuf[0];
         /* the sum of squares, then (input not in the iteration dtype) X0 = G / (||G|| + eps) */

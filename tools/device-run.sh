@@ -11,6 +11,7 @@
 #   nstest    kernels/ GPU test (test_ns_gpu)
 #   nssan     compute-sanitizer memcheck and racecheck on our own NS kernels only
 #   nsgoal    the NS goal shapes (cached cuBLASLt beside our kernels) and PyTorch in the same call
+#   nssmall   the fused NS of small matrices with its grid capped (DM_NSM_MAX_CTAS) beside cuBLASLt
 #   nsbig     the 18 large NS shapes and the MoE expert batches
 # More stages are defined in tools/device-stages.sh when it exists (sourced; functions
 # stage_NAME with a timeout in STAGE_TIMEOUT_NAME), so other work adds stages without editing this.
@@ -68,6 +69,24 @@ stage_nsgoal() {
     timeout 50 python3 tools/torch_ns_bench.py --ours "$L/costs_goal.csv" --out "$L/torch_ns.txt" > /dev/null
     echo "torch_ns_bench exit $?"
     cat "$L/torch_ns.txt"
+}
+STAGE_TIMEOUT_nssmall=230
+# nssmall: the fused NS of small matrices with its grid capped (DM_NSM_MAX_CTAS, kernels/ns_small.cu)
+# beside cuBLASLt's plan: does one CTA per matrix (no split-K, barriers among few CTAs) beat the
+# launch-bound graph? Every candidate is gated against the reference as in the autotuner.
+stage_nssmall() {
+    printf '128 128 1,8\n256 256 1,8\n256 1536 1,64\n512 512 1\n1024 1024 1\n' > "$L/small_shapes.txt"
+    local cap k
+    for cap in 0 1 2 4 8 16 64; do
+        k=fused32,fused64; [ "$cap" = 0 ] && k=lt,fused32,fused64
+        DM_NSM_MAX_CTAS=$cap timeout 40 "$D/dmuon" bench kernels --shapes "$L/small_shapes.txt" --kernels "$k" \
+            --no-products --no-elementwise --no-gemm-tune --reps 10 --warmup 2 --verbose \
+            --out "$L/small_cap$cap.csv" > "$L/small_cap$cap.txt" 2>&1
+        echo "cap $cap exit $?"
+        grep -E '^#   candidate' "$L/small_cap$cap.txt" | grep -v REJECTED | sed 's/^#   candidate //' | \
+            awk '{print $1, $2, $3, $4, $7, $8}' | head -40
+        grep -c REJECTED "$L/small_cap$cap.txt"
+    done
 }
 STAGE_TIMEOUT_nsbig=140
 stage_nsbig() {
