@@ -115,7 +115,6 @@ static int state_walk(const dm_program *p, const int64_t *sz, int64_t n, int r, 
     int64_t nt = 0;
     for (; i < rp->n_ops; i++) {
         const dm_op *op = &rp->ops[i];
-        if (!hold_writes(p, r, op) && op->kind != DM_OP_NS) continue; /* nothing r holds or updates */
         for (int k = 0; k < op->n_params; k++)
             if (op->params[k] < 0 || op->params[k] >= n) {
                 rc = dm_err_set(err, "program: rank %d op %d (%s) names param %lld; the model has %lld", r, i,
@@ -126,7 +125,7 @@ static int state_walk(const dm_program *p, const int64_t *sz, int64_t n, int r, 
             rc = dm_err_set(err, "program: rank %d op %d (%s): bad group %d", r, i, dm_op_kind_name(op->kind), op->group);
             goto reset;
         }
-        dm_hold_op(p, sz, r, op, h);
+        dm_hold_op(p, sz, r, op, h); /* at once for an op that changes nothing r holds */
         if (op->kind != DM_OP_NS && op->kind != DM_OP_MUON_UPDATE && op->kind != DM_OP_ADAMW) continue;
         for (int k = 0; k < op->n_params; k++) {
             int64_t q = op->params[k];

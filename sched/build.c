@@ -626,31 +626,25 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
     }
     if (rc) return -1;
     if (rep) {
-        rep->solver_s = sched_wall_s() - t0;
-        snprintf(rep->solver_status, sizeof rep->solver_status, "%s", status);
-        rep->lower_bound_us = sched_lower_bound(pr);
-        rep->shape_bound_us = sched_two_shape_bound(pr);
-        const sched_report *ir = b->o->assign_in_rep;
-        if (in && ir) { /* the solver's findings, as the build that ran it reported them */
-            rep->solver_s = ir->solver_s;
-            snprintf(rep->solver_status, sizeof rep->solver_status, "%s", ir->solver_status);
-            snprintf(rep->method, sizeof rep->method, "%s", ir->method);
-            rep->objective_us = a->objective_us;
-            rep->pairs = a->pairs;
-            rep->comm_us = pr->pair_us * a->pairs;
-            rep->colls_per_pair = colls;
-            rep->comm_weight = b->o->comm_weight;
-            rep->objective_bound_us = ir->objective_bound_us;
-            rep->lpt_max_us = ir->lpt_max_us;
-            rep->lpt_objective_us = ir->lpt_objective_us;
-            return 0;
-        }
+        /* built on an earlier build's assignment: the solver's findings (status, time, bounds) as
+         * that build reported them, not computed again */
+        const sched_report *ir = in ? b->o->assign_in_rep : NULL;
+        rep->solver_s = ir ? ir->solver_s : sched_wall_s() - t0;
+        snprintf(rep->solver_status, sizeof rep->solver_status, "%s", ir ? ir->solver_status : status);
+        rep->lower_bound_us = ir ? ir->lower_bound_us : sched_lower_bound(pr);
+        rep->shape_bound_us = ir ? ir->shape_bound_us : sched_two_shape_bound(pr);
         snprintf(rep->method, sizeof rep->method, "%s", a->method ? a->method : "?");
         rep->objective_us = a->objective_us;
         rep->pairs = a->pairs;
         rep->comm_us = pr->pair_us * a->pairs;
         rep->colls_per_pair = colls;
         rep->comm_weight = b->o->comm_weight;
+        if (ir) {
+            rep->objective_bound_us = ir->objective_bound_us;
+            rep->lpt_max_us = ir->lpt_max_us;
+            rep->lpt_objective_us = ir->lpt_objective_us;
+            return 0;
+        }
         double proven = fmax(bound, sched_comm_bound(pr, fmax(rep->lower_bound_us, rep->shape_bound_us)));
         rep->objective_bound_us = fmin(proven, a->objective_us);
         if (b->o->balance == SCHED_BAL_MILP) {

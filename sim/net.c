@@ -191,26 +191,35 @@ static int cmp_part(const void *a, const void *b)
 /* Progressive filling of the part's flows (in start order), exactly as a fill of every flow
  * would treat them: the links in first-use order, each iteration the unsaturated link with the
  * smallest share, its unfrozen flows frozen at that share in start order. */
+/* The rate of a flow alone in its part that crosses no link twice: the smallest share of its
+ * links, as the fill below finds it (each link's weight sum is its one weight: 0 + w is w). */
+static double lone_rate(const sim_net *n, const int *links, const double *w, int nl)
+{
+    double best = INFINITY;
+    for (int k = 0; k < nl; k++) {
+        if (w[k] <= 1e-12) continue;
+        double s = n->cap[links[k]] / w[k];
+        if (s < best) best = s;
+    }
+    return isinf(best) ? 0 : best < 0 ? 0 : best;
+}
+
 static void fill(sim_net *n, int np)
 {
     if (np == 1) { /* alone: the smallest share, as the loop below finds it, without the heap */
         flow *f = &n->f[n->part[0].slot];
-        double best = INFINITY;
-        if (!f->dup) { /* each link's weight sum is its one weight (0 + w is w) */
-            for (int k = 0; k < f->nl; k++) {
-                if (f->w[k] <= 1e-12) continue;
-                double s = n->cap[f->links[k]] / f->w[k];
-                if (s < best) best = s;
-            }
-        } else {
-            for (int k = 0; k < f->nl; k++) n->wsum[f->links[k]] = 0;
-            for (int k = 0; k < f->nl; k++) n->wsum[f->links[k]] += f->w[k];
-            for (int k = 0; k < f->nl; k++) {
-                int l = f->links[k];
-                if (n->wsum[l] <= 1e-12) continue;
-                double s = n->cap[l] / n->wsum[l];
-                if (s < best) best = s;
-            }
+        if (!f->dup) {
+            f->rate = lone_rate(n, f->links, f->w, f->nl);
+            return;
+        }
+        double best = INFINITY; /* a link crossed twice: its weights summed */
+        for (int k = 0; k < f->nl; k++) n->wsum[f->links[k]] = 0;
+        for (int k = 0; k < f->nl; k++) n->wsum[f->links[k]] += f->w[k];
+        for (int k = 0; k < f->nl; k++) {
+            int l = f->links[k];
+            if (n->wsum[l] <= 1e-12) continue;
+            double s = n->cap[l] / n->wsum[l];
+            if (s < best) best = s;
         }
         f->rate = isinf(best) ? 0 : best < 0 ? 0 : best;
         return;
@@ -418,19 +427,13 @@ static int add_flow(sim_net *n, double now_us, double bytes, const int *links, c
      * settle's of a part of one flow (fill's first case), set here without the settle; a change
      * later at this instant that touches its links settles it again with the rest. */
     lone &= n->n_dirty == 0;
-    double best = INFINITY;
     for (int i = 0; i < nl; i++) {
         on_link *on = &n->on[links[i]];
         on->s[on->n++] = slot; /* the newest flow: the list stays in start order */
         if (on->n == 1) on->sole = slot;
-        if (!lone) {
-            mark_dirty(n, links[i]);
-        } else if (w[i] > 1e-12) {
-            double sh = n->cap[links[i]] / w[i];
-            if (sh < best) best = sh;
-        }
+        if (!lone) mark_dirty(n, links[i]);
     }
-    if (lone) n->f[slot].rate = isinf(best) ? 0 : best < 0 ? 0 : best; /* not counted as a settle */
+    if (lone) n->f[slot].rate = lone_rate(n, links, w, nl); /* not counted as a settle */
     n->version++;
     return 0;
 }

@@ -49,9 +49,9 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
     sim_result *res[PLAN_BEST_MAX] = {NULL}; /* the candidates' simulations */
     sched_report reps[PLAN_BEST_MAX];
     memset(reps, 0, sizeof reps);
-    int rc = -1, n = 0, sim_all = 1, slot[PLAN_BEST_MAX];
+    int rc = -1, n = 0, n_cand = 0, sim_all = 1, slot[PLAN_BEST_MAX];
     for (int k = 0; k < PLAN_BEST_MAX; k++) /* the candidates' places in the report */
-        slot[k] = kinds[k].ns_only && opts->comm_weight == 0 ? -1 : n++; /* lpt-ns: the same plan as lpt */
+        slot[k] = kinds[k].ns_only && opts->comm_weight == 0 ? -1 : n_cand++; /* lpt-ns: the same plan as lpt */
     /* a flat plan: lpt-ns built first: its plan has the most pairs, so when any program is too
      * large to simulate it is (estimated from its assignment, not built), and the others are
      * then weighed by their assignments without building programs that would not be simulated.
@@ -105,7 +105,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             sim_all = 0;
         }
     }
-    n = pb->n = slot[PLAN_BEST_MAX - 1] >= 0 ? PLAN_BEST_MAX : PLAN_BEST_MAX - 1;
+    n = pb->n = n_cand;
     int win = 0;
     if (sim_all) {
         sim_opts so = *sopt;
