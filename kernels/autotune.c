@@ -297,11 +297,13 @@ static int tries_kernel(const at_options *o, ns_kernel k)
     return 0;
 }
 
-/* Our kernel k is worth timing for this shape: it takes it, and (fused) the problem is small
- * enough that one persistent kernel can win, (128-tiles) m fills more than two tile rows. */
-static int kernel_worth(const at_options *o, ns_kernel k, int64_t m, int64_t n, int batch)
+/* Our kernel k is worth timing for this shape: it takes it (block: in a direct plan), and
+ * (fused) the problem is small enough that one persistent kernel can win, (128-tiles) m fills
+ * more than two tile rows. */
+static int kernel_worth(const at_options *o, ns_kernel k, dm_ns_algo algo, int64_t m, int64_t n, int batch)
 {
     if (!tries_kernel(o, k) || !ns_kernel_supported(k, m, n, batch)) return 0;
+    if (k == NS_KERNEL_BLOCK) return algo == DM_NS_DIRECT; /* direct only (ns_cuda.h) */
     if (k == NS_KERNEL_FUSED32 || k == NS_KERNEL_FUSED64 || k == NS_KERNEL_FUSED128)
         return m * n * batch <= o->fused_max_elems && (k != NS_KERNEL_FUSED128 || m * n * batch >= (INT64_C(1) << 22));
     if (k == NS_KERNEL_SYM128 || k == NS_KERNEL_SYM128S3) return m >= 384;
@@ -463,7 +465,7 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const dm_ns_algo *algos, int 
         }
         for (int ki = 0; ki < o->n_kernels; ki++) { /* ours, on the best cuBLASLt settings for the rest */
             ns_kernel k = o->kernels[ki];
-            if (k == NS_KERNEL_LT || !kernel_worth(o, k, m, n, batch)) continue;
+            if (k == NS_KERNEL_LT || !kernel_worth(o, k, algos[a], m, n, batch)) continue;
             ns_config cfg;
             ns_config_default(&cfg, algos[a]);
             cfg.sym_blocks = best_x;

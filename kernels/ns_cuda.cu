@@ -34,7 +34,7 @@ extern "C" void ns_config_default(ns_config *cfg, dm_ns_algo algo)
     cfg->kernel = NS_KERNEL_LT;
 }
 
-static const char *const kernel_names[NS_KERNEL_COUNT] = {"lt", "sym64", "sym128", "sym128s3", "fused32", "fused64", "fused128"};
+static const char *const kernel_names[NS_KERNEL_COUNT] = {"lt", "sym64", "sym128", "sym128s3", "fused32", "fused64", "fused128", "block"};
 
 extern "C" const char *ns_kernel_name(ns_kernel k)
 {
@@ -55,6 +55,7 @@ extern "C" int ns_kernel_supported(ns_kernel k, int64_t rows, int64_t cols, int 
 {
     int64_t m = rows < cols ? rows : cols, n = rows < cols ? cols : rows;
     if (k == NS_KERNEL_LT) return 1;
+    if (k == NS_KERNEL_BLOCK) return batch >= 1 && nsm_block_fits(m, n, batch);
     return (int)k > 0 && k < NS_KERNEL_COUNT && batch >= 1 && nsm_shape_ok(m, n);
 }
 
@@ -93,7 +94,7 @@ extern "C" int ns_device_query(ns_device_info *info, dm_err *err)
 
 /* ---- step lists --------------------------------------------------------------------------- */
 
-typedef enum { ST_GEMM, ST_SUMSQ, ST_NORMALIZE, ST_DIAG, ST_MIRROR, ST_CONVERT, ST_SYMK, ST_FUSED } step_kind;
+typedef enum { ST_GEMM, ST_SUMSQ, ST_NORMALIZE, ST_DIAG, ST_MIRROR, ST_CONVERT, ST_SYMK, ST_FUSED, ST_BLOCK } step_kind;
 
 typedef struct step {
     step_kind kind;
@@ -120,6 +121,7 @@ typedef struct step {
     nsm_op mop;    /* ST_SYMK: our symmetric product */
     nsm_tile mtile;
     nsm_fused *fused; /* ST_FUSED: the whole NS (borrowed from the plan) */
+    nsm_block *blk;   /* ST_BLOCK: the whole NS, one CTA (or cluster) per matrix (borrowed) */
 } step;
 
 /* What makes two GEMMs the same problem for cuBLASLt's heuristic (pointers aside): steps with
@@ -373,6 +375,9 @@ static int seq_run_step(seq *q, int i, cudaStream_t s, dm_err *err)
         case ST_FUSED:
             rc = nsm_fused_run(t->fused, s, err);
             break;
+        case ST_BLOCK:
+            rc = nsm_block_run(t->blk, s, err);
+            break;
         }
         if (rc) return -1;
     }
@@ -388,8 +393,9 @@ static int seq_run_steps(seq *q, cudaStream_t s, dm_err *err)
 
 static int seq_run(seq *q, cudaStream_t s, int use_graph, dm_err *err)
 {
-    /* a fused plan is one launch: a graph would save nothing (and it is cooperative) */
-    if (!use_graph || s == NULL || (q->n == 1 && q->steps[0].kind == ST_FUSED)) return seq_run_steps(q, s, err);
+    /* a fused or block plan is one launch: a graph would save nothing (and fused is cooperative) */
+    if (!use_graph || s == NULL || (q->n == 1 && (q->steps[0].kind == ST_FUSED || q->steps[0].kind == ST_BLOCK)))
+        return seq_run_steps(q, s, err);
     if (!q->exec) {
         NS_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         int rc = seq_run_steps(q, s, err);
@@ -693,6 +699,7 @@ struct ns_plan {
     unsigned *cnt; /* its block counter */
     int fold;      /* normalization folded into the first products */
     nsm_fused *fused; /* kernel fused*: the whole NS */
+    nsm_block *block; /* kernel block: the whole NS */
     seq q;
 };
 
@@ -701,6 +708,7 @@ extern "C" void ns_plan_destroy(ns_plan *p)
     if (!p) return;
     seq_free(&p->q);
     nsm_fused_destroy(p->fused);
+    nsm_block_destroy(p->block);
     cudaFree(p->in);
     cudaFree(p->out);
     for (int i = 0; i < 2; i++) cudaFree(p->xbuf[i]);
@@ -903,6 +911,34 @@ static int build_fused(ns_plan *p, dm_err *err)
     return 0;
 }
 
+/* The whole direct NS as one step: one CTA (or cluster) per matrix (ns_block.cu), from the
+ * plan's input to its output. */
+static int build_block(ns_plan *p, dm_err *err)
+{
+    nsm_block_args a;
+    memset(&a, 0, sizeof a);
+    a.g = mgeom(&p->g);
+    a.io = p->io;
+    a.in = p->in;
+    a.out = p->out;
+    a.coeffs = &p->cfg.coeffs;
+    a.eps = (float)p->cfg.norm_eps;
+    if (nsm_block_create(&a, &p->block, err)) return -1;
+    step *t = seq_push(&p->q, ST_BLOCK, err);
+    if (!t) return -1;
+    t->blk = p->block;
+    int ctas, cols;
+    int64_t smem;
+    double fe, ff, fn;
+    nsm_block_info(p->block, &ctas, &cols, &smem, &fe, &ff, &fn);
+    snprintf(t->desc, sizeof t->desc, "block: %d x %d CTAs of %d columns, %lld B shared", p->g.batch, ctas, cols,
+             (long long)smem);
+    p->q.flops_exec += fe;
+    p->q.flops_full += ff;
+    p->q.flops_nominal += fn;
+    return 0;
+}
+
 extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io,
                               const ns_config *cfg, ns_plan **out, dm_err *err)
 {
@@ -930,7 +966,8 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io
     p->g.dt = cfg->work;
     p->g.bs_x = sym_block_size(p->g.m, cfg->sym_blocks);
     p->g.bs_s = sym_block_size(p->g.m, cfg->sym_blocks_mm);
-    if (!ns_kernel_supported(cfg->kernel, rows, cols, batch)) p->cfg.kernel = NS_KERNEL_LT; /* ours cannot: cuBLASLt */
+    if (!ns_kernel_supported(cfg->kernel, rows, cols, batch) || (cfg->kernel == NS_KERNEL_BLOCK && cfg->algo != DM_NS_DIRECT))
+        p->cfg.kernel = NS_KERNEL_LT; /* ours cannot: cuBLASLt */
     p->g.kern = kernel_is_sym(p->cfg.kernel) ? p->cfg.kernel : NS_KERNEL_LT;
     int64_t m = p->g.m, n = p->g.n;
     size_t ex = (size_t)(m * n) * batch, es = (size_t)(m * m) * batch, w = dm_dtype_size(cfg->work);
@@ -952,7 +989,9 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io
         goto fail;
     }
     if (seq_init(&p->q, cfg->heuristic, err)) goto fail;
-    if (kernel_is_fused(p->cfg.kernel)) {
+    if (p->cfg.kernel == NS_KERNEL_BLOCK) {
+        if (build_block(p, err)) goto fail;
+    } else if (kernel_is_fused(p->cfg.kernel)) {
         if (build_fused(p, err)) goto fail;
     } else if ((cfg->algo == DM_NS_GRAM ? build_gram(p, err) : build_direct(p, err))) {
         goto fail;
@@ -1113,8 +1152,8 @@ extern "C" int ns_plan_poison_work(ns_plan *p, dm_err *err)
 
 static const char *step_name(const step *t)
 {
-    static const char *names[] = {"gemm", "sumsq", "normalize", "add_diag", "mirror", "convert", "symk", "fused"};
-    return t->kind == ST_GEMM || t->kind == ST_SYMK || t->kind == ST_FUSED ? t->desc : names[t->kind];
+    static const char *names[] = {"gemm", "sumsq", "normalize", "add_diag", "mirror", "convert", "symk", "fused", "block"};
+    return t->kind == ST_GEMM || t->kind == ST_SYMK || t->kind == ST_FUSED || t->kind == ST_BLOCK ? t->desc : names[t->kind];
 }
 
 extern "C" int ns_plan_profile(ns_plan *p, ns_stream s, FILE *out, dm_err *err)
@@ -1154,8 +1193,10 @@ extern "C" int ns_plan_profile(ns_plan *p, ns_stream s, FILE *out, dm_err *err)
                         q->sigs[q->steps[i].sig].pick);
             else
                 fprintf(out, "#   %3d %-44s %9.1f us\n", i, step_name(&q->steps[i]), best[i]);
-        for (int i = 0; i < q->n; i++) /* our fused NS: its phases */
-            if (q->steps[i].kind == ST_FUSED && nsm_fused_profile(q->steps[i].fused, (cudaStream_t)s, out, err)) goto out;
+        for (int i = 0; i < q->n; i++) /* our fused or block NS: its phases */
+            if ((q->steps[i].kind == ST_FUSED && nsm_fused_profile(q->steps[i].fused, (cudaStream_t)s, out, err)) ||
+                (q->steps[i].kind == ST_BLOCK && nsm_block_profile(q->steps[i].blk, (cudaStream_t)s, out, err)))
+                goto out;
     }
     rc = 0;
     goto out;
@@ -1224,7 +1265,7 @@ extern "C" int ns_prod_create_kernel(ns_prod_kind kind, int64_t m, int64_t n, in
     if (m < 1 || n < m || batch < 1 || dt == DM_DT_FP32 || sym_blocks < 1 || sym_blocks > 16)
         return dm_err_set(err, "ns_prod_create: bad arguments (m %lld, n %lld, batch %d)",
                           (long long)m, (long long)n, batch);
-    if (kernel != NS_KERNEL_LT && (kind == NS_PROD_GEMM || !ns_kernel_supported(kernel, m, n, batch)))
+    if (kernel != NS_KERNEL_LT && (kind == NS_PROD_GEMM || kernel == NS_KERNEL_BLOCK || !ns_kernel_supported(kernel, m, n, batch)))
         return dm_err_set(err, "ns_prod_create: kernel %s does not take this product (%lldx%lld)",
                           ns_kernel_name(kernel), (long long)m, (long long)n);
     ns_prod *p = (ns_prod *)dm_calloc(1, sizeof *p, err);

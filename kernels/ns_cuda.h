@@ -45,11 +45,16 @@ typedef enum {
     NS_KERNEL_FUSED64,  /* "fused64": the same with 64 x 64 tiles */
     NS_KERNEL_FUSED128, /* "fused128": the same with 128 x 128 tiles, 8 warps, 4 stages (large
                            batches: one CTA per SM) */
+    NS_KERNEL_BLOCK,    /* "block": direct NS only, one CTA per matrix with the matrix and its
+                           products in shared memory for every iteration (min(rows, cols) <=
+                           128, the long side as far as the device's shared memory holds; any
+                           sizes, no multiple-of-8 rule); a Gram plan asked for it runs "lt" */
     NS_KERNEL_COUNT
 } ns_kernel;
 const char *ns_kernel_name(ns_kernel k);
 int ns_kernel_parse(const char *name, ns_kernel *k); /* 0, or -1 for an unknown name */
-/* 1 when a plan of batch x rows x cols runs kernel k as asked (NS_KERNEL_LT: always). */
+/* 1 when a plan of batch x rows x cols runs kernel k as asked (NS_KERNEL_LT: always;
+ * NS_KERNEL_BLOCK: on the current device, and in direct plans only). */
 int ns_kernel_supported(ns_kernel k, int64_t rows, int64_t cols, int batch);
 
 #define NS_MAX_PICKS 32 /* distinct GEMMs of a plan with their own heuristic pick */

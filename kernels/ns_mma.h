@@ -6,7 +6,9 @@
  *     written to both places by the CTA that computed it: no tile is written by two CTAs);
  *   - nsm_gemm (ns_syrk.cu): one such product as one launch, the plans' symmetric products;
  *   - nsm_fused (ns_small.cu): a whole direct or Gram NS of a matrix or a batch of same-shape
- *     matrices in one persistent kernel that steps through the products with a grid barrier.
+ *     matrices in one persistent kernel that steps through the products with a grid barrier;
+ *   - nsm_block (ns_block.cu): the direct NS of small matrices, one CTA per matrix, everything
+ *     in shared memory.
  * Plain C declarations (no CUDA header: tests/test_ns_gpu.c calls nsm_gemm on its own
  * operands); the device engine is ns_mma.cuh.
  *
@@ -159,6 +161,40 @@ int nsm_fused_profile(nsm_fused *f, ns_stream s, FILE *out, dm_err *err);
  * product in full, and with the symmetric ones at half (as ns_plan_stats counts them). */
 void nsm_fused_info(const nsm_fused *f, int *n_ops, int *n_barriers, int *grid, int *threads,
                     double *flops_exec, double *flops_full, double *flops_nominal);
+
+/* ---- one CTA per small matrix (ns_block.cu) -------------------------------------------- */
+
+/* The direct NS of each matrix of a batch in one CTA, X, X X^T and the polynomial in shared
+ * memory for all iterations: min(m, n) <= 128 and as long a side as the shared memory holds
+ * (any m, n: zero-padded to multiples of 32 inside). */
+typedef struct nsm_block_args {
+    nsm_geom g;       /* g.dt: the iteration dtype (bf16 or fp16) */
+    dm_dtype io;      /* input and output dtype (bf16, fp16, fp32) */
+    const void *in;   /* batch entries of m x n (xT) or n x m (!xT), row-major, back to back */
+    void *out;
+    const ns_coeffs *coeffs;
+    float eps;        /* X0 = G / (||G||_F + eps) */
+} nsm_block_args;
+/* Bytes of shared memory a CTA of the kernel needs for a batch of matrices of m x n (either
+ * orientation) on the current device; 0 when it does not take them (min > 128, or too long). */
+int64_t nsm_block_smem(int64_t m, int64_t n, int batch);
+/* 1 when the current device runs it: min(m, n) <= 128 and the long side in the shared memory of
+ * one CTA, or (sm_90) of a cluster of up to 16 CTAs, each its own columns of X. */
+int nsm_block_fits(int64_t m, int64_t n, int batch);
+typedef struct nsm_block nsm_block;
+/* Set up the kernel (outside any stream capture) and its launch over a's buffers; owned by the
+ * caller. */
+int nsm_block_create(const nsm_block_args *a, nsm_block **out, dm_err *err);
+int nsm_block_run(const nsm_block *b, ns_stream s, dm_err *err);
+void nsm_block_destroy(nsm_block *b); /* NULL ok */
+/* For reports: CTAs per matrix, columns of X per CTA, shared memory per CTA; FLOPs as executed
+ * (padded, lower tiles, the cluster's repeated c A A + b A), every product in full, and the
+ * symmetric ones at half (as nsm_fused_info counts them). */
+void nsm_block_info(const nsm_block *b, int *ctas_per_matrix, int *cols, int64_t *smem, double *flops_exec,
+                    double *flops_full, double *flops_nominal);
+/* Run it 6 times with CTA 0's SM clock read after the load and after every product; print the
+ * fastest of the last 5 as '#'-comment lines (the benchmark's --profile). */
+int nsm_block_profile(const nsm_block *b, ns_stream s, FILE *out, dm_err *err);
 
 #ifdef __cplusplus
 }

@@ -829,6 +829,109 @@ static void test_fused_batch(ns_stream s)
     free(g), free(lt), free(a), free(b);
 }
 
+/* The one-CTA-per-matrix kernel (ns_block.cu) in whole direct plans: against float64 and the
+ * cuBLASLt plan on the same input, wide and tall, sizes that are not multiples of 8 or 32, the
+ * longest side it takes at m = 128, batches, io dtypes, an fp16 iteration dtype; two runs
+ * bit-identical; a NaN in one entry of a batch fails that entry only; a Gram plan and a shape
+ * too long for the shared memory asked for it run cuBLASLt. */
+static void test_block(ns_stream s)
+{
+    static const struct { int64_t r, c; int batch; dm_dtype io, work; } shapes[] = {
+        {128, 128, 1, DM_DT_BF16, DM_DT_BF16}, {64, 256, 1, DM_DT_FP32, DM_DT_BF16}, {256, 64, 1, DM_DT_BF16, DM_DT_BF16},
+        {63, 101, 1, DM_DT_FP32, DM_DT_BF16},  {8, 8, 3, DM_DT_BF16, DM_DT_BF16},   {500, 100, 4, DM_DT_BF16, DM_DT_BF16},
+        {128, 576, 2, DM_DT_FP16, DM_DT_FP16}, {96, 40, 2, DM_DT_FP32, DM_DT_FP16},
+        /* a cluster of CTAs per matrix on sm_90 (cuBLASLt on sm_80: too long for one CTA) */
+        {24, 16384, 1, DM_DT_BF16, DM_DT_BF16}, {64, 2048, 3, DM_DT_BF16, DM_DT_BF16}, {2048, 64, 2, DM_DT_FP32, DM_DT_BF16},
+        {100, 3001, 1, DM_DT_FP32, DM_DT_BF16}, {128, 896, 2, DM_DT_BF16, DM_DT_BF16}, {5, 9000, 2, DM_DT_FP16, DM_DT_FP16},
+    };
+    for (size_t i = 0; i < (quick ? 2 : sizeof shapes / sizeof shapes[0]); i++) {
+        int64_t r = shapes[i].r, c = shapes[i].c;
+        int batch = shapes[i].batch;
+        dm_dtype io = shapes[i].io;
+        size_t per = (size_t)(r * c), n = per * batch;
+        double *g = malloc(n * 8), *ref = malloc(n * 8), *lt = malloc(n * 8), *a = malloc(n * 8), *b = malloc(n * 8);
+        fill_randn(g, n, 1.0);
+        dm_err e = {{0}};
+        ns_opts o;
+        ns_opts_default(&o);
+        ns_config cfg, used;
+        ns_config_default(&cfg, DM_NS_DIRECT);
+        cfg.work = shapes[i].work;
+        o.coeffs = &cfg.coeffs;
+        int bad = 0;
+        for (int k = 0; k < batch && !bad; k++) bad = ns_ref_d(g + k * per, ref + k * per, r, c, &o, &e) != 0;
+        if (bad || (!no_lt && run_plan_on(r, c, batch, io, &cfg, 0, s, g, lt, NULL, &e))) {
+            bail("block: reference", &e);
+        } else {
+            cfg.kernel = NS_KERNEL_BLOCK;
+            memset(&used, 0, sizeof used);
+            if (run_plan_on(r, c, batch, io, &cfg, 1, s, g, a, &used, &e) || run_plan_on(r, c, batch, io, &cfg, 0, s, g, b, NULL, &e)) {
+                bail("block", &e);
+            } else {
+                /* against float64: NS_TOL, or 1.5 x the cuBLASLt plan's own error where the iteration
+                 * dtype's rounding is larger than that (8 x 8: 0.036 for both) */
+                double worst = 0, lt_worst = 0, vs_lt = no_lt ? 0 : rel_err(a, lt, n);
+                for (int k = 0; k < batch; k++) {
+                    double x = rel_err(a + k * per, ref + k * per, per), y = no_lt ? 0 : rel_err(lt + k * per, ref + k * per, per);
+                    if (!(x <= worst)) worst = x;
+                    if (!(y <= lt_worst)) lt_worst = y;
+                }
+                double tol = fmax(NS_TOL, 1.5 * lt_worst);
+                ns_kernel want = ns_kernel_supported(NS_KERNEL_BLOCK, r, c, batch) ? NS_KERNEL_BLOCK : NS_KERNEL_LT;
+                ok(used.kernel == want && worst <= tol && vs_lt <= 2 * NS_TOL && !memcmp(a, b, n * 8),
+                   "block direct %lldx%lld batch %d io %s work %s (ran %s, %lld B shared): rel err %.3g <= %.3g (the cuBLASLt plan's %.3g), "
+                   "vs the cuBLASLt plan %.3g <= %g; two runs bit-identical: %s",
+                   (long long)r, (long long)c, batch, dm_dtype_name(io), dm_dtype_name(cfg.work), ns_kernel_name(used.kernel),
+                   (long long)nsm_block_smem(r, c, batch), worst, tol, lt_worst, vs_lt, 2 * NS_TOL, !memcmp(a, b, n * 8) ? "yes" : "no");
+            }
+        }
+        free(g), free(ref), free(lt), free(a), free(b);
+    }
+    if (quick) return;
+    { /* a NaN in entry 2 of 4 */
+        dm_err e = {{0}};
+        int64_t br = 100, bc = 120;
+        size_t bp = (size_t)(br * bc);
+        double *g = malloc(4 * bp * 8), *a = malloc(4 * bp * 8);
+        fill_randn(g, 4 * bp, 1.0);
+        g[2 * bp + 77] = NAN;
+        ns_config cfg;
+        ns_config_default(&cfg, DM_NS_DIRECT);
+        cfg.kernel = NS_KERNEL_BLOCK;
+        int fin_ok = 0, nan_bad = 0;
+        if (!run_plan_on(br, bc, 4, DM_DT_BF16, &cfg, 0, s, g, a, NULL, &e)) {
+            fin_ok = 1;
+            for (int k = 0; k < 4; k++) {
+                int finite = 1;
+                for (size_t i = 0; i < bp; i++) finite &= isfinite(a[k * bp + i]);
+                if (k == 2) nan_bad = !finite;
+                else fin_ok &= finite;
+            }
+        } else {
+            bail("block nan", &e);
+        }
+        ok(fin_ok && nan_bad, "block 4 x 100x120 with a NaN in entry 2: that entry's output is not finite (%d), the others are (%d)",
+           nan_bad, fin_ok);
+        free(g), free(a);
+    }
+    { /* what it does not take runs cuBLASLt */
+        static const struct { int64_t r, c; dm_ns_algo algo; } no[] = {{128, 256, DM_NS_GRAM}, {128, 65536, DM_NS_DIRECT}, {129, 129, DM_NS_DIRECT}};
+        for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+            dm_err e = {{0}};
+            ns_config cfg, used;
+            ns_config_default(&cfg, no[i].algo);
+            cfg.kernel = NS_KERNEL_BLOCK;
+            ns_plan *p = NULL;
+            memset(&used, 0, sizeof used);
+            int rc = ns_plan_create(no[i].r, no[i].c, 1, cfg.work, &cfg, &p, &e);
+            if (!rc) ns_plan_config(p, &used);
+            ns_plan_destroy(p);
+            ok(!rc && used.kernel == NS_KERNEL_LT, "block asked for %s %lldx%lld: the plan runs %s%s%s", dm_ns_algo_name(no[i].algo),
+               (long long)no[i].r, (long long)no[i].c, ns_kernel_name(used.kernel), rc ? ": " : "", rc ? e.msg : "");
+        }
+    }
+}
+
 /* Our product engine on operands that are NOT symmetric (nsm_op_mm, one launch per product):
  * D = alpha S1 S2 + beta C + gamma I with S2 read by rows, for every tile shape, bf16 and fp16,
  * edges that are not whole tiles, a batch, split-K pieces; sym = 0 against the float64 product
@@ -1079,11 +1182,17 @@ int main(void)
     own_only = getenv("DM_TEST_OWN") != NULL;
     no_lt = own_only && getenv("DM_TEST_NO_LT") != NULL;
     quick = own_only && getenv("DM_TEST_QUICK") != NULL;
+    if (getenv("DM_TEST_ONLY") && !strcmp(getenv("DM_TEST_ONLY"), "block")) { /* the block kernel alone */
+        test_block(s);
+        ns_stream_destroy(s);
+        return tap_done();
+    }
     if (own_only) { /* compute-sanitizer on our kernels */
         test_own_mm();
         test_own_products();
         test_own_plans(s);
         test_fused_batch(s);
+        test_block(s);
         ns_stream_destroy(s);
         return tap_done();
     }
@@ -1103,6 +1212,7 @@ int main(void)
         test_own_products();
         test_own_plans(s);
         test_fused_batch(s);
+        test_block(s);
     }
     ns_stream_destroy(s);
     return tap_done();

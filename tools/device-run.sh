@@ -13,6 +13,11 @@
 #   nsgoal    the NS goal shapes (cached cuBLASLt beside our kernels) and PyTorch in the same call
 #   nssmall   the fused NS of small matrices with its grid capped (DM_NSM_MAX_CTAS) beside cuBLASLt
 #   nsbig     the 18 large NS shapes and the MoE expert batches
+#   nsblock   the one-CTA-per-matrix NS (kernels/ns_block.cu): its tests, memcheck and racecheck,
+#             its SASS for sm_80 and sm_90, small shapes timed beside cuBLASLt, fused and PyTorch
+#   blockrows the NS rows and autotune entries of traces/kernels/block_shapes.txt: the cached
+#             cuBLASLt configuration re-timed beside kernel block, the faster kept
+#             ($L/block_rows.csv, $L/autotune.tsv)
 # More stages are defined in tools/device-stages.sh when it exists (sourced; functions
 # stage_NAME with a timeout in STAGE_TIMEOUT_NAME), so other work adds stages without editing this.
 set -u
@@ -99,6 +104,63 @@ stage_nsbig() {
         --retime-cached --no-gemm-tune --sym-blocks 1,8 --reps 5 --warmup 1 --no-products --no-elementwise \
         --out "$L/costs_experts.csv"
     echo "bench experts exit $?"
+}
+STAGE_TIMEOUT_nsblock=400
+stage_nsblock() {
+    DM_TEST_ONLY=block timeout 40 "$D/test_ns_gpu" > "$L/block_test.txt" 2>&1
+    echo "test_ns_gpu (block) exit $?: $(grep -c '^ok' "$L/block_test.txt") ok, $(grep -c '^not ok' "$L/block_test.txt") not ok"
+    grep '^not ok' "$L/block_test.txt" | head -5
+    DM_TEST_ONLY=block timeout 40 compute-sanitizer --tool memcheck "$D/test_ns_gpu" > "$L/block_memcheck.txt" 2>&1
+    echo "memcheck (block) rc $?: $(grep -c '^ok' "$L/block_memcheck.txt") ok; $(grep 'ERROR SUMMARY' "$L/block_memcheck.txt" | tail -1)"
+    DM_TEST_ONLY=block DM_TEST_OWN=1 DM_TEST_QUICK=1 DM_TEST_NO_LT=1 timeout 40 compute-sanitizer --tool racecheck \
+        --racecheck-report all "$D/test_ns_gpu" > "$L/block_racecheck.txt" 2>&1
+    echo "racecheck (block, quick) rc $?: $(grep -c '^ok' "$L/block_racecheck.txt") ok; $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$L/block_racecheck.txt" | tail -1)"
+    if command -v cuobjdump >/dev/null 2>&1; then
+        local a
+        for a in sm_80 sm_90; do
+            cuobjdump -sass -arch $a "$D/dmuon-gpu.so" 2>/dev/null | awk -v arch=$a '
+                /Function : / { keep = $NF ~ /k_block/; if (keep) fn = $NF }
+                keep && /HMMA/ { h[fn]++ } keep && /LDSM/ { l[fn]++ } keep && /(LDL|STL)/ { loc[fn]++ } keep { seen[fn] = 1 }
+                END { for (k in seen) printf "sass %s %s: HMMA %d LDSM %d local %d\n", arch, k, h[k], l[k], loc[k] }'
+        done
+    else
+        echo "no cuobjdump: SASS not inspected"
+    fi
+    # the goal's 128x128, small squares, and the bundled models' shapes with a side <= 128
+    # (DeepSeek-V4 24x16384, 4x16384, 64x4096/7168, Moonlight 64x2048, Qwen2.5-0.5B 128x896,
+    # Qwen3-30B-A3B 128x2048, pi0 32x1024, WALL-OSS 14x2048, 28x2048)
+    printf '128 128 1,8,64\n64 64 1,8\n32 32 1\n96 96 1\n24 16384 1,43\n4 16384 1\n64 4096 1,21\n64 7168 1,30\n64 2048 1,26\n128 896 1,24\n128 2048 1,6\n32 1024 1\n14 2048 1\n2048 28 1\n24 28672 1,61\n' > "$L/block_shapes.txt"
+    timeout 150 "$D/dmuon" bench kernels --shapes "$L/block_shapes.txt" --kernels lt,fused32,fused64,block --algos direct,gram \
+        --no-products --no-elementwise --no-gemm-tune --reps 20 --warmup 3 --verbose --out "$L/block.csv" > "$L/block_bench.txt" 2>&1
+    echo "bench block exit $?"
+    timeout 60 "$D/dmuon" bench kernels --shapes "$L/block_shapes.txt" --kernels block --algos direct --profile \
+        --no-products --no-elementwise --no-gemm-tune --reps 10 --warmup 2 --out "$L/block_prof.csv" > "$L/block_prof.txt" 2>&1
+    echo "bench block --profile exit $?"
+    grep -E '^#     block|^#       iteration [04]|^# profile' "$L/block_prof.txt" | head -60
+    if command -v ncu >/dev/null 2>&1; then # where a CTA's time goes (128x128: one CTA per matrix)
+        printf '128 128 1\n24 16384 1\n' > "$L/block_ncu_shapes.txt"
+        timeout 90 ncu --kernel-name regex:k_block --launch-skip 3 --launch-count 2 --section WarpStateStats \
+            --section SchedulerStats --section ComputeWorkloadAnalysis \
+            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio',smsp__inst_executed.sum,smsp__inst_executed_pipe_tensor.sum \
+            "$D/dmuon" bench kernels --shapes "$L/block_ncu_shapes.txt" --kernels block --algos direct --no-products \
+            --no-elementwise --no-gemm-tune --reps 3 --warmup 1 --out "$L/block_ncu.csv" > "$L/block_ncu.txt" 2>&1
+        echo "ncu exit $?"
+        grep -E "k_block|Warp Cycles Per Issued|No Eligible|Executed Ipc Active|inst_executed|stalled_(barrier|long|short|math|mio|wait|not_sel|dispatch|lg|membar|branch|no_inst|selected)[a-z_]*_per|ERR" "$L/block_ncu.txt" | head -50
+    fi
+    grep -E '^#   candidate' "$L/block_bench.txt" | sed 's/^#   candidate //' | head -80
+    timeout 40 python3 tools/torch_ns_bench.py --ours "$L/block.csv" --shapes "$L/block_shapes.txt" --out "$L/block_torch.txt" > /dev/null
+    echo "torch_ns_bench exit $?"
+    cat "$L/block_torch.txt"
+}
+STAGE_TIMEOUT_blockrows=200
+stage_blockrows() {
+    [ -f "$L/autotune.tsv" ] || cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    timeout 190 "$D/dmuon" bench kernels --shapes traces/kernels/block_shapes.txt --cache "$L/autotune.tsv" \
+        --retime-cached --kernels lt,block --algos direct --no-products --no-elementwise --no-gemm-tune --warmup 3 \
+        --reps 15 --verbose --out "$L/block_rows.csv" > "$L/block_rows.txt" 2>&1
+    echo "bench blockrows exit $?"
+    grep -v '^#' "$L/block_rows.txt" | head -5
+    grep -c ' block k=' "$L/block_rows.txt"
 }
 [ -f tools/device-stages.sh ] && . tools/device-stages.sh
 
