@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "collcost.h"
+#include "holds.h" /* dm_flat_shard, dm_group_index: the state rule's shards */
 
 /* ---- growable arrays ----------------------------------------------------------------------- */
 
@@ -103,6 +104,9 @@ typedef struct bctx {
     vec batch_mats;             /* int64 matrix indices */
     int adamw_sharded;          /* AdamW params: reduce-scatter + shard update (else all-reduce, full) */
     int muon_update_shard;      /* muon-fsdp: the update touches the rank's shard only */
+    int shared_updates;         /* the naive strategies: sharded updates priced as an even share,
+                                   the same on every rank (update_work), so that their ranks'
+                                   lists stay one list (replicated_plan) */
     int eager;                  /* the PyTorch forms: NS ops launched kernel by kernel (dm_op.eager) */
     dm_stream opt_stream;       /* the optimizer ops' stream: compute, or compute-lo (ns_stream) */
     int fsdp_serial;            /* muon-fsdp as PyTorch runs it: each Muon gradient's all-gather in
@@ -980,23 +984,61 @@ static int *dep_of(bctx *b, const int *ids, int l, int *tmp)
     return tmp;
 }
 
-/* The work of an update op (adamw: DM_KOP_ADAMW, muon-update: DM_KOP_MUON_UPDATE) over params
- * ids[0..n): one update kernel per tensor of the elements the executor updates in it, equal
- * neighbours as one kernel of that count. keep < 0: every tensor whole; else the first `keep`
- * elements of their concatenation (a sharded update: the executor's shard is a contiguous range
- * of the flat buffer; each rank is priced as the first shard, so ranks that share a list share
- * the work). *out: the work's index, each distinct list stored once (dm_program_intern_work). */
-static int update_work(bctx *b, dm_kern_op kop, const int64_t *ids, size_t n, double keep, int *out)
+/* The piece [*lo, *hi) of matrix id (of layer l) that rank r updates: where a reduce-scatter
+ * of l's gradients in one of r's groups covers it, the part of it inside r's shard of that op's
+ * flat buffer (the state rule's, core/holds.c: dm_flat_shard over the op's params in order;
+ * empty when the shard misses it); else the whole matrix. */
+static void rank_piece(const bctx *b, int r, int l, int64_t id, int64_t *lo, int64_t *hi)
+{
+    const int64_t e = b->mats[id].rows * b->mats[id].cols;
+    *lo = 0, *hi = e;
+    for (size_t k = b->grad_first[l]; k < b->grad_first[l] + b->grad_n[l]; k++) {
+        const coll_desc *d = &AT(b->grad, coll_desc, k);
+        if (d->kind != DM_OP_REDUCESCATTER) continue;
+        const dm_group *g = &b->p->groups[d->group];
+        int gi = dm_group_index(g, r);
+        if (gi < 0) continue;
+        const int64_t *ps = (const int64_t *)b->pool.data + d->p_first;
+        int64_t total = 0, base = -1;
+        for (size_t i = 0; i < d->p_n; i++) {
+            if (ps[i] == id) base = total;
+            total += b->mats[ps[i]].rows * b->mats[ps[i]].cols;
+        }
+        if (base < 0) continue;
+        int64_t slo, shi;
+        dm_flat_shard(total, g->n, gi, &slo, &shi);
+        *lo = slo > base ? slo - base : 0;
+        *hi = shi < base + e ? shi - base : e;
+        if (*hi < *lo) *hi = *lo;
+        return;
+    }
+}
+
+/* The work of an update op (adamw: DM_KOP_ADAMW, muon-update: DM_KOP_MUON_UPDATE) of rank r
+ * over params ids[0..n): one update kernel per tensor over the elements the executor updates in
+ * it, equal neighbours as one kernel of that count; *elems: their sum. even < 0: the rank's own
+ * pieces (rank_piece: a sharded update touches its shard's pieces only). even >= 0: a plan whose
+ * ranks share one op list (replicated_plan: the naive strategies), whose pieces differ from rank
+ * to rank: an even share, the first `even` elements of the tensors' concatenation, for every
+ * rank. *out: the work's index, each distinct list stored once (dm_program_intern_work: ranks
+ * whose pieces match share it). */
+static int update_work(bctx *b, int r, dm_kern_op kop, const int64_t *ids, size_t n, double even, double *elems,
+                       int *out)
 {
     double bpp = dm_elementwise_bytes_per_param(kop == DM_KOP_ADAMW ? "adamw" : "muon_update");
     b->uw_k.n = 0;
-    for (size_t i = 0; i < n && keep != 0; i++) {
-        int64_t e = b->mats[ids[i]].rows * b->mats[ids[i]].cols;
-        if (keep > 0) {
-            if ((double)e > keep) e = (int64_t)keep;
-            keep -= (double)e;
+    *elems = 0;
+    for (size_t i = 0; i < n && even != 0; i++) {
+        int64_t lo = 0, hi = b->mats[ids[i]].rows * b->mats[ids[i]].cols;
+        if (even < 0) {
+            rank_piece(b, r, b->mats[ids[i]].layer, ids[i], &lo, &hi);
+        } else {
+            if ((double)hi > even) hi = (int64_t)even;
+            even -= (double)hi;
         }
+        int64_t e = hi - lo;
         if (e < 1) continue;
+        *elems += (double)e;
         dm_kernel *last = b->uw_k.n ? &AT(b->uw_k, dm_kernel, b->uw_k.n - 1) : NULL;
         if (last && last->m == e) {
             last->count++;
@@ -1056,21 +1098,21 @@ static size_t opt_items(bctx *b, int r, opt_item *items)
  * layers' last gradient ops, and after *after when given: the update's id goes back there). */
 static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t *params, int *after)
 {
-    int L = b->nlayers, R = b->nranks, nd = 0;
+    int L = b->nlayers, nd = 0;
     if (it->is_adamw) {
         int l = (int)it->index;
         size_t n = b->o->strategy == SCHED_ADAMW ? layer_ids(b, l, -1, params) : layer_ids(b, l, DM_ROLE_ADAMW, params);
-        double elems = b->o->strategy == SCHED_ADAMW ? b->lay_params[l] : b->lay_adamw[l];
-        if (b->adamw_sharded) elems = ceil(elems / (b->hsdp && b->R > 1 ? b->S : R)); /* its shard */
         size_t gk = (size_t)r * L + l;
         if (b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
         else if (b->opt_stream != DM_STREAM_COMPUTE && b->bwd_id[gk] >= 0) deps[nd++] = b->bwd_id[gk];
         if (after && *after >= 0) deps[nd++] = *after;
         dm_op op = dm_op_init(DM_OP_ADAMW, b->opt_stream);
         op.layer = l;
-        op.bytes = elems * dm_elementwise_bytes_per_param("adamw");
         op.dtype = DM_DT_FP32;
-        if (update_work(b, DM_KOP_ADAMW, params, n, b->adamw_sharded ? elems : -1, &op.work)) return -1;
+        double elems = b->o->strategy == SCHED_ADAMW ? b->lay_params[l] : b->lay_adamw[l], even = -1;
+        if (b->adamw_sharded && b->shared_updates) even = ceil(elems / b->nranks); /* update_work */
+        if (update_work(b, r, DM_KOP_ADAMW, params, n, even, &elems, &op.work)) return -1;
+        op.bytes = elems * dm_elementwise_bytes_per_param("adamw");
         int id = dm_program_add_op(b->p, r, &op, deps, nd, params, (int)n, b->err);
         if (id < 0) return -1;
         if (after) *after = id;
@@ -1111,12 +1153,11 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
     if (ns_id < 0) return -1;
     dm_op up = dm_op_init(DM_OP_MUON_UPDATE, b->opt_stream);
     up.layer = op.layer;
-    double elems = (double)nb->elems;
-    if (b->muon_update_shard) elems = ceil(elems / R);
-    up.bytes = elems * dm_elementwise_bytes_per_param("muon_update");
     up.dtype = DM_DT_FP32;
-    if (update_work(b, DM_KOP_MUON_UPDATE, params, (size_t)nb->size, b->muon_update_shard ? elems : -1, &up.work))
-        return -1;
+    double elems = (double)nb->elems, even = -1;
+    if (b->muon_update_shard && b->shared_updates) even = ceil(elems / b->nranks); /* update_work */
+    if (update_work(b, r, DM_KOP_MUON_UPDATE, params, (size_t)nb->size, even, &elems, &up.work)) return -1;
+    up.bytes = elems * dm_elementwise_bytes_per_param("muon_update");
     int id = dm_program_add_op(b->p, r, &up, &ns_id, 1, params, nb->size, b->err);
     if (id < 0) return -1;
     if (after) *after = id;
@@ -1401,6 +1442,7 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     b.z3 = opts->zero == 3 && opts->strategy != SCHED_MUON_DDP && opts->strategy != SCHED_MUON_RR;
     b.adamw_sharded = opts->strategy == SCHED_ADAMW || opts->strategy == SCHED_MUON_FSDP || opts->strategy == SCHED_DMUON;
     b.muon_update_shard = opts->strategy == SCHED_MUON_FSDP;
+    b.shared_updates = opts->strategy == SCHED_ADAMW || opts->strategy == SCHED_MUON_DDP || opts->strategy == SCHED_MUON_FSDP;
     char desc[512];
     sched_opts_describe(opts, desc, sizeof desc);
     b.fsdp_serial = opts->strategy == SCHED_MUON_FSDP && sched_opts_pytorch_form(opts);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "holds.h"
 #include "plan_best.h"
 #include "sched.h"
 #include "sim.h"
@@ -139,6 +140,77 @@ static double brute_opt(const tprob *t)
 /* Replicated plans (adamw, muon-ddp, muon-fsdp and their forms, any overlap and zero) emit rank
  * 0's ops once, every other rank sharing them (build.c's replicated_plan): the same program as
  * an emission for every rank, op for op and hash for hash; dmuon and muon-rr are emitted per rank. */
+/* The update ops price what the executor updates: for dmuon (flat, and HSDP's shard groups) each
+ * rank's AdamW ops carry one kernel per tensor piece its reduce-scatter shard gives it, and
+ * their elements equal the state rule's AdamW ranges for that rank (core/holds.h, what both
+ * executors update); the pieces differ from rank to rank; over the ranks (of one replica)
+ * they add up to the model's AdamW elements. */
+static void test_update_pieces(const dm_cluster *cl, const dm_costs *costs)
+{
+    dm_err err = {{0}};
+    dm_model *m = NULL;
+    dm_matrix *mx = NULL;
+    int64_t nmx = 0;
+    if (dm_model_load("qwen2.5-0.5b", &m, &err) || dm_model_matrices(m, -1, &mx, &nmx, &err)) {
+        ok(0, "update pieces: %s", err.msg);
+        dm_model_free(m);
+        return;
+    }
+    int64_t *sz = malloc((size_t)nmx * sizeof *sz);
+    dm_range *st = malloc((size_t)nmx * sizeof *st);
+    unsigned char *need = malloc((size_t)nmx);
+    double adamw_total = 0;
+    for (int64_t i = 0; i < nmx; i++) {
+        sz[i] = mx[i].rows * mx[i].cols;
+        if (mx[i].role == DM_ROLE_ADAMW) adamw_total += (double)sz[i];
+    }
+    for (int hs = 0; hs < 2; hs++) {
+        sched_opts o;
+        sched_opts_default(&o);
+        o.balance = SCHED_BAL_LPT;
+        o.gpus_per_node = 4;
+        o.hsdp = hs;
+        const int ranks = hs ? 16 : 12;
+        dm_program *p = NULL;
+        int built = sched_build(m, cl, ranks, costs, &o, &p, NULL, &err) == 0, agree = built, differ = 0;
+        double sum = 0;
+        for (int r = 0; built && r < ranks; r++) {
+            if (dm_state_ranges(p, sz, nmx, r, st, need, &err)) {
+                agree = 0;
+                break;
+            }
+            double want = 0, got = 0;
+            int want_k = 0, got_k = 0; /* launches: one per tensor piece */
+            for (int64_t q = 0; q < nmx; q++)
+                if ((need[q] & 2) && st[q].hi > st[q].lo) want += (double)(st[q].hi - st[q].lo), want_k++;
+            for (int i = 0; i < p->ranks[r].n_ops; i++) {
+                const dm_op *op = &p->ranks[r].ops[i];
+                if (op->kind != DM_OP_ADAMW) continue;
+                const dm_work *w = &p->works[op->work];
+                for (int k = 0; k < w->n; k++) {
+                    int c = w->k[k].count > 0 ? w->k[k].count : 1;
+                    got += (double)w->k[k].m * c;
+                    got_k += c;
+                }
+                if (r > 0 && i < p->ranks[0].n_ops && p->ranks[0].ops[i].kind == DM_OP_ADAMW && p->ranks[0].ops[i].work != op->work)
+                    differ = 1;
+            }
+            agree &= want == got && want_k == got_k;
+            if (!hs || r < 4) sum += got; /* HSDP: the first shard group's ranks, one replica */
+            if (want != got || want_k != got_k)
+                tap_diag("rank %d: state rule %.0f AdamW elements in %d pieces, the update ops' works %.0f in %d kernels", r,
+                         want, want_k, got, got_k);
+        }
+        ok(built && agree && differ && sum == adamw_total,
+           "dmuon%s on %d ranks: every rank's AdamW works cover exactly its state rule's ranges, a kernel per piece, pieces differ from rank to "
+           "rank, %.0f of %.0f AdamW elements over one replica's ranks%s%s",
+           hs ? " --hsdp (4 shard groups of 4)" : "", ranks, sum, adamw_total, built ? "" : ": ", built ? "" : err.msg);
+        dm_program_free(p);
+    }
+    free(sz), free(st), free(need), free(mx);
+    dm_model_free(m);
+}
+
 static void test_replicated(const dm_cluster *cl, const dm_costs *costs)
 {
     static const char *models[] = {"qwen2.5-0.5b", "moonlight-16b-a3b-6l", "wall-oss-flow"};
@@ -770,6 +842,7 @@ int main(void)
         dm_model_free(m);
     }
     test_replicated(&cl, costs);
+    test_update_pieces(&cl, costs);
     dm_costs_free(costs);
     return tap_done();
 }
