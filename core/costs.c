@@ -26,9 +26,12 @@
 typedef enum { OP_NS, OP_GEMM, OP_SYRK, OP_MUON_UPDATE, OP_ADAMW, OP_BGEMM, OP_ELEM, OP__COUNT } row_op;
 static const char *op_names[OP__COUNT] = {"ns", "gemm", "syrk", "muon_update", "adamw", "bgemm", "elem"};
 /* algo: the NS benchmark's names, then the workload kernels' ops (ALGO_KERN + dm_kern_op) */
-static const char *algo_base[] = {"direct", "gram", "cublas", "sym", "-", "direct-eager", "gram-eager"};
+static const char *algo_base[] = {"direct", "gram", "cublas", "sym", "-", "direct-eager", "gram-eager", "apply", "prep"};
 #define ALGO_EAGER 5 /* + dm_ns_algo: an NS measured with its kernels launched one by one */
-#define ALGO_KERN 7
+#define ALGO_LEGACY 4 /* "-": an elementwise row (muon_update: momentum and apply together, the old rows) */
+#define ALGO_APPLY 7  /* muon_update apply: the executor's muon-update op alone */
+#define ALGO_PREP 8   /* muon_update prep: the gradient check and momentum its NS op runs per matrix */
+#define ALGO_KERN 9
 #define N_ALGOS (ALGO_KERN + DM_KOP__COUNT)
 
 static const char *algo_name(int a) { return a < ALGO_KERN ? algo_base[a] : dm_kern_op_name((dm_kern_op)(a - ALGO_KERN)); }
@@ -91,12 +94,14 @@ double dm_elementwise_bytes_per_param(const char *op)
     /* The bytes model of an op (the roofline, and a calibrated efficiency fitted on executor
      * traces). muon_update: master fp32 read+write (8), NS output read (2), bf16 weight write
      * (2), as the GPU executor's apply kernel does it; the executor runs the momentum (gradient
-     * read, momentum read+write, NS input write) inside its NS op, priced there (dm_ns_prep_us). A
-     * kernel table's muon_update row (dmuon bench kernels) times momentum and apply together,
-     * so a cost from such rows keeps the momentum in this op instead (and the NS op adds none of
-     * it). adamw:
+     * read, momentum read+write, NS input write) inside its NS op, priced there (dm_ns_prep_us;
+     * muon_prep: those 20 bytes, the roofline of the table's muon_update prep rows). The table's
+     * muon_update apply rows time the executor's op itself; its old muon_update "-" rows timed
+     * momentum and apply together, so a cost from such rows keeps the momentum in this op instead
+     * (and the NS op adds none of it). adamw:
      * grad (2), two fp32 moments read and written (16), master (8), bf16 weight (2). */
     if (!strcmp(op, "muon_update")) return 12;
+    if (!strcmp(op, "muon_prep")) return DM_NS_PREP_BYTES;
     if (!strcmp(op, "adamw")) return 28;
     return 0;
 }
@@ -140,7 +145,10 @@ double dm_ns_op_prep_us(const dm_costs *c, const dm_cluster *cl, double tensors,
 {
     if (cl->elem_efficiency[0] > 0)
         return dm_ns_prep_us(cl->gpu, cl->elem_efficiency[0], cl->elem_launch_us[0], tensors, elems);
-    if (c && !c->roofline && c->op_rows[OP_MUON_UPDATE][4]) return 0; /* algo 4: "-" */
+    if (c && !c->roofline && c->op_rows[OP_MUON_UPDATE][ALGO_PREP] && tensors > 0) /* per matrix, from its rows */
+        return tensors * dm_costs_elementwise_us(c, cl->gpu, "muon_prep", (int64_t)llround(elems / tensors), NULL);
+    if (c && !c->roofline && c->op_rows[OP_MUON_UPDATE][ALGO_LEGACY] && !c->op_rows[OP_MUON_UPDATE][ALGO_APPLY])
+        return 0; /* the old rows time the momentum with the update: priced there */
     return dm_ns_prep_us(cl->gpu, 1, 0, tensors, elems);
 }
 
@@ -398,8 +406,8 @@ static int algo_allowed(row_op op, int algo)
     case OP_GEMM: return algo == 2 || algo == ALGO_KERN + DM_KOP_FWD || algo == ALGO_KERN + DM_KOP_DGRAD ||
                          algo == ALGO_KERN + DM_KOP_WGRAD;
     case OP_SYRK: return algo == 2 || algo == 3;
-    case OP_MUON_UPDATE:
-    case OP_ADAMW: return algo == 4;
+    case OP_MUON_UPDATE: return algo == ALGO_LEGACY || algo == ALGO_APPLY || algo == ALGO_PREP;
+    case OP_ADAMW: return algo == ALGO_LEGACY;
     case OP_BGEMM: return algo >= ALGO_KERN && algo <= ALGO_KERN + DM_KOP_ATTN_DKEY;
     case OP_ELEM: return algo >= ALGO_KERN + DM_KOP_LOSS && algo < N_ALGOS;
     default: return 0;
@@ -412,8 +420,8 @@ static const char *algo_expected(row_op op)
     case OP_NS: return "direct, gram, direct-eager or gram-eager for an ns row";
     case OP_GEMM: return "cublas, fwd, dgrad or wgrad for a gemm row";
     case OP_SYRK: return "cublas or sym for a syrk row";
-    case OP_MUON_UPDATE:
-    case OP_ADAMW: return "- for an elementwise update row";
+    case OP_MUON_UPDATE: return "apply, prep or - for a muon_update row";
+    case OP_ADAMW: return "- for an adamw row";
     case OP_BGEMM: return "fwd, dgrad, wgrad or attn-score, attn-value, attn-dvalue, attn-dscore, attn-dquery, attn-dkey "
                           "for a bgemm row";
     default: return "loss, vector, vector-bwd, embed, embed-bwd, table, table-bwd, route, route-bwd, softmax, softmax-bwd or "
@@ -894,7 +902,12 @@ double dm_costs_elementwise_us(const dm_costs *c, const dm_gpu *target, const ch
 {
     if (!target) target = c->gpu;
     if (elems < 1) elems = 1;
+    /* adamw: its rows; muon_update: the apply rows (the executor's op), else the old rows that
+     * time momentum and apply together; muon_prep: the prep rows */
     row_op want = !strcmp(op, "adamw") ? OP_ADAMW : OP_MUON_UPDATE;
+    int want_algo = !strcmp(op, "muon_prep")                                        ? ALGO_PREP
+                    : want == OP_MUON_UPDATE && c->op_rows[OP_MUON_UPDATE][ALGO_APPLY] ? ALGO_APPLY
+                                                                                     : ALGO_LEGACY;
     double us = 0;
     dm_cost_source s = DM_COST_ROOFLINE;
     if (c->roofline) {
@@ -905,7 +918,7 @@ double dm_costs_elementwise_us(const dm_costs *c, const dm_gpu *target, const ch
         double xs[256], ys[256];
         for (int i = 0; i < c->n_rows && np < 256; i++) {
             const row *r = &c->rows[i];
-            if (r->op != want) continue;
+            if (r->op != want || r->algo != want_algo) continue;
             if (r->n == elems) {
                 us = r->median_us;
                 s = DM_COST_MEASURED;

@@ -130,7 +130,10 @@ double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m,
 dm_ns_algo dm_costs_best_algo(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n,
                               int batch, double *us);
 
-/* Elementwise optimizer kernels over `elems` parameters: op "muon_update" or "adamw". */
+/* Elementwise optimizer kernels over `elems` parameters: op "muon_update" (the table's apply
+ * rows, the executor's update op; a table without them: its older "-" rows, momentum and apply
+ * together), "muon_prep" (the prep rows: the gradient check and momentum an NS op runs per
+ * matrix) or "adamw". */
 double dm_costs_elementwise_us(const dm_costs *c, const dm_gpu *target, const char *op,
                                int64_t elems, dm_cost_source *src);
 
@@ -197,8 +200,10 @@ double dm_ns_prep_us(const dm_gpu *gpu, double efficiency, double launch_us, dou
  * with them (the one rule of the simulator, the scheduler's owner loads and the calibration,
  * which subtracts them before it fits ns_time_scale so that the scale holds the NS kernels
  * only): at cl's calibrated Muon-update rate when it has one (the update op is then priced as
- * the apply alone), none when c is a measured table with muon_update rows (they time the
- * momentum with the apply, so the update op carries it), else at the HBM roofline. */
+ * the apply alone), else from c's muon_update prep rows per matrix (what the executor runs;
+ * the update op then priced by its apply rows), none when c is a measured table with only the
+ * older muon_update "-" rows (they time the momentum with the apply, so the update op carries
+ * it), else at the HBM roofline. */
 double dm_ns_op_prep_us(const dm_costs *c, const dm_cluster *cl, double tensors, double elems);
 
 /* The NS kernels of one NS op of the step program (program.h: m x n, batch, algo, eager, tall)

@@ -282,109 +282,118 @@ out:
 }
 
 typedef struct elem_arg {
-    float *w, *g, *buf, *m, *v;
-    void *u, *gb, *wb; /* adamw: the bf16 gradient, the bf16 working copy */
+    float *g;   /* fp32 gradient scratch: the executor's one g32 buffer, reused by every tensor */
     int *flag;
     int64_t n;
-    int adamw, group; /* adamw: calls per timed interval */
-    /* adamw: the tensors' state in a pool of `sets` sets (each: master, moments, each read from
-     * one buffer and written to a second as the executor's ping-pong state, then the bf16
-     * gradient and working copy), call i on set i mod sets: every call reads and writes memory
-     * the last ELEM_POOL_BYTES of calls did not touch (cold in L2, as each tensor of a step) */
+    int kind;   /* ELEM_ADAMW, ELEM_MUON_APPLY, ELEM_MUON_PREP */
+    int group;  /* calls per timed interval */
+    /* the tensors' state in a pool of `sets` sets, call i on set i mod sets: every call reads
+     * and writes memory the last ELEM_POOL_BYTES of calls did not touch (cold in L2, as each
+     * tensor of a step). adamw's set: master, moments, each read from one buffer and written to
+     * a second as the executor's ping-pong state, then the bf16 gradient and working copy (28
+     * bytes per element); a Muon set (12): apply's master in and out, bf16 working copy and the
+     * NS output; prep's bf16 gradient, momentum in and out and the NS input, in the same bytes */
     char *pool;
-    int64_t sets, next;
+    int64_t sets, next, set_bytes;
 } elem_arg;
 
-/* Bytes of the AdamW rows' pool of tensor sets: several times the L2 of the GPUs measured */
+enum { ELEM_ADAMW, ELEM_MUON_APPLY, ELEM_MUON_PREP };
+
+/* Bytes of the rows' pool of tensor sets: several times the L2 of the GPUs measured */
 #define ELEM_POOL_BYTES ((int64_t)256 << 20)
-#define ELEM_SET_BPE 28 /* bytes per element of a set: six fp32 buffers, two bf16 */
+#define ELEM_SET_BPE 28  /* adamw: bytes per element of a set: six fp32 buffers, two bf16 */
+#define MUON_SET_BPE 12  /* Muon: two fp32 buffers, two bf16 */
 
 static int run_elem(void *arg, ns_stream s, dm_err *err)
 {
     elem_arg *a = arg;
-    if (a->adamw) { /* as the executor runs one tensor's: the gradient to fp32 (checked), then the
-                     * update of the fp32 master, its moments and its bf16 working copy; `group`
-                     * tensors back to back, as the step's AdamW ops run them */
-        for (int i = 0; i < a->group; i++) {
-            size_t n = (size_t)a->n;
-            char *set = a->pool + (size_t)(a->next++ % a->sets) * n * ELEM_SET_BPE;
-            float *f = (float *)set; /* w in, w out, m in, m out, v in, v out */
-            void *gb = set + n * 24, *wb = set + n * 26;
+    size_t n = (size_t)a->n;
+    for (int i = 0; i < a->group; i++) { /* `group` tensors back to back, as a step's update ops run them */
+        char *set = a->pool + (size_t)(a->next++ % a->sets) * (size_t)a->set_bytes;
+        float *f = (float *)set;
+        if (a->kind == ELEM_ADAMW) { /* as the executor runs one tensor's: the gradient to fp32
+                                      * (checked), then the update of the fp32 master, its moments
+                                      * and its bf16 working copy */
+            void *gb = set + n * 24, *wb = set + n * 26; /* w in, w out, m in, m out, v in, v out */
             if (sk_bf16_to_f32_check(gb, a->g, a->n, a->flag, 1, s, err) ||
                 ns_adamw(f, f + n, wb, a->g, f + 2 * n, f + 3 * n, f + 4 * n, f + 5 * n, a->n, 1e-3f, 0.9f, 0.95f,
                          1e-8f, 0.1f, 10, s, err))
                 return -1;
+        } else if (a->kind == ELEM_MUON_APPLY) { /* the executor's muon-update op (real_gpu.c update_op):
+                                                 * the new master from the NS output, and its bf16 copy */
+            void *wb = set + n * 8, *u = set + n * 10;
+            if (ns_muon_apply(f, f + n, wb, u, DM_DT_BF16, a->n, 1e-3f, 0.1f, 0.2f, s, err)) return -1;
+        } else { /* what its NS op runs per matrix before the NS (real_gpu.c ns_op): the reduced
+                  * gradient to fp32 (checked), then momentum and Nesterov into the NS input */
+            void *gb = set, *u = set + n * 10;
+            float *m_in = (float *)(set + n * 2);
+            if (sk_bf16_to_f32_check(gb, a->g, a->n, a->flag, 1, s, err) ||
+                ns_muon_momentum(a->g, m_in, m_in + n, u, DM_DT_BF16, a->n, 0.95f, 1, s, err))
+                return -1;
         }
-        return 0;
     }
-    /* momentum + Nesterov into the NS input, then the apply from the NS output (same buffer
-     * here: the cost of the two passes, without the NS) */
-    return ns_muon_momentum(a->g, a->buf, a->buf, a->u, DM_DT_BF16, a->n, 0.95f, 1, s, err) ||
-                   ns_muon_apply(a->w, a->w, NULL, a->u, DM_DT_BF16, a->n, 1e-3f, 0.1f, 0.2f, s, err)
-               ? -1
-               : 0;
+    return 0;
 }
 
+/* One row of kind `kind` at `elems` elements per tensor, over a pool of sets of bpe bytes per
+ * element (random fp32 state; bf16_off and bf16_elems per element: the bf16 part, filled as
+ * bf16), timed in groups of back-to-back calls (ns_bench_group). */
+static int time_elem(bench *B, elem_arg *a, int kind, int bpe, int bf16_off, int bf16_elems, const char *op,
+                     const char *algo, dm_err *err)
+{
+    int64_t elems = a->n, set = elems * bpe;
+    stats3 st;
+    double one;
+    a->kind = kind;
+    a->set_bytes = set;
+    a->sets = (ELEM_POOL_BYTES + set - 1) / set;
+    a->next = 0;
+    if (ns_dev_alloc((void **)&a->pool, (size_t)(a->sets * set), err) ||
+        ns_fill_random(a->pool, DM_DT_FP32, a->sets * set / 4, 17, 0.5f, B->s, err))
+        return -1;
+    for (int64_t k = 0; k < a->sets; k++) {
+        char *c = a->pool + (size_t)(k * set);
+        if (ns_fill_random(c + elems * bf16_off, DM_DT_BF16, bf16_elems * elems, 18 + (uint64_t)k, 1.f, B->s, err))
+            return -1;
+        /* adamw's second moment must be non-negative: one step with lr 0 and beta2 0 sets v = g^2 */
+        if (kind == ELEM_ADAMW) {
+            float *f = (float *)c;
+            if (ns_adamw(f, f, NULL, a->g, f + 2 * elems, f + 2 * elems, f + 4 * elems, f + 4 * elems, elems, 0.f, 0.9f,
+                         0.f, 1e-8f, 0.f, 1, B->s, err))
+                return -1;
+        }
+    }
+    a->group = 1;
+    if (ns_time_events(run_elem, a, B->s, 1, 1, &one, err)) return -1;
+    a->group = ns_bench_group(one);
+    if (time_fn(B, run_elem, a, &st, err)) return -1;
+    st.med /= a->group, st.min /= a->group, st.max /= a->group;
+    emit(B, op, algo, 1, elems, 1, "fp32", "-", &st, 0, 0);
+    ns_dev_free(a->pool);
+    a->pool = NULL;
+    return 0;
+}
+
+/* The elementwise rows of one tensor size: the executor's muon-update op (apply), the
+ * gradient check and momentum its NS op runs per matrix (prep), one AdamW tensor. */
 static int bench_elementwise(bench *B, int64_t elems, dm_err *err)
 {
     elem_arg a;
     memset(&a, 0, sizeof a);
     a.n = elems;
-    size_t b4 = (size_t)elems * 4;
     int rc = -1;
-    stats3 st;
-    if (ns_dev_alloc((void **)&a.w, b4, err) || ns_dev_alloc((void **)&a.g, b4, err) ||
-        ns_dev_alloc((void **)&a.buf, b4, err) || ns_dev_alloc((void **)&a.m, b4, err) ||
-        ns_dev_alloc((void **)&a.v, b4, err) || ns_dev_alloc(&a.u, (size_t)elems * 2, err) ||
-        ns_dev_alloc(&a.gb, (size_t)elems * 2, err) || ns_dev_alloc(&a.wb, (size_t)elems * 2, err) ||
-        ns_dev_alloc((void **)&a.flag, 16, err))
+    if (ns_dev_alloc((void **)&a.g, (size_t)elems * 4, err) || ns_dev_alloc((void **)&a.flag, 16, err) ||
+        ns_fill_random(a.g, DM_DT_FP32, elems, 12, 1.f, B->s, err))
         goto out;
-    if (ns_fill_random(a.w, DM_DT_FP32, elems, 11, 1.f, B->s, err) ||
-        ns_fill_random(a.g, DM_DT_FP32, elems, 12, 1.f, B->s, err) ||
-        ns_fill_random(a.buf, DM_DT_FP32, elems, 13, 0.1f, B->s, err) ||
-        ns_fill_random(a.m, DM_DT_FP32, elems, 14, 0.1f, B->s, err) ||
-        ns_fill_random(a.v, DM_DT_FP32, elems, 15, 0.01f, B->s, err) ||
-        ns_fill_random(a.gb, DM_DT_BF16, elems, 16, 1.f, B->s, err))
+    /* a Muon set: w in (fp32), w out (fp32), bf16 copy, NS output (bf16) for apply; bf16
+     * gradient, momentum in and out (fp32), NS input (bf16) for prep */
+    if (time_elem(B, &a, ELEM_MUON_APPLY, MUON_SET_BPE, 8, 2, "muon_update", "apply", err) ||
+        time_elem(B, &a, ELEM_MUON_PREP, MUON_SET_BPE, 0, 1, "muon_update", "prep", err) ||
+        time_elem(B, &a, ELEM_ADAMW, ELEM_SET_BPE, 24, 2, "adamw", "-", err))
         goto out;
-    a.adamw = 0;
-    if (time_fn(B, run_elem, &a, &st, err)) goto out;
-    emit(B, "muon_update", "-", 1, elems, 1, "fp32", "-", &st, 0, 0);
-    a.adamw = 1;
-    { /* the pool of tensor sets: random fp32 state, random bf16 gradients and copies */
-        int64_t set = elems * ELEM_SET_BPE;
-        a.sets = (ELEM_POOL_BYTES + set - 1) / set;
-        if (ns_dev_alloc((void **)&a.pool, (size_t)(a.sets * set), err) ||
-            ns_fill_random(a.pool, DM_DT_FP32, a.sets * set / 4, 17, 0.5f, B->s, err))
-            goto out;
-        for (int64_t k = 0; k < a.sets; k++) {
-            char *c = a.pool + (size_t)(k * set);
-            float *f = (float *)c;
-            /* the second moment must be non-negative: one step with lr 0 and beta2 0 sets v = g^2 */
-            if (ns_fill_random(c + elems * 24, DM_DT_BF16, 2 * elems, 18 + (uint64_t)k, 1.f, B->s, err) ||
-                ns_adamw(f, f, NULL, a.g, f + 2 * elems, f + 2 * elems, f + 4 * elems, f + 4 * elems, elems, 0.f, 0.9f,
-                         0.f, 1e-8f, 0.f, 1, B->s, err))
-                goto out;
-        }
-    }
-    { /* calls timed in groups (ns_bench_group) */
-        double one;
-        a.group = 1;
-        if (ns_time_events(run_elem, &a, B->s, 1, 1, &one, err)) goto out;
-        a.group = ns_bench_group(one);
-    }
-    if (time_fn(B, run_elem, &a, &st, err)) goto out;
-    st.med /= a.group, st.min /= a.group, st.max /= a.group;
-    emit(B, "adamw", "-", 1, elems, 1, "fp32", "-", &st, 0, 0);
     rc = 0;
 out:
-    ns_dev_free(a.w);
     ns_dev_free(a.g);
-    ns_dev_free(a.buf);
-    ns_dev_free(a.m);
-    ns_dev_free(a.v);
-    ns_dev_free(a.u);
-    ns_dev_free(a.gb);
-    ns_dev_free(a.wb);
     ns_dev_free(a.flag);
     ns_dev_free(a.pool);
     return rc;
@@ -441,11 +450,12 @@ int ns_bench_algos_parse(const char *list, ns_bench_opts *o, dm_err *err)
     char buf[64];
     snprintf(buf, sizeof buf, "%s", list);
     o->n_algos = 0;
+    if (!strcmp(list, "none")) return 0; /* no NS rows: the products and elementwise rows alone */
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
         if (o->n_algos == 2 || dm_ns_algo_parse(t, &o->algos[o->n_algos++], NULL) < 0)
-            return dm_err_set(err, "expected direct and/or gram, got '%s'", t);
-    return o->n_algos ? 0 : dm_err_set(err, "expected direct and/or gram, got '%s'", list);
+            return dm_err_set(err, "expected direct and/or gram, or none, got '%s'", t);
+    return o->n_algos ? 0 : dm_err_set(err, "expected direct and/or gram, or none, got '%s'", list);
 }
 
 int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *err)

@@ -66,8 +66,8 @@ typedef struct ns_bench_opts {
 } ns_bench_opts;
 
 void ns_bench_opts_default(ns_bench_opts *o);
-/* "direct", "gram" or both, comma-separated, into o->algos; -1 ("expected direct and/or gram,
- * got 'X'") otherwise. */
+/* "direct", "gram" or both, comma-separated, into o->algos, or "none" (no NS rows); -1
+ * ("expected direct and/or gram, or none, got 'X'") otherwise. */
 int ns_bench_algos_parse(const char *list, ns_bench_opts *o, dm_err *err);
 /* Run it over shapes (sorted in place; the goal shapes when empty). 0, or -1 with err. */
 int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *err);

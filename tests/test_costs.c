@@ -447,6 +447,42 @@ int main(void)
     ok(s == DM_COST_ROOFLINE, "no rows for muon_update: roofline");
     dm_costs_free(c);
 
+    /* Muon's rows: apply (the update op) and prep (the NS op's check and momentum) each price
+     * their own; the older "-" rows time both in the update op, and then the NS op adds none;
+     * an adamw row with algo apply is refused */
+    {
+        const dm_gpu *h = dm_gpu_find("H200");
+        char tb[2048];
+        size_t n = table_head(tb, sizeof tb, 1);
+        for (int e = 16; e <= 24; e += 8)
+            n += snprintf(tb + n, sizeof tb - n,
+                          "NVIDIA H200,muon_update,apply,1,%lld,1,fp32,%.6f,1,1\nNVIDIA H200,muon_update,prep,1,%lld,1,fp32,%.6f,1,1\n",
+                          (long long)(INT64_C(1) << e), 2 * dm_roofline_elementwise_us(h, "muon_update", INT64_C(1) << e),
+                          (long long)(INT64_C(1) << e), 3 * dm_roofline_elementwise_us(h, "muon_prep", INT64_C(1) << e));
+        dm_costs *mc = NULL;
+        dm_cluster cl0 = {0};
+        cl0.gpu = h;
+        int ld = dm_costs_load(write_file("muon.csv", tb), &mc, &err) == 0;
+        double up = ld ? dm_costs_elementwise_us(mc, NULL, "muon_update", INT64_C(1) << 16, &s) : 0;
+        double pr = ld ? dm_costs_elementwise_us(mc, NULL, "muon_prep", INT64_C(1) << 16, NULL) : 0;
+        double np = ld ? dm_ns_op_prep_us(mc, &cl0, 4, 4.0 * (INT64_C(1) << 24)) : 0;
+        ok(ld && s == DM_COST_MEASURED && fabs(up - 2 * dm_roofline_elementwise_us(h, "muon_update", INT64_C(1) << 16)) < 1e-6 &&
+               fabs(pr - 3 * dm_roofline_elementwise_us(h, "muon_prep", INT64_C(1) << 16)) < 1e-6 &&
+               fabs(np - 4 * 3 * dm_roofline_elementwise_us(h, "muon_prep", INT64_C(1) << 24)) < 1e-6,
+           "muon_update apply rows price the update (%.3f us), prep rows the NS op's check and momentum per matrix (%.3f us, "
+           "4 matrices %.3f us)", up, pr, np);
+        dm_costs_free(mc);
+        n = table_head(tb, sizeof tb, 1);
+        snprintf(tb + n, sizeof tb - n, "NVIDIA H200,muon_update,-,1,65536,1,fp32,9,9,9\n");
+        ld = dm_costs_load(write_file("muonold.csv", tb), &mc, &err) == 0;
+        ok(ld && dm_costs_elementwise_us(mc, NULL, "muon_update", 65536, NULL) == 9 && dm_ns_op_prep_us(mc, &cl0, 4, 1e6) == 0,
+           "the older muon_update '-' rows price momentum and apply in the update op, the NS op adds none");
+        dm_costs_free(mc);
+        n = table_head(tb, sizeof tb, 1);
+        snprintf(tb + n, sizeof tb - n, "NVIDIA H200,adamw,apply,1,65536,1,fp32,9,9,9\n");
+        expect_error("adamwapply.csv", tb, "adamwapply.csv:5:19: expected algo - for an adamw row, found 'apply'");
+    }
+
     /* DMUON_COSTS names a file */
     setenv("DMUON_COSTS", measured_table("env.csv", 2.0), 1);
     ok(dm_costs_load_default(&c, &err) == 0 && !dm_costs_is_roofline(c) && strstr(dm_costs_path(c), "env.csv"),

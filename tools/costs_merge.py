@@ -5,7 +5,11 @@ m, n, k, batch) (k = 0 in a -1 table), or is added; BASE's header stays, with on
 saying what came in. Both tables must be of one GPU and one source, and NEW's columns must be
 BASE's (a -1 table's rows into a -2 table get k = 0).
 
-    python3 tools/costs_merge.py BASE NEW --note TEXT --out OUT      (OUT may be BASE)
+    python3 tools/costs_merge.py BASE NEW --note TEXT --out OUT [--drop OP,ALGO]...   (OUT may be BASE)
+
+--drop OP,ALGO removes BASE's rows of that op and algo first (rows of a kind NEW replaces by
+another: the old muon_update '-' rows by its apply and prep rows). --only OP,ALGO takes only
+NEW's rows of that op and algo (repeatable).
 
 Prints how many rows were replaced and added. Nothing is written when a check fails."""
 import argparse
@@ -50,6 +54,8 @@ def main():
     ap.add_argument('new')
     ap.add_argument('--note', required=True, help="the '# also:' line: what the rows are, when and how measured")
     ap.add_argument('--out', required=True)
+    ap.add_argument('--drop', action='append', default=[], help="OP,ALGO: BASE's rows of that kind removed first")
+    ap.add_argument('--only', action='append', default=[], help="OP,ALGO: only NEW's rows of that kind merged")
     a = ap.parse_args()
     bh, bc, br = read(a.base)
     nh, nc, nr = read(a.new)
@@ -58,6 +64,13 @@ def main():
             sys.exit(f'{a.new}: # {name}: {header_value(nh, name)!r}, but {a.base} has {header_value(bh, name)!r}')
     if [c for c in nc if c != 'k'] != [c for c in bc if c != 'k']:
         sys.exit(f'{a.new}: columns {",".join(nc)} differ from {a.base}\'s {",".join(bc)}')
+    drop = {tuple(d.split(',', 1)) for d in a.drop}
+    dropped = len(br)
+    br = [r for r in br if (r['op'], r['algo']) not in drop]
+    dropped -= len(br)
+    if a.only:
+        only = {tuple(d.split(',', 1)) for d in a.only}
+        nr = [r for r in nr if (r['op'], r['algo']) in only]
     at = {key(r): i for i, r in enumerate(br)}
     replaced = added = 0
     for r in nr:
@@ -77,7 +90,7 @@ def main():
         for r in br:
             f.write(','.join(r.get(c, '0') for c in bc) + '\n')
     os.replace(tmp, a.out)
-    print(f'{a.out}: {replaced} rows replaced, {added} added ({len(br)} rows)')
+    print(f'{a.out}: {dropped} rows dropped, {replaced} replaced, {added} added ({len(br)} rows)')
 
 
 if __name__ == '__main__':

@@ -15,6 +15,8 @@
 #   nsbig     the 18 large NS shapes and the MoE expert batches
 #   nsblock   the one-CTA-per-matrix NS (kernels/ns_block.cu): its tests, memcheck and racecheck,
 #             its SASS for sm_80 and sm_90, small shapes timed beside cuBLASLt, fused and PyTorch
+#   elemrows  the elementwise rows (muon_update apply and prep, adamw) at traces/kernels/elem_sizes.txt's
+#             sizes ($L/elem_rows.csv): the executor's Muon update op, its NS op's check and momentum
 #   blockrows the NS rows and autotune entries of traces/kernels/block_shapes.txt: the cached
 #             cuBLASLt configuration re-timed beside kernel block, the faster kept
 #             ($L/block_rows.csv, $L/autotune.tsv)
@@ -151,6 +153,14 @@ stage_nsblock() {
     timeout 40 python3 tools/torch_ns_bench.py --ours "$L/block.csv" --shapes "$L/block_shapes.txt" --out "$L/block_torch.txt" > /dev/null
     echo "torch_ns_bench exit $?"
     cat "$L/block_torch.txt"
+}
+STAGE_TIMEOUT_elemrows=120
+stage_elemrows() {
+    timeout 110 "$D/dmuon" bench kernels --shapes traces/kernels/elem_sizes.txt --algos none --no-products \
+        --warmup 3 --reps 15 --out "$L/elem_rows.csv" > "$L/elem_rows.txt" 2>&1
+    echo "bench elemrows exit $?"
+    grep -c ',muon_update,apply,' "$L/elem_rows.csv"
+    grep -E ' muon_update| adamw' "$L/elem_rows.txt" | head -12
 }
 STAGE_TIMEOUT_blockrows=200
 stage_blockrows() {
