@@ -10,6 +10,13 @@
  * accumulation; the same code for sm_80 and sm_90) from ldmatrix fragments, 16 warps each owning
  * 32 x 32 output tiles. A batch runs one CTA per entry.
  *
+ * A long side that one CTA's shared memory cannot hold, or that would leave it most of the work,
+ * is split over a cluster of up to 16 CTAs (sm_90, distributed shared memory; block_shape picks
+ * the size): each CTA holds its own columns of X, computes its part of X X^T (in fp32, K split
+ * over warps when the tiles alone would idle most of them), the cluster sums the parts (each CTA
+ * a slab of rows, reading every CTA's part in rank order: the same bits everywhere) and copies
+ * the slabs back, then every CTA forms c A A + b A itself (m x m: small) and updates its columns.
+ *
  * The math is the plans' direct NS (ns_cuda.cu build_direct): X0 = G / (||G||_F + eps) in the
  * iteration dtype; per iteration A = X X^T, B = c A A + b A, X = a X + B X, every product's
  * result rounded to the iteration dtype as the plans store it, the last X written in the io
