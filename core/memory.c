@@ -147,11 +147,12 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
     const int64_t *sz = c->sz, *ag_slot = x ? x->ag_slot : NULL;
     int64_t n = c->n, max_coll = 1;
     int64_t *ag = dm_calloc((size_t)p->n_colls + 1, sizeof *ag, err);
-    int64_t *red = dm_malloc(3 * ((size_t)n + 1) * sizeof *red, err); /* reduced, shard, updated lengths */
+    /* what the rank holds of each param as its ops run: core/holds.h's rule, the executors' */
+    dm_range *hr = dm_calloc(4 * ((size_t)n + 1), sizeof *hr, err);
+    dm_hold h = {hr, hr + n + 1, hr + 2 * (n + 1), hr + 3 * (n + 1)};
     unsigned char *seen = dm_calloc((size_t)p->n_colls + 1, 1, err);
     int rc = -1, any_ag = 0;
-    if (!ag || !red || !seen) goto out;
-    int64_t *shard = red + n + 1, *upd = shard + n + 1;
+    if (!ag || !hr || !seen) goto out;
     for (int r = 0; r < p->nranks && !any_ag; r++)
         for (int i = 0; i < p->ranks[r].n_ops && !any_ag; i++) any_ag = p->ranks[r].ops[i].kind == DM_OP_ALLGATHER;
     rank_walk w = {0, -1};
@@ -163,7 +164,7 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
             if (bad_op(p, r, i, n, c->m, err)) goto out;
             for (int a = 0; a < rp->ops[i].n_params; a++) {
                 int64_t q = rp->ops[i].params[a];
-                red[q] = shard[q] = upd[q] = 0;
+                h.red[q] = h.rs[q] = h.upd[q] = h.part[q] = (dm_range){0, 0};
             }
         }
         for (int pass = 0; pass < 2; pass++) /* the walk; then weight all-gathers by the updates */
@@ -171,48 +172,18 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
                 const dm_op *op = &rp->ops[i];
                 if (!walk_reads(op, r, p->nranks)) continue;
                 int grads = op->kind == DM_OP_ALLGATHER && op->payload == DM_PAYLOAD_GRADS;
-                int64_t got = 0;
-                if (pass == 1) {
-                    if (op->kind != DM_OP_ALLGATHER || grads) continue;
-                    for (int a = 0; a < op->n_params; a++) got += upd[op->params[a]];
-                    if (got > ag[op->coll]) ag[op->coll] = got;
-                    continue;
-                }
-                int gn = dm_op_is_collective(op->kind) ? p->groups[op->group].n : 1, k = 0;
-                int64_t slo = 0, shi = 0, base = 0;
-                if (op->kind == DM_OP_REDUCESCATTER) {
-                    int64_t total = 0;
-                    for (int a = 0; a < op->n_params; a++) total += sz[op->params[a]];
-                    k = dm_group_index(&p->groups[op->group], r);
-                    dm_flat_shard(total, gn, k < 0 ? gn : k, &slo, &shi);
-                }
-                for (int a = 0; a < op->n_params; a++) {
-                    int64_t q = op->params[a], e = sz[q];
-                    switch (op->kind) {
-                    case DM_OP_BACKWARD:
-                        if (p->nranks == 1) red[q] = e;
-                        break;
-                    case DM_OP_REDUCE:
-                        if (op->root == r) red[q] = e;
-                        break;
-                    case DM_OP_ALLREDUCE: red[q] = e; break;
-                    case DM_OP_REDUCESCATTER: {
-                        int64_t lo = slo > base ? slo : base, hi = shi < base + e ? shi : base + e;
-                        red[q] = shard[q] = hi > lo ? hi - lo : 0;
-                        break;
+                if (pass == 1 && (op->kind != DM_OP_ALLGATHER || grads)) continue;
+                int64_t got = 0; /* the member's contribution (real/real_work.c walk_rank): what it
+                                    holds reduced; for weights what it updates, else the part a
+                                    part broadcast brought it (HSDP) */
+                if (grads || pass == 1)
+                    for (int a = 0; a < op->n_params; a++) {
+                        int64_t q = op->params[a];
+                        dm_range g = pass == 0 ? h.red[q] : h.upd[q].hi > h.upd[q].lo ? h.upd[q] : h.part[q];
+                        got += g.hi > g.lo ? g.hi - g.lo : 0;
                     }
-                    case DM_OP_ALLGATHER:
-                        if (grads) got += red[q], red[q] = e;
-                        break;
-                    case DM_OP_MUON_UPDATE: upd[q] = shard[q] ? shard[q] : e; break;
-                    case DM_OP_ADAMW:
-                        if (red[q]) upd[q] = red[q];
-                        break;
-                    default: break;
-                    }
-                    base += e;
-                }
-                if (grads && got > ag[op->coll]) ag[op->coll] = got;
+                if (pass == 0) dm_hold_op(p, sz, r, op, &h);
+                if ((grads || pass == 1) && got > ag[op->coll]) ag[op->coll] = got;
             }
     }
     for (int r = 0; r < p->nranks; r++)
@@ -234,7 +205,7 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
     rc = 0;
 out:
     free(ag);
-    free(red);
+    free(hr);
     free(seen);
     return rc;
 }

@@ -118,6 +118,11 @@ typedef struct bctx {
     int *work_fwd, *work_bwd;
     double *fwd_flops, *bwd_flops, *fwd_bytes, *bwd_bytes;
     vec uw_k; /* the update op's kernel list update_work builds */
+    /* rank_piece's layout, per matrix (index = id), filled a layer at a time on first use: the
+     * first reduce-scatter of its layer's gradients that covers it (-1: none), its offset in that
+     * op's flat buffer and the buffer's length */
+    int64_t *pc_desc, *pc_base, *pc_total;
+    unsigned char *pc_done; /* per layer */
     /* emission bookkeeping, [rank * nlayers + layer] */
     int *fetch_lo, *fetch_hi, *bfetch_lo, *bfetch_hi, *grad_lo, *grad_hi, *fwd_id, *bwd_id;
 } bctx;
@@ -296,6 +301,8 @@ static void free_ctx(bctx *b)
     free(b->work_fwd);
     free(b->work_bwd);
     free(b->uw_k.data);
+    free(b->pc_desc);
+    free(b->pc_done);
     free(b->fwd_flops);
     free(b->bwd_flops);
     free(b->fwd_bytes);
@@ -987,31 +994,46 @@ static int *dep_of(bctx *b, const int *ids, int l, int *tmp)
 /* The piece [*lo, *hi) of matrix id (of layer l) that rank r updates: where a reduce-scatter
  * of l's gradients in one of r's groups covers it, the part of it inside r's shard of that op's
  * flat buffer (the state rule's, core/holds.c: dm_flat_shard over the op's params in order;
- * empty when the shard misses it); else the whole matrix. */
-static void rank_piece(const bctx *b, int r, int l, int64_t id, int64_t *lo, int64_t *hi)
+ * empty when the shard misses it); else the whole matrix. The reduce-scatters are the world
+ * group's or, under HSDP, one per shard group over the same params (r's index in its own: r mod
+ * S), so the first that covers id gives the layout, found once per layer (pc_*). -1 (err set)
+ * when out of memory. */
+static int rank_piece(bctx *b, int r, int l, int64_t id, int64_t *lo, int64_t *hi)
 {
     const int64_t e = b->mats[id].rows * b->mats[id].cols;
     *lo = 0, *hi = e;
-    for (size_t k = b->grad_first[l]; k < b->grad_first[l] + b->grad_n[l]; k++) {
-        const coll_desc *d = &AT(b->grad, coll_desc, k);
-        if (d->kind != DM_OP_REDUCESCATTER) continue;
-        const dm_group *g = &b->p->groups[d->group];
-        int gi = dm_group_index(g, r);
-        if (gi < 0) continue;
-        const int64_t *ps = (const int64_t *)b->pool.data + d->p_first;
-        int64_t total = 0, base = -1;
-        for (size_t i = 0; i < d->p_n; i++) {
-            if (ps[i] == id) base = total;
-            total += b->mats[ps[i]].rows * b->mats[ps[i]].cols;
-        }
-        if (base < 0) continue;
-        int64_t slo, shi;
-        dm_flat_shard(total, g->n, gi, &slo, &shi);
-        *lo = slo > base ? slo - base : 0;
-        *hi = shi < base + e ? shi - base : e;
-        if (*hi < *lo) *hi = *lo;
-        return;
+    if (!b->pc_desc) {
+        size_t nm = (size_t)(b->nmats > 0 ? b->nmats : 1);
+        if (!(b->pc_desc = dm_malloc(3 * nm * sizeof *b->pc_desc, b->err)) ||
+            !(b->pc_done = dm_calloc((size_t)(b->nlayers > 0 ? b->nlayers : 1), 1, b->err)))
+            return -1;
+        b->pc_base = b->pc_desc + nm, b->pc_total = b->pc_base + nm;
     }
+    if (!b->pc_done[l]) {
+        for (int64_t i = b->lay_first[l]; i < b->lay_first[l] + b->lay_n[l]; i++) b->pc_desc[i] = -1;
+        for (size_t k = b->grad_first[l]; k < b->grad_first[l] + b->grad_n[l]; k++) {
+            const coll_desc *d = &AT(b->grad, coll_desc, k);
+            if (d->kind != DM_OP_REDUCESCATTER) continue;
+            const int64_t *ps = (const int64_t *)b->pool.data + d->p_first;
+            int64_t total = 0;
+            for (size_t i = 0; i < d->p_n; i++) total += b->mats[ps[i]].rows * b->mats[ps[i]].cols;
+            for (size_t i = 0, base = 0; i < d->p_n; base += (size_t)(b->mats[ps[i]].rows * b->mats[ps[i]].cols), i++)
+                if (b->mats[ps[i]].layer == l && b->pc_desc[ps[i]] < 0)
+                    b->pc_desc[ps[i]] = (int64_t)k, b->pc_base[ps[i]] = (int64_t)base, b->pc_total[ps[i]] = total;
+        }
+        b->pc_done[l] = 1;
+    }
+    if (b->pc_desc[id] < 0) return 0;
+    const coll_desc *d = &AT(b->grad, coll_desc, (size_t)b->pc_desc[id]);
+    const dm_group *g = &b->p->groups[d->group];
+    int gi = d->group == b->world ? r : b->hsdp ? r % b->S : dm_group_index(g, r);
+    if (gi < 0 || gi >= g->n) return 0;
+    int64_t slo, shi, base = b->pc_base[id];
+    dm_flat_shard(b->pc_total[id], g->n, gi, &slo, &shi);
+    *lo = slo > base ? slo - base : 0;
+    *hi = shi < base + e ? shi - base : e;
+    if (*hi < *lo) *hi = *lo;
+    return 0;
 }
 
 /* The work of an update op (adamw: DM_KOP_ADAMW, muon-update: DM_KOP_MUON_UPDATE) of rank r
@@ -1030,8 +1052,9 @@ static int update_work(bctx *b, int r, dm_kern_op kop, const int64_t *ids, size_
     *elems = 0;
     for (size_t i = 0; i < n && even != 0; i++) {
         int64_t lo = 0, hi = b->mats[ids[i]].rows * b->mats[ids[i]].cols;
-        if (even < 0) {
-            rank_piece(b, r, b->mats[ids[i]].layer, ids[i], &lo, &hi);
+        if (even < 0) { /* Muon matrices are sharded only by muon-fsdp (an even share): whole */
+            if ((kop == DM_KOP_ADAMW || b->muon_update_shard) && rank_piece(b, r, b->mats[ids[i]].layer, ids[i], &lo, &hi))
+                return -1;
         } else {
             if ((double)hi > even) hi = (int64_t)even;
             even -= (double)hi;

@@ -56,6 +56,8 @@ static dm_model *load_text(const char *text, const char *name)
     return m;
 }
 
+static int plan_hsdp; /* plan(): dmuon under --hsdp, shard groups of 4 (test_allgather_slots) */
+
 static dm_program *plan(const dm_model *m, const char *cluster, const char *strategy, int gpus, const char *tokens,
                         const char *seq_len, dm_err *err)
 {
@@ -64,6 +66,7 @@ static dm_program *plan(const dm_model *m, const char *cluster, const char *stra
     dm_program *p = NULL;
     sched_opts so;
     sched_opts_default(&so);
+    if (plan_hsdp) so.hsdp = 1, so.gpus_per_node = 4;
     if (dm_cluster_load(cluster, &cl, err) < 0 || !(costs = dm_costs_roofline(cl.gpu, err)) ||
         sched_opts_parse(&so, "strategy", strategy, err) < 0 || sched_opts_parse(&so, "tokens", tokens, err) < 0 ||
         (seq_len && sched_opts_parse(&so, "seq-len", seq_len, err) < 0) ||
@@ -179,9 +182,12 @@ static void test_allgather_slots(void)
     int64_t n = 0;
     dm_model_matrices(m, -1, &mx, &n, &err);
     int cases = 0, same = 0;
-    for (int s = 0; s < 5; s++)
+    for (int s = 0; s < 6; s++) /* the five strategies, then dmuon --hsdp (shard groups of 4) */
         for (int g = 0; g < 3; g++) {
-            dm_program *p = plan(m, "a800", strats[s], gpus[g], "1024", NULL, &err);
+            if (s == 5 && gpus[g] < 8) continue;
+            plan_hsdp = s == 5;
+            dm_program *p = plan(m, "a800", s == 5 ? "dmuon" : strats[s], gpus[g], "1024", NULL, &err);
+            plan_hsdp = 0;
             real_facts f;
             dm_mem_est a, b;
             if (!p || real_facts_build(p, mx, n, &f, &err)) {
@@ -194,13 +200,13 @@ static void test_allgather_slots(void)
                 a.max_coll == b.max_coll)
                 same++;
             else
-                tap_diag("%s on %d GPUs: largest collective %lld elements, the executor's facts %lld", strats[s], gpus[g],
-                         (long long)a.max_coll, (long long)b.max_coll);
+                tap_diag("%s on %d GPUs: largest collective %lld elements, the executor's facts %lld",
+                         s == 5 ? "dmuon --hsdp" : strats[s], gpus[g], (long long)a.max_coll, (long long)b.max_coll);
             real_facts_free(&f);
             dm_program_free(p);
         }
-    ok(cases == 15 && same == cases, "largest collective buffer equals the executor's reading in %d of %d plans "
-       "(5 strategies x 2, 4, 8 GPUs)", same, cases);
+    ok(cases == 16 && same == cases, "largest collective buffer equals the executor's reading in %d of %d plans "
+       "(5 strategies x 2, 4, 8 GPUs, dmuon --hsdp on 8)", same, cases);
     free(mx);
     dm_model_free(m);
 }
