@@ -99,6 +99,7 @@ static int walk_reads(const dm_op *op, int r, int nranks)
     switch (op->kind) {
     case DM_OP_BACKWARD: return nranks == 1;
     case DM_OP_REDUCE: return op->root == r;
+    case DM_OP_BROADCAST: return op->parts > 1; /* a part of the weights it then holds (HSDP) */
     case DM_OP_ALLREDUCE:
     case DM_OP_REDUCESCATTER:
     case DM_OP_ALLGATHER:
