@@ -177,14 +177,14 @@ static void test_allgather_slots(void)
     dm_err err = {{0}};
     dm_model *m = load_small();
     if (!m) return;
-    static const int gpus[] = {2, 4, 8};
+    static const int gpus[] = {2, 4, 8, 16};
     dm_matrix *mx = NULL;
     int64_t n = 0;
     dm_model_matrices(m, -1, &mx, &n, &err);
     int cases = 0, same = 0;
     for (int s = 0; s < 6; s++) /* the five strategies, then dmuon --hsdp (shard groups of 4) */
-        for (int g = 0; g < 3; g++) {
-            if (s == 5 && gpus[g] < 8) continue;
+        for (int g = 0; g < 4; g++) {
+            if (s == 5 ? gpus[g] < 8 : gpus[g] > 8) continue;
             plan_hsdp = s == 5;
             dm_program *p = plan(m, "a800", s == 5 ? "dmuon" : strats[s], gpus[g], "1024", NULL, &err);
             plan_hsdp = 0;
@@ -205,8 +205,8 @@ static void test_allgather_slots(void)
             real_facts_free(&f);
             dm_program_free(p);
         }
-    ok(cases == 16 && same == cases, "largest collective buffer equals the executor's reading in %d of %d plans "
-       "(5 strategies x 2, 4, 8 GPUs, dmuon --hsdp on 8)", same, cases);
+    ok(cases == 17 && same == cases, "largest collective buffer equals the executor's reading in %d of %d plans "
+       "(5 strategies x 2, 4, 8 GPUs, dmuon --hsdp on 8 and 16)", same, cases);
     free(mx);
     dm_model_free(m);
 }
