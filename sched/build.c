@@ -1053,8 +1053,7 @@ static int update_work(bctx *b, int r, dm_kern_op kop, const int64_t *ids, size_
     for (size_t i = 0; i < n && even != 0; i++) {
         int64_t lo = 0, hi = b->mats[ids[i]].rows * b->mats[ids[i]].cols;
         if (even < 0) { /* Muon matrices are sharded only by muon-fsdp (an even share): whole */
-            if ((kop == DM_KOP_ADAMW || b->muon_update_shard) && rank_piece(b, r, b->mats[ids[i]].layer, ids[i], &lo, &hi))
-                return -1;
+            if (kop == DM_KOP_ADAMW && rank_piece(b, r, b->mats[ids[i]].layer, ids[i], &lo, &hi)) return -1;
         } else {
             if ((double)hi > even) hi = (int64_t)even;
             even -= (double)hi;

@@ -188,9 +188,6 @@ static int cmp_part(const void *a, const void *b)
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Progressive filling of the part's flows (in start order), exactly as a fill of every flow
- * would treat them: the links in first-use order, each iteration the unsaturated link with the
- * smallest share, its unfrozen flows frozen at that share in start order. */
 /* The rate of a flow alone in its part that crosses no link twice: the smallest share of its
  * links, as the fill below finds it (each link's weight sum is its one weight: 0 + w is w). */
 static double lone_rate(const sim_net *n, const int *links, const double *w, int nl)
@@ -204,6 +201,9 @@ static double lone_rate(const sim_net *n, const int *links, const double *w, int
     return isinf(best) ? 0 : best < 0 ? 0 : best;
 }
 
+/* Progressive filling of the part's flows (in start order), exactly as a fill of every flow
+ * would treat them: the links in first-use order, each iteration the unsaturated link with the
+ * smallest share, its unfrozen flows frozen at that share in start order. */
 static void fill(sim_net *n, int np)
 {
     if (np == 1) { /* alone: the smallest share, as the loop below finds it, without the heap */
