@@ -971,14 +971,16 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io
     p->g.kern = kernel_is_sym(p->cfg.kernel) ? p->cfg.kernel : NS_KERNEL_LT;
     int64_t m = p->g.m, n = p->g.n;
     size_t ex = (size_t)(m * n) * batch, es = (size_t)(m * m) * batch, w = dm_dtype_size(cfg->work);
-    int n_s = cfg->algo == DM_NS_GRAM ? 6 : 2;
+    /* a block plan's one kernel keeps everything in shared memory: only its input and output */
+    int blk = p->cfg.kernel == NS_KERNEL_BLOCK;
+    int n_x = blk ? 0 : 2, n_s = blk ? 0 : cfg->algo == DM_NS_GRAM ? 6 : 2;
     cudaError_t e = cudaMalloc(&p->in, ex * dm_dtype_size(io));
     if (e == cudaSuccess) e = cudaMalloc(&p->out, ex * dm_dtype_size(io));
-    for (int i = 0; i < 2 && e == cudaSuccess; i++) e = cudaMalloc(&p->xbuf[i], ex * w);
+    for (int i = 0; i < n_x && e == cudaSuccess; i++) e = cudaMalloc(&p->xbuf[i], ex * w);
     for (int i = 0; i < n_s && e == cudaSuccess; i++) e = cudaMalloc(&p->sbuf[i], es * w);
-    if (e == cudaSuccess)
+    if (e == cudaSuccess && !blk)
         e = cudaMalloc((void **)&p->partial, sizeof(float) * (size_t)nsk_norm_blocks(m * n) * batch);
-    p->fold = cfg->norm_fold && batch == 1 && io == cfg->work;
+    p->fold = !blk && cfg->norm_fold && batch == 1 && io == cfg->work;
     if (e == cudaSuccess && p->fold) e = cudaMalloc((void **)&p->scal, 4 * sizeof(float));
     if (e == cudaSuccess && p->fold) e = cudaMalloc((void **)&p->cnt, sizeof(unsigned));
     if (e == cudaSuccess && p->fold) e = cudaMemset(p->cnt, 0, sizeof(unsigned));

@@ -180,6 +180,8 @@ int real_exec_create(const dm_model *model, const dm_program *prog, MPI_Comm com
     if (!(ex->gidx = dm_malloc((size_t)(ng ? ng : 1) * sizeof *ex->gidx, err)) ||
         !(ex->op_t0 = dm_calloc((size_t)(n ? n : 1), sizeof *ex->op_t0, err)) ||
         !(ex->op_dur = dm_calloc((size_t)(n ? n : 1), sizeof *ex->op_dur, err)) ||
+        !(ex->op_h0 = dm_calloc((size_t)(n ? n : 1), sizeof *ex->op_h0, err)) ||
+        !(ex->op_h1 = dm_calloc((size_t)(n ? n : 1), sizeof *ex->op_h1, err)) ||
         !(ex->ev = dm_calloc((size_t)(n ? n : 1), sizeof *ex->ev, err)))
         rc = -1;
     for (int g = 0; g < ng && rc == 0; g++) ex->gidx[g] = real_group_index(prog, g, ex->rank);
@@ -218,6 +220,8 @@ void real_exec_destroy(real_exec *ex)
     free(ex->gidx);
     free(ex->op_t0);
     free(ex->op_dur);
+    free(ex->op_h0);
+    free(ex->op_h1);
     free(ex->ev);
     free(ex);
 }
@@ -262,6 +266,7 @@ int real_exec_step(real_exec *ex, real_step_stats *st, dm_err *err)
     maybe_stall(ex);
     double t0 = dm_clock_us();
     real_step_local loc = {0, -1, -1, 0};
+    for (int i = 0; i < ex->prog->ranks[ex->rank].n_ops; i++) ex->op_h0[i] = ex->op_h1[i] = -1;
     if (ex->be->step_run(ex, t0, &loc, err) < 0) goto fail;
     /* agree on the loss and on non-finite gradients; this is also the step's end */
     double mine[3] = {loc.loss, (double)loc.bad_local, (double)loc.bad_reduced};

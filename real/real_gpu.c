@@ -71,6 +71,7 @@
 #include <time.h>
 
 #include "autotune.h"
+#include "clock.h"
 #include "coll.h"
 #include "memory.h"
 #include "ns_cuda.h"
@@ -715,6 +716,28 @@ static void kt_flush(void)
     kt_n = 0;
 }
 
+/* Diagnostics: with DMUON_HOST_TIMES=FILE in the environment, the last step's ops are written to
+ * FILE as CSV with the host's side beside the GPU's: when the host began and finished issuing
+ * each op (host_start_us, host_end_us) and when the GPU ran it (gpu_start_us, gpu_dur_us), all in
+ * us from the step's start. An op whose GPU start follows its host start by only a launch
+ * latency waited for the host; one the host issued long before it ran did not. One process, one
+ * rank's ops; no cost in the normal path beyond two clock reads an op. */
+static void ht_write(const real_exec *ex)
+{
+    const char *path = getenv("DMUON_HOST_TIMES");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    const dm_rank_prog *rp = &ex->prog->ranks[ex->rank];
+    fprintf(f, "op,kind,stream,layer,host_start_us,host_end_us,gpu_start_us,gpu_dur_us\n");
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        fprintf(f, "%d,%s,%s,%d,%.3f,%.3f,%.3f,%.3f\n", i, dm_op_kind_name(op->kind), dm_stream_name(op->stream),
+                op->layer, ex->op_h0[i], ex->op_h1[i], ex->op_t0[i], ex->op_dur[i]);
+    }
+    fclose(f);
+}
+
 /* A forward or backward op: its layer's kernels in order. */
 static int layer_op(real_exec *ex, const dm_op *op, cudaStream_t s, cublasHandle_t h, dm_err *err)
 {
@@ -1146,10 +1169,17 @@ static int gpu_step_run(real_exec *ex, double t0, real_step_local *out, dm_err *
     const dm_rank_prog *rp = &ex->prog->ranks[ex->rank];
     cudaStream_t sc = g->st[DM_STREAM_COMPUTE];
     (void)t0;
+    /* the GPU is idle here (step_begin synchronized), so it reaches step_s as the host records
+     * it: the host's issue times below are on the ops' clock to within a launch latency */
+    double h = dm_clock_us();
     CU(cudaEventRecord(g->step_s, sc));
     for (int s = 0; s < DM_STREAM__COUNT; s++)
         if (s != DM_STREAM_COMPUTE) CU(cudaStreamWaitEvent(g->st[s], g->step_s, 0));
-    for (int i = 0; i < rp->n_ops; i++) OK(issue(ex, i, err));
+    for (int i = 0; i < rp->n_ops; i++) {
+        ex->op_h0[i] = dm_clock_us() - h;
+        OK(issue(ex, i, err));
+        ex->op_h1[i] = dm_clock_us() - h;
+    }
     for (int s = 0; s < DM_STREAM__COUNT; s++)
         if (s != DM_STREAM_COMPUTE) {
             CU(cudaEventRecord(g->flag_ev, g->st[s]));
@@ -1170,6 +1200,7 @@ static int gpu_step_run(real_exec *ex, double t0, real_step_local *out, dm_err *
         ex->op_t0[i] = a * 1e3;
         ex->op_dur[i] = b * 1e3;
     }
+    ht_write(ex);
     /* the device flags hold INT_MAX - param (the first bad param wins the max), 0 for none */
     out->loss = *g->h_loss;
     out->bad_local = g->h_flag[0] ? 0x7fffffff - g->h_flag[0] : -1;

@@ -89,6 +89,8 @@ struct real_exec {
     int64_t adam_t;           /* AdamW steps committed */
     int step;                 /* steps attempted (or loaded) */
     double *op_t0, *op_dur;   /* last step: each op's start and duration, us from its start */
+    double *op_h0, *op_h1;    /* last step: when the host began and finished issuing each op, us
+                                 from the step's start (the GPU backend; -1 where not measured) */
     dm_trace_event *ev;       /* per op, for the phase ruler */
     char name_buf[256];
     char info[512];           /* the backend's set-up, for the caller to print */

@@ -505,3 +505,54 @@ stage_lostream() {
         done
     done
 }
+# hostprobe: does the host's issuing keep up with the GPU? The last step's ops of dense models at
+# 1024 tokens (and one at 4096) under muon-ddp, dmuon and adamw, with the host's issue times beside
+# the GPU's (DMUON_HOST_TIMES: op,kind,stream,layer,host_start_us,host_end_us,gpu_start_us,
+# gpu_dur_us) and the trace; the gaps summarized by tools/host_times.py ($L/hostprobe_*.csv, .txt).
+# PROBE_MODELS and PROBE_TOKENS change what it runs.
+STAGE_TIMEOUT_hostprobe=240
+stage_hostprobe() {
+    local m st t c
+    for t in ${PROBE_TOKENS:-1024 4096}; do
+        for m in ${PROBE_MODELS:-qwen2.5-0.5b qwen2.5-1.5b llama-3.2-3b}; do
+            for st in muon-ddp dmuon adamw; do
+                c=hostprobe_${m}_${st}_$t
+                DMUON_HOST_TIMES="$L/$c.csv" timeout 40 "$D/dmuon" run --backend gpu --model "$m" --cluster h200 \
+                    --strategy "$st" --tokens "$t" --steps 4 --timeout 30 --trace "$L/$c.trace.csv" > "$L/$c.txt" 2>&1
+                echo "$m $st $t exit $?: $(grep '^# mean over' "$L/$c.txt" | cut -c1-150)"
+                [ -f "$L/$c.csv" ] && python3 tools/host_times.py "$L/$c.csv" | tail -4
+            done
+        done
+    done
+}
+# blockquick: the block NS kernel's tests and memcheck only (the first part of nsblock)
+STAGE_TIMEOUT_blockquick=100
+stage_blockquick() {
+    DM_TEST_ONLY=block timeout 40 "$D/test_ns_gpu" > "$L/block_test.txt" 2>&1
+    echo "test_ns_gpu (block) exit $?: $(grep -c '^ok' "$L/block_test.txt") ok, $(grep -c '^not ok' "$L/block_test.txt") not ok"
+    grep '^not ok' "$L/block_test.txt" | head -5
+    DM_TEST_ONLY=block timeout 50 compute-sanitizer --tool memcheck "$D/test_ns_gpu" > "$L/block_memcheck.txt" 2>&1
+    echo "memcheck (block) rc $?: $(grep -c '^ok' "$L/block_memcheck.txt") ok; $(grep 'ERROR SUMMARY' "$L/block_memcheck.txt" | tail -1)"
+}
+# soloprobe: one-rank collectives without NCCL (the executor's default now) against
+# DMUON_SOLO_NCCL=1 (NCCL called for a group of one, as before): dmuon, adamw and muon-ddp of two
+# dense models at 1024 tokens (and Qwen2.5-1.5B at 4096), host and GPU times per op
+# (DMUON_HOST_TIMES) and the SM clock sampled every 10 ms beside each run ($L/solo_*)
+STAGE_TIMEOUT_soloprobe=240
+stage_soloprobe() {
+    local m st t v c
+    for c in qwen2.5-0.5b:1024 qwen2.5-1.5b:1024 qwen2.5-1.5b:4096 llama-3.2-3b:1024; do
+        m=${c%%:*} t=${c##*:}
+        for st in muon-ddp dmuon adamw; do
+            for v in 0 1; do
+                [ "$st" = muon-ddp ] && [ "$v" = 1 ] && continue
+                local f=solo_${m}_${st}_${t}_nccl$v
+                smi_start "$L/$f.smi" 10
+                DMUON_SOLO_NCCL=$v DMUON_HOST_TIMES="$L/$f.csv" timeout 40 "$D/dmuon" run --backend gpu --model "$m" \
+                    --cluster h200 --strategy "$st" --tokens "$t" --steps 4 --timeout 30 > "$L/$f.txt" 2>&1
+                echo "$m $st $t solo-nccl=$v exit $?: $(grep '^# mean over' "$L/$f.txt" | cut -c1-150)"
+                smi_stop "$L/$f.smi"
+            done
+        done
+    done
+}
