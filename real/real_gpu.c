@@ -1,9 +1,9 @@
 /* real_gpu.c: the GPU backend of the executor (real_priv.h's table). One rank per GPU (device =
  * local rank on the node), NCCL communicators split from the world communicator of real_nccl.h
  * (one per program group and stream; the collectives are the table's calls, core/coll.h),
- * three CUDA streams with the
- * program's priorities (comm-hi highest), ops issued in list order and ordered across streams
- * by events only; every forward/backward kernel of the layers' plans (wk_plan.h) through the
+ * the program's CUDA streams with its priorities (comm-hi highest; with one rank the
+ * collectives run on the compute stream, dm_run_stream of core/program.h), ops issued in list
+ * order and ordered across streams by events only; every forward/backward kernel of the layers' plans (wk_plan.h) through the
  * work kernels' one dispatcher (kernels/wk_cuda.h: cuBLAS products in bf16 with fp32 compute,
  * our elementwise kernels and deterministic reductions), the kernels helper's NS plans (graph
  * replays) and Muon/AdamW kernels, NCCL collectives in bf16.
@@ -665,6 +665,7 @@ static void kernel_args(real_exec *ex, int l, const wk_kb *b, wk_args *a)
 typedef struct ktime {
     int layer, fwd;
     dm_kernel k;
+    uintptr_t pa, pb, pc, pg; /* the operands' addresses (a, b, c, g): their alignment beside the time */
     cudaEvent_t a, b;
 } ktime;
 static ktime *kt;
@@ -700,16 +701,17 @@ static void kt_flush(void)
     if (!kt_enabled() || !kt_n) return;
     FILE *f = fopen(kt_path, "w");
     if (f) {
-        fprintf(f, "layer,pass,index,kind,op,m,n,k,batch,count,param,us\n");
+        fprintf(f, "layer,pass,index,kind,op,m,n,k,batch,count,param,us,a_mod4k,b_mod4k,c_mod4k,g_mod4k\n");
         int idx = 0, last_layer = -2, last_fwd = -1;
         for (int i = 0; i < kt_n; i++) {
             const ktime *t = &kt[i];
             if (t->layer != last_layer || t->fwd != last_fwd) idx = 0, last_layer = t->layer, last_fwd = t->fwd;
             float ms = 0;
             cudaEventElapsedTime(&ms, t->a, t->b);
-            fprintf(f, "%d,%s,%d,%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%.3f\n", t->layer, t->fwd ? "fwd" : "bwd", idx++,
+            fprintf(f, "%d,%s,%d,%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%.3f,%u,%u,%u,%u\n", t->layer, t->fwd ? "fwd" : "bwd", idx++,
                     dm_kern_kind_name(t->k.kind), dm_kern_op_name(t->k.op), (long long)t->k.m, (long long)t->k.n,
-                    (long long)t->k.k, (long long)t->k.batch, (long long)t->k.count, (long long)t->k.param, ms * 1e3);
+                    (long long)t->k.k, (long long)t->k.batch, (long long)t->k.count, (long long)t->k.param, ms * 1e3,
+                    (unsigned)(t->pa % 4096), (unsigned)(t->pb % 4096), (unsigned)(t->pc % 4096), (unsigned)(t->pg % 4096));
         }
         fclose(f);
     }
@@ -751,6 +753,7 @@ static int layer_op(real_exec *ex, const dm_op *op, cudaStream_t s, cublasHandle
         ktime *t = kt_enabled() ? kt_next() : NULL;
         if (t) {
             t->layer = op->layer, t->fwd = fwd, t->k = b->k;
+            t->pa = (uintptr_t)a.a, t->pb = (uintptr_t)a.b, t->pc = (uintptr_t)a.c, t->pg = (uintptr_t)a.g;
             CU(cudaEventRecord(t->a, s));
         }
         OK(wk_run((wk_blas)h, &b->k, &a, (ns_stream)s, err));
@@ -1115,11 +1118,12 @@ static int issue(real_exec *ex, int i, dm_err *err)
 {
     gpu *g = G(ex);
     const dm_op *op = &ex->prog->ranks[ex->rank].ops[i];
-    cudaStream_t s = g->st[op->stream];
-    cublasHandle_t h = g->blas[op->stream];
+    int os = dm_run_stream(ex->nranks, op->stream); /* core/program.h: one rank, one stream for collectives */
+    cudaStream_t s = g->st[os];
+    cublasHandle_t h = g->blas[os];
     for (int d = 0; d < op->n_deps; d++) {
         const dm_op *dop = &ex->prog->ranks[ex->rank].ops[op->deps[d]];
-        if (dop->stream != op->stream) CU(cudaStreamWaitEvent(s, g->ev_e[op->deps[d]], 0));
+        if (dm_run_stream(ex->nranks, dop->stream) != os) CU(cudaStreamWaitEvent(s, g->ev_e[op->deps[d]], 0));
     }
     CU(cudaEventRecord(g->ev_s[i], s));
     switch (op->kind) {

@@ -463,13 +463,14 @@ static int setup(sim *s, dm_err *err)
             const dm_op *op = &p->ranks[r].ops[i];
             s->op[g] = op;
             s->rank_of[g] = r;
-            s->ks[g] = (unsigned char)((unsigned)op->kind | (unsigned)op->stream << 4);
+            /* the stream it runs on (core/program.h: one rank runs its collectives on compute) */
+            s->ks[g] = (unsigned char)((unsigned)op->kind | (unsigned)dm_run_stream(p->nranks, op->stream) << 4);
             s->coll_of[g] = op->coll;
             s->cause[g] = s->pcause[g] = -1;
             if ((unsigned)op->stream >= S || (unsigned)op->kind >= DM_OP__COUNT)
                 return dm_err_set(err, "sim: rank %d op %d: bad stream or kind", r, i);
             if (op->stream == DM_STREAM_COMPUTE_LO) s->has_lo = 1; /* compute ops only (dm_program_validate) */
-            s->sl_off[r * S + op->stream + 1]++;
+            s->sl_off[r * S + (s->ks[g] >> 4) + 1]++;
             s->deps_left[g] = op->n_deps;
             for (int d = 0; d < op->n_deps; d++) {
                 if (op->deps[d] < 0 || op->deps[d] >= i)
@@ -502,7 +503,7 @@ static int setup(sim *s, dm_err *err)
     for (int g = 0; g < T; g++) {
         const dm_op *op = s->op[g];
         int r = s->rank_of[g];
-        s->sl[fill[r * S + op->stream]++] = g;
+        s->sl[fill[r * S + (s->ks[g] >> 4)]++] = g;
         for (int d = 0; d < op->n_deps; d++) s->succ[sfill[s->off[r] + op->deps[d]]++] = g;
         if (dm_op_is_collective(op->kind)) {
             coll *c = &s->colls[op->coll];

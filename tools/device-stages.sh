@@ -534,10 +534,11 @@ stage_blockquick() {
     DM_TEST_ONLY=block timeout 50 compute-sanitizer --tool memcheck "$D/test_ns_gpu" > "$L/block_memcheck.txt" 2>&1
     echo "memcheck (block) rc $?: $(grep -c '^ok' "$L/block_memcheck.txt") ok; $(grep 'ERROR SUMMARY' "$L/block_memcheck.txt" | tail -1)"
 }
-# soloprobe: one-rank collectives without NCCL (the executor's default now) against
-# DMUON_SOLO_NCCL=1 (NCCL called for a group of one, as before): dmuon, adamw and muon-ddp of two
-# dense models at 1024 tokens (and Qwen2.5-1.5B at 4096), host and GPU times per op
-# (DMUON_HOST_TIMES) and the SM clock sampled every 10 ms beside each run ($L/solo_*)
+# soloprobe: dmuon, adamw and muon-ddp of two dense models at 1024 tokens (and Qwen2.5-1.5B at
+# 4096), host and GPU times per op (DMUON_HOST_TIMES) and the SM clock sampled every 10 ms beside
+# each run ($L/solo_*). Written for an executor that skipped NCCL for a group of one unless
+# DMUON_SOLO_NCCL=1 (traces/device/soloprobe-2026-12-04: no effect, not kept); today both
+# variants run the same code.
 STAGE_TIMEOUT_soloprobe=240
 stage_soloprobe() {
     local m st t v c
@@ -556,3 +557,33 @@ stage_soloprobe() {
         done
     done
 }
+# kdiff: why a dense step's backward runs 12-17% slower under dmuon and adamw than under
+# muon-ddp at 1024 tokens on one GPU (traces/device/soloprobe-2026-12-04: the same clocks, the
+# collectives a few us): every forward/backward kernel timed (DMUON_KERNEL_TIMES, with the
+# operands' addresses mod 4 KiB) under each strategy, twice per strategy in alternation so that
+# drift shows, and dmuon with every collective packed (DM_COLL_STAGE=1) ($L/kdiff_*)
+STAGE_TIMEOUT_kdiff=200
+stage_kdiff() {
+    local m st r c t
+    for c in qwen2.5-0.5b:1024 qwen2.5-1.5b:1024; do
+        m=${c%%:*} t=${c##*:}
+        for r in 1 2; do
+            for st in muon-ddp dmuon adamw muon-fsdp; do
+                local f=kdiff_${m}_${st}_${t}_r$r
+                DMUON_KERNEL_TIMES="$L/$f.csv" DMUON_HOST_TIMES="$L/$f.ops.csv" timeout 40 "$D/dmuon" run --backend gpu \
+                    --model "$m" --cluster h200 --strategy "$st" --tokens "$t" --steps 4 --timeout 30 > "$L/$f.txt" 2>&1
+                echo "$m $st $t run $r exit $?: $(grep '^# mean over' "$L/$f.txt" | cut -c1-130)"
+            done
+        done
+        f=kdiff_${m}_dmuon_${t}_staged
+        DM_COLL_STAGE=1 DMUON_KERNEL_TIMES="$L/$f.csv" timeout 40 "$D/dmuon" run --backend gpu --model "$m" \
+            --cluster h200 --strategy dmuon --tokens "$t" --steps 4 --timeout 30 > "$L/$f.txt" 2>&1
+        echo "$m dmuon $t staged exit $?: $(grep '^# mean over' "$L/$f.txt" | cut -c1-130)"
+    done
+}
+# queueprobe (the DMUON_PROBE knobs of that probe's commit, gone since) and windowprobe (a bound on
+# how far the host issues ahead, DMUON_ISSUE_WINDOW, tried and dropped: it did not remove the
+# overhead) found where the ~1.4 us per kernel of traces/device/kdiff-2026-12-04 came from: the
+# compute stream waiting on the collective streams' events; with one rank the executor now runs
+# the collectives on the compute stream (real_gpu.c, run_stream). Their logs are in
+# traces/device/queueprobe-2026-12-04 and traces/device/windowprobe-2026-12-04.
