@@ -353,6 +353,14 @@ stage_stepprobe() {
         smi_stop "$L/stepprobe_bench_sustain$c.smi"
     done
 }
+# recover: tools/power_probe.py --recover, how fast the clock comes back after a hot phase (the
+# idle gaps of --recover-ms, then 8192^3 GEMMs timed in 2 ms windows; and an MLP GEMM right after)
+STAGE_TIMEOUT_recover=120
+stage_recover() {
+    timeout 110 python3 tools/power_probe.py --recover --cool 3 --json "$L/recover.json" > "$L/recover_probe.txt" 2>&1
+    echo "power_probe --recover exit $?"
+    cat "$L/recover_probe.txt"
+}
 # power: tools/power_probe.py, how the GPU's throughput follows its power limit (continuous 8192^3
 # and MLP-sized GEMMs, 1 GiB copies, GEMM/copy duty cycles, GEMMs with idle gaps, each from a cool
 # GPU, 20 ms windows, SM clock and power beside): the data for a power model of the simulator
@@ -587,3 +595,20 @@ stage_kdiff() {
 # compute stream waiting on the collective streams' events; with one rank the executor now runs
 # the collectives on the compute stream (real_gpu.c, run_stream). Their logs are in
 # traces/device/queueprobe-2026-12-04 and traces/device/windowprobe-2026-12-04.
+# moeprobe: Moonlight-16B-A3B-6L's forward runs ~13% slower under dmuon than under adamw and
+# muon-ddp on one GPU at 1024-2048 tokens (traces/validate/h200-23, h200-24), every layer alike:
+# every forward/backward kernel timed under each strategy (DMUON_KERNEL_TIMES), the op times
+# (DMUON_HOST_TIMES) and the SM clock every 10 ms ($L/moe_*)
+STAGE_TIMEOUT_moeprobe=150
+stage_moeprobe() {
+    local st t=2048
+    for st in dmuon adamw muon-ddp dmuon; do
+        local f=moe_${st}_$t
+        [ -e "$L/$f.txt" ] && f=${f}_again
+        smi_start "$L/$f.smi" 10
+        DMUON_KERNEL_TIMES="$L/$f.k.csv" DMUON_HOST_TIMES="$L/$f.ops.csv" timeout 60 "$D/dmuon" run --backend gpu \
+            --model moonlight-16b-a3b-6l --cluster h200 --strategy "$st" --tokens "$t" --steps 4 --timeout 30 > "$L/$f.txt" 2>&1
+        echo "moonlight $st $t exit $?: $(grep '^# mean over' "$L/$f.txt" | cut -c1-130)"
+        smi_stop "$L/$f.smi"
+    done
+}

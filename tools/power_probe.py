@@ -14,6 +14,12 @@ is there (else nvidia-smi's -lms 50 into --smi FILE, read after):
   duty-D        8192^3 GEMMs for D% of each 10 ms period, copies for the rest (D = 75, 50, 25)
   gap-D         8192^3 GEMMs for D% of each 10 ms period, the GPU idle (a spin kernel is not
                 used: the host waits) for the rest (D = 50)
+With --recover instead, how fast the clock comes back once the load drops (the other phases see
+it fall): per X in --recover-ms, from a cool GPU 8192^3 GEMMs for --recover-hot s (the clock
+settles low), the GPU idle X ms (the host waits), then 8192^3 GEMMs timed one by one for 40 ms
+(phase recover-idle-X: windows of 2 ms; the cool rates are t_big_ms and t_mlp_ms); and recover-mlp: the hot GEMMs, then the MLP GEMM
+continuous, timed in 2 ms windows (how a lighter load runs in the first tens of ms after a
+heavy one).
 Prints one line per phase: throughput in the first window, the median over the last half, the
 ratio, the time to fall halfway, mean power and SM clock in the last half; --json writes the
 windows. Read-only on the GPU's settings (clocks and limits are never changed).
@@ -34,6 +40,9 @@ def main():
     ap.add_argument("--cool", type=float, default=3.0, help="idle seconds before each phase")
     ap.add_argument("--window-ms", type=float, default=20.0, help="timing window")
     ap.add_argument("--json", help="write every window here")
+    ap.add_argument("--recover", action="store_true", help="the recovery phases instead (see above)")
+    ap.add_argument("--recover-hot", type=float, default=1.0, help="seconds of GEMMs before a recovery")
+    ap.add_argument("--recover-ms", default="0,5,10,20,40,80,160", help="idle gaps of the recovery phases")
     a = ap.parse_args()
 
     import torch
@@ -122,7 +131,10 @@ def main():
         segs = []
         t0 = time.time()
         while time.time() - t0 < seconds:
-            segs += step()
+            new = step()
+            if not new:  # a recovery phase has enqueued everything
+                break
+            segs += new
             if len(segs) > 64:  # keep the host a little ahead, not seconds
                 segs[-64][1].synchronize()
         torch.cuda.synchronize()
@@ -132,7 +144,10 @@ def main():
             ts = origin.elapsed_time(e0)
             w = wins.setdefault(int(ts // a.window_ms), {"t_ms": 0.0, "gemm_ms": 0.0, "flops": 0.0, "copy_ms": 0.0, "bytes": 0.0})
             ms = e0.elapsed_time(e1)
-            if what == "gemm":
+            if what == "hot":  # the heating GEMMs of a recovery phase: their rate, apart
+                w["hot_ms"] = w.get("hot_ms", 0.0) + ms
+                w["hot_flops"] = w.get("hot_flops", 0.0) + fl
+            elif what == "gemm":
                 w["gemm_ms"] += ms
                 w["flops"] += fl
             else:
@@ -167,11 +182,37 @@ def main():
 
         return step
 
-    phases = [("gemm-big", cont(big, "gemm", t_big)), ("gemm-mlp", cont(mlp, "gemm", t_mlp)),
-              ("copy", cont(copy, "copy", t_copy))]
-    phases += [(f"duty-{d}", duty(d)) for d in (75, 50, 25)]
-    phases += [("gap-50", gap(50))]
+    def recover(idle_ms, then):
+        """the hot GEMMs for --recover-hot s, idle_ms idle, then `then` (one call a segment)."""
+        state = {"t": None, "done": False}
+
+        def step():
+            if state["t"] is None:
+                state["t"] = time.time()
+            if time.time() - state["t"] < a.recover_hot:
+                return [timed(big, 4, "hot")]
+            if state["done"]:
+                return []
+            state["done"] = True
+            torch.cuda.synchronize()
+            time.sleep(idle_ms / 1e3)
+            t_one = t_big if then[0] is big else t_mlp
+            return [timed(then[0], 1, then[1]) for _ in range(max(1, round(40.0 / t_one)))]
+
+        return step
+
+    if a.recover:
+        a.window_ms = 2.0
+        phases = [(f"recover-idle-{x}", recover(float(x), (big, "gemm"))) for x in a.recover_ms.split(",")]
+        phases += [("recover-mlp", recover(0.0, (mlp, "gemm")))]
+        a.seconds = a.recover_hot + 60.0  # the step after the hot part enqueues the rest, then ends the phase
+    else:
+        phases = [("gemm-big", cont(big, "gemm", t_big)), ("gemm-mlp", cont(mlp, "gemm", t_mlp)),
+                  ("copy", cont(copy, "copy", t_copy))]
+        phases += [(f"duty-{d}", duty(d)) for d in (75, 50, 25)]
+        phases += [("gap-50", gap(50))]
     out = {"gpu": name, "power_limit_w": limit, "torch": torch.__version__, "t_big_ms": t_big, "t_copy_ms": t_copy,
+           "t_mlp_ms": t_mlp,
            "phases": []}
     print(f"# power_probe on {name}: enforced power limit {limit:.0f} W; cool 8192^3 GEMM {t_big:.3f} ms "
           f"({2 * 8192**3 / (t_big * 1e9):.1f} TFLOP/s), 1 GiB copy {t_copy:.3f} ms; phases of {a.seconds} s after {a.cool} s idle")
