@@ -351,6 +351,43 @@ static void test_deadlock_and_gpu(void)
     dm_program_free(p);
 }
 
+/* dm_run_stream (core/program.h): with one rank the collectives run in the compute stream's lane,
+ * in list order with the compute ops, as the executor runs them; with two they keep their own.
+ * A forward, then a reduce that depends on nothing: one rank starts the reduce when the forward
+ * ends, two ranks at once. */
+static double reduce_start(int nranks)
+{
+    dm_cluster c = cluster("a800");
+    dm_program *p = dm_program_new(nranks, 8, "t", "t", "a800", "", 1, &err);
+    int g = all_ranks(p, nranks);
+    dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+    f.flops = 1e12;
+    for (int r = 0; r < nranks; r++) dm_program_add_op(p, r, &f, NULL, 0, NULL, 0, &err);
+    add_coll(p, g, DM_OP_REDUCE, DM_STREAM_COMM_LO, 1e6, 0);
+    sim_result *r = run(p, &c, 1);
+    double t = -1;
+    for (int i = 0; r && i < r->trace->n; i++)
+        if (r->trace->ev[i].rank == 0 && r->trace->ev[i].kind == DM_OP_REDUCE) {
+            t = r->trace->ev[i].ts_us;
+            ok(r->trace->ev[i].stream == DM_STREAM_COMM_LO, "%d rank(s): the trace names the reduce's program stream", nranks);
+        }
+    sim_result_free(r);
+    dm_program_free(p);
+    return t;
+}
+
+static void test_one_rank_stream(void)
+{
+    dm_cluster c = cluster("a800");
+    double fwd = 1e12 / (c.fwd_efficiency * c.gpu->bf16_flops) * 1e6;
+    ok(dm_run_stream(1, DM_STREAM_COMM_HI) == DM_STREAM_COMPUTE && dm_run_stream(1, DM_STREAM_COMM_LO) == DM_STREAM_COMPUTE &&
+           dm_run_stream(1, DM_STREAM_COMPUTE_LO) == DM_STREAM_COMPUTE_LO && dm_run_stream(2, DM_STREAM_COMM_LO) == DM_STREAM_COMM_LO,
+       "dm_run_stream: one rank's collective streams are the compute stream, compute-lo stays; two ranks keep theirs");
+    double t1 = reduce_start(1), t2 = reduce_start(2);
+    ok(t1 >= fwd - 1e-6, "one rank: the reduce waits in the compute lane for the forward (starts %.3f us, forward %.3f)", t1, fwd);
+    ok(t2 >= 0 && t2 < 1e-6, "two ranks: the reduce starts at once on its own stream (%.3f us)", t2);
+}
+
 /* Cluster files: the documented keys, and errors with file:line:col. */
 static void test_cluster_file(void)
 {
@@ -500,5 +537,6 @@ int main(void)
     test_sharing();
     test_order();
     test_deadlock_and_gpu();
+    test_one_rank_stream();
     return tap_done();
 }

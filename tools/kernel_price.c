@@ -1,7 +1,8 @@
 /* tools/kernel_price.c: every forward/backward kernel of a one-rank step priced by a cost table
  * (dm_costs_kernel_us, the simulator's price of each kernel before clocks, gaps and launches of
  * the op around it), beside the same kernels as the executor timed them in a step
- * (DMUON_KERNEL_TIMES=FILE dmuon run ...: layer,pass,index,kind,op,m,n,k,batch,count,param,us),
+ * (DMUON_KERNEL_TIMES=FILE dmuon run ...: layer,pass,index,kind,op,m,n,k,batch,count,param,us and the
+ * operands' addresses mod 4 KiB, not read here),
  * summed per pass and kernel op: where a step's compute and its rows part.
  *   tools/kernel_price MODEL STRATEGY TOKENS COSTS KERNEL_TIMES.csv [--layer L]
  * (built by `make tools/kernel_price`; with --layer, every kernel of layer L on its own line) */
