@@ -65,6 +65,23 @@ double dm_power_demand(const dm_power *p, double flops, double bytes, double us)
     return P > top ? top : P;
 }
 
+double dm_power_demand_held(const dm_power *p, double flops, double bytes, double us)
+{
+    if (!(us > 0) || !dm_power_on(p)) return dm_power_demand(p, flops, bytes, us);
+    double full = us; /* falls monotonically to the fixed point (the demand is capped) */
+    for (int i = 0; i < 50; i++) {
+        double s = dm_power_clock(p, dm_power_demand(p, flops, bytes, full));
+        double c = dm_power_clock_share(p, bytes, full);
+        double nf = us / (c / s + 1 - c);
+        if (fabs(nf - full) <= 1e-9 * us) {
+            full = nf;
+            break;
+        }
+        full = nf;
+    }
+    return dm_power_demand(p, flops, bytes, full);
+}
+
 double dm_power_advance(const dm_power *p, double D, double P, double dt_us)
 {
     if (!(dt_us > 0)) return D;

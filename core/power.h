@@ -54,6 +54,13 @@ const char *dm_power_missing(const dm_power *p);
 int dm_power_check(const dm_power *p, const char *where, dm_err *err);
 /* Full-clock demand of work of `flops` and `bytes` that takes `us` at full clock (us <= 0: idle). */
 double dm_power_demand(const dm_power *p, double flops, double bytes, double us);
+/* The full-clock demand of work whose time `us` was measured with it running back to back, at
+ * the clock its own demand holds (NS rows, measured in a row: dm_costs_full_clock): its
+ * full-clock time is shorter by that clock where the clock sets it, so its activity, hence its
+ * demand, is higher than `us` says. The fixed point of full = us / (c / s + 1 - c), s the clock
+ * at the demand of full (c the share the clock sets); work the limit does not slow comes out as
+ * dm_power_demand(flops, bytes, us). */
+double dm_power_demand_held(const dm_power *p, double flops, double bytes, double us);
 /* The filtered demand after dt_us of demand P, from D. */
 double dm_power_advance(const dm_power *p, double D, double P, double dt_us);
 /* The clock fraction at filtered demand D. */

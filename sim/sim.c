@@ -671,10 +671,14 @@ static int retime(sim *s, int k, int force, dm_err *err)
     return power_on(s) && left > tick ? sim_heap_push(&s->h, s->now + tick, EV_POWER, k, v, err) : 0;
 }
 
-/* Compute op g's full-clock power demand (power.h) */
+/* Compute op g's full-clock power demand (power.h); an NS op priced by rows measured back to back
+ * from the clock those rows held (dm_power_demand_held), as the calibration takes it. */
 static double op_demand(const sim *s, int g)
 {
-    return dm_power_demand(&s->c->power, s->op[g]->flops, s->op[g]->bytes, s->dur[g]);
+    const dm_op *op = s->op[g];
+    if (op->kind == DM_OP_NS && !dm_costs_full_clock(s->o.costs, 1))
+        return dm_power_demand_held(&s->c->power, op->flops, op->bytes, s->dur[g]);
+    return dm_power_demand(&s->c->power, op->flops, op->bytes, s->dur[g]);
 }
 
 /* Start the ready op heading one of slot k's streams, if the slot is free (slot 0: stream

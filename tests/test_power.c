@@ -64,6 +64,17 @@ static void test_arithmetic(void)
     s = dm_power_mean_clock(&p, &D, 1000, 200e3);
     ok(s > 0.85 && s < 0.9 && fabs(D - dm_power_advance(&p, 100, 1000, 200e3)) < 1e-9,
        "from idle: the mean clock between cool and settled (%.4f), the demand advanced as the filter", s);
+    /* demand_held: work timed back to back at the clock it holds */
+    ok_near(dm_power_demand_held(&p, 0.4 * 780e12 * 1e-3, 0, 1e3), dm_power_demand(&p, 0.4 * 780e12 * 1e-3, 0, 1e3), 1e-12,
+            "held, under the limit: the same demand (the clock never moved)");
+    /* a GEMM at 0.85 of the reference rate as timed: at full clock 0.85 / s of it; the fixed point s =
+     * clock(demand(full)), full = us s (all of it clock-bound) */
+    double fl = 0.85 * 780e12 * 1e-3, Ph = dm_power_demand_held(&p, fl, 0, 1e3);
+    double sh = dm_power_clock(&p, Ph);
+    ok(Ph > dm_power_demand(&p, fl, 0, 1e3) + 1, "held, over the limit: more than its timed rate says (%.1f W against %.1f)", Ph,
+       dm_power_demand(&p, fl, 0, 1e3));
+    ok_near(dm_power_demand(&p, fl, 0, 1e3 * sh), Ph, 1e-6, "held: the demand of its full-clock time at the clock it holds");
+    ok_near(Ph, 1000, 1e-3, "held: 0.85 of the rate at the 0.85 clock is the reference GEMM's full demand");
 }
 
 static void test_fit(void)

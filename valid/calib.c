@@ -338,6 +338,7 @@ typedef struct fit_op {
      * multiplier thr the model gives it where it ran (1 without the model) */
     int trace, rank;
     double t0, pw_flops, pw_bytes, pw_us, cshare, thr;
+    int held; /* its full-clock time from rows measured back to back (dm_power_demand_held) */
 } fit_op;
 
 enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK_KERN, FK__N };
@@ -500,7 +501,9 @@ static void power_clock_ops(const dm_power *pw, fit_op *ops, int n, int *ix)
             for (int j = lo; j < hi; j++) {
                 fit_op *o = &ops[ix[j]];
                 if (o->t0 > end) D = dm_power_advance(pw, D, pw->idle_w, o->t0 - end);
-                double P = dm_power_demand(pw, o->pw_flops, o->pw_bytes, o->pw_us > 0 ? o->pw_us : o->d_us);
+                double us = o->pw_us > 0 ? o->pw_us : o->d_us;
+                double P = o->held ? dm_power_demand_held(pw, o->pw_flops, o->pw_bytes, us)
+                                   : dm_power_demand(pw, o->pw_flops, o->pw_bytes, us);
                 double s = dm_power_mean_clock(pw, &D, P, o->d_us);
                 o->thr = dm_power_time_factor(s, o->cshare);
                 if (o->t0 + o->d_us > end) end = o->t0 + o->d_us;
@@ -646,6 +649,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             o.pw_us = o.kind == FK_NS ? o.work_us : o.launch_us + o.work_us;
             double b = pw && o.pw_us > 0 ? dm_power_clock_share(pw, o.pw_bytes, o.pw_us) : 1;
             o.cshare = dm_costs_full_clock(costs, o.kind == FK_NS) ? b : 0;
+            o.held = o.kind == FK_NS && !dm_costs_full_clock(costs, 1); /* its rows at the clock they held */
         }
         o.overlap = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
                                            e->ts_us + e->dur_us);
