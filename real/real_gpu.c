@@ -3,10 +3,11 @@
  * (one per program group and stream; the collectives are the table's calls, core/coll.h),
  * the program's CUDA streams with its priorities (comm-hi highest; with one rank the
  * collectives run on the compute stream, dm_run_stream of core/program.h), ops issued in list
- * order and ordered across streams by events only; every forward/backward kernel of the layers' plans (wk_plan.h) through the
- * work kernels' one dispatcher (kernels/wk_cuda.h: cuBLAS products in bf16 with fp32 compute,
- * our elementwise kernels and deterministic reductions), the kernels helper's NS plans (graph
- * replays) and Muon/AdamW kernels, NCCL collectives in bf16.
+ * order and ordered across streams by events only; every forward/backward kernel of the
+ * layers' plans (wk_plan.h) through the work kernels' one dispatcher (kernels/wk_cuda.h:
+ * cuBLAS products in bf16 with fp32 compute, our elementwise kernels and deterministic
+ * reductions), the kernels helper's NS plans (graph replays) and Muon/AdamW kernels, NCCL
+ * collectives in bf16.
  *
  * Buffers: per matrix the bf16 working weights Wb (what forward/backward read and fetches
  * move) and gradients G, in two arenas laid out by dm_arena_layout (core/arena.h: the matrices
