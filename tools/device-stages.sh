@@ -545,23 +545,19 @@ stage_blockquick() {
 # soloprobe: dmuon, adamw and muon-ddp of two dense models at 1024 tokens (and Qwen2.5-1.5B at
 # 4096), host and GPU times per op (DMUON_HOST_TIMES) and the SM clock sampled every 10 ms beside
 # each run ($L/solo_*). Written for an executor that skipped NCCL for a group of one unless
-# DMUON_SOLO_NCCL=1 (traces/device/soloprobe-2026-12-04: no effect, not kept); today both
-# variants run the same code.
-STAGE_TIMEOUT_soloprobe=240
+# DMUON_SOLO_NCCL=1 (traces/device/soloprobe-2026-12-04: no effect, not kept); one run each now.
+STAGE_TIMEOUT_soloprobe=160
 stage_soloprobe() {
-    local m st t v c
+    local m st t c
     for c in qwen2.5-0.5b:1024 qwen2.5-1.5b:1024 qwen2.5-1.5b:4096 llama-3.2-3b:1024; do
         m=${c%%:*} t=${c##*:}
         for st in muon-ddp dmuon adamw; do
-            for v in 0 1; do
-                [ "$st" = muon-ddp ] && [ "$v" = 1 ] && continue
-                local f=solo_${m}_${st}_${t}_nccl$v
-                smi_start "$L/$f.smi" 10
-                DMUON_SOLO_NCCL=$v DMUON_HOST_TIMES="$L/$f.csv" timeout 40 "$D/dmuon" run --backend gpu --model "$m" \
-                    --cluster h200 --strategy "$st" --tokens "$t" --steps 4 --timeout 30 > "$L/$f.txt" 2>&1
-                echo "$m $st $t solo-nccl=$v exit $?: $(grep '^# mean over' "$L/$f.txt" | cut -c1-150)"
-                smi_stop "$L/$f.smi"
-            done
+            local f=solo_${m}_${st}_${t}
+            smi_start "$L/$f.smi" 10
+            DMUON_HOST_TIMES="$L/$f.csv" timeout 40 "$D/dmuon" run --backend gpu --model "$m" \
+                --cluster h200 --strategy "$st" --tokens "$t" --steps 4 --timeout 30 > "$L/$f.txt" 2>&1
+            echo "$m $st $t exit $?: $(grep '^# mean over' "$L/$f.txt" | cut -c1-150)"
+            smi_stop "$L/$f.smi"
         done
     done
 }
