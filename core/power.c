@@ -73,11 +73,9 @@ double dm_power_demand_held(const dm_power *p, double flops, double bytes, doubl
         double s = dm_power_clock(p, dm_power_demand(p, flops, bytes, full));
         double c = dm_power_clock_share(p, bytes, full);
         double nf = us / (c / s + 1 - c);
-        if (fabs(nf - full) <= 1e-9 * us) {
-            full = nf;
-            break;
-        }
+        int done = fabs(nf - full) <= 1e-9 * us;
         full = nf;
+        if (done) break;
     }
     return dm_power_demand(p, flops, bytes, full);
 }

@@ -413,6 +413,10 @@ static int build_group(sim *s, int g, dm_err *err)
     return 0;
 }
 
+/* op g's kind and the stream it runs on, packed in ks at setup */
+static inline int kind_of(const sim *s, int g) { return s->ks[g] & 15; }
+static inline int stream_of(const sim *s, int g) { return s->ks[g] >> 4; }
+
 static int setup(sim *s, dm_err *err)
 {
     const dm_program *p = s->p;
@@ -470,7 +474,7 @@ static int setup(sim *s, dm_err *err)
             if ((unsigned)op->stream >= S || (unsigned)op->kind >= DM_OP__COUNT)
                 return dm_err_set(err, "sim: rank %d op %d: bad stream or kind", r, i);
             if (op->stream == DM_STREAM_COMPUTE_LO) s->has_lo = 1; /* compute ops only (dm_program_validate) */
-            s->sl_off[r * S + (s->ks[g] >> 4) + 1]++;
+            s->sl_off[r * S + stream_of(s, g) + 1]++;
             s->deps_left[g] = op->n_deps;
             for (int d = 0; d < op->n_deps; d++) {
                 if (op->deps[d] < 0 || op->deps[d] >= i)
@@ -503,7 +507,7 @@ static int setup(sim *s, dm_err *err)
     for (int g = 0; g < T; g++) {
         const dm_op *op = s->op[g];
         int r = s->rank_of[g];
-        s->sl[fill[r * S + (s->ks[g] >> 4)]++] = g;
+        s->sl[fill[r * S + stream_of(s, g)]++] = g;
         for (int d = 0; d < op->n_deps; d++) s->succ[sfill[s->off[r] + op->deps[d]]++] = g;
         if (dm_op_is_collective(op->kind)) {
             coll *c = &s->colls[op->coll];
@@ -557,8 +561,6 @@ static int setup(sim *s, dm_err *err)
 
 static int make_ready(sim *s, int g, int cause, dm_err *err);
 
-static inline int kind_of(const sim *s, int g) { return s->ks[g] & 15; }
-static inline int stream_of(const sim *s, int g) { return s->ks[g] >> 4; }
 /* dm_op_is_compute and dm_op_is_collective, inlined for the engine */
 static inline int kind_compute(int k)
 {

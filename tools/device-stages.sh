@@ -589,7 +589,7 @@ stage_kdiff() {
 # how far the host issues ahead, DMUON_ISSUE_WINDOW, tried and dropped: it did not remove the
 # overhead) found where the ~1.4 us per kernel of traces/device/kdiff-2026-12-04 came from: the
 # compute stream waiting on the collective streams' events; with one rank the executor now runs
-# the collectives on the compute stream (real_gpu.c, run_stream). Their logs are in
+# the collectives on the compute stream (dm_run_stream, core/program.h). Their logs are in
 # traces/device/queueprobe-2026-12-04 and traces/device/windowprobe-2026-12-04.
 # moeprobe: Moonlight-16B-A3B-6L's forward runs ~13% slower under dmuon than under adamw and
 # muon-ddp on one GPU at 1024-2048 tokens (traces/validate/h200-23, h200-24), every layer alike:

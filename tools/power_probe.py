@@ -17,8 +17,8 @@ is there (else nvidia-smi's -lms 50 into --smi FILE, read after):
 With --recover instead, how fast the clock comes back once the load drops (the other phases see
 it fall): per X in --recover-ms, from a cool GPU 8192^3 GEMMs for --recover-hot s (the clock
 settles low), the GPU idle X ms (the host waits), then 8192^3 GEMMs timed one by one for 40 ms
-(phase recover-idle-X: windows of 2 ms; the cool rates are t_big_ms and t_mlp_ms); and recover-mlp: the hot GEMMs, then the MLP GEMM
-continuous, timed in 2 ms windows (how a lighter load runs in the first tens of ms after a
+(phase recover-idle-X: windows of 2 ms; the cool rates are t_big_ms and t_mlp_ms); and
+recover-mlp: the hot GEMMs, then the MLP GEMM continuous, timed in 2 ms windows (how a lighter load runs in the first tens of ms after a
 heavy one).
 Prints one line per phase: throughput in the first window, the median over the last half, the
 ratio, the time to fall halfway, mean power and SM clock in the last half; --json writes the
@@ -215,7 +215,8 @@ def main():
            "t_mlp_ms": t_mlp,
            "phases": []}
     print(f"# power_probe on {name}: enforced power limit {limit:.0f} W; cool 8192^3 GEMM {t_big:.3f} ms "
-          f"({2 * 8192**3 / (t_big * 1e9):.1f} TFLOP/s), 1 GiB copy {t_copy:.3f} ms; phases of {a.seconds} s after {a.cool} s idle")
+          f"({2 * 8192**3 / (t_big * 1e9):.1f} TFLOP/s), 1 GiB copy {t_copy:.3f} ms; phases of "
+          f"{a.recover_hot if a.recover else a.seconds} s{' of GEMMs, then the recovery' if a.recover else ''} after {a.cool} s idle")
     print(f"# {'phase':10s} {'first':>9s} {'settled':>9s} {'ratio':>6s} {'t_half_ms':>9s} {'power_W':>8s} {'sm_MHz':>7s}  (TFLOP/s of the GEMM part; copy: GB/s)")
     results = []
     for name_, fn in phases:
