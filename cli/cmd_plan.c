@@ -295,6 +295,10 @@ int cmd_plan(int argc, char **argv)
         if (prog->nranks > prog->gpus_per_node && prog->gpus_per_node > 0)
             printf("network   %.3f GB per step across node boundaries (NCCL rings), %ld collectives span nodes\n",
                    net / 1e9, span);
+        if (so.hsdp && prog->nranks > (so.shard > 0 ? so.shard : prog->gpus_per_node))
+            printf("hsdp      AdamW parameters of %d layer%s sharded over all ranks, the others' in the shard groups "
+                   "(--hsdp-adamw %s)\n", rep.hsdp_adamw_world, rep.hsdp_adamw_world == 1 ? "" : "s",
+                   so.hsdp_adamw == SCHED_HSDP_ADAMW_WORLD ? "world" : so.hsdp_adamw == SCHED_HSDP_ADAMW_REPLICAS ? "replicas" : "auto");
         printf("# %-14s %9s\n", "op", "count");
         for (int k = 0; k < DM_OP__COUNT; k++)
             if (counts[k]) printf("  %-14s %9ld\n", dm_op_kind_name((dm_op_kind)k), counts[k]);

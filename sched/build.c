@@ -407,15 +407,45 @@ static void flat_part(double T, int n, int k, double *lo, double *hi)
     *hi = fmin(T, (k + 1) * s);
 }
 
+/* The collective model's time (collcost.h) of one kind over program group g alone on the
+ * cluster; -1 (err set) on error. */
+static double group_us(bctx *b, int g, dm_op_kind kind, double bytes)
+{
+    coll_topo t;
+    const dm_group *gr = &b->p->groups[g];
+    if (collcost_topo(b->cl, gr->ranks, gr->n, &t, b->err)) return -1;
+    return collcost_time_us(kind, COLL_ALGO_AUTO, bytes, &t);
+}
+
+/* HSDP: 1 when layer l's AdamW-role parameters (bytes) are sharded over all ranks, 0 when in the
+ * shard groups with each part all-reduced over its column (sched_opts.hsdp_adamw; auto: the
+ * scheme whose all-gather and reduce, as the collective model prices them alone, cost less). The
+ * replicas' all-reduce moves twice a reduce-scatter's bus bytes, each column over its own NIC:
+ * for a large tensor (an embedding) the world's reduce-scatter is the cheaper; for small ones the
+ * latency of a ring over every rank is. -1 (err set) on error. */
+static int adamw_world(bctx *b, double bytes)
+{
+    if (b->o->hsdp_adamw != SCHED_HSDP_ADAMW_AUTO) return b->o->hsdp_adamw == SCHED_HSDP_ADAMW_WORLD;
+    double w_ag = group_us(b, b->world, DM_OP_ALLGATHER, bytes), w_rs = group_us(b, b->world, DM_OP_REDUCESCATTER, bytes),
+           s_ag = group_us(b, b->shard_group[0], DM_OP_ALLGATHER, bytes),
+           s_rs = group_us(b, b->shard_group[0], DM_OP_REDUCESCATTER, bytes),
+           c_ar = group_us(b, b->col_group[0], DM_OP_ALLREDUCE, ceil(bytes / b->S / b->elt) * b->elt);
+    if (w_ag < 0 || w_rs < 0 || s_ag < 0 || s_rs < 0 || c_ar < 0) return -1;
+    return w_ag + w_rs < s_ag + s_rs + c_ar;
+}
+
 /* The AdamW-role parameters of layer l: reduce-scatter/all-gather (sharded) or all-reduce; under
  * HSDP sharded in each shard group (reduce-scatter, all-gather) and each part all-reduced over
- * its column (the replicas). */
+ * its column (the replicas), or sharded over all ranks as the flat plan (adamw_world). */
 static int adamw_part(bctx *b, int l, int64_t *ids)
 {
     size_t n = layer_ids(b, l, DM_ROLE_ADAMW, ids);
     if (!n) return 0;
     double bytes = ids_elems(b, ids, n) * b->elt;
-    if (b->hsdp && b->R > 1) { /* DMuon's HSDP: sharded in the shard group, replicated across */
+    int world = b->hsdp && b->R > 1 ? adamw_world(b, bytes) : 0;
+    if (world < 0) return -1;
+    if (world && b->rep) b->rep->hsdp_adamw_world++;
+    if (b->hsdp && b->R > 1 && !world) { /* DMuon's HSDP: sharded in the shard group, replicated across */
         int pair = b->hs_pairs - 1; /* the slot after the owners' (hsdp_pair) */
         for (int k = 0; k < b->R; k++) {
             if (add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->shard_group[k], -1, bytes, l, ids, n) ||
@@ -434,7 +464,7 @@ static int adamw_part(bctx *b, int l, int64_t *ids)
         }
         return 0;
     }
-    if (b->adamw_sharded)
+    if (b->adamw_sharded || world)
         return add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->world, -1, bytes, l, ids, n) ||
                add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->world, -1, bytes, l, ids, n) ? -1 : 0;
     return 0; /* all-reduced together with the layer's Muon gradients by the caller */

@@ -48,6 +48,9 @@ typedef enum { SCHED_BAL_RR, SCHED_BAL_LPT, SCHED_BAL_MILP, SCHED_BAL_AUTO } sch
  * last backward. */
 typedef enum { SCHED_OVERLAP_NONE, SCHED_OVERLAP_PREFETCH, SCHED_OVERLAP_INTERLEAVE } sched_overlap;
 
+/* HSDP: where a layer's AdamW-role parameters are sharded (sched_opts.hsdp_adamw). */
+typedef enum { SCHED_HSDP_ADAMW_AUTO, SCHED_HSDP_ADAMW_REPLICAS, SCHED_HSDP_ADAMW_WORLD } sched_hsdp_adamw;
+
 typedef struct sched_opts {
     sched_strategy strategy;   /* default SCHED_DMUON */
     sched_balance balance;     /* default SCHED_BAL_AUTO (dmuon only) */
@@ -66,8 +69,17 @@ typedef struct sched_opts {
                                   fp32 masters on owners only) go back the same way ahead of the
                                   next forward (build.c, hsdp_pair); AdamW-role parameters are
                                   reduce-scattered in the shard group, each part all-reduced
-                                  over its column, all-gathered in the shard group (adamw_part) */
+                                  over its column, all-gathered in the shard group, or sharded
+                                  over all ranks, per layer as hsdp_adamw says (adamw_part) */
     int shard;                 /* HSDP's shard-group size; 0: GPUs per node */
+    sched_hsdp_adamw hsdp_adamw; /* HSDP, a layer's AdamW-role parameters: SCHED_HSDP_ADAMW_AUTO
+                                  (default: per layer the scheme whose gather and reduce the
+                                  collective model (collcost.h) prices lower on this cluster),
+                                  _REPLICAS (sharded in the shard group, all-reduced over the
+                                  replicas: DMuon's scheme), _WORLD (sharded over all ranks, as
+                                  the flat plan; e.g. an embedding whose all-reduce across the
+                                  replicas moves twice a world reduce-scatter's bytes over the
+                                  NICs) */
     int gpus_per_node;         /* 0: the cluster's */
     int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into
                                   one unit (LPT) / batched; default 5M (5 * 1024 * 1024) */
@@ -136,7 +148,7 @@ const char *sched_opts_strategy_label(const sched_opts *o);
  * "gpus-per-node", "batch-threshold" (elements, suffixes K/M/G: powers of 1024),
  * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype", "seq-len",
  * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto), "ns-under-backward" (layers, stream or off),
- * "hsdp" (yes|no), "shard" (ranks per shard group; sets hsdp).
+ * "hsdp" (yes|no), "shard" (ranks per shard group; sets hsdp), "hsdp-adamw" (auto|replicas|world).
  * -1 with "--KEY: expected ..." in err on a bad key or value. */
 int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);
 
@@ -152,6 +164,7 @@ const char *sched_overlap_name(sched_overlap v);
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
  *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
  *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W  --ns-under-backward D  --hsdp  --shard N
+ *   --hsdp-adamw M
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
@@ -176,7 +189,8 @@ const char *sched_overlap_name(sched_overlap v);
     {"comm-weight", required_argument, NULL, SCHED_OPT_BASE + 14},                            \
     {"ns-under-backward", required_argument, NULL, SCHED_OPT_BASE + 15},                      \
     {"hsdp", no_argument, NULL, SCHED_OPT_BASE + 16},                                         \
-    {"shard", required_argument, NULL, SCHED_OPT_BASE + 17}
+    {"shard", required_argument, NULL, SCHED_OPT_BASE + 17},                                  \
+    {"hsdp-adamw", required_argument, NULL, SCHED_OPT_BASE + 18}
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
 void sched_getopt_help(FILE *f);
 
@@ -212,6 +226,8 @@ typedef struct sched_report {
     int cut;                /* 1: over max_ops, not built (the program has no ops) */
     int colls_per_pair;     /* collectives per pair (2; hierarchical: 2 x nodes + 1 when nodes > 1) */
     double comm_weight;     /* the weight the objective used */
+    int hsdp_adamw_world;   /* HSDP: layers whose AdamW-role parameters are sharded over all ranks
+                               (sched_opts.hsdp_adamw); the others' in the shard groups */
 } sched_report;
 
 void sched_report_free(sched_report *r); /* frees the arrays; accepts NULL */

@@ -31,6 +31,7 @@ void sched_opts_default(sched_opts *o)
 static const char *strategy_names[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
 static const char *balance_names[] = {"round-robin", "lpt", "milp", "auto"};
 static const char *overlap_names[] = {"none", "prefetch", "interleave"};
+static const char *hsdp_adamw_names[] = {"auto", "replicas", "world"};
 
 const char *sched_strategy_name(sched_strategy s) { return (unsigned)s <= SCHED_DMUON ? strategy_names[s] : "?"; }
 const char *sched_balance_name(sched_balance b) { return (unsigned)b <= SCHED_BAL_AUTO ? balance_names[b] : "?"; }
@@ -128,6 +129,10 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         if (parse_count(val, 1, 1 << 16, &v)) return dm_err_set(err, "--shard: expected ranks per shard group, an integer in [1, 65536], found '%s'", val);
         o->shard = (int)v;
         o->hsdp = 1;
+    } else if (!strcmp(key, "hsdp-adamw")) {
+        if ((i = pick(val, hsdp_adamw_names, 3)) < 0)
+            return dm_err_set(err, "--hsdp-adamw: expected auto, replicas or world, found '%s'", val);
+        o->hsdp_adamw = (sched_hsdp_adamw)i;
     } else if (!strcmp(key, "gpus-per-node")) {
         if (parse_count(val, 1, 1 << 16, &v)) return dm_err_set(err, "--gpus-per-node: expected an integer in [1, 65536], found '%s'", val);
         o->gpus_per_node = (int)v;
@@ -185,7 +190,7 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
 static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
                                     "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
                                     "ns-algo", "dtype", "seq-len", "comm-weight", "ns-under-backward", "hsdp",
-                                    "shard"};
+                                    "shard", "hsdp-adamw"};
 #define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
 
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
@@ -223,9 +228,12 @@ void sched_getopt_help(FILE *f)
             "                        (a node) x replicas; gradients reduce-scattered in the shard groups,\n"
             "                        each part reduced over its column, gathered to one global owner; NS\n"
             "                        once per matrix; the new weights back the same way before the next\n"
-            "                        forward; AdamW parameters sharded in the shard group, all-reduced\n"
-            "                        over the replicas\n"
+            "                        forward; AdamW parameters as --hsdp-adamw says\n"
             "  --shard N             HSDP with shard groups of N ranks (default: GPUs per node)\n"
+            "  --hsdp-adamw M        HSDP's AdamW parameters, per layer: replicas (sharded in the\n"
+            "                        shard group, all-reduced over the replicas), world (sharded over\n"
+            "                        all ranks, as the flat plan) or auto: the cheaper of the two by\n"
+            "                        the collective cost model (default auto)\n"
             "  --gpus-per-node G     override the cluster's GPUs per node\n"
             "  --batch-threshold E   pack/batch Muon matrices under E elements (default 5M = %lld)\n"
             "  --max-batch B         largest NS batch (default %d)\n"
@@ -264,6 +272,8 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
         size_t n = strlen(buf);
         if (n < size && o->shard > 0) snprintf(buf + n, size - n, " hsdp=%d", o->shard);
         else if (n < size) snprintf(buf + n, size - n, " hsdp=node");
+        n = strlen(buf);
+        if (n < size && o->hsdp_adamw) snprintf(buf + n, size - n, " hsdp-adamw=%s", hsdp_adamw_names[o->hsdp_adamw]);
     }
     if (o->ns_early > 0 || o->ns_stream) {
         size_t n = strlen(buf);

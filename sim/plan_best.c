@@ -147,6 +147,51 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             if (pb->cand[k].comm_weight == opts->comm_weight && pb->cand[k].objective_us < pb->cand[win].objective_us) win = k;
     }
     pb->winner = win;
+    /* HSDP with --hsdp-adamw auto: the collective model, pricing each collective alone, put some
+     * layers' AdamW parameters on all ranks (adamw_world, build.c); their reduce-scatters then
+     * share the NICs with the replicas' reduces. The same assignment with every layer's in the
+     * shard groups is simulated too and the faster kept. */
+    if (pb->by_sim && opts->hsdp && opts->hsdp_adamw == SCHED_HSDP_ADAMW_AUTO && reps[win].hsdp_adamw_world > 0) {
+        sched_opts o = *opts;
+        o.balance = pb->cand[win].balance;
+        o.comm_weight = pb->cand[win].comm_weight;
+        o.hsdp_adamw = SCHED_HSDP_ADAMW_REPLICAS;
+        o.assign_in = &asg[win];
+        o.assign_in_rep = &reps[win];
+        dm_program *alt = NULL;
+        sched_report arep;
+        sim_result *ar = NULL;
+        sim_opts so = *sopt;
+        so.record_trace = 0;
+        memset(&arep, 0, sizeof arep);
+        double t0 = sched_wall_s();
+        if (sched_build(model, cluster, nranks, costs, &o, &alt, &arep, err) || sim_run(alt, cluster, &so, &ar, err)) {
+            dm_program_free(alt);
+            sched_report_free(&arep);
+            goto done;
+        }
+        pb->adamw_world_layers = reps[win].hsdp_adamw_world;
+        pb->adamw_auto_us = pb->cand[win].step_us;
+        pb->adamw_replicas_us = ar->step_us;
+        pb->cand[win].sim_s += sched_wall_s() - t0;
+        if (ar->step_us < pb->cand[win].step_us) {
+            pb->adamw_replicas_won = 1;
+            dm_program_free(progs[win]);
+            progs[win] = alt;
+            sched_report_free(&reps[win]);
+            reps[win] = arep;
+            sim_result_free(res[win]);
+            res[win] = ar;
+            pb->cand[win].same_as = -1;
+            pb->cand[win].step_us = ar->step_us;
+            pb->cand[win].exposed_comm_us = ar->exposed_comm_us;
+            pb->cand[win].ops = program_ops(alt);
+        } else {
+            dm_program_free(alt);
+            sched_report_free(&arep);
+            sim_result_free(ar);
+        }
+    }
     if (pb->cand[win].objective_only) { /* the winner's program, built now */
         sched_opts o = *opts;
         o.balance = pb->cand[win].balance;
@@ -227,6 +272,11 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
                 ADD("; %s %.3f ms, %+.2f%%", pb->cand[k].name, pb->cand[k].step_us / 1e3,
                     100 * (w->step_us / pb->cand[k].step_us - 1));
         ADD(")");
+        if (pb->adamw_world_layers)
+            ADD("; HSDP's AdamW parameters %s (%d layer%s over all ranks by the collective model: %.3f ms; every "
+                "layer's in the shard groups: %.3f ms)", pb->adamw_replicas_won ? "in the shard groups" : "per layer",
+                pb->adamw_world_layers, pb->adamw_world_layers == 1 ? "" : "s", pb->adamw_auto_us / 1e3,
+                pb->adamw_replicas_us / 1e3);
     } else {
         ADD("auto: %s by the objective, %.3f ms (not simulated: %s)", w->name, w->objective_us / 1e3, pb->why);
     }

@@ -8,7 +8,10 @@
  * simulates each with sim_run when the simulations are cheap (predicted from the programs' op
  * counts, under sim_budget_s each, and within the memory limit) and returns the one whose step
  * is shortest (ties: the earlier in that list). When a simulation would be too costly it keeps
- * the lower objective of lpt and milp instead and says so. Any other balance or strategy goes
+ * the lower objective of lpt and milp instead and says so. Under --hsdp with --hsdp-adamw auto,
+ * when the winner's plan shards some layers' AdamW parameters over all ranks, the same
+ * assignment with every layer's in the shard groups is simulated as well and the faster kept
+ * (pb->adamw_*). Any other balance or strategy goes
  * straight to sched_build. Deterministic whenever the MILP is (sched.h). */
 #ifndef SIM_PLAN_BEST_H
 #define SIM_PLAN_BEST_H
@@ -48,6 +51,11 @@ typedef struct plan_best_report {
     int winner;             /* index into cand */
     int by_sim;             /* 1: chosen by the simulated step; 0: by the objective */
     char why[160];          /* when by_sim is 0: why the candidates were not simulated */
+    /* HSDP with --hsdp-adamw auto, when the winner's plan put some layers' AdamW parameters on all
+     * ranks (adamw_world_layers > 0): its step, the step of the same assignment with every layer's
+     * in the shard groups (simulated), and 1 when that one was faster and is the plan */
+    int adamw_world_layers, adamw_replicas_won;
+    double adamw_auto_us, adamw_replicas_us;
 } plan_best_report;
 
 typedef struct plan_best_opts {

@@ -105,6 +105,15 @@ for z in 2 3; do
     like "hsdp Z$z weights: 4 ranks equal 1 rank (chunks summed per shard group) bit for bit" "$out" \
         "largest relative Frobenius error 0 "
 done
+# the AdamW parameters sharded over all 4 ranks instead (--hsdp-adamw world): the same but for
+# their gradients' summation order (flat over the 4 ranks, where the reference groups them by 2)
+run 4 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --hsdp --hsdp-adamw world --gpus-per-node 2 \
+    --tokens 8 --steps 3 --save-weights "$tmp/whw.bin" >/dev/null 2>&1
+out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 32 --grad-chunks 4 \
+    --grad-chunk-group 2 --steps 3 --check-weights "$tmp/whw.bin" 2>&1)
+e=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([0-9.e+-]*\).*/\1/p' | head -1)
+is "hsdp --hsdp-adamw world on 4 ranks: equal to 1 rank to rounding (error $e)" \
+    "$(awk -v e="${e:-1}" 'BEGIN { print (e < 1e-6) ? "yes" : "no" }')" yes
 # 6 ranks in 2 shard groups of 3 (parts of unequal size): the same, bit for bit
 run 6 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --shard 3 --tokens 8 --steps 3 \
     --save-weights "$tmp/wh6.bin" >/dev/null 2>&1

@@ -350,6 +350,10 @@ static void sched_case(const dm_model *m, const dm_matrix *mx, int64_t n, const 
         fprintf(stderr, "%s\n", err.msg);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    /* the chunked one-rank reference sums every gradient in the shard groups' order: HSDP's
+     * AdamW parameters in the shard groups too (sharded over all ranks they are summed flat,
+     * which tests/real_cpu.sh checks to rounding) */
+    if (hsdp) so.hsdp_adamw = SCHED_HSDP_ADAMW_REPLICAS;
     so.milp_time_s = 0.5;
     char desc[600];
     sched_opts_describe(&so, desc, sizeof desc);

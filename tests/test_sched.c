@@ -164,12 +164,13 @@ static void test_update_pieces(const dm_cluster *cl, const dm_costs *costs)
         sz[i] = mx[i].rows * mx[i].cols;
         if (mx[i].role == DM_ROLE_ADAMW) adamw_total += (double)sz[i];
     }
-    for (int hs = 0; hs < 2; hs++) {
+    for (int hs = 0; hs < 3; hs++) { /* flat; HSDP, AdamW in the shard groups; HSDP, AdamW over all ranks */
         sched_opts o;
         sched_opts_default(&o);
         o.balance = SCHED_BAL_LPT;
         o.gpus_per_node = 4;
-        o.hsdp = hs;
+        o.hsdp = hs > 0;
+        o.hsdp_adamw = hs == 2 ? SCHED_HSDP_ADAMW_WORLD : SCHED_HSDP_ADAMW_REPLICAS;
         const int ranks = hs ? 16 : 12;
         dm_program *p = NULL;
         int built = sched_build(m, cl, ranks, costs, &o, &p, NULL, &err) == 0, agree = built, differ = 0;
@@ -196,15 +197,16 @@ static void test_update_pieces(const dm_cluster *cl, const dm_costs *costs)
                     differ = 1;
             }
             agree &= want == got && want_k == got_k;
-            if (!hs || r < 4) sum += got; /* HSDP: the first shard group's ranks, one replica */
+            if (hs != 1 || r < 4) sum += got; /* AdamW in the shard groups: the first one's ranks, one replica */
             if (want != got || want_k != got_k)
                 tap_diag("rank %d: state rule %.0f AdamW elements in %d pieces, the update ops' works %.0f in %d kernels", r,
                          want, want_k, got, got_k);
         }
         ok(built && agree && differ && sum == adamw_total,
            "dmuon%s on %d ranks: every rank's AdamW works cover exactly its state rule's ranges, a kernel per piece, pieces differ from rank to "
-           "rank, %.0f of %.0f AdamW elements over one replica's ranks%s%s",
-           hs ? " --hsdp (4 shard groups of 4)" : "", ranks, sum, adamw_total, built ? "" : ": ", built ? "" : err.msg);
+           "rank, %.0f of %.0f AdamW elements over %s%s%s",
+           hs == 1 ? " --hsdp (4 shard groups of 4)" : hs == 2 ? " --hsdp --hsdp-adamw world" : "", ranks, sum, adamw_total,
+           hs == 1 ? "one replica's ranks" : "all ranks", built ? "" : ": ", built ? "" : err.msg);
         dm_program_free(p);
     }
     free(sz), free(st), free(need), free(mx);
@@ -700,6 +702,84 @@ int main(void)
         sched_opts_default(&o);
         dm_err e2;
         ok(sched_opts_parse(&o, "shard", "4", &e2) == 0 && o.hsdp == 1 && o.shard == 4, "--shard 4 sets hsdp");
+    }
+
+    /* ---- HSDP's AdamW parameters (--hsdp-adamw): replicas (a reduce-scatter in each of the 4
+     * shard groups, each part all-reduced over its column), world (one reduce-scatter over all 16
+     * ranks, as the flat plan), auto (per layer, the cheaper by the collective model: the tied
+     * embedding's bytes over all ranks, a norm's latency in the shard groups) */
+    {
+        dm_matrix *mx = NULL;
+        int64_t nmx = 0;
+        int mrc = dm_model_matrices(m, -1, &mx, &nmx, &err);
+        int64_t big = -1, small = -1; /* the largest and the smallest AdamW-role tensor */
+        for (int64_t i = 0; mrc == 0 && i < nmx; i++)
+            if (mx[i].role == DM_ROLE_ADAMW) {
+                int64_t e = mx[i].rows * mx[i].cols;
+                if (big < 0 || e > mx[big].rows * mx[big].cols) big = i;
+                if (small < 0 || e < mx[small].rows * mx[small].cols) small = i;
+            }
+        static const char *mode_name[] = {"auto", "replicas", "world"};
+        for (int mode = SCHED_HSDP_ADAMW_AUTO; mode <= SCHED_HSDP_ADAMW_WORLD; mode++) {
+            sched_opts_default(&o);
+            o.balance = SCHED_BAL_LPT;
+            o.gpus_per_node = 4;
+            o.hsdp = 1;
+            o.hsdp_adamw = (sched_hsdp_adamw)mode;
+            dm_program *ph = NULL;
+            sched_report rep;
+            memset(&rep, 0, sizeof rep);
+            int bh = sched_build(m, &cl, 16, costs, &o, &ph, &rep, &err);
+            if (bh) tap_diag("%s", err.msg);
+            /* per AdamW-role tensor: world reduce-scatters, shard-group ones, all-reduces */
+            int *wrs = calloc((size_t)nmx + 1, sizeof *wrs), *srs = calloc((size_t)nmx + 1, sizeof *srs),
+                *ar = calloc((size_t)nmx + 1, sizeof *ar), *ns = calloc((size_t)nmx + 1, sizeof *ns);
+            unsigned char *seen = bh ? NULL : calloc((size_t)ph->n_colls + 1, 1), *lw = calloc(256, 1);
+            for (int r = 0; seen && r < ph->nranks; r++)
+                for (int i = 0; i < ph->ranks[r].n_ops; i++) {
+                    const dm_op *op = &ph->ranks[r].ops[i];
+                    if (op->kind == DM_OP_NS)
+                        for (int a = 0; a < op->n_params; a++) ns[op->params[a]]++;
+                    if (op->coll < 0 || seen[op->coll]) continue;
+                    seen[op->coll] = 1;
+                    int gn = ph->groups[op->group].n;
+                    for (int a = 0; a < op->n_params; a++) {
+                        int64_t q = op->params[a];
+                        if (op->kind == DM_OP_REDUCESCATTER && gn == 16) wrs[q]++;
+                        else if (op->kind == DM_OP_REDUCESCATTER && gn == 4) srs[q]++;
+                        else if (op->kind == DM_OP_ALLREDUCE) ar[q]++;
+                    }
+                }
+            int one_scheme = 1, n_world_layers = 0, muon_once = 1;
+            for (int64_t i = 0; seen && i < nmx; i++) {
+                if (mx[i].role == DM_ROLE_MUON && ns[i] != 1) muon_once = 0;
+                if (mx[i].role != DM_ROLE_ADAMW) continue;
+                int w = wrs[i] == 1 && srs[i] == 0 && ar[i] == 0, rp = wrs[i] == 0 && srs[i] == 4 && ar[i] >= 1;
+                if (w == rp) one_scheme = 0;
+                if (w && mx[i].layer >= 0 && mx[i].layer < 256 && !lw[mx[i].layer]) lw[mx[i].layer] = 1, n_world_layers++;
+                if (mode == SCHED_HSDP_ADAMW_WORLD && !w) one_scheme = 0;
+                if (mode == SCHED_HSDP_ADAMW_REPLICAS && !rp) one_scheme = 0;
+            }
+            ok(bh == 0 && mrc == 0 && dm_program_validate(ph, &err) == 0 && one_scheme && muon_once &&
+                   n_world_layers == rep.hsdp_adamw_world,
+               "hsdp-adamw %s: a valid program; each AdamW tensor in one scheme (world: 1 reduce-scatter over 16; "
+               "replicas: 4 in the shard groups, parts all-reduced), %d layers over all ranks as reported; Muon "
+               "NS'd once", mode_name[mode], n_world_layers);
+            if (mode == SCHED_HSDP_ADAMW_AUTO)
+                ok(bh == 0 && big >= 0 && wrs[big] == 1 && srs[small] == 4,
+                   "hsdp-adamw auto: the largest AdamW tensor (%s, %lld elements) over all ranks, the smallest (%s) in "
+                   "the shard groups", big >= 0 ? m->tensors[mx[big].tensor].name : "?", big >= 0 ? (long long)(mx[big].rows * mx[big].cols) : 0,
+                   small >= 0 ? m->tensors[mx[small].tensor].name : "?");
+            free(wrs), free(srs), free(ar), free(ns), free(seen), free(lw);
+            sched_report_free(&rep);
+            dm_program_free(ph);
+        }
+        free(mx);
+        dm_err e3;
+        sched_opts_default(&o);
+        ok(sched_opts_parse(&o, "hsdp-adamw", "world", &e3) == 0 && o.hsdp_adamw == SCHED_HSDP_ADAMW_WORLD &&
+               sched_opts_parse(&o, "hsdp-adamw", "both", &e3) == -1 && strstr(e3.msg, "auto, replicas or world"),
+           "--hsdp-adamw parses world, refuses 'both': %s", e3.msg);
     }
 
     /* ---- --balance auto (sim/plan_best.h): the candidates simulated, the fastest kept */

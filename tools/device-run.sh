@@ -3,7 +3,8 @@
 # device machine's copy of the tree: named stages, each under its own timeout, within one overall
 # budget (a stage that would not fit in what is left is skipped and says so), every log packed
 # into one archive at the end ($OUT/logs.tgz: the device tool brings back at most 8 files).
-# The binaries and libraries come in .devreal/ (tools/build-device.sh; carry [".devreal"]).
+# The binaries and libraries come in .devreal/ or packed in .devreal.txz (tools/build-device.sh;
+# carry [".devreal.txz"]: unpacked here, in place of any .devreal/ there).
 #   tools/device-run.sh [--budget SECONDS] STAGE...      (default budget 540 s)
 # Stages:
 #   env       the GPU, driver, clocks, NCCL, mpirun, what the binary links
@@ -29,6 +30,7 @@ L=$O/logs
 budget=540
 if [ "${1:-}" = --budget ]; then budget=$2; shift 2; fi
 t0=$(date +%s)
+if [ -f .devreal.txz ]; then rm -rf .devreal && tar -xJf .devreal.txz; fi
 eval "$(sed -n '/^D=/,/^{$/p' real/run_device.sh | sed '$d')" # D, LD_LIBRARY_PATH, MPIRUN: the executor's set-up
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1

@@ -370,6 +370,16 @@ stage_power() {
     echo "power_probe exit $?"
     cat "$L/power_probe.txt"
 }
+# powerlong: the continuous GEMM phases of tools/power_probe.py for 20 s each after 5 s idle, 50 ms
+# windows: whether the clock falls again after the first ~100 ms (a 16384-token step's phases
+# run for seconds; 4 s phases showed a second fall at ~2 s)
+STAGE_TIMEOUT_powerlong=100
+stage_powerlong() {
+    timeout 90 python3 tools/power_probe.py --phases gemm-big,gemm-mlp --seconds 20 --cool 5 --window-ms 50 \
+        --json "$L/powerlong.json" > "$L/powerlong_probe.txt" 2>&1
+    echo "power_probe (long) exit $?"
+    cat "$L/powerlong_probe.txt"
+}
 # coolbench: does `bench work --cool` give rows independent of the run's length? The validation
 # models' kernels at 4096 tokens as run (back to back) and with --cool, then only two models'
 # kernels (a short run), each with its end-of-run reference GEMM ($L/coolbench_*.{csv,txt});

@@ -24,7 +24,7 @@ Prints one line per phase: throughput in the first window, the median over the l
 ratio, the time to fall halfway, mean power and SM clock in the last half; --json writes the
 windows. Read-only on the GPU's settings (clocks and limits are never changed).
 
-  python3 tools/power_probe.py [--seconds 4] [--cool 3] [--window-ms 20] [--json OUT]
+  python3 tools/power_probe.py [--seconds 4] [--cool 3] [--window-ms 20] [--phases A,B] [--json OUT]
 """
 import argparse
 import json
@@ -40,6 +40,7 @@ def main():
     ap.add_argument("--cool", type=float, default=3.0, help="idle seconds before each phase")
     ap.add_argument("--window-ms", type=float, default=20.0, help="timing window")
     ap.add_argument("--json", help="write every window here")
+    ap.add_argument("--phases", help="only these phases (comma-separated names, e.g. gemm-big,gemm-mlp)")
     ap.add_argument("--recover", action="store_true", help="the recovery phases instead (see above)")
     ap.add_argument("--recover-hot", type=float, default=1.0, help="seconds of GEMMs before a recovery")
     ap.add_argument("--recover-ms", default="0,5,10,20,40,80,160", help="idle gaps of the recovery phases")
@@ -211,6 +212,12 @@ def main():
                   ("copy", cont(copy, "copy", t_copy))]
         phases += [(f"duty-{d}", duty(d)) for d in (75, 50, 25)]
         phases += [("gap-50", gap(50))]
+    if a.phases:
+        want = a.phases.split(",")
+        unknown = [w for w in want if w not in [n for n, _ in phases]]
+        if unknown:
+            ap.error(f"--phases: no phase {', '.join(unknown)}; there are {', '.join(n for n, _ in phases)}")
+        phases = [(n, f) for n, f in phases if n in want]
     out = {"gpu": name, "power_limit_w": limit, "torch": torch.__version__, "t_big_ms": t_big, "t_copy_ms": t_copy,
            "t_mlp_ms": t_mlp,
            "phases": []}
