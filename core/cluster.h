@@ -91,6 +91,10 @@ typedef struct dm_cluster {
     double lo_rate;         /* ... and the rate of compute-lo's op (it takes what is left) */
     double step_start_us;   /* every rank's first op starts this long after the step's start */
     double op_gap_us;       /* a rank's compute op starts at least this long after its previous one ends */
+    double solo_coll_us;    /* a one-rank collective (run on the compute stream, program.h's
+                               dm_run_stream: NCCL's launch and kernel, no data moved) holds the
+                               stream this long, the idle before it included; the next compute op
+                               starts op_gap_us after it ends, as after a compute op (0: free) */
     double staging_efficiency; /* the executor's staging copies around a reduce-scatter or all-gather
                                   (coll.h): achieved fraction of HBM bandwidth; 0: the HBM roofline */
     double staging_launch_us;  /* the time of each staging copy's launch (a cudaMemcpyAsync) with

@@ -539,6 +539,7 @@ static int setup(sim *s, dm_err *err)
         coll_algo a = collcost_pick(op->kind, s->o.algo, op->bytes, t);
         c->lat_us = collcost_latency_us(op->kind, a, t) + /* the executor's staging copies (coll.h) */
                     dm_coll_staging_us(s->c, op->kind, op->staged, op->bytes, op->n_params, t->n_ranks);
+        if (t->n_ranks == 1) c->lat_us += s->c->solo_coll_us; /* NCCL's launch and kernel, nothing moved */
         c->vol = collcost_bus_bytes(op->kind, a, op->bytes, t->n_ranks) / collcost_kind_scale(op->kind, t);
         c->last = -1;
     }
@@ -755,6 +756,14 @@ static int op_done(sim *s, int g, dm_err *err)
         }
         if (s->gpu_busy[other] && retime(s, other, 0, err)) return -1; /* it has the GPU alone now */
         if (s->c->op_gap_us > 0) { /* idle until then; the event retries this rank's streams */
+            s->gpu_free[q] = s->now + s->c->op_gap_us;
+            if (sim_heap_push(&s->h, s->gpu_free[q], EV_GPU_FREE, r, 0, err)) return -1;
+        }
+    } else if (s->c->solo_coll_us > 0 && s->c->op_gap_us > 0 && stream_of(s, g) == DM_STREAM_COMPUTE) {
+        /* a one-rank collective on the compute stream (solo_coll_us): a launch in that stream,
+         * the next compute op waits the gap after it as after a compute op */
+        int q = slot_of(s, g);
+        if (s->now + s->c->op_gap_us > s->gpu_free[q]) {
             s->gpu_free[q] = s->now + s->c->op_gap_us;
             if (sim_heap_push(&s->h, s->gpu_free[q], EV_GPU_FREE, r, 0, err)) return -1;
         }

@@ -386,6 +386,30 @@ static void test_one_rank_stream(void)
     double t1 = reduce_start(1), t2 = reduce_start(2);
     ok(t1 >= fwd - 1e-6, "one rank: the reduce waits in the compute lane for the forward (starts %.3f us, forward %.3f)", t1, fwd);
     ok(t2 >= 0 && t2 < 1e-6, "two ranks: the reduce starts at once on its own stream (%.3f us)", t2);
+    /* solo_coll_us: one rank's collective holds the compute lane that long, and the next
+     * forward waits op_gap_us after it as after a compute op: forward, reduce, forward */
+    for (int solo = 0; solo < 2; solo++) {
+        dm_cluster cs = cluster("a800");
+        cs.op_gap_us = 2;
+        cs.solo_coll_us = solo ? 3 : 0;
+        dm_program *p = dm_program_new(1, 8, "t", "t", "a800", "", 1, &err);
+        int g = all_ranks(p, 1);
+        dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+        f.flops = 1e12;
+        dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+        add_coll(p, g, DM_OP_REDUCE, DM_STREAM_COMM_LO, 1e6, 0);
+        dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+        sim_result *r = run(p, &cs, 1);
+        double t = -1;
+        int seen = 0;
+        for (int i = 0; r && i < r->trace->n; i++)
+            if (r->trace->ev[i].kind == DM_OP_FORWARD && seen++ == 1) t = r->trace->ev[i].ts_us;
+        double want = fwd + (solo ? 3 + 2 : 2); /* without it: the gap after the first forward alone */
+        ok(fabs(t - want) < 1e-6, "one rank, solo_coll_us %d: the second forward starts at %.3f us (want %.3f)", solo ? 3 : 0,
+           t, want);
+        sim_result_free(r);
+        dm_program_free(p);
+    }
 }
 
 /* Cluster files: the documented keys, and errors with file:line:col. */

@@ -154,17 +154,20 @@ call_costs() {
     if [ -s "$L/h200-work.csv" ]; then K=$K,$L/h200-work.csv; else K=$K,traces/costs/h200-work.csv; fi
     echo "$K$(cat "$L/extra_costs" 2>/dev/null)"
 }
-# VALIDATE_TOKENS (default 4096; a list such as 2048,8192 runs each) sets the batch per rank.
+# VALIDATE_TOKENS (default 4096; a list such as 2048,8192 runs each) sets the batch per rank;
+# VALIDATE_STRATEGIES (default dmuon,muon-ddp,adamw) the strategies.
 VALIDATE_MODELS="${VALIDATE_MODELS:-llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l}"
 STAGE_TIMEOUT_validate=300
 stage_validate() {
     local K
     K=$(call_costs)
     timeout 290 "$D/dmuon" validate --cluster h200 --costs "$K" --models "$VALIDATE_MODELS" \
-        --strategies dmuon,muon-ddp,adamw --overlaps interleave --gpus 1 --tokens "${VALIDATE_TOKENS:-4096}" --steps 3 \
+        --strategies "${VALIDATE_STRATEGIES:-dmuon,muon-ddp,adamw}" --overlaps interleave --gpus 1 --tokens "${VALIDATE_TOKENS:-4096}" --steps 3 \
         --mpirun "$MPIRUN --bind-to none" --out "$L/validate" > "$L/validate.txt" 2>&1
     echo "validate exit $?"
     sed -n '/^# errors by model/,$p' "$L/validate.txt" | head -30
+    # muon-fsdp cases: the PyTorch form's serial gather-then-NS timeline (issue 15)
+    for t in "$L"/validate/*.muon-fsdp.*/real.csv; do [ -f "$t" ] && python3 tools/fsdp_serial_check.py "$t"; done
     grep -h -E '^# (GPU memory|per layer|mean over)' "$L"/validate/*/run.log 2>/dev/null | head -30
     # keep what the build machine needs: the measured table, every run log, trace and plan
     for d in "$L"/validate/*/; do rm -f "$d/sim.csv"; done

@@ -516,6 +516,7 @@ static void power_clock_ops(const dm_power *pw, fit_op *ops, int n, int *ix)
  * its staging points to *stg. */
 static int collect_ops(const char *trace_path, const char *program_path, const dm_gpu *gpu, const dm_costs *costs,
                        const dm_power *pw, fit_op **ops, int *n, int *n_ov, double **first, int *n_first, double **gaps, int *n_gaps,
+                       double **solo, int *n_solo,
                        int *n_covered, int *n_uncovered, int first_trace, int trace_no, char *model, size_t model_size, char *desc,
                        size_t desc_size, stage_pt **stg, int *n_stg, dm_err *err)
 {
@@ -555,20 +556,31 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
         if (m >= 0) fg[(*n_first)++] = m;
     }
     /* per rank, the GPU's idle time between consecutive compute ops (start of one less the end
-     * of the one before it, by start time; negative differences, from overlapping ops, are 0) */
+     * of the one before it, by start time; negative differences, from overlapping ops, are 0).
+     * One rank runs its collectives on the compute stream (program.h, dm_run_stream): there
+     * they are ops of the sequence too, each a sample of solo_coll_us (its time and the idle
+     * before it); the idle after it is a gap like any other. */
     double *gg = dm_realloc(*gaps, ((size_t)*n_gaps + (size_t)t->n + 1) * sizeof *gg, err);
     if (!gg) goto out;
     *gaps = gg;
+    double *so = dm_realloc(*solo, ((size_t)*n_solo + (size_t)t->n + 1) * sizeof *so, err);
+    if (!so) goto out;
+    *solo = so;
     for (int r = 0; r < R; r++) {
         int k = 0;
         for (int i = 0; i < t->n; i++)
-            if (t->ev[i].rank == r && dm_op_is_compute(t->ev[i].kind)) {
+            if (t->ev[i].rank == r && (dm_op_is_compute(t->ev[i].kind) || (R == 1 && dm_op_is_collective(t->ev[i].kind)))) {
                 iv[2 * k] = t->ev[i].ts_us;
-                iv[2 * k + 1] = t->ev[i].ts_us + t->ev[i].dur_us;
+                /* a collective marked by a negative end: its kind travels with the sort */
+                iv[2 * k + 1] = (t->ev[i].ts_us + t->ev[i].dur_us) * (dm_op_is_compute(t->ev[i].kind) ? 1 : -1);
                 k++;
             }
         if (k > 1) qsort(iv, (size_t)k, 2 * sizeof *iv, cmp_first_double);
-        for (int i = 1; i < k; i++) gg[(*n_gaps)++] = iv[2 * i] > iv[2 * i - 1] ? iv[2 * i] - iv[2 * i - 1] : 0;
+        for (int i = 1; i < k; i++) {
+            double prev_end = fabs(iv[2 * i - 1]), gap = iv[2 * i] > prev_end ? iv[2 * i] - prev_end : 0;
+            if (iv[2 * i + 1] < 0) so[(*n_solo)++] = gap + (-iv[2 * i + 1] - iv[2 * i]);
+            else gg[(*n_gaps)++] = gap;
+        }
     }
     size_t used = strlen(desc);
     snprintf(desc + used, desc_size - used, "%s%s (%s trace of %s %s, %d rank%s)", used ? "; " : "", trace_path, t->source,
@@ -764,9 +776,9 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
                      const dm_gpu *gpu, const dm_costs *costs, int flags, FILE *log, dm_err *err)
 {
     int fit_slowdown = flags & CALIB_FIT_COMM_SLOWDOWN, fit_gap = (flags & CALIB_FIT_KERNEL_GAP) != 0;
-    int rc = -1, n = 0, n_ov = 0, n_first = 0, n_gaps = 0, n_cov = 0, n_unc = 0;
+    int rc = -1, n = 0, n_ov = 0, n_first = 0, n_gaps = 0, n_solo = 0, n_cov = 0, n_unc = 0;
     fit_op *ops = NULL;
-    double *first = NULL, *gaps = NULL;
+    double *first = NULL, *gaps = NULL, *solo = NULL;
     stage_pt *stg = NULL;
     int n_stg = 0;
     char desc[1024] = "", model[128] = "";
@@ -777,7 +789,7 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     if (pw && log) fprintf(log, "  (each op's clock from the power model along its trace)\n");
     for (int i = 0; i < n_traces; i++) {
         const char *pp = program_paths ? program_paths[i] : NULL;
-        if (collect_ops(trace_paths[i], pp, gpu, costs, pw, &ops, &n, &n_ov, &first, &n_first, &gaps, &n_gaps, &n_cov, &n_unc,
+        if (collect_ops(trace_paths[i], pp, gpu, costs, pw, &ops, &n, &n_ov, &first, &n_first, &gaps, &n_gaps, &solo, &n_solo, &n_cov, &n_unc,
                         i == 0, i, model, sizeof model, desc, sizeof desc, &stg, &n_stg, err))
             goto out;
     }
@@ -985,12 +997,22 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         /* residual: the interquartile half-width relative to the median */
         if (set_num(c, "op_gap_us", m, src, m > 0 ? (q3 - q1) / (2 * m) : 0, n_gaps, err)) goto out;
     }
+    if (n_solo) { /* one-rank traces' collectives on the compute stream: the median hold */
+        double m = cmp_quantile(solo, n_solo, 0.5), q1 = cmp_quantile(solo, n_solo, 0.25),
+               q3 = cmp_quantile(solo, n_solo, 0.75);
+        snprintf(src, sizeof src, "%s: a one-rank collective's time on the compute stream with the idle before it, "
+                 "median over %d (quartiles %.3g and %.3g us)", desc, n_solo, q1, q3);
+        if (log) fprintf(log, "  %-34s %.4g: %3d one-rank collectives (quartiles %.3g, %.3g)\n", "solo_coll_us", m, n_solo,
+                         q1, q3);
+        if (set_num(c, "solo_coll_us", m, src, m > 0 ? (q3 - q1) / (2 * m) : 0, n_solo, err)) goto out;
+    }
     if (fit_staging(c, stg, n_stg, gpu, desc, log, err)) goto out;
     rc = 0;
 out:
     free(ops);
     free(first);
     free(gaps);
+    free(solo);
     free(stg);
     return rc;
 }
