@@ -256,6 +256,9 @@ static const dm_param params[] = {
      "every rank's first op starts this long after the step's start (executor setup)"},
     {"op_gap_us", DM_PARAM_NUM, F | C, AT(op_gap_us), 1, "us", 0, 1e4, 0,
      "the GPU idles this long between two compute ops of a rank (launches, event records)"},
+    {"graph_gap_us", DM_PARAM_NUM, F | C, AT(graph_gap_us), 1, "us", 0, 1e4, 0,
+     "the GPU idles this long after an op launched as a CUDA graph (an NS op not eager) before the next one "
+     "(default: op_gap_us)"},
     {"solo_coll_us", DM_PARAM_NUM, F | C, AT(solo_coll_us), 1, "us", 0, 1e4, 0,
      "a one-rank collective (on the compute stream) holds it this long, the idle before it included; "
      "the next compute op then waits op_gap_us"},

@@ -91,6 +91,8 @@ typedef struct dm_cluster {
     double lo_rate;         /* ... and the rate of compute-lo's op (it takes what is left) */
     double step_start_us;   /* every rank's first op starts this long after the step's start */
     double op_gap_us;       /* a rank's compute op starts at least this long after its previous one ends */
+    double graph_gap_us;    /* the GPU idles this long after an op the executor launches as a CUDA
+                               graph (an NS op not eager) before the next op (0: op_gap_us) */
     double solo_coll_us;    /* a one-rank collective (run on the compute stream, program.h's
                                dm_run_stream: NCCL's launch and kernel, no data moved) holds the
                                stream this long, the idle before it included; the next compute op

@@ -755,8 +755,11 @@ static int op_done(sim *s, int g, dm_err *err)
             s->pw_P[r] = s->gpu_busy[other] ? op_demand(s, s->gpu_run[other]) : s->c->power.idle_w;
         }
         if (s->gpu_busy[other] && retime(s, other, 0, err)) return -1; /* it has the GPU alone now */
-        if (s->c->op_gap_us > 0) { /* idle until then; the event retries this rank's streams */
-            s->gpu_free[q] = s->now + s->c->op_gap_us;
+        /* after an NS op launched as a CUDA graph, its own gap (graph_gap_us) */
+        double gap = s->c->graph_gap_us > 0 && kind_of(s, g) == DM_OP_NS && !s->op[g]->eager ? s->c->graph_gap_us
+                                                                                              : s->c->op_gap_us;
+        if (gap > 0) { /* idle until then; the event retries this rank's streams */
+            s->gpu_free[q] = s->now + gap;
             if (sim_heap_push(&s->h, s->gpu_free[q], EV_GPU_FREE, r, 0, err)) return -1;
         }
     } else if (s->c->solo_coll_us > 0 && s->c->op_gap_us > 0 && stream_of(s, g) == DM_STREAM_COMPUTE) {

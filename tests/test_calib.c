@@ -483,6 +483,48 @@ int main(void)
            "ns_time_scale 1.3 recovered from 4 NS ops (%s)", e ? e->value : "-");
         ok(calib_fit_trace(&kn, path2, h200, ppath, NULL, 0, NULL, &err) == -1 && strstr(err.msg, "kernel table"),
            "a plan without a kernel table is refused: %s", err.msg);
+        /* the gaps of one rank's stream (its collectives run there, program.h): after an NS op
+         * launched as a graph 2.5 us (graph_gap_us), after an eager one or a forward 1.5
+         * (op_gap_us); a one-rank broadcast of 2 us after 1 us of idle holds the stream 3 us
+         * (solo_coll_us) */
+        {
+            dm_program *pg = dm_program_new(1, 1, "t", "dmuon", "h200x2", "", 1, &err);
+            dm_trace *sg = dm_trace_new("real", pg, &err);
+            int one = 0, g1 = dm_program_group(pg, &one, 1, &err);
+            /* kind, eager, duration, idle after */
+            static const struct { dm_op_kind k; int eager; double dur, after; } seq[] = {
+                {DM_OP_NS, 0, 300, 2.5}, {DM_OP_FORWARD, 0, 500, 1.0}, {DM_OP_BROADCAST, 0, 2, 1.5},
+                {DM_OP_FORWARD, 0, 500, 1.5}, {DM_OP_NS, 1, 300, 1.5}, {DM_OP_FORWARD, 0, 500, 1.5},
+                {DM_OP_NS, 0, 300, 2.5}, {DM_OP_FORWARD, 0, 500, 1.0}, {DM_OP_BROADCAST, 0, 2, 1.5},
+                {DM_OP_FORWARD, 0, 500, 0}};
+            double t0 = 0;
+            for (int i = 0; i < (int)(sizeof seq / sizeof seq[0]); i++) {
+                dm_op o = dm_op_init(seq[i].k, dm_op_is_collective(seq[i].k) ? DM_STREAM_COMM_HI : DM_STREAM_COMPUTE);
+                if (seq[i].k == DM_OP_NS) o.m = o.n = 2048, o.batch = 1, o.algo = DM_NS_GRAM, o.eager = seq[i].eager;
+                if (seq[i].k == DM_OP_BROADCAST) o.group = g1, o.root = 0, o.bytes = 1e6, o.coll = dm_program_new_coll(pg);
+                dm_program_add_op(pg, 0, &o, NULL, 0, NULL, 0, &err);
+                dm_trace_event ev = {0, o.stream, i, seq[i].k, t0, seq[i].dur, 1e6, seq[i].k == DM_OP_FORWARD ? 1e11 : 0, 0,
+                                     o.coll, 0};
+                dm_trace_add(sg, &ev, &err);
+                t0 += seq[i].dur + seq[i].after;
+            }
+            char gpath[600], gppath[600];
+            snprintf(gpath, sizeof gpath, "%s/gaps.csv", dir);
+            snprintf(gppath, sizeof gppath, "%s/gaps_program.json", dir);
+            int wr = dm_trace_write_csv(sg, gpath, &err) == 0 && dm_program_save(pg, gppath, &err) == 0;
+            static calib kg;
+            memset(&kg, 0, sizeof kg);
+            int frc = wr ? calib_fit_trace(&kg, gpath, h200, gppath, table, 0, NULL, &err) : -1;
+            const calib_entry *eg = calib_get(&kg, "graph_gap_us"), *eo = calib_get(&kg, "op_gap_us"),
+                              *es = calib_get(&kg, "solo_coll_us");
+            ok(frc == 0 && eg && eo && es && fabs(atof(eg->value) - 2.5) < 1e-9 && eg->points == 2 &&
+                   fabs(atof(eo->value) - 1.5) < 1e-9 && eo->points == 5 && fabs(atof(es->value) - 3) < 1e-9 &&
+                   es->points == 2,
+               "one rank's gaps: graph_gap_us 2.5 (2), op_gap_us 1.5 (5), solo_coll_us 3 (2): %s %s %s%s",
+               eg ? eg->value : "-", eo ? eo->value : "-", es ? es->value : "-", frc ? err.msg : "");
+            dm_trace_free(sg);
+            dm_program_free(pg);
+        }
         dm_program_free(p);
         p = dm_program_new(1, 1, "t", "dmuon", "h200x2", "", 1, &err);
         dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);

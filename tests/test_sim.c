@@ -412,6 +412,36 @@ static void test_one_rank_stream(void)
     }
 }
 
+/* graph_gap_us: after an NS op launched as a CUDA graph (not eager) the next op waits that long,
+ * after an eager one op_gap_us: NS, then a forward, one rank */
+static void test_graph_gap(void)
+{
+    for (int eager = 0; eager < 2; eager++) {
+        dm_cluster c = cluster("a800");
+        c.op_gap_us = 1.5;
+        c.graph_gap_us = 2.5;
+        dm_program *p = dm_program_new(1, 8, "t", "t", "a800", "", 1, &err);
+        dm_op ns = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+        ns.m = ns.n = 1024, ns.batch = 1, ns.flops = dm_ns_flops(1024, 1024, DM_NS_DIRECT), ns.eager = eager;
+        dm_program_add_op(p, 0, &ns, NULL, 0, NULL, 0, &err);
+        dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
+        f.flops = 1e12;
+        dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
+        sim_result *r = run(p, &c, 1);
+        double ns_end = -1, fwd_start = -1;
+        for (int i = 0; r && i < r->trace->n; i++) {
+            const dm_trace_event *e = &r->trace->ev[i];
+            if (e->kind == DM_OP_NS) ns_end = e->ts_us + e->dur_us;
+            if (e->kind == DM_OP_FORWARD) fwd_start = e->ts_us;
+        }
+        double want = eager ? 1.5 : 2.5;
+        ok(ns_end > 0 && fabs(fwd_start - ns_end - want) < 1e-6, "%s NS op: the next op starts %.3f us after it (want %.1f)",
+           eager ? "an eager" : "a graph-launched", fwd_start - ns_end, want);
+        sim_result_free(r);
+        dm_program_free(p);
+    }
+}
+
 /* Cluster files: the documented keys, and errors with file:line:col. */
 static void test_cluster_file(void)
 {
@@ -562,5 +592,6 @@ int main(void)
     test_order();
     test_deadlock_and_gpu();
     test_one_rank_stream();
+    test_graph_gap();
     return tap_done();
 }

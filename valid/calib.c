@@ -516,12 +516,13 @@ static void power_clock_ops(const dm_power *pw, fit_op *ops, int n, int *ix)
  * its staging points to *stg. */
 static int collect_ops(const char *trace_path, const char *program_path, const dm_gpu *gpu, const dm_costs *costs,
                        const dm_power *pw, fit_op **ops, int *n, int *n_ov, double **first, int *n_first, double **gaps, int *n_gaps,
-                       double **solo, int *n_solo,
+                       double **solo, int *n_solo, double **ggaps, int *n_ggaps,
                        int *n_covered, int *n_uncovered, int first_trace, int trace_no, char *model, size_t model_size, char *desc,
                        size_t desc_size, stage_pt **stg, int *n_stg, dm_err *err)
 {
     dm_trace *t = NULL;
     dm_program *p = NULL;
+    double *seq = NULL;
     if (dm_trace_read(trace_path, &t, err)) return -1;
     if (!first_trace && strcmp(model, t->model)) { /* so that validation on the other models means something */
         dm_err_set(err, "%s is a trace of %s, an earlier one of %s: a calibration is fitted on one model's traces", trace_path,
@@ -559,26 +560,36 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
      * of the one before it, by start time; negative differences, from overlapping ops, are 0).
      * One rank runs its collectives on the compute stream (program.h, dm_run_stream): there
      * they are ops of the sequence too, each a sample of solo_coll_us (its time and the idle
-     * before it); the idle after it is a gap like any other. */
+     * before it); the idle after it is a gap like any other. The idle after an NS op the
+     * executor launched as a CUDA graph (the program's op not eager) is a sample of
+     * graph_gap_us instead. seq: start, end, class (0 compute, 1 graph NS, 2 collective). */
     double *gg = dm_realloc(*gaps, ((size_t)*n_gaps + (size_t)t->n + 1) * sizeof *gg, err);
     if (!gg) goto out;
     *gaps = gg;
     double *so = dm_realloc(*solo, ((size_t)*n_solo + (size_t)t->n + 1) * sizeof *so, err);
     if (!so) goto out;
     *solo = so;
+    double *gr = dm_realloc(*ggaps, ((size_t)*n_ggaps + (size_t)t->n + 1) * sizeof *gr, err);
+    if (!gr) goto out;
+    *ggaps = gr;
+    seq = dm_malloc(((size_t)t->n + 1) * 3 * sizeof *seq, err);
+    if (!seq) goto out;
     for (int r = 0; r < R; r++) {
         int k = 0;
-        for (int i = 0; i < t->n; i++)
-            if (t->ev[i].rank == r && (dm_op_is_compute(t->ev[i].kind) || (R == 1 && dm_op_is_collective(t->ev[i].kind)))) {
-                iv[2 * k] = t->ev[i].ts_us;
-                /* a collective marked by a negative end: its kind travels with the sort */
-                iv[2 * k + 1] = (t->ev[i].ts_us + t->ev[i].dur_us) * (dm_op_is_compute(t->ev[i].kind) ? 1 : -1);
-                k++;
-            }
-        if (k > 1) qsort(iv, (size_t)k, 2 * sizeof *iv, cmp_first_double);
+        for (int i = 0; i < t->n; i++) {
+            const dm_trace_event *e = &t->ev[i];
+            if (e->rank != r || !(dm_op_is_compute(e->kind) || (R == 1 && dm_op_is_collective(e->kind)))) continue;
+            const dm_op *pop = p && e->op >= 0 && e->op < p->ranks[r].n_ops ? &p->ranks[r].ops[e->op] : NULL;
+            seq[3 * k] = e->ts_us;
+            seq[3 * k + 1] = e->ts_us + e->dur_us;
+            seq[3 * k + 2] = dm_op_is_collective(e->kind) ? 2 : e->kind == DM_OP_NS && pop && pop->kind == DM_OP_NS && !pop->eager;
+            k++;
+        }
+        if (k > 1) qsort(seq, (size_t)k, 3 * sizeof *seq, cmp_first_double);
         for (int i = 1; i < k; i++) {
-            double prev_end = fabs(iv[2 * i - 1]), gap = iv[2 * i] > prev_end ? iv[2 * i] - prev_end : 0;
-            if (iv[2 * i + 1] < 0) so[(*n_solo)++] = gap + (-iv[2 * i + 1] - iv[2 * i]);
+            double gap = seq[3 * i] > seq[3 * i - 2] ? seq[3 * i] - seq[3 * i - 2] : 0;
+            if (seq[3 * i + 2] == 2) so[(*n_solo)++] = gap + (seq[3 * i + 1] - seq[3 * i]);
+            else if (seq[3 * i - 1] == 1) gr[(*n_ggaps)++] = gap;
             else gg[(*n_gaps)++] = gap;
         }
     }
@@ -691,6 +702,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
 out:
     free(iv);
     free(iv_off);
+    free(seq);
     dm_trace_free(t);
     dm_program_free(p);
     return rc;
@@ -776,9 +788,9 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
                      const dm_gpu *gpu, const dm_costs *costs, int flags, FILE *log, dm_err *err)
 {
     int fit_slowdown = flags & CALIB_FIT_COMM_SLOWDOWN, fit_gap = (flags & CALIB_FIT_KERNEL_GAP) != 0;
-    int rc = -1, n = 0, n_ov = 0, n_first = 0, n_gaps = 0, n_solo = 0, n_cov = 0, n_unc = 0;
+    int rc = -1, n = 0, n_ov = 0, n_first = 0, n_gaps = 0, n_solo = 0, n_ggaps = 0, n_cov = 0, n_unc = 0;
     fit_op *ops = NULL;
-    double *first = NULL, *gaps = NULL, *solo = NULL;
+    double *first = NULL, *gaps = NULL, *solo = NULL, *ggaps = NULL;
     stage_pt *stg = NULL;
     int n_stg = 0;
     char desc[1024] = "", model[128] = "";
@@ -789,7 +801,7 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     if (pw && log) fprintf(log, "  (each op's clock from the power model along its trace)\n");
     for (int i = 0; i < n_traces; i++) {
         const char *pp = program_paths ? program_paths[i] : NULL;
-        if (collect_ops(trace_paths[i], pp, gpu, costs, pw, &ops, &n, &n_ov, &first, &n_first, &gaps, &n_gaps, &solo, &n_solo, &n_cov, &n_unc,
+        if (collect_ops(trace_paths[i], pp, gpu, costs, pw, &ops, &n, &n_ov, &first, &n_first, &gaps, &n_gaps, &solo, &n_solo, &ggaps, &n_ggaps, &n_cov, &n_unc,
                         i == 0, i, model, sizeof model, desc, sizeof desc, &stg, &n_stg, err))
             goto out;
     }
@@ -997,6 +1009,15 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         /* residual: the interquartile half-width relative to the median */
         if (set_num(c, "op_gap_us", m, src, m > 0 ? (q3 - q1) / (2 * m) : 0, n_gaps, err)) goto out;
     }
+    if (n_ggaps) { /* after NS ops launched as CUDA graphs */
+        double m = cmp_quantile(ggaps, n_ggaps, 0.5), q1 = cmp_quantile(ggaps, n_ggaps, 0.25),
+               q3 = cmp_quantile(ggaps, n_ggaps, 0.75);
+        snprintf(src, sizeof src, "%s: the GPU's idle time after an NS op launched as a CUDA graph (not eager), median "
+                 "over %d gaps (quartiles %.3g and %.3g us)", desc, n_ggaps, q1, q3);
+        if (log) fprintf(log, "  %-34s %.4g: %3d gaps after graph-launched NS ops (quartiles %.3g, %.3g)\n", "graph_gap_us",
+                         m, n_ggaps, q1, q3);
+        if (set_num(c, "graph_gap_us", m, src, m > 0 ? (q3 - q1) / (2 * m) : 0, n_ggaps, err)) goto out;
+    }
     if (n_solo) { /* one-rank traces' collectives on the compute stream: the median hold */
         double m = cmp_quantile(solo, n_solo, 0.5), q1 = cmp_quantile(solo, n_solo, 0.25),
                q3 = cmp_quantile(solo, n_solo, 0.75);
@@ -1013,6 +1034,7 @@ out:
     free(first);
     free(gaps);
     free(solo);
+    free(ggaps);
     free(stg);
     return rc;
 }
