@@ -1,0 +1,30 @@
+#!/bin/bash
+# tools/replay_all.sh: every stored one-H200 validation replayed by today's simulator with one
+# calibration, one line per call: its cases within the goals and the mean |error| per phase.
+#   tools/replay_all.sh [CALIB [OUTDIR]]      (default traces/calib/h200.calib, /tmp/dmuon-replay)
+# Each call's `dmuon validate --replay` output goes to OUTDIR/NAME.txt and OUTDIR/NAME/replay.csv.
+# Run from the repository root with ./dmuon built.
+set -u
+C=${1:-traces/calib/h200.calib}
+O=${2:-/tmp/dmuon-replay}
+mkdir -p "$O"
+V=traces/validate
+for e in h200-16:$V/h200-16/validate/validate.csv h200-17:$V/h200-17/validate/validate.csv \
+    h200-19:$V/h200-19/validate/validate.csv h200-20:$V/h200-20/validate/validate.csv \
+    h200-21:$V/h200-21/validate/validate.csv h200-22:$V/h200-22/validate/validate.csv \
+    h200-22-tokens:$V/h200-22/tokens-1024-8192/validate/validate.csv \
+    qwen3-6l:traces/device/moeq3-2026-12-03/logs/validate_q3.csv h200-23:$V/h200-23/validate/validate.csv \
+    h200-24:$V/h200-24/validate/validate.csv h200-25:$V/h200-25/validate/validate.csv \
+    h200-25-16384:$V/h200-25/tokens-16384/validate/validate.csv h200-26:$V/h200-26/validate/validate.csv; do
+    n=${e%%:*} f=${e#*:}
+    ./dmuon validate --cluster h200 --calibration "$C" --replay "$f" --out "$O/$n" > "$O/$n.txt" 2>&1
+    g=$(grep "^# goal" "$O/$n.txt" | sed 's/.*: //')
+    python3 - "$O/$n/replay.csv" "$n" "$g" <<'PY'
+import csv, sys
+acc = {}
+for r in csv.DictReader(open(sys.argv[1])):
+    if r["phase"] in ("step", "forward", "backward", "optimizer", "exposed-comm"):
+        acc.setdefault(r["phase"], []).append(abs(float(r["error_pct"])))
+print("%-15s %s | %s" % (sys.argv[2], sys.argv[3][:40], " ".join("%s %.2f" % (k[:4], sum(v) / len(v)) for k, v in acc.items())))
+PY
+done
