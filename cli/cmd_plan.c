@@ -248,9 +248,15 @@ int cmd_plan(int argc, char **argv)
             goto done;
         }
     }
-    long counts[DM_OP__COUNT] = {0}, n_ops = 0;
+    long counts[DM_OP__COUNT] = {0}, last[DM_OP__COUNT] = {0}, n_ops = 0;
     for (int r = 0; r < prog->nranks; r++)
-        for (int i = 0; i < prog->ranks[r].n_ops; i++) counts[prog->ranks[r].ops[i].kind]++;
+        if (r > 0 && prog->ranks[r].ops == prog->ranks[r - 1].ops && prog->ranks[r].n_ops == prog->ranks[r - 1].n_ops)
+            for (int k = 0; k < DM_OP__COUNT; k++) counts[k] += last[k]; /* the same list as the rank before */
+        else {
+            memset(last, 0, sizeof last);
+            for (int i = 0; i < prog->ranks[r].n_ops; i++) last[prog->ranks[r].ops[i].kind]++;
+            for (int k = 0; k < DM_OP__COUNT; k++) counts[k] += last[k];
+        }
     for (int k = 0; k < DM_OP__COUNT; k++) n_ops += counts[k];
     uint64_t hash = dm_program_hash(prog);
     if (json) {

@@ -820,16 +820,26 @@ double dm_program_internode_bytes(const dm_program *p, long *spanning)
     long span = 0;
     int gpn = p->gpus_per_node > 0 ? p->gpus_per_node : p->nranks;
     unsigned char *seen = calloc((size_t)(p->n_colls > 0 ? p->n_colls : 1), 1);
-    if (!seen) return -1;
+    int *nodes = malloc((size_t)(p->n_groups > 0 ? p->n_groups : 1) * sizeof *nodes); /* per group, -1: not yet */
+    if (!seen || !nodes) {
+        free(seen);
+        free(nodes);
+        return -1;
+    }
+    for (int g = 0; g < p->n_groups; g++) nodes[g] = -1;
     for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+        for (int i = 0; p->ranks[r].share == r && i < p->ranks[r].n_ops; i++) { /* a follower's ops are its owner's */
             const dm_op *op = &p->ranks[r].ops[i];
             if (op->coll < 0 || op->coll >= p->n_colls || seen[op->coll]) continue;
             seen[op->coll] = 1;
             const dm_group *g = &p->groups[op->group];
-            int m = 0;
-            for (int k = 0; k < g->n; k++) /* members ascending: count distinct nodes */
-                if (k == 0 || g->ranks[k] / gpn != g->ranks[k - 1] / gpn) m++;
+            if (nodes[op->group] < 0) {
+                int m = 0;
+                for (int k = 0; k < g->n; k++) /* members ascending: count distinct nodes */
+                    if (k == 0 || g->ranks[k] / gpn != g->ranks[k - 1] / gpn) m++;
+                nodes[op->group] = m;
+            }
+            int m = nodes[op->group];
             if (m < 2) continue;
             double n = g->n, f = op->kind == DM_OP_ALLREDUCE ? 2 * (n - 1) / n
                                  : op->kind == DM_OP_ALLGATHER || op->kind == DM_OP_REDUCESCATTER ? (n - 1) / n
@@ -838,6 +848,7 @@ double dm_program_internode_bytes(const dm_program *p, long *spanning)
             span++;
         }
     free(seen);
+    free(nodes);
     if (spanning) *spanning = span;
     return total;
 }

@@ -1046,8 +1046,10 @@ static int check_deadlock(const dm_program *p, const coll_info *ci, const int *b
     int *rep = NULL, *indeg = NULL, *start = NULL, *adj = NULL, *queue = NULL, *fill = NULL;
     int64_t n_edges = 0;
     if (!(rep = dm_malloc((size_t)total * sizeof *rep, err))) goto done;
+    /* the owners' lists alone: a follower runs its owner's ops in the same order, and its
+     * collectives are the same nodes, so a cycle through it is one through its owner's list */
     for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; i < p->ranks[r].n_ops; i++) {
+        for (int i = 0; base[r] >= 0 && i < p->ranks[r].n_ops; i++) {
             const dm_op *o = &p->ranks[r].ops[i];
             rep[base[r] + i] = o->coll >= 0 ? ci[o->coll].node : base[r] + i;
             n_edges += o->n_deps + 1;
@@ -1060,6 +1062,7 @@ static int check_deadlock(const dm_program *p, const coll_info *ci, const int *b
         goto done;
     for (int pass = 0; pass < 2; pass++) {
         for (int r = 0; r < p->nranks; r++) {
+            if (base[r] < 0) continue; /* a follower */
             int last[DM_STREAM__COUNT];
             for (int s = 0; s < DM_STREAM__COUNT; s++) last[s] = -1;
             for (int i = 0; i < p->ranks[r].n_ops; i++) {
@@ -1098,7 +1101,7 @@ static int check_deadlock(const dm_program *p, const coll_info *ci, const int *b
         goto done;
     }
     for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; i < p->ranks[r].n_ops; i++)
+        for (int i = 0; base[r] >= 0 && i < p->ranks[r].n_ops; i++)
             if (indeg[rep[base[r] + i]] > 0) {
                 const dm_op *o = &p->ranks[r].ops[i];
                 if (o->coll >= 0)
@@ -1121,14 +1124,58 @@ done:
     return rc;
 }
 
+/* Ranks that share an owner's list (dm_rank_prog.share) run a prefix of it (ops[0 .. their
+ * n_ops)): the owner's checks hold for those ops but for membership (the group of every
+ * collective in its prefix must hold the follower) and the counts (each collective of the list
+ * runs once more per follower whose prefix reaches it). Per owner with followers: where each
+ * group first appears in its list (gfirst, n_groups ints) and, by a difference array over the
+ * list (over, n_ops + 1 ints), how many followers reach each op. */
+static int shared_ranks(const dm_program *p, coll_info *ci, int *gfirst, dm_err *err)
+{
+    for (int o = 0; o < p->nranks; o++) {
+        const dm_rank_prog *op = &p->ranks[o];
+        if (op->share != o || op->followers <= 0) continue;
+        int *over = dm_calloc((size_t)op->n_ops + 1, sizeof *over, err);
+        if (!over) return -1;
+        for (int g = 0; g < p->n_groups; g++) gfirst[g] = INT32_MAX;
+        for (int i = 0; i < op->n_ops; i++) {
+            const dm_op *x = &op->ops[i];
+            if (dm_op_is_collective(x->kind) && gfirst[x->group] == INT32_MAX) gfirst[x->group] = i;
+        }
+        for (int r = o + 1, left = op->followers; r < p->nranks && left > 0; r++) {
+            const dm_rank_prog *fp = &p->ranks[r];
+            if (fp->share != o) continue;
+            left--;
+            int n = fp->n_ops < op->n_ops ? fp->n_ops : op->n_ops;
+            over[0]++, over[n]--;
+            for (int g = 0; g < p->n_groups; g++)
+                if (gfirst[g] < n && !in_group(&p->groups[g], r)) {
+                    int i = gfirst[g];
+                    free(over);
+                    return dm_err_set(err, "program: rank %d op %d (%s): collective %d on rank %d, which is not in its "
+                                      "group %d (the list rank %d runs too)", r, i, dm_op_kind_name(op->ops[i].kind),
+                                      op->ops[i].coll, r, g, o);
+                }
+        }
+        for (int i = 0, k = 0; i < op->n_ops; i++) {
+            k += over[i];
+            if (dm_op_is_collective(op->ops[i].kind)) ci[op->ops[i].coll].count += k;
+        }
+        free(over);
+    }
+    return 0;
+}
+
 int dm_program_validate(const dm_program *p, dm_err *err)
 {
     int rc = -1;
     coll_info *ci = NULL;
     int *cnt = NULL, *base = NULL;
+    int *gfirst = NULL;
     int64_t total = 0;
     if (!(ci = dm_malloc((size_t)(p->n_colls ? p->n_colls : 1) * sizeof *ci, err)) ||
         !(cnt = dm_malloc((size_t)(p->n_groups ? p->n_groups : 1) * sizeof *cnt, err)) ||
+        !(gfirst = dm_malloc((size_t)(p->n_groups ? p->n_groups : 1) * sizeof *gfirst, err)) ||
         !(base = dm_malloc((size_t)p->nranks * sizeof *base, err)))
         goto done;
     for (int c = 0; c < p->n_colls; c++) {
@@ -1137,6 +1184,11 @@ int dm_program_validate(const dm_program *p, dm_err *err)
         ci[c].first_rank = -1;
     }
     for (int r = 0; r < p->nranks; r++) {
+        const dm_rank_prog *rp = &p->ranks[r];
+        if (rp->share != r) { /* a follower runs its owner's list: checked there (shared_ranks) */
+            base[r] = -1;
+            continue;
+        }
         base[r] = (int)total;
         total += p->ranks[r].n_ops;
         memset(cnt, 0, (size_t)(p->n_groups ? p->n_groups : 1) * sizeof *cnt);
@@ -1280,6 +1332,7 @@ int dm_program_validate(const dm_program *p, dm_err *err)
             }
         }
     }
+    if (shared_ranks(p, ci, gfirst, err)) goto done;
     for (int k = 0; k < p->n_colls; k++) {
         if (ci[k].count == 0) {
             dm_err_set(err, "program: collective %d appears on no rank", k);
@@ -1306,6 +1359,7 @@ int dm_program_validate(const dm_program *p, dm_err *err)
 done:
     free(ci);
     free(cnt);
+    free(gfirst);
     free(base);
     return rc;
 }

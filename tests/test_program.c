@@ -114,6 +114,16 @@ int main(void)
     coll(p, DM_OP_ALLREDUCE, w, -1, 100, two, 2);
     expect_invalid(p, "is missing on member rank 2", "missing collective");
 
+    /* ranks 1 and 2 follow rank 0's list (every op added equals rank 0's): the collective of
+     * group {0, 1} on rank 2 too is refused there, by the check on the followers */
+    p = dm_program_new(3, 2, "tiny", "dmuon", "h200", "", 128, NULL);
+    {
+        int g01 = dm_program_group(p, two, 2, NULL);
+        coll(p, DM_OP_ALLREDUCE, g01, -1, 100, all, 3);
+        ok(p->ranks[2].share == 0, "rank 2 shares rank 0's list");
+        expect_invalid(p, "rank 2 op 0 (all-reduce): collective 0 on rank 2, which is not in its group", "a follower outside the group");
+    }
+
     /* a collective on compute-lo (the second compute stream runs compute ops only) */
     p = dm_program_new(2, 2, "tiny", "dmuon", "h200", "", 128, NULL);
     {
