@@ -696,23 +696,33 @@ static ktime *kt_next(void)
     return &kt[kt_n++];
 }
 
-/* After the step's end was waited for: write the step's kernel times (each step overwrites). */
+/* After the step's end was waited for: write the step's kernel times (each step overwrites).
+ * start_us: each kernel's start from the step's first; wall_s: that start on the host's clock
+ * (CLOCK_REALTIME, seconds), placed by the last kernel's end being about now (the host has just
+ * waited for it): to put a kernel beside the GPU's clock readings (nvidia-smi, NVML). */
 static void kt_flush(void)
 {
     if (!kt_enabled() || !kt_n) return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    float span_ms = 0;
+    cudaEventElapsedTime(&span_ms, kt[0].a, kt[kt_n - 1].b);
+    double wall0 = (double)now.tv_sec + now.tv_nsec * 1e-9 - span_ms * 1e-3;
     FILE *f = fopen(kt_path, "w");
     if (f) {
-        fprintf(f, "layer,pass,index,kind,op,m,n,k,batch,count,param,us,a_mod4k,b_mod4k,c_mod4k,g_mod4k\n");
+        fprintf(f, "layer,pass,index,kind,op,m,n,k,batch,count,param,us,a_mod4k,b_mod4k,c_mod4k,g_mod4k,start_us,wall_s\n");
         int idx = 0, last_layer = -2, last_fwd = -1;
         for (int i = 0; i < kt_n; i++) {
             const ktime *t = &kt[i];
             if (t->layer != last_layer || t->fwd != last_fwd) idx = 0, last_layer = t->layer, last_fwd = t->fwd;
-            float ms = 0;
+            float ms = 0, at = 0;
             cudaEventElapsedTime(&ms, t->a, t->b);
-            fprintf(f, "%d,%s,%d,%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%.3f,%u,%u,%u,%u\n", t->layer, t->fwd ? "fwd" : "bwd", idx++,
-                    dm_kern_kind_name(t->k.kind), dm_kern_op_name(t->k.op), (long long)t->k.m, (long long)t->k.n,
-                    (long long)t->k.k, (long long)t->k.batch, (long long)t->k.count, (long long)t->k.param, ms * 1e3,
-                    (unsigned)(t->pa % 4096), (unsigned)(t->pb % 4096), (unsigned)(t->pc % 4096), (unsigned)(t->pg % 4096));
+            cudaEventElapsedTime(&at, kt[0].a, t->a);
+            fprintf(f, "%d,%s,%d,%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%.3f,%u,%u,%u,%u,%.3f,%.6f\n", t->layer,
+                    t->fwd ? "fwd" : "bwd", idx++, dm_kern_kind_name(t->k.kind), dm_kern_op_name(t->k.op), (long long)t->k.m,
+                    (long long)t->k.n, (long long)t->k.k, (long long)t->k.batch, (long long)t->k.count, (long long)t->k.param,
+                    ms * 1e3, (unsigned)(t->pa % 4096), (unsigned)(t->pb % 4096), (unsigned)(t->pc % 4096),
+                    (unsigned)(t->pg % 4096), at * 1e3, wall0 + at * 1e-3);
         }
         fclose(f);
     }
