@@ -304,7 +304,7 @@ int cmd_plan(int argc, char **argv)
         if (so.hsdp && prog->nranks > (so.shard > 0 ? so.shard : prog->gpus_per_node))
             printf("hsdp      AdamW parameters of %d layer%s sharded over all ranks, the others' in the shard groups "
                    "(--hsdp-adamw %s)\n", rep.hsdp_adamw_world, rep.hsdp_adamw_world == 1 ? "" : "s",
-                   so.hsdp_adamw == SCHED_HSDP_ADAMW_WORLD ? "world" : so.hsdp_adamw == SCHED_HSDP_ADAMW_REPLICAS ? "replicas" : "auto");
+                   sched_hsdp_adamw_name(so.hsdp_adamw));
         printf("# %-14s %9s\n", "op", "count");
         for (int k = 0; k < DM_OP__COUNT; k++)
             if (counts[k]) printf("  %-14s %9ld\n", dm_op_kind_name((dm_op_kind)k), counts[k]);

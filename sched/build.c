@@ -90,6 +90,8 @@ typedef struct bctx {
     int *shard_group, *col_group;
     int *hs_rec;                /* [stage][rank * hs_pairs + pair]: a member's op of that stage */
     int hs_pairs;               /* the most (layer, owner) pairs of a layer */
+    coll_topo aw_topo[3];       /* adamw_world's groups: world, a shard group, a column */
+    int aw_topo_set;
     int *hs_ids, *hs_dep;       /* [rank]: an emitted collective's op ids; deps */
     /* shapes of Muon matrices */
     int n_shapes;
@@ -407,31 +409,30 @@ static void flat_part(double T, int n, int k, double *lo, double *hi)
     *hi = fmin(T, (k + 1) * s);
 }
 
-/* The collective model's time (collcost.h) of one kind over program group g alone on the
- * cluster; -1 (err set) on error. */
-static double group_us(bctx *b, int g, dm_op_kind kind, double bytes)
-{
-    coll_topo t;
-    const dm_group *gr = &b->p->groups[g];
-    if (collcost_topo(b->cl, gr->ranks, gr->n, &t, b->err)) return -1;
-    return collcost_time_us(kind, COLL_ALGO_AUTO, bytes, &t);
-}
-
 /* HSDP: 1 when layer l's AdamW-role parameters (bytes) are sharded over all ranks, 0 when in the
  * shard groups with each part all-reduced over its column (sched_opts.hsdp_adamw; auto: the
- * scheme whose all-gather and reduce, as the collective model prices them alone, cost less). The
- * replicas' all-reduce moves twice a reduce-scatter's bus bytes, each column over its own NIC:
- * for a large tensor (an embedding) the world's reduce-scatter is the cheaper; for small ones the
- * latency of a ring over every rank is. -1 (err set) on error. */
+ * scheme whose all-gather and reduce, as the collective model prices them alone (collcost.h),
+ * cost less). The replicas' all-reduce moves twice a reduce-scatter's bus bytes, each column over
+ * its own NIC: for a large tensor (an embedding) the world's reduce-scatter is the cheaper; for
+ * small ones the latency of a ring over every rank is. The three groups' topologies (world, a
+ * shard group, a column: all shard groups and columns alike) are found once. -1 (err set) on
+ * error. */
 static int adamw_world(bctx *b, double bytes)
 {
     if (b->o->hsdp_adamw != SCHED_HSDP_ADAMW_AUTO) return b->o->hsdp_adamw == SCHED_HSDP_ADAMW_WORLD;
-    double w_ag = group_us(b, b->world, DM_OP_ALLGATHER, bytes), w_rs = group_us(b, b->world, DM_OP_REDUCESCATTER, bytes),
-           s_ag = group_us(b, b->shard_group[0], DM_OP_ALLGATHER, bytes),
-           s_rs = group_us(b, b->shard_group[0], DM_OP_REDUCESCATTER, bytes),
-           c_ar = group_us(b, b->col_group[0], DM_OP_ALLREDUCE, ceil(bytes / b->S / b->elt) * b->elt);
-    if (w_ag < 0 || w_rs < 0 || s_ag < 0 || s_rs < 0 || c_ar < 0) return -1;
-    return w_ag + w_rs < s_ag + s_rs + c_ar;
+    coll_topo *t = b->aw_topo; /* world, shard group, column */
+    if (!b->aw_topo_set) {
+        const int gs[3] = {b->world, b->shard_group[0], b->col_group[0]};
+        for (int i = 0; i < 3; i++)
+            if (collcost_topo(b->cl, b->p->groups[gs[i]].ranks, b->p->groups[gs[i]].n, &t[i], b->err)) return -1;
+        b->aw_topo_set = 1;
+    }
+    double world = collcost_time_us(DM_OP_ALLGATHER, COLL_ALGO_AUTO, bytes, &t[0]) +
+                   collcost_time_us(DM_OP_REDUCESCATTER, COLL_ALGO_AUTO, bytes, &t[0]),
+           replicas = collcost_time_us(DM_OP_ALLGATHER, COLL_ALGO_AUTO, bytes, &t[1]) +
+                      collcost_time_us(DM_OP_REDUCESCATTER, COLL_ALGO_AUTO, bytes, &t[1]) +
+                      collcost_time_us(DM_OP_ALLREDUCE, COLL_ALGO_AUTO, ceil(bytes / b->S / b->elt) * b->elt, &t[2]);
+    return world < replicas;
 }
 
 /* The AdamW-role parameters of layer l: reduce-scatter/all-gather (sharded) or all-reduce; under

@@ -159,6 +159,7 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size);
 const char *sched_strategy_name(sched_strategy s);
 const char *sched_balance_name(sched_balance b);
 const char *sched_overlap_name(sched_overlap v);
+const char *sched_hsdp_adamw_name(sched_hsdp_adamw m); /* "auto", "replicas", "world" */
 
 /* The common plan options for getopt_long, shared by `dmuon plan|sim|run`:
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical

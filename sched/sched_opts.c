@@ -36,6 +36,7 @@ static const char *hsdp_adamw_names[] = {"auto", "replicas", "world"};
 const char *sched_strategy_name(sched_strategy s) { return (unsigned)s <= SCHED_DMUON ? strategy_names[s] : "?"; }
 const char *sched_balance_name(sched_balance b) { return (unsigned)b <= SCHED_BAL_AUTO ? balance_names[b] : "?"; }
 const char *sched_overlap_name(sched_overlap v) { return (unsigned)v <= SCHED_OVERLAP_INTERLEAVE ? overlap_names[v] : "?"; }
+const char *sched_hsdp_adamw_name(sched_hsdp_adamw m) { return (unsigned)m <= SCHED_HSDP_ADAMW_WORLD ? hsdp_adamw_names[m] : "?"; }
 
 int sched_opts_pytorch_form(const sched_opts *o)
 {
@@ -273,7 +274,7 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
         if (n < size && o->shard > 0) snprintf(buf + n, size - n, " hsdp=%d", o->shard);
         else if (n < size) snprintf(buf + n, size - n, " hsdp=node");
         n = strlen(buf);
-        if (n < size && o->hsdp_adamw) snprintf(buf + n, size - n, " hsdp-adamw=%s", hsdp_adamw_names[o->hsdp_adamw]);
+        if (n < size && o->hsdp_adamw) snprintf(buf + n, size - n, " hsdp-adamw=%s", sched_hsdp_adamw_name(o->hsdp_adamw));
     }
     if (o->ns_early > 0 || o->ns_stream) {
         size_t n = strlen(buf);

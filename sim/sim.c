@@ -736,6 +736,15 @@ static int coll_active_add(sim *s, int r, int delta, dm_err *err)
     return 0;
 }
 
+/* GPU slot q of rank r runs no compute op before t (the gap after an op): an event then retries
+ * the rank's streams. */
+static int gpu_idle(sim *s, int q, int r, double t, dm_err *err)
+{
+    if (t <= s->gpu_free[q]) return 0;
+    s->gpu_free[q] = t;
+    return sim_heap_push(&s->h, t, EV_GPU_FREE, r, 0, err);
+}
+
 static int op_done(sim *s, int g, dm_err *err)
 {
     int r = s->rank_of[g], rs = r * S + stream_of(s, g);
@@ -758,18 +767,11 @@ static int op_done(sim *s, int g, dm_err *err)
         /* after an NS op launched as a CUDA graph, its own gap (graph_gap_us) */
         double gap = s->c->graph_gap_us > 0 && kind_of(s, g) == DM_OP_NS && !s->op[g]->eager ? s->c->graph_gap_us
                                                                                               : s->c->op_gap_us;
-        if (gap > 0) { /* idle until then; the event retries this rank's streams */
-            s->gpu_free[q] = s->now + gap;
-            if (sim_heap_push(&s->h, s->gpu_free[q], EV_GPU_FREE, r, 0, err)) return -1;
-        }
+        if (gap > 0 && gpu_idle(s, q, r, s->now + gap, err)) return -1;
     } else if (s->c->solo_coll_us > 0 && s->c->op_gap_us > 0 && stream_of(s, g) == DM_STREAM_COMPUTE) {
         /* a one-rank collective on the compute stream (solo_coll_us): a launch in that stream,
          * the next compute op waits the gap after it as after a compute op */
-        int q = slot_of(s, g);
-        if (s->now + s->c->op_gap_us > s->gpu_free[q]) {
-            s->gpu_free[q] = s->now + s->c->op_gap_us;
-            if (sim_heap_push(&s->h, s->gpu_free[q], EV_GPU_FREE, r, 0, err)) return -1;
-        }
+        if (gpu_idle(s, slot_of(s, g), r, s->now + s->c->op_gap_us, err)) return -1;
     }
     if (s->head[rs] < s->sl_off[rs + 1]) {
         int h = s->sl[s->head[rs]];

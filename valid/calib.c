@@ -784,6 +784,21 @@ static double table_miss(const fit_op *ops, int n, int k, double add, int *cnt)
     return m;
 }
 
+/* Key = the median of the n samples v (sorted in place; nothing when n is 0), its residual the
+ * interquartile half-width relative to the median; the source says what they are (`what`, over
+ * n `noun`, when given) after desc, the log line the same with `log_noun`. */
+static int set_median(calib *c, const char *key, double *v, int n, const char *desc, const char *what,
+                      const char *noun, const char *log_noun, FILE *log, dm_err *err)
+{
+    if (!n) return 0;
+    char src[1400]; /* as calib_fit_traces's own */
+    double m = cmp_quantile(v, n, 0.5), q1 = cmp_quantile(v, n, 0.25), q3 = cmp_quantile(v, n, 0.75);
+    snprintf(src, sizeof src, "%s: %s, median over %d%s%s (quartiles %.3g and %.3g us)", desc, what, n, noun ? " " : "",
+             noun ? noun : "", q1, q3);
+    if (log) fprintf(log, "  %-34s %.4g: %3d %s (quartiles %.3g, %.3g)\n", key, m, n, log_noun, q1, q3);
+    return set_num(c, key, m, src, m > 0 ? (q3 - q1) / (2 * m) : 0, n, err);
+}
+
 int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, const char *const *program_paths,
                      const dm_gpu *gpu, const dm_costs *costs, int flags, FILE *log, dm_err *err)
 {
@@ -999,34 +1014,17 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         if (log) fprintf(log, "  %-34s %.4g: %3d ranks\n", "step_start_us", m, n_first);
         if (set_num(c, "step_start_us", m, src, sqrt(ss0 / n_first), n_first, err)) goto out;
     }
-    if (n_gaps) { /* the median gap: most compute ops follow the previous one at once; the few that
-                   * wait for a collective or a peer are far out and leave the median alone */
-        double m = cmp_quantile(gaps, n_gaps, 0.5), q1 = cmp_quantile(gaps, n_gaps, 0.25),
-               q3 = cmp_quantile(gaps, n_gaps, 0.75);
-        snprintf(src, sizeof src, "%s: the GPU's idle time between consecutive compute ops of a rank, median over %d "
-                 "gaps (quartiles %.3g and %.3g us)", desc, n_gaps, q1, q3);
-        if (log) fprintf(log, "  %-34s %.4g: %3d gaps (quartiles %.3g, %.3g)\n", "op_gap_us", m, n_gaps, q1, q3);
-        /* residual: the interquartile half-width relative to the median */
-        if (set_num(c, "op_gap_us", m, src, m > 0 ? (q3 - q1) / (2 * m) : 0, n_gaps, err)) goto out;
-    }
-    if (n_ggaps) { /* after NS ops launched as CUDA graphs */
-        double m = cmp_quantile(ggaps, n_ggaps, 0.5), q1 = cmp_quantile(ggaps, n_ggaps, 0.25),
-               q3 = cmp_quantile(ggaps, n_ggaps, 0.75);
-        snprintf(src, sizeof src, "%s: the GPU's idle time after an NS op launched as a CUDA graph (not eager), median "
-                 "over %d gaps (quartiles %.3g and %.3g us)", desc, n_ggaps, q1, q3);
-        if (log) fprintf(log, "  %-34s %.4g: %3d gaps after graph-launched NS ops (quartiles %.3g, %.3g)\n", "graph_gap_us",
-                         m, n_ggaps, q1, q3);
-        if (set_num(c, "graph_gap_us", m, src, m > 0 ? (q3 - q1) / (2 * m) : 0, n_ggaps, err)) goto out;
-    }
-    if (n_solo) { /* one-rank traces' collectives on the compute stream: the median hold */
-        double m = cmp_quantile(solo, n_solo, 0.5), q1 = cmp_quantile(solo, n_solo, 0.25),
-               q3 = cmp_quantile(solo, n_solo, 0.75);
-        snprintf(src, sizeof src, "%s: a one-rank collective's time on the compute stream with the idle before it, "
-                 "median over %d (quartiles %.3g and %.3g us)", desc, n_solo, q1, q3);
-        if (log) fprintf(log, "  %-34s %.4g: %3d one-rank collectives (quartiles %.3g, %.3g)\n", "solo_coll_us", m, n_solo,
-                         q1, q3);
-        if (set_num(c, "solo_coll_us", m, src, m > 0 ? (q3 - q1) / (2 * m) : 0, n_solo, err)) goto out;
-    }
+    /* the median gap: most compute ops follow the previous one at once; the few that wait for a
+     * collective or a peer are far out and leave the median alone */
+    if (set_median(c, "op_gap_us", gaps, n_gaps, desc, "the GPU's idle time between consecutive compute ops of a rank",
+                   "gaps", "gaps", log, err) ||
+        set_median(c, "graph_gap_us", ggaps, n_ggaps, desc,
+                   "the GPU's idle time after an NS op launched as a CUDA graph (not eager)", "gaps",
+                   "gaps after graph-launched NS ops", log, err) ||
+        set_median(c, "solo_coll_us", solo, n_solo, desc,
+                   "a one-rank collective's time on the compute stream with the idle before it", NULL,
+                   "one-rank collectives", log, err))
+        goto out;
     if (fit_staging(c, stg, n_stg, gpu, desc, log, err)) goto out;
     rc = 0;
 out:
