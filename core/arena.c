@@ -31,11 +31,22 @@ int64_t dm_arena_layout(const dm_model *m, const dm_matrix *mx, int64_t n, const
     first[ng] = n;
     /* first touch: the spanning collectives of every rank in list order, then the others (a
      * rank on another's list, program.h, touches nothing that rank, before it, did not) */
+    /* every member's op of a collective names the same params (program.h): its first member's
+     * op places them, the others are skipped (a 1024-rank group's were walked 1024 times) */
+    unsigned char *seen = p ? dm_calloc((size_t)p->n_colls + 1, 1, err) : NULL;
+    if (p && !seen) {
+        free(grp), free(first), free(order), free(placed);
+        return -1;
+    }
     for (int pass = 0; p && pass < 2; pass++)
         for (int r = 0; r < p->nranks; r++)
             for (int k = 0; k < p->ranks[r].n_ops && p->ranks[r].share == r; k++) {
                 const dm_op *op = &p->ranks[r].ops[k];
                 if (!dm_op_is_collective(op->kind) || spanning_kind(op->kind) != !pass) continue;
+                if (op->coll >= 0 && op->coll < p->n_colls) {
+                    if (seen[op->coll]) continue;
+                    seen[op->coll] = 1;
+                }
                 for (int a = 0; a < op->n_params; a++) {
                     int64_t q = op->params[a];
                     if (q < 0 || q >= n || placed[grp[q]]) continue;
@@ -51,7 +62,7 @@ int64_t dm_arena_layout(const dm_model *m, const dm_matrix *mx, int64_t n, const
             if (off) off[i] = at;
             at += dm_matrix_elems(m, &mx[i]);
         }
-    free(grp), free(first), free(order), free(placed);
+    free(grp), free(first), free(order), free(placed), free(seen);
     return at;
 }
 
@@ -105,15 +116,39 @@ int dm_arena_mark(const dm_model *m, dm_program *p, dm_err *err)
         free(off), free(mx);
         return -1;
     }
+    /* a collective's members name the same params, group and kind: decided once per collective
+     * (2: not yet), unless a member's op differs from the first one's */
+    signed char *got = dm_malloc((size_t)p->n_colls + 1, err);
+    if (!got) {
+        free(off), free(mx);
+        return -1;
+    }
+    memset(got, 2, (size_t)p->n_colls + 1);
+    const dm_op **first = dm_calloc((size_t)p->n_colls + 1, sizeof *first, err);
+    if (!first) {
+        free(off), free(mx), free(got);
+        return -1;
+    }
     for (int r = 0; r < p->nranks; r++)
         for (int k = 0; k < p->ranks[r].n_ops && p->ranks[r].share == r; k++) { /* a shared list once */
             dm_op *op = &p->ranks[r].ops[k];
+            if (!dm_op_is_collective(op->kind)) {
+                op->staged = 0;
+                continue;
+            }
+            int c = op->coll >= 0 && op->coll < p->n_colls ? op->coll : -1;
+            const dm_op *f = c >= 0 ? first[c] : NULL;
+            if (f && got[c] != 2 && f->kind == op->kind && f->group == op->group && f->parts == op->parts &&
+                f->params == op->params && f->n_params == op->n_params) {
+                op->staged = got[c];
+                continue;
+            }
             int bad = 0;
             for (int a = 0; a < op->n_params; a++) bad |= op->params[a] < 0 || op->params[a] >= n;
-            if (!dm_op_is_collective(op->kind)) op->staged = 0;
-            else if (bad || op->group < 0 || op->group >= p->n_groups) op->staged = 1;
+            if (bad || op->group < 0 || op->group >= p->n_groups) op->staged = 1;
             else op->staged = all || !dm_arena_in_place(m, mx, off, op, p->groups[op->group].n);
+            if (c >= 0 && !f) first[c] = op, got[c] = (signed char)op->staged;
         }
-    free(off), free(mx);
+    free(off), free(mx), free(got), free(first);
     return 0;
 }

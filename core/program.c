@@ -143,6 +143,18 @@ static int64_t *plist_intern(dm_program *p, const int64_t *v, int n, dm_err *err
     return q;
 }
 
+/* The gradient memory (dm_rank_prog.grad_*) of the first n ops of owner's list, as the last
+ * unshare replayed it: ranks that leave one list at the same op (each rank's own optimizer ops
+ * after a common forward and backward) copy it instead of replaying the list again (1024 ranks
+ * replayed an MoE model's backward each). The owner's first n ops never change (lists only
+ * grow), so the memory stays true for (owner, n). */
+struct dm_unshare_memo {
+    int owner, n;
+    unsigned char *param, *layer;
+    int64_t n_param;
+    int n_layer;
+};
+
 int64_t dm_program_params_held(const dm_program *p) { return p->plists ? p->plists->ids : 0; }
 
 void dm_program_free(dm_program *p)
@@ -167,6 +179,11 @@ void dm_program_free(dm_program *p)
     if (p->wtab) {
         free(p->wtab->slot);
         free(p->wtab);
+    }
+    if (p->umemo) {
+        free(p->umemo->param);
+        free(p->umemo->layer);
+        free(p->umemo);
     }
     if (p->plists) {
         blk_free(p->plists->arena);
@@ -554,10 +571,19 @@ int dm_program_reserve(dm_program *p, int rank, int cap, dm_err *err)
     return grow_ops(p, rank, cap, err);
 }
 
+static int memo_copy(unsigned char **dst, const unsigned char *src, int64_t n, dm_err *err)
+{
+    *dst = NULL;
+    if (n <= 0) return 0;
+    if (!(*dst = dm_malloc((size_t)n, err))) return -1;
+    memcpy(*dst, src, (size_t)n);
+    return 0;
+}
+
 /* Rank stops following its owner: its own array with the n_ops it had (the ops' deps and params
  * stay where they are, in the owner's arena and the program's lists, which live as long as the
  * program), and its memory
- * of produced gradients replayed over them. */
+ * of produced gradients replayed over them (or copied from the memo). */
 static int unshare(dm_program *p, int rank, dm_err *err)
 {
     dm_rank_prog *rp = &p->ranks[rank];
@@ -573,10 +599,27 @@ static int unshare(dm_program *p, int rank, dm_err *err)
     rp->followers = 0;
     rp->ops = ops;
     rp->cap = cap;
+    int owner = (int)(o - p->ranks);
+    struct dm_unshare_memo *u = p->umemo;
+    if (u && u->owner == owner && u->n == n && !rp->grad_param && !rp->grad_layer) {
+        if (memo_copy(&rp->grad_param, u->param, u->n_param, err) || memo_copy(&rp->grad_layer, u->layer, u->n_layer, err))
+            return -1;
+        rp->n_grad_param = rp->grad_param ? u->n_param : 0;
+        rp->n_grad_layer = rp->grad_layer ? u->n_layer : 0;
+        return 0;
+    }
     for (int i = 0; i < n; i++) {
         dm_op tmp = ops[i];
         if (implied_payload(rp, &tmp, ops[i].params, ops[i].n_params, err) < 0) return -1;
     }
+    if (!u && !(u = p->umemo = dm_calloc(1, sizeof *u, err))) return -1;
+    free(u->param), free(u->layer);
+    u->param = u->layer = NULL;
+    u->owner = -1;
+    if (memo_copy(&u->param, rp->grad_param, rp->n_grad_param, err) || memo_copy(&u->layer, rp->grad_layer, rp->n_grad_layer, err))
+        return -1;
+    u->n_param = rp->n_grad_param, u->n_layer = rp->n_grad_layer;
+    u->owner = owner, u->n = n;
     return 0;
 }
 

@@ -184,6 +184,7 @@ typedef struct dm_program {
      * an MoE op carries hundreds). The lists are shared: never written through an op. */
     struct dm_plist_tab *plists;
     struct dm_work_tab *wtab; /* the works dm_program_intern_work added, by content */
+    struct dm_unshare_memo *umemo; /* the last unshared rank's replayed gradient memory (program.c) */
     char *ns_coeffs;    /* the NS coefficient set the program's NS ops run (kernels/ns_ref.h's
                            ns_coeffs_from_spec name, e.g. "jordan" for the PyTorch forms); NULL:
                            the executors' default. `run --ns-coeffs` overrides it */
