@@ -35,6 +35,9 @@ static void usage_kernels(FILE *f)
             "  --algos LIST       direct,gram (default both); none: no NS rows (the elementwise\n"
             "                     rows of the shapes' sizes alone, with --no-products)\n"
             "  --sym-blocks LIST  block counts tried for symmetric products (default 1,2,4,8)\n"
+            "  --sym-schemes LIST levels,flat (default both): how blocks > 1 are run: the\n"
+            "                     recursive levels (a GEMM per level) or flat (the lower\n"
+            "                     blocks as one pointer-array GEMM)\n"
             "  --heuristics LIST  cuBLASLt heuristic indices tried (default 0)\n"
             "  --heuristics-max-elems N  indices > 0 only when m*n*batch <= N (default 16M)\n"
             "  --kernels LIST     kernels tried: lt (cuBLASLt), sym64, sym128, sym128s3 (our\n"
@@ -79,7 +82,7 @@ static int int_list(const char *opt, const char *arg, long lo, long hi, int *out
 
 int cmd_bench_kernels(int argc, char **argv)
 {
-    enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_HEUR, O_OUT, O_CACHE, O_RETUNE, O_WARMUP,
+    enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_SCHEMES, O_HEUR, O_OUT, O_CACHE, O_RETUNE, O_WARMUP,
            O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE, O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE,
            O_KERNELS, O_RETIME, O_JSON, O_ASSTORED };
     static const struct option lo[] = {
@@ -87,6 +90,7 @@ int cmd_bench_kernels(int argc, char **argv)
         {"as-stored", no_argument, 0, O_ASSTORED},
         {"batches", required_argument, 0, O_BATCHES}, {"batch-max-elems", required_argument, 0, O_BMAX},
         {"algos", required_argument, 0, O_ALGOS}, {"sym-blocks", required_argument, 0, O_SYM},
+        {"sym-schemes", required_argument, 0, O_SCHEMES},
         {"heuristics", required_argument, 0, O_HEUR}, {"out", required_argument, 0, O_OUT},
         {"cache", required_argument, 0, O_CACHE}, {"retune", no_argument, 0, O_RETUNE},
         {"warmup", required_argument, 0, O_WARMUP}, {"reps", required_argument, 0, O_REPS},
@@ -133,6 +137,22 @@ int cmd_bench_kernels(int argc, char **argv)
         case O_SYM:
             if (int_list("--sym-blocks", optarg, 1, 16, o.at.sym_blocks, 8, &o.at.n_sym)) goto usage;
             break;
+        case O_SCHEMES: {
+            o.at.sym_schemes = 0;
+            char *dup = strdup(optarg), *save = NULL;
+            int bad = !dup;
+            for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t && !bad; t = strtok_r(NULL, ",", &save)) {
+                if (!strcmp(t, "levels")) o.at.sym_schemes |= 1;
+                else if (!strcmp(t, "flat")) o.at.sym_schemes |= 2;
+                else {
+                    opt_usage_error(cmd, "--sym-schemes: expected levels or flat, found '%s'", t);
+                    bad = 1;
+                }
+            }
+            free(dup);
+            if (bad || !o.at.sym_schemes) return 2;
+            break;
+        }
         case O_HEUR:
             if (int_list("--heuristics", optarg, 0, 7, o.at.heuristics, 4, &o.at.n_heur)) goto usage;
             break;

@@ -40,10 +40,12 @@ static void gpu_name_clean(char *dst, size_t cap, const char *src)
 }
 
 /* Fields: gpu cuda cublaslt m n batch algo dtype sym_blocks sym_blocks_mm heuristic median_us
- * min_us max_us gate_rel flops_nominal flops_executed gemm_picks kernel (19, tab-separated; "-"
- * for no picks; kernel as ns_kernel_name). Lines of 17 fields (written before the per-GEMM
- * picks existed) read as no picks, lines of 17 or 18 (before our kernels) as kernel "lt". */
-#define AT_FIELDS 19
+ * min_us max_us gate_rel flops_nominal flops_executed gemm_picks kernel sym_scheme (20,
+ * tab-separated; "-" for no picks; kernel as ns_kernel_name; sym_scheme "levels" or "flat",
+ * ns_config.sym_flat). Lines of 17 fields (written before the per-GEMM picks existed) read as no
+ * picks, lines of 17 or 18 (before our kernels) as kernel "lt", lines of 17 to 19 (before the
+ * flat scheme) as "levels". */
+#define AT_FIELDS 20
 static int parse_line(const char *path, int line, char *s, at_entry *e, dm_err *err)
 {
     char *f[AT_FIELDS + 1];
@@ -55,15 +57,21 @@ static int parse_line(const char *path, int line, char *s, at_entry *e, dm_err *
         *t = 0;
         p = t + 1;
     }
-    if (nf < AT_FIELDS - 2 || nf > AT_FIELDS)
-        return dm_err_set(err, "%s:%d:1: expected %d (or %d or %d) tab-separated fields, got %d", path, line,
-                          AT_FIELDS, AT_FIELDS - 1, AT_FIELDS - 2, nf);
+    if (nf < AT_FIELDS - 3 || nf > AT_FIELDS)
+        return dm_err_set(err, "%s:%d:1: expected %d (or %d to %d) tab-separated fields, got %d", path, line,
+                          AT_FIELDS, AT_FIELDS - 3, AT_FIELDS - 1, nf);
     memset(e, 0, sizeof *e);
     e->r.kernel = NS_KERNEL_LT;
-    if (nf == AT_FIELDS && ns_kernel_parse(f[18], &e->r.kernel))
+    if (nf == AT_FIELDS) {
+        if (!strcmp(f[19], "flat")) e->r.sym_flat = 1;
+        else if (strcmp(f[19], "levels"))
+            return dm_err_set(err, "%s:%d:%d: expected levels or flat (the symmetric products' scheme), got '%s'", path,
+                              line, (int)(f[19] - s) + 1, f[19]);
+    }
+    if (nf >= AT_FIELDS - 1 && ns_kernel_parse(f[18], &e->r.kernel))
         return dm_err_set(err, "%s:%d:%d: expected a kernel name (lt, sym64, ...), got '%s'", path, line,
                           (int)(f[18] - s) + 1, f[18]);
-    if (nf >= AT_FIELDS - 1 && strcmp(f[17], "-")) {
+    if (nf >= AT_FIELDS - 2 && strcmp(f[17], "-")) {
         size_t len = strlen(f[17]);
         if (len > NS_MAX_PICKS || strspn(f[17], "0123456789abcdef") != len)
             return dm_err_set(err, "%s:%d:%d: expected '-' or up to %d hex digits (per-GEMM picks), got '%s'",
@@ -72,7 +80,7 @@ static int parse_line(const char *path, int line, char *s, at_entry *e, dm_err *
     }
     gpu_name_clean(e->gpu, sizeof e->gpu, f[0]);
     double v[AT_FIELDS];
-    for (int i = 1; i < AT_FIELDS - 2; i++) {
+    for (int i = 1; i < 17; i++) { /* the numeric fields and the two names among them */
         char *end;
         if (i == 6 || i == 7) continue; /* algo, dtype names */
         errno = 0;
@@ -216,6 +224,7 @@ void at_result_config(const at_result *r, dm_ns_algo algo, ns_config *cfg)
     ns_config_default(cfg, algo);
     cfg->sym_blocks = r->sym_blocks;
     cfg->sym_blocks_mm = r->sym_blocks_mm;
+    cfg->sym_flat = r->sym_flat;
     cfg->heuristic = r->heuristic;
     snprintf(cfg->gemm_picks, sizeof cfg->gemm_picks, "%s", r->gemm_picks);
     cfg->kernel = r->kernel;
@@ -249,14 +258,14 @@ int at_cache_save(at_cache *c, dm_err *err)
     if (!o) return -1;
     FILE *f = dm_out_file(o);
     fprintf(f, AT_MAGIC "\n# gpu\tcuda\tcublaslt\tm\tn\tbatch\talgo\tdtype\tsym_blocks\tsym_blocks_mm\theuristic"
-               "\tmedian_us\tmin_us\tmax_us\tgate_rel\tflops_nominal\tflops_executed\tgemm_picks\tkernel\n");
+               "\tmedian_us\tmin_us\tmax_us\tgate_rel\tflops_nominal\tflops_executed\tgemm_picks\tkernel\tsym_scheme\n");
     for (int i = 0; i < c->n; i++) {
         const at_entry *e = &c->e[i];
-        fprintf(f, "%s\t%d\t%ld\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3g\t%.6g\t%.6g\t%s\t%s\n",
+        fprintf(f, "%s\t%d\t%ld\t%" PRId64 "\t%" PRId64 "\t%d\t%s\t%s\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3g\t%.6g\t%.6g\t%s\t%s\t%s\n",
                 e->gpu, e->cuda, e->cublaslt, e->k.m, e->k.n, e->k.batch, dm_ns_algo_name(e->k.algo),
                 dm_dtype_name(e->k.dtype), e->r.sym_blocks, e->r.sym_blocks_mm, e->r.heuristic, e->r.median_us,
                 e->r.min_us, e->r.max_us, e->r.gate_rel, e->r.flops_nominal, e->r.flops_executed,
-                e->r.gemm_picks[0] ? e->r.gemm_picks : "-", ns_kernel_name(e->r.kernel));
+                e->r.gemm_picks[0] ? e->r.gemm_picks : "-", ns_kernel_name(e->r.kernel), e->r.sym_flat ? "flat" : "levels");
     }
     return dm_out_commit(o, err);
 }
@@ -277,6 +286,7 @@ void at_options_default(at_options *o)
     int sb[] = {1, 2, 4, 8};
     memcpy(o->sym_blocks, sb, sizeof sb);
     o->n_sym = 4;
+    o->sym_schemes = 3;
     o->heuristics[0] = 0;
     o->n_heur = 1;
     o->warmup = 3;
@@ -351,6 +361,7 @@ static int tune_one(int64_t m, int64_t n, int batch, const ns_config *cfg, const
     memset(&r, 0, sizeof r);
     r.sym_blocks = cfg->sym_blocks;
     r.sym_blocks_mm = cfg->sym_blocks_mm;
+    r.sym_flat = cfg->sym_flat;
     r.heuristic = cfg->heuristic;
     r.kernel = cfg->kernel;
     snprintf(r.gemm_picks, sizeof r.gemm_picks, "%s", cfg->gemm_picks);
@@ -428,7 +439,7 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const dm_ns_algo *algos, int 
     for (int a = 0; a < n_algos; a++) {
         /* coordinate search: the X X^T block count (m x m products full), then the m x m
          * products' block count, then (small problems) cuBLASLt heuristic indices */
-        int best_x = 1, best_mm = 1, best_h = o->heuristics[0], fixed = 0;
+        int best_x = 1, best_mm = 1, best_flat = 0, best_h = o->heuristics[0], fixed = 0;
         for (int i = 0; i < o->n_lt_fixed && tries_kernel(o, NS_KERNEL_LT); i++)
             if (o->lt_fixed[i].algo == algos[a] && o->lt_fixed[i].r.kernel == NS_KERNEL_LT) {
                 ns_config cfg;
@@ -437,22 +448,29 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const dm_ns_algo *algos, int 
                     goto out;
                 best_x = cfg.sym_blocks;
                 best_mm = cfg.sym_blocks_mm;
+                best_flat = cfg.sym_flat;
                 best_h = cfg.heuristic;
                 fixed = 1;
             }
         for (int stage = 0; stage < 3 && !fixed && tries_kernel(o, NS_KERNEL_LT); stage++) {
-            int n_try = stage == 2 ? o->n_heur : o->n_sym;
+            /* stages 0 and 1: each block count in each scheme asked for (one flag for both
+             * products: the pair is timed as a whole) */
+            int n_try = stage == 2 ? o->n_heur : 2 * o->n_sym;
             for (int ti = 0; ti < n_try; ti++) {
                 ns_config cfg;
                 ns_config_default(&cfg, algos[a]);
                 cfg.sym_blocks = best_x;
                 cfg.sym_blocks_mm = best_mm;
+                cfg.sym_flat = best_flat;
                 cfg.heuristic = best_h;
-                if (stage == 0) cfg.sym_blocks = o->sym_blocks[ti];
-                else if (stage == 1) cfg.sym_blocks_mm = o->sym_blocks[ti];
+                if (stage < 2) cfg.sym_flat = ti % 2;
+                if (stage == 0) cfg.sym_blocks = o->sym_blocks[ti / 2];
+                else if (stage == 1) cfg.sym_blocks_mm = o->sym_blocks[ti / 2];
                 else cfg.heuristic = o->heuristics[ti];
                 int kb = stage == 0 ? cfg.sym_blocks : cfg.sym_blocks_mm;
                 if (stage < 2 && kb > 1 && m / kb < o->min_block) continue;
+                if (stage < 2 && kb > 1 && !(o->sym_schemes & (1 << cfg.sym_flat))) continue;
+                if (stage < 2 && kb == 1 && cfg.sym_flat) continue; /* one full product: no scheme */
                 if (stage == 1 && kb == 1) continue;     /* measured in stage 0 */
                 if (stage == 2 && (cfg.heuristic == best_h || elems > o->heur_max_elems)) continue;
                 if (tune_one(m, n, batch, &cfg, o, seed, s, ref, scratch, t, &results[a], report,
@@ -460,6 +478,7 @@ int at_tune_shape(int64_t m, int64_t n, int batch, const dm_ns_algo *algos, int 
                     goto out;
                 best_x = results[a].sym_blocks;
                 best_mm = results[a].sym_blocks_mm;
+                best_flat = results[a].sym_flat;
                 best_h = results[a].heuristic;
             }
         }

@@ -38,6 +38,7 @@ typedef struct at_key {
 typedef struct at_result {
     int sym_blocks;    /* X X^T */
     int sym_blocks_mm; /* the m x m products */
+    int sym_flat;      /* ns_config.sym_flat */
     int heuristic;
     char gemm_picks[NS_MAX_PICKS + 1]; /* per-GEMM heuristic picks (ns_config), "" = none */
     ns_kernel kernel;                  /* NS_KERNEL_LT: cuBLASLt products */
@@ -72,6 +73,7 @@ void at_result_config(const at_result *r, dm_ns_algo algo, ns_config *cfg);
 typedef struct at_options {
     int sym_blocks[8];
     int n_sym;
+    int sym_schemes; /* which schemes block counts > 1 are tried in: 1 levels, 2 flat, 3 both */
     int heuristics[4];
     int n_heur;
     int warmup, reps;
@@ -93,7 +95,7 @@ typedef struct at_options {
     int n_lt_fixed;
 } at_options;
 
-/* sym {1,2,4,8}, heuristics {0}, 3 warm-up, 20 reps, min_block 256, heur_max_elems 16M,
+/* sym {1,2,4,8} in both schemes, heuristics {0}, 3 warm-up, 20 reps, min_block 256, heur_max_elems 16M,
  * tune_gemms 1, every kernel, fused_max_elems 64M */
 void at_options_default(at_options *o);
 

@@ -404,13 +404,13 @@ static void report_cand(void *ctx, const at_key *k, const at_result *r, int reje
     bench *B = ctx;
     if (!B->verbose) return;
     if (rejected)
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s %s k=%d/%d h=%d%s%s REJECTED: %s (gate rel %.3g)\n", k->m,
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s %s k=%d/%d%s h=%d%s%s REJECTED: %s (gate rel %.3g)\n", k->m,
                k->n, k->batch, dm_ns_algo_name(k->algo), ns_kernel_name(r->kernel), r->sym_blocks, r->sym_blocks_mm,
-               r->heuristic, r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
+               r->sym_flat ? " flat" : "", r->heuristic, r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
     else
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s %s k=%d/%d h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s %s k=%d/%d%s h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
                k->m, k->n, k->batch, dm_ns_algo_name(k->algo), ns_kernel_name(r->kernel), r->sym_blocks,
-               r->sym_blocks_mm, r->heuristic, r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us,
+               r->sym_blocks_mm, r->sym_flat ? " flat" : "", r->heuristic, r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us,
                r->max_us, r->gate_rel);
 }
 
@@ -571,7 +571,9 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
                 }
                 stats3 st = {res[a].median_us, res[a].min_us, res[a].max_us};
                 char var[16];
-                if (res[a].kernel == NS_KERNEL_LT) snprintf(var, sizeof var, "%d/%d", res[a].sym_blocks, res[a].sym_blocks_mm);
+                if (res[a].kernel == NS_KERNEL_LT) /* "f": the blocks as one pointer-array GEMM (ns_config.sym_flat) */
+                    snprintf(var, sizeof var, "%d/%d%s", res[a].sym_blocks, res[a].sym_blocks_mm,
+                             res[a].sym_flat && (res[a].sym_blocks > 1 || res[a].sym_blocks_mm > 1) ? "f" : "");
                 else snprintf(var, sizeof var, "%s", ns_kernel_name(res[a].kernel));
                 emit(&B, "ns", o->at.use_graph ? dm_ns_algo_name(o->algos[a]) : o->algos[a] == DM_NS_GRAM ? "gram-eager" : "direct-eager",
                      s->m, s->n, batch,

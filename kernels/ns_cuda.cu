@@ -117,6 +117,7 @@ typedef struct step {
     unsigned *cnt;                     /* ST_SUMSQ with scal: the block counter */
     float *scal;                       /* ST_SUMSQ: the scalars it leaves (NULL: partials only) */
     int sig;       /* ST_GEMM: index of its distinct GEMM in seq.sigs */
+    void **parr;   /* ST_GEMM in pointer-array mode: its A, B, C, D arrays on the device (freed with it) */
     char desc[80]; /* for profiles */
     nsm_op mop;    /* ST_SYMK: our symmetric product */
     nsm_tile mtile;
@@ -128,7 +129,7 @@ typedef struct step {
  * equal keys share one heuristic list and one pick. Compared bytewise (memset first). */
 typedef struct gemm_key {
     int64_t M, N, K, lda, ldb, ldc, ldd, sa, sb, sc, sd;
-    int32_t ta, tb, batch, dt, has_c, dev_scal;
+    int32_t ta, tb, batch, dt, has_c, dev_scal, ptr_array;
     uint32_t al[4];
 } gemm_key;
 
@@ -177,6 +178,7 @@ static void seq_free(seq *q)
             cudaFree(t->mop.cnt);
         }
         if (t->kind != ST_GEMM) continue;
+        cudaFree(t->parr);
         cublasLtMatmulDescDestroy(t->op);
         cublasLtMatrixLayoutDestroy(t->la);
         cublasLtMatrixLayoutDestroy(t->lb);
@@ -218,10 +220,15 @@ static uint32_t ptr_align(const void *p)
 }
 
 static int layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows, int64_t cols,
-                  int64_t ld, int batch, int64_t stride, dm_err *err)
+                  int64_t ld, int batch, int64_t stride, int ptr_array, dm_err *err)
 {
     NS_LT(cublasLtMatrixLayoutCreate(l, t, (uint64_t)rows, (uint64_t)cols, ld));
-    if (batch > 1) {
+    if (ptr_array) { /* every instance's address from the step's device arrays */
+        int32_t bc = batch;
+        uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+        NS_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
+        NS_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof mode));
+    } else if (batch > 1) {
         int32_t bc = batch;
         NS_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
         NS_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
@@ -241,6 +248,9 @@ typedef struct gemm_args {
     void *d;
     int64_t lda, ldb, ldc, ldd;
     int64_t sa, sb, sc, sd;
+    /* pointer-array mode (NULL: strided): batch instances' A, B, C, D addresses, 4 x batch
+     * host entries (all A first, then B, C, D); a..d and the strides are then unused */
+    const void *const *ptrs;
 } gemm_args;
 
 static int seq_gemm(seq *q, const gemm_args *g, dm_dtype dt, int batch, dm_err *err)
@@ -259,14 +269,25 @@ static int seq_gemm(seq *q, const gemm_args *g, dm_dtype dt, int batch, dm_err *
     }
     int64_t ar = g->ta == CUBLAS_OP_N ? g->M : g->K, ac = g->ta == CUBLAS_OP_N ? g->K : g->M;
     int64_t br = g->tb == CUBLAS_OP_N ? g->K : g->N, bc = g->tb == CUBLAS_OP_N ? g->N : g->K;
-    if (layout(&t->la, ct, ar, ac, g->lda, batch, g->sa, err) ||
-        layout(&t->lb, ct, br, bc, g->ldb, batch, g->sb, err) ||
-        layout(&t->lc, ct, g->M, g->N, g->ldc, batch, g->sc, err) ||
-        layout(&t->ld, ct, g->M, g->N, g->ldd, batch, g->sd, err))
+    int pa = g->ptrs != NULL;
+    if (layout(&t->la, ct, ar, ac, g->lda, batch, g->sa, pa, err) ||
+        layout(&t->lb, ct, br, bc, g->ldb, batch, g->sb, pa, err) ||
+        layout(&t->lc, ct, g->M, g->N, g->ldc, batch, g->sc, pa, err) ||
+        layout(&t->ld, ct, g->M, g->N, g->ldd, batch, g->sd, pa, err))
         return -1;
     size_t es = dm_dtype_size(dt);
     uint32_t al[4] = {ptr_align(g->a), ptr_align(g->b), ptr_align(g->c ? g->c : g->d), ptr_align(g->d)};
-    if (batch > 1) { /* every batch entry's pointer must meet the alignment too */
+    if (pa) { /* the arrays to the device; the alignment every instance meets */
+        for (int i = 0; i < 4; i++) {
+            al[i] = 256;
+            for (int e = 0; e < batch; e++) {
+                uint32_t x = ptr_align(g->ptrs[i * batch + e]);
+                if (x < al[i]) al[i] = x;
+            }
+        }
+        NS_CUDA(cudaMalloc((void **)&t->parr, 4 * (size_t)batch * sizeof(void *)));
+        NS_CUDA(cudaMemcpy(t->parr, g->ptrs, 4 * (size_t)batch * sizeof(void *), cudaMemcpyHostToDevice));
+    } else if (batch > 1) { /* every batch entry's pointer must meet the alignment too */
         int64_t st[4] = {g->sa, g->sb, g->c ? g->sc : g->sd, g->sd};
         for (int i = 0; i < 4; i++) {
             uint32_t sa = ptr_align((const void *)(uintptr_t)((size_t)st[i] * es));
@@ -280,6 +301,7 @@ static int seq_gemm(seq *q, const gemm_args *g, dm_dtype dt, int batch, dm_err *
     key.ta = (int32_t)g->ta, key.tb = (int32_t)g->tb, key.batch = batch, key.dt = (int32_t)dt;
     key.has_c = g->c && (g->beta != 0.f || q->scal_alpha);
     key.dev_scal = q->scal_alpha != NULL;
+    key.ptr_array = pa;
     memcpy(key.al, al, sizeof al);
     int si = 0;
     while (si < q->n_sigs && memcmp(&q->sigs[si].key, &key, sizeof key)) si++;
@@ -325,6 +347,12 @@ static int seq_gemm(seq *q, const gemm_args *g, dm_dtype dt, int batch, dm_err *
     t->b = g->b;
     t->c = g->c ? g->c : g->d;
     t->d = g->d;
+    if (pa) { /* cublasLtMatmul takes the arrays' device addresses */
+        t->a = t->parr;
+        t->b = t->parr + batch;
+        t->c = t->parr + 2 * batch;
+        t->d = t->parr + 3 * batch;
+    }
     t->alpha = g->alpha;
     t->beta = g->c ? g->beta : 0.f; /* with device scalars, beta is read there (zero: C unread) */
     q->flops_exec += 2.0 * (double)g->M * (double)g->N * (double)g->K * batch;
@@ -425,6 +453,7 @@ typedef struct geom {
     dm_dtype dt;
     int64_t bs_x; /* leaf size of X X^T; bs_x >= m means one full product */
     int64_t bs_s; /* leaf size of the m x m symmetric products */
+    int flat;     /* the lower blocks as one pointer-array GEMM (ns_config.sym_flat) */
     ns_kernel kern; /* a symmetric kernel of ours: X X^T and the m x m products through it */
 } geom;
 
@@ -466,6 +495,55 @@ static int emit_mirror(seq *q, const geom *g, int64_t bs, void *s, dm_err *err)
  * size bs are one more. Work: (1/2 + 1/2^(L+1)) of the full product, in L+1 launches.
  *
  * sym_kind 0: R = X X^T from X (m x n, layout g->xT); 1: D = alpha S1 S2 + beta C (m x m). */
+/* The same lower tiles as the levels below, flat (ns_config.sym_flat): the m x m result cut
+ * into p x p tiles of bs (p = m / bs), the p (p + 1) / 2 on and below the diagonal of every
+ * matrix of the batch in ONE pointer-array GEMM (the same work as the levels with leaves of bs,
+ * in one launch of equal tiles instead of L + 1 launches of shrinking ones: up to 2x faster
+ * products from 1024 to 5120, traces/kernels/symflat-2026-12-04). Column-major, as cuBLASLt sees
+ * the storage: tile (i, j), i >= j, is rows i bs.., columns j bs.. of D. */
+
+static int emit_sym_flat(seq *q, const geom *g, int64_t bs, int sym_kind, const void *x1, const void *x2,
+                         float alpha, float beta, const void *c, void *d, dm_err *err)
+{
+    size_t es = dm_dtype_size(g->dt);
+    int64_t m = g->m, n = g->n, p = m / bs;
+    int64_t K = sym_kind == 0 ? n : m, xs = m * (sym_kind == 0 ? n : m);
+    int cnt = (int)(p * (p + 1) / 2) * g->batch, e = 0;
+    const void **ptrs = (const void **)dm_malloc(4 * (size_t)cnt * sizeof *ptrs, err);
+    if (!ptrs) return -1;
+    for (int b = 0; b < g->batch; b++)
+        for (int64_t i = 0; i < p; i++)
+            for (int64_t j = 0; j <= i; j++, e++) {
+                int64_t R = i * bs, C = j * bs; /* the tile's first row and column */
+                const char *X1 = (const char *)x1 + (size_t)(b * xs) * es;
+                const char *X2 = (const char *)x2 + (size_t)(b * xs) * es;
+                int64_t oa, ob;
+                if (sym_kind == 0 && g->xT) oa = R * n, ob = C * n; /* stored X^T (n x m, ld n) */
+                else if (sym_kind == 0) oa = R, ob = C;             /* stored X (m x n, ld m) */
+                else oa = R, ob = C * m;                            /* rows of S1, columns of S2 */
+                size_t od = (size_t)(b * m * m + R + C * m) * es;
+                ptrs[e] = X1 + (size_t)oa * es;
+                ptrs[cnt + e] = X2 + (size_t)ob * es;
+                ptrs[2 * cnt + e] = c ? (const void *)((const char *)c + od) : (const void *)((char *)d + od);
+                ptrs[3 * cnt + e] = (char *)d + od;
+            }
+    gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.M = a.N = bs;
+    a.K = K;
+    if (sym_kind == 0 && g->xT) a.ta = CUBLAS_OP_T, a.tb = CUBLAS_OP_N, a.lda = a.ldb = n;
+    else if (sym_kind == 0) a.ta = CUBLAS_OP_N, a.tb = CUBLAS_OP_T, a.lda = a.ldb = m;
+    else a.ta = a.tb = CUBLAS_OP_N, a.lda = a.ldb = m;
+    a.alpha = alpha;
+    a.beta = beta;
+    a.a = x1, a.b = x2, a.c = c, a.d = d;
+    a.ldc = a.ldd = m;
+    a.ptrs = ptrs;
+    int rc = seq_gemm(q, &a, g->dt, cnt, err);
+    free(ptrs);
+    return rc;
+}
+
 static int emit_sym_levels(seq *q, const geom *g, int64_t bs, int sym_kind, const void *x1,
                            const void *x2, float alpha, float beta, const void *c, void *d,
                            dm_err *err)
@@ -473,6 +551,7 @@ static int emit_sym_levels(seq *q, const geom *g, int64_t bs, int sym_kind, cons
     size_t es = dm_dtype_size(g->dt);
     int64_t m = g->m, n = g->n;
     int64_t K = sym_kind == 0 ? n : m;
+    if (bs < m && g->flat) return emit_sym_flat(q, g, bs, sym_kind, x1, x2, alpha, beta, c, d, err);
     for (int b = 0; b < g->batch; b++) {
         const char *X1 = (const char *)x1 + (size_t)b * (size_t)(m * (sym_kind == 0 ? n : m)) * es;
         const char *X2 = (const char *)x2 + (size_t)b * (size_t)(m * (sym_kind == 0 ? n : m)) * es;
@@ -966,6 +1045,7 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io
     p->g.dt = cfg->work;
     p->g.bs_x = sym_block_size(p->g.m, cfg->sym_blocks);
     p->g.bs_s = sym_block_size(p->g.m, cfg->sym_blocks_mm);
+    p->g.flat = cfg->sym_flat != 0;
     if (!ns_kernel_supported(cfg->kernel, rows, cols, batch) || (cfg->kernel == NS_KERNEL_BLOCK && cfg->algo != DM_NS_DIRECT))
         p->cfg.kernel = NS_KERNEL_LT; /* ours cannot: cuBLASLt */
     p->g.kern = kernel_is_sym(p->cfg.kernel) ? p->cfg.kernel : NS_KERNEL_LT;

@@ -68,6 +68,9 @@ typedef struct ns_config {
                           the diagonal, the leaves in full, then a mirror; (k+1)/(2k) of the
                           full work in log2(k)+1 launches; this one for R = X X^T */
     int sym_blocks_mm; /* the same for the m x m products (A A, R R, R Z, Q Z, ...) */
+    int sym_flat;      /* 1: the same lower blocks (k x k tiles of m/k, those on and below the
+                          diagonal) as ONE pointer-array GEMM instead of the recursive levels:
+                          the same work in one launch of equal tiles; 0 (default): the levels */
     unsigned restarts; /* Gram: bit i = restart (Q applied to X, R recomputed) before iteration
                           i; default 1u << 2 */
     int heuristic;     /* index into cuBLASLt's heuristic list for every GEMM (0 = its best) */

@@ -142,19 +142,21 @@ static void test_ns_plans(ns_stream s)
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int algo = 0; algo < 2; algo++)
-            for (int kb = 1; kb <= 8; kb = kb == 1 ? 4 : kb * 2) {
-                ns_config cfg;
-                ns_config_default(&cfg, (dm_ns_algo)algo);
-                cfg.sym_blocks = cfg.sym_blocks_mm = kb;
-                dm_dtype io = (i % 2) ? DM_DT_FP32 : DM_DT_BF16;
-                int graph = getenv("DM_TEST_NO_GRAPH") ? 0 : (int)(i + kb) % 2;
-                double r = check_plan(shapes[i].r, shapes[i].c, shapes[i].batch, io, &cfg, graph,
-                                      s, NULL);
-                double tol = algo == DM_NS_GRAM && shapes[i].r == shapes[i].c ? GRAM_SQ_TOL : NS_TOL;
-                ok(r <= tol, "NS %s %lldx%lld batch %d io %s sym_blocks %d graph %d: rel err %.3g <= %g",
-                   dm_ns_algo_name((dm_ns_algo)algo), (long long)shapes[i].r, (long long)shapes[i].c,
-                   shapes[i].batch, dm_dtype_name(io), kb, graph, r, tol);
-            }
+            for (int kb = 1; kb <= 8; kb = kb == 1 ? 4 : kb * 2)
+                for (int flat = 0; flat <= (kb > 1); flat++) { /* both schemes of the blocks */
+                    ns_config cfg;
+                    ns_config_default(&cfg, (dm_ns_algo)algo);
+                    cfg.sym_blocks = cfg.sym_blocks_mm = kb;
+                    cfg.sym_flat = flat;
+                    dm_dtype io = (i % 2) ? DM_DT_FP32 : DM_DT_BF16;
+                    int graph = getenv("DM_TEST_NO_GRAPH") ? 0 : (int)(i + kb + flat) % 2;
+                    double r = check_plan(shapes[i].r, shapes[i].c, shapes[i].batch, io, &cfg, graph,
+                                          s, NULL);
+                    double tol = algo == DM_NS_GRAM && shapes[i].r == shapes[i].c ? GRAM_SQ_TOL : NS_TOL;
+                    ok(r <= tol, "NS %s %lldx%lld batch %d io %s sym_blocks %d%s graph %d: rel err %.3g <= %g",
+                       dm_ns_algo_name((dm_ns_algo)algo), (long long)shapes[i].r, (long long)shapes[i].c,
+                       shapes[i].batch, dm_dtype_name(io), kb, flat ? " flat" : "", graph, r, tol);
+                }
 }
 
 /* Gram equals direct within the bound on the same input; both against float64 too. */
@@ -1095,6 +1097,7 @@ static void test_cache_format(void)
     memset(&r, 0, sizeof r);
     r.sym_blocks = 4;
     r.sym_blocks_mm = 8;
+    r.sym_flat = 1;
     r.heuristic = 1;
     snprintf(r.gemm_picks, sizeof r.gemm_picks, "%s", "03a1");
     r.kernel = NS_KERNEL_SYM128S3;
@@ -1109,8 +1112,8 @@ static void test_cache_format(void)
     at_cache_close(c);
     c = NULL;
     ok(got == 1 && cfg.sym_blocks == 4 && cfg.sym_blocks_mm == 8 && cfg.heuristic == 1 &&
-           !strcmp(cfg.gemm_picks, "03a1") && cfg.kernel == NS_KERNEL_SYM128S3,
-       "autotune cache: per-GEMM picks '%s' and kernel %s read back after save and reopen (%s)", got ? cfg.gemm_picks : "-",
+           !strcmp(cfg.gemm_picks, "03a1") && cfg.kernel == NS_KERNEL_SYM128S3 && cfg.sym_flat == 1,
+       "autotune cache: per-GEMM picks '%s', kernel %s and the flat scheme read back after save and reopen (%s)", got ? cfg.gemm_picks : "-",
        got ? ns_kernel_name(cfg.kernel) : "-", e.msg[0] ? e.msg : "ok");
     at_cache_close(c);
     c = NULL;
@@ -1150,6 +1153,20 @@ static void test_cache_format(void)
     at_cache_close(c);
     c = NULL;
     ok(rk < 0 && strstr(e.msg, ":1:") && strstr(e.msg, "'fused9'"), "autotune cache: an unknown kernel name is refused: %s", e.msg);
+    f = fopen(path, "w");
+    if (f) fputs("Test GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t4\t4\t0\t60\t59\t61\t0\t1e9\t1e9\t-\tlt\n", f), fclose(f);
+    got = !at_cache_open(path, &dev, &c, &e) ? at_config_for(c, 256, 1536, 1, DM_NS_DIRECT, &cfg) : -1;
+    at_cache_close(c);
+    c = NULL;
+    ok(got == 1 && cfg.sym_blocks == 4 && cfg.sym_flat == 0,
+       "autotune cache: a 19-field line (before the scheme field) reads as the recursive levels");
+    f = fopen(path, "w");
+    if (f) fputs("Test GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t4\t4\t0\t60\t59\t61\t0\t1e9\t1e9\t-\tlt\tdiag\n", f), fclose(f);
+    memset(&e, 0, sizeof e);
+    rk = at_cache_open(path, &dev, &c, &e);
+    at_cache_close(c);
+    c = NULL;
+    ok(rk < 0 && strstr(e.msg, ":1:") && strstr(e.msg, "'diag'"), "autotune cache: an unknown scheme is refused: %s", e.msg);
     f = fopen(path, "w");
     if (f) fprintf(f, "# comment\nTest GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t1\t1\t0\t60\t59\t61\t0\t1e9\t1e9\tzz\n"), fclose(f);
     memset(&e, 0, sizeof e);

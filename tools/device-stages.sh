@@ -645,3 +645,29 @@ stage_longprobe() {
         smi_stop "$L/$f.smi"
     done
 }
+# symflat (issue 17): the symmetric products' lower tiles in one pointer-array cuBLASLt GEMM
+# against the recursive levels (run on 0eeeae9 plus an uncommitted environment switch, since replaced by
+# ns_config.sym_flat: traces/kernels/symflat-2026-12-04).
+# nsflat (issue 17): the flat scheme as the autotuner's choice: test_ns_gpu (both schemes checked
+# against the float64 reference), the goal table re-tuned from scratch (both schemes, block counts
+# 1..16, our kernels, the per-GEMM picks) with PyTorch in the same call, then the 18 large shapes
+# re-tuned (cuBLASLt only); the cache and cost rows they leave in $L.
+STAGE_TIMEOUT_nsflat=580
+stage_nsflat() {
+    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    timeout 100 "$D/test_ns_gpu" > "$L/nstest.txt" 2>&1
+    echo "test_ns_gpu exit $?: $(grep -c '^ok' "$L/nstest.txt") ok, $(grep -c '^not ok' "$L/nstest.txt") not ok"
+    grep '^not ok' "$L/nstest.txt" | head -5
+    timeout 220 "$D/dmuon" bench kernels --shapes traces/kernels/goal_shapes.txt --cache "$L/autotune.tsv" --retune \
+        --sym-blocks 1,2,4,8,16 --reps 10 --warmup 2 --no-elementwise --verbose --out "$L/costs_goal.csv" > "$L/nsgoal.txt" 2>&1
+    echo "bench goal exit $?"
+    grep -v '^#' "$L/nsgoal.txt" | grep ' ns '
+    timeout 50 python3 tools/torch_ns_bench.py --ours "$L/costs_goal.csv" --out "$L/torch_ns.txt" > /dev/null
+    echo "torch_ns_bench exit $?"
+    cat "$L/torch_ns.txt"
+    timeout 200 "$D/dmuon" bench kernels --shapes traces/kernels/big18_shapes.txt --cache "$L/autotune.tsv" --retune \
+        --kernels lt --sym-blocks 1,2,4,8,16 --reps 5 --warmup 1 --no-products --no-elementwise --no-gemm-tune \
+        --out "$L/costs_big18.csv" > "$L/nsbig.txt" 2>&1
+    echo "bench big18 exit $?"
+    grep -v '^#' "$L/nsbig.txt" | grep ' ns ' | head -40
+}
