@@ -671,3 +671,51 @@ stage_nsflat() {
     echo "bench big18 exit $?"
     grep -v '^#' "$L/nsbig.txt" | grep ' ns ' | head -40
 }
+# flatllama (issue 17): the flat scheme where it counts in a step. The MoE expert batches re-tuned
+# in both schemes (traces/kernels/expert_shapes.txt), Llama-3.2-3B's NS shapes at its plans' batches
+# re-tuned likewise (validation_shapes/), then Llama-3.2-3B dmuon on the GPU at 4096 tokens with the
+# committed cache and with the re-tuned one, alternated twice (the optimizer phase: issue 17's goal).
+STAGE_TIMEOUT_flatllama=560
+stage_flatllama() {
+    cp traces/kernels/autotune_h200.tsv "$L/autotune_old.tsv"
+    cp traces/kernels/autotune_h200.tsv "$L/autotune_new.tsv"
+    timeout 150 "$D/dmuon" bench kernels --shapes traces/kernels/expert_shapes.txt --cache "$L/autotune_new.tsv" --retune \
+        --sym-blocks 1,2,4,8,16 --no-elementwise --reps 5 --warmup 1 --out "$L/costs_experts.csv" > "$L/experts.txt" 2>&1
+    echo "bench experts exit $?"
+    grep -v '^#' "$L/experts.txt" | grep ' ns \| syrk \| gemm '
+    local a c i
+    for a in direct gram; do
+        timeout 120 "$D/dmuon" bench kernels --shapes traces/kernels/validation_shapes/llama-3.2-3b.$a.txt --algos $a \
+            --kernels lt --retune --sym-blocks 1,2,4,8,16 --no-products --no-elementwise --warmup 2 --reps 10 \
+            --cache "$L/autotune_new.tsv" --out "$L/ns_llama.$a.csv" > "$L/ns_llama.$a.txt" 2>&1
+        echo "bench llama $a exit $?"
+        grep -v '^#' "$L/ns_llama.$a.txt" | grep ' ns '
+    done
+    for i in 1 2; do
+        for c in old new; do
+            timeout 80 "$D/dmuon" run --backend gpu --model llama-3.2-3b --cluster h200 --strategy dmuon --tokens 4096 \
+                --steps 3 --timeout 70 --autotune "$L/autotune_$c.tsv" > "$L/run_$c$i.txt" 2>&1
+            echo "run $c $i exit $?: $(grep '^# mean over' "$L/run_$c$i.txt" | cut -c1-200)"
+        done
+    done
+}
+# llamaval (issue 17): Llama-3.2-3B with its NS shapes re-tuned in the committed cache (flatllama):
+# the two PyTorch-form rows whose cached configuration changed (3072x3072 direct eager, batch 1;
+# 8192x3072 gram as stored, batch 1: its wide entry's), then its validation at 1024 and 4096 tokens
+# under dmuon, muon-ddp and adamw (replayed on the build machine with those rows merged).
+STAGE_TIMEOUT_llamaval=420
+stage_llamaval() {
+    printf '3072 3072 1\n' > "$L/eager_llama.txt"
+    printf '8192 3072 1\n' > "$L/tall_llama.txt"
+    cp traces/kernels/autotune_h200.tsv "$L/at_llama.tsv"
+    timeout 60 "$D/dmuon" bench kernels --shapes "$L/eager_llama.txt" --algos direct --kernels lt --retime-cached --no-products \
+        --no-elementwise --no-gemm-tune --warmup 3 --reps 15 --cache "$L/at_llama.tsv" --no-graph \
+        --out "$L/ns_eager_llama.csv" > "$L/ns_eager_llama.txt" 2>&1
+    echo "bench eager exit $?"; grep -v '^#' "$L/ns_eager_llama.txt" | grep ' ns '
+    timeout 60 "$D/dmuon" bench kernels --shapes "$L/tall_llama.txt" --algos gram --kernels lt --retime-cached --no-products \
+        --no-elementwise --no-gemm-tune --warmup 3 --reps 15 --cache "$L/at_llama.tsv" --as-stored \
+        --out "$L/ns_tall_gram_llama.csv" > "$L/ns_tall_gram_llama.txt" 2>&1
+    echo "bench tall gram exit $?"; grep -v '^#' "$L/ns_tall_gram_llama.txt" | grep ' ns '
+    VALIDATE_MODELS=llama-3.2-3b VALIDATE_TOKENS=1024,4096 stage_validate
+    (cd "$L" && tar -cJf validate-cases.tar.xz validate && rm -rf validate)
+}
