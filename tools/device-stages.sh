@@ -719,3 +719,59 @@ stage_llamaval() {
     VALIDATE_MODELS=llama-3.2-3b VALIDATE_TOKENS=1024,4096 stage_validate
     (cd "$L" && tar -cJf validate-cases.tar.xz validate && rm -rf validate)
 }
+# retuneall (issue 17): the executor cache re-tuned with the flat scheme for every NS shape of the
+# seven validation models whose short side is >= 512 (block counts > 1 possible: the others keep
+# their entries and rows), kernels lt and block, both schemes, block counts 1..16 (--retune); then
+# the PyTorch forms' eager rows and the tall rows of those shapes with the new cache. $L/autotune.tsv
+# is the new cache; ns_*.csv the rows to merge into traces/costs/h200.csv.
+STAGE_TIMEOUT_retuneall=560
+stage_retuneall() {
+    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    local f b a t0=$SECONDS
+    big() { awk '/^#/ || NF < 2 {next} {m = $1 < $2 ? $1 : $2; if (m >= 512) print}' "$1"; }
+    for f in traces/kernels/validation_shapes/*.txt; do
+        b=$(basename "$f" .txt) a=${b##*.}
+        big "$f" > "$L/shapes_$b.txt"
+        [ -s "$L/shapes_$b.txt" ] || continue
+        timeout 120 "$D/dmuon" bench kernels --shapes "$L/shapes_$b.txt" --algos "$a" --kernels lt,block --retune \
+            --sym-blocks 1,2,4,8,16 --no-products --no-elementwise --no-gemm-tune --warmup 2 --reps 10 \
+            --cache "$L/autotune.tsv" --out "$L/ns_$b.csv" > "$L/ns_$b.txt" 2>&1
+        echo "retune $b exit $? ($(grep -vc '^#' "$L/ns_$b.csv" 2>/dev/null || echo 0) lines, $((SECONDS - t0)) s)"
+    done
+    rt() { # NAME SHAPES ALGO FLAGS...: re-time the new cache's configuration into $L/ns_NAME.csv
+        local name=$1 shapes=$2 algo=$3
+        shift 3
+        big "$shapes" > "$L/shapes_$name.txt"
+        [ -s "$L/shapes_$name.txt" ] || return 0
+        cp "$L/autotune.tsv" "$L/at_$name.tsv"
+        timeout 100 "$D/dmuon" bench kernels --shapes "$L/shapes_$name.txt" --algos "$algo" --kernels lt --retime-cached \
+            --no-products --no-elementwise --no-gemm-tune --warmup 3 --reps 15 --cache "$L/at_$name.tsv" "$@" \
+            --out "$L/ns_$name.csv" > "$L/ns_$name.txt" 2>&1
+        echo "re-time $name exit $? ($(grep -vc '^#' "$L/ns_$name.csv" 2>/dev/null || echo 0) lines, $((SECONDS - t0)) s)"
+        rm -f "$L/at_$name.tsv"
+    }
+    rt eager traces/kernels/eager_shapes.txt direct --no-graph
+    rt tall_eager traces/kernels/tall_shapes_eager.txt direct --as-stored --no-graph
+    for a in direct gram; do rt tall_$a traces/kernels/tall_shapes_$a.txt $a --as-stored; done
+}
+# valall: after a re-tune of the executor cache (retuneall), gputest and every validation the
+# accuracy record rests on, with the committed cache and rows: the seven validation models at 1024
+# and 4096 tokens ($L/core), Llama-3.2-3B dmuon at 16384 (the calibration's third token count,
+# $L/llama16k), the held-out models of h200-25 at 1024 and 4096 ($L/heldout); case dirs packed.
+STAGE_TIMEOUT_valall=560
+stage_valall() {
+    local n
+    stage_gputest > "$L/gputest.txt" 2>&1
+    tail -3 "$L/gputest.txt"
+    for n in core llama16k heldout; do
+        case $n in
+        core) VALIDATE_TOKENS=1024,4096 stage_validate ;;
+        llama16k) VALIDATE_MODELS=llama-3.2-3b VALIDATE_STRATEGIES=dmuon VALIDATE_TOKENS=16384 stage_validate ;;
+        heldout) VALIDATE_MODELS=pi0.5,qwen2.5-3b,wan2.2-ti2v-5b,models/extra/qwen3-30b-a3b-6l.json \
+            VALIDATE_TOKENS=1024,4096 stage_validate ;;
+        esac > "$L/validate_$n.log" 2>&1
+        echo "$n: $(grep -h '^validate:' "$L/validate.txt")"
+        mkdir -p "$L/$n" && mv "$L/validate.txt" "$L/$n/" && mv "$L/validate" "$L/$n/validate"
+        (cd "$L/$n" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+    done
+}
