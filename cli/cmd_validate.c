@@ -96,6 +96,8 @@ static void usage(FILE *f)
             "  --replay CSV       run no executor: re-simulate the cases of a stored validate.csv with\n"
             "                     the current cluster and calibration and compare against its measured\n"
             "                     phases (writes DIR/replay.csv; --tokens must match the measured run)\n"
+            "  --as-run           with --replay: simulate the program each case ran (CASE/program.json\n"
+            "                     in the CSV's folder) instead of planning it again with today's rows\n"
             "  --json             the rows of validate.csv (replay.csv) as one JSON object on stdout, the\n"
             "                     report on stderr\n"
             "  -h, --help         this text\n");
@@ -109,7 +111,7 @@ static int split(char *s, char **out)
 }
 
 enum { O_MODELS = 1, O_STRATS, O_OVERLAPS, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_BACKEND, O_STEPS, O_TOKENS, O_MPIRUN,
-       O_OUT, O_PLOTCASE, O_MAXERR, O_DRY, O_REPLAY, O_JSON };
+       O_OUT, O_PLOTCASE, O_MAXERR, O_DRY, O_REPLAY, O_ASRUN, O_JSON };
 
 int cmd_validate(int argc, char **argv)
 {
@@ -129,12 +131,13 @@ int cmd_validate(int argc, char **argv)
                                        {"max-error", required_argument, 0, O_MAXERR},
                                        {"dry-run", no_argument, 0, O_DRY},
                                        {"replay", required_argument, 0, O_REPLAY},
+                                       {"as-run", no_argument, 0, O_ASRUN},
                                        {"json", no_argument, 0, O_JSON},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     char models_s[1024] = "llama-3.2-3b", strats_s[256] = "dmuon,muon-ddp,adamw", ovl_s[256] = "interleave,none";
     long gpus[MAX_LIST] = {1, 2}, steps = 5, plot_case = 0, v, tokens[MAX_LIST] = {4096};
-    int n_gpus = 2, dry = 0, json = 0, c, n_tokens = 1;
+    int n_gpus = 2, dry = 0, json = 0, c, n_tokens = 1, as_run = 0;
     double max_err = -1;
     const char *backend = "gpu", *mpirun = "mpirun", *dir = "dmuon-validate", *replay_csv = NULL;
     input_args ia = {NULL, NULL, NULL, NULL, 0, 0};
@@ -191,6 +194,7 @@ int cmd_validate(int argc, char **argv)
             break;
         case O_DRY: dry = 1; break;
         case O_REPLAY: replay_csv = optarg; break;
+        case O_ASRUN: as_run = 1; break;
         case O_JSON: json = 1; break;
         case 'h': usage(stdout); return 0;
         default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
@@ -224,13 +228,17 @@ int cmd_validate(int argc, char **argv)
         inputs_free(&in);
         return 1;
     }
+    if (as_run && !replay_csv) {
+        opt_usage_error(CMD, "--as-run: only with --replay");
+        return 2;
+    }
     if (replay_csv && n_tokens > 1) {
         opt_usage_error(CMD, "--tokens: one count with --replay (the tokens of a table that does not store them)");
         inputs_free(&in);
         return 2;
     }
     vld_opts vo = {&in.cluster, in.costs, tokens[0], ia.calibration ? ia.calibration : "", in.calib.fitted_on, dir,
-                   max_err, self, mpirun, backend, steps, dry, (int)plot_case};
+                   max_err, self, mpirun, backend, steps, dry, (int)plot_case, as_run};
     int rc = 1;
     FILE *rep = json ? stderr : stdout; /* --json: the rows on stdout, the report on stderr */
     char rows[4096];

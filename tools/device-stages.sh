@@ -775,3 +775,53 @@ stage_valall() {
         (cd "$L/$n" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
     done
 }
+# retune2 (issue 17): the executor cache re-tuned for every NS shape and batch the 1-GPU dmuon and
+# muon-ddp plans of the 11 validated models run (traces/kernels/retune2-2026-12-04/*.txt, made by
+# tools/plan_ns_shapes.py from `dmuon plan -o` on the committed rows) and every batch the table
+# holds for those shapes (one regime per shape: retune-2026-12-04/README.md), short side >= 512:
+# block counts 1..8 in the flat scheme (--sym-schemes flat), kernels lt and block; the tall and
+# eager rows of those shapes re-timed with the new cache; then the new cache put in the tree and the
+# validations run on it: the seven models at 1024 and 4096 ($L/core), the held-out four ($L/heldout),
+# Llama-3.2-3B dmuon at 16384 ($L/llama16k) while time is left.
+STAGE_TIMEOUT_retune2=540
+stage_retune2() {
+    local S=traces/kernels/retune2-2026-12-04 a t0=$SECONDS n
+    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    for a in direct gram; do
+        timeout 170 "$D/dmuon" bench kernels --shapes $S/wide.$a.txt --algos $a --kernels lt,block --retune \
+            --sym-blocks 1,2,4,8 --sym-schemes flat --no-products --no-elementwise --no-gemm-tune --warmup 2 --reps 10 \
+            --cache "$L/autotune.tsv" --out "$L/ns_wide.$a.csv" > "$L/ns_wide.$a.txt" 2>&1
+        echo "retune wide $a exit $? ($(grep -vc '^#' "$L/ns_wide.$a.csv" 2>/dev/null || echo 0) lines, $((SECONDS - t0)) s)"
+    done
+    rt2() { # NAME SHAPES ALGO FLAGS...
+        local name=$1 shapes=$2 algo=$3
+        shift 3
+        cp "$L/autotune.tsv" "$L/at_$name.tsv"
+        timeout 60 "$D/dmuon" bench kernels --shapes "$shapes" --algos "$algo" --kernels lt,block --retime-cached \
+            --no-products --no-elementwise --no-gemm-tune --warmup 3 --reps 15 --cache "$L/at_$name.tsv" "$@" \
+            --out "$L/ns_$name.csv" > "$L/ns_$name.txt" 2>&1
+        echo "re-time $name exit $? ($(grep -vc '^#' "$L/ns_$name.csv" 2>/dev/null || echo 0) lines, $((SECONDS - t0)) s)"
+        rm -f "$L/at_$name.tsv"
+    }
+    rt2 tall.direct $S/tall.direct.txt direct --as-stored
+    rt2 tall.gram $S/tall.gram.txt gram --as-stored
+    rt2 eager $S/eager.txt direct --no-graph
+    rt2 eager.tall $S/eager.tall.txt direct --as-stored --no-graph
+    cp "$L/autotune.tsv" traces/kernels/autotune_h200.tsv
+    for n in core heldout llama16k; do
+        local late=460
+        case $n in core) late=300 ;; heldout) late=400 ;; esac
+        if [ $((SECONDS - t0)) -gt $late ]; then
+            echo "$n: skipped at $((SECONDS - t0)) s"; continue
+        fi
+        case $n in
+        core) VALIDATE_TOKENS=1024,4096 stage_validate ;;
+        heldout) VALIDATE_MODELS=pi0.5,qwen2.5-3b,wan2.2-ti2v-5b,models/extra/qwen3-30b-a3b-6l.json \
+            VALIDATE_TOKENS=1024,4096 stage_validate ;;
+        llama16k) VALIDATE_MODELS=llama-3.2-3b VALIDATE_STRATEGIES=dmuon VALIDATE_TOKENS=16384 stage_validate ;;
+        esac > "$L/validate_$n.log" 2>&1
+        echo "$n: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - t0)) s)"
+        mkdir -p "$L/$n" && mv "$L/validate.txt" "$L/$n/" && mv "$L/validate" "$L/$n/validate"
+        (cd "$L/$n" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+    done
+}

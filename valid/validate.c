@@ -503,10 +503,30 @@ int vld_replay(const char *csv_path, const vld_opts *o, FILE *out)
         fprintf(out, "  measured    %s: %d cases (no executor run; %lld tokens per rank assumed)\n", csv_path, n,
                 (long long)o->tokens);
     int failed = 0, missed = 0, within5 = 0, within10 = 0, within5_before = 0;
+    /* --as-run: the program each case ran, from its folder beside the CSV (the plan the rows of
+     * the run's day gave; re-planned with other rows it may batch and order differently) */
+    char base[4096];
+    snprintf(base, sizeof base, "%s", csv_path);
+    char *slash = strrchr(base, '/');
+    if (slash) *slash = 0;
+    else snprintf(base, sizeof base, ".");
+    if (o->as_run) fprintf(out, "  programs    as run: %s/CASE/program.json\n", base);
     for (int i = 0; i < n; i++) {
         dm_program *p = NULL;
         sim_result *sr = NULL;
-        if (plan_and_sim(&cs[i], o, 0, &p, NULL, &sr, &err) || dm_phases_trace(sr->trace, &cs[i].r.sim, &err)) {
+        int bad;
+        if (o->as_run) {
+            char pp[4400];
+            snprintf(pp, sizeof pp, "%s/%s/program.json", base, cs[i].name);
+            sim_opts so2;
+            sim_opts_default(&so2);
+            so2.costs = o->costs;
+            so2.record_trace = 1;
+            bad = dm_program_load(pp, &p, &err) || sim_run(p, o->cluster, &so2, &sr, &err);
+        } else {
+            bad = plan_and_sim(&cs[i], o, 0, &p, NULL, &sr, &err);
+        }
+        if (bad || dm_phases_trace(sr->trace, &cs[i].r.sim, &err)) {
             snprintf(cs[i].why, sizeof cs[i].why, "%s", err.msg);
             failed++;
         } else {

@@ -57,6 +57,8 @@ typedef struct vld_opts {
     long steps;
     int dry;                     /* print the commands, plan the cases, run nothing */
     int plot_case;               /* 1-based; 0: the first dmuon case on the most GPUs */
+    int as_run;                  /* replays: simulate each case's stored program (CASE/program.json
+                                    beside the CSV) instead of planning it again */
 } vld_opts;
 
 /* The cases of every model x tokens x GPU count x strategy x overlap, in that order (strings
