@@ -6,7 +6,7 @@
 # FILE:LINE:COL. (That table was measured before forward and backward ops carried their kernels:
 # the executor then ran one GEMM per matrix and no attention, so today's predictions of its
 # forward and backward differ from the stored ones by design, and only the mechanics are
-# checked on it.)
+# checked on it.) --as-run simulates the program a case ran instead (one case of h200-29).
 . "${DM_SRCDIR:-.}/tests/tap.sh"
 DMUON=${DMUON:-./dmuon}
 SRC=${DM_SRCDIR:-.}
@@ -88,6 +88,24 @@ out=$(cd "$SRC" && $R "$stored" --calibration traces/calib/h200x2.calib --out "$
 is "replay with the committed calibration exits 0" "$?" 0
 is "--max-error 1 fails (phases miss by more than 1%)" "$(status_of $R "$stored" --calibration "$tmp/old.calib" --out "$tmp/c" --max-error 1)" 1
 is "--max-error 200 passes" "$(status_of $R "$stored" --calibration "$tmp/old.calib" --out "$tmp/c" --max-error 200)" 0
+# --as-run: the program a case ran (CASE/program.json beside the csv) instead of a new plan; one
+# case of h200-29 (its table's rows for it, its program from the packed case folders)
+asr="$tmp/asrun/validate"
+mkdir -p "$asr"
+case=qwen2.5-0.5b.dmuon.interleave.1gpu.1024tok
+sed -n "1p; /^$case,/p" "$SRC/traces/validate/h200-29/validate/validate.csv" >"$asr/validate.csv"
+tar xJf "$SRC/traces/validate/h200-29/validate-cases.tar.xz" -C "$tmp/asrun" "validate/$case/program.json"
+out=$(cd "$SRC" && $DMUON validate --cluster h200 --replay "$asr/validate.csv" --as-run --out "$tmp/ar" 2>&1)
+is "--as-run replay exits 0" "$?" 0
+like "  ... simulates the stored program" "$out" "validate --replay: 1 cases, 1 simulated, 0 failed"
+like "  ... and says where the programs come from" "$out" "programs    as run: $asr/CASE/program.json"
+sim=$(cd "$SRC" && $DMUON sim --program "$asr/$case/program.json" --cluster h200 2>&1 | sed -n 's/^step time *\([0-9.]*\) ms.*/\1/p')
+got=$(awk -F, 'NR > 1 && $7 == "step" { printf "%.3f", $9 }' "$tmp/ar/replay.csv")
+is "  ... its step is sim --program's on that program" "$got" "$sim"
+rm "$asr/$case/program.json"
+out=$(cd "$SRC" && $DMUON validate --cluster h200 --replay "$asr/validate.csv" --as-run --out "$tmp/ar2" 2>&1)
+like "  ... a case without its program fails, named" "$out" "$case/program.json"
+is "--as-run without --replay is a usage error" "$(status_of $DMUON validate --as-run)" 2
 # Malformed input: file:line:col (rows of an older stored table).
 old_table="$SRC/traces/validate/h200x2-1/validate.csv"
 printf 'case,model,phase\n' >"$tmp/h.csv"
