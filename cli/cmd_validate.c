@@ -201,6 +201,10 @@ int cmd_validate(int argc, char **argv)
         }
     }
     if (opt_no_operands(CMD, argc, argv)) return 2;
+    if (as_run && !replay_csv) {
+        opt_usage_error(CMD, "--as-run: only with --replay");
+        return 2;
+    }
     char *models[MAX_LIST], *strats[MAX_LIST], *ovls[MAX_LIST];
     int n_models = split(models_s, models), n_strats = split(strats_s, strats), n_ovls = split(ovl_s, ovls);
     dm_err err;
@@ -227,10 +231,6 @@ int cmd_validate(int argc, char **argv)
         fprintf(stderr, "dmuon validate: %s\n", err.msg);
         inputs_free(&in);
         return 1;
-    }
-    if (as_run && !replay_csv) {
-        opt_usage_error(CMD, "--as-run: only with --replay");
-        return 2;
     }
     if (replay_csv && n_tokens > 1) {
         opt_usage_error(CMD, "--tokens: one count with --replay (the tokens of a table that does not store them)");

@@ -69,6 +69,16 @@ int vld_default_plot_case(const vld_case *cs, int n)
 
 /* Plan one case, its per-rank peak memory into *mem (may be NULL), and, unless plan_only,
  * simulate it (*p and *sr owned by the caller; both NULL on failure). */
+/* The simulation of a case's program p with the options' costs, its trace recorded. */
+static int sim_case(const dm_program *p, const vld_opts *o, sim_result **sr, dm_err *err)
+{
+    sim_opts so;
+    sim_opts_default(&so);
+    so.costs = o->costs;
+    so.record_trace = 1;
+    return sim_run(p, o->cluster, &so, sr, err);
+}
+
 static int plan_and_sim(const vld_case *vc, const vld_opts *o, int plan_only, dm_program **p, dm_mem_est *mem,
                         sim_result **sr, dm_err *err)
 {
@@ -88,11 +98,7 @@ static int plan_and_sim(const vld_case *vc, const vld_opts *o, int plan_only, dm
         rc = 0;
         goto out;
     }
-    sim_opts so2;
-    sim_opts_default(&so2);
-    so2.costs = o->costs;
-    so2.record_trace = 1;
-    rc = sim_run(*p, o->cluster, &so2, sr, err);
+    rc = sim_case(*p, o, sr, err);
 out:
     dm_model_free(m);
     if (rc) {
@@ -518,11 +524,7 @@ int vld_replay(const char *csv_path, const vld_opts *o, FILE *out)
         if (o->as_run) {
             char pp[4400];
             snprintf(pp, sizeof pp, "%s/%s/program.json", base, cs[i].name);
-            sim_opts so2;
-            sim_opts_default(&so2);
-            so2.costs = o->costs;
-            so2.record_trace = 1;
-            bad = dm_program_load(pp, &p, &err) || sim_run(p, o->cluster, &so2, &sr, &err);
+            bad = dm_program_load(pp, &p, &err) || sim_case(p, o, &sr, &err);
         } else {
             bad = plan_and_sim(&cs[i], o, 0, &p, NULL, &sr, &err);
         }
