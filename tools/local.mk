@@ -3,7 +3,7 @@
 EXTRA_DIST += tools/gen_models.py tools/torch_ns_bench.py tools/install-deps.sh tools/build-device.sh \
 	tools/torch_step_bench.py tools/trace_layers.py tools/ns_bench_summary.py tools/ns_mma_emu.py \
 	tools/device-run.sh tools/device-stages.sh tools/validate_ab.py tools/costs_merge.py tools/replay_all.sh \
-	tools/clock_by_kernel.py
+	tools/clock_by_kernel.py tools/plan_ns_shapes.py
 
 # tools/kernel_price: a step's kernels priced by a cost table beside the executor's in-step times
 # (not installed; `make tools/kernel_price`)
