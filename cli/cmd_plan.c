@@ -250,7 +250,7 @@ int cmd_plan(int argc, char **argv)
     }
     long counts[DM_OP__COUNT] = {0}, last[DM_OP__COUNT] = {0}, n_ops = 0;
     for (int r = 0; r < prog->nranks; r++)
-        if (r > 0 && prog->ranks[r].ops == prog->ranks[r - 1].ops && prog->ranks[r].n_ops == prog->ranks[r - 1].n_ops)
+        if (dm_rank_same_list_as_prev(prog, r))
             for (int k = 0; k < DM_OP__COUNT; k++) counts[k] += last[k]; /* the same list as the rank before */
         else {
             memset(last, 0, sizeof last);

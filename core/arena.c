@@ -116,17 +116,11 @@ int dm_arena_mark(const dm_model *m, dm_program *p, dm_err *err)
         free(off), free(mx);
         return -1;
     }
-    /* a collective's members name the same params, group and kind: decided once per collective
-     * (2: not yet), unless a member's op differs from the first one's */
-    signed char *got = dm_malloc((size_t)p->n_colls + 1, err);
-    if (!got) {
-        free(off), free(mx);
-        return -1;
-    }
-    memset(got, 2, (size_t)p->n_colls + 1);
+    /* a collective's members name the same params, group and kind: decided for its first
+     * member's op, the others take that op's decision unless theirs differs */
     const dm_op **first = dm_calloc((size_t)p->n_colls + 1, sizeof *first, err);
     if (!first) {
-        free(off), free(mx), free(got);
+        free(off), free(mx);
         return -1;
     }
     for (int r = 0; r < p->nranks; r++)
@@ -138,17 +132,17 @@ int dm_arena_mark(const dm_model *m, dm_program *p, dm_err *err)
             }
             int c = op->coll >= 0 && op->coll < p->n_colls ? op->coll : -1;
             const dm_op *f = c >= 0 ? first[c] : NULL;
-            if (f && got[c] != 2 && f->kind == op->kind && f->group == op->group && f->parts == op->parts &&
-                f->params == op->params && f->n_params == op->n_params) {
-                op->staged = got[c];
+            if (f && f->kind == op->kind && f->group == op->group && f->parts == op->parts && f->params == op->params &&
+                f->n_params == op->n_params) {
+                op->staged = f->staged;
                 continue;
             }
             int bad = 0;
             for (int a = 0; a < op->n_params; a++) bad |= op->params[a] < 0 || op->params[a] >= n;
             if (bad || op->group < 0 || op->group >= p->n_groups) op->staged = 1;
             else op->staged = all || !dm_arena_in_place(m, mx, off, op, p->groups[op->group].n);
-            if (c >= 0 && !f) first[c] = op, got[c] = (signed char)op->staged;
+            if (c >= 0 && !f) first[c] = op;
         }
-    free(off), free(mx), free(got), free(first);
+    free(off), free(mx), free(first);
     return 0;
 }

@@ -131,7 +131,7 @@ typedef struct rank_walk {
 static int rank_walked(const dm_program *p, int r, rank_walk *w)
 {
     int stride = p->nranks > DM_MEM_PEAK_EXACT ? p->nranks / DM_MEM_PEAK_EXACT : 1;
-    int same = r >= 1 && p->ranks[r].ops == p->ranks[r - 1].ops && p->ranks[r].n_ops == p->ranks[r - 1].n_ops;
+    int same = dm_rank_same_list_as_prev(p, r);
     int last = r + 1 == p->nranks || p->ranks[r + 1].ops != p->ranks[r].ops;
     w->run = same ? w->run + 1 : 0;
     if (!same) w->dep = -1;

@@ -196,6 +196,13 @@ typedef struct dm_program {
  * (options, strategy label) say. A comparison in memory, no serialization (cf. dm_program_hash). */
 int dm_program_same_ops(const dm_program *a, const dm_program *b);
 
+/* 1 when rank r (> 0) runs the very list of rank r - 1: the same shared array and length
+ * (dm_rank_prog.share), so whatever depends on the list alone is that rank's again. */
+static inline int dm_rank_same_list_as_prev(const dm_program *p, int r)
+{
+    return r > 0 && p->ranks[r].ops == p->ranks[r - 1].ops && p->ranks[r].n_ops == p->ranks[r - 1].n_ops;
+}
+
 /* Construction. Strings are copied. Returned program owned by the caller (dm_program_free). */
 dm_program *dm_program_new(int nranks, int gpus_per_node, const char *model, const char *strategy,
                            const char *cluster, const char *options, int64_t tokens, dm_err *err);

@@ -220,7 +220,7 @@ void sim_mem_program_size(const dm_program *p, sim_mem_size *out)
     for (int r = 0; r < p->nranks; r++) {
         const dm_rank_prog *rp = &p->ranks[r];
         out->ops += rp->n_ops;
-        if (r == 0 || rp->ops != p->ranks[r - 1].ops || rp->n_ops != p->ranks[r - 1].n_ops) {
+        if (!dm_rank_same_list_as_prev(p, r)) {
             deps = params = 0;
             for (int i = 0; i < rp->n_ops; i++) {
                 deps += rp->ops[i].n_deps;
