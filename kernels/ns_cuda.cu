@@ -223,14 +223,14 @@ static int layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows, int
                   int64_t ld, int batch, int64_t stride, int ptr_array, dm_err *err)
 {
     NS_LT(cublasLtMatrixLayoutCreate(l, t, (uint64_t)rows, (uint64_t)cols, ld));
-    if (ptr_array) { /* every instance's address from the step's device arrays */
+    if (ptr_array || batch > 1) {
         int32_t bc = batch;
-        uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
         NS_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
+    }
+    if (ptr_array) { /* every instance's address from the step's device arrays */
+        uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
         NS_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof mode));
     } else if (batch > 1) {
-        int32_t bc = batch;
-        NS_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
         NS_LT(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
     }
     return 0;
@@ -495,6 +495,27 @@ static int emit_mirror(seq *q, const geom *g, int64_t bs, void *s, dm_err *err)
  * size bs are one more. Work: (1/2 + 1/2^(L+1)) of the full product, in L+1 launches.
  *
  * sym_kind 0: R = X X^T from X (m x n, layout g->xT); 1: D = alpha S1 S2 + beta C (m x m). */
+/* The operands of a symmetric product's block, as both schemes below cut it (column-major, as
+ * cuBLASLt sees the storage): the block of rows R.. and columns C.. of the m x m result is
+ * op(A) op(B) with A at x1 + R * ua elements and B at x2 + C * ub; *a gets the transposes, the
+ * leading dimensions and the inner size K. sym_kind 0: R = X X^T from X (m x n, layout g->xT);
+ * 1: rows of S1 times columns of S2 (m x m). */
+static void sym_operands(const geom *g, int sym_kind, gemm_args *a, int64_t *ua, int64_t *ub)
+{
+    int64_t m = g->m, n = g->n;
+    a->K = sym_kind == 0 ? n : m;
+    if (sym_kind == 0 && g->xT) { /* stored X^T (n x m, ld n): rows of X are columns */
+        a->ta = CUBLAS_OP_T, a->tb = CUBLAS_OP_N, a->lda = a->ldb = n;
+        *ua = *ub = n;
+    } else if (sym_kind == 0) { /* stored X (m x n, ld m) */
+        a->ta = CUBLAS_OP_N, a->tb = CUBLAS_OP_T, a->lda = a->ldb = m;
+        *ua = *ub = 1;
+    } else {
+        a->ta = a->tb = CUBLAS_OP_N, a->lda = a->ldb = m;
+        *ua = 1, *ub = m;
+    }
+}
+
 /* The same lower tiles as the levels below, flat (ns_config.sym_flat): the m x m result cut
  * into p x p tiles of bs (p = m / bs), the p (p + 1) / 2 on and below the diagonal of every
  * matrix of the batch in ONE pointer-array GEMM (the same work as the levels with leaves of bs,
@@ -506,8 +527,11 @@ static int emit_sym_flat(seq *q, const geom *g, int64_t bs, int sym_kind, const 
                          float alpha, float beta, const void *c, void *d, dm_err *err)
 {
     size_t es = dm_dtype_size(g->dt);
-    int64_t m = g->m, n = g->n, p = m / bs;
-    int64_t K = sym_kind == 0 ? n : m, xs = m * (sym_kind == 0 ? n : m);
+    int64_t m = g->m, p = m / bs, ua, ub;
+    gemm_args a;
+    memset(&a, 0, sizeof a);
+    sym_operands(g, sym_kind, &a, &ua, &ub);
+    int64_t xs = m * a.K; /* one matrix of the batch (X: m x n; S: m x m) */
     int cnt = (int)(p * (p + 1) / 2) * g->batch, e = 0;
     const void **ptrs = (const void **)dm_malloc(4 * (size_t)cnt * sizeof *ptrs, err);
     if (!ptrs) return -1;
@@ -515,25 +539,13 @@ static int emit_sym_flat(seq *q, const geom *g, int64_t bs, int sym_kind, const 
         for (int64_t i = 0; i < p; i++)
             for (int64_t j = 0; j <= i; j++, e++) {
                 int64_t R = i * bs, C = j * bs; /* the tile's first row and column */
-                const char *X1 = (const char *)x1 + (size_t)(b * xs) * es;
-                const char *X2 = (const char *)x2 + (size_t)(b * xs) * es;
-                int64_t oa, ob;
-                if (sym_kind == 0 && g->xT) oa = R * n, ob = C * n; /* stored X^T (n x m, ld n) */
-                else if (sym_kind == 0) oa = R, ob = C;             /* stored X (m x n, ld m) */
-                else oa = R, ob = C * m;                            /* rows of S1, columns of S2 */
                 size_t od = (size_t)(b * m * m + R + C * m) * es;
-                ptrs[e] = X1 + (size_t)oa * es;
-                ptrs[cnt + e] = X2 + (size_t)ob * es;
+                ptrs[e] = (const char *)x1 + (size_t)(b * xs + R * ua) * es;
+                ptrs[cnt + e] = (const char *)x2 + (size_t)(b * xs + C * ub) * es;
                 ptrs[2 * cnt + e] = c ? (const void *)((const char *)c + od) : (const void *)((char *)d + od);
                 ptrs[3 * cnt + e] = (char *)d + od;
             }
-    gemm_args a;
-    memset(&a, 0, sizeof a);
     a.M = a.N = bs;
-    a.K = K;
-    if (sym_kind == 0 && g->xT) a.ta = CUBLAS_OP_T, a.tb = CUBLAS_OP_N, a.lda = a.ldb = n;
-    else if (sym_kind == 0) a.ta = CUBLAS_OP_N, a.tb = CUBLAS_OP_T, a.lda = a.ldb = m;
-    else a.ta = a.tb = CUBLAS_OP_N, a.lda = a.ldb = m;
     a.alpha = alpha;
     a.beta = beta;
     a.a = x1, a.b = x2, a.c = c, a.d = d;
@@ -549,14 +561,9 @@ static int emit_sym_levels(seq *q, const geom *g, int64_t bs, int sym_kind, cons
                            dm_err *err)
 {
     size_t es = dm_dtype_size(g->dt);
-    int64_t m = g->m, n = g->n;
-    int64_t K = sym_kind == 0 ? n : m;
+    int64_t m = g->m;
     if (bs < m && g->flat) return emit_sym_flat(q, g, bs, sym_kind, x1, x2, alpha, beta, c, d, err);
     for (int b = 0; b < g->batch; b++) {
-        const char *X1 = (const char *)x1 + (size_t)b * (size_t)(m * (sym_kind == 0 ? n : m)) * es;
-        const char *X2 = (const char *)x2 + (size_t)b * (size_t)(m * (sym_kind == 0 ? n : m)) * es;
-        const char *C = c ? (const char *)c + (size_t)b * (size_t)(m * m) * es : NULL;
-        char *D = (char *)d + (size_t)b * (size_t)(m * m) * es;
         /* size > bs: an off-diagonal level; size == bs: the leaves (full blocks) */
         for (int64_t sz = m; sz >= bs; sz /= 2) {
             int leaf = sz == bs || bs >= m;
@@ -564,31 +571,18 @@ static int emit_sym_levels(seq *q, const geom *g, int64_t bs, int sym_kind, cons
             int64_t ro = leaf ? 0 : h;          /* row offset of the block in its diagonal block */
             int nb = (int)(m / sz);
             gemm_args a;
+            int64_t ua, ub;
             memset(&a, 0, sizeof a);
+            sym_operands(g, sym_kind, &a, &ua, &ub); /* block t: rows t sz + ro.., columns t sz.. */
+            const char *X1 = (const char *)x1 + (size_t)(b * m * a.K) * es;
+            const char *X2 = (const char *)x2 + (size_t)(b * m * a.K) * es;
+            const char *C = c ? (const char *)c + (size_t)(b * m * m) * es : NULL;
+            char *D = (char *)d + (size_t)(b * m * m) * es;
             a.M = a.N = h;
-            a.K = K;
-            if (sym_kind == 0 && g->xT) { /* stored X^T (n x m, ld n): rows of X are columns */
-                a.ta = CUBLAS_OP_T;
-                a.tb = CUBLAS_OP_N;
-                a.a = X1 + (size_t)(ro * n) * es;
-                a.b = X2;
-                a.lda = a.ldb = n;
-                a.sa = a.sb = sz * n;
-            } else if (sym_kind == 0) { /* stored X (m x n, ld m) */
-                a.ta = CUBLAS_OP_N;
-                a.tb = CUBLAS_OP_T;
-                a.a = X1 + (size_t)ro * es;
-                a.b = X2;
-                a.lda = a.ldb = m;
-                a.sa = a.sb = sz;
-            } else { /* rows of S1 times columns of S2 */
-                a.ta = a.tb = CUBLAS_OP_N;
-                a.a = X1 + (size_t)ro * es;
-                a.b = X2;
-                a.lda = a.ldb = m;
-                a.sa = sz;
-                a.sb = sz * m;
-            }
+            a.a = X1 + (size_t)(ro * ua) * es;
+            a.b = X2;
+            a.sa = sz * ua;
+            a.sb = sz * ub;
             a.alpha = alpha;
             a.beta = beta;
             a.c = C ? C + (size_t)ro * es : NULL;

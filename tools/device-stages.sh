@@ -719,6 +719,35 @@ stage_llamaval() {
     VALIDATE_MODELS=llama-3.2-3b VALIDATE_TOKENS=1024,4096 stage_validate
     (cd "$L" && tar -cJf validate-cases.tar.xz validate && rm -rf validate)
 }
+# retime_rows NAME SHAPES ALGO KERNELS TIMEOUT FLAGS...: NS rows of SHAPES timed with $L/autotune.tsv's
+# configurations (--retime-cached on a copy, so that the cache is not written) into $L/ns_NAME.csv;
+# T0 (SECONDS at the stage's start) for the elapsed time in the log line
+retime_rows() {
+    local name=$1 shapes=$2 algo=$3 kernels=$4 tmo=$5
+    shift 5
+    cp "$L/autotune.tsv" "$L/at_$name.tsv"
+    timeout "$tmo" "$D/dmuon" bench kernels --shapes "$shapes" --algos "$algo" --kernels "$kernels" --retime-cached \
+        --no-products --no-elementwise --no-gemm-tune --warmup 3 --reps 15 --cache "$L/at_$name.tsv" "$@" \
+        --out "$L/ns_$name.csv" > "$L/ns_$name.txt" 2>&1
+    echo "re-time $name exit $? ($(grep -vc '^#' "$L/ns_$name.csv" 2>/dev/null || echo 0) lines, $((SECONDS - T0)) s)"
+    rm -f "$L/at_$name.tsv"
+}
+# validate_set NAME: one of the validations the accuracy record rests on, into $L/NAME (case dirs
+# packed): core, the seven validation models at 1024 and 4096 tokens; heldout, the held-out models
+# of h200-25 at 1024 and 4096; llama16k, Llama-3.2-3B dmuon at 16384 (the calibration's third
+# token count)
+validate_set() {
+    local n=$1
+    case $n in
+    core) VALIDATE_TOKENS=1024,4096 stage_validate ;;
+    heldout) VALIDATE_MODELS=pi0.5,qwen2.5-3b,wan2.2-ti2v-5b,models/extra/qwen3-30b-a3b-6l.json \
+        VALIDATE_TOKENS=1024,4096 stage_validate ;;
+    llama16k) VALIDATE_MODELS=llama-3.2-3b VALIDATE_STRATEGIES=dmuon VALIDATE_TOKENS=16384 stage_validate ;;
+    esac > "$L/validate_$n.log" 2>&1
+    echo "$n: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T0)) s)"
+    mkdir -p "$L/$n" && mv "$L/validate.txt" "$L/$n/" && mv "$L/validate" "$L/$n/validate"
+    (cd "$L/$n" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+}
 # retuneall (issue 17): the executor cache re-tuned with the flat scheme for every NS shape of the
 # seven validation models whose short side is >= 512 (block counts > 1 possible: the others keep
 # their entries and rows), kernels lt and block, both schemes, block counts 1..16 (--retune); then
@@ -727,7 +756,8 @@ stage_llamaval() {
 STAGE_TIMEOUT_retuneall=560
 stage_retuneall() {
     cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
-    local f b a t0=$SECONDS
+    local f b a
+    T0=$SECONDS
     big() { awk '/^#/ || NF < 2 {next} {m = $1 < $2 ? $1 : $2; if (m >= 512) print}' "$1"; }
     for f in traces/kernels/validation_shapes/*.txt; do
         b=$(basename "$f" .txt) a=${b##*.}
@@ -736,19 +766,14 @@ stage_retuneall() {
         timeout 120 "$D/dmuon" bench kernels --shapes "$L/shapes_$b.txt" --algos "$a" --kernels lt,block --retune \
             --sym-blocks 1,2,4,8,16 --no-products --no-elementwise --no-gemm-tune --warmup 2 --reps 10 \
             --cache "$L/autotune.tsv" --out "$L/ns_$b.csv" > "$L/ns_$b.txt" 2>&1
-        echo "retune $b exit $? ($(grep -vc '^#' "$L/ns_$b.csv" 2>/dev/null || echo 0) lines, $((SECONDS - t0)) s)"
+        echo "retune $b exit $? ($(grep -vc '^#' "$L/ns_$b.csv" 2>/dev/null || echo 0) lines, $((SECONDS - T0)) s)"
     done
-    rt() { # NAME SHAPES ALGO FLAGS...: re-time the new cache's configuration into $L/ns_NAME.csv
+    rt() { # NAME SHAPES ALGO FLAGS...: the shapes with a short side >= 512, re-timed (retime_rows)
         local name=$1 shapes=$2 algo=$3
         shift 3
         big "$shapes" > "$L/shapes_$name.txt"
         [ -s "$L/shapes_$name.txt" ] || return 0
-        cp "$L/autotune.tsv" "$L/at_$name.tsv"
-        timeout 100 "$D/dmuon" bench kernels --shapes "$L/shapes_$name.txt" --algos "$algo" --kernels lt --retime-cached \
-            --no-products --no-elementwise --no-gemm-tune --warmup 3 --reps 15 --cache "$L/at_$name.tsv" "$@" \
-            --out "$L/ns_$name.csv" > "$L/ns_$name.txt" 2>&1
-        echo "re-time $name exit $? ($(grep -vc '^#' "$L/ns_$name.csv" 2>/dev/null || echo 0) lines, $((SECONDS - t0)) s)"
-        rm -f "$L/at_$name.tsv"
+        retime_rows "$name" "$L/shapes_$name.txt" "$algo" lt 100 "$@"
     }
     rt eager traces/kernels/eager_shapes.txt direct --no-graph
     rt tall_eager traces/kernels/tall_shapes_eager.txt direct --as-stored --no-graph
@@ -761,19 +786,10 @@ stage_retuneall() {
 STAGE_TIMEOUT_valall=560
 stage_valall() {
     local n
+    T0=$SECONDS
     stage_gputest > "$L/gputest.txt" 2>&1
     tail -3 "$L/gputest.txt"
-    for n in core llama16k heldout; do
-        case $n in
-        core) VALIDATE_TOKENS=1024,4096 stage_validate ;;
-        llama16k) VALIDATE_MODELS=llama-3.2-3b VALIDATE_STRATEGIES=dmuon VALIDATE_TOKENS=16384 stage_validate ;;
-        heldout) VALIDATE_MODELS=pi0.5,qwen2.5-3b,wan2.2-ti2v-5b,models/extra/qwen3-30b-a3b-6l.json \
-            VALIDATE_TOKENS=1024,4096 stage_validate ;;
-        esac > "$L/validate_$n.log" 2>&1
-        echo "$n: $(grep -h '^validate:' "$L/validate.txt")"
-        mkdir -p "$L/$n" && mv "$L/validate.txt" "$L/$n/" && mv "$L/validate" "$L/$n/validate"
-        (cd "$L/$n" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
-    done
+    for n in core llama16k heldout; do validate_set $n; done
 }
 # retune2 (issue 17): the executor cache re-tuned for every NS shape and batch the 1-GPU dmuon and
 # muon-ddp plans of the 11 validated models run (traces/kernels/retune2-2026-12-04/*.txt, made by
@@ -785,43 +801,41 @@ stage_valall() {
 # Llama-3.2-3B dmuon at 16384 ($L/llama16k) while time is left.
 STAGE_TIMEOUT_retune2=540
 stage_retune2() {
-    local S=traces/kernels/retune2-2026-12-04 a t0=$SECONDS n
+    local S=traces/kernels/retune2-2026-12-04 a n
+    T0=$SECONDS
     cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
     for a in direct gram; do
         timeout 170 "$D/dmuon" bench kernels --shapes $S/wide.$a.txt --algos $a --kernels lt,block --retune \
             --sym-blocks 1,2,4,8 --sym-schemes flat --no-products --no-elementwise --no-gemm-tune --warmup 2 --reps 10 \
             --cache "$L/autotune.tsv" --out "$L/ns_wide.$a.csv" > "$L/ns_wide.$a.txt" 2>&1
-        echo "retune wide $a exit $? ($(grep -vc '^#' "$L/ns_wide.$a.csv" 2>/dev/null || echo 0) lines, $((SECONDS - t0)) s)"
+        echo "retune wide $a exit $? ($(grep -vc '^#' "$L/ns_wide.$a.csv" 2>/dev/null || echo 0) lines, $((SECONDS - T0)) s)"
     done
-    rt2() { # NAME SHAPES ALGO FLAGS...
-        local name=$1 shapes=$2 algo=$3
-        shift 3
-        cp "$L/autotune.tsv" "$L/at_$name.tsv"
-        timeout 60 "$D/dmuon" bench kernels --shapes "$shapes" --algos "$algo" --kernels lt,block --retime-cached \
-            --no-products --no-elementwise --no-gemm-tune --warmup 3 --reps 15 --cache "$L/at_$name.tsv" "$@" \
-            --out "$L/ns_$name.csv" > "$L/ns_$name.txt" 2>&1
-        echo "re-time $name exit $? ($(grep -vc '^#' "$L/ns_$name.csv" 2>/dev/null || echo 0) lines, $((SECONDS - t0)) s)"
-        rm -f "$L/at_$name.tsv"
-    }
-    rt2 tall.direct $S/tall.direct.txt direct --as-stored
-    rt2 tall.gram $S/tall.gram.txt gram --as-stored
-    rt2 eager $S/eager.txt direct --no-graph
-    rt2 eager.tall $S/eager.tall.txt direct --as-stored --no-graph
+    retime_rows tall.direct $S/tall.direct.txt direct lt,block 60 --as-stored
+    retime_rows tall.gram $S/tall.gram.txt gram lt,block 60 --as-stored
+    retime_rows eager $S/eager.txt direct lt,block 60 --no-graph
+    retime_rows eager.tall $S/eager.tall.txt direct lt,block 60 --as-stored --no-graph
     cp "$L/autotune.tsv" traces/kernels/autotune_h200.tsv
     for n in core heldout llama16k; do
         local late=460
         case $n in core) late=300 ;; heldout) late=400 ;; esac
-        if [ $((SECONDS - t0)) -gt $late ]; then
-            echo "$n: skipped at $((SECONDS - t0)) s"; continue
+        if [ $((SECONDS - T0)) -gt $late ]; then
+            echo "$n: skipped at $((SECONDS - T0)) s"; continue
         fi
-        case $n in
-        core) VALIDATE_TOKENS=1024,4096 stage_validate ;;
-        heldout) VALIDATE_MODELS=pi0.5,qwen2.5-3b,wan2.2-ti2v-5b,models/extra/qwen3-30b-a3b-6l.json \
-            VALIDATE_TOKENS=1024,4096 stage_validate ;;
-        llama16k) VALIDATE_MODELS=llama-3.2-3b VALIDATE_STRATEGIES=dmuon VALIDATE_TOKENS=16384 stage_validate ;;
-        esac > "$L/validate_$n.log" 2>&1
-        echo "$n: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - t0)) s)"
-        mkdir -p "$L/$n" && mv "$L/validate.txt" "$L/$n/" && mv "$L/validate" "$L/$n/validate"
-        (cd "$L/$n" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+        validate_set $n
     done
+}
+# mendcheck: after a refactor of the symmetric products' operand layout (kernels/ns_cuda.cu
+# sym_operands, both schemes) and of these stages' helpers: test_ns_gpu (every scheme against the
+# float64 reference) and retime_rows on two small shapes with the committed cache.
+STAGE_TIMEOUT_mendcheck=150
+stage_mendcheck() {
+    T0=$SECONDS
+    timeout 100 "$D/test_ns_gpu" > "$L/nstest.txt" 2>&1
+    echo "test_ns_gpu exit $?: $(grep -c '^ok' "$L/nstest.txt") ok, $(grep -c '^not ok' "$L/nstest.txt") not ok"
+    grep '^not ok' "$L/nstest.txt" | head -5
+    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    printf '3072 3072 1,24\n1024 3072 28\n' > "$L/mend_shapes.txt"
+    retime_rows mend.direct "$L/mend_shapes.txt" direct lt,block 40
+    retime_rows mend.gram "$L/mend_shapes.txt" gram lt,block 40
+    grep -hv '^#' "$L/ns_mend.direct.csv" "$L/ns_mend.gram.csv"
 }
