@@ -839,3 +839,61 @@ stage_mendcheck() {
     retime_rows mend.gram "$L/mend_shapes.txt" gram lt,block 40
     grep -hv '^#' "$L/ns_mend.direct.csv" "$L/ns_mend.gram.csv"
 }
+# retune_set DIR: the NS shapes of DIR re-tuned with the flat scheme into a copy of the committed
+# cache ($L/autotune.tsv): wide.direct.txt and wide.gram.txt (--retune), tall.direct.txt,
+# tall.gram.txt (as stored) and eager.txt (the PyTorch form) re-timed with the new cache; the rows
+# merged into the table on the device copy ($L/h200-merged.csv), the cache made the committed one
+# there, and the core and held-out validations run on them.
+retune_set() {
+    local S=$1 a n f late
+    for a in direct gram; do
+        [ -s $S/wide.$a.txt ] || continue
+        timeout 150 "$D/dmuon" bench kernels --shapes $S/wide.$a.txt --algos $a --kernels lt,block --retune \
+            --sym-blocks 1,2,4,8 --sym-schemes flat --no-products --no-elementwise --no-gemm-tune --warmup 2 --reps 10 \
+            --cache "$L/autotune.tsv" --out "$L/ns_wide.$a.csv" > "$L/ns_wide.$a.txt" 2>&1
+        echo "retune wide $a exit $? ($(grep -vc '^#' "$L/ns_wide.$a.csv" 2>/dev/null || echo 0) lines, $((SECONDS - T0)) s)"
+    done
+    [ -s $S/tall.direct.txt ] && retime_rows tall.direct $S/tall.direct.txt direct lt,block 50 --as-stored
+    [ -s $S/tall.gram.txt ] && retime_rows tall.gram $S/tall.gram.txt gram lt,block 50 --as-stored
+    [ -s $S/eager.txt ] && retime_rows eager $S/eager.txt direct lt,block 30 --no-graph
+    cp "$L/autotune.tsv" traces/kernels/autotune_h200.tsv
+    for f in "$L"/ns_wide.direct.csv "$L"/ns_wide.gram.csv "$L"/ns_tall.direct.csv "$L"/ns_tall.gram.csv "$L"/ns_eager.csv; do
+        [ -s "$f" ] && python3 tools/costs_merge.py traces/costs/h200.csv "$f" --note "$(basename "$S") (device copy)" \
+            --out traces/costs/h200.csv
+    done
+    cp traces/costs/h200.csv "$L/h200-merged.csv"
+    for n in core heldout; do
+        late=290
+        [ $n = heldout ] && late=470
+        if [ $((SECONDS - T0)) -gt $late ]; then echo "$n: skipped at $((SECONDS - T0)) s"; continue; fi
+        validate_set $n
+    done
+}
+# retune3 (issue 17): the rest of the executor's NS cache re-tuned with the flat scheme: every NS
+# row of traces/costs/h200.csv with a short side >= 512 that retune2 did not measure, and the
+# batches the validated models' plans run now without a row of their own (lists in
+# traces/kernels/retune3-2026-12-04, made as its README says), then validated (retune_set). First,
+# on a copy of the cache that is not kept, the expert shapes at large batches in both schemes
+# (experts.txt).
+STAGE_TIMEOUT_retune3=590
+stage_retune3() {
+    local S=traces/kernels/retune3-2026-12-04
+    T0=$SECONDS
+    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    cp "$L/autotune.tsv" "$L/at_experts.tsv"
+    timeout 60 "$D/dmuon" bench kernels --shapes $S/experts.txt --algos direct,gram --kernels lt --retune \
+        --sym-blocks 1,2,4,8 --sym-schemes levels,flat --no-products --no-elementwise --no-gemm-tune --warmup 2 --reps 10 \
+        --cache "$L/at_experts.tsv" --out "$L/ns_experts.csv" > "$L/ns_experts.txt" 2>&1
+    echo "experts exit $? ($((SECONDS - T0)) s)"
+    rm -f "$L/at_experts.tsv"
+    retune_set $S
+}
+# retune4: the batches the plans of retune3's validations ran (h200-30) without a row of their own
+# (traces/kernels/retune4-2026-12-04), the same way: a re-tune changes the rows, the rows the
+# plans' batches (tools/plan_ns_shapes.py).
+STAGE_TIMEOUT_retune4=590
+stage_retune4() {
+    T0=$SECONDS
+    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    retune_set traces/kernels/retune4-2026-12-04
+}
