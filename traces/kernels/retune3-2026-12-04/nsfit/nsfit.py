@@ -1,5 +1,5 @@
-import csv,json,sys,subprocess,os
 # nsfit.py: per NS op of validation cases, the measured op (executor trace) less the preparation the simulator prices in it, against the cost table row(s) of its shape and batch. Usage (the merged table of the call at /tmp/m31.csv): python3 nsfit.py CASE_DIR...
+import csv,json,sys,subprocess,os
 from collections import defaultdict
 tab={}
 for r in csv.DictReader(l for l in open('/tmp/m31.csv') if not l.startswith('#')):
