@@ -897,3 +897,34 @@ stage_retune4() {
     cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
     retune_set traces/kernels/retune4-2026-12-04
 }
+# nsclock: does an NS op run faster from a cool start than back to back (the bench's rows)? For
+# three cached configurations (retune4's cache): five single timed runs, each after 3 s idle and
+# one warm-up, then 2 warm-ups and 20 back-to-back runs (median); the GPU's clock and power
+# sampled beside (nvidia-smi) while the back-to-back run goes.
+STAGE_TIMEOUT_nsclock=200
+stage_nsclock() {
+    local S=traces/kernels/retune4-2026-12-04 i a
+    T0=$SECONDS
+    printf '2048 11008 18\n' > "$L/clk_gram.txt"
+    printf '3072 3072 1\n1536 8960 18\n' > "$L/clk_direct.txt"
+    for a in gram direct; do
+        for i in 1 2 3 4 5; do
+            sleep 3
+            cp $S/autotune.tsv "$L/at_clk.tsv"
+            timeout 30 "$D/dmuon" bench kernels --shapes "$L/clk_$a.txt" --algos $a --kernels lt --retime-cached \
+                --no-products --no-elementwise --no-gemm-tune --warmup 1 --reps 1 --cache "$L/at_clk.tsv" \
+                --out "$L/clk_$a.cool$i.csv" > "$L/clk_$a.cool$i.txt" 2>&1
+            grep -hv '^#' "$L/clk_$a.cool$i.csv" | grep -v '^gpu,' | sed "s/^/cool$i /"
+        done
+        cp $S/autotune.tsv "$L/at_clk.tsv"
+        nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100 > "$L/clk_$a.smi.csv" 2>/dev/null &
+        local smi=$!
+        timeout 60 "$D/dmuon" bench kernels --shapes "$L/clk_$a.txt" --algos $a --kernels lt --retime-cached \
+            --no-products --no-elementwise --no-gemm-tune --warmup 2 --reps 20 --cache "$L/at_clk.tsv" \
+            --out "$L/clk_$a.hot.csv" > "$L/clk_$a.hot.txt" 2>&1
+        kill $smi 2>/dev/null
+        grep -hv '^#' "$L/clk_$a.hot.csv" | grep -v '^gpu,' | sed "s/^/hot /"
+    done
+    rm -f "$L/at_clk.tsv"
+    echo "nsclock $((SECONDS - T0)) s"
+}
