@@ -173,12 +173,26 @@ double dm_costs_ns_op_kernels_us(const dm_costs *c, const dm_gpu *gpu, const dm_
     return us;
 }
 
-double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src)
+/* dm_ns_op_us and dm_ns_op_full_us: full: the kernels' time brought to full clock where the
+ * table's NS rows held the clock of their own back-to-back runs (power.h) */
+static double ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, int full, dm_cost_source *src)
 {
     double us = dm_costs_ns_op_kernels_us(c, cl->gpu, op, src);
+    if (full && dm_power_on(&cl->power) && !dm_costs_full_clock(c, 1))
+        us = dm_power_full_us_held(&cl->power, op->flops, op->bytes, us);
     if (cl->ns_time_scale > 0) us *= cl->ns_time_scale;
     double batch = op->batch > 0 ? op->batch : 1;
     return us + dm_ns_op_prep_us(c, cl, batch, (double)op->m * (double)op->n * batch);
+}
+
+double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src)
+{
+    return ns_op_us(c, cl, op, 0, src);
+}
+
+double dm_ns_op_full_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src)
+{
+    return ns_op_us(c, cl, op, 1, src);
 }
 
 double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems)

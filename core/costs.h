@@ -217,6 +217,11 @@ double dm_costs_ns_op_kernels_us(const dm_costs *c, const dm_gpu *gpu, const dm_
  * ns_time_scale when set, plus its gradient check and momentum (dm_ns_op_prep_us). *src: the
  * kernels' source. */
 double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src);
+/* The same at full clock: where the power model is on and the table's NS rows were timed back to
+ * back (their own clock held, dm_costs_full_clock), the kernels' time brought to full clock
+ * (dm_power_full_us_held) before the scale; the simulator then runs the op at its context's
+ * clock (the scheduler's loads keep dm_ns_op_us, the rows' own time). */
+double dm_ns_op_full_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src);
 /* The executor's non-finite check of `tensors` gradients of `elems` bf16 elements in all: one
  * launch each and one read at the HBM roofline (what a table without grad-check rows answers). */
 double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems);

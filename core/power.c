@@ -65,9 +65,9 @@ double dm_power_demand(const dm_power *p, double flops, double bytes, double us)
     return P > top ? top : P;
 }
 
-double dm_power_demand_held(const dm_power *p, double flops, double bytes, double us)
+double dm_power_full_us_held(const dm_power *p, double flops, double bytes, double us)
 {
-    if (!(us > 0) || !dm_power_on(p)) return dm_power_demand(p, flops, bytes, us);
+    if (!(us > 0) || !dm_power_on(p)) return us;
     double full = us; /* falls monotonically to the fixed point (the demand is capped) */
     for (int i = 0; i < 50; i++) {
         double s = dm_power_clock(p, dm_power_demand(p, flops, bytes, full));
@@ -77,7 +77,13 @@ double dm_power_demand_held(const dm_power *p, double flops, double bytes, doubl
         full = nf;
         if (done) break;
     }
-    return dm_power_demand(p, flops, bytes, full);
+    return full;
+}
+
+double dm_power_demand_held(const dm_power *p, double flops, double bytes, double us)
+{
+    if (!(us > 0) || !dm_power_on(p)) return dm_power_demand(p, flops, bytes, us);
+    return dm_power_demand(p, flops, bytes, dm_power_full_us_held(p, flops, bytes, us));
 }
 
 double dm_power_advance(const dm_power *p, double D, double P, double dt_us)

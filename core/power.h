@@ -61,6 +61,10 @@ double dm_power_demand(const dm_power *p, double flops, double bytes, double us)
  * at the demand of full (c the share the clock sets); work the limit does not slow comes out as
  * dm_power_demand(flops, bytes, us). */
 double dm_power_demand_held(const dm_power *p, double flops, double bytes, double us);
+/* That fixed point itself: the full-clock time of work timed back to back at `us` (us when the
+ * model is off). The simulator runs an NS op priced by such rows for this time at the clock of
+ * its own context (the rank's filtered demand), and the calibration fits it so. */
+double dm_power_full_us_held(const dm_power *p, double flops, double bytes, double us);
 /* The filtered demand after dt_us of demand P, from D. */
 double dm_power_advance(const dm_power *p, double D, double P, double dt_us);
 /* The clock fraction at filtered demand D. */

@@ -159,16 +159,18 @@ static ns_key *cost_slot(sim *s, int64_t m, int64_t n, int64_t kk, int64_t batch
     return NULL;
 }
 
-/* An NS op: costs.h's dm_ns_op_us (its kernels from the table, a call per orientation, times
- * ns_time_scale, plus the gradient check and momentum the executor runs in the op), memoized
- * per shape, tall count, batch, algorithm and launch mode. */
+/* An NS op: costs.h's dm_ns_op_full_us (its kernels from the table, a call per orientation, at
+ * full clock where the rows held their own back-to-back clock, times ns_time_scale, plus the
+ * gradient check and momentum the executor runs in the op), memoized per shape, tall count,
+ * batch, algorithm and launch mode. Under the power model it runs at its context's clock
+ * (compute_share). */
 static double ns_us(sim *s, const dm_op *op, dm_err *err)
 {
     int found;
     ns_key tmp, *k = cost_slot(s, op->m, op->n, op->tall, op->batch, (int)op->algo + 2 * (op->eager != 0), 0, &found, err);
     if (!k && !s->ns_cache) return -1;
     if (!k) k = &tmp;
-    if (!found) k->us = dm_ns_op_us(s->o.costs, s->c, op, &k->src);
+    if (!found) k->us = dm_ns_op_full_us(s->o.costs, s->c, op, &k->src);
     s->ns_src_count[k->src]++;
     return k->us;
 }
@@ -619,13 +621,16 @@ static void power_touch(sim *s, int r)
     s->pw_t[r] = s->now;
 }
 
-/* The part of compute op g's time the clock slows (bound_share), none where the table's rows
- * of the kind were measured back to back (dm_costs_full_clock: they hold that clock already). */
+/* The part of compute op g's time the clock slows (bound_share); forward and backward: none
+ * where the table's rows were measured back to back (dm_costs_full_clock: they hold that clock
+ * already); NS: all of it from full-clock rows, else its bound share of its full-clock time
+ * (dm_ns_op_full_us brought rows timed back to back to full clock: an NS op runs at the clock of
+ * its context, not the one its rows held). */
 static double bound_share(const sim *s, int g);
 static double compute_share(const sim *s, int g)
 {
     const dm_op *op = s->op[g];
-    if (op->kind == DM_OP_NS) return dm_costs_full_clock(s->o.costs, 1);
+    if (op->kind == DM_OP_NS) return dm_costs_full_clock(s->o.costs, 1) ? 1 : bound_share(s, g);
     if (op->kind == DM_OP_FORWARD || op->kind == DM_OP_BACKWARD)
         return dm_costs_full_clock(s->o.costs, 0) ? bound_share(s, g) : 0;
     return bound_share(s, g);
@@ -674,13 +679,11 @@ static int retime(sim *s, int k, int force, dm_err *err)
     return power_on(s) && left > tick ? sim_heap_push(&s->h, s->now + tick, EV_POWER, k, v, err) : 0;
 }
 
-/* Compute op g's full-clock power demand (power.h); an NS op priced by rows measured back to back
- * from the clock those rows held (dm_power_demand_held), as the calibration takes it. */
+/* Compute op g's full-clock power demand (power.h; an NS op's time is at full clock already:
+ * dm_ns_op_full_us). */
 static double op_demand(const sim *s, int g)
 {
     const dm_op *op = s->op[g];
-    if (op->kind == DM_OP_NS && !dm_costs_full_clock(s->o.costs, 1))
-        return dm_power_demand_held(&s->c->power, op->flops, op->bytes, s->dur[g]);
     return dm_power_demand(&s->c->power, op->flops, op->bytes, s->dur[g]);
 }
 

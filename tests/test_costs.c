@@ -424,6 +424,21 @@ int main(void)
     ok_near(proj, want * dm_roofline_ns_us(a800, 1024, 2048, 1, DM_NS_DIRECT) /
                       dm_roofline_ns_us(h200, 1024, 2048, 1, DM_NS_DIRECT), 1e-6, "projection by roofline ratio");
     ok(proj > want, "A800 slower than H200 (%.1f > %.1f us)", proj, want);
+    { /* an NS op at full clock (dm_ns_op_full_us): this table's rows were timed back to back */
+        dm_cluster cl = {0};
+        cl.gpu = h200;
+        dm_op op = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+        op.m = 2048, op.n = 4096, op.batch = 4, op.algo = DM_NS_DIRECT;
+        op.flops = 4 * dm_ns_flops(2048, 4096, DM_NS_DIRECT), op.bytes = 4 * dm_ns_bytes(2048, 4096, DM_NS_DIRECT);
+        double held = dm_ns_op_us(c, &cl, &op, NULL);
+        ok_near(dm_ns_op_full_us(c, &cl, &op, NULL), held, 0, "NS op without a power model: its rows' time");
+        cl.power = (dm_power){700, 1000, 480, 100, 5e-4, 20, 780e12, 4.25e12, 0.65};
+        double full = dm_ns_op_full_us(c, &cl, &op, NULL), kern = dm_costs_ns_op_kernels_us(c, h200, &op, NULL);
+        double want = dm_power_full_us_held(&cl.power, op.flops, op.bytes, kern) + (held - kern);
+        ok(full < held && fabs(full - want) < 1e-6 * held,
+           "NS op from back-to-back rows over the power limit: its kernels at full clock (%.1f of %.1f us)", full, held);
+        ok_near(dm_ns_op_us(c, &cl, &op, NULL), held, 0, "dm_ns_op_us (the scheduler's loads) keeps the rows' time");
+    }
     double g = 0;
     ok(dm_costs_best_algo(c, NULL, 1024, 4096, 1, &g) == (dm_costs_ns_us(c, NULL, 1024, 4096, 1, DM_NS_GRAM, NULL) <
                                                                    dm_costs_ns_us(c, NULL, 1024, 4096, 1, DM_NS_DIRECT, NULL)

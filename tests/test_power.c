@@ -75,6 +75,12 @@ static void test_arithmetic(void)
        dm_power_demand(&p, fl, 0, 1e3));
     ok_near(dm_power_demand(&p, fl, 0, 1e3 * sh), Ph, 1e-6, "held: the demand of its full-clock time at the clock it holds");
     ok_near(Ph, 1000, 1e-3, "held: 0.85 of the rate at the 0.85 clock is the reference GEMM's full demand");
+    /* full_us_held: the time of that fixed point (an NS op's table time, run at its context's clock) */
+    ok_near(dm_power_full_us_held(&p, fl, 0, 1e3), 1e3 * sh, 1e-6, "full_us_held: the held time at full clock (x %.3f)", sh);
+    ok_near(dm_power_full_us_held(&p, 0.4 * 780e12 * 1e-3, 0, 1e3), 1e3, 1e-9, "full_us_held, under the limit: the time as timed");
+    ok_near(dm_power_full_us_held(&p, 0, 4.25e12 * 1e-3, 1e3), 1e3, 1e-9, "full_us_held, copies (not clock-bound): as timed");
+    q = p, q.limit_w = 0;
+    ok_near(dm_power_full_us_held(&q, fl, 0, 1e3), 1e3, 0, "full_us_held without the model: as timed");
 }
 
 static void test_fit(void)

@@ -338,7 +338,6 @@ typedef struct fit_op {
      * multiplier thr the model gives it where it ran (1 without the model) */
     int trace, rank;
     double t0, pw_flops, pw_bytes, pw_us, cshare, thr;
-    int held; /* its full-clock time from rows measured back to back (dm_power_demand_held) */
 } fit_op;
 
 enum { FK_FWD, FK_BWD, FK_UPD, FK_ADAMW, FK_NS, FK_KERN, FK__N };
@@ -502,8 +501,7 @@ static void power_clock_ops(const dm_power *pw, fit_op *ops, int n, int *ix)
                 fit_op *o = &ops[ix[j]];
                 if (o->t0 > end) D = dm_power_advance(pw, D, pw->idle_w, o->t0 - end);
                 double us = o->pw_us > 0 ? o->pw_us : o->d_us;
-                double P = o->held ? dm_power_demand_held(pw, o->pw_flops, o->pw_bytes, us)
-                                   : dm_power_demand(pw, o->pw_flops, o->pw_bytes, us);
+                double P = dm_power_demand(pw, o->pw_flops, o->pw_bytes, us);
                 double s = dm_power_mean_clock(pw, &D, P, o->d_us);
                 o->thr = dm_power_time_factor(s, o->cshare);
                 if (o->t0 + o->d_us > end) end = o->t0 + o->d_us;
@@ -669,10 +667,13 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             o.pw_us = o.table_us > 0 ? o.table_us : o.launch_us + o.work_us;
             o.cshare = 0;
         } else { /* the share the clock sets, as the simulator's bound_share */
+            /* NS rows timed back to back (their own clock held): the kernels brought to full clock
+             * and the op run at its context's clock, as the simulator's dm_ns_op_full_us */
+            if (o.kind == FK_NS && pw && !dm_costs_full_clock(costs, 1))
+                o.work_us = dm_power_full_us_held(pw, o.pw_flops, o.pw_bytes, o.work_us);
             o.pw_us = o.kind == FK_NS ? o.work_us : o.launch_us + o.work_us;
             double b = pw && o.pw_us > 0 ? dm_power_clock_share(pw, o.pw_bytes, o.pw_us) : 1;
-            o.cshare = dm_costs_full_clock(costs, o.kind == FK_NS) ? b : 0;
-            o.held = o.kind == FK_NS && !dm_costs_full_clock(costs, 1); /* its rows at the clock they held */
+            o.cshare = dm_costs_full_clock(costs, o.kind == FK_NS) || o.kind == FK_NS ? b : 0;
         }
         o.overlap = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
                                            e->ts_us + e->dur_us);
