@@ -928,3 +928,22 @@ stage_nsclock() {
     rm -f "$L/at_clk.tsv"
     echo "nsclock $((SECONDS - T0)) s"
 }
+# revalid: retune4's table and cache (the rows of retune3 and retune4 merged into the committed
+# table on the device copy, retune4's cache as the executor's) validated once more (core and held
+# out), to tell the run-to-run spread of h200-31's misses from the rows.
+STAGE_TIMEOUT_revalid=560
+stage_revalid() {
+    local f
+    T0=$SECONDS
+    cp traces/kernels/retune4-2026-12-04/autotune.tsv traces/kernels/autotune_h200.tsv
+    for f in traces/kernels/retune3-2026-12-04/ns_wide.direct.csv traces/kernels/retune3-2026-12-04/ns_wide.gram.csv \
+        traces/kernels/retune3-2026-12-04/ns_tall.direct.csv traces/kernels/retune3-2026-12-04/ns_tall.gram.csv \
+        traces/kernels/retune3-2026-12-04/ns_eager.csv traces/kernels/retune4-2026-12-04/ns_wide.direct.csv \
+        traces/kernels/retune4-2026-12-04/ns_wide.gram.csv traces/kernels/retune4-2026-12-04/ns_tall.direct.csv \
+        traces/kernels/retune4-2026-12-04/ns_tall.gram.csv; do
+        python3 tools/costs_merge.py traces/costs/h200.csv "$f" --note "revalid (device copy)" --out traces/costs/h200.csv
+    done
+    cp traces/costs/h200.csv "$L/h200-merged.csv"
+    validate_set core
+    validate_set heldout
+}
