@@ -27,13 +27,15 @@ like "baseline holds the 72B plan time" "$(cat "$tmp/b/t/quick.tsv")" "plan.qwen
 
 # Unchanged tree, --strict, outside CI: passes. This checks the pass path, not the machine's
 # noise: under the sanitizer build on a busy 2-core CI machine, contention from parallel tests
-# slowed single medians by more than the measured noise threshold even on 3 attempts, so the
-# comparison uses a 30% floor threshold (the 25% slowdown check below keeps the default).
+# slowed single medians by more than the measured noise threshold even on 3 attempts (a 30% floor
+# was not enough either: the 14 ms simulation of simspeed.* came out 1.5x its baseline measured
+# just before, CI of dc19189), so the comparison uses a 100% floor threshold (the 25% slowdown
+# check below keeps the default).
 attempt=0 rc=1
 while [ $attempt -lt 3 ] && [ $rc -ne 0 ]; do
     attempt=$((attempt + 1))
     $DMUON regress --quick --no-gpu --reps 5 --baselines "$tmp/b" --machine t --update >/dev/null 2>&1
-    out=$(CI= $DMUON regress --quick --no-gpu --reps 5 --threshold 0.3 --baselines "$tmp/b" --machine t --strict 2>&1)
+    out=$(CI= $DMUON regress --quick --no-gpu --reps 5 --threshold 1.0 --baselines "$tmp/b" --machine t --strict 2>&1)
     rc=$?
 done
 echo "# unchanged tree: $attempt attempt(s)"
