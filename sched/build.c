@@ -584,7 +584,9 @@ static int describe_rr(bctx *b, int64_t *ids)
 static int comm_terms(bctx *b, sched_problem *pr, int *colls)
 {
     double w = b->o->comm_weight;
-    int hier = b->o->hierarchical, n = hier ? b->gpn : b->hsdp ? b->S : b->nranks, rc = -1;
+    /* HSDP with its Muon pairs over all ranks (hsdp_muon world): the flat plan's terms */
+    int hs = b->hsdp && b->o->hsdp_muon != SCHED_HSDP_MUON_WORLD;
+    int hier = b->o->hierarchical, n = hier ? b->gpn : hs ? b->S : b->nranks, rc = -1;
     int *rk = dm_malloc((size_t)(b->nranks > 0 ? b->nranks : 1) * sizeof *rk, b->err);
     coll_topo t;
     *colls = 2;
@@ -593,7 +595,7 @@ static int comm_terms(bctx *b, sched_problem *pr, int *colls)
     if (collcost_topo(b->cl, rk, n, &t, b->err)) goto done;
     pr->pair_us = w * (collcost_time_us(DM_OP_BROADCAST, COLL_ALGO_RING, 0, &t) +
                        collcost_time_us(DM_OP_REDUCE, COLL_ALGO_RING, 0, &t));
-    if (b->hsdp && b->R > 1) { /* the owner's column: its reduce and its publish */
+    if (hs && b->R > 1) { /* the owner's column: its reduce and its publish */
         int nc = 0;
         for (int r = 0; r < b->nranks; r += b->S) rk[nc++] = r;
         if (collcost_topo(b->cl, rk, nc, &t, b->err)) goto done;
@@ -831,20 +833,24 @@ static int describe_dmuon(bctx *b, int64_t *ids)
         if (!(b->hs_rec = dm_malloc(nrec * sizeof *b->hs_rec, b->err))) goto done;
         for (size_t i = 0; i < nrec; i++) b->hs_rec[i] = -1;
     }
+    /* HSDP's stages for the Muon pairs, or (hsdp_muon world) the flat plan's reduce and broadcast
+     * over all ranks for them; the AdamW parameters as adamw_part decides either way */
+    int hs = b->hsdp && b->R > 1 && b->o->hsdp_muon != SCHED_HSDP_MUON_WORLD;
     for (int l = 0; l < b->nlayers; l++) {
         size_t f0 = b->fetch.n, g0 = b->grad.n;
-        for (int pass = 0, pair = 0; pass < (b->hsdp && b->R > 1 ? 4 : 1); pass++, pair = 0)
+        for (int pass = 0, pair = 0; pass < (hs ? 4 : 1); pass++, pair = 0)
             for (int o = 0; o < b->nowners; o++) {
                 size_t n = 0;
                 for (int64_t i = b->lay_first[l]; i < b->lay_first[l] + b->lay_n[l]; i++)
                     if (own[i] == o) ids[n++] = b->mats[i].id;
                 if (!n) continue;
                 double bytes = ids_elems(b, ids, n) * b->elt;
-                if (b->hsdp && b->R > 1) {
+                if (hs) {
                     if (hsdp_pair(b, pass, o, pair++, ids_elems(b, ids, n), l, ids, n)) goto done;
                     continue;
                 }
-                if (!b->o->hierarchical) { /* (HSDP with one replica group: this, in its shard group) */
+                if (!b->o->hierarchical) { /* (HSDP with one replica group: this, in its shard group;
+                                              with hsdp_muon world: over all ranks) */
                     if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->world, o, bytes, l, ids, n) ||
                         add_desc(b, &b->grad, DM_OP_REDUCE, b->world, o, bytes, l, ids, n))
                         goto done;

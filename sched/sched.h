@@ -50,6 +50,8 @@ typedef enum { SCHED_OVERLAP_NONE, SCHED_OVERLAP_PREFETCH, SCHED_OVERLAP_INTERLE
 
 /* HSDP: where a layer's AdamW-role parameters are sharded (sched_opts.hsdp_adamw). */
 typedef enum { SCHED_HSDP_ADAMW_AUTO, SCHED_HSDP_ADAMW_REPLICAS, SCHED_HSDP_ADAMW_WORLD } sched_hsdp_adamw;
+/* HSDP: how the Muon matrices' gradients and weights move (sched_opts.hsdp_muon). */
+typedef enum { SCHED_HSDP_MUON_AUTO, SCHED_HSDP_MUON_REPLICAS, SCHED_HSDP_MUON_WORLD } sched_hsdp_muon;
 
 typedef struct sched_opts {
     sched_strategy strategy;   /* default SCHED_DMUON */
@@ -80,6 +82,12 @@ typedef struct sched_opts {
                                   the flat plan; e.g. an embedding whose all-reduce across the
                                   replicas moves twice a world reduce-scatter's bytes over the
                                   NICs) */
+    sched_hsdp_muon hsdp_muon; /* HSDP, the Muon matrices' (layer, owner) pairs: _REPLICAS (DMuon's
+                                  stages: shard groups, columns, one global owner; hsdp_pair),
+                                  _WORLD (one reduce and one broadcast over all ranks each, as the
+                                  flat plan), _AUTO (sched_build: replicas; under --balance auto
+                                  both simulated on the winner's assignment, the faster kept:
+                                  plan_best.c) */
     int gpus_per_node;         /* 0: the cluster's */
     int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into
                                   one unit (LPT) / batched; default 5M (5 * 1024 * 1024) */
@@ -148,7 +156,8 @@ const char *sched_opts_strategy_label(const sched_opts *o);
  * "gpus-per-node", "batch-threshold" (elements, suffixes K/M/G: powers of 1024),
  * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype", "seq-len",
  * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto), "ns-under-backward" (layers, stream or off),
- * "hsdp" (yes|no), "shard" (ranks per shard group; sets hsdp), "hsdp-adamw" (auto|replicas|world).
+ * "hsdp" (yes|no), "shard" (ranks per shard group; sets hsdp), "hsdp-adamw" (auto|replicas|world),
+ * "hsdp-muon" (auto|replicas|world).
  * -1 with "--KEY: expected ..." in err on a bad key or value. */
 int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);
 
@@ -160,12 +169,13 @@ const char *sched_strategy_name(sched_strategy s);
 const char *sched_balance_name(sched_balance b);
 const char *sched_overlap_name(sched_overlap v);
 const char *sched_hsdp_adamw_name(sched_hsdp_adamw m); /* "auto", "replicas", "world" */
+const char *sched_hsdp_muon_name(sched_hsdp_muon m);   /* the same names */
 
 /* The common plan options for getopt_long, shared by `dmuon plan|sim|run`:
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
  *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
  *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W  --ns-under-backward D  --hsdp  --shard N
- *   --hsdp-adamw M
+ *   --hsdp-adamw M  --hsdp-muon M
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
@@ -191,7 +201,8 @@ const char *sched_hsdp_adamw_name(sched_hsdp_adamw m); /* "auto", "replicas", "w
     {"ns-under-backward", required_argument, NULL, SCHED_OPT_BASE + 15},                      \
     {"hsdp", no_argument, NULL, SCHED_OPT_BASE + 16},                                         \
     {"shard", required_argument, NULL, SCHED_OPT_BASE + 17},                                  \
-    {"hsdp-adamw", required_argument, NULL, SCHED_OPT_BASE + 18}
+    {"hsdp-adamw", required_argument, NULL, SCHED_OPT_BASE + 18},                             \
+    {"hsdp-muon", required_argument, NULL, SCHED_OPT_BASE + 19}
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
 void sched_getopt_help(FILE *f);
 

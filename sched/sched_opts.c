@@ -37,6 +37,7 @@ const char *sched_strategy_name(sched_strategy s) { return (unsigned)s <= SCHED_
 const char *sched_balance_name(sched_balance b) { return (unsigned)b <= SCHED_BAL_AUTO ? balance_names[b] : "?"; }
 const char *sched_overlap_name(sched_overlap v) { return (unsigned)v <= SCHED_OVERLAP_INTERLEAVE ? overlap_names[v] : "?"; }
 const char *sched_hsdp_adamw_name(sched_hsdp_adamw m) { return (unsigned)m <= SCHED_HSDP_ADAMW_WORLD ? hsdp_adamw_names[m] : "?"; }
+const char *sched_hsdp_muon_name(sched_hsdp_muon m) { return (unsigned)m <= SCHED_HSDP_MUON_WORLD ? hsdp_adamw_names[m] : "?"; }
 
 int sched_opts_pytorch_form(const sched_opts *o)
 {
@@ -134,6 +135,10 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         if ((i = pick(val, hsdp_adamw_names, 3)) < 0)
             return dm_err_set(err, "--hsdp-adamw: expected auto, replicas or world, found '%s'", val);
         o->hsdp_adamw = (sched_hsdp_adamw)i;
+    } else if (!strcmp(key, "hsdp-muon")) {
+        if ((i = pick(val, hsdp_adamw_names, 3)) < 0)
+            return dm_err_set(err, "--hsdp-muon: expected auto, replicas or world, found '%s'", val);
+        o->hsdp_muon = (sched_hsdp_muon)i;
     } else if (!strcmp(key, "gpus-per-node")) {
         if (parse_count(val, 1, 1 << 16, &v)) return dm_err_set(err, "--gpus-per-node: expected an integer in [1, 65536], found '%s'", val);
         o->gpus_per_node = (int)v;
@@ -191,7 +196,7 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
 static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
                                     "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
                                     "ns-algo", "dtype", "seq-len", "comm-weight", "ns-under-backward", "hsdp",
-                                    "shard", "hsdp-adamw"};
+                                    "shard", "hsdp-adamw", "hsdp-muon"};
 #define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
 
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
@@ -235,6 +240,10 @@ void sched_getopt_help(FILE *f)
             "                        shard group, all-reduced over the replicas), world (sharded over\n"
             "                        all ranks, as the flat plan) or auto: the cheaper of the two by\n"
             "                        the collective cost model (default auto)\n"
+            "  --hsdp-muon M         HSDP's Muon matrices: replicas (the stages above), world (each\n"
+            "                        (layer, owner) pair reduced and broadcast over all ranks, as the\n"
+            "                        flat plan) or auto: under --balance auto both simulated, the\n"
+            "                        faster kept (default auto; replicas otherwise)\n"
             "  --gpus-per-node G     override the cluster's GPUs per node\n"
             "  --batch-threshold E   pack/batch Muon matrices under E elements (default 5M = %lld)\n"
             "  --max-batch B         largest NS batch (default %d)\n"
@@ -275,6 +284,8 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
         else if (n < size) snprintf(buf + n, size - n, " hsdp=node");
         n = strlen(buf);
         if (n < size && o->hsdp_adamw) snprintf(buf + n, size - n, " hsdp-adamw=%s", sched_hsdp_adamw_name(o->hsdp_adamw));
+        n = strlen(buf);
+        if (n < size && o->hsdp_muon) snprintf(buf + n, size - n, " hsdp-muon=%s", sched_hsdp_muon_name(o->hsdp_muon));
     }
     if (o->ns_early > 0 || o->ns_stream) {
         size_t n = strlen(buf);

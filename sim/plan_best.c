@@ -22,6 +22,31 @@ static int64_t program_ops(const dm_program *p)
     return n;
 }
 
+/* An alternative plan (alt, its report and simulation, all taken) against the winner's (prog, rep,
+ * res of candidate c): the faster kept in the winner's places, the other freed; 1 when alt won. */
+static int keep_faster(plan_cand *c, dm_program **prog, sched_report *rep, sim_result **res, dm_program *alt,
+                       sched_report *arep, sim_result *ar)
+{
+    if (!(ar->step_us < c->step_us)) {
+        dm_program_free(alt);
+        sched_report_free(arep);
+        sim_result_free(ar);
+        return 0;
+    }
+    dm_program_free(*prog);
+    *prog = alt;
+    sched_report_free(rep);
+    *rep = *arep;
+    sim_result_free(*res);
+    *res = ar;
+    c->same_as = -1;
+    c->objective_only = 0;
+    c->step_us = ar->step_us;
+    c->exposed_comm_us = ar->exposed_comm_us;
+    c->ops = program_ops(alt);
+    return 1;
+}
+
 int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
                     const sched_opts *opts, const sim_opts *sopt, const plan_best_opts *po, dm_program **out,
                     sched_report *rep, plan_best_report *pb, dm_err *err)
@@ -174,22 +199,37 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         pb->adamw_auto_us = pb->cand[win].step_us;
         pb->adamw_replicas_us = ar->step_us;
         pb->cand[win].sim_s += sched_wall_s() - t0;
-        if (ar->step_us < pb->cand[win].step_us) {
-            pb->adamw_replicas_won = 1;
-            dm_program_free(progs[win]);
-            progs[win] = alt;
-            sched_report_free(&reps[win]);
-            reps[win] = arep;
-            sim_result_free(res[win]);
-            res[win] = ar;
-            pb->cand[win].same_as = -1;
-            pb->cand[win].step_us = ar->step_us;
-            pb->cand[win].exposed_comm_us = ar->exposed_comm_us;
-            pb->cand[win].ops = program_ops(alt);
-        } else {
+        pb->adamw_replicas_won = keep_faster(&pb->cand[win], &progs[win], &reps[win], &res[win], alt, &arep, ar);
+    }
+    /* HSDP with --hsdp-muon auto: the (layer, owner) pairs' three stages through the shard groups
+     * and columns against one reduce and one broadcast over all ranks each (the flat plan's, whose
+     * rings use both directions of every link at once), planned as this function plans (its own
+     * candidates, on the flat plan's communication terms); both simulated, the faster kept
+     * (traces/plan/hsdp-map-2026-12-04: the stages lose on models of many small matrices per
+     * layer) */
+    if (pb->by_sim && opts->hsdp && opts->hsdp_muon == SCHED_HSDP_MUON_AUTO) {
+        sched_opts o = *opts;
+        o.hsdp_muon = SCHED_HSDP_MUON_WORLD; /* (the AdamW parameters as --hsdp-adamw says) */
+        plan_best_opts wpo = *po;
+        plan_best_report wpb;
+        dm_program *alt = NULL;
+        sched_report mrep;
+        sim_result *mr = NULL;
+        memset(&mrep, 0, sizeof mrep);
+        wpo.winner_result = &mr;
+        double t0 = sched_wall_s();
+        if (plan_best_build(model, cluster, nranks, costs, &o, sopt, &wpo, &alt, &mrep, &wpb, err)) goto done;
+        if (!wpb.by_sim || !mr || dm_program_same_ops(alt, progs[win])) { /* one replica group, or not weighed alike */
             dm_program_free(alt);
-            sched_report_free(&arep);
-            sim_result_free(ar);
+            sched_report_free(&mrep);
+            sim_result_free(mr);
+        } else {
+            pb->muon_tried = 1;
+            pb->muon_replicas_us = pb->cand[win].step_us;
+            pb->muon_world_us = mr->step_us;
+            snprintf(pb->muon_world_balance, sizeof pb->muon_world_balance, "%s", wpb.cand[wpb.winner].name);
+            pb->cand[win].sim_s += sched_wall_s() - t0;
+            pb->muon_world_won = keep_faster(&pb->cand[win], &progs[win], &reps[win], &res[win], alt, &mrep, mr);
         }
     }
     if (pb->cand[win].objective_only) { /* the winner's program, built now */
@@ -277,6 +317,10 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
                 "layer's in the shard groups: %.3f ms)", pb->adamw_replicas_won ? "in the shard groups" : "per layer",
                 pb->adamw_world_layers, pb->adamw_world_layers == 1 ? "" : "s", pb->adamw_auto_us / 1e3,
                 pb->adamw_replicas_us / 1e3);
+        if (pb->muon_tried)
+            ADD("; HSDP's Muon matrices %s (their stages through the shard groups and columns: %.3f ms; "
+                "over all ranks, as the flat plan (%s): %.3f ms)", pb->muon_world_won ? "over all ranks" : "in HSDP's stages",
+                pb->muon_replicas_us / 1e3, pb->muon_world_balance, pb->muon_world_us / 1e3);
     } else {
         ADD("auto: %s by the objective, %.3f ms (not simulated: %s)", w->name, w->objective_us / 1e3, pb->why);
     }

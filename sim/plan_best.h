@@ -56,6 +56,12 @@ typedef struct plan_best_report {
      * in the shard groups (simulated), and 1 when that one was faster and is the plan */
     int adamw_world_layers, adamw_replicas_won;
     double adamw_auto_us, adamw_replicas_us;
+    /* HSDP with --hsdp-muon auto: the Muon pairs over all ranks (hsdp_muon world, planned by its own
+     * candidates) simulated beside the winner's HSDP stages (muon_tried 1): both steps, and 1 when
+     * the world's was faster and is the plan */
+    int muon_tried, muon_world_won;
+    double muon_replicas_us, muon_world_us;
+    char muon_world_balance[16]; /* the balance that planned the world's */
 } plan_best_report;
 
 typedef struct plan_best_opts {

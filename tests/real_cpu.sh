@@ -114,6 +114,16 @@ out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon
 e=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([0-9.e+-]*\).*/\1/p' | head -1)
 is "hsdp --hsdp-adamw world on 4 ranks: equal to 1 rank to rounding (error $e)" \
     "$(awk -v e="${e:-1}" 'BEGIN { print (e < 1e-6) ? "yes" : "no" }')" yes
+# the Muon matrices' pairs over all 4 ranks (--hsdp-muon world, what --balance auto keeps where it
+# simulates faster): their gradients summed flat over the 4 ranks, so equal to rounding
+run 4 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --hsdp --hsdp-muon world --gpus-per-node 2 \
+    --tokens 8 --steps 3 --save-weights "$tmp/whm.bin" >/dev/null 2>&1
+is "hsdp --hsdp-muon world on 4 ranks: exit 0" "$?" 0
+out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 32 --grad-chunks 4 \
+    --grad-chunk-group 2 --steps 3 --check-weights "$tmp/whm.bin" 2>&1)
+e=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([0-9.e+-]*\).*/\1/p' | head -1)
+is "hsdp --hsdp-muon world on 4 ranks: equal to 1 rank to rounding (error $e)" \
+    "$(awk -v e="${e:-1}" 'BEGIN { print (e < 1e-6) ? "yes" : "no" }')" yes
 # 6 ranks in 2 shard groups of 3 (parts of unequal size): the same, bit for bit
 run 6 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --shard 3 --tokens 8 --steps 3 \
     --save-weights "$tmp/wh6.bin" >/dev/null 2>&1
