@@ -305,7 +305,13 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
             len += k_ > 0 ? (size_t)k_ : 0;                                                        \
         }                                                                                          \
     } while (0)
-    if (pb->by_sim) {
+    if (pb->by_sim && pb->muon_world_won) { /* the plan is the world's: HSDP's stages' candidates after it */
+        ADD("auto: %s with HSDP's Muon matrices over all ranks, as the flat plan (simulated step %.3f ms); with "
+            "their stages through the shard groups and columns:", pb->muon_world_balance, pb->muon_world_us / 1e3);
+        for (int k = 0; k < pb->n; k++)
+            ADD("%s %s %.3f ms", k ? "," : "", pb->cand[k].name,
+                (k == pb->winner ? pb->muon_replicas_us : pb->cand[k].step_us) / 1e3);
+    } else if (pb->by_sim) {
         ADD("auto: %s (simulated step %.3f ms", w->name, w->step_us / 1e3);
         for (int k = 0; k < pb->n; k++)
             if (k != pb->winner)
@@ -318,9 +324,8 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
                 pb->adamw_world_layers, pb->adamw_world_layers == 1 ? "" : "s", pb->adamw_auto_us / 1e3,
                 pb->adamw_replicas_us / 1e3);
         if (pb->muon_tried)
-            ADD("; HSDP's Muon matrices %s (their stages through the shard groups and columns: %.3f ms; "
-                "over all ranks, as the flat plan (%s): %.3f ms)", pb->muon_world_won ? "over all ranks" : "in HSDP's stages",
-                pb->muon_replicas_us / 1e3, pb->muon_world_balance, pb->muon_world_us / 1e3);
+            ADD("; HSDP's Muon matrices in its stages (over all ranks, as the flat plan (%s): %.3f ms)",
+                pb->muon_world_balance, pb->muon_world_us / 1e3);
     } else {
         ADD("auto: %s by the objective, %.3f ms (not simulated: %s)", w->name, w->objective_us / 1e3, pb->why);
     }

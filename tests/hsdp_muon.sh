@@ -8,7 +8,7 @@
 DMUON=${DMUON:-./dmuon}
 step() { sed -n 's/.*step \([0-9.]*\) ms.*/\1/p' | head -1; }
 out=$($DMUON sim -m moonlight-16b-a3b -g 16 --steps 3 --hsdp 2>&1)
-like "auto: the balance line says which the Muon pairs took" "$out" "HSDP's Muon matrices over all ranks (their stages"
+like "auto: the balance line says which the Muon pairs took" "$out" "with HSDP's Muon matrices over all ranks, as the flat plan (simulated step"
 auto=$(printf '%s\n' "$out" | grep '^step time' | sed 's/[^0-9.]*\([0-9.]*\) ms.*/\1/')
 rep=$($DMUON sim -m moonlight-16b-a3b -g 16 --steps 3 --hsdp --hsdp-muon replicas --quiet 2>&1 | step)
 wor=$($DMUON sim -m moonlight-16b-a3b -g 16 --steps 3 --hsdp --hsdp-muon world --quiet 2>&1 | step)
