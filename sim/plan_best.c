@@ -175,12 +175,14 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
     /* HSDP with --hsdp-adamw auto: the collective model, pricing each collective alone, put some
      * layers' AdamW parameters on all ranks (adamw_world, build.c); their reduce-scatters then
      * share the NICs with the replicas' reduces. The same assignment with every layer's in the
-     * shard groups is simulated too and the faster kept. */
-    if (pb->by_sim && opts->hsdp && opts->hsdp_adamw == SCHED_HSDP_ADAMW_AUTO && reps[win].hsdp_adamw_world > 0) {
+     * shard groups is simulated too and the faster kept. With the Muon pairs over all ranks
+     * (hsdp_muon world) the alternative is every layer's over all ranks: the flat plan's. */
+    int mw = opts->hsdp_muon == SCHED_HSDP_MUON_WORLD;
+    if (pb->by_sim && opts->hsdp && opts->hsdp_adamw == SCHED_HSDP_ADAMW_AUTO && (mw || reps[win].hsdp_adamw_world > 0)) {
         sched_opts o = *opts;
         o.balance = pb->cand[win].balance;
         o.comm_weight = pb->cand[win].comm_weight;
-        o.hsdp_adamw = SCHED_HSDP_ADAMW_REPLICAS;
+        o.hsdp_adamw = mw ? SCHED_HSDP_ADAMW_WORLD : SCHED_HSDP_ADAMW_REPLICAS;
         o.assign_in = &asg[win];
         o.assign_in_rep = &reps[win];
         dm_program *alt = NULL;
@@ -190,17 +192,28 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         so.record_trace = 0;
         memset(&arep, 0, sizeof arep);
         double t0 = sched_wall_s();
-        if (sched_build(model, cluster, nranks, costs, &o, &alt, &arep, err) || sim_run(alt, cluster, &so, &ar, err)) {
+        if (sched_build(model, cluster, nranks, costs, &o, &alt, &arep, err)) {
+            sched_report_free(&arep);
+            goto done;
+        }
+        if (dm_program_same_ops(alt, progs[win])) { /* every layer's there already (or one replica group) */
+            dm_program_free(alt);
+            sched_report_free(&arep);
+            goto adamw_done;
+        }
+        if (sim_run(alt, cluster, &so, &ar, err)) {
             dm_program_free(alt);
             sched_report_free(&arep);
             goto done;
         }
+        pb->adamw_alt_world = mw;
         pb->adamw_world_layers = reps[win].hsdp_adamw_world;
         pb->adamw_auto_us = pb->cand[win].step_us;
         pb->adamw_replicas_us = ar->step_us;
         pb->cand[win].sim_s += sched_wall_s() - t0;
         pb->adamw_replicas_won = keep_faster(&pb->cand[win], &progs[win], &reps[win], &res[win], alt, &arep, ar);
     }
+adamw_done:
     /* HSDP with --hsdp-muon auto: the (layer, owner) pairs' three stages through the shard groups
      * and columns against one reduce and one broadcast over all ranks each (the flat plan's, whose
      * rings use both directions of every link at once), planned as this function plans (its own
@@ -228,6 +241,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             pb->muon_replicas_us = pb->cand[win].step_us;
             pb->muon_world_us = mr->step_us;
             snprintf(pb->muon_world_balance, sizeof pb->muon_world_balance, "%s", wpb.cand[wpb.winner].name);
+            pb->muon_world_flat = wpb.adamw_alt_world && wpb.adamw_replicas_won;
             pb->cand[win].sim_s += sched_wall_s() - t0;
             pb->muon_world_won = keep_faster(&pb->cand[win], &progs[win], &reps[win], &res[win], alt, &mrep, mr);
         }
@@ -306,8 +320,9 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
         }                                                                                          \
     } while (0)
     if (pb->by_sim && pb->muon_world_won) { /* the plan is the world's: HSDP's stages' candidates after it */
-        ADD("auto: %s with HSDP's Muon matrices over all ranks, as the flat plan (simulated step %.3f ms); with "
-            "their stages through the shard groups and columns:", pb->muon_world_balance, pb->muon_world_us / 1e3);
+        ADD("auto: %s with HSDP's Muon matrices over all ranks, as the flat plan%s (simulated step %.3f ms); with "
+            "their stages through the shard groups and columns:", pb->muon_world_balance,
+            pb->muon_world_flat ? ", and every layer's AdamW parameters too" : "", pb->muon_world_us / 1e3);
         for (int k = 0; k < pb->n; k++)
             ADD("%s %s %.3f ms", k ? "," : "", pb->cand[k].name,
                 (k == pb->winner ? pb->muon_replicas_us : pb->cand[k].step_us) / 1e3);
@@ -318,11 +333,12 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
                 ADD("; %s %.3f ms, %+.2f%%", pb->cand[k].name, pb->cand[k].step_us / 1e3,
                     100 * (w->step_us / pb->cand[k].step_us - 1));
         ADD(")");
-        if (pb->adamw_world_layers)
+        if (pb->adamw_world_layers || pb->adamw_alt_world) /* the alternative simulated */
             ADD("; HSDP's AdamW parameters %s (%d layer%s over all ranks by the collective model: %.3f ms; every "
-                "layer's in the shard groups: %.3f ms)", pb->adamw_replicas_won ? "in the shard groups" : "per layer",
+                "layer's %s: %.3f ms)",
+                pb->adamw_replicas_won ? (pb->adamw_alt_world ? "over all ranks" : "in the shard groups") : "per layer",
                 pb->adamw_world_layers, pb->adamw_world_layers == 1 ? "" : "s", pb->adamw_auto_us / 1e3,
-                pb->adamw_replicas_us / 1e3);
+                pb->adamw_alt_world ? "over all ranks" : "in the shard groups", pb->adamw_replicas_us / 1e3);
         if (pb->muon_tried)
             ADD("; HSDP's Muon matrices in its stages (over all ranks, as the flat plan (%s): %.3f ms)",
                 pb->muon_world_balance, pb->muon_world_us / 1e3);

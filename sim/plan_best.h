@@ -56,12 +56,15 @@ typedef struct plan_best_report {
      * in the shard groups (simulated), and 1 when that one was faster and is the plan */
     int adamw_world_layers, adamw_replicas_won;
     double adamw_auto_us, adamw_replicas_us;
+    int adamw_alt_world;    /* 1: that alternative was every layer's over all ranks (with the Muon
+                               pairs over all ranks: the flat plan's), not in the shard groups */
     /* HSDP with --hsdp-muon auto: the Muon pairs over all ranks (hsdp_muon world, planned by its own
      * candidates) simulated beside the winner's HSDP stages (muon_tried 1): both steps, and 1 when
      * the world's was faster and is the plan */
     int muon_tried, muon_world_won;
     double muon_replicas_us, muon_world_us;
     char muon_world_balance[16]; /* the balance that planned the world's */
+    int muon_world_flat;         /* the world's kept every layer's AdamW parameters over all ranks */
 } plan_best_report;
 
 typedef struct plan_best_opts {

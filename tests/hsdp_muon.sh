@@ -3,7 +3,8 @@
 # --balance auto (the default) both the HSDP stages and the pairs over all ranks are simulated and
 # the faster kept, said on the balance line; a model of many small expert matrices on 2 nodes (the
 # stages' worst case, traces/plan/hsdp-map-2026-12-04) keeps the pairs over all ranks and is no
-# slower than the stages forced; replicas and world force one; a bad value exits 2.
+# slower than the stages forced; replicas and world force one (world: its AdamW parameters' alternative
+# is every layer's over all ranks); a bad value exits 2.
 . "${DM_SRCDIR:-.}/tests/tap.sh"
 DMUON=${DMUON:-./dmuon}
 step() { sed -n 's/.*step \([0-9.]*\) ms.*/\1/p' | head -1; }
@@ -16,6 +17,8 @@ is "auto no slower than the stages forced ($auto <= $rep ms)" "$(awk -v a="$auto
 is "auto is the world's plan ($auto ms, forced $wor ms)" "$auto" "$wor"
 like "the forced scheme is in the program's options" "$($DMUON plan -m moonlight-16b-a3b -g 16 --hsdp --hsdp-muon world 2>&1)" \
     "hsdp-muon=world"
+like "world: every layer's AdamW parameters over all ranks simulated too (the flat plan's)" \
+    "$($DMUON sim -m pi0 -g 32 --steps 3 --hsdp --hsdp-muon world 2>&1 | grep '^  balance')" "every layer's over all ranks: "
 out=$($DMUON sim -m qwen2.5-0.5b -g 8 --hsdp --quiet 2>&1)
 is "one shard group (8 ranks, 8 a node): nothing to choose, no line" "$(printf '%s\n' "$out" | grep -c "Muon matrices")" 0
 $DMUON sim -m qwen2.5-0.5b -g 16 --hsdp --hsdp-muon sideways >/dev/null 2>&1
