@@ -574,6 +574,10 @@ static int describe_rr(bctx *b, int64_t *ids)
     return 0;
 }
 
+/* HSDP's stages for the Muon pairs (hsdp_pair): several replica groups and not hsdp_muon world
+ * (whose pairs go over all ranks, as the flat plan's) */
+static int muon_stages(const bctx *b) { return b->hsdp && b->R > 1 && b->o->hsdp_muon != SCHED_HSDP_MUON_WORLD; }
+
 /* The objective's communication terms (sched.h, sched_problem) from the collective cost model
  * (collcost.h) on this cluster, times the comm weight; *colls: collectives per (layer, owner)
  * pair. Flat: one broadcast and one reduce over the world group per pair, on every rank in
@@ -585,7 +589,7 @@ static int comm_terms(bctx *b, sched_problem *pr, int *colls)
 {
     double w = b->o->comm_weight;
     /* HSDP with its Muon pairs over all ranks (hsdp_muon world): the flat plan's terms */
-    int hs = b->hsdp && b->o->hsdp_muon != SCHED_HSDP_MUON_WORLD;
+    int hs = muon_stages(b);
     int hier = b->o->hierarchical, n = hier ? b->gpn : hs ? b->S : b->nranks, rc = -1;
     int *rk = dm_malloc((size_t)(b->nranks > 0 ? b->nranks : 1) * sizeof *rk, b->err);
     coll_topo t;
@@ -595,7 +599,7 @@ static int comm_terms(bctx *b, sched_problem *pr, int *colls)
     if (collcost_topo(b->cl, rk, n, &t, b->err)) goto done;
     pr->pair_us = w * (collcost_time_us(DM_OP_BROADCAST, COLL_ALGO_RING, 0, &t) +
                        collcost_time_us(DM_OP_REDUCE, COLL_ALGO_RING, 0, &t));
-    if (hs && b->R > 1) { /* the owner's column: its reduce and its publish */
+    if (hs) { /* the owner's column: its reduce and its publish */
         int nc = 0;
         for (int r = 0; r < b->nranks; r += b->S) rk[nc++] = r;
         if (collcost_topo(b->cl, rk, nc, &t, b->err)) goto done;
@@ -835,7 +839,7 @@ static int describe_dmuon(bctx *b, int64_t *ids)
     }
     /* HSDP's stages for the Muon pairs, or (hsdp_muon world) the flat plan's reduce and broadcast
      * over all ranks for them; the AdamW parameters as adamw_part decides either way */
-    int hs = b->hsdp && b->R > 1 && b->o->hsdp_muon != SCHED_HSDP_MUON_WORLD;
+    int hs = muon_stages(b);
     for (int l = 0; l < b->nlayers; l++) {
         size_t f0 = b->fetch.n, g0 = b->grad.n;
         for (int pass = 0, pair = 0; pass < (hs ? 4 : 1); pass++, pair = 0)

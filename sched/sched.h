@@ -86,8 +86,8 @@ typedef struct sched_opts {
                                   stages: shard groups, columns, one global owner; hsdp_pair),
                                   _WORLD (one reduce and one broadcast over all ranks each, as the
                                   flat plan), _AUTO (sched_build: replicas; under --balance auto
-                                  both simulated on the winner's assignment, the faster kept:
-                                  plan_best.c) */
+                                  the world's planned by its own candidates beside the stages'
+                                  winner, both simulated, the faster kept: plan_best.c) */
     int gpus_per_node;         /* 0: the cluster's */
     int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into
                                   one unit (LPT) / batched; default 5M (5 * 1024 * 1024) */

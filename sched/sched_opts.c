@@ -31,13 +31,13 @@ void sched_opts_default(sched_opts *o)
 static const char *strategy_names[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
 static const char *balance_names[] = {"round-robin", "lpt", "milp", "auto"};
 static const char *overlap_names[] = {"none", "prefetch", "interleave"};
-static const char *hsdp_adamw_names[] = {"auto", "replicas", "world"};
+static const char *hsdp_scheme_names[] = {"auto", "replicas", "world"}; /* --hsdp-adamw and --hsdp-muon */
 
 const char *sched_strategy_name(sched_strategy s) { return (unsigned)s <= SCHED_DMUON ? strategy_names[s] : "?"; }
 const char *sched_balance_name(sched_balance b) { return (unsigned)b <= SCHED_BAL_AUTO ? balance_names[b] : "?"; }
 const char *sched_overlap_name(sched_overlap v) { return (unsigned)v <= SCHED_OVERLAP_INTERLEAVE ? overlap_names[v] : "?"; }
-const char *sched_hsdp_adamw_name(sched_hsdp_adamw m) { return (unsigned)m <= SCHED_HSDP_ADAMW_WORLD ? hsdp_adamw_names[m] : "?"; }
-const char *sched_hsdp_muon_name(sched_hsdp_muon m) { return (unsigned)m <= SCHED_HSDP_MUON_WORLD ? hsdp_adamw_names[m] : "?"; }
+const char *sched_hsdp_adamw_name(sched_hsdp_adamw m) { return (unsigned)m <= SCHED_HSDP_ADAMW_WORLD ? hsdp_scheme_names[m] : "?"; }
+const char *sched_hsdp_muon_name(sched_hsdp_muon m) { return (unsigned)m <= SCHED_HSDP_MUON_WORLD ? hsdp_scheme_names[m] : "?"; }
 
 int sched_opts_pytorch_form(const sched_opts *o)
 {
@@ -132,11 +132,11 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         o->shard = (int)v;
         o->hsdp = 1;
     } else if (!strcmp(key, "hsdp-adamw")) {
-        if ((i = pick(val, hsdp_adamw_names, 3)) < 0)
+        if ((i = pick(val, hsdp_scheme_names, 3)) < 0)
             return dm_err_set(err, "--hsdp-adamw: expected auto, replicas or world, found '%s'", val);
         o->hsdp_adamw = (sched_hsdp_adamw)i;
     } else if (!strcmp(key, "hsdp-muon")) {
-        if ((i = pick(val, hsdp_adamw_names, 3)) < 0)
+        if ((i = pick(val, hsdp_scheme_names, 3)) < 0)
             return dm_err_set(err, "--hsdp-muon: expected auto, replicas or world, found '%s'", val);
         o->hsdp_muon = (sched_hsdp_muon)i;
     } else if (!strcmp(key, "gpus-per-node")) {

@@ -673,7 +673,7 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
                 o.work_us = dm_power_full_us_held(pw, o.pw_flops, o.pw_bytes, o.work_us);
             o.pw_us = o.kind == FK_NS ? o.work_us : o.launch_us + o.work_us;
             double b = pw && o.pw_us > 0 ? dm_power_clock_share(pw, o.pw_bytes, o.pw_us) : 1;
-            o.cshare = dm_costs_full_clock(costs, o.kind == FK_NS) || o.kind == FK_NS ? b : 0;
+            o.cshare = o.kind == FK_NS || dm_costs_full_clock(costs, 0) ? b : 0;
         }
         o.overlap = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
                                            e->ts_us + e->dur_us);
