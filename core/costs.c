@@ -756,16 +756,16 @@ static double idw_log_eff(const near_rows *nr)
     return esum / wsum;
 }
 
-/* NS time on the table's GPU: exact, else the efficiency of the 6 nearest rows times the
- * roofline: INTERPOLATED when those rows bracket the query in every dimension, else ROOFLINE
- * scaled by the nearest row's efficiency (extrapolation). No rows at all: the pure roofline. */
-static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo, int eager,
-                               int tall, double *us)
+/* NS time on the table's GPU, off the table's rows (exact ones answered before): the
+ * efficiency of the 6 nearest rows in log2(m, n, batch) times the roofline: INTERPOLATED when
+ * those rows bracket the query in every dimension, else ROOFLINE scaled by the nearest row's
+ * efficiency (extrapolation). No rows at all: the pure roofline. */
+static dm_cost_source table_ns_rows(const dm_costs *c, int64_t m, int64_t n, int batch, int a, int tall, double roof,
+                                    double *us)
 {
-    double roof = dm_roofline_ns_us(c->gpu, m, n, batch, algo);
     double q[4] = {lg(m), lg(n), 0, lg(batch)};
     near_rows nr;
-    if (nearest_rows(c, OP_NS, (eager ? ALGO_EAGER : 0) + (int)algo, tall, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
+    if (nearest_rows(c, OP_NS, a, tall, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
     if (!nr.n) {
         *us = roof;
         return DM_COST_ROOFLINE;
@@ -783,23 +783,131 @@ static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batc
     return inside ? DM_COST_INTERPOLATED : DM_COST_ROOFLINE;
 }
 
-/* A workload kernel's one launch on the table's GPU: exact, else the IDW efficiency of its 8
- * nearest rows when the nearest is within NEAR_LOG2, else the roofline. */
+/* The same for a matrix whose one NS is compute-bound on the roofline (its FLOPs take longer
+ * than its launches): the NS_NEAR shapes (m, n) with rows of the query's orientation nearest it
+ * in log2(m, n) each give their efficiency at the query's batch, interpolated along their own
+ * rows' batches (linear in log2 batch, held at the ends), averaged with inverse squared distance
+ * weights. Shape and batch kept apart because a matrix that fills the GPU runs at nearly one
+ * efficiency per matrix at any batch (the table's 3072 x 8192 Gram: 1646, 1588 and 1594 us a
+ * matrix at batches 1, 20 and 32), so its own size measured at batch 1 says more than shapes of
+ * its batch but half its size, which the distance in batch let outvote it
+ * (traces/validate/h200-33-unseen: 4096 x 12288 and 4096 x 14336 Gram priced from 2048-sized
+ * rows, 14-20% short). A launch-bound matrix's batch does change its efficiency (the launches
+ * are shared), and the rows of other shapes at its batch say how: table_ns_rows. INTERPOLATED
+ * when the shapes bracket the query in m and in n, else ROOFLINE (the nearest shape's
+ * efficiency alone). */
+#define NS_NEAR 6
+static dm_cost_source table_ns_shapes(const dm_costs *c, int64_t m, int64_t n, int batch, int a, int tall,
+                                      double roof, double *us)
+{
+    int ns = 0;
+    double qm = lg(m), qn = lg(n), qb = lg(batch);
+    struct {
+        int64_t m, n;
+        double d;
+    } sh[NS_NEAR];
+    for (int i = 0; i < c->n_rows; i++) { /* the nearest shapes */
+        const row *r = &c->rows[i];
+        if (r->op != OP_NS || r->algo != a || r->tall != tall) continue;
+        int seen = 0;
+        for (int j = 0; j < ns && !seen; j++) seen = sh[j].m == r->m && sh[j].n == r->n;
+        if (seen) continue;
+        double d = (lg(r->m) - qm) * (lg(r->m) - qm) + (lg(r->n) - qn) * (lg(r->n) - qn);
+        int pos = ns < NS_NEAR ? ns++ : NS_NEAR;
+        while (pos > 0 && sh[pos - 1].d > d) {
+            if (pos < NS_NEAR) sh[pos] = sh[pos - 1];
+            pos--;
+        }
+        if (pos < NS_NEAR) sh[pos].m = r->m, sh[pos].n = r->n, sh[pos].d = d;
+    }
+    if (!ns) {
+        *us = roof;
+        return DM_COST_ROOFLINE;
+    }
+    double wsum = 0, esum = 0, e0 = 0;
+    int below_m = 0, above_m = 0, below_n = 0, above_n = 0;
+    for (int j = 0; j < ns; j++) {
+        /* this shape's efficiency at the query's batch: its rows nearest below and above it */
+        double lo_b = -1, hi_b = -1, lo_e = 0, hi_e = 0;
+        for (int i = 0; i < c->n_rows; i++) {
+            const row *r = &c->rows[i];
+            if (r->op != OP_NS || r->algo != a || r->m != sh[j].m || r->n != sh[j].n || r->tall != tall) continue;
+            double b = lg(r->batch), e = log(r->median_us / row_roofline_us(c->gpu, r));
+            if (b <= qb && (lo_b < 0 || b > lo_b)) lo_b = b, lo_e = e;
+            if (b >= qb && (hi_b < 0 || b < hi_b)) hi_b = b, hi_e = e;
+        }
+        double e = lo_b < 0 ? hi_e : hi_b < 0 || hi_b - lo_b < 1e-9 ? lo_e : lo_e + (hi_e - lo_e) * (qb - lo_b) / (hi_b - lo_b);
+        if (j == 0) e0 = e;
+        double w = 1.0 / (sh[j].d + 1e-12);
+        wsum += w;
+        esum += w * e;
+        below_m |= lg(sh[j].m) <= qm + 1e-9, above_m |= lg(sh[j].m) >= qm - 1e-9;
+        below_n |= lg(sh[j].n) <= qn + 1e-9, above_n |= lg(sh[j].n) >= qn - 1e-9;
+    }
+    int inside = below_m && above_m && below_n && above_n;
+    *us = roof * exp(inside ? esum / wsum : e0);
+    return inside ? DM_COST_INTERPOLATED : DM_COST_ROOFLINE;
+}
+
+/* NS time on the table's GPU: the row of the query's shape, orientation and batch when there is
+ * one, else table_ns_shapes for a compute-bound matrix, table_ns_rows for a launch-bound one. */
+static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo, int eager,
+                               int tall, double *us)
+{
+    double roof = dm_roofline_ns_us(c->gpu, m, n, batch, algo);
+    int a = (eager ? ALGO_EAGER : 0) + (int)algo;
+    for (int i = 0; i < c->n_rows; i++) {
+        const row *r = &c->rows[i];
+        if (r->op == OP_NS && r->algo == a && r->tall == tall && r->m == m && r->n == n && r->batch == batch) {
+            *us = r->median_us;
+            return DM_COST_MEASURED;
+        }
+    }
+    int compute_bound = dm_ns_flops(m, n, algo) / c->gpu->bf16_flops * 1e6 >= ns_launches(algo) * c->gpu->launch_us;
+    return compute_bound ? table_ns_shapes(c, m, n, batch, a, tall, roof, us)
+                         : table_ns_rows(c, m, n, batch, a, tall, roof, us);
+}
+
+/* A workload kernel's one launch on the table's GPU: the row of its shape, else the IDW efficiency
+ * of its kind's K_MAX nearest rows when the nearest is within NEAR_LOG2; an expert batch (a
+ * batched fwd, dgrad or wgrad) without such rows takes the GEMM rows of its op at its (m, n, k):
+ * it is `batch` GEMMs of one shape, and the GEMM grid covers shapes the expert rows of the
+ * bundled MoE models do not (traces/validate/h200-33-unseen: Mixtral's 8 experts of 14336 x 4096
+ * at 512 routed tokens, priced at the roofline, 13-26% short). Else the nearest row's efficiency
+ * (an extrapolation, as for NS; the roofline alone ran such kernels at the tensor cores' peak),
+ * and the roofline when the kind has no rows. Both of the last are reported as the roofline. */
 #define NEAR_LOG2 3.0
 static dm_cost_source table_kernel(const dm_costs *c, const dm_kernel *k, double roof, double *us)
 {
     row_op op = k->kind == DM_KERN_GEMM ? OP_GEMM : k->kind == DM_KERN_BGEMM ? OP_BGEMM : OP_ELEM;
     int algo = ALGO_KERN + (int)k->op;
-    near_rows nr;
-    if ((unsigned)k->op < DM_KOP__COUNT && c->op_rows[op][algo] &&
-        nearest_rows(c, op, algo, 0, k->m, k->n, k->k, k->batch, K_MAX, &nr, us))
-        return DM_COST_MEASURED;
-    if ((unsigned)k->op >= DM_KOP__COUNT || !c->op_rows[op][algo] || !nr.n || nr.d[0] > NEAR_LOG2 * NEAR_LOG2) {
+    near_rows nr = {0};
+    if ((unsigned)k->op >= DM_KOP__COUNT) {
         *us = roof;
         return DM_COST_ROOFLINE;
     }
-    *us = roof * exp(idw_log_eff(&nr));
-    return DM_COST_INTERPOLATED;
+    if (c->op_rows[op][algo] && nearest_rows(c, op, algo, 0, k->m, k->n, k->k, k->batch, K_MAX, &nr, us))
+        return DM_COST_MEASURED;
+    if (nr.n && nr.d[0] <= NEAR_LOG2 * NEAR_LOG2) {
+        *us = roof * exp(idw_log_eff(&nr));
+        return DM_COST_INTERPOLATED;
+    }
+    near_rows ng;
+    if (op == OP_BGEMM && k->op <= DM_KOP_WGRAD && c->op_rows[OP_GEMM][algo]) {
+        double one;
+        if (nearest_rows(c, OP_GEMM, algo, 0, k->m, k->n, k->k, 1, K_MAX, &ng, &one)) {
+            dm_kernel g = *k;
+            g.kind = DM_KERN_GEMM, g.batch = 1, g.count = 1;
+            *us = roof * one / dm_roofline_kernel_us(c->gpu, &g);
+            return DM_COST_INTERPOLATED;
+        }
+        if (ng.n && ng.d[0] <= NEAR_LOG2 * NEAR_LOG2) {
+            *us = roof * exp(idw_log_eff(&ng));
+            return DM_COST_INTERPOLATED;
+        }
+    }
+    *us = nr.n ? roof * exp(nr.e[0]) : roof;
+    return DM_COST_ROOFLINE;
 }
 
 int dm_costs_kernel_rows(const dm_costs *c, dm_kern_kind kind, dm_kern_op op)

@@ -260,30 +260,34 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
         if (op->kind != DM_OP_NS && op->kind != DM_OP_ADAMW) continue; /* the ops that need state */
         if (bad_op(c->p, r, i, c->n, c->m, err)) return -1;
         if (op->kind != DM_OP_NS || op->n_params < 1) continue;
-        if (nk == c->nskey_cap) {
-            int cap = c->nskey_cap ? 2 * c->nskey_cap : 64;
-            int64_t(*g)[4] = dm_realloc(c->nskey, (size_t)cap * sizeof *g, err);
-            if (!g) return -1;
-            c->nskey = g;
-            c->nskey_cap = cap;
-        }
+        /* the executor's plans (real/real_gpu.c ns_op): one per orientation of the batch's
+         * matrices, keyed by (rows, cols, count, algorithm) */
         const dm_matrix *x = &c->mx[op->params[0]];
-        int64_t *key = c->nskey[nk++];
-        key[0] = x->rows, key[1] = x->cols, key[2] = op->n_params, key[3] = (int64_t)op->algo * (INT64_C(1) << 32) + i;
+        int64_t cnt = 0;
+        for (int a = 0; a < op->n_params; a++) cnt += c->mx[op->params[a]].rows == x->rows;
+        for (int pass = 0; pass < 2; pass++) {
+            int64_t k = pass ? op->n_params - cnt : cnt;
+            if (k < 1 || (pass && x->rows == x->cols)) continue;
+            if (nk == c->nskey_cap) {
+                int cap = c->nskey_cap ? 2 * c->nskey_cap : 64;
+                int64_t(*g)[4] = dm_realloc(c->nskey, (size_t)cap * sizeof *g, err);
+                if (!g) return -1;
+                c->nskey = g;
+                c->nskey_cap = cap;
+            }
+            int64_t *key = c->nskey[nk++];
+            key[0] = pass ? x->cols : x->rows, key[1] = pass ? x->rows : x->cols, key[2] = k, key[3] = op->algo;
+        }
     }
-    /* distinct plans: sorted by (shape, batch, algorithm), the first op of each kept */
+    /* distinct plans, each: input and output in the iteration dtype (2 bytes), two m x n
+     * iterates, and m x m buffers, six for Gram and two for direct (kernels/ns_cuda.cu
+     * ns_plan_create) */
     if (nk > 1) qsort(c->nskey, (size_t)nk, sizeof *c->nskey, cmp_key);
     for (int j = 0; j < nk; j++) {
         int64_t *key = c->nskey[j];
-        if (j && key[0] == c->nskey[j - 1][0] && key[1] == c->nskey[j - 1][1] && key[2] == c->nskey[j - 1][2] &&
-            key[3] >> 32 == c->nskey[j - 1][3] >> 32)
-            continue;
-        const dm_op *op = &rp->ops[key[3] & 0xffffffff];
-        for (int a = 0; a < op->n_params; a++) {
-            const dm_matrix *x = &c->mx[op->params[a]];
-            double rows = (double)x->rows, cols = (double)x->cols, mn = rows < cols ? rows : cols;
-            ns += 2.0 * 2.0 * rows * cols + 4.0 * (rows * cols + 2.0 * mn * mn);
-        }
+        if (j && !cmp_key(key, c->nskey[j - 1])) continue;
+        double rows = (double)key[0], cols = (double)key[1], mn = rows < cols ? rows : cols;
+        ns += (double)key[2] * (8.0 * rows * cols + 2.0 * (key[3] == DM_NS_GRAM ? 6 : 2) * mn * mn);
     }
     if (same_list) {
         ns = c->ns_bytes;

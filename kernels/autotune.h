@@ -62,7 +62,11 @@ void at_cache_close(at_cache *c);            /* NULL ok; does not save */
  * ns_config_default, with the block counts and heuristic the cache holds for this GPU when it
  * has them. Returns 1 when tuned values were found, 2 when the batch was never tuned but a smaller
  * batch (> 1) of the same shape was (its block counts and heuristic, not its per-GEMM picks;
- * the largest such batch), 0 for plain defaults. (The tuned times
+ * the largest such batch), 3 when neither, and the nearest tuned shape of the algorithm (log2
+ * distance in m and n: the shape itself when tuned at batch 1; cuBLASLt entries, its batch
+ * nearest in log2) lends its block counts and scheme (heuristic 0, no picks, kernel lt), 0 for
+ * plain defaults (batch 1 of a shape tuned at other batches only, or nothing of the algorithm
+ * tuned). (The tuned times
  * were measured with the plan's input and output in cfg->work: bf16 direct, fp16 Gram.) A
  * committed cache for the H200: traces/kernels/autotune_h200.tsv. */
 int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, dm_ns_algo algo,

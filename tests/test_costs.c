@@ -150,9 +150,18 @@ static void test_kernel_rows(void)
             "beyond the measured shapes (m 4x past them): the neighbours' efficiency");
     ok(s == DM_COST_INTERPOLATED, "  ... is interpolated");
     x = kern(DM_KERN_GEMM, DM_KOP_FWD, 64, 64, 64, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 1.6 * dm_roofline_kernel_us(h200, &x), 1e-6,
+            "far from every row (16x in each dimension): the nearest row's efficiency, not the tensor cores' peak");
+    ok(s == DM_COST_ROOFLINE, "  ... is reported as the roofline (an extrapolation)");
+    /* an expert batch (batched fwd) without expert rows: `batch` GEMMs of its shape, priced by the
+     * GEMM rows' efficiency */
+    x = kern(DM_KERN_BGEMM, DM_KOP_FWD, 2048, 4096, 1024, 8);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 1.6 * dm_roofline_kernel_us(h200, &x), 1e-6,
+            "an expert batch without expert rows: the GEMM row of its shape's efficiency");
+    ok(s == DM_COST_INTERPOLATED, "  ... is interpolated (%s)", dm_cost_source_name(s));
+    x = kern(DM_KERN_BGEMM, DM_KOP_ATTN_DKEY, 2048, 128, 2048, 8);
     ok_near(dm_costs_kernel_us(c, NULL, &x, &s), dm_roofline_kernel_us(h200, &x), 1e-9,
-            "far from every row (16x in each dimension): the pure roofline");
-    ok(s == DM_COST_ROOFLINE, "  ... is roofline");
+            "an attention product without rows of its op: the roofline (GEMM rows are not its kind)");
     /* two rows of different efficiency (2x and 4x), the query equidistant in log space: the
      * geometric mean (inverse-distance weights in log-efficiency) */
     x = kern(DM_KERN_GEMM, DM_KOP_DGRAD, 2048, 2048, 2048, 1);

@@ -1131,6 +1131,35 @@ static void test_cache_format(void)
            "autotune cache: an untuned batch borrows a smaller tuned batch's block counts (%d), batch 1 does not (%d)",
            g5, g1);
     }
+    { /* a shape never tuned: the nearest tuned shape's block counts (cuBLASLt entries only) */
+        FILE *nf = fopen(path, "w");
+        if (nf) {
+            fputs("Test GPU\t13000\t130100\t1024\t4096\t8\tgram\tfp16\t4\t2\t1\t60\t59\t61\t0\t1e9\t1e9\t01\tlt\tflat\n"
+                  "Test GPU\t13000\t130100\t4096\t14336\t1\tgram\tfp16\t16\t8\t1\t60\t59\t61\t0\t1e9\t1e9\t-\tlt\tlevels\n"
+                  "Test GPU\t13000\t130100\t4096\t12800\t1\tgram\tfp16\t2\t2\t0\t60\t59\t61\t0\t1e9\t1e9\t-\tsym128\tlevels\n",
+                  nf);
+            fclose(nf);
+        }
+        ns_config a, b, d, w, b14;
+        int ga = -1, gb = -1, gd = -1, gw = -1, g14 = -1;
+        if (!at_cache_open(path, &dev, &c, &e)) {
+            ga = at_config_for(c, 12288, 4096, 18, DM_NS_GRAM, &a); /* near 4096x14336 (not the sym128 entry) */
+            gb = at_config_for(c, 1024, 3072, 1, DM_NS_GRAM, &b);   /* near 1024x4096 */
+            gd = at_config_for(c, 1024, 4096, 1, DM_NS_GRAM, &d);   /* the shape tuned at batch 8 only */
+            gw = at_config_for(c, 4096, 12288, 2, DM_NS_DIRECT, &w); /* nothing direct tuned */
+            g14 = at_config_for(c, 4096, 14336, 16, DM_NS_GRAM, &b14); /* its own batch 1 */
+        }
+        at_cache_close(c);
+        c = NULL;
+        ok(ga == 3 && a.sym_blocks == 16 && a.sym_blocks_mm == 8 && !a.sym_flat && a.kernel == NS_KERNEL_LT &&
+               gb == 3 && b.sym_blocks == 4 && b.sym_blocks_mm == 2 && b.sym_flat && b.heuristic == 0 &&
+               b.gemm_picks[0] == 0 && gd == 0 && d.sym_blocks == 1 && gw == 0 && w.sym_blocks == 1 && g14 == 3 &&
+               b14.sym_blocks == 16 && b14.heuristic == 0,
+           "autotune cache: an untuned shape borrows the nearest tuned shape's block counts (%d %d/%d, %d %d/%d), a "
+           "batch its shape's batch 1 (%d %d); batch 1 of a shape tuned at other batches and an untuned algorithm do "
+           "not (%d, %d)",
+           ga, a.sym_blocks, a.sym_blocks_mm, gb, b.sym_blocks, b.sym_blocks_mm, g14, b14.sym_blocks, gd, gw);
+    }
     static const char *old_line = "Test GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t1\t1\t0\t60\t59\t61\t0\t1e9\t1e9\n";
     FILE *f = fopen(path, "w");
     if (f) fputs(old_line, f), fclose(f);

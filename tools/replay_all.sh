@@ -3,11 +3,14 @@
 # calibration, one line per call: its cases within the goals and the mean |error| per phase.
 #   tools/replay_all.sh [CALIB [OUTDIR]]      (default traces/calib/h200.calib, /tmp/dmuon-replay)
 # Each call's `dmuon validate --replay` output goes to OUTDIR/NAME.txt and OUTDIR/NAME/replay.csv.
-# Run from the repository root with ./dmuon built. Calls before h200-29 ran the NS cache before its
+# Run from the repository root with ./dmuon built (DMUON=BINARY for another). Calls before h200-29 ran the NS cache before its
 # re-tune of 2026-12-04 (traces/kernels/retune2-2026-12-04): today's rows price their NS faster
 # than they ran it, so their lines here are not like-for-like (their README's figures are those of
 # their day). h200-29's calls are replayed on the programs their cases ran (--as-run: their case
-# folders unpacked into OUTDIR first), as planning again on today's rows batches NS differently.
+# folders unpacked into OUTDIR first), as planning again on today's rows batches NS differently;
+# so are the calls after it (h200-33 to h200-36: unseen models, the executor's near-shape NS
+# configurations). ASRUN=1 replays every earlier call with its cases packed on the programs it
+# ran as well (the cost model compared op for op; their NS still priced by today's rows).
 set -u
 C=${1:-traces/calib/h200.calib}
 O=${2:-/tmp/dmuon-replay}
@@ -20,15 +23,23 @@ for e in h200-16:$V/h200-16/validate/validate.csv h200-17:$V/h200-17/validate/va
     qwen3-6l:traces/device/moeq3-2026-12-03/logs/validate_q3.csv h200-23:$V/h200-23/validate/validate.csv \
     h200-24:$V/h200-24/validate/validate.csv h200-25:$V/h200-25/validate/validate.csv \
     h200-25-16384:$V/h200-25/tokens-16384/validate/validate.csv h200-26:$V/h200-26/validate/validate.csv \
-    h200-29:$V/h200-29:asrun h200-29-heldout:$V/h200-29/heldout:asrun h200-29-16384:$V/h200-29/tokens-16384:asrun; do
+    h200-29:$V/h200-29:asrun h200-29-heldout:$V/h200-29/heldout:asrun h200-29-16384:$V/h200-29/tokens-16384:asrun \
+    h200-33-unseen:$V/h200-33-unseen/logs/unseen:asrun h200-34-unseen:$V/h200-34-unseen/logs/unseen:asrun \
+    h200-35-unseen:$V/h200-35/logs/unseen:asrun h200-35:$V/h200-35/logs/core:asrun \
+    h200-36-heldout:$V/h200-36/logs/heldout:asrun; do
     n=${e%%:*} f=${e#*:} a=
+    if [ -n "${ASRUN:-}" ] && [ "${f%/validate/validate.csv}" != "$f" ] && [ -f "${f%/validate/validate.csv}/validate-cases.tar.xz" ]; then
+        f=${f%/validate/validate.csv}:asrun # ASRUN=1: every call with its cases packed, on the programs it ran
+    fi
     if [ "${f%:asrun}" != "$f" ]; then # a call's folder: its cases unpacked beside a copy of its CSV
         d=${f%:asrun}
-        rm -rf "$O/cases-$n" && mkdir -p "$O/cases-$n" && tar xJf "$d/validate-cases.tar.xz" -C "$O/cases-$n" &&
+        x=$O/cases-$n # the archives of h200-29 on hold validate/CASE/..., the earlier ones CASE/...
+        tar tJf "$d/validate-cases.tar.xz" | head -3 | grep -q '^\(\./\)*validate/' || x=$x/validate
+        rm -rf "$O/cases-$n" && mkdir -p "$x" && tar xJf "$d/validate-cases.tar.xz" -C "$x" &&
             cp "$d/validate/validate.csv" "$O/cases-$n/validate/validate.csv"
         f=$O/cases-$n/validate/validate.csv a=--as-run
     fi
-    ./dmuon validate --cluster h200 --calibration "$C" --replay "$f" $a --out "$O/$n" > "$O/$n.txt" 2>&1
+    "${DMUON:-./dmuon}" validate --cluster h200 --calibration "$C" --replay "$f" $a --out "$O/$n" > "$O/$n.txt" 2>&1
     g=$(grep "^# goal" "$O/$n.txt" | sed 's/.*: //')
     python3 - "$O/$n/replay.csv" "$n" "$g" <<'PY'
 import csv, sys
