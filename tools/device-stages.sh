@@ -746,7 +746,7 @@ validate_set() {
     llama16k) VALIDATE_MODELS=llama-3.2-3b VALIDATE_STRATEGIES=dmuon VALIDATE_TOKENS=16384 stage_validate ;;
     unseen) local e=models/extra
         VALIDATE_MODELS=$e/phi-3-mini-4k-instruct.json,$e/gemma-2b.json,$e/gemma2-2b.json,$e/qwen3-8b-12l.json,$e/mistral-7b-v0.1-12l.json,$e/mixtral-8x7b-v0.1-2l.json \
-            VALIDATE_TOKENS=2048,8192 VALIDATE_TIMEOUT=540 stage_validate ;;
+            VALIDATE_TOKENS=2048,8192 stage_validate ;;
     esac > "$L/validate_$n.log" 2>&1
     echo "$n: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T0)) s)"
     mkdir -p "$L/$n" && mv "$L/validate.txt" "$L/$n/" && mv "$L/validate" "$L/$n/validate"
@@ -957,7 +957,7 @@ stage_revalid() {
 # Mixtral-8x7B cut to 2: 8 experts of 14336x4096, top 2) at token counts no call ran (2048,
 # 8192), the committed rows and cache; replayed on the build machine with the committed
 # calibration.
-STAGE_TIMEOUT_unseen=560
+STAGE_TIMEOUT_unseen=300
 stage_unseen() {
     T0=$SECONDS
     validate_set unseen
