@@ -1567,11 +1567,11 @@ done:
     return rc;
 }
 
-/* 1 when some rank runs an NS op of more than one matrix. */
+/* 1 when some rank runs an NS op of more than one matrix (each shared op list read once). */
 static int batches_ns(const dm_program *p)
 {
     for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; i < p->ranks[r].n_ops; i++)
+        for (int i = 0; p->ranks[r].share == r && i < p->ranks[r].n_ops; i++)
             if (p->ranks[r].ops[i].kind == DM_OP_NS && p->ranks[r].ops[i].n_params > 1) return 1;
     return 0;
 }
@@ -1587,15 +1587,19 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
 {
     if (build_once(model, cluster, nranks, costs, opts, out, rep, err)) return -1;
     const dm_gpu *gpu = cluster->gpu;
-    if (!gpu || gpu->mem_bytes <= 0 || opts->max_batch < 2 || !*out || !batches_ns(*out)) return 0;
+    sched_opts eff; /* the PyTorch forms run one matrix per NS whatever max_batch says */
+    sched_opts_effective(opts, &eff);
+    if (!gpu || gpu->mem_bytes <= 0 || eff.max_batch < 2 || !*out || !batches_ns(*out)) return 0;
     dm_mem_est e;
     if (dm_mem_peak(model, *out, NULL, &e, err)) goto fail;
     if (dm_mem_fits(&e, gpu)) return 0;
     double no_ns = e.total - e.ns; /* what no batch size changes */
     if (no_ns > gpu->mem_bytes) return 0;
     sched_opts o = *opts;
+    o.assign_in = NULL, o.assign_in_rep = NULL; /* an assignment of other batches: balanced again */
     while (o.max_batch > 1) {
         o.max_batch /= 2;
+        if (o.assign_out) sched_assign_free(o.assign_out); /* the caller gets the last build's */
         dm_program *p = NULL;
         sched_report r;
         if (build_once(model, cluster, nranks, costs, &o, &p, rep ? &r : NULL, err)) goto fail;
@@ -1616,6 +1620,13 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
         }
         dm_program_free(p);
         if (rep) sched_report_free(&r);
+    }
+    if (opts->assign_out) { /* nothing fits: the program as asked, and its assignment again */
+        sched_assign_free(opts->assign_out);
+        dm_program_free(*out);
+        *out = NULL;
+        if (rep) sched_report_free(rep);
+        return build_once(model, cluster, nranks, costs, opts, out, rep, err);
     }
     return 0;
 fail:
