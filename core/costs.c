@@ -829,14 +829,23 @@ static dm_cost_source table_ns_shapes(const dm_costs *c, int64_t m, int64_t n, i
     for (int j = 0; j < ns; j++) {
         /* this shape's efficiency at the query's batch: its rows nearest below and above it */
         double lo_b = -1, hi_b = -1, lo_e = 0, hi_e = 0;
+        const row *top = NULL; /* its row of the largest batch */
         for (int i = 0; i < c->n_rows; i++) {
             const row *r = &c->rows[i];
             if (r->op != OP_NS || r->algo != a || r->m != sh[j].m || r->n != sh[j].n || r->tall != tall) continue;
             double b = lg(r->batch), e = log(r->median_us / row_roofline_us(c->gpu, r));
             if (b <= qb && (lo_b < 0 || b > lo_b)) lo_b = b, lo_e = e;
             if (b >= qb && (hi_b < 0 || b < hi_b)) hi_b = b, hi_e = e;
+            if (!top || r->batch > top->batch) top = r;
         }
         double e = lo_b < 0 ? hi_e : hi_b < 0 || hi_b - lo_b < 1e-9 ? lo_e : lo_e + (hi_e - lo_e) * (qb - lo_b) / (hi_b - lo_b);
+        if (hi_b < 0 && top->batch < batch) /* past its largest batch: that batch's time per matrix, no more
+                                               launches shared (held efficiency would share them further:
+                                               Moonlight's 1408 x 2048 Gram at 32 priced 168 us a matrix
+                                               from 181 at 8, and chosen over direct; it ran 218,
+                                               traces/validate/h200-37) */
+            e = log(top->median_us / top->batch * batch /
+                    dm_roofline_ns_us(c->gpu, top->m, top->n, batch, (dm_ns_algo)(a >= ALGO_EAGER ? a - ALGO_EAGER : a)));
         if (j == 0) e0 = e;
         double w = 1.0 / (sh[j].d + 1e-12);
         wsum += w;
