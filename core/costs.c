@@ -797,8 +797,8 @@ static dm_cost_source table_ns_rows(const dm_costs *c, int64_t m, int64_t n, int
  * when the shapes bracket the query in m and in n, else ROOFLINE (the nearest shape's
  * efficiency alone). */
 #define NS_NEAR 6
-static dm_cost_source table_ns_shapes(const dm_costs *c, int64_t m, int64_t n, int batch, int a, int tall,
-                                      double roof, double *us)
+static dm_cost_source table_ns_shapes(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo, int a,
+                                      int tall, double roof, double *us)
 {
     int ns = 0;
     double qm = lg(m), qn = lg(n), qb = lg(batch);
@@ -844,8 +844,7 @@ static dm_cost_source table_ns_shapes(const dm_costs *c, int64_t m, int64_t n, i
                                                Moonlight's 1408 x 2048 Gram at 32 priced 168 us a matrix
                                                from 181 at 8, and chosen over direct; it ran 218,
                                                traces/validate/h200-37) */
-            e = log(top->median_us / top->batch * batch /
-                    dm_roofline_ns_us(c->gpu, top->m, top->n, batch, (dm_ns_algo)(a >= ALGO_EAGER ? a - ALGO_EAGER : a)));
+            e = log(top->median_us / top->batch * batch / dm_roofline_ns_us(c->gpu, top->m, top->n, batch, algo));
         if (j == 0) e0 = e;
         double w = 1.0 / (sh[j].d + 1e-12);
         wsum += w;
@@ -873,7 +872,7 @@ static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batc
         }
     }
     int compute_bound = dm_ns_flops(m, n, algo) / c->gpu->bf16_flops * 1e6 >= ns_launches(algo) * c->gpu->launch_us;
-    return compute_bound ? table_ns_shapes(c, m, n, batch, a, tall, roof, us)
+    return compute_bound ? table_ns_shapes(c, m, n, batch, algo, a, tall, roof, us)
                          : table_ns_rows(c, m, n, batch, a, tall, roof, us);
 }
 

@@ -1580,11 +1580,13 @@ static int batches_ns(const dm_program *p)
  * (core/memory.h), built again with the largest NS batch halved until it fits (NS batches
  * cost memory, a plan per batch: Llama-3.2-3B at 16384 tokens on one H200 needs 142.8 GiB with
  * batches of 28 and 138.6 with batches of at most 8, for 0.05% of its simulated step), and the
- * report says so; when no halving fits, the first program (the memory line says it does not
- * fit). */
+ * options line says the max-batch used; when no halving fits, the first program (the memory
+ * line says it does not fit). */
 int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
                 const sched_opts *opts, dm_program **out, sched_report *rep, dm_err *err)
 {
+    sched_assign mine; /* each rebuild's owner assignment; the caller's when its program is kept */
+    memset(&mine, 0, sizeof mine);
     if (build_once(model, cluster, nranks, costs, opts, out, rep, err)) return -1;
     const dm_gpu *gpu = cluster->gpu;
     sched_opts eff; /* the PyTorch forms run one matrix per NS whatever max_batch says */
@@ -1597,9 +1599,10 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     if (no_ns > gpu->mem_bytes) return 0;
     sched_opts o = *opts;
     o.assign_in = NULL, o.assign_in_rep = NULL; /* an assignment of other batches: balanced again */
+    if (o.assign_out) o.assign_out = &mine;
     while (o.max_batch > 1) {
         o.max_batch /= 2;
-        if (o.assign_out) sched_assign_free(o.assign_out); /* the caller gets the last build's */
+        sched_assign_free(&mine);
         dm_program *p = NULL;
         sched_report r;
         if (build_once(model, cluster, nranks, costs, &o, &p, rep ? &r : NULL, err)) goto fail;
@@ -1614,22 +1617,20 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
             if (rep) {
                 sched_report_free(rep);
                 *rep = r;
-                rep->max_batch_fit = o.max_batch;
+            }
+            if (opts->assign_out) {
+                sched_assign_free(opts->assign_out);
+                *opts->assign_out = mine;
             }
             return 0;
         }
         dm_program_free(p);
         if (rep) sched_report_free(&r);
     }
-    if (opts->assign_out) { /* nothing fits: the program as asked, and its assignment again */
-        sched_assign_free(opts->assign_out);
-        dm_program_free(*out);
-        *out = NULL;
-        if (rep) sched_report_free(rep);
-        return build_once(model, cluster, nranks, costs, opts, out, rep, err);
-    }
+    sched_assign_free(&mine); /* nothing fits: the program as asked, with its assignment */
     return 0;
 fail:
+    sched_assign_free(&mine);
     dm_program_free(*out);
     *out = NULL;
     if (rep) sched_report_free(rep);

@@ -240,8 +240,6 @@ typedef struct sched_report {
     double comm_weight;     /* the weight the objective used */
     int hsdp_adamw_world;   /* HSDP: layers whose AdamW-role parameters are sharded over all ranks
                                (sched_opts.hsdp_adamw); the others' in the shard groups */
-    int max_batch_fit;      /* > 0: the plan asked for did not fit the GPU's memory and was built
-                               again with NS batches of at most this many matrices (sched_build) */
 } sched_report;
 
 void sched_report_free(sched_report *r); /* frees the arrays; accepts NULL */
@@ -254,8 +252,8 @@ char *sched_report_objective(const sched_report *r, char *buf, size_t size);
 /* Build the step program. rep may be NULL. *out owned by the caller (dm_program_free). The
  * program validates (dm_program_validate) by construction. When the cluster's GPU has a known
  * memory and the program's NS batches make it need more (core/memory.h dm_mem_peak), it is built
- * again with max_batch halved until it fits (rep->max_batch_fit; its options line says the
- * max-batch used); when nothing fits, the program as asked. */
+ * again with max_batch halved until it fits (its options line says the max-batch used); when
+ * nothing fits, the program as asked. */
 int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
                 const sched_opts *opts, dm_program **out, sched_report *rep, dm_err *err);
 
