@@ -110,6 +110,23 @@ static void test_lo_stream(const char *dir)
        "the pair swapped is refused: %s", err.msg);
 }
 
+/* A costs list that resolves beside the file to more than calib_info.costs holds is refused
+ * (fuzz_calib found the append running past the buffer). */
+static void test_costs_list_long(const char *dir)
+{
+    char path[600], line[4096] = "costs = ";
+    snprintf(path, sizeof path, "%s/long.calib", dir);
+    for (int i = 0; i < 40; i++) /* 360 bytes in the file, each name resolved to the folder's path */
+        snprintf(line + strlen(line), sizeof line - strlen(line), "%st%02d.csv", i ? "," : "", i);
+    FILE *f = fopen(path, "w");
+    if (f) fprintf(f, "# dmuon-calib-1\n%s\n", line), fclose(f);
+    dm_cluster cl;
+    calib_info ci;
+    dm_err err = {{0}};
+    int rc = dm_cluster_load("h200", &cl, &err) == 0 ? calib_apply(path, &cl, &ci, &err) : 0;
+    ok(rc == -1 && strstr(err.msg, "costs list"), "a costs list longer than the report holds is refused: %s", err.msg);
+}
+
 static void test_param_table(const char *dir)
 {
     char cpath[600], kpath[600];
@@ -721,6 +738,7 @@ int main(void)
        "rows with wrong elements are refused: %s", err.msg);
 
     test_param_table(dir);
+    test_costs_list_long(dir);
     test_lo_stream(dir);
 
     if (dm_remove_tree(dir, &err)) tap_diag("could not remove %s: %s", dir, err.msg);

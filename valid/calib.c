@@ -1540,8 +1540,10 @@ int calib_apply(const char *file, dm_cluster *c, calib_info *info, dm_err *err)
             for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) { /* a joined table */
                 char one[1024];
                 if (dm_path_beside(file, f, one, sizeof one, err)) return -1;
-                cl += (size_t)snprintf(info->costs + cl, cl < sizeof info->costs ? sizeof info->costs - cl : 0, "%s%s",
-                                       cl ? "," : "", one);
+                cl += (size_t)snprintf(info->costs + cl, sizeof info->costs - cl, "%s%s", cl ? "," : "", one);
+                if (cl >= sizeof info->costs) /* a list cut short would name other tables */
+                    return dm_err_set(err, "%s: the costs list resolves to more than %zu characters", file,
+                                      sizeof info->costs - 1);
             }
         } else {
             apply_entry(e, c);
