@@ -357,6 +357,47 @@ stage_stepprobe() {
         smi_stop "$L/stepprobe_bench_sustain$c.smi"
     done
 }
+# nsreps: are the NS rows of short ops timed below the clock their own load holds? The shapes of
+# traces/kernels/nsreps_*.txt (single and batched ops whose in-step time the table's rows miss, and
+# large batches they price well; lines 'ROWS COLS BATCH HOT_WARMUP') timed with the committed
+# cache's configurations (--retime-cached) three ways: as the table's rows were (--warmup 2 --reps 10, the shapes one
+# after another), each alone after 3 s idle (cool), and each after HOT_WARMUP runs (about 1.5 s of
+# its own load: the clock that load holds), nvidia-smi beside ($L/nsreps_MODE_ALGO.csv); then the
+# executor's Llama-3.2-3B dmuon step at 1024 tokens, whose NS ops these shapes include
+STAGE_TIMEOUT_nsreps=240
+stage_nsreps() {
+    local a i r c b w
+    nr() { # MODE ALGO SHAPES FLAGS...
+        local mode=$1 a=$2 f=$3
+        shift 3
+        cp traces/kernels/autotune_h200.tsv "$L/autotune_nsreps.tsv"
+        timeout 60 "$D/dmuon" bench kernels --shapes "$f" --algos "$a" --kernels lt --no-products --no-elementwise \
+            --no-gemm-tune --retime-cached --cache "$L/autotune_nsreps.tsv" "$@" --out "$L/nsreps_${mode}_$a.csv" > "$L/nsreps_${mode}_$a.txt" 2>&1
+        echo "nsreps $mode $a exit $?: $(grep -v '^#' "$L/nsreps_${mode}_$a.csv" 2>/dev/null | grep -v '^gpu' | cut -d, -f3-8 | tr '\n' ' ')"
+    }
+    for a in direct gram; do
+        grep -v '^#' traces/kernels/nsreps_$a.txt | awk '{print $1, $2, $3}' > "$L/nsreps_shapes_$a.txt"
+        smi_start "$L/nsreps_rows_$a.smi" 20
+        nr rows $a "$L/nsreps_shapes_$a.txt" --warmup 2 --reps 10
+        smi_stop "$L/nsreps_rows_$a.smi"
+        i=0
+        while read -r r c b w; do
+            case "$r" in '#'*|'') continue ;; esac
+            i=$((i + 1))
+            echo "$r $c $b" > "$L/nsreps_one.txt"
+            sleep 3
+            nr cool$i $a "$L/nsreps_one.txt" --warmup 2 --reps 10
+            smi_start "$L/nsreps_hot${i}_$a.smi" 20
+            nr hot$i $a "$L/nsreps_one.txt" --warmup "$w" --reps 20
+            smi_stop "$L/nsreps_hot${i}_$a.smi"
+        done < traces/kernels/nsreps_$a.txt
+    done
+    # the same NS ops in a step: Llama-3.2-3B dmuon at 1024 tokens (its 3072 x 3072 ops one by one)
+    timeout 60 $MPIRUN -np 1 --bind-to none "$D/dmuon" run --backend gpu --model models/llama-3.2-3b.json --cluster h200 \
+        --strategy dmuon --tokens 1024 --steps 3 --timeout 50 --trace "$L/nsreps_trace_llama.csv" > "$L/nsreps_run_llama.txt" 2>&1
+    echo "dmuon run llama-3.2-3b exit $?: $(grep '^# mean over' "$L/nsreps_run_llama.txt" | cut -c1-120)"
+}
+
 # recover: tools/power_probe.py --recover, how fast the clock comes back after a hot phase (the
 # idle gaps of --recover-ms, then 8192^3 GEMMs timed in 2 ms windows; and an MLP GEMM right after)
 STAGE_TIMEOUT_recover=120

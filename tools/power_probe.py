@@ -10,6 +10,7 @@ where it settles), with the SM clock and power read by NVML every 20 ms beside i
 is there (else nvidia-smi's -lms 50 into --smi FILE, read after):
   gemm-big      bf16 8192^3 GEMMs, continuous
   gemm-mlp      bf16 4096 x 8960 x 1536 (a Qwen2.5-1.5B MLP GEMM), continuous
+  gemm-fwd      bf16 1024 x 8192 x 3072 (Llama-3.2-3B's MLP up projection at 1024 tokens), continuous
   copy          device-to-device copies of 1 GiB, continuous (HBM only)
   duty-D        8192^3 GEMMs for D% of each 10 ms period, copies for the rest (D = 75, 50, 25)
   gap-D         8192^3 GEMMs for D% of each 10 ms period, the GPU idle (a spin kernel is not
@@ -19,7 +20,8 @@ it fall): per X in --recover-ms, from a cool GPU 8192^3 GEMMs for --recover-hot 
 settles low), the GPU idle X ms (the host waits), then 8192^3 GEMMs timed one by one for 40 ms
 (phase recover-idle-X: windows of 2 ms; the cool rates are t_big_ms and t_mlp_ms); and
 recover-mlp: the hot GEMMs, then the MLP GEMM continuous, timed in 2 ms windows (how a lighter load runs in the first tens of ms after a
-heavy one).
+heavy one); recover-fwd and recover-copy the same with the 1024-token GEMM and the 1 GiB copy
+(does a small compute-bound GEMM slow with the whole clock, a copy not at all?).
 Prints one line per phase: throughput in the first window, the median over the last half, the
 ratio, the time to fall halfway, mean power and SM clock in the last half; --json writes the
 windows. Read-only on the GPU's settings (clocks and limits are never changed).
@@ -87,6 +89,9 @@ def main():
     X = torch.randn(4096, 1536, device=dev, dtype=torch.bfloat16)
     W = torch.randn(8960, 1536, device=dev, dtype=torch.bfloat16)
     Y = torch.empty(4096, 8960, device=dev, dtype=torch.bfloat16)
+    X2 = torch.randn(1024, 3072, device=dev, dtype=torch.bfloat16)
+    W2 = torch.randn(8192, 3072, device=dev, dtype=torch.bfloat16)
+    Y2 = torch.empty(1024, 8192, device=dev, dtype=torch.bfloat16)
     S = torch.empty(1 << 29, device=dev, dtype=torch.bfloat16)  # 1 GiB
     D = torch.empty_like(S)
 
@@ -110,6 +115,10 @@ def main():
         torch.matmul(X, W.t(), out=Y)
         return 2.0 * 4096 * 8960 * 1536, 0.0
 
+    def fwd():
+        torch.matmul(X2, W2.t(), out=Y2)
+        return 2.0 * 1024 * 8192 * 3072, 0.0
+
     def copy():
         D.copy_(S)
         return 0.0, 2.0 * S.numel() * 2
@@ -121,7 +130,7 @@ def main():
         torch.cuda.synchronize()
         return seg[0].elapsed_time(seg[1]) / n
 
-    t_big, t_mlp, t_copy = cool_time(big), cool_time(mlp), cool_time(copy)
+    t_big, t_mlp, t_copy, t_fwd = cool_time(big), cool_time(mlp), cool_time(copy), cool_time(fwd)
 
     def run_phase(step, seconds):
         """step() enqueues segments (lists of timed()); windows of --window-ms by the segments' starts."""
@@ -197,7 +206,7 @@ def main():
             state["done"] = True
             torch.cuda.synchronize()
             time.sleep(idle_ms / 1e3)
-            t_one = t_big if then[0] is big else t_mlp
+            t_one = {big: t_big, mlp: t_mlp, fwd: t_fwd, copy: t_copy}[then[0]]
             return [timed(then[0], 1, then[1]) for _ in range(max(1, round(40.0 / t_one)))]
 
         return step
@@ -206,9 +215,11 @@ def main():
         a.window_ms = 2.0
         phases = [(f"recover-idle-{x}", recover(float(x), (big, "gemm"))) for x in a.recover_ms.split(",")]
         phases += [("recover-mlp", recover(0.0, (mlp, "gemm")))]
+        phases += [("recover-fwd", recover(0.0, (fwd, "gemm"))), ("recover-copy", recover(0.0, (copy, "copy")))]
         a.seconds = a.recover_hot + 60.0  # the step after the hot part enqueues the rest, then ends the phase
     else:
         phases = [("gemm-big", cont(big, "gemm", t_big)), ("gemm-mlp", cont(mlp, "gemm", t_mlp)),
+                  ("gemm-fwd", cont(fwd, "gemm", t_fwd)),
                   ("copy", cont(copy, "copy", t_copy))]
         phases += [(f"duty-{d}", duty(d)) for d in (75, 50, 25)]
         phases += [("gap-50", gap(50))]
@@ -219,7 +230,7 @@ def main():
             ap.error(f"--phases: no phase {', '.join(unknown)}; there are {', '.join(n for n, _ in phases)}")
         phases = [(n, f) for n, f in phases if n in want]
     out = {"gpu": name, "power_limit_w": limit, "torch": torch.__version__, "t_big_ms": t_big, "t_copy_ms": t_copy,
-           "t_mlp_ms": t_mlp,
+           "t_mlp_ms": t_mlp, "t_fwd_ms": t_fwd,
            "phases": []}
     print(f"# power_probe on {name}: enforced power limit {limit:.0f} W; cool 8192^3 GEMM {t_big:.3f} ms "
           f"({2 * 8192**3 / (t_big * 1e9):.1f} TFLOP/s), 1 GiB copy {t_copy:.3f} ms; phases of "
@@ -242,7 +253,7 @@ def main():
             except (ValueError, IndexError):
                 pass
     for name_, wins, t0, t1 in results:
-        key = "gbs" if name_ == "copy" else "tflops"
+        key = "gbs" if name_.endswith("copy") else "tflops"
         v = [w[key] for w in wins if w[key] > 0]
         first = v[0] if v else 0
         half = v[len(v) // 2:]
