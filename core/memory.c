@@ -3,6 +3,7 @@
  * the optimizer state and NS plans per rank. */
 #include "memory.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,15 @@
 #include "workload.h"
 
 #define GIB 1073741824.0
+
+double dm_mem_alloc_bytes(double bytes)
+{
+    const double page = 2097152, small = 32768;
+    if (bytes > page / 2) return ceil(bytes / page) * page;
+    double b = small;
+    while (b < bytes) b *= 2;
+    return b;
+}
 
 /* A param of rank r's op i the model does not have, or a collective without a valid id or
  * group: refused (every loop below checks the ops it reads before it reads them). */
@@ -301,12 +311,12 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
     for (int64_t j = 0; j < w->n_touched; j++) {
         int64_t q = w->touched[j];
         if (w->st[q].hi <= w->st[q].lo) continue;
-        double s4 = 4.0 * (double)(w->st[q].hi - w->st[q].lo);
+        double s4 = dm_mem_alloc_bytes(4.0 * (double)(w->st[q].hi - w->st[q].lo)); /* an allocation each */
         int arrays = 1 + ((w->need[q] & 1) ? 1 : 0) + ((w->need[q] & 2) ? 2 : 0);
         state += s4 * arrays;
         next += s4 * arrays;
     }
-    e->state = state + 4.0 * (double)c->common.max_size; /* + the fp32 gradient scratch */
+    e->state = state + dm_mem_alloc_bytes(4.0 * (double)c->common.max_size); /* + the fp32 gradient scratch */
     e->state_next = next;
     e->ns = ns;
     e->total = e->weights_grads + e->activations + e->scratch + e->state + e->state_next + e->ns + e->comm + e->runtime;

@@ -24,6 +24,8 @@
  *                  FSDP update, nothing where it updates none): fp32 master weights, Muon
  *                  momentum (matrices it runs NS on), two AdamW moments (tensors it runs AdamW
  *                  on); and the fp32 gradient scratch of the largest matrix (4 x max_size)
+ *                  Each array of each matrix is its own cudaMalloc and counts what one takes
+ *                  (dm_mem_alloc_bytes)
  *   state_next     the second (ping-pong) buffer of each state array, over the same range
  *   ns             NS plans of this rank, one per distinct (shape, batch, algorithm): input and
  *                  output in 2 bytes and about two fp32 work matrices per batch entry
@@ -48,12 +50,13 @@
  * validate` reports such a case as not fitting rather than as a failed run. */
 #define DM_NOFIT_WORDS "does not fit in memory"
 
-/* How far under the executor's measured peak the estimate has come out: -7.1% to -0.2% on the 69
- * one-H200 runs of 2026-12-01 (traces/validate/h200-13.tar.xz, h200-14-tokens.tar.xz), -8.0% to
- * -0.2% on the 62 of 2026-12-03 (traces/validate/h200-20, at 1024 to 8192 tokens: the smallest
- * model at 1024 the farthest); the "# GPU memory" lines of their run.log. A plan that fits by
- * less than this is reported as tight. */
-#define DM_MEM_EST_MARGIN 0.08
+/* How far under the executor's measured peak the estimate has come out: -8.3% to -0.3% on the 95
+ * one-H200 runs of traces/validate/h200-37 and h200-38 before it counted what each allocation
+ * takes (dm_mem_alloc_bytes), -4.6% to -0.1% since (median -0.6%; the smallest model,
+ * Qwen2.5-0.5B at 1024 tokens, the farthest); the "# GPU memory" lines of their run.log against
+ * `dmuon sim --program` of the programs they ran (traces/validate/replay-check-2026-12-04g,
+ * memory.txt). A plan that fits by less than this is reported as tight. */
+#define DM_MEM_EST_MARGIN 0.05
 
 #include <stddef.h>
 #include <stdint.h>
@@ -106,6 +109,16 @@ int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const dm_mem_
  * the state followed the ranges, where every rank would take 11.6 s). */
 #define DM_MEM_PEAK_EXACT 64
 int dm_mem_peak(const dm_model *m, const dm_program *p, const dm_mem_exact *x, dm_mem_est *e, dm_err *err);
+
+/* The device memory one cudaMalloc of `bytes` takes, measured on the H200 (tools/alloc_probe.py,
+ * traces/device/allocprobe-2026-12-04) and taken for every GPU: over 1 MiB, the bytes rounded up
+ * to whole 2 MiB pages (11534336 bytes, one fp32 state array of a 1408 x 2048 expert, take 12
+ * MiB); up to 1 MiB, the next power of two, at least 32 KiB. The executor allocates each fp32
+ * state array of each matrix apart (real/real_gpu.c), so a model of many matrices a little over
+ * whole pages pays the rest of a page per array: the estimate was 4-6 GiB under the measured
+ * peak on Moonlight-16B-A3B-6L before it counted this, 0.1 GiB on Llama-3.2-3B, whose arrays
+ * are whole pages. */
+double dm_mem_alloc_bytes(double bytes);
 
 /* 1 when e->total fits in the GPU's memory. */
 int dm_mem_fits(const dm_mem_est *e, const dm_gpu *gpu);

@@ -63,5 +63,5 @@ like "  ... and says it does not fit" "$out" "does not fit on GPU A800-SXM4-80GB
 like "  ... also with --quiet" "$($DMUON sim --model deepseek-v3 --gpus 8 --quiet)" "(does not fit in GPU memory)"
 like "  ... and in --json" "$($DMUON sim --model deepseek-v3 --gpus 8 --json)" '"memory_fits": false'
 like "a saved program: the model it names gives the memory" \
-    "$($DMUON sim --program "$tmp/p.json" --costs "$costs" | grep '^  memory')" " GiB per rank (rank 0: weights+grads"
+    "$($DMUON sim --program "$tmp/p.json" --costs "$costs" | grep '^  memory' | sed 's/(rank [0-9]*:/(rank R:/')" " GiB per rank (rank R: weights+grads"
 tap_end

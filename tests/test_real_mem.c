@@ -163,10 +163,12 @@ int main(void)
          * (8 x 64), bf16; the norm's reduction: one group of 16 rows, 64 fp32 partial sums */
         ok(e.scratch == 2.0 * 8 * 64 + 4.0 * 64, "scratch: %.0f bytes", e.scratch);
         /* every rank updates both: master + momentum (matrix), master + 2 moments (norm), and
-         * the fp32 gradient scratch of the largest matrix */
-        ok(e.state == 4.0 * 2048 * 2 + 4.0 * 64 * 3 + 4.0 * 2048, "optimizer state: %.0f bytes", e.state);
+         * the fp32 gradient scratch of the largest matrix, each a cudaMalloc of its own (what
+         * one takes: dm_mem_alloc_bytes, 32 KiB at these sizes) */
+        double A = dm_mem_alloc_bytes(4.0 * 2048);
+        ok(A == dm_mem_alloc_bytes(4.0 * 64) && e.state == A * (2 + 3 + 1), "optimizer state: %.0f bytes", e.state);
         /* the second buffers of that state (no copy of the bf16 weights) */
-        ok(e.state_next == 4.0 * 2048 * 2 + 4.0 * 64 * 3, "second buffers of the state: %.0f bytes", e.state_next);
+        ok(e.state_next == A * (2 + 3), "second buffers of the state: %.0f bytes", e.state_next);
         /* the all-reduces run in place on the arenas (core/arena.h): the packing buffers
          * hold nothing but their one-element minimum */
         ok(e.max_coll == 1 && e.comm == 3.0 * 2, "collective buffers: 3 x %lld bf16", (long long)e.max_coll);
@@ -189,8 +191,10 @@ int main(void)
     real_mem_est e0, e1;
     if (ok(p && real_gpu_mem_estimate(m, p, 0, T, &e0, &err) == 0 && real_gpu_mem_estimate(m, p, 1, T, &e1, &err) == 0,
            "dmuon estimates (%s)", p ? err.msg : "plan failed")) {
-        double st = e0.state + e1.state - 2 * 4.0 * 2048; /* less the two gradient scratches */
-        ok(st == 4.0 * (2048 * 2 + 64 * 3) && e0.state_next + e1.state_next == st,
+        /* less the two gradient scratches: the matrix's master and momentum, the norm's two
+         * shards of master and two moments, an allocation each */
+        double A = dm_mem_alloc_bytes(4.0 * 2048), st = e0.state + e1.state - 2 * A;
+        ok(st == A * (2 + 2 * 3) && e0.state_next + e1.state_next == st,
            "dmuon: one copy of the state over the ranks, no master of what a rank does not update (%.0f bytes)", st);
     }
     dm_program_free(p);

@@ -357,6 +357,15 @@ stage_stepprobe() {
         smi_stop "$L/stepprobe_bench_sustain$c.smi"
     done
 }
+# allocprobe: what one cudaMalloc of N bytes takes (tools/alloc_probe.py: 64 calls per size,
+# cudaMemGetInfo before and after), for the memory estimate's per-tensor state buffers
+STAGE_TIMEOUT_allocprobe=40
+stage_allocprobe() {
+    timeout 35 python3 tools/alloc_probe.py --count 64 --json "$L/alloc_probe.json" > "$L/alloc_probe.txt" 2>&1
+    echo "alloc_probe exit $?"
+    cat "$L/alloc_probe.txt"
+}
+
 # nsreps: are the NS rows of short ops timed below the clock their own load holds? The shapes of
 # traces/kernels/nsreps_*.txt (single and batched ops whose in-step time the table's rows miss, and
 # large batches they price well; lines 'ROWS COLS BATCH HOT_WARMUP') timed with the committed
