@@ -27,9 +27,10 @@
  *                  Each array of each matrix is its own cudaMalloc and counts what one takes
  *                  (dm_mem_alloc_bytes)
  *   state_next     the second (ping-pong) buffer of each state array, over the same range
- *   ns             NS plans of this rank, one per distinct (shape, batch, algorithm): input and
- *                  output in 2 bytes and about two fp32 work matrices per batch entry
- *                  (2 x 2 r c + 4 (r c + 2 min(r, c)^2) per matrix; approximate)
+ *   ns             NS plans of this rank as the executor makes them, one per distinct (rows, cols,
+ *                  count, algorithm) of each orientation of an NS op's matrices: input, output and
+ *                  two iterates of count x r x c, and count x min(r, c)^2 buffers, six for Gram and
+ *                  two for direct, all in 2 bytes, each a cudaMalloc (dm_mem_alloc_bytes)
  *   comm           one packing buffer per stream that runs collectives (DM_STREAM_COLL_COUNT) of the largest staged
  *                  collective (dm_op.staged, core/arena.h: the others run in place on the
  *                  arenas; 1 element when none is staged), bf16: 2 x DM_STREAM_COLL_COUNT x
@@ -50,9 +51,9 @@
  * validate` reports such a case as not fitting rather than as a failed run. */
 #define DM_NOFIT_WORDS "does not fit in memory"
 
-/* How far under the executor's measured peak the estimate has come out: -8.3% to -0.3% on the 95
+/* How far under the executor's measured peak the estimate has come out: -8.3% to -0.3% on the 101
  * one-H200 runs of traces/validate/h200-37 and h200-38 before it counted what each allocation
- * takes (dm_mem_alloc_bytes), -4.6% to -0.1% since (median -0.6%; the smallest model,
+ * takes (dm_mem_alloc_bytes), -4.0% to -0.1% since (median -0.6%; the smallest model,
  * Qwen2.5-0.5B at 1024 tokens, the farthest); the "# GPU memory" lines of their run.log against
  * `dmuon sim --program` of the programs they ran (traces/validate/replay-check-2026-12-04g,
  * memory.txt). A plan that fits by less than this is reported as tight. */
