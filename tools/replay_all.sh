@@ -8,7 +8,7 @@
 # than they ran it, so their lines here are not like-for-like (their README's figures are those of
 # their day). h200-29's calls are replayed on the programs their cases ran (--as-run: their case
 # folders unpacked into OUTDIR first), as planning again on today's rows batches NS differently;
-# so are the calls after it (h200-33 to h200-38: unseen models, the executor's near-shape NS
+# so are the calls after it (h200-33 to h200-39: unseen models, the executor's near-shape NS
 # configurations). ASRUN=1 replays every earlier call with its cases packed on the programs it
 # ran as well (the cost model compared op for op; their NS still priced by today's rows).
 set -u
@@ -28,7 +28,8 @@ for e in h200-16:$V/h200-16/validate/validate.csv h200-17:$V/h200-17/validate/va
     h200-35-unseen:$V/h200-35/logs/unseen:asrun h200-35:$V/h200-35/logs/core:asrun \
     h200-36-heldout:$V/h200-36/logs/heldout:asrun h200-37:$V/h200-37/call3/logs/core:asrun \
     h200-37-heldout:$V/h200-37/call2/logs/heldout:asrun h200-37-unseen:$V/h200-37/call1/logs/unseen:asrun \
-    h200-37-16384:$V/h200-37/call1/logs/llama16k:asrun h200-38:$V/h200-38/logs/core:asrun; do
+    h200-37-16384:$V/h200-37/call1/logs/llama16k:asrun h200-38:$V/h200-38/logs/core:asrun \
+    h200-39:$V/h200-39/logs/core:asrun h200-39-unseen:$V/h200-39/logs/unseen:asrun; do
     n=${e%%:*} f=${e#*:} a=
     if [ -n "${ASRUN:-}" ] && [ "${f%/validate/validate.csv}" != "$f" ] && [ -f "${f%/validate/validate.csv}/validate-cases.tar.xz" ]; then
         f=${f%/validate/validate.csv}:asrun # ASRUN=1: every call with its cases packed, on the programs it ran
