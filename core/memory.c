@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "holds.h"
+#include "ns_cuda.h"
 #include "workload.h"
 
 #define GIB 1073741824.0
@@ -291,14 +292,15 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
     }
     /* distinct plans, each: input and output in the iteration dtype (2 bytes), two m x n
      * iterates, and m x m buffers, six for Gram and two for direct (kernels/ns_cuda.cu
-     * ns_plan_create), each buffer over the plan's batch a cudaMalloc of its own */
+     * ns_plan_create), each buffer over the plan's batch a cudaMalloc of its own, and the
+     * plan's cuBLASLt workspace (NS_PLAN_WS_BYTES) */
     if (nk > 1) qsort(c->nskey, (size_t)nk, sizeof *c->nskey, cmp_key);
     for (int j = 0; j < nk; j++) {
         int64_t *key = c->nskey[j];
         if (j && !cmp_key(key, c->nskey[j - 1])) continue;
         double rows = (double)key[0], cols = (double)key[1], mn = rows < cols ? rows : cols, cnt = (double)key[2];
         ns += 4 * dm_mem_alloc_bytes(2.0 * cnt * rows * cols) +
-              (key[3] == DM_NS_GRAM ? 6 : 2) * dm_mem_alloc_bytes(2.0 * cnt * mn * mn);
+              (key[3] == DM_NS_GRAM ? 6 : 2) * dm_mem_alloc_bytes(2.0 * cnt * mn * mn) + dm_mem_alloc_bytes(NS_PLAN_WS_BYTES);
     }
     if (same_list) {
         ns = c->ns_bytes;

@@ -30,7 +30,8 @@
  *   ns             NS plans of this rank as the executor makes them, one per distinct (rows, cols,
  *                  count, algorithm) of each orientation of an NS op's matrices: input, output and
  *                  two iterates of count x r x c, and count x min(r, c)^2 buffers, six for Gram and
- *                  two for direct, all in 2 bytes, each a cudaMalloc (dm_mem_alloc_bytes)
+ *                  two for direct, all in 2 bytes, each a cudaMalloc (dm_mem_alloc_bytes), and
+ *                  the plan's 32 MiB cuBLASLt workspace (NS_PLAN_WS_BYTES, kernels/ns_cuda.h)
  *   comm           one packing buffer per stream that runs collectives (DM_STREAM_COLL_COUNT) of the largest staged
  *                  collective (dm_op.staged, core/arena.h: the others run in place on the
  *                  arenas; 1 element when none is staged), bf16: 2 x DM_STREAM_COLL_COUNT x
@@ -53,8 +54,9 @@
 
 /* How far under the executor's measured peak the estimate has come out: -8.3% to -0.3% on the 101
  * one-H200 runs of traces/validate/h200-37 and h200-38 before it counted what each allocation
- * takes (dm_mem_alloc_bytes), -4.0% to -0.1% since (median -0.6%; the smallest model,
- * Qwen2.5-0.5B at 1024 tokens, the farthest); the "# GPU memory" lines of their run.log against
+ * takes (dm_mem_alloc_bytes) and each NS plan's workspace, -3.4% to +0.1% since (median -0.5%;
+ * the smallest model, Qwen2.5-0.5B at 1024 tokens, the farthest); the "# GPU memory" lines of
+ * their run.log against
  * `dmuon sim --program` of the programs they ran (traces/validate/replay-check-2026-12-04g,
  * memory.txt). A plan that fits by less than this is reported as tight. */
 #define DM_MEM_EST_MARGIN 0.05

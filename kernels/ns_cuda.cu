@@ -157,13 +157,11 @@ typedef struct seq {
     cudaGraphExec_t exec;
 } seq;
 
-#define WS_BYTES (32u << 20)
-
 static int seq_init(seq *q, int heuristic, dm_err *err)
 {
     memset(q, 0, sizeof *q);
     q->heuristic = heuristic;
-    q->ws_bytes = WS_BYTES;
+    q->ws_bytes = NS_PLAN_WS_BYTES;
     NS_LT(cublasLtCreate(&q->lt));
     NS_CUDA(cudaMalloc(&q->ws, q->ws_bytes));
     return 0;

@@ -109,6 +109,10 @@ int ns_device_query(ns_device_info *info, dm_err *err);
 
 typedef struct ns_plan ns_plan;
 
+/* The cuBLASLt workspace each plan (and each product plan) allocates for its GEMMs; the memory
+ * estimate counts one per NS plan (core/memory.c). */
+#define NS_PLAN_WS_BYTES (32u << 20)
+
 /* A plan for `batch` matrices of rows x cols whose input and output are in dtype `io`
  * (bf16/fp16/fp32). Allocates its device buffers (input, output, work), creates cuBLASLt
  * descriptors and picks algorithms; synchronizes the device. Returned plan owned by the caller
