@@ -5,8 +5,8 @@ For each case folder (a validate case: program.json and real.csv, or any folder 
 program and the executor's trace of it), the simulator prices the program from the kernel table
 alone (`dmuon sim --program ... --costs TABLE`: no calibration, no power model, no
 ns_time_scale: the rows' own times plus each op's gradient check and momentum), and the NS ops
-of the traced step are summed per group (shape, batch, algorithm, tall matrices, eager) beside
-the table's sum. A ratio under 1: the step ran the group slower than its rows say.
+of the traced step (rank 0's) are summed per group (shape, batch, algorithm, tall matrices,
+launch) beside the table's sum. A ratio under 1: the step ran the group slower than its rows say.
 
   python3 tools/ns_ops.py [--dmuon ./dmuon] [--costs TABLE] [--min-ms 2] CASE_DIR...
 
