@@ -46,7 +46,9 @@
  *                  estimate's other parts, on the 101 one-H200 runs of traces/validate/h200-37
  *                  and h200-38, was 1.5 GiB plus 0.52 (median; 0.29-0.62) under adamw and dmuon
  *                  and plus 0.13 (-0.09-0.23) under muon-ddp, where it is what is not found
- *                  (traces/validate/replay-check-2026-12-04g/memory.txt)
+ *                  (traces/validate/replay-check-2026-12-04g/memory.txt; a candidate, not
+ *                  measured: the NCCL communicators, two for muon-ddp's one-rank plans and three
+ *                  for adamw's and dmuon's, real/real_gpu.c init_nccl)
  *   total          their sum
  * Per rank only state, state_next and ns differ. */
 #ifndef DM_MEMORY_H
