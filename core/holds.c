@@ -115,6 +115,10 @@ static int state_walk(const dm_program *p, const int64_t *sz, int64_t n, int r, 
     int64_t nt = 0;
     for (; i < rp->n_ops; i++) {
         const dm_op *op = &rp->ops[i];
+        int state_op = op->kind == DM_OP_NS || op->kind == DM_OP_MUON_UPDATE || op->kind == DM_OP_ADAMW;
+        if (!state_op && !hold_writes(p, r, op)) continue; /* nothing read: its params checked where
+                                                              they are (a forward's hundreds of a
+                                                              MoE layer's ids were most of the walk) */
         for (int k = 0; k < op->n_params; k++)
             if (op->params[k] < 0 || op->params[k] >= n) {
                 rc = dm_err_set(err, "program: rank %d op %d (%s) names param %lld; the model has %lld", r, i,
@@ -125,8 +129,8 @@ static int state_walk(const dm_program *p, const int64_t *sz, int64_t n, int r, 
             rc = dm_err_set(err, "program: rank %d op %d (%s): bad group %d", r, i, dm_op_kind_name(op->kind), op->group);
             goto reset;
         }
-        dm_hold_op(p, sz, r, op, h); /* at once for an op that changes nothing r holds */
-        if (op->kind != DM_OP_NS && op->kind != DM_OP_MUON_UPDATE && op->kind != DM_OP_ADAMW) continue;
+        dm_hold_op(p, sz, r, op, h);
+        if (!state_op) continue;
         for (int k = 0; k < op->n_params; k++) {
             int64_t q = op->params[k];
             int fresh = empty(st[q]) && !(need && need[q]);

@@ -47,7 +47,7 @@ void dm_hold_op(const dm_program *p, const int64_t *sz, int r, const dm_op *op, 
  * ns on q (Muon momentum), | 2 when adamw (AdamW moments). The executors keep every state
  * array and its second buffer over st[q] alone; the memory estimate counts that. st and need
  * have n entries, owned by the caller. -1 (err set) on a param or collective the program
- * cannot have. */
+ * cannot have, in the ops the rule reads (those that change what r holds, and the updates). */
 int dm_state_ranges(const dm_program *p, const int64_t *sz, int64_t n, int r, dm_range *st, unsigned char *need,
                     dm_err *err);
 

@@ -19,12 +19,16 @@ typedef struct flow {
     char borrowed;  /* links and w are the caller's (sim_net_add_shared), not freed here */
 } flow;
 
-/* The flows crossing one link, as slots, in start order (ascending seq). */
+/* The flows crossing one link, as slots, in start order (ascending seq). While one flow crosses
+ * it, that flow is `sole` and s is not read (nor written: a flow that starts alone on a link does
+ * not touch the link's array); from two flows on, s holds them all. */
 typedef struct on_link {
     int *s;
     int n, cap;
-    int sole; /* s[0] while n == 1: a settle reads it without touching s */
+    int sole;
 } on_link;
+
+static inline int on_at(const on_link *on, int j) { return on->n == 1 ? on->sole : on->s[j]; }
 
 /* A flow of the part being filled: its start order and its slot. */
 typedef struct part_flow {
@@ -55,6 +59,13 @@ struct sim_net {
     flow *f;
     int cap_slots, *free_slots, n_free;
     int *act, n_act;
+    /* The one active flow when it started with no other flow in the net (and no link crossed
+     * twice, no usage tracked): its rate is its lone rate and it is on no link's list, so that
+     * its start and finish cost nothing per link. It is put on its links' lists (`link_alone`)
+     * as soon as anything else could change its rate: another flow's start, a capacity change.
+     * -1 when none. */
+    int alone;
+    uint64_t cap_version; /* changes with every capacity change (sim_net_memo) */
     uint64_t next_seq;
     double last_us;
     uint64_t version;
@@ -80,6 +91,8 @@ sim_net *sim_net_new(int n_links, const double *cap_Bps, dm_err *err)
         goto fail;
     if (n_links > 0) memcpy(n->cap, cap_Bps, (size_t)n_links * sizeof *n->cap);
     for (size_t i = 0; i < L; i++) n->ord[i] = n->hpos[i] = -1;
+    n->alone = -1;
+    n->cap_version = 1;
     return n;
 fail:
     sim_net_free(n);
@@ -259,7 +272,7 @@ static void fill(sim_net *n, int np)
         int nch = 0;
         const on_link *on = &n->on[bl];
         for (int j = 0; j < on->n; j++) {
-            flow *f = &n->f[on->s[j]];
+            flow *f = &n->f[on_at(on, j)];
             if (f->frozen) continue;
             f->rate = best;
             f->frozen = 1;
@@ -319,7 +332,7 @@ static void settle(sim_net *n)
     for (int i = 0; i < n->n_part_links; i++) {
         const on_link *on = &n->on[n->part_links[i]];
         for (int j = 0; j < on->n; j++) {
-            int slot = on->n == 1 ? on->sole : on->s[j];
+            int slot = on_at(on, j);
             flow *f = &n->f[slot];
             if (f->in_part) continue;
             f->in_part = 1;
@@ -390,17 +403,48 @@ static int grow(void **p, int *cap, int need, size_t elem, dm_err *err)
     return 0;
 }
 
-/* The start of a flow whose links are checked and whose dup flag is known: links and w become
- * the flow's (borrowed: not freed here). */
-static int add_flow(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int dup,
-                    int borrowed, int tag, dm_err *err)
+/* Put the flow started alone on its links' lists: every list is empty (it was the only flow),
+ * so it becomes each link's sole flow, with nothing to allocate. Its rate stays: it is the
+ * settle's of a part of one flow. */
+static void link_alone(sim_net *n)
 {
+    if (n->alone < 0) return;
+    const flow *f = &n->f[n->alone];
+    for (int k = 0; k < f->nl; k++) {
+        on_link *on = &n->on[f->links[k]];
+        on->n = 1;
+        on->sole = n->alone;
+    }
+    n->alone = -1;
+}
+
+/* Add a slot to a link's list (room made by the caller): the newest flow, so the list stays in
+ * start order. */
+static void on_push(on_link *on, int slot)
+{
+    if (on->n == 0) {
+        on->sole = slot;
+    } else {
+        if (on->n == 1) on->s[0] = on->sole;
+        on->s[on->n] = slot;
+    }
+    on->n++;
+}
+
+/* The start of a flow whose links are checked and whose dup flag is known: links and w become
+ * the flow's (borrowed: not freed here). memo, when given, caches the link set's lone rate. */
+static int add_flow(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int dup,
+                    int borrowed, sim_net_memo *memo, int tag, dm_err *err)
+{
+    link_alone(n);
+    /* alone in the net: on every link it crosses by itself, its lists left untouched */
+    int by_itself = !dup && !n->track && n->n_act == 0;
     int lone = !dup && !n->track; /* alone on every link it crosses (and no usage to record) */
-    for (int i = 0; i < nl; i++) { /* room for the flow on each link (a link it crosses twice: twice) */
+    for (int i = 0; i < nl && !by_itself; i++) { /* room on each link (a link crossed twice: twice) */
         on_link *on = &n->on[links[i]];
         lone &= on->n == 0;
-        if (on->n + (dup ? nl : 1) > on->cap && grow((void **)&on->s, &on->cap, on->n + (dup ? nl : 1), sizeof *on->s, err))
-            return -1;
+        int need = on->n + (dup ? nl : 1);
+        if (need > 1 && need > on->cap && grow((void **)&on->s, &on->cap, need, sizeof *on->s, err)) return -1;
     }
     if (n->n_free == 0) {
         int old = n->cap_slots, c = n->cap_slots;
@@ -427,13 +471,26 @@ static int add_flow(sim_net *n, double now_us, double bytes, const int *links, c
      * settle's of a part of one flow (fill's first case), set here without the settle; a change
      * later at this instant that touches its links settles it again with the rest. */
     lone &= n->n_dirty == 0;
-    for (int i = 0; i < nl; i++) {
-        on_link *on = &n->on[links[i]];
-        on->s[on->n++] = slot; /* the newest flow: the list stays in start order */
-        if (on->n == 1) on->sole = slot;
-        if (!lone) mark_dirty(n, links[i]);
+    by_itself &= lone;
+    if (by_itself) {
+        n->alone = slot;
+    } else {
+        for (int i = 0; i < nl; i++) {
+            on_push(&n->on[links[i]], slot);
+            if (!lone) mark_dirty(n, links[i]);
+        }
     }
-    if (lone) n->f[slot].rate = lone_rate(n, links, w, nl); /* not counted as a settle */
+    if (lone) { /* not counted as a settle */
+        if (!memo) {
+            n->f[slot].rate = lone_rate(n, links, w, nl);
+        } else {
+            if (memo->cap_version != n->cap_version) {
+                memo->lone = lone_rate(n, links, w, nl);
+                memo->cap_version = n->cap_version;
+            }
+            n->f[slot].rate = memo->lone;
+        }
+    }
     n->version++;
     return 0;
 }
@@ -467,7 +524,7 @@ int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const
     }
     memcpy(l, links, (size_t)nl * sizeof *links);
     memcpy(ww, w, (size_t)nl * sizeof *w);
-    if (add_flow(n, now_us, bytes, l, ww, nl, dup, 0, tag, err)) {
+    if (add_flow(n, now_us, bytes, l, ww, nl, dup, 0, NULL, tag, err)) {
         free(l);
         free(ww);
         return -1;
@@ -476,21 +533,28 @@ int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const
 }
 
 int sim_net_add_shared(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int dup,
-                       int tag, dm_err *err)
+                       sim_net_memo *memo, int tag, dm_err *err)
 {
-    return add_flow(n, now_us, bytes, links, w, nl, dup, 1, tag, err);
+    return add_flow(n, now_us, bytes, links, w, nl, dup, 1, memo, tag, err);
 }
 
 /* Unlink a finished flow from its links (marking them changed) and free its slot. */
 static void remove_flow(sim_net *n, int slot)
 {
     flow *f = &n->f[slot];
-    for (int k = 0; k < f->nl; k++) {
+    int nl = f->nl;
+    if (n->alone == slot) { /* on no list */
+        n->alone = -1;
+        nl = 0;
+    }
+    for (int k = 0; k < nl; k++) {
         on_link *on = &n->on[f->links[k]];
-        if (on->n == 1 && on->sole == slot) { /* alone on the link: no rate left to change there, so
-                                                  it is settled only for the usage it records */
-            on->n = 0;
-            if (n->track) mark_dirty(n, f->links[k]);
+        if (on->n == 1) { /* alone on the link: no rate left to change there, so it is settled
+                             only for the usage it records */
+            if (on->sole == slot) {
+                on->n = 0;
+                if (n->track) mark_dirty(n, f->links[k]);
+            }
             continue;
         }
         int lo = 0, hi = on->n; /* first entry with seq >= f->seq */
@@ -537,7 +601,9 @@ void sim_net_set_capacity(sim_net *n, double now_us, int link, double cap_Bps)
 {
     if (link < 0 || link >= n->n_links || n->cap[link] == cap_Bps) return;
     move_to(n, now_us);
+    link_alone(n); /* its rate may change: the settle must find it */
     n->cap[link] = cap_Bps;
+    n->cap_version++;
     mark_dirty(n, link);
     n->version++;
 }

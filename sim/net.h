@@ -36,10 +36,20 @@ int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const
                 dm_err *err);
 /* The same without the copies, for a caller that starts many flows over the same link sets
  * (the simulator: one per collective of a group): links and w are the caller's and must stay
- * unchanged while the flow is active; sim_net_links_check checked them once and gave dup. */
+ * unchanged while the flow is active; sim_net_links_check checked them once and gave dup.
+ * memo (NULL for none; zeroed before its first use, one per link set, kept by the caller while
+ * the net lives) keeps the link set's lone rate (min capacity / weight) for as long as no
+ * capacity changes: a flow that starts alone on its links takes it without a pass over them.
+ * A flow that starts with no other flow active is put on its links' lists only when another
+ * flow starts or a capacity changes: a run of collectives one after the other costs nothing per
+ * link. */
+typedef struct sim_net_memo {
+    double lone;
+    uint64_t cap_version;
+} sim_net_memo;
 int sim_net_links_check(const sim_net *n, const int *links, const double *w, int nl, int *dup, dm_err *err);
 int sim_net_add_shared(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int dup,
-                       int tag, dm_err *err);
+                       sim_net_memo *memo, int tag, dm_err *err);
 /* Change a link's capacity at now_us: the flows advance at their old rates up to now_us, then
  * the rates are recomputed (the version changes). */
 void sim_net_set_capacity(sim_net *n, double now_us, int link, double cap_Bps);

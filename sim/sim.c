@@ -25,6 +25,7 @@ enum { ST_WAITING, ST_READY, ST_RUNNING, ST_DONE };
 typedef struct grp {
     int built;
     int checked, dup; /* its links checked by the network (sim_net_links_check), dup its answer */
+    sim_net_memo memo; /* the network's lone rate of its links */
     int nl;
     int *links;
     double *w;
@@ -864,7 +865,7 @@ static int run(sim *s, dm_err *err)
                 grp *G = &s->grps[c->group];
                 if (!G->checked && (rc = sim_net_links_check(s->net, G->links, G->w, G->nl, &G->dup, err))) break;
                 G->checked = 1;
-                if ((rc = sim_net_add_shared(s->net, s->now, c->vol, G->links, G->w, G->nl, G->dup, e.a, err)) ||
+                if ((rc = sim_net_add_shared(s->net, s->now, c->vol, G->links, G->w, G->nl, G->dup, &G->memo, e.a, err)) ||
                     (rc = schedule_net(s, err)))
                     break;
             } else if ((rc = coll_done(s, e.a, err))) {

@@ -213,8 +213,15 @@ static int same_rates(sim_net *n, const ref_net *r)
  * mismatches (rates, next finish, finished tags). Link structure: a few "clusters" of links so
  * that the flow-link graph has several connected parts, and a few shared "core" links that now
  * and then join them. */
-static int random_instance(int L, int F, int steps, int *checks)
+static int random_instance(int L, int F, int steps, int shared, int *checks)
 {
+    /* shared: flows start over a few fixed link sets through sim_net_add_shared, each with its
+     * memo (as the simulator's groups do), a set crossing a link twice now and then */
+    enum { NSETS = 6 };
+    int set_links[NSETS][8], set_nl[NSETS], set_dup[NSETS];
+    double set_w[NSETS][8];
+    sim_net_memo memo[NSETS];
+    memset(memo, 0, sizeof memo);
     double *cap = malloc((size_t)L * sizeof(double));
     int nice = rnd(2); /* 1: capacities and weights from a few values, so that shares tie */
     for (int l = 0; l < L; l++) cap[l] = nice ? (double)(1 + rnd(4)) * 10 : 1 + 99 * unif();
@@ -224,6 +231,14 @@ static int random_instance(int L, int F, int steps, int *checks)
     int bad = 0, tag = 0, tags_a[256], tags_b[256];
     int groups = 1 + rnd(6), core = L / 10;
     double now = 0;
+    for (int q = 0; q < NSETS; q++) {
+        set_nl[q] = 1 + rnd(8);
+        for (int k = 0; k < set_nl[q]; k++) {
+            set_links[q][k] = rnd(L);
+            set_w[q][k] = nice ? (double)(1 + rnd(4)) / 4 : 0.05 + unif();
+        }
+        if (sim_net_links_check(n, set_links[q], set_w[q], set_nl[q], &set_dup[q], &err)) return 1;
+    }
     for (int s = 0; s < steps; s++) {
         int op = rnd(10);
         if (op < 5 && r->n_flows < F) {
@@ -235,8 +250,14 @@ static int random_instance(int L, int F, int steps, int *checks)
                 w[k] = nice ? (double)(1 + rnd(4)) / 4 : 0.05 + unif();
             }
             double bytes = nice ? (double)(1 + rnd(5)) * 100 : 10 + 1000 * unif();
-            sim_net_add(n, now, bytes, links, w, nl, tag, &err);
-            ref_add(r, now, bytes, links, w, nl, tag);
+            if (shared) {
+                int q = rnd(NSETS);
+                sim_net_add_shared(n, now, bytes, set_links[q], set_w[q], set_nl[q], set_dup[q], &memo[q], tag, &err);
+                ref_add(r, now, bytes, set_links[q], set_w[q], set_nl[q], tag);
+            } else {
+                sim_net_add(n, now, bytes, links, w, nl, tag, &err);
+                ref_add(r, now, bytes, links, w, nl, tag);
+            }
             tag++;
         } else if (op < 7) {
             int l = rnd(L);
@@ -277,10 +298,14 @@ static int random_instance(int L, int F, int steps, int *checks)
 static void test_random(void)
 {
     int bad = 0, checks = 0, inst = 0;
-    for (int i = 0; i < 300; i++, inst++) bad += random_instance(6 + rnd(60), 1 + rnd(40), 200, &checks);
-    for (int i = 0; i < 10; i++, inst++) bad += random_instance(200 + rnd(400), 100 + rnd(200), 2000, &checks);
+    for (int i = 0; i < 300; i++, inst++) bad += random_instance(6 + rnd(60), 1 + rnd(40), 200, 0, &checks);
+    for (int i = 0; i < 10; i++, inst++) bad += random_instance(200 + rnd(400), 100 + rnd(200), 2000, 0, &checks);
     ok(bad == 0, "incremental max-min equals the full progressive filling bit for bit: %d random instances, %d checks "
        "(rates, next finishes, finished flows), %d mismatches", inst, checks, bad);
+    bad = checks = inst = 0;
+    for (int i = 0; i < 300; i++, inst++) bad += random_instance(6 + rnd(60), 1 + rnd(6), 200, 1, &checks);
+    ok(bad == 0, "the same over shared link sets with their memos (flows started alone, capacity changes between): "
+       "%d random instances, %d checks, %d mismatches", inst, checks, bad);
 }
 
 /* Disconnected parts: a change refills only the flows linked to it. */
