@@ -122,8 +122,8 @@ static void show_usage(void)
            "  --csv, --json     machine-readable output\n"
            "\nUsage: dmuon model import CONFIG.json [--out FILE] [--name NAME]\n"
            "Turn a HuggingFace config.json (llama, mistral, mixtral, qwen2, qwen2_5_vl, qwen3,\n"
-           "qwen3_moe, phi3, gemma, gemma2, deepseek_v3, kimi_k2) into the dmuon model format,\n"
-           "architecture included; writes FILE (default: stdout).\n");
+           "qwen3_moe, qwen2_moe, olmoe, phi3, gemma, gemma2, deepseek_v2, deepseek_v3, kimi_k2)\n"
+           "into the dmuon model format, architecture included; writes FILE (default: stdout).\n");
 }
 
 static int parse_role_arg(const char *s, char *glob, size_t cap, dm_role *r)

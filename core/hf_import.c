@@ -2,9 +2,11 @@
  *
  * Families (by "model_type"): llama, mistral, mixtral (routed experts w1/w3/w2), qwen2, qwen3
  * (per-head q/k norms), qwen3_moe (routed experts on the layers decoder_sparse_step and
- * mlp_only_layers select), qwen2_5_vl (language model + vision tower from "vision_config"), phi3
- * (fused qkv_proj and gate_up_proj), gemma, gemma2, deepseek_v3 and kimi_k2 (MLA attention,
- * routed + shared experts, dense first layers, multi-token-prediction layers). Tensor names,
+ * mlp_only_layers select), qwen2_moe (the same with q/k/v biases and a gated shared expert),
+ * olmoe (routed experts on every layer, q/k norms over the whole projection), qwen2_5_vl
+ * (language model + vision tower from "vision_config"), phi3 (fused qkv_proj and gate_up_proj),
+ * gemma, gemma2, deepseek_v2, deepseek_v3 and kimi_k2 (MLA attention, routed + shared experts,
+ * dense first layers, multi-token-prediction layers). Tensor names,
  * stacks and roles follow the bundled files in models/ (models/README.md): 2-D hidden weights and
  * routers are Muon, embeddings, output heads, norms, biases and conv patch embeddings AdamW. Tied
  * embeddings are counted once; an MTP layer's copies of the embedding and output head are shared,
@@ -296,7 +298,8 @@ static int add_head(builder *b, lm_hp *hp, int head)
 }
 
 /* Grouped-query attention (llama, mistral, qwen2/3, gemma): q/k/v/o, optional biases, optional
- * per-head q/k RMSNorms (qwen3); phi3's fused qkv_proj. Adds the stack's attention block. */
+ * q/k RMSNorms (qk_norm 1: per head, qwen3; 2: over the whole projection, olmoe); phi3's fused
+ * qkv_proj. Adds the stack's attention block. */
 static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias, int qk_norm, int fused)
 {
     int64_t q = mul(hp->heads, hp->head_dim), kv = mul(hp->kv_heads, hp->head_dim), h = hp->hidden;
@@ -313,7 +316,8 @@ static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias
             snprintf(name, sizeof name, "layers.*.self_attn.%s_proj.bias", names[i]);
             if (qkv_bias && add_t(b, name, out, 0, 1, st, 0, -1, ADAMW, "")) return -1;
             snprintf(name, sizeof name, "layers.*.self_attn.%s_norm.weight", names[i]);
-            if (qk_norm && i < 2 && add_t(b, name, hp->head_dim, 0, 1, st, 0, -1, ADAMW, "RMSNorm over each head"))
+            if (qk_norm && i < 2 && add_t(b, name, qk_norm == 1 ? hp->head_dim : out, 0, 1, st, 0, -1, ADAMW,
+                                          qk_norm == 1 ? "RMSNorm over each head" : "RMSNorm over the projection"))
                 return -1;
         }
     }
@@ -364,15 +368,16 @@ static int add_experts(builder *b, const char *prefix, const char *const names[3
 }
 
 /* How a decoder family's config maps onto tensors (import_decoder); MLA families: import_mla. */
-typedef enum { FFN_DENSE, FFN_MIXTRAL, FFN_QWEN3_MOE } ffn_kind;
+typedef enum { FFN_DENSE, FFN_MIXTRAL, FFN_QWEN3_MOE, FFN_QWEN2_MOE, FFN_OLMOE } ffn_kind;
 typedef enum { BIAS_NONE, BIAS_QKV, BIAS_KEYS } bias_kind;
 typedef struct family {
     const char *type;  /* "model_type" */
-    int mla;           /* deepseek_v3 / kimi_k2 */
+    int mla;           /* deepseek_v2 / deepseek_v3 / kimi_k2 */
     int tied;          /* tie_word_embeddings when the key is absent */
     bias_kind bias;    /* QKV: q/k/v biases always; KEYS: "attention_bias" (q/k/v/o) */
     int mlp_bias_key;  /* "mlp_bias" (gate/up/down biases) */
-    int qk_norm;       /* per-head q_norm/k_norm of head_dim (qwen3) */
+    int qk_norm;       /* q_norm/k_norm: 1 per head, of head_dim (qwen3); 2 over the whole q and k
+                          projections (olmoe) */
     int fused;         /* fused qkv_proj and gate_up_proj (phi3) */
     int ffw_norms;     /* pre/post feed-forward norms (gemma2) */
     ffn_kind ffn;
@@ -387,9 +392,12 @@ static const family families[] = {
     {.type = "qwen2_5_vl", .bias = BIAS_QKV, .vision = 1},
     {.type = "qwen3", .bias = BIAS_KEYS, .qk_norm = 1},
     {.type = "qwen3_moe", .bias = BIAS_KEYS, .qk_norm = 1, .ffn = FFN_QWEN3_MOE},
+    {.type = "qwen2_moe", .bias = BIAS_QKV, .ffn = FFN_QWEN2_MOE},
+    {.type = "olmoe", .qk_norm = 2, .ffn = FFN_OLMOE},
     {.type = "phi3", .fused = 1},
     {.type = "gemma", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1},
     {.type = "gemma2", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1, .ffw_norms = 1},
+    {.type = "deepseek_v2", .mla = 1},
     {.type = "deepseek_v3", .mla = 1},
     {.type = "kimi_k2", .mla = 1},
 };
@@ -463,13 +471,16 @@ static int qwen3_sparse(const jv *only, int64_t step, int64_t i)
     return 1;
 }
 
-/* Qwen3-MoE's MLPs: runs of consecutive sparse (router + experts) or dense layers. */
-static int add_qwen3_moe(builder *b, const jv *cfg, const lm_hp *hp, int st)
+/* Qwen3-MoE's and Qwen2-MoE's MLPs: runs of consecutive sparse (router + experts) or dense
+ * layers; Qwen2-MoE's sparse layers add a shared expert of "shared_expert_intermediate_size" on
+ * every token and its gate (one output: the sigmoid that scales the shared expert's output). */
+static int add_qwen_moe(builder *b, const jv *cfg, const lm_hp *hp, int st, int shared)
 {
-    int64_t experts, top_k, inter, step = 1, x;
+    int64_t experts, top_k, inter, step = 1, x, shared_inter = 0;
     const jv *only = jv_get(cfg, "mlp_only_layers");
     if (read_routing(b, cfg, "num_experts", &experts, &top_k) || req(b, cfg, "moe_intermediate_size", &inter) ||
-        opt(b, cfg, "decoder_sparse_step", 1, &step))
+        opt(b, cfg, "decoder_sparse_step", 1, &step) ||
+        (shared && req(b, cfg, "shared_expert_intermediate_size", &shared_inter)))
         return -1;
     if (only && only->type == JV_NULL) only = NULL;
     if (only && only->type != JV_ARRAY) return bad_key(b, cfg, "mlp_only_layers", "to be an array of layer indices");
@@ -485,6 +496,11 @@ static int add_qwen3_moe(builder *b, const jv *cfg, const lm_hp *hp, int st)
             if (add_router(b, "layers.*.mlp.gate.weight", hp->hidden, experts, st, first, span) ||
                 add_experts(b, "layers.*.mlp.experts.{e}", GATE_UP_DOWN, hp->hidden, inter, experts, st, first, span))
                 return -1;
+            if (shared && (add_mlp(b, "layers.*.mlp.shared_expert", hp->hidden, shared_inter, 1, st, first, span, 0,
+                                   "shared expert") ||
+                           add_t(b, "layers.*.mlp.shared_expert_gate.weight", 1, hp->hidden, 1, st, first, span, MUON,
+                                 "shared-expert gate (one row): muon under the ndim>=2 rule, as the router")))
+                return -1;
         } else if (add_mlp(b, "layers.*.mlp", hp->hidden, hp->inter, 1, st, first, span, 0, "dense FFN layers")) {
             return -1;
         }
@@ -494,8 +510,8 @@ static int add_qwen3_moe(builder *b, const jv *cfg, const lm_hp *hp, int st)
     return 0;
 }
 
-/* llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, gemma, gemma2, and qwen2_5_vl (its
- * language model from `cfg`, its tower from `vision`). */
+/* llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, qwen2_moe, olmoe, phi3, gemma, gemma2, and
+ * qwen2_5_vl (its language model from `cfg`, its tower from `vision`). */
 static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *vision)
 {
     lm_hp hp;
@@ -509,6 +525,7 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
     }
     int64_t experts = 0, top_k = 0;
     if (f->ffn == FFN_MIXTRAL && read_routing(b, cfg, "num_local_experts", &experts, &top_k)) return -1;
+    if (f->ffn == FFN_OLMOE && read_routing(b, cfg, "num_experts", &experts, &top_k)) return -1;
     int64_t depth = 0;
     if (vision && jv_req_int(vision, "depth", 1, 100000, b->file, &depth, b->err)) return -1;
     int embed = add_stack(b, "embed", 1), blocks = -1, merger = -1;
@@ -541,7 +558,14 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
         break;
     }
     case FFN_QWEN3_MOE:
-        if (add_qwen3_moe(b, cfg, &hp, layers)) return -1;
+    case FFN_QWEN2_MOE:
+        if (add_qwen_moe(b, cfg, &hp, layers, f->ffn == FFN_QWEN2_MOE)) return -1;
+        break;
+    case FFN_OLMOE: /* every layer routed, each expert of intermediate_size */
+        if (add_router(b, "layers.*.mlp.gate.weight", hp.hidden, experts, layers, 0, -1) ||
+            add_experts(b, "layers.*.mlp.experts.{e}", GATE_UP_DOWN, hp.hidden, hp.inter, experts, layers, 0, -1))
+            return -1;
+        set_moe(b, layers, experts, top_k);
         break;
     }
     if (add_t(b, "layers.*.input_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "") ||

@@ -1,8 +1,8 @@
 /* test_hf_families.c: the architecture `dmuon model import` fills (core/hf_import.c) and the
  * families beyond the bundled ones. (1) For the bundled models whose config.json is in
  * tests/data/hf, the imported streams, every stack's attention, routing and tied head, and every
- * tensor's use and stream equal the bundled file's. (2) mistral, mixtral, qwen3, qwen3_moe and
- * phi3 configs (written from memory of public models, each names its model in "_comment") import,
+ * tensor's use and stream equal the bundled file's. (2) mistral, mixtral, qwen3, qwen3_moe,
+ * phi3, qwen2_moe, olmoe and deepseek_v2 configs (written from memory of public models, each names its model in "_comment") import,
  * write, load back, total within 0.5% of the published parameter count, and carry the published
  * heads, kv heads, experts and top-k. (3) Inconsistent configs are refused with FILE:LINE:COL
  * and what was expected. */
@@ -156,6 +156,7 @@ typedef struct family_case {
     int heads, kv_heads, head_dim;
     int experts, top_k;       /* 0: dense */
     double active_b;          /* published active parameters (B), 0: not checked */
+    int v_head_dim;           /* 0: head_dim (MLA: v_head_dim, head_dim nope + rope) */
 } family_case;
 
 /* (2) A new family: import, write, load, published total, architecture, a step's work. */
@@ -172,9 +173,10 @@ static void check_family(const family_case *c)
        (long long)dm_model_count_role(a, DM_ROLE_MUON), (long long)c->muon);
     int st = find_stack(a, "layers");
     const dm_stack *s = st >= 0 ? &a->stacks[st] : NULL;
+    int vd = c->v_head_dim ? c->v_head_dim : c->head_dim;
     ok(s && s->n_attn == 1 && s->attn[0].heads == c->heads && s->attn[0].kv_heads == c->kv_heads &&
-       s->attn[0].head_dim == c->head_dim && s->attn[0].v_head_dim == c->head_dim && s->attn[0].causal,
-       "%s: attention %d heads (%d kv) x %d, causal", c->config, c->heads, c->kv_heads, c->head_dim);
+       s->attn[0].head_dim == c->head_dim && s->attn[0].v_head_dim == vd && s->attn[0].causal,
+       "%s: attention %d heads (%d kv) x %d (values %d), causal", c->config, c->heads, c->kv_heads, c->head_dim, vd);
     ok(s && s->moe_experts == c->experts && s->moe_top_k == c->top_k, "%s: moe %d experts, top %d (got %d, %d)",
        c->config, c->experts, c->top_k, s ? s->moe_experts : -1, s ? s->moe_top_k : -1);
     int e = find_tensor(a, "model.embed_tokens.weight"), h = find_tensor(a, "lm_head.weight");
@@ -214,9 +216,11 @@ static void check_shape(const char *config, const char *name, int64_t rows, int6
     if (!a) return;
     int i = find_tensor(a, name);
     const dm_tensor *t = i >= 0 ? &a->tensors[i] : NULL;
+    char colstr[32];
+    snprintf(colstr, sizeof colstr, ", %lld", (long long)cols);
     ok(t && t->rows == rows && (cols ? t->ndim == 2 && t->cols == cols : t->ndim == 1) && t->count == count &&
-       t->role == role, "%s: %s is [%lld%s%lld] x %lld, %s", config, name, (long long)rows, cols ? ", " : "",
-       (long long)cols, (long long)count, dm_role_name(role));
+       t->role == role, "%s: %s is [%lld%s] x %lld, %s", config, name, (long long)rows, cols ? colstr : "",
+       (long long)count, dm_role_name(role));
     dm_model_free(a);
 }
 
@@ -317,6 +321,17 @@ int main(void)
         {"qwen3-8b", "Qwen/Qwen3-8B", 8190735360LL, 36 * 7, 32, 8, 128, 0, 0, 0},
         {"qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", 30532122624LL, 48 * (4 + 1 + 128 * 3), 32, 4, 128, 128, 8, 3.3},
         {"phi-3-mini-4k-instruct", "microsoft/Phi-3-mini-4k-instruct", 3821079552LL, 32 * 4, 32, 32, 96, 0, 0, 0},
+        /* the next three: the totals their model cards round to (14.3 B, 6.92 B, 15.7 B) */
+        /* 2.7 B active; 4 attention + router + 60 x 3 experts + 3 shared + the shared expert's gate
+         * per layer */
+        {"qwen1.5-moe-a2.7b", "Qwen/Qwen1.5-MoE-A2.7B", 14300000000LL, 24 * (4 + 1 + 60 * 3 + 3 + 1), 16, 16, 128, 60,
+         4, 2.7},
+        /* 1.3 B active (the OLMoE paper) */
+        {"olmoe-1b-7b-0924", "allenai/OLMoE-1B-7B-0924", 6920000000LL, 16 * (4 + 1 + 64 * 3), 16, 16, 128, 64, 8, 1.3},
+        /* its model card's 2.4 B active leaves out the embedding: not checked;
+         * q_proj (q_lora_rank null), kv_a, kv_b, o; one dense layer; 26 x (router + 64 x 3 + 3 shared) */
+        {"deepseek-v2-lite", "deepseek-ai/DeepSeek-V2-Lite", 15700000000LL, 27 * 4 + 3 + 26 * (1 + 64 * 3 + 3), 16, 16,
+         192, 64, 6, 0, 128},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_family(&cases[i]);
     check_shape("mixtral-8x7b-v0.1", "layers.*.block_sparse_moe.gate.weight", 8, 4096, 32, DM_ROLE_MUON);
@@ -336,6 +351,16 @@ int main(void)
     ok(mi && strstr(mi->source, "sliding_window 4096 not modelled"), "mistral: the source says the sliding window "
        "is not modelled: %s", mi ? mi->source : "(none)");
     dm_model_free(mi);
+    check_shape("qwen1.5-moe-a2.7b", "layers.*.mlp.shared_expert.up_proj.weight", 5632, 2048, 24, DM_ROLE_MUON);
+    check_shape("qwen1.5-moe-a2.7b", "layers.*.mlp.shared_expert_gate.weight", 1, 2048, 24, DM_ROLE_MUON);
+    check_shape("qwen1.5-moe-a2.7b", "layers.*.self_attn.k_proj.bias", 2048, 0, 24, DM_ROLE_ADAMW);
+    check_shape("olmoe-1b-7b-0924", "layers.*.self_attn.q_norm.weight", 2048, 0, 16, DM_ROLE_ADAMW);
+    check_shape("olmoe-1b-7b-0924", "layers.*.self_attn.k_norm.weight", 2048, 0, 16, DM_ROLE_ADAMW);
+    check_shape("olmoe-1b-7b-0924", "layers.*.mlp.experts.{e}.down_proj.weight", 2048, 1024, 64 * 16, DM_ROLE_MUON);
+    check_absent("olmoe-1b-7b-0924", "layers.*.mlp.down_proj.weight");
+    check_shape("deepseek-v2-lite", "layers.*.self_attn.q_proj.weight", 16 * 192, 2048, 27, DM_ROLE_MUON);
+    check_shape("deepseek-v2-lite", "layers.*.mlp.shared_experts.down_proj.weight", 2048, 2 * 1408, 26, DM_ROLE_MUON);
+    check_absent("deepseek-v2-lite", "layers.*.mlp.gate.e_score_correction_bias");
     check_qwen3_moe_layers();
 
     /* (3) */
@@ -383,6 +408,14 @@ int main(void)
               "{\"model_type\": \"qwen3_moe\", " LM " \"num_attention_heads\": 4, \"num_experts\": 8,\n"
               " \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, \"mlp_only_layers\": 1}\n",
               ":3:76: expected", "\"mlp_only_layers\" to be an array");
+    check_bad("qwen2_moe without shared_expert_intermediate_size",
+              "{\"model_type\": \"qwen2_moe\", " LM " \"num_attention_heads\": 4, \"num_experts\": 8,\n"
+              " \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32}\n",
+              ":1:1: expected", "field \"shared_expert_intermediate_size\"");
+    check_bad("olmoe top_k above the experts",
+              "{\"model_type\": \"olmoe\", " LM " \"num_attention_heads\": 4, \"num_experts\": 4,\n"
+              " \"num_experts_per_tok\": 5}\n",
+              ":3:25: expected", "\"num_experts_per_tok\" (5) at most \"num_experts\" (4)");
     check_bad("qwen3 missing vocab_size",
               "{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
               " \"num_hidden_layers\": 2, \"num_attention_heads\": 4}\n",
@@ -402,6 +435,6 @@ int main(void)
               ":4:25: expected", "\"spatial_merge_size\" (3) to divide 32");
     check_bad("unknown model_type names the families",
               "{\"model_type\": \"mamba\", " LM " \"num_attention_heads\": 4}\n",
-              ":1:16: expected", "mistral, mixtral, qwen2, qwen2_5_vl, qwen3, qwen3_moe, phi3");
+              ":1:16: expected", "mistral, mixtral, qwen2, qwen2_5_vl, qwen3, qwen3_moe, qwen2_moe, olmoe, phi3");
     return tap_done();
 }
