@@ -114,6 +114,9 @@ typedef struct bctx {
     dm_stream opt_stream;       /* the optimizer ops' stream: compute, or compute-lo (ns_stream) */
     int fsdp_serial;            /* muon-fsdp as PyTorch runs it: each Muon gradient's all-gather in
                                    the optimizer step, after the previous matrix's update */
+    int opt_after_grads;        /* muon-ddp as PyTorch runs it: the optimizer's loop starts when the
+                                   backward returns, and DDP's backward returns (its stream waits)
+                                   only when every gradient bucket's all-reduce is done */
     int z3;
     int emit_ranks;             /* ranks whose ops are emitted: 1 when every rank runs the same list
                                    (replicated_plan: the others share rank 0's, program.h), else all */
@@ -1391,8 +1394,11 @@ static int emit_program(bctx *b)
     } else {
         for (int r = 0; r < b->emit_ranks; r++) {
             size_t ni = opt_items(b, r, items);
+            int last = -1; /* the rank's last gradient collective: the stream runs them in order */
+            for (int l = 0; l < L && b->opt_after_grads; l++)
+                if (b->grad_hi[(size_t)r * L + l] > last) last = b->grad_hi[(size_t)r * L + l];
             for (size_t i = 0; i < ni; i++)
-                if (emit_opt_item(b, r, &items[i], deps, params, NULL)) goto done;
+                if (emit_opt_item(b, r, &items[i], deps, params, i == 0 && last >= 0 ? &last : NULL)) goto done;
         }
     }
     /* the other ranks' lists: rank 0's, which they follow already (program.h) */
@@ -1511,6 +1517,7 @@ static int build_once(const dm_model *model, const dm_cluster *cluster, int nran
     sched_opts_describe(opts, desc, sizeof desc);
     b.fsdp_serial = opts->strategy == SCHED_MUON_FSDP && sched_opts_pytorch_form(opts);
     b.eager = sched_opts_pytorch_form(opts);
+    b.opt_after_grads = opts->strategy == SCHED_MUON_DDP && sched_opts_pytorch_form(opts);
     if (!(b.p = dm_program_new(nranks, b.gpn, model->name, sched_opts_strategy_label(opts), cluster->name, desc,
                                opts->tokens, err)))
         return -1;

@@ -4,7 +4,8 @@
  * parsing, and the programs of every strategy and overlap level on a bundled model. The
  * communication-aware objective (issue 16): hand-checked values, the bound and the MILP against
  * brute-force optima, the collectives a plan creates on Moonlight-16B at 256 GPUs (the NS-only
- * MILP's 10x blow-up), and --balance auto (sim/plan_best.h) never slower than its candidates. */
+ * MILP's 10x blow-up), and --balance auto (sim/plan_best.h) never slower than its candidates;
+ * muon-ddp's optimizer loop after the last gradient all-reduce. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -256,6 +257,49 @@ static void test_replicated(const dm_cluster *cl, const dm_costs *costs)
            "%s: %d of %d plans as an emission for every rank; %d replicated plans of one list", models[mi], same, n, shared);
         dm_model_free(m);
     }
+}
+
+/* muon-ddp as PyTorch runs it: on every rank the optimizer's first op waits on the rank's last
+ * gradient all-reduce (DDP's backward returns when every bucket is reduced); the tuned form's
+ * first NS waits on its own layer's only. */
+static void test_ddp_loop(const dm_cluster *cl, const dm_costs *costs)
+{
+    dm_err err = {{0}};
+    dm_model *m = NULL;
+    if (dm_model_load("qwen2.5-0.5b", &m, &err)) {
+        ok(0, "load qwen2.5-0.5b: %s", err.msg);
+        return;
+    }
+    for (int tuned = 0; tuned < 2; tuned++) {
+        sched_opts o;
+        sched_opts_default(&o);
+        o.balance = SCHED_BAL_LPT;
+        dm_program *p = NULL;
+        int rc = sched_opts_parse(&o, "strategy", tuned ? "muon-ddp-tuned" : "muon-ddp", &err) ||
+                 sched_build(m, cl, 4, costs, &o, &p, NULL, &err);
+        int waits = 0, ranks = 0, last_ar = -1, first_opt = -1;
+        for (int r = 0; rc == 0 && r < p->nranks; r++) {
+            const dm_rank_prog *rp = &p->ranks[r];
+            last_ar = first_opt = -1;
+            for (int i = 0; i < rp->n_ops; i++) {
+                int k = rp->ops[i].kind;
+                if (k == DM_OP_ALLREDUCE) last_ar = i;
+                if (first_opt < 0 && (k == DM_OP_NS || k == DM_OP_ADAMW)) first_opt = i;
+            }
+            ranks++;
+            if (first_opt < 0 || last_ar < 0) continue;
+            const dm_op *op = &rp->ops[first_opt];
+            for (int d = 0; d < op->n_deps; d++) waits += op->deps[d] == rp->ops[last_ar].id;
+        }
+        if (tuned)
+            ok(rc == 0 && waits == 0, "muon-ddp-tuned on 4 ranks: the first NS waits on its own gradients only "
+               "(%d of %d ranks wait on the last all-reduce)", waits, ranks);
+        else
+            ok(rc == 0 && waits == ranks && ranks == 4, "muon-ddp on 4 ranks: every rank's optimizer loop waits on its "
+               "last gradient all-reduce (%d of %d)%s%s", waits, ranks, rc ? ": " : "", rc ? err.msg : "");
+        dm_program_free(p);
+    }
+    dm_model_free(m);
 }
 
 int main(void)
@@ -923,6 +967,7 @@ int main(void)
     }
     test_replicated(&cl, costs);
     test_update_pieces(&cl, costs);
+    test_ddp_loop(&cl, costs);
     dm_costs_free(costs);
     return tap_done();
 }
