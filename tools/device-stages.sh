@@ -155,15 +155,15 @@ call_costs() {
     echo "$K$(cat "$L/extra_costs" 2>/dev/null)"
 }
 # VALIDATE_TOKENS (default 4096; a list such as 2048,8192 runs each) sets the batch per rank;
-# VALIDATE_STRATEGIES (default dmuon,muon-ddp,adamw) the strategies; VALIDATE_TIMEOUT (default 290 s)
-# the command's limit.
+# VALIDATE_STRATEGIES (default dmuon,muon-ddp,adamw) the strategies; VALIDATE_GPUS (default 1; a
+# list such as 1,2) the GPU counts; VALIDATE_TIMEOUT (default 290 s) the command's limit.
 VALIDATE_MODELS="${VALIDATE_MODELS:-llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l}"
 STAGE_TIMEOUT_validate=300
 stage_validate() {
     local K
     K=$(call_costs)
     timeout "${VALIDATE_TIMEOUT:-290}" "$D/dmuon" validate --cluster h200 --costs "$K" --models "$VALIDATE_MODELS" \
-        --strategies "${VALIDATE_STRATEGIES:-dmuon,muon-ddp,adamw}" --overlaps interleave --gpus 1 --tokens "${VALIDATE_TOKENS:-4096}" --steps 3 \
+        --strategies "${VALIDATE_STRATEGIES:-dmuon,muon-ddp,adamw}" --overlaps interleave --gpus "${VALIDATE_GPUS:-1}" --tokens "${VALIDATE_TOKENS:-4096}" --steps 3 \
         --mpirun "$MPIRUN --bind-to none" --out "$L/validate" > "$L/validate.txt" 2>&1
     echo "validate exit $?"
     sed -n '/^# errors by model/,$p' "$L/validate.txt" | head -30
@@ -794,6 +794,8 @@ validate_set() {
     heldout) VALIDATE_MODELS=pi0.5,qwen2.5-3b,wan2.2-ti2v-5b,models/extra/qwen3-30b-a3b-6l.json \
         VALIDATE_TOKENS=1024,4096 stage_validate ;;
     llama16k) VALIDATE_MODELS=llama-3.2-3b VALIDATE_STRATEGIES=dmuon VALIDATE_TOKENS=16384 stage_validate ;;
+    multi) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b,wall-oss-flow VALIDATE_STRATEGIES=dmuon,muon-ddp,muon-fsdp,adamw \
+        VALIDATE_GPUS=1,$NGPU VALIDATE_TIMEOUT=400 stage_validate ;;
     unseen) local e=models/extra
         VALIDATE_MODELS=$e/phi-3-mini-4k-instruct.json,$e/gemma-2b.json,$e/gemma2-2b.json,$e/qwen3-8b-12l.json,$e/mistral-7b-v0.1-12l.json,$e/mixtral-8x7b-v0.1-2l.json \
             VALIDATE_TOKENS=2048,8192 stage_validate ;;
@@ -1027,4 +1029,20 @@ STAGE_TIMEOUT_llama16k=200
 stage_llama16k() {
     T0=$SECONDS
     validate_set llama16k
+}
+# multi (issues 14-17; a machine of 2 or more GPUs, one node): NCCL's collectives over all its GPUs
+# (bench comm: the h200xN calibration's input), then the validation's three core models (dense,
+# dense with biases, a VLA) under dmuon, muon-ddp, muon-fsdp and adamw on 1 and on all GPUs at
+# 4096 tokens, every case's trace and plan kept (calibrated and replayed on the build machine:
+# the 2-GPU validation the notes lack, the naive baselines' timelines with collectives, the
+# optimizer window). Nothing on a one-GPU machine.
+STAGE_TIMEOUT_multi=560
+stage_multi() {
+    NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    if [ "$NGPU" -lt 2 ]; then echo "multi: $NGPU GPU(s); it needs 2 or more: nothing run"; return 0; fi
+    timeout 120 $MPIRUN -np "$NGPU" --bind-to none "$D/dmuon" bench comm --backend gpu --min-bytes 1K --max-bytes 1G \
+        --iters 10 --csv "$L/comm_${NGPU}gpu.csv" > "$L/comm_${NGPU}gpu.txt" 2>&1
+    echo "bench comm on $NGPU GPUs exit $? ($(grep -vc '^#' "$L/comm_${NGPU}gpu.csv" 2>/dev/null || echo 0) rows)"
+    T0=$SECONDS
+    validate_set multi
 }
