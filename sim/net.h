@@ -37,8 +37,8 @@ int sim_net_add(sim_net *n, double now_us, double bytes, const int *links, const
 /* The same without the copies, for a caller that starts many flows over the same link sets
  * (the simulator: one per collective of a group): links and w are the caller's and must stay
  * unchanged while the flow is active; sim_net_links_check checked them once and gave dup.
- * memo (NULL for none; zeroed before its first use, one per link set, kept by the caller while
- * the net lives) keeps the link set's lone rate (min capacity / weight) for as long as no
+ * memo (NULL for none; zeroed before its first use, one per link set and net, kept by the caller
+ * while the net lives) keeps the link set's lone rate (min capacity / weight) for as long as no
  * capacity changes: a flow that starts alone on its links takes it without a pass over them.
  * A flow that starts with no other flow active is put on its links' lists only when another
  * flow starts or a capacity changes: a run of collectives one after the other costs nothing per
