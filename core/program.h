@@ -310,5 +310,9 @@ uint64_t dm_program_hash(const dm_program *p);
  * a payload or a compute op with one, NS iterations outside 1..64 (0 elsewhere).
  * The message names the rank, op id and collective. */
 int dm_program_validate(const dm_program *p, dm_err *err);
+/* Reject an op naming a param outside [0, n) (n: the model's matrices, dm_model_matrices), each
+ * shared op list read once: for a program read from a file, beside dm_program_validate, which
+ * does not know the model. "program: rank R op I (KIND) names param Q; the model has N". */
+int dm_program_check_params(const dm_program *p, int64_t n, dm_err *err);
 
 #endif

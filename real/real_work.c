@@ -100,17 +100,11 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
         goto fail;
     for (size_t i = 0; i < nc; i++) f->coll_pos[i] = -1;
     for (size_t i = 0; i < np; i++) f->first_upd[i] = INT_MAX;
+    if (dm_program_check_params(p, n_params, err)) goto fail;
     for (int r = 0; r < p->nranks; r++) {
         const dm_rank_prog *rp = &p->ranks[r];
         for (int i = 0; i < rp->n_ops; i++) {
             const dm_op *op = &rp->ops[i];
-            for (int k = 0; k < op->n_params; k++)
-                if (op->params[k] < 0 || op->params[k] >= n_params) {
-                    dm_err_set(err, "program: rank %d op %d (%s) names param %lld; the model has %lld",
-                               r, i, dm_op_kind_name(op->kind), (long long)op->params[k],
-                               (long long)n_params);
-                    goto fail;
-                }
             if (dm_op_is_collective(op->kind)) {
                 if (op->coll < 0 || op->coll >= p->n_colls || op->group < 0 || op->group >= p->n_groups) {
                     dm_err_set(err, "program: rank %d op %d (%s): bad collective %d or group %d", r, i,

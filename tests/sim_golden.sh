@@ -64,4 +64,10 @@ like "  ... also with --quiet" "$($DMUON sim --model deepseek-v3 --gpus 8 --quie
 like "  ... and in --json" "$($DMUON sim --model deepseek-v3 --gpus 8 --json)" '"memory_fits": false'
 like "a saved program: the model it names gives the memory" \
     "$($DMUON sim --program "$tmp/p.json" --costs "$costs" | grep '^  memory' | sed 's/(rank [0-9]*:/(rank R:/')" " GiB per rank (rank R: weights+grads"
+# a forward naming a param the model lacks (an edited file): simulated (the simulator reads no
+# param of it), the memory line says why it is not estimated
+sed '0,/"kind":"forward"\(.*\)"params":\[[0-9]*/s//"kind":"forward"\1"params":[999999/' "$tmp/p.json" > "$tmp/bad.json"
+like "a saved program naming a param its model lacks: the memory line names it" \
+    "$($DMUON sim --program "$tmp/bad.json" --costs "$costs" | grep '^  memory')" \
+    "not estimated: program: rank 0 op "
 tap_end
