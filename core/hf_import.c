@@ -3,8 +3,8 @@
  * Families (by "model_type"): llama, mistral, mixtral (routed experts w1/w3/w2), qwen2, qwen3
  * (per-head q/k norms), qwen3_moe (routed experts on the layers decoder_sparse_step and
  * mlp_only_layers select), qwen2_moe (the same with q/k/v biases and a gated shared expert),
- * olmoe (routed experts on every layer, q/k norms over the whole projection), qwen2_5_vl
- * (language model + vision tower from "vision_config"), phi3 (fused qkv_proj and gate_up_proj),
+ * olmoe (routed experts on every layer, q/k norms over the whole projection), qwen2_5_vl and
+ * qwen2_vl (language model + vision tower from "vision_config"), phi3 (fused qkv_proj and gate_up_proj),
  * gemma, gemma2, deepseek_v2, deepseek_v3 and kimi_k2 (MLA attention, routed + shared experts,
  * dense first layers, multi-token-prediction layers). Tensor names,
  * stacks and roles follow the bundled files in models/ (models/README.md): 2-D hidden weights and
@@ -381,7 +381,7 @@ typedef struct family {
     int fused;         /* fused qkv_proj and gate_up_proj (phi3) */
     int ffw_norms;     /* pre/post feed-forward norms (gemma2) */
     ffn_kind ffn;
-    int vision;        /* a vision tower from "vision_config" (qwen2_5_vl) */
+    int vision;        /* a vision tower from "vision_config": 1 Qwen2.5-VL's, 2 Qwen2-VL's */
 } family;
 
 static const family families[] = {
@@ -390,6 +390,7 @@ static const family families[] = {
     {.type = "mixtral", .ffn = FFN_MIXTRAL},
     {.type = "qwen2", .bias = BIAS_QKV},
     {.type = "qwen2_5_vl", .bias = BIAS_QKV, .vision = 1},
+    {.type = "qwen2_vl", .bias = BIAS_QKV, .vision = 2},
     {.type = "qwen3", .bias = BIAS_KEYS, .qk_norm = 1},
     {.type = "qwen3_moe", .bias = BIAS_KEYS, .qk_norm = 1, .ffn = FFN_QWEN3_MOE},
     {.type = "qwen2_moe", .bias = BIAS_QKV, .ffn = FFN_QWEN2_MOE},
@@ -407,19 +408,26 @@ static const family families[] = {
  * patches), 1024 tokens, 1024 / merge^2 after the patch merger. */
 #define VL_GRID 32
 
-/* Qwen2.5-VL's vision tower (stacks visual.blocks and visual.merger on streams vision and merged)
- * and its patch embedding in the embed stack. */
-static int add_vision(builder *b, const jv *vision, int64_t lm_hidden, int embed, int blocks, int merger)
+/* The Qwen-VL vision tower (stacks visual.blocks and visual.merger on streams vision and merged)
+ * and its patch embedding in the embed stack. qwen2 0: Qwen2.5-VL's (width "hidden_size", gated
+ * MLP of "intermediate_size", RMSNorms, merger output "out_hidden_size"); 1: Qwen2-VL's (width
+ * "embed_dim", an fc1/fc2 MLP of "mlp_ratio" x the width, LayerNorms with biases, full attention,
+ * merger output "hidden_size"). */
+static int add_vision(builder *b, const jv *vision, int64_t lm_hidden, int embed, int blocks, int merger, int qwen2)
 {
-    int64_t h, inter, heads, in = 3, patch = 14, tpatch = 2, merge = 2, out = lm_hidden;
+    int64_t h, inter = 0, ratio = 4, heads, in = 3, patch = 14, tpatch = 2, merge = 2, out = lm_hidden;
     char why[160], text[320];
-    if (req(b, vision, "hidden_size", &h) || req(b, vision, "intermediate_size", &inter) ||
+    const char *wkey = qwen2 ? "embed_dim" : "hidden_size";
+    if (req(b, vision, wkey, &h) || (!qwen2 && req(b, vision, "intermediate_size", &inter)) ||
+        (qwen2 && opt(b, vision, "mlp_ratio", 1, &ratio)) ||
         jv_req_int(vision, "num_heads", 1, 65536, b->file, &heads, b->err) || opt(b, vision, "in_chans", 1, &in) ||
-        opt(b, vision, "patch_size", 1, &patch) || opt(b, vision, "temporal_patch_size", 1, &tpatch) ||
-        opt(b, vision, "spatial_merge_size", 1, &merge) || opt(b, vision, "out_hidden_size", 1, &out))
+        (qwen2 && opt(b, vision, "in_channels", 1, &in)) || opt(b, vision, "patch_size", 1, &patch) ||
+        opt(b, vision, "temporal_patch_size", 1, &tpatch) || opt(b, vision, "spatial_merge_size", 1, &merge) ||
+        opt(b, vision, qwen2 ? "hidden_size" : "out_hidden_size", 1, &out))
         return -1;
+    if (qwen2) inter = mul(h, ratio);
     if (h % heads) {
-        snprintf(why, sizeof why, "(%lld) to divide the vision \"hidden_size\" (%lld)", (long long)heads, (long long)h);
+        snprintf(why, sizeof why, "(%lld) to divide the vision \"%s\" (%lld)", (long long)heads, wkey, (long long)h);
         return bad_key(b, vision, "num_heads", why);
     }
     if (VL_GRID % merge) {
@@ -431,9 +439,9 @@ static int add_vision(builder *b, const jv *vision, int64_t lm_hidden, int embed
     int vs = add_stream(b, "vision", tokens), ms = vs < 0 ? -1 : add_stream(b, "merged", merged);
     if (ms < 0) return -1;
     snprintf(text, sizeof text, "vision tokens per sample %lld (one %lldx%lld image, %lld px patches; %lld after the "
-             "%lldx%lld merger), an assumption; the vision blocks' window attention is modelled as full attention "
-             "over the image", (long long)tokens, (long long)(VL_GRID * patch), (long long)(VL_GRID * patch),
-             (long long)patch, (long long)merged, (long long)merge, (long long)merge);
+             "%lldx%lld merger), an assumption%s", (long long)tokens, (long long)(VL_GRID * patch),
+             (long long)(VL_GRID * patch), (long long)patch, (long long)merged, (long long)merge, (long long)merge,
+             qwen2 ? "" : "; the vision blocks' window attention is modelled as full attention over the image");
     if (add_source(b, text)) return -1;
     b->m->stacks[blocks].stream = vs;
     b->m->stacks[merger].stream = ms;
@@ -442,17 +450,32 @@ static int add_vision(builder *b, const jv *vision, int64_t lm_hidden, int embed
               "Conv3d patch embedding, flattened to 2-D: adamw by policy"))
         return -1;
     last(b)->stream = vs;
-    if (add_t(b, "visual.blocks.*.norm1.weight", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
-        add_t(b, "visual.blocks.*.norm2.weight", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
-        add_t(b, "visual.blocks.*.attn.qkv.weight", mul(3, h), h, 1, blocks, 0, -1, MUON, "fused q/k/v") ||
+    for (int k = 1; k <= 2; k++) { /* RMSNorms (2.5), LayerNorms with biases (2) */
+        char name[64];
+        snprintf(name, sizeof name, "visual.blocks.*.norm%d.weight", k);
+        if (add_t(b, name, h, 0, 1, blocks, 0, -1, ADAMW, "")) return -1;
+        snprintf(name, sizeof name, "visual.blocks.*.norm%d.bias", k);
+        if (qwen2 && add_t(b, name, h, 0, 1, blocks, 0, -1, ADAMW, "")) return -1;
+    }
+    if (add_t(b, "visual.blocks.*.attn.qkv.weight", mul(3, h), h, 1, blocks, 0, -1, MUON, "fused q/k/v") ||
         add_t(b, "visual.blocks.*.attn.qkv.bias", mul(3, h), 0, 1, blocks, 0, -1, ADAMW, "") ||
         add_t(b, "visual.blocks.*.attn.proj.weight", h, h, 1, blocks, 0, -1, MUON, "") ||
-        add_t(b, "visual.blocks.*.attn.proj.bias", h, 0, 1, blocks, 0, -1, ADAMW, "") ||
-        add_mlp(b, "visual.blocks.*.mlp", h, inter, 1, blocks, 0, -1, 1, "") ||
-        add_attn(b, blocks, heads, heads, h / heads, h / heads, 0) ||
+        add_t(b, "visual.blocks.*.attn.proj.bias", h, 0, 1, blocks, 0, -1, ADAMW, ""))
+        return -1;
+    if (qwen2 ? add_t(b, "visual.blocks.*.mlp.fc1.weight", inter, h, 1, blocks, 0, -1, MUON, "") ||
+                    add_t(b, "visual.blocks.*.mlp.fc1.bias", inter, 0, 1, blocks, 0, -1, ADAMW, "") ||
+                    add_t(b, "visual.blocks.*.mlp.fc2.weight", h, inter, 1, blocks, 0, -1, MUON, "") ||
+                    add_t(b, "visual.blocks.*.mlp.fc2.bias", h, 0, 1, blocks, 0, -1, ADAMW, "")
+              : add_mlp(b, "visual.blocks.*.mlp", h, inter, 1, blocks, 0, -1, 1, ""))
+        return -1;
+    if (add_attn(b, blocks, heads, heads, h / heads, h / heads, 0) ||
         add_t(b, "visual.merger.ln_q.weight", h, 0, 1, merger, 0, -1, ADAMW, ""))
         return -1;
     last(b)->stream = vs; /* the norm runs on the patches before they are merged */
+    if (qwen2) {
+        if (add_t(b, "visual.merger.ln_q.bias", h, 0, 1, merger, 0, -1, ADAMW, "")) return -1;
+        last(b)->stream = vs;
+    }
     if (add_t(b, "visual.merger.mlp.0.weight", m, m, 1, merger, 0, -1, MUON, "patch merge") ||
         add_t(b, "visual.merger.mlp.0.bias", m, 0, 1, merger, 0, -1, ADAMW, "") ||
         add_t(b, "visual.merger.mlp.2.weight", out, m, 1, merger, 0, -1, MUON, "-> LM hidden") ||
@@ -511,7 +534,7 @@ static int add_qwen_moe(builder *b, const jv *cfg, const lm_hp *hp, int st, int 
 }
 
 /* llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, qwen2_moe, olmoe, phi3, gemma, gemma2, and
- * qwen2_5_vl (its language model from `cfg`, its tower from `vision`). */
+ * qwen2_5_vl / qwen2_vl (the language model from `cfg`, the tower from `vision`). */
 static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *vision)
 {
     lm_hp hp;
@@ -536,7 +559,7 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
     if (layers < 0 || head < 0) return -1;
 
     if (add_embed(b, &hp, embed)) return -1;
-    if (vision && add_vision(b, vision, hp.hidden, embed, blocks, merger)) return -1;
+    if (vision && add_vision(b, vision, hp.hidden, embed, blocks, merger, f->vision == 2)) return -1;
     if (add_gqa(b, &hp, layers, attn_bias, o_bias, f->qk_norm, f->fused)) return -1;
     switch (f->ffn) {
     case FFN_DENSE:

@@ -2,7 +2,7 @@
  * families beyond the bundled ones. (1) For the bundled models whose config.json is in
  * tests/data/hf, the imported streams, every stack's attention, routing and tied head, and every
  * tensor's use and stream equal the bundled file's. (2) mistral, mixtral, qwen3, qwen3_moe,
- * phi3, qwen2_moe, olmoe and deepseek_v2 configs (written from memory of public models, each names its model in "_comment") import,
+ * phi3, qwen2_moe, olmoe, qwen2_vl and deepseek_v2 configs (written from memory of public models, each names its model in "_comment") import,
  * write, load back, total within 0.5% of the published parameter count, and carry the published
  * heads, kv heads, experts and top-k. (3) Inconsistent configs are refused with FILE:LINE:COL
  * and what was expected. */
@@ -330,6 +330,9 @@ int main(void)
         {"olmoe-1b-7b-0924", "allenai/OLMoE-1B-7B-0924", 6920000000LL, 16 * (4 + 1 + 64 * 3), 16, 16, 128, 64, 8, 1.3},
         /* its model card's 2.4 B active leaves out the embedding: not checked;
          * q_proj (q_lora_rank null), kv_a, kv_b, o; one dense layer; 26 x (router + 64 x 3 + 3 shared) */
+        /* 8.29 B (its model card); the language model's 7 per layer, the tower's 4 per block and the
+         * merger's 2 */
+        {"qwen2-vl-7b", "Qwen/Qwen2-VL-7B", 8290000000LL, 28 * 7 + 32 * 4 + 2, 28, 4, 128, 0, 0, 0},
         {"deepseek-v2-lite", "deepseek-ai/DeepSeek-V2-Lite", 15700000000LL, 27 * 4 + 3 + 26 * (1 + 64 * 3 + 3), 16, 16,
          192, 64, 6, 0, 128},
     };
@@ -361,6 +364,21 @@ int main(void)
     check_shape("deepseek-v2-lite", "layers.*.self_attn.q_proj.weight", 16 * 192, 2048, 27, DM_ROLE_MUON);
     check_shape("deepseek-v2-lite", "layers.*.mlp.shared_experts.down_proj.weight", 2048, 2 * 1408, 26, DM_ROLE_MUON);
     check_absent("deepseek-v2-lite", "layers.*.mlp.gate.e_score_correction_bias");
+    check_shape("qwen2-vl-7b", "visual.blocks.*.mlp.fc1.weight", 5120, 1280, 32, DM_ROLE_MUON);
+    check_shape("qwen2-vl-7b", "visual.blocks.*.norm1.bias", 1280, 0, 32, DM_ROLE_ADAMW);
+    check_shape("qwen2-vl-7b", "visual.merger.mlp.2.weight", 3584, 5120, 1, DM_ROLE_MUON);
+    check_absent("qwen2-vl-7b", "visual.blocks.*.mlp.gate_proj.weight");
+    {
+        /* the tied 2B: its total (2.21 B on its model card) and the tower's stated tokens */
+        dm_model *v2 = import("qwen2-vl-2b");
+        double rel = v2 ? (double)(dm_model_params(v2) - 2210000000LL) / 2.21e9 : 1;
+        ok(v2 && rel <= 0.005 && rel >= -0.005 && v2->stacks[find_stack(v2, "head")].tied_head >= 0,
+           "qwen2-vl-2b: %lld parameters, Qwen/Qwen2-VL-2B publishes 2.21 B (%+.4f%%), tied head",
+           v2 ? (long long)dm_model_params(v2) : 0LL, 100 * rel);
+        ok(v2 && strstr(v2->source, "vision tokens per sample 1024") && !strstr(v2->source, "window"),
+           "qwen2-vl-2b: the source states the assumed tower tokens, no window attention: %s", v2 ? v2->source : "");
+        dm_model_free(v2);
+    }
     check_qwen3_moe_layers();
 
     /* (3) */
@@ -416,6 +434,14 @@ int main(void)
               "{\"model_type\": \"olmoe\", " LM " \"num_attention_heads\": 4, \"num_experts\": 4,\n"
               " \"num_experts_per_tok\": 5}\n",
               ":3:25: expected", "\"num_experts_per_tok\" (5) at most \"num_experts\" (4)");
+    check_bad("qwen2_vl vision without embed_dim",
+              "{\"model_type\": \"qwen2_vl\", " LM " \"num_attention_heads\": 4,\n"
+              " \"vision_config\": {\"depth\": 2, \"hidden_size\": 64, \"num_heads\": 4}}\n",
+              ":3:19: expected", "field \"embed_dim\"");
+    check_bad("qwen2_vl vision heads not dividing embed_dim",
+              "{\"model_type\": \"qwen2_vl\", " LM " \"num_attention_heads\": 4,\n"
+              " \"vision_config\": {\"depth\": 2, \"embed_dim\": 80, \"num_heads\": 3}}\n",
+              ":3:", "\"num_heads\" (3) to divide the vision \"embed_dim\" (80)");
     check_bad("qwen3 missing vocab_size",
               "{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
               " \"num_hidden_layers\": 2, \"num_attention_heads\": 4}\n",
@@ -435,6 +461,6 @@ int main(void)
               ":4:25: expected", "\"spatial_merge_size\" (3) to divide 32");
     check_bad("unknown model_type names the families",
               "{\"model_type\": \"mamba\", " LM " \"num_attention_heads\": 4}\n",
-              ":1:16: expected", "mistral, mixtral, qwen2, qwen2_5_vl, qwen3, qwen3_moe, qwen2_moe, olmoe, phi3");
+              ":1:16: expected", "mistral, mixtral, qwen2, qwen2_5_vl, qwen2_vl, qwen3, qwen3_moe, qwen2_moe, olmoe, phi3");
     return tap_done();
 }
