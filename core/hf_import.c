@@ -4,7 +4,8 @@
  * (per-head q/k norms), qwen3_moe (routed experts on the layers decoder_sparse_step and
  * mlp_only_layers select), qwen2_moe (the same with q/k/v biases and a gated shared expert),
  * olmoe (routed experts on every layer, q/k norms over the whole projection), qwen2_5_vl and
- * qwen2_vl (language model + vision tower from "vision_config"), phi3 (fused qkv_proj and gate_up_proj),
+ * qwen2_vl (language model + vision tower from "vision_config"), paligemma (Gemma + a SigLIP
+ * tower and its projector), phi3 (fused qkv_proj and gate_up_proj),
  * gemma, gemma2, deepseek_v2, deepseek_v3 and kimi_k2 (MLA attention, routed + shared experts,
  * dense first layers, multi-token-prediction layers). Tensor names,
  * stacks and roles follow the bundled files in models/ (models/README.md): 2-D hidden weights and
@@ -381,7 +382,8 @@ typedef struct family {
     int fused;         /* fused qkv_proj and gate_up_proj (phi3) */
     int ffw_norms;     /* pre/post feed-forward norms (gemma2) */
     ffn_kind ffn;
-    int vision;        /* a vision tower from "vision_config": 1 Qwen2.5-VL's, 2 Qwen2-VL's */
+    int vision;        /* a vision tower from "vision_config": 1 Qwen2.5-VL's, 2 Qwen2-VL's, 3 SigLIP
+                          (paligemma, its language model Gemma's) */
 } family;
 
 static const family families[] = {
@@ -398,6 +400,7 @@ static const family families[] = {
     {.type = "phi3", .fused = 1},
     {.type = "gemma", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1},
     {.type = "gemma2", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1, .ffw_norms = 1},
+    {.type = "paligemma", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1, .vision = 3},
     {.type = "deepseek_v2", .mla = 1},
     {.type = "deepseek_v3", .mla = 1},
     {.type = "kimi_k2", .mla = 1},
@@ -484,6 +487,81 @@ static int add_vision(builder *b, const jv *vision, int64_t lm_hidden, int embed
     return 0;
 }
 
+/* PaliGemma's SigLIP tower (stack vision_tower.encoder.layers on stream vision, "num_hidden_layers"
+ * blocks of LayerNorms with biases, q/k/v/o with biases, bidirectional attention, an fc1/fc2 MLP)
+ * with its patch and position embeddings and post-LayerNorm, and the multi-modal projector to the
+ * language model's width (stack multi_modal_projector). Tokens per image: (image_size /
+ * patch_size)^2 from the config (224 px when it gives none, or its num_image_tokens); one image
+ * per sample, an assumption the source states. */
+static int add_siglip(builder *b, const jv *vision, int64_t lm_hidden, int embed, int blocks, int proj)
+{
+    int64_t h, inter, heads, in = 3, patch = 14, image = 0, ntok = 0, out = lm_hidden;
+    char why[160], text[256];
+    if (req(b, vision, "hidden_size", &h) || req(b, vision, "intermediate_size", &inter) ||
+        jv_req_int(vision, "num_attention_heads", 1, 65536, b->file, &heads, b->err) ||
+        opt(b, vision, "num_channels", 1, &in) || opt(b, vision, "patch_size", 1, &patch) ||
+        opt(b, vision, "image_size", 1, &image) || opt(b, vision, "num_image_tokens", 1, &ntok) ||
+        opt(b, vision, "projection_dim", 1, &out))
+        return -1;
+    if (h % heads) {
+        snprintf(why, sizeof why, "(%lld) to divide the vision \"hidden_size\" (%lld)", (long long)heads, (long long)h);
+        return bad_key(b, vision, "num_attention_heads", why);
+    }
+    if (image && image % patch) {
+        snprintf(why, sizeof why, "(%lld) to be a multiple of \"patch_size\" (%lld)", (long long)image, (long long)patch);
+        return bad_key(b, vision, "image_size", why);
+    }
+    int64_t tokens = image ? (image / patch) * (image / patch) : ntok ? ntok : (224 / patch) * (224 / patch);
+    int vs = add_stream(b, "vision", tokens);
+    if (vs < 0) return -1;
+    snprintf(text, sizeof text, "vision tokens per sample %lld (one image per sample, an assumption; %lld per image "
+             "from the config)", (long long)tokens, (long long)tokens);
+    if (add_source(b, text)) return -1;
+    b->m->stacks[blocks].stream = vs;
+    b->m->stacks[proj].stream = vs;
+    const char *P = "vision_tower.encoder.layers.*.";
+    char n[160];
+#define VN(x) (snprintf(n, sizeof n, "%s%s", P, x), n)
+    /* in the embed stack, on the vision stream */
+    if (add_t(b, "vision_tower.embeddings.patch_embedding.weight", h, mul(in, mul(patch, patch)), 1, embed, 0, -1,
+              ADAMW, "Conv2d patch embedding, flattened to 2-D: adamw by policy"))
+        return -1;
+    last(b)->stream = vs;
+    if (add_t(b, "vision_tower.embeddings.patch_embedding.bias", h, 0, 1, embed, 0, -1, ADAMW, "")) return -1;
+    last(b)->stream = vs;
+    if (add_t(b, "vision_tower.embeddings.position_embedding.weight", tokens, h, 1, embed, 0, -1, ADAMW,
+              "learned positions, looked up and added"))
+        return -1;
+    last(b)->stream = vs;
+    last(b)->use = DM_USE_EMBEDDING;
+    static const char *const qkvo[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+    for (int k = 0; k < 4; k++) {
+        char w[64];
+        snprintf(w, sizeof w, "self_attn.%s.weight", qkvo[k]);
+        if (add_t(b, VN(w), h, h, 1, blocks, 0, -1, MUON, "")) return -1;
+        snprintf(w, sizeof w, "self_attn.%s.bias", qkvo[k]);
+        if (add_t(b, VN(w), h, 0, 1, blocks, 0, -1, ADAMW, "")) return -1;
+    }
+    if (add_t(b, VN("layer_norm1.weight"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_t(b, VN("layer_norm1.bias"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_t(b, VN("layer_norm2.weight"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_t(b, VN("layer_norm2.bias"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_t(b, VN("mlp.fc1.weight"), inter, h, 1, blocks, 0, -1, MUON, "") ||
+        add_t(b, VN("mlp.fc1.bias"), inter, 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_t(b, VN("mlp.fc2.weight"), h, inter, 1, blocks, 0, -1, MUON, "") ||
+        add_t(b, VN("mlp.fc2.bias"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_attn(b, blocks, heads, heads, h / heads, h / heads, 0))
+        return -1;
+#undef VN
+    if (add_t(b, "multi_modal_projector.post_layernorm.weight", h, 0, 1, proj, 0, -1, ADAMW,
+              "the tower's post-LayerNorm") ||
+        add_t(b, "multi_modal_projector.post_layernorm.bias", h, 0, 1, proj, 0, -1, ADAMW, "") ||
+        add_t(b, "multi_modal_projector.linear.weight", out, h, 1, proj, 0, -1, MUON, "-> LM hidden") ||
+        add_t(b, "multi_modal_projector.linear.bias", out, 0, 1, proj, 0, -1, ADAMW, ""))
+        return -1;
+    return 0;
+}
+
 /* Qwen3-MoE: layer i has routed experts unless mlp_only_layers lists it, and when
  * (i + 1) % decoder_sparse_step == 0 (transformers' Qwen3MoeDecoderLayer). */
 static int qwen3_sparse(const jv *only, int64_t step, int64_t i)
@@ -534,7 +612,7 @@ static int add_qwen_moe(builder *b, const jv *cfg, const lm_hp *hp, int st, int 
 }
 
 /* llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, qwen2_moe, olmoe, phi3, gemma, gemma2, and
- * qwen2_5_vl / qwen2_vl (the language model from `cfg`, the tower from `vision`). */
+ * qwen2_5_vl / qwen2_vl / paligemma (the language model from `cfg`, the tower from `vision`). */
 static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *vision)
 {
     lm_hp hp;
@@ -550,16 +628,21 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
     if (f->ffn == FFN_MIXTRAL && read_routing(b, cfg, "num_local_experts", &experts, &top_k)) return -1;
     if (f->ffn == FFN_OLMOE && read_routing(b, cfg, "num_experts", &experts, &top_k)) return -1;
     int64_t depth = 0;
-    if (vision && jv_req_int(vision, "depth", 1, 100000, b->file, &depth, b->err)) return -1;
+    int siglip = f->vision == 3;
+    if (vision && jv_req_int(vision, siglip ? "num_hidden_layers" : "depth", 1, 100000, b->file, &depth, b->err))
+        return -1;
     int embed = add_stack(b, "embed", 1), blocks = -1, merger = -1;
     if (embed < 0) return -1;
-    if (vision && ((blocks = add_stack(b, "visual.blocks", depth)) < 0 || (merger = add_stack(b, "visual.merger", 1)) < 0))
+    if (vision && ((blocks = add_stack(b, siglip ? "vision_tower.encoder.layers" : "visual.blocks", depth)) < 0 ||
+                   (merger = add_stack(b, siglip ? "multi_modal_projector" : "visual.merger", 1)) < 0))
         return -1;
     int layers = add_stack(b, "layers", hp.layers), head = add_stack(b, "head", 1);
     if (layers < 0 || head < 0) return -1;
 
     if (add_embed(b, &hp, embed)) return -1;
-    if (vision && add_vision(b, vision, hp.hidden, embed, blocks, merger, f->vision == 2)) return -1;
+    if (vision && (siglip ? add_siglip(b, vision, hp.hidden, embed, blocks, merger)
+                          : add_vision(b, vision, hp.hidden, embed, blocks, merger, f->vision == 2)))
+        return -1;
     if (add_gqa(b, &hp, layers, attn_bias, o_bias, f->qk_norm, f->fused)) return -1;
     switch (f->ffn) {
     case FFN_DENSE:

@@ -2,7 +2,7 @@
  * families beyond the bundled ones. (1) For the bundled models whose config.json is in
  * tests/data/hf, the imported streams, every stack's attention, routing and tied head, and every
  * tensor's use and stream equal the bundled file's. (2) mistral, mixtral, qwen3, qwen3_moe,
- * phi3, qwen2_moe, olmoe, qwen2_vl and deepseek_v2 configs (written from memory of public models, each names its model in "_comment") import,
+ * phi3, qwen2_moe, olmoe, qwen2_vl, paligemma and deepseek_v2 configs (written from memory of public models, each names its model in "_comment") import,
  * write, load back, total within 0.5% of the published parameter count, and carry the published
  * heads, kv heads, experts and top-k. (3) Inconsistent configs are refused with FILE:LINE:COL
  * and what was expected. */
@@ -379,6 +379,30 @@ int main(void)
            "qwen2-vl-2b: the source states the assumed tower tokens, no window attention: %s", v2 ? v2->source : "");
         dm_model_free(v2);
     }
+    {
+        /* PaliGemma (pi0's base): Gemma-2B tied + SigLIP So400m/14 at 224 px + the projector, 2.92 B
+         * on its model card; the tower on a vision stream of 256 tokens, bidirectional 16 x 72 */
+        dm_model *pg = import("paligemma-3b-pt-224");
+        double rel = pg ? (double)(dm_model_params(pg) - 2920000000LL) / 2.92e9 : 1;
+        int st = pg ? find_stack(pg, "vision_tower.encoder.layers") : -1;
+        const dm_stack *vs = st >= 0 ? &pg->stacks[st] : NULL;
+        ok(pg && rel <= 0.005 && rel >= -0.005 && dm_model_count_role(pg, DM_ROLE_MUON) == 18 * 7 + 27 * 6 + 1 &&
+           pg->stacks[find_stack(pg, "head")].tied_head >= 0,
+           "paligemma-3b-pt-224: %lld parameters, google/paligemma-3b-pt-224 publishes 2.92 B (%+.4f%%), 289 Muon "
+           "matrices, tied head", pg ? (long long)dm_model_params(pg) : 0LL, 100 * rel);
+        ok(vs && vs->layers == 27 && pg->streams[vs->stream].tokens == 256 && vs->n_attn == 1 &&
+           vs->attn[0].heads == 16 && vs->attn[0].head_dim == 72 && !vs->attn[0].causal &&
+           strstr(pg->source, "vision tokens per sample 256"),
+           "paligemma: 27 SigLIP blocks on a stream of 256 tokens, 16 heads x 72, bidirectional; the source says so");
+        dm_model *back = pg ? roundtrip(pg, "paligemma-3b-pt-224") : NULL;
+        dm_model_free(back);
+        dm_model_free(pg);
+    }
+    check_shape("paligemma-3b-pt-224", "vision_tower.encoder.layers.*.mlp.fc1.weight", 4304, 1152, 27, DM_ROLE_MUON);
+    check_shape("paligemma-3b-pt-224", "vision_tower.encoder.layers.*.self_attn.out_proj.bias", 1152, 0, 27,
+                DM_ROLE_ADAMW);
+    check_shape("paligemma-3b-pt-224", "multi_modal_projector.linear.weight", 2048, 1152, 1, DM_ROLE_MUON);
+    check_shape("paligemma-3b-pt-224", "layers.*.self_attn.k_proj.weight", 256, 2048, 18, DM_ROLE_MUON);
     check_qwen3_moe_layers();
 
     /* (3) */
@@ -442,6 +466,11 @@ int main(void)
               "{\"model_type\": \"qwen2_vl\", " LM " \"num_attention_heads\": 4,\n"
               " \"vision_config\": {\"depth\": 2, \"embed_dim\": 80, \"num_heads\": 3}}\n",
               ":3:", "\"num_heads\" (3) to divide the vision \"embed_dim\" (80)");
+    check_bad("paligemma image size not a multiple of the patch",
+              "{\"model_type\": \"paligemma\", " LM " \"num_attention_heads\": 4,\n"
+              " \"vision_config\": {\"num_hidden_layers\": 2, \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+              "  \"num_attention_heads\": 4, \"image_size\": 100}}\n",
+              ":4:", "\"image_size\" (100) to be a multiple of \"patch_size\" (14)");
     check_bad("qwen3 missing vocab_size",
               "{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
               " \"num_hidden_layers\": 2, \"num_attention_heads\": 4}\n",
@@ -461,6 +490,6 @@ int main(void)
               ":4:25: expected", "\"spatial_merge_size\" (3) to divide 32");
     check_bad("unknown model_type names the families",
               "{\"model_type\": \"mamba\", " LM " \"num_attention_heads\": 4}\n",
-              ":1:16: expected", "mistral, mixtral, qwen2, qwen2_5_vl, qwen2_vl, qwen3, qwen3_moe, qwen2_moe, olmoe, phi3");
+              ":1:16: expected", "mistral, mixtral, qwen2, qwen2_5_vl, qwen2_vl, qwen3, qwen3_moe, qwen2_moe, olmoe, phi3, gemma, gemma2, paligemma");
     return tap_done();
 }
