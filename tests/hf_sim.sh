@@ -1,0 +1,22 @@
+#!/bin/sh
+# hf_sim.sh: every config of tests/data/hf (each family `dmuon model import` takes) imports, and
+# the model it writes plans and simulates under dmuon and muon-fsdp on 2 ranks with its memory
+# estimated: the import, the workload of its architecture, the plan and the simulator end to end
+# on models no bundled file describes (the checks of each family's tensors: test_hf_families).
+. "${DM_SRCDIR:-.}/tests/tap.sh"
+DMUON=${DMUON:-./dmuon}
+tmp=${TMPDIR:-/tmp}/hf_sim.$$
+mkdir -p "$tmp" || exit 1
+trap 'rm -rf "$tmp"' EXIT
+for f in "$DM_SRCDIR"/tests/data/hf/*.json; do
+    b=$(basename "$f" .json)
+    $DMUON model import "$f" --out "$tmp/$b.json" >"$tmp/import.out" 2>&1
+    is "$b: imports" "$?" 0
+    for s in dmuon muon-fsdp; do
+        out=$($DMUON sim -m "$tmp/$b.json" -g 2 --strategy $s 2>&1)
+        rc=$?
+        like "$b $s on 2 ranks: simulated (exit $rc), a step and a memory estimate" \
+            "$rc $(printf '%s\n' "$out" | grep -c -E '^step time +[0-9.]+ ms|^  memory +peak [0-9.]+ GiB')" "0 2"
+    done
+done
+tap_end
