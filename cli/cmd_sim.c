@@ -52,12 +52,10 @@ static int program_memory(const dm_model *given, const dm_program *p, dm_mem_est
         snprintf(why, size, "not estimated: the program's model \"%s\" is not a bundled model", p->model);
         return 0;
     }
-    /* a program from a file: its param ids against the model (the simulator itself reads none) */
-    dm_matrix *mx = NULL;
-    int64_t nmx = 0;
-    int rc = dm_model_matrices(m, -1, &mx, &nmx, err) < 0 || dm_program_check_params(p, nmx, err) ||
-             dm_mem_peak(m, p, NULL, e, err);
-    free(mx);
+    /* a program from a file: its param ids against the model's matrices (every tensor is Muon's or
+     * AdamW's; the simulator itself reads no id) */
+    int64_t nmx = dm_model_count_role(m, DM_ROLE_MUON) + dm_model_count_role(m, DM_ROLE_ADAMW);
+    int rc = dm_program_check_params(p, nmx, err) || dm_mem_peak(m, p, NULL, e, err);
     dm_model_free(m);
     if (rc && strstr(err->msg, "out of memory")) return -1;
     if (rc) snprintf(why, size, "not estimated: %.500s", err->msg);

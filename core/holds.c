@@ -119,12 +119,7 @@ static int state_walk(const dm_program *p, const int64_t *sz, int64_t n, int r, 
         if (!state_op && !hold_writes(p, r, op)) continue; /* nothing read: its params checked where
                                                               they are (a forward's hundreds of a
                                                               MoE layer's ids were most of the walk) */
-        for (int k = 0; k < op->n_params; k++)
-            if (op->params[k] < 0 || op->params[k] >= n) {
-                rc = dm_err_set(err, "program: rank %d op %d (%s) names param %lld; the model has %lld", r, i,
-                                dm_op_kind_name(op->kind), (long long)op->params[k], (long long)n);
-                goto reset;
-            }
+        if ((rc = dm_op_check_params(op, r, i, n, err))) goto reset;
         if (dm_op_is_collective(op->kind) && (op->group < 0 || op->group >= p->n_groups)) {
             rc = dm_err_set(err, "program: rank %d op %d (%s): bad group %d", r, i, dm_op_kind_name(op->kind), op->group);
             goto reset;

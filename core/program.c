@@ -736,16 +736,20 @@ out:
     return rc;
 }
 
+int dm_op_check_params(const dm_op *op, int r, int i, int64_t n, dm_err *err)
+{
+    for (int k = 0; k < op->n_params; k++)
+        if (op->params[k] < 0 || op->params[k] >= n)
+            return dm_err_set(err, "program: rank %d op %d (%s) names param %lld; the model has %lld", r, i,
+                              dm_op_kind_name(op->kind), (long long)op->params[k], (long long)n);
+    return 0;
+}
+
 int dm_program_check_params(const dm_program *p, int64_t n, dm_err *err)
 {
     for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; p->ranks[r].share == r && i < p->ranks[r].n_ops; i++) {
-            const dm_op *op = &p->ranks[r].ops[i];
-            for (int k = 0; k < op->n_params; k++)
-                if (op->params[k] < 0 || op->params[k] >= n)
-                    return dm_err_set(err, "program: rank %d op %d (%s) names param %lld; the model has %lld", r, i,
-                                      dm_op_kind_name(op->kind), (long long)op->params[k], (long long)n);
-        }
+        for (int i = 0; p->ranks[r].share == r && i < p->ranks[r].n_ops; i++)
+            if (dm_op_check_params(&p->ranks[r].ops[i], r, i, n, err)) return -1;
     return 0;
 }
 

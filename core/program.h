@@ -314,5 +314,7 @@ int dm_program_validate(const dm_program *p, dm_err *err);
  * shared op list read once: for a program read from a file, beside dm_program_validate, which
  * does not know the model. "program: rank R op I (KIND) names param Q; the model has N". */
 int dm_program_check_params(const dm_program *p, int64_t n, dm_err *err);
+/* The same for one op, rank r's op i (the walks that check only the ops they read). */
+int dm_op_check_params(const dm_op *op, int r, int i, int64_t n, dm_err *err);
 
 #endif
