@@ -5,9 +5,13 @@
  * mlp_only_layers select), qwen2_moe (the same with q/k/v biases and a gated shared expert),
  * olmoe (routed experts on every layer, q/k norms over the whole projection), qwen2_5_vl and
  * qwen2_vl (language model + vision tower from "vision_config"), paligemma (Gemma + a SigLIP
- * tower and its projector), phi3 (fused qkv_proj and gate_up_proj),
- * gemma, gemma2, deepseek_v2, deepseek_v3 and kimi_k2 (MLA attention, routed + shared experts,
- * dense first layers, multi-token-prediction layers). Tensor names,
+ * tower and its projector), phi3 (fused qkv_proj and gate_up_proj), olmo2 (post-norms only,
+ * full-width q/k norms), granite and smollm3 (llama's layout), gpt_oss (routed experts of a fused
+ * gate/up projection with biases, the router's bias, attention sinks), gemma, gemma2,
+ * gemma3_text (gemma2's norms plus per-head q/k norms), gemma3 (gemma3_text + a SigLIP tower
+ * whose patches are pooled for the projector; absent text_config keys from Gemma3TextConfig's
+ * defaults, named in the source), deepseek_v2, deepseek_v3 and kimi_k2 (MLA attention, routed +
+ * shared experts, dense first layers, multi-token-prediction layers). Tensor names,
  * stacks and roles follow the bundled files in models/ (models/README.md): 2-D hidden weights and
  * routers are Muon, embeddings, output heads, norms, biases and conv patch embeddings AdamW. Tied
  * embeddings are counted once; an MTP layer's copies of the embedding and output head are shared,
@@ -205,6 +209,16 @@ static int bad_key(builder *b, const jv *cfg, const char *key, const char *expec
     return dm_err_set(b->err, "%s:%d:%d: expected \"%s\" %s", b->file, v->line, v->col, key, expected);
 }
 
+/* Defaults a family's config class gives keys that its config.json may leave out (0: the key is
+ * required). Gemma-3's multimodal configs give their text_config only the keys that differ. */
+typedef struct lm_defaults {
+    const char *cls; /* the transformers config class whose defaults these are */
+    int64_t vocab, heads, kv_heads, head_dim;
+} lm_defaults;
+
+/* Gemma3TextConfig's defaults (transformers), the ones Gemma-3 4B's text_config relies on. */
+static const lm_defaults GEMMA3_TEXT = {"Gemma3TextConfig", 262208, 8, 4, 256};
+
 /* The common decoder hyper-parameters. */
 typedef struct lm_hp {
     int64_t hidden, inter, layers, heads, kv_heads, head_dim, vocab;
@@ -212,22 +226,45 @@ typedef struct lm_hp {
     int embed, lm_head;  /* tensor indices of the token embedding and the output head (-1: tied) */
 } lm_hp;
 
-static int read_lm(builder *b, const jv *cfg, int tied_default, lm_hp *hp)
+/* Key `key` in [lo, hi]; when absent and `dflt` > 0, *out = dflt and the key is listed in `used`. */
+static int req_or(builder *b, const jv *cfg, const char *key, int64_t lo, int64_t hi, int64_t dflt, int64_t *out,
+                  char *used, size_t cap)
 {
-    char why[160];
+    const jv *v = jv_get(cfg, key);
+    if (dflt > 0 && (!v || v->type == JV_NULL)) {
+        *out = dflt;
+        snprintf(used + strlen(used), cap - strlen(used), "%s%s %lld", used[0] ? ", " : "", key, (long long)dflt);
+        return 0;
+    }
+    return jv_req_int(cfg, key, lo, hi, b->file, out, b->err);
+}
+
+static int read_lm(builder *b, const jv *cfg, int tied_default, const lm_defaults *d, lm_hp *hp)
+{
+    static const lm_defaults none = {0};
+    char why[160], used[256] = "";
+    if (!d) d = &none;
+    hp->head_dim = 0;
     if (req(b, cfg, "hidden_size", &hp->hidden) || req(b, cfg, "intermediate_size", &hp->inter) ||
         jv_req_int(cfg, "num_hidden_layers", 1, 100000, b->file, &hp->layers, b->err) ||
-        jv_req_int(cfg, "num_attention_heads", 1, 65536, b->file, &hp->heads, b->err) ||
-        req(b, cfg, "vocab_size", &hp->vocab))
+        req_or(b, cfg, "num_attention_heads", 1, 65536, d->heads, &hp->heads, used, sizeof used) ||
+        req_or(b, cfg, "vocab_size", 1, (int64_t)1 << 24, d->vocab, &hp->vocab, used, sizeof used) ||
+        (d->head_dim && req_or(b, cfg, "head_dim", 1, 65536, d->head_dim, &hp->head_dim, used, sizeof used)))
         return -1;
     hp->kv_heads = hp->heads;
-    hp->head_dim = 0;
     hp->tied = tied_default;
     hp->embed = hp->lm_head = -1;
-    if (opt(b, cfg, "num_key_value_heads", 1, &hp->kv_heads) ||
-        opt_in(b, cfg, "head_dim", 1, 65536, &hp->head_dim) ||
+    if ((d->kv_heads ? req_or(b, cfg, "num_key_value_heads", 1, (int64_t)1 << 24, d->kv_heads, &hp->kv_heads, used,
+                              sizeof used)
+                     : opt(b, cfg, "num_key_value_heads", 1, &hp->kv_heads)) ||
+        (!d->head_dim && opt_in(b, cfg, "head_dim", 1, 65536, &hp->head_dim)) ||
         opt_bool(b, cfg, "tie_word_embeddings", &hp->tied))
         return -1;
+    if (used[0]) {
+        char text[400];
+        snprintf(text, sizeof text, "absent keys given %s's defaults: %s", d->cls, used);
+        if (add_source(b, text)) return -1;
+    }
     if (hp->kv_heads > hp->heads || hp->heads % hp->kv_heads) {
         snprintf(why, sizeof why, "(%lld) to divide \"num_attention_heads\" (%lld)", (long long)hp->kv_heads,
                  (long long)hp->heads);
@@ -369,21 +406,26 @@ static int add_experts(builder *b, const char *prefix, const char *const names[3
 }
 
 /* How a decoder family's config maps onto tensors (import_decoder); MLA families: import_mla. */
-typedef enum { FFN_DENSE, FFN_MIXTRAL, FFN_QWEN3_MOE, FFN_QWEN2_MOE, FFN_OLMOE } ffn_kind;
+typedef enum { FFN_DENSE, FFN_MIXTRAL, FFN_QWEN3_MOE, FFN_QWEN2_MOE, FFN_OLMOE, FFN_GPT_OSS } ffn_kind;
 typedef enum { BIAS_NONE, BIAS_QKV, BIAS_KEYS } bias_kind;
 typedef struct family {
     const char *type;  /* "model_type" */
     int mla;           /* deepseek_v2 / deepseek_v3 / kimi_k2 */
     int tied;          /* tie_word_embeddings when the key is absent */
     bias_kind bias;    /* QKV: q/k/v biases always; KEYS: "attention_bias" (q/k/v/o) */
+    int bias_default;  /* "attention_bias" when the key is absent (gpt_oss: true) */
     int mlp_bias_key;  /* "mlp_bias" (gate/up/down biases) */
     int qk_norm;       /* q_norm/k_norm: 1 per head, of head_dim (qwen3); 2 over the whole q and k
                           projections (olmoe) */
     int fused;         /* fused qkv_proj and gate_up_proj (phi3) */
     int ffw_norms;     /* pre/post feed-forward norms (gemma2) */
+    int post_norms;    /* only post-attention and post-feed-forward norms, no input norm (olmo2) */
+    int sinks;         /* a learned attention-sink logit per head (gpt_oss) */
     ffn_kind ffn;
     int vision;        /* a vision tower from "vision_config": 1 Qwen2.5-VL's, 2 Qwen2-VL's, 3 SigLIP
-                          (paligemma, its language model Gemma's) */
+                          (paligemma, its language model Gemma's), 4 SigLIP with Gemma-3's pooling
+                          projector */
+    const lm_defaults *dflt; /* defaults of absent keys (NULL: none) */
 } family;
 
 static const family families[] = {
@@ -398,8 +440,14 @@ static const family families[] = {
     {.type = "qwen2_moe", .bias = BIAS_QKV, .ffn = FFN_QWEN2_MOE},
     {.type = "olmoe", .qk_norm = 2, .ffn = FFN_OLMOE},
     {.type = "phi3", .fused = 1},
+    {.type = "olmo2", .bias = BIAS_KEYS, .qk_norm = 2, .post_norms = 1},
+    {.type = "granite", .bias = BIAS_KEYS, .mlp_bias_key = 1},
+    {.type = "smollm3", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1},
+    {.type = "gpt_oss", .bias = BIAS_KEYS, .bias_default = 1, .sinks = 1, .ffn = FFN_GPT_OSS},
     {.type = "gemma", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1},
     {.type = "gemma2", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1, .ffw_norms = 1},
+    {.type = "gemma3_text", .tied = 1, .bias = BIAS_KEYS, .qk_norm = 1, .ffw_norms = 1, .dflt = &GEMMA3_TEXT},
+    {.type = "gemma3", .tied = 1, .bias = BIAS_KEYS, .qk_norm = 1, .ffw_norms = 1, .dflt = &GEMMA3_TEXT, .vision = 4},
     {.type = "paligemma", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1, .vision = 3},
     {.type = "deepseek_v2", .mla = 1},
     {.type = "deepseek_v3", .mla = 1},
@@ -493,10 +541,11 @@ static int add_vision(builder *b, const jv *vision, int64_t lm_hidden, int embed
  * language model's width (stack multi_modal_projector). Tokens per image: (image_size /
  * patch_size)^2 from the config (224 px when it gives none, or its num_image_tokens); one image
  * per sample, an assumption the source states. */
-static int add_siglip(builder *b, const jv *vision, int64_t lm_hidden, int embed, int blocks, int proj)
+static int add_siglip(builder *b, const jv *vision, int64_t lm_hidden, int embed, int blocks, int proj,
+                      const jv *root, int pool)
 {
-    int64_t h, inter, heads, in = 3, patch = 14, image = 0, ntok = 0, out = lm_hidden;
-    char why[160], text[256];
+    int64_t h, inter, heads, in = 3, patch = 14, image = 0, ntok = 0, out = lm_hidden, pooled = 256;
+    char why[160], text[320];
     if (req(b, vision, "hidden_size", &h) || req(b, vision, "intermediate_size", &inter) ||
         jv_req_int(vision, "num_attention_heads", 1, 65536, b->file, &heads, b->err) ||
         opt(b, vision, "num_channels", 1, &in) || opt(b, vision, "patch_size", 1, &patch) ||
@@ -512,13 +561,22 @@ static int add_siglip(builder *b, const jv *vision, int64_t lm_hidden, int embed
         return bad_key(b, vision, "image_size", why);
     }
     int64_t tokens = image ? (image / patch) * (image / patch) : ntok ? ntok : (224 / patch) * (224 / patch);
-    int vs = add_stream(b, "vision", tokens);
-    if (vs < 0) return -1;
+    if (pool && opt(b, root, "mm_tokens_per_image", 1, &pooled)) return -1;
+    if (pool && tokens % pooled) {
+        snprintf(why, sizeof why, "(%lld) to divide the tower's %lld patches per image", (long long)pooled,
+                 (long long)tokens);
+        return bad_key(b, root, "mm_tokens_per_image", why);
+    }
+    int vs = add_stream(b, "vision", tokens), ms = pool && vs >= 0 ? add_stream(b, "merged", pooled) : vs;
+    if (vs < 0 || ms < 0) return -1;
     snprintf(text, sizeof text, "vision tokens per sample %lld (one image per sample, an assumption; %lld per image "
              "from the config)", (long long)tokens, (long long)tokens);
+    if (pool)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "; %lld after the projector's pooling",
+                 (long long)pooled);
     if (add_source(b, text)) return -1;
     b->m->stacks[blocks].stream = vs;
-    b->m->stacks[proj].stream = vs;
+    b->m->stacks[proj].stream = ms;
     const char *P = "vision_tower.encoder.layers.*.";
     char n[160];
 #define VN(x) (snprintf(n, sizeof n, "%s%s", P, x), n)
@@ -553,6 +611,16 @@ static int add_siglip(builder *b, const jv *vision, int64_t lm_hidden, int embed
         add_attn(b, blocks, heads, heads, h / heads, h / heads, 0))
         return -1;
 #undef VN
+    if (pool) { /* Gemma-3: post-LayerNorm on the patches, average pooling, an RMSNorm, a projection */
+        if (add_t(b, "vision_tower.post_layernorm.weight", h, 0, 1, proj, 0, -1, ADAMW, "on the patches")) return -1;
+        last(b)->stream = vs;
+        if (add_t(b, "vision_tower.post_layernorm.bias", h, 0, 1, proj, 0, -1, ADAMW, "")) return -1;
+        last(b)->stream = vs;
+        return add_t(b, "multi_modal_projector.mm_soft_emb_norm.weight", h, 0, 1, proj, 0, -1, ADAMW,
+                     "after the pooling") ||
+               add_t(b, "multi_modal_projector.mm_input_projection_weight", out, h, 1, proj, 0, -1, MUON,
+                     "-> LM hidden (stored in x out)");
+    }
     if (add_t(b, "multi_modal_projector.post_layernorm.weight", h, 0, 1, proj, 0, -1, ADAMW,
               "the tower's post-LayerNorm") ||
         add_t(b, "multi_modal_projector.post_layernorm.bias", h, 0, 1, proj, 0, -1, ADAMW, "") ||
@@ -611,13 +679,36 @@ static int add_qwen_moe(builder *b, const jv *cfg, const lm_hp *hp, int st, int 
     return 0;
 }
 
-/* llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, qwen2_moe, olmoe, phi3, gemma, gemma2, and
- * qwen2_5_vl / qwen2_vl / paligemma (the language model from `cfg`, the tower from `vision`). */
-static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *vision)
+/* gpt-oss's MoE: a router with a bias, "num_local_experts" experts of a fused gate/up projection
+ * (2 x "intermediate_size" rows) and a down projection, each with its bias (1-D expert tensors:
+ * applied over the expert's routed tokens). HF stores each as one 3-D tensor over the experts. */
+static int add_gpt_oss_moe(builder *b, const jv *cfg, const lm_hp *hp, int st)
+{
+    int64_t experts, top_k, h = hp->hidden, inter2 = mul(2, hp->inter);
+    if (read_routing(b, cfg, "num_local_experts", &experts, &top_k) ||
+        add_router(b, "layers.*.mlp.router.weight", h, experts, st, 0, -1) ||
+        add_t(b, "layers.*.mlp.router.bias", experts, 0, 1, st, 0, -1, ADAMW, ""))
+        return -1;
+    int from = b->m->n_tensors;
+    if (add_t(b, "layers.*.mlp.experts.{e}.gate_up_proj", inter2, h, experts, st, 0, -1, MUON,
+              "routed experts, fused gate/up") ||
+        add_t(b, "layers.*.mlp.experts.{e}.gate_up_proj_bias", inter2, 0, experts, st, 0, -1, ADAMW, "") ||
+        add_t(b, "layers.*.mlp.experts.{e}.down_proj", h, hp->inter, experts, st, 0, -1, MUON, "") ||
+        add_t(b, "layers.*.mlp.experts.{e}.down_proj_bias", h, 0, experts, st, 0, -1, ADAMW, ""))
+        return -1;
+    for (int i = from; i < b->m->n_tensors; i++) b->m->tensors[i].use = DM_USE_EXPERT;
+    set_moe(b, st, experts, top_k);
+    return 0;
+}
+
+/* llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, qwen2_moe, olmoe, olmo2, granite, smollm3,
+ * gpt_oss, phi3, gemma, gemma2, gemma3_text, and qwen2_5_vl / qwen2_vl / paligemma / gemma3 (the
+ * language model from `cfg`, the tower from `vision`, the multimodal keys in `root`). */
+static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *vision, const jv *root)
 {
     lm_hp hp;
-    if (read_lm(b, cfg, f->tied, &hp) || note_sliding_window(b, cfg)) return -1;
-    int attn_bias = f->bias == BIAS_QKV, o_bias = 0, mlp_bias = 0;
+    if (read_lm(b, cfg, f->tied, f->dflt, &hp) || note_sliding_window(b, cfg)) return -1;
+    int attn_bias = f->bias == BIAS_QKV || f->bias_default, o_bias = 0, mlp_bias = 0;
     if (f->bias == BIAS_KEYS) {
         if (opt_bool(b, cfg, "attention_bias", &attn_bias) ||
             (f->mlp_bias_key && opt_bool(b, cfg, "mlp_bias", &mlp_bias)))
@@ -628,7 +719,7 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
     if (f->ffn == FFN_MIXTRAL && read_routing(b, cfg, "num_local_experts", &experts, &top_k)) return -1;
     if (f->ffn == FFN_OLMOE && read_routing(b, cfg, "num_experts", &experts, &top_k)) return -1;
     int64_t depth = 0;
-    int siglip = f->vision == 3;
+    int siglip = f->vision >= 3;
     if (vision && jv_req_int(vision, siglip ? "num_hidden_layers" : "depth", 1, 100000, b->file, &depth, b->err))
         return -1;
     int embed = add_stack(b, "embed", 1), blocks = -1, merger = -1;
@@ -640,10 +731,13 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
     if (layers < 0 || head < 0) return -1;
 
     if (add_embed(b, &hp, embed)) return -1;
-    if (vision && (siglip ? add_siglip(b, vision, hp.hidden, embed, blocks, merger)
+    if (vision && (siglip ? add_siglip(b, vision, hp.hidden, embed, blocks, merger, root, f->vision == 4)
                           : add_vision(b, vision, hp.hidden, embed, blocks, merger, f->vision == 2)))
         return -1;
     if (add_gqa(b, &hp, layers, attn_bias, o_bias, f->qk_norm, f->fused)) return -1;
+    if (f->sinks && add_t(b, "layers.*.self_attn.sinks", hp.heads, 0, 1, layers, 0, -1, ADAMW,
+                          "a learned attention-sink logit per head"))
+        return -1;
     switch (f->ffn) {
     case FFN_DENSE:
         if (f->fused) {
@@ -673,9 +767,14 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
             return -1;
         set_moe(b, layers, experts, top_k);
         break;
+    case FFN_GPT_OSS:
+        if (add_gpt_oss_moe(b, cfg, &hp, layers)) return -1;
+        break;
     }
-    if (add_t(b, "layers.*.input_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "") ||
-        add_t(b, "layers.*.post_attention_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, ""))
+    if ((!f->post_norms && add_t(b, "layers.*.input_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "")) ||
+        add_t(b, "layers.*.post_attention_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "") ||
+        (f->post_norms &&
+         add_t(b, "layers.*.post_feedforward_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "")))
         return -1;
     if (f->ffw_norms &&
         (add_t(b, "layers.*.pre_feedforward_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "") ||
@@ -740,7 +839,7 @@ static int import_mla(builder *b, const jv *cfg)
 {
     lm_hp hp;
     mla_hp a = {0};
-    if (read_lm(b, cfg, 0, &hp)) return -1;
+    if (read_lm(b, cfg, 0, NULL, &hp)) return -1;
     const jv *ql = jv_get(cfg, "q_lora_rank");
     if (!ql) return jv_req(cfg, "q_lora_rank", JV_NUMBER, b->file, &ql, b->err);
     if (opt(b, cfg, "q_lora_rank", 1, &a.q_lora) || req(b, cfg, "kv_lora_rank", &a.kv_lora) ||
@@ -838,7 +937,7 @@ int hf_import_config(const char *path, dm_model **out, dm_err *err)
     int rc;
     if (!f) {
         const jv *v = jv_get(root, "model_type");
-        char list[256] = "";
+        char list[512] = "";
         for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", families[i].type);
         dm_err_set(err, "%s:%d:%d: expected \"model_type\" to be one of %s; found \"%s\"", path, v->line, v->col,
@@ -850,9 +949,9 @@ int hf_import_config(const char *path, dm_model **out, dm_err *err)
         const jv *vision, *lm = jv_get(root, "text_config");
         if (jv_req(root, "vision_config", JV_OBJECT, path, &vision, err)) goto fail;
         /* Newer transformers nest the language model's keys in "text_config". */
-        rc = import_decoder(&b, lm && lm->type == JV_OBJECT ? lm : root, f, vision);
+        rc = import_decoder(&b, lm && lm->type == JV_OBJECT ? lm : root, f, vision, root);
     } else {
-        rc = import_decoder(&b, root, f, NULL);
+        rc = import_decoder(&b, root, f, NULL, root);
     }
     if (rc) goto fail;
     jv_free(root);

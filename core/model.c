@@ -232,9 +232,11 @@ static int parse_tensor(dm_model *m, const int *sorted, const jv *t, const char 
         if (u < 0)
             return dm_err_set(err, "%s:%d:%d: expected \"use\" to be \"linear\", \"expert\", \"embedding\", \"vector\" or "
                               "\"table\", found \"%s\"", file, uv->line, uv->col, use);
-        if ((u == DM_USE_VECTOR) != (shape->n == 1))
-            return dm_err_set(err, "%s:%d:%d: expected \"use\": \"%s\" on a %s tensor (1-D tensors are vectors, 2-D ones are "
-                              "not)", file, uv->line, uv->col, use, shape->n == 1 ? "2-D" : "1-D");
+        /* a 1-D tensor is a vector, or an expert's (its bias over the tokens routed to it) */
+        if (shape->n == 1 ? u != DM_USE_VECTOR && u != DM_USE_EXPERT : u == DM_USE_VECTOR)
+            return dm_err_set(err, "%s:%d:%d: expected \"use\": \"%s\" on a %s tensor (1-D tensors are vectors or "
+                              "experts' biases, 2-D ones are not vectors)", file, uv->line, uv->col, use,
+                              shape->n == 1 ? "2-D" : "1-D");
         out->use = (dm_use)u;
         m->has_arch = 1;
     }

@@ -286,6 +286,11 @@ static int tensor_fwd(wctx *c, kvec *kv, int i, int64_t first, int64_t per, int 
         return add_elem(c, kv, DM_KOP_LOSS, T, t->rows, per, first, -1) ? 0 : -1;
     case DM_USE_EXPERT: {
         int64_t E = st->moe_experts, K = st->moe_top_k, routed = T * K, te = (routed + E - 1) / E;
+        if (t->ndim == 1) {
+            /* an expert's bias: elementwise over its te routed rows, one launch for the layer's `per` */
+            if ((sl = slot_of(c, t->stream, routed, t->rows, 1)) < 0) return -1;
+            return add_elem(c, kv, DM_KOP_VECTOR, te, t->rows, per, first, sl) ? 0 : -1;
+        }
         if (!*routed_done) {
             /* dispatch and combine of the routed rows, once per layer, at the width of its first expert's input */
             if ((sl = slot_of(c, t->stream, T, t->cols, 0)) < 0) return -1;

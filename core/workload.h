@@ -13,7 +13,8 @@
  *   gemm dgrad  dX[T_s x in] = dY[T_s x out] W         m = T_s,  n = in,  k = out
  *   gemm wgrad  dW[out x in] = dY^T X                  m = out,  n = in,  k = T_s
  *   experts: the same per expert with T_e = ceil(T_s x top_k / experts) routed tokens, one
- *   batched GEMM over the layer's `batch` experts of the entry (consecutive matrix ids);
+ *   batched GEMM over the layer's `batch` experts of the entry (consecutive matrix ids); an
+ *   expert's bias (a 1-D expert tensor) a vector pass over its T_e routed rows, `count` experts;
  *   attention per window of L_q queries over L_k keys, batch = windows x heads:
  *   score  S = Q K^T (m L_q, n L_k, k head_dim); softmax P = softmax(S / sqrt(head_dim)) in
  *   place (elementwise, m batch L_q rows, n L_k); value O = P V (m L_q, n v_head_dim, k L_k);
