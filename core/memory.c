@@ -23,19 +23,16 @@ double dm_mem_alloc_bytes(double bytes)
     return b;
 }
 
-/* A param of rank r's op i the model does not have, or a collective without a valid id or
- * group: refused (every loop below checks the ops it reads before it reads them). */
-static int bad_op(const dm_program *p, int r, int i, int64_t n, const dm_model *m, dm_err *err)
+/* A param of rank r's op i the model does not have (dm_op_check_params, the one check), or a
+ * collective without a valid id or group: refused (every loop below checks the ops it reads
+ * before it reads them). */
+static int bad_op(const dm_program *p, int r, int i, int64_t n, dm_err *err)
 {
     const dm_op *op = &p->ranks[r].ops[i];
     if (dm_op_is_collective(op->kind) && (op->coll < 0 || op->coll >= p->n_colls || op->group < 0 || op->group >= p->n_groups))
         return dm_err_set(err, "memory: rank %d op %d (%s): bad collective %d or group %d", r, i, dm_op_kind_name(op->kind),
                           op->coll, op->group);
-    for (int a = 0; a < op->n_params; a++)
-        if (op->params[a] < 0 || op->params[a] >= n)
-            return dm_err_set(err, "memory: rank %d op %d (%s) names param %lld; model %s has %lld", r, i,
-                              dm_op_kind_name(op->kind), (long long)op->params[a], m->name, (long long)n);
-    return 0;
+    return dm_op_check_params(op, r, i, n, err);
 }
 
 /* What every rank shares, and what the per-rank parts read. */
@@ -173,7 +170,7 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
         if (!rank_walked(p, r, &w)) continue;
         for (int i = 0; i < rp->n_ops; i++) { /* the params it reads back to nothing */
             if (!walk_reads(&rp->ops[i], r, p->nranks)) continue;
-            if (bad_op(p, r, i, n, c->m, err)) goto out;
+            if (bad_op(p, r, i, n, err)) goto out;
             for (int a = 0; a < rp->ops[i].n_params; a++) {
                 int64_t q = rp->ops[i].params[a];
                 h.red[q] = h.rs[q] = h.upd[q] = h.part[q] = (dm_range){0, 0};
@@ -202,7 +199,7 @@ static int coll_parts(mem_ctx *c, const dm_mem_exact *x, dm_err *err)
         for (int i = 0; i < p->ranks[r].n_ops && p->ranks[r].share == r; i++) { /* a shared list once */
             const dm_op *op = &p->ranks[r].ops[i];
             if (!dm_op_is_collective(op->kind)) continue;
-            if ((op->coll < 0 || op->coll >= p->n_colls || !seen[op->coll]) && bad_op(p, r, i, n, c->m, err)) goto out;
+            if ((op->coll < 0 || op->coll >= p->n_colls || !seen[op->coll]) && bad_op(p, r, i, n, err)) goto out;
             if (seen[op->coll]) continue;
             seen[op->coll] = 1; /* every member's op of a collective names the same params */
             if (!(x && x->staged ? x->staged[op->coll] : op->staged)) continue; /* in place on the arenas (core/arena.h) */
@@ -269,7 +266,7 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
     for (int i = 0; i < rp->n_ops && !same_list; i++) {
         const dm_op *op = &rp->ops[i];
         if (op->kind != DM_OP_NS && op->kind != DM_OP_ADAMW) continue; /* the ops that need state */
-        if (bad_op(c->p, r, i, c->n, c->m, err)) return -1;
+        if (bad_op(c->p, r, i, c->n, err)) return -1;
         if (op->kind != DM_OP_NS || op->n_params < 1) continue;
         /* the executor's plans (real/real_gpu.c ns_op): one per orientation of the batch's
          * matrices, keyed by (rows, cols, count, algorithm) */
