@@ -432,6 +432,16 @@ static void check_arch(void)
     check_arch_one("a vector use on a 2-D tensor", ST_OK, SX_OK,
                    "{\"name\": \"q\", \"shape\": [64, 64], \"count\": 2, \"stack\": \"layers\", \"role\": \"muon\", "
                    "\"use\": \"vector\"}", E_OK, 9, "use");
+    check_arch_one("an expert's bias (a 1-D expert tensor)", ST_OK, SX_OK, Q_OK,
+                   "{\"name\": \"e.bias\", \"shape\": [32], \"count\": 8, \"stack\": \"layers\", \"role\": "
+                   "\"adamw\", \"use\": \"expert\"}", 0, "");
+    check_arch_one("a linear use on a 1-D tensor", ST_OK, SX_OK, Q_OK,
+                   "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\", "
+                   "\"use\": \"linear\"}", 12, "1-D tensors are vectors or experts' biases");
+    check_arch_one("an expert's bias without moe", ST_OK,
+                   ", \"attention\": [{\"heads\": 4, \"kv_heads\": 2, \"head_dim\": 16}]", Q_OK,
+                   "{\"name\": \"e.bias\", \"shape\": [32], \"count\": 8, \"stack\": \"layers\", \"role\": "
+                   "\"adamw\", \"use\": \"expert\"}", 12, "moe");
     check_arch_one("an unknown use", ST_OK, SX_OK,
                    "{\"name\": \"q\", \"shape\": [64, 64], \"count\": 2, \"stack\": \"layers\", \"role\": \"muon\", "
                    "\"use\": \"conv\"}", E_OK, 9, "use");
