@@ -18,6 +18,9 @@
 #   stepsvla   the same for wall-oss-flow and qwen2.5-vl-3b (2 steps: does WALL-OSS fit one H200)
 #   torchstep  tools/torch_step_bench.py for the three models of `steps` ($L/torch_MODEL.json) and
 #              tools/trace_layers.py of each beside the executor's trace
+#   torchvl    the VLM of the goal's "one VLA or MoE model": qwen2.5-vl-3b by dmuon run (4 steps,
+#              traced) and by tools/torch_step_bench.py (its decoder layers and its vision tower's
+#              blocks), each set held against the executor's by tools/trace_layers.py
 #   plugin     the GPU plug-in beside the program: --version, bench comm --backend gpu, bench kernels
 #   regress    dmuon regress --update of the h200 baseline into $L/baselines
 
@@ -138,6 +141,20 @@ stage_torchstep() {
     echo "torch_step_bench $m grouped_mm exit ${PIPESTATUS[0]}"
     if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_${m}_grouped.json" ]; then
         python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_${m}_grouped.json"
+    fi
+}
+
+STAGE_TIMEOUT_torchvl=200
+stage_torchvl() {
+    local m=qwen2.5-vl-3b
+    w3_run "$m" 4 60
+    timeout 90 python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 \
+        --json "$L/torch_$m.json" 2>&1 | grep -v Warning | tail -5
+    echo "torch_step_bench $m exit ${PIPESTATUS[0]}"
+    if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_$m.json" ]; then
+        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_$m.json"
+        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --stack visual.blocks \
+            --torch "$L/torch_$m.json" --torch-part vision
     fi
 }
 

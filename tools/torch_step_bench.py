@@ -18,8 +18,14 @@ Usage (on the GPU machine):
 --parts: each layer's attention (self_attn) and MLP or MoE block (mlp) timed the same way as the
 layers, forward and backward, so that a layer's time can be split between the two.
 Models: llama-3.2-3b, qwen2.5-1.5b, qwen2.5-0.5b, llama-3.1-8b, qwen2.5-7b, moonlight-16b-a3b-6l
-(DeepseekV3 layout, 6 layers), qwen3-30b-a3b-6l (Qwen3-MoE, 6 layers: models/extra/). Prints one table; --json writes every number; tools/trace_layers.py
---torch JSON prints it beside the executor's per-layer times from a `dmuon run --trace` CSV.
+(DeepseekV3 layout, 6 layers), qwen3-30b-a3b-6l (Qwen3-MoE, 6 layers: models/extra/), and the VLM
+qwen2.5-vl-3b (Qwen2.5-3B + its 32-block vision tower), fed as models/qwen2.5-vl-3b.json assumes:
+one 448 x 448 image per sample (a 32 x 32 grid of 14 px patches, 1024 patches, 256 merged tokens
+in the sample's text, after a vision-start token); its decoder layers are the language model's,
+and the tower's blocks are timed the same way (the table's second line, JSON "vision").
+Prints one table; --json writes every number; tools/trace_layers.py
+--torch JSON prints it beside the executor's per-layer times from a `dmuon run --trace` CSV
+(--torch-part vision: the tower's blocks, with --stack visual.blocks).
 Written for PyTorch 2.x and transformers 4.5x/5.x (`dtype` or `torch_dtype`).
 """
 import argparse
@@ -60,7 +66,62 @@ def configs():
             num_experts_per_tok=6, first_k_dense_replace=1, q_lora_rank=None, kv_lora_rank=512,
             qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, vocab_size=163840,
             n_group=1, topk_group=1, tie_word_embeddings=False, max_position_embeddings=8192),
+        "qwen2.5-vl-3b": qwen25_vl_3b,
     }
+
+
+# The vision-language models: their input carries images (vl_inputs) and their tower is timed too.
+VL = {"qwen2.5-vl-3b": {"grid": 32, "merge": 2, "patch": 14, "tpatch": 2,
+                        "image": 151655, "start": 151652, "end": 151653, "text_vocab": 151643}}
+
+
+def qwen25_vl_3b():
+    """Qwen2.5-VL-3B's published config (Qwen/Qwen2.5-VL-3B-Instruct config.json)."""
+    import transformers as tf
+    rope = {"type": "mrope", "rope_type": "default", "mrope_section": [16, 24, 24], "rope_theta": 1000000.0}
+    text = dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
+                num_key_value_heads=2, vocab_size=151936, rope_theta=1000000.0, max_position_embeddings=128000,
+                rope_scaling=rope, tie_word_embeddings=True)
+    vision = dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=2048,
+                  patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=112,
+                  fullatt_block_indexes=[7, 15, 23, 31], in_channels=3, hidden_act="silu")
+    ids = dict(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
+               vision_end_token_id=151653, tie_word_embeddings=True)
+    try:  # transformers 5 (and late 4.x): the language model's keys in text_config
+        return tf.Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
+    except TypeError:
+        return tf.Qwen2_5_VLConfig(vision_config=vision, **text, **{k: v for k, v in ids.items()
+                                                                   if k != "tie_word_embeddings"})
+
+
+def vl_inputs(torch, v, B, seq):
+    """Random text ids with one image per sample (vision start, the merged image tokens, vision
+    end after the first text token), its patches and grid (1 x grid x grid)."""
+    n_img = v["grid"] * v["grid"] // (v["merge"] * v["merge"])
+    if seq < n_img + 3:
+        raise ValueError("a sample of %d tokens cannot hold an image of %d tokens" % (seq, n_img))
+    ids = torch.randint(0, v["text_vocab"], (B, seq), device="cuda")
+    ids[:, 1] = v["start"]
+    ids[:, 2:2 + n_img] = v["image"]
+    ids[:, 2 + n_img] = v["end"]
+    patches = v["grid"] * v["grid"]
+    width = 3 * v["tpatch"] * v["patch"] * v["patch"]
+    pix = torch.randn(B * patches, width, device="cuda", dtype=torch.bfloat16)
+    thw = torch.tensor([[1, v["grid"], v["grid"]]] * B, device="cuda")
+    return {"input_ids": ids, "labels": ids, "pixel_values": pix, "image_grid_thw": thw}
+
+
+def find_modules(model, paths):
+    """The first attribute path of `paths` that `model` has (transformers moved modules between versions)."""
+    for p in paths:
+        obj = model
+        for part in p.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if obj is not None:
+            return obj, p
+    return None, None
 
 
 def main():
@@ -90,6 +151,8 @@ def main():
     import transformers as tf
     torch.manual_seed(0)
     cfg = cf[a.model]()
+    vl = VL.get(a.model)
+    auto = tf.AutoModelForImageTextToText if vl else tf.AutoModelForCausalLM
     t0 = time.time()
     with torch.device("cuda"):
         # transformers 5 takes `dtype` (4.x `torch_dtype`, deprecated in 4.56 and later removed)
@@ -97,17 +160,24 @@ def main():
         if a.experts:
             kw["experts_implementation"] = a.experts
         try:
-            model = tf.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, **kw)
+            model = auto.from_config(cfg, dtype=torch.bfloat16, **kw)
         except TypeError as e:
             if "experts_implementation" in str(e):
                 sys.stderr.write("torch_step_bench: this transformers has no experts_implementation (%s)\n" % e)
                 return 2
-            model = tf.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16, **kw)
+            model = auto.from_config(cfg, torch_dtype=torch.bfloat16, **kw)
     model.to(torch.bfloat16)
     model.train()
     attn_impl = getattr(model.config, "_attn_implementation", None) or getattr(model.config, "attn_implementation", "?")
     experts_impl = getattr(model.config, "_experts_implementation", None) or a.experts or "default"
-    layers = model.model.layers
+    layers, where = find_modules(model, ["model.layers", "model.language_model.layers", "language_model.model.layers",
+                                         "language_model.layers"])
+    blocks, vwhere = find_modules(model, ["model.visual.blocks", "visual.blocks"]) if vl else (None, None)
+    if layers is None or (vl and blocks is None):
+        sys.stderr.write("torch_step_bench: %s: no decoder layers%s in %s\n" % (
+            a.model, " or vision blocks" if vl else "", type(model).__name__))
+        return 2
+    vocab = getattr(cfg, "vocab_size", None) or cfg.text_config.vocab_size
     n_params = sum(p.numel() for p in model.parameters())
     ev = {}
 
@@ -129,14 +199,26 @@ def main():
             sub.register_forward_hook(lambda m, inp, out, i=i, p=part: mark((p, "f1", i)))
             sub.register_full_backward_pre_hook(lambda m, g, i=i, p=part: mark((p, "b0", i)))
             sub.register_full_backward_hook(lambda m, gi, go, i=i, p=part: mark((p, "b1", i)))
+    for i, blk in enumerate(blocks if blocks is not None else []):
+        blk.register_forward_pre_hook(lambda m, inp, i=i: mark(("vf0", i)))
+        blk.register_forward_hook(lambda m, inp, out, i=i: mark(("vf1", i)))
+        blk.register_full_backward_pre_hook(lambda m, g, i=i: mark(("vb0", i)))
+        blk.register_full_backward_hook(lambda m, gi, go, i=i: mark(("vb1", i)))
     B = a.tokens // seq
     opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the step's optimizer is not what is timed
     rows = []
+
+    def inputs():
+        if vl:
+            return vl_inputs(torch, vl, B, seq)
+        ids = torch.randint(0, vocab, (B, seq), device="cuda")
+        return {"input_ids": ids, "labels": ids}
+
     for step in range(a.warmup + a.steps):
-        ids = torch.randint(0, cfg.vocab_size, (B, seq), device="cuda")
+        batch = inputs()
         ev.clear()
         mark("start")
-        loss = model(input_ids=ids, labels=ids).loss
+        loss = model(**batch).loss
         mark("fwd_end")
         loss.backward()
         mark("bwd_end")
@@ -153,6 +235,10 @@ def main():
                 each = [ev[(p, a0, i)].elapsed_time(ev[(p, a1, i)]) if (p, a0, i) in ev and (p, a1, i) in ev
                         else None for i in range(L)]
                 parts["%s_%s_each" % (p, d)] = each
+        if blocks is not None:
+            vf = [ev[("vf0", i)].elapsed_time(ev[("vf1", i)]) for i in range(len(blocks))]
+            vb = [ev[("vb0", i)].elapsed_time(ev[("vb1", i)]) for i in range(len(blocks))]
+            parts["vision"] = {"forward_each": vf, "backward_each": vb}
         rows.append({"forward_ms": ev["start"].elapsed_time(ev["fwd_end"]), "parts": parts,
                      "backward_ms": ev["fwd_end"].elapsed_time(ev["bwd_end"]),
                      "layer_forward_ms": statistics.mean(fw), "layer_backward_ms": statistics.mean(bw),
@@ -163,7 +249,7 @@ def main():
            "experts": experts_impl,
            "torch": torch.__version__, "transformers": tf.__version__, "gpu": torch.cuda.get_device_name(),
            "layers": len(layers), "steps": a.steps, "warmup": a.warmup, "setup_s": time.time() - t0,
-           "median": med, "steps_detail": rows,
+           "median": med, "steps_detail": rows, "layers_at": where,
            "peak_mem_gib": torch.cuda.max_memory_allocated() / 2 ** 30}
     print("# torch_step_bench %s: %d tokens (%d x %d), %.3f B params, torch %s, transformers %s, %s, attention %s, "
           "experts %s" % (a.model, a.tokens, B, seq, n_params / 1e9, torch.__version__, tf.__version__, out["gpu"],
@@ -173,6 +259,14 @@ def main():
     print("  %-22s %12.3f %12.3f %14.3f %14.3f %10.2f" % (a.model, med["forward_ms"], med["backward_ms"],
                                                           med["layer_forward_ms"], med["layer_backward_ms"],
                                                           out["peak_mem_gib"]))
+    if blocks is not None:  # the tower's blocks: medians over steps of the mean over blocks
+        vmed = {"layer_forward_ms": statistics.median(statistics.mean(r["parts"]["vision"]["forward_each"])
+                                                      for r in rows),
+                "layer_backward_ms": statistics.median(statistics.mean(r["parts"]["vision"]["backward_each"])
+                                                       for r in rows)}
+        out["vision"] = {"blocks": len(blocks), "at": vwhere, "median": vmed}
+        print("  %-22s %12s %12s %14.3f %14.3f   (%d vision blocks, %s)" % (
+            "  vision tower", "", "", vmed["layer_forward_ms"], vmed["layer_backward_ms"], len(blocks), vwhere))
     # the parts per layer (medians over steps): attention and MLP/MoE, forward and backward
     if a.parts:
         print("# per layer (median over steps, ms): layer forward/backward, self_attn forward/backward, mlp forward/backward")
@@ -187,9 +281,9 @@ def main():
             type(getattr(layers[i], "mlp", None)).__name__))
     if a.profile > 0:
         from torch.profiler import profile, ProfilerActivity
-        ids = torch.randint(0, cfg.vocab_size, (B, seq), device="cuda")
+        batch = inputs()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = model(**batch).loss
             loss.backward()
             torch.cuda.synchronize()
         opt.zero_grad(set_to_none=True)

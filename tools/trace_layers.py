@@ -10,7 +10,8 @@ one rank's forward and backward ops (the trace holds one step: the last one run)
 
 Usage:
   tools/trace_layers.py TRACE.csv --model models/llama-3.2-3b.json [--rank 0] [--stack NAME]
-      [--torch TORCH.json] [--each]
+      [--torch TORCH.json [--torch-part vision]] [--each]
+(--torch-part vision: PyTorch's vision-tower blocks of a VLM, to hold against --stack visual.blocks)
 Prints one summary line (and with --torch the ratios executor/PyTorch); exit 0, or 1 when the
 trace has no forward/backward ops of that stack, 2 on bad usage.
 """
@@ -47,6 +48,8 @@ def main():
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--stack")
     ap.add_argument("--torch", help="tools/torch_step_bench.py --json output")
+    ap.add_argument("--torch-part", choices=["layers", "vision"], default="layers",
+                    help="which of the PyTorch JSON's timings: the decoder layers or the vision tower's blocks")
     ap.add_argument("--each", action="store_true", help="one line per layer")
     a = ap.parse_args()
     name, stacks = stacks_of(a.model)
@@ -88,9 +91,13 @@ def main():
     if a.torch:
         with open(a.torch) as f:
             t = json.load(f)
-        tf, tb = t["median"]["layer_forward_ms"], t["median"]["layer_backward_ms"]
-        print("# torch %s (%s, torch %s, transformers %s): per layer forward %.3f ms, backward %.3f ms" %
-              (t.get("model"), t.get("gpu"), t.get("torch"), t.get("transformers"), tf, tb))
+        part = t["median"] if a.torch_part == "layers" else t.get("vision", {}).get("median")
+        if not part:
+            sys.stderr.write("trace_layers: %s has no %s timings\n" % (a.torch, a.torch_part))
+            return 2
+        tf, tb = part["layer_forward_ms"], part["layer_backward_ms"]
+        print("# torch %s %s (%s, torch %s, transformers %s): per layer forward %.3f ms, backward %.3f ms" %
+              (t.get("model"), a.torch_part, t.get("gpu"), t.get("torch"), t.get("transformers"), tf, tb))
         print("# executor / torch: forward %.2f, backward %.2f (goal: within 0.80..1.20)" % (mf / tf, mb / tb))
     return 0
 
