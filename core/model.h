@@ -41,7 +41,8 @@
 typedef enum { DM_ROLE_MUON = 0, DM_ROLE_ADAMW = 1 } dm_role;
 
 /* What a tensor does in the step (models/README.md "Architecture"): a projection over its
- * stream's tokens, a routed MoE expert, an embedding table looked up by token, a 1-D parameter
+ * stream's tokens, a routed MoE expert (1-D: an expert's bias, applied over the tokens routed to
+ * it), an embedding table looked up by token, a 1-D parameter
  * applied elementwise (norm scale, bias), or a small 2-D table applied elementwise
  * (positional table, adaLN modulation). Default: linear for 2-D, vector for 1-D. */
 typedef enum { DM_USE_LINEAR, DM_USE_EXPERT, DM_USE_EMBEDDING, DM_USE_VECTOR, DM_USE_TABLE, DM_USE__COUNT } dm_use;
