@@ -122,9 +122,10 @@ static void show_usage(void)
            "  --csv, --json     machine-readable output\n"
            "\nUsage: dmuon model import CONFIG.json [--out FILE] [--name NAME]\n"
            "Turn a HuggingFace config.json (llama, mistral, mixtral, qwen2, qwen2_5_vl, qwen2_vl,\n"
-           "qwen3, qwen3_moe, qwen2_moe, olmoe, phi3, olmo2, granite, smollm3, gpt_oss, gemma,\n"
-           "gemma2, gemma3_text, gemma3, paligemma, deepseek_v2, deepseek_v3, kimi_k2) into the\n"
-           "dmuon model format, architecture included; writes FILE (default: stdout).\n");
+           "qwen3, qwen3_moe, qwen2_moe, olmoe, phi3, olmo2, granite, smollm3, gpt_oss,\n"
+           "starcoder2, gpt_neox, gemma, gemma2, gemma3_text, gemma3, paligemma, deepseek_v2,\n"
+           "deepseek_v3, kimi_k2) into the dmuon model format, architecture included; writes FILE\n"
+           "(default: stdout).\n");
 }
 
 static int parse_role_arg(const char *s, char *glob, size_t cap, dm_role *r)

@@ -643,9 +643,10 @@ void dm_cluster_describe(const dm_cluster *c, FILE *f)
     fprintf(f, "  latency     base %.3g us, NVLink hop %.3g us, network hop %.3g us\n", c->base_latency_us,
             c->nvlink_latency_us, c->net_latency_us);
     if (c->bwd_efficiency > 0 && c->bwd_efficiency != c->fwd_efficiency)
-        fprintf(f, "  fwd/bwd     %.2f / %.2f x peak (efficiency)\n", c->fwd_efficiency, c->bwd_efficiency);
+        fprintf(f, "  fwd/bwd     %.2f / %.2f x peak (efficiency) where no kernel table prices an op\n", c->fwd_efficiency,
+                c->bwd_efficiency);
     else
-        fprintf(f, "  fwd/bwd     %.2f x peak (efficiency)\n", c->fwd_efficiency);
+        fprintf(f, "  fwd/bwd     %.2f x peak (efficiency) where no kernel table prices an op\n", c->fwd_efficiency);
     for (int i = 0; i < N_PARAMS; i++) { /* the rest of the table: what differs from its default */
         const dm_param *p = &params[i];
         if ((p->flags & DM_PARAM_SHOWN) || p->offset < 0 || !is_numeric(p)) continue;

@@ -6,7 +6,9 @@
  * olmoe (routed experts on every layer, q/k norms over the whole projection), qwen2_5_vl and
  * qwen2_vl (language model + vision tower from "vision_config"), paligemma (Gemma + a SigLIP
  * tower and its projector), phi3 (fused qkv_proj and gate_up_proj), olmo2 (post-norms only,
- * full-width q/k norms), granite and smollm3 (llama's layout), gpt_oss (routed experts of a fused
+ * full-width q/k norms), granite and smollm3 (llama's layout), starcoder2 and gpt_neox (LayerNorms
+ * with biases, a non-gated MLP with biases; gpt_neox's fused query_key_value and its names),
+ * gpt_oss (routed experts of a fused
  * gate/up projection with biases, the router's bias, attention sinks), gemma, gemma2,
  * gemma3_text (gemma2's norms plus per-head q/k norms), gemma3 (gemma3_text + a SigLIP tower
  * whose patches are pooled for the projector; absent text_config keys from Gemma3TextConfig's
@@ -323,9 +325,11 @@ static int add_embed(builder *b, lm_hp *hp, int embed)
 }
 
 /* Final norm and output head; a tied head is the embedding applied again (the stack's tied_head). */
-static int add_head(builder *b, lm_hp *hp, int head)
+static int add_head(builder *b, lm_hp *hp, int head, int norm_bias)
 {
-    if (add_t(b, "model.norm.weight", hp->hidden, 0, 1, head, 0, -1, ADAMW, "")) return -1;
+    if (add_t(b, "model.norm.weight", hp->hidden, 0, 1, head, 0, -1, ADAMW, "") ||
+        (norm_bias && add_t(b, "model.norm.bias", hp->hidden, 0, 1, head, 0, -1, ADAMW, "LayerNorm")))
+        return -1;
     if (hp->tied) {
         b->m->stacks[head].tied_head = hp->embed;
         return 0;
@@ -338,14 +342,19 @@ static int add_head(builder *b, lm_hp *hp, int head)
 /* Grouped-query attention (llama, mistral, qwen2/3, gemma): q/k/v/o, optional biases, optional
  * q/k RMSNorms (qk_norm 1: per head, qwen3; 2: over the whole projection, olmoe); phi3's fused
  * qkv_proj. Adds the stack's attention block. */
-static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias, int qk_norm, int fused)
+static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias, int qk_norm, int fused,
+                   int neox)
 {
     int64_t q = mul(hp->heads, hp->head_dim), kv = mul(hp->kv_heads, hp->head_dim), h = hp->hidden;
     static const char *names[3] = {"q", "k", "v"};
     char name[128];
-    if (fused) {
-        if (add_t(b, "layers.*.self_attn.qkv_proj.weight", q + 2 * kv, h, 1, st, 0, -1, MUON, "fused q/k/v"))
-            return -1;
+    const char *qkv = neox ? "layers.*.attention.query_key_value" : "layers.*.self_attn.qkv_proj";
+    const char *o = neox ? "layers.*.attention.dense" : "layers.*.self_attn.o_proj";
+    if (fused || neox) {
+        snprintf(name, sizeof name, "%s.weight", qkv);
+        if (add_t(b, name, q + 2 * kv, h, 1, st, 0, -1, MUON, "fused q/k/v")) return -1;
+        snprintf(name, sizeof name, "%s.bias", qkv);
+        if (qkv_bias && add_t(b, name, q + 2 * kv, 0, 1, st, 0, -1, ADAMW, "")) return -1;
     } else {
         for (int i = 0; i < 3; i++) {
             int64_t out = i == 0 ? q : kv;
@@ -359,9 +368,10 @@ static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias
                 return -1;
         }
     }
-    if (add_t(b, "layers.*.self_attn.o_proj.weight", h, q, 1, st, 0, -1, MUON, "")) return -1;
-    if (o_bias && add_t(b, "layers.*.self_attn.o_proj.bias", h, 0, 1, st, 0, -1, ADAMW, ""))
-        return -1;
+    snprintf(name, sizeof name, "%s.weight", o);
+    if (add_t(b, name, h, q, 1, st, 0, -1, MUON, "")) return -1;
+    snprintf(name, sizeof name, "%s.bias", o);
+    if (o_bias && add_t(b, name, h, 0, 1, st, 0, -1, ADAMW, "")) return -1;
     return add_attn(b, st, hp->heads, hp->kv_heads, hp->head_dim, hp->head_dim, 1);
 }
 
@@ -406,13 +416,17 @@ static int add_experts(builder *b, const char *prefix, const char *const names[3
 }
 
 /* How a decoder family's config maps onto tensors (import_decoder); MLA families: import_mla. */
-typedef enum { FFN_DENSE, FFN_MIXTRAL, FFN_QWEN3_MOE, FFN_QWEN2_MOE, FFN_OLMOE, FFN_GPT_OSS } ffn_kind;
-typedef enum { BIAS_NONE, BIAS_QKV, BIAS_KEYS } bias_kind;
+/* FFN_PLAIN and FFN_NEOX: a non-gated MLP (up, down) with biases; NEOX also GPT-NeoX's names and
+ * its fused query_key_value. */
+typedef enum { FFN_DENSE, FFN_MIXTRAL, FFN_QWEN3_MOE, FFN_QWEN2_MOE, FFN_OLMOE, FFN_GPT_OSS, FFN_PLAIN, FFN_NEOX } ffn_kind;
+/* QKV: q/k/v biases always; KEYS: "attention_bias" (q/k/v/o); USE: "use_bias" (q/k/v/o and the
+ * MLP's, starcoder2) */
+typedef enum { BIAS_NONE, BIAS_QKV, BIAS_KEYS, BIAS_USE } bias_kind;
 typedef struct family {
     const char *type;  /* "model_type" */
     int mla;           /* deepseek_v2 / deepseek_v3 / kimi_k2 */
     int tied;          /* tie_word_embeddings when the key is absent */
-    bias_kind bias;    /* QKV: q/k/v biases always; KEYS: "attention_bias" (q/k/v/o) */
+    bias_kind bias;
     int bias_default;  /* "attention_bias" when the key is absent (gpt_oss: true) */
     int mlp_bias_key;  /* "mlp_bias" (gate/up/down biases) */
     int qk_norm;       /* q_norm/k_norm: 1 per head, of head_dim (qwen3); 2 over the whole q and k
@@ -420,6 +434,7 @@ typedef struct family {
     int fused;         /* fused qkv_proj and gate_up_proj (phi3) */
     int ffw_norms;     /* pre/post feed-forward norms (gemma2) */
     int post_norms;    /* only post-attention and post-feed-forward norms, no input norm (olmo2) */
+    int ln_bias;       /* LayerNorms with biases (starcoder2, gpt_neox) */
     int sinks;         /* a learned attention-sink logit per head (gpt_oss) */
     ffn_kind ffn;
     int vision;        /* a vision tower from "vision_config": 1 Qwen2.5-VL's, 2 Qwen2-VL's, 3 SigLIP
@@ -444,6 +459,8 @@ static const family families[] = {
     {.type = "granite", .bias = BIAS_KEYS, .mlp_bias_key = 1},
     {.type = "smollm3", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1},
     {.type = "gpt_oss", .bias = BIAS_KEYS, .bias_default = 1, .sinks = 1, .ffn = FFN_GPT_OSS},
+    {.type = "starcoder2", .tied = 1, .bias = BIAS_USE, .bias_default = 1, .ln_bias = 1, .ffn = FFN_PLAIN},
+    {.type = "gpt_neox", .bias = BIAS_KEYS, .bias_default = 1, .ln_bias = 1, .ffn = FFN_NEOX},
     {.type = "gemma", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1},
     {.type = "gemma2", .tied = 1, .bias = BIAS_KEYS, .mlp_bias_key = 1, .ffw_norms = 1},
     {.type = "gemma3_text", .tied = 1, .bias = BIAS_KEYS, .qk_norm = 1, .ffw_norms = 1, .dflt = &GEMMA3_TEXT},
@@ -702,7 +719,7 @@ static int add_gpt_oss_moe(builder *b, const jv *cfg, const lm_hp *hp, int st)
 }
 
 /* llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, qwen2_moe, olmoe, olmo2, granite, smollm3,
- * gpt_oss, phi3, gemma, gemma2, gemma3_text, and qwen2_5_vl / qwen2_vl / paligemma / gemma3 (the
+ * gpt_oss, starcoder2, gpt_neox, phi3, gemma, gemma2, gemma3_text, and qwen2_5_vl / qwen2_vl / paligemma / gemma3 (the
  * language model from `cfg`, the tower from `vision`, the multimodal keys in `root`). */
 static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *vision, const jv *root)
 {
@@ -715,6 +732,11 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
             return -1;
         o_bias = attn_bias;
     }
+    if (f->bias == BIAS_USE) {
+        if (opt_bool(b, cfg, "use_bias", &attn_bias)) return -1;
+        o_bias = mlp_bias = attn_bias;
+    }
+    if (f->ffn == FFN_NEOX) mlp_bias = 1; /* GPT-NeoX's MLP always has biases */
     int64_t experts = 0, top_k = 0;
     if (f->ffn == FFN_MIXTRAL && read_routing(b, cfg, "num_local_experts", &experts, &top_k)) return -1;
     if (f->ffn == FFN_OLMOE && read_routing(b, cfg, "num_experts", &experts, &top_k)) return -1;
@@ -734,7 +756,7 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
     if (vision && (siglip ? add_siglip(b, vision, hp.hidden, embed, blocks, merger, root, f->vision == 4)
                           : add_vision(b, vision, hp.hidden, embed, blocks, merger, f->vision == 2)))
         return -1;
-    if (add_gqa(b, &hp, layers, attn_bias, o_bias, f->qk_norm, f->fused)) return -1;
+    if (add_gqa(b, &hp, layers, attn_bias, o_bias, f->qk_norm, f->fused, f->ffn == FFN_NEOX)) return -1;
     if (f->sinks && add_t(b, "layers.*.self_attn.sinks", hp.heads, 0, 1, layers, 0, -1, ADAMW,
                           "a learned attention-sink logit per head"))
         return -1;
@@ -770,9 +792,26 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
     case FFN_GPT_OSS:
         if (add_gpt_oss_moe(b, cfg, &hp, layers)) return -1;
         break;
+    case FFN_PLAIN:
+    case FFN_NEOX: { /* up, down (GELU between), with biases */
+        const char *up = f->ffn == FFN_NEOX ? "dense_h_to_4h" : "c_fc", *down = f->ffn == FFN_NEOX ? "dense_4h_to_h" : "c_proj";
+        char name[96];
+        snprintf(name, sizeof name, "layers.*.mlp.%s.weight", up);
+        if (add_t(b, name, hp.inter, hp.hidden, 1, layers, 0, -1, MUON, "non-gated MLP")) return -1;
+        snprintf(name, sizeof name, "layers.*.mlp.%s.bias", up);
+        if (mlp_bias && add_t(b, name, hp.inter, 0, 1, layers, 0, -1, ADAMW, "")) return -1;
+        snprintf(name, sizeof name, "layers.*.mlp.%s.weight", down);
+        if (add_t(b, name, hp.hidden, hp.inter, 1, layers, 0, -1, MUON, "")) return -1;
+        snprintf(name, sizeof name, "layers.*.mlp.%s.bias", down);
+        if (mlp_bias && add_t(b, name, hp.hidden, 0, 1, layers, 0, -1, ADAMW, "")) return -1;
+        break;
+    }
     }
     if ((!f->post_norms && add_t(b, "layers.*.input_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "")) ||
+        (f->ln_bias && add_t(b, "layers.*.input_layernorm.bias", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "LayerNorm")) ||
         add_t(b, "layers.*.post_attention_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "") ||
+        (f->ln_bias &&
+         add_t(b, "layers.*.post_attention_layernorm.bias", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "LayerNorm")) ||
         (f->post_norms &&
          add_t(b, "layers.*.post_feedforward_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "")))
         return -1;
@@ -780,7 +819,7 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
         (add_t(b, "layers.*.pre_feedforward_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "") ||
          add_t(b, "layers.*.post_feedforward_layernorm.weight", hp.hidden, 0, 1, layers, 0, -1, ADAMW, "")))
         return -1;
-    return add_head(b, &hp, head);
+    return add_head(b, &hp, head, f->ln_bias);
 }
 
 /* DeepSeek-V3 style MLA attention and norms of one layer group (prefix "layers" or "mtp"). */
@@ -867,7 +906,7 @@ static int import_mla(builder *b, const jv *cfg)
                          "dense FFN layers"))
         return -1;
     if (nmoe && add_moe(b, "layers", &hp, &a, layers, dense, nmoe)) return -1;
-    if (add_head(b, &hp, head)) return -1;
+    if (add_head(b, &hp, head, 0)) return -1;
     if (mtp >= 0) {
         /* Each MTP layer: eh_proj over [embedding; hidden], three norms, one MoE decoder layer.
          * Its embed_tokens and shared_head.head are the main model's (shared): not repeated. */

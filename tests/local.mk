@@ -32,7 +32,7 @@ EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/gen_models.sh tests/hosti
 	tests/data/hf/gemma2-2b.json \
 	tests/data/hf/gpt-oss-20b.json tests/data/hf/gpt-oss-120b.json tests/data/hf/gemma-3-1b-pt.json \
 	tests/data/hf/gemma-3-4b-pt.json tests/data/hf/olmo-2-1124-7b.json tests/data/hf/granite-3.1-8b-base.json \
-	tests/data/hf/smollm3-3b.json
+	tests/data/hf/smollm3-3b.json tests/data/hf/starcoder2-3b.json tests/data/hf/pythia-1b.json
 
 # kernels
 check_PROGRAMS += tests/test_ns_ref tests/test_wk_ref tests/test_ns_gpu tests/test_wk_gpu

@@ -2,8 +2,8 @@
  * families beyond the bundled ones. (1) For the bundled models whose config.json is in
  * tests/data/hf, the imported streams, every stack's attention, routing and tied head, and every
  * tensor's use and stream equal the bundled file's. (2) mistral, mixtral, qwen3, qwen3_moe,
- * phi3, qwen2_moe, olmoe, qwen2_vl, paligemma, deepseek_v2, gpt_oss, gemma3_text, gemma3, olmo2, granite and
- * smollm3 configs (written from memory of public models, each names its model in "_comment") import,
+ * phi3, qwen2_moe, olmoe, qwen2_vl, paligemma, deepseek_v2, gpt_oss, gemma3_text, gemma3, olmo2, granite,
+ * smollm3, starcoder2 and gpt_neox configs (written from memory of public models, each names its model in "_comment") import,
  * write, load back, total within 0.5% of the published parameter count, and carry the published
  * heads, kv heads, experts and top-k. (3) Inconsistent configs are refused with FILE:LINE:COL
  * and what was expected. */
@@ -424,6 +424,10 @@ int main(void)
         {"olmo-2-1124-7b", "allenai/OLMo-2-1124-7B", 7300000000LL, 32 * 7, 32, 32, 128, 0, 0, 0, 0, 0, 0},
         {"granite-3.1-8b-base", "ibm-granite/granite-3.1-8b-base", 8170000000LL, 40 * 7, 32, 8, 128, 0, 0, 0, 0, 1, 0},
         {"smollm3-3b", "HuggingFaceTB/SmolLM3-3B", 3080000000LL, 36 * 7, 16, 4, 128, 0, 0, 0, 0, 1, 0},
+        /* StarCoder2-3B's model card (3.03 B, tied); Pythia-1B's exact count; 4 + 2 (non-gated MLP)
+         * and fused query_key_value + dense + 2 per layer */
+        {"starcoder2-3b", "bigcode/starcoder2-3b", 3030000000LL, 30 * 6, 24, 2, 128, 0, 0, 0, 0, 1, 0},
+        {"pythia-1b", "EleutherAI/pythia-1b", 1011781632LL, 16 * 4, 8, 8, 256, 0, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_family(&cases[i]);
     check_shape("mixtral-8x7b-v0.1", "layers.*.block_sparse_moe.gate.weight", 8, 4096, 32, DM_ROLE_MUON);
@@ -492,6 +496,15 @@ int main(void)
     check_absent("gemma-3-1b-pt", "layers.*.mlp.gate_proj.bias");
     check_shape("granite-3.1-8b-base", "layers.*.mlp.up_proj.weight", 12800, 4096, 40, DM_ROLE_MUON);
     check_shape("smollm3-3b", "layers.*.self_attn.k_proj.weight", 512, 2048, 36, DM_ROLE_MUON);
+    check_shape("starcoder2-3b", "layers.*.mlp.c_fc.bias", 12288, 0, 30, DM_ROLE_ADAMW);
+    check_shape("starcoder2-3b", "layers.*.self_attn.o_proj.bias", 3072, 0, 30, DM_ROLE_ADAMW);
+    check_shape("starcoder2-3b", "layers.*.input_layernorm.bias", 3072, 0, 30, DM_ROLE_ADAMW);
+    check_shape("starcoder2-3b", "model.norm.bias", 3072, 0, 1, DM_ROLE_ADAMW);
+    check_absent("starcoder2-3b", "layers.*.mlp.gate_proj.weight");
+    check_shape("pythia-1b", "layers.*.attention.query_key_value.weight", 3 * 2048, 2048, 16, DM_ROLE_MUON);
+    check_shape("pythia-1b", "layers.*.attention.query_key_value.bias", 3 * 2048, 0, 16, DM_ROLE_ADAMW);
+    check_shape("pythia-1b", "layers.*.mlp.dense_4h_to_h.weight", 2048, 8192, 16, DM_ROLE_MUON);
+    check_shape("pythia-1b", "layers.*.post_attention_layernorm.bias", 2048, 0, 16, DM_ROLE_ADAMW);
 
     /* (3) */
     check_bad("mixtral top_k above the experts",
@@ -589,6 +602,6 @@ int main(void)
     check_bad("unknown model_type names the families",
               "{\"model_type\": \"mamba\", " LM " \"num_attention_heads\": 4}\n",
               ":1:16: expected", "mistral, mixtral, qwen2, qwen2_5_vl, qwen2_vl, qwen3, qwen3_moe, qwen2_moe, olmoe, phi3, "
-              "olmo2, granite, smollm3, gpt_oss, gemma, gemma2, gemma3_text, gemma3, paligemma");
+              "olmo2, granite, smollm3, gpt_oss, starcoder2, gpt_neox, gemma, gemma2, gemma3_text, gemma3, paligemma");
     return tap_done();
 }
