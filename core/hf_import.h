@@ -3,9 +3,10 @@
 #define DM_HF_IMPORT_H
 #include "model.h"
 
-/* Build a model in memory from a config.json (families: llama, mistral, mixtral, qwen2,
- * qwen2_5_vl, qwen3, qwen3_moe, phi3, gemma, gemma2, deepseek_v3, kimi_k2), its architecture
- * included (streams, attention, MoE routing, tied heads, tensor uses; models/README.md).
+/* Build a model in memory from a config.json (the families hf_import.c lists and
+ * models/README.md "Importing a HuggingFace config"), its architecture included (streams,
+ * attention, MoE routing, tied heads, tensor uses). dm_model_load_file calls it for a file that
+ * is a config.json, so every command's --model takes one.
  * *out owned by the caller (dm_model_free). Errors are "FILE:LINE:COL: expected ..." naming
  * the key (a missing one, or one inconsistent with the others). */
 int hf_import_config(const char *config_json_path, dm_model **out, dm_err *err);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "datadir.h"
+#include "hf_import.h"
 #include "json.h"
 #include "outfile.h"
 
@@ -476,7 +477,22 @@ fail:
 
 int dm_model_load_file(const char *path, dm_model **out, dm_err *err)
 {
-    return load_tree(jv_parse_file(path, err), path, out, err);
+    jv *root = jv_parse_file(path, err);
+    if (root && root->type == JV_OBJECT && !jv_get(root, "format")) {
+        const jv *t = jv_get(root, "model_type");
+        if (t && t->type == JV_STRING) { /* a HuggingFace config.json: imported as `model import` does */
+            jv_free(root);
+            if (hf_import_config(path, out, err)) return -1;
+            free((*out)->path);
+            if (!((*out)->path = dm_strdup(path, err))) {
+                dm_model_free(*out);
+                *out = NULL;
+                return -1;
+            }
+            return 0;
+        }
+    }
+    return load_tree(root, path, out, err);
 }
 
 int dm_model_load_text(const char *text, size_t len, const char *name, dm_model **out, dm_err *err)

@@ -116,7 +116,9 @@ typedef struct dm_matrix {
 } dm_matrix;
 
 /* Read and validate a model file. On error returns -1 with "FILE:LINE:COL: expected ..." in err.
- * *out is owned by the caller (dm_model_free). */
+ * *out is owned by the caller (dm_model_free). A HuggingFace config.json (an object with a
+ * "model_type" and no "format") is imported as `dmuon model import` would (core/hf_import.h),
+ * m->path the file. */
 int dm_model_load_file(const char *path, dm_model **out, dm_err *err);
 /* The same from text in memory; `name` stands for the file in messages and in m->path. */
 int dm_model_load_text(const char *text, size_t len, const char *name, dm_model **out, dm_err *err);
