@@ -2,7 +2,8 @@
 # real_cpu.sh: the real executor's CPU backend under MPI: tests/test_real_cpu on 1 to 4 ranks
 # (every strategy's parameters against one-rank runs, determinism, non-finite gradients), and
 # `dmuon run --backend cpu` on a tiny model (table, CSV, NaN skip, bad input, mismatched ranks,
-# damaged checkpoints, programs the executor must refuse, fault-injection targets).
+# damaged checkpoints, programs the executor must refuse, fault-injection targets), and a tiny
+# gpt-oss HuggingFace config.json run straight from --model.
 . "$DM_SRCDIR/tests/tap.sh"
 : "${DMUON:?}"
 MPIRUN=${MPIRUN:-mpirun}
@@ -305,4 +306,16 @@ is "the architecture model: the loss falls ($l0 -> $l2)" "$(awk -v a="$l0" -v b=
 like "the run prints its decoder layers' mean forward and backward" "$out" "# per layer of stack layers (2 layers, rank 0, step 2): forward "
 out=$(run 2 "$DMUON" run --backend cpu --model "$DM_SRCDIR/tests/data/arch_cpu.json" --tokens 16 --seq-len 5 --steps 1 2>&1)
 like "--tokens not a multiple of --seq-len is refused" "$out" "must be a multiple of --seq-len"
+# a HuggingFace config.json given to run --model: a tiny gpt-oss (experts with biases, the
+# router's bias, attention sinks) imported and run on 2 ranks, every step ok, the loss falling
+cat >"$tmp/tiny-gptoss.json" <<'JSON'
+{"model_type": "gpt_oss", "hidden_size": 32, "intermediate_size": 16, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 100,
+ "num_local_experts": 4, "num_experts_per_tok": 2, "tie_word_embeddings": false}
+JSON
+out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny-gptoss.json" --strategy dmuon --tokens 16 --steps 3 \
+    --csv "$tmp/gptoss.csv" 2>&1)
+is "run --model CONFIG.json (a tiny gpt-oss): three ok steps on 2 ranks" "$(printf '%s\n' "$out" | grep -c ' ok$')" 3
+l0=$(sed -n 's/^0,\([^,]*\),.*/\1/p' "$tmp/gptoss.csv"); l2=$(sed -n 's/^2,\([^,]*\),.*/\1/p' "$tmp/gptoss.csv")
+is "run --model CONFIG.json: the loss falls ($l0 -> $l2)" "$(awk -v a="$l0" -v b="$l2" 'BEGIN{print (b < a) ? "yes" : "no"}')" yes
 tap_end
