@@ -375,16 +375,18 @@ static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias
     return add_attn(b, st, hp->heads, hp->kv_heads, hp->head_dim, hp->head_dim, 1);
 }
 
-/* Gated MLP (gate, up, down: the three names after `prefix`) of width `inter` over layers
- * [first, first + span) of `st`. */
-static int add_ffn(builder *b, const char *prefix, const char *const names[3], int64_t hidden, int64_t inter,
+/* An MLP of width `inter` over layers [first, first + span) of `st`: the n projections named
+ * after `prefix` (n 3: gate, up, down; n 2: up, down, non-gated), each with a bias when `bias`;
+ * `note` on those into the width. */
+static int add_ffn(builder *b, const char *prefix, const char *const *names, int n, int64_t hidden, int64_t inter,
                    int64_t per_layer, int st, int first, int span, int bias, const char *note)
 {
     char name[160];
-    for (int i = 0; i < 3; i++) {
-        int64_t rows = i < 2 ? inter : hidden, cols = i < 2 ? hidden : inter;
+    for (int i = 0; i < n; i++) {
+        int into = i < n - 1;
+        int64_t rows = into ? inter : hidden, cols = into ? hidden : inter;
         snprintf(name, sizeof name, "%s.%s.weight", prefix, names[i]);
-        if (add_t(b, name, rows, cols, per_layer, st, first, span, MUON, i < 2 ? note : "")) return -1;
+        if (add_t(b, name, rows, cols, per_layer, st, first, span, MUON, into ? note : "")) return -1;
         snprintf(name, sizeof name, "%s.%s.bias", prefix, names[i]);
         if (bias && add_t(b, name, rows, 0, per_layer, st, first, span, ADAMW, "")) return -1;
     }
@@ -392,11 +394,20 @@ static int add_ffn(builder *b, const char *prefix, const char *const names[3], i
 }
 
 static const char *const GATE_UP_DOWN[3] = {"gate_proj", "up_proj", "down_proj"};
+static const char *const FC1_FC2[2] = {"fc1", "fc2"};
 
+/* Gated MLP (gate_proj, up_proj, down_proj after `prefix`). */
 static int add_mlp(builder *b, const char *prefix, int64_t hidden, int64_t inter, int64_t per_layer,
                    int st, int first, int span, int bias, const char *note)
 {
-    return add_ffn(b, prefix, GATE_UP_DOWN, hidden, inter, per_layer, st, first, span, bias, note);
+    return add_ffn(b, prefix, GATE_UP_DOWN, 3, hidden, inter, per_layer, st, first, span, bias, note);
+}
+
+/* Non-gated MLP with biases (up, down after `prefix`) on every layer of `st`. */
+static int add_plain_mlp(builder *b, const char *prefix, const char *const names[2], int64_t hidden, int64_t inter,
+                         int st, const char *note)
+{
+    return add_ffn(b, prefix, names, 2, hidden, inter, 1, st, 0, -1, 1, note);
 }
 
 /* A router of `experts` rows over layers [first, first + span). */
@@ -410,7 +421,7 @@ static int add_experts(builder *b, const char *prefix, const char *const names[3
                        int64_t experts, int st, int first, int span)
 {
     int from = b->m->n_tensors;
-    if (add_ffn(b, prefix, names, hidden, inter, experts, st, first, span, 0, "routed experts")) return -1;
+    if (add_ffn(b, prefix, names, 3, hidden, inter, experts, st, first, span, 0, "routed experts")) return -1;
     for (int i = from; i < b->m->n_tensors; i++) b->m->tensors[i].use = DM_USE_EXPERT;
     return 0;
 }
@@ -530,10 +541,7 @@ static int add_vision(builder *b, const jv *vision, int64_t lm_hidden, int embed
         add_t(b, "visual.blocks.*.attn.proj.weight", h, h, 1, blocks, 0, -1, MUON, "") ||
         add_t(b, "visual.blocks.*.attn.proj.bias", h, 0, 1, blocks, 0, -1, ADAMW, ""))
         return -1;
-    if (qwen2 ? add_t(b, "visual.blocks.*.mlp.fc1.weight", inter, h, 1, blocks, 0, -1, MUON, "") ||
-                    add_t(b, "visual.blocks.*.mlp.fc1.bias", inter, 0, 1, blocks, 0, -1, ADAMW, "") ||
-                    add_t(b, "visual.blocks.*.mlp.fc2.weight", h, inter, 1, blocks, 0, -1, MUON, "") ||
-                    add_t(b, "visual.blocks.*.mlp.fc2.bias", h, 0, 1, blocks, 0, -1, ADAMW, "")
+    if (qwen2 ? add_plain_mlp(b, "visual.blocks.*.mlp", FC1_FC2, h, inter, blocks, "")
               : add_mlp(b, "visual.blocks.*.mlp", h, inter, 1, blocks, 0, -1, 1, ""))
         return -1;
     if (add_attn(b, blocks, heads, heads, h / heads, h / heads, 0) ||
@@ -621,10 +629,7 @@ static int add_siglip(builder *b, const jv *vision, int64_t lm_hidden, int embed
         add_t(b, VN("layer_norm1.bias"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
         add_t(b, VN("layer_norm2.weight"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
         add_t(b, VN("layer_norm2.bias"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
-        add_t(b, VN("mlp.fc1.weight"), inter, h, 1, blocks, 0, -1, MUON, "") ||
-        add_t(b, VN("mlp.fc1.bias"), inter, 0, 1, blocks, 0, -1, ADAMW, "") ||
-        add_t(b, VN("mlp.fc2.weight"), h, inter, 1, blocks, 0, -1, MUON, "") ||
-        add_t(b, VN("mlp.fc2.bias"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
+        add_plain_mlp(b, VN("mlp"), FC1_FC2, h, inter, blocks, "") ||
         add_attn(b, blocks, heads, heads, h / heads, h / heads, 0))
         return -1;
 #undef VN
@@ -693,6 +698,21 @@ static int add_qwen_moe(builder *b, const jv *cfg, const lm_hp *hp, int st, int 
         first += span;
     }
     if (any) set_moe(b, st, experts, top_k);
+    return 0;
+}
+
+/* Routed experts of `intermediate_size` on every layer of `st` (mixtral, olmoe): the router
+ * `PREFIX.gate.weight` and the experts `PREFIX.experts.{e}.NAME` (gate, up, down). */
+static int add_routed(builder *b, const char *prefix, const char *const names[3], const lm_hp *hp, int64_t experts,
+                      int64_t top_k, int st)
+{
+    char router[160], pre[160];
+    snprintf(router, sizeof router, "%s.gate.weight", prefix);
+    snprintf(pre, sizeof pre, "%s.experts.{e}", prefix);
+    if (add_router(b, router, hp->hidden, experts, st, 0, -1) ||
+        add_experts(b, pre, names, hp->hidden, hp->inter, experts, st, 0, -1))
+        return -1;
+    set_moe(b, st, experts, top_k);
     return 0;
 }
 
@@ -773,10 +793,7 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
         break;
     case FFN_MIXTRAL: {
         static const char *const w[3] = {"w1", "w3", "w2"}; /* gate, up, down */
-        if (add_router(b, "layers.*.block_sparse_moe.gate.weight", hp.hidden, experts, layers, 0, -1) ||
-            add_experts(b, "layers.*.block_sparse_moe.experts.{e}", w, hp.hidden, hp.inter, experts, layers, 0, -1))
-            return -1;
-        set_moe(b, layers, experts, top_k);
+        if (add_routed(b, "layers.*.block_sparse_moe", w, &hp, experts, top_k, layers)) return -1;
         break;
     }
     case FFN_QWEN3_MOE:
@@ -784,26 +801,17 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
         if (add_qwen_moe(b, cfg, &hp, layers, f->ffn == FFN_QWEN2_MOE)) return -1;
         break;
     case FFN_OLMOE: /* every layer routed, each expert of intermediate_size */
-        if (add_router(b, "layers.*.mlp.gate.weight", hp.hidden, experts, layers, 0, -1) ||
-            add_experts(b, "layers.*.mlp.experts.{e}", GATE_UP_DOWN, hp.hidden, hp.inter, experts, layers, 0, -1))
-            return -1;
-        set_moe(b, layers, experts, top_k);
+        if (add_routed(b, "layers.*.mlp", GATE_UP_DOWN, &hp, experts, top_k, layers)) return -1;
         break;
     case FFN_GPT_OSS:
         if (add_gpt_oss_moe(b, cfg, &hp, layers)) return -1;
         break;
     case FFN_PLAIN:
-    case FFN_NEOX: { /* up, down (GELU between), with biases */
-        const char *up = f->ffn == FFN_NEOX ? "dense_h_to_4h" : "c_fc", *down = f->ffn == FFN_NEOX ? "dense_4h_to_h" : "c_proj";
-        char name[96];
-        snprintf(name, sizeof name, "layers.*.mlp.%s.weight", up);
-        if (add_t(b, name, hp.inter, hp.hidden, 1, layers, 0, -1, MUON, "non-gated MLP")) return -1;
-        snprintf(name, sizeof name, "layers.*.mlp.%s.bias", up);
-        if (mlp_bias && add_t(b, name, hp.inter, 0, 1, layers, 0, -1, ADAMW, "")) return -1;
-        snprintf(name, sizeof name, "layers.*.mlp.%s.weight", down);
-        if (add_t(b, name, hp.hidden, hp.inter, 1, layers, 0, -1, MUON, "")) return -1;
-        snprintf(name, sizeof name, "layers.*.mlp.%s.bias", down);
-        if (mlp_bias && add_t(b, name, hp.hidden, 0, 1, layers, 0, -1, ADAMW, "")) return -1;
+    case FFN_NEOX: { /* up, down (GELU between) */
+        static const char *const c_fc[2] = {"c_fc", "c_proj"}, *const neox[2] = {"dense_h_to_4h", "dense_4h_to_h"};
+        if (add_ffn(b, "layers.*.mlp", f->ffn == FFN_NEOX ? neox : c_fc, 2, hp.hidden, hp.inter, 1, layers, 0, -1,
+                    mlp_bias, "non-gated MLP"))
+            return -1;
         break;
     }
     }
@@ -946,14 +954,12 @@ static char *model_name(const jv *root, const char *path, dm_err *err)
     return dm_strdup(buf, err);
 }
 
-int hf_import_config(const char *path, dm_model **out, dm_err *err)
+int hf_import_tree(const jv *root, const char *path, dm_model **out, dm_err *err)
 {
-    jv *root = jv_parse_file(path, err);
     dm_model *m = NULL;
     builder b = {0};
     const char *type;
     char src[1024];
-    if (!root) return -1;
     if (root->type != JV_OBJECT) {
         dm_err_set(err, "%s:%d:%d: expected a config.json object", path, root->line, root->col);
         goto fail;
@@ -993,11 +999,18 @@ int hf_import_config(const char *path, dm_model **out, dm_err *err)
         rc = import_decoder(&b, root, f, NULL, root);
     }
     if (rc) goto fail;
-    jv_free(root);
     *out = m;
     return 0;
 fail:
-    jv_free(root);
     dm_model_free(m);
     return -1;
+}
+
+int hf_import_config(const char *path, dm_model **out, dm_err *err)
+{
+    jv *root = jv_parse_file(path, err);
+    if (!root) return -1;
+    int rc = hf_import_tree(root, path, out, err);
+    jv_free(root);
+    return rc;
 }

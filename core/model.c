@@ -481,8 +481,9 @@ int dm_model_load_file(const char *path, dm_model **out, dm_err *err)
     if (root && root->type == JV_OBJECT && !jv_get(root, "format")) {
         const jv *t = jv_get(root, "model_type");
         if (t && t->type == JV_STRING) { /* a HuggingFace config.json: imported as `model import` does */
+            int rc = hf_import_tree(root, path, out, err);
             jv_free(root);
-            if (hf_import_config(path, out, err)) return -1;
+            if (rc) return -1;
             free((*out)->path);
             if (!((*out)->path = dm_strdup(path, err))) {
                 dm_model_free(*out);
