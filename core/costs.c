@@ -45,6 +45,7 @@ typedef struct row {
                              transposes, its products with transposed operands */
     double elt;           /* bytes per element of its dtype */
     double median_us, min_us, max_us;
+    int align; /* a workload GEMM's alignment class (gemm_align), 8 for every other row */
     int line; /* in its file, for messages */
     int file; /* index into dm_costs.files */
 } row;
@@ -445,6 +446,22 @@ static const char *algo_expected(row_op op)
 
 /* A workload kernel row (gemm fwd|dgrad|wgrad, bgemm, elem), as opposed to the NS benchmark's. */
 static int kernel_row(row_op op, int algo) { return algo >= ALGO_KERN && (op == OP_GEMM || op == OP_BGEMM || op == OP_ELEM); }
+static int kernel_gemm(row_op op, int algo) { return algo >= ALGO_KERN && (op == OP_GEMM || op == OP_BGEMM); }
+
+/* A workload GEMM's alignment class: the largest of 8, 4, 2, 1 elements that divides each of
+ * m, n and k. cuBLAS(Lt) runs bf16 products whose leading dimensions are multiples of 8
+ * elements (16 bytes) on its vectorized tensor-core kernels; one dimension off that (a
+ * vocabulary of 49155, 50257 or 32001) takes the whole product to kernels with narrower loads,
+ * several times slower (traces/validate/h200-40: Granite-3.1-8B's LM head ran 8x its price from
+ * aligned rows). Rows price only queries of their own class (nearest_rows). */
+static int gemm_align(int64_t m, int64_t n, int64_t k)
+{
+    int64_t d[3] = {m, n, k};
+    int a = 8;
+    for (int i = 0; i < 3; i++)
+        while (a > 1 && d[i] > 0 && d[i] % a) a /= 2;
+    return a;
+}
 
 /* One file's rows appended to c (file index fi); its source (0 measured, 1 roofline) and GPU
  * name into *source and gpu_name. */
@@ -597,6 +614,7 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
             c->rows = nr;
             c->cap = nc;
         }
+        r.align = kernel_gemm(r.op, r.algo) ? gemm_align(r.m, r.n, r.k) : 8;
         c->rows[c->n_rows++] = r;
         c->clock_rows[kernel_row(r.op, r.algo) ? 0 : r.op == OP_NS ? 1 : 2][c->file_cool[fi]]++;
         c->op_rows[r.op][r.algo]++;
@@ -702,7 +720,8 @@ int dm_costs_is_roofline(const dm_costs *c) { return c->roofline; }
 /* The rows of (op, algo) nearest to a query in log2(m, n, k, batch) (0 counts as 1), at most
  * K_MAX of them, with their log-efficiency (ln of measured over roofline on the table's GPU).
  * Ties are broken by row order (deterministic). Returns 1 and *exact_us when a row has the
- * query's shape. */
+ * query's shape. Only rows of the alignment class `align` count (gemm_align; 8 for rows that
+ * are not workload GEMMs). */
 #define K_MAX 8
 typedef struct near_rows {
     int n;
@@ -711,14 +730,14 @@ typedef struct near_rows {
 
 static double lg(int64_t x) { return log2((double)(x > 1 ? x : 1)); }
 
-static int nearest_rows(const dm_costs *c, row_op op, int algo, int tall, int64_t m, int64_t n, int64_t k, int64_t batch,
-                        int K, near_rows *nr, double *exact_us)
+static int nearest_rows(const dm_costs *c, row_op op, int algo, int tall, int align, int64_t m, int64_t n, int64_t k,
+                        int64_t batch, int K, near_rows *nr, double *exact_us)
 {
     double q[4] = {lg(m), lg(n), lg(k), lg(batch)};
     nr->n = 0;
     for (int i = 0; i < c->n_rows; i++) {
         const row *r = &c->rows[i];
-        if (r->op != op || r->algo != algo || r->tall != tall) continue;
+        if (r->op != op || r->algo != algo || r->tall != tall || r->align != align) continue;
         if (r->m == m && r->n == n && r->k == k && r->batch == batch) {
             *exact_us = r->median_us;
             return 1;
@@ -765,7 +784,7 @@ static dm_cost_source table_ns_rows(const dm_costs *c, int64_t m, int64_t n, int
 {
     double q[4] = {lg(m), lg(n), 0, lg(batch)};
     near_rows nr;
-    if (nearest_rows(c, OP_NS, a, tall, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
+    if (nearest_rows(c, OP_NS, a, tall, 8, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
     if (!nr.n) {
         *us = roof;
         return DM_COST_ROOFLINE;
@@ -885,35 +904,57 @@ static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batc
  * (an extrapolation, as for NS; the roofline alone ran such kernels at the tensor cores' peak),
  * and the roofline when the kind has no rows. Both of the last are reported as the roofline. */
 #define NEAR_LOG2 3.0
+/* Rows of (op, algo, alignment class a) that price a kernel at `batch` (1 for an expert batch
+ * priced from single GEMMs): 1 and *us from the row of its shape (*src MEASURED) or from the IDW
+ * efficiency of the K_MAX nearest when the nearest lies within NEAR_LOG2 (INTERPOLATED); else 0,
+ * with the nearest rows in *nr. A batch priced from single GEMMs takes `batch` times one's time. */
+static int kernel_rows_near(const dm_costs *c, row_op op, int algo, int a, const dm_kernel *k, int64_t batch, double roof,
+                            near_rows *nr, double *us, dm_cost_source *src)
+{
+    double one;
+    nr->n = 0;
+    if (!c->op_rows[op][algo]) return 0;
+    if (nearest_rows(c, op, algo, 0, a, k->m, k->n, k->k, batch, K_MAX, nr, &one)) {
+        if (batch == k->batch) {
+            *us = one;
+            *src = DM_COST_MEASURED;
+        } else { /* one GEMM of an expert batch measured: the batch at its efficiency */
+            dm_kernel g = *k;
+            g.kind = DM_KERN_GEMM, g.batch = 1, g.count = 1;
+            *us = roof * one / dm_roofline_kernel_us(c->gpu, &g);
+            *src = DM_COST_INTERPOLATED;
+        }
+        return 1;
+    }
+    if (nr->n && nr->d[0] <= NEAR_LOG2 * NEAR_LOG2) {
+        *us = roof * exp(idw_log_eff(nr));
+        *src = DM_COST_INTERPOLATED;
+        return 1;
+    }
+    return 0;
+}
+
+/* A GEMM whose alignment class is under 8 (gemm_align) is priced by rows of its own class when
+ * one lies near it (the unaligned grid of bench work), else as an aligned GEMM: a table without
+ * such rows prices it as before they were told apart. */
 static dm_cost_source table_kernel(const dm_costs *c, const dm_kernel *k, double roof, double *us)
 {
     row_op op = k->kind == DM_KERN_GEMM ? OP_GEMM : k->kind == DM_KERN_BGEMM ? OP_BGEMM : OP_ELEM;
     int algo = ALGO_KERN + (int)k->op;
-    near_rows nr = {0};
+    near_rows nr, ng;
+    dm_cost_source src;
     if ((unsigned)k->op >= DM_KOP__COUNT) {
         *us = roof;
         return DM_COST_ROOFLINE;
     }
-    if (c->op_rows[op][algo] && nearest_rows(c, op, algo, 0, k->m, k->n, k->k, k->batch, K_MAX, &nr, us))
-        return DM_COST_MEASURED;
-    if (nr.n && nr.d[0] <= NEAR_LOG2 * NEAR_LOG2) {
-        *us = roof * exp(idw_log_eff(&nr));
-        return DM_COST_INTERPOLATED;
-    }
-    near_rows ng;
-    if (op == OP_BGEMM && k->op <= DM_KOP_WGRAD && c->op_rows[OP_GEMM][algo]) {
-        double one;
-        if (nearest_rows(c, OP_GEMM, algo, 0, k->m, k->n, k->k, 1, K_MAX, &ng, &one)) {
-            dm_kernel g = *k;
-            g.kind = DM_KERN_GEMM, g.batch = 1, g.count = 1;
-            *us = roof * one / dm_roofline_kernel_us(c->gpu, &g);
-            return DM_COST_INTERPOLATED;
-        }
-        if (ng.n && ng.d[0] <= NEAR_LOG2 * NEAR_LOG2) {
-            *us = roof * exp(idw_log_eff(&ng));
-            return DM_COST_INTERPOLATED;
-        }
-    }
+    int a = kernel_gemm(op, algo) ? gemm_align(k->m, k->n, k->k) : 8;
+    int experts = op == OP_BGEMM && k->op <= DM_KOP_WGRAD; /* may fall back on single GEMMs of its shape */
+    if (a < 8 && (kernel_rows_near(c, op, algo, a, k, k->batch, roof, &nr, us, &src) ||
+                  (experts && kernel_rows_near(c, OP_GEMM, algo, a, k, 1, roof, &ng, us, &src))))
+        return src;
+    if (kernel_rows_near(c, op, algo, 8, k, k->batch, roof, &nr, us, &src) ||
+        (experts && kernel_rows_near(c, OP_GEMM, algo, 8, k, 1, roof, &ng, us, &src)))
+        return src;
     *us = nr.n ? roof * exp(nr.e[0]) : roof;
     return DM_COST_ROOFLINE;
 }

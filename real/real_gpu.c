@@ -264,7 +264,7 @@ static int gpu_precheck(real_exec *ex, dm_err *err)
     g->mem_total = (double)tot;
     const double GiB = 1073741824.0;
     if (est->total > (double)fr)
-        return dm_err_set(err, "rank %d: %s does not fit on GPU %d: this rank needs about %.1f GiB (weights and "
+        return dm_err_set(err, "rank %d: %s " DM_NOFIT_WORDS " on GPU %d: this rank needs about %.1f GiB (weights and "
                           "gradients %.1f, activations kept for backward %.1f, scratch %.1f, optimizer state %.1f, its "
                           "second buffers %.1f, collective buffers %.1f, NS plans %.1f, runtime %.1f) and the GPU has "
                           "%.1f GiB free of %.1f GiB; use more GPUs, fewer --tokens or a sharded strategy",

@@ -75,7 +75,7 @@ is "gpu checkpoint: the last loss equals the uninterrupted run's to 1e-6 ($l_r, 
 out=$(timeout 60 "$MPIRUN" -np 1 --bind-to none $DMUON run --backend gpu --model "$DM_SRCDIR/models/qwen2.5-72b.json" \
     --tokens 4096 --steps 1 2>&1)
 rc=$?
-like "gpu: Qwen2.5-72B on one GPU does not fit: the estimate and the GPU's memory" "$out" "does not fit on GPU 0: this rank needs about"
+like "gpu: Qwen2.5-72B on one GPU does not fit: the estimate and the GPU's memory" "$out" "does not fit in memory on GPU 0: this rank needs about"
 is "gpu: Qwen2.5-72B on one GPU: non-zero exit, no crash ($rc)" "$([ $rc -eq 1 ] && echo yes)" yes
 # every kernel kind of the workload (tests/data/arch_cpu.json: a second stream with its table and
 # attention, grouped-query and cross attention, MoE routing, a lookup), bound on the GPU as on

@@ -316,6 +316,55 @@ static void test_kernel_rows(void)
 /* NS rows of the PyTorch forms (direct-eager): looked up apart from the graph rows; without
  * them the graph's time with a launch floor per kernel; and the NS op's gradient check and
  * momentum (dm_ns_prep_us) by its formula. */
+/* Alignment classes: the aligned fwd grid at 1.6x its roofline, plus odd fwd rows (a dimension
+ * not a multiple of 8: 4095, 50257) at 8x. An odd query near the odd rows is priced by them alone;
+ * an aligned query never by them; an odd query with no odd row near (NEAR_LOG2) by the aligned
+ * rows, as before the classes were told apart; a dimension aligned to 4 (not 8) is its own class. */
+static void test_alignment_classes(void)
+{
+    const dm_gpu *h = dm_gpu_find("H200");
+    static char buf[1 << 16];
+    size_t n = table_head(buf, sizeof buf, 2);
+    static const int64_t g[] = {1024, 2048, 4096}, odd[][3] = {{2048, 4095, 4096}, {4096, 50257, 4096}, {2048, 50257, 4096}};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            for (int l = 0; l < 3; l++) {
+                dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, g[i], g[j], g[l], 1);
+                double us = dm_roofline_kernel_us(h, &x) * 1.6;
+                n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,fwd,%lld,%lld,%lld,1,bf16,%.9g,%.9g,%.9g\n",
+                              (long long)g[i], (long long)g[j], (long long)g[l], us, us, us);
+            }
+    for (int i = 0; i < 3; i++) {
+        dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, odd[i][0], odd[i][1], odd[i][2], 1);
+        double us = dm_roofline_kernel_us(h, &x) * 8;
+        n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,fwd,%lld,%lld,%lld,1,bf16,%.9g,%.9g,%.9g\n",
+                      (long long)odd[i][0], (long long)odd[i][1], (long long)odd[i][2], us, us, us);
+    }
+    dm_err err = {{0}};
+    dm_costs *c = NULL;
+    dm_cost_source s;
+    ok(dm_costs_load(write_file("align.csv", buf), &c, &err) == 0, "a table with aligned and odd GEMM rows loads (%s)",
+       c ? "ok" : err.msg);
+    if (!c) return;
+    dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, 4096, 49155, 4096, 1); /* a vocabulary of 49155 */
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 8 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "an odd dimension (49155) near odd rows: their efficiency (8x), not the aligned rows' (1.6x)");
+    ok(s == DM_COST_INTERPOLATED, "  ... interpolated (%s)", dm_cost_source_name(s));
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 4096, 4096, 2048, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 1.6 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "an aligned query beside the odd rows: the aligned rows alone");
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 512, 511, 512, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 1.6 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "an odd query with no odd row within 3 log2 units (512 x 511 x 512): the aligned rows");
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 4096, 50260, 4096, 1); /* aligned to 4 elements: no row of its class */
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 1.6 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "a dimension aligned to 4 (50260) is not priced by the odd rows: no row of its class, the aligned ones");
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 4096, 50257, 4096, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 8 * dm_roofline_kernel_us(h, &x), 1e-6, "an odd row's own shape: exact");
+    ok(s == DM_COST_MEASURED, "  ... measured");
+    dm_costs_free(c);
+}
+
 static void test_eager_rows(void)
 {
     const dm_gpu *h = dm_gpu_find("H200");
@@ -389,6 +438,7 @@ int main(void)
     const dm_gpu *h200 = dm_gpu_find("H200"), *a800 = dm_gpu_find("A800");
     if (!mkdtemp(dir)) return tap_skip_all("no temp dir");
     test_eager_rows();
+    test_alignment_classes();
 
     /* the roofline table shipped in traces/costs */
     char path[1024];

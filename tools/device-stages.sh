@@ -1077,3 +1077,28 @@ stage_multi() {
     T0=$SECONDS
     validate_set multi
 }
+# aligngrid (issue 14; traces/validate/h200-40: Granite-3.1-8B's LM head, vocabulary 49155, ran
+# 8x its price from the aligned GEMM rows): GEMMs with a dimension that is not a multiple of 8
+# elements (16 bytes of bf16), timed through the executor's launchers: a grid of odd sizes
+# ($L/align_odd.csv) and one of sizes aligned to 2 and 4 elements ($L/align_24.csv), none of
+# them a bundled or validated model's; then Granite's own kernels at 2048 and 4096 tokens
+# ($L/align_granite.csv: evidence kept apart, never merged into the table its validation is
+# priced from); then PyTorch's Qwen2.5-VL step under the profiler (busy time against wall time:
+# is its vision tower host-bound?)
+STAGE_TIMEOUT_aligngrid=480
+stage_aligngrid() {
+    local e=models/extra
+    timeout 230 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096,16384 \
+        --grid-nk 2048,4096,8192,4095,12289,50257 --max-seconds 200 --out "$L/align_odd.csv" > "$L/align_odd.txt" 2>&1
+    echo "bench work odd grid exit $? ($(grep -c '^NVIDIA' "$L/align_odd.csv" 2>/dev/null) rows)"
+    timeout 80 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096 \
+        --grid-nk 4096,24578,40964,32001 --sustain 0 --max-seconds 60 --out "$L/align_24.csv" > "$L/align_24.txt" 2>&1
+    echo "bench work 2/4 grid exit $? ($(grep -c '^NVIDIA' "$L/align_24.csv" 2>/dev/null) rows)"
+    timeout 60 "$D/dmuon" bench work --models $e/granite-3.1-8b-base-8l.json --tokens 2048,4096 --no-grid --sustain 0 \
+        --out "$L/align_granite.csv" > "$L/align_granite.txt" 2>&1
+    echo "bench work granite exit $? ($(grep -c '^NVIDIA' "$L/align_granite.csv" 2>/dev/null) rows)"
+    timeout 90 python3 tools/torch_step_bench.py --model qwen2.5-vl-3b --tokens 4096 --steps 2 --warmup 1 --profile 25 \
+        > "$L/torch_vl_profile.txt" 2>&1
+    echo "torch_step_bench qwen2.5-vl-3b --profile exit $?"
+    grep '^# profile' "$L/torch_vl_profile.txt"
+}

@@ -14,7 +14,8 @@ Usage (on the GPU machine):
   python3 tools/torch_step_bench.py --model llama-3.2-3b [--tokens 4096] [--seq-len 4096]
       [--steps 5] [--warmup 2] [--json OUT.json] [--experts grouped_mm] [--profile N] [--parts]
 (--experts: transformers' MoE experts backend; its eager default loops over the experts;
---profile N: one more step under torch.profiler, its N costliest CUDA kernels printed)
+--profile N: one more step under torch.profiler, its N costliest CUDA kernels printed, and the
+kernels' busy time and launch count against the step's wall time)
 --parts: each layer's attention (self_attn) and MLP or MoE block (mlp) timed the same way as the
 layers, forward and backward, so that a layer's time can be split between the two.
 Models: llama-3.2-3b, qwen2.5-1.5b, qwen2.5-0.5b, llama-3.1-8b, qwen2.5-7b, moonlight-16b-a3b-6l
@@ -282,15 +283,24 @@ def main():
     if a.profile > 0:
         from torch.profiler import profile, ProfilerActivity
         batch = inputs()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             loss = model(**batch).loss
             loss.backward()
             torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) * 1e3
         opt.zero_grad(set_to_none=True)
         key = "device_time_total"
         ka = prof.key_averages()
         if not ka or not hasattr(ka[0], key):
             key = "cuda_time_total"
+        # the GPU's busy time against the step's wall time: far below it, the step waits on the host
+        self_key = "self_" + key
+        busy = sum(getattr(e, self_key, 0) for e in ka) / 1e3
+        launches = sum(e.count for e in ka if getattr(e, self_key, 0) > 0)
+        print("# profile of one step: wall %.3f ms (profiler on), CUDA kernels %.3f ms busy over %d launches"
+              % (wall, busy, launches))
         print("# profile of one step: the %d costliest CUDA kernels (%s)" % (a.profile, key))
         print(ka.table(sort_by=key, row_limit=a.profile, max_name_column_width=70))
     if a.json:
