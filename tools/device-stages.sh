@@ -122,37 +122,39 @@ stage_stepsvla() {
     for m in wall-oss-flow qwen2.5-vl-3b; do w3_run "$m" 2 60; done
 }
 
+# torch_layers M FILE TIMEOUT TAG [ARGS...]: tools/torch_step_bench.py of model M at 4096 tokens
+# (ARGS added) into $L/torch_M$TAG.json (its output $L/torch_M$TAG.txt, its table printed), then
+# tools/trace_layers.py of the executor's trace $L/trace_M.csv (model file FILE) beside it
+torch_layers() {
+    local m=$1 f=$2 tmo=$3 tag=$4
+    shift 4
+    timeout "$tmo" python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 "$@" \
+        --json "$L/torch_$m$tag.json" > "$L/torch_$m$tag.txt" 2>&1
+    echo "torch_step_bench $m$tag exit $?"
+    grep -v -i warn "$L/torch_$m$tag.txt" | grep -E '^(#|  )' | head -14
+    if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_$m$tag.json" ]; then
+        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "$f" --torch "$L/torch_$m$tag.json"
+    fi
+}
+
 STAGE_TIMEOUT_torchstep=190
 stage_torchstep() {
     for m in $W3_MODELS; do
         echo "== $m"
-        timeout 45 python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 \
-            --json "$L/torch_$m.json" 2>&1 | grep -v Warning | tail -4
-        echo "torch_step_bench $m exit ${PIPESTATUS[0]}"
-        if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_$m.json" ]; then
-            python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_$m.json"
-        fi
+        torch_layers "$m" "models/$m.json" 45 ""
     done
     # the MoE model again with transformers' grouped GEMM experts (its default loops over the experts)
     m=moonlight-16b-a3b-6l
     echo "== $m (experts grouped_mm)"
-    timeout 45 python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 --experts grouped_mm \
-        --json "$L/torch_${m}_grouped.json" 2>&1 | grep -v Warning | tail -4
-    echo "torch_step_bench $m grouped_mm exit ${PIPESTATUS[0]}"
-    if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_${m}_grouped.json" ]; then
-        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_${m}_grouped.json"
-    fi
+    torch_layers "$m" "models/$m.json" 45 _grouped --experts grouped_mm
 }
 
 STAGE_TIMEOUT_torchvl=200
 stage_torchvl() {
     local m=qwen2.5-vl-3b
     w3_run "$m" 4 60
-    timeout 90 python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 \
-        --json "$L/torch_$m.json" 2>&1 | grep -v Warning | tail -5
-    echo "torch_step_bench $m exit ${PIPESTATUS[0]}"
+    torch_layers "$m" "models/$m.json" 90 ""
     if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_$m.json" ]; then
-        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_$m.json"
         python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --stack visual.blocks \
             --torch "$L/torch_$m.json" --torch-part vision
     fi
@@ -506,13 +508,7 @@ STAGE_TIMEOUT_moeprobe=150
 stage_moeprobe() {
     local m=moonlight-16b-a3b-6l
     w3_run "$m" 3 60
-    timeout 60 python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 --experts grouped_mm \
-        --parts --profile 40 --json "$L/torch_${m}_parts.json" > "$L/torch_${m}_parts.txt" 2>&1
-    echo "torch_step_bench $m grouped_mm --parts exit $?"
-    grep -v Warning "$L/torch_${m}_parts.txt" | head -20
-    if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_${m}_parts.json" ]; then
-        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --torch "$L/torch_${m}_parts.json"
-    fi
+    torch_layers "$m" "models/$m.json" 60 _parts --experts grouped_mm --parts --profile 40
 }
 
 # moeq3: a mixture-of-experts model with standard (GQA) attention against PyTorch (issue 13):
@@ -529,13 +525,7 @@ stage_moeq3() {
         > "$L/run_$m.txt" 2>&1
     echo "dmuon run $m exit $?"
     grep -E '^# (gpu:|mean over|GPU memory|per layer)|does not fit|rror' "$L/run_$m.txt" | head -8
-    timeout 60 python3 tools/torch_step_bench.py --model "$m" --tokens 4096 --steps 5 --warmup 2 --experts grouped_mm \
-        --parts --profile 30 --json "$L/torch_${m}.json" > "$L/torch_${m}.txt" 2>&1
-    echo "torch_step_bench $m grouped_mm exit $?"
-    grep -v -i warn "$L/torch_${m}.txt" | grep -E '^(#|  )' | head -14
-    if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_${m}.json" ]; then
-        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "$f" --torch "$L/torch_${m}.json"
-    fi
+    torch_layers "$m" "$f" 60 "" --experts grouped_mm --parts --profile 30
     timeout 110 "$D/dmuon" validate --cluster h200 --costs "$(call_costs)" --calibration traces/calib/h200.calib \
         --models "$f" --strategies dmuon,muon-ddp,adamw --overlaps interleave --gpus 1 --tokens 1024,4096 --steps 3 \
         --mpirun "$MPIRUN --bind-to none" --out "$L/validate_q3" > "$L/validate_q3.txt" 2>&1
@@ -1079,7 +1069,7 @@ stage_multi() {
 }
 # aligngrid (issue 14; traces/validate/h200-40: Granite-3.1-8B's LM head, vocabulary 49155, ran
 # 8x its price from the aligned GEMM rows): GEMMs with a dimension that is not a multiple of 8
-# elements (16 bytes of bf16), timed through the executor's launchers: a grid of odd sizes
+# elements (16 bytes of bf16), timed cool (bench work --cool) through the executor's launchers: a grid of odd sizes
 # ($L/align_odd.csv) and one of sizes aligned to 2 and 4 elements ($L/align_24.csv), none of
 # them a bundled or validated model's; then Granite's own kernels at 2048 and 4096 tokens
 # ($L/align_granite.csv: evidence kept apart, never merged into the table its validation is
@@ -1088,13 +1078,13 @@ stage_multi() {
 STAGE_TIMEOUT_aligngrid=480
 stage_aligngrid() {
     local e=models/extra
-    timeout 230 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096,16384 \
-        --grid-nk 2048,4096,8192,4095,12289,50257 --max-seconds 200 --out "$L/align_odd.csv" > "$L/align_odd.txt" 2>&1
+    timeout 230 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096,8192 \
+        --grid-nk 2048,4096,8192,4095,12289,50257 --cool --max-seconds 200 --out "$L/align_odd.csv" > "$L/align_odd.txt" 2>&1
     echo "bench work odd grid exit $? ($(grep -c '^NVIDIA' "$L/align_odd.csv" 2>/dev/null) rows)"
     timeout 80 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096 \
-        --grid-nk 4096,24578,40964,32001 --sustain 0 --max-seconds 60 --out "$L/align_24.csv" > "$L/align_24.txt" 2>&1
+        --grid-nk 4096,24578,40964,32001 --cool --sustain 0 --max-seconds 60 --out "$L/align_24.csv" > "$L/align_24.txt" 2>&1
     echo "bench work 2/4 grid exit $? ($(grep -c '^NVIDIA' "$L/align_24.csv" 2>/dev/null) rows)"
-    timeout 60 "$D/dmuon" bench work --models $e/granite-3.1-8b-base-8l.json --tokens 2048,4096 --no-grid --sustain 0 \
+    timeout 60 "$D/dmuon" bench work --models $e/granite-3.1-8b-base-8l.json --tokens 2048,4096 --no-grid --cool --sustain 0 \
         --out "$L/align_granite.csv" > "$L/align_granite.txt" 2>&1
     echo "bench work granite exit $? ($(grep -c '^NVIDIA' "$L/align_granite.csv" 2>/dev/null) rows)"
     timeout 90 python3 tools/torch_step_bench.py --model qwen2.5-vl-3b --tokens 4096 --steps 2 --warmup 1 --profile 25 \
