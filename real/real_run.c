@@ -3,7 +3,9 @@
  * means, then the weights files and the trace. Printing is the caller's (a row callback). */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "csvjson.h"
 #include "real.h"
@@ -95,9 +97,15 @@ int real_exec_run(real_exec *ex, const real_run_spec *sp, real_run_row_fn row, v
     res->check_worst = -1;
     res->first_step = ex->step;
     double sum[9] = {0};
+    /* Diagnostics: DMUON_STEP_GAP_MS=X idles every rank X ms between two steps (after the last
+     * one's rows are gathered), so that a probe can see how a step's forward runs when the GPU
+     * has cooled from the optimizer phase before it for that long (tools/device-stages.sh gapprobe) */
+    const char *gap_env = getenv("DMUON_STEP_GAP_MS");
+    double gap_ms = gap_env ? atof(gap_env) : 0;
     for (long s = res->first_step; s < sp->steps; s++) {
         real_step_stats st;
         real_step_row w;
+        if (gap_ms > 0 && s > res->first_step) usleep((useconds_t)(gap_ms * 1e3));
         if (real_exec_step(ex, &st, err) < 0 || real_exec_step_row(ex, &st, &w, err) < 0) return -2;
         res->kept += !st.skipped;
         if (sp->ckpt_dir && ((s + 1) % sp->every == 0 || s == sp->steps - 1) && real_exec_save(ex, sp->ckpt_dir, err) < 0)

@@ -1075,11 +1075,11 @@ stage_multi() {
 # ($L/align_granite.csv: evidence kept apart, never merged into the table its validation is
 # priced from); then PyTorch's Qwen2.5-VL step under the profiler (busy time against wall time:
 # is its vision tower host-bound?)
-STAGE_TIMEOUT_aligngrid=480
+STAGE_TIMEOUT_aligngrid=440
 stage_aligngrid() {
     local e=models/extra
-    timeout 230 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096,8192 \
-        --grid-nk 2048,4096,8192,4095,12289,50257 --cool --max-seconds 200 --out "$L/align_odd.csv" > "$L/align_odd.txt" 2>&1
+    timeout 190 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096,8192 \
+        --grid-nk 2048,4096,8192,4095,12289,50257 --cool --max-seconds 160 --out "$L/align_odd.csv" > "$L/align_odd.txt" 2>&1
     echo "bench work odd grid exit $? ($(grep -c '^NVIDIA' "$L/align_odd.csv" 2>/dev/null) rows)"
     timeout 80 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096 \
         --grid-nk 4096,24578,40964,32001 --cool --sustain 0 --max-seconds 60 --out "$L/align_24.csv" > "$L/align_24.txt" 2>&1
@@ -1091,4 +1091,22 @@ stage_aligngrid() {
         > "$L/torch_vl_profile.txt" 2>&1
     echo "torch_step_bench qwen2.5-vl-3b --profile exit $?"
     grep '^# profile' "$L/torch_vl_profile.txt"
+}
+# gapprobe (issue 14: dmuon's forward right after its NS phase runs 1.1-1.2x adamw's, flat over
+# the whole forward, traces/device/stepprobe-2026-12-05; the power model gives less): Llama-3.2-3B
+# at 1024 tokens, 5 steps, with the GPU left idle X ms between steps (DMUON_STEP_GAP_MS,
+# real/real_run.c): if the forward's layers come back to adamw's time as X grows, the clock the
+# NS phase leaves is the cause and X how long it takes to recover; if not, something else
+# ($L/gap_STRATEGY_X.{txt,trace.csv}; one line per run: the mean forward layer of the last step)
+STAGE_TIMEOUT_gapprobe=150
+stage_gapprobe() {
+    local st x
+    for st in dmuon:0 dmuon:25 dmuon:50 dmuon:100 dmuon:200 dmuon:400 dmuon:1000 adamw:0 adamw:400; do
+        x=${st#*:} st=${st%:*}
+        DMUON_STEP_GAP_MS=$x timeout 40 "$D/dmuon" run --backend gpu --model llama-3.2-3b --cluster h200 --strategy "$st" \
+            --tokens 1024 --steps 5 --timeout 30 --trace "$L/gap_${st}_$x.trace.csv" > "$L/gap_${st}_$x.txt" 2>&1
+        echo "$st gap $x ms exit $?: $(grep '^# mean over' "$L/gap_${st}_$x.txt" | cut -c1-110); forward layer mean" \
+            "$(awk -F, 'NR > 2 && $4 == "forward" && $6 > 300 && $6 < 1000 {s += $6; n++} END {if (n) printf "%.1f us over %d", s / n, n}' \
+                "$L/gap_${st}_$x.trace.csv" 2>/dev/null)"
+    done
 }
