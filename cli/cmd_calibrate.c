@@ -52,6 +52,10 @@ static void usage(FILE *f)
             "                     two kernels of an op, from what the table-priced ops took beyond\n"
             "                     their kernels (that holds every rate the table misses on the one\n"
             "                     model traced; default: not fitted, 0)\n"
+            "  --tau-fall         with --trace and --power: also fit power.tau_fall_ms, how slowly the\n"
+            "                     clock comes back after heavy work (the power filter's time constant\n"
+            "                     while the demand falls), beside power.activity_exp (default: the\n"
+            "                     probe's tau both ways)\n"
             "  --coll-slowdown    with --trace: also fit coll_slowdown, the NVLink bandwidth lost by\n"
             "                     collectives while their GPUs compute, against the collective model\n"
             "                     of --comm's fits (else the cluster's); collectives of >= --min-bytes\n"
@@ -78,7 +82,8 @@ static void usage(FILE *f)
             "  -h, --help         this text\n");
 }
 
-enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW, O_GAP, O_JSON, O_POWER, O_LO };
+enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW, O_GAP, O_JSON, O_POWER, O_LO,
+       O_TFALL };
 
 int cmd_calibrate(int argc, char **argv)
 {
@@ -92,6 +97,7 @@ int cmd_calibrate(int argc, char **argv)
                                        {"comm-slowdown", no_argument, 0, O_SLOW},
                                        {"coll-slowdown", no_argument, 0, O_CSLOW},
                                        {"kernel-gap", no_argument, 0, O_GAP},
+                                       {"tau-fall", no_argument, 0, O_TFALL},
                                        {"program", required_argument, 0, O_PROG},
                                        {"json", no_argument, 0, O_JSON},
                                        {"power", required_argument, 0, O_POWER},
@@ -99,7 +105,7 @@ int cmd_calibrate(int argc, char **argv)
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *power = NULL, *cluster = NULL, *gpu = NULL, *out = "-";
-    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0, gap = 0, json = 0, n_lo = 0;
+    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0, gap = 0, json = 0, n_lo = 0, tfall = 0;
     static char lo_buf[8][4096];
     const char *lo_one[8], *lo_st[8];
     int64_t mb;
@@ -133,6 +139,7 @@ int cmd_calibrate(int argc, char **argv)
         case O_SLOW: slow = 1; break;
         case O_CSLOW: cslow = 1; break;
         case O_GAP: gap = 1; break;
+        case O_TFALL: tfall = 1; break;
         case O_JSON: json = 1; break;
         case O_POWER: power = optarg; break;
         case O_LO: {
@@ -167,8 +174,9 @@ int cmd_calibrate(int argc, char **argv)
         opt_usage_error(CMD, "--program needs --kernels (the table its NS ops are fitted against)");
         return 2;
     }
-    if ((slow || cslow || gap) && !n_trace) {
-        opt_usage_error(CMD, "%s needs --trace", slow ? "--comm-slowdown" : cslow ? "--coll-slowdown" : "--kernel-gap");
+    if ((slow || cslow || gap || tfall) && !n_trace) {
+        opt_usage_error(CMD, "%s needs --trace",
+                        slow ? "--comm-slowdown" : cslow ? "--coll-slowdown" : gap ? "--kernel-gap" : "--tau-fall");
         return 2;
     }
     if (json && !strcmp(out, "-")) {
@@ -212,7 +220,9 @@ int cmd_calibrate(int argc, char **argv)
         fprintf(log, ":\n");
         int rc = (n_program && dm_costs_load(kernels, &table, &err)) ||
                  calib_fit_traces(&k, n_trace, trace, program, cl.gpu, table,
-                                  (slow ? CALIB_FIT_COMM_SLOWDOWN : 0) | (gap ? CALIB_FIT_KERNEL_GAP : 0), log, &err);
+                                  (slow ? CALIB_FIT_COMM_SLOWDOWN : 0) | (gap ? CALIB_FIT_KERNEL_GAP : 0) |
+                                      (tfall ? CALIB_FIT_TAU_FALL : 0),
+                                  log, &err);
         dm_costs_free(table);
         if (rc) goto fail;
     }

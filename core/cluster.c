@@ -286,6 +286,8 @@ static const dm_param params[] = {
      "full-clock rate of the reference copy, bytes read + written (work at this rate demands power.copy_w)"},
     {"power.activity_exp", DM_PARAM_NUM, F | C, AT(power.activity_exp), 1, "", 0, 1, 0,
      "e: work at a fraction u of the reference GEMM's rate draws u^e of its power over idle (default 1)"},
+    {"power.tau_fall_ms", DM_PARAM_NUM, F | C, AT(power.tau_fall_ms), 1, "ms", 0, 1e5, 0,
+     "time constant of the demand while it falls, the clock coming back after heavy work (default power.tau_ms)"},
 };
 #define N_PARAMS (int)(sizeof params / sizeof params[0])
 

@@ -89,7 +89,8 @@ double dm_power_demand_held(const dm_power *p, double flops, double bytes, doubl
 double dm_power_advance(const dm_power *p, double D, double P, double dt_us)
 {
     if (!(dt_us > 0)) return D;
-    return P + (D - P) * exp(-dt_us / (p->tau_ms * 1e3));
+    double tau = P < D && p->tau_fall_ms > 0 ? p->tau_fall_ms : p->tau_ms;
+    return P + (D - P) * exp(-dt_us / (tau * 1e3));
 }
 
 double dm_power_clock(const dm_power *p, double D)
@@ -115,7 +116,8 @@ double dm_power_time_factor(double s, double share)
 double dm_power_mean_clock(const dm_power *p, double *D, double P, double dt_us)
 {
     if (!(dt_us > 0)) return dm_power_clock(p, *D);
-    int n = (int)ceil(dt_us / (p->tau_ms * 1e3 / 8));
+    double tau = p->tau_fall_ms > 0 && p->tau_fall_ms < p->tau_ms ? p->tau_fall_ms : p->tau_ms;
+    int n = (int)ceil(dt_us / (tau * 1e3 / 8));
     if (n < 1) n = 1;
     if (n > 64) n = 64;
     double h = dt_us / n, s = 0;

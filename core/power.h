@@ -12,6 +12,8 @@
  * whose clocks fit the traced ops best). The card's controller
  * answers the demand filtered over time,
  *     dD/dt = (P - D) / tau,
+ * (tau_fall in place of tau while P < D, when given: the controller may give the clock back more
+ * slowly than it takes it; `dmuon calibrate` fits it from the traces with e),
  * by lowering the clock to the fraction s = 1 - slope max(0, D - limit) (at least DM_POWER_MIN_S)
  * of its full value. The part of an op's full-clock time beyond what its bytes need at the
  * reference copy rate then takes 1/s as long, the rest its own (HBM does not slow): an op with
@@ -41,6 +43,8 @@ typedef struct dm_power {
     double ref_flops; /* FLOP/s of the reference GEMM at full clock */
     double ref_Bps;   /* bytes/s of the reference copy (read + write) */
     double activity_exp; /* e of the demand (see above); 0: 1 */
+    double tau_fall_ms; /* the filter's time constant while the demand falls (the clock coming back
+                           after heavy work); 0: tau_ms */
 } dm_power;
 
 /* 1 when p describes a model (a limit below the GEMM's demand, the rates and tau set). */

@@ -1236,10 +1236,13 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
             if (x < lo) lo = x;
             if (x > hi) hi = x;
         }
-        snprintf(r->power_src, sizeof r->power_src, "power limit %.0f W (tau %.0f ms; GEMM %.0f W, copies %.0f W at full "
+        char fall[48] = "";
+        if (c->power.tau_fall_ms > 0 && c->power.tau_fall_ms != c->power.tau_ms)
+            snprintf(fall, sizeof fall, ", %.0f ms falling", c->power.tau_fall_ms);
+        snprintf(r->power_src, sizeof r->power_src, "power limit %.0f W (tau %.0f ms%s; GEMM %.0f W, copies %.0f W at full "
                  "clock): compute-bound kernels slowed by each rank's clock; the step from the steady state (%d run%s), "
                  "its start at %.3f-%.3f of full clock",
-                 c->power.limit_w, c->power.tau_ms, c->power.gemm_w, c->power.copy_w, r->power_passes,
+                 c->power.limit_w, c->power.tau_ms, fall, c->power.gemm_w, c->power.copy_w, r->power_passes,
                  r->power_passes == 1 ? "" : "s", lo, hi);
     }
     free(D0);

@@ -45,6 +45,14 @@ static void test_arithmetic(void)
     ok(!dm_power_on(&q), "limit 0: no model");
     ok_near(dm_power_advance(&p, 100, 1000, 20e3), 1000 - 900 * exp(-1), 1e-12, "one tau: 1 - 1/e of the way");
     ok_near(dm_power_advance(&p, 300, 300, 1e6), 300, 1e-12, "at its demand it stays");
+    q = p;
+    q.tau_fall_ms = 5 * p.tau_ms;
+    ok_near(dm_power_advance(&q, 100, 1000, 20e3), 1000 - 900 * exp(-1), 1e-12,
+            "tau_fall: a rising demand still follows tau");
+    ok_near(dm_power_advance(&q, 1000, 100, 20e3), 100 + 900 * exp(-0.2), 1e-12,
+            "tau_fall: a falling one follows tau_fall (5 tau: exp(-1/5) of the way left after one tau)");
+    q.tau_fall_ms = 0;
+    ok_near(dm_power_advance(&q, 1000, 100, 20e3), 100 + 900 * exp(-1), 1e-12, "tau_fall 0: symmetric");
     ok(dm_power_clock(&p, 650) == 1 && dm_power_clock(&p, 700) == 1, "no slowing at or under the limit");
     ok_near(dm_power_clock(&p, 1000), 0.85, 1e-12, "300 W over at 5e-4 per W: 0.85");
     ok(dm_power_clock(&p, 1e5) == DM_POWER_MIN_S, "the clock's floor");

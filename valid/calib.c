@@ -870,20 +870,29 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     double best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
     ns_prep(ops, n, gpu, costs, table_kind[FK_UPD], x, a, cnt);
     best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
-    double gam = 0, gam_ss = 0;
+    double gam = 0, gam_ss = 0, tfall = 0;
     int gam_n = 0;
-    if (pw) { /* the demand's activity exponent: the one whose clocks fit the table-priced forward and
-                 backward ops best (the ops the clock slows; each exponent with its best f) */
+    /* the falling demand's time constants tried (0: the probe's tau, symmetric) */
+    static const double falls[] = {0, 50, 100, 200, 400, 800, 1600};
+    int n_falls = flags & CALIB_FIT_TAU_FALL ? (int)(sizeof falls / sizeof falls[0]) : 1;
+    if (pw) { /* the demand's activity exponent and its falling time constant: the pair whose clocks fit
+                 the table-priced forward and backward ops best (the ops the clock slows; each pair
+                 with its best f). A step's forward runs after its optimizer phase: how fast the
+                 clock comes back after heavy NS is seen there, not in the probe's rising phases */
         double gbest = INFINITY;
-        for (int gi = 2; gi <= 20; gi++) {
-            pwc.power.activity_exp = gi / 20.0;
-            power_clock_ops(pw, ops, n, ix);
-            double fb;
-            best_slowdown(ops, n, fit_gap, slow_fit, fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), &fb);
-            fit_rates(ops, n, fb, fit_gap, x, a, ss, cnt);
-            if (ss[FK_KERN] < gbest) gbest = ss[FK_KERN], gam = gi / 20.0, gam_n = cnt[FK_KERN];
-        }
+        for (int fi = 0; fi < n_falls; fi++)
+            for (int gi = 2; gi <= 20; gi++) {
+                pwc.power.activity_exp = gi / 20.0;
+                pwc.power.tau_fall_ms = falls[fi];
+                power_clock_ops(pw, ops, n, ix);
+                double fb;
+                best_slowdown(ops, n, fit_gap, slow_fit, fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), &fb);
+                fit_rates(ops, n, fb, fit_gap, x, a, ss, cnt);
+                if (ss[FK_KERN] < gbest)
+                    gbest = ss[FK_KERN], gam = gi / 20.0, tfall = falls[fi], gam_n = cnt[FK_KERN];
+            }
         pwc.power.activity_exp = gam;
+        pwc.power.tau_fall_ms = tfall;
         power_clock_ops(pw, ops, n, ix);
         best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
         gam_ss = gam_n ? sqrt(gbest / gam_n) : 0;
@@ -1000,12 +1009,18 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         if (set_num(c, "comm_slowdown", f, src, sqrt(best / n), n_ov, err)) goto out;
     }
     if (pw) {
+        int tf = n_falls > 1;
         snprintf(src, sizeof src, "%s: %d forward/backward ops priced by the kernel table, each op's clock from the "
-                 "power model along its trace: the exponent (0.1 to 1 by 0.05) whose clocks fit them best%s", desc, gam_n,
-                 fsrc);
-        if (log) fprintf(log, "  %-34s %.4g: %3d forward/backward ops (residual %.1f%%)\n", "power.activity_exp", gam, gam_n,
-                         100 * gam_ss);
-        if (set_num(c, "power.activity_exp", gam, src, gam_ss, gam_n, err)) goto out;
+                 "power model along its trace: the exponent (0.1 to 1 by 0.05)%s whose clocks fit them best%s", desc,
+                 gam_n, tf ? " and the falling time constant (tau, 50, 100, 200, 400, 800 or 1600 ms)" : "", fsrc);
+        if (log) {
+            fprintf(log, "  %-34s %.4g: %3d forward/backward ops (residual %.1f%%)\n", "power.activity_exp", gam, gam_n,
+                    100 * gam_ss);
+            if (tf) fprintf(log, "  %-34s %.4g: with it\n", "power.tau_fall_ms", tfall > 0 ? tfall : pwc.power.tau_ms);
+        }
+        if (set_num(c, "power.activity_exp", gam, src, gam_ss, gam_n, err) ||
+            (tf && set_num(c, "power.tau_fall_ms", tfall > 0 ? tfall : pwc.power.tau_ms, src, gam_ss, gam_n, err)))
+            goto out;
     }
     if (n_first) { /* the median over ranks and traces of the first op's start */
         double m = cmp_quantile(first, n_first, 0.5), ss0 = 0; /* sorts first[] */

@@ -120,7 +120,9 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
  * which also holds every difference between the table's rates and the step's, fitted on one
  * model; the executor's measured in-op gaps are under 1 us in the forward,
  * traces/validate/h200-5/ktimes: not fitted unless asked). */
-enum { CALIB_FIT_COMM_SLOWDOWN = 1, CALIB_FIT_KERNEL_GAP = 2 };
+/* CALIB_FIT_TAU_FALL: with a power model, power.tau_fall_ms beside power.activity_exp (the pair
+ * whose clocks fit the traced forward/backward ops best); without it the filter is symmetric. */
+enum { CALIB_FIT_COMM_SLOWDOWN = 1, CALIB_FIT_KERNEL_GAP = 2, CALIB_FIT_TAU_FALL = 4 };
 int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
                     int flags, FILE *log, dm_err *err);
 /* The same over the union of the compute ops of n_traces traces (program_paths may be NULL, or
