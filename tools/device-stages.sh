@@ -1075,19 +1075,19 @@ stage_multi() {
 # ($L/align_granite.csv: evidence kept apart, never merged into the table its validation is
 # priced from); then PyTorch's Qwen2.5-VL step under the profiler (busy time against wall time:
 # is its vision tower host-bound?)
-STAGE_TIMEOUT_aligngrid=440
+STAGE_TIMEOUT_aligngrid=340
 stage_aligngrid() {
     local e=models/extra
-    timeout 190 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096,8192 \
-        --grid-nk 2048,4096,8192,4095,12289,50257 --cool --max-seconds 160 --out "$L/align_odd.csv" > "$L/align_odd.txt" 2>&1
+    timeout 150 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096,8192 \
+        --grid-nk 2048,4096,8192,4095,12289,50257 --cool --max-seconds 125 --out "$L/align_odd.csv" > "$L/align_odd.txt" 2>&1
     echo "bench work odd grid exit $? ($(grep -c '^NVIDIA' "$L/align_odd.csv" 2>/dev/null) rows)"
-    timeout 80 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096 \
-        --grid-nk 4096,24578,40964,32001 --cool --sustain 0 --max-seconds 60 --out "$L/align_24.csv" > "$L/align_24.txt" 2>&1
+    timeout 60 "$D/dmuon" bench work --models $e/pythia-1b.json --tokens 1024 --grid-m 1024,4096 \
+        --grid-nk 4096,24578,40964,32001 --cool --sustain 0 --max-seconds 45 --out "$L/align_24.csv" > "$L/align_24.txt" 2>&1
     echo "bench work 2/4 grid exit $? ($(grep -c '^NVIDIA' "$L/align_24.csv" 2>/dev/null) rows)"
-    timeout 60 "$D/dmuon" bench work --models $e/granite-3.1-8b-base-8l.json --tokens 2048,4096 --no-grid --cool --sustain 0 \
+    timeout 45 "$D/dmuon" bench work --models $e/granite-3.1-8b-base-8l.json --tokens 2048,4096 --no-grid --cool --sustain 0 \
         --out "$L/align_granite.csv" > "$L/align_granite.txt" 2>&1
     echo "bench work granite exit $? ($(grep -c '^NVIDIA' "$L/align_granite.csv" 2>/dev/null) rows)"
-    timeout 90 python3 tools/torch_step_bench.py --model qwen2.5-vl-3b --tokens 4096 --steps 2 --warmup 1 --profile 25 \
+    timeout 80 python3 tools/torch_step_bench.py --model qwen2.5-vl-3b --tokens 4096 --steps 2 --warmup 1 --profile 25 \
         > "$L/torch_vl_profile.txt" 2>&1
     echo "torch_step_bench qwen2.5-vl-3b --profile exit $?"
     grep '^# profile' "$L/torch_vl_profile.txt"
