@@ -1110,3 +1110,17 @@ stage_gapprobe() {
                 "$L/gap_${st}_$x.trace.csv" 2>/dev/null)"
     done
 }
+# fsdp1 (issue 15): muon-fsdp, the PyTorch form (each gradient gathered in the optimizer step, then
+# its NS, one matrix at a time, eager), on one GPU: Llama-3.2-3B and Qwen2.5-1.5B at 4096 tokens,
+# the measured phases against the simulated ones ($L/fsdp1: validate's cases packed)
+STAGE_TIMEOUT_fsdp1=80
+stage_fsdp1() {
+    T0=$SECONDS
+    mkdir -p "$L/fsdp1"
+    VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate \
+        > "$L/validate_fsdp1.log" 2>&1
+    echo "fsdp1: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T0)) s)"
+    sed -n '/^# errors by model/,/^# goal/p' "$L/validate.txt" | grep -v kernels:
+    mv "$L/validate.txt" "$L/fsdp1/" && mv "$L/validate" "$L/fsdp1/validate"
+    (cd "$L/fsdp1" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+}
