@@ -448,19 +448,32 @@ static const char *algo_expected(row_op op)
 static int kernel_row(row_op op, int algo) { return algo >= ALGO_KERN && (op == OP_GEMM || op == OP_BGEMM || op == OP_ELEM); }
 static int kernel_gemm(row_op op, int algo) { return algo >= ALGO_KERN && (op == OP_GEMM || op == OP_BGEMM); }
 
-/* A workload GEMM's alignment class: the largest of 8, 4, 2, 1 elements that divides each of
- * m, n and k. cuBLAS(Lt) runs bf16 products whose leading dimensions are multiples of 8
- * elements (16 bytes) on its vectorized tensor-core kernels; one dimension off that (a
- * vocabulary of 49155, 50257 or 32001) takes the whole product to kernels with narrower loads,
- * several times slower (traces/validate/h200-40: Granite-3.1-8B's LM head ran 8x its price from
- * aligned rows). Rows price only queries of their own class (nearest_rows). */
-static int gemm_align(int64_t m, int64_t n, int64_t k)
+/* A workload GEMM's alignment class: the largest of 8, 4, 2, 1 elements that divides both of its
+ * weight dimensions (fwd and dgrad: n and k; wgrad: m and n; the token dimension, which is no
+ * operand's leading dimension, left out; any other product: all three). cuBLAS(Lt) runs bf16
+ * products whose leading dimensions are multiples of 8 elements (16 bytes) on its vectorized
+ * tensor-core kernels; a weight dimension off that (a vocabulary of 49155, 50257 or 32001) takes
+ * the product to kernels with narrower loads, at 96-131 TFLOP/s when odd and 258-282 when
+ * aligned to 2 or 4 on an H200 (776 aligned, 4096 tokens), while an odd token count costs
+ * nothing (traces/device/aligngrid-2026-12-05; Granite-3.1-8B's LM head ran 8x its price from
+ * aligned rows, traces/validate/h200-40). A product with more than one unaligned dimension is a
+ * class of its own (16 + the smallest alignment). Rows price only queries of their own class
+ * (nearest_rows); 8 is aligned. */
+static int gemm_align(int algo, int64_t m, int64_t n, int64_t k)
 {
+    int op = algo - ALGO_KERN;
     int64_t d[3] = {m, n, k};
-    int a = 8;
-    for (int i = 0; i < 3; i++)
-        while (a > 1 && d[i] > 0 && d[i] % a) a /= 2;
-    return a;
+    if (op == DM_KOP_FWD || op == DM_KOP_DGRAD) d[0] = 8; /* m: the tokens */
+    if (op == DM_KOP_WGRAD) d[2] = 8;                      /* k: the tokens */
+    int a = 8, odd = 0;
+    for (int i = 0; i < 3; i++) {
+        int x = 8;
+        while (x > 1 && d[i] > 0 && d[i] % x) x /= 2;
+        odd += x < 8;
+        if (x < a) a = x;
+    }
+    return odd > 1 ? a + 16 : a; /* two unaligned dimensions run otherwise than one (faster: 12.6 ms
+                                    for 4096 x 50257 x 4095 against 17.0 for x 4096) */
 }
 
 /* One file's rows appended to c (file index fi); its source (0 measured, 1 roofline) and GPU
@@ -614,7 +627,7 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
             c->rows = nr;
             c->cap = nc;
         }
-        r.align = kernel_gemm(r.op, r.algo) ? gemm_align(r.m, r.n, r.k) : 8;
+        r.align = kernel_gemm(r.op, r.algo) ? gemm_align(r.algo, r.m, r.n, r.k) : 8;
         c->rows[c->n_rows++] = r;
         c->clock_rows[kernel_row(r.op, r.algo) ? 0 : r.op == OP_NS ? 1 : 2][c->file_cool[fi]]++;
         c->op_rows[r.op][r.algo]++;
@@ -947,9 +960,9 @@ static dm_cost_source table_kernel(const dm_costs *c, const dm_kernel *k, double
         *us = roof;
         return DM_COST_ROOFLINE;
     }
-    int a = kernel_gemm(op, algo) ? gemm_align(k->m, k->n, k->k) : 8;
+    int a = kernel_gemm(op, algo) ? gemm_align(algo, k->m, k->n, k->k) : 8;
     int experts = op == OP_BGEMM && k->op <= DM_KOP_WGRAD; /* may fall back on single GEMMs of its shape */
-    if (a < 8 && (kernel_rows_near(c, op, algo, a, k, k->batch, roof, &nr, us, &src) ||
+    if (a != 8 && (kernel_rows_near(c, op, algo, a, k, k->batch, roof, &nr, us, &src) ||
                   (experts && kernel_rows_near(c, OP_GEMM, algo, a, k, 1, roof, &ng, us, &src))))
         return src;
     if (kernel_rows_near(c, op, algo, 8, k, k->batch, roof, &nr, us, &src) ||

@@ -316,10 +316,12 @@ static void test_kernel_rows(void)
 /* NS rows of the PyTorch forms (direct-eager): looked up apart from the graph rows; without
  * them the graph's time with a launch floor per kernel; and the NS op's gradient check and
  * momentum (dm_ns_prep_us) by its formula. */
-/* Alignment classes: the aligned fwd grid at 1.6x its roofline, plus odd fwd rows (a dimension
- * not a multiple of 8: 4095, 50257) at 8x. An odd query near the odd rows is priced by them alone;
- * an aligned query never by them; an odd query with no odd row near (NEAR_LOG2) by the aligned
- * rows, as before the classes were told apart; a dimension aligned to 4 (not 8) is its own class. */
+/* Alignment classes: the aligned fwd grid at 1.6x its roofline, plus odd fwd rows (a weight
+ * dimension not a multiple of 8: 4095, 50257) at 8x and one with both weight dimensions odd at 4x.
+ * An odd query near the odd rows is priced by them alone; an aligned query never by them; an odd
+ * query with no odd row near (NEAR_LOG2) by the aligned rows, as before the classes were told
+ * apart; a dimension aligned to 4 (not 8) is its own class, two odd dimensions another; the token
+ * dimension does not count. */
 static void test_alignment_classes(void)
 {
     const dm_gpu *h = dm_gpu_find("H200");
@@ -340,6 +342,11 @@ static void test_alignment_classes(void)
         n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,fwd,%lld,%lld,%lld,1,bf16,%.9g,%.9g,%.9g\n",
                       (long long)odd[i][0], (long long)odd[i][1], (long long)odd[i][2], us, us, us);
     }
+    {
+        dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, 4096, 50257, 4095, 1); /* two odd weight dimensions */
+        double us = dm_roofline_kernel_us(h, &x) * 4;
+        n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,fwd,4096,50257,4095,1,bf16,%.9g,%.9g,%.9g\n", us, us, us);
+    }
     dm_err err = {{0}};
     dm_costs *c = NULL;
     dm_cost_source s;
@@ -359,6 +366,12 @@ static void test_alignment_classes(void)
     x = kern(DM_KERN_GEMM, DM_KOP_FWD, 4096, 50260, 4096, 1); /* aligned to 4 elements: no row of its class */
     ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 1.6 * dm_roofline_kernel_us(h, &x), 1e-6,
             "a dimension aligned to 4 (50260) is not priced by the odd rows: no row of its class, the aligned ones");
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 4096, 49155, 4095, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 4 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "two odd weight dimensions: the row with two (4x), not those with one (8x)");
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 4095, 4096, 2048, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 1.6 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "an odd token count (fwd's m: no operand's leading dimension) is aligned");
     x = kern(DM_KERN_GEMM, DM_KOP_FWD, 4096, 50257, 4096, 1);
     ok_near(dm_costs_kernel_us(c, NULL, &x, &s), 8 * dm_roofline_kernel_us(h, &x), 1e-6, "an odd row's own shape: exact");
     ok(s == DM_COST_MEASURED, "  ... measured");
