@@ -908,14 +908,6 @@ static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batc
                          : table_ns_rows(c, m, n, batch, a, tall, roof, us);
 }
 
-/* A workload kernel's one launch on the table's GPU: the row of its shape, else the IDW efficiency
- * of its kind's K_MAX nearest rows when the nearest is within NEAR_LOG2; an expert batch (a
- * batched fwd, dgrad or wgrad) without such rows takes the GEMM rows of its op at its (m, n, k):
- * it is `batch` GEMMs of one shape, and the GEMM grid covers shapes the expert rows of the
- * bundled MoE models do not (traces/validate/h200-33-unseen: Mixtral's 8 experts of 14336 x 4096
- * at 512 routed tokens, priced at the roofline, 13-26% short). Else the nearest row's efficiency
- * (an extrapolation, as for NS; the roofline alone ran such kernels at the tensor cores' peak),
- * and the roofline when the kind has no rows. Both of the last are reported as the roofline. */
 #define NEAR_LOG2 3.0
 /* Rows of (op, algo, alignment class a) that price a kernel at `batch` (1 for an expert batch
  * priced from single GEMMs): 1 and *us from the row of its shape (*src MEASURED) or from the IDW
@@ -947,9 +939,16 @@ static int kernel_rows_near(const dm_costs *c, row_op op, int algo, int a, const
     return 0;
 }
 
-/* A GEMM whose alignment class is under 8 (gemm_align) is priced by rows of its own class when
- * one lies near it (the unaligned grid of bench work), else as an aligned GEMM: a table without
- * such rows prices it as before they were told apart. */
+/* A workload kernel's one launch on the table's GPU: the row of its shape, else the IDW efficiency
+ * of its kind's K_MAX nearest rows when the nearest is within NEAR_LOG2; an expert batch (a
+ * batched fwd, dgrad or wgrad) without such rows takes the GEMM rows of its op at its (m, n, k):
+ * it is `batch` GEMMs of one shape, and the GEMM grid covers shapes the expert rows of the
+ * bundled MoE models do not (traces/validate/h200-33-unseen: Mixtral's 8 experts of 14336 x 4096
+ * at 512 routed tokens, priced at the roofline, 13-26% short). Else the nearest row's efficiency
+ * (an extrapolation, as for NS; the roofline alone ran such kernels at the tensor cores' peak),
+ * and the roofline when the kind has no rows. Both of the last are reported as the roofline.
+ * A GEMM whose alignment class is not 8 (gemm_align) is priced that way from rows of its own class,
+ * else as an aligned GEMM: a table without such rows prices it as before they were told apart. */
 static dm_cost_source table_kernel(const dm_costs *c, const dm_kernel *k, double roof, double *us)
 {
     row_op op = k->kind == DM_KERN_GEMM ? OP_GEMM : k->kind == DM_KERN_BGEMM ? OP_BGEMM : OP_ELEM;

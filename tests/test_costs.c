@@ -87,29 +87,34 @@ static dm_kernel kern(dm_kern_kind kind, dm_kern_op op, int64_t m, int64_t n, in
     return x;
 }
 
+/* A gemm row of kernel op `op` at (m, nn, k) taking `ratio` times its H200 roofline, appended to
+ * buf at n; returns the new length. */
+static size_t gemm_row(char *buf, size_t size, size_t n, dm_kern_op op, int64_t m, int64_t nn, int64_t k, double ratio)
+{
+    dm_kernel x = kern(DM_KERN_GEMM, op, m, nn, k, 1);
+    double us = dm_roofline_kernel_us(dm_gpu_find("H200"), &x) * ratio;
+    return n + (size_t)snprintf(buf + n, size - n, "NVIDIA H200,gemm,%s,%lld,%lld,%lld,1,bf16,%.9g,%.9g,%.9g\n",
+                                dm_kern_op_name(op), (long long)m, (long long)nn, (long long)k, us, us, us);
+}
+
+/* gemm fwd rows on the grid m, n, k in {1024, 2048, 4096} at `ratio` times their roofline. */
+static size_t fwd_grid(char *buf, size_t size, size_t n, double ratio)
+{
+    static const int64_t g[] = {1024, 2048, 4096};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            for (int l = 0; l < 3; l++) n = gemm_row(buf, size, n, DM_KOP_FWD, g[i], g[j], g[l], ratio);
+    return n;
+}
+
 /* A dmuon-costs-2 table: gemm fwd rows on a grid m, n, k in {1024, 2048, 4096} at `ratio` times
  * their roofline; two dgrad rows (m 1024 at 2x, m 4096 at 4x); a bgemm attention row, an elem
  * loss row, one NS row. */
 static const char *kernel_table(const char *name, double ratio)
 {
-    const dm_gpu *h = dm_gpu_find("H200");
     static char buf[1 << 16];
-    size_t n = table_head(buf, sizeof buf, 2);
-    static const int64_t g[] = {1024, 2048, 4096};
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            for (int l = 0; l < 3; l++) {
-                dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, g[i], g[j], g[l], 1);
-                double us = dm_roofline_kernel_us(h, &x) * ratio;
-                n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,fwd,%lld,%lld,%lld,1,bf16,%.9g,%.9g,%.9g\n",
-                              (long long)g[i], (long long)g[j], (long long)g[l], us, us, us);
-            }
-    for (int i = 0; i < 2; i++) {
-        dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_DGRAD, i ? 4096 : 1024, 2048, 2048, 1);
-        double us = dm_roofline_kernel_us(h, &x) * (i ? 4 : 2);
-        n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,dgrad,%lld,2048,2048,1,bf16,%.9g,%.9g,%.9g\n",
-                      (long long)x.m, us, us, us);
-    }
+    size_t n = fwd_grid(buf, sizeof buf, table_head(buf, sizeof buf, 2), ratio);
+    for (int i = 0; i < 2; i++) n = gemm_row(buf, sizeof buf, n, DM_KOP_DGRAD, i ? 4096 : 1024, 2048, 2048, i ? 4 : 2);
     n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,bgemm,attn-score,4096,4096,128,32,bf16,900,890,910\n"
                                            "NVIDIA H200,elem,loss,4096,3072,0,1,bf16,12.5,12,13\n"
                                            "NVIDIA H200,ns,direct,1024,1024,0,1,bf16,100,99,101\n");
@@ -326,27 +331,10 @@ static void test_alignment_classes(void)
 {
     const dm_gpu *h = dm_gpu_find("H200");
     static char buf[1 << 16];
-    size_t n = table_head(buf, sizeof buf, 2);
-    static const int64_t g[] = {1024, 2048, 4096}, odd[][3] = {{2048, 4095, 4096}, {4096, 50257, 4096}, {2048, 50257, 4096}};
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            for (int l = 0; l < 3; l++) {
-                dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, g[i], g[j], g[l], 1);
-                double us = dm_roofline_kernel_us(h, &x) * 1.6;
-                n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,fwd,%lld,%lld,%lld,1,bf16,%.9g,%.9g,%.9g\n",
-                              (long long)g[i], (long long)g[j], (long long)g[l], us, us, us);
-            }
-    for (int i = 0; i < 3; i++) {
-        dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, odd[i][0], odd[i][1], odd[i][2], 1);
-        double us = dm_roofline_kernel_us(h, &x) * 8;
-        n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,fwd,%lld,%lld,%lld,1,bf16,%.9g,%.9g,%.9g\n",
-                      (long long)odd[i][0], (long long)odd[i][1], (long long)odd[i][2], us, us, us);
-    }
-    {
-        dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, 4096, 50257, 4095, 1); /* two odd weight dimensions */
-        double us = dm_roofline_kernel_us(h, &x) * 4;
-        n += snprintf(buf + n, sizeof buf - n, "NVIDIA H200,gemm,fwd,4096,50257,4095,1,bf16,%.9g,%.9g,%.9g\n", us, us, us);
-    }
+    size_t n = fwd_grid(buf, sizeof buf, table_head(buf, sizeof buf, 2), 1.6);
+    static const int64_t odd[][3] = {{2048, 4095, 4096}, {4096, 50257, 4096}, {2048, 50257, 4096}};
+    for (int i = 0; i < 3; i++) n = gemm_row(buf, sizeof buf, n, DM_KOP_FWD, odd[i][0], odd[i][1], odd[i][2], 8);
+    n = gemm_row(buf, sizeof buf, n, DM_KOP_FWD, 4096, 50257, 4095, 4); /* two odd weight dimensions */
     dm_err err = {{0}};
     dm_costs *c = NULL;
     dm_cost_source s;
@@ -504,7 +492,7 @@ int main(void)
         op.flops = 4 * dm_ns_flops(2048, 4096, DM_NS_DIRECT), op.bytes = 4 * dm_ns_bytes(2048, 4096, DM_NS_DIRECT);
         double held = dm_ns_op_us(c, &cl, &op, NULL);
         ok_near(dm_ns_op_full_us(c, &cl, &op, NULL), held, 0, "NS op without a power model: its rows' time");
-        cl.power = (dm_power){700, 1000, 480, 100, 5e-4, 20, 780e12, 4.25e12, 0.65};
+        cl.power = (dm_power){700, 1000, 480, 100, 5e-4, 20, 780e12, 4.25e12, 0.65, 0};
         double full = dm_ns_op_full_us(c, &cl, &op, NULL), kern = dm_costs_ns_op_kernels_us(c, h200, &op, NULL);
         double want = dm_power_full_us_held(&cl.power, op.flops, op.bytes, kern) + (held - kern);
         ok(full < held && fabs(full - want) < 1e-6 * held,

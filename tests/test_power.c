@@ -30,7 +30,7 @@ static const char *srcdir(void)
 
 static dm_power model(void)
 {
-    dm_power p = {700, 1000, 480, 100, 5e-4, 20, 780e12, 4.25e12, 0};
+    dm_power p = {700, 1000, 480, 100, 5e-4, 20, 780e12, 4.25e12, 0, 0};
     return p;
 }
 

@@ -872,9 +872,11 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
     double gam = 0, gam_ss = 0, tfall = 0;
     int gam_n = 0;
-    /* the falling demand's time constants tried (0: the probe's tau, symmetric) */
+    /* the falling demand's time constants tried (0: the probe's tau, symmetric); without
+       CALIB_FIT_TAU_FALL only the one the calibration already holds */
     static const double falls[] = {0, 50, 100, 200, 400, 800, 1600};
-    int n_falls = flags & CALIB_FIT_TAU_FALL ? (int)(sizeof falls / sizeof falls[0]) : 1;
+    int fit_fall = (flags & CALIB_FIT_TAU_FALL) != 0, n_falls = fit_fall ? (int)(sizeof falls / sizeof falls[0]) : 1;
+    double fall0 = pwc.power.tau_fall_ms;
     if (pw) { /* the demand's activity exponent and its falling time constant: the pair whose clocks fit
                  the table-priced forward and backward ops best (the ops the clock slows; each pair
                  with its best f). A step's forward runs after its optimizer phase: how fast the
@@ -883,13 +885,13 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         for (int fi = 0; fi < n_falls; fi++)
             for (int gi = 2; gi <= 20; gi++) {
                 pwc.power.activity_exp = gi / 20.0;
-                pwc.power.tau_fall_ms = falls[fi];
+                pwc.power.tau_fall_ms = fit_fall ? falls[fi] : fall0;
                 power_clock_ops(pw, ops, n, ix);
                 double fb;
                 best_slowdown(ops, n, fit_gap, slow_fit, fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), &fb);
                 fit_rates(ops, n, fb, fit_gap, x, a, ss, cnt);
                 if (ss[FK_KERN] < gbest)
-                    gbest = ss[FK_KERN], gam = gi / 20.0, tfall = falls[fi], gam_n = cnt[FK_KERN];
+                    gbest = ss[FK_KERN], gam = gi / 20.0, tfall = pwc.power.tau_fall_ms, gam_n = cnt[FK_KERN];
             }
         pwc.power.activity_exp = gam;
         pwc.power.tau_fall_ms = tfall;
@@ -1009,7 +1011,7 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         if (set_num(c, "comm_slowdown", f, src, sqrt(best / n), n_ov, err)) goto out;
     }
     if (pw) {
-        int tf = n_falls > 1;
+        int tf = fit_fall;
         snprintf(src, sizeof src, "%s: %d forward/backward ops priced by the kernel table, each op's clock from the "
                  "power model along its trace: the exponent (0.1 to 1 by 0.05)%s whose clocks fit them best%s", desc,
                  gam_n, tf ? " and the falling time constant (tau, 50, 100, 200, 400, 800 or 1600 ms)" : "", fsrc);
