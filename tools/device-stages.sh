@@ -809,6 +809,7 @@ validate_set() {
     unseen2) local e=models/extra
         VALIDATE_MODELS=$e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
             VALIDATE_TOKENS=2048,4096 VALIDATE_TIMEOUT=400 stage_validate ;;
+    fsdp1) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate ;;
     esac > "$L/validate_$n.log" 2>&1
     echo "$n: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T0)) s)"
     mkdir -p "$L/$n" && mv "$L/validate.txt" "$L/$n/" && mv "$L/validate" "$L/$n/validate"
@@ -1116,11 +1117,6 @@ stage_gapprobe() {
 STAGE_TIMEOUT_fsdp1=80
 stage_fsdp1() {
     T0=$SECONDS
-    mkdir -p "$L/fsdp1"
-    VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate \
-        > "$L/validate_fsdp1.log" 2>&1
-    echo "fsdp1: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T0)) s)"
-    sed -n '/^# errors by model/,/^# goal/p' "$L/validate.txt" | grep -v kernels:
-    mv "$L/validate.txt" "$L/fsdp1/" && mv "$L/validate" "$L/fsdp1/validate"
-    (cd "$L/fsdp1" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+    validate_set fsdp1
+    sed -n '/^# errors by model/,/^# goal/p' "$L/fsdp1/validate.txt" | grep -v kernels:
 }
