@@ -86,6 +86,12 @@ double dm_power_demand_held(const dm_power *p, double flops, double bytes, doubl
     return dm_power_demand(p, flops, bytes, dm_power_full_us_held(p, flops, bytes, us));
 }
 
+double dm_power_tick_us(const dm_power *p)
+{
+    double tau = p->tau_fall_ms > 0 && p->tau_fall_ms < p->tau_ms ? p->tau_fall_ms : p->tau_ms;
+    return tau * 1e3 / 4;
+}
+
 double dm_power_advance(const dm_power *p, double D, double P, double dt_us)
 {
     if (!(dt_us > 0)) return D;
@@ -116,8 +122,7 @@ double dm_power_time_factor(double s, double share)
 double dm_power_mean_clock(const dm_power *p, double *D, double P, double dt_us)
 {
     if (!(dt_us > 0)) return dm_power_clock(p, *D);
-    double tau = p->tau_fall_ms > 0 && p->tau_fall_ms < p->tau_ms ? p->tau_fall_ms : p->tau_ms;
-    int n = (int)ceil(dt_us / (tau * 1e3 / 8));
+    int n = (int)ceil(dt_us / (dm_power_tick_us(p) / 2));
     if (n < 1) n = 1;
     if (n > 64) n = 64;
     double h = dt_us / n, s = 0;
@@ -127,6 +132,22 @@ double dm_power_mean_clock(const dm_power *p, double *D, double P, double dt_us)
         s += 0.5 * (a + dm_power_clock(p, *D));
     }
     return s / n;
+}
+
+void dm_power_along(const dm_power *p, dm_power_op *ops, int n, double gap_us, int passes)
+{
+    if (n < 1) return;
+    double D = p->idle_w;
+    for (int pass = 0; pass < passes; pass++) {
+        if (pass) D = dm_power_advance(p, D, p->idle_w, gap_us);
+        double end = ops[0].t0;
+        for (int j = 0; j < n; j++) {
+            dm_power_op *o = &ops[j];
+            if (o->t0 > end) D = dm_power_advance(p, D, p->idle_w, o->t0 - end);
+            o->s = dm_power_mean_clock(p, &D, o->P, o->dur);
+            if (o->t0 + o->dur > end) end = o->t0 + o->dur;
+        }
+    }
 }
 
 /* ---- the fit ------------------------------------------------------------------------------ */

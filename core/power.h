@@ -69,8 +69,23 @@ double dm_power_demand_held(const dm_power *p, double flops, double bytes, doubl
  * model is off). The simulator runs an NS op priced by such rows for this time at the clock of
  * its own context (the rank's filtered demand), and the calibration fits it so. */
 double dm_power_full_us_held(const dm_power *p, double flops, double bytes, double us);
+/* The step at which a simulator re-times work under the model: a quarter of the shorter time
+ * constant (us). */
+double dm_power_tick_us(const dm_power *p);
 /* The filtered demand after dt_us of demand P, from D. */
 double dm_power_advance(const dm_power *p, double D, double P, double dt_us);
+/* One compute op of a rank's timeline for dm_power_along: its start and time (us) and its
+ * full-clock demand P (W); s is written: the mean clock it ran at. */
+typedef struct dm_power_op {
+    double t0, dur, P, s;
+} dm_power_op;
+/* The model along one rank's compute ops in time order, from an idle demand: the filtered demand
+ * advanced through each op at its demand (dm_power_mean_clock) and through the idle between ops,
+ * `passes` times round the sequence with gap_us idle between passes (the end of one the start of
+ * the next: the steady state); each op's s from the last pass. `dmuon calibrate` runs it along a
+ * trace's ops (two passes, no gap), tools/clock_fit.py (through tools/power_along) along the
+ * clock probe's runs. */
+void dm_power_along(const dm_power *p, dm_power_op *ops, int n, double gap_us, int passes);
 /* The clock fraction at filtered demand D. */
 double dm_power_clock(const dm_power *p, double D);
 /* The share of work's full-clock time `us` that the clock sets: what is left beyond the time its

@@ -12,6 +12,8 @@ libdmuon_gpu_a_SOURCES += kernels/ns_syrk.cu kernels/ns_small.cu kernels/ns_bloc
 libdmuon_gpu_a_SOURCES += kernels/wk_cuda.cu kernels/wk_cuda.h kernels/wk_bench.c kernels/wk_bench.h
 # the step's small kernels beside the workload: gradient checks, fault injection
 libdmuon_gpu_a_SOURCES += kernels/step_kern.cu kernels/step_kern.h
+# a diagnostic: the SM clock along a run, read on the GPU (DMUON_CLOCK_TRACE)
+libdmuon_gpu_a_SOURCES += kernels/clock_probe.cu kernels/clock_probe.h
 kernels/wk_cuda.o: kernels/block_reduce.cuh kernels/wk_cuda.h kernels/wk_ref.h kernels/wk_hash.h kernels/wk_plan.h
 # the .cu.o rule tracks no headers: the ones these objects are built from
 kernels/ns_syrk.o kernels/ns_small.o kernels/ns_block.o: kernels/block_reduce.cuh kernels/ns_mma.cuh kernels/ns_mma.h kernels/ns_kern.cuh kernels/ns_cuda.h

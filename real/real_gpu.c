@@ -73,6 +73,7 @@
 
 #include "autotune.h"
 #include "clock.h"
+#include "clock_probe.h"
 #include "coll.h"
 #include "memory.h"
 #include "ns_cuda.h"
@@ -256,6 +257,11 @@ static int gpu_precheck(real_exec *ex, dm_err *err)
     if (!g) return -1;
     ex->bs = g;
     real_mem_est *est = &g->est;
+    /* the clock probe's sampler runs for the whole run beside the step: a kernel loaded lazily at
+     * its first launch would wait for the sampler to end (module loading synchronizes the
+     * context), so with the probe every module loads at start (before the first CUDA call) */
+    const char *cp_path = getenv("DMUON_CLOCK_TRACE");
+    if (cp_path && *cp_path) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     if (real_gpu_select(ex->comm, &g->device, err) < 0) return -1;
     if (real_gpu_mem_estimate(ex->model, ex->prog, ex->rank, ex->o.tokens, est, err) < 0) return -1;
     size_t fr = 0, tot = 0;
@@ -552,6 +558,9 @@ static void gpu_destroy(real_exec *ex)
 {
     gpu *g = G(ex);
     if (!g) return;
+    const char *cp_path = getenv("DMUON_CLOCK_TRACE");
+    dm_err cp_err = {0};
+    if (cp_path && *cp_path && cp_stop_write(cp_path, &cp_err) < 0) fprintf(stderr, "dmuon: %s\n", cp_err.msg);
     cudaDeviceSynchronize();
     if (g->p)
         for (int64_t i = 0; i < ex->n_mx; i++) {
@@ -1163,6 +1172,22 @@ static int issue(real_exec *ex, int i, dm_err *err)
     return 0;
 }
 
+/* Diagnostics: with DMUON_CLOCK_TRACE=FILE in the environment, the SM clock is read on the GPU
+ * from the second step's start to the run's end (kernels/clock_probe.h: every
+ * DMUON_CLOCK_PERIOD_US, default 20 us) and written to FILE with each step's start on the same
+ * timeline; tools/clock_trace.py puts it beside the ops of the trace (--trace) and the kernels of
+ * DMUON_KERNEL_TIMES. From the second step: the first makes the NS plans and buffers. The sampler
+ * ends after 30 s at most (a call that synchronizes the device waits for it: the run stays
+ * correct, only that slow). One process, one rank; nothing of it in the normal path. */
+static int cp_step(real_exec *ex, cudaStream_t sc, dm_err *err)
+{
+    const char *path = getenv("DMUON_CLOCK_TRACE");
+    if (!path || !*path || ex->step < 1) return 0;
+    const char *per = getenv("DMUON_CLOCK_PERIOD_US");
+    OK(cp_start(per && atof(per) > 0 ? atof(per) : 20, 30, err));
+    return cp_mark(sc, err);
+}
+
 static int gpu_step_begin(real_exec *ex, dm_err *err)
 {
     gpu *g = G(ex);
@@ -1191,6 +1216,7 @@ static int gpu_step_run(real_exec *ex, double t0, real_step_local *out, dm_err *
      * it: the host's issue times below are on the ops' clock to within a launch latency */
     double h = dm_clock_us();
     CU(cudaEventRecord(g->step_s, sc));
+    OK(cp_step(ex, sc, err));
     for (int s = 0; s < DM_STREAM__COUNT; s++)
         if (s != DM_STREAM_COMPUTE) CU(cudaStreamWaitEvent(g->st[s], g->step_s, 0));
     for (int i = 0; i < rp->n_ops; i++) {

@@ -92,7 +92,7 @@ typedef struct sim {
     uint64_t *gpu_ver;
     /* The power-limit model (cluster power, power.h): per rank the filtered full-clock demand,
      * when it was last brought up to date and the demand since (the running op's, else idle).
-     * The running op's rate holds its clock; EV_POWER re-times it every tau / 4. */
+     * The running op's rate holds its clock; EV_POWER re-times it every quarter of the shorter tau. */
     double *pw_D, *pw_t, *pw_P;
     const double *pw_D0; /* the demand each rank starts the step at (NULL: idle) */
     double nvl_cap[2]; /* NVLink capacity out and in of one GPU (coll_slowdown scales it) */
@@ -662,7 +662,7 @@ static double run_rate(const sim *s, int r, int k, int g)
 /* The running op of slot k (SLOT): its remaining full-rate work brought up to date at its old
  * rate, then timed at the present one (when that changed, or `force`); the earlier completion
  * event becomes stale by its version. Under the power model also the next EV_POWER, a quarter
- * of tau on, which re-times it again as its demand moves the clock. */
+ * of the shorter tau on (dm_power_tick_us), which re-times it again as its demand moves the clock. */
 static int retime(sim *s, int k, int force, dm_err *err)
 {
     if (!s->gpu_busy[k]) return 0;
@@ -675,7 +675,7 @@ static int retime(sim *s, int k, int force, dm_err *err)
     if (rate == s->gpu_rate[k] && !force) return 0;
     s->gpu_rate[k] = rate;
     uint64_t v = ++s->gpu_ver[k];
-    double left = s->gpu_rem[k] / rate, tick = s->c->power.tau_ms * 1e3 / 4;
+    double left = s->gpu_rem[k] / rate, tick = dm_power_tick_us(&s->c->power);
     if (sim_heap_push(&s->h, s->now + left, EV_OP_DONE, g, v, err)) return -1;
     return power_on(s) && left > tick ? sim_heap_push(&s->h, s->now + tick, EV_POWER, k, v, err) : 0;
 }

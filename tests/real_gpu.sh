@@ -17,7 +17,8 @@
 # place across the arenas' alignment gaps (equal bit for bit to the same run with every collective
 # packed); dmuon with its optimizer on the low-priority compute stream (--ns-under-backward
 # stream) ends bit for bit where dmuon on one stream does; a stalled peer makes --timeout abort NCCL
-# and exit non-zero. Skips where there is no
+# and exit non-zero; the clock probe (DMUON_CLOCK_TRACE) marks the steps and reads a plausible
+# clock. Skips where there is no
 # GPU (CI). NCCL's NVLink multicast stays off. Expected under 120 s on 2 x H200 (the same script
 # on the CPU backend, 2 ranks oversubscribed on 2 cores: 42 s):
 #   real/run_device.sh gputest     (on the device, from the repository root)
@@ -118,6 +119,15 @@ for s in muon-ddp dmuon; do
     like "gpu gap $s: every collective packed (DM_COLL_STAGE=1): the same parameters bit for bit" "$out" \
         "largest relative Frobenius error 0 (every matrix bit-identical)"
 done
+# the clock probe (DMUON_CLOCK_TRACE): steps 1..3 marked, reads every ~20 us, a clock the card
+# can run at (its cycles over the global timer: 200-3000 MHz for any current GPU)
+out=$(DMUON_CLOCK_TRACE="$tmp/clk.csv" $DMUON run --backend gpu --model $tiny --tokens 256 --steps 4 --timeout 30 \
+    --strategy dmuon 2>&1)
+is "gpu: the clock probe writes 3 step marks (exit $?)" \
+    "$(sed -n 's/^# step marks[^:]*: *//p' "$tmp/clk.csv" 2>/dev/null | wc -w)" 3
+is "gpu: the clock probe's reads: over 20, median clock 200-3000 MHz" "$(awk -F, 'NR > 4 && $3 > 0 {print $3}' \
+    "$tmp/clk.csv" 2>/dev/null | sort -n | awk '{v[NR] = $1} END {m = v[int((NR + 1) / 2)];
+    print (NR > 20 && m >= 200 && m <= 3000) ? "yes" : "no (" NR " reads, median " m ")"}')" yes
 if [ "$np" -ge 2 ]; then
     # an overflow only in the reduction at the 5th step: skipped, named, and the parameters
     # equal those of the 4-step run bit for bit (nothing modified, every rank agreeing)

@@ -51,7 +51,11 @@ static void test_arithmetic(void)
             "tau_fall: a rising demand still follows tau");
     ok_near(dm_power_advance(&q, 1000, 100, 20e3), 100 + 900 * exp(-0.2), 1e-12,
             "tau_fall: a falling one follows tau_fall (5 tau: exp(-1/5) of the way left after one tau)");
+    ok_near(dm_power_tick_us(&q), p.tau_ms * 1e3 / 4, 1e-12, "the re-timing tick: a quarter of tau when tau_fall is longer");
+    q.tau_fall_ms = p.tau_ms / 4;
+    ok_near(dm_power_tick_us(&q), p.tau_ms * 1e3 / 16, 1e-12, "... a quarter of tau_fall when that is shorter");
     q.tau_fall_ms = 0;
+    ok_near(dm_power_tick_us(&q), p.tau_ms * 1e3 / 4, 1e-12, "... a quarter of tau without tau_fall");
     ok_near(dm_power_advance(&q, 1000, 100, 20e3), 100 + 900 * exp(-1), 1e-12, "tau_fall 0: symmetric");
     ok(dm_power_clock(&p, 650) == 1 && dm_power_clock(&p, 700) == 1, "no slowing at or under the limit");
     ok_near(dm_power_clock(&p, 1000), 0.85, 1e-12, "300 W over at 5e-4 per W: 0.85");
@@ -72,6 +76,18 @@ static void test_arithmetic(void)
     s = dm_power_mean_clock(&p, &D, 1000, 200e3);
     ok(s > 0.85 && s < 0.9 && fabs(D - dm_power_advance(&p, 100, 1000, 200e3)) < 1e-9,
        "from idle: the mean clock between cool and settled (%.4f), the demand advanced as the filter", s);
+    /* dm_power_along: the same filter op by op, the idle between ops and between passes at idle */
+    dm_power_op seq[2] = {{0, 30e3, 1000, 0}, {50e3, 10e3, 600, 0}};
+    double Dm = p.idle_w, s0 = dm_power_mean_clock(&p, &Dm, 1000, 30e3);
+    Dm = dm_power_advance(&p, Dm, p.idle_w, 20e3);
+    double s1 = dm_power_mean_clock(&p, &Dm, 600, 10e3);
+    dm_power_along(&p, seq, 2, 0, 1);
+    ok(fabs(seq[0].s - s0) < 1e-12 && fabs(seq[1].s - s1) < 1e-12, "along, one pass: each op's mean clock as the filter gives it");
+    Dm = dm_power_advance(&p, Dm, p.idle_w, 5e3);
+    double s0b = dm_power_mean_clock(&p, &Dm, 1000, 30e3);
+    dm_power_along(&p, seq, 2, 5e3, 2);
+    ok(fabs(seq[0].s - s0b) < 1e-12 && seq[0].s < s0, "along, two passes: the second starts from the first's end (%.4f, %.4f from idle)",
+       seq[0].s, s0);
     /* demand_held: work timed back to back at the clock it holds */
     ok_near(dm_power_demand_held(&p, 0.4 * 780e12 * 1e-3, 0, 1e3), dm_power_demand(&p, 0.4 * 780e12 * 1e-3, 0, 1e3), 1e-12,
             "held, under the limit: the same demand (the clock never moved)");

@@ -1111,6 +1111,43 @@ stage_gapprobe() {
                 "$L/gap_${st}_$x.trace.csv" 2>/dev/null)"
     done
 }
+# clockprobe (issue 14): the SM clock read on the GPU along the step (DMUON_CLOCK_TRACE,
+# kernels/clock_probe.h: cycles over global-timer ns every 20 us, from the second step on), beside
+# the last step's ops (--trace) and, in the runs marked k, every kernel (DMUON_KERNEL_TIMES):
+# does dmuon's forward after its NS phase run at a lower clock than adamw's, and how does the clock
+# come back? Llama-3.2-3B at 1024 and 4096 tokens under the three strategies, two idle gaps between
+# steps, Qwen2.5-1.5B at 1024; one run without the probe for its cost
+# ($L/clock_NAME.{clk,trace.csv,txt,kt.csv}; tools/clock_trace.py's report in clock_NAME.report).
+# CLOCK_CASES='MODEL:STRATEGY:TOKENS:GAP_MS:K ...' runs those instead (K: k with the kernel
+# times, - without, noprobe without the probe; MODEL a bundled name or a file)
+STAGE_TIMEOUT_clockprobe=420
+stage_clockprobe() {
+    local c m st tok gap kt name t1
+    export CUDA_MODULE_LOADING=EAGER # (the executor asks for it too when DMUON_CLOCK_TRACE is set)
+    for c in ${CLOCK_CASES:-llama-3.2-3b:dmuon:1024:0:k llama-3.2-3b:adamw:1024:0:k llama-3.2-3b:muon-ddp:1024:0:k \
+        llama-3.2-3b:dmuon:4096:0:- llama-3.2-3b:adamw:4096:0:- llama-3.2-3b:dmuon:1024:25:- \
+        llama-3.2-3b:dmuon:1024:100:- qwen2.5-1.5b:dmuon:1024:0:- qwen2.5-1.5b:adamw:1024:0:- \
+        llama-3.2-3b:dmuon:1024:0:noprobe}; do
+        IFS=: read -r m st tok gap kt <<< "$c"
+        name=$(basename "$m" .json)_${st}_${tok}_gap${gap}_$kt t1=$SECONDS
+        if [ "$kt" = noprobe ]; then
+            DMUON_STEP_GAP_MS=$gap timeout 40 "$D/dmuon" run --backend gpu --model "$m" --cluster h200 --strategy "$st" \
+                --tokens "$tok" --steps 5 --timeout 30 --trace "$L/clock_$name.trace.csv" > "$L/clock_$name.txt" 2>&1
+        else
+            DMUON_CLOCK_TRACE="$L/clock_$name.clk" DMUON_KERNEL_TIMES=$([ "$kt" = k ] && echo "$L/clock_$name.kt.csv") \
+                DMUON_STEP_GAP_MS=$gap timeout 40 "$D/dmuon" run --backend gpu --model "$m" --cluster h200 --strategy "$st" \
+                --tokens "$tok" --steps 5 --timeout 30 --trace "$L/clock_$name.trace.csv" > "$L/clock_$name.txt" 2>&1
+        fi
+        echo "$name exit $? in $((SECONDS - t1)) s: $(grep '^# mean over' "$L/clock_$name.txt" | cut -c1-120)"
+        grep -h '^# [0-9]* reads' "$L/clock_$name.clk" 2>/dev/null
+        if [ $((SECONDS - t1)) -gt 25 ]; then echo "clockprobe: a run took over 25 s (the sampler held it?): stop"; break; fi
+        if [ -s "$L/clock_$name.clk" ]; then
+            python3 tools/clock_trace.py "$L/clock_$name.clk" "$L/clock_$name.trace.csv" \
+                $([ "$kt" = k ] && echo "$L/clock_$name.kt.csv") > "$L/clock_$name.report" 2>&1
+            sed -n '2,9p' "$L/clock_$name.report"
+        fi
+    done
+}
 # fsdp1 (issue 15): muon-fsdp, the PyTorch form (each gradient gathered in the optimizer step, then
 # its NS, one matrix at a time, eager), on one GPU: Llama-3.2-3B and Qwen2.5-1.5B at 4096 tokens,
 # the measured phases against the simulated ones ($L/fsdp1: validate's cases packed)

@@ -9,7 +9,11 @@ EXTRA_DIST += tools/gen_models.py tools/torch_ns_bench.py tools/install-deps.sh 
 
 # tools/kernel_price: a step's kernels priced by a cost table beside the executor's in-step times
 # (not installed; `make tools/kernel_price`)
-EXTRA_PROGRAMS = tools/kernel_price
+# tools/power_along: the power model along ops read from stdin (tools/clock_fit.py; not installed;
+# `make tools/power_along`)
+EXTRA_PROGRAMS = tools/kernel_price tools/power_along
 tools_kernel_price_SOURCES = tools/kernel_price.c
 tools_kernel_price_LDADD = $(DM_LDADD)
-CLEANFILES += tools/kernel_price
+tools_power_along_SOURCES = tools/power_along.c
+tools_power_along_LDADD = $(DM_LDADD)
+CLEANFILES += tools/kernel_price tools/power_along

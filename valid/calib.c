@@ -483,30 +483,24 @@ static int cmp_op_start(const void *a, const void *b)
     return (x->t0 > y->t0) - (x->t0 < y->t0);
 }
 
-/* The power model along the traces' compute ops: per trace and rank in time order, the
- * filtered demand advanced through each op at its full-clock demand and through the idle
- * between ops, twice round the step (its end the start of the next: the steady state); each
- * op's thr = the time multiplier at the mean clock it ran at. ix: n ints of scratch. */
-static void power_clock_ops(const dm_power *pw, fit_op *ops, int n, int *ix)
+/* The power model along the traces' compute ops: per trace and rank in time order,
+ * dm_power_along (twice round the step: its end the start of the next, the steady state) at each
+ * op's full-clock demand; each op's thr = the time multiplier at the mean clock it ran at.
+ * ix: n ints and po: n ops of scratch. */
+static void power_clock_ops(const dm_power *pw, fit_op *ops, int n, int *ix, dm_power_op *po)
 {
     for (int i = 0; i < n; i++) ix[i] = i;
     g_sort_ops = ops;
     qsort(ix, (size_t)n, sizeof *ix, cmp_op_start);
     for (int lo = 0, hi; lo < n; lo = hi) {
         for (hi = lo + 1; hi < n && ops[ix[hi]].trace == ops[ix[lo]].trace && ops[ix[hi]].rank == ops[ix[lo]].rank;) hi++;
-        double D = pw->idle_w;
-        for (int pass = 0; pass < 2; pass++) {
-            double end = ops[ix[lo]].t0;
-            for (int j = lo; j < hi; j++) {
-                fit_op *o = &ops[ix[j]];
-                if (o->t0 > end) D = dm_power_advance(pw, D, pw->idle_w, o->t0 - end);
-                double us = o->pw_us > 0 ? o->pw_us : o->d_us;
-                double P = dm_power_demand(pw, o->pw_flops, o->pw_bytes, us);
-                double s = dm_power_mean_clock(pw, &D, P, o->d_us);
-                o->thr = dm_power_time_factor(s, o->cshare);
-                if (o->t0 + o->d_us > end) end = o->t0 + o->d_us;
-            }
+        for (int j = lo; j < hi; j++) {
+            const fit_op *o = &ops[ix[j]];
+            double us = o->pw_us > 0 ? o->pw_us : o->d_us;
+            po[j - lo] = (dm_power_op){o->t0, o->d_us, dm_power_demand(pw, o->pw_flops, o->pw_bytes, us), 1};
         }
+        dm_power_along(pw, po, hi - lo, 0, 2);
+        for (int j = lo; j < hi; j++) ops[ix[j]].thr = dm_power_time_factor(po[j - lo].s, ops[ix[j]].cshare);
     }
 }
 
@@ -865,8 +859,12 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     double x[FK__N], a[FK__N], ss[FK__N], f = 0;
     int cnt[FK__N];
     int *ix = pw ? dm_malloc(((size_t)n + 1) * sizeof *ix, err) : NULL;
-    if (pw && !ix) goto out;
-    if (pw) power_clock_ops(pw, ops, n, ix);
+    dm_power_op *po = pw ? dm_malloc(((size_t)n + 1) * sizeof *po, err) : NULL;
+    if (pw && (!ix || !po)) {
+        free(ix), free(po);
+        goto out;
+    }
+    if (pw) power_clock_ops(pw, ops, n, ix, po);
     double best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
     ns_prep(ops, n, gpu, costs, table_kind[FK_UPD], x, a, cnt);
     best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
@@ -886,7 +884,7 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
             for (int gi = 2; gi <= 20; gi++) {
                 pwc.power.activity_exp = gi / 20.0;
                 pwc.power.tau_fall_ms = fit_fall ? falls[fi] : fall0;
-                power_clock_ops(pw, ops, n, ix);
+                power_clock_ops(pw, ops, n, ix, po);
                 double fb;
                 best_slowdown(ops, n, fit_gap, slow_fit, fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), &fb);
                 fit_rates(ops, n, fb, fit_gap, x, a, ss, cnt);
@@ -895,11 +893,11 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
             }
         pwc.power.activity_exp = gam;
         pwc.power.tau_fall_ms = tfall;
-        power_clock_ops(pw, ops, n, ix);
+        power_clock_ops(pw, ops, n, ix, po);
         best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
         gam_ss = gam_n ? sqrt(gbest / gam_n) : 0;
     }
-    free(ix);
+    free(ix), free(po);
     best = best_slowdown(ops, n, fit_gap, slow_fit, best, &f);
     fit_rates(ops, n, f, fit_gap, x, a, ss, cnt);
     if (f > 0) { /* the momentum's rate at this f, and the NS scale with it */
