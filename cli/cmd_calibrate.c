@@ -56,6 +56,9 @@ static void usage(FILE *f)
             "                     clock comes back after heavy work (the power filter's time constant\n"
             "                     while the demand falls), beside power.activity_exp (default: the\n"
             "                     probe's tau both ways)\n"
+            "  --hold             with --trace and --power: also fit power.hold_ms, how long the clock\n"
+            "                     stays where heavy work left it once the load falls, beside\n"
+            "                     power.activity_exp (default: no hold)\n"
             "  --coll-slowdown    with --trace: also fit coll_slowdown, the NVLink bandwidth lost by\n"
             "                     collectives while their GPUs compute, against the collective model\n"
             "                     of --comm's fits (else the cluster's); collectives of >= --min-bytes\n"
@@ -83,7 +86,7 @@ static void usage(FILE *f)
 }
 
 enum { O_COMM = 1, O_TRACE, O_KERNELS, O_CLUSTER, O_GPU, O_OUT, O_MINB, O_SLOW, O_PROG, O_CSLOW, O_GAP, O_JSON, O_POWER, O_LO,
-       O_TFALL };
+       O_TFALL, O_HOLD };
 
 int cmd_calibrate(int argc, char **argv)
 {
@@ -98,6 +101,7 @@ int cmd_calibrate(int argc, char **argv)
                                        {"coll-slowdown", no_argument, 0, O_CSLOW},
                                        {"kernel-gap", no_argument, 0, O_GAP},
                                        {"tau-fall", no_argument, 0, O_TFALL},
+                                       {"hold", no_argument, 0, O_HOLD},
                                        {"program", required_argument, 0, O_PROG},
                                        {"json", no_argument, 0, O_JSON},
                                        {"power", required_argument, 0, O_POWER},
@@ -105,7 +109,7 @@ int cmd_calibrate(int argc, char **argv)
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *comm[8], *trace[8], *program[8] = {0}, *kernels = NULL, *power = NULL, *cluster = NULL, *gpu = NULL, *out = "-";
-    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0, gap = 0, json = 0, n_lo = 0, tfall = 0;
+    int n_comm = 0, n_trace = 0, n_program = 0, c, slow = 0, cslow = 0, gap = 0, json = 0, n_lo = 0, tfall = 0, hold = 0;
     static char lo_buf[8][4096];
     const char *lo_one[8], *lo_st[8];
     int64_t mb;
@@ -140,6 +144,7 @@ int cmd_calibrate(int argc, char **argv)
         case O_CSLOW: cslow = 1; break;
         case O_GAP: gap = 1; break;
         case O_TFALL: tfall = 1; break;
+        case O_HOLD: hold = 1; break;
         case O_JSON: json = 1; break;
         case O_POWER: power = optarg; break;
         case O_LO: {
@@ -174,9 +179,13 @@ int cmd_calibrate(int argc, char **argv)
         opt_usage_error(CMD, "--program needs --kernels (the table its NS ops are fitted against)");
         return 2;
     }
-    if ((slow || cslow || gap || tfall) && !n_trace) {
+    if ((slow || cslow || gap || tfall || hold) && !n_trace) {
         opt_usage_error(CMD, "%s needs --trace",
-                        slow ? "--comm-slowdown" : cslow ? "--coll-slowdown" : gap ? "--kernel-gap" : "--tau-fall");
+                        slow    ? "--comm-slowdown"
+                        : cslow ? "--coll-slowdown"
+                        : gap   ? "--kernel-gap"
+                        : tfall ? "--tau-fall"
+                                : "--hold");
         return 2;
     }
     if (json && !strcmp(out, "-")) {
@@ -221,7 +230,7 @@ int cmd_calibrate(int argc, char **argv)
         int rc = (n_program && dm_costs_load(kernels, &table, &err)) ||
                  calib_fit_traces(&k, n_trace, trace, program, cl.gpu, table,
                                   (slow ? CALIB_FIT_COMM_SLOWDOWN : 0) | (gap ? CALIB_FIT_KERNEL_GAP : 0) |
-                                      (tfall ? CALIB_FIT_TAU_FALL : 0),
+                                      (tfall ? CALIB_FIT_TAU_FALL : 0) | (hold ? CALIB_FIT_HOLD : 0),
                                   log, &err);
         dm_costs_free(table);
         if (rc) goto fail;

@@ -288,6 +288,8 @@ static const dm_param params[] = {
      "e: work at a fraction u of the reference GEMM's rate draws u^e of its power over idle (default 1)"},
     {"power.tau_fall_ms", DM_PARAM_NUM, F | C, AT(power.tau_fall_ms), 1, "ms", 0, 1e5, 0,
      "time constant of the demand while it falls, the clock coming back after heavy work (default power.tau_ms)"},
+    {"power.hold_ms", DM_PARAM_NUM, F | C, AT(power.hold_ms), 1, "ms", 0, 1e4, 0,
+     "how long the filtered demand holds once the demand falls below it, before it falls (default 0)"},
 };
 #define N_PARAMS (int)(sizeof params / sizeof params[0])
 

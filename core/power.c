@@ -99,6 +99,19 @@ double dm_power_advance(const dm_power *p, double D, double P, double dt_us)
     return P + (D - P) * exp(-dt_us / (tau * 1e3));
 }
 
+void dm_power_step(const dm_power *p, dm_power_st *st, double P, double dt_us)
+{
+    if (!(dt_us > 0)) return;
+    if (P >= st->D) {
+        st->held_us = 0;
+    } else if (p->hold_ms > 0) {
+        double h = p->hold_ms * 1e3 - st->held_us;
+        if (h > dt_us) h = dt_us;
+        if (h > 0) st->held_us += h, dt_us -= h;
+    }
+    st->D = dm_power_advance(p, st->D, P, dt_us);
+}
+
 double dm_power_clock(const dm_power *p, double D)
 {
     double s = 1 - p->slope * (D > p->limit_w ? D - p->limit_w : 0);
@@ -119,17 +132,17 @@ double dm_power_time_factor(double s, double share)
     return share / s + (1 - share);
 }
 
-double dm_power_mean_clock(const dm_power *p, double *D, double P, double dt_us)
+double dm_power_mean_clock(const dm_power *p, dm_power_st *st, double P, double dt_us)
 {
-    if (!(dt_us > 0)) return dm_power_clock(p, *D);
+    if (!(dt_us > 0)) return dm_power_clock(p, st->D);
     int n = (int)ceil(dt_us / (dm_power_tick_us(p) / 2));
     if (n < 1) n = 1;
     if (n > 64) n = 64;
     double h = dt_us / n, s = 0;
     for (int i = 0; i < n; i++) {
-        double a = dm_power_clock(p, *D);
-        *D = dm_power_advance(p, *D, P, h);
-        s += 0.5 * (a + dm_power_clock(p, *D));
+        double a = dm_power_clock(p, st->D);
+        dm_power_step(p, st, P, h);
+        s += 0.5 * (a + dm_power_clock(p, st->D));
     }
     return s / n;
 }
@@ -137,14 +150,14 @@ double dm_power_mean_clock(const dm_power *p, double *D, double P, double dt_us)
 void dm_power_along(const dm_power *p, dm_power_op *ops, int n, double gap_us, int passes)
 {
     if (n < 1) return;
-    double D = p->idle_w;
+    dm_power_st st = {p->idle_w, 0};
     for (int pass = 0; pass < passes; pass++) {
-        if (pass) D = dm_power_advance(p, D, p->idle_w, gap_us);
+        if (pass) dm_power_step(p, &st, p->idle_w, gap_us);
         double end = ops[0].t0;
         for (int j = 0; j < n; j++) {
             dm_power_op *o = &ops[j];
-            if (o->t0 > end) D = dm_power_advance(p, D, p->idle_w, o->t0 - end);
-            o->s = dm_power_mean_clock(p, &D, o->P, o->dur);
+            if (o->t0 > end) dm_power_step(p, &st, p->idle_w, o->t0 - end);
+            o->s = dm_power_mean_clock(p, &st, o->P, o->dur);
             if (o->t0 + o->dur > end) end = o->t0 + o->dur;
         }
     }
@@ -198,7 +211,8 @@ static double tau_ss(dm_power *p, const phase *ph, int np, double tau_ms, int *n
     for (int i = 0; i < np; i++) {
         const phase *x = &ph[i];
         if (phase_slowed(x) != 1) continue;
-        double D = p->idle_w, s0 = 0, m0 = 0;
+        dm_power_st st = {p->idle_w, 0};
+        double s0 = 0, m0 = 0;
         for (int k = 0; k < x->windows->n; k++) {
             const jv *w = x->windows->items[k];
             double t = num_of(w, "t_ms"), meas = num_of(w, "tflops"), gm = num_of(w, "gemm_ms"), cm = num_of(w, "copy_ms");
@@ -206,7 +220,7 @@ static double tau_ss(dm_power *p, const phase *ph, int np, double tau_ms, int *n
             double g = gm > 0 ? gm / x->win_ms : 0, c = cm > 0 ? cm / x->win_ms : 0;
             if (g + c > 1) g /= g + c, c = 1 - g;
             double P = mix_demand(p, g, x->u, c);
-            double sm = dm_power_mean_clock(p, &D, P, x->win_ms * 1e3);
+            double sm = dm_power_mean_clock(p, &st, P, x->win_ms * 1e3);
             if (!(meas > 0)) continue;
             if (!k) {
                 s0 = sm, m0 = meas;

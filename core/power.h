@@ -13,7 +13,9 @@
  * answers the demand filtered over time,
  *     dD/dt = (P - D) / tau,
  * (tau_fall in place of tau while P < D, when given: the controller may give the clock back more
- * slowly than it takes it; `dmuon calibrate` fits it from the traces with e),
+ * slowly than it takes it; `dmuon calibrate` fits it from the traces with e; and with hold_ms,
+ * D stays where it is for that long once P falls below it before it falls: the clock read on the
+ * GPU, traces/device/clockprobe-2026-12-05, stays at the NS phase's for 15-25 ms after it),
  * by lowering the clock to the fraction s = 1 - slope max(0, D - limit) (at least DM_POWER_MIN_S)
  * of its full value. The part of an op's full-clock time beyond what its bytes need at the
  * reference copy rate then takes 1/s as long, the rest its own (HBM does not slow): an op with
@@ -45,7 +47,15 @@ typedef struct dm_power {
     double activity_exp; /* e of the demand (see above); 0: 1 */
     double tau_fall_ms; /* the filter's time constant while the demand falls (the clock coming back
                            after heavy work); 0: tau_ms */
+    double hold_ms;     /* once the demand falls below the filtered one, the filter holds this long
+                           before it falls; 0: none */
 } dm_power;
+
+/* The filter's state: the filtered demand D (W) and, while the demand is below it, how long it
+ * has held there (us; the hold re-arms whenever the demand is at or over D). */
+typedef struct dm_power_st {
+    double D, held_us;
+} dm_power_st;
 
 /* 1 when p describes a model (a limit below the GEMM's demand, the rates and tau set). */
 int dm_power_on(const dm_power *p);
@@ -72,15 +82,17 @@ double dm_power_full_us_held(const dm_power *p, double flops, double bytes, doub
 /* The step at which a simulator re-times work under the model: a quarter of the shorter time
  * constant (us). */
 double dm_power_tick_us(const dm_power *p);
-/* The filtered demand after dt_us of demand P, from D. */
+/* The filtered demand after dt_us of demand P, from D (the filter alone, no hold). */
 double dm_power_advance(const dm_power *p, double D, double P, double dt_us);
+/* The state after dt_us of demand P: the hold (hold_ms) first, then dm_power_advance. */
+void dm_power_step(const dm_power *p, dm_power_st *st, double P, double dt_us);
 /* One compute op of a rank's timeline for dm_power_along: its start and time (us) and its
  * full-clock demand P (W); s is written: the mean clock it ran at. */
 typedef struct dm_power_op {
     double t0, dur, P, s;
 } dm_power_op;
 /* The model along one rank's compute ops in time order, from an idle demand: the filtered demand
- * advanced through each op at its demand (dm_power_mean_clock) and through the idle between ops,
+ * state advanced through each op at its demand (dm_power_mean_clock) and through the idle between ops,
  * `passes` times round the sequence with gap_us idle between passes (the end of one the start of
  * the next: the steady state); each op's s from the last pass. `dmuon calibrate` runs it along a
  * trace's ops (two passes, no gap), tools/clock_fit.py (through tools/power_along) along the
@@ -93,9 +105,10 @@ double dm_power_clock(const dm_power *p, double D);
 double dm_power_clock_share(const dm_power *p, double bytes, double us);
 /* The time multiplier of work whose full-clock time is compute-bound by `share`, at clock s. */
 double dm_power_time_factor(double s, double share);
-/* The mean clock over dt_us of demand P from filtered demand *D (advanced in place): the clock a
- * piece of work of that length sees, integrated in steps of at most tau / 8. */
-double dm_power_mean_clock(const dm_power *p, double *D, double P, double dt_us);
+/* The mean clock over dt_us of demand P from the state *st (advanced in place, dm_power_step):
+ * the clock a piece of work of that length sees, integrated in steps of at most the shorter
+ * tau / 8. */
+double dm_power_mean_clock(const dm_power *p, dm_power_st *st, double P, double dt_us);
 
 /* Fit the parameters from a power_probe.py JSON file. desc (may be NULL) receives one line of
  * what was derived; log (may be NULL) a line per parameter. Errors name the file and the phase. */

@@ -93,8 +93,9 @@ typedef struct sim {
     /* The power-limit model (cluster power, power.h): per rank the filtered full-clock demand,
      * when it was last brought up to date and the demand since (the running op's, else idle).
      * The running op's rate holds its clock; EV_POWER re-times it every quarter of the shorter tau. */
-    double *pw_D, *pw_t, *pw_P;
-    const double *pw_D0; /* the demand each rank starts the step at (NULL: idle) */
+    dm_power_st *pw_st; /* the filter's state per rank (power.h) */
+    double *pw_t, *pw_P;
+    const dm_power_st *pw_st0; /* the state each rank starts the step at (NULL: idle) */
     double nvl_cap[2]; /* NVLink capacity out and in of one GPU (coll_slowdown scales it) */
     coll *colls;
     int *coll_mem;
@@ -452,7 +453,7 @@ static int setup(sim *s, dm_err *err)
         !(s->gpu_t = dm_calloc((size_t)R * NSLOT, sizeof(double), err)) ||
         !(s->gpu_rate = dm_calloc((size_t)R * NSLOT, sizeof(double), err)) ||
         !(s->gpu_ver = dm_calloc((size_t)R * NSLOT, sizeof(uint64_t), err)) ||
-        !(s->pw_D = dm_calloc((size_t)R, sizeof(double), err)) || !(s->pw_t = dm_calloc((size_t)R, sizeof(double), err)) ||
+        !(s->pw_st = dm_calloc((size_t)R, sizeof *s->pw_st, err)) || !(s->pw_t = dm_calloc((size_t)R, sizeof(double), err)) ||
         !(s->pw_P = dm_calloc((size_t)R, sizeof(double), err)) ||
         !(s->colls = dm_calloc((size_t)p->n_colls + 1, sizeof *s->colls, err)) ||
         !(s->coll_mem = dm_malloc(t1 * sizeof(int), err)) || !(s->ks = dm_malloc(t1, err)) ||
@@ -461,7 +462,8 @@ static int setup(sim *s, dm_err *err)
         return -1;
     for (int k = 0; k < R * NSLOT; k++) s->gpu_last[k] = -1, s->gpu_rate[k] = 1;
     for (int r = 0; r < R; r++) /* from the step's start at t = 0 (the setup before the first op idles) */
-        s->pw_D[r] = s->pw_D0 ? s->pw_D0[r] : s->c->power.idle_w, s->pw_P[r] = s->c->power.idle_w, s->pw_t[r] = 0;
+        s->pw_st[r] = s->pw_st0 ? s->pw_st0[r] : (dm_power_st){s->c->power.idle_w, 0}, s->pw_P[r] = s->c->power.idle_w,
+        s->pw_t[r] = 0;
     /* Per-op indexes, dependency counts, successor counts, stream list sizes. */
     int n_coll_ops = 0;
     for (int r = 0; r < Rs; r++)
@@ -618,7 +620,7 @@ static int use_rates(const sim *s) { return s->c->comm_slowdown > 0 || power_on(
 static void power_touch(sim *s, int r)
 {
     if (!power_on(s)) return;
-    s->pw_D[r] = dm_power_advance(&s->c->power, s->pw_D[r], s->pw_P[r], s->now - s->pw_t[r]);
+    dm_power_step(&s->c->power, &s->pw_st[r], s->pw_P[r], s->now - s->pw_t[r]);
     s->pw_t[r] = s->now;
 }
 
@@ -655,7 +657,7 @@ static double run_rate(const sim *s, int r, int k, int g)
     double rate = s->c->comm_slowdown > 0 && s->coll_active[r] > 0 ? slowed_rate(s, g) : 1;
     if (s->gpu_busy[SLOT(r, !k)]) rate *= k ? s->c->lo_rate : s->c->lo_main_rate;
     if (power_on(s))
-        rate /= dm_power_time_factor(dm_power_clock(&s->c->power, s->pw_D[r]), compute_share(s, g));
+        rate /= dm_power_time_factor(dm_power_clock(&s->c->power, s->pw_st[r].D), compute_share(s, g));
     return rate;
 }
 
@@ -1096,7 +1098,7 @@ static void sim_free(sim *s)
     free(s->gpu_t);
     free(s->gpu_rate);
     free(s->gpu_ver);
-    free(s->pw_D);
+    free(s->pw_st);
     free(s->pw_t);
     free(s->pw_P);
     free(s->colls);
@@ -1199,12 +1201,13 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
     s.shared = shared;
     sim_result *r = dm_calloc(1, sizeof *r, err);
     if (!r) return -1;
-    double t0 = dm_clock_us() * 1e-6, c0 = cpu_s(), t1 = t0, c1 = c0, *D0 = NULL;
+    double t0 = dm_clock_us() * 1e-6, c0 = cpu_s(), t1 = t0, c1 = c0;
+    dm_power_st *D0 = NULL;
     /* Under the power model a step starts at the demand the previous one ended at: the step is
      * run again from its own end state until that settles (the steady state; at most
      * SIM_POWER_PASSES runs, each rank's end demand within 1 W of the one it started at). */
     for (int pass = 0;; pass++) {
-        s.pw_D0 = D0;
+        s.pw_st0 = D0;
         if (setup(&s, err)) goto fail;
         if (!pass) t1 = dm_clock_us() * 1e-6, c1 = cpu_s();
         if (run(&s, err)) goto fail;
@@ -1215,10 +1218,10 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
         if (!D0 && !(D0 = dm_malloc((size_t)s.R * sizeof *D0, err))) goto fail;
         double moved = 0;
         for (int k = 0; k < s.R; k++) { /* idle from its last op to the step's end, then the next step */
-            double was = pass ? D0[k] : c->power.idle_w;
+            double was = pass ? D0[k].D : c->power.idle_w;
             power_touch(&s, k);
-            if (fabs(s.pw_D[k] - was) > moved) moved = fabs(s.pw_D[k] - was);
-            D0[k] = s.pw_D[k];
+            if (fabs(s.pw_st[k].D - was) > moved) moved = fabs(s.pw_st[k].D - was);
+            D0[k] = s.pw_st[k];
         }
         r->power_passes = pass + 1;
         if (moved < 1) break; /* this pass started where it ends */
@@ -1232,13 +1235,16 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
     if (power_on(&s)) {
         double lo = 1, hi = 0;
         for (int k = 0; k < s.R; k++) {
-            double x = dm_power_clock(&c->power, s.pw_D0 ? s.pw_D0[k] : c->power.idle_w);
+            double x = dm_power_clock(&c->power, s.pw_st0 ? s.pw_st0[k].D : c->power.idle_w);
             if (x < lo) lo = x;
             if (x > hi) hi = x;
         }
-        char fall[48] = "";
+        char fall[96] = "";
+        int nf = 0;
         if (c->power.tau_fall_ms > 0 && c->power.tau_fall_ms != c->power.tau_ms)
-            snprintf(fall, sizeof fall, ", %.0f ms falling", c->power.tau_fall_ms);
+            nf = snprintf(fall, sizeof fall, ", %.0f ms falling", c->power.tau_fall_ms);
+        if (c->power.hold_ms > 0)
+            snprintf(fall + nf, sizeof fall - (size_t)nf, ", held %.0f ms first", c->power.hold_ms);
         snprintf(r->power_src, sizeof r->power_src, "power limit %.0f W (tau %.0f ms%s; GEMM %.0f W, copies %.0f W at full "
                  "clock): compute-bound kernels slowed by each rank's clock; the step from the steady state (%d run%s), "
                  "its start at %.3f-%.3f of full clock",

@@ -70,21 +70,36 @@ static void test_arithmetic(void)
     ok_near(dm_power_demand(&p, 2 * 780e12 * 1e-3, 4.25e12 * 1e-3, 1e3), 1000, 1e-12, "at most the GEMM's demand");
     q = p, q.activity_exp = 0.5;
     ok_near(dm_power_demand(&q, 0.25 * 780e12 * 1e-3, 0, 1e3), 100 + 900 * 0.5, 1e-12, "activity_exp 0.5: u 0.25 -> 0.5");
-    double D = 1000, s = dm_power_mean_clock(&p, &D, 1000, 50e3);
+    dm_power_st st = {1000, 0};
+    double s = dm_power_mean_clock(&p, &st, 1000, 50e3);
     ok_near(s, 0.85, 1e-12, "at a constant demand over the limit the mean clock is its clock");
-    D = 100;
-    s = dm_power_mean_clock(&p, &D, 1000, 200e3);
-    ok(s > 0.85 && s < 0.9 && fabs(D - dm_power_advance(&p, 100, 1000, 200e3)) < 1e-9,
+    st = (dm_power_st){100, 0};
+    s = dm_power_mean_clock(&p, &st, 1000, 200e3);
+    ok(s > 0.85 && s < 0.9 && fabs(st.D - dm_power_advance(&p, 100, 1000, 200e3)) < 1e-9,
        "from idle: the mean clock between cool and settled (%.4f), the demand advanced as the filter", s);
+    /* the hold: a falling demand keeps D for hold_ms (re-armed while the demand is at or over D) */
+    q = p, q.hold_ms = 10;
+    st = (dm_power_st){1000, 0};
+    dm_power_step(&q, &st, 100, 6e3);
+    ok(st.D == 1000 && st.held_us == 6e3, "hold: 6 ms of a lower demand inside a 10 ms hold: D unchanged");
+    dm_power_step(&q, &st, 100, 24e3);
+    ok_near(st.D, dm_power_advance(&q, 1000, 100, 20e3), 1e-9, "... then 24 ms more: 4 held, 20 falling");
+    dm_power_step(&q, &st, 1000, 1e3);
+    ok(st.held_us == 0, "a demand at or over D re-arms the hold");
+    q.hold_ms = 0;
+    st = (dm_power_st){1000, 0};
+    dm_power_step(&q, &st, 100, 20e3);
+    ok_near(st.D, dm_power_advance(&q, 1000, 100, 20e3), 1e-12, "hold 0: the filter alone");
     /* dm_power_along: the same filter op by op, the idle between ops and between passes at idle */
     dm_power_op seq[2] = {{0, 30e3, 1000, 0}, {50e3, 10e3, 600, 0}};
-    double Dm = p.idle_w, s0 = dm_power_mean_clock(&p, &Dm, 1000, 30e3);
-    Dm = dm_power_advance(&p, Dm, p.idle_w, 20e3);
-    double s1 = dm_power_mean_clock(&p, &Dm, 600, 10e3);
+    dm_power_st sm = {p.idle_w, 0};
+    double s0 = dm_power_mean_clock(&p, &sm, 1000, 30e3);
+    dm_power_step(&p, &sm, p.idle_w, 20e3);
+    double s1 = dm_power_mean_clock(&p, &sm, 600, 10e3);
     dm_power_along(&p, seq, 2, 0, 1);
     ok(fabs(seq[0].s - s0) < 1e-12 && fabs(seq[1].s - s1) < 1e-12, "along, one pass: each op's mean clock as the filter gives it");
-    Dm = dm_power_advance(&p, Dm, p.idle_w, 5e3);
-    double s0b = dm_power_mean_clock(&p, &Dm, 1000, 30e3);
+    dm_power_step(&p, &sm, p.idle_w, 5e3);
+    double s0b = dm_power_mean_clock(&p, &sm, 1000, 30e3);
     dm_power_along(&p, seq, 2, 5e3, 2);
     ok(fabs(seq[0].s - s0b) < 1e-12 && seq[0].s < s0, "along, two passes: the second starts from the first's end (%.4f, %.4f from idle)",
        seq[0].s, s0);

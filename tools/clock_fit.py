@@ -13,10 +13,11 @@ does along a trace (dm_power_along: twice round the step for the steady state, h
 between steps between the passes; the demand of an op from its FLOPs and bytes over its
 full-clock time, here its measured time times its measured s), for each (tau, tau_fall) of a grid,
 and prints the error of the modelled s against the measured one over the forward and backward ops
-(mean absolute, and per run the mean signed error of its forward and of its backward). The model
+(mean absolute, and per run the mean signed error of its forward and of its backward); --hold
+adds the hold (power.hold_ms) to the grid. The model
 is the simulator's own, run by tools/power_along (make tools/power_along).
 
-    python3 tools/clock_fit.py CALIB REF_RUN RUN... [--tau 20,27,40,...] [--fall ...] [--cluster h200]
+    python3 tools/clock_fit.py CALIB REF_RUN RUN... [--tau 20,27,40,...] [--fall ...] [--hold 0,10,...] [--cluster h200]
 a RUN is the path prefix of a clockprobe run (PREFIX.clk, PREFIX.trace.csv); REF_RUN's model
 must be that of the runs it is the reference for (one reference: one model).
 """
@@ -54,7 +55,7 @@ def load_run(prefix):
     return ops, max(0.0, gap)
 
 
-def run_model(tool, cluster, calib, tau, fall, ops, gap, sref):
+def run_model(tool, cluster, calib, tau, fall, hold, ops, gap, sref):
     """s per op along the step from tools/power_along (core/power.h dm_power_along: twice round,
     the idle between steps between the passes); an op's full-clock time is its measured time
     times its measured s (1 where not measured)"""
@@ -62,7 +63,7 @@ def run_model(tool, cluster, calib, tau, fall, ops, gap, sref):
     for o in ops:
         sm = sref(o)
         lines.append("%.3f %.3f %.6g %.6g %.3f" % (o["t0"], o["d"], o["flops"], o["bytes"], o["d"] * (sm if sm else 1)))
-    out = subprocess.run([tool, cluster, calib, "--tau", str(tau), "--tau-fall", str(fall), "--gap", str(gap)],
+    out = subprocess.run([tool, cluster, calib, "--tau", str(tau), "--tau-fall", str(fall), "--hold", str(hold), "--gap", str(gap)],
                          input="\n".join(lines) + "\n", capture_output=True, text=True, check=True).stdout.split()
     return [float(x) for x in out]
 
@@ -74,6 +75,7 @@ def main():
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--tau", default="10,20,27,40,50,60,80,100,150")
     ap.add_argument("--fall", default="10,20,27,40,50,60,80,100,150")
+    ap.add_argument("--hold", default="0")
     ap.add_argument("--cluster", default="h200")
     ap.add_argument("--tool", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "power_along"))
     a = ap.parse_args()
@@ -96,27 +98,29 @@ def main():
     grid = []
     for tau in [float(x) for x in a.tau.split(",")]:
         for fall in [float(x) for x in a.fall.split(",")]:
-            errs, per = [], []
-            for name, ops, gap, sref in runs:
-                s_mod = run_model(a.tool, a.cluster, a.calib, tau, fall, ops, gap, sref)
-                e = {"forward": [], "backward": []}
-                for o, sm in zip(ops, s_mod):
-                    if o["kind"] in e and sref(o) is not None and o["d"] > 100:
-                        e[o["kind"]].append(sm - sref(o))
-                errs += e["forward"] + e["backward"]
-                per.append((name, sum(e["forward"]) / max(1, len(e["forward"])), sum(e["backward"]) / max(1, len(e["backward"]))))
-            mae = sum(abs(x) for x in errs) / len(errs)
-            grid.append((mae, tau, fall, per))
-            if best is None or mae < best[0]:
-                best = (mae, tau, fall, per)
-    print("# tau tau_fall: mean |s model - s measured| over %d forward/backward ops" % len(errs))
-    for mae, tau, fall, _ in sorted(grid)[:12]:
-        print("  %5.0f %5.0f  %.4f" % (tau, fall, mae))
-    for mae, tau, fall, per in [g for g in grid if g[1] == tau0 and g[2] == tau0] + [best]:
-        print("# tau %g, tau_fall %g (mean |error| %.4f): per run, the mean signed error of s over its forward, its backward" % (tau, fall, mae))
+            for hold in [float(x) for x in a.hold.split(",")]:
+                errs, per = [], []
+                for name, ops, gap, sref in runs:
+                    s_mod = run_model(a.tool, a.cluster, a.calib, tau, fall, hold, ops, gap, sref)
+                    e = {"forward": [], "backward": []}
+                    for o, sm in zip(ops, s_mod):
+                        if o["kind"] in e and sref(o) is not None and o["d"] > 100:
+                            e[o["kind"]].append(sm - sref(o))
+                    errs += e["forward"] + e["backward"]
+                    per.append((name, sum(e["forward"]) / max(1, len(e["forward"])),
+                                sum(e["backward"]) / max(1, len(e["backward"]))))
+                mae = sum(abs(x) for x in errs) / len(errs)
+                grid.append((mae, tau, fall, hold, per))
+                if best is None or mae < best[0]:
+                    best = (mae, tau, fall, hold, per)
+    print("# tau tau_fall hold: mean |s model - s measured| over %d forward/backward ops" % len(errs))
+    for mae, tau, fall, hold, _ in sorted(grid, key=lambda g: g[0])[:12]:
+        print("  %5.0f %5.0f %5.0f  %.4f" % (tau, fall, hold, mae))
+    for mae, tau, fall, hold, per in [g for g in grid if g[1] == tau0 and g[2] == tau0 and g[3] == 0] + [best]:
+        print("# tau %g, tau_fall %g, hold %g (mean |error| %.4f): per run, the mean signed error of s over its forward, "
+              "its backward" % (tau, fall, hold, mae))
         for name, ef, eb in per:
             print("  %-42s %+.3f %+.3f" % (name, ef, eb))
-
 
 if __name__ == "__main__":
     main()

@@ -2,9 +2,10 @@
  * runs along a trace) along a sequence of compute ops read from stdin, for tools/clock_fit.py:
  * each line "t0_us dur_us flops bytes full_us" (full_us: the op's time at its own full clock,
  * whose rate sets its demand); prints each op's mean clock fraction s, one per line. The power
- * keys come from a cluster with a calibration applied; --tau and --tau-fall replace its time
- * constants (ms), --gap the idle between passes (us), --passes how many times round (default 2).
- *   tools/power_along CLUSTER CALIB [--tau MS] [--tau-fall MS] [--gap US] [--passes N] < OPS
+ * keys come from a cluster with a calibration applied; --tau, --tau-fall and --hold replace its
+ * time constants and hold (ms), --gap sets the idle between passes (us), --passes how many times
+ * round (default 2).
+ *   tools/power_along CLUSTER CALIB [--tau MS] [--tau-fall MS] [--hold MS] [--gap US] [--passes N] < OPS
  * (built by `make tools/power_along`) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s CLUSTER CALIB [--tau MS] [--tau-fall MS] [--gap US] [--passes N] < OPS\n", argv[0]);
+        fprintf(stderr, "usage: %s CLUSTER CALIB [--tau MS] [--tau-fall MS] [--hold MS] [--gap US] [--passes N] < OPS\n", argv[0]);
         return 2;
     }
     dm_err err = {0};
@@ -33,6 +34,7 @@ int main(int argc, char **argv)
         double v = atof(argv[i + 1]);
         if (!strcmp(argv[i], "--tau")) c.power.tau_ms = v;
         else if (!strcmp(argv[i], "--tau-fall")) c.power.tau_fall_ms = v;
+        else if (!strcmp(argv[i], "--hold")) c.power.hold_ms = v;
         else if (!strcmp(argv[i], "--gap")) gap = v;
         else if (!strcmp(argv[i], "--passes")) passes = (int)v;
         else {

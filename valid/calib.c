@@ -868,31 +868,40 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     double best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
     ns_prep(ops, n, gpu, costs, table_kind[FK_UPD], x, a, cnt);
     best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
-    double gam = 0, gam_ss = 0, tfall = 0;
+    double gam = 0, gam_ss = 0, tfall = 0, thold = 0;
     int gam_n = 0;
     /* the falling demand's time constants tried (0: the probe's tau, symmetric); without
        CALIB_FIT_TAU_FALL only the one the calibration already holds */
     static const double falls[] = {0, 50, 100, 200, 400, 800, 1600};
     int fit_fall = (flags & CALIB_FIT_TAU_FALL) != 0, n_falls = fit_fall ? (int)(sizeof falls / sizeof falls[0]) : 1;
     double fall0 = pwc.power.tau_fall_ms;
+    /* the holds tried (traces/device/clockprobe-2026-12-05: 15-25 ms after the NS phase); without
+       CALIB_FIT_HOLD only the calibration's own */
+    static const double holds[] = {0, 5, 10, 15, 20, 30};
+    int fit_hold = (flags & CALIB_FIT_HOLD) != 0, n_holds = fit_hold ? (int)(sizeof holds / sizeof holds[0]) : 1;
+    double hold0 = pwc.power.hold_ms;
     if (pw) { /* the demand's activity exponent and its falling time constant: the pair whose clocks fit
                  the table-priced forward and backward ops best (the ops the clock slows; each pair
                  with its best f). A step's forward runs after its optimizer phase: how fast the
                  clock comes back after heavy NS is seen there, not in the probe's rising phases */
         double gbest = INFINITY;
-        for (int fi = 0; fi < n_falls; fi++)
-            for (int gi = 2; gi <= 20; gi++) {
-                pwc.power.activity_exp = gi / 20.0;
-                pwc.power.tau_fall_ms = fit_fall ? falls[fi] : fall0;
-                power_clock_ops(pw, ops, n, ix, po);
-                double fb;
-                best_slowdown(ops, n, fit_gap, slow_fit, fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), &fb);
-                fit_rates(ops, n, fb, fit_gap, x, a, ss, cnt);
-                if (ss[FK_KERN] < gbest)
-                    gbest = ss[FK_KERN], gam = gi / 20.0, tfall = pwc.power.tau_fall_ms, gam_n = cnt[FK_KERN];
-            }
+        for (int hi = 0; hi < n_holds; hi++)
+            for (int fi = 0; fi < n_falls; fi++)
+                for (int gi = 2; gi <= 20; gi++) {
+                    pwc.power.activity_exp = gi / 20.0;
+                    pwc.power.tau_fall_ms = fit_fall ? falls[fi] : fall0;
+                    pwc.power.hold_ms = fit_hold ? holds[hi] : hold0;
+                    power_clock_ops(pw, ops, n, ix, po);
+                    double fb;
+                    best_slowdown(ops, n, fit_gap, slow_fit, fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt), &fb);
+                    fit_rates(ops, n, fb, fit_gap, x, a, ss, cnt);
+                    if (ss[FK_KERN] < gbest)
+                        gbest = ss[FK_KERN], gam = gi / 20.0, tfall = pwc.power.tau_fall_ms, thold = pwc.power.hold_ms,
+                        gam_n = cnt[FK_KERN];
+                }
         pwc.power.activity_exp = gam;
         pwc.power.tau_fall_ms = tfall;
+        pwc.power.hold_ms = thold;
         power_clock_ops(pw, ops, n, ix, po);
         best = fit_rates(ops, n, 0, fit_gap, x, a, ss, cnt);
         gam_ss = gam_n ? sqrt(gbest / gam_n) : 0;
@@ -1009,17 +1018,20 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
         if (set_num(c, "comm_slowdown", f, src, sqrt(best / n), n_ov, err)) goto out;
     }
     if (pw) {
-        int tf = fit_fall;
+        int tf = fit_fall, th = fit_hold;
         snprintf(src, sizeof src, "%s: %d forward/backward ops priced by the kernel table, each op's clock from the "
-                 "power model along its trace: the exponent (0.1 to 1 by 0.05)%s whose clocks fit them best%s", desc,
-                 gam_n, tf ? " and the falling time constant (tau, 50, 100, 200, 400, 800 or 1600 ms)" : "", fsrc);
+                 "power model along its trace: the exponent (0.1 to 1 by 0.05)%s%s whose clocks fit them best%s", desc,
+                 gam_n, tf ? ", the falling time constant (tau, 50, 100, 200, 400, 800 or 1600 ms)" : "",
+                 th ? ", the hold (0, 5, 10, 15, 20 or 30 ms)" : "", fsrc);
         if (log) {
             fprintf(log, "  %-34s %.4g: %3d forward/backward ops (residual %.1f%%)\n", "power.activity_exp", gam, gam_n,
                     100 * gam_ss);
             if (tf) fprintf(log, "  %-34s %.4g: with it\n", "power.tau_fall_ms", tfall > 0 ? tfall : pwc.power.tau_ms);
+            if (th) fprintf(log, "  %-34s %.4g: with it\n", "power.hold_ms", thold);
         }
         if (set_num(c, "power.activity_exp", gam, src, gam_ss, gam_n, err) ||
-            (tf && set_num(c, "power.tau_fall_ms", tfall > 0 ? tfall : pwc.power.tau_ms, src, gam_ss, gam_n, err)))
+            (tf && set_num(c, "power.tau_fall_ms", tfall > 0 ? tfall : pwc.power.tau_ms, src, gam_ss, gam_n, err)) ||
+            (th && set_num(c, "power.hold_ms", thold, src, gam_ss, gam_n, err)))
             goto out;
     }
     if (n_first) { /* the median over ranks and traces of the first op's start */

@@ -121,8 +121,10 @@ int calib_fit_comm(calib *c, const char *csv_path, const dm_cluster *base, doubl
  * model; the executor's measured in-op gaps are under 1 us in the forward,
  * traces/validate/h200-5/ktimes: not fitted unless asked). */
 /* CALIB_FIT_TAU_FALL: with a power model, power.tau_fall_ms beside power.activity_exp (the pair
- * whose clocks fit the traced forward/backward ops best); without it the filter is symmetric. */
-enum { CALIB_FIT_COMM_SLOWDOWN = 1, CALIB_FIT_KERNEL_GAP = 2, CALIB_FIT_TAU_FALL = 4 };
+ * whose clocks fit the traced forward/backward ops best); without it the filter is symmetric.
+ * CALIB_FIT_HOLD: power.hold_ms the same way (with both, the three together); without it the
+ * calibration's own hold (none by default). */
+enum { CALIB_FIT_COMM_SLOWDOWN = 1, CALIB_FIT_KERNEL_GAP = 2, CALIB_FIT_TAU_FALL = 4, CALIB_FIT_HOLD = 8 };
 int calib_fit_trace(calib *c, const char *trace_path, const dm_gpu *gpu, const char *program_path, const dm_costs *costs,
                     int flags, FILE *log, dm_err *err);
 /* The same over the union of the compute ops of n_traces traces (program_paths may be NULL, or
