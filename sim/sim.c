@@ -90,9 +90,10 @@ typedef struct sim {
     int has_lo; /* the program has compute-lo ops: slot 1 is used */
     double *gpu_rem, *gpu_t, *gpu_rate;
     uint64_t *gpu_ver;
-    /* The power-limit model (cluster power, power.h): per rank the filtered full-clock demand,
-     * when it was last brought up to date and the demand since (the running op's, else idle).
-     * The running op's rate holds its clock; EV_POWER re-times it every quarter of the shorter tau. */
+    /* The power-limit model (cluster power, power.h): per rank the filter's state (the filtered
+     * full-clock demand and its hold), when it was last brought up to date and the demand since
+     * (the running op's, else idle). The running op's rate holds its clock; EV_POWER re-times it
+     * every quarter of the shorter tau. */
     dm_power_st *pw_st; /* the filter's state per rank (power.h) */
     double *pw_t, *pw_P;
     const dm_power_st *pw_st0; /* the state each rank starts the step at (NULL: idle) */
