@@ -22,9 +22,8 @@ typedef struct cp_state {
     cudaStream_t st;
     unsigned long long *d_buf; /* pairs (globaltimer ns, clock64) */
     unsigned long long *d_marks;
-    int *d_count;
-    volatile int *h_stop; /* mapped */
-    int *d_stop;
+    volatile int *h_stop; /* mapped: [0] the stop flag, [1] the sampler's count (-1 once started) */
+    volatile int *d_stop;
     long cap;
     unsigned long long max_ns;
     int n_marks, running;
@@ -40,7 +39,7 @@ __device__ __forceinline__ unsigned long long gtimer(void)
     return t;
 }
 
-__global__ void k_clock_sampler(unsigned long long *buf, long cap, volatile int *stop, int *count,
+__global__ void k_clock_sampler(unsigned long long *buf, long cap, volatile int *stop, volatile int *count,
                                 unsigned long long period_ns, unsigned long long max_ns)
 {
     unsigned long long t0 = gtimer(), last = 0;
@@ -88,8 +87,7 @@ extern "C" int cp_start(double period_us, double max_s, dm_err *err)
     CPU(cudaHostAlloc((void **)&cp.h_stop, 2 * sizeof(int), cudaHostAllocMapped));
     cp.h_stop[0] = 0, cp.h_stop[1] = 0;
     CPU(cudaHostGetDevicePointer((void **)&cp.d_stop, (void *)cp.h_stop, 0));
-    int *count = (int *)(cp.d_stop + 1); /* the sampler's count lives beside the flag, host-visible */
-    cp.d_count = count;
+    volatile int *count = cp.d_stop + 1; /* the sampler's count lives beside the flag, host-visible */
     k_clock_sampler<<<1, 1, 0, cp.st>>>(cp.d_buf, cp.cap, cp.d_stop, count, (unsigned long long)(period_us * 1e3),
                                         cp.max_ns);
     CPU(cudaGetLastError());
@@ -98,7 +96,10 @@ extern "C" int cp_start(double period_us, double max_s, dm_err *err)
     double t_wait = realtime_s();
     while (cp.h_stop[1] != -1 && realtime_s() - t_wait < 5) {
     }
-    if (cp.h_stop[1] != -1) return dm_err_set(err, "clock probe: the sampler kernel did not start within 5 s");
+    if (cp.h_stop[1] != -1) { /* tell it to end at once should it start later */
+        cp.h_stop[0] = 1;
+        return dm_err_set(err, "clock probe: the sampler kernel did not start within 5 s");
+    }
     cp.host_s0 = realtime_s();
     unsigned long long first;
     CPU(cudaMemcpy(&first, cp.d_buf, sizeof first, cudaMemcpyDeviceToHost));
