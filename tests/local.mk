@@ -79,9 +79,9 @@ EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json tests
 # valid
 check_PROGRAMS += tests/test_calib tests/test_power
 TESTS += tests/test_calib tests/test_power tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh \
-	tests/plan_ns_shapes.sh tests/hsdp_muon.sh tests/hf_sim.sh
+	tests/plan_ns_shapes.sh tests/hsdp_muon.sh tests/hf_sim.sh tests/clock_tools.sh
 EXTRA_DIST += tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh tests/plan_ns_shapes.sh tests/hsdp_muon.sh \
-	tests/hf_sim.sh \
+	tests/hf_sim.sh tests/clock_tools.sh \
 	tests/data/comm_h200x2.csv
 
 # scripting (issue 18): --json of compare, calibrate and regress; under MPI, run --json and a

@@ -28,11 +28,11 @@ import subprocess
 import sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from clock_trace import read_clock, mhz  # noqa: E402
+from clock_trace import read_clock, read_file, mhz  # noqa: E402
 
 
 def calib_tau(path):
-    for line in open(path):
+    for line in read_file(path):
         line = line.split("#")[0].strip()
         if line.startswith("power.tau_ms") and "=" in line:
             return float(line.split("=")[1])
@@ -41,7 +41,7 @@ def calib_tau(path):
 
 def load_run(prefix):
     marks, t, c = read_clock(prefix + ".clk")
-    rows = [l for l in open(prefix + ".trace.csv") if not l.startswith("#")]
+    rows = [l for l in read_file(prefix + ".trace.csv") if l and not l.startswith("#")]
     ops = []
     for r in csv.DictReader(rows):
         if r["stream"] != "compute" or r["rank"] != "0":

@@ -19,16 +19,24 @@ import statistics
 import sys
 
 
+def read_file(path):
+    """the file's lines, or exit naming it"""
+    try:
+        with open(path) as f:
+            return f.read().split("\n")
+    except OSError as e:
+        sys.exit("%s: cannot read %s: %s" % (sys.argv[0].rsplit("/", 1)[-1], path, e.strerror))
+
+
 def read_clock(path):
     marks, t, c = [], [], []
-    with open(path) as f:
-        for line in f:
-            if line.startswith("# step marks"):
-                marks = [int(x) for x in line.split(":", 1)[1].split()]
-            elif line[0].isdigit():
-                a, b, _ = line.split(",")
-                t.append(int(a))
-                c.append(int(b))
+    for line in read_file(path):
+        if line.startswith("# step marks"):
+            marks = [int(x) for x in line.split(":", 1)[1].split()]
+        elif line[:1].isdigit():
+            a, b, _ = line.split(",")
+            t.append(int(a))
+            c.append(int(b))
     return marks, t, c
 
 
@@ -64,8 +72,7 @@ def main():
         sys.exit("clock_trace: %s holds no step mark or too few reads" % opt.clock)
     t0 = marks[-1]  # the last step's start: the trace's ops are from it
     ops = []
-    with open(opt.trace) as f:
-        rows = [l for l in f if not l.startswith("#")]
+    rows = [l for l in read_file(opt.trace) if l and not l.startswith("#")]
     for r in csv.DictReader(rows):
         if r["stream"] != "compute" or r["rank"] != "0":
             continue
@@ -102,12 +109,11 @@ def main():
     if opt.kernels:
         fwd0 = min((o[3] for o in ops if o[0] == "forward"), default=t0)
         kk = collections.defaultdict(list)
-        with open(opt.kernels) as f:
-            for r in csv.DictReader(f):
-                a = fwd0 + float(r["start_us"]) * 1e3
-                m = mhz(t, c, a, a + float(r["us"]) * 1e3)
-                if m:
-                    kk[(r["pass"], r["kind"], r["op"], r["m"], r["n"], r["k"])].append((float(r["us"]), m))
+        for r in csv.DictReader(l for l in read_file(opt.kernels) if l):
+            a = fwd0 + float(r["start_us"]) * 1e3
+            m = mhz(t, c, a, a + float(r["us"]) * 1e3)
+            if m:
+                kk[(r["pass"], r["kind"], r["op"], r["m"], r["n"], r["k"])].append((float(r["us"]), m))
         print("# kernels (pass kind op m n k): count, median us, median clock MHz, min-max clock")
         for key, L in sorted(kk.items(), key=lambda x: -sum(u for u, _ in x[1])):
             ms = [m for _, m in L]

@@ -10,8 +10,9 @@ EXTRA_DIST += tools/gen_models.py tools/torch_ns_bench.py tools/install-deps.sh 
 # tools/kernel_price: a step's kernels priced by a cost table beside the executor's in-step times
 # (not installed; `make tools/kernel_price`)
 # tools/power_along: the power model along ops read from stdin (tools/clock_fit.py; not installed;
-# `make tools/power_along`)
-EXTRA_PROGRAMS = tools/kernel_price tools/power_along
+# built by make check for tests/clock_tools.sh, or `make tools/power_along`)
+EXTRA_PROGRAMS = tools/kernel_price
+check_PROGRAMS += tools/power_along
 tools_kernel_price_SOURCES = tools/kernel_price.c
 tools_kernel_price_LDADD = $(DM_LDADD)
 tools_power_along_SOURCES = tools/power_along.c
