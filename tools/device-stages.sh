@@ -1148,6 +1148,19 @@ stage_clockprobe() {
         fi
     done
 }
+# clockprobe2: the next clock runs (traces/device/clockprobe-2026-12-05/README.md): the models whose
+# steps the model misses (Qwen2.5-3B and SmolLM3 dmuon at two token counts, whose NS phase runs
+# 10-14% faster at the smaller; Mistral-7B adamw at 8192; Gemma-2B dmuon at 8192; Phi-3 dmuon at
+# 2048; muon-ddp at 4096) and rested runs (400 ms between steps) whose forward and backward give
+# each kernel's own clock at 1024 and 4096 tokens, which tools/clock_fit.py takes as the reference
+STAGE_TIMEOUT_clockprobe2=420
+stage_clockprobe2() {
+    CLOCK_CASES="qwen2.5-3b:dmuon:1024:0:- qwen2.5-3b:dmuon:4096:0:- models/extra/smollm3-3b.json:dmuon:2048:0:- \
+models/extra/smollm3-3b.json:dmuon:4096:0:- models/extra/mistral-7b-v0.1-12l.json:adamw:8192:0:- \
+models/extra/gemma-2b.json:dmuon:8192:0:- models/extra/phi-3-mini-4k-instruct.json:dmuon:2048:0:- \
+llama-3.2-3b:adamw:1024:400:- llama-3.2-3b:adamw:4096:400:- llama-3.2-3b:dmuon:4096:400:- \
+llama-3.2-3b:muon-ddp:4096:0:-" stage_clockprobe
+}
 # fsdp1 (issue 15): muon-fsdp, the PyTorch form (each gradient gathered in the optimizer step, then
 # its NS, one matrix at a time, eager), on one GPU: Llama-3.2-3B and Qwen2.5-1.5B at 4096 tokens,
 # the measured phases against the simulated ones ($L/fsdp1: validate's cases packed)
