@@ -492,7 +492,8 @@ int main(void)
         op.flops = 4 * dm_ns_flops(2048, 4096, DM_NS_DIRECT), op.bytes = 4 * dm_ns_bytes(2048, 4096, DM_NS_DIRECT);
         double held = dm_ns_op_us(c, &cl, &op, NULL);
         ok_near(dm_ns_op_full_us(c, &cl, &op, NULL), held, 0, "NS op without a power model: its rows' time");
-        cl.power = (dm_power){700, 1000, 480, 100, 5e-4, 20, 780e12, 4.25e12, 0.65, 0};
+        cl.power = (dm_power){.limit_w = 700, .gemm_w = 1000, .copy_w = 480, .idle_w = 100, .slope = 5e-4, .tau_ms = 20,
+                              .ref_flops = 780e12, .ref_Bps = 4.25e12, .activity_exp = 0.65};
         double full = dm_ns_op_full_us(c, &cl, &op, NULL), kern = dm_costs_ns_op_kernels_us(c, h200, &op, NULL);
         double want = dm_power_full_us_held(&cl.power, op.flops, op.bytes, kern) + (held - kern);
         ok(full < held && fabs(full - want) < 1e-6 * held,

@@ -30,7 +30,8 @@ static const char *srcdir(void)
 
 static dm_power model(void)
 {
-    dm_power p = {700, 1000, 480, 100, 5e-4, 20, 780e12, 4.25e12, 0, 0};
+    dm_power p = {.limit_w = 700, .gemm_w = 1000, .copy_w = 480, .idle_w = 100, .slope = 5e-4, .tau_ms = 20,
+                  .ref_flops = 780e12, .ref_Bps = 4.25e12};
     return p;
 }
 
