@@ -251,6 +251,13 @@ static int init_nccl(real_exec *ex, dm_err *err)
 
 /* This rank's device (one per local rank) and whether the program's buffers fit on it, before
  * any NCCL call, so the ranks can agree and fail together with one message. */
+/* DMUON_CLOCK_TRACE (the clock probe's file, see cp_step), NULL when unset or empty. */
+static const char *clock_trace_path(void)
+{
+    const char *p = getenv("DMUON_CLOCK_TRACE");
+    return p && *p ? p : NULL;
+}
+
 static int gpu_precheck(real_exec *ex, dm_err *err)
 {
     gpu *g = dm_calloc(1, sizeof *g, err);
@@ -260,8 +267,7 @@ static int gpu_precheck(real_exec *ex, dm_err *err)
     /* the clock probe's sampler runs for the whole run beside the step: a kernel loaded lazily at
      * its first launch would wait for the sampler to end (module loading synchronizes the
      * context), so with the probe every module loads at start (before the first CUDA call) */
-    const char *cp_path = getenv("DMUON_CLOCK_TRACE");
-    if (cp_path && *cp_path) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    if (clock_trace_path()) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     if (real_gpu_select(ex->comm, &g->device, err) < 0) return -1;
     if (real_gpu_mem_estimate(ex->model, ex->prog, ex->rank, ex->o.tokens, est, err) < 0) return -1;
     size_t fr = 0, tot = 0;
@@ -558,9 +564,8 @@ static void gpu_destroy(real_exec *ex)
 {
     gpu *g = G(ex);
     if (!g) return;
-    const char *cp_path = getenv("DMUON_CLOCK_TRACE");
     dm_err cp_err = {0};
-    if (cp_path && *cp_path && cp_stop_write(cp_path, &cp_err) < 0) fprintf(stderr, "dmuon: %s\n", cp_err.msg);
+    if (clock_trace_path() && cp_stop_write(clock_trace_path(), &cp_err) < 0) fprintf(stderr, "dmuon: %s\n", cp_err.msg);
     cudaDeviceSynchronize();
     if (g->p)
         for (int64_t i = 0; i < ex->n_mx; i++) {
@@ -1181,8 +1186,7 @@ static int issue(real_exec *ex, int i, dm_err *err)
  * correct, only that slow). One process, one rank; nothing of it in the normal path. */
 static int cp_step(real_exec *ex, cudaStream_t sc, dm_err *err)
 {
-    const char *path = getenv("DMUON_CLOCK_TRACE");
-    if (!path || !*path || ex->step < 1) return 0;
+    if (!clock_trace_path() || ex->step < 1) return 0;
     const char *per = getenv("DMUON_CLOCK_PERIOD_US");
     OK(cp_start(per && atof(per) > 0 ? atof(per) : 20, 30, err));
     return cp_mark(sc, err);

@@ -1130,14 +1130,11 @@ stage_clockprobe() {
         llama-3.2-3b:dmuon:1024:0:noprobe}; do
         IFS=: read -r m st tok gap kt <<< "$c"
         name=$(basename "$m" .json)_${st}_${tok}_gap${gap}_$kt t1=$SECONDS
-        if [ "$kt" = noprobe ]; then
+        # (an empty DMUON_CLOCK_TRACE or DMUON_KERNEL_TIMES is off)
+        DMUON_CLOCK_TRACE=$([ "$kt" = noprobe ] || echo "$L/clock_$name.clk") \
+            DMUON_KERNEL_TIMES=$([ "$kt" = k ] && echo "$L/clock_$name.kt.csv") \
             DMUON_STEP_GAP_MS=$gap timeout 40 "$D/dmuon" run --backend gpu --model "$m" --cluster h200 --strategy "$st" \
-                --tokens "$tok" --steps 5 --timeout 30 --trace "$L/clock_$name.trace.csv" > "$L/clock_$name.txt" 2>&1
-        else
-            DMUON_CLOCK_TRACE="$L/clock_$name.clk" DMUON_KERNEL_TIMES=$([ "$kt" = k ] && echo "$L/clock_$name.kt.csv") \
-                DMUON_STEP_GAP_MS=$gap timeout 40 "$D/dmuon" run --backend gpu --model "$m" --cluster h200 --strategy "$st" \
-                --tokens "$tok" --steps 5 --timeout 30 --trace "$L/clock_$name.trace.csv" > "$L/clock_$name.txt" 2>&1
-        fi
+            --tokens "$tok" --steps 5 --timeout 30 --trace "$L/clock_$name.trace.csv" > "$L/clock_$name.txt" 2>&1
         echo "$name exit $? in $((SECONDS - t1)) s: $(grep '^# mean over' "$L/clock_$name.txt" | cut -c1-120)"
         grep -h '^# [0-9]* reads' "$L/clock_$name.clk" 2>/dev/null
         if [ $((SECONDS - t1)) -gt 25 ]; then echo "clockprobe: a run took over 25 s (the sampler held it?): stop"; break; fi

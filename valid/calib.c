@@ -880,9 +880,9 @@ int calib_fit_traces(calib *c, int n_traces, const char *const *trace_paths, con
     static const double holds[] = {0, 5, 10, 15, 20, 30};
     int fit_hold = (flags & CALIB_FIT_HOLD) != 0, n_holds = fit_hold ? (int)(sizeof holds / sizeof holds[0]) : 1;
     double hold0 = pwc.power.hold_ms;
-    if (pw) { /* the demand's activity exponent and its falling time constant: the pair whose clocks fit
-                 the table-priced forward and backward ops best (the ops the clock slows; each pair
-                 with its best f). A step's forward runs after its optimizer phase: how fast the
+    if (pw) { /* the demand's activity exponent, with its falling time constant and its hold where
+                 asked: the set whose clocks fit the table-priced forward and backward ops best (the
+                 ops the clock slows; each set with its best f). A step's forward runs after its optimizer phase: how fast the
                  clock comes back after heavy NS is seen there, not in the probe's rising phases */
         double gbest = INFINITY;
         for (int hi = 0; hi < n_holds; hi++)
