@@ -124,8 +124,8 @@ static void show_usage(void)
            "Turn a HuggingFace config.json (llama, mistral, mixtral, qwen2, qwen2_5_vl, qwen2_vl,\n"
            "qwen3, qwen3_moe, qwen2_moe, olmoe, phi3, olmo2, granite, smollm3, gpt_oss,\n"
            "starcoder2, gpt_neox, gemma, gemma2, gemma3_text, gemma3, paligemma, deepseek_v2,\n"
-           "deepseek_v3, kimi_k2) into the dmuon model format, architecture included; writes FILE\n"
-           "(default: stdout).\n");
+           "deepseek_v3, kimi_k2, glm4_moe) into the dmuon model format, architecture included;\n"
+           "writes FILE (default: stdout).\n");
 }
 
 static int parse_role_arg(const char *s, char *glob, size_t cap, dm_role *r)

@@ -13,7 +13,8 @@
  * gemma3_text (gemma2's norms plus per-head q/k norms), gemma3 (gemma3_text + a SigLIP tower
  * whose patches are pooled for the projector; absent text_config keys from Gemma3TextConfig's
  * defaults, named in the source), deepseek_v2, deepseek_v3 and kimi_k2 (MLA attention, routed +
- * shared experts, dense first layers, multi-token-prediction layers). Tensor names,
+ * shared experts, dense first layers, multi-token-prediction layers), glm4_moe (GLM-4.5: grouped-
+ * query attention with DeepSeek-V3's MoE and MTP layers). Tensor names,
  * stacks and roles follow the bundled files in models/ (models/README.md): 2-D hidden weights and
  * routers are Muon, embeddings, output heads, norms, biases and conv patch embeddings AdamW. Tied
  * embeddings are counted once; an MTP layer's copies of the embedding and output head are shared,
@@ -342,14 +343,14 @@ static int add_head(builder *b, lm_hp *hp, int head, int norm_bias)
 /* Grouped-query attention (llama, mistral, qwen2/3, gemma): q/k/v/o, optional biases, optional
  * q/k RMSNorms (qk_norm 1: per head, qwen3; 2: over the whole projection, olmoe); phi3's fused
  * qkv_proj. Adds the stack's attention block. */
-static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias, int qk_norm, int fused,
-                   int neox)
+static int add_gqa(builder *b, const char *p, const lm_hp *hp, int st, int qkv_bias, int o_bias, int qk_norm,
+                   int fused, int neox)
 {
     int64_t q = mul(hp->heads, hp->head_dim), kv = mul(hp->kv_heads, hp->head_dim), h = hp->hidden;
     static const char *names[3] = {"q", "k", "v"};
-    char name[128];
-    const char *qkv = neox ? "layers.*.attention.query_key_value" : "layers.*.self_attn.qkv_proj";
-    const char *o = neox ? "layers.*.attention.dense" : "layers.*.self_attn.o_proj";
+    char name[160], qkv[96], o[96];
+    snprintf(qkv, sizeof qkv, "%s.*.%s", p, neox ? "attention.query_key_value" : "self_attn.qkv_proj");
+    snprintf(o, sizeof o, "%s.*.%s", p, neox ? "attention.dense" : "self_attn.o_proj");
     if (fused || neox) {
         snprintf(name, sizeof name, "%s.weight", qkv);
         if (add_t(b, name, q + 2 * kv, h, 1, st, 0, -1, MUON, "fused q/k/v")) return -1;
@@ -358,11 +359,11 @@ static int add_gqa(builder *b, const lm_hp *hp, int st, int qkv_bias, int o_bias
     } else {
         for (int i = 0; i < 3; i++) {
             int64_t out = i == 0 ? q : kv;
-            snprintf(name, sizeof name, "layers.*.self_attn.%s_proj.weight", names[i]);
+            snprintf(name, sizeof name, "%s.*.self_attn.%s_proj.weight", p, names[i]);
             if (add_t(b, name, out, h, 1, st, 0, -1, MUON, "")) return -1;
-            snprintf(name, sizeof name, "layers.*.self_attn.%s_proj.bias", names[i]);
+            snprintf(name, sizeof name, "%s.*.self_attn.%s_proj.bias", p, names[i]);
             if (qkv_bias && add_t(b, name, out, 0, 1, st, 0, -1, ADAMW, "")) return -1;
-            snprintf(name, sizeof name, "layers.*.self_attn.%s_norm.weight", names[i]);
+            snprintf(name, sizeof name, "%s.*.self_attn.%s_norm.weight", p, names[i]);
             if (qk_norm && i < 2 && add_t(b, name, qk_norm == 1 ? hp->head_dim : out, 0, 1, st, 0, -1, ADAMW,
                                           qk_norm == 1 ? "RMSNorm over each head" : "RMSNorm over the projection"))
                 return -1;
@@ -436,6 +437,7 @@ typedef enum { BIAS_NONE, BIAS_QKV, BIAS_KEYS, BIAS_USE } bias_kind;
 typedef struct family {
     const char *type;  /* "model_type" */
     int mla;           /* deepseek_v2 / deepseek_v3 / kimi_k2 */
+    int glm4_moe;      /* GQA + DeepSeek-V3's MoE and MTP (import_glm4_moe) */
     int tied;          /* tie_word_embeddings when the key is absent */
     bias_kind bias;
     int bias_default;  /* "attention_bias" when the key is absent (gpt_oss: true) */
@@ -480,6 +482,7 @@ static const family families[] = {
     {.type = "deepseek_v2", .mla = 1},
     {.type = "deepseek_v3", .mla = 1},
     {.type = "kimi_k2", .mla = 1},
+    {.type = "glm4_moe", .glm4_moe = 1},
 };
 
 /* Tokens per sample of the vision tower: an assumption (a config does not say), the one the
@@ -776,7 +779,7 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
     if (vision && (siglip ? add_siglip(b, vision, hp.hidden, embed, blocks, merger, root, f->vision == 4)
                           : add_vision(b, vision, hp.hidden, embed, blocks, merger, f->vision == 2)))
         return -1;
-    if (add_gqa(b, &hp, layers, attn_bias, o_bias, f->qk_norm, f->fused, f->ffn == FFN_NEOX)) return -1;
+    if (add_gqa(b, "layers", &hp, layers, attn_bias, o_bias, f->qk_norm, f->fused, f->ffn == FFN_NEOX)) return -1;
     if (f->sinks && add_t(b, "layers.*.self_attn.sinks", hp.heads, 0, 1, layers, 0, -1, ADAMW,
                           "a learned attention-sink logit per head"))
         return -1;
@@ -882,6 +885,48 @@ static int add_moe(builder *b, const char *p, const lm_hp *hp, const mla_hp *a, 
 #undef NAME
 }
 
+/* DeepSeek-V3's MoE keys (also GLM-4.5's): routed experts and top-k, their width, shared
+ * experts, the first dense layers, the MTP layers. */
+static int read_ds_moe(builder *b, const jv *cfg, const lm_hp *hp, mla_hp *a)
+{
+    if (read_routing(b, cfg, "n_routed_experts", &a->experts, &a->top_k) ||
+        req(b, cfg, "moe_intermediate_size", &a->moe_inter) || opt(b, cfg, "n_shared_experts", 0, &a->shared) ||
+        opt(b, cfg, "first_k_dense_replace", 0, &a->dense) ||
+        opt(b, cfg, "num_nextn_predict_layers", 0, &a->nextn))
+        return -1;
+    if (a->dense > hp->layers) {
+        char why[96];
+        snprintf(why, sizeof why, "at most \"num_hidden_layers\" (%lld)", (long long)hp->layers);
+        return bad_key(b, cfg, "first_k_dense_replace", why);
+    }
+    return 0;
+}
+
+/* The FFNs of stack `layers`: dense MLPs of intermediate_size on the first a->dense layers, the
+ * MoE (add_moe) on the rest. */
+static int add_ds_ffn(builder *b, const lm_hp *hp, const mla_hp *a, int layers)
+{
+    int dense = (int)a->dense, nmoe = (int)(hp->layers - a->dense);
+    if (dense && add_mlp(b, "layers.*.mlp", hp->hidden, hp->inter, 1, layers, 0, dense, 0, "dense FFN layers"))
+        return -1;
+    return nmoe ? add_moe(b, "layers", hp, a, layers, dense, nmoe) : 0;
+}
+
+/* An MTP layer's own tensors (stack mtp): eh_proj over [embedding; hidden] and three norms; the
+ * caller adds its decoder layer (attention, MoE). Its embed_tokens and shared_head.head are the
+ * main model's (shared): not repeated; it applies the main output head (or the tied embedding). */
+static int add_mtp(builder *b, const lm_hp *hp, int mtp)
+{
+    if (add_t(b, "mtp.*.eh_proj.weight", hp->hidden, mul(2, hp->hidden), 1, mtp, 0, -1, MUON,
+              "[embedding; hidden] -> hidden") ||
+        add_t(b, "mtp.*.enorm.weight", hp->hidden, 0, 1, mtp, 0, -1, ADAMW, "") ||
+        add_t(b, "mtp.*.hnorm.weight", hp->hidden, 0, 1, mtp, 0, -1, ADAMW, "") ||
+        add_t(b, "mtp.*.shared_head.norm.weight", hp->hidden, 0, 1, mtp, 0, -1, ADAMW, ""))
+        return -1;
+    b->m->stacks[mtp].tied_head = hp->tied ? hp->embed : hp->lm_head;
+    return 0;
+}
+
 static int import_mla(builder *b, const jv *cfg)
 {
     lm_hp hp;
@@ -891,42 +936,61 @@ static int import_mla(builder *b, const jv *cfg)
     if (!ql) return jv_req(cfg, "q_lora_rank", JV_NUMBER, b->file, &ql, b->err);
     if (opt(b, cfg, "q_lora_rank", 1, &a.q_lora) || req(b, cfg, "kv_lora_rank", &a.kv_lora) ||
         req(b, cfg, "qk_nope_head_dim", &a.nope) || req(b, cfg, "qk_rope_head_dim", &a.rope) ||
-        req(b, cfg, "v_head_dim", &a.v) || read_routing(b, cfg, "n_routed_experts", &a.experts, &a.top_k) ||
-        req(b, cfg, "moe_intermediate_size", &a.moe_inter) ||
-        opt(b, cfg, "n_shared_experts", 0, &a.shared) ||
-        opt(b, cfg, "first_k_dense_replace", 0, &a.dense) ||
-        opt(b, cfg, "num_nextn_predict_layers", 0, &a.nextn))
+        req(b, cfg, "v_head_dim", &a.v) || read_ds_moe(b, cfg, &hp, &a))
         return -1;
-    if (a.dense > hp.layers) {
-        const jv *v = jv_get(cfg, "first_k_dense_replace");
-        return dm_err_set(b->err, "%s:%d:%d: expected \"first_k_dense_replace\" at most "
-                          "num_hidden_layers (%lld)", b->file, v->line, v->col, (long long)hp.layers);
-    }
     const jv *tm = jv_get(cfg, "topk_method");
     a.score_bias = tm && tm->type == JV_STRING && strcmp(tm->str, "noaux_tc") == 0;
     int embed = add_stack(b, "embed", 1), layers = add_stack(b, "layers", hp.layers),
         head = add_stack(b, "head", 1), mtp = -1;
     if (embed < 0 || layers < 0 || head < 0) return -1;
     if (a.nextn && (mtp = add_stack(b, "mtp", a.nextn)) < 0) return -1;
-    int dense = (int)a.dense, nmoe = (int)(hp.layers - a.dense);
-    if (add_embed(b, &hp, embed) || add_mla_attn(b, "layers", &hp, &a, layers)) return -1;
-    if (dense && add_mlp(b, "layers.*.mlp", hp.hidden, hp.inter, 1, layers, 0, dense, 0,
-                         "dense FFN layers"))
+    if (add_embed(b, &hp, embed) || add_mla_attn(b, "layers", &hp, &a, layers) || add_ds_ffn(b, &hp, &a, layers) ||
+        add_head(b, &hp, head, 0))
         return -1;
-    if (nmoe && add_moe(b, "layers", &hp, &a, layers, dense, nmoe)) return -1;
-    if (add_head(b, &hp, head, 0)) return -1;
-    if (mtp >= 0) {
-        /* Each MTP layer: eh_proj over [embedding; hidden], three norms, one MoE decoder layer.
-         * Its embed_tokens and shared_head.head are the main model's (shared): not repeated. */
-        if (add_t(b, "mtp.*.eh_proj.weight", hp.hidden, mul(2, hp.hidden), 1, mtp, 0, -1, MUON,
-                  "[embedding; hidden] -> hidden") ||
-            add_t(b, "mtp.*.enorm.weight", hp.hidden, 0, 1, mtp, 0, -1, ADAMW, "") ||
-            add_t(b, "mtp.*.hnorm.weight", hp.hidden, 0, 1, mtp, 0, -1, ADAMW, "") ||
-            add_t(b, "mtp.*.shared_head.norm.weight", hp.hidden, 0, 1, mtp, 0, -1, ADAMW, "") ||
-            add_mla_attn(b, "mtp", &hp, &a, mtp) || add_moe(b, "mtp", &hp, &a, mtp, 0, -1))
+    if (mtp >= 0 && (add_mtp(b, &hp, mtp) || add_mla_attn(b, "mtp", &hp, &a, mtp) || add_moe(b, "mtp", &hp, &a, mtp, 0, -1)))
+        return -1;
+    return 0;
+}
+
+/* GLM-4.5 (glm4_moe): grouped-query attention (q/k/v biases under "attention_bias", none on o;
+ * per-head q/k RMSNorms under "use_qk_norm"), DeepSeek-V3's MoE (a router with its aux-loss-free
+ * bias, routed and shared experts, the first first_k_dense_replace layers dense) and its MTP
+ * layers (model.layers.N.. in its checkpoints; mtp.* here, as DeepSeek-V3's). Absent MoE keys
+ * take Glm4MoeConfig's defaults, named in the source. */
+static int import_glm4_moe(builder *b, const jv *cfg)
+{
+    lm_hp hp;
+    mla_hp a = {.shared = 1, .dense = 1, .score_bias = 1};
+    int qkv_bias = 0, qk_norm = 0;
+    char used[160] = "";
+    if (read_lm(b, cfg, 0, NULL, &hp) || note_sliding_window(b, cfg) ||
+        opt_bool(b, cfg, "attention_bias", &qkv_bias) || opt_bool(b, cfg, "use_qk_norm", &qk_norm))
+        return -1;
+    if (!jv_get(cfg, "n_shared_experts")) snprintf(used + strlen(used), sizeof used - strlen(used), "n_shared_experts 1");
+    if (!jv_get(cfg, "first_k_dense_replace"))
+        snprintf(used + strlen(used), sizeof used - strlen(used), "%sfirst_k_dense_replace 1", used[0] ? ", " : "");
+    if (read_ds_moe(b, cfg, &hp, &a)) return -1;
+    if (used[0]) {
+        char text[240];
+        snprintf(text, sizeof text, "absent keys given Glm4MoeConfig's defaults: %s", used);
+        if (add_source(b, text)) return -1;
+    }
+    int embed = add_stack(b, "embed", 1), layers = add_stack(b, "layers", hp.layers),
+        head = add_stack(b, "head", 1), mtp = -1;
+    if (embed < 0 || layers < 0 || head < 0) return -1;
+    if (a.nextn && (mtp = add_stack(b, "mtp", a.nextn)) < 0) return -1;
+    for (int k = 0; k < (mtp >= 0 ? 2 : 1); k++) {
+        const char *p = k ? "mtp" : "layers";
+        int st = k ? mtp : layers;
+        char n[96];
+        if (k ? add_mtp(b, &hp, mtp) : add_embed(b, &hp, embed)) return -1;
+        if (add_gqa(b, p, &hp, st, qkv_bias, 0, qk_norm, 0, 0) ||
+            (k ? add_moe(b, p, &hp, &a, st, 0, -1) : add_ds_ffn(b, &hp, &a, st)))
             return -1;
-        /* and applies the main output head (or the tied embedding) to its tokens */
-        b->m->stacks[mtp].tied_head = hp.tied ? hp.embed : hp.lm_head;
+        snprintf(n, sizeof n, "%s.*.input_layernorm.weight", p);
+        if (add_t(b, n, hp.hidden, 0, 1, st, 0, -1, ADAMW, "")) return -1;
+        snprintf(n, sizeof n, "%s.*.post_attention_layernorm.weight", p);
+        if (add_t(b, n, hp.hidden, 0, 1, st, 0, -1, ADAMW, "") || (!k && add_head(b, &hp, head, 0))) return -1;
     }
     return 0;
 }
@@ -990,6 +1054,8 @@ int hf_import_tree(const jv *root, const char *path, dm_model **out, dm_err *err
         goto fail;
     } else if (f->mla) {
         rc = import_mla(&b, root);
+    } else if (f->glm4_moe) {
+        rc = import_glm4_moe(&b, root);
     } else if (f->vision) {
         const jv *vision, *lm = jv_get(root, "text_config");
         if (jv_req(root, "vision_config", JV_OBJECT, path, &vision, err)) goto fail;

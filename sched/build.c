@@ -1491,6 +1491,7 @@ static int build_once(const dm_model *model, const dm_cluster *cluster, int nran
     if (b.gpn > nranks) b.gpn = nranks;
     if (b.gpn < 1) b.gpn = 1;
     b.nnodes = (nranks + b.gpn - 1) / b.gpn;
+    if (opts->hierarchical && opts->strategy != SCHED_DMUON) resolved.hierarchical = 0; /* dmuon's scheme, as --hsdp */
     if (opts->hierarchical && nranks % b.gpn)
         return dm_err_set(err, "sched: --hierarchical needs whole nodes: %d ranks is not a multiple of %d GPUs per node",
                           nranks, b.gpn);

@@ -17,7 +17,7 @@ EXTRA_DIST += tests/faults.sh tests/interrupt.sh tests/gen_models.sh tests/hosti
 	tests/data/hostile/hf-vision-depth.json tests/data/hostile/layers-overflow.json \
 	tests/data/hostile/params-overflow.json tests/data/hostile/utf8-name.json \
 	tests/data/hf/mistral-7b-v0.1.json tests/data/hf/mixtral-8x7b-v0.1.json tests/data/hf/qwen3-8b.json \
-	tests/data/hf/qwen3-30b-a3b.json tests/data/hf/phi-3-mini-4k-instruct.json \
+	tests/data/hf/qwen3-30b-a3b.json tests/data/hf/phi-3-mini-4k-instruct.json tests/data/hf/glm-4.5.json tests/data/hf/glm-4.5-air.json \
 	tests/data/hf/qwen1.5-moe-a2.7b.json tests/data/hf/olmoe-1b-7b-0924.json tests/data/hf/deepseek-v2-lite.json \
 	tests/data/hf/qwen2-vl-2b.json tests/data/hf/qwen2-vl-7b.json tests/data/hf/paligemma-3b-pt-224.json \
 	tests/data/hf/qwen2.5-7b.json \

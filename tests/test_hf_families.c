@@ -5,8 +5,10 @@
  * phi3, qwen2_moe, olmoe, qwen2_vl, paligemma, deepseek_v2, gpt_oss, gemma3_text, gemma3, olmo2, granite,
  * smollm3, starcoder2 and gpt_neox configs (written from memory of public models, each names its model in "_comment") import,
  * write, load back, total within 0.5% of the published parameter count, and carry the published
- * heads, kv heads, experts and top-k. (3) Inconsistent configs are refused with FILE:LINE:COL
+ * heads, kv heads, experts and top-k; glm4_moe (GLM-4.5, GLM-4.5-Air) against its model cards'
+ * rounded totals (check_glm4_moe). (3) Inconsistent configs are refused with FILE:LINE:COL
  * and what was expected. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,6 +368,77 @@ static void check_bad(const char *what, const char *doc, const char *where, cons
 
 #define LM "\"hidden_size\": 64, \"intermediate_size\": 256, \"num_hidden_layers\": 2, \"vocab_size\": 1000,\n"
 
+/* glm4_moe: GLM-4.5 and GLM-4.5-Air. Their model cards give rounded totals (355 B and 106 B)
+ * without the MTP layer, and active parameters (32 B and 12 B) without the embedding, the output
+ * head and the MTP layer: the import's counts, the MTP stack left out, within 1% of the totals and
+ * 3% of the active (the cards' rounding). Attention biases on q/k/v only, per-head q/k norms
+ * under use_qk_norm, the DeepSeek-V3 MoE (router and its bias, experts, shared experts, the dense
+ * first layers) and the MTP layer with its own decoder layer. */
+static void check_glm4_moe(void)
+{
+    static const struct {
+        const char *config;
+        double total_b, active_b;
+        int64_t hidden, experts, moe_inter, dense, layers;
+        int qk_norm;
+    } c[] = {{"glm-4.5", 355, 32, 5120, 160, 1536, 3, 92, 1}, {"glm-4.5-air", 106, 12, 4096, 128, 1408, 1, 46, 0}};
+    for (int i = 0; i < 2; i++) {
+        dm_model *a = import(c[i].config);
+        if (!a) continue;
+        dm_model *b = roundtrip(a, c[i].config);
+        int mtp = find_stack(a, "mtp"), ly = find_stack(a, "layers"), e = find_tensor(a, "model.embed_tokens.weight"),
+            h = find_tensor(a, "lm_head.weight");
+        double main_p = 0;
+        for (int t = 0; t < a->n_tensors; t++)
+            if (a->tensors[t].stack != mtp)
+                main_p += (double)a->tensors[t].rows * (double)a->tensors[t].cols * (double)a->tensors[t].count;
+        ok(fabs(main_p / 1e9 / c[i].total_b - 1) < 0.01, "%s: %.3f B parameters without the MTP layer, the model card's "
+           "%.0f B (rounded)", c[i].config, main_p / 1e9, c[i].total_b);
+        if (b && e >= 0 && h >= 0 && mtp >= 0 && ly >= 0) {
+            dm_workload_opts o = {4096, 4096, 2};
+            dm_step_work w;
+            dm_err err = {{0}};
+            int rc = dm_step_work_sum(b, &o, &w, &err);
+            /* the MTP layer's active: its eh_proj, attention and norms whole, its MoE at top_k */
+            double mtp_act = 0, emb = (double)a->tensors[e].rows * (double)a->tensors[e].cols;
+            for (int t = 0; t < a->n_tensors; t++) {
+                const dm_tensor *x = &a->tensors[t];
+                if (x->stack != mtp) continue;
+                double p = (double)x->rows * (double)x->cols * (double)x->count;
+                mtp_act += x->use == DM_USE_EXPERT ? p * a->stacks[mtp].moe_top_k / a->stacks[mtp].moe_experts : p;
+            }
+            double act = rc ? 0 : (w.active_params - 2 * emb - mtp_act) / 1e9;
+            ok(rc == 0 && fabs(act / c[i].active_b - 1) < 0.03, "%s: %.3f B active per token without the embedding, the "
+               "head and the MTP layer, the model card's %.0f B", c[i].config, act, c[i].active_b);
+        }
+        const dm_stack *s = ly >= 0 ? &a->stacks[ly] : NULL;
+        ok(s && s->moe_experts == c[i].experts && s->moe_top_k == 8 && s->n_attn == 1 && s->attn[0].heads == 96 &&
+           s->attn[0].kv_heads == 8 && s->attn[0].head_dim == 128 && mtp >= 0 && a->stacks[mtp].layers == 1 &&
+           a->stacks[mtp].moe_experts == c[i].experts && a->stacks[mtp].n_attn == 1 && h >= 0 &&
+           a->stacks[mtp].tied_head == h, "%s: %lld experts top 8, 96 heads (8 kv) x 128, one MTP layer on the output "
+           "head", c[i].config, (long long)c[i].experts);
+        dm_model_free(a);
+        dm_model_free(b);
+        int64_t L = c[i].layers, hd = c[i].hidden, moe = L - c[i].dense;
+        check_shape(c[i].config, "layers.*.self_attn.q_proj.weight", 12288, hd, L, DM_ROLE_MUON);
+        check_shape(c[i].config, "layers.*.self_attn.k_proj.bias", 1024, 0, L, DM_ROLE_ADAMW);
+        check_absent(c[i].config, "layers.*.self_attn.o_proj.bias");
+        if (c[i].qk_norm) check_shape(c[i].config, "layers.*.self_attn.q_norm.weight", 128, 0, L, DM_ROLE_ADAMW);
+        else check_absent(c[i].config, "layers.*.self_attn.q_norm.weight");
+        check_shape(c[i].config, "layers.*.mlp.gate_proj.weight", c[i].dense == 3 ? 12288 : 10944, hd, c[i].dense,
+                    DM_ROLE_MUON);
+        check_shape(c[i].config, "layers.*.mlp.gate.weight", c[i].experts, hd, moe, DM_ROLE_MUON);
+        check_shape(c[i].config, "layers.*.mlp.gate.e_score_correction_bias", c[i].experts, 0, moe, DM_ROLE_ADAMW);
+        check_shape(c[i].config, "layers.*.mlp.experts.{e}.down_proj.weight", hd, c[i].moe_inter, moe * c[i].experts,
+                    DM_ROLE_MUON);
+        check_shape(c[i].config, "layers.*.mlp.shared_experts.up_proj.weight", c[i].moe_inter, hd, moe, DM_ROLE_MUON);
+        check_shape(c[i].config, "mtp.*.eh_proj.weight", hd, 2 * hd, 1, DM_ROLE_MUON);
+        check_shape(c[i].config, "mtp.*.self_attn.v_proj.weight", 1024, hd, 1, DM_ROLE_MUON);
+        check_shape(c[i].config, "mtp.*.mlp.experts.{e}.gate_proj.weight", c[i].moe_inter, hd, c[i].experts,
+                    DM_ROLE_MUON);
+    }
+}
+
 int main(void)
 {
     /* (1) */
@@ -485,6 +558,7 @@ int main(void)
     check_shape("paligemma-3b-pt-224", "multi_modal_projector.linear.weight", 2048, 1152, 1, DM_ROLE_MUON);
     check_shape("paligemma-3b-pt-224", "layers.*.self_attn.k_proj.weight", 256, 2048, 18, DM_ROLE_MUON);
     check_qwen3_moe_layers();
+    check_glm4_moe();
     check_gpt_oss();
     check_gemma3();
     check_shape("olmo-2-1124-7b", "layers.*.self_attn.q_norm.weight", 4096, 0, 32, DM_ROLE_ADAMW);

@@ -634,6 +634,13 @@ int main(void)
     o.hierarchical = 1;
     ok(sched_build(m, &cl, 12, costs, &o, &p1, NULL, &err) == -1 && strstr(err.msg, "whole nodes"),
        "hierarchical needs whole nodes: %s", err.msg);
+    { /* dmuon's scheme: the other strategies ignore it, as they ignore --hsdp */
+        sched_opts o2 = o;
+        dm_program *p3 = NULL;
+        o2.strategy = SCHED_MUON_DDP;
+        ok(sched_build(m, &cl, 12, costs, &o2, &p3, NULL, &err) == 0, "muon-ddp ignores --hierarchical at 12 ranks");
+        dm_program_free(p3);
+    }
     /* the objective's terms from the cluster: flat, 2 collectives per pair; hierarchical on two
      * nodes, a broadcast and a reduce per node plus the cross-node all-reduce on the owner's chain */
     {
