@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "sched.h"
 #include "dm_error.h"
 #include "ns_bench.h"
 #include "opts.h"
@@ -249,6 +250,8 @@ static void usage_work(FILE *f, const wk_bench_opts *d)
             "  --model FILE       one more model (a file not bundled; repeatable)\n"
             "  --tokens LIST      tokens per rank (default 1024,2048,4096,8192,16384)\n"
             "  --seq-len N        tokens per sequence (default: each token count one sequence)\n"
+            "  --attention A      whole (default) or causal: the attention products as the plan\n"
+            "                     option says (dmuon plan --help)\n"
             "  --no-grid          without the GEMM grid\n"
             "  --grid-m LIST      its m values (default 256,512,...,16384)\n"
             "  --grid-nk LIST     its n and k values (default 256,512,...,32768)\n"
@@ -272,7 +275,7 @@ static void usage_work(FILE *f, const wk_bench_opts *d)
 int cmd_bench_work(int argc, char **argv)
 {
     enum { O_MODELS = 300, O_MODEL, O_TOKENS, O_SEQ, O_NOGRID, O_GRIDM, O_GRIDNK, O_WARM, O_MIN, O_REPS, O_SUST,
-           O_OUT, O_CACHE, O_DRY, O_LIST, O_MAXS, O_JSON, O_COOL };
+           O_OUT, O_CACHE, O_DRY, O_LIST, O_MAXS, O_JSON, O_COOL, O_ATTN };
     static const struct option lo[] = {
         {"models", required_argument, 0, O_MODELS}, {"model", required_argument, 0, O_MODEL},
         {"tokens", required_argument, 0, O_TOKENS}, {"seq-len", required_argument, 0, O_SEQ},
@@ -283,7 +286,8 @@ int cmd_bench_work(int argc, char **argv)
         {"cache", required_argument, 0, O_CACHE},   {"dry-run", no_argument, 0, O_DRY},
         {"list", no_argument, 0, O_LIST},           {"max-seconds", required_argument, 0, O_MAXS},
         {"help", no_argument, 0, 'h'},              {"json", no_argument, 0, O_JSON},
-        {"cool", no_argument, 0, O_COOL},           {0, 0, 0, 0}};
+        {"cool", no_argument, 0, O_COOL},           {"attention", required_argument, 0, O_ATTN},
+        {0, 0, 0, 0}};
     const char *cmd = "bench work";
     wk_bench_opts o, d;
     wk_bench_opts_default(&o);
@@ -318,6 +322,14 @@ int cmd_bench_work(int argc, char **argv)
             if (opt_parse_long(cmd, "--seq-len", optarg, 1, 1 << 22, &v)) goto done;
             o.seq_len = v;
             break;
+        case O_ATTN: {
+            dm_err e;
+            if (sched_parse_attention(optarg, &o.causal_tile, &e)) {
+                opt_usage_error(cmd, e.msg);
+                goto done;
+            }
+            break;
+        }
         case O_NOGRID: o.grid = 0; break;
         case O_GRIDM:
         case O_GRIDNK: {

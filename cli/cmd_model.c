@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "hf_import.h"
 #include "json.h"
+#include "sched.h"
 #include "workload.h"
 #include "model.h"
 #include "opts.h"
@@ -111,7 +112,7 @@ int cmd_models(int argc, char **argv)
 static void show_usage(void)
 {
     printf("Usage: dmuon model show NAME|FILE [--csv|--json] [--role GLOB=muon|adamw]...\n"
-           "                  [--tokens T] [--seq-len S]\n"
+           "                  [--tokens T] [--seq-len S] [--attention A]\n"
            "Print every tensor of a model: name, shape (out x in), count, stack and layers,\n"
            "role (muon or adamw), use and token stream, then totals, the architecture (token\n"
            "streams, attention, routing) and the work of one training step per rank. NAME is a\n"
@@ -119,6 +120,8 @@ static void show_usage(void)
            "  --role GLOB=ROLE  override the role of tensors whose name matches GLOB (fnmatch)\n"
            "  --tokens T        tokens of the main stream per rank (default 4096)\n"
            "  --seq-len S       tokens per sample of the main stream (default: --tokens)\n"
+           "  --attention A     whole (default) or causal: the attention products as the plan\n"
+           "                    option says (dmuon plan --help)\n"
            "  --csv, --json     machine-readable output\n"
            "\nUsage: dmuon model import CONFIG.json [--out FILE] [--name NAME]\n"
            "Turn a HuggingFace config.json (llama, mistral, mixtral, qwen2, qwen2_5_vl, qwen2_vl,\n"
@@ -176,9 +179,9 @@ static int model_show(int argc, char **argv)
     static const struct option lo[] = {{"csv", no_argument, 0, 'c'}, {"json", no_argument, 0, 'j'},
                                        {"role", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
                                        {"tokens", required_argument, 0, 't'}, {"seq-len", required_argument, 0, 's'},
-                                       {0, 0, 0, 0}};
+                                       {"attention", required_argument, 0, 'a'}, {0, 0, 0, 0}};
     int fmt = FMT_TABLE, c, n_roles = 0;
-    dm_workload_opts wo = {4096, 0, 2};
+    dm_workload_opts wo = {4096, 0, 2, 0};
     const char *roles[64];
     optind = 1;
     opterr = 0;
@@ -196,6 +199,14 @@ static int model_show(int argc, char **argv)
             if (opt_parse_size("model show", c == 't' ? "--tokens" : "--seq-len", optarg, 1, (int64_t)1 << 40, &v)) return 2;
             if (c == 't') wo.tokens = v;
             else wo.seq_len = v;
+            break;
+        }
+        case 'a': {
+            dm_err e;
+            if (sched_parse_attention(optarg, &wo.causal_tile, &e)) {
+                opt_usage_error("model show", e.msg);
+                return 2;
+            }
             break;
         }
         case 'h': show_usage(); return 0;

@@ -86,6 +86,9 @@ static void usage(FILE *f)
             "  --backend B        executor backend: gpu or cpu (default gpu)\n"
             "  --steps K          steps per real run; the trace is the last one's (default 5)\n"
             "  --tokens LIST      tokens per rank per step, e.g. 2048,4096 (default 4096; sizes like 4k)\n"
+            "  --attention A      whole (default) or causal: every case's attention products as the\n"
+            "                     plan option says (dmuon plan --help); a replay that plans again\n"
+            "                     needs it again (--as-run: the programs carry it)\n"
             "  --mpirun CMD       launcher for more than one GPU, words split at spaces (default mpirun)\n"
             "  --out DIR          output folder (default dmuon-validate)\n"
             "  --plot-case N      the case (1-based, in table order) drawn under DIR/plot (default:\n"
@@ -111,7 +114,7 @@ static int split(char *s, char **out)
 }
 
 enum { O_MODELS = 1, O_STRATS, O_OVERLAPS, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_BACKEND, O_STEPS, O_TOKENS, O_MPIRUN,
-       O_OUT, O_PLOTCASE, O_MAXERR, O_DRY, O_REPLAY, O_ASRUN, O_JSON };
+       O_OUT, O_PLOTCASE, O_MAXERR, O_DRY, O_REPLAY, O_ASRUN, O_JSON, O_ATTN };
 
 int cmd_validate(int argc, char **argv)
 {
@@ -133,11 +136,13 @@ int cmd_validate(int argc, char **argv)
                                        {"replay", required_argument, 0, O_REPLAY},
                                        {"as-run", no_argument, 0, O_ASRUN},
                                        {"json", no_argument, 0, O_JSON},
+                                       {"attention", required_argument, 0, O_ATTN},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     char models_s[1024] = "llama-3.2-3b", strats_s[256] = "dmuon,muon-ddp,adamw", ovl_s[256] = "interleave,none";
     long gpus[MAX_LIST] = {1, 2}, steps = 5, plot_case = 0, v, tokens[MAX_LIST] = {4096};
     int n_gpus = 2, dry = 0, json = 0, c, n_tokens = 1, as_run = 0;
+    int64_t causal_tile = 0;
     double max_err = -1;
     const char *backend = "gpu", *mpirun = "mpirun", *dir = "dmuon-validate", *replay_csv = NULL;
     input_args ia = {NULL, NULL, NULL, NULL, 0, 0};
@@ -196,6 +201,14 @@ int cmd_validate(int argc, char **argv)
         case O_REPLAY: replay_csv = optarg; break;
         case O_ASRUN: as_run = 1; break;
         case O_JSON: json = 1; break;
+        case O_ATTN: {
+            dm_err e;
+            if (sched_parse_attention(optarg, &causal_tile, &e)) {
+                opt_usage_error(CMD, e.msg);
+                return 2;
+            }
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
         }
@@ -238,7 +251,7 @@ int cmd_validate(int argc, char **argv)
         return 2;
     }
     vld_opts vo = {&in.cluster, in.costs, tokens[0], ia.calibration ? ia.calibration : "", in.calib.fitted_on, dir,
-                   max_err, self, mpirun, backend, steps, dry, (int)plot_case, as_run};
+                   max_err, self, mpirun, backend, steps, dry, (int)plot_case, as_run, causal_tile};
     int rc = 1;
     FILE *rep = json ? stderr : stdout; /* --json: the rows on stdout, the report on stderr */
     char rows[4096];

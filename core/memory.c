@@ -65,7 +65,7 @@ static void ctx_free(mem_ctx *c)
 static int layer_parts(mem_ctx *c, dm_err *err)
 {
     const dm_model *m = c->m;
-    dm_workload_opts o = {c->p->tokens, c->p->seq_len, 2};
+    dm_workload_opts o = {c->p->tokens, c->p->seq_len, 2, c->p->causal_tile};
     if (dm_workload_check(m, &o, err)) return -1;
     double kept = 0;
     int64_t dx = 0, scores = 0, operands = 0;
@@ -83,12 +83,19 @@ static int layer_parts(mem_ctx *c, dm_err *err)
         for (int i = 0; i < w.n_fwd; i++) {
             const dm_kernel *s = &w.fwd[i];
             if (s->op != DM_KOP_ATTN_SCORE) continue;
-            /* score (L_q, L_k, hd), then its value product (L_q, vd, L_k) */
+            /* score (L_q, L_k, hd), then its value product (L_q, vd, L_k); a causal block's
+             * products (workload.h) share its operands, whole in its diagonal tiles' product
+             * (rects x rows = the window), and its largest scores are its first product's */
             int64_t lq = s->m, lk = s->n, hd = s->k, b = s->batch;
             const dm_kernel *v = dm_attn_value_of(w.fwd, w.n_fwd, i);
             int64_t vd = v ? v->n : hd;
             int64_t sc = b * lq * lk, op = b * (lq * hd + lk * hd + lk * vd + lq * vd);
-            if (2 * sc + 2 * op > 2 * scores + 2 * operands) scores = sc, operands = op;
+            if (o.causal_tile) { /* each buffer at its own largest, as the executor sizes them */
+                if (sc > scores) scores = sc;
+                if (op > operands) operands = op;
+            } else if (2 * sc + 2 * op > 2 * scores + 2 * operands) {
+                scores = sc, operands = op;
+            }
         }
         dm_layer_work_free(&w);
     }

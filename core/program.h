@@ -174,6 +174,8 @@ typedef struct dm_program {
     int gpus_per_node;
     int64_t tokens;     /* tokens per rank per step */
     int64_t seq_len;    /* tokens per sample of the main stream (0: tokens, one sample) */
+    int64_t causal_tile; /* 0: attention products whole; > 0: causal self-attention as its lower
+                            triangle down to tiles of this many rows (workload.h) */
     int n_groups, cap_groups;
     dm_group *groups;
     int n_colls;        /* collective ids are 0 .. n_colls-1 */

@@ -192,6 +192,7 @@ int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err)
     fprintf(f, ",\n  \"nranks\": %d,\n  \"gpus_per_node\": %d,\n  \"tokens\": %lld,\n", p->nranks,
             p->gpus_per_node, (long long)p->tokens);
     if (p->seq_len) fprintf(f, "  \"seq_len\": %lld,\n", (long long)p->seq_len);
+    if (p->causal_tile) fprintf(f, "  \"causal_tile\": %lld,\n", (long long)p->causal_tile);
     if (p->ns_coeffs) {
         fputs("  \"ns_coeffs\": ", f);
         json_write_string(f, p->ns_coeffs);
@@ -524,7 +525,7 @@ static int ibuf_item(rd *r, int i, void *ctx)
 typedef struct load_ctx {
     dm_program *p;
     int have_format;
-    int64_t nranks, gpn, tokens, ncolls, seq_len;
+    int64_t nranks, gpn, tokens, ncolls, seq_len, causal_tile;
     char *model, *strategy, *cluster, *options, *ns_coeffs;
     int rank;            /* rank being read */
     int ranks_seen, ranks_line, ranks_col;
@@ -901,6 +902,7 @@ static int need_header(rd *r, load_ctx *c, const char *at)
     if (!c->p) return -1;
     c->p->n_colls = (int)c->ncolls;
     c->p->seq_len = c->seq_len;
+    c->p->causal_tile = c->causal_tile;
     if (c->ns_coeffs) c->p->ns_coeffs = c->ns_coeffs, c->ns_coeffs = NULL;
     return 0;
 }
@@ -926,13 +928,14 @@ static int top_field(rd *r, const char *key, void *vctx)
     }
     int64_t *num = !strcmp(key, "nranks") ? &c->nranks : !strcmp(key, "gpus_per_node") ? &c->gpn :
                    !strcmp(key, "tokens") ? &c->tokens : !strcmp(key, "n_colls") ? &c->ncolls :
-                   !strcmp(key, "seq_len") ? &c->seq_len : NULL;
+                   !strcmp(key, "seq_len") ? &c->seq_len : !strcmp(key, "causal_tile") ? &c->causal_tile : NULL;
     if (num) {
         if (c->p) return rd_fail(r, at, "header fields before the groups and ranks");
         int64_t hi = num == &c->tokens || num == &c->seq_len ? INT64_MAX : num == &c->ncolls ? INT32_MAX : 1 << 24;
         if (num == &c->nranks) c->nranks_line = r->line, c->nranks_col = rd_col(r, at);
         if (num == &c->ncolls) c->ncolls_line = r->line, c->ncolls_col = rd_col(r, at);
-        return rd_int(r, num == &c->tokens || num == &c->ncolls || num == &c->seq_len ? 0 : 1, hi, key, num);
+        return rd_int(r, num == &c->tokens || num == &c->ncolls || num == &c->seq_len || num == &c->causal_tile ? 0 : 1,
+                      hi, key, num);
     }
     if (!strcmp(key, "groups"))
         return need_header(r, c, at) || rd_array(r, group_item, c, "groups, an array of rank arrays") ||

@@ -182,7 +182,25 @@ static dm_kernel *add_elem(wctx *c, kvec *kv, dm_kern_op op, int64_t m, int64_t 
     return x;
 }
 
-/* The attention block's forward products (score, value) appended to kv. */
+int dm_attn_causal_levels(const dm_attention *a, int64_t L, int64_t tile)
+{
+    if (tile <= 0 || !a->causal || a->kv_stream != a->stream) return 0;
+    int K = 0;
+    while (K < 40 && L % ((int64_t)2 << K) == 0 && (L >> (K + 1)) >= tile) K++;
+    return K;
+}
+
+void dm_attn_causal_product(int64_t L, int K, int j, int64_t *rows, int64_t *rects, int64_t *step, int64_t *qoff)
+{
+    if (j < K) {
+        *rows = L >> (j + 1), *rects = (int64_t)1 << j, *step = 2 * *rows, *qoff = *rows;
+    } else {
+        *rows = L >> K, *rects = (int64_t)1 << K, *step = *rows, *qoff = 0;
+    }
+}
+
+/* The attention block's forward products (score, softmax, value) appended to kv: once over the
+ * whole windows, or per product of its causal triangle (dm_attn_causal_levels). */
 static int add_attention(wctx *c, kvec *kv, const dm_attention *a)
 {
     const dm_model *m = c->m;
@@ -191,10 +209,16 @@ static int add_attention(wctx *c, kvec *kv, const dm_attention *a)
     int64_t lk = a->kv_stream == a->stream ? lq : per_sample(m, c->o, a->kv_stream);
     int64_t win = lq > 0 ? tq / lq : 0, b = win * a->heads;
     if (b < 1) return 0;
-    if (!add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, lq, lk, a->head_dim, b, 1, -1, -1) ||
-        !add_elem(c, kv, DM_KOP_SOFTMAX, b * lq, lk, 1, -1, -1) ||
-        !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_VALUE, lq, a->v_head_dim, lk, b, 1, -1, -1))
-        return -1;
+    int K = dm_attn_causal_levels(a, lq, c->o->causal_tile);
+    for (int j = 0; j <= K; j++) {
+        int64_t rq = lq, rk = lk, rects = 1, step, qoff;
+        if (K) dm_attn_causal_product(lq, K, j, &rq, &rects, &step, &qoff), rk = rq;
+        int64_t nb = b * rects;
+        if (!add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, rq, rk, a->head_dim, nb, 1, -1, -1) ||
+            !add_elem(c, kv, DM_KOP_SOFTMAX, nb * rq, rk, 1, -1, -1) ||
+            !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_VALUE, rq, a->v_head_dim, rk, nb, 1, -1, -1))
+            return -1;
+    }
     return 0;
 }
 

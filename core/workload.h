@@ -21,7 +21,10 @@
  *   backward recomputes S and P, then dV = P^T dO (m L_k, n v_dim, k L_q), dP = dO V^T (m L_q,
  *   n L_k, k v_dim), softmax-bwd dS = P (dP - rowsum(P dP)) in place, dQ = dS K (m L_q, n
  *   head_dim, k L_k), dK = dS^T Q (m L_k, n head_dim, k L_q). The products are computed whole
- *   (a causal mask is recorded, not exploited), and S is materialized (no fused attention).
+ *   (a causal mask is recorded, not exploited), unless causal_tile is set: then a causal
+ *   self-attention block runs as its lower triangle (dm_attn_causal_levels: K + 1 score,
+ *   softmax and value groups per block, each at its own rows and batch = windows x heads x
+ *   rectangles, the softmax over each rectangle's rows); S is materialized (no fused attention).
  * Elementwise kernels carry `elems` (elements touched) and `bytes` (HBM bytes moved at 2 bytes
  * per activation element, the parameter in its own precision). Times are never computed here. */
 #ifndef DM_WORKLOAD_H
@@ -96,7 +99,23 @@ typedef struct dm_workload_opts {
     int64_t tokens;       /* tokens of the main stream per rank (sequences x seq_len) */
     int64_t seq_len;      /* tokens per sample of the main stream (0: tokens, one sample) */
     int dtype_bytes;      /* bytes per activation/weight element (2 for bf16) */
+    int64_t causal_tile;  /* 0: every attention block's products whole; T > 0: a causal
+                             self-attention block's as its lower triangle (dm_attn_causal_levels) */
 } dm_workload_opts;
+
+/* The tile of plan option --attention causal (the program records the one it was made with). */
+#define DM_ATTN_CAUSAL_TILE 256
+
+/* Causal self-attention under causal_tile T > 0: the lower triangle of each window's L x L
+ * scores as products of rectangles that halve. Returns K, the halvings (0: the block runs whole:
+ * not causal, not self-attention, or L too short): the most that keep L / 2^K a whole number of
+ * at least T rows. Product j of the block (0 <= j <= K) covers, per window and head, *rects
+ * rectangles of *rows queries against *rows keys, *step rows apart, the queries *qoff rows after
+ * the keys: j < K, 2^j rectangles of L / 2^(j+1) rows (queries [2rs + s, 2rs + 2s) against keys
+ * [2rs, 2rs + s), s the rows); j = K, the 2^K diagonal tiles of L / 2^K rows, computed whole. The
+ * products add up to L^2 / 2 + L^2 / 2^(K+1) scores per window and head against L^2 whole. */
+int dm_attn_causal_levels(const dm_attention *a, int64_t L, int64_t tile);
+void dm_attn_causal_product(int64_t L, int K, int j, int64_t *rows, int64_t *rects, int64_t *step, int64_t *qoff);
 
 typedef struct dm_layer_work {
     int layer;

@@ -35,6 +35,7 @@ typedef struct wk_bench_opts {
     int64_t tokens[16];                    /* tokens per rank; default 1024, 2048, 4096, 8192, 16384 */
     int n_tokens;
     int64_t seq_len;                       /* 0 (default): each token count one sequence */
+    int64_t causal_tile;                   /* the plans' (workload.h); 0 (default): whole */
     int grid;                              /* the GEMM grid; default 1 */
     int64_t grid_m[16], grid_nk[16];       /* default m 256..16384, n and k 256..32768 (x2) */
     int n_grid_m, n_grid_nk;

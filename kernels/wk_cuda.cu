@@ -847,7 +847,7 @@ extern "C" void wk_attn_bind(const wk_attn_geom *g, void *const buf[WK_A__N], dm
 {
     int which[3];
     int64_t o0[3], o1[3];
-    int64_t b = g->win * g->heads;
+    int64_t b = wk_attn_entries(g);
     wk_attn_entry(g, op, 0, which, o0);
     wk_attn_entry(g, op, b > 1 ? 1 : 0, which, o1);
     a->a = (bf *)buf[which[0]] + o0[0];

@@ -157,12 +157,21 @@ static int route_map(wctx *c, int64_t T, int64_t row0, int64_t E, int64_t K, int
     return c->w->n_maps - 1;
 }
 
-/* The geometry of attention block a (workload.h's add_attention); -1 when it has no products. */
-static int attn_geom(wctx *c, const dm_attention *a)
+/* Products per attention block a: 1 (whole), or its causal halvings + 1 (workload.h). */
+static int attn_products(wctx *c, const dm_attention *a)
+{
+    int64_t lq = a->length ? a->length : per_sample(c, a->stream);
+    return dm_attn_causal_levels(a, lq, c->wo.causal_tile) + 1;
+}
+
+/* The geometry of product j of attention block a (workload.h's add_attention); -1 when it has
+ * no products. */
+static int attn_geom(wctx *c, const dm_attention *a, int j)
 {
     int64_t lq = a->length ? a->length : per_sample(c, a->stream), tq = stream_tokens(c, a->stream);
     int64_t lk = a->kv_stream == a->stream ? lq : per_sample(c, a->kv_stream), win = lq > 0 ? tq / lq : 0;
     if (win * a->heads < 1) return -1;
+    int K = attn_products(c, a) - 1;
     wk_plan *w = c->w;
     if (w->n_attn == c->cap_attn) {
         int cap = c->cap_attn ? 2 * c->cap_attn : 8;
@@ -173,7 +182,11 @@ static int attn_geom(wctx *c, const dm_attention *a)
     }
     wk_attn_geom *g = &w->attn[w->n_attn];
     int64_t kv_win = a->kv_stream == a->stream ? win : dm_workload_samples(c->m, &c->wo);
-    *g = (wk_attn_geom){lq, lk, a->head_dim, a->v_head_dim, a->heads, a->kv_heads, win, kv_win};
+    *g = (wk_attn_geom){lq, lk, a->head_dim, a->v_head_dim, a->heads, a->kv_heads, win, kv_win, 1, 0, 0};
+    if (K) {
+        dm_attn_causal_product(lq, K, j, &g->lq, &g->rects, &g->step, &g->qoff);
+        g->lk = g->lq;
+    }
     int64_t sz[WK_A__N];
     wk_attn_sizes(g, sz);
     for (int i = 0; i < WK_A__N; i++)
@@ -253,8 +266,11 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
         lp->n_act += round8(q->rows * q->cols);
     }
     /* forward */
-    int *geoms = NULL, n_geoms = 0, next_block = 0, cur_geom = -1;
-    if (!(geoms = dm_malloc((size_t)(st->n_attn + 1) * sizeof *geoms, c->err))) return -1;
+    /* cur_block's product cur_prod of cur_prods (a causal block has several: workload.h) */
+    int *geoms = NULL, n_geoms = 0, next_block = 0, cur_geom = -1, cur_block = -1, cur_prod = 0, cur_prods = 0;
+    int n_prods = 1; /* every product group of every block, one geometry each */
+    for (int k = 0; k < st->n_attn; k++) n_prods += attn_products(c, &st->attn[k]);
+    if (!(geoms = dm_malloc((size_t)n_prods * sizeof *geoms, c->err))) return -1;
     int last_res = -1, rc = -1;
     for (int i = 0; i < lw->n_fwd; i++) {
         wk_kb *b = &lp->fwd[i];
@@ -271,14 +287,22 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
             lp->n_res += round8(k->m * k->n * k->count * k->batch);
             last_res = i;
         } else if (k->op == DM_KOP_ATTN_SCORE) {
-            while (next_block < st->n_attn && (cur_geom = attn_geom(c, &st->attn[next_block++])) == -1) {}
+            if (cur_block >= 0 && cur_prod + 1 < cur_prods) {
+                cur_geom = attn_geom(c, &st->attn[cur_block], ++cur_prod);
+            } else {
+                cur_geom = -1;
+                while (next_block < st->n_attn && cur_geom == -1) {
+                    cur_block = next_block++, cur_prod = 0, cur_prods = attn_products(c, &st->attn[cur_block]);
+                    cur_geom = attn_geom(c, &st->attn[cur_block], 0);
+                }
+            }
             if (cur_geom < 0) {
                 if (cur_geom == -2) goto done;
                 bad(c, l, k, "more attention products than attention blocks");
                 goto done;
             }
             const wk_attn_geom *g = &w->attn[cur_geom];
-            if (g->lq != k->m || g->lk != k->n || g->hd != k->k || g->win * g->heads != k->batch) {
+            if (g->lq != k->m || g->lk != k->n || g->hd != k->k || wk_attn_entries(g) != k->batch) {
                 bad(c, l, k, "the attention block's geometry does not give its shape");
                 goto done;
             }
@@ -287,7 +311,7 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
         } else if (k->op == DM_KOP_ATTN_VALUE || k->op == DM_KOP_SOFTMAX) {
             if (cur_geom < 0) { bad(c, l, k, "an attention kernel before its score product"); goto done; }
             const wk_attn_geom *g = &w->attn[cur_geom];
-            if (k->op == DM_KOP_SOFTMAX && (k->m != g->win * g->heads * g->lq || k->n != g->lk)) {
+            if (k->op == DM_KOP_SOFTMAX && (k->m != wk_attn_entries(g) * g->lq || k->n != g->lk)) {
                 bad(c, l, k, "the softmax does not cover its block's scores");
                 goto done;
             }
@@ -438,7 +462,7 @@ static int mark_accumulate(wctx *c)
 int wk_plan_build(const dm_model *m, const dm_matrix *mx, int64_t n, const wk_plan_opts *o, wk_plan *out, dm_err *err)
 {
     memset(out, 0, sizeof *out);
-    wctx c = {m, mx, n, o, {o->tokens, o->seq_len, 2}, out, err, 0, 0, 0, 0, 0};
+    wctx c = {m, mx, n, o, {o->tokens, o->seq_len, 2, o->causal_tile}, out, err, 0, 0, 0, 0, 0};
     if (dm_workload_check(m, &c.wo, err)) return -1;
     c.seq = o->seq_len > 0 ? o->seq_len : o->tokens;
     c.g0 = o->token_offset + (int64_t)o->rank * o->tokens;

@@ -102,6 +102,7 @@ typedef struct wk_plan_opts {
     int rank, nranks;
     int64_t token_offset;     /* global index of rank 0's first token */
     uint64_t seed;
+    int64_t causal_tile;      /* the program's (workload.h dm_workload_opts) */
 } wk_plan_opts;
 
 /* Plans of every layer of model m (mx: dm_model_matrices(m, -1), n of them). *out owned by

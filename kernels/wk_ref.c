@@ -200,37 +200,48 @@ int64_t wk_ws_floats(int64_t count, int64_t rows, int64_t n, int64_t period, int
     return count * (ng < 1 ? 1 : ng) * np * n;
 }
 
+int64_t wk_attn_entries(const wk_attn_geom *g) { return g->win * g->heads * (g->rects > 1 ? g->rects : 1); }
+
+/* Rows of a window's queries and keys in the operand buffers. */
+static int64_t rows_q(const wk_attn_geom *g) { return g->step > 0 ? g->rects * g->step : g->lq; }
+static int64_t rows_k(const wk_attn_geom *g) { return g->step > 0 ? g->rects * g->step : g->lk; }
+
 void wk_attn_sizes(const wk_attn_geom *g, int64_t size[WK_A__N])
 {
-    int64_t b = g->win * g->heads, bk = g->kv_win * g->kv_heads;
-    size[WK_AQ] = b * g->lq * g->hd;
-    size[WK_AK] = bk * g->lk * g->hd;
-    size[WK_AV] = bk * g->lk * g->vd;
-    size[WK_ADO] = b * g->lq * g->vd;
-    size[WK_AS] = size[WK_ADS] = b * g->lq * g->lk;
-    int64_t e = g->lq * g->vd;
-    if (g->lk * g->vd > e) e = g->lk * g->vd;
-    if (g->lq * g->hd > e) e = g->lq * g->hd;
-    if (g->lk * g->hd > e) e = g->lk * g->hd;
+    int64_t b = g->win * g->heads, bk = g->kv_win * g->kv_heads, rq = rows_q(g), rk = rows_k(g);
+    int64_t rects = g->rects > 1 ? g->rects : 1;
+    size[WK_AQ] = b * rq * g->hd;
+    size[WK_AK] = bk * rk * g->hd;
+    size[WK_AV] = bk * rk * g->vd;
+    size[WK_ADO] = b * rq * g->vd;
+    size[WK_AS] = size[WK_ADS] = b * rects * g->lq * g->lk;
+    int64_t e = rq * g->vd;
+    if (rk * g->vd > e) e = rk * g->vd;
+    if (rq * g->hd > e) e = rq * g->hd;
+    if (rk * g->hd > e) e = rk * g->hd;
     size[WK_AOUT] = b * e;
 }
 
 int wk_attn_strided(const wk_attn_geom *g) { return g->kv_heads == g->heads && g->kv_win == g->win; }
 
-void wk_attn_entry(const wk_attn_geom *g, dm_kern_op op, int64_t e, int which[3], int64_t off[3])
+void wk_attn_entry(const wk_attn_geom *g, dm_kern_op op, int64_t x, int which[3], int64_t off[3])
 {
+    /* entry x: product r of window-head e; its query rows start at qr, its key rows at kr */
+    int64_t rects = g->rects > 1 ? g->rects : 1, e = x / rects, r = x % rects;
+    int64_t qr = r * g->step + g->qoff, kr = r * g->step, rq = rows_q(g), rk = rows_k(g);
     int64_t group = g->kv_heads > 0 ? g->heads / g->kv_heads : 1, wpk = g->kv_win > 0 ? g->win / g->kv_win : 1;
     int64_t w = e / g->heads, h = e % g->heads, kv = (w / wpk) * g->kv_heads + h / (group > 0 ? group : 1);
-    int64_t sq = g->lq * g->hd, sk = g->lk * g->hd, sv = g->lk * g->vd, ss = g->lq * g->lk, so = g->lq * g->vd;
+    int64_t q = e * rq + qr, k = kv * rk + kr, qo = e * rq + qr, ko = e * rk + kr; /* rows; qo, ko: outputs */
+    int64_t ss = x * g->lq * g->lk;
     int a, b, c;
     int64_t oa, ob, oc;
     switch (op) {
-    case DM_KOP_ATTN_SCORE: a = WK_AQ, oa = e * sq, b = WK_AK, ob = kv * sk, c = WK_AS, oc = e * ss; break;
-    case DM_KOP_ATTN_VALUE: a = WK_AS, oa = e * ss, b = WK_AV, ob = kv * sv, c = WK_AOUT, oc = e * so; break;
-    case DM_KOP_ATTN_DVALUE: a = WK_AS, oa = e * ss, b = WK_ADO, ob = e * so, c = WK_AOUT, oc = e * sv; break;
-    case DM_KOP_ATTN_DSCORE: a = WK_ADO, oa = e * so, b = WK_AV, ob = kv * sv, c = WK_ADS, oc = e * ss; break;
-    case DM_KOP_ATTN_DQUERY: a = WK_ADS, oa = e * ss, b = WK_AK, ob = kv * sk, c = WK_AOUT, oc = e * sq; break;
-    default: a = WK_ADS, oa = e * ss, b = WK_AQ, ob = e * sq, c = WK_AOUT, oc = e * sk; break; /* dkey */
+    case DM_KOP_ATTN_SCORE: a = WK_AQ, oa = q * g->hd, b = WK_AK, ob = k * g->hd, c = WK_AS, oc = ss; break;
+    case DM_KOP_ATTN_VALUE: a = WK_AS, oa = ss, b = WK_AV, ob = k * g->vd, c = WK_AOUT, oc = qo * g->vd; break;
+    case DM_KOP_ATTN_DVALUE: a = WK_AS, oa = ss, b = WK_ADO, ob = q * g->vd, c = WK_AOUT, oc = ko * g->vd; break;
+    case DM_KOP_ATTN_DSCORE: a = WK_ADO, oa = q * g->vd, b = WK_AV, ob = k * g->vd, c = WK_ADS, oc = ss; break;
+    case DM_KOP_ATTN_DQUERY: a = WK_ADS, oa = ss, b = WK_AK, ob = k * g->hd, c = WK_AOUT, oc = qo * g->hd; break;
+    default: a = WK_ADS, oa = ss, b = WK_AQ, ob = q * g->hd, c = WK_AOUT, oc = ko * g->hd; break; /* dkey */
     }
     which[0] = a, which[1] = b, which[2] = c;
     off[0] = oa, off[1] = ob, off[2] = oc;

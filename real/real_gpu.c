@@ -351,7 +351,7 @@ static int alloc_workload(real_exec *ex, cudaStream_t s0, dm_err *err)
     for (int i = 0; i < w->n_attn; i++) {
         const wk_attn_geom *ge = &w->attn[i];
         if (wk_attn_strided(ge)) continue;
-        int64_t b = ge->win * ge->heads;
+        int64_t b = wk_attn_entries(ge);
         int nops = DM_KOP_ATTN_DKEY - DM_KOP_ATTN_SCORE + 1;
         void **host = dm_malloc((size_t)(3 * b) * sizeof *host, err);
         if (!host || !(g->attn_ptr[i] = dm_calloc((size_t)nops, sizeof *g->attn_ptr[i], err))) {

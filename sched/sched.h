@@ -98,6 +98,10 @@ typedef struct sched_opts {
                                   alone (the objective before issue 16) */
     int64_t tokens;            /* tokens per rank per step; default 4096 */
     int64_t seq_len;           /* tokens per sample of the main stream; 0 (default): tokens */
+    int64_t causal_tile;       /* --attention causal: DM_ATTN_CAUSAL_TILE, causal self-attention
+                                  as its lower triangle down to tiles of at least this many rows
+                                  (the program's causal_tile, workload.h); 0 (default, --attention
+                                  whole): every attention product whole */
     int ns_algo;               /* -1: cheaper per shape from the cost table (default);
                                   DM_NS_DIRECT or DM_NS_GRAM to force */
     dm_dtype dtype;            /* weights/grads/collectives; default bf16 */
@@ -157,9 +161,12 @@ const char *sched_opts_strategy_label(const sched_opts *o);
  * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype", "seq-len",
  * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto), "ns-under-backward" (layers, stream or off),
  * "hsdp" (yes|no), "shard" (ranks per shard group; sets hsdp), "hsdp-adamw" (auto|replicas|world),
- * "hsdp-muon" (auto|replicas|world).
+ * "hsdp-muon" (auto|replicas|world), "attention" (whole|causal).
  * -1 with "--KEY: expected ..." in err on a bad key or value. */
 int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);
+/* --attention's value (whole, causal, causal:T) as a causal_tile; the commands that take it
+ * beside the plan options (model show, bench work, validate) parse it here too. */
+int sched_parse_attention(const char *val, int64_t *causal_tile, dm_err *err);
 
 /* Human-readable summary, e.g. "strategy=dmuon balance=lpt overlap=interleave prefetch=1 zero=2"
  * (written into the program's options). Returns buf. */
@@ -175,7 +182,7 @@ const char *sched_hsdp_muon_name(sched_hsdp_muon m);   /* the same names */
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
  *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
  *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W  --ns-under-backward D  --hsdp  --shard N
- *   --hsdp-adamw M  --hsdp-muon M
+ *   --hsdp-adamw M  --hsdp-muon M  --attention A
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
@@ -202,7 +209,8 @@ const char *sched_hsdp_muon_name(sched_hsdp_muon m);   /* the same names */
     {"hsdp", no_argument, NULL, SCHED_OPT_BASE + 16},                                         \
     {"shard", required_argument, NULL, SCHED_OPT_BASE + 17},                                  \
     {"hsdp-adamw", required_argument, NULL, SCHED_OPT_BASE + 18},                             \
-    {"hsdp-muon", required_argument, NULL, SCHED_OPT_BASE + 19}
+    {"hsdp-muon", required_argument, NULL, SCHED_OPT_BASE + 19},                              \
+    {"attention", required_argument, NULL, SCHED_OPT_BASE + 20}
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
 void sched_getopt_help(FILE *f);
 

@@ -187,16 +187,28 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         else if (!strcasecmp(val, "fp16")) o->dtype = DM_DT_FP16;
         else if (!strcasecmp(val, "fp32")) o->dtype = DM_DT_FP32;
         else return dm_err_set(err, "--dtype: expected bf16, fp16 or fp32, found '%s'", val);
+    } else if (!strcmp(key, "attention")) {
+        return sched_parse_attention(val, &o->causal_tile, err);
     } else {
         return dm_err_set(err, "--%s: not a scheduler option", key);
     }
     return 0;
 }
 
+int sched_parse_attention(const char *val, int64_t *causal_tile, dm_err *err)
+{
+    int64_t v;
+    if (!strcmp(val, "whole")) *causal_tile = 0;
+    else if (!strcmp(val, "causal")) *causal_tile = DM_ATTN_CAUSAL_TILE;
+    else if (!strncmp(val, "causal:", 7) && !parse_count(val + 7, 1, 1 << 24, &v)) *causal_tile = v;
+    else return dm_err_set(err, "--attention: expected whole, causal or causal:T (tile rows), found '%s'", val);
+    return 0;
+}
+
 static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
                                     "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
                                     "ns-algo", "dtype", "seq-len", "comm-weight", "ns-under-backward", "hsdp",
-                                    "shard", "hsdp-adamw", "hsdp-muon"};
+                                    "shard", "hsdp-adamw", "hsdp-muon", "attention"};
 #define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
 
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
@@ -264,10 +276,17 @@ void sched_getopt_help(FILE *f)
             "                        overlap); stream: every optimizer op of an owner on a second,\n"
             "                        lowest-priority compute stream (compute-lo), each as soon as its\n"
             "                        gradients arrive, beside the backward on the same GPU; off: after\n"
-            "                        the backward (default off)\n",
+            "                        the backward (default off)\n"
+            "  --attention A         whole: every attention block's score and value products over\n"
+            "                        its whole windows (default; the executor's step as measured so\n"
+            "                        far); causal: a causal self-attention block's over its lower\n"
+            "                        triangle, rectangles that halve down to tiles of %d rows or\n"
+            "                        more (causal:T: T rows), the diagonal tiles whole, as a\n"
+            "                        FlashAttention-style kernel skips the masked half; the executor\n"
+            "                        runs the same products (not yet timed on a GPU)\n",
             sched_strategy_name(d.strategy), sched_balance_name(d.balance), sched_overlap_name(d.overlap),
             d.prefetch_depth, d.zero, (long long)d.batch_threshold, d.max_batch, d.milp_time_s, d.comm_weight,
-            (long long)d.tokens);
+            (long long)d.tokens, DM_ATTN_CAUSAL_TILE);
 }
 
 char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
@@ -281,6 +300,11 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
     if (o->seq_len) {
         size_t n = strlen(buf);
         if (n < size) snprintf(buf + n, size - n, " seq-len=%lld", (long long)o->seq_len);
+    }
+    if (o->causal_tile) {
+        size_t n = strlen(buf);
+        if (n < size && o->causal_tile == DM_ATTN_CAUSAL_TILE) snprintf(buf + n, size - n, " attention=causal");
+        else if (n < size) snprintf(buf + n, size - n, " attention=causal:%lld", (long long)o->causal_tile);
     }
     if (o->hsdp) {
         size_t n = strlen(buf);

@@ -99,6 +99,14 @@ is "gpu arch: the loss falls as on the CPU, within 15% (gpu $g0 -> $g2, cpu $c0 
 e=$(err_of "$out")
 is "gpu arch: parameters after 3 steps equal the CPU backend's within 1e-2 (bf16; got $e)" \
     "$(awk -v e="$e" 'BEGIN{print (e != "" && e <= 1e-2) ? "yes" : "no"}')" yes
+# --attention causal: the causal block's triangle as 3 products per window (tiles of 2 of the 8
+# tokens; strided and grouped-query pointer-array batches), cost only: the parameters are the
+# whole run's, and compute-sanitizer-free bounds come from the same geometry the CPU checks
+"$MPIRUN" -np 1 --bind-to none $DMUON $A --attention causal:2 --backend gpu --check-weights "$tmp/arch_gpu.w" \
+    >"$tmp/arch_causal.log" 2>&1
+e=$(err_of "$(cat "$tmp/arch_causal.log")")
+is "gpu arch --attention causal:2: 3 ok steps, parameters the whole run's within 1e-6 (got $e)" \
+    "$(grep -c ' ok$' "$tmp/arch_causal.log")/$(awk -v e="$e" 'BEGIN{print (e != "" && e <= 1e-6) ? "yes" : "no"}')" 3/yes
 # collectives in place across the arenas' alignment gaps (tests/data/gap_gpu.json: a 132-row
 # bias and a 100-wide norm share muon-ddp's all-reduce with the matrices; real_coll_place): the
 # GPU's parameters follow the CPU backend's to bf16 precision (3e-2: this model's AdamW vectors

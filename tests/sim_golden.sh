@@ -41,6 +41,15 @@ is "--json: step_us agrees with the table" \
 $DMUON plan --model qwen2.5-0.5b --gpus 16 --cluster a800 --costs "$costs" -o "$tmp/p.json" >/dev/null
 is "a saved plan simulates to the same step (cluster from the program)" \
     "$($DMUON sim --program "$tmp/p.json" --costs "$costs" --quiet)" "$($run --quiet)"
+# --attention causal: the program records its tile, and a saved one simulates to the same step
+# (its attention products, not the whole ones: a shorter step)
+$DMUON plan --model qwen2.5-0.5b --gpus 16 --cluster a800 --costs "$costs" --attention causal -o "$tmp/pc.json" >/dev/null
+like "--attention causal: the program records its tile" "$(grep causal_tile "$tmp/pc.json")" '"causal_tile": 256'
+causal=$($DMUON sim --model qwen2.5-0.5b --gpus 16 --cluster a800 --costs "$costs" --attention causal --quiet)
+is "a saved causal plan simulates to the same step" "$($DMUON sim --program "$tmp/pc.json" --costs "$costs" --quiet)" \
+    "$causal"
+is "the causal step is shorter than the whole one" \
+    "$(printf '%s\n%s\n' "$causal" "$($run --quiet)" | sed -n 's/.*step \([0-9.]*\) ms.*/\1/p' | awk 'NR==1{c=$1} NR==2{print (c < $1) ? "yes" : "no"}')" yes
 # The program fixes the model, the GPU count and the plan: options that would change them are
 # refused beside --program instead of being ignored (they were, silently).
 for opt in "--gpus 16" "--model qwen2.5-7b" "--strategy adamw" "--balance milp" "--gpus-per-node 4" "--tokens 8192"; do

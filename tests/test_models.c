@@ -1,7 +1,9 @@
 /* test_models.c: the bundled model files (models/ *.json) load, match their published parameter
  * counts, reproduce themselves through dm_model_write, and bad model files are rejected with a
- * message naming the file and the line. */
+ * message naming the file and the line; a causal attention block's products (--attention
+ * causal, workload.h) cover its lower triangle once. */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +12,9 @@
 
 #include "clock.h"
 #include "model.h"
-#include "workload.h"
 #include "tap.h"
+#include "wk_ref.h"
+#include "workload.h"
 
 #define MODELS_DIR DM_SRCDIR "/models"
 
@@ -466,7 +469,7 @@ static void check_arch(void)
     unlink(path);
     dm_matrix *mx;
     int64_t n;
-    dm_workload_opts o = {256, 64, 2}; /* 4 samples of 64 tokens */
+    dm_workload_opts o = {256, 64, 2, 0}; /* 4 samples of 64 tokens */
     dm_layer_work w;
     ok(dm_model_matrices(m, -1, &mx, &n, &err) == 0 && dm_layer_work_build(m, mx, n, 1, &o, &w, &err) == 0,
        "layer 1 expands");
@@ -514,9 +517,76 @@ static void check_arch(void)
     dm_model_free(m);
 }
 
+/* --attention causal: for windows of L rows and tiles of at least T, the products of
+ * dm_attn_causal_product laid out by wk_attn_entry cover every (query, key) with key <= query
+ * once and, above the diagonal, only the diagonal tiles' masked halves (grouped-query heads and
+ * two windows: each entry's operands and outputs inside the buffers wk_attn_sizes gives); a
+ * step's attention FLOPs fall to L^2/2 (1 - 2^-K) + L B of L^2. */
+static void check_causal(void)
+{
+    static const int64_t cases[][2] = {{8, 2}, {64, 8}, {96, 8}, {4096, 256}, {256, 256}, {1000, 64}};
+    dm_attention a = {.causal = 1, .heads = 4, .kv_heads = 2, .head_dim = 4, .v_head_dim = 2};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t L = cases[c][0], T = cases[c][1];
+        int K = dm_attn_causal_levels(&a, L, T);
+        int64_t B = L >> K;
+        ok(L % ((int64_t)1 << K) == 0 && B >= T && !(L % (B / 2 * 2 * ((int64_t)1 << K)) == 0 && B % 2 == 0 && B / 2 >= T),
+           "L %lld, tile %lld: %d halvings, tiles of %lld rows", (long long)L, (long long)T, K, (long long)B);
+        if (L > 256) continue; /* the coverage below is L^2 */
+        unsigned char *cov = calloc((size_t)(L * L), 1);
+        int bad = 0, out = 0;
+        for (int j = 0; j <= K && cov; j++) {
+            int64_t rows, rects, step, qoff;
+            dm_attn_causal_product(L, K, j, &rows, &rects, &step, &qoff);
+            wk_attn_geom g = {rows, rows, a.head_dim, a.v_head_dim, a.heads, a.kv_heads, 2, 2, rects, step, qoff};
+            int64_t sz[WK_A__N];
+            wk_attn_sizes(&g, sz);
+            for (int op = DM_KOP_ATTN_SCORE; op <= DM_KOP_ATTN_DKEY; op++)
+                for (int64_t x = 0; x < wk_attn_entries(&g); x++) {
+                    int which[3];
+                    int64_t off[3];
+                    wk_attn_entry(&g, (dm_kern_op)op, x, which, off);
+                    for (int i = 0; i < 3; i++) out += off[i] < 0 || off[i] >= sz[which[i]];
+                    /* window 0, head 0: its rectangle's queries and keys from the score's operands */
+                    if (op != DM_KOP_ATTN_SCORE || x >= rects) continue;
+                    int64_t q0 = off[0] / a.head_dim, k0 = off[1] / a.head_dim;
+                    for (int64_t q = q0; q < q0 + rows; q++)
+                        for (int64_t k = k0; k < k0 + rows; k++) cov[q * L + k]++;
+                }
+        }
+        for (int64_t q = 0; cov && q < L; q++)
+            for (int64_t k = 0; k < L; k++)
+                bad += cov[q * L + k] != (k <= q || q / B == k / B ? 1 : 0);
+        ok(cov && bad == 0 && out == 0, "L %lld, tile %lld: the %d products cover the lower triangle once, the "
+           "diagonal tiles whole (%d pairs wrong, %d operands outside their buffers)", (long long)L, (long long)T,
+           K + 1, bad, out);
+        free(cov);
+    }
+    a.causal = 0;
+    ok(dm_attn_causal_levels(&a, 4096, 256) == 0, "a bidirectional block runs whole");
+    a.causal = 1, a.kv_stream = 1;
+    ok(dm_attn_causal_levels(&a, 4096, 256) == 0, "cross-attention runs whole");
+
+    dm_model *m = NULL;
+    dm_err err;
+    if (!ok(dm_model_load_file(MODELS_DIR "/llama-3.2-3b.json", &m, &err) == 0, "llama-3.2-3b loads")) return;
+    dm_workload_opts whole = {4096, 4096, 2, 0}, causal = {4096, 4096, 2, DM_ATTN_CAUSAL_TILE};
+    dm_step_work w0, w1;
+    if (ok(dm_step_work_sum(m, &whole, &w0, &err) == 0 && dm_step_work_sum(m, &causal, &w1, &err) == 0,
+           "llama-3.2-3b: a step's work, whole and causal")) {
+        double want = 0.5 * (1 - 1.0 / 16) + 256.0 / 4096; /* K 4, tiles of 256 */
+        double got = w1.attn_flops / w0.attn_flops;
+        ok(fabs(got - want) < 1e-12 &&
+               fabs((w0.fwd_flops + w0.bwd_flops - w1.fwd_flops - w1.bwd_flops) - (w0.attn_flops - w1.attn_flops)) < 1e3,
+           "llama-3.2-3b at 4096: causal attention FLOPs %.6f of whole (want %.6f), the rest unchanged", got, want);
+    }
+    dm_model_free(m);
+}
+
 int main(void)
 {
     check_arch();
+    check_causal();
     check_bundled();
     check_counts();
     check_layers();

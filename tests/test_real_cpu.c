@@ -326,7 +326,7 @@ static void check(const dm_model *m, const dm_matrix *mx, int64_t n, dm_program 
 
 /* One of the scheduler's programs for this rank count against its own one-rank programs over
  * the same tokens (chunked in rank order, and in one GEMM): x = strategy, overlap, zero, balance,
- * ns-algo, gpus-per-node ("0": the cluster's); seq: --seq-len (NULL: none). */
+ * ns-algo, gpus-per-node ("0": the cluster's), then --attention or NULL; seq: --seq-len (NULL: none). */
 static void sched_case(const dm_model *m, const dm_matrix *mx, int64_t n, const dm_cluster *clp, const dm_costs *costs,
                        const char *const *x, const char *seq, const real_opts *op, int exact)
 {
@@ -344,6 +344,7 @@ static void sched_case(const dm_model *m, const dm_matrix *mx, int64_t n, const 
         sched_opts_parse(&so, "zero", x[2], &err) || sched_opts_parse(&so, "balance", x[3], &err) ||
         sched_opts_parse(&so, "ns-algo", x[4], &err) || sched_opts_parse(&so, "tokens", "16", &err) ||
         (seq && sched_opts_parse(&so, "seq-len", seq, &err)) ||
+        (x[6] && sched_opts_parse(&so, "attention", x[6], &err)) ||
         (hier && (sched_opts_parse(&so, "gpus-per-node", x[5], &err) ||
                   sched_opts_parse(&so, "hierarchical", "yes", &err))) ||
         (hsdp && sched_opts_parse(&so, "shard", x[5] + 1, &err))) {
@@ -468,7 +469,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err.msg);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    static const char *variants[][6] = {
+    static const char *variants[][7] = {
         /* strategy, overlap, zero, balance, ns-algo, gpus-per-node ("0": the cluster's) */
         {"muon-ddp", "interleave", "2", "lpt", "direct", "0"},
         {"muon-fsdp", "interleave", "2", "lpt", "gram", "0"},
@@ -488,12 +489,15 @@ int main(int argc, char **argv)
     /* the workload's every kernel kind (a second stream with its table, grouped-query and
      * cross attention, MoE routing, an embedding lookup): bit-identical too; with a tied head
      * (its gradient added to the lookup's) within the bound only */
-    static const char *arch_variants[][6] = {
+    static const char *arch_variants[][7] = {
         {"dmuon", "interleave", "2", "lpt", "direct", "0"},
         {"muon-fsdp", "prefetch", "3", "lpt", "gram", "0"},
         {"muon-ddp", "none", "2", "lpt", "direct", "0"},
         {"adamw", "interleave", "2", "lpt", "direct", "0"},
         {"dmuon", "interleave", "3", "lpt", "direct", "h2"},
+        /* causal self-attention as its triangle (tiles of 2 of the 8-token windows: 3 products) */
+        {"dmuon", "interleave", "2", "lpt", "direct", "0", "causal:2"},
+        {"muon-fsdp", "prefetch", "3", "lpt", "gram", "0", "causal:2"},
     };
     for (int tied = 0; tied < 2; tied++) {
         char ap[512];

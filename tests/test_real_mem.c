@@ -12,6 +12,7 @@
 
 #include "cluster.h"
 #include "costs.h"
+#include "memory.h"
 #include "model.h"
 #include "program.h"
 #include "real_work.h"
@@ -240,7 +241,7 @@ int main(void)
         big = NULL;
         err.msg[0] = 0;
         dm_step_work sw;
-        dm_workload_opts wo = {4096, 0, 2};
+        dm_workload_opts wo = {4096, 0, 2, 0};
         if (dm_model_load_file(path, &big, &err) < 0 || !(p = plan(big, "dmuon", 1, 4096, &err)) ||
             real_gpu_mem_estimate(big, p, 0, 4096, &e, &err) < 0 || dm_step_work_sum(big, &wo, &sw, &err) < 0) {
             ok(0, "%s: %s", names[k], err.msg);
@@ -254,6 +255,42 @@ int main(void)
         }
         dm_program_free(p);
         p = NULL;
+        dm_model_free(big);
+    }
+    /* --attention causal: the estimate's attention scratch is the executor's buffers (the
+     * first product's scores, a quarter of the whole block's; the operands whole), and smaller
+     * than the whole products' */
+    {
+        char path[512];
+        snprintf(path, sizeof path, "%s/models/llama-3.2-3b.json", DM_SRCDIR);
+        static const char *const causal[] = {"attention", "causal", NULL};
+        dm_program *pc = NULL, *pw = NULL;
+        dm_mem_est ec, ew;
+        dm_matrix *mx = NULL;
+        int64_t n = 0;
+        wk_plan wl;
+        memset(&wl, 0, sizeof wl);
+        big = NULL;
+        if (dm_model_load_file(path, &big, &err) < 0 || !(pc = plan_x(big, "dmuon", 1, 4096, causal, &err)) ||
+            !(pw = plan(big, "dmuon", 1, 4096, &err)) || dm_mem_estimate(big, pc, 0, NULL, &ec, &err) < 0 ||
+            dm_mem_estimate(big, pw, 0, NULL, &ew, &err) < 0 || dm_model_matrices(big, -1, &mx, &n, &err) < 0) {
+            ok(0, "llama-3.2-3b causal: %s", err.msg);
+        } else {
+            wk_plan_opts wo = {4096, 0, 0, 1, 0, 1, pc->causal_tile};
+            int rc = wk_plan_build(big, mx, n, &wo, &wl, &err);
+            int64_t whole_q = 24LL * 4096 * 128; /* heads x L x head_dim */
+            ok(rc == 0 && pc->causal_tile == DM_ATTN_CAUSAL_TILE && wl.attn_size[WK_AS] == ec.max_attn_scores &&
+               ec.max_attn_scores * 4 == ew.max_attn_scores && wl.attn_size[WK_AQ] == whole_q &&
+               ec.scratch < ew.scratch,
+               "llama-3.2-3b causal at 4096: scores %lld (the executor's %lld, whole %lld), queries %lld, scratch %.2f "
+               "GiB (whole %.2f)", (long long)ec.max_attn_scores, (long long)(rc ? 0 : wl.attn_size[WK_AS]),
+               (long long)ew.max_attn_scores, (long long)(rc ? 0 : wl.attn_size[WK_AQ]), ec.scratch / 1073741824.0,
+               ew.scratch / 1073741824.0);
+        }
+        wk_plan_free(&wl);
+        free(mx);
+        dm_program_free(pc);
+        dm_program_free(pw);
         dm_model_free(big);
     }
     /* the layout for every strategy's program: the buckets in place */
@@ -299,7 +336,7 @@ int main(void)
         int64_t n = 0;
         wk_plan wl;
         memset(&wl, 0, sizeof wl);
-        wk_plan_opts wo = {256, 0, 0, 1, 0, 1};
+        wk_plan_opts wo = {256, 0, 0, 1, 0, 1, 0};
         big = NULL;
         if (dm_model_load_file(path, &big, &err) < 0 || dm_model_matrices(big, -1, &mx, &n, &err) < 0 ||
             wk_plan_build(big, mx, n, &wo, &wl, &err) < 0) {

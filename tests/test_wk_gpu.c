@@ -174,7 +174,7 @@ static void check_attention(const wk_attn_geom *g, const char *what)
     void *d[WK_A__N];
     wk_attn_sizes(g, sz);
     for (int i = 0; i < WK_A__N; i++) h[i] = host_rand(sz[i], 1), d[i] = dev_of(h[i], sz[i]);
-    int64_t b = g->win * g->heads;
+    int64_t b = wk_attn_entries(g);
     void **ptr = malloc((size_t)(3 * b) * sizeof *ptr), *dptr = NULL;
     ns_dev_alloc(&dptr, (size_t)(3 * b) * sizeof *ptr, &E);
     for (dm_kern_op op = DM_KOP_ATTN_SCORE; op <= DM_KOP_ATTN_DKEY; op++) {
@@ -457,10 +457,18 @@ int main(void)
     }
     tap_diag("%s", info.name);
     check_products();
-    wk_attn_geom gqa = {8, 12, 8, 16, 4, 2, 2, 1}; /* 2 query windows on one key window (cross), 2 heads per key head */
-    wk_attn_geom mha = {8, 8, 16, 16, 2, 2, 3, 3};
+    wk_attn_geom gqa = {8, 12, 8, 16, 4, 2, 2, 1, 1, 0, 0}; /* 2 query windows on one key window (cross), 2 heads per key head */
+    wk_attn_geom mha = {8, 8, 16, 16, 2, 2, 3, 3, 1, 0, 0};
     check_attention(&gqa, "grouped-query cross attention, pointer arrays");
     check_attention(&mha, "strided");
+    /* --attention causal's products of 16-row windows (workload.h dm_attn_causal_product, K 2):
+     * the 8-row rectangle, the two 4-row ones, the four diagonal tiles */
+    wk_attn_geom c0 = {8, 8, 16, 16, 2, 2, 3, 3, 1, 16, 8}, c1 = {4, 4, 16, 16, 2, 2, 3, 3, 2, 8, 4};
+    wk_attn_geom cd = {4, 4, 16, 16, 2, 2, 3, 3, 4, 4, 0}, cg = {4, 4, 8, 16, 4, 2, 2, 2, 2, 8, 4};
+    check_attention(&c0, "causal, the first rectangle, strided");
+    check_attention(&c1, "causal, 2 rectangles per head, strided");
+    check_attention(&cd, "causal, the diagonal tiles, strided");
+    check_attention(&cg, "causal grouped-query rectangles, pointer arrays");
     for (int v = 0; v < 2; v++) {
         check_loss_vector_table(v ? 13 : 24);
         check_embed_route(v ? 10 : 16);

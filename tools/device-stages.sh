@@ -23,6 +23,8 @@
 #              blocks), each set held against the executor's by tools/trace_layers.py
 #   plugin     the GPU plug-in beside the program: --version, bench comm --backend gpu, bench kernels
 #   regress    dmuon regress --update of the h200 baseline into $L/baselines
+#   causal     --attention causal timed and validated (bench work rows of the triangle's kernels,
+#              validate of two models at 1024 and 4096 tokens, PyTorch's steps beside; below)
 
 W3_MODELS="llama-3.2-3b qwen2.5-1.5b moonlight-16b-a3b-6l"
 
@@ -149,6 +151,29 @@ stage_torchstep() {
     torch_layers "$m" "models/$m.json" 45 _grouped --experts grouped_mm
 }
 
+# causal (--attention causal, not yet timed on a GPU): the triangle's kernels timed first (bench
+# work --attention causal from the committed cache, so only the new shapes run:
+# $L/h200-work-causal.csv, added to the call's costs), then validate with --attention causal at
+# 1024 and 4096 tokens (Llama-3.2-3B, Qwen2.5-1.5B; dmuon and adamw) into $L/causal, and
+# PyTorch's steps (SDPA, causal) beside for the per-layer comparison (torchstep's models)
+STAGE_TIMEOUT_causal=480
+stage_causal() {
+    T0=$SECONDS
+    [ -f traces/costs/work_cache_h200.tsv ] && cp traces/costs/work_cache_h200.tsv "$L/work_cache_causal.tsv"
+    timeout 150 "$D/dmuon" bench work --models llama-3.2-3b,qwen2.5-1.5b --tokens 1024,4096 --attention causal \
+        --no-grid --cache "$L/work_cache_causal.tsv" --max-seconds 130 --out "$L/h200-work-causal.csv" \
+        > "$L/workcausal_table.txt" 2> "$L/workcausal_err.txt"
+    echo "bench work --attention causal exit $? ($(grep -vc '^#' "$L/h200-work-causal.csv" 2>/dev/null || echo 0) rows, $((SECONDS - T0)) s)"
+    grep -E ' (attn-[a-z]*|softmax(-bwd)?) ' "$L/workcausal_table.txt" | head -12
+    [ -s "$L/h200-work-causal.csv" ] && printf ',%s' "$L/h200-work-causal.csv" >> "$L/extra_costs"
+    VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=dmuon,adamw VALIDATE_TOKENS=1024,4096 \
+        VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=200 stage_validate
+    mkdir -p "$L/causal" && mv "$L/validate.txt" "$L/causal/" && mv "$L/validate" "$L/causal/validate"
+    (cd "$L/causal" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+    for m in llama-3.2-3b qwen2.5-1.5b; do torch_layers "$m" "models/$m.json" 45 ""; done
+    echo "causal stage: $((SECONDS - T0)) s"
+}
+
 STAGE_TIMEOUT_torchvl=200
 stage_torchvl() {
     local m=qwen2.5-vl-3b
@@ -175,7 +200,8 @@ call_costs() {
 }
 # VALIDATE_TOKENS (default 4096; a list such as 2048,8192 runs each) sets the batch per rank;
 # VALIDATE_STRATEGIES (default dmuon,muon-ddp,adamw) the strategies; VALIDATE_GPUS (default 1; a
-# list such as 1,2) the GPU counts; VALIDATE_TIMEOUT (default 290 s) the command's limit.
+# list such as 1,2) the GPU counts; VALIDATE_TIMEOUT (default 290 s) the command's limit;
+# VALIDATE_ATTENTION (unset: whole) every case's --attention.
 VALIDATE_MODELS="${VALIDATE_MODELS:-llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l}"
 STAGE_TIMEOUT_validate=300
 stage_validate() {
@@ -183,7 +209,8 @@ stage_validate() {
     K=$(call_costs)
     timeout "${VALIDATE_TIMEOUT:-290}" "$D/dmuon" validate --cluster h200 --costs "$K" --models "$VALIDATE_MODELS" \
         --strategies "${VALIDATE_STRATEGIES:-dmuon,muon-ddp,adamw}" --overlaps interleave --gpus "${VALIDATE_GPUS:-1}" --tokens "${VALIDATE_TOKENS:-4096}" --steps 3 \
-        --mpirun "$MPIRUN --bind-to none" --out "$L/validate" > "$L/validate.txt" 2>&1
+        --mpirun "$MPIRUN --bind-to none" ${VALIDATE_ATTENTION:+--attention "$VALIDATE_ATTENTION"} \
+        --out "$L/validate" > "$L/validate.txt" 2>&1
     echo "validate exit $?"
     sed -n '/^# errors by model/,$p' "$L/validate.txt" | head -30
     # muon-fsdp cases: the PyTorch form's serial gather-then-NS timeline (issue 15)

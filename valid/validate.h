@@ -59,6 +59,7 @@ typedef struct vld_opts {
     int plot_case;               /* 1-based; 0: the first dmuon case on the most GPUs */
     int as_run;                  /* replays: simulate each case's stored program (CASE/program.json
                                     beside the CSV) instead of planning it again */
+    int64_t causal_tile;         /* every case's plan option --attention (sched_opts) */
 } vld_opts;
 
 /* The cases of every model x tokens x GPU count x strategy x overlap, in that order (strings
