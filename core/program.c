@@ -216,7 +216,8 @@ static int same_kernel(const dm_kernel *x, const dm_kernel *y)
 int dm_program_same_ops(const dm_program *a, const dm_program *b)
 {
     if (a->nranks != b->nranks || a->gpus_per_node != b->gpus_per_node || a->tokens != b->tokens ||
-        a->seq_len != b->seq_len || a->causal_tile != b->causal_tile || a->n_colls != b->n_colls || a->n_groups != b->n_groups || a->n_works != b->n_works)
+        a->seq_len != b->seq_len || a->causal_tile != b->causal_tile || a->n_colls != b->n_colls ||
+        a->n_groups != b->n_groups || a->n_works != b->n_works)
         return 0;
     if ((a->ns_coeffs == NULL) != (b->ns_coeffs == NULL) || (a->ns_coeffs && strcmp(a->ns_coeffs, b->ns_coeffs)))
         return 0;
@@ -299,7 +300,8 @@ uint64_t dm_program_hash(const dm_program *p)
     h = hash_str(h, p->ns_coeffs);
     int64_t hdr[7] = {p->nranks, p->gpus_per_node, p->tokens, p->seq_len, p->n_colls, p->n_groups, p->n_works};
     h = plist_hash_more(h, hdr, 7);
-    if (p->causal_tile) h = plist_hash_more(h, (int64_t[]){-1, p->causal_tile}, 2); /* (absent before it existed) */
+    /* only when set: a whole-attention program hashes as it did before the field existed */
+    if (p->causal_tile) h = plist_hash_more(h, (int64_t[]){-1, p->causal_tile}, 2);
     for (int g = 0; g < p->n_groups; g++) {
         h = plist_hash_more(h, (int64_t[]){p->groups[g].n}, 1);
         for (int i = 0; i < p->groups[g].n; i++) h = plist_hash_more(h, (int64_t[]){p->groups[g].ranks[i]}, 1);

@@ -231,16 +231,18 @@ void wk_attn_entry(const wk_attn_geom *g, dm_kern_op op, int64_t x, int which[3]
     int64_t qr = r * g->step + g->qoff, kr = r * g->step, rq = rows_q(g), rk = rows_k(g);
     int64_t group = g->kv_heads > 0 ? g->heads / g->kv_heads : 1, wpk = g->kv_win > 0 ? g->win / g->kv_win : 1;
     int64_t w = e / g->heads, h = e % g->heads, kv = (w / wpk) * g->kv_heads + h / (group > 0 ? group : 1);
-    int64_t q = e * rq + qr, k = kv * rk + kr, qo = e * rq + qr, ko = e * rk + kr; /* rows; qo, ko: outputs */
+    /* rows: q the queries (and the query-side outputs O, dQ), k the keys, ko the key-side outputs
+     * dV, dK (per query head: the output buffer is cost only) */
+    int64_t q = e * rq + qr, k = kv * rk + kr, ko = e * rk + kr;
     int64_t ss = x * g->lq * g->lk;
     int a, b, c;
     int64_t oa, ob, oc;
     switch (op) {
     case DM_KOP_ATTN_SCORE: a = WK_AQ, oa = q * g->hd, b = WK_AK, ob = k * g->hd, c = WK_AS, oc = ss; break;
-    case DM_KOP_ATTN_VALUE: a = WK_AS, oa = ss, b = WK_AV, ob = k * g->vd, c = WK_AOUT, oc = qo * g->vd; break;
+    case DM_KOP_ATTN_VALUE: a = WK_AS, oa = ss, b = WK_AV, ob = k * g->vd, c = WK_AOUT, oc = q * g->vd; break;
     case DM_KOP_ATTN_DVALUE: a = WK_AS, oa = ss, b = WK_ADO, ob = q * g->vd, c = WK_AOUT, oc = ko * g->vd; break;
     case DM_KOP_ATTN_DSCORE: a = WK_ADO, oa = q * g->vd, b = WK_AV, ob = k * g->vd, c = WK_ADS, oc = ss; break;
-    case DM_KOP_ATTN_DQUERY: a = WK_ADS, oa = ss, b = WK_AK, ob = k * g->hd, c = WK_AOUT, oc = qo * g->hd; break;
+    case DM_KOP_ATTN_DQUERY: a = WK_ADS, oa = ss, b = WK_AK, ob = k * g->hd, c = WK_AOUT, oc = q * g->hd; break;
     default: a = WK_ADS, oa = ss, b = WK_AQ, ob = q * g->hd, c = WK_AOUT, oc = ko * g->hd; break; /* dkey */
     }
     which[0] = a, which[1] = b, which[2] = c;
