@@ -103,8 +103,11 @@ typedef struct dm_workload_opts {
                              self-attention block's as its lower triangle (dm_attn_causal_levels) */
 } dm_workload_opts;
 
-/* The tile of plan option --attention causal (the program records the one it was made with). */
-#define DM_ATTN_CAUSAL_TILE 256
+/* The tile of plan option --attention causal (the program records the one it was made with):
+ * 512 rows, not 256, because the smaller tiles' extra launches priced longer than they saved at
+ * 1024 tokens while 512 saves as much at 4096 (traces/validate/causal-predictions-2026-12-05);
+ * to be set from the GPU's own rows when they are measured. */
+#define DM_ATTN_CAUSAL_TILE 512
 
 /* Causal self-attention under causal_tile T > 0: the lower triangle of each window's L x L
  * scores as products of rectangles that halve. Returns K, the halvings (0: the block runs whole:

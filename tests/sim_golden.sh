@@ -44,7 +44,7 @@ is "a saved plan simulates to the same step (cluster from the program)" \
 # --attention causal: the program records its tile, and a saved one simulates to the same step
 # (its attention products, not the whole ones: a shorter step)
 $DMUON plan --model qwen2.5-0.5b --gpus 16 --cluster a800 --costs "$costs" --attention causal -o "$tmp/pc.json" >/dev/null
-like "--attention causal: the program records its tile" "$(grep causal_tile "$tmp/pc.json")" '"causal_tile": 256'
+like "--attention causal: the program records its tile" "$(grep causal_tile "$tmp/pc.json")" '"causal_tile": 512'
 causal=$($DMUON sim --model qwen2.5-0.5b --gpus 16 --cluster a800 --costs "$costs" --attention causal --quiet)
 is "a saved causal plan simulates to the same step" "$($DMUON sim --program "$tmp/pc.json" --costs "$costs" --quiet)" \
     "$causal"
