@@ -151,7 +151,7 @@ stage_torchstep() {
     torch_layers "$m" "models/$m.json" 45 _grouped --experts grouped_mm
 }
 
-# causal (--attention causal, not yet timed on a GPU): the triangle's kernels timed first (bench
+# causal (--attention causal; first run 2026-12-05, traces/device/causal-2026-12-05): the triangle's kernels timed first (bench
 # work --attention causal from the committed cache, so only the new shapes run:
 # $L/h200-work-causal.csv, added to the call's costs), then validate with --attention causal at
 # 1024 and 4096 tokens (Llama-3.2-3B, Qwen2.5-1.5B; dmuon and adamw) into $L/causal, and
@@ -171,10 +171,7 @@ stage_causal() {
         "$L/h200-work-causal.csv" > "$L/h200-work-causal-new.csv" 2>/dev/null
     echo "$(grep -vc '^#' "$L/h200-work-causal-new.csv") rows the committed table lacks"
     [ -s "$L/h200-work-causal-new.csv" ] && printf ',%s' "$L/h200-work-causal-new.csv" >> "$L/extra_costs"
-    VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=dmuon,adamw VALIDATE_TOKENS=1024,4096 \
-        VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=200 stage_validate
-    mkdir -p "$L/causal" && mv "$L/validate.txt" "$L/causal/" && mv "$L/validate" "$L/causal/validate"
-    (cd "$L/causal" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+    validate_set causal
     [ "${CAUSAL_TORCH:-1}" = 0 ] || for m in llama-3.2-3b qwen2.5-1.5b; do torch_layers "$m" "models/$m.json" 45 ""; done
     echo "causal stage: $((SECONDS - T0)) s"
 }
@@ -842,6 +839,8 @@ validate_set() {
         VALIDATE_MODELS=$e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
             VALIDATE_TOKENS=2048,4096 VALIDATE_TIMEOUT=400 stage_validate ;;
     fsdp1) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate ;;
+    causal) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=dmuon,adamw VALIDATE_TOKENS=1024,4096 \
+        VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=200 stage_validate ;;
     esac > "$L/validate_$n.log" 2>&1
     echo "$n: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T0)) s)"
     mkdir -p "$L/$n" && mv "$L/validate.txt" "$L/$n/" && mv "$L/validate" "$L/$n/validate"
