@@ -162,6 +162,11 @@ static void print_arch(const dm_model *m, const dm_workload_opts *o, const dm_st
                    a->head_dim, a->v_head_dim, a->causal ? "causal" : "bidirectional", m->streams[a->stream].name);
             if (a->kv_stream != a->stream) printf(", keys %s", m->streams[a->kv_stream].name);
             if (a->length) printf(", windows of %" PRId64, a->length);
+            if (a->window) {
+                printf(", sliding window %" PRId64, a->window);
+                if (a->window_layers) printf(" on layers %s (cycled)", a->window_layers);
+                printf(" (run as its band under --attention causal)");
+            }
             printf("\n");
         }
         if (s->moe_experts) printf("moe %s: %d experts, top %d (balanced routing)\n", s->name, s->moe_experts, s->moe_top_k);

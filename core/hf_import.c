@@ -305,14 +305,74 @@ static void set_moe(builder *b, int st, int64_t experts, int64_t top_k)
     b->m->stacks[st].moe_top_k = (int)top_k;
 }
 
-/* "sliding_window" in use is recorded in the source only: the attention spans the sequence. */
-static int note_sliding_window(builder *b, const jv *cfg)
+/* The sliding window of the decoder's attention (the last block of stack `st`, `layers` layers),
+ * as transformers applies it: the layers "layer_types" marks "sliding_attention" when the config
+ * has that list; else Gemma-2 every other layer from the first, Gemma-3 all but every
+ * `sliding_window_pattern`-th (default 6), the Qwen families only with "use_sliding_window" true
+ * and from layer "max_window_layers" on, the others every layer. No "sliding_window" (null, 0,
+ * or "use_sliding_window" false): none. The pattern is stored by its shortest period
+ * (model.h window_layers). */
+static int read_sliding_window(builder *b, const jv *cfg, const char *type, int st)
 {
     const jv *sw = jv_get(cfg, "sliding_window"), *use = jv_get(cfg, "use_sliding_window");
-    if (!sw || sw->type != JV_NUMBER || sw->num <= 0 || (use && use->type == JV_BOOL && !use->b)) return 0;
-    char text[160];
-    snprintf(text, sizeof text, "sliding_window %.0f not modelled: attention spans the whole sequence", sw->num);
-    return add_source(b, text);
+    if (!sw || sw->type == JV_NULL || (use && use->type == JV_BOOL && !use->b)) return 0;
+    if (sw->type != JV_NUMBER || sw->num < 1 || sw->num > DM_MODEL_MAX_DIM || sw->num != (double)(int64_t)sw->num)
+        return dm_err_set(b->err, "%s:%d:%d: expected \"sliding_window\" to be null or a whole number of tokens from 1 to "
+                          "%lld", b->file, sw->line, sw->col, (long long)DM_MODEL_MAX_DIM);
+    dm_stack *s = &b->m->stacks[st];
+    if (!s->n_attn) return 0;
+    int n = s->layers;
+    char *pat = dm_malloc((size_t)n + 1, b->err);
+    if (!pat) return -1;
+    const jv *lt = jv_get(cfg, "layer_types");
+    int64_t pattern = 6, from = 0;
+    int gemma3 = strncmp(type, "gemma3", 6) == 0, qwen = strncmp(type, "qwen", 4) == 0;
+    if ((gemma3 && jv_opt_int(cfg, "sliding_window_pattern", 1, 1000000, b->file, &pattern, b->err)) ||
+        (qwen && jv_opt_int(cfg, "max_window_layers", 0, 1000000, b->file, &from, b->err))) {
+        free(pat);
+        return -1;
+    }
+    if (lt && (lt->type != JV_ARRAY || lt->n < n)) {
+        free(pat);
+        return dm_err_set(b->err, "%s:%d:%d: expected \"layer_types\" to be a list of at least %d (num_hidden_layers) "
+                          "strings", b->file, lt->line, lt->col, n);
+    }
+    for (int i = 0; i < n; i++) {
+        int slide;
+        if (lt) {
+            const jv *v = lt->items[i];
+            if (v->type != JV_STRING) {
+                free(pat);
+                return dm_err_set(b->err, "%s:%d:%d: expected a layer type (a string)", b->file, v->line, v->col);
+            }
+            slide = strcmp(v->str, "sliding_attention") == 0;
+        } else if (strcmp(type, "gemma2") == 0) {
+            slide = i % 2 == 0;
+        } else if (gemma3) {
+            slide = (i + 1) % pattern != 0;
+        } else if (qwen) {
+            slide = use && use->type == JV_BOOL && use->b && i >= from;
+        } else {
+            slide = 1;
+        }
+        pat[i] = slide ? 's' : 'f';
+    }
+    pat[n] = 0;
+    int p = 1; /* the shortest period */
+    while (p < n) {
+        int i = p;
+        while (i < n && pat[i] == pat[i % p]) i++;
+        if (i == n) break;
+        p++;
+    }
+    pat[p] = 0;
+    dm_attention *a = &s->attn[s->n_attn - 1];
+    if (strchr(pat, 's')) {
+        a->window = (int64_t)sw->num;
+        if (strchr(pat, 'f')) a->window_layers = pat, pat = NULL;
+    }
+    free(pat);
+    return 0;
 }
 
 static int add_embed(builder *b, lm_hp *hp, int embed)
@@ -747,7 +807,7 @@ static int add_gpt_oss_moe(builder *b, const jv *cfg, const lm_hp *hp, int st)
 static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *vision, const jv *root)
 {
     lm_hp hp;
-    if (read_lm(b, cfg, f->tied, f->dflt, &hp) || note_sliding_window(b, cfg)) return -1;
+    if (read_lm(b, cfg, f->tied, f->dflt, &hp)) return -1;
     int attn_bias = f->bias == BIAS_QKV || f->bias_default, o_bias = 0, mlp_bias = 0;
     if (f->bias == BIAS_KEYS) {
         if (opt_bool(b, cfg, "attention_bias", &attn_bias) ||
@@ -779,7 +839,9 @@ static int import_decoder(builder *b, const jv *cfg, const family *f, const jv *
     if (vision && (siglip ? add_siglip(b, vision, hp.hidden, embed, blocks, merger, root, f->vision == 4)
                           : add_vision(b, vision, hp.hidden, embed, blocks, merger, f->vision == 2)))
         return -1;
-    if (add_gqa(b, "layers", &hp, layers, attn_bias, o_bias, f->qk_norm, f->fused, f->ffn == FFN_NEOX)) return -1;
+    if (add_gqa(b, "layers", &hp, layers, attn_bias, o_bias, f->qk_norm, f->fused, f->ffn == FFN_NEOX) ||
+        read_sliding_window(b, cfg, f->type, layers))
+        return -1;
     if (f->sinks && add_t(b, "layers.*.self_attn.sinks", hp.heads, 0, 1, layers, 0, -1, ADAMW,
                           "a learned attention-sink logit per head"))
         return -1;
@@ -963,7 +1025,7 @@ static int import_glm4_moe(builder *b, const jv *cfg)
     mla_hp a = {.shared = 1, .dense = 1, .score_bias = 1};
     int qkv_bias = 0, qk_norm = 0;
     char used[160] = "";
-    if (read_lm(b, cfg, 0, NULL, &hp) || note_sliding_window(b, cfg) ||
+    if (read_lm(b, cfg, 0, NULL, &hp) ||
         opt_bool(b, cfg, "attention_bias", &qkv_bias) || opt_bool(b, cfg, "use_qk_norm", &qk_norm))
         return -1;
     if (!jv_get(cfg, "n_shared_experts")) snprintf(used + strlen(used), sizeof used - strlen(used), "n_shared_experts 1");
@@ -984,7 +1046,7 @@ static int import_glm4_moe(builder *b, const jv *cfg)
         int st = k ? mtp : layers;
         char n[96];
         if (k ? add_mtp(b, &hp, mtp) : add_embed(b, &hp, embed)) return -1;
-        if (add_gqa(b, p, &hp, st, qkv_bias, 0, qk_norm, 0, 0) ||
+        if (add_gqa(b, p, &hp, st, qkv_bias, 0, qk_norm, 0, 0) || (!k && read_sliding_window(b, cfg, "glm4_moe", st)) ||
             (k ? add_moe(b, p, &hp, &a, st, 0, -1) : add_ds_ffn(b, &hp, &a, st)))
             return -1;
         snprintf(n, sizeof n, "%s.*.input_layernorm.weight", p);

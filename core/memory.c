@@ -80,21 +80,34 @@ static int layer_parts(mem_ctx *c, dm_err *err)
                 if (e > dx) dx = e;
             }
         }
-        for (int i = 0; i < w.n_fwd; i++) {
-            const dm_kernel *s = &w.fwd[i];
-            if (s->op != DM_KOP_ATTN_SCORE) continue;
-            /* score (L_q, L_k, hd), then its value product (L_q, vd, L_k); a causal block's
-             * products (workload.h) share its operands, whole in its diagonal tiles' product
-             * (rects x rows = the window), and its largest scores are its first product's */
-            int64_t lq = s->m, lk = s->n, hd = s->k, b = s->batch;
-            const dm_kernel *v = dm_attn_value_of(w.fwd, w.n_fwd, i);
-            int64_t vd = v ? v->n : hd;
-            int64_t sc = b * lq * lk, op = b * (lq * hd + lk * hd + lk * vd + lq * vd);
-            if (o.causal_tile) { /* each buffer at its own largest, as the executor sizes them */
-                if (sc > scores) scores = sc;
-                if (op > operands) operands = op;
-            } else if (2 * sc + 2 * op > 2 * scores + 2 * operands) {
-                scores = sc, operands = op;
+        if (o.causal_tile) { /* each buffer at its own largest, as the executor sizes them (its
+                                 products' geometries: the window's operands, each group's scores) */
+            int si = 0;
+            while (si + 1 < m->n_stacks && m->stacks[si + 1].first_global <= l) si++;
+            const dm_stack *st = &m->stacks[si];
+            for (int b = 0; b < st->n_attn; b++) {
+                dm_attn_geom g[DM_ATTN_MAX_PRODS];
+                int np = dm_attn_block_geoms(m, &o, &st->attn[b], l - st->first_global, g);
+                for (int j = 0; j < np; j++) {
+                    int64_t rq, rk, sq, sk, sv, sd, sc;
+                    dm_attn_geom_rows(&g[j], &rq, &rk);
+                    dm_attn_geom_elems(&g[j], &sq, &sk, &sv, &sd, &sc);
+                    int64_t op = g[j].win * g[j].heads * (rq + rk) * (g[j].hd + g[j].vd);
+                    if (sc > scores) scores = sc;
+                    if (op > operands) operands = op;
+                }
+            }
+        } else {
+            for (int i = 0; i < w.n_fwd; i++) {
+                const dm_kernel *s = &w.fwd[i];
+                if (s->op != DM_KOP_ATTN_SCORE) continue;
+                /* score (L_q, L_k, hd), then its value product (L_q, vd, L_k): the largest block's
+                 * scores and operands together */
+                int64_t lq = s->m, lk = s->n, hd = s->k, b = s->batch;
+                const dm_kernel *v = dm_attn_value_of(w.fwd, w.n_fwd, i);
+                int64_t vd = v ? v->n : hd;
+                int64_t sc = b * lq * lk, op = b * (lq * hd + lk * hd + lk * vd + lq * vd);
+                if (2 * sc + 2 * op > 2 * scores + 2 * operands) scores = sc, operands = op;
             }
         }
         dm_layer_work_free(&w);

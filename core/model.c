@@ -102,6 +102,7 @@ void dm_model_free(dm_model *m)
     if (!m) return;
     for (int i = 0; i < m->n_stacks; i++) {
         free(m->stacks[i].name);
+        for (int k = 0; k < m->stacks[i].n_attn; k++) free(m->stacks[i].attn[k].window_layers);
         free(m->stacks[i].attn);
     }
     for (int i = 0; i < m->n_streams; i++) free(m->streams[i].name);
@@ -252,6 +253,36 @@ static int parse_tensor(dm_model *m, const int *sorted, const jv *t, const char 
     return 0;
 }
 
+int64_t dm_attn_window(const dm_attention *a, int layer)
+{
+    if (!a->window) return 0;
+    if (!a->window_layers) return a->window;
+    size_t n = strlen(a->window_layers);
+    return n && layer >= 0 && a->window_layers[(size_t)layer % n] == 's' ? a->window : 0;
+}
+
+/* "window" and "window_layers" of a causal self-attention block (model.h). */
+static int parse_window(const jv *a, const dm_stack *st, const char *file, dm_attention *at, dm_err *err)
+{
+    const char *pat = NULL;
+    if (jv_opt_int(a, "window", 1, DM_MAX_DIM, file, &at->window, err) || jv_opt_str(a, "window_layers", file, &pat, err))
+        return -1;
+    const jv *v = jv_get(a, "window");
+    if (v && (!at->causal || at->kv_stream != at->stream))
+        return dm_err_set(err, "%s:%d:%d: expected \"window\" only on a causal self-attention (this block is %s)", file,
+                          v->line, v->col, at->causal ? "a cross-attention" : "not causal");
+    if (!pat) return 0;
+    v = jv_get(a, "window_layers");
+    size_t n = strlen(pat);
+    if (!at->window)
+        return dm_err_set(err, "%s:%d:%d: expected \"window_layers\" only beside a \"window\"", file, v->line, v->col);
+    if (n == 0 || n > (size_t)st->layers || strspn(pat, "sf") != n)
+        return dm_err_set(err, "%s:%d:%d: expected \"window_layers\" to be 1 to %d (the stack's layers) characters, each "
+                          "'s' (a sliding-window layer) or 'f' (full causal), found \"%s\"", file, v->line, v->col,
+                          st->layers, pat);
+    return (at->window_layers = dm_strdup(pat, err)) ? 0 : -1;
+}
+
 static int parse_attention(dm_model *m, int si, const jv *a, const char *file, dm_attention *at, dm_err *err)
 {
     const dm_stack *st = &m->stacks[si];
@@ -293,6 +324,7 @@ static int parse_attention(dm_model *m, int si, const jv *a, const char *file, d
         return dm_err_set(err, "%s:%d:%d: expected \"length\" (%" PRId64 ") to divide the %" PRId64 " tokens per sample of "
                           "stream \"%s\"", file, v->line, v->col, len, per, m->streams[at->stream].name);
     }
+    if (parse_window(a, st, file, at, err)) return -1;
     /* The query projection must be there: a linear tensor of the stack over the query stream
      * with heads x head_dim outputs (or a fused q/k/v with (heads + 2 kv_heads) x head_dim). */
     int64_t q = heads * hd, qkv = (heads + 2 * kvh) * hd;
@@ -321,8 +353,8 @@ static int parse_arch(dm_model *m, const jv *root, const char *file, dm_err *err
                 return dm_err_set(err, "%s:%d:%d: expected at least one attention block", file, a->line, a->col);
             if (!(st->attn = dm_calloc((size_t)n, sizeof *st->attn, err))) return -1;
             for (int k = 0; k < n; k++) {
+                st->n_attn = k + 1; /* (counted first: dm_model_free frees what a failed parse left) */
                 if (parse_attention(m, si, a->type == JV_ARRAY ? a->items[k] : a, file, &st->attn[k], err)) return -1;
-                st->n_attn = k + 1;
             }
             m->has_arch = 1;
         }
@@ -670,6 +702,11 @@ static void write_text(const dm_model *m, FILE *f)
                 json_write_string(f, m->streams[a->kv_stream].name);
             }
             if (a->length) fprintf(f, ", \"length\": %" PRId64, a->length);
+            if (a->window) fprintf(f, ", \"window\": %" PRId64, a->window);
+            if (a->window_layers) {
+                fprintf(f, ", \"window_layers\": ");
+                json_write_string(f, a->window_layers);
+            }
             fprintf(f, "}%s", k + 1 == st->n_attn ? "]" : "");
         }
         if (st->moe_experts) fprintf(f, ", \"moe\": {\"experts\": %d, \"top_k\": %d}", st->moe_experts, st->moe_top_k);

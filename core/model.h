@@ -20,7 +20,8 @@
  * Architecture (optional; models/README.md "Architecture"):
  *     "streams": [ {"name": "text"}, {"name": "vision", "tokens": 1024}, ... ]  (main first)
  *     stack:  "stream": S, "attention": [ {"heads", "kv_heads", "head_dim", "v_head_dim",
- *             "causal", "stream", "kv_stream", "length"} ], "moe": {"experts", "top_k"},
+ *             "causal", "stream", "kv_stream", "length", "window", "window_layers"} ],
+ *             "moe": {"experts", "top_k"},
  *             "tied_head": TENSOR
  *     tensor: "use": "linear"|"expert"|"embedding"|"vector"|"table", "stream": S */
 #ifndef DM_MODEL_H
@@ -63,7 +64,15 @@ typedef struct dm_attention {
     int head_dim, v_head_dim;  /* query/key width and value width per head */
     int causal;                /* 1: causal mask (recorded; the products are computed whole) */
     int64_t length;            /* query window, tokens; 0 = tokens per sample */
+    int64_t window;            /* sliding window of a causal self-attention: a query sees the
+                                  `window` keys up to itself (0: none) ... */
+    char *window_layers;       /* ... in the layers of the stack that this pattern marks 's'
+                                  (cycled over the stack's layers: "sf" every other layer from
+                                  the first; 'f' full causal); NULL: every layer */
 } dm_attention;
+
+/* The sliding window of attention block a in layer `layer` of its stack (0: none). */
+int64_t dm_attn_window(const dm_attention *a, int layer);
 
 typedef struct dm_stack {
     char *name;

@@ -182,41 +182,105 @@ static dm_kernel *add_elem(wctx *c, kvec *kv, dm_kern_op op, int64_t m, int64_t 
     return x;
 }
 
-int dm_attn_causal_levels(const dm_attention *a, int64_t L, int64_t tile)
+/* Halvings of a causal triangle of L rows down to tiles of at least `tile` whole rows. */
+static int causal_levels(int64_t L, int64_t tile)
 {
-    if (tile <= 0 || !a->causal || a->kv_stream != a->stream) return 0;
     int K = 0;
     while (K < 40 && L % ((int64_t)2 << K) == 0 && (L >> (K + 1)) >= tile) K++;
     return K;
 }
 
-void dm_attn_causal_product(int64_t L, int K, int j, int64_t *rows, int64_t *rects, int64_t *step, int64_t *qoff)
+/* The causal triangle of the first P rows of windows of L rows (workload.h), appended at out[n];
+ * returns the new count. K = 0: the P x P square whole. */
+static int causal_geoms(dm_attn_geom base, int64_t P, int64_t L, int64_t tile, dm_attn_geom *out, int n)
 {
-    if (j < K) {
-        *rows = L >> (j + 1), *rects = (int64_t)1 << j, *step = 2 * *rows, *qoff = *rows;
-    } else {
-        *rows = L >> K, *rects = (int64_t)1 << K, *step = *rows, *qoff = 0;
+    int K = causal_levels(P, tile);
+    for (int j = 0; j <= K; j++) {
+        dm_attn_geom g = base;
+        g.rows = P == L && !K ? 0 : L;
+        if (j < K) g.lq = g.lk = P >> (j + 1), g.rects = (int64_t)1 << j, g.step = 2 * g.lq, g.qoff = g.lq;
+        else g.lq = g.lk = P >> K, g.rects = (int64_t)1 << K, g.step = K ? g.lq : 0, g.qoff = 0;
+        out[n++] = g;
     }
+    return n;
 }
 
-/* The attention block's forward products (score, softmax, value) appended to kv: once over the
- * whole windows, or per product of its causal triangle (dm_attn_causal_levels). */
-static int add_attention(wctx *c, kvec *kv, const dm_attention *a)
+/* Scores of products out[from..n) per window and head. */
+static double geom_scores(const dm_attn_geom *g, int from, int n)
 {
-    const dm_model *m = c->m;
-    int64_t lq = a->length ? a->length : per_sample(m, c->o, a->stream);
-    int64_t tq = dm_workload_stream_tokens(m, c->o, a->stream);
-    int64_t lk = a->kv_stream == a->stream ? lq : per_sample(m, c->o, a->kv_stream);
-    int64_t win = lq > 0 ? tq / lq : 0, b = win * a->heads;
-    if (b < 1) return 0;
-    int K = dm_attn_causal_levels(a, lq, c->o->causal_tile);
-    for (int j = 0; j <= K; j++) {
-        int64_t rq = lq, rk = lk, rects = 1, step, qoff;
-        if (K) dm_attn_causal_product(lq, K, j, &rq, &rects, &step, &qoff), rk = rq;
-        int64_t nb = b * rects;
-        if (!add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, rq, rk, a->head_dim, nb, 1, -1, -1) ||
-            !add_elem(c, kv, DM_KOP_SOFTMAX, nb * rq, rk, 1, -1, -1) ||
-            !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_VALUE, rq, a->v_head_dim, rk, nb, 1, -1, -1))
+    double s = 0;
+    for (int i = from; i < n; i++) s += (double)g[i].rects * (double)g[i].lq * (double)g[i].lk;
+    return s;
+}
+
+/* The smallest divisor of L of at least t (L itself when none is smaller). */
+static int64_t tile_of(int64_t L, int64_t t)
+{
+    int64_t best = L;
+    for (int64_t d = 1; d * d <= L; d++)
+        if (L % d == 0) {
+            if (d >= t && d < best) best = d;
+            if (L / d >= t && L / d < best) best = L / d;
+        }
+    return best;
+}
+
+int dm_attn_block_geoms(const dm_model *m, const dm_workload_opts *o, const dm_attention *a, int layer,
+                        dm_attn_geom out[DM_ATTN_MAX_PRODS])
+{
+    int64_t lq = a->length ? a->length : per_sample(m, o, a->stream), tq = dm_workload_stream_tokens(m, o, a->stream);
+    int64_t lk = a->kv_stream == a->stream ? lq : per_sample(m, o, a->kv_stream), win = lq > 0 ? tq / lq : 0;
+    if (win * a->heads < 1) return 0;
+    int64_t kv_win = a->kv_stream == a->stream ? win : dm_workload_samples(m, o), T = o->causal_tile;
+    dm_attn_geom base = {lq, lk, a->head_dim, a->v_head_dim, a->heads, a->kv_heads, win, kv_win, 1, 0, 0, 0};
+    if (T <= 0 || !a->causal || a->kv_stream != a->stream) return out[0] = base, 1;
+    int n = causal_geoms(base, lq, lq, T, out, 0);
+    int64_t W = dm_attn_window(a, layer), t = W > 0 && W < lq ? tile_of(lq, T) : lq, w = W > 1 ? (W - 2) / t + 1 : 0;
+    if (t < lq && w + 1 < lq / t) {
+        /* the band: the first w tiles' triangle, then every later tile against its w + 1 */
+        int nb = w ? causal_geoms(base, w * t, lq, T, out, n) : n;
+        dm_attn_geom g = base;
+        g.lq = t, g.lk = (w + 1) * t, g.rects = lq / t - w, g.step = t, g.qoff = w * t, g.rows = lq;
+        out[nb++] = g;
+        if (geom_scores(out, n, nb) < geom_scores(out, 0, n)) {
+            memmove(out, out + n, (size_t)(nb - n) * sizeof *out);
+            n = nb - n;
+        }
+    }
+    return n;
+}
+
+int64_t dm_attn_geom_entries(const dm_attn_geom *g) { return g->win * g->heads * (g->rects > 1 ? g->rects : 1); }
+
+void dm_attn_geom_rows(const dm_attn_geom *g, int64_t *rq, int64_t *rk)
+{
+    *rq = g->rows > 0 ? g->rows : g->step > 0 ? g->rects * g->step : g->lq;
+    *rk = g->rows > 0 ? g->rows : g->step > 0 ? g->rects * g->step : g->lk;
+}
+
+void dm_attn_geom_elems(const dm_attn_geom *g, int64_t *q, int64_t *k, int64_t *v, int64_t *dout, int64_t *scores)
+{
+    int64_t rq, rk;
+    dm_attn_geom_rows(g, &rq, &rk);
+    int64_t b = g->win * g->heads, bk = g->kv_win * g->kv_heads;
+    *q = b * rq * g->hd;
+    *k = bk * rk * g->hd;
+    *v = bk * rk * g->vd;
+    *dout = b * rq * g->vd;
+    *scores = dm_attn_geom_entries(g) * g->lq * g->lk;
+}
+
+/* The attention block's forward products (score, softmax, value) appended to kv, one group per
+ * product of dm_attn_block_geoms. */
+static int add_attention(wctx *c, kvec *kv, const dm_attention *a, int layer)
+{
+    dm_attn_geom g[DM_ATTN_MAX_PRODS];
+    int n = dm_attn_block_geoms(c->m, c->o, a, layer, g);
+    for (int j = 0; j < n; j++) {
+        int64_t nb = dm_attn_geom_entries(&g[j]);
+        if (!add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, g[j].lq, g[j].lk, g[j].hd, nb, 1, -1, -1) ||
+            !add_elem(c, kv, DM_KOP_SOFTMAX, nb * g[j].lq, g[j].lk, 1, -1, -1) ||
+            !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_VALUE, g[j].lq, g[j].vd, g[j].lk, nb, 1, -1, -1))
             return -1;
     }
     return 0;
@@ -373,7 +437,7 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
     int routed_done = 0;
     for (int i = 0; i <= m->n_tensors; i++) {
         for (int k = 0; k < st->n_attn; k++)
-            if (apos[k] == i && add_attention(&c, &fw, &st->attn[k])) {
+            if (apos[k] == i && add_attention(&c, &fw, &st->attn[k], layer - st->first_global)) {
                 free(apos);
                 goto done;
             }

@@ -21,10 +21,11 @@
  *   backward recomputes S and P, then dV = P^T dO (m L_k, n v_dim, k L_q), dP = dO V^T (m L_q,
  *   n L_k, k v_dim), softmax-bwd dS = P (dP - rowsum(P dP)) in place, dQ = dS K (m L_q, n
  *   head_dim, k L_k), dK = dS^T Q (m L_k, n head_dim, k L_q). The products are computed whole
- *   (a causal mask is recorded, not exploited), unless causal_tile is set: then a causal
- *   self-attention block runs as its lower triangle (dm_attn_causal_levels: K + 1 score,
- *   softmax and value groups per block, each at its own rows and batch = windows x heads x
- *   rectangles, the softmax over each rectangle's rows); S is materialized (no fused attention).
+ *   (a causal mask and a sliding window are recorded, not exploited), unless causal_tile is
+ *   set: then a causal self-attention block runs as its lower triangle, or the band of its
+ *   sliding window (dm_attn_block_geoms: score, softmax and value groups per block, each at its
+ *   own rows and batch = windows x heads x rectangles, the softmax over each rectangle's rows);
+ *   S is materialized (no fused attention).
  * Elementwise kernels carry `elems` (elements touched) and `bytes` (HBM bytes moved at 2 bytes
  * per activation element, the parameter in its own precision). Times are never computed here. */
 #ifndef DM_WORKLOAD_H
@@ -100,7 +101,8 @@ typedef struct dm_workload_opts {
     int64_t seq_len;      /* tokens per sample of the main stream (0: tokens, one sample) */
     int dtype_bytes;      /* bytes per activation/weight element (2 for bf16) */
     int64_t causal_tile;  /* 0: every attention block's products whole; T > 0: a causal
-                             self-attention block's as its lower triangle (dm_attn_causal_levels) */
+                             self-attention block's as its lower triangle, or its sliding
+                             window's band (dm_attn_block_geoms) */
 } dm_workload_opts;
 
 /* The tile of plan option --attention causal (the program records the one it was made with):
@@ -109,16 +111,43 @@ typedef struct dm_workload_opts {
  * to be set from the GPU's own rows when they are measured. */
 #define DM_ATTN_CAUSAL_TILE 512
 
-/* Causal self-attention under causal_tile T > 0: the lower triangle of each window's L x L
- * scores as products of rectangles that halve. Returns K, the halvings (0: the block runs whole:
- * not causal, not self-attention, or L too short): the most that keep L / 2^K a whole number of
- * at least T rows. Product j of the block (0 <= j <= K) covers, per window and head, *rects
- * rectangles of *rows queries against *rows keys, *step rows apart, the queries *qoff rows after
- * the keys: j < K, 2^j rectangles of L / 2^(j+1) rows (queries [2rs + s, 2rs + 2s) against keys
- * [2rs, 2rs + s), s the rows); j = K, the 2^K diagonal tiles of L / 2^K rows, computed whole. The
- * products add up to L^2 / 2 + L^2 / 2^(K+1) scores per window and head against L^2 whole. */
-int dm_attn_causal_levels(const dm_attention *a, int64_t L, int64_t tile);
-void dm_attn_causal_product(int64_t L, int K, int j, int64_t *rows, int64_t *rects, int64_t *step, int64_t *qoff);
+/* One product group of an attention block, as both interpreters run it (workload.h's batched
+ * products; the executor binds its operands from it: kernels/wk_ref.h). Per query window and head,
+ * `rects` rectangles of lq queries against lk keys, `step` rows apart, the queries `qoff` rows
+ * after the keys (rectangle r: keys [r step, r step + lk), queries [r step + qoff, ... + lq)); the
+ * operand buffers hold `rows` query (= key) rows a window. Whole: rects 1, step 0, qoff 0, rows 0
+ * (the window's rows are lq and lk). */
+typedef struct dm_attn_geom {
+    int64_t lq, lk, hd, vd;    /* queries and keys per product, query/key and value widths */
+    int64_t heads, kv_heads;
+    int64_t win, kv_win;       /* query windows, key windows (this rank) */
+    int64_t rects, step, qoff; /* see above */
+    int64_t rows;              /* 0: lq and lk (whole; or, with step > 0, rects x step) */
+} dm_attn_geom;
+
+/* The product groups of attention block a in layer `layer` of its stack under o (the most there
+ * can be: DM_ATTN_MAX_PRODS), into out; returns how many (0: the block has no window on this rank).
+ * Whole (causal_tile 0, a block that is not causal self-attention, or one too short to cut): one
+ * group, lq x lk. Causal (causal_tile T > 0): the lower triangle of each window's L x L scores as
+ * rectangles that halve, K of them, K the most halvings that keep L / 2^K a whole number of at
+ * least T rows: group j < K, 2^j rectangles of s = L / 2^(j+1) rows (queries [2rs + s, 2rs + 2s)
+ * against keys [2rs, 2rs + s)); then the 2^K diagonal tiles of L / 2^K rows, computed whole:
+ * L^2 / 2 + L^2 / 2^(K+1) scores. A sliding window W < L in this layer (dm_attn_window): in tiles
+ * of t rows (the smallest divisor of L of at least T), each query tile against the w = ceil((W-1)/t)
+ * tiles before it and itself: the first w tiles as a causal triangle of P = w t rows (as above),
+ * the other L/t - w as one group of t x (w+1) t rectangles; taken when it has fewer scores than
+ * the causal triangle. Each group is one batched score, softmax and value product (and its five
+ * backward products); above the diagonal the scores are masked work, computed. */
+#define DM_ATTN_MAX_PRODS 64
+int dm_attn_block_geoms(const dm_model *m, const dm_workload_opts *o, const dm_attention *a, int layer,
+                        dm_attn_geom out[DM_ATTN_MAX_PRODS]);
+/* Rows of a window's queries and of its keys in the operand buffers. */
+void dm_attn_geom_rows(const dm_attn_geom *g, int64_t *rq, int64_t *rk);
+/* Entries of one of its batched products: windows x heads x rects. */
+int64_t dm_attn_geom_entries(const dm_attn_geom *g);
+/* Elements of its buffers: queries, keys, values, the output gradient dO (each window's rows),
+ * and the scores (every entry's lq x lk). */
+void dm_attn_geom_elems(const dm_attn_geom *g, int64_t *q, int64_t *k, int64_t *v, int64_t *dout, int64_t *scores);
 
 typedef struct dm_layer_work {
     int layer;

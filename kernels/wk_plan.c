@@ -157,21 +157,19 @@ static int route_map(wctx *c, int64_t T, int64_t row0, int64_t E, int64_t K, int
     return c->w->n_maps - 1;
 }
 
-/* Products per attention block a: 1 (whole), or its causal halvings + 1 (workload.h). */
-static int attn_products(wctx *c, const dm_attention *a)
+/* Product groups of attention block a in layer `layer` of its stack (core/workload.h). */
+static int attn_products(wctx *c, const dm_attention *a, int layer)
 {
-    int64_t lq = a->length ? a->length : per_sample(c, a->stream);
-    return dm_attn_causal_levels(a, lq, c->wo.causal_tile) + 1;
+    dm_attn_geom g[DM_ATTN_MAX_PRODS];
+    return dm_attn_block_geoms(c->m, &c->wo, a, layer, g);
 }
 
-/* The geometry of product j of attention block a (workload.h's add_attention); -1 when it has
- * no products. */
-static int attn_geom(wctx *c, const dm_attention *a, int j)
+/* The geometry of product j of attention block a in layer `layer` of its stack (workload.h's
+ * add_attention); -1 when it has no products. */
+static int attn_geom(wctx *c, const dm_attention *a, int layer, int j)
 {
-    int64_t lq = a->length ? a->length : per_sample(c, a->stream), tq = stream_tokens(c, a->stream);
-    int64_t lk = a->kv_stream == a->stream ? lq : per_sample(c, a->kv_stream), win = lq > 0 ? tq / lq : 0;
-    if (win * a->heads < 1) return -1;
-    int K = attn_products(c, a) - 1;
+    dm_attn_geom all[DM_ATTN_MAX_PRODS];
+    if (j >= dm_attn_block_geoms(c->m, &c->wo, a, layer, all)) return -1;
     wk_plan *w = c->w;
     if (w->n_attn == c->cap_attn) {
         int cap = c->cap_attn ? 2 * c->cap_attn : 8;
@@ -181,12 +179,7 @@ static int attn_geom(wctx *c, const dm_attention *a, int j)
         c->cap_attn = cap;
     }
     wk_attn_geom *g = &w->attn[w->n_attn];
-    int64_t kv_win = a->kv_stream == a->stream ? win : dm_workload_samples(c->m, &c->wo);
-    *g = (wk_attn_geom){lq, lk, a->head_dim, a->v_head_dim, a->heads, a->kv_heads, win, kv_win, 1, 0, 0};
-    if (K) {
-        dm_attn_causal_product(lq, K, j, &g->lq, &g->rects, &g->step, &g->qoff);
-        g->lk = g->lq;
-    }
+    *g = all[j];
     int64_t sz[WK_A__N];
     wk_attn_sizes(g, sz);
     for (int i = 0; i < WK_A__N; i++)
@@ -269,7 +262,8 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
     /* cur_block's product cur_prod of cur_prods (a causal block has several: workload.h) */
     int *geoms = NULL, n_geoms = 0, next_block = 0, cur_geom = -1, cur_block = -1, cur_prod = 0, cur_prods = 0;
     int n_prods = 1; /* every product group of every block, one geometry each */
-    for (int k = 0; k < st->n_attn; k++) n_prods += attn_products(c, &st->attn[k]);
+    int sl_layer = l - st->first_global; /* the layer within its stack (sliding-window layers) */
+    for (int k = 0; k < st->n_attn; k++) n_prods += attn_products(c, &st->attn[k], sl_layer);
     if (!(geoms = dm_malloc((size_t)n_prods * sizeof *geoms, c->err))) return -1;
     int last_res = -1, rc = -1;
     for (int i = 0; i < lw->n_fwd; i++) {
@@ -288,12 +282,12 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
             last_res = i;
         } else if (k->op == DM_KOP_ATTN_SCORE) {
             if (cur_block >= 0 && cur_prod + 1 < cur_prods) {
-                cur_geom = attn_geom(c, &st->attn[cur_block], ++cur_prod);
+                cur_geom = attn_geom(c, &st->attn[cur_block], sl_layer, ++cur_prod);
             } else {
                 cur_geom = -1;
                 while (next_block < st->n_attn && cur_geom == -1) {
-                    cur_block = next_block++, cur_prod = 0, cur_prods = attn_products(c, &st->attn[cur_block]);
-                    cur_geom = attn_geom(c, &st->attn[cur_block], 0);
+                    cur_block = next_block++, cur_prod = 0, cur_prods = attn_products(c, &st->attn[cur_block], sl_layer);
+                    cur_geom = attn_geom(c, &st->attn[cur_block], sl_layer, 0);
                 }
             }
             if (cur_geom < 0) {

@@ -200,29 +200,38 @@ int64_t wk_ws_floats(int64_t count, int64_t rows, int64_t n, int64_t period, int
     return count * (ng < 1 ? 1 : ng) * np * n;
 }
 
-int64_t wk_attn_entries(const wk_attn_geom *g) { return g->win * g->heads * (g->rects > 1 ? g->rects : 1); }
+int64_t wk_attn_entries(const wk_attn_geom *g) { return dm_attn_geom_entries(g); }
 
 /* Rows of a window's queries and keys in the operand buffers. */
-static int64_t rows_q(const wk_attn_geom *g) { return g->step > 0 ? g->rects * g->step : g->lq; }
-static int64_t rows_k(const wk_attn_geom *g) { return g->step > 0 ? g->rects * g->step : g->lk; }
+static int64_t rows_q(const wk_attn_geom *g)
+{
+    int64_t q, k;
+    dm_attn_geom_rows(g, &q, &k);
+    return q;
+}
+static int64_t rows_k(const wk_attn_geom *g)
+{
+    int64_t q, k;
+    dm_attn_geom_rows(g, &q, &k);
+    return k;
+}
 
 void wk_attn_sizes(const wk_attn_geom *g, int64_t size[WK_A__N])
 {
-    int64_t b = g->win * g->heads, bk = g->kv_win * g->kv_heads, rq = rows_q(g), rk = rows_k(g);
-    int64_t rects = g->rects > 1 ? g->rects : 1;
-    size[WK_AQ] = b * rq * g->hd;
-    size[WK_AK] = bk * rk * g->hd;
-    size[WK_AV] = bk * rk * g->vd;
-    size[WK_ADO] = b * rq * g->vd;
-    size[WK_AS] = size[WK_ADS] = b * rects * g->lq * g->lk;
+    int64_t rq = rows_q(g), rk = rows_k(g);
+    dm_attn_geom_elems(g, &size[WK_AQ], &size[WK_AK], &size[WK_AV], &size[WK_ADO], &size[WK_AS]);
+    size[WK_ADS] = size[WK_AS];
     int64_t e = rq * g->vd;
     if (rk * g->vd > e) e = rk * g->vd;
     if (rq * g->hd > e) e = rq * g->hd;
     if (rk * g->hd > e) e = rk * g->hd;
-    size[WK_AOUT] = b * e;
+    size[WK_AOUT] = g->win * g->heads * e;
 }
 
-int wk_attn_strided(const wk_attn_geom *g) { return g->kv_heads == g->heads && g->kv_win == g->win; }
+int wk_attn_strided(const wk_attn_geom *g)
+{
+    return g->kv_heads == g->heads && g->kv_win == g->win && (g->rects <= 1 || rows_q(g) == g->rects * g->step);
+}
 
 void wk_attn_entry(const wk_attn_geom *g, dm_kern_op op, int64_t x, int which[3], int64_t off[3])
 {

@@ -106,27 +106,20 @@ float wk_softmax_scale(int64_t hd);
 int64_t wk_ws_floats(int64_t count, int64_t rows, int64_t n, int64_t period, int64_t positions);
 
 /* Attention (cost only: the products' inputs are buffers of the right size, their outputs are
- * discarded). One product group's geometry (workload.h: batch = windows x heads x rects): query
- * head h of window w reads key/value head h / (heads / kv_heads) of key window w / (win /
- * kv_win). Buffers are [window][head][rows][width]: q (lq x hd), k (lk x hd), v (lk x vd), dout
- * (lq x vd), s and ds (rects x lq x lk), and one for the outputs O, dV, dQ, dK. Whole attention:
- * rects 1, the window's rows are lq and lk. A product of a causal triangle
- * (dm_attn_causal_product): rects rectangles of lq = lk rows per window and head, step rows
- * apart, the queries qoff rows after the keys; the window's rows are rects x step. */
-typedef struct wk_attn_geom {
-    int64_t lq, lk, hd, vd;   /* queries and keys per product, query/key and value widths */
-    int64_t heads, kv_heads;
-    int64_t win, kv_win;      /* query windows, key windows */
-    int64_t rects, step, qoff; /* products per window and head, rows apart, query offset; whole:
-                                  1, 0, 0 (step 0: the window's rows are lq and lk) */
-} wk_attn_geom;
+ * discarded). One product group's geometry is core/workload.h's dm_attn_geom (batch = windows x
+ * heads x rects): query head h of window w reads key/value head h / (heads / kv_heads) of key
+ * window w / (win / kv_win). Buffers are [window][head][rows][width]: q (rows x hd), k (rows x
+ * hd), v (rows x vd), dout (rows x vd), s and ds (rects x lq x lk each entry), and one for the
+ * outputs O, dV, dQ, dK; rows: the geometry's rows (whole: lq for q, lk for k). */
+typedef dm_attn_geom wk_attn_geom;
 enum { WK_AQ, WK_AK, WK_AV, WK_ADO, WK_AS, WK_ADS, WK_AOUT, WK_A__N };
 /* Entries (products) of one of its batched GEMMs: windows x heads x rects. */
 int64_t wk_attn_entries(const wk_attn_geom *g);
 /* Elements of each buffer (indexed by WK_AQ ...). */
 void wk_attn_sizes(const wk_attn_geom *g, int64_t size[WK_A__N]);
 /* 1 when one stride per operand describes every entry (one key head per query head, one key
- * window per query window): a strided batch then runs the products. */
+ * window per query window, a window's rectangles filling its rows): a strided batch then runs
+ * the products. */
 int wk_attn_strided(const wk_attn_geom *g);
 /* The operands A, B, C of entry e of product op: which buffers, and their element offsets. */
 void wk_attn_entry(const wk_attn_geom *g, dm_kern_op op, int64_t e, int which[3], int64_t off[3]);

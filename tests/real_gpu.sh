@@ -100,7 +100,9 @@ e=$(err_of "$out")
 is "gpu arch: parameters after 3 steps equal the CPU backend's within 1e-2 (bf16; got $e)" \
     "$(awk -v e="$e" 'BEGIN{print (e != "" && e <= 1e-2) ? "yes" : "no"}')" yes
 # --attention causal: the causal block's triangle as 3 products per window (tiles of 2 of the 8
-# tokens; strided and grouped-query pointer-array batches); the products are cost only, so the
+# tokens; strided and grouped-query pointer-array batches), and in layer 0, whose sliding window
+# is 3 tokens, the first tile's square and 3 rectangles of 2 x 4 (pointer arrays); the products
+# are cost only, so the
 # parameters are the whole run's (tests/test_models.c checks the geometry's operand bounds)
 "$MPIRUN" -np 1 --bind-to none $DMUON $A --attention causal:2 --backend gpu --check-weights "$tmp/arch_gpu.w" \
     >"$tmp/arch_causal.log" 2>&1

@@ -80,7 +80,8 @@ static int compare_arch(const dm_model *a, const dm_model *b, const char *what)
             if (x->heads != y->heads || x->kv_heads != y->kv_heads || x->head_dim != y->head_dim ||
                 x->v_head_dim != y->v_head_dim || x->causal != y->causal || x->length != y->length ||
                 strcmp(stream_name(a, x->stream), stream_name(b, y->stream)) ||
-                strcmp(stream_name(a, x->kv_stream), stream_name(b, y->kv_stream)))
+                strcmp(stream_name(a, x->kv_stream), stream_name(b, y->kv_stream)) || x->window != y->window ||
+                strcmp(x->window_layers ? x->window_layers : "", y->window_layers ? y->window_layers : ""))
                 DIFF("%s: stack %s attention %d: %d heads (%d kv) x %d/%d causal %d, want %d (%d kv) x %d/%d causal %d",
                      what, s->name, k, x->heads, x->kv_heads, x->head_dim, x->v_head_dim, x->causal, y->heads,
                      y->kv_heads, y->head_dim, y->v_head_dim, y->causal);
@@ -248,7 +249,60 @@ static void check_absent(const char *config, const char *name)
     dm_model_free(a);
 }
 
+/* The sliding window of the decoder stack "layers" as transformers applies it: `window` tokens
+ * (0: none) on the layers `pattern` marks 's', cycled (NULL: every layer; model.h). */
+static void check_window(const char *config, int64_t window, const char *pattern)
+{
+    dm_model *a = import(config);
+    if (!a) return;
+    const dm_attention *at = NULL;
+    for (int s = 0; s < a->n_stacks; s++)
+        if (strcmp(a->stacks[s].name, "layers") == 0 && a->stacks[s].n_attn) at = &a->stacks[s].attn[0];
+    const char *got = at && at->window_layers ? at->window_layers : "(every layer)";
+    ok(at && at->window == window && (window == 0 || strcmp(got, pattern ? pattern : "(every layer)") == 0),
+       "%s: sliding window %lld on %s (%lld on %s)", config, (long long)window, pattern ? pattern : "every layer",
+       at ? (long long)at->window : -1LL, got);
+    dm_model_free(a);
+}
+
 static int write_doc(const char *what, const char *path, const char *doc) { return tap_write_file(what, path, doc); }
+
+/* Qwen2's sliding window with use_sliding_window true: from layer max_window_layers on (no
+ * period: the pattern is the whole list), kept through a written file; a negative window refused. */
+static void check_qwen_window(void)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/dm_qwen_window_%d.json", (int)getpid());
+    const char *doc = "{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
+                      " \"num_hidden_layers\": 5, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,\n"
+                      " \"vocab_size\": 1000, \"use_sliding_window\": true, \"sliding_window\": 64,\n"
+                      " \"max_window_layers\": 2}\n";
+    if (write_doc("qwen2 sliding window", path, doc)) return;
+    dm_model *a = NULL, *b = NULL;
+    dm_err err = {{0}};
+    int rc = hf_import_config(path, &a, &err);
+    unlink(path);
+    const dm_attention *at = rc == 0 && a->n_stacks > 1 && a->stacks[1].n_attn ? &a->stacks[1].attn[0] : NULL;
+    ok(at && at->window == 64 && at->window_layers && strcmp(at->window_layers, "ffsss") == 0,
+       "qwen2, use_sliding_window, max_window_layers 2 of 5: window 64 on layers 2-4 (%s)",
+       at && at->window_layers ? at->window_layers : rc ? err.msg : "none");
+    if (a && (b = roundtrip(a, "qwen2 sliding window"))) {
+        ok(dm_attn_window(&b->stacks[1].attn[0], 1) == 0 && dm_attn_window(&b->stacks[1].attn[0], 4) == 64,
+           "qwen2 sliding window read back: layer 1 full, layer 4 windowed");
+    }
+    dm_model_free(a);
+    dm_model_free(b);
+    a = NULL;
+    doc = "{\"model_type\": \"mistral\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
+          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,\n"
+          " \"vocab_size\": 1000, \"sliding_window\": -3}\n";
+    if (write_doc("mistral bad window", path, doc)) return;
+    rc = hf_import_config(path, &a, &err);
+    unlink(path);
+    ok(rc < 0 && strstr(err.msg, ":3:") && strstr(err.msg, "sliding_window"), "a negative sliding_window: refused "
+       "with its line (%s)", rc < 0 ? err.msg : "imported");
+    dm_model_free(a);
+}
 
 /* qwen3_moe layer selection: decoder_sparse_step 2 and mlp_only_layers [3] over 6 layers give
  * routed experts on layers 1 and 5 only, dense MLPs on 0, 2, 3, 4, as transformers builds it. */
@@ -306,8 +360,7 @@ static void check_gpt_oss(void)
     dm_model *a = import(g);
     if (!a) return;
     int bi = find_tensor(a, "layers.*.mlp.experts.{e}.gate_up_proj_bias");
-    ok(bi >= 0 && a->tensors[bi].use == DM_USE_EXPERT && strstr(a->source, "sliding_window 128 not modelled"),
-       "gpt-oss-20b: the experts' biases are expert tensors; the source says the sliding window is not modelled");
+    ok(bi >= 0 && a->tensors[bi].use == DM_USE_EXPERT, "gpt-oss-20b: the experts' biases are expert tensors");
     /* layer 0 (stack layers follows embed): 4096 tokens x top 4 over 32 experts = 512 rows each */
     int64_t n = 0;
     dm_matrix *mats = NULL;
@@ -516,10 +569,16 @@ int main(void)
     check_shape("phi-3-mini-4k-instruct", "layers.*.self_attn.qkv_proj.weight", 3 * 3072, 3072, 32, DM_ROLE_MUON);
     check_shape("phi-3-mini-4k-instruct", "layers.*.mlp.gate_up_proj.weight", 2 * 8192, 3072, 32, DM_ROLE_MUON);
     check_shape("mistral-7b-v0.1", "layers.*.self_attn.k_proj.weight", 1024, 4096, 32, DM_ROLE_MUON);
-    dm_model *mi = import("mistral-7b-v0.1");
-    ok(mi && strstr(mi->source, "sliding_window 4096 not modelled"), "mistral: the source says the sliding window "
-       "is not modelled: %s", mi ? mi->source : "(none)");
-    dm_model_free(mi);
+    check_window("mistral-7b-v0.1", 4096, NULL);
+    check_window("phi-3-mini-4k-instruct", 2047, NULL);
+    check_window("starcoder2-3b", 4096, NULL);
+    check_window("gemma2-2b", 4096, "sf");         /* even layers (from 0) slide */
+    check_window("gemma-3-1b-pt", 512, "sssssf");  /* all but every 6th */
+    check_window("gemma-3-4b-pt", 1024, "sssssf"); /* sliding_window_pattern's default 6 */
+    check_window("gpt-oss-20b", 128, "sf");        /* layer_types */
+    check_window("mixtral-8x7b-v0.1", 0, NULL);    /* null */
+    check_window("qwen2.5-7b", 0, NULL);           /* use_sliding_window false */
+    check_window("qwen3-8b", 0, NULL);
     check_shape("qwen1.5-moe-a2.7b", "layers.*.mlp.shared_expert.up_proj.weight", 5632, 2048, 24, DM_ROLE_MUON);
     check_shape("qwen1.5-moe-a2.7b", "layers.*.mlp.shared_expert_gate.weight", 1, 2048, 24, DM_ROLE_MUON);
     check_shape("qwen1.5-moe-a2.7b", "layers.*.self_attn.k_proj.bias", 2048, 0, 24, DM_ROLE_ADAMW);
@@ -558,6 +617,7 @@ int main(void)
     check_shape("paligemma-3b-pt-224", "multi_modal_projector.linear.weight", 2048, 1152, 1, DM_ROLE_MUON);
     check_shape("paligemma-3b-pt-224", "layers.*.self_attn.k_proj.weight", 256, 2048, 18, DM_ROLE_MUON);
     check_qwen3_moe_layers();
+    check_qwen_window();
     check_glm4_moe();
     check_gpt_oss();
     check_gemma3();

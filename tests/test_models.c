@@ -454,6 +454,28 @@ static void check_arch(void)
                    "\"stream\": \"img\"}",
                    "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}", 6,
                    "divide");
+    check_arch_one("a sliding window every other layer", ST_OK,
+                   ", \"attention\": [{\"heads\": 4, \"kv_heads\": 2, \"head_dim\": 16, \"window\": 8, "
+                   "\"window_layers\": \"sf\"}], \"moe\": {\"experts\": 4, \"top_k\": 2}", Q_OK, E_OK, 0, "");
+    check_arch_one("a sliding window on a bidirectional block", ST_OK,
+                   ", \"attention\": [{\"heads\": 4, \"head_dim\": 16, \"causal\": false, \"window\": 8}]", Q_OK,
+                   "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}", 6,
+                   "causal self-attention");
+    check_arch_one("window_layers of another letter", ST_OK,
+                   ", \"attention\": [{\"heads\": 4, \"head_dim\": 16, \"window\": 8, \"window_layers\": \"sx\"}]",
+                   Q_OK, "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}",
+                   6, "'s' (a sliding-window layer) or 'f'");
+    check_arch_one("window_layers longer than the stack", ST_OK,
+                   ", \"attention\": [{\"heads\": 4, \"head_dim\": 16, \"window\": 8, \"window_layers\": \"sfs\"}]",
+                   Q_OK, "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}",
+                   6, "1 to 2");
+    check_arch_one("window_layers without a window", ST_OK,
+                   ", \"attention\": [{\"heads\": 4, \"head_dim\": 16, \"window_layers\": \"sf\"}]", Q_OK,
+                   "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}", 6,
+                   "beside a \"window\"");
+    check_arch_one("a zero window", ST_OK, ", \"attention\": [{\"heads\": 4, \"head_dim\": 16, \"window\": 0}]", Q_OK,
+                   "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}", 6,
+                   "window");
     check_arch_one("tied_head naming a vector", ST_OK, ", \"tied_head\": \"n\"", Q_OK,
                    "{\"name\": \"x\", \"shape\": [64], \"count\": 2, \"stack\": \"layers\", \"role\": \"adamw\"}", 6,
                    "tied_head");
@@ -517,55 +539,94 @@ static void check_arch(void)
     dm_model_free(m);
 }
 
-/* --attention causal: for windows of L rows and tiles of at least T, the products of
- * dm_attn_causal_product laid out by wk_attn_entry cover every (query, key) with key <= query
- * once and, above the diagonal, only the diagonal tiles' masked halves (grouped-query heads and
- * two windows: each entry's operands and outputs inside the buffers wk_attn_sizes gives); a
- * step's attention FLOPs fall to L^2/2 (1 - 2^-K) + L B of L^2. */
+/* The products of one attention block over two windows of L rows under tiles of at least T
+ * (core/workload.h dm_attn_block_geoms; a one-stream model of its own); *n their count. */
+static int block_geoms(const dm_attention *a, int64_t L, int64_t T, dm_attn_geom *g)
+{
+    dm_token_stream text = {.name = "text"};
+    dm_model m = {.name = "t", .streams = &text, .n_streams = 1};
+    dm_workload_opts o = {2 * L, L, 2, T};
+    return dm_attn_block_geoms(&m, &o, a, 0, g);
+}
+
+/* --attention causal: for windows of L rows and tiles of at least T, the products laid out by
+ * wk_attn_entry cover every (query, key) with key <= query once and, above the diagonal, only
+ * the diagonal tiles' masked halves; with a sliding window W, every (query, key) with
+ * query - W < key <= query once and nothing twice, in fewer scores than the triangle
+ * (grouped-query heads and two windows: each entry's operands and outputs inside the buffers
+ * wk_attn_sizes gives); a step's attention FLOPs fall to L^2/2 (1 - 2^-K) + L B of L^2. */
 static void check_causal(void)
 {
-    static const int64_t cases[][2] = {{8, 2}, {64, 8}, {96, 8}, {4096, 256}, {256, 256}, {1000, 64}};
+    static const int64_t cases[][3] = {{8, 2, 0},    {64, 8, 0},   {96, 8, 0},    {4096, 256, 0}, {256, 256, 0},
+                                       {1000, 64, 0}, {64, 8, 16}, {64, 8, 17},   {64, 8, 9},     {96, 8, 24},
+                                       {96, 8, 1},   {120, 16, 30}, {64, 8, 56}, {60, 8, 13},    {256, 8, 40}};
     dm_attention a = {.causal = 1, .heads = 4, .kv_heads = 2, .head_dim = 4, .v_head_dim = 2};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        int64_t L = cases[c][0], T = cases[c][1];
-        int K = dm_attn_causal_levels(&a, L, T);
-        int64_t B = L >> K;
-        ok(L % ((int64_t)1 << K) == 0 && B >= T && !(L % (B / 2 * 2 * ((int64_t)1 << K)) == 0 && B % 2 == 0 && B / 2 >= T),
-           "L %lld, tile %lld: %d halvings, tiles of %lld rows", (long long)L, (long long)T, K, (long long)B);
+        int64_t L = cases[c][0], T = cases[c][1], W = cases[c][2];
+        a.window = W;
+        dm_attn_geom g[DM_ATTN_MAX_PRODS], tri[DM_ATTN_MAX_PRODS];
+        int n = block_geoms(&a, L, T, g);
+        a.window = 0;
+        int nt = block_geoms(&a, L, T, tri);
+        a.window = W;
+        int K = nt - 1;
+        int64_t B = tri[K].lq;
+        if (!W)
+            ok(n == nt && L % ((int64_t)1 << K) == 0 && B == L >> K && B >= T &&
+                   !(B % 2 == 0 && B / 2 >= T),
+               "L %lld, tile %lld: %d halvings, tiles of %lld rows", (long long)L, (long long)T, K, (long long)B);
         if (L > 256) continue; /* the coverage below is L^2 */
         unsigned char *cov = calloc((size_t)(L * L), 1);
         int bad = 0, out = 0;
-        for (int j = 0; j <= K && cov; j++) {
-            int64_t rows, rects, step, qoff;
-            dm_attn_causal_product(L, K, j, &rows, &rects, &step, &qoff);
-            wk_attn_geom g = {rows, rows, a.head_dim, a.v_head_dim, a.heads, a.kv_heads, 2, 2, rects, step, qoff};
+        double scores = 0, tri_scores = 0;
+        for (int j = 0; j < nt; j++) tri_scores += (double)tri[j].rects * tri[j].lq * tri[j].lk;
+        for (int j = 0; j < n && cov; j++) {
             int64_t sz[WK_A__N];
-            wk_attn_sizes(&g, sz);
+            wk_attn_sizes(&g[j], sz);
+            scores += (double)g[j].rects * g[j].lq * g[j].lk;
             for (int op = DM_KOP_ATTN_SCORE; op <= DM_KOP_ATTN_DKEY; op++)
-                for (int64_t x = 0; x < wk_attn_entries(&g); x++) {
+                for (int64_t x = 0; x < wk_attn_entries(&g[j]); x++) {
                     int which[3];
                     int64_t off[3];
-                    wk_attn_entry(&g, (dm_kern_op)op, x, which, off);
+                    wk_attn_entry(&g[j], (dm_kern_op)op, x, which, off);
                     for (int i = 0; i < 3; i++) out += off[i] < 0 || off[i] >= sz[which[i]];
                     /* window 0, head 0: its rectangle's queries and keys from the score's operands */
-                    if (op != DM_KOP_ATTN_SCORE || x >= rects) continue;
+                    if (op != DM_KOP_ATTN_SCORE || x >= (g[j].rects > 1 ? g[j].rects : 1)) continue;
                     int64_t q0 = off[0] / a.head_dim, k0 = off[1] / a.head_dim;
-                    for (int64_t q = q0; q < q0 + rows; q++)
-                        for (int64_t k = k0; k < k0 + rows; k++) cov[q * L + k]++;
+                    for (int64_t q = q0; q < q0 + g[j].lq; q++)
+                        for (int64_t k = k0; k < k0 + g[j].lk; k++) cov[q * L + k]++;
                 }
         }
         for (int64_t q = 0; cov && q < L; q++)
             for (int64_t k = 0; k < L; k++)
-                bad += cov[q * L + k] != (k <= q || q / B == k / B ? 1 : 0);
-        ok(cov && bad == 0 && out == 0, "L %lld, tile %lld: the %d products cover the lower triangle once, the "
-           "diagonal tiles whole (%d pairs wrong, %d operands outside their buffers)", (long long)L, (long long)T,
-           K + 1, bad, out);
+                if (!W) bad += cov[q * L + k] != (k <= q || q / B == k / B ? 1 : 0);
+                else bad += cov[q * L + k] > 1 || (k <= q && q - k < W && cov[q * L + k] != 1);
+        if (!W)
+            ok(cov && bad == 0 && out == 0, "L %lld, tile %lld: the %d products cover the lower triangle once, the "
+               "diagonal tiles whole (%d pairs wrong, %d operands outside their buffers)", (long long)L, (long long)T,
+               K + 1, bad, out);
+        else
+            ok(cov && bad == 0 && out == 0 && scores <= tri_scores,
+               "L %lld, tile %lld, window %lld: %d products cover the band once, nothing twice, %.0f scores (the "
+               "triangle %.0f; %d pairs wrong, %d operands outside their buffers)", (long long)L, (long long)T,
+               (long long)W, n, bad, out, scores, tri_scores, bad, out);
         free(cov);
     }
+    /* a window well inside the sequence takes the band: 256 rows, tiles of 8, window 40: each
+     * query against at most 48 keys, its first 5 tiles a triangle of 40 rows (two halvings: a
+     * 20-row rectangle, two of 10, four diagonal tiles of 10), then 27 rectangles of 8 x 48 */
+    a.window = 40;
+    dm_attn_geom g[DM_ATTN_MAX_PRODS];
+    int n = block_geoms(&a, 256, 8, g);
+    ok(n == 4 && g[0].lq == 20 && g[0].qoff == 20 && g[0].rows == 256 && g[2].lq == 10 && g[2].rects == 4 &&
+           g[3].lq == 8 && g[3].lk == 48 && g[3].rects == 27 && g[3].step == 8 && g[3].qoff == 40 &&
+           g[3].rows == 256 && !wk_attn_strided(&g[3]),
+       "window 40 over 256 rows, tiles of 8: the first 40 rows' triangle in 3 products, then 27 rectangles of 8 x 48 "
+       "(pointer arrays)");
+    a.window = 0;
     a.causal = 0;
-    ok(dm_attn_causal_levels(&a, 4096, 256) == 0, "a bidirectional block runs whole");
-    a.causal = 1, a.kv_stream = 1;
-    ok(dm_attn_causal_levels(&a, 4096, 256) == 0, "cross-attention runs whole");
+    ok(block_geoms(&a, 4096, 256, g) == 1 && g[0].lq == 4096 && g[0].rects == 1, "a bidirectional block runs whole");
+    a.causal = 1, a.window = 0;
 
     dm_model *m = NULL;
     dm_err err;

@@ -495,7 +495,8 @@ int main(int argc, char **argv)
         {"muon-ddp", "none", "2", "lpt", "direct", "0"},
         {"adamw", "interleave", "2", "lpt", "direct", "0"},
         {"dmuon", "interleave", "3", "lpt", "direct", "h2"},
-        /* causal self-attention as its triangle (tiles of 2 of the 8-token windows: 3 products) */
+        /* causal self-attention as its triangle (tiles of 2 of the 8-token windows: 3 products),
+         * in layer 0 as its 3-token sliding window's band (a 2 x 2 square, 3 rectangles of 2 x 4) */
         {"dmuon", "interleave", "2", "lpt", "direct", "0", "causal:2"},
         {"muon-fsdp", "prefetch", "3", "lpt", "gram", "0", "causal:2"},
     };

@@ -457,18 +457,25 @@ int main(void)
     }
     tap_diag("%s", info.name);
     check_products();
-    wk_attn_geom gqa = {8, 12, 8, 16, 4, 2, 2, 1, 1, 0, 0}; /* 2 query windows on one key window (cross), 2 heads per key head */
-    wk_attn_geom mha = {8, 8, 16, 16, 2, 2, 3, 3, 1, 0, 0};
+    wk_attn_geom gqa = {8, 12, 8, 16, 4, 2, 2, 1, 1, 0, 0, 0}; /* 2 query windows on one key window (cross), 2 heads per key head */
+    wk_attn_geom mha = {8, 8, 16, 16, 2, 2, 3, 3, 1, 0, 0, 0};
     check_attention(&gqa, "grouped-query cross attention, pointer arrays");
     check_attention(&mha, "strided");
-    /* --attention causal's products of 16-row windows (workload.h dm_attn_causal_product, K 2):
+    /* --attention causal's products of 16-row windows (workload.h dm_attn_block_geoms, K 2):
      * the 8-row rectangle, the two 4-row ones, the four diagonal tiles */
-    wk_attn_geom c0 = {8, 8, 16, 16, 2, 2, 3, 3, 1, 16, 8}, c1 = {4, 4, 16, 16, 2, 2, 3, 3, 2, 8, 4};
-    wk_attn_geom cd = {4, 4, 16, 16, 2, 2, 3, 3, 4, 4, 0}, cg = {4, 4, 8, 16, 4, 2, 2, 2, 2, 8, 4};
+    wk_attn_geom c0 = {8, 8, 16, 16, 2, 2, 3, 3, 1, 16, 8, 16}, c1 = {4, 4, 16, 16, 2, 2, 3, 3, 2, 8, 4, 16};
+    wk_attn_geom cd = {4, 4, 16, 16, 2, 2, 3, 3, 4, 4, 0, 16}, cg = {4, 4, 8, 16, 4, 2, 2, 2, 2, 8, 4, 16};
+    /* a sliding window's band over 20-row windows in tiles of 4 (window 9: each tile against the
+     * two before it and itself): the first 8 rows' square, then 3 rectangles of 4 x 12 */
+    wk_attn_geom bs = {8, 8, 16, 16, 2, 2, 3, 3, 1, 0, 0, 20}, bb = {4, 12, 16, 16, 2, 2, 3, 3, 3, 4, 8, 20};
+    wk_attn_geom bg = {4, 12, 8, 16, 4, 2, 2, 2, 3, 4, 8, 20};
     check_attention(&c0, "causal, the first rectangle, strided");
     check_attention(&c1, "causal, 2 rectangles per head, strided");
     check_attention(&cd, "causal, the diagonal tiles, strided");
     check_attention(&cg, "causal grouped-query rectangles, pointer arrays");
+    check_attention(&bs, "sliding window, the first tiles' square in a longer window, strided");
+    check_attention(&bb, "sliding window, the band's rectangles, pointer arrays");
+    check_attention(&bg, "sliding window, grouped-query band, pointer arrays");
     for (int v = 0; v < 2; v++) {
         check_loss_vector_table(v ? 13 : 24);
         check_embed_route(v ? 10 : 16);
