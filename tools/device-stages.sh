@@ -157,20 +157,27 @@ stage_torchstep() {
 # 1024 and 4096 tokens (Llama-3.2-3B, Qwen2.5-1.5B; dmuon and adamw) into $L/causal, and
 # PyTorch's steps (SDPA, causal) beside for the per-layer comparison (torchstep's models)
 STAGE_TIMEOUT_causal=480
-stage_causal() {
-    T0=$SECONDS
-    [ -f traces/costs/work_cache_h200.tsv ] && cp traces/costs/work_cache_h200.tsv "$L/work_cache_causal.tsv"
-    timeout 150 "$D/dmuon" bench work --models llama-3.2-3b,qwen2.5-1.5b --tokens 1024,4096 --attention causal \
-        --no-grid --cache "$L/work_cache_causal.tsv" --max-seconds 130 --out "$L/h200-work-causal.csv" \
-        > "$L/workcausal_table.txt" 2> "$L/workcausal_err.txt"
-    echo "bench work --attention causal exit $? ($(grep -vc '^#' "$L/h200-work-causal.csv" 2>/dev/null || echo 0) rows, $((SECONDS - T0)) s)"
-    grep -E ' (attn-[a-z]*|softmax(-bwd)?) ' "$L/workcausal_table.txt" | head -12
+# bench work --attention causal's rows of MODELS at TOKENS ($L/h200-work-NAME.csv), of which the
+# rows the committed table lacks ($L/h200-work-NAME-new.csv) join the call's costs (extra_costs):
+#   causal_rows NAME MODELS TOKENS SECONDS
+causal_rows() {
+    local n=$1 t0=$SECONDS
+    [ -f traces/costs/work_cache_h200.tsv ] && cp traces/costs/work_cache_h200.tsv "$L/work_cache_$n.tsv"
+    timeout $(($4 + 20)) "$D/dmuon" bench work --models "$2" --tokens "$3" --attention causal \
+        --no-grid --cache "$L/work_cache_$n.tsv" --max-seconds "$4" --out "$L/h200-work-$n.csv" \
+        > "$L/work${n}_table.txt" 2> "$L/work${n}_err.txt"
+    echo "bench work --attention causal ($n) exit $? ($(grep -vc '^#' "$L/h200-work-$n.csv" 2>/dev/null || echo 0) rows, $((SECONDS - t0)) s)"
+    grep -E ' (attn-[a-z]*|softmax(-bwd)?) ' "$L/work${n}_table.txt" | head -12
     # only the rows the committed table lacks (a table may not hold one kernel twice)
     awk -F, 'NR == FNR { if ($0 !~ /^#/) seen[$2 "," $3 "," $4 "," $5 "," $6 "," $7] = 1; next }
         /^#/ || /^gpu,/ || !(($2 "," $3 "," $4 "," $5 "," $6 "," $7) in seen)' traces/costs/h200-work.csv \
-        "$L/h200-work-causal.csv" > "$L/h200-work-causal-new.csv" 2>/dev/null
-    echo "$(grep -vc '^#' "$L/h200-work-causal-new.csv") rows the committed table lacks"
-    [ -s "$L/h200-work-causal-new.csv" ] && printf ',%s' "$L/h200-work-causal-new.csv" >> "$L/extra_costs"
+        "$L/h200-work-$n.csv" > "$L/h200-work-$n-new.csv" 2>/dev/null
+    echo "$(grep -vc '^#' "$L/h200-work-$n-new.csv") rows the committed table lacks"
+    [ -s "$L/h200-work-$n-new.csv" ] && printf ',%s' "$L/h200-work-$n-new.csv" >> "$L/extra_costs"
+}
+stage_causal() {
+    T0=$SECONDS
+    causal_rows causal llama-3.2-3b,qwen2.5-1.5b 1024,4096 130
     validate_set causal
     [ "${CAUSAL_TORCH:-1}" = 0 ] || for m in llama-3.2-3b qwen2.5-1.5b; do torch_layers "$m" "models/$m.json" 45 ""; done
     echo "causal stage: $((SECONDS - T0)) s"
@@ -838,6 +845,10 @@ validate_set() {
     unseen2) local e=models/extra
         VALIDATE_MODELS=$e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
             VALIDATE_TOKENS=2048,4096 VALIDATE_TIMEOUT=400 stage_validate ;;
+    window) local e=models/extra
+        VALIDATE_MODELS=$e/gemma-3-1b-pt.json,$e/phi-3-mini-4k-instruct.json,$e/mistral-7b-v0.1-12l.json,$e/gpt-oss-20b-2l.json \
+            VALIDATE_STRATEGIES=adamw,dmuon VALIDATE_TOKENS=4096,8192 VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=300 \
+            stage_validate ;;
     fsdp1) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate ;;
     causal) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=dmuon,adamw VALIDATE_TOKENS=1024,4096 \
         VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=200 stage_validate ;;
@@ -1188,6 +1199,19 @@ models/extra/smollm3-3b.json:dmuon:4096:0:- models/extra/mistral-7b-v0.1-12l.jso
 models/extra/gemma-2b.json:dmuon:8192:0:- models/extra/phi-3-mini-4k-instruct.json:dmuon:2048:0:- \
 llama-3.2-3b:adamw:1024:400:- llama-3.2-3b:adamw:4096:400:- llama-3.2-3b:dmuon:4096:400:- \
 llama-3.2-3b:muon-ddp:4096:0:-" stage_clockprobe
+}
+# window (issue 13): the sliding-window bands of --attention causal: bench work's rows of the four
+# windowed models of models/extra at 4096 and 8192 tokens (those the committed table lacks), then
+# validate --attention causal of them under adamw and dmuon at 4096 and 8192 tokens, against the
+# predictions committed before the call (traces/validate/window-predictions-2026-12-05)
+STAGE_TIMEOUT_window=500
+stage_window() {
+    T0=$SECONDS
+    local e=models/extra
+    causal_rows window $e/gemma-3-1b-pt.json,$e/phi-3-mini-4k-instruct.json,$e/mistral-7b-v0.1-12l.json,$e/gpt-oss-20b-2l.json \
+        4096,8192 140
+    validate_set window
+    echo "window stage: $((SECONDS - T0)) s"
 }
 # fsdp1 (issue 15): muon-fsdp, the PyTorch form (each gradient gathered in the optimizer step, then
 # its NS, one matrix at a time, eager), on one GPU: Llama-3.2-3B and Qwen2.5-1.5B at 4096 tokens,
