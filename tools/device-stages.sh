@@ -849,6 +849,9 @@ validate_set() {
         VALIDATE_MODELS=$e/gemma-3-1b-pt.json,$e/phi-3-mini-4k-instruct.json,$e/mistral-7b-v0.1-12l.json,$e/gpt-oss-20b-2l.json \
             VALIDATE_STRATEGIES=adamw,dmuon VALIDATE_TOKENS=4096,8192 VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=300 \
             stage_validate ;;
+    unseen2c) local e=models/extra
+        VALIDATE_MODELS=$e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
+            VALIDATE_TOKENS=2048,4096 VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=430 stage_validate ;;
     fsdp1) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate ;;
     causal) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=dmuon,adamw VALIDATE_TOKENS=1024,4096 \
         VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=200 stage_validate ;;
@@ -1212,6 +1215,18 @@ stage_window() {
         4096,8192 140
     validate_set window
     echo "window stage: $((SECONDS - T0)) s"
+}
+# causalunseen2 (issue 13): --attention causal (bands where the model has a window) on the second
+# unseen set (validate_set unseen2's models, strategies and token counts), after bench work's rows
+# of their causal products; predictions committed before: traces/validate/causal-unseen2-predictions-2026-12-05
+STAGE_TIMEOUT_causalunseen2=570
+stage_causalunseen2() {
+    T0=$SECONDS
+    local e=models/extra
+    causal_rows unseen2c $e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
+        2048,4096 100
+    validate_set unseen2c
+    echo "causalunseen2 stage: $((SECONDS - T0)) s"
 }
 # fsdp1 (issue 15): muon-fsdp, the PyTorch form (each gradient gathered in the optimizer step, then
 # its NS, one matrix at a time, eager), on one GPU: Llama-3.2-3B and Qwen2.5-1.5B at 4096 tokens,
