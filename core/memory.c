@@ -68,7 +68,7 @@ static int layer_parts(mem_ctx *c, dm_err *err)
     dm_workload_opts o = {c->p->tokens, c->p->seq_len, 2, c->p->causal_tile};
     if (dm_workload_check(m, &o, err)) return -1;
     double kept = 0;
-    int64_t dx = 0, scores = 0, operands = 0;
+    int64_t dx = 0, scores = 0, operands = 0, big[6] = {0}; /* causal: the largest of each buffer */
     for (int l = 0; l < m->n_layers; l++) {
         dm_layer_work w;
         if (dm_layer_work_build(m, c->mx, c->n, l, &o, &w, err)) return -1;
@@ -81,7 +81,8 @@ static int layer_parts(mem_ctx *c, dm_err *err)
             }
         }
         if (o.causal_tile) { /* each buffer at its own largest, as the executor sizes them (its
-                                 products' geometries: the window's operands, each group's scores) */
+                                 products' geometries: the window's operands, each group's scores;
+                                 Q, K, V, dO and the output buffer count as 2 x operands) */
             int si = 0;
             while (si + 1 < m->n_stacks && m->stacks[si + 1].first_global <= l) si++;
             const dm_stack *st = &m->stacks[si];
@@ -89,12 +90,10 @@ static int layer_parts(mem_ctx *c, dm_err *err)
                 dm_attn_geom g[DM_ATTN_MAX_PRODS];
                 int np = dm_attn_block_geoms(m, &o, &st->attn[b], l - st->first_global, g);
                 for (int j = 0; j < np; j++) {
-                    int64_t rq, rk, sq, sk, sv, sd, sc;
-                    dm_attn_geom_rows(&g[j], &rq, &rk);
-                    dm_attn_geom_elems(&g[j], &sq, &sk, &sv, &sd, &sc);
-                    int64_t op = g[j].win * g[j].heads * (rq + rk) * (g[j].hd + g[j].vd);
-                    if (sc > scores) scores = sc;
-                    if (op > operands) operands = op;
+                    int64_t e[6];
+                    dm_attn_geom_elems(&g[j], &e[0], &e[1], &e[2], &e[3], &e[4], &e[5]);
+                    for (int i = 0; i < 6; i++)
+                        if (e[i] > big[i]) big[i] = e[i];
                 }
             }
         } else {
@@ -112,6 +111,7 @@ static int layer_parts(mem_ctx *c, dm_err *err)
         }
         dm_layer_work_free(&w);
     }
+    if (o.causal_tile) scores = big[4], operands = (big[0] + big[1] + big[2] + big[3] + big[5] + 1) / 2;
     dm_mem_est *e = &c->common;
     e->activations = kept;
     e->max_dx = dx;

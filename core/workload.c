@@ -258,7 +258,10 @@ void dm_attn_geom_rows(const dm_attn_geom *g, int64_t *rq, int64_t *rk)
     *rk = g->rows > 0 ? g->rows : g->step > 0 ? g->rects * g->step : g->lk;
 }
 
-void dm_attn_geom_elems(const dm_attn_geom *g, int64_t *q, int64_t *k, int64_t *v, int64_t *dout, int64_t *scores)
+int dm_attn_geom_key_overlap(const dm_attn_geom *g) { return g->rects > 1 && g->step > 0 && g->step < g->lk; }
+
+void dm_attn_geom_elems(const dm_attn_geom *g, int64_t *q, int64_t *k, int64_t *v, int64_t *dout, int64_t *scores,
+                        int64_t *out)
 {
     int64_t rq, rk;
     dm_attn_geom_rows(g, &rq, &rk);
@@ -268,6 +271,10 @@ void dm_attn_geom_elems(const dm_attn_geom *g, int64_t *q, int64_t *k, int64_t *
     *v = bk * rk * g->vd;
     *dout = b * rq * g->vd;
     *scores = dm_attn_geom_entries(g) * g->lq * g->lk;
+    /* per query head: O and dQ over the query rows, dV and dK over the key rows (each
+     * rectangle's own when they overlap) */
+    int64_t ko = dm_attn_geom_key_overlap(g) ? g->rects * g->lk : rk, w = g->hd > g->vd ? g->hd : g->vd;
+    *out = b * (rq > ko ? rq : ko) * w;
 }
 
 /* The attention block's forward products (score, softmax, value) appended to kv, one group per

@@ -145,9 +145,14 @@ int dm_attn_block_geoms(const dm_model *m, const dm_workload_opts *o, const dm_a
 void dm_attn_geom_rows(const dm_attn_geom *g, int64_t *rq, int64_t *rk);
 /* Entries of one of its batched products: windows x heads x rects. */
 int64_t dm_attn_geom_entries(const dm_attn_geom *g);
+/* 1 when its rectangles' keys overlap (a band: each query tile against the tiles before it): the
+ * key-side outputs dK and dV are then each rectangle's own (partial sums a real kernel would
+ * add), not the window's rows. */
+int dm_attn_geom_key_overlap(const dm_attn_geom *g);
 /* Elements of its buffers: queries, keys, values, the output gradient dO (each window's rows),
- * and the scores (every entry's lq x lk). */
-void dm_attn_geom_elems(const dm_attn_geom *g, int64_t *q, int64_t *k, int64_t *v, int64_t *dout, int64_t *scores);
+ * the scores (every entry's lq x lk), and the one output buffer of O, dQ, dK and dV. */
+void dm_attn_geom_elems(const dm_attn_geom *g, int64_t *q, int64_t *k, int64_t *v, int64_t *dout, int64_t *scores,
+                        int64_t *out);
 
 typedef struct dm_layer_work {
     int layer;

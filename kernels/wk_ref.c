@@ -218,14 +218,8 @@ static int64_t rows_k(const wk_attn_geom *g)
 
 void wk_attn_sizes(const wk_attn_geom *g, int64_t size[WK_A__N])
 {
-    int64_t rq = rows_q(g), rk = rows_k(g);
-    dm_attn_geom_elems(g, &size[WK_AQ], &size[WK_AK], &size[WK_AV], &size[WK_ADO], &size[WK_AS]);
+    dm_attn_geom_elems(g, &size[WK_AQ], &size[WK_AK], &size[WK_AV], &size[WK_ADO], &size[WK_AS], &size[WK_AOUT]);
     size[WK_ADS] = size[WK_AS];
-    int64_t e = rq * g->vd;
-    if (rk * g->vd > e) e = rk * g->vd;
-    if (rq * g->hd > e) e = rq * g->hd;
-    if (rk * g->hd > e) e = rk * g->hd;
-    size[WK_AOUT] = g->win * g->heads * e;
 }
 
 int wk_attn_strided(const wk_attn_geom *g)
@@ -241,8 +235,10 @@ void wk_attn_entry(const wk_attn_geom *g, dm_kern_op op, int64_t x, int which[3]
     int64_t group = g->kv_heads > 0 ? g->heads / g->kv_heads : 1, wpk = g->kv_win > 0 ? g->win / g->kv_win : 1;
     int64_t w = e / g->heads, h = e % g->heads, kv = (w / wpk) * g->kv_heads + h / (group > 0 ? group : 1);
     /* rows: q the queries (and the query-side outputs O, dQ), k the keys, ko the key-side outputs
-     * dV, dK (per query head: the output buffer is cost only) */
-    int64_t q = e * rq + qr, k = kv * rk + kr, ko = e * rk + kr;
+     * dV, dK (per query head: the output buffer is cost only; each rectangle's own rows when the
+     * rectangles' keys overlap) */
+    int64_t q = e * rq + qr, k = kv * rk + kr;
+    int64_t ko = dm_attn_geom_key_overlap(g) ? (e * rects + r) * g->lk : e * rk + kr;
     int64_t ss = x * g->lq * g->lk;
     int a, b, c;
     int64_t oa, ob, oc;

@@ -10,7 +10,9 @@
 
 static int tap_n_run_, tap_n_fail_;
 
-static inline int tap_ok_(int cond, const char *file, int line, const char *fmt, ...)
+/* (format-checked: a wrong argument is a compiler warning) */
+__attribute__((format(printf, 4, 5))) static inline int tap_ok_(int cond, const char *file, int line,
+                                                               const char *fmt, ...)
 {
     va_list ap;
     tap_n_run_++;
@@ -30,7 +32,7 @@ static inline int tap_ok_(int cond, const char *file, int line, const char *fmt,
     tap_ok_(fabs((double)(got) - (double)(want)) <=                                         \
                 (tol) * fmax(1.0, fabs((double)(want))), __FILE__, __LINE__, __VA_ARGS__)
 
-static inline void tap_diag(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static inline void tap_diag(const char *fmt, ...)
 {
     va_list ap;
     printf("# ");

@@ -584,6 +584,23 @@ static void check_causal(void)
             int64_t sz[WK_A__N];
             wk_attn_sizes(&g[j], sz);
             scores += (double)g[j].rects * g[j].lq * g[j].lk;
+            /* no two entries of one batched product write the same output element (a batched
+             * GEMM's outputs must not alias: the GPU's band once wrote dK and dV over each other) */
+            unsigned char *mark = calloc((size_t)sz[WK_AOUT] * 3, 1);
+            for (int op = DM_KOP_ATTN_SCORE; op <= DM_KOP_ATTN_DKEY && mark; op++) {
+                int64_t m = op == DM_KOP_ATTN_DVALUE || op == DM_KOP_ATTN_DKEY ? g[j].lk : g[j].lq;
+                int64_t w = op == DM_KOP_ATTN_VALUE || op == DM_KOP_ATTN_DVALUE ? g[j].vd
+                            : op == DM_KOP_ATTN_SCORE || op == DM_KOP_ATTN_DSCORE ? g[j].lk : g[j].hd;
+                if (op == DM_KOP_ATTN_SCORE || op == DM_KOP_ATTN_DSCORE) continue; /* scores: x lq lk apart */
+                memset(mark, 0, (size_t)sz[WK_AOUT]);
+                for (int64_t x = 0; x < wk_attn_entries(&g[j]); x++) {
+                    int which[3];
+                    int64_t off[3];
+                    wk_attn_entry(&g[j], (dm_kern_op)op, x, which, off);
+                    for (int64_t i = off[2]; i < off[2] + m * w && i < sz[WK_AOUT]; i++) bad += mark[i]++ > 0;
+                }
+            }
+            free(mark);
             for (int op = DM_KOP_ATTN_SCORE; op <= DM_KOP_ATTN_DKEY; op++)
                 for (int64_t x = 0; x < wk_attn_entries(&g[j]); x++) {
                     int which[3];
@@ -608,8 +625,8 @@ static void check_causal(void)
         else
             ok(cov && bad == 0 && out == 0 && scores <= tri_scores,
                "L %lld, tile %lld, window %lld: %d products cover the band once, nothing twice, %.0f scores (the "
-               "triangle %.0f; %d pairs wrong, %d operands outside their buffers)", (long long)L, (long long)T,
-               (long long)W, n, bad, out, scores, tri_scores, bad, out);
+               "triangle %.0f; %d pairs wrong or output elements written twice, %d operands outside their "
+               "buffers)", (long long)L, (long long)T, (long long)W, n, scores, tri_scores, bad, out);
         free(cov);
     }
     /* a window well inside the sequence takes the band: 256 rows, tiles of 8, window 40: each

@@ -321,6 +321,11 @@ int main(void)
             double s0 = 0, s5 = 0;
             for (int j = 0; j < n0; j++) s0 += (double)g0[j].rects * g0[j].lq * g0[j].lk;
             for (int j = 0; j < n5; j++) s5 += (double)g5[j].rects * g5[j].lq * g5[j].lk;
+            int64_t all = 0; /* the executor's attention buffers, each at its own largest */
+            for (int i = 0; i < WK_A__N; i++) all += rc ? 0 : wl.attn_size[i];
+            ok(rc == 0 && 2 * ec.max_attn_scores + 2 * ec.max_attn_operands - all <= 1,
+               "gemma-3-1b causal at 4096: the estimate's attention buffers are the executor's (%lld against %lld "
+               "elements)", (long long)(2 * ec.max_attn_scores + 2 * ec.max_attn_operands), (long long)all);
             ok(rc == 0 && strcmp(st->name, "layers") == 0 && wl.attn_size[WK_AS] == ec.max_attn_scores &&
                    wl.attn_size[WK_AQ] == 4LL * 4096 * 256 && n0 == 2 && n5 == 4 && fabs(s0 / s5 - 5.0 / 12) < 1e-9,
                "gemma-3-1b causal at 4096: scores %lld (the executor's %lld), queries %lld; a windowed layer %d "
