@@ -851,7 +851,7 @@ validate_set() {
             stage_validate ;;
     unseen2c) local e=models/extra
         VALIDATE_MODELS=$e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
-            VALIDATE_TOKENS=2048,4096 VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=430 stage_validate ;;
+            VALIDATE_TOKENS=2048,4096 VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=400 stage_validate ;;
     fsdp1) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate ;;
     causal) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=dmuon,adamw VALIDATE_TOKENS=1024,4096 \
         VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=200 stage_validate ;;
@@ -1219,12 +1219,12 @@ stage_window() {
 # causalunseen2 (issue 13): --attention causal (bands where the model has a window) on the second
 # unseen set (validate_set unseen2's models, strategies and token counts), after bench work's rows
 # of their causal products; predictions committed before: traces/validate/causal-unseen2-predictions-2026-12-05
-STAGE_TIMEOUT_causalunseen2=570
+STAGE_TIMEOUT_causalunseen2=530
 stage_causalunseen2() {
     T0=$SECONDS
     local e=models/extra
     causal_rows unseen2c $e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
-        2048,4096 100
+        2048,4096 90
     validate_set unseen2c
     echo "causalunseen2 stage: $((SECONDS - T0)) s"
 }
