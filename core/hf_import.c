@@ -307,9 +307,9 @@ static void set_moe(builder *b, int st, int64_t experts, int64_t top_k)
 
 /* The sliding window of the decoder's attention (the last block of stack `st`, `layers` layers),
  * as transformers applies it: the layers "layer_types" marks "sliding_attention" when the config
- * has that list; else Gemma-2 every other layer from the first, Gemma-3 all but every
+ * has that list; else Gemma-2 and gpt-oss every other layer from the first, Gemma-3 all but every
  * `sliding_window_pattern`-th (default 6), the Qwen families only with "use_sliding_window" true
- * and from layer "max_window_layers" on, the others every layer. No "sliding_window" (null, 0,
+ * and from layer "max_window_layers" on (default 28), the others every layer. No "sliding_window" (null, 0,
  * or "use_sliding_window" false): none. The pattern is stored by its shortest period
  * (model.h window_layers). */
 static int read_sliding_window(builder *b, const jv *cfg, const char *type, int st)
@@ -325,7 +325,7 @@ static int read_sliding_window(builder *b, const jv *cfg, const char *type, int 
     char *pat = dm_malloc((size_t)n + 1, b->err);
     if (!pat) return -1;
     const jv *lt = jv_get(cfg, "layer_types");
-    int64_t pattern = 6, from = 0;
+    int64_t pattern = 6, from = 28; /* transformers' defaults of sliding_window_pattern, max_window_layers */
     int gemma3 = strncmp(type, "gemma3", 6) == 0, qwen = strncmp(type, "qwen", 4) == 0;
     if ((gemma3 && jv_opt_int(cfg, "sliding_window_pattern", 1, 1000000, b->file, &pattern, b->err)) ||
         (qwen && jv_opt_int(cfg, "max_window_layers", 0, 1000000, b->file, &from, b->err))) {
@@ -346,7 +346,7 @@ static int read_sliding_window(builder *b, const jv *cfg, const char *type, int 
                 return dm_err_set(b->err, "%s:%d:%d: expected a layer type (a string)", b->file, v->line, v->col);
             }
             slide = strcmp(v->str, "sliding_attention") == 0;
-        } else if (strcmp(type, "gemma2") == 0) {
+        } else if (strcmp(type, "gemma2") == 0 || strcmp(type, "gpt_oss") == 0) {
             slide = i % 2 == 0;
         } else if (gemma3) {
             slide = (i + 1) % pattern != 0;

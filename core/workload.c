@@ -182,11 +182,12 @@ static dm_kernel *add_elem(wctx *c, kvec *kv, dm_kern_op op, int64_t m, int64_t 
     return x;
 }
 
-/* Halvings of a causal triangle of L rows down to tiles of at least `tile` whole rows. */
+/* Halvings of a causal triangle of L rows down to tiles of at least `tile` whole rows (at most
+ * 30: a triangle and a band's leading triangle then fit DM_ATTN_MAX_PRODS). */
 static int causal_levels(int64_t L, int64_t tile)
 {
     int K = 0;
-    while (K < 40 && L % ((int64_t)2 << K) == 0 && (L >> (K + 1)) >= tile) K++;
+    while (K < 30 && L % ((int64_t)2 << K) == 0 && (L >> (K + 1)) >= tile) K++;
     return K;
 }
 
