@@ -68,7 +68,7 @@ static int layer_parts(mem_ctx *c, dm_err *err)
     dm_workload_opts o = {c->p->tokens, c->p->seq_len, 2, c->p->causal_tile};
     if (dm_workload_check(m, &o, err)) return -1;
     double kept = 0;
-    int64_t dx = 0, scores = 0, operands = 0, big[6] = {0}; /* causal: the largest of each buffer */
+    int64_t dx = 0, scores = 0, operands = 0, big[6] = {0}; /* the largest of each attention buffer */
     for (int l = 0; l < m->n_layers; l++) {
         dm_layer_work w;
         if (dm_layer_work_build(m, c->mx, c->n, l, &o, &w, err)) return -1;
@@ -80,38 +80,25 @@ static int layer_parts(mem_ctx *c, dm_err *err)
                 if (e > dx) dx = e;
             }
         }
-        if (o.causal_tile) { /* each buffer at its own largest, as the executor sizes them (its
-                                 products' geometries: the window's operands, each group's scores;
-                                 Q, K, V, dO and the output buffer count as 2 x operands) */
-            int si = 0;
-            while (si + 1 < m->n_stacks && m->stacks[si + 1].first_global <= l) si++;
-            const dm_stack *st = &m->stacks[si];
-            for (int b = 0; b < st->n_attn; b++) {
-                dm_attn_geom g[DM_ATTN_MAX_PRODS];
-                int np = dm_attn_block_geoms(m, &o, &st->attn[b], l - st->first_global, g);
-                for (int j = 0; j < np; j++) {
-                    int64_t e[6];
-                    dm_attn_geom_elems(&g[j], &e[0], &e[1], &e[2], &e[3], &e[4], &e[5]);
-                    for (int i = 0; i < 6; i++)
-                        if (e[i] > big[i]) big[i] = e[i];
-                }
-            }
-        } else {
-            for (int i = 0; i < w.n_fwd; i++) {
-                const dm_kernel *s = &w.fwd[i];
-                if (s->op != DM_KOP_ATTN_SCORE) continue;
-                /* score (L_q, L_k, hd), then its value product (L_q, vd, L_k): the largest block's
-                 * scores and operands together */
-                int64_t lq = s->m, lk = s->n, hd = s->k, b = s->batch;
-                const dm_kernel *v = dm_attn_value_of(w.fwd, w.n_fwd, i);
-                int64_t vd = v ? v->n : hd;
-                int64_t sc = b * lq * lk, op = b * (lq * hd + lk * hd + lk * vd + lq * vd);
-                if (2 * sc + 2 * op > 2 * scores + 2 * operands) scores = sc, operands = op;
+        /* the attention buffers, each at its own largest over the step's products, as the
+         * executor sizes them (kernels/wk_plan.c): the window's operands, each group's scores,
+         * one output buffer; Q, K, V, dO and the output count as 2 x operands */
+        int si = 0;
+        while (si + 1 < m->n_stacks && m->stacks[si + 1].first_global <= l) si++;
+        const dm_stack *st = &m->stacks[si];
+        for (int b = 0; b < st->n_attn; b++) {
+            dm_attn_geom g[DM_ATTN_MAX_PRODS];
+            int np = dm_attn_block_geoms(m, &o, &st->attn[b], l - st->first_global, g);
+            for (int j = 0; j < np; j++) {
+                int64_t e[6];
+                dm_attn_geom_elems(&g[j], &e[0], &e[1], &e[2], &e[3], &e[4], &e[5]);
+                for (int i = 0; i < 6; i++)
+                    if (e[i] > big[i]) big[i] = e[i];
             }
         }
         dm_layer_work_free(&w);
     }
-    if (o.causal_tile) scores = big[4], operands = (big[0] + big[1] + big[2] + big[3] + big[5] + 1) / 2;
+    scores = big[4], operands = (big[0] + big[1] + big[2] + big[3] + big[5] + 1) / 2;
     dm_mem_est *e = &c->common;
     e->activations = kept;
     e->max_dx = dx;

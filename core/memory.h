@@ -14,10 +14,11 @@
  *                  vector and table output), at the program's tokens and seq_len
  *   scratch        transient buffers, allocated once and reused by every layer, bf16: the input
  *                  gradient (max_dx elements: the largest m x n of a dgrad kernel, x batch for
- *                  experts), and the largest attention block's working set: its scores S and
- *                  their gradient dS (max_attn_scores elements each: windows x heads x L_q x
- *                  L_k) and its operands Q, K, V, O and their gradients (max_attn_operands
- *                  elements each set: windows x heads x (L_q hd + L_k hd + L_k vd + L_q vd));
+ *                  experts), and the attention buffers as the executor sizes them, each at
+ *                  its own largest over the step's product groups (core/workload.h
+ *                  dm_attn_geom_elems): the scores S and their gradient dS (max_attn_scores
+ *                  elements each), and Q, K, V, dO and the one output buffer of O, dQ, dK, dV
+ *                  (2 x max_attn_operands elements together);
  *                  2 x (max_dx + 2 max_attn_scores + 2 max_attn_operands)
  *   state          per matrix, over the range this rank's updates touch (core/holds.h's
  *                  dm_state_ranges: the whole matrix where it runs NS, its shard of an AdamW or
@@ -84,8 +85,8 @@ typedef struct dm_mem_est {
     int64_t total_elems;        /* elements of every matrix */
     int64_t max_size;           /* elements of the largest matrix */
     int64_t max_dx;             /* elements of the largest input gradient */
-    int64_t max_attn_scores;    /* elements of the largest attention block's scores (and of dS) */
-    int64_t max_attn_operands;  /* elements of its Q, K, V and O together (and of their gradients) */
+    int64_t max_attn_scores;    /* elements of the largest product group's scores (and of dS) */
+    int64_t max_attn_operands;  /* half the elements of the Q, K, V, dO and output buffers */
     int64_t max_coll;           /* elements of the largest collective buffer */
 } dm_mem_est;
 

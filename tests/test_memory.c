@@ -155,12 +155,13 @@ static void test_attention(void)
     dm_mem_est e;
     if (ok(p && dm_mem_estimate(m, p, 0, NULL, &e, &err) == 0, "attention model at 16 tokens, seq-len 8 (%s)",
            p ? err.msg : "plan failed")) {
-        /* 2 sequences x 2 heads: scores 4 x 8 x 8; operands Q, K, V, O 4 x 4 x (8 x 16) */
-        ok(e.max_attn_scores == 4 * 8 * 8 && e.max_attn_operands == 4 * 4 * 8 * 16,
+        /* 2 sequences x 2 heads: scores 4 x 8 x 8; the executor's buffers Q, K, V, dO and the
+         * output, 4 x (8 x 16) each: operands half of 5 of them */
+        ok(e.max_attn_scores == 4 * 8 * 8 && e.max_attn_operands == 5 * 4 * 8 * 16 / 2,
            "attention working set: %lld score and %lld operand elements", (long long)e.max_attn_scores,
            (long long)e.max_attn_operands);
         ok(e.max_dx == 16 * 32, "input gradient: 16 tokens x 32");
-        ok(e.scratch == 2.0 * (16 * 32 + 2 * 256 + 2 * 2048), "scratch: dX, S and dS, the operands and their gradients "
+        ok(e.scratch == 2.0 * (16 * 32 + 2 * 256 + 5 * 512), "scratch: dX, S and dS, Q, K, V, dO and the outputs "
            "(%.0f bytes)", e.scratch);
         /* one input slot (16 x 32: q, k, v and o read the same tokens at the same width) and the
          * four projections' residuals (16 x 32 each) */

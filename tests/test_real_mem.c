@@ -293,14 +293,18 @@ int main(void)
         dm_program_free(pw);
         dm_model_free(big);
     }
-    /* a sliding window (Gemma-3-1B: 512 tokens on 5 of 6 layers) under --attention causal: the
-     * estimate's scores are the executor's largest product (a full layer's), its queries the
-     * window's; at 4096 tokens a windowed layer runs 5/12 of the triangle's scores (a 512-row
-     * square, then 7 rectangles of 512 x 1024: tiles of 512 rows) */
-    {
+    /* the estimate's attention buffers are the executor's, each at its own largest, whole or
+     * causal, for one block or several (the VLM's tower and decoder); and a sliding window
+     * (Gemma-3-1B: 512 tokens on 5 of 6 layers) under --attention causal: the estimate's scores
+     * are the executor's largest product (a full layer's), its queries the window's; at 4096
+     * tokens a windowed layer runs 5/12 of the triangle's scores (a 512-row square, then 7
+     * rectangles of 512 x 1024: tiles of 512 rows) */
+    static const char *const attn_cases[][2] = {
+        {"extra/gemma-3-1b-pt", "causal"}, {"qwen2.5-vl-3b", "whole"}, {"wall-oss-flow", "whole"}, {"pi0", "causal"}};
+    for (size_t ac = 0; ac < sizeof attn_cases / sizeof attn_cases[0]; ac++) {
         char path[512];
-        snprintf(path, sizeof path, "%s/models/extra/gemma-3-1b-pt.json", DM_SRCDIR);
-        static const char *const causal[] = {"attention", "causal", NULL};
+        snprintf(path, sizeof path, "%s/models/%s.json", DM_SRCDIR, attn_cases[ac][0]);
+        const char *const att[] = {"attention", attn_cases[ac][1], NULL};
         dm_program *pc = NULL;
         dm_mem_est ec;
         dm_matrix *mx = NULL;
@@ -308,29 +312,33 @@ int main(void)
         wk_plan wl;
         memset(&wl, 0, sizeof wl);
         big = NULL;
-        if (dm_model_load_file(path, &big, &err) < 0 || !(pc = plan_x(big, "dmuon", 1, 4096, causal, &err)) ||
+        if (dm_model_load_file(path, &big, &err) < 0 || !(pc = plan_x(big, "dmuon", 1, 4096, att, &err)) ||
             dm_mem_estimate(big, pc, 0, NULL, &ec, &err) < 0 || dm_model_matrices(big, -1, &mx, &n, &err) < 0) {
-            ok(0, "gemma-3-1b causal: %s", err.msg);
+            ok(0, "%s %s: %s", attn_cases[ac][0], attn_cases[ac][1], err.msg);
         } else {
             wk_plan_opts wo = {4096, 0, 0, 1, 0, 1, pc->causal_tile};
             int rc = wk_plan_build(big, mx, n, &wo, &wl, &err);
-            dm_workload_opts o = {4096, 4096, 2, pc->causal_tile};
-            dm_attn_geom g0[DM_ATTN_MAX_PRODS], g5[DM_ATTN_MAX_PRODS];
-            const dm_stack *st = &big->stacks[1];
-            int n0 = dm_attn_block_geoms(big, &o, &st->attn[0], 0, g0), n5 = dm_attn_block_geoms(big, &o, &st->attn[0], 5, g5);
-            double s0 = 0, s5 = 0;
-            for (int j = 0; j < n0; j++) s0 += (double)g0[j].rects * g0[j].lq * g0[j].lk;
-            for (int j = 0; j < n5; j++) s5 += (double)g5[j].rects * g5[j].lq * g5[j].lk;
             int64_t all = 0; /* the executor's attention buffers, each at its own largest */
             for (int i = 0; i < WK_A__N; i++) all += rc ? 0 : wl.attn_size[i];
-            ok(rc == 0 && 2 * ec.max_attn_scores + 2 * ec.max_attn_operands - all <= 1,
-               "gemma-3-1b causal at 4096: the estimate's attention buffers are the executor's (%lld against %lld "
-               "elements)", (long long)(2 * ec.max_attn_scores + 2 * ec.max_attn_operands), (long long)all);
-            ok(rc == 0 && strcmp(st->name, "layers") == 0 && wl.attn_size[WK_AS] == ec.max_attn_scores &&
-                   wl.attn_size[WK_AQ] == 4LL * 4096 * 256 && n0 == 2 && n5 == 4 && fabs(s0 / s5 - 5.0 / 12) < 1e-9,
-               "gemma-3-1b causal at 4096: scores %lld (the executor's %lld), queries %lld; a windowed layer %d "
-               "products, %.4f of a full layer's %d", (long long)ec.max_attn_scores,
-               (long long)(rc ? 0 : wl.attn_size[WK_AS]), (long long)(rc ? 0 : wl.attn_size[WK_AQ]), n0, s0 / s5, n5);
+            ok(rc == 0 && 2 * ec.max_attn_scores + 2 * ec.max_attn_operands - all <= 1 &&
+                   wl.attn_size[WK_AS] == ec.max_attn_scores,
+               "%s %s at 4096: the estimate's attention buffers are the executor's (%lld against %lld elements)",
+               attn_cases[ac][0], attn_cases[ac][1], (long long)(2 * ec.max_attn_scores + 2 * ec.max_attn_operands),
+               (long long)all);
+            if (ac == 0) {
+                dm_workload_opts o = {4096, 4096, 2, pc->causal_tile};
+                dm_attn_geom g0[DM_ATTN_MAX_PRODS], g5[DM_ATTN_MAX_PRODS];
+                const dm_stack *st = &big->stacks[1];
+                int n0 = dm_attn_block_geoms(big, &o, &st->attn[0], 0, g0);
+                int n5 = dm_attn_block_geoms(big, &o, &st->attn[0], 5, g5);
+                double s0 = 0, s5 = 0;
+                for (int j = 0; j < n0; j++) s0 += (double)g0[j].rects * g0[j].lq * g0[j].lk;
+                for (int j = 0; j < n5; j++) s5 += (double)g5[j].rects * g5[j].lq * g5[j].lk;
+                ok(rc == 0 && strcmp(st->name, "layers") == 0 && wl.attn_size[WK_AQ] == 4LL * 4096 * 256 && n0 == 2 &&
+                       n5 == 4 && fabs(s0 / s5 - 5.0 / 12) < 1e-9,
+                   "gemma-3-1b causal at 4096: queries %lld; a windowed layer %d products, %.4f of a full layer's %d",
+                   (long long)(rc ? 0 : wl.attn_size[WK_AQ]), n0, s0 / s5, n5);
+            }
         }
         wk_plan_free(&wl);
         free(mx);
