@@ -852,7 +852,8 @@ validate_set() {
     unseen2c) local e=models/extra
         VALIDATE_MODELS=$e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
             VALIDATE_TOKENS=2048,4096 VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=400 stage_validate ;;
-    corec) VALIDATE_TOKENS=4096 VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=300 stage_validate ;;
+    corec) VALIDATE_STRATEGIES=${CORE_STRATEGIES:-dmuon,adamw} VALIDATE_TOKENS=4096 VALIDATE_ATTENTION=causal \
+        VALIDATE_TIMEOUT=180 stage_validate ;;
     fsdp1) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate ;;
     causal) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=dmuon,adamw VALIDATE_TOKENS=1024,4096 \
         VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=200 stage_validate ;;
@@ -1230,12 +1231,12 @@ stage_causalunseen2() {
     echo "causalunseen2 stage: $((SECONDS - T0)) s"
 }
 # causalcore (issue 13): --attention causal on the core set at 4096 tokens (the seven validation
-# models under dmuon, muon-ddp and adamw), after bench work's rows of their causal products;
+# models under dmuon and adamw: CORE_STRATEGIES), after bench work's rows of their causal products;
 # predictions committed before: traces/validate/causal-core-predictions-2026-12-05
-STAGE_TIMEOUT_causalcore=420
+STAGE_TIMEOUT_causalcore=270
 stage_causalcore() {
     T0=$SECONDS
-    causal_rows core llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l 4096 80
+    causal_rows core llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l 4096 60
     validate_set corec
     echo "causalcore stage: $((SECONDS - T0)) s"
 }
