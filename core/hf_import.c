@@ -309,16 +309,17 @@ static void set_moe(builder *b, int st, int64_t experts, int64_t top_k)
  * as transformers applies it: the layers "layer_types" marks "sliding_attention" when the config
  * has that list; else Gemma-2 and gpt-oss every other layer from the first, Gemma-3 all but every
  * `sliding_window_pattern`-th (default 6), the Qwen families only with "use_sliding_window" true
- * and from layer "max_window_layers" on (default 28), the others every layer. No "sliding_window" (null, 0,
- * or "use_sliding_window" false): none. The pattern is stored by its shortest period
+ * and from layer "max_window_layers" on (default 28), the others every layer. No "sliding_window"
+ * (null, 0, or "use_sliding_window" false): none. The pattern is stored by its shortest period
  * (model.h window_layers). */
 static int read_sliding_window(builder *b, const jv *cfg, const char *type, int st)
 {
     const jv *sw = jv_get(cfg, "sliding_window"), *use = jv_get(cfg, "use_sliding_window");
-    if (!sw || sw->type == JV_NULL || (use && use->type == JV_BOOL && !use->b)) return 0;
+    if (!sw || sw->type == JV_NULL || (sw->type == JV_NUMBER && sw->num == 0) || (use && use->type == JV_BOOL && !use->b))
+        return 0;
     if (sw->type != JV_NUMBER || sw->num < 1 || sw->num > DM_MODEL_MAX_DIM || sw->num != (double)(int64_t)sw->num)
-        return dm_err_set(b->err, "%s:%d:%d: expected \"sliding_window\" to be null or a whole number of tokens from 1 to "
-                          "%lld", b->file, sw->line, sw->col, (long long)DM_MODEL_MAX_DIM);
+        return dm_err_set(b->err, "%s:%d:%d: expected \"sliding_window\" to be null, 0 or a whole number of tokens from 1 "
+                          "to %lld", b->file, sw->line, sw->col, (long long)DM_MODEL_MAX_DIM);
     dm_stack *s = &b->m->stacks[st];
     if (!s->n_attn) return 0;
     int n = s->layers;
