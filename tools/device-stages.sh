@@ -1240,6 +1240,14 @@ stage_causalcore() {
     validate_set corec
     echo "causalcore stage: $((SECONDS - T0)) s"
 }
+# causalcore2: causalcore's validation alone (no bench rows: the band and triangle shapes priced
+# from the committed table's nearest rows, as the predictions price them), for a short call
+STAGE_TIMEOUT_causalcore2=170
+stage_causalcore2() {
+    T0=$SECONDS
+    validate_set corec
+    echo "causalcore2 stage: $((SECONDS - T0)) s"
+}
 # fsdp1 (issue 15): muon-fsdp, the PyTorch form (each gradient gathered in the optimizer step, then
 # its NS, one matrix at a time, eager), on one GPU: Llama-3.2-3B and Qwen2.5-1.5B at 4096 tokens,
 # the measured phases against the simulated ones ($L/fsdp1: validate's cases packed)
