@@ -267,21 +267,31 @@ static void check_window(const char *config, int64_t window, const char *pattern
 
 static int write_doc(const char *what, const char *path, const char *doc) { return tap_write_file(what, path, doc); }
 
-/* Qwen2's sliding window with use_sliding_window true: from layer max_window_layers on (no
- * period: the pattern is the whole list), kept through a written file; a negative window refused. */
-static void check_qwen_window(void)
+/* Import config text `doc` (written to a scratch file, removed after): hf_import_config's result,
+ * -2 when the file could not be written (reported as a failed check). */
+static int import_doc(const char *what, const char *doc, dm_model **out, dm_err *err)
 {
     char path[256];
-    snprintf(path, sizeof path, "/tmp/dm_qwen_window_%d.json", (int)getpid());
+    snprintf(path, sizeof path, "/tmp/dm_hf_doc_%d.json", (int)getpid());
+    *out = NULL;
+    if (write_doc(what, path, doc)) return -2;
+    int rc = hf_import_config(path, out, err);
+    unlink(path);
+    return rc;
+}
+
+/* Qwen2's sliding window with use_sliding_window true: from layer max_window_layers on (no
+ * period: the pattern is the whole list), kept through a written file. */
+static void check_qwen_window(void)
+{
     const char *doc = "{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
                       " \"num_hidden_layers\": 5, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,\n"
                       " \"vocab_size\": 1000, \"use_sliding_window\": true, \"sliding_window\": 64,\n"
                       " \"max_window_layers\": 2}\n";
-    if (write_doc("qwen2 sliding window", path, doc)) return;
     dm_model *a = NULL, *b = NULL;
     dm_err err = {{0}};
-    int rc = hf_import_config(path, &a, &err);
-    unlink(path);
+    int rc = import_doc("qwen2 sliding window", doc, &a, &err);
+    if (rc == -2) return;
     const dm_attention *at = rc == 0 && a->n_stacks > 1 && a->stacks[1].n_attn ? &a->stacks[1].attn[0] : NULL;
     ok(at && at->window == 64 && at->window_layers && strcmp(at->window_layers, "ffsss") == 0,
        "qwen2, use_sliding_window, max_window_layers 2 of 5: window 64 on layers 2-4 (%s)",
@@ -292,33 +302,20 @@ static void check_qwen_window(void)
     }
     dm_model_free(a);
     dm_model_free(b);
-    a = NULL;
-    doc = "{\"model_type\": \"mistral\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
-          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,\n"
-          " \"vocab_size\": 1000, \"sliding_window\": -3}\n";
-    if (write_doc("mistral bad window", path, doc)) return;
-    rc = hf_import_config(path, &a, &err);
-    unlink(path);
-    ok(rc < 0 && strstr(err.msg, ":3:") && strstr(err.msg, "sliding_window"), "a negative sliding_window: refused "
-       "with its line (%s)", rc < 0 ? err.msg : "imported");
-    dm_model_free(a);
 }
 
 /* qwen3_moe layer selection: decoder_sparse_step 2 and mlp_only_layers [3] over 6 layers give
  * routed experts on layers 1 and 5 only, dense MLPs on 0, 2, 3, 4, as transformers builds it. */
 static void check_qwen3_moe_layers(void)
 {
-    char path[256];
-    snprintf(path, sizeof path, "/tmp/dm_qwen3_moe_%d.json", (int)getpid());
     const char *doc = "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"intermediate_size\": 256,\n"
                       " \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,\n"
                       " \"head_dim\": 16, \"vocab_size\": 1000, \"num_experts\": 8, \"num_experts_per_tok\": 2,\n"
                       " \"moe_intermediate_size\": 32, \"decoder_sparse_step\": 2, \"mlp_only_layers\": [3]}\n";
-    if (write_doc("qwen3_moe sparse step", path, doc)) return;
     dm_model *a = NULL, *b = NULL;
     dm_err err = {{0}};
-    int rc = hf_import_config(path, &a, &err);
-    unlink(path);
+    int rc = import_doc("qwen3_moe sparse step", doc, &a, &err);
+    if (rc == -2) return;
     if (!ok(rc == 0, "qwen3_moe, decoder_sparse_step 2, mlp_only_layers [3]: imports%s%s", rc ? ": " : "",
             rc ? err.msg : ""))
         return;
@@ -654,6 +651,9 @@ int main(void)
               " \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 16,\n"
               " \"n_routed_experts\": 4, \"num_experts_per_tok\": 6, \"moe_intermediate_size\": 32}\n",
               ":4:48: expected", "\"num_experts_per_tok\" (6) at most \"n_routed_experts\" (4)");
+    check_bad("a negative sliding_window",
+              "{\"model_type\": \"mistral\", " LM " \"num_attention_heads\": 4, \"sliding_window\": -3}\n",
+              ":2:46: expected", "\"sliding_window\" to be null, 0 or a whole number of tokens");
     check_bad("mistral heads not a multiple of kv heads",
               "{\"model_type\": \"mistral\", " LM " \"num_attention_heads\": 4,\n \"num_key_value_heads\": 3}\n",
               ":3:25: expected", "\"num_key_value_heads\" (3) to divide \"num_attention_heads\" (4)");
