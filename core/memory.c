@@ -83,19 +83,8 @@ static int layer_parts(mem_ctx *c, dm_err *err)
         /* the attention buffers, each at its own largest over the step's products, as the
          * executor sizes them (kernels/wk_plan.c): the window's operands, each group's scores,
          * one output buffer; Q, K, V, dO and the output count as 2 x operands */
-        int si = 0;
-        while (si + 1 < m->n_stacks && m->stacks[si + 1].first_global <= l) si++;
-        const dm_stack *st = &m->stacks[si];
-        for (int b = 0; b < st->n_attn; b++) {
-            dm_attn_geom g[DM_ATTN_MAX_PRODS];
-            int np = dm_attn_block_geoms(m, &o, &st->attn[b], l - st->first_global, g);
-            for (int j = 0; j < np; j++) {
-                int64_t e[6];
-                dm_attn_geom_elems(&g[j], &e[0], &e[1], &e[2], &e[3], &e[4], &e[5]);
-                for (int i = 0; i < 6; i++)
-                    if (e[i] > big[i]) big[i] = e[i];
-            }
-        }
+        for (int i = 0; i < 6; i++)
+            if (w.attn_max[i] > big[i]) big[i] = w.attn_max[i];
         dm_layer_work_free(&w);
     }
     scores = big[4], operands = (big[0] + big[1] + big[2] + big[3] + big[5] + 1) / 2;

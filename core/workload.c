@@ -285,7 +285,10 @@ static int add_attention(wctx *c, kvec *kv, const dm_attention *a, int layer)
     dm_attn_geom g[DM_ATTN_MAX_PRODS];
     int n = dm_attn_block_geoms(c->m, c->o, a, layer, g);
     for (int j = 0; j < n; j++) {
-        int64_t nb = dm_attn_geom_entries(&g[j]);
+        int64_t nb = dm_attn_geom_entries(&g[j]), e[6];
+        dm_attn_geom_elems(&g[j], &e[0], &e[1], &e[2], &e[3], &e[4], &e[5]);
+        for (int i = 0; i < 6; i++)
+            if (e[i] > c->w->attn_max[i]) c->w->attn_max[i] = e[i];
         if (!add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, g[j].lq, g[j].lk, g[j].hd, nb, 1, -1, -1) ||
             !add_elem(c, kv, DM_KOP_SOFTMAX, nb * g[j].lq, g[j].lk, 1, -1, -1) ||
             !add_gemm(c, kv, DM_KERN_BGEMM, DM_KOP_ATTN_VALUE, g[j].lq, g[j].vd, g[j].lk, nb, 1, -1, -1))

@@ -162,6 +162,8 @@ typedef struct dm_layer_work {
     dm_act_slot *slots;
     double fwd_flops, bwd_flops, fwd_bytes, bwd_bytes;
     double kept_bytes;    /* activations forward keeps for backward (slots and outputs) */
+    int64_t attn_max[6];  /* the largest of each attention buffer over the layer's product groups,
+                             in dm_attn_geom_elems's order (q, k, v, dO, scores, output) */
 } dm_layer_work;
 
 /* Samples per rank and tokens per rank of stream s, after dm_workload_check. */
