@@ -157,19 +157,10 @@ static int route_map(wctx *c, int64_t T, int64_t row0, int64_t E, int64_t K, int
     return c->w->n_maps - 1;
 }
 
-/* Product groups of attention block a in layer `layer` of its stack (core/workload.h). */
-static int attn_products(wctx *c, const dm_attention *a, int layer)
+/* One product group's geometry (workload.h's add_attention) added to the plan, its buffers
+ * grown to hold it; -2 when out of memory. */
+static int attn_geom(wctx *c, const dm_attn_geom *from)
 {
-    dm_attn_geom g[DM_ATTN_MAX_PRODS];
-    return dm_attn_block_geoms(c->m, &c->wo, a, layer, g);
-}
-
-/* The geometry of product j of attention block a in layer `layer` of its stack (workload.h's
- * add_attention); -1 when it has no products. */
-static int attn_geom(wctx *c, const dm_attention *a, int layer, int j)
-{
-    dm_attn_geom all[DM_ATTN_MAX_PRODS];
-    if (j >= dm_attn_block_geoms(c->m, &c->wo, a, layer, all)) return -1;
     wk_plan *w = c->w;
     if (w->n_attn == c->cap_attn) {
         int cap = c->cap_attn ? 2 * c->cap_attn : 8;
@@ -179,7 +170,7 @@ static int attn_geom(wctx *c, const dm_attention *a, int layer, int j)
         c->cap_attn = cap;
     }
     wk_attn_geom *g = &w->attn[w->n_attn];
-    *g = all[j];
+    *g = *from;
     int64_t sz[WK_A__N];
     wk_attn_sizes(g, sz);
     for (int i = 0; i < WK_A__N; i++)
@@ -263,7 +254,8 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
     int *geoms = NULL, n_geoms = 0, next_block = 0, cur_geom = -1, cur_block = -1, cur_prod = 0, cur_prods = 0;
     int n_prods = 1; /* every product group of every block, one geometry each */
     int sl_layer = l - st->first_global; /* the layer within its stack (sliding-window layers) */
-    for (int k = 0; k < st->n_attn; k++) n_prods += attn_products(c, &st->attn[k], sl_layer);
+    dm_attn_geom blk[DM_ATTN_MAX_PRODS]; /* cur_block's product groups (core/workload.h) */
+    for (int k = 0; k < st->n_attn; k++) n_prods += dm_attn_block_geoms(c->m, &c->wo, &st->attn[k], sl_layer, blk);
     if (!(geoms = dm_malloc((size_t)n_prods * sizeof *geoms, c->err))) return -1;
     int last_res = -1, rc = -1;
     for (int i = 0; i < lw->n_fwd; i++) {
@@ -282,12 +274,13 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
             last_res = i;
         } else if (k->op == DM_KOP_ATTN_SCORE) {
             if (cur_block >= 0 && cur_prod + 1 < cur_prods) {
-                cur_geom = attn_geom(c, &st->attn[cur_block], sl_layer, ++cur_prod);
+                cur_geom = attn_geom(c, &blk[++cur_prod]);
             } else {
                 cur_geom = -1;
                 while (next_block < st->n_attn && cur_geom == -1) {
-                    cur_block = next_block++, cur_prod = 0, cur_prods = attn_products(c, &st->attn[cur_block], sl_layer);
-                    cur_geom = attn_geom(c, &st->attn[cur_block], sl_layer, 0);
+                    cur_block = next_block++, cur_prod = 0;
+                    cur_prods = dm_attn_block_geoms(c->m, &c->wo, &st->attn[cur_block], sl_layer, blk);
+                    if (cur_prods > 0) cur_geom = attn_geom(c, &blk[0]);
                 }
             }
             if (cur_geom < 0) {
