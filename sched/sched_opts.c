@@ -284,8 +284,8 @@ void sched_getopt_help(FILE *f)
             "                        more (causal:T: T rows), the diagonal tiles whole, as a\n"
             "                        FlashAttention-style kernel skips the masked half; a layer with a\n"
             "                        sliding window (the model's \"window\") over its band in tiles of\n"
-            "                        T rows or more; the executor runs the same products (first timed\n"
-            "                        on one H200 on 2026-12-05; the sliding-window bands not yet)\n",
+            "                        T rows or more; the executor runs the same products (timed on\n"
+            "                        one H200 on 2026-12-05, the sliding-window bands too)\n",
             sched_strategy_name(d.strategy), sched_balance_name(d.balance), sched_overlap_name(d.overlap),
             d.prefetch_depth, d.zero, (long long)d.batch_threshold, d.max_batch, d.milp_time_s, d.comm_weight,
             (long long)d.tokens, DM_ATTN_CAUSAL_TILE);
