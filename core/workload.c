@@ -414,6 +414,14 @@ static int tensor_fwd(wctx *c, kvec *kv, int i, int64_t first, int64_t per, int 
     }
 }
 
+/* The value product of the attention block whose score is k[score] (after its softmax), or NULL. */
+static const dm_kernel *attn_value_of(const dm_kernel *k, int n, int score)
+{
+    for (int j = score + 1; j < n && j <= score + 2; j++)
+        if (k[j].op == DM_KOP_ATTN_VALUE) return &k[j];
+    return NULL;
+}
+
 int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int layer, const dm_workload_opts *o,
                         dm_layer_work *out, dm_err *err)
 {
@@ -479,7 +487,7 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
     for (int i = fw.n - 1; i >= 0; i--) {
         const dm_kernel *f = &fw.v[i];
         if (f->op == DM_KOP_ATTN_VALUE || f->op == DM_KOP_SOFTMAX) continue;
-        const dm_kernel *next = f->op == DM_KOP_ATTN_SCORE ? dm_attn_value_of(fw.v, fw.n, i) : NULL;
+        const dm_kernel *next = f->op == DM_KOP_ATTN_SCORE ? attn_value_of(fw.v, fw.n, i) : NULL;
         c.embed_tied = 0;
         for (int ti = 0; f->op == DM_KOP_EMBED && ti < m->n_tensors; ti++)
             if (present[ti] && first[ti] == f->param) c.embed_tied = is_tied_head(m, ti);
@@ -503,13 +511,6 @@ done:
     free(present);
     if (rc) dm_layer_work_free(out);
     return rc;
-}
-
-const dm_kernel *dm_attn_value_of(const dm_kernel *k, int n, int score)
-{
-    for (int j = score + 1; j < n && j <= score + 2; j++)
-        if (k[j].op == DM_KOP_ATTN_VALUE) return &k[j];
-    return NULL;
 }
 
 int dm_grad_check_kernel(const dm_kernel *x, dm_kernel *chk)

@@ -207,8 +207,6 @@ int dm_step_work_sum(const dm_model *m, const dm_workload_opts *o, dm_step_work 
  * rows (dm_elem_launch_bytes) take it from here. */
 double dm_elem_passes(dm_kern_op op);
 
-/* The value product of the attention block whose score is k[score] (after its softmax), or NULL. */
-const dm_kernel *dm_attn_value_of(const dm_kernel *k, int n, int score);
 
 const char *dm_kern_kind_name(dm_kern_kind k); /* "gemm", "bgemm", "elem" */
 const char *dm_kern_op_name(dm_kern_op op);    /* "fwd", "dgrad", ..., "attn-score", ..., "loss", ... */
