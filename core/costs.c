@@ -90,6 +90,12 @@ double dm_ns_bytes(int64_t m, int64_t n, dm_ns_algo algo)
 
 static int ns_launches(dm_ns_algo algo) { return algo == DM_NS_DIRECT ? 2 + 3 * NS_ITERS : 2 + 4 * NS_ITERS + 2; }
 
+/* One NS of m x n takes longer on the roofline's tensor cores than its kernel launches. */
+static int ns_compute_bound(const dm_gpu *gpu, int64_t m, int64_t n, dm_ns_algo algo)
+{
+    return dm_ns_flops(m, n, algo) / gpu->bf16_flops * 1e6 >= ns_launches(algo) * gpu->launch_us;
+}
+
 double dm_elementwise_bytes_per_param(const char *op)
 {
     /* The bytes model of an op (the roofline, and a calibrated efficiency fitted on executor
@@ -476,6 +482,20 @@ static int gemm_align(int algo, int64_t m, int64_t n, int64_t k)
                                     for 4096 x 50257 x 4095 against 17.0 for x 4096) */
 }
 
+/* An NS shape's alignment class: the largest of 8, 4, 2, 1 elements that divides both m and n.
+ * Every product of an NS has its dimensions among m and n, so a side off 8 elements puts all of
+ * them on cuBLAS's narrower-load kernels (gemm_align): the table's 1280 x 3420 (Qwen2.5-VL's
+ * vision MLP) runs its direct NS at 830.9 us against 272.0 for 1280 x 3840, 3.1x its FLOPs'
+ * share. The compute-bound interpolation (table_ns_shapes) takes rows of the query's class only
+ * (priced left out of the table, such a row poisoned its aligned neighbours' prices by up to
+ * +80%, tools/ns_loo). */
+static int ns_align(int64_t m, int64_t n)
+{
+    int a = 8;
+    while (a > 1 && (m % a || n % a)) a /= 2;
+    return a;
+}
+
 /* One file's rows appended to c (file index fi); its source (0 measured, 1 roofline) and GPU
  * name into *source and gpu_name. */
 static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char *gpu_name, size_t gpu_size, dm_err *err)
@@ -627,7 +647,7 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
             c->rows = nr;
             c->cap = nc;
         }
-        r.align = kernel_gemm(r.op, r.algo) ? gemm_align(r.algo, r.m, r.n, r.k) : 8;
+        r.align = kernel_gemm(r.op, r.algo) ? gemm_align(r.algo, r.m, r.n, r.k) : r.op == OP_NS ? ns_align(r.m, r.n) : 8;
         c->rows[c->n_rows++] = r;
         c->clock_rows[kernel_row(r.op, r.algo) ? 0 : r.op == OP_NS ? 1 : 2][c->file_cool[fi]]++;
         c->op_rows[r.op][r.algo]++;
@@ -733,8 +753,8 @@ int dm_costs_is_roofline(const dm_costs *c) { return c->roofline; }
 /* The rows of (op, algo) nearest to a query in log2(m, n, k, batch) (0 counts as 1), at most
  * K_MAX of them, with their log-efficiency (ln of measured over roofline on the table's GPU).
  * Ties are broken by row order (deterministic). Returns 1 and *exact_us when a row has the
- * query's shape. Only rows of the alignment class `align` count (gemm_align; 8 for rows that
- * are not workload GEMMs). */
+ * query's shape. Only rows of the alignment class `align` count (gemm_align, ns_align; 8 for
+ * the other rows; 0: rows of every class). */
 #define K_MAX 8
 typedef struct near_rows {
     int n;
@@ -750,7 +770,7 @@ static int nearest_rows(const dm_costs *c, row_op op, int algo, int tall, int al
     nr->n = 0;
     for (int i = 0; i < c->n_rows; i++) {
         const row *r = &c->rows[i];
-        if (r->op != op || r->algo != algo || r->tall != tall || r->align != align) continue;
+        if (r->op != op || r->algo != algo || r->tall != tall || (align > 0 && r->align != align)) continue;
         if (r->m == m && r->n == n && r->k == k && r->batch == batch) {
             *exact_us = r->median_us;
             return 1;
@@ -797,7 +817,7 @@ static dm_cost_source table_ns_rows(const dm_costs *c, int64_t m, int64_t n, int
 {
     double q[4] = {lg(m), lg(n), 0, lg(batch)};
     near_rows nr;
-    if (nearest_rows(c, OP_NS, a, tall, 8, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
+    if (nearest_rows(c, OP_NS, a, tall, 0, m, n, 0, batch, 6, &nr, us)) return DM_COST_MEASURED;
     if (!nr.n) {
         *us = roof;
         return DM_COST_ROOFLINE;
@@ -827,20 +847,27 @@ static dm_cost_source table_ns_rows(const dm_costs *c, int64_t m, int64_t n, int
  * rows, 14-20% short). A launch-bound matrix's batch does change its efficiency (the launches
  * are shared), and the rows of other shapes at its batch say how: table_ns_rows. INTERPOLATED
  * when the shapes bracket the query in m and in n, else ROOFLINE (the nearest shape's
- * efficiency alone). */
+ * efficiency alone). Only compute-bound shapes of the query's alignment class (ns_align) count
+ * when the table has such, else the aligned shapes. */
 #define NS_NEAR 6
 static dm_cost_source table_ns_shapes(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo, int a,
                                       int tall, double roof, double *us)
 {
-    int ns = 0;
+    int ns = 0, al = ns_align(m, n), have = 0;
     double qm = lg(m), qn = lg(n), qb = lg(batch);
+    for (int i = 0; i < c->n_rows && !have && al < 8; i++) /* compute-bound rows of the query's alignment class,
+                                                               else the aligned rows */
+        have = c->rows[i].op == OP_NS && c->rows[i].algo == a && c->rows[i].tall == tall && c->rows[i].align == al &&
+               ns_compute_bound(c->gpu, c->rows[i].m, c->rows[i].n, algo);
+    if (!have) al = 8;
     struct {
         int64_t m, n;
         double d;
     } sh[NS_NEAR];
     for (int i = 0; i < c->n_rows; i++) { /* the nearest shapes */
         const row *r = &c->rows[i];
-        if (r->op != OP_NS || r->algo != a || r->tall != tall) continue;
+        if (r->op != OP_NS || r->algo != a || r->tall != tall || r->align != al) continue;
+        if (al < 8 && !ns_compute_bound(c->gpu, r->m, r->n, algo)) continue; /* a class's few launch-bound rows */
         int seen = 0;
         for (int j = 0; j < ns && !seen; j++) seen = sh[j].m == r->m && sh[j].n == r->n;
         if (seen) continue;
@@ -903,8 +930,7 @@ static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batc
             return DM_COST_MEASURED;
         }
     }
-    int compute_bound = dm_ns_flops(m, n, algo) / c->gpu->bf16_flops * 1e6 >= ns_launches(algo) * c->gpu->launch_us;
-    return compute_bound ? table_ns_shapes(c, m, n, batch, algo, a, tall, roof, us)
+    return ns_compute_bound(c->gpu, m, n, algo) ? table_ns_shapes(c, m, n, batch, algo, a, tall, roof, us)
                          : table_ns_rows(c, m, n, batch, a, tall, roof, us);
 }
 

@@ -366,6 +366,40 @@ static void test_alignment_classes(void)
     dm_costs_free(c);
 }
 
+/* NS alignment classes: aligned direct rows (1024..4096 grid) at 2x their roofline and the odd
+ * shape 1280 x 3420 (a side aligned to 4, not 8) at 6x. An aligned compute-bound query beside it
+ * is priced from the aligned rows alone; a query of the odd shape's class from that shape. */
+static void test_ns_alignment_classes(void)
+{
+    const dm_gpu *h = dm_gpu_find("H200");
+    static char buf[1 << 16];
+    size_t n = table_head(buf, sizeof buf, 1);
+    static const int64_t dims[] = {1024, 2048, 4096};
+    for (int i = 0; i < 3; i++)
+        for (int j = i; j < 3; j++) {
+            double us = 2 * dm_roofline_ns_us(h, dims[i], dims[j], 1, DM_NS_DIRECT);
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "NVIDIA H200,ns,direct,%lld,%lld,1,bf16,%.6f,%.6f,%.6f\n",
+                                  (long long)dims[i], (long long)dims[j], us, us, us);
+        }
+    double odd_us = 6 * dm_roofline_ns_us(h, 1280, 3420, 1, DM_NS_DIRECT);
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "NVIDIA H200,ns,direct,1280,3420,1,bf16,%.6f,%.6f,%.6f\n", odd_us,
+                          odd_us, odd_us);
+    dm_err err = {{0}};
+    dm_costs *c = NULL;
+    dm_cost_source s;
+    ok(dm_costs_load(write_file("ns_align.csv", buf), &c, &err) == 0, "a table with aligned and odd NS rows loads (%s)",
+       c ? "ok" : err.msg);
+    if (!c) return;
+    ok_near(dm_costs_ns_us(c, NULL, 1280, 3840, 1, DM_NS_DIRECT, &s), 2 * dm_roofline_ns_us(h, 1280, 3840, 1, DM_NS_DIRECT),
+            1e-6, "NS of an aligned shape beside an odd one (1280 x 3840 by 1280 x 3420): the aligned rows alone");
+    ok(s == DM_COST_INTERPOLATED, "  ... interpolated (%s)", dm_cost_source_name(s));
+    ok_near(dm_costs_ns_us(c, NULL, 1280, 3412, 1, DM_NS_DIRECT, &s), 6 * dm_roofline_ns_us(h, 1280, 3412, 1, DM_NS_DIRECT),
+            1e-6, "NS of a shape aligned to 4 (1280 x 3412): the row of its class (6x its roofline)");
+    ok_near(dm_costs_ns_us(c, NULL, 1282, 3842, 1, DM_NS_DIRECT, &s), 2 * dm_roofline_ns_us(h, 1282, 3842, 1, DM_NS_DIRECT),
+            1e-6, "NS of a shape aligned to 2 (no row of its class): the aligned rows");
+    dm_costs_free(c);
+}
+
 static void test_eager_rows(void)
 {
     const dm_gpu *h = dm_gpu_find("H200");
@@ -440,6 +474,7 @@ int main(void)
     if (!mkdtemp(dir)) return tap_skip_all("no temp dir");
     test_eager_rows();
     test_alignment_classes();
+    test_ns_alignment_classes();
 
     /* the roofline table shipped in traces/costs */
     char path[1024];

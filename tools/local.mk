@@ -9,12 +9,16 @@ EXTRA_DIST += tools/gen_models.py tools/torch_ns_bench.py tools/install-deps.sh 
 
 # tools/kernel_price: a step's kernels priced by a cost table beside the executor's in-step times
 # (not installed; `make tools/kernel_price`)
+# tools/ns_loo: the NS interpolation's error on each compute-bound shape of a table left out of it
+# (not installed; `make tools/ns_loo`)
 # tools/power_along: the power model along ops read from stdin (tools/clock_fit.py; not installed;
 # built by make check for tests/clock_tools.sh, or `make tools/power_along`)
-EXTRA_PROGRAMS = tools/kernel_price
+EXTRA_PROGRAMS = tools/kernel_price tools/ns_loo
 check_PROGRAMS += tools/power_along
 tools_kernel_price_SOURCES = tools/kernel_price.c
 tools_kernel_price_LDADD = $(DM_LDADD)
+tools_ns_loo_SOURCES = tools/ns_loo.c
+tools_ns_loo_LDADD = $(DM_LDADD)
 tools_power_along_SOURCES = tools/power_along.c
 tools_power_along_LDADD = $(DM_LDADD)
-CLEANFILES += tools/kernel_price tools/power_along
+CLEANFILES += tools/kernel_price tools/ns_loo tools/power_along
