@@ -5,6 +5,10 @@
  * error (priced - measured) / measured is printed per row, and a summary per class: shapes whose
  * sides are all multiples of 256, and the others.
  *   tools/ns_loo COSTS.csv [MIN_SIDE]     (MIN_SIDE: skip shapes whose smaller side is below it; 512)
+ * With --price, the table's price of every (shape, batch) of a `bench kernels --shapes` list
+ * ('ROWS COLS B1,B2,..' lines; ROWS > COLS a tall matrix, as --as-stored measures it), one line
+ * each: the predictions to commit before the rows are measured.
+ *   tools/ns_loo --price COSTS.csv SHAPES.txt ALGO     (ALGO direct or gram)
  * (built by `make tools/ns_loo`; not installed) */
 #include <math.h>
 #include <stdio.h>
@@ -39,10 +43,42 @@ static int ns_row(const char *line, shape *s, int *batch, double *med)
     return 1;
 }
 
+static int price_list(const char *costs, const char *shapes, const char *algo_name)
+{
+    dm_costs *c = NULL;
+    dm_err err;
+    if (dm_costs_load(costs, &c, &err)) {
+        fprintf(stderr, "ns_loo: %s\n", err.msg);
+        return 1;
+    }
+    FILE *f = fopen(shapes, "r");
+    if (!f) {
+        perror(shapes);
+        dm_costs_free(c);
+        return 1;
+    }
+    dm_ns_algo algo = !strcmp(algo_name, "gram") ? DM_NS_GRAM : DM_NS_DIRECT;
+    char line[1024], bl[512];
+    long long m, n;
+    printf("# algo rows cols batch priced_us source (%s)\n", costs);
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || sscanf(line, "%lld %lld %511s", &m, &n, bl) != 3) continue;
+        for (char *t = strtok(bl, ","); t; t = strtok(NULL, ",")) {
+            dm_cost_source src;
+            double us = dm_costs_ns_us(c, NULL, m, n, atoi(t), algo, &src);
+            printf("%s %lld %lld %d %.1f %s\n", algo_name, m, n, atoi(t), us, dm_cost_source_name(src));
+        }
+    }
+    fclose(f);
+    dm_costs_free(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "--price")) return price_list(argv[2], argv[3], argv[4]);
     if (argc < 2) {
-        fprintf(stderr, "usage: tools/ns_loo COSTS.csv [MIN_SIDE]\n");
+        fprintf(stderr, "usage: tools/ns_loo COSTS.csv [MIN_SIDE] | --price COSTS.csv SHAPES.txt ALGO\n");
         return 2;
     }
     long long min_side = argc > 2 ? atoll(argv[2]) : 512;
