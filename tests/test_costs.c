@@ -366,6 +366,36 @@ static void test_alignment_classes(void)
     dm_costs_free(c);
 }
 
+/* An unaligned GEMM with no row of its class near: the aligned price times the class's measured
+ * ratio (set_class_ratios). Aligned fwd grid at 1.6x, one odd fwd row (4096 x 8191 x 4096) at
+ * 8x: class 1's ratio 5. A compute-bound odd query far from it (1024 x 1021 x 4096) takes 8x its
+ * roofline; a launch-bound one (32 x 1021 x 64) its aligned price; a class without rows of its own
+ * (aligned to 4: 1024 x 1020 x 4096) nor of its group (2, 4, 18, 20) its aligned price. */
+static void test_class_ratio(void)
+{
+    const dm_gpu *h = dm_gpu_find("H200");
+    static char buf[1 << 16];
+    size_t n = fwd_grid(buf, sizeof buf, table_head(buf, sizeof buf, 2), 1.6);
+    n = gemm_row(buf, sizeof buf, n, DM_KOP_FWD, 4096, 8191, 4096, 8);
+    dm_err err = {{0}};
+    dm_costs *c = NULL;
+    ok(dm_costs_load(write_file("ratio.csv", buf), &c, &err) == 0, "a table with one odd GEMM row loads (%s)",
+       c ? "ok" : err.msg);
+    if (!c) return;
+    dm_kernel x = kern(DM_KERN_GEMM, DM_KOP_FWD, 1024, 1021, 4096, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, NULL), 8 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "an odd GEMM far from the odd row: the aligned price times class 1's measured ratio (5)");
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 32, 1021, 64, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, NULL), 1.6 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "a launch-bound odd GEMM: the aligned price");
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 1024, 1020, 4096, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, NULL), 1.6 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "a class with no rows of its own or its group (aligned to 4): the aligned price");
+    x = kern(DM_KERN_GEMM, DM_KOP_DGRAD, 1024, 4096, 1021, 1);
+    ok(dm_costs_kernel_us(c, NULL, &x, NULL) > 0, "a pass without unaligned rows (dgrad) is priced");
+    dm_costs_free(c);
+}
+
 /* NS alignment classes: aligned direct rows (1024..4096 grid) at 2x their roofline and the odd
  * shape 1280 x 3420 (a side aligned to 4, not 8) at 6x. An aligned compute-bound query beside it
  * is priced from the aligned rows alone; a query of the odd shape's class from that shape. */
@@ -475,6 +505,7 @@ int main(void)
     test_eager_rows();
     test_alignment_classes();
     test_ns_alignment_classes();
+    test_class_ratio();
 
     /* the roofline table shipped in traces/costs */
     char path[1024];

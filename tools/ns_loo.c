@@ -9,6 +9,11 @@
  * ('ROWS COLS B1,B2,..' lines; ROWS > COLS a tall matrix, as --as-stored measures it), one line
  * each: the predictions to commit before the rows are measured.
  *   tools/ns_loo --price COSTS.csv SHAPES.txt ALGO     (ALGO direct or gram)
+ * With --gemm, the same for the workload GEMMs of a bench work table: every weight shape (the
+ * pair of weight dimensions: fwd's n and k, dgrad's k and n, wgrad's m and n) left out with all
+ * its rows (every op and token count: an unseen model's projection), each row priced from the rest
+ * (dm_costs_kernel_us, NS_TABLE joined first as the simulator reads them).
+ *   tools/ns_loo --gemm NS_TABLE.csv WORK_TABLE.csv
  * (built by `make tools/ns_loo`; not installed) */
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +21,7 @@
 #include <string.h>
 
 #include "costs.h"
+#include "workload.h"
 
 #define MAXLINES 8192
 #define MAXSH 1024
@@ -74,8 +80,97 @@ static int price_list(const char *costs, const char *shapes, const char *algo_na
     return 0;
 }
 
+/* A gemm row of a -2 table: gpu,op,algo,m,n,k,batch,dtype,median_us,...; its op, shape, weight pair. */
+static int gemm_row(const char *line, dm_kern_op *op, long long *d, double *med, long long *w)
+{
+    char buf[512], *f[12];
+    int k = 0;
+    snprintf(buf, sizeof buf, "%s", line);
+    for (char *t = strtok(buf, ",\n"); t && k < 12; t = strtok(NULL, ",\n")) f[k++] = t;
+    if (k < 9 || line[0] == '#' || strcmp(f[1], "gemm")) return 0;
+    int o = dm_kern_op_from_name(f[2]);
+    if (o != DM_KOP_FWD && o != DM_KOP_DGRAD && o != DM_KOP_WGRAD) return 0;
+    *op = (dm_kern_op)o;
+    d[0] = atoll(f[3]), d[1] = atoll(f[4]), d[2] = atoll(f[5]);
+    *med = atof(f[8]);
+    long long a = o == DM_KOP_WGRAD ? d[0] : d[1], b = o == DM_KOP_WGRAD ? d[1] : d[2];
+    w[0] = a < b ? a : b, w[1] = a < b ? b : a;
+    return 1;
+}
+
+static int gemm_loo(const char *ns_table, const char *work)
+{
+    FILE *f = fopen(work, "r");
+    char line[4096];
+    if (!f) {
+        perror(work);
+        return 1;
+    }
+    n_lines = 0;
+    while (n_lines < MAXLINES && fgets(line, sizeof line, f)) lines[n_lines++] = strdup(line);
+    fclose(f);
+    static long long ws[MAXSH][2];
+    int n_ws = 0;
+    for (int i = 0; i < n_lines; i++) {
+        dm_kern_op op;
+        long long d[3], w[2];
+        double med;
+        if (!gemm_row(lines[i], &op, d, &med, w)) continue;
+        int seen = 0;
+        for (int j = 0; j < n_ws && !seen; j++) seen = ws[j][0] == w[0] && ws[j][1] == w[1];
+        if (!seen && n_ws < MAXSH) ws[n_ws][0] = w[0], ws[n_ws][1] = w[1], n_ws++;
+    }
+    const char *tmp = "/tmp/ns_loo_work.csv";
+    char both[2048];
+    snprintf(both, sizeof both, "%s,%s", ns_table, tmp);
+    double sum = 0, sq = 0, bias = 0;
+    int cnt = 0;
+    printf("# op m n k measured_us priced_us error%% source (weight shape left out)\n");
+    for (int j = 0; j < n_ws; j++) {
+        FILE *o = fopen(tmp, "w");
+        if (!o) return 1;
+        for (int i = 0; i < n_lines; i++) {
+            dm_kern_op op;
+            long long d[3], w[2];
+            double med;
+            if (gemm_row(lines[i], &op, d, &med, w) && w[0] == ws[j][0] && w[1] == ws[j][1]) continue;
+            fputs(lines[i], o);
+        }
+        fclose(o);
+        dm_costs *c = NULL;
+        dm_err err;
+        if (dm_costs_load(both, &c, &err)) {
+            fprintf(stderr, "ns_loo: %s\n", err.msg);
+            return 1;
+        }
+        for (int i = 0; i < n_lines; i++) {
+            dm_kern_op op;
+            long long d[3], w[2];
+            double med;
+            if (!gemm_row(lines[i], &op, d, &med, w) || w[0] != ws[j][0] || w[1] != ws[j][1]) continue;
+            dm_kernel k;
+            memset(&k, 0, sizeof k);
+            k.kind = DM_KERN_GEMM, k.op = op, k.m = d[0], k.n = d[1], k.k = d[2], k.batch = 1, k.count = 1, k.param = -1;
+            k.slot = -1;
+            dm_cost_source src;
+            double us = dm_costs_kernel_us(c, NULL, &k, &src);
+            double e = 100 * (us - med) / med;
+            printf("%-6s %6lld %6lld %6lld %9.1f %9.1f %+7.1f %s\n", dm_kern_op_name(op), d[0], d[1], d[2], med, us, e,
+                   dm_cost_source_name(src));
+            sum += fabs(e), sq += e * e, bias += e, cnt++;
+        }
+        dm_costs_free(c);
+    }
+    if (cnt)
+        printf("# %d rows of %d weight shapes: mean |error| %.2f%%, rms %.2f%%, mean error %+.2f%%\n", cnt, n_ws, sum / cnt,
+               sqrt(sq / cnt), bias / cnt);
+    remove(tmp);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "--gemm")) return gemm_loo(argv[2], argv[3]);
     if (argc == 5 && !strcmp(argv[1], "--price")) return price_list(argv[2], argv[3], argv[4]);
     if (argc < 2) {
         fprintf(stderr, "usage: tools/ns_loo COSTS.csv [MIN_SIDE] | --price COSTS.csv SHAPES.txt ALGO\n");
