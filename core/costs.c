@@ -54,6 +54,8 @@ typedef struct row {
 #define CLASSES 24 /* gemm_align's values: 1, 2, 4, 8, 17, 18, 20 */
 #define GROUP_ODD 0
 #define GROUP_PART 1
+#define BUCKETS (DM_KOP__COUNT * (CLASSES + 2) + 1) /* set_class_ratios */
+#define BUCKET_ELEM_POOL (BUCKETS - 1)
 struct dm_costs {
     char *path;           /* as given: one file, or several joined by commas */
     char *files[MAX_FILES];
@@ -68,11 +70,11 @@ struct dm_costs {
     char describe[512];
     int file_cool[MAX_FILES];        /* "# power_state: cool": rows at full clock (bench work --cool) */
     int clock_rows[3][2];            /* [workload kernel rows, ns rows, others][at full clock?]: rows by state */
-    /* ln of what an unaligned GEMM takes over the aligned rows' price of its shape, per pass (fwd,
-     * dgrad, wgrad) and alignment class (gemm_align), and pooled per group (GROUP_ODD: classes 1
-     * and 17, GROUP_PART: 2, 4, 18, 20); `_n` rows behind each (set_class_ratios) */
-    double class_lr[3][CLASSES], group_lr[3][2];
-    int class_n[3][CLASSES], group_n[3][2];
+    /* ln of what an unaligned kernel takes over the aligned rows' price of its shape, per bucket
+     * (set_class_ratios: per op and alignment class, per GEMM op and group, GROUP_ODD classes 1
+     * and 17, GROUP_PART 2, 4, 18, 20, and one pool of the elementwise ops); ratio_n rows behind each */
+    double ratio_lr[BUCKETS];
+    int ratio_n[BUCKETS];
 };
 
 /* ---- roofline terms ------------------------------------------------------------------------ */
@@ -490,6 +492,22 @@ static int gemm_align(int algo, int64_t m, int64_t n, int64_t k)
                                     for 4096 x 50257 x 4095 against 17.0 for x 4096) */
 }
 
+/* A workload elementwise pass's alignment class: 8 when its width n is a multiple of 8 (the
+ * executor's kernels then load 8 elements at a time, kernels/wk_cuda.cu vec8), else 1; the
+ * gradient check (flat over its elements) always 8. */
+static int elem_align(int algo, int64_t n)
+{
+    return algo - ALGO_KERN == DM_KOP_GRAD_CHECK || n % 8 == 0 ? 8 : 1;
+}
+
+/* The alignment class of a row or query of (op, algo): gemm_align, elem_align, else 8. */
+static int kernel_align(row_op op, int algo, int64_t m, int64_t n, int64_t k)
+{
+    if (kernel_gemm(op, algo)) return gemm_align(algo, m, n, k);
+    if (kernel_row(op, algo) && op == OP_ELEM) return elem_align(algo, n);
+    return 8;
+}
+
 /* An NS shape's alignment class: the largest of 8, 4, 2, 1 elements that divides both m and n.
  * Every product of an NS has its dimensions among m and n, so a side off 8 elements puts all of
  * them on cuBLAS's narrower-load kernels (gemm_align): the table's 1280 x 3420 (Qwen2.5-VL's
@@ -655,7 +673,7 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
             c->rows = nr;
             c->cap = nc;
         }
-        r.align = kernel_gemm(r.op, r.algo) ? gemm_align(r.algo, r.m, r.n, r.k) : r.op == OP_NS ? ns_align(r.m, r.n) : 8;
+        r.align = r.op == OP_NS ? ns_align(r.m, r.n) : kernel_align(r.op, r.algo, r.m, r.n, r.k);
         c->rows[c->n_rows++] = r;
         c->clock_rows[kernel_row(r.op, r.algo) ? 0 : r.op == OP_NS ? 1 : 2][c->file_cool[fi]]++;
         c->op_rows[r.op][r.algo]++;
@@ -982,61 +1000,74 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A GEMM whose FLOPs take at least one launch on the roofline: its alignment shows in its time
- * (the table's unaligned rows of 32 tokens run at their aligned price, x0.7-1.2). */
-static int gemm_compute_bound(const dm_gpu *gpu, int64_t m, int64_t n, int64_t k)
+/* A kernel whose alignment shows in its time: a GEMM whose FLOPs take at least one launch on the
+ * roofline (the table's unaligned GEMM rows of 32 tokens run at their aligned price, x0.7-1.2), an
+ * elementwise pass whose bytes take at least 1 us at the HBM rate (5 MB on an H200; the table's
+ * passes of 32 tokens take 2-3 us whatever their width, Qwen2.5-VL's 3420-wide ones at 1024
+ * tokens, 14-21 MB, 1.5-2x their aligned neighbours). */
+static int align_shows(const dm_gpu *gpu, const dm_kernel *k)
 {
-    return 2.0 * (double)m * (double)n * (double)k / gpu->bf16_flops * 1e6 >= gpu->launch_us;
+    double f, b;
+    shape_work(k->kind, k->op, k->m, k->n, k->k, 1, BF16_BYTES, &f, &b);
+    return k->kind == DM_KERN_ELEM ? b / gpu->hbm_Bps * 1e6 >= 1.0 : f / gpu->bf16_flops * 1e6 >= gpu->launch_us;
 }
 
 static int class_group(int a) { return (a & 15) == 1 ? GROUP_ODD : GROUP_PART; }
 
-/* The measured ratio of unaligned GEMMs to the aligned rows' price of their own shapes: for every
- * compute-bound row of an unaligned class, ln(its time / the aligned rows' IDW price there), the
- * median per pass and class and per group. The table's rows (traces/costs/h200-work-cool.csv:
- * the LM-head grids of traces/device/aligngrid-2026-12-05 and Qwen2.5-VL's 3420) hold it within a
- * narrow band per class: odd (class 1) 5.6x fwd, 5.6x dgrad, 5.2x wgrad (58-62 rows, each within
- * 0.85-1.25 of its median); two odd dimensions (17) 6.1x, 5.4x; aligned to 2 or 4 (2, 4, 18, 20)
- * 2.7-3.0x. table_kernel prices an unaligned GEMM with no row of its class near it (NEAR_LOG2) as
- * the aligned price times this ratio, where the aligned price alone was 3-7x short (tools/ns_loo
- * --gemm: 3420's rows left out priced -63% to -76%). */
+/* The bucket of a class ratio: per kernel op and class, per GEMM op and group, and one pool of
+ * every elementwise op's (their one unaligned class). */
+static int bucket_class(int op, int a) { return op * (CLASSES + 2) + a; }
+static int bucket_group(int op, int g) { return op * (CLASSES + 2) + CLASSES + g; }
+
+/* The measured ratio of unaligned kernels to the aligned rows' price of their own shapes: for
+ * every row of an unaligned class whose alignment shows (align_shows), ln(its time / the aligned
+ * rows' IDW price there), the median per op and class, per GEMM op and group, and over every
+ * elementwise op. The table's GEMM rows (traces/costs/h200-work-cool.csv: the LM-head grids of
+ * traces/device/aligngrid-2026-12-05 and Qwen2.5-VL's 3420) hold it within a narrow band per
+ * class: odd (class 1) 5.6x fwd, 5.6x dgrad, 5.2x wgrad (58-62 rows, each within 0.85-1.25 of its
+ * median); two odd dimensions (17) 6.1x, 5.4x; aligned to 2 or 4 (2, 4, 18, 20) 2.7-3.0x. The
+ * executor's elementwise kernels load 8 elements at a time only when the width is a multiple of 8
+ * (kernels/wk_cuda.cu vec8): Qwen2.5-VL's 3420-wide passes at 1024 tokens take 1.5-2.0x their
+ * aligned price. table_kernel prices an unaligned kernel with no row of its class near it
+ * (NEAR_LOG2) as the aligned price times this ratio, where the aligned price alone was 1.5-7x short
+ * (tools/ns_loo --gemm and --rows elem: 3420's rows left out priced -31% to -76%). */
 static int set_class_ratios(dm_costs *c, dm_err *err)
 {
     if (c->roofline || !c->gpu) return 0;
-    double *v = dm_malloc((size_t)(c->n_rows ? c->n_rows : 1) * sizeof *v, err);
-    if (!v) return -1;
-    for (int pass = 0; pass < 3; pass++) {
-        int algo = ALGO_KERN + DM_KOP_FWD + pass;
-        for (int g = -1; g < CLASSES; g++) { /* g < 0: the groups, after the classes */
-            for (int grp = 0; grp < (g < 0 ? 2 : 1); grp++) {
-                int n = 0;
-                for (int i = 0; i < c->n_rows; i++) {
-                    const row *r = &c->rows[i];
-                    if (r->op != OP_GEMM || r->algo != algo || r->align == 8 ||
-                        (g >= 0 ? r->align != g : class_group(r->align) != grp) ||
-                        !gemm_compute_bound(c->gpu, r->m, r->n, r->k))
-                        continue;
-                    dm_kernel k;
-                    memset(&k, 0, sizeof k);
-                    k.kind = DM_KERN_GEMM, k.op = (dm_kern_op)(DM_KOP_FWD + pass), k.m = r->m, k.n = r->n, k.k = r->k;
-                    k.batch = 1, k.count = 1, k.param = -1, k.slot = -1;
-                    near_rows nr;
-                    double us;
-                    dm_cost_source src;
-                    if (kernel_rows_near(c, OP_GEMM, algo, 8, &k, 1, dm_roofline_kernel_us(c->gpu, &k), &nr, &us, &src))
-                        v[n++] = log(r->median_us / us);
-                }
-                if (!n) continue;
-                qsort(v, (size_t)n, sizeof *v, cmp_double);
-                double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-                if (g >= 0)
-                    c->class_lr[pass][g] = med, c->class_n[pass][g] = n;
-                else
-                    c->group_lr[pass][grp] = med, c->group_n[pass][grp] = n;
-            }
-        }
+    double *lr = dm_malloc((size_t)(c->n_rows ? c->n_rows : 1) * sizeof *lr, err), *v = NULL;
+    int *bk = dm_malloc((size_t)(c->n_rows ? c->n_rows : 1) * 3 * sizeof *bk, err), n_lr = 0;
+    if (!lr || !bk || !(v = dm_malloc((size_t)(c->n_rows ? c->n_rows : 1) * sizeof *v, err))) {
+        free(lr), free(bk);
+        return -1;
     }
-    free(v);
+    for (int i = 0; i < c->n_rows; i++) {
+        const row *r = &c->rows[i];
+        if (!kernel_row(r->op, r->algo) || r->op == OP_BGEMM || r->align == 8) continue;
+        dm_kernel k;
+        memset(&k, 0, sizeof k);
+        k.kind = r->op == OP_GEMM ? DM_KERN_GEMM : DM_KERN_ELEM, k.op = (dm_kern_op)(r->algo - ALGO_KERN);
+        k.m = r->m, k.n = r->n, k.k = r->k, k.batch = 1, k.count = 1, k.param = -1, k.slot = -1;
+        if (!align_shows(c->gpu, &k)) continue;
+        near_rows nr;
+        double us;
+        dm_cost_source src;
+        if (!kernel_rows_near(c, r->op, r->algo, 8, &k, 1, dm_roofline_kernel_us(c->gpu, &k), &nr, &us, &src)) continue;
+        lr[n_lr] = log(r->median_us / us);
+        bk[3 * n_lr] = bucket_class(k.op, r->align);
+        bk[3 * n_lr + 1] = r->op == OP_GEMM ? bucket_group(k.op, class_group(r->align)) : BUCKET_ELEM_POOL;
+        bk[3 * n_lr + 2] = -1;
+        n_lr++;
+    }
+    for (int b = 0; b < BUCKETS; b++) {
+        int n = 0;
+        for (int j = 0; j < n_lr; j++)
+            if (bk[3 * j] == b || bk[3 * j + 1] == b) v[n++] = lr[j];
+        if (!n) continue;
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        c->ratio_lr[b] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+        c->ratio_n[b] = n;
+    }
+    free(lr), free(bk), free(v);
     return 0;
 }
 
@@ -1048,8 +1079,10 @@ static int set_class_ratios(dm_costs *c, dm_err *err)
  * at 512 routed tokens, priced at the roofline, 13-26% short). Else the nearest row's efficiency
  * (an extrapolation, as for NS; the roofline alone ran such kernels at the tensor cores' peak),
  * and the roofline when the kind has no rows. Both of the last are reported as the roofline.
- * A GEMM whose alignment class is not 8 (gemm_align) is priced that way from rows of its own class,
- * else as an aligned GEMM: a table without such rows prices it as before they were told apart. */
+ * A GEMM or elementwise pass whose alignment class is not 8 (gemm_align, elem_align) is priced
+ * that way from rows of its own class near it, else at the aligned price times its class's
+ * measured ratio (set_class_ratios; a table without such rows prices it as aligned); an aligned
+ * one from aligned rows only. */
 static dm_cost_source table_kernel(const dm_costs *c, const dm_kernel *k, double roof, double *us)
 {
     row_op op = k->kind == DM_KERN_GEMM ? OP_GEMM : k->kind == DM_KERN_BGEMM ? OP_BGEMM : OP_ELEM;
@@ -1060,7 +1093,7 @@ static dm_cost_source table_kernel(const dm_costs *c, const dm_kernel *k, double
         *us = roof;
         return DM_COST_ROOFLINE;
     }
-    int a = kernel_gemm(op, algo) ? gemm_align(algo, k->m, k->n, k->k) : 8;
+    int a = kernel_align(op, algo, k->m, k->n, k->k);
     int experts = op == OP_BGEMM && k->op <= DM_KOP_WGRAD; /* may fall back on single GEMMs of its shape */
     if (a != 8 && (kernel_rows_near(c, op, algo, a, k, k->batch, roof, &nr, us, &src) ||
                   (experts && kernel_rows_near(c, OP_GEMM, algo, a, k, 1, roof, &ng, us, &src))))
@@ -1071,13 +1104,13 @@ static dm_cost_source table_kernel(const dm_costs *c, const dm_kernel *k, double
         *us = nr.n ? roof * exp(nr.e[0]) : roof;
     else
         s = src;
-    int pass = k->op - DM_KOP_FWD;
-    if (a != 8 && k->op <= DM_KOP_WGRAD && gemm_compute_bound(c->gpu, k->m, k->n, k->k)) {
+    if (a != 8 && (k->kind == DM_KERN_ELEM || k->op <= DM_KOP_WGRAD) && align_shows(c->gpu, k)) {
         /* no row of its class near: the aligned price times its class's measured ratio (set_class_ratios) */
-        if (c->class_n[pass][a])
-            *us *= exp(c->class_lr[pass][a]);
-        else if (c->group_n[pass][class_group(a)])
-            *us *= exp(c->group_lr[pass][class_group(a)]);
+        int b = bucket_class(k->op, a), p = k->kind == DM_KERN_ELEM ? BUCKET_ELEM_POOL : bucket_group(k->op, class_group(a));
+        if (c->ratio_n[b])
+            *us *= exp(c->ratio_lr[b]);
+        else if (c->ratio_n[p])
+            *us *= exp(c->ratio_lr[p]);
     }
     return s;
 }

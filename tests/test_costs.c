@@ -396,6 +396,47 @@ static void test_class_ratio(void)
     dm_costs_free(c);
 }
 
+/* Elementwise alignment classes: aligned loss rows (m 1024..16384 x n 1024..8192) at 1.5x their
+ * roofline, one 3420-wide row (the executor's scalar path) at 3x. An aligned query beside it takes
+ * the aligned rows alone; an unaligned one near it its row; an unaligned one far from it the aligned
+ * price times the measured ratio (2); a small unaligned pass (under 1 us of bytes) its aligned price. */
+static void test_elem_alignment(void)
+{
+    const dm_gpu *h = dm_gpu_find("H200");
+    static char buf[1 << 16];
+    size_t n = table_head(buf, sizeof buf, 2);
+    for (int64_t m = 1024; m <= 16384; m *= 2)
+        for (int64_t w = 1024; w <= 8192; w *= 2) {
+            dm_kernel x = kern(DM_KERN_ELEM, DM_KOP_LOSS, m, w, 0, 1);
+            double us = 1.5 * dm_roofline_kernel_us(h, &x);
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "NVIDIA H200,elem,loss,%lld,%lld,0,1,bf16,%.9g,%.9g,%.9g\n",
+                                  (long long)m, (long long)w, us, us, us);
+        }
+    dm_kernel x = kern(DM_KERN_ELEM, DM_KOP_LOSS, 1024, 3420, 0, 1);
+    double us = 3 * dm_roofline_kernel_us(h, &x);
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "NVIDIA H200,elem,loss,1024,3420,0,1,bf16,%.9g,%.9g,%.9g\n", us, us, us);
+    dm_err err = {{0}};
+    dm_costs *c = NULL;
+    ok(dm_costs_load(write_file("elem_align.csv", buf), &c, &err) == 0, "a table with aligned and 3420-wide loss rows loads (%s)",
+       c ? "ok" : err.msg);
+    if (!c) return;
+    x = kern(DM_KERN_ELEM, DM_KOP_LOSS, 1024, 3584, 0, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, NULL), 1.5 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "an aligned pass beside the 3420-wide row (1024 x 3584): the aligned rows alone");
+    x = kern(DM_KERN_ELEM, DM_KOP_LOSS, 2048, 3420, 0, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, NULL), 3 * dm_roofline_kernel_us(h, &x), 1e-6,
+            "an unaligned pass near the 3420-wide row: that row's efficiency");
+    x = kern(DM_KERN_ELEM, DM_KOP_LOSS, 16384, 100, 0, 1);
+    dm_kernel y = kern(DM_KERN_ELEM, DM_KOP_LOSS, 16384, 104, 0, 1);
+    ok_near(dm_costs_kernel_us(c, NULL, &x, NULL), 2 * dm_costs_kernel_us(c, NULL, &y, NULL) * 100 / 104, 0.05,
+            "an unaligned pass far from it (16384 x 100): the aligned price times the measured ratio (2)");
+    x = kern(DM_KERN_ELEM, DM_KOP_LOSS, 32, 100, 0, 1);
+    y = kern(DM_KERN_ELEM, DM_KOP_LOSS, 32, 104, 0, 1);
+    ok(dm_costs_kernel_us(c, NULL, &x, NULL) < 1.2 * dm_costs_kernel_us(c, NULL, &y, NULL),
+       "a small unaligned pass (32 x 100, under 1 us of bytes): about its aligned price");
+    dm_costs_free(c);
+}
+
 /* NS alignment classes: aligned direct rows (1024..4096 grid) at 2x their roofline and the odd
  * shape 1280 x 3420 (a side aligned to 4, not 8) at 6x. An aligned compute-bound query beside it
  * is priced from the aligned rows alone; a query of the odd shape's class from that shape. */
@@ -506,6 +547,7 @@ int main(void)
     test_alignment_classes();
     test_ns_alignment_classes();
     test_class_ratio();
+    test_elem_alignment();
 
     /* the roofline table shipped in traces/costs */
     char path[1024];

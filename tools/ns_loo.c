@@ -14,6 +14,8 @@
  * its rows (every op and token count: an unseen model's projection), each row priced from the rest
  * (dm_costs_kernel_us, NS_TABLE joined first as the simulator reads them).
  *   tools/ns_loo --gemm NS_TABLE.csv WORK_TABLE.csv
+ * With --rows KIND (bgemm or elem), every row of that kind left out alone and priced from the rest.
+ *   tools/ns_loo --rows KIND NS_TABLE.csv WORK_TABLE.csv
  * (built by `make tools/ns_loo`; not installed) */
 #include <math.h>
 #include <stdio.h>
@@ -168,8 +170,72 @@ static int gemm_loo(const char *ns_table, const char *work)
     return 0;
 }
 
+/* A bgemm or elem row of a -2 table: its kernel; 0 when the line is not one of `kind`. */
+static int kernel_row_of(const char *line, const char *kind, dm_kernel *x, double *med)
+{
+    char buf[512], *f[12];
+    int k = 0;
+    snprintf(buf, sizeof buf, "%s", line);
+    for (char *t = strtok(buf, ",\n"); t && k < 12; t = strtok(NULL, ",\n")) f[k++] = t;
+    if (k < 9 || line[0] == '#' || strcmp(f[1], kind)) return 0;
+    int o = dm_kern_op_from_name(f[2]);
+    if (o < 0 || o == DM_KOP_GRAD_CHECK) return 0;
+    memset(x, 0, sizeof *x);
+    x->kind = !strcmp(kind, "bgemm") ? DM_KERN_BGEMM : DM_KERN_ELEM, x->op = (dm_kern_op)o;
+    x->m = atoll(f[3]), x->n = atoll(f[4]), x->k = atoll(f[5]), x->batch = atoll(f[6]), x->count = 1;
+    x->param = -1, x->slot = -1;
+    *med = atof(f[8]);
+    return 1;
+}
+
+static int rows_loo(const char *kind, const char *ns_table, const char *work)
+{
+    FILE *f = fopen(work, "r");
+    char line[4096], both[2048];
+    if (!f) {
+        perror(work);
+        return 1;
+    }
+    n_lines = 0;
+    while (n_lines < MAXLINES && fgets(line, sizeof line, f)) lines[n_lines++] = strdup(line);
+    fclose(f);
+    const char *tmp = "/tmp/ns_loo_rows.csv";
+    snprintf(both, sizeof both, "%s,%s", ns_table, tmp);
+    double sum = 0, sq = 0, bias = 0;
+    int cnt = 0;
+    printf("# op m n k batch measured_us priced_us error%% source (the row left out)\n");
+    for (int j = 0; j < n_lines; j++) {
+        dm_kernel x;
+        double med;
+        if (!kernel_row_of(lines[j], kind, &x, &med)) continue;
+        FILE *o = fopen(tmp, "w");
+        if (!o) return 1;
+        for (int i = 0; i < n_lines; i++)
+            if (i != j) fputs(lines[i], o);
+        fclose(o);
+        dm_costs *c = NULL;
+        dm_err err;
+        if (dm_costs_load(both, &c, &err)) {
+            fprintf(stderr, "ns_loo: %s\n", err.msg);
+            return 1;
+        }
+        dm_cost_source src;
+        double us = dm_costs_kernel_us(c, NULL, &x, &src), e = 100 * (us - med) / med;
+        printf("%-12s %6lld %6lld %6lld %5lld %9.1f %9.1f %+7.1f %s\n", dm_kern_op_name(x.op), (long long)x.m,
+               (long long)x.n, (long long)x.k, (long long)x.batch, med, us, e, dm_cost_source_name(src));
+        sum += fabs(e), sq += e * e, bias += e, cnt++;
+        dm_costs_free(c);
+    }
+    if (cnt)
+        printf("# %d %s rows: mean |error| %.2f%%, rms %.2f%%, mean error %+.2f%%\n", cnt, kind, sum / cnt, sqrt(sq / cnt),
+               bias / cnt);
+    remove(tmp);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "--rows")) return rows_loo(argv[2], argv[3], argv[4]);
     if (argc == 4 && !strcmp(argv[1], "--gemm")) return gemm_loo(argv[2], argv[3]);
     if (argc == 5 && !strcmp(argv[1], "--price")) return price_list(argv[2], argv[3], argv[4]);
     if (argc < 2) {
