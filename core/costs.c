@@ -1035,7 +1035,7 @@ static int set_class_ratios(dm_costs *c, dm_err *err)
 {
     if (c->roofline || !c->gpu) return 0;
     double *lr = dm_malloc((size_t)(c->n_rows ? c->n_rows : 1) * sizeof *lr, err), *v = NULL;
-    int *bk = dm_malloc((size_t)(c->n_rows ? c->n_rows : 1) * 3 * sizeof *bk, err), n_lr = 0;
+    int *bk = dm_malloc((size_t)(c->n_rows ? c->n_rows : 1) * 2 * sizeof *bk, err), n_lr = 0; /* its two buckets */
     if (!lr || !bk || !(v = dm_malloc((size_t)(c->n_rows ? c->n_rows : 1) * sizeof *v, err))) {
         free(lr), free(bk);
         return -1;
@@ -1053,15 +1053,14 @@ static int set_class_ratios(dm_costs *c, dm_err *err)
         dm_cost_source src;
         if (!kernel_rows_near(c, r->op, r->algo, 8, &k, 1, dm_roofline_kernel_us(c->gpu, &k), &nr, &us, &src)) continue;
         lr[n_lr] = log(r->median_us / us);
-        bk[3 * n_lr] = bucket_class(k.op, r->align);
-        bk[3 * n_lr + 1] = r->op == OP_GEMM ? bucket_group(k.op, class_group(r->align)) : BUCKET_ELEM_POOL;
-        bk[3 * n_lr + 2] = -1;
+        bk[2 * n_lr] = bucket_class(k.op, r->align);
+        bk[2 * n_lr + 1] = r->op == OP_GEMM ? bucket_group(k.op, class_group(r->align)) : BUCKET_ELEM_POOL;
         n_lr++;
     }
     for (int b = 0; b < BUCKETS; b++) {
         int n = 0;
         for (int j = 0; j < n_lr; j++)
-            if (bk[3 * j] == b || bk[3 * j + 1] == b) v[n++] = lr[j];
+            if (bk[2 * j] == b || bk[2 * j + 1] == b) v[n++] = lr[j];
         if (!n) continue;
         qsort(v, (size_t)n, sizeof *v, cmp_double);
         c->ratio_lr[b] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
