@@ -8,7 +8,7 @@
  * With --price, the table's price of every (shape, batch) of a `bench kernels --shapes` list
  * ('ROWS COLS B1,B2,..' lines; ROWS > COLS a tall matrix, as --as-stored measures it), one line
  * each: the predictions to commit before the rows are measured.
- *   tools/ns_loo --price COSTS.csv SHAPES.txt ALGO     (ALGO direct or gram)
+ *   tools/ns_loo --price COSTS.csv SHAPES.txt ALGO     (ALGO direct, gram, direct-eager or gram-eager)
  * With --gemm, the same for the workload GEMMs of a bench work table: every weight shape (the
  * pair of weight dimensions: fwd's n and k, dgrad's k and n, wgrad's m and n) left out with all
  * its rows (every op and token count: an unseen model's projection), each row priced from the rest
@@ -65,7 +65,8 @@ static int price_list(const char *costs, const char *shapes, const char *algo_na
         dm_costs_free(c);
         return 1;
     }
-    dm_ns_algo algo = !strcmp(algo_name, "gram") ? DM_NS_GRAM : DM_NS_DIRECT;
+    dm_ns_algo algo = !strncmp(algo_name, "gram", 4) ? DM_NS_GRAM : DM_NS_DIRECT;
+    int eager = strstr(algo_name, "eager") != NULL;
     char line[1024], bl[512];
     long long m, n;
     printf("# algo rows cols batch priced_us source (%s)\n", costs);
@@ -73,7 +74,7 @@ static int price_list(const char *costs, const char *shapes, const char *algo_na
         if (line[0] == '#' || sscanf(line, "%lld %lld %511s", &m, &n, bl) != 3) continue;
         for (char *t = strtok(bl, ","); t; t = strtok(NULL, ",")) {
             dm_cost_source src;
-            double us = dm_costs_ns_us(c, NULL, m, n, atoi(t), algo, &src);
+            double us = dm_costs_ns_launch_us(c, NULL, m, n, atoi(t), algo, eager, &src);
             printf("%s %lld %lld %d %.1f %s\n", algo_name, m, n, atoi(t), us, dm_cost_source_name(src));
         }
     }
