@@ -1257,6 +1257,26 @@ stage_fsdp1() {
     validate_set fsdp1
     sed -n '/^# errors by model/,/^# goal/p' "$L/fsdp1/validate.txt" | grep -v kernels:
 }
+# tune_wide_chunks DIR LATE: DIR/wide.direct.txt and DIR/wide.gram.txt tuned into $L/autotune.tsv as
+# retune_set does (flat scheme, kernels lt and block, block counts 1, 2, 4, 8), six lines a bench
+# run so that a timeout loses one chunk ($L/ns_wide.ALGO.I.csv); no chunk starts after LATE s of
+# the stage (T0).
+tune_wide_chunks() {
+    local S=$1 late=$2 a f i
+    for a in direct gram; do
+        grep -v '^#' $S/wide.$a.txt | split -l 6 - "$L/chunk.$a."
+        i=0
+        for f in "$L"/chunk.$a.*; do
+            i=$((i + 1))
+            if [ $((SECONDS - T0)) -gt $late ]; then echo "wide $a chunk $i: skipped at $((SECONDS - T0)) s"; continue; fi
+            timeout 90 "$D/dmuon" bench kernels --shapes "$f" --algos $a --kernels lt,block --retune \
+                --sym-blocks 1,2,4,8 --sym-schemes flat --no-products --no-elementwise --no-gemm-tune --warmup 2 --reps 10 \
+                --cache "$L/autotune.tsv" --out "$L/ns_wide.$a.$i.csv" > "$L/ns_wide.$a.$i.txt" 2>&1
+            echo "wide $a chunk $i exit $? ($(grep -vc '^#' "$L/ns_wide.$a.$i.csv" 2>/dev/null || echo 0) lines, $((SECONDS - T0)) s)"
+        done
+        rm -f "$L"/chunk.$a.*
+    done
+}
 # heldns (issue 14): the NS rows of the shapes and batches the models/extra plans run that the
 # committed table lacks (traces/kernels/heldns-2026-12-05: the lists, and the committed table's
 # prices of every row, written before the call), tuned as retune_set does into a copy of the
@@ -1266,22 +1286,10 @@ stage_fsdp1() {
 # (dmuon and muon-ddp at 4096 tokens) while time is left.
 STAGE_TIMEOUT_heldns=560
 stage_heldns() {
-    local S=traces/kernels/heldns-2026-12-05 a k f i
+    local S=traces/kernels/heldns-2026-12-05 a f
     T0=$SECONDS
     cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
-    for a in direct gram; do
-        grep -v '^#' $S/wide.$a.txt | split -l 6 - "$L/chunk.$a."
-        i=0
-        for f in "$L"/chunk.$a.*; do
-            i=$((i + 1))
-            if [ $((SECONDS - T0)) -gt 330 ]; then echo "wide $a chunk $i: skipped at $((SECONDS - T0)) s"; continue; fi
-            timeout 90 "$D/dmuon" bench kernels --shapes "$f" --algos $a --kernels lt,block --retune \
-                --sym-blocks 1,2,4,8 --sym-schemes flat --no-products --no-elementwise --no-gemm-tune --warmup 2 --reps 10 \
-                --cache "$L/autotune.tsv" --out "$L/ns_wide.$a.$i.csv" > "$L/ns_wide.$a.$i.txt" 2>&1
-            echo "wide $a chunk $i exit $? ($(grep -vc '^#' "$L/ns_wide.$a.$i.csv" 2>/dev/null || echo 0) lines, $((SECONDS - T0)) s)"
-        done
-        rm -f "$L"/chunk.$a.*
-    done
+    tune_wide_chunks $S 330
     for a in direct gram; do
         if [ $((SECONDS - T0)) -gt 390 ]; then echo "tall $a: skipped at $((SECONDS - T0)) s"; continue; fi
         retime_rows tall.$a $S/tall.$a.txt $a lt,block 60 --as-stored
@@ -1307,22 +1315,10 @@ stage_heldns() {
 # validate_set unseen2, dmuon and muon-ddp at 4096 tokens, traces/validate/heldns2-predictions-2026-12-05).
 STAGE_TIMEOUT_heldns2=560
 stage_heldns2() {
-    local S=traces/kernels/heldns2-2026-12-05 a f i e=models/extra
+    local S=traces/kernels/heldns2-2026-12-05 a e=models/extra
     T0=$SECONDS
     cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
-    for a in direct gram; do
-        grep -v '^#' $S/wide.$a.txt | split -l 6 - "$L/chunk.$a."
-        i=0
-        for f in "$L"/chunk.$a.*; do
-            i=$((i + 1))
-            if [ $((SECONDS - T0)) -gt 250 ]; then echo "wide $a chunk $i: skipped at $((SECONDS - T0)) s"; continue; fi
-            timeout 90 "$D/dmuon" bench kernels --shapes "$f" --algos $a --kernels lt,block --retune \
-                --sym-blocks 1,2,4,8 --sym-schemes flat --no-products --no-elementwise --no-gemm-tune --warmup 2 --reps 10 \
-                --cache "$L/autotune.tsv" --out "$L/ns_wide.$a.$i.csv" > "$L/ns_wide.$a.$i.txt" 2>&1
-            echo "wide $a chunk $i exit $? ($(grep -vc '^#' "$L/ns_wide.$a.$i.csv" 2>/dev/null || echo 0) lines, $((SECONDS - T0)) s)"
-        done
-        rm -f "$L"/chunk.$a.*
-    done
+    tune_wide_chunks $S 250
     for a in direct gram; do
         [ $((SECONDS - T0)) -gt 290 ] && { echo "tall $a: skipped at $((SECONDS - T0)) s"; continue; }
         retime_rows tall.$a $S/tall.$a.txt $a lt,block 50 --as-stored

@@ -31,6 +31,47 @@
 static char *lines[MAXLINES];
 static int n_lines;
 
+/* The lines of a table into lines[] (n_lines); 1 when it cannot be read. */
+static int read_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+    n_lines = 0;
+    while (n_lines < MAXLINES && fgets(line, sizeof line, f)) lines[n_lines++] = strdup(line);
+    fclose(f);
+    return 0;
+}
+
+static char skip[MAXLINES]; /* the lines load_without leaves out */
+
+/* The table `tmp` written as lines[] without the lines marked in skip[], then `path` (tmp, or a list
+ * naming it) loaded; NULL, said on stderr, when it cannot be. */
+static dm_costs *load_without(const char *tmp, const char *path)
+{
+    FILE *o = fopen(tmp, "w");
+    dm_costs *c = NULL;
+    dm_err err;
+    if (!o) {
+        perror(tmp);
+        return NULL;
+    }
+    for (int i = 0; i < n_lines; i++)
+        if (!skip[i]) fputs(lines[i], o);
+    if (fclose(o)) {
+        perror(tmp);
+        return NULL;
+    }
+    if (dm_costs_load(path, &c, &err)) {
+        fprintf(stderr, "ns_loo: %s\n", err.msg);
+        return NULL;
+    }
+    return c;
+}
+
 typedef struct {
     char algo[32];
     long long m, n;
@@ -103,15 +144,7 @@ static int gemm_row(const char *line, dm_kern_op *op, long long *d, double *med,
 
 static int gemm_loo(const char *ns_table, const char *work)
 {
-    FILE *f = fopen(work, "r");
-    char line[4096];
-    if (!f) {
-        perror(work);
-        return 1;
-    }
-    n_lines = 0;
-    while (n_lines < MAXLINES && fgets(line, sizeof line, f)) lines[n_lines++] = strdup(line);
-    fclose(f);
+    if (read_lines(work)) return 1;
     static long long ws[MAXSH][2];
     int n_ws = 0;
     for (int i = 0; i < n_lines; i++) {
@@ -130,22 +163,14 @@ static int gemm_loo(const char *ns_table, const char *work)
     int cnt = 0;
     printf("# op m n k measured_us priced_us error%% source (weight shape left out)\n");
     for (int j = 0; j < n_ws; j++) {
-        FILE *o = fopen(tmp, "w");
-        if (!o) return 1;
         for (int i = 0; i < n_lines; i++) {
             dm_kern_op op;
             long long d[3], w[2];
             double med;
-            if (gemm_row(lines[i], &op, d, &med, w) && w[0] == ws[j][0] && w[1] == ws[j][1]) continue;
-            fputs(lines[i], o);
+            skip[i] = gemm_row(lines[i], &op, d, &med, w) && w[0] == ws[j][0] && w[1] == ws[j][1];
         }
-        fclose(o);
-        dm_costs *c = NULL;
-        dm_err err;
-        if (dm_costs_load(both, &c, &err)) {
-            fprintf(stderr, "ns_loo: %s\n", err.msg);
-            return 1;
-        }
+        dm_costs *c = load_without(tmp, both);
+        if (!c) return 1;
         for (int i = 0; i < n_lines; i++) {
             dm_kern_op op;
             long long d[3], w[2];
@@ -191,15 +216,8 @@ static int kernel_row_of(const char *line, const char *kind, dm_kernel *x, doubl
 
 static int rows_loo(const char *kind, const char *ns_table, const char *work)
 {
-    FILE *f = fopen(work, "r");
-    char line[4096], both[2048];
-    if (!f) {
-        perror(work);
-        return 1;
-    }
-    n_lines = 0;
-    while (n_lines < MAXLINES && fgets(line, sizeof line, f)) lines[n_lines++] = strdup(line);
-    fclose(f);
+    char both[2048];
+    if (read_lines(work)) return 1;
     const char *tmp = "/tmp/ns_loo_rows.csv";
     snprintf(both, sizeof both, "%s,%s", ns_table, tmp);
     double sum = 0, sq = 0, bias = 0;
@@ -209,17 +227,9 @@ static int rows_loo(const char *kind, const char *ns_table, const char *work)
         dm_kernel x;
         double med;
         if (!kernel_row_of(lines[j], kind, &x, &med)) continue;
-        FILE *o = fopen(tmp, "w");
-        if (!o) return 1;
-        for (int i = 0; i < n_lines; i++)
-            if (i != j) fputs(lines[i], o);
-        fclose(o);
-        dm_costs *c = NULL;
-        dm_err err;
-        if (dm_costs_load(both, &c, &err)) {
-            fprintf(stderr, "ns_loo: %s\n", err.msg);
-            return 1;
-        }
+        for (int i = 0; i < n_lines; i++) skip[i] = i == j;
+        dm_costs *c = load_without(tmp, both);
+        if (!c) return 1;
         dm_cost_source src;
         double us = dm_costs_kernel_us(c, NULL, &x, &src), e = 100 * (us - med) / med;
         printf("%-12s %6lld %6lld %6lld %5lld %9.1f %9.1f %+7.1f %s\n", dm_kern_op_name(x.op), (long long)x.m,
@@ -244,14 +254,7 @@ int main(int argc, char **argv)
         return 2;
     }
     long long min_side = argc > 2 ? atoll(argv[2]) : 512;
-    FILE *f = fopen(argv[1], "r");
-    char line[4096];
-    if (!f) {
-        perror(argv[1]);
-        return 1;
-    }
-    while (n_lines < MAXLINES && fgets(line, sizeof line, f)) lines[n_lines++] = strdup(line);
-    fclose(f);
+    if (read_lines(argv[1])) return 1;
     static shape sh[MAXSH];
     int n_sh = 0;
     for (int i = 0; i < n_lines; i++) {
@@ -272,22 +275,14 @@ int main(int argc, char **argv)
         if (lo < min_side) continue;
         dm_ns_algo algo = !strncmp(sh[j].algo, "gram", 4) ? DM_NS_GRAM : DM_NS_DIRECT;
         int eager = strstr(sh[j].algo, "eager") != NULL;
-        FILE *o = fopen(tmp, "w");
-        if (!o) return 1;
         for (int i = 0; i < n_lines; i++) {
             shape s;
             int b;
             double med;
-            if (ns_row(lines[i], &s, &b, &med) && !strcmp(s.algo, sh[j].algo) && s.m == sh[j].m && s.n == sh[j].n) continue;
-            fputs(lines[i], o);
+            skip[i] = ns_row(lines[i], &s, &b, &med) && !strcmp(s.algo, sh[j].algo) && s.m == sh[j].m && s.n == sh[j].n;
         }
-        fclose(o);
-        dm_costs *c = NULL;
-        dm_err err;
-        if (dm_costs_load(tmp, &c, &err)) {
-            fprintf(stderr, "ns_loo: cannot read the table without %s %lldx%lld\n", sh[j].algo, sh[j].m, sh[j].n);
-            return 1;
-        }
+        dm_costs *c = load_without(tmp, tmp);
+        if (!c) return 1;
         int odd = sh[j].m % 256 || sh[j].n % 256;
         for (int i = 0; i < n_lines; i++) {
             shape s;
