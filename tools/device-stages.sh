@@ -1313,22 +1313,22 @@ stage_heldns() {
 # without graphs; the cache made the committed one on the device, the table left as committed (so
 # that the validation runs the plans the predictions were made of: the eight models of
 # validate_set unseen2, dmuon and muon-ddp at 4096 tokens, traces/validate/heldns2-predictions-2026-12-05).
-STAGE_TIMEOUT_heldns2=560
+STAGE_TIMEOUT_heldns2=420
 stage_heldns2() {
     local S=traces/kernels/heldns2-2026-12-05 a e=models/extra
     T0=$SECONDS
     cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
-    tune_wide_chunks $S 250
+    tune_wide_chunks $S 150
     for a in direct gram; do
-        [ $((SECONDS - T0)) -gt 290 ] && { echo "tall $a: skipped at $((SECONDS - T0)) s"; continue; }
+        [ $((SECONDS - T0)) -gt 180 ] && { echo "tall $a: skipped at $((SECONDS - T0)) s"; continue; }
         retime_rows tall.$a $S/tall.$a.txt $a lt,block 50 --as-stored
     done
-    [ $((SECONDS - T0)) -le 320 ] && retime_rows eager.wide $S/eager.wide.direct.txt direct lt,block 50 --no-graph
-    [ $((SECONDS - T0)) -le 350 ] && retime_rows eager.tall $S/eager.tall.direct.txt direct lt,block 50 --as-stored --no-graph
+    [ $((SECONDS - T0)) -le 200 ] && retime_rows eager.wide $S/eager.wide.direct.txt direct lt,block 50 --no-graph
+    [ $((SECONDS - T0)) -le 220 ] && retime_rows eager.tall $S/eager.tall.direct.txt direct lt,block 50 --as-stored --no-graph
     cp "$L/autotune.tsv" traces/kernels/autotune_h200.tsv
     echo "heldns2 rows: $((SECONDS - T0)) s"
-    if [ $((SECONDS - T0)) -gt 380 ]; then echo "validation: skipped at $((SECONDS - T0)) s"; return; fi
+    if [ $((SECONDS - T0)) -gt 330 ]; then echo "validation: skipped at $((SECONDS - T0)) s"; return; fi
     VALIDATE_MODELS=$e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
-        VALIDATE_STRATEGIES=dmuon,muon-ddp VALIDATE_TOKENS=4096 VALIDATE_TIMEOUT=$((540 - (SECONDS - T0))) stage_validate
+        VALIDATE_STRATEGIES=dmuon,muon-ddp VALIDATE_TOKENS=4096 VALIDATE_TIMEOUT=$((405 - (SECONDS - T0))) stage_validate
     echo "heldns2 stage: $((SECONDS - T0)) s"
 }
