@@ -39,6 +39,26 @@ ok "timeline data written" test -s "$tmp/v/plot/timeline_measured.dat" -a -s "$t
 out2=$($DMUON compare "$tmp/v/tiny.dmuon.interleave.2gpu/sim.csv" "$tmp/v/tiny.dmuon.interleave.2gpu/real.csv" 2>&1)
 like "dmuon compare reads the saved traces, every op matched" "$out2" "0 only predicted, 0 only measured, 0 with different kinds"
 
+# validate.csv is written after every case (so that a call cut short keeps what it measured): read
+# while the call still runs, it holds the cases done so far, five whole rows each.
+$V --strategies dmuon,muon-ddp --overlaps interleave,none --gpus 1 --out "$tmp/p" --max-error 1000000 >/dev/null 2>&1 &
+vpid=$!
+i=0
+while [ $i -lt 3000 ] && [ ! -s "$tmp/p/validate.csv" ] && kill -0 "$vpid" 2>/dev/null; do sleep 0.02; i=$((i + 1)); done
+cp "$tmp/p/validate.csv" "$tmp/partial.csv" 2>/dev/null
+running=0
+kill -0 "$vpid" 2>/dev/null && running=1
+wait "$vpid"
+rows=$(grep -c ',tiny\.json,\|/tiny\.json,' "$tmp/partial.csv" 2>/dev/null || echo 0)
+if [ "$running" = 1 ]; then
+    ok "validate.csv while the call runs: whole cases so far ($rows rows, fewer than 20)" \
+        test "$rows" -ge 5 -a $((rows % 5)) -eq 0 -a "$rows" -lt 20
+else
+    tap_n=$((tap_n + 1))
+    echo "ok $tap_n - validate.csv while the call runs # SKIP the call ended before its first case was seen"
+fi
+is "validate.csv at the end: 4 cases" "$(grep -c ',tiny\.json,\|/tiny\.json,' "$tmp/p/validate.csv")" 20
+
 is "--max-error 5 fails (CPU against an H200 model)" "$(status_of $V --strategies dmuon --overlaps none --gpus 1 --out "$tmp/w" --max-error 5)" 1
 out=$($V --strategies dmuon --overlaps none,interleave --gpus 2 --out "$tmp/d" --dry-run 2>&1)
 like "--dry-run prints the mpirun command" "$out" "-np 2 --oversubscribe"

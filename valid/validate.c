@@ -299,6 +299,27 @@ static void print_model_table(FILE *out, const vld_case *cs, int n, const vld_op
                  "%d of %d cases; %d of %d on models the calibration was not fitted on\n", good, n_ok, good_other, n_other);
 }
 
+/* validate.csv of the cases run so far (those that ran and fit: per phase, measured and
+ * predicted, the error, the op errors), written whole and atomically: after every case, so that
+ * an interrupted or timed-out call keeps what it measured, and at the end. */
+static int write_csv(const vld_case *cs, int n, const vld_opts *o, const char *path, dm_err *err)
+{
+    dm_out *csv = dm_out_open(path, err);
+    if (!csv) return -1;
+    FILE *f = dm_out_file(csv);
+    fprintf(f, REPLAY_HEADER ",error_pct,op_abs_err_median_pct,op_abs_err_p90_pct,ops_matched\n");
+    for (int i = 0; i < n; i++) {
+        const vld_case *vc = &cs[i];
+        if (vc->nofit || !vc->ok) continue;
+        for (int p = 0; p < DM_PHASE__COMPARED; p++)
+            fprintf(f, "%s,%s,%s,%s,%d,%lld,%s,%.6f,%.6f,%.4f,%.4f,%.4f,%d\n", vc->name, vc->model, vc->strategy,
+                    vc->overlap, vc->gpus, (long long)case_tokens(vc, o), dm_phase_name((dm_phase)p),
+                    vc->r.real.us[p] / 1e3, vc->r.sim.us[p] / 1e3, 100 * phase_err(&vc->r, p), 100 * vc->r.abs_err_median,
+                    100 * vc->r.abs_err_p90, vc->r.n_matched);
+    }
+    return dm_out_commit(csv, err);
+}
+
 int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
 {
     dm_err err;
@@ -310,6 +331,8 @@ int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
     if (o->dry) fprintf(out, "commands:\n");
     fflush(out);
     int failed = 0, missed = 0, nofit = 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/validate.csv", o->dir);
     for (int i = 0; i < n; i++) {
         dm_trace *st = NULL, *rt = NULL;
         if (!o->dry) fprintf(stderr, "validate: %d/%d %s\n", i + 1, n, cs[i].name);
@@ -330,15 +353,12 @@ int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
         }
         dm_trace_free(st);
         dm_trace_free(rt);
+        if (!o->dry && cs[i].ok && !cs[i].nofit && i + 1 < n && write_csv(cs, i + 1, o, path, &err))
+            fprintf(stderr, "dmuon validate: %s\n", err.msg);
     }
     if (o->dry) return failed ? 1 : 0;
     /* The table: per case, measured and predicted per phase, errors, op errors. */
-    char path[4200];
-    snprintf(path, sizeof path, "%s/validate.csv", o->dir);
-    dm_out *csv = dm_out_open(path, &err);
-    if (!csv) fprintf(stderr, "dmuon validate: %s\n", err.msg);
-    else
-        fprintf(dm_out_file(csv), REPLAY_HEADER ",error_pct,op_abs_err_median_pct,op_abs_err_p90_pct,ops_matched\n");
+    if (write_csv(cs, n, o, path, &err)) fprintf(stderr, "dmuon validate: %s\n", err.msg);
     fprintf(out, "\n# %-44s %-12s %11s %11s %8s\n", "case", "phase", "measured_ms", "predicted_ms", "error");
     int within = 0;
     for (int i = 0; i < n; i++) {
@@ -360,17 +380,11 @@ int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
             if (cmp_phase_misses(&vc->r.sim, &vc->r.real, p, 5)) all5 = 0;
             fprintf(out, "  %-44s %-12s %11.3f %11.3f %+7.1f%%%s\n", p ? "" : vc->name, dm_phase_name((dm_phase)p),
                     vc->r.real.us[p] / 1e3, vc->r.sim.us[p] / 1e3, 100 * e, miss ? "  MISS" : "");
-            if (csv)
-                fprintf(dm_out_file(csv), "%s,%s,%s,%s,%d,%lld,%s,%.6f,%.6f,%.4f,%.4f,%.4f,%d\n", vc->name, vc->model,
-                        vc->strategy, vc->overlap, vc->gpus, (long long)case_tokens(vc, o), dm_phase_name((dm_phase)p),
-                        vc->r.real.us[p] / 1e3, vc->r.sim.us[p] / 1e3, 100 * e, 100 * vc->r.abs_err_median,
-                        100 * vc->r.abs_err_p90, vc->r.n_matched);
         }
         within += all5;
         fprintf(out, "  %-44s ops: %d matched, |error| median %.1f%%, 90th percentile %.1f%%\n", "", vc->r.n_matched,
                 100 * vc->r.abs_err_median, 100 * vc->r.abs_err_p90);
     }
-    if (csv && dm_out_commit(csv, &err)) fprintf(stderr, "dmuon validate: %s\n", err.msg);
     print_model_table(out, cs, n, o);
     fprintf(out, "\nvalidate: %d cases, %d ran, %d failed, %d do not fit in %smemory; %d with the step and every phase "
                  "within 5%%%s\n", n, n - failed - nofit, failed, nofit, strcmp(o->backend, "gpu") ? "" : "GPU ", within,
@@ -574,7 +588,6 @@ int vld_replay(const char *csv_path, const vld_opts *o, FILE *out)
         }
         within5 += all5, within10 += all10, within5_before += all5b;
     }
-    if (csv && dm_out_commit(csv, &err)) fprintf(stderr, "dmuon validate: %s\n", err.msg);
     print_model_table(out, cs, n, o);
     fprintf(out,
             "\nvalidate --replay: %d cases, %d simulated, %d failed; the step and every phase (those over 1%% of the step) "
