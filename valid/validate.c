@@ -588,6 +588,7 @@ int vld_replay(const char *csv_path, const vld_opts *o, FILE *out)
         }
         within5 += all5, within10 += all10, within5_before += all5b;
     }
+    if (csv && dm_out_commit(csv, &err)) fprintf(stderr, "dmuon validate: %s\n", err.msg);
     print_model_table(out, cs, n, o);
     fprintf(out,
             "\nvalidate --replay: %d cases, %d simulated, %d failed; the step and every phase (those over 1%% of the step) "
