@@ -210,13 +210,13 @@ call_costs() {
 # VALIDATE_TOKENS (default 4096; a list such as 2048,8192 runs each) sets the batch per rank;
 # VALIDATE_STRATEGIES (default dmuon,muon-ddp,adamw) the strategies; VALIDATE_GPUS (default 1; a
 # list such as 1,2) the GPU counts; VALIDATE_TIMEOUT (default 290 s) the command's limit;
-# VALIDATE_ATTENTION (unset: whole) every case's --attention.
+# VALIDATE_ATTENTION (unset: whole) every case's --attention; VALIDATE_CLUSTER (default h200) the cluster.
 VALIDATE_MODELS="${VALIDATE_MODELS:-llama-3.2-3b,qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-vl-3b,wall-oss-flow,pi0,moonlight-16b-a3b-6l}"
 STAGE_TIMEOUT_validate=300
 stage_validate() {
     local K
     K=$(call_costs)
-    timeout "${VALIDATE_TIMEOUT:-290}" "$D/dmuon" validate --cluster h200 --costs "$K" --models "$VALIDATE_MODELS" \
+    timeout "${VALIDATE_TIMEOUT:-290}" "$D/dmuon" validate --cluster "${VALIDATE_CLUSTER:-h200}" --costs "$K" --models "$VALIDATE_MODELS" \
         --strategies "${VALIDATE_STRATEGIES:-dmuon,muon-ddp,adamw}" --overlaps interleave --gpus "${VALIDATE_GPUS:-1}" --tokens "${VALIDATE_TOKENS:-4096}" --steps 3 \
         --mpirun "$MPIRUN --bind-to none" ${VALIDATE_ATTENTION:+--attention "$VALIDATE_ATTENTION"} \
         --out "$L/validate" > "$L/validate.txt" 2>&1
@@ -1331,4 +1331,18 @@ stage_heldns2() {
     VALIDATE_MODELS=$e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
         VALIDATE_STRATEGIES=dmuon,muon-ddp VALIDATE_TOKENS=4096 VALIDATE_TIMEOUT=$((405 - (SECONDS - T0))) stage_validate
     echo "heldns2 stage: $((SECONDS - T0)) s"
+}
+# h100proj (issue 14): the H200 tables projected to a GPU they were not measured on. On an H100 (the
+# call names nvidia-h100-x1), validate --cluster h100 (the preset: datasheet rates, no calibration:
+# the power model is the H200's) of six models that fit its 80 GB under adamw at 1024 and 4096
+# tokens (adamw: no NS, whose configurations the committed cache holds for the H200 only), against
+# the predictions committed before the call (traces/validate/h100proj-predictions-2026-12-05).
+STAGE_TIMEOUT_h100proj=260
+stage_h100proj() {
+    local e=models/extra
+    T0=$SECONDS
+    nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+    VALIDATE_CLUSTER=h100 VALIDATE_MODELS=qwen2.5-0.5b,qwen2.5-1.5b,$e/gemma-3-1b-pt.json,$e/pythia-1b.json,$e/olmo-2-1124-7b-8l.json,$e/granite-3.1-8b-base-8l.json \
+        VALIDATE_STRATEGIES=adamw VALIDATE_TOKENS=1024,4096 VALIDATE_TIMEOUT=240 stage_validate
+    echo "h100proj stage: $((SECONDS - T0)) s"
 }

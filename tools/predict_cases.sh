@@ -4,12 +4,16 @@
 # model, strategy, token count and attention, step and phases in ms and the estimated peak memory.
 #   MODELS="a b" STRATEGIES="adamw dmuon" TOKENS="4096 8192" ATTENTIONS="whole causal causal-nowin" \
 #       tools/predict_cases.sh > predictions.txt
+# CLUSTER (default h200) and CALIB (default traces/calib/h200.calib; '-' for none) for another GPU.
 # MODELS: bundled names or files; causal-nowin: --attention causal on a copy of the model without
 # its sliding window (the causal triangle). Run from the repository root with ./dmuon built.
 set -u
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "# predictions written before any device call (git $(git rev-parse --short HEAD), $(date -u +%FT%TZ)): dmuon sim --model M --gpus 1 --cluster h200 --calibration traces/calib/h200.calib --strategy S --overlap interleave --tokens T --attention A --json"
+CLUSTER=${CLUSTER:-h200} CALIB=${CALIB:-traces/calib/h200.calib}
+calib=
+[ "$CALIB" != - ] && calib="--calibration $CALIB"
+echo "# predictions written before any device call (git $(git rev-parse --short HEAD), $(date -u +%FT%TZ)): dmuon sim --model M --gpus 1 --cluster $CLUSTER $calib --strategy S --overlap interleave --tokens T --attention A --json"
 echo "# model strategy tokens attention: step, forward, backward, optimizer, exposed (ms); estimated peak memory GiB (causal-nowin: the model without its window)"
 for m in $MODELS; do
     name=$(basename "$m" .json)
@@ -21,7 +25,7 @@ for m in $MODELS; do
             for a in $ATTENTIONS; do
                 f=$m att=$a
                 [ "$a" = causal-nowin ] && f=$tmp/$name.json att=causal
-                ./dmuon sim --model "$f" --gpus 1 --cluster h200 --calibration traces/calib/h200.calib --strategy "$s" \
+                ./dmuon sim --model "$f" --gpus 1 --cluster "$CLUSTER" $calib --strategy "$s" \
                     --overlap interleave --tokens "$t" --attention "$att" --json 2>"$tmp/err" > "$tmp/out.json" ||
                     { echo "$name $s $t $a: $(head -c 200 "$tmp/err")"; continue; }
                 python3 - "$name" "$s" "$t" "$a" "$tmp/out.json" <<'PY'
