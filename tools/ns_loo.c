@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "costs.h"
 #include "workload.h"
@@ -47,10 +48,11 @@ static int read_lines(const char *path)
 }
 
 static char skip[MAXLINES]; /* the lines load_without leaves out */
+static char tmp[64];        /* the table without them: /tmp/ns_loo.PID.csv */
 
 /* The table `tmp` written as lines[] without the lines marked in skip[], then `path` (tmp, or a list
  * naming it) loaded; NULL, said on stderr, when it cannot be. */
-static dm_costs *load_without(const char *tmp, const char *path)
+static dm_costs *load_without(const char *path)
 {
     FILE *o = fopen(tmp, "w");
     dm_costs *c = NULL;
@@ -156,7 +158,6 @@ static int gemm_loo(const char *ns_table, const char *work)
         for (int j = 0; j < n_ws && !seen; j++) seen = ws[j][0] == w[0] && ws[j][1] == w[1];
         if (!seen && n_ws < MAXSH) ws[n_ws][0] = w[0], ws[n_ws][1] = w[1], n_ws++;
     }
-    const char *tmp = "/tmp/ns_loo_work.csv";
     char both[2048];
     snprintf(both, sizeof both, "%s,%s", ns_table, tmp);
     double sum = 0, sq = 0, bias = 0;
@@ -169,7 +170,7 @@ static int gemm_loo(const char *ns_table, const char *work)
             double med;
             skip[i] = gemm_row(lines[i], &op, d, &med, w) && w[0] == ws[j][0] && w[1] == ws[j][1];
         }
-        dm_costs *c = load_without(tmp, both);
+        dm_costs *c = load_without(both);
         if (!c) return 1;
         for (int i = 0; i < n_lines; i++) {
             dm_kern_op op;
@@ -218,7 +219,6 @@ static int rows_loo(const char *kind, const char *ns_table, const char *work)
 {
     char both[2048];
     if (read_lines(work)) return 1;
-    const char *tmp = "/tmp/ns_loo_rows.csv";
     snprintf(both, sizeof both, "%s,%s", ns_table, tmp);
     double sum = 0, sq = 0, bias = 0;
     int cnt = 0;
@@ -228,7 +228,7 @@ static int rows_loo(const char *kind, const char *ns_table, const char *work)
         double med;
         if (!kernel_row_of(lines[j], kind, &x, &med)) continue;
         for (int i = 0; i < n_lines; i++) skip[i] = i == j;
-        dm_costs *c = load_without(tmp, both);
+        dm_costs *c = load_without(both);
         if (!c) return 1;
         dm_cost_source src;
         double us = dm_costs_kernel_us(c, NULL, &x, &src), e = 100 * (us - med) / med;
@@ -246,6 +246,7 @@ static int rows_loo(const char *kind, const char *ns_table, const char *work)
 
 int main(int argc, char **argv)
 {
+    snprintf(tmp, sizeof tmp, "/tmp/ns_loo.%ld.csv", (long)getpid());
     if (argc == 5 && !strcmp(argv[1], "--rows")) return rows_loo(argv[2], argv[3], argv[4]);
     if (argc == 4 && !strcmp(argv[1], "--gemm")) return gemm_loo(argv[2], argv[3]);
     if (argc == 5 && !strcmp(argv[1], "--price")) return price_list(argv[2], argv[3], argv[4]);
@@ -266,7 +267,6 @@ int main(int argc, char **argv)
         for (int j = 0; j < n_sh && !seen; j++) seen = !strcmp(sh[j].algo, s.algo) && sh[j].m == s.m && sh[j].n == s.n;
         if (!seen && n_sh < MAXSH) sh[n_sh++] = s;
     }
-    const char *tmp = "/tmp/ns_loo.csv";
     double sum[2] = {0, 0}, sq[2] = {0, 0};
     int cnt[2] = {0, 0};
     printf("# algo m n batch measured_us priced_us error%% source class\n");
@@ -281,7 +281,7 @@ int main(int argc, char **argv)
             double med;
             skip[i] = ns_row(lines[i], &s, &b, &med) && !strcmp(s.algo, sh[j].algo) && s.m == sh[j].m && s.n == sh[j].n;
         }
-        dm_costs *c = load_without(tmp, tmp);
+        dm_costs *c = load_without(tmp);
         if (!c) return 1;
         int odd = sh[j].m % 256 || sh[j].n % 256;
         for (int i = 0; i < n_lines; i++) {
