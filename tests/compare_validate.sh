@@ -59,6 +59,19 @@ else
 fi
 is "validate.csv at the end: 4 cases" "$(grep -c ',tiny\.json,\|/tiny\.json,' "$tmp/p/validate.csv")" 20
 
+# A run whose log names a GPU other than the cluster's (a launcher that says so before it runs the
+# ranks) is compared all the same and flagged as a comparison across GPUs.
+cat >"$tmp/other-gpu-launcher" <<EOF
+#!/bin/sh
+echo "# gpu: NVIDIA H100 80GB HBM3 (device 0 of rank 0), NCCL 22803"
+exec $MPIRUN "\$@"
+EOF
+chmod +x "$tmp/other-gpu-launcher"
+out=$($DMUON validate --models "$tmp/tiny.json" --backend cpu --tokens 16 --steps 2 --mpirun "$tmp/other-gpu-launcher" \
+    --cluster h200 --strategies dmuon --overlaps none --gpus 2 --out "$tmp/o" 2>&1)
+like "a run on another GPU than the cluster's is said to be" "$out" "note: 1 case ran on NVIDIA H100 80GB HBM3, not on the cluster's H200-SXM"
+like "  ... and compared all the same" "$out" "validate: 1 cases, 1 ran, 0 failed"
+
 is "--max-error 5 fails (CPU against an H200 model)" "$(status_of $V --strategies dmuon --overlaps none --gpus 1 --out "$tmp/w" --max-error 5)" 1
 out=$($V --strategies dmuon --overlaps none,interleave --gpus 2 --out "$tmp/d" --dry-run 2>&1)
 like "--dry-run prints the mpirun command" "$out" "-np 2 --oversubscribe"

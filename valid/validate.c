@@ -120,6 +120,22 @@ static int log_says(const char *path, const char *text)
     return found;
 }
 
+/* The GPU a run's log names ("# gpu: NAME (device ..."), into buf ("" when it names none: the CPU
+ * backend). */
+static void log_gpu(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    buf[0] = 0;
+    while (f && !buf[0] && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "# gpu: ", 7)) continue;
+        char *end = strstr(line, " (");
+        if (!end) end = line + strcspn(line, "\n");
+        snprintf(buf, size, "%.*s", (int)(end - (line + 7)), line + 7);
+    }
+    if (f) fclose(f);
+}
+
 /* "does not fit ..." of a case that was not run or ran out of memory, into buf */
 static const char *nofit_text(const vld_case *vc, const vld_opts *o, char *buf, size_t size)
 {
@@ -191,6 +207,13 @@ static int run_case(vld_case *vc, const vld_opts *o, FILE *out, dm_trace **sim_o
             rc = 0;
         }
         goto out;
+    }
+    log_gpu(log, vc->device, sizeof vc->device);
+    const dm_gpu *g = vc->device[0] ? dm_gpu_find(vc->device) : NULL;
+    if (g && strcmp(g->short_name, o->cluster->gpu->short_name)) {
+        vc->other_gpu = 1;
+        fprintf(stderr, "dmuon validate: %s ran on %s, not the cluster's %s: its comparison is across GPUs\n", vc->name,
+                vc->device, o->cluster->gpu->short_name);
     }
     if (dm_trace_read(real_csv, &real, err)) goto out;
     if (dm_trace_write_csv(sr->trace, sim_csv, err)) goto out;
@@ -389,6 +412,13 @@ int vld_run(vld_case *cs, int n, const vld_opts *o, FILE *out)
     fprintf(out, "\nvalidate: %d cases, %d ran, %d failed, %d do not fit in %smemory; %d with the step and every phase "
                  "within 5%%%s\n", n, n - failed - nofit, failed, nofit, strcmp(o->backend, "gpu") ? "" : "GPU ", within,
             o->max_err >= 0 ? "" : " (report only: --max-error makes misses fail)");
+    int other = 0, first = -1;
+    for (int i = 0; i < n; i++)
+        if (cs[i].other_gpu) other++, first = first < 0 ? i : first;
+    if (other)
+        fprintf(out, "note: %d case%s ran on %s%s, not on the cluster's %s: predicted for one GPU, measured on another "
+                     "(--cluster with that GPU compares like with like)\n", other, other > 1 ? "s" : "", cs[first].device,
+                other > 1 ? " (the first)" : "", o->cluster->gpu->short_name);
     fprintf(out, "wrote %s\n", path);
     return failed || missed ? 1 : 0;
 }

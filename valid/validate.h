@@ -37,6 +37,8 @@ typedef struct vld_case {
     int oom;                                     /* nofit found by the run: the estimate fit, the executor
                                                     stopped for want of memory (its log says DM_NOFIT_WORDS) */
     char src[2][640];                            /* where the forward/backward kernels came from */
+    char device[96];                             /* the GPU the executor ran on (its run.log), "" unknown */
+    int other_gpu;                               /* that GPU is not the cluster's: a comparison across GPUs */
     cmp_result r;
     char why[1100];                              /* the failure, when not ok */
     double stored_pred_us[DM_PHASE__COMPARED];   /* replay: the prediction the csv holds */
