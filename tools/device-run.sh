@@ -5,7 +5,9 @@
 # into one archive at the end ($OUT/logs.tgz: the device tool brings back at most 8 files).
 # The binaries and libraries come in .devreal/ or packed in .devreal.txz (tools/build-device.sh;
 # carry [".devreal.txz"]: unpacked here, in place of any .devreal/ there).
-#   tools/device-run.sh [--budget SECONDS] STAGE...      (default budget 540 s)
+#   tools/device-run.sh [--budget SECONDS] [--gpu NAME] STAGE...      (default budget 540 s)
+# --gpu NAME: run the stages only on a GPU whose name (nvidia-smi) contains NAME (e.g. H200: rows
+# and validations priced against the H200's tables); on another, say so and run none (exit 3).
 # Stages:
 #   env       the GPU, driver, clocks, NCCL, mpirun, what the binary links
 #   gputest   tests/real_gpu.sh: the GPU executor's checks (real/run_device.sh gputest)
@@ -28,7 +30,14 @@ O=${OUT:-/tmp/dmuon-out}
 mkdir -p "$O/logs"
 L=$O/logs
 budget=540
-if [ "${1:-}" = --budget ]; then budget=$2; shift 2; fi
+want=
+while [ $# -gt 1 ]; do
+    case $1 in
+    --budget) budget=$2; shift 2 ;;
+    --gpu) want=$2; shift 2 ;;
+    *) break ;;
+    esac
+done
 t0=$(date +%s)
 if [ -f .devreal.txz ]; then rm -rf .devreal && tar -xJf .devreal.txz; fi
 eval "$(sed -n '/^D=/,/^{$/p' real/run_device.sh | sed '$d')" # D, LD_LIBRARY_PATH, MPIRUN: the executor's set-up
@@ -38,6 +47,12 @@ export DMUON_MODELS=$PWD/models DMUON_COSTS=$PWD/traces/costs
 summary=$O/summary.txt
 : > "$summary"
 say() { printf '%s\n' "$*" | tee -a "$summary"; }
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+say "gpu: ${gpu:-none found}"
+if [ -n "$want" ] && [ "${gpu#*"$want"}" = "$gpu" ]; then
+    say "the stages want a GPU named *$want*; this one is ${gpu:-none}: no stage run"
+    exit 3
+fi
 
 STAGE_TIMEOUT_env=20
 stage_env() {
