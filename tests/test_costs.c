@@ -491,6 +491,11 @@ static void test_eager_rows(void)
     ok_near(dm_costs_ns_us(c, NULL, 1024, 1024, 1, DM_NS_DIRECT, NULL), 100, 1e-9, "dm_costs_ns_us is the graph's");
     ok(dm_costs_op_rows(c, "ns", "direct-eager") == 1 && dm_costs_op_rows(c, "ns", "direct") == 2,
        "rows counted per algo (eager 1, graph 2)");
+    /* a shape with a graph row and no eager row: its graph row times the eager-to-graph ratio of
+     * the shapes with both (1024 x 1024: 130 / 100) */
+    ok_near(dm_costs_ns_launch_us(c, NULL, 64, 64, 1, DM_NS_DIRECT, 1, &s), 13, 1e-9,
+            "eager without its row: its graph row (10 us) x the ratio of the shapes with both (1.3)");
+    ok(s == DM_COST_INTERPOLATED, "  ... interpolated (%s)", dm_cost_source_name(s));
     /* gram has no eager rows: the graph answer, at least 2 + 4 x 5 + 2 launch floors */
     double g = dm_costs_ns_launch_us(c, NULL, 64, 64, 1, DM_NS_GRAM, 0, NULL);
     double ge = dm_costs_ns_launch_us(c, NULL, 64, 64, 1, DM_NS_GRAM, 1, NULL);
