@@ -792,6 +792,26 @@ typedef struct near_rows {
 
 static double lg(int64_t x) { return log2((double)(x > 1 ? x : 1)); }
 
+/* A neighbour at squared distance d with value e (a log-efficiency or log-ratio) and position p
+ * into nr, which keeps the K nearest in order of distance. */
+static void near_add(near_rows *nr, int K, double d, double e, const double p[4])
+{
+    int pos = nr->n < K ? nr->n++ : K;
+    while (pos > 0 && nr->d[pos - 1] > d) {
+        if (pos < K) {
+            nr->d[pos] = nr->d[pos - 1];
+            nr->e[pos] = nr->e[pos - 1];
+            memcpy(nr->p[pos], nr->p[pos - 1], sizeof nr->p[pos]);
+        }
+        pos--;
+    }
+    if (pos < K) {
+        nr->d[pos] = d;
+        nr->e[pos] = e;
+        memcpy(nr->p[pos], p, sizeof nr->p[pos]);
+    }
+}
+
 static int nearest_rows(const dm_costs *c, row_op op, int algo, int tall, int align, int64_t m, int64_t n, int64_t k,
                         int64_t batch, int K, near_rows *nr, double *exact_us)
 {
@@ -807,25 +827,12 @@ static int nearest_rows(const dm_costs *c, row_op op, int algo, int tall, int al
         double p[4] = {lg(r->m), lg(r->n), lg(r->k), lg(r->batch)};
         double d = (p[0] - q[0]) * (p[0] - q[0]) + (p[1] - q[1]) * (p[1] - q[1]) + (p[2] - q[2]) * (p[2] - q[2]) +
                    (p[3] - q[3]) * (p[3] - q[3]);
-        int pos = nr->n < K ? nr->n++ : K;
-        while (pos > 0 && nr->d[pos - 1] > d) {
-            if (pos < K) {
-                nr->d[pos] = nr->d[pos - 1];
-                nr->e[pos] = nr->e[pos - 1];
-                memcpy(nr->p[pos], nr->p[pos - 1], sizeof nr->p[pos]);
-            }
-            pos--;
-        }
-        if (pos < K) {
-            nr->d[pos] = d;
-            nr->e[pos] = log(r->median_us / row_roofline_us(c->gpu, r));
-            memcpy(nr->p[pos], p, sizeof p);
-        }
+        near_add(nr, K, d, log(r->median_us / row_roofline_us(c->gpu, r)), p);
     }
     return 0;
 }
 
-/* Inverse-distance weighted (1 / d^2) mean of the neighbours' log-efficiencies. */
+/* Inverse-distance weighted (1 / d^2) mean of the neighbours' values (log-efficiencies). */
 static double idw_log_eff(const near_rows *nr)
 {
     double wsum = 0, esum = 0;
@@ -945,6 +952,19 @@ static dm_cost_source table_ns_shapes(const dm_costs *c, int64_t m, int64_t n, i
     return inside ? DM_COST_INTERPOLATED : DM_COST_ROOFLINE;
 }
 
+/* 1 and *us when the table has an NS row of (algo column a, orientation, m, n, batch). */
+static int ns_exact(const dm_costs *c, int a, int tall, int64_t m, int64_t n, int batch, double *us)
+{
+    for (int i = 0; i < c->n_rows; i++) {
+        const row *r = &c->rows[i];
+        if (r->op == OP_NS && r->algo == a && r->tall == tall && r->m == m && r->n == n && r->batch == batch) {
+            *us = r->median_us;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* NS time on the table's GPU: the row of the query's shape, orientation and batch when there is
  * one, else table_ns_shapes for a compute-bound matrix, table_ns_rows for a launch-bound one. */
 static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo, int eager,
@@ -952,13 +972,7 @@ static dm_cost_source table_ns(const dm_costs *c, int64_t m, int64_t n, int batc
 {
     double roof = dm_roofline_ns_us(c->gpu, m, n, batch, algo);
     int a = (eager ? ALGO_EAGER : 0) + (int)algo;
-    for (int i = 0; i < c->n_rows; i++) {
-        const row *r = &c->rows[i];
-        if (r->op == OP_NS && r->algo == a && r->tall == tall && r->m == m && r->n == n && r->batch == batch) {
-            *us = r->median_us;
-            return DM_COST_MEASURED;
-        }
-    }
+    if (ns_exact(c, a, tall, m, n, batch, us)) return DM_COST_MEASURED;
     return ns_compute_bound(c->gpu, m, n, algo) ? table_ns_shapes(c, m, n, batch, algo, a, tall, roof, us)
                          : table_ns_rows(c, m, n, batch, a, tall, roof, us);
 }
@@ -1165,35 +1179,21 @@ double dm_costs_ns_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_
  * interpolated from the other eager rows (28 shapes). 1 and *us when it applies. */
 static int ns_eager_from_graph(const dm_costs *c, int64_t m, int64_t n, int batch, dm_ns_algo algo, int tall, double *us)
 {
-    int ga = (int)algo, ea = ALGO_EAGER + (int)algo, ns = 0;
-    double graph = -1, qm = lg(m), qn = lg(n), d[NS_NEAR], lr[NS_NEAR];
-    for (int i = 0; i < c->n_rows && graph < 0; i++) {
-        const row *r = &c->rows[i];
-        if (r->op == OP_NS && r->algo == ga && r->tall == tall && r->m == m && r->n == n && r->batch == batch)
-            graph = r->median_us;
-    }
-    if (graph < 0) return 0;
+    int ga = (int)algo, ea = ALGO_EAGER + (int)algo;
+    double graph, pair, q[4] = {lg(m), lg(n), 0, 0};
+    near_rows nr;
+    nr.n = 0;
+    if (!ns_exact(c, ga, tall, m, n, batch, &graph)) return 0;
     for (int i = 0; i < c->n_rows; i++) { /* every eager row of this batch and orientation with its graph row */
         const row *e = &c->rows[i];
-        if (e->op != OP_NS || e->algo != ea || e->tall != tall || e->batch != batch) continue;
-        for (int j = 0; j < c->n_rows; j++) {
-            const row *g = &c->rows[j];
-            if (g->op != OP_NS || g->algo != ga || g->tall != tall || g->batch != batch || g->m != e->m || g->n != e->n)
-                continue;
-            double dd = (lg(e->m) - qm) * (lg(e->m) - qm) + (lg(e->n) - qn) * (lg(e->n) - qn), x = log(e->median_us / g->median_us);
-            int pos = ns < NS_NEAR ? ns++ : NS_NEAR;
-            while (pos > 0 && d[pos - 1] > dd) {
-                if (pos < NS_NEAR) d[pos] = d[pos - 1], lr[pos] = lr[pos - 1];
-                pos--;
-            }
-            if (pos < NS_NEAR) d[pos] = dd, lr[pos] = x;
-            break;
-        }
+        if (e->op != OP_NS || e->algo != ea || e->tall != tall || e->batch != batch ||
+            !ns_exact(c, ga, tall, e->m, e->n, batch, &pair))
+            continue;
+        double p[4] = {lg(e->m), lg(e->n), 0, 0};
+        near_add(&nr, NS_NEAR, (p[0] - q[0]) * (p[0] - q[0]) + (p[1] - q[1]) * (p[1] - q[1]), log(e->median_us / pair), p);
     }
-    if (!ns) return 0;
-    double wsum = 0, esum = 0;
-    for (int k = 0; k < ns; k++) wsum += 1 / (d[k] + 1e-12), esum += lr[k] / (d[k] + 1e-12);
-    *us = graph * exp(esum / wsum);
+    if (!nr.n) return 0;
+    *us = graph * exp(idw_log_eff(&nr));
     return 1;
 }
 
