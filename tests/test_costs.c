@@ -87,14 +87,21 @@ static dm_kernel kern(dm_kern_kind kind, dm_kern_op op, int64_t m, int64_t n, in
     return x;
 }
 
-/* A gemm row of kernel op `op` at (m, nn, k) taking `ratio` times its H200 roofline, appended to
- * buf at n; returns the new length. */
+/* A kernel row (gemm or elem, batch 1) of kernel op `op` at (m, nn, k) taking `ratio` times its
+ * H200 roofline, appended to buf at n; returns the new length. */
+static size_t kern_row(char *buf, size_t size, size_t n, dm_kern_kind kind, dm_kern_op op, int64_t m, int64_t nn,
+                       int64_t k, double ratio)
+{
+    dm_kernel x = kern(kind, op, m, nn, k, 1);
+    double us = dm_roofline_kernel_us(dm_gpu_find("H200"), &x) * ratio;
+    return n + (size_t)snprintf(buf + n, size - n, "NVIDIA H200,%s,%s,%lld,%lld,%lld,1,bf16,%.9g,%.9g,%.9g\n",
+                                dm_kern_kind_name(kind), dm_kern_op_name(op), (long long)m, (long long)nn, (long long)k,
+                                us, us, us);
+}
+
 static size_t gemm_row(char *buf, size_t size, size_t n, dm_kern_op op, int64_t m, int64_t nn, int64_t k, double ratio)
 {
-    dm_kernel x = kern(DM_KERN_GEMM, op, m, nn, k, 1);
-    double us = dm_roofline_kernel_us(dm_gpu_find("H200"), &x) * ratio;
-    return n + (size_t)snprintf(buf + n, size - n, "NVIDIA H200,gemm,%s,%lld,%lld,%lld,1,bf16,%.9g,%.9g,%.9g\n",
-                                dm_kern_op_name(op), (long long)m, (long long)nn, (long long)k, us, us, us);
+    return kern_row(buf, size, n, DM_KERN_GEMM, op, m, nn, k, ratio);
 }
 
 /* gemm fwd rows on the grid m, n, k in {1024, 2048, 4096} at `ratio` times their roofline. */
@@ -406,15 +413,9 @@ static void test_elem_alignment(void)
     static char buf[1 << 16];
     size_t n = table_head(buf, sizeof buf, 2);
     for (int64_t m = 1024; m <= 16384; m *= 2)
-        for (int64_t w = 1024; w <= 8192; w *= 2) {
-            dm_kernel x = kern(DM_KERN_ELEM, DM_KOP_LOSS, m, w, 0, 1);
-            double us = 1.5 * dm_roofline_kernel_us(h, &x);
-            n += (size_t)snprintf(buf + n, sizeof buf - n, "NVIDIA H200,elem,loss,%lld,%lld,0,1,bf16,%.9g,%.9g,%.9g\n",
-                                  (long long)m, (long long)w, us, us, us);
-        }
-    dm_kernel x = kern(DM_KERN_ELEM, DM_KOP_LOSS, 1024, 3420, 0, 1);
-    double us = 3 * dm_roofline_kernel_us(h, &x);
-    n += (size_t)snprintf(buf + n, sizeof buf - n, "NVIDIA H200,elem,loss,1024,3420,0,1,bf16,%.9g,%.9g,%.9g\n", us, us, us);
+        for (int64_t w = 1024; w <= 8192; w *= 2) n = kern_row(buf, sizeof buf, n, DM_KERN_ELEM, DM_KOP_LOSS, m, w, 0, 1.5);
+    n = kern_row(buf, sizeof buf, n, DM_KERN_ELEM, DM_KOP_LOSS, 1024, 3420, 0, 3);
+    dm_kernel x;
     dm_err err = {{0}};
     dm_costs *c = NULL;
     ok(dm_costs_load(write_file("elem_align.csv", buf), &c, &err) == 0, "a table with aligned and 3420-wide loss rows loads (%s)",
