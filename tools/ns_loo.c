@@ -74,6 +74,15 @@ static dm_costs *load_without(const char *path)
     return c;
 }
 
+/* The comma-separated fields of a table line (a copy in buf), at most max of them, into f. */
+static int fields(const char *line, char *buf, size_t size, char **f, int max)
+{
+    int k = 0;
+    snprintf(buf, size, "%s", line);
+    for (char *t = strtok(buf, ",\n"); t && k < max; t = strtok(NULL, ",\n")) f[k++] = t;
+    return k;
+}
+
 typedef struct {
     char algo[32];
     long long m, n;
@@ -83,9 +92,7 @@ typedef struct {
 static int ns_row(const char *line, shape *s, int *batch, double *med)
 {
     char buf[512], *f[10];
-    int k = 0;
-    snprintf(buf, sizeof buf, "%s", line);
-    for (char *t = strtok(buf, ",\n"); t && k < 10; t = strtok(NULL, ",\n")) f[k++] = t;
+    int k = fields(line, buf, sizeof buf, f, 10);
     if (k < 8 || line[0] == '#' || strcmp(f[1], "ns")) return 0;
     snprintf(s->algo, sizeof s->algo, "%s", f[2]);
     s->m = atoll(f[3]), s->n = atoll(f[4]);
@@ -130,9 +137,7 @@ static int price_list(const char *costs, const char *shapes, const char *algo_na
 static int gemm_row(const char *line, dm_kern_op *op, long long *d, double *med, long long *w)
 {
     char buf[512], *f[12];
-    int k = 0;
-    snprintf(buf, sizeof buf, "%s", line);
-    for (char *t = strtok(buf, ",\n"); t && k < 12; t = strtok(NULL, ",\n")) f[k++] = t;
+    int k = fields(line, buf, sizeof buf, f, 12);
     if (k < 9 || line[0] == '#' || strcmp(f[1], "gemm")) return 0;
     int o = dm_kern_op_from_name(f[2]);
     if (o != DM_KOP_FWD && o != DM_KOP_DGRAD && o != DM_KOP_WGRAD) return 0;
@@ -201,9 +206,7 @@ static int gemm_loo(const char *ns_table, const char *work)
 static int kernel_row_of(const char *line, const char *kind, dm_kernel *x, double *med)
 {
     char buf[512], *f[12];
-    int k = 0;
-    snprintf(buf, sizeof buf, "%s", line);
-    for (char *t = strtok(buf, ",\n"); t && k < 12; t = strtok(NULL, ",\n")) f[k++] = t;
+    int k = fields(line, buf, sizeof buf, f, 12);
     if (k < 9 || line[0] == '#' || strcmp(f[1], kind)) return 0;
     int o = dm_kern_op_from_name(f[2]);
     if (o < 0 || o == DM_KOP_GRAD_CHECK) return 0;
