@@ -1312,7 +1312,8 @@ stage_heldns() {
 # tuned and re-timed into a copy of the committed cache as heldns does, the eager rows re-timed on it
 # without graphs; the cache made the committed one on the device, the table left as committed (so
 # that the validation runs the plans the predictions were made of: the eight models of
-# validate_set unseen2, dmuon and muon-ddp at 4096 tokens, traces/validate/heldns2-predictions-2026-12-05).
+# validate_set unseen2, dmuon and muon-ddp at 4096 tokens, traces/validate/heldns2-predictions-2026-12-05b; the
+# rows' prices: traces/kernels/heldns2-2026-12-05/predictions-b.txt).
 STAGE_TIMEOUT_heldns2=420
 stage_heldns2() {
     local S=traces/kernels/heldns2-2026-12-05 a e=models/extra
