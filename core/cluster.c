@@ -31,18 +31,25 @@
  *    sparsity, 2.25 dense; HBM3e 8 TB/s; 180GB (DGX B200: 1,440GB over 8 GPUs).
  * Capacities: the total CUDA and nvidia-smi report for the datasheet's size (A100/A800 80GB:
  * 81920 MiB, H100 80GB: 81559 MiB, H200 141GB: 143771 MiB); B200: the datasheet's 180GB taken as
- * GiB (not measured here). Launch floor: 4 us for every GPU (not a datasheet number). */
+ * GiB (not measured here). Launch floor: 4 us for every GPU (not a datasheet number).
+ * SMs and boost clock (what the projection of measured kernel times scales their SM-bound part
+ * by, dm_costs): A100/A800 108 SMs at 1410 MHz (NVIDIA A100 Tensor Core GPU Architecture
+ * whitepaper; the A800 is the A100 with NVLink limited); H100 SXM5 132 SMs at 1980 MHz max boost
+ * (NVIDIA H100 Tensor Core GPU Architecture whitepaper); H200 the same GH100 chip, 132 SMs, 1980
+ * MHz (nvidia-smi's max SM clock on the H200 and the H100 here, traces/device/h100proj-2026-12-05);
+ * B200: not known here (0: its projection scales by the datasheet ratios alone). */
 static const dm_gpu gpus[] = {
-    /* name, short, dense bf16 FLOP/s, HBM B/s, launch floor us, dense fp16 FLOP/s, HBM bytes */
-    {"NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 81920 * MIB},
-    {"NVIDIA H100 80GB HBM3", "H100-SXM", 989e12, 3.35e12, 4.0, 989e12, 81559 * MIB},
-    {"NVIDIA H200", "H200-SXM", 989e12, 4.8e12, 4.0, 989e12, 143771 * MIB},
-    {"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 81920 * MIB},
-    {"NVIDIA B200", "B200-SXM", 2250e12, 8.0e12, 4.0, 2250e12, 180 * GIB},
+    /* name, short, dense bf16 FLOP/s, HBM B/s, launch floor us, dense fp16 FLOP/s, HBM bytes, SMs, boost MHz */
+    {"NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 81920 * MIB, 108, 1410},
+    {"NVIDIA H100 80GB HBM3", "H100-SXM", 989e12, 3.35e12, 4.0, 989e12, 81559 * MIB, 132, 1980},
+    {"NVIDIA H200", "H200-SXM", 989e12, 4.8e12, 4.0, 989e12, 143771 * MIB, 132, 1980},
+    {"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 81920 * MIB, 108, 1410},
+    {"NVIDIA B200", "B200-SXM", 2250e12, 8.0e12, 4.0, 2250e12, 180 * GIB, 0, 0},
 };
 #define N_GPUS (int)(sizeof gpus / sizeof gpus[0])
 
 int dm_gpu_count(void) { return N_GPUS; }
+double dm_gpu_sm_rate(const dm_gpu *g) { return g && g->sms > 0 && g->sm_mhz > 0 ? g->sms * g->sm_mhz : 0; }
 const dm_gpu *dm_gpu_at(int i) { return i >= 0 && i < N_GPUS ? &gpus[i] : NULL; }
 int dm_gpu_is_catalogued(const dm_gpu *g) { return g >= gpus && g < gpus + N_GPUS; }
 
@@ -66,7 +73,7 @@ static const dm_gpu *find_described(const char *name, const dm_gpu *same)
         if (name && !strcasecmp(name, g->name)) return g;
         if (same && !strcmp(same->name, g->name) && same->bf16_flops == g->bf16_flops &&
             same->fp16_flops == g->fp16_flops && same->hbm_Bps == g->hbm_Bps && same->mem_bytes == g->mem_bytes &&
-            same->launch_us == g->launch_us)
+            same->launch_us == g->launch_us && same->sms == g->sms && same->sm_mhz == g->sm_mhz)
             return g;
     }
     return NULL;
@@ -93,7 +100,7 @@ const dm_gpu *dm_gpu_intern(const dm_gpu *spec, dm_err *err)
         if (!strcmp(gpus[i].name, name) || !strcmp(gpus[i].short_name, name)) {
             const dm_gpu *c = &gpus[i];
             if (c->bf16_flops == g.bf16_flops && c->fp16_flops == g.fp16_flops && c->hbm_Bps == g.hbm_Bps &&
-                c->mem_bytes == g.mem_bytes && c->launch_us == g.launch_us)
+                c->mem_bytes == g.mem_bytes && c->launch_us == g.launch_us && c->sms == g.sms && c->sm_mhz == g.sm_mhz)
                 return c;
         }
     const dm_gpu *old = find_described(NULL, &g);
@@ -200,6 +207,9 @@ static const dm_param params[] = {
     {"gpu_hbm_GBps", DM_PARAM_NUM, F, -1, 1, "GB/s", 1, 1e6, 0, "its HBM bandwidth (default: the catalogue GPU's)"},
     {"gpu_memory_GiB", DM_PARAM_NUM, F, -1, 1, "GiB", 0.1, 1e5, 0, "its HBM capacity (default: the catalogue GPU's, else not known)"},
     {"gpu_launch_us", DM_PARAM_NUM, F, -1, 1, "us", 0, 1e4, 0, "its kernel launch floor (default: the catalogue GPU's, else 4)"},
+    {"gpu_sms", DM_PARAM_INT, F, -1, 1, "", 1, 1e4, 0, "its streaming multiprocessors (default: the catalogue GPU's, else not known)"},
+    {"gpu_sm_MHz", DM_PARAM_NUM, F, -1, 1, "MHz", 1, 1e5, 0,
+     "their maximum clock (default: the catalogue GPU's, else not known); with gpu_sms, what a measured table's SM-bound kernel time is projected by"},
     {"gpus_per_node", DM_PARAM_INT, F | S, AT(gpus_per_node), 1, "", 1, 1024, 0, "GPUs in a node (required)"},
     {"nvlink_GBps", DM_PARAM_NUM, F | S, AT(nvlink_Bps), 1e9, "GB/s", 0.1, 1e5, 0, "NVLink bandwidth per GPU, each way (required)"},
     {"nics_per_node", DM_PARAM_INT, F | S, AT(nics_per_node), 1, "", 0, 64, 0, "network interfaces in a node"},
@@ -387,13 +397,14 @@ static char *trim(char *s)
 
 /* What a cluster file says beside the fields: the NIC rate's parts, NICs per GPU and a GPU's
  * numbers (gpu_*: value in the key's unit, NAN when not given), combined after the last line. */
+#define N_GPU_KEYS 7
 typedef struct extra {
     double nic_Gbps, nic_eff, nics_per_gpu;
     char gpu_name[64];
-    double gpu[5]; /* bf16 TFLOP/s, fp16 TFLOP/s, HBM GB/s, memory GiB, launch us */
+    double gpu[N_GPU_KEYS]; /* bf16 TFLOP/s, fp16 TFLOP/s, HBM GB/s, memory GiB, launch us, SMs, SM MHz */
 } extra;
-static const char *const gpu_keys[5] = {"gpu_bf16_tflops", "gpu_fp16_tflops", "gpu_hbm_GBps", "gpu_memory_GiB",
-                                        "gpu_launch_us"};
+static const char *const gpu_keys[N_GPU_KEYS] = {"gpu_bf16_tflops", "gpu_fp16_tflops", "gpu_hbm_GBps", "gpu_memory_GiB",
+                                                 "gpu_launch_us", "gpu_sms", "gpu_sm_MHz"};
 
 /* Index of v among the '|'-separated names of `choices` (case-insensitive), or -1. */
 static int choice_index(const char *choices, const char *v)
@@ -467,7 +478,7 @@ static int read_line(const char *path, int line, char *buf, dm_cluster *c, extra
         else if (!strcmp(k, "nics_per_gpu")) x->nics_per_gpu = val;
         else if (p->offset >= 0) dm_param_set(p, c, val);
         else
-            for (int g = 0; g < 5; g++)
+            for (int g = 0; g < N_GPU_KEYS; g++)
                 if (!strcmp(k, gpu_keys[g])) x->gpu[g] = val;
         return 0;
     }
@@ -484,7 +495,7 @@ static int line_of(const int *seen, const char *key)
 static int resolve_gpu(const char *path, dm_cluster *c, const extra *x, const int *seen, dm_err *err)
 {
     int any = x->gpu_name[0] != 0;
-    for (int g = 0; g < 5; g++) any |= !isnan(x->gpu[g]);
+    for (int g = 0; g < N_GPU_KEYS; g++) any |= !isnan(x->gpu[g]);
     if (!any) return c->gpu ? 0 : dm_err_set(err, "%s: expected a \"gpu = ...\" line (or gpu_bf16_tflops and gpu_hbm_GBps)", path);
     const dm_gpu *base = c->gpu;
     if (!base && (isnan(x->gpu[0]) || isnan(x->gpu[2])))
@@ -506,6 +517,8 @@ static int resolve_gpu(const char *path, dm_cluster *c, const extra *x, const in
     if (!isnan(x->gpu[2])) g.hbm_Bps = x->gpu[2] * 1e9;
     if (!isnan(x->gpu[3])) g.mem_bytes = x->gpu[3] * GIB;
     if (!isnan(x->gpu[4])) g.launch_us = x->gpu[4];
+    if (!isnan(x->gpu[5])) g.sms = x->gpu[5];
+    if (!isnan(x->gpu[6])) g.sm_mhz = x->gpu[6];
     g.name = g.short_name = name;
     const dm_gpu *same = dm_gpu_intern(&g, err);
     if (!same) { /* the process's table of described GPUs is full: say which file asked */
@@ -577,7 +590,7 @@ int dm_cluster_load(const char *name, dm_cluster *c, dm_err *err)
     snprintf(c->name, sizeof c->name, "%s", name);
     snprintf(c->source, sizeof c->source, "file %s", name);
     int seen[N_PARAMS] = {0}, rc = 0, k;
-    extra x = {0, dm_param_find("nic_efficiency")->def, 0, "", {NAN, NAN, NAN, NAN, NAN}};
+    extra x = {0, dm_param_find("nic_efficiency")->def, 0, "", {NAN, NAN, NAN, NAN, NAN, NAN, NAN}};
     char *buf;
     while (!rc && (k = dm_lines_next(in, &buf, NULL, err)) != 0)
         rc = k < 0 ? -1 : read_line(name, dm_lines_number(in), buf, c, &x, seen, err);
@@ -631,7 +644,9 @@ void dm_cluster_describe(const dm_cluster *c, FILE *f)
         fprintf(f, "  gpu         %s, described by the cluster: bf16 %.4g, fp16 %.4g TFLOP/s dense, HBM %.4g GB/s", c->gpu->name,
                 c->gpu->bf16_flops / 1e12, c->gpu->fp16_flops / 1e12, c->gpu->hbm_Bps / 1e9);
         if (c->gpu->mem_bytes > 0) fprintf(f, ", %.4g GiB", c->gpu->mem_bytes / GIB);
-        fprintf(f, ", launch floor %.3g us\n", c->gpu->launch_us);
+        fprintf(f, ", launch floor %.3g us", c->gpu->launch_us);
+        if (dm_gpu_sm_rate(c->gpu) > 0) fprintf(f, ", %.0f SMs at %.0f MHz", c->gpu->sms, c->gpu->sm_mhz);
+        fprintf(f, "\n");
     }
     fprintf(f, "  links       NVLink %.4g GB/s each way per GPU (NCCL bus x %.2f), %d NIC%s x %.4g GB/s usable per node\n",
             c->nvlink_Bps / 1e9, c->nvlink_bus_efficiency, c->nics_per_node, c->nics_per_node == 1 ? "" : "s",

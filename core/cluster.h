@@ -10,11 +10,11 @@
  *   nics_per_node = 4
  *   nic_Gbps = 200
  * A GPU outside the catalogue is described by its numbers instead of `gpu` (gpu_name,
- * gpu_bf16_tflops, gpu_fp16_tflops, gpu_hbm_GBps, gpu_memory_GiB, gpu_launch_us; beside `gpu`
- * they change that catalogue GPU's numbers). The network between nodes is `fabric = nonblocking`
- * (the default: a non-blocking core), `rail` or `fattree` with nodes_per_leaf, leaves_per_pod and
- * oversubscription.{leaf|spine} (the link model is in collcost.h); nics_per_gpu may stand for
- * nics_per_node (nics_per_gpu x gpus_per_node).
+ * gpu_bf16_tflops, gpu_fp16_tflops, gpu_hbm_GBps, gpu_memory_GiB, gpu_launch_us, gpu_sms,
+ * gpu_sm_MHz; beside `gpu` they change that catalogue GPU's numbers). The network between nodes
+ * is `fabric = nonblocking` (the default: a non-blocking core), `rail` or `fattree` with
+ * nodes_per_leaf, leaves_per_pod and oversubscription.{leaf|spine} (the link model is in
+ * collcost.h); nics_per_gpu may stand for nics_per_node (nics_per_gpu x gpus_per_node).
  * Every key, with its unit, accepted range, default and meaning, is a row of the parameter
  * table in cluster.c (dm_param_*): the file reader, its unknown-key message, the description
  * printed by every command (dm_cluster_describe) and the calibration file (valid/calib.h, whose
@@ -36,7 +36,13 @@ typedef struct dm_gpu {
     double launch_us;      /* kernel launch floor */
     double fp16_flops;     /* dense fp16 tensor-core FLOP/s (datasheet) */
     double mem_bytes;      /* device memory, bytes, as CUDA reports the total (cluster.c); 0: not known */
+    double sms;            /* streaming multiprocessors (datasheet); 0: not known */
+    double sm_mhz;         /* their maximum (boost) clock, MHz (datasheet); 0: not known */
 } dm_gpu;
+
+/* SMs x clock (SM-cycles per microsecond): what kernels limited neither by the tensor cores nor by
+ * HBM scale with between GPUs (dm_costs' projection); 0 when either number is not known. */
+double dm_gpu_sm_rate(const dm_gpu *g);
 
 /* Catalogue lookup by short or CUDA name (case-insensitive, "A100", "A800", "H100", "H200",
  * "B200" accepted), then among the GPUs described by numbers so far (dm_gpu_intern). */

@@ -75,6 +75,11 @@ struct dm_costs {
      * and 17, GROUP_PART 2, 4, 18, 20, and one pool of the elementwise ops); ratio_n rows behind each */
     double ratio_lr[BUCKETS];
     int ratio_n[BUCKETS];
+    /* the table's own best rates (set_best_rates): its fastest streaming read (bytes / time over
+     * its grad-check rows: a read-only pass whose bytes are exact) and its fastest GEMM (FLOPs /
+     * time over its GEMM rows); the datasheet's where it has no such rows. What project_us
+     * measures a kernel's use of HBM or the tensor cores against. */
+    double stream_Bps, tensor_flops;
 };
 
 /* ---- roofline terms ------------------------------------------------------------------------ */
@@ -258,32 +263,83 @@ static void shape_work(dm_kern_kind kind, dm_kern_op op, int64_t m, int64_t n, i
     }
 }
 
+/* FLOPs and bytes of one launch of a workload kernel (its own counts where it has them). */
+static void kernel_work(const dm_kernel *k, double *f, double *b)
+{
+    double count = (double)(k->count > 0 ? k->count : 1);
+    shape_work(k->kind, k->op, k->m, k->n, k->k, k->batch, BF16_BYTES, f, b);
+    if (k->flops > 0) *f = k->flops / count;
+    if (k->bytes > 0) *b = k->bytes / count;
+}
+
 double dm_roofline_kernel_us(const dm_gpu *gpu, const dm_kernel *k)
 {
-    double count = (double)(k->count > 0 ? k->count : 1), f, b;
-    shape_work(k->kind, k->op, k->m, k->n, k->k, k->batch, BF16_BYTES, &f, &b);
-    if (k->flops > 0) f = k->flops / count; /* the workload's own counts, where it has them */
-    if (k->bytes > 0) b = k->bytes / count;
+    double f, b;
+    kernel_work(k, &f, &b);
     return roof_launch_us(gpu, f, b);
 }
 
 int dm_kernel_memory_bound(const dm_gpu *gpu, const dm_kernel *k)
 {
-    double count = (double)(k->count > 0 ? k->count : 1), f, b;
-    shape_work(k->kind, k->op, k->m, k->n, k->k, k->batch, BF16_BYTES, &f, &b);
-    if (k->flops > 0) f = k->flops / count;
-    if (k->bytes > 0) b = k->bytes / count;
+    double f, b;
+    kernel_work(k, &f, &b);
     return b / gpu->hbm_Bps > f / gpu->bf16_flops;
+}
+
+/* A time `us` measured on the table's GPU (`launches` launches of `flops` FLOPs and `bytes` HBM
+ * bytes in all) moved to GPU t. The launch floors are exchanged (a time under its floor is all
+ * launch); of the rest, the part that the kernel's limiting resource on the table's GPU (HBM
+ * bytes or tensor FLOPs, the roofline's choice) needs at the table's best rate for it (its fastest
+ * streaming read, its fastest GEMM: set_best_rates) scales by that resource's datasheet ratio, and
+ * the remainder by the ratio of SMs x clock (latency, issue, too little work in flight, L2: what
+ * neither HBM nor the tensor cores limit). A kernel at the best streaming rate moves with the HBM
+ * ratio; one at a fifth of it mostly with the SMs. Measured on an H100 (HBM ratio to the H200
+ * 1.43, SM ratio 1), elementwise kernels went 0.79-1.42x the H200's time, median 1.18
+ * (traces/device/h100rows-2026-12-05, traces/costs/projection-2026-12-05). Where either GPU's SMs
+ * or clock are not known, the whole rest scales by the resource ratio (the datasheet ratio alone). */
+static double project_us(const dm_costs *c, const dm_gpu *t, double us, double flops, double bytes, double launches)
+{
+    const dm_gpu *s = c->gpu;
+    int mem = bytes / s->hbm_Bps > flops / s->bf16_flops;
+    double launch = fmin(us, launches * s->launch_us), body = us - launch;
+    double u = body > 0 ? fmin(1, (mem ? bytes / c->stream_Bps : flops / c->tensor_flops) * 1e6 / body) : 1;
+    double res = mem ? s->hbm_Bps / t->hbm_Bps : s->bf16_flops / t->bf16_flops;
+    double sm = dm_gpu_sm_rate(s) > 0 && dm_gpu_sm_rate(t) > 0 ? dm_gpu_sm_rate(s) / dm_gpu_sm_rate(t) : res;
+    return launch * (s->launch_us > 0 ? t->launch_us / s->launch_us : 1) + body * (u * res + (1 - u) * sm);
+}
+
+/* The FLOPs and HBM bytes of a row, by the models its prices are made with (the roofline terms
+ * of its kind); SYRK rows (0, 0): not priced by kind. */
+static void row_work(const row *r, double *f, double *b)
+{
+    *f = *b = 0;
+    switch (r->op) {
+    case OP_NS: {
+        dm_ns_algo a = (dm_ns_algo)(r->algo >= ALGO_EAGER ? r->algo - ALGO_EAGER : r->algo);
+        *f = r->batch * dm_ns_flops(r->m, r->n, a);
+        *b = r->batch * dm_ns_bytes(r->m, r->n, a);
+        return;
+    }
+    case OP_ADAMW: *b = (double)r->n * dm_elementwise_bytes_per_param("adamw"); return;
+    case OP_MUON_UPDATE:
+        *b = (double)r->n * dm_elementwise_bytes_per_param(r->algo == ALGO_PREP ? "muon_prep" : "muon_update");
+        return;
+    case OP_GEMM:
+    case OP_BGEMM:
+    case OP_ELEM:
+        shape_work(r->op == OP_ELEM ? DM_KERN_ELEM : DM_KERN_GEMM, (dm_kern_op)(r->algo >= ALGO_KERN ? r->algo - ALGO_KERN : 0),
+                   r->m, r->n, r->k, r->batch, r->elt, f, b);
+        return;
+    default: return;
+    }
 }
 
 static double row_roofline_us(const dm_gpu *gpu, const row *r)
 {
-    if (r->op == OP_NS)
-        return dm_roofline_ns_us(gpu, r->m, r->n, r->batch, (dm_ns_algo)(r->algo >= ALGO_EAGER ? r->algo - ALGO_EAGER : r->algo));
     double f, b;
-    shape_work(r->op == OP_ELEM ? DM_KERN_ELEM : DM_KERN_GEMM, (dm_kern_op)(r->algo - ALGO_KERN), r->m, r->n, r->k,
-               r->batch, r->elt, &f, &b);
-    return roof_launch_us(gpu, f, b);
+    row_work(r, &f, &b);
+    int launches = r->op == OP_NS ? ns_launches((dm_ns_algo)(r->algo >= ALGO_EAGER ? r->algo - ALGO_EAGER : r->algo)) : 1;
+    return fmax(f / gpu->bf16_flops, b / gpu->hbm_Bps) * 1e6 + launches * gpu->launch_us;
 }
 
 /* ---- reading ------------------------------------------------------------------------------- */
@@ -702,6 +758,23 @@ fail:
 
 static int set_class_ratios(dm_costs *c, dm_err *err);
 
+/* dm_costs.stream_Bps and tensor_flops from the rows (project_us). */
+static void set_best_rates(dm_costs *c)
+{
+    c->stream_Bps = c->tensor_flops = 0;
+    for (int i = 0; i < c->n_rows; i++) {
+        const row *r = &c->rows[i];
+        double f, b;
+        if (r->median_us <= 0) continue;
+        row_work(r, &f, &b);
+        if (r->op == OP_ELEM && r->algo == ALGO_KERN + DM_KOP_GRAD_CHECK) c->stream_Bps = fmax(c->stream_Bps, b / (r->median_us * 1e-6));
+        if (r->op == OP_GEMM) c->tensor_flops = fmax(c->tensor_flops, f / (r->median_us * 1e-6));
+    }
+    if (!c->gpu) return;
+    if (c->stream_Bps <= 0 || c->stream_Bps > c->gpu->hbm_Bps) c->stream_Bps = c->gpu->hbm_Bps;
+    if (c->tensor_flops <= 0 || c->tensor_flops > c->gpu->bf16_flops) c->tensor_flops = c->gpu->bf16_flops;
+}
+
 int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
 {
     dm_costs *c = dm_calloc(1, sizeof *c, err);
@@ -732,6 +805,7 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
     }
     if (duplicate_row(c, err)) goto fail;
     if (set_class_ratios(c, err)) goto fail;
+    set_best_rates(c);
     free(list);
     set_describe(c);
     *out = c;
@@ -1153,10 +1227,11 @@ double dm_costs_kernel_us(const dm_costs *c, const dm_gpu *target, const dm_kern
         us = dm_roofline_kernel_us(target, k);
         s = DM_COST_ROOFLINE;
     } else {
-        double roof = dm_roofline_kernel_us(c->gpu, k);
+        double roof = dm_roofline_kernel_us(c->gpu, k), f, b;
         s = table_kernel(c, k, roof, &us);
         if (target != c->gpu) {
-            us *= dm_roofline_kernel_us(target, k) / roof;
+            kernel_work(k, &f, &b);
+            us = project_us(c, target, us, f, b, 1);
             if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
         }
     }
@@ -1224,7 +1299,8 @@ double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m,
             if (us < floor) us = floor;
         }
         if (target != c->gpu) {
-            us *= dm_roofline_ns_us(target, m, n, batch, algo) / dm_roofline_ns_us(c->gpu, m, n, batch, algo);
+            us = project_us(c, target, us, batch * dm_ns_flops(m, n, algo), batch * dm_ns_bytes(m, n, algo),
+                            e ? (double)batch * ns_launches(algo) : ns_launches(algo));
             if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
         }
     }
@@ -1327,7 +1403,7 @@ double dm_costs_elementwise_us(const dm_costs *c, const dm_gpu *target, const ch
             gsl_interp_free(gi);
         }
         if (target != c->gpu) {
-            us *= dm_roofline_elementwise_us(target, op, elems) / dm_roofline_elementwise_us(c->gpu, op, elems);
+            us = project_us(c, target, us, 0, (double)elems * dm_elementwise_bytes_per_param(op), 1);
             if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
         }
     }

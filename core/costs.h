@@ -113,7 +113,7 @@ dm_costs *dm_costs_roofline(const dm_gpu *gpu, dm_err *err);
 void dm_costs_free(dm_costs *c); /* accepts NULL */
 
 /* Whole NS (5 iterations) of `batch` matrices m x n on GPU `target` (NULL: the table's GPU;
- * projected by datasheet ratios if the table was measured on another GPU). m x n as stored:
+ * projected if the table was measured on another GPU: see dm_costs_kernel_us). m x n as stored:
  * m > n is a tall matrix, answered from the table's tall rows when it has them (of this
  * algorithm and launch mode), else as its transpose n x m. src may be NULL. */
 double dm_costs_ns_us(const dm_costs *c, const dm_gpu *target, int64_t m, int64_t n, int batch,
@@ -146,9 +146,12 @@ double dm_costs_elementwise_us(const dm_costs *c, const dm_gpu *target, const ch
 double dm_costs_update_op_us(const dm_costs *c, const dm_gpu *target, const dm_program *p, const dm_op *op,
                              dm_cost_source *src);
 
-/* One workload kernel (workload.h) on GPU `target` (NULL: the table's GPU; projected by
- * datasheet ratios when the table was measured on another GPU): its count launches of one
- * matrix (gemm, elem) or its one batched call (bgemm), answered as above. src may be NULL. */
+/* One workload kernel (workload.h) on GPU `target` (NULL: the table's GPU; projected when the
+ * table was measured on another GPU: the time above the launch floor split into the part its
+ * HBM bytes or tensor FLOPs need at the table's own best rate for them, scaled by that datasheet
+ * ratio, and the rest, scaled by the ratio of SMs x clock (dm_gpu_sm_rate; the datasheet ratio
+ * where either GPU's is not known); NS and the optimizer's updates alike): its count launches of
+ * one matrix (gemm, elem) or its one batched call (bgemm), answered as above. src may be NULL. */
 double dm_costs_kernel_us(const dm_costs *c, const dm_gpu *target, const dm_kernel *k, dm_cost_source *src);
 
 /* Rows the table holds of a kernel op (kind, op): 0 when it says nothing about such kernels

@@ -191,8 +191,10 @@ static void test_kernel_rows(void)
     ok(s == DM_COST_ROOFLINE, "  ... is roofline");
     /* projection */
     x = kern(DM_KERN_GEMM, DM_KOP_FWD, 2048, 4096, 1024, 1);
-    ok_near(dm_costs_kernel_us(c, a800, &x, &s), 1.6 * roof * dm_roofline_kernel_us(a800, &x) / roof, 1e-6,
-            "on an A800: the H200 row scaled by the two rooflines");
+    double sm800 = (132.0 * 1980) / (108.0 * 1410), tc800 = h200->bf16_flops / a800->bf16_flops, body = 1.6 * roof - 4;
+    double pa = dm_costs_kernel_us(c, a800, &x, &s);
+    ok(pa > 4 + body * sm800 && pa < 4 + body * tc800,
+       "on an A800: the H200 row's time above the floor scaled between the SM and the tensor ratios (test_projection)");
     ok(s == DM_COST_PROJECTED, "  ... is projected");
     /* the other row kinds */
     x = kern(DM_KERN_BGEMM, DM_KOP_ATTN_SCORE, 4096, 4096, 128, 32);
@@ -544,12 +546,74 @@ static void test_eager_rows(void)
     ok_near(dm_ns_prep_us(h, 0, 0, 1, 0), DM_NS_PREP_LAUNCHES * h->launch_us, 1e-12, "defaults: HBM peak, launch floor");
 }
 
+/* The projection of a row to a GPU it was not measured on (project_us): of the time above the
+ * launch floor, the share its limiting resource needs at the table's best rate for it scales by
+ * that resource's datasheet ratio, the rest by the SMs x clock ratio. Rates: the grad-check rows'
+ * fastest streaming read (4.0e12 B/s here), the GEMM rows' fastest (800 TFLOP/s here). */
+static void test_projection(void)
+{
+    const dm_gpu *h200 = dm_gpu_find("H200"), *h100 = dm_gpu_find("H100"), *a800 = dm_gpu_find("A800"),
+                 *b200 = dm_gpu_find("B200");
+    static char buf[1 << 14];
+    const double stream = 4.0e12, tensor = 800e12, L = 4.0;
+    double big = dm_elem_launch_bytes(DM_KOP_GRAD_CHECK, 1, 1 << 28, 0, 2);
+    double loss_b = dm_elem_launch_bytes(DM_KOP_LOSS, 4096, 8192, 0, 2);
+    double vec_b = dm_elem_launch_bytes(DM_KOP_VECTOR, 4096, 8192, 0, 2);
+    double gf = 2.0 * 8192 * 8192 * 8192, sf = 2.0 * 2048 * 2048 * 2048;
+    double t_loss = L + loss_b / stream * 1e6, t_vec = L + 5 * vec_b / stream * 1e6, t_small = L + 2 * sf / tensor * 1e6;
+    size_t n = table_head(buf, sizeof buf, 2);
+    n += snprintf(buf + n, sizeof buf - n,
+                  "NVIDIA H200,elem,grad-check,1,%d,0,1,bf16,%.6f,%.6f,%.6f\n"
+                  "NVIDIA H200,elem,grad-check,1,64,0,1,bf16,2,2,2\n"
+                  "NVIDIA H200,gemm,fwd,8192,8192,8192,1,bf16,%.6f,%.6f,%.6f\n"
+                  "NVIDIA H200,gemm,fwd,2048,2048,2048,1,bf16,%.6f,%.6f,%.6f\n"
+                  "NVIDIA H200,elem,loss,4096,8192,0,1,bf16,%.6f,%.6f,%.6f\n"
+                  "NVIDIA H200,elem,vector,4096,8192,0,1,bf16,%.6f,%.6f,%.6f\n",
+                  1 << 28, big / stream * 1e6, big / stream * 1e6, big / stream * 1e6, gf / tensor * 1e6,
+                  gf / tensor * 1e6, gf / tensor * 1e6, t_small, t_small, t_small, t_loss, t_loss, t_loss, t_vec, t_vec,
+                  t_vec);
+    dm_costs *c = NULL;
+    dm_err err = {{0}};
+    ok(dm_costs_load(write_file("proj.csv", buf), &c, &err) == 0, "projection table loads (%s)", c ? "ok" : err.msg);
+    if (!c) return;
+    double hbm100 = h200->hbm_Bps / h100->hbm_Bps, hbm800 = h200->hbm_Bps / a800->hbm_Bps;
+    double sm800 = (132.0 * 1980) / (108.0 * 1410), tc800 = h200->bf16_flops / a800->bf16_flops;
+    ok_near(dm_gpu_sm_rate(h200), 132.0 * 1980, 1e-12, "H200: 132 SMs at 1980 MHz");
+    ok_near(dm_gpu_sm_rate(a800), 108.0 * 1410, 1e-12, "A800: 108 SMs at 1410 MHz");
+    ok(dm_gpu_sm_rate(b200) == 0, "B200: SMs not known here");
+    dm_cost_source s;
+    dm_kernel x = kern(DM_KERN_ELEM, DM_KOP_LOSS, 4096, 8192, 0, 1);
+    ok_near(dm_costs_kernel_us(c, h100, &x, &s), L + (t_loss - L) * hbm100, 1e-9,
+            "a kernel at the table's best streaming read: its time above the floor by the HBM ratio (H100)");
+    ok(s == DM_COST_PROJECTED, "  ... is projected");
+    ok_near(dm_costs_kernel_us(c, a800, &x, NULL), L + (t_loss - L) * hbm800, 1e-9, "  ... and on an A800");
+    x = kern(DM_KERN_ELEM, DM_KOP_VECTOR, 4096, 8192, 0, 1);
+    ok_near(dm_costs_kernel_us(c, h100, &x, NULL), L + (t_vec - L) * (0.2 * hbm100 + 0.8), 1e-9,
+            "a kernel at a fifth of it: a fifth by the HBM ratio, the rest by the SMs' (1 from the H200 to the H100)");
+    ok_near(dm_costs_kernel_us(c, a800, &x, NULL), L + (t_vec - L) * (0.2 * hbm800 + 0.8 * sm800), 1e-9,
+            "  ... on an A800: the rest by 132 x 1980 / (108 x 1410)");
+    ok_near(dm_costs_kernel_us(c, b200, &x, NULL), L + (t_vec - L) * h200->hbm_Bps / b200->hbm_Bps, 1e-9,
+            "  ... on a GPU whose SMs are not known: the whole by the HBM ratio");
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 8192, 8192, 8192, 1);
+    double t = gf / tensor * 1e6;
+    ok_near(dm_costs_kernel_us(c, a800, &x, NULL), L + (t - L) * (fmin(1, gf / tensor * 1e6 / (t - L)) * tc800 +
+                                                                  (1 - fmin(1, gf / tensor * 1e6 / (t - L))) * sm800),
+            1e-9, "the fastest GEMM: by the tensor rate ratio (all of its time above the floor)");
+    x = kern(DM_KERN_GEMM, DM_KOP_FWD, 2048, 2048, 2048, 1);
+    ok_near(dm_costs_kernel_us(c, a800, &x, NULL), L + (t_small - L) * (0.5 * tc800 + 0.5 * sm800), 1e-9,
+            "a GEMM at half the best rate: half by the tensor ratio, half by the SMs'");
+    x = kern(DM_KERN_ELEM, DM_KOP_GRAD_CHECK, 1, 64, 0, 1);
+    ok_near(dm_costs_kernel_us(c, a800, &x, NULL), 2.0, 1e-9, "a row under the launch floor: all launch, the same floor");
+    dm_costs_free(c);
+}
+
 int main(void)
 {
     dm_err err = {{0}};
     const dm_gpu *h200 = dm_gpu_find("H200"), *a800 = dm_gpu_find("A800");
     if (!mkdtemp(dir)) return tap_skip_all("no temp dir");
     test_eager_rows();
+    test_projection();
     test_alignment_classes();
     test_ns_alignment_classes();
     test_class_ratio();
@@ -595,8 +659,12 @@ int main(void)
     ok_near(out, 2 * dm_roofline_ns_us(h200, 128, 128, 1, DM_NS_DIRECT), 1e-6, "scaled by the nearest efficiency");
     double proj = dm_costs_ns_us(c, a800, 1024, 2048, 1, DM_NS_DIRECT, &s);
     ok(s == DM_COST_PROJECTED, "other GPU: projected");
-    ok_near(proj, want * dm_roofline_ns_us(a800, 1024, 2048, 1, DM_NS_DIRECT) /
-                      dm_roofline_ns_us(h200, 1024, 2048, 1, DM_NS_DIRECT), 1e-6, "projection by roofline ratio");
+    {
+        double sm800 = (132.0 * 1980) / (108.0 * 1410), tc800 = h200->bf16_flops / a800->bf16_flops;
+        double launch = (2 + 3 * 5) * h200->launch_us, body = want - launch; /* the direct NS's 17 launches */
+        ok(proj > launch + body * sm800 && proj <= launch + body * tc800 + 1e-9,
+           "projection: its time above the launch floors between the SM and the tensor ratios (%.1f us)", proj);
+    }
     ok(proj > want, "A800 slower than H200 (%.1f > %.1f us)", proj, want);
     { /* an NS op at full clock (dm_ns_op_full_us): this table's rows were timed back to back */
         dm_cluster cl = {0};

@@ -113,6 +113,15 @@ static void test_gpus(void)
     ok(load_text("gpu = H200\ngpu_hbm_GBps = 4800\ngpu_name = NVIDIA H200\ngpus_per_node = 8\nnvlink_GBps = 450\n", &c) == 0 &&
            c.gpu == dm_gpu_find("H200"),
        "numbers equal to a catalogue GPU's, with its name: that GPU");
+    ok(dm_gpu_sm_rate(first) == 0, "a described GPU without gpu_sms and gpu_sm_MHz: SMs not known");
+    ok(load_text("gpu = B200\ngpu_sms = 148\ngpu_sm_MHz = 1965\ngpus_per_node = 8\nnvlink_GBps = 900\n", &c) == 0 &&
+           c.gpu->sms == 148 && c.gpu->sm_mhz == 1965 && c.gpu->hbm_Bps == 8.0e12 && dm_gpu_sm_rate(c.gpu) == 148.0 * 1965,
+       "gpu_sms and gpu_sm_MHz add a GPU's SMs and clock (the projection's SM ratio) (%s)", err.msg);
+    ok(load_text("gpu = H200\ngpu_sms = 0\ngpus_per_node = 8\nnvlink_GBps = 450\n", &c) == -1 && strstr(err.msg, ":2:"),
+       "gpu_sms below 1 refused with its line (%s)", err.msg);
+    ok(load_text("gpu = H200\ngpu_sms = 132\ngpu_sm_MHz = 1980\ngpu_name = NVIDIA H200\ngpus_per_node = 8\nnvlink_GBps = 450\n", &c) == 0 &&
+           c.gpu == dm_gpu_find("H200"),
+       "the catalogue's own SMs and clock: the catalogue GPU");
     ok(load_text("gpu_bf16_tflops = 100\ngpus_per_node = 8\nnvlink_GBps = 450\n", &c) == -1 && strstr(err.msg, "gpu_hbm_GBps"),
        "a described GPU needs gpu_hbm_GBps (%s)", err.msg);
     ok(load_text("gpu = H200\ngpu_name = A100\ngpu_hbm_GBps = 1\ngpus_per_node = 8\nnvlink_GBps = 450\n", &c) == -1 &&
