@@ -1347,6 +1347,18 @@ stage_h100proj() {
         VALIDATE_STRATEGIES=adamw VALIDATE_TOKENS=1024,4096 VALIDATE_TIMEOUT=240 stage_validate
     echo "h100proj stage: $((SECONDS - T0)) s"
 }
+# h100proj2 (issue 14): the projection rule of 1157ee2 tested before the fact: on an H100 (call
+# with --gpu H100), validate --cluster h100 of the six h100proj models at 2048 and 8192 tokens and
+# Gemma-2B, adamw, against traces/validate/h100proj2-predictions-2026-12-05 (committed before).
+STAGE_TIMEOUT_h100proj2=300
+stage_h100proj2() {
+    local e=models/extra
+    T0=$SECONDS
+    nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+    VALIDATE_CLUSTER=h100 VALIDATE_MODELS=qwen2.5-0.5b,qwen2.5-1.5b,$e/gemma-3-1b-pt.json,$e/pythia-1b.json,$e/olmo-2-1124-7b-8l.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-2b.json \
+        VALIDATE_STRATEGIES=adamw VALIDATE_TOKENS=2048,8192 VALIDATE_TIMEOUT=280 stage_validate
+    echo "h100proj2 stage: $((SECONDS - T0)) s"
+}
 # h100rows (issue 14): where the datasheet projection of the H200 rows to an H100 errs (h100proj:
 # every phase over-predicted, +7% on the step). On an H100 (device-run.sh --gpu H100), bench work's
 # rows of Qwen2.5-0.5B, Qwen2.5-1.5B and Pythia-1B at 4096 tokens, back to back as
