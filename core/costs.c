@@ -1300,7 +1300,7 @@ double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m,
         }
         if (target != c->gpu) {
             us = project_us(c, target, us, batch * dm_ns_flops(m, n, algo), batch * dm_ns_bytes(m, n, algo),
-                            e ? (double)batch * ns_launches(algo) : ns_launches(algo));
+                            eager ? (double)batch * ns_launches(algo) : ns_launches(algo));
             if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
         }
     }
