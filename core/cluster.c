@@ -34,10 +34,11 @@
  * GiB (not measured here). Launch floor: 4 us for every GPU (not a datasheet number).
  * SMs and boost clock (what the projection of measured kernel times scales their SM-bound part
  * by, dm_costs): A100/A800 108 SMs at 1410 MHz (NVIDIA A100 Tensor Core GPU Architecture
- * whitepaper; the A800 is the A100 with NVLink limited); H100 SXM5 132 SMs at 1980 MHz max boost
- * (NVIDIA H100 Tensor Core GPU Architecture whitepaper); H200 the same GH100 chip, 132 SMs, 1980
- * MHz (nvidia-smi's max SM clock on the H200 and the H100 here, traces/device/h100proj-2026-12-05);
- * B200: not known here (0: its projection scales by the datasheet ratios alone). */
+ * whitepaper; the A800 is the A100 with NVLink limited); H100 SXM5 132 SMs (NVIDIA H100 Tensor
+ * Core GPU Architecture whitepaper) at 1980 MHz (the top SM clock nvidia-smi gives on the H100
+ * here, traces/device/h100proj-2026-12-05); H200 the same GH100 chip, 132 SMs at 1980 MHz (the top
+ * SM clock read on the H200 here, traces/device/clockprobe2-2026-12-05); B200: not known here (0:
+ * its projection scales by the datasheet ratios alone). */
 static const dm_gpu gpus[] = {
     /* name, short, dense bf16 FLOP/s, HBM B/s, launch floor us, dense fp16 FLOP/s, HBM bytes, SMs, boost MHz */
     {"NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB", 312e12, 2.039e12, 4.0, 312e12, 81920 * MIB, 108, 1410},
