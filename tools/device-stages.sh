@@ -1205,6 +1205,25 @@ models/extra/gemma-2b.json:dmuon:8192:0:- models/extra/phi-3-mini-4k-instruct.js
 llama-3.2-3b:adamw:1024:400:- llama-3.2-3b:adamw:4096:400:- llama-3.2-3b:dmuon:4096:400:- \
 llama-3.2-3b:muon-ddp:4096:0:-" stage_clockprobe
 }
+# nsop (issue 14): why dmuon's single-matrix NS ops run over their rows and its large batches
+# under them (traces/validate/ns-op-ratios-2026-12-05): Llama-3.2-3B and Pythia-1B dmuon at 4096
+# tokens with the SM clock read along the step (clockprobe: each op at its clock), then the rows of
+# those ops (traces/kernels/nsop-2026-12-05: the wide and the tall calls as the executor splits
+# them) re-timed on the committed cache in the same call, back to back as the table's were.
+STAGE_TIMEOUT_nsop=300
+stage_nsop() {
+    local S=traces/kernels/nsop-2026-12-05 x f
+    T0=$SECONDS
+    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    CLOCK_CASES="llama-3.2-3b:dmuon:4096:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
+    for x in wide.direct:direct wide.gram:gram tall.direct:direct tall.gram:gram; do
+        f=$S/${x%%:*}.txt
+        [ -f "$f" ] || continue
+        [ $((SECONDS - T0)) -gt 240 ] && { echo "nsop ${x%%:*}: skipped at $((SECONDS - T0)) s"; continue; }
+        retime_rows "nsop.${x%%:*}" "$f" "${x##*:}" lt,block 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
+    done
+    echo "nsop stage: $((SECONDS - T0)) s"
+}
 # window (issue 13): the sliding-window bands of --attention causal: bench work's rows of the four
 # windowed models of models/extra at 4096 and 8192 tokens (those the committed table lacks), then
 # validate --attention causal of them under adamw and dmuon at 4096 and 8192 tokens, against the
