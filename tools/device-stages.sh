@@ -1224,6 +1224,27 @@ stage_nsop() {
     done
     echo "nsop stage: $((SECONDS - T0)) s"
 }
+# nsclock (issue 14): the clock each NS row is timed at (nsop's finding: within a step dmuon's
+# single NS ops and large batches run at one clock, yet take 1.09 and 0.99 of their rows): the
+# executor's Llama-3.2-3B and Pythia-1B dmuon steps at 4096 tokens with the clock read (as nsop),
+# then nsop's rows re-timed with the clock read along the bench (DMUON_CLOCK_TRACE: each row's
+# timing window, tools/bench_clock.py), on the same card.
+STAGE_TIMEOUT_nsclock=300
+stage_nsclock() {
+    local S=traces/kernels/nsop-2026-12-05 x f
+    T0=$SECONDS
+    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    CLOCK_CASES="llama-3.2-3b:dmuon:4096:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
+    for x in wide.direct:direct wide.gram:gram tall.gram:gram; do
+        f=$S/${x%%:*}.txt
+        [ $((SECONDS - T0)) -gt 230 ] && { echo "nsclock ${x%%:*}: skipped at $((SECONDS - T0)) s"; continue; }
+        export DMUON_CLOCK_TRACE="$L/benchclk.${x%%:*}.clk"
+        retime_rows "clk.${x%%:*}" "$f" "${x##*:}" lt,block 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
+        unset DMUON_CLOCK_TRACE
+        python3 tools/bench_clock.py "$L/ns_clk.${x%%:*}.txt" "$L/benchclk.${x%%:*}.clk" | tee "$L/benchclk.${x%%:*}.txt"
+    done
+    echo "nsclock stage: $((SECONDS - T0)) s"
+}
 # window (issue 13): the sliding-window bands of --attention causal: bench work's rows of the four
 # windowed models of models/extra at 4096 and 8192 tokens (those the committed table lacks), then
 # validate --attention causal of them under adamw and dmuon at 4096 and 8192 tokens, against the
