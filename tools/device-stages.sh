@@ -1211,39 +1211,32 @@ llama-3.2-3b:muon-ddp:4096:0:-" stage_clockprobe
 # those ops (traces/kernels/nsop-2026-12-05: the wide and the tall calls as the executor splits
 # them) re-timed on the committed cache in the same call, back to back as the table's were.
 STAGE_TIMEOUT_nsop=300
-stage_nsop() {
-    local S=traces/kernels/nsop-2026-12-05 x f
-    T0=$SECONDS
-    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
-    CLOCK_CASES="llama-3.2-3b:dmuon:4096:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
-    for x in wide.direct:direct wide.gram:gram tall.direct:direct tall.gram:gram; do
-        f=$S/${x%%:*}.txt
-        [ -f "$f" ] || continue
-        [ $((SECONDS - T0)) -gt 240 ] && { echo "nsop ${x%%:*}: skipped at $((SECONDS - T0)) s"; continue; }
-        retime_rows "nsop.${x%%:*}" "$f" "${x##*:}" lt,block 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
-    done
-    echo "nsop stage: $((SECONDS - T0)) s"
-}
+stage_nsop() { nsop_run nsop; }
 # nsclock (issue 14): the clock each NS row is timed at (nsop's finding: within a step dmuon's
 # single NS ops and large batches run at one clock, yet take 1.09 and 0.99 of their rows): the
 # executor's Llama-3.2-3B and Pythia-1B dmuon steps at 4096 tokens with the clock read (as nsop),
 # then nsop's rows re-timed with the clock read along the bench (DMUON_CLOCK_TRACE: each row's
 # timing window, tools/bench_clock.py), on the same card.
 STAGE_TIMEOUT_nsclock=300
-stage_nsclock() {
-    local S=traces/kernels/nsop-2026-12-05 x f
+stage_nsclock() { nsop_run clk clock; }
+# nsop_run NAME [clock]: nsop's runs, then its rows re-timed as ns_NAME.* (with `clock`, the clock
+# read along the bench into benchclk.*.clk and each row's clock in benchclk.*.txt)
+nsop_run() {
+    local S=traces/kernels/nsop-2026-12-05 n=$1 clk=${2:-} x f
     T0=$SECONDS
     cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
     CLOCK_CASES="llama-3.2-3b:dmuon:4096:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
-    for x in wide.direct:direct wide.gram:gram tall.gram:gram; do
+    for x in wide.direct:direct wide.gram:gram tall.direct:direct tall.gram:gram; do
         f=$S/${x%%:*}.txt
-        [ $((SECONDS - T0)) -gt 230 ] && { echo "nsclock ${x%%:*}: skipped at $((SECONDS - T0)) s"; continue; }
-        export DMUON_CLOCK_TRACE="$L/benchclk.${x%%:*}.clk"
-        retime_rows "clk.${x%%:*}" "$f" "${x##*:}" lt,block 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
+        [ -f "$f" ] || continue
+        [ $((SECONDS - T0)) -gt 230 ] && { echo "$n ${x%%:*}: skipped at $((SECONDS - T0)) s"; continue; }
+        [ -n "$clk" ] && export DMUON_CLOCK_TRACE="$L/benchclk.${x%%:*}.clk"
+        retime_rows "$n.${x%%:*}" "$f" "${x##*:}" lt,block 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
         unset DMUON_CLOCK_TRACE
-        python3 tools/bench_clock.py "$L/ns_clk.${x%%:*}.txt" "$L/benchclk.${x%%:*}.clk" | tee "$L/benchclk.${x%%:*}.txt"
+        [ -n "$clk" ] && python3 tools/bench_clock.py "$L/ns_$n.${x%%:*}.txt" "$L/benchclk.${x%%:*}.clk" |
+            tee "$L/benchclk.${x%%:*}.txt"
     done
-    echo "nsclock stage: $((SECONDS - T0)) s"
+    echo "$n stage: $((SECONDS - T0)) s"
 }
 # window (issue 13): the sliding-window bands of --attention causal: bench work's rows of the four
 # windowed models of models/extra at 4096 and 8192 tokens (those the committed table lacks), then
