@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock_probe.h"
 #include "model.h"
 #include "ns_cuda.h"
 #include "outfile.h"
@@ -190,7 +189,6 @@ typedef struct bench {
     FILE *csv;          /* NULL: no CSV */
     int verbose, progress;
     char gpu[256];
-    const char *clock_path; /* DMUON_CLOCK_TRACE: the SM clock read along the run (clock_probe.h) */
 } bench;
 
 static int cmp_double(const void *a, const void *b)
@@ -245,8 +243,6 @@ static void emit(bench *B, const char *op, const char *algo, int64_t m, int64_t 
     printf("  %-12s %5d %-11s %-7s %-5s %5s %10.1f %10.1f %10.1f %8.1f %8.1f %6.1f\n", shp, batch,
            op, algo, dtype, var, st->med, st->min, st->max, tf, te,
            B->peak_tflops > 0 && tf > 0 ? 100.0 * tf / B->peak_tflops : 0.0);
-    if (B->clock_path) /* the clock window of the last timing before this row (ns_time_windows) */
-        printf("  # clock window %d: %s %s %" PRId64 "x%" PRId64 " batch %d\n", ns_time_windows - 1, op, algo, m, n, batch);
     fflush(stdout);
     if (B->csv)
         fprintf(B->csv, "%s,%s,%s,%" PRId64 ",%" PRId64 ",%d,%s,%.2f,%.2f,%.2f\n", B->gpu, op, algo, m,
@@ -480,11 +476,6 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
     }
     if (shapes->n > 1) qsort(shapes->v, (size_t)shapes->n, sizeof *shapes->v, cmp_shape);
 
-    B.clock_path = getenv("DMUON_CLOCK_TRACE");
-    if (B.clock_path && !*B.clock_path) B.clock_path = NULL;
-    /* a sampler kernel runs the whole time: lazy module loading would make a kernel's first
-     * launch wait for it (clock_probe.h), so every module is loaded up front */
-    if (B.clock_path) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     if (ns_device_query(&B.dev, err)) {
         char m[sizeof err->msg];
         snprintf(m, sizeof m, "%s", err->msg);
@@ -496,7 +487,6 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
         if (*p == ',') *p = ' ';
     B.progress = isatty(2);
     if (ns_stream_create(&B.s, err)) goto done;
-    if (B.clock_path && cp_start(50, 900, err)) goto done; /* a read every 50 us, at most 15 min */
     if (o->cache_path && at_cache_open(o->cache_path, &B.dev, &cache, err)) goto done;
 
     time_t now = time(NULL);
@@ -647,11 +637,6 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
     goto done;
     rc = 0;
 done:
-    if (B.clock_path) {
-        dm_err ce = {{0}};
-        if (cp_stop_write(B.clock_path, &ce) < 0) fprintf(stderr, "dmuon bench kernels: %s\n", ce.msg);
-        else printf("# clock reads written to %s (marks 2k, 2k + 1: clock window k)\n", B.clock_path);
-    }
     dm_out_abort(csv_out);
     at_cache_close(cache);
     ns_stream_destroy(B.s);

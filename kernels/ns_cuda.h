@@ -267,10 +267,6 @@ void ns_stream_destroy(ns_stream s);
 typedef int (*ns_enqueue_fn)(void *arg, ns_stream s, dm_err *err);
 int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warmup, int reps,
                    double *times_us, dm_err *err);
-/* Timing windows so far: while the clock probe runs (kernels/clock_probe.h; `dmuon bench kernels`
- * with DMUON_CLOCK_TRACE), each ns_time_events call marks its timed calls' start and end, marks
- * 2k and 2k + 1 for window k (k = ns_time_windows - 1 right after the call). */
-extern int ns_time_windows;
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "block_reduce.cuh"
-#include "clock_probe.h"
 #include "ns_kern.cuh"
 
 /* ---- typed loads and stores --------------------------------------------------------------- */
@@ -774,8 +773,6 @@ static double host_us(void)
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-int ns_time_windows = 0; /* ns_cuda.h (C linkage there) */
-
 extern "C" int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warmup, int reps,
                               double *times_us, dm_err *err)
 {
@@ -804,14 +801,11 @@ extern "C" int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warm
         double hold_us = 1.5 * host * reps + 50;
         k_hold<<<1, 1, 0, (cudaStream_t)s>>>((long long)(1e3 * (hold_us < 2e5 ? hold_us : 2e5)));
     }
-    if (cp_mark(s, err)) goto out; /* the SM clock over the timed calls, when the probe runs (bench) */
     if (cudaEventRecord(ev[0], (cudaStream_t)s) != cudaSuccess) goto cuda_fail;
     for (int i = 0; i < reps; i++) {
         if (fn(arg, s, err)) goto out;
         if (cudaEventRecord(ev[i + 1], (cudaStream_t)s) != cudaSuccess) goto cuda_fail;
     }
-    if (cp_mark(s, err)) goto out;
-    ns_time_windows++;
     if (cudaEventSynchronize(ev[reps]) != cudaSuccess) goto cuda_fail;
     for (int i = 0; i < reps; i++) {
         float ms = 0;

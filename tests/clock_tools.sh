@@ -4,9 +4,7 @@
 # stretch reads 1500, one inside 1800 reads 1800, the 1 ms bins follow the switch) and names a
 # file it cannot read; tools/power_along runs the power model along ops (a long op at the
 # reference GEMM's demand settles at the clock the model gives it: 1 - slope (gemm_w - limit));
-# tools/clock_fit.py runs its grid through it; tools/bench_clock.py gives each bench row the clock
-# of its timing window (a row inside 1500 MHz reads 1500, one inside 1800 reads 1800). (Skipped
-# without python3.)
+# tools/clock_fit.py runs its grid through it. (Skipped without python3.)
 . "${DM_SRCDIR:-.}/tests/tap.sh"
 SRC=${DM_SRCDIR:-.}
 PA=${POWER_ALONG:-./tools/power_along}
@@ -73,31 +71,4 @@ is "  ... an unknown option: exit 2" "$?" 2
 out=$(python3 "$SRC/tools/clock_fit.py" --tool "$PA" --tau 27 --fall 27 --hold 0,10 "$cal" "$tmp/a" "$tmp/b" 2>&1)
 is "clock_fit: exit 0" "$?" 0
 like "  ... its grid through power_along" "$out" "# tau tau_fall hold: mean |s model - s measured| over 2 forward/backward ops"
-# bench_clock: two rows, their windows (marks 2k, 2k + 1) one in each stretch of the run above
-python3 - "$tmp/bc" <<'PY'
-import sys
-p = sys.argv[1]
-t0 = 10**12
-with open(p + ".clk", "w") as f:
-    f.write("# dmuon clock probe: globaltimer ns %d = CLOCK_REALTIME 0 s\n" % t0)
-    f.write("# step marks (globaltimer ns at each step's start, in step order): %d %d %d %d\n"
-            % (t0 + 1 * 10**6, t0 + 3 * 10**6, t0 + 12 * 10**6, t0 + 16 * 10**6))
-    f.write("# reads\nt_ns,cycles,mhz\n")
-    t, c = t0, 0
-    while t <= t0 + 20 * 10**6:
-        mhz = 1500 if t < t0 + 10 * 10**6 else 1800
-        f.write("%d,%d,%d\n" % (t, int(c), mhz))
-        t += 20000
-        c += mhz * 20
-with open(p + ".txt", "w") as f:
-    f.write("# shape(mxn) batch op algo dtype var median_us min_us max_us TFLOP/s exec_TF peak%\n")
-    f.write("  3072x3072        1 ns          direct  bf16   4/4f     1041.9     1038.2     1047.6    556.5    626.1   68.9\n")
-    f.write("  # clock window 0: ns direct 3072x3072 batch 1\n")
-    f.write("  2048x8192       16 ns          gram    fp16   4/8f    10189.6     9337.3    10229.5    512.6    563.1   63.4\n")
-    f.write("  # clock window 1: ns gram 2048x8192 batch 16\n")
-PY
-out=$(python3 "$SRC/tools/bench_clock.py" "$tmp/bc.txt" "$tmp/bc.clk" 2>&1)
-is "bench_clock: exit 0" "$?" 0
-is "  ... the first row's window at 1500 MHz" "$(printf '%s\n' "$out" | awk '$1 == "3072x3072" {print $NF}')" 1500
-is "  ... the second row's at 1800 MHz, 4 ms long" "$(printf '%s\n' "$out" | awk '$1 == "2048x8192" {print $(NF-1), $NF}')" "4.000 1800"
 tap_end

@@ -1212,17 +1212,9 @@ llama-3.2-3b:muon-ddp:4096:0:-" stage_clockprobe
 # them) re-timed on the committed cache in the same call, back to back as the table's were.
 STAGE_TIMEOUT_nsop=300
 stage_nsop() { nsop_run nsop; }
-# nsclock (issue 14): the clock each NS row is timed at (nsop's finding: within a step dmuon's
-# single NS ops and large batches run at one clock, yet take 1.09 and 0.99 of their rows): the
-# executor's Llama-3.2-3B and Pythia-1B dmuon steps at 4096 tokens with the clock read (as nsop),
-# then nsop's rows re-timed with the clock read along the bench (DMUON_CLOCK_TRACE: each row's
-# timing window, tools/bench_clock.py), on the same card.
-STAGE_TIMEOUT_nsclock=300
-stage_nsclock() { nsop_run clk clock; }
-# nsop_run NAME [clock]: nsop's runs, then its rows re-timed as ns_NAME.* (with `clock`, the clock
-# read along the bench into benchclk.*.clk and each row's clock in benchclk.*.txt)
+# nsop_run NAME: nsop's runs, then its rows re-timed as ns_NAME.*
 nsop_run() {
-    local S=traces/kernels/nsop-2026-12-05 n=$1 clk=${2:-} x f
+    local S=traces/kernels/nsop-2026-12-05 n=$1 x f
     T0=$SECONDS
     cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
     CLOCK_CASES="llama-3.2-3b:dmuon:4096:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
@@ -1230,11 +1222,7 @@ nsop_run() {
         f=$S/${x%%:*}.txt
         [ -f "$f" ] || continue
         [ $((SECONDS - T0)) -gt 230 ] && { echo "$n ${x%%:*}: skipped at $((SECONDS - T0)) s"; continue; }
-        [ -n "$clk" ] && export DMUON_CLOCK_TRACE="$L/benchclk.${x%%:*}.clk"
         retime_rows "$n.${x%%:*}" "$f" "${x##*:}" lt,block 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
-        unset DMUON_CLOCK_TRACE
-        [ -n "$clk" ] && python3 tools/bench_clock.py "$L/ns_$n.${x%%:*}.txt" "$L/benchclk.${x%%:*}.clk" |
-            tee "$L/benchclk.${x%%:*}.txt"
     done
     echo "$n stage: $((SECONDS - T0)) s"
 }
