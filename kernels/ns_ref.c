@@ -705,6 +705,58 @@ fail:
     return -1;
 }
 
+/* The NS of one matrix split by rows over ranks (ns_ref.h: ns_split_gram, ns_split_step). */
+int SFX(ns_split_gram)(const T *S, int64_t rows, int64_t n, T *H, dm_err *err)
+{
+    SFX(ws) w = {NULL, NULL};
+    if (rows < 1 || n < 1)
+        return dm_err_set(err, "ns_split_gram: slice %lld x %lld: both must be >= 1", (long long)rows, (long long)n);
+    T *Xt = dm_malloc((size_t)rows * (size_t)n * sizeof(T), err);
+    if (!Xt || SFX(ws_init)(&w, err)) {
+        free(Xt);
+        return -1;
+    }
+    for (int64_t i = 0; i < rows; i++) /* X = S^T (n x rows): ns_direct's orientation */
+        for (int64_t j = 0; j < n; j++) Xt[j * rows + i] = S[i * n + j];
+    SFX(gemm)(n, n, rows, 1, Xt, rows, Xt, rows, 1, 0, H, n, 1, &w); /* H = X X^T = S^T S */
+    SFX(ws_free)(&w);
+    free(Xt);
+    return 0;
+}
+
+int SFX(ns_split_step)(T *S, int64_t rows, int64_t n, T *H, int k, const ns_opts *o_in, dm_err *err)
+{
+    ns_opts o;
+    ns_coeffs dflt;
+    const ns_coeffs *c;
+    SFX(ws) w = {NULL, NULL};
+    if (ns_check_args(rows, n, o_in, &o, &dflt, &c, err)) return -1;
+    if (k < 0 || k >= c->n)
+        return dm_err_set(err, "ns_split_step: iteration %d of %d", k, c->n);
+    size_t nn = (size_t)n * (size_t)n, rl = (size_t)rows * (size_t)n;
+    if (k == 0) { /* ||G||_F^2 = trace(G^T G): the sum of the slices' Gram diagonals */
+        double tr = 0;
+        for (int64_t i = 0; i < n; i++) tr += (double)H[i * n + i];
+        double scale = 1.0 / (sqrt(tr > 0 ? tr : 0) + o.eps);
+        for (size_t i = 0; i < rl; i++) S[i] = (T)(S[i] * scale);
+        for (size_t i = 0; i < nn; i++) H[i] = (T)(H[i] * scale * scale);
+    }
+    T *B = dm_malloc((nn + rl) * sizeof(T), err), *Y = B ? B + nn : NULL;
+    if (!B || SFX(ws_init)(&w, err)) {
+        free(B);
+        return -1;
+    }
+    T a = (T)c->a[k], b = (T)c->b[k], cc = (T)c->c[k];
+    for (size_t i = 0; i < nn; i++) B[i] = b * H[i];
+    SFX(gemm)(n, n, n, cc, H, n, H, n, 0, 1, B, n, 1, &w);   /* B = b H + c H H */
+    for (size_t i = 0; i < rl; i++) Y[i] = a * S[i];
+    SFX(gemm)(rows, n, n, 1, S, n, B, n, 1, 1, Y, n, 0, &w); /* S <- a S + S B (B symmetric) */
+    memcpy(S, Y, rl * sizeof(T));
+    SFX(ws_free)(&w);
+    free(B);
+    return 0;
+}
+
 #undef NS_VL
 #undef NS_NR
 

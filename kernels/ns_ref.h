@@ -90,6 +90,21 @@ void ns_opts_default(ns_opts *o);
 int ns_ref_d(const double *G, double *O, int64_t m, int64_t n, const ns_opts *o, dm_err *err);
 int ns_ref_f(const float *G, float *O, int64_t m, int64_t n, const ns_opts *o, dm_err *err);
 
+/* The NS of one matrix split by rows over P ranks (dmuon's --ns-split; program.h: an NS op with
+ * parts > 1): for an m x n matrix with m >= n (tall or square, so that n is its short side), rank j
+ * holds rows slice S_j (rows_j x n) of G. Direct NS on X = G^T runs as, per iteration k:
+ *   gram:  H_j = S_j^T S_j (n x n), summed over the ranks (an all-reduce): H = G^T G, scaled;
+ *   step:  (k = 0: s = 1 / (sqrt(trace H) + eps), the Frobenius norm from the summed Gram:
+ *          S_j *= s, H *= s^2), B = b_k H + c_k H H, S_j <- a_k S_j + S_j B.
+ * The slices stacked are ns_ref's direct result (m > n: on G^T, as ns_ref transposes) up to
+ * rounding: the Gram is summed in another order and the norm comes from its trace.
+ * ns_split_gram writes H_j (n x n); ns_split_step updates S and H in place (H: the summed Gram
+ * of iteration k). -1 on bad sizes, k outside the coefficient set, or out of memory. */
+int ns_split_gram_d(const double *S, int64_t rows, int64_t n, double *H, dm_err *err);
+int ns_split_gram_f(const float *S, int64_t rows, int64_t n, float *H, dm_err *err);
+int ns_split_step_d(double *S, int64_t rows, int64_t n, double *H, int k, const ns_opts *o, dm_err *err);
+int ns_split_step_f(float *S, int64_t rows, int64_t n, float *H, int k, const ns_opts *o, dm_err *err);
+
 /* The scalar map f(s) above, for one normalized singular value s: what NS does to it. */
 double ns_scalar_map(const ns_coeffs *c, double s);
 

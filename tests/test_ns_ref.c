@@ -567,6 +567,54 @@ static void test_speed(void)
     }
 }
 
+/* The split NS (ns_split_gram, ns_split_step): P row slices, their Grams summed as the
+ * all-reduce would, stacked back = the whole matrix's direct NS. Double 1e-10 (the same math in
+ * another summation order), float against the double whole 1e-4 (as test_float). Slices of
+ * unequal rows too (the math does not need equal ones). */
+static void test_split(void)
+{
+    static const int64_t shapes[][2] = {{64, 64}, {96, 32}, {120, 40}, {97, 31}};
+    static const int parts[] = {1, 2, 3, 4};
+    ns_coeffs pe;
+    ns_coeffs_polar_express(&pe, NS_PE_SAFETY_DEFAULT, NULL);
+    ns_opts o = opts(DM_NS_DIRECT, &pe, NS_RESTARTS_DEFAULT);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t pi = 0; pi < sizeof parts / sizeof parts[0]; pi++) {
+            int64_t m = shapes[si][0], n = shapes[si][1], P = parts[pi];
+            size_t cnt = (size_t)(m * n), nn = (size_t)(n * n);
+            double *G = randn(m, n), *want = malloc(sizeof *want * cnt), *Sd = malloc(sizeof *Sd * cnt);
+            double *H = calloc(nn, sizeof *H), *Hj = malloc(sizeof *Hj * nn);
+            float *Sf = malloc(sizeof *Sf * cnt), *Hf = calloc(nn, sizeof *Hf), *Hjf = malloc(sizeof *Hjf * nn);
+            int bad = ns_ref_d(G, want, m, n, &o, NULL);
+            memcpy(Sd, G, sizeof *Sd * cnt);
+            ns_d2f(G, Sf, cnt);
+            for (int k = 0; k < pe.n && !bad; k++) {
+                memset(H, 0, sizeof *H * nn);
+                memset(Hf, 0, sizeof *Hf * nn);
+                for (int64_t j = 0; j < P; j++) { /* rows [lo, hi) of part j */
+                    int64_t lo = m * j / P, hi = m * (j + 1) / P;
+                    bad |= ns_split_gram_d(Sd + lo * n, hi - lo, n, Hj, NULL);
+                    bad |= ns_split_gram_f(Sf + lo * n, hi - lo, n, Hjf, NULL);
+                    for (size_t e = 0; e < nn; e++) H[e] += Hj[e], Hf[e] += Hjf[e];
+                }
+                for (int64_t j = 0; j < P; j++) {
+                    int64_t lo = m * j / P, hi = m * (j + 1) / P;
+                    memcpy(Hj, H, sizeof *H * nn); /* every rank its own copy of the sum */
+                    memcpy(Hjf, Hf, sizeof *Hf * nn);
+                    bad |= ns_split_step_d(Sd + lo * n, hi - lo, n, Hj, k, &o, NULL);
+                    bad |= ns_split_step_f(Sf + lo * n, hi - lo, n, Hjf, k, &o, NULL);
+                }
+            }
+            double ed = ns_rel_fro_err_d(Sd, want, cnt), ef = ns_rel_fro_err_fd(Sf, want, cnt);
+            ok(!bad && ed <= 1e-10 && ef <= 1e-4, "split NS %lldx%lld over %lld parts = direct NS: double %.1e, float %.1e",
+               (long long)m, (long long)n, (long long)P, ed, ef);
+            free(G); free(want); free(Sd); free(H); free(Hj); free(Sf); free(Hf); free(Hjf);
+        }
+    double S[4] = {1, 2, 3, 4}, H[4];
+    ok(ns_split_step_d(S, 2, 2, H, 5, &o, NULL) < 0 && ns_split_gram_d(S, 0, 2, H, NULL) < 0,
+       "split NS: an iteration outside the set and an empty slice refused");
+}
+
 int main(void)
 {
     gsl_rng_env_setup();
@@ -578,6 +626,7 @@ int main(void)
     test_spectrum();
     test_random_polar();
     test_float();
+    test_split();
     test_muon();
     test_adamw();
     test_flops();
