@@ -126,7 +126,7 @@ int dm_arena_mark(const dm_model *m, dm_program *p, dm_err *err)
     for (int r = 0; r < p->nranks; r++)
         for (int k = 0; k < p->ranks[r].n_ops && p->ranks[r].share == r; k++) { /* a shared list once */
             dm_op *op = &p->ranks[r].ops[k];
-            if (!dm_op_is_collective(op->kind)) {
+            if (!dm_op_is_collective(op->kind) || op->payload == DM_PAYLOAD_GRAM) { /* a Gram: its own buffer */
                 op->staged = 0;
                 continue;
             }

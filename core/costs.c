@@ -195,10 +195,61 @@ double dm_costs_ns_op_kernels_us(const dm_costs *c, const dm_gpu *gpu, const dm_
     return us;
 }
 
+void dm_ns_split_stage_kernels(const dm_op *op, dm_kernel *k, int *n, double *elem_bytes)
+{
+    int64_t r = op->m < op->n ? op->m : op->n, l = op->m < op->n ? op->n : op->m;
+    int64_t P = op->parts > 1 ? op->parts : 1, s = (l + P - 1) / P;
+    dm_kernel g = {.kind = DM_KERN_GEMM, .batch = 1, .count = 1, .param = -1, .slot = -1};
+    double elt = (double)dm_dtype_size(op->dtype);
+    *n = 0;
+    if (op->stage % 2 == 0) { /* H_j = S_j^T S_j: dW = dY^T X's form (workload.h), m = n = r, k = s */
+        g.op = DM_KOP_WGRAD, g.m = r, g.n = r, g.k = s;
+        k[(*n)++] = g;
+        *elem_bytes = 0;
+    } else { /* Y = S_j H, Z = Y H (Y = X W^T's form: m = s, n = r, k = r, twice) */
+        g.op = DM_KOP_FWD, g.m = s, g.n = r, g.k = r;
+        k[(*n)++] = g;
+        k[(*n)++] = g;
+        /* S = a S + b Y + c Z (three reads, a write); stage 1 also scales S and H by the norm */
+        *elem_bytes = 4.0 * (double)s * r * elt + (op->stage == 1 ? 2.0 * ((double)r * r + (double)s * r) * elt : 0);
+    }
+    for (int i = 0; i < *n; i++) {
+        k[i].flops = 2.0 * (double)k[i].m * k[i].n * k[i].k;
+        k[i].bytes = ((double)k[i].m * k[i].k + (double)k[i].k * k[i].n + (double)k[i].m * k[i].n) * elt;
+    }
+}
+
+/* One stage of a split NS op (program.h: parts > 1): its GEMMs from the kernel table's GEMM rows
+ * (the products a split runs are plain GEMMs, not NS kernels), its elementwise passes at the HBM
+ * roofline with a launch each; stage 0 adds the gradient check and momentum of the slice. */
+static double ns_split_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, int full, dm_cost_source *src)
+{
+    dm_kernel k[2];
+    int n;
+    double eb, us = 0;
+    dm_cost_source s = DM_COST_MEASURED, si = DM_COST_ROOFLINE;
+    dm_ns_split_stage_kernels(op, k, &n, &eb);
+    for (int i = 0; i < n; i++) {
+        us += c ? dm_costs_kernel_us(c, cl->gpu, &k[i], &si) : dm_roofline_kernel_us(cl->gpu, &k[i]);
+        if (!c) si = DM_COST_ROOFLINE;
+        if (si > s) s = si;
+    }
+    if (full && dm_power_on(&cl->power) && !dm_costs_full_clock(c, 0))
+        us = dm_power_full_us_held(&cl->power, op->flops, op->bytes, us);
+    if (eb > 0) us += dm_hbm_pass_us(cl->gpu, 2, eb);
+    if (src) *src = s;
+    if (op->stage == 0) {
+        int64_t l = op->m < op->n ? op->n : op->m, r = op->m < op->n ? op->m : op->n;
+        us += dm_ns_op_prep_us(c, cl, 1, (double)((l + op->parts - 1) / op->parts) * (double)r);
+    }
+    return us;
+}
+
 /* dm_ns_op_us and dm_ns_op_full_us: full: the kernels' time brought to full clock where the
  * table's NS rows held the clock of their own back-to-back runs (power.h) */
 static double ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, int full, dm_cost_source *src)
 {
+    if (op->parts > 1) return ns_split_us(c, cl, op, full, src);
     double us = dm_costs_ns_op_kernels_us(c, cl->gpu, op, src);
     if (full && dm_power_on(&cl->power) && !dm_costs_full_clock(c, 1))
         us = dm_power_full_us_held(&cl->power, op->flops, op->bytes, us);

@@ -225,6 +225,14 @@ double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_
  * (dm_power_full_us_held) before the scale; the simulator then runs the op at its context's
  * clock (the scheduler's loads keep dm_ns_op_us, the rows' own time). */
 double dm_ns_op_full_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src);
+/* Both answer a split NS op (parts > 1, program.h) by its stage: the GEMMs of
+ * dm_ns_split_stage_kernels priced from c's GEMM rows like the workload's (no NS row, no
+ * ns_time_scale: that factor is the NS rows'), its elementwise passes at the HBM roofline, and
+ * on stage 0 the slice's check and momentum. The kernels of one stage (k: room for 2, *n of
+ * them, flops and bytes filled; *elem_bytes: HBM bytes of its elementwise passes): an even
+ * stage H_j = S_j^T S_j (a weight-gradient GEMM r x r x s), an odd one S_j H and (S_j H) H (s x
+ * r x r each), r the short side, s = ceil(long side / parts) the slice's rows. */
+void dm_ns_split_stage_kernels(const dm_op *op, dm_kernel *k, int *n, double *elem_bytes);
 /* The executor's non-finite check of `tensors` gradients of `elems` bf16 elements in all: one
  * launch each and one read at the HBM roofline (what a table without grad-check rows answers). */
 double dm_grad_check_us(const dm_gpu *gpu, double tensors, double elems);

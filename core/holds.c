@@ -35,7 +35,7 @@ static int hold_writes(const dm_program *p, int r, const dm_op *op)
     case DM_OP_REDUCE: return op->root == r;
     case DM_OP_BROADCAST: return op->parts > 1;
     case DM_OP_ALLGATHER: return op->payload == DM_PAYLOAD_GRADS;
-    case DM_OP_ALLREDUCE:
+    case DM_OP_ALLREDUCE: return op->payload != DM_PAYLOAD_GRAM; /* a split NS's Gram: no param's range */
     case DM_OP_REDUCESCATTER:
     case DM_OP_MUON_UPDATE:
     case DM_OP_ADAMW: return 1;
@@ -84,7 +84,9 @@ void dm_hold_op(const dm_program *p, const int64_t *sz, int r, const dm_op *op, 
         case DM_OP_ALLGATHER:
             if (op->payload == DM_PAYLOAD_GRADS) h->red[q] = rg(0, e);
             break;
-        case DM_OP_MUON_UPDATE: h->upd[q] = empty(h->rs[q]) ? rg(0, e) : h->rs[q]; break;
+        case DM_OP_MUON_UPDATE: /* a split NS's part (program.h), else the shard or the whole */
+            h->upd[q] = op->parts > 1 ? mine : empty(h->rs[q]) ? rg(0, e) : h->rs[q];
+            break;
         case DM_OP_ADAMW:
             if (!empty(h->red[q])) h->upd[q] = h->red[q];
             break;
@@ -129,7 +131,13 @@ static int state_walk(const dm_program *p, const int64_t *sz, int64_t n, int r, 
         for (int k = 0; k < op->n_params; k++) {
             int64_t q = op->params[k];
             int fresh = empty(st[q]) && !(need && need[q]);
-            if (op->kind == DM_OP_NS) hull(&st[q], rg(0, sz[q]));
+            if (op->kind == DM_OP_NS && op->parts > 1) { /* a split NS: its part's rows */
+                int64_t lo, hi;
+                dm_flat_shard(sz[q], op->parts, op->part, &lo, &hi);
+                hull(&st[q], rg(lo, hi));
+            } else if (op->kind == DM_OP_NS) {
+                hull(&st[q], rg(0, sz[q]));
+            }
             else if (op->kind == DM_OP_MUON_UPDATE || !empty(h->red[q])) hull(&st[q], h->upd[q]);
             if (need) need[q] |= op->kind == DM_OP_NS ? 1 : op->kind == DM_OP_ADAMW ? 2 : 0;
             if (touched && fresh && (!empty(st[q]) || (need && need[q]))) touched[nt++] = q;

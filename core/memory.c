@@ -249,6 +249,21 @@ static int cmp_key(const void *a, const void *b)
     return 0;
 }
 
+/* Plan key nk of rank_parts (rows, cols, count, algorithm), the array grown as needed. */
+static int push_key(mem_ctx *c, int nk, int64_t rows, int64_t cols, int64_t count, int64_t algo, dm_err *err)
+{
+    if (nk == c->nskey_cap) {
+        int cap = c->nskey_cap ? 2 * c->nskey_cap : 64;
+        int64_t(*g)[4] = dm_realloc(c->nskey, (size_t)cap * sizeof *g, err);
+        if (!g) return -1;
+        c->nskey = g;
+        c->nskey_cap = cap;
+    }
+    int64_t *key = c->nskey[nk];
+    key[0] = rows, key[1] = cols, key[2] = count, key[3] = algo;
+    return 0;
+}
+
 /* The per-rank parts of rank r into *e (a copy of the shared ones). */
 static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
 {
@@ -267,20 +282,17 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
         /* the executor's plans (real/real_gpu.c ns_op): one per orientation of the batch's
          * matrices, keyed by (rows, cols, count, algorithm) */
         const dm_matrix *x = &c->mx[op->params[0]];
+        if (op->parts > 1) { /* a split NS: its slice (s x r) and the n x n Gram, as a direct plan of s x r */
+            int64_t r = x->rows < x->cols ? x->rows : x->cols, l = x->rows < x->cols ? x->cols : x->rows;
+            if (push_key(c, nk++, (l + op->parts - 1) / op->parts, r, 1, DM_NS_DIRECT, err)) return -1;
+            continue;
+        }
         int64_t cnt = 0;
         for (int a = 0; a < op->n_params; a++) cnt += c->mx[op->params[a]].rows == x->rows;
         for (int pass = 0; pass < 2; pass++) {
             int64_t k = pass ? op->n_params - cnt : cnt;
             if (k < 1 || (pass && x->rows == x->cols)) continue;
-            if (nk == c->nskey_cap) {
-                int cap = c->nskey_cap ? 2 * c->nskey_cap : 64;
-                int64_t(*g)[4] = dm_realloc(c->nskey, (size_t)cap * sizeof *g, err);
-                if (!g) return -1;
-                c->nskey = g;
-                c->nskey_cap = cap;
-            }
-            int64_t *key = c->nskey[nk++];
-            key[0] = pass ? x->cols : x->rows, key[1] = pass ? x->rows : x->cols, key[2] = k, key[3] = op->algo;
+            if (push_key(c, nk++, pass ? x->cols : x->rows, pass ? x->rows : x->cols, k, op->algo, err)) return -1;
         }
     }
     /* distinct plans, each: input and output in the iteration dtype (2 bytes), two m x n

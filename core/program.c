@@ -201,6 +201,7 @@ static int same_op(const dm_op *x, const dm_op *y)
            x->flops == y->flops && x->m == y->m && x->n == y->n && x->batch == y->batch && x->algo == y->algo &&
            x->iters == y->iters && x->dtype == y->dtype && x->payload == y->payload && x->n_params == y->n_params &&
            x->work == y->work && x->part == y->part && x->parts == y->parts && x->eager == y->eager && x->tall == y->tall &&
+           x->stage == y->stage &&
            x->staged == y->staged &&
            (!x->n_deps || !memcmp(x->deps, y->deps, (size_t)x->n_deps * sizeof *x->deps)) &&
            (!x->n_params || !memcmp(x->params, y->params, (size_t)x->n_params * sizeof *x->params));
@@ -286,6 +287,7 @@ static uint64_t hash_op(uint64_t h, const dm_op *o)
 #undef NONNEG
     h = plist_hash_more(h, v, 22);
     h = plist_hash_more(h, (int64_t[]){o->tall}, 1);
+    if (o->stage) h = plist_hash_more(h, (int64_t[]){o->stage + (INT64_C(1) << 40)}, 1);
     for (int i = 0; i < o->n_deps; i++) h = plist_hash_more(h, (int64_t[]){o->deps[i]}, 1);
     return plist_hash_more(h, o->params, o->n_params);
 }
@@ -824,7 +826,7 @@ const char *dm_dtype_name(dm_dtype d)
 
 const char *dm_payload_name(dm_payload p)
 {
-    return p == DM_PAYLOAD_WEIGHTS ? "weights" : p == DM_PAYLOAD_GRADS ? "grads" : "none";
+    return p == DM_PAYLOAD_WEIGHTS ? "weights" : p == DM_PAYLOAD_GRADS ? "grads" : p == DM_PAYLOAD_GRAM ? "gram" : "none";
 }
 
 size_t dm_dtype_size(dm_dtype d) { return d == DM_DT_FP32 ? 4 : 2; }

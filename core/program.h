@@ -59,9 +59,10 @@ typedef enum { DM_NS_DIRECT = 0, DM_NS_GRAM = 1 } dm_ns_algo;
 typedef enum { DM_DT_BF16 = 0, DM_DT_FP16 = 1, DM_DT_FP32 = 2 } dm_dtype;
 
 /* What a collective's buffer holds: the weights of its params (fetches: broadcast, weight
- * all-gathers) or their gradients (reduce, all-reduce, reduce-scatter, gradient all-gathers).
- * Compute ops carry none. */
-typedef enum { DM_PAYLOAD_NONE = 0, DM_PAYLOAD_WEIGHTS = 1, DM_PAYLOAD_GRADS = 2 } dm_payload;
+ * all-gathers) or their gradients (reduce, all-reduce, reduce-scatter, gradient all-gathers), or
+ * (gram: an all-reduce of one param) the n x n Gram of a split NS's iteration (below: an NS op
+ * with parts > 1), summed over the split's ranks. Compute ops carry none. */
+typedef enum { DM_PAYLOAD_NONE = 0, DM_PAYLOAD_WEIGHTS = 1, DM_PAYLOAD_GRADS = 2, DM_PAYLOAD_GRAM = 3 } dm_payload;
 
 /* NS iterations of an op that does not say (the cost model's count; program files written
  * before ops carried it). */
@@ -129,6 +130,15 @@ typedef struct dm_op {
                            0 (default): one graph replay. JSON "launch": "eager" */
     int tall;           /* NS: how many of its matrices are stored tall (rows > cols: the executor
                            runs their NS on the transpose, a plan of its own); 0 .. batch */
+    int stage;          /* a split NS (--ns-split): an NS op with parts > 1 runs the direct NS of
+                           its one matrix (stored tall or square: m x n with m <= n is its
+                           transpose or itself, so `part` is the flat part of rows, the stored
+                           rows split into parts, each a contiguous slice) over the ranks of a
+                           group, each rank its slice (kernels/ns_ref.h ns_split_*): stage 2k
+                           the slice's Gram of iteration k (k = 0: after the momentum), then a
+                           gram all-reduce in the split's group, then stage 2k + 1 the step of
+                           iteration k; 0 .. 2 iters - 1. A muon-update with parts > 1 updates
+                           that part. Other ops 0 */
 } dm_op;
 
 /* What a compute op computes, kernel by kernel (workload.h: GEMMs with their pass, batched

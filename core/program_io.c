@@ -151,6 +151,7 @@ static int write_op(FILE *f, txt *t, const dm_op *o)
     }
     if (o->eager) txt_str(t, ",\"launch\":\"eager\"");
     if (o->tall) txt_field(t, ",\"tall\":", o->tall);
+    if (o->stage) txt_field(t, ",\"stage\":", o->stage);
     if (o->staged != dm_op_staged_default(o->kind)) txt_field(t, ",\"staged\":", o->staged);
     txt_put(t, "}", 1);
     if (t->oom) return -1;
@@ -575,7 +576,7 @@ static int op_field(rd *r, const char *key, void *vctx)
         if (rd_enum(r, dtype_namer, 3, "dtype", &e)) return -1;
         c->op.dtype = (dm_dtype)e;
     } else if (!strcmp(key, "payload")) {
-        if (rd_enum(r, payload_namer, 3, "payload", &e)) return -1;
+        if (rd_enum(r, payload_namer, 4, "payload", &e)) return -1;
         c->op.payload = (dm_payload)e;
         c->have_payload = 1;
     } else if (!strcmp(key, "iters")) {
@@ -591,9 +592,10 @@ static int op_field(rd *r, const char *key, void *vctx)
         else if (key[0] == 'g') c->op.group = (int)v;
         else if (key[0] == 'r') c->op.root = (int)v;
         else c->op.batch = (int)v;
-    } else if (!strcmp(key, "tall")) {
+    } else if (!strcmp(key, "tall") || !strcmp(key, "stage")) {
         if (rd_int(r, 0, INT32_MAX, key, &v)) return -1;
-        c->op.tall = (int)v;
+        if (key[1] == 'a') c->op.tall = (int)v;
+        else c->op.stage = (int)v;
     } else if (!strcmp(key, "staged")) {
         if (rd_int(r, 0, 1, key, &v)) return -1;
         c->op.staged = (int)v;
@@ -1257,14 +1259,40 @@ int dm_program_validate(const dm_program *p, dm_err *err)
                            dm_op_kind_name(o->kind));
                 goto done;
             }
-            if (is_coll ? o->payload != DM_PAYLOAD_WEIGHTS && o->payload != DM_PAYLOAD_GRADS
+            int gram_ok = o->kind == DM_OP_ALLREDUCE && o->n_params == 1 && o->parts <= 1;
+            if (is_coll ? o->payload != DM_PAYLOAD_WEIGHTS && o->payload != DM_PAYLOAD_GRADS &&
+                              !(o->payload == DM_PAYLOAD_GRAM && gram_ok)
                         : o->payload != DM_PAYLOAD_NONE) {
                 dm_err_set(err, "program: rank %d op %d (%s): payload %s (%s)", r, i, dm_op_kind_name(o->kind),
                            dm_payload_name(o->payload),
-                           is_coll ? "a collective moves weights or grads" : "only collectives carry a payload");
+                           !is_coll ? "only collectives carry a payload"
+                           : o->payload == DM_PAYLOAD_GRAM ? "a gram is the all-reduce of one param, whole"
+                                                           : "a collective moves weights, grads or a gram");
+                goto done;
+            }
+            if (o->stage && !(o->kind == DM_OP_NS && o->parts > 1)) {
+                dm_err_set(err, "program: rank %d op %d (%s): stage %d (only a split NS op, parts > 1, has stages)", r,
+                           i, dm_op_kind_name(o->kind), o->stage);
                 goto done;
             }
             if (!is_coll) {
+                const char *why = NULL;
+                if (o->parts > 1 && o->kind != DM_OP_NS && o->kind != DM_OP_MUON_UPDATE)
+                    why = "only a broadcast, a reduce, an all-reduce, a split ns or its muon-update has parts";
+                else if (o->parts > 1 ? o->part < 0 || o->part >= o->parts : o->part != 0)
+                    why = "expected part in [0, parts) with parts > 1";
+                else if (o->parts > 1 && o->kind == DM_OP_NS &&
+                         (o->n_params != 1 || o->batch != 1 || o->algo != DM_NS_DIRECT || o->eager ||
+                          (o->tall != 1 && o->m != o->n) || o->stage < 0 || o->stage >= 2 * o->iters))
+                    why = "a split ns is the direct NS of one matrix stored tall or square, launched as a graph, "
+                          "stage 0 to 2 iters - 1";
+                else if (o->parts > 1 && o->kind == DM_OP_MUON_UPDATE && o->n_params != 1)
+                    why = "a muon-update of a part updates one matrix";
+                if (why) {
+                    dm_err_set(err, "program: rank %d op %d (%s): part %d of %d, stage %d: %s", r, i,
+                               dm_op_kind_name(o->kind), o->part, o->parts, o->stage, why);
+                    goto done;
+                }
                 if (o->coll >= 0 || o->group >= 0) {
                     dm_err_set(err, "program: rank %d op %d (%s) is not a collective but has a collective id", r, i,
                                dm_op_kind_name(o->kind));

@@ -734,6 +734,7 @@ int SFX(ns_split_step)(T *S, int64_t rows, int64_t n, T *H, int k, const ns_opts
     if (k < 0 || k >= c->n)
         return dm_err_set(err, "ns_split_step: iteration %d of %d", k, c->n);
     size_t nn = (size_t)n * (size_t)n, rl = (size_t)rows * (size_t)n;
+    (void)nn;
     if (k == 0) { /* ||G||_F^2 = trace(G^T G): the sum of the slices' Gram diagonals */
         double tr = 0;
         for (int64_t i = 0; i < n; i++) tr += (double)H[i * n + i];
@@ -741,19 +742,17 @@ int SFX(ns_split_step)(T *S, int64_t rows, int64_t n, T *H, int k, const ns_opts
         for (size_t i = 0; i < rl; i++) S[i] = (T)(S[i] * scale);
         for (size_t i = 0; i < nn; i++) H[i] = (T)(H[i] * scale * scale);
     }
-    T *B = dm_malloc((nn + rl) * sizeof(T), err), *Y = B ? B + nn : NULL;
-    if (!B || SFX(ws_init)(&w, err)) {
-        free(B);
+    T *Y = dm_malloc(2 * rl * sizeof(T), err), *Z = Y ? Y + rl : NULL;
+    if (!Y || SFX(ws_init)(&w, err)) {
+        free(Y);
         return -1;
     }
     T a = (T)c->a[k], b = (T)c->b[k], cc = (T)c->c[k];
-    for (size_t i = 0; i < nn; i++) B[i] = b * H[i];
-    SFX(gemm)(n, n, n, cc, H, n, H, n, 0, 1, B, n, 1, &w);   /* B = b H + c H H */
-    for (size_t i = 0; i < rl; i++) Y[i] = a * S[i];
-    SFX(gemm)(rows, n, n, 1, S, n, B, n, 1, 1, Y, n, 0, &w); /* S <- a S + S B (B symmetric) */
-    memcpy(S, Y, rl * sizeof(T));
+    SFX(gemm)(rows, n, n, 1, S, n, H, n, 1, 0, Y, n, 0, &w); /* Y = S H (H symmetric) */
+    SFX(gemm)(rows, n, n, 1, Y, n, H, n, 1, 0, Z, n, 0, &w); /* Z = S H H */
+    for (size_t i = 0; i < rl; i++) S[i] = a * S[i] + b * Y[i] + cc * Z[i];
     SFX(ws_free)(&w);
-    free(B);
+    free(Y);
     return 0;
 }
 

@@ -95,7 +95,9 @@ int ns_ref_f(const float *G, float *O, int64_t m, int64_t n, const ns_opts *o, d
  * holds rows slice S_j (rows_j x n) of G. Direct NS on X = G^T runs as, per iteration k:
  *   gram:  H_j = S_j^T S_j (n x n), summed over the ranks (an all-reduce): H = G^T G, scaled;
  *   step:  (k = 0: s = 1 / (sqrt(trace H) + eps), the Frobenius norm from the summed Gram:
- *          S_j *= s, H *= s^2), B = b_k H + c_k H H, S_j <- a_k S_j + S_j B.
+ *          S_j *= s, H *= s^2), Y = S_j H, Z = Y H, S_j <- a_k S_j + b_k Y + c_k Z
+ *          (= a S_j + S_j (b H + c H H) without the n^3 product H H: every product of a step
+ *          has the slice's rows, so a rank's work is 1/P of the whole's).
  * The slices stacked are ns_ref's direct result (m > n: on G^T, as ns_ref transposes) up to
  * rounding: the Gram is summed in another order and the norm comes from its trace.
  * ns_split_gram writes H_j (n x n); ns_split_step updates S and H in place (H: the summed Gram

@@ -43,6 +43,7 @@ typedef struct rparam {
     float *m1, *m2, *m1n, *m2n; /* AdamW moments, over [st_lo, st_hi) */
     int64_t st_lo, st_hi;     /* the state's range (ex->st) */
     float *O;                 /* NS input, then output */
+    float *H;                 /* a split NS's Gram (short side squared; kernels/ns_ref.h ns_split_*) */
     int64_t gr_lo, gr_hi;     /* reduced-gradient range this step */
     int64_t rs_lo, rs_hi;     /* the part a reduce-scatter gave this rank this step */
     int64_t up_lo, up_hi;     /* range this rank updated this step */
@@ -230,7 +231,7 @@ static void cpu_destroy(real_exec *ex)
         for (int64_t i = 0; i < ex->n_mx; i++) {
             rparam *q = &c->p[i];
             free(q->W), free(q->Wn), free(q->G);
-            free(q->mom), free(q->mom_n), free(q->O), free(q->m1), free(q->m2), free(q->m1n), free(q->m2n);
+            free(q->mom), free(q->mom_n), free(q->O), free(q->H), free(q->m1), free(q->m2), free(q->m1n), free(q->m2n);
         }
     free(c->p);
     for (int l = 0; l < ex->wl.n_layers; l++) {
@@ -441,6 +442,45 @@ static void backward_done(real_exec *ex, int64_t id, rparam *q)
     if (!finite_range(q->G, 0, q->size)) note_bad(&c->bad_local, id);
 }
 
+/* The rows slice [lo, hi) of a split NS's part (program.h), and its rows; -1 when the matrix
+ * is not stored tall or square or the part does not fall on whole rows. */
+static int split_part(real_exec *ex, int i, const dm_op *op, rparam *q, int64_t *lo, int64_t *hi, dm_err *err)
+{
+    dm_flat_shard(q->size, op->parts, op->part, lo, hi);
+    if (q->rows < q->cols || *lo % q->cols || *hi % q->cols)
+        return dm_err_set(err, "rank %d op %d (%s): part %d of %d of %s (%lld x %lld) is not a slice of whole rows of a "
+                          "matrix stored tall or square", ex->rank, i, dm_op_kind_name(op->kind), op->part, op->parts,
+                          real_matrix_name(ex, op->params[0]), (long long)q->rows, (long long)q->cols);
+    return 0;
+}
+
+/* A stage of a split NS (program.h: an ns op with parts > 1) on this rank's rows slice: stage 0
+ * the momentum of its gradient into O, an even stage the slice's Gram into H (the gram
+ * all-reduce then sums it over the split's ranks), an odd one the iteration's step. */
+static int split_ns(real_exec *ex, int i, const dm_op *op, rparam *q, int64_t id, dm_err *err)
+{
+    int64_t lo, hi;
+    if (split_part(ex, i, op, q, &lo, &hi, err) < 0) return -1;
+    int64_t rows = (hi - lo) / q->cols, n = q->cols;
+    const ns_muon_params *mp = &ex->o.muon;
+    if (op->stage == 0) {
+        if (q->gr_lo > lo || q->gr_hi < hi)
+            return dm_err_set(err, "rank %d op %d (ns): the reduced gradient of part %d of %s is not on this rank",
+                              ex->rank, i, op->part, real_matrix_name(ex, id));
+        if (!q->mom || q->st_lo > lo || q->st_hi < hi)
+            return dm_err_set(err, "rank %d op %d (ns): %s has no Muon state over part %d on this rank", ex->rank, i,
+                              real_matrix_name(ex, id), op->part);
+        if (!finite_range(q->G, lo, hi)) note_bad(&C(ex)->bad_reduced, id);
+        ns_muon_momentum_f(q->G + lo, q->mom + (lo - q->st_lo), q->mom_n + (lo - q->st_lo), q->O + lo, (size_t)(hi - lo),
+                           mp->momentum, mp->nesterov);
+    }
+    if (!q->H && !(q->H = dm_malloc((size_t)(n * n) * 4, err))) return -1;
+    if (op->stage % 2 == 0) return ns_split_gram_f(q->O + lo, rows, n, q->H, err);
+    if (ns_split_step_f(q->O + lo, rows, n, q->H, op->stage / 2, &mp->ns, err) < 0) return -1;
+    if (op->stage == 2 * op->iters - 1) q->ns_done = 1;
+    return 0;
+}
+
 /* One matrix of an ns, muon-update or adamw op. */
 static int update_one(real_exec *ex, int i, const dm_op *op, int64_t id, dm_err *err)
 {
@@ -451,6 +491,7 @@ static int update_one(real_exec *ex, int i, const dm_op *op, int64_t id, dm_err 
     case DM_OP_NS: {
         if (!q->muon)
             return dm_err_set(err, "rank %d op %d (ns): %s is not a Muon matrix", ex->rank, i, real_matrix_name(ex, id));
+        if (op->parts > 1) return split_ns(ex, i, op, q, id, err);
         if (q->gr_lo != 0 || q->gr_hi != q->size)
             return dm_err_set(err, "rank %d op %d (ns): the reduced gradient of %s is not on this rank", ex->rank, i,
                               real_matrix_name(ex, id));
@@ -469,8 +510,10 @@ static int update_one(real_exec *ex, int i, const dm_op *op, int64_t id, dm_err 
         if (!q->ns_done)
             return dm_err_set(err, "rank %d op %d (muon-update): no ns of %s before it this step", ex->rank, i,
                               real_matrix_name(ex, id));
-        /* FSDP: the rank updates its reduce-scatter shard (the NS ran on the whole) */
+        /* FSDP: the rank updates its reduce-scatter shard (the NS ran on the whole); a split NS
+         * its part */
         int64_t lo = q->rs_hi > q->rs_lo ? q->rs_lo : 0, hi = q->rs_hi > q->rs_lo ? q->rs_hi : q->size;
+        if (op->parts > 1 && split_part(ex, i, op, q, &lo, &hi, err) < 0) return -1;
         ns_muon_apply_f(q->W + lo, q->Wn + lo, q->O + lo, (size_t)(hi - lo), mp->lr, mp->weight_decay,
                         ns_muon_scale(mp, q->rows, q->cols));
         q->up_lo = lo;
@@ -620,8 +663,13 @@ static int post_coll(real_exec *ex, int i, dm_err *err)
     op_span(ex, op, &plo, &phi);
     /* the collective's size in elements: the flat buffer (a part's range), padded to n shards
      * where it splits; an all-gather's slots are the facts' (every member's largest contribution) */
-    int64_t size = op->kind == DM_OP_ALLGATHER ? ex->facts.ag_slot[op->coll] * n
+    rparam *gq = op->payload == DM_PAYLOAD_GRAM ? &c->p[op->params[0]] : NULL; /* a split NS's Gram */
+    int64_t size = gq ? gq->cols * gq->cols
+                   : op->kind == DM_OP_ALLGATHER ? ex->facts.ag_slot[op->coll] * n
                    : op->kind == DM_OP_REDUCESCATTER ? (total + n - 1) / n * n : phi - plo;
+    if (gq && !gq->H)
+        return dm_err_set(err, "rank %d op %d (all-reduce, collective %d): no split NS Gram of %s before it", ex->rank,
+                          i, op->coll, real_matrix_name(ex, op->params[0]));
     if (size * n > INT_MAX)
         return dm_err_set(err, "rank %d op %d: collective of %lld elements is too large for the CPU backend", ex->rank,
                           i, (long long)total);
@@ -633,7 +681,9 @@ static int post_coll(real_exec *ex, int i, dm_err *err)
         free(pd->send);
         return -1;
     }
-    if (op->kind == DM_OP_ALLGATHER) {
+    if (gq) {
+        memcpy(pd->send, gq->H, (size_t)size * 4);
+    } else if (op->kind == DM_OP_ALLGATHER) {
         if (ag_copy(ex, op, me, pd->send, 0, ex->rank) < 0) {
             free(pd->send), free(pd->recv);
             return dm_err_set(err, "rank %d op %d (all-gather, collective %d): this rank does not hold the reduced "
@@ -663,6 +713,17 @@ static void finish_coll(real_exec *ex, pending *pd)
     int64_t total = flat_total(ex, op), s = (total + n - 1) / n, plo, phi;
     op_span(ex, op, &plo, &phi);
     int64_t span = phi - plo;
+    if (op->payload == DM_PAYLOAD_GRAM) { /* the members' Grams summed in rank order */
+        rparam *q = &C(ex)->p[op->params[0]];
+        span = q->cols * q->cols;
+        for (int j = 1; j < n; j++)
+            for (int64_t e = 0; e < span; e++) pd->recv[e] += pd->recv[j * span + e];
+        memcpy(q->H, pd->recv, (size_t)span * 4);
+        free(pd->send);
+        free(pd->recv);
+        pd->send = pd->recv = NULL;
+        return;
+    }
     switch (dm_coll_of(op->kind)->exact) {
     case DM_COLL_EXACT_GATHER:
         if (me != root) break;

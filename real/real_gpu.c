@@ -260,6 +260,11 @@ static const char *clock_trace_path(void)
 
 static int gpu_precheck(real_exec *ex, dm_err *err)
 {
+    const dm_rank_prog *rp = &ex->prog->ranks[ex->rank];
+    for (int i = 0; i < rp->n_ops; i++) /* before any CUDA call: what this backend does not run */
+        if (rp->ops[i].kind == DM_OP_NS && rp->ops[i].parts > 1)
+            return dm_err_set(err, "rank %d op %d: a split NS (plan --ns-split) runs in the simulator and the CPU "
+                              "backend only; the GPU backend does not run it yet", ex->rank, i);
     gpu *g = dm_calloc(1, sizeof *g, err);
     if (!g) return -1;
     ex->bs = g;

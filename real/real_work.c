@@ -114,7 +114,8 @@ int real_facts_build(const dm_program *p, const dm_matrix *mx, int64_t n_params,
                 f->coll_pos[(size_t)r * p->n_colls + op->coll] = i;
                 /* what this executor moves: weights by broadcast, gradients by the reductions,
                  * either by all-gather (the op's payload, program.h) */
-                if (op->kind != DM_OP_ALLGATHER && op->payload != dm_op_payload_default(op->kind)) {
+                if (op->kind != DM_OP_ALLGATHER && op->payload != dm_op_payload_default(op->kind) &&
+                    !(op->kind == DM_OP_ALLREDUCE && op->payload == DM_PAYLOAD_GRAM)) {
                     dm_err_set(err, "program: rank %d op %d (%s, collective %d) carries %s; this executor's %ss carry "
                                "%s only", r, i, dm_op_kind_name(op->kind), op->coll, dm_payload_name(op->payload),
                                dm_op_kind_name(op->kind), dm_payload_name(dm_op_payload_default(op->kind)));
@@ -211,8 +212,8 @@ int real_src_updated_before(const real_facts *f, int j, int coll, int64_t p)
 
 /* ---- data hazards ---------------------------------------------------------------------- */
 
-enum { BUF_W, BUF_G, BUF_R, BUF_O, BUF__N };
-static const char *buf_name[BUF__N] = {"weights", "gradient", "forward residual", "NS output"};
+enum { BUF_W, BUF_G, BUF_R, BUF_O, BUF_H, BUF__N };
+static const char *buf_name[BUF__N] = {"weights", "gradient", "forward residual", "NS output", "split NS Gram"};
 
 typedef struct hz_state {
     int writer;        /* last op that wrote the buffer this step, -1 */
@@ -232,12 +233,18 @@ static int effect(const dm_op *op, int r, int b)
     case DM_OP_FORWARD: return b == BUF_W ? 1 : b == BUF_R ? 2 : 0;
     case DM_OP_BACKWARD: return b == BUF_W || b == BUF_R ? 1 : b == BUF_G ? 2 : 0;
     case DM_OP_ALLREDUCE:
+        if (op->payload == DM_PAYLOAD_GRAM) return b == BUF_H ? 3 : 0;
+        return b == BUF_G ? 3 : 0;
     case DM_OP_REDUCESCATTER: return b == BUF_G ? 3 : 0;
     /* reads this member's part, writes the others' parts of the weights or gradients */
     case DM_OP_ALLGATHER: return b == (op->payload == DM_PAYLOAD_GRADS ? BUF_G : BUF_W) ? 3 : 0;
     case DM_OP_REDUCE: return b == BUF_G ? (op->root == r ? 3 : 1) : 0;
     case DM_OP_BROADCAST: return b == BUF_W ? (op->root == r ? 1 : 2) : 0;
-    case DM_OP_NS: return b == BUF_G ? 1 : b == BUF_O ? 2 : 0;
+    case DM_OP_NS:
+        if (op->parts > 1 && op->stage % 2) return b == BUF_O || b == BUF_H ? 3 : 0; /* a split's step */
+        if (op->parts > 1) /* a split's Gram; stage 0 also the momentum of its gradient */
+            return b == BUF_H ? 2 : b == BUF_O ? (op->stage == 0 ? 2 : 1) : b == BUF_G && op->stage == 0 ? 1 : 0;
+        return b == BUF_G ? 1 : b == BUF_O ? 2 : 0;
     case DM_OP_MUON_UPDATE: return b == BUF_O ? 1 : b == BUF_W ? 3 : 0;
     case DM_OP_ADAMW: return b == BUF_G ? 1 : b == BUF_W ? 3 : 0;
     default: return 0;

@@ -66,6 +66,8 @@ typedef struct ns_batch {
     int64_t elems;      /* parameters in the batch */
     int min_layer;      /* the batch is ready once this layer's gradients arrived */
     size_t m_first;     /* matrix indices in the batch pool */
+    int split;          /* --ns-split: index of its split (bctx.split_*; one matrix, owner -1 and
+                           its group's ranks run it), else -1 */
 } ns_batch;
 
 typedef struct bctx {
@@ -129,6 +131,15 @@ typedef struct bctx {
      * op's flat buffer and the buffer's length */
     int64_t *pc_desc, *pc_base, *pc_total;
     unsigned char *pc_done; /* per layer */
+    /* --ns-split (sched_opts.ns_split): the split matrices, their P ranks (a program group,
+     * ascending: part j on ranks[j]), a member's modelled time, each iteration's gram all-reduce
+     * collective id (-1 until its first member emits it), and per matrix index: 1 when split */
+    int nsplit;
+    int64_t *split_mat;
+    int *split_group;
+    double *split_us;
+    int *split_coll;
+    unsigned char *is_split;
     /* emission bookkeeping, [rank * nlayers + layer] */
     int *fetch_lo, *fetch_hi, *bfetch_lo, *bfetch_hi, *grad_lo, *grad_hi, *fwd_id, *bwd_id;
 } bctx;
@@ -296,6 +307,11 @@ static void free_ctx(bctx *b)
     free(b->pool.data);
     free(b->batches.data);
     free(b->batch_mats.data);
+    free(b->split_mat);
+    free(b->split_group);
+    free(b->split_us);
+    free(b->split_coll);
+    free(b->is_split);
     free(b->fetch_lo);
     free(b->fetch_hi);
     free(b->bfetch_lo);
@@ -373,6 +389,7 @@ static int add_batch(bctx *b, int owner, const int64_t *idx, int n)
     nb->elems = 0;
     nb->min_layer = b->mats[idx[0]].layer;
     nb->m_first = b->batch_mats.n;
+    nb->split = -1;
     for (int i = 0; i < n; i++) {
         int64_t *d = vec_push(&b->batch_mats, b->err);
         if (!d) return -1;
@@ -651,7 +668,7 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
         return -1;
     for (int s = 0; s < b->n_shapes; s++) pr->shape_elems[s] = b->shapes[s][0] * b->shapes[s][1];
     for (int64_t i = 0; i < b->nmats; i++)
-        if (b->mats[i].role == DM_ROLE_MUON) {
+        if (b->mats[i].role == DM_ROLE_MUON && !(b->is_split && b->is_split[i])) {
             sched_item *it = &pr->items[pr->n_items++];
             it->shape = shape_of(b, &b->mats[i]);
             it->layer = b->mats[i].layer;
@@ -775,6 +792,209 @@ static int hsdp_pair(bctx *b, int pass, int o, int pair, double elems, int l, co
 
 /* Collect each owner's matrices of layer l (ascending owner) and add one descriptor per owner
  * for fetch (broadcast) and gradients (reduce), flat, hierarchical or HSDP. */
+/* ---- --ns-split ---------------------------------------------------------------------------- */
+
+/* The split NS op template of matrix x (program.h: parts > 1), stage 0. */
+static dm_op split_op(const bctx *b, const dm_matrix *x, int P)
+{
+    dm_op op = dm_op_init(DM_OP_NS, b->opt_stream);
+    op.m = x->rows < x->cols ? x->rows : x->cols;
+    op.n = x->rows < x->cols ? x->cols : x->rows;
+    op.algo = DM_NS_DIRECT;
+    op.iters = DM_NS_ITERS_DEFAULT;
+    op.dtype = b->o->dtype;
+    op.tall = x->rows > x->cols;
+    op.parts = P;
+    op.layer = x->layer;
+    return op;
+}
+
+/* Stage `stage` of op (its kernels' FLOPs and bytes, dm_ns_split_stage_kernels). */
+static void split_stage(dm_op *op, int stage)
+{
+    dm_kernel k[2];
+    int n;
+    double eb;
+    op->stage = stage;
+    dm_ns_split_stage_kernels(op, k, &n, &eb);
+    op->flops = op->bytes = 0;
+    for (int i = 0; i < n; i++) op->flops += k[i].flops, op->bytes += k[i].bytes;
+    op->bytes += eb;
+}
+
+/* A member's modelled time for a split of matrix x over P ranks: its stages (the simulator's
+ * price) and its gram all-reduces over P ranks of a node (topology t, the collective model's). */
+static double split_member_us(const bctx *b, const dm_matrix *x, int P, const coll_topo *t)
+{
+    dm_op op = split_op(b, x, P);
+    double us = 0, ar = collcost_time_us(DM_OP_ALLREDUCE, COLL_ALGO_AUTO, (double)op.m * op.m * b->elt, t);
+    for (int s = 0; s < 2 * op.iters; s++) {
+        split_stage(&op, s);
+        us += dm_ns_op_us(b->costs, b->cl, &op, NULL);
+    }
+    return us + op.iters * ar;
+}
+
+/* Which Muon matrices the plan splits (sched_opts.ns_split), a shape at a time, the longest NS
+ * first. The NS makespan can be no shorter than LB = max(the mean load, the longest unsplit
+ * matrix's NS, the longest split member's time). A shape qualifies when its matrices are stored
+ * tall or square with rows a multiple of P and one of them alone sets LB; it is split when that
+ * lowers LB by more than the split's extra collectives cost every rank: per matrix P - 1 more
+ * broadcasts and reduces over all ranks (each a latency on every rank's comm streams, the
+ * collective model's at zero bytes). The first shape that does not pay ends the search. */
+static int choose_splits(bctx *b)
+{
+    int P = b->o->ns_split, MB = b->o->max_batch, *rk = NULL, rc = -1;
+    int64_t nm = b->nmats ? b->nmats : 1;
+    coll_topo tp, tw;
+    if (!(b->is_split = dm_calloc((size_t)nm, 1, b->err)) ||
+        !(b->split_mat = dm_malloc((size_t)nm * sizeof *b->split_mat, b->err)) ||
+        !(b->split_us = dm_malloc((size_t)nm * sizeof *b->split_us, b->err)) ||
+        !(rk = dm_malloc((size_t)b->nranks * sizeof *rk, b->err)))
+        goto done;
+    for (int r = 0; r < b->nranks; r++) rk[r] = r;
+    if (collcost_topo(b->cl, rk, P, &tp, b->err) || collcost_topo(b->cl, rk, b->nranks, &tw, b->err)) goto done;
+    double lat = collcost_time_us(DM_OP_BROADCAST, COLL_ALGO_AUTO, 0, &tw) +
+                 collcost_time_us(DM_OP_REDUCE, COLL_ALGO_AUTO, 0, &tw);
+    /* per shape: its matrices' count and whole NS; the total over all */
+    double total = 0;
+    int S = b->n_shapes;
+    int64_t *cnt = dm_calloc((size_t)(S ? S : 1), sizeof *cnt, b->err);
+    unsigned char *ok = dm_calloc((size_t)(S ? S : 1), 1, b->err), *done_s = dm_calloc((size_t)(S ? S : 1), 1, b->err);
+    double *split = dm_calloc((size_t)(S ? S : 1), sizeof *split, b->err);
+    if (!cnt || !ok || !done_s || !split) {
+        free(cnt), free(ok), free(done_s), free(split);
+        goto done;
+    }
+    for (int s = 0; s < S; s++) ok[s] = 1;
+    for (int64_t i = 0; i < b->nmats; i++) {
+        const dm_matrix *x = &b->mats[i];
+        if (x->role != DM_ROLE_MUON) continue;
+        int s = shape_of(b, x);
+        cnt[s]++;
+        total += b->cost[(size_t)s * MB];
+        if (x->rows < x->cols || x->rows % P) ok[s] = 0; /* a shape splits whole or not at all */
+        else if (!split[s]) split[s] = split_member_us(b, x, P, &tp);
+    }
+    double worst_split = 0;
+    for (;;) {
+        int top = -1, next = -1; /* the longest unsplit shape, and the one after it */
+        for (int s = 0; s < S; s++) {
+            if (!cnt[s] || done_s[s]) continue;
+            double w = b->cost[(size_t)s * MB];
+            if (top < 0 || w > b->cost[(size_t)top * MB]) next = top, top = s;
+            else if (next < 0 || w > b->cost[(size_t)next * MB]) next = s;
+        }
+        if (top < 0 || !ok[top]) break;
+        double whole = b->cost[(size_t)top * MB], n = (double)cnt[top];
+        double mean = total / b->nowners, mean2 = (total - n * whole + n * P * split[top]) / b->nowners;
+        double lb = fmax(mean, fmax(whole, worst_split));
+        double lb2 = fmax(mean2, fmax(next >= 0 ? b->cost[(size_t)next * MB] : 0, fmax(split[top], worst_split)));
+        if (!(lb - lb2 > n * (P - 1) * lat)) break;
+        done_s[top] = 1;
+        total = total - n * whole + n * P * split[top];
+        worst_split = fmax(worst_split, split[top]);
+        for (int64_t i = 0; i < b->nmats; i++)
+            if (b->mats[i].role == DM_ROLE_MUON && shape_of(b, &b->mats[i]) == top) {
+                b->is_split[i] = 1;
+                b->split_mat[b->nsplit] = i;
+                b->split_us[b->nsplit++] = split[top];
+            }
+    }
+    free(cnt), free(ok), free(done_s), free(split);
+    rc = 0;
+done:
+    free(rk);
+    return rc;
+}
+
+/* Each split matrix on P ranks of one node: longest first, on the node whose P least loaded ranks
+ * (the assignment's NS loads, with the splits placed before) end the earliest; an NS batch of
+ * its own (ns_batch.split). */
+static int place_splits(bctx *b, sched_assign *a)
+{
+    int P = b->o->ns_split, rk[1024], best[1024];
+    double *load = dm_malloc((size_t)b->nowners * sizeof *load, b->err);
+    if (!load || !(b->split_group = dm_malloc((size_t)b->nsplit * sizeof *b->split_group, b->err)) ||
+        !(b->split_coll = dm_malloc((size_t)b->nsplit * DM_NS_ITERS_DEFAULT * sizeof *b->split_coll, b->err))) {
+        free(load);
+        return -1;
+    }
+    for (int o = 0; o < b->nowners; o++) load[o] = a->load_us ? a->load_us[o] : 0;
+    for (int k = 0; k < b->nsplit * DM_NS_ITERS_DEFAULT; k++) b->split_coll[k] = -1;
+    int *order = dm_malloc((size_t)b->nsplit * sizeof *order, b->err);
+    if (!order) {
+        free(load);
+        return -1;
+    }
+    for (int k = 0; k < b->nsplit; k++) order[k] = k;
+    for (int k = 1; k < b->nsplit; k++) /* longest first (insertion sort: a few matrices) */
+        for (int j = k; j > 0 && b->split_us[order[j]] > b->split_us[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    int rc = 0;
+    for (int q = 0; q < b->nsplit && !rc; q++) {
+        int k = order[q];
+        double best_end = INFINITY;
+        for (int nd = 0; nd < b->nnodes; nd++) {
+            int lo = nd * b->gpn, n = 0;
+            for (int r = lo; r < lo + b->gpn && r < b->nranks; r++) rk[n++] = r;
+            if (n < P) continue;
+            for (int i = 1; i < n; i++) /* by load, then rank */
+                for (int j = i; j > 0 && load[rk[j]] < load[rk[j - 1]]; j--) {
+                    int t = rk[j];
+                    rk[j] = rk[j - 1], rk[j - 1] = t;
+                }
+            double end = load[rk[P - 1]] + b->split_us[k];
+            if (end < best_end - 1e-9) {
+                best_end = end;
+                memcpy(best, rk, (size_t)P * sizeof *rk);
+            }
+        }
+        for (int i = 1; i < P; i++) /* ascending ranks: part j on the j-th */
+            for (int j = i; j > 0 && best[j] < best[j - 1]; j--) {
+                int t = best[j];
+                best[j] = best[j - 1], best[j - 1] = t;
+            }
+        for (int j = 0; j < P; j++) load[best[j]] += b->split_us[k];
+        if ((b->split_group[k] = dm_program_group(b->p, best, P, b->err)) < 0) rc = -1;
+        int64_t idx = b->split_mat[k];
+        if (!rc && add_batch(b, -1, &idx, 1)) rc = -1;
+        if (!rc) {
+            ns_batch *nb = &AT(b->batches, ns_batch, b->batches.n - 1);
+            nb->split = k;
+            nb->us = b->split_us[k];
+            nb->algo = DM_NS_DIRECT;
+        }
+    }
+    free(order);
+    free(load);
+    return rc;
+}
+
+/* Layer l's split matrices: per part j, the weights' broadcast from member j and the gradient's
+ * reduce to it, the flat part j of P (the rows slice), over all ranks. */
+static int split_descs(bctx *b, int l)
+{
+    int P = b->o->ns_split;
+    for (int k = 0; k < b->nsplit; k++) {
+        int64_t i = b->split_mat[k], id = b->mats[i].id;
+        if (b->mats[i].layer != l) continue;
+        const dm_group *g = &b->p->groups[b->split_group[k]];
+        double bytes = (double)(b->mats[i].rows / P) * (double)b->mats[i].cols * b->elt;
+        for (int j = 0; j < P; j++) {
+            if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->world, g->ranks[j], bytes, l, &id, 1)) return -1;
+            coll_desc *d = &AT(b->fetch, coll_desc, b->fetch.n - 1);
+            d->part = j, d->parts = P;
+            if (add_desc(b, &b->grad, DM_OP_REDUCE, b->world, g->ranks[j], bytes, l, &id, 1)) return -1;
+            d = &AT(b->grad, coll_desc, b->grad.n - 1);
+            d->part = j, d->parts = P;
+        }
+    }
+    return 0;
+}
+
 static int describe_dmuon(bctx *b, int64_t *ids)
 {
     sched_assign a;
@@ -782,8 +1002,10 @@ static int describe_dmuon(bctx *b, int64_t *ids)
     int rc = -1;
     int64_t *own = NULL;
     memset(&a, 0, sizeof a);
+    if (b->o->ns_split > 1 && choose_splits(b)) goto done;
     if (assign_owners(b, &a, &pr)) goto done;
-    if (b->rep) b->rep->n_units = a.n_units ? a.n_units : pr.n_items;
+    if (b->rep) b->rep->n_units = (a.n_units ? a.n_units : pr.n_items) + b->nsplit;
+    if (b->nsplit && place_splits(b, &a)) goto done;
     /* batches: group items by batch id */
     {
         int64_t *idx = dm_malloc((size_t)(pr.n_items ? pr.n_items : 1) * sizeof *idx, b->err);
@@ -846,6 +1068,7 @@ static int describe_dmuon(bctx *b, int64_t *ids)
     int hs = muon_stages(b);
     for (int l = 0; l < b->nlayers; l++) {
         size_t f0 = b->fetch.n, g0 = b->grad.n;
+        if (b->nsplit && split_descs(b, l)) goto done;
         for (int pass = 0, pair = 0; pass < (hs ? 4 : 1); pass++, pair = 0)
             for (int o = 0; o < b->nowners; o++) {
                 size_t n = 0;
@@ -884,6 +1107,11 @@ report:
         if (!r->ns_load_us || !r->ns_ops) goto done;
         for (size_t k = 0; k < b->batches.n; k++) {
             const ns_batch *nb = &AT(b->batches, ns_batch, k);
+            if (nb->split >= 0) { /* every member its share */
+                const dm_group *g = &b->p->groups[b->split_group[nb->split]];
+                for (int j = 0; j < g->n; j++) r->ns_load_us[g->ranks[j]] += nb->us, r->ns_ops[g->ranks[j]]++;
+                continue;
+            }
             r->ns_load_us[nb->owner] += nb->us;
             r->ns_ops[nb->owner]++;
         }
@@ -978,7 +1206,7 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
         /* HSDP's cross-node parts on the other comm stream (idle in the forward), so that one
          * pair's network transfer overlaps another's all-gather on NVLink (the per-pair deps
          * order them) */
-        dm_stream st = d->parts > 1 ? DM_STREAM_COMM_LO : DM_STREAM_COMM_HI;
+        dm_stream st = d->parts > 1 && d->hs_stage > 0 ? DM_STREAM_COMM_LO : DM_STREAM_COMM_HI;
         if (emit_desc_ids(b, d, st, DM_PAYLOAD_WEIGHTS, dd, back ? b->bfetch_lo : b->fetch_lo,
                           back ? b->bfetch_hi : b->fetch_hi, l, d->hs_record && !back ? b->hs_ids : NULL))
             return -1;
@@ -993,7 +1221,7 @@ static int emit_grad(bctx *b, int l, const int *dep)
         const coll_desc *d = &AT(b->grad, coll_desc, k);
         const int *dd = d->hs_wait ? hsdp_deps(b, d, dep) : dep;
         /* HSDP's cross-node part reduces on the other comm stream, as in the fetch */
-        dm_stream st = d->parts > 1 ? DM_STREAM_COMM_HI : DM_STREAM_COMM_LO;
+        dm_stream st = d->parts > 1 && d->hs_stage > 0 ? DM_STREAM_COMM_HI : DM_STREAM_COMM_LO;
         if (emit_desc_ids(b, d, st, DM_PAYLOAD_GRADS, dd, b->grad_lo, b->grad_hi, l,
                           d->hs_record ? b->hs_ids : NULL))
             return -1;
@@ -1151,7 +1379,9 @@ static size_t opt_items(bctx *b, int r, opt_item *items)
     size_t ni = 0;
     for (size_t i = 0; i < b->batches.n; i++) {
         const ns_batch *nb = &AT(b->batches, ns_batch, i);
-        if (nb->owner >= 0 && nb->owner != owner_of_rank(b, r)) continue;
+        if (nb->split >= 0 ? dm_group_index(&b->p->groups[b->split_group[nb->split]], r) < 0
+                           : nb->owner >= 0 && nb->owner != owner_of_rank(b, r))
+            continue;
         items[ni++] = (opt_item){nb->min_layer, 0, i};
     }
     for (int l = 0; l < b->nlayers; l++)
@@ -1159,6 +1389,50 @@ static size_t opt_items(bctx *b, int r, opt_item *items)
             items[ni++] = (opt_item){l, 1, (size_t)l};
     if (ni > 1) qsort(items, ni, sizeof *items, cmp_opt);
     return ni;
+}
+
+/* A split NS on rank r (a member of its group: part j): per iteration the slice's Gram, the
+ * gram all-reduce in the group (comm-hi), the step; then the part's Muon update. deps[0..nd):
+ * what its gradient waits on. */
+static int emit_split_item(bctx *b, int r, const ns_batch *nb, int *deps, int nd, int *after)
+{
+    int k = nb->split, P = b->o->ns_split;
+    const dm_group *g = &b->p->groups[b->split_group[k]];
+    const dm_matrix *x = &b->mats[b->split_mat[k]];
+    int64_t id = x->id;
+    int j = dm_group_index(g, r), prev = -1;
+    dm_op op = split_op(b, x, P);
+    op.part = j;
+    for (int it = 0; it < op.iters; it++) {
+        split_stage(&op, 2 * it);
+        int gid = it == 0 ? dm_program_add_op(b->p, r, &op, deps, nd, &id, 1, b->err)
+                          : dm_program_add_op(b->p, r, &op, &prev, 1, &id, 1, b->err);
+        if (gid < 0) return -1;
+        int *coll = &b->split_coll[k * DM_NS_ITERS_DEFAULT + it];
+        if (*coll < 0) *coll = dm_program_new_coll(b->p);
+        dm_op ar = dm_op_init(DM_OP_ALLREDUCE, DM_STREAM_COMM_HI);
+        ar.payload = DM_PAYLOAD_GRAM;
+        ar.coll = *coll;
+        ar.group = b->split_group[k];
+        ar.bytes = (double)op.m * (double)op.m * b->elt;
+        ar.layer = x->layer;
+        ar.dtype = b->o->dtype;
+        int aid = dm_program_add_op(b->p, r, &ar, &gid, 1, &id, 1, b->err);
+        if (aid < 0) return -1;
+        split_stage(&op, 2 * it + 1);
+        if ((prev = dm_program_add_op(b->p, r, &op, &aid, 1, &id, 1, b->err)) < 0) return -1;
+    }
+    dm_op up = dm_op_init(DM_OP_MUON_UPDATE, b->opt_stream);
+    up.layer = x->layer;
+    up.dtype = DM_DT_FP32;
+    up.part = j, up.parts = P;
+    double elems = (double)(x->rows / P) * (double)x->cols;
+    if (update_work(b, r, DM_KOP_MUON_UPDATE, &id, 1, elems, &elems, &up.work)) return -1;
+    up.bytes = elems * dm_elementwise_bytes_per_param("muon_update");
+    int uid = dm_program_add_op(b->p, r, &up, &prev, 1, &id, 1, b->err);
+    if (uid < 0) return -1;
+    if (after) *after = uid;
+    return 0;
 }
 
 /* One optimizer item on rank r: an AdamW op, or an NS batch and its Muon update (after its
@@ -1204,6 +1478,7 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
         else if (used && b->opt_stream != DM_STREAM_COMPUTE && b->bwd_id[gk] >= 0) deps[nd++] = b->bwd_id[gk];
     }
     if (after && *after >= 0) deps[nd++] = *after;
+    if (nb->split >= 0) return emit_split_item(b, r, nb, deps, nd, after);
     dm_op op = dm_op_init(DM_OP_NS, b->opt_stream);
     op.layer = nb->min_layer == hi_l ? hi_l : -1;
     op.m = b->shapes[nb->shape][0];
@@ -1507,6 +1782,16 @@ static int build_once(const dm_model *model, const dm_cluster *cluster, int nran
         b.hsdp = 1;
         b.S = resolved.shard;
         b.R = nranks / b.S;
+    }
+    if (opts->ns_split && opts->strategy != SCHED_DMUON) {
+        resolved.ns_split = 0; /* dmuon's, as --hsdp: the others ignore it */
+    } else if (opts->ns_split) {
+        if (opts->hierarchical || opts->hsdp)
+            return dm_err_set(err, "sched: --ns-split works with the flat dmuon plan, not with --%s",
+                              opts->hsdp ? "hsdp" : "hierarchical");
+        if (opts->ns_split > b.gpn)
+            return dm_err_set(err, "sched: --ns-split %d: a split runs on the GPUs of one node, and a node has %d",
+                              opts->ns_split, b.gpn);
     }
     b.nowners = opts->strategy == SCHED_DMUON && opts->hierarchical ? b.gpn : nranks;
     b.elt = opts->dtype == DM_DT_FP32 ? 4 : 2;

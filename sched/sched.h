@@ -115,6 +115,15 @@ typedef struct sched_opts {
                                   low-priority compute stream compute-lo, in gradient-arrival
                                   order, each waiting on its gradients (their reduce, else the
                                   layer's backward): it runs beside the backward on the same GPU */
+    int ns_split;              /* dmuon, flat plan (not hierarchical, not HSDP): P >= 2 splits the NS
+                                  of each Muon matrix that is stored tall or square, has rows
+                                  divisible by P and whose NS alone takes longer than the mean NS
+                                  load of an owner (it bounds the makespan whatever the balance) over
+                                  P ranks of one node: each its slice of rows (program.h: an NS op
+                                  with parts > 1), the Gram all-reduced among them per iteration,
+                                  the slice's gradient reduced to it and its weights broadcast
+                                  from it; the split matrices go to the nodes' least loaded ranks
+                                  after the balance places the others. 0 (default): none */
     int naive_tuned;           /* muon-ddp / muon-fsdp: 0 (default) as PyTorch code runs them
                                   (DMuon's benchmarks, the usual DDP/FSDP2 Muon): one matrix per
                                   NS, direct; muon-fsdp gathers each full gradient inside the
@@ -182,7 +191,7 @@ const char *sched_hsdp_muon_name(sched_hsdp_muon m);   /* the same names */
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
  *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
  *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W  --ns-under-backward D  --hsdp  --shard N
- *   --hsdp-adamw M  --hsdp-muon M  --attention A
+ *   --hsdp-adamw M  --hsdp-muon M  --attention A  --ns-split P
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
@@ -210,7 +219,8 @@ const char *sched_hsdp_muon_name(sched_hsdp_muon m);   /* the same names */
     {"shard", required_argument, NULL, SCHED_OPT_BASE + 17},                                  \
     {"hsdp-adamw", required_argument, NULL, SCHED_OPT_BASE + 18},                             \
     {"hsdp-muon", required_argument, NULL, SCHED_OPT_BASE + 19},                              \
-    {"attention", required_argument, NULL, SCHED_OPT_BASE + 20}
+    {"attention", required_argument, NULL, SCHED_OPT_BASE + 20},                              \
+    {"ns-split", required_argument, NULL, SCHED_OPT_BASE + 21}
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
 void sched_getopt_help(FILE *f);
 

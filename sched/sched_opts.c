@@ -163,6 +163,12 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
             return dm_err_set(err, "--ns-under-backward: expected layers (a positive integer), stream or off, found '%s'",
                               val);
         else o->ns_early = (int)v, o->ns_stream = 0;
+    } else if (!strcmp(key, "ns-split")) {
+        if (!strcasecmp(val, "off") || !strcmp(val, "0")) o->ns_split = 0;
+        else if (parse_count(val, 2, 1024, &v))
+            return dm_err_set(err, "--ns-split: expected ranks per split matrix (an integer in [2, 1024]) or off, found '%s'",
+                              val);
+        else o->ns_split = (int)v;
     } else if (!strcmp(key, "comm-weight")) {
         char *end;
         errno = 0;
@@ -208,7 +214,7 @@ int sched_parse_attention(const char *val, int64_t *causal_tile, dm_err *err)
 static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
                                     "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
                                     "ns-algo", "dtype", "seq-len", "comm-weight", "ns-under-backward", "hsdp",
-                                    "shard", "hsdp-adamw", "hsdp-muon", "attention"};
+                                    "shard", "hsdp-adamw", "hsdp-muon", "attention", "ns-split"};
 #define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
 
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
@@ -277,6 +283,11 @@ void sched_getopt_help(FILE *f)
             "                        lowest-priority compute stream (compute-lo), each as soon as its\n"
             "                        gradients arrive, beside the backward on the same GPU; off: after\n"
             "                        the backward (default off)\n"
+            "  --ns-split P          dmuon, flat plan: the NS of each Muon matrix stored tall or\n"
+            "                        square whose NS alone outlasts an owner's mean NS load, split\n"
+            "                        by rows over P ranks of one node (rows divisible by P), its Gram\n"
+            "                        all-reduced among them each iteration; the simulator and the\n"
+            "                        CPU executor run it, the GPU executor refuses it (default off)\n"
             "  --attention A         whole: every attention block's score and value products over\n"
             "                        its whole windows (default; the executor's step as measured so\n"
             "                        far); causal: a causal self-attention block's over its lower\n"
@@ -321,6 +332,10 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
         size_t n = strlen(buf);
         if (n < size && o->ns_stream) snprintf(buf + n, size - n, " ns-under-backward=stream");
         else if (n < size) snprintf(buf + n, size - n, " ns-under-backward=%d", o->ns_early);
+    }
+    if (o->ns_split) {
+        size_t n = strlen(buf);
+        if (n < size) snprintf(buf + n, size - n, " ns-split=%d", o->ns_split);
     }
     if (sched_opts_pytorch_form(o)) {
         size_t n = strlen(buf);

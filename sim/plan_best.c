@@ -47,6 +47,36 @@ static int keep_faster(plan_cand *c, dm_program **prog, sched_report *rep, sim_r
     return 1;
 }
 
+/* An alternative to the winner (candidate c: its program, report and simulation in *prog, *rep,
+ * *res): the plan of options o, built by plan_best_build (its own candidates), simulated, and the
+ * faster of the two kept in the winner's places. 1 when both were simulated (*alt_us: the
+ * alternative's step; *won: 1 when it is the plan now; *wpb, when not NULL: its report), 0 when
+ * not (not simulated, or the same ops: nothing to weigh), -1 on error. */
+static int try_alternative(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
+                           const sched_opts *o, const sim_opts *sopt, const plan_best_opts *po, plan_cand *c,
+                           dm_program **prog, sched_report *rep, sim_result **res, plan_best_report *wpb, double *alt_us,
+                           int *won, dm_err *err)
+{
+    plan_best_opts wpo = *po;
+    plan_best_report local;
+    dm_program *alt = NULL;
+    sched_report arep;
+    sim_result *ar = NULL;
+    if (!wpb) wpb = &local;
+    memset(&arep, 0, sizeof arep);
+    wpo.winner_result = &ar;
+    if (plan_best_build(model, cluster, nranks, costs, o, sopt, &wpo, &alt, &arep, wpb, err)) return -1;
+    if (!wpb->by_sim || !ar || !*prog || dm_program_same_ops(alt, *prog)) {
+        dm_program_free(alt);
+        sched_report_free(&arep);
+        sim_result_free(ar);
+        return 0;
+    }
+    *alt_us = ar->step_us;
+    *won = keep_faster(c, prog, rep, res, alt, &arep, ar);
+    return 1;
+}
+
 int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
                     const sched_opts *opts, const sim_opts *sopt, const plan_best_opts *po, dm_program **out,
                     sched_report *rep, plan_best_report *pb, dm_err *err)
@@ -223,27 +253,33 @@ adamw_done:
     if (pb->by_sim && opts->hsdp && opts->hsdp_muon == SCHED_HSDP_MUON_AUTO) {
         sched_opts o = *opts;
         o.hsdp_muon = SCHED_HSDP_MUON_WORLD; /* (the AdamW parameters as --hsdp-adamw says) */
-        plan_best_opts wpo = *po;
         plan_best_report wpb;
-        dm_program *alt = NULL;
-        sched_report mrep;
-        sim_result *mr = NULL;
-        memset(&mrep, 0, sizeof mrep);
-        wpo.winner_result = &mr;
-        double t0 = sched_wall_s();
-        if (plan_best_build(model, cluster, nranks, costs, &o, sopt, &wpo, &alt, &mrep, &wpb, err)) goto done;
-        if (!wpb.by_sim || !mr || dm_program_same_ops(alt, progs[win])) { /* one replica group, or not weighed alike */
-            dm_program_free(alt);
-            sched_report_free(&mrep);
-            sim_result_free(mr);
-        } else {
+        double before = pb->cand[win].step_us, t0 = sched_wall_s();
+        int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, &pb->cand[win], &progs[win], &reps[win],
+                                &res[win], &wpb, &pb->muon_world_us, &pb->muon_world_won, err);
+        if (t < 0) goto done;
+        if (t) {
             pb->muon_tried = 1;
-            pb->muon_replicas_us = pb->cand[win].step_us;
-            pb->muon_world_us = mr->step_us;
+            pb->muon_replicas_us = before;
             snprintf(pb->muon_world_balance, sizeof pb->muon_world_balance, "%s", wpb.cand[wpb.winner].name);
             pb->muon_world_flat = wpb.adamw_alt_world && wpb.adamw_replicas_won;
             pb->cand[win].sim_s += sched_wall_s() - t0;
-            pb->muon_world_won = keep_faster(&pb->cand[win], &progs[win], &reps[win], &res[win], alt, &mrep, mr);
+        }
+    }
+    /* --ns-split: the plan without splits beside it (the split rule weighs NS load bounds, not
+     * the step: a split's gram all-reduces can cost more than its balance saves), planned by its own
+     * candidates; both simulated, the faster kept, so a split plan never simulates slower */
+    if (pb->by_sim && opts->ns_split > 1 && !opts->hierarchical && !opts->hsdp && opts->strategy == SCHED_DMUON) {
+        sched_opts o = *opts;
+        o.ns_split = 0;
+        double before = pb->cand[win].step_us, t0 = sched_wall_s();
+        int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, &pb->cand[win], &progs[win], &reps[win],
+                                &res[win], NULL, &pb->unsplit_us, &pb->unsplit_won, err);
+        if (t < 0) goto done;
+        if (t) {
+            pb->split_tried = 1;
+            pb->split_us = before;
+            pb->cand[win].sim_s += sched_wall_s() - t0;
         }
     }
     if (pb->cand[win].objective_only) { /* the winner's program, built now */
@@ -342,6 +378,9 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
         if (pb->muon_tried)
             ADD("; HSDP's Muon matrices in its stages (over all ranks, as the flat plan (%s): %.3f ms)",
                 pb->muon_world_balance, pb->muon_world_us / 1e3);
+        if (pb->split_tried)
+            ADD("; --ns-split's %s (%s: %.3f ms)", pb->unsplit_won ? "split matrices not kept" : "split matrices kept",
+                pb->unsplit_won ? "with them" : "without them", (pb->unsplit_won ? pb->split_us : pb->unsplit_us) / 1e3);
     } else {
         ADD("auto: %s by the objective, %.3f ms (not simulated: %s)", w->name, w->objective_us / 1e3, pb->why);
     }

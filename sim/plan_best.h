@@ -65,6 +65,10 @@ typedef struct plan_best_report {
     double muon_replicas_us, muon_world_us;
     char muon_world_balance[16]; /* the balance that planned the world's */
     int muon_world_flat;         /* the world's kept every layer's AdamW parameters over all ranks */
+    /* --ns-split: the plan without splits (planned by its own candidates) simulated beside the
+     * winner's (split_tried 1): both steps, and 1 when the unsplit one was faster and is the plan */
+    int split_tried, unsplit_won;
+    double split_us, unsplit_us;
 } plan_best_report;
 
 typedef struct plan_best_opts {

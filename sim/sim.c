@@ -170,6 +170,12 @@ static ns_key *cost_slot(sim *s, int64_t m, int64_t n, int64_t kk, int64_t batch
 static double ns_us(sim *s, const dm_op *op, dm_err *err)
 {
     int found;
+    if (op->parts > 1) { /* a split NS's stage (few ops; the memo's key does not tell stages apart) */
+        dm_cost_source src;
+        double us = dm_ns_op_full_us(s->o.costs, s->c, op, &src);
+        s->ns_src_count[src]++;
+        return us;
+    }
     ns_key tmp, *k = cost_slot(s, op->m, op->n, op->tall, op->batch, (int)op->algo + 2 * (op->eager != 0), 0, &found, err);
     if (!k && !s->ns_cache) return -1;
     if (!k) k = &tmp;

@@ -122,5 +122,12 @@ if $DMUON --help | grep -q '^  run '; then
     like "run --trace into a missing folder: said before the steps" "$out" "the folder $tmp/none does not exist"
     is "run: '1 rank', '1 group' (no plural s)" "$(printf '%s\n' "$out" | grep -c '1 ranks\|1 groups')" 0
 fi
+# --ns-split under --balance auto: the plan without splits simulated beside it, the faster kept
+# (WALL-OSS on 64 A800s: splitting its 5120 x 5120 merger over 2 GPUs costs more in gram all-reduces
+# than it saves; over 8 it pays; on 128 over 2 it pays)
+out=$($DMUON sim -m "$DM_SRCDIR/models/wall-oss-flow.json" -g 64 --ns-split 2 2>&1)
+like "sim --ns-split 2, WALL-OSS, 64 GPUs: the split is simulated and not kept" "$out" "--ns-split's split matrices not kept (with them: "
+out=$($DMUON sim -m "$DM_SRCDIR/models/wall-oss-flow.json" -g 128 --ns-split 2 2>&1)
+like "sim --ns-split 2, WALL-OSS, 128 GPUs: the split is kept" "$out" "--ns-split's split matrices kept (without them: "
 rm -rf "$tmp"
 tap_end

@@ -318,4 +318,41 @@ out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny-gptoss.json" --strateg
 is "run --model CONFIG.json (a tiny gpt-oss): three ok steps on 2 ranks" "$(printf '%s\n' "$out" | grep -c ' ok$')" 3
 l0=$(sed -n 's/^0,\([^,]*\),.*/\1/p' "$tmp/gptoss.csv"); l2=$(sed -n 's/^2,\([^,]*\),.*/\1/p' "$tmp/gptoss.csv")
 is "run --model CONFIG.json: the loss falls ($l0 -> $l2)" "$(awk -v a="$l0" -v b="$l2" 'BEGIN{print (b < a) ? "yes" : "no"}')" yes
+
+# --ns-split: one matrix (1024 x 128, stored tall) whose NS alone outlasts the others' mean load on
+# a slow GPU (0.1 TFLOP/s, the roofline table) is split over the 4 ranks of a node: per rank its
+# rows slice, the Gram all-reduced each iteration. The executor runs the plan's program; after 3
+# steps the weights match a one-rank run over the ranks' tokens (whole NS): the largest difference,
+# rounding, is on the split matrix.
+cat >"$tmp/split.json" <<'JSON'
+{"format": "dmuon-model-1", "name": "splitty", "source": "real_cpu.sh",
+ "stacks": [{"name": "layers", "layers": 2}, {"name": "head", "layers": 1}],
+ "tensors": [
+  {"name": "layers.*.q.weight", "shape": [32, 32], "count": 2, "stack": "layers", "role": "muon"},
+  {"name": "layers.*.up.weight", "shape": [64, 32], "count": 2, "stack": "layers", "role": "muon"},
+  {"name": "layers.*.norm.weight", "shape": [32], "count": 2, "stack": "layers", "role": "adamw"},
+  {"name": "head.*.proj.weight", "shape": [1024, 128], "count": 1, "stack": "head", "role": "muon"}
+ ]}
+JSON
+printf 'name = slow\ngpu = A800-SXM4-80GB\ngpu_bf16_tflops = 0.1\ngpu_fp16_tflops = 0.1\ngpus_per_node = 4\nnvlink_GBps = 200\nnics_per_node = 4\nnic_Gbps = 200\n' >"$tmp/slow.cluster"
+roof="$DM_SRCDIR/traces/costs/roofline.csv"
+"$DMUON" plan --model "$tmp/split.json" --gpus 4 --cluster "$tmp/slow.cluster" --costs "$roof" --tokens 8 --ns-split 4 \
+    -o "$tmp/split-p.json" >/dev/null 2>&1
+is "--ns-split 4: the split matrix's 10 stages on each of 4 ranks, 5 gram all-reduces" \
+    "$(grep -o '"stage":[0-9]*' "$tmp/split-p.json" | wc -l) $(grep -o '"payload":"gram"' "$tmp/split-p.json" | wc -l)" "36 20"
+run 4 "$DMUON" run --backend cpu --program "$tmp/split-p.json" --model "$tmp/split.json" --tokens 8 --steps 3 \
+    --save-weights "$tmp/ws.bin" >"$tmp/split.out" 2>&1
+is "--ns-split: the CPU executor runs the program, three ok steps" "$(grep -c ' ok$' "$tmp/split.out")" 3
+out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/split.json" --cluster "$tmp/slow.cluster" --tokens 32 --grad-chunks 4 \
+    --steps 3 --check-weights "$tmp/ws.bin" 2>&1)
+err=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([^ ]*\) (\(.*\))/\1 \2/p')
+set -- $err
+is "--ns-split: weights against one rank's whole NS: the split matrix differs by rounding ($err)" \
+    "$(awk -v e="$1" 'BEGIN{print (e > 0 && e < 1e-5) ? "yes" : "no"}') $2" "yes head.0.proj.weight"
+out=$("$DMUON" plan --model "$tmp/split.json" --gpus 8 --cluster "$tmp/slow.cluster" --ns-split 8 2>&1)
+like "--ns-split wider than a node is refused" "$out" "a split runs on the GPUs of one node, and a node has 4"
+out=$("$DMUON" plan --model "$tmp/split.json" --gpus 8 --cluster "$tmp/slow.cluster" --ns-split 2 --hsdp 2>&1)
+like "--ns-split with --hsdp is refused" "$out" "--ns-split works with the flat dmuon plan, not with --hsdp"
+out=$("$DMUON" plan --model "$tmp/split.json" --gpus 8 --ns-split 1 2>&1)
+like "--ns-split 1 is refused" "$out" "--ns-split: expected ranks per split matrix"
 tap_end

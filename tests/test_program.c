@@ -186,6 +186,54 @@ int main(void)
         dm_program_free(p);
     }
 
+    /* a split NS (--ns-split): per rank the Gram stage, the gram all-reduce, the step; the stage
+     * and the gram payload round-trip and change the hash; each rule of the validator refused */
+    for (int c = 0; c < 7; c++) {
+        p = dm_program_new(2, 2, "tiny", "dmuon", "h200", "", 128, NULL);
+        w = dm_program_group(p, two, 2, NULL);
+        int64_t q = 5;
+        int ar_coll = dm_program_new_coll(p);
+        for (int r = 0; r < 2; r++) {
+            dm_op g = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+            g.m = 64, g.n = 64, g.part = r, g.parts = 2, g.stage = 0;
+            if (c == 2) g.batch = 2;                 /* a split NS of one matrix */
+            if (c == 3) g.stage = 10;                /* stages 0 .. 2 iters - 1 */
+            if (c == 4) g.n = 128;                   /* wide and not tall: no row slices */
+            int gid = dm_program_add_op(p, r, &g, NULL, 0, &q, 1, NULL);
+            dm_op a = dm_op_init(c == 1 ? DM_OP_REDUCE : DM_OP_ALLREDUCE, DM_STREAM_COMM_HI);
+            a.coll = ar_coll, a.group = w, a.bytes = 64.0 * 64 * 2, a.payload = DM_PAYLOAD_GRAM;
+            if (c == 1) a.root = 0;                  /* a gram moves by all-reduce only */
+            int aid = dm_program_add_op(p, r, &a, &gid, 1, &q, 1, NULL);
+            g.stage = c == 5 ? 0 : 1;
+            if (c == 6) g.kind = DM_OP_ADAMW, g.stage = 0, g.iters = 0; /* parts on an op that has none */
+            dm_program_add_op(p, r, &g, &aid, 1, &q, 1, NULL);
+        }
+        if (c == 0) {
+            dm_program *b = NULL;
+            uint64_t h = dm_program_hash(p);
+            ok(dm_program_validate(p, &err) == 0 && dm_program_save(p, path, &err) == 0 &&
+                   dm_program_load(path, &b, &err) == 0 && b->ranks[1].ops[2].stage == 1 &&
+                   b->ranks[1].ops[1].payload == DM_PAYLOAD_GRAM && dm_program_hash(b) == h,
+               "a split NS (stages, gram all-reduce) validates and round-trips (%s)", err.msg);
+            p->ranks[0].ops[2].stage = 3, p->ranks[1].ops[2].stage = 3;
+            ok(dm_program_hash(p) != h, "the stage is in the hash");
+            dm_program_free(b);
+            dm_program_free(p);
+            continue;
+        }
+        static const char *want[] = {"", "a gram is the all-reduce of one param", "a split ns is the direct NS",
+                                     "a split ns is the direct NS", "a split ns is the direct NS", "",
+                                     "only a broadcast, a reduce, an all-reduce, a split ns"};
+        if (c == 5) { /* two stage-0 ops on a rank: valid as a program (the executors' order is theirs) */
+            ok(dm_program_validate(p, &err) == 0, "a repeated stage is the program's business (%s)", err.msg);
+            dm_program_free(p);
+            continue;
+        }
+        expect_invalid(p, want[c], c == 1 ? "a gram on a reduce" : c == 2 ? "a split NS of a batch"
+                                   : c == 3 ? "a stage past the iterations" : c == 4 ? "a split NS of a wide matrix"
+                                                                            : "parts on an adamw op");
+    }
+
     /* header strings with bytes the JSON writer escapes or replaces (a control character, a byte
      * that is not UTF-8): the file reads back as written, and the hash is of what is written */
     {
@@ -337,7 +385,7 @@ int main(void)
     expect_invalid(p, "rank 1 op 1 (forward): payload weights (only collectives carry a payload)", "a compute payload");
     p = small(NULL);
     for (int r = 0; r < 3; r++) p->ranks[r].ops[0].payload = DM_PAYLOAD_NONE;
-    expect_invalid(p, "rank 0 op 0 (broadcast): payload none (a collective moves weights or grads)", "no payload");
+    expect_invalid(p, "rank 0 op 0 (broadcast): payload none (a collective moves weights, grads or a gram)", "no payload");
     p = small(NULL);
     dm_program_own_rank(p, 0, NULL);
     p->ranks[0].ops[4].iters = 0;
