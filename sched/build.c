@@ -140,6 +140,10 @@ typedef struct bctx {
     double *split_us;
     int *split_coll;
     unsigned char *is_split;
+    int nres;                   /* ranks reserved for the splits (the last nres, a block of P per
+                                   split matrix), 0 when the splits share ranks with the balance;
+                                   the balance then places the other matrices on the first
+                                   nowners - nres ranks (its owner indices are those ranks) */
     /* emission bookkeeping, [rank * nlayers + layer] */
     int *fetch_lo, *fetch_hi, *bfetch_lo, *bfetch_hi, *grad_lo, *grad_hi, *fwd_id, *bwd_id;
 } bctx;
@@ -661,7 +665,7 @@ static int assign_owners(bctx *b, sched_assign *a, sched_problem *pr)
     pr->n_shapes = b->n_shapes;
     pr->max_batch = b->o->max_batch;
     pr->cost = b->cost;
-    pr->nowners = b->nowners;
+    pr->nowners = b->nowners - b->nres;
     pr->threshold_elems = b->o->batch_threshold;
     if (!(pr->shape_elems = dm_malloc((size_t)(b->n_shapes ? b->n_shapes : 1) * sizeof *pr->shape_elems, b->err)) ||
         !(pr->items = dm_malloc((size_t)(b->nmats ? b->nmats : 1) * sizeof *pr->items, b->err)))
@@ -901,6 +905,22 @@ static int choose_splits(bctx *b)
                 b->split_us[b->nsplit++] = split[top];
             }
     }
+    /* Reserve a block of P ranks per split matrix (the last ones, each block within a node) when
+     * that bounds the makespan lower than sharing: members doing their split alone (the longest
+     * member time) or the others' mean over the ranks left, against a member's share of the rest
+     * plus its split, as placing the splits after the balance gives */
+    if (b->nsplit) {
+        double rest = 0, longest = 0;
+        for (int64_t i = 0; i < b->nmats; i++)
+            if (b->mats[i].role == DM_ROLE_MUON && !b->is_split[i]) rest += b->cost[(size_t)shape_of(b, &b->mats[i]) * MB];
+        for (int k = 0; k < b->nsplit; k++) longest = fmax(longest, b->split_us[k]);
+        int R = P * b->nsplit, fits = 2 * R <= b->nowners;
+        for (int k = 0; k < b->nsplit && fits; k++) { /* block k: ranks [N - P (k + 1), N - P k) in one node */
+            int lo = b->nowners - P * (k + 1), hi = b->nowners - P * k - 1;
+            fits = lo / b->gpn == hi / b->gpn;
+        }
+        if (fits && fmax(longest, rest / (b->nowners - R)) < rest / b->nowners + longest) b->nres = R;
+    }
     free(cnt), free(ok), free(done_s), free(split);
     rc = 0;
 done:
@@ -920,7 +940,7 @@ static int place_splits(bctx *b, sched_assign *a)
         free(load);
         return -1;
     }
-    for (int o = 0; o < b->nowners; o++) load[o] = a->load_us ? a->load_us[o] : 0;
+    for (int o = 0; o < b->nowners; o++) load[o] = a->load_us && o < b->nowners - b->nres ? a->load_us[o] : 0;
     for (int k = 0; k < b->nsplit * DM_NS_ITERS_DEFAULT; k++) b->split_coll[k] = -1;
     int *order = dm_malloc((size_t)b->nsplit * sizeof *order, b->err);
     if (!order) {
@@ -937,7 +957,8 @@ static int place_splits(bctx *b, sched_assign *a)
     for (int q = 0; q < b->nsplit && !rc; q++) {
         int k = order[q];
         double best_end = INFINITY;
-        for (int nd = 0; nd < b->nnodes; nd++) {
+        for (int j = 0; j < P && b->nres; j++) best[j] = b->nowners - P * (k + 1) + j; /* its reserved block */
+        for (int nd = 0; nd < b->nnodes && !b->nres; nd++) {
             int lo = nd * b->gpn, n = 0;
             for (int r = lo; r < lo + b->gpn && r < b->nranks; r++) rk[n++] = r;
             if (n < P) continue;

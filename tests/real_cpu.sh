@@ -340,15 +340,29 @@ roof="$DM_SRCDIR/traces/costs/roofline.csv"
     -o "$tmp/split-p.json" >/dev/null 2>&1
 is "--ns-split 4: the split matrix's 10 stages on each of 4 ranks, 5 gram all-reduces" \
     "$(grep -o '"stage":[0-9]*' "$tmp/split-p.json" | wc -l) $(grep -o '"payload":"gram"' "$tmp/split-p.json" | wc -l)" "36 20"
-run 4 "$DMUON" run --backend cpu --program "$tmp/split-p.json" --model "$tmp/split.json" --tokens 8 --steps 3 \
-    --save-weights "$tmp/ws.bin" >"$tmp/split.out" 2>&1
-is "--ns-split: the CPU executor runs the program, three ok steps" "$(grep -c ' ok$' "$tmp/split.out")" 3
-out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/split.json" --cluster "$tmp/slow.cluster" --tokens 32 --grad-chunks 4 \
-    --steps 3 --check-weights "$tmp/ws.bin" 2>&1)
-err=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([^ ]*\) (\(.*\))/\1 \2/p')
-set -- $err
-is "--ns-split: weights against one rank's whole NS: the split matrix differs by rounding ($err)" \
-    "$(awk -v e="$1" 'BEGIN{print (e > 0 && e < 1e-5) ? "yes" : "no"}') $2" "yes head.0.proj.weight"
+# split_run NP PROGRAM TOKENS WHAT: NP ranks run PROGRAM 3 steps (every step ok), then one rank over
+# their tokens (whole NS) checks the weights: the largest difference, rounding, on the split matrix
+split_run() {
+    what=$4
+    run "$1" "$DMUON" run --backend cpu --program "$2" --model "$tmp/split.json" --tokens "$3" --steps 3 \
+        --save-weights "$tmp/ws.bin" >"$tmp/split.out" 2>&1
+    is "--ns-split, $what: the CPU executor runs the program, three ok steps" "$(grep -c ' ok$' "$tmp/split.out")" 3
+    out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/split.json" --cluster "$tmp/slow.cluster" \
+        --tokens $(($1 * $3)) --grad-chunks "$1" --steps 3 --check-weights "$tmp/ws.bin" 2>&1)
+    err=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([^ ]*\) (\(.*\))/\1 \2/p')
+    set -- $err
+    is "--ns-split, $what: weights against one rank's whole NS: the split matrix differs by rounding ($err)" \
+        "$(awk -v e="$1" 'BEGIN{print (e > 0 && e < 1e-5) ? "yes" : "no"}') $2" "yes head.0.proj.weight"
+}
+split_run 4 "$tmp/split-p.json" 8 "4 ranks"
+# 8 ranks (2 nodes of 4): the split runs on a reserved block, the last node's 4 ranks, which run
+# no other NS; the balance places the other matrices on ranks 0-3
+"$DMUON" plan --model "$tmp/split.json" --gpus 8 --cluster "$tmp/slow.cluster" --costs "$roof" --tokens 4 --ns-split 4 \
+    -o "$tmp/split8.json" >/dev/null 2>&1
+is "--ns-split 4 on 8 ranks: whole NS ops on ranks 0-3 only, the split's gram all-reduces on ranks 4-7" \
+    "$(awk '/"rank": /{r=$2+0} /"kind":"ns"/ && !/"parts"/ {w = w (r >= 4 ? "x" : "")} /"payload":"gram"/ {g[r]++}
+            END {for (k = 0; k < 8; k++) printf "%d", g[k] + 0; print " " w}' "$tmp/split8.json")" "00005555 "
+split_run 8 "$tmp/split8.json" 4 "8 ranks, a reserved block"
 out=$("$DMUON" plan --model "$tmp/split.json" --gpus 8 --cluster "$tmp/slow.cluster" --ns-split 8 2>&1)
 like "--ns-split wider than a node is refused" "$out" "a split runs on the GPUs of one node, and a node has 4"
 out=$("$DMUON" plan --model "$tmp/split.json" --gpus 8 --cluster "$tmp/slow.cluster" --ns-split 2 --hsdp 2>&1)
