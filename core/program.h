@@ -61,8 +61,11 @@ typedef enum { DM_DT_BF16 = 0, DM_DT_FP16 = 1, DM_DT_FP32 = 2 } dm_dtype;
 /* What a collective's buffer holds: the weights of its params (fetches: broadcast, weight
  * all-gathers) or their gradients (reduce, all-reduce, reduce-scatter, gradient all-gathers), or
  * (gram: an all-reduce of one param) the n x n Gram of a split NS's iteration (below: an NS op
- * with parts > 1), summed over the split's ranks. Compute ops carry none. */
+ * with parts > 1), summed over the split's ranks: symmetric, so its upper triangle moves,
+ * dm_gram_elems(n) elements packed row by row. Compute ops carry none. */
 typedef enum { DM_PAYLOAD_NONE = 0, DM_PAYLOAD_WEIGHTS = 1, DM_PAYLOAD_GRADS = 2, DM_PAYLOAD_GRAM = 3 } dm_payload;
+/* Elements of a gram payload of an n x n Gram: its upper triangle, n (n + 1) / 2. */
+static inline double dm_gram_elems(int64_t n) { return (double)n * (double)(n + 1) / 2; }
 
 /* NS iterations of an op that does not say (the cost model's count; program files written
  * before ops carried it). */

@@ -664,7 +664,7 @@ static int post_coll(real_exec *ex, int i, dm_err *err)
     /* the collective's size in elements: the flat buffer (a part's range), padded to n shards
      * where it splits; an all-gather's slots are the facts' (every member's largest contribution) */
     rparam *gq = op->payload == DM_PAYLOAD_GRAM ? &c->p[op->params[0]] : NULL; /* a split NS's Gram */
-    int64_t size = gq ? gq->cols * gq->cols
+    int64_t size = gq ? (int64_t)dm_gram_elems(gq->cols)
                    : op->kind == DM_OP_ALLGATHER ? ex->facts.ag_slot[op->coll] * n
                    : op->kind == DM_OP_REDUCESCATTER ? (total + n - 1) / n * n : phi - plo;
     if (gq && !gq->H)
@@ -681,8 +681,10 @@ static int post_coll(real_exec *ex, int i, dm_err *err)
         free(pd->send);
         return -1;
     }
-    if (gq) {
-        memcpy(pd->send, gq->H, (size_t)size * 4);
+    if (gq) { /* the upper triangle, row by row (program.h) */
+        int64_t n = gq->cols, e = 0;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t j = r; j < n; j++) pd->send[e++] = gq->H[r * n + j];
     } else if (op->kind == DM_OP_ALLGATHER) {
         if (ag_copy(ex, op, me, pd->send, 0, ex->rank) < 0) {
             free(pd->send), free(pd->recv);
@@ -713,12 +715,14 @@ static void finish_coll(real_exec *ex, pending *pd)
     int64_t total = flat_total(ex, op), s = (total + n - 1) / n, plo, phi;
     op_span(ex, op, &plo, &phi);
     int64_t span = phi - plo;
-    if (op->payload == DM_PAYLOAD_GRAM) { /* the members' Grams summed in rank order */
+    if (op->payload == DM_PAYLOAD_GRAM) { /* the members' Grams summed in rank order, both triangles */
         rparam *q = &C(ex)->p[op->params[0]];
-        span = q->cols * q->cols;
+        int64_t m = q->cols, e = 0;
+        span = (int64_t)dm_gram_elems(m);
         for (int j = 1; j < n; j++)
-            for (int64_t e = 0; e < span; e++) pd->recv[e] += pd->recv[j * span + e];
-        memcpy(q->H, pd->recv, (size_t)span * 4);
+            for (int64_t x = 0; x < span; x++) pd->recv[x] += pd->recv[j * span + x];
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t c = r; c < m; c++, e++) q->H[r * m + c] = q->H[c * m + r] = pd->recv[e];
         free(pd->send);
         free(pd->recv);
         pd->send = pd->recv = NULL;

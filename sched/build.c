@@ -831,7 +831,7 @@ static void split_stage(dm_op *op, int stage)
 static double split_member_us(const bctx *b, const dm_matrix *x, int P, const coll_topo *t)
 {
     dm_op op = split_op(b, x, P);
-    double us = 0, ar = collcost_time_us(DM_OP_ALLREDUCE, COLL_ALGO_AUTO, (double)op.m * op.m * b->elt, t);
+    double us = 0, ar = collcost_time_us(DM_OP_ALLREDUCE, COLL_ALGO_AUTO, dm_gram_elems(op.m) * b->elt, t);
     for (int s = 0; s < 2 * op.iters; s++) {
         split_stage(&op, s);
         us += dm_ns_op_us(b->costs, b->cl, &op, NULL);
@@ -1435,7 +1435,7 @@ static int emit_split_item(bctx *b, int r, const ns_batch *nb, int *deps, int nd
         ar.payload = DM_PAYLOAD_GRAM;
         ar.coll = *coll;
         ar.group = b->split_group[k];
-        ar.bytes = (double)op.m * (double)op.m * b->elt;
+        ar.bytes = dm_gram_elems(op.m) * b->elt;
         ar.layer = x->layer;
         ar.dtype = b->o->dtype;
         int aid = dm_program_add_op(b->p, r, &ar, &gid, 1, &id, 1, b->err);
