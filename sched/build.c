@@ -1804,7 +1804,9 @@ static int build_once(const dm_model *model, const dm_cluster *cluster, int nran
         b.S = resolved.shard;
         b.R = nranks / b.S;
     }
-    if (opts->ns_split && opts->strategy != SCHED_DMUON) {
+    if (opts->ns_split < 0) {
+        resolved.ns_split = 0; /* auto: the P chosen by simulation (plan_best.c), none here */
+    } else if (opts->ns_split && opts->strategy != SCHED_DMUON) {
         resolved.ns_split = 0; /* dmuon's, as --hsdp: the others ignore it */
     } else if (opts->ns_split) {
         if (opts->hierarchical || opts->hsdp)

@@ -53,6 +53,7 @@ typedef enum { SCHED_HSDP_ADAMW_AUTO, SCHED_HSDP_ADAMW_REPLICAS, SCHED_HSDP_ADAM
 /* HSDP: how the Muon matrices' gradients and weights move (sched_opts.hsdp_muon). */
 typedef enum { SCHED_HSDP_MUON_AUTO, SCHED_HSDP_MUON_REPLICAS, SCHED_HSDP_MUON_WORLD } sched_hsdp_muon;
 
+#define SCHED_NS_SPLIT_AUTO (-1)
 typedef struct sched_opts {
     sched_strategy strategy;   /* default SCHED_DMUON */
     sched_balance balance;     /* default SCHED_BAL_AUTO (dmuon only) */
@@ -123,7 +124,10 @@ typedef struct sched_opts {
                                   with parts > 1), the Gram all-reduced among them per iteration,
                                   the slice's gradient reduced to it and its weights broadcast
                                   from it; the split matrices go to the nodes' least loaded ranks
-                                  after the balance places the others. 0 (default): none */
+                                  after the balance places the others. 0 (default): none;
+                                  SCHED_NS_SPLIT_AUTO: under --balance auto each P of 2, 4, ... up
+                                  to a node's GPUs planned and simulated beside the plan without
+                                  splits, the fastest kept (plan_best.c); else none */
     int naive_tuned;           /* muon-ddp / muon-fsdp: 0 (default) as PyTorch code runs them
                                   (DMuon's benchmarks, the usual DDP/FSDP2 Muon): one matrix per
                                   NS, direct; muon-fsdp gathers each full gradient inside the

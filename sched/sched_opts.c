@@ -165,8 +165,9 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         else o->ns_early = (int)v, o->ns_stream = 0;
     } else if (!strcmp(key, "ns-split")) {
         if (!strcasecmp(val, "off") || !strcmp(val, "0")) o->ns_split = 0;
+        else if (!strcasecmp(val, "auto")) o->ns_split = SCHED_NS_SPLIT_AUTO;
         else if (parse_count(val, 2, 1024, &v))
-            return dm_err_set(err, "--ns-split: expected ranks per split matrix (an integer in [2, 1024]) or off, found '%s'",
+            return dm_err_set(err, "--ns-split: expected ranks per split matrix (an integer in [2, 1024]), auto or off, found '%s'",
                               val);
         else o->ns_split = (int)v;
     } else if (!strcmp(key, "comm-weight")) {
@@ -286,8 +287,11 @@ void sched_getopt_help(FILE *f)
             "  --ns-split P          dmuon, flat plan: the NS of each Muon matrix stored tall or\n"
             "                        square whose NS alone outlasts an owner's mean NS load, split\n"
             "                        by rows over P ranks of one node (rows divisible by P), its Gram\n"
-            "                        all-reduced among them each iteration; the simulator and the\n"
-            "                        CPU executor run it, the GPU executor refuses it (default off)\n"
+            "                        all-reduced among them each iteration; under --balance auto the\n"
+            "                        plan without splits is simulated beside it, the faster kept;\n"
+            "                        auto: each P of 2, 4, ... up to a node's GPUs tried so (with\n"
+            "                        another balance: no split); the simulator and the CPU executor\n"
+            "                        run it, the GPU executor refuses it (default off)\n"
             "  --attention A         whole: every attention block's score and value products over\n"
             "                        its whole windows (default; the executor's step as measured so\n"
             "                        far); causal: a causal self-attention block's over its lower\n"
@@ -335,7 +339,8 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
     }
     if (o->ns_split) {
         size_t n = strlen(buf);
-        if (n < size) snprintf(buf + n, size - n, " ns-split=%d", o->ns_split);
+        if (n < size && o->ns_split > 0) snprintf(buf + n, size - n, " ns-split=%d", o->ns_split);
+        else if (n < size) snprintf(buf + n, size - n, " ns-split=auto");
     }
     if (sched_opts_pytorch_form(o)) {
         size_t n = strlen(buf);

@@ -13,6 +13,7 @@ void plan_best_opts_default(plan_best_opts *o)
     o->sim_budget_s = 5;
     o->max_memory = -1;
     o->winner_result = NULL;
+    o->no_unsplit = 0;
 }
 
 static int64_t program_ops(const dm_program *p)
@@ -269,7 +270,8 @@ adamw_done:
     /* --ns-split: the plan without splits beside it (the split rule weighs NS load bounds, not
      * the step: a split's gram all-reduces can cost more than its balance saves), planned by its own
      * candidates; both simulated, the faster kept, so a split plan never simulates slower */
-    if (pb->by_sim && opts->ns_split > 1 && !opts->hierarchical && !opts->hsdp && opts->strategy == SCHED_DMUON) {
+    if (pb->by_sim && opts->ns_split > 1 && !po->no_unsplit && !opts->hierarchical && !opts->hsdp &&
+        opts->strategy == SCHED_DMUON) {
         sched_opts o = *opts;
         o.ns_split = 0;
         double before = pb->cand[win].step_us, t0 = sched_wall_s();
@@ -281,6 +283,30 @@ adamw_done:
             pb->split_us = before;
             pb->cand[win].sim_s += sched_wall_s() - t0;
         }
+    }
+    /* --ns-split auto: the plan above has no splits (sched_build plans none for auto); each P of
+     * 2, 4, ... up to a node's GPUs planned (its own candidates) and simulated beside it, the
+     * fastest kept */
+    if (pb->by_sim && opts->ns_split == SCHED_NS_SPLIT_AUTO && !opts->hierarchical && !opts->hsdp &&
+        opts->strategy == SCHED_DMUON) {
+        int gpn = opts->gpus_per_node > 0 ? opts->gpus_per_node : cluster->gpus_per_node;
+        if (gpn > nranks) gpn = nranks;
+        pb->unsplit_us = pb->cand[win].step_us;
+        plan_best_opts apo = *po;
+        apo.no_unsplit = 1;
+        double t0 = sched_wall_s();
+        for (int P = 2; P <= gpn && pb->n_split_p < 11; P *= 2) {
+            sched_opts o = *opts;
+            o.ns_split = P;
+            double us = 0;
+            int won = 0, t = try_alternative(model, cluster, nranks, costs, &o, sopt, &apo, &pb->cand[win], &progs[win],
+                                             &reps[win], &res[win], NULL, &us, &won, err);
+            if (t < 0) goto done;
+            pb->split_p[pb->n_split_p] = P;
+            pb->split_p_us[pb->n_split_p++] = t ? us : 0;
+            if (won) pb->split_kept = P;
+        }
+        pb->cand[win].sim_s += sched_wall_s() - t0;
     }
     if (pb->cand[win].objective_only) { /* the winner's program, built now */
         sched_opts o = *opts;
@@ -378,6 +404,15 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
         if (pb->muon_tried)
             ADD("; HSDP's Muon matrices in its stages (over all ranks, as the flat plan (%s): %.3f ms)",
                 pb->muon_world_balance, pb->muon_world_us / 1e3);
+        if (pb->n_split_p) {
+            ADD("; --ns-split auto: ");
+            if (pb->split_kept) ADD("%d kept (none %.3f ms", pb->split_kept, pb->unsplit_us / 1e3);
+            else ADD("none kept (");
+            for (int k = 0, first = !pb->split_kept; k < pb->n_split_p; k++, first = 0)
+                if (pb->split_p_us[k] > 0) ADD("%s%d %.3f ms", first ? "" : ", ", pb->split_p[k], pb->split_p_us[k] / 1e3);
+                else ADD("%s%d nothing split", first ? "" : ", ", pb->split_p[k]);
+            ADD(")");
+        }
         if (pb->split_tried)
             ADD("; --ns-split's %s (%s: %.3f ms)", pb->unsplit_won ? "split matrices not kept" : "split matrices kept",
                 pb->unsplit_won ? "with them" : "without them", (pb->unsplit_won ? pb->split_us : pb->unsplit_us) / 1e3);

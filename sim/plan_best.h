@@ -69,6 +69,10 @@ typedef struct plan_best_report {
      * winner's (split_tried 1): both steps, and 1 when the unsplit one was faster and is the plan */
     int split_tried, unsplit_won;
     double split_us, unsplit_us;
+    /* --ns-split auto: each P tried (split_p[k], its step split_p_us[k]; 0: nothing split or not
+     * simulated), the plan without splits (unsplit_us), and the P kept (0: none) */
+    int n_split_p, split_p[11], split_kept;
+    double split_p_us[11];
 } plan_best_report;
 
 typedef struct plan_best_opts {
@@ -76,6 +80,8 @@ typedef struct plan_best_opts {
                                less (wall seconds); default 5 */
     int64_t max_memory;     /* the simulator's memory limit (sim_mem_check_program; < 0: its
                                default, 0: none) */
+    int no_unsplit;         /* internal: --ns-split P's plan not weighed against the unsplit one
+                               (--ns-split auto weighs every P against it itself) */
     sim_result **winner_result; /* when not NULL: the winner's simulation when the candidates
                                were simulated (sopt's, without a trace; owned by the caller), else
                                NULL: a caller that simulates the plan the same way need not again */

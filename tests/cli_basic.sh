@@ -129,5 +129,8 @@ out=$($DMUON sim -m qwen2.5-vl-3b -g 512 --ns-split 2 2>&1)
 like "sim --ns-split 2, Qwen2.5-VL-3B, 512 GPUs: the split is simulated and not kept" "$out" "--ns-split's split matrices not kept (with them: "
 out=$($DMUON sim -m qwen2.5-vl-3b -g 64 --ns-split 2 2>&1)
 like "sim --ns-split 2, Qwen2.5-VL-3B, 64 GPUs: the split is kept" "$out" "--ns-split's split matrices kept (without them: "
+out=$($DMUON sim -m "$DM_SRCDIR/models/wall-oss-flow.json" -g 128 --ns-split auto 2>&1)
+is "sim --ns-split auto, WALL-OSS, 128 GPUs: P = 2, 4, 8 simulated beside none, one kept" \
+    "$(printf '%s\n' "$out" | grep -cE -- '--ns-split auto: [248] kept \(none [0-9.]+ ms, 2 [0-9.]+ ms, 4 [0-9.]+ ms, 8 [0-9.]+ ms\)')" 1
 rm -rf "$tmp"
 tap_end
