@@ -53,7 +53,9 @@ typedef struct dm_phases {
 } dm_phases;
 
 /* A gradient collective: reduce, all-reduce, reduce-scatter, or an all-gather on the
- * low-priority comm stream (the scheduler's gradient stream; weight fetches ride comm-hi). */
+ * low-priority comm stream (the scheduler's gradient stream; weight fetches ride comm-hi).
+ * Known gap: a split NS's gram all-reduces (--ns-split) count too (a trace event carries no
+ * payload), so such a plan's opt-window ends its gradients at its last gram all-reduce. */
 int dm_phase_is_grad_coll(dm_op_kind kind, int stream);
 
 /* The phases of `rank` from n events (events of other ranks are skipped; rank < 0 takes every
