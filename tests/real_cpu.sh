@@ -355,6 +355,18 @@ split_run() {
         "$(awk -v e="$1" 'BEGIN{print (e > 0 && e < 1e-5) ? "yes" : "no"}') $2" "yes head.0.proj.weight"
 }
 split_run 4 "$tmp/split-p.json" 8 "4 ranks"
+# a split run checkpointed after step 2 and resumed ends bit for bit as the uninterrupted one
+R="$DMUON run --backend cpu --program $tmp/split-p.json --model $tmp/split.json --tokens 8"
+run 4 $R --steps 4 --save-weights "$tmp/sfull.bin" >/dev/null 2>&1
+run 4 $R --steps 2 --checkpoint "$tmp/sck" >/dev/null 2>&1
+run 4 $R --steps 4 --checkpoint "$tmp/sck" --resume --save-weights "$tmp/sres.bin" >"$tmp/sres.out" 2>&1
+like "--ns-split: resumed from the step-2 checkpoint" "$(cat "$tmp/sres.out")" "resumed from $tmp/sck after step 1"
+is "--ns-split: the resumed run's weights equal the uninterrupted run's" "$(cmp "$tmp/sfull.bin" "$tmp/sres.bin" && echo same)" same
+# an overflow in the split matrix's reduced gradient (element size/2: part 2 of 4): the member that
+# holds that part catches it and every rank skips the step
+out=$(run 4 $R --steps 3 --inject-overflow 1:6 2>&1)
+like "--ns-split: a non-finite part of a split gradient: the step skipped, its member named" "$out" \
+    "step 1 skipped: non-finite gradient of head.0.proj.weight (rank 2)"
 # 8 ranks (2 nodes of 4): the split runs on a reserved block, the last node's 4 ranks, which run
 # no other NS; the balance places the other matrices on ranks 0-3
 "$DMUON" plan --model "$tmp/split.json" --gpus 8 --cluster "$tmp/slow.cluster" --costs "$roof" --tokens 4 --ns-split 4 \
