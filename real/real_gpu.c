@@ -262,7 +262,7 @@ static int gpu_precheck(real_exec *ex, dm_err *err)
 {
     const dm_rank_prog *rp = &ex->prog->ranks[ex->rank];
     for (int i = 0; i < rp->n_ops; i++) /* before any CUDA call: what this backend does not run */
-        if (rp->ops[i].kind == DM_OP_NS && rp->ops[i].parts > 1)
+        if ((rp->ops[i].kind == DM_OP_NS && rp->ops[i].parts > 1) || rp->ops[i].payload == DM_PAYLOAD_GRAM)
             return dm_err_set(err, "rank %d op %d: a split NS (plan --ns-split) runs in the simulator and the CPU "
                               "backend only; the GPU backend does not run it yet", ex->rank, i);
     gpu *g = dm_calloc(1, sizeof *g, err);

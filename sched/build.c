@@ -933,18 +933,19 @@ done:
  * its own (ns_batch.split). */
 static int place_splits(bctx *b, sched_assign *a)
 {
-    int P = b->o->ns_split, rk[1024], best[1024];
+    int P = b->o->ns_split;
     double *load = dm_malloc((size_t)b->nowners * sizeof *load, b->err);
-    if (!load || !(b->split_group = dm_malloc((size_t)b->nsplit * sizeof *b->split_group, b->err)) ||
+    int *rk = dm_malloc((size_t)b->gpn * sizeof *rk, b->err), *best = dm_malloc((size_t)P * sizeof *best, b->err);
+    if (!load || !rk || !best || !(b->split_group = dm_malloc((size_t)b->nsplit * sizeof *b->split_group, b->err)) ||
         !(b->split_coll = dm_malloc((size_t)b->nsplit * DM_NS_ITERS_DEFAULT * sizeof *b->split_coll, b->err))) {
-        free(load);
+        free(load), free(rk), free(best);
         return -1;
     }
     for (int o = 0; o < b->nowners; o++) load[o] = a->load_us && o < b->nowners - b->nres ? a->load_us[o] : 0;
     for (int k = 0; k < b->nsplit * DM_NS_ITERS_DEFAULT; k++) b->split_coll[k] = -1;
     int *order = dm_malloc((size_t)b->nsplit * sizeof *order, b->err);
     if (!order) {
-        free(load);
+        free(load), free(rk), free(best);
         return -1;
     }
     for (int k = 0; k < b->nsplit; k++) order[k] = k;
@@ -989,8 +990,7 @@ static int place_splits(bctx *b, sched_assign *a)
             nb->algo = DM_NS_DIRECT;
         }
     }
-    free(order);
-    free(load);
+    free(order), free(load), free(rk), free(best);
     return rc;
 }
 
