@@ -195,10 +195,12 @@ double dm_costs_ns_op_kernels_us(const dm_costs *c, const dm_gpu *gpu, const dm_
     return us;
 }
 
+static void shape_work(dm_kern_kind kind, dm_kern_op op, int64_t m, int64_t n, int64_t k, int64_t batch, double elt,
+                       double *flops, double *bytes);
+
 void dm_ns_split_stage_kernels(const dm_op *op, dm_kernel *k, int *n, double *elem_bytes)
 {
-    int64_t r = op->m < op->n ? op->m : op->n, l = op->m < op->n ? op->n : op->m;
-    int64_t P = op->parts > 1 ? op->parts : 1, s = (l + P - 1) / P;
+    int64_t r = op->m < op->n ? op->m : op->n, s = dm_ns_split_rows(op);
     dm_kernel g = {.kind = DM_KERN_GEMM, .batch = 1, .count = 1, .param = -1, .slot = -1};
     double elt = (double)dm_dtype_size(op->dtype);
     *n = 0;
@@ -213,10 +215,7 @@ void dm_ns_split_stage_kernels(const dm_op *op, dm_kernel *k, int *n, double *el
         /* S = a S + b Y + c Z (three reads, a write); stage 1 also scales S and H by the norm */
         *elem_bytes = 4.0 * (double)s * r * elt + (op->stage == 1 ? 2.0 * ((double)r * r + (double)s * r) * elt : 0);
     }
-    for (int i = 0; i < *n; i++) {
-        k[i].flops = 2.0 * (double)k[i].m * k[i].n * k[i].k;
-        k[i].bytes = ((double)k[i].m * k[i].k + (double)k[i].k * k[i].n + (double)k[i].m * k[i].n) * elt;
-    }
+    for (int i = 0; i < *n; i++) shape_work(k[i].kind, k[i].op, k[i].m, k[i].n, k[i].k, 1, elt, &k[i].flops, &k[i].bytes);
 }
 
 /* One stage of a split NS op (program.h: parts > 1): its GEMMs from the kernel table's GEMM rows
@@ -238,10 +237,8 @@ static double ns_split_us(const dm_costs *c, const dm_cluster *cl, const dm_op *
         us = dm_power_full_us_held(&cl->power, op->flops, op->bytes, us);
     if (eb > 0) us += dm_hbm_pass_us(cl->gpu, 2, eb);
     if (src) *src = s;
-    if (op->stage == 0) {
-        int64_t l = op->m < op->n ? op->n : op->m, r = op->m < op->n ? op->m : op->n;
-        us += dm_ns_op_prep_us(c, cl, 1, (double)((l + op->parts - 1) / op->parts) * (double)r);
-    }
+    if (op->stage == 0) /* the slice's check and momentum */
+        us += dm_ns_op_prep_us(c, cl, 1, (double)dm_ns_split_rows(op) * (double)(op->m < op->n ? op->m : op->n));
     return us;
 }
 

@@ -131,14 +131,11 @@ static int state_walk(const dm_program *p, const int64_t *sz, int64_t n, int r, 
         for (int k = 0; k < op->n_params; k++) {
             int64_t q = op->params[k];
             int fresh = empty(st[q]) && !(need && need[q]);
-            if (op->kind == DM_OP_NS && op->parts > 1) { /* a split NS: its part's rows */
-                int64_t lo, hi;
-                dm_flat_shard(sz[q], op->parts, op->part, &lo, &hi);
+            if (op->kind == DM_OP_NS) { /* the whole matrix, or a split NS's part (its rows) */
+                int64_t lo = 0, hi = sz[q];
+                if (op->parts > 1) dm_flat_shard(sz[q], op->parts, op->part, &lo, &hi);
                 hull(&st[q], rg(lo, hi));
-            } else if (op->kind == DM_OP_NS) {
-                hull(&st[q], rg(0, sz[q]));
-            }
-            else if (op->kind == DM_OP_MUON_UPDATE || !empty(h->red[q])) hull(&st[q], h->upd[q]);
+            } else if (op->kind == DM_OP_MUON_UPDATE || !empty(h->red[q])) hull(&st[q], h->upd[q]);
             if (need) need[q] |= op->kind == DM_OP_NS ? 1 : op->kind == DM_OP_ADAMW ? 2 : 0;
             if (touched && fresh && (!empty(st[q]) || (need && need[q]))) touched[nt++] = q;
         }

@@ -283,8 +283,8 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
          * matrices, keyed by (rows, cols, count, algorithm) */
         const dm_matrix *x = &c->mx[op->params[0]];
         if (op->parts > 1) { /* a split NS: its slice (s x r) and the n x n Gram, as a direct plan of s x r */
-            int64_t r = x->rows < x->cols ? x->rows : x->cols, l = x->rows < x->cols ? x->cols : x->rows;
-            if (push_key(c, nk++, (l + op->parts - 1) / op->parts, r, 1, DM_NS_DIRECT, err)) return -1;
+            if (push_key(c, nk++, dm_ns_split_rows(op), x->rows < x->cols ? x->rows : x->cols, 1, DM_NS_DIRECT, err))
+                return -1;
             continue;
         }
         int64_t cnt = 0;

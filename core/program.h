@@ -144,6 +144,13 @@ typedef struct dm_op {
                            that part. Other ops 0 */
 } dm_op;
 
+/* Rows of a split NS op's slice (parts > 1): its long side over parts, rounded up. */
+static inline int64_t dm_ns_split_rows(const dm_op *o)
+{
+    int64_t l = o->m < o->n ? o->n : o->m, P = o->parts > 1 ? o->parts : 1;
+    return (l + P - 1) / P;
+}
+
 /* What a compute op computes, kernel by kernel (workload.h: GEMMs with their pass, batched
  * attention and expert GEMMs, elementwise passes). Shared by every rank that runs such an op;
  * the simulator prices exactly these kernels and the executor runs exactly these. */

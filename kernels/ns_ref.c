@@ -734,7 +734,6 @@ int SFX(ns_split_step)(T *S, int64_t rows, int64_t n, T *H, int k, const ns_opts
     if (k < 0 || k >= c->n)
         return dm_err_set(err, "ns_split_step: iteration %d of %d", k, c->n);
     size_t nn = (size_t)n * (size_t)n, rl = (size_t)rows * (size_t)n;
-    (void)nn;
     if (k == 0) { /* ||G||_F^2 = trace(G^T G): the sum of the slices' Gram diagonals */
         double tr = 0;
         for (int64_t i = 0; i < n; i++) tr += (double)H[i * n + i];

@@ -794,8 +794,6 @@ static int hsdp_pair(bctx *b, int pass, int o, int pair, double elems, int l, co
     return 0;
 }
 
-/* Collect each owner's matrices of layer l (ascending owner) and add one descriptor per owner
- * for fetch (broadcast) and gradients (reduce), flat, hierarchical or HSDP. */
 /* ---- --ns-split ---------------------------------------------------------------------------- */
 
 /* The split NS op template of matrix x (program.h: parts > 1), stage 0. */
@@ -928,6 +926,26 @@ done:
     return rc;
 }
 
+/* place_splits' orders: split indices by member time, longest first (ties: index); ranks by
+ * load, least first (ties: rank); ranks ascending */
+static int cmp_longer(const void *x, const void *y, void *ctx)
+{
+    const double *us = ctx;
+    int a = *(const int *)x, c = *(const int *)y;
+    return us[a] != us[c] ? (us[a] < us[c]) - (us[a] > us[c]) : (a > c) - (a < c);
+}
+static int cmp_lighter(const void *x, const void *y, void *ctx)
+{
+    const double *load = ctx;
+    int a = *(const int *)x, c = *(const int *)y;
+    return load[a] != load[c] ? (load[a] > load[c]) - (load[a] < load[c]) : (a > c) - (a < c);
+}
+static int cmp_rank(const void *x, const void *y)
+{
+    int a = *(const int *)x, c = *(const int *)y;
+    return (a > c) - (a < c);
+}
+
 /* Each split matrix on P ranks of one node: longest first, on the node whose P least loaded ranks
  * (the assignment's NS loads, with the splits placed before) end the earliest; an NS batch of
  * its own (ns_batch.split). */
@@ -949,11 +967,7 @@ static int place_splits(bctx *b, sched_assign *a)
         return -1;
     }
     for (int k = 0; k < b->nsplit; k++) order[k] = k;
-    for (int k = 1; k < b->nsplit; k++) /* longest first (insertion sort: a few matrices) */
-        for (int j = k; j > 0 && b->split_us[order[j]] > b->split_us[order[j - 1]]; j--) {
-            int t = order[j];
-            order[j] = order[j - 1], order[j - 1] = t;
-        }
+    qsort_r(order, (size_t)b->nsplit, sizeof *order, cmp_longer, b->split_us); /* longest first */
     int rc = 0;
     for (int q = 0; q < b->nsplit && !rc; q++) {
         int k = order[q];
@@ -963,22 +977,14 @@ static int place_splits(bctx *b, sched_assign *a)
             int lo = nd * b->gpn, n = 0;
             for (int r = lo; r < lo + b->gpn && r < b->nranks; r++) rk[n++] = r;
             if (n < P) continue;
-            for (int i = 1; i < n; i++) /* by load, then rank */
-                for (int j = i; j > 0 && load[rk[j]] < load[rk[j - 1]]; j--) {
-                    int t = rk[j];
-                    rk[j] = rk[j - 1], rk[j - 1] = t;
-                }
+            qsort_r(rk, (size_t)n, sizeof *rk, cmp_lighter, load); /* by load, then rank */
             double end = load[rk[P - 1]] + b->split_us[k];
             if (end < best_end - 1e-9) {
                 best_end = end;
                 memcpy(best, rk, (size_t)P * sizeof *rk);
             }
         }
-        for (int i = 1; i < P; i++) /* ascending ranks: part j on the j-th */
-            for (int j = i; j > 0 && best[j] < best[j - 1]; j--) {
-                int t = best[j];
-                best[j] = best[j - 1], best[j - 1] = t;
-            }
+        qsort(best, (size_t)P, sizeof *best, cmp_rank); /* ascending ranks: part j on the j-th */
         for (int j = 0; j < P; j++) load[best[j]] += b->split_us[k];
         if ((b->split_group[k] = dm_program_group(b->p, best, P, b->err)) < 0) rc = -1;
         int64_t idx = b->split_mat[k];
@@ -1016,6 +1022,8 @@ static int split_descs(bctx *b, int l)
     return 0;
 }
 
+/* Collect each owner's matrices of layer l (ascending owner) and add one descriptor per owner
+ * for fetch (broadcast) and gradients (reduce), flat, hierarchical or HSDP. */
 static int describe_dmuon(bctx *b, int64_t *ids)
 {
     sched_assign a;

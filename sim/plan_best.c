@@ -295,7 +295,7 @@ adamw_done:
         plan_best_opts apo = *po;
         apo.no_unsplit = 1;
         double t0 = sched_wall_s();
-        for (int P = 2; P <= gpn && pb->n_split_p < 11; P *= 2) {
+        for (int P = 2; P <= gpn && pb->n_split_p < PLAN_BEST_SPLIT_PS; P *= 2) {
             sched_opts o = *opts;
             o.ns_split = P;
             double us = 0;

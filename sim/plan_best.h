@@ -71,8 +71,9 @@ typedef struct plan_best_report {
     double split_us, unsplit_us;
     /* --ns-split auto: each P tried (split_p[k], its step split_p_us[k]; 0: nothing split or not
      * simulated), the plan without splits (unsplit_us), and the P kept (0: none) */
-    int n_split_p, split_p[11], split_kept;
-    double split_p_us[11];
+#define PLAN_BEST_SPLIT_PS 11 /* P = 2, 4, ..., 2048 at most (a cluster file's node holds up to 1024 GPUs) */
+    int n_split_p, split_p[PLAN_BEST_SPLIT_PS], split_kept;
+    double split_p_us[PLAN_BEST_SPLIT_PS];
 } plan_best_report;
 
 typedef struct plan_best_opts {
