@@ -17,8 +17,9 @@ int dm_phase_from_name(const char *s)
     return -1;
 }
 
-int dm_phase_is_grad_coll(dm_op_kind kind, int stream)
+int dm_phase_is_grad_coll(dm_op_kind kind, int stream, int payload)
 {
+    if (payload != DM_PAYLOAD_NONE) return payload == DM_PAYLOAD_GRADS && dm_op_is_collective(kind);
     return kind == DM_OP_REDUCE || kind == DM_OP_ALLREDUCE || kind == DM_OP_REDUCESCATTER ||
            (kind == DM_OP_ALLGATHER && stream == DM_STREAM_COMM_LO);
 }
@@ -101,7 +102,7 @@ int dm_phases_rank(const dm_trace_event *ev, int n, int rank, double step_us, dm
             kiv[2 * ik] = e->ts_us;
             kiv[2 * ik + 1] = end;
             ik++;
-            if (dm_phase_is_grad_coll(e->kind, e->stream) && end > last_grad) last_grad = end;
+            if (dm_phase_is_grad_coll(e->kind, e->stream, e->payload) && end > last_grad) last_grad = end;
         }
     }
     double step = step_us > 0 ? step_us : last;

@@ -52,11 +52,14 @@ typedef struct dm_phases {
     int rank;      /* the rank measured (the critical rank for a trace) */
 } dm_phases;
 
-/* A gradient collective: reduce, all-reduce, reduce-scatter, or an all-gather on the
- * low-priority comm stream (the scheduler's gradient stream; weight fetches ride comm-hi).
- * Known gap: a split NS's gram all-reduces (--ns-split) count too (a trace event carries no
- * payload), so such a plan's opt-window ends its gradients at its last gram all-reduce. */
-int dm_phase_is_grad_coll(dm_op_kind kind, int stream);
+/* A gradient collective: one whose payload is gradients (program.h), where the event carries its
+ * payload (the interpreters' own traces). A trace read from a file does not (dm_trace_event):
+ * then a reduce, all-reduce, reduce-scatter, or an all-gather on the low-priority comm stream
+ * (the scheduler's gradient stream), which also counts a split NS's gram all-reduces
+ * (--ns-split) and dmuon's forward weight all-gathers (comm-lo beside the broadcasts): only the
+ * former can end after the gradients, so a file's opt-window of a split plan ends its gradients
+ * at its last gram all-reduce. */
+int dm_phase_is_grad_coll(dm_op_kind kind, int stream, int payload);
 
 /* The phases of `rank` from n events (events of other ranks are skipped; rank < 0 takes every
  * event as the rank's). step_us > 0: the step's length as the caller measured it; else the

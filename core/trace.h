@@ -34,6 +34,9 @@ typedef struct dm_trace_event {
     double bytes, flops;
     int layer, coll; /* -1 when none */
     double wait_us;
+    int payload;     /* collectives: the op's dm_payload, as the interpreters know it; not written
+                        to a file (DM_PAYLOAD_NONE in a trace read from one: the phases then tell
+                        a gradient collective by its kind and stream, phases.h) */
 } dm_trace_event;
 
 typedef struct dm_trace {

@@ -243,7 +243,7 @@ static int measure(real_exec *ex, real_step_stats *st, dm_err *err)
     for (int i = 0; i < rp->n_ops; i++) {
         const dm_op *op = &rp->ops[i];
         ex->ev[i] = (dm_trace_event){ex->rank, op->stream, i, op->kind, ex->op_t0[i], ex->op_dur[i], op->bytes,
-                                     op->flops, op->layer, op->coll, 0};
+                                     op->flops, op->layer, op->coll, 0, op->payload};
     }
     dm_phases ph;
     if (dm_phases_rank(ex->ev, rp->n_ops, ex->rank, st->step_us, &ph, err) < 0) return -1;
@@ -366,7 +366,7 @@ int real_exec_trace(real_exec *ex, dm_trace **out, dm_err *err)
                 d = d > w ? d - w : 0;
                 s = cstart[op->coll];
             }
-            dm_trace_event e = {r, op->stream, i, op->kind, s, d, op->bytes, op->flops, op->layer, op->coll, w};
+            dm_trace_event e = {r, op->stream, i, op->kind, s, d, op->bytes, op->flops, op->layer, op->coll, w, op->payload};
             if (dm_trace_add(t, &e, err) < 0) {
                 bad = 1;
                 break;

@@ -90,6 +90,9 @@ typedef struct bctx {
     /* HSDP (sched_opts.hsdp): shard groups of S consecutive ranks, R of them; column c = the
      * ranks c, c + S, ...; a global owner o's column is o % S */
     int hsdp, S, R;
+    int fetch_bcast;            /* the fetch holds a broadcast (fetch_has_broadcast): emit_fetch */
+    int *fetch_hi_now, *fetch_hi_prev; /* with fetch_bcast, per rank: its last comm-hi forward
+                                          fetch op, and that before the layer being fetched (-1) */
     int *shard_group, *col_group;
     int *hs_rec;                /* [stage][rank * hs_pairs + pair]: a member's op of that stage */
     int hs_pairs;               /* the most (layer, owner) pairs of a layer */
@@ -311,6 +314,7 @@ static void free_ctx(bctx *b)
     free(b->pool.data);
     free(b->batches.data);
     free(b->batch_mats.data);
+    free(b->fetch_hi_now);
     free(b->split_mat);
     free(b->split_group);
     free(b->split_us);
@@ -1160,12 +1164,13 @@ done:
 
 /* ---- emission ------------------------------------------------------------------------------ */
 
-/* Add descriptor d to every member of its group; deps per rank: dep[r] (-1 none). Records the
+/* Add descriptor d to every member of its group; deps per rank: dep[r] and dep2[r] (-1 or a NULL
+ * array: none). Records the
  * first and last op id per rank into lo/hi[r * nlayers + layer_slot], and each member's op id
  * into ids[r] when ids is given. payload: what the collective moves (fetches: weights; the
  * gradient phase: gradients, all-gathers included). */
-static int emit_desc_ids(bctx *b, const coll_desc *d, dm_stream st, dm_payload payload, const int *dep, int *lo,
-                         int *hi, int slot, int *ids)
+static int emit_desc_ids(bctx *b, const coll_desc *d, dm_stream st, dm_payload payload, const int *dep,
+                         const int *dep2, int *lo, int *hi, int slot, int *ids)
 {
     const dm_group *g = &b->p->groups[d->group];
     dm_op op = dm_op_init(d->kind, st);
@@ -1181,8 +1186,10 @@ static int emit_desc_ids(bctx *b, const coll_desc *d, dm_stream st, dm_payload p
     const int64_t *params = (const int64_t *)b->pool.data + d->p_first;
     for (int i = 0; i < g->n && g->ranks[i] < b->emit_ranks; i++) { /* ascending members */
         int r = g->ranks[i];
-        int dd = dep ? dep[r] : -1;
-        int id = dm_program_add_op(b->p, r, &op, &dd, dd >= 0 ? 1 : 0, params, (int)d->p_n, b->err);
+        int dd[2], nd = 0;
+        if (dep && dep[r] >= 0) dd[nd++] = dep[r];
+        if (dep2 && dep2[r] >= 0 && (!nd || dep2[r] != dd[0])) dd[nd++] = dep2[r];
+        int id = dm_program_add_op(b->p, r, &op, dd, nd, params, (int)d->p_n, b->err);
         if (id < 0) return -1;
         if (ids) ids[r] = id;
         size_t k = (size_t)r * b->nlayers + slot;
@@ -1195,7 +1202,7 @@ static int emit_desc_ids(bctx *b, const coll_desc *d, dm_stream st, dm_payload p
 static int emit_desc(bctx *b, const coll_desc *d, dm_stream st, dm_payload payload, const int *dep, int *lo, int *hi,
                      int slot)
 {
-    return emit_desc_ids(b, d, st, payload, dep, lo, hi, slot, NULL);
+    return emit_desc_ids(b, d, st, payload, dep, NULL, lo, hi, slot, NULL);
 }
 
 /* HSDP: a stage's slot of rank r and the collective's pair in b->hs_rec. */
@@ -1226,8 +1233,28 @@ static void hsdp_record(bctx *b, const coll_desc *d)
     for (int i = 0; i < g->n; i++) *hs_slot(b, d->hs_stage, g->ranks[i], d->hs_pair) = b->hs_ids[g->ranks[i]];
 }
 
+/* Whether the plan's fetch holds a broadcast (dmuon's: the Muon weights from their owners). */
+static int fetch_has_broadcast(const bctx *b)
+{
+    for (size_t k = 0; k < b->fetch.n; k++)
+        if (AT(b->fetch, coll_desc, k).kind == DM_OP_BROADCAST) return 1;
+    return 0;
+}
+
 static int emit_fetch(bctx *b, int l, const int *dep, int back)
 {
+    /* A forward fetch of broadcasts and all-gathers (dmuon's flat plans: the Muon weights from
+     * their owners, the AdamW role's shards, often a few KB of norms and biases) puts the
+     * all-gathers on comm-lo, idle in the forward: on comm-hi each queued behind the broadcasts
+     * and paid its latency there (at 256 A800s a 32 KB all-gather costs 0.35 ms, a third of a
+     * vision-tower layer's fetch), and a layer without Muon weights waited on the broadcasts of
+     * the layers before it. Not under HSDP (its cross-node parts ride comm-lo) nor in the
+     * backward's re-fetch (comm-lo carries the gradients then). */
+    int lo_gathers = !back && !b->hsdp && b->fetch_bcast;
+    /* ... each after the comm-hi fetch of the layer before it (fetch_hi_prev): beside its own
+     * layer's broadcasts, never ahead of an earlier layer's, which the forward needs first (a
+     * bandwidth-bound fetch would otherwise share its links with the later layers' gathers) */
+    if (lo_gathers) memcpy(b->fetch_hi_prev, b->fetch_hi_now, (size_t)b->emit_ranks * sizeof *b->fetch_hi_now);
     for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++) {
         const coll_desc *d = &AT(b->fetch, coll_desc, k);
         if (d->hs_skip_back && back) continue; /* the Z3 re-fetch: the shard groups hold its parts */
@@ -1236,8 +1263,11 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
          * pair's network transfer overlaps another's all-gather on NVLink (the per-pair deps
          * order them) */
         dm_stream st = d->parts > 1 && d->hs_stage > 0 ? DM_STREAM_COMM_LO : DM_STREAM_COMM_HI;
-        if (emit_desc_ids(b, d, st, DM_PAYLOAD_WEIGHTS, dd, back ? b->bfetch_lo : b->fetch_lo,
-                          back ? b->bfetch_hi : b->fetch_hi, l, d->hs_record && !back ? b->hs_ids : NULL))
+        int lo = lo_gathers && d->kind == DM_OP_ALLGATHER;
+        if (lo) st = DM_STREAM_COMM_LO;
+        int *ids = d->hs_record && !back ? b->hs_ids : lo_gathers && !lo ? b->fetch_hi_now : NULL;
+        if (emit_desc_ids(b, d, st, DM_PAYLOAD_WEIGHTS, dd, lo ? b->fetch_hi_prev : NULL,
+                          back ? b->bfetch_lo : b->fetch_lo, back ? b->bfetch_hi : b->fetch_hi, l, ids))
             return -1;
         if (d->hs_record && !back) hsdp_record(b, d);
     }
@@ -1251,7 +1281,7 @@ static int emit_grad(bctx *b, int l, const int *dep)
         const int *dd = d->hs_wait ? hsdp_deps(b, d, dep) : dep;
         /* HSDP's cross-node part reduces on the other comm stream, as in the fetch */
         dm_stream st = d->parts > 1 && d->hs_stage > 0 ? DM_STREAM_COMM_HI : DM_STREAM_COMM_LO;
-        if (emit_desc_ids(b, d, st, DM_PAYLOAD_GRADS, dd, b->grad_lo, b->grad_hi, l,
+        if (emit_desc_ids(b, d, st, DM_PAYLOAD_GRADS, dd, NULL, b->grad_lo, b->grad_hi, l,
                           d->hs_record ? b->hs_ids : NULL))
             return -1;
         if (d->hs_record) hsdp_record(b, d);
@@ -1630,6 +1660,11 @@ static int emit_program(bctx *b)
         if (bad) goto done;
     }
     /* 1. fetch + forward */
+    if ((b->fetch_bcast = fetch_has_broadcast(b))) {
+        if (!(b->fetch_hi_now = dm_malloc(2 * (size_t)b->emit_ranks * sizeof *b->fetch_hi_now, b->err))) goto done;
+        b->fetch_hi_prev = b->fetch_hi_now + b->emit_ranks;
+        for (int r = 0; r < 2 * b->emit_ranks; r++) b->fetch_hi_now[r] = -1;
+    }
     if (none) {
         for (int l = 0; l < L; l++)
             if (emit_fetch(b, l, NULL, 0)) goto done;

@@ -987,7 +987,7 @@ static int rank_events(const sim *s, int k, dm_trace_event *ev)
         const dm_op *op = s->op[g];
         if (op->kind == DM_OP_WAIT) continue;
         ev[n++] = (dm_trace_event){k, op->stream, op->id, op->kind, s->start[g], s->end[g] - s->start[g],
-                                   op->bytes, op->flops, op->layer, op->coll, 0};
+                                   op->bytes, op->flops, op->layer, op->coll, 0, op->payload};
     }
     return n;
 }
@@ -1011,7 +1011,7 @@ static int steady_window(const sim *s, int k, int K, dm_trace_event *ev, dm_phas
         if (op->kind == DM_OP_WAIT || !(s->end[g] > w0)) continue;
         double a = s->start[g] > w0 ? s->start[g] : w0;
         ev[n++] = (dm_trace_event){k, op->stream, op->id, op->kind, a - w0, s->end[g] - a, op->bytes, op->flops, op->layer,
-                                   op->coll, 0};
+                                   op->coll, 0, op->payload};
     }
     int rank = out->rank;
     if (dm_phases_rank(ev, n, k, 0, out, err)) return -1;
@@ -1074,7 +1074,7 @@ static int make_trace(sim *s, sim_result *r, dm_err *err)
             if (op->kind == DM_OP_WAIT) continue;
             dm_trace_event e = {s->shared ? k : s->rank_of[g], op->stream, op->id, op->kind, s->start[g],
                                 s->end[g] - s->start[g], op->bytes, op->flops, op->layer, op->coll,
-                                dm_op_is_collective(op->kind) ? s->start[g] - s->ready[g] : 0};
+                                dm_op_is_collective(op->kind) ? s->start[g] - s->ready[g] : 0, op->payload};
             if (dm_trace_add(r->trace, &e, err)) return -1;
         }
     dm_trace_sort(r->trace);

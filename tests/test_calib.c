@@ -61,13 +61,13 @@ static void write_fwd_trace(const char *path, const dm_gpu *gpu, double t0, doub
     dm_trace *s = dm_trace_new("real", NULL, err);
     double ts = t0;
     for (int i = 0; i < 8; i++) {
-        dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts, 0, 0, 0, i, -1, 0};
+        dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts, 0, 0, 0, i, -1, 0, 0};
         ev.flops = 1e12 * (1 + i);
         ev.dur_us = ev.flops / (0.5 * gpu->bf16_flops) * 1e6 / slow;
         dm_trace_add(s, &ev, err);
         if (coll_us >= 0) {
             dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts, coll_us > 0 ? coll_us : ev.dur_us, 1e6,
-                                0, -1, i, 0};
+                                0, -1, i, 0, 0};
             dm_trace_add(s, &c, err);
         }
         ts += ev.dur_us + 5;
@@ -89,9 +89,9 @@ static void test_lo_stream(const char *dir)
     snprintf(st, sizeof st, "%s/lo_stream.csv", dir);
     for (int k = 0; k < 2; k++) {
         dm_trace *t = dm_trace_new("real", NULL, &err);
-        dm_trace_event a = {0, DM_STREAM_COMPUTE, 0, DM_OP_BACKWARD, 0, k ? 115 : 100, 1e6, 1e9, 3, -1, 0};
+        dm_trace_event a = {0, DM_STREAM_COMPUTE, 0, DM_OP_BACKWARD, 0, k ? 115 : 100, 1e6, 1e9, 3, -1, 0, 0};
         dm_trace_event b = {0, k ? DM_STREAM_COMPUTE_LO : DM_STREAM_COMPUTE, 1, DM_OP_NS, k ? 0 : 102, k ? 75 : 30, 2e6, 1e8, 3,
-                            -1, 0};
+                            -1, 0, 0};
         dm_trace_add(t, &a, &err);
         dm_trace_add(t, &b, &err);
         t->nranks = 1;
@@ -250,7 +250,7 @@ int main(void)
     dm_trace *t = dm_trace_new("real", NULL, &err);
     const dm_gpu *h200 = dm_gpu_find("H200");
     for (int i = 0; i < 10; i++) {
-        dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, i < 5 ? DM_OP_FORWARD : DM_OP_BACKWARD, 100.0 * i, 0, 0, 0, i, -1, 0};
+        dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, i < 5 ? DM_OP_FORWARD : DM_OP_BACKWARD, 100.0 * i, 0, 0, 0, i, -1, 0, 0};
         ev.flops = 1e12 * (1 + i);
         ev.dur_us = ev.flops / (0.55 * h200->bf16_flops) * 1e6;
         dm_trace_add(t, &ev, &err);
@@ -272,7 +272,7 @@ int main(void)
         double ts = 0;
         for (int i = 0; i < 24; i++) {
             int kind = i % 4;
-            dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts, 0, 0, 0, i, -1, 0};
+            dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts, 0, 0, 0, i, -1, 0, 0};
             double model, o = (i % 3) / 2.0; /* overlap 0, 0.5, 1 */
             if (kind == 0) ev.flops = 1e12 * (1 + i), model = ev.flops / (0.5 * h200->bf16_flops) * 1e6;
             else if (kind == 1)
@@ -287,7 +287,7 @@ int main(void)
                             * the rank waits for its peer for the first third of that (wait_us):
                             * in flight from the arrival, it covers the same interval */
                 double w = i % 2 ? o * ev.dur_us / 3 : 0;
-                dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts + w, o * ev.dur_us - w, 1e6, 0, -1, i, w};
+                dm_trace_event c = {0, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts + w, o * ev.dur_us - w, 1e6, 0, -1, i, w, 0};
                 dm_trace_add(s, &c, &err);
             }
             ts += ev.dur_us + 5;
@@ -371,11 +371,11 @@ int main(void)
             for (int i = 0; i < 9; i++) {
                 double o = (i % 3) / 2.0, d = L + T / (1 - 0.4 * o);
                 for (int r = 0; r < 2; r++) {
-                    dm_trace_event c = {r, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts3, d, B, 0, -1, i, 0};
+                    dm_trace_event c = {r, DM_STREAM_COMM_HI, 100 + i, DM_OP_BROADCAST, ts3, d, B, 0, -1, i, 0, 0};
                     dm_trace_add(s3, &c, &err);
                 }
                 if (o > 0) {
-                    dm_trace_event f = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts3, o * d, 0, 1e9, 0, -1, 0};
+                    dm_trace_event f = {0, DM_STREAM_COMPUTE, i, DM_OP_FORWARD, ts3, o * d, 0, 1e9, 0, -1, 0, 0};
                     dm_trace_add(s3, &f, &err);
                 }
                 ts3 += d + 10;
@@ -431,13 +431,13 @@ int main(void)
             double d = dm_coll_staging_copies(o.kind, o.staged, np, 1) * 7 +
                        dm_coll_staging_bytes(o.kind, o.staged, o.bytes, 1) / (0.8 * h200->hbm_Bps) * 1e6;
             if (i == 6) d *= 10; /* beside the forward below */
-            dm_trace_event ev = {0, DM_STREAM_COMM_HI, i, o.kind, ts, d, o.bytes, 0, -1, o.coll, 0};
+            dm_trace_event ev = {0, DM_STREAM_COMM_HI, i, o.kind, ts, d, o.bytes, 0, -1, o.coll, 0, 0};
             dm_trace_add(s, &ev, &err);
             if (i < 6) ts += d;
         }
         dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
         dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
-        dm_trace_event fw = {0, DM_STREAM_COMPUTE, 7, DM_OP_FORWARD, ts, 1e6, 0, 1e12, 0, -1, 0};
+        dm_trace_event fw = {0, DM_STREAM_COMPUTE, 7, DM_OP_FORWARD, ts, 1e6, 0, 1e12, 0, -1, 0, 0};
         dm_trace_add(s, &fw, &err);
         char tp[4096], pp[4200];
         snprintf(tp, sizeof tp, "%s/stage.csv", dir);
@@ -481,11 +481,11 @@ int main(void)
             dm_cluster as_table = {0};
             as_table.gpu = h200;
             double prep = dm_ns_op_prep_us(table, &as_table, o.batch, (double)(o.m * o.n) * o.batch);
-            dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_NS, ts, 1.3 * us + prep, 1e6, 1e9, -1, -1, 0};
+            dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, DM_OP_NS, ts, 1.3 * us + prep, 1e6, 1e9, -1, -1, 0, 0};
             dm_trace_add(s, &ev, &err);
             ts += 1.3 * us + prep;
         }
-        dm_trace_event fw = {0, DM_STREAM_COMPUTE, 4, DM_OP_FORWARD, ts, 5000, 0, 1e12, 0, -1, 0};
+        dm_trace_event fw = {0, DM_STREAM_COMPUTE, 4, DM_OP_FORWARD, ts, 5000, 0, 1e12, 0, -1, 0, 0};
         dm_trace_add(s, &fw, &err);
         dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE);
         dm_program_add_op(p, 0, &f, NULL, 0, NULL, 0, &err);
@@ -521,7 +521,7 @@ int main(void)
                 if (seq[i].k == DM_OP_BROADCAST) o.group = g1, o.root = 0, o.bytes = 1e6, o.coll = dm_program_new_coll(pg);
                 dm_program_add_op(pg, 0, &o, NULL, 0, NULL, 0, &err);
                 dm_trace_event ev = {0, o.stream, i, seq[i].k, t0, seq[i].dur, 1e6, seq[i].k == DM_OP_FORWARD ? 1e11 : 0, 0,
-                                     o.coll, 0};
+                                     o.coll, 0, 0};
                 dm_trace_add(sg, &ev, &err);
                 t0 += seq[i].dur + seq[i].after;
             }
@@ -592,7 +592,7 @@ int main(void)
                     o.work = wb, o.flops = bk[0].flops + bk[1].flops, d = 55 + 60 + dm_grad_check_us(h200, 1, 1024.0 * 1024) + 2 * 2.0;
                 else o.bytes = 28 * adam_elems[i / 3], d = slow == 3 ? adam_us[i / 3] + 7 : slow * adam_us[i / 3];
                 dm_program_add_op(p, 0, &o, NULL, 0, NULL, 0, &err);
-                dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, o.kind, ts, d, o.bytes, o.flops, 0, -1, 0};
+                dm_trace_event ev = {0, DM_STREAM_COMPUTE, i, o.kind, ts, d, o.bytes, o.flops, 0, -1, 0, 0};
                 dm_trace_add(s, &ev, &err);
                 ts += d + 3;
             }
@@ -650,7 +650,7 @@ int main(void)
         o2.flops = 1e12;
         dm_program_add_op(p2, 0, &o2, NULL, 0, NULL, 0, &err);
         dm_trace *s2 = dm_trace_new("real", p2, &err);
-        dm_trace_event ev2 = {0, DM_STREAM_COMPUTE, 0, DM_OP_FORWARD, 0, 3000, 0, 1e12, 0, -1, 0};
+        dm_trace_event ev2 = {0, DM_STREAM_COMPUTE, 0, DM_OP_FORWARD, 0, 3000, 0, 1e12, 0, -1, 0, 0};
         dm_trace_add(s2, &ev2, &err);
         dm_trace_write_csv(s2, other, &err);
         dm_program_save(p2, opath, &err);

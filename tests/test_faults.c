@@ -223,7 +223,7 @@ static int setup(void)
     fixture_trace = dm_trace_new("sim", NULL, &err);
     if (!fixture_trace) return -1;
     for (int i = 0; i < 400; i++) {
-        dm_trace_event e = {i % 4, i % 3, i / 4, (dm_op_kind)(i % DM_OP__COUNT), i * 1.5, 1.0, 4096, 1e9, i % 7, -1, 0};
+        dm_trace_event e = {i % 4, i % 3, i / 4, (dm_op_kind)(i % DM_OP__COUNT), i * 1.5, 1.0, 4096, 1e9, i % 7, -1, 0, 0};
         if (dm_trace_add(fixture_trace, &e, &err)) return -1;
     }
     snprintf(trace_csv, sizeof trace_csv, "%s.trace.csv", dir);

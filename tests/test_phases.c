@@ -52,6 +52,26 @@ int main(void)
        "overlapping compute ops: busy is their union (15 of 15)");
     ok(ph.us[DM_PHASE_OPT_WINDOW] == 10, "no gradient collective: the window is the optimizer sum");
 
+    /* a split NS (--ns-split): reduce (comm-lo) 0-10, NS stage 10-12, gram all-reduce (comm-hi)
+     * 12-14, NS stage 14-16, update 16-17; a weights all-gather on comm-lo 0-3 (dmuon's forward
+     * fetch). With payloads (the interpreters' events) the window starts at the reduce's end;
+     * without (a trace read from a file) the stream rule ends the gradients at the gram's */
+    dm_trace_event sp[] = {
+        ev(0, DM_STREAM_COMM_LO, DM_OP_ALLGATHER, 0, 3), ev(0, DM_STREAM_COMM_LO, DM_OP_REDUCE, 0, 10),
+        ev(0, DM_STREAM_COMPUTE, DM_OP_NS, 10, 2),       ev(0, DM_STREAM_COMM_HI, DM_OP_ALLREDUCE, 12, 2),
+        ev(0, DM_STREAM_COMPUTE, DM_OP_NS, 14, 2),       ev(0, DM_STREAM_COMPUTE, DM_OP_MUON_UPDATE, 16, 1),
+    };
+    ok(dm_phases_rank(sp, 6, 0, 0, &ph, &err) == 0 && ph.us[DM_PHASE_OPT_WINDOW] == 3,
+       "no payloads (a file's trace): the gram all-reduce ends the gradients (window 3)");
+    sp[0].payload = DM_PAYLOAD_WEIGHTS, sp[1].payload = DM_PAYLOAD_GRADS, sp[3].payload = DM_PAYLOAD_GRAM;
+    ok(dm_phases_rank(sp, 6, 0, 0, &ph, &err) == 0 && ph.us[DM_PHASE_OPT_WINDOW] == 7,
+       "with payloads: the window starts at the gradient reduce's end (7), the gram all-reduce inside it");
+    ok(!dm_phase_is_grad_coll(DM_OP_ALLGATHER, DM_STREAM_COMM_LO, DM_PAYLOAD_WEIGHTS) &&
+           dm_phase_is_grad_coll(DM_OP_ALLGATHER, DM_STREAM_COMM_LO, DM_PAYLOAD_NONE) &&
+           dm_phase_is_grad_coll(DM_OP_ALLGATHER, DM_STREAM_COMM_HI, DM_PAYLOAD_GRADS) &&
+           !dm_phase_is_grad_coll(DM_OP_NS, DM_STREAM_COMPUTE, DM_PAYLOAD_GRADS),
+       "a gradient collective by payload where known, by kind and stream where not");
+
     dm_trace t;
     memset(&t, 0, sizeof t);
     t.n = 7;
