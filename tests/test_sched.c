@@ -302,6 +302,65 @@ static void test_ddp_loop(const dm_cluster *cl, const dm_costs *costs)
     dm_model_free(m);
 }
 
+/* dmuon's forward fetch (sched/build.c emit_fetch): in a flat plan its weight all-gathers ride
+ * comm-lo beside the broadcasts, each waiting on the last comm-hi fetch op of an earlier layer;
+ * adamw's (no broadcast) and HSDP's stay as they were (comm-hi; HSDP's cross-node parts only on
+ * comm-lo). */
+static void test_fetch_streams(const dm_cluster *cl, const dm_costs *costs)
+{
+    dm_err err = {{0}};
+    dm_model *m = NULL;
+    if (dm_model_load("qwen2.5-0.5b", &m, &err)) {
+        ok(0, "load qwen2.5-0.5b: %s", err.msg);
+        return;
+    }
+    for (int c = 0; c < 3; c++) { /* dmuon flat, adamw, dmuon --hsdp */
+        sched_opts o;
+        sched_opts_default(&o);
+        o.balance = SCHED_BAL_LPT;
+        o.gpus_per_node = 4;
+        if (c == 2) o.hsdp = 1;
+        dm_program *p = NULL;
+        int rc = sched_opts_parse(&o, "strategy", c == 1 ? "adamw" : "dmuon", &err) ||
+                 sched_build(m, cl, 8, costs, &o, &p, NULL, &err);
+        int gathers = 0, on_lo = 0, lo_whole = 0, after_hi = 0, waits_ok = 1;
+        for (int r = 0; rc == 0 && r < p->nranks; r++) {
+            const dm_rank_prog *rp = &p->ranks[r];
+            for (int i = 0; i < rp->n_ops && rp->ops[i].kind != DM_OP_BACKWARD; i++) {
+                const dm_op *op = &rp->ops[i];
+                if (op->kind != DM_OP_ALLGATHER || op->payload != DM_PAYLOAD_WEIGHTS) continue;
+                gathers++;
+                if (op->stream != DM_STREAM_COMM_LO) continue;
+                on_lo++;
+                lo_whole += op->parts <= 1;
+                int hi = -1; /* the last comm-hi fetch op of an earlier layer before it */
+                for (int j = 0; j < i; j++)
+                    if (rp->ops[j].stream == DM_STREAM_COMM_HI && dm_op_is_collective(rp->ops[j].kind) &&
+                        rp->ops[j].layer < op->layer)
+                        hi = j;
+                if (hi < 0) continue;
+                int w = 0;
+                for (int d = 0; d < op->n_deps; d++) w |= op->deps[d] == rp->ops[hi].id;
+                after_hi += w;
+                waits_ok &= w;
+            }
+        }
+        if (c == 0)
+            ok(rc == 0 && gathers > 0 && on_lo == gathers && after_hi > 0 && waits_ok,
+               "dmuon, 8 ranks: its %d forward weight all-gathers ride comm-lo (%d), each after the earlier "
+               "layers' comm-hi fetch (%d wait on it)", gathers, on_lo, after_hi);
+        else if (c == 1)
+            ok(rc == 0 && gathers > 0 && on_lo == 0, "adamw, 8 ranks: its %d forward all-gathers stay on comm-hi", gathers);
+        else
+            ok(rc == 0 && dm_program_validate(p, &err) == 0 && gathers > 0 && lo_whole == 0,
+               "dmuon --hsdp, 8 ranks: a valid program whose whole-buffer weight all-gathers stay on comm-hi (%d weight "
+               "all-gathers, %d on comm-lo, cross-node parts)", gathers, on_lo);
+        if (rc) tap_diag("%s", err.msg);
+        dm_program_free(p);
+    }
+    dm_model_free(m);
+}
+
 int main(void)
 {
     dm_err err = {{0}};
@@ -975,6 +1034,7 @@ int main(void)
     test_replicated(&cl, costs);
     test_update_pieces(&cl, costs);
     test_ddp_loop(&cl, costs);
+    test_fetch_streams(&cl, costs);
     dm_costs_free(costs);
     return tap_done();
 }
