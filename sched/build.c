@@ -90,7 +90,7 @@ typedef struct bctx {
     /* HSDP (sched_opts.hsdp): shard groups of S consecutive ranks, R of them; column c = the
      * ranks c, c + S, ...; a global owner o's column is o % S */
     int hsdp, S, R;
-    int fetch_bcast;            /* the fetch holds a broadcast (fetch_has_broadcast): emit_fetch */
+    int fetch_bcast;            /* the forward fetch's all-gathers ride comm-lo (fetch_gathers_lo) */
     int *fetch_hi_now, *fetch_hi_prev; /* with fetch_bcast, per rank: its last comm-hi forward
                                           fetch op, and that before the layer being fetched (-1) */
     int *shard_group, *col_group;
@@ -1232,12 +1232,18 @@ static void hsdp_record(bctx *b, const coll_desc *d)
     for (int i = 0; i < g->n; i++) *hs_slot(b, d->hs_stage, g->ranks[i], d->hs_pair) = b->hs_ids[g->ranks[i]];
 }
 
-/* Whether the plan's fetch holds a broadcast (dmuon's: the Muon weights from their owners). */
-static int fetch_has_broadcast(const bctx *b)
+/* Whether the plan's forward fetch can put its all-gathers on comm-lo (emit_fetch): it holds a
+ * broadcast (dmuon's: the Muon weights from their owners) and nothing of it rides comm-lo already
+ * (HSDP's cross-node parts of its Muon stages do). */
+static int fetch_gathers_lo(const bctx *b)
 {
-    for (size_t k = 0; k < b->fetch.n; k++)
-        if (AT(b->fetch, coll_desc, k).kind == DM_OP_BROADCAST) return 1;
-    return 0;
+    int bcast = 0;
+    for (size_t k = 0; k < b->fetch.n; k++) {
+        const coll_desc *d = &AT(b->fetch, coll_desc, k);
+        if (d->parts > 1 && d->hs_stage > 0) return 0;
+        bcast |= d->kind == DM_OP_BROADCAST;
+    }
+    return bcast;
 }
 
 static int emit_fetch(bctx *b, int l, const int *dep, int back)
@@ -1250,9 +1256,9 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
      * before it (fetch_hi_prev), so it runs beside its own layer's broadcasts and never ahead of
      * an earlier layer's, which the forward needs first (without the wait a bandwidth-bound
      * fetch shared its links with later layers' gathers: Moonlight-6L's step 2.8 ms longer at 8
-     * GPUs). Not under HSDP (its cross-node parts ride comm-lo) nor in the backward's re-fetch
-     * (comm-lo carries the gradients then). */
-    int lo_gathers = !back && !b->hsdp && b->fetch_bcast;
+     * GPUs). Not where the fetch uses comm-lo already (HSDP's Muon stages: their cross-node
+     * parts) nor in the backward's re-fetch (comm-lo carries the gradients then). */
+    int lo_gathers = !back && b->fetch_bcast;
     if (lo_gathers) memcpy(b->fetch_hi_prev, b->fetch_hi_now, (size_t)b->emit_ranks * sizeof *b->fetch_hi_now);
     for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++) {
         const coll_desc *d = &AT(b->fetch, coll_desc, k);
@@ -1268,7 +1274,13 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
         if (emit_desc_ids(b, d, st, DM_PAYLOAD_WEIGHTS, dd, lo ? b->fetch_hi_prev : NULL,
                           back ? b->bfetch_lo : b->fetch_lo, back ? b->bfetch_hi : b->fetch_hi, l, ids))
             return -1;
-        if (d->hs_record && !back) hsdp_record(b, d);
+        if (d->hs_record && !back) {
+            hsdp_record(b, d);
+            if (lo_gathers && !lo) { /* a comm-hi op of the fetch, its ids in hs_ids */
+                const dm_group *g = &b->p->groups[d->group];
+                for (int i = 0; i < g->n && g->ranks[i] < b->emit_ranks; i++) b->fetch_hi_now[g->ranks[i]] = b->hs_ids[g->ranks[i]];
+            }
+        }
     }
     return 0;
 }
@@ -1659,7 +1671,7 @@ static int emit_program(bctx *b)
         if (bad) goto done;
     }
     /* 1. fetch + forward */
-    if ((b->fetch_bcast = fetch_has_broadcast(b))) {
+    if ((b->fetch_bcast = fetch_gathers_lo(b))) {
         if (!(b->fetch_hi_now = dm_malloc(2 * (size_t)b->emit_ranks * sizeof *b->fetch_hi_now, b->err))) goto done;
         b->fetch_hi_prev = b->fetch_hi_now + b->emit_ranks;
         for (int r = 0; r < 2 * b->emit_ranks; r++) b->fetch_hi_now[r] = -1;

@@ -302,10 +302,10 @@ static void test_ddp_loop(const dm_cluster *cl, const dm_costs *costs)
     dm_model_free(m);
 }
 
-/* dmuon's forward fetch (sched/build.c emit_fetch): in a flat plan its weight all-gathers ride
- * comm-lo beside the broadcasts, each waiting on the last comm-hi fetch op of an earlier layer;
- * adamw's (no broadcast) and HSDP's stay as they were (comm-hi; HSDP's cross-node parts only on
- * comm-lo). */
+/* dmuon's forward fetch (sched/build.c emit_fetch): in a flat plan (and HSDP's with its Muon
+ * pairs over all ranks) its weight all-gathers ride comm-lo beside the broadcasts, each waiting on
+ * the last comm-hi fetch op of an earlier layer; adamw's (no broadcast) and those of HSDP's Muon
+ * stages stay as they were (comm-hi; the stages' cross-node parts alone on comm-lo). */
 static void test_fetch_streams(const dm_cluster *cl, const dm_costs *costs)
 {
     dm_err err = {{0}};
@@ -314,12 +314,13 @@ static void test_fetch_streams(const dm_cluster *cl, const dm_costs *costs)
         ok(0, "load qwen2.5-0.5b: %s", err.msg);
         return;
     }
-    for (int c = 0; c < 3; c++) { /* dmuon flat, adamw, dmuon --hsdp */
+    for (int c = 0; c < 4; c++) { /* dmuon flat, adamw, dmuon --hsdp (stages), --hsdp-muon world */
         sched_opts o;
         sched_opts_default(&o);
         o.balance = SCHED_BAL_LPT;
         o.gpus_per_node = 4;
-        if (c == 2) o.hsdp = 1;
+        if (c >= 2) o.hsdp = 1;
+        if (c == 3) o.hsdp_muon = SCHED_HSDP_MUON_WORLD;
         dm_program *p = NULL;
         int rc = sched_opts_parse(&o, "strategy", c == 1 ? "adamw" : "dmuon", &err) ||
                  sched_build(m, cl, 8, costs, &o, &p, NULL, &err);
@@ -345,10 +346,10 @@ static void test_fetch_streams(const dm_cluster *cl, const dm_costs *costs)
                 waits_ok &= w;
             }
         }
-        if (c == 0)
+        if (c == 0 || c == 3)
             ok(rc == 0 && gathers > 0 && on_lo == gathers && after_hi > 0 && waits_ok,
-               "dmuon, 8 ranks: its %d forward weight all-gathers ride comm-lo (%d), each after the earlier "
-               "layers' comm-hi fetch (%d wait on it)", gathers, on_lo, after_hi);
+               "dmuon%s, 8 ranks: its %d forward weight all-gathers ride comm-lo (%d), each after the earlier "
+               "layers' comm-hi fetch (%d wait on it)", c ? " --hsdp-muon world" : "", gathers, on_lo, after_hi);
         else if (c == 1)
             ok(rc == 0 && gathers > 0 && on_lo == 0, "adamw, 8 ranks: its %d forward all-gathers stay on comm-hi", gathers);
         else
