@@ -1166,8 +1166,8 @@ done:
 
 /* Add descriptor d to every member of its group; deps per rank: dep[r] and dep2[r] (-1 or a NULL
  * array: none). Records the first and last op id per rank into lo/hi[r * nlayers + layer_slot],
- * and each member's op id into ids[r] when ids is given. payload: what the collective moves (fetches: weights; the
- * gradient phase: gradients, all-gathers included). */
+ * and each member's op id into ids[r] when ids is given. payload: what the collective moves
+ * (fetches: weights; the gradient phase: gradients, all-gathers included). */
 static int emit_desc_ids(bctx *b, const coll_desc *d, dm_stream st, dm_payload payload, const int *dep,
                          const int *dep2, int *lo, int *hi, int slot, int *ids)
 {
@@ -1278,7 +1278,8 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
             hsdp_record(b, d);
             if (lo_gathers && !lo) { /* a comm-hi op of the fetch, its ids in hs_ids */
                 const dm_group *g = &b->p->groups[d->group];
-                for (int i = 0; i < g->n && g->ranks[i] < b->emit_ranks; i++) b->fetch_hi_now[g->ranks[i]] = b->hs_ids[g->ranks[i]];
+                for (int i = 0; i < g->n && g->ranks[i] < b->emit_ranks; i++)
+                    b->fetch_hi_now[g->ranks[i]] = b->hs_ids[g->ranks[i]];
             }
         }
     }
