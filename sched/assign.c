@@ -41,7 +41,15 @@ static int assign_alloc(const sched_problem *p, sched_assign *a, dm_err *err)
         sched_assign_free(a);
         return -1;
     }
+    a->n_items = p->n_items;
     return 0;
+}
+
+int sched_assign_same(const sched_assign *a, const sched_assign *b)
+{
+    if (a->n_items <= 0 || a->n_items != b->n_items || !a->owner || !b->owner || !a->batch_of || !b->batch_of) return 0;
+    return !memcmp(a->owner, b->owner, (size_t)a->n_items * sizeof *a->owner) &&
+           !memcmp(a->batch_of, b->batch_of, (size_t)a->n_items * sizeof *a->batch_of);
 }
 
 int sched_assign_copy(const sched_problem *p, const sched_assign *src, sched_assign *a, dm_err *err)

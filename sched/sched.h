@@ -331,9 +331,13 @@ typedef struct sched_assign {
     double objective_us;/* J (sched_assign_score) */
     int pairs;          /* (layer, owner) pairs */
     const char *method; /* static: the stage that produced it ("lpt", "milp", ...) */
+    int n_items;        /* the problem's items (the arrays' length); 0 in an assignment not made here */
 } sched_assign;
 
 void sched_assign_free(sched_assign *a); /* frees the arrays; accepts NULL */
+/* 1 when a and b give the same items the same owners and batches (both made by the functions
+ * below for one problem), else 0 (also when either does not say its items). */
+int sched_assign_same(const sched_assign *a, const sched_assign *b);
 /* *a: a deep copy of src, an assignment of problem p's items and owners. */
 int sched_assign_copy(const sched_problem *p, const sched_assign *src, sched_assign *a, dm_err *err);
 int sched_assign_rr(const sched_problem *p, sched_assign *a, dm_err *err);

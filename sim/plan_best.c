@@ -135,14 +135,37 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
          * more memory than the simulation it would be refused */
         o.max_ops = sim_all ? po->sim_budget_s / PLAN_BEST_SIM_S_PER_OP : 0;
         o.assign_out = &asg[n];
+        /* milp's assignment is often lpt's (no better one proved, or no time left to look): made
+         * first without a program, and when it is lpt's, lpt's program stands for it (a program is
+         * not built twice: at 4096 GPUs under --hsdp, ~2 s each); else built on it (not solved again) */
+        int lpt = slot[0], pre = kinds[k].balance == SCHED_BAL_MILP && sim_all && !o.objective_only && lpt >= 0 &&
+                                progs[lpt] && !pb->cand[lpt].objective_only;
+        if (pre) o.objective_only = 1;
         double t0 = sched_wall_s();
         if (sched_build(model, cluster, nranks, costs, &o, &progs[n], &reps[n], err)) goto done;
+        if (pre) {
+            dm_program_free(progs[n]);
+            progs[n] = NULL;
+            o.objective_only = 0;
+            if (sched_assign_same(&asg[n], &asg[lpt])) {
+                c->same_as = lpt;
+            } else {
+                sched_report first = reps[n];
+                memset(&reps[n], 0, sizeof reps[n]);
+                o.assign_in = &asg[n];
+                o.assign_in_rep = &first;
+                o.assign_out = NULL;
+                int brc = sched_build(model, cluster, nranks, costs, &o, &progs[n], &reps[n], err);
+                sched_report_free(&first);
+                if (brc) goto done;
+            }
+        }
         c->plan_s = sched_wall_s() - t0;
         c->objective_us = reps[n].objective_us;
         c->ns_max_us = reps[n].max_us;
         c->pairs = reps[n].pairs;
         c->objective_only = o.objective_only || reps[n].cut;
-        c->ops = c->objective_only ? 0 : program_ops(progs[n]);
+        c->ops = c->objective_only ? 0 : c->same_as >= 0 ? pb->cand[c->same_as].ops : program_ops(progs[n]);
         snprintf(c->status, sizeof c->status, "%s", reps[n].solver_status);
         dm_err merr;
         if (reps[n].cut) {
@@ -156,7 +179,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             snprintf(pb->why, sizeof pb->why, "%s's simulation would take about %.1f s (%lld ops), over the %.1f s budget",
                      c->name, c->ops * PLAN_BEST_SIM_S_PER_OP, (long long)c->ops, po->sim_budget_s);
             sim_all = 0;
-        } else if (sim_mem_check_program(progs[n], cluster, 0, po->max_memory, &merr)) {
+        } else if (progs[n] && sim_mem_check_program(progs[n], cluster, 0, po->max_memory, &merr)) {
             snprintf(pb->why, sizeof pb->why, "%.150s", merr.msg);
             sim_all = 0;
         }
@@ -169,9 +192,9 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         for (int k = 0; k < n; k++) {
             /* a candidate whose ops are an earlier one's (MILP that kept the heuristic's
              * assignment, a comm weight that changed nothing) simulates to the same step */
-            int same = -1;
+            int same = pb->cand[k].same_as; /* (milp's: set when it was made) */
             for (int j = 0; j < k && same < 0; j++)
-                if (dm_program_same_ops(progs[j], progs[k])) same = j;
+                if (progs[j] && progs[k] && dm_program_same_ops(progs[j], progs[k])) same = j;
             if (same >= 0) {
                 pb->cand[k].simulated = 1;
                 pb->cand[k].same_as = same;

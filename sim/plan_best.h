@@ -7,8 +7,9 @@
  *   lpt-ns        LPT on the NS load alone (the default plan before issue 16),
  * simulates each with sim_run when the simulations are cheap (predicted from the programs' op
  * counts, under sim_budget_s each, and within the memory limit) and returns the one whose step
- * is shortest (ties: the earlier in that list). When a simulation would be too costly it keeps
- * the lower objective of lpt and milp instead and says so. Under --hsdp with --hsdp-adamw auto,
+ * is shortest (ties: the earlier in that list; milp's assignment is made first, and where it is
+ * lpt's, lpt's program stands for it, not built or simulated twice). When a simulation would be
+ * too costly it keeps the lower objective of lpt and milp instead and says so. Under --hsdp with --hsdp-adamw auto,
  * when the winner's plan shards some layers' AdamW parameters over all ranks, the same
  * assignment with every layer's in the shard groups is simulated as well and the faster kept
  * (pb->adamw_*). Any other balance or strategy goes

@@ -930,6 +930,31 @@ int main(void)
         sim_result_free(sr);
         sched_report_free(&r);
         dm_program_free(p1);
+        { /* 8 GPUs: milp proves nothing better than lpt's assignment, so lpt's program stands for
+           * it (made without a program of its own, not simulated again) */
+            int src = lrc ? -1 : plan_best_build(m, &a800, 8, costs, &o, &so, NULL, &p1, NULL, &pb, &err);
+            int mi = -1, li = -1;
+            for (int k = 0; src == 0 && k < pb.n; k++) {
+                if (pb.cand[k].balance == SCHED_BAL_MILP) mi = k;
+                if (pb.cand[k].balance == SCHED_BAL_LPT && pb.cand[k].comm_weight == o.comm_weight) li = k;
+            }
+            ok(src == 0 && mi >= 0 && li >= 0 && pb.cand[mi].same_as == li && pb.cand[mi].ops == pb.cand[li].ops &&
+                   pb.cand[mi].step_us == pb.cand[li].step_us && pb.winner != mi,
+               "auto on 8 GPUs: milp kept lpt's assignment (%s), lpt's program stands for it",
+               src == 0 && mi >= 0 ? pb.cand[mi].status : err.msg);
+            dm_program_free(p1);
+            sched_assign x = {0}, y = {0};
+            int ox[3] = {0, 1, 2}, oy[3] = {0, 1, 2}, bx[3] = {0, 0, 1}, by[3] = {0, 0, 1};
+            x.owner = ox, x.batch_of = bx, y.owner = oy, y.batch_of = by, x.n_items = y.n_items = 3;
+            int eq = sched_assign_same(&x, &y);
+            oy[2] = 0;
+            int ne = !sched_assign_same(&x, &y);
+            oy[2] = 2, by[1] = 1;
+            ne &= !sched_assign_same(&x, &y);
+            by[1] = 0, y.n_items = 0;
+            ok(eq && ne && !sched_assign_same(&x, &y), "sched_assign_same: owners and batches compared, an assignment that "
+               "does not say its items never the same");
+        }
         o.balance = SCHED_BAL_LPT;
         brc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &o, &so, NULL, &p1, NULL, &pb, &err);
         ok(brc == 0 && pb.n == 0 && strstr(p1->options, "balance=lpt"), "a named balance goes straight to sched_build");
