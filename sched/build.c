@@ -90,8 +90,8 @@ typedef struct bctx {
     /* HSDP (sched_opts.hsdp): shard groups of S consecutive ranks, R of them; column c = the
      * ranks c, c + S, ...; a global owner o's column is o % S */
     int hsdp, S, R;
-    int fetch_bcast;            /* the forward fetch's all-gathers ride comm-lo (fetch_gathers_lo) */
-    int *fetch_hi_now, *fetch_hi_prev; /* with fetch_bcast, per rank: its last comm-hi forward
+    int gathers_lo;            /* the forward fetch's all-gathers ride comm-lo (fetch_gathers_lo) */
+    int *fetch_hi_now, *fetch_hi_prev; /* with gathers_lo, per rank: its last comm-hi forward
                                           fetch op, and that before the layer being fetched (-1) */
     int *shard_group, *col_group;
     int *hs_rec;                /* [stage][rank * hs_pairs + pair]: a member's op of that stage */
@@ -1258,7 +1258,7 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
      * fetch shared its links with later layers' gathers: Moonlight-6L's step 2.8 ms longer at 8
      * GPUs). Not where the fetch uses comm-lo already (HSDP's Muon stages: their cross-node
      * parts) nor in the backward's re-fetch (comm-lo carries the gradients then). */
-    int lo_gathers = !back && b->fetch_bcast;
+    int lo_gathers = !back && b->gathers_lo;
     if (lo_gathers) memcpy(b->fetch_hi_prev, b->fetch_hi_now, (size_t)b->emit_ranks * sizeof *b->fetch_hi_now);
     for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++) {
         const coll_desc *d = &AT(b->fetch, coll_desc, k);
@@ -1672,7 +1672,7 @@ static int emit_program(bctx *b)
         if (bad) goto done;
     }
     /* 1. fetch + forward */
-    if ((b->fetch_bcast = fetch_gathers_lo(b))) {
+    if ((b->gathers_lo = fetch_gathers_lo(b))) {
         if (!(b->fetch_hi_now = dm_malloc(2 * (size_t)b->emit_ranks * sizeof *b->fetch_hi_now, b->err))) goto done;
         b->fetch_hi_prev = b->fetch_hi_now + b->emit_ranks;
         for (int r = 0; r < 2 * b->emit_ranks; r++) b->fetch_hi_now[r] = -1;

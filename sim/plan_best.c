@@ -48,6 +48,23 @@ static int keep_faster(plan_cand *c, dm_program **prog, sched_report *rep, sim_r
     return 1;
 }
 
+/* The program of options o built on the assignment a that an earlier build of the same problem
+ * made and reported in *rep (not solved again; that report's solver findings carried over): *prog
+ * and *rep replaced. */
+static int build_on_assignment(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
+                               sched_opts *o, const sched_assign *a, dm_program **prog, sched_report *rep, dm_err *err)
+{
+    sched_report first = *rep;
+    memset(rep, 0, sizeof *rep);
+    o->assign_in = a;
+    o->assign_in_rep = &first;
+    dm_program_free(*prog);
+    *prog = NULL;
+    int rc = sched_build(model, cluster, nranks, costs, o, prog, rep, err);
+    sched_report_free(&first);
+    return rc;
+}
+
 /* An alternative to the winner (candidate c: its program, report and simulation in *prog, *rep,
  * *res): the plan of options o, built by plan_best_build (its own candidates), simulated, and the
  * faster of the two kept in the winner's places. 1 when both were simulated (*alt_us: the
@@ -144,20 +161,14 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         double t0 = sched_wall_s();
         if (sched_build(model, cluster, nranks, costs, &o, &progs[n], &reps[n], err)) goto done;
         if (pre) {
-            dm_program_free(progs[n]);
-            progs[n] = NULL;
             o.objective_only = 0;
             if (sched_assign_same(&asg[n], &asg[lpt])) {
+                dm_program_free(progs[n]);
+                progs[n] = NULL;
                 c->same_as = lpt;
             } else {
-                sched_report first = reps[n];
-                memset(&reps[n], 0, sizeof reps[n]);
-                o.assign_in = &asg[n];
-                o.assign_in_rep = &first;
-                o.assign_out = NULL;
-                int brc = sched_build(model, cluster, nranks, costs, &o, &progs[n], &reps[n], err);
-                sched_report_free(&first);
-                if (brc) goto done;
+                o.assign_out = NULL; /* asg[n] is the one built on */
+                if (build_on_assignment(model, cluster, nranks, costs, &o, &asg[n], &progs[n], &reps[n], err)) goto done;
             }
         }
         c->plan_s = sched_wall_s() - t0;
@@ -338,16 +349,8 @@ adamw_done:
         /* built only if it fits the memory limit (the pre-check left it to here) */
         o.max_ops = sim_mem_plan_checked_later(opts) ? sim_mem_max_ops(nranks, po->max_memory) : 0;
         /* on the assignment it made (not solved again) */
-        sched_report first = reps[win];
-        memset(&reps[win], 0, sizeof reps[win]);
-        o.assign_in = &asg[win];
-        o.assign_in_rep = &first;
-        dm_program_free(progs[win]);
-        progs[win] = NULL;
         double t0 = sched_wall_s();
-        int brc = sched_build(model, cluster, nranks, costs, &o, &progs[win], &reps[win], err);
-        sched_report_free(&first);
-        if (brc) goto done;
+        if (build_on_assignment(model, cluster, nranks, costs, &o, &asg[win], &progs[win], &reps[win], err)) goto done;
         if (reps[win].cut) { /* the message of sim_mem_check_plan, from the assignment's estimate */
             sim_mem_size s = {0};
             char what[256];
