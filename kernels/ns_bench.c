@@ -199,6 +199,7 @@ static int cmp_double(const void *a, const void *b)
 
 typedef struct stats3 {
     double med, min, max;
+    double mhz; /* the SM clock over the timing (ns_time_last_clock), 0 when not read */
 } stats3;
 
 void ns_bench_stats(double *t, int n, double *med, double *min, double *max)
@@ -221,13 +222,15 @@ static int time_fn(bench *B, ns_enqueue_fn fn, void *arg, stats3 *st, dm_err *er
     int reps = B->reps < 1024 ? B->reps : 1024;
     if (ns_time_events(fn, arg, B->s, B->warmup, reps, t, err)) return -1;
     ns_bench_stats(t, reps, &st->med, &st->min, &st->max);
+    double c0, c1;
+    st->mhz = ns_time_last_clock(&c0, &c1) ? 0 : 0.5 * (c0 + c1);
     return 0;
 }
 
 static void human_header(void)
 {
-    printf("# %-12s %5s %-11s %-7s %-5s %5s %10s %10s %10s %8s %8s %6s\n", "shape(mxn)", "batch",
-           "op", "algo", "dtype", "var", "median_us", "min_us", "max_us", "TFLOP/s", "exec_TF", "peak%");
+    printf("# %-12s %5s %-11s %-7s %-5s %5s %10s %10s %10s %8s %8s %6s %5s\n", "shape(mxn)", "batch",
+           "op", "algo", "dtype", "var", "median_us", "min_us", "max_us", "TFLOP/s", "exec_TF", "peak%", "MHz");
 }
 
 /* One result: a human line on stdout and a CSV row. flops_nominal counts symmetric products
@@ -240,9 +243,9 @@ static void emit(bench *B, const char *op, const char *algo, int64_t m, int64_t 
     snprintf(shp, sizeof shp, "%" PRId64 "x%" PRId64, m, n);
     double tf = flops_nominal > 0 ? flops_nominal / (st->med * 1e6) : 0;
     double te = flops_exec > 0 ? flops_exec / (st->med * 1e6) : 0;
-    printf("  %-12s %5d %-11s %-7s %-5s %5s %10.1f %10.1f %10.1f %8.1f %8.1f %6.1f\n", shp, batch,
+    printf("  %-12s %5d %-11s %-7s %-5s %5s %10.1f %10.1f %10.1f %8.1f %8.1f %6.1f %5.0f\n", shp, batch,
            op, algo, dtype, var, st->med, st->min, st->max, tf, te,
-           B->peak_tflops > 0 && tf > 0 ? 100.0 * tf / B->peak_tflops : 0.0);
+           B->peak_tflops > 0 && tf > 0 ? 100.0 * tf / B->peak_tflops : 0.0, st->mhz);
     fflush(stdout);
     if (B->csv)
         fprintf(B->csv, "%s,%s,%s,%" PRId64 ",%" PRId64 ",%d,%s,%.2f,%.2f,%.2f\n", B->gpu, op, algo, m,
@@ -408,10 +411,10 @@ static void report_cand(void *ctx, const at_key *k, const at_result *r, int reje
                k->n, k->batch, dm_ns_algo_name(k->algo), ns_kernel_name(r->kernel), r->sym_blocks, r->sym_blocks_mm,
                r->sym_flat ? " flat" : "", r->heuristic, r->gemm_picks[0] ? " picks " : "", r->gemm_picks, why, r->gate_rel);
     else
-        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s %s k=%d/%d%s h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g\n",
+        printf("#   candidate %" PRId64 "x%" PRId64 " b%d %s %s k=%d/%d%s h=%d%s%s median %.1f us min %.1f max %.1f gate rel %.3g clock %.0f MHz\n",
                k->m, k->n, k->batch, dm_ns_algo_name(k->algo), ns_kernel_name(r->kernel), r->sym_blocks,
                r->sym_blocks_mm, r->sym_flat ? " flat" : "", r->heuristic, r->gemm_picks[0] ? " picks " : "", r->gemm_picks, r->median_us, r->min_us,
-               r->max_us, r->gate_rel);
+               r->max_us, r->gate_rel, r->mhz);
 }
 
 /* Per-step times of the winning variant (stdout, '#' lines). */
@@ -569,7 +572,7 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
                            s->m, s->n, batch, dm_ns_algo_name(o->algos[a]));
                     continue;
                 }
-                stats3 st = {res[a].median_us, res[a].min_us, res[a].max_us};
+                stats3 st = {res[a].median_us, res[a].min_us, res[a].max_us, res[a].mhz};
                 char var[16];
                 if (res[a].kernel == NS_KERNEL_LT) /* "f": the blocks as one pointer-array GEMM (ns_config.sym_flat) */
                     snprintf(var, sizeof var, "%d/%d%s", res[a].sym_blocks, res[a].sym_blocks_mm,

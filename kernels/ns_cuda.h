@@ -267,6 +267,10 @@ void ns_stream_destroy(ns_stream s);
 typedef int (*ns_enqueue_fn)(void *arg, ns_stream s, dm_err *err);
 int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warmup, int reps,
                    double *times_us, dm_err *err);
+/* The SM clock (MHz) of the last ns_time_events on the GPU, read before its timed calls (over
+ * the stream's hold) and right after them (a 50 us probe behind the last event): 0 when it ran
+ * none or the probe could not be placed (-1 then). What a table row held while it was timed. */
+int ns_time_last_clock(double *mhz_before, double *mhz_after);
 
 #ifdef __cplusplus
 }

@@ -757,13 +757,39 @@ extern "C" void ns_stream_destroy(ns_stream s)
 }
 
 /* Holds the stream for `ns` nanoseconds of the GPU's global timer (one thread). */
-__global__ void k_hold(long long ns)
+/* Holds the stream for ns nanoseconds (one thread spinning on the global timer); when out is not
+ * NULL it also writes the global timer and its multiprocessor's cycle counter at the start and the
+ * end, so that the SM clock over the hold is cycles over nanoseconds (the clock is one for all
+ * SMs). The spin takes one warp's issue slots of one SM: next to nothing of the GPU's power. */
+__global__ void k_hold(long long ns, unsigned long long *out)
 {
-    unsigned long long t0, t;
+    unsigned long long t0, t, c0 = clock64();
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     } while ((long long)(t - t0) < ns);
+    if (out) {
+        unsigned long long c1 = clock64();
+        out[0] = t0, out[1] = t, out[2] = c0, out[3] = c1;
+    }
+}
+
+/* The clock reads of the last ns_time_events: before the timed calls (the hold) and after them
+ * (a 50 us probe behind the last event); a device buffer of 8 words made once. */
+static unsigned long long *g_clk_dev;
+static double g_clk_mhz[2];
+
+static double clk_mhz(const unsigned long long *w)
+{
+    double dt = (double)(w[1] - w[0]), dc = (double)(w[3] - w[2]);
+    return dt > 0 && dc > 0 ? dc / dt * 1e3 : 0;
+}
+
+extern "C" int ns_time_last_clock(double *mhz_before, double *mhz_after)
+{
+    if (mhz_before) *mhz_before = g_clk_mhz[0];
+    if (mhz_after) *mhz_after = g_clk_mhz[1];
+    return g_clk_mhz[0] > 0 && g_clk_mhz[1] > 0 ? 0 : -1;
 }
 
 static double host_us(void)
@@ -796,17 +822,29 @@ extern "C" int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warm
      * GPU never waits for a launch: the host is ahead, as it is in a step where the GPU is busy
      * with earlier ops (what matters for calls launched kernel by kernel, --no-graph; a graph
      * replay costs the host little) */
+    g_clk_mhz[0] = g_clk_mhz[1] = 0;
+    if (!g_clk_dev && cudaMalloc((void **)&g_clk_dev, 8 * sizeof *g_clk_dev) != cudaSuccess) g_clk_dev = NULL;
     if (cudaStreamSynchronize((cudaStream_t)s) != cudaSuccess) goto cuda_fail;
     {
         double hold_us = 1.5 * host * reps + 50;
-        k_hold<<<1, 1, 0, (cudaStream_t)s>>>((long long)(1e3 * (hold_us < 2e5 ? hold_us : 2e5)));
+        k_hold<<<1, 1, 0, (cudaStream_t)s>>>((long long)(1e3 * (hold_us < 2e5 ? hold_us : 2e5)), g_clk_dev);
     }
     if (cudaEventRecord(ev[0], (cudaStream_t)s) != cudaSuccess) goto cuda_fail;
     for (int i = 0; i < reps; i++) {
         if (fn(arg, s, err)) goto out;
         if (cudaEventRecord(ev[i + 1], (cudaStream_t)s) != cudaSuccess) goto cuda_fail;
     }
+    /* the clock right after the timed calls (outside their events) */
+    if (g_clk_dev) k_hold<<<1, 1, 0, (cudaStream_t)s>>>(50000, g_clk_dev + 4);
     if (cudaEventSynchronize(ev[reps]) != cudaSuccess) goto cuda_fail;
+    if (g_clk_dev) {
+        unsigned long long w[8];
+        if (cudaMemcpyAsync(w, g_clk_dev, sizeof w, cudaMemcpyDeviceToHost, (cudaStream_t)s) != cudaSuccess ||
+            cudaStreamSynchronize((cudaStream_t)s) != cudaSuccess)
+            goto cuda_fail;
+        g_clk_mhz[0] = clk_mhz(w);
+        g_clk_mhz[1] = clk_mhz(w + 4);
+    }
     for (int i = 0; i < reps; i++) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, ev[i], ev[i + 1]) != cudaSuccess) goto cuda_fail;

@@ -1395,3 +1395,62 @@ stage_h100rows() {
     echo "bench work exit $? ($(grep -vc '^#' "$L/h100-work.csv" 2>/dev/null || echo 0) rows, $((SECONDS - T0)) s)"
     tail -3 "$L/h100work_err.txt"
 }
+# rowclock (issue 14): the clock each NS row holds while it is timed, read by the bench itself
+# (ns_time_last_clock: the SM clock over the hold before the timed calls and a 50 us probe after
+# them; `dmuon bench kernels` prints it per row and candidate, column MHz). First nsop's two
+# steps with the clock read along them (Llama-3.2-3B and Pythia-1B dmuon at 4096 tokens: each NS
+# op's time and clock), then their rows re-timed as the table's were (3 warm-up, 15 timed), with
+# a longer window (60 timed) and a longer warm-up (30): whether a row's clock depends on how long
+# it ran; then every NS row of traces/costs/h200.csv re-timed with its clock, in chunks, as far as
+# the budget goes ($L/ns_all.*).
+STAGE_TIMEOUT_rowclock=560
+stage_rowclock() {
+    local S=traces/kernels/nsop-2026-12-05 x f c i
+    T0=$SECONDS
+    nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+    cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
+    CLOCK_CASES="llama-3.2-3b:dmuon:4096:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
+    for x in wide.direct:direct wide.gram:gram tall.gram:gram; do
+        f=$S/${x%%:*}.txt
+        retime_rows "rc15.${x%%:*}" "$f" "${x##*:}" lt,block 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
+        retime_rows "rc60.${x%%:*}" "$f" "${x##*:}" lt,block 60 --reps 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
+        retime_rows "rcw30.${x%%:*}" "$f" "${x##*:}" lt,block 60 --warmup 30 $([ "${x%%.*}" = tall ] && echo --as-stored)
+        grep -h '^  [0-9]' "$L/ns_rc15.${x%%:*}.txt" "$L/ns_rc60.${x%%:*}.txt" "$L/ns_rcw30.${x%%:*}.txt" | awk '{print "   ", $1, $2, $4, $7, $NF " MHz"}'
+    done
+    echo "rowclock nsop part: $((SECONDS - T0)) s"
+    # every NS row of the table: shape files per kind (wide/tall, graph/eager), 30 rows a chunk
+    python3 - "$L" <<'PY'
+import sys, collections
+L = sys.argv[1]
+kinds = collections.OrderedDict()
+for line in open('traces/costs/h200.csv'):
+    f = line.rstrip('\n').split(',')
+    if len(f) < 10 or f[1] != 'ns':
+        continue
+    m, n, b = int(f[3]), int(f[4]), int(f[5])
+    k = ('tall' if m > n else 'wide') + '.' + f[2]
+    kinds.setdefault(k, collections.OrderedDict()).setdefault((m, n), []).append(b)
+for k in ('wide.direct', 'wide.gram', 'tall.gram', 'tall.direct', 'wide.direct-eager', 'tall.direct-eager'):
+    rows = list(kinds.get(k, {}).items())
+    for i in range(0, len(rows), 12):
+        with open(f'{L}/all.{k}.{i // 12:03d}.txt', 'w') as o:
+            for (m, n), bs in rows[i:i + 12]:
+                o.write(f'{m} {n} {",".join(map(str, sorted(bs)))}\n')
+PY
+    for f in "$L"/all.*.txt; do
+        c=$(basename "$f" .txt)
+        c=${c#all.}
+        if [ $((SECONDS - T0)) -gt 520 ]; then echo "$c: skipped at $((SECONDS - T0)) s"; continue; fi
+        i=${c%.*}
+        case $i in
+        wide.direct) retime_rows "all.$c" "$f" direct lt,block 40 ;;
+        wide.gram) retime_rows "all.$c" "$f" gram lt 40 ;;
+        tall.gram) retime_rows "all.$c" "$f" gram lt 40 --as-stored ;;
+        tall.direct) retime_rows "all.$c" "$f" direct lt,block 40 --as-stored ;;
+        wide.direct-eager) retime_rows "all.$c" "$f" direct lt,block 40 --no-graph ;;
+        tall.direct-eager) retime_rows "all.$c" "$f" direct lt,block 40 --as-stored --no-graph ;;
+        esac
+    done
+    rm -f "$L"/all.*.txt
+    echo "rowclock stage: $((SECONDS - T0)) s"
+}
