@@ -45,6 +45,9 @@ typedef struct row {
                              transposes, its products with transposed operands */
     double elt;           /* bytes per element of its dtype */
     double median_us, min_us, max_us;
+    double mhz; /* the SM clock the row held while it was timed (column mhz; 0: not read). NS rows
+                   of a table whose NS rows all have it are brought to full clock on reading
+                   (set_ns_full_clock) */
     int align; /* a workload GEMM's alignment class (gemm_align), 8 for every other row */
     int line; /* in its file, for messages */
     int file; /* index into dm_costs.files */
@@ -70,6 +73,7 @@ struct dm_costs {
     char describe[512];
     int file_cool[MAX_FILES];        /* "# power_state: cool": rows at full clock (bench work --cool) */
     int clock_rows[3][2];            /* [workload kernel rows, ns rows, others][at full clock?]: rows by state */
+    int ns_rows, ns_clock_rows;      /* NS rows, and those with a measured clock (set_ns_full_clock) */
     /* ln of what an unaligned kernel takes over the aligned rows' price of its shape, per bucket
      * (set_class_ratios: per op and alignment class, per GEMM op and group, GROUP_ODD classes 1
      * and 17, GROUP_PART 2, 4, 18, 20, and one pool of the elementwise ops); ratio_n rows behind each */
@@ -635,7 +639,7 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
     dm_lines *in = dm_lines_open(path, 4096, (int64_t)64 << 20, err);
     if (!in) return -1;
     char *line;
-    int lineno = 0, version = 0, seen_header = 0, source = -1, k;
+    int lineno = 0, version = 0, seen_header = 0, source = -1, k, has_mhz = 0;
     gpu_name[0] = 0;
     while ((k = dm_lines_next(in, &line, NULL, err)) != 0) {
         if (k < 0) goto fail;
@@ -683,18 +687,21 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
                 dm_err_set(err, "%s:1:1: expected a '# dmuon-costs-2' line before the header", path);
                 goto fail;
             }
-            if (strcmp(line, header)) {
-                dm_err_set(err, "%s:%d:1: expected the header '%s'", path, lineno, header);
+            size_t hl = strlen(header);
+            if (strncmp(line, header, hl) || (line[hl] && strcmp(line + hl, ",mhz"))) {
+                dm_err_set(err, "%s:%d:1: expected the header '%s' (or it and ',mhz')", path, lineno, header);
                 goto fail;
             }
+            has_mhz = line[hl] != 0;
             seen_header = 1;
             continue;
         }
-        /* fields by name: version 1 has no k column */
-        int nf_want = version == 1 ? 10 : 11, K = version == 1 ? -1 : 5, B = version == 1 ? 5 : 6, D = B + 1, T = B + 2;
-        char *fld[11];
-        int col[11];
-        int nf = split_csv(line, fld, col, 11);
+        /* fields by name: version 1 has no k column; mhz last when the header has it */
+        int nf_want = (version == 1 ? 10 : 11) + has_mhz, K = version == 1 ? -1 : 5, B = version == 1 ? 5 : 6, D = B + 1,
+            T = B + 2;
+        char *fld[12];
+        int col[12];
+        int nf = split_csv(line, fld, col, 12);
         if (nf != nf_want) {
             dm_err_set(err, "%s:%d:1: expected %d comma-separated fields, found %d", path, lineno, nf_want, nf);
             goto fail;
@@ -769,6 +776,11 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
                            q == 0 ? "median_us" : q == 1 ? "min_us" : "max_us");
                 goto fail;
             }
+        if (has_mhz && fld[T + 3][0] && (parse_dbl(fld[T + 3], &r.mhz) || r.mhz > 1e5)) {
+            dm_err_set(err, "%s:%d:%d: expected mhz, the SM clock the row was timed at (MHz, up to 1e5), or nothing", path,
+                       lineno, col[T + 3]);
+            goto fail;
+        }
         if (!gpu_name[0]) snprintf(gpu_name, gpu_size, "%s", fld[0]);
         if (c->n_rows == c->cap) {
             int nc = c->cap ? 2 * c->cap : 256;
@@ -782,6 +794,7 @@ static int load_one(const char *path, dm_costs *c, int fi, int *source_out, char
         c->clock_rows[kernel_row(r.op, r.algo) ? 0 : r.op == OP_NS ? 1 : 2][c->file_cool[fi]]++;
         c->op_rows[r.op][r.algo]++;
         if (r.tall) c->tall_rows[r.algo]++;
+        if (r.op == OP_NS) c->ns_rows++, c->ns_clock_rows += r.mhz > 0;
     }
     if (!seen_header) {
         dm_err_set(err, "%s:%d:1: expected the header '%s'", path, lineno + 1, headers[version == 1 ? 0 : 1]);
@@ -823,6 +836,29 @@ static void set_best_rates(dm_costs *c)
     if (c->tensor_flops <= 0 || c->tensor_flops > c->gpu->bf16_flops) c->tensor_flops = c->gpu->bf16_flops;
 }
 
+/* NS rows timed back to back hold the clock their own load left the card at, which differs
+ * from row to row (a 1 ms NS timed 18 times in a row heats the card less than a 30 ms one:
+ * traces/device/nsop-2026-12-05). Where every NS row says the clock it was timed at (column mhz,
+ * bench kernels' ns_time_last_clock) and the GPU's top clock is known, each is brought to full
+ * clock here, its whole time by the clock ratio (the simulator slows an NS op from full-clock
+ * rows likewise, all of it: sim.c compute_share), and the NS rows then count as rows at full
+ * clock (dm_costs_full_clock), which the power model slows in a step. A table where only some
+ * have it keeps them all as measured (dm_power_full_us_held brings them to full clock in a step,
+ * from the clock the model says their demand holds). */
+static void set_ns_full_clock(dm_costs *c)
+{
+    if (!c->ns_rows || c->ns_clock_rows < c->ns_rows || !c->gpu || !(c->gpu->sm_mhz > 0)) return;
+    for (int i = 0; i < c->n_rows; i++) {
+        row *r = &c->rows[i];
+        if (r->op != OP_NS) continue;
+        double s = r->mhz / c->gpu->sm_mhz;
+        if (s > 1) s = 1;
+        r->median_us *= s, r->min_us *= s, r->max_us *= s;
+    }
+    c->clock_rows[1][1] += c->clock_rows[1][0];
+    c->clock_rows[1][0] = 0;
+}
+
 int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
 {
     dm_costs *c = dm_calloc(1, sizeof *c, err);
@@ -854,6 +890,7 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
     if (duplicate_row(c, err)) goto fail;
     if (set_class_ratios(c, err)) goto fail;
     set_best_rates(c);
+    set_ns_full_clock(c);
     free(list);
     set_describe(c);
     *out = c;

@@ -248,8 +248,8 @@ static void emit(bench *B, const char *op, const char *algo, int64_t m, int64_t 
            B->peak_tflops > 0 && tf > 0 ? 100.0 * tf / B->peak_tflops : 0.0, st->mhz);
     fflush(stdout);
     if (B->csv)
-        fprintf(B->csv, "%s,%s,%s,%" PRId64 ",%" PRId64 ",%d,%s,%.2f,%.2f,%.2f\n", B->gpu, op, algo, m,
-                n, batch, dtype, st->med, st->min, st->max);
+        fprintf(B->csv, "%s,%s,%s,%" PRId64 ",%" PRId64 ",%d,%s,%.2f,%.2f,%.2f,%.0f\n", B->gpu, op, algo, m,
+                n, batch, dtype, st->med, st->min, st->max, st->mhz);
 }
 
 typedef struct prod_arg {
@@ -521,7 +521,7 @@ int ns_bench_kernels(const ns_bench_opts *o, ns_bench_shapes *shapes, dm_err *er
         printf("# bf16 GEMM peak (8192x8192x8192, cuBLASLt): %.1f us median, %.1f TFLOP/s\n", st.med, B.peak_tflops);
         if (B.csv) fprintf(B.csv, "# gemm_peak_tflops: %.1f\n", B.peak_tflops);
     }
-    if (B.csv) fprintf(B.csv, "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us\n");
+    if (B.csv) fprintf(B.csv, "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us,mhz\n");
     human_header();
 
     int total = 0, done = 0;

@@ -606,6 +606,58 @@ static void test_projection(void)
     dm_costs_free(c);
 }
 
+/* Column mhz: the clock each row was timed at. A table whose NS rows all have it reads them at
+ * full clock (each time by its clock over the GPU's top clock) and says its NS rows are at full
+ * clock; one where some lack it keeps every row as measured; a bad clock is refused with its
+ * place. */
+static void test_ns_clock(void)
+{
+    dm_err err = {{0}};
+    dm_costs *c = NULL;
+    const dm_gpu *h200 = dm_gpu_find("H200");
+    const char *head = "# dmuon-costs-1\n# source: measured\n# gpu: NVIDIA H200\n"
+                       "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us,mhz\n";
+    char buf[2048];
+    snprintf(buf, sizeof buf,
+             "%sNVIDIA H200,ns,direct,1024,1024,1,bf16,100,99,101,1650\n"
+             "NVIDIA H200,ns,direct,2048,2048,16,bf16,5000,4990,5010,1485\n"
+             "NVIDIA H200,gemm,cublas,1024,1024,1,bf16,10,10,10,0\n", head);
+    ok(dm_costs_load(write_file("clk.csv", buf), &c, &err) == 0, "a table with column mhz loads (%s)", c ? "ok" : err.msg);
+    if (c) {
+        ok_near(dm_costs_ns_us(c, h200, 1024, 1024, 1, DM_NS_DIRECT, NULL), 100 * 1650 / h200->sm_mhz, 1e-9,
+                "an NS row timed at 1650 MHz reads at full clock: 100 us x 1650 / %.0f", h200->sm_mhz);
+        ok_near(dm_costs_ns_us(c, h200, 2048, 2048, 16, DM_NS_DIRECT, NULL), 5000 * 1485 / h200->sm_mhz, 1e-9,
+                "and one timed at 1485 MHz by its own clock");
+        ok(dm_costs_full_clock(c, 1) == 1, "its NS rows count as rows at full clock");
+        dm_costs_free(c);
+        c = NULL;
+    }
+    snprintf(buf, sizeof buf,
+             "%sNVIDIA H200,ns,direct,1024,1024,1,bf16,100,99,101,1650\n"
+             "NVIDIA H200,ns,direct,2048,2048,16,bf16,5000,4990,5010,\n", head);
+    ok(dm_costs_load(write_file("clk_some.csv", buf), &c, &err) == 0, "a table where one NS row has no clock loads (%s)",
+       c ? "ok" : err.msg);
+    if (c) {
+        ok_near(dm_costs_ns_us(c, h200, 1024, 1024, 1, DM_NS_DIRECT, NULL), 100, 1e-9,
+                "... and keeps every row as measured (the clocks of some rows are not used)");
+        ok(dm_costs_full_clock(c, 1) == 0, "... its NS rows timed back to back");
+        dm_costs_free(c);
+        c = NULL;
+    }
+    snprintf(buf, sizeof buf, "%sNVIDIA H200,ns,direct,1024,1024,1,bf16,100,99,101,fast\n", head);
+    ok(dm_costs_load(write_file("clk_bad.csv", buf), &c, &err) != 0 && strstr(err.msg, "clk_bad.csv:5:") &&
+           strstr(err.msg, "expected mhz"),
+       "a clock that is not a number is refused at its line (%s)", err.msg);
+    dm_costs_free(c);
+    c = NULL;
+    ok(dm_costs_load(write_file("clk_hdr.csv", "# dmuon-costs-1\n# source: measured\n# gpu: NVIDIA H200\n"
+                                               "gpu,op,algo,m,n,batch,dtype,median_us,min_us,max_us,clock\n"),
+                     &c, &err) != 0 &&
+           strstr(err.msg, "expected the header"),
+       "a header with another last column is refused (%s)", err.msg);
+    dm_costs_free(c);
+}
+
 int main(void)
 {
     dm_err err = {{0}};
@@ -617,6 +669,7 @@ int main(void)
     test_ns_alignment_classes();
     test_class_ratio();
     test_elem_alignment();
+    test_ns_clock();
 
     /* the roofline table shipped in traces/costs */
     char path[1024];

@@ -3,7 +3,8 @@
 format, dmuon-costs-1 or -2): every row of NEW replaces the row of BASE with the same (op, algo,
 m, n, k, batch) (k = 0 in a -1 table), or is added; BASE's header stays, with one '# also:' line
 saying what came in. Both tables must be of one GPU and one source, and NEW's columns must be
-BASE's (a -1 table's rows into a -2 table get k = 0).
+BASE's (a -1 table's rows into a -2 table get k = 0), but for mhz (the clock a row was timed at, which
+bench kernels writes): NEW's mhz column is added to BASE when BASE has none, its other rows empty.
 
     python3 tools/costs_merge.py BASE NEW --note TEXT --out OUT [--drop OP,ALGO]...   (OUT may be BASE)
 
@@ -62,8 +63,10 @@ def main():
     for name in ('gpu', 'source'):
         if header_value(bh, name) != header_value(nh, name):
             sys.exit(f'{a.new}: # {name}: {header_value(nh, name)!r}, but {a.base} has {header_value(bh, name)!r}')
-    if [c for c in nc if c != 'k'] != [c for c in bc if c != 'k']:
+    if [c for c in nc if c not in ('k', 'mhz')] != [c for c in bc if c not in ('k', 'mhz')]:
         sys.exit(f'{a.new}: columns {",".join(nc)} differ from {a.base}\'s {",".join(bc)}')
+    if 'mhz' in nc and 'mhz' not in bc:  # the clock rows were timed at: BASE's rows without it get none
+        bc = bc + ['mhz']
     drop = {tuple(d.split(',', 1)) for d in a.drop}
     dropped = len(br)
     br = [r for r in br if (r['op'], r['algo']) not in drop]
@@ -88,7 +91,7 @@ def main():
         f.write('\n'.join(head) + '\n')
         f.write(','.join(bc) + '\n')
         for r in br:
-            f.write(','.join(r.get(c, '0') for c in bc) + '\n')
+            f.write(','.join(r.get(c, '' if c == 'mhz' else '0') for c in bc) + '\n')
     os.replace(tmp, a.out)
     print(f'{a.out}: {dropped} rows dropped, {replaced} replaced, {added} added ({len(br)} rows)')
 
