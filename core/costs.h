@@ -265,8 +265,9 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
                             int n_extra, const char *command, dm_err *err);
 
 /* 1 when every row of the kind (ns: the NS rows; else the workload's kernel rows) was measured
- * at full clock ("# power_state: cool", bench work --cool): the power model (power.h) slows
- * those; rows measured back to back already hold the clock the load left them at, and are not
+ * at full clock ("# power_state: cool", bench work --cool) or, NS rows, brought to it on reading
+ * by the clock each was timed at (column mhz, when every NS row has one): the power model
+ * (power.h) slows those; rows measured back to back already hold the clock the load left them at, and are not
  * slowed again. No table (or a roofline one): 1, the datasheet's rates are full clock. */
 int dm_costs_full_clock(const dm_costs *c, int ns);
 
