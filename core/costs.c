@@ -84,6 +84,10 @@ struct dm_costs {
      * time over its GEMM rows); the datasheet's where it has no such rows. What project_us
      * measures a kernel's use of HBM or the tensor cores against. */
     double stream_Bps, tensor_flops;
+    /* the same table with its NS rows brought to full clock by the clock each was timed at
+     * (set_ns_full_clock; its own rows, the rest shared with this one), NULL unless every NS row
+     * has a clock */
+    struct dm_costs *ns_full;
 };
 
 /* ---- roofline terms ------------------------------------------------------------------------ */
@@ -246,14 +250,22 @@ static double ns_split_us(const dm_costs *c, const dm_cluster *cl, const dm_op *
     return us;
 }
 
-/* dm_ns_op_us and dm_ns_op_full_us: full: the kernels' time brought to full clock where the
- * table's NS rows held the clock of their own back-to-back runs (power.h) */
+double dm_costs_ns_op_kernels_full_us(const dm_costs *c, const dm_gpu *gpu, const dm_op *op, const dm_power *pw,
+                                      dm_cost_source *src)
+{
+    if (!pw || !dm_power_on(pw)) return dm_costs_ns_op_kernels_us(c, gpu, op, src);
+    if (c && c->ns_full) return dm_costs_ns_op_kernels_us(c->ns_full, gpu, op, src);
+    double us = dm_costs_ns_op_kernels_us(c, gpu, op, src);
+    return dm_costs_full_clock(c, 1) ? us : dm_power_full_us_held(pw, op->flops, op->bytes, us);
+}
+
+/* dm_ns_op_us and dm_ns_op_full_us: full: the kernels' time at full clock under the power model
+ * (dm_costs_ns_op_kernels_full_us) */
 static double ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, int full, dm_cost_source *src)
 {
     if (op->parts > 1) return ns_split_us(c, cl, op, full, src);
-    double us = dm_costs_ns_op_kernels_us(c, cl->gpu, op, src);
-    if (full && dm_power_on(&cl->power) && !dm_costs_full_clock(c, 1))
-        us = dm_power_full_us_held(&cl->power, op->flops, op->bytes, us);
+    double us = full ? dm_costs_ns_op_kernels_full_us(c, cl->gpu, op, &cl->power, src)
+                     : dm_costs_ns_op_kernels_us(c, cl->gpu, op, src);
     if (cl->ns_time_scale > 0) us *= cl->ns_time_scale;
     double batch = op->batch > 0 ? op->batch : 1;
     return us + dm_ns_op_prep_us(c, cl, batch, (double)op->m * (double)op->n * batch);
@@ -408,6 +420,8 @@ void dm_costs_free(dm_costs *c)
     free(c->path);
     for (int i = 0; i < c->n_files; i++) free(c->files[i]);
     free(c->rows);
+    if (c->ns_full) free(c->ns_full->rows);
+    free(c->ns_full);
     free(c);
 }
 
@@ -839,24 +853,35 @@ static void set_best_rates(dm_costs *c)
 /* NS rows timed back to back hold the clock their own load left the card at, which differs
  * from row to row (a 1 ms NS timed 18 times in a row heats the card less than a 30 ms one:
  * traces/device/nsop-2026-12-05). Where every NS row says the clock it was timed at (column mhz,
- * bench kernels' ns_time_last_clock) and the GPU's top clock is known, each is brought to full
- * clock here, its whole time by the clock ratio (the simulator slows an NS op from full-clock
- * rows likewise, all of it: sim.c compute_share), and the NS rows then count as rows at full
- * clock (dm_costs_full_clock), which the power model slows in a step. A table where only some
- * have it keeps them all as measured (dm_power_full_us_held brings them to full clock in a step,
- * from the clock the model says their demand holds). */
-static void set_ns_full_clock(dm_costs *c)
+ * bench kernels' ns_time_last_clock) and the GPU's top clock is known, c->ns_full is the table
+ * with each NS row brought to full clock, its whole time by the clock ratio (the simulator slows
+ * an NS op from full-clock rows likewise, all of it: sim.c compute_share), which a step under the
+ * power model prices its NS ops from (dm_costs_ns_op_kernels_full_us). A table where some NS rows
+ * lack a clock has none: dm_power_full_us_held brings its NS ops to full clock by the clock the
+ * model says their rows' demand holds. */
+static int set_ns_full_clock(dm_costs *c, dm_err *err)
 {
-    if (!c->ns_rows || c->ns_clock_rows < c->ns_rows || !c->gpu || !(c->gpu->sm_mhz > 0)) return;
-    for (int i = 0; i < c->n_rows; i++) {
-        row *r = &c->rows[i];
+    if (!c->ns_rows || c->ns_clock_rows < c->ns_rows || !c->gpu || !(c->gpu->sm_mhz > 0)) return 0;
+    dm_costs *f = dm_malloc(sizeof *f, err);
+    if (!f) return -1;
+    *f = *c;
+    if (!(f->rows = dm_malloc((size_t)c->n_rows * sizeof *f->rows, err))) {
+        free(f);
+        return -1;
+    }
+    memcpy(f->rows, c->rows, (size_t)c->n_rows * sizeof *f->rows);
+    f->cap = c->n_rows;
+    for (int i = 0; i < f->n_rows; i++) {
+        row *r = &f->rows[i];
         if (r->op != OP_NS) continue;
         double s = r->mhz / c->gpu->sm_mhz;
         if (s > 1) s = 1;
         r->median_us *= s, r->min_us *= s, r->max_us *= s;
     }
-    c->clock_rows[1][1] += c->clock_rows[1][0];
-    c->clock_rows[1][0] = 0;
+    f->clock_rows[1][1] += f->clock_rows[1][0];
+    f->clock_rows[1][0] = 0;
+    c->ns_full = f;
+    return 0;
 }
 
 int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
@@ -890,7 +915,7 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
     if (duplicate_row(c, err)) goto fail;
     if (set_class_ratios(c, err)) goto fail;
     set_best_rates(c);
-    set_ns_full_clock(c);
+    if (set_ns_full_clock(c, err)) goto fail;
     free(list);
     set_describe(c);
     *out = c;
@@ -1560,5 +1585,6 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
 int dm_costs_full_clock(const dm_costs *c, int ns)
 {
     if (!c || c->roofline) return 1; /* the roofline is the datasheet's full clock */
+    if (ns && c->ns_full) return 1;  /* the NS rows' own clocks bring them there */
     return c->clock_rows[ns != 0][1] > 0 && c->clock_rows[ns != 0][0] == 0;
 }

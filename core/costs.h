@@ -214,15 +214,21 @@ double dm_ns_op_prep_us(const dm_costs *c, const dm_cluster *cl, double tensors,
  * its tall ones (dm_costs_ns_launch_us of n x m: a table's tall rows where it has them), the
  * roofline when c is NULL. *src: the less direct of the two answers. */
 double dm_costs_ns_op_kernels_us(const dm_costs *c, const dm_gpu *gpu, const dm_op *op, dm_cost_source *src);
+/* The same at full clock, for a step under the power model pw (the one rule the simulator and
+ * the calibration use): from the rows each brought to full clock by the clock it was timed at
+ * where every NS row of the table has one (column mhz); else, rows timed back to back, by the
+ * clock the model says their demand holds (dm_power_full_us_held); rows at full clock (`--cool`)
+ * as they are; the rows' time when pw is NULL or off. */
+double dm_costs_ns_op_kernels_full_us(const dm_costs *c, const dm_gpu *gpu, const dm_op *op, const dm_power *pw,
+                                      dm_cost_source *src);
 
 /* The time of one NS op on cluster cl (the one rule the scheduler's owner loads and the
  * simulator use): its kernels (dm_costs_ns_op_kernels_us on cl's GPU) times cl's
  * ns_time_scale when set, plus its gradient check and momentum (dm_ns_op_prep_us). *src: the
  * kernels' source. */
 double dm_ns_op_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src);
-/* The same at full clock: where the power model is on and the table's NS rows were timed back to
- * back (their own clock held, dm_costs_full_clock), the kernels' time brought to full clock
- * (dm_power_full_us_held) before the scale; the simulator then runs the op at its context's
+/* The same at full clock: where the power model is on, the kernels' time at full clock
+ * (dm_costs_ns_op_kernels_full_us) before the scale; the simulator then runs the op at its context's
  * clock (the scheduler's loads keep dm_ns_op_us, the rows' own time). */
 double dm_ns_op_full_us(const dm_costs *c, const dm_cluster *cl, const dm_op *op, dm_cost_source *src);
 /* Both answer a split NS op (parts > 1, program.h) by its stage: the GEMMs of
@@ -265,9 +271,9 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
                             int n_extra, const char *command, dm_err *err);
 
 /* 1 when every row of the kind (ns: the NS rows; else the workload's kernel rows) was measured
- * at full clock ("# power_state: cool", bench work --cool) or, NS rows, brought to it on reading
- * by the clock each was timed at (column mhz, when every NS row has one): the power model
- * (power.h) slows those; rows measured back to back already hold the clock the load left them at, and are not
+ * at full clock ("# power_state: cool", bench work --cool) or, NS rows, has a full-clock time
+ * from the clock each was timed at (column mhz, when every NS row has one; under the power model
+ * dm_costs_ns_op_kernels_full_us prices from those): the power model (power.h) slows those; rows measured back to back already hold the clock the load left them at, and are not
  * slowed again. No table (or a roofline one): 1, the datasheet's rates are full clock. */
 int dm_costs_full_clock(const dm_costs *c, int ns);
 

@@ -606,10 +606,10 @@ static void test_projection(void)
     dm_costs_free(c);
 }
 
-/* Column mhz: the clock each row was timed at. A table whose NS rows all have it reads them at
- * full clock (each time by its clock over the GPU's top clock) and says its NS rows are at full
- * clock; one where some lack it keeps every row as measured; a bad clock is refused with its
- * place. */
+/* Column mhz: the clock each row was timed at. Under the power model, a table whose NS rows all
+ * have it prices an NS op's kernels at full clock from them (each row's time by its clock over the
+ * GPU's top clock); one where some lack it by the model's held clock; a bad clock is refused with
+ * its place. */
 static void test_ns_clock(void)
 {
     dm_err err = {{0}};
@@ -622,13 +622,23 @@ static void test_ns_clock(void)
              "%sNVIDIA H200,ns,direct,1024,1024,1,bf16,100,99,101,1650\n"
              "NVIDIA H200,ns,direct,2048,2048,16,bf16,5000,4990,5010,1485\n"
              "NVIDIA H200,gemm,cublas,1024,1024,1,bf16,10,10,10,0\n", head);
+    dm_power pw = {.limit_w = 700, .gemm_w = 1000, .copy_w = 480, .idle_w = 100, .slope = 5e-4, .tau_ms = 20,
+                   .ref_flops = 780e12, .ref_Bps = 4.25e12, .activity_exp = 0.65};
+    dm_op one = dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE), bat = one;
+    one.m = one.n = 1024, one.batch = 1, one.algo = DM_NS_DIRECT;
+    one.flops = dm_ns_flops(1024, 1024, DM_NS_DIRECT), one.bytes = dm_ns_bytes(1024, 1024, DM_NS_DIRECT);
+    bat.m = bat.n = 2048, bat.batch = 16, bat.algo = DM_NS_DIRECT;
+    bat.flops = 16 * dm_ns_flops(2048, 2048, DM_NS_DIRECT), bat.bytes = 16 * dm_ns_bytes(2048, 2048, DM_NS_DIRECT);
     ok(dm_costs_load(write_file("clk.csv", buf), &c, &err) == 0, "a table with column mhz loads (%s)", c ? "ok" : err.msg);
     if (c) {
-        ok_near(dm_costs_ns_us(c, h200, 1024, 1024, 1, DM_NS_DIRECT, NULL), 100 * 1650 / h200->sm_mhz, 1e-9,
-                "an NS row timed at 1650 MHz reads at full clock: 100 us x 1650 / %.0f", h200->sm_mhz);
-        ok_near(dm_costs_ns_us(c, h200, 2048, 2048, 16, DM_NS_DIRECT, NULL), 5000 * 1485 / h200->sm_mhz, 1e-9,
-                "and one timed at 1485 MHz by its own clock");
-        ok(dm_costs_full_clock(c, 1) == 1, "its NS rows count as rows at full clock");
+        ok_near(dm_costs_ns_us(c, h200, 1024, 1024, 1, DM_NS_DIRECT, NULL), 100, 1e-9, "its rows' time as timed");
+        ok_near(dm_costs_ns_op_kernels_full_us(c, h200, &one, &pw, NULL), 100 * 1650 / h200->sm_mhz, 1e-9,
+                "under the power model, an NS op whose row was timed at 1650 MHz at full clock: 100 us x 1650 / %.0f",
+                h200->sm_mhz);
+        ok_near(dm_costs_ns_op_kernels_full_us(c, h200, &bat, &pw, NULL), 5000 * 1485 / h200->sm_mhz, 1e-9,
+                "and one whose row was timed at 1485 MHz by its own clock");
+        ok_near(dm_costs_ns_op_kernels_full_us(c, h200, &one, NULL, NULL), 100, 1e-9, "without a power model: as timed");
+        ok(dm_costs_full_clock(c, 1) == 1, "its NS rows' full-clock time is known");
         dm_costs_free(c);
         c = NULL;
     }
@@ -638,8 +648,9 @@ static void test_ns_clock(void)
     ok(dm_costs_load(write_file("clk_some.csv", buf), &c, &err) == 0, "a table where one NS row has no clock loads (%s)",
        c ? "ok" : err.msg);
     if (c) {
-        ok_near(dm_costs_ns_us(c, h200, 1024, 1024, 1, DM_NS_DIRECT, NULL), 100, 1e-9,
-                "... and keeps every row as measured (the clocks of some rows are not used)");
+        ok_near(dm_costs_ns_op_kernels_full_us(c, h200, &one, &pw, NULL),
+                dm_power_full_us_held(&pw, one.flops, one.bytes, 100), 1e-9,
+                "... and takes its rows as timed back to back, brought to full clock by the power model's held clock");
         ok(dm_costs_full_clock(c, 1) == 0, "... its NS rows timed back to back");
         dm_costs_free(c);
         c = NULL;

@@ -651,7 +651,8 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             }
             dm_cost_source src;
             o.kind = FK_NS;
-            o.work_us = dm_costs_ns_op_kernels_us(costs, gpu, op, &src);
+            /* at full clock under the power model, as the simulator's dm_ns_op_full_us */
+            o.work_us = dm_costs_ns_op_kernels_full_us(costs, gpu, op, pw, &src);
             o.tensors = op->batch > 0 ? op->batch : 1;
             o.elems = (double)op->m * (double)op->n * o.tensors;
         }
@@ -661,10 +662,6 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
             o.pw_us = o.table_us > 0 ? o.table_us : o.launch_us + o.work_us;
             o.cshare = 0;
         } else { /* the share the clock sets, as the simulator's bound_share */
-            /* NS rows timed back to back (their own clock held): the kernels brought to full clock
-             * and the op run at its context's clock, as the simulator's dm_ns_op_full_us */
-            if (o.kind == FK_NS && pw && !dm_costs_full_clock(costs, 1))
-                o.work_us = dm_power_full_us_held(pw, o.pw_flops, o.pw_bytes, o.work_us);
             o.pw_us = o.kind == FK_NS ? o.work_us : o.launch_us + o.work_us;
             double b = pw && o.pw_us > 0 ? dm_power_clock_share(pw, o.pw_bytes, o.pw_us) : 1;
             o.cshare = o.kind == FK_NS || dm_costs_full_clock(costs, 0) ? b : 0;
