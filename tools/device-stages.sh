@@ -1403,7 +1403,7 @@ stage_h100rows() {
 # a longer window (60 timed) and a longer warm-up (30): whether a row's clock depends on how long
 # it ran; then every NS row of traces/costs/h200.csv re-timed with its clock, in chunks, as far as
 # the budget goes ($L/ns_all.*).
-STAGE_TIMEOUT_rowclock=560
+STAGE_TIMEOUT_rowclock=500
 stage_rowclock() {
     local S=traces/kernels/nsop-2026-12-05 x f c i
     T0=$SECONDS
@@ -1440,7 +1440,7 @@ PY
     for f in "$L"/all.*.txt; do
         c=$(basename "$f" .txt)
         c=${c#all.}
-        if [ $((SECONDS - T0)) -gt 520 ]; then echo "$c: skipped at $((SECONDS - T0)) s"; continue; fi
+        if [ $((SECONDS - T0)) -gt ${ROWCLOCK_LATE:-450} ]; then echo "$c: skipped at $((SECONDS - T0)) s"; continue; fi
         i=${c%.*}
         case $i in
         wide.direct) retime_rows "all.$c" "$f" direct lt,block 40 ;;
