@@ -1402,7 +1402,7 @@ stage_h100rows() {
 # op's time and clock), then their rows re-timed as the table's were (3 warm-up, 15 timed), with
 # a longer window (60 timed) and a longer warm-up (30): whether a row's clock depends on how long
 # it ran; then every NS row of traces/costs/h200.csv re-timed with its clock, in chunks, as far as
-# the budget goes ($L/ns_all.*).
+# the budget goes ($L/ns_all.*; 24 shapes a call, 2 warm-up and 10 timed runs a row).
 STAGE_TIMEOUT_rowclock=500
 stage_rowclock() {
     local S=traces/kernels/nsop-2026-12-05 x f c i
@@ -1432,9 +1432,9 @@ for line in open('traces/costs/h200.csv'):
     kinds.setdefault(k, collections.OrderedDict()).setdefault((m, n), []).append(b)
 for k in ('wide.direct', 'wide.gram', 'tall.gram', 'tall.direct', 'wide.direct-eager', 'tall.direct-eager'):
     rows = list(kinds.get(k, {}).items())
-    for i in range(0, len(rows), 12):
-        with open(f'{L}/all.{k}.{i // 12:03d}.txt', 'w') as o:
-            for (m, n), bs in rows[i:i + 12]:
+    for i in range(0, len(rows), 24):
+        with open(f'{L}/all.{k}.{i // 24:03d}.txt', 'w') as o:
+            for (m, n), bs in rows[i:i + 24]:
                 o.write(f'{m} {n} {",".join(map(str, sorted(bs)))}\n')
 PY
     for f in "$L"/all.*.txt; do
@@ -1442,13 +1442,13 @@ PY
         c=${c#all.}
         if [ $((SECONDS - T0)) -gt ${ROWCLOCK_LATE:-450} ]; then echo "$c: skipped at $((SECONDS - T0)) s"; continue; fi
         i=${c%.*}
-        case $i in
-        wide.direct) retime_rows "all.$c" "$f" direct lt,block 40 ;;
-        wide.gram) retime_rows "all.$c" "$f" gram lt 40 ;;
-        tall.gram) retime_rows "all.$c" "$f" gram lt 40 --as-stored ;;
-        tall.direct) retime_rows "all.$c" "$f" direct lt,block 40 --as-stored ;;
-        wide.direct-eager) retime_rows "all.$c" "$f" direct lt,block 40 --no-graph ;;
-        tall.direct-eager) retime_rows "all.$c" "$f" direct lt,block 40 --as-stored --no-graph ;;
+        case $i in # 2 warm-up and 10 timed runs a row, as tune_wide_chunks timed most of them
+        wide.direct) retime_rows "all.$c" "$f" direct lt,block 90 --warmup 2 --reps 10 ;;
+        wide.gram) retime_rows "all.$c" "$f" gram lt 90 --warmup 2 --reps 10 ;;
+        tall.gram) retime_rows "all.$c" "$f" gram lt 90 --warmup 2 --reps 10 --as-stored ;;
+        tall.direct) retime_rows "all.$c" "$f" direct lt,block 90 --warmup 2 --reps 10 --as-stored ;;
+        wide.direct-eager) retime_rows "all.$c" "$f" direct lt,block 90 --warmup 2 --reps 10 --no-graph ;;
+        tall.direct-eager) retime_rows "all.$c" "$f" direct lt,block 90 --warmup 2 --reps 10 --as-stored --no-graph ;;
         esac
     done
     rm -f "$L"/all.*.txt
