@@ -1454,3 +1454,28 @@ PY
     rm -f "$L"/all.*.txt
     echo "rowclock stage: $((SECONDS - T0)) s"
 }
+# rowclockh100 (issue 14): rowclock's question on an H100 (the call found no H200): StarCoder2-3B
+# (1024 tokens: its dmuon step fits the H100's 80 GB) and Pythia-1B (4096) dmuon with the clock
+# read along the step, then the rows of their NS ops (traces/kernels/rowclock-2026-12-06/h100.*:
+# tools/plan_ns_shapes.py of their plans) timed with the bench's clock read, on the default NS
+# configuration both sides run here (the committed cache holds the H200's: --sym-blocks 1
+# --heuristics 0 --kernels lt, no cache), at three windows (3 + 15 runs, 3 + 60, 30 + 15).
+STAGE_TIMEOUT_rowclockh100=330
+stage_rowclockh100() {
+    local S=traces/kernels/rowclock-2026-12-06 x f v
+    T0=$SECONDS
+    nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+    CLOCK_CASES="models/extra/starcoder2-3b.json:dmuon:1024:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
+    for x in direct:direct gram:gram gram.tall:gram; do
+        f=$S/h100.${x%%:*}.txt
+        for v in "rc15:3:15" "rc60:3:60" "rcw30:30:15"; do
+            IFS=: read -r n w r <<< "$v"
+            timeout 90 "$D/dmuon" bench kernels --shapes "$f" --algos "${x##*:}" --kernels lt --sym-blocks 1 --heuristics 0 \
+                --no-gemm-tune --no-products --no-elementwise --warmup "$w" --reps "$r" $(case $x in *tall*) echo --as-stored ;; esac) \
+                --out "$L/ns_$n.${x%%:*}.csv" > "$L/ns_$n.${x%%:*}.txt" 2>&1
+            echo "$n ${x%%:*} exit $? ($((SECONDS - T0)) s)"
+            grep -h '^  [0-9]' "$L/ns_$n.${x%%:*}.txt" | awk '{print "   ", $1, $2, $4, $7, $NF " MHz"}'
+        done
+    done
+    echo "rowclockh100 stage: $((SECONDS - T0)) s"
+}
