@@ -45,8 +45,8 @@ typedef struct row {
                              transposes, its products with transposed operands */
     double elt;           /* bytes per element of its dtype */
     double median_us, min_us, max_us;
-    double mhz; /* the SM clock the row held while it was timed (column mhz; 0: not read). NS rows
-                   of a table whose NS rows all have it are brought to full clock on reading
+    double mhz; /* the SM clock the row held while it was timed (column mhz; 0: not read). When
+                   every NS row has one, the table's twin holds them at full clock
                    (set_ns_full_clock) */
     int align; /* a workload GEMM's alignment class (gemm_align), 8 for every other row */
     int line; /* in its file, for messages */
@@ -915,9 +915,10 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
     if (duplicate_row(c, err)) goto fail;
     if (set_class_ratios(c, err)) goto fail;
     set_best_rates(c);
-    if (set_ns_full_clock(c, err)) goto fail;
     free(list);
+    list = NULL;
     set_describe(c);
+    if (set_ns_full_clock(c, err)) goto fail; /* (a copy of c: last, its description made) */
     *out = c;
     return 0;
 fail:

@@ -664,7 +664,8 @@ static int collect_ops(const char *trace_path, const char *program_path, const d
         } else { /* the share the clock sets, as the simulator's bound_share */
             o.pw_us = o.kind == FK_NS ? o.work_us : o.launch_us + o.work_us;
             double b = pw && o.pw_us > 0 ? dm_power_clock_share(pw, o.pw_bytes, o.pw_us) : 1;
-            o.cshare = o.kind == FK_NS || dm_costs_full_clock(costs, 0) ? b : 0;
+            /* (an NS op from full-clock rows: all of it, as sim.c compute_share takes it) */
+            o.cshare = o.kind == FK_NS ? (dm_costs_full_clock(costs, 1) ? 1 : b) : dm_costs_full_clock(costs, 0) ? b : 0;
         }
         o.overlap = calib_overlap_fraction(iv + 2 * iv_off[e->rank], iv_off[e->rank + 1] - iv_off[e->rank], e->ts_us,
                                            e->ts_us + e->dur_us);
