@@ -756,7 +756,6 @@ extern "C" void ns_stream_destroy(ns_stream s)
     if (s) cudaStreamDestroy((cudaStream_t)s);
 }
 
-/* Holds the stream for `ns` nanoseconds of the GPU's global timer (one thread). */
 /* Holds the stream for ns nanoseconds (one thread spinning on the global timer); when out is not
  * NULL it also writes the global timer and its multiprocessor's cycle counter at the start and the
  * end, so that the SM clock over the hold is cycles over nanoseconds (the clock is one for all
@@ -823,7 +822,10 @@ extern "C" int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warm
      * with earlier ops (what matters for calls launched kernel by kernel, --no-graph; a graph
      * replay costs the host little) */
     g_clk_mhz[0] = g_clk_mhz[1] = 0;
-    if (!g_clk_dev && cudaMalloc((void **)&g_clk_dev, 8 * sizeof *g_clk_dev) != cudaSuccess) g_clk_dev = NULL;
+    if (!g_clk_dev && cudaMalloc((void **)&g_clk_dev, 8 * sizeof *g_clk_dev) != cudaSuccess) {
+        g_clk_dev = NULL; /* no clock read (the row's clock then 0: not known) */
+        (void)cudaGetLastError();
+    }
     if (cudaStreamSynchronize((cudaStream_t)s) != cudaSuccess) goto cuda_fail;
     {
         double hold_us = 1.5 * host * reps + 50;
