@@ -1583,6 +1583,8 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
     return dm_out_commit(o, err);
 }
 
+int dm_costs_ns_clocked(const dm_costs *c) { return c && c->ns_full; }
+
 int dm_costs_full_clock(const dm_costs *c, int ns)
 {
     if (!c || c->roofline) return 1; /* the roofline is the datasheet's full clock */

@@ -360,9 +360,14 @@ static void describe_sources(sim *s, sim_result *r)
             if (s->ns_src_count[i])
                 snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%d %s", counts[0] ? ", " : "",
                          s->ns_src_count[i], dm_cost_source_name((dm_cost_source)i));
-        char scale[32] = "";
+        char scale[128] = "";
         if (c->ns_time_scale > 0 && c->ns_time_scale != 1)
             snprintf(scale, sizeof scale, "; times %.3g (calibrated)", c->ns_time_scale);
+        if (dm_power_on(&c->power) && s->o.costs && !dm_costs_is_roofline(s->o.costs)) /* how its rows reach full clock */
+            snprintf(scale + strlen(scale), sizeof scale - strlen(scale), "; rows %s",
+                     dm_costs_ns_clocked(s->o.costs)          ? "at full clock by the clock each was timed at"
+                     : dm_costs_full_clock(s->o.costs, 1) ? "timed at full clock"
+                                                            : "at full clock by the power model's held clock");
         snprintf(r->cost_src[DM_OP_NS], sizeof r->cost_src[DM_OP_NS], "%s; for %s: %s%s",
                  s->o.costs ? dm_costs_describe(s->o.costs) : "roofline (no cost table)", c->gpu->short_name, counts, scale);
     }
