@@ -639,6 +639,7 @@ static void test_ns_clock(void)
                 "and one whose row was timed at 1485 MHz by its own clock");
         ok_near(dm_costs_ns_op_kernels_full_us(c, h200, &one, NULL, NULL), 100, 1e-9, "without a power model: as timed");
         ok(dm_costs_full_clock(c, 1) == 1, "its NS rows' full-clock time is known");
+        ok(dm_costs_ns_clocked(c) == 1, "dm_costs_ns_clocked: every NS row has its clock");
         dm_costs_free(c);
         c = NULL;
     }
@@ -652,6 +653,7 @@ static void test_ns_clock(void)
                 dm_power_full_us_held(&pw, one.flops, one.bytes, 100), 1e-9,
                 "... and takes its rows as timed back to back, brought to full clock by the power model's held clock");
         ok(dm_costs_full_clock(c, 1) == 0, "... its NS rows timed back to back");
+        ok(dm_costs_ns_clocked(c) == 0, "... dm_costs_ns_clocked: not every NS row has its clock");
         dm_costs_free(c);
         c = NULL;
     }
