@@ -273,8 +273,9 @@ int dm_costs_write_roofline(const char *path, const dm_gpu *gpu, const int64_t (
 /* 1 when every row of the kind (ns: the NS rows; else the workload's kernel rows) was measured
  * at full clock ("# power_state: cool", bench work --cool) or, NS rows, has a full-clock time
  * from the clock each was timed at (column mhz, when every NS row has one; under the power model
- * dm_costs_ns_op_kernels_full_us prices from those): the power model (power.h) slows those; rows measured back to back already hold the clock the load left them at, and are not
- * slowed again. No table (or a roofline one): 1, the datasheet's rates are full clock. */
+ * dm_costs_ns_op_kernels_full_us prices from those): the power model (power.h) slows those;
+ * rows measured back to back already hold the clock the load left them at, and are not slowed
+ * again. No table (or a roofline one): 1, the datasheet's rates are full clock. */
 int dm_costs_full_clock(const dm_costs *c, int ns);
 /* 1 when every NS row of the table carries the clock it was timed at (column mhz): under the
  * power model its NS ops are priced from the rows brought to full clock by those clocks
