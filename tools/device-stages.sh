@@ -1402,15 +1402,18 @@ stage_h100rows() {
 # op's time and clock), then their rows re-timed as the table's were (3 warm-up, 15 timed), with
 # a longer window (60 timed) and a longer warm-up (30): whether a row's clock depends on how long
 # it ran; then every NS row of traces/costs/h200.csv re-timed with its clock, in chunks, as far as
-# the budget goes ($L/ns_all.*; 24 shapes a call, 2 warm-up and 10 timed runs a row).
+# the budget goes ($L/ns_all.*; 24 shapes a call, 2 warm-up and 10 timed runs a row). A second call
+# finishes the table: ROWCLOCK_ROWS_ONLY=1 (no steps, no windows) ROWCLOCK_FROM=K (the first chunk,
+# in the order the first call's summary lists them, that it skipped).
 STAGE_TIMEOUT_rowclock=500
 stage_rowclock() {
     local S=traces/kernels/nsop-2026-12-05 x f c i
     T0=$SECONDS
     nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
     cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
-    CLOCK_CASES="llama-3.2-3b:dmuon:4096:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
+    [ "${ROWCLOCK_ROWS_ONLY:-0}" = 1 ] || CLOCK_CASES="llama-3.2-3b:dmuon:4096:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
     for x in wide.direct:direct wide.gram:gram tall.gram:gram; do
+        [ "${ROWCLOCK_ROWS_ONLY:-0}" = 1 ] && break
         f=$S/${x%%:*}.txt
         retime_rows "rc15.${x%%:*}" "$f" "${x##*:}" lt,block 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
         retime_rows "rc60.${x%%:*}" "$f" "${x##*:}" lt,block 60 --reps 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
@@ -1437,9 +1440,12 @@ for k in ('wide.direct', 'wide.gram', 'tall.gram', 'tall.direct', 'wide.direct-e
             for (m, n), bs in rows[i:i + 24]:
                 o.write(f'{m} {n} {",".join(map(str, sorted(bs)))}\n')
 PY
+    local k=0
     for f in "$L"/all.*.txt; do
         c=$(basename "$f" .txt)
         c=${c#all.}
+        k=$((k + 1))
+        [ $k -lt "${ROWCLOCK_FROM:-1}" ] && continue # a later call goes on from the first chunk not done
         if [ $((SECONDS - T0)) -gt ${ROWCLOCK_LATE:-450} ]; then echo "$c: skipped at $((SECONDS - T0)) s"; continue; fi
         i=${c%.*}
         case $i in # 2 warm-up and 10 timed runs a row, as tune_wide_chunks timed most of them
