@@ -60,6 +60,10 @@ static void usage_kernels(FILE *f)
             "  --cache FILE       autotune cache (default: none); --retune ignores cached results\n"
             "  --warmup N         untimed runs first (default 3)\n"
             "  --reps N           timed runs, median reported (default 20)\n"
+            "  --rest-ms N        the GPU left idle for at least N ms before each row's timed runs\n"
+            "                     (default 0: as long as the host takes to queue them): with\n"
+            "                     --warmup 0 --reps 1, a row timed on a rested card, and its clock\n"
+            "                     (column mhz) the clock such a card gives its work\n"
             "  --no-products      skip the single-product rows; --no-elementwise likewise\n"
             "  --as-stored        keep each shape's orientation: rows > cols is a tall matrix, its NS\n"
             "                     on the transpose as the executor runs it (a tall row, m > n; it\n"
@@ -87,7 +91,7 @@ int cmd_bench_kernels(int argc, char **argv)
 {
     enum { O_SHAPES = 256, O_MODEL, O_BATCHES, O_BMAX, O_ALGOS, O_SYM, O_SCHEMES, O_HEUR, O_OUT, O_CACHE, O_RETUNE, O_WARMUP,
            O_REPS, O_NOPROD, O_NOELEM, O_NOGRAPH, O_VERBOSE, O_PROFILE, O_MINBLOCK, O_HEURMAX, O_NOGEMMTUNE,
-           O_KERNELS, O_RETIME, O_JSON, O_ASSTORED };
+           O_KERNELS, O_RETIME, O_JSON, O_ASSTORED, O_REST };
     static const struct option lo[] = {
         {"shapes", required_argument, 0, O_SHAPES}, {"model", required_argument, 0, O_MODEL},
         {"as-stored", no_argument, 0, O_ASSTORED},
@@ -97,6 +101,7 @@ int cmd_bench_kernels(int argc, char **argv)
         {"heuristics", required_argument, 0, O_HEUR}, {"out", required_argument, 0, O_OUT},
         {"cache", required_argument, 0, O_CACHE}, {"retune", no_argument, 0, O_RETUNE},
         {"warmup", required_argument, 0, O_WARMUP}, {"reps", required_argument, 0, O_REPS},
+        {"rest-ms", required_argument, 0, O_REST},
         {"no-products", no_argument, 0, O_NOPROD}, {"no-elementwise", no_argument, 0, O_NOELEM},
         {"no-graph", no_argument, 0, O_NOGRAPH}, {"verbose", no_argument, 0, O_VERBOSE},
         {"profile", no_argument, 0, O_PROFILE}, {"min-block", required_argument, 0, O_MINBLOCK},
@@ -171,6 +176,10 @@ int cmd_bench_kernels(int argc, char **argv)
         case O_REPS:
             if (opt_parse_long(cmd, "--reps", optarg, 1, 1000, &v)) goto usage;
             o.reps = o.at.reps = (int)v;
+            break;
+        case O_REST:
+            if (opt_parse_long(cmd, "--rest-ms", optarg, 0, 10000, &v)) goto usage;
+            ns_time_set_rest_us(1e3 * (double)v);
             break;
         case O_NOPROD: o.products = 0; break;
         case O_NOELEM: o.elementwise = 0; break;

@@ -271,6 +271,11 @@ int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warmup, int rep
  * the stream's hold) and right after them (a 50 us probe behind the last event): 0 when it ran
  * none or the probe could not be placed (-1 then). What a table row held while it was timed. */
 int ns_time_last_clock(double *mhz_before, double *mhz_after);
+/* The least time (us) ns_time_events holds the stream idle before its timed calls (default 0:
+ * as long as the host takes to enqueue them); bench kernels --rest-ms. With a rest, the clock read
+ * over the hold is the idle card's: ns_time_last_clock then gives the read after the calls for
+ * both. */
+void ns_time_set_rest_us(double us);
 
 #ifdef __cplusplus
 }

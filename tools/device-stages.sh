@@ -1401,8 +1401,9 @@ stage_h100rows() {
 # steps with the clock read along them (Llama-3.2-3B and Pythia-1B dmuon at 4096 tokens: each NS
 # op's time and clock), then their rows re-timed as the table's were (3 warm-up, 15 timed), with
 # a longer window (60 timed) and a longer warm-up (30): whether a row's clock depends on how long
-# it ran; then every NS row of traces/costs/h200.csv re-timed with its clock, in chunks, as far as
-# the budget goes ($L/ns_all.*; 24 shapes a call, 2 warm-up and 10 timed runs a row). A second call
+# it ran; and once on a rested card (--rest-ms 300, one run): each kind of row's own full clock;
+# then every NS row of traces/costs/h200.csv re-timed with its clock, in chunks, as far as the
+# budget goes ($L/ns_all.*; 24 shapes a call, 2 warm-up and 10 timed runs a row). A second call
 # finishes the table: ROWCLOCK_ROWS_ONLY=1 (no steps, no windows) ROWCLOCK_FROM=K (the first chunk,
 # in the order the first call's summary lists them, that it skipped).
 STAGE_TIMEOUT_rowclock=500
@@ -1418,7 +1419,9 @@ stage_rowclock() {
         retime_rows "rc15.${x%%:*}" "$f" "${x##*:}" lt,block 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
         retime_rows "rc60.${x%%:*}" "$f" "${x##*:}" lt,block 60 --reps 60 $([ "${x%%.*}" = tall ] && echo --as-stored)
         retime_rows "rcw30.${x%%:*}" "$f" "${x##*:}" lt,block 60 --warmup 30 $([ "${x%%.*}" = tall ] && echo --as-stored)
-        grep -h '^  [0-9]' "$L/ns_rc15.${x%%:*}.txt" "$L/ns_rc60.${x%%:*}.txt" "$L/ns_rcw30.${x%%:*}.txt" | awk '{print "   ", $1, $2, $4, $7, $NF " MHz"}'
+        # one run on a rested card (300 ms idle first): the clock such a card gives each kind of row
+        retime_rows "rest.${x%%:*}" "$f" "${x##*:}" lt,block 60 --warmup 0 --reps 1 --rest-ms 300 $([ "${x%%.*}" = tall ] && echo --as-stored)
+        grep -h '^  [0-9]' "$L/ns_rc15.${x%%:*}.txt" "$L/ns_rc60.${x%%:*}.txt" "$L/ns_rcw30.${x%%:*}.txt" "$L/ns_rest.${x%%:*}.txt" | awk '{print "   ", $1, $2, $4, $7, $NF " MHz"}'
     done
     echo "rowclock nsop part: $((SECONDS - T0)) s"
     # every NS row of the table: shape files per kind (wide/tall, graph/eager), 30 rows a chunk
@@ -1465,7 +1468,8 @@ PY
 # read along the step, then the rows of their NS ops (traces/kernels/rowclock-2026-12-06/h100.*:
 # tools/plan_ns_shapes.py of their plans) timed with the bench's clock read, on the default NS
 # configuration both sides run here (the committed cache holds the H200's: --sym-blocks 1
-# --heuristics 0 --kernels lt, no cache), at three windows (3 + 15 runs, 3 + 60, 30 + 15).
+# --heuristics 0 --kernels lt, no cache), at three windows (3 + 15 runs, 3 + 60, 30 + 15) and once
+# on a rested card (--rest-ms 300).
 STAGE_TIMEOUT_rowclockh100=330
 stage_rowclockh100() {
     local S=traces/kernels/rowclock-2026-12-06 x f v
@@ -1474,10 +1478,10 @@ stage_rowclockh100() {
     CLOCK_CASES="models/extra/starcoder2-3b.json:dmuon:1024:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
     for x in direct:direct gram:gram gram.tall:gram; do
         f=$S/h100.${x%%:*}.txt
-        for v in "rc15:3:15" "rc60:3:60" "rcw30:30:15"; do
-            IFS=: read -r n w r <<< "$v"
+        for v in "rc15:3:15:0" "rc60:3:60:0" "rcw30:30:15:0" "rest:0:1:300"; do
+            IFS=: read -r n w r z <<< "$v"
             timeout 90 "$D/dmuon" bench kernels --shapes "$f" --algos "${x##*:}" --kernels lt --sym-blocks 1 --heuristics 0 \
-                --no-gemm-tune --no-products --no-elementwise --warmup "$w" --reps "$r" $(case $x in *tall*) echo --as-stored ;; esac) \
+                --no-gemm-tune --no-products --no-elementwise --warmup "$w" --reps "$r" --rest-ms "$z" $(case $x in *tall*) echo --as-stored ;; esac) \
                 --out "$L/ns_$n.${x%%:*}.csv" > "$L/ns_$n.${x%%:*}.txt" 2>&1
             echo "$n ${x%%:*} exit $? ($((SECONDS - T0)) s)"
             grep -h '^  [0-9]' "$L/ns_$n.${x%%:*}.txt" | awk '{print "   ", $1, $2, $4, $7, $NF " MHz"}'

@@ -6,7 +6,8 @@ timing window, and each row's time brought to one clock.
     python3 tools/row_clock.py LOGDIR [--ref-mhz F]
 
 LOGDIR holds the bench outputs ns_WINDOW.KIND.txt (tools/device-stages.sh rowclock and
-rowclockh100: WINDOW rc15 = 3 warm-up + 15 timed runs, rc60 = 3 + 60, rcw30 = 30 + 15). For each
+rowclockh100: WINDOW rc15 = 3 warm-up + 15 timed runs, rc60 = 3 + 60, rcw30 = 30 + 15, rest = one
+run after 300 ms idle, its clock the clock a rested card gives that row's work). For each
 row: its median and clock under each window, and median x clock / F (the time at clock F, default
 the GPU's top clock 1980 MHz), which is what a row priced through its clock stands for: if a row's
 time differs between windows only by its clock, that product is the same in every window."""
