@@ -853,7 +853,7 @@ static void set_best_rates(dm_costs *c)
 /* NS rows timed back to back hold the clock their own load left the card at, which differs
  * from row to row (a 1 ms NS timed 18 times in a row heats the card less than a 30 ms one:
  * traces/device/nsop-2026-12-05). Where every NS row says the clock it was timed at (column mhz,
- * bench kernels' ns_time_last_clock) and the GPU's top clock is known, c->ns_full is the table
+ * bench kernels' ns_time_last_mhz) and the GPU's top clock is known, c->ns_full is the table
  * with each NS row brought to full clock, its whole time by the clock ratio (the simulator slows
  * an NS op from full-clock rows likewise, all of it: sim.c compute_share), which a step under the
  * power model prices its NS ops from (dm_costs_ns_op_kernels_full_us). A table where some NS rows
@@ -878,8 +878,6 @@ static int set_ns_full_clock(dm_costs *c, dm_err *err)
         if (s > 1) s = 1;
         r->median_us *= s, r->min_us *= s, r->max_us *= s;
     }
-    f->clock_rows[1][1] += f->clock_rows[1][0];
-    f->clock_rows[1][0] = 0;
     c->ns_full = f;
     return 0;
 }

@@ -414,10 +414,7 @@ static int tune_one(int64_t m, int64_t n, int batch, const ns_config *cfg, const
     }
     run_ctx rc_ = {p, o->use_graph};
     if (ns_time_events(run_plan, &rc_, s, o->warmup, o->reps, t, err)) goto fail;
-    {
-        double c0, c1;
-        r.mhz = ns_time_last_clock(&c0, &c1) ? 0 : 0.5 * (c0 + c1);
-    }
+    r.mhz = ns_time_last_mhz();
     if (o->reps > 1) qsort(t, (size_t)o->reps, sizeof *t, cmp_double);
     r.min_us = t[0];
     r.max_us = t[o->reps - 1];

@@ -45,8 +45,8 @@ typedef struct at_result {
     double median_us, min_us, max_us;
     double gate_rel; /* relative difference to the reference variant (0 for the reference) */
     double flops_nominal, flops_executed;
-    double mhz; /* the SM clock over its timing (ns_time_last_clock: the mean of the reads before
-                   and after the timed calls); 0 when not timed in this run (a cached result) */
+    double mhz; /* the SM clock over its timing (ns_time_last_mhz); 0 when not timed in this run
+                   (a cached result) */
 } at_result;
 
 typedef struct at_cache at_cache;

@@ -267,14 +267,13 @@ void ns_stream_destroy(ns_stream s);
 typedef int (*ns_enqueue_fn)(void *arg, ns_stream s, dm_err *err);
 int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warmup, int reps,
                    double *times_us, dm_err *err);
-/* The SM clock (MHz) of the last ns_time_events on the GPU, read before its timed calls (over
- * the stream's hold) and right after them (a 50 us probe behind the last event): 0 when it ran
- * none or the probe could not be placed (-1 then). What a table row held while it was timed. */
-int ns_time_last_clock(double *mhz_before, double *mhz_after);
+/* The SM clock (MHz) of the last ns_time_events's timed calls: the mean of the reads on the GPU
+ * before them (over the stream's hold) and right after them (a 50 us probe behind the last
+ * event); 0 when none was read. What a table row held while it was timed. */
+double ns_time_last_mhz(void);
 /* The least time (us) ns_time_events holds the stream idle before its timed calls (default 0:
  * as long as the host takes to enqueue them); bench kernels --rest-ms. With a rest, the clock read
- * over the hold is the idle card's: ns_time_last_clock then gives the read after the calls for
- * both. */
+ * over the hold is the idle card's: ns_time_last_mhz then gives the read after the calls alone. */
 void ns_time_set_rest_us(double us);
 
 #ifdef __cplusplus

@@ -773,10 +773,11 @@ __global__ void k_hold(long long ns, unsigned long long *out)
     }
 }
 
-/* The clock reads of the last ns_time_events: before the timed calls (the hold) and after them
- * (a 50 us probe behind the last event); a device buffer of 8 words made once. */
+/* The clock of the last ns_time_events's timed calls (ns_time_last_mhz), from the reads before
+ * them (the hold) and after them (a 50 us probe behind the last event); a device buffer of 8
+ * words made once. */
 static unsigned long long *g_clk_dev;
-static double g_clk_mhz[2];
+static double g_clk_mhz;
 
 static double clk_mhz(const unsigned long long *w)
 {
@@ -788,12 +789,7 @@ static double g_rest_us; /* ns_time_set_rest_us */
 
 extern "C" void ns_time_set_rest_us(double us) { g_rest_us = us > 0 ? us : 0; }
 
-extern "C" int ns_time_last_clock(double *mhz_before, double *mhz_after)
-{
-    if (mhz_before) *mhz_before = g_clk_mhz[0];
-    if (mhz_after) *mhz_after = g_clk_mhz[1];
-    return g_clk_mhz[0] > 0 && g_clk_mhz[1] > 0 ? 0 : -1;
-}
+extern "C" double ns_time_last_mhz(void) { return g_clk_mhz; }
 
 static double host_us(void)
 {
@@ -825,7 +821,7 @@ extern "C" int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warm
      * GPU never waits for a launch: the host is ahead, as it is in a step where the GPU is busy
      * with earlier ops (what matters for calls launched kernel by kernel, --no-graph; a graph
      * replay costs the host little) */
-    g_clk_mhz[0] = g_clk_mhz[1] = 0;
+    g_clk_mhz = 0;
     if (!g_clk_dev && cudaMalloc((void **)&g_clk_dev, 8 * sizeof *g_clk_dev) != cudaSuccess) {
         g_clk_dev = NULL; /* no clock read (the row's clock then 0: not known) */
         (void)cudaGetLastError();
@@ -850,9 +846,10 @@ extern "C" int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warm
         if (cudaMemcpyAsync(w, g_clk_dev, sizeof w, cudaMemcpyDeviceToHost, (cudaStream_t)s) != cudaSuccess ||
             cudaStreamSynchronize((cudaStream_t)s) != cudaSuccess)
             goto cuda_fail;
-        g_clk_mhz[1] = clk_mhz(w + 4);
-        /* after a rest the hold read the idle card's clock, not its work's: the read after stands for both */
-        g_clk_mhz[0] = g_rest_us > 0 ? g_clk_mhz[1] : clk_mhz(w);
+        /* the mean of the two reads; after a rest the hold read the idle card's clock, not its
+         * work's: the read after alone */
+        double before = clk_mhz(w), after = clk_mhz(w + 4);
+        g_clk_mhz = g_rest_us > 0 ? after : before > 0 && after > 0 ? 0.5 * (before + after) : 0;
     }
     for (int i = 0; i < reps; i++) {
         float ms = 0;
