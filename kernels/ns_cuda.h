@@ -267,13 +267,13 @@ void ns_stream_destroy(ns_stream s);
 typedef int (*ns_enqueue_fn)(void *arg, ns_stream s, dm_err *err);
 int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warmup, int reps,
                    double *times_us, dm_err *err);
-/* The SM clock (MHz) of the last ns_time_events's timed calls: the mean of the reads on the GPU
- * before them (over the stream's hold) and right after them (a 50 us probe behind the last
- * event); 0 when none was read. What a table row held while it was timed. */
+/* The SM clock (MHz) of the last ns_time_events's timed calls, averaged over them: each SM's
+ * cycle counter and the global timer marked right before the first timed call (by the hold) and
+ * right after the last (a mark behind the last event), cycles over nanoseconds, the median over
+ * the SMs marked twice; 0 when none was read. What a table row held while it was timed. */
 double ns_time_last_mhz(void);
 /* The least time (us) ns_time_events holds the stream idle before its timed calls (default 0:
- * as long as the host takes to enqueue them); bench kernels --rest-ms. With a rest, the clock read
- * over the hold is the idle card's: ns_time_last_mhz then gives the read after the calls alone. */
+ * as long as the host takes to enqueue them); bench kernels --rest-ms. */
 void ns_time_set_rest_us(double us);
 
 #ifdef __cplusplus

@@ -756,33 +756,65 @@ extern "C" void ns_stream_destroy(ns_stream s)
     if (s) cudaStreamDestroy((cudaStream_t)s);
 }
 
-/* Holds the stream for ns nanoseconds (one thread spinning on the global timer); when out is not
- * NULL it also writes the global timer and its multiprocessor's cycle counter at the start and the
- * end, so that the SM clock over the hold is cycles over nanoseconds (the clock is one for all
- * SMs). The spin takes one warp's issue slots of one SM: next to nothing of the GPU's power. */
+/* Holds the stream for ns nanoseconds (each block's one thread spinning on the global timer). When
+ * out is not NULL every block also writes, as it ends, its multiprocessor's id, the global timer
+ * and that SM's cycle counter (out[3 * block + 0..2]); k_clk_mark does the same after the timed
+ * calls. One SM's cycles between the two marks over the nanoseconds between them is the SM clock
+ * averaged over the whole timed window (the clock is one for all SMs; a cycle counter is per SM,
+ * hence the pairing by SM id). Launched with twice as many one-thread blocks as the GPU has SMs,
+ * so that nearly every SM holds a block of each. The spin takes one warp's issue slots of an SM:
+ * next to nothing of the GPU's power. */
+__device__ static void clk_mark(unsigned long long *out)
+{
+    unsigned long long t, c, sm;
+    unsigned int smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    c = clock64();
+    sm = smid;
+    out[3 * blockIdx.x] = sm, out[3 * blockIdx.x + 1] = t, out[3 * blockIdx.x + 2] = c;
+}
+
 __global__ void k_hold(long long ns, unsigned long long *out)
 {
-    unsigned long long t0, t, c0 = clock64();
+    unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     } while ((long long)(t - t0) < ns);
-    if (out) {
-        unsigned long long c1 = clock64();
-        out[0] = t0, out[1] = t, out[2] = c0, out[3] = c1;
-    }
+    if (out) clk_mark(out);
 }
 
-/* The clock of the last ns_time_events's timed calls (ns_time_last_mhz), from the reads before
- * them (the hold) and after them (a 50 us probe behind the last event); a device buffer of 8
- * words made once. */
+__global__ void k_clk_mark(unsigned long long *out) { clk_mark(out); }
+
+/* The clock of the last ns_time_events's timed calls (ns_time_last_mhz): the marks the hold leaves
+ * just before them and k_clk_mark just after them (a device buffer made once: 2 x g_clk_blocks
+ * marks of 3 words). */
 static unsigned long long *g_clk_dev;
+static int g_clk_blocks;
 static double g_clk_mhz;
 
-static double clk_mhz(const unsigned long long *w)
+/* The median over the SMs marked both before and after of cycles / nanoseconds (MHz); 0 when no
+ * SM was marked twice or the window is too short to read (under 20 us). */
+static double clk_window_mhz(const unsigned long long *a, const unsigned long long *b, int nb)
 {
-    double dt = (double)(w[1] - w[0]), dc = (double)(w[3] - w[2]);
-    return dt > 0 && dc > 0 ? dc / dt * 1e3 : 0;
+    double v[1024];
+    int n = 0;
+    for (int i = 0; i < nb && n < 1024; i++)
+        for (int j = 0; j < nb; j++)
+            if (b[3 * j] == a[3 * i]) {
+                double dt = (double)(long long)(b[3 * j + 1] - a[3 * i + 1]);
+                double dc = (double)(long long)(b[3 * j + 2] - a[3 * i + 2]);
+                if (dt > 2e4 && dc > 0) v[n++] = dc / dt * 1e3;
+                break;
+            }
+    if (!n) return 0;
+    for (int i = 1; i < n; i++) /* insertion sort: a few hundred values */
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1], v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static double g_rest_us; /* ns_time_set_rest_us */
@@ -822,8 +854,14 @@ extern "C" int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warm
      * with earlier ops (what matters for calls launched kernel by kernel, --no-graph; a graph
      * replay costs the host little) */
     g_clk_mhz = 0;
-    if (!g_clk_dev && cudaMalloc((void **)&g_clk_dev, 8 * sizeof *g_clk_dev) != cudaSuccess) {
-        g_clk_dev = NULL; /* no clock read (the row's clock then 0: not known) */
+    if (!g_clk_dev) {
+        int dev = 0, sms = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0) {
+            g_clk_blocks = 2 * sms > 1024 ? 1024 : 2 * sms;
+            if (cudaMalloc((void **)&g_clk_dev, 6 * (size_t)g_clk_blocks * sizeof *g_clk_dev) != cudaSuccess)
+                g_clk_dev = NULL; /* no clock read (the row's clock then 0: not known) */
+        }
         (void)cudaGetLastError();
     }
     if (cudaStreamSynchronize((cudaStream_t)s) != cudaSuccess) goto cuda_fail;
@@ -831,25 +869,23 @@ extern "C" int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warm
         double hold_us = 1.5 * host * reps + 50;
         if (hold_us > 2e5) hold_us = 2e5;
         if (hold_us < g_rest_us) hold_us = g_rest_us; /* a rested card (--rest-ms) */
-        k_hold<<<1, 1, 0, (cudaStream_t)s>>>((long long)(1e3 * hold_us), g_clk_dev);
+        k_hold<<<g_clk_dev ? g_clk_blocks : 1, 1, 0, (cudaStream_t)s>>>((long long)(1e3 * hold_us), g_clk_dev);
     }
     if (cudaEventRecord(ev[0], (cudaStream_t)s) != cudaSuccess) goto cuda_fail;
     for (int i = 0; i < reps; i++) {
         if (fn(arg, s, err)) goto out;
         if (cudaEventRecord(ev[i + 1], (cudaStream_t)s) != cudaSuccess) goto cuda_fail;
     }
-    /* the clock right after the timed calls (outside their events) */
-    if (g_clk_dev) k_hold<<<1, 1, 0, (cudaStream_t)s>>>(50000, g_clk_dev + 4);
+    /* the marks right after the timed calls (outside their events) */
+    if (g_clk_dev) k_clk_mark<<<g_clk_blocks, 1, 0, (cudaStream_t)s>>>(g_clk_dev + 3 * g_clk_blocks);
     if (cudaEventSynchronize(ev[reps]) != cudaSuccess) goto cuda_fail;
     if (g_clk_dev) {
-        unsigned long long w[8];
-        if (cudaMemcpyAsync(w, g_clk_dev, sizeof w, cudaMemcpyDeviceToHost, (cudaStream_t)s) != cudaSuccess ||
+        unsigned long long w[6 * 1024];
+        size_t words = 6 * (size_t)g_clk_blocks;
+        if (cudaMemcpyAsync(w, g_clk_dev, words * sizeof *w, cudaMemcpyDeviceToHost, (cudaStream_t)s) != cudaSuccess ||
             cudaStreamSynchronize((cudaStream_t)s) != cudaSuccess)
             goto cuda_fail;
-        /* the mean of the two reads; after a rest the hold read the idle card's clock, not its
-         * work's: the read after alone */
-        double before = clk_mhz(w), after = clk_mhz(w + 4);
-        g_clk_mhz = g_rest_us > 0 ? after : before > 0 && after > 0 ? 0.5 * (before + after) : 0;
+        g_clk_mhz = clk_window_mhz(w, w + 3 * g_clk_blocks, g_clk_blocks);
     }
     for (int i = 0; i < reps; i++) {
         float ms = 0;

@@ -1396,8 +1396,9 @@ stage_h100rows() {
     tail -3 "$L/h100work_err.txt"
 }
 # rowclock (issue 14): the clock each NS row holds while it is timed, read by the bench itself
-# (ns_time_last_mhz: the SM clock over the hold before the timed calls and a 50 us probe after
-# them; `dmuon bench kernels` prints it per row and candidate, column MHz). First nsop's two
+# (ns_time_last_mhz: each SM's cycles over the global timer between marks right before the timed
+# calls and right after them, the mean clock over them; `dmuon bench kernels` prints it per row and
+# candidate, column MHz). First nsop's two
 # steps with the clock read along them (Llama-3.2-3B and Pythia-1B dmuon at 4096 tokens: each NS
 # op's time and clock), then their rows re-timed as the table's were (3 warm-up, 15 timed), with
 # a longer window (60 timed) and a longer warm-up (30): whether a row's clock depends on how long
