@@ -1425,6 +1425,11 @@ stage_rowclock() {
         grep -h '^  [0-9]' "$L/ns_rc15.${x%%:*}.txt" "$L/ns_rc60.${x%%:*}.txt" "$L/ns_rcw30.${x%%:*}.txt" "$L/ns_rest.${x%%:*}.txt" | awk '{print "   ", $1, $2, $4, $7, $NF " MHz"}'
     done
     echo "rowclock nsop part: $((SECONDS - T0)) s"
+    # the table's rows are re-timed for their clocks: not when the bench read none (column MHz 0)
+    if [ "${ROWCLOCK_ROWS_ONLY:-0}" != 1 ] && ! grep -hq '^  [0-9].* [1-9][0-9]*$' "$L"/ns_rc15.*.txt 2>/dev/null; then
+        echo "rowclock: no row read a clock (column MHz 0 or absent): the table's rows not re-timed"
+        return 0
+    fi
     # every NS row of the table: shape files per kind (wide/tall, graph/eager), 30 rows a chunk
     python3 - "$L" <<'PY'
 import sys, collections
