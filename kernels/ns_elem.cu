@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "block_reduce.cuh"
@@ -761,7 +763,8 @@ extern "C" void ns_stream_destroy(ns_stream s)
  * and that SM's cycle counter (out[3 * block + 0..2]); k_clk_mark does the same after the timed
  * calls. One SM's cycles between the two marks over the nanoseconds between them is the SM clock
  * averaged over the whole timed window (the clock is one for all SMs; a cycle counter is per SM,
- * hence the pairing by SM id). Launched with twice as many one-thread blocks as the GPU has SMs,
+ * hence the pairing by SM id; the largest over the SMs, clk_window_mhz). Launched with twice as
+ * many one-thread blocks as the GPU has SMs,
  * so that nearly every SM holds a block of each. The spin takes one warp's issue slots of an SM:
  * next to nothing of the GPU's power. */
 __device__ static void clk_mark(unsigned long long *out)
@@ -795,8 +798,12 @@ static unsigned long long *g_clk_dev;
 static int g_clk_blocks;
 static double g_clk_mhz;
 
-/* The median over the SMs marked both before and after of cycles / nanoseconds (MHz); 0 when no
- * SM was marked twice or the window is too short to read (under 20 us). */
+/* The largest over the SMs marked both before and after of cycles / nanoseconds (MHz); 0 when no
+ * SM was marked twice or the window is too short to read (under 20 us). The largest, not the
+ * median: an SM's counter seems to stop while it has nothing to run (on an H100, rows of small
+ * GEMMs that leave most SMs idle read 1814-1858 MHz by the median where reads on one busy SM gave
+ * 1954-1989, traces/kernels/rowclock-2026-12-06/h100-b), so the SM idle least reads the clock.
+ * DMUON_CLOCK_DEBUG set: the SMs' min, median and max on stderr. */
 static double clk_window_mhz(const unsigned long long *a, const unsigned long long *b, int nb)
 {
     double v[1024];
@@ -815,7 +822,10 @@ static double clk_window_mhz(const unsigned long long *a, const unsigned long lo
             double t = v[j];
             v[j] = v[j - 1], v[j - 1] = t;
         }
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    static int debug = -1;
+    if (debug < 0) debug = getenv("DMUON_CLOCK_DEBUG") != NULL;
+    if (debug) fprintf(stderr, "# clock over the timed calls: %d SMs, min %.0f median %.0f max %.0f MHz\n", n, v[0], v[n / 2], v[n - 1]);
+    return v[n - 1];
 }
 
 static double g_rest_us; /* ns_time_set_rest_us */

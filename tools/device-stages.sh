@@ -1481,12 +1481,13 @@ stage_rowclockh100() {
     local S=traces/kernels/rowclock-2026-12-06 x f v
     T0=$SECONDS
     nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-    CLOCK_CASES="models/extra/starcoder2-3b.json:dmuon:1024:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
+    [ "${ROWCLOCK_NO_STEPS:-0}" = 1 ] || # (the steps of an earlier call stand: the bench's rows alone)
+        CLOCK_CASES="models/extra/starcoder2-3b.json:dmuon:1024:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
     for x in direct:direct gram:gram gram.tall:gram; do
         f=$S/h100.${x%%:*}.txt
         for v in "rc15:3:15:0" "rc60:3:60:0" "rcw30:30:15:0" "rest:0:1:300"; do
             IFS=: read -r n w r z <<< "$v"
-            timeout 90 "$D/dmuon" bench kernels --shapes "$f" --algos "${x##*:}" --kernels lt --sym-blocks 1 --heuristics 0 \
+            DMUON_CLOCK_DEBUG=1 timeout 90 "$D/dmuon" bench kernels --shapes "$f" --algos "${x##*:}" --kernels lt --sym-blocks 1 --heuristics 0 \
                 --no-gemm-tune --no-products --no-elementwise --warmup "$w" --reps "$r" --rest-ms "$z" $(case $x in *tall*) echo --as-stored ;; esac) \
                 --out "$L/ns_$n.${x%%:*}.csv" > "$L/ns_$n.${x%%:*}.txt" 2>&1
             echo "$n ${x%%:*} exit $? ($((SECONDS - T0)) s)"
