@@ -764,9 +764,8 @@ extern "C" void ns_stream_destroy(ns_stream s)
  * calls. One SM's cycles between the two marks over the nanoseconds between them is the SM clock
  * averaged over the whole timed window (the clock is one for all SMs; a cycle counter is per SM,
  * hence the pairing by SM id; the largest over the SMs, clk_window_mhz). Launched with twice as
- * many one-thread blocks as the GPU has SMs,
- * so that nearly every SM holds a block of each. The spin takes one warp's issue slots of an SM:
- * next to nothing of the GPU's power. */
+ * many one-thread blocks as the GPU has SMs, so that nearly every SM holds a block of each. Block
+ * 0 spins, the others sleep between reads of the timer: next to nothing of the GPU's power. */
 __device__ static void clk_mark(unsigned long long *out)
 {
     unsigned long long t, c, sm;
