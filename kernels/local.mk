@@ -1,7 +1,7 @@
 # kernels/local.mk: the kernels folder's sources: the CPU reference Muon math (every build) and,
 # with CUDA, the NS plans, elementwise kernels and autotuner, compiled by nvcc into the GPU
 # side's library (libdmuon_gpu.a, linked into the plug-in dmuon-gpu.so: Makefile.am).
-libdmuon_a_SOURCES += kernels/ns_ref.c kernels/ns_ref.h kernels/wk_ref.c kernels/wk_ref.h kernels/wk_hash.h kernels/wk_plan.c kernels/wk_plan.h
+libdmuon_a_SOURCES += kernels/ns_ref.c kernels/ns_ref.h kernels/clock_window.c kernels/clock_window.h kernels/wk_ref.c kernels/wk_ref.h kernels/wk_hash.h kernels/wk_plan.c kernels/wk_plan.h
 if HAVE_CUDA
 libdmuon_gpu_a_SOURCES += kernels/ns_cuda.cu kernels/ns_elem.cu kernels/ns_kern.cuh kernels/block_reduce.cuh \
 	kernels/ns_cuda.h kernels/autotune.c kernels/autotune.h kernels/ns_bench.c kernels/ns_bench.h

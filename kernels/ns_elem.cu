@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "block_reduce.cuh"
+#include "clock_window.h"
 #include "ns_kern.cuh"
 
 /* ---- typed loads and stores --------------------------------------------------------------- */
@@ -763,7 +764,7 @@ extern "C" void ns_stream_destroy(ns_stream s)
  * and that SM's cycle counter (out[3 * block + 0..2]); k_clk_mark does the same after the timed
  * calls. One SM's cycles between the two marks over the nanoseconds between them is the SM clock
  * averaged over the whole timed window (the clock is one for all SMs; a cycle counter is per SM,
- * hence the pairing by SM id; the largest over the SMs, clk_window_mhz). Launched with twice as
+ * hence the pairing by SM id; the largest over the SMs, dm_clock_window_mhz). Launched with twice as
  * many one-thread blocks as the GPU has SMs, so that nearly every SM holds a block of each. Block
  * 0 spins, the others sleep between reads of the timer: next to nothing of the GPU's power. */
 __device__ static void clk_mark(unsigned long long *out)
@@ -796,36 +797,6 @@ __global__ void k_clk_mark(unsigned long long *out) { clk_mark(out); }
 static unsigned long long *g_clk_dev;
 static int g_clk_blocks;
 static double g_clk_mhz;
-
-/* The largest over the SMs marked both before and after of cycles / nanoseconds (MHz); 0 when no
- * SM was marked twice or the window is too short to read (under 20 us). The largest, not the
- * median: an SM's counter seems to stop while it has nothing to run (on an H100, rows of small
- * GEMMs that leave most SMs idle read 1814-1858 MHz by the median where reads on one busy SM gave
- * 1954-1989, traces/kernels/rowclock-2026-12-06/h100-b), so the SM idle least reads the clock.
- * DMUON_CLOCK_DEBUG set: the SMs' min, median and max on stderr. */
-static double clk_window_mhz(const unsigned long long *a, const unsigned long long *b, int nb)
-{
-    double v[1024];
-    int n = 0;
-    for (int i = 0; i < nb && n < 1024; i++)
-        for (int j = 0; j < nb; j++)
-            if (b[3 * j] == a[3 * i]) {
-                double dt = (double)(long long)(b[3 * j + 1] - a[3 * i + 1]);
-                double dc = (double)(long long)(b[3 * j + 2] - a[3 * i + 2]);
-                if (dt > 2e4 && dc > 0) v[n++] = dc / dt * 1e3;
-                break;
-            }
-    if (!n) return 0;
-    for (int i = 1; i < n; i++) /* insertion sort: a few hundred values */
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1], v[j - 1] = t;
-        }
-    static int debug = -1;
-    if (debug < 0) debug = getenv("DMUON_CLOCK_DEBUG") != NULL;
-    if (debug) fprintf(stderr, "# clock over the timed calls: %d SMs, min %.0f median %.0f max %.0f MHz\n", n, v[0], v[n / 2], v[n - 1]);
-    return v[n - 1];
-}
 
 static double g_rest_us; /* ns_time_set_rest_us */
 
@@ -890,12 +861,17 @@ extern "C" int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warm
     if (g_clk_dev) k_clk_mark<<<g_clk_blocks, 1, 0, (cudaStream_t)s>>>(g_clk_dev + 3 * g_clk_blocks);
     if (cudaEventSynchronize(ev[reps]) != cudaSuccess) goto cuda_fail;
     if (g_clk_dev) {
-        unsigned long long w[6 * 1024];
+        uint64_t w[6 * 1024]; /* (the device words are unsigned long long: the same 8 bytes) */
         size_t words = 6 * (size_t)g_clk_blocks;
         if (cudaMemcpyAsync(w, g_clk_dev, words * sizeof *w, cudaMemcpyDeviceToHost, (cudaStream_t)s) != cudaSuccess ||
             cudaStreamSynchronize((cudaStream_t)s) != cudaSuccess)
             goto cuda_fail;
-        g_clk_mhz = clk_window_mhz(w, w + 3 * g_clk_blocks, g_clk_blocks);
+        double lo, med;
+        g_clk_mhz = dm_clock_window_mhz(w, w + 3 * g_clk_blocks, g_clk_blocks, &lo, &med);
+        static int debug = -1; /* DMUON_CLOCK_DEBUG set: the SMs' spread on stderr */
+        if (debug < 0) debug = getenv("DMUON_CLOCK_DEBUG") != NULL;
+        if (debug && g_clk_mhz > 0)
+            fprintf(stderr, "# clock over the timed calls: SMs min %.0f median %.0f max %.0f MHz\n", lo, med, g_clk_mhz);
     }
     for (int i = 0; i < reps; i++) {
         float ms = 0;

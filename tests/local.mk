@@ -77,8 +77,8 @@ EXTRA_DIST += tests/help_golden.sh tests/golden/help/bench-comm.txt tests/golden
 EXTRA_DIST += tests/real_cpu.sh tests/real_gpu.sh tests/data/tiny_gpu.json tests/data/arch_cpu.json tests/data/arch_tied_cpu.json
 
 # valid
-check_PROGRAMS += tests/test_calib tests/test_power
-TESTS += tests/test_calib tests/test_power tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh \
+check_PROGRAMS += tests/test_calib tests/test_power tests/test_clock_window
+TESTS += tests/test_calib tests/test_power tests/test_clock_window tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh \
 	tests/plan_ns_shapes.sh tests/hsdp_muon.sh tests/hf_sim.sh tests/clock_tools.sh
 EXTRA_DIST += tests/regress.sh tests/compare.sh tests/compare_validate.sh tests/validate_replay.sh tests/plan_ns_shapes.sh tests/hsdp_muon.sh \
 	tests/hf_sim.sh tests/clock_tools.sh \

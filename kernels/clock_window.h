@@ -1,0 +1,24 @@
+/* clock_window.h: the SM clock over a timed window from cycle-counter marks (host side, plain C:
+ * built into every build, tested without a GPU). kernels/ns_elem.cu marks each SM right before a
+ * row's timed calls and right after them (SM id, global timer in ns, that SM's cycle counter);
+ * this turns the two sets of marks into the clock the row held (ns_time_last_mhz). */
+#ifndef DM_CLOCK_WINDOW_H
+#define DM_CLOCK_WINDOW_H
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The marks a[3 i + 0..2] (i < nb: SM id, ns, cycles) before and b[3 j + 0..2] (j < nb) after:
+ * for each SM marked in both (a's first mark of it, b's first), its cycles over its nanoseconds
+ * in MHz, windows under 20 us left out. Returns the largest over those SMs (an SM's counter
+ * seems to stop while it has nothing to run, so the SM that idled least reads the clock:
+ * traces/kernels/rowclock-2026-12-06/h100-b), 0 when none; *min and *median, when not NULL, the
+ * smallest and the median (0 when none). At most 1024 SMs are read. */
+double dm_clock_window_mhz(const uint64_t *a, const uint64_t *b, int nb, double *min, double *median);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
