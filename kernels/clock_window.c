@@ -1,4 +1,5 @@
-/* clock_window.c: the SM clock over a timed window from cycle-counter marks (clock_window.h). */
+/* clock_window.c: the host side of the GPU timings (clock_window.h): a set of times' statistics
+ * and the SM clock over a timed window from cycle-counter marks. */
 #include "clock_window.h"
 
 #include <stdlib.h>
@@ -7,6 +8,14 @@ static int cmp_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
     return a < b ? -1 : a > b;
+}
+
+void ns_bench_stats(double *t, int n, double *med, double *min, double *max)
+{
+    if (n > 1) qsort(t, (size_t)n, sizeof *t, cmp_double);
+    *min = t[0];
+    *max = t[n - 1];
+    *med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
 double dm_clock_window_mhz(const uint64_t *a, const uint64_t *b, int nb, double *min, double *median)
@@ -26,11 +35,9 @@ double dm_clock_window_mhz(const uint64_t *a, const uint64_t *b, int nb, double 
                 break;
             }
     }
-    if (min) *min = 0;
-    if (median) *median = 0;
-    if (!n) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    if (min) *min = v[0];
-    if (median) *median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    return v[n - 1];
+    double lo = 0, med = 0, hi = 0;
+    if (n) ns_bench_stats(v, n, &med, &lo, &hi);
+    if (min) *min = lo;
+    if (median) *median = med;
+    return hi;
 }

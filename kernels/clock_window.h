@@ -1,7 +1,8 @@
-/* clock_window.h: the SM clock over a timed window from cycle-counter marks (host side, plain C:
- * built into every build, tested without a GPU). kernels/ns_elem.cu marks each SM right before a
- * row's timed calls and right after them (SM id, global timer in ns, that SM's cycle counter);
- * this turns the two sets of marks into the clock the row held (ns_time_last_mhz). */
+/* clock_window.h: the host side of the GPU timings, plain C, built into every build and tested
+ * without a GPU: a set of times' median, minimum and maximum (every bench's rows), and the SM
+ * clock over a timed window from cycle-counter marks (kernels/ns_elem.cu marks each SM right
+ * before a row's timed calls and right after them: SM id, global timer in ns, that SM's cycle
+ * counter; this turns the two sets of marks into the clock the row held, ns_time_last_mhz). */
 #ifndef DM_CLOCK_WINDOW_H
 #define DM_CLOCK_WINDOW_H
 #include <stdint.h>
@@ -9,6 +10,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Median, minimum and maximum of n > 0 times (t is sorted in place). */
+void ns_bench_stats(double *t, int n, double *med, double *min, double *max);
 
 /* The marks a[3 i + 0..2] (i < nb: SM id, ns, cycles) before and b[3 j + 0..2] (j < nb) after:
  * for each SM marked in both (a's first mark of it, b's first), its cycles over its nanoseconds

@@ -191,24 +191,10 @@ typedef struct bench {
     char gpu[256];
 } bench;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct stats3 {
     double med, min, max;
     double mhz; /* the SM clock over the timing (ns_time_last_mhz), 0 when not read */
 } stats3;
-
-void ns_bench_stats(double *t, int n, double *med, double *min, double *max)
-{
-    if (n > 1) qsort(t, (size_t)n, sizeof *t, cmp_double);
-    *min = t[0];
-    *max = t[n - 1];
-    *med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
 
 int ns_bench_group(double one_us)
 {

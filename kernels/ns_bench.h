@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "autotune.h"
+#include "clock_window.h" /* ns_bench_stats */
 #include "dm_error.h"
 #include "program.h"
 
@@ -36,8 +37,6 @@ int ns_bench_shapes_read(ns_bench_shapes *l, const char *path, dm_err *err);
 /* The Muon shapes of a bundled model or model file; "all": every bundled model. */
 int ns_bench_shapes_model(ns_bench_shapes *l, const char *name, dm_err *err);
 void ns_bench_shapes_free(ns_bench_shapes *l);
-/* Median, minimum and maximum of n > 0 times (t is sorted in place). */
-void ns_bench_stats(double *t, int n, double *med, double *min, double *max);
 /* Calls to time together between two CUDA events, for a call of one_us: as many as last about
  * 200 us, 1 to 64. A step launches its kernels back to back with no event between them; an
  * event pair around every call added 1.3-2.2 us to each small kernel against the same kernels

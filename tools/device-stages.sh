@@ -1411,7 +1411,7 @@ STAGE_TIMEOUT_rowclock=500
 stage_rowclock() {
     local S=traces/kernels/nsop-2026-12-05 x f c i
     T0=$SECONDS
-    export DMUON_CLOCK_DEBUG=1 # each timing's SMs (min, median, max) in the bench's log: the read checked on this card
+    local -x DMUON_CLOCK_DEBUG=1 # (this stage's runs only) each timing's SMs (min, median, max) in the bench's log: the read checked on this card
     nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
     cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
     [ "${ROWCLOCK_ROWS_ONLY:-0}" = 1 ] || CLOCK_CASES="llama-3.2-3b:dmuon:4096:0:- models/extra/pythia-1b.json:dmuon:4096:0:-" stage_clockprobe
