@@ -852,6 +852,9 @@ validate_set() {
     unseen2c) local e=models/extra
         VALIDATE_MODELS=$e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
             VALIDATE_TOKENS=2048,4096 VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=400 stage_validate ;;
+    unseen3 | unseen3h100) local e=models/extra # (unseen3h100: on an H100, the h100 preset's projection of the H200 tables)
+        VALIDATE_MODELS=$e/olmoe-1b-7b-0924-4l.json,$e/qwen1.5-moe-a2.7b-3l.json,$e/deepseek-v2-lite-4l.json,$e/qwen2-vl-2b.json \
+            VALIDATE_TOKENS=2048,4096 VALIDATE_TIMEOUT=300 VALIDATE_CLUSTER=$([ $n = unseen3h100 ] && echo h100 || echo h200) stage_validate ;;
     corec) VALIDATE_STRATEGIES=${CORE_STRATEGIES:-dmuon,adamw} VALIDATE_TOKENS=4096 VALIDATE_ATTENTION=causal \
         VALIDATE_TIMEOUT=180 stage_validate ;;
     fsdp1) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate ;;
@@ -1082,6 +1085,21 @@ STAGE_TIMEOUT_unseen2=420
 stage_unseen2() {
     T0=$SECONDS
     validate_set unseen2
+}
+# unseen3 (issue 14, 2026-12-06): the third set of models no call has run (models/README.md,
+# models/extra: OLMoE, Qwen1.5-MoE, DeepSeek-V2-Lite cut, Qwen2-VL-2B), dmuon, muon-ddp and adamw at
+# 2048 and 4096 tokens, against traces/validate/unseen3-predictions-2026-12-06 (committed before);
+# unseen3h100 the same on an H100 (--gpu H100), priced by the h100 preset from the H200 tables
+STAGE_TIMEOUT_unseen3=320
+stage_unseen3() {
+    T0=$SECONDS
+    validate_set unseen3
+}
+STAGE_TIMEOUT_unseen3h100=320
+stage_unseen3h100() {
+    T0=$SECONDS
+    nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,memory.total --format=csv,noheader
+    validate_set unseen3h100
 }
 # core and heldout: one validation set each (validate_set), as valall runs them
 STAGE_TIMEOUT_core=300
