@@ -224,8 +224,10 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
     }
-    dm_mem_est mem; /* before anything is written: a failure leaves no file */
-    if (dm_mem_peak(model, prog, NULL, &mem, &err)) {
+    dm_mem_est mem; /* before anything is written: a failure leaves no file (the planning's own
+                       estimate of the program where it made one) */
+    if (rep.mem_valid) mem = rep.mem;
+    else if (dm_mem_peak(model, prog, NULL, &mem, &err)) {
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
     }

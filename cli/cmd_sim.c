@@ -34,13 +34,16 @@
 
 /* ---- options both commands take ----------------------------------------------------------- */
 
-/* The executor's per-rank peak memory of p: with the model given, or (a saved program) the
- * bundled model it names. 1 when estimated; 0 when a saved program's model is not at hand (why
- * in *why); -1 on an error (out of memory, an estimate of the given model that fails: *err). */
-static int program_memory(const dm_model *given, const dm_program *p, dm_mem_est *e, char *why, size_t size, dm_err *err)
+/* The executor's per-rank peak memory of p: with the model given (the one rep's planning made,
+ * when rep is not NULL and holds it), or (a saved program) the bundled model it names. 1 when
+ * estimated; 0 when a saved program's model is not at hand (why in *why); -1 on an error (out of
+ * memory, an estimate of the given model that fails: *err). */
+static int program_memory(const dm_model *given, const dm_program *p, const sched_report *rep, dm_mem_est *e, char *why,
+                          size_t size, dm_err *err)
 {
     dm_model *m = NULL;
     char lower[256];
+    if (given && rep && rep->mem_valid) return *e = rep->mem, 1;
     if (given) return dm_mem_peak(given, p, NULL, e, err) ? -1 : 1;
     snprintf(lower, sizeof lower, "%s", p->model);
     for (char *q = lower; *q; q++)
@@ -235,7 +238,7 @@ int cmd_sim(int argc, char **argv)
     }
     dm_mem_est mem;
     char mline[640];
-    int have_mem = program_memory(in.model, p, &mem, mline, sizeof mline, &err);
+    int have_mem = program_memory(in.model, p, program ? NULL : &rep, &mem, mline, sizeof mline, &err);
     if (have_mem < 0) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
         goto out;
@@ -452,22 +455,21 @@ static void scale_point(const inputs *in, const sim_opts *o, const sched_opts *s
     plan_best_opts bpo; /* --balance auto's simulation of the winner is this point's */
     plan_best_opts_default(&bpo);
     if (!o->record_trace) bpo.winner_result = &r;
-    if (sim_mem_check_plan(in->model, &in->cluster, (int)gpus[gi], &sopt[s], 0, max_memory, &err) ||
-        plan_best_build(in->model, &in->cluster, (int)gpus[gi], in->costs, &sopt[s], o, &bpo, &p, NULL, &q->pb, &err) ||
-        (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, &in->cluster, 0, max_memory, &err)) ||
-        (!r && sim_run(p, &in->cluster, o, &r, &err))) {
-        snprintf(res->msg, sizeof res->msg, "%s", err.msg);
-        sim_result_free(r);
-        dm_program_free(p);
-        return;
-    }
+    sched_report rep; /* (its memory estimate of the program, when the planning made one) */
+    memset(&rep, 0, sizeof rep);
     dm_mem_est mem;
-    if (dm_mem_peak(in->model, p, NULL, &mem, &err)) {
+    if (sim_mem_check_plan(in->model, &in->cluster, (int)gpus[gi], &sopt[s], 0, max_memory, &err) ||
+        plan_best_build(in->model, &in->cluster, (int)gpus[gi], in->costs, &sopt[s], o, &bpo, &p, &rep, &q->pb, &err) ||
+        (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, &in->cluster, 0, max_memory, &err)) ||
+        (!r && sim_run(p, &in->cluster, o, &r, &err)) ||
+        (rep.mem_valid ? (mem = rep.mem, 0) : dm_mem_peak(in->model, p, NULL, &mem, &err))) {
         snprintf(res->msg, sizeof res->msg, "%s", err.msg);
+        sched_report_free(&rep);
         sim_result_free(r);
         dm_program_free(p);
         return;
     }
+    sched_report_free(&rep);
     q->mem_bytes = mem.total;
     q->fits = dm_mem_fits(&mem, in->cluster.gpu);
     q->ok = 1;

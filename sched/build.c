@@ -1966,6 +1966,7 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
     if (!gpu || gpu->mem_bytes <= 0 || eff.max_batch < 2 || !*out || !batches_ns(*out)) return 0;
     dm_mem_est e;
     if (dm_mem_peak(model, *out, NULL, &e, err)) goto fail;
+    if (rep) rep->mem = e, rep->mem_valid = 1;
     if (dm_mem_fits(&e, gpu)) return 0;
     double no_ns = e.total - e.ns; /* what no batch size changes */
     if (no_ns > gpu->mem_bytes) return 0;
@@ -1989,6 +1990,7 @@ int sched_build(const dm_model *model, const dm_cluster *cluster, int nranks, co
             if (rep) {
                 sched_report_free(rep);
                 *rep = r;
+                rep->mem = e, rep->mem_valid = 1;
             }
             if (opts->assign_out) {
                 sched_assign_free(opts->assign_out);

@@ -24,6 +24,7 @@
 #include "cluster.h"
 #include "costs.h"
 #include "dm_error.h"
+#include "memory.h"
 #include "model.h"
 #include "program.h"
 
@@ -262,6 +263,11 @@ typedef struct sched_report {
     double comm_weight;     /* the weight the objective used */
     int hsdp_adamw_world;   /* HSDP: layers whose AdamW-role parameters are sharded over all ranks
                                (sched_opts.hsdp_adamw); the others' in the shard groups */
+    int mem_valid;          /* 1: mem is dm_mem_peak(model, the program returned with this report,
+                               NULL), which sched_build computed for its NS batches' check: a caller
+                               that needs the estimate of that program takes it from here (one walk
+                               of a 4096-rank program costs up to a second) */
+    dm_mem_est mem;
 } sched_report;
 
 void sched_report_free(sched_report *r); /* frees the arrays; accepts NULL */
