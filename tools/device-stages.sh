@@ -1425,7 +1425,7 @@ stage_h100rows() {
 # budget goes ($L/ns_all.*; 24 shapes a call, 2 warm-up and 10 timed runs a row). A second call
 # finishes the table: ROWCLOCK_ROWS_ONLY=1 (no steps, no windows) ROWCLOCK_FROM=K (the first chunk,
 # in the order the first call's summary lists them, that it skipped).
-STAGE_TIMEOUT_rowclock=500
+STAGE_TIMEOUT_rowclock=${ROWCLOCK_TIMEOUT:-500} # (a call that runs another stage first gives it less, with ROWCLOCK_LATE under it)
 stage_rowclock() {
     local S=traces/kernels/nsop-2026-12-05 x f c i
     T0=$SECONDS
