@@ -90,28 +90,17 @@ static inline int dm_ns_restart_before(uint32_t restarts, int k)
 double dm_ns_flops_ex(int64_t m, int64_t n, int iters, dm_ns_algo algo, uint32_t restarts, int symmetric);
 
 typedef struct dm_op {
+    /* (ordered by size, the enums and flags in 8-bit fields: a 4096-rank plan holds millions of ops,
+     * and every pass over them reads whole ones; 112 bytes where they were 152) */
     int id;             /* index in the rank's list (set by dm_program_add_op) */
-    dm_op_kind kind;
-    dm_stream stream;
     int layer;          /* global layer index, -1 if none */
     int n_deps;
-    int *deps;          /* ids of earlier ops of this rank */
     int coll;           /* collective id, -1 if not a collective */
     int group;          /* index into dm_program.groups, -1 if not a collective */
     int root;           /* global root rank for broadcast/reduce, else -1 */
-    double bytes;       /* collective size (see above); compute ops: HBM bytes moved */
-    double flops;       /* compute ops: floating-point operations */
-    int64_t m, n;       /* NS: matrix shape, m <= n */
     int batch;          /* NS: matrices in the batch */
-    dm_ns_algo algo;    /* NS algorithm */
     int iters;          /* NS: Newton-Schulz iterations (DM_NS_ITERS_DEFAULT); other ops 0 */
-    dm_dtype dtype;     /* element type of the payload */
-    dm_payload payload; /* collectives: weights or gradients; compute ops: none */
-    dm_payload implied; /* the payload the ops before it imply (set by dm_program_add_op; see
-                           dm_program_implied_payload): what a file that does not say means */
     int n_params;
-    int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes; shared
-                           with the other ops that carry the same list (dm_program.plists) */
     int work;           /* forward/backward: index into dm_program.works, the kernels the op
                            computes (workload.h); adamw/muon-update: its update kernels, one per
                            tensor (DM_KOP_ADAMW / DM_KOP_MUON_UPDATE: what prices it tensor by
@@ -121,16 +110,6 @@ typedef struct dm_op {
                            the reduce-scatter layout: part k is [k ceil(T/n), (k+1) ceil(T/n))
                            of T elements, core/holds.h's dm_flat_shard); bytes are that part's.
                            0 (default): the whole buffer */
-    int staged;         /* collectives: 1 when the GPU executor packs the op's params into its
-                           collective buffer around the call (and unpacks), 0 when the call
-                           runs in place on its arenas (core/arena.h: dm_arena_mark sets it from
-                           the arenas' layout; the simulator and the calibration price the
-                           copies of staged ops only, core/coll.h). Default (a file that does
-                           not say): dm_op_staged_default, what the executor did before the
-                           layout followed the program; compute ops 0 */
-    int eager;          /* NS: 1 when its kernels are launched one by one, as PyTorch's eager mode runs
-                           them (no CUDA graph; the PyTorch forms of muon-ddp and muon-fsdp);
-                           0 (default): one graph replay. JSON "launch": "eager" */
     int tall;           /* NS: how many of its matrices are stored tall (rows > cols: the executor
                            runs their NS on the transpose, a plan of its own); 0 .. batch */
     int stage;          /* a split NS (--ns-split): an NS op with parts > 1 runs the direct NS of
@@ -142,6 +121,29 @@ typedef struct dm_op {
                            gram all-reduce in the split's group, then stage 2k + 1 the step of
                            iteration k; 0 .. 2 iters - 1. A muon-update with parts > 1 updates
                            that part. Other ops 0 */
+    dm_op_kind kind : 8;
+    dm_stream stream : 8;
+    dm_ns_algo algo : 8; /* NS algorithm */
+    dm_dtype dtype : 8; /* element type of the payload */
+    dm_payload payload : 8; /* collectives: weights or gradients; compute ops: none */
+    dm_payload implied : 8; /* the payload the ops before it imply (set by dm_program_add_op; see
+                           dm_program_implied_payload): what a file that does not say means */
+    unsigned staged : 8;      /* collectives: 1 when the GPU executor packs the op's params into its
+                           collective buffer around the call (and unpacks), 0 when the call
+                           runs in place on its arenas (core/arena.h: dm_arena_mark sets it from
+                           the arenas' layout; the simulator and the calibration price the
+                           copies of staged ops only, core/coll.h). Default (a file that does
+                           not say): dm_op_staged_default, what the executor did before the
+                           layout followed the program; compute ops 0 */
+    unsigned eager : 8;      /* NS: 1 when its kernels are launched one by one, as PyTorch's eager mode runs
+                           them (no CUDA graph; the PyTorch forms of muon-ddp and muon-fsdp);
+                           0 (default): one graph replay. JSON "launch": "eager" */
+    int *deps;          /* ids of earlier ops of this rank */
+    int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes; shared
+                           with the other ops that carry the same list (dm_program.plists) */
+    double bytes;       /* collective size (see above); compute ops: HBM bytes moved */
+    double flops;       /* compute ops: floating-point operations */
+    int64_t m, n;       /* NS: matrix shape, m <= n */
 } dm_op;
 
 /* Rows of a split NS op's slice (parts > 1): its long side over parts, rounded up. */

@@ -69,7 +69,7 @@ typedef struct sim {
     int *off, *rank_of;
     const dm_op **op;
     /* per op, what the engine's hot paths read (kind | stream << 4, the collective id) without
-     * touching the op itself (a 144-byte struct, one cache miss each) */
+     * touching the op itself (a 112-byte struct, one cache miss each) */
     unsigned char *ks;
     int *coll_of;
     int *deps_left, *cause, *pcause;
