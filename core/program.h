@@ -123,21 +123,21 @@ typedef struct dm_op {
                            that part. Other ops 0 */
     dm_op_kind kind : 8;
     dm_stream stream : 8;
-    dm_ns_algo algo : 8; /* NS algorithm */
-    dm_dtype dtype : 8; /* element type of the payload */
-    dm_payload payload : 8; /* collectives: weights or gradients; compute ops: none */
-    dm_payload implied : 8; /* the payload the ops before it imply (set by dm_program_add_op; see
-                           dm_program_implied_payload): what a file that does not say means */
-    unsigned staged : 8;      /* collectives: 1 when the GPU executor packs the op's params into its
-                           collective buffer around the call (and unpacks), 0 when the call
-                           runs in place on its arenas (core/arena.h: dm_arena_mark sets it from
-                           the arenas' layout; the simulator and the calibration price the
-                           copies of staged ops only, core/coll.h). Default (a file that does
-                           not say): dm_op_staged_default, what the executor did before the
-                           layout followed the program; compute ops 0 */
-    unsigned eager : 8;      /* NS: 1 when its kernels are launched one by one, as PyTorch's eager mode runs
-                           them (no CUDA graph; the PyTorch forms of muon-ddp and muon-fsdp);
-                           0 (default): one graph replay. JSON "launch": "eager" */
+    dm_ns_algo algo : 8;     /* NS algorithm */
+    dm_dtype dtype : 8;      /* element type of the payload */
+    dm_payload payload : 8;  /* collectives: weights or gradients; compute ops: none */
+    dm_payload implied : 8;  /* the payload the ops before it imply (set by dm_program_add_op; see
+                                dm_program_implied_payload): what a file that does not say means */
+    unsigned staged : 8;     /* collectives: 1 when the GPU executor packs the op's params into its
+                                collective buffer around the call (and unpacks), 0 when the call
+                                runs in place on its arenas (core/arena.h: dm_arena_mark sets it
+                                from the arenas' layout; the simulator and the calibration price
+                                the copies of staged ops only, core/coll.h). Default (a file that
+                                does not say): dm_op_staged_default, what the executor did before
+                                the layout followed the program; compute ops 0 */
+    unsigned eager : 8;      /* NS: 1 when its kernels are launched one by one, as PyTorch's eager
+                                mode runs them (no CUDA graph; the PyTorch forms of muon-ddp and
+                                muon-fsdp); 0 (default): one graph replay. JSON "launch": "eager" */
     int *deps;          /* ids of earlier ops of this rank */
     int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes; shared
                            with the other ops that carry the same list (dm_program.plists) */
