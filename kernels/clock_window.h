@@ -16,10 +16,10 @@ void ns_bench_stats(double *t, int n, double *med, double *min, double *max);
 
 /* The marks a[3 i + 0..2] (i < nb: SM id, ns, cycles) before and b[3 j + 0..2] (j < nb) after:
  * for each SM marked in both (a's first mark of it, b's first), its cycles over its nanoseconds
- * in MHz, windows under 20 us left out. Returns the largest over those SMs (an SM's counter
- * seems to stop while it has nothing to run, so the SM that idled least reads the clock:
- * traces/kernels/rowclock-2026-12-06/h100-b), 0 when none; *min and *median, when not NULL, the
- * smallest and the median (0 when none). At most 1024 SMs are read. */
+ * in MHz, windows under 20 us left out. Returns the largest over those SMs (taken when an idle
+ * SM's counter was thought to stop, traces/kernels/rowclock-2026-12-06/h100-b; on an H100 the SMs
+ * then agreed within 1.3%, h100-c, so it is the one clock of the window), 0 when none; *min and
+ * *median, when not NULL, the smallest and the median (0 when none). At most 1024 SMs are read. */
 double dm_clock_window_mhz(const uint64_t *a, const uint64_t *b, int nb, double *min, double *median);
 
 #ifdef __cplusplus

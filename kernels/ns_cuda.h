@@ -270,8 +270,8 @@ int ns_time_events(ns_enqueue_fn fn, void *arg, ns_stream s, int warmup, int rep
 /* The SM clock (MHz) of the last ns_time_events's timed calls, averaged over them: each SM's
  * cycle counter and the global timer marked right before the first timed call (by the hold) and
  * right after the last (a mark behind the last event), cycles over nanoseconds, the largest over
- * the SMs marked twice (an idle SM's counter stops); 0 when none was read. What a table row held
- * while it was timed. */
+ * the SMs marked twice (they agree within about 1% on an H100: kernels/clock_window.h); 0 when
+ * none was read. What a table row held while it was timed. */
 double ns_time_last_mhz(void);
 /* The least time (us) ns_time_events holds the stream idle before its timed calls (default 0:
  * as long as the host takes to enqueue them); bench kernels --rest-ms. */
