@@ -114,9 +114,9 @@ static void print_json_report(FILE *f, const dm_program *p, const sched_report *
         fprintf(f, "\n \"auto\": {\"winner\": \"%s\", \"by_simulation\": %s, \"candidates\": [", pb->cand[pb->winner].name,
                 pb->by_sim ? "true" : "false");
         for (int k = 0; k < pb->n; k++)
-            fprintf(f, "%s{\"name\": \"%s\", \"step_us\": %.3f, \"objective_us\": %.3f, \"pairs\": %d}", k ? ", " : "",
-                    pb->cand[k].name, pb->cand[k].simulated ? pb->cand[k].step_us : 0, pb->cand[k].objective_us,
-                    pb->cand[k].pairs);
+            fprintf(f, "%s{\"name\": \"%s\", \"step_us\": %.3f, \"stopped\": %s, \"objective_us\": %.3f, \"pairs\": %d}",
+                    k ? ", " : "", pb->cand[k].name, pb->cand[k].simulated ? pb->cand[k].step_us : 0,
+                    pb->cand[k].stopped ? "true" : "false", pb->cand[k].objective_us, pb->cand[k].pairs);
         fputs("]},", f);
     }
     long span = 0;

@@ -14,6 +14,17 @@ void plan_best_opts_default(plan_best_opts *o)
     o->max_memory = -1;
     o->winner_result = NULL;
     o->no_unsplit = 0;
+    o->stop_us = 0;
+    o->stop_ops = PLAN_BEST_STOP_OPS;
+}
+
+/* The stop of a simulation of `ops` ops weighed against steps best_us and outer_us (each 0 when
+ * none): the smaller of them; 0 (run it whole) for a program under po's stop_ops. */
+static double stop_at(const plan_best_opts *po, int64_t ops, double best_us, double outer_us)
+{
+    if (ops < po->stop_ops) return 0;
+    if (best_us > 0 && outer_us > 0) return best_us < outer_us ? best_us : outer_us;
+    return best_us > 0 ? best_us : outer_us;
 }
 
 static int64_t program_ops(const dm_program *p)
@@ -69,13 +80,16 @@ static int build_on_assignment(const dm_model *model, const dm_cluster *cluster,
  * *res): the plan of options o, built by plan_best_build (its own candidates), simulated, and the
  * faster of the two kept in the winner's places. 1 when both were simulated (*alt_us: the
  * alternative's step; *won: 1 when it is the plan now; *wpb, when not NULL: its report), 0 when
- * not (not simulated, or the same ops: nothing to weigh), -1 on error. */
+ * not (not simulated, or the same ops: nothing to weigh), -1 on error. Its simulations stop past
+ * the winner's step (plan_best_opts.stop_us): *alt_stopped 1 when the alternative's did (*alt_us
+ * then a lower bound). */
 static int try_alternative(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
                            const sched_opts *o, const sim_opts *sopt, const plan_best_opts *po, plan_cand *c,
                            dm_program **prog, sched_report *rep, sim_result **res, plan_best_report *wpb, double *alt_us,
-                           int *won, dm_err *err)
+                           int *alt_stopped, int *won, dm_err *err)
 {
     plan_best_opts wpo = *po;
+    wpo.stop_us = stop_at(po, po->stop_ops, c->step_us, po->stop_us);
     plan_best_report local;
     dm_program *alt = NULL;
     sched_report arep;
@@ -91,6 +105,7 @@ static int try_alternative(const dm_model *model, const dm_cluster *cluster, int
         return 0;
     }
     *alt_us = ar->step_us;
+    *alt_stopped = ar->stopped;
     *won = keep_faster(c, prog, rep, res, alt, &arep, ar);
     return 1;
 }
@@ -200,6 +215,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
     if (sim_all) {
         sim_opts so = *sopt;
         so.record_trace = 0;
+        int have = 0; /* a candidate simulated: cand[win] holds the best step so far */
         for (int k = 0; k < n; k++) {
             /* a candidate whose ops are an earlier one's (MILP that kept the heuristic's
              * assignment, a comm weight that changed nothing) simulates to the same step */
@@ -211,18 +227,22 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
                 pb->cand[k].same_as = same;
                 pb->cand[k].step_us = pb->cand[same].step_us;
                 pb->cand[k].exposed_comm_us = pb->cand[same].exposed_comm_us;
+                pb->cand[k].stopped = pb->cand[same].stopped;
                 continue;
             }
             sim_result *r = NULL;
             double t0 = sched_wall_s();
+            so.stop_us = stop_at(po, pb->cand[k].ops, have ? pb->cand[win].step_us : 0, po->stop_us);
             if (sim_run(progs[k], cluster, &so, &r, err)) goto done;
             pb->cand[k].sim_s = sched_wall_s() - t0;
             pb->cand[k].simulated = 1;
             pb->cand[k].step_us = r->step_us;
             pb->cand[k].exposed_comm_us = r->exposed_comm_us;
+            pb->cand[k].stopped = r->stopped;
             res[k] = r;
             int was = win;
-            if (pb->cand[k].step_us < pb->cand[win].step_us) win = k;
+            if (!have || pb->cand[k].step_us < pb->cand[win].step_us) win = k;
+            have = 1;
             /* only the winner's simulation is kept (a candidate with an earlier one's ops, not
              * simulated, never wins: its step equals that one's) */
             int drop = win != k ? k : was != k ? was : -1;
@@ -266,11 +286,13 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             sched_report_free(&arep);
             goto adamw_done;
         }
+        so.stop_us = stop_at(po, program_ops(alt), pb->cand[win].step_us, po->stop_us);
         if (sim_run(alt, cluster, &so, &ar, err)) {
             dm_program_free(alt);
             sched_report_free(&arep);
             goto done;
         }
+        pb->adamw_replicas_stopped = ar->stopped;
         pb->adamw_alt_world = mw;
         pb->adamw_world_layers = reps[win].hsdp_adamw_world;
         pb->adamw_auto_us = pb->cand[win].step_us;
@@ -291,7 +313,7 @@ adamw_done:
         plan_best_report wpb;
         double before = pb->cand[win].step_us, t0 = sched_wall_s();
         int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, &pb->cand[win], &progs[win], &reps[win],
-                                &res[win], &wpb, &pb->muon_world_us, &pb->muon_world_won, err);
+                                &res[win], &wpb, &pb->muon_world_us, &pb->muon_world_stopped, &pb->muon_world_won, err);
         if (t < 0) goto done;
         if (t) {
             pb->muon_tried = 1;
@@ -310,7 +332,7 @@ adamw_done:
         o.ns_split = 0;
         double before = pb->cand[win].step_us, t0 = sched_wall_s();
         int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, &pb->cand[win], &progs[win], &reps[win],
-                                &res[win], NULL, &pb->unsplit_us, &pb->unsplit_won, err);
+                                &res[win], NULL, &pb->unsplit_us, &pb->unsplit_stopped, &pb->unsplit_won, err);
         if (t < 0) goto done;
         if (t) {
             pb->split_tried = 1;
@@ -333,10 +355,11 @@ adamw_done:
             sched_opts o = *opts;
             o.ns_split = P;
             double us = 0;
-            int won = 0, t = try_alternative(model, cluster, nranks, costs, &o, sopt, &apo, &pb->cand[win], &progs[win],
-                                             &reps[win], &res[win], NULL, &us, &won, err);
+            int won = 0, stopped = 0, t = try_alternative(model, cluster, nranks, costs, &o, sopt, &apo, &pb->cand[win],
+                                                          &progs[win], &reps[win], &res[win], NULL, &us, &stopped, &won, err);
             if (t < 0) goto done;
             pb->split_p[pb->n_split_p] = P;
+            pb->split_p_stopped[pb->n_split_p] = t && stopped;
             pb->split_p_us[pb->n_split_p++] = t ? us : 0;
             if (won) pb->split_kept = P;
         }
@@ -412,36 +435,42 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
             "their stages through the shard groups and columns:", pb->muon_world_balance,
             pb->muon_world_flat ? ", and every layer's AdamW parameters too" : "", pb->muon_world_us / 1e3);
         for (int k = 0; k < pb->n; k++)
-            ADD("%s %s %.3f ms", k ? "," : "", pb->cand[k].name,
+            ADD("%s %s %s%.3f ms", k ? "," : "", pb->cand[k].name, k != pb->winner && pb->cand[k].stopped ? "over " : "",
                 (k == pb->winner ? pb->muon_replicas_us : pb->cand[k].step_us) / 1e3);
     } else if (pb->by_sim) {
         ADD("auto: %s (simulated step %.3f ms", w->name, w->step_us / 1e3);
         for (int k = 0; k < pb->n; k++)
-            if (k != pb->winner)
+            if (k != pb->winner && pb->cand[k].stopped) /* its simulation stopped past the winner's */
+                ADD("; %s over %.3f ms", pb->cand[k].name, pb->cand[k].step_us / 1e3);
+            else if (k != pb->winner)
                 ADD("; %s %.3f ms, %+.2f%%", pb->cand[k].name, pb->cand[k].step_us / 1e3,
                     100 * (w->step_us / pb->cand[k].step_us - 1));
         ADD(")");
         if (pb->adamw_world_layers || pb->adamw_alt_world) /* the alternative simulated */
             ADD("; HSDP's AdamW parameters %s (%d layer%s over all ranks by the collective model: %.3f ms; every "
-                "layer's %s: %.3f ms)",
+                "layer's %s: %s%.3f ms)",
                 pb->adamw_replicas_won ? (pb->adamw_alt_world ? "over all ranks" : "in the shard groups") : "per layer",
                 pb->adamw_world_layers, pb->adamw_world_layers == 1 ? "" : "s", pb->adamw_auto_us / 1e3,
-                pb->adamw_alt_world ? "over all ranks" : "in the shard groups", pb->adamw_replicas_us / 1e3);
+                pb->adamw_alt_world ? "over all ranks" : "in the shard groups", pb->adamw_replicas_stopped ? "over " : "",
+                pb->adamw_replicas_us / 1e3);
         if (pb->muon_tried)
-            ADD("; HSDP's Muon matrices in its stages (over all ranks, as the flat plan (%s): %.3f ms)",
-                pb->muon_world_balance, pb->muon_world_us / 1e3);
+            ADD("; HSDP's Muon matrices in its stages (over all ranks, as the flat plan (%s): %s%.3f ms)",
+                pb->muon_world_balance, pb->muon_world_stopped ? "over " : "", pb->muon_world_us / 1e3);
         if (pb->n_split_p) {
             ADD("; --ns-split auto: ");
             if (pb->split_kept) ADD("%d kept (none %.3f ms", pb->split_kept, pb->unsplit_us / 1e3);
             else ADD("none kept (");
             for (int k = 0, first = !pb->split_kept; k < pb->n_split_p; k++, first = 0)
-                if (pb->split_p_us[k] > 0) ADD("%s%d %.3f ms", first ? "" : ", ", pb->split_p[k], pb->split_p_us[k] / 1e3);
+                if (pb->split_p_us[k] > 0)
+                    ADD("%s%d %s%.3f ms", first ? "" : ", ", pb->split_p[k], pb->split_p_stopped[k] ? "over " : "",
+                        pb->split_p_us[k] / 1e3);
                 else ADD("%s%d nothing split", first ? "" : ", ", pb->split_p[k]);
             ADD(")");
         }
         if (pb->split_tried)
-            ADD("; --ns-split's %s (%s: %.3f ms)", pb->unsplit_won ? "split matrices not kept" : "split matrices kept",
-                pb->unsplit_won ? "with them" : "without them", (pb->unsplit_won ? pb->split_us : pb->unsplit_us) / 1e3);
+            ADD("; --ns-split's %s (%s: %s%.3f ms)", pb->unsplit_won ? "split matrices not kept" : "split matrices kept",
+                pb->unsplit_won ? "with them" : "without them", !pb->unsplit_won && pb->unsplit_stopped ? "over " : "",
+                (pb->unsplit_won ? pb->split_us : pb->unsplit_us) / 1e3);
     } else {
         ADD("auto: %s by the objective, %.3f ms (not simulated: %s)", w->name, w->objective_us / 1e3, pb->why);
     }
@@ -456,7 +485,11 @@ void plan_best_print(FILE *f, const plan_best_report *pb)
             "ns_max_ms", "pairs", "plan_s", "sim_s", "solver");
     for (int k = 0; k < pb->n; k++) {
         const plan_cand *c = &pb->cand[k];
-        if (c->simulated)
+        char over[32];
+        snprintf(over, sizeof over, ">%.3f", c->step_us / 1e3); /* stopped past the best step: a lower bound */
+        if (c->simulated && c->stopped)
+            fprintf(f, "  %-9s %12s %13s", c->name, over, "-");
+        else if (c->simulated)
             fprintf(f, "  %-9s %12.3f %13.3f", c->name, c->step_us / 1e3, c->exposed_comm_us / 1e3);
         else
             fprintf(f, "  %-9s %12s %13s", c->name, "-", "-");

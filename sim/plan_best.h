@@ -12,7 +12,9 @@
  * too costly it keeps the lower objective of lpt and milp instead and says so. Under --hsdp with --hsdp-adamw auto,
  * when the winner's plan shards some layers' AdamW parameters over all ranks, the same
  * assignment with every layer's in the shard groups is simulated as well and the faster kept
- * (pb->adamw_*). Any other balance or strategy goes
+ * (pb->adamw_*). A candidate or alternative of PLAN_BEST_STOP_OPS ops or more is simulated with
+ * the best step so far as its stop (sim_opts.stop_us): past it, it cannot win, and it stops
+ * there (its step reported "over" that bound). Any other balance or strategy goes
  * straight to sched_build. Deterministic whenever the MILP is (sched.h). */
 #ifndef SIM_PLAN_BEST_H
 #define SIM_PLAN_BEST_H
@@ -27,6 +29,11 @@
  * 2-core build machine (Moonlight-16B, 256 GPUs, dmuon with NS-only MILP owners), 107 k ops
  * 0.13 s; taken from above. A candidate's simulation is weighed against the budget by it. */
 #define PLAN_BEST_SIM_S_PER_OP 1.0e-6
+/* A candidate (or an alternative) of at least this many ops is simulated with the best step so
+ * far as its stop (sim_opts.stop_us): once its simulation passes that time it cannot win, and it
+ * stops there (reported "over" that step). Smaller ones run whole: their simulation costs little
+ * and their own step is worth telling (1 M ops: about 0.5 s of simulation here). */
+#define PLAN_BEST_STOP_OPS 1000000
 
 typedef struct plan_cand {
     const char *name;       /* "lpt", "milp", "lpt-ns" (static) */
@@ -34,6 +41,8 @@ typedef struct plan_cand {
     double comm_weight;
     int simulated;          /* step_us and exposed_comm_us are set */
     double step_us, exposed_comm_us;
+    int stopped;            /* simulated until it passed the best step so far (PLAN_BEST_STOP_OPS):
+                               step_us is that lower bound, exposed_comm_us 0 */
     double objective_us;    /* its own objective (lpt-ns: the NS makespan) */
     double ns_max_us;
     int pairs;              /* (layer, owner) pairs */
@@ -57,6 +66,7 @@ typedef struct plan_best_report {
      * in the shard groups (simulated), and 1 when that one was faster and is the plan */
     int adamw_world_layers, adamw_replicas_won;
     double adamw_auto_us, adamw_replicas_us;
+    int adamw_replicas_stopped; /* its simulation stopped past the winner's (adamw_replicas_us a bound) */
     int adamw_alt_world;    /* 1: that alternative was every layer's over all ranks (with the Muon
                                pairs over all ranks: the flat plan's), not in the shard groups */
     /* HSDP with --hsdp-muon auto: the Muon pairs over all ranks (hsdp_muon world, planned by its own
@@ -64,17 +74,20 @@ typedef struct plan_best_report {
      * the world's was faster and is the plan */
     int muon_tried, muon_world_won;
     double muon_replicas_us, muon_world_us;
+    int muon_world_stopped;      /* the world's simulations stopped past the winner's (a bound) */
     char muon_world_balance[16]; /* the balance that planned the world's */
     int muon_world_flat;         /* the world's kept every layer's AdamW parameters over all ranks */
     /* --ns-split: the plan without splits (planned by its own candidates) simulated beside the
      * winner's (split_tried 1): both steps, and 1 when the unsplit one was faster and is the plan */
     int split_tried, unsplit_won;
     double split_us, unsplit_us;
+    int unsplit_stopped;    /* the unsplit plan's simulation stopped past the winner's (a bound) */
     /* --ns-split auto: each P tried (split_p[k], its step split_p_us[k]; 0: nothing split or not
      * simulated), the plan without splits (unsplit_us), and the P kept (0: none) */
 #define PLAN_BEST_SPLIT_PS 11 /* P = 2, 4, ..., 2048 at most (a cluster file's node holds up to 1024 GPUs) */
     int n_split_p, split_p[PLAN_BEST_SPLIT_PS], split_kept;
     double split_p_us[PLAN_BEST_SPLIT_PS];
+    int split_p_stopped[PLAN_BEST_SPLIT_PS]; /* P's simulation stopped past the best (a bound) */
 } plan_best_report;
 
 typedef struct plan_best_opts {
@@ -87,6 +100,11 @@ typedef struct plan_best_opts {
     sim_result **winner_result; /* when not NULL: the winner's simulation when the candidates
                                were simulated (sopt's, without a trace; owned by the caller), else
                                NULL: a caller that simulates the plan the same way need not again */
+    double stop_us;         /* internal: > 0, the step of a plan these candidates are weighed
+                               against (an alternative's): a large candidate's simulation stops past
+                               it (PLAN_BEST_STOP_OPS), and the winner's may then be stopped too */
+    int64_t stop_ops;       /* programs of at least this many ops are simulated with a stop (default
+                               PLAN_BEST_STOP_OPS; tests set 0) */
 } plan_best_opts;
 
 void plan_best_opts_default(plan_best_opts *o);

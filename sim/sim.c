@@ -65,6 +65,7 @@ typedef struct sim {
      * otherwise. ev_global: the events that are the cluster's, not a rank's (latency ends, flow
      * ends), which a run of every rank counts once. */
     int Rs, shared, deadlock; /* deadlock: run() ended with ops that never ran */
+    int stopped;              /* run() passed o.stop_us with ops left (sim_opts.stop_us) */
     int64_t ev_global;
     int *off, *rank_of;
     const dm_op **op;
@@ -865,7 +866,13 @@ static int run(sim *s, dm_err *err)
     sim_event e;
     int *tags = NULL, ntags = 0;
     int rc = 0;
+    double stop = s->o.stop_us > 0 && !power_on(s) && s->o.steps <= 1 ? s->o.stop_us : 0;
     while (sim_heap_pop(&s->h, &e)) {
+        if (stop > 0 && e.t_us > stop && s->done < s->T) { /* an op ends at or after this event */
+            s->stopped = 1;
+            s->now = e.t_us;
+            break;
+        }
         s->now = e.t_us;
         s->events++;
         if (e.type == EV_OP_DONE) {
@@ -910,7 +917,7 @@ static int run(sim *s, dm_err *err)
     }
     free(tags);
     if (rc) return -1;
-    if (s->done < s->T) {
+    if (s->done < s->T && !s->stopped) {
         s->deadlock = 1;
         for (int g = 0; g < s->T; g++) {
             if (s->state[g] == ST_DONE) continue;
@@ -1236,6 +1243,25 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
         if (setup(&s, err)) goto fail;
         if (!pass) t1 = dm_clock_us() * 1e-6, c1 = cpu_s();
         if (run(&s, err)) goto fail;
+        if (s.stopped) { /* past sim_opts.stop_us: only that is said (one pass: no power model) */
+            r->stopped = 1;
+            r->nranks = s.R;
+            r->step_us = s.now;
+            r->steps = 1;
+            r->power_passes = 1;
+            r->wall_s = dm_clock_us() * 1e-6 - t1;
+            r->cpu_s = cpu_s() - c1;
+            r->setup_s = t1 - t0;
+            r->setup_cpu_s = c1 - c0;
+            r->events = s.events;
+            r->ops = (int64_t)s.T * (s.shared ? s.R : 1);
+            free(s.start);
+            free(s.end);
+            free(s.ready);
+            sim_free(&s);
+            *out = r;
+            return 0;
+        }
         if (!power_on(&s) || pass + 1 == SIM_POWER_PASSES) {
             r->power_passes = pass + 1;
             break;

@@ -69,6 +69,12 @@ typedef struct sim_opts {
                               phases the last step's window on the critical rank (from its
                               step K-1's last end to its step K's), its other fields over the K
                               steps; 0 or 1: one step (the executor's: its steps end in a barrier) */
+    double stop_us;        /* > 0: stop once the step is known to end after this time (an event
+                              past it with ops left): the result says only that (stopped 1,
+                              step_us the time reached, a lower bound). A planner weighing
+                              candidates against the best so far (sim/plan_best.h). Ignored under
+                              the power model (its steady state is run several times) and with
+                              K steps */
 } sim_opts;
 
 void sim_opts_default(sim_opts *o);
@@ -119,6 +125,8 @@ typedef struct sim_result {
     char cost_src[DM_OP__COUNT][640]; /* where each kind's durations came from ("" if unused);
                                          forward/backward: the kernels' counts by source */
     char power_src[320];    /* the power-limit model's line ("" when the cluster has none) */
+    int stopped;            /* 1: the run passed sim_opts.stop_us and stopped there: step_us is
+                               the time reached (the step ends later), no other field is set */
     int power_passes;       /* runs of the step to its steady state under the power model (1 without) */
     int steps;              /* steps simulated back to back (sim_opts.steps; 1 for one) */
     double first_step_us;   /* steps > 1: the critical rank's end of its first step */

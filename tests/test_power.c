@@ -206,6 +206,16 @@ static void test_sim(void)
        "the reference GEMM's demand for a second: the steady state's clock 0.85 (%.0f us against %.0f at full clock, "
        "%d runs)", r1 ? r1->forward_us : -1, r0 ? r0->forward_us : -1, r1 ? r1->power_passes : 0);
     ok(r0 && !r0->power_src[0] && r0->power_passes == 1, "without the model: no clock line, one run");
+    { /* a stop (sim_opts.stop_us) is not taken under the model: its steady state is several runs */
+        sim_opts so;
+        sim_opts_default(&so);
+        so.stop_us = r1 ? r1->step_us / 2 : 1;
+        sim_result *r2 = NULL;
+        int rc = sim_run(p, &c, &so, &r2, &err);
+        ok(rc == 0 && r1 && !r2->stopped && r2->step_us == r1->step_us, "under the power model a stop is not taken: "
+           "the step as without one (%.0f us)", rc == 0 ? r2->step_us : -1);
+        sim_result_free(r2);
+    }
     sim_result_free(r0);
     sim_result_free(r1);
     dm_program_free(p);

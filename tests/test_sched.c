@@ -930,6 +930,59 @@ int main(void)
         sim_result_free(sr);
         sched_report_free(&r);
         dm_program_free(p1);
+        { /* a large candidate's simulation stops once it passes the best step so far (stop_ops 0:
+           * every candidate and alternative counts as large): the same plan, winner and step as
+           * with every simulation whole; a candidate stopped says so, its step a bound over the
+           * winner's and under its own whole step; the balance line says "over" */
+            static const struct {
+                int gpus;
+                const char *key, *val;
+                int wall; /* WALL-OSS, whose --ns-split auto at 64 GPUs keeps P = 2 over 4 and 8 */
+            } cs[] = {{16, NULL, NULL, 0}, {64, "hsdp", "yes", 0}, {32, "ns-split", "auto", 0}, {64, "comm-weight", "0.5", 0},
+                      {64, "ns-split", "auto", 1}};
+            dm_model *wall = NULL;
+            if (dm_model_load("wall-oss-flow", &wall, &err)) tap_diag("WALL-OSS not loaded: %s", err.msg);
+            for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+                const dm_model *mm = cs[i].wall ? wall : m;
+                if (!mm) continue;
+                sched_opts q;
+                sched_opts_default(&q);
+                if (cs[i].key) sched_opts_parse(&q, cs[i].key, cs[i].val, &err);
+                plan_best_opts whole, stop;
+                plan_best_opts_default(&whole);
+                plan_best_opts_default(&stop);
+                whole.stop_ops = INT64_MAX;
+                stop.stop_ops = 0;
+                plan_best_report pa, pz;
+                dm_program *qa = NULL, *qz = NULL;
+                int ra = lrc ? -1 : plan_best_build(mm, &a800, cs[i].gpus, costs, &q, &so, &whole, &qa, NULL, &pa, &err);
+                int rz = ra ? -1 : plan_best_build(mm, &a800, cs[i].gpus, costs, &q, &so, &stop, &qz, NULL, &pz, &err);
+                int same = rz == 0 && pa.by_sim && pz.by_sim && dm_program_same_ops(qa, qz) && pa.winner == pz.winner &&
+                           pa.cand[pa.winner].step_us == pz.cand[pz.winner].step_us && !pz.cand[pz.winner].stopped;
+                int stopped = 0, bounds = 1;
+                for (int k = 0; same && k < pz.n; k++) {
+                    if (!pz.cand[k].stopped) continue;
+                    stopped++;
+                    bounds &= pz.cand[k].step_us > pz.cand[pz.winner].step_us && pz.cand[k].step_us <= pa.cand[k].step_us;
+                }
+                for (int k = 0; same && k < pz.n_split_p; k++) { /* --ns-split auto's P, weighed after */
+                    if (!pz.split_p_stopped[k]) continue;
+                    stopped++;
+                    bounds &= pz.split_p_us[k] > pz.cand[pz.winner].step_us && pz.split_p_us[k] <= pa.split_p_us[k];
+                }
+                char d[1024];
+                plan_best_describe(&pz, d, sizeof d);
+                int says = 0; /* "over " and a number: a stopped simulation's bound */
+                for (const char *x = d; (x = strstr(x, "over ")) && !says; x += 5) says = x[5] >= '0' && x[5] <= '9';
+                ok(same && bounds && (stopped > 0) <= says,
+                   "auto with stops, %d GPUs %s %s: the same plan as with whole simulations, %d candidate%s stopped over "
+                   "the winner's step (%s)", cs[i].gpus, cs[i].key ? cs[i].key : "", cs[i].val ? cs[i].val : "", stopped,
+                   stopped == 1 ? "" : "s", rz == 0 ? d : err.msg);
+                dm_program_free(qa);
+                dm_program_free(qz);
+            }
+            dm_model_free(wall);
+        }
         { /* 8 GPUs: milp proves nothing better than lpt's assignment, so lpt's program stands for
            * it (made without a program of its own, not simulated again) */
             int src = lrc ? -1 : plan_best_build(m, &a800, 8, costs, &o, &so, NULL, &p1, NULL, &pb, &err);

@@ -581,6 +581,31 @@ static void test_shared_ranks(void)
     dm_costs_free(costs);
 }
 
+/* sim_opts.stop_us: a run stops once an event passes it with ops left, saying only that; a stop
+ * past the step's end changes nothing */
+static void test_stop(void)
+{
+    dm_cluster c = cluster("a800");
+    dm_program *p = random_program();
+    sim_opts o;
+    sim_opts_default(&o);
+    sim_result *w = NULL, *h = NULL, *l = NULL;
+    int ok_w = sim_run(p, &c, &o, &w, &err) == 0;
+    o.stop_us = ok_w ? w->step_us / 2 : 1;
+    int ok_h = ok_w && sim_run(p, &c, &o, &h, &err) == 0;
+    ok(ok_h && h->stopped && h->step_us > o.stop_us && h->step_us <= w->step_us && !h->ns_us && !h->end_us,
+       "a stop at half the step (%.1f us): stopped at %.1f us, a bound under the whole step's %.1f, nothing else set",
+       o.stop_us, ok_h ? h->step_us : -1, ok_w ? w->step_us : -1);
+    o.stop_us = ok_w ? w->step_us * 2 : 1;
+    int ok_l = ok_w && sim_run(p, &c, &o, &l, &err) == 0;
+    ok(ok_l && !l->stopped && l->step_us == w->step_us && l->events == w->events,
+       "a stop past the step's end: the run whole, the same step and events");
+    sim_result_free(w);
+    sim_result_free(h);
+    sim_result_free(l);
+    dm_program_free(p);
+}
+
 int main(void)
 {
     test_shared_ranks();
@@ -593,5 +618,6 @@ int main(void)
     test_deadlock_and_gpu();
     test_one_rank_stream();
     test_graph_gap();
+    test_stop();
     return tap_done();
 }
