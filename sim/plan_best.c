@@ -35,11 +35,13 @@ static int64_t program_ops(const dm_program *p)
 }
 
 /* An alternative plan (alt, its report and simulation, all taken) against the winner's (prog, rep,
- * res of candidate c): the faster kept in the winner's places, the other freed; 1 when alt won. */
+ * res of candidate c): the faster kept in the winner's places, the other freed; 1 when alt won. A
+ * simulation stopped past a bound (sim_opts.stop_us) never wins: its step is only a lower bound
+ * (under an outer plan's bound, below the winner's own step, it may be smaller than that). */
 static int keep_faster(plan_cand *c, dm_program **prog, sched_report *rep, sim_result **res, dm_program *alt,
                        sched_report *arep, sim_result *ar)
 {
-    if (!(ar->step_us < c->step_us)) {
+    if (ar->stopped || !(ar->step_us < c->step_us)) {
         dm_program_free(alt);
         sched_report_free(arep);
         sim_result_free(ar);
