@@ -254,6 +254,13 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             }
         }
         pb->by_sim = 1;
+        /* the losers' programs go now, before the alternatives below build theirs (at 4096 ranks
+         * a program is hundreds of MB: the builds after take their memory back, not fresh pages) */
+        for (int k = 0; k < n; k++)
+            if (k != win) {
+                dm_program_free(progs[k]);
+                progs[k] = NULL;
+            }
     } else { /* the objective decides between the communication-aware plans */
         for (int k = 0; k < n; k++)
             if (pb->cand[k].comm_weight == opts->comm_weight && pb->cand[k].objective_us < pb->cand[win].objective_us) win = k;
