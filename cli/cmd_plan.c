@@ -226,8 +226,7 @@ int cmd_plan(int argc, char **argv)
     }
     dm_mem_est mem; /* before anything is written: a failure leaves no file (the planning's own
                        estimate of the program where it made one) */
-    if (rep.mem_valid) mem = rep.mem;
-    else if (dm_mem_peak(model, prog, NULL, &mem, &err)) {
+    if (sched_report_mem(&rep, model, prog, &mem, &err)) {
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
     }

@@ -43,8 +43,7 @@ static int program_memory(const dm_model *given, const dm_program *p, const sche
 {
     dm_model *m = NULL;
     char lower[256];
-    if (given && rep && rep->mem_valid) return *e = rep->mem, 1;
-    if (given) return dm_mem_peak(given, p, NULL, e, err) ? -1 : 1;
+    if (given) return sched_report_mem(rep, given, p, e, err) ? -1 : 1;
     snprintf(lower, sizeof lower, "%s", p->model);
     for (char *q = lower; *q; q++)
         if (*q >= 'A' && *q <= 'Z') *q = (char)(*q - 'A' + 'a');
@@ -462,7 +461,7 @@ static void scale_point(const inputs *in, const sim_opts *o, const sched_opts *s
         plan_best_build(in->model, &in->cluster, (int)gpus[gi], in->costs, &sopt[s], o, &bpo, &p, &rep, &q->pb, &err) ||
         (q->plan_s = sched_wall_s() - t0, sim_mem_check_program(p, &in->cluster, 0, max_memory, &err)) ||
         (!r && sim_run(p, &in->cluster, o, &r, &err)) ||
-        (rep.mem_valid ? (mem = rep.mem, 0) : dm_mem_peak(in->model, p, NULL, &mem, &err))) {
+        sched_report_mem(&rep, in->model, p, &mem, &err)) {
         snprintf(res->msg, sizeof res->msg, "%s", err.msg);
         sched_report_free(&rep);
         sim_result_free(r);

@@ -82,11 +82,11 @@ int dm_phases_rank(const dm_trace_event *ev, int n, int rank, double step_us, dm
         const dm_trace_event *e = &ev[i];
         if (rank >= 0 && e->rank != rank) continue;
         double end = e->ts_us + e->dur_us;
-        if (end > last) last = end;
+        dm_phases_add_op(e->kind, e->ts_us, e->dur_us, &last, &out->us[DM_PHASE_NS]);
         switch (e->kind) {
         case DM_OP_FORWARD: out->us[DM_PHASE_FORWARD] += e->dur_us; break;
         case DM_OP_BACKWARD: out->us[DM_PHASE_BACKWARD] += e->dur_us; break;
-        case DM_OP_NS: out->us[DM_PHASE_NS] += e->dur_us; /* fall through */
+        case DM_OP_NS:
         case DM_OP_MUON_UPDATE:
         case DM_OP_ADAMW:
             out->us[DM_PHASE_OPTIMIZER] += e->dur_us;

@@ -61,6 +61,16 @@ typedef struct dm_phases {
  * at its last gram all-reduce. */
 int dm_phase_is_grad_coll(dm_op_kind kind, int stream, int payload);
 
+/* One op's part of a rank's step and NS time as dm_phases_rank counts them: its end (start +
+ * duration) raises *last, an NS op's duration adds to *ns. The simulator sums every rank's by it
+ * without building the events (sim.c results), so both give the same doubles. */
+static inline void dm_phases_add_op(int kind, double start, double dur, double *last, double *ns)
+{
+    double end = start + dur;
+    if (end > *last) *last = end;
+    if (kind == DM_OP_NS) *ns += dur;
+}
+
 /* The phases of `rank` from n events (events of other ranks are skipped; rank < 0 takes every
  * event as the rank's). step_us > 0: the step's length as the caller measured it; else the
  * last event's end. Fails only on allocation. */

@@ -1790,6 +1790,12 @@ void sched_report_free(sched_report *r)
     r->ns_ops = NULL;
 }
 
+int sched_report_mem(const sched_report *rep, const dm_model *m, const dm_program *p, dm_mem_est *e, dm_err *err)
+{
+    if (rep && rep->mem_valid) return *e = rep->mem, 0;
+    return dm_mem_peak(m, p, NULL, e, err);
+}
+
 static int report_everywhere(bctx *b)
 {
     sched_report *r = b->rep;

@@ -265,12 +265,18 @@ typedef struct sched_report {
                                (sched_opts.hsdp_adamw); the others' in the shard groups */
     int mem_valid;          /* 1: mem is dm_mem_peak(model, the program returned with this report,
                                NULL), which sched_build computed for its NS batches' check: a caller
-                               that needs the estimate of that program takes it from here (one walk
-                               of a 4096-rank program costs up to a second) */
+                               that needs the estimate of that program takes it from here
+                               (sched_report_mem; one walk of a 4096-rank program costs up to a
+                               second) */
     dm_mem_est mem;
 } sched_report;
 
 void sched_report_free(sched_report *r); /* frees the arrays; accepts NULL */
+
+/* The executor's per-rank peak memory of program p of model m (core/memory.h dm_mem_peak): the
+ * estimate sched_build made of it when rep (may be NULL) is p's report and holds one, else
+ * walked now. 0, or -1 (err set). */
+int sched_report_mem(const sched_report *rep, const dm_model *m, const dm_program *p, dm_mem_est *e, dm_err *err);
 
 /* One line about the objective for people, e.g. "objective 41.218 ms = owner chain 17.020 +
  * comm 24.198 (81 pairs, 162 collectives); proven bound 30.117 ms (gap 36.9%); method split

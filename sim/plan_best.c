@@ -18,13 +18,14 @@ void plan_best_opts_default(plan_best_opts *o)
     o->stop_ops = PLAN_BEST_STOP_OPS;
 }
 
+/* The smaller of two bounds, each 0 when none (0: none). */
+static double tighter(double a, double b) { return a > 0 && b > 0 ? (a < b ? a : b) : a > 0 ? a : b; }
+
 /* The stop of a simulation of `ops` ops weighed against steps best_us and outer_us (each 0 when
- * none): the smaller of them; 0 (run it whole) for a program under po's stop_ops. */
+ * none): the tighter of them; 0 (run it whole) for a program under po's stop_ops. */
 static double stop_at(const plan_best_opts *po, int64_t ops, double best_us, double outer_us)
 {
-    if (ops < po->stop_ops) return 0;
-    if (best_us > 0 && outer_us > 0) return best_us < outer_us ? best_us : outer_us;
-    return best_us > 0 ? best_us : outer_us;
+    return ops < po->stop_ops ? 0 : tighter(best_us, outer_us);
 }
 
 static int64_t program_ops(const dm_program *p)
@@ -91,7 +92,7 @@ static int try_alternative(const dm_model *model, const dm_cluster *cluster, int
                            int *alt_stopped, int *won, dm_err *err)
 {
     plan_best_opts wpo = *po;
-    wpo.stop_us = stop_at(po, po->stop_ops, c->step_us, po->stop_us);
+    wpo.stop_us = tighter(c->step_us, po->stop_us);
     plan_best_report local;
     dm_program *alt = NULL;
     sched_report arep;

@@ -1041,51 +1041,43 @@ static int results(sim *s, sim_result *r, dm_err *err)
     for (int k = 0; k < s->Rs; k++)
         if (s->off[k + 1] - s->off[k] > max_ops) max_ops = s->off[k + 1] - s->off[k];
     dm_trace_event *ev = dm_malloc(((size_t)max_ops + 1) * sizeof *ev, err);
-    dm_phases *ph = dm_malloc((size_t)s->R * sizeof *ph, err);
+    dm_phases ph; /* the critical rank's */
     double *last = dm_malloc((size_t)s->R * sizeof *last, err);
-    if (!ev || !ph || !last) goto out;
-    /* Per rank what the phase ruler would give its step (its last end) and NS time, summed as
-     * dm_phases_rank sums them (the same expressions in the same order: the same doubles); the
-     * ruler itself runs on the critical rank alone (at 4096 ranks its per-rank interval unions
-     * cost more than the rest of the results) */
+    if (!ev || !last) goto out;
+    /* Per rank its step (last end) and NS time by the phase ruler's own rule (dm_phases_add_op,
+     * over the ops rank_events gives it: the same doubles); the ruler itself runs on the critical
+     * rank alone (at 4096 ranks its per-rank interval unions cost more than the rest) */
     for (int k = 0; k < s->R; k++) {
         if (s->shared && k > 0) { /* rank 0's are every rank's */
             last[k] = last[0];
             r->ns_us[k] = r->ns_us[0];
         } else {
-            double end = 0, ns = 0;
-            for (int g = s->off[k]; g < s->off[k + 1]; g++) {
-                int kind = kind_of(s, g);
-                if (kind == DM_OP_WAIT) continue;
-                double dur = s->end[g] - s->start[g], e = s->start[g] + dur;
-                if (e > end) end = e;
-                if (kind == DM_OP_NS) ns += dur;
-            }
-            last[k] = end;
-            r->ns_us[k] = ns;
+            last[k] = r->ns_us[k] = 0;
+            for (int g = s->off[k]; g < s->off[k + 1]; g++)
+                if (kind_of(s, g) != DM_OP_WAIT)
+                    dm_phases_add_op(kind_of(s, g), s->start[g], s->end[g] - s->start[g], &last[k], &r->ns_us[k]);
         }
         if (r->ns_us[k] > r->ns_max_us) r->ns_max_us = r->ns_us[k], r->ns_max_rank = k;
         r->ns_mean_us += r->ns_us[k] / s->R;
     }
     int cr = r->crit_rank = dm_phases_critical_rank(last, s->R);
-    if (dm_phases_rank(ev, rank_events(s, s->shared ? 0 : cr, ev), s->shared ? 0 : cr, 0, &ph[cr], err)) goto out;
-    ph[cr].rank = cr;
+    if (dm_phases_rank(ev, rank_events(s, s->shared ? 0 : cr, ev), s->shared ? 0 : cr, 0, &ph, err)) goto out;
+    ph.rank = cr;
     int K = s->o.steps > 1 ? s->o.steps : 1;
     r->steps = K;
-    if (K > 1 && steady_window(s, s->shared ? 0 : cr, K, ev, &ph[cr], &r->first_step_us, err)) goto out;
+    if (K > 1 && steady_window(s, s->shared ? 0 : cr, K, ev, &ph, &r->first_step_us, err)) goto out;
     if (K > 1)
         for (int k = 0; k < s->R; k++) r->ns_us[k] /= K;
     r->ns_max_us /= K, r->ns_mean_us /= K;
-    r->step_us = ph[cr].us[DM_PHASE_STEP];
-    r->forward_us = ph[cr].us[DM_PHASE_FORWARD];
-    r->backward_us = ph[cr].us[DM_PHASE_BACKWARD];
-    r->optimizer_us = ph[cr].us[DM_PHASE_OPTIMIZER];
-    r->exposed_comm_us = ph[cr].us[DM_PHASE_EXPOSED_COMM];
-    r->comm_busy_us = ph[cr].us[DM_PHASE_COMM_BUSY];
+    r->step_us = ph.us[DM_PHASE_STEP];
+    r->forward_us = ph.us[DM_PHASE_FORWARD];
+    r->backward_us = ph.us[DM_PHASE_BACKWARD];
+    r->optimizer_us = ph.us[DM_PHASE_OPTIMIZER];
+    r->exposed_comm_us = ph.us[DM_PHASE_EXPOSED_COMM];
+    r->comm_busy_us = ph.us[DM_PHASE_COMM_BUSY];
     rc = 0;
 out:
     free(ev);
-    free(ph);
     free(last);
     return rc ? -1 : critical_path(s, r);
 }
@@ -1243,26 +1235,7 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
         if (setup(&s, err)) goto fail;
         if (!pass) t1 = dm_clock_us() * 1e-6, c1 = cpu_s();
         if (run(&s, err)) goto fail;
-        if (s.stopped) { /* past sim_opts.stop_us: only that is said (one pass: no power model) */
-            r->stopped = 1;
-            r->nranks = s.R;
-            r->step_us = s.now;
-            r->steps = 1;
-            r->power_passes = 1;
-            r->wall_s = dm_clock_us() * 1e-6 - t1;
-            r->cpu_s = cpu_s() - c1;
-            r->setup_s = t1 - t0;
-            r->setup_cpu_s = c1 - c0;
-            r->events = s.events;
-            r->ops = (int64_t)s.T * (s.shared ? s.R : 1);
-            free(s.start);
-            free(s.end);
-            free(s.ready);
-            sim_free(&s);
-            *out = r;
-            return 0;
-        }
-        if (!power_on(&s) || pass + 1 == SIM_POWER_PASSES) {
+        if (s.stopped || !power_on(&s) || pass + 1 == SIM_POWER_PASSES) { /* (stopped: no power model) */
             r->power_passes = pass + 1;
             break;
         }
@@ -1308,13 +1281,25 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
     r->cpu_s = cpu_s() - c1;
     r->setup_s = t1 - t0;
     r->setup_cpu_s = c1 - c0;
+    /* a shared run's rank events stand for every rank's, the cluster's happen once */
+    r->events = s.shared ? (s.events - s.ev_global) * s.R + s.ev_global : s.events;
+    r->ops = (int64_t)s.T * (s.shared ? s.R : 1);
+    if (s.stopped) { /* past sim_opts.stop_us: only that is said */
+        r->stopped = 1;
+        r->nranks = s.R;
+        r->step_us = s.now;
+        r->steps = 1;
+        free(s.start);
+        free(s.end);
+        free(s.ready);
+        sim_free(&s);
+        *out = r;
+        return 0;
+    }
     if (!(r->ns_us = dm_calloc((size_t)s.R, sizeof(double), err)) || results(&s, r, err))
         goto fail;
     if (s.shared) count_every_rank(&s);
     describe_sources(&s, r);
-    /* a shared run's rank events stand for every rank's, the cluster's happen once */
-    r->events = s.shared ? (s.events - s.ev_global) * s.R + s.ev_global : s.events;
-    r->ops = (int64_t)s.T * (s.shared ? s.R : 1);
     r->rate_updates = sim_net_recomputes(s.net);
     sim_links_collect(s.net, c, s.R, s.now, &r->links);
     if (s.o.record_trace && make_trace(&s, r, err)) goto fail;
