@@ -74,7 +74,12 @@ int ns_bench_shapes_read(ns_bench_shapes *l, const char *path, dm_err *err)
         long b[NS_BENCH_MAX_BATCHES];
         int nb = 0;
         while (*p == ' ' || *p == '\t') p++;
-        while (*p && *p != '\n' && nb < NS_BENCH_MAX_BATCHES) {
+        while (*p && *p != '\n' && *p != '\r') {
+            if (nb == NS_BENCH_MAX_BATCHES) {
+                rc = dm_err_set(err, "%s:%d:%d: expected at most %d batch sizes for one shape (give the rest on another "
+                                "line of the same shape)", path, line, (int)(p - buf) + 1, NS_BENCH_MAX_BATCHES);
+                break;
+            }
             long v = strtol(p, &end, 10);
             if (end == p || v < 1 || v > 4096) {
                 rc = dm_err_set(err, "%s:%d:%d: expected a batch size in 1..4096", path, line, (int)(p - buf) + 1);

@@ -13,7 +13,7 @@
 #include "dm_error.h"
 #include "program.h"
 
-#define NS_BENCH_MAX_BATCHES 16
+#define NS_BENCH_MAX_BATCHES 64 /* batch sizes of one shape line (more: an error at its line) */
 
 typedef struct ns_bench_shape {
     int64_t m, n;                         /* m <= n */
