@@ -108,10 +108,18 @@ static void usage(FILE *f)
             "  -h, --help         this text\n");
 }
 
-static int split(char *s, char **out)
+/* s's comma-separated items into out (at most MAX_LIST); -1 after a usage error naming `what` when
+ * there are more */
+static int split(char *s, char **out, const char *what)
 {
     int n = 0;
-    for (char *save = NULL, *t = strtok_r(s, ",", &save); t && n < MAX_LIST; t = strtok_r(NULL, ",", &save)) out[n++] = t;
+    for (char *save = NULL, *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_LIST) {
+            opt_usage_error(CMD, "%s: at most %d items (run the rest in another validate)", what, MAX_LIST);
+            return -1;
+        }
+        out[n++] = t;
+    }
     return n;
 }
 
@@ -221,7 +229,10 @@ int cmd_validate(int argc, char **argv)
         return 2;
     }
     char *models[MAX_LIST], *strats[MAX_LIST], *ovls[MAX_LIST];
-    int n_models = split(models_s, models), n_strats = split(strats_s, strats), n_ovls = split(ovl_s, ovls);
+    int n_models = split(models_s, models, "--models"), n_strats, n_ovls;
+    if (n_models < 0 || (n_strats = split(strats_s, strats, "--strategies")) < 0 ||
+        (n_ovls = split(ovl_s, ovls, "--overlaps")) < 0)
+        return 2;
     dm_err err;
     sched_opts check;
     sched_opts_default(&check);

@@ -106,6 +106,9 @@ rm "$asr/$case/program.json"
 out=$(cd "$SRC" && $DMUON validate --cluster h200 --replay "$asr/validate.csv" --as-run --out "$tmp/ar2" 2>&1)
 like "  ... a case without its program fails, named" "$out" "$case/program.json"
 is "--as-run without --replay is a usage error" "$(status_of $DMUON validate --as-run)" 2
+many=$(printf 'llama-3.2-3b,%.0s' $(seq 17))
+is "more than 16 models is a usage error, not a silent cut" "$(status_of $DMUON validate --models "${many%,}" --dry-run)" 2
+like "  ... that names the option and the limit" "$($DMUON validate --models "${many%,}" --dry-run 2>&1)" "--models: at most 16 items"
 # Malformed input: file:line:col (rows of an older stored table).
 old_table="$SRC/traces/validate/h200x2-1/validate.csv"
 printf 'case,model,phase\n' >"$tmp/h.csv"
