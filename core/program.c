@@ -200,7 +200,7 @@ static int same_op(const dm_op *x, const dm_op *y)
            x->coll == y->coll && x->group == y->group && x->root == y->root && x->bytes == y->bytes &&
            x->flops == y->flops && x->m == y->m && x->n == y->n && x->batch == y->batch && x->algo == y->algo &&
            x->iters == y->iters && x->dtype == y->dtype && x->payload == y->payload && x->n_params == y->n_params &&
-           x->work == y->work && x->part == y->part && x->parts == y->parts && x->eager == y->eager && x->tall == y->tall &&
+           x->work == y->work && x->part == y->part && x->parts == y->parts && x->eager == y->eager && x->publish == y->publish && x->tall == y->tall &&
            x->stage == y->stage &&
            x->staged == y->staged &&
            (!x->n_deps || !memcmp(x->deps, y->deps, (size_t)x->n_deps * sizeof *x->deps)) &&
@@ -288,6 +288,7 @@ static uint64_t hash_op(uint64_t h, const dm_op *o)
     h = plist_hash_more(h, v, 22);
     h = plist_hash_more(h, (int64_t[]){o->tall}, 1);
     if (o->stage) h = plist_hash_more(h, (int64_t[]){o->stage + (INT64_C(1) << 40)}, 1);
+    if (o->publish) h = plist_hash_more(h, (int64_t[]){INT64_C(1) << 41}, 1);
     for (int i = 0; i < o->n_deps; i++) h = plist_hash_more(h, (int64_t[]){o->deps[i]}, 1);
     return plist_hash_more(h, o->params, o->n_params);
 }
@@ -728,7 +729,9 @@ int dm_program_unroll(const dm_program *p, int K, dm_program **out, dm_err *err)
                               (dm_op_is_collective(op->kind) && pl == DM_PAYLOAD_GRADS);
                 for (int a = 0; a < op->n_params; a++) {
                     int64_t x = op->params[a];
-                    if (op->kind == DM_OP_MUON_UPDATE || op->kind == DM_OP_ADAMW) upd[x] = id;
+                    /* the last writer of x's weights: its update, or a fetch that publishes it
+                     * (which the next step's forward reads in place of a fetch of its own) */
+                    if (op->kind == DM_OP_MUON_UPDATE || op->kind == DM_OP_ADAMW || op->publish) upd[x] = id;
                     if (reads_g) grd[x] = id;
                 }
             }

@@ -135,9 +135,16 @@ typedef struct dm_op {
                                 the copies of staged ops only, core/coll.h). Default (a file that
                                 does not say): dm_op_staged_default, what the executor did before
                                 the layout followed the program; compute ops 0 */
-    unsigned eager : 8;      /* NS: 1 when its kernels are launched one by one, as PyTorch's eager
+    unsigned eager : 4;      /* NS: 1 when its kernels are launched one by one, as PyTorch's eager
                                 mode runs them (no CUDA graph; the PyTorch forms of muon-ddp and
                                 muon-fsdp); 0 (default): one graph replay. JSON "launch": "eager" */
+    unsigned publish : 4;    /* weight fetches (broadcast, all-gather of weights): 1 when the fetch
+                                runs after this step's updates of its params and carries the new
+                                weights to the next step's forward (--publish: the first layers'
+                                fetch at the step's end; the executor writes them to the staged
+                                weights, committed with the step, so a skipped step drops them);
+                                0 (default): the fetch carries the weights committed before the
+                                step. JSON "publish": 1 */
     int *deps;          /* ids of earlier ops of this rank */
     int64_t *params;    /* matrix ids (dm_matrix.id over all roles) the op reads or writes; shared
                            with the other ops that carry the same list (dm_program.plists) */
@@ -270,8 +277,8 @@ int dm_program_replicate(dm_program *p, dm_err *err);
 /* K steps of program p back to back in one program (*out, owned by the caller): step k's ops
  * follow step k-1's on every stream (list order), its collectives get ids of their own, and
  * what carries over between steps becomes dependencies on the same rank: an op that reads a
- * parameter's weights (forward, backward, a weight fetch) waits on the previous step's update of
- * it (muon-update, adamw), and a backward that writes a parameter's gradient waits on the
+ * parameter's weights (forward, backward, a weight fetch) waits on the previous step's last
+ * write of them (muon-update, adamw, or a fetch that publishes them: dm_op.publish), and a backward that writes a parameter's gradient waits on the
  * previous step's last reader of that gradient (its gradient collectives, NS, AdamW). Nothing
  * else orders the steps: no barrier between them (`sim --steps`). 0, or -1 with err. */
 int dm_program_unroll(const dm_program *p, int K, dm_program **out, dm_err *err);

@@ -6,7 +6,7 @@
  * its ops). Each op is written on one line with its fields in a fixed order; fields at their
  * default (deps/params empty, coll/group/root/layer -1, bytes/flops/m/n 0, batch 1, algo direct,
  * iters DM_NS_ITERS_DEFAULT for ns and 0 elsewhere, dtype bf16, payload the implied one of
- * program.h, launch graph, tall 0, staged dm_op_staged_default; the header's seq_len 0 and
+ * program.h, launch graph, publish 0, tall 0, staged dm_op_staged_default; the header's seq_len 0 and
  * ns_coeffs unset) are left out, and the
  * reader applies the same defaults: so
  * files written before ops carried iters and payload read back as those ops were run, and
@@ -150,6 +150,7 @@ static int write_op(FILE *f, txt *t, const dm_op *o)
         txt_field(t, ",\"parts\":", o->parts);
     }
     if (o->eager) txt_str(t, ",\"launch\":\"eager\"");
+    if (o->publish) txt_field(t, ",\"publish\":", o->publish);
     if (o->tall) txt_field(t, ",\"tall\":", o->tall);
     if (o->stage) txt_field(t, ",\"stage\":", o->stage);
     if (o->staged != dm_op_staged_default(o->kind)) txt_field(t, ",\"staged\":", o->staged);
@@ -596,6 +597,9 @@ static int op_field(rd *r, const char *key, void *vctx)
         if (rd_int(r, 0, INT32_MAX, key, &v)) return -1;
         if (key[1] == 'a') c->op.tall = (int)v;
         else c->op.stage = (int)v;
+    } else if (!strcmp(key, "publish")) {
+        if (rd_int(r, 0, 1, key, &v)) return -1;
+        c->op.publish = (unsigned)v;
     } else if (!strcmp(key, "staged")) {
         if (rd_int(r, 0, 1, key, &v)) return -1;
         c->op.staged = (int)v;
@@ -1252,6 +1256,12 @@ int dm_program_validate(const dm_program *p, dm_err *err)
             if (o->staged && !is_coll) {
                 dm_err_set(err, "program: rank %d op %d (%s): staged (only collectives are staged)", r, i,
                            dm_op_kind_name(o->kind));
+                goto done;
+            }
+            if (o->publish &&
+                !((o->kind == DM_OP_BROADCAST || o->kind == DM_OP_ALLGATHER) && o->payload == DM_PAYLOAD_WEIGHTS)) {
+                dm_err_set(err, "program: rank %d op %d (%s): publish (only fetches of weights, broadcasts and "
+                           "all-gathers, publish)", r, i, dm_op_kind_name(o->kind));
                 goto done;
             }
             if (o->eager && o->kind != DM_OP_NS) {

@@ -265,6 +265,10 @@ static int gpu_precheck(real_exec *ex, dm_err *err)
         if ((rp->ops[i].kind == DM_OP_NS && rp->ops[i].parts > 1) || rp->ops[i].payload == DM_PAYLOAD_GRAM)
             return dm_err_set(err, "rank %d op %d: a split NS (plan --ns-split) runs in the simulator and the CPU "
                               "backend only; the GPU backend does not run it yet", ex->rank, i);
+        else if (rp->ops[i].publish && ex->prog->nranks > 1) /* (one rank: every fetch is the identity) */
+            return dm_err_set(err, "rank %d op %d: a fetch that publishes the step's new weights (plan --publish) runs "
+                              "in the simulator and the CPU backend only: this backend writes received weights in place, "
+                              "so a skipped step would keep them", ex->rank, i);
     gpu *g = dm_calloc(1, sizeof *g, err);
     if (!g) return -1;
     ex->bs = g;

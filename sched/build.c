@@ -123,6 +123,8 @@ typedef struct bctx {
                                    backward returns, and DDP's backward returns (its stream waits)
                                    only when every gradient bucket's all-reduce is done */
     int z3;
+    int publishing;             /* emit_publish is emitting: the collectives carry dm_op.publish */
+    const int *publish_dep2;    /* ... and each rank's second dependency (emit_publish) */
     int emit_ranks;             /* ranks whose ops are emitted: 1 when every rank runs the same list
                                    (replicated_plan: the others share rank 0's, program.h), else all */
     /* the kernels of each layer's forward and backward (program works), and their sums */
@@ -1182,6 +1184,7 @@ static int emit_desc_ids(bctx *b, const coll_desc *d, dm_stream st, dm_payload p
     op.dtype = d->dtype;
     op.part = d->part;
     op.parts = d->parts;
+    op.publish = b->publishing;
     const int64_t *params = (const int64_t *)b->pool.data + d->p_first;
     for (int i = 0; i < g->n && g->ranks[i] < b->emit_ranks; i++) { /* ascending members */
         int r = g->ranks[i];
@@ -1258,7 +1261,7 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
      * fetch shared its links with later layers' gathers: Moonlight-6L's step 2.8 ms longer at 8
      * GPUs). Not where the fetch uses comm-lo already (HSDP's Muon stages: their cross-node
      * parts) nor in the backward's re-fetch (comm-lo carries the gradients then). */
-    int lo_gathers = !back && b->gathers_lo;
+    int lo_gathers = !back && b->gathers_lo && !b->publishing;
     if (lo_gathers) memcpy(b->fetch_hi_prev, b->fetch_hi_now, (size_t)b->emit_ranks * sizeof *b->fetch_hi_now);
     for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++) {
         const coll_desc *d = &AT(b->fetch, coll_desc, k);
@@ -1271,7 +1274,7 @@ static int emit_fetch(bctx *b, int l, const int *dep, int back)
         int lo = lo_gathers && d->kind == DM_OP_ALLGATHER;
         if (lo) st = DM_STREAM_COMM_LO;
         int *ids = d->hs_record && !back ? b->hs_ids : lo_gathers && !lo ? b->fetch_hi_now : NULL;
-        if (emit_desc_ids(b, d, st, DM_PAYLOAD_WEIGHTS, dd, lo ? b->fetch_hi_prev : NULL,
+        if (emit_desc_ids(b, d, st, DM_PAYLOAD_WEIGHTS, dd, b->publishing ? b->publish_dep2 : lo ? b->fetch_hi_prev : NULL,
                           back ? b->bfetch_lo : b->fetch_lo, back ? b->bfetch_hi : b->fetch_hi, l, ids))
             return -1;
         if (d->hs_record && !back) {
@@ -1513,12 +1516,17 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
     int L = b->nlayers, nd = 0;
     if (it->is_adamw) {
         int l = (int)it->index;
+        /* --publish: a published layer's AdamW update on compute-lo, as soon as its gradients are
+         * in, not behind the rank's NS on the compute stream: its fetch at the step's end waits on
+         * it (emit_publish) and then runs beside the optimizer's tail. The compute stream's chain
+         * (after) neither waits on it nor continues from it. */
+        int lo = l < b->o->publish && b->opt_stream == DM_STREAM_COMPUTE;
         size_t n = b->o->strategy == SCHED_ADAMW ? layer_ids(b, l, -1, params) : layer_ids(b, l, DM_ROLE_ADAMW, params);
         size_t gk = (size_t)r * L + l;
         if (b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
-        else if (b->opt_stream != DM_STREAM_COMPUTE && b->bwd_id[gk] >= 0) deps[nd++] = b->bwd_id[gk];
-        if (after && *after >= 0) deps[nd++] = *after;
-        dm_op op = dm_op_init(DM_OP_ADAMW, b->opt_stream);
+        else if ((lo || b->opt_stream != DM_STREAM_COMPUTE) && b->bwd_id[gk] >= 0) deps[nd++] = b->bwd_id[gk];
+        if (!lo && after && *after >= 0) deps[nd++] = *after;
+        dm_op op = dm_op_init(DM_OP_ADAMW, lo ? DM_STREAM_COMPUTE_LO : b->opt_stream);
         op.layer = l;
         op.dtype = DM_DT_FP32;
         double elems = b->o->strategy == SCHED_ADAMW ? b->lay_params[l] : b->lay_adamw[l], even = -1;
@@ -1527,7 +1535,7 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
         op.bytes = elems * dm_elementwise_bytes_per_param("adamw");
         int id = dm_program_add_op(b->p, r, &op, deps, nd, params, (int)n, b->err);
         if (id < 0) return -1;
-        if (after) *after = id;
+        if (after && !lo) *after = id;
         return 0;
     }
     const ns_batch *nb = &AT(b->batches, ns_batch, it->index);
@@ -1626,6 +1634,52 @@ out:
     return rc;
 }
 
+/* --publish: the first P layers' forward fetch at the end of the step, marked publish
+ * (program.h). Each of its ops on rank r waits on r's last update (muon-update, adamw) of any
+ * param those fetches carry, on each compute stream (a published layer's AdamW runs on
+ * compute-lo: emit_opt_item), and at least on r's backward of layer 0, the last reader of their
+ * weights in the step (the executors write a received fetch in place of the weights the
+ * backward reads). The forward of those layers waits on nothing in the step: `sim --steps` and
+ * the executors carry the published weights to the next step (dm_program_unroll). Their
+ * all-gathers stay on comm-hi (idle at the step's end; comm-lo carries the gradients). */
+static int emit_publish(bctx *b, int P, int *tmp)
+{
+    int L = b->nlayers, rc = -1;
+    unsigned char *in = dm_calloc((size_t)b->nmats, 1, b->err);
+    int *lo = dm_malloc((size_t)b->nranks * sizeof *lo, b->err);
+    if (!in || !lo) goto out;
+    for (int l = 0; l < P; l++) /* every param the published fetches carry */
+        for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++) {
+            const coll_desc *d = &AT(b->fetch, coll_desc, k);
+            const int64_t *ps = (const int64_t *)b->pool.data + d->p_first;
+            for (size_t j = 0; j < d->p_n; j++) in[ps[j]] = 1;
+        }
+    for (int r = 0; r < b->nranks; r++) {
+        tmp[r] = lo[r] = -1;
+        if (r >= b->emit_ranks) continue;
+        const dm_rank_prog *rp = &b->p->ranks[r];
+        tmp[r] = b->bwd_id[(size_t)r * L + 0];
+        for (int i = 0; i < rp->n_ops; i++) { /* list order: the last update on each stream */
+            const dm_op *op = &rp->ops[i];
+            if (op->kind != DM_OP_MUON_UPDATE && op->kind != DM_OP_ADAMW) continue;
+            int hit = 0;
+            for (int a = 0; a < op->n_params && !hit; a++) hit = in[op->params[a]];
+            if (hit && op->stream == DM_STREAM_COMPUTE_LO) lo[r] = i;
+            else if (hit) tmp[r] = i;
+        }
+    }
+    b->publishing = 1;
+    b->publish_dep2 = lo;
+    rc = 0;
+    for (int l = 0; l < P && rc == 0; l++) rc = emit_fetch(b, l, tmp, 0);
+    b->publishing = 0;
+    b->publish_dep2 = NULL;
+out:
+    free(in);
+    free(lo);
+    return rc;
+}
+
 /* Every rank of the plan runs the same ops: the naive strategies (adamw, muon-ddp, muon-fsdp,
  * their tuned forms) give every rank every op, all collectives over the world group, deps by
  * rank-independent positions. dmuon (owners), muon-rr (chunk owners) and HSDP do not.
@@ -1677,11 +1731,12 @@ static int emit_program(bctx *b)
         b->fetch_hi_prev = b->fetch_hi_now + b->emit_ranks;
         for (int r = 0; r < 2 * b->emit_ranks; r++) b->fetch_hi_now[r] = -1;
     }
+    int P = b->o->publish < L ? b->o->publish : L; /* the first P layers' fetch: at the step's end (emit_publish) */
     if (none) {
-        for (int l = 0; l < L; l++)
+        for (int l = P; l < L; l++)
             if (emit_fetch(b, l, NULL, 0)) goto done;
     } else {
-        for (int l = 0; l <= k && l < L; l++)
+        for (int l = P; l <= k && l < L; l++)
             if (emit_fetch(b, l, NULL, 0)) goto done;
     }
     for (int l = 0; l < L; l++) {
@@ -1748,10 +1803,15 @@ static int emit_program(bctx *b)
             int last = -1; /* the rank's last gradient collective: the stream runs them in order */
             for (int l = 0; l < L && b->opt_after_grads; l++)
                 if (b->grad_hi[(size_t)r * L + l] > last) last = b->grad_hi[(size_t)r * L + l];
-            for (size_t i = 0; i < ni; i++)
-                if (emit_opt_item(b, r, &items[i], deps, params, i == 0 && last >= 0 ? &last : NULL)) goto done;
+            int wait = last >= 0; /* the first item on the compute stream waits on it */
+            for (size_t i = 0; i < ni; i++) {
+                int was = last;
+                if (emit_opt_item(b, r, &items[i], deps, params, wait ? &last : NULL)) goto done;
+                if (last != was) wait = 0;
+            }
         }
     }
+    if (P && emit_publish(b, P, tmp)) goto done;
     /* the other ranks' lists: rank 0's, which they follow already (program.h) */
     rc = b->emit_ranks < R ? dm_program_replicate(b->p, b->err) : 0;
 done:
@@ -1880,6 +1940,13 @@ static int build_once(const dm_model *model, const dm_cluster *cluster, int nran
     b.nowners = opts->strategy == SCHED_DMUON && opts->hierarchical ? b.gpn : nranks;
     b.elt = opts->dtype == DM_DT_FP32 ? 4 : 2;
     b.z3 = opts->zero == 3 && opts->strategy != SCHED_MUON_DDP && opts->strategy != SCHED_MUON_RR;
+    if (opts->publish && b.z3)
+        return dm_err_set(err, "sched: --publish keeps the first layers' weights from the end of one step to the next, "
+                          "and --zero 3 frees them after the forward: choose one");
+    if (opts->publish > opts->prefetch_depth + 1)
+        return dm_err_set(err, "sched: --publish %d: only the layers fetched before any forward compute can be published "
+                          "at the step's end, %d with --prefetch %d", opts->publish, opts->prefetch_depth + 1,
+                          opts->prefetch_depth);
     b.adamw_sharded = opts->strategy == SCHED_ADAMW || opts->strategy == SCHED_MUON_FSDP || opts->strategy == SCHED_DMUON;
     b.muon_update_shard = opts->strategy == SCHED_MUON_FSDP;
     b.shared_updates = opts->strategy == SCHED_ADAMW || opts->strategy == SCHED_MUON_DDP || opts->strategy == SCHED_MUON_FSDP;

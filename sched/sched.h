@@ -129,6 +129,13 @@ typedef struct sched_opts {
                                   SCHED_NS_SPLIT_AUTO: under --balance auto each P of 2, 4, ... up
                                   to a node's GPUs planned and simulated beside the plan without
                                   splits, the fastest kept (plan_best.c); else none */
+    int publish;               /* the first `publish` layers' forward fetch (those fetched before
+                                  any forward compute: at most prefetch_depth + 1) runs at the end
+                                  of the step instead, each after the last update of its params on
+                                  each rank (and that rank's backward of the layer), marked publish
+                                  (program.h): it carries the new weights to the next step's
+                                  forward, which no longer waits on a fetch of them; 0 (default):
+                                  none. Not with zero 3 (its weights are freed after the forward) */
     int naive_tuned;           /* muon-ddp / muon-fsdp: 0 (default) as PyTorch code runs them
                                   (DMuon's benchmarks, the usual DDP/FSDP2 Muon): one matrix per
                                   NS, direct; muon-fsdp gathers each full gradient inside the
@@ -196,7 +203,7 @@ const char *sched_hsdp_muon_name(sched_hsdp_muon m);   /* the same names */
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
  *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
  *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W  --ns-under-backward D  --hsdp  --shard N
- *   --hsdp-adamw M  --hsdp-muon M  --attention A  --ns-split P
+ *   --hsdp-adamw M  --hsdp-muon M  --attention A  --ns-split P  --publish N
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
@@ -225,7 +232,8 @@ const char *sched_hsdp_muon_name(sched_hsdp_muon m);   /* the same names */
     {"hsdp-adamw", required_argument, NULL, SCHED_OPT_BASE + 18},                             \
     {"hsdp-muon", required_argument, NULL, SCHED_OPT_BASE + 19},                              \
     {"attention", required_argument, NULL, SCHED_OPT_BASE + 20},                              \
-    {"ns-split", required_argument, NULL, SCHED_OPT_BASE + 21}
+    {"ns-split", required_argument, NULL, SCHED_OPT_BASE + 21},                               \
+    {"publish", required_argument, NULL, SCHED_OPT_BASE + 22}
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
 void sched_getopt_help(FILE *f);
 

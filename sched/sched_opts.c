@@ -170,6 +170,12 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
             return dm_err_set(err, "--ns-split: expected ranks per split matrix (an integer in [2, 1024]), auto or off, found '%s'",
                               val);
         else o->ns_split = (int)v;
+    } else if (!strcmp(key, "publish")) {
+        if (!strcasecmp(val, "off")) o->publish = 0;
+        else if (parse_count(val, 0, 1024, &v))
+            return dm_err_set(err, "--publish: expected how many first layers' fetch runs at the step's end (an integer "
+                              "in [0, 1024]) or off, found '%s'", val);
+        else o->publish = (int)v;
     } else if (!strcmp(key, "comm-weight")) {
         char *end;
         errno = 0;
@@ -215,7 +221,7 @@ int sched_parse_attention(const char *val, int64_t *causal_tile, dm_err *err)
 static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
                                     "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
                                     "ns-algo", "dtype", "seq-len", "comm-weight", "ns-under-backward", "hsdp",
-                                    "shard", "hsdp-adamw", "hsdp-muon", "attention", "ns-split"};
+                                    "shard", "hsdp-adamw", "hsdp-muon", "attention", "ns-split", "publish"};
 #define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
 
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
@@ -294,6 +300,13 @@ void sched_getopt_help(FILE *f)
             "                        auto: each P of 2, 4, ... up to a node's GPUs tried so (with\n"
             "                        another balance: no split); the simulator and the CPU executor\n"
             "                        run it, the GPU executor refuses it (default off)\n"
+            "  --publish N           the first N layers' forward fetch (N at most the prefetch\n"
+            "                        depth + 1: the layers fetched before any forward compute) at the\n"
+            "                        end of the step, each after its params' updates, carrying the\n"
+            "                        new weights to the next step's forward, which then starts\n"
+            "                        without waiting on them; it runs beside the optimizer's tail\n"
+            "                        (not with --zero 3); the simulator and the CPU executor run it,\n"
+            "                        the GPU executor refuses it (default 0: none)\n"
             "  --attention A         whole: every attention block's score and value products over\n"
             "                        its whole windows (default; the executor's step as measured so\n"
             "                        far); causal: a causal self-attention block's over its lower\n"
@@ -343,6 +356,10 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
         size_t n = strlen(buf);
         if (n < size && o->ns_split > 0) snprintf(buf + n, size - n, " ns-split=%d", o->ns_split);
         else if (n < size) snprintf(buf + n, size - n, " ns-split=auto");
+    }
+    if (o->publish) {
+        size_t n = strlen(buf);
+        if (n < size) snprintf(buf + n, size - n, " publish=%d", o->publish);
     }
     if (sched_opts_pytorch_form(o)) {
         size_t n = strlen(buf);

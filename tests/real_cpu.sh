@@ -381,4 +381,45 @@ out=$("$DMUON" plan --model "$tmp/split.json" --gpus 8 --cluster "$tmp/slow.clus
 like "--ns-split with --hsdp is refused" "$out" "--ns-split works with the flat dmuon plan, not with --hsdp"
 out=$("$DMUON" plan --model "$tmp/split.json" --gpus 8 --ns-split 1 2>&1)
 like "--ns-split 1 is refused" "$out" "--ns-split: expected ranks per split matrix"
+
+# --publish: the first layers' fetch at the end of the step (after their updates, into the staged
+# weights the step commits). The forward reads the same weights either way, so on 4 ranks the
+# weights after 4 steps are bit for bit those without it, under every strategy that fetches; so
+# with a step skipped (a NaN in a published layer's gradient, and in the other layer's), and after
+# a checkpoint and resume
+for s in dmuon adamw muon-rr muon-fsdp; do
+    for p in 0 1 2; do
+        "$DMUON" plan --model "$tmp/tiny.json" --gpus 4 --strategy $s --tokens 8 --publish $p -o "$tmp/pub-$s-$p.json" \
+            >/dev/null 2>&1
+    done
+    is "--publish 1, $s: the first layer's fetch ops marked publish, at the end of each rank's list" \
+        "$(awk '/"rank": /{seen = 0} /"id":/ {if (/"publish":1/) {n++; seen = 1; if (/"layer":[1-9]/) bad++} else if (seen) bad++}
+                END {print (n > 0 && !bad) ? "yes" : n " " bad}' "$tmp/pub-$s-1.json")" yes
+    for p in 0 1 2; do
+        for inj in none 1:2:0 2:0:4; do
+            a=; [ "$inj" != none ] && a="--inject-nan $inj"
+            run 4 "$DMUON" run --backend cpu --program "$tmp/pub-$s-$p.json" --model "$tmp/tiny.json" --tokens 8 --steps 4 \
+                $a --save-weights "$tmp/pw-$s-$p-$inj.bin" >"$tmp/pub.out" 2>&1
+            [ "$p" = 0 ] && continue
+            is "--publish $p, $s, NaN ${inj}: the same weights as without (steps ok $(grep -c ' ok$' "$tmp/pub.out"))" \
+                "$(cmp "$tmp/pw-$s-0-$inj.bin" "$tmp/pw-$s-$p-$inj.bin" && echo same)" same
+        done
+    done
+done
+for p in 0 1; do # HSDP (shard groups of 2): the stages' fetch published
+    "$DMUON" plan --model "$tmp/tiny.json" --gpus 4 --hsdp --shard 2 --tokens 8 --publish $p -o "$tmp/pubh-$p.json" >/dev/null 2>&1
+    run 4 "$DMUON" run --backend cpu --program "$tmp/pubh-$p.json" --model "$tmp/tiny.json" --tokens 8 --steps 4 \
+        --inject-nan 2:1:0 --save-weights "$tmp/pwh-$p.bin" >"$tmp/pub.out" 2>&1
+done
+is "--publish 1, HSDP, a step skipped: the same weights as without (steps ok $(grep -c ' ok$' "$tmp/pub.out"))" \
+    "$(cmp "$tmp/pwh-0.bin" "$tmp/pwh-1.bin" && echo same)" same
+R="$DMUON run --backend cpu --program $tmp/pub-dmuon-1.json --model $tmp/tiny.json --tokens 8"
+run 4 $R --steps 2 --checkpoint "$tmp/pck" >/dev/null 2>&1
+run 4 $R --steps 4 --checkpoint "$tmp/pck" --resume --save-weights "$tmp/pres.bin" >"$tmp/pres.out" 2>&1
+is "--publish: resumed from a checkpoint, the weights of the uninterrupted run" \
+    "$(grep -c 'resumed from' "$tmp/pres.out") $(cmp "$tmp/pw-dmuon-1-none.bin" "$tmp/pres.bin" && echo same)" "1 same"
+out=$("$DMUON" plan --model "$tmp/tiny.json" --gpus 4 --strategy muon-fsdp --zero 3 --publish 1 2>&1)
+like "--publish with --zero 3 is refused" "$out" "--publish keeps the first layers' weights"
+out=$("$DMUON" plan --model "$tmp/tiny.json" --gpus 4 --publish 3 2>&1)
+like "--publish past the layers fetched before the forward is refused" "$out" "--publish 3: only the layers fetched before any forward compute"
 tap_end

@@ -280,6 +280,50 @@ int main(void)
         expect_invalid(p, "3 tall matrices (0 to the batch)", "more tall matrices than the batch");
     }
 
+    /* a fetch that publishes the step's new weights (--publish) round-trips and is in the hash;
+     * publish on anything but a weight fetch is refused; unrolled, the next step's forward
+     * waits on it (the last writer of the weights), not on the update before it */
+    {
+        p = dm_program_new(1, 1, "tiny", "dmuon", "h200", "", 128, NULL);
+        int g0 = dm_program_group(p, (int[]){0}, 1, NULL);
+        int64_t q = 0;
+        dm_op f = dm_op_init(DM_OP_FORWARD, DM_STREAM_COMPUTE), u = dm_op_init(DM_OP_MUON_UPDATE, DM_STREAM_COMPUTE);
+        dm_op br = dm_op_init(DM_OP_BROADCAST, DM_STREAM_COMM_HI);
+        f.layer = 0;
+        br.coll = dm_program_new_coll(p), br.group = g0, br.root = 0, br.bytes = 64, br.payload = DM_PAYLOAD_WEIGHTS;
+        br.layer = 0;
+        dm_program_add_op(p, 0, &f, NULL, 0, &q, 1, NULL);
+        dm_program_add_op(p, 0, &u, (int[]){0}, 1, &q, 1, NULL);
+        uint64_t h0;
+        {
+            dm_op plain = br;
+            dm_program_add_op(p, 0, &plain, (int[]){1}, 1, &q, 1, NULL);
+            h0 = dm_program_hash(p);
+            p->ranks[0].ops[2].publish = 1;
+        }
+        dm_program *b = NULL, *k2 = NULL;
+        ok(dm_program_validate(p, &err) == 0 && dm_program_save(p, path, &err) == 0 &&
+               dm_program_load(path, &b, &err) == 0 && b->ranks[0].ops[2].publish == 1 &&
+               dm_program_hash(b) == dm_program_hash(p) && dm_program_hash(p) != h0,
+           "a publishing broadcast round-trips and is in the hash (%s)", err.msg);
+        ok(dm_program_unroll(p, 2, &k2, &err) == 0 && k2->ranks[0].ops[3].kind == DM_OP_FORWARD &&
+               k2->ranks[0].ops[3].n_deps == 1 && k2->ranks[0].ops[3].deps[0] == 2,
+           "unrolled: step 2's forward waits on step 1's publishing fetch (%s)", err.msg);
+        dm_program_free(k2);
+        dm_program_free(b);
+        dm_program_free(p);
+        for (int c = 0; c < 2; c++) {
+            p = dm_program_new(1, 1, "tiny", "dmuon", "h200", "", 128, NULL);
+            g0 = dm_program_group(p, (int[]){0}, 1, NULL);
+            dm_op x = c == 0 ? dm_op_init(DM_OP_REDUCE, DM_STREAM_COMM_LO) : dm_op_init(DM_OP_NS, DM_STREAM_COMPUTE);
+            if (c == 0) x.coll = dm_program_new_coll(p), x.group = g0, x.root = 0, x.bytes = 64, x.payload = DM_PAYLOAD_GRADS;
+            else x.m = 8, x.n = 16;
+            x.publish = 1;
+            dm_program_add_op(p, 0, &x, NULL, 0, &q, 1, NULL);
+            expect_invalid(p, "publish (only fetches of weights", c == 0 ? "a publishing reduce" : "a publishing NS");
+        }
+    }
+
     /* a collective's staged mark (core/arena.h) round-trips, is left out at its kind's default
      * (so older files read as the executor ran them) and is in the hash; on a compute op it is
      * refused */
