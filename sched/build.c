@@ -1665,7 +1665,8 @@ static int emit_publish(bctx *b, int P, int *tmp)
             int hit = 0;
             for (int a = 0; a < op->n_params && !hit; a++) hit = in[op->params[a]];
             if (hit && op->stream == DM_STREAM_COMPUTE_LO) lo[r] = i;
-            else if (hit) tmp[r] = i;
+            else if (hit && i > tmp[r]) tmp[r] = i; /* (an update under the backward, --ns-under-backward D,
+                                                       listed before it: the backward stays the dep) */
         }
     }
     b->publishing = 1;

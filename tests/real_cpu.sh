@@ -406,6 +406,14 @@ for s in dmuon adamw muon-rr muon-fsdp; do
         done
     done
 done
+for p in 0 2; do # NS under the backward (an update of layer 1 listed before the backward of layer 0)
+    "$DMUON" plan --model "$tmp/tiny.json" --gpus 4 --tokens 8 --publish $p --ns-under-backward 1 -o "$tmp/pubn-$p.json" \
+        >/dev/null 2>&1
+    run 4 "$DMUON" run --backend cpu --program "$tmp/pubn-$p.json" --model "$tmp/tiny.json" --tokens 8 --steps 4 \
+        --inject-nan 2:0:4 --save-weights "$tmp/pwn-$p.bin" >"$tmp/pub.out" 2>&1
+done
+is "--publish 2 with --ns-under-backward 1, a step skipped: the same weights as without (steps ok $(grep -c ' ok$' "$tmp/pub.out"))" \
+    "$(cmp "$tmp/pwn-0.bin" "$tmp/pwn-2.bin" && echo same)" same
 for p in 0 1; do # HSDP (shard groups of 2): the stages' fetch published
     "$DMUON" plan --model "$tmp/tiny.json" --gpus 4 --hsdp --shard 2 --tokens 8 --publish $p -o "$tmp/pubh-$p.json" >/dev/null 2>&1
     run 4 "$DMUON" run --backend cpu --program "$tmp/pubh-$p.json" --model "$tmp/tiny.json" --tokens 8 --steps 4 \
