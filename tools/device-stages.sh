@@ -852,10 +852,10 @@ validate_set() {
     unseen2c) local e=models/extra
         VALIDATE_MODELS=$e/gpt-oss-20b-2l.json,$e/gemma-3-1b-pt.json,$e/olmo-2-1124-7b-8l.json,$e/smollm3-3b.json,$e/granite-3.1-8b-base-8l.json,$e/gemma-3-4b-pt.json,$e/starcoder2-3b.json,$e/pythia-1b.json \
             VALIDATE_TOKENS=2048,4096 VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=400 stage_validate ;;
-    unseen3 | unseen3h100 | unseen3tok) local e=models/extra # (unseen3h100: on an H100, the h100 preset's projection of the H200 tables)
+    unseen3 | unseen3h100 | unseen3tok | unseen3tokh100) local e=models/extra # (*h100: on an H100, the h100 preset's projection of the H200 tables)
         VALIDATE_MODELS=$e/olmoe-1b-7b-0924-4l.json,$e/qwen1.5-moe-a2.7b-3l.json,$e/deepseek-v2-lite-4l.json,$e/qwen2-vl-2b.json \
-            VALIDATE_TOKENS=$([ $n = unseen3tok ] && echo 1024,8192 || echo 2048,4096) VALIDATE_TIMEOUT=300 \
-            VALIDATE_CLUSTER=$([ $n = unseen3h100 ] && echo h100 || echo h200) stage_validate ;;
+            VALIDATE_TOKENS=$(case $n in unseen3tok*) echo 1024,8192 ;; *) echo 2048,4096 ;; esac) VALIDATE_TIMEOUT=300 \
+            VALIDATE_CLUSTER=$(case $n in *h100) echo h100 ;; *) echo h200 ;; esac) stage_validate ;;
     corec) VALIDATE_STRATEGIES=${CORE_STRATEGIES:-dmuon,adamw} VALIDATE_TOKENS=4096 VALIDATE_ATTENTION=causal \
         VALIDATE_TIMEOUT=180 stage_validate ;;
     fsdp1) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate ;;
@@ -1102,6 +1102,11 @@ STAGE_TIMEOUT_unseen3tok=360
 stage_unseen3tok() {
     T0=$SECONDS
     validate_set unseen3tok
+}
+STAGE_TIMEOUT_unseen3tokh100=360
+stage_unseen3tokh100() {
+    T0=$SECONDS
+    validate_set unseen3tokh100
 }
 STAGE_TIMEOUT_unseen3h100=320
 stage_unseen3h100() {
