@@ -46,12 +46,14 @@
  *   - The bf16 working weights have no copy: inside a step they change by this rank's updates
  *     (bf16 of the new master over the updated range) and by the fetches (broadcasts and
  *     all-gathers, which sched/build.c places before the forward, and Z3's before each layer's
- *     backward: every fetch completes before this rank's first optimizer op, so they carry
- *     committed weights). A skipped step converts the committed master back to bf16 over the
- *     range this rank's updates wrote: Wb == bf16(W32) holds there between steps (initial
- *     weights, param_put and every update write both). Elsewhere Wb may keep what this step's
- *     fetches brought (the committed weights of their owners), which the next step fetches
- *     again before any op reads it.
+ *     backward: those complete before this rank's first optimizer op, so they carry committed
+ *     weights; --publish's fetches, after the updates, carry the new ones). A skipped step
+ *     converts the committed master back to bf16 over the range this rank's updates wrote:
+ *     Wb == bf16(W32) holds there between steps (initial weights, param_put and every update
+ *     write both); then the publishing fetches run again (republish), which carry the
+ *     committed weights over what they brought. Elsewhere Wb may keep what this step's fetches
+ *     brought (the committed weights of their owners), which the next step fetches again
+ *     before any op reads it.
  * Every wait polls the event, NCCL's async errors and the --timeout, and aborts every
  * communicator on failure (the caller then MPI_Aborts).
  *
@@ -265,10 +267,6 @@ static int gpu_precheck(real_exec *ex, dm_err *err)
         if ((rp->ops[i].kind == DM_OP_NS && rp->ops[i].parts > 1) || rp->ops[i].payload == DM_PAYLOAD_GRAM)
             return dm_err_set(err, "rank %d op %d: a split NS (plan --ns-split) runs in the simulator and the CPU "
                               "backend only; the GPU backend does not run it yet", ex->rank, i);
-        else if (rp->ops[i].publish && ex->prog->nranks > 1) /* (one rank: every fetch is the identity) */
-            return dm_err_set(err, "rank %d op %d: a fetch that publishes the step's new weights (plan --publish) runs "
-                              "in the simulator and the CPU backend only: this backend writes received weights in place, "
-                              "so a skipped step would keep them", ex->rank, i);
     gpu *g = dm_calloc(1, sizeof *g, err);
     if (!g) return -1;
     ex->bs = g;
@@ -887,6 +885,35 @@ static int stage(real_exec *ex, gparam *q, int k, int64_t lo, int64_t hi, cudaSt
     return 0;
 }
 
+static int issue(real_exec *ex, int i, dm_err *err);
+
+/* A skipped step's fetches that published its new weights (plan --publish: the first layers'
+ * fetch after their updates, ops marked publish) wrote them into the working weights of every
+ * rank they reached, which keeps no copy of what it does not update. end_step has put the
+ * updaters' working weights back to their committed master, so the same fetches run again, on
+ * every rank in list order (the ranks agreed to skip: the collectives match), and carry the
+ * committed weights instead. Nothing when the program publishes nothing. */
+static int republish(real_exec *ex, dm_err *err)
+{
+    gpu *g = G(ex);
+    const dm_rank_prog *rp = &ex->prog->ranks[ex->rank];
+    cudaStream_t sc = g->st[DM_STREAM_COMPUTE];
+    int any = 0;
+    for (int i = 0; i < rp->n_ops; i++)
+        if (rp->ops[i].publish) {
+            OK(issue(ex, i, err)); /* (its deps' events are the step's, complete) */
+            any = 1;
+        }
+    if (!any) return 0;
+    for (int s = 0; s < DM_STREAM__COUNT; s++)
+        if (s != DM_STREAM_COMPUTE) {
+            CU(cudaEventRecord(g->flag_ev, g->st[s]));
+            CU(cudaStreamWaitEvent(sc, g->flag_ev, 0));
+        }
+    CU(cudaEventRecord(g->step_e, sc));
+    return gpu_wait(ex, g->step_e, "the skipped step's publishing fetches, run again", err);
+}
+
 /* The step's end (the streams idle), kept or skipped. Kept: the second buffer of every state
  * the step wrote becomes the committed one. Skipped: nothing committed was written; the bf16
  * working weights that this rank's updates wrote go back to bf16 of the committed master.
@@ -913,6 +940,7 @@ static int end_step(real_exec *ex, int kept, dm_err *err)
         }
     }
     CU(cudaStreamSynchronize(s));
+    if (!kept) OK(republish(ex, err));
     note_mem(g);
     return 0;
 }

@@ -1528,3 +1528,21 @@ stage_rowclockh100() {
     done
     echo "rowclockh100 stage: $((SECONDS - T0)) s"
 }
+# publishgpu (issue 16 item 2): the GPU executor runs --publish (the first layer's fetch after its
+# update, run again on a skipped step: real_gpu.c republish) on one GPU: Qwen2.5-0.5B dmuon and
+# adamw at 1024 tokens, 4 steps with a NaN in the embedding's gradient at step 2 (skipped), with
+# and without --publish 1: the saved weights must be the same bytes; step times beside.
+STAGE_TIMEOUT_publishgpu=150
+stage_publishgpu() {
+    local s p
+    for s in dmuon adamw; do
+        for p in 0 1; do
+            "$D/dmuon" plan --model qwen2.5-0.5b --gpus 1 --cluster h200 --strategy $s --tokens 1024 --publish $p \
+                -o "$L/pub-$s-$p.json" > /dev/null 2>&1
+            timeout 60 "$D/dmuon" run --backend gpu --program "$L/pub-$s-$p.json" --model qwen2.5-0.5b --tokens 1024 \
+                --steps 4 --inject-nan 2:0:0 --save-weights "$L/pubw-$s-$p.bin" > "$L/pub-$s-$p.txt" 2>&1
+            echo "$s publish=$p exit $?: $(grep -c ' ok$' "$L/pub-$s-$p.txt") ok, $(grep -c 'skipped' "$L/pub-$s-$p.txt") skip lines; $(grep '^# mean over' "$L/pub-$s-$p.txt" | cut -c1-100)"
+        done
+        cmp "$L/pubw-$s-0.bin" "$L/pubw-$s-1.bin" && echo "$s: the weights with and without --publish 1 are the same bytes"
+    done
+}
