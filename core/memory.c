@@ -325,10 +325,31 @@ static int rank_parts(mem_ctx *c, int r, dm_mem_est *e, dm_err *err)
         next += s4 * arrays;
     }
     e->state = state + dm_mem_alloc_bytes(4.0 * (double)c->common.max_size); /* + the fp32 gradient scratch */
+    int64_t lo_scratch = dm_mem_lo_scratch(rp, w->st);
+    if (lo_scratch > 0) e->state += dm_mem_alloc_bytes(4.0 * (double)lo_scratch); /* + compute-lo's */
     e->state_next = next;
     e->ns = ns;
     e->total = e->weights_grads + e->activations + e->scratch + e->state + e->state_next + e->ns + e->comm + e->runtime;
     return 0;
+}
+
+int64_t dm_mem_lo_scratch(const dm_rank_prog *rp, const dm_range *st)
+{
+    int on[2] = {0, 0}, ns_lo = 0;
+    int64_t most = 0;
+    for (int i = 0; i < rp->n_ops; i++) {
+        const dm_op *op = &rp->ops[i];
+        if (op->kind != DM_OP_NS && op->kind != DM_OP_MUON_UPDATE && op->kind != DM_OP_ADAMW) continue;
+        int lo = op->stream == DM_STREAM_COMPUTE_LO;
+        on[lo] = 1;
+        if (lo && op->kind != DM_OP_ADAMW) ns_lo = 1;
+        for (int a = 0; lo && op->kind == DM_OP_ADAMW && a < op->n_params; a++) {
+            const dm_range *q = &st[op->params[a]];
+            if (q->hi - q->lo > most) most = q->hi - q->lo;
+        }
+    }
+    if (!on[0] || !on[1]) return 0;
+    return ns_lo ? -1 : most;
 }
 
 int dm_mem_estimate(const dm_model *m, const dm_program *p, int r, const dm_mem_exact *x, dm_mem_est *e, dm_err *err)

@@ -24,7 +24,9 @@
  *                  dm_state_ranges: the whole matrix where it runs NS, its shard of an AdamW or
  *                  FSDP update, nothing where it updates none): fp32 master weights, Muon
  *                  momentum (matrices it runs NS on), two AdamW moments (tensors it runs AdamW
- *                  on); and the fp32 gradient scratch of the largest matrix (4 x max_size)
+ *                  on); and the fp32 gradient scratch of the largest matrix (4 x max_size), and
+ *                  a second one where the rank's optimizer ops run on both compute streams
+ *                  (dm_mem_lo_scratch)
  *                  Each array of each matrix is its own cudaMalloc and counts what one takes
  *                  (dm_mem_alloc_bytes)
  *   state_next     the second (ping-pong) buffer of each state array, over the same range
@@ -130,6 +132,16 @@ int dm_mem_peak(const dm_model *m, const dm_program *p, const dm_mem_exact *x, d
  * peak on Moonlight-16B-A3B-6L before it counted this, 0.1 GiB on Llama-3.2-3B, whose arrays
  * are whole pages. */
 double dm_mem_alloc_bytes(double bytes);
+
+struct dm_range;
+/* Elements of the GPU executor's second fp32 gradient scratch on a rank whose list runs
+ * optimizer ops on both compute streams (--publish: a published layer's AdamW on compute-lo,
+ * beside the rank's other optimizer ops on compute; they would share the one scratch at once):
+ * the largest state range (st: core/holds.h's dm_state_ranges, by param id) over the params of
+ * its compute-lo AdamW ops. 0 when its optimizer ops run on one stream; -1 when an NS or a Muon
+ * update runs on compute-lo beside optimizer ops on compute (the NS plans' buffers are one
+ * stream's: the executor refuses that). The one rule of the estimate and the executor. */
+int64_t dm_mem_lo_scratch(const dm_rank_prog *rp, const struct dm_range *st);
 
 /* 1 when e->total fits in the GPU's memory. */
 int dm_mem_fits(const dm_mem_est *e, const dm_gpu *gpu);

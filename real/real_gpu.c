@@ -161,6 +161,8 @@ typedef struct gpu {
     int32_t **map_dev;        /* [map * 5 + k]: a, inv, uniq, off, tok on the device */
     double mem_free0, mem_free_min, mem_total; /* cudaMemGetInfo: before the buffers, lowest since */
     float *g32;               /* fp32 gradient scratch (largest matrix) */
+    float *g32_lo;            /* the AdamW ops' on compute-lo beside the others on compute, or NULL
+                                 (core/memory.h dm_mem_lo_scratch) */
     bf16 *cbuf[DM_STREAM__COUNT]; /* collective packing buffers */
     size_t cbuf_n;
     float *d_loss;            /* device loss accumulator */
@@ -402,17 +404,13 @@ static int gpu_create(real_exec *ex, dm_err *err)
     const dm_program *p = ex->prog;
     const real_mem_est est = g->est;
     /* the optimizer's ops share the fp32 gradient scratch and the NS plans' buffers: one compute
-     * stream runs all of them (compute, or compute-lo beside the backward) */
+     * stream runs all of them (compute, or compute-lo beside the backward), but for AdamW ops on
+     * compute-lo beside the rest on compute (--publish), which get a scratch of their own */
     const dm_rank_prog *rp = &p->ranks[ex->rank];
-    int opt_on[2] = {0, 0};
-    for (int i = 0; i < rp->n_ops; i++) {
-        const dm_op *op = &rp->ops[i];
-        if (op->kind == DM_OP_NS || op->kind == DM_OP_MUON_UPDATE || op->kind == DM_OP_ADAMW)
-            opt_on[op->stream == DM_STREAM_COMPUTE_LO] = 1;
-    }
-    if (opt_on[0] && opt_on[1])
-        return dm_err_set(err, "rank %d: optimizer ops on both compute and compute-lo (the GPU executor runs them on "
-                          "one stream)", ex->rank);
+    int64_t lo_scratch = dm_mem_lo_scratch(rp, ex->st);
+    if (lo_scratch < 0)
+        return dm_err_set(err, "rank %d: NS or Muon updates on compute-lo beside optimizer ops on compute (the GPU "
+                          "executor runs them on one stream)", ex->rank);
     int lo_pri = 0, hi_pri = 0;
     CU(cudaDeviceGetStreamPriorityRange(&lo_pri, &hi_pri));
     /* comm-hi highest (fetches gate the next forward), comm-lo next, then compute; compute-lo
@@ -458,6 +456,8 @@ static int gpu_create(real_exec *ex, dm_err *err)
     if (dev_alloc(ex, (void **)&g->arena_w, (size_t)total * 2, "the bf16 weights", err) ||
         dev_alloc(ex, (void **)&g->arena_g, (size_t)total * 2, "the bf16 gradients", err) ||
         dev_alloc(ex, (void **)&g->g32, (size_t)max_size * 4, "the fp32 gradient scratch", err) ||
+        (lo_scratch > 0 &&
+         dev_alloc(ex, (void **)&g->g32_lo, (size_t)lo_scratch * 4, "compute-lo's fp32 gradient scratch", err)) ||
         dev_alloc(ex, (void **)&g->d_loss, sizeof(float), "the loss", err) ||
         dev_alloc(ex, (void **)&g->d_flag, 2 * sizeof(int), "the flag", err))
         goto out;
@@ -584,7 +584,7 @@ static void gpu_destroy(real_exec *ex)
     for (int i = 0; i < g->n_plans; i++) ns_plan_destroy(g->plans[i].plan);
     at_cache_close(g->tune);
     free(g->plans);
-    cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->g32);
+    cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->g32), cudaFree(g->g32_lo);
     free(g->off);
     cudaFree(g->act), cudaFree(g->res), cudaFree(g->dx), cudaFree(g->dx2), cudaFree(g->ws);
     free(g->act_base), free(g->res_base);
@@ -1032,9 +1032,10 @@ static int update_op(real_exec *ex, const dm_op *op, cudaStream_t s, dm_err *err
             OK(stage(ex, q, ST_W32, lo, lo + n, s, &w_in, &w_out, err));
             OK(stage(ex, q, ST_M1, lo, lo + n, s, &m_in, &m_out, err));
             OK(stage(ex, q, ST_M2, lo, lo + n, s, &v_in, &v_out, err));
-            OK(sk_bf16_to_f32_check(q->G + lo, g->g32, n, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
+            float *g32 = op->stream == DM_STREAM_COMPUTE_LO && g->g32_lo ? g->g32_lo : g->g32;
+            OK(sk_bf16_to_f32_check(q->G + lo, g32, n, g->d_flag + 1, (int)(0x7fffffff - op->params[j]), s, err));
             int64_t o = lo - q->s0; /* in the states' range */
-            OK(ns_adamw(w_in + o, w_out + o, q->Wb + lo, g->g32, m_in + o, m_out + o, v_in + o, v_out + o, n,
+            OK(ns_adamw(w_in + o, w_out + o, q->Wb + lo, g32, m_in + o, m_out + o, v_in + o, v_out + o, n,
                         (float)ap->lr, (float)ap->beta1, (float)ap->beta2, (float)ap->eps, (float)ap->weight_decay,
                         (int)(ex->adam_t + 1), (ns_stream)s, err));
         }

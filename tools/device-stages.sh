@@ -1540,9 +1540,10 @@ stage_publishgpu() {
             "$D/dmuon" plan --model qwen2.5-0.5b --gpus 1 --cluster h200 --strategy $s --tokens 1024 --publish $p \
                 -o "$L/pub-$s-$p.json" > /dev/null 2>&1
             timeout 60 "$D/dmuon" run --backend gpu --program "$L/pub-$s-$p.json" --model qwen2.5-0.5b --tokens 1024 \
-                --steps 4 --inject-nan 2:0:0 --save-weights "$L/pubw-$s-$p.bin" > "$L/pub-$s-$p.txt" 2>&1
+                --steps 4 --inject-nan 2:0:0 --save-weights "/tmp/pubw-$s-$p.bin" > "$L/pub-$s-$p.txt" 2>&1
             echo "$s publish=$p exit $?: $(grep -c ' ok$' "$L/pub-$s-$p.txt") ok, $(grep -c 'skipped' "$L/pub-$s-$p.txt") skip lines; $(grep '^# mean over' "$L/pub-$s-$p.txt" | cut -c1-100)"
         done
-        cmp "$L/pubw-$s-0.bin" "$L/pubw-$s-1.bin" && echo "$s: the weights with and without --publish 1 are the same bytes"
+        cmp "/tmp/pubw-$s-0.bin" "/tmp/pubw-$s-1.bin" && echo "$s: the weights with and without --publish 1 are the same bytes"
+        rm -f "/tmp/pubw-$s-0.bin" "/tmp/pubw-$s-1.bin" # (not under $OUT: 0.5 GB each)
     done
 }
