@@ -141,8 +141,10 @@ typedef struct dm_op {
     unsigned publish : 4;    /* weight fetches (broadcast, all-gather of weights): 1 when the fetch
                                 runs after this step's updates of its params and carries the new
                                 weights to the next step's forward (--publish: the first layers'
-                                fetch at the step's end; the executor writes them to the staged
-                                weights, committed with the step, so a skipped step drops them);
+                                fetch at the step's end; the CPU executor writes them to its
+                                staged weights, committed with the step, the GPU executor in
+                                place and runs them again on a skipped step: a skipped step
+                                keeps the committed weights either way);
                                 0 (default): the fetch carries the weights committed before the
                                 step. JSON "publish": 1 */
     int *deps;          /* ids of earlier ops of this rank */
