@@ -34,7 +34,8 @@ for e in h200-16:$V/h200-16/validate/validate.csv h200-17:$V/h200-17/validate/va
     unseen2-causal:traces/device/causalunseen2-2026-12-05/call1/unseen2c:asrun \
     unseen2-whole:traces/device/causalunseen2-2026-12-05/call2/unseen2:asrun \
     heldns:traces/device/heldns-2026-12-05/heldns:asrun causalcore:traces/device/causalcore-2026-12-05/corec:asrun \
-    heldns2:traces/device/heldns2-2026-12-05/heldns2:asrun unseen3:$V/h200-unseen3-2026-12-06:asrun; do
+    heldns2:traces/device/heldns2-2026-12-05/heldns2:asrun unseen3:$V/h200-unseen3-2026-12-06:asrun \
+    unseen3tok:$V/h200-unseen3tok-2026-12-06:asrun; do
     n=${e%%:*} f=${e#*:} a=
     if [ -n "${ASRUN:-}" ] && [ "${f%/validate/validate.csv}" != "$f" ] && [ -f "${f%/validate/validate.csv}/validate-cases.tar.xz" ]; then
         f=${f%/validate/validate.csv}:asrun # ASRUN=1: every call with its cases packed, on the programs it ran
