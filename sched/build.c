@@ -125,6 +125,8 @@ typedef struct bctx {
     int z3;
     int publishing;             /* emit_publish is emitting: the collectives carry dm_op.publish */
     const int *publish_dep2;    /* ... and each rank's second dependency (emit_publish) */
+    unsigned char *pub_adamw;   /* [layer < publish]: its published fetch carries AdamW-role params
+                                   (their update then runs on compute-lo: emit_opt_item), or NULL */
     int emit_ranks;             /* ranks whose ops are emitted: 1 when every rank runs the same list
                                    (replicated_plan: the others share rank 0's, program.h), else all */
     /* the kernels of each layer's forward and backward (program works), and their sums */
@@ -1520,7 +1522,7 @@ static int emit_opt_item(bctx *b, int r, const opt_item *it, int *deps, int64_t 
          * in, not behind the rank's NS on the compute stream: its fetch at the step's end waits on
          * it (emit_publish) and then runs beside the optimizer's tail. The compute stream's chain
          * (after) neither waits on it nor continues from it. */
-        int lo = l < b->o->publish && b->opt_stream == DM_STREAM_COMPUTE;
+        int lo = l < b->o->publish && b->opt_stream == DM_STREAM_COMPUTE && b->pub_adamw && b->pub_adamw[l];
         size_t n = b->o->strategy == SCHED_ADAMW ? layer_ids(b, l, -1, params) : layer_ids(b, l, DM_ROLE_ADAMW, params);
         size_t gk = (size_t)r * L + l;
         if (b->grad_hi[gk] >= 0) deps[nd++] = b->grad_hi[gk];
@@ -1733,6 +1735,13 @@ static int emit_program(bctx *b)
         for (int r = 0; r < 2 * b->emit_ranks; r++) b->fetch_hi_now[r] = -1;
     }
     int P = b->o->publish < L ? b->o->publish : L; /* the first P layers' fetch: at the step's end (emit_publish) */
+    if (P && !(b->pub_adamw = dm_calloc((size_t)P, 1, b->err))) goto done;
+    for (int l = 0; l < P; l++)
+        for (size_t q = b->fetch_first[l]; q < b->fetch_first[l] + b->fetch_n[l]; q++) {
+            const coll_desc *d = &AT(b->fetch, coll_desc, q);
+            const int64_t *ps = (const int64_t *)b->pool.data + d->p_first;
+            for (size_t j = 0; j < d->p_n; j++) b->pub_adamw[l] |= b->mats[ps[j]].role == DM_ROLE_ADAMW;
+        }
     if (none) {
         for (int l = P; l < L; l++)
             if (emit_fetch(b, l, NULL, 0)) goto done;
@@ -1818,6 +1827,8 @@ static int emit_program(bctx *b)
 done:
     for (int r = 0; ri && r < R; r++) free(ri[r].v);
     free(ri);
+    free(b->pub_adamw);
+    b->pub_adamw = NULL;
     free(tmp);
     free(deps);
     free(items);
@@ -1941,7 +1952,10 @@ static int build_once(const dm_model *model, const dm_cluster *cluster, int nran
     b.nowners = opts->strategy == SCHED_DMUON && opts->hierarchical ? b.gpn : nranks;
     b.elt = opts->dtype == DM_DT_FP32 ? 4 : 2;
     b.z3 = opts->zero == 3 && opts->strategy != SCHED_MUON_DDP && opts->strategy != SCHED_MUON_RR;
-    if (opts->publish && b.z3)
+    if (opts->publish == SCHED_PUBLISH_AUTO) /* (the first layer's fetch has something to run beside at the
+                                                 step's end only where the forward prefetches) */
+        resolved.publish = nranks > 1 && !b.z3 && opts->overlap != SCHED_OVERLAP_NONE;
+    else if (opts->publish && b.z3)
         return dm_err_set(err, "sched: --publish keeps the first layers' weights from the end of one step to the next, "
                           "and --zero 3 frees them after the forward: choose one");
     if (opts->publish > opts->prefetch_depth + 1)

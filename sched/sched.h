@@ -55,6 +55,7 @@ typedef enum { SCHED_HSDP_ADAMW_AUTO, SCHED_HSDP_ADAMW_REPLICAS, SCHED_HSDP_ADAM
 typedef enum { SCHED_HSDP_MUON_AUTO, SCHED_HSDP_MUON_REPLICAS, SCHED_HSDP_MUON_WORLD } sched_hsdp_muon;
 
 #define SCHED_NS_SPLIT_AUTO (-1)
+#define SCHED_PUBLISH_AUTO (-1)
 typedef struct sched_opts {
     sched_strategy strategy;   /* default SCHED_DMUON */
     sched_balance balance;     /* default SCHED_BAL_AUTO (dmuon only) */
@@ -134,8 +135,11 @@ typedef struct sched_opts {
                                   of the step instead, each after the last update of its params on
                                   each rank (and that rank's backward of the layer), marked publish
                                   (program.h): it carries the new weights to the next step's
-                                  forward, which no longer waits on a fetch of them; 0 (default):
-                                  none. Not with zero 3 (its weights are freed after the forward) */
+                                  forward, which no longer waits on a fetch of them; 0: none.
+                                  Not with zero 3 (its weights are freed after the forward).
+                                  SCHED_PUBLISH_AUTO: 1 on more than one rank with zero 2 and a
+                                  prefetching overlap, else 0 (sched_build resolves it). Default 0:
+                                  the GPU executor has run it on one GPU only */
     int naive_tuned;           /* muon-ddp / muon-fsdp: 0 (default) as PyTorch code runs them
                                   (DMuon's benchmarks, the usual DDP/FSDP2 Muon): one matrix per
                                   NS, direct; muon-fsdp gathers each full gradient inside the

@@ -172,9 +172,10 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         else o->ns_split = (int)v;
     } else if (!strcmp(key, "publish")) {
         if (!strcasecmp(val, "off")) o->publish = 0;
+        else if (!strcasecmp(val, "auto")) o->publish = SCHED_PUBLISH_AUTO;
         else if (parse_count(val, 0, 1024, &v))
             return dm_err_set(err, "--publish: expected how many first layers' fetch runs at the step's end (an integer "
-                              "in [0, 1024]) or off, found '%s'", val);
+                              "in [0, 1024]), auto or off, found '%s'", val);
         else o->publish = (int)v;
     } else if (!strcmp(key, "comm-weight")) {
         char *end;
@@ -306,7 +307,8 @@ void sched_getopt_help(FILE *f)
             "                        new weights to the next step's forward, which then starts\n"
             "                        without waiting on them; it runs beside the optimizer's tail\n"
             "                        (not with --zero 3); both executors run it, the GPU executor\n"
-            "                        on one GPU so far (default 0: none)\n"
+            "                        on one GPU so far; auto: 1 on more than one GPU with --zero 2\n"
+            "                        and overlap prefetch or interleave, else 0 (default 0: none)\n"
             "  --attention A         whole: every attention block's score and value products over\n"
             "                        its whole windows (default; the executor's step as measured so\n"
             "                        far); causal: a causal self-attention block's over its lower\n"
@@ -359,7 +361,8 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
     }
     if (o->publish) {
         size_t n = strlen(buf);
-        if (n < size) snprintf(buf + n, size - n, " publish=%d", o->publish);
+        if (n < size && o->publish > 0) snprintf(buf + n, size - n, " publish=%d", o->publish);
+        else if (n < size) snprintf(buf + n, size - n, " publish=auto");
     }
     if (sched_opts_pytorch_form(o)) {
         size_t n = strlen(buf);

@@ -141,5 +141,11 @@ s3=$(st "$($DMUON sim -m "$w" -g 64 --publish 1 --steps 3 --quiet 2>&1)")
 sa=$(st "$($DMUON sim -m "$w" -g 64 --strategy adamw --quiet 2>&1)")
 is "sim --publish 1, WALL-OSS, 64 GPUs: dmuon's step shorter ($s0 -> $s1 ms; 3 steps $s3; adamw $sa)" \
     "$(awk -v a="$s0" -v b="$s1" -v c="$s3" -v d="$sa" 'BEGIN{print (b < a && c < a && b < d * 1.001) ? "yes" : "no"}')" yes
+# --publish auto: 1 on more than one GPU (prefetching overlap, zero 2), none on one (its fetches are
+# the identity) nor with --overlap none
+n_pub() { $DMUON plan -m qwen2.5-0.5b -g "$1" --tokens 1024 --publish auto $2 -o "$tmp/pa.json" >/dev/null 2>&1 &&
+    printf '%s %s' "$(grep -c '"publish"' "$tmp/pa.json")" "$(grep -o 'publish=[0-9]*' "$tmp/pa.json" | head -1)"; }
+is "plan --publish auto: 4 GPUs publish the first layer, 1 GPU and --overlap none nothing" \
+    "$(n_pub 4) | $(n_pub 1) | $(n_pub 4 '--overlap none')" "4 publish=1 | 0  | 0 "
 rm -rf "$tmp"
 tap_end
