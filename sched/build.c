@@ -1740,7 +1740,8 @@ static int emit_program(bctx *b)
         for (size_t q = b->fetch_first[l]; q < b->fetch_first[l] + b->fetch_n[l]; q++) {
             const coll_desc *d = &AT(b->fetch, coll_desc, q);
             const int64_t *ps = (const int64_t *)b->pool.data + d->p_first;
-            for (size_t j = 0; j < d->p_n; j++) b->pub_adamw[l] |= b->mats[ps[j]].role == DM_ROLE_ADAMW;
+            for (size_t j = 0; j < d->p_n; j++) /* (adamw updates every role) */
+                b->pub_adamw[l] |= b->mats[ps[j]].role == DM_ROLE_ADAMW || b->o->strategy == SCHED_ADAMW;
         }
     if (none) {
         for (int l = P; l < L; l++)
