@@ -125,7 +125,8 @@ typedef struct bctx {
     int z3;
     int publishing;             /* emit_publish is emitting: the collectives carry dm_op.publish */
     const int *publish_dep2;    /* ... and each rank's second dependency (emit_publish) */
-    unsigned char *pub_adamw;   /* [layer < publish]: its published fetch carries AdamW-role params
+    unsigned char *pub_in;      /* [param id]: a published fetch carries it (publish_marks), or NULL */
+    unsigned char *pub_adamw;   /* [layer < publish]: its published fetch carries AdamW-updated params
                                    (their update then runs on compute-lo: emit_opt_item), or NULL */
     int emit_ranks;             /* ranks whose ops are emitted: 1 when every rank runs the same list
                                    (replicated_plan: the others share rank 0's, program.h), else all */
@@ -1636,6 +1637,25 @@ out:
     return rc;
 }
 
+/* The params the first P layers' published fetches carry (b->pub_in) and which of those layers
+ * carry AdamW-updated ones (b->pub_adamw; adamw updates every role): one walk of their fetches,
+ * before the optimizer is emitted (emit_opt_item) and the fetches after it (emit_publish). */
+static int publish_marks(bctx *b, int P)
+{
+    if (!(b->pub_in = dm_calloc((size_t)b->nmats, 1, b->err)) || !(b->pub_adamw = dm_calloc((size_t)P, 1, b->err)))
+        return -1;
+    for (int l = 0; l < P; l++)
+        for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++) {
+            const coll_desc *d = &AT(b->fetch, coll_desc, k);
+            const int64_t *ps = (const int64_t *)b->pool.data + d->p_first;
+            for (size_t j = 0; j < d->p_n; j++) {
+                b->pub_in[ps[j]] = 1;
+                b->pub_adamw[l] |= b->mats[ps[j]].role == DM_ROLE_ADAMW || b->o->strategy == SCHED_ADAMW;
+            }
+        }
+    return 0;
+}
+
 /* --publish: the first P layers' forward fetch at the end of the step, marked publish
  * (program.h). Each of its ops on rank r waits on r's last update (muon-update, adamw) of any
  * param those fetches carry, on each compute stream (a published layer's AdamW runs on
@@ -1647,15 +1667,9 @@ out:
 static int emit_publish(bctx *b, int P, int *tmp)
 {
     int L = b->nlayers, rc = -1;
-    unsigned char *in = dm_calloc((size_t)b->nmats, 1, b->err);
+    const unsigned char *in = b->pub_in;
     int *lo = dm_malloc((size_t)b->nranks * sizeof *lo, b->err);
-    if (!in || !lo) goto out;
-    for (int l = 0; l < P; l++) /* every param the published fetches carry */
-        for (size_t k = b->fetch_first[l]; k < b->fetch_first[l] + b->fetch_n[l]; k++) {
-            const coll_desc *d = &AT(b->fetch, coll_desc, k);
-            const int64_t *ps = (const int64_t *)b->pool.data + d->p_first;
-            for (size_t j = 0; j < d->p_n; j++) in[ps[j]] = 1;
-        }
+    if (!lo) goto out;
     for (int r = 0; r < b->nranks; r++) {
         tmp[r] = lo[r] = -1;
         if (r >= b->emit_ranks) continue;
@@ -1678,7 +1692,6 @@ static int emit_publish(bctx *b, int P, int *tmp)
     b->publishing = 0;
     b->publish_dep2 = NULL;
 out:
-    free(in);
     free(lo);
     return rc;
 }
@@ -1735,14 +1748,7 @@ static int emit_program(bctx *b)
         for (int r = 0; r < 2 * b->emit_ranks; r++) b->fetch_hi_now[r] = -1;
     }
     int P = b->o->publish < L ? b->o->publish : L; /* the first P layers' fetch: at the step's end (emit_publish) */
-    if (P && !(b->pub_adamw = dm_calloc((size_t)P, 1, b->err))) goto done;
-    for (int l = 0; l < P; l++)
-        for (size_t q = b->fetch_first[l]; q < b->fetch_first[l] + b->fetch_n[l]; q++) {
-            const coll_desc *d = &AT(b->fetch, coll_desc, q);
-            const int64_t *ps = (const int64_t *)b->pool.data + d->p_first;
-            for (size_t j = 0; j < d->p_n; j++) /* (adamw updates every role) */
-                b->pub_adamw[l] |= b->mats[ps[j]].role == DM_ROLE_ADAMW || b->o->strategy == SCHED_ADAMW;
-        }
+    if (P && publish_marks(b, P)) goto done;
     if (none) {
         for (int l = P; l < L; l++)
             if (emit_fetch(b, l, NULL, 0)) goto done;
@@ -1828,8 +1834,8 @@ static int emit_program(bctx *b)
 done:
     for (int r = 0; ri && r < R; r++) free(ri[r].v);
     free(ri);
-    free(b->pub_adamw);
-    b->pub_adamw = NULL;
+    free(b->pub_in), free(b->pub_adamw);
+    b->pub_in = b->pub_adamw = NULL;
     free(tmp);
     free(deps);
     free(items);
