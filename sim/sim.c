@@ -1100,6 +1100,9 @@ static int make_trace(sim *s, sim_result *r, dm_err *err)
 
 static void sim_free(sim *s)
 {
+    free(s->start); /* (NULL once handed to the result) */
+    free(s->end);
+    free(s->ready);
     free(s->off);
     free(s->rank_of);
     free(s->op);
@@ -1249,9 +1252,6 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
         }
         r->power_passes = pass + 1;
         if (moved < 1) break; /* this pass started where it ends */
-        free(s.start); /* not sim_free's: the last pass hands them to the result */
-        free(s.end);
-        free(s.ready);
         sim_free(&s);
         sim_init(&s, p, c, o);
         s.shared = shared;
@@ -1289,9 +1289,6 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
         r->nranks = s.R;
         r->step_us = s.now;
         r->steps = 1;
-        free(s.start);
-        free(s.end);
-        free(s.ready);
         sim_free(&s);
         *out = r;
         return 0;
@@ -1318,9 +1315,6 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
     return 0;
 fail:
     free(D0);
-    free(s.start);
-    free(s.end);
-    free(s.ready);
     sim_free(&s);
     sim_result_free(r);
     return s.deadlock ? -2 : -1;
