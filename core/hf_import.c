@@ -225,6 +225,7 @@ static const lm_defaults GEMMA3_TEXT = {"Gemma3TextConfig", 262208, 8, 4, 256};
 /* The common decoder hyper-parameters. */
 typedef struct lm_hp {
     int64_t hidden, inter, layers, heads, kv_heads, head_dim, vocab;
+    int64_t rope;        /* dims of each query and key head the rotary embedding turns */
     int tied;
     int embed, lm_head;  /* tensor indices of the token embedding and the output head (-1: tied) */
 } lm_hp;
@@ -281,6 +282,13 @@ static int read_lm(builder *b, const jv *cfg, int tied_default, const lm_default
         }
         hp->head_dim = hp->hidden / hp->heads;
     }
+    /* rotary embedding over every dim of a head, or the part "partial_rotary_factor" (phi3,
+     * stablelm) or "rotary_pct" (gpt_neox) says, rounded down to whole pairs */
+    double frac = 1;
+    if (jv_opt_num(cfg, "partial_rotary_factor", 0, 1, b->file, &frac, b->err) ||
+        jv_opt_num(cfg, "rotary_pct", 0, 1, b->file, &frac, b->err))
+        return -1;
+    hp->rope = (int64_t)(frac * (double)hp->head_dim) / 2 * 2;
     return 0;
 }
 
@@ -434,7 +442,9 @@ static int add_gqa(builder *b, const char *p, const lm_hp *hp, int st, int qkv_b
     if (add_t(b, name, h, q, 1, st, 0, -1, MUON, "")) return -1;
     snprintf(name, sizeof name, "%s.bias", o);
     if (o_bias && add_t(b, name, h, 0, 1, st, 0, -1, ADAMW, "")) return -1;
-    return add_attn(b, st, hp->heads, hp->kv_heads, hp->head_dim, hp->head_dim, 1);
+    if (add_attn(b, st, hp->heads, hp->kv_heads, hp->head_dim, hp->head_dim, 1)) return -1;
+    b->m->stacks[st].attn[b->m->stacks[st].n_attn - 1].rope = (int)hp->rope;
+    return 0;
 }
 
 /* An MLP of width `inter` over layers [first, first + span) of `st`: the n projections named
@@ -608,9 +618,10 @@ static int add_vision(builder *b, const jv *vision, int64_t lm_hidden, int embed
     if (qwen2 ? add_plain_mlp(b, "visual.blocks.*.mlp", FC1_FC2, h, inter, blocks, "")
               : add_mlp(b, "visual.blocks.*.mlp", h, inter, 1, blocks, 0, -1, 1, ""))
         return -1;
-    if (add_attn(b, blocks, heads, heads, h / heads, h / heads, 0) ||
-        add_t(b, "visual.merger.ln_q.weight", h, 0, 1, merger, 0, -1, ADAMW, ""))
-        return -1;
+    if (add_attn(b, blocks, heads, heads, h / heads, h / heads, 0)) return -1;
+    /* Qwen-VL's vision blocks turn every dim of a head by the patch's 2-D position */
+    b->m->stacks[blocks].attn[b->m->stacks[blocks].n_attn - 1].rope = (int)(h / heads) / 2 * 2;
+    if (add_t(b, "visual.merger.ln_q.weight", h, 0, 1, merger, 0, -1, ADAMW, "")) return -1;
     last(b)->stream = vs; /* the norm runs on the patches before they are merged */
     if (qwen2) {
         if (add_t(b, "visual.merger.ln_q.bias", h, 0, 1, merger, 0, -1, ADAMW, "")) return -1;
@@ -924,8 +935,11 @@ static int add_mla_attn(builder *b, const char *p, const lm_hp *hp, const mla_hp
         add_t(b, NAME("input_layernorm.weight"), h, 0, 1, st, 0, -1, ADAMW, "") ||
         add_t(b, NAME("post_attention_layernorm.weight"), h, 0, 1, st, 0, -1, ADAMW, ""))
         return -1;
-    /* Queries and keys are nope + rope wide per head, values v_head_dim; no shared kv heads. */
-    return add_attn(b, st, hp->heads, hp->heads, a->nope + a->rope, a->v, 1);
+    /* Queries and keys are nope + rope wide per head, values v_head_dim; no shared kv heads; the
+     * rotary embedding turns the rope part of each. */
+    if (add_attn(b, st, hp->heads, hp->heads, a->nope + a->rope, a->v, 1)) return -1;
+    b->m->stacks[st].attn[b->m->stacks[st].n_attn - 1].rope = (int)a->rope;
+    return 0;
 }
 
 /* Router, routed experts, shared experts over layers [first, first + span) of `st`. */

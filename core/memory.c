@@ -68,18 +68,21 @@ static int layer_parts(mem_ctx *c, dm_err *err)
     dm_workload_opts o = {c->p->tokens, c->p->seq_len, 2, c->p->causal_tile};
     if (dm_workload_check(m, &o, err)) return -1;
     double kept = 0;
-    int64_t dx = 0, scores = 0, operands = 0, big[6] = {0}; /* the largest of each attention buffer */
+    int64_t dx = 0, ew = 0, scores = 0, operands = 0, big[6] = {0}; /* the largest of each attention buffer */
     for (int l = 0; l < m->n_layers; l++) {
         dm_layer_work w;
         if (dm_layer_work_build(m, c->mx, c->n, l, &o, &w, err)) return -1;
         kept += w.kept_bytes;
         for (int i = 0; i < w.n_bwd; i++) {
             const dm_kernel *k = &w.bwd[i];
-            if (k->op == DM_KOP_DGRAD) {
+            if (k->op == DM_KOP_DGRAD || k->op == DM_KOP_ACT_BWD || k->op == DM_KOP_GLU_BWD) {
                 int64_t e = k->m * k->n * (k->kind == DM_KERN_BGEMM ? k->batch : 1);
                 if (e > dx) dx = e;
             }
+            if (dm_pass_scratch(k) > ew) ew = dm_pass_scratch(k);
         }
+        for (int i = 0; i < w.n_fwd; i++)
+            if (dm_pass_scratch(&w.fwd[i]) > ew) ew = dm_pass_scratch(&w.fwd[i]);
         /* the attention buffers, each at its own largest over the step's products, as the
          * executor sizes them (kernels/wk_plan.c): the window's operands, each group's scores,
          * one output buffer; Q, K, V, dO and the output count as 2 x operands */
@@ -91,9 +94,10 @@ static int layer_parts(mem_ctx *c, dm_err *err)
     dm_mem_est *e = &c->common;
     e->activations = kept;
     e->max_dx = dx;
+    e->max_ew = ew;
     e->max_attn_scores = scores;
     e->max_attn_operands = operands;
-    e->scratch = 2.0 * ((double)dx + 2.0 * (double)scores + 2.0 * (double)operands);
+    e->scratch = 2.0 * ((double)dx + (double)ew + 2.0 * (double)scores + 2.0 * (double)operands);
     return 0;
 }
 

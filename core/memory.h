@@ -14,12 +14,13 @@
  *                  vector and table output), at the program's tokens and seq_len
  *   scratch        transient buffers, allocated once and reused by every layer, bf16: the input
  *                  gradient (max_dx elements: the largest m x n of a dgrad kernel, x batch for
- *                  experts), and the attention buffers as the executor sizes them, each at
+ *                  experts), the layer passes' scratch (max_ew elements: activations, rotary
+ *                  embeddings, residual adds, core/workload.h dm_pass_scratch), and the attention buffers as the executor sizes them, each at
  *                  its own largest over the step's product groups (core/workload.h
  *                  dm_attn_geom_elems): the scores S and their gradient dS (max_attn_scores
  *                  elements each), and Q, K, V, dO and the one output buffer of O, dQ, dK, dV
  *                  (2 x max_attn_operands elements together);
- *                  2 x (max_dx + 2 max_attn_scores + 2 max_attn_operands)
+ *                  2 x (max_dx + max_ew + 2 max_attn_scores + 2 max_attn_operands)
  *   state          per matrix, over the range this rank's updates touch (core/holds.h's
  *                  dm_state_ranges: the whole matrix where it runs NS, its shard of an AdamW or
  *                  FSDP update, nothing where it updates none): fp32 master weights, Muon
@@ -87,6 +88,7 @@ typedef struct dm_mem_est {
     int64_t total_elems;        /* elements of every matrix */
     int64_t max_size;           /* elements of the largest matrix */
     int64_t max_dx;             /* elements of the largest input gradient */
+    int64_t max_ew;             /* elements of the layer passes' scratch (workload.h dm_pass_scratch) */
     int64_t max_attn_scores;    /* elements of the largest product group's scores (and of dS) */
     int64_t max_attn_operands;  /* half the elements of the Q, K, V, dO and output buffers */
     int64_t max_coll;           /* elements of the largest collective buffer */

@@ -286,7 +286,7 @@ static int parse_window(const jv *a, const dm_stack *st, const char *file, dm_at
 static int parse_attention(dm_model *m, int si, const jv *a, const char *file, dm_attention *at, dm_err *err)
 {
     const dm_stack *st = &m->stacks[si];
-    int64_t heads, kvh, hd, vd, len = 0;
+    int64_t heads, kvh, hd, vd, len = 0, rope = 0;
     if (a->type != JV_OBJECT)
         return dm_err_set(err, "%s:%d:%d: expected an attention object {\"heads\", \"head_dim\", ...}", file, a->line, a->col);
     if (jv_req_int(a, "heads", 1, 65536, file, &heads, err)) return -1;
@@ -296,6 +296,12 @@ static int parse_attention(dm_model *m, int si, const jv *a, const char *file, d
     vd = hd;
     if (jv_opt_int(a, "v_head_dim", 1, 65536, file, &vd, err) || jv_opt_int(a, "length", 1, DM_MAX_DIM, file, &len, err))
         return -1;
+    if (jv_opt_int(a, "rope", 0, hd, file, &rope, err)) return -1;
+    if (rope % 2) {
+        const jv *v = jv_get(a, "rope");
+        return dm_err_set(err, "%s:%d:%d: expected \"rope\" (the rotated dims of a head) to be even, found %" PRId64, file,
+                          v->line, v->col, rope);
+    }
     if (heads % kvh) {
         const jv *v = jv_get(a, "kv_heads");
         return dm_err_set(err, "%s:%d:%d: expected \"kv_heads\" (%" PRId64 ") to divide \"heads\" (%" PRId64 ")", file, v->line,
@@ -315,6 +321,7 @@ static int parse_attention(dm_model *m, int si, const jv *a, const char *file, d
     at->kv_heads = (int)kvh;
     at->head_dim = (int)hd;
     at->v_head_dim = (int)vd;
+    at->rope = (int)rope;
     at->length = len;
     /* A window must divide a fixed stream's tokens per sample (the main stream is checked
      * against --seq-len when a plan is made). */
@@ -692,6 +699,7 @@ static void write_text(const dm_model *m, FILE *f)
             if (a->kv_heads != a->heads) fprintf(f, ", \"kv_heads\": %d", a->kv_heads);
             fprintf(f, ", \"head_dim\": %d", a->head_dim);
             if (a->v_head_dim != a->head_dim) fprintf(f, ", \"v_head_dim\": %d", a->v_head_dim);
+            if (a->rope) fprintf(f, ", \"rope\": %d", a->rope);
             if (!a->causal) fprintf(f, ", \"causal\": false");
             if (a->stream != st->stream) {
                 fprintf(f, ", \"stream\": ");

@@ -63,6 +63,8 @@ typedef struct dm_attention {
     int heads, kv_heads;
     int head_dim, v_head_dim;  /* query/key width and value width per head */
     int causal;                /* 1: causal mask (recorded; the products are computed whole) */
+    int rope;                  /* rotary embedding: the dims of each query and key head it rotates
+                                  (0: none; at most head_dim, even) */
     int64_t length;            /* query window, tokens; 0 = tokens per sample */
     int64_t window;            /* sliding window of a causal self-attention: a query sees the
                                   `window` keys up to itself (0: none) ... */

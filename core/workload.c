@@ -9,7 +9,8 @@ static const char *const op_names[DM_KOP__COUNT] = {
     "fwd",        "dgrad",     "wgrad",      "attn-score", "attn-value", "attn-dvalue", "attn-dscore",
     "attn-dquery", "attn-dkey", "loss",      "vector",     "vector-bwd", "embed",       "embed-bwd",
     "table",      "table-bwd", "route",      "route-bwd",  "softmax",     "softmax-bwd", "grad-check",
-    "adamw",      "muon-update"};
+    "adamw",      "muon-update", "act",        "act-bwd",     "glu",        "glu-bwd",     "rope",
+    "rope-bwd",   "resid",     "resid-bwd"};
 
 const char *dm_kern_kind_name(dm_kern_kind k) { return k >= 0 && k < DM_KERN__COUNT ? kind_names[k] : "?"; }
 const char *dm_kern_op_name(dm_kern_op op) { return op >= 0 && op < DM_KOP__COUNT ? op_names[op] : "?"; }
@@ -134,12 +135,37 @@ double dm_elem_passes(dm_kern_op op)
     case DM_KOP_TABLE:
     case DM_KOP_ROUTE:
     case DM_KOP_ROUTE_BWD:
-    case DM_KOP_SOFTMAX: return 2;
+    case DM_KOP_SOFTMAX:
+    case DM_KOP_ACT:
+    case DM_KOP_ROPE:
+    case DM_KOP_ROPE_BWD: return 2;
     case DM_KOP_GRAD_CHECK: return 1;
     case DM_KOP_VECTOR_BWD:
     case DM_KOP_TABLE_BWD:
     case DM_KOP_EMBED_BWD:
-    case DM_KOP_SOFTMAX_BWD: return 3;
+    case DM_KOP_SOFTMAX_BWD:
+    case DM_KOP_ACT_BWD:
+    case DM_KOP_GLU:
+    case DM_KOP_RESID:
+    case DM_KOP_RESID_BWD: return 3;
+    case DM_KOP_GLU_BWD: return 5;
+    default: return 0;
+    }
+}
+
+int64_t dm_pass_scratch(const dm_kernel *k)
+{
+    if (k->kind != DM_KERN_ELEM) return 0;
+    int64_t e = k->m * k->n * (k->count > 0 ? k->count : 1);
+    switch (k->op) {
+    case DM_KOP_ACT:
+    case DM_KOP_ACT_BWD:
+    case DM_KOP_GLU:
+    case DM_KOP_ROPE:
+    case DM_KOP_ROPE_BWD: return e;
+    case DM_KOP_GLU_BWD:
+    case DM_KOP_RESID:
+    case DM_KOP_RESID_BWD: return 2 * e;
     default: return 0;
     }
 }
@@ -284,6 +310,13 @@ static int add_attention(wctx *c, kvec *kv, const dm_attention *a, int layer)
 {
     dm_attn_geom g[DM_ATTN_MAX_PRODS];
     int n = dm_attn_block_geoms(c->m, c->o, a, layer, g);
+    if (n > 0 && a->rope > 0) {
+        /* the rotary embedding of the block's queries and keys, before its products */
+        int64_t T = dm_workload_stream_tokens(c->m, c->o, a->stream);
+        dm_kernel *r = add_elem(c, kv, DM_KOP_ROPE, T, (int64_t)(a->heads + a->kv_heads) * a->rope, 1, -1, -1);
+        if (!r) return -1;
+        r->k = a->rope; /* the rotated dims of a head */
+    }
     for (int j = 0; j < n; j++) {
         int64_t nb = dm_attn_geom_entries(&g[j]), e[6];
         dm_attn_geom_elems(&g[j], &e[0], &e[1], &e[2], &e[3], &e[4], &e[5]);
@@ -365,6 +398,16 @@ static int backward_of(wctx *c, kvec *kv, const dm_kernel *f, const dm_kernel *n
     }
     case DM_KOP_TABLE: return add_elem(c, kv, DM_KOP_TABLE_BWD, f->m, f->n, f->count, f->param, f->slot) ? 0 : -1;
     case DM_KOP_ROUTE: return add_elem(c, kv, DM_KOP_ROUTE_BWD, f->m, f->n, 1, -1, f->slot) ? 0 : -1;
+    case DM_KOP_ACT:
+    case DM_KOP_GLU:
+    case DM_KOP_ROPE:
+    case DM_KOP_RESID: {
+        /* the op after it in dm_kern_op is its backward */
+        dm_kernel *x = add_elem(c, kv, (dm_kern_op)(f->op + 1), f->m, f->n, f->count, f->param, f->slot);
+        if (!x) return -1;
+        x->k = f->k;
+        return 0;
+    }
     default: return 0; /* loss: the residual forward made is the backward's input; value: with score */
     }
 }
@@ -420,6 +463,146 @@ static const dm_kernel *attn_value_of(const dm_kernel *k, int n, int score)
     for (int j = score + 1; j < n && j <= score + 2; j++)
         if (k[j].op == DM_KOP_ATTN_VALUE) return &k[j];
     return NULL;
+}
+
+/* A 1-D tensor that is a norm's scale or shift (not a bias), by its name: "norm" in it
+ * (RMSNorm, LayerNorm, layernorm), or "ln_" / ".ln" (GPT-2's and CLIP's). */
+static int is_norm(const char *name)
+{
+    char low[256];
+    size_t i = 0;
+    for (; name[i] && i + 1 < sizeof low; i++) low[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+    low[i] = 0;
+    return strstr(low, "norm") || strstr(low, "ln_") || strstr(low, ".ln");
+}
+
+/* The layer's width on stream s: the input width of its first product over that stream (0: none). */
+static int64_t stream_width(const wctx *c, const kvec *fw, int s)
+{
+    for (int i = 0; i < fw->n; i++) {
+        const dm_kernel *k = &fw->v[i];
+        if (k->op == DM_KOP_FWD && k->slot >= 0 && c->w->slots[k->slot].stream == s && !c->w->slots[k->slot].routed)
+            return k->k;
+    }
+    for (int i = 0; i < fw->n; i++) { /* routed only: the experts' input */
+        const dm_kernel *k = &fw->v[i];
+        if (k->op == DM_KOP_FWD && k->slot >= 0 && c->w->slots[k->slot].stream == s) return k->k;
+    }
+    return 0;
+}
+
+static int in_list(int64_t v, const int64_t *l, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (l[i] == v) return 1;
+    return 0;
+}
+
+/* An MLP's input projection among the layer's products: a forward product f whose output another
+ * product of the same kind after it on the same stream takes as its input (k == n: the MLP's
+ * hidden; k == n / 2: gate and up fused in one projection, `*fused`), unless n is the stream's
+ * width (a projection back to the residual stream: attention's output), an attention block's
+ * query, key, value, fused q/k/v or fused k/v width, or the width of a norm of the layer (a norm
+ * between the two, as DeepSeek's low-rank q and kv projections have); the taker's input must not
+ * be an attention width either (attention's output projection). */
+static int mlp_input(const wctx *c, const kvec *fw, int i, const int64_t *skip, int n_skip, int n_attn_w, int *fused)
+{
+    const dm_kernel *f = &fw->v[i];
+    if (f->op != DM_KOP_FWD || f->slot < 0 || in_list(f->n, skip, n_skip)) return 0;
+    int s = c->w->slots[f->slot].stream;
+    if (f->n == stream_width(c, fw, s)) return 0;
+    for (int j = i + 1; j < fw->n; j++) {
+        const dm_kernel *g = &fw->v[j];
+        if (g->op != DM_KOP_FWD || g->kind != f->kind || g->slot < 0 || c->w->slots[g->slot].stream != s ||
+            in_list(g->k, skip, n_attn_w))
+            continue;
+        if (g->k == f->n) return *fused = 0, 1;
+        if (2 * g->k == f->n) return *fused = 1, 1;
+    }
+    return 0;
+}
+
+/* Rows of a product's output over all its matrices (count projections, or batch experts). */
+static int64_t out_rows(const dm_kernel *f) { return f->m * (f->kind == DM_KERN_BGEMM ? f->batch : f->count); }
+
+/* The passes between the layer's projections (workload.h): after each MLP's input projections
+ * (and their losses and biases) its activation, glu for a gated pair (two consecutive input
+ * projections of one input and width) or a fused gate/up, act for a single one; at the end of a layer with
+ * attention, a residual add per attention block and per stream whose MLP ran, at the stream's
+ * width over its tokens. The rotary embeddings come with the attention blocks (add_attention). */
+static int add_passes(wctx *c, kvec *fw, const dm_stack *st, const int64_t *vec_rows, int n_vec)
+{
+    int64_t skip[64]; /* the attention widths (the first n_aw), then the norms' */
+    int n_skip = 0, n_aw;
+    for (int k = 0; k < st->n_attn && n_skip + 8 <= 32; k++) {
+        const dm_attention *a = &st->attn[k];
+        /* k and v of every head in one projection (MLA's kv up-projection: the non-rotated part of k) */
+        skip[n_skip++] = (int64_t)a->heads * (a->head_dim + a->v_head_dim);
+        skip[n_skip++] = (int64_t)a->heads * (a->head_dim - a->rope + a->v_head_dim);
+        skip[n_skip++] = (int64_t)a->kv_heads * (a->head_dim + a->v_head_dim);
+        skip[n_skip++] = (int64_t)a->heads * a->head_dim;
+        skip[n_skip++] = (int64_t)a->kv_heads * a->head_dim;
+        skip[n_skip++] = (int64_t)a->kv_heads * a->v_head_dim;
+        skip[n_skip++] = (int64_t)a->heads * a->v_head_dim;
+        skip[n_skip++] = (int64_t)(a->heads + 2 * a->kv_heads) * a->head_dim;
+    }
+    n_aw = n_skip;
+    for (int i = 0; i < n_vec && n_skip < 64; i++) skip[n_skip++] = vec_rows[i];
+    kvec out = {0};
+    int64_t mlp_streams[8];
+    int n_mlp = 0, rc = -1;
+    for (int i = 0; i < fw->n; i++) {
+        dm_kernel *x = kpush(&out, c->err);
+        if (!x) goto done;
+        *x = fw->v[i];
+        int fused = 0;
+        if (!mlp_input(c, fw, i, skip, n_skip, n_aw, &fused)) continue;
+        const dm_kernel *f = &fw->v[i];
+        int pair = 0;
+        /* the next product: its pair when it reads the same input at the same width */
+        int j = i + 1;
+        while (j < fw->n && (fw->v[j].op == DM_KOP_LOSS || fw->v[j].op == DM_KOP_VECTOR)) j++;
+        int fj = 0;
+        if (!fused && j < fw->n && fw->v[j].op == DM_KOP_FWD && fw->v[j].slot == f->slot && fw->v[j].n == f->n &&
+            fw->v[j].kind == f->kind && fw->v[j].count == f->count && fw->v[j].batch == f->batch &&
+            mlp_input(c, fw, j, skip, n_skip, n_aw, &fj) && !fj)
+            pair = 1;
+        /* copy through the pair and the losses and biases after the last projection */
+        int last = pair ? j : i;
+        int e = last + 1;
+        while (e < fw->n && (fw->v[e].op == DM_KOP_LOSS || fw->v[e].op == DM_KOP_VECTOR)) e++;
+        for (int q = i + 1; q < e; q++) {
+            if (!(x = kpush(&out, c->err))) goto done;
+            *x = fw->v[q];
+        }
+        int64_t rows = out_rows(f), w = fused ? f->n / 2 : f->n;
+        if (!add_elem(c, &out, pair || fused ? DM_KOP_GLU : DM_KOP_ACT, rows, w, 1, f->param, -1)) goto done;
+        int s = c->w->slots[f->slot].stream;
+        if (!in_list(s, mlp_streams, n_mlp) && n_mlp < 8) mlp_streams[n_mlp++] = s;
+        i = e - 1;
+    }
+    if (st->n_attn) {
+        /* residual adds: one after each attention block, one after each stream's MLP */
+        int streams[16], n_s = 0;
+        for (int k = 0; k < st->n_attn && n_s < 8; k++) streams[n_s++] = st->attn[k].stream;
+        for (int k = 0; k < n_mlp; k++) streams[n_s++] = (int)mlp_streams[k];
+        for (int k = 0; k < n_s; k++) {
+            int64_t H = stream_width(c, fw, streams[k]), T = dm_workload_stream_tokens(c->m, c->o, streams[k]);
+            int sl = -1;
+            for (int q = 0; q < c->w->n_slots && sl < 0; q++)
+                if (c->w->slots[q].stream == streams[k] && !c->w->slots[q].routed && c->w->slots[q].cols == H &&
+                    c->w->slots[q].rows == T)
+                    sl = q;
+            if (H > 0 && sl >= 0 && !add_elem(c, &out, DM_KOP_RESID, T, H, 1, -1, sl)) goto done;
+        }
+    }
+    free(fw->v);
+    *fw = out;
+    out.v = NULL;
+    rc = 0;
+done:
+    free(out.v);
+    return rc;
 }
 
 int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int layer, const dm_workload_opts *o,
@@ -482,6 +665,14 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
             if (id < 0) dm_err_set(err, "workload: tied head %s has no matrix", e->name);
             goto done;
         }
+    }
+    {
+        int64_t vec_rows[32];
+        int n_vec = 0;
+        for (int i = 0; i < m->n_tensors; i++)
+            if (present[i] && m->tensors[i].ndim == 1 && is_norm(m->tensors[i].name) && n_vec < 32)
+                vec_rows[n_vec++] = m->tensors[i].rows;
+        if (add_passes(&c, &fw, st, vec_rows, n_vec)) goto done;
     }
     /* backward: the forward list in reverse; an attention block (score, value) as one unit */
     for (int i = fw.n - 1; i >= 0; i--) {

@@ -72,6 +72,17 @@ typedef enum {
                            (dm_costs_update_op_us) */
     DM_KOP_MUON_UPDATE, /* the executor's Muon update of one matrix (or its shard), m elements, n 1:
                            only in the works of muon-update ops, priced from the `muon_update` rows */
+    /* a layer's passes between its projections (elementwise, m rows of n; dm_layer_work_build
+       says where each comes from): */
+    DM_KOP_ACT,         /* an MLP's activation, not gated: h = gelu(a) (reads a, writes h) */
+    DM_KOP_ACT_BWD,     /* da = dh gelu'(a) (reads a and dh, writes da) */
+    DM_KOP_GLU,         /* a gated MLP's activation: h = silu(g) u (reads g and u, writes h) */
+    DM_KOP_GLU_BWD,     /* dg = dh u silu'(g), du = dh silu(g) (reads g, u, dh; writes dg, du) */
+    DM_KOP_ROPE,        /* rotary embedding of the queries and keys, in place: m tokens, n = (heads +
+                           kv_heads) x the rotated dims per head */
+    DM_KOP_ROPE_BWD,    /* the inverse rotation of their gradients, in place */
+    DM_KOP_RESID,       /* a residual add: y = x + f(x) (reads two m x n, writes one) */
+    DM_KOP_RESID_BWD,   /* the gradient's sum at the branch point (reads two, writes one) */
     DM_KOP__COUNT
 } dm_kern_op;
 
@@ -203,10 +214,17 @@ int dm_step_work_sum(const dm_model *m, const dm_workload_opts *o, dm_step_work 
 /* HBM passes of an elementwise kernel op over its elements (read or written, each at the
  * element's size): 2 for the forward kinds, route-bwd and softmax, 3 for the backward kinds with
  * a reduction, a scatter or softmax-bwd (embed-bwd also zeroes its table: not counted here);
- * 0 for a product op. The one rule of the kernels' bytes: the workload and the cost table's
+ * the layer's passes: act 2, act-bwd 3, glu 3, glu-bwd 5, rope and rope-bwd 2 (in place),
+ * resid and resid-bwd 3; 0 for a product op. The one rule of the kernels' bytes: the workload and the cost table's
  * rows (dm_elem_launch_bytes) take it from here. */
 double dm_elem_passes(dm_kern_op op);
 
+
+/* Elements of the executor's pass scratch (one bf16 buffer shared by every layer) that kernel k
+ * needs: act, glu, rope and their backward write their output there (glu-bwd two of them), resid
+ * and resid-bwd also read their second operand from there; 0 for any other kernel. The executor
+ * (kernels/wk_plan.c) and the memory estimate (core/memory.c) size it from here. */
+int64_t dm_pass_scratch(const dm_kernel *k);
 
 const char *dm_kern_kind_name(dm_kern_kind k); /* "gemm", "bgemm", "elem" */
 const char *dm_kern_op_name(dm_kern_op op);    /* "fwd", "dgrad", ..., "attn-score", ..., "loss", ... */

@@ -442,6 +442,20 @@ static int bind(pool *P, const job *j, tcall *t, dm_err *err)
         OKP(a->x = get(P, P_X, (size_t)(k->m * n) * 2, 1, err));
         OKP(a->r = get(P, P_R, (size_t)(k->m * n) * 2, 1, err));
         break;
+    case DM_KOP_ACT:
+    case DM_KOP_ACT_BWD:
+    case DM_KOP_GLU:
+    case DM_KOP_GLU_BWD:
+    case DM_KOP_RESID:
+    case DM_KOP_RESID_BWD: /* the executor's: inputs at row stride n, the scratch out (wk_ref.h) */
+        OKP(a->x = get(P, P_X, (size_t)(rows * n) * 2, 1, err));
+        if (k->op != DM_KOP_ACT && k->op != DM_KOP_ACT_BWD) OKP(a->w = get(P, P_W, (size_t)(rows * n) * 2, 1, err));
+        if (k->op == DM_KOP_ACT_BWD || k->op == DM_KOP_GLU_BWD) OKP(a->dx = get(P, P_DX, (size_t)(rows * n) * 2, 1, err));
+        OKP(a->r = get(P, P_R, (size_t)(rows * n) * (k->op == DM_KOP_GLU_BWD ? 4 : 2), 1, err));
+        a->ld = n;
+        break;
+    case DM_KOP_ROPE:
+    case DM_KOP_ROPE_BWD: OKP(a->r = get(P, P_R, (size_t)(rows * n) * 2, 1, err)); break;
     default: return dm_err_set(err, "bench work: no binding for %s", dm_kern_op_name(k->op));
     }
     return 0;

@@ -62,7 +62,8 @@ template <int V> __device__ __forceinline__ void ldv(const bf *p, float *v)
 #pragma unroll
         for (int k = 0; k < 8; k++) v[k] = __bfloat162float(h[k]);
     } else {
-        v[0] = __bfloat162float(*p);
+#pragma unroll
+        for (int k = 0; k < V; k++) v[k] = __bfloat162float(p[k]);
     }
 }
 
@@ -75,7 +76,8 @@ template <int V> __device__ __forceinline__ void stv(bf *p, const float *v)
         for (int k = 0; k < 8; k++) h[k] = __float2bfloat16_rn(v[k]);
         *(uint4 *)p = u;
     } else {
-        *p = __float2bfloat16_rn(v[0]);
+#pragma unroll
+        for (int k = 0; k < V; k++) p[k] = __float2bfloat16_rn(v[k]);
     }
 }
 
@@ -715,6 +717,111 @@ static int elem_softmax(const wk_args *a, const dm_kernel *k, int64_t rows, int6
     return 0;
 }
 
+/* ---- the layer passes (wk_ref.h): activations, rotary embeddings, residual adds ------------- */
+
+__device__ __forceinline__ float d_silu(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float d_silu_grad(float x)
+{
+    float s = 1.0f / (1.0f + __expf(-x));
+    return s * (1.0f + x * (1.0f - s));
+}
+__device__ __forceinline__ float d_gelu(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float d_gelu_grad(float x)
+{
+    float t = tanhf(0.7978845608f * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+/* op: 0 act, 1 act-bwd, 2 glu, 3 glu-bwd, 4 add. A and U at row stride ld, dH and E at n; glu-bwd
+ * writes dG to E and dU to E + rows n. */
+template <int V, int OP>
+__global__ void k_pass(const bf *A, const bf *U, const bf *dH, bf *E, int64_t rows, int64_t n, int64_t ld)
+{
+    int64_t nv = n / V;
+    ROW_LOOP(rows)
+    {
+        COL_LOOP(nv)
+        {
+            int64_t c = cv * V;
+            float a[V], u[V], d[V], e[V], f[V];
+            ldv<V>(A + row * ld + c, a);
+            if (OP >= 2) ldv<V>(U + row * ld + c, u);
+            if (OP == 1 || OP == 3) ldv<V>(dH + row * n + c, d);
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                if (OP == 0) e[k] = d_gelu(a[k]);
+                else if (OP == 1) e[k] = d[k] * d_gelu_grad(a[k]);
+                else if (OP == 2) e[k] = d_silu(a[k]) * u[k];
+                else if (OP == 3) e[k] = d[k] * u[k] * d_silu_grad(a[k]), f[k] = d[k] * d_silu(a[k]);
+                else e[k] = a[k] + u[k];
+            }
+            stv<V>(E + row * n + c, e);
+            if (OP == 3) stv<V>(E + rows * n + row * n + c, f);
+        }
+    }
+}
+
+/* rope in place: each pair (2i, 2i+1) of row r turned by r f_j (sign -1: back), j = i mod half */
+template <int V>
+__global__ void k_rope(bf *E, int64_t rows, int64_t n, int64_t half, float sign)
+{
+    int64_t nv = n / V;
+    float lf = 9.210340372f / (float)half;
+    ROW_LOOP(rows)
+    {
+        COL_LOOP(nv)
+        {
+            int64_t c = cv * V;
+            float v[V];
+            ldv<V>(E + row * n + c, v);
+#pragma unroll
+            for (int k = 0; k + 1 < V; k += 2) {
+                int64_t i = (c + k) / 2;
+                float sn, cs;
+                __sincosf((float)row * __expf(-(float)(i % half) * lf), &sn, &cs);
+                sn *= sign;
+                float x = v[k], y = v[k + 1];
+                v[k] = x * cs - y * sn;
+                v[k + 1] = x * sn + y * cs;
+            }
+            stv<V>(E + row * n + c, v);
+        }
+    }
+}
+
+template <int OP> static void pass_launch(const wk_args *a, int64_t rows, int64_t n, int64_t ld, int v8, cudaStream_t s)
+{
+    const bf *A = (const bf *)a->x, *U = (const bf *)a->w, *dH = (const bf *)a->dx;
+    bf *E = (bf *)a->r;
+    if (v8) k_pass<8, OP><<<ROWS(rows, n / 8, s)>>>(A, U, dH, E, rows, n, ld);
+    else k_pass<1, OP><<<ROWS(rows, n, s)>>>(A, U, dH, E, rows, n, ld);
+}
+
+static int elem_pass(const wk_args *a, const dm_kernel *k, int64_t rows, int64_t n, cudaStream_t s, dm_err *err)
+{
+    int64_t ld = a->ld > 0 ? a->ld : n;
+    int v8 = n % 8 == 0 && ld % 8 == 0 && al(a->x) && al(a->w) && al(a->dx) && al(a->r);
+    switch (k->op) {
+    case DM_KOP_ACT: pass_launch<0>(a, rows, n, ld, v8, s); break;
+    case DM_KOP_ACT_BWD: pass_launch<1>(a, rows, n, ld, v8, s); break;
+    case DM_KOP_GLU: pass_launch<2>(a, rows, n, ld, v8, s); break;
+    case DM_KOP_GLU_BWD: pass_launch<3>(a, rows, n, ld, v8, s); break;
+    case DM_KOP_RESID:
+    case DM_KOP_RESID_BWD: pass_launch<4>(a, rows, n, n, v8, s); break;
+    default: {
+        int64_t half = k->k >= 2 ? k->k / 2 : 1;
+        float sign = k->op == DM_KOP_ROPE_BWD ? -1.0f : 1.0f;
+        if (n % 8 == 0 && al(a->r)) k_rope<8><<<ROWS(rows, n / 8, s)>>>((bf *)a->r, rows, n, half, sign);
+        else k_rope<2><<<ROWS(rows, n / 2, s)>>>((bf *)a->r, rows, n, half, sign);
+    }
+    }
+    CHECK_LAUNCH("layer pass kernel");
+    return 0;
+}
+
 extern "C" int wk_fill_hash(void *X, int64_t rows, int64_t w, uint64_t seed, int kind, int64_t param, int64_t row0,
                             ns_stream s, dm_err *err)
 {
@@ -795,6 +902,7 @@ extern "C" void wk_args_scalars(wk_args *a, const wk_kb *b, uint64_t seed)
     a->top_k = b->top_k;
     a->table_rows = b->table_rows;
     a->accumulate = b->accumulate;
+    a->ld = b->ld;
 }
 
 /* One elementwise launch (count matrices only where one launch covers them: the loss of a
@@ -816,6 +924,14 @@ static int elem_one(const dm_kernel *k, const wk_args *a, int64_t count, int64_t
     case DM_KOP_SOFTMAX:
     case DM_KOP_SOFTMAX_BWD: return elem_softmax(a, k, rows, n, s, err);
     case DM_KOP_GRAD_CHECK: return sk_nonfinite(a->r, rows * n * count, (int *)a->loss, 1, s, err);
+    case DM_KOP_ACT:
+    case DM_KOP_ACT_BWD:
+    case DM_KOP_GLU:
+    case DM_KOP_GLU_BWD:
+    case DM_KOP_ROPE:
+    case DM_KOP_ROPE_BWD:
+    case DM_KOP_RESID:
+    case DM_KOP_RESID_BWD: return elem_pass(a, k, rows * count, n, s, err);
     default: return dm_err_set(err, "elem %s: no launcher", dm_kern_op_name(k->op));
     }
 }

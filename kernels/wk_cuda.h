@@ -62,6 +62,10 @@ typedef struct wk_args {
     int64_t table_rows;   /* embed-bwd: rows of the table (what the zeroing clears) */
     int accumulate;       /* the gradient already holds another layer's part (a tied head): products
                              add to C (wgrad), embed-bwd skips the zeroing, reductions add to G */
+    /* the layer passes (wk_ref.h): act, glu and their bwd read x (A or G) and w (U) at row
+     * stride ld (0: n), the bwd dH from dx, and write r (the pass scratch); rope turns r in
+     * place; resid and resid-bwd add x and w into r */
+    int64_t ld;
 } wk_args;
 
 /* X (rows x w, bf16) = wk_hash_uniform(seed, kind, param, row0 + r, c) for row r, column c: the
@@ -69,7 +73,7 @@ typedef struct wk_args {
 int wk_fill_hash(void *X, int64_t rows, int64_t w, uint64_t seed, int kind, int64_t param, int64_t row0, ns_stream s,
                  dm_err *err);
 
-/* The scalars of a plan's kernel into *a (zeroed first): seed, param, row0, rows, count, scale,
+/* The scalars of a plan's kernel into *a (zeroed first): seed, param, row0, rows, count, scale, ld,
  * period, positions, top_k, table_rows, accumulate; the caller binds the buffers. */
 void wk_args_scalars(wk_args *a, const wk_kb *b, uint64_t seed);
 

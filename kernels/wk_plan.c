@@ -195,7 +195,7 @@ static void kb_init(wk_kb *b, const dm_kernel *k)
 {
     memset(b, 0, sizeof *b);
     b->k = *k;
-    b->x = b->r = b->dst = -1;
+    b->x = b->r = b->dst = b->r2 = -1;
     b->src = b->attn = b->map = -1;
     b->count = k->count;
     b->rows = k->m;
@@ -262,6 +262,7 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
         wk_kb *b = &lp->fwd[i];
         const dm_kernel *k = &lw->fwd[i];
         kb_init(b, k);
+        if (dm_pass_scratch(k) > w->max_ew) w->max_ew = dm_pass_scratch(k);
         const wk_slot *sl = k->slot >= 0 && k->slot < lp->n_slots ? &lp->slots[k->slot] : NULL;
         int s = sl ? sl->stream : k->param >= 0 ? param_stream(c, k->param) : st->stream;
         b->row0 = sl ? sl->row0 : stream_row0(c, s);
@@ -349,6 +350,27 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
             int64_t E = d->experts, K = st->moe_top_k > 0 ? st->moe_top_k : 1;
             if ((b->map = route_map(c, sl->rows, sl->row0, E, K, d->nexp, d->per)) < 0) goto done;
             b->dst = d->off;
+        } else if (k->op == DM_KOP_ACT || k->op == DM_KOP_GLU) {
+            /* its input projection (the gate), and for a pair the next product (the up) */
+            int f = -1, u = -1;
+            for (int j = 0; j < i && f < 0; j++)
+                if (lp->fwd[j].k.op == DM_KOP_FWD && lp->fwd[j].k.param == k->param) f = j;
+            if (f < 0) { bad(c, l, k, "an activation without its input projection"); goto done; }
+            const dm_kernel *fk = &lp->fwd[f].k;
+            int64_t frows = fk->m * (fk->kind == DM_KERN_BGEMM ? fk->batch : fk->count);
+            int fused = k->op == DM_KOP_GLU && fk->n == 2 * k->n;
+            for (int j = f + 1; j < i && u < 0 && k->op == DM_KOP_GLU && !fused; j++)
+                if (lp->fwd[j].k.op == DM_KOP_FWD) u = j;
+            if (frows != k->m || (fk->n != k->n && !fused) || (k->op == DM_KOP_GLU && !fused && u < 0)) {
+                bad(c, l, k, "the activation does not cover its projections' outputs");
+                goto done;
+            }
+            b->r = lp->fwd[f].r;
+            b->ld = fk->n;
+            b->r2 = fused ? b->r + k->n : u >= 0 ? lp->fwd[u].r : -1;
+        } else if (k->op == DM_KOP_RESID) {
+            if (!sl || sl->cols != k->n || sl->rows != k->m) { bad(c, l, k, "a residual add without its input"); goto done; }
+            b->x = sl->off;
         } else if (k->kind != DM_KERN_ELEM) {
             bad(c, l, k, "a product the executor does not know");
             goto done;
@@ -360,6 +382,20 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
         wk_kb *b = &lp->bwd[i];
         const dm_kernel *k = &lw->bwd[i];
         kb_init(b, k);
+        if (dm_pass_scratch(k) > w->max_ew) w->max_ew = dm_pass_scratch(k);
+        if (k->op == DM_KOP_ACT_BWD || k->op == DM_KOP_GLU_BWD || k->op == DM_KOP_ROPE_BWD || k->op == DM_KOP_RESID_BWD) {
+            /* the layer passes: the buffers of their forward (the same op less one, and param) */
+            int f = -1;
+            for (int j = 0; j < lp->n_fwd && f < 0; j++)
+                if (lp->fwd[j].k.op == k->op - 1 && lp->fwd[j].k.param == k->param && lp->fwd[j].k.m == k->m &&
+                    lp->fwd[j].k.n == k->n && lp->fwd[j].k.slot == k->slot)
+                    f = j;
+            if (f < 0) { bad(c, l, k, "no forward kernel it is the backward of"); goto done; }
+            b->x = lp->fwd[f].x, b->r = lp->fwd[f].r, b->r2 = lp->fwd[f].r2, b->ld = lp->fwd[f].ld;
+            b->src = f;
+            if (k->op == DM_KOP_ACT_BWD || k->op == DM_KOP_GLU_BWD) note_dx(w, k->m * k->n); /* dh: the consumer's dX */
+            continue;
+        }
         dm_kern_op fop = k->op == DM_KOP_DGRAD || k->op == DM_KOP_WGRAD ? DM_KOP_FWD
                          : k->op == DM_KOP_VECTOR_BWD                  ? DM_KOP_VECTOR
                          : k->op == DM_KOP_TABLE_BWD                   ? DM_KOP_TABLE

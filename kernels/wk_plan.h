@@ -41,6 +41,9 @@ typedef struct wk_kb {
     double scale;             /* loss kernels 1 / (2 N width); gradients 1 / (N width): N the
                                  stream's rows over all ranks */
     int accumulate;           /* the gradient it writes holds a later layer's part (tied heads) */
+    int64_t r2, ld;           /* glu and its backward: the up projection's residual (the gate's is r),
+                                 and the row stride of both (2 n when one projection holds the two
+                                 halves); act: ld of r. Their outputs go to the pass scratch */
 } wk_kb;
 
 typedef struct wk_slot {
@@ -90,6 +93,7 @@ typedef struct wk_plan {
     int64_t max_dx;           /* elements of the largest cost-only output (input gradients, dx) */
     int64_t max_dx2;          /* ... of the combine's (route-bwd reads the experts' input gradient) */
     int64_t max_ws;           /* fp32 workspace of the reductions */
+    int64_t max_ew;           /* elements of the layer passes' scratch (workload.h dm_pass_scratch) */
     int64_t attn_size[WK_A__N]; /* the largest attention buffers */
     int64_t n_act, n_res;     /* all layers */
     int64_t max_act_layer, max_res_layer;

@@ -165,6 +165,71 @@ void wk_ref_route_bwd(const float *dD, const int32_t *inv, float *dX, int64_t to
     }
 }
 
+/* ---- the layer passes ---------------------------------------------------------------------- */
+
+float wk_gelu(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x))); }
+
+float wk_gelu_grad(float x)
+{
+    float t = tanhf(0.7978845608f * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+float wk_silu(float x) { return x / (1.0f + expf(-x)); }
+
+float wk_silu_grad(float x)
+{
+    float s = 1.0f / (1.0f + expf(-x));
+    return s * (1.0f + x * (1.0f - s));
+}
+
+void wk_ref_act(const float *A, int64_t ld, float *E, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) E[r * n + c] = wk_gelu(A[r * ld + c]);
+}
+
+void wk_ref_act_bwd(const float *A, int64_t ld, const float *dH, float *E, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) E[r * n + c] = dH[r * n + c] * wk_gelu_grad(A[r * ld + c]);
+}
+
+void wk_ref_glu(const float *G, const float *U, int64_t ld, float *E, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) E[r * n + c] = wk_silu(G[r * ld + c]) * U[r * ld + c];
+}
+
+void wk_ref_glu_bwd(const float *G, const float *U, int64_t ld, const float *dH, float *dG, float *dU, int64_t rows,
+                    int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) {
+            float g = G[r * ld + c], u = U[r * ld + c], dh = dH[r * n + c];
+            dG[r * n + c] = dh * u * wk_silu_grad(g);
+            dU[r * n + c] = dh * wk_silu(g);
+        }
+}
+
+void wk_ref_rope(float *E, int64_t rows, int64_t n, int64_t d, int inverse)
+{
+    int64_t half = d >= 2 ? d / 2 : 1;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; 2 * i + 1 < n; i++) {
+            float f = expf(-(float)(i % half) * (9.210340372f / (float)half)); /* 10000^(-j / half) */
+            float a = (float)r * f, cs = cosf(a), sn = inverse ? -sinf(a) : sinf(a);
+            float x = E[r * n + 2 * i], y = E[r * n + 2 * i + 1];
+            E[r * n + 2 * i] = x * cs - y * sn;
+            E[r * n + 2 * i + 1] = x * sn + y * cs;
+        }
+}
+
+void wk_ref_add(const float *X, const float *Y, float *E, int64_t elems)
+{
+    for (int64_t i = 0; i < elems; i++) E[i] = X[i] + Y[i];
+}
+
 float wk_softmax_scale(int64_t hd) { return hd > 0 ? (float)(1.0 / sqrt((double)hd)) : 1.0f; }
 
 void wk_ref_softmax(float *S, int64_t rows, int64_t n, float a)

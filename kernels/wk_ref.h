@@ -31,6 +31,17 @@
  *   softmax     S[r][c] = exp(a S[r][c] - max_c' a S[r][c']) / sum over the row, a = 1 / sqrt(head_dim),
  *               in place over the attention scores (cost only, as the products)
  *   softmax-bwd dP[r][c] = P[r][c] (dP[r][c] - sum_c' P[r][c'] dP[r][c']), in place over dP
+ * The layer passes (cost only: each writes the executor's pass scratch E, which nothing reads back
+ * for the step's result; a real step would feed them to the next projection):
+ *   act         E[r][c] = gelu(A[r][c]) (tanh form), A the input projection's residual (row stride ld)
+ *   act-bwd     E[r][c] = dH[r][c] gelu'(A[r][c]), dH the consumer's input gradient (dx)
+ *   glu         E[r][c] = silu(G[r][c]) U[r][c], G and U the gate's and the up's residuals (row
+ *               stride ld: 2 n when one projection holds both, U = G + n)
+ *   glu-bwd     E[r][c] = dH U silu'(G), E[rows n + r n + c] = dH silu(G)
+ *   rope        in place over E, m rows of n: each pair (2i, 2i+1) turned by the angle r f_j, f_j =
+ *               10000^(-2j / d), j = i mod (d / 2), d the rotated dims per head (the kernel's k);
+ *               rope-bwd turns it back (-angle)
+ *   resid       E[0 .. m n) = X + E[m n .. 2 m n), X the layer's input activation; resid-bwd alike
  * dx and dX outputs are computed for their cost and discarded, as the input gradients of the
  * product kernels are. The reductions are deterministic on both devices (fixed order). */
 #ifndef DM_WK_REF_H
@@ -93,6 +104,19 @@ void wk_ref_embed(const float *E, const int32_t *id, float *R, int64_t rows, int
 void wk_ref_embed_bwd(const float *R, const int32_t *id, float *G, int64_t t0, int64_t t1, int64_t n, float scale);
 void wk_ref_route(const float *X, const int32_t *src, float *D, int64_t rows, int64_t n);
 void wk_ref_route_bwd(const float *dD, const int32_t *inv, float *dX, int64_t tokens, int64_t top_k, int64_t n);
+
+void wk_ref_act(const float *A, int64_t ld, float *E, int64_t rows, int64_t n);
+void wk_ref_act_bwd(const float *A, int64_t ld, const float *dH, float *E, int64_t rows, int64_t n);
+void wk_ref_glu(const float *G, const float *U, int64_t ld, float *E, int64_t rows, int64_t n);
+void wk_ref_glu_bwd(const float *G, const float *U, int64_t ld, const float *dH, float *dG, float *dU, int64_t rows,
+                    int64_t n);
+void wk_ref_rope(float *E, int64_t rows, int64_t n, int64_t d, int inverse);
+void wk_ref_add(const float *X, const float *Y, float *E, int64_t elems);
+/* The activations' functions, as both devices compute them (float). */
+float wk_gelu(float x);
+float wk_gelu_grad(float x);
+float wk_silu(float x);
+float wk_silu_grad(float x);
 
 void wk_ref_softmax(float *S, int64_t rows, int64_t n, float a);
 void wk_ref_softmax_bwd(const float *P, float *dP, int64_t rows, int64_t n);

@@ -62,6 +62,7 @@ typedef struct cpu {
     float **act, **res;       /* per layer: its input activations and the residuals it keeps */
     float *attn[WK_A__N];     /* attention buffers (cost only) */
     float *dx, *dx2;          /* cost-only outputs: input gradients and dx; the combine's */
+    float *ew;                /* the layer passes' scratch (cost only: activations, rotary, residual adds) */
     double loss;              /* this step's, this rank's tokens */
     MPI_Comm *gcomm;          /* per program group; MPI_COMM_NULL when not a member */
     int *prev_stream, *prev_coll; /* per op of this rank */
@@ -88,7 +89,7 @@ static int cpu_precheck(real_exec *ex, dm_err *err)
         double whole = (double)dm_matrix_elems(ex->model, &ex->mx[i]);
         need += 4.0 * (3.0 * whole + ((ex->need[i] & 1) ? whole + 2.0 * st : 0) + ((ex->need[i] & 2) ? 4.0 * st : 0));
     }
-    need += 4.0 * ((double)w->n_act + (double)w->n_res + (double)w->max_dx + (double)w->max_dx2);
+    need += 4.0 * ((double)w->n_act + (double)w->n_res + (double)w->max_dx + (double)w->max_dx2 + (double)w->max_ew);
     for (int a = 0; a < WK_A__N; a++) need += 4.0 * (double)w->attn_size[a];
     int local = 1;
     real_local_rank(ex->comm, &local);
@@ -212,8 +213,9 @@ static int cpu_create(real_exec *ex, dm_err *err)
         for (int64_t e = 0; e < n; e++) c->attn[a][e] = 0.25f * wk_hash_uniform(ex->o.seed, 7, a, 0, e);
     }
     if (!(c->scratch = dm_malloc(scratch * 4, err)) || !(c->scratch2 = dm_malloc(scratch * 4, err)) ||
-        !(c->dx = dm_malloc((size_t)(wl->max_dx ? wl->max_dx : 1) * 4, err)) ||
-        !(c->dx2 = dm_malloc((size_t)(wl->max_dx2 ? wl->max_dx2 : 1) * 4, err)))
+        !(c->dx = dm_calloc((size_t)(wl->max_dx ? wl->max_dx : 1), 4, err)) ||
+        !(c->dx2 = dm_malloc((size_t)(wl->max_dx2 ? wl->max_dx2 : 1) * 4, err)) ||
+        !(c->ew = dm_calloc((size_t)(wl->max_ew ? wl->max_ew : 1), 4, err)))
         goto fail;
     snprintf(ex->info, sizeof ex->info, "cpu: MPI non-blocking collectives summing in rank order, reference kernels "
              "(wk_ref, ns_ref); activations %.1f MiB, kept %.1f MiB", (double)wl->n_act * 4 / 1048576.0,
@@ -243,6 +245,7 @@ static void cpu_destroy(real_exec *ex)
     for (int a = 0; a < WK_A__N; a++) free(c->attn[a]);
     free(c->dx);
     free(c->dx2);
+    free(c->ew);
     if (c->gcomm)
         for (int g = 0; g < ex->prog->n_groups; g++)
             if (c->gcomm[g] != MPI_COMM_NULL) MPI_Comm_free(&c->gcomm[g]);
@@ -357,6 +360,10 @@ static void run_fwd(real_exec *ex, int l, const wk_kb *b)
         break;
     case DM_KOP_EMBED: wk_ref_embed(c->p[k->param].W, ex->wl.maps[b->map].a, res + b->r, b->rows, k->n); break;
     case DM_KOP_ROUTE: wk_ref_route(act + b->x, ex->wl.maps[b->map].a, act + b->dst, b->rows, k->n); break;
+    case DM_KOP_ACT: wk_ref_act(res + b->r, b->ld, c->ew, k->m, k->n); break;
+    case DM_KOP_GLU: wk_ref_glu(res + b->r, res + b->r2, b->ld, c->ew, k->m, k->n); break;
+    case DM_KOP_ROPE: wk_ref_rope(c->ew, k->m, k->n, k->k, 0); break;
+    case DM_KOP_RESID: wk_ref_add(act + b->x, c->ew + k->m * k->n, c->ew, k->m * k->n); break;
     default: break;
     }
 }
@@ -427,6 +434,12 @@ static void run_bwd(real_exec *ex, int l, const wk_kb *b)
         break;
     }
     case DM_KOP_ROUTE_BWD: wk_ref_route_bwd(c->dx, ex->wl.maps[b->map].inv, c->dx2, b->rows, b->top_k, k->n); break;
+    case DM_KOP_ACT_BWD: wk_ref_act_bwd(res + b->r, b->ld, c->dx, c->ew, k->m, k->n); break;
+    case DM_KOP_GLU_BWD:
+        wk_ref_glu_bwd(res + b->r, res + b->r2, b->ld, c->dx, c->ew, c->ew + k->m * k->n, k->m, k->n);
+        break;
+    case DM_KOP_ROPE_BWD: wk_ref_rope(c->ew, k->m, k->n, k->k, 1); break;
+    case DM_KOP_RESID_BWD: wk_ref_add(act + b->x, c->ew + k->m * k->n, c->ew, k->m * k->n); break;
     default: break;
     }
 }

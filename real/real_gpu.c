@@ -154,6 +154,7 @@ typedef struct gpu {
                                  act_base[l], res_base[l]) */
     int64_t *act_base, *res_base;
     bf16 *dx, *dx2;           /* cost-only outputs */
+    bf16 *ew;                 /* the layer passes' scratch (cost only) */
     float *ws;                /* the reductions' workspace */
     void *attn[WK_A__N];      /* attention buffers */
     void ***attn_ptr;         /* [geometry][op - DM_KOP_ATTN_SCORE]: device pointer arrays, or NULL
@@ -330,10 +331,12 @@ static int alloc_workload(real_exec *ex, cudaStream_t s0, dm_err *err)
         dev_alloc(ex, (void **)&g->res, (size_t)w->n_res * 2, "the activations kept for backward", err) ||
         dev_alloc(ex, (void **)&g->dx, (size_t)w->max_dx * 2, "the input-gradient scratch", err) ||
         dev_alloc(ex, (void **)&g->dx2, (size_t)w->max_dx2 * 2, "the combine's scratch", err) ||
+        dev_alloc(ex, (void **)&g->ew, (size_t)w->max_ew * 2, "the layer passes' scratch", err) ||
         dev_alloc(ex, (void **)&g->ws, (size_t)w->max_ws * 4, "the reductions' workspace", err))
         return -1;
     /* the combine reads the experts' input gradients: defined even when input_grad skips them */
     if (w->max_dx) CU(cudaMemsetAsync(g->dx, 0, (size_t)w->max_dx * 2, s0));
+    if (w->max_ew) CU(cudaMemsetAsync(g->ew, 0, (size_t)w->max_ew * 2, s0));
     for (int l = 0; l < L; l++) {
         const wk_layer *lp = &w->L[l];
         for (int si = 0; si < lp->n_slots; si++) {
@@ -586,7 +589,7 @@ static void gpu_destroy(real_exec *ex)
     free(g->plans);
     cudaFree(g->arena_w), cudaFree(g->arena_g), cudaFree(g->g32), cudaFree(g->g32_lo);
     free(g->off);
-    cudaFree(g->act), cudaFree(g->res), cudaFree(g->dx), cudaFree(g->dx2), cudaFree(g->ws);
+    cudaFree(g->act), cudaFree(g->res), cudaFree(g->dx), cudaFree(g->dx2), cudaFree(g->ws), cudaFree(g->ew);
     free(g->act_base), free(g->res_base);
     for (int a = 0; a < WK_A__N; a++) cudaFree(g->attn[a]);
     for (int i = 0; g->attn_ptr && i < ex->wl.n_attn; i++) {
@@ -676,6 +679,16 @@ static void kernel_args(real_exec *ex, int l, const wk_kb *b, wk_args *a)
     case DM_KOP_ROUTE_BWD: a->r = g->dx, a->idx = mp[1], a->dx = g->dx2; break;
     case DM_KOP_SOFTMAX: a->r = g->attn[WK_AS]; break;
     case DM_KOP_SOFTMAX_BWD: a->x = g->attn[WK_AS], a->r = g->attn[WK_ADS]; break;
+    case DM_KOP_ACT:
+    case DM_KOP_ACT_BWD:
+    case DM_KOP_GLU:
+    case DM_KOP_GLU_BWD: /* from the input projections' residuals (and dH, the consumer's dX) */
+        a->x = res + b->r, a->w = b->r2 >= 0 ? res + b->r2 : NULL, a->dx = g->dx, a->r = g->ew, a->ld = b->ld;
+        break;
+    case DM_KOP_ROPE:
+    case DM_KOP_ROPE_BWD: a->r = g->ew; break;
+    case DM_KOP_RESID:
+    case DM_KOP_RESID_BWD: a->x = act + b->x, a->w = g->ew + k->m * k->n, a->r = g->ew; break;
     default: break;
     }
 }

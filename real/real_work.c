@@ -332,7 +332,8 @@ done:
 
 double real_scratch_bytes(const wk_plan *w)
 {
-    double b = 2.0 * ((double)w->max_dx + (double)w->max_dx2) + 4.0 * (double)w->max_ws + 4.0 * (double)w->map_ints;
+    double b = 2.0 * ((double)w->max_dx + (double)w->max_dx2 + (double)w->max_ew) + 4.0 * (double)w->max_ws +
+               4.0 * (double)w->map_ints;
     for (int i = 0; i < WK_A__N; i++) b += 2.0 * (double)w->attn_size[i];
     /* pointer arrays of the grouped-query products: 3 x batch per product, 6 products */
     for (int i = 0; i < w->n_attn; i++)

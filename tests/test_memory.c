@@ -161,8 +161,10 @@ static void test_attention(void)
            "attention working set: %lld score and %lld operand elements", (long long)e.max_attn_scores,
            (long long)e.max_attn_operands);
         ok(e.max_dx == 16 * 32, "input gradient: 16 tokens x 32");
-        ok(e.scratch == 2.0 * (16 * 32 + 2 * 256 + 5 * 512), "scratch: dX, S and dS, Q, K, V, dO and the outputs "
-           "(%.0f bytes)", e.scratch);
+        /* the residual add after the attention reads a second 16 x 32 operand from the pass scratch */
+        ok(e.max_ew == 2 * 16 * 32, "pass scratch: the residual add's output and operand (%lld)", (long long)e.max_ew);
+        ok(e.scratch == 2.0 * (16 * 32 + 2 * 16 * 32 + 2 * 256 + 5 * 512),
+           "scratch: dX, the passes', S and dS, Q, K, V, dO and the outputs (%.0f bytes)", e.scratch);
         /* one input slot (16 x 32: q, k, v and o read the same tokens at the same width) and the
          * four projections' residuals (16 x 32 each) */
         ok(e.activations == 2.0 * (16 * 32 + 4 * 16 * 32), "activations: one shared input slot, four residuals (%.0f bytes)",

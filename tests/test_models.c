@@ -496,8 +496,8 @@ static void check_arch(void)
     ok(dm_model_matrices(m, -1, &mx, &n, &err) == 0 && dm_layer_work_build(m, mx, n, 1, &o, &w, &err) == 0,
        "layer 1 expands");
     /* forward: q gemm + loss, attention score + softmax + value, o gemm + loss, norm vector, route, experts
-     * bgemm + loss */
-    int ng = 0, nb = 0, ne = 0, nsm = 0;
+     * bgemm + loss, the attention's residual add (one expert tensor: no MLP activation) */
+    int ng = 0, nb = 0, ne = 0, nsm = 0, nres = 0;
     double sm_elems = 0;
     double attn = 0, gemm = 0, expert = 0;
     for (int i = 0; i < w.n_fwd; i++) {
@@ -506,13 +506,15 @@ static void check_arch(void)
         if (k->kind == DM_KERN_BGEMM) nb++;
         if (k->kind == DM_KERN_ELEM) ne++;
         if (k->op == DM_KOP_SOFTMAX) nsm++, sm_elems += k->elems;
+        if (k->op == DM_KOP_RESID) nres++, ok(k->m == 256 && k->n == 64, "the residual add: 256 tokens x the width 64");
         if (k->op == DM_KOP_ATTN_SCORE || k->op == DM_KOP_ATTN_VALUE) attn += k->flops;
         if (k->kind == DM_KERN_BGEMM && k->op == DM_KOP_FWD) {
             expert += k->flops;
             ok(k->m == 128 && k->batch == 4, "experts: 256 tokens x top 2 / 4 experts = 128 routed rows each, 4 in one batch");
         }
     }
-    ok(ng == 2 && nb == 3 && ne == 6, "forward kernels: 2 projections, 3 batched (score, value, experts), 6 elementwise");
+    ok(ng == 2 && nb == 3 && ne == 7 && nres == 1,
+       "forward kernels: 2 projections, 3 batched (score, value, experts), 7 elementwise (one residual add)");
     ok(nsm == 1 && sm_elems == 4.0 * 4 * 64 * 64, "one softmax over the scores: 4 windows x 4 heads x 64 x 64 (%g)", sm_elems);
     int bsm = 0, bsmb = 0;
     for (int i = 0; i < w.n_bwd; i++) {
@@ -661,6 +663,88 @@ static void check_causal(void)
     dm_model_free(m);
 }
 
+/* The layer passes of bundled models (core/workload.h), by hand: Llama-3.2-3B's layer at 4096
+ * tokens has the rotary embedding of its 24 + 8 heads x 128 dims before the scores, one glu over
+ * gate and up (8192 wide) after both, two residual adds at the width 3072, and their backward
+ * mirror (glu-bwd after the down projection's, 5 passes); Pythia-1B a plain activation (fc1 4 x
+ * 2048 behind its bias) and rope over a quarter of each head; Phi-3's fused gate/up a glu of half
+ * its rows; gpt-oss's fused expert gate/up a glu over the routed rows. */
+static const dm_kernel *find_op(const dm_kernel *k, int n, dm_kern_op op, int nth)
+{
+    for (int i = 0; i < n; i++)
+        if (k[i].op == op && nth-- == 0) return &k[i];
+    return NULL;
+}
+
+static int count_op(const dm_kernel *k, int n, dm_kern_op op)
+{
+    int c = 0;
+    for (int i = 0; i < n; i++) c += k[i].op == op;
+    return c;
+}
+
+static int layer_of(const char *file, int layer, int64_t tokens, dm_model **m, dm_layer_work *w)
+{
+    dm_err err = {{0}};
+    dm_matrix *mx = NULL;
+    int64_t n;
+    dm_workload_opts o = {tokens, 0, 2, 0};
+    int rc = dm_model_load(file, m, &err) || dm_model_matrices(*m, -1, &mx, &n, &err) ||
+             dm_layer_work_build(*m, mx, n, layer, &o, w, &err);
+    free(mx);
+    if (rc) printf("# %s: %s\n", file, err.msg);
+    return rc;
+}
+
+static void check_passes(void)
+{
+    dm_model *m = NULL;
+    dm_layer_work w;
+    if (ok(layer_of(MODELS_DIR "/llama-3.2-3b.json", 1, 4096, &m, &w) == 0, "Llama-3.2-3B layer 1 expands")) {
+        const dm_kernel *r = find_op(w.fwd, w.n_fwd, DM_KOP_ROPE, 0), *g = find_op(w.fwd, w.n_fwd, DM_KOP_GLU, 0);
+        ok(r && r->m == 4096 && r->n == 32 * 128 && r->k == 128 && r->bytes == 2.0 * 4096 * 4096 * 2 &&
+               r + 1 == find_op(w.fwd, w.n_fwd, DM_KOP_ATTN_SCORE, 0),
+           "rope: 4096 tokens x (24 + 8) x 128, read and written, before the scores");
+        ok(g && g->m == 4096 && g->n == 8192 && g->bytes == 3.0 * 4096 * 8192 * 2 && g[-1].op == DM_KOP_LOSS &&
+               g[-2].op == DM_KOP_FWD && g[-2].n == 8192 && g[-4].op == DM_KOP_FWD && g[-4].n == 8192 &&
+               g[1].op == DM_KOP_FWD && g[1].k == 8192,
+           "glu: after gate and up (and their losses), before down; 3 passes of 4096 x 8192");
+        ok(count_op(w.fwd, w.n_fwd, DM_KOP_RESID) == 2 && find_op(w.fwd, w.n_fwd, DM_KOP_RESID, 1)->n == 3072 &&
+               find_op(w.fwd, w.n_fwd, DM_KOP_RESID, 1)->bytes == 3.0 * 4096 * 3072 * 2,
+           "two residual adds of 4096 x 3072, 3 passes each");
+        const dm_kernel *gb = find_op(w.bwd, w.n_bwd, DM_KOP_GLU_BWD, 0);
+        ok(gb && gb->bytes == 5.0 * 4096 * 8192 * 2 && gb[-1].op == DM_KOP_WGRAD && gb[-1].m == 3072 &&
+               count_op(w.bwd, w.n_bwd, DM_KOP_RESID_BWD) == 2 && count_op(w.bwd, w.n_bwd, DM_KOP_ROPE_BWD) == 1 &&
+               find_op(w.bwd, w.n_bwd, DM_KOP_ROPE_BWD, 0)[-1].op == DM_KOP_ATTN_DKEY,
+           "backward: glu-bwd (5 passes) after the down projection's, rope-bwd after dK, two resid-bwd");
+        ok(dm_pass_scratch(gb) == 2 * 4096 * 8192, "pass scratch: glu-bwd writes dgate and dup");
+        dm_layer_work_free(&w);
+    }
+    dm_model_free(m), m = NULL;
+    if (ok(layer_of(MODELS_DIR "/extra/pythia-1b.json", 1, 1024, &m, &w) == 0, "Pythia-1B layer 1 expands")) {
+        const dm_kernel *a = find_op(w.fwd, w.n_fwd, DM_KOP_ACT, 0), *r = find_op(w.fwd, w.n_fwd, DM_KOP_ROPE, 0);
+        ok(a && a->n == 8192 && a->bytes == 2.0 * 1024 * 8192 * 2 && !find_op(w.fwd, w.n_fwd, DM_KOP_GLU, 0) &&
+               a[-1].op == DM_KOP_VECTOR && a[-2].op == DM_KOP_LOSS && a[-3].op == DM_KOP_FWD,
+           "act after fc1, its loss and its bias (2 passes)");
+        ok(r && r->k == 64 && r->n == 16 * 64, "rope over 64 of each head's 256 dims (rotary_pct 0.25)");
+        dm_layer_work_free(&w);
+    }
+    dm_model_free(m), m = NULL;
+    if (ok(layer_of(MODELS_DIR "/extra/phi-3-mini-4k-instruct.json", 1, 1024, &m, &w) == 0, "Phi-3 layer 1 expands")) {
+        const dm_kernel *g = find_op(w.fwd, w.n_fwd, DM_KOP_GLU, 0);
+        ok(g && g->n == 8192 && g[-2].op == DM_KOP_FWD && g[-2].n == 16384, "glu over the fused gate_up: half its 16384 rows");
+        dm_layer_work_free(&w);
+    }
+    dm_model_free(m), m = NULL;
+    if (ok(layer_of(MODELS_DIR "/extra/gpt-oss-20b-2l.json", 1, 1024, &m, &w) == 0, "gpt-oss layer 1 expands")) {
+        const dm_kernel *g = find_op(w.fwd, w.n_fwd, DM_KOP_GLU, 0);
+        ok(g && g->n == 2880 && g->m == 1024 * 4 && count_op(w.fwd, w.n_fwd, DM_KOP_GLU) == 1,
+           "glu over the experts' fused gate_up: 1024 tokens x top 4 routed rows of 2880");
+        dm_layer_work_free(&w);
+    }
+    dm_model_free(m);
+}
+
 int main(void)
 {
     check_arch();
@@ -668,6 +752,7 @@ int main(void)
     check_bundled();
     check_counts();
     check_layers();
+    check_passes();
     check_bad_files();
     check_hostile_sizes();
     return tap_done();

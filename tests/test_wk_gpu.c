@@ -5,7 +5,8 @@
  * targets hashed on the fly, vector and table (a period the positions do not divide), their
  * two-pass reductions (several groups; two runs bit-identical), the embedding gather and
  * zero-and-scatter-add (and its accumulating form), the dispatch and combine, the attention
- * softmax and its backward (two runs bit-identical); rows of 8k and
+ * softmax and its backward (two runs bit-identical), the layer passes (activations over a fused
+ * and a split gate/up, rotary embedding and back, residual add); rows of 8k and
  * not (both access widths). Then the 1-D backward's bandwidth at 4096 and 16384 tokens x 4096
  * against the GPU's datasheet HBM rate: at least half (issue 13). Tolerance: relative
  * Frobenius error 1e-2 (bf16 results of fp32 sums: ~4e-3); losses 1e-3. Skips without a GPU. */
@@ -408,6 +409,50 @@ static void check_softmax(int64_t rows, int64_t n)
     ns_dev_free(d1), ns_dev_free(d2), ns_dev_free(dd);
 }
 
+/* The layer passes (wk_ref.h) against the CPU on the same bf16 inputs: act and glu (a fused gate/up
+ * at row stride 2 n, and two buffers at n), their backward, rope and its inverse, the residual add;
+ * n a multiple of 8 (16-byte accesses) or not. */
+static void check_passes(int64_t rows, int64_t n)
+{
+    int64_t e = rows * n;
+    float *G2 = host_rand(2 * e, 3), *dH = host_rand(e, 1), *X = host_rand(e, 1), *ref = malloc((size_t)(2 * e) * 4);
+    void *dG2 = dev_of(G2, 2 * e), *ddH = dev_of(dH, e), *dX = dev_of(X, e), *out = dev_zero(2 * e);
+    static const dm_kern_op ops[] = {DM_KOP_ACT, DM_KOP_ACT_BWD, DM_KOP_GLU, DM_KOP_GLU_BWD, DM_KOP_RESID};
+    for (int q = 0; q < 5; q++) {
+        dm_kern_op op = ops[q];
+        dm_kernel k = kern(DM_KERN_ELEM, op, rows, n, 0, 1, 1);
+        wk_args x;
+        memset(&x, 0, sizeof x);
+        x.x = dG2, x.w = (const uint16_t *)dG2 + n, x.dx = ddH, x.r = out, x.ld = 2 * n;
+        int64_t outn = op == DM_KOP_GLU_BWD ? 2 * e : e;
+        switch (op) {
+        case DM_KOP_ACT: wk_ref_act(G2, 2 * n, ref, rows, n); break;
+        case DM_KOP_ACT_BWD: wk_ref_act_bwd(G2, 2 * n, dH, ref, rows, n); break;
+        case DM_KOP_GLU: wk_ref_glu(G2, G2 + n, 2 * n, ref, rows, n); break;
+        case DM_KOP_GLU_BWD: wk_ref_glu_bwd(G2, G2 + n, 2 * n, dH, ref, ref + e, rows, n); break;
+        default: /* resid: X + the first e of G2 (read as n-wide rows) */
+            x.x = dX, x.w = dG2, x.ld = 0;
+            wk_ref_add(X, G2, ref, e);
+        }
+        double er = run(&k, &x) ? NAN : rel_err(out, ref, outn);
+        ok(er <= TOL, "%s %lld x %lld%s: rel err %.2e", dm_kern_op_name(op), (long long)rows, (long long)n,
+           op == DM_KOP_RESID ? "" : " (fused gate/up, row stride 2n)", er);
+    }
+    /* rope, then rope-bwd: the CPU's turn of the same bf16 values, and back near the start */
+    memcpy(ref, X, (size_t)e * 4);
+    wk_ref_rope(ref, rows, n, 8, 0);
+    void *d = dev_of(X, e);
+    dm_kernel k = kern(DM_KERN_ELEM, DM_KOP_ROPE, rows, n, 8, 1, 1), kb = kern(DM_KERN_ELEM, DM_KOP_ROPE_BWD, rows, n, 8, 1, 1);
+    wk_args x;
+    memset(&x, 0, sizeof x);
+    x.r = d;
+    double er = run(&k, &x) ? NAN : rel_err(d, ref, e), back = run(&kb, &x) ? NAN : rel_err(d, X, e);
+    ok(er <= TOL && back <= 2 * TOL, "rope %lld x %lld (8 dims a head): rel err %.2e; rope-bwd back to the input %.2e",
+       (long long)rows, (long long)n, er, back);
+    free(G2), free(dH), free(X), free(ref);
+    ns_dev_free(dG2), ns_dev_free(ddH), ns_dev_free(dX), ns_dev_free(out), ns_dev_free(d);
+}
+
 /* ---- the 1-D backward's bandwidth ------------------------------------------------------------- */
 
 typedef struct bw_call {
@@ -480,6 +525,9 @@ int main(void)
         check_loss_vector_table(v ? 13 : 24);
         check_embed_route(v ? 10 : 16);
     }
+    check_passes(37, 96);  /* 8 per access */
+    check_passes(5, 1000); /* 8 per access, 125 vectors a row */
+    check_passes(9, 30);   /* one element per access */
     check_softmax(37, 1000);  /* one element per access */
     check_softmax(64, 4096);  /* 8 per access, the row in registers */
     check_softmax(5, 2056);   /* in registers (2 chunks), the last chunk partial */

@@ -2,7 +2,10 @@
  * independently of their own code: every row of P sums to 1 and is positive, P does not move when
  * a row's scores shift by a constant, the score scale a divides as softmax(a S) should, and
  * softmax-bwd equals the derivative of L = sum dP . softmax(a S) taken by central differences in
- * double (so dS = a x softmax-bwd(P, dP) within 1e-4 of it). */
+ * double (so dS = a x softmax-bwd(P, dP) within 1e-4 of it). The layer passes: gelu and silu
+ * against their formulas in double, their backward against central differences, glu over a fused
+ * projection (row stride 2 n) equal to glu over the two halves, rope keeping each pair's length
+ * and rope-bwd undoing it, the residual add. */
 #include "config.h"
 
 #include <math.h>
@@ -27,6 +30,65 @@ static void dsoftmax(const double *s, double *p, int n, double a)
     for (int c = 0; c < n; c++) mx = fmax(mx, a * s[c]);
     for (int c = 0; c < n; c++) sum += (p[c] = exp(a * s[c] - mx));
     for (int c = 0; c < n; c++) p[c] /= sum;
+}
+
+static double dgelu(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+static double dsilu(double x) { return x / (1 + exp(-x)); }
+
+static void passes(void)
+{
+    enum { R = 3, N = 24 };
+    float G[R * 2 * N], dH[R * N], E[2 * R * N], E2[2 * R * N];
+    for (int i = 0; i < R * 2 * N; i++) G[i] = 3 * urand();
+    for (int i = 0; i < R * N; i++) dH[i] = urand();
+    double e1 = 0, e2 = 0, g1 = 0, g2 = 0;
+    for (int i = 0; i < R * N; i++) {
+        double x = G[i], h = 1e-3;
+        e1 = fmax(e1, fabs(wk_gelu(G[i]) - dgelu(x)));
+        e2 = fmax(e2, fabs(wk_silu(G[i]) - dsilu(x)));
+        g1 = fmax(g1, fabs(wk_gelu_grad(G[i]) - (dgelu(x + h) - dgelu(x - h)) / (2 * h)));
+        g2 = fmax(g2, fabs(wk_silu_grad(G[i]) - (dsilu(x + h) - dsilu(x - h)) / (2 * h)));
+    }
+    ok(e1 < 1e-5 && e2 < 1e-5, "gelu (tanh form) and silu as their formulas (%.1e, %.1e)", e1, e2);
+    ok(g1 < 1e-3 && g2 < 1e-3, "their derivatives by differences (%.1e, %.1e)", g1, g2);
+    /* glu over one fused projection [G | U] (stride 2 N) against glu over two (stride N) */
+    float Gs[R * N], Us[R * N];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < N; c++) Gs[r * N + c] = G[r * 2 * N + c], Us[r * N + c] = G[r * 2 * N + N + c];
+    wk_ref_glu(G, G + N, 2 * N, E, R, N);
+    wk_ref_glu(Gs, Us, N, E2, R, N);
+    ok(!memcmp(E, E2, sizeof(float) * R * N), "glu over a fused gate/up equals glu over the two");
+    double worst = 0;
+    for (int i = 0; i < R * N; i++) worst = fmax(worst, fabs(E2[i] - dsilu(Gs[i]) * Us[i]));
+    ok(worst < 1e-5, "glu = silu(gate) x up (%.1e)", worst);
+    wk_ref_glu_bwd(Gs, Us, N, dH, E, E + R * N, R, N);
+    worst = 0;
+    for (int i = 0; i < R * N; i++) {
+        double h = 1e-3, dg = (dsilu(Gs[i] + h) - dsilu(Gs[i] - h)) / (2 * h) * Us[i] * dH[i];
+        worst = fmax(worst, fabs(E[i] - dg) + fabs(E[R * N + i] - dH[i] * dsilu(Gs[i])));
+    }
+    ok(worst < 1e-3, "glu-bwd: dgate and dup by differences (%.1e)", worst);
+    wk_ref_act_bwd(Gs, N, dH, E, R, N);
+    worst = 0;
+    for (int i = 0; i < R * N; i++) worst = fmax(worst, fabs(E[i] - dH[i] * (dgelu(Gs[i] + 1e-3) - dgelu(Gs[i] - 1e-3)) / 2e-3));
+    ok(worst < 1e-3, "act-bwd = dH gelu' (%.1e)", worst);
+    /* rope: each pair keeps its length; the backward turns it back */
+    memcpy(E, Gs, sizeof Gs);
+    wk_ref_rope(E, R, N, 8, 0);
+    double len = 0, moved = 0;
+    for (int i = 0; i < R * N; i += 2) {
+        len = fmax(len, fabs(hypot(E[i], E[i + 1]) - hypot(Gs[i], Gs[i + 1])));
+        moved = fmax(moved, fabs(E[i] - Gs[i]));
+    }
+    wk_ref_rope(E, R, N, 8, 1);
+    double back = 0;
+    for (int i = 0; i < R * N; i++) back = fmax(back, fabs(E[i] - Gs[i]));
+    ok(len < 1e-5 && moved > 0.1 && back < 1e-5, "rope turns pairs (moved %.2f), keeps their length (%.1e), rope-bwd "
+       "undoes it (%.1e)", moved, len, back);
+    wk_ref_add(Gs, Us, E, R * N);
+    worst = 0;
+    for (int i = 0; i < R * N; i++) worst = fmax(worst, fabs(E[i] - (Gs[i] + Us[i])));
+    ok(worst == 0, "resid: the sum");
 }
 
 int main(void)
@@ -78,5 +140,6 @@ int main(void)
         }
     ok(err < 1e-4 * fmax(1, ref_norm), "softmax-bwd x scale = the derivative by differences (max err %.1e of %.2e)", err,
        ref_norm);
+    passes();
     return tap_done();
 }

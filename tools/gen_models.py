@@ -568,13 +568,18 @@ ASSUMED = {
 }
 
 
-def attn(heads, head_dim, kv=None, vd=None, causal=True, stream=None, kv_stream=None, length=None):
+def attn(heads, head_dim, kv=None, vd=None, causal=True, stream=None, kv_stream=None, length=None, rope=None):
+    """rope: the rotated dims of each query and key head (None: every one; 0: no rotary embedding)."""
     a = {"heads": heads}
     if kv is not None and kv != heads:
         a["kv_heads"] = kv
     a["head_dim"] = head_dim
     if vd is not None and vd != head_dim:
         a["v_head_dim"] = vd
+    if rope is None:
+        rope = head_dim
+    if rope:
+        a["rope"] = rope
     if not causal:
         a["causal"] = False
     if stream:
@@ -644,7 +649,8 @@ def arch_pi0(m, with_state):
     streams = [("prefix", None), ("image", 768), ("action", 50)]
     if with_state:
         streams.append(("state", 1))
-    stacks = {"img.blocks": {"stream": "image", "attention": [attn(16, 72, causal=False, length=256)]},
+    # SigLIP's image blocks: learned positions, no rotary embedding
+    stacks = {"img.blocks": {"stream": "image", "attention": [attn(16, 72, causal=False, length=256, rope=0)]},
               "img.head": {"stream": "image"},
               "action_in": {"stream": "action"},
               "llm.layers": {"attention": [attn(8, 256, 1, causal=False),
@@ -656,7 +662,7 @@ def arch_pi0(m, with_state):
 
 
 def arch_mla(m, heads, experts, top_k, mtp):
-    a = [attn(heads, 192, vd=128)]
+    a = [attn(heads, 192, vd=128, rope=64)]  # MLA: qk_rope_head_dim 64 of the 192
     stacks = {"layers": {"attention": a, "moe": {"experts": experts, "top_k": top_k}}}
     if mtp:
         stacks["mtp"] = {"attention": a, "moe": {"experts": experts, "top_k": top_k},
@@ -666,7 +672,7 @@ def arch_mla(m, heads, experts, top_k, mtp):
 
 
 def arch_v4(m, heads, experts, top_k):
-    a = [attn(heads, 512, 1)]
+    a = [attn(heads, 512, 1, rope=64)]  # qk_rope_head_dim 64 of the 512
     moe = {"experts": experts, "top_k": top_k}
     stacks = {"layers": {"attention": a, "moe": moe}, "mtp": {"attention": a, "moe": moe, "tied_head": "head.weight"}}
     set_arch(m, [("text", None)], stacks,
@@ -674,8 +680,9 @@ def arch_v4(m, heads, experts, top_k):
 
 
 def arch_wan(m, heads):
+    # 3-D rotary embedding in the self-attention, none in the cross-attention over the text
     stacks = {"blocks": {"attention": [attn(heads, 128, causal=False),
-                                        attn(heads, 128, causal=False, kv_stream="text")]}}
+                                        attn(heads, 128, causal=False, kv_stream="text", rope=0)]}}
     ts = [("text_embedding.*", "text"), ("time_embedding.*", "time"), ("time_projection.*", "time"),
           ("blocks.*.cross_attn.k.*", "text"), ("blocks.*.cross_attn.v.*", "text"),
           ("blocks.*.cross_attn.norm_k.*", "text")]
