@@ -41,7 +41,7 @@ stage_wktest() {
     if command -v cuobjdump >/dev/null 2>&1; then
         cuobjdump -sass "$D/test_wk_gpu" 2>/dev/null | awk '
             /arch = sm_/ { arch = $NF }
-            /Function : / { fn = $NF; keep = fn ~ /k_(loss|scale|red1|red2|embed|embed_bwd|route|route_bwd|fill_hash|softmax|softmax_bwd)/ }
+            /Function : / { fn = $NF; keep = fn ~ /k_(loss|scale|red1|red2|embed|embed_bwd|route|route_bwd|fill_hash|softmax|softmax_bwd|pass|rope)/ }
             keep && /LDG\.E\.128/ { ldg[arch " " fn]++ } keep && /STG\.E\.128/ { stg[arch " " fn]++ }
             keep && /(LDL|STL)/ { loc[arch " " fn]++ } keep { seen[arch " " fn] = 1 }
             END { for (k in seen) printf "sass %s: LDG.128 %d STG.128 %d local %d\n", k, ldg[k], stg[k], loc[k] }' | sort
