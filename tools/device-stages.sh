@@ -1549,39 +1549,46 @@ stage_publishgpu() {
 }
 # passes (issue 13, 2026-12-06): the layer passes (activations, rotary embeddings, residual adds:
 # core/workload.h) on the GPU: test_wk_gpu (every kind against the CPU, the passes included), then
-# bench work --cool (and plain with PASS_PLAIN=1) on the validation models and three extra ones at 1024-8192 tokens
-# from the committed caches (so only kernels the caches lack are timed: the passes'), their rows
-# in $L/passes-cool.csv and $L/passes-work.csv; then the pass set validated against
-# traces/validate/passes-predictions-2026-12-06 (committed before): Llama-3.2-3B, Qwen2.5-1.5B,
-# Qwen2.5-VL-3B, Pythia-1B (act), Phi-3 (a fused gate_up), gpt-oss-20b-2l (the experts' fused
-# gate_up) under dmuon, muon-ddp and adamw at 4096 tokens.
-PASS_EXTRA="models/extra/pythia-1b.json models/extra/phi-3-mini-4k-instruct.json models/extra/gpt-oss-20b-2l.json"
-STAGE_TIMEOUT_passes=560
+# stages passrows and passval.
+STAGE_TIMEOUT_passes=590
 stage_passes() {
     T0=$SECONDS
     stage_wktest > "$L/wktest.txt" 2>&1
     echo "test_wk_gpu: $(grep -c '^ok' "$L/wktest.txt") ok, $(grep -c '^not ok' "$L/wktest.txt") not ok ($((SECONDS - T0)) s)"
-    grep -E '^not ok|^ok .*(act|glu|rope|resid)' "$L/wktest.txt" | head -20
-    local x m extra=
-    for m in $PASS_EXTRA; do extra="$extra --model $m"; done
-    for x in cool ${PASS_PLAIN:+work}; do
-        local cache=traces/costs/work_cache_h200.tsv flags="--sustain 3" lim=60
-        [ $x = cool ] && cache=traces/costs/work_cache_h200_cool.tsv flags="--cool --sustain 0" lim=150
+    grep -E '^not ok' "$L/wktest.txt" | head -20
+    stage_passrows
+    stage_passval
+}
+# passrows: bench work --cool and plain on the validation models at 1024-8192 tokens from the
+# committed caches (so only kernels the caches lack are timed: the passes'); the rows in
+# $L/passes-cool.csv and $L/passes-work.csv (the calibration prices from the cool rows, the
+# uncalibrated presets and the default study from the plain ones).
+STAGE_TIMEOUT_passrows=260
+stage_passrows() {
+    local x T1=$SECONDS
+    for x in cool work; do
+        local cache=traces/costs/work_cache_h200.tsv flags="--sustain 3" lim=80
+        [ $x = cool ] && cache=traces/costs/work_cache_h200_cool.tsv flags="--cool --sustain 0" lim=140
         cp "$cache" "$L/cache_$x.tsv"
         # shellcheck disable=SC2086
-        timeout $((lim + 15)) "$D/dmuon" bench work --models validation $extra --tokens 1024,2048,4096,8192 --no-grid $flags \
+        timeout $((lim + 15)) "$D/dmuon" bench work --models validation --tokens 1024,2048,4096,8192 --no-grid $flags \
             --cache "$L/cache_$x.tsv" --max-seconds $lim --out "$L/passes-$x.csv" > "$L/passes_$x.txt" 2> "$L/passes_${x}_err.txt"
-        echo "bench work $x exit $? ($(grep -cE ',(act|act-bwd|glu|glu-bwd|rope|rope-bwd|resid|resid-bwd),' "$L/passes-$x.csv" 2>/dev/null || echo 0) pass rows; $((SECONDS - T0)) s)"
+        echo "bench work $x exit $? ($(grep -cE ',(act|act-bwd|glu|glu-bwd|rope|rope-bwd|resid|resid-bwd),' "$L/passes-$x.csv" 2>/dev/null || echo 0) pass rows; $((SECONDS - T1)) s)"
         grep -E '^# ([0-9]+ kernels timed|estimate|stopped|wrote)' "$L/passes_$x.txt"
         tail -2 "$L/passes_${x}_err.txt"
-        rm -f "$L/cache_$x.tsv.tmp"
+        rm -f "$L/cache_$x.tsv"
     done
-    grep -hE ' (act|act-bwd|glu|glu-bwd|rope|rope-bwd|resid|resid-bwd) ' "$L/passes_cool.txt" | head -40
-    local e=models/extra
+    grep -hE ' (act|act-bwd|glu|glu-bwd|rope|rope-bwd|resid|resid-bwd) ' "$L/passes_cool.txt" | head -30
+}
+# passval: the pass set validated against traces/validate/passes-predictions-2026-12-06 (committed
+# before): Llama-3.2-3B, Qwen2.5-1.5B, Qwen2.5-VL-3B, Pythia-1B (act), Phi-3 (a fused gate_up),
+# gpt-oss-20b-2l (the experts' fused gate_up) under dmuon, muon-ddp and adamw at 4096 tokens.
+STAGE_TIMEOUT_passval=320
+stage_passval() {
+    local e=models/extra T1=$SECONDS
     VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b,qwen2.5-vl-3b,$e/pythia-1b.json,$e/phi-3-mini-4k-instruct.json,$e/gpt-oss-20b-2l.json \
-        VALIDATE_TOKENS=4096 VALIDATE_TIMEOUT=$((540 - (SECONDS - T0))) stage_validate > "$L/validate_passes.log" 2>&1
-    echo "passes: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T0)) s)"
+        VALIDATE_TOKENS=4096 VALIDATE_TIMEOUT=${PASSVAL_TIMEOUT:-310} stage_validate > "$L/validate_passes.log" 2>&1
+    echo "passes: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T1)) s)"
     mkdir -p "$L/passes" && mv "$L/validate.txt" "$L/passes/" && mv "$L/validate" "$L/passes/validate"
     (cd "$L/passes" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
-    rm -f "$L/cache_cool.tsv" "$L/cache_work.tsv"
 }
