@@ -161,6 +161,7 @@ static void print_arch(const dm_model *m, const dm_workload_opts *o, const dm_st
             printf("attention %s: %d heads (%d kv) x %d (values %d), %s, queries %s", s->name, a->heads, a->kv_heads,
                    a->head_dim, a->v_head_dim, a->causal ? "causal" : "bidirectional", m->streams[a->stream].name);
             if (a->kv_stream != a->stream) printf(", keys %s", m->streams[a->kv_stream].name);
+            if (a->rope) printf(", rotary embedding over %d dims a head", a->rope);
             if (a->length) printf(", windows of %" PRId64, a->length);
             if (a->window) {
                 printf(", sliding window %" PRId64, a->window);

@@ -78,7 +78,7 @@ static int compare_arch(const dm_model *a, const dm_model *b, const char *what)
         for (int k = 0; k < s->n_attn; k++) {
             const dm_attention *x = &s->attn[k], *y = &u->attn[k];
             if (x->heads != y->heads || x->kv_heads != y->kv_heads || x->head_dim != y->head_dim ||
-                x->v_head_dim != y->v_head_dim || x->causal != y->causal || x->length != y->length ||
+                x->v_head_dim != y->v_head_dim || x->causal != y->causal || x->length != y->length || x->rope != y->rope ||
                 strcmp(stream_name(a, x->stream), stream_name(b, y->stream)) ||
                 strcmp(stream_name(a, x->kv_stream), stream_name(b, y->kv_stream)) || x->window != y->window ||
                 strcmp(x->window_layers ? x->window_layers : "", y->window_layers ? y->window_layers : ""))
@@ -262,6 +262,16 @@ static void check_window(const char *config, int64_t window, const char *pattern
     ok(at && at->window == window && (window == 0 || strcmp(got, pattern ? pattern : "(every layer)") == 0),
        "%s: sliding window %lld on %s (%lld on %s)", config, (long long)window, pattern ? pattern : "every layer",
        at ? (long long)at->window : -1LL, got);
+    dm_model_free(a);
+}
+
+/* The rotary embedding of stack `stack`'s first attention block: `rope` dims of each head. */
+static void check_rope(const char *config, const char *stack, int rope, const char *why)
+{
+    dm_model *a = import(config);
+    if (!a) return;
+    int s = find_stack(a, stack), got = s >= 0 && a->stacks[s].n_attn ? a->stacks[s].attn[0].rope : -1;
+    ok(got == rope, "%s: %s rotary over %d dims a head (%s; got %d)", config, stack, rope, why, got);
     dm_model_free(a);
 }
 
@@ -573,6 +583,12 @@ int main(void)
     check_window("gemma-3-1b-pt", 512, "sssssf");  /* all but every 6th */
     check_window("gemma-3-4b-pt", 1024, "sssssf"); /* sliding_window_pattern's default 6 */
     check_window("gpt-oss-20b", 128, "sf");        /* layer_types */
+    check_rope("llama-3.2-3b", "layers", 128, "every dim");
+    check_rope("pythia-1b", "layers", 64, "rotary_pct 0.25 of 256");
+    check_rope("glm-4.5", "layers", 64, "partial_rotary_factor 0.5 of 128");
+    check_rope("deepseek-v3", "layers", 64, "qk_rope_head_dim");
+    check_rope("qwen2-vl-2b", "visual.blocks", 80, "the vision blocks' 2-D rotary");
+    check_rope("paligemma-3b-pt-224", "vision_tower.encoder.layers", 0, "SigLIP: learned positions");
     check_window("mixtral-8x7b-v0.1", 0, NULL);    /* null */
     check_window("qwen2.5-7b", 0, NULL);           /* use_sliding_window false */
     check_window("qwen3-8b", 0, NULL);
