@@ -187,7 +187,7 @@ static int model_show(int argc, char **argv)
                                        {"tokens", required_argument, 0, 't'}, {"seq-len", required_argument, 0, 's'},
                                        {"attention", required_argument, 0, 'a'}, {0, 0, 0, 0}};
     int fmt = FMT_TABLE, c, n_roles = 0;
-    dm_workload_opts wo = {4096, 0, 2, 0};
+    dm_workload_opts wo = {4096, 0, 2, 0, 0};
     const char *roles[64];
     optind = 1;
     opterr = 0;

@@ -65,7 +65,7 @@ static void ctx_free(mem_ctx *c)
 static int layer_parts(mem_ctx *c, dm_err *err)
 {
     const dm_model *m = c->m;
-    dm_workload_opts o = {c->p->tokens, c->p->seq_len, 2, c->p->causal_tile};
+    dm_workload_opts o = {c->p->tokens, c->p->seq_len, 2, c->p->causal_tile, !c->p->layer_passes};
     if (dm_workload_check(m, &o, err)) return -1;
     double kept = 0;
     int64_t dx = 0, ew = 0, scores = 0, operands = 0, big[6] = {0}; /* the largest of each attention buffer */

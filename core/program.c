@@ -217,7 +217,7 @@ static int same_kernel(const dm_kernel *x, const dm_kernel *y)
 int dm_program_same_ops(const dm_program *a, const dm_program *b)
 {
     if (a->nranks != b->nranks || a->gpus_per_node != b->gpus_per_node || a->tokens != b->tokens ||
-        a->seq_len != b->seq_len || a->causal_tile != b->causal_tile || a->n_colls != b->n_colls ||
+        a->seq_len != b->seq_len || a->causal_tile != b->causal_tile || a->layer_passes != b->layer_passes || a->n_colls != b->n_colls ||
         a->n_groups != b->n_groups || a->n_works != b->n_works)
         return 0;
     if ((a->ns_coeffs == NULL) != (b->ns_coeffs == NULL) || (a->ns_coeffs && strcmp(a->ns_coeffs, b->ns_coeffs)))
@@ -305,6 +305,7 @@ uint64_t dm_program_hash(const dm_program *p)
     h = plist_hash_more(h, hdr, 7);
     /* only when set: a whole-attention program hashes as it did before the field existed */
     if (p->causal_tile) h = plist_hash_more(h, (int64_t[]){-1, p->causal_tile}, 2);
+    if (p->layer_passes) h = plist_hash_more(h, (int64_t[]){-2, p->layer_passes}, 2);
     for (int g = 0; g < p->n_groups; g++) {
         h = plist_hash_more(h, (int64_t[]){p->groups[g].n}, 1);
         for (int i = 0; i < p->groups[g].n; i++) h = plist_hash_more(h, (int64_t[]){p->groups[g].ranks[i]}, 1);
@@ -674,6 +675,7 @@ int dm_program_unroll(const dm_program *p, int K, dm_program **out, dm_err *err)
     if (!q) return -1;
     q->seq_len = p->seq_len;
     q->causal_tile = p->causal_tile;
+    q->layer_passes = p->layer_passes;
     int rc = -1, *upd = NULL, *grd = NULL, *pupd = NULL, *pgrd = NULL, *deps = NULL, cap = 0;
     if (p->ns_coeffs && !(q->ns_coeffs = dm_strdup(p->ns_coeffs, err))) goto out;
     for (int g = 0; g < p->n_groups; g++)

@@ -207,6 +207,9 @@ typedef struct dm_program {
     int64_t seq_len;    /* tokens per sample of the main stream (0: tokens, one sample) */
     int64_t causal_tile; /* 0: attention products whole; > 0: causal self-attention as its lower
                             triangle down to tiles of this many rows (workload.h) */
+    int layer_passes;    /* 1: the layers' kernels include the passes between projections (rotary
+                            embeddings, activations, residual adds: workload.h); 0: a program
+                            written before them (the field absent) or planned --layer-passes off */
     int n_groups, cap_groups;
     dm_group *groups;
     int n_colls;        /* collective ids are 0 .. n_colls-1 */

@@ -195,6 +195,7 @@ int dm_program_write_json(const dm_program *p, FILE *f, dm_err *err)
             p->gpus_per_node, (long long)p->tokens);
     if (p->seq_len) fprintf(f, "  \"seq_len\": %lld,\n", (long long)p->seq_len);
     if (p->causal_tile) fprintf(f, "  \"causal_tile\": %lld,\n", (long long)p->causal_tile);
+    if (p->layer_passes) fprintf(f, "  \"layer_passes\": 1,\n");
     if (p->ns_coeffs) {
         fputs("  \"ns_coeffs\": ", f);
         json_write_string(f, p->ns_coeffs);
@@ -527,7 +528,7 @@ static int ibuf_item(rd *r, int i, void *ctx)
 typedef struct load_ctx {
     dm_program *p;
     int have_format;
-    int64_t nranks, gpn, tokens, ncolls, seq_len, causal_tile;
+    int64_t nranks, gpn, tokens, ncolls, seq_len, causal_tile, layer_passes;
     char *model, *strategy, *cluster, *options, *ns_coeffs;
     int rank;            /* rank being read */
     int ranks_seen, ranks_line, ranks_col;
@@ -909,6 +910,7 @@ static int need_header(rd *r, load_ctx *c, const char *at)
     c->p->n_colls = (int)c->ncolls;
     c->p->seq_len = c->seq_len;
     c->p->causal_tile = c->causal_tile;
+    c->p->layer_passes = (int)c->layer_passes;
     if (c->ns_coeffs) c->p->ns_coeffs = c->ns_coeffs, c->ns_coeffs = NULL;
     return 0;
 }
@@ -934,13 +936,16 @@ static int top_field(rd *r, const char *key, void *vctx)
     }
     int64_t *num = !strcmp(key, "nranks") ? &c->nranks : !strcmp(key, "gpus_per_node") ? &c->gpn :
                    !strcmp(key, "tokens") ? &c->tokens : !strcmp(key, "n_colls") ? &c->ncolls :
-                   !strcmp(key, "seq_len") ? &c->seq_len : !strcmp(key, "causal_tile") ? &c->causal_tile : NULL;
+                   !strcmp(key, "seq_len") ? &c->seq_len : !strcmp(key, "causal_tile") ? &c->causal_tile :
+                   !strcmp(key, "layer_passes") ? &c->layer_passes : NULL;
     if (num) {
         if (c->p) return rd_fail(r, at, "header fields before the groups and ranks");
-        int64_t hi = num == &c->tokens || num == &c->seq_len ? INT64_MAX : num == &c->ncolls ? INT32_MAX : 1 << 24;
+        int64_t hi = num == &c->tokens || num == &c->seq_len ? INT64_MAX : num == &c->ncolls ? INT32_MAX :
+                     num == &c->layer_passes ? 1 : 1 << 24;
         if (num == &c->nranks) c->nranks_line = r->line, c->nranks_col = rd_col(r, at);
         if (num == &c->ncolls) c->ncolls_line = r->line, c->ncolls_col = rd_col(r, at);
-        return rd_int(r, num == &c->tokens || num == &c->ncolls || num == &c->seq_len || num == &c->causal_tile ? 0 : 1,
+        return rd_int(r, num == &c->tokens || num == &c->ncolls || num == &c->seq_len || num == &c->causal_tile ||
+                                 num == &c->layer_passes ? 0 : 1,
                       hi, key, num);
     }
     if (!strcmp(key, "groups"))

@@ -310,7 +310,7 @@ static int add_attention(wctx *c, kvec *kv, const dm_attention *a, int layer)
 {
     dm_attn_geom g[DM_ATTN_MAX_PRODS];
     int n = dm_attn_block_geoms(c->m, c->o, a, layer, g);
-    if (n > 0 && a->rope > 0) {
+    if (n > 0 && a->rope > 0 && !c->o->no_passes) {
         /* the rotary embedding of the block's queries and keys, before its products */
         int64_t T = dm_workload_stream_tokens(c->m, c->o, a->stream);
         dm_kernel *r = add_elem(c, kv, DM_KOP_ROPE, T, (int64_t)(a->heads + a->kv_heads) * a->rope, 1, -1, -1);
@@ -672,7 +672,7 @@ int dm_layer_work_build(const dm_model *m, const dm_matrix *mats, int64_t n, int
         for (int i = 0; i < m->n_tensors; i++)
             if (present[i] && m->tensors[i].ndim == 1 && is_norm(m->tensors[i].name) && n_vec < 32)
                 vec_rows[n_vec++] = m->tensors[i].rows;
-        if (add_passes(&c, &fw, st, vec_rows, n_vec)) goto done;
+        if (!o->no_passes && add_passes(&c, &fw, st, vec_rows, n_vec)) goto done;
     }
     /* backward: the forward list in reverse; an attention block (score, value) as one unit */
     for (int i = fw.n - 1; i >= 0; i--) {

@@ -114,6 +114,8 @@ typedef struct dm_workload_opts {
     int64_t causal_tile;  /* 0: every attention block's products whole; T > 0: a causal
                              self-attention block's as its lower triangle, or its sliding
                              window's band (dm_attn_block_geoms) */
+    int no_passes;        /* 1: no layer passes (rope, act, glu, resid): a program from before them, or
+                             plan option --layer-passes off (dm_program's layer_passes) */
 } dm_workload_opts;
 
 /* The tile of plan option --attention causal (the program records the one it was made with):

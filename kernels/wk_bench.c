@@ -147,7 +147,7 @@ static int model_jobs(jobs *J, const char *name, const wk_bench_opts *o, dm_err 
     }
     int rc = 0;
     for (int t = 0; t < o->n_tokens && rc == 0; t++) {
-        wk_plan_opts po = {o->tokens[t], o->seq_len, 0, 1, 0, 1, o->causal_tile};
+        wk_plan_opts po = {o->tokens[t], o->seq_len, 0, 1, 0, 1, o->causal_tile, 0};
         wk_plan p;
         dm_err e2;
         if (wk_plan_build(m, mx, n, &po, &p, &e2)) { /* e.g. tokens not a multiple of the seq-len */

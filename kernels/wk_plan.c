@@ -485,7 +485,7 @@ static int mark_accumulate(wctx *c)
 int wk_plan_build(const dm_model *m, const dm_matrix *mx, int64_t n, const wk_plan_opts *o, wk_plan *out, dm_err *err)
 {
     memset(out, 0, sizeof *out);
-    wctx c = {m, mx, n, o, {o->tokens, o->seq_len, 2, o->causal_tile}, out, err, 0, 0, 0, 0, 0};
+    wctx c = {m, mx, n, o, {o->tokens, o->seq_len, 2, o->causal_tile, o->no_passes}, out, err, 0, 0, 0, 0, 0};
     if (dm_workload_check(m, &c.wo, err)) return -1;
     c.seq = o->seq_len > 0 ? o->seq_len : o->tokens;
     c.g0 = o->token_offset + (int64_t)o->rank * o->tokens;
@@ -563,8 +563,10 @@ int wk_plan_check(const wk_plan *w, const dm_program *p, int r, const dm_matrix 
                          dm_kern_op_name(kb[j].k.op), (long long)kb[j].k.m, (long long)kb[j].k.n, (long long)kb[j].k.k,
                          (long long)kb[j].k.batch, (long long)kb[j].k.count);
             rc = dm_err_set(err, "program: rank %d op %d (%s, layer %d): kernel %d of its work is %s; the model's at %lld "
-                            "tokens per rank and seq-len %lld is %s (plan the program with this run's --tokens and "
-                            "--seq-len)", r, i, kn, op->layer, j, have, (long long)w->tokens, (long long)w->seq_len, want);
+                            "tokens per rank and seq-len %lld, layer passes %s as the program records, is %s (plan the "
+                            "program with this run's --tokens and --seq-len; a program's \"layer_passes\" field must "
+                            "match its kernels)", r, i, kn, op->layer, j, have, (long long)w->tokens, (long long)w->seq_len,
+                            p->layer_passes ? "on" : "off", want);
         }
     }
     free(per_layer);

@@ -107,6 +107,7 @@ typedef struct wk_plan_opts {
     int64_t token_offset;     /* global index of rank 0's first token */
     uint64_t seed;
     int64_t causal_tile;      /* the program's (workload.h dm_workload_opts) */
+    int no_passes;            /* !the program's layer_passes */
 } wk_plan_opts;
 
 /* Plans of every layer of model m (mx: dm_model_matrices(m, -1), n of them). *out owned by

@@ -128,7 +128,8 @@ static int check_local(real_exec *ex, dm_err *err)
     /* a racy program would run differently on GPUs */
     if (real_check_hazards(p, ex->rank, ex->mx, ex->n_mx, err) < 0) return -1;
     /* the layers' kernels at this run's tokens; the program's works must be these */
-    wk_plan_opts wo = {o->tokens, p->seq_len, ex->rank, ex->nranks, o->token_offset, o->seed, p->causal_tile};
+    wk_plan_opts wo = {o->tokens, p->seq_len, ex->rank, ex->nranks, o->token_offset, o->seed, p->causal_tile,
+                       !p->layer_passes};
     if (wk_plan_build(ex->model, ex->mx, ex->n_mx, &wo, &ex->wl, err) < 0 ||
         wk_plan_check(&ex->wl, p, ex->rank, ex->mx, ex->n_mx, err) < 0)
         return -1;

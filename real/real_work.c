@@ -360,7 +360,7 @@ int real_gpu_mem_estimate(const dm_model *m, const dm_program *p, int r, int64_t
     memset(&wl, 0, sizeof wl);
     if (r < 0 || r >= p->nranks) return dm_err_set(err, "rank %d is not in the program's %d ranks", r, p->nranks);
     if (dm_model_matrices(m, -1, &mx, &n, err) < 0) return -1;
-    wk_plan_opts wo = {T, p->seq_len, r, p->nranks, 0, 1, p->causal_tile};
+    wk_plan_opts wo = {T, p->seq_len, r, p->nranks, 0, 1, p->causal_tile, !p->layer_passes};
     if (real_facts_build(p, mx, n, &f, err) < 0 || wk_plan_build(m, mx, n, &wo, &wl, err) < 0 ||
         !(off = dm_malloc((size_t)(n ? n : 1) * sizeof *off, err)) ||
         !(staged = dm_calloc((size_t)p->n_colls + 1, 1, err)))

@@ -348,7 +348,7 @@ static void free_ctx(bctx *b)
 static int setup_works(bctx *b)
 {
     size_t L = (size_t)b->nlayers;
-    dm_workload_opts wo = {b->o->tokens, b->o->seq_len, (int)b->elt, b->p->causal_tile};
+    dm_workload_opts wo = {b->o->tokens, b->o->seq_len, (int)b->elt, b->p->causal_tile, !b->p->layer_passes};
     if (dm_workload_check(b->model, &wo, b->err)) return -1;
     if (!(b->work_fwd = dm_malloc(L * sizeof *b->work_fwd, b->err)) ||
         !(b->work_bwd = dm_malloc(L * sizeof *b->work_bwd, b->err)) ||
@@ -1982,6 +1982,7 @@ static int build_once(const dm_model *model, const dm_cluster *cluster, int nran
         return -1;
     b.p->seq_len = opts->seq_len;
     b.p->causal_tile = opts->causal_tile;
+    b.p->layer_passes = opts->layer_passes;
     if (b.eager && !(b.p->ns_coeffs = dm_strdup(SCHED_PYTORCH_NS_COEFFS, err))) goto done;
     if (setup(&b) || setup_works(&b)) goto done;
     if (!(ids = dm_malloc((size_t)(b.nmats ? b.nmats : 1) * sizeof *ids, err))) goto done;

@@ -101,6 +101,8 @@ typedef struct sched_opts {
                                   alone (the objective before issue 16) */
     int64_t tokens;            /* tokens per rank per step; default 4096 */
     int64_t seq_len;           /* tokens per sample of the main stream; 0 (default): tokens */
+    int layer_passes;          /* --layer-passes: 1 (default) the passes between projections in every
+                                  layer (workload.h), 0 (off) none (the program's layer_passes) */
     int64_t causal_tile;       /* --attention causal: DM_ATTN_CAUSAL_TILE, causal self-attention
                                   as its lower triangle down to tiles of at least this many rows
                                   (the program's causal_tile, workload.h); 0 (default, --attention
@@ -207,7 +209,7 @@ const char *sched_hsdp_muon_name(sched_hsdp_muon m);   /* the same names */
  *   --strategy S  --balance B  --overlap V  --prefetch K  --zero Z  --hierarchical
  *   --gpus-per-node G  --batch-threshold E  --max-batch B  --milp-time S  --tokens T
  *   --ns-algo A  --dtype D  --seq-len S  --comm-weight W  --ns-under-backward D  --hsdp  --shard N
- *   --hsdp-adamw M  --hsdp-muon M  --attention A  --ns-split P  --publish N
+ *   --hsdp-adamw M  --hsdp-muon M  --attention A  --ns-split P  --publish N  --layer-passes on|off
  * SCHED_GETOPT_LONG expands to the struct option entries (put it inside your table); their
  * `val`s are SCHED_OPT_BASE + i, above any char. sched_getopt_handle returns 1 if `c` was one of
  * them (and parsed optarg into o), 0 if not, -1 on a bad value (message printed to stderr as
@@ -237,7 +239,8 @@ const char *sched_hsdp_muon_name(sched_hsdp_muon m);   /* the same names */
     {"hsdp-muon", required_argument, NULL, SCHED_OPT_BASE + 19},                              \
     {"attention", required_argument, NULL, SCHED_OPT_BASE + 20},                              \
     {"ns-split", required_argument, NULL, SCHED_OPT_BASE + 21},                               \
-    {"publish", required_argument, NULL, SCHED_OPT_BASE + 22}
+    {"publish", required_argument, NULL, SCHED_OPT_BASE + 22},                                \
+    {"layer-passes", required_argument, NULL, SCHED_OPT_BASE + 23}
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_);
 void sched_getopt_help(FILE *f);
 

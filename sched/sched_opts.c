@@ -26,6 +26,7 @@ void sched_opts_default(sched_opts *o)
     o->tokens = 4096;
     o->ns_algo = -1;
     o->dtype = DM_DT_BF16;
+    o->layer_passes = 1;
 }
 
 static const char *strategy_names[] = {"adamw", "muon-ddp", "muon-fsdp", "muon-rr", "dmuon"};
@@ -203,6 +204,10 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
         else return dm_err_set(err, "--dtype: expected bf16, fp16 or fp32, found '%s'", val);
     } else if (!strcmp(key, "attention")) {
         return sched_parse_attention(val, &o->causal_tile, err);
+    } else if (!strcmp(key, "layer-passes")) {
+        if (!strcmp(val, "on")) o->layer_passes = 1;
+        else if (!strcmp(val, "off")) o->layer_passes = 0;
+        else return dm_err_set(err, "--layer-passes: expected on or off, found '%s'", val);
     } else {
         return dm_err_set(err, "--%s: not a scheduler option", key);
     }
@@ -222,7 +227,8 @@ int sched_parse_attention(const char *val, int64_t *causal_tile, dm_err *err)
 static const char *getopt_keys[] = {"strategy", "balance", "overlap", "prefetch", "zero", "hierarchical",
                                     "gpus-per-node", "batch-threshold", "max-batch", "milp-time", "tokens",
                                     "ns-algo", "dtype", "seq-len", "comm-weight", "ns-under-backward", "hsdp",
-                                    "shard", "hsdp-adamw", "hsdp-muon", "attention", "ns-split", "publish"};
+                                    "shard", "hsdp-adamw", "hsdp-muon", "attention", "ns-split", "publish",
+                                    "layer-passes"};
 #define N_GETOPT (int)(sizeof getopt_keys / sizeof getopt_keys[0])
 
 int sched_getopt_handle(sched_opts *o, const char *cmd, int c, const char *optarg_)
@@ -317,7 +323,11 @@ void sched_getopt_help(FILE *f)
             "                        FlashAttention-style kernel skips the masked half; a layer with a\n"
             "                        sliding window (the model's \"window\") over its band in tiles of\n"
             "                        T rows or more; the executor runs the same products (timed on\n"
-            "                        one H200 on 2026-12-05, the sliding-window bands too)\n",
+            "                        one H200 on 2026-12-05, the sliding-window bands too)\n"
+            "  --layer-passes P      on: every layer's passes between its projections (rotary\n"
+            "                        embeddings, MLP activations, residual adds; models/README.md),\n"
+            "                        priced and run as kernels of their own (default); off: none (the\n"
+            "                        workload of programs written before 2026-12-06)\n",
             sched_strategy_name(d.strategy), sched_balance_name(d.balance), sched_overlap_name(d.overlap),
             d.prefetch_depth, d.zero, (long long)d.batch_threshold, d.max_batch, d.milp_time_s, d.comm_weight,
             (long long)d.tokens, DM_ATTN_CAUSAL_TILE);
@@ -339,6 +349,10 @@ char *sched_opts_describe(const sched_opts *o, char *buf, size_t size)
         size_t n = strlen(buf);
         if (n < size && o->causal_tile == DM_ATTN_CAUSAL_TILE) snprintf(buf + n, size - n, " attention=causal");
         else if (n < size) snprintf(buf + n, size - n, " attention=causal:%lld", (long long)o->causal_tile);
+    }
+    if (!o->layer_passes) {
+        size_t n = strlen(buf);
+        if (n < size) snprintf(buf + n, size - n, " layer-passes=off");
     }
     if (o->hsdp) {
         size_t n = strlen(buf);

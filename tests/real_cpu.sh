@@ -294,7 +294,7 @@ sed '0,/"kind":"gemm","op":"fwd","m":8,/s//"kind":"gemm","op":"fwd","m":9,/' "$t
 out=$(run 2 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --program "$tmp/pw_bad.json" --steps 1 2>&1)
 rc=$?
 like "a program whose work is another's is refused" "$out" "(forward, layer 0): kernel 0 of its work is gemm fwd 9x16x16"
-like "... naming what the model's is at the run's tokens" "$out" "the model's at 8 tokens per rank and seq-len 8 is gemm fwd 8x16x16"
+like "... naming what the model's is at the run's tokens" "$out" "the model's at 8 tokens per rank and seq-len 8, layer passes on as the program records, is gemm fwd 8x16x16"
 is "... exit 1" "$rc" 1
 # every kernel kind of the workload end to end (a second stream with its table and attention,
 # grouped-query and cross attention, MoE routing, a lookup) on 2 ranks: the loss falls
@@ -426,6 +426,29 @@ run 4 $R --steps 2 --checkpoint "$tmp/pck" >/dev/null 2>&1
 run 4 $R --steps 4 --checkpoint "$tmp/pck" --resume --save-weights "$tmp/pres.bin" >"$tmp/pres.out" 2>&1
 is "--publish: resumed from a checkpoint, the weights of the uninterrupted run" \
     "$(grep -c 'resumed from' "$tmp/pres.out") $(cmp "$tmp/pw-dmuon-1-none.bin" "$tmp/pres.bin" && echo same)" "1 same"
+# --layer-passes: a program records them ("layer_passes": 1); one without the field (written
+# before them) or planned --layer-passes off has none, and each runs as its program says: the
+# arch model's plans on 2 ranks, the weights the same with and without the passes (they are cost
+# only), and the old program's with the field removed the same as --layer-passes off's
+A="$DM_SRCDIR/tests/data/arch_cpu.json"
+"$DMUON" plan --model "$A" --gpus 2 --tokens 16 -o "$tmp/lp-on.json" >/dev/null 2>&1
+"$DMUON" plan --model "$A" --gpus 2 --tokens 16 --layer-passes off -o "$tmp/lp-off.json" >/dev/null 2>&1
+grep -v '"layer_passes"' "$tmp/lp-on.json" > "$tmp/lp-bad.json"
+is "a program records its layer passes; --layer-passes off's (the old format) has neither field nor kernels" \
+    "$(grep -c '"layer_passes": 1' "$tmp/lp-on.json") $(grep -c '"layer_passes"' "$tmp/lp-off.json") $(grep -c '"op":"\(glu\|resid\|act\|rope\)' "$tmp/lp-off.json")" "1 0 0"
+ok "the passes are kernels of the program" grep -q '"op":"resid"' "$tmp/lp-on.json"
+for v in on off; do
+    run 2 "$DMUON" run --backend cpu --program "$tmp/lp-$v.json" --model "$A" --tokens 16 --steps 2 \
+        --save-weights "$tmp/lpw-$v.bin" >"$tmp/lp-$v.out" 2>&1
+done
+is "with and without the layer passes each program runs (steps ok)" \
+    "$(grep -c ' ok$' "$tmp/lp-on.out") $(grep -c ' ok$' "$tmp/lp-off.out")" "2 2"
+is "the passes change no weight (cost only)" "$(cmp "$tmp/lpw-on.bin" "$tmp/lpw-off.bin" && echo same)" same
+like "a program whose kernels hold passes its header does not record is refused" \
+    "$(run 2 "$DMUON" run --backend cpu --program "$tmp/lp-bad.json" --model "$A" --tokens 16 --steps 1 2>&1)" \
+    "layer passes off as the program records"
+like "--layer-passes takes on or off" "$("$DMUON" plan --model "$A" --gpus 2 --layer-passes maybe 2>&1)" \
+    "--layer-passes: expected on or off, found 'maybe'"
 out=$("$DMUON" plan --model "$tmp/tiny.json" --gpus 4 --strategy muon-fsdp --zero 3 --publish 1 2>&1)
 like "--publish with --zero 3 is refused" "$out" "--publish keeps the first layers' weights"
 out=$("$DMUON" plan --model "$tmp/tiny.json" --gpus 4 --publish 3 2>&1)

@@ -303,7 +303,7 @@ static void test_kernel_rows(void)
             dm_model_free(m);
             continue;
         }
-        dm_workload_opts o = {4096, 0, 2, 0};
+        dm_workload_opts o = {4096, 0, 2, 0, 0};
         for (int l = 0; l < m->n_layers; l++) {
             dm_layer_work w;
             if (dm_layer_work_build(m, mats, nm, l, &o, &w, &err)) break;

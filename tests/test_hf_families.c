@@ -204,7 +204,7 @@ static void check_family(const family_case *c)
     ok(bad_use == 0 && (experts > 0) == (c->experts > 0),
        "%s: the routed experts (%d entries) and only they are expert; every 1-D tensor adamw", c->config, experts);
     if (b) {
-        dm_workload_opts o = {4096, 4096, 2, 0};
+        dm_workload_opts o = {4096, 4096, 2, 0, 0};
         dm_step_work w;
         dm_err err = {{0}};
         int rc = dm_step_work_sum(b, &o, &w, &err);
@@ -371,7 +371,7 @@ static void check_gpt_oss(void)
     /* layer 0 (stack layers follows embed): 4096 tokens x top 4 over 32 experts = 512 rows each */
     int64_t n = 0;
     dm_matrix *mats = NULL;
-    dm_workload_opts o = {4096, 4096, 2, 0};
+    dm_workload_opts o = {4096, 4096, 2, 0, 0};
     dm_layer_work w;
     dm_err err = {{0}};
     int found = 0, rc = dm_model_matrices(a, -1, &mats, &n, &err) == 0 ? dm_layer_work_build(a, mats, n, a->stacks[find_stack(a, "layers")].first_global, &o, &w,
@@ -455,7 +455,7 @@ static void check_glm4_moe(void)
         ok(fabs(main_p / 1e9 / c[i].total_b - 1) < 0.01, "%s: %.3f B parameters without the MTP layer, the model card's "
            "%.0f B (rounded)", c[i].config, main_p / 1e9, c[i].total_b);
         if (b && e >= 0 && h >= 0 && mtp >= 0 && ly >= 0) {
-            dm_workload_opts o = {4096, 4096, 2, 0};
+            dm_workload_opts o = {4096, 4096, 2, 0, 0};
             dm_step_work w;
             dm_err err = {{0}};
             int rc = dm_step_work_sum(b, &o, &w, &err);

@@ -491,7 +491,7 @@ static void check_arch(void)
     unlink(path);
     dm_matrix *mx;
     int64_t n;
-    dm_workload_opts o = {256, 64, 2, 0}; /* 4 samples of 64 tokens */
+    dm_workload_opts o = {256, 64, 2, 0, 0}; /* 4 samples of 64 tokens */
     dm_layer_work w;
     ok(dm_model_matrices(m, -1, &mx, &n, &err) == 0 && dm_layer_work_build(m, mx, n, 1, &o, &w, &err) == 0,
        "layer 1 expands");
@@ -547,7 +547,7 @@ static int block_geoms(const dm_attention *a, int64_t L, int64_t T, dm_attn_geom
 {
     dm_token_stream text = {.name = "text"};
     dm_model m = {.name = "t", .streams = &text, .n_streams = 1};
-    dm_workload_opts o = {2 * L, L, 2, T};
+    dm_workload_opts o = {2 * L, L, 2, T, 0};
     return dm_attn_block_geoms(&m, &o, a, 0, g);
 }
 
@@ -650,7 +650,7 @@ static void check_causal(void)
     dm_model *m = NULL;
     dm_err err;
     if (!ok(dm_model_load_file(MODELS_DIR "/llama-3.2-3b.json", &m, &err) == 0, "llama-3.2-3b loads")) return;
-    dm_workload_opts whole = {4096, 4096, 2, 0}, causal = {4096, 4096, 2, DM_ATTN_CAUSAL_TILE};
+    dm_workload_opts whole = {4096, 4096, 2, 0, 0}, causal = {4096, 4096, 2, DM_ATTN_CAUSAL_TILE, 0};
     dm_step_work w0, w1;
     if (ok(dm_step_work_sum(m, &whole, &w0, &err) == 0 && dm_step_work_sum(m, &causal, &w1, &err) == 0,
            "llama-3.2-3b: a step's work, whole and causal")) {
@@ -688,7 +688,7 @@ static int layer_of(const char *file, int layer, int64_t tokens, dm_model **m, d
     dm_err err = {{0}};
     dm_matrix *mx = NULL;
     int64_t n;
-    dm_workload_opts o = {tokens, 0, 2, 0};
+    dm_workload_opts o = {tokens, 0, 2, 0, 0};
     int rc = dm_model_load(file, m, &err) || dm_model_matrices(*m, -1, &mx, &n, &err) ||
              dm_layer_work_build(*m, mx, n, layer, &o, w, &err);
     free(mx);

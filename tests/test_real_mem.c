@@ -241,7 +241,7 @@ int main(void)
         big = NULL;
         err.msg[0] = 0;
         dm_step_work sw;
-        dm_workload_opts wo = {4096, 0, 2, 0};
+        dm_workload_opts wo = {4096, 0, 2, 0, 0};
         if (dm_model_load_file(path, &big, &err) < 0 || !(p = plan(big, "dmuon", 1, 4096, &err)) ||
             real_gpu_mem_estimate(big, p, 0, 4096, &e, &err) < 0 || dm_step_work_sum(big, &wo, &sw, &err) < 0) {
             ok(0, "%s: %s", names[k], err.msg);
@@ -276,7 +276,7 @@ int main(void)
             dm_mem_estimate(big, pw, 0, NULL, &ew, &err) < 0 || dm_model_matrices(big, -1, &mx, &n, &err) < 0) {
             ok(0, "llama-3.2-3b causal: %s", err.msg);
         } else {
-            wk_plan_opts wo = {4096, 0, 0, 1, 0, 1, pc->causal_tile};
+            wk_plan_opts wo = {4096, 0, 0, 1, 0, 1, pc->causal_tile, 0};
             int rc = wk_plan_build(big, mx, n, &wo, &wl, &err);
             int64_t whole_q = 24LL * 4096 * 128; /* heads x L x head_dim */
             ok(rc == 0 && pc->causal_tile == DM_ATTN_CAUSAL_TILE && wl.attn_size[WK_AS] == ec.max_attn_scores &&
@@ -316,7 +316,7 @@ int main(void)
             dm_mem_estimate(big, pc, 0, NULL, &ec, &err) < 0 || dm_model_matrices(big, -1, &mx, &n, &err) < 0) {
             ok(0, "%s %s: %s", attn_cases[ac][0], attn_cases[ac][1], err.msg);
         } else {
-            wk_plan_opts wo = {4096, 0, 0, 1, 0, 1, pc->causal_tile};
+            wk_plan_opts wo = {4096, 0, 0, 1, 0, 1, pc->causal_tile, 0};
             int rc = wk_plan_build(big, mx, n, &wo, &wl, &err);
             int64_t all = 0; /* the executor's attention buffers, each at its own largest */
             for (int i = 0; i < WK_A__N; i++) all += rc ? 0 : wl.attn_size[i];
@@ -326,7 +326,7 @@ int main(void)
                attn_cases[ac][0], attn_cases[ac][1], (long long)(2 * ec.max_attn_scores + 2 * ec.max_attn_operands),
                (long long)all);
             if (ac == 0) {
-                dm_workload_opts o = {4096, 4096, 2, pc->causal_tile};
+                dm_workload_opts o = {4096, 4096, 2, pc->causal_tile, 0};
                 dm_attn_geom g0[DM_ATTN_MAX_PRODS], g5[DM_ATTN_MAX_PRODS];
                 const dm_stack *st = &big->stacks[1];
                 int n0 = dm_attn_block_geoms(big, &o, &st->attn[0], 0, g0);
@@ -388,7 +388,7 @@ int main(void)
         int64_t n = 0;
         wk_plan wl;
         memset(&wl, 0, sizeof wl);
-        wk_plan_opts wo = {256, 0, 0, 1, 0, 1, 0};
+        wk_plan_opts wo = {256, 0, 0, 1, 0, 1, 0, 0};
         big = NULL;
         if (dm_model_load_file(path, &big, &err) < 0 || dm_model_matrices(big, -1, &mx, &n, &err) < 0 ||
             wk_plan_build(big, mx, n, &wo, &wl, &err) < 0) {
