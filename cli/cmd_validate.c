@@ -90,6 +90,8 @@ static void usage(FILE *f)
             "  --attention A      whole (default) or causal: every case's attention products as the\n"
             "                     plan option says (dmuon plan --help); a replay that plans again\n"
             "                     needs it again (--as-run: the programs carry it)\n"
+            "  --layer-passes P   on (default) or off: every case's plan option (dmuon plan --help); a\n"
+            "                     replay that plans again a call made before 2026-12-06 needs off\n"
             "  --mpirun CMD       launcher for more than one GPU, words split at spaces (default mpirun)\n"
             "  --out DIR          output folder (default dmuon-validate); DIR/validate.csv is rewritten\n"
             "                     after every case, so a call cut short keeps the cases it ran\n"
@@ -124,7 +126,7 @@ static int split(char *s, char **out, const char *what)
 }
 
 enum { O_MODELS = 1, O_STRATS, O_OVERLAPS, O_GPUS, O_CLUSTER, O_COSTS, O_CALIB, O_BACKEND, O_STEPS, O_TOKENS, O_MPIRUN,
-       O_OUT, O_PLOTCASE, O_MAXERR, O_DRY, O_REPLAY, O_ASRUN, O_JSON, O_ATTN };
+       O_OUT, O_PLOTCASE, O_MAXERR, O_DRY, O_REPLAY, O_ASRUN, O_JSON, O_ATTN, O_PASSES };
 
 int cmd_validate(int argc, char **argv)
 {
@@ -147,12 +149,14 @@ int cmd_validate(int argc, char **argv)
                                        {"as-run", no_argument, 0, O_ASRUN},
                                        {"json", no_argument, 0, O_JSON},
                                        {"attention", required_argument, 0, O_ATTN},
+                                       {"layer-passes", required_argument, 0, O_PASSES},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     char models_s[1024] = "llama-3.2-3b", strats_s[256] = "dmuon,muon-ddp,adamw", ovl_s[256] = "interleave,none";
     long gpus[MAX_LIST] = {1, 2}, steps = 5, plot_case = 0, v, tokens[MAX_LIST] = {4096};
     int n_gpus = 2, dry = 0, json = 0, c, n_tokens = 1, as_run = 0;
     int64_t causal_tile = 0;
+    int no_passes = 0;
     double max_err = -1;
     const char *backend = "gpu", *mpirun = "mpirun", *dir = "dmuon-validate", *replay_csv = NULL;
     input_args ia = {NULL, NULL, NULL, NULL, 0, 0};
@@ -219,6 +223,13 @@ int cmd_validate(int argc, char **argv)
             }
             break;
         }
+        case O_PASSES:
+            if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                opt_usage_error(CMD, "--layer-passes: expected on or off");
+                return 2;
+            }
+            no_passes = !strcmp(optarg, "off");
+            break;
         case 'h': usage(stdout); return 0;
         default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
         }
@@ -264,7 +275,7 @@ int cmd_validate(int argc, char **argv)
         return 2;
     }
     vld_opts vo = {&in.cluster, in.costs, tokens[0], ia.calibration ? ia.calibration : "", in.calib.fitted_on, dir,
-                   max_err, self, mpirun, backend, steps, dry, (int)plot_case, as_run, causal_tile};
+                   max_err, self, mpirun, backend, steps, dry, (int)plot_case, as_run, causal_tile, no_passes};
     int rc = 1;
     FILE *rep = json ? stderr : stdout; /* --json: the rows on stdout, the report on stderr */
     char rows[4096];

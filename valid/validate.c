@@ -88,6 +88,7 @@ static int plan_and_sim(const vld_case *vc, const vld_opts *o, int plan_only, dm
     sched_opts so;
     sched_opts_default(&so);
     so.causal_tile = o->causal_tile;
+    so.layer_passes = !o->no_layer_passes;
     char tok[32];
     snprintf(tok, sizeof tok, "%lld", (long long)case_tokens(vc, o));
     int rc = -1;

@@ -62,6 +62,8 @@ typedef struct vld_opts {
     int as_run;                  /* replays: simulate each case's stored program (CASE/program.json
                                     beside the CSV) instead of planning it again */
     int64_t causal_tile;         /* every case's plan option --attention (sched_opts) */
+    int no_layer_passes;         /* 1: every case planned --layer-passes off (replays of calls made
+                                    before the passes, without their programs) */
 } vld_opts;
 
 /* The cases of every model x tokens x GPU count x strategy x overlap, in that order (strings
