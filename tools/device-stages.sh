@@ -1592,3 +1592,31 @@ stage_passval() {
     mkdir -p "$L/passes" && mv "$L/validate.txt" "$L/passes/" && mv "$L/validate" "$L/passes/validate"
     (cd "$L/passes" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
 }
+# passact: the plain activation's rows (act, act-bwd: the validation models have no plain MLP at
+# scale) from Pythia-1B's kernels at 1024-8192 tokens, --cool and plain ($L/passact-cool.csv,
+# $L/passact-work.csv; its other kernels are timed too, not merged)
+STAGE_TIMEOUT_passact=150
+stage_passact() {
+    local x
+    for x in cool work; do
+        local flags="--sustain 3" lim=60
+        [ $x = cool ] && flags="--cool --sustain 0" lim=70
+        # shellcheck disable=SC2086
+        timeout $((lim + 10)) "$D/dmuon" bench work --models models/extra/pythia-1b.json --tokens 1024,2048,4096,8192 \
+            --no-grid $flags --max-seconds $lim --out "$L/passact-$x.csv" > "$L/passact_$x.txt" 2> "$L/passact_${x}_err.txt"
+        echo "bench work pythia $x exit $? ($(grep -cE ',(act|act-bwd),' "$L/passact-$x.csv" 2>/dev/null || echo 0) act rows)"
+        grep -E '^# ([0-9]+ kernels timed|stopped)' "$L/passact_$x.txt"
+    done
+    grep -hE ' (act|act-bwd) ' "$L/passact_cool.txt"
+}
+# passval2: the pass set at 1024 and 8192 tokens (the small and the large batch) against
+# traces/validate/passes-predictions-2026-12-06/predictions-h200-1024-8192.txt (committed before)
+STAGE_TIMEOUT_passval2=330
+stage_passval2() {
+    local e=models/extra T1=$SECONDS
+    VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b,qwen2.5-vl-3b,$e/pythia-1b.json,$e/phi-3-mini-4k-instruct.json,$e/gpt-oss-20b-2l.json \
+        VALIDATE_TOKENS=1024,8192 VALIDATE_TIMEOUT=320 stage_validate > "$L/validate_passes2.log" 2>&1
+    echo "passes2: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T1)) s)"
+    mkdir -p "$L/passes2" && mv "$L/validate.txt" "$L/passes2/" && mv "$L/validate" "$L/passes2/validate"
+    (cd "$L/passes2" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+}
