@@ -35,7 +35,7 @@ for e in h200-16:$V/h200-16/validate/validate.csv h200-17:$V/h200-17/validate/va
     unseen2-whole:traces/device/causalunseen2-2026-12-05/call2/unseen2:asrun \
     heldns:traces/device/heldns-2026-12-05/heldns:asrun causalcore:traces/device/causalcore-2026-12-05/corec:asrun \
     heldns2:traces/device/heldns2-2026-12-05/heldns2:asrun unseen3:$V/h200-unseen3-2026-12-06:asrun \
-    unseen3tok:$V/h200-unseen3tok-2026-12-06:asrun; do
+    unseen3tok:$V/h200-unseen3tok-2026-12-06:asrun passes:traces/device/passes-2026-12-06/call1/passes:asrun; do
     n=${e%%:*} f=${e#*:} a=
     if [ -n "${ASRUN:-}" ] && [ "${f%/validate/validate.csv}" != "$f" ] && [ -f "${f%/validate/validate.csv}/validate-cases.tar.xz" ]; then
         f=${f%/validate/validate.csv}:asrun # ASRUN=1: every call with its cases packed, on the programs it ran
@@ -48,7 +48,8 @@ for e in h200-16:$V/h200-16/validate/validate.csv h200-17:$V/h200-17/validate/va
             cp "$d/validate/validate.csv" "$O/cases-$n/validate/validate.csv"
         f=$O/cases-$n/validate/validate.csv a=--as-run
     fi
-    # every call here ran before the layer passes (2026-12-06): a call planned again is planned without them
+    # every call planned again here ran before the layer passes (2026-12-06): planned without them
+    # (the calls replayed on their programs, passes included, keep what those programs hold)
     "${DMUON:-./dmuon}" validate --cluster h200 --calibration "$C" --replay "$f" $a --layer-passes off --out "$O/$n" \
         > "$O/$n.txt" 2>&1
     g=$(grep "^# goal" "$O/$n.txt" | sed 's/.*: //')
