@@ -577,8 +577,8 @@ static const char *algo_expected(row_op op)
     case OP_ADAMW: return "- for an adamw row";
     case OP_BGEMM: return "fwd, dgrad, wgrad or attn-score, attn-value, attn-dvalue, attn-dscore, attn-dquery, attn-dkey "
                           "for a bgemm row";
-    default: return "loss, vector, vector-bwd, embed, embed-bwd, table, table-bwd, route, route-bwd, softmax, softmax-bwd or "
-                    "grad-check for an elem row";
+    default: return "loss, vector, vector-bwd, embed, embed-bwd, table, table-bwd, route, route-bwd, softmax, softmax-bwd, "
+                    "grad-check, act, act-bwd, glu, glu-bwd, rope, rope-bwd, resid or resid-bwd for an elem row";
     }
 }
 

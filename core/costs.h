@@ -47,7 +47,9 @@
  *                                          defines the product
  *   elem         loss | vector | vector-bwd | embed | embed-bwd | table | table-bwd | route |
  *                route-bwd | softmax | softmax-bwd | grad-check (a gradient's non-finite check,
- *                                          m x n of it, m 1 for a 1-D one: workload.h)
+ *                                          m x n of it, m 1 for a 1-D one: workload.h) | act |
+ *                act-bwd | glu | glu-bwd | rope | rope-bwd | resid | resid-bwd (the layer passes;
+ *                                          rope's k: the rotated dims of a head)
  *                                          (dm_kern_op_name) ONE launch of the elementwise kernel
  *                                          over one matrix's m rows x n width, k as the workload
  *                                          kernel carries it (embed: the table's rows; else 0);

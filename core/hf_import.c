@@ -1015,6 +1015,8 @@ static int import_mla(builder *b, const jv *cfg)
         req(b, cfg, "qk_nope_head_dim", &a.nope) || req(b, cfg, "qk_rope_head_dim", &a.rope) ||
         req(b, cfg, "v_head_dim", &a.v) || read_ds_moe(b, cfg, &hp, &a))
         return -1;
+    if (a.rope % 2) /* a rotary embedding turns pairs of dims */
+        return bad_key(b, cfg, "qk_rope_head_dim", "to be even (the rotary embedding turns pairs of dims)");
     const jv *tm = jv_get(cfg, "topk_method");
     a.score_bias = tm && tm->type == JV_STRING && strcmp(tm->str, "noaux_tc") == 0;
     int embed = add_stack(b, "embed", 1), layers = add_stack(b, "layers", hp.layers),

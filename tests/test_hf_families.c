@@ -667,6 +667,11 @@ int main(void)
               " \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 16,\n"
               " \"n_routed_experts\": 4, \"num_experts_per_tok\": 6, \"moe_intermediate_size\": 32}\n",
               ":4:48: expected", "\"num_experts_per_tok\" (6) at most \"n_routed_experts\" (4)");
+    check_bad("deepseek_v3 odd qk_rope_head_dim (found by fuzz_hf)",
+              "{\"model_type\": \"deepseek_v3\", " LM " \"num_attention_heads\": 4, \"q_lora_rank\": null,\n"
+              " \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 9, \"v_head_dim\": 16,\n"
+              " \"n_routed_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32}\n",
+              ":3:66: expected", "\"qk_rope_head_dim\" to be even (the rotary embedding turns pairs of dims)");
     check_bad("a negative sliding_window",
               "{\"model_type\": \"mistral\", " LM " \"num_attention_heads\": 4, \"sliding_window\": -3}\n",
               ":2:46: expected", "\"sliding_window\" to be null, 0 or a whole number of tokens");
