@@ -1620,3 +1620,14 @@ stage_passval2() {
     mkdir -p "$L/passes2" && mv "$L/validate.txt" "$L/passes2/" && mv "$L/validate" "$L/passes2/validate"
     (cd "$L/passes2" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
 }
+# passvalh100: the pass set of passval at 2048 tokens on an H100 (--gpu H100), priced by the h100 preset (the H200
+# tables projected, no calibration), against predictions-h100.txt (committed before)
+STAGE_TIMEOUT_passvalh100=320
+stage_passvalh100() {
+    local e=models/extra T1=$SECONDS
+    VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b,qwen2.5-vl-3b,$e/pythia-1b.json,$e/phi-3-mini-4k-instruct.json,$e/gpt-oss-20b-2l.json \
+        VALIDATE_TOKENS=2048 VALIDATE_CLUSTER=h100 VALIDATE_TIMEOUT=310 stage_validate > "$L/validate_passesh100.log" 2>&1
+    echo "passesh100: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T1)) s)"
+    mkdir -p "$L/passesh100" && mv "$L/validate.txt" "$L/passesh100/" && mv "$L/validate" "$L/passesh100/validate"
+    (cd "$L/passesh100" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+}
