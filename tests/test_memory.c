@@ -169,6 +169,13 @@ static void test_attention(void)
          * four projections' residuals (16 x 32 each) */
         ok(e.activations == 2.0 * (16 * 32 + 4 * 16 * 32), "activations: one shared input slot, four residuals (%.0f bytes)",
            e.activations);
+        /* the same program as one written before the layer passes (no "layer_passes"): no pass
+         * scratch, the rest the same */
+        dm_mem_est o;
+        p->layer_passes = 0;
+        ok(dm_mem_estimate(m, p, 0, NULL, &o, &err) == 0 && o.max_ew == 0 && o.scratch == e.scratch - 2.0 * e.max_ew &&
+               o.activations == e.activations,
+           "a program without layer passes: no pass scratch (%.0f bytes of scratch)", o.scratch);
     }
     dm_program_free(p);
     dm_model_free(m);
