@@ -361,7 +361,9 @@ static int plan_layer(wctx *c, const dm_layer_work *lw, wk_layer *lp)
             int fused = k->op == DM_KOP_GLU && fk->n == 2 * k->n;
             for (int j = f + 1; j < i && u < 0 && k->op == DM_KOP_GLU && !fused; j++)
                 if (lp->fwd[j].k.op == DM_KOP_FWD) u = j;
-            if (frows != k->m || (fk->n != k->n && !fused) || (k->op == DM_KOP_GLU && !fused && u < 0)) {
+            const dm_kernel *uk = u >= 0 ? &lp->fwd[u].k : NULL;
+            if (frows != k->m || (fk->n != k->n && !fused) || (k->op == DM_KOP_GLU && !fused && u < 0) ||
+                (uk && (uk->n != k->n || uk->m * (uk->kind == DM_KERN_BGEMM ? uk->batch : uk->count) != k->m))) {
                 bad(c, l, k, "the activation does not cover its projections' outputs");
                 goto done;
             }
