@@ -83,9 +83,10 @@ static int add_stream(builder *b, const char *name, int64_t tokens)
     return m->n_streams++;
 }
 
-/* One attention block in every layer of stack `st`, over the stack's stream. */
+/* One attention block in every layer of stack `st`, over the stack's stream; its rotary embedding
+ * turns `rope` dims of each query and key head (0: none). */
 static int add_attn(builder *b, int st, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                    int64_t v_head_dim, int causal)
+                    int64_t v_head_dim, int causal, int64_t rope)
 {
     dm_stack *s = &b->m->stacks[st];
     dm_attention *a = dm_realloc(s->attn, (size_t)(s->n_attn + 1) * sizeof *a, b->err);
@@ -99,6 +100,7 @@ static int add_attn(builder *b, int st, int64_t heads, int64_t kv_heads, int64_t
     a->head_dim = (int)head_dim;
     a->v_head_dim = (int)v_head_dim;
     a->causal = causal;
+    a->rope = (int)rope;
     return 0;
 }
 
@@ -442,9 +444,7 @@ static int add_gqa(builder *b, const char *p, const lm_hp *hp, int st, int qkv_b
     if (add_t(b, name, h, q, 1, st, 0, -1, MUON, "")) return -1;
     snprintf(name, sizeof name, "%s.bias", o);
     if (o_bias && add_t(b, name, h, 0, 1, st, 0, -1, ADAMW, "")) return -1;
-    if (add_attn(b, st, hp->heads, hp->kv_heads, hp->head_dim, hp->head_dim, 1)) return -1;
-    b->m->stacks[st].attn[b->m->stacks[st].n_attn - 1].rope = (int)hp->rope;
-    return 0;
+    return add_attn(b, st, hp->heads, hp->kv_heads, hp->head_dim, hp->head_dim, 1, hp->rope);
 }
 
 /* An MLP of width `inter` over layers [first, first + span) of `st`: the n projections named
@@ -618,9 +618,8 @@ static int add_vision(builder *b, const jv *vision, int64_t lm_hidden, int embed
     if (qwen2 ? add_plain_mlp(b, "visual.blocks.*.mlp", FC1_FC2, h, inter, blocks, "")
               : add_mlp(b, "visual.blocks.*.mlp", h, inter, 1, blocks, 0, -1, 1, ""))
         return -1;
-    if (add_attn(b, blocks, heads, heads, h / heads, h / heads, 0)) return -1;
     /* Qwen-VL's vision blocks turn every dim of a head by the patch's 2-D position */
-    b->m->stacks[blocks].attn[b->m->stacks[blocks].n_attn - 1].rope = (int)(h / heads) / 2 * 2;
+    if (add_attn(b, blocks, heads, heads, h / heads, h / heads, 0, h / heads / 2 * 2)) return -1;
     if (add_t(b, "visual.merger.ln_q.weight", h, 0, 1, merger, 0, -1, ADAMW, "")) return -1;
     last(b)->stream = vs; /* the norm runs on the patches before they are merged */
     if (qwen2) {
@@ -705,7 +704,7 @@ static int add_siglip(builder *b, const jv *vision, int64_t lm_hidden, int embed
         add_t(b, VN("layer_norm2.weight"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
         add_t(b, VN("layer_norm2.bias"), h, 0, 1, blocks, 0, -1, ADAMW, "") ||
         add_plain_mlp(b, VN("mlp"), FC1_FC2, h, inter, blocks, "") ||
-        add_attn(b, blocks, heads, heads, h / heads, h / heads, 0))
+        add_attn(b, blocks, heads, heads, h / heads, h / heads, 0, 0))
         return -1;
 #undef VN
     if (pool) { /* Gemma-3: post-LayerNorm on the patches, average pooling, an RMSNorm, a projection */
@@ -937,9 +936,7 @@ static int add_mla_attn(builder *b, const char *p, const lm_hp *hp, const mla_hp
         return -1;
     /* Queries and keys are nope + rope wide per head, values v_head_dim; no shared kv heads; the
      * rotary embedding turns the rope part of each. */
-    if (add_attn(b, st, hp->heads, hp->heads, a->nope + a->rope, a->v, 1)) return -1;
-    b->m->stacks[st].attn[b->m->stacks[st].n_attn - 1].rope = (int)a->rope;
-    return 0;
+    return add_attn(b, st, hp->heads, hp->heads, a->nope + a->rope, a->v, 1, a->rope);
 }
 
 /* Router, routed experts, shared experts over layers [first, first + span) of `st`. */
