@@ -223,13 +223,16 @@ int cmd_validate(int argc, char **argv)
             }
             break;
         }
-        case O_PASSES:
-            if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
-                opt_usage_error(CMD, "--layer-passes: expected on or off");
+        case O_PASSES: {
+            dm_err e;
+            int on = 1;
+            if (sched_parse_layer_passes(optarg, &on, &e)) {
+                opt_usage_error(CMD, "%s", e.msg);
                 return 2;
             }
-            no_passes = !strcmp(optarg, "off");
+            no_passes = !on;
             break;
+        }
         case 'h': usage(stdout); return 0;
         default: return opt_getopt_error(CMD, c, argv); /* ':' missing argument, or unknown */
         }

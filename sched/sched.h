@@ -188,12 +188,14 @@ const char *sched_opts_strategy_label(const sched_opts *o);
  * "max-batch", "milp-time" (seconds), "tokens", "ns-algo" (auto|direct|gram), "dtype", "seq-len",
  * "comm-weight" (>= 0), "balance" (lpt|milp|round-robin|auto), "ns-under-backward" (layers, stream or off),
  * "hsdp" (yes|no), "shard" (ranks per shard group; sets hsdp), "hsdp-adamw" (auto|replicas|world),
- * "hsdp-muon" (auto|replicas|world), "attention" (whole|causal).
+ * "hsdp-muon" (auto|replicas|world), "attention" (whole|causal), "layer-passes" (on|off).
  * -1 with "--KEY: expected ..." in err on a bad key or value. */
 int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *err);
 /* --attention's value (whole, causal, causal:T) as a causal_tile; the commands that take it
  * beside the plan options (model show, bench work, validate) parse it here too. */
 int sched_parse_attention(const char *val, int64_t *causal_tile, dm_err *err);
+/* --layer-passes's value (on, off) as layer_passes 1 or 0; validate takes it beside the plan options. */
+int sched_parse_layer_passes(const char *val, int *on, dm_err *err);
 
 /* Human-readable summary, e.g. "strategy=dmuon balance=lpt overlap=interleave prefetch=1 zero=2"
  * (written into the program's options). Returns buf. */

@@ -205,9 +205,7 @@ int sched_opts_parse(sched_opts *o, const char *key, const char *val, dm_err *er
     } else if (!strcmp(key, "attention")) {
         return sched_parse_attention(val, &o->causal_tile, err);
     } else if (!strcmp(key, "layer-passes")) {
-        if (!strcmp(val, "on")) o->layer_passes = 1;
-        else if (!strcmp(val, "off")) o->layer_passes = 0;
-        else return dm_err_set(err, "--layer-passes: expected on or off, found '%s'", val);
+        return sched_parse_layer_passes(val, &o->layer_passes, err);
     } else {
         return dm_err_set(err, "--%s: not a scheduler option", key);
     }
@@ -221,6 +219,14 @@ int sched_parse_attention(const char *val, int64_t *causal_tile, dm_err *err)
     else if (!strcmp(val, "causal")) *causal_tile = DM_ATTN_CAUSAL_TILE;
     else if (!strncmp(val, "causal:", 7) && !parse_count(val + 7, 1, 1 << 24, &v)) *causal_tile = v;
     else return dm_err_set(err, "--attention: expected whole, causal or causal:T (tile rows), found '%s'", val);
+    return 0;
+}
+
+int sched_parse_layer_passes(const char *val, int *on, dm_err *err)
+{
+    if (!strcmp(val, "on")) *on = 1;
+    else if (!strcmp(val, "off")) *on = 0;
+    else return dm_err_set(err, "--layer-passes: expected on or off, found '%s'", val);
     return 0;
 }
 

@@ -449,6 +449,8 @@ like "a program whose kernels hold passes its header does not record is refused"
     "layer passes off as the program records"
 like "--layer-passes takes on or off" "$("$DMUON" plan --model "$A" --gpus 2 --layer-passes maybe 2>&1)" \
     "--layer-passes: expected on or off, found 'maybe'"
+like "validate's --layer-passes says it alike" "$("$DMUON" validate --layer-passes maybe 2>&1)" \
+    "--layer-passes: expected on or off, found 'maybe'"
 out=$("$DMUON" plan --model "$tmp/tiny.json" --gpus 4 --strategy muon-fsdp --zero 3 --publish 1 2>&1)
 like "--publish with --zero 3 is refused" "$out" "--publish keeps the first layers' weights"
 out=$("$DMUON" plan --model "$tmp/tiny.json" --gpus 4 --publish 3 2>&1)
