@@ -861,6 +861,12 @@ validate_set() {
     fsdp1) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate ;;
     causal) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=dmuon,adamw VALIDATE_TOKENS=1024,4096 \
         VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=200 stage_validate ;;
+    passes | passes2 | passesh100) local e=models/extra # the layer passes (2026-12-06): passes at 4096 tokens,
+        # passes2 at 1024 and 8192, passesh100 at 2048 on an H100 (the h100 preset: the H200 tables projected)
+        VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b,qwen2.5-vl-3b,$e/pythia-1b.json,$e/phi-3-mini-4k-instruct.json,$e/gpt-oss-20b-2l.json \
+            VALIDATE_TOKENS=$(case $n in passes) echo 4096 ;; passes2) echo 1024,8192 ;; *) echo 2048 ;; esac) \
+            VALIDATE_CLUSTER=$(case $n in *h100) echo h100 ;; *) echo h200 ;; esac) \
+            VALIDATE_TIMEOUT=$(case $n in passes2) echo 320 ;; *) echo 310 ;; esac) stage_validate ;;
     esac > "$L/validate_$n.log" 2>&1
     echo "$n: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T0)) s)"
     mkdir -p "$L/$n" && mv "$L/validate.txt" "$L/$n/" && mv "$L/validate" "$L/$n/validate"
@@ -1559,75 +1565,51 @@ stage_passes() {
     stage_passrows
     stage_passval
 }
-# passrows: bench work --cool and plain on the validation models at 1024-8192 tokens from the
-# committed caches (so only kernels the caches lack are timed: the passes'); the rows in
-# $L/passes-cool.csv and $L/passes-work.csv (the calibration prices from the cool rows, the
-# uncalibrated presets and the default study from the plain ones).
-STAGE_TIMEOUT_passrows=260
-stage_passrows() {
-    local x T1=$SECONDS
+PASS_OPS='act|act-bwd|glu|glu-bwd|rope|rope-bwd|resid|resid-bwd'
+# pass_bench NAME MODELS CACHE COOL_S PLAIN_S SLACK OPS: dmuon bench work of MODELS at 1024-8192
+# tokens, --cool for at most COOL_S seconds, then plain for PLAIN_S (each command's timeout SLACK s
+# more), from the committed caches when CACHE is 1 (only what they lack is timed); the rows in
+# $L/NAME-cool.csv and $L/NAME-work.csv, the lines of the kernel ops OPS (a regex) shown
+pass_bench() {
+    local name=$1 models=$2 cache=$3 ops=$7 x T1=$SECONDS
     for x in cool work; do
-        local cache=traces/costs/work_cache_h200.tsv flags="--sustain 3" lim=80
-        [ $x = cool ] && cache=traces/costs/work_cache_h200_cool.tsv flags="--cool --sustain 0" lim=140
-        cp "$cache" "$L/cache_$x.tsv"
+        local flags="--sustain 3" lim=$5 c=traces/costs/work_cache_h200.tsv
+        [ $x = cool ] && flags="--cool --sustain 0" lim=$4 c=traces/costs/work_cache_h200_cool.tsv
+        if [ "$cache" = 1 ]; then cp "$c" "$L/cache_$x.tsv" && flags="$flags --cache $L/cache_$x.tsv"; fi
         # shellcheck disable=SC2086
-        timeout $((lim + 15)) "$D/dmuon" bench work --models validation --tokens 1024,2048,4096,8192 --no-grid $flags \
-            --cache "$L/cache_$x.tsv" --max-seconds $lim --out "$L/passes-$x.csv" > "$L/passes_$x.txt" 2> "$L/passes_${x}_err.txt"
-        echo "bench work $x exit $? ($(grep -cE ',(act|act-bwd|glu|glu-bwd|rope|rope-bwd|resid|resid-bwd),' "$L/passes-$x.csv" 2>/dev/null || echo 0) pass rows; $((SECONDS - T1)) s)"
-        grep -E '^# ([0-9]+ kernels timed|estimate|stopped|wrote)' "$L/passes_$x.txt"
-        tail -2 "$L/passes_${x}_err.txt"
+        timeout $((lim + $6)) "$D/dmuon" bench work --models "$models" --tokens 1024,2048,4096,8192 --no-grid $flags \
+            --max-seconds $lim --out "$L/$name-$x.csv" > "$L/${name}_$x.txt" 2> "$L/${name}_${x}_err.txt"
+        echo "bench work $name $x exit $? ($(grep -cE ",($ops)," "$L/$name-$x.csv" 2>/dev/null || echo 0) rows of $ops; $((SECONDS - T1)) s)"
+        grep -E '^# ([0-9]+ kernels timed|estimate|stopped|wrote)' "$L/${name}_$x.txt"
+        tail -2 "$L/${name}_${x}_err.txt"
         rm -f "$L/cache_$x.tsv"
     done
-    grep -hE ' (act|act-bwd|glu|glu-bwd|rope|rope-bwd|resid|resid-bwd) ' "$L/passes_cool.txt" | head -30
+    grep -hE " ($ops) " "$L/${name}_cool.txt" | head -30
 }
-# passval: the pass set validated against traces/validate/passes-predictions-2026-12-06 (committed
-# before): Llama-3.2-3B, Qwen2.5-1.5B, Qwen2.5-VL-3B, Pythia-1B (act), Phi-3 (a fused gate_up),
-# gpt-oss-20b-2l (the experts' fused gate_up) under dmuon, muon-ddp and adamw at 4096 tokens.
+# passrows: the validation models' rows from the committed caches, so that only the passes' kernels
+# are timed ($L/passes-cool.csv and $L/passes-work.csv: the calibration prices from the cool rows,
+# the uncalibrated presets and the default study from the plain ones)
+STAGE_TIMEOUT_passrows=260
+stage_passrows() { pass_bench passes validation 1 140 80 15 "$PASS_OPS"; }
+# passact: the plain activation's rows (act, act-bwd: the validation models have no plain MLP at
+# scale) from Pythia-1B's kernels ($L/passact-cool.csv, $L/passact-work.csv; its other kernels are
+# timed too, not merged)
+STAGE_TIMEOUT_passact=150
+stage_passact() { pass_bench passact models/extra/pythia-1b.json 0 70 60 10 'act|act-bwd'; }
+# passval, passval2, passvalh100: validate_set passes, passes2, passesh100 (the pass set against
+# traces/validate/passes-predictions-2026-12-06, committed before)
 STAGE_TIMEOUT_passval=320
 stage_passval() {
-    local e=models/extra T1=$SECONDS
-    VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b,qwen2.5-vl-3b,$e/pythia-1b.json,$e/phi-3-mini-4k-instruct.json,$e/gpt-oss-20b-2l.json \
-        VALIDATE_TOKENS=4096 VALIDATE_TIMEOUT=${PASSVAL_TIMEOUT:-310} stage_validate > "$L/validate_passes.log" 2>&1
-    echo "passes: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T1)) s)"
-    mkdir -p "$L/passes" && mv "$L/validate.txt" "$L/passes/" && mv "$L/validate" "$L/passes/validate"
-    (cd "$L/passes" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+    T0=$SECONDS
+    validate_set passes
 }
-# passact: the plain activation's rows (act, act-bwd: the validation models have no plain MLP at
-# scale) from Pythia-1B's kernels at 1024-8192 tokens, --cool and plain ($L/passact-cool.csv,
-# $L/passact-work.csv; its other kernels are timed too, not merged)
-STAGE_TIMEOUT_passact=150
-stage_passact() {
-    local x
-    for x in cool work; do
-        local flags="--sustain 3" lim=60
-        [ $x = cool ] && flags="--cool --sustain 0" lim=70
-        # shellcheck disable=SC2086
-        timeout $((lim + 10)) "$D/dmuon" bench work --models models/extra/pythia-1b.json --tokens 1024,2048,4096,8192 \
-            --no-grid $flags --max-seconds $lim --out "$L/passact-$x.csv" > "$L/passact_$x.txt" 2> "$L/passact_${x}_err.txt"
-        echo "bench work pythia $x exit $? ($(grep -cE ',(act|act-bwd),' "$L/passact-$x.csv" 2>/dev/null || echo 0) act rows)"
-        grep -E '^# ([0-9]+ kernels timed|stopped)' "$L/passact_$x.txt"
-    done
-    grep -hE ' (act|act-bwd) ' "$L/passact_cool.txt"
-}
-# passval2: the pass set at 1024 and 8192 tokens (the small and the large batch) against
-# traces/validate/passes-predictions-2026-12-06/predictions-h200-1024-8192.txt (committed before)
 STAGE_TIMEOUT_passval2=330
 stage_passval2() {
-    local e=models/extra T1=$SECONDS
-    VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b,qwen2.5-vl-3b,$e/pythia-1b.json,$e/phi-3-mini-4k-instruct.json,$e/gpt-oss-20b-2l.json \
-        VALIDATE_TOKENS=1024,8192 VALIDATE_TIMEOUT=320 stage_validate > "$L/validate_passes2.log" 2>&1
-    echo "passes2: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T1)) s)"
-    mkdir -p "$L/passes2" && mv "$L/validate.txt" "$L/passes2/" && mv "$L/validate" "$L/passes2/validate"
-    (cd "$L/passes2" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+    T0=$SECONDS
+    validate_set passes2
 }
-# passvalh100: the pass set of passval at 2048 tokens on an H100 (--gpu H100), priced by the h100 preset (the H200
-# tables projected, no calibration), against predictions-h100.txt (committed before)
 STAGE_TIMEOUT_passvalh100=320
 stage_passvalh100() {
-    local e=models/extra T1=$SECONDS
-    VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b,qwen2.5-vl-3b,$e/pythia-1b.json,$e/phi-3-mini-4k-instruct.json,$e/gpt-oss-20b-2l.json \
-        VALIDATE_TOKENS=2048 VALIDATE_CLUSTER=h100 VALIDATE_TIMEOUT=310 stage_validate > "$L/validate_passesh100.log" 2>&1
-    echo "passesh100: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T1)) s)"
-    mkdir -p "$L/passesh100" && mv "$L/validate.txt" "$L/passesh100/" && mv "$L/validate" "$L/passesh100/validate"
-    (cd "$L/passesh100" && tar -cJf validate-cases.tar.xz validate && find validate -mindepth 1 -maxdepth 1 ! -name validate.csv -exec rm -rf {} +)
+    T0=$SECONDS
+    validate_set passesh100
 }
