@@ -264,6 +264,9 @@ static void usage_work(FILE *f, const wk_bench_opts *d)
             "  --attention A      whole (default) or causal: the attention products as the plan\n"
             "                     option says (dmuon plan --help)\n"
             "  --no-grid          without the GEMM grid\n"
+            "  --ops LIST         time only these op kinds (the names of the rows' second column:\n"
+            "                     fwd, dgrad, wgrad, attn-score, ..., glu, rope, rope-bwd, resid, ...;\n"
+            "                     the grid's GEMMs count as fwd, dgrad, wgrad; default every kind)\n"
             "  --grid-m LIST      its m values (default 256,512,...,16384)\n"
             "  --grid-nk LIST     its n and k values (default 256,512,...,32768)\n"
             "  --warmup-ms X      warm-up per kernel (default %.0f)\n"
@@ -283,10 +286,37 @@ static void usage_work(FILE *f, const wk_bench_opts *d)
             d->warmup_ms, d->min_ms, d->reps, d->sustain_s);
 }
 
+/* --ops LIST: one bit per op kind named (dm_kern_op_name); a name it does not know is refused
+ * with the names it knows. 0, or 2 after the usage error. */
+static int parse_ops(const char *cmd, const char *list, uint64_t *ops)
+{
+    _Static_assert(DM_KOP__COUNT <= 64, "op kinds fit a 64-bit mask");
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    *ops = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int op = dm_kern_op_from_name(t);
+        if (op < 0) {
+            char known[1024];
+            size_t n = 0;
+            for (int i = 0; i < DM_KOP__COUNT && n < sizeof known; i++)
+                n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", dm_kern_op_name((dm_kern_op)i));
+            opt_usage_error(cmd, "--ops: unknown op kind '%s' (known: %s)", t, known);
+            return 2;
+        }
+        *ops |= (uint64_t)1 << op;
+    }
+    if (!*ops) {
+        opt_usage_error(cmd, "--ops: expected a comma-separated list of op kinds, got '%s'", list);
+        return 2;
+    }
+    return 0;
+}
+
 int cmd_bench_work(int argc, char **argv)
 {
     enum { O_MODELS = 300, O_MODEL, O_TOKENS, O_SEQ, O_NOGRID, O_GRIDM, O_GRIDNK, O_WARM, O_MIN, O_REPS, O_SUST,
-           O_OUT, O_CACHE, O_DRY, O_LIST, O_MAXS, O_JSON, O_COOL, O_ATTN };
+           O_OUT, O_CACHE, O_DRY, O_LIST, O_MAXS, O_JSON, O_COOL, O_ATTN, O_OPS };
     static const struct option lo[] = {
         {"models", required_argument, 0, O_MODELS}, {"model", required_argument, 0, O_MODEL},
         {"tokens", required_argument, 0, O_TOKENS}, {"seq-len", required_argument, 0, O_SEQ},
@@ -298,7 +328,7 @@ int cmd_bench_work(int argc, char **argv)
         {"list", no_argument, 0, O_LIST},           {"max-seconds", required_argument, 0, O_MAXS},
         {"help", no_argument, 0, 'h'},              {"json", no_argument, 0, O_JSON},
         {"cool", no_argument, 0, O_COOL},           {"attention", required_argument, 0, O_ATTN},
-        {0, 0, 0, 0}};
+        {"ops", required_argument, 0, O_OPS},       {0, 0, 0, 0}};
     const char *cmd = "bench work";
     wk_bench_opts o, d;
     wk_bench_opts_default(&o);
@@ -341,6 +371,9 @@ int cmd_bench_work(int argc, char **argv)
             }
             break;
         }
+        case O_OPS:
+            if (parse_ops(cmd, optarg, &o.ops)) goto done;
+            break;
         case O_NOGRID: o.grid = 0; break;
         case O_GRIDM:
         case O_GRIDNK: {

@@ -90,8 +90,9 @@ static int find_job(const jobs *J, const char *id)
 }
 
 /* Add kernel b of a plan (its geometry and map from p) unless an equal one is there. */
-static int add_job(jobs *J, const wk_kb *b, const wk_plan *p, const char *from, dm_err *err)
+static int add_job(jobs *J, const wk_kb *b, const wk_plan *p, const char *from, uint64_t ops, dm_err *err)
 {
+    if (ops && !(ops >> b->k.op & 1)) return 0; /* not an op kind asked for (--ops) */
     job j;
     memset(&j, 0, sizeof j);
     j.k = b->k;
@@ -156,15 +157,15 @@ static int model_jobs(jobs *J, const char *name, const wk_bench_opts *o, dm_err 
         }
         for (int l = 0; l < p.n_layers && rc == 0; l++) {
             const wk_layer *lp = &p.L[l];
-            for (int i = 0; i < lp->n_fwd && rc == 0; i++) rc = add_job(J, &lp->fwd[i], &p, m->name, err);
-            for (int i = 0; i < lp->n_bwd && rc == 0; i++) rc = add_job(J, &lp->bwd[i], &p, m->name, err);
+            for (int i = 0; i < lp->n_fwd && rc == 0; i++) rc = add_job(J, &lp->fwd[i], &p, m->name, o->ops, err);
+            for (int i = 0; i < lp->n_bwd && rc == 0; i++) rc = add_job(J, &lp->bwd[i], &p, m->name, o->ops, err);
             for (int i = 0; i < lp->n_bwd && rc == 0; i++) { /* the check of each gradient it writes */
                 wk_kb cb;
                 memset(&cb, 0, sizeof cb);
                 if (!dm_grad_check_kernel(&lp->bwd[i].k, &cb.k)) continue;
                 cb.src = cb.attn = cb.map = -1;
                 cb.count = cb.k.count, cb.rows = cb.k.m;
-                rc = add_job(J, &cb, &p, m->name, err);
+                rc = add_job(J, &cb, &p, m->name, o->ops, err);
             }
         }
         wk_plan_free(&p);
@@ -186,7 +187,7 @@ static int grid_jobs(jobs *J, const wk_bench_opts *o, dm_err *err)
                     kb.k = (dm_kernel){DM_KERN_GEMM, pass[p], o->grid_m[a], o->grid_nk[b], o->grid_nk[c], 1, 1, -1, -1,
                                        0, 0, 0};
                     kb.attn = kb.map = -1;
-                    if (add_job(J, &kb, NULL, "grid", err)) return -1;
+                    if (add_job(J, &kb, NULL, "grid", o->ops, err)) return -1;
                 }
     return 0;
 }

@@ -42,6 +42,9 @@ typedef struct wk_bench_opts {
     double warmup_ms, min_ms;              /* per kernel; default 10, 10 */
     int reps;                              /* at least; default 10 */
     double sustain_s;                      /* the sustained load first; default 3 */
+    uint64_t ops;                          /* bit (1 << dm_kern_op) per op kind timed (the
+                                              grid's GEMMs count as fwd, dgrad, wgrad);
+                                              0 (default): every kind */
     int cool;                              /* after each kernel, the GPU idles as long as that
                                               kernel's timing ran (so the bench's own load never
                                               throttles it: rows at full clock); default 0 */

@@ -21,6 +21,18 @@ for k in "gemm,fwd," "gemm,dgrad," "gemm,wgrad," "bgemm,fwd,384,1408,2048,64" "b
     like "the list has $k" "$l" "$k"
 done
 is "each kernel once" "$(printf '%s\n' "$l" | grep '^  ' | awk '{print $1}' | sort | uniq -d | wc -l)" 0
+# --ops: only the kinds named, every one of them (the same rows as in the full list)
+r=$("$DMUON" bench work --dry-run --no-grid --tokens 4096 --models moonlight-16b-a3b-6l,llama-3.2-3b --list --ops rope,glu-bwd 2>&1)
+is "--ops rope,glu-bwd: exit 0" "$?" 0
+is "--ops rope,glu-bwd: only those kinds" "$(printf '%s\n' "$r" | grep '^  ' | awk '{print $1}' | grep -vcE '^elem,(rope|glu-bwd),')" 0
+is "--ops rope,glu-bwd: every such kernel of the full list" \
+    "$(printf '%s\n' "$r" | grep '^  ' | awk '{print $1}' | sort | tr '\n' ' ')" \
+    "$(printf '%s\n' "$l" | grep '^  ' | awk '{print $1}' | grep -E '^elem,(rope|glu-bwd),' | sort | tr '\n' ' ')"
+is "--ops rope,glu-bwd: some kernels" "$(printf '%s\n' "$r" | grep -c '^  elem,rope,')" \
+    "$(printf '%s\n' "$l" | grep -c '^  elem,rope,' | sed 's/^0$/none in the full list/')"
+e=$("$DMUON" bench work --dry-run --ops rope,bogus 2>&1)
+is "--ops with an unknown kind: exit 2" "$(status_of "$DMUON" bench work --dry-run --ops rope,bogus)" 2
+like "--ops with an unknown kind: names it and the known ones" "$e" "unknown op kind 'bogus' (known: fwd, dgrad"
 is "a model file it does not know: exit 1" "$(status_of "$DMUON" bench work --dry-run --models no-such-model)" 1
 is "--tokens 0: exit 2" "$(status_of "$DMUON" bench work --dry-run --tokens 0)" 2
 is "an unknown option: exit 2" "$(status_of "$DMUON" bench work --bogus)" 2
