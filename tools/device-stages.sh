@@ -1569,7 +1569,8 @@ PASS_OPS='act|act-bwd|glu|glu-bwd|rope|rope-bwd|resid|resid-bwd'
 # pass_bench NAME MODELS CACHE COOL_S PLAIN_S SLACK OPS: dmuon bench work of MODELS at 1024-8192
 # tokens, --cool for at most COOL_S seconds, then plain for PLAIN_S (each command's timeout SLACK s
 # more), from the committed caches when CACHE is 1 (only what they lack is timed); the rows in
-# $L/NAME-cool.csv and $L/NAME-work.csv, the lines of the kernel ops OPS (a regex) shown
+# $L/NAME-cool.csv and $L/NAME-work.csv, only the op kinds OPS (a|b|...: bench work --ops a,b,...)
+# timed and their lines shown
 pass_bench() {
     local name=$1 models=$2 cache=$3 ops=$7 x T1=$SECONDS
     for x in cool work; do
@@ -1578,7 +1579,7 @@ pass_bench() {
         if [ "$cache" = 1 ]; then cp "$c" "$L/cache_$x.tsv" && flags="$flags --cache $L/cache_$x.tsv"; fi
         # shellcheck disable=SC2086
         timeout $((lim + $6)) "$D/dmuon" bench work --models "$models" --tokens 1024,2048,4096,8192 --no-grid $flags \
-            --max-seconds $lim --out "$L/$name-$x.csv" > "$L/${name}_$x.txt" 2> "$L/${name}_${x}_err.txt"
+            --ops "$(printf '%s' "$ops" | tr '|' ',')" --max-seconds $lim --out "$L/$name-$x.csv" > "$L/${name}_$x.txt" 2> "$L/${name}_${x}_err.txt"
         echo "bench work $name $x exit $? ($(grep -cE ",($ops)," "$L/$name-$x.csv" 2>/dev/null || echo 0) rows of $ops; $((SECONDS - T1)) s)"
         grep -E '^# ([0-9]+ kernels timed|estimate|stopped|wrote)' "$L/${name}_$x.txt"
         tail -2 "$L/${name}_${x}_err.txt"
@@ -1592,10 +1593,14 @@ pass_bench() {
 STAGE_TIMEOUT_passrows=260
 stage_passrows() { pass_bench passes validation 1 140 80 15 "$PASS_OPS"; }
 # passact: the plain activation's rows (act, act-bwd: the validation models have no plain MLP at
-# scale) from Pythia-1B's kernels ($L/passact-cool.csv, $L/passact-work.csv; its other kernels are
-# timed too, not merged)
+# scale) from Pythia-1B's kernels ($L/passact-cool.csv, $L/passact-work.csv)
 STAGE_TIMEOUT_passact=150
 stage_passact() { pass_bench passact models/extra/pythia-1b.json 0 70 60 10 'act|act-bwd'; }
+# roperows (2026-12-06): the rotary kernel with 32-bit indices (kernels/wk_cuda.cu k_rope) on the
+# validation models' shapes, glu beside it as the control (its rows are in the committed tables);
+# $L/roperows-cool.csv, $L/roperows-work.csv
+STAGE_TIMEOUT_roperows=150
+stage_roperows() { pass_bench roperows validation 0 60 50 10 'rope|rope-bwd|glu'; }
 # passval, passval2, passvalh100: validate_set passes, passes2, passesh100 (the pass set against
 # traces/validate/passes-predictions-2026-12-06, committed before)
 STAGE_TIMEOUT_passval=320
