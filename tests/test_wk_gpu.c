@@ -438,19 +438,27 @@ static void check_passes(int64_t rows, int64_t n)
         ok(er <= TOL, "%s %lld x %lld%s: rel err %.2e", dm_kern_op_name(op), (long long)rows, (long long)n,
            op == DM_KOP_RESID ? "" : " (fused gate/up, row stride 2n)", er);
     }
-    /* rope, then rope-bwd: the CPU's turn of the same bf16 values, and back near the start */
-    memcpy(ref, X, (size_t)e * 4);
-    wk_ref_rope(ref, rows, n, 8, 0);
-    void *d = dev_of(X, e);
-    dm_kernel k = kern(DM_KERN_ELEM, DM_KOP_ROPE, rows, n, 8, 1, 1), kb = kern(DM_KERN_ELEM, DM_KOP_ROPE_BWD, rows, n, 8, 1, 1);
-    wk_args x;
-    memset(&x, 0, sizeof x);
-    x.r = d;
-    double er = run(&k, &x) ? NAN : rel_err(d, ref, e), back = run(&kb, &x) ? NAN : rel_err(d, X, e);
-    ok(er <= TOL && back <= 2 * TOL, "rope %lld x %lld (8 dims a head): rel err %.2e; rope-bwd back to the input %.2e",
-       (long long)rows, (long long)n, er, back);
+    /* rope, then rope-bwd: the CPU's turn of the same bf16 values, and back near the start; rotated
+     * dims whose pairs a vector of 8 values holds whole (8, 128), splits (6: the pair index wraps
+     * inside a vector) and the fewest (2) */
+    static const int64_t dims[] = {8, 6, 2, 128};
+    for (int q = 0; q < 4; q++) {
+        memcpy(ref, X, (size_t)e * 4);
+        wk_ref_rope(ref, rows, n, dims[q], 0);
+        void *d = dev_of(X, e);
+        dm_kernel k = kern(DM_KERN_ELEM, DM_KOP_ROPE, rows, n, dims[q], 1, 1),
+                  kb = kern(DM_KERN_ELEM, DM_KOP_ROPE_BWD, rows, n, dims[q], 1, 1);
+        wk_args x;
+        memset(&x, 0, sizeof x);
+        x.r = d;
+        double er = run(&k, &x) ? NAN : rel_err(d, ref, e), back = run(&kb, &x) ? NAN : rel_err(d, X, e);
+        ok(er <= TOL && back <= 2 * TOL,
+           "rope %lld x %lld (%lld dims a head): rel err %.2e; rope-bwd back to the input %.2e", (long long)rows,
+           (long long)n, (long long)dims[q], er, back);
+        ns_dev_free(d);
+    }
     free(G2), free(dH), free(X), free(ref);
-    ns_dev_free(dG2), ns_dev_free(ddH), ns_dev_free(dX), ns_dev_free(out), ns_dev_free(d);
+    ns_dev_free(dG2), ns_dev_free(ddH), ns_dev_free(dX), ns_dev_free(out);
 }
 
 /* ---- the 1-D backward's bandwidth ------------------------------------------------------------- */

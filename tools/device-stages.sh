@@ -1618,3 +1618,43 @@ stage_passvalh100() {
     T0=$SECONDS
     validate_set passesh100
 }
+# ropeab (2026-12-06): the rotary kernel before (64-bit pair index, a modulo per pair) and after
+# (32-bit, one modulo per vector) in the same call: the binaries of the commit before the change
+# carried packed in .devreal-old.txz (tools/build-device.sh run on that commit); each times every
+# kernel of Llama-3.2-3B and Qwen2.5-1.5B at 4096 and 8192 tokens (--cool), old, new, old, new;
+# the pass rows of each run side by side ($L/ropeab_*.csv)
+STAGE_TIMEOUT_ropeab=200
+stage_ropeab() {
+    if [ ! -f .devreal-old.txz ]; then echo "no .devreal-old.txz carried"; return 0; fi
+    local old=/tmp/ropeab-old r b
+    rm -rf $old && mkdir -p $old && tar -xJf .devreal-old.txz -C $old
+    for r in 1 2; do
+        for b in old new; do
+            local bin=$D/dmuon
+            [ $b = old ] && bin=$old/.devreal/dmuon
+            timeout 45 "$bin" bench work --models llama-3.2-3b,qwen2.5-1.5b --tokens 4096,8192 --no-grid --cool \
+                --sustain 0 --out "$L/ropeab_${b}_$r.csv" > "$L/ropeab_${b}_$r.txt" 2>&1
+            echo "$b run $r exit $? ($(grep -c ',elem,' "$L/ropeab_${b}_$r.csv" 2>/dev/null) elem rows)"
+        done
+    done
+    python3 - "$L" <<'PY'
+import csv, sys, glob, os
+L = sys.argv[1]
+rows = {}
+for f in sorted(glob.glob(os.path.join(L, 'ropeab_*_*.csv'))):
+    b, r = os.path.basename(f)[7:-4].split('_')
+    for line in open(f):
+        p = line.strip().split(',')
+        if len(p) < 9 or p[1] != 'elem' or p[2] not in ('rope', 'rope-bwd', 'glu', 'glu-bwd', 'resid'):
+            continue
+        key = ','.join(p[2:7])
+        rows.setdefault(key, {})[b + r] = float(p[8])
+print('%-34s %9s %9s %9s %9s %7s' % ('kernel (op,m,n,k,batch)', 'old1', 'new1', 'old2', 'new2', 'new/old'))
+for k in sorted(rows):
+    v = rows[k]
+    o = [v.get('old1'), v.get('old2')]; n = [v.get('new1'), v.get('new2')]
+    if None in o or None in n:
+        continue
+    print('%-34s %9.2f %9.2f %9.2f %9.2f %7.3f' % (k, o[0], n[0], o[1], n[1], (n[0] + n[1]) / (o[0] + o[1])))
+PY
+}
