@@ -861,12 +861,13 @@ validate_set() {
     fsdp1) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=muon-fsdp VALIDATE_TIMEOUT=75 stage_validate ;;
     causal) VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b VALIDATE_STRATEGIES=dmuon,adamw VALIDATE_TOKENS=1024,4096 \
         VALIDATE_ATTENTION=causal VALIDATE_TIMEOUT=200 stage_validate ;;
-    passes | passes2 | passesh100) local e=models/extra # the layer passes (2026-12-06): passes at 4096 tokens,
-        # passes2 at 1024 and 8192, passesh100 at 2048 on an H100 (the h100 preset: the H200 tables projected)
+    passes | passes2 | passesh100 | passesh100b) local e=models/extra # the layer passes (2026-12-06): passes at
+        # 4096 tokens, passes2 at 1024 and 8192, passesh100 at 2048 on an H100 (the h100 preset: the H200
+        # tables projected), passesh100b at 1024 and 4096 on an H100
         VALIDATE_MODELS=llama-3.2-3b,qwen2.5-1.5b,qwen2.5-vl-3b,$e/pythia-1b.json,$e/phi-3-mini-4k-instruct.json,$e/gpt-oss-20b-2l.json \
-            VALIDATE_TOKENS=$(case $n in passes) echo 4096 ;; passes2) echo 1024,8192 ;; *) echo 2048 ;; esac) \
-            VALIDATE_CLUSTER=$(case $n in *h100) echo h100 ;; *) echo h200 ;; esac) \
-            VALIDATE_TIMEOUT=$(case $n in passes2) echo 320 ;; *) echo 310 ;; esac) stage_validate ;;
+            VALIDATE_TOKENS=$(case $n in passes) echo 4096 ;; passes2) echo 1024,8192 ;; passesh100b) echo 1024,4096 ;; *) echo 2048 ;; esac) \
+            VALIDATE_CLUSTER=$(case $n in *h100 | *h100b) echo h100 ;; *) echo h200 ;; esac) \
+            VALIDATE_TIMEOUT=$(case $n in passes2 | passesh100b) echo 320 ;; *) echo 310 ;; esac) stage_validate ;;
     esac > "$L/validate_$n.log" 2>&1
     echo "$n: $(grep -h '^validate:' "$L/validate.txt" | tail -1) ($((SECONDS - T0)) s)"
     mkdir -p "$L/$n" && mv "$L/validate.txt" "$L/$n/" && mv "$L/validate" "$L/$n/validate"
@@ -1617,6 +1618,11 @@ STAGE_TIMEOUT_passvalh100=320
 stage_passvalh100() {
     T0=$SECONDS
     validate_set passesh100
+}
+STAGE_TIMEOUT_passvalh100b=330
+stage_passvalh100b() {
+    T0=$SECONDS
+    validate_set passesh100b
 }
 # ropeab (2026-12-06): the rotary kernel before (64-bit pair index, a modulo per pair) and after
 # (32-bit, one modulo per vector) in the same call: the binaries of the commit before the change
