@@ -292,6 +292,10 @@ static int parse_ops(const char *cmd, const char *list, uint64_t *ops)
 {
     _Static_assert(DM_KOP__COUNT <= 64, "op kinds fit a 64-bit mask");
     char buf[512];
+    if (strlen(list) >= sizeof buf) {
+        opt_usage_error(cmd, "--ops: a list of %zu characters (at most %zu)", strlen(list), sizeof buf - 1);
+        return 2;
+    }
     snprintf(buf, sizeof buf, "%s", list);
     *ops = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {

@@ -816,9 +816,11 @@ static int elem_pass(const wk_args *a, const dm_kernel *k, int64_t rows, int64_t
     case DM_KOP_RESID:
     case DM_KOP_RESID_BWD: pass_launch<4>(a, rows, n, n, v8, s); break;
     default: {
-        int half = k->k >= 2 && k->k / 2 < INT_MAX ? (int)(k->k / 2) : 1;
+        if (n > INT_MAX - 8 || k->k / 2 > INT_MAX)
+            return dm_err_set(err, "rope: a row of %lld values, %lld rotated (at most %d)", (long long)n, (long long)k->k,
+                              INT_MAX - 8);
+        int half = k->k >= 2 ? (int)(k->k / 2) : 1;
         float sign = k->op == DM_KOP_ROPE_BWD ? -1.0f : 1.0f;
-        if (n > INT_MAX - 8) return dm_err_set(err, "rope: a row of %lld values (at most %d)", (long long)n, INT_MAX - 8);
         if (n % 8 == 0 && al(a->r)) k_rope<8><<<ROWS(rows, n / 8, s)>>>((bf *)a->r, rows, (int)n, half, sign);
         else k_rope<2><<<ROWS(rows, n / 2, s)>>>((bf *)a->r, rows, (int)n, half, sign);
     }
