@@ -24,6 +24,7 @@
 #include "ns_ref.h"
 #include "opts.h"
 #include "outfile.h"
+#include "plan_best.h"
 #include "program.h"
 #include "real.h"
 #include "sched.h"
@@ -247,7 +248,13 @@ static int run_one(run_ctx *x, real_step_row *mean)
             if (!fail) {
                 fprintf(g_rep, "# dmuon run: resolved configuration\n");
                 inputs_print(g_rep, &in);
-                if ((fail = sched_build(x->model, &in.cluster, x->nranks, in.costs, &x->so, &prog, NULL, &err) < 0))
+                /* as `dmuon plan` and `dmuon sim` plan (--balance auto simulates its candidates and
+                 * keeps the faster), so that the program run is the one they report */
+                sim_opts simo;
+                sim_opts_default(&simo);
+                simo.costs = in.costs;
+                if ((fail = plan_best_build(x->model, &in.cluster, x->nranks, in.costs, &x->so, &simo, NULL, &prog, NULL,
+                                            NULL, &err) < 0))
                     fprintf(stderr, "dmuon run: %s\n", err.msg);
             }
             inputs_free(&in);

@@ -96,9 +96,12 @@ out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy muon-
 like "muon-fsdp Z3 weights: 2 ranks equal 1 rank bit for bit" "$out" "largest relative Frobenius error 0 "
 # HSDP on 4 ranks in 2 shard groups of 2 ("nodes", --gpus-per-node 2): its weights after 3 steps
 # equal a one-rank run's that sums the Muon gradients' 4 chunks in 2 groups of 2 first (the
-# two-stage reduce's order), bit for bit; Z2 and Z3, the publish leading each step's fetch
+# two-stage reduce's order), bit for bit; Z2 and Z3, the publish leading each step's fetch. The
+# replicas form named (run plans as plan does: --balance auto may keep the world forms, whose
+# sums run flat over the 4 ranks, below)
 for z in 2 3; do
-    run 4 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --hsdp --gpus-per-node 2 --zero $z \
+    run 4 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --hsdp --hsdp-muon replicas \
+        --hsdp-adamw replicas --gpus-per-node 2 --zero $z \
         --tokens 8 --steps 3 --save-weights "$tmp/wh$z.bin" >"$tmp/hsdp$z.out" 2>&1
     is "hsdp Z$z on 4 ranks (2 shard groups): exit 0" "$?" 0
     out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --zero $z --tokens 32 \
@@ -126,7 +129,8 @@ e=$(printf '%s\n' "$out" | sed -n 's/.*largest relative Frobenius error \([0-9.e
 is "hsdp --hsdp-muon world on 4 ranks: equal to 1 rank to rounding (error $e)" \
     "$(awk -v e="${e:-1}" 'BEGIN { print (e < 1e-6) ? "yes" : "no" }')" yes
 # 6 ranks in 2 shard groups of 3 (parts of unequal size): the same, bit for bit
-run 6 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --shard 3 --tokens 8 --steps 3 \
+run 6 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --shard 3 --hsdp-muon replicas \
+    --hsdp-adamw replicas --tokens 8 --steps 3 \
     --save-weights "$tmp/wh6.bin" >/dev/null 2>&1
 out=$(run 1 "$DMUON" run --backend cpu --model "$tmp/tiny.json" --strategy dmuon --tokens 48 --grad-chunks 6 \
     --grad-chunk-group 3 --steps 3 --check-weights "$tmp/wh6.bin" 2>&1)
@@ -304,6 +308,13 @@ is "the architecture model: three ok steps" "$(printf '%s\n' "$out" | grep -c ' 
 l0=$(sed -n 's/^0,\([^,]*\),.*/\1/p' "$tmp/arch.csv"); l2=$(sed -n 's/^2,\([^,]*\),.*/\1/p' "$tmp/arch.csv")
 is "the architecture model: the loss falls ($l0 -> $l2)" "$(awk -v a="$l0" -v b="$l2" 'BEGIN{print (b < a) ? "yes" : "no"}')" yes
 like "the run prints its decoder layers' mean forward and backward" "$out" "# per layer of stack layers (2 layers, rank 0, step 2): forward "
+# run plans as plan and sim do: --balance auto (the default) simulates its candidates and keeps
+# the faster (milp here, by 9%), and the program run is the one `dmuon plan` reports
+ph=$("$DMUON" plan --model "$DM_SRCDIR/tests/data/arch_cpu.json" --gpus 2 --cluster h200 --tokens 16 2>&1 |
+    sed -n 's/.*hash \([0-9a-f]*\).*/\1/p')
+out=$(run 2 "$DMUON" run --backend cpu --model "$DM_SRCDIR/tests/data/arch_cpu.json" --cluster h200 --tokens 16 --steps 1 2>&1)
+like "run --balance auto: the program dmuon plan reports ($ph)" "$out" "# program ${ph:-none}: "
+like "... the faster candidate's (milp)" "$out" "balance=milp "
 out=$(run 2 "$DMUON" run --backend cpu --model "$DM_SRCDIR/tests/data/arch_cpu.json" --tokens 16 --seq-len 5 --steps 1 2>&1)
 like "--tokens not a multiple of --seq-len is refused" "$out" "must be a multiple of --seq-len"
 # a HuggingFace config.json given to run --model: a tiny gpt-oss (experts with biases, the
