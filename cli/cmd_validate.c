@@ -105,6 +105,8 @@ static void usage(FILE *f)
             "                     phases (writes DIR/replay.csv; --tokens must match the measured run)\n"
             "  --as-run           with --replay: simulate the program each case ran (CASE/program.json\n"
             "                     in the CSV's folder) instead of planning it again with today's rows\n"
+            "                     (planned again as the calls made until 2026-12-06 were: --balance auto\n"
+            "                     as lpt; a live call plans each case as dmuon plan does)\n"
             "  --json             the rows of validate.csv (replay.csv) as one JSON object on stdout, the\n"
             "                     report on stderr\n"
             "  -h, --help         this text\n");

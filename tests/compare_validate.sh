@@ -82,5 +82,13 @@ out=$($DMUON validate --models qwen2.5-72b --backend cpu --tokens 16 --steps 1 -
 is "a run stopped for want of memory: exit 0 (no case failed)" "$?" 0
 like "  ... reported as not fitting" "$out" "does not fit (stopped for want of memory"
 like "  ... the summary counts it, not as a failure" "$out" "validate: 1 cases, 0 ran, 0 failed, 1 do not fit in memory"
+# validate plans each case as dmuon plan does (--balance auto simulates its candidates: milp,
+# 7% faster, on this model at 2 GPUs), so the program it runs is the one plan reports and sim predicts
+A="$DM_SRCDIR/tests/data/arch_cpu.json"
+$DMUON validate --models "$A" --backend cpu --tokens 16 --gpus 2 --strategies dmuon --overlaps interleave \
+    --out "$tmp/vp" --dry-run >/dev/null 2>&1
+$DMUON plan --model "$A" --gpus 2 --tokens 16 -o "$tmp/vp-plan.json" >/dev/null 2>&1
+ok "validate's program of a case is dmuon plan's, byte for byte" cmp -s "$tmp/vp/arch_cpu.dmuon.interleave.2gpu/program.json" "$tmp/vp-plan.json"
+like "... the faster candidate's (milp)" "$(cat "$tmp/vp/arch_cpu.dmuon.interleave.2gpu/program.json" 2>&1)" "balance=milp "
 is "bad strategy is a usage error" "$(status_of $DMUON validate --strategies nope)" 2
 tap_end

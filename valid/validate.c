@@ -11,6 +11,7 @@
 #include "model.h"
 #include "outfile.h"
 #include "paths.h"
+#include "plan_best.h"
 #include "program.h"
 #include "sched.h"
 #include "sim.h"
@@ -67,8 +68,6 @@ int vld_default_plot_case(const vld_case *cs, int n)
 
 /* ---- one case ------------------------------------------------------------------------------ */
 
-/* Plan one case, its per-rank peak memory into *mem (may be NULL), and, unless plan_only,
- * simulate it (*p and *sr owned by the caller; both NULL on failure). */
 /* The simulation of a case's program p with the options' costs, its trace recorded. */
 static int sim_case(const dm_program *p, const vld_opts *o, sim_result **sr, dm_err *err)
 {
@@ -79,7 +78,12 @@ static int sim_case(const dm_program *p, const vld_opts *o, sim_result **sr, dm_
     return sim_run(p, o->cluster, &so, sr, err);
 }
 
-static int plan_and_sim(const vld_case *vc, const vld_opts *o, int plan_only, dm_program **p, dm_mem_est *mem,
+/* Plan one case, its per-rank peak memory into *mem (may be NULL), and, unless plan_only,
+ * simulate it (*p and *sr owned by the caller; both NULL on failure). best 1: as `dmuon plan`,
+ * `sim` and `run` plan (plan_best_build: --balance auto simulates its candidates and keeps the
+ * faster); 0: as the calls made until 2026-12-06 were planned (sched_build: auto as lpt),
+ * for a replay that plans such a call again. */
+static int plan_and_sim(const vld_case *vc, const vld_opts *o, int plan_only, int best, dm_program **p, dm_mem_est *mem,
                         sim_result **sr, dm_err *err)
 {
     dm_model *m = NULL;
@@ -93,8 +97,14 @@ static int plan_and_sim(const vld_case *vc, const vld_opts *o, int plan_only, dm
     snprintf(tok, sizeof tok, "%lld", (long long)case_tokens(vc, o));
     int rc = -1;
     if (dm_model_load(vc->model, &m, err) || sched_opts_parse(&so, "strategy", vc->strategy, err) ||
-        sched_opts_parse(&so, "overlap", vc->overlap, err) || sched_opts_parse(&so, "tokens", tok, err) ||
-        sched_build(m, o->cluster, vc->gpus, o->costs, &so, p, NULL, err) || (mem && dm_mem_peak(m, *p, NULL, mem, err)))
+        sched_opts_parse(&so, "overlap", vc->overlap, err) || sched_opts_parse(&so, "tokens", tok, err))
+        goto out;
+    sim_opts simo;
+    sim_opts_default(&simo);
+    simo.costs = o->costs;
+    if ((best ? plan_best_build(m, o->cluster, vc->gpus, o->costs, &so, &simo, NULL, p, NULL, NULL, err)
+              : sched_build(m, o->cluster, vc->gpus, o->costs, &so, p, NULL, err)) ||
+        (mem && dm_mem_peak(m, *p, NULL, mem, err)))
         goto out;
     if (plan_only) {
         rc = 0;
@@ -166,7 +176,7 @@ static int run_case(vld_case *vc, const vld_opts *o, FILE *out, dm_trace **sim_o
     dm_mem_est mem;
     int rc = -1;
     /* the GPU backend's memory, from the estimate, before anything runs */
-    if (plan_and_sim(vc, o, 1, &p, &mem, &sr, err) || dm_program_save(p, prog, err)) goto out;
+    if (plan_and_sim(vc, o, 1, 1, &p, &mem, &sr, err) || dm_program_save(p, prog, err)) goto out;
     if (!strcmp(o->backend, "gpu") && !dm_mem_fits(&mem, o->cluster->gpu)) {
         vc->nofit = 1;
         vc->need_bytes = mem.total;
@@ -175,8 +185,7 @@ static int run_case(vld_case *vc, const vld_opts *o, FILE *out, dm_trace **sim_o
         rc = 0;
         goto out;
     }
-    dm_program_free(p);
-    if (plan_and_sim(vc, o, 0, &p, NULL, &sr, err)) goto out;
+    if (sim_case(p, o, &sr, err)) goto out; /* the program saved, which the run reads */
     snprintf(vc->src[0], sizeof vc->src[0], "%s", sr->cost_src[DM_OP_FORWARD]);
     snprintf(vc->src[1], sizeof vc->src[1], "%s", sr->cost_src[DM_OP_BACKWARD]);
     char np[16], st[16];
@@ -572,7 +581,7 @@ int vld_replay(const char *csv_path, const vld_opts *o, FILE *out)
             snprintf(pp, sizeof pp, "%s/%s/program.json", base, cs[i].name);
             bad = dm_program_load(pp, &p, &err) || sim_case(p, o, &sr, &err);
         } else {
-            bad = plan_and_sim(&cs[i], o, 0, &p, NULL, &sr, &err);
+            bad = plan_and_sim(&cs[i], o, 0, 0, &p, NULL, &sr, &err);
         }
         if (bad || dm_phases_trace(sr->trace, &cs[i].r.sim, &err)) {
             snprintf(cs[i].why, sizeof cs[i].why, "%s", err.msg);
