@@ -215,11 +215,8 @@ int cmd_plan(int argc, char **argv)
     const dm_model *model = in.model;
     const dm_cluster cl = in.cluster;
     const dm_costs *costs = in.costs;
-    sim_opts simo; /* --balance auto simulates the candidates */
-    sim_opts_default(&simo);
-    simo.costs = costs;
-    plan_best_report pb;
-    if (plan_best_build(model, &cl, (int)nranks, costs, &so, &simo, NULL, &prog, &rep, &pb, &err) ||
+    plan_best_report pb; /* --balance auto simulates the candidates */
+    if (plan_best_build(model, &cl, (int)nranks, costs, &so, NULL, NULL, &prog, &rep, &pb, &err) ||
         dm_program_validate(prog, &err)) {
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;

@@ -250,10 +250,7 @@ static int run_one(run_ctx *x, real_step_row *mean)
                 inputs_print(g_rep, &in);
                 /* as `dmuon plan` and `dmuon sim` plan (--balance auto simulates its candidates and
                  * keeps the faster), so that the program run is the one they report */
-                sim_opts simo;
-                sim_opts_default(&simo);
-                simo.costs = in.costs;
-                if ((fail = plan_best_build(x->model, &in.cluster, x->nranks, in.costs, &x->so, &simo, NULL, &prog, NULL,
+                if ((fail = plan_best_build(x->model, &in.cluster, x->nranks, in.costs, &x->so, NULL, NULL, &prog, NULL,
                                             NULL, &err) < 0))
                     fprintf(stderr, "dmuon run: %s\n", err.msg);
             }

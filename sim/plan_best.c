@@ -119,11 +119,17 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
 {
     plan_best_report local;
     plan_best_opts dpo;
+    sim_opts dso;
     if (!pb) pb = &local;
     memset(pb, 0, sizeof *pb);
     if (!po) {
         plan_best_opts_default(&dpo);
         po = &dpo;
+    }
+    if (!sopt) {
+        sim_opts_default(&dso);
+        dso.costs = costs;
+        sopt = &dso;
     }
     *out = NULL;
     if (po->winner_result) *po->winner_result = NULL;

@@ -111,7 +111,8 @@ void plan_best_opts_default(plan_best_opts *o);
 
 /* The plan for (model, cluster, nranks, costs, opts): as sched_build, with balance auto resolved
  * as above (sopt: how to simulate; its trace setting is ignored: candidates are simulated
- * without one; po NULL: defaults). *out owned by the caller (dm_program_free); rep (may be NULL)
+ * without one; sopt NULL: sim_opts_default's with `costs`, as `dmuon plan`, `run` and `validate`
+ * simulate them; po NULL: defaults). *out owned by the caller (dm_program_free); rep (may be NULL)
  * is the winner's sched_report; pb (may be NULL) tells the candidates. */
 int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
                     const sched_opts *opts, const sim_opts *sopt, const plan_best_opts *po, dm_program **out,

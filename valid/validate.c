@@ -99,10 +99,7 @@ static int plan_and_sim(const vld_case *vc, const vld_opts *o, int plan_only, in
     if (dm_model_load(vc->model, &m, err) || sched_opts_parse(&so, "strategy", vc->strategy, err) ||
         sched_opts_parse(&so, "overlap", vc->overlap, err) || sched_opts_parse(&so, "tokens", tok, err))
         goto out;
-    sim_opts simo;
-    sim_opts_default(&simo);
-    simo.costs = o->costs;
-    if ((best ? plan_best_build(m, o->cluster, vc->gpus, o->costs, &so, &simo, NULL, p, NULL, NULL, err)
+    if ((best ? plan_best_build(m, o->cluster, vc->gpus, o->costs, &so, NULL, NULL, p, NULL, NULL, err)
               : sched_build(m, o->cluster, vc->gpus, o->costs, &so, p, NULL, err)) ||
         (mem && dm_mem_peak(m, *p, NULL, mem, err)))
         goto out;
