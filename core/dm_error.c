@@ -3,9 +3,11 @@
 #include "dm_error.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 int dm_err_set(dm_err *err, const char *fmt, ...)
 {
@@ -74,24 +76,50 @@ static int fault_hit(void)
 
 /* ---- allocation -------------------------------------------------------------------------- */
 
+void dm_advise_huge(void *p, size_t n)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t H = DM_HUGE_PAGE;
+    if (!p || n < DM_HUGE_MIN) return;
+    uintptr_t a = ((uintptr_t)p + H - 1) & ~(H - 1), e = ((uintptr_t)p + n) & ~(H - 1);
+    if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE); /* advice: a refusal changes nothing */
+#else
+    (void)p, (void)n;
+#endif
+}
+
 void *dm_malloc(size_t n, dm_err *err)
 {
     void *p = FAULT() ? NULL : malloc(n ? n : 1);
     if (!p) dm_err_set(err, "out of memory (%zu bytes)", n);
+    dm_advise_huge(p, n);
     return p;
 }
 
 void *dm_calloc(size_t n, size_t size, dm_err *err)
 {
-    void *p = FAULT() ? NULL : calloc(n ? n : 1, size ? size : 1);
-    if (!p) dm_err_set(err, "out of memory (%zu x %zu bytes)", n, size);
-    return p;
+    size_t t = n && size ? n * size : 1;
+    if (t < DM_HUGE_MIN || t / size != n) {
+        void *p = FAULT() ? NULL : calloc(n ? n : 1, size ? size : 1);
+        if (!p) dm_err_set(err, "out of memory (%zu x %zu bytes)", n, size);
+        return p;
+    }
+    /* a large array: advised before its first touch (calloc may clear reused heap memory itself,
+     * faulting it in 4 KiB pages first) */
+    void *p = FAULT() ? NULL : malloc(t);
+    if (!p) {
+        dm_err_set(err, "out of memory (%zu x %zu bytes)", n, size);
+        return NULL;
+    }
+    dm_advise_huge(p, t);
+    return memset(p, 0, t);
 }
 
 void *dm_realloc(void *p, size_t n, dm_err *err)
 {
     void *q = FAULT() ? NULL : realloc(p, n ? n : 1);
     if (!q) dm_err_set(err, "out of memory (%zu bytes)", n);
+    dm_advise_huge(q, n);
     return q;
 }
 

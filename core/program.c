@@ -1,6 +1,7 @@
 /* program.c: building and freeing step programs (program.h); I/O lives in program_io.c. */
 #include "program.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +41,8 @@ struct dm_arena_blk {
 
 #define ARENA_BLOCK ((size_t)64 << 10)
 
-/* `bytes` (rounded up to 8) from the arena *head (a rank's, or the params lists'); NULL with err
- * when out of memory. */
+/* `bytes` (rounded up to 8) from the arena *head (the params lists'); NULL with err when out of
+ * memory. */
 static void *blk_alloc(struct dm_arena_blk **head, size_t bytes, dm_err *err)
 {
     bytes = (bytes + 7) & ~(size_t)7;
@@ -58,7 +59,50 @@ static void *blk_alloc(struct dm_arena_blk **head, size_t bytes, dm_err *err)
     return q;
 }
 
-static void *arena_alloc(dm_rank_prog *rp, size_t bytes, dm_err *err) { return blk_alloc(&rp->arena, bytes, err); }
+/* `bytes` (64-byte aligned) carved from the program's slab (dm_program.slab), freed with the
+ * program: its blocks grow with what they hold (from 256 KiB to 32 MiB, or one request's size), so
+ * that a small program takes little and a large one large blocks, which dm_malloc advises as huge
+ * pages. */
+static void *slab_take(dm_program *p, size_t bytes, dm_err *err)
+{
+    bytes = (bytes + 63) & ~(size_t)63;
+    struct dm_arena_blk *b = p->slab;
+    if (!b || b->cap - b->used < bytes + 64) {
+        size_t size = b ? 2 * b->cap : (size_t)256 << 10;
+        if (size > ((size_t)32 << 20)) size = (size_t)32 << 20;
+        if (size < bytes + 64) size = bytes + 64;
+        if (!(b = dm_malloc(sizeof *b + size, err))) return NULL;
+        b->cap = size, b->used = 0;
+        b->next = p->slab;
+        p->slab = b;
+    }
+    uintptr_t at = ((uintptr_t)((char *)b->data + b->used) + 63) & ~(uintptr_t)63;
+    b->used = (size_t)(at - (uintptr_t)b->data) + bytes;
+    return (void *)at;
+}
+
+static dm_op *slab_ops(dm_program *p, int cap, dm_err *err) { return slab_take(p, (size_t)cap * sizeof(dm_op), err); }
+
+/* `bytes` (rounded up to 8) from rank rp's arena: its blocks come from the slab, from 1 KiB and
+ * doubling to ARENA_BLOCK (a rank's deps are often a few KiB: in huge pages, a block's unused room
+ * is memory held) */
+static void *arena_alloc(dm_program *p, dm_rank_prog *rp, size_t bytes, dm_err *err)
+{
+    bytes = (bytes + 7) & ~(size_t)7;
+    struct dm_arena_blk *b = rp->arena;
+    if (!b || b->cap - b->used < bytes) {
+        size_t cap = b ? 2 * b->cap : 1024;
+        if (cap > ARENA_BLOCK) cap = ARENA_BLOCK;
+        if (cap < bytes) cap = bytes;
+        if (!(b = slab_take(p, sizeof *b + cap, err))) return NULL;
+        b->cap = cap, b->used = 0;
+        b->next = rp->arena; /* (a block that had room left keeps it unused) */
+        rp->arena = b;
+    }
+    void *q = (char *)b->data + b->used;
+    b->used += bytes;
+    return q;
+}
 
 static void blk_free(struct dm_arena_blk *b)
 {
@@ -162,8 +206,7 @@ void dm_program_free(dm_program *p)
     if (!p) return;
     if (p->ranks)
         for (int r = 0; r < p->nranks; r++) {
-            blk_free(p->ranks[r].arena);
-            if (p->ranks[r].share == r) free(p->ranks[r].ops);
+            if (p->ranks[r].share == r && !p->ranks[r].in_slab) free(p->ranks[r].ops);
             free(p->ranks[r].grad_param);
             free(p->ranks[r].grad_layer);
         }
@@ -190,6 +233,7 @@ void dm_program_free(dm_program *p)
         free(p->plists->slot);
         free(p->plists);
     }
+    blk_free(p->slab);
     free(p->ns_coeffs);
     free(p);
 }
@@ -554,13 +598,22 @@ static void repoint_followers(dm_program *p, int owner)
         if (p->ranks[r].share == owner && r != owner) p->ranks[r].ops = o->ops, left--;
 }
 
-/* Grow an owned list to hold cap ops. */
-static int grow_ops(dm_program *p, int rank, int cap, dm_err *err)
+/* Grow an owned list to hold cap ops: a list reserved before its first op (reserve 1) from the
+ * slab, one growing op by op (or past what was reserved) by realloc. */
+static int grow_ops(dm_program *p, int rank, int cap, int reserve, dm_err *err)
 {
     dm_rank_prog *rp = &p->ranks[rank];
     if (cap <= rp->cap) return 0;
-    dm_op *n = dm_realloc(rp->ops, (size_t)cap * sizeof *n, err);
-    if (!n) return -1;
+    dm_op *n;
+    if (reserve && !rp->n_ops && (!rp->ops || rp->in_slab)) {
+        if (!(n = slab_ops(p, cap, err))) return -1;
+        rp->in_slab = 1;
+    } else if (rp->in_slab) { /* out of the slab (its place there stays unused) */
+        if (!(n = dm_malloc((size_t)cap * sizeof *n, err))) return -1;
+        memcpy(n, rp->ops, (size_t)rp->n_ops * sizeof *n);
+        rp->in_slab = 0;
+    } else if (!(n = dm_realloc(rp->ops, (size_t)cap * sizeof *n, err)))
+        return -1;
     rp->ops = n;
     rp->cap = cap;
     if (rp->followers) repoint_followers(p, rank);
@@ -575,7 +628,7 @@ int dm_program_reserve(dm_program *p, int rank, int cap, dm_err *err)
         if (cap > rp->cap) rp->cap = cap;
         return 0;
     }
-    return grow_ops(p, rank, cap, err);
+    return grow_ops(p, rank, cap, 1, err);
 }
 
 static int memo_copy(unsigned char **dst, const unsigned char *src, int64_t n, dm_err *err)
@@ -598,8 +651,9 @@ static int unshare(dm_program *p, int rank, dm_err *err)
     dm_rank_prog *o = &p->ranks[rp->share];
     int n = rp->n_ops, cap = rp->cap > n ? rp->cap : n + 1;
     if (cap < 64) cap = 64;
-    dm_op *ops = dm_malloc((size_t)cap * sizeof *ops, err);
+    dm_op *ops = slab_ops(p, cap, err);
     if (!ops) return -1;
+    rp->in_slab = 1;
     if (n) memcpy(ops, o->ops, (size_t)n * sizeof *ops);
     o->followers--;
     rp->share = rank;
@@ -642,13 +696,13 @@ int dm_program_own_rank(dm_program *p, int rank, dm_err *err)
     for (int i = 0; i < rp->n_ops; i++) { /* deps and params copied out of shared storage */
         dm_op *o = &rp->ops[i];
         if (o->n_deps) {
-            int *d = arena_alloc(rp, (size_t)o->n_deps * sizeof *d, err);
+            int *d = arena_alloc(p, rp, (size_t)o->n_deps * sizeof *d, err);
             if (!d) return -1;
             memcpy(d, o->deps, (size_t)o->n_deps * sizeof *d);
             o->deps = d;
         }
         if (o->n_params) {
-            int64_t *q = arena_alloc(rp, (size_t)o->n_params * sizeof *q, err);
+            int64_t *q = arena_alloc(p, rp, (size_t)o->n_params * sizeof *q, err);
             if (!q) return -1;
             memcpy(q, o->params, (size_t)o->n_params * sizeof *q);
             o->params = q;
@@ -792,7 +846,7 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
             return rp->n_ops++;
         if (unshare(p, rank, err)) return -1;
     }
-    if (rp->n_ops == rp->cap && grow_ops(p, rank, rp->cap ? 2 * rp->cap : 64, err)) return -1;
+    if (rp->n_ops == rp->cap && grow_ops(p, rank, rp->cap ? 2 * rp->cap : 64, 0, err)) return -1;
     dm_op o = *op;
     if (implied_payload(rp, &o, params, n_params, err) < 0) return -1;
     o.id = rp->n_ops;
@@ -801,7 +855,7 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
     o.n_deps = n_deps;
     o.n_params = n_params;
     if (n_deps) {
-        if (!(o.deps = arena_alloc(rp, (size_t)n_deps * sizeof *o.deps, err))) return -1;
+        if (!(o.deps = arena_alloc(p, rp, (size_t)n_deps * sizeof *o.deps, err))) return -1;
         memcpy(o.deps, deps, (size_t)n_deps * sizeof *o.deps);
     }
     if (n_params && !(o.params = plist_intern(p, params, n_params, err))) return -1;

@@ -183,8 +183,9 @@ typedef struct dm_rank_prog {
     unsigned char *grad_param, *grad_layer;
     int64_t n_grad_param;
     int n_grad_layer;
-    /* the ops' deps arrays (params: dm_program.plists), carved from blocks that never move (one allocation per
-     * 64 KiB, not two per op: a 4096-rank program has millions of ops); freed with the program */
+    /* the ops' deps arrays (params: dm_program.plists), carved from blocks that never move (1 KiB
+     * doubling to 64 KiB, carved from the program's slab; not two allocations per op: a 4096-rank
+     * program has millions of ops); freed with the program */
     struct dm_arena_blk *arena;
     /* Ranks whose lists are equal share one (data-parallel ranks run the same ops): `share` is
      * the rank whose array `ops` is (this rank's own index when it owns it; 0, rank 0's, when the
@@ -194,6 +195,9 @@ typedef struct dm_rank_prog {
      * written through a rank that does not own it (dm_program_own_rank first). `followers`:
      * how many ranks share this rank's array. */
     int share, followers;
+    /* 1 when `ops` was carved from the program's slab (dm_program.slab: freed with the program,
+     * never alone); 0 when it is its own allocation */
+    int in_slab;
 } dm_rank_prog;
 
 typedef struct dm_program {
@@ -221,6 +225,10 @@ typedef struct dm_program {
     struct dm_plist_tab *plists;
     struct dm_work_tab *wtab; /* the works dm_program_intern_work added, by content */
     struct dm_unshare_memo *umemo; /* the last unshared rank's replayed gradient memory (program.c) */
+    /* the ranks' op arrays made at their reserved or copied size (dm_program_reserve, a rank's
+     * first op that differs from its owner's), carved one after another from large blocks: at
+     * 4096 ranks they are hundreds of MB, and in large blocks they take huge pages (dm_error.h) */
+    struct dm_arena_blk *slab;
     char *ns_coeffs;    /* the NS coefficient set the program's NS ops run (kernels/ns_ref.h's
                            ns_coeffs_from_spec name, e.g. "jordan" for the PyTorch forms); NULL:
                            the executors' default. `run --ns-coeffs` overrides it */
