@@ -98,21 +98,11 @@ void *dm_malloc(size_t n, dm_err *err)
 
 void *dm_calloc(size_t n, size_t size, dm_err *err)
 {
-    size_t t = n && size ? n * size : 1;
-    if (t < DM_HUGE_MIN || t / size != n) {
-        void *p = FAULT() ? NULL : calloc(n ? n : 1, size ? size : 1);
-        if (!p) dm_err_set(err, "out of memory (%zu x %zu bytes)", n, size);
-        return p;
-    }
-    /* a large array: advised before its first touch (calloc may clear reused heap memory itself,
-     * faulting it in 4 KiB pages first) */
-    void *p = FAULT() ? NULL : malloc(t);
-    if (!p) {
-        dm_err_set(err, "out of memory (%zu x %zu bytes)", n, size);
-        return NULL;
-    }
-    dm_advise_huge(p, t);
-    return memset(p, 0, t);
+    /* (calloc clears only memory it reused: fresh pages are advised before their first touch) */
+    void *p = FAULT() ? NULL : calloc(n ? n : 1, size ? size : 1);
+    if (!p) dm_err_set(err, "out of memory (%zu x %zu bytes)", n, size);
+    else if (n && size && n <= SIZE_MAX / size) dm_advise_huge(p, n * size);
+    return p;
 }
 
 void *dm_realloc(void *p, size_t n, dm_err *err)

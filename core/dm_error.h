@@ -23,8 +23,9 @@ char *dm_strdup(const char *s, dm_err *err);
  * millions of ops) are advised to the kernel as transparent huge pages (madvise MADV_HUGEPAGE on
  * the 2 MiB-aligned part), so that first touching them costs one fault per 2 MiB, not per 4 KiB
  * (traces/scale/README.md, hugepages: page faults were a third of a 4096-GPU plan's time).
- * dm_malloc, dm_calloc and dm_realloc do it; only advice (a kernel without THP, or with THP
- * "never", runs as before). */
+ * dm_malloc, dm_calloc and dm_realloc do it (after the allocation: fresh pages are not touched
+ * before, and calloc clears only memory it reused); only advice (a kernel without THP, or with
+ * THP "never", runs as before). */
 #define DM_HUGE_PAGE ((size_t)2 << 20)
 #define DM_HUGE_MIN ((size_t)4 << 20)
 void dm_advise_huge(void *p, size_t n);

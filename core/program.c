@@ -59,19 +59,48 @@ static void *blk_alloc(struct dm_arena_blk **head, size_t bytes, dm_err *err)
     return q;
 }
 
+/* Slab blocks of the largest size that freed programs left, kept for the next program to take
+ * (at most SLAB_KEEP, 1 GiB): --balance auto builds its candidates one after another, and memory
+ * taken back costs neither page faults nor the kernel's clearing of fresh pages. The library is
+ * single-threaded (dmuon scale runs its points in processes). */
+#define SLAB_BLOCK ((size_t)32 << 20)
+#define SLAB_KEEP 32
+static struct dm_arena_blk *slab_kept;
+static int n_slab_kept;
+
+static void slab_release(struct dm_arena_blk *b)
+{
+    for (struct dm_arena_blk *nx; b; b = nx) {
+        nx = b->next;
+        if (b->cap == SLAB_BLOCK && n_slab_kept < SLAB_KEEP) {
+            b->next = slab_kept;
+            slab_kept = b;
+            n_slab_kept++;
+        } else {
+            free(b);
+        }
+    }
+}
+
 /* `bytes` (64-byte aligned) carved from the program's slab (dm_program.slab), freed with the
- * program: its blocks grow with what they hold (from 256 KiB to 32 MiB, or one request's size), so
- * that a small program takes little and a large one large blocks, which dm_malloc advises as huge
- * pages. */
+ * program: its blocks grow with what they hold (from 256 KiB to SLAB_BLOCK, or one request's
+ * size), so that a small program takes little and a large one large blocks, which dm_malloc
+ * advises as huge pages. */
 static void *slab_take(dm_program *p, size_t bytes, dm_err *err)
 {
     bytes = (bytes + 63) & ~(size_t)63;
     struct dm_arena_blk *b = p->slab;
     if (!b || b->cap - b->used < bytes + 64) {
         size_t size = b ? 2 * b->cap : (size_t)256 << 10;
-        if (size > ((size_t)32 << 20)) size = (size_t)32 << 20;
+        if (size > SLAB_BLOCK) size = SLAB_BLOCK;
         if (size < bytes + 64) size = bytes + 64;
-        if (!(b = dm_malloc(sizeof *b + size, err))) return NULL;
+        if (size == SLAB_BLOCK && slab_kept) {
+            b = slab_kept;
+            slab_kept = b->next;
+            n_slab_kept--;
+        } else if (!(b = dm_malloc(sizeof *b + size, err))) {
+            return NULL;
+        }
         b->cap = size, b->used = 0;
         b->next = p->slab;
         p->slab = b;
@@ -233,7 +262,7 @@ void dm_program_free(dm_program *p)
         free(p->plists->slot);
         free(p->plists);
     }
-    blk_free(p->slab);
+    slab_release(p->slab);
     free(p->ns_coeffs);
     free(p);
 }
