@@ -41,24 +41,6 @@ struct dm_arena_blk {
 
 #define ARENA_BLOCK ((size_t)64 << 10)
 
-/* `bytes` (rounded up to 8) from the arena *head (the params lists'); NULL with err when out of
- * memory. */
-static void *blk_alloc(struct dm_arena_blk **head, size_t bytes, dm_err *err)
-{
-    bytes = (bytes + 7) & ~(size_t)7;
-    struct dm_arena_blk *b = *head;
-    if (!b || b->cap - b->used < bytes) {
-        size_t cap = bytes > ARENA_BLOCK ? bytes : ARENA_BLOCK;
-        if (!(b = dm_malloc(sizeof *b + cap, err))) return NULL;
-        b->cap = cap, b->used = 0;
-        b->next = *head; /* a block that had room left keeps it unused: at most one op's worth */
-        *head = b;
-    }
-    void *q = (char *)b->data + b->used;
-    b->used += bytes;
-    return q;
-}
-
 /* Slab blocks of the largest size that freed programs left, kept for the next program to take
  * (at most SLAB_KEEP, 1 GiB): --balance auto builds its candidates one after another, and memory
  * taken back costs neither page faults nor the kernel's clearing of fresh pages. The library is
@@ -112,37 +94,29 @@ static void *slab_take(dm_program *p, size_t bytes, dm_err *err)
 
 static dm_op *slab_ops(dm_program *p, int cap, dm_err *err) { return slab_take(p, (size_t)cap * sizeof(dm_op), err); }
 
-/* `bytes` (rounded up to 8) from rank rp's arena: its blocks come from the slab, from 1 KiB and
- * doubling to ARENA_BLOCK (a rank's deps are often a few KiB: in huge pages, a block's unused room
- * is memory held) */
-static void *arena_alloc(dm_program *p, dm_rank_prog *rp, size_t bytes, dm_err *err)
+/* `bytes` (rounded up to 8) from the arena *head (a rank's deps, or the params lists'): its blocks
+ * come from the program's slab, from 1 KiB and doubling to ARENA_BLOCK (a rank's deps are often a
+ * few KiB: in huge pages, a block's unused room is memory held); NULL with err when out of memory */
+static void *arena_alloc(dm_program *p, struct dm_arena_blk **head, size_t bytes, dm_err *err)
 {
     bytes = (bytes + 7) & ~(size_t)7;
-    struct dm_arena_blk *b = rp->arena;
+    struct dm_arena_blk *b = *head;
     if (!b || b->cap - b->used < bytes) {
         size_t cap = b ? 2 * b->cap : 1024;
         if (cap > ARENA_BLOCK) cap = ARENA_BLOCK;
         if (cap < bytes) cap = bytes;
         if (!(b = slab_take(p, sizeof *b + cap, err))) return NULL;
         b->cap = cap, b->used = 0;
-        b->next = rp->arena; /* (a block that had room left keeps it unused) */
-        rp->arena = b;
+        b->next = *head; /* (a block that had room left keeps it unused) */
+        *head = b;
     }
     void *q = (char *)b->data + b->used;
     b->used += bytes;
     return q;
 }
 
-static void blk_free(struct dm_arena_blk *b)
-{
-    for (struct dm_arena_blk *nx; b; b = nx) {
-        nx = b->next;
-        free(b);
-    }
-}
-
 /* The distinct params lists (dm_program.plists): open addressing on the lists' contents, the
- * lists in an arena of their own. */
+ * lists in an arena of their own (carved from the program's slab). */
 typedef struct plist_slot {
     uint64_t hash;
     const int64_t *v; /* NULL: empty */
@@ -207,7 +181,7 @@ static int64_t *plist_intern(dm_program *p, const int64_t *v, int n, dm_err *err
     for (; t->slot[j].v; j = (j + 1) & (t->cap - 1))
         if (t->slot[j].hash == h && t->slot[j].n == n && !memcmp(t->slot[j].v, v, (size_t)n * sizeof *v))
             return (int64_t *)t->slot[j].v;
-    int64_t *q = blk_alloc(&t->arena, (size_t)n * sizeof *q, err);
+    int64_t *q = arena_alloc(p, &t->arena, (size_t)n * sizeof *q, err);
     if (!q) return NULL;
     memcpy(q, v, (size_t)n * sizeof *q);
     t->slot[j] = (plist_slot){h, q, n};
@@ -258,7 +232,6 @@ void dm_program_free(dm_program *p)
         free(p->umemo);
     }
     if (p->plists) {
-        blk_free(p->plists->arena);
         free(p->plists->slot);
         free(p->plists);
     }
@@ -725,13 +698,13 @@ int dm_program_own_rank(dm_program *p, int rank, dm_err *err)
     for (int i = 0; i < rp->n_ops; i++) { /* deps and params copied out of shared storage */
         dm_op *o = &rp->ops[i];
         if (o->n_deps) {
-            int *d = arena_alloc(p, rp, (size_t)o->n_deps * sizeof *d, err);
+            int *d = arena_alloc(p, &rp->arena, (size_t)o->n_deps * sizeof *d, err);
             if (!d) return -1;
             memcpy(d, o->deps, (size_t)o->n_deps * sizeof *d);
             o->deps = d;
         }
         if (o->n_params) {
-            int64_t *q = arena_alloc(p, rp, (size_t)o->n_params * sizeof *q, err);
+            int64_t *q = arena_alloc(p, &rp->arena, (size_t)o->n_params * sizeof *q, err);
             if (!q) return -1;
             memcpy(q, o->params, (size_t)o->n_params * sizeof *q);
             o->params = q;
@@ -884,7 +857,7 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
     o.n_deps = n_deps;
     o.n_params = n_params;
     if (n_deps) {
-        if (!(o.deps = arena_alloc(p, rp, (size_t)n_deps * sizeof *o.deps, err))) return -1;
+        if (!(o.deps = arena_alloc(p, &rp->arena, (size_t)n_deps * sizeof *o.deps, err))) return -1;
         memcpy(o.deps, deps, (size_t)n_deps * sizeof *o.deps);
     }
     if (n_params && !(o.params = plist_intern(p, params, n_params, err))) return -1;
