@@ -78,17 +78,14 @@ static int sim_case(const dm_program *p, const vld_opts *o, sim_result **sr, dm_
     return sim_run(p, o->cluster, &so, sr, err);
 }
 
-/* Plan one case, its per-rank peak memory into *mem (may be NULL), and, unless plan_only,
- * simulate it (*p and *sr owned by the caller; both NULL on failure). best 1: as `dmuon plan`,
- * `sim` and `run` plan (plan_best_build: --balance auto simulates its candidates and keeps the
- * faster); 0: as the calls made until 2026-12-06 were planned (sched_build: auto as lpt),
- * for a replay that plans such a call again. */
-static int plan_and_sim(const vld_case *vc, const vld_opts *o, int plan_only, int best, dm_program **p, dm_mem_est *mem,
-                        sim_result **sr, dm_err *err)
+/* Plan one case (*p owned by the caller; NULL on failure) and its per-rank peak memory into *mem
+ * (may be NULL). best 1: as `dmuon plan`, `sim` and `run` plan (plan_best_build: --balance auto
+ * simulates its candidates and keeps the faster); 0: as the calls made until 2026-12-06 were
+ * planned (sched_build: auto as lpt), for a replay that plans such a call again. */
+static int plan_case(const vld_case *vc, const vld_opts *o, int best, dm_program **p, dm_mem_est *mem, dm_err *err)
 {
     dm_model *m = NULL;
     *p = NULL;
-    *sr = NULL;
     sched_opts so;
     sched_opts_default(&so);
     so.causal_tile = o->causal_tile;
@@ -103,11 +100,7 @@ static int plan_and_sim(const vld_case *vc, const vld_opts *o, int plan_only, in
               : sched_build(m, o->cluster, vc->gpus, o->costs, &so, p, NULL, err)) ||
         (mem && dm_mem_peak(m, *p, NULL, mem, err)))
         goto out;
-    if (plan_only) {
-        rc = 0;
-        goto out;
-    }
-    rc = sim_case(*p, o, sr, err);
+    rc = 0;
 out:
     dm_model_free(m);
     if (rc) {
@@ -173,7 +166,7 @@ static int run_case(vld_case *vc, const vld_opts *o, FILE *out, dm_trace **sim_o
     dm_mem_est mem;
     int rc = -1;
     /* the GPU backend's memory, from the estimate, before anything runs */
-    if (plan_and_sim(vc, o, 1, 1, &p, &mem, &sr, err) || dm_program_save(p, prog, err)) goto out;
+    if (plan_case(vc, o, 1, &p, &mem, err) || dm_program_save(p, prog, err)) goto out;
     if (!strcmp(o->backend, "gpu") && !dm_mem_fits(&mem, o->cluster->gpu)) {
         vc->nofit = 1;
         vc->need_bytes = mem.total;
@@ -578,7 +571,7 @@ int vld_replay(const char *csv_path, const vld_opts *o, FILE *out)
             snprintf(pp, sizeof pp, "%s/%s/program.json", base, cs[i].name);
             bad = dm_program_load(pp, &p, &err) || sim_case(p, o, &sr, &err);
         } else {
-            bad = plan_and_sim(&cs[i], o, 0, 0, &p, NULL, &sr, &err);
+            bad = plan_case(&cs[i], o, 0, &p, NULL, &err) || sim_case(p, o, &sr, &err);
         }
         if (bad || dm_phases_trace(sr->trace, &cs[i].r.sim, &err)) {
             snprintf(cs[i].why, sizeof cs[i].why, "%s", err.msg);
