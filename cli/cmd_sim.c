@@ -130,7 +130,9 @@ static void sim_help(void)
            "  --quiet               only the step time line\n"
            "  --json                the results as one JSON object (times in microseconds)\n"
            "  --max-memory SIZE     refuse a plan whose simulation would need more memory (estimated\n"
-           "                        before planning; 0: no limit; default 3/4 of physical memory)\n"
+           "                        before planning; under --balance auto, unless hierarchical, from\n"
+           "                        the winner's assignment; 0: no limit; default 3/4 of physical\n"
+           "                        memory)\n"
            "  --help                this text\n\n");
     sched_getopt_help(stdout);
 }

@@ -128,6 +128,9 @@ struct dm_plist_tab {
     int64_t ids;   /* their lengths summed */
     plist_slot *slot;
     struct dm_arena_blk *arena;
+    const int64_t *last; /* the list interned last (NULL: none): the members of a collective add
+                            one list after another, and a compare costs less than a hash */
+    int last_n;
 };
 
 /* The interned works (dm_program.wtab): open addressing on their kernels' integer fields, each
@@ -175,16 +178,20 @@ static int64_t *plist_intern(dm_program *p, const int64_t *v, int n, dm_err *err
 {
     struct dm_plist_tab *t = p->plists;
     if (!t && !(t = p->plists = dm_calloc(1, sizeof *t, err))) return NULL;
+    if (t->last && t->last_n == n && !memcmp(t->last, v, (size_t)n * sizeof *v)) return (int64_t *)t->last;
     if (2 * (t->n + 1) > t->cap && plist_grow(t, err)) return NULL;
     uint64_t h = plist_hash(v, n);
     size_t j = h & (t->cap - 1);
     for (; t->slot[j].v; j = (j + 1) & (t->cap - 1))
-        if (t->slot[j].hash == h && t->slot[j].n == n && !memcmp(t->slot[j].v, v, (size_t)n * sizeof *v))
-            return (int64_t *)t->slot[j].v;
+        if (t->slot[j].hash == h && t->slot[j].n == n && !memcmp(t->slot[j].v, v, (size_t)n * sizeof *v)) {
+            t->last = t->slot[j].v, t->last_n = n;
+            return (int64_t *)t->last;
+        }
     int64_t *q = arena_alloc(p, &t->arena, (size_t)n * sizeof *q, err);
     if (!q) return NULL;
     memcpy(q, v, (size_t)n * sizeof *q);
     t->slot[j] = (plist_slot){h, q, n};
+    t->last = q, t->last_n = n;
     t->n++;
     t->ids += n;
     return q;

@@ -1072,9 +1072,16 @@ static int describe_dmuon(bctx *b, int64_t *ids)
         if (bad) goto done;
     }
     if (b->o->objective_only) goto report;
-    if (b->o->max_ops > 0 && !b->o->hierarchical && !b->hsdp) { /* the flat plan's collectives, every rank in each */
-        double est = 2.0 * (double)a.pairs * (double)b->nranks;
-        if (b->rep) b->rep->ops_estimate = est;
+    if (b->o->max_ops > 0 && !b->o->hierarchical) {
+        /* the collectives of the (layer, owner) pairs, on every rank: flat (and HSDP's pairs over
+         * all ranks, hsdp_muon world), a broadcast and a reduce each; HSDP's stages (hsdp_pair), per
+         * pair 4 N + S ops over the N ranks (fetch: the owner's shard-group broadcast S, the
+         * column broadcasts N, the other groups' all-gathers N - S; gradients: the reduce-scatters
+         * N, the column reduces N, the owner group's all-gather S), with --zero 3 N more (the
+         * re-fetch's broadcast and all-gathers) */
+        double per = muon_stages(b) ? (b->z3 ? 5.0 : 4.0) : 2.0;
+        double est = per * (double)a.pairs * (double)b->nranks;
+        if (b->rep) b->rep->ops_estimate = est, b->rep->ops_per_pair_rank = per;
         if (est > b->o->max_ops) {
             b->cut = 1;
             if (b->rep) b->rep->cut = 1;

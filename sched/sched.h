@@ -156,9 +156,9 @@ typedef struct sched_opts {
     int emit_every_rank;       /* internal (tests): emit every rank's ops even where every rank
                                   runs the same list (build.c's replicated_plan: rank 0's
                                   emitted, the others sharing it, program.h) */
-    double max_ops;            /* dmuon, internal: > 0: when the flat plan's program would hold more
-                                  ops than this (estimated from the assignment: each (layer, owner)
-                                  pair's broadcast and reduce on every rank), stop after the
+    double max_ops;            /* dmuon, internal: > 0: when the flat or HSDP plan's program would
+                                  hold more ops than this (estimated from the assignment: each
+                                  (layer, owner) pair's collectives on every rank), stop after the
                                   assignment as objective_only does; the report says so
                                   (ops_estimate, cut) */
     struct sched_assign *assign_out; /* dmuon, internal: when not NULL, the owner assignment the
@@ -274,7 +274,9 @@ typedef struct sched_report {
     double lpt_objective_us;/* LPT's objective (0 when not computed) */
     double comm_us;         /* its global communication term: pair_us x pairs */
     int pairs;              /* (layer, owner) pairs: each is one broadcast and one reduce */
-    double ops_estimate;    /* with max_ops: the program's ops estimated from the assignment */
+    double ops_estimate;    /* with max_ops: the program's ops estimated from the assignment:
+                               pairs x ranks x ops_per_pair_rank */
+    double ops_per_pair_rank; /* 2 (a broadcast and a reduce), HSDP's stages 4 (--zero 3: 5) */
     int cut;                /* 1: over max_ops, not built (the program has no ops) */
     int colls_per_pair;     /* collectives per pair (2; hierarchical: 2 x nodes + 1 when nodes > 1) */
     double comm_weight;     /* the weight the objective used */

@@ -149,13 +149,13 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
     int rc = -1, n = 0, n_cand = 0, sim_all = 1, slot[PLAN_BEST_MAX];
     for (int k = 0; k < PLAN_BEST_MAX; k++) /* the candidates' places in the report */
         slot[k] = kinds[k].ns_only && opts->comm_weight == 0 ? -1 : n_cand++; /* lpt-ns: the same plan as lpt */
-    /* a flat plan: lpt-ns built first: its plan has the most pairs, so when any program is too
-     * large to simulate it is (estimated from its assignment, not built), and the others are
-     * then weighed by their assignments without building programs that would not be simulated.
-     * Hierarchical and HSDP plans have no such estimate (each candidate's program is built and
-     * counted): in the list's order, the largest last */
+    /* a flat or HSDP plan: lpt-ns built first: its plan has the most pairs, so when any program
+     * is too large to simulate it is (estimated from its assignment, not built: build.c, max_ops),
+     * and the others are then weighed by their assignments without building programs that would
+     * not be simulated. Hierarchical plans have no such estimate (each candidate's program is
+     * built and counted): in the list's order, the largest last */
     static const int flat_order[PLAN_BEST_MAX] = {2, 0, 1}, list_order[PLAN_BEST_MAX] = {0, 1, 2};
-    const int *build_order = opts->hierarchical || opts->hsdp ? list_order : flat_order;
+    const int *build_order = opts->hierarchical ? list_order : flat_order;
     for (int bk = 0; bk < PLAN_BEST_MAX; bk++) {
         int k = build_order[bk];
         if (slot[k] < 0) continue;
@@ -204,9 +204,9 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         snprintf(c->status, sizeof c->status, "%s", reps[n].solver_status);
         dm_err merr;
         if (reps[n].cut) {
-            snprintf(pb->why, sizeof pb->why, "%s's program would hold about %.3g ops (%d pairs x %d ranks x 2), its "
+            snprintf(pb->why, sizeof pb->why, "%s's program would hold about %.3g ops (%d pairs x %d ranks x %g), its "
                      "simulation about %.1f s, over the %.1f s budget", c->name, reps[n].ops_estimate, reps[n].pairs,
-                     nranks, reps[n].ops_estimate * PLAN_BEST_SIM_S_PER_OP, po->sim_budget_s);
+                     nranks, reps[n].ops_per_pair_rank, reps[n].ops_estimate * PLAN_BEST_SIM_S_PER_OP, po->sim_budget_s);
             sim_all = 0;
         } else if (o.objective_only) {
             /* weighed by the objective, not simulated: nothing to check */

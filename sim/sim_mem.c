@@ -334,7 +334,7 @@ int sim_mem_check(const sim_mem_size *s, int parts, int64_t limit_bytes, const c
 
 int sim_mem_plan_checked_later(const sched_opts *o)
 {
-    return o->strategy == SCHED_DMUON && o->balance == SCHED_BAL_AUTO && !o->hierarchical && !o->hsdp;
+    return o->strategy == SCHED_DMUON && o->balance == SCHED_BAL_AUTO && !o->hierarchical;
 }
 
 double sim_mem_max_ops(int nranks, int64_t limit_bytes)

@@ -69,8 +69,8 @@ int sim_mem_check(const sim_mem_size *s, int parts, int64_t limit_bytes, const c
  * shared; NULL: every rank simulated). */
 int sim_mem_check_plan(const dm_model *m, const dm_cluster *c, int nranks, const sched_opts *o, int record_trace,
                        int64_t limit_bytes, dm_err *err);
-/* A flat dmuon plan under --balance auto is not checked by sim_mem_check_plan (its counts are a
- * per-layer plan's; auto builds a candidate only while it fits the simulation budget):
+/* A flat or HSDP dmuon plan under --balance auto is not checked by sim_mem_check_plan (its counts
+ * are a per-layer plan's; auto builds a candidate only while it fits the simulation budget):
  * plan_best builds the winner with sched_opts.max_ops from this, the ops (with a dependency
  * each) whose program and simulation fit under limit_bytes (< 0: the default limit) beside what
  * the process holds now, at most the 2^31 - 1 the simulator indexes (also with no limit, 0). */

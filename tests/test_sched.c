@@ -1054,6 +1054,34 @@ int main(void)
             dm_program_free(p1);
         }
 
+        { /* HSDP (two shard groups of 8): the same estimate from the assignment, each pair's stages
+           * four collectives on every rank (build.c, max_ops), so no candidate is built; the winner
+           * built in full, the program sched_build gives for its balance, holding at least the
+           * estimated collectives */
+            sched_opts h = o;
+            h.hsdp = 1;
+            plan_best_opts hpo;
+            plan_best_opts_default(&hpo);
+            hpo.sim_budget_s = 1e-9;
+            dm_program *hp = NULL, *direct = NULL;
+            int hrc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &h, &so, &hpo, &hp, NULL, &pb, &err);
+            int only = hrc == 0 && strstr(pb.why, "would hold about") && strstr(pb.why, "x 16 ranks x 4)");
+            for (int k = 0; only && k < pb.n; k++) only = pb.cand[k].objective_only;
+            int64_t colls = 0;
+            for (int r = 0; hrc == 0 && r < hp->nranks; r++)
+                for (int i = 0; i < hp->ranks[r].n_ops; i++) colls += hp->ranks[r].ops[i].coll >= 0;
+            double est = hrc == 0 ? 4.0 * pb.cand[pb.winner].pairs * 16 : 0;
+            h.balance = hrc == 0 ? pb.cand[pb.winner].balance : SCHED_BAL_LPT;
+            h.comm_weight = hrc == 0 ? pb.cand[pb.winner].comm_weight : 1;
+            int built = hrc == 0 && sched_build(m, &a800, 16, costs, &h, &direct, NULL, &err) == 0;
+            ok(only && built && est > 0 && colls >= est && dm_program_hash(direct) == dm_program_hash(hp),
+               "HSDP over the budget by the estimate: every candidate weighed by its objective alone; the winner (%s) "
+               "built in full, %lld collective ops (estimated %.0f), sched_build's program (%s)",
+               hrc == 0 ? pb.cand[pb.winner].name : err.msg, (long long)colls, est, hrc == 0 ? pb.why : "");
+            dm_program_free(direct);
+            dm_program_free(hp);
+        }
+
         /* The NS-only MILP spread Moonlight-16B's small experts over every owner at 256 GPUs
          * (5134 broadcasts per rank instead of LPT's 135: a step 4x LPT's). The objective keeps
          * the collectives in check, and auto simulates at least as fast as the NS-only LPT. */

@@ -116,6 +116,12 @@ int main(void)
     ok(so.balance == SCHED_BAL_AUTO && sim_mem_plan_checked_later(&so) &&
            sim_mem_check_plan(moe, &cl, 512, &so, 0, (int64_t)1 << 20, &err) == 0,
        "balance auto: no check before the assignment");
+    so.hsdp = 1;
+    int hs = sim_mem_plan_checked_later(&so);
+    so.hsdp = 0, so.hierarchical = 1;
+    ok(hs && !sim_mem_plan_checked_later(&so), "balance auto: HSDP checked when its winner is built too (its pairs "
+       "estimated from the assignment), a hierarchical plan before planning");
+    so.hierarchical = 0;
     double mo = sim_mem_max_ops(512, (int64_t)4 << 30);
     ok(mo > 4e6 && mo < 30e6 && sim_mem_max_ops(512, 0) == INT32_MAX, "4 GiB hold %.3g ops and their simulation", mo); /* ~200 bytes an op */
     so.balance = SCHED_BAL_LPT; /* the per-layer plan the counts describe */
