@@ -111,8 +111,8 @@ static void print_json_report(FILE *f, const dm_program *p, const sched_report *
     fprintf(f, ", \"objective_us\": %.3f, \"objective_bound_us\": %.3f, \"comm_us\": %.3f, \"pairs\": %d,", r->objective_us,
             r->objective_bound_us, r->comm_us, r->pairs);
     if (pb->n) { /* --balance auto: the candidates (times left out: they differ run to run) */
-        fprintf(f, "\n \"auto\": {\"winner\": \"%s\", \"by_simulation\": %s, \"candidates\": [", pb->cand[pb->winner].name,
-                pb->by_sim ? "true" : "false");
+        fprintf(f, "\n \"auto\": {\"winner\": \"%s\", \"by_simulation\": %s, \"simulated_after\": %s, \"candidates\": [",
+                pb->cand[pb->winner].name, pb->by_sim ? "true" : "false", pb->late_sim ? "true" : "false");
         for (int k = 0; k < pb->n; k++)
             fprintf(f, "%s{\"name\": \"%s\", \"step_us\": %.3f, \"stopped\": %s, \"objective_us\": %.3f, \"pairs\": %d}",
                     k ? ", " : "", pb->cand[k].name, pb->cand[k].simulated ? pb->cand[k].step_us : 0,

@@ -16,6 +16,7 @@ void plan_best_opts_default(plan_best_opts *o)
     o->no_unsplit = 0;
     o->stop_us = 0;
     o->stop_ops = PLAN_BEST_STOP_OPS;
+    o->sim_winner = 0;
 }
 
 /* The smaller of two bounds, each 0 when none (0: none). */
@@ -79,20 +80,36 @@ static int build_on_assignment(const dm_model *model, const dm_cluster *cluster,
     return rc;
 }
 
+/* A winner weighed by its objective alone, not simulated yet (try_alternative): its options and
+ * assignment (simulate_winner builds its program), and where to say whether it was simulated */
+typedef struct winner_late {
+    const sched_opts *opts;
+    sched_assign *asg;
+    int *simulated;
+    double *step_us; /* its simulated step (a bound when its simulation stopped: *stopped 1) */
+    int *stopped;
+} winner_late;
+
+static int simulate_winner(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
+                           const sched_opts *opts, const sim_opts *sopt, const plan_best_opts *po, plan_cand *c,
+                           sched_assign *asg, dm_program **prog, sched_report *rep, sim_result **res, dm_err *err);
+
 /* An alternative to the winner (candidate c: its program, report and simulation in *prog, *rep,
  * *res): the plan of options o, built by plan_best_build (its own candidates), simulated, and the
  * faster of the two kept in the winner's places. 1 when both were simulated (*alt_us: the
  * alternative's step; *won: 1 when it is the plan now; *wpb, when not NULL: its report), 0 when
  * not (not simulated, or the same ops: nothing to weigh), -1 on error. Its simulations stop past
  * the winner's step (plan_best_opts.stop_us): *alt_stopped 1 when the alternative's did (*alt_us
- * then a lower bound). */
+ * then a lower bound). With wl (a winner weighed by its objective, not simulated): the alternative
+ * first, then the winner built and simulated with the alternative's step as its stop (the
+ * alternative is the smaller program where the winner's was too large to weigh by simulation). */
 static int try_alternative(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
                            const sched_opts *o, const sim_opts *sopt, const plan_best_opts *po, plan_cand *c,
-                           dm_program **prog, sched_report *rep, sim_result **res, plan_best_report *wpb, double *alt_us,
-                           int *alt_stopped, int *won, dm_err *err)
+                           dm_program **prog, sched_report *rep, sim_result **res, const winner_late *wl,
+                           plan_best_report *wpb, double *alt_us, int *alt_stopped, int *won, dm_err *err)
 {
     plan_best_opts wpo = *po;
-    wpo.stop_us = tighter(c->step_us, po->stop_us);
+    wpo.stop_us = wl ? po->stop_us : tighter(c->step_us, po->stop_us);
     plan_best_report local;
     dm_program *alt = NULL;
     sched_report arep;
@@ -100,8 +117,25 @@ static int try_alternative(const dm_model *model, const dm_cluster *cluster, int
     if (!wpb) wpb = &local;
     memset(&arep, 0, sizeof arep);
     wpo.winner_result = &ar;
+    wpo.sim_winner = 1; /* weighed by its step even when its candidates were weighed by the objective */
     if (plan_best_build(model, cluster, nranks, costs, o, sopt, &wpo, &alt, &arep, wpb, err)) return -1;
-    if (!wpb->by_sim || !ar || !*prog || dm_program_same_ops(alt, *prog)) {
+    int weigh = (wpb->by_sim || wpb->late_sim) && ar;
+    if (weigh && wl) { /* the winner now, stopped past the alternative's step */
+        plan_best_opts spo = *po;
+        spo.stop_us = tighter(ar->stopped ? 0 : ar->step_us, po->stop_us);
+        int t = simulate_winner(model, cluster, nranks, costs, wl->opts, sopt, &spo, c, wl->asg, prog, rep, res, err);
+        if (t < 0) {
+            dm_program_free(alt);
+            sched_report_free(&arep);
+            sim_result_free(ar);
+            return -1;
+        }
+        *wl->simulated = t;
+        *wl->step_us = c->step_us;
+        *wl->stopped = c->stopped;
+        weigh = t;
+    }
+    if (!weigh || !*prog || dm_program_same_ops(alt, *prog)) {
         dm_program_free(alt);
         sched_report_free(&arep);
         sim_result_free(ar);
@@ -110,6 +144,62 @@ static int try_alternative(const dm_model *model, const dm_cluster *cluster, int
     *alt_us = ar->step_us;
     *alt_stopped = ar->stopped;
     *won = keep_faster(c, prog, rep, res, alt, &arep, ar);
+    return 1;
+}
+
+/* The program of a winner weighed by its objective alone (c->objective_only: its assignment made,
+ * no program), built on that assignment (not solved again) only if it fits the memory limit (the
+ * pre-check left it to here): else the message of sim_mem_check_plan from the assignment's
+ * estimate, -1. */
+static int build_winner(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
+                        const sched_opts *opts, const plan_best_opts *po, plan_cand *c, sched_assign *asg,
+                        dm_program **prog, sched_report *rep, dm_err *err)
+{
+    sched_opts o = *opts;
+    o.balance = c->balance;
+    o.comm_weight = c->comm_weight;
+    o.max_ops = sim_mem_plan_checked_later(opts) ? sim_mem_max_ops(nranks, po->max_memory) : 0;
+    double t0 = sched_wall_s();
+    if (build_on_assignment(model, cluster, nranks, costs, &o, asg, prog, rep, err)) return -1;
+    if (rep->cut) {
+        sim_mem_size s = {0};
+        char what[256];
+        s.ranks = s.lists = nranks;
+        s.ops = s.deps = (int64_t)rep->ops_estimate;
+        snprintf(what, sizeof what, "%s dmuon on %d GPUs (%s's plan, %d pairs)", model->name, nranks, c->name,
+                 rep->pairs);
+        int64_t lim = po->max_memory < 0 ? sim_mem_default_limit() : po->max_memory;
+        if (sim_mem_check(&s, SIM_MEM_PROGRAM | SIM_MEM_SIM, lim, what, err) == 0)
+            dm_err_set(err, "the simulation of %s would hold about %.3g ops: over the memory limit", what,
+                       rep->ops_estimate);
+        return -1;
+    }
+    c->plan_s += sched_wall_s() - t0;
+    c->ops = program_ops(*prog);
+    return 0;
+}
+
+/* A winner weighed by its objective, simulated after (plan_best_report.late_sim): built (as
+ * build_winner) and, when its simulation fits the memory limit, simulated as the candidates are
+ * (sopt's, no trace; with po's stop); 1 when simulated, 0 when it would not fit, -1 on error. */
+static int simulate_winner(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
+                           const sched_opts *opts, const sim_opts *sopt, const plan_best_opts *po, plan_cand *c,
+                           sched_assign *asg, dm_program **prog, sched_report *rep, sim_result **res, dm_err *err)
+{
+    dm_err merr;
+    if (c->objective_only && c->ops == 0 && build_winner(model, cluster, nranks, costs, opts, po, c, asg, prog, rep, err))
+        return -1;
+    if (sim_mem_check_program(*prog, cluster, 0, po->max_memory, &merr)) return 0;
+    sim_opts so = *sopt;
+    so.record_trace = 0;
+    so.stop_us = stop_at(po, c->ops, 0, po->stop_us);
+    double t0 = sched_wall_s();
+    if (sim_run(*prog, cluster, &so, res, err)) return -1;
+    c->sim_s += sched_wall_s() - t0;
+    c->simulated = 1;
+    c->step_us = (*res)->step_us;
+    c->exposed_comm_us = (*res)->exposed_comm_us;
+    c->stopped = (*res)->stopped;
     return 1;
 }
 
@@ -273,6 +363,15 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             if (pb->cand[k].comm_weight == opts->comm_weight && pb->cand[k].objective_us < pb->cand[win].objective_us) win = k;
     }
     pb->winner = win;
+    /* weighed by the objective, the winner simulated after when a step must weigh it: as an
+     * alternative's plan (try_alternative); HSDP with --hsdp-muon auto below, against its Muon
+     * pairs over all ranks */
+    if (!pb->by_sim && po->sim_winner) {
+        int t = simulate_winner(model, cluster, nranks, costs, opts, sopt, po, &pb->cand[win], &asg[win], &progs[win],
+                                &reps[win], &res[win], err);
+        if (t < 0) goto done;
+        pb->late_sim = t;
+    }
     /* HSDP with --hsdp-adamw auto: the collective model, pricing each collective alone, put some
      * layers' AdamW parameters on all ranks (adamw_world, build.c); their reduce-scatters then
      * share the NICs with the replicas' reduces. The same assignment with every layer's in the
@@ -323,13 +422,20 @@ adamw_done:
      * candidates, on the flat plan's communication terms); both simulated, the faster kept
      * (traces/plan/hsdp-map-2026-12-04: the stages lose on models of many small matrices per
      * layer) */
-    if (pb->by_sim && opts->hsdp && opts->hsdp_muon == SCHED_HSDP_MUON_AUTO) {
+    if (opts->hsdp && opts->hsdp_muon == SCHED_HSDP_MUON_AUTO) {
+        /* weighed by the objective, not simulated: the world's plan first, then this winner
+         * simulated with its step as the stop (at 4096 GPUs Moonlight-16B's HSDP stages' plan
+         * was weighed by the objective alone, 2968 ms; the world's pairs, never tried then,
+         * 1067 ms) */
+        double before = pb->cand[win].step_us, t0 = sched_wall_s();
+        const winner_late wl = {opts, &asg[win], &pb->late_sim, &before, &pb->late_stopped};
+        int late = !pb->by_sim && !pb->late_sim;
         sched_opts o = *opts;
         o.hsdp_muon = SCHED_HSDP_MUON_WORLD; /* (the AdamW parameters as --hsdp-adamw says) */
         plan_best_report wpb;
-        double before = pb->cand[win].step_us, t0 = sched_wall_s();
         int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, &pb->cand[win], &progs[win], &reps[win],
-                                &res[win], &wpb, &pb->muon_world_us, &pb->muon_world_stopped, &pb->muon_world_won, err);
+                                &res[win], late ? &wl : NULL, &wpb, &pb->muon_world_us, &pb->muon_world_stopped,
+                                &pb->muon_world_won, err);
         if (t < 0) goto done;
         if (t) {
             pb->muon_tried = 1;
@@ -348,7 +454,7 @@ adamw_done:
         o.ns_split = 0;
         double before = pb->cand[win].step_us, t0 = sched_wall_s();
         int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, &pb->cand[win], &progs[win], &reps[win],
-                                &res[win], NULL, &pb->unsplit_us, &pb->unsplit_stopped, &pb->unsplit_won, err);
+                                &res[win], NULL, NULL, &pb->unsplit_us, &pb->unsplit_stopped, &pb->unsplit_won, err);
         if (t < 0) goto done;
         if (t) {
             pb->split_tried = 1;
@@ -372,7 +478,8 @@ adamw_done:
             o.ns_split = P;
             double us = 0;
             int won = 0, stopped = 0, t = try_alternative(model, cluster, nranks, costs, &o, sopt, &apo, &pb->cand[win],
-                                                          &progs[win], &reps[win], &res[win], NULL, &us, &stopped, &won, err);
+                                                          &progs[win], &reps[win], &res[win], NULL, NULL, &us, &stopped,
+                                                          &won, err);
             if (t < 0) goto done;
             pb->split_p[pb->n_split_p] = P;
             pb->split_p_stopped[pb->n_split_p] = t && stopped;
@@ -381,32 +488,10 @@ adamw_done:
         }
         pb->cand[win].sim_s += sched_wall_s() - t0;
     }
-    if (pb->cand[win].objective_only) { /* the winner's program, built now */
-        sched_opts o = *opts;
-        o.balance = pb->cand[win].balance;
-        o.comm_weight = pb->cand[win].comm_weight;
-        /* built only if it fits the memory limit (the pre-check left it to here) */
-        o.max_ops = sim_mem_plan_checked_later(opts) ? sim_mem_max_ops(nranks, po->max_memory) : 0;
-        /* on the assignment it made (not solved again) */
-        double t0 = sched_wall_s();
-        if (build_on_assignment(model, cluster, nranks, costs, &o, &asg[win], &progs[win], &reps[win], err)) goto done;
-        if (reps[win].cut) { /* the message of sim_mem_check_plan, from the assignment's estimate */
-            sim_mem_size s = {0};
-            char what[256];
-            s.ranks = s.lists = nranks;
-            s.ops = s.deps = (int64_t)reps[win].ops_estimate;
-            snprintf(what, sizeof what, "%s dmuon on %d GPUs (%s's plan, %d pairs)", model->name, nranks,
-                     pb->cand[win].name, reps[win].pairs);
-            int64_t lim = po->max_memory < 0 ? sim_mem_default_limit() : po->max_memory;
-            if (sim_mem_check(&s, SIM_MEM_PROGRAM | SIM_MEM_SIM, lim, what, err) == 0)
-                dm_err_set(err, "the simulation of %s would hold about %.3g ops: over the memory limit", what,
-                           reps[win].ops_estimate);
-            goto done;
-        }
-        pb->cand[win].plan_s += sched_wall_s() - t0;
-        pb->cand[win].ops = program_ops(progs[win]);
-    }
-    if (pb->by_sim && po->winner_result) { /* its simulation, or that of the candidate with its ops */
+    if (pb->cand[win].objective_only && pb->cand[win].ops == 0 && /* (not built yet: simulate_winner may have) */
+        build_winner(model, cluster, nranks, costs, opts, po, &pb->cand[win], &asg[win], &progs[win], &reps[win], err))
+        goto done;
+    if ((pb->by_sim || pb->late_sim) && po->winner_result) { /* its simulation, or that of the candidate with its ops */
         int s = pb->cand[win].same_as >= 0 ? pb->cand[win].same_as : win;
         *po->winner_result = res[s];
         res[s] = NULL;
@@ -489,6 +574,14 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
                 (pb->unsplit_won ? pb->split_us : pb->unsplit_us) / 1e3);
     } else {
         ADD("auto: %s by the objective, %.3f ms (not simulated: %s)", w->name, w->objective_us / 1e3, pb->why);
+        if (pb->late_sim) /* the winner simulated after, weighed against the Muon pairs over all ranks */
+            ADD("; simulated after: %s%.3f ms", pb->late_stopped ? "over " : "",
+                (pb->muon_world_won ? pb->muon_replicas_us : w->step_us) / 1e3);
+        if (pb->late_sim && pb->muon_tried)
+            ADD("; HSDP's Muon matrices over all ranks, as the flat plan (%s): %s%.3f ms, %s", pb->muon_world_balance,
+                pb->muon_world_stopped ? "over " : "", pb->muon_world_us / 1e3,
+                pb->muon_world_won ? pb->muon_world_flat ? "kept, and every layer's AdamW parameters too" : "kept"
+                                   : "not kept");
     }
 #undef ADD
     return buf;

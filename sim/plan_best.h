@@ -61,6 +61,11 @@ typedef struct plan_best_report {
     int winner;             /* index into cand */
     int by_sim;             /* 1: chosen by the simulated step; 0: by the objective */
     char why[160];          /* when by_sim is 0: why the candidates were not simulated */
+    int late_sim;           /* 1: chosen by the objective, the winner then simulated (its step in
+                               cand[winner]) to weigh it against an alternative by the step
+                               (plan_best_opts.sim_winner; HSDP with --hsdp-muon auto) */
+    int late_stopped;       /* HSDP's: that simulation stopped past the step of the Muon pairs
+                               over all ranks (simulated first): its step (muon_replicas_us) a bound */
     /* HSDP with --hsdp-adamw auto, when the winner's plan put some layers' AdamW parameters on all
      * ranks (adamw_world_layers > 0): its step, the step of the same assignment with every layer's
      * in the shard groups (simulated), and 1 when that one was faster and is the plan */
@@ -105,6 +110,9 @@ typedef struct plan_best_opts {
                                it (PLAN_BEST_STOP_OPS), and the winner's may then be stopped too */
     int64_t stop_ops;       /* programs of at least this many ops are simulated with a stop (default
                                PLAN_BEST_STOP_OPS; tests set 0) */
+    int sim_winner;         /* internal: 1: a winner weighed by the objective is simulated too when
+                               its simulation fits max_memory (late_sim), its result handed back as
+                               a simulated winner's: an alternative's plan, weighed by its step */
 } plan_best_opts;
 
 void plan_best_opts_default(plan_best_opts *o);

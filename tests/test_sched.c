@@ -1060,6 +1060,7 @@ int main(void)
            * estimated collectives */
             sched_opts h = o;
             h.hsdp = 1;
+            h.hsdp_muon = SCHED_HSDP_MUON_REPLICAS; /* (auto: below) */
             plan_best_opts hpo;
             plan_best_opts_default(&hpo);
             hpo.sim_budget_s = 1e-9;
@@ -1079,6 +1080,31 @@ int main(void)
                "built in full, %lld collective ops (estimated %.0f), sched_build's program (%s)",
                hrc == 0 ? pb.cand[pb.winner].name : err.msg, (long long)colls, est, hrc == 0 ? pb.why : "");
             dm_program_free(direct);
+            dm_program_free(hp);
+            /* --hsdp-muon auto (the default): the winner weighed by its objective is simulated after,
+             * with the Muon pairs over all ranks (simulated first) as its stop, and the faster kept */
+            h.balance = SCHED_BAL_AUTO;
+            h.comm_weight = o.comm_weight;
+            h.hsdp_muon = SCHED_HSDP_MUON_AUTO;
+            hp = NULL;
+            sim_result *hr = NULL;
+            hpo.winner_result = &hr;
+            hrc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &h, &so, &hpo, &hp, NULL, &pb, &err);
+            sim_result *again = NULL;
+            int ran = hrc == 0 && sim_run(hp, &a800, &so, &again, &err) == 0;
+            const plan_cand *w = hrc == 0 ? &pb.cand[pb.winner] : NULL;
+            double mine = hrc == 0 ? pb.muon_replicas_us : 0, world = hrc == 0 ? pb.muon_world_us : 0;
+            char d[1024];
+            plan_best_describe(&pb, d, sizeof d);
+            ok(ran && !pb.by_sim && pb.late_sim && pb.muon_tried && hr && again->step_us == hr->step_us &&
+                   w->step_us == hr->step_us && (pb.muon_world_won ? world < mine || pb.late_stopped : world >= mine) &&
+                   strstr(d, "simulated after: ") && strstr(d, pb.muon_world_won ? ", kept" : ", not kept"),
+               "HSDP by the objective, --hsdp-muon auto: the winner simulated after (%s%.3f ms), the pairs over all "
+               "ranks %.3f ms, the faster kept and its simulation handed back (%.3f ms) (%s)",
+               hrc == 0 && pb.late_stopped ? "over " : "", mine / 1e3, world / 1e3, hr ? hr->step_us / 1e3 : 0,
+               hrc == 0 ? d : err.msg);
+            sim_result_free(hr);
+            sim_result_free(again);
             dm_program_free(hp);
         }
 
