@@ -273,7 +273,9 @@ typedef struct sched_report {
     double objective_bound_us; /* a proven lower bound on any plan's objective (0: none) */
     double lpt_objective_us;/* LPT's objective (0 when not computed) */
     double comm_us;         /* its global communication term: pair_us x pairs */
-    int pairs;              /* (layer, owner) pairs: each is one broadcast and one reduce */
+    int pairs;              /* (layer, owner) pairs: each one broadcast and one reduce (HSDP's
+                               stages: a broadcast, a reduce-scatter and an all-gather per shard
+                               group and a broadcast and a reduce per column, build.c hsdp_pair) */
     double ops_estimate;    /* with max_ops: the program's ops estimated from the assignment:
                                pairs x ranks x ops_per_pair_rank */
     double ops_per_pair_rank; /* 2 (a broadcast and a reduce), HSDP's stages 4 (--zero 3: 5) */
