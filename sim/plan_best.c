@@ -36,6 +36,23 @@ static int64_t program_ops(const dm_program *p)
     return n;
 }
 
+/* Candidate c's program simulated (so, without a trace) with stop_us as its stop: its step,
+ * exposed communication, stop and time into c, the result into *res. */
+static int sim_candidate(plan_cand *c, const dm_program *prog, const dm_cluster *cluster, const sim_opts *so,
+                         double stop_us, sim_result **res, dm_err *err)
+{
+    sim_opts o = *so;
+    o.stop_us = stop_us;
+    double t0 = sched_wall_s();
+    if (sim_run(prog, cluster, &o, res, err)) return -1;
+    c->sim_s += sched_wall_s() - t0;
+    c->simulated = 1;
+    c->step_us = (*res)->step_us;
+    c->exposed_comm_us = (*res)->exposed_comm_us;
+    c->stopped = (*res)->stopped;
+    return 0;
+}
+
 /* An alternative plan (alt, its report and simulation, all taken) against the winner's (prog, rep,
  * res of candidate c): the faster kept in the winner's places, the other freed; 1 when alt won. A
  * simulation stopped past a bound (sim_opts.stop_us) never wins: its step is only a lower bound
@@ -119,27 +136,19 @@ static int try_alternative(const dm_model *model, const dm_cluster *cluster, int
     wpo.winner_result = &ar;
     wpo.sim_winner = 1; /* weighed by its step even when its candidates were weighed by the objective */
     if (plan_best_build(model, cluster, nranks, costs, o, sopt, &wpo, &alt, &arep, wpb, err)) return -1;
-    int weigh = (wpb->by_sim || wpb->late_sim) && ar;
+    int weigh = (wpb->by_sim || wpb->late_sim) && ar, rc = 0;
     if (weigh && wl) { /* the winner now, stopped past the alternative's step */
         plan_best_opts spo = *po;
         spo.stop_us = tighter(ar->stopped ? 0 : ar->step_us, po->stop_us);
         int t = simulate_winner(model, cluster, nranks, costs, wl->opts, sopt, &spo, c, wl->asg, prog, rep, res, err);
-        if (t < 0) {
-            dm_program_free(alt);
-            sched_report_free(&arep);
-            sim_result_free(ar);
-            return -1;
-        }
-        *wl->simulated = t;
-        *wl->step_us = c->step_us;
-        *wl->stopped = c->stopped;
-        weigh = t;
+        if (t > 0) *wl->simulated = 1, *wl->step_us = c->step_us, *wl->stopped = c->stopped;
+        weigh = t > 0, rc = t < 0 ? -1 : 0;
     }
     if (!weigh || !*prog || dm_program_same_ops(alt, *prog)) {
         dm_program_free(alt);
         sched_report_free(&arep);
         sim_result_free(ar);
-        return 0;
+        return rc;
     }
     *alt_us = ar->step_us;
     *alt_stopped = ar->stopped;
@@ -192,15 +201,7 @@ static int simulate_winner(const dm_model *model, const dm_cluster *cluster, int
     if (sim_mem_check_program(*prog, cluster, 0, po->max_memory, &merr)) return 0;
     sim_opts so = *sopt;
     so.record_trace = 0;
-    so.stop_us = stop_at(po, c->ops, 0, po->stop_us);
-    double t0 = sched_wall_s();
-    if (sim_run(*prog, cluster, &so, res, err)) return -1;
-    c->sim_s += sched_wall_s() - t0;
-    c->simulated = 1;
-    c->step_us = (*res)->step_us;
-    c->exposed_comm_us = (*res)->exposed_comm_us;
-    c->stopped = (*res)->stopped;
-    return 1;
+    return sim_candidate(c, *prog, cluster, &so, stop_at(po, c->ops, 0, po->stop_us), res, err) ? -1 : 1;
 }
 
 int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
@@ -329,16 +330,9 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
                 pb->cand[k].stopped = pb->cand[same].stopped;
                 continue;
             }
-            sim_result *r = NULL;
-            double t0 = sched_wall_s();
-            so.stop_us = stop_at(po, pb->cand[k].ops, have ? pb->cand[win].step_us : 0, po->stop_us);
-            if (sim_run(progs[k], cluster, &so, &r, err)) goto done;
-            pb->cand[k].sim_s = sched_wall_s() - t0;
-            pb->cand[k].simulated = 1;
-            pb->cand[k].step_us = r->step_us;
-            pb->cand[k].exposed_comm_us = r->exposed_comm_us;
-            pb->cand[k].stopped = r->stopped;
-            res[k] = r;
+            if (sim_candidate(&pb->cand[k], progs[k], cluster, &so,
+                              stop_at(po, pb->cand[k].ops, have ? pb->cand[win].step_us : 0, po->stop_us), &res[k], err))
+                goto done;
             int was = win;
             if (!have || pb->cand[k].step_us < pb->cand[win].step_us) win = k;
             have = 1;
