@@ -214,6 +214,30 @@ static double lone_rate(const sim_net *n, const int *links, const double *w, int
     return isinf(best) ? 0 : best < 0 ? 0 : best;
 }
 
+/* Progressive filling's step: the unfrozen flows on link bl (the smallest share, best) frozen at
+ * it in start order, the capacity they take and their weights off every link they cross; bl
+ * saturated. Returns how many were frozen. */
+static int freeze_on(sim_net *n, int bl, double best)
+{
+    int frozen = 0;
+    const on_link *on = &n->on[bl];
+    for (int j = 0; j < on->n; j++) {
+        flow *f = &n->f[on_at(on, j)];
+        if (f->frozen) continue;
+        f->rate = best;
+        f->frozen = 1;
+        frozen++;
+        for (int k = 0; k < f->nl; k++) {
+            int l = f->links[k];
+            n->rem[l] -= best * f->w[k];
+            n->wsum[l] -= f->w[k];
+            if (n->rem[l] < 0) n->rem[l] = 0;
+        }
+    }
+    n->wsum[bl] = 0; /* saturated: no flow left on it may rise */
+    return frozen;
+}
+
 /* Progressive filling of the part's flows (in start order), exactly as a fill of every flow
  * would treat them: the links in first-use order, each iteration the unsaturated link with the
  * smallest share, its unfrozen flows frozen at that share in start order. */
@@ -238,10 +262,12 @@ static void fill(sim_net *n, int np)
         return;
     }
     int nt = 0;
+    double crossings = 0;
     for (int i = 0; i < np; i++) {
         flow *f = &n->f[n->part[i].slot];
         f->frozen = 0;
         f->rate = 0;
+        crossings += f->nl;
         for (int k = 0; k < f->nl; k++) {
             int l = f->links[k];
             if (n->ord[l] < 0) {
@@ -252,6 +278,31 @@ static void fill(sim_net *n, int np)
             n->wsum[l] += f->w[k];
         }
     }
+    /* Each iteration freezes at least one flow, so there are at most np. A part of few flows over
+     * many links (rings over thousands of GPUs: 9000 links each) finds each iteration's link by a
+     * scan of its links in first-use order, strictly smaller winning (np x links); a part of many
+     * flows keeps the links in a heap (links and crossings, times a sift). The same link either way. */
+    if ((double)np * nt <= (nt + crossings) * log2(nt + 2.0)) {
+        int *by_ord = n->heap; /* (the heap's array, unused in this form) */
+        for (int i = 0; i < n->n_part_links; i++) {
+            int l = n->part_links[i];
+            if (n->ord[l] >= 0) by_ord[n->ord[l]] = l;
+        }
+        int unfrozen = np;
+        while (unfrozen > 0) {
+            int bl = -1;
+            double bs = 0;
+            for (int i = 0; i < nt; i++) {
+                int l = by_ord[i];
+                if (n->wsum[l] <= 1e-12) continue;
+                double sh = n->rem[l] / n->wsum[l];
+                if (bl < 0 || sh < bs) bl = l, bs = sh;
+            }
+            if (bl < 0) break;
+            unfrozen -= freeze_on(n, bl, bs < 0 ? 0 : bs);
+        }
+        return;
+    }
     n->hn = 0;
     for (int i = 0; i < n->n_part_links; i++) {
         int l = n->part_links[i];
@@ -261,34 +312,28 @@ static void fill(sim_net *n, int np)
     }
     for (int i = n->hn / 2 - 1; i >= 0; i--) heap_down(n, i);
     /* A link whose unfrozen weight falls to (about) 0 stays in the heap, dead, and is skipped
-     * when it comes out: the live links still come out in (share, first use) order. */
+     * when it comes out: the live links still come out in (share, first use) order. The links
+     * the frozen flows cross are re-keyed after each iteration (changed). */
     int unfrozen = np;
     while (unfrozen > 0 && n->hn > 0) {
         int bl = n->heap[0];
         heap_remove(n, bl);
         if (n->wsum[bl] <= 1e-12) continue;
         double best = n->share[bl];
-        if (best < 0) best = 0;
         int nch = 0;
         const on_link *on = &n->on[bl];
         for (int j = 0; j < on->n; j++) {
-            flow *f = &n->f[on_at(on, j)];
+            const flow *f = &n->f[on_at(on, j)];
             if (f->frozen) continue;
-            f->rate = best;
-            f->frozen = 1;
-            unfrozen--;
             for (int k = 0; k < f->nl; k++) {
                 int l = f->links[k];
-                n->rem[l] -= best * f->w[k];
-                n->wsum[l] -= f->w[k];
-                if (n->rem[l] < 0) n->rem[l] = 0;
                 if (!n->chg[l]) {
                     n->chg[l] = 1;
                     n->changed[nch++] = l;
                 }
             }
         }
-        n->wsum[bl] = 0; /* saturated: no flow left on it may rise */
+        unfrozen -= freeze_on(n, bl, best < 0 ? 0 : best);
         for (int c = 0; c < nch; c++) {
             int l = n->changed[c];
             n->chg[l] = 0;
