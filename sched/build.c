@@ -1071,17 +1071,17 @@ static int describe_dmuon(bctx *b, int64_t *ids)
         free(next);
         if (bad) goto done;
     }
+    /* the collectives of the (layer, owner) pairs, on every rank: flat (and HSDP's pairs over all
+     * ranks, hsdp_muon world), a broadcast and a reduce each; HSDP's stages (hsdp_pair), per pair
+     * 4 N + S ops over the N ranks (fetch: the owner's shard-group broadcast S, the column
+     * broadcasts N, the other groups' all-gathers N - S; gradients: the reduce-scatters N, the
+     * column reduces N, the owner group's all-gather S), with --zero 3 N more (the re-fetch's
+     * broadcast and all-gathers). Hierarchical plans have no such estimate. */
+    double per = muon_stages(b) ? (b->z3 ? 5.0 : 4.0) : 2.0;
+    double est = per * (double)a.pairs * (double)b->nranks;
+    if (b->rep && !b->o->hierarchical) b->rep->ops_estimate = est, b->rep->ops_per_pair_rank = per;
     if (b->o->objective_only) goto report;
     if (b->o->max_ops > 0 && !b->o->hierarchical) {
-        /* the collectives of the (layer, owner) pairs, on every rank: flat (and HSDP's pairs over
-         * all ranks, hsdp_muon world), a broadcast and a reduce each; HSDP's stages (hsdp_pair), per
-         * pair 4 N + S ops over the N ranks (fetch: the owner's shard-group broadcast S, the
-         * column broadcasts N, the other groups' all-gathers N - S; gradients: the reduce-scatters
-         * N, the column reduces N, the owner group's all-gather S), with --zero 3 N more (the
-         * re-fetch's broadcast and all-gathers) */
-        double per = muon_stages(b) ? (b->z3 ? 5.0 : 4.0) : 2.0;
-        double est = per * (double)a.pairs * (double)b->nranks;
-        if (b->rep) b->rep->ops_estimate = est, b->rep->ops_per_pair_rank = per;
         if (est > b->o->max_ops) {
             b->cut = 1;
             if (b->rep) b->rep->cut = 1;

@@ -17,6 +17,7 @@ void plan_best_opts_default(plan_best_opts *o)
     o->stop_us = 0;
     o->stop_ops = PLAN_BEST_STOP_OPS;
     o->sim_winner = 0;
+    o->late_budget_s = 10;
 }
 
 /* The smaller of two bounds, each 0 when none (0: none). */
@@ -53,6 +54,23 @@ static int sim_candidate(plan_cand *c, const dm_program *prog, const dm_cluster 
     return 0;
 }
 
+/* The alternative (alt, its report and simulation, all taken) in the winner's places. */
+static void take_alt(plan_cand *c, dm_program **prog, sched_report *rep, sim_result **res, dm_program *alt,
+                     sched_report *arep, sim_result *ar)
+{
+    dm_program_free(*prog);
+    *prog = alt;
+    sched_report_free(rep);
+    *rep = *arep;
+    sim_result_free(*res);
+    *res = ar;
+    c->same_as = -1;
+    c->objective_only = 0;
+    c->step_us = ar->step_us;
+    c->exposed_comm_us = ar->exposed_comm_us;
+    c->ops = program_ops(alt);
+}
+
 /* An alternative plan (alt, its report and simulation, all taken) against the winner's (prog, rep,
  * res of candidate c): the faster kept in the winner's places, the other freed; 1 when alt won. A
  * simulation stopped past a bound (sim_opts.stop_us) never wins: its step is only a lower bound
@@ -66,17 +84,7 @@ static int keep_faster(plan_cand *c, dm_program **prog, sched_report *rep, sim_r
         sim_result_free(ar);
         return 0;
     }
-    dm_program_free(*prog);
-    *prog = alt;
-    sched_report_free(rep);
-    *rep = *arep;
-    sim_result_free(*res);
-    *res = ar;
-    c->same_as = -1;
-    c->objective_only = 0;
-    c->step_us = ar->step_us;
-    c->exposed_comm_us = ar->exposed_comm_us;
-    c->ops = program_ops(alt);
+    take_alt(c, prog, rep, res, alt, arep, ar);
     return 1;
 }
 
@@ -105,6 +113,8 @@ typedef struct winner_late {
     int *simulated;
     double *step_us; /* its simulated step (a bound when its simulation stopped: *stopped 1) */
     int *stopped;
+    double ops;      /* its program's ops, estimated from its assignment */
+    int *skipped;    /* 1: not built nor simulated, ops over the budget (plan_best_opts.late_budget_s) */
 } winner_late;
 
 static int simulate_winner(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
@@ -137,6 +147,15 @@ static int try_alternative(const dm_model *model, const dm_cluster *cluster, int
     wpo.sim_winner = 1; /* weighed by its step even when its candidates were weighed by the objective */
     if (plan_best_build(model, cluster, nranks, costs, o, sopt, &wpo, &alt, &arep, wpb, err)) return -1;
     int weigh = (wpb->by_sim || wpb->late_sim) && ar, rc = 0;
+    if (weigh && wl && !ar->stopped && wl->ops * PLAN_BEST_SIM_S_PER_OP > po->late_budget_s) {
+        /* the winner's program too large to weigh: the alternative, simulated, is the plan */
+        *wl->skipped = 1;
+        *alt_us = ar->step_us;
+        *alt_stopped = 0;
+        *won = 1;
+        take_alt(c, prog, rep, res, alt, &arep, ar);
+        return 1;
+    }
     if (weigh && wl) { /* the winner now, stopped past the alternative's step */
         plan_best_opts spo = *po;
         spo.stop_us = tighter(ar->stopped ? 0 : ar->step_us, po->stop_us);
@@ -422,8 +441,13 @@ adamw_done:
          * was weighed by the objective alone, 2968 ms; the world's pairs, never tried then,
          * 1067 ms) */
         double before = pb->cand[win].step_us, t0 = sched_wall_s();
-        const winner_late wl = {opts, &asg[win], &pb->late_sim, &before, &pb->late_stopped};
         int late = !pb->by_sim && !pb->late_sim;
+        if (late) { /* its collectives as build.c estimates them from its assignment */
+            pb->late_ops = reps[win].ops_estimate;
+            pb->late_budget_s = po->late_budget_s;
+        }
+        const winner_late wl = {opts, &asg[win], &pb->late_sim, &before, &pb->late_stopped, pb->late_ops,
+                                &pb->late_skipped};
         sched_opts o = *opts;
         o.hsdp_muon = SCHED_HSDP_MUON_WORLD; /* (the AdamW parameters as --hsdp-adamw says) */
         plan_best_report wpb;
@@ -485,7 +509,7 @@ adamw_done:
     if (pb->cand[win].objective_only && pb->cand[win].ops == 0 && /* (not built yet: simulate_winner may have) */
         build_winner(model, cluster, nranks, costs, opts, po, &pb->cand[win], &asg[win], &progs[win], &reps[win], err))
         goto done;
-    if ((pb->by_sim || pb->late_sim) && po->winner_result) { /* its simulation, or that of the candidate with its ops */
+    if ((pb->by_sim || pb->late_sim || pb->late_skipped) && po->winner_result) { /* its simulation, or that of the candidate with its ops */
         int s = pb->cand[win].same_as >= 0 ? pb->cand[win].same_as : win;
         *po->winner_result = res[s];
         res[s] = NULL;
@@ -571,6 +595,11 @@ char *plan_best_describe(const plan_best_report *pb, char *buf, size_t size)
         if (pb->late_sim) /* the winner simulated after, weighed against the Muon pairs over all ranks */
             ADD("; simulated after: %s%.3f ms", pb->late_stopped ? "over " : "",
                 (pb->muon_world_won ? pb->muon_replicas_us : w->step_us) / 1e3);
+        if (pb->late_skipped)
+            ADD("; not simulated after: its program about %.3g ops, its simulation about %.1f s, over the %.1f s "
+                "budget of that check; HSDP's Muon matrices over all ranks, as the flat plan (%s): %.3f ms, kept",
+                pb->late_ops, pb->late_ops * PLAN_BEST_SIM_S_PER_OP, pb->late_budget_s, pb->muon_world_balance,
+                pb->muon_world_us / 1e3);
         if (pb->late_sim && pb->muon_tried)
             ADD("; HSDP's Muon matrices over all ranks, as the flat plan (%s): %s%.3f ms, %s", pb->muon_world_balance,
                 pb->muon_world_stopped ? "over " : "", pb->muon_world_us / 1e3,

@@ -66,6 +66,10 @@ typedef struct plan_best_report {
                                (plan_best_opts.sim_winner; HSDP with --hsdp-muon auto) */
     int late_stopped;       /* HSDP's: that simulation stopped past the step of the Muon pairs
                                over all ranks (simulated first): its step (muon_replicas_us) a bound */
+    int late_skipped;       /* HSDP's: not simulated after, its program over the check's budget
+                               (plan_best_opts.late_budget_s; late_ops its estimated ops): the Muon
+                               pairs over all ranks, simulated, kept */
+    double late_ops, late_budget_s;
     /* HSDP with --hsdp-adamw auto, when the winner's plan put some layers' AdamW parameters on all
      * ranks (adamw_world_layers > 0): its step, the step of the same assignment with every layer's
      * in the shard groups (simulated), and 1 when that one was faster and is the plan */
@@ -110,6 +114,11 @@ typedef struct plan_best_opts {
                                it (PLAN_BEST_STOP_OPS), and the winner's may then be stopped too */
     int64_t stop_ops;       /* programs of at least this many ops are simulated with a stop (default
                                PLAN_BEST_STOP_OPS; tests set 0) */
+    double late_budget_s;   /* HSDP's winner weighed by its objective is simulated after the Muon
+                               pairs over all ranks (--hsdp-muon auto) only when its program's
+                               simulation would take at most this long by the estimate (its pairs x
+                               ranks x collectives per pair, PLAN_BEST_SIM_S_PER_OP); else the
+                               simulated one is kept; default 10 (the 4096-GPU goal, issue 16) */
     int sim_winner;         /* internal: 1: a winner weighed by the objective is simulated too when
                                its simulation fits max_memory (late_sim), its result handed back as
                                a simulated winner's: an alternative's plan, weighed by its step */

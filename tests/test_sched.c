@@ -1106,6 +1106,26 @@ int main(void)
             sim_result_free(hr);
             sim_result_free(again);
             dm_program_free(hp);
+            /* the check after over its budget: the winner's program neither built nor simulated;
+             * the Muon pairs over all ranks, simulated, are the plan, and their simulation handed
+             * back */
+            hpo.late_budget_s = 1e-9;
+            hp = NULL;
+            hr = NULL;
+            hrc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &h, &so, &hpo, &hp, NULL, &pb, &err);
+            again = NULL;
+            ran = hrc == 0 && sim_run(hp, &a800, &so, &again, &err) == 0;
+            if (hrc == 0) plan_best_describe(&pb, d, sizeof d);
+            double lops = hrc == 0 ? 4.0 * pb.cand[pb.winner].pairs * 16 : 0;
+            ok(ran && !pb.by_sim && !pb.late_sim && pb.late_skipped && pb.late_ops == lops && pb.muon_world_won &&
+                   hr && again->step_us == hr->step_us && hr->step_us == pb.muon_world_us &&
+                   strstr(d, "not simulated after: ") && strstr(d, "budget of that check") && strstr(d, ", kept"),
+               "HSDP by the objective, the check after over its budget: the winner not simulated (%.0f ops), the pairs "
+               "over all ranks kept with their simulation (%.3f ms) (%s)",
+               hrc == 0 ? pb.late_ops : 0, hr ? hr->step_us / 1e3 : 0, hrc == 0 ? d : err.msg);
+            sim_result_free(hr);
+            sim_result_free(again);
+            dm_program_free(hp);
         }
 
         /* The NS-only MILP spread Moonlight-16B's small experts over every owner at 256 GPUs
