@@ -214,13 +214,15 @@ static double lone_rate(const sim_net *n, const int *links, const double *w, int
     return isinf(best) ? 0 : best < 0 ? 0 : best;
 }
 
-/* Progressive filling's step: the unfrozen flows on link bl (the smallest share, best) frozen at
- * it in start order, the capacity they take and their weights off every link they cross; bl
- * saturated. Returns how many were frozen. */
-static int freeze_on(sim_net *n, int bl, double best)
+/* Progressive filling's step: the unfrozen flows on link bl (the smallest share, best; below 0
+ * taken as 0) frozen at it in start order, the capacity they take and their weights off every
+ * link they cross; bl saturated. nch: NULL, or where to count the links they cross, each listed
+ * once in changed (chg marks it). Returns how many were frozen. */
+static int freeze_on(sim_net *n, int bl, double best, int *nch)
 {
     int frozen = 0;
     const on_link *on = &n->on[bl];
+    if (best < 0) best = 0;
     for (int j = 0; j < on->n; j++) {
         flow *f = &n->f[on_at(on, j)];
         if (f->frozen) continue;
@@ -232,6 +234,10 @@ static int freeze_on(sim_net *n, int bl, double best)
             n->rem[l] -= best * f->w[k];
             n->wsum[l] -= f->w[k];
             if (n->rem[l] < 0) n->rem[l] = 0;
+            if (nch && !n->chg[l]) {
+                n->chg[l] = 1;
+                n->changed[(*nch)++] = l;
+            }
         }
     }
     n->wsum[bl] = 0; /* saturated: no flow left on it may rise */
@@ -299,7 +305,7 @@ static void fill(sim_net *n, int np)
                 if (bl < 0 || sh < bs) bl = l, bs = sh;
             }
             if (bl < 0) break;
-            unfrozen -= freeze_on(n, bl, bs < 0 ? 0 : bs);
+            unfrozen -= freeze_on(n, bl, bs, NULL);
         }
         return;
     }
@@ -313,27 +319,14 @@ static void fill(sim_net *n, int np)
     for (int i = n->hn / 2 - 1; i >= 0; i--) heap_down(n, i);
     /* A link whose unfrozen weight falls to (about) 0 stays in the heap, dead, and is skipped
      * when it comes out: the live links still come out in (share, first use) order. The links
-     * the frozen flows cross are re-keyed after each iteration (changed). */
+     * the frozen flows cross are re-keyed after each iteration (changed, listed by freeze_on). */
     int unfrozen = np;
     while (unfrozen > 0 && n->hn > 0) {
         int bl = n->heap[0];
         heap_remove(n, bl);
         if (n->wsum[bl] <= 1e-12) continue;
-        double best = n->share[bl];
         int nch = 0;
-        const on_link *on = &n->on[bl];
-        for (int j = 0; j < on->n; j++) {
-            const flow *f = &n->f[on_at(on, j)];
-            if (f->frozen) continue;
-            for (int k = 0; k < f->nl; k++) {
-                int l = f->links[k];
-                if (!n->chg[l]) {
-                    n->chg[l] = 1;
-                    n->changed[nch++] = l;
-                }
-            }
-        }
-        unfrozen -= freeze_on(n, bl, best < 0 ? 0 : best);
+        unfrozen -= freeze_on(n, bl, n->share[bl], &nch);
         for (int c = 0; c < nch; c++) {
             int l = n->changed[c];
             n->chg[l] = 0;
