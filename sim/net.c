@@ -49,6 +49,11 @@ struct sim_net {
     int *ord, *hpos, *heap, hn;
     char *lmark, *chg;
     int *part_links, n_part_links, *changed;
+    /* The heap's groups of links crossed by the same two flows (slots pa, pb with weights wa, wb,
+     * in the part's start order) at the same capacity: a table of gcap entries (-1 empty; the
+     * entry's link stands for the group), gused the entries taken in this fill. */
+    int *pa, *pb, *gtab, *gused, gcap;
+    double *wa, *wb;
     part_flow *part;
     int cap_part;
     /* Usage, per link: load (bytes/s) since t_load, bytes carried and time saturated before it. */
@@ -87,8 +92,14 @@ sim_net *sim_net_new(int n_links, const double *cap_Bps, dm_err *err)
         !(n->part_links = dm_malloc(L * sizeof(int), err)) || !(n->changed = dm_malloc(L * sizeof(int), err)) ||
         !(n->load = dm_calloc(L, sizeof(double), err)) || !(n->bytes = dm_calloc(L, sizeof(double), err)) ||
         !(n->sat_us = dm_calloc(L, sizeof(double), err)) || !(n->t_load = dm_calloc(L, sizeof(double), err)) ||
-        !(n->sat = dm_calloc(L, 1, err)))
+        !(n->sat = dm_calloc(L, 1, err)) || !(n->pa = dm_malloc(L * sizeof(int), err)) ||
+        !(n->pb = dm_malloc(L * sizeof(int), err)) || !(n->wa = dm_malloc(L * sizeof(double), err)) ||
+        !(n->wb = dm_malloc(L * sizeof(double), err)) || !(n->gused = dm_malloc(L * sizeof(int), err)))
         goto fail;
+    n->gcap = 16;
+    while ((size_t)n->gcap < 2 * L) n->gcap *= 2;
+    if (!(n->gtab = dm_malloc((size_t)n->gcap * sizeof(int), err))) goto fail;
+    for (int i = 0; i < n->gcap; i++) n->gtab[i] = -1;
     if (n_links > 0) memcpy(n->cap, cap_Bps, (size_t)n_links * sizeof *n->cap);
     for (size_t i = 0; i < L; i++) n->ord[i] = n->hpos[i] = -1;
     n->alone = -1;
@@ -132,6 +143,12 @@ void sim_net_free(sim_net *n)
     free(n->sat_us);
     free(n->t_load);
     free(n->sat);
+    free(n->pa);
+    free(n->pb);
+    free(n->wa);
+    free(n->wb);
+    free(n->gtab);
+    free(n->gused);
     free(n);
 }
 
@@ -244,10 +261,45 @@ static int freeze_on(sim_net *n, int bl, double best, int *nch)
     return frozen;
 }
 
+static uint64_t mix64(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 29);
+}
+
+static uint64_t bits_of(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static int same_group(const sim_net *n, int a, int b)
+{
+    return n->pa[a] == n->pa[b] && n->pb[a] == n->pb[b] && bits_of(n->wa[a]) == bits_of(n->wa[b]) &&
+           bits_of(n->wb[a]) == bits_of(n->wb[b]) && bits_of(n->cap[a]) == bits_of(n->cap[b]);
+}
+
+/* The table entry of link l's group (two flows cross it: pa, pb with wa, wb; its capacity):
+ * the entry holding a link of the same group, else the empty one where it goes. */
+static int group_of(const sim_net *n, int l)
+{
+    uint64_t h = mix64(mix64(mix64(mix64(mix64(0, (uint64_t)n->pa[l]), (uint64_t)n->pb[l]), bits_of(n->wa[l])),
+                             bits_of(n->wb[l])),
+                       bits_of(n->cap[l]));
+    int m = n->gcap - 1;
+    for (int g = (int)(h & (uint64_t)m);; g = (g + 1) & m) {
+        int r = n->gtab[g];
+        if (r < 0 || same_group(n, r, l)) return g;
+    }
+}
+
 /* Progressive filling of the part's flows (in start order), exactly as a fill of every flow
  * would treat them: the links in first-use order, each iteration the unsaturated link with the
  * smallest share, its unfrozen flows frozen at that share in start order. */
-static void fill(sim_net *n, int np)
+static void fill(sim_net *n, int np, double crossings)
 {
     if (np == 1) { /* alone: the smallest share, as the loop below finds it, without the heap */
         flow *f = &n->f[n->part[0].slot];
@@ -267,28 +319,47 @@ static void fill(sim_net *n, int np)
         f->rate = isinf(best) ? 0 : best < 0 ? 0 : best;
         return;
     }
+    /* Each iteration freezes at least one flow, so there are at most np. A part of few flows over
+     * many links (rings over thousands of GPUs: 9000 links each) finds each iteration's link by a
+     * scan of its links in first-use order, strictly smaller winning (np x links); a part of many
+     * flows keeps links in a heap (links and crossings, times a sift). The same link either way, so
+     * the form is chosen by the part's size as settle found it (links: those of its flows and the
+     * changed ones).
+     * Only links that can come out of the heap alive go in (most links of rings over thousands of
+     * GPUs cannot):
+     * - a link that one flow crosses alone (once) keeps its share until that flow freezes, and
+     *   then dies: of a flow's such links only the first in (share, first use) goes in;
+     * - links that the same two flows cross (pa, pb in start order, with weights wa, wb) at the
+     *   same capacity have the same share at every step (the same operations on the same values):
+     *   the first in first use stands for them all, and freezing its flows freezes theirs. */
+    double nl_part = n->n_part_links;
+    int heap = (double)np * nl_part > (nl_part + crossings) * log2(nl_part + 2.0);
     int nt = 0;
-    double crossings = 0;
+    n->hn = 0;
     for (int i = 0; i < np; i++) {
-        flow *f = &n->f[n->part[i].slot];
+        int slot = n->part[i].slot, pl = -1;
+        flow *f = &n->f[slot];
         f->frozen = 0;
         f->rate = 0;
-        crossings += f->nl;
         for (int k = 0; k < f->nl; k++) {
             int l = f->links[k];
             if (n->ord[l] < 0) {
                 n->ord[l] = nt++;
                 n->rem[l] = n->cap[l];
                 n->wsum[l] = 0;
+                if (heap) n->pa[l] = slot, n->wa[l] = f->w[k];
+            } else if (heap) {
+                n->pb[l] = slot, n->wb[l] = f->w[k]; /* read only where two cross it */
             }
             n->wsum[l] += f->w[k];
+            if (heap && n->on[l].n == 1 && n->wsum[l] > 1e-12) { /* its first crossing, so its share now */
+                n->share[l] = n->rem[l] / n->wsum[l];
+                if (pl < 0 || before(n, l, pl)) pl = l;
+            }
         }
+        if (pl >= 0) heap_set(n, n->hn++, pl);
     }
-    /* Each iteration freezes at least one flow, so there are at most np. A part of few flows over
-     * many links (rings over thousands of GPUs: 9000 links each) finds each iteration's link by a
-     * scan of its links in first-use order, strictly smaller winning (np x links); a part of many
-     * flows keeps the links in a heap (links and crossings, times a sift). The same link either way. */
-    if ((double)np * nt <= (nt + crossings) * log2(nt + 2.0)) {
+    if (!heap) {
         int *by_ord = n->heap; /* (the heap's array, unused in this form) */
         for (int i = 0; i < n->n_part_links; i++) {
             int l = n->part_links[i];
@@ -309,31 +380,64 @@ static void fill(sim_net *n, int np)
         }
         return;
     }
-    n->hn = 0;
+    int ng = 0, prev = -1, gprev = -1; /* the last link of a group seen, its entry: a flow's
+                                          links come in runs of one group */
     for (int i = 0; i < n->n_part_links; i++) {
         int l = n->part_links[i];
-        if (n->ord[l] < 0 || n->wsum[l] <= 1e-12) continue;
+        if (n->ord[l] < 0 || n->wsum[l] <= 1e-12 || n->on[l].n == 1) continue;
+        if (n->on[l].n == 2) {
+            int g = prev >= 0 && same_group(n, prev, l) ? gprev : group_of(n, l);
+            prev = l, gprev = g;
+            if (n->gtab[g] < 0) {
+                n->gtab[g] = l;
+                n->gused[ng++] = g;
+            } else if (n->ord[l] < n->ord[n->gtab[g]]) {
+                n->gtab[g] = l;
+            }
+            continue;
+        }
+        n->share[l] = n->rem[l] / n->wsum[l];
+        heap_set(n, n->hn++, l);
+    }
+    for (int i = 0; i < ng; i++) {
+        int l = n->gtab[n->gused[i]];
+        n->gtab[n->gused[i]] = -1;
         n->share[l] = n->rem[l] / n->wsum[l];
         heap_set(n, n->hn++, l);
     }
     for (int i = n->hn / 2 - 1; i >= 0; i--) heap_down(n, i);
     /* A link whose unfrozen weight falls to (about) 0 stays in the heap, dead, and is skipped
-     * when it comes out: the live links still come out in (share, first use) order. The links
-     * the frozen flows cross are re-keyed after each iteration (changed, listed by freeze_on). */
+     * when it comes out. A key is never above its link's share (rem / wsum, as the scan computes
+     * it): freezing flows at the smallest share raises the others' shares (or keeps them), so a
+     * link the frozen flows cross (changed, listed by freeze_on) is sifted up at once only when
+     * its share fell below its key (rounding), and otherwise re-keyed when it comes out on top
+     * with a key below its share. The link that comes out with its key equal to its share is
+     * then the smallest in (share, first use) of all live links: the scan's link, bit for bit. */
     int unfrozen = np;
     while (unfrozen > 0 && n->hn > 0) {
         int bl = n->heap[0];
+        if (n->wsum[bl] <= 1e-12) {
+            heap_remove(n, bl);
+            continue;
+        }
+        double sh = n->rem[bl] / n->wsum[bl];
+        if (sh != n->share[bl]) {
+            n->share[bl] = sh;
+            heap_down(n, 0);
+            continue;
+        }
         heap_remove(n, bl);
-        if (n->wsum[bl] <= 1e-12) continue;
         int nch = 0;
-        unfrozen -= freeze_on(n, bl, n->share[bl], &nch);
+        unfrozen -= freeze_on(n, bl, sh, &nch);
         for (int c = 0; c < nch; c++) {
             int l = n->changed[c];
             n->chg[l] = 0;
             if (n->hpos[l] < 0 || n->wsum[l] <= 1e-12) continue;
-            n->share[l] = n->rem[l] / n->wsum[l];
-            heap_up(n, n->hpos[l]);
-            heap_down(n, n->hpos[l]);
+            double s2 = n->rem[l] / n->wsum[l];
+            if (s2 < n->share[l]) {
+                n->share[l] = s2;
+                heap_up(n, n->hpos[l]);
+            }
         }
     }
     while (n->hn > 0) n->hpos[n->heap[--n->hn]] = -1;
@@ -357,6 +461,7 @@ static void settle(sim_net *n)
     if (!n->n_dirty) return;
     n->recomputes++;
     int np = 0;
+    double crossings = 0;
     n->n_part_links = 0;
     for (int i = 0; i < n->n_dirty; i++) {
         int l = n->dirty_list[i];
@@ -375,6 +480,7 @@ static void settle(sim_net *n)
             if (f->in_part) continue;
             f->in_part = 1;
             n->part[np++] = (part_flow){f->seq, slot};
+            crossings += f->nl;
             for (int k = 0; k < f->nl; k++) {
                 int l = f->links[k];
                 if (!n->lmark[l]) {
@@ -385,7 +491,7 @@ static void settle(sim_net *n)
         }
     }
     if (np > 1) qsort(n->part, (size_t)np, sizeof *n->part, cmp_part);
-    fill(n, np);
+    fill(n, np, crossings);
     n->refilled += np;
     for (int i = 0; i < n->n_part_links; i++) {
         int l = n->part_links[i];

@@ -213,7 +213,7 @@ static int same_rates(sim_net *n, const ref_net *r)
  * mismatches (rates, next finish, finished tags). Link structure: a few "clusters" of links so
  * that the flow-link graph has several connected parts, and a few shared "core" links that now
  * and then join them. */
-static int random_instance(int L, int F, int steps, int shared, int *checks)
+static int random_instance(int L, int F, int steps, int shared, int ring, int *checks)
 {
     /* shared: flows start over a few fixed link sets through sim_net_add_shared, each with its
      * memo (as the simulator's groups do), a set crossing a link twice now and then */
@@ -224,7 +224,8 @@ static int random_instance(int L, int F, int steps, int shared, int *checks)
     memset(memo, 0, sizeof memo);
     double *cap = malloc((size_t)L * sizeof(double));
     int nice = rnd(2); /* 1: capacities and weights from a few values, so that shares tie */
-    for (int l = 0; l < L; l++) cap[l] = nice ? (double)(1 + rnd(4)) * 10 : 1 + 99 * unif();
+    if (ring) nice = 1;
+    for (int l = 0; l < L; l++) cap[l] = nice ? (double)(1 + rnd(ring ? 2 : 4)) * 10 : 1 + 99 * unif();
     dm_err err;
     sim_net *n = sim_net_new(L, cap, &err);
     ref_net *r = ref_new(L, cap, F + 1);
@@ -242,12 +243,18 @@ static int random_instance(int L, int F, int steps, int shared, int *checks)
     for (int s = 0; s < steps; s++) {
         int op = rnd(10);
         if (op < 5 && r->n_flows < F) {
-            int nl = 1 + rnd(6), links[8];
-            double w[8];
+            int nl = 1 + rnd(6), links[48];
+            double w[48];
             int g = rnd(groups), span = (L - core) / groups > 0 ? (L - core) / groups : 1;
             for (int k = 0; k < nl; k++) {
                 links[k] = rnd(8) == 0 && core > 0 ? L - 1 - rnd(core) : (g * span + rnd(span)) % L;
                 w[k] = nice ? (double)(1 + rnd(4)) / 4 : 0.05 + unif();
+            }
+            if (ring) { /* a run of consecutive links, one weight (as a ring's hops): flows
+                           that overlap share runs of links crossed by the same two flows */
+                int a = rnd(L), wk = rnd(3);
+                nl = 4 + rnd(44 < L ? 44 : L - 4);
+                for (int k = 0; k < nl; k++) links[k] = (a + k) % L, w[k] = wk == 2 ? 0.5 : 1 + wk;
             }
             double bytes = nice ? (double)(1 + rnd(5)) * 100 : 10 + 1000 * unif();
             if (shared) {
@@ -261,7 +268,7 @@ static int random_instance(int L, int F, int steps, int shared, int *checks)
             tag++;
         } else if (op < 7) {
             int l = rnd(L);
-            double c = nice ? (double)(1 + rnd(4)) * 10 : 1 + 99 * unif();
+            double c = nice ? (double)(1 + rnd(ring ? 2 : 4)) * 10 : 1 + 99 * unif();
             if (rnd(4) == 0) c = cap[l]; /* back to where it was */
             sim_net_set_capacity(n, now, l, c);
             ref_set_capacity(r, now, l, c);
@@ -298,12 +305,16 @@ static int random_instance(int L, int F, int steps, int shared, int *checks)
 static void test_random(void)
 {
     int bad = 0, checks = 0, inst = 0;
-    for (int i = 0; i < 300; i++, inst++) bad += random_instance(6 + rnd(60), 1 + rnd(40), 200, 0, &checks);
-    for (int i = 0; i < 10; i++, inst++) bad += random_instance(200 + rnd(400), 100 + rnd(200), 2000, 0, &checks);
+    for (int i = 0; i < 300; i++, inst++) bad += random_instance(6 + rnd(60), 1 + rnd(40), 200, 0, 0, &checks);
+    for (int i = 0; i < 10; i++, inst++) bad += random_instance(200 + rnd(400), 100 + rnd(200), 2000, 0, 0, &checks);
     ok(bad == 0, "incremental max-min equals the full progressive filling bit for bit: %d random instances, %d checks "
        "(rates, next finishes, finished flows), %d mismatches", inst, checks, bad);
     bad = checks = inst = 0;
-    for (int i = 0; i < 300; i++, inst++) bad += random_instance(6 + rnd(60), 1 + rnd(6), 200, 1, &checks);
+    for (int i = 0; i < 200; i++, inst++) bad += random_instance(100 + rnd(300), 10 + rnd(60), 600, 0, 1, &checks);
+    ok(bad == 0, "the same with flows over runs of consecutive links (rings' hops: links that the same two flows "
+       "cross, links one flow crosses alone): %d random instances, %d checks, %d mismatches", inst, checks, bad);
+    bad = checks = inst = 0;
+    for (int i = 0; i < 300; i++, inst++) bad += random_instance(6 + rnd(60), 1 + rnd(6), 200, 1, 0, &checks);
     ok(bad == 0, "the same over shared link sets with their memos (flows started alone, capacity changes between): "
        "%d random instances, %d checks, %d mismatches", inst, checks, bad);
 }
