@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "csvjson.h"
@@ -40,6 +41,10 @@ static void usage(FILE *f)
             "      --json             print the report as JSON instead of the table\n"
             "      --csv FILE         per-owner NS load as CSV (owner,ns_load_us,ns_ops; '-' = stdout)\n"
             "      --verbose          MILP solver messages on stderr\n"
+            "      --progress         a line on stderr of what the planning does now, even when\n"
+            "                         stderr is not a terminal (default: only on a terminal; cleared\n"
+            "                         there when done)\n"
+            "      --no-progress      no progress line\n"
             "      --write-roofline FILE  write a roofline cost table (dmuon-costs-1) and exit\n"
             "      --gpu NAME         GPU for --write-roofline (default H200)\n"
             "  -h, --help             this help\n"
@@ -133,7 +138,7 @@ static void print_json_report(FILE *f, const dm_program *p, const sched_report *
 
 int cmd_plan(int argc, char **argv)
 {
-    enum { O_COSTS = 1, O_JSON, O_VERBOSE, O_ROOF, O_GPU, O_CSV, O_CALIB };
+    enum { O_COSTS = 1, O_JSON, O_VERBOSE, O_ROOF, O_GPU, O_CSV, O_CALIB, O_PROGRESS, O_NOPROGRESS };
     static const struct option lo[] = {
         {"model", required_argument, NULL, 'm'}, {"gpus", required_argument, NULL, 'g'},
         {"cluster", required_argument, NULL, 'c'}, {"costs", required_argument, NULL, O_COSTS},
@@ -141,12 +146,13 @@ int cmd_plan(int argc, char **argv)
         {"verbose", no_argument, NULL, O_VERBOSE}, {"write-roofline", required_argument, NULL, O_ROOF},
         {"gpu", required_argument, NULL, O_GPU}, {"csv", required_argument, NULL, O_CSV},
         {"calibration", required_argument, NULL, O_CALIB},
+        {"progress", no_argument, NULL, O_PROGRESS}, {"no-progress", no_argument, NULL, O_NOPROGRESS},
         {"help", no_argument, NULL, 'h'},
         SCHED_GETOPT_LONG, {NULL, 0, NULL, 0}};
     input_args ia = {NULL, NULL, NULL, NULL, 0, 0};
     const char *out_path = NULL, *roof_path = NULL, *gpu_name = "H200", *csv_path = NULL;
     long nranks = 0;
-    int json = 0, c, rc = 1;
+    int json = 0, c, rc = 1, progress = isatty(2);
     sched_opts so;
     sched_opts_default(&so);
     optind = 1;
@@ -169,6 +175,8 @@ int cmd_plan(int argc, char **argv)
         case O_ROOF: roof_path = optarg; break;
         case O_GPU: gpu_name = optarg; break;
         case O_CSV: csv_path = optarg; break;
+        case O_PROGRESS: progress = 1; break;
+        case O_NOPROGRESS: progress = 0; break;
         case 'h': usage(stdout); return 0;
         default: return opt_getopt_error("plan", c, argv); /* ':' missing argument, or unknown */
         }
@@ -216,8 +224,13 @@ int cmd_plan(int argc, char **argv)
     const dm_cluster cl = in.cluster;
     const dm_costs *costs = in.costs;
     plan_best_report pb; /* --balance auto simulates the candidates */
-    if (plan_best_build(model, &cl, (int)nranks, costs, &so, NULL, NULL, &prog, &rep, &pb, &err) ||
-        dm_program_validate(prog, &err)) {
+    plan_progress pp = {progress ? stderr : NULL, "plan", sched_wall_s(), 0};
+    plan_best_opts bpo;
+    plan_best_opts_default(&bpo);
+    bpo.progress = &pp;
+    int prc = plan_best_build(model, &cl, (int)nranks, costs, &so, NULL, &bpo, &prog, &rep, &pb, &err);
+    plan_progress_end(&pp);
+    if (prc || dm_program_validate(prog, &err)) {
         fprintf(stderr, "dmuon plan: %s\n", err.msg);
         goto done;
     }

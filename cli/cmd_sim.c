@@ -129,6 +129,10 @@ static void sim_help(void)
            "                        without one. The trace holds every step's ops\n"
            "  --quiet               only the step time line\n"
            "  --json                the results as one JSON object (times in microseconds)\n"
+           "  --progress            a line on stderr of what the planning and the simulation do now,\n"
+           "                        even when stderr is not a terminal (default: only on a terminal;\n"
+           "                        cleared there when done)\n"
+           "  --no-progress         no progress line\n"
            "  --max-memory SIZE     refuse a plan whose simulation would need more memory (estimated\n"
            "                        before planning; under --balance auto, unless hierarchical, from\n"
            "                        the winner's assignment; 0: no limit; default 3/4 of physical\n"
@@ -146,12 +150,14 @@ int cmd_sim(int argc, char **argv)
                                        {"quiet", no_argument, 0, O_QUIET},
                                        {"json", no_argument, 0, O_JSON},
                                        {"steps", required_argument, 0, O_STEPS},
+                                       {"progress", no_argument, 0, O_PROGRESS},
+                                       {"no-progress", no_argument, 0, O_NOPROGRESS},
                                        {0, 0, 0, 0}};
     input_args ia = {NULL, NULL, NULL, NULL, 0, 0};
     int64_t max_memory = -1; /* --max-memory; -1: sim_mem_default_limit() */
     const char *trace = NULL, *csv = NULL, *program = NULL, *fixed = NULL; /* fixed: a plan option given */
     long gpus = 0, steps = 1;
-    int quiet = 0, c, li = -1;
+    int quiet = 0, c, li = -1, progress = isatty(2);
     sched_opts so;
     sched_opts_default(&so);
     sim_opts o;
@@ -176,6 +182,8 @@ int cmd_sim(int argc, char **argv)
         case O_STEPS:
             if (opt_parse_long("sim", "--steps", optarg, 1, 64, &steps)) return 2;
             break;
+        case O_PROGRESS: progress = 1; break;
+        case O_NOPROGRESS: progress = 0; break;
         default: sim_help(); return 0; /* -h, --help */
         }
     }
@@ -206,6 +214,7 @@ int cmd_sim(int argc, char **argv)
     int rc = 1;
     double plan_s = 0;
     plan_best_report pb = {0};
+    plan_progress pp = {progress ? stderr : NULL, "sim", sched_wall_s(), 0};
     if (program) {
         if (dm_program_load(program, &p, &err) || dm_program_validate(p, &err)) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
@@ -222,8 +231,11 @@ int cmd_sim(int argc, char **argv)
         plan_best_opts bpo; /* --balance auto's simulation of the winner is this run's (no trace) */
         plan_best_opts_default(&bpo);
         if (!trace && !csv && steps == 1) bpo.winner_result = &r; /* K steps: the winner run again */
-        if (sim_mem_check_plan(in.model, &in.cluster, (int)gpus, &so, trace || csv, max_memory, &err) ||
-            plan_best_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &o, &bpo, &p, &rep, &pb, &err)) {
+        bpo.progress = &pp;
+        int prc = sim_mem_check_plan(in.model, &in.cluster, (int)gpus, &so, trace || csv, max_memory, &err) ||
+                  plan_best_build(in.model, &in.cluster, (int)gpus, in.costs, &so, &o, &bpo, &p, &rep, &pb, &err);
+        plan_progress_end(&pp);
+        if (prc) {
             fprintf(stderr, "dmuon sim: %s\n", err.msg);
             goto out;
         }
@@ -232,8 +244,15 @@ int cmd_sim(int argc, char **argv)
     o.costs = in.costs;
     o.record_trace = trace || csv;
     o.steps = (int)steps; /* candidates of --balance auto were compared on one step */
-    if (sim_mem_check_program(p, &in.cluster, o.record_trace, max_memory, &err) ||
-        (!r && sim_run(p, &in.cluster, &o, &r, &err))) {
+    int src = sim_mem_check_program(p, &in.cluster, o.record_trace, max_memory, &err);
+    if (!src && !r) {
+        int64_t nops = 0;
+        for (int k = 0; k < p->nranks; k++) nops += p->ranks[k].n_ops;
+        plan_progress_say(&pp, NULL, "simulating the plan's %.3g ops%s", (double)nops, o.record_trace ? ", its trace kept" : "");
+        src = sim_run(p, &in.cluster, &o, &r, &err);
+        plan_progress_end(&pp);
+    }
+    if (src) {
         fprintf(stderr, "dmuon sim: %s\n", err.msg);
         goto out;
     }

@@ -3,10 +3,40 @@
 #include "plan_best.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim_mem.h"
+
+void plan_progress_say(plan_progress *pp, const char *what, const char *fmt, ...)
+{
+    if (!pp || !pp->f) return;
+    char msg[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char line[256];
+    snprintf(line, sizeof line, "%s %.1f s: %s%s%s", pp->name, sched_wall_s() - pp->t0, what ? what : "",
+             what && *what ? ": " : "", msg);
+    fprintf(pp->f, "\r%-100.100s", line);
+    fflush(pp->f);
+    pp->shown++;
+}
+
+void plan_progress_end(plan_progress *pp)
+{
+    if (!pp || !pp->f || !pp->shown) return;
+    if (isatty(fileno(pp->f))) fprintf(pp->f, "\r%100s\r", "");
+    else fprintf(pp->f, "\n");
+    fflush(pp->f);
+    pp->shown = 0;
+}
+
+/* The progress line of po's planning (its alternative named first) */
+#define SAY(po, ...) plan_progress_say((po)->progress, (po)->progress_what, __VA_ARGS__)
 
 void plan_best_opts_default(plan_best_opts *o)
 {
@@ -18,6 +48,8 @@ void plan_best_opts_default(plan_best_opts *o)
     o->stop_ops = PLAN_BEST_STOP_OPS;
     o->sim_winner = 0;
     o->late_budget_s = 10;
+    o->progress = NULL;
+    o->progress_what = NULL;
 }
 
 /* The smaller of two bounds, each 0 when none (0: none). */
@@ -131,11 +163,12 @@ static int simulate_winner(const dm_model *model, const dm_cluster *cluster, int
  * first, then the winner built and simulated with the alternative's step as its stop (the
  * alternative is the smaller program where the winner's was too large to weigh by simulation). */
 static int try_alternative(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
-                           const sched_opts *o, const sim_opts *sopt, const plan_best_opts *po, plan_cand *c,
-                           dm_program **prog, sched_report *rep, sim_result **res, const winner_late *wl,
+                           const sched_opts *o, const sim_opts *sopt, const plan_best_opts *po, const char *what,
+                           plan_cand *c, dm_program **prog, sched_report *rep, sim_result **res, const winner_late *wl,
                            plan_best_report *wpb, double *alt_us, int *alt_stopped, int *won, dm_err *err)
 {
     plan_best_opts wpo = *po;
+    wpo.progress_what = what; /* (what the progress line names) */
     wpo.stop_us = wl ? po->stop_us : tighter(c->step_us, po->stop_us);
     plan_best_report local;
     dm_program *alt = NULL;
@@ -215,9 +248,12 @@ static int simulate_winner(const dm_model *model, const dm_cluster *cluster, int
                            sched_assign *asg, dm_program **prog, sched_report *rep, sim_result **res, dm_err *err)
 {
     dm_err merr;
-    if (c->objective_only && c->ops == 0 && build_winner(model, cluster, nranks, costs, opts, po, c, asg, prog, rep, err))
-        return -1;
+    if (c->objective_only && c->ops == 0) {
+        SAY(po, "%s: building the plan its objective chose", c->name);
+        if (build_winner(model, cluster, nranks, costs, opts, po, c, asg, prog, rep, err)) return -1;
+    }
     if (sim_mem_check_program(*prog, cluster, 0, po->max_memory, &merr)) return 0;
+    SAY(po, "%s: simulating its %.3g ops", c->name, (double)c->ops);
     sim_opts so = *sopt;
     so.record_trace = 0;
     return sim_candidate(c, *prog, cluster, &so, stop_at(po, c->ops, 0, po->stop_us), res, err) ? -1 : 1;
@@ -292,6 +328,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         int lpt = slot[0], pre = kinds[k].balance == SCHED_BAL_MILP && sim_all && !o.objective_only && lpt >= 0 &&
                                 progs[lpt] && !pb->cand[lpt].objective_only;
         if (pre) o.objective_only = 1;
+        SAY(po, "%s: assigning owners%s", c->name, o.objective_only ? "" : ", building its program");
         double t0 = sched_wall_s();
         if (sched_build(model, cluster, nranks, costs, &o, &progs[n], &reps[n], err)) goto done;
         if (pre) {
@@ -302,6 +339,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
                 c->same_as = lpt;
             } else {
                 o.assign_out = NULL; /* asg[n] is the one built on */
+                SAY(po, "%s: building its program", c->name);
                 if (build_on_assignment(model, cluster, nranks, costs, &o, &asg[n], &progs[n], &reps[n], err)) goto done;
             }
         }
@@ -349,6 +387,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
                 pb->cand[k].stopped = pb->cand[same].stopped;
                 continue;
             }
+            SAY(po, "%s: simulating its %.3g ops", pb->cand[k].name, (double)pb->cand[k].ops);
             if (sim_candidate(&pb->cand[k], progs[k], cluster, &so,
                               stop_at(po, pb->cand[k].ops, have ? pb->cand[win].step_us : 0, po->stop_us), &res[k], err))
                 goto done;
@@ -405,6 +444,8 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         so.record_trace = 0;
         memset(&arep, 0, sizeof arep);
         double t0 = sched_wall_s();
+        const char *aw = mw ? "AdamW over all ranks" : "AdamW in the shard groups";
+        SAY(po, "%s: building", aw);
         if (sched_build(model, cluster, nranks, costs, &o, &alt, &arep, err)) {
             sched_report_free(&arep);
             goto done;
@@ -415,6 +456,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             goto adamw_done;
         }
         so.stop_us = stop_at(po, program_ops(alt), pb->cand[win].step_us, po->stop_us);
+        SAY(po, "%s: simulating %.3g ops", aw, (double)program_ops(alt));
         if (sim_run(alt, cluster, &so, &ar, err)) {
             dm_program_free(alt);
             sched_report_free(&arep);
@@ -451,8 +493,8 @@ adamw_done:
         sched_opts o = *opts;
         o.hsdp_muon = SCHED_HSDP_MUON_WORLD; /* (the AdamW parameters as --hsdp-adamw says) */
         plan_best_report wpb;
-        int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, &pb->cand[win], &progs[win], &reps[win],
-                                &res[win], late ? &wl : NULL, &wpb, &pb->muon_world_us, &pb->muon_world_stopped,
+        int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, "Muon pairs over all ranks",
+                                &pb->cand[win], &progs[win], &reps[win], &res[win], late ? &wl : NULL, &wpb, &pb->muon_world_us, &pb->muon_world_stopped,
                                 &pb->muon_world_won, err);
         if (t < 0) goto done;
         if (t) {
@@ -471,8 +513,8 @@ adamw_done:
         sched_opts o = *opts;
         o.ns_split = 0;
         double before = pb->cand[win].step_us, t0 = sched_wall_s();
-        int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, &pb->cand[win], &progs[win], &reps[win],
-                                &res[win], NULL, NULL, &pb->unsplit_us, &pb->unsplit_stopped, &pb->unsplit_won, err);
+        int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, "the plan without --ns-split",
+                                &pb->cand[win], &progs[win], &reps[win], &res[win], NULL, NULL, &pb->unsplit_us, &pb->unsplit_stopped, &pb->unsplit_won, err);
         if (t < 0) goto done;
         if (t) {
             pb->split_tried = 1;
@@ -495,9 +537,11 @@ adamw_done:
             sched_opts o = *opts;
             o.ns_split = P;
             double us = 0;
-            int won = 0, stopped = 0, t = try_alternative(model, cluster, nranks, costs, &o, sopt, &apo, &pb->cand[win],
-                                                          &progs[win], &reps[win], &res[win], NULL, NULL, &us, &stopped,
-                                                          &won, err);
+            char what[40];
+            snprintf(what, sizeof what, "--ns-split %d", P);
+            int won = 0, stopped = 0, t = try_alternative(model, cluster, nranks, costs, &o, sopt, &apo, what,
+                                                          &pb->cand[win], &progs[win], &reps[win], &res[win], NULL,
+                                                          NULL, &us, &stopped, &won, err);
             if (t < 0) goto done;
             pb->split_p[pb->n_split_p] = P;
             pb->split_p_stopped[pb->n_split_p] = t && stopped;
@@ -506,9 +550,11 @@ adamw_done:
         }
         pb->cand[win].sim_s += sched_wall_s() - t0;
     }
-    if (pb->cand[win].objective_only && pb->cand[win].ops == 0 && /* (not built yet: simulate_winner may have) */
-        build_winner(model, cluster, nranks, costs, opts, po, &pb->cand[win], &asg[win], &progs[win], &reps[win], err))
-        goto done;
+    if (pb->cand[win].objective_only && pb->cand[win].ops == 0) { /* (not built yet: simulate_winner may have) */
+        SAY(po, "%s: building the plan its objective chose", pb->cand[win].name);
+        if (build_winner(model, cluster, nranks, costs, opts, po, &pb->cand[win], &asg[win], &progs[win], &reps[win], err))
+            goto done;
+    }
     if ((pb->by_sim || pb->late_sim || pb->late_skipped) && po->winner_result) { /* its simulation, or that of the candidate with its ops */
         int s = pb->cand[win].same_as >= 0 ? pb->cand[win].same_as : win;
         *po->winner_result = res[s];

@@ -99,6 +99,20 @@ typedef struct plan_best_report {
     int split_p_stopped[PLAN_BEST_SPLIT_PS]; /* P's simulation stopped past the best (a bound) */
 } plan_best_report;
 
+/* A line on what a long planning does now (`dmuon sim` and `dmuon plan`, on stderr when it is a
+ * terminal, or with --progress): written over itself ("\r", padded), e.g. "sim 4.2 s: milp: simulating
+ * its 1.16e+06 ops"; plan_progress_end clears it on a terminal, else ends it with a newline. */
+typedef struct plan_progress {
+    FILE *f;
+    const char *name; /* the line's first word (the command) */
+    double t0;  /* sched_wall_s() when the planning started */
+    int shown;  /* lines written so far */
+} plan_progress;
+
+void plan_progress_say(plan_progress *pp, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void plan_progress_end(plan_progress *pp);
+
 typedef struct plan_best_opts {
     double sim_budget_s;    /* simulate only when every candidate's predicted simulation takes
                                less (wall seconds); default 5 */
@@ -119,6 +133,8 @@ typedef struct plan_best_opts {
                                simulation would take at most this long by the estimate (its pairs x
                                ranks x collectives per pair, PLAN_BEST_SIM_S_PER_OP); else the
                                simulated one is kept; default 10 (the 4096-GPU goal, issue 16) */
+    plan_progress *progress; /* NULL, or where to say what the planning does (plan_progress_say) */
+    const char *progress_what; /* internal: the alternative being planned, named on that line */
     int sim_winner;         /* internal: 1: a winner weighed by the objective is simulated too when
                                its simulation fits max_memory (late_sim), its result handed back as
                                a simulated winner's: an alternative's plan, weighed by its step */

@@ -147,5 +147,20 @@ n_pub() { $DMUON plan -m qwen2.5-0.5b -g "$1" --tokens 1024 --publish auto $2 -o
     printf '%s %s' "$(grep -c '"publish"' "$tmp/pa.json")" "$(grep -o 'publish=[0-9]*' "$tmp/pa.json" | head -1)"; }
 is "plan --publish auto: 4 GPUs publish the first layer, 1 GPU and --overlap none nothing" \
     "$(n_pub 4) | $(n_pub 1) | $(n_pub 4 '--overlap none')" "4 publish=1 | 0  | 0 "
+# the progress line of sim and plan: only with --progress when stderr is not a terminal, ended by a
+# newline there, and the report the same with it or without
+sa=$($DMUON sim -m qwen2.5-0.5b -g 8 --progress 2>"$tmp/perr" | grep -v '^speed')
+sb=$($DMUON sim -m qwen2.5-0.5b -g 8 2>"$tmp/nerr" | grep -v '^speed')
+is "sim --progress: the report as without it" "$sa" "$sb"
+is "sim: no progress line when stderr is not a terminal" "$(cat "$tmp/nerr")" ""
+like "sim --progress: the candidates named as they are simulated" "$(tr '\r' '\n' <"$tmp/perr")" "lpt: simulating its "
+is "sim --progress: the line ended by one newline" "$(tail -c 1 "$tmp/perr" | od -An -c | tr -d ' ')" '\n'
+$DMUON sim -m qwen2.5-0.5b -g 8 --progress --trace "$tmp/p.csv" >/dev/null 2>"$tmp/perr"
+like "sim --progress --trace: the final simulation named" "$(tr '\r' '\n' <"$tmp/perr")" "simulating the plan's "
+pa=$($DMUON plan -m qwen2.5-0.5b -g 8 --progress 2>"$tmp/perr" | grep '^program')
+pb=$($DMUON plan -m qwen2.5-0.5b -g 8 --no-progress 2>"$tmp/nerr" | grep '^program')
+is "plan --progress: the same program as with --no-progress" "$pa" "$pb"
+is "plan --no-progress: nothing on stderr" "$(cat "$tmp/nerr")" ""
+like "plan --progress: a candidate named" "$(tr '\r' '\n' <"$tmp/perr")" "lpt: assigning owners"
 rm -rf "$tmp"
 tap_end
