@@ -192,6 +192,29 @@ int at_cache_lookup(const at_cache *c, const at_key *k, at_result *r)
     return 1;
 }
 
+/* The GPU (and versions) whose entries of algorithm algo and dtype dt a GPU with none of its own
+ * borrows: the one with the most such entries (ties: the first in the file); -1 when none. */
+static int donor_of(const at_cache *c, dm_ns_algo algo, dm_dtype dt)
+{
+    int best = -1, best_n = 0;
+    for (int i = 0; i < c->n; i++) {
+        const at_entry *e = &c->e[i];
+        if (e->k.algo != algo || e->k.dtype != dt) continue;
+        if (same_env(c, e)) return -1; /* its own */
+        int first = 1, n = 0; /* counted at the env's first entry of the kind only */
+        for (int j = 0; j < c->n && first; j++) {
+            const at_entry *o = &c->e[j];
+            if (o->k.algo != algo || o->k.dtype != dt || strcmp(o->gpu, e->gpu) || o->cuda != e->cuda ||
+                o->cublaslt != e->cublaslt)
+                continue;
+            if (j < i) first = 0;
+            n++;
+        }
+        if (first && n > best_n) best = i, best_n = n;
+    }
+    return best;
+}
+
 int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, dm_ns_algo algo,
                   ns_config *cfg)
 {
@@ -199,6 +222,24 @@ int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, dm_n
     at_key k = {rows < cols ? rows : cols, rows < cols ? cols : rows, batch, algo, cfg->work};
     at_result r;
     if (!c) return 0;
+    /* A GPU with no entry of its own for the algorithm (the executor on a card the cache was not
+     * tuned on: an H100 or an A800 beside the committed H200 cache) ran defaults: symmetric products
+     * as full GEMMs, where the simulator prices its NS from the tuned GPU's rows (projected), timed
+     * with that GPU's configurations. It now takes what the rules below give that GPU (the one
+     * with the most entries of the algorithm): block counts, scheme and kernel (ours run on sm_80
+     * and sm_90, else cuBLASLt); not the cuBLASLt heuristic index nor the per-GEMM picks, which
+     * name that GPU's algorithms. Returns 4 (0 when that GPU's rules give defaults). */
+    int d = donor_of(c, algo, k.dtype);
+    if (d >= 0) {
+        at_cache dc = *c;
+        snprintf(dc.gpu, sizeof dc.gpu, "%s", c->e[d].gpu);
+        dc.cuda = c->e[d].cuda;
+        dc.cublaslt = c->e[d].cublaslt;
+        if (!at_config_for(&dc, rows, cols, batch, algo, cfg)) return 0;
+        cfg->heuristic = 0;
+        cfg->gemm_picks[0] = 0;
+        return 4;
+    }
     if (at_cache_lookup(c, &k, &r)) {
         at_result_config(&r, algo, cfg);
         return 1;

@@ -68,7 +68,10 @@ void at_cache_close(at_cache *c);            /* NULL ok; does not save */
  * distance in m and n: the shape itself when tuned at batch 1; cuBLASLt entries, its batch
  * nearest in log2) lends its block counts and scheme (heuristic 0, no picks, kernel lt), 0 for
  * plain defaults (batch 1 of a shape tuned at other batches only, or nothing of the algorithm
- * tuned). (The tuned times
+ * tuned), 4 when this GPU has no entry of the algorithm and dtype and another GPU's do (the one
+ * with the most): what these rules give that GPU, without its heuristic index and per-GEMM picks
+ * (its block counts, scheme and kernel: the executor on an untuned card runs the plans the tuned
+ * card's rows, projected, price). (The tuned times
  * were measured with the plan's input and output in cfg->work: bf16 direct, fp16 Gram.) A
  * committed cache for the H200: traces/kernels/autotune_h200.tsv. */
 int at_config_for(const at_cache *c, int64_t rows, int64_t cols, int batch, dm_ns_algo algo,

@@ -177,8 +177,9 @@ typedef struct gpu {
     int n_plans, cap_plans;
     ns_config ns_cfg;
     at_cache *tune;           /* the kernels' autotune cache (tuned block counts), or NULL */
-    int n_tuned, n_near, n_default; /* plans configured from the cache (their shape's entries / a
-                                       near shape's: at_config_for) / with defaults */
+    int n_tuned, n_near, n_other, n_default; /* plans configured from the cache (their shape's
+                                       entries / a near shape's / another GPU's: at_config_for) / with
+                                       defaults */
     real_mem_est est;         /* what this rank needs (the precheck's) */
 } gpu;
 
@@ -556,8 +557,9 @@ static int gpu_create(real_exec *ex, dm_err *err)
         if (ns_device_query(&dev, &e2) < 0) snprintf(dev.name, sizeof dev.name, "?");
         snprintf(ex->info, sizeof ex->info,
                  "gpu: %.100s (device %d of rank 0), NCCL %d; NS plans %d (%d with tuned block counts from %.200s, %d "
-                 "with a near shape's, %d with defaults)", dev.name, g->device, nccl_v, g->n_plans, g->n_tuned,
-                 g->tune ? ex->o.autotune_path : "no autotune cache", g->n_near, g->n_default);
+                 "with a near shape's, %d with another GPU's, %d with defaults)", dev.name, g->device, nccl_v,
+                 g->n_plans, g->n_tuned, g->tune ? ex->o.autotune_path : "no autotune cache", g->n_near, g->n_other,
+                 g->n_default);
     }
     if (cudaEventCreate(&g->step_s) != cudaSuccess || cudaEventCreate(&g->step_e) != cudaSuccess ||
         cudaEventCreate(&g->flag_ev) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
@@ -843,6 +845,7 @@ static ns_plan *get_plan(real_exec *ex, int64_t rows, int64_t cols, int batch, i
     ns_config_default(&cfg, a);
     int got = g->tune ? at_config_for(g->tune, rows, cols, batch, a, &cfg) : 0;
     if (got == 3) g->n_near++;
+    else if (got == 4) g->n_other++;
     else if (got) g->n_tuned++; /* or a smaller batch's */
     else g->n_default++;
     cfg.coeffs = g->ns_cfg.coeffs;

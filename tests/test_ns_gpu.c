@@ -1160,6 +1160,41 @@ static void test_cache_format(void)
            "not (%d, %d)",
            ga, a.sym_blocks, a.sym_blocks_mm, gb, b.sym_blocks, b.sym_blocks_mm, g14, b14.sym_blocks, gd, gw);
     }
+    { /* a GPU with no entry of its own: what the rules give the GPU with the most entries, without
+         its heuristic index and picks (block counts, scheme, kernel); its own entry of an algorithm
+         ends the borrowing for that algorithm */
+        FILE *nf = fopen(path, "w");
+        if (nf) {
+            fputs("Test GPU\t13000\t130100\t1024\t4096\t8\tgram\tfp16\t4\t2\t1\t60\t59\t61\t0\t1e9\t1e9\t01\tsym128\tflat\n"
+                  "Test GPU\t13000\t130100\t4096\t14336\t1\tgram\tfp16\t16\t8\t1\t60\t59\t61\t0\t1e9\t1e9\t-\tlt\tlevels\n"
+                  "Lone GPU\t13000\t130100\t512\t512\t1\tgram\tfp16\t2\t2\t0\t60\t59\t61\t0\t1e9\t1e9\t-\tlt\tlevels\n"
+                  "Other GPU\t12000\t120000\t2048\t2048\t1\tdirect\tbf16\t2\t2\t1\t60\t59\t61\t0\t1e9\t1e9\t-\tlt\tlevels\n",
+                  nf);
+            fclose(nf);
+        }
+        ns_device_info od = dev;
+        snprintf(od.name, sizeof od.name, "Other GPU");
+        od.cuda_runtime = 12000;
+        od.cublaslt_version = 120000;
+        ns_config x, n, y, z;
+        int gx = -1, gn = -1, gy = -1, gz = -1;
+        if (!at_cache_open(path, &od, &c, &e)) {
+            gx = at_config_for(c, 4096, 1024, 8, DM_NS_GRAM, &x);    /* Test GPU's own key */
+            gn = at_config_for(c, 12288, 4096, 18, DM_NS_GRAM, &n);  /* Test GPU's nearest shape */
+            gy = at_config_for(c, 1024, 4096, 1, DM_NS_GRAM, &y);    /* Test GPU's rules give defaults */
+            gz = at_config_for(c, 2048, 2048, 1, DM_NS_DIRECT, &z);  /* its own direct entry */
+        }
+        at_cache_close(c);
+        c = NULL;
+        ok(gx == 4 && x.sym_blocks == 4 && x.sym_blocks_mm == 2 && x.sym_flat && x.kernel == NS_KERNEL_SYM128 &&
+               x.heuristic == 0 && x.gemm_picks[0] == 0 && gn == 4 && n.sym_blocks == 16 && n.sym_blocks_mm == 8 &&
+               gy == 0 && y.sym_blocks == 1 && gz == 1 && z.sym_blocks == 2 && z.heuristic == 1,
+           "autotune cache: a GPU with no entry of an algorithm takes the configuration the most-tuned GPU's rules "
+           "give (%d: %d/%d %s, heuristic %d; %d: %d/%d), not its defaults (%d), and its own entries where it "
+           "has them (%d)",
+           gx, x.sym_blocks, x.sym_blocks_mm, ns_kernel_name(x.kernel), x.heuristic, gn, n.sym_blocks,
+           n.sym_blocks_mm, gy, gz);
+    }
     static const char *old_line = "Test GPU\t13000\t130100\t256\t1536\t1\tdirect\tbf16\t1\t1\t0\t60\t59\t61\t0\t1e9\t1e9\n";
     FILE *f = fopen(path, "w");
     if (f) fputs(old_line, f), fclose(f);
