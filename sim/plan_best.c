@@ -154,8 +154,8 @@ static int simulate_winner(const dm_model *model, const dm_cluster *cluster, int
                            sched_assign *asg, dm_program **prog, sched_report *rep, sim_result **res, dm_err *err);
 
 /* An alternative to the winner (candidate c: its program, report and simulation in *prog, *rep,
- * *res): the plan of options o, built by plan_best_build (its own candidates), simulated, and the
- * faster of the two kept in the winner's places. 1 when both were simulated (*alt_us: the
+ * *res; what names it on the progress line): the plan of options o, built by plan_best_build (its
+ * own candidates), simulated, and the faster of the two kept in the winner's places. 1 when both were simulated (*alt_us: the
  * alternative's step; *won: 1 when it is the plan now; *wpb, when not NULL: its report), 0 when
  * not (not simulated, or the same ops: nothing to weigh), -1 on error. Its simulations stop past
  * the winner's step (plan_best_opts.stop_us): *alt_stopped 1 when the alternative's did (*alt_us
@@ -494,7 +494,8 @@ adamw_done:
         o.hsdp_muon = SCHED_HSDP_MUON_WORLD; /* (the AdamW parameters as --hsdp-adamw says) */
         plan_best_report wpb;
         int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, "Muon pairs over all ranks",
-                                &pb->cand[win], &progs[win], &reps[win], &res[win], late ? &wl : NULL, &wpb, &pb->muon_world_us, &pb->muon_world_stopped,
+                                &pb->cand[win], &progs[win], &reps[win], &res[win], late ? &wl : NULL, &wpb,
+                                &pb->muon_world_us, &pb->muon_world_stopped,
                                 &pb->muon_world_won, err);
         if (t < 0) goto done;
         if (t) {
@@ -514,7 +515,8 @@ adamw_done:
         o.ns_split = 0;
         double before = pb->cand[win].step_us, t0 = sched_wall_s();
         int t = try_alternative(model, cluster, nranks, costs, &o, sopt, po, "the plan without --ns-split",
-                                &pb->cand[win], &progs[win], &reps[win], &res[win], NULL, NULL, &pb->unsplit_us, &pb->unsplit_stopped, &pb->unsplit_won, err);
+                                &pb->cand[win], &progs[win], &reps[win], &res[win], NULL, NULL, &pb->unsplit_us,
+                                &pb->unsplit_stopped, &pb->unsplit_won, err);
         if (t < 0) goto done;
         if (t) {
             pb->split_tried = 1;
@@ -552,7 +554,8 @@ adamw_done:
     }
     if (pb->cand[win].objective_only && pb->cand[win].ops == 0) { /* (not built yet: simulate_winner may have) */
         SAY(po, "%s: building the plan its objective chose", pb->cand[win].name);
-        if (build_winner(model, cluster, nranks, costs, opts, po, &pb->cand[win], &asg[win], &progs[win], &reps[win], err))
+        if (build_winner(model, cluster, nranks, costs, opts, po, &pb->cand[win], &asg[win], &progs[win], &reps[win],
+                         err))
             goto done;
     }
     if ((pb->by_sim || pb->late_sim || pb->late_skipped) && po->winner_result) { /* its simulation, or that of the candidate with its ops */
