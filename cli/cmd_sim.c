@@ -246,9 +246,8 @@ int cmd_sim(int argc, char **argv)
     o.steps = (int)steps; /* candidates of --balance auto were compared on one step */
     int src = sim_mem_check_program(p, &in.cluster, o.record_trace, max_memory, &err);
     if (!src && !r) {
-        int64_t nops = 0;
-        for (int k = 0; k < p->nranks; k++) nops += p->ranks[k].n_ops;
-        plan_progress_say(&pp, NULL, "simulating the plan's %.3g ops%s", (double)nops, o.record_trace ? ", its trace kept" : "");
+        plan_progress_say(&pp, NULL, "simulating the plan's %.3g ops%s", (double)dm_program_ops(p),
+                          o.record_trace ? ", its trace kept" : "");
         src = sim_run(p, &in.cluster, &o, &r, &err);
         plan_progress_end(&pp);
     }

@@ -267,6 +267,13 @@ static int same_kernel(const dm_kernel *x, const dm_kernel *y)
            x->bytes == y->bytes && x->elems == y->elems;
 }
 
+int64_t dm_program_ops(const dm_program *p)
+{
+    int64_t n = 0;
+    for (int r = 0; r < p->nranks; r++) n += p->ranks[r].n_ops;
+    return n;
+}
+
 int dm_program_same_ops(const dm_program *a, const dm_program *b)
 {
     if (a->nranks != b->nranks || a->gpus_per_node != b->gpus_per_node || a->tokens != b->tokens ||

@@ -239,6 +239,8 @@ typedef struct dm_program {
  * its deps and params): the same step to both interpreters, whatever their header strings
  * (options, strategy label) say. A comparison in memory, no serialization (cf. dm_program_hash). */
 int dm_program_same_ops(const dm_program *a, const dm_program *b);
+/* The ops of every rank's list, summed (a shared list counted once per rank that runs it). */
+int64_t dm_program_ops(const dm_program *p);
 
 /* 1 when rank r (> 0) runs the very list of rank r - 1: the same shared array and length
  * (dm_rank_prog.share), so whatever depends on the list alone is that rank's again. */

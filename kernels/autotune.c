@@ -169,11 +169,14 @@ static int key_eq(const at_key *a, const at_key *b)
            a->dtype == b->dtype;
 }
 
-/* The entry was measured on this cache's GPU with its CUDA and cuBLASLt versions. */
-static int same_env(const at_cache *c, const at_entry *e)
+/* The entry was measured on GPU gpu with these CUDA and cuBLASLt versions. */
+static int env_is(const at_entry *e, const char *gpu, int cuda, long cublaslt)
 {
-    return !strcmp(e->gpu, c->gpu) && e->cuda == c->cuda && e->cublaslt == c->cublaslt;
+    return !strcmp(e->gpu, gpu) && e->cuda == cuda && e->cublaslt == cublaslt;
 }
+
+/* The entry was measured on this cache's GPU with its CUDA and cuBLASLt versions. */
+static int same_env(const at_cache *c, const at_entry *e) { return env_is(e, c->gpu, c->cuda, c->cublaslt); }
 
 static at_entry *find(const at_cache *c, const at_key *k)
 {
@@ -204,9 +207,7 @@ static int donor_of(const at_cache *c, dm_ns_algo algo, dm_dtype dt)
         int first = 1, n = 0; /* counted at the env's first entry of the kind only */
         for (int j = 0; j < c->n && first; j++) {
             const at_entry *o = &c->e[j];
-            if (o->k.algo != algo || o->k.dtype != dt || strcmp(o->gpu, e->gpu) || o->cuda != e->cuda ||
-                o->cublaslt != e->cublaslt)
-                continue;
+            if (o->k.algo != algo || o->k.dtype != dt || !env_is(o, e->gpu, e->cuda, e->cublaslt)) continue;
             if (j < i) first = 0;
             n++;
         }

@@ -62,12 +62,6 @@ static double stop_at(const plan_best_opts *po, int64_t ops, double best_us, dou
     return ops < po->stop_ops ? 0 : tighter(best_us, outer_us);
 }
 
-static int64_t program_ops(const dm_program *p)
-{
-    int64_t n = 0;
-    for (int r = 0; r < p->nranks; r++) n += p->ranks[r].n_ops;
-    return n;
-}
 
 /* Candidate c's program simulated (so, without a trace) with stop_us as its stop: its step,
  * exposed communication, stop and time into c, the result into *res. */
@@ -100,7 +94,7 @@ static void take_alt(plan_cand *c, dm_program **prog, sched_report *rep, sim_res
     c->objective_only = 0;
     c->step_us = ar->step_us;
     c->exposed_comm_us = ar->exposed_comm_us;
-    c->ops = program_ops(alt);
+    c->ops = dm_program_ops(alt);
 }
 
 /* An alternative plan (alt, its report and simulation, all taken) against the winner's (prog, rep,
@@ -236,7 +230,7 @@ static int build_winner(const dm_model *model, const dm_cluster *cluster, int nr
         return -1;
     }
     c->plan_s += sched_wall_s() - t0;
-    c->ops = program_ops(*prog);
+    c->ops = dm_program_ops(*prog);
     return 0;
 }
 
@@ -348,7 +342,7 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         c->ns_max_us = reps[n].max_us;
         c->pairs = reps[n].pairs;
         c->objective_only = o.objective_only || reps[n].cut;
-        c->ops = c->objective_only ? 0 : c->same_as >= 0 ? pb->cand[c->same_as].ops : program_ops(progs[n]);
+        c->ops = c->objective_only ? 0 : c->same_as >= 0 ? pb->cand[c->same_as].ops : dm_program_ops(progs[n]);
         snprintf(c->status, sizeof c->status, "%s", reps[n].solver_status);
         dm_err merr;
         if (reps[n].cut) {
@@ -455,8 +449,9 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             sched_report_free(&arep);
             goto adamw_done;
         }
-        so.stop_us = stop_at(po, program_ops(alt), pb->cand[win].step_us, po->stop_us);
-        SAY(po, "%s: simulating %.3g ops", aw, (double)program_ops(alt));
+        int64_t aops = dm_program_ops(alt);
+        so.stop_us = stop_at(po, aops, pb->cand[win].step_us, po->stop_us);
+        SAY(po, "%s: simulating %.3g ops", aw, (double)aops);
         if (sim_run(alt, cluster, &so, &ar, err)) {
             dm_program_free(alt);
             sched_report_free(&arep);
