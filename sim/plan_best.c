@@ -253,6 +253,24 @@ static int simulate_winner(const dm_model *model, const dm_cluster *cluster, int
     return sim_candidate(c, *prog, cluster, &so, stop_at(po, c->ops, 0, po->stop_us), res, err) ? -1 : 1;
 }
 
+/* A candidate's built program fits the simulation's budget (its ops) and the memory limit; else
+ * pb->why says why, 0. */
+static int cand_fits(plan_best_report *pb, const plan_cand *c, const dm_program *prog, const dm_cluster *cluster,
+                     const plan_best_opts *po)
+{
+    dm_err merr;
+    if (c->ops * PLAN_BEST_SIM_S_PER_OP > po->sim_budget_s) {
+        snprintf(pb->why, sizeof pb->why, "%s's simulation would take about %.1f s (%lld ops), over the %.1f s budget",
+                 c->name, c->ops * PLAN_BEST_SIM_S_PER_OP, (long long)c->ops, po->sim_budget_s);
+        return 0;
+    }
+    if (sim_mem_check_program(prog, cluster, 0, po->max_memory, &merr)) {
+        snprintf(pb->why, sizeof pb->why, "%.150s", merr.msg);
+        return 0;
+    }
+    return 1;
+}
+
 int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks, const dm_costs *costs,
                     const sched_opts *opts, const sim_opts *sopt, const plan_best_opts *po, dm_program **out,
                     sched_report *rep, plan_best_report *pb, dm_err *err)
@@ -289,15 +307,17 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
     int rc = -1, n = 0, n_cand = 0, sim_all = 1, slot[PLAN_BEST_MAX];
     for (int k = 0; k < PLAN_BEST_MAX; k++) /* the candidates' places in the report */
         slot[k] = kinds[k].ns_only && opts->comm_weight == 0 ? -1 : n_cand++; /* lpt-ns: the same plan as lpt */
-    /* a flat or HSDP plan: lpt-ns built first: its plan has the most pairs, so when any program
-     * is too large to simulate it is (estimated from its assignment, not built: build.c, max_ops),
-     * and the others are then weighed by their assignments without building programs that would
-     * not be simulated. Hierarchical plans have no such estimate (each candidate's program is
-     * built and counted): in the list's order, the largest last */
-    static const int flat_order[PLAN_BEST_MAX] = {2, 0, 1}, list_order[PLAN_BEST_MAX] = {0, 1, 2};
-    const int *build_order = opts->hierarchical ? list_order : flat_order;
-    for (int bk = 0; bk < PLAN_BEST_MAX; bk++) {
-        int k = build_order[bk];
+    /* Every candidate's owners assigned first, no program built. A flat or HSDP plan's ops are
+     * estimated from its assignment (build.c: pairs x ranks x collectives per pair): when any is
+     * over the simulation budget none is built and all are weighed by their objectives (the
+     * winner's program built after), where building the ones that fit before finding one over
+     * cost seconds at 4096 ranks (Moonlight-16B --hsdp --zero 3: lpt-ns's and lpt's programs, 4 s,
+     * then milp's over). Then each program is built on its assignment (not solved again; milp's is
+     * lpt's program when their assignments are the same), the largest estimate first (the list's
+     * order for hierarchical plans, which have no estimate), and counted: once one is too large
+     * (an estimate leaves out the compute ops) the others are weighed by their assignments. */
+    double over = 0;
+    for (int k = 0; k < PLAN_BEST_MAX; k++) {
         if (slot[k] < 0) continue;
         sched_opts o = *opts;
         o.balance = kinds[k].balance;
@@ -308,58 +328,53 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         c->name = kinds[k].name;
         c->balance = o.balance;
         c->comm_weight = o.comm_weight;
-        /* once one candidate is too large to simulate, the others are weighed by their objective:
-         * their assignments alone (the program of the one that wins is built after) */
-        o.objective_only = !sim_all;
-        /* a program far over the budget is not built at all: its ops are estimated from the
-         * assignment first (a flat plan's pairs x ranks), as building it could take longer and
-         * more memory than the simulation it would be refused */
-        o.max_ops = sim_all ? po->sim_budget_s / PLAN_BEST_SIM_S_PER_OP : 0;
+        c->objective_only = o.objective_only = 1;
         o.assign_out = &asg[n];
-        /* milp's assignment is often lpt's (no better one proved, or no time left to look): made
-         * first without a program, and when it is lpt's, lpt's program stands for it (a program is
-         * not built twice: at 4096 GPUs under --hsdp, ~2 s each); else built on it (not solved again) */
-        int lpt = slot[0], pre = kinds[k].balance == SCHED_BAL_MILP && sim_all && !o.objective_only && lpt >= 0 &&
-                                progs[lpt] && !pb->cand[lpt].objective_only;
-        if (pre) o.objective_only = 1;
-        SAY(po, "%s: assigning owners%s", c->name, o.objective_only ? "" : ", building its program");
+        SAY(po, "%s: assigning owners", c->name);
         double t0 = sched_wall_s();
         if (sched_build(model, cluster, nranks, costs, &o, &progs[n], &reps[n], err)) goto done;
-        if (pre) {
-            o.objective_only = 0;
-            if (sched_assign_same(&asg[n], &asg[lpt])) {
-                dm_program_free(progs[n]);
-                progs[n] = NULL;
-                c->same_as = lpt;
-            } else {
-                o.assign_out = NULL; /* asg[n] is the one built on */
-                SAY(po, "%s: building its program", c->name);
-                if (build_on_assignment(model, cluster, nranks, costs, &o, &asg[n], &progs[n], &reps[n], err)) goto done;
-            }
-        }
         c->plan_s = sched_wall_s() - t0;
         c->objective_us = reps[n].objective_us;
         c->ns_max_us = reps[n].max_us;
         c->pairs = reps[n].pairs;
-        c->objective_only = o.objective_only || reps[n].cut;
-        c->ops = c->objective_only ? 0 : c->same_as >= 0 ? pb->cand[c->same_as].ops : dm_program_ops(progs[n]);
         snprintf(c->status, sizeof c->status, "%s", reps[n].solver_status);
-        dm_err merr;
-        if (reps[n].cut) {
+        double est = reps[n].ops_estimate; /* (the largest over the budget named) */
+        if (!opts->hierarchical && est * PLAN_BEST_SIM_S_PER_OP > po->sim_budget_s && est > over) {
+            over = est;
             snprintf(pb->why, sizeof pb->why, "%s's program would hold about %.3g ops (%d pairs x %d ranks x %g), its "
                      "simulation about %.1f s, over the %.1f s budget", c->name, reps[n].ops_estimate, reps[n].pairs,
                      nranks, reps[n].ops_per_pair_rank, reps[n].ops_estimate * PLAN_BEST_SIM_S_PER_OP, po->sim_budget_s);
             sim_all = 0;
-        } else if (o.objective_only) {
-            /* weighed by the objective, not simulated: nothing to check */
-        } else if (c->ops * PLAN_BEST_SIM_S_PER_OP > po->sim_budget_s) {
-            snprintf(pb->why, sizeof pb->why, "%s's simulation would take about %.1f s (%lld ops), over the %.1f s budget",
-                     c->name, c->ops * PLAN_BEST_SIM_S_PER_OP, (long long)c->ops, po->sim_budget_s);
-            sim_all = 0;
-        } else if (progs[n] && sim_mem_check_program(progs[n], cluster, 0, po->max_memory, &merr)) {
-            snprintf(pb->why, sizeof pb->why, "%.150s", merr.msg);
-            sim_all = 0;
         }
+    }
+    int order[PLAN_BEST_MAX], no = 0; /* the largest estimate first (hierarchical: the list's order) */
+    for (int k = 0; k < PLAN_BEST_MAX; k++) {
+        if (slot[k] < 0) continue;
+        int j = no++;
+        for (; j > 0 && !opts->hierarchical && reps[slot[k]].ops_estimate > reps[slot[order[j - 1]]].ops_estimate; j--)
+            order[j] = order[j - 1];
+        order[j] = k;
+    }
+    for (int ok = 0; ok < no && sim_all; ok++) { /* the programs, on the assignments */
+        int k = order[ok];
+        n = slot[k];
+        plan_cand *c = &pb->cand[n];
+        int lpt = slot[0];
+        double t0 = sched_wall_s();
+        if (kinds[k].balance == SCHED_BAL_MILP && lpt >= 0 && progs[lpt] && sched_assign_same(&asg[n], &asg[lpt])) {
+            c->same_as = lpt;
+            c->ops = pb->cand[lpt].ops;
+        } else {
+            sched_opts o = *opts;
+            o.balance = c->balance;
+            o.comm_weight = c->comm_weight;
+            SAY(po, "%s: building its program", c->name);
+            if (build_on_assignment(model, cluster, nranks, costs, &o, &asg[n], &progs[n], &reps[n], err)) goto done;
+            c->ops = dm_program_ops(progs[n]);
+        }
+        c->plan_s += sched_wall_s() - t0;
+        c->objective_only = 0;
+        if (c->same_as < 0 && !cand_fits(pb, c, progs[n], cluster, po)) sim_all = 0;
     }
     n = pb->n = n_cand;
     int win = 0;

@@ -1037,20 +1037,23 @@ int main(void)
             dm_program_free(direct);
         }
         dm_program_free(p1);
-        { /* a budget just above the first candidate's estimate (its collectives alone) but under
-           * its program (the compute ops too): built, counted, found too large; the others
-           * weighed by their assignment alone */
-            int f = pb.n - 1; /* lpt-ns, built first (plan_best.c) */
+        { /* a budget just above the largest estimate (its collectives alone) but under that
+           * candidate's program (the compute ops too): it is built first (plan_best.c: the largest
+           * estimate first), counted, found too large; the others weighed by their assignment
+           * alone, none built */
+            int f = 0;
+            for (int k = 1; brc == 0 && k < pb.n; k++)
+                if (pb.cand[k].pairs > pb.cand[f].pairs) f = k;
             double est = brc == 0 ? 2.0 * pb.cand[f].pairs * 16 : 0;
             po.sim_budget_s = (est + 1) * PLAN_BEST_SIM_S_PER_OP;
             p1 = NULL;
             brc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &o, &so, &po, &p1, NULL, &pb, &err);
-            int only = brc == 0 && pb.n == 3 && !strcmp(pb.cand[f].name, "lpt-ns") && !pb.cand[f].objective_only &&
-                       pb.cand[f].ops > est && strstr(pb.why, "would take about");
-            for (int k = 0; only && k < f; k++) only = pb.cand[k].objective_only;
-            ok(only && p1 && p1->ranks[0].n_ops > 0, "over the budget once built: the first candidate built, lpt-ns (%lld "
-               "ops over its estimate of %.0f), the others weighed by their objective alone (%s)",
-               brc == 0 ? (long long)pb.cand[f].ops : -1LL, est, pb.why);
+            int only = brc == 0 && pb.n == 3 && !pb.cand[f].objective_only && pb.cand[f].ops > est &&
+                       strstr(pb.why, "would take about");
+            for (int k = 0; only && k < pb.n; k++) only = k == f || (pb.cand[k].objective_only && pb.cand[k].ops == 0);
+            ok(only && p1 && p1->ranks[0].n_ops > 0, "over the budget once built: the candidate of the largest estimate "
+               "built first, %s (%lld ops over its estimate of %.0f), the others weighed by their objective alone (%s)",
+               brc == 0 ? pb.cand[f].name : "?", brc == 0 ? (long long)pb.cand[f].ops : -1LL, est, pb.why);
             dm_program_free(p1);
         }
 
