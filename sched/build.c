@@ -167,11 +167,11 @@ static int push_params(bctx *b, const int64_t *ids, size_t n, size_t *first)
     return 0;
 }
 
-static int add_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root, double bytes, int layer,
-                    const int64_t *ids, size_t n)
+/* A collective's description appended to v, its params not yet set (NULL on error). */
+static coll_desc *new_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root, double bytes, int layer, size_t n)
 {
     coll_desc *d = vec_push(v, b->err);
-    if (!d) return -1;
+    if (!d) return NULL;
     d->kind = kind;
     d->group = group;
     d->root = root;
@@ -182,7 +182,26 @@ static int add_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root, doubl
     d->hs_owner = -1;
     d->part = d->parts = 0;
     d->dtype = b->o->dtype;
-    return push_params(b, ids, n, &d->p_first);
+    return d;
+}
+
+static int add_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root, double bytes, int layer,
+                    const int64_t *ids, size_t n)
+{
+    coll_desc *d = new_desc(b, v, kind, group, root, bytes, layer, n);
+    return d ? push_params(b, ids, n, &d->p_first) : -1;
+}
+
+/* add_desc for descriptions of the same params: pooled once, at *pf (SIZE_MAX: not yet; set
+ * here). HSDP's pair has hundreds of collectives at 1024 ranks (one per shard group), each of
+ * them once copied its params into the pool. */
+static int add_desc_pooled(bctx *b, vec *v, dm_op_kind kind, int group, int root, double bytes, int layer,
+                           const int64_t *ids, size_t n, size_t *pf)
+{
+    coll_desc *d = new_desc(b, v, kind, group, root, bytes, layer, n);
+    if (!d || (*pf == SIZE_MAX && push_params(b, ids, n, pf))) return -1;
+    d->p_first = *pf;
+    return 0;
 }
 
 static int shape_of(const bctx *b, const dm_matrix *m)
@@ -482,9 +501,10 @@ static int adamw_part(bctx *b, int l, int64_t *ids)
     if (world && b->rep) b->rep->hsdp_adamw_world++;
     if (b->hsdp && b->R > 1 && !world) { /* DMuon's HSDP: sharded in the shard group, replicated across */
         int pair = b->hs_pairs - 1; /* the slot after the owners' (hsdp_pair) */
+        size_t pf = SIZE_MAX; /* the layer's params in the pool, once */
         for (int k = 0; k < b->R; k++) {
-            if (add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->shard_group[k], -1, bytes, l, ids, n) ||
-                add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->shard_group[k], -1, bytes, l, ids, n))
+            if (add_desc_pooled(b, &b->fetch, DM_OP_ALLGATHER, b->shard_group[k], -1, bytes, l, ids, n, &pf) ||
+                add_desc_pooled(b, &b->grad, DM_OP_REDUCESCATTER, b->shard_group[k], -1, bytes, l, ids, n, &pf))
                 return -1;
             coll_desc *d = &AT(b->grad, coll_desc, b->grad.n - 1);
             d->hs_record = 1, d->hs_stage = 0, d->hs_pair = pair;
@@ -493,7 +513,8 @@ static int adamw_part(bctx *b, int l, int64_t *ids)
             double lo, hi;
             flat_part(ids_elems(b, ids, n), b->S, j, &lo, &hi);
             if (hi <= lo) continue;
-            if (add_desc(b, &b->grad, DM_OP_ALLREDUCE, b->col_group[j], -1, (hi - lo) * b->elt, l, ids, n)) return -1;
+            if (add_desc_pooled(b, &b->grad, DM_OP_ALLREDUCE, b->col_group[j], -1, (hi - lo) * b->elt, l, ids, n, &pf))
+                return -1;
             coll_desc *d = &AT(b->grad, coll_desc, b->grad.n - 1);
             d->hs_wait = 2, d->hs_stage = 1, d->hs_pair = pair, d->part = j, d->parts = b->S;
         }
@@ -761,10 +782,11 @@ static int hsdp_pair(bctx *b, int pass, int o, int pair, double elems, int l, co
 {
     int S = b->S, ro = o / b->S;
     double bytes = elems * b->elt;
+    size_t pf = SIZE_MAX; /* the pair's params in the pool, once */
     coll_desc *d;
 #define HS_LAST(v) (&AT(v, coll_desc, (v).n - 1))
     if (pass == 0) {
-        if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->shard_group[ro], o, bytes, l, ids, n)) return -1;
+        if (add_desc_pooled(b, &b->fetch, DM_OP_BROADCAST, b->shard_group[ro], o, bytes, l, ids, n, &pf)) return -1;
         d = HS_LAST(b->fetch);
         d->hs_record = 1, d->hs_stage = 0, d->hs_pair = pair;
     }
@@ -772,30 +794,30 @@ static int hsdp_pair(bctx *b, int pass, int o, int pair, double elems, int l, co
         double lo, hi;
         flat_part(elems, S, j, &lo, &hi);
         if (hi <= lo) continue; /* fewer elements than columns */
-        if (add_desc(b, &b->fetch, DM_OP_BROADCAST, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n))
+        if (add_desc_pooled(b, &b->fetch, DM_OP_BROADCAST, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n, &pf))
             return -1;
         d = HS_LAST(b->fetch);
         d->hs_wait = 1, d->hs_owner = o, d->hs_record = 1, d->hs_skip_back = 1, d->part = j, d->parts = S;
         d->hs_stage = 1, d->hs_pair = pair;
-        if (add_desc(b, &b->grad, DM_OP_REDUCE, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n))
+        if (add_desc_pooled(b, &b->grad, DM_OP_REDUCE, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n, &pf))
             return -1;
         d = HS_LAST(b->grad);
         d->hs_wait = 2, d->hs_record = 1, d->part = j, d->parts = S, d->hs_stage = 1, d->hs_pair = pair;
     }
     for (int k = 0; pass == 2 && k < b->R; k++) { /* the other shard groups rebuild it from the parts */
         if (k == ro) continue;
-        if (add_desc(b, &b->fetch, DM_OP_ALLGATHER, b->shard_group[k], -1, bytes, l, ids, n)) return -1;
+        if (add_desc_pooled(b, &b->fetch, DM_OP_ALLGATHER, b->shard_group[k], -1, bytes, l, ids, n, &pf)) return -1;
         d = HS_LAST(b->fetch);
         d->hs_wait = 2, d->hs_stage = 2, d->hs_pair = pair;
     }
     if (pass == 0) /* the gradients' first stage, in every shard group */
         for (int k = 0; k < b->R; k++) {
-            if (add_desc(b, &b->grad, DM_OP_REDUCESCATTER, b->shard_group[k], -1, bytes, l, ids, n)) return -1;
+            if (add_desc_pooled(b, &b->grad, DM_OP_REDUCESCATTER, b->shard_group[k], -1, bytes, l, ids, n, &pf)) return -1;
             d = HS_LAST(b->grad);
             d->hs_record = 1, d->hs_stage = 0, d->hs_pair = pair;
         }
     if (pass == 3) {
-        if (add_desc(b, &b->grad, DM_OP_ALLGATHER, b->shard_group[ro], -1, bytes, l, ids, n)) return -1;
+        if (add_desc_pooled(b, &b->grad, DM_OP_ALLGATHER, b->shard_group[ro], -1, bytes, l, ids, n, &pf)) return -1;
         d = HS_LAST(b->grad);
         d->hs_wait = 2, d->hs_stage = 2, d->hs_pair = pair;
     }
