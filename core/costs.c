@@ -88,7 +88,87 @@ struct dm_costs {
      * (set_ns_full_clock; its own rows, the rest shared with this one), NULL unless every NS row
      * has a clock */
     struct dm_costs *ns_full;
+    /* dm_costs_ns_launch_us's answers so far (a table's answers never change once it is read; a
+     * plan asks the same few shapes thousands of times: each sched_build prices every matrix,
+     * each answer a scan of every row); allocated with the table, grown on use */
+    struct ns_memo *memo;
 };
+
+/* ---- the NS answers' memo ------------------------------------------------------------------ */
+
+typedef struct ns_memo_e {
+    const dm_gpu *target; /* interned GPUs live as long as the process (cluster.h): an identity */
+    int64_t m, n;
+    int batch, algo, eager, used;
+    dm_cost_source src;
+    double us;
+} ns_memo_e;
+
+typedef struct ns_memo {
+    ns_memo_e *e;
+    int cap, n; /* cap a power of two (0: empty) */
+} ns_memo;
+
+static uint64_t memo_mix(uint64_t h, uint64_t v) /* splitmix64's finalizer over h + v */
+{
+    h += v + 0x9e3779b97f4a7c15ULL;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+    return h ^ (h >> 31);
+}
+
+static uint64_t memo_hash(const dm_gpu *t, int64_t m, int64_t n, int batch, int algo, int eager)
+{
+    uint64_t h = memo_mix(0, (uint64_t)(uintptr_t)t);
+    h = memo_mix(h, (uint64_t)m);
+    h = memo_mix(h, (uint64_t)n);
+    return memo_mix(h, ((uint64_t)(uint32_t)batch << 8) | (uint64_t)(algo << 2) | (uint64_t)eager);
+}
+
+/* The entry of the query, else NULL (*slot: the empty one where it would go; -1 when the memo
+ * has no slots). At most half the slots are taken (memo_grow), so a probe always ends. */
+static ns_memo_e *memo_find(const ns_memo *mo, const dm_gpu *t, int64_t m, int64_t n, int batch, int algo, int eager,
+                            int *slot)
+{
+    *slot = -1;
+    if (!mo || !mo->cap) return NULL;
+    for (int i = (int)(memo_hash(t, m, n, batch, algo, eager) & (uint64_t)(mo->cap - 1));; i = (i + 1) & (mo->cap - 1)) {
+        ns_memo_e *e = &mo->e[i];
+        if (!e->used) {
+            *slot = i;
+            return NULL;
+        }
+        if (e->target == t && e->m == m && e->n == n && e->batch == batch && e->algo == algo && e->eager == eager) return e;
+    }
+}
+
+/* Room for one more entry (rehashed into twice the slots); 0 when that allocation failed (the
+ * memo then stays as it is: answers computed each time). */
+static int memo_grow(ns_memo *mo)
+{
+    if (2 * (mo->n + 1) <= mo->cap) return 1;
+    int cap = mo->cap ? 2 * mo->cap : 256;
+    ns_memo_e *e = calloc((size_t)cap, sizeof *e);
+    if (!e) return 0;
+    for (int i = 0; i < mo->cap; i++) {
+        const ns_memo_e *x = &mo->e[i];
+        if (!x->used) continue;
+        int j = (int)(memo_hash(x->target, x->m, x->n, x->batch, x->algo, x->eager) & (uint64_t)(cap - 1));
+        while (e[j].used) j = (j + 1) & (cap - 1);
+        e[j] = *x;
+    }
+    free(mo->e);
+    mo->e = e;
+    mo->cap = cap;
+    return 1;
+}
+
+static void memo_free(ns_memo *mo)
+{
+    if (!mo) return;
+    free(mo->e);
+    free(mo);
+}
 
 /* ---- roofline terms ------------------------------------------------------------------------ */
 
@@ -420,8 +500,9 @@ void dm_costs_free(dm_costs *c)
     free(c->path);
     for (int i = 0; i < c->n_files; i++) free(c->files[i]);
     free(c->rows);
-    if (c->ns_full) free(c->ns_full->rows);
+    if (c->ns_full) free(c->ns_full->rows), memo_free(c->ns_full->memo);
     free(c->ns_full);
+    memo_free(c->memo);
     free(c);
 }
 
@@ -439,7 +520,8 @@ dm_costs *dm_costs_roofline(const dm_gpu *gpu, dm_err *err)
 {
     dm_costs *c = dm_calloc(1, sizeof *c, err);
     if (!c) return NULL;
-    if (!(c->path = dm_strdup("", err))) {
+    if (!(c->memo = dm_calloc(1, sizeof *c->memo, err)) || !(c->path = dm_strdup("", err))) {
+        free(c->memo);
         free(c);
         return NULL;
     }
@@ -865,7 +947,13 @@ static int set_ns_full_clock(dm_costs *c, dm_err *err)
     dm_costs *f = dm_malloc(sizeof *f, err);
     if (!f) return -1;
     *f = *c;
+    f->ns_full = NULL;
+    if (!(f->memo = dm_calloc(1, sizeof *f->memo, err))) { /* its own answers */
+        free(f);
+        return -1;
+    }
     if (!(f->rows = dm_malloc((size_t)c->n_rows * sizeof *f->rows, err))) {
+        free(f->memo);
         free(f);
         return -1;
     }
@@ -886,7 +974,9 @@ int dm_costs_load(const char *path, dm_costs **out, dm_err *err)
 {
     dm_costs *c = dm_calloc(1, sizeof *c, err);
     char *list = NULL, *save = NULL, gname[128];
-    if (!c || !(c->path = dm_strdup(path, err)) || !(list = dm_strdup(path, err))) goto fail;
+    if (!c || !(c->memo = dm_calloc(1, sizeof *c->memo, err)) || !(c->path = dm_strdup(path, err)) ||
+        !(list = dm_strdup(path, err)))
+        goto fail;
     for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
         int source;
         if (c->n_files == MAX_FILES) {
@@ -1392,6 +1482,12 @@ double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m,
     }
     if (batch < 1) batch = 1;
     if (!target) target = c->gpu;
+    int slot, ek = want_tall ? 2 | (eager != 0) : eager != 0; /* (the orientation asked kept in the key) */
+    const ns_memo_e *hit = memo_find(c->memo, target, m, n, batch, (int)algo, ek, &slot);
+    if (hit) {
+        if (src) *src = hit->src;
+        return hit->us;
+    }
     dm_cost_source s;
     double us;
     if (c->roofline) {
@@ -1411,6 +1507,13 @@ double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m,
             us = project_us(c, target, us, batch * dm_ns_flops(m, n, algo), batch * dm_ns_bytes(m, n, algo),
                             eager ? (double)batch * ns_launches(algo) : ns_launches(algo));
             if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
+        }
+    }
+    if (c->memo && memo_grow(c->memo)) {
+        memo_find(c->memo, target, m, n, batch, (int)algo, ek, &slot);
+        if (slot >= 0) {
+            c->memo->e[slot] = (ns_memo_e){target, m, n, batch, (int)algo, ek, 1, s, us};
+            c->memo->n++;
         }
     }
     if (src) *src = s;
