@@ -185,16 +185,9 @@ static coll_desc *new_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root
     return d;
 }
 
-static int add_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root, double bytes, int layer,
-                    const int64_t *ids, size_t n)
-{
-    coll_desc *d = new_desc(b, v, kind, group, root, bytes, layer, n);
-    return d ? push_params(b, ids, n, &d->p_first) : -1;
-}
-
-/* add_desc for descriptions of the same params: pooled once, at *pf (SIZE_MAX: not yet; set
- * here). HSDP's pair has hundreds of collectives at 1024 ranks (one per shard group), each of
- * them once copied its params into the pool. */
+/* The description of a collective of params ids[0..n), appended to v: its params pooled once at
+ * *pf (SIZE_MAX: not yet; set here), so that the descriptions of the same params share one copy
+ * (HSDP's pair has a collective per shard group, over a hundred at 1024 ranks). */
 static int add_desc_pooled(bctx *b, vec *v, dm_op_kind kind, int group, int root, double bytes, int layer,
                            const int64_t *ids, size_t n, size_t *pf)
 {
@@ -202,6 +195,14 @@ static int add_desc_pooled(bctx *b, vec *v, dm_op_kind kind, int group, int root
     if (!d || (*pf == SIZE_MAX && push_params(b, ids, n, pf))) return -1;
     d->p_first = *pf;
     return 0;
+}
+
+/* The same with a copy of its own. */
+static int add_desc(bctx *b, vec *v, dm_op_kind kind, int group, int root, double bytes, int layer,
+                    const int64_t *ids, size_t n)
+{
+    size_t pf = SIZE_MAX;
+    return add_desc_pooled(b, v, kind, group, root, bytes, layer, ids, n, &pf);
 }
 
 static int shape_of(const bctx *b, const dm_matrix *m)
@@ -794,7 +795,8 @@ static int hsdp_pair(bctx *b, int pass, int o, int pair, double elems, int l, co
         double lo, hi;
         flat_part(elems, S, j, &lo, &hi);
         if (hi <= lo) continue; /* fewer elements than columns */
-        if (add_desc_pooled(b, &b->fetch, DM_OP_BROADCAST, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids, n, &pf))
+        if (add_desc_pooled(b, &b->fetch, DM_OP_BROADCAST, b->col_group[j], ro * S + j, (hi - lo) * b->elt, l, ids,
+                            n, &pf))
             return -1;
         d = HS_LAST(b->fetch);
         d->hs_wait = 1, d->hs_owner = o, d->hs_record = 1, d->hs_skip_back = 1, d->part = j, d->parts = S;
@@ -812,7 +814,8 @@ static int hsdp_pair(bctx *b, int pass, int o, int pair, double elems, int l, co
     }
     if (pass == 0) /* the gradients' first stage, in every shard group */
         for (int k = 0; k < b->R; k++) {
-            if (add_desc_pooled(b, &b->grad, DM_OP_REDUCESCATTER, b->shard_group[k], -1, bytes, l, ids, n, &pf)) return -1;
+            if (add_desc_pooled(b, &b->grad, DM_OP_REDUCESCATTER, b->shard_group[k], -1, bytes, l, ids, n, &pf))
+                return -1;
             d = HS_LAST(b->grad);
             d->hs_record = 1, d->hs_stage = 0, d->hs_pair = pair;
         }

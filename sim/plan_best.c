@@ -355,8 +355,8 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
             order[j] = order[j - 1];
         order[j] = k;
     }
-    for (int ok = 0; ok < no && sim_all; ok++) { /* the programs, on the assignments */
-        int k = order[ok];
+    for (int i = 0; i < no && sim_all; i++) { /* the programs, on the assignments */
+        int k = order[i];
         n = slot[k];
         plan_cand *c = &pb->cand[n];
         int lpt = slot[0];
