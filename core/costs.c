@@ -97,7 +97,8 @@ struct dm_costs {
 /* ---- the NS answers' memo ------------------------------------------------------------------ */
 
 typedef struct ns_memo_e {
-    const dm_gpu *target; /* interned GPUs live as long as the process (cluster.h): an identity */
+    const dm_gpu *target; /* (the price depends on the pointer too: target == the table's GPU) */
+    double g[5];          /* and on these numbers of it (a caller's GPU may be a struct it reuses) */
     int64_t m, n;
     int batch, algo, eager, used;
     dm_cost_source src;
@@ -125,6 +126,11 @@ static uint64_t memo_hash(const dm_gpu *t, int64_t m, int64_t n, int batch, int 
     return memo_mix(h, ((uint64_t)(uint32_t)batch << 8) | (uint64_t)(algo << 2) | (uint64_t)eager);
 }
 
+static void memo_gpu(const dm_gpu *t, double g[5])
+{
+    g[0] = t->bf16_flops, g[1] = t->hbm_Bps, g[2] = t->launch_us, g[3] = t->sms, g[4] = t->sm_mhz;
+}
+
 /* The entry of the query, else NULL (*slot: the empty one where it would go; -1 when the memo
  * has no slots). At most half the slots are taken (memo_grow), so a probe always ends. */
 static ns_memo_e *memo_find(const ns_memo *mo, const dm_gpu *t, int64_t m, int64_t n, int batch, int algo, int eager,
@@ -132,13 +138,17 @@ static ns_memo_e *memo_find(const ns_memo *mo, const dm_gpu *t, int64_t m, int64
 {
     *slot = -1;
     if (!mo || !mo->cap) return NULL;
+    double g[5];
+    memo_gpu(t, g);
     for (int i = (int)(memo_hash(t, m, n, batch, algo, eager) & (uint64_t)(mo->cap - 1));; i = (i + 1) & (mo->cap - 1)) {
         ns_memo_e *e = &mo->e[i];
         if (!e->used) {
             *slot = i;
             return NULL;
         }
-        if (e->target == t && e->m == m && e->n == n && e->batch == batch && e->algo == algo && e->eager == eager) return e;
+        if (e->target == t && e->m == m && e->n == n && e->batch == batch && e->algo == algo && e->eager == eager &&
+            !memcmp(e->g, g, sizeof g))
+            return e;
     }
 }
 
@@ -1512,7 +1522,9 @@ double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m,
     if (c->memo && memo_grow(c->memo)) {
         memo_find(c->memo, target, m, n, batch, (int)algo, ek, &slot);
         if (slot >= 0) {
-            c->memo->e[slot] = (ns_memo_e){target, m, n, batch, (int)algo, ek, 1, s, us};
+            ns_memo_e *e = &c->memo->e[slot];
+            *e = (ns_memo_e){target, {0}, m, n, batch, (int)algo, ek, 1, s, us};
+            memo_gpu(target, e->g);
             c->memo->n++;
         }
     }

@@ -671,6 +671,48 @@ static void test_ns_clock(void)
     dm_costs_free(c);
 }
 
+/* dm_costs_ns_launch_us keeps its answers per table: asked again (many shapes, batches, both
+ * algorithms, eager, tall and wide, three targets, several hundred answers: the memo regrown), each
+ * answer and its source are the first's, and a second table loaded fresh gives the same; a target
+ * that is a caller's struct, its numbers changed between two questions, is priced anew. */
+static void test_ns_memo(void)
+{
+    dm_costs *a = NULL, *b = NULL;
+    dm_err err = {{0}};
+    if (dm_costs_load_default(&a, &err) || dm_costs_load_default(&b, &err)) {
+        ok(0, "default table loads (%s)", err.msg);
+        dm_costs_free(a);
+        return;
+    }
+    const dm_gpu *t[3] = {NULL, dm_gpu_find("H100"), dm_gpu_find("A800")};
+    static const int64_t shapes[][2] = {{1024, 1024}, {1536, 8960}, {8960, 1536}, {3584, 3584}, {128, 4096}, {2048, 1408}};
+    int same = 1, asked = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int g = 0; g < 3; g++)
+            for (int s = 0; s < 6; s++)
+                for (int batch = 1; batch <= 32; batch += 3)
+                    for (int algo = 0; algo < 2; algo++)
+                        for (int eager = 0; eager < 2; eager++) {
+                            dm_cost_source sa, sb;
+                            double ua = dm_costs_ns_launch_us(a, t[g], shapes[s][0], shapes[s][1], batch,
+                                                              (dm_ns_algo)algo, eager, &sa);
+                            double ub = pass ? dm_costs_ns_launch_us(b, t[g], shapes[s][0], shapes[s][1], batch,
+                                                                     (dm_ns_algo)algo, eager, &sb)
+                                             : ua;
+                            if (pass) same &= ua == ub && sa == sb;
+                            asked++;
+                        }
+    ok(same, "NS prices asked twice (%d questions): the memo's answers equal a fresh table's, sources too", asked);
+    dm_gpu mine = *dm_gpu_find("H100");
+    double u1 = dm_costs_ns_launch_us(a, &mine, 4096, 4096, 4, DM_NS_GRAM, 0, NULL);
+    mine.bf16_flops *= 2, mine.hbm_Bps *= 2;
+    double u2 = dm_costs_ns_launch_us(a, &mine, 4096, 4096, 4, DM_NS_GRAM, 0, NULL);
+    double u3 = dm_costs_ns_launch_us(b, &mine, 4096, 4096, 4, DM_NS_GRAM, 0, NULL);
+    ok(u2 < u1 && u2 == u3, "a caller's GPU struct changed between two questions: priced anew (%.1f -> %.1f us)", u1, u2);
+    dm_costs_free(a);
+    dm_costs_free(b);
+}
+
 int main(void)
 {
     dm_err err = {{0}};
@@ -683,6 +725,7 @@ int main(void)
     test_class_ratio();
     test_elem_alignment();
     test_ns_clock();
+    test_ns_memo();
 
     /* the roofline table shipped in traces/costs */
     char path[1024];
