@@ -7,6 +7,7 @@
 #include "datadir.h"
 #include "lines.h"
 #include "outfile.h"
+#include "wk_hash.h" /* wk_mix64_: the NS memo's hash */
 
 #include <errno.h>
 #include <math.h>
@@ -110,20 +111,13 @@ typedef struct ns_memo {
     int cap, n; /* cap a power of two (0: empty) */
 } ns_memo;
 
-static uint64_t memo_mix(uint64_t h, uint64_t v) /* splitmix64's finalizer over h + v */
-{
-    h += v + 0x9e3779b97f4a7c15ULL;
-    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
-    return h ^ (h >> 31);
-}
-
 static uint64_t memo_hash(const dm_gpu *t, int64_t m, int64_t n, int batch, int algo, int eager)
 {
-    uint64_t h = memo_mix(0, (uint64_t)(uintptr_t)t);
-    h = memo_mix(h, (uint64_t)m);
-    h = memo_mix(h, (uint64_t)n);
-    return memo_mix(h, ((uint64_t)(uint32_t)batch << 8) | (uint64_t)(algo << 2) | (uint64_t)eager);
+    /* SplitMix64's finalizer (the workload's, kernels/wk_hash.h) over each field in turn */
+    uint64_t h = wk_mix64_((uint64_t)(uintptr_t)t);
+    h = wk_mix64_(h + (uint64_t)m);
+    h = wk_mix64_(h + (uint64_t)n);
+    return wk_mix64_(h + (((uint64_t)(uint32_t)batch << 8) | (uint64_t)(algo << 2) | (uint64_t)eager));
 }
 
 static void memo_gpu(const dm_gpu *t, double g[5])
