@@ -108,7 +108,7 @@ w3_run() {
     local m=$1
     echo "== $m"
     timeout "$3" $MPIRUN -np 1 --bind-to none "$D/dmuon" run --backend gpu --model "models/$m.json" --cluster h200 \
-        --strategy dmuon --tokens 4096 --steps "$2" --timeout 60 --trace "$L/trace_$m.csv" --csv "$L/run_$m.csv" \
+        --strategy "${W3_STRATEGY:-dmuon}" --tokens 4096 --steps "$2" --timeout 60 --trace "$L/trace_$m.csv" --csv "$L/run_$m.csv" \
         > "$L/run_$m.txt" 2>&1
     echo "dmuon run $m exit $?"
     grep -E '^# (gpu:|mean over|GPU memory|per layer)|does not fit|rror|skipped' "$L/run_$m.txt" | head -8
