@@ -1,10 +1,14 @@
 /* net.c: max-min fair sharing of link bandwidth among concurrent flows, recomputed incrementally
- * over the part of the flow-link graph a change touches (net.h). */
+ * over the part of the flow-link graph a change touches (net.h). A wide flow (a ring over
+ * thousands of GPUs) keeps which of its links another flow crosses too, so that a settle walks
+ * those and one link of the rest (`wide`, below). */
 #include "net.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+struct wide;
 
 typedef struct flow {
     int tag;
@@ -17,15 +21,34 @@ typedef struct flow {
     char frozen, in_part;
     char dup;       /* crosses some link twice (its weights there add up) */
     char borrowed;  /* links and w are the caller's (sim_net_add_shared), not freed here */
+    struct wide *wv; /* a wide flow's view of its links, else NULL */
 } flow;
+
+/* A wide flow (sim_net_wide_min links or more, none crossed twice, no usage tracked): of its
+ * links, those another flow crosses too (bits), and a tournament over the others (lone links):
+ * t[P + k] is k when links[k] is lone with a weight over 1e-12 (else -1), t[i] the better of
+ * t[2i] and t[2i + 1] by (capacity / weight, index), so t[1] is its best lone link. A lone link's
+ * share is capacity / weight until its flow freezes, after which it is dead: of the lone links
+ * only the best can ever be the bottleneck, as fill's heap already assumes, and no other flow
+ * reads them. So a settle walks a wide flow's shared links and its best lone link (flow_walk, in
+ * its links' order: the order of first use is kept), not all its links: a ring over 4096 GPUs
+ * crosses 11,906 links, of which a node's collective running beside it shares a few dozen.
+ * Kept up to date as flows join and leave its links (on_push, remove_flow) and as capacities
+ * change. */
+typedef struct wide {
+    uint64_t *bits;
+    int *t;
+    int P, cap_nl;
+} wide;
 
 /* The flows crossing one link, as slots, in start order (ascending seq). While one flow crosses
  * it, that flow is `sole` and s is not read (nor written: a flow that starts alone on a link does
  * not touch the link's array); from two flows on, s holds them all. */
 typedef struct on_link {
     int *s;
+    int *k; /* beside s: the link's index in each flow's links (sole_k: the sole flow's) */
     int n, cap;
-    int sole;
+    int sole, sole_k;
 } on_link;
 
 static inline int on_at(const on_link *on, int j) { return on->n == 1 ? on->sole : on->s[j]; }
@@ -75,6 +98,12 @@ struct sim_net {
     double last_us;
     uint64_t version;
     int64_t recomputes, refilled;
+    /* Wide flows: the size from which a flow is one, a list of one's links (flow_walk), views
+     * of finished flows kept for reuse. */
+    int wide_min;
+    int *wk, wk_cap;
+    wide **wpool;
+    int n_wpool, cap_wpool;
 };
 
 sim_net *sim_net_new(int n_links, const double *cap_Bps, dm_err *err)
@@ -104,22 +133,38 @@ sim_net *sim_net_new(int n_links, const double *cap_Bps, dm_err *err)
     for (size_t i = 0; i < L; i++) n->ord[i] = n->hpos[i] = -1;
     n->alone = -1;
     n->cap_version = 1;
+    n->wide_min = SIM_NET_WIDE_MIN;
     return n;
 fail:
     sim_net_free(n);
     return NULL;
 }
 
+static void wide_free(wide *v)
+{
+    if (!v) return;
+    free(v->bits);
+    free(v->t);
+    free(v);
+}
+
 void sim_net_free(sim_net *n)
 {
     if (!n) return;
     for (int i = 0; i < n->n_act; i++) {
+        wide_free(n->f[n->act[i]].wv);
         if (n->f[n->act[i]].borrowed) continue;
         free(n->f[n->act[i]].links);
         free(n->f[n->act[i]].w);
     }
+    for (int i = 0; i < n->n_wpool; i++) wide_free(n->wpool[i]);
+    free(n->wpool);
+    free(n->wk);
     if (n->on)
-        for (int l = 0; l < n->n_links; l++) free(n->on[l].s);
+        for (int l = 0; l < n->n_links; l++) {
+            free(n->on[l].s);
+            free(n->on[l].k);
+        }
     free(n->f);
     free(n->free_slots);
     free(n->act);
@@ -157,6 +202,121 @@ static void mark_dirty(sim_net *n, int l)
     if (n->dirty[l]) return;
     n->dirty[l] = 1;
     n->dirty_list[n->n_dirty++] = l;
+}
+
+static int grow(void **p, int *cap, int need, size_t elem, dm_err *err)
+{
+    if (need <= *cap) return 0;
+    int c = *cap ? 2 * *cap : 16;
+    while (c < need) c *= 2;
+    void *q = dm_realloc(*p, (size_t)c * elem, err);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* ---- wide flows' views -------------------------------------------------------------------- */
+
+/* The better of two of wide flow f's lone links (indices, -1 none) by (capacity / weight, index):
+ * the order in which fill's heap takes a flow's lone links (their shares; their first use follows
+ * the index). */
+static int wide_better(const sim_net *n, const flow *f, int a, int b)
+{
+    if (a < 0) return b;
+    if (b < 0) return a;
+    double sa = n->cap[f->links[a]] / f->w[a], sb = n->cap[f->links[b]] / f->w[b];
+    return sa < sb ? a : sb < sa ? b : a < b ? a : b;
+}
+
+/* Link k of wide flow f is shared (1) or lone (0) now, or lone still with its capacity changed
+ * (2): its bit and its leaf set, the tournament replayed above it as far as it changes (a link
+ * taken out changes only the nodes it won, one put in only those it wins). */
+static void wide_set(const sim_net *n, const flow *f, int k, int shared)
+{
+    wide *v = f->wv;
+    if (shared == 1) v->bits[k >> 6] |= (uint64_t)1 << (k & 63);
+    else v->bits[k >> 6] &= ~((uint64_t)1 << (k & 63));
+    int i = v->P + k, in = shared != 1 && f->w[k] > 1e-12;
+    v->t[i] = in ? k : -1;
+    for (i /= 2; i >= 1; i /= 2) {
+        int was = v->t[i];
+        if (shared == 2 || was == k) v->t[i] = wide_better(n, f, v->t[2 * i], v->t[2 * i + 1]);
+        else if (in) v->t[i] = wide_better(n, f, was, k);
+        if (shared != 2 && v->t[i] == was) break; /* (nothing above changes) */
+    }
+}
+
+/* Flow `slot`, in a settle's part for the first time, made wide when it is one: its view (from
+ * the pool) set from its links' lists. Out of memory it stays as it is: a flow without a view
+ * walks all its links, with the same rates. */
+static void wide_make(sim_net *n, int slot)
+{
+    flow *f = &n->f[slot];
+    if (f->wv || f->dup || n->track || f->nl < n->wide_min) return;
+    if (grow((void **)&n->wk, &n->wk_cap, f->nl, sizeof *n->wk, NULL)) return;
+    wide *v = n->n_wpool ? n->wpool[--n->n_wpool] : dm_calloc(1, sizeof *v, NULL);
+    if (!v) return;
+    int P = 1;
+    while (P < f->nl) P *= 2;
+    if (P > v->cap_nl) {
+        uint64_t *b = dm_realloc(v->bits, (size_t)(P / 64 + 1) * sizeof *b, NULL);
+        if (b) v->bits = b;
+        int *t = b ? dm_realloc(v->t, (size_t)(2 * P) * sizeof *t, NULL) : NULL;
+        if (t) v->t = t;
+        if (!t) {
+            wide_free(v);
+            return;
+        }
+        v->cap_nl = P;
+    }
+    v->P = P;
+    memset(v->bits, 0, (size_t)(P / 64 + 1) * sizeof *v->bits);
+    for (int k = 0; k < P; k++) {
+        int sh = k < f->nl && n->on[f->links[k]].n > 1;
+        if (sh) v->bits[k >> 6] |= (uint64_t)1 << (k & 63);
+        v->t[P + k] = k < f->nl && !sh && f->w[k] > 1e-12 ? k : -1;
+    }
+    f->wv = v;
+    for (int i = P - 1; i >= 1; i--) v->t[i] = wide_better(n, f, v->t[2 * i], v->t[2 * i + 1]);
+}
+
+/* A finished wide flow's view back to the pool. */
+static void wide_end(sim_net *n, flow *f)
+{
+    if (!f->wv) return;
+    if (n->n_wpool == n->cap_wpool) {
+        int c = n->cap_wpool ? 2 * n->cap_wpool : 8;
+        wide **p = realloc(n->wpool, (size_t)c * sizeof *p);
+        if (!p) {
+            wide_free(f->wv);
+            f->wv = NULL;
+            return;
+        }
+        n->wpool = p;
+        n->cap_wpool = c;
+    }
+    n->wpool[n->n_wpool++] = f->wv;
+    f->wv = NULL;
+}
+
+/* The links a settle walks of flow f, as indices into f->links in their order: every one, or of
+ * a wide flow its shared links and its best lone link (into n->wk). *ks NULL: 0 .. count - 1. */
+static int flow_walk(sim_net *n, const flow *f, const int **ks)
+{
+    *ks = NULL;
+    if (!f->wv) return f->nl;
+    const wide *v = f->wv;
+    int c = 0, b = v->t[1], words = (f->nl + 63) / 64;
+    for (int i = 0; i < words; i++)
+        for (uint64_t x = v->bits[i]; x; x &= x - 1) {
+            int k = i * 64 + __builtin_ctzll(x);
+            if (b >= 0 && b < k) n->wk[c++] = b, b = -1;
+            n->wk[c++] = k;
+        }
+    if (b >= 0) n->wk[c++] = b;
+    *ks = n->wk;
+    return c;
 }
 
 /* ---- the fill heap: links by (share, first use), the order in which a scan of every link in
@@ -220,10 +380,11 @@ static int cmp_part(const void *a, const void *b)
 
 /* The rate of a flow alone in its part that crosses no link twice: the smallest share of its
  * links, as the fill below finds it (each link's weight sum is its one weight: 0 + w is w). */
-static double lone_rate(const sim_net *n, const int *links, const double *w, int nl)
+static double lone_rate(const sim_net *n, const int *links, const double *w, int nl, const int *ks)
 {
     double best = INFINITY;
-    for (int k = 0; k < nl; k++) {
+    for (int q = 0; q < nl; q++) {
+        int k = ks ? ks[q] : q;
         if (w[k] <= 1e-12) continue;
         double s = n->cap[links[k]] / w[k];
         if (s < best) best = s;
@@ -246,7 +407,10 @@ static int freeze_on(sim_net *n, int bl, double best, int *nch)
         f->rate = best;
         f->frozen = 1;
         frozen++;
-        for (int k = 0; k < f->nl; k++) {
+        const int *ks;
+        int nw = flow_walk(n, f, &ks);
+        for (int q = 0; q < nw; q++) {
+            int k = ks ? ks[q] : q;
             int l = f->links[k];
             n->rem[l] -= best * f->w[k];
             n->wsum[l] -= f->w[k];
@@ -304,7 +468,9 @@ static void fill(sim_net *n, int np, double crossings)
     if (np == 1) { /* alone: the smallest share, as the loop below finds it, without the heap */
         flow *f = &n->f[n->part[0].slot];
         if (!f->dup) {
-            f->rate = lone_rate(n, f->links, f->w, f->nl);
+            const int *ks;
+            int nw = flow_walk(n, f, &ks);
+            f->rate = lone_rate(n, f->links, f->w, nw, ks);
             return;
         }
         double best = INFINITY; /* a link crossed twice: its weights summed */
@@ -341,7 +507,10 @@ static void fill(sim_net *n, int np, double crossings)
         flow *f = &n->f[slot];
         f->frozen = 0;
         f->rate = 0;
-        for (int k = 0; k < f->nl; k++) {
+        const int *ks;
+        int nw = flow_walk(n, f, &ks);
+        for (int q = 0; q < nw; q++) {
+            int k = ks ? ks[q] : q;
             int l = f->links[k];
             if (n->ord[l] < 0) {
                 n->ord[l] = nt++;
@@ -480,9 +649,12 @@ static void settle(sim_net *n)
             if (f->in_part) continue;
             f->in_part = 1;
             n->part[np++] = (part_flow){f->seq, slot};
-            crossings += f->nl;
-            for (int k = 0; k < f->nl; k++) {
-                int l = f->links[k];
+            wide_make(n, slot);
+            const int *ks;
+            int nw = flow_walk(n, f, &ks);
+            crossings += nw;
+            for (int q = 0; q < nw; q++) {
+                int l = f->links[ks ? ks[q] : q];
                 if (!n->lmark[l]) {
                     n->lmark[l] = 1;
                     n->part_links[n->n_part_links++] = l;
@@ -535,18 +707,6 @@ static void move_to(sim_net *n, double now_us)
     advance(n, now_us);
 }
 
-static int grow(void **p, int *cap, int need, size_t elem, dm_err *err)
-{
-    if (need <= *cap) return 0;
-    int c = *cap ? 2 * *cap : 16;
-    while (c < need) c *= 2;
-    void *q = dm_realloc(*p, (size_t)c * elem, err);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 /* Put the flow started alone on its links' lists: every list is empty (it was the only flow),
  * so it becomes each link's sole flow, with nothing to allocate. Its rate stays: it is the
  * settle's of a part of one flow. */
@@ -558,21 +718,42 @@ static void link_alone(sim_net *n)
         on_link *on = &n->on[f->links[k]];
         on->n = 1;
         on->sole = n->alone;
+        on->sole_k = k;
     }
     n->alone = -1;
 }
 
-/* Add a slot to a link's list (room made by the caller): the newest flow, so the list stays in
- * start order. */
-static void on_push(on_link *on, int slot)
+/* Add a slot to link l's list (room made by the caller), k the link's index in its links: the
+ * newest flow, so the list stays in start order. A wide flow alone on it until now shares it. */
+static void on_push(sim_net *n, int l, int slot, int k)
 {
+    on_link *on = &n->on[l];
     if (on->n == 0) {
         on->sole = slot;
+        on->sole_k = k;
     } else {
-        if (on->n == 1) on->s[0] = on->sole;
+        if (on->n == 1) {
+            on->s[0] = on->sole;
+            on->k[0] = on->sole_k;
+            if (n->f[on->sole].wv) wide_set(n, &n->f[on->sole], on->sole_k, 1);
+        }
         on->s[on->n] = slot;
+        on->k[on->n] = k;
     }
     on->n++;
+}
+
+/* Room for `need` flows on a link's list. */
+static int on_room(on_link *on, int need, dm_err *err)
+{
+    if (need <= 1 || need <= on->cap) return 0;
+    int c = on->cap;
+    if (grow((void **)&on->s, &c, need, sizeof *on->s, err)) return -1;
+    int *k = dm_realloc(on->k, (size_t)c * sizeof *k, err);
+    if (!k) return -1;
+    on->k = k;
+    on->cap = c;
+    return 0;
 }
 
 /* The start of a flow whose links are checked and whose dup flag is known: links and w become
@@ -587,8 +768,7 @@ static int add_flow(sim_net *n, double now_us, double bytes, const int *links, c
     for (int i = 0; i < nl && !by_itself; i++) { /* room on each link (a link crossed twice: twice) */
         on_link *on = &n->on[links[i]];
         lone &= on->n == 0;
-        int need = on->n + (dup ? nl : 1);
-        if (need > 1 && need > on->cap && grow((void **)&on->s, &on->cap, need, sizeof *on->s, err)) return -1;
+        if (on_room(on, on->n + (dup ? nl : 1), err)) return -1;
     }
     if (n->n_free == 0) {
         int old = n->cap_slots, c = n->cap_slots;
@@ -620,16 +800,16 @@ static int add_flow(sim_net *n, double now_us, double bytes, const int *links, c
         n->alone = slot;
     } else {
         for (int i = 0; i < nl; i++) {
-            on_push(&n->on[links[i]], slot);
+            on_push(n, links[i], slot, i);
             if (!lone) mark_dirty(n, links[i]);
         }
     }
     if (lone) { /* not counted as a settle */
         if (!memo) {
-            n->f[slot].rate = lone_rate(n, links, w, nl);
+            n->f[slot].rate = lone_rate(n, links, w, nl, NULL);
         } else {
             if (memo->cap_version != n->cap_version) {
-                memo->lone = lone_rate(n, links, w, nl);
+                memo->lone = lone_rate(n, links, w, nl, NULL);
                 memo->cap_version = n->cap_version;
             }
             n->f[slot].rate = memo->lone;
@@ -709,11 +889,17 @@ static void remove_flow(sim_net *n, int slot)
         }
         if (lo < on->n && on->s[lo] == slot) {
             memmove(on->s + lo, on->s + lo + 1, (size_t)(on->n - lo - 1) * sizeof *on->s);
+            memmove(on->k + lo, on->k + lo + 1, (size_t)(on->n - lo - 1) * sizeof *on->k);
             on->n--;
-            if (on->n == 1) on->sole = on->s[0];
+            if (on->n == 1) {
+                on->sole = on->s[0];
+                on->sole_k = on->k[0];
+                if (n->f[on->sole].wv) wide_set(n, &n->f[on->sole], on->sole_k, 0); /* alone on it now */
+            }
         }
         mark_dirty(n, f->links[k]);
     }
+    wide_end(n, f);
     if (!f->borrowed) {
         free(f->links);
         free(f->w);
@@ -747,6 +933,8 @@ void sim_net_set_capacity(sim_net *n, double now_us, int link, double cap_Bps)
     move_to(n, now_us);
     link_alone(n); /* its rate may change: the settle must find it */
     n->cap[link] = cap_Bps;
+    const on_link *on = &n->on[link];
+    if (on->n == 1 && n->f[on->sole].wv) wide_set(n, &n->f[on->sole], on->sole_k, 2); /* its share as a lone link */
     n->cap_version++;
     mark_dirty(n, link);
     n->version++;
@@ -787,6 +975,8 @@ int sim_net_pop_finished(sim_net *n, double now_us, int *tags, int max)
 }
 
 void sim_net_track_usage(sim_net *n) { n->track = 1; }
+
+void sim_net_wide_min(sim_net *n, int links) { n->wide_min = links > 1 ? links : 1; }
 
 int sim_net_n_links(const sim_net *n) { return n->n_links; }
 

@@ -75,6 +75,11 @@ int64_t sim_net_flows_refilled(const sim_net *n);
  * the link was saturated (its load within 1e-9 of its capacity, capacity > 0); zeros unless
  * sim_net_track_usage was called before the first flow (it costs about a third of a settle). */
 void sim_net_track_usage(sim_net *n);
+/* Flows of this many links or more (none crossed twice, no usage tracked) are wide: each keeps
+ * which of its links another flow crosses too, and a settle walks only those and its best lone
+ * link (net.c, `wide`): the same rates, bit for bit. The default; tests set it low. */
+#define SIM_NET_WIDE_MIN 256
+void sim_net_wide_min(sim_net *n, int links);
 int sim_net_n_links(const sim_net *n);
 double sim_net_capacity(const sim_net *n, int link);
 void sim_net_link_usage(sim_net *n, double now_us, int link, double *bytes, double *saturated_us);

@@ -213,6 +213,8 @@ static int same_rates(sim_net *n, const ref_net *r)
  * mismatches (rates, next finish, finished tags). Link structure: a few "clusters" of links so
  * that the flow-link graph has several connected parts, and a few shared "core" links that now
  * and then join them. */
+static int wide_min = SIM_NET_WIDE_MIN; /* the nets' sim_net_wide_min */
+
 static int random_instance(int L, int F, int steps, int shared, int ring, int *checks)
 {
     /* shared: flows start over a few fixed link sets through sim_net_add_shared, each with its
@@ -228,6 +230,7 @@ static int random_instance(int L, int F, int steps, int shared, int ring, int *c
     for (int l = 0; l < L; l++) cap[l] = nice ? (double)(1 + rnd(ring ? 2 : 4)) * 10 : 1 + 99 * unif();
     dm_err err;
     sim_net *n = sim_net_new(L, cap, &err);
+    sim_net_wide_min(n, wide_min);
     ref_net *r = ref_new(L, cap, F + 1);
     int bad = 0, tag = 0, tags_a[256], tags_b[256];
     int groups = 1 + rnd(6), core = L / 10;
@@ -317,6 +320,24 @@ static void test_random(void)
     for (int i = 0; i < 300; i++, inst++) bad += random_instance(6 + rnd(60), 1 + rnd(6), 200, 1, 0, &checks);
     ok(bad == 0, "the same over shared link sets with their memos (flows started alone, capacity changes between): "
        "%d random instances, %d checks, %d mismatches", inst, checks, bad);
+    /* every flow of 1-4 links or more wide (net.h: SIM_NET_WIDE_MIN, 256 in the simulator) */
+    for (int pass = 0; pass < 3; pass++) {
+        bad = checks = inst = 0;
+        for (int i = 0; i < (pass == 1 ? 200 : 300); i++, inst++) {
+            wide_min = 1 + rnd(4);
+            bad += pass == 0   ? random_instance(6 + rnd(60), 1 + rnd(40), 200, 0, 0, &checks)
+                   : pass == 1 ? random_instance(100 + rnd(300), 10 + rnd(60), 600, 0, 1, &checks)
+                               : random_instance(6 + rnd(60), 1 + rnd(6), 200, 1, 0, &checks);
+        }
+        for (int i = 0; pass == 0 && i < 10; i++, inst++) {
+            wide_min = 1 + rnd(4);
+            bad += random_instance(200 + rnd(400), 100 + rnd(200), 2000, 0, 0, &checks);
+        }
+        ok(bad == 0, "wide flows (a settle walks their shared links and best lone link), %s: %d random instances, "
+           "%d checks, %d mismatches", pass == 0 ? "random links" : pass == 1 ? "rings' runs of links" : "shared link sets",
+           inst, checks, bad);
+    }
+    wide_min = SIM_NET_WIDE_MIN;
 }
 
 /* Disconnected parts: a change refills only the flows linked to it. */
