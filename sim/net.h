@@ -13,7 +13,8 @@
  * every flow (flows in start order, the bottleneck link first by share, then by first use), so
  * the rates are bit for bit those of the full recompute; tests/test_net.c checks it against the
  * full algorithm on random instances. Changes at one instant are settled together. Cost of a
- * settle: O(E log L) for the E (flow, link) pairs of the part, instead of O(F x E) for all.
+ * settle: O(E log L) for the E (flow, link) pairs of the part, instead of O(F x E) for all (of a
+ * wide flow, only the links another flow shares and one more: sim_net_wide_min).
  *
  * Link usage (when asked for): every link integrates the bytes it carried and the time it was
  * saturated (its flows' rates x weights sum to its capacity), for the busiest-links report
