@@ -103,7 +103,7 @@ stage_workcool() {
     tail -3 "$L/workcool_err.txt"
 }
 
-# One executor run: MODEL STEPS TIMEOUT
+# One executor run: MODEL STEPS TIMEOUT (the strategy $W3_STRATEGY, default dmuon)
 w3_run() {
     local m=$1
     echo "== $m"
