@@ -2,8 +2,10 @@
  * replaced, kept here as the reference (ref_*: the former sim/net.c, which recomputed every
  * flow's rate on every change): on random instances (random links, capacities, weights, starts,
  * finishes and capacity changes, several at one instant) every rate, every next finish time and
- * every set of finished flows must be identical, bit for bit. Then: a settle refills only the
- * flows connected to the change; link usage (bytes carried, time saturated) has known answers. */
+ * every set of finished flows must be identical, bit for bit, and again with every flow wide
+ * (sim_net_wide_min: a settle walks its shared links and best lone link). Then: a settle refills
+ * only the flows connected to the change; link usage (bytes carried, time saturated) has known
+ * answers. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
