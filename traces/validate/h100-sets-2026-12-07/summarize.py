@@ -7,6 +7,7 @@ import re
 FILES = ["traces/validate/h100-unseen-2026-12-07/validate.txt",
          "traces/validate/h100-unseen2-2026-12-07/validate.txt",
          "traces/validate/h100-unseen2-2026-12-07/tok8192/validate.txt",
+         "traces/validate/h100-unseen2-2026-12-07/tok8192b/validate.txt",
          "traces/validate/h100-core-2026-12-07/tok2048/validate.txt",
          "traces/validate/h100-core-2026-12-07/tok1024-8192/validate.txt"]
 ROW = re.compile(r"^  (\S+)\s+(\S+)\s+\S+\s+\d+\s+(\d+)\s+" + r"\s+".join([r"([-+]\d+\.\d)%"] * 4))
