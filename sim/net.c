@@ -281,22 +281,12 @@ static void wide_make(sim_net *n, int slot)
     for (int i = P - 1; i >= 1; i--) v->t[i] = wide_better(n, f, v->t[2 * i], v->t[2 * i + 1]);
 }
 
-/* A finished wide flow's view back to the pool. */
+/* A finished wide flow's view back to the pool (freed when the pool cannot grow). */
 static void wide_end(sim_net *n, flow *f)
 {
     if (!f->wv) return;
-    if (n->n_wpool == n->cap_wpool) {
-        int c = n->cap_wpool ? 2 * n->cap_wpool : 8;
-        wide **p = realloc(n->wpool, (size_t)c * sizeof *p);
-        if (!p) {
-            wide_free(f->wv);
-            f->wv = NULL;
-            return;
-        }
-        n->wpool = p;
-        n->cap_wpool = c;
-    }
-    n->wpool[n->n_wpool++] = f->wv;
+    if (grow((void **)&n->wpool, &n->cap_wpool, n->n_wpool + 1, sizeof *n->wpool, NULL)) wide_free(f->wv);
+    else n->wpool[n->n_wpool++] = f->wv;
     f->wv = NULL;
 }
 
