@@ -1,7 +1,7 @@
 #!/bin/bash
-# plan_best's candidates assigned first, built after: the reports of two binaries under --balance auto
-# (the default), the speed and plan lines aside; a case that differs is run again on BASE to see
-# whether BASE varies itself (the MILP's time limit)   ./compare.sh BASE NEW OUTDIR
+# the reports of two binaries under --balance auto (the default), the speed and plan lines aside; a
+# case that differs is run again on BASE to see whether BASE varies itself (the MILP's time limit)
+#   ./compare.sh BASE NEW OUTDIR   (this folder's change; also ../widenet-2026-12-07)
 B=$1; N=$2; O=$3; mkdir -p $O
 cases=()
 for m in qwen2.5-1.5b llama-3.2-3b qwen2.5-7b wall-oss-flow pi0 moonlight-16b-a3b deepseek-v3; do
