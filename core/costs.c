@@ -436,16 +436,27 @@ int dm_kernel_memory_bound(const dm_gpu *gpu, const dm_kernel *k)
 
 /* A time `us` measured on the table's GPU (`launches` launches of `flops` FLOPs and `bytes` HBM
  * bytes in all) moved to GPU t. The launch floors are exchanged (a time under its floor is all
- * launch); of the rest, the part that the kernel's limiting resource on the table's GPU (HBM
- * bytes or tensor FLOPs, the roofline's choice) needs at the table's best rate for it (its fastest
- * streaming read, its fastest GEMM: set_best_rates) scales by that resource's datasheet ratio, and
- * the remainder by the ratio of SMs x clock (latency, issue, too little work in flight, L2: what
- * neither HBM nor the tensor cores limit). A kernel at the best streaming rate moves with the HBM
- * ratio; one at a fifth of it mostly with the SMs. Measured on an H100 (HBM ratio to the H200
- * 1.43, SM ratio 1), elementwise kernels went 0.79-1.42x the H200's time, median 1.18
- * (traces/device/h100rows-2026-12-05, traces/costs/projection-2026-12-05). Where either GPU's SMs
- * or clock are not known, the whole rest scales by the resource ratio (the datasheet ratio alone). */
-static double project_us(const dm_costs *c, const dm_gpu *t, double us, double flops, double bytes, double launches)
+ * launch). Of the rest (the body), h = the part that the kernel's limiting resource on the table's
+ * GPU (HBM bytes or tensor FLOPs, the roofline's choice) needs at the table's best rate for it (its
+ * fastest streaming read, its fastest GEMM: set_best_rates) moves with that resource's datasheet
+ * ratio, and the remainder o (latency, issue, too little work in flight, L2: what neither HBM nor
+ * the tensor cores limit) with the ratio of SMs x clock. How the two parts add:
+ *  - `overlap` 0, in series (body = h + o): the optimizer's updates and NS, flat streaming passes
+ *    and products whose shortfall from the best rate is the resource's own (an AdamW pass that
+ *    writes as much as it reads runs at 0.64 of the read rate on the H200 and slowed 1.38x on the
+ *    H100, more than its share h alone would say);
+ *  - `overlap` 1, a memory-bound workload kernel (norms, softmax, loss, embeddings, attention
+ *    batches): its memory traffic overlaps its per-row work, body^2 = h^2 + o^2. A kernel far below
+ *    the streaming rate is held by its own issue and latency and hardly slows where HBM is slower
+ *    (the norm rows, `vector`, of 4096 x 6144-8192 ran 0.99x the H200's time on an H100, HBM 1.43x slower);
+ *    one at the rate moves with HBM. On 59 elementwise and 12 attention rows measured on an H100
+ *    (traces/device/h100rows-2026-12-05) the projected time over the measured, time-weighted:
+ *    1.053 and 1.029 in series, 1.019 and 0.998 so, 0.929 and 0.913 as the larger of the two
+ *    (traces/costs/projection-2026-12-07).
+ * A kernel at the best rate moves with the resource's ratio in every form. Where either GPU's SMs
+ * or clock are not known, the whole body scales by the resource ratio (the datasheet ratio alone). */
+static double project_us(const dm_costs *c, const dm_gpu *t, double us, double flops, double bytes, double launches,
+                         int overlap)
 {
     const dm_gpu *s = c->gpu;
     int mem = bytes / s->hbm_Bps > flops / s->bf16_flops;
@@ -453,7 +464,8 @@ static double project_us(const dm_costs *c, const dm_gpu *t, double us, double f
     double u = body > 0 ? fmin(1, (mem ? bytes / c->stream_Bps : flops / c->tensor_flops) * 1e6 / body) : 1;
     double res = mem ? s->hbm_Bps / t->hbm_Bps : s->bf16_flops / t->bf16_flops;
     double sm = dm_gpu_sm_rate(s) > 0 && dm_gpu_sm_rate(t) > 0 ? dm_gpu_sm_rate(s) / dm_gpu_sm_rate(t) : res;
-    return launch * (s->launch_us > 0 ? t->launch_us / s->launch_us : 1) + body * (u * res + (1 - u) * sm);
+    double moved = overlap && mem ? sqrt(u * u * res * res + (1 - u * u) * sm * sm) : u * res + (1 - u) * sm;
+    return launch * (s->launch_us > 0 ? t->launch_us / s->launch_us : 1) + body * moved;
 }
 
 /* The FLOPs and HBM bytes of a row, by the models its prices are made with (the roofline terms
@@ -1434,7 +1446,7 @@ double dm_costs_kernel_us(const dm_costs *c, const dm_gpu *target, const dm_kern
         s = table_kernel(c, k, roof, &us);
         if (target != c->gpu) {
             kernel_work(k, &f, &b);
-            us = project_us(c, target, us, f, b, 1);
+            us = project_us(c, target, us, f, b, 1, 1);
             if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
         }
     }
@@ -1509,7 +1521,7 @@ double dm_costs_ns_launch_us(const dm_costs *c, const dm_gpu *target, int64_t m,
         }
         if (target != c->gpu) {
             us = project_us(c, target, us, batch * dm_ns_flops(m, n, algo), batch * dm_ns_bytes(m, n, algo),
-                            eager ? (double)batch * ns_launches(algo) : ns_launches(algo));
+                            eager ? (double)batch * ns_launches(algo) : ns_launches(algo), 0);
             if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
         }
     }
@@ -1621,7 +1633,7 @@ double dm_costs_elementwise_us(const dm_costs *c, const dm_gpu *target, const ch
             gsl_interp_free(gi);
         }
         if (target != c->gpu) {
-            us = project_us(c, target, us, 0, (double)elems * dm_elementwise_bytes_per_param(op), 1);
+            us = project_us(c, target, us, 0, (double)elems * dm_elementwise_bytes_per_param(op), 1, 0);
             if (s != DM_COST_ROOFLINE) s = DM_COST_PROJECTED;
         }
     }

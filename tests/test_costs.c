@@ -548,8 +548,9 @@ static void test_eager_rows(void)
 
 /* The projection of a row to a GPU it was not measured on (project_us): of the time above the
  * launch floor, the share its limiting resource needs at the table's best rate for it scales by
- * that resource's datasheet ratio, the rest by the SMs x clock ratio. Rates: the grad-check rows'
- * fastest streaming read (4.0e12 B/s here), the GEMM rows' fastest (800 TFLOP/s here). */
+ * that resource's datasheet ratio, the rest by the SMs x clock ratio; a memory-bound workload
+ * kernel's two parts overlap (squares add), the others' add. Rates: the grad-check rows' fastest
+ * streaming read (4.0e12 B/s here), the GEMM rows' fastest (800 TFLOP/s here). */
 static void test_projection(void)
 {
     const dm_gpu *h200 = dm_gpu_find("H200"), *h100 = dm_gpu_find("H100"), *a800 = dm_gpu_find("A800"),
@@ -560,7 +561,9 @@ static void test_projection(void)
     double loss_b = dm_elem_launch_bytes(DM_KOP_LOSS, 4096, 8192, 0, 2);
     double vec_b = dm_elem_launch_bytes(DM_KOP_VECTOR, 4096, 8192, 0, 2);
     double gf = 2.0 * 8192 * 8192 * 8192, sf = 2.0 * 2048 * 2048 * 2048;
+    double ad_b = (double)(1 << 24) * dm_elementwise_bytes_per_param("adamw");
     double t_loss = L + loss_b / stream * 1e6, t_vec = L + 5 * vec_b / stream * 1e6, t_small = L + 2 * sf / tensor * 1e6;
+    double t_ad = L + 5 * ad_b / stream * 1e6;
     size_t n = table_head(buf, sizeof buf, 2);
     n += snprintf(buf + n, sizeof buf - n,
                   "NVIDIA H200,elem,grad-check,1,%d,0,1,bf16,%.6f,%.6f,%.6f\n"
@@ -568,10 +571,11 @@ static void test_projection(void)
                   "NVIDIA H200,gemm,fwd,8192,8192,8192,1,bf16,%.6f,%.6f,%.6f\n"
                   "NVIDIA H200,gemm,fwd,2048,2048,2048,1,bf16,%.6f,%.6f,%.6f\n"
                   "NVIDIA H200,elem,loss,4096,8192,0,1,bf16,%.6f,%.6f,%.6f\n"
-                  "NVIDIA H200,elem,vector,4096,8192,0,1,bf16,%.6f,%.6f,%.6f\n",
+                  "NVIDIA H200,elem,vector,4096,8192,0,1,bf16,%.6f,%.6f,%.6f\n"
+                  "NVIDIA H200,adamw,-,1,%d,0,1,fp32,%.6f,%.6f,%.6f\n",
                   1 << 28, big / stream * 1e6, big / stream * 1e6, big / stream * 1e6, gf / tensor * 1e6,
                   gf / tensor * 1e6, gf / tensor * 1e6, t_small, t_small, t_small, t_loss, t_loss, t_loss, t_vec, t_vec,
-                  t_vec);
+                  t_vec, 1 << 24, t_ad, t_ad, t_ad);
     dm_costs *c = NULL;
     dm_err err = {{0}};
     ok(dm_costs_load(write_file("proj.csv", buf), &c, &err) == 0, "projection table loads (%s)", c ? "ok" : err.msg);
@@ -588,12 +592,16 @@ static void test_projection(void)
     ok(s == DM_COST_PROJECTED, "  ... is projected");
     ok_near(dm_costs_kernel_us(c, a800, &x, NULL), L + (t_loss - L) * hbm800, 1e-9, "  ... and on an A800");
     x = kern(DM_KERN_ELEM, DM_KOP_VECTOR, 4096, 8192, 0, 1);
-    ok_near(dm_costs_kernel_us(c, h100, &x, NULL), L + (t_vec - L) * (0.2 * hbm100 + 0.8), 1e-9,
-            "a kernel at a fifth of it: a fifth by the HBM ratio, the rest by the SMs' (1 from the H200 to the H100)");
-    ok_near(dm_costs_kernel_us(c, a800, &x, NULL), L + (t_vec - L) * (0.2 * hbm800 + 0.8 * sm800), 1e-9,
-            "  ... on an A800: the rest by 132 x 1980 / (108 x 1410)");
+    ok_near(dm_costs_kernel_us(c, h100, &x, NULL), L + (t_vec - L) * sqrt(0.04 * hbm100 * hbm100 + 0.96), 1e-9,
+            "a workload kernel at a fifth of it: memory time (a fifth) by the HBM ratio, the rest by the SMs' (1 "
+            "from the H200 to the H100), the two overlapped (squares add)");
+    ok_near(dm_costs_kernel_us(c, a800, &x, NULL), L + (t_vec - L) * sqrt(0.04 * hbm800 * hbm800 + 0.96 * sm800 * sm800),
+            1e-9, "  ... on an A800: the rest by 132 x 1980 / (108 x 1410)");
     ok_near(dm_costs_kernel_us(c, b200, &x, NULL), L + (t_vec - L) * h200->hbm_Bps / b200->hbm_Bps, 1e-9,
             "  ... on a GPU whose SMs are not known: the whole by the HBM ratio");
+    ok_near(dm_costs_elementwise_us(c, a800, "adamw", INT64_C(1) << 24, &s), L + (t_ad - L) * (0.2 * hbm800 + 0.8 * sm800),
+            1e-9, "the optimizer's update at a fifth of it: the two parts in series (a fifth by the HBM ratio)");
+    ok(s == DM_COST_PROJECTED, "  ... is projected");
     x = kern(DM_KERN_GEMM, DM_KOP_FWD, 8192, 8192, 8192, 1);
     double t = gf / tensor * 1e6;
     ok_near(dm_costs_kernel_us(c, a800, &x, NULL), L + (t - L) * tc800, 1e-9,
