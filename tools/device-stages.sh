@@ -21,6 +21,8 @@
 #   torchvl    the VLM of the goal's "one VLA or MoE model": qwen2.5-vl-3b by dmuon run (4 steps,
 #              traced) and by tools/torch_step_bench.py (its decoder layers and its vision tower's
 #              blocks), each set held against the executor's by tools/trace_layers.py
+#   torchvlcut torchvl on a card the whole VLM's step does not fit (an H100): the executor runs it
+#              with its language model cut to 4 layers, PyTorch the whole model (below)
 #   plugin     the GPU plug-in beside the program: --version, bench comm --backend gpu, bench kernels
 #   regress    dmuon regress --update of the h200 baseline into $L/baselines
 #   causal     --attention causal timed and validated (bench work rows of the triangle's kernels,
@@ -190,6 +192,27 @@ stage_torchvl() {
     torch_layers "$m" "models/$m.json" 90 ""
     if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_$m.json" ]; then
         python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --stack visual.blocks \
+            --torch "$L/torch_$m.json" --torch-part vision
+    fi
+}
+
+# torchvlcut (2026-12-07): torchvl where the VLM's whole step does not fit the card (an H100: 104
+# GiB by the estimate): the executor runs Qwen2.5-VL-3B with its language model cut to 4 layers
+# (traces/import/new-cuts-2026-12-07/qwen2.5-vl-3b-4l.json: the vision tower, merger, embedding and
+# head the model's own; a layer's shapes the same), PyTorch the whole model; per layer, the tower's
+# blocks and the decoder layers. TVL_CLUSTER: the preset the executor's plan is made for.
+STAGE_TIMEOUT_torchvlcut=200
+stage_torchvlcut() {
+    local m=qwen2.5-vl-3b f=traces/import/new-cuts-2026-12-07/qwen2.5-vl-3b-4l.json
+    echo "== $m (language model cut to 4 layers: $f)"
+    timeout 70 $MPIRUN -np 1 --bind-to none "$D/dmuon" run --backend gpu --model "$f" --cluster "${TVL_CLUSTER:-h100}" \
+        --strategy "${W3_STRATEGY:-dmuon}" --tokens 4096 --steps 4 --timeout 60 --trace "$L/trace_$m.csv" --csv "$L/run_$m.csv" \
+        > "$L/run_$m.txt" 2>&1
+    echo "dmuon run $m exit $?"
+    grep -E '^# (gpu:|mean over|GPU memory|per layer)|does not fit|rror|skipped' "$L/run_$m.txt" | head -8
+    torch_layers "$m" "$f" 100 ""
+    if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_$m.json" ]; then
+        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "$f" --stack visual.blocks \
             --torch "$L/torch_$m.json" --torch-part vision
     fi
 }
