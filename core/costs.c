@@ -448,11 +448,11 @@ int dm_kernel_memory_bound(const dm_gpu *gpu, const dm_kernel *k)
  *  - `overlap` 1, a memory-bound workload kernel (norms, softmax, loss, embeddings, attention
  *    batches): its memory traffic overlaps its per-row work, body^2 = h^2 + o^2. A kernel far below
  *    the streaming rate is held by its own issue and latency and hardly slows where HBM is slower
- *    (the norm rows, `vector`, of 4096 x 6144-8192 ran 0.99x the H200's time on an H100, HBM 1.43x slower);
- *    one at the rate moves with HBM. On 59 elementwise and 12 attention rows measured on an H100
+ *    (the norm rows, `vector`, of 4096 x 6144-8192 ran 0.99x the H200's time on an H100, whose HBM
+ *    is 1.43x slower); one at the rate moves with HBM. On 59 elementwise and 12 attention rows measured on an H100
  *    (traces/device/h100rows-2026-12-05) the projected time over the measured, time-weighted:
- *    1.053 and 1.029 in series, 1.019 and 0.998 so, 0.929 and 0.913 as the larger of the two
- *    (traces/costs/projection-2026-12-07).
+ *    1.053 and 1.029 in series, 1.019 and 0.998 with the squares adding, 0.929 and 0.913 as the
+ *    larger of the two parts alone (traces/costs/projection-2026-12-07).
  * A kernel at the best rate moves with the resource's ratio in every form. Where either GPU's SMs
  * or clock are not known, the whole body scales by the resource ratio (the datasheet ratio alone). */
 static double project_us(const dm_costs *c, const dm_gpu *t, double us, double flops, double bytes, double launches,

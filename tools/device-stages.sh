@@ -105,11 +105,12 @@ stage_workcool() {
     tail -3 "$L/workcool_err.txt"
 }
 
-# One executor run: MODEL STEPS TIMEOUT (the strategy $W3_STRATEGY, default dmuon)
+# One executor run: MODEL STEPS TIMEOUT [FILE] (the strategy $W3_STRATEGY, default dmuon; the plan's
+# preset $W3_CLUSTER, default h200; the model file FILE, default models/MODEL.json)
 w3_run() {
-    local m=$1
-    echo "== $m"
-    timeout "$3" $MPIRUN -np 1 --bind-to none "$D/dmuon" run --backend gpu --model "models/$m.json" --cluster h200 \
+    local m=$1 f=${4:-models/$1.json}
+    echo "== $m${4:+ ($4)}"
+    timeout "$3" $MPIRUN -np 1 --bind-to none "$D/dmuon" run --backend gpu --model "$f" --cluster "${W3_CLUSTER:-h200}" \
         --strategy "${W3_STRATEGY:-dmuon}" --tokens 4096 --steps "$2" --timeout 60 --trace "$L/trace_$m.csv" --csv "$L/run_$m.csv" \
         > "$L/run_$m.txt" 2>&1
     echo "dmuon run $m exit $?"
@@ -185,36 +186,29 @@ stage_causal() {
     echo "causal stage: $((SECONDS - T0)) s"
 }
 
-STAGE_TIMEOUT_torchvl=200
-stage_torchvl() {
-    local m=qwen2.5-vl-3b
-    w3_run "$m" 4 60
-    torch_layers "$m" "models/$m.json" 90 ""
-    if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_$m.json" ]; then
-        python3 tools/trace_layers.py "$L/trace_$m.csv" --model "models/$m.json" --stack visual.blocks \
-            --torch "$L/torch_$m.json" --torch-part vision
-    fi
-}
-
-# torchvlcut (2026-12-07): torchvl where the VLM's whole step does not fit the card (an H100: 104
-# GiB by the estimate): the executor runs Qwen2.5-VL-3B with its language model cut to 4 layers
-# (traces/import/new-cuts-2026-12-07/qwen2.5-vl-3b-4l.json: the vision tower, merger, embedding and
-# head the model's own; a layer's shapes the same), PyTorch the whole model; per layer, the tower's
-# blocks and the decoder layers. TVL_CLUSTER: the preset the executor's plan is made for.
-STAGE_TIMEOUT_torchvlcut=200
-stage_torchvlcut() {
-    local m=qwen2.5-vl-3b f=traces/import/new-cuts-2026-12-07/qwen2.5-vl-3b-4l.json
-    echo "== $m (language model cut to 4 layers: $f)"
-    timeout 70 $MPIRUN -np 1 --bind-to none "$D/dmuon" run --backend gpu --model "$f" --cluster "${TVL_CLUSTER:-h100}" \
-        --strategy "${W3_STRATEGY:-dmuon}" --tokens 4096 --steps 4 --timeout 60 --trace "$L/trace_$m.csv" --csv "$L/run_$m.csv" \
-        > "$L/run_$m.txt" 2>&1
-    echo "dmuon run $m exit $?"
-    grep -E '^# (gpu:|mean over|GPU memory|per layer)|does not fit|rror|skipped' "$L/run_$m.txt" | head -8
+# vl_layers M FILE TIMEOUT: the VLM M (model file FILE) by dmuon run (4 steps, traced; W3_CLUSTER
+# the preset of its plan) and by tools/torch_step_bench.py (the whole bundled architecture), its
+# decoder layers and its vision tower's blocks each held against the executor's by trace_layers.py
+vl_layers() {
+    local m=$1 f=$2
+    w3_run "$m" 4 "$3" "$f"
     torch_layers "$m" "$f" 100 ""
     if [ -f "$L/trace_$m.csv" ] && [ -f "$L/torch_$m.json" ]; then
         python3 tools/trace_layers.py "$L/trace_$m.csv" --model "$f" --stack visual.blocks \
             --torch "$L/torch_$m.json" --torch-part vision
     fi
+}
+STAGE_TIMEOUT_torchvl=200
+stage_torchvl() { vl_layers qwen2.5-vl-3b models/qwen2.5-vl-3b.json 60; }
+
+# torchvlcut (2026-12-07): torchvl where the VLM's whole step does not fit the card (an H100: 104
+# GiB by the estimate): the executor runs Qwen2.5-VL-3B with its language model cut to 4 layers
+# (traces/import/new-cuts-2026-12-07/qwen2.5-vl-3b-4l.json: the vision tower, merger, embedding and
+# head the model's own; a layer's shapes the same), PyTorch the whole model; per layer, the tower's
+# blocks and the decoder layers. TVL_CLUSTER (default h100): the preset the executor's plan is made for.
+STAGE_TIMEOUT_torchvlcut=200
+stage_torchvlcut() {
+    W3_CLUSTER=${TVL_CLUSTER:-h100} vl_layers qwen2.5-vl-3b traces/import/new-cuts-2026-12-07/qwen2.5-vl-3b-4l.json 70
 }
 
 # ---- the lead's stages: validation across models (issue 14) and the kernels' k2 check --------
