@@ -211,6 +211,26 @@ stage_torchvlcut() {
     W3_CLUSTER=${TVL_CLUSTER:-h100} vl_layers qwen2.5-vl-3b traces/import/new-cuts-2026-12-07/qwen2.5-vl-3b-4l.json 70
 }
 
+# h100tune (2026-12-07): is the H100's Muon optimizer phase slower than the H200's rows say because
+# its NS plans take the H200's tuned configurations (kernels/autotune.c at_config_for, rule 4)? The
+# NS shapes of two of the new models retuned on this card into the call's copy of the cache (its
+# own entries: $L/ns_h100.csv, rows of this card), then their dmuon and muon-ddp cases at 4096
+# tokens validated with it (VALIDATE_CLUSTER=h100), to hold against the same cases run with the
+# H200's configurations (traces/validate/h100-new-2026-12-07)
+STAGE_TIMEOUT_h100tune=430
+stage_h100tune() {
+    local M=traces/import/new-cuts-2026-12-07 c=traces/kernels/autotune_h200.tsv T0=$SECONDS
+    timeout 200 "$D/dmuon" bench kernels --model $M/qwen2.5-7b-5l.json --model $M/glm-4.5-air-2l-16e.json \
+        --cache "$c" --retune --no-products --no-elementwise --warmup 2 --reps 10 --out "$L/ns_h100.csv" \
+        > "$L/ns_h100.txt" 2>&1
+    echo "bench kernels exit $? ($((SECONDS - T0)) s; $(grep -vc '^#' "$L/ns_h100.csv" 2>/dev/null || echo 0) rows)"
+    tail -3 "$L/ns_h100.txt"
+    cp "$c" "$L/autotune_after.tsv"
+    VALIDATE_CLUSTER=${VALIDATE_CLUSTER:-h100} VALIDATE_MODELS=$M/qwen2.5-7b-5l.json,$M/glm-4.5-air-2l-16e.json \
+        VALIDATE_STRATEGIES=dmuon,muon-ddp VALIDATE_TOKENS=4096 VALIDATE_TIMEOUT=150 stage_validate
+    grep -h "NS plans" "$L"/validate/*/run.log | head -4
+}
+
 # ---- the lead's stages: validation across models (issue 14) and the kernels' k2 check --------
 # validate: dmuon validate of seven bundled models (small and mid dense with and without biases,
 # two VLAs, a VLM, a MoE cut to fit) x dmuon/muon-ddp/adamw on one GPU at 4096 tokens, the
