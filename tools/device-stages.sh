@@ -231,6 +231,28 @@ stage_h100tune() {
     grep -h "NS plans" "$L"/validate/*/run.log | head -4
 }
 
+# h100tuneall (2026-12-07): the H100's own entries in the autotune cache for the NS shapes of the
+# models a one-GPU validation runs on it (h100tune showed its phase 2.4-8.5% faster with them): one
+# `bench kernels` per model into traces/kernels/autotune_h200.tsv (keyed by GPU; shapes this card
+# already has are not tuned again), each under its own timeout (the cache is written when a bench
+# ends), the models in order until TUNE_SECONDS (default 360) have gone; $L/autotune_h100.tsv.
+STAGE_TIMEOUT_h100tuneall=420
+stage_h100tuneall() {
+    local c=traces/kernels/autotune_h200.tsv T0=$SECONDS m e=models/extra n=traces/import/new-cuts-2026-12-07
+    for m in $n/llama-3.1-8b-5l.json $n/gpt-oss-120b-1l-32e.json $n/paligemma-3b-pt-224-9l.json $n/qwen2-vl-7b-3l.json \
+        qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b llama-3.2-3b pi0 pi0.5 qwen2.5-vl-3b moonlight-16b-a3b-6l \
+        $e/pythia-1b.json $e/gemma-3-1b-pt.json $e/smollm3-3b.json $e/olmo-2-1124-7b-8l.json \
+        $e/granite-3.1-8b-base-8l.json $e/gpt-oss-20b-2l.json $e/qwen2-vl-2b.json $e/olmoe-1b-7b-0924-4l.json \
+        $e/qwen1.5-moe-a2.7b-3l.json $e/deepseek-v2-lite-4l.json $e/gemma-2b.json $e/gemma2-2b.json \
+        $e/mistral-7b-v0.1-12l.json $e/mixtral-8x7b-v0.1-2l.json $e/starcoder2-3b.json $e/qwen3-30b-a3b-6l.json; do
+        if [ $((SECONDS - T0)) -gt "${TUNE_SECONDS:-360}" ]; then echo "stopped before $m: ${TUNE_SECONDS:-360} s gone"; break; fi
+        timeout 75 "$D/dmuon" bench kernels --model "$m" --cache "$c" --no-products --no-elementwise --warmup 2 --reps 10 \
+            > "$L/tune_$(basename "$m" .json).txt" 2>&1
+        echo "$m: exit $? ($((SECONDS - T0)) s, $(grep -c '^NVIDIA H100' "$c") H100 entries)"
+    done
+    cp "$c" "$L/autotune_h100.tsv"
+}
+
 # ---- the lead's stages: validation across models (issue 14) and the kernels' k2 check --------
 # validate: dmuon validate of seven bundled models (small and mid dense with and without biases,
 # two VLAs, a VLM, a MoE cut to fit) x dmuon/muon-ddp/adamw on one GPU at 4096 tokens, the
