@@ -217,9 +217,11 @@ __device__ __forceinline__ void load_input(const blk_params &P, const part &pt, 
 /* X's rows < m, columns < w (stride XR) to the CTA's part of the output in the io dtype and
  * the input's layout, along the output's rows (one 16-byte store per chunk of a row-major
  * 16-bit output's row). */
-__device__ __forceinline__ void store_output(const blk_params &P, const part &pt, int dt, const uint16_t *X, int XR)
+__device__ __forceinline__ void store_output(const blk_params &P, const part &pt, int dt, const uint16_t *X, int XR,
+                                             int q0 = -1, int dq = 0)
 {
-    for (int q = threadIdx.x; q < pt.n_ch; q += blockDim.x) {
+    if (q0 < 0) q0 = threadIdx.x, dq = blockDim.x; /* (default: every chunk of the part) */
+    for (int q = q0; q < pt.n_ch; q += dq) {
         int64_t off;
         int cnt, r, c;
         chunk(P, pt, q, &off, &cnt, &r, &c);
@@ -247,62 +249,104 @@ __device__ __forceinline__ void stamp(const blk_params &P, int at)
     if (P.prof && blockIdx.x == 0 && threadIdx.x == 0) P.prof[at] = (unsigned long long)clock64();
 }
 
-/* acc = S1[r0..r0+32) x S2 over K (a multiple of 16) for one warp's 32 x 32 tile at (r0, c0).
- * S1: rows of K contiguous elements (stride l1). S2 when KC: the tile's columns as rows of K
- * contiguous elements (S2's rows c0.. : S2^T's columns), stride l2; else K rows of the tile's
- * columns contiguous (ldmatrix.trans), stride l2. */
-template <typename T, bool KC>
-__device__ __forceinline__ void warp_tile(float (&acc)[2][4][4], const uint16_t *s1, int l1, int r0, const uint16_t *s2,
-                                          int l2, int c0, int K)
+/* X0 = G / (||G||_F + eps) into X (x_elems elements, stride XR) from the CTA's part pt of the
+ * input: the sum of squares in a fixed order (deterministic: with C > 1 the cluster's CTAs' sums
+ * added in rank order by each; C = 1 the CTA's part alone); G scaled and rounded once into X (an
+ * input already in the iteration dtype is stored raw by the first pass and scaled in place;
+ * another is read again); the rest of X zero. Ends with a __syncthreads. */
+template <int dt>
+__device__ __forceinline__ void load_normalized(const blk_params &P, const part &pt, uint16_t *X, int x_elems, int XR, int C,
+                                                float *red, float *ss_cta)
+{
+    const int tid = threadIdx.x, m = P.m, w = pt.w;
+    for (int idx = tid; idx < x_elems / 8; idx += BLK_THREADS) ((uint4 *)X)[idx] = make_uint4(0, 0, 0, 0);
+    __syncthreads();
+    const bool raw = P.io == dt;
+    float ss = 0.f;
+    load_input(P, pt, dt, 1.f, raw, X, XR, &ss);
+    ss = block_reduce<red_sum>(ss, red); /* its barriers also order the stores above */
+    if (C > 1) {
+        if (tid == 0) *ss_cta = ss;
+        cl_sync();
+        ss = 0.f;
+        for (int j = 0; j < C; j++) ss += *peer(ss_cta, j);
+    }
+    const float s = 1.f / (sqrtf(ss) + P.eps);
+    if (raw) { /* in place, a row's 8-element pieces (rows are whole 16-byte words) */
+        const int pr = (w + 7) / 8;
+        for (int idx = tid; idx < m * pr; idx += BLK_THREADS) {
+            int r = idx / pr, c = 8 * (idx - r * pr);
+            uint4 *wp = (uint4 *)(X + r * XR + c);
+            uint4 u = *wp;
+            uint32_t q[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                q[j] = nsm::pack2(dt, s * nsm::from16(dt, (uint16_t)(q[j] & 0xffffu)), s * nsm::from16(dt, (uint16_t)(q[j] >> 16)));
+            *wp = make_uint4(q[0], q[1], q[2], q[3]); /* past w: the zeros stay zero */
+        }
+    } else {
+        float unused = 0.f;
+        load_input(P, pt, dt, s, true, X, XR, &unused);
+    }
+    __syncthreads();
+}
+
+/* acc = S1[r0..r0+16 MI) x S2 over K (a multiple of 16) for one warp's 16 MI x 16 NJ tile at
+ * (r0, c0) (MI, NJ 1 or 2; 32 x 32 by default). S1: rows of K contiguous elements (stride l1).
+ * S2 when KC: the tile's columns as rows of K contiguous elements (S2's rows c0.. : S2^T's
+ * columns), stride l2; else K rows of the tile's columns contiguous (ldmatrix.trans), stride l2. */
+template <typename T, bool KC, int MI = 2, int NJ = 2>
+__device__ __forceinline__ void warp_tile(float (&acc)[MI][2 * NJ][4], const uint16_t *s1, int l1, int r0,
+                                          const uint16_t *s2, int l2, int c0, int K)
 {
     const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < 2 * NJ; j++)
 #pragma unroll
             for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
-    uint32_t a0[2], b0[2];
+    uint32_t a0[MI], b0[NJ];
 #pragma unroll
-    for (int i = 0; i < 2; i++) a0[i] = nsm::smem_addr(s1 + (r0 + i * 16 + (lane & 15)) * l1 + 8 * (lane >> 4));
+    for (int i = 0; i < MI; i++) a0[i] = nsm::smem_addr(s1 + (r0 + i * 16 + (lane & 15)) * l1 + 8 * (lane >> 4));
 #pragma unroll
-    for (int j = 0; j < 2; j++)
+    for (int j = 0; j < NJ; j++)
         b0[j] = KC ? nsm::smem_addr(s2 + (c0 + j * 16 + (lane & 7) + 8 * (lane >> 4)) * l2 + 8 * ((lane >> 3) & 1))
                    : nsm::smem_addr(s2 + (lane & 15) * l2 + c0 + j * 16 + 8 * (lane >> 4));
 #pragma unroll 2
     for (int k = 0; k < K; k += 16) {
-        uint32_t af[2][4], bf[4][2];
+        uint32_t af[MI][4], bf[2 * NJ][2];
 #pragma unroll
-        for (int i = 0; i < 2; i++) nsm::ldsm_x4(af[i], a0[i] + 2 * k);
+        for (int i = 0; i < MI; i++) nsm::ldsm_x4(af[i], a0[i] + 2 * k);
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
+        for (int j = 0; j < NJ; j++) {
             uint32_t r[4];
             if (KC) nsm::ldsm_x4(r, b0[j] + 2 * k);
             else nsm::ldsm_x4_t(r, b0[j] + 2 * k * l2);
             bf[2 * j][0] = r[0], bf[2 * j][1] = r[1], bf[2 * j + 1][0] = r[2], bf[2 * j + 1][1] = r[3];
         }
 #pragma unroll
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < MI; i++)
 #pragma unroll
-            for (int j = 0; j < 4; j++) nsm::mma_op<T>::run(acc[i][j], af[i], bf[j][0], bf[j][1]);
+            for (int j = 0; j < 2 * NJ; j++) nsm::mma_op<T>::run(acc[i][j], af[i], bf[j][0], bf[j][1]);
     }
 }
 
 /* f(i, j, h, r, c): each pair acc[i][j][2h], acc[i][j][2h + 1] of the thread and the (row,
- * column) of its first element in the tile at (r0, c0); the second is at (r, c + 1). */
-template <class F> __device__ __forceinline__ void each_pair(int r0, int c0, F f)
+ * column) of its first element in the 16 MI x 8 J8 tile at (r0, c0); the second is at (r, c + 1). */
+template <int MI = 2, int J8 = 4, class F> __device__ __forceinline__ void each_pair(int r0, int c0, F f)
 {
     const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < J8; j++)
 #pragma unroll
             for (int h = 0; h < 2; h++) f(i, j, h, r0 + i * 16 + (lane >> 2) + 8 * h, c0 + j * 8 + 2 * (lane & 3));
 }
 
 /* f(i, j, q, r, c): each accumulator acc[i][j][q] of the thread and its (row, column) in the
- * tile at (r0, c0) (mma.m16n8k16's C layout). */
+ * 32 x 32 tile at (r0, c0) (mma.m16n8k16's C layout). */
 template <class F> __device__ __forceinline__ void each_acc(int r0, int c0, F f)
 {
     each_pair(r0, c0, [&](int i, int j, int h, int r, int c) {
@@ -314,15 +358,16 @@ template <class F> __device__ __forceinline__ void each_acc(int r0, int c0, F f)
 /* acc = alpha acc + beta C for the tile at (r0, c0), C in shared memory (stride ld): every C
  * value read before any is used (the reads pipeline; interleaved with stores to the same
  * array they would wait one by one). */
-__device__ __forceinline__ void fold_c(float (&acc)[2][4][4], float alpha, float beta, const uint16_t *C, int ld, int r0,
+template <int MI, int J8>
+__device__ __forceinline__ void fold_c(float (&acc)[MI][J8][4], float alpha, float beta, const uint16_t *C, int ld, int r0,
                                        int c0, int dt)
 {
-    uint32_t cv[2][4][2];
-    each_pair(r0, c0, [&](int i, int j, int h, int r, int c) { cv[i][j][h] = *(const uint32_t *)(C + r * ld + c); });
+    uint32_t cv[MI][J8][2];
+    each_pair<MI, J8>(r0, c0, [&](int i, int j, int h, int r, int c) { cv[i][j][h] = *(const uint32_t *)(C + r * ld + c); });
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < J8; j++)
 #pragma unroll
             for (int q = 0; q < 4; q++) {
                 uint32_t w = cv[i][j][q >> 1];
@@ -352,9 +397,10 @@ __device__ __forceinline__ void store_sym(const float (&acc)[2][4][4], uint16_t 
 }
 
 /* A tile into D (stride ld), pairs of columns as 32-bit stores. */
-__device__ __forceinline__ void store_tile(const float (&acc)[2][4][4], uint16_t *d, int ld, int r0, int c0, int dt)
+template <int MI, int J8>
+__device__ __forceinline__ void store_tile(const float (&acc)[MI][J8][4], uint16_t *d, int ld, int r0, int c0, int dt)
 {
-    each_pair(r0, c0, [&](int i, int j, int h, int r, int c) {
+    each_pair<MI, J8>(r0, c0, [&](int i, int j, int h, int r, int c) {
         *(uint32_t *)(d + r * ld + c) = nsm::pack2(dt, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
     });
 }
@@ -413,41 +459,8 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_block(
     const int c_lo = k * P.W, w = max(0, min(P.W, n - c_lo));
     const part pt = make_part(P, (int64_t)(blockIdx.x / C) * ((int64_t)m * n), c_lo, w);
 
-    /* X0 = G / (||G||_F + eps): the sum of squares in a fixed order (deterministic: the CTAs'
-     * sums added in rank order by each); G scaled and rounded once into X (an input already in
-     * the iteration dtype is stored raw by the first pass and scaled in place; another is read
-     * again); the rest of X zero */
     stamp(P, 0);
-    for (int idx = tid; idx < Mp * XR / 8; idx += BLK_THREADS) ((uint4 *)X)[idx] = make_uint4(0, 0, 0, 0);
-    __syncthreads();
-    const bool raw = P.io == dt;
-    float ss = 0.f;
-    load_input(P, pt, dt, 1.f, raw, X, XR, &ss);
-    ss = block_reduce<red_sum>(ss, red); /* its barriers also order the stores above */
-    if (C > 1) {
-        if (tid == 0) ss_cta = ss;
-        cl_sync();
-        ss = 0.f;
-        for (int j = 0; j < C; j++) ss += *peer(&ss_cta, j);
-    }
-    const float s = 1.f / (sqrtf(ss) + P.eps);
-    if (raw) { /* in place, a row's 8-element pieces (rows are whole 16-byte words) */
-        const int pr = (w + 7) / 8;
-        for (int idx = tid; idx < m * pr; idx += BLK_THREADS) {
-            int r = idx / pr, c = 8 * (idx - r * pr);
-            uint4 *wp = (uint4 *)(X + r * XR + c);
-            uint4 u = *wp;
-            uint32_t q[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                q[j] = nsm::pack2(dt, s * nsm::from16(dt, (uint16_t)(q[j] & 0xffffu)), s * nsm::from16(dt, (uint16_t)(q[j] >> 16)));
-            *wp = make_uint4(q[0], q[1], q[2], q[3]); /* past w: the zeros stay zero */
-        }
-    } else {
-        float unused = 0.f;
-        load_input(P, pt, dt, s, true, X, XR, &unused);
-    }
-    __syncthreads();
+    load_normalized<dt>(P, pt, X, Mp * XR, XR, C, red, &ss_cta);
     stamp(P, 1);
 
     const int per_panel = BLK_WARPS / T32, panel = 32 * per_panel; /* X = a X + B X: columns per panel */
@@ -549,6 +562,92 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_block(
     store_output(P, pt, dt, X, XR);
 }
 
+/* Kernel "blockrow": one matrix per cluster of C CTAs (C = 1 on sm_80) that split every
+ * product's ROWS: each CTA holds the whole of X (two buffers: this iteration's and the next),
+ * A and B, computes its slab of Mp / C rows of each product in 16 x 16 warp tiles (reading only
+ * its own shared memory) and writes each result tile to the same place in every CTA of the
+ * cluster (distributed shared memory); a cluster barrier follows each product. No product
+ * writes what it reads (A from X, B from A, the next X from B and X), and the barrier after a
+ * product orders its writes before any later read, and every read of a buffer before its next
+ * write (one product later at the earliest). Every element is computed by one CTA and copied to
+ * all: the CTAs hold the same bits. Where "block" runs a small square matrix's 15 products on
+ * one SM (for 128 x 128 ~2 us each: 10 lower tiles of K 128 on 16 warps, latency-bound), this
+ * spreads each over C SMs for a barrier per product. The products are computed whole (no
+ * lower-tile saving: a slab's lower tiles would leave the CTAs unequal). Each CTA loads and
+ * normalizes the whole input itself (the same sum of squares in all), and writes every C-th
+ * chunk of the output. */
+constexpr int ROWS_MAX_C = 8;
+
+/* A 16 x 16 tile (acc of warp_tile<.., 1, 1>) rounded to dtype dt, into the buffer at element
+ * offset off (stride ld) of each of the C CTAs' shared memory (base[j]: CTA j's). */
+__device__ __forceinline__ void put_all(const float (&acc)[1][2][4], uint16_t *const (&base)[ROWS_MAX_C], int C, int off,
+                                        int ld, int r0, int c0, int dt)
+{
+    each_pair<1, 2>(r0, c0, [&](int i, int j, int h, int r, int c) {
+        const uint32_t w = nsm::pack2(dt, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+#pragma unroll
+        for (int q = 0; q < ROWS_MAX_C; q++) /* constant indices: base stays in registers */
+            if (q < C) *(uint32_t *)(base[q] + off + r * ld + c) = w;
+    });
+}
+
+__device__ __forceinline__ void sync_all(int C)
+{
+    if (C > 1) cl_sync();
+    else __syncthreads();
+}
+
+template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_rows(const blk_params P)
+{
+    extern __shared__ __align__(16) uint16_t sm[];
+    __shared__ float red[34];
+    __shared__ float ss_unused;
+    constexpr int dt = dt_of<T>::v;
+    const int tid = threadIdx.x, warp = tid >> 5;
+    const int C = P.C, k = C > 1 ? cl_rank() : 0;
+    const int Mp = P.Mp, Np = P.W, XR = Np + 8, SR = Mp + 8, R = Mp / C, r_lo = k * R;
+    const int ao = 2 * Mp * XR, bo = ao + Mp * SR; /* X0 at 0, X1 at Mp XR, then A, B */
+    uint16_t *base[ROWS_MAX_C];
+#pragma unroll
+    for (int q = 0; q < ROWS_MAX_C; q++) base[q] = C > 1 && q < C ? peer(sm, q) : sm;
+    const part pt = make_part(P, (int64_t)(blockIdx.x / C) * ((int64_t)P.m * P.n), 0, P.n);
+    stamp(P, 0);
+    load_normalized<dt>(P, pt, sm, Mp * XR, XR, 1, red, &ss_unused);
+    if (C > 1) cl_sync(); /* every CTA of the cluster running before any writes into another's memory */
+    stamp(P, 1);
+    const int tr = R / 16, tA = tr * (Mp / 16), tX = tr * (Np / 16);
+    for (int it = 0; it < P.iters; it++) {
+        const float ca = P.a[it], cb = P.b[it], cc = P.c[it];
+        const uint16_t *X = sm + (it & 1) * Mp * XR, *A = sm + ao, *B = sm + bo;
+        const int xn = ((it + 1) & 1) * Mp * XR;
+        float acc[1][2][4];
+        for (int t = warp; t < tA; t += BLK_WARPS) { /* A = X X^T, rows r_lo .. r_lo + R */
+            const int r0 = r_lo + 16 * (t % tr), c0 = 16 * (t / tr);
+            warp_tile<T, true, 1, 1>(acc, X, XR, r0, X, XR, c0, Np);
+            put_all(acc, base, C, ao, SR, r0, c0, dt);
+        }
+        sync_all(C);
+        stamp(P, 2 + 3 * it);
+        for (int t = warp; t < tA; t += BLK_WARPS) { /* B = c A A + b A */
+            const int r0 = r_lo + 16 * (t % tr), c0 = 16 * (t / tr);
+            warp_tile<T, false, 1, 1>(acc, A, SR, r0, A, SR, c0, Mp);
+            fold_c(acc, cc, cb, A, SR, r0, c0, dt);
+            put_all(acc, base, C, bo, SR, r0, c0, dt);
+        }
+        sync_all(C);
+        stamp(P, 3 + 3 * it);
+        for (int t = warp; t < tX; t += BLK_WARPS) { /* the next X = a X + B X */
+            const int r0 = r_lo + 16 * (t % tr), c0 = 16 * (t / tr);
+            warp_tile<T, false, 1, 1>(acc, B, SR, r0, X, XR, c0, Mp);
+            fold_c(acc, 1.f, ca, X, XR, r0, c0, dt);
+            put_all(acc, base, C, xn, XR, r0, c0, dt);
+        }
+        sync_all(C);
+        stamp(P, 4 + 3 * it);
+    }
+    store_output(P, pt, dt, sm + (P.iters & 1) * Mp * XR, XR, tid + k * BLK_THREADS, C * BLK_THREADS);
+}
+
 int round32(int64_t v) { return (int)((v + 31) / 32 * 32); }
 
 /* The device's per-block shared-memory limit (opt-in) and compute capability, once. */
@@ -571,8 +670,10 @@ dev_caps caps()
     return c;
 }
 
-const void *kernel_fn(dm_dtype dt)
+/* The kernel of dtype dt: "block" (rows 0) or "blockrow" (rows 1). */
+const void *kernel_fn(dm_dtype dt, int rows)
 {
+    if (rows) return dt == DM_DT_BF16 ? (const void *)k_rows<__nv_bfloat16> : (const void *)k_rows<__half>;
     return dt == DM_DT_BF16 ? (const void *)k_block<__nv_bfloat16> : (const void *)k_block<__half>;
 }
 
@@ -583,8 +684,8 @@ int setup_once()
     if (!done) {
         dev_caps d = caps();
         if (d.smem <= 1024) return -1;
-        for (int i = 0; i < 2; i++) {
-            const void *fn = kernel_fn(i ? DM_DT_FP16 : DM_DT_BF16);
+        for (int i = 0; i < 4; i++) {
+            const void *fn = kernel_fn(i & 1 ? DM_DT_FP16 : DM_DT_BF16, i >> 1);
             if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem - 1024) != cudaSuccess ||
                 (d.major >= 9 && cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)) {
                 cudaGetLastError();
@@ -603,14 +704,14 @@ int64_t smem_bytes(int Mp, int W, int C)
            (S > 1 ? 4 * (int64_t)n_low * S * 32 * PW_LD : 0);
 }
 
-/* How many clusters of C CTAs with `smem` bytes each this device holds at once (C = 1: CTAs);
- * 0 when none (or it cannot tell). */
-int resident(int C, int64_t smem)
+/* How many clusters of C CTAs of kernel "block" (rows 0) or "blockrow" (rows 1) with `smem`
+ * bytes each this device holds at once (C = 1: CTAs); 0 when none (or it cannot tell). */
+int resident(int C, int64_t smem, int rows)
 {
     if (setup_once()) return 0;
     int least = -1;
     for (int i = 0; i < 2; i++) { /* both dtypes' kernels */
-        const void *fn = kernel_fn(i ? DM_DT_FP16 : DM_DT_BF16);
+        const void *fn = kernel_fn(i ? DM_DT_FP16 : DM_DT_BF16, rows);
         int nc = 0;
         cudaError_t e;
         if (C == 1) {
@@ -658,14 +759,14 @@ int block_shape(int64_t m, int64_t n, int batch, int *C_out, int *W_out, int64_t
     int lo = 0, target = 1; /* lo: the fewest CTAs that fit */
     for (int C = 1; C <= max_c && !lo; C *= 2) {
         int64_t b = smem_bytes(Mp, round32((n + C - 1) / C), C);
-        if (b + 1024 <= d.smem && resident(C, b) > 0) lo = C;
+        if (b + 1024 <= d.smem && resident(C, b, 0) > 0) lo = C;
     }
     if (!lo) return 0;
     while (target < max_c && (int64_t)target * 256 < n) target *= 2;
     int C = target > lo ? target : lo;
     for (; C > lo; C /= 2) {
         int64_t b = smem_bytes(Mp, round32((n + C - 1) / C), C);
-        if (b + 1024 <= d.smem && resident(C, b) >= batch) break;
+        if (b + 1024 <= d.smem && resident(C, b, 0) >= batch) break;
     }
     *C_out = C;
     *W_out = round32((n + C - 1) / C);
@@ -673,27 +774,69 @@ int block_shape(int64_t m, int64_t n, int batch, int *C_out, int *W_out, int64_t
     return 1;
 }
 
-} // namespace
+/* Kernel "blockrow"'s shared memory per CTA: X twice (Mp x (Np + 8)), A and B (Mp x (Mp + 8)). */
+int64_t rows_smem(int Mp, int64_t Np) { return 2 * (2 * (int64_t)Mp * (Np + 8) + 2 * (int64_t)Mp * (Mp + 8)); }
 
-extern "C" int64_t nsm_block_smem(int64_t m, int64_t n, int batch)
+/* How a batch of m x n matrices (either orientation) runs under kernel "blockrow": clusters of C
+ * CTAs (1, 2, 4 or 8; 1 on sm_80; each CTA at least 16 rows of the padded m), each CTA the whole
+ * matrix (W = the padded n columns) in smem bytes. The largest C under which the whole batch
+ * is resident at once (one wave), else C = 1. DM_NS_BLOCKROW_C (1, 2, 4 or 8) asks for one C
+ * (a probe for the benchmark: taken where it fits and is resident, else the rule's). 0 when
+ * it cannot (min > 128, or the whole matrix twice is more than a CTA's shared memory). */
+int rows_shape(int64_t m, int64_t n, int batch, int *C_out, int *W_out, int64_t *smem_out)
 {
-    int C, W;
-    int64_t b;
-    return block_shape(m, n, batch, &C, &W, &b) ? b : 0;
+    if (m > n) {
+        int64_t t = m;
+        m = n, n = t;
+    }
+    if (m < 1 || m > BLK_MAX_M || n > 4096 || batch < 1) return 0;
+    dev_caps d = caps();
+    if (d.smem <= 1024) return 0;
+    const int Mp = round32(m), W = round32(n);
+    const int64_t b = rows_smem(Mp, W);
+    if (b + 1024 > d.smem || resident(1, b, 1) < 1) return 0;
+    int max_c = d.major >= 9 ? Mp / 16 : 1;
+    if (max_c > ROWS_MAX_C) max_c = ROWS_MAX_C;
+    int C = max_c;
+    while (C > 1 && resident(C, b, 1) < batch) C /= 2;
+    const char *want = getenv("DM_NS_BLOCKROW_C");
+    if (want) {
+        int w = atoi(want);
+        if ((w == 1 || w == 2 || w == 4 || w == 8) && w <= max_c && (w == 1 || resident(w, b, 1) > 0)) C = w;
+    }
+    *C_out = C;
+    *W_out = W;
+    *smem_out = b;
+    return 1;
 }
 
-extern "C" int nsm_block_fits(int64_t m, int64_t n, int batch)
+/* The shape of either kernel (rows: "blockrow"). */
+int any_shape(int64_t m, int64_t n, int batch, int rows, int *C, int *W, int64_t *smem)
+{
+    return rows ? rows_shape(m, n, batch, C, W, smem) : block_shape(m, n, batch, C, W, smem);
+}
+
+} // namespace
+
+extern "C" int64_t nsm_block_smem(int64_t m, int64_t n, int batch, int rows)
 {
     int C, W;
     int64_t b;
-    return block_shape(m, n, batch, &C, &W, &b);
+    return any_shape(m, n, batch, rows, &C, &W, &b) ? b : 0;
+}
+
+extern "C" int nsm_block_fits(int64_t m, int64_t n, int batch, int rows)
+{
+    int C, W;
+    int64_t b;
+    return any_shape(m, n, batch, rows, &C, &W, &b);
 }
 
 struct nsm_block {
     blk_params P;
     const void *fn;
     int64_t smem;
-    int batch;
+    int batch, rows;
     double exec, full, nominal;
 };
 
@@ -703,7 +846,7 @@ extern "C" int nsm_block_create(const nsm_block_args *a, nsm_block **out, dm_err
     const nsm_geom *g = &a->g;
     int C = 1, W = 0;
     int64_t smem = 0;
-    if (!block_shape(g->m, g->n, g->batch, &C, &W, &smem) || g->batch < 1 || a->coeffs->n < 1 || a->coeffs->n > NS_MAX_ITERS ||
+    if (!any_shape(g->m, g->n, g->batch, a->rows, &C, &W, &smem) || g->batch < 1 || a->coeffs->n < 1 || a->coeffs->n > NS_MAX_ITERS ||
         (g->dt != DM_DT_BF16 && g->dt != DM_DT_FP16) || (int64_t)g->batch * C > INT32_MAX)
         return dm_err_set(err, "nsm_block_create: %lldx%lld batch %d not supported on this device", (long long)g->m,
                           (long long)g->n, g->batch);
@@ -727,14 +870,17 @@ extern "C" int nsm_block_create(const nsm_block_args *a, nsm_block **out, dm_err
         P->b[i] = (float)a->coeffs->b[i];
         P->c[i] = (float)a->coeffs->c[i];
     }
-    b->fn = kernel_fn(g->dt);
+    b->fn = kernel_fn(g->dt, a->rows);
     b->smem = smem;
     b->batch = g->batch;
+    b->rows = a->rows;
     double m = (double)g->m, n = (double)g->n, Mp = P->Mp, t = Mp / 32;
     double low = t * (t + 1) / 2 * 32.0 * 32.0; /* elements of the lower tiles */
     double it = (double)g->batch * P->iters;
-    /* per CTA: its part of X X^T, the whole c A A + b A, its columns of B X */
-    b->exec = it * C * (2.0 * low * W + 2.0 * low * Mp + 2.0 * Mp * Mp * W);
+    /* "block", per CTA: its part of X X^T, the whole c A A + b A, its columns of B X; "blockrow":
+       every product whole (padded), split over the CTAs */
+    b->exec = a->rows ? it * (2.0 * Mp * Mp * W + 2.0 * Mp * Mp * Mp + 2.0 * Mp * Mp * W)
+                      : it * C * (2.0 * low * W + 2.0 * low * Mp + 2.0 * Mp * Mp * W);
     b->full = it * (2.0 * m * m * n + 2.0 * m * m * m + 2.0 * m * m * n);
     b->nominal = it * (m * m * n + m * m * m + 2.0 * m * m * n);
     *out = b;
@@ -798,9 +944,9 @@ extern "C" int nsm_block_profile(const nsm_block *b, ns_stream s, FILE *out, dm_
         if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev) != cudaSuccess || khz <= 0)
             cudaGetLastError(), khz = 1000000;
         const double us = 1e3 / khz; /* per clock at the device's rated clock */
-        fprintf(out, "#     block (%d CTAs per matrix of %d columns, %lld B shared; CTA 0's SM clock, the fastest of 5, us at %.0f MHz): "
+        fprintf(out, "#     %s (%d CTAs per matrix of %d columns, %lld B shared; CTA 0's SM clock, the fastest of 5, us at %.0f MHz): "
                      "%.1f us in the kernel; load and normalize %.2f us\n",
-                P.C, P.W, (long long)b->smem, khz / 1e3, (double)(best[n - 1] - best[0]) * us, (double)(best[1] - best[0]) * us);
+                b->rows ? "blockrow" : "block", P.C, P.W, (long long)b->smem, khz / 1e3, (double)(best[n - 1] - best[0]) * us, (double)(best[1] - best[0]) * us);
         for (int it = 0; it < P.iters; it++)
             fprintf(out, "#       iteration %d: X X^T %.2f us, c A A + b A %.2f us, a X + B X %.2f us\n", it,
                     (double)(best[2 + 3 * it] - best[1 + 3 * it]) * us, (double)(best[3 + 3 * it] - best[2 + 3 * it]) * us,

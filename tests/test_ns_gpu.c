@@ -831,13 +831,16 @@ static void test_fused_batch(ns_stream s)
     free(g), free(lt), free(a), free(b);
 }
 
-/* The one-CTA-per-matrix kernel (ns_block.cu) in whole direct plans: against float64 and the
- * cuBLASLt plan on the same input, wide and tall, sizes that are not multiples of 8 or 32, the
- * longest side it takes at m = 128, batches, io dtypes, an fp16 iteration dtype; two runs
- * bit-identical; a NaN in one entry of a batch fails that entry only; a Gram plan and a shape
- * too long for the shared memory asked for it run cuBLASLt. */
+/* The one-CTA-per-matrix kernels (ns_block.cu: "block", and "blockrow", whose cluster splits
+ * each product's rows) in whole direct plans: against float64 and the cuBLASLt plan on the same
+ * input, wide and tall, sizes that are not multiples of 8 or 32, the longest side each takes at
+ * m = 128, batches, io dtypes, an fp16 iteration dtype; two runs bit-identical; "blockrow" with
+ * clusters of 1, 2, 4 and 8 CTAs bit-identical to each other (each element is computed by one
+ * warp in the same order whatever the split); a NaN in one entry of a batch fails that entry
+ * only; a Gram plan and a shape too long for the shared memory asked for either run cuBLASLt. */
 static void test_block(ns_stream s)
 {
+    static const ns_kernel kinds[] = {NS_KERNEL_BLOCK, NS_KERNEL_BLOCKROW};
     static const struct { int64_t r, c; int batch; dm_dtype io, work; } shapes[] = {
         {128, 128, 1, DM_DT_BF16, DM_DT_BF16}, {64, 256, 1, DM_DT_FP32, DM_DT_BF16}, {256, 64, 1, DM_DT_BF16, DM_DT_BF16},
         {63, 101, 1, DM_DT_FP32, DM_DT_BF16},  {8, 8, 3, DM_DT_BF16, DM_DT_BF16},   {500, 100, 4, DM_DT_BF16, DM_DT_BF16},
@@ -864,8 +867,9 @@ static void test_block(ns_stream s)
         for (int k = 0; k < batch && !bad; k++) bad = ns_ref_d(g + k * per, ref + k * per, r, c, &o, &e) != 0;
         if (bad || (!no_lt && run_plan_on(r, c, batch, io, &cfg, 0, s, g, lt, NULL, &e))) {
             bail("block: reference", &e);
-        } else {
-            cfg.kernel = NS_KERNEL_BLOCK;
+        } else for (size_t kk = 0; kk < 2; kk++) {
+            const ns_kernel kind = kinds[kk];
+            cfg.kernel = kind;
             memset(&used, 0, sizeof used);
             if (run_plan_on(r, c, batch, io, &cfg, 1, s, g, a, &used, &e) || run_plan_on(r, c, batch, io, &cfg, 0, s, g, b, NULL, &e)) {
                 bail("block", &e);
@@ -879,12 +883,34 @@ static void test_block(ns_stream s)
                     if (!(y <= lt_worst)) lt_worst = y;
                 }
                 double tol = fmax(NS_TOL, 1.5 * lt_worst);
-                ns_kernel want = ns_kernel_supported(NS_KERNEL_BLOCK, r, c, batch) ? NS_KERNEL_BLOCK : NS_KERNEL_LT;
+                ns_kernel want = ns_kernel_supported(kind, r, c, batch) ? kind : NS_KERNEL_LT;
                 ok(used.kernel == want && worst <= tol && vs_lt <= 2 * NS_TOL && !memcmp(a, b, n * 8),
-                   "block direct %lldx%lld batch %d io %s work %s (ran %s, %lld B shared): rel err %.3g <= %.3g (the cuBLASLt plan's %.3g), "
+                   "%s direct %lldx%lld batch %d io %s work %s (ran %s, %lld B shared): rel err %.3g <= %.3g (the cuBLASLt plan's %.3g), "
                    "vs the cuBLASLt plan %.3g <= %g; two runs bit-identical: %s",
-                   (long long)r, (long long)c, batch, dm_dtype_name(io), dm_dtype_name(cfg.work), ns_kernel_name(used.kernel),
-                   (long long)nsm_block_smem(r, c, batch), worst, tol, lt_worst, vs_lt, 2 * NS_TOL, !memcmp(a, b, n * 8) ? "yes" : "no");
+                   ns_kernel_name(kind), (long long)r, (long long)c, batch, dm_dtype_name(io), dm_dtype_name(cfg.work),
+                   ns_kernel_name(used.kernel), (long long)nsm_block_smem(r, c, batch, kind == NS_KERNEL_BLOCKROW), worst, tol,
+                   lt_worst, vs_lt, 2 * NS_TOL, !memcmp(a, b, n * 8) ? "yes" : "no");
+                if (kind == NS_KERNEL_BLOCKROW && used.kernel == kind) { /* every cluster size: the same bits */
+                    static const char *const cs[] = {"1", "2", "4", "8"};
+                    int same = 1, ran = 0;
+                    char what[64] = "";
+                    for (size_t ci = 0; ci < 4; ci++) {
+                        setenv("DM_NS_BLOCKROW_C", cs[ci], 1);
+                        if (run_plan_on(r, c, batch, io, &cfg, 0, s, g, b, NULL, &e)) {
+                            bail("blockrow cluster sizes", &e);
+                            same = 0;
+                            break;
+                        }
+                        ran++;
+                        if (memcmp(a, b, n * 8)) {
+                            same = 0;
+                            snprintf(what, sizeof what, " (C=%s differs)", cs[ci]);
+                        }
+                    }
+                    unsetenv("DM_NS_BLOCKROW_C");
+                    ok(same && ran == 4, "blockrow direct %lldx%lld batch %d: clusters of 1, 2, 4, 8 CTAs (where each fits) give the same bits%s",
+                       (long long)r, (long long)c, batch, what);
+                }
             }
         }
         free(g), free(ref), free(lt), free(a), free(b);
@@ -899,7 +925,8 @@ static void test_block(ns_stream s)
         g[2 * bp + 77] = NAN;
         ns_config cfg;
         ns_config_default(&cfg, DM_NS_DIRECT);
-        cfg.kernel = NS_KERNEL_BLOCK;
+        for (size_t kk = 0; kk < 2; kk++) {
+        cfg.kernel = kinds[kk];
         int fin_ok = 0, nan_bad = 0;
         if (!run_plan_on(br, bc, 4, DM_DT_BF16, &cfg, 0, s, g, a, NULL, &e)) {
             fin_ok = 1;
@@ -912,23 +939,26 @@ static void test_block(ns_stream s)
         } else {
             bail("block nan", &e);
         }
-        ok(fin_ok && nan_bad, "block 4 x 100x120 with a NaN in entry 2: that entry's output is not finite (%d), the others are (%d)",
-           nan_bad, fin_ok);
+        ok(fin_ok && nan_bad, "%s 4 x 100x120 with a NaN in entry 2: that entry's output is not finite (%d), the others are (%d)",
+           ns_kernel_name(kinds[kk]), nan_bad, fin_ok);
+        }
         free(g), free(a);
     }
     { /* what it does not take runs cuBLASLt */
-        static const struct { int64_t r, c; dm_ns_algo algo; } no[] = {{128, 256, DM_NS_GRAM}, {128, 65536, DM_NS_DIRECT}, {129, 129, DM_NS_DIRECT}};
+        static const struct { int64_t r, c; dm_ns_algo algo; ns_kernel k; } no[] = {
+            {128, 256, DM_NS_GRAM, NS_KERNEL_BLOCK}, {128, 65536, DM_NS_DIRECT, NS_KERNEL_BLOCK}, {129, 129, DM_NS_DIRECT, NS_KERNEL_BLOCK},
+            {128, 256, DM_NS_GRAM, NS_KERNEL_BLOCKROW}, {128, 8192, DM_NS_DIRECT, NS_KERNEL_BLOCKROW}, {129, 129, DM_NS_DIRECT, NS_KERNEL_BLOCKROW}};
         for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
             dm_err e = {{0}};
             ns_config cfg, used;
             ns_config_default(&cfg, no[i].algo);
-            cfg.kernel = NS_KERNEL_BLOCK;
+            cfg.kernel = no[i].k;
             ns_plan *p = NULL;
             memset(&used, 0, sizeof used);
             int rc = ns_plan_create(no[i].r, no[i].c, 1, cfg.work, &cfg, &p, &e);
             if (!rc) ns_plan_config(p, &used);
             ns_plan_destroy(p);
-            ok(!rc && used.kernel == NS_KERNEL_LT, "block asked for %s %lldx%lld: the plan runs %s%s%s", dm_ns_algo_name(no[i].algo),
+            ok(!rc && used.kernel == NS_KERNEL_LT, "%s asked for %s %lldx%lld: the plan runs %s%s%s", ns_kernel_name(no[i].k), dm_ns_algo_name(no[i].algo),
                (long long)no[i].r, (long long)no[i].c, ns_kernel_name(used.kernel), rc ? ": " : "", rc ? e.msg : "");
         }
     }

@@ -1723,3 +1723,46 @@ for k in sorted(rows):
     print('%-34s %9.2f %9.2f %9.2f %9.2f %7.3f' % (k, o[0], n[0], o[1], n[1], (n[0] + n[1]) / (o[0] + o[1])))
 PY
 }
+
+# nsrows (2026-12-07, issue 17): kernel "blockrow" (kernels/ns_block.cu k_rows: every product's
+# rows split over a cluster of up to 8 CTAs, each holding the whole matrix) beside "block", the
+# cached cuBLASLt plan and PyTorch: the block tests (both kernels; blockrow's clusters of 1-8 CTAs
+# bit-identical), memcheck and racecheck on them, the SASS of k_rows for sm_80 and sm_90, the small
+# shapes timed, 128x128 at each cluster size, CTA 0's clock per product (--profile).
+STAGE_TIMEOUT_nsrows=300
+stage_nsrows() {
+    DM_TEST_ONLY=block timeout 60 "$D/test_ns_gpu" > "$L/rows_test.txt" 2>&1
+    echo "test_ns_gpu (block, blockrow) exit $?: $(grep -c '^ok' "$L/rows_test.txt") ok, $(grep -c '^not ok' "$L/rows_test.txt") not ok"
+    grep '^not ok' "$L/rows_test.txt" | head -8
+    DM_TEST_ONLY=block DM_TEST_QUICK=1 timeout 50 compute-sanitizer --tool memcheck "$D/test_ns_gpu" > "$L/rows_memcheck.txt" 2>&1
+    echo "memcheck (quick) rc $?: $(grep -c '^ok' "$L/rows_memcheck.txt") ok; $(grep 'ERROR SUMMARY' "$L/rows_memcheck.txt" | tail -1)"
+    DM_TEST_ONLY=block DM_TEST_QUICK=1 DM_TEST_NO_LT=1 timeout 50 compute-sanitizer --tool racecheck \
+        --racecheck-report all "$D/test_ns_gpu" > "$L/rows_racecheck.txt" 2>&1
+    echo "racecheck (quick) rc $?: $(grep -c '^ok' "$L/rows_racecheck.txt") ok; $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$L/rows_racecheck.txt" | tail -1)"
+    if command -v cuobjdump >/dev/null 2>&1; then
+        local a
+        for a in sm_80 sm_90; do
+            cuobjdump -sass -arch $a "$D/dmuon-gpu.so" 2>/dev/null | awk -v arch=$a '
+                /Function : / { keep = $NF ~ /k_rows/; if (keep) fn = $NF }
+                keep && /HMMA/ { h[fn]++ } keep && /LDSM/ { l[fn]++ } keep && /(LDL|STL)/ { loc[fn]++ } keep { seen[fn] = 1 }
+                END { for (k in seen) printf "sass %s %s: HMMA %d LDSM %d local %d\n", arch, k, h[k], l[k], loc[k] }'
+        done
+    fi
+    printf '128 128 1,8,64\n64 64 1,8\n32 32 1\n96 96 1\n100 120 1\n64 256 1\n128 256 1\n128 288 1\n' > "$L/rows_shapes.txt"
+    timeout 90 "$D/dmuon" bench kernels --shapes "$L/rows_shapes.txt" --kernels lt,block,blockrow --algos direct \
+        --no-products --no-elementwise --no-gemm-tune --reps 20 --warmup 3 --verbose --out "$L/rows.csv" > "$L/rows_bench.txt" 2>&1
+    echo "bench exit $?"
+    grep -E '^#   candidate' "$L/rows_bench.txt" | sed 's/^#   candidate //' | grep -v " lt .*h=[1-9]" | head -60
+    local c
+    printf '128 128 1\n64 64 1\n' > "$L/rows_c_shapes.txt"
+    for c in 1 2 4 8; do
+        DM_NS_BLOCKROW_C=$c timeout 30 "$D/dmuon" bench kernels --shapes "$L/rows_c_shapes.txt" --kernels blockrow --algos direct \
+            --no-products --no-elementwise --no-gemm-tune --reps 20 --warmup 3 --verbose --profile --out "$L/rows_c$c.csv" \
+            > "$L/rows_c$c.txt" 2>&1
+        echo "DM_NS_BLOCKROW_C=$c exit $?"
+        grep -E '^#   candidate .*blockrow|^#     blockrow|^#       iteration [04]' "$L/rows_c$c.txt" | head -8
+    done
+    timeout 40 python3 tools/torch_ns_bench.py --ours "$L/rows.csv" --shapes "$L/rows_shapes.txt" --out "$L/rows_torch.txt" > /dev/null
+    echo "torch_ns_bench exit $?"
+    cat "$L/rows_torch.txt"
+}
