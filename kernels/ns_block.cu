@@ -170,13 +170,14 @@ __device__ __forceinline__ void load8(const void *p, int64_t off, int cnt, int d
 }
 
 /* The CTA's part of the input into X (stride XR) as s v in dtype dt (when store), the sum of
- * squares of v into *ss (the thread's share, in a fixed order); 2 chunks' loads in flight per
+ * squares of v into *ss (the thread's share, in a fixed order); U chunks' loads in flight per
  * thread before any is used (a loop of single dependent loads ran at ~0.5 us per element per
- * thread). A chunk of a row-major input's row goes in as one 16-byte store. */
+ * thread; "block" takes 2: 4 spill its registers on sm_90). A chunk of a row-major input's row
+ * goes in as one 16-byte store. */
+template <int U>
 __device__ __forceinline__ void load_input(const blk_params &P, const part &pt, int dt, float s, bool store, uint16_t *X,
                                            int XR, float *ss)
 {
-    constexpr int U = 2;
     for (int q0 = threadIdx.x; q0 < pt.n_ch; q0 += U * blockDim.x) {
         float v[U][8];
         int cnt[U], r[U], c[U];
@@ -254,7 +255,7 @@ __device__ __forceinline__ void stamp(const blk_params &P, int at)
  * added in rank order by each; C = 1 the CTA's part alone); G scaled and rounded once into X (an
  * input already in the iteration dtype is stored raw by the first pass and scaled in place;
  * another is read again); the rest of X zero. Ends with a __syncthreads. */
-template <int dt>
+template <int dt, int U>
 __device__ __forceinline__ void load_normalized(const blk_params &P, const part &pt, uint16_t *X, int x_elems, int XR, int C,
                                                 float *red, float *ss_cta)
 {
@@ -263,7 +264,7 @@ __device__ __forceinline__ void load_normalized(const blk_params &P, const part 
     __syncthreads();
     const bool raw = P.io == dt;
     float ss = 0.f;
-    load_input(P, pt, dt, 1.f, raw, X, XR, &ss);
+    load_input<U>(P, pt, dt, 1.f, raw, X, XR, &ss);
     ss = block_reduce<red_sum>(ss, red); /* its barriers also order the stores above */
     if (C > 1) {
         if (tid == 0) *ss_cta = ss;
@@ -286,7 +287,7 @@ __device__ __forceinline__ void load_normalized(const blk_params &P, const part 
         }
     } else {
         float unused = 0.f;
-        load_input(P, pt, dt, s, true, X, XR, &unused);
+        load_input<U>(P, pt, dt, s, true, X, XR, &unused);
     }
     __syncthreads();
 }
@@ -460,7 +461,7 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_block(
     const part pt = make_part(P, (int64_t)(blockIdx.x / C) * ((int64_t)m * n), c_lo, w);
 
     stamp(P, 0);
-    load_normalized<dt>(P, pt, X, Mp * XR, XR, C, red, &ss_cta);
+    load_normalized<dt, 2>(P, pt, X, Mp * XR, XR, C, red, &ss_cta);
     stamp(P, 1);
 
     const int per_panel = BLK_WARPS / T32, panel = 32 * per_panel; /* X = a X + B X: columns per panel */
@@ -565,12 +566,11 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_block(
 /* Kernel "blockrow": one matrix per cluster of C CTAs (C = 1 on sm_80) that split every
  * product's ROWS: each CTA holds the whole of X (two buffers: this iteration's and the next),
  * A and B, computes its slab of Mp / C rows of each product in 16 x 16 warp tiles (reading only
- * its own shared memory) and writes each result tile to the same place in every CTA of the
- * cluster (distributed shared memory); a cluster barrier follows each product. No product
- * writes what it reads (A from X, B from A, the next X from B and X), and the barrier after a
- * product orders its writes before any later read, and every read of a buffer before its next
- * write (one product later at the earliest). Every element is computed by one CTA and copied to
- * all: the CTAs hold the same bits. Where "block" runs a small square matrix's 15 products on
+ * its own shared memory), and after each product copies the other CTAs' slabs from them
+ * (distributed shared memory, gather_slabs). No product writes what it reads (A from X, B from
+ * A, the next X from B and X), and the barriers after a product order its writes before any
+ * later read, and every read of a buffer before its next write. Every element is computed by
+ * one CTA and copied to all: the CTAs hold the same bits. Where "block" runs a small square matrix's 15 products on
  * one SM (for 128 x 128 ~2 us each: 10 lower tiles of K 128 on 16 warps, latency-bound), this
  * spreads each over C SMs for a barrier per product. The products are computed whole (no
  * lower-tile saving: a slab's lower tiles would leave the CTAs unequal). Each CTA loads and
@@ -578,23 +578,26 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_block(
  * chunk of the output. */
 constexpr int ROWS_MAX_C = 8;
 
-/* A 16 x 16 tile (acc of warp_tile<.., 1, 1>) rounded to dtype dt, into the buffer at element
- * offset off (stride ld) of each of the C CTAs' shared memory (base[j]: CTA j's). */
-__device__ __forceinline__ void put_all(const float (&acc)[1][2][4], uint16_t *const (&base)[ROWS_MAX_C], int C, int off,
-                                        int ld, int r0, int c0, int dt)
+/* After a product: the cluster's CTAs have each written their slab of rows (R of them, from
+ * rank x R) of the buffer at element offset off (stride ld, ncols columns: a multiple of 8) in
+ * their own shared memory; each CTA copies the other slabs from their owners in 16-byte pieces
+ * (distributed shared memory), between a cluster barrier (the slabs written) and a CTA barrier
+ * (the copy done). A slab is written again by its owner three products later at the earliest,
+ * after two more cluster barriers, which this CTA reaches only after its copy. */
+__device__ __forceinline__ void gather_slabs(uint16_t *sm, int C, int k, int R, int off, int ld, int ncols)
 {
-    each_pair<1, 2>(r0, c0, [&](int i, int j, int h, int r, int c) {
-        const uint32_t w = nsm::pack2(dt, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-#pragma unroll
-        for (int q = 0; q < ROWS_MAX_C; q++) /* constant indices: base stays in registers */
-            if (q < C) *(uint32_t *)(base[q] + off + r * ld + c) = w;
-    });
-}
-
-__device__ __forceinline__ void sync_all(int C)
-{
-    if (C > 1) cl_sync();
-    else __syncthreads();
+    if (C > 1) {
+        cl_sync();
+        const int q8 = ncols / 8, per = R * q8;
+        for (int x = threadIdx.x; x < (C - 1) * per; x += BLK_THREADS) {
+            int j = x / per, y = x - j * per;
+            j += j >= k; /* the peers in rank order, this CTA skipped */
+            const int r = j * R + y / q8, c = 8 * (y % q8);
+            uint16_t *p = sm + off + r * ld + c;
+            *(uint4 *)p = *(const uint4 *)peer(p, j);
+        }
+    }
+    __syncthreads();
 }
 
 template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_rows(const blk_params P)
@@ -607,12 +610,9 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_rows(c
     const int C = P.C, k = C > 1 ? cl_rank() : 0;
     const int Mp = P.Mp, Np = P.W, XR = Np + 8, SR = Mp + 8, R = Mp / C, r_lo = k * R;
     const int ao = 2 * Mp * XR, bo = ao + Mp * SR; /* X0 at 0, X1 at Mp XR, then A, B */
-    uint16_t *base[ROWS_MAX_C];
-#pragma unroll
-    for (int q = 0; q < ROWS_MAX_C; q++) base[q] = C > 1 && q < C ? peer(sm, q) : sm;
     const part pt = make_part(P, (int64_t)(blockIdx.x / C) * ((int64_t)P.m * P.n), 0, P.n);
     stamp(P, 0);
-    load_normalized<dt>(P, pt, sm, Mp * XR, XR, 1, red, &ss_unused);
+    load_normalized<dt, 4>(P, pt, sm, Mp * XR, XR, 1, red, &ss_unused);
     if (C > 1) cl_sync(); /* every CTA of the cluster running before any writes into another's memory */
     stamp(P, 1);
     const int tr = R / 16, tA = tr * (Mp / 16), tX = tr * (Np / 16);
@@ -624,25 +624,25 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_rows(c
         for (int t = warp; t < tA; t += BLK_WARPS) { /* A = X X^T, rows r_lo .. r_lo + R */
             const int r0 = r_lo + 16 * (t % tr), c0 = 16 * (t / tr);
             warp_tile<T, true, 1, 1>(acc, X, XR, r0, X, XR, c0, Np);
-            put_all(acc, base, C, ao, SR, r0, c0, dt);
+            store_tile(acc, sm + ao, SR, r0, c0, dt);
         }
-        sync_all(C);
+        gather_slabs(sm, C, k, R, ao, SR, Mp);
         stamp(P, 2 + 3 * it);
         for (int t = warp; t < tA; t += BLK_WARPS) { /* B = c A A + b A */
             const int r0 = r_lo + 16 * (t % tr), c0 = 16 * (t / tr);
             warp_tile<T, false, 1, 1>(acc, A, SR, r0, A, SR, c0, Mp);
             fold_c(acc, cc, cb, A, SR, r0, c0, dt);
-            put_all(acc, base, C, bo, SR, r0, c0, dt);
+            store_tile(acc, sm + bo, SR, r0, c0, dt);
         }
-        sync_all(C);
+        gather_slabs(sm, C, k, R, bo, SR, Mp);
         stamp(P, 3 + 3 * it);
         for (int t = warp; t < tX; t += BLK_WARPS) { /* the next X = a X + B X */
             const int r0 = r_lo + 16 * (t % tr), c0 = 16 * (t / tr);
             warp_tile<T, false, 1, 1>(acc, B, SR, r0, X, XR, c0, Mp);
             fold_c(acc, 1.f, ca, X, XR, r0, c0, dt);
-            put_all(acc, base, C, xn, XR, r0, c0, dt);
+            store_tile(acc, sm + xn, XR, r0, c0, dt);
         }
-        sync_all(C);
+        gather_slabs(sm, C, k, R, xn, XR, Np);
         stamp(P, 4 + 3 * it);
     }
     store_output(P, pt, dt, sm + (P.iters & 1) * Mp * XR, XR, tid + k * BLK_THREADS, C * BLK_THREADS);

@@ -1762,6 +1762,16 @@ stage_nsrows() {
         echo "DM_NS_BLOCKROW_C=$c exit $?"
         grep -E '^#   candidate .*blockrow|^#     blockrow|^#       iteration [04]' "$L/rows_c$c.txt" | head -8
     done
+    if command -v ncu >/dev/null 2>&1; then # where a CTA's time goes (128x128 at the rule's cluster of 8)
+        printf '128 128 1\n' > "$L/rows_ncu_shapes.txt"
+        timeout 60 ncu --kernel-name regex:k_rows --launch-skip 3 --launch-count 1 --section WarpStateStats \
+            --section SchedulerStats --section LaunchStats \
+            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio',smsp__inst_executed.sum,smsp__inst_executed_pipe_tensor.sum \
+            "$D/dmuon" bench kernels --shapes "$L/rows_ncu_shapes.txt" --kernels blockrow --algos direct --no-products \
+            --no-elementwise --no-gemm-tune --reps 3 --warmup 1 --out "$L/rows_ncu.csv" > "$L/rows_ncu.txt" 2>&1
+        echo "ncu exit $?"
+        grep -E "k_rows|Warp Cycles Per Issued|No Eligible|inst_executed|stalled_(barrier|long|short|math|mio|wait|not_sel|dispatch|lg|membar|branch|no_inst|selected|sleeping|drain|imc)[a-z_]*_per" "$L/rows_ncu.txt" | head -40
+    fi
     timeout 40 python3 tools/torch_ns_bench.py --ours "$L/rows.csv" --shapes "$L/rows_shapes.txt" --out "$L/rows_torch.txt" > /dev/null
     echo "torch_ns_bench exit $?"
     cat "$L/rows_torch.txt"
