@@ -47,10 +47,10 @@ static void usage_kernels(FILE *f)
             "                     symmetric products), fused32, fused64, fused128 (the whole NS\n"
             "                     in one kernel, m*n*batch <= 64M; fused128 from 4M), block\n"
             "                     (direct NS only: one CTA, or on sm_90 a cluster of up to 16,\n"
-            "                     per matrix, all in shared memory; min(m,n) <= 128), blockrow\n"
+            "                     per matrix, all in shared memory; min(m,n) <= 128), block16\n"
             "                     (the same while one CTA holds the matrix twice: the long side\n"
-            "                     up to 288 at 128 rows; each product's rows split over a\n"
-            "                     cluster of up to 8 CTAs on sm_90); default all\n"
+            "                     up to 288 at 128 rows; every product whole in 16 x 16 warp\n"
+            "                     tiles); default all\n"
             "  --retime-cached    a shape the cache has a cuBLASLt entry for: re-time that\n"
             "                     configuration (no search) beside our kernels, and keep the\n"
             "                     faster (implies --retune for it)\n"
@@ -198,7 +198,7 @@ int cmd_bench_kernels(int argc, char **argv)
             for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t && !bad; t = strtok_r(NULL, ",", &save)) {
                 ns_kernel k;
                 if (ns_kernel_parse(t, &k) || o.at.n_kernels == NS_KERNEL_COUNT) {
-                    opt_usage_error(cmd, "--kernels: expected lt, sym64, sym128, sym128s3, fused32, fused64, fused128, block or blockrow, "
+                    opt_usage_error(cmd, "--kernels: expected lt, sym64, sym128, sym128s3, fused32, fused64, fused128, block or block16, "
                                     "found '%s'", t);
                     bad = 1;
                 } else {

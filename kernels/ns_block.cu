@@ -218,11 +218,9 @@ __device__ __forceinline__ void load_input(const blk_params &P, const part &pt, 
 /* X's rows < m, columns < w (stride XR) to the CTA's part of the output in the io dtype and
  * the input's layout, along the output's rows (one 16-byte store per chunk of a row-major
  * 16-bit output's row). */
-__device__ __forceinline__ void store_output(const blk_params &P, const part &pt, int dt, const uint16_t *X, int XR,
-                                             int q0 = -1, int dq = 0)
+__device__ __forceinline__ void store_output(const blk_params &P, const part &pt, int dt, const uint16_t *X, int XR)
 {
-    if (q0 < 0) q0 = threadIdx.x, dq = blockDim.x; /* (default: every chunk of the part) */
-    for (int q = q0; q < pt.n_ch; q += dq) {
+    for (int q = threadIdx.x; q < pt.n_ch; q += blockDim.x) {
         int64_t off;
         int cnt, r, c;
         chunk(P, pt, q, &off, &cnt, &r, &c);
@@ -563,89 +561,63 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_block(
     store_output(P, pt, dt, X, XR);
 }
 
-/* Kernel "blockrow": one matrix per cluster of C CTAs (C = 1 on sm_80) that split every
- * product's ROWS: each CTA holds the whole of X (two buffers: this iteration's and the next),
- * A and B, computes its slab of Mp / C rows of each product in 16 x 16 warp tiles (reading only
- * its own shared memory), and after each product copies the other CTAs' slabs from them
- * (distributed shared memory, gather_slabs). No product writes what it reads (A from X, B from
- * A, the next X from B and X), and the barriers after a product order its writes before any
- * later read, and every read of a buffer before its next write. Every element is computed by
- * one CTA and copied to all: the CTAs hold the same bits. Where "block" runs a small square matrix's 15 products on
- * one SM (for 128 x 128 ~2 us each: 10 lower tiles of K 128 on 16 warps, latency-bound), this
- * spreads each over C SMs for a barrier per product. The products are computed whole (no
- * lower-tile saving: a slab's lower tiles would leave the CTAs unequal). Each CTA loads and
- * normalizes the whole input itself (the same sum of squares in all), and writes every C-th
- * chunk of the output. */
-constexpr int ROWS_MAX_C = 8;
-
-/* After a product: the cluster's CTAs have each written their slab of rows (R of them, from
- * rank x R) of the buffer at element offset off (stride ld, ncols columns: a multiple of 8) in
- * their own shared memory; each CTA copies the other slabs from their owners in 16-byte pieces
- * (distributed shared memory), between a cluster barrier (the slabs written) and a CTA barrier
- * (the copy done). A slab is written again by its owner three products later at the earliest,
- * after two more cluster barriers, which this CTA reaches only after its copy. */
-__device__ __forceinline__ void gather_slabs(uint16_t *sm, int C, int k, int R, int off, int ld, int ncols)
-{
-    if (C > 1) {
-        cl_sync();
-        const int q8 = ncols / 8, per = R * q8;
-        for (int x = threadIdx.x; x < (C - 1) * per; x += BLK_THREADS) {
-            int j = x / per, y = x - j * per;
-            j += j >= k; /* the peers in rank order, this CTA skipped */
-            const int r = j * R + y / q8, c = 8 * (y % q8);
-            uint16_t *p = sm + off + r * ld + c;
-            *(uint4 *)p = *(const uint4 *)peer(p, j);
-        }
-    }
-    __syncthreads();
-}
-
-template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_rows(const blk_params P)
+/* Kernel "block16": the same NS (min(m, n) <= 128, one CTA per matrix, everything in shared
+ * memory) with every product computed whole in 16 x 16 warp tiles: X X^T and c A A + b A as
+ * (Mp / 16)^2 tiles, the next X as (Mp / 16) (Np / 16), over the 16 warps. Where "block" keeps
+ * its 32 x 32 lower tiles (3 of them at m = 64: 3 of 16 warps busy in the symmetric products, 4
+ * in the update), this keeps every warp busy on small m at the price of the full products and
+ * of the shorter tiles' lower mma density per ldmatrix; the autotuner keeps the faster
+ * (traces/kernels/blockrow-2026-12-07: 64 x 64 20.7 us against block's 27.3 on an H100,
+ * 128 x 128 slower). A and B are read as stored (no symmetry assumed: B's and the update's
+ * right operands through ldmatrix.trans). X has two buffers, this iteration's and the next (the
+ * update's tiles read whole columns of X), so no product writes what it reads. (A cluster that
+ * split each product's rows over up to 8 CTAs, each then copying the others' slabs, was tried
+ * and measured ~2 us a product whatever the split: moving the m x m result between SMs costs
+ * more than the product; same trace.) */
+template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_b16(const blk_params P)
 {
     extern __shared__ __align__(16) uint16_t sm[];
     __shared__ float red[34];
     __shared__ float ss_unused;
     constexpr int dt = dt_of<T>::v;
-    const int tid = threadIdx.x, warp = tid >> 5;
-    const int C = P.C, k = C > 1 ? cl_rank() : 0;
-    const int Mp = P.Mp, Np = P.W, XR = Np + 8, SR = Mp + 8, R = Mp / C, r_lo = k * R;
-    const int ao = 2 * Mp * XR, bo = ao + Mp * SR; /* X0 at 0, X1 at Mp XR, then A, B */
-    const part pt = make_part(P, (int64_t)(blockIdx.x / C) * ((int64_t)P.m * P.n), 0, P.n);
+    const int warp = threadIdx.x >> 5;
+    const int Mp = P.Mp, Np = P.W, XR = Np + 8, SR = Mp + 8, tr = Mp / 16;
+    uint16_t *A = sm + 2 * Mp * XR, *B = A + Mp * SR; /* X0 at 0, X1 at Mp XR */
+    const part pt = make_part(P, (int64_t)blockIdx.x * ((int64_t)P.m * P.n), 0, P.n);
     stamp(P, 0);
     load_normalized<dt, 4>(P, pt, sm, Mp * XR, XR, 1, red, &ss_unused);
-    if (C > 1) cl_sync(); /* every CTA of the cluster running before any writes into another's memory */
     stamp(P, 1);
-    const int tr = R / 16, tA = tr * (Mp / 16), tX = tr * (Np / 16);
+    const int tA = tr * tr, tX = tr * (Np / 16);
     for (int it = 0; it < P.iters; it++) {
         const float ca = P.a[it], cb = P.b[it], cc = P.c[it];
-        const uint16_t *X = sm + (it & 1) * Mp * XR, *A = sm + ao, *B = sm + bo;
-        const int xn = ((it + 1) & 1) * Mp * XR;
+        const uint16_t *X = sm + (it & 1) * Mp * XR;
+        uint16_t *Xn = sm + ((it + 1) & 1) * Mp * XR;
         float acc[1][2][4];
-        for (int t = warp; t < tA; t += BLK_WARPS) { /* A = X X^T, rows r_lo .. r_lo + R */
-            const int r0 = r_lo + 16 * (t % tr), c0 = 16 * (t / tr);
+        for (int t = warp; t < tA; t += BLK_WARPS) { /* A = X X^T */
+            const int r0 = 16 * (t % tr), c0 = 16 * (t / tr);
             warp_tile<T, true, 1, 1>(acc, X, XR, r0, X, XR, c0, Np);
-            store_tile(acc, sm + ao, SR, r0, c0, dt);
+            store_tile(acc, A, SR, r0, c0, dt);
         }
-        gather_slabs(sm, C, k, R, ao, SR, Mp);
+        __syncthreads();
         stamp(P, 2 + 3 * it);
         for (int t = warp; t < tA; t += BLK_WARPS) { /* B = c A A + b A */
-            const int r0 = r_lo + 16 * (t % tr), c0 = 16 * (t / tr);
+            const int r0 = 16 * (t % tr), c0 = 16 * (t / tr);
             warp_tile<T, false, 1, 1>(acc, A, SR, r0, A, SR, c0, Mp);
             fold_c(acc, cc, cb, A, SR, r0, c0, dt);
-            store_tile(acc, sm + bo, SR, r0, c0, dt);
+            store_tile(acc, B, SR, r0, c0, dt);
         }
-        gather_slabs(sm, C, k, R, bo, SR, Mp);
+        __syncthreads();
         stamp(P, 3 + 3 * it);
         for (int t = warp; t < tX; t += BLK_WARPS) { /* the next X = a X + B X */
-            const int r0 = r_lo + 16 * (t % tr), c0 = 16 * (t / tr);
+            const int r0 = 16 * (t % tr), c0 = 16 * (t / tr);
             warp_tile<T, false, 1, 1>(acc, B, SR, r0, X, XR, c0, Mp);
             fold_c(acc, 1.f, ca, X, XR, r0, c0, dt);
-            store_tile(acc, sm + xn, XR, r0, c0, dt);
+            store_tile(acc, Xn, XR, r0, c0, dt);
         }
-        gather_slabs(sm, C, k, R, xn, XR, Np);
+        __syncthreads();
         stamp(P, 4 + 3 * it);
     }
-    store_output(P, pt, dt, sm + (P.iters & 1) * Mp * XR, XR, tid + k * BLK_THREADS, C * BLK_THREADS);
+    store_output(P, pt, dt, sm + (P.iters & 1) * Mp * XR, XR);
 }
 
 int round32(int64_t v) { return (int)((v + 31) / 32 * 32); }
@@ -670,10 +642,10 @@ dev_caps caps()
     return c;
 }
 
-/* The kernel of dtype dt: "block" (rows 0) or "blockrow" (rows 1). */
-const void *kernel_fn(dm_dtype dt, int rows)
+/* The kernel of dtype dt: "block" (b16 0) or "block16" (b16 1). */
+const void *kernel_fn(dm_dtype dt, int b16)
 {
-    if (rows) return dt == DM_DT_BF16 ? (const void *)k_rows<__nv_bfloat16> : (const void *)k_rows<__half>;
+    if (b16) return dt == DM_DT_BF16 ? (const void *)k_b16<__nv_bfloat16> : (const void *)k_b16<__half>;
     return dt == DM_DT_BF16 ? (const void *)k_block<__nv_bfloat16> : (const void *)k_block<__half>;
 }
 
@@ -704,14 +676,14 @@ int64_t smem_bytes(int Mp, int W, int C)
            (S > 1 ? 4 * (int64_t)n_low * S * 32 * PW_LD : 0);
 }
 
-/* How many clusters of C CTAs of kernel "block" (rows 0) or "blockrow" (rows 1) with `smem`
+/* How many clusters of C CTAs of kernel "block" (b16 0) or "block16" (b16 1) with `smem`
  * bytes each this device holds at once (C = 1: CTAs); 0 when none (or it cannot tell). */
-int resident(int C, int64_t smem, int rows)
+int resident(int C, int64_t smem, int b16)
 {
     if (setup_once()) return 0;
     int least = -1;
     for (int i = 0; i < 2; i++) { /* both dtypes' kernels */
-        const void *fn = kernel_fn(i ? DM_DT_FP16 : DM_DT_BF16, rows);
+        const void *fn = kernel_fn(i ? DM_DT_FP16 : DM_DT_BF16, b16);
         int nc = 0;
         cudaError_t e;
         if (C == 1) {
@@ -774,69 +746,58 @@ int block_shape(int64_t m, int64_t n, int batch, int *C_out, int *W_out, int64_t
     return 1;
 }
 
-/* Kernel "blockrow"'s shared memory per CTA: X twice (Mp x (Np + 8)), A and B (Mp x (Mp + 8)). */
-int64_t rows_smem(int Mp, int64_t Np) { return 2 * (2 * (int64_t)Mp * (Np + 8) + 2 * (int64_t)Mp * (Mp + 8)); }
+/* Kernel "block16"'s shared memory: X twice (Mp x (Np + 8)), A and B (Mp x (Mp + 8)). */
+int64_t b16_smem(int Mp, int64_t Np) { return 2 * (2 * (int64_t)Mp * (Np + 8) + 2 * (int64_t)Mp * (Mp + 8)); }
 
-/* How a batch of m x n matrices (either orientation) runs under kernel "blockrow": clusters of C
- * CTAs (1, 2, 4 or 8; 1 on sm_80; each CTA at least 16 rows of the padded m), each CTA the whole
- * matrix (W = the padded n columns) in smem bytes. The largest C under which the whole batch
- * is resident at once (one wave), else C = 1. DM_NS_BLOCKROW_C (1, 2, 4 or 8) asks for one C
- * (a probe for the benchmark: taken where it fits and is resident, else the rule's). 0 when
- * it cannot (min > 128, or the whole matrix twice is more than a CTA's shared memory). */
-int rows_shape(int64_t m, int64_t n, int batch, int *C_out, int *W_out, int64_t *smem_out)
+/* How a batch of m x n matrices (either orientation) runs under kernel "block16": one CTA each,
+ * W = the padded n columns, smem bytes; 0 when it cannot (min > 128, or the matrix twice is
+ * more than a CTA's shared memory: the long side up to 288 at m = 128, 800 at 64). */
+int b16_shape(int64_t m, int64_t n, int *C_out, int *W_out, int64_t *smem_out)
 {
     if (m > n) {
         int64_t t = m;
         m = n, n = t;
     }
-    if (m < 1 || m > BLK_MAX_M || n > 4096 || batch < 1) return 0;
+    if (m < 1 || m > BLK_MAX_M || n > 4096) return 0;
     dev_caps d = caps();
     if (d.smem <= 1024) return 0;
     const int Mp = round32(m), W = round32(n);
-    const int64_t b = rows_smem(Mp, W);
+    const int64_t b = b16_smem(Mp, W);
     if (b + 1024 > d.smem || resident(1, b, 1) < 1) return 0;
-    int max_c = d.major >= 9 ? Mp / 16 : 1;
-    if (max_c > ROWS_MAX_C) max_c = ROWS_MAX_C;
-    int C = max_c;
-    while (C > 1 && resident(C, b, 1) < batch) C /= 2;
-    const char *want = getenv("DM_NS_BLOCKROW_C");
-    if (want) {
-        int w = atoi(want);
-        if ((w == 1 || w == 2 || w == 4 || w == 8) && w <= max_c && (w == 1 || resident(w, b, 1) > 0)) C = w;
-    }
-    *C_out = C;
+    *C_out = 1;
     *W_out = W;
     *smem_out = b;
     return 1;
 }
 
-/* The shape of either kernel (rows: "blockrow"). */
-int any_shape(int64_t m, int64_t n, int batch, int rows, int *C, int *W, int64_t *smem)
+/* The shape of either kernel (b16: "block16"). */
+int any_shape(int64_t m, int64_t n, int batch, int b16, int *C, int *W, int64_t *smem)
 {
-    return rows ? rows_shape(m, n, batch, C, W, smem) : block_shape(m, n, batch, C, W, smem);
+    if (batch < 1) return 0;
+    return b16 ? b16_shape(m, n, C, W, smem) : block_shape(m, n, batch, C, W, smem);
 }
 
 } // namespace
 
-extern "C" int64_t nsm_block_smem(int64_t m, int64_t n, int batch, int rows)
+extern "C" int64_t nsm_block_smem(int64_t m, int64_t n, int batch, int b16)
 {
     int C, W;
     int64_t b;
-    return any_shape(m, n, batch, rows, &C, &W, &b) ? b : 0;
+    return any_shape(m, n, batch, b16, &C, &W, &b) ? b : 0;
 }
 
-extern "C" int nsm_block_fits(int64_t m, int64_t n, int batch, int rows)
+extern "C" int nsm_block_fits(int64_t m, int64_t n, int batch, int b16)
 {
     int C, W;
     int64_t b;
-    return any_shape(m, n, batch, rows, &C, &W, &b);
+    return any_shape(m, n, batch, b16, &C, &W, &b);
 }
 
 struct nsm_block {
     blk_params P;
     const void *fn;
     int64_t smem;
-    int batch, rows;
+    int batch, b16;
     double exec, full, nominal;
 };
 
@@ -846,7 +807,7 @@ extern "C" int nsm_block_create(const nsm_block_args *a, nsm_block **out, dm_err
     const nsm_geom *g = &a->g;
     int C = 1, W = 0;
     int64_t smem = 0;
-    if (!any_shape(g->m, g->n, g->batch, a->rows, &C, &W, &smem) || g->batch < 1 || a->coeffs->n < 1 || a->coeffs->n > NS_MAX_ITERS ||
+    if (!any_shape(g->m, g->n, g->batch, a->b16, &C, &W, &smem) || g->batch < 1 || a->coeffs->n < 1 || a->coeffs->n > NS_MAX_ITERS ||
         (g->dt != DM_DT_BF16 && g->dt != DM_DT_FP16) || (int64_t)g->batch * C > INT32_MAX)
         return dm_err_set(err, "nsm_block_create: %lldx%lld batch %d not supported on this device", (long long)g->m,
                           (long long)g->n, g->batch);
@@ -870,16 +831,16 @@ extern "C" int nsm_block_create(const nsm_block_args *a, nsm_block **out, dm_err
         P->b[i] = (float)a->coeffs->b[i];
         P->c[i] = (float)a->coeffs->c[i];
     }
-    b->fn = kernel_fn(g->dt, a->rows);
+    b->fn = kernel_fn(g->dt, a->b16);
     b->smem = smem;
     b->batch = g->batch;
-    b->rows = a->rows;
+    b->b16 = a->b16;
     double m = (double)g->m, n = (double)g->n, Mp = P->Mp, t = Mp / 32;
     double low = t * (t + 1) / 2 * 32.0 * 32.0; /* elements of the lower tiles */
     double it = (double)g->batch * P->iters;
-    /* "block", per CTA: its part of X X^T, the whole c A A + b A, its columns of B X; "blockrow":
-       every product whole (padded), split over the CTAs */
-    b->exec = a->rows ? it * (2.0 * Mp * Mp * W + 2.0 * Mp * Mp * Mp + 2.0 * Mp * Mp * W)
+    /* "block", per CTA: its part of X X^T, the whole c A A + b A, its columns of B X; "block16":
+       every product whole (padded) */
+    b->exec = a->b16 ? it * (2.0 * Mp * Mp * W + 2.0 * Mp * Mp * Mp + 2.0 * Mp * Mp * W)
                       : it * C * (2.0 * low * W + 2.0 * low * Mp + 2.0 * Mp * Mp * W);
     b->full = it * (2.0 * m * m * n + 2.0 * m * m * m + 2.0 * m * m * n);
     b->nominal = it * (m * m * n + m * m * m + 2.0 * m * m * n);
@@ -946,7 +907,7 @@ extern "C" int nsm_block_profile(const nsm_block *b, ns_stream s, FILE *out, dm_
         const double us = 1e3 / khz; /* per clock at the device's rated clock */
         fprintf(out, "#     %s (%d CTAs per matrix of %d columns, %lld B shared; CTA 0's SM clock, the fastest of 5, us at %.0f MHz): "
                      "%.1f us in the kernel; load and normalize %.2f us\n",
-                b->rows ? "blockrow" : "block", P.C, P.W, (long long)b->smem, khz / 1e3, (double)(best[n - 1] - best[0]) * us, (double)(best[1] - best[0]) * us);
+                b->b16 ? "block16" : "block", P.C, P.W, (long long)b->smem, khz / 1e3, (double)(best[n - 1] - best[0]) * us, (double)(best[1] - best[0]) * us);
         for (int it = 0; it < P.iters; it++)
             fprintf(out, "#       iteration %d: X X^T %.2f us, c A A + b A %.2f us, a X + B X %.2f us\n", it,
                     (double)(best[2 + 3 * it] - best[1 + 3 * it]) * us, (double)(best[3 + 3 * it] - best[2 + 3 * it]) * us,

@@ -49,16 +49,16 @@ typedef enum {
                            products in shared memory for every iteration (min(rows, cols) <=
                            128, the long side as far as the device's shared memory holds; any
                            sizes, no multiple-of-8 rule); a Gram plan asked for it runs "lt" */
-    NS_KERNEL_BLOCKROW, /* "blockrow": the same matrices (min(rows, cols) <= 128, the long side up to
-                           what one CTA's shared memory holds twice) with every product's rows
-                           split over a cluster of up to 8 CTAs (sm_90), each holding the whole
-                           matrix; direct NS only */
+    NS_KERNEL_BLOCK16,  /* "block16": the same matrices while one CTA's shared memory holds the
+                           matrix twice (the long side up to 288 at 128 rows, 800 at 64), every
+                           product whole in 16 x 16 warp tiles (all warps busy on small m);
+                           direct NS only */
     NS_KERNEL_COUNT
 } ns_kernel;
 const char *ns_kernel_name(ns_kernel k);
 int ns_kernel_parse(const char *name, ns_kernel *k); /* 0, or -1 for an unknown name */
 /* 1 when a plan of batch x rows x cols runs kernel k as asked (NS_KERNEL_LT: always;
- * NS_KERNEL_BLOCK, NS_KERNEL_BLOCKROW: on the current device, and in direct plans only). */
+ * NS_KERNEL_BLOCK, NS_KERNEL_BLOCK16: on the current device, and in direct plans only). */
 int ns_kernel_supported(ns_kernel k, int64_t rows, int64_t cols, int batch);
 
 #define NS_MAX_PICKS 32 /* distinct GEMMs of a plan with their own heuristic pick */

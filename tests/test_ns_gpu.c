@@ -831,16 +831,15 @@ static void test_fused_batch(ns_stream s)
     free(g), free(lt), free(a), free(b);
 }
 
-/* The one-CTA-per-matrix kernels (ns_block.cu: "block", and "blockrow", whose cluster splits
- * each product's rows) in whole direct plans: against float64 and the cuBLASLt plan on the same
+/* The one-CTA-per-matrix kernels (ns_block.cu: "block", and "block16", every product whole in
+ * 16 x 16 tiles) in whole direct plans: against float64 and the cuBLASLt plan on the same
  * input, wide and tall, sizes that are not multiples of 8 or 32, the longest side each takes at
- * m = 128, batches, io dtypes, an fp16 iteration dtype; two runs bit-identical; "blockrow" with
- * clusters of 1, 2, 4 and 8 CTAs bit-identical to each other (each element is computed by one
- * warp in the same order whatever the split); a NaN in one entry of a batch fails that entry
- * only; a Gram plan and a shape too long for the shared memory asked for either run cuBLASLt. */
+ * m = 128, batches, io dtypes, an fp16 iteration dtype; two runs bit-identical; a NaN in one
+ * entry of a batch fails that entry only; a Gram plan and a shape too long for the shared memory
+ * asked for either run cuBLASLt. */
 static void test_block(ns_stream s)
 {
-    static const ns_kernel kinds[] = {NS_KERNEL_BLOCK, NS_KERNEL_BLOCKROW};
+    static const ns_kernel kinds[] = {NS_KERNEL_BLOCK, NS_KERNEL_BLOCK16};
     static const struct { int64_t r, c; int batch; dm_dtype io, work; } shapes[] = {
         {128, 128, 1, DM_DT_BF16, DM_DT_BF16}, {64, 256, 1, DM_DT_FP32, DM_DT_BF16}, {256, 64, 1, DM_DT_BF16, DM_DT_BF16},
         {63, 101, 1, DM_DT_FP32, DM_DT_BF16},  {8, 8, 3, DM_DT_BF16, DM_DT_BF16},   {500, 100, 4, DM_DT_BF16, DM_DT_BF16},
@@ -848,6 +847,8 @@ static void test_block(ns_stream s)
         /* a cluster of CTAs per matrix on sm_90 (cuBLASLt on sm_80: too long for one CTA) */
         {24, 16384, 1, DM_DT_BF16, DM_DT_BF16}, {64, 2048, 3, DM_DT_BF16, DM_DT_BF16}, {2048, 64, 2, DM_DT_FP32, DM_DT_BF16},
         {100, 3001, 1, DM_DT_FP32, DM_DT_BF16}, {128, 896, 2, DM_DT_BF16, DM_DT_BF16}, {5, 9000, 2, DM_DT_FP16, DM_DT_FP16},
+        /* the longest sides block16 takes at 64 and 32 rows */
+        {64, 800, 2, DM_DT_BF16, DM_DT_BF16}, {1000, 30, 1, DM_DT_FP32, DM_DT_FP16},
     };
     for (size_t i = 0; i < (quick ? 2 : sizeof shapes / sizeof shapes[0]); i++) {
         int64_t r = shapes[i].r, c = shapes[i].c;
@@ -888,29 +889,8 @@ static void test_block(ns_stream s)
                    "%s direct %lldx%lld batch %d io %s work %s (ran %s, %lld B shared): rel err %.3g <= %.3g (the cuBLASLt plan's %.3g), "
                    "vs the cuBLASLt plan %.3g <= %g; two runs bit-identical: %s",
                    ns_kernel_name(kind), (long long)r, (long long)c, batch, dm_dtype_name(io), dm_dtype_name(cfg.work),
-                   ns_kernel_name(used.kernel), (long long)nsm_block_smem(r, c, batch, kind == NS_KERNEL_BLOCKROW), worst, tol,
+                   ns_kernel_name(used.kernel), (long long)nsm_block_smem(r, c, batch, kind == NS_KERNEL_BLOCK16), worst, tol,
                    lt_worst, vs_lt, 2 * NS_TOL, !memcmp(a, b, n * 8) ? "yes" : "no");
-                if (kind == NS_KERNEL_BLOCKROW && used.kernel == kind) { /* every cluster size: the same bits */
-                    static const char *const cs[] = {"1", "2", "4", "8"};
-                    int same = 1, ran = 0;
-                    char what[64] = "";
-                    for (size_t ci = 0; ci < 4; ci++) {
-                        setenv("DM_NS_BLOCKROW_C", cs[ci], 1);
-                        if (run_plan_on(r, c, batch, io, &cfg, 0, s, g, b, NULL, &e)) {
-                            bail("blockrow cluster sizes", &e);
-                            same = 0;
-                            break;
-                        }
-                        ran++;
-                        if (memcmp(a, b, n * 8)) {
-                            same = 0;
-                            snprintf(what, sizeof what, " (C=%s differs)", cs[ci]);
-                        }
-                    }
-                    unsetenv("DM_NS_BLOCKROW_C");
-                    ok(same && ran == 4, "blockrow direct %lldx%lld batch %d: clusters of 1, 2, 4, 8 CTAs (where each fits) give the same bits%s",
-                       (long long)r, (long long)c, batch, what);
-                }
             }
         }
         free(g), free(ref), free(lt), free(a), free(b);
@@ -947,7 +927,7 @@ static void test_block(ns_stream s)
     { /* what it does not take runs cuBLASLt */
         static const struct { int64_t r, c; dm_ns_algo algo; ns_kernel k; } no[] = {
             {128, 256, DM_NS_GRAM, NS_KERNEL_BLOCK}, {128, 65536, DM_NS_DIRECT, NS_KERNEL_BLOCK}, {129, 129, DM_NS_DIRECT, NS_KERNEL_BLOCK},
-            {128, 256, DM_NS_GRAM, NS_KERNEL_BLOCKROW}, {128, 8192, DM_NS_DIRECT, NS_KERNEL_BLOCKROW}, {129, 129, DM_NS_DIRECT, NS_KERNEL_BLOCKROW}};
+            {128, 256, DM_NS_GRAM, NS_KERNEL_BLOCK16}, {128, 8192, DM_NS_DIRECT, NS_KERNEL_BLOCK16}, {129, 129, DM_NS_DIRECT, NS_KERNEL_BLOCK16}};
         for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
             dm_err e = {{0}};
             ns_config cfg, used;

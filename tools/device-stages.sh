@@ -1724,55 +1724,42 @@ for k in sorted(rows):
 PY
 }
 
-# nsrows (2026-12-07, issue 17): kernel "blockrow" (kernels/ns_block.cu k_rows: every product's
-# rows split over a cluster of up to 8 CTAs, each holding the whole matrix) beside "block", the
-# cached cuBLASLt plan and PyTorch: the block tests (both kernels; blockrow's clusters of 1-8 CTAs
-# bit-identical), memcheck and racecheck on them, the SASS of k_rows for sm_80 and sm_90, the small
-# shapes timed, 128x128 at each cluster size, CTA 0's clock per product (--profile).
-STAGE_TIMEOUT_nsrows=300
-stage_nsrows() {
-    DM_TEST_ONLY=block timeout 60 "$D/test_ns_gpu" > "$L/rows_test.txt" 2>&1
-    echo "test_ns_gpu (block, blockrow) exit $?: $(grep -c '^ok' "$L/rows_test.txt") ok, $(grep -c '^not ok' "$L/rows_test.txt") not ok"
-    grep '^not ok' "$L/rows_test.txt" | head -8
-    DM_TEST_ONLY=block DM_TEST_QUICK=1 timeout 50 compute-sanitizer --tool memcheck "$D/test_ns_gpu" > "$L/rows_memcheck.txt" 2>&1
-    echo "memcheck (quick) rc $?: $(grep -c '^ok' "$L/rows_memcheck.txt") ok; $(grep 'ERROR SUMMARY' "$L/rows_memcheck.txt" | tail -1)"
-    DM_TEST_ONLY=block DM_TEST_QUICK=1 DM_TEST_NO_LT=1 timeout 50 compute-sanitizer --tool racecheck \
-        --racecheck-report all "$D/test_ns_gpu" > "$L/rows_racecheck.txt" 2>&1
-    echo "racecheck (quick) rc $?: $(grep -c '^ok' "$L/rows_racecheck.txt") ok; $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$L/rows_racecheck.txt" | tail -1)"
+# nsb16 (2026-12-07, issue 17): kernel "block16" (kernels/ns_block.cu k_b16: one CTA per matrix,
+# every product whole in 16 x 16 warp tiles) beside "block", the cached cuBLASLt plan and
+# PyTorch: the block tests (both kernels), memcheck and racecheck on them, the SASS of k_b16 for
+# sm_80 and sm_90, the small shapes timed (the bundled models' pi0 32x1024 among them), CTA 0's
+# clock per product (--profile). (Its first two runs, as "nsrows", timed a form that split the
+# products' rows over a cluster: traces/kernels/blockrow-2026-12-07.)
+STAGE_TIMEOUT_nsb16=240
+stage_nsb16() {
+    DM_TEST_ONLY=block timeout 60 "$D/test_ns_gpu" > "$L/b16_test.txt" 2>&1
+    echo "test_ns_gpu (block, block16) exit $?: $(grep -c '^ok' "$L/b16_test.txt") ok, $(grep -c '^not ok' "$L/b16_test.txt") not ok"
+    grep '^not ok' "$L/b16_test.txt" | head -8
+    DM_TEST_ONLY=block timeout 60 compute-sanitizer --tool memcheck "$D/test_ns_gpu" > "$L/b16_memcheck.txt" 2>&1
+    echo "memcheck rc $?: $(grep -c '^ok' "$L/b16_memcheck.txt") ok; $(grep 'ERROR SUMMARY' "$L/b16_memcheck.txt" | tail -1)"
+    DM_TEST_ONLY=block DM_TEST_QUICK=1 DM_TEST_NO_LT=1 timeout 40 compute-sanitizer --tool racecheck \
+        --racecheck-report all "$D/test_ns_gpu" > "$L/b16_racecheck.txt" 2>&1
+    echo "racecheck (quick) rc $?: $(grep -c '^ok' "$L/b16_racecheck.txt") ok; $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$L/b16_racecheck.txt" | tail -1)"
     if command -v cuobjdump >/dev/null 2>&1; then
         local a
         for a in sm_80 sm_90; do
             cuobjdump -sass -arch $a "$D/dmuon-gpu.so" 2>/dev/null | awk -v arch=$a '
-                /Function : / { keep = $NF ~ /k_rows/; if (keep) fn = $NF }
+                /Function : / { keep = $NF ~ /k_b16/; if (keep) fn = $NF }
                 keep && /HMMA/ { h[fn]++ } keep && /LDSM/ { l[fn]++ } keep && /(LDL|STL)/ { loc[fn]++ } keep { seen[fn] = 1 }
                 END { for (k in seen) printf "sass %s %s: HMMA %d LDSM %d local %d\n", arch, k, h[k], l[k], loc[k] }'
         done
     fi
-    printf '128 128 1,8,64\n64 64 1,8\n32 32 1\n96 96 1\n100 120 1\n64 256 1\n128 256 1\n128 288 1\n' > "$L/rows_shapes.txt"
-    timeout 90 "$D/dmuon" bench kernels --shapes "$L/rows_shapes.txt" --kernels lt,block,blockrow --algos direct \
-        --no-products --no-elementwise --no-gemm-tune --reps 20 --warmup 3 --verbose --out "$L/rows.csv" > "$L/rows_bench.txt" 2>&1
+    printf '32 32 1\n48 48 1\n64 64 1,8,64\n96 96 1\n100 120 1\n128 128 1,8\n64 256 1\n64 800 1\n32 1024 1\n1000 30 1\n128 256 1\n' > "$L/b16_shapes.txt"
+    timeout 90 "$D/dmuon" bench kernels --shapes "$L/b16_shapes.txt" --kernels lt,block,block16 --algos direct \
+        --no-products --no-elementwise --no-gemm-tune --reps 20 --warmup 3 --verbose --out "$L/b16.csv" > "$L/b16_bench.txt" 2>&1
     echo "bench exit $?"
-    grep -E '^#   candidate' "$L/rows_bench.txt" | sed 's/^#   candidate //' | grep -v " lt .*h=[1-9]" | head -60
-    local c
-    printf '128 128 1\n64 64 1\n' > "$L/rows_c_shapes.txt"
-    for c in 1 2 4 8; do
-        DM_NS_BLOCKROW_C=$c timeout 30 "$D/dmuon" bench kernels --shapes "$L/rows_c_shapes.txt" --kernels blockrow --algos direct \
-            --no-products --no-elementwise --no-gemm-tune --reps 20 --warmup 3 --verbose --profile --out "$L/rows_c$c.csv" \
-            > "$L/rows_c$c.txt" 2>&1
-        echo "DM_NS_BLOCKROW_C=$c exit $?"
-        grep -E '^#   candidate .*blockrow|^#     blockrow|^#       iteration [04]' "$L/rows_c$c.txt" | head -8
-    done
-    if command -v ncu >/dev/null 2>&1; then # where a CTA's time goes (128x128 at the rule's cluster of 8)
-        printf '128 128 1\n' > "$L/rows_ncu_shapes.txt"
-        timeout 60 ncu --kernel-name regex:k_rows --launch-skip 3 --launch-count 1 --section WarpStateStats \
-            --section SchedulerStats --section LaunchStats \
-            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio',smsp__inst_executed.sum,smsp__inst_executed_pipe_tensor.sum \
-            "$D/dmuon" bench kernels --shapes "$L/rows_ncu_shapes.txt" --kernels blockrow --algos direct --no-products \
-            --no-elementwise --no-gemm-tune --reps 3 --warmup 1 --out "$L/rows_ncu.csv" > "$L/rows_ncu.txt" 2>&1
-        echo "ncu exit $?"
-        grep -E "k_rows|Warp Cycles Per Issued|No Eligible|inst_executed|stalled_(barrier|long|short|math|mio|wait|not_sel|dispatch|lg|membar|branch|no_inst|selected|sleeping|drain|imc)[a-z_]*_per" "$L/rows_ncu.txt" | head -40
-    fi
-    timeout 40 python3 tools/torch_ns_bench.py --ours "$L/rows.csv" --shapes "$L/rows_shapes.txt" --out "$L/rows_torch.txt" > /dev/null
+    grep -E '^#   candidate' "$L/b16_bench.txt" | sed 's/^#   candidate //' | head -60
+    printf '64 64 1\n128 128 1\n' > "$L/b16_prof_shapes.txt"
+    timeout 40 "$D/dmuon" bench kernels --shapes "$L/b16_prof_shapes.txt" --kernels block,block16 --algos direct --profile \
+        --no-products --no-elementwise --no-gemm-tune --reps 10 --warmup 2 --out "$L/b16_prof.csv" > "$L/b16_prof.txt" 2>&1
+    echo "bench --profile exit $?"
+    grep -E '^#     block|^#       iteration [04]' "$L/b16_prof.txt" | head -20
+    timeout 40 python3 tools/torch_ns_bench.py --ours "$L/b16.csv" --shapes "$L/b16_shapes.txt" --out "$L/b16_torch.txt" > /dev/null
     echo "torch_ns_bench exit $?"
-    cat "$L/rows_torch.txt"
+    cat "$L/b16_torch.txt"
 }
