@@ -567,8 +567,8 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_block(
  * its 32 x 32 lower tiles (3 of them at m = 64: 3 of 16 warps busy in the symmetric products, 4
  * in the update), this keeps every warp busy on small m at the price of the full products and
  * of the shorter tiles' lower mma density per ldmatrix; the autotuner keeps the faster
- * (traces/kernels/blockrow-2026-12-07: 64 x 64 20.7 us against block's 27.3 on an H100,
- * 128 x 128 slower). A and B are read as stored (no symmetry assumed: B's and the update's
+ * (traces/kernels/blockrow-2026-12-07: on an H100 32 x 32 12.7 us against block's 26.5, 64 x 64
+ * 19.6 against 28.3; from 96 x 96 and on long sides block is faster). A and B are read as stored (no symmetry assumed: B's and the update's
  * right operands through ldmatrix.trans). X has two buffers, this iteration's and the next (the
  * update's tiles read whole columns of X), so no product writes what it reads. (A cluster that
  * split each product's rows over up to 8 CTAs, each then copying the others' slabs, was tried

@@ -21,7 +21,7 @@
 #   elemrows  the elementwise rows (muon_update apply and prep, adamw) at traces/kernels/elem_sizes.txt's
 #             sizes ($L/elem_rows.csv): the executor's Muon update op, its NS op's check and momentum
 #   blockrows the NS rows and autotune entries of traces/kernels/block_shapes.txt: the cached
-#             cuBLASLt configuration re-timed beside kernel block, the faster kept
+#             cuBLASLt configuration re-timed beside kernels block and block16, the fastest kept
 #             ($L/block_rows.csv, $L/autotune.tsv)
 # More stages are defined in tools/device-stages.sh when it exists (sourced; functions
 # stage_NAME with a timeout in STAGE_TIMEOUT_NAME), so other work adds stages without editing this.
@@ -183,7 +183,7 @@ STAGE_TIMEOUT_blockrows=200
 stage_blockrows() {
     [ -f "$L/autotune.tsv" ] || cp traces/kernels/autotune_h200.tsv "$L/autotune.tsv"
     timeout 190 "$D/dmuon" bench kernels --shapes traces/kernels/block_shapes.txt --cache "$L/autotune.tsv" \
-        --retime-cached --kernels lt,block --algos direct --no-products --no-elementwise --no-gemm-tune --warmup 3 \
+        --retime-cached --kernels lt,block,block16 --algos direct --no-products --no-elementwise --no-gemm-tune --warmup 3 \
         --reps 15 --verbose --out "$L/block_rows.csv" > "$L/block_rows.txt" 2>&1
     echo "bench blockrows exit $?"
     grep -v '^#' "$L/block_rows.txt" | head -5
