@@ -1,5 +1,6 @@
 /* ns_block.cu: the direct Newton-Schulz of small matrices with one CTA per matrix, the whole
- * iteration in shared memory (ns_mma.h's nsm_block; the plans' kernel "block").
+ * iteration in shared memory (ns_mma.h's nsm_block; the plans' kernels "block" and, below,
+ * "block16", the same in 16 x 16 tiles over whole products).
  *
  * Why: a small matrix's NS is ~16 dependent products of a few MFLOP each. As a plan it is bound
  * by launch gaps (~3-4 us per graph node); the fused persistent kernel (ns_small.cu) spreads
@@ -568,8 +569,8 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_block(
  * in the update), this keeps every warp busy on small m at the price of the full products and
  * of the shorter tiles' lower mma density per ldmatrix; the autotuner keeps the faster
  * (traces/kernels/blockrow-2026-12-07: on an H100 32 x 32 12.7 us against block's 26.5, 64 x 64
- * 19.6 against 28.3; from 96 x 96 and on long sides block is faster). A and B are read as stored (no symmetry assumed: B's and the update's
- * right operands through ldmatrix.trans). X has two buffers, this iteration's and the next (the
+ * 19.6 against 28.3; from 96 x 96 and on long sides block is faster). A and B are read as
+ * stored (no symmetry assumed: B's and the update's right operands through ldmatrix.trans). X has two buffers, this iteration's and the next (the
  * update's tiles read whole columns of X), so no product writes what it reads. (A cluster that
  * split each product's rows over up to 8 CTAs, each then copying the others' slabs, was tried
  * and measured ~2 us a product whatever the split: moving the m x m result between SMs costs

@@ -178,11 +178,13 @@ typedef struct nsm_block_args {
                          cluster splits X's columns where one CTA cannot hold them); 1:
                          "block16" (every product whole in 16 x 16 tiles, one CTA) */
 } nsm_block_args;
-/* Bytes of shared memory a CTA of the kernel needs for a batch of matrices of m x n (either
- * orientation) on the current device; 0 when it does not take them (min > 128, or too long). */
+/* Bytes of shared memory a CTA of kernel "block" (b16 0) or "block16" (b16 1) needs for a batch
+ * of matrices of m x n (either orientation) on the current device; 0 when it does not take them
+ * (min > 128, or too long). */
 int64_t nsm_block_smem(int64_t m, int64_t n, int batch, int b16);
 /* 1 when the current device runs it: min(m, n) <= 128 and the long side in the shared memory of
- * one CTA, or (sm_90) of a cluster of up to 16 CTAs, each its own columns of X. */
+ * one CTA, or ("block" on sm_90) of a cluster of up to 16 CTAs, each its own columns of X;
+ * "block16" needs the whole matrix twice in one CTA. */
 int nsm_block_fits(int64_t m, int64_t n, int batch, int b16);
 typedef struct nsm_block nsm_block;
 /* Set up the kernel (outside any stream capture) and its launch over a's buffers; owned by the
