@@ -701,13 +701,7 @@ stage_hostprobe() {
 }
 # blockquick: the block NS kernel's tests and memcheck only (the first part of nsblock)
 STAGE_TIMEOUT_blockquick=100
-stage_blockquick() {
-    DM_TEST_ONLY=block timeout 40 "$D/test_ns_gpu" > "$L/block_test.txt" 2>&1
-    echo "test_ns_gpu (block) exit $?: $(grep -c '^ok' "$L/block_test.txt") ok, $(grep -c '^not ok' "$L/block_test.txt") not ok"
-    grep '^not ok' "$L/block_test.txt" | head -5
-    DM_TEST_ONLY=block timeout 50 compute-sanitizer --tool memcheck "$D/test_ns_gpu" > "$L/block_memcheck.txt" 2>&1
-    echo "memcheck (block) rc $?: $(grep -c '^ok' "$L/block_memcheck.txt") ok; $(grep 'ERROR SUMMARY' "$L/block_memcheck.txt" | tail -1)"
-}
+stage_blockquick() { block_checks block block 40 50 5; }
 # soloprobe: dmuon, adamw and muon-ddp of two dense models at 1024 tokens (and Qwen2.5-1.5B at
 # 4096), host and GPU times per op (DMUON_HOST_TIMES) and the SM clock sampled every 10 ms beside
 # each run ($L/solo_*). Written for an executor that skipped NCCL for a group of one unless
@@ -1732,23 +1726,8 @@ PY
 # products' rows over a cluster: traces/kernels/blockrow-2026-12-07.)
 STAGE_TIMEOUT_nsb16=240
 stage_nsb16() {
-    DM_TEST_ONLY=block timeout 60 "$D/test_ns_gpu" > "$L/b16_test.txt" 2>&1
-    echo "test_ns_gpu (block, block16) exit $?: $(grep -c '^ok' "$L/b16_test.txt") ok, $(grep -c '^not ok' "$L/b16_test.txt") not ok"
-    grep '^not ok' "$L/b16_test.txt" | head -8
-    DM_TEST_ONLY=block timeout 60 compute-sanitizer --tool memcheck "$D/test_ns_gpu" > "$L/b16_memcheck.txt" 2>&1
-    echo "memcheck rc $?: $(grep -c '^ok' "$L/b16_memcheck.txt") ok; $(grep 'ERROR SUMMARY' "$L/b16_memcheck.txt" | tail -1)"
-    DM_TEST_ONLY=block DM_TEST_QUICK=1 DM_TEST_NO_LT=1 timeout 40 compute-sanitizer --tool racecheck \
-        --racecheck-report all "$D/test_ns_gpu" > "$L/b16_racecheck.txt" 2>&1
-    echo "racecheck (quick) rc $?: $(grep -c '^ok' "$L/b16_racecheck.txt") ok; $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$L/b16_racecheck.txt" | tail -1)"
-    if command -v cuobjdump >/dev/null 2>&1; then
-        local a
-        for a in sm_80 sm_90; do
-            cuobjdump -sass -arch $a "$D/dmuon-gpu.so" 2>/dev/null | awk -v arch=$a '
-                /Function : / { keep = $NF ~ /k_b16/; if (keep) fn = $NF }
-                keep && /HMMA/ { h[fn]++ } keep && /LDSM/ { l[fn]++ } keep && /(LDL|STL)/ { loc[fn]++ } keep { seen[fn] = 1 }
-                END { for (k in seen) printf "sass %s %s: HMMA %d LDSM %d local %d\n", arch, k, h[k], l[k], loc[k] }'
-        done
-    fi
+    block_checks b16 "block, block16" 60 60 8
+    block_race_sass b16 "block, block16" 0 k_b16
     printf '32 32 1\n48 48 1\n64 64 1,8,64\n96 96 1\n100 120 1\n128 128 1,8\n64 256 1\n64 800 1\n32 1024 1\n1000 30 1\n128 256 1\n' > "$L/b16_shapes.txt"
     timeout 90 "$D/dmuon" bench kernels --shapes "$L/b16_shapes.txt" --kernels lt,block,block16 --algos direct \
         --no-products --no-elementwise --no-gemm-tune --reps 20 --warmup 3 --verbose --out "$L/b16.csv" > "$L/b16_bench.txt" 2>&1
