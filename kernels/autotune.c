@@ -381,7 +381,7 @@ static int tries_kernel(const at_options *o, ns_kernel k)
 static int kernel_worth(const at_options *o, ns_kernel k, dm_ns_algo algo, int64_t m, int64_t n, int batch)
 {
     if (!tries_kernel(o, k) || !ns_kernel_supported(k, m, n, batch)) return 0;
-    if (k == NS_KERNEL_BLOCK || k == NS_KERNEL_BLOCK16) return algo == DM_NS_DIRECT; /* direct only (ns_cuda.h) */
+    if (ns_kernel_is_block(k)) return algo == DM_NS_DIRECT; /* direct only (ns_cuda.h) */
     if (k == NS_KERNEL_FUSED32 || k == NS_KERNEL_FUSED64 || k == NS_KERNEL_FUSED128)
         return m * n * batch <= o->fused_max_elems && (k != NS_KERNEL_FUSED128 || m * n * batch >= (INT64_C(1) << 22));
     if (k == NS_KERNEL_SYM128 || k == NS_KERNEL_SYM128S3) return m >= 384;

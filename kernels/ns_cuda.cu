@@ -51,11 +51,13 @@ extern "C" int ns_kernel_parse(const char *name, ns_kernel *k)
     return -1;
 }
 
+extern "C" int ns_kernel_is_block(ns_kernel k) { return k == NS_KERNEL_BLOCK || k == NS_KERNEL_BLOCK16; }
+
 extern "C" int ns_kernel_supported(ns_kernel k, int64_t rows, int64_t cols, int batch)
 {
     int64_t m = rows < cols ? rows : cols, n = rows < cols ? cols : rows;
     if (k == NS_KERNEL_LT) return 1;
-    if (k == NS_KERNEL_BLOCK || k == NS_KERNEL_BLOCK16) return batch >= 1 && nsm_block_fits(m, n, batch, k == NS_KERNEL_BLOCK16);
+    if (ns_kernel_is_block(k)) return batch >= 1 && nsm_block_fits(m, n, batch, k == NS_KERNEL_BLOCK16);
     return (int)k > 0 && k < NS_KERNEL_COUNT && batch >= 1 && nsm_shape_ok(m, n);
 }
 
@@ -1039,14 +1041,13 @@ extern "C" int ns_plan_create(int64_t rows, int64_t cols, int batch, dm_dtype io
     p->g.bs_x = sym_block_size(p->g.m, cfg->sym_blocks);
     p->g.bs_s = sym_block_size(p->g.m, cfg->sym_blocks_mm);
     p->g.flat = cfg->sym_flat != 0;
-    int asks_blk = cfg->kernel == NS_KERNEL_BLOCK || cfg->kernel == NS_KERNEL_BLOCK16;
-    if (!ns_kernel_supported(cfg->kernel, rows, cols, batch) || (asks_blk && cfg->algo != DM_NS_DIRECT))
+    if (!ns_kernel_supported(cfg->kernel, rows, cols, batch) || (ns_kernel_is_block(cfg->kernel) && cfg->algo != DM_NS_DIRECT))
         p->cfg.kernel = NS_KERNEL_LT; /* ours cannot: cuBLASLt */
     p->g.kern = kernel_is_sym(p->cfg.kernel) ? p->cfg.kernel : NS_KERNEL_LT;
     int64_t m = p->g.m, n = p->g.n;
     size_t ex = (size_t)(m * n) * batch, es = (size_t)(m * m) * batch, w = dm_dtype_size(cfg->work);
     /* a block plan's one kernel keeps everything in shared memory: only its input and output */
-    int blk = p->cfg.kernel == NS_KERNEL_BLOCK || p->cfg.kernel == NS_KERNEL_BLOCK16;
+    int blk = ns_kernel_is_block(p->cfg.kernel);
     int n_x = blk ? 0 : 2, n_s = blk ? 0 : cfg->algo == DM_NS_GRAM ? 6 : 2;
     cudaError_t e = cudaMalloc(&p->in, ex * dm_dtype_size(io));
     if (e == cudaSuccess) e = cudaMalloc(&p->out, ex * dm_dtype_size(io));
@@ -1341,7 +1342,7 @@ extern "C" int ns_prod_create_kernel(ns_prod_kind kind, int64_t m, int64_t n, in
     if (m < 1 || n < m || batch < 1 || dt == DM_DT_FP32 || sym_blocks < 1 || sym_blocks > 16)
         return dm_err_set(err, "ns_prod_create: bad arguments (m %lld, n %lld, batch %d)",
                           (long long)m, (long long)n, batch);
-    if (kernel != NS_KERNEL_LT && (kind == NS_PROD_GEMM || kernel == NS_KERNEL_BLOCK || kernel == NS_KERNEL_BLOCK16 ||
+    if (kernel != NS_KERNEL_LT && (kind == NS_PROD_GEMM || ns_kernel_is_block(kernel) ||
                                   !ns_kernel_supported(kernel, m, n, batch)))
         return dm_err_set(err, "ns_prod_create: kernel %s does not take this product (%lldx%lld)",
                           ns_kernel_name(kernel), (long long)m, (long long)n);

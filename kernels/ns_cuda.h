@@ -57,6 +57,8 @@ typedef enum {
 } ns_kernel;
 const char *ns_kernel_name(ns_kernel k);
 int ns_kernel_parse(const char *name, ns_kernel *k); /* 0, or -1 for an unknown name */
+/* 1 for the one-CTA-per-matrix kernels (NS_KERNEL_BLOCK, NS_KERNEL_BLOCK16: direct NS only). */
+int ns_kernel_is_block(ns_kernel k);
 /* 1 when a plan of batch x rows x cols runs kernel k as asked (NS_KERNEL_LT: always;
  * NS_KERNEL_BLOCK, NS_KERNEL_BLOCK16: on the current device, and in direct plans only). */
 int ns_kernel_supported(ns_kernel k, int64_t rows, int64_t cols, int batch);
