@@ -678,6 +678,19 @@ static void test_norm_fold(ns_stream s)
 
 /* Run a plan of batch x rows x cols on input g (host doubles) with its work buffers and output
  * poisoned first; the output to got, the plan's configuration (after any fallback) to used. */
+/* A batch's output a (batch entries of per elements) after a NaN in entry bad of its input:
+ * *nan_bad 1 when that entry holds a non-finite value, *fin_ok 1 when every other is finite. */
+static void entries_finite(const double *a, size_t per, int batch, int bad, int *fin_ok, int *nan_bad)
+{
+    *fin_ok = 1, *nan_bad = 0;
+    for (int k = 0; k < batch; k++) {
+        int finite = 1;
+        for (size_t i = 0; i < per; i++) finite &= isfinite(a[k * per + i]);
+        if (k == bad) *nan_bad = !finite;
+        else *fin_ok &= finite;
+    }
+}
+
 static int run_plan_on(int64_t rows, int64_t cols, int batch, dm_dtype io, const ns_config *cfg, int graph,
                        ns_stream s, const double *g, double *got, ns_config *used, dm_err *e)
 {
@@ -815,13 +828,7 @@ static void test_fused_batch(ns_stream s)
         b[3 * bp + 17] = NAN;
         int fin_ok = 0, nan_bad = 0;
         if (!run_plan_on(br, bc, 5, DM_DT_FP32, &cfg, 0, s, b, a, NULL, &e)) {
-            fin_ok = 1;
-            for (int k = 0; k < 5; k++) {
-                int finite = 1;
-                for (size_t i = 0; i < bp; i++) finite &= isfinite(a[k * bp + i]);
-                if (k == 3) nan_bad = !finite;
-                else fin_ok &= finite;
-            }
+            entries_finite(a, bp, 5, 3, &fin_ok, &nan_bad);
         } else {
             bail("fused nan", &e);
         }
@@ -906,21 +913,15 @@ static void test_block(ns_stream s)
         ns_config cfg;
         ns_config_default(&cfg, DM_NS_DIRECT);
         for (size_t kk = 0; kk < 2; kk++) {
-        cfg.kernel = kinds[kk];
-        int fin_ok = 0, nan_bad = 0;
-        if (!run_plan_on(br, bc, 4, DM_DT_BF16, &cfg, 0, s, g, a, NULL, &e)) {
-            fin_ok = 1;
-            for (int k = 0; k < 4; k++) {
-                int finite = 1;
-                for (size_t i = 0; i < bp; i++) finite &= isfinite(a[k * bp + i]);
-                if (k == 2) nan_bad = !finite;
-                else fin_ok &= finite;
+            cfg.kernel = kinds[kk];
+            int fin_ok = 0, nan_bad = 0;
+            if (!run_plan_on(br, bc, 4, DM_DT_BF16, &cfg, 0, s, g, a, NULL, &e)) {
+                entries_finite(a, bp, 4, 2, &fin_ok, &nan_bad);
+            } else {
+                bail("block nan", &e);
             }
-        } else {
-            bail("block nan", &e);
-        }
-        ok(fin_ok && nan_bad, "%s 4 x 100x120 with a NaN in entry 2: that entry's output is not finite (%d), the others are (%d)",
-           ns_kernel_name(kinds[kk]), nan_bad, fin_ok);
+            ok(fin_ok && nan_bad, "%s 4 x 100x120 with a NaN in entry 2: that entry's output is not finite (%d), the others are (%d)",
+               ns_kernel_name(kinds[kk]), nan_bad, fin_ok);
         }
         free(g), free(a);
     }
