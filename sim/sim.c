@@ -65,7 +65,10 @@ typedef struct sim {
      * otherwise. ev_global: the events that are the cluster's, not a rank's (latency ends, flow
      * ends), which a run of every rank counts once. */
     int Rs, shared, deadlock; /* deadlock: run() ended with ops that never ran */
-    int stopped;              /* run() passed o.stop_us with ops left (sim_opts.stop_us) */
+    int stopped;              /* run() passed o.stop_us with ops left (sim_opts.stop_us), or the
+                                 bound at setup did (bound_us) */
+    double bound_us;          /* a lower bound on the step known before any op runs (bound_us()) */
+    int dur_set;              /* dur holds the compute ops' times already (bound_us()) */
     int64_t ev_global;
     int *off, *rank_of;
     const dm_op **op;
@@ -434,6 +437,79 @@ static int build_group(sim *s, int g, dm_err *err)
 static inline int kind_of(const sim *s, int g) { return s->ks[g] & 15; }
 static inline int stream_of(const sim *s, int g) { return s->ks[g] >> 4; }
 
+/* Collective op's latency term and bus bytes over its group (built), as setup gives them to
+ * every collective (the lone flow's time is vol / min over its links of capacity / weight). */
+static void coll_terms(sim *s, const dm_op *op, double *lat_us, double *vol)
+{
+    const coll_topo *t = &s->grps[op->group].topo;
+    coll_algo a = collcost_pick(op->kind, s->o.algo, op->bytes, t);
+    *lat_us = collcost_latency_us(op->kind, a, t) + /* the executor's staging copies (coll.h) */
+              dm_coll_staging_us(s->c, op->kind, op->staged, op->bytes, op->n_params, t->n_ranks);
+    if (t->n_ranks == 1) *lat_us += s->c->solo_coll_us; /* NCCL's launch and kernel, nothing moved */
+    *vol = collcost_bus_bytes(op->kind, a, op->bytes, t->n_ranks) / collcost_kind_scale(op->kind, t);
+}
+
+/* The stop's bound (sim_opts.stop_us), before the engine's arrays are made: each stream of a
+ * rank runs its ops one at a time, so the step ends no earlier than the step's start plus, on
+ * any one stream, its ops' times at their fastest: a compute op's at full rate (collectives in
+ * flight, the other slot and the clock only slow it; the gaps after ops only add), a
+ * collective's latency term plus its bus bytes at its links' lone rate (sharing them, or NVLink
+ * slowed by compute, only slows it). s->bound_us gets the largest such sum; the compute ops'
+ * times are kept in s->dur for setup. A program that setup would refuse gets no bound (0: setup
+ * says why). 0, or -1 with err. */
+static int bound_us(sim *s, dm_err *err)
+{
+    const dm_program *p = s->p;
+    int R = s->R, Rs = s->Rs, L = collcost_n_links(s->c, R), rc = -1;
+    double *cap = dm_malloc((size_t)(L + 1) * sizeof *cap, err);
+    double *coll_t = dm_malloc(((size_t)p->n_colls + 1) * sizeof *coll_t, err);
+    double *sum = dm_calloc((size_t)S, sizeof *sum, err);
+    if (!cap || !coll_t || !sum || !(s->grps = dm_calloc((size_t)p->n_groups + 1, sizeof *s->grps, err)) ||
+        !(s->dur = dm_calloc((size_t)s->T + 1, sizeof(double), err)))
+        goto out;
+    collcost_link_caps(s->c, R, cap);
+    for (int c = 0; c < p->n_colls; c++) coll_t[c] = -1;
+    double most = 0;
+    for (int r = 0, g = 0; r < Rs; r++) {
+        memset(sum, 0, (size_t)S * sizeof *sum);
+        for (int i = 0; i < p->ranks[r].n_ops; i++, g++) {
+            const dm_op *op = &p->ranks[r].ops[i];
+            if ((unsigned)op->stream >= S || (unsigned)op->kind >= DM_OP__COUNT) goto none;
+            double t = 0;
+            if (dm_op_is_compute(op->kind)) {
+                if ((t = s->dur[g] = compute_us(s, op, err)) < 0) goto out;
+            } else if (dm_op_is_collective(op->kind)) {
+                if (op->coll < 0 || op->coll >= p->n_colls || op->group < 0 || op->group >= p->n_groups) goto none;
+                if (coll_t[op->coll] < 0) {
+                    if (build_group(s, op->group, err)) goto out;
+                    const grp *G = &s->grps[op->group];
+                    double lat, vol, lone = INFINITY;
+                    coll_terms(s, op, &lat, &vol);
+                    for (int k = 0; k < G->nl; k++)
+                        if (G->w[k] > 0 && cap[G->links[k]] / G->w[k] < lone) lone = cap[G->links[k]] / G->w[k];
+                    coll_t[op->coll] = lat + (vol > 0 && lone > 0 && isfinite(lone) ? vol / lone : 0);
+                }
+                t = coll_t[op->coll];
+            }
+            sum[dm_run_stream(p->nranks, op->stream)] += t;
+        }
+        for (int k = 0; k < S; k++)
+            if (sum[k] > most) most = sum[k];
+    }
+    s->bound_us = s->c->step_start_us + most;
+    s->dur_set = 1;
+    rc = 0;
+    goto out;
+none: /* setup refuses the program and says why */
+    s->bound_us = 0;
+    rc = 0;
+out:
+    free(cap);
+    free(coll_t);
+    free(sum);
+    return rc;
+}
+
 static int setup(sim *s, dm_err *err)
 {
     const dm_program *p = s->p;
@@ -449,10 +525,18 @@ static int setup(sim *s, dm_err *err)
     for (int r = 0; r < Rs; r++) s->off[r + 1] = s->off[r] + p->ranks[r].n_ops;
     int T = s->T = s->off[Rs];
     size_t t1 = (size_t)T + 1;
+    /* a stop that the streams' sums pass already: nothing more to make or run */
+    double stop = s->o.stop_us > 0 && !dm_power_on(&s->c->power) && s->o.steps <= 1 ? s->o.stop_us : 0;
+    if (stop > 0 && bound_us(s, err)) return -1;
+    if (stop > 0 && s->bound_us > stop) {
+        s->stopped = 1;
+        s->now = s->bound_us;
+        return 0;
+    }
     if (!(s->rank_of = dm_malloc(t1 * sizeof(int), err)) || !(s->op = dm_malloc(t1 * sizeof *s->op, err)) ||
         !(s->deps_left = dm_calloc(t1, sizeof(int), err)) || !(s->cause = dm_malloc(t1 * sizeof(int), err)) ||
         !(s->pcause = dm_malloc(t1 * sizeof(int), err)) || !(s->state = dm_calloc(t1, 1, err)) ||
-        !(s->dur = dm_calloc(t1, sizeof(double), err)) || !(s->start = dm_calloc(t1, sizeof(double), err)) ||
+        (!s->dur && !(s->dur = dm_calloc(t1, sizeof(double), err))) || !(s->start = dm_calloc(t1, sizeof(double), err)) ||
         !(s->end = dm_calloc(t1, sizeof(double), err)) || !(s->ready = dm_calloc(t1, sizeof(double), err)) ||
         !(s->succ_off = dm_calloc(t1 + 1, sizeof(int), err)) || !(s->sl = dm_malloc(t1 * sizeof(int), err)) ||
         !(s->sl_off = dm_calloc((size_t)R * S + 1, sizeof(int), err)) ||
@@ -471,7 +555,7 @@ static int setup(sim *s, dm_err *err)
         !(s->colls = dm_calloc((size_t)p->n_colls + 1, sizeof *s->colls, err)) ||
         !(s->coll_mem = dm_malloc(t1 * sizeof(int), err)) || !(s->ks = dm_malloc(t1, err)) ||
         !(s->coll_of = dm_malloc(t1 * sizeof(int), err)) ||
-        !(s->grps = dm_calloc((size_t)p->n_groups + 1, sizeof *s->grps, err)))
+        (!s->grps && !(s->grps = dm_calloc((size_t)p->n_groups + 1, sizeof *s->grps, err))))
         return -1;
     for (int k = 0; k < R * NSLOT; k++) s->gpu_last[k] = -1, s->gpu_rate[k] = 1;
     for (int r = 0; r < R; r++) /* from the step's start at t = 0 (the setup before the first op idles) */
@@ -552,16 +636,10 @@ static int setup(sim *s, dm_err *err)
                 return dm_err_set(err, "sim: collective %d: rank %d holds an op but is not in group %d", ci,
                                   s->rank_of[c->mem[k]], c->group);
         if (build_group(s, c->group, err)) return -1;
-        const dm_op *op = s->op[c->mem[0]];
-        const coll_topo *t = &s->grps[c->group].topo;
-        coll_algo a = collcost_pick(op->kind, s->o.algo, op->bytes, t);
-        c->lat_us = collcost_latency_us(op->kind, a, t) + /* the executor's staging copies (coll.h) */
-                    dm_coll_staging_us(s->c, op->kind, op->staged, op->bytes, op->n_params, t->n_ranks);
-        if (t->n_ranks == 1) c->lat_us += s->c->solo_coll_us; /* NCCL's launch and kernel, nothing moved */
-        c->vol = collcost_bus_bytes(op->kind, a, op->bytes, t->n_ranks) / collcost_kind_scale(op->kind, t);
+        coll_terms(s, s->op[c->mem[0]], &c->lat_us, &c->vol);
         c->last = -1;
     }
-    for (int g = 0; g < T; g++)
+    for (int g = 0; g < T && !s->dur_set; g++)
         if (dm_op_is_compute(s->op[g]->kind) && (s->dur[g] = compute_us(s, s->op[g], err)) < 0) return -1;
     /* Links: NVLink each way per GPU, NICs each way per node, the fabric's switch uplinks. */
     int L = collcost_n_links(s->c, R);
@@ -1237,7 +1315,7 @@ static int run_once(const dm_program *p, const dm_cluster *c, const sim_opts *o,
         s.pw_st0 = D0;
         if (setup(&s, err)) goto fail;
         if (!pass) t1 = dm_clock_us() * 1e-6, c1 = cpu_s();
-        if (run(&s, err)) goto fail;
+        if (!s.stopped && run(&s, err)) goto fail; /* (stopped: by the bound, at setup) */
         if (s.stopped || !power_on(&s) || pass + 1 == SIM_POWER_PASSES) { /* (stopped: no power model) */
             r->power_passes = pass + 1;
             break;

@@ -70,8 +70,10 @@ typedef struct sim_opts {
                               step K-1's last end to its step K's), its other fields over the K
                               steps; 0 or 1: one step (the executor's: its steps end in a barrier) */
     double stop_us;        /* > 0: stop once the step is known to end after this time (an event
-                              past it with ops left): the result says only that (stopped 1,
-                              step_us the time reached, a lower bound). A planner weighing
+                              past it with ops left, or before any op runs: one stream's ops at
+                              their fastest, summed, past it): the result says only that
+                              (stopped 1, step_us the time reached or that sum, a lower bound;
+                              events 0 when stopped before running). A planner weighing
                               candidates against the best so far (sim/plan_best.h). Ignored under
                               the power model (its steady state is run several times) and with
                               K steps */
@@ -126,7 +128,8 @@ typedef struct sim_result {
                                          forward/backward: the kernels' counts by source */
     char power_src[320];    /* the power-limit model's line ("" when the cluster has none) */
     int stopped;            /* 1: the run passed sim_opts.stop_us and stopped there: step_us is
-                               the time reached (the step ends later), no other field is set */
+                               the time reached, or the bound that passed it before any op ran
+                               (the step ends later), no other field is set */
     int power_passes;       /* runs of the step to its steady state under the power model (1 without) */
     int steps;              /* steps simulated back to back (sim_opts.steps; 1 for one) */
     double first_step_us;   /* steps > 1: the critical rank's end of its first step */

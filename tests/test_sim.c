@@ -2,7 +2,8 @@
  * takes exactly its formula; equal transfers on one link each take twice as long; max-min
  * fairness; ops on one stream never overlap and follow their dependencies; a collective's members
  * start together; the same input gives the same trace bytes; traces read back; deadlocks named;
- * a run of shared ranks (sim_shared_ranks) reports what the run of every rank does. */
+ * a run of shared ranks (sim_shared_ranks) reports what the run of every rank does; a stop's
+ * bound at setup never over the step. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -529,6 +530,19 @@ static int shared_vs_full(const dm_program *p, const sim_result *a, const sim_re
     return bad;
 }
 
+/* A bundled model (models/NAME.json); NULL, said as a failed test, when it does not load. */
+static dm_model *bundled(const char *name)
+{
+    char path[512];
+    dm_model *m = NULL;
+    snprintf(path, sizeof path, DM_SRCDIR "/models/%s.json", name);
+    if (dm_model_load(path, &m, &err)) {
+        ok(0, "load %s: %s", path, err.msg);
+        return NULL;
+    }
+    return m;
+}
+
 /* Programs whose ranks share one list (adamw, muon-ddp, muon-fsdp) run shared and report what
  * the run of every rank reports; dmuon's do not run shared, nor any under per-rank rates. */
 static void test_shared_ranks(void)
@@ -540,13 +554,8 @@ static void test_shared_ranks(void)
     static const sched_strategy strats[] = {SCHED_ADAMW, SCHED_MUON_DDP, SCHED_MUON_FSDP, SCHED_DMUON};
     if (dm_costs_load_default(&costs, &err)) costs = NULL;
     for (int mi = 0; mi < 2; mi++) {
-        char path[512];
-        dm_model *m = NULL;
-        snprintf(path, sizeof path, DM_SRCDIR "/models/%s.json", models[mi]);
-        if (dm_model_load(path, &m, &err)) {
-            ok(0, "load %s: %s", path, err.msg);
-            continue;
-        }
+        dm_model *m = bundled(models[mi]);
+        if (!m) continue;
         for (int si = 0; si < 4; si++)
             for (int ranks = 8; ranks <= 24; ranks += 16) {
                 sched_opts so;
@@ -606,6 +615,73 @@ static void test_stop(void)
     dm_program_free(p);
 }
 
+/* The stop's bound at setup (sim.c bound_us): a stop under it ends the run before any op runs
+ * (no events), at the bound, which never exceeds the whole step; a stop over it runs as before.
+ * Real plans (flat and HSDP dmuon, NS under backward on its own stream, data-parallel ones), on
+ * one and on several nodes, with and without the slowdowns that change rates while ops run. */
+static void test_stop_bound(void)
+{
+    dm_cluster plain = cluster("a800"), slow = cluster("a800");
+    slow.comm_slowdown = 0.3;
+    slow.coll_slowdown = 0.5;
+    dm_costs *costs = NULL;
+    if (dm_costs_load_default(&costs, &err)) costs = NULL;
+    static const char *models[] = {"qwen2.5-0.5b", "moonlight-16b-a3b-6l"};
+    int bad = 0, cases = 0, cut = 0, ran = 0;
+    double worst = 0;
+    for (int mi = 0; mi < 2; mi++) {
+        dm_model *m = bundled(models[mi]);
+        if (!m) continue;
+        for (int v = 0; v < 5; v++)
+            for (int ranks = 8; ranks <= 16; ranks += 8)
+                for (int ci = 0; ci < 2; ci++) {
+                    const dm_cluster *c = ci ? &slow : &plain;
+                    sched_opts so;
+                    sched_opts_default(&so);
+                    so.strategy = v == 3 ? SCHED_ADAMW : v == 4 ? SCHED_MUON_DDP : SCHED_DMUON;
+                    so.hsdp = v == 1 && ranks == 16;
+                    so.ns_stream = v == 2;
+                    dm_program *p = NULL;
+                    if (sched_build(m, c, ranks, costs, &so, &p, NULL, &err)) {
+                        ok(0, "build %s: %s", models[mi], err.msg);
+                        continue;
+                    }
+                    sim_opts o;
+                    sim_opts_default(&o);
+                    o.costs = costs;
+                    sim_result *w = NULL, *b = NULL, *a = NULL;
+                    int rc = sim_run(p, c, &o, &w, &err);
+                    o.stop_us = 1e-3; /* under any bound: the bound itself comes back */
+                    rc |= sim_run(p, c, &o, &b, &err);
+                    if (!rc && b->stopped && b->events == 0) { /* a stop a little over the bound runs */
+                        o.stop_us = b->step_us * 1.001;
+                        rc |= sim_run(p, c, &o, &a, &err);
+                    }
+                    cases++;
+                    if (rc) {
+                        bad++;
+                        printf("# %s %d ranks v%d: %s\n", models[mi], ranks, v, err.msg);
+                    } else {
+                        cut += b->stopped && b->events == 0;
+                        ran += a && a->events > 0;
+                        bad += !(b->stopped && b->events == 0 && b->step_us > 0 && b->step_us <= w->step_us) ||
+                               !(a && a->events > 0 && (a->stopped ? a->step_us > o.stop_us : a->step_us == w->step_us));
+                        if (b->step_us / w->step_us > worst) worst = b->step_us / w->step_us;
+                    }
+                    sim_result_free(w);
+                    sim_result_free(b);
+                    sim_result_free(a);
+                    dm_program_free(p);
+                }
+        dm_model_free(m);
+    }
+    ok(cases == 40 && !bad && cut == cases && ran == cases,
+       "the stop's bound: %d plans, every one stopped at setup under it (%d) and run over it (%d), the bound at most "
+       "%.3f of the step, %d wrong",
+       cases, cut, ran, worst, bad);
+    dm_costs_free(costs);
+}
+
 int main(void)
 {
     test_shared_ranks();
@@ -619,5 +695,6 @@ int main(void)
     test_one_rank_stream();
     test_graph_gap();
     test_stop();
+    test_stop_bound();
     return tap_done();
 }
