@@ -4,9 +4,6 @@
 #include "config.h"
 
 #include <getopt.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,15 +71,7 @@ int cmd_regress(int argc, char **argv)
                                        {"json", no_argument, 0, O_JSON},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-#ifdef __GLIBC__
-    /* The timed code's memory from a heap that keeps what it frees: glibc's dynamic mmap
-     * threshold and its trimming of the heap's top otherwise make a timing bimodal by the
-     * process's heap layout (the quick suite's 72B plan 5.6 ms in one process, 20 ms in another
-     * with a longer --baselines path: page faults of its program's arrays freed and taken again
-     * each repetition, traces/scale/assignfirst-2026-12-07). */
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
+    /* (the heap keeps what it frees: dmuon.c's main sets glibc's thresholds for every command) */
     const char *base_dir = dm_data_dir(DM_DATA_BASELINES);
     reg_opts ro = {0, 0, 0.04, 1, 1, 0, 0, 0, 1.0, base_dir ? base_dir : DM_PKGDATADIR "/baselines", NULL, NULL, NULL, NULL, NULL};
     const char *costs = NULL;
