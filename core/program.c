@@ -207,6 +207,8 @@ struct dm_unshare_memo {
     unsigned char *param, *layer;
     int64_t n_param;
     int n_layer;
+    struct dm_plist_ref *pend; /* (dm_rank_prog.pend) */
+    int n_pend;
 };
 
 int64_t dm_program_params_held(const dm_program *p) { return p->plists ? p->plists->ids : 0; }
@@ -219,6 +221,7 @@ void dm_program_free(dm_program *p)
             if (p->ranks[r].share == r && !p->ranks[r].in_slab) free(p->ranks[r].ops);
             free(p->ranks[r].grad_param);
             free(p->ranks[r].grad_layer);
+            free(p->ranks[r].pend);
         }
     for (int g = 0; g < p->n_groups; g++) free(p->groups[g].ranks);
     free(p->groups);
@@ -236,6 +239,7 @@ void dm_program_free(dm_program *p)
     if (p->umemo) {
         free(p->umemo->param);
         free(p->umemo->layer);
+        free(p->umemo->pend);
         free(p->umemo);
     }
     if (p->plists) {
@@ -579,23 +583,66 @@ static int seen_grow(unsigned char **a, int64_t *n, int64_t i, dm_err *err)
     return 0;
 }
 
+/* Bytes of a bit array of n bits (dm_rank_prog.grad_param). */
+static size_t bit_bytes(int64_t n) { return (size_t)((n + 7) / 8); }
+
+/* Grow a bit array of *n bits (a multiple of 8) to hold bit i, the new bits 0. */
+static int bits_grow(unsigned char **a, int64_t *n, int64_t i, dm_err *err)
+{
+    if (i < *n) return 0;
+    int64_t m = *n ? *n : 512;
+    while (m <= i) m *= 2;
+    unsigned char *na = dm_realloc(*a, bit_bytes(m), err);
+    if (!na) return -1;
+    memset(na + bit_bytes(*n), 0, bit_bytes(m) - bit_bytes(*n));
+    *a = na;
+    *n = m;
+    return 0;
+}
+
+/* rp's pending produced lists (dm_rank_prog.pend) marked in its grad_param bits. */
+static int mark_pending(dm_rank_prog *rp, dm_err *err)
+{
+    for (int k = 0; k < rp->n_pend; k++) {
+        const int64_t *v = rp->pend[k].v;
+        int n = rp->pend[k].n;
+        int64_t most = -1; /* (the array grown once for the list: an MoE op carries hundreds of ids) */
+        for (int a = 0; a < n; a++)
+            if (v[a] > most) most = v[a];
+        if (most >= 0 && bits_grow(&rp->grad_param, &rp->n_grad_param, most, err) < 0) return -1;
+        unsigned char *set = rp->grad_param;
+        for (int a = 0; a < n; a++)
+            if (v[a] >= 0) set[v[a] >> 3] |= (unsigned char)(1u << (v[a] & 7));
+    }
+    rp->n_pend = 0;
+    return 0;
+}
+
 /* o->implied for an op appended to rp (dm_program_implied_payload's rule), and the rank's memory
- * of produced gradients updated. */
+ * of produced gradients updated; params: the op's list as the program holds it (interned: it
+ * lives as long as the program). */
 static int implied_payload(dm_rank_prog *rp, dm_op *o, const int64_t *params, int n_params, dm_err *err)
 {
     o->implied = dm_op_payload_default(o->kind);
     if (o->kind == DM_OP_ALLGATHER) {
         int g = o->layer >= 0 && o->layer < rp->n_grad_layer && rp->grad_layer[o->layer];
+        if (!g && n_params && rp->n_pend && mark_pending(rp, err) < 0) return -1;
+        const unsigned char *gp = rp->grad_param;
         for (int a = 0; a < n_params && !g; a++)
-            g = params[a] >= 0 && params[a] < rp->n_grad_param && rp->grad_param[params[a]];
+            g = params[a] >= 0 && params[a] < rp->n_grad_param && (gp[params[a] >> 3] >> (params[a] & 7) & 1);
         if (g) o->implied = DM_PAYLOAD_GRADS;
         return 0;
     }
     if (!is_grad_producer(o->kind)) return 0;
-    for (int a = 0; a < n_params; a++) {
-        if (params[a] < 0) continue;
-        if (seen_grow(&rp->grad_param, &rp->n_grad_param, params[a], err) < 0) return -1;
-        rp->grad_param[params[a]] = 1;
+    if (n_params && !(rp->n_pend && rp->pend[rp->n_pend - 1].v == params)) { /* (a list just noted: no more) */
+        if (rp->n_pend == rp->cap_pend) {
+            int cap = rp->cap_pend ? 2 * rp->cap_pend : 16;
+            struct dm_plist_ref *np = dm_realloc(rp->pend, (size_t)cap * sizeof *np, err);
+            if (!np) return -1;
+            rp->pend = np;
+            rp->cap_pend = cap;
+        }
+        rp->pend[rp->n_pend++] = (struct dm_plist_ref){params, n_params};
     }
     if (o->kind == DM_OP_BACKWARD && n_params == 0 && o->layer >= 0) {
         int64_t nl = rp->n_grad_layer;
@@ -647,6 +694,16 @@ int dm_program_reserve(dm_program *p, int rank, int cap, dm_err *err)
     return grow_ops(p, rank, cap, 1, err);
 }
 
+/* *dst: a copy of pend[0 .. n) (NULL when n is 0) */
+static int pend_copy(struct dm_plist_ref **dst, const struct dm_plist_ref *pend, int n, dm_err *err)
+{
+    *dst = NULL;
+    if (n <= 0) return 0;
+    if (!(*dst = dm_malloc((size_t)n * sizeof **dst, err))) return -1;
+    memcpy(*dst, pend, (size_t)n * sizeof **dst);
+    return 0;
+}
+
 static int memo_copy(unsigned char **dst, const unsigned char *src, int64_t n, dm_err *err)
 {
     *dst = NULL;
@@ -678,11 +735,14 @@ static int unshare(dm_program *p, int rank, dm_err *err)
     rp->cap = cap;
     int owner = (int)(o - p->ranks);
     struct dm_unshare_memo *u = p->umemo;
-    if (u && u->owner == owner && u->n == n && !rp->grad_param && !rp->grad_layer) {
-        if (memo_copy(&rp->grad_param, u->param, u->n_param, err) || memo_copy(&rp->grad_layer, u->layer, u->n_layer, err))
+    if (u && u->owner == owner && u->n == n && !rp->grad_param && !rp->grad_layer && !rp->pend) {
+        if (memo_copy(&rp->grad_param, u->param, (int64_t)bit_bytes(u->n_param), err) ||
+            memo_copy(&rp->grad_layer, u->layer, u->n_layer, err) ||
+            pend_copy(&rp->pend, u->pend, u->n_pend, err))
             return -1;
         rp->n_grad_param = rp->grad_param ? u->n_param : 0;
         rp->n_grad_layer = rp->grad_layer ? u->n_layer : 0;
+        rp->n_pend = rp->cap_pend = rp->pend ? u->n_pend : 0;
         return 0;
     }
     for (int i = 0; i < n; i++) {
@@ -690,12 +750,15 @@ static int unshare(dm_program *p, int rank, dm_err *err)
         if (implied_payload(rp, &tmp, ops[i].params, ops[i].n_params, err) < 0) return -1;
     }
     if (!u && !(u = p->umemo = dm_calloc(1, sizeof *u, err))) return -1;
-    free(u->param), free(u->layer);
+    free(u->param), free(u->layer), free(u->pend);
     u->param = u->layer = NULL;
+    u->pend = NULL;
     u->owner = -1;
-    if (memo_copy(&u->param, rp->grad_param, rp->n_grad_param, err) || memo_copy(&u->layer, rp->grad_layer, rp->n_grad_layer, err))
+    if (memo_copy(&u->param, rp->grad_param, (int64_t)bit_bytes(rp->n_grad_param), err) ||
+        memo_copy(&u->layer, rp->grad_layer, rp->n_grad_layer, err) ||
+        pend_copy(&u->pend, rp->pend, rp->n_pend, err))
         return -1;
-    u->n_param = rp->n_grad_param, u->n_layer = rp->n_grad_layer;
+    u->n_param = rp->n_grad_param, u->n_layer = rp->n_grad_layer, u->n_pend = rp->n_pend;
     u->owner = owner, u->n = n;
     return 0;
 }
@@ -864,7 +927,6 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
     }
     if (rp->n_ops == rp->cap && grow_ops(p, rank, rp->cap ? 2 * rp->cap : 64, 0, err)) return -1;
     dm_op o = *op;
-    if (implied_payload(rp, &o, params, n_params, err) < 0) return -1;
     o.id = rp->n_ops;
     o.deps = NULL;
     o.params = NULL;
@@ -875,6 +937,7 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
         memcpy(o.deps, deps, (size_t)n_deps * sizeof *o.deps);
     }
     if (n_params && !(o.params = plist_intern(p, params, n_params, err))) return -1;
+    if (implied_payload(rp, &o, o.params, n_params, err) < 0) return -1;
     rp->ops[rp->n_ops] = o;
     return rp->n_ops++;
 }

@@ -175,14 +175,26 @@ typedef struct dm_group {
     int *ranks;         /* ascending global ranks */
 } dm_group;
 
+/* A params list held by the program (dm_program.plists) */
+struct dm_plist_ref {
+    const int64_t *v;
+    int n;
+};
+
 typedef struct dm_rank_prog {
     int n_ops, cap;
     dm_op *ops;
-    /* dm_program_add_op's memory of the gradients the list produced so far: per param id and
-     * per layer (a backward without params), 1 when produced; n_* entries */
+    /* dm_program_add_op's memory of the gradients the list produced so far: per param id (one
+     * bit each: n_grad_param bits; a 4096-rank MoE plan holds 4096 of them) and per layer (a
+     * backward without params; a byte each, n_grad_layer), 1 when produced */
     unsigned char *grad_param, *grad_layer;
     int64_t n_grad_param;
     int n_grad_layer;
+    /* the gradient-producing ops' params lists (interned: the program's) not marked in grad_param
+     * yet: marked when an all-gather asks (a plan's all-gathers mostly come before any gradient,
+     * and a 4096-rank MoE plan's lists hold ~150,000 ids a rank) */
+    struct dm_plist_ref *pend;
+    int n_pend, cap_pend;
     /* the ops' deps arrays (params: dm_program.plists), carved from blocks that never move (1 KiB
      * doubling to 64 KiB, carved from the program's slab; not two allocations per op: a 4096-rank
      * program has millions of ops); freed with the program */
