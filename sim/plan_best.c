@@ -359,11 +359,16 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         int k = order[i];
         n = slot[k];
         plan_cand *c = &pb->cand[n];
-        int lpt = slot[0];
         double t0 = sched_wall_s();
-        if (kinds[k].balance == SCHED_BAL_MILP && lpt >= 0 && progs[lpt] && sched_assign_same(&asg[n], &asg[lpt])) {
-            c->same_as = lpt;
-            c->ops = pb->cand[lpt].ops;
+        /* an assignment an earlier candidate's program was built on (milp that kept lpt's, lpt-ns
+         * where the comm terms changed nothing): the same program (the options beside the
+         * assignment, balance and comm weight, build nothing else), not built again */
+        int same = -1;
+        for (int j = 0; j < n && same < 0; j++)
+            if (progs[j] && pb->cand[j].same_as < 0 && sched_assign_same(&asg[n], &asg[j])) same = j;
+        if (same >= 0) {
+            c->same_as = same;
+            c->ops = pb->cand[same].ops;
         } else {
             sched_opts o = *opts;
             o.balance = c->balance;

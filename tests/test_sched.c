@@ -1008,6 +1008,46 @@ int main(void)
             ok(eq && ne && !sched_assign_same(&x, &y), "sched_assign_same: owners and batches compared, an assignment that "
                "does not say its items never the same");
         }
+        { /* a candidate whose assignment an earlier one's program was built on (milp keeping lpt's,
+           * lpt-ns where the comm terms changed nothing) stands on that program: built once, its
+           * step that one's, never the winner */
+            static const int gs[] = {8, 16, 32, 64};
+            int cases = 0, sames = 0, ns_sames = 0, bad = 0;
+            for (int hs = 0; hs < 2 && !lrc; hs++)
+                for (int gi = 0; gi < 4; gi++) {
+                    sched_opts q = o;
+                    q.hsdp = hs;
+                    dm_program *pq = NULL;
+                    plan_best_report pr;
+                    if (plan_best_build(m, &a800, gs[gi], costs, &q, &so, NULL, &pq, NULL, &pr, &err)) {
+                        bad++;
+                        tap_diag("%d GPUs%s: %s", gs[gi], hs ? " --hsdp" : "", err.msg);
+                        continue;
+                    }
+                    cases++;
+                    for (int k = 0; k < pr.n; k++) {
+                        int j = pr.cand[k].same_as;
+                        if (j < 0) continue;
+                        sames++;
+                        ns_sames += pr.cand[k].comm_weight == 0 && pr.cand[k].balance == SCHED_BAL_LPT;
+                        /* (a winner that an alternative replaced holds the alternative's ops and step) */
+                        int alt = j == pr.winner && (pr.muon_world_won || pr.adamw_replicas_won || pr.unsplit_won);
+                        int wrong = !(j < k && pr.cand[j].same_as < 0 && pr.winner != k &&
+                                      (alt || (pr.cand[k].ops == pr.cand[j].ops &&
+                                               (!pr.by_sim || pr.cand[k].step_us == pr.cand[j].step_us))));
+                        if (wrong)
+                            tap_diag("%d GPUs%s: %s on %s's program: ops %lld / %lld, steps %.3f / %.3f, winner %d",
+                                     gs[gi], hs ? " --hsdp" : "", pr.cand[k].name, pr.cand[j].name,
+                                     (long long)pr.cand[k].ops, (long long)pr.cand[j].ops, pr.cand[k].step_us,
+                                     pr.cand[j].step_us, pr.winner);
+                        bad += wrong;
+                    }
+                    dm_program_free(pq);
+                }
+            ok(cases == 8 && !bad && ns_sames > 0,
+               "auto at 8-64 GPUs, flat and --hsdp: %d candidates on an earlier one's program (%d of them lpt-ns), each "
+               "with its ops and step, none the winner (%d wrong)", sames, ns_sames, bad);
+        }
         o.balance = SCHED_BAL_LPT;
         brc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &o, &so, NULL, &p1, NULL, &pb, &err);
         ok(brc == 0 && pb.n == 0 && strstr(p1->options, "balance=lpt"), "a named balance goes straight to sched_build");
