@@ -66,9 +66,9 @@ typedef struct sim {
      * ends), which a run of every rank counts once. */
     int Rs, shared, deadlock; /* deadlock: run() ended with ops that never ran */
     int stopped;              /* run() passed o.stop_us with ops left (sim_opts.stop_us), or the
-                                 bound at setup did (bound_us) */
-    double bound_us;          /* a lower bound on the step known before any op runs (bound_us()) */
-    int dur_set;              /* dur holds the compute ops' times already (bound_us()) */
+                                 bound at setup did (stop_bound) */
+    double bound_us;          /* a lower bound on the step known before any op runs (stop_bound()) */
+    int dur_set;              /* dur holds the compute ops' times already (stop_bound()) */
     int64_t ev_global;
     int *off, *rank_of;
     const dm_op **op;
@@ -457,7 +457,7 @@ static void coll_terms(sim *s, const dm_op *op, double *lat_us, double *vol)
  * slowed by compute, only slows it). s->bound_us gets the largest such sum; the compute ops'
  * times are kept in s->dur for setup. A program that setup would refuse gets no bound (0: setup
  * says why). 0, or -1 with err. */
-static int bound_us(sim *s, dm_err *err)
+static int stop_bound(sim *s, dm_err *err)
 {
     const dm_program *p = s->p;
     int R = s->R, Rs = s->Rs, L = collcost_n_links(s->c, R), rc = -1;
@@ -527,7 +527,7 @@ static int setup(sim *s, dm_err *err)
     size_t t1 = (size_t)T + 1;
     /* a stop that the streams' sums pass already: nothing more to make or run */
     double stop = s->o.stop_us > 0 && !dm_power_on(&s->c->power) && s->o.steps <= 1 ? s->o.stop_us : 0;
-    if (stop > 0 && bound_us(s, err)) return -1;
+    if (stop > 0 && stop_bound(s, err)) return -1;
     if (stop > 0 && s->bound_us > stop) {
         s->stopped = 1;
         s->now = s->bound_us;

@@ -615,7 +615,7 @@ static void test_stop(void)
     dm_program_free(p);
 }
 
-/* The stop's bound at setup (sim.c bound_us): a stop under it ends the run before any op runs
+/* The stop's bound at setup (sim.c stop_bound): a stop under it ends the run before any op runs
  * (no events), at the bound, which never exceeds the whole step; a stop over it runs as before.
  * Real plans (flat and HSDP dmuon, NS under backward on its own stream, data-parallel ones), on
  * one and on several nodes, with and without the slowdowns that change rates while ops run. */
