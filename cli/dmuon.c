@@ -164,9 +164,10 @@ int main(int argc, char **argv)
      * threshold and its trimming of the heap's top would otherwise hand it back to the kernel,
      * which clears it again when it is taken again. A plan of thousands of ranks builds and frees
      * several programs of hundreds of MB (plan_best's candidates): a third of `sim --hsdp` at 4096
-     * GPUs was the kernel clearing fresh pages (traces/scale/bound-2026-12-07); a timed command
-     * (`regress`) bimodal by the heap's layout (traces/scale/assignfirst-2026-12-07). Blocks over
-     * 32 MiB still come from mmap (glibc's ceiling for the threshold). */
+     * GPUs was the kernel clearing fresh pages (traces/scale/hsdp-check-2026-12-07e), whose minor
+     * faults these settings about halve (traces/scale/bound-2026-12-07); a timed command
+     * (`regress`) was bimodal by the heap's layout (traces/scale/assignfirst-2026-12-07). Blocks
+     * over 32 MiB still come from mmap (glibc's ceiling for the threshold). */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
