@@ -487,7 +487,7 @@ static int stop_bound(sim *s, dm_err *err)
                     coll_terms(s, op, &lat, &vol);
                     for (int k = 0; k < G->nl; k++)
                         if (G->w[k] > 0 && cap[G->links[k]] / G->w[k] < lone) lone = cap[G->links[k]] / G->w[k];
-                    coll_t[op->coll] = lat + (vol > 0 && lone > 0 && isfinite(lone) ? vol / lone : 0);
+                    coll_t[op->coll] = lat + (vol > 0 && lone > 0 && isfinite(lone) ? vol / lone * 1e6 : 0); /* bytes over B/s: us */
                 }
                 t = coll_t[op->coll];
             }
