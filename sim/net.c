@@ -382,6 +382,11 @@ static double lone_rate(const sim_net *n, const int *links, const double *w, int
     return isinf(best) ? 0 : best < 0 ? 0 : best;
 }
 
+double sim_net_lone_rate(const sim_net *n, const int *links, const double *w, int nl)
+{
+    return lone_rate(n, links, w, nl, NULL);
+}
+
 /* Progressive filling's step: the unfrozen flows on link bl (the smallest share, best; below 0
  * taken as 0) frozen at it in start order, the capacity they take and their weights off every
  * link they cross; bl saturated. nch: NULL, or where to count the links they cross, each listed

@@ -49,6 +49,9 @@ typedef struct sim_net_memo {
     uint64_t cap_version;
 } sim_net_memo;
 int sim_net_links_check(const sim_net *n, const int *links, const double *w, int nl, int *dup, dm_err *err);
+/* The rate in B/s a flow over links (weights w, no link twice) gets alone at the links' present
+ * capacities: the smallest capacity / weight (0 when none carries weight). */
+double sim_net_lone_rate(const sim_net *n, const int *links, const double *w, int nl);
 int sim_net_add_shared(sim_net *n, double now_us, double bytes, const int *links, const double *w, int nl, int dup,
                        sim_net_memo *memo, int tag, dm_err *err);
 /* Change a link's capacity at now_us: the flows advance at their old rates up to now_us, then

@@ -437,8 +437,24 @@ static int build_group(sim *s, int g, dm_err *err)
 static inline int kind_of(const sim *s, int g) { return s->ks[g] & 15; }
 static inline int stream_of(const sim *s, int g) { return s->ks[g] >> 4; }
 
+/* The network (s->net), its links at their capacities: made once, by stop_bound or setup. */
+static int make_net(sim *s, dm_err *err)
+{
+    if (s->net) return 0;
+    int L = collcost_n_links(s->c, s->R);
+    double *cap = dm_malloc((size_t)(L + 1) * sizeof *cap, err);
+    if (!cap) return -1;
+    collcost_link_caps(s->c, s->R, cap);
+    s->nvl_cap[0] = collcost_link_Bps(s->c, COLL_LINK_NVL_OUT);
+    s->nvl_cap[1] = collcost_link_Bps(s->c, COLL_LINK_NVL_IN);
+    s->net = sim_net_new(L, cap, err);
+    free(cap);
+    if (s->net && sim_links_wanted(s->c)) sim_net_track_usage(s->net);
+    return s->net ? 0 : -1;
+}
+
 /* Collective op's latency term and bus bytes over its group (built), as setup gives them to
- * every collective (the lone flow's time is vol / min over its links of capacity / weight). */
+ * every collective (the lone flow's time is vol / sim_net_lone_rate). */
 static void coll_terms(sim *s, const dm_op *op, double *lat_us, double *vol)
 {
     const coll_topo *t = &s->grps[op->group].topo;
@@ -460,14 +476,12 @@ static void coll_terms(sim *s, const dm_op *op, double *lat_us, double *vol)
 static int stop_bound(sim *s, dm_err *err)
 {
     const dm_program *p = s->p;
-    int R = s->R, Rs = s->Rs, L = collcost_n_links(s->c, R), rc = -1;
-    double *cap = dm_malloc((size_t)(L + 1) * sizeof *cap, err);
+    int Rs = s->Rs, rc = -1;
     double *coll_t = dm_malloc(((size_t)p->n_colls + 1) * sizeof *coll_t, err);
     double *sum = dm_calloc((size_t)S, sizeof *sum, err);
-    if (!cap || !coll_t || !sum || !(s->grps = dm_calloc((size_t)p->n_groups + 1, sizeof *s->grps, err)) ||
-        !(s->dur = dm_calloc((size_t)s->T + 1, sizeof(double), err)))
+    if (!coll_t || !sum || !(s->grps = dm_calloc((size_t)p->n_groups + 1, sizeof *s->grps, err)) ||
+        !(s->dur = dm_calloc((size_t)s->T + 1, sizeof(double), err)) || make_net(s, err))
         goto out;
-    collcost_link_caps(s->c, R, cap);
     for (int c = 0; c < p->n_colls; c++) coll_t[c] = -1;
     double most = 0;
     for (int r = 0, g = 0; r < Rs; r++) {
@@ -483,11 +497,9 @@ static int stop_bound(sim *s, dm_err *err)
                 if (coll_t[op->coll] < 0) {
                     if (build_group(s, op->group, err)) goto out;
                     const grp *G = &s->grps[op->group];
-                    double lat, vol, lone = INFINITY;
+                    double lat, vol, lone = sim_net_lone_rate(s->net, G->links, G->w, G->nl);
                     coll_terms(s, op, &lat, &vol);
-                    for (int k = 0; k < G->nl; k++)
-                        if (G->w[k] > 0 && cap[G->links[k]] / G->w[k] < lone) lone = cap[G->links[k]] / G->w[k];
-                    coll_t[op->coll] = lat + (vol > 0 && lone > 0 && isfinite(lone) ? vol / lone * 1e6 : 0); /* bytes over B/s: us */
+                    coll_t[op->coll] = lat + (vol > 0 && lone > 0 ? vol / lone * 1e6 : 0);
                 }
                 t = coll_t[op->coll];
             }
@@ -504,7 +516,6 @@ none: /* setup refuses the program and says why */
     s->bound_us = 0;
     rc = 0;
 out:
-    free(cap);
     free(coll_t);
     free(sum);
     return rc;
@@ -642,16 +653,7 @@ static int setup(sim *s, dm_err *err)
     for (int g = 0; g < T && !s->dur_set; g++)
         if (dm_op_is_compute(s->op[g]->kind) && (s->dur[g] = compute_us(s, s->op[g], err)) < 0) return -1;
     /* Links: NVLink each way per GPU, NICs each way per node, the fabric's switch uplinks. */
-    int L = collcost_n_links(s->c, R);
-    double *cap = dm_malloc((size_t)(L + 1) * sizeof *cap, err);
-    if (!cap) return -1;
-    collcost_link_caps(s->c, R, cap);
-    s->nvl_cap[0] = collcost_link_Bps(s->c, COLL_LINK_NVL_OUT);
-    s->nvl_cap[1] = collcost_link_Bps(s->c, COLL_LINK_NVL_IN);
-    s->net = sim_net_new(L, cap, err);
-    free(cap);
-    if (s->net && sim_links_wanted(s->c)) sim_net_track_usage(s->net);
-    return s->net ? 0 : -1;
+    return make_net(s, err);
 }
 
 /* ---- the engine --------------------------------------------------------------------------- */
