@@ -569,22 +569,11 @@ static int is_grad_producer(dm_op_kind k)
     return k == DM_OP_BACKWARD || k == DM_OP_REDUCE || k == DM_OP_ALLREDUCE || k == DM_OP_REDUCESCATTER;
 }
 
-/* Grow a 0/1 array to hold index i. */
-static int seen_grow(unsigned char **a, int64_t *n, int64_t i, dm_err *err)
-{
-    if (i < *n) return 0;
-    int64_t m = *n ? *n : 64;
-    while (m <= i) m *= 2;
-    unsigned char *na = dm_realloc(*a, (size_t)m, err);
-    if (!na) return -1;
-    memset(na + *n, 0, (size_t)(m - *n));
-    *a = na;
-    *n = m;
-    return 0;
-}
-
-/* Bytes of a bit array of n bits (dm_rank_prog.grad_param). */
+/* Bit arrays (dm_rank_prog.grad_param, grad_layer): bytes of n bits; bit i of an array of n
+ * bits (0 past its end); bit i set. */
 static size_t bit_bytes(int64_t n) { return (size_t)((n + 7) / 8); }
+static int bit_get(const unsigned char *a, int64_t n, int64_t i) { return i >= 0 && i < n && (a[i >> 3] >> (i & 7) & 1); }
+static void bit_set(unsigned char *a, int64_t i) { a[i >> 3] |= (unsigned char)(1u << (i & 7)); }
 
 /* Grow a bit array of *n bits (a multiple of 8) to hold bit i, the new bits 0. */
 static int bits_grow(unsigned char **a, int64_t *n, int64_t i, dm_err *err)
@@ -610,9 +599,8 @@ static int mark_pending(dm_rank_prog *rp, dm_err *err)
         for (int a = 0; a < n; a++)
             if (v[a] > most) most = v[a];
         if (most >= 0 && bits_grow(&rp->grad_param, &rp->n_grad_param, most, err) < 0) return -1;
-        unsigned char *set = rp->grad_param;
         for (int a = 0; a < n; a++)
-            if (v[a] >= 0) set[v[a] >> 3] |= (unsigned char)(1u << (v[a] & 7));
+            if (v[a] >= 0) bit_set(rp->grad_param, v[a]);
     }
     rp->n_pend = 0;
     return 0;
@@ -625,11 +613,9 @@ static int implied_payload(dm_rank_prog *rp, dm_op *o, const int64_t *params, in
 {
     o->implied = dm_op_payload_default(o->kind);
     if (o->kind == DM_OP_ALLGATHER) {
-        int g = o->layer >= 0 && o->layer < rp->n_grad_layer && rp->grad_layer[o->layer];
+        int g = bit_get(rp->grad_layer, rp->n_grad_layer, o->layer);
         if (!g && n_params && rp->n_pend && mark_pending(rp, err) < 0) return -1;
-        const unsigned char *gp = rp->grad_param;
-        for (int a = 0; a < n_params && !g; a++)
-            g = params[a] >= 0 && params[a] < rp->n_grad_param && (gp[params[a] >> 3] >> (params[a] & 7) & 1);
+        for (int a = 0; a < n_params && !g; a++) g = bit_get(rp->grad_param, rp->n_grad_param, params[a]);
         if (g) o->implied = DM_PAYLOAD_GRADS;
         return 0;
     }
@@ -646,9 +632,9 @@ static int implied_payload(dm_rank_prog *rp, dm_op *o, const int64_t *params, in
     }
     if (o->kind == DM_OP_BACKWARD && n_params == 0 && o->layer >= 0) {
         int64_t nl = rp->n_grad_layer;
-        if (seen_grow(&rp->grad_layer, &nl, o->layer, err) < 0) return -1;
+        if (bits_grow(&rp->grad_layer, &nl, o->layer, err) < 0) return -1;
         rp->n_grad_layer = (int)nl;
-        rp->grad_layer[o->layer] = 1;
+        bit_set(rp->grad_layer, o->layer);
     }
     return 0;
 }
@@ -737,7 +723,7 @@ static int unshare(dm_program *p, int rank, dm_err *err)
     struct dm_unshare_memo *u = p->umemo;
     if (u && u->owner == owner && u->n == n && !rp->grad_param && !rp->grad_layer && !rp->pend) {
         if (memo_copy(&rp->grad_param, u->param, (int64_t)bit_bytes(u->n_param), err) ||
-            memo_copy(&rp->grad_layer, u->layer, u->n_layer, err) ||
+            memo_copy(&rp->grad_layer, u->layer, (int64_t)bit_bytes(u->n_layer), err) ||
             pend_copy(&rp->pend, u->pend, u->n_pend, err))
             return -1;
         rp->n_grad_param = rp->grad_param ? u->n_param : 0;
@@ -755,7 +741,7 @@ static int unshare(dm_program *p, int rank, dm_err *err)
     u->pend = NULL;
     u->owner = -1;
     if (memo_copy(&u->param, rp->grad_param, (int64_t)bit_bytes(rp->n_grad_param), err) ||
-        memo_copy(&u->layer, rp->grad_layer, rp->n_grad_layer, err) ||
+        memo_copy(&u->layer, rp->grad_layer, (int64_t)bit_bytes(rp->n_grad_layer), err) ||
         pend_copy(&u->pend, rp->pend, rp->n_pend, err))
         return -1;
     u->n_param = rp->n_grad_param, u->n_layer = rp->n_grad_layer, u->n_pend = rp->n_pend;

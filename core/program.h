@@ -184,9 +184,9 @@ struct dm_plist_ref {
 typedef struct dm_rank_prog {
     int n_ops, cap;
     dm_op *ops;
-    /* dm_program_add_op's memory of the gradients the list produced so far: per param id (one
-     * bit each: n_grad_param bits; a 4096-rank MoE plan holds 4096 of them) and per layer (a
-     * backward without params; a byte each, n_grad_layer), 1 when produced */
+    /* dm_program_add_op's memory of the gradients the list produced so far, one bit each: per
+     * param id (n_grad_param bits; a 4096-rank MoE plan holds 4096 of them) and per layer (a
+     * backward without params; n_grad_layer bits), 1 when produced */
     unsigned char *grad_param, *grad_layer;
     int64_t n_grad_param;
     int n_grad_layer;
