@@ -135,21 +135,18 @@ block_checks() {
     DM_TEST_ONLY=block timeout "$4" compute-sanitizer --tool memcheck "$D/test_ns_gpu" > "$L/$1_memcheck.txt" 2>&1
     echo "memcheck ($2) rc $?: $(grep -c '^ok' "$L/$1_memcheck.txt") ok; $(grep 'ERROR SUMMARY' "$L/$1_memcheck.txt" | tail -1)"
 }
-# block_race_sass P LABEL OWN KERNEL_RE: racecheck ($L/P_racecheck.txt, 40 s) on the block tests,
-# with OWN 1 under DM_TEST_OWN (our kernels' checks only; DM_TEST_QUICK and DM_TEST_NO_LT act only
-# with it: the quick set without cuBLASLt), then per sm_80 and sm_90 the HMMA, LDSM and local
-# memory instructions of each kernel whose name matches KERNEL_RE in the plug-in's SASS.
+# block_race_sass P LABEL KERNEL_RE: racecheck ($L/P_racecheck.txt, 40 s) on our kernels' quick
+# block tests (DM_TEST_OWN=1, without which DM_TEST_QUICK and DM_TEST_NO_LT do not act: the quick
+# set without cuBLASLt), then per sm_80 and sm_90 the HMMA, LDSM and local memory instructions of
+# each kernel whose name matches KERNEL_RE in the plug-in's SASS.
 block_race_sass() {
-    local own=
-    [ "$3" = 1 ] && own=DM_TEST_OWN=1
-    # shellcheck disable=SC2086
-    env $own DM_TEST_ONLY=block DM_TEST_QUICK=1 DM_TEST_NO_LT=1 timeout 40 \
+    DM_TEST_OWN=1 DM_TEST_ONLY=block DM_TEST_QUICK=1 DM_TEST_NO_LT=1 timeout 40 \
         compute-sanitizer --tool racecheck --racecheck-report all "$D/test_ns_gpu" > "$L/$1_racecheck.txt" 2>&1
     echo "racecheck ($2, quick) rc $?: $(grep -c '^ok' "$L/$1_racecheck.txt") ok; $(grep 'RACECHECK SUMMARY\|ERROR SUMMARY' "$L/$1_racecheck.txt" | tail -1)"
     if command -v cuobjdump >/dev/null 2>&1; then
         local a
         for a in sm_80 sm_90; do
-            cuobjdump -sass -arch $a "$D/dmuon-gpu.so" 2>/dev/null | awk -v arch=$a -v re="$4" '
+            cuobjdump -sass -arch $a "$D/dmuon-gpu.so" 2>/dev/null | awk -v arch=$a -v re="$3" '
                 /Function : / { keep = $NF ~ re; if (keep) fn = $NF }
                 keep && /HMMA/ { h[fn]++ } keep && /LDSM/ { l[fn]++ } keep && /(LDL|STL)/ { loc[fn]++ } keep { seen[fn] = 1 }
                 END { for (k in seen) printf "sass %s %s: HMMA %d LDSM %d local %d\n", arch, k, h[k], l[k], loc[k] }'
@@ -161,7 +158,7 @@ block_race_sass() {
 STAGE_TIMEOUT_nsblock=400
 stage_nsblock() {
     block_checks block block 40 40 5
-    block_race_sass block block 1 k_block
+    block_race_sass block block k_block
     # the goal's 128x128, small squares, and the bundled models' shapes with a side <= 128
     # (DeepSeek-V4 24x16384, 4x16384, 64x4096/7168, Moonlight 64x2048, Qwen2.5-0.5B 128x896,
     # Qwen3-30B-A3B 128x2048, pi0 32x1024, WALL-OSS 14x2048, 28x2048)

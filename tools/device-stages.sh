@@ -1727,7 +1727,7 @@ PY
 STAGE_TIMEOUT_nsb16=240
 stage_nsb16() {
     block_checks b16 "block, block16" 60 60 8
-    block_race_sass b16 "block, block16" 1 k_b16
+    block_race_sass b16 "block, block16" k_b16
     printf '32 32 1\n48 48 1\n64 64 1,8,64\n96 96 1\n100 120 1\n128 128 1,8\n64 256 1\n64 800 1\n32 1024 1\n1000 30 1\n128 256 1\n' > "$L/b16_shapes.txt"
     timeout 90 "$D/dmuon" bench kernels --shapes "$L/b16_shapes.txt" --kernels lt,block,block16 --algos direct \
         --no-products --no-elementwise --no-gemm-tune --reps 20 --warmup 3 --verbose --out "$L/b16.csv" > "$L/b16_bench.txt" 2>&1
