@@ -570,11 +570,11 @@ template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_block(
  * of the shorter tiles' lower mma density per ldmatrix; the autotuner keeps the faster
  * (traces/kernels/blockrow-2026-12-07: on an H100 32 x 32 12.7 us against block's 26.5, 64 x 64
  * 19.6 against 28.3; from 96 x 96 and on long sides block is faster). A and B are read as
- * stored (no symmetry assumed: B's and the update's right operands through ldmatrix.trans). X has two buffers, this iteration's and the next (the
- * update's tiles read whole columns of X), so no product writes what it reads. (A cluster that
- * split each product's rows over up to 8 CTAs, each then copying the others' slabs, was tried
- * and measured ~2 us a product whatever the split: moving the m x m result between SMs costs
- * more than the product; same trace.) */
+ * stored (no symmetry assumed: B's and the update's right operands through ldmatrix.trans). X
+ * has two buffers, this iteration's and the next (the update's tiles read whole columns of X),
+ * so no product writes what it reads. (A cluster that split each product's rows over up to 8
+ * CTAs, each then copying the others' slabs, was tried and measured ~2 us a product whatever the
+ * split: moving the m x m result between SMs costs more than the product; same trace.) */
 template <typename T> __global__ void __launch_bounds__(BLK_THREADS, 1) k_b16(const blk_params P)
 {
     extern __shared__ __align__(16) uint16_t sm[];

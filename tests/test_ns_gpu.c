@@ -676,8 +676,6 @@ static void test_norm_fold(ns_stream s)
     }
 }
 
-/* Run a plan of batch x rows x cols on input g (host doubles) with its work buffers and output
- * poisoned first; the output to got, the plan's configuration (after any fallback) to used. */
 /* A batch's output a (batch entries of per elements) after a NaN in entry bad of its input:
  * *nan_bad 1 when that entry holds a non-finite value, *fin_ok 1 when every other is finite. */
 static void entries_finite(const double *a, size_t per, int batch, int bad, int *fin_ok, int *nan_bad)
@@ -691,6 +689,8 @@ static void entries_finite(const double *a, size_t per, int batch, int bad, int 
     }
 }
 
+/* Run a plan of batch x rows x cols on input g (host doubles) with its work buffers and output
+ * poisoned first; the output to got, the plan's configuration (after any fallback) to used. */
 static int run_plan_on(int64_t rows, int64_t cols, int batch, dm_dtype io, const ns_config *cfg, int graph,
                        ns_stream s, const double *g, double *got, ns_config *used, dm_err *e)
 {
