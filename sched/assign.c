@@ -4,7 +4,8 @@
  * layer, a batch-aware count search, then lp_solve on an aggregate model over (shape, batch
  * size, owner) and (layer class, owner)), backed by the LPT plan. The objective (sched.h) is
  * each owner's NS load plus the collectives the assignment creates. Deterministic: every rank
- * that runs them gets the same plan (unless a time limit cuts a search). */
+ * and every run gets the same plan, a time limit included (the MILP balance counts its time in
+ * work: the search clock below). */
 #define _GNU_SOURCE
 #include "sched.h"
 
@@ -14,6 +15,72 @@
 #include <time.h>
 
 #include <lpsolve/lp_lib.h>
+
+/* ---- the search clock ----------------------------------------------------------------------
+ * The MILP balance's time limit (--milp-time) is counted in work, not read off the wall clock,
+ * so that a problem and a limit give one plan on every run, rank and load of the machine (a
+ * wall-clock cut gave DeepSeek-V4-Pro four different steps in eight runs). Each search step
+ * charges its count of basic operations at a rate measured on the 2-core build machine
+ * (DM_MILP_CLOCK=1 prints, per phase, the wall time beside the charged time: the rates are
+ * set so the two agree there, traces/sched/milp-clock-2026-12-07); a phase ends when the
+ * charged time passes its share of the limit. On a faster machine the search ends early, on a
+ * slower one late, with the same plan. The wall clock stays only as a ceiling against a gross
+ * misestimate (twice the limit plus half a second): a search it cuts says so in the status. */
+enum { SC_SCAN, SC_EVAL, SC_SPLIT, SC_BUILD, SC_BUILDQ, SC_BASIS, SC_START, SC_PIVOT, SC_BSWAP, SC_KINDS };
+/* seconds per unit: an entry a local search scans; a candidate move it evaluates; a matrix
+ * placed by split_eval (per part it weighs); a nonzero added to the model, and per row added
+ * each nonzero already there (lp_solve's row mode moves the matrix as it grows: the build is
+ * about quadratic); the warm start's guess_basis per column squared (it grows about
+ * quadratically too); lp_solve's start per nonzero of the model; a simplex pivot per nonzero;
+ * a bound swap per column */
+static const double sc_rate[SC_KINDS] = {0.7e-9, 2.8e-9, 4.2e-9, 2.5e-7, 1.2e-10, 5e-10, 2.8e-7, 4.7e-9, 1.75e-9};
+
+typedef struct sclock {
+    double t0, wall_cap; /* wall seconds: the start, the ceiling */
+    double spent, until; /* charged seconds since the start; the current phase ends past `until` */
+    double by[SC_KINDS]; /* units charged per kind (the log) */
+    int walled;          /* the ceiling cut the search */
+    int log;             /* DM_MILP_CLOCK: a line per phase on stderr */
+    double phase_wall, phase_spent;
+} sclock;
+
+static void sc_init(sclock *ck, double limit_s)
+{
+    memset(ck, 0, sizeof *ck);
+    ck->t0 = sched_wall_s();
+    ck->wall_cap = ck->t0 + 2 * limit_s + 0.5;
+    const char *e = getenv("DM_MILP_CLOCK");
+    ck->log = e && *e && strcmp(e, "0");
+    ck->phase_wall = ck->t0;
+}
+
+static void sc_charge(sclock *ck, int kind, double units)
+{
+    double t = units * sc_rate[kind];
+    ck->spent += t;
+    ck->by[kind] += units;
+}
+
+/* 1 when the current phase's time is spent (or the wall-clock ceiling passed) */
+static int sc_over(sclock *ck)
+{
+    if (!ck->walled && sched_wall_s() > ck->wall_cap) ck->walled = 1;
+    return ck->walled || ck->spent > ck->until;
+}
+
+static void sc_phase_end(sclock *ck, const char *phase)
+{
+    static const char *const name[SC_KINDS] = {"scan", "eval", "split", "build", "buildq", "basis", "start", "pivot", "bswap"};
+    double now = sched_wall_s();
+    if (ck->log) {
+        fprintf(stderr, "milp-clock %-5s wall %.4f s charged %.4f s units", phase, now - ck->phase_wall, ck->spent - ck->phase_spent);
+        for (int k = 0; k < SC_KINDS; k++) fprintf(stderr, " %s %.4g", name[k], ck->by[k]);
+        fprintf(stderr, "%s\n", ck->walled ? " walled" : "");
+    }
+    ck->phase_wall = now;
+    ck->phase_spent = ck->spent;
+    for (int k = 0; k < SC_KINDS; k++) ck->by[k] = 0;
+}
 
 static double cost_of(const sched_problem *p, int s, int b) { return p->cost[(size_t)s * p->max_batch + (b - 1)]; }
 
@@ -684,7 +751,7 @@ static int make_jobs(const sched_problem *p, const int *count, double cap_us, jo
 
 /* LPT over jobs, then local search: move a job off the most loaded owner, or swap it with a
  * smaller job elsewhere, while that lowers the pair's maximum below the current makespan. */
-static double schedule_jobs(const sched_problem *p, job *jobs, int nj, double *load, double deadline)
+static double schedule_jobs(const sched_problem *p, job *jobs, int nj, double *load, sclock *ck)
 {
     if (nj > 1) qsort(jobs, (size_t)nj, sizeof *jobs, cmp_job_cost);
     for (int o = 0; o < p->nowners; o++) load[o] = 0;
@@ -695,8 +762,15 @@ static double schedule_jobs(const sched_problem *p, job *jobs, int nj, double *l
         jobs[j].owner = best;
         load[best] += jobs[j].cost;
     }
+    sc_charge(ck, SC_SCAN, (double)nj * p->nowners);
+    double w = 0; /* entries scanned since the last charge */
     for (int iter = 0; iter < 100000; iter++) {
-        if ((iter & 63) == 0 && sched_wall_s() > deadline) break;
+        if ((iter & 63) == 0) {
+            sc_charge(ck, SC_SCAN, w);
+            w = 0;
+            if (sc_over(ck)) break;
+        }
+        w += p->nowners + nj;
         int mx = 0, mn = 0;
         for (int o = 1; o < p->nowners; o++) {
             if (load[o] > load[mx]) mx = o;
@@ -712,9 +786,11 @@ static double schedule_jobs(const sched_problem *p, job *jobs, int nj, double *l
                 done = 1;
             }
         }
-        for (int j = 0; j < nj && !done; j++) { /* swap */
+        int stop = 0;
+        for (int j = 0; j < nj && !done && !stop; j++) { /* swap */
             if (jobs[j].owner != mx) continue;
-            for (int k = 0; k < nj && !done; k++) {
+            int k = 0;
+            for (; k < nj && !done; k++) {
                 int o = jobs[k].owner;
                 double d = jobs[j].cost - jobs[k].cost;
                 if (o == mx || d <= 1e-9) continue;
@@ -726,9 +802,16 @@ static double schedule_jobs(const sched_problem *p, job *jobs, int nj, double *l
                     done = 1;
                 }
             }
+            w += k;
+            if (w > 1 << 22) { /* a long pass (many jobs): the clock is read within it too */
+                sc_charge(ck, SC_SCAN, w);
+                w = 0;
+                stop = sc_over(ck);
+            }
         }
         if (!done) break;
     }
+    sc_charge(ck, SC_SCAN, w);
     double ms = 0;
     for (int o = 0; o < p->nowners; o++) ms = fmax(ms, load[o]);
     return ms;
@@ -785,7 +868,7 @@ static void cls_loads(cls *c)
 /* Exact re-split of owner M's and one other owner's matrices: every division of their combined
  * counts (when there are at most `limit` divisions), the one with the smallest larger load.
  * Applies the best if it lowers that below load[M]; returns 1 if it did. */
-static int cls_pair_opt(cls *c, int M, long limit)
+static int cls_pair_opt(cls *c, int M, long limit, double *w, double *e)
 {
     int S = c->S, *tot = malloc((size_t)S * sizeof *tot), *a = malloc((size_t)S * sizeof *a);
     int *best = malloc((size_t)S * sizeof *best), *idx = malloc((size_t)S * sizeof *idx);
@@ -804,7 +887,9 @@ static int cls_pair_opt(cls *c, int M, long limit)
                 if (combos > limit) break;
             }
         }
+        *w += S;
         if (combos > limit) continue;
+        *e += (double)combos * (ns + 1);
         for (int k = 0; k < ns; k++) a[k] = 0;
         for (;;) {
             double lm = 0, lo = 0;
@@ -845,11 +930,19 @@ out:
     return besto >= 0;
 }
 
-static double cls_search(cls *c, double deadline, long pair_limit)
+static double cls_search(cls *c, sclock *ck, long pair_limit)
 {
     cls_loads(c);
-    for (int iter = 0; iter < 20000; iter++) {
-        if ((iter & 15) == 0 && sched_wall_s() > deadline) break;
+    double w = (double)c->O * c->S, e = 0; /* entries scanned, moves evaluated since the last charge */
+    int stop = 0;
+    for (int iter = 0; iter < 20000 && !stop; iter++) {
+        if ((iter & 15) == 0 || w + e > 1 << 22) {
+            sc_charge(ck, SC_SCAN, w);
+            sc_charge(ck, SC_EVAL, e);
+            w = e = 0;
+            if (sc_over(ck)) break;
+        }
+        w += c->O + 2 * c->S;
         int M = 0;
         for (int o = 1; o < c->O; o++)
             if (c->load[o] > c->load[M]) M = o;
@@ -860,7 +953,9 @@ static double cls_search(cls *c, double deadline, long pair_limit)
             for (int k = 1; k <= have; k++) {
                 if (k > 64 && k != have) continue;
                 double newM = c->load[M] - c->T[s][have] + c->T[s][have - k];
+                w += 1;
                 if (newM >= best) continue;
+                e += c->O;
                 for (int o = 0; o < c->O; o++) {
                     if (o == M) continue;
                     double newO = c->load[o] - c->T[s][CN(c, o, s)] + c->T[s][CN(c, o, s) + k];
@@ -872,14 +967,22 @@ static double cls_search(cls *c, double deadline, long pair_limit)
                 }
             }
         }
-        for (int s = 0; s < c->S; s++) { /* swaps of single matrices */
+        for (int s = 0; s < c->S && !stop; s++) { /* swaps of single matrices */
             int have = CN(c, M, s);
             if (!have) continue;
+            w += (double)c->O * c->S;
+            if (w + e > 1 << 22) { /* a long pass (many shapes and owners): the clock is read within it too */
+                sc_charge(ck, SC_SCAN, w);
+                sc_charge(ck, SC_EVAL, e);
+                w = e = 0;
+                stop = sc_over(ck);
+            }
             for (int o = 0; o < c->O; o++) {
                 if (o == M) continue;
                 for (int s2 = 0; s2 < c->S; s2++) {
                     int h2 = CN(c, o, s2);
                     if (s2 == s || !h2) continue;
+                    e++;
                     double newM = c->load[M] - c->T[s][have] + c->T[s][have - 1] - c->T[s2][CN(c, M, s2)] +
                                   c->T[s2][CN(c, M, s2) + 1];
                     double newO = c->load[o] - c->T[s2][h2] + c->T[s2][h2 - 1] - c->T[s][CN(c, o, s)] +
@@ -892,8 +995,9 @@ static double cls_search(cls *c, double deadline, long pair_limit)
                 }
             }
         }
+        if (stop) break; /* the pass was cut: its best move is not known */
         if (bs < 0) {
-            if (pair_limit > 0 && cls_pair_opt(c, M, pair_limit)) continue;
+            if (pair_limit > 0 && cls_pair_opt(c, M, pair_limit, &w, &e)) continue;
             break;
         }
         CN(c, M, bs) -= bk;
@@ -910,6 +1014,8 @@ static double cls_search(cls *c, double deadline, long pair_limit)
         c->load[M] = lm;
         c->load[bo] = lo;
     }
+    sc_charge(ck, SC_SCAN, w);
+    sc_charge(ck, SC_EVAL, e);
     double ms = 0;
     for (int o = 0; o < c->O; o++) ms = fmax(ms, c->load[o]);
     return ms;
@@ -931,7 +1037,7 @@ static int cls_jobs(const cls *c, job *jobs)
 
 /* The best count-based local search from several starts: the LPT plan and LPT over jobs
  * batched at a ladder of caps. */
-static int heuristic_jobs(const sched_problem *p, const int *count, const sched_assign *lpt, double lb, double deadline,
+static int heuristic_jobs(const sched_problem *p, const int *count, const sched_assign *lpt, double lb, sclock *ck,
                           job *best, int *nbest, double *best_ms, int *cut, dm_err *err)
 {
     job *jobs = dm_malloc((size_t)(p->n_items ? p->n_items : 1) * sizeof *jobs, err);
@@ -943,16 +1049,17 @@ static int heuristic_jobs(const sched_problem *p, const int *count, const sched_
     if (!jobs || !load || !bestn || cls_init(&c, p, count, err)) goto done;
     *best_ms = INFINITY;
     *nbest = 0;
-    for (int k = -2; k < 10 && (k == -2 || sched_wall_s() < deadline); k++) { /* the first start always */
+    for (int k = -2; k < 10 && (k == -2 || !sc_over(ck)); k++) { /* the first start always */
         memset(c.n, 0, (size_t)c.S * c.O * sizeof *c.n);
         if (k == -2) {
             for (int i = 0; i < p->n_items; i++) CN(&c, lpt->owner[i], p->items[i].shape)++;
         } else {
             int nj = make_jobs(p, count, k < 0 ? 0 : lb * 2 / (double)(1 << k), jobs);
-            schedule_jobs(p, jobs, nj, load, deadline);
+            sc_charge(ck, SC_SCAN, (double)p->n_shapes * p->max_batch + nj);
+            schedule_jobs(p, jobs, nj, load, ck);
             for (int j = 0; j < nj; j++) CN(&c, jobs[j].owner, jobs[j].shape) += jobs[j].size;
         }
-        double ms = cls_search(&c, deadline, 0);
+        double ms = cls_search(&c, ck, 0);
         if (ms < *best_ms - 1e-9) {
             *best_ms = ms;
             memcpy(bestn, c.n, (size_t)c.S * c.O * sizeof *c.n);
@@ -961,7 +1068,7 @@ static int heuristic_jobs(const sched_problem *p, const int *count, const sched_
     /* iterated local search: perturb the best counts (a few random single-matrix moves, fixed
      * seed so the plan is reproducible) and search again; keep improvements */
     unsigned seed = 0x9e3779b9u;
-    for (int round = 0; round < 200 && sched_wall_s() < deadline && *best_ms > lb * (1 + 1e-4); round++) {
+    for (int round = 0; round < 200 && !sc_over(ck) && *best_ms > lb * (1 + 1e-4); round++) {
         memcpy(c.n, bestn, (size_t)c.S * c.O * sizeof *c.n);
         int moves = 2 + round % 6;
         for (int mv = 0; mv < moves; mv++) {
@@ -981,7 +1088,7 @@ static int heuristic_jobs(const sched_problem *p, const int *count, const sched_
                 CN(&c, o2, s)++;
             }
         }
-        double ms = cls_search(&c, deadline, 0);
+        double ms = cls_search(&c, ck, 0);
         if (ms < *best_ms - 1e-9) {
             *best_ms = ms;
             memcpy(bestn, c.n, (size_t)c.S * c.O * sizeof *c.n);
@@ -989,12 +1096,12 @@ static int heuristic_jobs(const sched_problem *p, const int *count, const sched_
     }
     /* polish the best with exact pair re-splits */
     memcpy(c.n, bestn, (size_t)c.S * c.O * sizeof *c.n);
-    double polished = cls_search(&c, deadline, 20000);
+    double polished = cls_search(&c, ck, 20000);
     if (polished < *best_ms - 1e-9) {
         *best_ms = polished;
         memcpy(bestn, c.n, (size_t)c.S * c.O * sizeof *c.n);
     }
-    *cut = sched_wall_s() > deadline;
+    *cut = sc_over(ck);
     memcpy(c.n, bestn, (size_t)c.S * c.O * sizeof *c.n);
     *nbest = cls_jobs(&c, best);
     rc = 0;
@@ -1286,12 +1393,21 @@ done:
     return rc;
 }
 
+/* What split_eval weighs for part counts k (the search clock's SC_SPLIT units): each matrix of a
+ * class's layer against its k parts, each part's shapes, the owners and the sort of the items. */
+static double split_units(const sched_problem *p, const lclass *lc, const int *k)
+{
+    double n = p->n_items, u = n * log2(n + 2) + p->nowners + (double)lc->L * lc->S;
+    for (int c = 0; c < lc->n; c++) u += (double)k[c] * (lc->nmat[c] + (double)lc->size[c] * lc->S);
+    return u;
+}
+
 /* Coordinate descent over the part counts of each layer class (1 part: one owner per layer),
  * from the counts the objective's bound suggests (ceil(W / M) for a layer of NS work W, M the
  * makespan where sched_comm_bound is reached) and from one part everywhere, over a ladder of
  * counts, until a round changes nothing or the deadline passes. *best: the lowest objective
  * found (allocated here). */
-static int split_search(const sched_problem *p, const btab *bt, const lclass *lc, const int *count, double deadline,
+static int split_search(const sched_problem *p, const btab *bt, const lclass *lc, const int *count, sclock *ck,
                         sched_assign *best, int *cut, dm_err *err)
 {
     static const int ladder[] = {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
@@ -1319,8 +1435,10 @@ static int split_search(const sched_problem *p, const btab *bt, const lclass *lc
         k1[c] = 1;
     }
     free(per);
+    sc_charge(ck, SC_SPLIT, split_units(p, lc, k));
     int rc = split_eval(p, bt, lc, k, target, best, err);
-    if (rc == 0 && sched_wall_s() < deadline && memcmp(k, k1, (size_t)lc->n * sizeof *k)) {
+    if (rc == 0 && !sc_over(ck) && memcmp(k, k1, (size_t)lc->n * sizeof *k)) {
+        sc_charge(ck, SC_SPLIT, split_units(p, lc, k1));
         rc = split_eval(p, bt, lc, k1, target, &cand, err);
         if (rc == 0 && less(cand.objective_us, best->objective_us)) {
             sched_assign_free(best);
@@ -1343,11 +1461,12 @@ static int split_search(const sched_problem *p, const btab *bt, const lclass *lc
             int kmax = lc->nmat[c] < p->nowners ? lc->nmat[c] : p->nowners, bestk = k[c];
             for (size_t i = 0; i < sizeof ladder / sizeof ladder[0] && ladder[i] <= kmax; i++) {
                 if (ladder[i] == bestk) continue;
-                if (sched_wall_s() > deadline) {
+                if (sc_over(ck)) {
                     *cut = 1;
                     break;
                 }
                 k[c] = ladder[i];
+                sc_charge(ck, SC_SPLIT, split_units(p, lc, k));
                 if (split_eval(p, bt, lc, k, target, &cand, err)) {
                     free(k);
                     sched_assign_free(best);
@@ -1375,13 +1494,25 @@ static int split_search(const sched_problem *p, const btab *bt, const lclass *lc
 /* ---- MILP ---------------------------------------------------------------------------------- */
 
 typedef struct milp_ctx {
-    double deadline;
+    sclock *ck;
+    double cols, nnz;  /* the model's columns and nonzeros */
+    long long iters, bswaps; /* lp_solve's iterations and bound swaps charged so far */
 } milp_ctx;
 
+/* lp_solve's abort poll (about two per iteration): charge its iterations since the last poll
+ * (a pivot costs about a pass over the model's nonzeros, a bound swap over its columns), stop
+ * when the time is spent. The counts are lp_solve's own (its iteration count includes the
+ * bound swaps, which lprec counts apart) */
 static int __WINAPI milp_abort(lprec *lp, void *h)
 {
-    (void)lp;
-    return sched_wall_s() > ((milp_ctx *)h)->deadline;
+    milp_ctx *m = h;
+    long long it = get_total_iter(lp), bs = (long long)(lp->total_bswap + lp->current_bswap);
+    if (bs > it) bs = it;
+    sc_charge(m->ck, SC_PIVOT, (double)((it - bs) - (m->iters - m->bswaps)) * m->nnz);
+    sc_charge(m->ck, SC_BSWAP, (double)(bs - m->bswaps) * m->cols);
+    m->iters = it;
+    m->bswaps = bs;
+    return sc_over(m->ck);
 }
 
 enum { MENU_MAX = 32, MILP_SKIPPED = -100, MILP_NO_TIME = -101, MILP_FAILED = -102 /* out of memory: err */ };
@@ -1419,7 +1550,7 @@ typedef struct milp_in {
     double upper_J;          /* with lc: L + pair_us x sum y must stay below it (the cut-off) */
     double break_J;          /* stop at a plan this good */
     const sched_assign *inc; /* the best plan so far: the warm start (may be NULL) */
-    double deadline;
+    sclock *ck;              /* its phase ends at the whole limit */
     int verbose;
 } milp_in;
 
@@ -1466,12 +1597,24 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
     }
     int ncols = 1 + nx + C * O; /* column 1 = L, x[s][k][o] at 2 + off[s] + k * O + o, y[c][o] after */
     *nvars = ncols - 1;
-    /* Building the model takes ~3.5 us a column and lp_solve's abort polls can be ~2 us a column
-     * apart (0.18 s and 0.11 s at 52k columns, measured on the shared build machine; 8.8 us a
-     * column to build pi0.5's 305k at 1024 owners): a model is built only when at least as much
-     * time would be left to solve it as that estimate of building it takes, else the time would
-     * go to a model lp_solve has no time to solve */
-    if (in->deadline - sched_wall_s() < 2 * (6e-6 * ncols) + 0.005) {
+    /* The build's time goes with the nonzeros it adds (the objective, the cover and layer rows,
+     * an owner's shape rows, the chains in pairs). A model is built only when the time left
+     * covers the build, lp_solve's start and a pivot per owner: where lp_solve ended its first
+     * relaxation it took 1.8-2.4 pivots per owner (Llama-3.1-8B, Moonlight-16B, 256 GPUs), and
+     * where it stopped short of that it timed out with nothing (every dense model at 1024 GPUs,
+     * traces/sched/milp-clock-2026-12-07): else the time would go to a model lp_solve has no
+     * time to solve */
+    double nnz = ncols + nx + 3.0 * C * O + 2.0 * nx, rows = S + C + 2.0 * O + 1;
+    for (int s = 0; s < S && C; s++) {
+        for (int c = 0; c < C; c++) nnz += lc->vec[(size_t)c * S + s] ? O : 0;
+        rows += O;
+    }
+    if (C) nnz += nx;
+    double added = 0, addedq = 0, built = 0; /* nonzeros added and not yet charged; the quadratic part; all added */
+    sclock *ck = in->ck;
+    double need = nnz * sc_rate[SC_BUILD] + nnz * rows / 2 * sc_rate[SC_BUILDQ] + nnz * sc_rate[SC_START] +
+                  (double)O * nnz * sc_rate[SC_PIVOT];
+    if (ck->until - ck->spent < need + 0.005 || sc_over(ck)) {
         ret = MILP_NO_TIME;
         goto done;
     }
@@ -1503,7 +1646,10 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
             row[nz++] = p->pair_us;
         }
     set_obj_fnex(lp, nz, row, colno);
+    added += nz;
+    built += nz;
     set_minim(lp);
+#define ADD_ROW(n, kind, rhs) (addedq += built, added += (n), built += (n), add_constraintex(lp, (n), row, colno, (kind), (rhs)))
     for (int s = 0; s < S; s++) { /* every matrix covered */
         if (!count[s]) continue;
         nz = 0;
@@ -1512,7 +1658,7 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
                 colno[nz] = XCOL(s, k, o);
                 row[nz++] = menus[s * MENU_MAX + k];
             }
-        add_constraintex(lp, nz, row, colno, EQ, count[s]);
+        ADD_ROW(nz, EQ, count[s]);
     }
     for (int c = 0; c < C; c++) { /* every layer touched by some owner */
         nz = 0;
@@ -1520,11 +1666,12 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
             colno[nz] = YCOL(c, o);
             row[nz++] = 1;
         }
-        add_constraintex(lp, nz, row, colno, GE, lc->size[c]);
+        ADD_ROW(nz, GE, lc->size[c]);
     }
-    /* the build stops at the deadline (its rate per column varies several-fold with the model's
-     * shape: the estimate above lets it start, these checks end it in time) */
-#define BUILD_LATE(o) ((o) % 32 == 31 && sched_wall_s() >= in->deadline)
+    /* the build stops when the time is spent (the estimate above lets it start, these checks end
+     * it in time) */
+#define BUILD_LATE(o) \
+    ((o) % 32 == 31 && (sc_charge(ck, SC_BUILD, added), sc_charge(ck, SC_BUILDQ, addedq), added = addedq = 0, sc_over(ck)))
     for (int o = 0; o < O && C; o++) { /* an owner's matrices of a shape need enough touched layers */
         if (BUILD_LATE(o)) {
             ret = MILP_NO_TIME;
@@ -1542,7 +1689,7 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
                     colno[nz] = YCOL(c, o);
                     row[nz++] = -lc->vec[(size_t)c * S + s];
                 }
-            add_constraintex(lp, nz, row, colno, LE, 0);
+            ADD_ROW(nz, LE, 0);
         }
     }
     for (int o = 0; o < O; o++) { /* chain(o) <= L; chain(o) >= chain(o+1) (symmetry) */
@@ -1566,10 +1713,10 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
             if (q == o) {
                 colno[nz] = 1;
                 row[nz] = -1;
-                add_constraintex(lp, nz + 1, row, colno, LE, 0);
+                ADD_ROW(nz + 1, LE, 0);
             }
         }
-        if (o + 1 < O) add_constraintex(lp, nz, row, colno, GE, 0);
+        if (o + 1 < O) ADD_ROW(nz, GE, 0);
     }
     int cut_row = 0;
     if (C) { /* the cut-off: strictly better than the plan in hand (at the plan's own value until
@@ -1582,12 +1729,18 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
                 colno[nz] = YCOL(c, o);
                 row[nz++] = p->pair_us;
             }
-        add_constraintex(lp, nz, row, colno, LE, inc ? fmax(in->upper_J, inc->objective_us * (1 + 1e-9)) : in->upper_J);
+        ADD_ROW(nz, LE, inc ? fmax(in->upper_J, inc->objective_us * (1 + 1e-9)) : in->upper_J);
         cut_row = get_Nrows(lp);
     }
     set_add_rowmode(lp, FALSE);
 #undef BUILD_LATE
-    if (sched_wall_s() >= in->deadline) {
+#undef ADD_ROW
+    sc_charge(ck, SC_BUILD, added);
+    sc_charge(ck, SC_BUILDQ, addedq);
+    if (ck->log)
+        fprintf(stderr, "milp-build rows %d columns %d nonzeros %d wall %.4f s\n", get_Nrows(lp), ncols, get_nonzeros(lp),
+                sched_wall_s() - ck->phase_wall);
+    if (sc_over(ck)) {
         ret = MILP_NO_TIME;
         goto done;
     }
@@ -1648,23 +1801,31 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
                     if (has[(size_t)o * L + l]) guess[YCOL(lc->of[l], rank[o])] += 1;
         free(has);
         /* guess_basis reads the basis vector it fills (lp_solve 5.5.2.5): it starts zeroed */
+        sc_charge(ck, SC_BASIS, (double)ncols * ncols);
         if (guess_basis(lp, guess, basis) && set_basis(lp, basis, TRUE)) *warm = 1;
         set_upbo(lp, 1, in->ub_L); /* now cut off the plan itself */
         if (cut_row) set_rh(lp, cut_row, in->upper_J);
     }
-    if (in->deadline - sched_wall_s() < 2e-6 * ncols + 0.005) { /* the build took the time */
+    /* the build took the time: lp_solve's start alone (a pass of factorizing and pricing over the
+     * nonzeros) would not fit with room for pivots after it */
+    if (ck->until - ck->spent < 1.5 * sc_rate[SC_START] * get_nonzeros(lp) + 0.005 || sc_over(ck)) {
         ret = MILP_NO_TIME;
         goto done;
     }
-    milp_ctx ctx = {in->deadline};
+    sc_phase_end(ck, "build");
+    milp_ctx ctx = {ck, ncols, get_nonzeros(lp), 0, 0};
+    sc_charge(ck, SC_START, ctx.nnz);
     put_abortfunc(lp, milp_abort, &ctx);
-    double left = in->deadline - sched_wall_s();
-    set_timeout(lp, (long)ceil(left > 1 ? left : 1)); /* whole seconds; the abort callback cuts at the deadline */
+    double left = ck->wall_cap - sched_wall_s();
+    set_timeout(lp, (long)ceil(left > 1 ? left : 1)); /* whole seconds, the ceiling; the abort poll ends the search */
     set_mip_gap(lp, FALSE, 1e-4);
     set_mip_gap(lp, TRUE, 1e-6);
     set_break_at_value(lp, in->break_J);
     set_bb_floorfirst(lp, BRANCH_CEILING);
     ret = solve(lp);
+    if (ck->log)
+        fprintf(stderr, "milp-lp iterations %lld (bound swaps %lld) nodes %lld, model %d columns %d rows %d nonzeros\n",
+                get_total_iter(lp), ctx.bswaps, get_total_nodes(lp), get_Ncolumns(lp), get_Nrows(lp), get_nonzeros(lp));
     if (ret == OPTIMAL || ret == SUBOPTIMAL || ret == PRESOLVED) {
         get_variables(lp, vars);
         *model_J = vars[0];
@@ -1740,7 +1901,8 @@ static int keep_better(sched_assign *best, sched_assign *cand, const char *metho
 int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, sched_assign *a,
                       char *status, size_t status_size, double *bound_us, dm_err *err)
 {
-    double t0 = sched_wall_s(), deadline = t0 + time_limit_s;
+    sclock ck;
+    sc_init(&ck, time_limit_s);
     sched_assign best, cand;
     int rc = -1, nh = 0, nm = 0, nvars = 0, cut = 0, scut = 0, warm = 0, complete = 1, comm = has_comm(p);
     int *count = NULL;
@@ -1771,26 +1933,31 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
         goto done;
     for (int i = 0; i < p->n_items; i++) count[p->items[i].shape]++;
     if (btab_init(&bt, p, count, err) || (comm && lclass_init(&lc, p, err))) goto done;
+    sc_phase_end(&ck, "setup");
     /* with communication: how many owners share each layer */
     if (comm) {
-        if (split_search(p, &bt, &lc, count, t0 + 0.3 * time_limit_s, &cand, &scut, err)) goto done;
+        ck.until = 0.3 * time_limit_s;
+        if (split_search(p, &bt, &lc, count, &ck, &cand, &scut, err)) goto done;
         keep_better(&best, &cand, scut ? "split search (cut by the time limit)" : "split search");
+        sc_phase_end(&ck, "split");
     }
     /* a batch-aware count search from the best plan so far */
-    if (best.objective_us > lb * (1 + 1e-4) &&
-        heuristic_jobs(p, count, &best, lb_ns, t0 + (comm ? 0.55 : 0.5) * time_limit_s, hjobs, &nh, &hms, &cut, err))
+    ck.until = (comm ? 0.55 : 0.5) * time_limit_s;
+    if (best.objective_us > lb * (1 + 1e-4) && heuristic_jobs(p, count, &best, lb_ns, &ck, hjobs, &nh, &hms, &cut, err))
         goto done;
     if (nh && (!comm ? hms < best.makespan_us - 1e-9 : 1)) {
         if (jobs_to_plan(p, &bt, hjobs, nh, &cand, err)) goto done;
         keep_better(&best, &cand, cut ? "count search (cut by the time limit)" : "count search");
     }
+    sc_phase_end(&ck, "count");
     const char *from = best.method;
     double best_J = best.objective_us;
     int ret = MILP_SKIPPED;
-    if (best_J > lb * (1 + 1e-4) && sched_wall_s() >= deadline) ret = MILP_NO_TIME;
-    if (best_J > lb * (1 + 1e-4) && sched_wall_s() < deadline) {
+    ck.until = time_limit_s;
+    if (best_J > lb * (1 + 1e-4) && sc_over(&ck)) ret = MILP_NO_TIME;
+    if (best_J > lb * (1 + 1e-4) && !sc_over(&ck)) {
         milp_in in = {count, comm ? &lc : NULL, lb_ns, best.makespan_us * (1 - 1e-7), best_J * (1 - 1e-7),
-                      lb * (1 + 1e-4), &best, deadline, verbose};
+                      lb * (1 + 1e-4), &best, &ck, verbose};
         if (comm) {
             int nl = 0;
             for (int c = 0; c < lc.n; c++) nl += lc.size[c];
@@ -1802,7 +1969,7 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
         else ret = INFEASIBLE; /* no L fits below the plan in hand */
         if (ret == MILP_FAILED) goto done;
     }
-    double elapsed = sched_wall_s() - t0;
+    double elapsed = ck.spent; /* the charged time: the same on every run */
     int milp_won = 0;
     if (nm) {
         if (jobs_to_plan(p, &bt, mjobs, nm, &cand, err)) goto done;
@@ -1828,6 +1995,12 @@ int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, 
                           "milp found nothing better";
         snprintf(status, status_size, "%s; %s (%d vars%s, %.2f s)", from, why, nvars, warm ? ", warm start" : "", elapsed);
     }
+    if (ck.walled) { /* the one cut that depends on the machine's speed */
+        size_t n = strlen(status);
+        if (n < status_size) snprintf(status + n, status_size - n, "; cut by the wall-clock ceiling (%.2f s): may differ run to run",
+                                      ck.wall_cap - ck.t0);
+    }
+    sc_phase_end(&ck, "milp");
     if (!comm && !milp_won && ret != INFEASIBLE && ret != MILP_SKIPPED && bound_us) *bound_us = 0; /* as before: only proofs */
     (void)lpt_J;
     *a = best;

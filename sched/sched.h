@@ -95,7 +95,8 @@ typedef struct sched_opts {
     int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into
                                   one unit (LPT) / batched; default 5M (5 * 1024 * 1024) */
     int max_batch;             /* largest NS batch (muon-ddp/fsdp and MILP's batch menu); 32 */
-    double milp_time_s;        /* the MILP balance's whole time limit (heuristics + lp_solve); default 1 (2 before 2026-12-03) */
+    double milp_time_s;        /* the MILP balance's whole time limit (heuristics + lp_solve), in seconds of counted work
+                                  (assign.c's search clock); default 1 (2 before 2026-12-03) */
     double comm_weight;        /* weight of the communication terms in the assignment objective
                                   (sched_problem); 1 (default): as modelled; 0: the NS makespan
                                   alone (the objective before issue 16) */
@@ -380,8 +381,9 @@ int sched_assign_rr(const sched_problem *p, sched_assign *a, dm_err *err);
  * terms: the least loaded, spreading a layer over owners while that does not raise the
  * makespan), then each owner's same-shape matrices re-batched when cheaper. Deterministic. */
 int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err);
-/* MILP balance, minimizing the objective within time_limit_s (the whole call: heuristics and
- * lp_solve), in stages: (1) LPT; (2) with communication terms, a split search: per class of
+/* MILP balance, minimizing the objective within time_limit_s seconds of counted work (the whole
+ * call: heuristics and lp_solve; operations charged at rates measured on the build machine, the
+ * wall clock only a ceiling at 2 x time_limit_s + 0.5 s), in stages: (1) LPT; (2) with communication terms, a split search: per class of
  * identical layers, how many parts to cut each layer into (each part one LPT unit; coordinate
  * descent over the part counts); (3) a batch-aware count search on how many matrices of each
  * shape each owner holds (owners batch each shape optimally by dynamic programming; moves,
@@ -393,12 +395,12 @@ int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err);
  * non-increasing by owner (the owners are identical: symmetry breaking), objective L + pair_us
  * x sum y (+ a small total-work term), cut off at the best plan so far (so any solution is
  * better; "infeasible" proves that plan optimal), warm-started from it (its solution is the
- * starting basis), lp_solve's own timeout and an abort callback at the deadline. The best by
+ * starting basis), an abort callback that charges lp_solve's pivots and bound swaps. The best by
  * the objective is kept: never worse than LPT. status gets the method that produced the plan
  * and how lp_solve ended; bound_us (may be NULL) the best proven lower bound on the objective
  * (sched_comm_bound, the two-shape bound, lp_solve's proof), 0 when there is none. a->method
- * names the stage. Deterministic unless the time limit cuts a search (the status then says
- * so). */
+ * names the stage. Deterministic, a search cut by the limit included (unless the wall-clock
+ * ceiling cuts it: the status then says so). */
 int sched_assign_milp(const sched_problem *p, double time_limit_s, int verbose, sched_assign *a,
                       char *status, size_t status_size, double *bound_us, dm_err *err);
 /* A stronger lower bound on any plan's makespan: the exact optimum (by dynamic programming

@@ -5,7 +5,7 @@ EXTRA_DIST += tools/gen_models.py tools/torch_ns_bench.py tools/install-deps.sh 
 	tools/device-run.sh tools/device-stages.sh tools/validate_ab.py tools/costs_merge.py tools/replay_all.sh \
 	tools/clock_by_kernel.py tools/plan_ns_shapes.py tools/power_probe.py tools/alloc_probe.py tools/ns_ops.py \
 	tools/per_model.py tools/scale_goals.sh tools/host_times.py tools/kernel_context.py tools/copy_interference.py \
-	tools/staging_rates.py tools/fsdp_serial_check.py tools/clock_trace.py
+	tools/staging_rates.py tools/fsdp_serial_check.py tools/clock_trace.py tools/milp_clock.sh tools/milp_clock.py
 
 # tools/kernel_price: a step's kernels priced by a cost table beside the executor's in-step times
 # (not installed; `make tools/kernel_price`)
