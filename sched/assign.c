@@ -1599,11 +1599,11 @@ static int solve_milp(const sched_problem *p, const milp_in *in, job *jobs, int 
     *nvars = ncols - 1;
     /* The build's time goes with the nonzeros it adds (the objective, the cover and layer rows,
      * an owner's shape rows, the chains in pairs). A model is built only when the time left
-     * covers the build, lp_solve's start and a pivot per owner: where lp_solve ended its first
-     * relaxation it took 1.8-2.4 pivots per owner (Llama-3.1-8B, Moonlight-16B, 256 GPUs), and
-     * where it stopped short of that it timed out with nothing (every dense model at 1024 GPUs,
-     * traces/sched/milp-clock-2026-12-07): else the time would go to a model lp_solve has no
-     * time to solve */
+     * covers the build, lp_solve's start and a pivot per owner: where lp_solve ended its search
+     * it took 0.9-2.4 pivots per owner (pi0.5 at 1024 GPUs, 30 s; Llama-3.1-8B, Moonlight-16B at
+     * 256), and where it stopped short of that it timed out with nothing (every dense model at
+     * 1024 GPUs in 1 s, traces/sched/milp-clock-2026-12-07): else the time would go to a model
+     * lp_solve has no time to solve */
     double nnz = ncols + nx + 3.0 * C * O + 2.0 * nx, rows = S + C + 2.0 * O + 1;
     for (int s = 0; s < S && C; s++) {
         for (int c = 0; c < C; c++) nnz += lc->vec[(size_t)c * S + s] ? O : 0;
