@@ -1207,8 +1207,9 @@ int main(void)
             }
             /* a search cut by the limit gives the same plan on every run: the limit is counted in
              * work, not read off the wall clock (which gave DeepSeek-V4-Pro four different steps in
-             * eight runs). Limits that cut the split search, the count search and lp_solve. */
-            static const double cut_at[] = {0.02, 0.1, 0.3};
+             * eight runs). Limits that cut the split search (0.02 s), the count search (0.05 s:
+             * 0.03 s charged, past its 0.0275) and lp_solve (1 s: "milp timeout"). */
+            static const double cut_at[] = {0.02, 0.05, 1.0};
             for (size_t k = 0; k < sizeof cut_at / sizeof cut_at[0]; k++) {
                 uint64_t h[2] = {0, 0};
                 char st[2][160] = {"", ""};
@@ -1224,9 +1225,14 @@ int main(void)
                     sched_report_free(&rr);
                     dm_program_free(pr);
                 }
-                ok(rcs == 0 && h[0] && h[0] == h[1] && !strcmp(st[0], st[1]),
-                   "milp limit %.2f s on Moonlight-16B, 256 GPUs: two runs, one program (%016llx %016llx) and one status (%s)",
-                   cut_at[k], (unsigned long long)h[0], (unsigned long long)h[1], st[0]);
+                /* the wall-clock ceiling (2 x limit + 0.5 s) is the one cut that depends on the
+                 * host: a sanitized build on a loaded host can reach it, and then says so */
+                int walled = strstr(st[0], "wall-clock ceiling") || strstr(st[1], "wall-clock ceiling");
+                if (walled) tap_diag("milp limit %.2f s: the wall-clock ceiling cut a run on this host: %s | %s", cut_at[k], st[0], st[1]);
+                ok(rcs == 0 && h[0] && h[1] && (walled || (h[0] == h[1] && !strcmp(st[0], st[1]))),
+                   "milp limit %.2f s on Moonlight-16B, 256 GPUs: two runs, one program (%016llx %016llx) and one status (%s)%s",
+                   cut_at[k], (unsigned long long)h[0], (unsigned long long)h[1], st[0],
+                   walled ? "; not compared: the wall-clock ceiling cut a run" : "");
             }
         } else {
             tap_diag("Moonlight-16B or the H200 cost table not found: %s", err.msg);
