@@ -95,8 +95,9 @@ typedef struct sched_opts {
     int64_t batch_threshold;   /* elements: smaller Muon matrices of one layer are packed into
                                   one unit (LPT) / batched; default 5M (5 * 1024 * 1024) */
     int max_batch;             /* largest NS batch (muon-ddp/fsdp and MILP's batch menu); 32 */
-    double milp_time_s;        /* the MILP balance's whole time limit (heuristics + lp_solve), in seconds of counted work
-                                  (assign.c's search clock); default 1 (2 before 2026-12-03) */
+    double milp_time_s;        /* the MILP balance's whole time limit (heuristics + lp_solve), in
+                                  seconds of counted work (assign.c's search clock); default 1 (2
+                                  before 2026-12-03) */
     double comm_weight;        /* weight of the communication terms in the assignment objective
                                   (sched_problem); 1 (default): as modelled; 0: the NS makespan
                                   alone (the objective before issue 16) */
@@ -383,12 +384,13 @@ int sched_assign_rr(const sched_problem *p, sched_assign *a, dm_err *err);
 int sched_assign_lpt(const sched_problem *p, sched_assign *a, dm_err *err);
 /* MILP balance, minimizing the objective within time_limit_s seconds of counted work (the whole
  * call: heuristics and lp_solve; operations charged at rates measured on the build machine, the
- * wall clock only a ceiling at 2 x time_limit_s + 0.5 s), in stages: (1) LPT; (2) with communication terms, a split search: per class of
- * identical layers, how many parts to cut each layer into (each part one LPT unit; coordinate
- * descent over the part counts); (3) a batch-aware count search on how many matrices of each
- * shape each owner holds (owners batch each shape optimally by dynamic programming; moves,
- * swaps, iterated local search with a fixed seed, exact pair re-splits), turned into matrices
- * layer by layer so that few (layer, owner) pairs arise; (4) lp_solve on the aggregate model:
+ * wall clock only a ceiling at 2 x time_limit_s + 0.5 s), in stages: (1) LPT; (2) with
+ * communication terms, a split search: per class of identical layers, how many parts to cut each
+ * layer into (each part one LPT unit; coordinate descent over the part counts); (3) a
+ * batch-aware count search on how many matrices of each shape each owner holds (owners batch
+ * each shape optimally by dynamic programming; moves, swaps, iterated local search with a fixed
+ * seed, exact pair re-splits), turned into matrices layer by layer so that few (layer, owner)
+ * pairs arise; (4) lp_solve on the aggregate model:
  * integer counts x[shape, batch size, owner] of NS batches and, with communication terms,
  * y[layer class, owner] of layers touched (an owner's matrices of a shape need enough touched
  * layers of the classes holding that shape; every layer touched once), load(o) <= L, loads
