@@ -61,6 +61,18 @@ static void sc_charge(sclock *ck, int kind, double units)
     ck->by[kind] += units;
 }
 
+/* A local search's counts since its last charge (entries scanned *w, moves evaluated *e; e may
+ * be NULL) charged and zeroed. */
+static void sc_charge_search(sclock *ck, double *w, double *e)
+{
+    sc_charge(ck, SC_SCAN, *w);
+    *w = 0;
+    if (e) {
+        sc_charge(ck, SC_EVAL, *e);
+        *e = 0;
+    }
+}
+
 /* 1 when the current phase's time is spent (or the wall-clock ceiling passed) */
 static int sc_over(sclock *ck)
 {
@@ -766,8 +778,7 @@ static double schedule_jobs(const sched_problem *p, job *jobs, int nj, double *l
     double w = 0; /* entries scanned since the last charge */
     for (int iter = 0; iter < 100000; iter++) {
         if ((iter & 63) == 0) {
-            sc_charge(ck, SC_SCAN, w);
-            w = 0;
+            sc_charge_search(ck, &w, NULL);
             if (sc_over(ck)) break;
         }
         w += p->nowners + nj;
@@ -804,14 +815,13 @@ static double schedule_jobs(const sched_problem *p, job *jobs, int nj, double *l
             }
             w += k;
             if (w > 1 << 22) { /* a long pass (many jobs): the clock is read within it too */
-                sc_charge(ck, SC_SCAN, w);
-                w = 0;
+                sc_charge_search(ck, &w, NULL);
                 stop = sc_over(ck);
             }
         }
         if (!done) break;
     }
-    sc_charge(ck, SC_SCAN, w);
+    sc_charge_search(ck, &w, NULL);
     double ms = 0;
     for (int o = 0; o < p->nowners; o++) ms = fmax(ms, load[o]);
     return ms;
@@ -937,9 +947,7 @@ static double cls_search(cls *c, sclock *ck, long pair_limit)
     int stop = 0;
     for (int iter = 0; iter < 20000 && !stop; iter++) {
         if ((iter & 15) == 0 || w + e > 1 << 22) {
-            sc_charge(ck, SC_SCAN, w);
-            sc_charge(ck, SC_EVAL, e);
-            w = e = 0;
+            sc_charge_search(ck, &w, &e);
             if (sc_over(ck)) break;
         }
         w += c->O + 2 * c->S;
@@ -972,9 +980,7 @@ static double cls_search(cls *c, sclock *ck, long pair_limit)
             if (!have) continue;
             w += (double)c->O * c->S;
             if (w + e > 1 << 22) { /* a long pass (many shapes and owners): the clock is read within it too */
-                sc_charge(ck, SC_SCAN, w);
-                sc_charge(ck, SC_EVAL, e);
-                w = e = 0;
+                sc_charge_search(ck, &w, &e);
                 stop = sc_over(ck);
             }
             for (int o = 0; o < c->O; o++) {
@@ -1014,8 +1020,7 @@ static double cls_search(cls *c, sclock *ck, long pair_limit)
         c->load[M] = lm;
         c->load[bo] = lo;
     }
-    sc_charge(ck, SC_SCAN, w);
-    sc_charge(ck, SC_EVAL, e);
+    sc_charge_search(ck, &w, &e);
     double ms = 0;
     for (int o = 0; o < c->O; o++) ms = fmax(ms, c->load[o]);
     return ms;
