@@ -29,6 +29,7 @@ dm_program *dm_program_new(int nranks, int gpus_per_node, const char *model, con
         return NULL;
     }
     p->ranks[0].followers = nranks - 1; /* every rank starts on rank 0's (empty) list */
+    for (int r = 0; r < nranks; r++) p->ranks[r].prod_lo = INT64_MAX, p->ranks[r].prod_hi = INT64_MIN;
     return p;
 }
 
@@ -207,8 +208,8 @@ struct dm_unshare_memo {
     unsigned char *param, *layer;
     int64_t n_param;
     int n_layer;
-    struct dm_plist_ref *pend; /* (dm_rank_prog.pend) */
-    int n_pend;
+    int marked; /* (dm_rank_prog's) */
+    int64_t prod_lo, prod_hi;  /* (dm_rank_prog's) */
 };
 
 int64_t dm_program_params_held(const dm_program *p) { return p->plists ? p->plists->ids : 0; }
@@ -221,7 +222,6 @@ void dm_program_free(dm_program *p)
             if (p->ranks[r].share == r && !p->ranks[r].in_slab) free(p->ranks[r].ops);
             free(p->ranks[r].grad_param);
             free(p->ranks[r].grad_layer);
-            free(p->ranks[r].pend);
         }
     for (int g = 0; g < p->n_groups; g++) free(p->groups[g].ranks);
     free(p->groups);
@@ -239,13 +239,13 @@ void dm_program_free(dm_program *p)
     if (p->umemo) {
         free(p->umemo->param);
         free(p->umemo->layer);
-        free(p->umemo->pend);
         free(p->umemo);
     }
     if (p->plists) {
         free(p->plists->slot);
         free(p->plists);
     }
+    free(p->prange);
     slab_release(p->slab);
     free(p->ns_coeffs);
     free(p);
@@ -589,12 +589,14 @@ static int bits_grow(unsigned char **a, int64_t *n, int64_t i, dm_err *err)
     return 0;
 }
 
-/* rp's pending produced lists (dm_rank_prog.pend) marked in its grad_param bits. */
-static int mark_pending(dm_rank_prog *rp, dm_err *err)
+/* The params of rp's gradient-producing ops before op `upto` not marked yet (dm_rank_prog.marked)
+ * marked in its grad_param bits. */
+static int mark_pending(dm_rank_prog *rp, int upto, dm_err *err)
 {
-    for (int k = 0; k < rp->n_pend; k++) {
-        const int64_t *v = rp->pend[k].v;
-        int n = rp->pend[k].n;
+    for (int k = rp->marked; k < upto; k++) {
+        if (!is_grad_producer(rp->ops[k].kind)) continue;
+        const int64_t *v = rp->ops[k].params;
+        int n = rp->ops[k].n_params;
         int64_t most = -1; /* (the array grown once for the list: an MoE op carries hundreds of ids) */
         for (int a = 0; a < n; a++)
             if (v[a] > most) most = v[a];
@@ -602,33 +604,66 @@ static int mark_pending(dm_rank_prog *rp, dm_err *err)
         for (int a = 0; a < n; a++)
             if (v[a] >= 0) bit_set(rp->grad_param, v[a]);
     }
-    rp->n_pend = 0;
+    rp->marked = upto;
     return 0;
 }
 
-/* o->implied for an op appended to rp (dm_program_implied_payload's rule), and the rank's memory
- * of produced gradients updated; params: the op's list as the program holds it (interned: it
- * lives as long as the program). */
-static int implied_payload(dm_rank_prog *rp, dm_op *o, const int64_t *params, int n_params, dm_err *err)
+/* The smallest and the largest id of the program's list v[0..n) (interned, or a rank's copy: it
+ * lives as long as the program), remembered in a table keyed by the list's address: the ranks of
+ * a plan ask about the same few lists (a layer's all-gather and gradient lists) over and over, and
+ * an MoE layer's hold hundreds of ids. 0, or -1 with err. */
+#define PRANGE_SLOTS 1024
+struct dm_prange_tab {
+    const int64_t *v[PRANGE_SLOTS];
+    int n[PRANGE_SLOTS];
+    int64_t lo[PRANGE_SLOTS], hi[PRANGE_SLOTS];
+};
+
+static int plist_range(dm_program *p, const int64_t *v, int n, int64_t *lo, int64_t *hi, dm_err *err)
 {
+    struct dm_prange_tab *t = p->prange;
+    if (!t && !(t = p->prange = dm_calloc(1, sizeof *t, err))) return -1;
+    size_t j = (size_t)(((uintptr_t)v >> 3) * UINT64_C(0x9e3779b97f4a7c15) >> 54) & (PRANGE_SLOTS - 1);
+    if (t->v[j] != v || t->n[j] != n) {
+        int64_t a = n ? v[0] : 0, b = a;
+        for (int i = 1; i < n; i++) {
+            if (v[i] < a) a = v[i];
+            if (v[i] > b) b = v[i];
+        }
+        t->v[j] = v, t->n[j] = n, t->lo[j] = a, t->hi[j] = b;
+    }
+    *lo = t->lo[j], *hi = t->hi[j];
+    return 0;
+}
+
+/* o->implied for op `at` of rp (dm_program_implied_payload's rule; the ops before it in place), and
+ * the rank's memory of produced gradients updated; params: the op's list as the program holds it
+ * (interned: it lives as long as the program). */
+static int implied_payload(dm_program *p, dm_rank_prog *rp, int at, dm_op *o, const int64_t *params, int n_params,
+                           dm_err *err)
+{
+    int64_t lo, hi;
     o->implied = dm_op_payload_default(o->kind);
     if (o->kind == DM_OP_ALLGATHER) {
         int g = bit_get(rp->grad_layer, rp->n_grad_layer, o->layer);
-        if (!g && n_params && rp->n_pend && mark_pending(rp, err) < 0) return -1;
+        /* its params asked one by one only where their range meets the produced ones' (a zero-3
+         * plan's all-gathers of a layer come before that layer's gradients: none) */
+        if (!g && n_params && rp->prod_lo <= rp->prod_hi && plist_range(p, params, n_params, &lo, &hi, err) < 0)
+            return -1;
+        if (g || !n_params || rp->prod_lo > rp->prod_hi || lo > rp->prod_hi || hi < rp->prod_lo) {
+            if (g) o->implied = DM_PAYLOAD_GRADS;
+            return 0;
+        }
+        if (rp->marked < at && mark_pending(rp, at, err) < 0) return -1;
         for (int a = 0; a < n_params && !g; a++) g = bit_get(rp->grad_param, rp->n_grad_param, params[a]);
         if (g) o->implied = DM_PAYLOAD_GRADS;
         return 0;
     }
     if (!is_grad_producer(o->kind)) return 0;
-    if (n_params && !(rp->n_pend && rp->pend[rp->n_pend - 1].v == params)) { /* (a list just noted: no more) */
-        if (rp->n_pend == rp->cap_pend) {
-            int cap = rp->cap_pend ? 2 * rp->cap_pend : 16;
-            struct dm_plist_ref *np = dm_realloc(rp->pend, (size_t)cap * sizeof *np, err);
-            if (!np) return -1;
-            rp->pend = np;
-            rp->cap_pend = cap;
-        }
-        rp->pend[rp->n_pend++] = (struct dm_plist_ref){params, n_params};
+    if (n_params) { /* (its ids marked in the bits when an all-gather asks: mark_pending) */
+        if (plist_range(p, params, n_params, &lo, &hi, err) < 0) return -1;
+        if (lo < rp->prod_lo) rp->prod_lo = lo;
+        if (hi > rp->prod_hi) rp->prod_hi = hi;
     }
     if (o->kind == DM_OP_BACKWARD && n_params == 0 && o->layer >= 0) {
         int64_t nl = rp->n_grad_layer;
@@ -680,16 +715,6 @@ int dm_program_reserve(dm_program *p, int rank, int cap, dm_err *err)
     return grow_ops(p, rank, cap, 1, err);
 }
 
-/* *dst: a copy of pend[0 .. n) (NULL when n is 0) */
-static int pend_copy(struct dm_plist_ref **dst, const struct dm_plist_ref *pend, int n, dm_err *err)
-{
-    *dst = NULL;
-    if (n <= 0) return 0;
-    if (!(*dst = dm_malloc((size_t)n * sizeof **dst, err))) return -1;
-    memcpy(*dst, pend, (size_t)n * sizeof **dst);
-    return 0;
-}
-
 static int memo_copy(unsigned char **dst, const unsigned char *src, int64_t n, dm_err *err)
 {
     *dst = NULL;
@@ -721,30 +746,29 @@ static int unshare(dm_program *p, int rank, dm_err *err)
     rp->cap = cap;
     int owner = (int)(o - p->ranks);
     struct dm_unshare_memo *u = p->umemo;
-    if (u && u->owner == owner && u->n == n && !rp->grad_param && !rp->grad_layer && !rp->pend) {
+    if (u && u->owner == owner && u->n == n && !rp->grad_param && !rp->grad_layer) {
         if (memo_copy(&rp->grad_param, u->param, (int64_t)bit_bytes(u->n_param), err) ||
-            memo_copy(&rp->grad_layer, u->layer, (int64_t)bit_bytes(u->n_layer), err) ||
-            pend_copy(&rp->pend, u->pend, u->n_pend, err))
+            memo_copy(&rp->grad_layer, u->layer, (int64_t)bit_bytes(u->n_layer), err))
             return -1;
         rp->n_grad_param = rp->grad_param ? u->n_param : 0;
         rp->n_grad_layer = rp->grad_layer ? u->n_layer : 0;
-        rp->n_pend = rp->cap_pend = rp->pend ? u->n_pend : 0;
+        rp->marked = u->marked;
+        rp->prod_lo = u->prod_lo, rp->prod_hi = u->prod_hi;
         return 0;
     }
     for (int i = 0; i < n; i++) {
         dm_op tmp = ops[i];
-        if (implied_payload(rp, &tmp, ops[i].params, ops[i].n_params, err) < 0) return -1;
+        if (implied_payload(p, rp, i, &tmp, ops[i].params, ops[i].n_params, err) < 0) return -1;
     }
     if (!u && !(u = p->umemo = dm_calloc(1, sizeof *u, err))) return -1;
-    free(u->param), free(u->layer), free(u->pend);
+    free(u->param), free(u->layer);
     u->param = u->layer = NULL;
-    u->pend = NULL;
     u->owner = -1;
     if (memo_copy(&u->param, rp->grad_param, (int64_t)bit_bytes(rp->n_grad_param), err) ||
-        memo_copy(&u->layer, rp->grad_layer, (int64_t)bit_bytes(rp->n_grad_layer), err) ||
-        pend_copy(&u->pend, rp->pend, rp->n_pend, err))
+        memo_copy(&u->layer, rp->grad_layer, (int64_t)bit_bytes(rp->n_grad_layer), err))
         return -1;
-    u->n_param = rp->n_grad_param, u->n_layer = rp->n_grad_layer, u->n_pend = rp->n_pend;
+    u->n_param = rp->n_grad_param, u->n_layer = rp->n_grad_layer, u->marked = rp->marked;
+    u->prod_lo = rp->prod_lo, u->prod_hi = rp->prod_hi;
     u->owner = owner, u->n = n;
     return 0;
 }
@@ -923,7 +947,7 @@ int dm_program_add_op(dm_program *p, int rank, const dm_op *op, const int *deps,
         memcpy(o.deps, deps, (size_t)n_deps * sizeof *o.deps);
     }
     if (n_params && !(o.params = plist_intern(p, params, n_params, err))) return -1;
-    if (implied_payload(rp, &o, o.params, n_params, err) < 0) return -1;
+    if (implied_payload(p, rp, rp->n_ops, &o, o.params, n_params, err) < 0) return -1;
     rp->ops[rp->n_ops] = o;
     return rp->n_ops++;
 }

@@ -175,12 +175,6 @@ typedef struct dm_group {
     int *ranks;         /* ascending global ranks */
 } dm_group;
 
-/* A params list held by the program (dm_program.plists) */
-struct dm_plist_ref {
-    const int64_t *v;
-    int n;
-};
-
 typedef struct dm_rank_prog {
     int n_ops, cap;
     dm_op *ops;
@@ -190,11 +184,13 @@ typedef struct dm_rank_prog {
     unsigned char *grad_param, *grad_layer;
     int64_t n_grad_param;
     int n_grad_layer;
-    /* the gradient-producing ops' params lists (interned: the program's) not marked in grad_param
-     * yet: marked when an all-gather asks (a plan's all-gathers mostly come before any gradient,
-     * and a 4096-rank MoE plan's lists hold ~150,000 ids a rank) */
-    struct dm_plist_ref *pend;
-    int n_pend, cap_pend;
+    /* the gradient-producing ops before op `marked` have their params marked in grad_param; the
+     * later ones' are marked when an all-gather asks, and then only when its list's ids meet the
+     * range of the produced ones, prod_lo .. prod_hi (prod_hi < prod_lo: none): a plan's
+     * all-gathers mostly come before any gradient or (ZeRO-3's in backward) before their layer's,
+     * and a 4096-rank MoE plan's lists hold ~150,000 ids a rank */
+    int marked;
+    int64_t prod_lo, prod_hi;
     /* the ops' deps arrays (params: dm_program.plists), carved from blocks that never move (1 KiB
      * doubling to 64 KiB, carved from the program's slab; not two allocations per op: a 4096-rank
      * program has millions of ops); freed with the program */
@@ -235,6 +231,7 @@ typedef struct dm_program {
      * every member's op of a collective, every rank's forward of a layer, carry the same ids;
      * an MoE op carries hundreds). The lists are shared: never written through an op. */
     struct dm_plist_tab *plists;
+    struct dm_prange_tab *prange; /* the lists' id ranges, as implied_payload last asked (program.c) */
     struct dm_work_tab *wtab; /* the works dm_program_intern_work added, by content */
     struct dm_unshare_memo *umemo; /* the last unshared rank's replayed gradient memory (program.c) */
     /* the ranks' op arrays made at their reserved or copied size (dm_program_reserve, a rank's

@@ -668,6 +668,42 @@ int main(void)
     dm_program_free(p);
     dm_program_free(q);
 
+    /* an all-gather's implied payload: gradients only when one of its own ids was produced
+     * before it on the rank (not when its ids merely lie within the produced ones' range), the
+     * same on a rank that replays a shared prefix (unshare) and one that copies that replay */
+    {
+        dm_program *g = dm_program_new(3, 8, "m", "s", "c", "o", 1, &err);
+        dm_op bw = dm_op_init(DM_OP_BACKWARD, DM_STREAM_COMPUTE), ag = dm_op_init(DM_OP_ALLGATHER, DM_STREAM_COMPUTE);
+        const int64_t b3[] = {10, 11, 12}, b1[] = {2, 9}, in_gap[] = {6, 5}, below[] = {0, 1}, hit[] = {20, 9},
+                      above[] = {30}, hit2[] = {11}, gap2[] = {7};
+        int ag_ok = g != NULL;
+        for (int r = 0; ag_ok && r < 3; r++) { /* the shared prefix: two backwards */
+            bw.layer = 3;
+            ag_ok &= dm_program_add_op(g, r, &bw, NULL, 0, b3, 3, &err) >= 0;
+            bw.layer = 1;
+            ag_ok &= dm_program_add_op(g, r, &bw, NULL, 0, b1, 2, &err) >= 0;
+        }
+        struct {
+            int rank;
+            const int64_t *ids;
+            int n;
+            dm_payload want;
+        } asks[] = {{0, in_gap, 2, DM_PAYLOAD_WEIGHTS}, {0, below, 2, DM_PAYLOAD_WEIGHTS}, {0, hit, 2, DM_PAYLOAD_GRADS},
+                    {0, above, 1, DM_PAYLOAD_WEIGHTS}, {1, hit2, 1, DM_PAYLOAD_GRADS}, {1, in_gap, 2, DM_PAYLOAD_WEIGHTS},
+                    {2, gap2, 1, DM_PAYLOAD_WEIGHTS}, {2, b3, 3, DM_PAYLOAD_GRADS}};
+        for (size_t k = 0; ag_ok && k < sizeof asks / sizeof asks[0]; k++) {
+            ag.layer = 2 + (int)k; /* (no backward of these layers) */
+            ag.payload = asks[k].want;
+            int i = dm_program_add_op(g, asks[k].rank, &ag, NULL, 0, asks[k].ids, asks[k].n, &err);
+            ag_ok &= i >= 0 && g->ranks[asks[k].rank].ops[i].implied == asks[k].want;
+            if (!ag_ok) tap_diag("ask %zu (rank %d): implied %d, expected %d", k, asks[k].rank,
+                                 i >= 0 ? (int)g->ranks[asks[k].rank].ops[i].implied : -1, (int)asks[k].want);
+        }
+        ok(ag_ok && dm_program_distinct_lists(g) == 3,
+           "an all-gather implies gradients only for ids produced before it, on shared, replayed and copied lists");
+        dm_program_free(g);
+    }
+
     /* the op arrays and deps carved from the program's slab (reserved lists, copies of shared
      * ones, deps across the arenas' growing blocks, a list grown past what was reserved) hold the
      * same ops as lists grown op by op: 48 ranks, 6000 ops each (41 MB of ops: slab blocks from
