@@ -109,6 +109,11 @@ typedef struct bctx {
     size_t *fetch_first, *fetch_n, *grad_first, *grad_n; /* per layer */
     vec pool;                   /* int64 params */
     vec batches;                /* ns_batch */
+    /* the batches by owner (opt_items, made at its first call): owner o's at own_idx[own_off[o] ..
+     * own_off[o + 1]), then those of every rank (owner -1) and the split ones at own_idx[own_off[
+     * nowners] .. own_n) */
+    int *own_off, *own_idx;
+    size_t own_n;
     vec batch_mats;             /* int64 matrix indices */
     int adamw_sharded;          /* AdamW params: reduce-scatter + shard update (else all-reduce, full) */
     int muon_update_shard;      /* muon-fsdp: the update touches the rank's shard only */
@@ -338,6 +343,8 @@ static void free_ctx(bctx *b)
     free(b->grad_n);
     free(b->pool.data);
     free(b->batches.data);
+    free(b->own_off);
+    free(b->own_idx);
     free(b->batch_mats.data);
     free(b->fetch_hi_now);
     free(b->split_mat);
@@ -1482,16 +1489,62 @@ static int cmp_opt(const void *x, const void *y)
 
 static int owner_of_rank(const bctx *b, int r) { return b->nowners < b->nranks ? r % b->nowners : r; }
 
+/* The batches by owner (bctx.own_off, own_idx), made once the batches are (before the emission);
+ * 0, or -1 with b->err. */
+static int own_index(bctx *b)
+{
+    free(b->own_off), free(b->own_idx);
+    b->own_off = dm_calloc((size_t)b->nowners + 2, sizeof *b->own_off, b->err);
+    b->own_idx = b->own_off ? dm_malloc((b->batches.n + 1) * sizeof *b->own_idx, b->err) : NULL;
+    if (!b->own_off || !b->own_idx) {
+        free(b->own_off), free(b->own_idx);
+        b->own_off = b->own_idx = NULL;
+        return -1;
+    }
+    int O = b->nowners;
+    for (size_t i = 0; i < b->batches.n; i++) { /* counts, then places (the others counted at O) */
+        const ns_batch *nb = &AT(b->batches, ns_batch, i);
+        b->own_off[nb->split < 0 && nb->owner >= 0 && nb->owner < O ? nb->owner + 1 : O + 1]++;
+    }
+    for (int o = 0; o <= O; o++) b->own_off[o + 1] += b->own_off[o];
+    int *at = dm_malloc(((size_t)O + 1) * sizeof *at, b->err);
+    if (!at) {
+        free(b->own_off), free(b->own_idx);
+        b->own_off = b->own_idx = NULL;
+        return -1;
+    }
+    memcpy(at, b->own_off, ((size_t)O + 1) * sizeof *at);
+    for (size_t i = 0; i < b->batches.n; i++) {
+        const ns_batch *nb = &AT(b->batches, ns_batch, i);
+        b->own_idx[at[nb->split < 0 && nb->owner >= 0 && nb->owner < O ? nb->owner : O]++] = (int)i;
+    }
+    free(at);
+    b->own_n = b->batches.n;
+    return 0;
+}
+
+/* Batch i among rank r's optimizer items? */
+static int rank_takes(bctx *b, int r, size_t i)
+{
+    const ns_batch *nb = &AT(b->batches, ns_batch, i);
+    return nb->split >= 0 ? dm_group_index(&b->p->groups[b->split_group[nb->split]], r) >= 0
+                          : nb->owner < 0 || nb->owner == owner_of_rank(b, r);
+}
+
 /* The optimizer ops of rank r in gradient-arrival order (items: room for batches + layers). */
 static size_t opt_items(bctx *b, int r, opt_item *items)
 {
     size_t ni = 0;
-    for (size_t i = 0; i < b->batches.n; i++) {
-        const ns_batch *nb = &AT(b->batches, ns_batch, i);
-        if (nb->split >= 0 ? dm_group_index(&b->p->groups[b->split_group[nb->split]], r) < 0
-                           : nb->owner >= 0 && nb->owner != owner_of_rank(b, r))
-            continue;
-        items[ni++] = (opt_item){nb->min_layer, 0, i};
+    if (b->own_idx && b->own_n == b->batches.n) { /* its owner's batches, then every rank's and the split ones */
+        int o = owner_of_rank(b, r), O = b->nowners;
+        for (int j = o >= 0 && o < O ? b->own_off[o] : 0; o >= 0 && o < O && j < b->own_off[o + 1]; j++)
+            items[ni++] = (opt_item){AT(b->batches, ns_batch, b->own_idx[j]).min_layer, 0, (size_t)b->own_idx[j]};
+        for (int j = b->own_off[O]; j < b->own_off[O + 1]; j++)
+            if (rank_takes(b, r, (size_t)b->own_idx[j]))
+                items[ni++] = (opt_item){AT(b->batches, ns_batch, b->own_idx[j]).min_layer, 0, (size_t)b->own_idx[j]};
+    } else {
+        for (size_t i = 0; i < b->batches.n; i++)
+            if (rank_takes(b, r, i)) items[ni++] = (opt_item){AT(b->batches, ns_batch, i).min_layer, 0, i};
     }
     for (int l = 0; l < b->nlayers; l++)
         if (b->lay_adamw[l] > 0 || (b->o->strategy == SCHED_ADAMW && b->lay_params[l] > 0))
@@ -1808,7 +1861,7 @@ static int emit_program(bctx *b)
     for (int l = 0; l < L; l++)
         if ((size_t)b->lay_n[l] > maxb) maxb = (size_t)b->lay_n[l];
     if (!(params = dm_malloc(maxb * sizeof *params, b->err))) goto done;
-    if (!(items = dm_malloc(nitems_max * sizeof *items, b->err))) goto done;
+    if (!(items = dm_malloc(nitems_max * sizeof *items, b->err)) || own_index(b)) goto done;
     if (early) { /* each rank's own items only (an owner holds a share of the batches) */
         if (!(ri = dm_calloc((size_t)R, sizeof *ri, b->err))) goto done;
         for (int r = 0; r < R; r++) {
