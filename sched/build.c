@@ -109,9 +109,9 @@ typedef struct bctx {
     size_t *fetch_first, *fetch_n, *grad_first, *grad_n; /* per layer */
     vec pool;                   /* int64 params */
     vec batches;                /* ns_batch */
-    /* the batches by owner (opt_items, made at its first call): owner o's at own_idx[own_off[o] ..
-     * own_off[o + 1]), then those of every rank (owner -1) and the split ones at own_idx[own_off[
-     * nowners] .. own_n) */
+    /* the batches by owner (own_index, made before the emission; opt_items reads it): owner o's
+     * at own_idx[own_off[o] .. own_off[o + 1]), then those of every rank (owner -1) and the split
+     * ones at own_idx[own_off[nowners] .. own_n) */
     int *own_off, *own_idx;
     size_t own_n;
     vec batch_mats;             /* int64 matrix indices */

@@ -660,13 +660,18 @@ static void settle(sim_net *n)
     /* in start order: the active list is (sim_net_pop_finished keeps it so), so where the part
      * is most of it a pass over it picks the part's flows in order, with no sort (a part that a
      * ring over thousands of GPUs joins holds nearly every flow) */
-    if (np > 1 && (double)n->n_act < np * log2((double)np)) {
+    int sorted = np <= 1;
+    if (!sorted && (double)n->n_act < np * log2((double)np)) {
         int k = 0;
-        for (int i = 0; i < n->n_act && k < np; i++)
-            if (n->f[n->act[i]].in_part) n->part[k++] = (part_flow){n->f[n->act[i]].seq, n->act[i]};
-    } else if (np > 1) {
-        qsort(n->part, (size_t)np, sizeof *n->part, cmp_part);
+        for (int i = 0; i < n->n_act; i++) k += n->f[n->act[i]].in_part;
+        if (k == np) { /* (every flow of the part is active: else the sort below) */
+            k = 0;
+            for (int i = 0; i < n->n_act && k < np; i++)
+                if (n->f[n->act[i]].in_part) n->part[k++] = (part_flow){n->f[n->act[i]].seq, n->act[i]};
+            sorted = 1;
+        }
     }
+    if (!sorted) qsort(n->part, (size_t)np, sizeof *n->part, cmp_part);
     fill(n, np, crossings);
     n->refilled += np;
     for (int i = 0; i < n->n_part_links; i++) {
