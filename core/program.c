@@ -636,9 +636,9 @@ static int plist_range(dm_program *p, const int64_t *v, int n, int64_t *lo, int6
     return 0;
 }
 
-/* o->implied for op `at` of rp (dm_program_implied_payload's rule; the ops before it in place), and
- * the rank's memory of produced gradients updated; params: the op's list as the program holds it
- * (interned: it lives as long as the program). */
+/* o->implied for op `at` of rp (the implied payload's rule, program.h; the ops before it in
+ * place), and the rank's memory of produced gradients updated; params: the op's list as the
+ * program holds it (interned: it lives as long as the program). */
 static int implied_payload(dm_program *p, dm_rank_prog *rp, int at, dm_op *o, const int64_t *params, int n_params,
                            dm_err *err)
 {
@@ -646,14 +646,12 @@ static int implied_payload(dm_program *p, dm_rank_prog *rp, int at, dm_op *o, co
     o->implied = dm_op_payload_default(o->kind);
     if (o->kind == DM_OP_ALLGATHER) {
         int g = bit_get(rp->grad_layer, rp->n_grad_layer, o->layer);
+        if (g) o->implied = DM_PAYLOAD_GRADS;
+        if (g || !n_params || rp->prod_lo > rp->prod_hi) return 0; /* (prod_hi < prod_lo: none produced) */
         /* its params asked one by one only where their range meets the produced ones' (a zero-3
          * plan's all-gathers of a layer come before that layer's gradients: none) */
-        if (!g && n_params && rp->prod_lo <= rp->prod_hi && plist_range(p, params, n_params, &lo, &hi, err) < 0)
-            return -1;
-        if (g || !n_params || rp->prod_lo > rp->prod_hi || lo > rp->prod_hi || hi < rp->prod_lo) {
-            if (g) o->implied = DM_PAYLOAD_GRADS;
-            return 0;
-        }
+        if (plist_range(p, params, n_params, &lo, &hi, err) < 0) return -1;
+        if (lo > rp->prod_hi || hi < rp->prod_lo) return 0;
         if (rp->marked < at && mark_pending(rp, at, err) < 0) return -1;
         for (int a = 0; a < n_params && !g; a++) g = bit_get(rp->grad_param, rp->n_grad_param, params[a]);
         if (g) o->implied = DM_PAYLOAD_GRADS;

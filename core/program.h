@@ -127,7 +127,7 @@ typedef struct dm_op {
     dm_dtype dtype : 8;      /* element type of the payload */
     dm_payload payload : 8;  /* collectives: weights or gradients; compute ops: none */
     dm_payload implied : 8;  /* the payload the ops before it imply (set by dm_program_add_op; see
-                                dm_program_implied_payload): what a file that does not say means */
+                                the implied payload's rule below): what a file that does not say means */
     unsigned staged : 8;     /* collectives: 1 when the GPU executor packs the op's params into its
                                 collective buffer around the call (and unpacks), 0 when the call
                                 runs in place on its arenas (core/arena.h: dm_arena_mark sets it

@@ -111,9 +111,8 @@ typedef struct bctx {
     vec batches;                /* ns_batch */
     /* the batches by owner (own_index, made before the emission; opt_items reads it): owner o's
      * at own_idx[own_off[o] .. own_off[o + 1]), then those of every rank (owner -1) and the split
-     * ones at own_idx[own_off[nowners] .. own_n) */
+     * ones at own_idx[own_off[nowners] .. own_off[nowners + 1]) */
     int *own_off, *own_idx;
-    size_t own_n;
     vec batch_mats;             /* int64 matrix indices */
     int adamw_sharded;          /* AdamW params: reduce-scatter + shard update (else all-reduce, full) */
     int muon_update_shard;      /* muon-fsdp: the update touches the rank's shard only */
@@ -1489,37 +1488,27 @@ static int cmp_opt(const void *x, const void *y)
 
 static int owner_of_rank(const bctx *b, int r) { return b->nowners < b->nranks ? r % b->nowners : r; }
 
-/* The batches by owner (bctx.own_off, own_idx), made once the batches are (before the emission);
- * 0, or -1 with b->err. */
+/* A batch's place in the index by owner: its owner, or nowners for the split ones and those of
+ * every rank. */
+static int own_bucket(const bctx *b, const ns_batch *nb)
+{
+    return nb->split < 0 && nb->owner >= 0 && nb->owner < b->nowners ? nb->owner : b->nowners;
+}
+
+/* The batches by owner (bctx.own_off, own_idx), made once the batches are (before the emission):
+ * each bucket counted two places ahead, summed, then filled, which leaves own_off[k] the start
+ * of bucket k. 0, or -1 with b->err. */
 static int own_index(bctx *b)
 {
-    free(b->own_off), free(b->own_idx);
-    b->own_off = dm_calloc((size_t)b->nowners + 2, sizeof *b->own_off, b->err);
-    b->own_idx = b->own_off ? dm_malloc((b->batches.n + 1) * sizeof *b->own_idx, b->err) : NULL;
-    if (!b->own_off || !b->own_idx) {
-        free(b->own_off), free(b->own_idx);
-        b->own_off = b->own_idx = NULL;
-        return -1;
-    }
     int O = b->nowners;
-    for (size_t i = 0; i < b->batches.n; i++) { /* counts, then places (the others counted at O) */
-        const ns_batch *nb = &AT(b->batches, ns_batch, i);
-        b->own_off[nb->split < 0 && nb->owner >= 0 && nb->owner < O ? nb->owner + 1 : O + 1]++;
-    }
-    for (int o = 0; o <= O; o++) b->own_off[o + 1] += b->own_off[o];
-    int *at = dm_malloc(((size_t)O + 1) * sizeof *at, b->err);
-    if (!at) {
-        free(b->own_off), free(b->own_idx);
-        b->own_off = b->own_idx = NULL;
-        return -1;
-    }
-    memcpy(at, b->own_off, ((size_t)O + 1) * sizeof *at);
-    for (size_t i = 0; i < b->batches.n; i++) {
-        const ns_batch *nb = &AT(b->batches, ns_batch, i);
-        b->own_idx[at[nb->split < 0 && nb->owner >= 0 && nb->owner < O ? nb->owner : O]++] = (int)i;
-    }
-    free(at);
-    b->own_n = b->batches.n;
+    free(b->own_off), free(b->own_idx);
+    b->own_off = dm_calloc((size_t)O + 3, sizeof *b->own_off, b->err);
+    b->own_idx = b->own_off ? dm_malloc((b->batches.n + 1) * sizeof *b->own_idx, b->err) : NULL;
+    if (!b->own_idx) return -1; /* (free_ctx frees what was made) */
+    for (size_t i = 0; i < b->batches.n; i++) b->own_off[own_bucket(b, &AT(b->batches, ns_batch, i)) + 2]++;
+    for (int k = 2; k <= O + 2; k++) b->own_off[k] += b->own_off[k - 1];
+    for (size_t i = 0; i < b->batches.n; i++)
+        b->own_idx[b->own_off[own_bucket(b, &AT(b->batches, ns_batch, i)) + 1]++] = (int)i;
     return 0;
 }
 
@@ -1535,17 +1524,12 @@ static int rank_takes(bctx *b, int r, size_t i)
 static size_t opt_items(bctx *b, int r, opt_item *items)
 {
     size_t ni = 0;
-    if (b->own_idx && b->own_n == b->batches.n) { /* its owner's batches, then every rank's and the split ones */
-        int o = owner_of_rank(b, r), O = b->nowners;
-        for (int j = o >= 0 && o < O ? b->own_off[o] : 0; o >= 0 && o < O && j < b->own_off[o + 1]; j++)
+    int o = owner_of_rank(b, r), O = b->nowners; /* its owner's batches, then every rank's and the split ones */
+    for (int j = b->own_off[o]; j < b->own_off[o + 1]; j++)
+        items[ni++] = (opt_item){AT(b->batches, ns_batch, b->own_idx[j]).min_layer, 0, (size_t)b->own_idx[j]};
+    for (int j = b->own_off[O]; j < b->own_off[O + 1]; j++)
+        if (rank_takes(b, r, (size_t)b->own_idx[j]))
             items[ni++] = (opt_item){AT(b->batches, ns_batch, b->own_idx[j]).min_layer, 0, (size_t)b->own_idx[j]};
-        for (int j = b->own_off[O]; j < b->own_off[O + 1]; j++)
-            if (rank_takes(b, r, (size_t)b->own_idx[j]))
-                items[ni++] = (opt_item){AT(b->batches, ns_batch, b->own_idx[j]).min_layer, 0, (size_t)b->own_idx[j]};
-    } else {
-        for (size_t i = 0; i < b->batches.n; i++)
-            if (rank_takes(b, r, i)) items[ni++] = (opt_item){AT(b->batches, ns_batch, i).min_layer, 0, i};
-    }
     for (int l = 0; l < b->nlayers; l++)
         if (b->lay_adamw[l] > 0 || (b->o->strategy == SCHED_ADAMW && b->lay_params[l] > 0))
             items[ni++] = (opt_item){l, 1, (size_t)l};
