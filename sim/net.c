@@ -1,7 +1,8 @@
 /* net.c: max-min fair sharing of link bandwidth among concurrent flows, recomputed incrementally
  * over the part of the flow-link graph a change touches (net.h). A wide flow (a ring over
  * thousands of GPUs) keeps which of its links another flow crosses too, so that a settle walks
- * those and one link of the rest (`wide`, below). */
+ * those and one link of the rest (`wide`, below); a change among the narrow flows around wide
+ * ones refills only those narrow flows when it cannot move a wide flow's rate (settle_local). */
 #include "net.h"
 
 #include <math.h>
@@ -20,6 +21,8 @@ typedef struct flow {
     double *w;
     char frozen, in_part;
     char dup;       /* crosses some link twice (its weights there add up) */
+    int bneck;      /* the link at which the last fill over it froze it (its rate that link's share
+                       then); -1: none known (new, or its rate came from no such pick) */
     char borrowed;  /* links and w are the caller's (sim_net_add_shared), not freed here */
     struct wide *wv; /* a wide flow's view of its links, else NULL */
 } flow;
@@ -97,10 +100,20 @@ struct sim_net {
     uint64_t next_seq;
     double last_us;
     uint64_t version;
-    int64_t recomputes, refilled;
+    int64_t recomputes, refilled, local;
     /* Wide flows: the size from which a flow is one, a list of one's links (flow_walk), views
      * of finished flows kept for reuse. */
     int wide_min;
+    int n_views; /* wide flows with a view now */
+    /* settle_local's scratch: per local link its first use (seq, k); per crossing of a local link
+     * by a wide flow, the link, the flow's place in wl and its weight; the wide flows (slots) */
+    uint64_t *ls;
+    int *lk, ls_cap;
+    int *xl, *xw, x_cap;
+    double *xwt;
+    int *wl, wl_cap;
+    uint64_t *wks; /* beside wl: the first use of each wide flow's bottleneck (seq, index) */
+    int *wkk, wk2_cap;
     int *wk, wk_cap;
     wide **wpool;
     int n_wpool, cap_wpool;
@@ -160,6 +173,14 @@ void sim_net_free(sim_net *n)
     for (int i = 0; i < n->n_wpool; i++) wide_free(n->wpool[i]);
     free(n->wpool);
     free(n->wk);
+    free(n->ls);
+    free(n->lk);
+    free(n->xl);
+    free(n->xw);
+    free(n->xwt);
+    free(n->wl);
+    free(n->wks);
+    free(n->wkk);
     if (n->on)
         for (int l = 0; l < n->n_links; l++) {
             free(n->on[l].s);
@@ -278,6 +299,7 @@ static void wide_make(sim_net *n, int slot)
         v->t[P + k] = k < f->nl && !sh && f->w[k] > 1e-12 ? k : -1;
     }
     f->wv = v;
+    n->n_views++;
     for (int i = P - 1; i >= 1; i--) v->t[i] = wide_better(n, f, v->t[2 * i], v->t[2 * i + 1]);
 }
 
@@ -285,6 +307,7 @@ static void wide_make(sim_net *n, int slot)
 static void wide_end(sim_net *n, flow *f)
 {
     if (!f->wv) return;
+    n->n_views--;
     if (grow((void **)&n->wpool, &n->cap_wpool, n->n_wpool + 1, sizeof *n->wpool, NULL)) wide_free(f->wv);
     else n->wpool[n->n_wpool++] = f->wv;
     f->wv = NULL;
@@ -401,6 +424,7 @@ static int freeze_on(sim_net *n, int bl, double best, int *nch)
         if (f->frozen) continue;
         f->rate = best;
         f->frozen = 1;
+        f->bneck = bl;
         frozen++;
         const int *ks;
         int nw = flow_walk(n, f, &ks);
@@ -462,6 +486,7 @@ static void fill(sim_net *n, int np, double crossings)
 {
     if (np == 1) { /* alone: the smallest share, as the loop below finds it, without the heap */
         flow *f = &n->f[n->part[0].slot];
+        f->bneck = -1;
         if (!f->dup) {
             const int *ks;
             int nw = flow_walk(n, f, &ks);
@@ -502,6 +527,7 @@ static void fill(sim_net *n, int np, double crossings)
         flow *f = &n->f[slot];
         f->frozen = 0;
         f->rate = 0;
+        f->bneck = -1;
         const int *ks;
         int nw = flow_walk(n, f, &ks);
         for (int q = 0; q < nw; q++) {
@@ -618,12 +644,258 @@ static void flush_usage(sim_net *n, int l, double now_us)
     n->t_load[l] = now_us;
 }
 
+
+/* ---- a settle that leaves the wide flows' rates as they are --------------------------------
+ * A wide flow (a ring over thousands of GPUs) joins every flow it shares a link with into one
+ * part, so a change anywhere would refill all of them (~250 flows at 4096 GPUs, every settle).
+ * Yet in the fill a wide flow W is frozen once, at the share s_W of its bottleneck link, and the
+ * values on the links of the flows around it depend on the rest only through that: W's weight on
+ * them until the fill reaches s_W, then s_W x its weight off them. So where a change touches only
+ * narrow flows (the local part: the flows reachable from the changed links without passing
+ * through a wide flow) and cannot move any W's freeze, the local part is filled alone, each W in
+ * it frozen at its known rate when the fill's share passes it: the same operations in the same
+ * order on every link the local part crosses, so the same rates bit for bit, and every other
+ * flow keeps its rate. It cannot move W's freeze when W's bottleneck is not a local link, no
+ * local link is picked while W crosses it unfrozen (there W would freeze, at another share), and
+ * no share ties with s_W (a tie could reorder freezes of equal share: then the whole part is
+ * filled as before). The order of the scan is the fill's: smallest share, then first use (a
+ * link's first use is the earliest flow on its list, which walks it, at its index there), the
+ * wide flows' order that of their bottlenecks (rate, then first use; rates apart by rounding alone
+ * are a tie too). The local part is kept small (LOCAL_MAX_*: each step of its fill scans its
+ * links); tests/test_net.c checks it against the full progressive filling on random instances.
+ * Returns 1 when it settled, 0 when the whole part must be filled (nothing changed but scratch
+ * that the fill sets again). */
+#define LOCAL_MAX_FLOWS 32
+#define LOCAL_MAX_LINKS 512
+
+static int near_share(double a, double b)
+{
+    if (isinf(a) || isinf(b)) return 0;
+    return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
+}
+
+/* Whether flow f walks link l (on_link `on`, f at index k of its links) in a fill. */
+static int walks(const flow *f, const on_link *on, int k)
+{
+    return !f->wv || on->n > 1 || f->wv->t[1] == k;
+}
+
+/* Link l's first use in a fill: the earliest flow on its list that walks it (the first, unless a
+ * wide flow alone on it that does not walk it: then 0) and the link's index in that flow. */
+static int first_use(const sim_net *n, int l, uint64_t *seq, int *k)
+{
+    const on_link *on = &n->on[l];
+    if (on->n == 0) return 0;
+    int slot = on_at(on, 0), kk = on->n == 1 ? on->sole_k : on->k[0];
+    if (!walks(&n->f[slot], on, kk)) return 0;
+    *seq = n->f[slot].seq;
+    *k = kk;
+    return 1;
+}
+
+/* (seq a, k a) before (seq b, k b): the fill's tie order (first use) */
+static int use_before(uint64_t sa, int ka, uint64_t sb, int kb)
+{
+    return sa < sb || (sa == sb && ka < kb);
+}
+
+/* The wide flows of a local settle (few) in the order they freeze: by rate, then their
+ * bottleneck's first use, then start order (one pick freezes a link's flows in start order). */
+static void sort_wide(sim_net *n, int nw)
+{
+    for (int i = 1; i < nw; i++) {
+        int v = n->wl[i], vk = n->wkk[i], j = i;
+        uint64_t vs = n->wks[i];
+        const flow *x = &n->f[v];
+        for (; j > 0; j--) {
+            const flow *y = &n->f[n->wl[j - 1]];
+            if (y->rate < x->rate ||
+                (y->rate == x->rate && (use_before(n->wks[j - 1], n->wkk[j - 1], vs, vk) ||
+                                        (n->wks[j - 1] == vs && n->wkk[j - 1] == vk && y->seq < x->seq))))
+                break;
+            n->wl[j] = n->wl[j - 1];
+            n->wks[j] = n->wks[j - 1];
+            n->wkk[j] = n->wkk[j - 1];
+        }
+        n->wl[j] = v;
+        n->wks[j] = vs;
+        n->wkk[j] = vk;
+    }
+}
+
+/* Room for `need` entries in a local settle's scratch arrays a (of size ea) and b (eb), which
+ * share the capacity *cap (and c, of size ec, when not NULL). */
+static int grow_local(void **a, size_t ea, void **b, size_t eb, void **c, size_t ec, int *cap, int need)
+{
+    if (need <= *cap) return 0;
+    int m = *cap ? 2 * *cap : 64;
+    while (m < need) m *= 2;
+    void *x = dm_realloc(*a, (size_t)m * ea, NULL);
+    if (!x) return -1;
+    *a = x;
+    if (!(x = dm_realloc(*b, (size_t)m * eb, NULL))) return -1;
+    *b = x;
+    if (c) {
+        if (!(x = dm_realloc(*c, (size_t)m * ec, NULL))) return -1;
+        *c = x;
+    }
+    *cap = m;
+    return 0;
+}
+
+static int local_fill(sim_net *n, int nl, int nf, int nw)
+{
+    /* each local link: capacity, its walking flows' weights summed in start order, first use */
+    int nx = 0;
+    for (int i = 0; i < nl; i++) {
+        int l = n->part_links[i];
+        const on_link *on = &n->on[l];
+        n->rem[l] = n->cap[l];
+        n->wsum[l] = 0;
+        n->ls[i] = UINT64_MAX;
+        for (int j = 0; j < on->n; j++) {
+            int slot = on_at(on, j), k = on->n == 1 ? on->sole_k : on->k[j];
+            flow *f = &n->f[slot];
+            if (!walks(f, on, k)) continue;
+            if (n->ls[i] == UINT64_MAX) n->ls[i] = f->seq, n->lk[i] = k;
+            n->wsum[l] += f->w[k];
+            if (f->wv) {
+                if (grow_local((void **)&n->xl, sizeof *n->xl, (void **)&n->xw, sizeof *n->xw, (void **)&n->xwt,
+                               sizeof *n->xwt, &n->x_cap, nx + 1))
+                    return 0;
+                n->xl[nx] = l;
+                n->xw[nx] = slot;
+                n->xwt[nx++] = f->w[k];
+            }
+        }
+    }
+    for (int i = 0; i < nf; i++) {
+        flow *f = &n->f[n->part[i].slot];
+        f->frozen = 0;
+        f->rate = 0;
+    }
+    for (int i = 0; i < nw; i++) n->f[n->wl[i]].frozen = 0;
+    int wi = 0, unfrozen = nf;
+    for (;;) {
+        int bl = -1, bi = -1;
+        double bs = 0;
+        for (int i = 0; i < nl; i++) {
+            int l = n->part_links[i];
+            if (n->wsum[l] <= 1e-12) continue;
+            double sh = n->rem[l] / n->wsum[l];
+            if (bl < 0 || sh < bs ||
+                (sh == bs && (n->ls[i] < n->ls[bi] || (n->ls[i] == n->ls[bi] && n->lk[i] < n->lk[bi]))))
+                bl = l, bi = i, bs = sh;
+        }
+        double sw = wi < nw ? n->f[n->wl[wi]].rate : INFINITY;
+        if (bl < 0 && wi >= nw) break;
+        int w_first = bl < 0 || bs > sw;
+        if (bl >= 0 && bs == sw) /* a tie: the fill takes the first in first use */
+            w_first = use_before(n->wks[wi], n->wkk[wi], n->ls[bi], n->lk[bi]);
+        else if (bl >= 0 && near_share(bs, sw))
+            return 0; /* (rounding could order them either way) */
+        if (w_first) { /* the next wide flow freezes first, at its rate */
+            int ws = n->wl[wi++];
+            flow *W = &n->f[ws];
+            for (int x = 0; x < nx; x++) {
+                if (n->xw[x] != ws) continue;
+                int l = n->xl[x];
+                n->rem[l] -= sw * n->xwt[x];
+                n->wsum[l] -= n->xwt[x];
+                if (n->rem[l] < 0) n->rem[l] = 0;
+            }
+            W->frozen = 1;
+            continue;
+        }
+        if (unfrozen == 0 && wi >= nw) break;
+        const on_link *on = &n->on[bl];
+        for (int j = 0; j < on->n; j++) { /* a wide flow would freeze here, at another share */
+            const flow *f = &n->f[on_at(on, j)];
+            if (f->wv && !f->frozen) return 0;
+        }
+        unfrozen -= freeze_on(n, bl, bs, NULL);
+    }
+    return 1;
+}
+
+static int settle_local(sim_net *n)
+{
+    if (!n->n_views || n->track || n->n_dirty > LOCAL_MAX_LINKS) return 0;
+    int nl = 0, nf = 0, nw = 0, ok = 1;
+    for (int i = 0; i < n->n_dirty; i++) {
+        int l = n->dirty_list[i];
+        if (!n->lmark[l]) {
+            n->lmark[l] = 1;
+            n->part_links[nl++] = l;
+        }
+    }
+    for (int i = 0; i < nl && ok; i++) {
+        const on_link *on = &n->on[n->part_links[i]];
+        for (int j = 0; j < on->n && ok; j++) {
+            int slot = on_at(on, j);
+            flow *f = &n->f[slot];
+            if (f->in_part) continue;
+            f->in_part = 1;
+            if (f->wv) {
+                if (grow((void **)&n->wl, &n->wl_cap, nw + 1, sizeof *n->wl, NULL)) ok = 0;
+                else n->wl[nw++] = slot;
+                continue;
+            }
+            if ((!f->dup && f->nl >= n->wide_min) || nf == LOCAL_MAX_FLOWS) { /* wide without a view yet */
+                ok = 0;
+                f->in_part = 0;
+                break;
+            }
+            n->part[nf++] = (part_flow){f->seq, slot};
+            for (int k = 0; k < f->nl && ok; k++) {
+                int l = f->links[k];
+                if (n->lmark[l]) continue;
+                if (nl == LOCAL_MAX_LINKS) ok = 0;
+                else n->lmark[l] = 1, n->part_links[nl++] = l;
+            }
+        }
+    }
+    ok &= nw > 0; /* (none: the local part is the whole part) */
+    if (ok && grow_local((void **)&n->ls, sizeof *n->ls, (void **)&n->lk, sizeof *n->lk, NULL, 0, &n->ls_cap, nl))
+        ok = 0;
+    if (ok && grow_local((void **)&n->wks, sizeof *n->wks, (void **)&n->wkk, sizeof *n->wkk, NULL, 0, &n->wk2_cap, nw))
+        ok = 0;
+    for (int i = 0; i < nw && ok; i++) { /* each wide flow's freeze must stay where it is */
+        const flow *W = &n->f[n->wl[i]];
+        if (W->bneck < 0 || n->lmark[W->bneck] || !first_use(n, W->bneck, &n->wks[i], &n->wkk[i])) ok = 0;
+        int b = W->wv->t[1];
+        if (ok && b >= 0 && W->links[b] != W->bneck && n->cap[W->links[b]] / W->w[b] <= W->rate * (1 + 1e-9)) ok = 0;
+    }
+    if (ok) {
+        qsort(n->part, (size_t)nf, sizeof *n->part, cmp_part);
+        sort_wide(n, nw);
+        for (int i = 1; i < nw && ok; i++) { /* rates apart by rounding alone: the fill's order unknown */
+            double a = n->f[n->wl[i - 1]].rate, b = n->f[n->wl[i]].rate;
+            if (a != b && near_share(a, b)) ok = 0;
+        }
+        ok = ok && local_fill(n, nl, nf, nw);
+    }
+    for (int i = 0; i < nl; i++) n->lmark[n->part_links[i]] = 0;
+    for (int i = 0; i < nf; i++) n->f[n->part[i].slot].in_part = 0;
+    for (int i = 0; i < nw; i++) {
+        n->f[n->wl[i]].in_part = 0;
+        n->f[n->wl[i]].frozen = 1;
+    }
+    if (!ok) return 0;
+    for (int i = 0; i < n->n_dirty; i++) n->dirty[n->dirty_list[i]] = 0;
+    n->n_dirty = 0;
+    n->refilled += nf;
+    n->local++;
+    return 1;
+}
+
 /* Recompute the rates of the part of the flow-link graph connected to the changed links (every
  * change so far happened at last_us). */
 static void settle(sim_net *n)
 {
     if (!n->n_dirty) return;
     n->recomputes++;
+    if (settle_local(n)) return;
     int np = 0;
     double crossings = 0;
     n->n_part_links = 0;
@@ -797,7 +1069,7 @@ static int add_flow(sim_net *n, double now_us, double bytes, const int *links, c
     move_to(n, now_us);
     int slot = n->free_slots[--n->n_free];
     n->f[slot] = (flow){.tag = tag, .nl = nl, .seq = n->next_seq, .rem = bytes, .links = (int *)links,
-                        .w = (double *)w, .dup = (char)dup, .borrowed = (char)borrowed};
+                        .w = (double *)w, .dup = (char)dup, .borrowed = (char)borrowed, .bneck = -1};
     n->next_seq++;
     n->act[n->n_act++] = slot;
     /* A flow alone on its links while nothing else changed at this instant: its rate is the
@@ -952,6 +1224,7 @@ void sim_net_set_capacity(sim_net *n, double now_us, int link, double cap_Bps)
 int sim_net_active(const sim_net *n) { return n->n_act; }
 int64_t sim_net_recomputes(const sim_net *n) { return n->recomputes; }
 int64_t sim_net_flows_refilled(const sim_net *n) { return n->refilled; }
+int64_t sim_net_local_settles(const sim_net *n) { return n->local; }
 
 double sim_net_rate(sim_net *n, int tag)
 {

@@ -14,7 +14,10 @@
  * the rates are bit for bit those of the full recompute; tests/test_net.c checks it against the
  * full algorithm on random instances. Changes at one instant are settled together. Cost of a
  * settle: O(E log L) for the E (flow, link) pairs of the part, instead of O(F x E) for all (of a
- * wide flow, only the links another flow shares and one more: sim_net_wide_min).
+ * wide flow, only the links another flow shares and one more: sim_net_wide_min). A wide flow
+ * joins every flow it meets into one part; a change among the narrow flows around it that cannot
+ * move its rate (its bottleneck elsewhere, no tie with it) refills those narrow flows alone, the
+ * wide flows frozen at their rates as the full fill would: the same rates, bit for bit.
  *
  * Link usage (when asked for): every link integrates the bytes it carried and the time it was
  * saturated (its flows' rates x weights sum to its capacity), for the busiest-links report
@@ -74,6 +77,9 @@ double sim_net_rate(sim_net *n, int tag);
 int64_t sim_net_recomputes(const sim_net *n);
 /* Flows whose rates those settles recomputed, summed (the work they did). */
 int64_t sim_net_flows_refilled(const sim_net *n);
+/* Of those settles, the ones that refilled only the narrow flows around a change, every wide
+ * flow's rate kept (net.c, settle_local). */
+int64_t sim_net_local_settles(const sim_net *n);
 
 /* Link usage up to now_us (>= the last change): bytes carried, and microseconds during which
  * the link was saturated (its load within 1e-9 of its capacity, capacity > 0); zeros unless

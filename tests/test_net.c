@@ -216,6 +216,7 @@ static int same_rates(sim_net *n, const ref_net *r)
  * that the flow-link graph has several connected parts, and a few shared "core" links that now
  * and then join them. */
 static int wide_min = SIM_NET_WIDE_MIN; /* the nets' sim_net_wide_min */
+static int64_t local_settles; /* sim_net_local_settles, summed over instances */
 
 static int random_instance(int L, int F, int steps, int shared, int ring, int *checks)
 {
@@ -228,7 +229,7 @@ static int random_instance(int L, int F, int steps, int shared, int ring, int *c
     memset(memo, 0, sizeof memo);
     double *cap = malloc((size_t)L * sizeof(double));
     int nice = rnd(2); /* 1: capacities and weights from a few values, so that shares tie */
-    if (ring) nice = 1;
+    if (ring == 1) nice = 1;
     for (int l = 0; l < L; l++) cap[l] = nice ? (double)(1 + rnd(ring ? 2 : 4)) * 10 : 1 + 99 * unif();
     dm_err err;
     sim_net *n = sim_net_new(L, cap, &err);
@@ -255,10 +256,12 @@ static int random_instance(int L, int F, int steps, int shared, int ring, int *c
                 links[k] = rnd(8) == 0 && core > 0 ? L - 1 - rnd(core) : (g * span + rnd(span)) % L;
                 w[k] = nice ? (double)(1 + rnd(4)) / 4 : 0.05 + unif();
             }
-            if (ring) { /* a run of consecutive links, one weight (as a ring's hops): flows
-                           that overlap share runs of links crossed by the same two flows */
+            if (ring == 1 || (ring == 2 && rnd(5) == 0)) { /* a run of consecutive links, one weight
+                           (as a ring's hops): flows that overlap share runs of links crossed by the
+                           same two flows; ring 2: now and then such a run among short flows */
                 int a = rnd(L), wk = rnd(3);
                 nl = 4 + rnd(44 < L ? 44 : L - 4);
+                if (ring == 2) nl = 8 + rnd(40 < L - 8 ? 40 : L - 8);
                 for (int k = 0; k < nl; k++) links[k] = (a + k) % L, w[k] = wk == 2 ? 0.5 : 1 + wk;
             }
             double bytes = nice ? (double)(1 + rnd(5)) * 100 : 10 + 1000 * unif();
@@ -301,6 +304,7 @@ static int random_instance(int L, int F, int steps, int shared, int ring, int *c
             tap_diag("rates differ from the reference after step %d (op %d)", s, op);
         }
     }
+    local_settles += sim_net_local_settles(n);
     sim_net_free(n);
     ref_free(r);
     free(cap);
@@ -339,6 +343,17 @@ static void test_random(void)
            "%d checks, %d mismatches", pass == 0 ? "random links" : pass == 1 ? "rings' runs of links" : "shared link sets",
            inst, checks, bad);
     }
+    /* wide runs among narrow flows (wide from 8 links; the short flows have at most 6): the
+     * settles that refill only the narrow flows around a change (net.c, settle_local) */
+    bad = checks = inst = 0;
+    local_settles = 0;
+    for (int i = 0; i < 300; i++, inst++) {
+        wide_min = 8;
+        bad += random_instance(60 + rnd(200), 10 + rnd(50), 600, 0, 2, &checks);
+    }
+    ok(bad == 0 && local_settles > 1000, "wide runs among narrow flows: %d random instances, %d checks, %d mismatches; "
+       "%lld settles kept the wide flows' rates and refilled only the narrow flows around the change", inst, checks,
+       bad, (long long)local_settles);
     wide_min = SIM_NET_WIDE_MIN;
 }
 
