@@ -302,7 +302,7 @@ int cmd_plan(int argc, char **argv)
                    rep.shape_bound_us / 1e3, 100 * (rep.max_us / rep.shape_bound_us - 1));
         printf("\nsolver    %s, %d units, assignment %.3f s, plan %.3f s\n", rep.solver_status, rep.n_units, rep.solver_s,
                rep.plan_s);
-        char ob[320];
+        char ob[512];
         if (rep.method[0]) printf("objective %s\n", sched_report_objective(&rep, ob, sizeof ob) + 10);
         plan_best_print(stdout, &pb);
         if (pb.n) printf("balance   %s\n", plan_best_describe(&pb, ob, sizeof ob));

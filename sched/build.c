@@ -1107,10 +1107,16 @@ static int describe_dmuon(bctx *b, int64_t *ids)
      * 4 N + S ops over the N ranks (fetch: the owner's shard-group broadcast S, the column
      * broadcasts N, the other groups' all-gathers N - S; gradients: the reduce-scatters N, the
      * column reduces N, the owner group's all-gather S), with --zero 3 N more (the re-fetch's
-     * broadcast and all-gathers). Hierarchical plans have no such estimate. */
-    double per = muon_stages(b) ? (b->z3 ? 5.0 : 4.0) : 2.0;
-    double est = per * (double)a.pairs * (double)b->nranks;
-    if (b->rep && !b->o->hierarchical) b->rep->ops_estimate = est, b->rep->ops_per_pair_rank = per;
+     * broadcast and all-gathers); hierarchical, per pair a broadcast and a reduce in every node
+     * and an all-reduce over the nodes' owners (one rank in gpn): 2 + 1 / gpn, and since every
+     * node runs every NS, each batch's NS and Muon update once per node (a flat plan's run once
+     * in all: left out, as the forward and backward are). */
+    double per = muon_stages(b)           ? (b->z3 ? 5.0 : 4.0)
+                 : b->o->hierarchical ? 2.0 + (b->nnodes > 1 ? 1.0 / b->gpn : 0.0)
+                                      : 2.0;
+    double node_ops = b->o->hierarchical ? 2.0 * (double)a.n_batches * (double)b->nnodes : 0.0;
+    double est = per * (double)a.pairs * (double)b->nranks + node_ops;
+    if (b->rep) b->rep->ops_estimate = est, b->rep->ops_per_pair_rank = per, b->rep->ops_node_compute = node_ops;
     if (b->o->objective_only) goto report;
     if (b->o->max_ops > 0 && !b->o->hierarchical) {
         if (est > b->o->max_ops) {

@@ -307,14 +307,14 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
     int rc = -1, n = 0, n_cand = 0, sim_all = 1, slot[PLAN_BEST_MAX];
     for (int k = 0; k < PLAN_BEST_MAX; k++) /* the candidates' places in the report */
         slot[k] = kinds[k].ns_only && opts->comm_weight == 0 ? -1 : n_cand++; /* lpt-ns: the same plan as lpt */
-    /* Every candidate's owners assigned first, no program built. A flat or HSDP plan's ops are
-     * estimated from its assignment (build.c: pairs x ranks x collectives per pair): when any is
+    /* Every candidate's owners assigned first, no program built. A plan's ops are estimated from
+     * its assignment (build.c: pairs x ranks x collectives per pair): when any is
      * over the simulation budget none is built and all are weighed by their objectives (the
      * winner's program built after), where building the ones that fit before finding one over
      * cost seconds at 4096 ranks (Moonlight-16B --hsdp --zero 3: lpt-ns's and lpt's programs, 4 s,
      * then milp's over). Then each program is built on its assignment (not solved again; milp's is
-     * lpt's program when their assignments are the same), the largest estimate first (the list's
-     * order for hierarchical plans, which have no estimate), and counted: once one is too large
+     * lpt's program when their assignments are the same), the largest estimate first, and
+     * counted: once one is too large
      * (an estimate leaves out the compute ops) the others are weighed by their assignments. */
     double over = 0;
     for (int k = 0; k < PLAN_BEST_MAX; k++) {
@@ -339,19 +339,23 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
         c->pairs = reps[n].pairs;
         snprintf(c->status, sizeof c->status, "%s", reps[n].solver_status);
         double est = reps[n].ops_estimate; /* (the largest over the budget named) */
-        if (!opts->hierarchical && est * PLAN_BEST_SIM_S_PER_OP > po->sim_budget_s && est > over) {
+        if (est * PLAN_BEST_SIM_S_PER_OP > po->sim_budget_s && est > over) {
             over = est;
-            snprintf(pb->why, sizeof pb->why, "%s's program would hold about %.3g ops (%d pairs x %d ranks x %g), its "
-                     "simulation about %.1f s, over the %.1f s budget", c->name, reps[n].ops_estimate, reps[n].pairs,
-                     nranks, reps[n].ops_per_pair_rank, reps[n].ops_estimate * PLAN_BEST_SIM_S_PER_OP, po->sim_budget_s);
+            char node[48] = "";
+            if (reps[n].ops_node_compute > 0) /* hierarchical: every node's NS and updates */
+                snprintf(node, sizeof node, " + %.3g in the nodes' NS", reps[n].ops_node_compute);
+            snprintf(pb->why, sizeof pb->why, "%s's program would hold about %.3g ops (%d pairs x %d ranks x %g%s), "
+                     "its simulation about %.1f s, over the %.1f s budget", c->name, reps[n].ops_estimate, reps[n].pairs,
+                     nranks, reps[n].ops_per_pair_rank, node, reps[n].ops_estimate * PLAN_BEST_SIM_S_PER_OP,
+                     po->sim_budget_s);
             sim_all = 0;
         }
     }
-    int order[PLAN_BEST_MAX], no = 0; /* the largest estimate first (hierarchical: the list's order) */
+    int order[PLAN_BEST_MAX], no = 0; /* the largest estimate first */
     for (int k = 0; k < PLAN_BEST_MAX; k++) {
         if (slot[k] < 0) continue;
         int j = no++;
-        for (; j > 0 && !opts->hierarchical && reps[slot[k]].ops_estimate > reps[slot[order[j - 1]]].ops_estimate; j--)
+        for (; j > 0 && reps[slot[k]].ops_estimate > reps[slot[order[j - 1]]].ops_estimate; j--)
             order[j] = order[j - 1];
         order[j] = k;
     }

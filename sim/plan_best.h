@@ -60,7 +60,7 @@ typedef struct plan_best_report {
     plan_cand cand[PLAN_BEST_MAX];
     int winner;             /* index into cand */
     int by_sim;             /* 1: chosen by the simulated step; 0: by the objective */
-    char why[160];          /* when by_sim is 0: why the candidates were not simulated */
+    char why[224];          /* when by_sim is 0: why the candidates were not simulated */
     int late_sim;           /* 1: chosen by the objective, the winner then simulated (its step in
                                cand[winner]) to weigh it against an alternative by the step
                                (plan_best_opts.sim_winner; HSDP with --hsdp-muon auto) */

@@ -1097,6 +1097,37 @@ int main(void)
             dm_program_free(p1);
         }
 
+        { /* hierarchical (two nodes of 8): the estimate counts, beside each pair's broadcast and
+           * reduce in every node and its all-reduce over the nodes, every batch's NS and Muon update
+           * once per node (the NS replicated per node); no candidate built, the winner built in full,
+           * the estimate never above its ops */
+            sched_opts hi = o;
+            hi.hierarchical = 1;
+            plan_best_opts hpo;
+            plan_best_opts_default(&hpo);
+            hpo.sim_budget_s = 1e-9;
+            dm_program *hp = NULL, *direct = NULL;
+            sched_report hr;
+            memset(&hr, 0, sizeof hr);
+            int hrc = lrc ? -1 : plan_best_build(m, &a800, 16, costs, &hi, &so, &hpo, &hp, &hr, &pb, &err);
+            int only = hrc == 0 && strstr(pb.why, "would hold about") && strstr(pb.why, "x 16 ranks x 2.125 + ") &&
+                       strstr(pb.why, "in the nodes' NS");
+            for (int k = 0; only && k < pb.n; k++) only = pb.cand[k].objective_only;
+            hi.balance = hrc == 0 ? pb.cand[pb.winner].balance : SCHED_BAL_LPT;
+            hi.comm_weight = hrc == 0 ? pb.cand[pb.winner].comm_weight : 1;
+            int built = hrc == 0 && sched_build(m, &a800, 16, costs, &hi, &direct, NULL, &err) == 0;
+            double ops = hrc == 0 ? (double)dm_program_ops(hp) : 0;
+            ok(only && built && hr.ops_node_compute > 0 && hr.ops_estimate <= ops &&
+                   dm_program_hash(direct) == dm_program_hash(hp),
+               "hierarchical over the budget by the estimate: every candidate weighed by its objective alone; the "
+               "winner (%s) built in full, %.0f ops (estimated %.0f, %.0f of them the nodes' NS and updates), "
+               "sched_build's program (%s)", hrc == 0 ? pb.cand[pb.winner].name : err.msg, ops, hr.ops_estimate,
+               hr.ops_node_compute, hrc == 0 ? pb.why : "");
+            sched_report_free(&hr);
+            dm_program_free(direct);
+            dm_program_free(hp);
+        }
+
         { /* HSDP (two shard groups of 8): the same estimate from the assignment, each pair's stages
            * four collectives on every rank (build.c, max_ops), so no candidate is built; the winner
            * built in full, the program sched_build gives for its balance, holding at least the
