@@ -278,10 +278,10 @@ typedef struct sched_report {
     int pairs;              /* (layer, owner) pairs: each one broadcast and one reduce (HSDP's
                                stages: a broadcast, a reduce-scatter and an all-gather per shard
                                group and a broadcast and a reduce per column, build.c hsdp_pair) */
-    double ops_estimate;    /* dmuon's plans: the program's collectives estimated from the
-                               assignment, pairs x ranks x ops_per_pair_rank (plan_best weighs it
-                               against its budget; max_ops and the check after, flat and HSDP
-                               plans only) */
+    double ops_estimate;    /* dmuon's plans: the program's ops estimated from the assignment,
+                               pairs x ranks x ops_per_pair_rank + ops_node_compute (plan_best
+                               weighs it against its budget; max_ops and the check after, flat
+                               and HSDP plans only) */
     double ops_per_pair_rank; /* 2 (a broadcast and a reduce), HSDP's stages 4 (--zero 3: 5),
                                  hierarchical 2 + 1 / GPUs per node (the nodes' all-reduce) */
     double ops_node_compute;  /* hierarchical: the NS and Muon-update ops of every batch in every

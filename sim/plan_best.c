@@ -314,8 +314,8 @@ int plan_best_build(const dm_model *model, const dm_cluster *cluster, int nranks
      * cost seconds at 4096 ranks (Moonlight-16B --hsdp --zero 3: lpt-ns's and lpt's programs, 4 s,
      * then milp's over). Then each program is built on its assignment (not solved again; milp's is
      * lpt's program when their assignments are the same), the largest estimate first, and
-     * counted: once one is too large
-     * (an estimate leaves out the compute ops) the others are weighed by their assignments. */
+     * counted: once one is too large (an estimate leaves out most compute ops) the others are
+     * weighed by their assignments. */
     double over = 0;
     for (int k = 0; k < PLAN_BEST_MAX; k++) {
         if (slot[k] < 0) continue;
