@@ -743,6 +743,9 @@ static int grow_local(void **a, size_t ea, void **b, size_t eb, void **c, size_t
     return 0;
 }
 
+/* The fill of a local part: its nl links (part_links), nf narrow flows (part, in start order) and
+ * nw wide flows (wl, in their freeze order, their bottlenecks' first use in wks/wkk). 1: the narrow
+ * flows' rates set; 0: the whole part must be filled. */
 static int local_fill(sim_net *n, int nl, int nf, int nw)
 {
     /* each local link: capacity, its walking flows' weights summed in start order, first use */
@@ -841,7 +844,8 @@ static int settle_local(sim_net *n)
                 else n->wl[nw++] = slot;
                 continue;
             }
-            if ((!f->dup && f->nl >= n->wide_min) || nf == LOCAL_MAX_FLOWS) { /* wide without a view yet */
+            if ((!f->dup && f->nl >= n->wide_min) || nf == LOCAL_MAX_FLOWS) { /* a wide flow without its
+                                                                             view yet, or one too many */
                 ok = 0;
                 f->in_part = 0;
                 break;
