@@ -112,8 +112,8 @@ struct sim_net {
     int *xl, *xw, x_cap;
     double *xwt;
     int *wl, wl_cap;
-    uint64_t *wks; /* beside wl: the first use of each wide flow's bottleneck (seq, index) */
-    int *wkk, wk2_cap;
+    uint64_t *wks; /* beside wl (its capacity): the first use of each wide flow's bottleneck */
+    int *wkk;
     int *wk, wk_cap;
     wide **wpool;
     int n_wpool, cap_wpool;
@@ -644,7 +644,6 @@ static void flush_usage(sim_net *n, int l, double now_us)
     n->t_load[l] = now_us;
 }
 
-
 /* ---- a settle that leaves the wide flows' rates as they are --------------------------------
  * A wide flow (a ring over thousands of GPUs) joins every flow it shares a link with into one
  * part, so a change anywhere would refill all of them (~250 flows at 4096 GPUs, every settle).
@@ -755,12 +754,11 @@ static int local_fill(sim_net *n, int nl, int nf, int nw)
         const on_link *on = &n->on[l];
         n->rem[l] = n->cap[l];
         n->wsum[l] = 0;
-        n->ls[i] = UINT64_MAX;
+        if (!first_use(n, l, &n->ls[i], &n->lk[i])) continue; /* no flow walks it: never a candidate */
         for (int j = 0; j < on->n; j++) {
             int slot = on_at(on, j), k = on->n == 1 ? on->sole_k : on->k[j];
             flow *f = &n->f[slot];
             if (!walks(f, on, k)) continue;
-            if (n->ls[i] == UINT64_MAX) n->ls[i] = f->seq, n->lk[i] = k;
             n->wsum[l] += f->w[k];
             if (f->wv) {
                 if (grow_local((void **)&n->xl, sizeof *n->xl, (void **)&n->xw, sizeof *n->xw, (void **)&n->xwt,
@@ -786,8 +784,7 @@ static int local_fill(sim_net *n, int nl, int nf, int nw)
             int l = n->part_links[i];
             if (n->wsum[l] <= 1e-12) continue;
             double sh = n->rem[l] / n->wsum[l];
-            if (bl < 0 || sh < bs ||
-                (sh == bs && (n->ls[i] < n->ls[bi] || (n->ls[i] == n->ls[bi] && n->lk[i] < n->lk[bi]))))
+            if (bl < 0 || sh < bs || (sh == bs && use_before(n->ls[i], n->lk[i], n->ls[bi], n->lk[bi])))
                 bl = l, bi = i, bs = sh;
         }
         double sw = wi < nw ? n->f[n->wl[wi]].rate : INFINITY;
@@ -840,7 +837,9 @@ static int settle_local(sim_net *n)
             if (f->in_part) continue;
             f->in_part = 1;
             if (f->wv) {
-                if (grow((void **)&n->wl, &n->wl_cap, nw + 1, sizeof *n->wl, NULL)) ok = 0;
+                if (grow_local((void **)&n->wl, sizeof *n->wl, (void **)&n->wks, sizeof *n->wks, (void **)&n->wkk,
+                               sizeof *n->wkk, &n->wl_cap, nw + 1))
+                    ok = 0;
                 else n->wl[nw++] = slot;
                 continue;
             }
@@ -861,8 +860,6 @@ static int settle_local(sim_net *n)
     }
     ok &= nw > 0; /* (none: the local part is the whole part) */
     if (ok && grow_local((void **)&n->ls, sizeof *n->ls, (void **)&n->lk, sizeof *n->lk, NULL, 0, &n->ls_cap, nl))
-        ok = 0;
-    if (ok && grow_local((void **)&n->wks, sizeof *n->wks, (void **)&n->wkk, sizeof *n->wkk, NULL, 0, &n->wk2_cap, nw))
         ok = 0;
     for (int i = 0; i < nw && ok; i++) { /* each wide flow's freeze must stay where it is */
         const flow *W = &n->f[n->wl[i]];
